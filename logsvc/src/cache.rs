@@ -1,0 +1,111 @@
+//! The engine's record cache: least recently used records and their aux data, bounded
+//! in bytes. A cache, never ground truth: any entry may vanish at any time.
+
+use std::collections::{BTreeMap, HashMap};
+
+use bytes::Bytes;
+
+use crate::types::{SeqNum, Tag};
+
+#[derive(Clone, Debug)]
+pub struct Cached {
+    pub record: Option<(Vec<Tag>, Bytes)>,
+    pub aux: Option<Bytes>,
+}
+
+impl Cached {
+    fn bytes(&self) -> usize {
+        // A fixed overhead per entry keeps many tiny records from escaping the bound.
+        64 + self.record.as_ref().map_or(0, |(t, d)| t.len() * 8 + d.len()) + self.aux.as_ref().map_or(0, |a| a.len())
+    }
+}
+
+pub struct RecordCache {
+    bytes_max: usize,
+    bytes: usize,
+    tick: u64,
+    entries: HashMap<SeqNum, (Cached, u64)>,
+    lru: BTreeMap<u64, SeqNum>,
+}
+
+impl RecordCache {
+    pub fn new(bytes_max: usize) -> RecordCache {
+        RecordCache { bytes_max, bytes: 0, tick: 0, entries: HashMap::new(), lru: BTreeMap::new() }
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    pub fn get(&mut self, seqnum: SeqNum) -> Option<&Cached> {
+        self.tick += 1;
+        let (entry, t) = self.entries.get_mut(&seqnum)?;
+        self.lru.remove(t);
+        *t = self.tick;
+        self.lru.insert(self.tick, seqnum);
+        Some(entry)
+    }
+
+    pub fn put_record(&mut self, seqnum: SeqNum, tags: Vec<Tag>, data: Bytes) {
+        let aux = self.remove(seqnum).and_then(|c| c.aux);
+        self.insert(seqnum, Cached { record: Some((tags, data)), aux });
+    }
+
+    pub fn put_aux(&mut self, seqnum: SeqNum, aux: Bytes) {
+        let record = self.remove(seqnum).and_then(|c| c.record);
+        self.insert(seqnum, Cached { record, aux: Some(aux) });
+    }
+
+    pub fn remove(&mut self, seqnum: SeqNum) -> Option<Cached> {
+        let (entry, t) = self.entries.remove(&seqnum)?;
+        self.lru.remove(&t);
+        self.bytes -= entry.bytes();
+        Some(entry)
+    }
+
+    fn insert(&mut self, seqnum: SeqNum, entry: Cached) {
+        let size = entry.bytes();
+        if size > self.bytes_max {
+            return;
+        }
+        while self.bytes + size > self.bytes_max {
+            let (_, victim) = self.lru.pop_first().expect("bytes > 0 means entries exist");
+            let (e, _) = self.entries.remove(&victim).expect("lru and entries agree");
+            self.bytes -= e.bytes();
+        }
+        self.tick += 1;
+        self.bytes += size;
+        self.lru.insert(self.tick, seqnum);
+        self.entries.insert(seqnum, (entry, self.tick));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn evicts_least_recently_used_within_the_byte_bound() {
+        let mut c = RecordCache::new(3 * (64 + 100));
+        for i in 0..3 {
+            c.put_record(SeqNum(i), vec![], Bytes::from(vec![0; 100]));
+        }
+        assert!(c.get(SeqNum(0)).is_some());
+        c.put_record(SeqNum(3), vec![], Bytes::from(vec![0; 100]));
+        assert!(c.get(SeqNum(1)).is_none(), "1 was least recently used");
+        assert!(c.get(SeqNum(0)).is_some() && c.get(SeqNum(2)).is_some() && c.get(SeqNum(3)).is_some());
+        assert!(c.bytes() <= 3 * 164);
+        c.put_record(SeqNum(9), vec![], Bytes::from(vec![0; 10_000]));
+        assert!(c.get(SeqNum(9)).is_none(), "an entry larger than the cache is not kept");
+    }
+
+    #[test]
+    fn aux_data_and_record_share_an_entry() {
+        let mut c = RecordCache::new(1 << 20);
+        c.put_aux(SeqNum(1), Bytes::from_static(b"view"));
+        c.put_record(SeqNum(1), vec![Tag(3)], Bytes::from_static(b"data"));
+        let e = c.get(SeqNum(1)).unwrap();
+        assert_eq!(e.aux.as_deref(), Some(&b"view"[..]));
+        assert_eq!(e.record.as_ref().unwrap().1, Bytes::from_static(b"data"));
+    }
+}

@@ -1,0 +1,107 @@
+//! Cluster configuration: which nodes order, store and index each physical log in each
+//! term. The controller is the only writer; every other node receives whole
+//! [`Configuration`]s and never edits one.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::message::MetalogEntry;
+use crate::types::{LogId, NodeId, ShardId, Term};
+
+/// One shard of a physical log in one term: the records appended by `engine`,
+/// replicated on every node of `replicas`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardConfig {
+    pub shard: ShardId,
+    pub engine: NodeId,
+    /// The incarnation of `engine` the shard was made for; another incarnation of the
+    /// same node never appends to it.
+    pub incarnation: u64,
+    pub replicas: Vec<NodeId>,
+}
+
+/// A physical log in one term. `sequencers[0]` is the primary; the metalog entry at
+/// position `i` of `cut` vectors refers to `shards[i]`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogTermConfig {
+    pub log: LogId,
+    pub sequencers: Vec<NodeId>,
+    pub shards: Vec<ShardConfig>,
+}
+
+impl LogTermConfig {
+    pub fn primary(&self) -> NodeId {
+        self.sequencers[0]
+    }
+
+    /// Acknowledgements (the primary's own included) that commit a metalog entry.
+    pub fn quorum(&self) -> usize {
+        self.sequencers.len() / 2 + 1
+    }
+
+    pub fn shard_index_of_engine(&self, engine: NodeId) -> Option<usize> {
+        self.shards.iter().position(|s| s.engine == engine)
+    }
+
+    pub fn shard_index(&self, shard: ShardId) -> Option<usize> {
+        self.shards.iter().position(|s| s.shard == shard)
+    }
+}
+
+/// How a sealed term's metalog of one log ends: `len` entries, the last of which is
+/// carried here because it may have reached only the sealing quorum.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SealedTail {
+    pub len: u64,
+    pub last: Option<MetalogEntry>,
+}
+
+/// One term of the cluster. `sealed` is `None` while the term is current.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TermConfig {
+    pub term: Term,
+    pub logs: Vec<LogTermConfig>,
+    pub engines: Vec<NodeId>,
+    pub storage: Vec<NodeId>,
+    pub sealed: Option<Vec<SealedTail>>,
+}
+
+impl TermConfig {
+    pub fn log(&self, log: LogId) -> &LogTermConfig {
+        &self.logs[log.0 as usize]
+    }
+
+    /// Nodes that receive this term's metalog entries: every engine and storage node.
+    pub fn subscribers(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.engines.iter().chain(self.storage.iter()).copied()
+    }
+
+    pub fn shard(&self, shard: ShardId) -> Option<(&LogTermConfig, usize)> {
+        self.logs.iter().find_map(|l| l.shard_index(shard).map(|i| (l, i)))
+    }
+}
+
+/// The whole history of terms, oldest first; the last one is current. Engines that
+/// start from nothing replay every term, so sealed terms stay in the history.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Configuration {
+    pub n_logs: u8,
+    pub controller: NodeId,
+    pub terms: Vec<TermConfig>,
+}
+
+impl Configuration {
+    pub fn current(&self) -> &TermConfig {
+        self.terms.last().expect("a configuration has at least one term")
+    }
+
+    pub fn term(&self, term: Term) -> Option<&TermConfig> {
+        // Terms are numbered consecutively from the first one in the history.
+        let first = self.terms.first()?.term.0;
+        let i = term.0.checked_sub(first)? as usize;
+        self.terms.get(i)
+    }
+}
+
+pub type SharedConfiguration = Arc<Configuration>;

@@ -1,0 +1,842 @@
+//! The LogBook engine, co-located with functions: the append path, the index, the
+//! record cache and read consistency.
+//!
+//! Appends: the engine numbers its records with a dense local id in its own shard of
+//! the book's physical log, sends each to every replica of the shard, and resends
+//! until a metalog entry orders it. The entry gives the seqnum. A plain append
+//! completes as soon as the committed entry arrives; a conditional append completes
+//! when the index has applied the entry and decided the condition.
+//!
+//! Index: entries are applied strictly in metalog order. For each entry the engine
+//! collects the metadata (book, tags, condition) of every record in the entry's delta:
+//! its own records it knows, the others it fetches from a replica of their shard.
+//!
+//! Consistency: every request carries the caller's metalog position for the log; a
+//! read waits until the index has applied at least that position, and every
+//! completion returns the position the caller has now seen (the index position for
+//! reads, the ordering entry for appends and trims). A child passes its parent's.
+//!
+//! Terms: when the follower passes the end of a sealed term, the engine knows exactly
+//! which of its records the term ordered; the rest are appended again in its shard of
+//! the new term.
+//!
+//! Invariants (asserted): the index applies each entry once, in order; an append
+//! completes at most once, with the seqnum the metalog gave its record.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::cache::RecordCache;
+use crate::config::Configuration;
+use crate::error::Error;
+use crate::follower::{Follower, FollowerConfig};
+use crate::index::{Found, Index, Placement};
+use crate::message::{Cond, LogRecord, Message, MetalogEntry, Record, RecordMeta, StoredRead, TrimCommand};
+use crate::types::{book_to_log, BookId, LocalId, Location, LogId, MetalogPosition, Micros, NodeId, SeqNum, ShardId, Tag, Term};
+
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    pub record_bytes_max: usize,
+    pub tags_max: usize,
+    pub cache_bytes_max: usize,
+    /// Resend an unordered record to its replicas after this long.
+    pub retransmit_us: Micros,
+    /// Ask another replica for metadata or a record after this long.
+    pub fetch_retry_us: Micros,
+    /// A request not completed by then fails with `Timeout` (an append may still land).
+    pub op_timeout_us: Micros,
+    /// Appends not yet ordered; more are refused with `Unavailable`.
+    pub pending_appends_max: usize,
+    pub heartbeat_interval_us: Micros,
+    pub follower: FollowerConfig,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            record_bytes_max: 1 << 20,
+            tags_max: 64,
+            cache_bytes_max: 256 << 20,
+            retransmit_us: 200_000,
+            fetch_retry_us: 50_000,
+            op_timeout_us: 10_000_000,
+            pending_appends_max: 100_000,
+            heartbeat_interval_us: 100_000,
+            follower: FollowerConfig::default(),
+        }
+    }
+}
+
+pub type OpId = u64;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Request {
+    Append { book: BookId, tags: Vec<Tag>, data: Bytes, cond: Option<Cond> },
+    ReadNext { book: BookId, tag: Tag, min: SeqNum },
+    ReadPrev { book: BookId, tag: Tag, max: SeqNum },
+    Trim { book: BookId, tag: Tag, seqnum: SeqNum },
+    SetAux { book: BookId, seqnum: SeqNum, aux: Bytes },
+}
+
+impl Request {
+    pub fn book(&self) -> BookId {
+        match self {
+            Request::Append { book, .. }
+            | Request::ReadNext { book, .. }
+            | Request::ReadPrev { book, .. }
+            | Request::Trim { book, .. }
+            | Request::SetAux { book, .. } => *book,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reply {
+    Appended(SeqNum),
+    Read(Option<LogRecord>),
+    Trimmed,
+    AuxSet,
+}
+
+/// How an index replica applied one record, for the simulator's oracle.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IndexedRecord {
+    pub seqnum: SeqNum,
+    pub location: Location,
+    pub meta: RecordMeta,
+    pub placement: Placement,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum EngineAction {
+    Send(NodeId, Message),
+    Complete { op: OpId, result: Result<Reply, Error>, position: MetalogPosition },
+    /// Observation: the engine put `op`'s record at `location` (again, after a term change).
+    Assigned { op: OpId, location: Location },
+    /// Observation: the index applied an entry.
+    Indexed { log: LogId, position: MetalogPosition, records: Vec<IndexedRecord> },
+}
+
+struct PendingAppend {
+    op: OpId,
+    record: Record,
+    position: MetalogPosition,
+    sent_at: Micros,
+    /// Set when the op has been completed (or timed out) but the record still waits.
+    done: bool,
+}
+
+struct MyShard {
+    term: Term,
+    shard: ShardId,
+    replicas: Vec<NodeId>,
+    next_local_id: LocalId,
+    pending: BTreeMap<LocalId, PendingAppend>,
+}
+
+/// An entry waiting for the metadata of its records.
+struct Applying {
+    entry: MetalogEntry,
+    /// Per run: location of the first record, and the metas once known.
+    runs: Vec<(Location, u64, Option<Vec<RecordMeta>>)>,
+    /// Conditional appends of ours in this entry: local id -> op.
+    conds: HashMap<Location, OpId>,
+}
+
+struct MetaFetch {
+    log: LogId,
+    entry_index: u64,
+    run: usize,
+    replicas: Vec<NodeId>,
+    turn: usize,
+    sent_at: Micros,
+}
+
+struct ReadOp {
+    op: OpId,
+    request: Request,
+    /// The caller's position, then the position the read waits for.
+    wait_for: MetalogPosition,
+    deadline: Micros,
+}
+
+struct RecordFetch {
+    op: OpId,
+    request: Request,
+    found: Found,
+    position: MetalogPosition,
+    replicas: Vec<NodeId>,
+    turn: usize,
+    sent_at: Micros,
+    deadline: Micros,
+}
+
+struct TrimOp {
+    command: TrimCommand,
+    log: LogId,
+    sent_at: Micros,
+    deadline: Micros,
+}
+
+#[derive(Default)]
+struct EngineLog {
+    index: Index,
+    applied: MetalogPosition,
+    applying: VecDeque<Applying>,
+    shard: Option<MyShard>,
+    /// Shards of earlier terms with records not yet known to be ordered; their term's
+    /// end tells which were, and the rest move to `shard`.
+    retiring: Vec<MyShard>,
+    waiting: Vec<ReadOp>,
+    /// Conditional appends of ours that were ordered: location -> op.
+    conds: HashMap<Location, OpId>,
+}
+
+pub struct Engine {
+    id: NodeId,
+    controller: NodeId,
+    incarnation: u64,
+    cfg: EngineConfig,
+    config: Option<Arc<Configuration>>,
+    follower: Follower,
+    logs: Vec<EngineLog>,
+    /// Replicas of every shard of every term.
+    shard_replicas: HashMap<ShardId, Vec<NodeId>>,
+    /// Appends waiting for this engine to have a shard (no configuration yet, or this
+    /// engine is not in the current term).
+    unassigned: VecDeque<(OpId, Record, MetalogPosition, Micros)>,
+    pending_count: usize,
+    deadlines: BTreeMap<(Micros, OpId), ()>,
+    appends_in_flight: HashMap<OpId, Micros>,
+    meta_fetches: HashMap<u64, MetaFetch>,
+    record_fetches: HashMap<u64, RecordFetch>,
+    trims: HashMap<OpId, TrimOp>,
+    next_req: u64,
+    cache: RecordCache,
+    last_heartbeat: Option<Micros>,
+    out: Vec<EngineAction>,
+}
+
+impl Engine {
+    pub fn new(id: NodeId, controller: NodeId, incarnation: u64, cfg: EngineConfig) -> Engine {
+        Engine {
+            id,
+            controller,
+            incarnation,
+            follower: Follower::new(cfg.follower.clone()),
+            cache: RecordCache::new(cfg.cache_bytes_max),
+            cfg,
+            config: None,
+            logs: Vec::new(),
+            shard_replicas: HashMap::new(),
+            unassigned: VecDeque::new(),
+            pending_count: 0,
+            deadlines: BTreeMap::new(),
+            appends_in_flight: HashMap::new(),
+            meta_fetches: HashMap::new(),
+            record_fetches: HashMap::new(),
+            trims: HashMap::new(),
+            next_req: 0,
+            last_heartbeat: None,
+            out: Vec::new(),
+        }
+    }
+
+    pub fn id(&self) -> NodeId {
+        self.id
+    }
+
+    pub fn take_actions(&mut self) -> Vec<EngineAction> {
+        std::mem::take(&mut self.out)
+    }
+
+    /// The index position of `log` (for tests and metrics).
+    pub fn applied(&self, log: LogId) -> MetalogPosition {
+        self.logs.get(log.0 as usize).map_or(MetalogPosition::ZERO, |l| l.applied)
+    }
+
+    pub fn n_logs(&self) -> Option<u8> {
+        self.config.as_ref().map(|c| c.n_logs)
+    }
+
+    fn send(&mut self, to: NodeId, msg: Message) {
+        self.out.push(EngineAction::Send(to, msg));
+    }
+
+    fn complete(&mut self, op: OpId, result: Result<Reply, Error>, position: MetalogPosition) {
+        self.out.push(EngineAction::Complete { op, result, position });
+    }
+
+    /// Checks a request against the engine's limits. Reserved tags are the caller's
+    /// business (the platform uses them); the client API refuses them from users.
+    pub fn validate(&self, request: &Request) -> Result<(), Error> {
+        if let Request::Append { tags, data, cond, .. } = request {
+            if data.len() > self.cfg.record_bytes_max {
+                return Err(Error::TooLarge { what: "record", size: data.len(), limit: self.cfg.record_bytes_max });
+            }
+            if tags.len() > self.cfg.tags_max {
+                return Err(Error::InvalidArgument(format!("{} tags, at most {} allowed", tags.len(), self.cfg.tags_max)));
+            }
+            if let Some(c) = cond {
+                if c.tag == Tag::ALL {
+                    return Err(Error::InvalidArgument("a conditional append needs a tag other than 0".into()));
+                }
+            }
+        }
+        if let Request::SetAux { aux, .. } = request {
+            if aux.len() > self.cfg.record_bytes_max {
+                return Err(Error::TooLarge { what: "aux data", size: aux.len(), limit: self.cfg.record_bytes_max });
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts a request on behalf of a caller whose view of the book's log is `position`.
+    pub fn submit(&mut self, now: Micros, op: OpId, position: MetalogPosition, request: Request) {
+        if let Err(e) = self.validate(&request) {
+            self.complete(op, Err(e), position);
+            return;
+        }
+        let Some(n_logs) = self.n_logs() else {
+            self.complete(op, Err(Error::Unavailable("the engine has no configuration yet".into())), position);
+            return;
+        };
+        let log = book_to_log(request.book(), n_logs);
+        let deadline = now + self.cfg.op_timeout_us;
+        match request {
+            Request::Append { book, mut tags, data, cond } => {
+                if self.pending_count + self.unassigned.len() >= self.cfg.pending_appends_max {
+                    self.complete(op, Err(Error::Unavailable("too many appends in flight".into())), position);
+                    return;
+                }
+                tags.retain(|&t| t != Tag::ALL);
+                if let Some(c) = cond {
+                    tags.push(c.tag);
+                }
+                tags.sort_unstable();
+                tags.dedup();
+                let record = Record { meta: RecordMeta { book, tags, cond }, data };
+                self.deadlines.insert((deadline, op), ());
+                self.appends_in_flight.insert(op, deadline);
+                self.assign(now, log, op, record, position);
+            }
+            Request::Trim { book, tag, seqnum } => {
+                let command = TrimCommand { book, tag, seqnum, origin: Some((self.id, op)) };
+                self.deadlines.insert((deadline, op), ());
+                self.trims.insert(op, TrimOp { command, log, sent_at: 0, deadline });
+                self.send_trim(now, op);
+            }
+            Request::SetAux { seqnum, aux, .. } => {
+                self.cache.put_aux(seqnum, aux);
+                self.complete(op, Ok(Reply::AuxSet), position);
+            }
+            request @ (Request::ReadNext { .. } | Request::ReadPrev { .. }) => {
+                self.deadlines.insert((deadline, op), ());
+                self.logs[log.0 as usize].waiting.push(ReadOp { op, request, wait_for: position, deadline });
+                self.run_reads(now, log);
+            }
+        }
+    }
+
+    /// Gives a record a local id in this engine's current shard of `log` and sends it.
+    fn assign(&mut self, now: Micros, log: LogId, op: OpId, record: Record, position: MetalogPosition) {
+        let Some(shard) = self.logs.get_mut(log.0 as usize).and_then(|l| l.shard.as_mut()) else {
+            self.unassigned.push_back((op, record, position, now));
+            return;
+        };
+        let local_id = shard.next_local_id;
+        shard.next_local_id += 1;
+        let location = Location { shard: shard.shard, local_id };
+        let replicas = shard.replicas.clone();
+        let shard_id = shard.shard;
+        shard.pending.insert(local_id, PendingAppend { op, record: record.clone(), position, sent_at: now, done: false });
+        self.pending_count += 1;
+        self.out.push(EngineAction::Assigned { op, location });
+        for r in replicas {
+            self.send(r, Message::Replicate { shard: shard_id, records: vec![(local_id, record.clone())] });
+        }
+    }
+
+    fn send_trim(&mut self, now: Micros, op: OpId) {
+        let Some(config) = self.config.clone() else { return };
+        let Some(t) = self.trims.get_mut(&op) else { return };
+        t.sent_at = now;
+        let current = config.current();
+        let (log, command) = (t.log, t.command.clone());
+        self.send(current.log(log).primary(), Message::TrimRequest { term: current.term, log, command });
+    }
+
+    pub fn on_tick(&mut self, now: Micros) {
+        if self.last_heartbeat.is_none_or(|t| now >= t + self.cfg.heartbeat_interval_us) {
+            self.last_heartbeat = Some(now);
+            let term = self.config.as_ref().map_or(Term(0), |c| c.current().term);
+            self.send(self.controller, Message::Heartbeat { incarnation: self.incarnation, term });
+        }
+        let Some(config) = self.config.clone() else { return };
+        let mut fetches = Vec::new();
+        self.follower.on_tick(now, &config, &mut fetches);
+        for (to, m) in fetches {
+            self.send(to, m);
+        }
+        // Resend unordered records.
+        let retransmit = self.cfg.retransmit_us;
+        let mut resend = Vec::new();
+        for l in &mut self.logs {
+            if let Some(s) = l.shard.as_mut() {
+                let mut batch = Vec::new();
+                for (&id, p) in s.pending.iter_mut() {
+                    if now >= p.sent_at + retransmit {
+                        p.sent_at = now;
+                        batch.push((id, p.record.clone()));
+                    }
+                }
+                if !batch.is_empty() {
+                    resend.push((s.shard, s.replicas.clone(), batch));
+                }
+            }
+        }
+        for (shard, replicas, records) in resend {
+            for r in replicas {
+                self.send(r, Message::Replicate { shard, records: records.clone() });
+            }
+        }
+        // Retry metadata and record fetches, and trims.
+        let retry = self.cfg.fetch_retry_us;
+        let stale: Vec<u64> = self.meta_fetches.iter().filter(|(_, f)| now >= f.sent_at + retry).map(|(r, _)| *r).collect();
+        for req in stale {
+            self.send_meta_fetch(now, req);
+        }
+        let stale: Vec<u64> = self.record_fetches.iter().filter(|(_, f)| now >= f.sent_at + retry).map(|(r, _)| *r).collect();
+        for req in stale {
+            self.send_record_fetch(now, req);
+        }
+        let stale: Vec<OpId> = self.trims.iter().filter(|(_, t)| now >= t.sent_at + retransmit).map(|(o, _)| *o).collect();
+        for op in stale {
+            self.send_trim(now, op);
+        }
+        self.expire(now);
+    }
+
+    fn expire(&mut self, now: Micros) {
+        while let Some((&(deadline, op), _)) = self.deadlines.first_key_value() {
+            if deadline > now {
+                break;
+            }
+            self.deadlines.pop_first();
+            let ms = self.cfg.op_timeout_us / 1000;
+            if self.appends_in_flight.remove(&op).is_some() {
+                // The record stays pending: it may still be ordered, but nobody waits.
+                for l in &mut self.logs {
+                    if let Some(s) = l.shard.as_mut() {
+                        for p in s.pending.values_mut().filter(|p| p.op == op) {
+                            p.done = true;
+                        }
+                    }
+                }
+                self.complete(op, Err(Error::Timeout(ms)), MetalogPosition::ZERO);
+            } else if self.trims.remove(&op).is_some() {
+                self.complete(op, Err(Error::Timeout(ms)), MetalogPosition::ZERO);
+            } else {
+                let mut found = false;
+                for l in &mut self.logs {
+                    if let Some(i) = l.waiting.iter().position(|r| r.op == op) {
+                        l.waiting.swap_remove(i);
+                        found = true;
+                    }
+                }
+                let fetch = self.record_fetches.iter().find(|(_, f)| f.op == op).map(|(r, _)| *r);
+                if let Some(req) = fetch {
+                    self.record_fetches.remove(&req);
+                    found = true;
+                }
+                if found {
+                    self.complete(op, Err(Error::Timeout(ms)), MetalogPosition::ZERO);
+                }
+            }
+        }
+    }
+
+    pub fn on_message(&mut self, now: Micros, from: NodeId, msg: Message) {
+        match msg {
+            Message::NewConfig { config } => self.on_config(now, config),
+            Message::MetalogPush { entry } => {
+                let log = entry.log;
+                self.follower.on_entry(entry);
+                self.drain_metalog(now, log);
+            }
+            Message::MetalogEntries { log, entries, .. } => {
+                for e in entries {
+                    self.follower.on_entry(e);
+                }
+                self.drain_metalog(now, log);
+            }
+            Message::MetalogTail { term, log, committed_len } => self.follower.on_tail(term, log, committed_len),
+            Message::MetaReply { req, shard, from: start, metas } => self.on_meta(now, req, shard, start, metas),
+            Message::MetaUnavailable { req } => {
+                if let Some(f) = self.meta_fetches.get_mut(&req) {
+                    f.sent_at = 0; // retry with the next replica on the next tick
+                }
+            }
+            Message::RecordReply { req, seqnum, read } => self.on_record(now, req, seqnum, read),
+            _ => {
+                let _ = from;
+            }
+        }
+    }
+
+    fn on_config(&mut self, now: Micros, config: Arc<Configuration>) {
+        if self.config.as_ref().is_some_and(|c| c.current().term >= config.current().term) {
+            self.send(config.controller, Message::ConfigAck { term: config.current().term });
+            return;
+        }
+        self.config = Some(config.clone());
+        self.follower.on_config(&config);
+        while self.logs.len() < config.n_logs as usize {
+            self.logs.push(EngineLog::default());
+        }
+        for t in &config.terms {
+            for lc in &t.logs {
+                for s in &lc.shards {
+                    self.shard_replicas.insert(s.shard, s.replicas.clone());
+                }
+            }
+        }
+        let current = config.current();
+        for lc in &current.logs {
+            let l = &mut self.logs[lc.log.0 as usize];
+            if let Some(old) = l.shard.take() {
+                l.retiring.push(old);
+            }
+            // A shard made for an earlier incarnation of this engine is not ours: that
+            // incarnation may have used its local ids.
+            let incarnation = self.incarnation;
+            l.shard = lc.shards.iter().find(|s| s.engine == self.id && s.incarnation == incarnation).map(|s| MyShard {
+                term: current.term,
+                shard: s.shard,
+                replicas: s.replicas.clone(),
+                next_local_id: 0,
+                pending: BTreeMap::new(),
+            });
+        }
+        self.send(config.controller, Message::ConfigAck { term: current.term });
+        let waiting: Vec<_> = self.unassigned.drain(..).collect();
+        for (op, record, position, _) in waiting {
+            let log = book_to_log(record.meta.book, config.n_logs);
+            self.assign(now, log, op, record, position);
+        }
+        for l in 0..config.n_logs {
+            self.drain_metalog(now, LogId(l));
+        }
+        let trims: Vec<OpId> = self.trims.keys().copied().collect();
+        for op in trims {
+            self.send_trim(now, op);
+        }
+    }
+
+    /// Takes the entries the follower can deliver for `log` and starts applying them.
+    fn drain_metalog(&mut self, now: Micros, log: LogId) {
+        let Some(config) = self.config.clone() else { return };
+        let before = self.follower.delivered(log);
+        let entries = self.follower.poll(&config, log);
+        let mut next_term = before.term;
+        for e in entries {
+            while next_term < e.term.0 {
+                self.end_term(now, log, Term(next_term));
+                next_term += 1;
+            }
+            self.deliver(now, &config, e);
+        }
+        let after = self.follower.delivered(log);
+        while next_term < after.term {
+            self.end_term(now, log, Term(next_term));
+            next_term += 1;
+        }
+        self.apply_ready(now, log);
+    }
+
+    /// The follower passed the end of sealed `term`: records of ours it did not order
+    /// are appended again in our current shard.
+    fn end_term(&mut self, now: Micros, log: LogId, term: Term) {
+        let l = &mut self.logs[log.0 as usize];
+        let (ended, kept): (Vec<MyShard>, Vec<MyShard>) = l.retiring.drain(..).partition(|s| s.term <= term);
+        l.retiring = kept;
+        for shard in ended {
+            for (_, p) in shard.pending {
+                self.pending_count -= 1;
+                if p.done {
+                    continue;
+                }
+                self.assign(now, log, p.op, p.record, p.position);
+            }
+        }
+    }
+
+    fn my_shard_mut(&mut self, log: LogId, shard: ShardId) -> Option<&mut MyShard> {
+        let l = self.logs.get_mut(log.0 as usize)?;
+        if l.shard.as_ref().is_some_and(|s| s.shard == shard) {
+            return l.shard.as_mut();
+        }
+        l.retiring.iter_mut().find(|s| s.shard == shard)
+    }
+
+    /// A committed entry arrived in order: complete our plain appends, queue it for
+    /// the index, and ask for the metadata we lack.
+    fn deliver(&mut self, now: Micros, config: &Configuration, entry: MetalogEntry) {
+        let log = entry.log;
+        let lc = config.term(entry.term).expect("delivered entries belong to known terms").log(log).clone();
+        let position = entry.position_after();
+        let mut runs = Vec::new();
+        let mut conds = HashMap::new();
+        let mut fetch = Vec::new();
+        for (j, ids, start_position) in entry.runs() {
+            let shard = lc.shards[j].shard;
+            let first = Location { shard, local_id: ids.start };
+            let count = ids.end - ids.start;
+            let mine = self.my_shard_mut(log, shard).map(|s| {
+                let mut metas = Vec::with_capacity(count as usize);
+                let mut done = Vec::new();
+                for (k, local_id) in ids.clone().enumerate() {
+                    let p = s.pending.remove(&local_id).expect("an ordered record of ours is pending");
+                    metas.push(p.record.meta.clone());
+                    let seqnum = entry.seqnum_at(start_position + k as u64);
+                    done.push((p, seqnum, Location { shard, local_id }));
+                }
+                (metas, done)
+            });
+            match mine {
+                Some((metas, done)) => {
+                    for (p, seqnum, location) in done {
+                        self.pending_count -= 1;
+                        if p.done {
+                            continue;
+                        }
+                        if p.record.meta.cond.is_some() {
+                            conds.insert(location, p.op);
+                        } else if self.appends_in_flight.remove(&p.op).is_some() {
+                            self.complete(p.op, Ok(Reply::Appended(seqnum)), position);
+                        }
+                    }
+                    runs.push((first, count, Some(metas)));
+                }
+                None => {
+                    fetch.push((runs.len(), lc.shards[j].replicas.clone()));
+                    runs.push((first, count, None));
+                }
+            }
+        }
+        let entry_index = entry.index;
+        self.logs[log.0 as usize].applying.push_back(Applying { entry, runs, conds });
+        for (run, replicas) in fetch {
+            let req = self.next_req;
+            self.next_req += 1;
+            self.meta_fetches.insert(req, MetaFetch { log, entry_index, run, replicas, turn: 0, sent_at: 0 });
+            self.send_meta_fetch(now, req);
+        }
+    }
+
+    fn send_meta_fetch(&mut self, now: Micros, req: u64) {
+        let Some(f) = self.meta_fetches.get_mut(&req) else { return };
+        f.sent_at = now;
+        let to = f.replicas[f.turn % f.replicas.len()];
+        f.turn += 1;
+        let (log, entry_index, run) = (f.log, f.entry_index, f.run);
+        let Some(a) = self.logs[log.0 as usize].applying.iter().find(|a| a.entry.index == entry_index) else {
+            self.meta_fetches.remove(&req);
+            return;
+        };
+        let (first, count, ref metas) = a.runs[run];
+        // Ask for what is still missing of the run (replies may cover part of it).
+        let have = metas.as_ref().map_or(0, |m| m.len() as u64);
+        let from = first.local_id + have;
+        self.send(to, Message::FetchMeta { req, shard: first.shard, from, to: first.local_id + count });
+    }
+
+    fn on_meta(&mut self, now: Micros, req: u64, shard: ShardId, start: LocalId, metas: Vec<RecordMeta>) {
+        let Some(f) = self.meta_fetches.get(&req) else { return };
+        let (log, entry_index, run) = (f.log, f.entry_index, f.run);
+        let Some(a) = self.logs[log.0 as usize].applying.iter_mut().find(|a| a.entry.index == entry_index) else {
+            self.meta_fetches.remove(&req);
+            return;
+        };
+        let (first, count, ref mut have) = a.runs[run];
+        let got = have.get_or_insert_with(Vec::new);
+        if shard != first.shard || start != first.local_id + got.len() as u64 {
+            return; // a stale or duplicate reply
+        }
+        let room = (count - got.len() as u64) as usize;
+        got.extend(metas.into_iter().take(room));
+        if got.len() as u64 == count {
+            self.meta_fetches.remove(&req);
+            self.apply_ready(now, log);
+        } else {
+            // Partial reply: ask for the rest from the same replica.
+            if let Some(f) = self.meta_fetches.get_mut(&req) {
+                f.turn = f.turn.saturating_sub(1);
+            }
+            self.send_meta_fetch(now, req);
+        }
+    }
+
+    /// Applies, in order, every entry at the head of the queue whose metadata is complete.
+    fn apply_ready(&mut self, now: Micros, log: LogId) {
+        loop {
+            let l = &mut self.logs[log.0 as usize];
+            let ready = l.applying.front().is_some_and(|a| a.runs.iter().all(|(_, c, m)| m.as_ref().is_some_and(|m| m.len() as u64 == *c)));
+            if !ready {
+                break;
+            }
+            let a = l.applying.pop_front().expect("checked");
+            self.apply(a);
+        }
+        // With nothing left to apply, the index is exactly at the follower's position,
+        // which after a sealed term is (next term, 0).
+        let delivered = self.follower.delivered(log);
+        let l = &mut self.logs[log.0 as usize];
+        if l.applying.is_empty() && delivered > l.applied {
+            l.applied = delivered;
+        }
+        self.run_reads(now, log);
+    }
+
+    fn apply(&mut self, a: Applying) {
+        let log = a.entry.log;
+        let position = a.entry.position_after();
+        let l = &mut self.logs[log.0 as usize];
+        assert!(position > l.applied, "the index applies each entry once, in order");
+        let mut records = Vec::new();
+        let mut completions = Vec::new();
+        let mut position_in_run = a.entry.runs().map(|(_, _, p)| p);
+        for (first, _, metas) in a.runs {
+            let start = position_in_run.next().expect("runs match the entry");
+            for (k, meta) in metas.expect("ready").into_iter().enumerate() {
+                let seqnum = a.entry.seqnum_at(start + k as u64);
+                let location = Location { shard: first.shard, local_id: first.local_id + k as u64 };
+                let placement = l.index.apply_record(seqnum, location, &meta);
+                if let Some(&op) = a.conds.get(&location) {
+                    let result = match placement {
+                        Placement::Placed => Ok(Reply::Appended(seqnum)),
+                        Placement::CondFailed { holder } => Err(Error::Conflict { holder }),
+                    };
+                    completions.push((op, result));
+                }
+                records.push(IndexedRecord { seqnum, location, meta, placement });
+            }
+        }
+        let mut died = Vec::new();
+        let mut trimmed_ops = Vec::new();
+        for t in &a.entry.trims {
+            died.extend(l.index.apply_trim(t.book, t.tag, t.seqnum));
+            if let Some((node, op)) = t.origin {
+                if node == self.id {
+                    trimmed_ops.push(op);
+                }
+            }
+        }
+        l.applied = position;
+        for (seqnum, _) in died {
+            self.cache.remove(seqnum);
+        }
+        self.out.push(EngineAction::Indexed { log, position, records });
+        for (op, result) in completions {
+            if self.appends_in_flight.remove(&op).is_some() {
+                self.complete(op, result, position);
+            }
+        }
+        for op in trimmed_ops {
+            if self.trims.remove(&op).is_some() {
+                self.complete(op, Ok(Reply::Trimmed), position);
+            }
+        }
+    }
+
+    /// Serves the reads of `log` whose position the index has reached.
+    fn run_reads(&mut self, now: Micros, log: LogId) {
+        let l = &mut self.logs[log.0 as usize];
+        let applied = l.applied;
+        let (ready, waiting): (Vec<ReadOp>, Vec<ReadOp>) = l.waiting.drain(..).partition(|r| r.wait_for <= applied);
+        l.waiting = waiting;
+        for r in ready {
+            self.read(now, log, r);
+        }
+    }
+
+    fn read(&mut self, now: Micros, log: LogId, r: ReadOp) {
+        let l = &self.logs[log.0 as usize];
+        let position = l.applied;
+        let found = match r.request {
+            Request::ReadNext { book, tag, min } => l.index.read_next(book, tag, min),
+            Request::ReadPrev { book, tag, max } => l.index.read_prev(book, tag, max),
+            _ => unreachable!("only reads wait for the index"),
+        };
+        let Some(found) = found else {
+            self.deadlines.remove(&(r.deadline, r.op));
+            self.complete(r.op, Ok(Reply::Read(None)), position);
+            return;
+        };
+        if let Some(c) = self.cache.get(found.seqnum) {
+            if let Some((tags, data)) = &c.record {
+                let record = LogRecord { seqnum: found.seqnum, tags: tags.clone(), data: data.clone(), aux: c.aux.clone() };
+                self.deadlines.remove(&(r.deadline, r.op));
+                self.complete(r.op, Ok(Reply::Read(Some(record))), position);
+                return;
+            }
+        }
+        let replicas = self.shard_replicas.get(&found.location.shard).cloned().unwrap_or_default();
+        if replicas.is_empty() {
+            self.deadlines.remove(&(r.deadline, r.op));
+            self.complete(r.op, Err(Error::Unavailable(format!("no replicas known for {:?}", found.location.shard))), position);
+            return;
+        }
+        let req = self.next_req;
+        self.next_req += 1;
+        // Start with a replica chosen by the engine id, to spread reads over replicas.
+        let turn = self.id.0 as usize;
+        self.record_fetches.insert(
+            req,
+            RecordFetch { op: r.op, request: r.request, found, position, replicas, turn, sent_at: 0, deadline: r.deadline },
+        );
+        self.send_record_fetch(now, req);
+    }
+
+    fn send_record_fetch(&mut self, now: Micros, req: u64) {
+        let Some(f) = self.record_fetches.get_mut(&req) else { return };
+        f.sent_at = now;
+        let to = f.replicas[f.turn % f.replicas.len()];
+        f.turn += 1;
+        let seqnum = f.found.seqnum;
+        self.send(to, Message::ReadRecord { req, seqnum });
+    }
+
+    fn on_record(&mut self, now: Micros, req: u64, seqnum: SeqNum, read: StoredRead) {
+        let Some(f) = self.record_fetches.get(&req) else { return };
+        if f.found.seqnum != seqnum {
+            return;
+        }
+        match read {
+            StoredRead::Found(record) => {
+                let f = self.record_fetches.remove(&req).expect("checked");
+                self.cache.put_record(seqnum, record.meta.tags.clone(), record.data.clone());
+                let aux = self.cache.get(seqnum).and_then(|c| c.aux.clone());
+                let out = LogRecord { seqnum, tags: record.meta.tags, data: record.data, aux };
+                self.deadlines.remove(&(f.deadline, f.op));
+                self.complete(f.op, Ok(Reply::Read(Some(out))), f.position);
+            }
+            StoredRead::Missing => {
+                // The replica has not applied the entry yet, or lost the record: the
+                // next tick asks another one.
+                let _ = now;
+            }
+            StoredRead::Reclaimed => {
+                // A trim the index has not applied yet removed the record: read again
+                // once the index has moved past the position this read saw.
+                let f = self.record_fetches.remove(&req).expect("checked");
+                let log = seqnum.log();
+                let wait_for = MetalogPosition { term: f.position.term, index: f.position.index + 1 };
+                self.logs[log.0 as usize].waiting.push(ReadOp { op: f.op, request: f.request, wait_for, deadline: f.deadline });
+                self.run_reads(now, log);
+            }
+        }
+    }
+}

@@ -1,0 +1,33 @@
+//! The crate's one error type. Messages are lowercase and say what went wrong.
+
+use crate::types::SeqNum;
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    #[error("too large: {what} is {size} bytes, the limit is {limit} bytes")]
+    TooLarge { what: &'static str, size: usize, limit: usize },
+    /// A conditional append found its offset taken; `holder` is the record there, if
+    /// it is still in the index.
+    #[error("conflict: the conditional offset is held by {holder:?}")]
+    Conflict { holder: Option<SeqNum> },
+    #[error("log unavailable: {0}")]
+    Unavailable(String),
+    #[error("timed out after {0} ms")]
+    Timeout(u64),
+    #[error("storage: {0}")]
+    Storage(String),
+    #[error("transport: {0}")]
+    Transport(String),
+    #[error("the engine has stopped")]
+    Stopped,
+}
+
+impl From<rocksdb::Error> for Error {
+    fn from(e: rocksdb::Error) -> Self {
+        Error::Storage(e.into_string())
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,148 @@
+//! Follows the metalogs of every physical log, across terms, and hands their entries
+//! to its owner (an engine or a storage node) exactly once and in order.
+//!
+//! Entries arrive pushed by primaries, possibly lost, duplicated or reordered. The
+//! follower buffers what arrives early, and when it knows it is behind (a push or a
+//! tail heartbeat told it of a longer committed metalog, or a sealed term's final
+//! length) and nothing came for a while, it fetches from the term's sequencers in
+//! turn. A sealed term ends at the length the configuration records; the follower
+//! then moves on to the next term.
+//!
+//! Invariant: delivered positions per log are contiguous: (term, 0), (term, 1), ...,
+//! then (next term, 0). Never a duplicate, never a gap.
+
+use std::collections::BTreeMap;
+
+use crate::config::Configuration;
+use crate::message::{Message, MetalogEntry};
+use crate::types::{LogId, MetalogPosition, Micros, NodeId, Term};
+
+#[derive(Clone, Debug)]
+pub struct FollowerConfig {
+    pub fetch_retry_us: Micros,
+    /// Entries buffered ahead of the next one to deliver; later ones are dropped and
+    /// fetched again when their turn comes.
+    pub buffer_max: usize,
+}
+
+impl Default for FollowerConfig {
+    fn default() -> Self {
+        FollowerConfig { fetch_retry_us: 30_000, buffer_max: 8192 }
+    }
+}
+
+#[derive(Default)]
+struct LogFollow {
+    /// Next position to deliver: `index` of `term`. Term 0 means no configuration yet.
+    next: MetalogPosition,
+    buffer: BTreeMap<(u16, u64), MetalogEntry>,
+    /// Committed length of `next.term`'s metalog, as far as we have heard.
+    known_len: u64,
+    last_fetch: Micros,
+    fetch_turn: usize,
+}
+
+pub struct Follower {
+    cfg: FollowerConfig,
+    logs: Vec<LogFollow>,
+}
+
+impl Follower {
+    pub fn new(cfg: FollowerConfig) -> Follower {
+        Follower { cfg, logs: Vec::new() }
+    }
+
+    /// The position every entry before which has been delivered, per log.
+    pub fn delivered(&self, log: LogId) -> MetalogPosition {
+        self.logs.get(log.0 as usize).map_or(MetalogPosition::ZERO, |l| l.next)
+    }
+
+    pub fn on_config(&mut self, config: &Configuration) {
+        let first = config.terms[0].term;
+        while self.logs.len() < config.n_logs as usize {
+            self.logs.push(LogFollow { next: MetalogPosition::new(first, 0), ..Default::default() });
+        }
+    }
+
+    /// Takes in an entry from a push or a fetch reply.
+    pub fn on_entry(&mut self, entry: MetalogEntry) {
+        let max = self.cfg.buffer_max;
+        let Some(l) = self.logs.get_mut(entry.log.0 as usize) else { return };
+        let pos = (entry.term.0, entry.index);
+        if pos < (l.next.term, l.next.index) {
+            return;
+        }
+        if entry.term.0 == l.next.term {
+            l.known_len = l.known_len.max(entry.index + 1);
+        }
+        if l.buffer.len() < max {
+            l.buffer.insert(pos, entry);
+        }
+    }
+
+    pub fn on_tail(&mut self, term: Term, log: LogId, committed_len: u64) {
+        if let Some(l) = self.logs.get_mut(log.0 as usize) {
+            if l.next.term == term.0 {
+                l.known_len = l.known_len.max(committed_len);
+            }
+        }
+    }
+
+    /// Delivers the next entries of `log` that are ready, in order.
+    pub fn poll(&mut self, config: &Configuration, log: LogId) -> Vec<MetalogEntry> {
+        let mut out = Vec::new();
+        let Some(l) = self.logs.get_mut(log.0 as usize) else { return out };
+        loop {
+            let Some(term) = config.term(Term(l.next.term)) else { break };
+            let tail = term.sealed.as_ref().map(|t| &t[log.0 as usize]);
+            if let Some(tail) = tail {
+                if l.next.index >= tail.len {
+                    assert_eq!(l.next.index, tail.len, "delivered past the sealed tail");
+                    if config.term(Term(l.next.term + 1)).is_none() {
+                        break;
+                    }
+                    l.next = MetalogPosition { term: l.next.term + 1, index: 0 };
+                    l.known_len = 0;
+                    continue;
+                }
+                l.known_len = l.known_len.max(tail.len);
+            }
+            let key = (l.next.term, l.next.index);
+            let entry = match l.buffer.remove(&key) {
+                Some(e) => e,
+                None => match tail.and_then(|t| t.last.as_ref()).filter(|e| e.index == l.next.index) {
+                    Some(e) => e.clone(),
+                    None => break,
+                },
+            };
+            l.next.index += 1;
+            out.push(entry);
+        }
+        // Whatever is left below `next` (duplicates) is dead weight.
+        let next = (l.next.term, l.next.index);
+        while let Some((&k, _)) = l.buffer.first_key_value() {
+            if k >= next {
+                break;
+            }
+            l.buffer.pop_first();
+        }
+        out
+    }
+
+    /// Fetch requests for logs that are known to be behind and have stalled.
+    pub fn on_tick(&mut self, now: Micros, config: &Configuration, out: &mut Vec<(NodeId, Message)>) {
+        for (i, l) in self.logs.iter_mut().enumerate() {
+            let log = LogId(i as u8);
+            let Some(term) = config.term(Term(l.next.term)) else { continue };
+            let behind = l.known_len > l.next.index || term.sealed.as_ref().is_some_and(|t| t[i].len > l.next.index);
+            if !behind || now < l.last_fetch + self.cfg.fetch_retry_us {
+                continue;
+            }
+            l.last_fetch = now;
+            let sequencers = &term.log(log).sequencers;
+            let to = sequencers[l.fetch_turn % sequencers.len()];
+            l.fetch_turn += 1;
+            out.push((to, Message::MetalogFetch { term: term.term, log, from: l.next.index }));
+        }
+    }
+}

@@ -1,0 +1,332 @@
+//! The log index of one physical log: for every (book, tag), the seqnums of the
+//! book's live records with that tag, in order.
+//!
+//! The index is a pure function of the log prefix it has applied: records arrive in
+//! seqnum order with their metadata, trim commands arrive at their metalog position.
+//! Every engine that applies the same prefix holds the same index, so conditional
+//! appends are decided the same way everywhere without any messages.
+//!
+//! Semantics, with `tp(b, t)` the trim point of tag `t` of book `b` (0 if never
+//! trimmed):
+//! - A record is *successful* unless it is a conditional append whose condition
+//!   failed. Failed records are in no row, on any replica, ever.
+//! - The offset of a successful record in stream `t` counts every successful record
+//!   of `t` before it, trimmed ones included, so trims never change offsets.
+//! - A successful record `r` is live in row `t` (one of its tags) iff
+//!   `r >= tp(b, t)` and `r >= tp(b, ALL)`. It is live in the book-wide row ALL iff it
+//!   is live in one of its tag rows, or it has no tags and `r >= tp(b, ALL)`.
+//! - Trim points only grow, and they hold for records ordered later too: a record that
+//!   arrives below a trim point is trimmed on arrival.
+//! - A record that is live nowhere is trimmed for good: its storage can be reclaimed.
+//!
+//! Architecture Invariant: the index never looks at record data or at time; only at
+//! seqnums, metadata and trim commands, in log order.
+
+use std::collections::{HashMap, VecDeque};
+
+use crate::message::{Cond, RecordMeta};
+use crate::types::{BookId, Location, SeqNum, Tag};
+
+/// One stream of one book.
+#[derive(Default, Debug)]
+struct Row {
+    /// Live seqnums, ascending. For the ALL row, entries whose record died through its
+    /// tag rows stay until they reach the front (lazy deletion); `records` decides.
+    live: VecDeque<SeqNum>,
+    /// Successful records ever added to this stream: the next record's offset.
+    total: u64,
+}
+
+impl Row {
+    /// Offset of `live[0]`.
+    fn base(&self) -> u64 {
+        self.total - self.live.len() as u64
+    }
+}
+
+#[derive(Debug)]
+struct Live {
+    location: Location,
+    /// Tag rows the record is still live in.
+    tag_rows: u16,
+}
+
+#[derive(Default, Debug)]
+struct Book {
+    rows: HashMap<Tag, Row>,
+    trim_points: HashMap<Tag, SeqNum>,
+    /// Records live in the ALL row.
+    records: HashMap<SeqNum, Live>,
+}
+
+impl Book {
+    fn trim_point(&self, tag: Tag) -> SeqNum {
+        self.trim_points.get(&tag).copied().unwrap_or(SeqNum::MIN)
+    }
+
+    /// Pops the prefix of `tag`'s row below `seqnum`; returns the records that died.
+    fn pop_row(&mut self, tag: Tag, seqnum: SeqNum, died: &mut Vec<(SeqNum, Location)>) {
+        let Some(row) = self.rows.get_mut(&tag) else { return };
+        while let Some(&front) = row.live.front() {
+            if front >= seqnum {
+                break;
+            }
+            row.live.pop_front();
+            if let Some(live) = self.records.get_mut(&front) {
+                live.tag_rows -= 1;
+                if live.tag_rows == 0 {
+                    died.push((front, live.location));
+                    self.records.remove(&front);
+                }
+            }
+        }
+        self.compact_all_row();
+    }
+
+    /// Drops dead records from the front of the ALL row.
+    fn compact_all_row(&mut self) {
+        if let Some(row) = self.rows.get_mut(&Tag::ALL) {
+            while let Some(front) = row.live.front() {
+                if self.records.contains_key(front) {
+                    break;
+                }
+                row.live.pop_front();
+            }
+        }
+    }
+}
+
+/// How the index placed one record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// Indexed (or trimmed on arrival, which readers cannot tell apart).
+    Placed,
+    /// The condition failed; `holder` is the live record at the asked offset, if any.
+    CondFailed { holder: Option<SeqNum> },
+}
+
+/// A read result from the index: the seqnum and where its data lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Found {
+    pub seqnum: SeqNum,
+    pub location: Location,
+}
+
+#[derive(Default, Debug)]
+pub struct Index {
+    books: HashMap<BookId, Book>,
+    last: Option<SeqNum>,
+    live_records: usize,
+}
+
+impl Index {
+    pub fn new() -> Index {
+        Index::default()
+    }
+
+    /// Records live anywhere in the index.
+    pub fn live_records(&self) -> usize {
+        self.live_records
+    }
+
+    /// Applies the next ordered record. Seqnums must arrive in increasing order.
+    pub fn apply_record(&mut self, seqnum: SeqNum, location: Location, meta: &RecordMeta) -> Placement {
+        assert!(self.last.is_none_or(|l| l < seqnum), "records must be applied in seqnum order");
+        self.last = Some(seqnum);
+        let book = self.books.entry(meta.book).or_default();
+        if let Some(Cond { tag, position }) = meta.cond {
+            let row = book.rows.get(&tag);
+            let total = row.map_or(0, |r| r.total);
+            if total != position {
+                let holder = row.and_then(|r| {
+                    let i = position.checked_sub(r.base())?;
+                    r.live.get(i as usize).copied()
+                });
+                return Placement::CondFailed { holder };
+            }
+        }
+        let all_trim = book.trim_point(Tag::ALL);
+        let mut tag_rows = 0u16;
+        for &tag in &meta.tags {
+            debug_assert_ne!(tag, Tag::ALL, "records never carry the ALL tag");
+            let live = seqnum >= all_trim && seqnum >= book.trim_point(tag);
+            let row = book.rows.entry(tag).or_default();
+            row.total += 1;
+            if live {
+                row.live.push_back(seqnum);
+                tag_rows += 1;
+            }
+        }
+        let live_in_all = seqnum >= all_trim && (meta.tags.is_empty() || tag_rows > 0);
+        let row = book.rows.entry(Tag::ALL).or_default();
+        row.total += 1;
+        if live_in_all {
+            row.live.push_back(seqnum);
+            book.records.insert(seqnum, Live { location, tag_rows });
+            self.live_records += 1;
+        }
+        Placement::Placed
+    }
+
+    /// Applies a trim command; returns the records that are now live nowhere.
+    pub fn apply_trim(&mut self, book_id: BookId, tag: Tag, seqnum: SeqNum) -> Vec<(SeqNum, Location)> {
+        let mut died = Vec::new();
+        let book = self.books.entry(book_id).or_default();
+        let point = book.trim_points.entry(tag).or_insert(SeqNum::MIN);
+        if seqnum <= *point {
+            return died;
+        }
+        *point = seqnum;
+        if tag == Tag::ALL {
+            let tags: Vec<Tag> = book.rows.keys().copied().filter(|&t| t != Tag::ALL).collect();
+            for t in tags {
+                book.pop_row(t, seqnum, &mut died);
+            }
+            // Untagged records (and any still live) below the point die with the ALL row.
+            if let Some(row) = book.rows.get_mut(&Tag::ALL) {
+                while let Some(&front) = row.live.front() {
+                    if front >= seqnum {
+                        break;
+                    }
+                    row.live.pop_front();
+                    if let Some(live) = book.records.remove(&front) {
+                        died.push((front, live.location));
+                    }
+                }
+            }
+        } else {
+            book.pop_row(tag, seqnum, &mut died);
+        }
+        self.live_records -= died.len();
+        died
+    }
+
+    /// The first live record of (book, tag) at or after `min`.
+    pub fn read_next(&self, book: BookId, tag: Tag, min: SeqNum) -> Option<Found> {
+        let b = self.books.get(&book)?;
+        let row = b.rows.get(&tag)?;
+        let start = row.live.partition_point(|&s| s < min);
+        row.live.range(start..).find_map(|s| b.records.get(s).map(|l| Found { seqnum: *s, location: l.location }))
+    }
+
+    /// The last live record of (book, tag) at or before `max`.
+    pub fn read_prev(&self, book: BookId, tag: Tag, max: SeqNum) -> Option<Found> {
+        let b = self.books.get(&book)?;
+        let row = b.rows.get(&tag)?;
+        let end = row.live.partition_point(|&s| s <= max);
+        row.live.range(..end).rev().find_map(|s| b.records.get(s).map(|l| Found { seqnum: *s, location: l.location }))
+    }
+
+    /// Whether `seqnum` is a live record of `book`.
+    pub fn is_live(&self, book: BookId, seqnum: SeqNum) -> bool {
+        self.books.get(&book).is_some_and(|b| b.records.contains_key(&seqnum))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{LogId, ShardId, Term};
+
+    fn s(p: u64) -> SeqNum {
+        SeqNum::new(Term(1), LogId(0), p)
+    }
+
+    fn meta(book: u64, tags: &[u64], cond: Option<(u64, u64)>) -> RecordMeta {
+        RecordMeta {
+            book: BookId(book),
+            tags: tags.iter().map(|&t| Tag(t)).collect(),
+            cond: cond.map(|(tag, position)| Cond { tag: Tag(tag), position }),
+        }
+    }
+
+    fn loc(p: u64) -> Location {
+        Location { shard: ShardId(0), local_id: p }
+    }
+
+    /// Applies `(position, book, tags, cond)` records and returns the placements.
+    fn build(records: &[(u64, u64, &[u64], Option<(u64, u64)>)]) -> (Index, Vec<Placement>) {
+        let mut index = Index::new();
+        let placements = records.iter().map(|&(p, b, t, c)| index.apply_record(s(p), loc(p), &meta(b, t, c))).collect();
+        (index, placements)
+    }
+
+    fn stream(index: &Index, book: u64, tag: u64) -> Vec<u64> {
+        let mut out = vec![];
+        let mut min = SeqNum::MIN;
+        while let Some(f) = index.read_next(BookId(book), Tag(tag), min) {
+            out.push(f.seqnum.position());
+            min = SeqNum(f.seqnum.0 + 1);
+        }
+        out
+    }
+
+    #[test]
+    fn tag_selective_reads_and_books_are_separate() {
+        let (index, _) = build(&[(0, 1, &[5], None), (1, 2, &[5], None), (2, 1, &[6], None), (3, 1, &[5, 6], None), (4, 1, &[], None)]);
+        assert_eq!(stream(&index, 1, 5), vec![0, 3]);
+        assert_eq!(stream(&index, 1, 6), vec![2, 3]);
+        assert_eq!(stream(&index, 1, 0), vec![0, 2, 3, 4]);
+        assert_eq!(stream(&index, 2, 0), vec![1]);
+        assert_eq!(index.read_prev(BookId(1), Tag(5), s(2)).map(|f| f.seqnum), Some(s(0)));
+        assert_eq!(index.read_prev(BookId(1), Tag(5), SeqNum::MAX).map(|f| f.seqnum), Some(s(3)));
+        assert_eq!(index.read_next(BookId(3), Tag(0), SeqNum::MIN), None);
+    }
+
+    #[test]
+    fn conditional_appends_succeed_only_at_their_offset() {
+        let (index, placed) = build(&[
+            (0, 1, &[9], Some((9, 0))),
+            (1, 1, &[9], Some((9, 0))), // a peer lost the race for offset 0
+            (2, 1, &[9], Some((9, 1))),
+            (3, 1, &[9], Some((9, 5))), // ahead of the stream: nothing holds offset 5
+            (4, 2, &[9], Some((9, 0))), // another book's stream 9 is empty
+        ]);
+        assert_eq!(
+            placed,
+            vec![
+                Placement::Placed,
+                Placement::CondFailed { holder: Some(s(0)) },
+                Placement::Placed,
+                Placement::CondFailed { holder: None },
+                Placement::Placed,
+            ]
+        );
+        assert_eq!(stream(&index, 1, 9), vec![0, 2]);
+        assert_eq!(stream(&index, 1, 0), vec![0, 2], "failed records are invisible in every row");
+    }
+
+    #[test]
+    fn trims_keep_offsets_and_hold_for_later_records() {
+        let (mut index, _) = build(&[(0, 1, &[9], None), (1, 1, &[9], None), (2, 1, &[9], None)]);
+        index.apply_trim(BookId(1), Tag(9), s(2));
+        assert_eq!(stream(&index, 1, 9), vec![2]);
+        // Offsets still count the trimmed records: offset 3 is next, offset 2 is held.
+        assert_eq!(index.apply_record(s(3), loc(3), &meta(1, &[9], Some((9, 3)))), Placement::Placed);
+        assert_eq!(
+            index.apply_record(s(4), loc(4), &meta(1, &[9], Some((9, 2)))),
+            Placement::CondFailed { holder: Some(s(2)) }
+        );
+        // A trim point ahead of the tail trims records ordered later, on arrival.
+        index.apply_trim(BookId(1), Tag(9), s(10));
+        index.apply_record(s(5), loc(5), &meta(1, &[9], None));
+        assert_eq!(stream(&index, 1, 9), Vec::<u64>::new());
+        assert_eq!(stream(&index, 1, 0), Vec::<u64>::new());
+    }
+
+    #[test]
+    fn a_record_dies_when_trimmed_from_all_its_tag_rows() {
+        let (mut index, _) = build(&[(0, 1, &[5, 6], None), (1, 1, &[5], None), (2, 1, &[], None)]);
+        let died = index.apply_trim(BookId(1), Tag(5), s(2));
+        assert_eq!(died.iter().map(|d| d.0.position()).collect::<Vec<_>>(), vec![1]);
+        assert_eq!(stream(&index, 1, 0), vec![0, 2], "record 0 still lives in row 6");
+        assert_eq!(stream(&index, 1, 6), vec![0]);
+        let died = index.apply_trim(BookId(1), Tag(6), s(1));
+        assert_eq!(died.iter().map(|d| d.0.position()).collect::<Vec<_>>(), vec![0]);
+        assert_eq!(stream(&index, 1, 0), vec![2]);
+        let died = index.apply_trim(BookId(1), Tag::ALL, s(3));
+        assert_eq!(died.iter().map(|d| d.0.position()).collect::<Vec<_>>(), vec![2]);
+        assert_eq!(index.live_records(), 0);
+        assert!(index.apply_trim(BookId(1), Tag::ALL, s(1)).is_empty(), "trim points never move back");
+    }
+}

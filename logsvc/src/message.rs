@@ -1,0 +1,222 @@
+//! Records, metalog entries and the wire messages between roles.
+//!
+//! Every message crosses QUIC as one frame: `u32` length, `u8` wire version, then the
+//! bincode body (see `net::frame`). The state machines exchange these values directly,
+//! so the simulator and the drivers run the same protocol code.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+use crate::config::Configuration;
+use crate::types::{BookId, LocalId, LogId, MetalogPosition, NodeId, SeqNum, ShardId, Tag, Term};
+
+/// Version of the wire format; a peer speaking another version is disconnected.
+pub const WIRE_VERSION: u8 = 1;
+
+/// The condition of a conditional append (Halfmoon `logCondAppend`): the record must land
+/// at offset `position` of the stream `tag` of its book. `tag` is always one of the
+/// record's tags.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Cond {
+    pub tag: Tag,
+    pub position: u64,
+}
+
+/// What indexers need to place a record: its book, its tags (sorted, without
+/// duplicates, never [`Tag::ALL`]) and its condition.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct RecordMeta {
+    pub book: BookId,
+    pub tags: Vec<Tag>,
+    pub cond: Option<Cond>,
+}
+
+/// A record as the appending engine replicates it to storage nodes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    pub meta: RecordMeta,
+    pub data: Bytes,
+}
+
+/// A trim command as it travels in the metalog: every record of `book` that carries
+/// `tag` (or every record, for [`Tag::ALL`]) with a seqnum below `seqnum` leaves that
+/// stream. `origin` lets the requesting engine recognise its command.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TrimCommand {
+    pub book: BookId,
+    pub tag: Tag,
+    pub seqnum: SeqNum,
+    pub origin: Option<(NodeId, u64)>,
+}
+
+/// One entry of a physical log's metalog in one term.
+///
+/// The records between `prev_cut` and `cut` (for every shard `j`, local ids
+/// `prev_cut[j]..cut[j]`), ordered by (shard, local id), take the positions starting at
+/// `start_position`. Then the trim commands apply, in order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MetalogEntry {
+    pub term: Term,
+    pub log: LogId,
+    pub index: u64,
+    pub start_position: u64,
+    pub prev_cut: Vec<LocalId>,
+    pub cut: Vec<LocalId>,
+    pub trims: Vec<TrimCommand>,
+}
+
+impl MetalogEntry {
+    /// The position after this entry: the version of an index that has applied it.
+    pub fn position_after(&self) -> MetalogPosition {
+        MetalogPosition::new(self.term, self.index + 1)
+    }
+
+    pub fn record_count(&self) -> u64 {
+        self.cut.iter().zip(&self.prev_cut).map(|(c, p)| c - p).sum()
+    }
+
+    /// The non-empty runs of this entry, in order: shard index, local ids, and the
+    /// position of the run's first record.
+    pub fn runs(&self) -> impl Iterator<Item = (usize, Range<LocalId>, u64)> + '_ {
+        let mut position = self.start_position;
+        self.cut.iter().zip(&self.prev_cut).enumerate().filter_map(move |(j, (&c, &p))| {
+            let run = (j, p..c, position);
+            position += c - p;
+            (c > p).then_some(run)
+        })
+    }
+
+    pub fn seqnum_at(&self, position: u64) -> SeqNum {
+        SeqNum::new(self.term, self.log, position)
+    }
+}
+
+/// A record as a read returns it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogRecord {
+    pub seqnum: SeqNum,
+    pub tags: Vec<Tag>,
+    pub data: Bytes,
+    pub aux: Option<Bytes>,
+}
+
+/// What a storage node answers for a read by seqnum.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StoredRead {
+    Found(Record),
+    /// Ordered once, but trimmed and reclaimed since.
+    Reclaimed,
+    /// This node does not (yet) know the record.
+    Missing,
+}
+
+/// Every message between roles. Variants are grouped by who sends them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Message {
+    // Engine -> storage node.
+    /// Records of one shard for the replicas to persist. Idempotent.
+    Replicate { shard: ShardId, records: Vec<(LocalId, Record)> },
+    /// Metadata of local ids `from..to` of `shard`, to build an index.
+    FetchMeta { req: u64, shard: ShardId, from: LocalId, to: LocalId },
+    /// Read one ordered record.
+    ReadRecord { req: u64, seqnum: SeqNum },
+
+    // Storage node -> engine.
+    MetaReply { req: u64, shard: ShardId, from: LocalId, metas: Vec<RecordMeta> },
+    /// The replica does not hold all the asked records; ask another one.
+    MetaUnavailable { req: u64 },
+    RecordReply { req: u64, seqnum: SeqNum, read: StoredRead },
+
+    // Storage node -> primary sequencer.
+    /// Durably stored prefix of each shard this node replicates: (shard index in the
+    /// term's log config, local ids stored).
+    Progress { term: Term, log: LogId, stored: Vec<(u32, LocalId)> },
+
+    // Primary -> backup sequencers.
+    ReplicateEntry { entry: MetalogEntry, committed_len: u64 },
+    Committed { term: Term, log: LogId, len: u64 },
+    // Backup -> primary.
+    EntryAck { term: Term, log: LogId, len: u64 },
+    /// The backup lacks entries before the one sent; it holds `len`.
+    EntryGap { term: Term, log: LogId, len: u64 },
+    /// The backup has promised the controller to reject entries of this term.
+    EntryRejected { term: Term, log: LogId },
+
+    // Sequencer -> subscribers (engines, storage nodes).
+    MetalogPush { entry: MetalogEntry },
+    /// Sent when idle, so a subscriber that lost a push notices.
+    MetalogTail { term: Term, log: LogId, committed_len: u64 },
+    // Subscriber -> any sequencer replica of the term.
+    MetalogFetch { term: Term, log: LogId, from: u64 },
+    MetalogEntries { term: Term, log: LogId, entries: Vec<MetalogEntry> },
+
+    // Engine -> primary sequencer.
+    TrimRequest { term: Term, log: LogId, command: TrimCommand },
+
+    // Every node -> controller.
+    Heartbeat { incarnation: u64, term: Term },
+    ConfigAck { term: Term },
+    // Controller -> nodes.
+    NewConfig { config: Arc<Configuration> },
+    Seal { term: Term, log: LogId },
+    // Sequencer -> controller.
+    Sealed { term: Term, log: LogId, len: u64, last: Option<MetalogEntry> },
+}
+
+impl Message {
+    /// A stable name for tracing and metrics.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Message::Replicate { .. } => "replicate",
+            Message::FetchMeta { .. } => "fetch_meta",
+            Message::ReadRecord { .. } => "read_record",
+            Message::MetaReply { .. } => "meta_reply",
+            Message::MetaUnavailable { .. } => "meta_unavailable",
+            Message::RecordReply { .. } => "record_reply",
+            Message::Progress { .. } => "progress",
+            Message::ReplicateEntry { .. } => "replicate_entry",
+            Message::Committed { .. } => "committed",
+            Message::EntryAck { .. } => "entry_ack",
+            Message::EntryGap { .. } => "entry_gap",
+            Message::EntryRejected { .. } => "entry_rejected",
+            Message::MetalogPush { .. } => "metalog_push",
+            Message::MetalogTail { .. } => "metalog_tail",
+            Message::MetalogFetch { .. } => "metalog_fetch",
+            Message::MetalogEntries { .. } => "metalog_entries",
+            Message::TrimRequest { .. } => "trim_request",
+            Message::Heartbeat { .. } => "heartbeat",
+            Message::ConfigAck { .. } => "config_ack",
+            Message::NewConfig { .. } => "new_config",
+            Message::Seal { .. } => "seal",
+            Message::Sealed { .. } => "sealed",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(prev: &[u64], cut: &[u64], start: u64) -> MetalogEntry {
+        MetalogEntry {
+            term: Term(1),
+            log: LogId(0),
+            index: 0,
+            start_position: start,
+            prev_cut: prev.to_vec(),
+            cut: cut.to_vec(),
+            trims: vec![],
+        }
+    }
+
+    #[test]
+    fn runs_order_records_by_shard_then_local_id() {
+        let e = entry(&[2, 0, 5], &[4, 0, 6], 10);
+        let runs: Vec<_> = e.runs().collect();
+        assert_eq!(runs, vec![(0, 2..4, 10), (2, 5..6, 12)]);
+        assert_eq!(e.record_count(), 3);
+    }
+}

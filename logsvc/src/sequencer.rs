@@ -1,0 +1,476 @@
+//! The sequencer: keeps replicas of metalogs; the primary of a metalog orders records.
+//!
+//! Per (term, log) there is one metalog, replicated on the term's sequencers. The
+//! primary takes the element-wise minimum of the storage nodes' progress vectors (the
+//! cut: what every replica of every shard has durably stored), and whenever the cut
+//! moves or trims wait, appends an entry: it persists the entry, sends it to the
+//! backups, and once a quorum (itself included) holds it, the entry is committed and
+//! streamed to subscribers. At most one entry is in flight (Boki §4.2), so an
+//! uncommitted tail is never longer than one entry.
+//!
+//! Sealing (Boki §4.5, after Delos): a replica that receives `Seal` persists a promise
+//! to reject further entries of that metalog and reports its tail. A quorum of such
+//! reports contains every committed entry (any two quorums intersect); the controller
+//! takes the longest, and the next configuration carries that final tail, which every
+//! replica adopts (truncating an uncommitted extra entry, or appending the last one).
+//!
+//! Invariants (asserted):
+//! - entries of a metalog are contiguous from index 0, and each entry's `prev_cut` is
+//!   the previous entry's `cut`; cuts never decrease;
+//! - a replica never appends to a sealed metalog;
+//! - `committed_len <= entries.len()`.
+//!
+//! Architecture Invariant: the sequencer never sees record data or books; it orders
+//! counts of records per shard.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use crate::config::{Configuration, LogTermConfig};
+use crate::message::{Message, MetalogEntry, TrimCommand};
+use crate::store::MetalogWrite;
+use crate::types::{LocalId, LogId, Micros, NodeId, SeqNum, Term};
+
+#[derive(Clone, Debug)]
+pub struct SequencerConfig {
+    /// Resend an unacknowledged entry to backups after this long.
+    pub entry_retry_us: Micros,
+    /// An idle primary tells subscribers its committed length this often.
+    pub tail_interval_us: Micros,
+    pub heartbeat_interval_us: Micros,
+    /// Trim commands waiting for the next entry; more are refused (engines retry).
+    pub trims_pending_max: usize,
+    /// Entries per fetch reply or gap repair.
+    pub entries_per_message_max: usize,
+}
+
+impl Default for SequencerConfig {
+    fn default() -> Self {
+        SequencerConfig {
+            entry_retry_us: 20_000,
+            tail_interval_us: 50_000,
+            heartbeat_interval_us: 100_000,
+            trims_pending_max: 4096,
+            entries_per_message_max: 256,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum SequencerAction {
+    Send(NodeId, Message),
+    /// Make durable before performing any later action.
+    Persist(MetalogWrite),
+    /// Observation for the simulator's oracle: this replica saw `entry` committed.
+    Committed(MetalogEntry),
+    /// The primary cannot order more records in this term (position space exhausted).
+    NeedsNewTerm { term: Term, log: LogId },
+}
+
+struct Inflight {
+    len: u64,
+    acks: BTreeSet<NodeId>,
+    sent_at: Micros,
+}
+
+struct Primary {
+    /// For each shard, the stored prefix reported by each replica (config order).
+    progress: Vec<Vec<LocalId>>,
+    inflight: Option<Inflight>,
+    trims: Vec<TrimCommand>,
+    last_push: Micros,
+    stopped: bool,
+}
+
+struct Metalog {
+    term: Term,
+    log: LogId,
+    entries: Vec<MetalogEntry>,
+    committed_len: u64,
+    sealed: bool,
+    /// Set once a configuration carries this metalog's final tail.
+    finalized: bool,
+    primary: Option<Primary>,
+}
+
+impl Metalog {
+    fn new(term: Term, log: LogId) -> Metalog {
+        Metalog { term, log, entries: Vec::new(), committed_len: 0, sealed: false, finalized: false, primary: None }
+    }
+
+    fn len(&self) -> u64 {
+        self.entries.len() as u64
+    }
+
+    fn push(&mut self, entry: MetalogEntry) {
+        assert!(!self.sealed || self.finalized, "append to a sealed metalog");
+        assert_eq!(entry.index, self.len(), "metalog entries are contiguous");
+        if let Some(prev) = self.entries.last() {
+            assert_eq!(entry.prev_cut, prev.cut, "an entry continues the previous cut");
+            assert_eq!(entry.start_position, prev.start_position + prev.record_count());
+        }
+        assert!(entry.cut.iter().zip(&entry.prev_cut).all(|(c, p)| c >= p), "cuts never decrease");
+        self.entries.push(entry);
+    }
+}
+
+pub struct Sequencer {
+    id: NodeId,
+    controller: NodeId,
+    incarnation: u64,
+    cfg: SequencerConfig,
+    config: Option<Arc<Configuration>>,
+    logs: BTreeMap<(Term, LogId), Metalog>,
+    last_heartbeat: Option<Micros>,
+    out: Vec<SequencerAction>,
+}
+
+impl Sequencer {
+    /// A sequencer rebuilt from its durable writes (empty for a new one).
+    pub fn recover(
+        id: NodeId,
+        controller: NodeId,
+        incarnation: u64,
+        cfg: SequencerConfig,
+        writes: Vec<MetalogWrite>,
+    ) -> Sequencer {
+        let mut s = Sequencer {
+            id,
+            controller,
+            incarnation,
+            cfg,
+            config: None,
+            logs: BTreeMap::new(),
+            last_heartbeat: None,
+            out: Vec::new(),
+        };
+        for w in writes {
+            match w {
+                MetalogWrite::Entry(e) => {
+                    let m = s.logs.entry((e.term, e.log)).or_insert_with(|| Metalog::new(e.term, e.log));
+                    m.push(e);
+                }
+                MetalogWrite::Truncate { term, log, len } => {
+                    if let Some(m) = s.logs.get_mut(&(term, log)) {
+                        m.entries.truncate(len as usize);
+                    }
+                }
+                MetalogWrite::Seal { term, log } => {
+                    s.logs.entry((term, log)).or_insert_with(|| Metalog::new(term, log)).sealed = true;
+                }
+            }
+        }
+        s
+    }
+
+    pub fn id(&self) -> NodeId {
+        self.id
+    }
+
+    /// Actions produced since the last call, in the order they must be performed.
+    pub fn take_actions(&mut self) -> Vec<SequencerAction> {
+        std::mem::take(&mut self.out)
+    }
+
+    fn send(&mut self, to: NodeId, msg: Message) {
+        self.out.push(SequencerAction::Send(to, msg));
+    }
+
+    fn log_config(&self, term: Term, log: LogId) -> Option<&LogTermConfig> {
+        let t = self.config.as_ref()?.term(term)?;
+        t.logs.get(log.0 as usize)
+    }
+
+    pub fn on_tick(&mut self, now: Micros) {
+        if self.last_heartbeat.is_none_or(|t| now >= t + self.cfg.heartbeat_interval_us) {
+            self.last_heartbeat = Some(now);
+            let term = self.config.as_ref().map_or(Term(0), |c| c.current().term);
+            self.send(self.controller, Message::Heartbeat { incarnation: self.incarnation, term });
+        }
+        let keys: Vec<(Term, LogId)> = self.logs.iter().filter(|(_, m)| m.primary.is_some()).map(|(k, _)| *k).collect();
+        for (term, log) in keys {
+            self.primary_tick(now, term, log);
+        }
+    }
+
+    fn primary_tick(&mut self, now: Micros, term: Term, log: LogId) {
+        let Some(lc) = self.log_config(term, log).cloned() else { return };
+        let m = self.logs.get_mut(&(term, log)).expect("metalog exists");
+        let Some(p) = m.primary.as_mut() else { return };
+        let mut resend = Vec::new();
+        let mut tail = None;
+        if let Some(inf) = p.inflight.as_mut() {
+            if now >= inf.sent_at + self.cfg.entry_retry_us {
+                inf.sent_at = now;
+                let entry = m.entries[(inf.len - 1) as usize].clone();
+                for &b in &lc.sequencers {
+                    if b != self.id && !inf.acks.contains(&b) {
+                        resend.push((b, entry.clone()));
+                    }
+                }
+            }
+        } else if now >= p.last_push + self.cfg.tail_interval_us {
+            p.last_push = now;
+            tail = Some(m.committed_len);
+        }
+        let committed_len = m.committed_len;
+        for (b, entry) in resend {
+            self.send(b, Message::ReplicateEntry { entry, committed_len });
+        }
+        if let Some(committed_len) = tail {
+            let subs: Vec<NodeId> = self.subscribers(term);
+            for n in subs {
+                self.send(n, Message::MetalogTail { term, log, committed_len });
+            }
+        }
+        self.try_issue(now, term, log);
+    }
+
+    fn subscribers(&self, term: Term) -> Vec<NodeId> {
+        let Some(config) = self.config.as_ref() else { return vec![] };
+        // The current term's nodes too: a node added by a later term replays old ones.
+        let mut subs: BTreeSet<NodeId> = config.term(term).map(|t| t.subscribers().collect()).unwrap_or_default();
+        subs.extend(config.current().subscribers());
+        subs.into_iter().collect()
+    }
+
+    pub fn on_message(&mut self, now: Micros, from: NodeId, msg: Message) {
+        match msg {
+            Message::NewConfig { config } => self.on_config(now, config),
+            Message::Progress { term, log, stored } => self.on_progress(now, from, term, log, stored),
+            Message::TrimRequest { term, log, command } => {
+                let max = self.cfg.trims_pending_max;
+                if let Some(p) = self.logs.get_mut(&(term, log)).and_then(|m| m.primary.as_mut()) {
+                    if p.trims.len() < max && !p.trims.contains(&command) {
+                        p.trims.push(command);
+                    }
+                }
+                self.try_issue(now, term, log);
+            }
+            Message::ReplicateEntry { entry, committed_len } => self.on_replicate(from, entry, committed_len),
+            Message::Committed { term, log, len } => {
+                if let Some(m) = self.logs.get_mut(&(term, log)) {
+                    m.committed_len = m.committed_len.max(len.min(m.len()));
+                }
+            }
+            Message::EntryAck { term, log, len } => self.on_ack(now, from, term, log, len),
+            Message::EntryGap { term, log, len } => self.on_gap(from, term, log, len),
+            Message::EntryRejected { term, log } => {
+                if let Some(p) = self.logs.get_mut(&(term, log)).and_then(|m| m.primary.as_mut()) {
+                    p.stopped = true;
+                }
+            }
+            Message::MetalogFetch { term, log, from: start } => {
+                let max = self.cfg.entries_per_message_max as u64;
+                if let Some(m) = self.logs.get(&(term, log)) {
+                    let end = m.committed_len.min(start.saturating_add(max));
+                    if start < end {
+                        let entries = m.entries[start as usize..end as usize].to_vec();
+                        self.send(from, Message::MetalogEntries { term, log, entries });
+                    }
+                }
+            }
+            Message::Seal { term, log } => self.on_seal(from, term, log),
+            _ => {}
+        }
+    }
+
+    fn on_config(&mut self, now: Micros, config: Arc<Configuration>) {
+        if self.config.as_ref().is_some_and(|c| c.current().term >= config.current().term) {
+            let term = config.current().term;
+            self.send(config.controller, Message::ConfigAck { term });
+            return;
+        }
+        // Adopt the final tails of sealed terms.
+        for t in &config.terms {
+            let Some(tails) = &t.sealed else { continue };
+            for (l, tail) in tails.iter().enumerate() {
+                let key = (t.term, LogId(l as u8));
+                let Some(m) = self.logs.get_mut(&key) else { continue };
+                if m.finalized {
+                    continue;
+                }
+                m.primary = None;
+                m.sealed = true;
+                m.finalized = true;
+                if m.len() > tail.len {
+                    m.entries.truncate(tail.len as usize);
+                    self.out.push(SequencerAction::Persist(MetalogWrite::Truncate { term: t.term, log: key.1, len: tail.len }));
+                } else if m.len() + 1 == tail.len {
+                    let last = tail.last.clone().expect("a sealed tail carries its last entry");
+                    self.out.push(SequencerAction::Persist(MetalogWrite::Entry(last.clone())));
+                    m.push(last);
+                }
+                m.committed_len = m.len().min(tail.len);
+            }
+        }
+        let current = config.current().clone();
+        self.config = Some(config.clone());
+        for lc in &current.logs {
+            if !lc.sequencers.contains(&self.id) {
+                continue;
+            }
+            let m = self.logs.entry((current.term, lc.log)).or_insert_with(|| Metalog::new(current.term, lc.log));
+            if lc.primary() == self.id && !m.sealed && m.primary.is_none() {
+                // A restarted primary resumes: its last persisted entry may be
+                // uncommitted, so it is treated as in flight and sent again.
+                let inflight = (m.len() > m.committed_len).then(|| Inflight { len: m.len(), acks: BTreeSet::from([self.id]), sent_at: 0 });
+                m.primary = Some(Primary {
+                    progress: lc.shards.iter().map(|s| vec![0; s.replicas.len()]).collect(),
+                    inflight,
+                    trims: Vec::new(),
+                    last_push: now,
+                    stopped: false,
+                });
+                if let Some(last) = m.entries.last() {
+                    let cut = last.cut.clone();
+                    let p = m.primary.as_mut().expect("just set");
+                    for (j, c) in cut.into_iter().enumerate() {
+                        p.progress[j].iter_mut().for_each(|v| *v = c);
+                    }
+                }
+            }
+        }
+        self.send(config.controller, Message::ConfigAck { term: current.term });
+        for lc in &current.logs {
+            self.try_issue(now, current.term, lc.log);
+        }
+    }
+
+    fn on_progress(&mut self, now: Micros, from: NodeId, term: Term, log: LogId, stored: Vec<(u32, LocalId)>) {
+        let Some(lc) = self.log_config(term, log).cloned() else { return };
+        let Some(p) = self.logs.get_mut(&(term, log)).and_then(|m| m.primary.as_mut()) else { return };
+        for (j, n) in stored {
+            let Some(shard) = lc.shards.get(j as usize) else { continue };
+            let Some(r) = shard.replicas.iter().position(|&x| x == from) else { continue };
+            let v = &mut p.progress[j as usize][r];
+            *v = (*v).max(n);
+        }
+        self.try_issue(now, term, log);
+    }
+
+    fn try_issue(&mut self, now: Micros, term: Term, log: LogId) {
+        let Some(lc) = self.log_config(term, log).cloned() else { return };
+        let Some(m) = self.logs.get_mut(&(term, log)) else { return };
+        if m.sealed {
+            return;
+        }
+        let len = m.len();
+        let last = m.entries.last().cloned();
+        let Some(p) = m.primary.as_mut() else { return };
+        if p.inflight.is_some() || p.stopped {
+            return;
+        }
+        let prev_cut = last.as_ref().map_or_else(|| vec![0; lc.shards.len()], |e| e.cut.clone());
+        let cut: Vec<LocalId> =
+            p.progress.iter().zip(&prev_cut).map(|(replicas, &prev)| replicas.iter().copied().min().unwrap_or(0).max(prev)).collect();
+        if cut == prev_cut && p.trims.is_empty() {
+            return;
+        }
+        let start_position = last.as_ref().map_or(0, |e| e.start_position + e.record_count());
+        let count: u64 = cut.iter().zip(&prev_cut).map(|(c, p)| c - p).sum();
+        if count > 0 && start_position + count - 1 > SeqNum::POSITION_MAX {
+            p.stopped = true;
+            self.out.push(SequencerAction::NeedsNewTerm { term, log });
+            return;
+        }
+        let entry = MetalogEntry { term, log, index: len, start_position, prev_cut, cut, trims: std::mem::take(&mut p.trims) };
+        p.inflight = Some(Inflight { len: len + 1, acks: BTreeSet::from([self.id]), sent_at: now });
+        m.push(entry.clone());
+        let committed_len = m.committed_len;
+        self.out.push(SequencerAction::Persist(MetalogWrite::Entry(entry.clone())));
+        for &b in &lc.sequencers {
+            if b != self.id {
+                self.send(b, Message::ReplicateEntry { entry: entry.clone(), committed_len });
+            }
+        }
+        self.maybe_commit(now, term, log, &lc);
+    }
+
+    fn maybe_commit(&mut self, now: Micros, term: Term, log: LogId, lc: &LogTermConfig) {
+        let m = self.logs.get_mut(&(term, log)).expect("metalog exists");
+        let Some(p) = m.primary.as_mut() else { return };
+        let Some(inf) = p.inflight.as_ref() else { return };
+        if inf.acks.len() < lc.quorum() {
+            return;
+        }
+        let len = inf.len;
+        p.inflight = None;
+        p.last_push = now;
+        let newly: Vec<MetalogEntry> = m.entries[m.committed_len as usize..len as usize].to_vec();
+        m.committed_len = len;
+        for e in newly {
+            self.out.push(SequencerAction::Committed(e.clone()));
+            for n in self.subscribers(term) {
+                self.send(n, Message::MetalogPush { entry: e.clone() });
+            }
+        }
+        for &b in &lc.sequencers {
+            if b != self.id {
+                self.send(b, Message::Committed { term, log, len });
+            }
+        }
+        self.try_issue(now, term, log);
+    }
+
+    fn on_replicate(&mut self, from: NodeId, entry: MetalogEntry, committed_len: u64) {
+        let (term, log) = (entry.term, entry.log);
+        let m = self.logs.entry((term, log)).or_insert_with(|| Metalog::new(term, log));
+        if m.sealed {
+            self.send(from, Message::EntryRejected { term, log });
+            return;
+        }
+        if entry.index > m.len() {
+            let len = m.len();
+            self.send(from, Message::EntryGap { term, log, len });
+            return;
+        }
+        if entry.index == m.len() {
+            self.out.push(SequencerAction::Persist(MetalogWrite::Entry(entry.clone())));
+            m.push(entry);
+        } else {
+            assert_eq!(m.entries[entry.index as usize], entry, "a primary never rewrites an entry");
+        }
+        m.committed_len = m.committed_len.max(committed_len.min(m.len()));
+        let len = m.len();
+        self.send(from, Message::EntryAck { term, log, len });
+    }
+
+    fn on_ack(&mut self, now: Micros, from: NodeId, term: Term, log: LogId, len: u64) {
+        let Some(lc) = self.log_config(term, log).cloned() else { return };
+        let Some(p) = self.logs.get_mut(&(term, log)).and_then(|m| m.primary.as_mut()) else { return };
+        if let Some(inf) = p.inflight.as_mut() {
+            if len >= inf.len {
+                inf.acks.insert(from);
+            }
+        }
+        self.maybe_commit(now, term, log, &lc);
+    }
+
+    fn on_gap(&mut self, from: NodeId, term: Term, log: LogId, len: u64) {
+        let max = self.cfg.entries_per_message_max as u64;
+        let Some(m) = self.logs.get(&(term, log)) else { return };
+        if m.primary.is_none() {
+            return;
+        }
+        let end = m.len().min(len + max);
+        let committed_len = m.committed_len;
+        let entries: Vec<MetalogEntry> = m.entries[len.min(end) as usize..end as usize].to_vec();
+        for entry in entries {
+            self.send(from, Message::ReplicateEntry { entry, committed_len });
+        }
+    }
+
+    fn on_seal(&mut self, from: NodeId, term: Term, log: LogId) {
+        let m = self.logs.entry((term, log)).or_insert_with(|| Metalog::new(term, log));
+        if !m.sealed {
+            m.sealed = true;
+            self.out.push(SequencerAction::Persist(MetalogWrite::Seal { term, log }));
+        }
+        if let Some(p) = m.primary.as_mut() {
+            p.stopped = true;
+        }
+        let (len, last) = (m.len(), m.entries.last().cloned());
+        self.send(from, Message::Sealed { term, log, len, last });
+    }
+}

@@ -1,0 +1,425 @@
+//! The storage node: persists the records of the shards it replicates, reports what
+//! it has durably stored, learns their seqnums from the metalog, serves reads and
+//! record metadata, and reclaims trimmed records.
+//!
+//! Flow of a record: `Replicate` from its engine -> `Write` action -> the driver's
+//! group commit makes it durable -> [`StorageNode::on_written`] -> the stored prefix
+//! of its shard grows -> `Progress` to the primary sequencer -> the cut passes it ->
+//! the metalog entry gives it a seqnum here and in every engine's index.
+//!
+//! Invariants (asserted):
+//! - the progress reported for a shard only counts records that are durable, and it
+//!   never decreases (so the primary's minimum over replicas only holds records that
+//!   survive a crash of this node);
+//! - a record's first stored version is the one kept: replication is idempotent;
+//! - a record is reclaimed only after a trim that covers it has been ordered.
+//!
+//! Architecture Invariant: the storage node does not evaluate conditional appends; a
+//! record whose condition failed is kept like a live one (garbage, never wrong).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use crate::config::Configuration;
+use crate::error::Result;
+use crate::follower::{Follower, FollowerConfig};
+use crate::index::Index;
+use crate::message::{Message, MetalogEntry, Record, RecordMeta, StoredRead};
+use crate::store::{RecoveredRecord, StoredData};
+use crate::types::{LocalId, Location, LogId, Micros, NodeId, SeqNum, ShardId, Term};
+
+#[derive(Clone, Debug)]
+pub struct StorageConfig {
+    pub progress_interval_us: Micros,
+    pub heartbeat_interval_us: Micros,
+    /// Metadata records per `MetaReply`.
+    pub meta_reply_max: usize,
+    /// Bytes written but not yet durable; replication beyond is dropped (engines resend).
+    pub unsynced_bytes_max: usize,
+    /// How far past the stored prefix a local id may be (bounds memory per shard).
+    pub local_id_window: u64,
+    pub follower: FollowerConfig,
+}
+
+impl Default for StorageConfig {
+    fn default() -> Self {
+        StorageConfig {
+            progress_interval_us: 20_000,
+            heartbeat_interval_us: 100_000,
+            meta_reply_max: 4096,
+            unsynced_bytes_max: 256 << 20,
+            local_id_window: 1 << 20,
+            follower: FollowerConfig::default(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum StorageAction {
+    Send(NodeId, Message),
+    /// Write (not yet durable); the driver syncs and calls `on_written(batch)`.
+    Write { batch: u64, records: Vec<(Location, Record)> },
+    /// Read the record at `location` and answer `to` with [`read_reply`].
+    Read { to: NodeId, req: u64, seqnum: SeqNum, location: Location },
+    Reclaim(Vec<Location>),
+    Discard { shard: ShardId, from: LocalId },
+}
+
+/// The answer to a `ReadRecord`, from what the store returned.
+pub fn read_reply(req: u64, seqnum: SeqNum, stored: Result<Option<StoredData>>) -> Message {
+    let read = match stored {
+        Ok(Some(StoredData::Record(r))) => StoredRead::Found(r),
+        Ok(Some(StoredData::Reclaimed(_))) => StoredRead::Reclaimed,
+        Ok(None) | Err(_) => StoredRead::Missing,
+    };
+    Message::RecordReply { req, seqnum, read }
+}
+
+struct Held {
+    meta: RecordMeta,
+    durable: bool,
+}
+
+struct Shard {
+    log: LogId,
+    term: Term,
+    /// Position of this shard in its log's term config (the progress vector index).
+    slot: u32,
+    records: BTreeMap<LocalId, Held>,
+    /// Records `0..stored` are durable.
+    stored: LocalId,
+    /// Records `0..ordered` have seqnums.
+    ordered: LocalId,
+    closed: bool,
+}
+
+/// A contiguous run of ordered records of one shard.
+#[derive(Clone, Copy)]
+struct Run {
+    start_position: u64,
+    shard: ShardId,
+    first: LocalId,
+    len: u64,
+}
+
+pub struct StorageNode {
+    id: NodeId,
+    controller: NodeId,
+    incarnation: u64,
+    cfg: StorageConfig,
+    config: Option<Arc<Configuration>>,
+    follower: Follower,
+    shards: HashMap<ShardId, Shard>,
+    /// Records whose shard is not in any configuration seen yet (after a restart).
+    orphans: Vec<RecoveredRecord>,
+    /// Per (term, log), runs sorted by start position, to find a seqnum's location.
+    runs: HashMap<(Term, LogId), Vec<Run>>,
+    /// Liveness of the records held here (conditions stripped), per log.
+    liveness: Vec<Index>,
+    writing: HashMap<u64, (Vec<Location>, usize)>,
+    unsynced_bytes: usize,
+    next_batch: u64,
+    last_progress: Micros,
+    last_heartbeat: Option<Micros>,
+    out: Vec<StorageAction>,
+}
+
+impl StorageNode {
+    /// A storage node over a store that held `recovered` (empty for a new node).
+    pub fn recover(id: NodeId, controller: NodeId, incarnation: u64, cfg: StorageConfig, recovered: Vec<RecoveredRecord>) -> StorageNode {
+        StorageNode {
+            id,
+            controller,
+            incarnation,
+            follower: Follower::new(cfg.follower.clone()),
+            cfg,
+            config: None,
+            shards: HashMap::new(),
+            orphans: recovered,
+            runs: HashMap::new(),
+            liveness: Vec::new(),
+            writing: HashMap::new(),
+            unsynced_bytes: 0,
+            next_batch: 0,
+            last_progress: 0,
+            last_heartbeat: None,
+            out: Vec::new(),
+        }
+    }
+
+    pub fn id(&self) -> NodeId {
+        self.id
+    }
+
+    pub fn take_actions(&mut self) -> Vec<StorageAction> {
+        std::mem::take(&mut self.out)
+    }
+
+    fn send(&mut self, to: NodeId, msg: Message) {
+        self.out.push(StorageAction::Send(to, msg));
+    }
+
+    pub fn on_tick(&mut self, now: Micros) {
+        if self.last_heartbeat.is_none_or(|t| now >= t + self.cfg.heartbeat_interval_us) {
+            self.last_heartbeat = Some(now);
+            let term = self.config.as_ref().map_or(Term(0), |c| c.current().term);
+            self.send(self.controller, Message::Heartbeat { incarnation: self.incarnation, term });
+        }
+        let Some(config) = self.config.clone() else { return };
+        if now >= self.last_progress + self.cfg.progress_interval_us {
+            self.last_progress = now;
+            let term = config.current().term;
+            for l in 0..config.n_logs {
+                self.report_progress(term, LogId(l));
+            }
+        }
+        let mut fetches = Vec::new();
+        self.follower.on_tick(now, &config, &mut fetches);
+        for (to, m) in fetches {
+            self.send(to, m);
+        }
+    }
+
+    fn report_progress(&mut self, term: Term, log: LogId) {
+        let Some(config) = self.config.clone() else { return };
+        let Some(t) = config.term(term) else { return };
+        if t.sealed.is_some() {
+            return;
+        }
+        let lc = t.log(log);
+        let stored: Vec<(u32, LocalId)> = lc
+            .shards
+            .iter()
+            .filter_map(|s| self.shards.get(&s.shard).filter(|h| h.term == term).map(|h| (h.slot, h.stored)))
+            .collect();
+        if !stored.is_empty() {
+            self.send(lc.primary(), Message::Progress { term, log, stored });
+        }
+    }
+
+    /// The driver made batch `batch` durable.
+    pub fn on_written(&mut self, batch: u64) {
+        let Some((locations, bytes)) = self.writing.remove(&batch) else { return };
+        self.unsynced_bytes -= bytes;
+        let mut touched: Vec<(Term, LogId)> = Vec::new();
+        for loc in locations {
+            let Some(shard) = self.shards.get_mut(&loc.shard) else { continue };
+            if let Some(h) = shard.records.get_mut(&loc.local_id) {
+                h.durable = true;
+            }
+            let before = shard.stored;
+            while shard.records.get(&shard.stored).is_some_and(|h| h.durable) {
+                shard.stored += 1;
+            }
+            if shard.stored > before && !touched.contains(&(shard.term, shard.log)) {
+                touched.push((shard.term, shard.log));
+            }
+        }
+        // Report at once: the append latency waits on this message.
+        for (term, log) in touched {
+            self.report_progress(term, log);
+        }
+    }
+
+    pub fn on_message(&mut self, now: Micros, from: NodeId, msg: Message) {
+        match msg {
+            Message::NewConfig { config } => self.on_config(config),
+            Message::Replicate { shard, records } => self.on_replicate(shard, records),
+            Message::FetchMeta { req, shard, from: start, to } => self.on_fetch_meta(from, req, shard, start, to),
+            Message::ReadRecord { req, seqnum } => self.on_read(from, req, seqnum),
+            Message::MetalogPush { entry } => {
+                self.follower.on_entry(entry);
+                self.drain_metalog();
+            }
+            Message::MetalogEntries { entries, .. } => {
+                for e in entries {
+                    self.follower.on_entry(e);
+                }
+                self.drain_metalog();
+            }
+            Message::MetalogTail { term, log, committed_len } => {
+                self.follower.on_tail(term, log, committed_len);
+                let _ = now;
+            }
+            _ => {}
+        }
+    }
+
+    fn on_config(&mut self, config: Arc<Configuration>) {
+        let newer = self.config.as_ref().is_none_or(|c| c.current().term < config.current().term);
+        if newer {
+            self.config = Some(config.clone());
+            self.follower.on_config(&config);
+            while self.liveness.len() < config.n_logs as usize {
+                self.liveness.push(Index::new());
+            }
+            for t in &config.terms {
+                for lc in &t.logs {
+                    for (slot, s) in lc.shards.iter().enumerate() {
+                        if s.replicas.contains(&self.id) && !self.shards.contains_key(&s.shard) {
+                            let shard = Shard {
+                                log: lc.log,
+                                term: t.term,
+                                slot: slot as u32,
+                                records: BTreeMap::new(),
+                                stored: 0,
+                                ordered: 0,
+                                closed: false,
+                            };
+                            self.shards.insert(s.shard, shard);
+                        }
+                    }
+                }
+            }
+            // Records recovered from the store rejoin their shards.
+            for r in std::mem::take(&mut self.orphans) {
+                match self.shards.get_mut(&r.location.shard) {
+                    Some(shard) => {
+                        shard.records.insert(r.location.local_id, Held { meta: r.meta, durable: true });
+                        while shard.records.get(&shard.stored).is_some_and(|h| h.durable) {
+                            shard.stored += 1;
+                        }
+                    }
+                    None => self.orphans.push(r),
+                }
+            }
+        }
+        self.send(config.controller, Message::ConfigAck { term: config.current().term });
+        self.drain_metalog();
+    }
+
+    fn on_replicate(&mut self, shard_id: ShardId, records: Vec<(LocalId, Record)>) {
+        let window = self.cfg.local_id_window;
+        let Some(shard) = self.shards.get_mut(&shard_id) else { return };
+        if shard.closed {
+            return;
+        }
+        let mut fresh = Vec::new();
+        let mut bytes = 0;
+        for (local_id, record) in records {
+            if local_id >= shard.stored + window || shard.records.contains_key(&local_id) {
+                continue;
+            }
+            if self.unsynced_bytes + bytes + record.data.len() > self.cfg.unsynced_bytes_max {
+                break;
+            }
+            bytes += record.data.len();
+            shard.records.insert(local_id, Held { meta: record.meta.clone(), durable: false });
+            fresh.push((Location { shard: shard_id, local_id }, record));
+        }
+        if fresh.is_empty() {
+            return;
+        }
+        let batch = self.next_batch;
+        self.next_batch += 1;
+        self.unsynced_bytes += bytes;
+        self.writing.insert(batch, (fresh.iter().map(|(l, _)| *l).collect(), bytes));
+        self.out.push(StorageAction::Write { batch, records: fresh });
+    }
+
+    fn on_fetch_meta(&mut self, to: NodeId, req: u64, shard_id: ShardId, start: LocalId, end: LocalId) {
+        let end = end.min(start + self.cfg.meta_reply_max as u64);
+        let metas: Option<Vec<RecordMeta>> = self.shards.get(&shard_id).and_then(|shard| {
+            (start..end).map(|i| shard.records.get(&i).filter(|h| h.durable).map(|h| h.meta.clone())).collect()
+        });
+        match metas {
+            Some(metas) if start < end => self.send(to, Message::MetaReply { req, shard: shard_id, from: start, metas }),
+            _ => self.send(to, Message::MetaUnavailable { req }),
+        }
+    }
+
+    fn on_read(&mut self, to: NodeId, req: u64, seqnum: SeqNum) {
+        let location = self.runs.get(&(seqnum.term(), seqnum.log())).and_then(|runs| {
+            let i = runs.partition_point(|r| r.start_position <= seqnum.position()).checked_sub(1)?;
+            let r = runs[i];
+            let offset = seqnum.position() - r.start_position;
+            (offset < r.len).then_some(Location { shard: r.shard, local_id: r.first + offset })
+        });
+        let Some(location) = location else {
+            self.send(to, Message::RecordReply { req, seqnum, read: StoredRead::Missing });
+            return;
+        };
+        let live = self
+            .shards
+            .get(&location.shard)
+            .and_then(|s| s.records.get(&location.local_id))
+            .map(|h| self.liveness[seqnum.log().0 as usize].is_live(h.meta.book, seqnum));
+        match live {
+            Some(true) => self.out.push(StorageAction::Read { to, req, seqnum, location }),
+            Some(false) => self.send(to, Message::RecordReply { req, seqnum, read: StoredRead::Reclaimed }),
+            None => self.send(to, Message::RecordReply { req, seqnum, read: StoredRead::Missing }),
+        }
+    }
+
+    fn drain_metalog(&mut self) {
+        let Some(config) = self.config.clone() else { return };
+        for l in 0..config.n_logs {
+            let before = self.follower.delivered(LogId(l));
+            let entries = self.follower.poll(&config, LogId(l));
+            for e in entries {
+                self.apply_entry(&config, e);
+            }
+            let after = self.follower.delivered(LogId(l));
+            // Every term the follower moved past is sealed: close its shards here.
+            for term in before.term..after.term {
+                self.close_term(&config, Term(term), LogId(l));
+            }
+        }
+    }
+
+    fn apply_entry(&mut self, config: &Configuration, e: MetalogEntry) {
+        let Some(t) = config.term(e.term) else { return };
+        let lc = t.log(e.log);
+        let log = e.log.0 as usize;
+        let mut reclaim = Vec::new();
+        for (j, ids, start_position) in e.runs() {
+            let shard_id = lc.shards[j].shard;
+            let Some(shard) = self.shards.get_mut(&shard_id) else { continue };
+            assert_eq!(shard.ordered, ids.start, "ordered prefixes are contiguous");
+            shard.ordered = ids.end;
+            self.runs.entry((e.term, e.log)).or_default().push(Run {
+                start_position,
+                shard: shard_id,
+                first: ids.start,
+                len: ids.end - ids.start,
+            });
+            for (k, local_id) in ids.enumerate() {
+                let seqnum = e.seqnum_at(start_position + k as u64);
+                let location = Location { shard: shard_id, local_id };
+                match shard.records.get(&local_id) {
+                    Some(h) => {
+                        let meta = RecordMeta { cond: None, ..h.meta.clone() };
+                        self.liveness[log].apply_record(seqnum, location, &meta);
+                        if !self.liveness[log].is_live(meta.book, seqnum) {
+                            reclaim.push(location);
+                        }
+                    }
+                    None => tracing::error!(node = %self.id, ?location, "an ordered record is missing from this replica"),
+                }
+            }
+        }
+        for trim in &e.trims {
+            for (_, location) in self.liveness[log].apply_trim(trim.book, trim.tag, trim.seqnum) {
+                reclaim.push(location);
+            }
+        }
+        if !reclaim.is_empty() {
+            self.out.push(StorageAction::Reclaim(reclaim));
+        }
+    }
+
+    fn close_term(&mut self, config: &Configuration, term: Term, log: LogId) {
+        let Some(t) = config.term(term) else { return };
+        for s in &t.log(log).shards {
+            let Some(shard) = self.shards.get_mut(&s.shard) else { continue };
+            if shard.closed {
+                continue;
+            }
+            shard.closed = true;
+            let cut = shard.ordered;
+            shard.records.split_off(&cut);
+            shard.stored = shard.stored.min(cut);
+            self.out.push(StorageAction::Discard { shard: s.shard, from: cut });
+        }
+    }
+}

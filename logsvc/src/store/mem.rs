@@ -1,0 +1,143 @@
+//! In-memory stores for the simulator and for tests. They model a disk that loses
+//! unsynced writes on a crash ([`MemStore::crash`]).
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use super::{MetalogStore, MetalogWrite, RecordStore, RecoveredRecord, StoredData};
+use crate::error::Result;
+use crate::message::Record;
+use crate::types::{LocalId, Location, ShardId};
+
+#[derive(Clone, Debug)]
+enum Op {
+    Write(Location, Record),
+    Reclaim(Location),
+    Discard(ShardId, LocalId),
+}
+
+#[derive(Default)]
+struct Inner {
+    /// State as of the last sync.
+    durable: BTreeMap<Location, StoredData>,
+    /// Operations since, applied on top of `durable` for reads.
+    pending: Vec<Op>,
+    visible: BTreeMap<Location, StoredData>,
+}
+
+/// A [`RecordStore`] in memory, with a crash that forgets unsynced operations.
+#[derive(Default)]
+pub struct MemStore {
+    inner: Mutex<Inner>,
+}
+
+fn apply(map: &mut BTreeMap<Location, StoredData>, op: &Op) {
+    match op {
+        Op::Write(loc, record) => {
+            map.insert(*loc, StoredData::Record(record.clone()));
+        }
+        Op::Reclaim(loc) => {
+            if let Some(StoredData::Record(r)) = map.get(loc) {
+                let meta = r.meta.clone();
+                map.insert(*loc, StoredData::Reclaimed(meta));
+            }
+        }
+        Op::Discard(shard, from) => {
+            let start = Location { shard: *shard, local_id: *from };
+            let end = Location { shard: *shard, local_id: LocalId::MAX };
+            let doomed: Vec<Location> = map.range(start..=end).map(|(l, _)| *l).collect();
+            for l in doomed {
+                map.remove(&l);
+            }
+        }
+    }
+}
+
+impl MemStore {
+    pub fn new() -> MemStore {
+        MemStore::default()
+    }
+
+    /// Forgets every operation since the last sync, as a power failure would.
+    pub fn crash(&self) {
+        let mut inner = self.inner.lock().unwrap();
+        inner.pending.clear();
+        inner.visible = inner.durable.clone();
+    }
+
+    fn push(&self, op: Op) {
+        let mut inner = self.inner.lock().unwrap();
+        apply(&mut inner.visible, &op);
+        inner.pending.push(op);
+    }
+}
+
+impl RecordStore for MemStore {
+    fn write(&self, records: &[(Location, Record)]) -> Result<()> {
+        for (loc, record) in records {
+            self.push(Op::Write(*loc, record.clone()));
+        }
+        Ok(())
+    }
+
+    fn sync(&self) -> Result<()> {
+        let mut inner = self.inner.lock().unwrap();
+        let pending = std::mem::take(&mut inner.pending);
+        for op in &pending {
+            apply(&mut inner.durable, op);
+        }
+        Ok(())
+    }
+
+    fn read(&self, location: Location) -> Result<Option<StoredData>> {
+        Ok(self.inner.lock().unwrap().visible.get(&location).cloned())
+    }
+
+    fn reclaim(&self, locations: &[Location]) -> Result<()> {
+        for loc in locations {
+            self.push(Op::Reclaim(*loc));
+        }
+        Ok(())
+    }
+
+    fn discard(&self, shard: ShardId, from: LocalId) -> Result<()> {
+        self.push(Op::Discard(shard, from));
+        Ok(())
+    }
+
+    fn recover(&self) -> Result<Vec<RecoveredRecord>> {
+        let inner = self.inner.lock().unwrap();
+        Ok(inner
+            .visible
+            .iter()
+            .map(|(loc, data)| match data {
+                StoredData::Record(r) => RecoveredRecord { location: *loc, meta: r.meta.clone(), has_data: true },
+                StoredData::Reclaimed(m) => RecoveredRecord { location: *loc, meta: m.clone(), has_data: false },
+            })
+            .collect())
+    }
+}
+
+/// A [`MetalogStore`] in memory. Every persist is durable at once, so a simulated
+/// sequencer crash keeps it.
+#[derive(Default)]
+pub struct MemMetalogStore {
+    writes: Mutex<Vec<MetalogWrite>>,
+}
+
+impl MemMetalogStore {
+    pub fn new() -> MemMetalogStore {
+        MemMetalogStore::default()
+    }
+}
+
+impl MetalogStore for MemMetalogStore {
+    fn persist(&self, write: &MetalogWrite) -> Result<()> {
+        self.writes.lock().unwrap().push(write.clone());
+        Ok(())
+    }
+
+    fn load(&self) -> Result<Vec<MetalogWrite>> {
+        Ok(self.writes.lock().unwrap().clone())
+    }
+}
