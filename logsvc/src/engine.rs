@@ -147,7 +147,7 @@ struct Applying {
 
 struct MetaFetch {
     log: LogId,
-    entry_index: u64,
+    entry: (Term, u64),
     run: usize,
     replicas: Vec<NodeId>,
     turn: usize,
@@ -626,12 +626,12 @@ impl Engine {
                 }
             }
         }
-        let entry_index = entry.index;
+        let entry_key = (entry.term, entry.index);
         self.logs[log.0 as usize].applying.push_back(Applying { entry, runs, conds });
         for (run, replicas) in fetch {
             let req = self.next_req;
             self.next_req += 1;
-            self.meta_fetches.insert(req, MetaFetch { log, entry_index, run, replicas, turn: 0, sent_at: 0 });
+            self.meta_fetches.insert(req, MetaFetch { log, entry: entry_key, run, replicas, turn: 0, sent_at: 0 });
             self.send_meta_fetch(now, req);
         }
     }
@@ -641,8 +641,8 @@ impl Engine {
         f.sent_at = now;
         let to = f.replicas[f.turn % f.replicas.len()];
         f.turn += 1;
-        let (log, entry_index, run) = (f.log, f.entry_index, f.run);
-        let Some(a) = self.logs[log.0 as usize].applying.iter().find(|a| a.entry.index == entry_index) else {
+        let (log, key, run) = (f.log, f.entry, f.run);
+        let Some(a) = self.logs[log.0 as usize].applying.iter().find(|a| (a.entry.term, a.entry.index) == key) else {
             self.meta_fetches.remove(&req);
             return;
         };
@@ -655,8 +655,8 @@ impl Engine {
 
     fn on_meta(&mut self, now: Micros, req: u64, shard: ShardId, start: LocalId, metas: Vec<RecordMeta>) {
         let Some(f) = self.meta_fetches.get(&req) else { return };
-        let (log, entry_index, run) = (f.log, f.entry_index, f.run);
-        let Some(a) = self.logs[log.0 as usize].applying.iter_mut().find(|a| a.entry.index == entry_index) else {
+        let (log, key, run) = (f.log, f.entry, f.run);
+        let Some(a) = self.logs[log.0 as usize].applying.iter_mut().find(|a| (a.entry.term, a.entry.index) == key) else {
             self.meta_fetches.remove(&req);
             return;
         };

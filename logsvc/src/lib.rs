@@ -16,6 +16,7 @@ mod types;
 pub mod controller;
 pub mod engine;
 pub mod sequencer;
+pub mod sim;
 pub mod storage;
 
 pub mod net;

@@ -102,8 +102,9 @@ impl Metalog {
         self.entries.len() as u64
     }
 
+    /// Appends an entry. Callers check the seal: replication refuses entries of a sealed
+    /// metalog, while finalisation (and its replay after a restart) adds the last one.
     fn push(&mut self, entry: MetalogEntry) {
-        assert!(!self.sealed || self.finalized, "append to a sealed metalog");
         assert_eq!(entry.index, self.len(), "metalog entries are contiguous");
         if let Some(prev) = self.entries.last() {
             assert_eq!(entry.prev_cut, prev.cut, "an entry continues the previous cut");
@@ -420,6 +421,7 @@ impl Sequencer {
             self.send(from, Message::EntryRejected { term, log });
             return;
         }
+        assert!(!m.finalized, "only sealed metalogs are finalized");
         if entry.index > m.len() {
             let len = m.len();
             self.send(from, Message::EntryGap { term, log, len });

@@ -65,6 +65,11 @@ impl MemStore {
         inner.visible = inner.durable.clone();
     }
 
+    /// Whether the record at `location` would survive a crash now.
+    pub fn is_durable(&self, location: Location) -> bool {
+        self.inner.lock().unwrap().durable.contains_key(&location)
+    }
+
     fn push(&self, op: Op) {
         let mut inner = self.inner.lock().unwrap();
         apply(&mut inner.visible, &op);

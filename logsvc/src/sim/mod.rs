@@ -1,0 +1,771 @@
+//! The deterministic simulator: the real state machines over a seeded simulated
+//! network and disk.
+//!
+//! One seed fixes everything: message delays, loss, duplication, reordering,
+//! partitions, crashes and restarts, disk latency, and the clients' requests. A run
+//! has a safety phase with faults, then a liveness phase without them in which every
+//! crashed node restarts and every partition heals; the log must then catch up and
+//! serve every client. After every event the oracle checks what happened (see
+//! [`oracle`]); the first violation ends the run with "reproduce with seed=N".
+
+mod oracle;
+
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap, HashMap};
+use std::fmt;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::controller::{Controller, ControllerAction, ControllerConfig, Role};
+use crate::engine::{Engine, EngineAction, EngineConfig, OpId, Reply, Request};
+use crate::follower::FollowerConfig;
+use crate::message::{Cond, Message};
+use crate::sequencer::{Sequencer, SequencerAction, SequencerConfig};
+use crate::storage::{read_reply, StorageAction, StorageConfig, StorageNode};
+use crate::store::{MemMetalogStore, MemStore, MetalogStore, RecordStore};
+use crate::types::{book_to_log, BookId, Location, LogId, MetalogPosition, Micros, NodeId, SeqNum, Tag};
+use oracle::Oracle;
+
+/// A small, fast, seedable generator (SplitMix64): the simulator's only randomness.
+#[derive(Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed ^ 0x9E37_79B9_7F4A_7C15)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (n > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+
+    pub fn chance(&mut self, p: f64) -> bool {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64 <= p
+    }
+}
+
+/// Everything a run depends on besides the seed.
+#[derive(Clone, Debug)]
+pub struct SimOptions {
+    pub sequencers: u32,
+    pub storage: u32,
+    pub engines: u32,
+    pub n_logs: u8,
+    pub n_meta: usize,
+    pub n_data: usize,
+    pub clients: u32,
+    pub books: u64,
+    pub safety_us: Micros,
+    pub liveness_us: Micros,
+    pub delay_min_us: Micros,
+    pub delay_max_us: Micros,
+    pub loss: f64,
+    pub duplicate: f64,
+    /// Chance, every 10 ms of the safety phase, of each kind of fault.
+    pub crash: f64,
+    pub partition: f64,
+    pub disk_min_us: Micros,
+    pub disk_max_us: Micros,
+}
+
+impl Default for SimOptions {
+    fn default() -> Self {
+        SimOptions {
+            sequencers: 3,
+            storage: 4,
+            engines: 3,
+            n_logs: 2,
+            n_meta: 3,
+            n_data: 2,
+            clients: 6,
+            books: 4,
+            safety_us: 3_000_000,
+            liveness_us: 4_000_000,
+            delay_min_us: 50,
+            delay_max_us: 2_000,
+            loss: 0.02,
+            duplicate: 0.01,
+            crash: 0.02,
+            partition: 0.01,
+            disk_min_us: 100,
+            disk_max_us: 3_000,
+        }
+    }
+}
+
+impl fmt::Display for SimOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "sequencers={} storage={} engines={} logs={} n_meta={} n_data={} clients={} books={} safety={}ms liveness={}ms \
+             delay={}..{}us loss={} dup={} crash={} partition={} disk={}..{}us",
+            self.sequencers,
+            self.storage,
+            self.engines,
+            self.n_logs,
+            self.n_meta,
+            self.n_data,
+            self.clients,
+            self.books,
+            self.safety_us / 1000,
+            self.liveness_us / 1000,
+            self.delay_min_us,
+            self.delay_max_us,
+            self.loss,
+            self.duplicate,
+            self.crash,
+            self.partition,
+            self.disk_min_us,
+            self.disk_max_us
+        )
+    }
+}
+
+/// What a run did, for the report line.
+#[derive(Clone, Debug, Default)]
+pub struct SimStats {
+    pub events: u64,
+    pub appends_acked: u64,
+    pub cond_conflicts: u64,
+    pub reads: u64,
+    pub trims: u64,
+    pub crashes: u64,
+    pub partitions: u64,
+    pub terms: u16,
+}
+
+#[derive(Debug)]
+pub struct Violation {
+    pub seed: u64,
+    pub at_us: Micros,
+    pub what: Vec<String>,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "violation at t={}us:", self.at_us)?;
+        for w in &self.what {
+            writeln!(f, "  {w}")?;
+        }
+        write!(f, "reproduce with seed={}", self.seed)
+    }
+}
+
+enum Node {
+    Sequencer(Sequencer),
+    Storage(StorageNode),
+    Engine(Engine),
+    Controller(Controller),
+}
+
+struct Slot {
+    role: Role,
+    node: Option<Node>,
+    incarnation: u64,
+    metalog: Arc<MemMetalogStore>,
+    records: Arc<MemStore>,
+}
+
+enum Event {
+    Deliver { from: NodeId, to: NodeId, msg: Message },
+    Tick(NodeId),
+    DiskDone { node: NodeId, incarnation: u64, batch: u64 },
+    ClientStep(u32),
+    Fault,
+    Restart(NodeId),
+    Heal,
+}
+
+struct Client {
+    engine: NodeId,
+    positions: Vec<MetalogPosition>,
+    op: Option<(OpId, Request, MetalogPosition)>,
+    acked: Vec<(BookId, SeqNum)>,
+    completed: u64,
+}
+
+const CONTROLLER: NodeId = NodeId(0);
+
+thread_local! {
+    static LAST_PANIC: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+    static IN_SIM: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Panics inside the simulation are violations, reported with their location rather
+/// than printed as they happen.
+fn quiet_panics() {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if IN_SIM.with(|s| s.get()) {
+                LAST_PANIC.with(|p| *p.borrow_mut() = Some(format!("{info}")));
+            } else {
+                default(info);
+            }
+        }));
+    });
+}
+const TICK_US: Micros = 5_000;
+const DRAIN_US: Micros = 1_000_000;
+
+pub struct Sim {
+    seed: u64,
+    opts: SimOptions,
+    rng: Rng,
+    now: Micros,
+    queue: BinaryHeap<Reverse<(Micros, u64)>>,
+    events: HashMap<u64, Event>,
+    next_event: u64,
+    slots: HashMap<NodeId, Slot>,
+    controller: Controller,
+    partitioned: BTreeSet<(NodeId, NodeId)>,
+    clients: Vec<Client>,
+    next_op: OpId,
+    op_locations: HashMap<OpId, Location>,
+    /// Per (storage node, shard): the prefix already verified durable.
+    durable_checked: HashMap<(NodeId, crate::types::ShardId), u64>,
+    oracle: Oracle,
+    stats: SimStats,
+    liveness: bool,
+}
+
+impl Sim {
+    pub fn new(seed: u64, opts: SimOptions) -> Sim {
+        let mut roster = Vec::new();
+        let mut slots = HashMap::new();
+        let mut id = 1;
+        for (role, count) in [(Role::Sequencer, opts.sequencers), (Role::Storage, opts.storage), (Role::Engine, opts.engines)] {
+            for _ in 0..count {
+                let n = NodeId(id);
+                id += 1;
+                roster.push((n, role));
+                slots.insert(
+                    n,
+                    Slot { role, node: None, incarnation: 0, metalog: Arc::new(MemMetalogStore::new()), records: Arc::new(MemStore::new()) },
+                );
+            }
+        }
+        let ccfg = ControllerConfig {
+            n_logs: opts.n_logs,
+            n_meta: opts.n_meta,
+            n_data: opts.n_data,
+            failure_timeout_us: 300_000,
+            resend_us: 40_000,
+            startup_grace_us: 500_000,
+        };
+        let controller = Controller::new(CONTROLLER, ccfg, &roster);
+        let engines: Vec<NodeId> = roster.iter().filter(|(_, r)| *r == Role::Engine).map(|(n, _)| *n).collect();
+        let clients = (0..opts.clients)
+            .map(|c| Client {
+                engine: engines[c as usize % engines.len()],
+                positions: vec![MetalogPosition::ZERO; opts.n_logs as usize],
+                op: None,
+                acked: Vec::new(),
+                completed: 0,
+            })
+            .collect();
+        let mut sim = Sim {
+            seed,
+            rng: Rng::new(seed),
+            opts,
+            now: 0,
+            queue: BinaryHeap::new(),
+            events: HashMap::new(),
+            next_event: 0,
+            slots,
+            controller,
+            partitioned: BTreeSet::new(),
+            clients,
+            next_op: 1,
+            op_locations: HashMap::new(),
+            durable_checked: HashMap::new(),
+            oracle: Oracle::new(),
+            stats: SimStats::default(),
+            liveness: false,
+        };
+        let ids: Vec<NodeId> = sim.slots.keys().copied().collect();
+        for n in ids {
+            sim.start(n);
+        }
+        sim.schedule(0, Event::Tick(CONTROLLER));
+        for c in 0..sim.opts.clients {
+            let at = 200_000 + sim.rng.below(100_000);
+            sim.schedule(at, Event::ClientStep(c));
+        }
+        sim.schedule(10_000, Event::Fault);
+        sim
+    }
+
+    fn schedule(&mut self, delay: Micros, event: Event) {
+        let id = self.next_event;
+        self.next_event += 1;
+        self.events.insert(id, event);
+        self.queue.push(Reverse((self.now + delay, id)));
+    }
+
+    fn sequencer_cfg() -> SequencerConfig {
+        SequencerConfig { entry_retry_us: 10_000, tail_interval_us: 20_000, heartbeat_interval_us: 30_000, ..Default::default() }
+    }
+
+    fn follower_cfg() -> FollowerConfig {
+        FollowerConfig { fetch_retry_us: 15_000, buffer_max: 1024 }
+    }
+
+    fn start(&mut self, n: NodeId) {
+        let slot = self.slots.get_mut(&n).expect("known node");
+        slot.incarnation += 1;
+        let inc = slot.incarnation;
+        let node = match slot.role {
+            Role::Sequencer => {
+                let writes = slot.metalog.load().expect("the in-memory store never fails");
+                Node::Sequencer(Sequencer::recover(n, CONTROLLER, inc, Self::sequencer_cfg(), writes))
+            }
+            Role::Storage => {
+                let recovered = slot.records.recover().expect("the in-memory store never fails");
+                let cfg = StorageConfig { progress_interval_us: 10_000, heartbeat_interval_us: 30_000, follower: Self::follower_cfg(), ..Default::default() };
+                Node::Storage(StorageNode::recover(n, CONTROLLER, inc, cfg, recovered))
+            }
+            Role::Engine => {
+                let cfg = EngineConfig {
+                    retransmit_us: 50_000,
+                    fetch_retry_us: 20_000,
+                    op_timeout_us: 2_000_000,
+                    heartbeat_interval_us: 30_000,
+                    cache_bytes_max: 64 << 10,
+                    follower: Self::follower_cfg(),
+                    ..Default::default()
+                };
+                Node::Engine(Engine::new(n, CONTROLLER, inc, cfg))
+            }
+        };
+        slot.node = Some(node);
+        let jitter = self.rng.below(TICK_US);
+        self.schedule(jitter, Event::Tick(n));
+    }
+
+    fn crash(&mut self, n: NodeId) {
+        let slot = self.slots.get_mut(&n).expect("known node");
+        if slot.node.take().is_none() {
+            return;
+        }
+        // A storage node's disk loses what was not synced; the metalog store syncs
+        // every write, so it loses nothing.
+        slot.records.crash();
+        self.stats.crashes += 1;
+        // Clients of a crashed engine lose their request: its outcome is unknown.
+        let orphaned: Vec<u32> = (0..self.clients.len() as u32).filter(|&c| self.clients[c as usize].engine == n).collect();
+        for c in orphaned {
+            if self.clients[c as usize].op.take().is_some() {
+                self.schedule(50_000, Event::ClientStep(c));
+            }
+        }
+        let downtime = 50_000 + self.rng.below(800_000);
+        self.schedule(downtime, Event::Restart(n));
+    }
+
+    fn send(&mut self, from: NodeId, to: NodeId, msg: Message) {
+        if !self.liveness {
+            if self.partitioned.contains(&(from.min(to), from.max(to))) || self.rng.chance(self.opts.loss) {
+                return;
+            }
+            if self.rng.chance(self.opts.duplicate) {
+                let d = self.delay();
+                self.schedule(d, Event::Deliver { from, to, msg: msg.clone() });
+            }
+        }
+        let d = self.delay();
+        self.schedule(d, Event::Deliver { from, to, msg });
+    }
+
+    fn delay(&mut self) -> Micros {
+        self.opts.delay_min_us + self.rng.below(self.opts.delay_max_us - self.opts.delay_min_us + 1)
+    }
+
+    /// Runs the whole simulation; returns the stats or the first violation.
+    pub fn run(mut self) -> Result<SimStats, Violation> {
+        quiet_panics();
+        let end_safety = self.opts.safety_us;
+        let end = end_safety + self.opts.liveness_us;
+        while let Some(Reverse((at, id))) = self.queue.pop() {
+            if at > end {
+                break;
+            }
+            self.now = at;
+            if !self.liveness && at >= end_safety {
+                self.begin_liveness();
+            }
+            let event = self.events.remove(&id).expect("scheduled events exist");
+            self.stats.events += 1;
+            IN_SIM.with(|s| s.set(true));
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.handle(event)));
+            IN_SIM.with(|s| s.set(false));
+            if outcome.is_err() {
+                let what = LAST_PANIC.with(|p| p.borrow_mut().take()).unwrap_or_default();
+                self.oracle.violations.push(format!("a state machine panicked: {what}"));
+            }
+            if !self.oracle.violations.is_empty() {
+                return Err(Violation { seed: self.seed, at_us: self.now, what: self.oracle.violations });
+            }
+        }
+        self.check_liveness()?;
+        self.stats.terms = self.controller.configuration().map_or(0, |c| c.current().term.0);
+        Ok(self.stats)
+    }
+
+    /// Past the first half of the liveness phase, every request must succeed.
+    fn settled(&self) -> bool {
+        self.now >= self.opts.safety_us + self.opts.liveness_us / 2
+    }
+
+    fn begin_liveness(&mut self) {
+        self.liveness = true;
+        self.partitioned.clear();
+        let down: Vec<NodeId> = self.slots.iter().filter(|(_, s)| s.node.is_none()).map(|(n, _)| *n).collect();
+        for n in down {
+            self.start(n);
+        }
+    }
+
+    fn check_liveness(&mut self) -> Result<(), Violation> {
+        let mut what = Vec::new();
+        for (&n, slot) in &self.slots {
+            if let Some(Node::Engine(e)) = &slot.node {
+                for l in 0..self.opts.n_logs {
+                    let (mine, canonical) = (e.applied(LogId(l)), self.oracle.position(LogId(l)));
+                    if mine != canonical {
+                        what.push(format!("after the liveness phase engine {n} has applied {mine} of log {l}, the log is at {canonical}"));
+                    }
+                }
+            }
+        }
+        for (i, c) in self.clients.iter().enumerate() {
+            if let Some((op, req, _)) = &c.op {
+                what.push(format!("client {i}'s op {op} ({req:?}) is still waiting at the end of the liveness phase"));
+            }
+            if c.completed == 0 {
+                what.push(format!("client {i} completed no request"));
+            }
+        }
+        if what.is_empty() {
+            Ok(())
+        } else {
+            Err(Violation { seed: self.seed, at_us: self.now, what })
+        }
+    }
+
+    fn handle(&mut self, event: Event) {
+        match event {
+            Event::Deliver { from, to, msg } => {
+                if to == CONTROLLER {
+                    self.controller.on_message(self.now, from, msg);
+                    self.controller_actions();
+                    return;
+                }
+                let now = self.now;
+                match self.slots.get_mut(&to).and_then(|s| s.node.as_mut()) {
+                    Some(Node::Sequencer(s)) => s.on_message(now, from, msg),
+                    Some(Node::Storage(s)) => s.on_message(now, from, msg),
+                    Some(Node::Engine(e)) => e.on_message(now, from, msg),
+                    Some(Node::Controller(_)) | None => return,
+                }
+                self.node_actions(to);
+            }
+            Event::Tick(n) => {
+                if n == CONTROLLER {
+                    self.controller.on_tick(self.now);
+                    self.controller_actions();
+                    self.schedule(TICK_US, Event::Tick(n));
+                    return;
+                }
+                let now = self.now;
+                match self.slots.get_mut(&n).and_then(|s| s.node.as_mut()) {
+                    Some(Node::Sequencer(s)) => s.on_tick(now),
+                    Some(Node::Storage(s)) => s.on_tick(now),
+                    Some(Node::Engine(e)) => e.on_tick(now),
+                    Some(Node::Controller(_)) | None => return, // a crashed node stops ticking
+                }
+                self.node_actions(n);
+                self.schedule(TICK_US, Event::Tick(n));
+            }
+            Event::DiskDone { node, incarnation, batch } => {
+                let slot = self.slots.get_mut(&node).expect("known node");
+                if slot.incarnation != incarnation {
+                    return;
+                }
+                slot.records.sync().expect("the in-memory store never fails");
+                if let Some(Node::Storage(s)) = slot.node.as_mut() {
+                    s.on_written(batch);
+                    self.node_actions(node);
+                }
+            }
+            Event::ClientStep(c) => self.client_step(c),
+            Event::Fault => self.fault(),
+            Event::Restart(n) => {
+                if self.slots[&n].node.is_none() {
+                    self.start(n);
+                }
+            }
+            Event::Heal => self.partitioned.clear(),
+        }
+    }
+
+    fn controller_actions(&mut self) {
+        for a in self.controller.take_actions() {
+            match a {
+                ControllerAction::Send(to, msg) => self.send(CONTROLLER, to, msg),
+                ControllerAction::Installed(config) => self.oracle.on_installed(config),
+            }
+        }
+    }
+
+    fn node_actions(&mut self, n: NodeId) {
+        let slot = self.slots.get_mut(&n).expect("known node");
+        let records = slot.records.clone();
+        let metalog = slot.metalog.clone();
+        let incarnation = slot.incarnation;
+        match slot.node.as_mut() {
+            Some(Node::Sequencer(s)) => {
+                for a in s.take_actions() {
+                    match a {
+                        SequencerAction::Send(to, msg) => self.send(n, to, msg),
+                        SequencerAction::Persist(w) => metalog.persist(&w).expect("the in-memory store never fails"),
+                        SequencerAction::Committed(e) => self.oracle.on_committed(e),
+                        SequencerAction::NeedsNewTerm { .. } => {}
+                    }
+                }
+            }
+            Some(Node::Storage(s)) => {
+                for a in s.take_actions() {
+                    match a {
+                        StorageAction::Send(to, msg) => {
+                            self.check_progress(n, &records, &msg);
+                            self.send(n, to, msg)
+                        }
+                        StorageAction::Write { batch, records: rs } => {
+                            records.write(&rs).expect("the in-memory store never fails");
+                            let d = self.opts.disk_min_us + self.rng.below(self.opts.disk_max_us - self.opts.disk_min_us + 1);
+                            self.schedule(d, Event::DiskDone { node: n, incarnation, batch });
+                        }
+                        StorageAction::Read { to, req, seqnum, location } => {
+                            let reply = read_reply(req, seqnum, records.read(location));
+                            self.send(n, to, reply);
+                        }
+                        StorageAction::Reclaim(locations) => records.reclaim(&locations).expect("the in-memory store never fails"),
+                        StorageAction::Discard { shard, from } => records.discard(shard, from).expect("the in-memory store never fails"),
+                    }
+                }
+            }
+            Some(Node::Engine(e)) => {
+                for a in e.take_actions() {
+                    self.engine_action(n, a);
+                }
+            }
+            Some(Node::Controller(_)) | None => {}
+        }
+    }
+
+    /// A storage node reports only records its disk would keep through a crash.
+    fn check_progress(&mut self, n: NodeId, records: &MemStore, msg: &Message) {
+        let Message::Progress { term, log, stored } = msg else { return };
+        let Some(config) = self.controller.configuration() else { return };
+        let Some(t) = config.term(*term) else { return };
+        for &(slot, count) in stored {
+            let shard = t.log(*log).shards[slot as usize].shard;
+            let checked = self.durable_checked.entry((n, shard)).or_insert(0);
+            for local_id in *checked..count {
+                if !records.is_durable(Location { shard, local_id }) {
+                    let what = format!("storage {n} reported {shard:?} stored up to {count}, but {local_id} is not durable");
+                    self.oracle.violations.push(what);
+                    return;
+                }
+            }
+            *checked = (*checked).max(count);
+        }
+    }
+
+    fn engine_action(&mut self, n: NodeId, a: EngineAction) {
+        match a {
+            EngineAction::Send(to, msg) => self.send(n, to, msg),
+            EngineAction::Assigned { op, location } => {
+                let Some(Request::Append { book, tags, data, cond }) = self.request_of(op) else {
+                    // The client gave up on the op (its engine crashed and restarted).
+                    return;
+                };
+                let mut tags = tags.clone();
+                tags.retain(|&t| t != Tag::ALL);
+                if let Some(c) = cond {
+                    tags.push(c.tag);
+                }
+                tags.sort_unstable();
+                tags.dedup();
+                let meta = crate::message::RecordMeta { book: *book, tags, cond: *cond };
+                let data = data.clone();
+                self.oracle.on_assigned(location, meta, data);
+                self.op_locations.insert(op, location);
+            }
+            EngineAction::Indexed { log, position, records } => self.oracle.on_indexed(n.0, log, position, &records),
+            EngineAction::Complete { op, result, position } => self.on_complete(n, op, result, position),
+        }
+    }
+
+    fn request_of(&self, op: OpId) -> Option<&Request> {
+        self.clients.iter().find_map(|c| c.op.as_ref().filter(|(o, _, _)| *o == op).map(|(_, r, _)| r))
+    }
+
+    fn on_complete(&mut self, engine: NodeId, op: OpId, result: Result<Reply, crate::Error>, position: MetalogPosition) {
+        let Some(ci) = self.clients.iter().position(|c| c.engine == engine && c.op.as_ref().is_some_and(|(o, _, _)| *o == op)) else {
+            return;
+        };
+        let (_, request, before) = self.clients[ci].op.take().expect("found");
+        let log = book_to_log(request.book(), self.opts.n_logs);
+        let ok = result.is_ok() || matches!(result, Err(crate::Error::Conflict { .. }));
+        if ok && position < before {
+            self.oracle.violations.push(format!("op {op} completed at {position}, behind the caller's position {before}"));
+        }
+        match (&request, &result) {
+            (Request::Append { book, .. }, Ok(Reply::Appended(seqnum))) => {
+                let location = self.op_locations[&op];
+                self.oracle.check_append(location, &Ok(*seqnum));
+                self.clients[ci].acked.push((*book, *seqnum));
+                self.stats.appends_acked += 1;
+            }
+            (Request::Append { .. }, Err(crate::Error::Conflict { holder })) => {
+                let location = self.op_locations[&op];
+                self.oracle.check_append(location, &Err(*holder));
+                self.stats.cond_conflicts += 1;
+            }
+            (Request::ReadNext { book, tag, min }, Ok(Reply::Read(got))) => {
+                self.oracle.check_read(*book, *tag, *min, true, position, got);
+                self.stats.reads += 1;
+            }
+            (Request::ReadPrev { book, tag, max }, Ok(Reply::Read(got))) => {
+                self.oracle.check_read(*book, *tag, *max, false, position, got);
+                self.stats.reads += 1;
+            }
+            (Request::Trim { .. }, Ok(Reply::Trimmed)) => self.stats.trims += 1,
+            (_, Err(crate::Error::Timeout(_) | crate::Error::Unavailable(_))) if !self.settled() => {}
+            (_, Err(e)) if self.settled() => {
+                self.oracle.violations.push(format!("op {op} ({request:?}) failed in the liveness phase: {e}"));
+            }
+            (_, Ok(Reply::AuxSet)) => {}
+            (r, res) => self.oracle.violations.push(format!("unexpected completion of {r:?}: {res:?}")),
+        }
+        let c = &mut self.clients[ci];
+        c.completed += 1;
+        if ok {
+            c.positions[log.0 as usize] = c.positions[log.0 as usize].max(position);
+        }
+        let think = self.rng.below(20_000);
+        self.schedule(think, Event::ClientStep(ci as u32));
+    }
+
+    fn client_step(&mut self, ci: u32) {
+        let c = &self.clients[ci as usize];
+        // The last second is a drain: requests in flight must complete within it.
+        let drain_from = self.opts.safety_us + self.opts.liveness_us.saturating_sub(DRAIN_US);
+        if c.op.is_some() || self.now >= drain_from {
+            return;
+        }
+        let engine = c.engine;
+        let book = BookId(self.rng.below(self.opts.books));
+        let tag = Tag(self.rng.below(3));
+        let log = book_to_log(book, self.opts.n_logs);
+        let position = c.positions[log.0 as usize];
+        let op = self.next_op;
+        self.next_op += 1;
+        let roll = self.rng.below(100);
+        let request = match roll {
+            0..=39 => {
+                let tags = if tag == Tag::ALL { vec![] } else { vec![tag, Tag(10 + self.rng.below(2))] };
+                let data = Bytes::from(format!("op{op}:{}", "x".repeat(self.rng.below(64) as usize)));
+                Request::Append { book, tags, data, cond: None }
+            }
+            40..=54 => {
+                // Conditional appends race for offsets of a small stream.
+                let cond = Cond { tag: Tag(20 + self.rng.below(2)), position: self.rng.below(12) };
+                Request::Append { book, tags: vec![], data: Bytes::from(format!("op{op}:cond")), cond: Some(cond) }
+            }
+            55..=74 => {
+                let min = c.acked.iter().rev().find(|(b, _)| *b == book).map_or(SeqNum::MIN, |&(_, s)| s);
+                Request::ReadNext { book, tag, min }
+            }
+            75..=92 => Request::ReadPrev { book, tag, max: SeqNum::MAX },
+            93..=97 => {
+                let acked: Vec<SeqNum> = c.acked.iter().filter(|(b, _)| *b == book).map(|&(_, s)| s).collect();
+                if acked.is_empty() {
+                    Request::ReadPrev { book, tag, max: SeqNum::MAX }
+                } else {
+                    let seqnum = acked[self.rng.below(acked.len() as u64) as usize];
+                    let tag = [Tag::ALL, Tag(1), Tag(10), Tag(20)][self.rng.below(4) as usize];
+                    Request::Trim { book, tag, seqnum }
+                }
+            }
+            _ => {
+                let seqnum = c.acked.last().map_or(SeqNum::MIN, |&(_, s)| s);
+                Request::SetAux { book, seqnum, aux: Bytes::from_static(b"view") }
+            }
+        };
+        self.clients[ci as usize].op = Some((op, request.clone(), position));
+        let now = self.now;
+        match self.slots.get_mut(&engine).and_then(|s| s.node.as_mut()) {
+            Some(Node::Engine(e)) => e.submit(now, op, position, request),
+            _ => {
+                // The engine is down: try again later.
+                self.clients[ci as usize].op = None;
+                self.schedule(50_000, Event::ClientStep(ci));
+                return;
+            }
+        }
+        self.node_actions(engine);
+    }
+
+    fn fault(&mut self) {
+        if self.liveness {
+            return;
+        }
+        self.schedule(10_000, Event::Fault);
+        let nodes: Vec<NodeId> = self.slots.keys().copied().collect::<BTreeSet<_>>().into_iter().collect();
+        if self.rng.chance(self.opts.crash) {
+            let n = nodes[self.rng.below(nodes.len() as u64) as usize];
+            // Keep a quorum of sequencers and one storage replica per shard alive, the
+            // failure model the log promises to survive.
+            let role = self.slots[&n].role;
+            let down_same = self.slots.values().filter(|s| s.role == role && s.node.is_none()).count();
+            let limit = match role {
+                Role::Sequencer => (self.opts.n_meta - 1) / 2,
+                Role::Storage => self.opts.n_data - 1,
+                Role::Engine => self.opts.engines as usize,
+            };
+            if down_same < limit {
+                self.crash(n);
+            }
+        }
+        if self.rng.chance(self.opts.partition) {
+            let a = nodes[self.rng.below(nodes.len() as u64) as usize];
+            for &b in &nodes {
+                if b != a && self.rng.chance(0.5) {
+                    self.partitioned.insert((a.min(b), a.max(b)));
+                }
+            }
+            self.stats.partitions += 1;
+            let d = 50_000 + self.rng.below(400_000);
+            self.schedule(d, Event::Heal);
+        }
+    }
+}
+
+/// Runs seeds `first..first + count`; returns the stats of each or the first violation.
+pub fn run_seeds(first: u64, count: u64, opts: &SimOptions) -> Result<Vec<SimStats>, Violation> {
+    (first..first + count).map(|seed| Sim::new(seed, opts.clone()).run()).collect()
+}

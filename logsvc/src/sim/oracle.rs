@@ -1,0 +1,281 @@
+//! The simulator's oracle: the canonical history of every physical log, derived
+//! independently of the engines, and the checks every observation must pass.
+//!
+//! Ground truth is what the sequencers committed (and the final tails the controller
+//! sealed), plus the metadata clients asked to append at each location. From these the
+//! oracle orders records itself and evaluates conditions and trims with a reference
+//! model that shares no code with the engine's index.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::config::Configuration;
+use crate::engine::IndexedRecord;
+use crate::follower::{Follower, FollowerConfig};
+use crate::index::Placement;
+use crate::message::{LogRecord, MetalogEntry, RecordMeta};
+use crate::types::{BookId, Location, LogId, MetalogPosition, SeqNum, Tag};
+
+#[derive(Clone, Debug)]
+struct RefRecord {
+    seqnum: SeqNum,
+    location: Location,
+    meta: RecordMeta,
+    placement: Placement,
+    at: MetalogPosition,
+}
+
+#[derive(Clone, Debug)]
+struct RefTrim {
+    at: MetalogPosition,
+    book: BookId,
+    tag: Tag,
+    seqnum: SeqNum,
+}
+
+#[derive(Default)]
+struct RefLog {
+    records: Vec<RefRecord>,
+    by_seqnum: HashMap<SeqNum, usize>,
+    trims: Vec<RefTrim>,
+    /// Successful records per (book, tag) stream, in order (trimmed ones included).
+    streams: HashMap<(BookId, Tag), Vec<SeqNum>>,
+    position: MetalogPosition,
+}
+
+impl RefLog {
+    fn trim_point(&self, book: BookId, tag: Tag, at: MetalogPosition) -> SeqNum {
+        self.trims.iter().filter(|t| t.at <= at && t.book == book && t.tag == tag).map(|t| t.seqnum).max().unwrap_or(SeqNum::MIN)
+    }
+
+    fn live_in(&self, r: &RefRecord, tag: Tag, at: MetalogPosition) -> bool {
+        if r.placement != Placement::Placed || r.at > at {
+            return false;
+        }
+        let all = self.trim_point(r.meta.book, Tag::ALL, at);
+        if r.seqnum < all {
+            return false;
+        }
+        if tag == Tag::ALL {
+            r.meta.tags.is_empty() || r.meta.tags.iter().any(|&t| r.seqnum >= self.trim_point(r.meta.book, t, at))
+        } else {
+            r.meta.tags.contains(&tag) && r.seqnum >= self.trim_point(r.meta.book, tag, at)
+        }
+    }
+
+    /// What `read_next` / `read_prev` must return from an index at position `at`.
+    fn expect_read(&self, book: BookId, tag: Tag, bound: SeqNum, next: bool, at: MetalogPosition) -> Option<SeqNum> {
+        let candidates = self.records.iter().filter(|r| r.meta.book == book && self.live_in(r, tag, at));
+        if next {
+            candidates.filter(|r| r.seqnum >= bound).map(|r| r.seqnum).min()
+        } else {
+            candidates.filter(|r| r.seqnum <= bound).map(|r| r.seqnum).max()
+        }
+    }
+}
+
+pub struct Oracle {
+    /// Metadata and data each location was assigned, from clients' requests.
+    assigned: HashMap<Location, (RecordMeta, Bytes)>,
+    committed: HashMap<(u16, LogId), Vec<MetalogEntry>>,
+    config: Option<Arc<Configuration>>,
+    follower: Follower,
+    logs: Vec<RefLog>,
+    pub violations: Vec<String>,
+}
+
+impl Oracle {
+    pub fn new() -> Oracle {
+        Oracle {
+            assigned: HashMap::new(),
+            committed: HashMap::new(),
+            config: None,
+            follower: Follower::new(FollowerConfig { fetch_retry_us: 0, buffer_max: usize::MAX }),
+            logs: Vec::new(),
+            violations: Vec::new(),
+        }
+    }
+
+    fn violation(&mut self, what: String) {
+        if self.violations.len() < 20 {
+            self.violations.push(what);
+        }
+    }
+
+    pub fn position(&self, log: LogId) -> MetalogPosition {
+        self.logs.get(log.0 as usize).map_or(MetalogPosition::ZERO, |l| l.position)
+    }
+
+    pub fn on_assigned(&mut self, location: Location, meta: RecordMeta, data: Bytes) {
+        if let Some((m, d)) = self.assigned.get(&location) {
+            if *m != meta || *d != data {
+                self.violation(format!("location {location:?} was assigned twice with different records"));
+            }
+            return;
+        }
+        self.assigned.insert(location, (meta, data));
+    }
+
+    /// A primary committed `entry`: no other entry may ever hold its place.
+    pub fn on_committed(&mut self, entry: MetalogEntry) {
+        let log = self.committed.entry((entry.term.0, entry.log)).or_default();
+        match (entry.index as usize).cmp(&log.len()) {
+            std::cmp::Ordering::Less => {
+                if log[entry.index as usize] != entry {
+                    let msg = format!("two different entries committed at {}:{} of {:?}", entry.term.0, entry.index, entry.log);
+                    self.violation(msg);
+                }
+                return;
+            }
+            std::cmp::Ordering::Greater => {
+                let msg = format!("entry {}:{} committed before its predecessor", entry.term.0, entry.index);
+                self.violation(msg);
+                return;
+            }
+            std::cmp::Ordering::Equal => log.push(entry.clone()),
+        }
+        self.follower.on_entry(entry);
+        self.advance();
+    }
+
+    pub fn on_installed(&mut self, config: Arc<Configuration>) {
+        // A sealed tail keeps every committed entry.
+        let sealed_count = config.terms.len().saturating_sub(1);
+        if let Some(t) = config.terms.get(sealed_count.wrapping_sub(1)).filter(|_| sealed_count > 0) {
+            let tails = t.sealed.as_ref().expect("an earlier term is sealed");
+            for (l, tail) in tails.iter().enumerate() {
+                let committed = self.committed.get(&(t.term.0, LogId(l as u8))).map_or(0, |v| v.len() as u64);
+                if tail.len < committed {
+                    let msg = format!("sealing term {} of log {l} kept {} entries, {committed} were committed", t.term.0, tail.len);
+                    self.violation(msg);
+                }
+            }
+        }
+        self.follower.on_config(&config);
+        while self.logs.len() < config.n_logs as usize {
+            self.logs.push(RefLog::default());
+        }
+        self.config = Some(config);
+        self.advance();
+    }
+
+    fn advance(&mut self) {
+        let Some(config) = self.config.clone() else { return };
+        for l in 0..config.n_logs {
+            for e in self.follower.poll(&config, LogId(l)) {
+                self.apply(&config, e);
+            }
+            let delivered = self.follower.delivered(LogId(l));
+            let log = &mut self.logs[l as usize];
+            log.position = log.position.max(delivered);
+        }
+    }
+
+    fn apply(&mut self, config: &Configuration, e: MetalogEntry) {
+        let lc = config.term(e.term).expect("known term").log(e.log).clone();
+        let at = e.position_after();
+        for (j, ids, start) in e.runs() {
+            for (k, local_id) in ids.enumerate() {
+                let location = Location { shard: lc.shards[j].shard, local_id };
+                let seqnum = e.seqnum_at(start + k as u64);
+                let Some((meta, _)) = self.assigned.get(&location).cloned() else {
+                    self.violation(format!("{location:?} was ordered at {seqnum} but no engine assigned it"));
+                    continue;
+                };
+                let log = &mut self.logs[e.log.0 as usize];
+                let placement = match meta.cond {
+                    Some(c) => {
+                        let stream = log.streams.get(&(meta.book, c.tag)).map_or(&[][..], |v| &v[..]);
+                        if stream.len() as u64 == c.position {
+                            Placement::Placed
+                        } else {
+                            let holder = stream.get(c.position as usize).copied().filter(|h| {
+                                let r = &log.records[log.by_seqnum[h]];
+                                log.live_in(r, c.tag, at)
+                            });
+                            Placement::CondFailed { holder }
+                        }
+                    }
+                    None => Placement::Placed,
+                };
+                if placement == Placement::Placed {
+                    for &t in &meta.tags {
+                        log.streams.entry((meta.book, t)).or_default().push(seqnum);
+                    }
+                }
+                log.by_seqnum.insert(seqnum, log.records.len());
+                log.records.push(RefRecord { seqnum, location, meta, placement, at });
+            }
+        }
+        let log = &mut self.logs[e.log.0 as usize];
+        for t in &e.trims {
+            log.trims.push(RefTrim { at, book: t.book, tag: t.tag, seqnum: t.seqnum });
+        }
+        log.position = at;
+    }
+
+    /// An engine's index applied an entry: it must match the canonical history.
+    pub fn on_indexed(&mut self, engine: u32, log: LogId, position: MetalogPosition, records: &[IndexedRecord]) {
+        let l = &self.logs[log.0 as usize];
+        if position > l.position {
+            let msg = format!("engine n{engine} indexed {position} of {log:?} beyond the committed history {}", l.position);
+            self.violation(msg);
+            return;
+        }
+        let mut bad = Vec::new();
+        for r in records {
+            let Some(&i) = l.by_seqnum.get(&r.seqnum) else {
+                bad.push(format!("engine n{engine} indexed {} which the canonical log lacks", r.seqnum));
+                continue;
+            };
+            let c = &l.records[i];
+            if c.location != r.location || c.meta != r.meta || c.placement != r.placement || c.at != position {
+                bad.push(format!("engine n{engine} disagrees on {}: it has {:?}, canonical {:?}", r.seqnum, r, c));
+            }
+        }
+        for b in bad {
+            self.violation(b);
+        }
+    }
+
+    /// An append completed: its record sits where the canonical log put `location`.
+    pub fn check_append(&mut self, location: Location, result: &Result<SeqNum, Option<SeqNum>>) {
+        let Some(seqnum) = self.logs.iter().find_map(|l| l.records.iter().find(|r| r.location == location).map(|r| (r.seqnum, r.placement))) else {
+            self.violation(format!("append at {location:?} completed but the canonical log never ordered it"));
+            return;
+        };
+        let ok = match (result, seqnum.1) {
+            (Ok(s), Placement::Placed) => *s == seqnum.0,
+            (Err(holder), Placement::CondFailed { holder: h }) => *holder == h,
+            _ => false,
+        };
+        if !ok {
+            self.violation(format!("append at {location:?} completed with {result:?}, canonical {:?}", seqnum));
+        }
+    }
+
+    /// A read completed at index position `at`: it returned what the canonical log holds.
+    pub fn check_read(&mut self, book: BookId, tag: Tag, bound: SeqNum, next: bool, at: MetalogPosition, got: &Option<LogRecord>) {
+        let log = &self.logs[crate::types::book_to_log(book, self.logs.len() as u8).0 as usize];
+        if at > log.position {
+            self.violation(format!("a read was served at {at}, beyond the canonical position {}", log.position));
+            return;
+        }
+        let expected = log.expect_read(book, tag, bound, next, at);
+        let got_seqnum = got.as_ref().map(|r| r.seqnum);
+        if expected != got_seqnum {
+            let msg = format!("read {book:?} tag {tag:?} {} {bound} at {at}: got {got_seqnum:?}, expected {expected:?}", if next { ">=" } else { "<=" });
+            self.violation(msg);
+            return;
+        }
+        if let Some(r) = got {
+            let c = &log.records[log.by_seqnum[&r.seqnum]];
+            let data = &self.assigned[&c.location].1;
+            if *data != r.data || c.meta.tags != r.tags {
+                self.violation(format!("read of {} returned other data or tags than appended", r.seqnum));
+            }
+        }
+    }
+}
