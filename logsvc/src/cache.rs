@@ -33,6 +33,7 @@ impl RecordCache {
         RecordCache { bytes_max, bytes: 0, tick: 0, entries: HashMap::new(), lru: BTreeMap::new() }
     }
 
+    #[cfg(test)]
     pub fn bytes(&self) -> usize {
         self.bytes
     }

@@ -2,8 +2,6 @@
 //! term. The controller is the only writer; every other node receives whole
 //! [`Configuration`]s and never edits one.
 
-use std::sync::Arc;
-
 use serde::{Deserialize, Serialize};
 
 use crate::message::MetalogEntry;
@@ -103,5 +101,3 @@ impl Configuration {
         self.terms.get(i)
     }
 }
-
-pub type SharedConfiguration = Arc<Configuration>;

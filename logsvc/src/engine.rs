@@ -177,7 +177,6 @@ struct TrimOp {
     command: TrimCommand,
     log: LogId,
     sent_at: Micros,
-    deadline: Micros,
 }
 
 #[derive(Default)]
@@ -190,8 +189,6 @@ struct EngineLog {
     /// end tells which were, and the rest move to `shard`.
     retiring: Vec<MyShard>,
     waiting: Vec<ReadOp>,
-    /// Conditional appends of ours that were ordered: location -> op.
-    conds: HashMap<Location, OpId>,
 }
 
 pub struct Engine {
@@ -325,7 +322,7 @@ impl Engine {
             Request::Trim { book, tag, seqnum } => {
                 let command = TrimCommand { book, tag, seqnum, origin: Some((self.id, op)) };
                 self.deadlines.insert((deadline, op), ());
-                self.trims.insert(op, TrimOp { command, log, sent_at: 0, deadline });
+                self.trims.insert(op, TrimOp { command, log, sent_at: 0 });
                 self.send_trim(now, op);
             }
             Request::SetAux { seqnum, aux, .. } => {

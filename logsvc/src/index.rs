@@ -125,6 +125,7 @@ impl Index {
     }
 
     /// Records live anywhere in the index.
+    #[cfg(test)]
     pub fn live_records(&self) -> usize {
         self.live_records
     }

@@ -83,8 +83,6 @@ struct Primary {
 }
 
 struct Metalog {
-    term: Term,
-    log: LogId,
     entries: Vec<MetalogEntry>,
     committed_len: u64,
     sealed: bool,
@@ -94,8 +92,8 @@ struct Metalog {
 }
 
 impl Metalog {
-    fn new(term: Term, log: LogId) -> Metalog {
-        Metalog { term, log, entries: Vec::new(), committed_len: 0, sealed: false, finalized: false, primary: None }
+    fn new() -> Metalog {
+        Metalog { entries: Vec::new(), committed_len: 0, sealed: false, finalized: false, primary: None }
     }
 
     fn len(&self) -> u64 {
@@ -148,7 +146,7 @@ impl Sequencer {
         for w in writes {
             match w {
                 MetalogWrite::Entry(e) => {
-                    let m = s.logs.entry((e.term, e.log)).or_insert_with(|| Metalog::new(e.term, e.log));
+                    let m = s.logs.entry((e.term, e.log)).or_insert_with(Metalog::new);
                     m.push(e);
                 }
                 MetalogWrite::Truncate { term, log, len } => {
@@ -157,7 +155,7 @@ impl Sequencer {
                     }
                 }
                 MetalogWrite::Seal { term, log } => {
-                    s.logs.entry((term, log)).or_insert_with(|| Metalog::new(term, log)).sealed = true;
+                    s.logs.entry((term, log)).or_insert_with(Metalog::new).sealed = true;
                 }
             }
         }
@@ -311,7 +309,7 @@ impl Sequencer {
             if !lc.sequencers.contains(&self.id) {
                 continue;
             }
-            let m = self.logs.entry((current.term, lc.log)).or_insert_with(|| Metalog::new(current.term, lc.log));
+            let m = self.logs.entry((current.term, lc.log)).or_insert_with(Metalog::new);
             if lc.primary() == self.id && !m.sealed && m.primary.is_none() {
                 // A restarted primary resumes: its last persisted entry may be
                 // uncommitted, so it is treated as in flight and sent again.
@@ -416,7 +414,7 @@ impl Sequencer {
 
     fn on_replicate(&mut self, from: NodeId, entry: MetalogEntry, committed_len: u64) {
         let (term, log) = (entry.term, entry.log);
-        let m = self.logs.entry((term, log)).or_insert_with(|| Metalog::new(term, log));
+        let m = self.logs.entry((term, log)).or_insert_with(Metalog::new);
         if m.sealed {
             self.send(from, Message::EntryRejected { term, log });
             return;
@@ -464,7 +462,7 @@ impl Sequencer {
     }
 
     fn on_seal(&mut self, from: NodeId, term: Term, log: LogId) {
-        let m = self.logs.entry((term, log)).or_insert_with(|| Metalog::new(term, log));
+        let m = self.logs.entry((term, log)).or_insert_with(Metalog::new);
         if !m.sealed {
             m.sealed = true;
             self.out.push(SequencerAction::Persist(MetalogWrite::Seal { term, log }));

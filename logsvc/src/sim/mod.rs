@@ -165,7 +165,6 @@ enum Node {
     Sequencer(Sequencer),
     Storage(StorageNode),
     Engine(Engine),
-    Controller(Controller),
 }
 
 struct Slot {
@@ -477,7 +476,7 @@ impl Sim {
                     Some(Node::Sequencer(s)) => s.on_message(now, from, msg),
                     Some(Node::Storage(s)) => s.on_message(now, from, msg),
                     Some(Node::Engine(e)) => e.on_message(now, from, msg),
-                    Some(Node::Controller(_)) | None => return,
+                    None => return,
                 }
                 self.node_actions(to);
             }
@@ -493,7 +492,7 @@ impl Sim {
                     Some(Node::Sequencer(s)) => s.on_tick(now),
                     Some(Node::Storage(s)) => s.on_tick(now),
                     Some(Node::Engine(e)) => e.on_tick(now),
-                    Some(Node::Controller(_)) | None => return, // a crashed node stops ticking
+                    None => return, // a crashed node stops ticking
                 }
                 self.node_actions(n);
                 self.schedule(TICK_US, Event::Tick(n));
@@ -571,7 +570,7 @@ impl Sim {
                     self.engine_action(n, a);
                 }
             }
-            Some(Node::Controller(_)) | None => {}
+            None => {}
         }
     }
 

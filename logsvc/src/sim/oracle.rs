@@ -6,7 +6,7 @@
 //! oracle orders records itself and evaluates conditions and trims with a reference
 //! model that shares no code with the engine's index.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use bytes::Bytes;

@@ -153,11 +153,11 @@ pub(crate) fn discard_removes_only_the_shard_suffix(store: &dyn RecordStore) -> 
     store.reclaim(&[loc(1, 4)])?;
     model.reclaim(&[loc(1, 4)]);
     let steps = [
-        (ShardId(1), 3),            // Removes ids 3.., reclaimed ones included.
-        (ShardId(1), 10),           // Past the end: nothing.
-        (ShardId(9), 0),            // A shard the store does not hold: nothing.
+        (ShardId(1), 3),  // Removes ids 3.., reclaimed ones included.
+        (ShardId(1), 10), // Past the end: nothing.
+        (ShardId(9), 0),  // A shard the store does not hold: nothing.
         (ShardId(u32::MAX), LocalId::MAX),
-        (ShardId(2), 0),            // The whole shard.
+        (ShardId(2), 0), // The whole shard.
     ];
     for (shard, from) in steps {
         store.discard(shard, from)?;
@@ -165,14 +165,16 @@ pub(crate) fn discard_removes_only_the_shard_suffix(store: &dyn RecordStore) -> 
         model.check(store, &locations)?;
     }
     let left: Vec<Location> = store.recover()?.iter().map(|r| r.location).collect();
-    let expect: Vec<Location> = (0..6).map(|id| loc(0, id)).chain((0..3).map(|id| loc(1, id))).chain([loc(u32::MAX, 0)]).collect();
+    let expect: Vec<Location> =
+        (0..6).map(|id| loc(0, id)).chain((0..3).map(|id| loc(1, id))).chain([loc(u32::MAX, 0)]).collect();
     assert_eq!(left, expect);
     Ok(())
 }
 
 pub(crate) fn recover_returns_records_sorted_by_location(store: &dyn RecordStore) -> anyhow::Result<()> {
     // Written out of order, and with values whose little-endian bytes sort differently.
-    let shuffled = [loc(256, 1), loc(1, 256), loc(1, 1), loc(0, u64::from(u32::MAX) + 1), loc(2, 0), loc(1, 255), loc(0, 7)];
+    let shuffled =
+        [loc(256, 1), loc(1, 256), loc(1, 1), loc(0, u64::from(u32::MAX) + 1), loc(2, 0), loc(1, 255), loc(0, 7)];
     for l in shuffled {
         store.write(&records(&[l], 1))?;
     }
@@ -228,7 +230,8 @@ pub(crate) fn random_operations_match_a_model(store: &dyn RecordStore) -> anyhow
             0..=4 => {
                 let n = rng.below(4);
                 let version = rng.below(200) as u8;
-                let batch: Vec<(Location, Record)> = (0..n).map(|_| location(&mut rng)).map(|l| (l, record(l, version))).collect();
+                let batch: Vec<(Location, Record)> =
+                    (0..n).map(|_| location(&mut rng)).map(|l| (l, record(l, version))).collect();
                 store.write(&batch)?;
                 model.write(&batch);
             }
@@ -267,7 +270,12 @@ fn replay(writes: &[MetalogWrite]) -> anyhow::Result<MetalogState> {
             MetalogWrite::Entry(e) => {
                 ensure!(!state.sealed.contains(&(e.term, e.log)), "write {i}: entry {} after the seal", e.index);
                 let entries = state.entries.entry((e.term, e.log)).or_default();
-                ensure!(e.index == entries.len() as u64, "write {i}: entry {} on a metalog of {}", e.index, entries.len());
+                ensure!(
+                    e.index == entries.len() as u64,
+                    "write {i}: entry {} on a metalog of {}",
+                    e.index,
+                    entries.len()
+                );
                 entries.push(e.clone());
             }
             MetalogWrite::Truncate { term, log, len } => {
@@ -337,15 +345,16 @@ pub(crate) fn metalog_round_trip(store: &dyn MetalogStore) -> anyhow::Result<()>
 
 pub(crate) fn metalog_truncate_drops_the_tail(store: &dyn MetalogStore) -> anyhow::Result<()> {
     let truncate = |term, log, len| MetalogWrite::Truncate { term: Term(term), log: LogId(log), len };
-    let mut writes: Vec<MetalogWrite> = (0..5).map(|i| entry(1, 0, i, 1)).chain((0..2).map(|i| entry(1, 1, i, 1))).collect();
+    let mut writes: Vec<MetalogWrite> =
+        (0..5).map(|i| entry(1, 0, i, 1)).chain((0..2).map(|i| entry(1, 1, i, 1))).collect();
     writes.extend([
         truncate(1, 0, 3),
         // Entries 3 and 4 again, different: the old ones must not come back.
         entry(1, 0, 3, 2),
         entry(1, 0, 4, 2),
-        truncate(1, 0, 9),   // Past the end: nothing.
-        truncate(1, 7, 0),   // A metalog without entries: nothing.
-        truncate(1, 1, 0),   // Everything of log 1, and only of log 1.
+        truncate(1, 0, 9), // Past the end: nothing.
+        truncate(1, 7, 0), // A metalog without entries: nothing.
+        truncate(1, 1, 0), // Everything of log 1, and only of log 1.
     ]);
     let state = check_metalog(store, &writes)?;
     let log0 = &state.entries[&(Term(1), LogId(0))];

@@ -166,7 +166,9 @@ impl GroupCommit {
         }
         let (cost, max) = (request.cost(), self.config.queue_records_max);
         if cost > max {
-            let e = Error::InvalidArgument(format!("a request of {cost} records exceeds the group commit queue of {max} records"));
+            let e = Error::InvalidArgument(format!(
+                "a request of {cost} records exceeds the group commit queue of {max} records"
+            ));
             return Err((request, e));
         }
         let reserved = self
@@ -346,7 +348,10 @@ mod tests {
     }
 
     fn record(data_bytes: usize) -> Record {
-        Record { meta: RecordMeta { book: BookId(1), tags: vec![], cond: None }, data: Bytes::from(vec![7u8; data_bytes]) }
+        Record {
+            meta: RecordMeta { book: BookId(1), tags: vec![], cond: None },
+            data: Bytes::from(vec![7u8; data_bytes]),
+        }
     }
 
     /// A [`MemStore`] whose `sync` announces itself and then waits for the test to open
@@ -423,6 +428,13 @@ mod tests {
         }
     }
 
+    fn done_to(tx: &std_mpsc::Sender<(u64, Result<()>)>, id: u64) -> GroupCommitDone {
+        let tx = tx.clone();
+        Box::new(move |result| {
+            let _ = tx.send((id, result));
+        })
+    }
+
     /// Completions, collected on a channel.
     struct Completions {
         tx: std_mpsc::Sender<(u64, Result<()>)>,
@@ -436,10 +448,7 @@ mod tests {
         }
 
         fn done(&self, id: u64) -> GroupCommitDone {
-            let tx = self.tx.clone();
-            Box::new(move |result| {
-                let _ = tx.send((id, result));
-            })
+            done_to(&self.tx, id)
         }
 
         /// The next `n` completions, in the order they arrived.
@@ -449,7 +458,8 @@ mod tests {
     }
 
     fn start(store: Arc<dyn RecordStore>, batch_bytes_max: usize, queue_records_max: usize) -> GroupCommit {
-        GroupCommit::start(store, GroupCommitConfig { batch_bytes_max, queue_records_max }).expect("group commit starts")
+        GroupCommit::start(store, GroupCommitConfig { batch_bytes_max, queue_records_max })
+            .expect("group commit starts")
     }
 
     #[test]
@@ -462,11 +472,11 @@ mod tests {
         // While the first batch waits in its sync, eight threads queue 100 requests each.
         std::thread::scope(|s| {
             for t in 1..=8u32 {
-                let (commit, completions) = (&commit, &completions);
+                let (commit, tx) = (&commit, completions.tx.clone());
                 s.spawn(move || {
                     for i in 0..100u64 {
                         let id = u64::from(t) * 1000 + i;
-                        commit.submit(vec![(loc(t, i), record(10))], completions.done(id)).unwrap();
+                        commit.submit(vec![(loc(t, i), record(10))], done_to(&tx, id)).unwrap();
                     }
                 });
             }

@@ -12,8 +12,9 @@
 //! Big-endian keys sort like [`Location`], so a scan returns records in location order
 //! and a shard's suffix is one key range. The flag byte of a metadata value says whether
 //! the data is still there, so [`RecordStore::recover`] scans only the small "meta" column
-//! family and never reads record data. A record's data is ground truth for reads; the flag
-//! is derived from it and kept in step by writing both in one batch.
+//! family and never reads record data. The flag is the ground truth about the data: a
+//! write sets it with the data and a reclaim clears it while deleting the data, each in
+//! one atomic batch, and a read looks at the flag before it fetches data.
 //!
 //! # Metalog store layout
 //!
@@ -33,7 +34,10 @@ use std::sync::Mutex;
 
 use bincode::Options as _;
 use bytes::Bytes;
-use rocksdb::{BlockBasedOptions, ColumnFamily, ColumnFamilyDescriptor, DBCompressionType, IteratorMode, Options, WriteBatch, WriteOptions, DB};
+use rocksdb::{
+    BlockBasedOptions, ColumnFamily, ColumnFamilyDescriptor, DBCompressionType, IteratorMode, Options, WriteBatch,
+    WriteOptions, DB,
+};
 
 use super::{MetalogStore, MetalogWrite, RecordStore, RecoveredRecord, StoredData};
 use crate::error::{Error, Result};
@@ -68,7 +72,9 @@ impl FromStr for FsyncPolicy {
         match s {
             "every-batch" => Ok(FsyncPolicy::EveryBatch),
             "never" => Ok(FsyncPolicy::Never),
-            _ => Err(Error::InvalidArgument(format!("unknown fsync policy {s:?}, expected \"every-batch\" or \"never\""))),
+            _ => Err(Error::InvalidArgument(format!(
+                "unknown fsync policy {s:?}, expected \"every-batch\" or \"never\""
+            ))),
         }
     }
 }
@@ -87,7 +93,7 @@ const FORMAT_METALOG: &[u8] = b"tally-metalog-v1";
 /// Upper bound on one record's encoded metadata. Metadata is a book, a few tags and a
 /// condition; anything near this size is a bug upstream, and `recover` holds every
 /// record's metadata in memory at once.
-pub(crate) const META_BYTES_MAX: u64 = 1 << 20;
+const META_BYTES_MAX: u64 = 1 << 20;
 /// Upper bound on one encoded metalog entry (cuts of every shard plus trim commands).
 const ENTRY_BYTES_MAX: u64 = 64 << 20;
 /// Reclaims look up metadata in chunks of this many locations, to bound the memory
@@ -204,6 +210,19 @@ fn cf_options(write_buffer_bytes: usize) -> Options {
 }
 
 fn open_db(path: &Path, families: &[(&str, usize)], format: &[u8]) -> Result<DB> {
+    // RocksDB refuses to open a database without naming all its column families; a
+    // directory of the other store shows up here, with a clearer message.
+    if let Ok(existing) = DB::list_cf(&Options::default(), path) {
+        let foreign: Vec<&String> =
+            existing.iter().filter(|n| *n != "default" && !families.iter().any(|(f, _)| f == n)).collect();
+        if !foreign.is_empty() {
+            return Err(Error::Storage(format!(
+                "{} is not a {} database: it has column families {foreign:?}",
+                path.display(),
+                String::from_utf8_lossy(format)
+            )));
+        }
+    }
     let descriptors = families.iter().map(|(name, bytes)| ColumnFamilyDescriptor::new(*name, cf_options(*bytes)));
     let db = DB::open_cf_descriptors(&db_options(), path, descriptors)?;
     match db.get(FORMAT_KEY)? {
@@ -217,7 +236,8 @@ fn open_db(path: &Path, families: &[(&str, usize)], format: &[u8]) -> Result<DB>
             )))
         }
         None => {
-            let empty = families.iter().all(|(name, _)| db.iterator_cf(cf(&db, name), IteratorMode::Start).next().is_none());
+            let empty =
+                families.iter().all(|(name, _)| db.iterator_cf(cf(&db, name), IteratorMode::Start).next().is_none());
             if !empty {
                 return Err(Error::Storage(format!("{} holds data but no format marker", path.display())));
             }
@@ -449,9 +469,12 @@ impl MetalogStore for RocksMetalogStore {
                 seals.next();
             }
             let entry: MetalogEntry = decode("metalog entry", &value, ENTRY_BYTES_MAX)?;
-            let index = u64::from_be_bytes(key[METALOG_PREFIX_LEN..].try_into().expect("entry keys have 8 index bytes"));
+            let index =
+                u64::from_be_bytes(key[METALOG_PREFIX_LEN..].try_into().expect("entry keys have 8 index bytes"));
             if (entry.term, entry.log, entry.index) != (term, log, index) {
-                return Err(Error::Storage(format!("metalog entry under key {term:?} {log:?} {index} names another position")));
+                return Err(Error::Storage(format!(
+                    "metalog entry under key {term:?} {log:?} {index} names another position"
+                )));
             }
             writes.push(MetalogWrite::Entry(entry));
         }
@@ -482,8 +505,9 @@ mod tests {
 
     #[test]
     fn record_keys_sort_like_locations() {
-        let locations = [(0, 0), (0, 1), (0, 255), (0, 256), (0, LocalId::MAX), (1, 0), (256, 0), (u32::MAX, LocalId::MAX)]
-            .map(|(s, l)| Location { shard: ShardId(s), local_id: l });
+        let locations =
+            [(0, 0), (0, 1), (0, 255), (0, 256), (0, LocalId::MAX), (1, 0), (256, 0), (u32::MAX, LocalId::MAX)]
+                .map(|(s, l)| Location { shard: ShardId(s), local_id: l });
         for pair in locations.windows(2) {
             assert!(record_key(pair[0]) < record_key(pair[1]), "{pair:?}");
             assert!(record_key(pair[0]).as_slice() < shard_end_key(pair[0].shard).as_slice());
@@ -499,7 +523,11 @@ mod tests {
         let dir = tempfile::TempDir::new()?;
         drop(RocksMetalogStore::open(dir.path())?);
         let opened = RocksStore::open(dir.path(), FsyncPolicy::EveryBatch);
-        assert!(matches!(opened, Err(Error::Storage(ref m)) if m.contains("tally-metalog-v1")), "{:?}", opened.err());
+        assert!(
+            matches!(opened, Err(Error::Storage(ref m)) if m.contains("not a tally-records-v1 database")),
+            "{:?}",
+            opened.err()
+        );
         Ok(())
     }
 
@@ -507,7 +535,11 @@ mod tests {
     fn oversized_metadata_is_refused() -> anyhow::Result<()> {
         let dir = tempfile::TempDir::new()?;
         let store = RocksStore::open(dir.path(), FsyncPolicy::Never)?;
-        let meta = RecordMeta { book: crate::types::BookId(1), tags: (0..200_000).map(|i| crate::types::Tag(u64::MAX - i)).collect(), cond: None };
+        let meta = RecordMeta {
+            book: crate::types::BookId(1),
+            tags: (0..200_000).map(|i| crate::types::Tag(u64::MAX - i)).collect(),
+            cond: None,
+        };
         let record = Record { meta, data: Bytes::new() };
         let location = Location { shard: ShardId(1), local_id: 0 };
         assert!(matches!(store.write(&[(location, record)]), Err(Error::TooLarge { .. })));

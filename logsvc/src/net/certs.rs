@@ -1,0 +1,355 @@
+//! The dev cluster's certificate authority and the TLS side of the QUIC configs.
+//!
+//! One self-signed CA signs one leaf certificate for the name [`SERVER_NAME`]; every node
+//! uses that leaf both as its server identity and as its client identity. Servers
+//! require a client certificate signed by the CA and clients trust only the CA, so a
+//! process outside the cluster can neither connect nor be connected to. Which node is
+//! talking is said by the hello on each stream, not by the certificate: membership is
+//! what TLS proves here, identity inside the cluster is trusted.
+//!
+//! The CA's private key is dropped after signing and never written: nothing needs to
+//! issue a second leaf, and a key that does not exist cannot leak.
+
+use std::fmt;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
+use quinn::crypto::{CryptoError, HmacKey};
+use quinn::TransportConfig;
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose,
+};
+use rustls::crypto::tls13::{Hkdf, OkmBlock};
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::{CertificateDer, PrivatePkcs8KeyDer};
+use rustls::server::WebPkiClientVerifier;
+use rustls::RootCertStore;
+
+use crate::error::{Error, Result};
+use crate::types::NodeId;
+
+/// The one name in the leaf certificate; clients ask for it whatever address they dial.
+pub(super) const SERVER_NAME: &str = "tally.local";
+/// The application protocol, negotiated in the handshake so that a stray QUIC client
+/// of another protocol fails there rather than on its first frame.
+pub(super) const ALPN: &[u8] = b"tally/1";
+
+const CA_FILE: &str = "ca.der";
+const CERT_FILE: &str = "node.der";
+const KEY_FILE: &str = "node.key.der";
+
+/// The certificates every node of a dev cluster shares. See the module docs.
+pub struct DevCerts {
+    ca: CertificateDer<'static>,
+    cert: CertificateDer<'static>,
+    key: PrivatePkcs8KeyDer<'static>,
+}
+
+impl fmt::Debug for DevCerts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The key stays out of logs.
+        f.debug_struct("DevCerts").field("ca_bytes", &self.ca.len()).field("cert_bytes", &self.cert.len()).finish()
+    }
+}
+
+fn transport_error<E: fmt::Display>(context: &'static str) -> impl FnOnce(E) -> Error {
+    move |e| Error::Transport(format!("{context}: {e}"))
+}
+
+impl DevCerts {
+    /// A fresh CA and leaf.
+    pub fn generate() -> Result<DevCerts> {
+        let ca_key = KeyPair::generate().map_err(transport_error("generating the ca key"))?;
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(transport_error("ca parameters"))?;
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+        ca_params.distinguished_name.push(DnType::CommonName, "tally dev cluster ca");
+        ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        let ca = ca_params.self_signed(&ca_key).map_err(transport_error("self-signing the ca"))?;
+        let issuer = Issuer::new(ca_params, ca_key);
+
+        let key = KeyPair::generate().map_err(transport_error("generating the node key"))?;
+        let mut params =
+            CertificateParams::new(vec![SERVER_NAME.to_string()]).map_err(transport_error("node parameters"))?;
+        params.distinguished_name.push(DnType::CommonName, "tally node");
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth];
+        let cert = params.signed_by(&key, &issuer).map_err(transport_error("signing the node certificate"))?;
+
+        Ok(DevCerts {
+            ca: ca.der().clone(),
+            cert: cert.der().clone(),
+            key: PrivatePkcs8KeyDer::from(key.serialize_der()),
+        })
+    }
+
+    /// Writes the CA certificate, the leaf certificate and the leaf key as DER files
+    /// into `dir`, creating it. The key file is readable by its owner only.
+    pub fn save(&self, dir: &Path) -> Result<()> {
+        let io_error = |path: &Path| {
+            let path = path.display().to_string();
+            move |e: std::io::Error| Error::Transport(format!("writing {path}: {e}"))
+        };
+        fs::create_dir_all(dir).map_err(io_error(dir))?;
+        for (name, bytes) in
+            [(CA_FILE, self.ca.as_ref()), (CERT_FILE, self.cert.as_ref()), (KEY_FILE, self.key.secret_pkcs8_der())]
+        {
+            let path = dir.join(name);
+            write_private(&path, bytes).map_err(io_error(&path))?;
+        }
+        Ok(())
+    }
+
+    /// Reads what [`DevCerts::save`] wrote, and checks that it makes a usable identity.
+    pub fn load(dir: &Path) -> Result<DevCerts> {
+        let read = |name: &str| {
+            let path = dir.join(name);
+            fs::read(&path).map_err(|e| Error::Transport(format!("reading {}: {e}", path.display())))
+        };
+        let certs = DevCerts {
+            ca: CertificateDer::from(read(CA_FILE)?),
+            cert: CertificateDer::from(read(CERT_FILE)?),
+            key: PrivatePkcs8KeyDer::from(read(KEY_FILE)?),
+        };
+        certs.server_config(Arc::default())?;
+        certs.client_config(Arc::default())?;
+        Ok(certs)
+    }
+
+    /// Loads the certificates in `dir`, or generates and saves them if there are none,
+    /// so a restarted dev cluster keeps trusting itself.
+    ///
+    /// Nodes of one dev cluster may start together on the same `dir`: a new set is
+    /// written into a private directory that is then renamed to `dir`, so exactly one set
+    /// lands and the nodes that lose the race load the winner's.
+    pub fn load_or_generate(dir: &Path) -> Result<DevCerts> {
+        if dir.join(KEY_FILE).exists() {
+            return DevCerts::load(dir);
+        }
+        let certs = DevCerts::generate()?;
+        let staging = staging_dir(dir);
+        certs.save(&staging)?;
+        // Renaming a directory onto an empty directory replaces it, onto a non-empty one
+        // fails: that is the atomic create-if-absent the race needs.
+        let renamed = fs::rename(&staging, dir);
+        if renamed.is_ok() {
+            return Ok(certs);
+        }
+        // Best effort: the staging directory only holds a copy of certificates we drop.
+        let _ = fs::remove_dir_all(&staging);
+        if dir.join(KEY_FILE).exists() {
+            return DevCerts::load(dir);
+        }
+        // `dir` holds other files and no certificates: nobody else is writing ours.
+        certs.save(dir)?;
+        Ok(certs)
+    }
+
+    fn roots(&self) -> Result<Arc<RootCertStore>> {
+        let mut roots = RootCertStore::empty();
+        roots.add(self.ca.clone()).map_err(transport_error("adding the dev ca to the trusted roots"))?;
+        Ok(Arc::new(roots))
+    }
+
+    /// Accepts only clients whose certificate the dev CA signed.
+    pub(super) fn server_config(&self, transport: Arc<TransportConfig>) -> Result<quinn::ServerConfig> {
+        let provider = provider();
+        let verifier = WebPkiClientVerifier::builder_with_provider(self.roots()?, provider.clone())
+            .build()
+            .map_err(transport_error("client certificate verifier"))?;
+        let mut tls = rustls::ServerConfig::builder_with_provider(provider)
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .map_err(transport_error("tls versions"))?
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(vec![self.cert.clone()], self.key.clone_key().into())
+            .map_err(transport_error("tls server config"))?;
+        tls.alpn_protocols = vec![ALPN.to_vec()];
+        let quic = QuicServerConfig::try_from(tls).map_err(transport_error("quic server crypto"))?;
+        let mut config = quinn::ServerConfig::with_crypto(Arc::new(quic));
+        config.transport_config(transport);
+        Ok(config)
+    }
+
+    /// Trusts only the dev CA and presents the shared leaf as the client identity.
+    pub(super) fn client_config(&self, transport: Arc<TransportConfig>) -> Result<quinn::ClientConfig> {
+        let mut tls = rustls::ClientConfig::builder_with_provider(provider())
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .map_err(transport_error("tls versions"))?
+            .with_root_certificates(self.roots()?)
+            .with_client_auth_cert(vec![self.cert.clone()], self.key.clone_key().into())
+            .map_err(transport_error("tls client config"))?;
+        tls.alpn_protocols = vec![ALPN.to_vec()];
+        let quic = QuicClientConfig::try_from(tls).map_err(transport_error("quic client crypto"))?;
+        let mut config = quinn::ClientConfig::new(Arc::new(quic));
+        config.transport_config(transport);
+        Ok(config)
+    }
+
+    /// The key of node `me`'s QUIC stateless-reset tokens.
+    ///
+    /// QUIC lets an endpoint that lost a connection's state tell the peer so with a
+    /// token only the connection's original endpoint could compute. Deriving the key
+    /// from the cluster secret and the node id, rather than drawing it at random as
+    /// quinn does, gives a node restarted at the same address the same tokens: its
+    /// peers' next packet on a connection to the old process is answered with a reset
+    /// that closes it at once, instead of vanishing until the idle timeout.
+    pub(super) fn reset_key(&self, me: NodeId) -> Arc<dyn HmacKey> {
+        Arc::new(ResetKey::new(self.key.secret_pkcs8_der(), me))
+    }
+
+    /// The CA's certificate, for tests that build their own TLS configs.
+    #[cfg(test)]
+    pub(super) fn ca(&self) -> CertificateDer<'static> {
+        self.ca.clone()
+    }
+
+    /// The shared leaf and its key, for tests that build their own TLS configs.
+    #[cfg(test)]
+    pub(super) fn identity(&self) -> (CertificateDer<'static>, PrivatePkcs8KeyDer<'static>) {
+        (self.cert.clone(), self.key.clone_key())
+    }
+}
+
+/// An explicit provider rather than the process default: which crypto backend is
+/// installed as default is a decision of the binary, not of this library.
+pub(super) fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// HMAC-SHA256 under a key derived from a secret and a node id, with the HKDF of
+/// rustls's ring provider (quinn's own HMAC type is not reachable without depending on
+/// ring directly).
+struct ResetKey {
+    hkdf: &'static dyn Hkdf,
+    key: OkmBlock,
+}
+
+impl ResetKey {
+    const SALT: &'static [u8] = b"tally quic stateless reset v1";
+    const TAG_LEN: usize = 32;
+
+    fn new(secret: &[u8], me: NodeId) -> ResetKey {
+        let suite = rustls::crypto::ring::cipher_suite::TLS13_AES_128_GCM_SHA256.tls13().expect("a tls 1.3 suite");
+        let hkdf = suite.hkdf_provider;
+        let key = hkdf.extract_from_secret(Some(Self::SALT), secret).expand_block(&[&me.0.to_be_bytes()]);
+        ResetKey { hkdf, key }
+    }
+}
+
+impl HmacKey for ResetKey {
+    fn sign(&self, data: &[u8], signature_out: &mut [u8]) {
+        signature_out.copy_from_slice(self.hkdf.hmac_sign(&self.key, data).as_ref());
+    }
+
+    fn signature_len(&self) -> usize {
+        Self::TAG_LEN
+    }
+
+    fn verify(&self, data: &[u8], signature: &[u8]) -> Result<(), CryptoError> {
+        let expected = self.hkdf.hmac_sign(&self.key, data);
+        let expected = expected.as_ref();
+        // Compares every byte whatever differs first, so timing tells nothing.
+        let diff = expected.iter().zip(signature).fold(0, |acc, (a, b)| acc | (a ^ b));
+        if expected.len() == signature.len() && diff == 0 {
+            Ok(())
+        } else {
+            Err(CryptoError)
+        }
+    }
+}
+
+/// A sibling of `dir` that no other process picks.
+fn staging_dir(dir: &Path) -> PathBuf {
+    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    dir.with_file_name(format!(".{name}.staging-{}-{nanos}", std::process::id()))
+}
+
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut options = fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut file = options.open(path)?;
+    file.write_all(bytes)?;
+    file.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn saved_certificates_load_back_the_same() {
+        let dir = tempfile::tempdir().unwrap();
+        let certs = DevCerts::generate().unwrap();
+        certs.save(dir.path()).unwrap();
+        let loaded = DevCerts::load(dir.path()).unwrap();
+        assert_eq!((loaded.ca, loaded.cert), (certs.ca, certs.cert));
+        assert_eq!(loaded.key.secret_pkcs8_der(), certs.key.secret_pkcs8_der());
+    }
+
+    #[test]
+    fn load_or_generate_generates_once_then_reuses() {
+        let parent = tempfile::tempdir().unwrap();
+        let dir = parent.path().join("certs");
+        let first = DevCerts::load_or_generate(&dir).unwrap();
+        let second = DevCerts::load_or_generate(&dir).unwrap();
+        assert_eq!(first.ca, second.ca);
+        assert_eq!(first.cert, second.cert);
+        // No staging directory is left behind.
+        assert_eq!(fs::read_dir(parent.path()).unwrap().count(), 1);
+
+        // An existing empty directory is filled too.
+        let empty = tempfile::tempdir().unwrap();
+        let third = DevCerts::load_or_generate(empty.path()).unwrap();
+        assert_eq!(DevCerts::load(empty.path()).unwrap().cert, third.cert);
+    }
+
+    #[test]
+    fn reset_keys_depend_on_the_secret_and_the_node_only() {
+        let certs = DevCerts::generate().unwrap();
+        let other = DevCerts::generate().unwrap();
+        let sign = |key: Arc<dyn HmacKey>| {
+            let mut out = vec![0; key.signature_len()];
+            key.sign(b"connection id", &mut out);
+            out
+        };
+        let n1 = sign(certs.reset_key(NodeId(1)));
+        assert_eq!(n1, sign(certs.reset_key(NodeId(1))), "a restarted node signs alike");
+        assert_ne!(n1, sign(certs.reset_key(NodeId(2))));
+        assert_ne!(n1, sign(other.reset_key(NodeId(1))));
+        let key = certs.reset_key(NodeId(1));
+        assert!(key.verify(b"connection id", &n1).is_ok());
+        assert!(key.verify(b"connection id", &n1[..31]).is_err());
+        let mut flipped = n1.clone();
+        flipped[31] ^= 1;
+        assert!(key.verify(b"connection id", &flipped).is_err());
+    }
+
+    #[test]
+    fn corrupt_files_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        DevCerts::generate().unwrap().save(dir.path()).unwrap();
+        fs::write(dir.path().join(KEY_FILE), b"not a key").unwrap();
+        assert!(matches!(DevCerts::load(dir.path()), Err(Error::Transport(_))));
+        fs::remove_file(dir.path().join(KEY_FILE)).unwrap();
+        assert!(matches!(DevCerts::load(dir.path()), Err(Error::Transport(_))));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn key_file_is_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        DevCerts::generate().unwrap().save(dir.path()).unwrap();
+        let mode = fs::metadata(dir.path().join(KEY_FILE)).unwrap().permissions().mode();
+        assert_eq!(mode & 0o077, 0, "key file mode {mode:o}");
+    }
+}
