@@ -22,6 +22,12 @@ pub mod storage;
 pub mod net;
 pub mod store;
 
+pub mod client;
+pub mod cluster;
+pub mod driver;
+
+pub use client::{Context, LogClient};
+pub use cluster::{Cluster, ClusterBuilder};
 pub use config::{Configuration, LogTermConfig, SealedTail, ShardConfig, TermConfig};
 pub use error::{Error, Result};
 pub use message::{Cond, LogRecord, Message, MetalogEntry, Record, RecordMeta, StoredRead, TrimCommand, WIRE_VERSION};

@@ -1,0 +1,261 @@
+//! The async client API of the shared log, over an engine driver in the same process.
+//!
+//! A [`Context`] is the caller's view of the log: for each physical log, the metalog
+//! position its reads must reflect. Every completed request moves it forward, which
+//! gives monotonic reads and read-your-writes; a child invocation starts from
+//! [`Context::child`] and so sees everything its parent saw.
+//!
+//! A user client ([`LogClient::user`]) refuses the platform's reserved tags before
+//! anything is sent; the platform's own client ([`LogClient::platform`]) allows them.
+
+use bytes::Bytes;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::driver::EngineCall;
+use crate::engine::{Reply, Request};
+use crate::error::{Error, Result};
+use crate::message::{Cond, LogRecord};
+use crate::types::{book_to_log, BookId, LogId, MetalogPosition, SeqNum, Tag};
+
+/// The caller's metalog position per physical log.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Context {
+    positions: Vec<MetalogPosition>,
+}
+
+impl Context {
+    /// A context that has seen nothing yet.
+    pub fn new() -> Context {
+        Context::default()
+    }
+
+    /// The context a child invocation inherits: a copy, so the child sees everything
+    /// the parent saw, and the parent is not moved by what the child does.
+    pub fn child(&self) -> Context {
+        self.clone()
+    }
+
+    pub fn position(&self, log: LogId) -> MetalogPosition {
+        self.positions
+            .get(log.0 as usize)
+            .copied()
+            .unwrap_or(MetalogPosition::ZERO)
+    }
+
+    fn advance(&mut self, log: LogId, position: MetalogPosition) {
+        let i = log.0 as usize;
+        if self.positions.len() <= i {
+            self.positions.resize(i + 1, MetalogPosition::ZERO);
+        }
+        self.positions[i] = self.positions[i].max(position);
+    }
+}
+
+/// Whether a client may use reserved tags.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Privilege {
+    User,
+    Platform,
+}
+
+/// A handle to one engine. Cheap to clone; clones share the engine.
+#[derive(Clone, Debug)]
+pub struct LogClient {
+    calls: mpsc::Sender<EngineCall>,
+    n_logs: u8,
+    privilege: Privilege,
+}
+
+impl LogClient {
+    /// A client for guest code: reserved tags are refused with `InvalidArgument`.
+    pub fn user(calls: mpsc::Sender<EngineCall>, n_logs: u8) -> LogClient {
+        assert!(n_logs > 0);
+        LogClient {
+            calls,
+            n_logs,
+            privilege: Privilege::User,
+        }
+    }
+
+    /// A client for the platform itself, which may use reserved tags.
+    pub fn platform(calls: mpsc::Sender<EngineCall>, n_logs: u8) -> LogClient {
+        assert!(n_logs > 0);
+        LogClient {
+            calls,
+            n_logs,
+            privilege: Privilege::Platform,
+        }
+    }
+
+    pub fn n_logs(&self) -> u8 {
+        self.n_logs
+    }
+
+    fn check_tags<'a>(&self, tags: impl IntoIterator<Item = &'a Tag>) -> Result<()> {
+        if self.privilege == Privilege::Platform {
+            return Ok(());
+        }
+        match tags.into_iter().find(|t| t.is_reserved()) {
+            Some(t) => Err(Error::InvalidArgument(format!(
+                "tag {:#x} is reserved for the platform",
+                t.0
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    async fn call(&self, ctx: &mut Context, request: Request) -> Result<Reply> {
+        let log = book_to_log(request.book(), self.n_logs);
+        let (reply, rx) = oneshot::channel();
+        let call = EngineCall {
+            request,
+            position: ctx.position(log),
+            reply,
+        };
+        self.calls.send(call).await.map_err(|_| Error::Stopped)?;
+        let (result, position) = rx.await.map_err(|_| Error::Stopped)?;
+        // A conflict is an outcome of the log like a success: the caller saw the
+        // record that holds the offset, so its view moves forward as well.
+        if result.is_ok() || matches!(result, Err(Error::Conflict { .. })) {
+            ctx.advance(log, position);
+        }
+        result
+    }
+
+    #[tracing::instrument(name = "log.append", skip_all, fields(book = book.0))]
+    pub async fn append(
+        &self,
+        ctx: &mut Context,
+        book: BookId,
+        tags: &[Tag],
+        data: Bytes,
+    ) -> Result<SeqNum> {
+        self.check_tags(tags)?;
+        let request = Request::Append {
+            book,
+            tags: tags.to_vec(),
+            data,
+            cond: None,
+        };
+        expect_appended(self.call(ctx, request).await?)
+    }
+
+    /// Appends only if the record lands at offset `cond_position` of `cond_tag`'s
+    /// stream; otherwise fails with [`Error::Conflict`] naming the record there.
+    #[tracing::instrument(name = "log.cond_append", skip_all, fields(book = book.0, cond_tag = cond_tag.0, cond_position))]
+    pub async fn cond_append(
+        &self,
+        ctx: &mut Context,
+        book: BookId,
+        tags: &[Tag],
+        data: Bytes,
+        cond_tag: Tag,
+        cond_position: u64,
+    ) -> Result<SeqNum> {
+        self.check_tags(tags.iter().chain([&cond_tag]))?;
+        let cond = Some(Cond {
+            tag: cond_tag,
+            position: cond_position,
+        });
+        let request = Request::Append {
+            book,
+            tags: tags.to_vec(),
+            data,
+            cond,
+        };
+        expect_appended(self.call(ctx, request).await?)
+    }
+
+    /// The first record of `tag`'s stream with a seqnum at or above `min`.
+    #[tracing::instrument(name = "log.read_next", skip_all, fields(book = book.0, tag = tag.0))]
+    pub async fn read_next(
+        &self,
+        ctx: &mut Context,
+        book: BookId,
+        tag: Tag,
+        min: SeqNum,
+    ) -> Result<Option<LogRecord>> {
+        self.check_tags([&tag])?;
+        expect_read(self.call(ctx, Request::ReadNext { book, tag, min }).await?)
+    }
+
+    /// The last record of `tag`'s stream with a seqnum at or below `max`.
+    #[tracing::instrument(name = "log.read_prev", skip_all, fields(book = book.0, tag = tag.0))]
+    pub async fn read_prev(
+        &self,
+        ctx: &mut Context,
+        book: BookId,
+        tag: Tag,
+        max: SeqNum,
+    ) -> Result<Option<LogRecord>> {
+        self.check_tags([&tag])?;
+        expect_read(self.call(ctx, Request::ReadPrev { book, tag, max }).await?)
+    }
+
+    /// The last record of `tag`'s stream.
+    pub async fn check_tail(
+        &self,
+        ctx: &mut Context,
+        book: BookId,
+        tag: Tag,
+    ) -> Result<Option<LogRecord>> {
+        self.read_prev(ctx, book, tag, SeqNum::MAX).await
+    }
+
+    /// Removes the records of `tag`'s stream below `seqnum` (every stream, for
+    /// [`Tag::ALL`]).
+    #[tracing::instrument(name = "log.trim", skip_all, fields(book = book.0, tag = tag.0, %seqnum))]
+    pub async fn trim(
+        &self,
+        ctx: &mut Context,
+        book: BookId,
+        tag: Tag,
+        seqnum: SeqNum,
+    ) -> Result<()> {
+        self.check_tags([&tag])?;
+        match self.call(ctx, Request::Trim { book, tag, seqnum }).await? {
+            Reply::Trimmed => Ok(()),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Attaches best-effort cache data to a record.
+    #[tracing::instrument(name = "log.set_aux_data", skip_all, fields(book = book.0, %seqnum))]
+    pub async fn set_aux_data(
+        &self,
+        ctx: &mut Context,
+        book: BookId,
+        seqnum: SeqNum,
+        aux: Bytes,
+    ) -> Result<()> {
+        match self
+            .call(ctx, Request::SetAux { book, seqnum, aux })
+            .await?
+        {
+            Reply::AuxSet => Ok(()),
+            other => Err(unexpected(&other)),
+        }
+    }
+}
+
+fn expect_appended(reply: Reply) -> Result<SeqNum> {
+    match reply {
+        Reply::Appended(s) => Ok(s),
+        other => Err(unexpected(&other)),
+    }
+}
+
+fn expect_read(reply: Reply) -> Result<Option<LogRecord>> {
+    match reply {
+        Reply::Read(r) => Ok(r),
+        other => Err(unexpected(&other)),
+    }
+}
+
+/// The engine answered a request with another request's reply: a bug in the engine,
+/// reported as an error rather than a panic in the caller.
+fn unexpected(reply: &Reply) -> Error {
+    Error::Unavailable(format!(
+        "the engine answered with an unexpected reply: {reply:?}"
+    ))
+}

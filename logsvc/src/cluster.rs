@@ -1,0 +1,487 @@
+//! An in-process loopback cluster: every role of the shared log, each over its own QUIC
+//! endpoint on 127.0.0.1 and its own RocksDB directory, in one process. For tests and
+//! `tally dev`.
+//!
+//! ```text
+//!   dir/
+//!     certs/             the dev cluster's CA and leaf (DevCerts)
+//!     sequencer-<id>/    RocksMetalogStore
+//!     storage-<id>/      RocksStore
+//! ```
+//!
+//! Node ids: the controller is 0, then sequencers, storage nodes and engines, counting
+//! up from 1 in that order.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tracing::info;
+
+use crate::client::LogClient;
+use crate::config::Configuration;
+use crate::controller::{ControllerConfig, Role};
+use crate::driver::{self, EngineDriverConfig, EngineHandle, StorageStores};
+use crate::engine::EngineConfig;
+use crate::error::{Error, Result};
+use crate::message::Message;
+use crate::net::{DevCerts, NetConfig, Transport};
+use crate::sequencer::SequencerConfig;
+use crate::storage::StorageConfig;
+use crate::store::{FsyncPolicy, GroupCommitConfig, RocksMetalogStore, RocksStore};
+use crate::types::{NodeId, Term};
+
+/// The controller's node id.
+pub const CONTROLLER: NodeId = NodeId(0);
+
+/// Polling period of the waits below; each has a deadline.
+const POLL: Duration = Duration::from_millis(5);
+
+/// What a cluster is made of. Start from [`ClusterBuilder::new`] and change fields.
+#[derive(Clone, Debug)]
+pub struct ClusterBuilder {
+    pub dir: PathBuf,
+    pub sequencers: u32,
+    pub storage_nodes: u32,
+    pub engines: u32,
+    pub n_logs: u8,
+    pub n_meta: usize,
+    pub n_data: usize,
+    pub fsync: FsyncPolicy,
+    pub engine_config: EngineConfig,
+    pub engine_driver: EngineDriverConfig,
+    pub sequencer_config: SequencerConfig,
+    pub storage_config: StorageConfig,
+    pub group_commit: GroupCommitConfig,
+    pub net: NetConfig,
+    /// The controller declares a silent node down after this long.
+    pub failure_timeout_us: u64,
+    /// `build` fails if the cluster is not serving by then.
+    pub ready_timeout: Duration,
+}
+
+impl ClusterBuilder {
+    pub fn new(dir: impl Into<PathBuf>) -> ClusterBuilder {
+        ClusterBuilder {
+            dir: dir.into(),
+            sequencers: 3,
+            storage_nodes: 3,
+            engines: 2,
+            n_logs: 1,
+            n_meta: 3,
+            n_data: 3,
+            fsync: FsyncPolicy::default(),
+            engine_config: EngineConfig::default(),
+            engine_driver: EngineDriverConfig::default(),
+            sequencer_config: SequencerConfig::default(),
+            storage_config: StorageConfig::default(),
+            group_commit: GroupCommitConfig::default(),
+            net: NetConfig::default(),
+            failure_timeout_us: 1_000_000,
+            ready_timeout: Duration::from_secs(15),
+        }
+    }
+
+    /// Starts every node and returns once the controller has installed a term and every
+    /// engine has a configuration.
+    pub async fn build(self) -> Result<Cluster> {
+        let checks = [
+            (self.sequencers > 0, "at least one sequencer"),
+            (self.storage_nodes > 0, "at least one storage node"),
+            (self.engines > 0, "at least one engine"),
+            (self.n_logs > 0, "at least one physical log"),
+            (
+                self.n_meta > 0 && self.n_data > 0,
+                "n_meta and n_data must be positive",
+            ),
+        ];
+        if let Some((_, what)) = checks.iter().find(|(ok, _)| !ok) {
+            return Err(Error::InvalidArgument(format!("a cluster needs {what}")));
+        }
+        std::fs::create_dir_all(&self.dir)
+            .map_err(|e| Error::Storage(format!("creating {}: {e}", self.dir.display())))?;
+        let certs = DevCerts::load_or_generate(&self.dir.join("certs"))?;
+        let localhost: SocketAddr = "127.0.0.1:0".parse().expect("a valid address");
+
+        let mut roster = Vec::new();
+        let mut next = 1;
+        for (role, count) in [
+            (Role::Sequencer, self.sequencers),
+            (Role::Storage, self.storage_nodes),
+            (Role::Engine, self.engines),
+        ] {
+            for _ in 0..count {
+                roster.push((NodeId(next), role));
+                next += 1;
+            }
+        }
+
+        // Bind every endpoint first, so every address book is complete before any node
+        // sends its first message.
+        let (ctl_transport, ctl_inbox) =
+            Transport::bind(CONTROLLER, localhost, &certs, self.net.clone()).await?;
+        let mut bound = Vec::new();
+        for &(id, role) in &roster {
+            let (t, inbox) = Transport::bind(id, localhost, &certs, self.net.clone()).await?;
+            bound.push((id, role, t, inbox));
+        }
+        let mut book = vec![(CONTROLLER, ctl_transport.local_addr())];
+        book.extend(bound.iter().map(|(id, _, t, _)| (*id, t.local_addr())));
+        for t in std::iter::once(&ctl_transport).chain(bound.iter().map(|(_, _, t, _)| t)) {
+            for &(id, addr) in &book {
+                t.set_peer(id, addr);
+            }
+        }
+
+        let ccfg = ControllerConfig {
+            n_logs: self.n_logs,
+            n_meta: self.n_meta,
+            n_data: self.n_data,
+            failure_timeout_us: self.failure_timeout_us,
+            ..ControllerConfig::default()
+        };
+        let controller =
+            driver::spawn_controller(CONTROLLER, ccfg, &roster, ctl_transport.clone(), ctl_inbox);
+        let mut cluster = Cluster {
+            builder: self,
+            certs,
+            controller: NodeSlot {
+                id: CONTROLLER,
+                transport: Some(ctl_transport),
+                task: Some(controller.task),
+            },
+            installed: controller.installed,
+            sequencers: Vec::new(),
+            storage: Vec::new(),
+            engines: Vec::new(),
+        };
+        for (id, role, transport, inbox) in bound {
+            match role {
+                Role::Sequencer => {
+                    let store =
+                        Arc::new(RocksMetalogStore::open(&cluster.node_dir("sequencer", id))?);
+                    let cfg = cluster.builder.sequencer_config.clone();
+                    let task = driver::spawn_sequencer(
+                        id,
+                        CONTROLLER,
+                        cfg,
+                        store,
+                        transport.clone(),
+                        inbox,
+                    )?;
+                    cluster.sequencers.push(NodeSlot {
+                        id,
+                        transport: Some(transport),
+                        task: Some(task),
+                    });
+                }
+                Role::Storage => {
+                    let (task, store) = cluster.start_storage(id, transport.clone(), inbox)?;
+                    let addr = transport.local_addr();
+                    cluster.storage.push(StorageSlot {
+                        node: NodeSlot {
+                            id,
+                            transport: Some(transport),
+                            task: Some(task),
+                        },
+                        addr,
+                        store,
+                    });
+                }
+                Role::Engine => {
+                    let handle = driver::spawn_engine(
+                        id,
+                        CONTROLLER,
+                        cluster.builder.engine_config.clone(),
+                        cluster.builder.engine_driver.clone(),
+                        transport.clone(),
+                        inbox,
+                    );
+                    cluster.engines.push(EngineSlot {
+                        id,
+                        transport,
+                        handle,
+                    });
+                }
+            }
+        }
+        let deadline = Instant::now() + cluster.builder.ready_timeout;
+        cluster.wait_ready(deadline).await?;
+        info!(dir = %cluster.builder.dir.display(), "cluster ready");
+        Ok(cluster)
+    }
+}
+
+struct NodeSlot {
+    id: NodeId,
+    transport: Option<Transport>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl NodeSlot {
+    /// Stops the node's task and closes its endpoint.
+    async fn stop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+            // Resolves once the task's future (and what it owns) has been dropped.
+            let _ = task.await;
+        }
+        if let Some(t) = self.transport.take() {
+            t.shutdown().await;
+        }
+    }
+}
+
+struct StorageSlot {
+    node: NodeSlot,
+    addr: SocketAddr,
+    /// Lets a restart wait until every user of the old store (reads on the blocking
+    /// pool) has let go of it, so RocksDB's lock is free.
+    store: Weak<RocksStore>,
+}
+
+struct EngineSlot {
+    id: NodeId,
+    transport: Transport,
+    handle: EngineHandle,
+}
+
+/// A running loopback cluster. Drop it only after [`Cluster::shutdown`], or its tasks
+/// keep running until the runtime stops.
+pub struct Cluster {
+    builder: ClusterBuilder,
+    certs: DevCerts,
+    controller: NodeSlot,
+    installed: watch::Receiver<Option<Arc<Configuration>>>,
+    sequencers: Vec<NodeSlot>,
+    storage: Vec<StorageSlot>,
+    engines: Vec<EngineSlot>,
+}
+
+impl Cluster {
+    fn node_dir(&self, role: &str, id: NodeId) -> PathBuf {
+        self.builder.dir.join(format!("{role}-{}", id.0))
+    }
+
+    fn start_storage(
+        &self,
+        id: NodeId,
+        transport: Transport,
+        inbox: mpsc::Receiver<(NodeId, Message)>,
+    ) -> Result<(JoinHandle<()>, Weak<RocksStore>)> {
+        let records = Arc::new(RocksStore::open(
+            &self.node_dir("storage", id),
+            self.builder.fsync,
+        )?);
+        let weak = Arc::downgrade(&records);
+        let stores = StorageStores {
+            records,
+            group_commit: self.builder.group_commit.clone(),
+        };
+        let task = driver::spawn_storage(
+            id,
+            CONTROLLER,
+            self.builder.storage_config.clone(),
+            stores,
+            transport,
+            inbox,
+        )?;
+        Ok((task, weak))
+    }
+
+    async fn wait_ready(&self, deadline: Instant) -> Result<()> {
+        let timeout = || Error::Timeout(self.builder.ready_timeout.as_millis() as u64);
+        let mut installed = self.installed.clone();
+        tokio::time::timeout_at(deadline, installed.wait_for(|c| c.is_some()))
+            .await
+            .map_err(|_| timeout())?
+            .map_err(|_| Error::Stopped)?;
+        for e in &self.engines {
+            let mut status = e.handle.status.clone();
+            tokio::time::timeout_at(deadline, status.wait_for(|s| s.n_logs.is_some()))
+                .await
+                .map_err(|_| timeout())?
+                .map_err(|_| Error::Stopped)?;
+        }
+        Ok(())
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.builder.dir
+    }
+
+    pub fn certs(&self) -> &DevCerts {
+        &self.certs
+    }
+
+    pub fn n_logs(&self) -> u8 {
+        self.builder.n_logs
+    }
+
+    /// A user client of engine `i`.
+    pub fn client(&self, i: usize) -> LogClient {
+        LogClient::user(self.engines[i].handle.calls.clone(), self.builder.n_logs)
+    }
+
+    /// A platform client of engine `i`, which may use reserved tags.
+    pub fn platform_client(&self, i: usize) -> LogClient {
+        LogClient::platform(self.engines[i].handle.calls.clone(), self.builder.n_logs)
+    }
+
+    pub fn engine_id(&self, i: usize) -> NodeId {
+        self.engines[i].id
+    }
+
+    pub fn engine_addr(&self, i: usize) -> SocketAddr {
+        self.engines[i].transport.local_addr()
+    }
+
+    pub fn storage_id(&self, i: usize) -> NodeId {
+        self.storage[i].node.id
+    }
+
+    pub fn storage_addr(&self, i: usize) -> SocketAddr {
+        self.storage[i].addr
+    }
+
+    /// The transport of storage node `i` while it runs, for its counters.
+    pub fn storage_transport(&self, i: usize) -> Option<&Transport> {
+        self.storage[i].node.transport.as_ref()
+    }
+
+    /// The configuration the controller installed last.
+    pub fn configuration(&self) -> Option<Arc<Configuration>> {
+        self.installed.borrow().clone()
+    }
+
+    /// Waits until the controller has installed `term` or a later one.
+    pub async fn wait_for_term(&self, term: Term, timeout: Duration) -> Result<Arc<Configuration>> {
+        let mut installed = self.installed.clone();
+        let config = tokio::time::timeout(
+            timeout,
+            installed.wait_for(|c| c.as_ref().is_some_and(|c| c.current().term >= term)),
+        )
+        .await
+        .map_err(|_| Error::Timeout(timeout.as_millis() as u64))?
+        .map_err(|_| Error::Stopped)?;
+        Ok(config.clone().expect("waited for a configuration"))
+    }
+
+    /// Stops storage node `i` abruptly: its task is aborted (unsynced writes are lost
+    /// to the node, not to the disk) and its endpoint closed, as if the process died.
+    pub async fn kill_storage(&mut self, i: usize) {
+        let slot = &mut self.storage[i];
+        info!(id = %slot.node.id, "killing storage node");
+        slot.node.stop().await;
+    }
+
+    /// Restarts storage node `i` over its RocksDB directory with a new incarnation, on
+    /// its old address if it is still free, else on a new one that every node learns.
+    pub async fn restart_storage(&mut self, i: usize) -> Result<()> {
+        let id = self.storage[i].node.id;
+        if self.storage[i].node.task.is_some() {
+            return Err(Error::InvalidArgument(format!(
+                "storage node {id} is running"
+            )));
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while self.storage[i].store.strong_count() > 0 {
+            if Instant::now() >= deadline {
+                return Err(Error::Timeout(5_000));
+            }
+            tokio::time::sleep(POLL).await;
+        }
+        let old = self.storage[i].addr;
+        let bound = loop {
+            match Transport::bind(id, old, &self.certs, self.builder.net.clone()).await {
+                Ok(b) => break Some(b),
+                Err(_) if Instant::now() < deadline => tokio::time::sleep(POLL).await,
+                Err(_) => break None,
+            }
+        };
+        let (transport, inbox) = match bound {
+            Some(b) => b,
+            None => {
+                Transport::bind(
+                    id,
+                    "127.0.0.1:0".parse().expect("a valid address"),
+                    &self.certs,
+                    self.builder.net.clone(),
+                )
+                .await?
+            }
+        };
+        let addr = transport.local_addr();
+        for (peer, peer_addr) in self.address_book() {
+            transport.set_peer(peer, peer_addr);
+        }
+        if addr != old {
+            for t in self.transports() {
+                t.set_peer(id, addr);
+            }
+        }
+        let (task, store) = self.start_storage(id, transport.clone(), inbox)?;
+        let slot = &mut self.storage[i];
+        slot.node.transport = Some(transport);
+        slot.node.task = Some(task);
+        slot.addr = addr;
+        slot.store = store;
+        info!(%id, %addr, "storage node restarted");
+        Ok(())
+    }
+
+    fn address_book(&self) -> Vec<(NodeId, SocketAddr)> {
+        let mut book = Vec::new();
+        for n in std::iter::once(&self.controller).chain(&self.sequencers) {
+            if let Some(t) = &n.transport {
+                book.push((n.id, t.local_addr()));
+            }
+        }
+        book.extend(self.storage.iter().map(|s| (s.node.id, s.addr)));
+        book.extend(
+            self.engines
+                .iter()
+                .map(|e| (e.id, e.transport.local_addr())),
+        );
+        book
+    }
+
+    fn transports(&self) -> Vec<&Transport> {
+        let mut all: Vec<&Transport> = Vec::new();
+        all.extend(
+            std::iter::once(&self.controller)
+                .chain(&self.sequencers)
+                .filter_map(|n| n.transport.as_ref()),
+        );
+        all.extend(
+            self.storage
+                .iter()
+                .filter_map(|s| s.node.transport.as_ref()),
+        );
+        all.extend(self.engines.iter().map(|e| &e.transport));
+        all
+    }
+
+    /// Stops every node and closes every endpoint.
+    pub async fn shutdown(mut self) {
+        // The controller first: it would otherwise see the others stop one by one and
+        // reconfigure around them.
+        self.controller.stop().await;
+        for e in &mut self.engines {
+            e.handle.task.abort();
+            let _ = (&mut e.handle.task).await;
+            e.transport.shutdown().await;
+        }
+        for s in &mut self.storage {
+            s.node.stop().await;
+        }
+        for s in &mut self.sequencers {
+            s.stop().await;
+        }
+        info!("cluster shut down");
+    }
+}

@@ -1,0 +1,482 @@
+//! Drivers: the IO-free protocol roles run over real IO.
+//!
+//! One tokio task per node, named `tally-<role>-<id>`, owns the node's state machine and
+//! is the only code that calls it. The task waits on the node's [`Transport`] inbox, a
+//! 1 ms ticker and the role's own channels (write completions of a storage node, client
+//! requests of an engine); after every input it performs the state machine's actions in
+//! the order they were produced, exactly as the simulator does, but over QUIC and
+//! RocksDB instead of simulated links and disks.
+//!
+//! ```text
+//!   inbox (QUIC) ──┐                       ┌─> Transport::send
+//!   ticker 1 ms ───┼─> state machine ──────┼─> RocksMetalogStore::persist (awaited: durable first)
+//!   role channel ──┘   take_actions()      ├─> GroupCommit::submit ──callback──> role channel
+//!                                          └─> spawn_blocking(read/reclaim/discard)
+//! ```
+//!
+//! **Architecture Invariant:** drivers decide nothing about the protocol. They move
+//! messages and bytes and report completions back; every decision is the state
+//! machine's, so the simulator tests the same decisions.
+//!
+//! Time: `now` is microseconds since a per-process monotonic epoch ([`now_us`]). An
+//! incarnation is unique per node start ([`new_incarnation`]), so the controller tells
+//! a restarted node from its predecessor.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+use tokio::time::MissedTickBehavior;
+use tracing::{debug, error, info, warn, Instrument};
+
+use crate::config::Configuration;
+use crate::controller::{Controller, ControllerAction, ControllerConfig, Role};
+use crate::engine::{Engine, EngineAction, EngineConfig, OpId, Reply, Request};
+use crate::error::{Error, Result};
+use crate::message::Message;
+use crate::net::Transport;
+use crate::sequencer::{Sequencer, SequencerAction, SequencerConfig};
+use crate::storage::{read_reply, StorageAction, StorageConfig, StorageNode};
+use crate::store::{
+    GroupCommit, GroupCommitConfig, MetalogStore, RecordStore, RocksMetalogStore, RocksStore,
+};
+use crate::types::{MetalogPosition, Micros, NodeId};
+
+/// The period of every node's ticker. State machines keep their own, longer timers;
+/// the tick only gives them the chance to act.
+const TICK: Duration = Duration::from_millis(1);
+
+/// Write completions a storage node may have waiting before the group commit thread
+/// waits for the node (see `spawn_storage`).
+const WRITTEN_QUEUE_MAX: usize = 65_536;
+
+/// Microseconds since this process's monotonic epoch (the first call).
+pub fn now_us() -> Micros {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    EPOCH.get_or_init(Instant::now).elapsed().as_micros() as Micros
+}
+
+/// A value unique to this start of a node: nanoseconds since the UNIX epoch, made
+/// strictly increasing within the process so two nodes started in the same
+/// nanosecond (or a restart within one clock tick) still differ.
+pub fn new_incarnation() -> u64 {
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    let wall = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64);
+    let mut prev = LAST.load(Ordering::Relaxed);
+    loop {
+        let next = wall.max(prev + 1);
+        match LAST.compare_exchange_weak(prev, next, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return next,
+            Err(p) => prev = p,
+        }
+    }
+}
+
+fn ticker() -> tokio::time::Interval {
+    let mut t = tokio::time::interval(TICK);
+    t.set_missed_tick_behavior(MissedTickBehavior::Skip);
+    t
+}
+
+fn task_name(role: &str, id: NodeId) -> String {
+    format!("tally-{role}-{}", id.0)
+}
+
+/// Spawns a node task. tokio names tasks only with its unstable API, so the name goes
+/// into the task's tracing span instead.
+fn spawn_node<F>(role: &'static str, id: NodeId, fut: F) -> JoinHandle<()>
+where
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
+    let name = task_name(role, id);
+    tokio::spawn(fut.instrument(tracing::info_span!("node", task = %name)))
+}
+
+// ---------------------------------------------------------------------------------------
+// Sequencer
+
+/// Starts a sequencer recovered from `store`.
+///
+/// Task `tally-sequencer-<id>`: cancelled (aborted, or the runtime stops), the node
+/// stops between two awaits; a persist already handed to the blocking pool still
+/// completes, which is harmless because the state machine never saw its outcome. On an
+/// error (the metalog store fails) it logs and stops the node: acting on a write that
+/// may not be durable would break the quorum's promise.
+pub fn spawn_sequencer(
+    id: NodeId,
+    controller: NodeId,
+    cfg: SequencerConfig,
+    store: Arc<RocksMetalogStore>,
+    transport: Transport,
+    inbox: mpsc::Receiver<(NodeId, Message)>,
+) -> Result<JoinHandle<()>> {
+    let incarnation = new_incarnation();
+    let node = Sequencer::recover(id, controller, incarnation, cfg, store.load()?);
+    info!(%id, incarnation, "sequencer started");
+    Ok(spawn_node("sequencer", id, async move {
+        if let Err(e) = run_sequencer(node, store, transport, inbox).await {
+            error!(%id, error = %e, "sequencer stopped");
+        }
+    }))
+}
+
+async fn run_sequencer(
+    mut node: Sequencer,
+    store: Arc<RocksMetalogStore>,
+    transport: Transport,
+    mut inbox: mpsc::Receiver<(NodeId, Message)>,
+) -> Result<()> {
+    let mut tick = ticker();
+    loop {
+        tokio::select! {
+            m = inbox.recv() => match m {
+                Some((from, msg)) => node.on_message(now_us(), from, msg),
+                None => return Ok(()),
+            },
+            _ = tick.tick() => node.on_tick(now_us()),
+        }
+        for action in node.take_actions() {
+            match action {
+                SequencerAction::Send(to, msg) => transport.send(to, msg),
+                SequencerAction::Persist(write) => {
+                    // Later actions (acks, pushes) announce this write: it must be
+                    // durable first, so the task waits for the fsync.
+                    let store = store.clone();
+                    tokio::task::spawn_blocking(move || store.persist(&write))
+                        .await
+                        .map_err(|e| {
+                            Error::Storage(format!("metalog persist task failed: {e}"))
+                        })??;
+                }
+                SequencerAction::Committed(entry) => {
+                    debug!(
+                        term = entry.term.0,
+                        log = entry.log.0,
+                        index = entry.index,
+                        "entry committed"
+                    )
+                }
+                SequencerAction::NeedsNewTerm { term, log } => {
+                    warn!(
+                        term = term.0,
+                        log = log.0,
+                        "log needs a new term: position space exhausted"
+                    )
+                }
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Storage node
+
+/// The stores of one storage node.
+pub struct StorageStores {
+    pub records: Arc<RocksStore>,
+    pub group_commit: GroupCommitConfig,
+}
+
+/// Starts a storage node over `records`, recovering what it holds.
+///
+/// Task `tally-storage-<id>`: cancelled, the node stops and drops its group commit,
+/// which finishes the batch in progress and fails the queued ones (their records were
+/// never acknowledged, so engines send them again). On an error (a failed write or
+/// sync, after which the store cannot say what is durable) it logs and stops the node;
+/// it has to restart and recover.
+pub fn spawn_storage(
+    id: NodeId,
+    controller: NodeId,
+    cfg: StorageConfig,
+    stores: StorageStores,
+    transport: Transport,
+    inbox: mpsc::Receiver<(NodeId, Message)>,
+) -> Result<JoinHandle<()>> {
+    let incarnation = new_incarnation();
+    let recovered = stores.records.recover()?;
+    let n_recovered = recovered.len();
+    let node = StorageNode::recover(id, controller, incarnation, cfg, recovered);
+    let dyn_store: Arc<dyn RecordStore> = stores.records.clone();
+    let group = GroupCommit::start(dyn_store, stores.group_commit)?;
+    info!(%id, incarnation, recovered = n_recovered, "storage node started");
+    let records = stores.records;
+    Ok(spawn_node("storage", id, async move {
+        if let Err(e) = run_storage(node, records, group, transport, inbox).await {
+            error!(%id, error = %e, "storage node stopped");
+        }
+    }))
+}
+
+async fn run_storage(
+    mut node: StorageNode,
+    store: Arc<RocksStore>,
+    group: GroupCommit,
+    transport: Transport,
+    mut inbox: mpsc::Receiver<(NodeId, Message)>,
+) -> Result<()> {
+    let mut tick = ticker();
+    let (written_tx, mut written) = mpsc::channel::<(u64, Result<()>)>(WRITTEN_QUEUE_MAX);
+    loop {
+        tokio::select! {
+            m = inbox.recv() => match m {
+                Some((from, msg)) => node.on_message(now_us(), from, msg),
+                None => return Ok(()),
+            },
+            Some((batch, result)) = written.recv() => {
+                result?;
+                node.on_written(batch);
+            }
+            _ = tick.tick() => node.on_tick(now_us()),
+        }
+        for action in node.take_actions() {
+            match action {
+                StorageAction::Send(to, msg) => transport.send(to, msg),
+                StorageAction::Write { batch, records } => {
+                    let tx = written_tx.clone();
+                    let done = Box::new(move |result: Result<()>| {
+                        // Runs on the group commit thread, which is not a runtime
+                        // thread: when the node is this far behind, waiting here is the
+                        // backpressure we want. A closed channel means the node stopped.
+                        if let Err(mpsc::error::TrySendError::Full(v)) =
+                            tx.try_send((batch, result))
+                        {
+                            let _ = tx.blocking_send(v);
+                        }
+                    });
+                    if let Err(e) = group.submit(records, done) {
+                        // The records stay unacknowledged; their engine sends them
+                        // again after its retransmit interval.
+                        warn!(batch, error = %e, "dropping a write");
+                    }
+                }
+                StorageAction::Read {
+                    to,
+                    req,
+                    seqnum,
+                    location,
+                } => {
+                    let (store, transport) = (store.clone(), transport.clone());
+                    // Task storage.read: ends after one reply; cancelled, the engine
+                    // asks again after its fetch retry. A failed read answers Missing.
+                    tokio::spawn(async move {
+                        let read = tokio::task::spawn_blocking(move || store.read(location)).await;
+                        let stored = read.unwrap_or_else(|e| {
+                            Err(Error::Storage(format!("read task failed: {e}")))
+                        });
+                        transport.send(to, read_reply(req, seqnum, stored));
+                    });
+                }
+                StorageAction::Reclaim(locations) => {
+                    let store = store.clone();
+                    // Reclaiming is best effort: trimmed data left behind is only space.
+                    tokio::task::spawn_blocking(move || {
+                        if let Err(e) = store.reclaim(&locations) {
+                            warn!(error = %e, "reclaim failed");
+                        }
+                    });
+                }
+                StorageAction::Discard { shard, from } => {
+                    let store = store.clone();
+                    // Discarded records were never ordered; left behind, a later
+                    // recovery finds them in a sealed term and discards them again.
+                    tokio::task::spawn_blocking(move || {
+                        if let Err(e) = store.discard(shard, from) {
+                            warn!(shard = shard.0, error = %e, "discard failed");
+                        }
+                    });
+                }
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Engine
+
+/// A client request to an engine: the request, the caller's metalog position for the
+/// book's log, and where the outcome goes (with the position the caller moves to).
+pub struct EngineCall {
+    pub request: Request,
+    pub position: MetalogPosition,
+    pub reply: oneshot::Sender<(Result<Reply>, MetalogPosition)>,
+}
+
+/// What an engine driver publishes about itself.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EngineStatus {
+    /// Physical logs of the configuration the engine has, `None` before it has one.
+    pub n_logs: Option<u8>,
+}
+
+/// Limits of an engine driver.
+#[derive(Clone, Debug)]
+pub struct EngineDriverConfig {
+    /// Client requests waiting for the engine task.
+    pub requests_queue_max: usize,
+    /// Requests the engine works on at once; more fail with `Unavailable`.
+    pub ops_inflight_max: usize,
+}
+
+impl Default for EngineDriverConfig {
+    fn default() -> Self {
+        EngineDriverConfig {
+            requests_queue_max: 4096,
+            ops_inflight_max: 200_000,
+        }
+    }
+}
+
+/// Handles to a running engine.
+pub struct EngineHandle {
+    pub calls: mpsc::Sender<EngineCall>,
+    pub status: watch::Receiver<EngineStatus>,
+    pub task: JoinHandle<()>,
+}
+
+/// Starts an engine.
+///
+/// Task `tally-engine-<id>`: cancelled, the node stops and every caller waiting on it
+/// gets [`Error::Stopped`] (its oneshot is dropped); an append in flight may still be
+/// ordered. Engines have no IO errors of their own: the task ends only when its inbox
+/// or its request channel closes.
+pub fn spawn_engine(
+    id: NodeId,
+    controller: NodeId,
+    cfg: EngineConfig,
+    driver: EngineDriverConfig,
+    transport: Transport,
+    inbox: mpsc::Receiver<(NodeId, Message)>,
+) -> EngineHandle {
+    let incarnation = new_incarnation();
+    let node = Engine::new(id, controller, incarnation, cfg);
+    let (calls, calls_rx) = mpsc::channel(driver.requests_queue_max);
+    let (status_tx, status) = watch::channel(EngineStatus::default());
+    info!(%id, incarnation, "engine started");
+    let task = spawn_node(
+        "engine",
+        id,
+        run_engine(node, driver, transport, inbox, calls_rx, status_tx),
+    );
+    EngineHandle {
+        calls,
+        status,
+        task,
+    }
+}
+
+async fn run_engine(
+    mut node: Engine,
+    driver: EngineDriverConfig,
+    transport: Transport,
+    mut inbox: mpsc::Receiver<(NodeId, Message)>,
+    mut calls: mpsc::Receiver<EngineCall>,
+    status: watch::Sender<EngineStatus>,
+) {
+    let mut tick = ticker();
+    let mut ops: HashMap<OpId, oneshot::Sender<(Result<Reply>, MetalogPosition)>> = HashMap::new();
+    let mut next_op: OpId = 1;
+    loop {
+        tokio::select! {
+            m = inbox.recv() => match m {
+                Some((from, msg)) => node.on_message(now_us(), from, msg),
+                None => return,
+            },
+            c = calls.recv() => match c {
+                Some(call) => {
+                    if ops.len() >= driver.ops_inflight_max {
+                        let e = Error::Unavailable(format!("{} requests in flight", ops.len()));
+                        let _ = call.reply.send((Err(e), call.position));
+                    } else {
+                        let op = next_op;
+                        next_op += 1;
+                        ops.insert(op, call.reply);
+                        node.submit(now_us(), op, call.position, call.request);
+                    }
+                }
+                None => return,
+            },
+            _ = tick.tick() => node.on_tick(now_us()),
+        }
+        for action in node.take_actions() {
+            match action {
+                EngineAction::Send(to, msg) => transport.send(to, msg),
+                EngineAction::Complete {
+                    op,
+                    result,
+                    position,
+                } => {
+                    if let Some(reply) = ops.remove(&op) {
+                        // The caller may have stopped waiting; the outcome is moot then.
+                        let _ = reply.send((result, position));
+                    }
+                }
+                EngineAction::Assigned { .. } | EngineAction::Indexed { .. } => {}
+            }
+        }
+        let n_logs = node.n_logs();
+        status.send_if_modified(|s| {
+            let changed = s.n_logs != n_logs;
+            s.n_logs = n_logs;
+            changed
+        });
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Controller
+
+/// Handles to a running controller.
+pub struct ControllerHandle {
+    /// The configuration last installed, `None` before the first term.
+    pub installed: watch::Receiver<Option<Arc<Configuration>>>,
+    pub task: JoinHandle<()>,
+}
+
+/// Starts the controller of the cluster `roster`.
+///
+/// Task `tally-controller-<id>`: cancelled, the cluster keeps its current term but
+/// can no longer reconfigure. It has no IO errors; it ends when its inbox closes.
+pub fn spawn_controller(
+    id: NodeId,
+    cfg: ControllerConfig,
+    roster: &[(NodeId, Role)],
+    transport: Transport,
+    mut inbox: mpsc::Receiver<(NodeId, Message)>,
+) -> ControllerHandle {
+    let mut node = Controller::new(id, cfg, roster);
+    let (installed_tx, installed) = watch::channel(None);
+    info!(%id, nodes = roster.len(), "controller started");
+    let task = spawn_node("controller", id, async move {
+        let mut tick = ticker();
+        loop {
+            tokio::select! {
+                m = inbox.recv() => match m {
+                    Some((from, msg)) => node.on_message(now_us(), from, msg),
+                    None => return,
+                },
+                _ = tick.tick() => node.on_tick(now_us()),
+            }
+            for action in node.take_actions() {
+                match action {
+                    ControllerAction::Send(to, msg) => transport.send(to, msg),
+                    ControllerAction::Installed(config) => {
+                        let current = config.current();
+                        info!(
+                            term = current.term.0,
+                            engines = current.engines.len(),
+                            storage = current.storage.len(),
+                            "configuration installed"
+                        );
+                        installed_tx.send_replace(Some(config));
+                    }
+                }
+            }
+        }
+    });
+    ControllerHandle { installed, task }
+}
