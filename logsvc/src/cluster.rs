@@ -60,6 +60,9 @@ pub struct ClusterBuilder {
     pub net: NetConfig,
     /// The controller declares a silent node down after this long.
     pub failure_timeout_us: u64,
+    /// Engines holding each log's index; the others forward reads to them (`None`:
+    /// every engine indexes every log).
+    pub indexers_per_log: Option<usize>,
     /// `build` fails if the cluster is not serving by then.
     pub ready_timeout: Duration,
 }
@@ -82,6 +85,7 @@ impl ClusterBuilder {
             group_commit: GroupCommitConfig::default(),
             net: NetConfig::default(),
             failure_timeout_us: 1_000_000,
+            indexers_per_log: None,
             ready_timeout: Duration::from_secs(15),
         }
     }
@@ -142,6 +146,7 @@ impl ClusterBuilder {
             n_meta: self.n_meta,
             n_data: self.n_data,
             failure_timeout_us: self.failure_timeout_us,
+            indexers_per_log: self.indexers_per_log,
             ..ControllerConfig::default()
         };
         let controller =

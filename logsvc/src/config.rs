@@ -82,16 +82,35 @@ impl TermConfig {
 
 /// The whole history of terms, oldest first; the last one is current. Engines that
 /// start from nothing replay every term, so sealed terms stay in the history.
+///
+/// `indexers[l]` are the engines that hold the index of log `l` (Boki §4.1: index
+/// replicas); an empty list means every engine does. The set is fixed for the life of
+/// the cluster, so an indexer has applied every entry since the first term. Other
+/// engines append to the log but forward reads to an indexer.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Configuration {
     pub n_logs: u8,
     pub controller: NodeId,
     pub terms: Vec<TermConfig>,
+    pub indexers: Vec<Vec<NodeId>>,
 }
 
 impl Configuration {
     pub fn current(&self) -> &TermConfig {
         self.terms.last().expect("a configuration has at least one term")
+    }
+
+    /// Whether `engine` holds the index of `log`.
+    pub fn indexes(&self, log: LogId, engine: NodeId) -> bool {
+        self.indexers.get(log.0 as usize).is_none_or(|ix| ix.is_empty() || ix.contains(&engine))
+    }
+
+    /// The engines holding the index of `log`, in the order forwarders try them.
+    pub fn indexers_of(&self, log: LogId) -> Vec<NodeId> {
+        match self.indexers.get(log.0 as usize) {
+            Some(ix) if !ix.is_empty() => ix.clone(),
+            _ => self.current().engines.clone(),
+        }
     }
 
     pub fn term(&self, term: Term) -> Option<&TermConfig> {

@@ -46,6 +46,9 @@ pub struct ControllerConfig {
     /// Install the first term once every node was heard from, or after this long with
     /// at least one sequencer and one storage node.
     pub startup_grace_us: Micros,
+    /// Engines holding each log's index, chosen once from the roster (`None`: every
+    /// engine indexes every log).
+    pub indexers_per_log: Option<usize>,
 }
 
 impl Default for ControllerConfig {
@@ -57,6 +60,7 @@ impl Default for ControllerConfig {
             failure_timeout_us: 1_000_000,
             resend_us: 100_000,
             startup_grace_us: 2_000_000,
+            indexers_per_log: None,
         }
     }
 }
@@ -90,6 +94,7 @@ pub struct Controller {
     sealing: Option<Sealing>,
     next_shard: u32,
     started_at: Option<Micros>,
+    indexers: Vec<Vec<NodeId>>,
     out: Vec<ControllerAction>,
 }
 
@@ -97,6 +102,15 @@ impl Controller {
     pub fn new(id: NodeId, cfg: ControllerConfig, roster: &[(NodeId, Role)]) -> Controller {
         assert!(cfg.n_logs > 0 && cfg.n_meta > 0 && cfg.n_data > 0);
         let members = roster.iter().map(|&(n, role)| (n, Member { role, incarnation: 0, last_seen: None })).collect();
+        // Index replicas of log l: k engines of the roster from the l-th on, so the
+        // logs' indexes spread over the engines.
+        let engines: Vec<NodeId> = roster.iter().filter(|(_, r)| *r == Role::Engine).map(|(n, _)| *n).collect();
+        let indexers = match cfg.indexers_per_log {
+            Some(k) if k > 0 && k < engines.len() => {
+                (0..cfg.n_logs as usize).map(|l| (0..k).map(|i| engines[(l + i) % engines.len()]).collect()).collect()
+            }
+            _ => vec![Vec::new(); cfg.n_logs as usize],
+        };
         Controller {
             id,
             cfg,
@@ -107,6 +121,7 @@ impl Controller {
             sealing: None,
             next_shard: 0,
             started_at: None,
+            indexers,
             out: Vec::new(),
         }
     }
@@ -299,7 +314,12 @@ impl Controller {
             last.sealed = Some(tails.expect("a term is sealed before the next is installed"));
         }
         terms.push(TermConfig { term, logs, engines, storage, sealed: None });
-        let config = Arc::new(Configuration { n_logs: self.cfg.n_logs, controller: self.id, terms });
+        let config = Arc::new(Configuration {
+            n_logs: self.cfg.n_logs,
+            controller: self.id,
+            terms,
+            indexers: self.indexers.clone(),
+        });
         tracing::info!(term = term.0, "installed a new term");
         self.config = Some(config.clone());
         self.acked.clear();

@@ -20,13 +20,21 @@
 //! which of its records the term ordered; the rest are appended again in its shard of
 //! the new term.
 //!
+//! Index replicas: when the configuration names the engines that hold a log's index
+//! (Boki §4.1), the others still append to the log and follow its metalog, which
+//! completes their plain appends, but send every other request of that log (reads,
+//! conditional appends, trims, aux data) to an indexer and relay its answer. Reads are
+//! idempotent and are resent to the next indexer when one is silent; the others are
+//! sent once and time out if lost.
+//!
 //! Invariants (asserted): the index applies each entry once, in order; an append
 //! completes at most once, with the seqnum the metalog gave its record.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use bytes::Bytes;
+use serde::{Deserialize, Serialize};
 
 use crate::cache::RecordCache;
 use crate::config::Configuration;
@@ -71,7 +79,22 @@ impl Default for EngineConfig {
 
 pub type OpId = u64;
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Ops started on behalf of another engine carry this bit; callers' op ids must not.
+const REMOTE_OP: OpId = 1 << 63;
+
+/// Forwarded requests that are not reads, remembered after completion so that a
+/// duplicated message does not run one twice.
+const FORWARDS_REMEMBERED: usize = 65_536;
+
+/// Names a forwarded request: the forwarding engine, its incarnation, its request id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct ForwardKey {
+    from: NodeId,
+    incarnation: u64,
+    req: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Request {
     Append { book: BookId, tags: Vec<Tag>, data: Bytes, cond: Option<Cond> },
     ReadNext { book: BookId, tag: Tag, min: SeqNum },
@@ -92,7 +115,7 @@ impl Request {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Reply {
     Appended(SeqNum),
     Read(Option<LogRecord>),
@@ -113,8 +136,9 @@ pub struct IndexedRecord {
 pub enum EngineAction {
     Send(NodeId, Message),
     Complete { op: OpId, result: Result<Reply, Error>, position: MetalogPosition },
-    /// Observation: the engine put `op`'s record at `location` (again, after a term change).
-    Assigned { op: OpId, location: Location },
+    /// Observation: the engine put `op`'s record at `location` (again, after a term
+    /// change). `op` is the engine's own for requests forwarded by another engine.
+    Assigned { op: OpId, location: Location, record: Record },
     /// Observation: the index applied an entry.
     Indexed { log: LogId, position: MetalogPosition, records: Vec<IndexedRecord> },
 }
@@ -173,6 +197,17 @@ struct RecordFetch {
     deadline: Micros,
 }
 
+/// A request of ours sent to an engine that holds the index of its log.
+struct Forwarded {
+    op: OpId,
+    request: Request,
+    position: MetalogPosition,
+    indexers: Vec<NodeId>,
+    turn: usize,
+    sent_at: Micros,
+    deadline: Micros,
+}
+
 struct TrimOp {
     command: TrimCommand,
     log: LogId,
@@ -210,6 +245,12 @@ pub struct Engine {
     meta_fetches: HashMap<u64, MetaFetch>,
     record_fetches: HashMap<u64, RecordFetch>,
     trims: HashMap<OpId, TrimOp>,
+    forwards: HashMap<u64, Forwarded>,
+    /// Ops run for another engine, and the keys of those running or done.
+    remote_ops: HashMap<OpId, ForwardKey>,
+    remote_seen: HashSet<ForwardKey>,
+    remote_done: VecDeque<ForwardKey>,
+    next_remote_op: OpId,
     next_req: u64,
     cache: RecordCache,
     last_heartbeat: Option<Micros>,
@@ -235,6 +276,11 @@ impl Engine {
             meta_fetches: HashMap::new(),
             record_fetches: HashMap::new(),
             trims: HashMap::new(),
+            forwards: HashMap::new(),
+            remote_ops: HashMap::new(),
+            remote_seen: HashSet::new(),
+            remote_done: VecDeque::new(),
+            next_remote_op: 0,
             next_req: 0,
             last_heartbeat: None,
             out: Vec::new(),
@@ -263,6 +309,22 @@ impl Engine {
     }
 
     fn complete(&mut self, op: OpId, result: Result<Reply, Error>, position: MetalogPosition) {
+        if op & REMOTE_OP != 0 {
+            let key = self.remote_ops.remove(&op).expect("a remote op completes once");
+            let read = matches!(result, Ok(Reply::Read(_)));
+            if read {
+                // A read may run again: its forwarder resends it when the reply is lost.
+                self.remote_seen.remove(&key);
+            } else {
+                self.remote_done.push_back(key);
+                if self.remote_done.len() > FORWARDS_REMEMBERED {
+                    let old = self.remote_done.pop_front().expect("not empty");
+                    self.remote_seen.remove(&old);
+                }
+            }
+            self.send(key.from, Message::ForwardReply { req: key.req, result, position });
+            return;
+        }
         self.out.push(EngineAction::Complete { op, result, position });
     }
 
@@ -271,7 +333,7 @@ impl Engine {
     pub fn validate(&self, request: &Request) -> Result<(), Error> {
         if let Request::Append { tags, data, cond, .. } = request {
             if data.len() > self.cfg.record_bytes_max {
-                return Err(Error::TooLarge { what: "record", size: data.len(), limit: self.cfg.record_bytes_max });
+                return Err(Error::TooLarge { what: "record".into(), size: data.len(), limit: self.cfg.record_bytes_max });
             }
             if tags.len() > self.cfg.tags_max {
                 return Err(Error::InvalidArgument(format!("{} tags, at most {} allowed", tags.len(), self.cfg.tags_max)));
@@ -284,14 +346,20 @@ impl Engine {
         }
         if let Request::SetAux { aux, .. } = request {
             if aux.len() > self.cfg.record_bytes_max {
-                return Err(Error::TooLarge { what: "aux data", size: aux.len(), limit: self.cfg.record_bytes_max });
+                return Err(Error::TooLarge { what: "aux data".into(), size: aux.len(), limit: self.cfg.record_bytes_max });
             }
         }
         Ok(())
     }
 
     /// Starts a request on behalf of a caller whose view of the book's log is `position`.
+    /// `op` names the request in the completion; it must be below 2^63.
     pub fn submit(&mut self, now: Micros, op: OpId, position: MetalogPosition, request: Request) {
+        assert!(op & REMOTE_OP == 0, "op ids of callers are below 2^63");
+        self.start(now, op, position, request);
+    }
+
+    fn start(&mut self, now: Micros, op: OpId, position: MetalogPosition, request: Request) {
         if let Err(e) = self.validate(&request) {
             self.complete(op, Err(e), position);
             return;
@@ -302,6 +370,18 @@ impl Engine {
         };
         let log = book_to_log(request.book(), n_logs);
         let deadline = now + self.cfg.op_timeout_us;
+        let indexed = self.config.as_ref().is_some_and(|c| c.indexes(log, self.id));
+        let plain_append = matches!(request, Request::Append { cond: None, .. });
+        if !indexed && !plain_append {
+            if op & REMOTE_OP != 0 {
+                // Forwarded here by an engine with another configuration: never relay.
+                let e = Error::Unavailable(format!("engine {} does not index log {}", self.id.0, log.0));
+                self.complete(op, Err(e), position);
+            } else {
+                self.forward(now, op, log, position, request, deadline);
+            }
+            return;
+        }
         match request {
             Request::Append { book, mut tags, data, cond } => {
                 if self.pending_count + self.unassigned.len() >= self.cfg.pending_appends_max {
@@ -350,10 +430,39 @@ impl Engine {
         let shard_id = shard.shard;
         shard.pending.insert(local_id, PendingAppend { op, record: record.clone(), position, sent_at: now, done: false });
         self.pending_count += 1;
-        self.out.push(EngineAction::Assigned { op, location });
+        self.out.push(EngineAction::Assigned { op, location, record: record.clone() });
         for r in replicas {
             self.send(r, Message::Replicate { shard: shard_id, records: vec![(local_id, record.clone())] });
         }
+    }
+
+    /// Sends a request of a log this engine does not index to an indexer of that log.
+    fn forward(&mut self, now: Micros, op: OpId, log: LogId, position: MetalogPosition, request: Request, deadline: Micros) {
+        let config = self.config.as_ref().expect("forwarding needs a configuration");
+        let indexers = config.indexers_of(log);
+        let req = self.next_req;
+        self.next_req += 1;
+        // Start with an indexer chosen by the engine id, to spread the forwarders.
+        let turn = self.id.0 as usize;
+        self.deadlines.insert((deadline, op), ());
+        self.forwards.insert(req, Forwarded { op, request, position, indexers, turn, sent_at: 0, deadline });
+        self.send_forward(now, req);
+    }
+
+    fn send_forward(&mut self, now: Micros, req: u64) {
+        let Some(f) = self.forwards.get_mut(&req) else { return };
+        f.sent_at = now;
+        let to = f.indexers[f.turn % f.indexers.len()];
+        f.turn += 1;
+        let (position, request) = (f.position, f.request.clone());
+        let incarnation = self.incarnation;
+        self.send(to, Message::Forward { req, incarnation, position, request });
+    }
+
+    fn on_forward_reply(&mut self, req: u64, result: Result<Reply, Error>, position: MetalogPosition) {
+        let Some(f) = self.forwards.remove(&req) else { return };
+        self.deadlines.remove(&(f.deadline, f.op));
+        self.complete(f.op, result, position);
     }
 
     fn send_trim(&mut self, now: Micros, op: OpId) {
@@ -413,6 +522,16 @@ impl Engine {
         for op in stale {
             self.send_trim(now, op);
         }
+        let stale: Vec<u64> = self
+            .forwards
+            .iter()
+            .filter(|(_, f)| matches!(f.request, Request::ReadNext { .. } | Request::ReadPrev { .. }))
+            .filter(|(_, f)| now >= f.sent_at + retransmit)
+            .map(|(r, _)| *r)
+            .collect();
+        for req in stale {
+            self.send_forward(now, req);
+        }
         self.expire(now);
     }
 
@@ -448,6 +567,11 @@ impl Engine {
                     self.record_fetches.remove(&req);
                     found = true;
                 }
+                let forward = self.forwards.iter().find(|(_, f)| f.op == op).map(|(r, _)| *r);
+                if let Some(req) = forward {
+                    self.forwards.remove(&req);
+                    found = true;
+                }
                 if found {
                     self.complete(op, Err(Error::Timeout(ms)), MetalogPosition::ZERO);
                 }
@@ -477,9 +601,18 @@ impl Engine {
                 }
             }
             Message::RecordReply { req, seqnum, read } => self.on_record(now, req, seqnum, read),
-            _ => {
-                let _ = from;
+            Message::Forward { req, incarnation, position, request } => {
+                let key = ForwardKey { from, incarnation, req };
+                if !self.remote_seen.insert(key) {
+                    return; // running, or done and not a read: a duplicate
+                }
+                let op = REMOTE_OP | self.next_remote_op;
+                self.next_remote_op += 1;
+                self.remote_ops.insert(op, key);
+                self.start(now, op, position, request);
             }
+            Message::ForwardReply { req, result, position } => self.on_forward_reply(req, result, position),
+            _ => {}
         }
     }
 
@@ -584,6 +717,7 @@ impl Engine {
         let log = entry.log;
         let lc = config.term(entry.term).expect("delivered entries belong to known terms").log(log).clone();
         let position = entry.position_after();
+        let indexed = config.indexes(log, self.id);
         let mut runs = Vec::new();
         let mut conds = HashMap::new();
         let mut fetch = Vec::new();
@@ -622,6 +756,14 @@ impl Engine {
                     runs.push((first, count, None));
                 }
             }
+        }
+        if !indexed {
+            // Conditional appends of this log went to an indexer.
+            assert!(conds.is_empty(), "only indexers make conditional appends");
+            let l = &mut self.logs[log.0 as usize];
+            assert!(position > l.applied, "entries are delivered once, in order");
+            l.applied = position;
+            return;
         }
         let entry_key = (entry.term, entry.index);
         self.logs[log.0 as usize].applying.push_back(Applying { entry, runs, conds });

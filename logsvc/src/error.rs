@@ -1,13 +1,16 @@
 //! The crate's one error type. Messages are lowercase and say what went wrong.
 
+use serde::{Deserialize, Serialize};
+
 use crate::types::SeqNum;
 
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+/// Errors cross the network in forwarded requests, so they serialise.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
 pub enum Error {
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
     #[error("too large: {what} is {size} bytes, the limit is {limit} bytes")]
-    TooLarge { what: &'static str, size: usize, limit: usize },
+    TooLarge { what: String, size: usize, limit: usize },
     /// A conditional append found its offset taken; `holder` is the record there, if
     /// it is still in the index.
     #[error("conflict: the conditional offset is held by {holder:?}")]

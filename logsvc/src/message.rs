@@ -11,10 +11,12 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::config::Configuration;
+use crate::engine::{Reply, Request};
+use crate::error::Error;
 use crate::types::{BookId, LocalId, LogId, MetalogPosition, NodeId, SeqNum, ShardId, Tag, Term};
 
 /// Version of the wire format; a peer speaking another version is disconnected.
-pub const WIRE_VERSION: u8 = 1;
+pub const WIRE_VERSION: u8 = 2;
 
 /// The condition of a conditional append (Halfmoon `logCondAppend`): the record must land
 /// at offset `position` of the stream `tag` of its book. `tag` is always one of the
@@ -156,6 +158,11 @@ pub enum Message {
     // Engine -> primary sequencer.
     TrimRequest { term: Term, log: LogId, command: TrimCommand },
 
+    // Engine -> an engine holding the index of the request's log, and back. `position`
+    // is the caller's metalog position, then the position the caller moves to.
+    Forward { req: u64, incarnation: u64, position: MetalogPosition, request: Request },
+    ForwardReply { req: u64, result: Result<Reply, Error>, position: MetalogPosition },
+
     // Every node -> controller.
     Heartbeat { incarnation: u64, term: Term },
     ConfigAck { term: Term },
@@ -187,6 +194,8 @@ impl Message {
             Message::MetalogFetch { .. } => "metalog_fetch",
             Message::MetalogEntries { .. } => "metalog_entries",
             Message::TrimRequest { .. } => "trim_request",
+            Message::Forward { .. } => "forward",
+            Message::ForwardReply { .. } => "forward_reply",
             Message::Heartbeat { .. } => "heartbeat",
             Message::ConfigAck { .. } => "config_ack",
             Message::NewConfig { .. } => "new_config",

@@ -646,3 +646,49 @@ async fn a_malformed_frame_closes_only_its_connection_to_a_live_storage_node() -
     cluster.shutdown().await;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_engine_without_the_index_forwards_to_one_that_has_it() -> anyhow::Result<()> {
+    let dir = TestDir::new();
+    let cluster = cluster(&dir, |b| {
+        b.engines = 2;
+        b.indexers_per_log = Some(1);
+    })
+    .await?;
+    let config = cluster.configuration().context("a configuration")?;
+    let log = tally_logsvc::LogId(0);
+    let (indexer, forwarder) = if config.indexes(log, cluster.engine_id(0)) { (0, 1) } else { (1, 0) };
+    ensure!(
+        !config.indexes(log, cluster.engine_id(forwarder)),
+        "exactly one engine indexes the log: {:?}",
+        config.indexers
+    );
+    let c = cluster.client(forwarder);
+    let book = BookId(21);
+    let mut ctx = Context::new();
+
+    // Appends stay local; the read right after goes to the indexer and still sees them.
+    let first = c.append(&mut ctx, book, &[Tag(1)], data("one")).await?;
+    let second = c.append(&mut ctx, book, &[Tag(1)], data("two")).await?;
+    let read = c.read_next(&mut ctx, book, Tag(1), first).await?.context("the first record")?;
+    assert_eq!((read.seqnum, read.data), (first, data("one")));
+    let tail = c.check_tail(&mut ctx, book, Tag(1)).await?.context("the tail")?;
+    assert_eq!(tail.seqnum, second);
+
+    // Conditional appends and their conflicts, decided by the indexer.
+    let won = c.cond_append(&mut ctx, book, &[], data("cond"), Tag(2), 0).await?;
+    let lost = c.cond_append(&mut ctx, book, &[], data("late"), Tag(2), 0).await;
+    assert_eq!(lost, Err(Error::Conflict { holder: Some(won) }));
+
+    // Aux data lands where reads are served.
+    c.set_aux_data(&mut ctx, book, second, data("view")).await?;
+    let read = c.read_prev(&mut ctx, book, Tag(1), SeqNum::MAX).await?.context("the tail")?;
+    assert_eq!(read.aux, Some(data("view")));
+
+    // A trim through the forwarder is seen by a reader of the indexer.
+    c.trim(&mut ctx, book, Tag(1), second).await?;
+    let mut other = ctx.child();
+    let after = cluster.client(indexer).read_next(&mut other, book, Tag(1), SeqNum::MIN).await?;
+    assert_eq!(after.map(|r| r.seqnum), Some(second), "the trim removed the first record only");
+    Ok(())
+}

@@ -34,6 +34,9 @@ struct Args {
     /// Chance of a crash every 10 ms of the safety phase.
     #[arg(long, default_value_t = 0.02)]
     crash: f64,
+    /// Engines holding each log's index (0: every engine indexes every log).
+    #[arg(long, default_value_t = 2)]
+    indexers_per_log: usize,
 }
 
 fn main() -> ExitCode {
@@ -46,6 +49,7 @@ fn main() -> ExitCode {
         n_data: args.n_data,
         loss: args.loss,
         crash: args.crash,
+        indexers_per_log: (args.indexers_per_log > 0).then_some(args.indexers_per_log),
         ..SimOptions::default()
     };
     eprintln!("sim: seeds {}..{} with {opts}", args.seed, args.seed + args.seeds);

@@ -76,6 +76,8 @@ pub struct SimOptions {
     pub partition: f64,
     pub disk_min_us: Micros,
     pub disk_max_us: Micros,
+    /// Engines holding each log's index; the others forward (`None`: all index all).
+    pub indexers_per_log: Option<usize>,
 }
 
 impl Default for SimOptions {
@@ -99,6 +101,7 @@ impl Default for SimOptions {
             partition: 0.01,
             disk_min_us: 100,
             disk_max_us: 3_000,
+            indexers_per_log: Some(2),
         }
     }
 }
@@ -108,7 +111,7 @@ impl fmt::Display for SimOptions {
         write!(
             f,
             "sequencers={} storage={} engines={} logs={} n_meta={} n_data={} clients={} books={} safety={}ms liveness={}ms \
-             delay={}..{}us loss={} dup={} crash={} partition={} disk={}..{}us",
+             delay={}..{}us loss={} dup={} crash={} partition={} disk={}..{}us indexers_per_log={:?}",
             self.sequencers,
             self.storage,
             self.engines,
@@ -126,7 +129,8 @@ impl fmt::Display for SimOptions {
             self.crash,
             self.partition,
             self.disk_min_us,
-            self.disk_max_us
+            self.disk_max_us,
+            self.indexers_per_log
         )
     }
 }
@@ -202,6 +206,13 @@ thread_local! {
 
 /// Panics inside the simulation are violations, reported with their location rather
 /// than printed as they happen.
+/// The client op id an appended record's data names (`op<N>:...`).
+fn origin_op(data: &[u8]) -> Option<OpId> {
+    let rest = data.strip_prefix(b"op")?;
+    let end = rest.iter().position(|&b| b == b':')?;
+    std::str::from_utf8(&rest[..end]).ok()?.parse().ok()
+}
+
 fn quiet_panics() {
     static HOOK: std::sync::Once = std::sync::Once::new();
     HOOK.call_once(|| {
@@ -262,6 +273,7 @@ impl Sim {
             failure_timeout_us: 300_000,
             resend_us: 40_000,
             startup_grace_us: 500_000,
+            indexers_per_log: opts.indexers_per_log,
         };
         let controller = Controller::new(CONTROLLER, ccfg, &roster);
         let engines: Vec<NodeId> = roster.iter().filter(|(_, r)| *r == Role::Engine).map(|(n, _)| *n).collect();
@@ -596,22 +608,28 @@ impl Sim {
     fn engine_action(&mut self, n: NodeId, a: EngineAction) {
         match a {
             EngineAction::Send(to, msg) => self.send(n, to, msg),
-            EngineAction::Assigned { op, location } => {
-                let Some(Request::Append { book, tags, data, cond }) = self.request_of(op) else {
-                    // The client gave up on the op (its engine crashed and restarted).
-                    return;
-                };
-                let mut tags = tags.clone();
-                tags.retain(|&t| t != Tag::ALL);
-                if let Some(c) = cond {
-                    tags.push(c.tag);
+            EngineAction::Assigned { op, location, record } => {
+                // An engine that ran a request forwarded by another names it by its own
+                // op id; the client's op id is in the data ("op<N>:...").
+                let op = if self.request_of(op).is_some() { Some(op) } else { origin_op(&record.data) };
+                // The client may have given up on the op (its engine crashed): the record
+                // may be ordered all the same.
+                if let Some((op, Request::Append { book, tags, data, cond })) = op.and_then(|o| self.request_of(o).map(|r| (o, r))) {
+                    let mut tags = tags.clone();
+                    tags.retain(|&t| t != Tag::ALL);
+                    if let Some(c) = cond {
+                        tags.push(c.tag);
+                    }
+                    tags.sort_unstable();
+                    tags.dedup();
+                    let meta = crate::message::RecordMeta { book: *book, tags, cond: *cond };
+                    if record.meta != meta || record.data != data {
+                        let msg = format!("engine {n} assigned {record:?} for op {op}, which asked for {meta:?}");
+                        self.oracle.violations.push(msg);
+                    }
+                    self.op_locations.insert(op, location);
                 }
-                tags.sort_unstable();
-                tags.dedup();
-                let meta = crate::message::RecordMeta { book: *book, tags, cond: *cond };
-                let data = data.clone();
-                self.oracle.on_assigned(location, meta, data);
-                self.op_locations.insert(op, location);
+                self.oracle.on_assigned(location, record.meta, record.data);
             }
             EngineAction::Indexed { log, position, records } => self.oracle.on_indexed(n.0, log, position, &records),
             EngineAction::Complete { op, result, position } => self.on_complete(n, op, result, position),

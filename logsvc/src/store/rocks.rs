@@ -114,7 +114,7 @@ fn encode<T: serde::Serialize>(what: &'static str, value: &T, limit: u64, prefix
         .serialized_size(value)
         .map_err(|e| Error::Storage(format!("cannot encode {what}: {e}")))?;
     if size > limit {
-        return Err(Error::TooLarge { what, size: size as usize, limit: limit as usize });
+        return Err(Error::TooLarge { what: what.into(), size: size as usize, limit: limit as usize });
     }
     let mut bytes = Vec::with_capacity(prefix.len() + size as usize);
     bytes.extend_from_slice(prefix);
