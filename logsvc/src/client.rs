@@ -42,6 +42,14 @@ impl Context {
             .unwrap_or(MetalogPosition::ZERO)
     }
 
+    /// Moves this context past everything `other` has seen (a parent after its child
+    /// returned).
+    pub fn merge(&mut self, other: &Context) {
+        for (i, &p) in other.positions.iter().enumerate() {
+            self.advance(LogId(i as u8), p);
+        }
+    }
+
     fn advance(&mut self, log: LogId, position: MetalogPosition) {
         let i = log.0 as usize;
         if self.positions.len() <= i {
@@ -105,6 +113,12 @@ impl LogClient {
     }
 
     async fn call(&self, ctx: &mut Context, request: Request) -> Result<Reply> {
+        if self.privilege == Privilege::User && request.book().is_reserved() {
+            return Err(Error::InvalidArgument(format!(
+                "book {:#x} is reserved for the platform",
+                request.book().0
+            )));
+        }
         let log = book_to_log(request.book(), self.n_logs);
         let (reply, rx) = oneshot::channel();
         let call = EngineCall {

@@ -6,8 +6,24 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 /// A user-facing LogBook. Many books share one physical log ([`LogId`]).
+///
+/// Books with the top bit set belong to the platform (the function registry, ...): a
+/// user client refuses them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct BookId(pub u64);
+
+impl BookId {
+    pub const RESERVED_BIT: u64 = 1 << 63;
+
+    pub fn is_reserved(self) -> bool {
+        self.0 & Self::RESERVED_BIT != 0
+    }
+
+    /// A platform book: `value` with the reserved bit set.
+    pub fn platform(value: u64) -> BookId {
+        BookId(value | Self::RESERVED_BIT)
+    }
+}
 
 /// Selects a sub-stream of a book.
 ///
@@ -28,6 +44,21 @@ impl Tag {
     /// A platform tag: `value` with the reserved bit set.
     pub fn platform(value: u64) -> Tag {
         Tag(value | Self::RESERVED_BIT)
+    }
+
+    /// The user tag of a name: FNV-1a (64 bit) of its UTF-8 bytes with the reserved
+    /// bit cleared, and 1 instead of 0. The guest SDKs compute the same function, so
+    /// `?tag=orders` on the gateway names what `Tag::named("orders")` did in a guest.
+    pub fn from_name(name: &str) -> Tag {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for &b in name.as_bytes() {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        match h & !Self::RESERVED_BIT {
+            0 => Tag(1),
+            t => Tag(t),
+        }
     }
 }
 
@@ -160,6 +191,15 @@ pub type Micros = u64;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tag_names_hash_to_fixed_user_tags() {
+        // The guest SDKs test the same vectors.
+        assert_eq!(Tag::from_name(""), Tag(0x4bf2_9ce4_8422_2325));
+        assert_eq!(Tag::from_name("a"), Tag(0x2f63_dc4c_8601_ec8c));
+        assert_eq!(Tag::from_name("orders"), Tag(0x0012_5d92_50be_8b4c));
+        assert!(!Tag::from_name("orders").is_reserved());
+    }
 
     #[test]
     fn seqnum_fields_round_trip_and_order_by_term_first() {
