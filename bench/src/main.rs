@@ -1,13 +1,72 @@
-//! Tally's benchmark programs: `cargo run --release -p tally-bench -- <suite>`.
+//! Tally's benchmark programs: `cargo run --release -p tally-bench -- <suite> [--quick]`.
 //! Each prints one JSON object per measurement on stdout
-//! (`{"bench","case","metric","value","unit"}`) and a readable table on stderr.
+//! (`{"bench","case","metric","value","unit"}`), progress and a readable table on
+//! stderr; see `report.rs`.
+
+mod log;
+mod report;
 
 use std::process::ExitCode;
 
-const SUITES: &[&str] = &[];
+const SUITES: &[&str] = &["log"];
+
+/// What every suite is told about the run.
+pub struct RunOptions {
+    /// A short run: the same cases, shorter windows and fewer samples, for checking
+    /// that a suite works rather than for numbers.
+    pub quick: bool,
+}
+
+fn usage() -> String {
+    format!("usage: tally-bench <suite> [--quick]\nsuites: {}", SUITES.join(", "))
+}
 
 fn main() -> ExitCode {
-    let suite = std::env::args().nth(1).unwrap_or_default();
-    eprintln!("tally-bench: unknown suite {suite:?}; suites: {SUITES:?} (the log suite arrives with the loopback cluster)");
-    ExitCode::from(2)
+    let mut suite = None;
+    let mut options = RunOptions { quick: false };
+    for arg in std::env::args().skip(1) {
+        match arg.as_str() {
+            "--quick" => options.quick = true,
+            "help" | "--help" | "-h" => {
+                eprintln!("{}", usage());
+                return ExitCode::SUCCESS;
+            }
+            _ if arg.starts_with('-') || suite.is_some() => {
+                eprintln!("tally-bench: unexpected argument {arg:?}\n{}", usage());
+                return ExitCode::from(2);
+            }
+            _ => suite = Some(arg),
+        }
+    }
+    let Some(suite) = suite else {
+        eprintln!("{}", usage());
+        return ExitCode::from(2);
+    };
+    if !SUITES.contains(&suite.as_str()) {
+        eprintln!("tally-bench: unknown suite {suite:?}\n{}", usage());
+        return ExitCode::from(2);
+    }
+    // The transport warns about every peer that goes away, which each cluster shutdown
+    // does by design; RUST_LOG overrides this default.
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn,tally_logsvc::net=error".into());
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("tally-bench: cannot start the tokio runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = match suite.as_str() {
+        "log" => runtime.block_on(log::run(&options)),
+        _ => unreachable!("every suite of SUITES has a branch"),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("tally-bench: {suite}: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
 }
