@@ -3,12 +3,13 @@
 //! (`{"bench","case","metric","value","unit"}`), progress and a readable table on
 //! stderr; see `report.rs`.
 
+mod invoke;
 mod log;
 mod report;
 
 use std::process::ExitCode;
 
-const SUITES: &[&str] = &["log"];
+const SUITES: &[&str] = &["log", "invoke"];
 
 /// What every suite is told about the run.
 pub struct RunOptions {
@@ -60,6 +61,7 @@ fn main() -> ExitCode {
     };
     let result = match suite.as_str() {
         "log" => runtime.block_on(log::run(&options)),
+        "invoke" => runtime.block_on(invoke::run(&options)),
         _ => unreachable!("every suite of SUITES has a branch"),
     };
     match result {

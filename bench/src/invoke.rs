@@ -1,0 +1,519 @@
+//! The `invoke` suite: a 5-byte echo function invoked over HTTP, on Tally and on
+//! `wasmtime serve` as the peer, both on this machine.
+//!
+//! ```text
+//!   tally           C clients ──POST /v1/functions/hello/invoke──► DevNode gateway (in this
+//!                                 process) ──► an instance of hello.wasm per invocation
+//!   wasmtime-serve  C clients ──POST /──► `wasmtime serve` (a child process) ──► an
+//!                                 instance of bench/guests/http-hello per request
+//! ```
+//!
+//! Both functions return the request body; each response is checked against it. The
+//! clients are threads, each with its own ureq agent and so its own keep-alive
+//! connection, in a closed loop: a client sends its next request when the previous
+//! answer arrives. One client gives the latency of an unloaded server, many give the
+//! throughput. Clients and servers share the machine's cores, for both targets alike.
+//!
+//! Like the `log` suite, the targets are measured in interleaved slices rather than one
+//! after the other, so that both sample the same background load of a shared machine.
+//!
+//! `wasmtime serve` and the http-hello component come from `bench/setup.sh`. Where it
+//! cannot install wasmtime, the suite says so and measures Tally alone.
+//!
+//! Tally's per-invocation instantiation time is read from its `/metrics` as the mean of
+//! the summary `tally_instantiate_seconds` over the run, where the runtime exports it.
+
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, ensure, Context as _};
+use tally_runtime::dev::DevNode;
+
+use crate::report::{micros, round_to, Latencies, Report};
+use crate::RunOptions;
+
+/// What every request carries and every response must return.
+const PAYLOAD: &[u8] = b"hello";
+/// The client counts: latency unloaded, then throughput.
+const CLIENTS: [usize; 2] = [1, 32];
+/// The name Tally's echo function is deployed under.
+const FUNCTION: &str = "hello";
+/// How long one request may take before the suite gives up.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long `wasmtime serve` may take to compile the component and bind its port.
+const PEER_START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long each part runs.
+#[derive(Clone, Copy)]
+struct Plan {
+    /// Run once per target and client count before the slices, not counted:
+    /// connections open, code and caches warm up.
+    warmup: Duration,
+    /// Each slice, per target and client count.
+    slice: Duration,
+    /// The start of each slice, not counted.
+    slice_warmup: Duration,
+    /// Slices per target and client count; `slices * slice` is a case's window.
+    slices: u32,
+}
+
+impl Plan {
+    fn new(options: &RunOptions) -> Plan {
+        let slice = Duration::from_millis(500);
+        let slice_warmup = Duration::from_millis(20);
+        if options.quick {
+            Plan { warmup: Duration::from_millis(300), slice, slice_warmup, slices: 2 }
+        } else {
+            Plan { warmup: Duration::from_secs(1), slice, slice_warmup, slices: 10 }
+        }
+    }
+}
+
+/// A server the clients invoke the echo function on.
+struct Target {
+    /// The case's prefix: `tally` or `wasmtime-serve`.
+    name: &'static str,
+    /// Where a POST of the payload invokes the function.
+    invoke_url: String,
+}
+
+/// The clients of one closed loop, kept across its warm-up and slices so that their
+/// connections stay open.
+struct Clients {
+    agents: Vec<ureq::Agent>,
+}
+
+impl Clients {
+    fn new(count: usize) -> Clients {
+        Clients { agents: (0..count).map(|_| agent()).collect() }
+    }
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder().http_status_as_error(false).timeout_global(Some(REQUEST_TIMEOUT)).build().into()
+}
+
+/// The requests of one or more closed loop runs.
+#[derive(Default)]
+struct Samples {
+    latencies_us: Vec<u32>,
+    /// The time the counted requests were issued in, over all runs.
+    window: Duration,
+}
+
+impl Samples {
+    fn extend(&mut self, other: Samples) {
+        self.latencies_us.extend(other.latencies_us);
+        self.window += other.window;
+    }
+
+    /// Requests per second and the latencies.
+    fn finish(self) -> (f64, Latencies) {
+        let throughput = self.latencies_us.len() as f64 / self.window.as_secs_f64();
+        (throughput, Latencies::new(self.latencies_us))
+    }
+}
+
+pub async fn run(options: &RunOptions) -> anyhow::Result<()> {
+    let plan = Plan::new(options);
+    let started = Instant::now();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("bench/ is inside the repository");
+
+    let guests = tokio::task::spawn_blocking({
+        let root = root.to_owned();
+        move || build_guests(&root)
+    })
+    .await??;
+    let hello = std::fs::read(guests.join("hello.wasm")).with_context(|| format!("reading {}", guests.display()))?;
+    let peer = tokio::task::spawn_blocking({
+        let root = root.to_owned();
+        move || setup_peer(&root)
+    })
+    .await?;
+    let peer = match peer {
+        Ok(peer) => Some(peer),
+        Err(e) => {
+            eprintln!("invoke: NO PEER: wasmtime serve is not available ({e:#}); measuring Tally alone");
+            None
+        }
+    };
+
+    let data = tempfile::tempdir().context("creating a temporary data directory")?;
+    let config = tally_runtime::Config {
+        data_dir: data.path().join("data"),
+        listen: "127.0.0.1:0".into(),
+        ..Default::default()
+    };
+    let node = DevNode::start(config).await.context("starting a Tally dev node")?;
+    let tally_url = node.url();
+    let result = tokio::task::spawn_blocking(move || measure_all(&plan, &tally_url, &hello, peer.as_ref())).await;
+    node.shutdown().await;
+    let report = result??;
+
+    report.print_table();
+    eprintln!("invoke: done in {:.1} s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// Deploys the echo function on Tally, starts the peer, measures both and stops the
+/// peer again.
+fn measure_all(plan: &Plan, tally_url: &str, hello: &[u8], peer: Option<&Peer>) -> anyhow::Result<Report> {
+    let deploy_url = format!("{tally_url}/v1/functions/{FUNCTION}");
+    let mut response = agent().put(&deploy_url).send(hello).with_context(|| format!("PUT {deploy_url}"))?;
+    let status = response.status().as_u16();
+    let body = response.body_mut().read_to_string().unwrap_or_default();
+    ensure!(status == 201, "deploying {FUNCTION} on Tally answered {status}: {body}");
+
+    let server = peer.map(WasmtimeServe::start).transpose()?;
+    let mut title =
+        format!("{}-byte echo over HTTP/1.1 keep-alive, one ureq agent per client; Tally dev node", PAYLOAD.len());
+    let mut targets =
+        vec![Target { name: "tally", invoke_url: format!("{tally_url}/v1/functions/{FUNCTION}/invoke?book=0") }];
+    if let (Some(peer), Some(server)) = (peer, &server) {
+        title += &format!(" vs {} serve -Scli", peer.version);
+        targets.push(Target { name: "wasmtime-serve", invoke_url: server.url.clone() });
+    }
+    let mut report = Report::new("invoke", title);
+    let metrics_url = format!("{tally_url}/metrics");
+    let before = Counters::scrape(&metrics_url)?;
+    measure(&mut report, &targets, plan)?;
+    let after = Counters::scrape(&metrics_url)?;
+    record_means(&mut report, &before, &after)?;
+    if server.is_some() {
+        record_ratios(&mut report)?;
+    }
+    Ok(report)
+}
+
+/// Runs the closed loops of both targets at every client count in interleaved slices
+/// and records throughput and latencies.
+fn measure(report: &mut Report, targets: &[Target], plan: &Plan) -> anyhow::Result<()> {
+    for clients in CLIENTS {
+        eprintln!(
+            "invoke: clients={clients}: {} interleaved slices of {} ms per target",
+            plan.slices,
+            plan.slice.as_millis()
+        );
+        let pools: Vec<Clients> = targets.iter().map(|_| Clients::new(clients)).collect();
+        for (target, pool) in targets.iter().zip(&pools) {
+            closed_loop(target, pool, plan.warmup, Duration::ZERO)?;
+        }
+        let mut samples: Vec<Samples> = targets.iter().map(|_| Samples::default()).collect();
+        for round in 0..plan.slices as usize {
+            for k in 0..targets.len() {
+                // Rotated, so that no target always follows the same one.
+                let i = (round + k) % targets.len();
+                samples[i].extend(closed_loop(
+                    &targets[i],
+                    &pools[i],
+                    plan.slice_warmup,
+                    plan.slice - plan.slice_warmup,
+                )?);
+            }
+        }
+        for (target, samples) in targets.iter().zip(samples) {
+            let case = case(target.name, clients);
+            let (throughput, latencies) = samples.finish();
+            report.record(&case, "invoke_throughput", throughput.round(), "requests/s")?;
+            for (metric, percent) in [("invoke_p50_us", 50.0), ("invoke_p99_us", 99.0)] {
+                let value = latencies.percentile(percent).context("a slice completed no request")?;
+                report.record(&case, metric, f64::from(value), "us")?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn case(target: &str, clients: usize) -> String {
+    format!("{target},clients={clients}")
+}
+
+/// Every client of `pool` invokes `target` in a closed loop for `warmup + window`;
+/// the requests issued in `window` are counted.
+fn closed_loop(target: &Target, pool: &Clients, warmup: Duration, window: Duration) -> anyhow::Result<Samples> {
+    let start = Instant::now();
+    let counted_from = start + warmup;
+    let end = counted_from + window;
+    let per_client = std::thread::scope(|scope| {
+        let handles: Vec<_> = pool
+            .agents
+            .iter()
+            .map(|agent| {
+                std::thread::Builder::new()
+                    .name(format!("invoke-{}", target.name))
+                    .spawn_scoped(scope, move || -> anyhow::Result<Vec<u32>> {
+                        let mut latencies_us = Vec::new();
+                        loop {
+                            let sent = Instant::now();
+                            if sent >= end {
+                                return Ok(latencies_us);
+                            }
+                            invoke_once(agent, target)?;
+                            if sent >= counted_from {
+                                latencies_us.push(micros(sent.elapsed()));
+                            }
+                        }
+                    })
+                    .expect("spawning a client thread")
+            })
+            .collect();
+        // A client that fails ends its own loop only; the others run to `end`, which
+        // bounds the wait.
+        handles.into_iter().map(|h| h.join().expect("a client thread does not panic")).collect::<Vec<_>>()
+    });
+    let mut samples = Samples { latencies_us: Vec::new(), window };
+    for client in per_client {
+        samples.latencies_us.extend(client?);
+    }
+    Ok(samples)
+}
+
+/// One request, checked: status 200 and the payload echoed.
+fn invoke_once(agent: &ureq::Agent, target: &Target) -> anyhow::Result<()> {
+    let mut response = agent
+        .post(&target.invoke_url)
+        .send(PAYLOAD)
+        .with_context(|| format!("{}: POST {}", target.name, target.invoke_url))?;
+    let status = response.status().as_u16();
+    let body = response.body_mut().read_to_vec().with_context(|| format!("{}: reading a response", target.name))?;
+    if status != 200 || body != PAYLOAD {
+        bail!(
+            "{} answered {status} with {:?}, not 200 with {:?}",
+            target.name,
+            String::from_utf8_lossy(&body),
+            String::from_utf8_lossy(PAYLOAD)
+        );
+    }
+    Ok(())
+}
+
+/// The sums and counts of Tally's time summaries, from one scrape of `/metrics`.
+struct Counters {
+    invocation: Option<(f64, f64)>,
+    instantiate: Option<(f64, f64)>,
+}
+
+impl Counters {
+    fn scrape(url: &str) -> anyhow::Result<Counters> {
+        let mut response = agent().get(url).call().with_context(|| format!("GET {url}"))?;
+        let status = response.status().as_u16();
+        let text = response.body_mut().read_to_string().with_context(|| format!("reading {url}"))?;
+        ensure!(status == 200, "GET {url} answered {status}: {text}");
+        let summary = |name: &str| {
+            Some((metric_sum(&text, &format!("{name}_sum"))?, metric_sum(&text, &format!("{name}_count"))?))
+        };
+        Ok(Counters {
+            invocation: summary("tally_invocation_seconds"),
+            instantiate: summary("tally_instantiate_seconds"),
+        })
+    }
+}
+
+/// Tally's own means over the run: an invocation's wall time inside the runtime and,
+/// where exported, an instantiation's.
+fn record_means(report: &mut Report, before: &Counters, after: &Counters) -> anyhow::Result<()> {
+    let mean_us = |before: Option<(f64, f64)>, after: Option<(f64, f64)>| {
+        // A labelled series appears with its first sample, so one missing before the
+        // run but there after it started at zero.
+        let ((sum0, count0), (sum1, count1)) = (before.unwrap_or((0.0, 0.0)), after?);
+        (count1 > count0).then(|| round_to((sum1 - sum0) / (count1 - count0) * 1e6, 1))
+    };
+    match mean_us(before.invocation, after.invocation) {
+        Some(us) => report.record("tally", "invocation_mean_us", us, "us")?,
+        None => eprintln!("invoke: /metrics has no tally_invocation_seconds for the run"),
+    }
+    match mean_us(before.instantiate, after.instantiate) {
+        Some(us) => report.record("tally", "instantiate_mean_us", us, "us")?,
+        None => eprintln!(
+            "invoke: MISSING: /metrics exports no tally_instantiate_seconds_sum/_count, so \
+             instantiate_mean_us is not measured"
+        ),
+    }
+    Ok(())
+}
+
+/// Tally against the peer: latency unloaded, throughput loaded; below 1 Tally is faster
+/// for the latency, above 1 for the throughput.
+fn record_ratios(report: &mut Report) -> anyhow::Result<()> {
+    let [one, many] = CLIENTS;
+    let value = |target: &str, clients: usize, metric: &str| {
+        report.value(&case(target, clients), metric).expect("measured above")
+    };
+    let p50 = value("tally", one, "invoke_p50_us") / value("wasmtime-serve", one, "invoke_p50_us");
+    let throughput = value("tally", many, "invoke_throughput") / value("wasmtime-serve", many, "invoke_throughput");
+    report.record(&format!("tally/wasmtime-serve,clients={one}"), "p50_ratio", round_to(p50, 2), "ratio")?;
+    report.record(
+        &format!("tally/wasmtime-serve,clients={many}"),
+        "throughput_ratio",
+        round_to(throughput, 2),
+        "ratio",
+    )?;
+    Ok(())
+}
+
+/// The sum of every sample of the metric `name` in a Prometheus text exposition, over
+/// all label sets; `None` if it has none.
+fn metric_sum(text: &str, name: &str) -> Option<f64> {
+    let mut sum = None;
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let Some(rest) = line.strip_prefix(name) else { continue };
+        let value = if rest.starts_with('{') {
+            rest.rsplit_once('}').map(|(_, v)| v)
+        } else if rest.starts_with(' ') {
+            Some(rest)
+        } else {
+            // Another metric whose name starts with `name`.
+            None
+        };
+        if let Some(v) = value.and_then(|v| v.split_whitespace().next()).and_then(|v| v.parse::<f64>().ok()) {
+            *sum.get_or_insert(0.0) += v;
+        }
+    }
+    sum
+}
+
+/// Runs `scripts/build-guests.sh`; returns the directory holding `hello.wasm`.
+fn build_guests(root: &Path) -> anyhow::Result<PathBuf> {
+    eprintln!("invoke: building the guests (scripts/build-guests.sh)");
+    let stdout = run_script(root, "scripts/build-guests.sh")?;
+    let dir = stdout.lines().last().context("scripts/build-guests.sh printed no directory")?;
+    Ok(PathBuf::from(dir))
+}
+
+/// What `bench/setup.sh` provides for the peer.
+#[derive(Clone)]
+struct Peer {
+    wasmtime: PathBuf,
+    /// `wasmtime --version`, for the table's title.
+    version: String,
+    http_hello: PathBuf,
+}
+
+/// Runs `bench/setup.sh`, which installs wasmtime and builds the http-hello component.
+fn setup_peer(root: &Path) -> anyhow::Result<Peer> {
+    eprintln!("invoke: setting up the peer (bench/setup.sh; a first run installs wasmtime)");
+    let stdout = run_script(root, "bench/setup.sh")?;
+    let field = |key: &str| {
+        stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+            .map(PathBuf::from)
+            .with_context(|| format!("bench/setup.sh printed no {key}="))
+    };
+    let wasmtime = field("wasmtime")?;
+    let output =
+        Command::new(&wasmtime).arg("--version").output().with_context(|| format!("running {}", wasmtime.display()))?;
+    ensure!(output.status.success(), "{} --version failed", wasmtime.display());
+    let version = String::from_utf8_lossy(&output.stdout).split_whitespace().take(2).collect::<Vec<_>>().join(" ");
+    Ok(Peer { wasmtime, version, http_hello: field("http_hello")? })
+}
+
+/// Runs a bash script of the repository with stderr passed through; returns its stdout.
+fn run_script(root: &Path, script: &str) -> anyhow::Result<String> {
+    let output = Command::new("bash")
+        .arg(root.join(script))
+        .current_dir(root)
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .with_context(|| format!("running {script}"))?;
+    ensure!(output.status.success(), "{script} failed ({})", output.status);
+    String::from_utf8(output.stdout).with_context(|| format!("{script} printed something other than UTF-8"))
+}
+
+/// A `wasmtime serve` child process; killed when dropped.
+struct WasmtimeServe {
+    child: Child,
+    /// Where it serves, as it announced.
+    url: String,
+}
+
+impl WasmtimeServe {
+    /// Starts it on a free loopback port and waits until it serves. `-Scli`: Rust's
+    /// standard library on wasm32-wasip2 imports wasi:cli/environment, which `wasmtime
+    /// serve` links only with the CLI interfaces enabled.
+    fn start(peer: &Peer) -> anyhow::Result<WasmtimeServe> {
+        let mut child = Command::new(&peer.wasmtime)
+            .args(["serve", "-Scli", "--addr", "127.0.0.1:0"])
+            .arg(&peer.http_hello)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("starting {} serve", peer.wasmtime.display()))?;
+        let stderr = child.stderr.take().expect("piped");
+        // The port it bound is only in its first line on stderr. The thread then passes
+        // the rest of that stderr through, and ends when the process does.
+        let (announced, url) = mpsc::sync_channel(1);
+        std::thread::Builder::new()
+            .name("wasmtime-serve-stderr".into())
+            .spawn(move || {
+                let mut announced = Some(announced);
+                for line in BufReader::new(stderr).lines() {
+                    let Ok(line) = line else { return };
+                    match line.strip_prefix("Serving HTTP on ") {
+                        Some(url) if announced.is_some() => {
+                            let _ = announced.take().expect("checked").send(url.trim().to_owned());
+                        }
+                        _ => {
+                            let _ = writeln!(std::io::stderr(), "wasmtime serve: {line}");
+                        }
+                    }
+                }
+            })
+            .context("spawning the stderr reader")?;
+        let mut server = WasmtimeServe { child, url: String::new() };
+        server.url = match url.recv_timeout(PEER_START_TIMEOUT) {
+            Ok(url) => url,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                bail!("wasmtime serve did not announce its address within {PEER_START_TIMEOUT:?}")
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                let status = server.child.wait().context("waiting for wasmtime serve")?;
+                bail!("wasmtime serve exited ({status}) before serving")
+            }
+        };
+        invoke_once(&agent(), &Target { name: "wasmtime-serve", invoke_url: server.url.clone() })
+            .context("the first request to wasmtime serve")?;
+        eprintln!("invoke: {} serves {} at {}", peer.version, peer.http_hello.display(), server.url);
+        Ok(server)
+    }
+}
+
+impl Drop for WasmtimeServe {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metric_sums_add_label_sets_and_skip_longer_names() {
+        fn check(text: &str, name: &str, expect: Option<f64>) {
+            assert_eq!(metric_sum(text, name), expect, "{name} in {text:?}");
+        }
+        let text = "\
+# HELP tally_instantiate_seconds Time to instantiate.
+# TYPE tally_instantiate_seconds summary
+tally_instantiate_seconds_sum{function=\"a\"} 0.5
+tally_instantiate_seconds_sum{function=\"b\"} 0.25
+tally_instantiate_seconds_count{function=\"a\"} 10
+tally_instantiate_seconds_count{function=\"b\"} 5
+tally_instances_running 3
+tally_instances_running_max 7
+";
+        check(text, "tally_instantiate_seconds_sum", Some(0.75));
+        check(text, "tally_instantiate_seconds_count", Some(15.0));
+        check(text, "tally_instances_running", Some(3.0));
+        check(text, "tally_instantiate_seconds", None);
+        check(text, "tally_deploys_total", None);
+        check("", "x", None);
+    }
+}

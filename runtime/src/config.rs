@@ -1,0 +1,155 @@
+//! Configuration of a Tally node: a TOML file whose every key a command-line flag can
+//! override, and the per-function limits a deploy can override.
+//!
+//! ```toml
+//! data_dir = ".tally"
+//! listen = "127.0.0.1:8080"
+//!
+//! [limits]            # defaults for functions deployed without overrides
+//! memory_bytes = 134217728
+//! timeout_ms = 10000
+//! request_bytes_max = 6291456
+//! response_bytes_max = 6291456
+//! concurrency_max = 64
+//!
+//! [node]              # what this node allows at most
+//! instances_max = 256
+//! memory_bytes_max = 1073741824
+//! component_bytes_max = 67108864
+//! call_depth_max = 8
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// Limits of one function. Every field has a node-wide default.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// Linear memory of one instance.
+    pub memory_bytes: u64,
+    /// Wall time of one invocation, host calls included.
+    pub timeout_ms: u64,
+    pub request_bytes_max: u64,
+    pub response_bytes_max: u64,
+    /// Instances of the function running at once on this node; more wait, up to the
+    /// timeout.
+    pub concurrency_max: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            memory_bytes: 128 << 20,
+            timeout_ms: 10_000,
+            request_bytes_max: 6 << 20,
+            response_bytes_max: 6 << 20,
+            concurrency_max: 64,
+        }
+    }
+}
+
+/// What one node allows at most, whatever a deploy asks for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NodeLimits {
+    /// Instances alive at once over all functions (the pooling allocator's size).
+    pub instances_max: u32,
+    /// The largest `memory_bytes` a function may ask for.
+    pub memory_bytes_max: u64,
+    /// The largest component a deploy may upload.
+    pub component_bytes_max: u64,
+    /// Nested `invoke.call`s.
+    pub call_depth_max: u32,
+    /// Finished asynchronous invocations kept for `GET /v1/invocations/{id}`.
+    pub invocations_kept: usize,
+}
+
+impl Default for NodeLimits {
+    fn default() -> Self {
+        NodeLimits {
+            instances_max: 256,
+            memory_bytes_max: 1 << 30,
+            component_bytes_max: 64 << 20,
+            call_depth_max: 8,
+            invocations_kept: 100_000,
+        }
+    }
+}
+
+/// A node's whole configuration.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Everything durable: the log's RocksDB stores, compiled artifacts.
+    pub data_dir: PathBuf,
+    /// The HTTP gateway's address.
+    pub listen: String,
+    pub limits: Limits,
+    pub node: NodeLimits,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            data_dir: PathBuf::from(".tally"),
+            listen: "127.0.0.1:8080".into(),
+            limits: Limits::default(),
+            node: NodeLimits::default(),
+        }
+    }
+}
+
+impl Config {
+    /// Reads a TOML file; keys it lacks keep their defaults.
+    pub fn load(path: &Path) -> anyhow::Result<Config> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
+        toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+    }
+
+    /// Checks that function defaults fit the node's limits.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        self.check_limits(&self.limits).map_err(anyhow::Error::msg)
+    }
+
+    /// Checks one function's limits against the node's.
+    pub fn check_limits(&self, l: &Limits) -> Result<(), String> {
+        if l.memory_bytes > self.node.memory_bytes_max {
+            return Err(format!(
+                "memory_bytes {} exceeds this node's maximum {}",
+                l.memory_bytes, self.node.memory_bytes_max
+            ));
+        }
+        if l.memory_bytes < 1 << 16 {
+            return Err("memory_bytes must be at least one 64 KiB page".into());
+        }
+        if l.timeout_ms == 0 || l.concurrency_max == 0 {
+            return Err("timeout_ms and concurrency_max must be positive".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_partial_file_keeps_the_defaults_of_missing_keys() {
+        let c: Config = toml::from_str("listen = \"0.0.0.0:9000\"\n[limits]\ntimeout_ms = 500\n").unwrap();
+        assert_eq!(c.listen, "0.0.0.0:9000");
+        assert_eq!(c.limits.timeout_ms, 500);
+        assert_eq!(c.limits.memory_bytes, Limits::default().memory_bytes);
+        assert_eq!(c.node, NodeLimits::default());
+    }
+
+    #[test]
+    fn unknown_keys_and_oversized_limits_are_refused() {
+        assert!(toml::from_str::<Config>("lisen = \"x\"").is_err());
+        let mut c = Config::default();
+        c.limits.memory_bytes = c.node.memory_bytes_max + 1;
+        assert!(c.validate().is_err());
+    }
+}

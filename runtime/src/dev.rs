@@ -1,0 +1,75 @@
+//! `tally dev`: every role in one process. The shared log runs as a loopback cluster
+//! (one sequencer, one storage node, one engine, each over QUIC, RocksDB under
+//! `data_dir/log`), the runtime and the gateway on top. Everything durable is under the
+//! data directory, so a restart over it keeps functions and books.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use tally_logsvc::{Cluster, ClusterBuilder};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::config::Config;
+use crate::gateway;
+use crate::runtime::Runtime;
+
+/// A running development node.
+pub struct DevNode {
+    pub runtime: Arc<Runtime>,
+    /// The gateway's address (the port is the one bound when `listen` asked for 0).
+    pub addr: SocketAddr,
+    cluster: Cluster,
+    stop: oneshot::Sender<()>,
+    server: JoinHandle<std::io::Result<()>>,
+}
+
+impl DevNode {
+    pub async fn start(config: Config) -> anyhow::Result<DevNode> {
+        config.validate()?;
+        std::fs::create_dir_all(&config.data_dir)
+            .with_context(|| format!("creating {}", config.data_dir.display()))?;
+        let mut b = ClusterBuilder::new(config.data_dir.join("log"));
+        b.sequencers = 1;
+        b.storage_nodes = 1;
+        b.engines = 1;
+        b.n_meta = 1;
+        b.n_data = 1;
+        let cluster = b.build().await.context("starting the shared log")?;
+        let listener = tokio::net::TcpListener::bind(&config.listen)
+            .await
+            .with_context(|| format!("listening on {}", config.listen))?;
+        let addr = listener.local_addr()?;
+        let runtime = Runtime::start(config, cluster.client(0), cluster.platform_client(0))
+            .await
+            .context("starting the runtime")?;
+        let (stop, stopped) = oneshot::channel::<()>();
+        let app = gateway::router(runtime.clone());
+        let server = tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async {
+                    let _ = stopped.await;
+                })
+                .await
+        });
+        Ok(DevNode {
+            runtime,
+            addr,
+            cluster,
+            stop,
+            server,
+        })
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Stops the gateway, then the log.
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(());
+        let _ = self.server.await;
+        self.cluster.shutdown().await;
+    }
+}

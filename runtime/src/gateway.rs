@@ -1,0 +1,268 @@
+//! The HTTP gateway. Every error is JSON, `{"error": {"code", "message"}}`, with the
+//! status of [`RuntimeError::status`].
+//!
+//! | route                                   | does                                        |
+//! |-----------------------------------------|---------------------------------------------|
+//! | `PUT /v1/functions/{name}`              | deploy the body as the next version         |
+//! | `GET /v1/functions`                     | list functions                              |
+//! | `GET /v1/functions/{name}`              | inspect one, with its versions              |
+//! | `DELETE /v1/functions/{name}`           | delete                                      |
+//! | `POST /v1/functions/{name}/invoke`      | invoke: `?book=N` (default 0), `&async=true`|
+//! | `GET /v1/invocations/{id}`              | an asynchronous invocation's status/output  |
+//! | `GET /v1/books/{id}/records`            | `?tag=&from=&limit=`: a book's records      |
+//! | `GET /healthz`, `GET /metrics`          | liveness, Prometheus counters               |
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use tally_logsvc::{BookId, Context, SeqNum, Tag};
+
+use crate::config::Limits;
+use crate::error::RuntimeError;
+use crate::runtime::{InvocationStatus, Runtime};
+
+/// Records a book listing returns at most.
+const RECORDS_LIMIT_MAX: usize = 1000;
+
+impl IntoResponse for RuntimeError {
+    fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(self.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let body = json!({ "error": { "code": self.code(), "message": self.to_string() } });
+        (status, Json(body)).into_response()
+    }
+}
+
+type ApiResult<T> = Result<T, RuntimeError>;
+
+/// The gateway's routes over `rt`.
+pub fn router(rt: Arc<Runtime>) -> Router {
+    // Bodies are read whole up to the largest thing a request may carry; each handler
+    // checks its own limit and answers 413 in JSON.
+    let body_max = rt.config.node.component_bytes_max.max(rt.config.limits.request_bytes_max) as usize;
+    Router::new()
+        .route("/v1/functions", get(list))
+        .route("/v1/functions/{name}", get(inspect).put(deploy).delete(delete))
+        .route("/v1/functions/{name}/invoke", post(invoke))
+        .route("/v1/invocations/{id}", get(invocation))
+        .route("/v1/books/{id}/records", get(records))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/metrics", get(metrics))
+        .layer(DefaultBodyLimit::max(body_max))
+        .with_state(rt)
+}
+
+/// The body, or 413 when it is over the limit (axum's rejection is plain text).
+fn body(b: Result<Bytes, BytesRejection>) -> ApiResult<Bytes> {
+    b.map_err(|e| match e.status() {
+        StatusCode::PAYLOAD_TOO_LARGE => RuntimeError::TooLarge { what: "the request body", size: 0, limit: 0 },
+        _ => RuntimeError::InvalidArgument(e.body_text()),
+    })
+}
+
+/// Limit overrides a deploy may give in its query string.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DeployQuery {
+    memory_bytes: Option<u64>,
+    timeout_ms: Option<u64>,
+    request_bytes_max: Option<u64>,
+    response_bytes_max: Option<u64>,
+    concurrency_max: Option<u32>,
+}
+
+async fn deploy(
+    State(rt): State<Arc<Runtime>>,
+    Path(name): Path<String>,
+    query: Result<Query<DeployQuery>, axum::extract::rejection::QueryRejection>,
+    component: Result<Bytes, BytesRejection>,
+) -> ApiResult<Response> {
+    let Query(q) = query.map_err(|e| RuntimeError::InvalidArgument(e.body_text()))?;
+    let component = body(component)?;
+    let d = rt.config.limits;
+    let limits = Limits {
+        memory_bytes: q.memory_bytes.unwrap_or(d.memory_bytes),
+        timeout_ms: q.timeout_ms.unwrap_or(d.timeout_ms),
+        request_bytes_max: q.request_bytes_max.unwrap_or(d.request_bytes_max),
+        response_bytes_max: q.response_bytes_max.unwrap_or(d.response_bytes_max),
+        concurrency_max: q.concurrency_max.unwrap_or(d.concurrency_max),
+    };
+    let info = rt.deploy(&name, component, limits).await?;
+    Ok((StatusCode::CREATED, Json(json!({ "name": name, "version": info }))).into_response())
+}
+
+async fn list(State(rt): State<Arc<Runtime>>) -> ApiResult<Response> {
+    rt.registry.sync().await?;
+    Ok(Json(json!({ "functions": rt.registry.list() })).into_response())
+}
+
+async fn inspect(State(rt): State<Arc<Runtime>>, Path(name): Path<String>) -> ApiResult<Response> {
+    rt.registry.sync().await?;
+    Ok(Json(rt.registry.inspect(&name)?).into_response())
+}
+
+async fn delete(State(rt): State<Arc<Runtime>>, Path(name): Path<String>) -> ApiResult<Response> {
+    rt.registry.delete(&name).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InvokeQuery {
+    #[serde(default)]
+    book: u64,
+    #[serde(default, rename = "async")]
+    background: bool,
+}
+
+async fn invoke(
+    State(rt): State<Arc<Runtime>>,
+    Path(name): Path<String>,
+    query: Result<Query<InvokeQuery>, axum::extract::rejection::QueryRejection>,
+    input: Result<Bytes, BytesRejection>,
+) -> ApiResult<Response> {
+    let Query(q) = query.map_err(|e| RuntimeError::InvalidArgument(e.body_text()))?;
+    let input = body(input)?;
+    let book = BookId(q.book);
+    if q.background {
+        // Refuse what can be refused now, rather than in the invocation's status.
+        rt.registry.lookup(&name).await?;
+        let id = rt.invoke_async(name, book, input.to_vec());
+        let location = format!("/v1/invocations/{id}");
+        let mut response = (StatusCode::ACCEPTED, Json(json!({ "invocation_id": id }))).into_response();
+        if let Ok(v) = HeaderValue::from_str(&location) {
+            response.headers_mut().insert(header::LOCATION, v);
+        }
+        return Ok(response);
+    }
+    let output = rt.invoke(&name, book, input.to_vec()).await?;
+    Ok(([(header::CONTENT_TYPE, "application/octet-stream")], output).into_response())
+}
+
+/// Bytes in JSON: as text when they are UTF-8, and always in base64.
+#[derive(Serialize)]
+struct Blob {
+    text: Option<String>,
+    base64: String,
+}
+
+impl Blob {
+    fn new(bytes: &[u8]) -> Blob {
+        Blob {
+            text: std::str::from_utf8(bytes).ok().map(str::to_string),
+            base64: base64(bytes),
+        }
+    }
+}
+
+async fn invocation(State(rt): State<Arc<Runtime>>, Path(id): Path<String>) -> ApiResult<Response> {
+    let status = rt.invocation(&id)?;
+    let body = match &status {
+        InvocationStatus::Running => json!({ "invocation_id": id, "status": "running" }),
+        InvocationStatus::Succeeded { output } => {
+            json!({ "invocation_id": id, "status": "succeeded", "output": Blob::new(output) })
+        }
+        InvocationStatus::Failed { code, message, http_status } => json!({
+            "invocation_id": id,
+            "status": "failed",
+            "error": { "code": code, "message": message, "http_status": http_status },
+        }),
+    };
+    Ok(Json(body).into_response())
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RecordsQuery {
+    tag: Option<String>,
+    from: Option<u64>,
+    limit: Option<usize>,
+}
+
+/// A tag given as a number (decimal or 0x-hex) or as a name, hashed as the SDKs do.
+pub fn parse_tag(s: &str) -> Tag {
+    let number = match s.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => s.parse().ok(),
+    };
+    number.map_or_else(|| Tag::from_name(s), Tag)
+}
+
+async fn records(
+    State(rt): State<Arc<Runtime>>,
+    Path(book): Path<u64>,
+    query: Result<Query<RecordsQuery>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult<Response> {
+    let Query(q) = query.map_err(|e| RuntimeError::InvalidArgument(e.body_text()))?;
+    let tag = q.tag.as_deref().map_or(Tag::ALL, parse_tag);
+    let limit = q.limit.unwrap_or(100).min(RECORDS_LIMIT_MAX);
+    let mut from = SeqNum(q.from.unwrap_or(0));
+    let mut ctx = Context::new();
+    let mut out = Vec::new();
+    let mut next = None;
+    while out.len() < limit {
+        let Some(r) = rt.log().read_next(&mut ctx, BookId(book), tag, from).await? else {
+            break;
+        };
+        from = SeqNum(r.seqnum.0 + 1);
+        next = Some(from.0);
+        out.push(json!({
+            "seqnum": r.seqnum.0,
+            "tags": r.tags.iter().map(|t| t.0).collect::<Vec<_>>(),
+            "data": Blob::new(&r.data),
+            "aux": r.aux.as_deref().map(Blob::new),
+        }));
+    }
+    // `next` is where a following page starts; absent when this page reached the end.
+    let next = if out.len() == limit { next } else { None };
+    Ok(Json(json!({ "book": book, "tag": tag.0, "records": out, "next": next })).into_response())
+}
+
+async fn metrics(State(rt): State<Arc<Runtime>>) -> Response {
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], rt.metrics.render()).into_response()
+}
+
+/// Standard base64 with padding.
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(n >> (18 - 6 * i)) as usize & 63] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_matches_the_rfc_vectors() {
+        let cases = [("", ""), ("f", "Zg=="), ("fo", "Zm8="), ("foo", "Zm9v"), ("foob", "Zm9vYg=="), ("foobar", "Zm9vYmFy")];
+        for (raw, encoded) in cases {
+            assert_eq!(base64(raw.as_bytes()), encoded);
+        }
+    }
+
+    #[test]
+    fn tags_parse_as_numbers_or_names() {
+        assert_eq!(parse_tag("42"), Tag(42));
+        assert_eq!(parse_tag("0x10"), Tag(16));
+        assert_eq!(parse_tag("orders"), Tag::from_name("orders"));
+    }
+}

@@ -1,0 +1,72 @@
+//! `tally:platform/log`: the LogBook API on the invocation's book. The book is the
+//! invocation's; tags the platform reserves are refused by the user log client.
+
+use bytes::Bytes;
+use tally_logsvc::{LogRecord, SeqNum, Tag};
+
+use super::tally::platform::log::{Host, LogRecord as GuestRecord};
+use super::{guest_error, GuestError, HostState};
+
+type Outcome<T> = wasmtime::Result<Result<T, GuestError>>;
+
+fn tags(raw: Vec<u64>) -> Vec<Tag> {
+    raw.into_iter().map(Tag).collect()
+}
+
+fn record(r: LogRecord) -> GuestRecord {
+    GuestRecord {
+        seqnum: r.seqnum.0,
+        tags: r.tags.into_iter().map(|t| t.0).collect(),
+        data: r.data.to_vec(),
+        aux_data: r.aux.map(|a| a.to_vec()),
+    }
+}
+
+impl Host for HostState {
+    async fn append(&mut self, tags_: Vec<u64>, data: Vec<u8>) -> Outcome<u64> {
+        let inv = &mut self.inv;
+        let r = inv.log.append(&mut inv.ctx, inv.book, &tags(tags_), Bytes::from(data)).await;
+        Ok(r.map(|s| s.0).map_err(guest_error))
+    }
+
+    async fn cond_append(&mut self, tags_: Vec<u64>, data: Vec<u8>, cond_tag: u64, cond_pos: u64) -> Outcome<u64> {
+        let inv = &mut self.inv;
+        let r = inv
+            .log
+            .cond_append(&mut inv.ctx, inv.book, &tags(tags_), Bytes::from(data), Tag(cond_tag), cond_pos)
+            .await;
+        Ok(r.map(|s| s.0).map_err(guest_error))
+    }
+
+    async fn read_next(&mut self, tag: u64, min_seqnum: u64) -> Outcome<Option<GuestRecord>> {
+        let inv = &mut self.inv;
+        let r = inv.log.read_next(&mut inv.ctx, inv.book, Tag(tag), SeqNum(min_seqnum)).await;
+        Ok(r.map(|o| o.map(record)).map_err(guest_error))
+    }
+
+    async fn read_prev(&mut self, tag: u64, max_seqnum: u64) -> Outcome<Option<GuestRecord>> {
+        let inv = &mut self.inv;
+        let r = inv.log.read_prev(&mut inv.ctx, inv.book, Tag(tag), SeqNum(max_seqnum)).await;
+        Ok(r.map(|o| o.map(record)).map_err(guest_error))
+    }
+
+    async fn check_tail(&mut self, tag: u64) -> Outcome<Option<GuestRecord>> {
+        let inv = &mut self.inv;
+        let r = inv.log.check_tail(&mut inv.ctx, inv.book, Tag(tag)).await;
+        Ok(r.map(|o| o.map(record)).map_err(guest_error))
+    }
+
+    async fn trim(&mut self, tag: u64, seqnum: u64) -> Outcome<()> {
+        let inv = &mut self.inv;
+        let r = inv.log.trim(&mut inv.ctx, inv.book, Tag(tag), SeqNum(seqnum)).await;
+        Ok(r.map_err(guest_error))
+    }
+
+    async fn set_aux_data(&mut self, seqnum: u64, data: Vec<u8>) -> Outcome<()> {
+        let inv = &mut self.inv;
+        let r = inv.log.set_aux_data(&mut inv.ctx, inv.book, SeqNum(seqnum), Bytes::from(data)).await;
+        Ok(r.map_err(guest_error))
+    }
+}
+
+impl super::tally::platform::types::Host for HostState {}

@@ -1,0 +1,338 @@
+//! The wasmtime host: one engine with the pooling allocator and epoch interruption, a
+//! linker with WASI and the `tally:platform` imports, compilation with an on-disk
+//! artifact cache, and one invocation = one fresh instance in its own store.
+//!
+//! Limits: linear memory through a resource limiter (a denied growth is remembered, so
+//! the trap that follows is reported as the memory limit); wall time through one shared
+//! ticker thread that advances the engine's epoch every [`TICK`], whose deadline
+//! callback yields to the executor each tick and traps past the deadline; time spent in
+//! host calls (waiting on the log, a child invocation) is bounded by the same deadline.
+//!
+//! One file per WIT interface beside this one (`log.rs`, `invoke.rs`, `context.rs`): each
+//! checks its arguments, then calls the log client or the runtime.
+
+mod context;
+mod invoke;
+mod log;
+
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tally_logsvc::{BookId, Context, LogClient};
+use wasmtime::component::{Component, Linker, ResourceTable};
+use wasmtime::{Engine, InstanceAllocationStrategy, PoolingAllocationConfig, ResourceLimiter, Store, UpdateDeadline};
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use crate::config::{Limits, NodeLimits};
+use crate::error::{Result, RuntimeError};
+use crate::metrics::Metrics;
+
+wasmtime::component::bindgen!({
+    path: "../wit",
+    world: "function",
+    imports: { default: async | trappable },
+    exports: { default: async },
+});
+
+pub use self::invoke::{ChildCall, ChildOutcome, Invoker};
+use self::tally::platform::types::Error as GuestError;
+
+/// The epoch period: the granularity of timeouts and of yielding to the executor.
+pub const TICK: Duration = Duration::from_millis(5);
+
+/// Bytes of a guest's stdout and stderr kept for logs and trap messages.
+const OUTPUT_BYTES_MAX: usize = 64 << 10;
+
+/// A compiled function, ready to instantiate.
+pub type Prepared = FunctionPre<HostState>;
+
+/// What one invocation is: the host side of the `context` interface and the state the
+/// `log` and `invoke` imports work on.
+pub struct Invocation {
+    pub function: String,
+    pub book: BookId,
+    pub id: String,
+    pub attempt: u32,
+    /// Nesting of `invoke.call`, 0 for an invocation from outside.
+    pub depth: u32,
+    /// The caller's view of the log; it moves with every log call.
+    pub ctx: Context,
+    pub log: LogClient,
+    pub invoker: Arc<dyn Invoker>,
+    /// The instant past which the invocation, children included, is timed out.
+    pub deadline: Instant,
+}
+
+/// Denies memory growth beyond the function's limit, and remembers that it did.
+struct MemoryLimiter {
+    limit: usize,
+    hit: bool,
+}
+
+impl ResourceLimiter for MemoryLimiter {
+    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        if desired > self.limit {
+            self.hit = true;
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        Ok(desired <= 1 << 20)
+    }
+}
+
+/// The data of one store: WASI (no files, no network, captured output), the limiter
+/// and the invocation.
+pub struct HostState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    limiter: MemoryLimiter,
+    stderr: MemoryOutputPipe,
+    stdout: MemoryOutputPipe,
+    pub inv: Invocation,
+}
+
+impl WasiView for HostState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// The error a deadline callback raises past the deadline.
+#[derive(Debug)]
+struct DeadlinePassed;
+
+impl std::fmt::Display for DeadlinePassed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the invocation's deadline passed")
+    }
+}
+
+impl std::error::Error for DeadlinePassed {}
+
+/// Advances the engine's epoch every [`TICK`] until dropped.
+struct Ticker {
+    stop: Arc<AtomicBool>,
+}
+
+impl Ticker {
+    fn start(engine: Engine) -> Ticker {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        std::thread::Builder::new()
+            .name("tally-epoch".into())
+            .spawn(move || {
+                while !flag.load(Ordering::Relaxed) {
+                    std::thread::sleep(TICK);
+                    engine.increment_epoch();
+                }
+            })
+            .expect("spawning the epoch ticker");
+        Ticker { stop }
+    }
+}
+
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+pub struct WasmHost {
+    engine: Engine,
+    linker: Linker<HostState>,
+    artifacts: PathBuf,
+    /// Distinguishes artifacts of incompatible engine builds and settings.
+    compat: u64,
+    metrics: Arc<Metrics>,
+    _ticker: Ticker,
+}
+
+impl WasmHost {
+    /// An engine sized by `node`, caching compiled artifacts under `artifacts`.
+    pub fn new(node: &NodeLimits, artifacts: PathBuf, metrics: Arc<Metrics>) -> anyhow::Result<WasmHost> {
+        let mut pool = PoolingAllocationConfig::default();
+        let n = node.instances_max;
+        pool.total_component_instances(n)
+            .total_core_instances(n.saturating_mul(8))
+            .total_memories(n.saturating_mul(2))
+            .total_tables(n.saturating_mul(8))
+            .total_stacks(n)
+            .max_memories_per_component(4)
+            .max_memory_size(node.memory_bytes_max as usize);
+        let mut config = wasmtime::Config::new();
+        config
+            .wasm_component_model(true)
+            .epoch_interruption(true)
+            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        let engine = Engine::new(&config)?;
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        Function::add_to_linker::<_, wasmtime::component::HasSelf<_>>(&mut linker, |s| s)?;
+        std::fs::create_dir_all(&artifacts)?;
+        let mut h = DefaultHasher::new();
+        engine.precompile_compatibility_hash().hash(&mut h);
+        let compat = h.finish();
+        let ticker = Ticker::start(engine.clone());
+        Ok(WasmHost {
+            engine,
+            linker,
+            artifacts,
+            compat,
+            metrics,
+            _ticker: ticker,
+        })
+    }
+
+    /// Validates a component against the world and compiles it, or loads the artifact
+    /// compiled earlier for the same bytes (`sha256` is their hash).
+    pub async fn prepare(&self, bytes: &[u8], sha256: &str) -> Result<Prepared> {
+        let path = self.artifacts.join(format!("{sha256}-{:016x}.cwasm", self.compat));
+        if path.exists() {
+            // SAFETY: the file is an artifact this host wrote for this engine
+            // configuration (the name carries the compatibility hash), in its own data
+            // directory; a corrupt one fails to load and is compiled again.
+            match unsafe { Component::deserialize_file(&self.engine, &path) } {
+                Ok(component) => return self.link(&component),
+                Err(e) => tracing::warn!(path = %path.display(), "recompiling a bad artifact: {e:#}"),
+            }
+        }
+        let engine = self.engine.clone();
+        let owned = bytes.to_vec();
+        let component = tokio::task::spawn_blocking(move || Component::new(&engine, &owned))
+            .await
+            .map_err(|e| RuntimeError::Internal(format!("compiling: {e}")))?
+            .map_err(|e| RuntimeError::InvalidComponent(format!("{e:#}")))?;
+        let pre = self.link(&component)?;
+        // The artifact cache is an optimisation: failing to write it only costs a
+        // compilation on the next start.
+        if let Err(e) = self.store_artifact(&component, &path) {
+            tracing::warn!(path = %path.display(), "not caching the artifact: {e:#}");
+        }
+        Ok(pre)
+    }
+
+    fn store_artifact(&self, component: &Component, path: &std::path::Path) -> anyhow::Result<()> {
+        let bytes = component.serialize()?;
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, bytes)?;
+        std::fs::rename(&tmp, path)?;
+        Ok(())
+    }
+
+    fn link(&self, component: &Component) -> Result<Prepared> {
+        let pre = self
+            .linker
+            .instantiate_pre(component)
+            .map_err(|e| RuntimeError::WrongWorld(format!("{e:#}")))?;
+        FunctionPre::new(pre).map_err(|e| RuntimeError::WrongWorld(format!("{e:#}")))
+    }
+
+    /// Runs one invocation in a fresh instance; returns its outcome and its final log
+    /// context.
+    pub async fn run(&self, pre: &Prepared, limits: &Limits, inv: Invocation, input: &[u8]) -> (Result<Vec<u8>>, Context) {
+        let stdout = MemoryOutputPipe::new(OUTPUT_BYTES_MAX);
+        let stderr = MemoryOutputPipe::new(OUTPUT_BYTES_MAX);
+        let wasi = WasiCtx::builder().stdout(stdout.clone()).stderr(stderr.clone()).build();
+        let deadline = inv.deadline;
+        let function = inv.function.clone();
+        let state = HostState {
+            wasi,
+            table: ResourceTable::new(),
+            limiter: MemoryLimiter {
+                limit: limits.memory_bytes as usize,
+                hit: false,
+            },
+            stderr,
+            stdout,
+            inv,
+        };
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|s| &mut s.limiter);
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |_| {
+            if Instant::now() >= deadline {
+                Err(DeadlinePassed.into())
+            } else {
+                Ok(UpdateDeadline::Yield(1))
+            }
+        });
+        let wall = deadline.saturating_duration_since(Instant::now());
+        let outcome = tokio::time::timeout(wall, async {
+            let started = Instant::now();
+            let instance = pre.instantiate_async(&mut store).await?;
+            self.metrics.instantiated(started.elapsed());
+            instance.call_handle(&mut store, input).await
+        })
+        .await;
+        let state = store.data();
+        log_output(&function, "stdout", &state.stdout);
+        log_output(&function, "stderr", &state.stderr);
+        let timeout_ms = limits.timeout_ms;
+        let result = match outcome {
+            Err(_) => Err(RuntimeError::Timeout(timeout_ms)),
+            Ok(Ok(Ok(output))) if output.len() as u64 > limits.response_bytes_max => Err(RuntimeError::TooLarge {
+                what: "the response",
+                size: output.len() as u64,
+                limit: limits.response_bytes_max,
+            }),
+            Ok(Ok(Ok(output))) => Ok(output),
+            Ok(Ok(Err(message))) => Err(RuntimeError::Failed(message)),
+            Ok(Err(e)) if e.downcast_ref::<DeadlinePassed>().is_some() => Err(RuntimeError::Timeout(timeout_ms)),
+            Ok(Err(_)) if state.limiter.hit => Err(RuntimeError::MemoryLimit(limits.memory_bytes)),
+            Ok(Err(e)) => Err(RuntimeError::Trap(trap_message(&e, &state.stderr))),
+        };
+        (result, store.into_data().inv.ctx)
+    }
+}
+
+/// The trap and the end of what the guest wrote to stderr (where a Rust panic puts its
+/// message), without the wasm backtrace.
+fn trap_message(e: &wasmtime::Error, stderr: &MemoryOutputPipe) -> String {
+    let trap = match e.downcast_ref::<wasmtime::Trap>() {
+        Some(t) => t.to_string(),
+        None => e.root_cause().to_string(),
+    };
+    let contents = stderr.contents();
+    let text = String::from_utf8_lossy(&contents);
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("note: run with `RUST_BACKTRACE"))
+        .collect();
+    if lines.is_empty() {
+        return trap;
+    }
+    // A panic is two lines: "thread '..' panicked at file:line:col:" and the message.
+    let tail = lines[lines.len().saturating_sub(2)..].join(" ");
+    format!("{trap}; stderr: {tail}")
+}
+
+fn log_output(function: &str, stream: &str, pipe: &MemoryOutputPipe) {
+    let contents = pipe.contents();
+    if !contents.is_empty() {
+        tracing::info!(function, stream, "{}", String::from_utf8_lossy(&contents).trim_end());
+    }
+}
+
+/// The guest's view of a log error.
+fn guest_error(e: tally_logsvc::Error) -> GuestError {
+    use tally_logsvc::Error as E;
+    match e {
+        E::InvalidArgument(m) => GuestError::InvalidArgument(m),
+        E::TooLarge { .. } => GuestError::TooLarge(e.to_string()),
+        E::Conflict { holder } => GuestError::Conflict(holder.map(|s| s.0)),
+        E::Timeout(_) => GuestError::Timeout(e.to_string()),
+        other => GuestError::Unavailable(other.to_string()),
+    }
+}

@@ -1,0 +1,319 @@
+//! `tally`: runs a development node, and talks to a gateway over HTTP.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+use anyhow::{bail, Context as _};
+use clap::{Args, Parser, Subcommand};
+use tally_runtime::dev::DevNode;
+use tally_runtime::Config;
+
+#[derive(Parser)]
+#[command(name = "tally", version, about = "Tally: Wasm functions on a shared log")]
+struct Cli {
+    #[command(subcommand)]
+    command: Verb,
+}
+
+#[derive(Subcommand)]
+enum Verb {
+    /// Run every role in one process on loopback, with its data under --data-dir.
+    Dev(DevArgs),
+    /// Deploy a component as the next version of a function.
+    Deploy(DeployArgs),
+    /// Invoke a function and print its output.
+    Invoke(InvokeArgs),
+    /// List the deployed functions.
+    Functions(Remote),
+    /// Print the records of a book.
+    Book(BookArgs),
+    /// Build the Rust function in a directory for wasm32-wasip2 and print the component's path.
+    Build(BuildArgs),
+}
+
+/// Where the gateway is.
+#[derive(Args)]
+struct Remote {
+    /// The gateway's URL.
+    #[arg(long, env = "TALLY_URL", default_value = "http://127.0.0.1:8080")]
+    url: String,
+}
+
+#[derive(Args)]
+struct DevArgs {
+    /// A TOML configuration file; flags override its keys.
+    #[arg(long, short)]
+    config: Option<PathBuf>,
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// The gateway's address (port 0 picks a free one).
+    #[arg(long)]
+    listen: Option<String>,
+    /// Default linear memory of a function, in bytes.
+    #[arg(long)]
+    memory_bytes: Option<u64>,
+    /// Default wall time of an invocation, in milliseconds.
+    #[arg(long)]
+    timeout_ms: Option<u64>,
+    #[arg(long)]
+    request_bytes_max: Option<u64>,
+    #[arg(long)]
+    response_bytes_max: Option<u64>,
+    /// Default instances of one function running at once.
+    #[arg(long)]
+    concurrency_max: Option<u32>,
+    /// Instances alive at once on the node.
+    #[arg(long)]
+    instances_max: Option<u32>,
+    /// The largest memory a function may ask for.
+    #[arg(long)]
+    memory_bytes_max: Option<u64>,
+    #[arg(long)]
+    component_bytes_max: Option<u64>,
+    #[arg(long)]
+    call_depth_max: Option<u32>,
+    #[arg(long)]
+    invocations_kept: Option<usize>,
+}
+
+impl DevArgs {
+    fn config(&self) -> anyhow::Result<Config> {
+        let mut c = match &self.config {
+            Some(path) => Config::load(path)?,
+            None => Config::default(),
+        };
+        macro_rules! set {
+            ($($flag:ident => $($field:ident).+),* $(,)?) => {
+                $(if let Some(v) = &self.$flag { c.$($field).+ = v.clone(); })*
+            };
+        }
+        set!(
+            data_dir => data_dir,
+            listen => listen,
+            memory_bytes => limits.memory_bytes,
+            timeout_ms => limits.timeout_ms,
+            request_bytes_max => limits.request_bytes_max,
+            response_bytes_max => limits.response_bytes_max,
+            concurrency_max => limits.concurrency_max,
+            instances_max => node.instances_max,
+            memory_bytes_max => node.memory_bytes_max,
+            component_bytes_max => node.component_bytes_max,
+            call_depth_max => node.call_depth_max,
+            invocations_kept => node.invocations_kept,
+        );
+        Ok(c)
+    }
+}
+
+#[derive(Args)]
+struct DeployArgs {
+    /// The component (.wasm).
+    file: PathBuf,
+    /// The function's name.
+    #[arg(long)]
+    name: String,
+    /// Limit overrides, e.g. --limit timeout_ms=500 --limit memory_bytes=67108864.
+    #[arg(long = "limit", value_name = "KEY=VALUE")]
+    limits: Vec<String>,
+    #[command(flatten)]
+    remote: Remote,
+}
+
+#[derive(Args)]
+struct InvokeArgs {
+    name: String,
+    #[arg(long, default_value_t = 0)]
+    book: u64,
+    /// The input, as text.
+    #[arg(long, conflicts_with = "file")]
+    data: Option<String>,
+    /// The input, from a file.
+    #[arg(long)]
+    file: Option<PathBuf>,
+    /// Start the invocation and print its ID instead of waiting.
+    #[arg(long = "async")]
+    background: bool,
+    #[command(flatten)]
+    remote: Remote,
+}
+
+#[derive(Args)]
+struct BookArgs {
+    book: u64,
+    /// A tag number or name (names are hashed as the SDKs do).
+    #[arg(long)]
+    tag: Option<String>,
+    /// The first seqnum.
+    #[arg(long)]
+    from: Option<u64>,
+    #[arg(long)]
+    limit: Option<usize>,
+    #[command(flatten)]
+    remote: Remote,
+}
+
+#[derive(Args)]
+struct BuildArgs {
+    /// The crate's directory.
+    #[arg(default_value = ".")]
+    dir: PathBuf,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Verb::Dev(a) => dev(a),
+        Verb::Deploy(a) => deploy(a),
+        Verb::Invoke(a) => invoke(a),
+        Verb::Functions(r) => get_json(&r, "/v1/functions"),
+        Verb::Book(a) => book(a),
+        Verb::Build(a) => build(&a.dir),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("tally: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn dev(args: DevArgs) -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,quinn=warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let config = args.config()?;
+    let rt = tokio::runtime::Runtime::new()?;
+    rt.block_on(async {
+        let node = DevNode::start(config.clone()).await?;
+        // The first line on stdout is the URL: scripts and tests read it.
+        println!("tally dev: gateway at {}", node.url());
+        eprintln!("tally dev: data in {}; Ctrl-C stops", config.data_dir.display());
+        tokio::signal::ctrl_c().await?;
+        eprintln!("tally dev: stopping");
+        node.shutdown().await;
+        Ok(())
+    })
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder().http_status_as_error(false).build().into()
+}
+
+/// Prints a response body; a status other than 2xx is an error with the body's message.
+fn finish(mut response: ureq::http::Response<ureq::Body>) -> anyhow::Result<Vec<u8>> {
+    let status = response.status();
+    let body = response.body_mut().with_config().limit(1 << 30).read_to_vec()?;
+    if !status.is_success() {
+        let text = String::from_utf8_lossy(&body);
+        bail!("{status}: {}", text.trim());
+    }
+    Ok(body)
+}
+
+fn print(body: &[u8]) {
+    use std::io::Write;
+    let mut out = std::io::stdout();
+    let _ = out.write_all(body);
+    if !body.ends_with(b"\n") {
+        let _ = out.write_all(b"\n");
+    }
+}
+
+fn get_json(remote: &Remote, path: &str) -> anyhow::Result<()> {
+    let response = agent().get(format!("{}{path}", remote.url)).call()?;
+    print(&finish(response)?);
+    Ok(())
+}
+
+fn deploy(args: DeployArgs) -> anyhow::Result<()> {
+    let component = std::fs::read(&args.file).with_context(|| format!("reading {}", args.file.display()))?;
+    let mut url = format!("{}/v1/functions/{}", args.remote.url, args.name);
+    for (i, kv) in args.limits.iter().enumerate() {
+        if !kv.contains('=') {
+            bail!("--limit takes KEY=VALUE, got {kv:?}");
+        }
+        url.push(if i == 0 { '?' } else { '&' });
+        url.push_str(kv);
+    }
+    let response = agent().put(&url).header("content-type", "application/wasm").send(&component[..])?;
+    print(&finish(response)?);
+    Ok(())
+}
+
+fn invoke(args: InvokeArgs) -> anyhow::Result<()> {
+    let input = match (&args.data, &args.file) {
+        (Some(d), _) => d.clone().into_bytes(),
+        (None, Some(f)) => std::fs::read(f).with_context(|| format!("reading {}", f.display()))?,
+        (None, None) => Vec::new(),
+    };
+    let mut url = format!("{}/v1/functions/{}/invoke?book={}", args.remote.url, args.name, args.book);
+    if args.background {
+        url.push_str("&async=true");
+    }
+    let response = agent().post(&url).send(&input[..])?;
+    print(&finish(response)?);
+    Ok(())
+}
+
+fn book(args: BookArgs) -> anyhow::Result<()> {
+    let mut query = Vec::new();
+    if let Some(t) = &args.tag {
+        query.push(format!("tag={t}"));
+    }
+    if let Some(f) = args.from {
+        query.push(format!("from={f}"));
+    }
+    if let Some(l) = args.limit {
+        query.push(format!("limit={l}"));
+    }
+    let path = format!("/v1/books/{}/records?{}", args.book, query.join("&"));
+    get_json(&args.remote, &path)
+}
+
+/// Builds a Rust guest: adds the wasm32-wasip2 target if missing, builds in release,
+/// and prints the path of every component produced.
+fn build(dir: &Path) -> anyhow::Result<()> {
+    const TARGET: &str = "wasm32-wasip2";
+    let installed = Command::new("rustup").args(["target", "list", "--installed"]).output();
+    match installed {
+        Ok(out) if String::from_utf8_lossy(&out.stdout).lines().any(|l| l.trim() == TARGET) => {}
+        Ok(_) => {
+            eprintln!("tally build: adding the {TARGET} target");
+            let status = Command::new("rustup").args(["target", "add", TARGET]).status()?;
+            if !status.success() {
+                bail!("rustup target add {TARGET} failed");
+            }
+        }
+        Err(e) => eprintln!("tally build: rustup not found ({e}); assuming {TARGET} is installed"),
+    }
+    let out = Command::new("cargo")
+        .args(["build", "--release", "--target", TARGET, "--message-format=json-render-diagnostics"])
+        .current_dir(dir)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .context("running cargo")?;
+    if !out.status.success() {
+        bail!("cargo build failed");
+    }
+    let mut built = 0;
+    for line in out.stdout.split(|&b| b == b'\n') {
+        let Ok(msg) = serde_json::from_slice::<serde_json::Value>(line) else { continue };
+        if msg["reason"] != "compiler-artifact" {
+            continue;
+        }
+        for f in msg["filenames"].as_array().into_iter().flatten().filter_map(|f| f.as_str()) {
+            if f.ends_with(".wasm") {
+                println!("{f}");
+                built += 1;
+            }
+        }
+    }
+    if built == 0 {
+        bail!("no component was built: is the crate's crate-type [\"cdylib\"]?");
+    }
+    Ok(())
+}

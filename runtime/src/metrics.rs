@@ -1,0 +1,107 @@
+//! Counters of the runtime, rendered in the Prometheus text format for `GET /metrics`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use crate::error::RuntimeError;
+
+#[derive(Default)]
+struct FunctionCounters {
+    /// Invocations by outcome: "ok" or an error code.
+    outcomes: BTreeMap<&'static str, u64>,
+    seconds_sum: f64,
+    count: u64,
+}
+
+#[derive(Default)]
+pub struct Metrics {
+    functions: Mutex<BTreeMap<String, FunctionCounters>>,
+    running: AtomicI64,
+    deploys: AtomicU64,
+    instantiations: AtomicU64,
+    instantiate_nanos: AtomicU64,
+}
+
+impl Metrics {
+    pub fn started(&self) {
+        self.running.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Records a finished invocation; `ran` says whether it had started an instance.
+    pub fn finished<T>(&self, function: &str, result: &Result<T, RuntimeError>, took: Duration, ran: bool) {
+        if ran {
+            self.running.fetch_sub(1, Ordering::Relaxed);
+        }
+        let outcome = match result {
+            Ok(_) => "ok",
+            Err(e) => e.code(),
+        };
+        let mut functions = self.functions.lock().expect("not poisoned");
+        let c = functions.entry(function.to_string()).or_default();
+        *c.outcomes.entry(outcome).or_default() += 1;
+        c.seconds_sum += took.as_secs_f64();
+        c.count += 1;
+    }
+
+    /// Records the time to make one fresh instance.
+    pub fn instantiated(&self, took: Duration) {
+        self.instantiations.fetch_add(1, Ordering::Relaxed);
+        self.instantiate_nanos.fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    pub fn deployed(&self) {
+        self.deploys.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The Prometheus text exposition of every counter.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let functions = self.functions.lock().expect("not poisoned");
+        out.push_str("# HELP tally_invocations_total Invocations by function and outcome.\n");
+        out.push_str("# TYPE tally_invocations_total counter\n");
+        for (name, c) in functions.iter() {
+            for (outcome, n) in &c.outcomes {
+                let _ = writeln!(out, "tally_invocations_total{{function=\"{name}\",outcome=\"{outcome}\"}} {n}");
+            }
+        }
+        out.push_str("# HELP tally_invocation_seconds Wall time of invocations.\n");
+        out.push_str("# TYPE tally_invocation_seconds summary\n");
+        for (name, c) in functions.iter() {
+            let _ = writeln!(out, "tally_invocation_seconds_sum{{function=\"{name}\"}} {}", c.seconds_sum);
+            let _ = writeln!(out, "tally_invocation_seconds_count{{function=\"{name}\"}} {}", c.count);
+        }
+        out.push_str("# HELP tally_instances_running Instances running now.\n");
+        out.push_str("# TYPE tally_instances_running gauge\n");
+        let _ = writeln!(out, "tally_instances_running {}", self.running.load(Ordering::Relaxed));
+        out.push_str("# HELP tally_deploys_total Deploys accepted by this node.\n");
+        out.push_str("# TYPE tally_deploys_total counter\n");
+        let _ = writeln!(out, "tally_deploys_total {}", self.deploys.load(Ordering::Relaxed));
+        out.push_str("# HELP tally_instantiate_seconds Time to make a fresh instance of a function.\n");
+        out.push_str("# TYPE tally_instantiate_seconds summary\n");
+        let nanos = self.instantiate_nanos.load(Ordering::Relaxed);
+        let _ = writeln!(out, "tally_instantiate_seconds_sum {}", nanos as f64 / 1e9);
+        let _ = writeln!(out, "tally_instantiate_seconds_count {}", self.instantiations.load(Ordering::Relaxed));
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_counters_per_function_and_outcome() {
+        let m = Metrics::default();
+        m.started();
+        m.finished::<()>("hello", &Ok(()), Duration::from_millis(2), true);
+        m.finished::<()>("hello", &Err(RuntimeError::Timeout(5)), Duration::from_millis(5), false);
+        let text = m.render();
+        assert!(text.contains("tally_invocations_total{function=\"hello\",outcome=\"ok\"} 1"), "{text}");
+        assert!(text.contains("tally_invocations_total{function=\"hello\",outcome=\"timeout\"} 1"), "{text}");
+        assert!(text.contains("tally_invocation_seconds_count{function=\"hello\"} 2"), "{text}");
+        assert!(text.contains("tally_instances_running 0"), "{text}");
+    }
+}

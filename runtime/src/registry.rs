@@ -1,0 +1,360 @@
+//! The function registry, kept in the shared log itself so that every node sees the
+//! same versions in the same order.
+//!
+//! ```text
+//!   system book REGISTRY_BOOK (a platform book: user clients cannot name it)
+//!     untagged records     component chunks, CHUNK_BYTES each
+//!     tag MANIFESTS        {"op":"deploy", name, sha256, size, chunks: [seqnum..], limits}
+//!                          {"op":"delete", name}
+//! ```
+//!
+//! A deploy validates and compiles the component first (so a bad one is refused before
+//! anything is written), appends its chunks, then its manifest. Versions are numbered
+//! by the order of deploy manifests in the log (1, 2, ... per name, never reused), so
+//! every node derives the same numbers. A node replays the manifests on start and
+//! again whenever a name it does not know is asked for. A loaded version is shared by
+//! `Arc`: a redeploy replaces the current version while invocations in flight finish
+//! on the one they started with.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use tally_logsvc::{BookId, Context, LogClient, SeqNum, Tag};
+use tokio::sync::Semaphore;
+
+use crate::config::Limits;
+use crate::error::{Result, RuntimeError};
+use crate::host::{Prepared, WasmHost};
+
+/// The registry's platform book.
+pub const REGISTRY_BOOK: BookId = BookId(BookId::RESERVED_BIT | 1);
+const MANIFESTS: Tag = Tag(Tag::RESERVED_BIT | 1);
+/// Component bytes per record (the engine's record limit is 1 MiB).
+const CHUNK_BYTES: usize = 512 << 10;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+enum Manifest {
+    Deploy {
+        name: String,
+        sha256: String,
+        size: u64,
+        chunks: Vec<u64>,
+        limits: Limits,
+        deployed_at_ms: u64,
+    },
+    Delete {
+        name: String,
+    },
+}
+
+/// One deployed version of a function, as the API shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct VersionInfo {
+    pub version: u32,
+    pub sha256: String,
+    pub size_bytes: u64,
+    pub limits: Limits,
+    pub deployed_at_ms: u64,
+    /// Where the manifest is in the registry book.
+    pub seqnum: u64,
+    #[serde(skip)]
+    chunks: Vec<u64>,
+}
+
+/// A function as the API shows it: its current version and its history.
+#[derive(Clone, Debug, Serialize)]
+pub struct FunctionInfo {
+    pub name: String,
+    pub current: VersionInfo,
+    pub versions: Vec<VersionInfo>,
+}
+
+/// A version ready to run.
+pub struct Loaded {
+    pub name: String,
+    pub info: VersionInfo,
+    pub pre: Prepared,
+    /// Instances of this version that may run at once on this node.
+    pub permits: Semaphore,
+}
+
+#[derive(Default)]
+struct Entry {
+    /// Every version ever deployed under the name, deleted ones included.
+    versions: Vec<VersionInfo>,
+    deleted: bool,
+    loaded: Option<Arc<Loaded>>,
+}
+
+impl Entry {
+    fn current(&self) -> Option<&VersionInfo> {
+        if self.deleted {
+            None
+        } else {
+            self.versions.last()
+        }
+    }
+}
+
+/// Where the replay of manifests stands.
+struct Cursor {
+    ctx: Context,
+    next: SeqNum,
+}
+
+pub struct Registry {
+    log: LogClient,
+    host: Arc<WasmHost>,
+    cursor: tokio::sync::Mutex<Cursor>,
+    functions: RwLock<BTreeMap<String, Entry>>,
+    /// Components this node compiled for a deploy, so applying its own manifest does
+    /// not read the chunks back.
+    fresh: Mutex<HashMap<String, Prepared>>,
+}
+
+/// Function names: 1 to 64 of `a-z 0-9 - _`, starting with a letter or digit.
+pub fn check_name(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+        && name.as_bytes()[0].is_ascii_alphanumeric();
+    if ok {
+        Ok(())
+    } else {
+        Err(RuntimeError::InvalidArgument(format!(
+            "invalid function name {name:?}: use 1 to 64 of a-z, 0-9, '-' and '_', starting with a letter or digit"
+        )))
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+impl Registry {
+    /// A registry over the platform log client `log`; call [`Registry::sync`] to load.
+    pub fn new(log: LogClient, host: Arc<WasmHost>) -> Registry {
+        Registry {
+            log,
+            host,
+            cursor: tokio::sync::Mutex::new(Cursor {
+                ctx: Context::new(),
+                next: SeqNum::MIN,
+            }),
+            functions: RwLock::new(BTreeMap::new()),
+            fresh: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Validates, compiles and stores a component as the next version of `name`.
+    pub async fn deploy(&self, name: &str, bytes: Bytes, limits: Limits) -> Result<VersionInfo> {
+        check_name(name)?;
+        let sha256 = hex(&Sha256::digest(&bytes));
+        let pre = self.host.prepare(&bytes, &sha256).await?;
+        self.fresh.lock().expect("not poisoned").insert(sha256.clone(), pre);
+        let mut ctx = self.cursor.lock().await.ctx.clone();
+        let mut chunks = Vec::new();
+        for chunk in bytes.chunks(CHUNK_BYTES) {
+            let s = self.log.append(&mut ctx, REGISTRY_BOOK, &[], bytes.slice_ref(chunk)).await?;
+            chunks.push(s.0);
+        }
+        let manifest = Manifest::Deploy {
+            name: name.to_string(),
+            sha256,
+            size: bytes.len() as u64,
+            chunks,
+            limits,
+            deployed_at_ms: now_ms(),
+        };
+        let at = self.append_manifest(&mut ctx, &manifest).await?;
+        self.sync_with(&ctx).await?;
+        let functions = self.functions.read().expect("not poisoned");
+        let info = functions.get(name).and_then(|e| e.versions.iter().find(|v| v.seqnum == at.0));
+        info.cloned()
+            .ok_or_else(|| RuntimeError::Internal(format!("the deploy of {name:?} at {at:?} was not applied")))
+    }
+
+    /// Deletes `name`; invocations in flight finish, new ones get not-found.
+    pub async fn delete(&self, name: &str) -> Result<()> {
+        if self.lookup(name).await.is_err() {
+            return Err(RuntimeError::FunctionNotFound(name.to_string()));
+        }
+        let mut ctx = self.cursor.lock().await.ctx.clone();
+        let manifest = Manifest::Delete { name: name.to_string() };
+        self.append_manifest(&mut ctx, &manifest).await?;
+        self.sync_with(&ctx).await
+    }
+
+    async fn append_manifest(&self, ctx: &mut Context, manifest: &Manifest) -> Result<SeqNum> {
+        let body = serde_json::to_vec(manifest).map_err(|e| RuntimeError::Internal(e.to_string()))?;
+        Ok(self.log.append(ctx, REGISTRY_BOOK, &[MANIFESTS], Bytes::from(body)).await?)
+    }
+
+    /// The current version of `name`, replaying the registry once if it is unknown here.
+    pub async fn lookup(&self, name: &str) -> Result<Arc<Loaded>> {
+        if let Some(l) = self.loaded(name) {
+            return Ok(l);
+        }
+        self.sync().await?;
+        self.loaded(name).ok_or_else(|| RuntimeError::FunctionNotFound(name.to_string()))
+    }
+
+    fn loaded(&self, name: &str) -> Option<Arc<Loaded>> {
+        let functions = self.functions.read().expect("not poisoned");
+        functions.get(name).and_then(|e| e.loaded.clone())
+    }
+
+    pub fn list(&self) -> Vec<FunctionInfo> {
+        let functions = self.functions.read().expect("not poisoned");
+        functions.iter().filter_map(|(name, e)| info(name, e)).collect()
+    }
+
+    pub fn inspect(&self, name: &str) -> Result<FunctionInfo> {
+        let functions = self.functions.read().expect("not poisoned");
+        functions
+            .get(name)
+            .and_then(|e| info(name, e))
+            .ok_or_else(|| RuntimeError::FunctionNotFound(name.to_string()))
+    }
+
+    /// Applies every manifest appended so far, and loads current versions.
+    pub async fn sync(&self) -> Result<()> {
+        self.sync_with(&Context::new()).await
+    }
+
+    /// Like [`Registry::sync`], reading from at least the log position of `seen`.
+    async fn sync_with(&self, seen: &Context) -> Result<()> {
+        let mut cursor = self.cursor.lock().await;
+        cursor.ctx.merge(seen);
+        loop {
+            let Cursor { ctx, next } = &mut *cursor;
+            let Some(record) = self.log.read_next(ctx, REGISTRY_BOOK, MANIFESTS, *next).await? else {
+                break;
+            };
+            cursor.next = SeqNum(record.seqnum.0 + 1);
+            match serde_json::from_slice::<Manifest>(&record.data) {
+                Ok(m) => self.apply(record.seqnum, m),
+                Err(e) => tracing::error!(seqnum = %record.seqnum, "skipping a malformed registry manifest: {e}"),
+            }
+        }
+        self.load_current(&mut cursor.ctx).await;
+        Ok(())
+    }
+
+    fn apply(&self, seqnum: SeqNum, manifest: Manifest) {
+        let mut functions = self.functions.write().expect("not poisoned");
+        match manifest {
+            Manifest::Deploy { name, sha256, size, chunks, limits, deployed_at_ms } => {
+                let e = functions.entry(name).or_default();
+                let version = e.versions.len() as u32 + 1;
+                e.versions.push(VersionInfo {
+                    version,
+                    sha256,
+                    size_bytes: size,
+                    limits,
+                    deployed_at_ms,
+                    seqnum: seqnum.0,
+                    chunks,
+                });
+                e.deleted = false;
+                e.loaded = None;
+            }
+            Manifest::Delete { name } => {
+                if let Some(e) = functions.get_mut(&name) {
+                    e.deleted = true;
+                    e.loaded = None;
+                }
+            }
+        }
+    }
+
+    /// Prepares every current version not loaded yet. A version that cannot be loaded
+    /// (its chunks unreadable) stays unloaded and is retried on the next sync.
+    async fn load_current(&self, ctx: &mut Context) {
+        let todo: Vec<(String, VersionInfo)> = {
+            let functions = self.functions.read().expect("not poisoned");
+            functions
+                .iter()
+                .filter(|(_, e)| e.loaded.is_none())
+                .filter_map(|(n, e)| e.current().map(|v| (n.clone(), v.clone())))
+                .collect()
+        };
+        for (name, info) in todo {
+            match self.load(ctx, &info).await {
+                Ok(pre) => {
+                    let loaded = Arc::new(Loaded {
+                        name: name.clone(),
+                        permits: Semaphore::new(info.limits.concurrency_max as usize),
+                        info: info.clone(),
+                        pre,
+                    });
+                    let mut functions = self.functions.write().expect("not poisoned");
+                    if let Some(e) = functions.get_mut(&name) {
+                        if e.current().is_some_and(|v| v.seqnum == info.seqnum) {
+                            e.loaded = Some(loaded);
+                        }
+                    }
+                }
+                Err(e) => tracing::error!(function = %name, version = info.version, "cannot load: {e}"),
+            }
+        }
+    }
+
+    async fn load(&self, ctx: &mut Context, info: &VersionInfo) -> Result<Prepared> {
+        if let Some(pre) = self.fresh.lock().expect("not poisoned").remove(&info.sha256) {
+            return Ok(pre);
+        }
+        let mut bytes = Vec::with_capacity(info.size_bytes as usize);
+        for &s in &info.chunks {
+            let record = self.log.read_next(ctx, REGISTRY_BOOK, Tag::ALL, SeqNum(s)).await?;
+            match record {
+                Some(r) if r.seqnum.0 == s => bytes.extend_from_slice(&r.data),
+                _ => return Err(RuntimeError::Internal(format!("chunk {s} of the component is missing"))),
+            }
+        }
+        let sha256 = hex(&Sha256::digest(&bytes));
+        if sha256 != info.sha256 {
+            return Err(RuntimeError::Internal(format!("the component's hash is {sha256}, its manifest says {}", info.sha256)));
+        }
+        self.host.prepare(&bytes, &sha256).await
+    }
+}
+
+fn info(name: &str, e: &Entry) -> Option<FunctionInfo> {
+    e.current().map(|current| FunctionInfo {
+        name: name.to_string(),
+        current: current.clone(),
+        versions: e.versions.clone(),
+    })
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_checked() {
+        for good in ["hello", "a", "counter-2", "x_y", "9lives"] {
+            assert!(check_name(good).is_ok(), "{good}");
+        }
+        for bad in ["", "Hello", "-x", "a/b", "a b", &"x".repeat(65)] {
+            assert!(check_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn manifests_are_tagged_json() {
+        let m = Manifest::Delete { name: "f".into() };
+        assert_eq!(serde_json::to_string(&m).unwrap(), r#"{"op":"delete","name":"f"}"#);
+        assert!(REGISTRY_BOOK.is_reserved() && MANIFESTS.is_reserved());
+    }
+}

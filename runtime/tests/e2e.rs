@@ -1,0 +1,277 @@
+//! End to end through HTTP: each test starts the real `tally dev` binary over its own
+//! data directory and talks to its gateway, with the example and test components
+//! built by `scripts/build-guests.sh` (found in `TALLY_GUESTS_DIR`, by default
+//! `~/.cache/tally-guests`).
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn guest(name: &str) -> Vec<u8> {
+    let dir = std::env::var_os("TALLY_GUESTS_DIR").map(PathBuf::from).unwrap_or_else(|| {
+        PathBuf::from(std::env::var_os("HOME").expect("HOME is set")).join(".cache/tally-guests")
+    });
+    let path = dir.join(format!("{name}.wasm"));
+    std::fs::read(&path).unwrap_or_else(|e| {
+        panic!("{}: {e}; build the guests first with scripts/build-guests.sh", path.display())
+    })
+}
+
+/// A `tally dev` process; killed when dropped.
+struct Node {
+    child: Child,
+    url: String,
+    dir: PathBuf,
+}
+
+impl Node {
+    fn start(dir: PathBuf) -> Node {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tally"))
+            .args(["dev", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(&dir)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("starting tally dev");
+        let stdout = child.stdout.take().expect("piped");
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).expect("reading the gateway URL");
+        let url = line
+            .trim()
+            .rsplit(' ')
+            .next()
+            .filter(|u| u.starts_with("http://"))
+            .unwrap_or_else(|| panic!("tally dev did not print its URL: {line:?}"))
+            .to_string();
+        Node { child, url, dir }
+    }
+
+    /// Stops the process the hard way (kill -9) and starts it again over its data.
+    fn restart(mut self) -> Node {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let dir = self.dir.clone();
+        std::mem::forget(self);
+        Node::start(dir)
+    }
+
+    fn agent() -> ureq::Agent {
+        ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(60)))
+            .build()
+            .into()
+    }
+
+    fn request(&self, method: &str, path: &str, body: &[u8]) -> (u16, Vec<u8>) {
+        let url = format!("{}{path}", self.url);
+        let agent = Node::agent();
+        let response = match method {
+            "GET" => agent.get(&url).call(),
+            "DELETE" => agent.delete(&url).call(),
+            "PUT" => agent.put(&url).send(body),
+            "POST" => agent.post(&url).send(body),
+            other => panic!("no method {other}"),
+        };
+        let mut response = response.unwrap_or_else(|e| panic!("{method} {path}: {e}"));
+        let status = response.status().as_u16();
+        let body = response.body_mut().with_config().limit(1 << 30).read_to_vec().expect("a body");
+        (status, body)
+    }
+
+    fn json(&self, method: &str, path: &str, body: &[u8]) -> (u16, Value) {
+        let (status, body) = self.request(method, path, body);
+        let value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        (status, value)
+    }
+
+    fn deploy(&self, name: &str, component: &[u8], query: &str) -> Value {
+        let (status, v) = self.json("PUT", &format!("/v1/functions/{name}{query}"), component);
+        assert_eq!(status, 201, "deploying {name}: {v}");
+        v
+    }
+
+    fn invoke(&self, name: &str, book: u64, input: &str) -> (u16, Vec<u8>) {
+        self.request("POST", &format!("/v1/functions/{name}/invoke?book={book}"), input.as_bytes())
+    }
+
+    fn invoke_ok(&self, name: &str, book: u64, input: &str) -> String {
+        let (status, body) = self.invoke(name, book, input);
+        let text = String::from_utf8_lossy(&body).to_string();
+        assert_eq!(status, 200, "invoking {name} with {input:?}: {text}");
+        text
+    }
+
+    /// Expects a JSON error with `status` and `code`; returns its message.
+    fn expect_error(&self, (status, body): (u16, Vec<u8>), want: u16, code: &str) -> String {
+        let v: Value = serde_json::from_slice(&body)
+            .unwrap_or_else(|_| panic!("a JSON error, got {status} {}", String::from_utf8_lossy(&body)));
+        assert_eq!((status, v["error"]["code"].as_str()), (want, Some(code)), "{v}");
+        v["error"]["message"].as_str().unwrap_or_default().to_string()
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn node() -> (tempfile::TempDir, Node) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let node = Node::start(dir.path().join("data"));
+    (dir, node)
+}
+
+#[test]
+fn deploy_list_invoke_redeploy_delete() {
+    let (_dir, n) = node();
+    let v = n.deploy("hello", &guest("hello"), "");
+    assert_eq!(v["version"]["version"], 1, "{v}");
+    assert_eq!(n.invoke_ok("hello", 0, "hi there"), "hi there");
+
+    let (status, list) = n.json("GET", "/v1/functions", b"");
+    assert_eq!(status, 200);
+    assert_eq!(list["functions"][0]["name"], "hello", "{list}");
+
+    let v = n.deploy("hello", &guest("hello"), "?timeout_ms=2000");
+    assert_eq!(v["version"]["version"], 2, "{v}");
+    let (status, info) = n.json("GET", "/v1/functions/hello", b"");
+    assert_eq!(status, 200);
+    assert_eq!(info["current"]["version"], 2, "{info}");
+    assert_eq!(info["current"]["limits"]["timeout_ms"], 2000, "{info}");
+    assert_eq!(info["versions"].as_array().map(Vec::len), Some(2));
+
+    let (status, _) = n.request("DELETE", "/v1/functions/hello", b"");
+    assert_eq!(status, 204);
+    n.expect_error(n.invoke("hello", 0, "x"), 404, "function_not_found");
+    n.expect_error(n.request("GET", "/v1/functions/hello", b""), 404, "function_not_found");
+
+    let (status, body) = n.request("GET", "/healthz", b"");
+    assert_eq!((status, body.as_slice()), (200, &b"ok\n"[..]));
+}
+
+#[test]
+fn a_child_reads_what_its_parent_appended() {
+    let (_dir, n) = node();
+    n.deploy("chain", &guest("chain"), "");
+    for i in 0..5 {
+        let input = format!("message {i}");
+        assert_eq!(n.invoke_ok("chain", 3, &input), format!("saw:{input}"));
+    }
+    // The records are in the book, under the tag name the guest used.
+    let (status, page) = n.json("GET", "/v1/books/3/records?tag=chain", b"");
+    assert_eq!(status, 200);
+    assert_eq!(page["records"].as_array().map(Vec::len), Some(5), "{page}");
+    assert_eq!(page["records"][0]["data"]["text"], "message 0", "{page}");
+}
+
+#[test]
+fn concurrent_invocations_on_one_book_see_one_total_order() {
+    let (_dir, n) = node();
+    n.deploy("counter", &guest("counter"), "");
+    let (threads, each) = (8, 10);
+    let values: Vec<u64> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    (0..each)
+                        .map(|_| n.invoke_ok("counter", 9, "incr").trim().parse::<u64>().expect("a number"))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles.into_iter().flat_map(|h| h.join().expect("no panic")).collect()
+    });
+    // Each increment returns the counter as of its own record: one total order means
+    // every value from 1 to N exactly once.
+    let mut sorted = values.clone();
+    sorted.sort_unstable();
+    let expected: Vec<u64> = (1..=(threads * each) as u64).collect();
+    assert_eq!(sorted, expected, "values returned: {values:?}");
+    assert_eq!(n.invoke_ok("counter", 9, "get").trim(), (threads * each).to_string());
+    // Another book is another counter.
+    assert_eq!(n.invoke_ok("counter", 10, "get").trim(), "0");
+}
+
+#[test]
+fn bad_input_gets_its_error_and_the_node_keeps_serving() {
+    let (_dir, n) = node();
+    n.expect_error(n.request("PUT", "/v1/functions/junk", b"definitely not wasm"), 400, "invalid_component");
+    n.expect_error(n.request("PUT", "/v1/functions/cli", &guest("other-world")), 400, "wrong_world");
+    n.expect_error(n.request("PUT", "/v1/functions/Bad%20Name", &guest("hello")), 400, "invalid_argument");
+    n.expect_error(n.invoke("nobody", 0, "x"), 404, "function_not_found");
+    n.expect_error(n.request("GET", "/v1/books/1/records?tag=0x8000000000000001", b""), 400, "invalid_argument");
+    n.expect_error(n.invoke("nobody", 1 << 63, "x"), 404, "function_not_found");
+
+    let limits = "?timeout_ms=1000&memory_bytes=33554432&request_bytes_max=4096&response_bytes_max=65536";
+    n.deploy("faulty", &guest("faulty"), limits);
+    n.deploy("hello", &guest("hello"), "");
+    assert_eq!(n.invoke_ok("faulty", 0, "echo:x"), "x");
+    n.expect_error(n.invoke("hello", 1 << 63, "x"), 400, "invalid_argument");
+    let message = n.expect_error(n.invoke("faulty", 0, "trap"), 500, "trap");
+    assert!(message.contains("trapped on purpose"), "the trap carries the panic message: {message}");
+    let started = Instant::now();
+    n.expect_error(n.invoke("faulty", 0, "spin"), 504, "timeout");
+    assert!(started.elapsed() < Duration::from_secs(10), "the endless loop was stopped near its 1 s limit");
+    n.expect_error(n.invoke("faulty", 0, "alloc"), 500, "memory_limit");
+    n.expect_error(n.invoke("faulty", 0, &"x".repeat(8192)), 413, "too_large");
+    n.expect_error(n.invoke("faulty", 0, "big:100000"), 413, "too_large");
+    let guest_view = n.invoke_ok("faulty", 0, "tag-reserved");
+    assert!(guest_view.contains("reserved"), "the guest got an invalid-argument error: {guest_view}");
+    assert_eq!(n.invoke_ok("faulty", 0, "big:1000").len(), 1000);
+
+    // After all of that, everything still works.
+    assert_eq!(n.invoke_ok("hello", 0, "still here"), "still here");
+    let (status, metrics) = n.request("GET", "/metrics", b"");
+    let metrics = String::from_utf8_lossy(&metrics);
+    assert_eq!(status, 200);
+    assert!(metrics.contains("tally_invocations_total{function=\"faulty\",outcome=\"trap\"} 1"), "{metrics}");
+}
+
+#[test]
+fn asynchronous_invocations_report_their_outcome() {
+    let (_dir, n) = node();
+    n.deploy("hello", &guest("hello"), "");
+    let (status, v) = n.json("POST", "/v1/functions/hello/invoke?book=1&async=true", b"later");
+    assert_eq!(status, 202, "{v}");
+    let id = v["invocation_id"].as_str().expect("an invocation id").to_string();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, v) = n.json("GET", &format!("/v1/invocations/{id}"), b"");
+        assert_eq!(status, 200, "{v}");
+        match v["status"].as_str() {
+            Some("succeeded") => {
+                assert_eq!(v["output"]["text"], "later", "{v}");
+                break;
+            }
+            Some("running") if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            _ => panic!("unexpected status {v}"),
+        }
+    }
+    n.expect_error(n.request("GET", "/v1/invocations/nope", b""), 404, "invocation_not_found");
+}
+
+#[test]
+fn a_restart_keeps_functions_and_books() {
+    let (_dir, n) = node();
+    n.deploy("faulty", &guest("faulty"), "");
+    n.deploy("hello", &guest("hello"), "");
+    let seqnum = n.invoke_ok("faulty", 4, "tag:orders:first order");
+    // Compiled artifacts are on disk, so the restart loads rather than recompiles.
+    let artifacts = std::fs::read_dir(n.dir.join("artifacts")).expect("an artifact cache").count();
+    assert_eq!(artifacts, 2, "one artifact per component");
+    let n = n.restart();
+    assert_eq!(n.invoke_ok("hello", 0, "back"), "back");
+    let (status, page) = n.json("GET", "/v1/books/4/records?tag=orders", b"");
+    assert_eq!(status, 200);
+    assert_eq!(page["records"][0]["seqnum"].to_string(), seqnum.trim(), "{page}");
+    assert_eq!(page["records"][0]["data"]["text"], "first order", "{page}");
+    let later = n.invoke_ok("faulty", 4, "tag:orders:second order");
+    assert!(later.trim().parse::<u64>().unwrap() > seqnum.trim().parse::<u64>().unwrap());
+}
