@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, ensure, Context as _};
 use tally_runtime::dev::DevNode;
 
-use crate::report::{micros, round_to, Latencies, Report};
+use crate::report::{micros, round_to, Report, Samples};
 use crate::RunOptions;
 
 /// What every request carries and every response must return.
@@ -94,27 +94,6 @@ impl Clients {
 
 fn agent() -> ureq::Agent {
     ureq::Agent::config_builder().http_status_as_error(false).timeout_global(Some(REQUEST_TIMEOUT)).build().into()
-}
-
-/// The requests of one or more closed loop runs.
-#[derive(Default)]
-struct Samples {
-    latencies_us: Vec<u32>,
-    /// The time the counted requests were issued in, over all runs.
-    window: Duration,
-}
-
-impl Samples {
-    fn extend(&mut self, other: Samples) {
-        self.latencies_us.extend(other.latencies_us);
-        self.window += other.window;
-    }
-
-    /// Requests per second and the latencies.
-    fn finish(self) -> (f64, Latencies) {
-        let throughput = self.latencies_us.len() as f64 / self.window.as_secs_f64();
-        (throughput, Latencies::new(self.latencies_us))
-    }
 }
 
 pub async fn run(options: &RunOptions) -> anyhow::Result<()> {

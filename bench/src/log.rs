@@ -44,7 +44,7 @@ use tally_logsvc::{
 use tempfile::TempDir;
 use tokio::task::JoinSet;
 
-use crate::report::{micros, round_to, Latencies, Report};
+use crate::report::{micros, round_to, Latencies, Report, Samples};
 use crate::RunOptions;
 
 const RECORD_BYTES: usize = 1024;
@@ -412,27 +412,6 @@ impl Op for RawWriter {
         self.next_local_id += 1;
         self.commit.persist(vec![(location, self.record.clone())]).await.context("group commit persist")?;
         Ok(())
-    }
-}
-
-/// The requests of one or more closed loops that completed within their windows.
-#[derive(Default)]
-struct Samples {
-    latencies_us: Vec<u32>,
-    window: Duration,
-}
-
-impl Samples {
-    fn extend(&mut self, other: Samples) {
-        self.latencies_us.extend(other.latencies_us);
-        self.window += other.window;
-    }
-
-    /// Requests per second over the windows, and the latencies.
-    fn finish(self) -> (f64, Latencies) {
-        assert!(self.window > Duration::ZERO, "throughput needs a window");
-        let throughput = self.latencies_us.len() as f64 / self.window.as_secs_f64();
-        (throughput, Latencies::new(self.latencies_us))
     }
 }
 

@@ -127,6 +127,28 @@ pub fn micros(d: Duration) -> u32 {
     u32::try_from(d.as_micros()).unwrap_or(u32::MAX)
 }
 
+/// The requests of one or more closed loops that completed within their windows.
+#[derive(Default)]
+pub struct Samples {
+    pub latencies_us: Vec<u32>,
+    /// The time the counted requests were issued in, over all runs.
+    pub window: Duration,
+}
+
+impl Samples {
+    pub fn extend(&mut self, other: Samples) {
+        self.latencies_us.extend(other.latencies_us);
+        self.window += other.window;
+    }
+
+    /// Requests per second over the windows, and the latencies.
+    pub fn finish(self) -> (f64, Latencies) {
+        assert!(self.window > Duration::ZERO, "throughput needs a window");
+        let throughput = self.latencies_us.len() as f64 / self.window.as_secs_f64();
+        (throughput, Latencies::new(self.latencies_us))
+    }
+}
+
 /// Latency samples in microseconds, sorted once for any number of percentiles.
 ///
 /// Exact rather than bucketed like an HDR histogram: a run keeps at most a few
