@@ -275,3 +275,36 @@ fn a_restart_keeps_functions_and_books() {
     let later = n.invoke_ok("faulty", 4, "tag:orders:second order");
     assert!(later.trim().parse::<u64>().unwrap() > seqnum.trim().parse::<u64>().unwrap());
 }
+
+/// Runs the `tally` CLI against the node; returns its stdout, or panics with stderr.
+fn cli(n: &Node, args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_tally")).args(args).env("TALLY_URL", &n.url).output().expect("running tally");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "tally {args:?} failed: {stderr}");
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+#[test]
+fn the_cli_deploys_invokes_lists_and_reads_books() {
+    let (dir, n) = node();
+    let component = dir.path().join("faulty.wasm");
+    std::fs::write(&component, guest("faulty")).expect("writing the component");
+    let path = component.to_str().expect("a UTF-8 path");
+    let deployed = cli(&n, &["deploy", path, "--name", "faulty", "--limit", "timeout_ms=3000"]);
+    assert!(deployed.contains("\"timeout_ms\":3000"), "{deployed}");
+    assert_eq!(cli(&n, &["invoke", "faulty", "--data", "echo:via the cli"]).trim(), "via the cli");
+    let seqnum = cli(&n, &["invoke", "faulty", "--book", "6", "--data", "tag:notes:a note"]);
+    let functions = cli(&n, &["functions"]);
+    assert!(functions.contains("\"name\":\"faulty\""), "{functions}");
+    let page = cli(&n, &["book", "6", "--tag", "notes"]);
+    assert!(page.contains(seqnum.trim()) && page.contains("a note"), "{page}");
+
+    // A failing verb says why and exits non-zero.
+    let out = Command::new(env!("CARGO_BIN_EXE_tally"))
+        .args(["invoke", "nobody"])
+        .env("TALLY_URL", &n.url)
+        .output()
+        .expect("running tally");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("function_not_found"));
+}
