@@ -19,6 +19,9 @@ use crate::host::{ChildCall, ChildOutcome, Invocation, Invoker, WasmHost};
 use crate::metrics::Metrics;
 use crate::registry::{Registry, VersionInfo};
 
+/// How often the registry replays manifests appended by other nodes.
+const REGISTRY_POLL: Duration = Duration::from_secs(1);
+
 /// Where an asynchronous invocation stands.
 #[derive(Clone, Debug, Serialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
@@ -63,7 +66,7 @@ impl Runtime {
         let host = Arc::new(WasmHost::new(&config.node, config.data_dir.join("artifacts"), metrics.clone())?);
         let registry = Registry::new(platform, host.clone());
         registry.sync().await?;
-        Ok(Arc::new(Runtime {
+        let rt = Arc::new(Runtime {
             config,
             registry,
             metrics,
@@ -72,7 +75,21 @@ impl Runtime {
             invocations: Mutex::new(Invocations::default()),
             id_prefix: RandomState::new().hash_one(Instant::now()),
             next_id: AtomicU64::new(1),
-        }))
+        });
+        // Deploys made through other nodes show up here within REGISTRY_POLL; a name this
+        // node has never seen is looked up at once (see `Registry::lookup`).
+        let weak = Arc::downgrade(&rt);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(REGISTRY_POLL);
+            loop {
+                tick.tick().await;
+                let Some(rt) = weak.upgrade() else { return };
+                if let Err(e) = rt.registry.sync().await {
+                    tracing::warn!("registry refresh: {e}");
+                }
+            }
+        });
+        Ok(rt)
     }
 
     /// The user log client of this node (the gateway's book listing uses it).
