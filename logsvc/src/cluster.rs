@@ -5,12 +5,17 @@
 //! ```text
 //!   dir/
 //!     certs/             the dev cluster's CA and leaf (DevCerts)
+//!     controller/        FileControllerStore: the configuration installed last
 //!     sequencer-<id>/    RocksMetalogStore
 //!     storage-<id>/      RocksStore
 //! ```
 //!
 //! Node ids: the controller is 0, then sequencers, storage nodes and engines, counting
-//! up from 1 in that order.
+//! up from 1 in that order. The same builder counts give the same ids, so a build over
+//! a directory an earlier build left (after [`Cluster::shutdown`], or a crash) resumes
+//! that cluster: its controller seals the term it had stored and installs the next one,
+//! and every book keeps its records and seqnums. Ports are new on every build; nodes
+//! find each other through the builder's address book.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -20,7 +25,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::client::LogClient;
 use crate::config::Configuration;
@@ -32,7 +37,9 @@ use crate::message::Message;
 use crate::net::{DevCerts, NetConfig, Transport};
 use crate::sequencer::SequencerConfig;
 use crate::storage::StorageConfig;
-use crate::store::{FsyncPolicy, GroupCommitConfig, RocksMetalogStore, RocksStore};
+use crate::store::{
+    FileControllerStore, FsyncPolicy, GroupCommitConfig, RocksMetalogStore, RocksStore,
+};
 use crate::types::{NodeId, Term};
 
 /// The controller's node id.
@@ -40,6 +47,10 @@ pub const CONTROLLER: NodeId = NodeId(0);
 
 /// Polling period of the waits below; each has a deadline.
 const POLL: Duration = Duration::from_millis(5);
+
+/// How long a stopped node's store may stay in use (by reads and persists already on
+/// the blocking pool) before a restart or shutdown gives up waiting for it.
+const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What a cluster is made of. Start from [`ClusterBuilder::new`] and change fields.
 #[derive(Clone, Debug)]
@@ -91,7 +102,9 @@ impl ClusterBuilder {
     }
 
     /// Starts every node and returns once the controller has installed a term and every
-    /// engine has a configuration.
+    /// engine has a configuration. Over a directory that holds a cluster (see the module
+    /// documentation), the cluster resumes: the term installed is a new one, after
+    /// every term the directory's cluster had.
     pub async fn build(self) -> Result<Cluster> {
         let checks = [
             (self.sequencers > 0, "at least one sequencer"),
@@ -149,8 +162,16 @@ impl ClusterBuilder {
             indexers_per_log: self.indexers_per_log,
             ..ControllerConfig::default()
         };
-        let controller =
-            driver::spawn_controller(CONTROLLER, ccfg, &roster, ctl_transport.clone(), ctl_inbox);
+        let controller_store = Arc::new(FileControllerStore::open(&self.dir.join("controller"))?);
+        let controller_weak = Arc::downgrade(&controller_store);
+        let controller = driver::spawn_controller(
+            CONTROLLER,
+            ccfg,
+            &roster,
+            controller_store,
+            ctl_transport.clone(),
+            ctl_inbox,
+        )?;
         let mut cluster = Cluster {
             builder: self,
             certs,
@@ -160,66 +181,23 @@ impl ClusterBuilder {
                 task: Some(controller.task),
             },
             installed: controller.installed,
+            controller_store: controller_weak,
             sequencers: Vec::new(),
             storage: Vec::new(),
             engines: Vec::new(),
         };
-        for (id, role, transport, inbox) in bound {
-            match role {
-                Role::Sequencer => {
-                    let store =
-                        Arc::new(RocksMetalogStore::open(&cluster.node_dir("sequencer", id))?);
-                    let cfg = cluster.builder.sequencer_config.clone();
-                    let task = driver::spawn_sequencer(
-                        id,
-                        CONTROLLER,
-                        cfg,
-                        store,
-                        transport.clone(),
-                        inbox,
-                    )?;
-                    cluster.sequencers.push(NodeSlot {
-                        id,
-                        transport: Some(transport),
-                        task: Some(task),
-                    });
-                }
-                Role::Storage => {
-                    let (task, store) = cluster.start_storage(id, transport.clone(), inbox)?;
-                    let addr = transport.local_addr();
-                    cluster.storage.push(StorageSlot {
-                        node: NodeSlot {
-                            id,
-                            transport: Some(transport),
-                            task: Some(task),
-                        },
-                        addr,
-                        store,
-                    });
-                }
-                Role::Engine => {
-                    let handle = driver::spawn_engine(
-                        id,
-                        CONTROLLER,
-                        cluster.builder.engine_config.clone(),
-                        cluster.builder.engine_driver.clone(),
-                        transport.clone(),
-                        inbox,
-                    );
-                    cluster.engines.push(EngineSlot {
-                        id,
-                        transport,
-                        handle,
-                    });
-                }
-            }
+        // A node that fails to start (a store that is locked by another process, or
+        // damaged) fails the build; the nodes already running stop with it.
+        if let Err(e) = cluster.start_nodes(bound).await {
+            cluster.shutdown().await;
+            return Err(e);
         }
-        let deadline = Instant::now() + cluster.builder.ready_timeout;
-        cluster.wait_ready(deadline).await?;
         info!(dir = %cluster.builder.dir.display(), "cluster ready");
         Ok(cluster)
     }
 }
+
+type Bound = (NodeId, Role, Transport, mpsc::Receiver<(NodeId, Message)>);
 
 struct NodeSlot {
     id: NodeId,
@@ -239,6 +217,12 @@ impl NodeSlot {
             t.shutdown().await;
         }
     }
+}
+
+struct SequencerSlot {
+    node: NodeSlot,
+    /// Lets a shutdown wait until RocksDB's lock is free (see `StorageSlot::store`).
+    store: Weak<RocksMetalogStore>,
 }
 
 struct StorageSlot {
@@ -262,14 +246,88 @@ pub struct Cluster {
     certs: DevCerts,
     controller: NodeSlot,
     installed: watch::Receiver<Option<Arc<Configuration>>>,
-    sequencers: Vec<NodeSlot>,
+    /// Lets a shutdown wait for a persist still on the blocking pool, which a build
+    /// over the same directory must not race.
+    controller_store: Weak<FileControllerStore>,
+    sequencers: Vec<SequencerSlot>,
     storage: Vec<StorageSlot>,
     engines: Vec<EngineSlot>,
+}
+
+/// Waits until nothing holds `store` any more, so its directory can be opened again.
+async fn wait_released<T>(store: &Weak<T>, deadline: Instant) -> Result<()> {
+    while store.strong_count() > 0 {
+        if Instant::now() >= deadline {
+            return Err(Error::Timeout(RELEASE_TIMEOUT.as_millis() as u64));
+        }
+        tokio::time::sleep(POLL).await;
+    }
+    Ok(())
 }
 
 impl Cluster {
     fn node_dir(&self, role: &str, id: NodeId) -> PathBuf {
         self.builder.dir.join(format!("{role}-{}", id.0))
+    }
+
+    /// Starts every node of `bound` over its directory, then waits until the cluster
+    /// serves.
+    async fn start_nodes(&mut self, bound: Vec<Bound>) -> Result<()> {
+        for (id, role, transport, inbox) in bound {
+            match role {
+                Role::Sequencer => {
+                    let store = Arc::new(RocksMetalogStore::open(&self.node_dir("sequencer", id))?);
+                    let weak = Arc::downgrade(&store);
+                    let cfg = self.builder.sequencer_config.clone();
+                    let task = driver::spawn_sequencer(
+                        id,
+                        CONTROLLER,
+                        cfg,
+                        store,
+                        transport.clone(),
+                        inbox,
+                    )?;
+                    self.sequencers.push(SequencerSlot {
+                        node: NodeSlot {
+                            id,
+                            transport: Some(transport),
+                            task: Some(task),
+                        },
+                        store: weak,
+                    });
+                }
+                Role::Storage => {
+                    let (task, store) = self.start_storage(id, transport.clone(), inbox)?;
+                    let addr = transport.local_addr();
+                    self.storage.push(StorageSlot {
+                        node: NodeSlot {
+                            id,
+                            transport: Some(transport),
+                            task: Some(task),
+                        },
+                        addr,
+                        store,
+                    });
+                }
+                Role::Engine => {
+                    let handle = driver::spawn_engine(
+                        id,
+                        CONTROLLER,
+                        self.builder.engine_config.clone(),
+                        self.builder.engine_driver.clone(),
+                        transport.clone(),
+                        inbox,
+                    );
+                    self.engines.push(EngineSlot {
+                        id,
+                        transport,
+                        handle,
+                    });
+                }
+            }
+        }
+        let deadline = Instant::now() + self.builder.ready_timeout;
+        self.wait_ready(deadline).await
     }
 
     fn start_storage(
@@ -393,13 +451,8 @@ impl Cluster {
                 "storage node {id} is running"
             )));
         }
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while self.storage[i].store.strong_count() > 0 {
-            if Instant::now() >= deadline {
-                return Err(Error::Timeout(5_000));
-            }
-            tokio::time::sleep(POLL).await;
-        }
+        let deadline = Instant::now() + RELEASE_TIMEOUT;
+        wait_released(&self.storage[i].store, deadline).await?;
         let old = self.storage[i].addr;
         let bound = loop {
             match Transport::bind(id, old, &self.certs, self.builder.net.clone()).await {
@@ -441,7 +494,7 @@ impl Cluster {
 
     fn address_book(&self) -> Vec<(NodeId, SocketAddr)> {
         let mut book = Vec::new();
-        for n in std::iter::once(&self.controller).chain(&self.sequencers) {
+        for n in std::iter::once(&self.controller).chain(self.sequencers.iter().map(|s| &s.node)) {
             if let Some(t) = &n.transport {
                 book.push((n.id, t.local_addr()));
             }
@@ -459,7 +512,7 @@ impl Cluster {
         let mut all: Vec<&Transport> = Vec::new();
         all.extend(
             std::iter::once(&self.controller)
-                .chain(&self.sequencers)
+                .chain(self.sequencers.iter().map(|s| &s.node))
                 .filter_map(|n| n.transport.as_ref()),
         );
         all.extend(
@@ -471,7 +524,10 @@ impl Cluster {
         all
     }
 
-    /// Stops every node and closes every endpoint.
+    /// Stops every node, closes every endpoint and waits until every store is closed,
+    /// so a build over the same directory can open them (RocksDB locks its
+    /// directories). Nodes stop abruptly, as in a crash: a build over the directory
+    /// recovers whatever was durable.
     pub async fn shutdown(mut self) {
         // The controller first: it would otherwise see the others stop one by one and
         // reconfigure around them.
@@ -485,7 +541,21 @@ impl Cluster {
             s.node.stop().await;
         }
         for s in &mut self.sequencers {
-            s.stop().await;
+            s.node.stop().await;
+        }
+        let deadline = Instant::now() + RELEASE_TIMEOUT;
+        if let Err(e) = wait_released(&self.controller_store, deadline).await {
+            warn!(error = %e, "the controller's store is still open");
+        }
+        for s in &self.sequencers {
+            if let Err(e) = wait_released(&s.store, deadline).await {
+                warn!(id = %s.node.id, error = %e, "a sequencer's metalog store is still open");
+            }
+        }
+        for s in &self.storage {
+            if let Err(e) = wait_released(&s.store, deadline).await {
+                warn!(id = %s.node.id, error = %e, "a storage node's record store is still open");
+            }
         }
         info!("cluster shut down");
     }

@@ -9,19 +9,28 @@
 //!    and log) with the final tails recorded in the sealed term, and send the whole
 //!    configuration to every node until it acknowledges.
 //!
+//! Every configuration is persisted (a `Persist` action) before any node hears of it.
+//! A controller restarted from its store ([`Controller::recover`]) cannot know which
+//! nodes restarted with it, so it treats them all as restarted: once every node was
+//! heard from (or the startup grace passed) it seals the stored current term and
+//! installs the next, with new shards for the engines' new incarnations. Until then it
+//! sends no configuration: the stored one names a term that is about to end.
+//!
 //! Invariants (asserted): terms are consecutive; a sealed term's tail is never
 //! shorter than any entry the term committed (any two quorums intersect, and the
-//! primary commits one entry at a time).
+//! primary commits one entry at a time); shard ids are never reused, across restarts
+//! too (storage nodes keep old shards' records under their ids).
 //!
 //! Architecture Invariant: the controller never touches records or entries beyond a
-//! term's final one; it is the only writer of configurations. In a cluster its state
-//! belongs in etcd; here (the dev cluster and the simulator) it lives in memory and
-//! does not crash.
+//! term's final one; it is the only writer of configurations. Its only durable state
+//! is the last configuration (`ControllerStore`); members' liveness and incarnations
+//! are soft and relearnt from heartbeats. In a cluster the store belongs in etcd.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use crate::config::{Configuration, LogTermConfig, SealedTail, ShardConfig, TermConfig};
+use crate::error::{Error, Result};
 use crate::message::{Message, MetalogEntry};
 use crate::types::{LogId, Micros, NodeId, ShardId, Term};
 
@@ -68,6 +77,8 @@ impl Default for ControllerConfig {
 #[derive(Clone, Debug, PartialEq)]
 pub enum ControllerAction {
     Send(NodeId, Message),
+    /// Make this configuration durable before performing any later action.
+    Persist(Arc<Configuration>),
     /// Observation: a new configuration was installed.
     Installed(Arc<Configuration>),
 }
@@ -95,6 +106,9 @@ pub struct Controller {
     next_shard: u32,
     started_at: Option<Micros>,
     indexers: Vec<Vec<NodeId>>,
+    /// The current term was installed before this controller restarted: it is sealed
+    /// and replaced before anything else, and its configuration is never sent.
+    restarted: bool,
     out: Vec<ControllerAction>,
 }
 
@@ -122,8 +136,68 @@ impl Controller {
             next_shard: 0,
             started_at: None,
             indexers,
+            restarted: false,
             out: Vec::new(),
         }
+    }
+
+    /// A controller that resumes from `stored`, the configuration it persisted last
+    /// (`None`: a new cluster). Fails when `stored` is not a configuration of this
+    /// roster and `cfg`'s number of logs. The stored index replicas win over
+    /// `cfg.indexers_per_log`: they are fixed for the life of the cluster.
+    pub fn recover(id: NodeId, cfg: ControllerConfig, roster: &[(NodeId, Role)], stored: Option<Configuration>) -> Result<Controller> {
+        let mut c = Controller::new(id, cfg, roster);
+        let Some(stored) = stored else { return Ok(c) };
+        c.check_stored(&stored)?;
+        let last_shard = stored.terms.iter().flat_map(|t| &t.logs).flat_map(|l| &l.shards).map(|s| s.shard.0).max();
+        c.next_shard = match last_shard {
+            None => 0,
+            Some(s) => s.checked_add(1).ok_or_else(|| Error::Storage("the stored configuration used every shard id".into()))?,
+        };
+        c.indexers = stored.indexers.clone();
+        c.restarted = true;
+        tracing::info!(term = stored.current().term.0, "controller resumes from its stored configuration");
+        c.config = Some(Arc::new(stored));
+        Ok(c)
+    }
+
+    /// Checks a configuration read from the store against this controller's settings.
+    fn check_stored(&self, stored: &Configuration) -> Result<()> {
+        let mismatch = |what: String| Err(Error::InvalidArgument(format!("the stored configuration {what}")));
+        if stored.controller != self.id {
+            return mismatch(format!("belongs to controller {}, not {}", stored.controller, self.id));
+        }
+        if stored.n_logs != self.cfg.n_logs {
+            return mismatch(format!("has {} physical logs, this cluster {}", stored.n_logs, self.cfg.n_logs));
+        }
+        let Some(first) = stored.terms.first() else { return mismatch("has no term".into()) };
+        let role_is = |n: NodeId, role: Role| self.members.get(&n).is_some_and(|m| m.role == role);
+        for (i, t) in stored.terms.iter().enumerate() {
+            let last = i + 1 == stored.terms.len();
+            if first.term.0.checked_add(i as u16) != Some(t.term.0) {
+                return mismatch(format!("has term {} at place {i}", t.term.0));
+            }
+            if t.logs.len() != self.cfg.n_logs as usize || t.logs.iter().enumerate().any(|(l, lc)| lc.log.0 as usize != l) {
+                return mismatch(format!("lists other logs in term {}", t.term.0));
+            }
+            if t.sealed.is_some() == last || t.sealed.as_ref().is_some_and(|s| s.len() != self.cfg.n_logs as usize) {
+                return mismatch(format!("seals term {} wrongly (only every term before the last is sealed)", t.term.0));
+            }
+            let sequencers = t.logs.iter().flat_map(|l| &l.sequencers).map(|&n| (n, Role::Sequencer));
+            let replicas = t.logs.iter().flat_map(|l| &l.shards).flat_map(|s| &s.replicas).map(|&n| (n, Role::Storage));
+            let engines = t.logs.iter().flat_map(|l| &l.shards).map(|s| (s.engine, Role::Engine));
+            let listed = t.storage.iter().map(|&n| (n, Role::Storage)).chain(t.engines.iter().map(|&n| (n, Role::Engine)));
+            if let Some((n, role)) = sequencers.chain(replicas).chain(engines).chain(listed).find(|&(n, role)| !role_is(n, role)) {
+                return mismatch(format!("names {n} ({role:?}) in term {}, a node this cluster does not have", t.term.0));
+            }
+            if t.logs.iter().any(|l| l.sequencers.is_empty()) {
+                return mismatch(format!("has a log without sequencers in term {}", t.term.0));
+            }
+        }
+        if stored.indexers.len() != self.cfg.n_logs as usize || stored.indexers.iter().flatten().any(|&n| !role_is(n, Role::Engine)) {
+            return mismatch("names index replicas this cluster does not have".into());
+        }
+        Ok(())
     }
 
     pub fn id(&self) -> NodeId {
@@ -155,7 +229,7 @@ impl Controller {
                     m.incarnation = incarnation;
                     self.acked.remove(&from);
                 }
-                if let Some(config) = &self.config {
+                if let Some(config) = self.config.as_ref().filter(|_| !self.restarted) {
                     if term < config.current().term && !self.acked.contains(&from) {
                         let config = config.clone();
                         self.out.push(ControllerAction::Send(from, Message::NewConfig { config }));
@@ -181,17 +255,27 @@ impl Controller {
 
     pub fn on_tick(&mut self, now: Micros) {
         let started = *self.started_at.get_or_insert(now);
+        // At a start (of a new cluster or of a restarted controller) the nodes get a
+        // moment to be heard from, so the term installed next has them all.
+        let waited = self.members.values().all(|m| m.last_seen.is_some()) || now >= started + self.cfg.startup_grace_us;
         let Some(config) = self.config.clone() else {
-            let all_heard = self.members.values().all(|m| m.last_seen.is_some());
-            let grace = now >= started + self.cfg.startup_grace_us;
-            if all_heard || grace {
+            if waited {
                 self.install(now, None);
             }
             return;
         };
+        if self.restarted && self.sealing.is_none() {
+            if waited {
+                self.start_seal(now, config.current().term);
+            }
+            return;
+        }
         if let Some(s) = &self.sealing {
             if now >= s.sent_at + self.cfg.resend_us {
                 self.send_seals(now);
+                // Every sequencer may have answered while too few nodes were live to
+                // form the next term: try again.
+                self.try_finish_seal(now);
             }
             return;
         }
@@ -310,6 +394,9 @@ impl Controller {
             logs.push(LogTermConfig { log: LogId(l), sequencers: seqs, shards });
         }
         let mut terms = self.config.as_ref().map(|c| c.terms.clone()).unwrap_or_default();
+        let used = terms.iter().flat_map(|t| &t.logs).flat_map(|l| &l.shards).map(|s| s.shard).max();
+        let fresh = logs.iter().flat_map(|l| &l.shards).map(|s| s.shard).min();
+        assert!(used.zip(fresh).is_none_or(|(u, f)| f > u), "shard ids are never reused: {fresh:?} after {used:?}");
         if let Some(last) = terms.last_mut() {
             last.sealed = Some(tails.expect("a term is sealed before the next is installed"));
         }
@@ -322,12 +409,160 @@ impl Controller {
         });
         tracing::info!(term = term.0, "installed a new term");
         self.config = Some(config.clone());
+        self.restarted = false;
         self.acked.clear();
         self.config_sent_at = now;
+        self.out.push(ControllerAction::Persist(config.clone()));
         self.out.push(ControllerAction::Installed(config.clone()));
         for &n in self.members.keys() {
             self.out.push(ControllerAction::Send(n, Message::NewConfig { config: config.clone() }));
         }
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SEQUENCERS: [NodeId; 3] = [NodeId(1), NodeId(2), NodeId(3)];
+    const STORAGE: NodeId = NodeId(4);
+    const ENGINE: NodeId = NodeId(5);
+
+    fn roster() -> Vec<(NodeId, Role)> {
+        let mut r: Vec<(NodeId, Role)> = SEQUENCERS.iter().map(|&n| (n, Role::Sequencer)).collect();
+        r.extend([(STORAGE, Role::Storage), (ENGINE, Role::Engine)]);
+        r
+    }
+
+    fn cfg() -> ControllerConfig {
+        ControllerConfig { n_logs: 2, n_data: 1, ..ControllerConfig::default() }
+    }
+
+    /// Every node of the roster says it is alive; engine `ENGINE` as `engine_incarnation`.
+    fn heartbeats(c: &mut Controller, now: Micros, engine_incarnation: u64) {
+        for (n, _) in roster() {
+            let incarnation = if n == ENGINE { engine_incarnation } else { 1 };
+            c.on_message(now, n, Message::Heartbeat { incarnation, term: Term(0) });
+        }
+    }
+
+    /// The configuration installed by these actions, after checking that it was
+    /// persisted before anything announced it.
+    fn installed(actions: &[ControllerAction]) -> Arc<Configuration> {
+        let persisted = actions.iter().position(|a| matches!(a, ControllerAction::Persist(_)));
+        let persisted = persisted.expect("an install persists its configuration");
+        let ControllerAction::Persist(config) = &actions[persisted] else { unreachable!("found above") };
+        for (i, a) in actions.iter().enumerate() {
+            if matches!(a, ControllerAction::Installed(_) | ControllerAction::Send(_, Message::NewConfig { .. })) {
+                assert!(i > persisted, "action {i} announces the configuration before it is persisted: {a:?}");
+            }
+        }
+        config.clone()
+    }
+
+    fn first_term() -> Arc<Configuration> {
+        let mut c = Controller::new(NodeId(0), cfg(), &roster());
+        heartbeats(&mut c, 0, 7);
+        c.on_tick(0);
+        installed(&c.take_actions())
+    }
+
+    #[test]
+    fn a_restarted_controller_seals_the_stored_term_and_installs_the_next() {
+        let stored = first_term();
+        assert_eq!(stored.current().term, Term(1));
+        let mut c = Controller::recover(NodeId(0), cfg(), &roster(), Some((*stored).clone())).expect("its own configuration");
+        // The nodes restarted too. The stored term is about to end: nobody is sent it,
+        // and the seal waits until every node was heard from.
+        c.on_tick(10);
+        assert_eq!(c.take_actions(), vec![]);
+        heartbeats(&mut c, 20, 8);
+        c.on_tick(30);
+        let actions = c.take_actions();
+        let mut sealed: Vec<(NodeId, LogId)> = actions
+            .iter()
+            .map(|a| match a {
+                ControllerAction::Send(to, Message::Seal { term: Term(1), log }) => (*to, *log),
+                other => panic!("only seals of term 1 are sent first, not {other:?}"),
+            })
+            .collect();
+        sealed.sort();
+        let expect: Vec<(NodeId, LogId)> = SEQUENCERS.iter().flat_map(|&n| [(n, LogId(0)), (n, LogId(1))]).collect();
+        assert_eq!(sealed, expect);
+
+        // A quorum of each log's sequencers reports its tail; the longest wins.
+        let entry = |index: u64, log: u8| MetalogEntry {
+            term: Term(1),
+            log: LogId(log),
+            index,
+            start_position: index,
+            prev_cut: vec![index],
+            cut: vec![index + 1],
+            trims: vec![],
+        };
+        for (n, len) in [(SEQUENCERS[0], 3), (SEQUENCERS[1], 2)] {
+            for log in [0, 1] {
+                let last = Some(entry(len - 1, log));
+                c.on_message(40, n, Message::Sealed { term: Term(1), log: LogId(log), len, last });
+            }
+        }
+        let config = installed(&c.take_actions());
+        assert_eq!(config.current().term, Term(2));
+        let tails = config.terms[0].sealed.as_ref().expect("term 1 is sealed");
+        assert_eq!(tails.iter().map(|t| (t.len, t.last.clone())).collect::<Vec<_>>(), vec![(3, Some(entry(2, 0))), (3, Some(entry(2, 1)))]);
+        assert_eq!(TermConfig { sealed: None, ..config.terms[0].clone() }, stored.terms[0], "term 1 is kept as it was");
+        // New shards, made for the engine's new incarnation, under ids never used before.
+        let old: Vec<ShardId> = stored.current().logs.iter().flat_map(|l| &l.shards).map(|s| s.shard).collect();
+        for s in config.current().logs.iter().flat_map(|l| &l.shards) {
+            assert_eq!((s.engine, s.incarnation), (ENGINE, 8));
+            assert!(old.iter().all(|o| s.shard > *o), "{:?} reuses an id of {old:?}", s.shard);
+        }
+        assert_eq!(config.indexers, stored.indexers);
+
+        // Restarted again, from the new configuration: term 3 keeps both sealed terms.
+        let mut c = Controller::recover(NodeId(0), cfg(), &roster(), Some((*config).clone())).expect("its own configuration");
+        heartbeats(&mut c, 0, 9);
+        c.on_tick(0);
+        for n in SEQUENCERS {
+            for log in [0, 1] {
+                c.on_message(10, n, Message::Sealed { term: Term(2), log: LogId(log), len: 0, last: None });
+            }
+        }
+        let next = installed(&c.take_actions());
+        assert_eq!(next.terms.iter().map(|t| (t.term, t.sealed.is_some())).collect::<Vec<_>>(), vec![(Term(1), true), (Term(2), true), (Term(3), false)]);
+        assert_eq!(next.terms[0], config.terms[0]);
+        assert_eq!(next.terms[1].logs, config.terms[1].logs);
+    }
+
+    #[test]
+    fn a_stored_configuration_of_another_cluster_is_refused() {
+        fn check(change: impl FnOnce(&mut ControllerConfig, &mut Vec<(NodeId, Role)>, &mut Configuration), expect: &str) {
+            let (mut cfg, mut roster, mut stored) = (cfg(), roster(), (*first_term()).clone());
+            change(&mut cfg, &mut roster, &mut stored);
+            match Controller::recover(NodeId(0), cfg, &roster, Some(stored)) {
+                Err(Error::InvalidArgument(m)) => assert!(m.contains(expect), "{m:?} should say {expect:?}"),
+                Err(e) => panic!("expected {expect:?}, got {e}"),
+                Ok(_) => panic!("expected {expect:?}, the configuration was accepted"),
+            }
+        }
+        check(|cfg, _, _| cfg.n_logs = 1, "has 2 physical logs, this cluster 1");
+        check(|_, roster, _| roster.retain(|(n, _)| *n != SEQUENCERS[2]), "names n3 (Sequencer) in term 1");
+        check(|_, roster, _| roster.retain(|(n, _)| *n != ENGINE), "names n5 (Engine) in term 1");
+        check(|_, roster, _| roster[3].1 = Role::Engine, "names n4 (Storage) in term 1");
+        check(|_, _, stored| stored.controller = NodeId(9), "belongs to controller n9");
+        check(|_, _, stored| stored.terms.clear(), "has no term");
+        check(|_, _, stored| stored.terms[0].sealed = Some(vec![]), "seals term 1 wrongly");
+        check(
+            |_, _, stored| {
+                let mut skipped = stored.terms[0].clone();
+                skipped.term = Term(5);
+                stored.terms[0].sealed = Some(vec![SealedTail { len: 0, last: None }; 2]);
+                stored.terms.push(skipped);
+            },
+            "has term 5 at place 1",
+        );
+        let stored = (*first_term()).clone();
+        assert!(Controller::recover(NodeId(0), cfg(), &roster(), Some(stored)).is_ok(), "its own configuration is accepted");
     }
 }

@@ -20,6 +20,12 @@
 //! which of its records the term ordered; the rest are appended again in its shard of
 //! the new term.
 //!
+//! Start: an engine starts from nothing and replays the metalog from the first term.
+//! It serves reads only once its index holds every term sealed before its first
+//! configuration (the read floor), so an engine that restarted, or a whole cluster
+//! that did, never shows a caller with a fresh context an older log than the one
+//! acknowledged before the restart.
+//!
 //! Index replicas: when the configuration names the engines that hold a log's index
 //! (Boki §4.1), the others still append to the log and follow its metalog, which
 //! completes their plain appends, but send every other request of that log (reads,
@@ -211,6 +217,8 @@ struct Forwarded {
 struct TrimOp {
     command: TrimCommand,
     log: LogId,
+    /// The caller's position: the completion never moves it back.
+    position: MetalogPosition,
     sent_at: Micros,
 }
 
@@ -218,6 +226,9 @@ struct TrimOp {
 struct EngineLog {
     index: Index,
     applied: MetalogPosition,
+    /// Reads wait for this position at least: the start of the current term of the
+    /// first configuration this engine received.
+    read_floor: MetalogPosition,
     applying: VecDeque<Applying>,
     shard: Option<MyShard>,
     /// Shards of earlier terms with records not yet known to be ordered; their term's
@@ -322,7 +333,8 @@ impl Engine {
                     self.remote_seen.remove(&old);
                 }
             }
-            self.send(key.from, Message::ForwardReply { req: key.req, result, position });
+            let (req, incarnation) = (key.req, key.incarnation);
+            self.send(key.from, Message::ForwardReply { req, incarnation, result, position });
             return;
         }
         self.out.push(EngineAction::Complete { op, result, position });
@@ -402,7 +414,7 @@ impl Engine {
             Request::Trim { book, tag, seqnum } => {
                 let command = TrimCommand { book, tag, seqnum, origin: Some((self.id, op)) };
                 self.deadlines.insert((deadline, op), ());
-                self.trims.insert(op, TrimOp { command, log, sent_at: 0 });
+                self.trims.insert(op, TrimOp { command, log, position, sent_at: 0 });
                 self.send_trim(now, op);
             }
             Request::SetAux { seqnum, aux, .. } => {
@@ -411,7 +423,9 @@ impl Engine {
             }
             request @ (Request::ReadNext { .. } | Request::ReadPrev { .. }) => {
                 self.deadlines.insert((deadline, op), ());
-                self.logs[log.0 as usize].waiting.push(ReadOp { op, request, wait_for: position, deadline });
+                let l = &mut self.logs[log.0 as usize];
+                let wait_for = position.max(l.read_floor);
+                l.waiting.push(ReadOp { op, request, wait_for, deadline });
                 self.run_reads(now, log);
             }
         }
@@ -611,7 +625,10 @@ impl Engine {
                 self.remote_ops.insert(op, key);
                 self.start(now, op, position, request);
             }
-            Message::ForwardReply { req, result, position } => self.on_forward_reply(req, result, position),
+            // A reply to an earlier incarnation names a request id that may be reused.
+            Message::ForwardReply { req, incarnation, result, position } if incarnation == self.incarnation => {
+                self.on_forward_reply(req, result, position)
+            }
             _ => {}
         }
     }
@@ -621,10 +638,15 @@ impl Engine {
             self.send(config.controller, Message::ConfigAck { term: config.current().term });
             return;
         }
+        let first = self.config.is_none();
         self.config = Some(config.clone());
         self.follower.on_config(&config);
         while self.logs.len() < config.n_logs as usize {
             self.logs.push(EngineLog::default());
+        }
+        if first {
+            let floor = MetalogPosition::new(config.current().term, 0);
+            self.logs.iter_mut().for_each(|l| l.read_floor = floor);
         }
         for t in &config.terms {
             for lc in &t.logs {
@@ -869,7 +891,7 @@ impl Engine {
             died.extend(l.index.apply_trim(t.book, t.tag, t.seqnum));
             if let Some((node, op)) = t.origin {
                 if node == self.id {
-                    trimmed_ops.push(op);
+                    trimmed_ops.push((op, t.clone()));
                 }
             }
         }
@@ -883,9 +905,14 @@ impl Engine {
                 self.complete(op, result, position);
             }
         }
-        for op in trimmed_ops {
-            if self.trims.remove(&op).is_some() {
-                self.complete(op, Ok(Reply::Trimmed), position);
+        for (op, command) in trimmed_ops {
+            // Op ids start again with every incarnation, and a restarted engine replays
+            // the trims of its earlier ones: only the very command completes a trim. An
+            // earlier incarnation's identical command did the same, but maybe at a
+            // position behind the caller's.
+            if self.trims.get(&op).is_some_and(|t| t.command == command) {
+                let t = self.trims.remove(&op).expect("checked");
+                self.complete(op, Ok(Reply::Trimmed), position.max(t.position));
             }
         }
     }

@@ -16,7 +16,7 @@ use crate::error::Error;
 use crate::types::{BookId, LocalId, LogId, MetalogPosition, NodeId, SeqNum, ShardId, Tag, Term};
 
 /// Version of the wire format; a peer speaking another version is disconnected.
-pub const WIRE_VERSION: u8 = 2;
+pub const WIRE_VERSION: u8 = 3;
 
 /// The condition of a conditional append (Halfmoon `logCondAppend`): the record must land
 /// at offset `position` of the stream `tag` of its book. `tag` is always one of the
@@ -159,9 +159,11 @@ pub enum Message {
     TrimRequest { term: Term, log: LogId, command: TrimCommand },
 
     // Engine -> an engine holding the index of the request's log, and back. `position`
-    // is the caller's metalog position, then the position the caller moves to.
+    // is the caller's metalog position, then the position the caller moves to. The
+    // reply names the forwarder's incarnation: request ids start again with every
+    // incarnation, so a reply to the previous one must not complete a new request.
     Forward { req: u64, incarnation: u64, position: MetalogPosition, request: Request },
-    ForwardReply { req: u64, result: Result<Reply, Error>, position: MetalogPosition },
+    ForwardReply { req: u64, incarnation: u64, result: Result<Reply, Error>, position: MetalogPosition },
 
     // Every node -> controller.
     Heartbeat { incarnation: u64, term: Term },

@@ -474,3 +474,73 @@ impl Sequencer {
         self.send(from, Message::Sealed { term, log, len, last });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{SealedTail, ShardConfig, TermConfig};
+    use crate::types::ShardId;
+
+    const ME: NodeId = NodeId(1);
+    const STORAGE: NodeId = NodeId(4);
+    const ENGINE: NodeId = NodeId(5);
+
+    fn term(t: u16, sealed: Option<Vec<SealedTail>>) -> TermConfig {
+        let shards = vec![ShardConfig { shard: ShardId(u32::from(t)), engine: ENGINE, incarnation: 1, replicas: vec![STORAGE] }];
+        let logs = vec![LogTermConfig { log: LogId(0), sequencers: vec![ME], shards }];
+        TermConfig { term: Term(t), logs, engines: vec![ENGINE], storage: vec![STORAGE], sealed }
+    }
+
+    fn config(terms: Vec<TermConfig>) -> Message {
+        Message::NewConfig { config: Arc::new(Configuration { n_logs: 1, controller: NodeId(0), terms, indexers: vec![vec![]] }) }
+    }
+
+    fn persisted(actions: &[SequencerAction]) -> Vec<MetalogWrite> {
+        actions.iter().filter_map(|a| if let SequencerAction::Persist(w) = a { Some(w.clone()) } else { None }).collect()
+    }
+
+    /// The entries a subscriber gets for a fetch of `term` from index 0.
+    fn fetch(s: &mut Sequencer, term: u16) -> Vec<MetalogEntry> {
+        s.on_message(0, ENGINE, Message::MetalogFetch { term: Term(term), log: LogId(0), from: 0 });
+        s.take_actions()
+            .into_iter()
+            .flat_map(|a| match a {
+                SequencerAction::Send(ENGINE, Message::MetalogEntries { entries, .. }) => entries,
+                _ => vec![],
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_restarted_sequencer_serves_the_entries_of_sealed_terms() {
+        let mut s = Sequencer::recover(ME, NodeId(0), 1, SequencerConfig::default(), vec![]);
+        s.on_message(0, NodeId(0), config(vec![term(1, None)]));
+        let mut writes = persisted(&s.take_actions());
+        for stored in [2, 5] {
+            s.on_message(0, STORAGE, Message::Progress { term: Term(1), log: LogId(0), stored: vec![(0, stored)] });
+            writes.extend(persisted(&s.take_actions()));
+        }
+        let committed = fetch(&mut s, 1);
+        assert_eq!(committed.iter().map(|e| e.cut.clone()).collect::<Vec<_>>(), vec![vec![2], vec![5]]);
+
+        // The whole cluster restarts. Before a configuration says how term 1 ended, the
+        // replica promises nothing about its entries and serves none.
+        let mut s = Sequencer::recover(ME, NodeId(0), 2, SequencerConfig::default(), writes.clone());
+        assert_eq!(fetch(&mut s, 1), vec![]);
+        s.on_message(0, NodeId(0), Message::Seal { term: Term(1), log: LogId(0) });
+        let actions = s.take_actions();
+        let last = Some(committed[1].clone());
+        assert!(actions.contains(&SequencerAction::Send(NodeId(0), Message::Sealed { term: Term(1), log: LogId(0), len: 2, last: last.clone() })));
+        writes.extend(persisted(&actions));
+        let sealed = vec![SealedTail { len: 2, last }];
+        s.on_message(0, NodeId(0), config(vec![term(1, Some(sealed.clone())), term(2, None)]));
+        writes.extend(persisted(&s.take_actions()));
+        assert_eq!(fetch(&mut s, 1), committed, "engines replaying from term 1 fetch its entries here");
+
+        // And again: term 1's entries outlive a second restart.
+        let mut s = Sequencer::recover(ME, NodeId(0), 3, SequencerConfig::default(), writes);
+        s.on_message(0, NodeId(0), config(vec![term(1, Some(sealed)), term(2, Some(vec![SealedTail { len: 0, last: None }])), term(3, None)]));
+        s.take_actions();
+        assert_eq!(fetch(&mut s, 1), committed);
+    }
+}

@@ -4,7 +4,7 @@
 //! Each test builds its own cluster in its own temporary directory. Set
 //! `TALLY_KEEP_DIR=1` to keep the directory (its path is printed) when a test fails.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -57,6 +57,22 @@ async fn cluster(
 
 fn data(s: &str) -> Bytes {
     Bytes::copy_from_slice(s.as_bytes())
+}
+
+/// Every record of `tag`'s stream of `book`, read forwards one by one.
+async fn stream(
+    c: &LogClient,
+    ctx: &mut Context,
+    book: BookId,
+    tag: Tag,
+) -> anyhow::Result<Vec<(SeqNum, Bytes)>> {
+    let mut out = Vec::new();
+    let mut min = SeqNum::MIN;
+    while let Some(r) = c.read_next(ctx, book, tag, min).await? {
+        out.push((r.seqnum, r.data));
+        min = SeqNum(r.seqnum.0 + 1);
+    }
+    Ok(out)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -152,21 +168,6 @@ async fn reads_select_records_by_tag() -> anyhow::Result<()> {
     let s12 = c
         .append(&mut ctx, book, &[Tag(1), Tag(2)], data("both"))
         .await?;
-
-    async fn stream(
-        c: &LogClient,
-        ctx: &mut Context,
-        book: BookId,
-        tag: Tag,
-    ) -> anyhow::Result<Vec<(SeqNum, Bytes)>> {
-        let mut out = Vec::new();
-        let mut min = SeqNum::MIN;
-        while let Some(r) = c.read_next(ctx, book, tag, min).await? {
-            out.push((r.seqnum, r.data));
-            min = SeqNum(r.seqnum.0 + 1);
-        }
-        Ok(out)
-    }
     assert_eq!(
         stream(&c, &mut ctx, book, Tag(1)).await?,
         vec![(s1, data("one")), (s12, data("both"))]
@@ -691,4 +692,130 @@ async fn an_engine_without_the_index_forwards_to_one_that_has_it() -> anyhow::Re
     let after = cluster.client(indexer).read_next(&mut other, book, Tag(1), SeqNum::MIN).await?;
     assert_eq!(after.map(|r| r.seqnum), Some(second), "the trim removed the first record only");
     Ok(())
+}
+
+/// What the restart tests appended, to read back after every restart.
+#[derive(Default)]
+struct Written {
+    /// Per book, its records in append order: seqnum, tags, data.
+    books: BTreeMap<BookId, Vec<(SeqNum, Vec<Tag>, Bytes)>>,
+    /// Per book, the seqnum below which a trim of every stream removed its records.
+    trimmed: HashMap<BookId, SeqNum>,
+    /// The records of the step log, won by conditional appends at offsets 0, 1, ...
+    steps: Vec<SeqNum>,
+}
+
+const RESTART_BOOKS: u64 = 6;
+const RESTART_RECORDS_PER_ROUND: u64 = 4;
+const RESTART_TAGS: [Tag; 5] = [Tag::ALL, Tag(1), Tag(2), Tag(3), Tag(10)];
+const STEP_BOOK: BookId = BookId(300);
+const STEP_TAG: Tag = Tag(20);
+
+impl Written {
+    /// Appends a round of records to every book, spread over the engines, and the
+    /// next step of the step log; each lands after everything its book had before.
+    async fn append_round(&mut self, cluster: &Cluster, engines: u64, round: u64) -> anyhow::Result<()> {
+        let mut ctx = Context::new();
+        for b in 0..RESTART_BOOKS {
+            let book = BookId(200 + b);
+            for i in 0..RESTART_RECORDS_PER_ROUND {
+                let c = cluster.client(((b + i) % engines) as usize);
+                let tags = if i % 2 == 0 { vec![Tag(1 + i % 3)] } else { vec![Tag(1 + i % 3), Tag(10)] };
+                let d = data(&format!("round {round} book {} record {i}", book.0));
+                let s = c.append(&mut ctx, book, &tags, d.clone()).await?;
+                let records = self.books.entry(book).or_default();
+                if let Some(last) = records.last() {
+                    ensure!(s > last.0, "book {}: appended {s} after {}", book.0, last.0);
+                }
+                records.push((s, tags, d));
+            }
+        }
+        // Step `round` of a step log: the conditional append at offset `round` wins (the
+        // offsets of earlier runs count), and another one there names the winner.
+        let c = cluster.client(0);
+        let d = data(&format!("step {round}"));
+        let step = c.cond_append(&mut ctx, STEP_BOOK, &[], d, STEP_TAG, round).await?;
+        let again = c.cond_append(&mut ctx, STEP_BOOK, &[], data("again"), STEP_TAG, round).await;
+        ensure!(again == Err(Error::Conflict { holder: Some(step) }), "step {round} again: {again:?}");
+        self.steps.push(step);
+        Ok(())
+    }
+
+    /// Trims every stream of `book` below its `k`-th record.
+    async fn trim(&mut self, cluster: &Cluster, book: BookId, k: usize) -> anyhow::Result<()> {
+        let below = self.books[&book][k].0;
+        cluster.client(0).trim(&mut Context::new(), book, Tag::ALL, below).await?;
+        self.trimmed.insert(book, below);
+        Ok(())
+    }
+
+    /// Reads every stream of every book back on every engine, each through a fresh
+    /// context, as a new process would.
+    async fn check(&self, cluster: &Cluster, engines: u64) -> anyhow::Result<()> {
+        for e in 0..engines as usize {
+            let c = cluster.client(e);
+            let mut ctx = Context::new();
+            for (book, records) in &self.books {
+                let floor = self.trimmed.get(book).copied().unwrap_or(SeqNum::MIN);
+                let live: Vec<_> = records.iter().filter(|r| r.0 >= floor).collect();
+                for tag in RESTART_TAGS {
+                    let expect: Vec<(SeqNum, Bytes)> =
+                        live.iter().filter(|r| tag == Tag::ALL || r.1.contains(&tag)).map(|r| (r.0, r.2.clone())).collect();
+                    let got = stream(&c, &mut ctx, *book, tag).await?;
+                    ensure!(got == expect, "engine {e}, book {}, tag {}: read {got:?}, expected {expect:?}", book.0, tag.0);
+                }
+                let tail = c.check_tail(&mut ctx, *book, Tag::ALL).await?.map(|r| (r.seqnum, r.tags, r.data));
+                ensure!(tail.as_ref() == live.last().copied(), "engine {e}, book {}: tail {tail:?}", book.0);
+            }
+            let steps: Vec<SeqNum> = stream(&c, &mut ctx, STEP_BOOK, STEP_TAG).await?.into_iter().map(|(s, _)| s).collect();
+            ensure!(steps == self.steps, "engine {e}: the step log holds {steps:?}, expected {:?}", self.steps);
+        }
+        Ok(())
+    }
+}
+
+/// Builds a cluster over one directory three times, shutting it down in between. Every
+/// build reads back every record of the earlier ones (same seqnums, same data, trims
+/// and conditional offsets kept) and appends after them.
+async fn restarts_keep_every_book(change: impl Fn(&mut ClusterBuilder)) -> anyhow::Result<()> {
+    let dir = TestDir::new();
+    let mut written = Written::default();
+    let mut last_term = Term(0);
+    for run in 0..3u64 {
+        let started = std::time::Instant::now();
+        let cluster = cluster(&dir, &change).await.with_context(|| format!("build {run}"))?;
+        let config = cluster.configuration().context("a configuration")?;
+        let term = config.current().term;
+        ensure!(term > last_term, "build {run} installed {term:?}, after {last_term:?}");
+        let engines = config.current().engines.len() as u64;
+        written.check(&cluster, engines).await.with_context(|| format!("reading back after build {run}"))?;
+        let ready = started.elapsed();
+        written.append_round(&cluster, engines, run).await.with_context(|| format!("appending in build {run}"))?;
+        if run == 0 {
+            written.trim(&cluster, BookId(200), 2).await?;
+        }
+        written.check(&cluster, engines).await.with_context(|| format!("reading in build {run}"))?;
+        cluster.shutdown().await;
+        eprintln!("build {run}: term {}, read back in {ready:?}, done in {:?}", term.0, started.elapsed());
+        last_term = term;
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn restarts_keep_every_book_with_three_replicas() -> anyhow::Result<()> {
+    restarts_keep_every_book(|b| b.n_logs = 2).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn restarts_keep_every_book_on_a_single_node_of_each_role() -> anyhow::Result<()> {
+    // What `tally dev` runs.
+    restarts_keep_every_book(|b| {
+        b.sequencers = 1;
+        b.storage_nodes = 1;
+        b.engines = 1;
+        b.n_meta = 1;
+        b.n_data = 1;
+    })
+    .await
 }

@@ -34,6 +34,9 @@ struct Args {
     /// Chance of a crash every 10 ms of the safety phase.
     #[arg(long, default_value_t = 0.02)]
     crash: f64,
+    /// Chance of a controller crash every 10 ms of the safety phase.
+    #[arg(long, default_value_t = SimOptions::default().controller_crash)]
+    controller_crash: f64,
     /// Engines holding each log's index (0: every engine indexes every log).
     #[arg(long, default_value_t = 2)]
     indexers_per_log: usize,
@@ -49,6 +52,7 @@ fn main() -> ExitCode {
         n_data: args.n_data,
         loss: args.loss,
         crash: args.crash,
+        controller_crash: args.controller_crash,
         indexers_per_log: (args.indexers_per_log > 0).then_some(args.indexers_per_log),
         ..SimOptions::default()
     };
@@ -65,6 +69,7 @@ fn main() -> ExitCode {
                 total.reads += s.reads;
                 total.trims += s.trims;
                 total.crashes += s.crashes;
+                total.controller_crashes += s.controller_crashes;
                 total.partitions += s.partitions;
                 total.terms = total.terms.max(s.terms);
             }
@@ -75,7 +80,7 @@ fn main() -> ExitCode {
         }
     }
     eprintln!(
-        "sim: {} seeds passed in {:.1}s: {} events, {} appends acked, {} conditional conflicts, {} reads checked, {} trims, {} crashes, {} partitions, up to term {}",
+        "sim: {} seeds passed in {:.1}s: {} events, {} appends acked, {} conditional conflicts, {} reads checked, {} trims, {} crashes, {} controller crashes, {} partitions, up to term {}",
         args.seeds,
         started.elapsed().as_secs_f64(),
         total.events,
@@ -84,6 +89,7 @@ fn main() -> ExitCode {
         total.reads,
         total.trims,
         total.crashes,
+        total.controller_crashes,
         total.partitions,
         total.terms
     );

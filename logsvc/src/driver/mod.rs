@@ -10,7 +10,8 @@
 //! ```text
 //!   inbox (QUIC) ──┐                       ┌─> Transport::send
 //!   ticker 1 ms ───┼─> state machine ──────┼─> RocksMetalogStore::persist (awaited: durable first)
-//!   role channel ──┘   take_actions()      ├─> GroupCommit::submit ──callback──> role channel
+//!   role channel ──┘   take_actions()      ├─> ControllerStore::persist (awaited: durable first)
+//!                                          ├─> GroupCommit::submit ──callback──> role channel
 //!                                          └─> spawn_blocking(read/reclaim/discard)
 //! ```
 //!
@@ -41,7 +42,8 @@ use crate::net::Transport;
 use crate::sequencer::{Sequencer, SequencerAction, SequencerConfig};
 use crate::storage::{read_reply, StorageAction, StorageConfig, StorageNode};
 use crate::store::{
-    GroupCommit, GroupCommitConfig, MetalogStore, RecordStore, RocksMetalogStore, RocksStore,
+    ControllerStore, GroupCommit, GroupCommitConfig, MetalogStore, RecordStore, RocksMetalogStore,
+    RocksStore,
 };
 use crate::types::{MetalogPosition, Micros, NodeId};
 
@@ -75,6 +77,17 @@ pub fn new_incarnation() -> u64 {
             Err(p) => prev = p,
         }
     }
+}
+
+/// Runs a store's blocking persist on the blocking pool and waits for it, so the
+/// node's later actions happen after the write is durable.
+async fn durably(
+    what: &'static str,
+    persist: impl FnOnce() -> Result<()> + Send + 'static,
+) -> Result<()> {
+    tokio::task::spawn_blocking(persist)
+        .await
+        .map_err(|e| Error::Storage(format!("{what} task failed: {e}")))?
 }
 
 fn ticker() -> tokio::time::Interval {
@@ -147,11 +160,7 @@ async fn run_sequencer(
                     // Later actions (acks, pushes) announce this write: it must be
                     // durable first, so the task waits for the fsync.
                     let store = store.clone();
-                    tokio::task::spawn_blocking(move || store.persist(&write))
-                        .await
-                        .map_err(|e| {
-                            Error::Storage(format!("metalog persist task failed: {e}"))
-                        })??;
+                    durably("metalog persist", move || store.persist(&write)).await?;
                 }
                 SequencerAction::Committed(entry) => {
                     debug!(
@@ -437,46 +446,73 @@ pub struct ControllerHandle {
     pub task: JoinHandle<()>,
 }
 
-/// Starts the controller of the cluster `roster`.
+/// Starts the controller of the cluster `roster`, resumed from the configuration in
+/// `store` if there is one. Fails when the store cannot be read or holds a
+/// configuration of another cluster.
 ///
 /// Task `tally-controller-<id>`: cancelled, the cluster keeps its current term but
-/// can no longer reconfigure. It has no IO errors; it ends when its inbox closes.
+/// can no longer reconfigure; a persist already handed to the blocking pool still
+/// completes, and a restarted controller resumes from it (its nodes never heard of
+/// it, which is harmless: the restarted controller seals that term first). On an
+/// error (the store fails) it logs and stops: sending a configuration that may not
+/// be durable could let a restart install a term twice.
 pub fn spawn_controller(
     id: NodeId,
     cfg: ControllerConfig,
     roster: &[(NodeId, Role)],
+    store: Arc<dyn ControllerStore>,
+    transport: Transport,
+    inbox: mpsc::Receiver<(NodeId, Message)>,
+) -> Result<ControllerHandle> {
+    let stored = store.load()?;
+    let resumed = stored.as_ref().map(|c| c.current().term.0);
+    let node = Controller::recover(id, cfg, roster, stored)?;
+    let (installed_tx, installed) = watch::channel(None);
+    info!(%id, nodes = roster.len(), ?resumed, "controller started");
+    let task = spawn_node("controller", id, async move {
+        if let Err(e) = run_controller(node, store, transport, inbox, installed_tx).await {
+            error!(%id, error = %e, "controller stopped");
+        }
+    });
+    Ok(ControllerHandle { installed, task })
+}
+
+async fn run_controller(
+    mut node: Controller,
+    store: Arc<dyn ControllerStore>,
     transport: Transport,
     mut inbox: mpsc::Receiver<(NodeId, Message)>,
-) -> ControllerHandle {
-    let mut node = Controller::new(id, cfg, roster);
-    let (installed_tx, installed) = watch::channel(None);
-    info!(%id, nodes = roster.len(), "controller started");
-    let task = spawn_node("controller", id, async move {
-        let mut tick = ticker();
-        loop {
-            tokio::select! {
-                m = inbox.recv() => match m {
-                    Some((from, msg)) => node.on_message(now_us(), from, msg),
-                    None => return,
-                },
-                _ = tick.tick() => node.on_tick(now_us()),
-            }
-            for action in node.take_actions() {
-                match action {
-                    ControllerAction::Send(to, msg) => transport.send(to, msg),
-                    ControllerAction::Installed(config) => {
-                        let current = config.current();
-                        info!(
-                            term = current.term.0,
-                            engines = current.engines.len(),
-                            storage = current.storage.len(),
-                            "configuration installed"
-                        );
-                        installed_tx.send_replace(Some(config));
-                    }
+    installed: watch::Sender<Option<Arc<Configuration>>>,
+) -> Result<()> {
+    let mut tick = ticker();
+    loop {
+        tokio::select! {
+            m = inbox.recv() => match m {
+                Some((from, msg)) => node.on_message(now_us(), from, msg),
+                None => return Ok(()),
+            },
+            _ = tick.tick() => node.on_tick(now_us()),
+        }
+        for action in node.take_actions() {
+            match action {
+                ControllerAction::Send(to, msg) => transport.send(to, msg),
+                ControllerAction::Persist(config) => {
+                    // The sends that follow announce this configuration: it must be
+                    // durable first, so the task waits for the fsync.
+                    let store = store.clone();
+                    durably("configuration persist", move || store.persist(&config)).await?;
+                }
+                ControllerAction::Installed(config) => {
+                    let current = config.current();
+                    info!(
+                        term = current.term.0,
+                        engines = current.engines.len(),
+                        storage = current.storage.len(),
+                        "configuration installed"
+                    );
+                    installed.send_replace(Some(config));
                 }
             }
         }
-    });
-    ControllerHandle { installed, task }
+    }
 }

@@ -2,10 +2,10 @@
 //! network and disk.
 //!
 //! One seed fixes everything: message delays, loss, duplication, reordering,
-//! partitions, crashes and restarts, disk latency, and the clients' requests. A run
-//! has a safety phase with faults, then a liveness phase without them in which every
-//! crashed node restarts and every partition heals; the log must then catch up and
-//! serve every client. After every event the oracle checks what happened (see
+//! partitions, crashes and restarts (the controller's too: it restarts from its
+//! store), disk latency, and the clients' requests. A run has a safety phase with
+//! faults, then a liveness phase without them in which every crashed node restarts and
+//! every partition heals; the log must then catch up and serve every client. After every event the oracle checks what happened (see
 //! [`oracle`]); the first violation ends the run with "reproduce with seed=N".
 
 mod oracle;
@@ -17,13 +17,14 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::config::Configuration;
 use crate::controller::{Controller, ControllerAction, ControllerConfig, Role};
 use crate::engine::{Engine, EngineAction, EngineConfig, OpId, Reply, Request};
 use crate::follower::FollowerConfig;
 use crate::message::{Cond, Message};
 use crate::sequencer::{Sequencer, SequencerAction, SequencerConfig};
 use crate::storage::{read_reply, StorageAction, StorageConfig, StorageNode};
-use crate::store::{MemMetalogStore, MemStore, MetalogStore, RecordStore};
+use crate::store::{ControllerStore, MemControllerStore, MemMetalogStore, MemStore, MetalogStore, RecordStore};
 use crate::types::{book_to_log, BookId, Location, LogId, MetalogPosition, Micros, NodeId, SeqNum, Tag};
 use oracle::Oracle;
 
@@ -74,6 +75,9 @@ pub struct SimOptions {
     /// Chance, every 10 ms of the safety phase, of each kind of fault.
     pub crash: f64,
     pub partition: f64,
+    /// Chance, every 10 ms of the safety phase, that the controller crashes; it
+    /// restarts from its store after a downtime.
+    pub controller_crash: f64,
     pub disk_min_us: Micros,
     pub disk_max_us: Micros,
     /// Engines holding each log's index; the others forward (`None`: all index all).
@@ -99,6 +103,7 @@ impl Default for SimOptions {
             duplicate: 0.01,
             crash: 0.02,
             partition: 0.01,
+            controller_crash: 0.002,
             disk_min_us: 100,
             disk_max_us: 3_000,
             indexers_per_log: Some(2),
@@ -111,7 +116,7 @@ impl fmt::Display for SimOptions {
         write!(
             f,
             "sequencers={} storage={} engines={} logs={} n_meta={} n_data={} clients={} books={} safety={}ms liveness={}ms \
-             delay={}..{}us loss={} dup={} crash={} partition={} disk={}..{}us indexers_per_log={:?}",
+             delay={}..{}us loss={} dup={} crash={} partition={} controller_crash={} disk={}..{}us indexers_per_log={:?}",
             self.sequencers,
             self.storage,
             self.engines,
@@ -128,6 +133,7 @@ impl fmt::Display for SimOptions {
             self.duplicate,
             self.crash,
             self.partition,
+            self.controller_crash,
             self.disk_min_us,
             self.disk_max_us,
             self.indexers_per_log
@@ -144,6 +150,7 @@ pub struct SimStats {
     pub reads: u64,
     pub trims: u64,
     pub crashes: u64,
+    pub controller_crashes: u64,
     pub partitions: u64,
     pub terms: u16,
 }
@@ -238,7 +245,13 @@ pub struct Sim {
     events: HashMap<u64, Event>,
     next_event: u64,
     slots: HashMap<NodeId, Slot>,
-    controller: Controller,
+    roster: Vec<(NodeId, Role)>,
+    controller_cfg: ControllerConfig,
+    /// `None` while the controller is down.
+    controller: Option<Controller>,
+    controller_store: Arc<MemControllerStore>,
+    /// The configuration the controller installed last.
+    config: Option<Arc<Configuration>>,
     partitioned: BTreeSet<(NodeId, NodeId)>,
     clients: Vec<Client>,
     next_op: OpId,
@@ -275,7 +288,7 @@ impl Sim {
             startup_grace_us: 500_000,
             indexers_per_log: opts.indexers_per_log,
         };
-        let controller = Controller::new(CONTROLLER, ccfg, &roster);
+        let controller = Controller::new(CONTROLLER, ccfg.clone(), &roster);
         let engines: Vec<NodeId> = roster.iter().filter(|(_, r)| *r == Role::Engine).map(|(n, _)| *n).collect();
         let clients = (0..opts.clients)
             .map(|c| Client {
@@ -295,7 +308,11 @@ impl Sim {
             events: HashMap::new(),
             next_event: 0,
             slots,
-            controller,
+            roster,
+            controller_cfg: ccfg,
+            controller: Some(controller),
+            controller_store: Arc::new(MemControllerStore::new()),
+            config: None,
             partitioned: BTreeSet::new(),
             clients,
             next_op: 1,
@@ -430,7 +447,7 @@ impl Sim {
             }
         }
         self.check_liveness()?;
-        self.stats.terms = self.controller.configuration().map_or(0, |c| c.current().term.0);
+        self.stats.terms = self.config.as_ref().map_or(0, |c| c.current().term.0);
         Ok(self.stats)
     }
 
@@ -446,6 +463,16 @@ impl Sim {
         for n in down {
             self.start(n);
         }
+        if self.controller.is_none() {
+            self.start_controller();
+        }
+    }
+
+    /// Restarts the controller from what its store holds, as a new process would.
+    fn start_controller(&mut self) {
+        let stored = self.controller_store.load().expect("the in-memory store never fails");
+        let controller = Controller::recover(CONTROLLER, self.controller_cfg.clone(), &self.roster, stored);
+        self.controller = Some(controller.expect("the controller resumes from the configuration it persisted"));
     }
 
     fn check_liveness(&mut self) -> Result<(), Violation> {
@@ -479,8 +506,10 @@ impl Sim {
         match event {
             Event::Deliver { from, to, msg } => {
                 if to == CONTROLLER {
-                    self.controller.on_message(self.now, from, msg);
-                    self.controller_actions();
+                    if let Some(c) = self.controller.as_mut() {
+                        c.on_message(self.now, from, msg);
+                        self.controller_actions();
+                    }
                     return;
                 }
                 let now = self.now;
@@ -494,8 +523,12 @@ impl Sim {
             }
             Event::Tick(n) => {
                 if n == CONTROLLER {
-                    self.controller.on_tick(self.now);
-                    self.controller_actions();
+                    // The controller's ticks go on while it is down and reach it again
+                    // after its restart.
+                    if let Some(c) = self.controller.as_mut() {
+                        c.on_tick(self.now);
+                        self.controller_actions();
+                    }
                     self.schedule(TICK_US, Event::Tick(n));
                     return;
                 }
@@ -522,6 +555,11 @@ impl Sim {
             }
             Event::ClientStep(c) => self.client_step(c),
             Event::Fault => self.fault(),
+            Event::Restart(CONTROLLER) => {
+                if self.controller.is_none() {
+                    self.start_controller();
+                }
+            }
             Event::Restart(n) => {
                 if self.slots[&n].node.is_none() {
                     self.start(n);
@@ -532,10 +570,17 @@ impl Sim {
     }
 
     fn controller_actions(&mut self) {
-        for a in self.controller.take_actions() {
+        let Some(c) = self.controller.as_mut() else { return };
+        for a in c.take_actions() {
             match a {
                 ControllerAction::Send(to, msg) => self.send(CONTROLLER, to, msg),
-                ControllerAction::Installed(config) => self.oracle.on_installed(config),
+                ControllerAction::Persist(config) => {
+                    self.controller_store.persist(&config).expect("the in-memory store never fails")
+                }
+                ControllerAction::Installed(config) => {
+                    self.config = Some(config.clone());
+                    self.oracle.on_installed(config);
+                }
             }
         }
     }
@@ -589,7 +634,7 @@ impl Sim {
     /// A storage node reports only records its disk would keep through a crash.
     fn check_progress(&mut self, n: NodeId, records: &MemStore, msg: &Message) {
         let Message::Progress { term, log, stored } = msg else { return };
-        let Some(config) = self.controller.configuration() else { return };
+        let Some(config) = self.config.clone() else { return };
         let Some(t) = config.term(*term) else { return };
         for &(slot, count) in stored {
             let shard = t.log(*log).shards[slot as usize].shard;
@@ -767,6 +812,14 @@ impl Sim {
             if down_same < limit {
                 self.crash(n);
             }
+        }
+        if self.controller.is_some() && self.rng.chance(self.opts.controller_crash) {
+            // The controller's store persists every configuration before it is sent,
+            // so a crash loses only soft state: liveness, incarnations, a seal under way.
+            self.controller = None;
+            self.stats.controller_crashes += 1;
+            let downtime = 50_000 + self.rng.below(800_000);
+            self.schedule(downtime, Event::Restart(CONTROLLER));
         }
         if self.rng.chance(self.opts.partition) {
             let a = nodes[self.rng.below(nodes.len() as u64) as usize];

@@ -11,9 +11,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use anyhow::{ensure, Context};
 use bytes::Bytes;
 
-use super::{MetalogStore, MetalogWrite, RecordStore, RecoveredRecord, StoredData};
+use super::{ControllerStore, MetalogStore, MetalogWrite, RecordStore, RecoveredRecord, StoredData};
+use crate::config::{Configuration, LogTermConfig, SealedTail, ShardConfig, TermConfig};
 use crate::message::{Cond, MetalogEntry, Record, RecordMeta, TrimCommand};
-use crate::types::{BookId, LocalId, Location, LogId, SeqNum, ShardId, Tag, Term};
+use crate::types::{BookId, LocalId, Location, LogId, NodeId, SeqNum, ShardId, Tag, Term};
 
 fn loc(shard: u32, local_id: LocalId) -> Location {
     Location { shard: ShardId(shard), local_id }
@@ -383,6 +384,44 @@ pub(crate) fn metalog_seal_follows_its_entries(store: &dyn MetalogStore) -> anyh
     Ok(())
 }
 
+/// A configuration of `terms` terms, each sealed but the last, whose every field
+/// depends on the term, so a stale or mixed-up load shows.
+fn configuration(terms: u16) -> Configuration {
+    let term = |t: u16| {
+        let shard = |l: u8| ShardConfig {
+            shard: ShardId(u32::from(t) * 10 + u32::from(l)),
+            engine: NodeId(7),
+            incarnation: u64::from(t) << 40,
+            replicas: vec![NodeId(4), NodeId(4 + u32::from(t) % 2)],
+        };
+        let logs = (0..2).map(|l| LogTermConfig { log: LogId(l), sequencers: vec![NodeId(1 + u32::from(t) % 3)], shards: vec![shard(l)] });
+        let sealed = (t < terms).then(|| {
+            let last = match entry(t, 0, 4, u64::from(t)) {
+                MetalogWrite::Entry(e) => e,
+                _ => unreachable!("entry makes entries"),
+            };
+            vec![SealedTail { len: 5, last: Some(last) }, SealedTail { len: 0, last: None }]
+        });
+        TermConfig { term: Term(t), logs: logs.collect(), engines: vec![NodeId(7)], storage: vec![NodeId(4), NodeId(5)], sealed }
+    };
+    Configuration { n_logs: 2, controller: NodeId(0), terms: (1..=terms).map(term).collect(), indexers: vec![vec![NodeId(7)], vec![]] }
+}
+
+pub(crate) fn controller_empty_store_loads_nothing(store: &dyn ControllerStore) -> anyhow::Result<()> {
+    assert_eq!(store.load()?, None);
+    Ok(())
+}
+
+pub(crate) fn controller_store_keeps_the_last_configuration(store: &dyn ControllerStore) -> anyhow::Result<()> {
+    for terms in [1, 2, 3] {
+        store.persist(&configuration(terms))?;
+        assert_eq!(store.load()?, Some(configuration(terms)), "after persisting {terms} terms");
+    }
+    // Loading does not consume.
+    assert_eq!(store.load()?, Some(configuration(3)));
+    Ok(())
+}
+
 /// Runs every record store suite function against each implementation.
 macro_rules! record_store_suite {
     ($($case:ident),* $(,)?) => {
@@ -435,9 +474,28 @@ metalog_store_suite!(
     metalog_seal_follows_its_entries,
 );
 
+/// Runs every controller store suite function against each implementation.
+macro_rules! controller_store_suite {
+    ($($case:ident),* $(,)?) => {
+        mod mem_controller_store {
+            use crate::store::MemControllerStore;
+            $( #[test] fn $case() -> anyhow::Result<()> { super::$case(&MemControllerStore::new()) } )*
+        }
+        mod file_controller_store {
+            use crate::store::FileControllerStore;
+            $( #[test] fn $case() -> anyhow::Result<()> {
+                let dir = tempfile::TempDir::new()?;
+                super::$case(&FileControllerStore::open(&dir.path().join("controller"))?)
+            } )*
+        }
+    };
+}
+
+controller_store_suite!(controller_empty_store_loads_nothing, controller_store_keeps_the_last_configuration);
+
 mod durability {
     use super::*;
-    use crate::store::{FsyncPolicy, MemStore, RocksMetalogStore, RocksStore};
+    use crate::store::{FileControllerStore, FsyncPolicy, MemStore, RocksMetalogStore, RocksStore};
 
     #[test]
     fn rocks_store_keeps_synced_operations_across_reopen() -> anyhow::Result<()> {
@@ -504,5 +562,41 @@ mod durability {
         store.sync()?;
         store.crash();
         model.check(&store, &[])
+    }
+
+    #[test]
+    fn file_controller_store_keeps_the_configuration_across_reopen() -> anyhow::Result<()> {
+        let dir = tempfile::TempDir::new()?;
+        FileControllerStore::open(dir.path())?.persist(&configuration(2))?;
+        // A write interrupted by a crash left its temporary file: it never took effect.
+        std::fs::write(dir.path().join("configuration.tmp"), b"half a configuration")?;
+        let store = FileControllerStore::open(dir.path())?;
+        assert_eq!(store.load()?, Some(configuration(2)));
+        ensure!(!dir.path().join("configuration.tmp").exists(), "the interrupted write is gone");
+        store.persist(&configuration(3))?;
+        assert_eq!(FileControllerStore::open(dir.path())?.load()?, Some(configuration(3)));
+        Ok(())
+    }
+
+    #[test]
+    fn a_damaged_configuration_file_is_an_error() -> anyhow::Result<()> {
+        fn check(content: &[u8], expect: &str) -> anyhow::Result<()> {
+            let dir = tempfile::TempDir::new()?;
+            std::fs::write(dir.path().join("configuration"), content)?;
+            match FileControllerStore::open(dir.path())?.load() {
+                Err(crate::Error::Storage(m)) => ensure!(m.contains(expect), "{m:?} should say {expect:?}"),
+                other => anyhow::bail!("loading {content:?}: {other:?}"),
+            }
+            Ok(())
+        }
+        check(b"", "not a tally configuration")?;
+        check(b"tally-records-v1", "not a tally configuration")?;
+        check(b"tally-configuration-v1\n\xff\xff", "corrupt configuration")?;
+        // A whole configuration with a byte after it.
+        let dir = tempfile::TempDir::new()?;
+        FileControllerStore::open(dir.path())?.persist(&configuration(1))?;
+        let mut trailing = std::fs::read(dir.path().join("configuration"))?;
+        trailing.push(0);
+        check(&trailing, "corrupt configuration")
     }
 }

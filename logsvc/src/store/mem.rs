@@ -1,10 +1,12 @@
 //! In-memory stores for the simulator and for tests. They model a disk that loses
-//! unsynced writes on a crash ([`MemStore::crash`]).
+//! unsynced writes on a crash ([`MemStore::crash`]); the metalog and controller stores
+//! make every write durable at once, as their contracts ask.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-use super::{MetalogStore, MetalogWrite, RecordStore, RecoveredRecord, StoredData};
+use super::{ControllerStore, MetalogStore, MetalogWrite, RecordStore, RecoveredRecord, StoredData};
+use crate::config::Configuration;
 use crate::error::Result;
 use crate::message::Record;
 use crate::types::{LocalId, Location, ShardId};
@@ -144,5 +146,29 @@ impl MetalogStore for MemMetalogStore {
 
     fn load(&self) -> Result<Vec<MetalogWrite>> {
         Ok(self.writes.lock().unwrap().clone())
+    }
+}
+
+/// A [`ControllerStore`] in memory. Every persist is durable at once, so a simulated
+/// controller crash keeps it.
+#[derive(Default)]
+pub struct MemControllerStore {
+    config: Mutex<Option<Configuration>>,
+}
+
+impl MemControllerStore {
+    pub fn new() -> MemControllerStore {
+        MemControllerStore::default()
+    }
+}
+
+impl ControllerStore for MemControllerStore {
+    fn persist(&self, config: &Configuration) -> Result<()> {
+        *self.config.lock().unwrap() = Some(config.clone());
+        Ok(())
+    }
+
+    fn load(&self) -> Result<Option<Configuration>> {
+        Ok(self.config.lock().unwrap().clone())
     }
 }

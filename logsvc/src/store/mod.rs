@@ -30,15 +30,26 @@
 //! A sequencer persists every metalog entry, truncation and seal promise before it
 //! acknowledges or acts on it ([`MetalogStore::persist`] returns once durable), and
 //! replays them with [`MetalogStore::load`] after a restart.
+//!
+//! # Controller store
+//!
+//! The controller persists every configuration it installs before any node hears of
+//! it ([`ControllerStore::persist`] returns once durable and replaces the previous
+//! one), and a restarted controller resumes from [`ControllerStore::load`]. Only the
+//! last configuration is kept: it holds the whole history of terms.
 
+mod codec;
+mod file;
 mod group;
 mod mem;
 mod rocks;
 
+pub use file::FileControllerStore;
 pub use group::{GroupCommit, GroupCommitConfig, GroupCommitDone, GroupCommitStats};
-pub use mem::{MemMetalogStore, MemStore};
+pub use mem::{MemControllerStore, MemMetalogStore, MemStore};
 pub use rocks::{FsyncPolicy, RocksMetalogStore, RocksStore};
 
+use crate::config::Configuration;
 use crate::error::Result;
 use crate::message::{MetalogEntry, Record, RecordMeta};
 use crate::types::{LocalId, Location, LogId, ShardId, Term};
@@ -91,6 +102,15 @@ pub trait MetalogStore: Send + Sync + 'static {
     /// Writes that rebuild the state, in an order that replays correctly: per
     /// (term, log), entries by index, then the seal if any.
     fn load(&self) -> Result<Vec<MetalogWrite>>;
+}
+
+/// The controller's durable configuration: the one it installed last.
+pub trait ControllerStore: Send + Sync + 'static {
+    /// Replaces the stored configuration; returns once durable. A crash during the
+    /// call leaves the previous configuration or this one, never a mix.
+    fn persist(&self, config: &Configuration) -> Result<()>;
+    /// The configuration persisted last, `None` for a new cluster.
+    fn load(&self) -> Result<Option<Configuration>>;
 }
 
 #[cfg(test)]

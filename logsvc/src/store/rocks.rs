@@ -32,13 +32,13 @@ use std::path::Path;
 use std::str::FromStr;
 use std::sync::Mutex;
 
-use bincode::Options as _;
 use bytes::Bytes;
 use rocksdb::{
     BlockBasedOptions, ColumnFamily, ColumnFamilyDescriptor, DBCompressionType, IteratorMode, Options, WriteBatch,
     WriteOptions, DB,
 };
 
+use super::codec::{decode, encode};
 use super::{MetalogStore, MetalogWrite, RecordStore, RecoveredRecord, StoredData};
 use crate::error::{Error, Result};
 use crate::message::{MetalogEntry, Record, RecordMeta};
@@ -102,29 +102,6 @@ const RECLAIM_CHUNK_MAX: usize = 4096;
 
 const FLAG_RECLAIMED: u8 = 0;
 const FLAG_HAS_DATA: u8 = 1;
-
-/// Values use bincode's varint encoding (compact for small tags and ids) with a size
-/// limit, so a corrupt length prefix is an error rather than a huge allocation.
-fn codec(limit: u64) -> impl bincode::Options {
-    bincode::DefaultOptions::new().with_limit(limit)
-}
-
-fn encode<T: serde::Serialize>(what: &'static str, value: &T, limit: u64, prefix: &[u8]) -> Result<Vec<u8>> {
-    let size = bincode::DefaultOptions::new()
-        .serialized_size(value)
-        .map_err(|e| Error::Storage(format!("cannot encode {what}: {e}")))?;
-    if size > limit {
-        return Err(Error::TooLarge { what: what.into(), size: size as usize, limit: limit as usize });
-    }
-    let mut bytes = Vec::with_capacity(prefix.len() + size as usize);
-    bytes.extend_from_slice(prefix);
-    codec(limit).serialize_into(&mut bytes, value).map_err(|e| Error::Storage(format!("cannot encode {what}: {e}")))?;
-    Ok(bytes)
-}
-
-fn decode<T: serde::de::DeserializeOwned>(what: &'static str, bytes: &[u8], limit: u64) -> Result<T> {
-    codec(limit).deserialize(bytes).map_err(|e| Error::Storage(format!("corrupt {what}: {e}")))
-}
 
 const RECORD_KEY_LEN: usize = 12;
 
