@@ -253,10 +253,10 @@ pub struct Engine {
     pending_count: usize,
     deadlines: BTreeMap<(Micros, OpId), ()>,
     appends_in_flight: HashMap<OpId, Micros>,
-    meta_fetches: HashMap<u64, MetaFetch>,
-    record_fetches: HashMap<u64, RecordFetch>,
-    trims: HashMap<OpId, TrimOp>,
-    forwards: HashMap<u64, Forwarded>,
+    meta_fetches: BTreeMap<u64, MetaFetch>,
+    record_fetches: BTreeMap<u64, RecordFetch>,
+    trims: BTreeMap<OpId, TrimOp>,
+    forwards: BTreeMap<u64, Forwarded>,
     /// Ops run for another engine, and the keys of those running or done.
     remote_ops: HashMap<OpId, ForwardKey>,
     remote_seen: HashSet<ForwardKey>,
@@ -284,10 +284,10 @@ impl Engine {
             pending_count: 0,
             deadlines: BTreeMap::new(),
             appends_in_flight: HashMap::new(),
-            meta_fetches: HashMap::new(),
-            record_fetches: HashMap::new(),
-            trims: HashMap::new(),
-            forwards: HashMap::new(),
+            meta_fetches: BTreeMap::new(),
+            record_fetches: BTreeMap::new(),
+            trims: BTreeMap::new(),
+            forwards: BTreeMap::new(),
             remote_ops: HashMap::new(),
             remote_seen: HashSet::new(),
             remote_done: VecDeque::new(),
@@ -762,6 +762,11 @@ impl Engine {
                 Some((metas, done)) => {
                     for (p, seqnum, location) in done {
                         self.pending_count -= 1;
+                        // Readers of this engine are likely to want what it just wrote
+                        // (a conditional record may yet lose, so it waits for a read).
+                        if indexed && p.record.meta.cond.is_none() {
+                            self.cache.put_record(seqnum, p.record.meta.tags.clone(), p.record.data.clone());
+                        }
                         if p.done {
                             continue;
                         }

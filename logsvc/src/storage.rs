@@ -17,7 +17,7 @@
 //! Architecture Invariant: the storage node does not evaluate conditional appends; a
 //! record whose condition failed is kept like a live one (garbage, never wrong).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::config::Configuration;
@@ -109,14 +109,14 @@ pub struct StorageNode {
     cfg: StorageConfig,
     config: Option<Arc<Configuration>>,
     follower: Follower,
-    shards: HashMap<ShardId, Shard>,
+    shards: BTreeMap<ShardId, Shard>,
     /// Records whose shard is not in any configuration seen yet (after a restart).
     orphans: Vec<RecoveredRecord>,
     /// Per (term, log), runs sorted by start position, to find a seqnum's location.
-    runs: HashMap<(Term, LogId), Vec<Run>>,
+    runs: BTreeMap<(Term, LogId), Vec<Run>>,
     /// Liveness of the records held here (conditions stripped), per log.
     liveness: Vec<Index>,
-    writing: HashMap<u64, (Vec<Location>, usize)>,
+    writing: BTreeMap<u64, (Vec<Location>, usize)>,
     unsynced_bytes: usize,
     next_batch: u64,
     last_progress: Micros,
@@ -134,11 +134,11 @@ impl StorageNode {
             follower: Follower::new(cfg.follower.clone()),
             cfg,
             config: None,
-            shards: HashMap::new(),
+            shards: BTreeMap::new(),
             orphans: recovered,
-            runs: HashMap::new(),
+            runs: BTreeMap::new(),
             liveness: Vec::new(),
-            writing: HashMap::new(),
+            writing: BTreeMap::new(),
             unsynced_bytes: 0,
             next_batch: 0,
             last_progress: 0,

@@ -34,6 +34,15 @@ struct Args {
     /// Chance of a crash every 10 ms of the safety phase.
     #[arg(long, default_value_t = 0.02)]
     crash: f64,
+    /// Per-message duplication probability.
+    #[arg(long, default_value_t = 0.01)]
+    duplicate: f64,
+    /// Chance of a partition every 10 ms of the safety phase.
+    #[arg(long, default_value_t = 0.01)]
+    partition: f64,
+    /// Largest one-way message delay, in microseconds.
+    #[arg(long, default_value_t = 2000)]
+    delay_max_us: u64,
     /// Chance of a controller crash every 10 ms of the safety phase.
     #[arg(long, default_value_t = SimOptions::default().controller_crash)]
     controller_crash: f64,
@@ -52,6 +61,9 @@ fn main() -> ExitCode {
         n_data: args.n_data,
         loss: args.loss,
         crash: args.crash,
+        duplicate: args.duplicate,
+        partition: args.partition,
+        delay_max_us: args.delay_max_us,
         controller_crash: args.controller_crash,
         indexers_per_log: (args.indexers_per_log > 0).then_some(args.indexers_per_log),
         ..SimOptions::default()

@@ -11,7 +11,7 @@
 mod oracle;
 
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use std::fmt;
 use std::sync::Arc;
 
@@ -242,9 +242,9 @@ pub struct Sim {
     rng: Rng,
     now: Micros,
     queue: BinaryHeap<Reverse<(Micros, u64)>>,
-    events: HashMap<u64, Event>,
+    events: BTreeMap<u64, Event>,
     next_event: u64,
-    slots: HashMap<NodeId, Slot>,
+    slots: BTreeMap<NodeId, Slot>,
     roster: Vec<(NodeId, Role)>,
     controller_cfg: ControllerConfig,
     /// `None` while the controller is down.
@@ -255,9 +255,11 @@ pub struct Sim {
     partitioned: BTreeSet<(NodeId, NodeId)>,
     clients: Vec<Client>,
     next_op: OpId,
-    op_locations: HashMap<OpId, Location>,
+    op_locations: BTreeMap<OpId, Location>,
+    /// When each client op was submitted.
+    op_started: BTreeMap<OpId, Micros>,
     /// Per (storage node, shard): the prefix already verified durable.
-    durable_checked: HashMap<(NodeId, crate::types::ShardId), u64>,
+    durable_checked: BTreeMap<(NodeId, crate::types::ShardId), u64>,
     oracle: Oracle,
     stats: SimStats,
     liveness: bool,
@@ -266,7 +268,7 @@ pub struct Sim {
 impl Sim {
     pub fn new(seed: u64, opts: SimOptions) -> Sim {
         let mut roster = Vec::new();
-        let mut slots = HashMap::new();
+        let mut slots = BTreeMap::new();
         let mut id = 1;
         for (role, count) in [(Role::Sequencer, opts.sequencers), (Role::Storage, opts.storage), (Role::Engine, opts.engines)] {
             for _ in 0..count {
@@ -305,7 +307,7 @@ impl Sim {
             opts,
             now: 0,
             queue: BinaryHeap::new(),
-            events: HashMap::new(),
+            events: BTreeMap::new(),
             next_event: 0,
             slots,
             roster,
@@ -316,8 +318,9 @@ impl Sim {
             partitioned: BTreeSet::new(),
             clients,
             next_op: 1,
-            op_locations: HashMap::new(),
-            durable_checked: HashMap::new(),
+            op_locations: BTreeMap::new(),
+            op_started: BTreeMap::new(),
+            durable_checked: BTreeMap::new(),
             oracle: Oracle::new(),
             stats: SimStats::default(),
             liveness: false,
@@ -394,7 +397,8 @@ impl Sim {
         // Clients of a crashed engine lose their request: its outcome is unknown.
         let orphaned: Vec<u32> = (0..self.clients.len() as u32).filter(|&c| self.clients[c as usize].engine == n).collect();
         for c in orphaned {
-            if self.clients[c as usize].op.take().is_some() {
+            if let Some((op, _, _)) = self.clients[c as usize].op.take() {
+                self.op_started.remove(&op);
                 self.schedule(50_000, Event::ClientStep(c));
             }
         }
@@ -451,9 +455,9 @@ impl Sim {
         Ok(self.stats)
     }
 
-    /// Past the first half of the liveness phase, every request must succeed.
-    fn settled(&self) -> bool {
-        self.now >= self.opts.safety_us + self.opts.liveness_us / 2
+    /// Every request submitted past the first half of the liveness phase must succeed.
+    fn settled_at(&self, t: Micros) -> bool {
+        t >= self.opts.safety_us + self.opts.liveness_us / 2
     }
 
     fn begin_liveness(&mut self) {
@@ -690,6 +694,8 @@ impl Sim {
             return;
         };
         let (_, request, before) = self.clients[ci].op.take().expect("found");
+        let started = self.op_started.remove(&op).unwrap_or(0);
+        let strict = self.settled_at(started);
         let log = book_to_log(request.book(), self.opts.n_logs);
         let ok = result.is_ok() || matches!(result, Err(crate::Error::Conflict { .. }));
         if ok && position < before {
@@ -716,8 +722,8 @@ impl Sim {
                 self.stats.reads += 1;
             }
             (Request::Trim { .. }, Ok(Reply::Trimmed)) => self.stats.trims += 1,
-            (_, Err(crate::Error::Timeout(_) | crate::Error::Unavailable(_))) if !self.settled() => {}
-            (_, Err(e)) if self.settled() => {
+            (_, Err(crate::Error::Timeout(_) | crate::Error::Unavailable(_))) if !strict => {}
+            (_, Err(e)) if strict => {
                 self.oracle.violations.push(format!("op {op} ({request:?}) failed in the liveness phase: {e}"));
             }
             (_, Ok(Reply::AuxSet)) => {}
@@ -779,6 +785,7 @@ impl Sim {
             }
         };
         self.clients[ci as usize].op = Some((op, request.clone(), position));
+        self.op_started.insert(op, self.now);
         let now = self.now;
         match self.slots.get_mut(&engine).and_then(|s| s.node.as_mut()) {
             Some(Node::Engine(e)) => e.submit(now, op, position, request),
