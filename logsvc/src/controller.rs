@@ -236,10 +236,8 @@ impl Controller {
                     }
                 }
             }
-            Message::ConfigAck { term } => {
-                if self.config.as_ref().is_some_and(|c| c.current().term == term) {
-                    self.acked.insert(from);
-                }
+            Message::ConfigAck { term } if self.config.as_ref().is_some_and(|c| c.current().term == term) => {
+                self.acked.insert(from);
             }
             Message::Sealed { term, log, len, last } => {
                 if let Some(s) = self.sealing.as_mut().filter(|s| s.term == term) {

@@ -92,8 +92,7 @@ impl Follower {
     pub fn poll(&mut self, config: &Configuration, log: LogId) -> Vec<MetalogEntry> {
         let mut out = Vec::new();
         let Some(l) = self.logs.get_mut(log.0 as usize) else { return out };
-        loop {
-            let Some(term) = config.term(Term(l.next.term)) else { break };
+        while let Some(term) = config.term(Term(l.next.term)) {
             let tail = term.sealed.as_ref().map(|t| &t[log.0 as usize]);
             if let Some(tail) = tail {
                 if l.next.index >= tail.len {

@@ -245,8 +245,11 @@ mod tests {
         Location { shard: ShardId(0), local_id: p }
     }
 
-    /// Applies `(position, book, tags, cond)` records and returns the placements.
-    fn build(records: &[(u64, u64, &[u64], Option<(u64, u64)>)]) -> (Index, Vec<Placement>) {
+    /// A test record: position, book, tags, condition (tag, offset).
+    type TestRecord<'a> = (u64, u64, &'a [u64], Option<(u64, u64)>);
+
+    /// Applies records and returns the placements.
+    fn build(records: &[TestRecord]) -> (Index, Vec<Placement>) {
         let mut index = Index::new();
         let placements = records.iter().map(|&(p, b, t, c)| index.apply_record(s(p), loc(p), &meta(b, t, c))).collect();
         (index, placements)
