@@ -2,9 +2,10 @@
 #
 # RocksDB comes from Debian (librocksdb-dev 7.8) and is linked dynamically: building
 # the bundled C++ takes ~15 minutes on two cores, linking takes seconds. bindgen in
-# librocksdb-sys needs libclang.
+# librocksdb-sys needs libclang. PostgreSQL is for the state store tests, which start a
+# server of their own from /usr/lib/postgresql/<ver>/bin.
 missing=()
-for pkg in clang libclang-dev librocksdb-dev; do
+for pkg in clang libclang-dev librocksdb-dev postgresql; do
     dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
 done
 if [ ${#missing[@]} -gt 0 ]; then

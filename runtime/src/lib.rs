@@ -10,6 +10,7 @@ pub mod host;
 pub mod metrics;
 pub mod registry;
 pub mod runtime;
+pub mod state;
 
 pub use config::{Config, Limits, NodeLimits};
 pub use error::RuntimeError;

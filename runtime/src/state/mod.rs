@@ -1,0 +1,147 @@
+//! State stores: where functions' durable objects live, behind one trait with two
+//! backends, embedded RocksDB ([`RocksStateStore`], the single-node default) and
+//! PostgreSQL ([`PgStateStore`], for clusters).
+//!
+//! The store knows nothing of the log, of invocations or of which protocol a table
+//! uses: the Halfmoon protocols above it decide which family of operations to call and
+//! which versions to pass. Every backend is checked by the one suite in [`conformance`].
+
+pub mod conformance;
+mod postgres;
+mod rocks;
+
+use std::future::Future;
+use std::pin::Pin;
+
+use bytes::Bytes;
+
+pub use postgres::{PgStateStore, TempPostgres};
+pub use rocks::RocksStateStore;
+
+/// A stored value; `None` is a tombstone (the object was deleted at that version).
+pub type Value = Option<Bytes>;
+
+/// The future every [`StateStore`] method returns: boxed so the trait stays object-safe.
+pub type StateFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StateError>> + Send + 'a>>;
+
+/// The version of a single-version (Halfmoon-write) entry: the writer's `cursorTS` and
+/// its per-invocation write counter, ordered lexicographically (cursor first).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Version {
+    pub cursor: u64,
+    pub counter: u32,
+}
+
+/// A durable key-value store for function state.
+///
+/// Keys are `(table, key)`: `table` is a non-empty name without NUL characters, `key`
+/// is any bytes (zero bytes included). Values are bytes; a `None` value is a tombstone.
+/// There are two families of operations, and each has its own key space: an object
+/// written with [`put_version`](Self::put_version) is invisible to
+/// [`get_latest`](Self::get_latest) and the other way round.
+///
+/// **Multi-version** (Halfmoon-read: log-free reads of the version as of the reader's
+/// cursor, writes are logged and carry the log seqnum as version):
+///
+/// ```text
+///   versions of (table, key):   3        7              12
+///                               |        |              |
+///   get_at(at = 9)         ─────────────>7   (newest version <= at)
+///   get_at(at = 2)         None              (nothing that old)
+///   collect_versions_below(below = 9): deletes 3, keeps 7 and 12,
+///   so get_at(at) is unchanged for every at >= 9.
+/// ```
+///
+/// - `put_version` is idempotent in the strong sense that re-executed writers need:
+///   the first put of a version wins and a later put of the same version, whatever
+///   its value, succeeds without changing anything.
+/// - Once `put_version` returns, the version survives a crash of the process.
+///
+/// **Single-version, conditional** (Halfmoon-write: logged reads, log-free writes that
+/// only land if they are newer than what is stored):
+///
+/// - `put_if_newer` writes only if the stored version is absent or strictly older, and
+///   says whether it wrote. It is atomic: of any set of concurrent callers the one with
+///   the greatest version ends up stored, whatever the interleaving.
+/// - `get_latest` returns the stored version and value.
+///
+/// Errors are [`StateError`]s; a failed call may or may not have taken effect, and the
+/// protocols above recover by repeating it, which both families make safe.
+pub trait StateStore: Send + Sync {
+    /// Stores `value` as `version` of `(table, key)` unless that version exists already.
+    fn put_version<'a>(
+        &'a self,
+        table: &'a str,
+        key: &'a [u8],
+        version: u64,
+        value: Value,
+    ) -> StateFuture<'a, ()>;
+
+    /// The newest version `<= at` of `(table, key)` and its value, if there is one.
+    fn get_at<'a>(
+        &'a self,
+        table: &'a str,
+        key: &'a [u8],
+        at: u64,
+    ) -> StateFuture<'a, Option<(u64, Value)>>;
+
+    /// Deletes the versions of `(table, key)` older than the newest version `<= below`,
+    /// keeping that one (tombstone or not), and returns how many it deleted.
+    fn collect_versions_below<'a>(
+        &'a self,
+        table: &'a str,
+        key: &'a [u8],
+        below: u64,
+    ) -> StateFuture<'a, u64>;
+
+    /// Stores `(version, value)` for `(table, key)` if nothing is stored or the stored
+    /// version is strictly older; returns whether it wrote.
+    fn put_if_newer<'a>(
+        &'a self,
+        table: &'a str,
+        key: &'a [u8],
+        version: Version,
+        value: Value,
+    ) -> StateFuture<'a, bool>;
+
+    /// The stored version and value of the single-version entry `(table, key)`.
+    fn get_latest<'a>(
+        &'a self,
+        table: &'a str,
+        key: &'a [u8],
+    ) -> StateFuture<'a, Option<(Version, Value)>>;
+}
+
+/// What can go wrong in a state store. Backend errors are carried as text so that no
+/// backend's types leak into the API; all of them convert to
+/// [`RuntimeError::Internal`](crate::RuntimeError::Internal) at the runtime's boundary,
+/// because the guest can do nothing about them but fail and be re-executed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum StateError {
+    /// The caller passed a table name the store cannot hold.
+    #[error("invalid table name {0:?}: it must be non-empty and contain no NUL")]
+    InvalidTable(String),
+    /// The backend failed or could not be reached.
+    #[error("{backend} state store: {message}")]
+    Backend {
+        backend: &'static str,
+        message: String,
+    },
+    /// The backend returned an entry this code did not write.
+    #[error("corrupt state entry: {0}")]
+    Corrupt(String),
+}
+
+impl From<StateError> for crate::RuntimeError {
+    fn from(e: StateError) -> Self {
+        crate::RuntimeError::Internal(e.to_string())
+    }
+}
+
+/// The boundary check every backend applies before touching storage.
+fn check_table(table: &str) -> Result<(), StateError> {
+    if table.is_empty() || table.contains('\0') {
+        return Err(StateError::InvalidTable(table.to_owned()));
+    }
+    Ok(())
+}

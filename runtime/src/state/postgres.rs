@@ -1,0 +1,371 @@
+//! The PostgreSQL state store, for clusters whose nodes share one database; and
+//! [`TempPostgres`], a throwaway local server for tests and development.
+//!
+//! Two tables hold the two key spaces (created at connect if missing):
+//!
+//! ```text
+//!   tally_state_versions (tbl, key, version) -> value      multi-version
+//!   tally_state_latest   (tbl, key) -> cursor, counter, value   single-version
+//! ```
+//!
+//! Every operation is one statement, so PostgreSQL's per-statement atomicity is all the
+//! concurrency control needed: first-put-wins is `ON CONFLICT DO NOTHING`, put-if-newer
+//! is `ON CONFLICT DO UPDATE ... WHERE` on a row-wise version comparison (which re-checks
+//! the condition against the locked row under concurrent updates).
+//!
+//! Versions are `u64` but PostgreSQL has only signed `BIGINT`, so they are stored with
+//! the top bit flipped, which maps `u64` order onto `i64` order.
+//!
+//! One connection serves every caller; tokio-postgres pipelines concurrent statements
+//! on it. A pool is future work, when one connection's throughput is the limit.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use bytes::Bytes;
+use tokio_postgres::{Client, NoTls};
+
+use super::{check_table, StateError, StateFuture, StateStore, Value, Version};
+
+const SCHEMA: &str = "
+    BEGIN;
+    -- Serialises schema creation between nodes connecting at once: concurrent
+    -- CREATE TABLE IF NOT EXISTS can otherwise fail on the catalog's unique index.
+    SELECT pg_advisory_xact_lock(7461836599);
+    CREATE TABLE IF NOT EXISTS tally_state_versions (
+        tbl TEXT NOT NULL,
+        key BYTEA NOT NULL,
+        version BIGINT NOT NULL,
+        value BYTEA,
+        PRIMARY KEY (tbl, key, version)
+    );
+    CREATE TABLE IF NOT EXISTS tally_state_latest (
+        tbl TEXT NOT NULL,
+        key BYTEA NOT NULL,
+        cursor BIGINT NOT NULL,
+        counter BIGINT NOT NULL,
+        value BYTEA,
+        PRIMARY KEY (tbl, key)
+    );
+    COMMIT;
+";
+
+/// A [`StateStore`] in a PostgreSQL database.
+pub struct PgStateStore {
+    client: Client,
+}
+
+impl PgStateStore {
+    /// Connects with a libpq-style `conninfo` (`host=... user=... dbname=...`; a `host`
+    /// that is a directory means a unix socket) and creates the tables if missing.
+    ///
+    /// Spawns a task named by its purpose, the connection driver: it ends when the
+    /// store is dropped, and on a connection error, after which every call fails.
+    pub async fn connect(conninfo: &str) -> Result<Self, StateError> {
+        let (client, connection) = tokio_postgres::connect(conninfo, NoTls)
+            .await
+            .map_err(backend)?;
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::warn!(error = %e, "state.postgres connection ended");
+            }
+        });
+        client.batch_execute(SCHEMA).await.map_err(backend)?;
+        Ok(PgStateStore { client })
+    }
+}
+
+impl StateStore for PgStateStore {
+    fn put_version<'a>(
+        &'a self,
+        table: &'a str,
+        key: &'a [u8],
+        version: u64,
+        value: Value,
+    ) -> StateFuture<'a, ()> {
+        Box::pin(async move {
+            check_table(table)?;
+            self.client
+                .execute(
+                    "INSERT INTO tally_state_versions (tbl, key, version, value)
+                     VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+                    &[&table, &key, &to_sql(version), &value.as_deref()],
+                )
+                .await
+                .map_err(backend)?;
+            Ok(())
+        })
+    }
+
+    fn get_at<'a>(
+        &'a self,
+        table: &'a str,
+        key: &'a [u8],
+        at: u64,
+    ) -> StateFuture<'a, Option<(u64, Value)>> {
+        Box::pin(async move {
+            check_table(table)?;
+            let row = self
+                .client
+                .query_opt(
+                    "SELECT version, value FROM tally_state_versions
+                     WHERE tbl = $1 AND key = $2 AND version <= $3
+                     ORDER BY version DESC LIMIT 1",
+                    &[&table, &key, &to_sql(at)],
+                )
+                .await
+                .map_err(backend)?;
+            Ok(row.map(|row| {
+                let value: Option<Vec<u8>> = row.get(1);
+                (from_sql(row.get(0)), value.map(Bytes::from))
+            }))
+        })
+    }
+
+    fn collect_versions_below<'a>(
+        &'a self,
+        table: &'a str,
+        key: &'a [u8],
+        below: u64,
+    ) -> StateFuture<'a, u64> {
+        Box::pin(async move {
+            check_table(table)?;
+            // With no version <= below the subquery is NULL and nothing compares less.
+            self.client
+                .execute(
+                    "DELETE FROM tally_state_versions
+                     WHERE tbl = $1 AND key = $2 AND version < (
+                         SELECT max(version) FROM tally_state_versions
+                         WHERE tbl = $1 AND key = $2 AND version <= $3)",
+                    &[&table, &key, &to_sql(below)],
+                )
+                .await
+                .map_err(backend)
+        })
+    }
+
+    fn put_if_newer<'a>(
+        &'a self,
+        table: &'a str,
+        key: &'a [u8],
+        version: Version,
+        value: Value,
+    ) -> StateFuture<'a, bool> {
+        Box::pin(async move {
+            check_table(table)?;
+            let written = self
+                .client
+                .execute(
+                    "INSERT INTO tally_state_latest AS s (tbl, key, cursor, counter, value)
+                     VALUES ($1, $2, $3, $4, $5)
+                     ON CONFLICT (tbl, key) DO UPDATE
+                     SET cursor = EXCLUDED.cursor, counter = EXCLUDED.counter,
+                         value = EXCLUDED.value
+                     WHERE (s.cursor, s.counter) < (EXCLUDED.cursor, EXCLUDED.counter)",
+                    &[
+                        &table,
+                        &key,
+                        &to_sql(version.cursor),
+                        &i64::from(version.counter),
+                        &value.as_deref(),
+                    ],
+                )
+                .await
+                .map_err(backend)?;
+            Ok(written == 1)
+        })
+    }
+
+    fn get_latest<'a>(
+        &'a self,
+        table: &'a str,
+        key: &'a [u8],
+    ) -> StateFuture<'a, Option<(Version, Value)>> {
+        Box::pin(async move {
+            check_table(table)?;
+            let row = self
+                .client
+                .query_opt(
+                    "SELECT cursor, counter, value FROM tally_state_latest
+                     WHERE tbl = $1 AND key = $2",
+                    &[&table, &key],
+                )
+                .await
+                .map_err(backend)?;
+            let Some(row) = row else { return Ok(None) };
+            let counter: i64 = row.get(1);
+            let counter = u32::try_from(counter)
+                .map_err(|_| StateError::Corrupt(format!("write counter {counter}")))?;
+            let value: Option<Vec<u8>> = row.get(2);
+            Ok(Some((
+                Version {
+                    cursor: from_sql(row.get(0)),
+                    counter,
+                },
+                value.map(Bytes::from),
+            )))
+        })
+    }
+}
+
+fn backend(e: impl std::fmt::Display) -> StateError {
+    StateError::Backend {
+        backend: "postgres",
+        message: e.to_string(),
+    }
+}
+
+/// Maps `u64` order onto `i64` order by flipping the top bit.
+fn to_sql(v: u64) -> i64 {
+    (v ^ (1 << 63)) as i64
+}
+
+fn from_sql(v: i64) -> u64 {
+    (v as u64) ^ (1 << 63)
+}
+
+/// A PostgreSQL server of its own in a temp dir, for tests and local development:
+/// trust authentication, fsync off, listening only on a unix socket in the temp dir.
+/// Dropping it stops the server (immediate mode) and deletes the directory.
+///
+/// It uses the newest server under `/usr/lib/postgresql/<ver>/bin` (Debian's
+/// `postgresql` package, which `scripts/env.sh` installs), else the one on `PATH`.
+/// initdb and postgres refuse to run as root, so as root they run as the `postgres`
+/// user the package creates, with the temp dir chowned to it.
+pub struct TempPostgres {
+    dir: tempfile::TempDir,
+    bin: PathBuf,
+    as_postgres: bool,
+}
+
+impl TempPostgres {
+    /// Initialises a cluster and starts the server, waiting until it accepts
+    /// connections. Blocks for a second or two.
+    pub fn start() -> Result<Self, StateError> {
+        let dir = tempfile::Builder::new()
+            .prefix("tally-pg")
+            .tempdir()
+            .map_err(backend)?;
+        let as_postgres = is_root();
+        if as_postgres {
+            run(Command::new("chown")
+                .arg("postgres:postgres")
+                .arg(dir.path()))?;
+        }
+        let server = TempPostgres {
+            dir,
+            bin: server_bin_dir(),
+            as_postgres,
+        };
+        let data = server.data_dir();
+        server.run_tool(
+            "initdb",
+            &[
+                "-D",
+                path_str(&data)?,
+                "--auth=trust",
+                "-U",
+                "postgres",
+                "--no-sync",
+                "-E",
+                "UTF8",
+                "--locale=C",
+            ],
+        )?;
+        let options = format!(
+            "-c listen_addresses='' -k {} -c fsync=off",
+            path_str(server.dir.path())?
+        );
+        let log = server.dir.path().join("server.log");
+        server.run_tool(
+            "pg_ctl",
+            &[
+                "-D",
+                path_str(&data)?,
+                "-l",
+                path_str(&log)?,
+                "-o",
+                &options,
+                "-w",
+                "start",
+            ],
+        )?;
+        Ok(server)
+    }
+
+    /// The conninfo for [`PgStateStore::connect`], to the `postgres` database.
+    pub fn conninfo(&self) -> String {
+        format!(
+            "host={} user=postgres dbname=postgres",
+            self.dir.path().display()
+        )
+    }
+
+    fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    fn run_tool(&self, tool: &str, args: &[&str]) -> Result<(), StateError> {
+        let program = self.bin.join(tool);
+        let mut command = if self.as_postgres {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(program);
+            c
+        } else {
+            Command::new(program)
+        };
+        run(command.args(args))
+    }
+}
+
+impl Drop for TempPostgres {
+    fn drop(&mut self) {
+        let data = self.data_dir();
+        let Ok(data) = path_str(&data) else { return };
+        if let Err(e) = self.run_tool("pg_ctl", &["-D", data, "-m", "immediate", "-w", "stop"]) {
+            tracing::warn!(error = %e, "could not stop the temp postgres server");
+        }
+    }
+}
+
+fn is_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self")
+        .map(|m| m.uid() == 0)
+        .unwrap_or(false)
+}
+
+fn server_bin_dir() -> PathBuf {
+    let newest = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let version: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let bin = entry.path().join("bin");
+            bin.join("pg_ctl").exists().then_some((version, bin))
+        })
+        .max();
+    // An empty directory makes `bin.join(tool)` a bare name, found on PATH.
+    newest.map(|(_, bin)| bin).unwrap_or_default()
+}
+
+fn path_str(path: &Path) -> Result<&str, StateError> {
+    path.to_str()
+        .ok_or_else(|| backend(format!("path {} is not UTF-8", path.display())))
+}
+
+fn run(command: &mut Command) -> Result<(), StateError> {
+    let output = command
+        .output()
+        .map_err(|e| backend(format!("{command:?}: {e}")))?;
+    if !output.status.success() {
+        return Err(backend(format!(
+            "{command:?} failed with {}: {}{}",
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )));
+    }
+    Ok(())
+}

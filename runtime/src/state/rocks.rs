@@ -1,0 +1,300 @@
+//! The embedded RocksDB state store, the single-node default.
+//!
+//! Two column families hold the two key spaces:
+//!
+//! ```text
+//!   versions: len(table) u32 BE | table | len(key) u32 BE | key | version u64 BE
+//!             -> tag u8 (0 tombstone, 1 value) | value
+//!   latest:   len(table) u32 BE | table | len(key) u32 BE | key
+//!             -> cursor u64 BE | counter u32 BE | tag u8 | value
+//! ```
+//!
+//! The length prefixes make the encoding unambiguous for any bytes, so the versions of
+//! one `(table, key)` are exactly the entries under its prefix, in version order; that
+//! is what lets `get_at` be one `seek_for_prev`.
+//!
+//! Read-modify-write operations (first-put-wins, put-if-newer, GC) hold one mutex per
+//! store. RocksDB calls block, so every call runs in `spawn_blocking`. Writes are
+//! synced: a log-free write is acknowledged to the protocol only once it is durable.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use rocksdb::{ColumnFamilyDescriptor, Options, WriteBatch, WriteOptions, DB};
+
+use super::{check_table, StateError, StateFuture, StateStore, Value, Version};
+
+const CF_VERSIONS: &str = "versions";
+const CF_LATEST: &str = "latest";
+const TAG_TOMBSTONE: u8 = 0;
+const TAG_VALUE: u8 = 1;
+
+/// A [`StateStore`] in an embedded RocksDB database.
+pub struct RocksStateStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    db: DB,
+    /// Serialises read-modify-write operations; plain reads do not take it.
+    write_lock: Mutex<()>,
+}
+
+impl RocksStateStore {
+    /// Opens (creating if missing) the store in the directory `path`.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, StateError> {
+        let mut opts = Options::default();
+        opts.create_if_missing(true);
+        opts.create_missing_column_families(true);
+        let cfs = [CF_VERSIONS, CF_LATEST]
+            .into_iter()
+            .map(|name| ColumnFamilyDescriptor::new(name, Options::default()));
+        let db = DB::open_cf_descriptors(&opts, path, cfs).map_err(backend)?;
+        Ok(RocksStateStore {
+            inner: Arc::new(Inner {
+                db,
+                write_lock: Mutex::new(()),
+            }),
+        })
+    }
+
+    /// Runs `op` on the blocking pool after checking the table name.
+    fn run<'a, T: Send + 'static>(
+        &'a self,
+        table: &str,
+        op: impl FnOnce(&Inner) -> Result<T, StateError> + Send + 'static,
+    ) -> StateFuture<'a, T> {
+        let checked = check_table(table);
+        let inner = Arc::clone(&self.inner);
+        Box::pin(async move {
+            checked?;
+            tokio::task::spawn_blocking(move || op(&inner))
+                .await
+                .map_err(|e| StateError::Backend {
+                    backend: "rocksdb",
+                    message: e.to_string(),
+                })?
+        })
+    }
+}
+
+impl Inner {
+    fn cf(&self, name: &str) -> &rocksdb::ColumnFamily {
+        self.db
+            .cf_handle(name)
+            .expect("column family created at open")
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, ()> {
+        // The lock guards no data, so a panic while holding it leaves nothing torn.
+        self.write_lock
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn write(&self, batch: WriteBatch) -> Result<(), StateError> {
+        let mut opts = WriteOptions::default();
+        opts.set_sync(true);
+        self.db.write_opt(batch, &opts).map_err(backend)
+    }
+
+    /// The newest version `<= at` under `prefix`, with its raw entry value.
+    fn newest_at(&self, prefix: &[u8], at: u64) -> Result<Option<(u64, Vec<u8>)>, StateError> {
+        let mut iter = self.db.raw_iterator_cf(self.cf(CF_VERSIONS));
+        iter.seek_for_prev(version_key(prefix, at));
+        let found = match (iter.key(), iter.value()) {
+            (Some(k), Some(v)) if k.len() == prefix.len() + 8 && k.starts_with(prefix) => {
+                Some((decode_version_suffix(k, prefix.len())?, v.to_vec()))
+            }
+            _ => None,
+        };
+        iter.status().map_err(backend)?;
+        Ok(found)
+    }
+}
+
+impl StateStore for RocksStateStore {
+    fn put_version<'a>(
+        &'a self,
+        table: &'a str,
+        key: &'a [u8],
+        version: u64,
+        value: Value,
+    ) -> StateFuture<'a, ()> {
+        let k = version_key(&object_key(table, key), version);
+        self.run(table, move |inner| {
+            let _guard = inner.lock();
+            let cf = inner.cf(CF_VERSIONS);
+            if inner.db.get_pinned_cf(cf, &k).map_err(backend)?.is_some() {
+                return Ok(());
+            }
+            let mut batch = WriteBatch::default();
+            batch.put_cf(cf, &k, encode_value(&[], &value));
+            inner.write(batch)
+        })
+    }
+
+    fn get_at<'a>(
+        &'a self,
+        table: &'a str,
+        key: &'a [u8],
+        at: u64,
+    ) -> StateFuture<'a, Option<(u64, Value)>> {
+        let prefix = object_key(table, key);
+        self.run(table, move |inner| match inner.newest_at(&prefix, at)? {
+            Some((version, raw)) => Ok(Some((version, decode_value(&raw)?))),
+            None => Ok(None),
+        })
+    }
+
+    fn collect_versions_below<'a>(
+        &'a self,
+        table: &'a str,
+        key: &'a [u8],
+        below: u64,
+    ) -> StateFuture<'a, u64> {
+        let prefix = object_key(table, key);
+        self.run(table, move |inner| {
+            let _guard = inner.lock();
+            let Some((keep, _)) = inner.newest_at(&prefix, below)? else {
+                return Ok(0);
+            };
+            let cf = inner.cf(CF_VERSIONS);
+            let mut batch = WriteBatch::default();
+            let mut deleted = 0;
+            let mut iter = inner.db.raw_iterator_cf(cf);
+            iter.seek(version_key(&prefix, 0));
+            while let Some(k) = iter.key() {
+                if !(k.len() == prefix.len() + 8 && k.starts_with(&prefix)) {
+                    break;
+                }
+                if decode_version_suffix(k, prefix.len())? >= keep {
+                    break;
+                }
+                batch.delete_cf(cf, k);
+                deleted += 1;
+                iter.next();
+            }
+            iter.status().map_err(backend)?;
+            drop(iter);
+            if deleted > 0 {
+                inner.write(batch)?;
+            }
+            Ok(deleted)
+        })
+    }
+
+    fn put_if_newer<'a>(
+        &'a self,
+        table: &'a str,
+        key: &'a [u8],
+        version: Version,
+        value: Value,
+    ) -> StateFuture<'a, bool> {
+        let k = object_key(table, key);
+        self.run(table, move |inner| {
+            let _guard = inner.lock();
+            let cf = inner.cf(CF_LATEST);
+            if let Some(raw) = inner.db.get_pinned_cf(cf, &k).map_err(backend)? {
+                let (stored, _) = decode_latest(&raw)?;
+                if stored >= version {
+                    return Ok(false);
+                }
+            }
+            let mut header = Vec::with_capacity(12);
+            header.extend_from_slice(&version.cursor.to_be_bytes());
+            header.extend_from_slice(&version.counter.to_be_bytes());
+            let mut batch = WriteBatch::default();
+            batch.put_cf(cf, &k, encode_value(&header, &value));
+            inner.write(batch)?;
+            Ok(true)
+        })
+    }
+
+    fn get_latest<'a>(
+        &'a self,
+        table: &'a str,
+        key: &'a [u8],
+    ) -> StateFuture<'a, Option<(Version, Value)>> {
+        let k = object_key(table, key);
+        self.run(table, move |inner| {
+            match inner
+                .db
+                .get_pinned_cf(inner.cf(CF_LATEST), &k)
+                .map_err(backend)?
+            {
+                Some(raw) => Ok(Some(decode_latest(&raw)?)),
+                None => Ok(None),
+            }
+        })
+    }
+}
+
+fn backend(e: impl std::fmt::Display) -> StateError {
+    StateError::Backend {
+        backend: "rocksdb",
+        message: e.to_string(),
+    }
+}
+
+fn object_key(table: &str, key: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(8 + table.len() + key.len() + 8);
+    for part in [table.as_bytes(), key] {
+        let len = u32::try_from(part.len()).expect("table and key are under 4 GiB");
+        out.extend_from_slice(&len.to_be_bytes());
+        out.extend_from_slice(part);
+    }
+    out
+}
+
+fn version_key(prefix: &[u8], version: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(prefix.len() + 8);
+    out.extend_from_slice(prefix);
+    out.extend_from_slice(&version.to_be_bytes());
+    out
+}
+
+fn decode_version_suffix(k: &[u8], prefix_len: usize) -> Result<u64, StateError> {
+    let suffix: [u8; 8] = k[prefix_len..]
+        .try_into()
+        .map_err(|_| StateError::Corrupt(format!("version key of {} bytes", k.len())))?;
+    Ok(u64::from_be_bytes(suffix))
+}
+
+fn encode_value(header: &[u8], value: &Value) -> Vec<u8> {
+    let len = value.as_ref().map_or(0, Bytes::len);
+    let mut out = Vec::with_capacity(header.len() + 1 + len);
+    out.extend_from_slice(header);
+    match value {
+        Some(bytes) => {
+            out.push(TAG_VALUE);
+            out.extend_from_slice(bytes);
+        }
+        None => out.push(TAG_TOMBSTONE),
+    }
+    out
+}
+
+fn decode_value(raw: &[u8]) -> Result<Value, StateError> {
+    match raw.split_first() {
+        Some((&TAG_VALUE, rest)) => Ok(Some(Bytes::copy_from_slice(rest))),
+        Some((&TAG_TOMBSTONE, [])) => Ok(None),
+        _ => Err(StateError::Corrupt(format!(
+            "value entry of {} bytes",
+            raw.len()
+        ))),
+    }
+}
+
+fn decode_latest(raw: &[u8]) -> Result<(Version, Value), StateError> {
+    if raw.len() < 12 {
+        return Err(StateError::Corrupt(format!(
+            "latest entry of {} bytes",
+            raw.len()
+        )));
+    }
+    let cursor = u64::from_be_bytes(raw[..8].try_into().expect("8 bytes"));
+    let counter = u32::from_be_bytes(raw[8..12].try_into().expect("4 bytes"));
+    Ok((Version { cursor, counter }, decode_value(&raw[12..])?))
+}
