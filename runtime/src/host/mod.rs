@@ -169,7 +169,9 @@ impl WasmHost {
             .total_tables(n.saturating_mul(8))
             .total_stacks(n)
             .max_memories_per_component(4)
-            .max_memory_size(node.memory_bytes_max as usize);
+            .max_memory_size(node.memory_bytes_max as usize)
+            // Batch decommits: each madvise costs a TLB shootdown on every core.
+            .decommit_batch_size(16);
         let mut config = wasmtime::Config::new();
         config
             .wasm_component_model(true)
