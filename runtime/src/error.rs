@@ -17,8 +17,9 @@ pub enum RuntimeError {
     FunctionNotFound(String),
     #[error("unknown invocation {0:?}")]
     InvocationNotFound(String),
-    #[error("{what} is {size} bytes, the limit is {limit}")]
-    TooLarge { what: &'static str, size: u64, limit: u64 },
+    /// `size` is unknown when the body was refused before it was read whole.
+    #[error("{what} is larger than its limit of {limit} bytes{}", size.map(|s| format!(" ({s} bytes)")).unwrap_or_default())]
+    TooLarge { what: &'static str, size: Option<u64>, limit: u64 },
     #[error("timed out after {0} ms")]
     Timeout(u64),
     /// The guest trapped (panicked, hit `unreachable`, ...).

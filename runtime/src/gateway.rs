@@ -44,9 +44,7 @@ type ApiResult<T> = Result<T, RuntimeError>;
 
 /// The gateway's routes over `rt`.
 pub fn router(rt: Arc<Runtime>) -> Router {
-    // Bodies are read whole up to the largest thing a request may carry; each handler
-    // checks its own limit and answers 413 in JSON.
-    let body_max = rt.config.node.component_bytes_max.max(rt.config.limits.request_bytes_max) as usize;
+    let body_max = body_max(&rt) as usize;
     Router::new()
         .route("/v1/functions", get(list))
         .route("/v1/functions/{name}", get(inspect).put(deploy).delete(delete))
@@ -59,10 +57,16 @@ pub fn router(rt: Arc<Runtime>) -> Router {
         .with_state(rt)
 }
 
-/// The body, or 413 when it is over the limit (axum's rejection is plain text).
-fn body(b: Result<Bytes, BytesRejection>) -> ApiResult<Bytes> {
+/// Bodies are read whole up to the largest thing a request may carry; each handler
+/// checks its own limit.
+fn body_max(rt: &Runtime) -> u64 {
+    rt.config.node.component_bytes_max.max(rt.config.limits.request_bytes_max)
+}
+
+/// The body, or 413 in JSON when it is over [`body_max`] (axum's rejection is plain text).
+fn body(rt: &Runtime, b: Result<Bytes, BytesRejection>) -> ApiResult<Bytes> {
     b.map_err(|e| match e.status() {
-        StatusCode::PAYLOAD_TOO_LARGE => RuntimeError::TooLarge { what: "the request body", size: 0, limit: 0 },
+        StatusCode::PAYLOAD_TOO_LARGE => RuntimeError::TooLarge { what: "the request body", size: None, limit: body_max(rt) },
         _ => RuntimeError::InvalidArgument(e.body_text()),
     })
 }
@@ -85,7 +89,7 @@ async fn deploy(
     component: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
     let Query(q) = query.map_err(|e| RuntimeError::InvalidArgument(e.body_text()))?;
-    let component = body(component)?;
+    let component = body(&rt, component)?;
     let d = rt.config.limits;
     let limits = Limits {
         memory_bytes: q.memory_bytes.unwrap_or(d.memory_bytes),
@@ -129,12 +133,12 @@ async fn invoke(
     input: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
     let Query(q) = query.map_err(|e| RuntimeError::InvalidArgument(e.body_text()))?;
-    let input = body(input)?;
+    let input = body(&rt, input)?;
     let book = BookId(q.book);
     if q.background {
         // Refuse what can be refused now, rather than in the invocation's status.
         rt.registry.lookup(&name).await?;
-        let id = rt.invoke_async(name, book, input.to_vec());
+        let id = rt.invoke_async(name, book, input);
         let location = format!("/v1/invocations/{id}");
         let mut response = (StatusCode::ACCEPTED, Json(json!({ "invocation_id": id }))).into_response();
         if let Ok(v) = HeaderValue::from_str(&location) {
@@ -142,7 +146,7 @@ async fn invoke(
         }
         return Ok(response);
     }
-    let output = rt.invoke(&name, book, input.to_vec()).await?;
+    let output = rt.invoke(&name, book, input).await?;
     Ok(([(header::CONTENT_TYPE, "application/octet-stream")], output).into_response())
 }
 

@@ -40,7 +40,10 @@ impl Metrics {
             Err(e) => e.code(),
         };
         let mut functions = self.functions.lock().expect("not poisoned");
-        let c = functions.entry(function.to_string()).or_default();
+        if !functions.contains_key(function) {
+            functions.insert(function.to_string(), FunctionCounters::default());
+        }
+        let c = functions.get_mut(function).expect("inserted above");
         *c.outcomes.entry(outcome).or_default() += 1;
         c.seconds_sum += took.as_secs_f64();
         c.count += 1;

@@ -154,7 +154,7 @@ impl Registry {
     /// Validates, compiles and stores a component as the next version of `name`.
     pub async fn deploy(&self, name: &str, bytes: Bytes, limits: Limits) -> Result<VersionInfo> {
         check_name(name)?;
-        let sha256 = hex(&Sha256::digest(&bytes));
+        let sha256 = format!("{:x}", Sha256::digest(&bytes));
         let pre = self.host.prepare(&bytes, &sha256).await?;
         self.fresh.lock().expect("not poisoned").insert(sha256.clone(), pre);
         let mut ctx = self.cursor.lock().await.ctx.clone();
@@ -317,7 +317,7 @@ impl Registry {
                 _ => return Err(RuntimeError::Internal(format!("chunk {s} of the component is missing"))),
             }
         }
-        let sha256 = hex(&Sha256::digest(&bytes));
+        let sha256 = format!("{:x}", Sha256::digest(&bytes));
         if sha256 != info.sha256 {
             return Err(RuntimeError::Internal(format!("the component's hash is {sha256}, its manifest says {}", info.sha256)));
         }
@@ -331,10 +331,6 @@ fn info(name: &str, e: &Entry) -> Option<FunctionInfo> {
         current: current.clone(),
         versions: e.versions.clone(),
     })
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

@@ -10,7 +10,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use serde::Serialize;
 use tally_logsvc::{BookId, Context, LogClient};
 
 use crate::config::{Config, Limits};
@@ -23,20 +22,11 @@ use crate::registry::{Registry, VersionInfo};
 const REGISTRY_POLL: Duration = Duration::from_secs(1);
 
 /// Where an asynchronous invocation stands.
-#[derive(Clone, Debug, Serialize)]
-#[serde(tag = "status", rename_all = "snake_case")]
+#[derive(Clone, Debug)]
 pub enum InvocationStatus {
     Running,
-    Succeeded {
-        #[serde(skip)]
-        output: Bytes,
-    },
-    Failed {
-        code: &'static str,
-        message: String,
-        #[serde(skip)]
-        http_status: u16,
-    },
+    Succeeded { output: Bytes },
+    Failed { code: &'static str, message: String, http_status: u16 },
 }
 
 /// Asynchronous invocations, the oldest finished ones forgotten past a bound.
@@ -106,7 +96,7 @@ impl Runtime {
     pub async fn deploy(&self, name: &str, component: Bytes, limits: Limits) -> Result<VersionInfo> {
         let limit = self.config.node.component_bytes_max;
         if component.len() as u64 > limit {
-            return Err(RuntimeError::TooLarge { what: "the component", size: component.len() as u64, limit });
+            return Err(RuntimeError::TooLarge { what: "the component", size: Some(component.len() as u64), limit });
         }
         self.config.check_limits(&limits).map_err(RuntimeError::InvalidArgument)?;
         let info = self.registry.deploy(name, component, limits).await?;
@@ -115,13 +105,13 @@ impl Runtime {
     }
 
     /// Invokes `function` on `book` from outside (the gateway).
-    pub async fn invoke(self: &Arc<Self>, function: &str, book: BookId, input: Vec<u8>) -> Result<Vec<u8>> {
+    pub async fn invoke(self: &Arc<Self>, function: &str, book: BookId, input: Bytes) -> Result<Vec<u8>> {
         let id = self.new_invocation_id();
         self.run(function, book, input, Context::new(), 0, None, id).await.0
     }
 
     /// Starts an invocation in the background and returns its ID.
-    pub fn invoke_async(self: &Arc<Self>, function: String, book: BookId, input: Vec<u8>) -> String {
+    pub fn invoke_async(self: &Arc<Self>, function: String, book: BookId, input: Bytes) -> String {
         let id = self.new_invocation_id();
         self.invocations.lock().expect("not poisoned").by_id.insert(id.clone(), InvocationStatus::Running);
         let rt = self.clone();
@@ -155,7 +145,7 @@ impl Runtime {
         self: &Arc<Self>,
         function: &str,
         book: BookId,
-        input: Vec<u8>,
+        input: Bytes,
         ctx: Context,
         depth: u32,
         parent_deadline: Option<Instant>,
@@ -170,7 +160,7 @@ impl Runtime {
         let checks = if book.is_reserved() {
             Err(RuntimeError::InvalidArgument(format!("book {:#x} is reserved for the platform", book.0)))
         } else if input.len() as u64 > limits.request_bytes_max {
-            Err(RuntimeError::TooLarge { what: "the request", size: input.len() as u64, limit: limits.request_bytes_max })
+            Err(RuntimeError::TooLarge { what: "the request", size: Some(input.len() as u64), limit: limits.request_bytes_max })
         } else if depth > self.config.node.call_depth_max {
             Err(RuntimeError::InvalidArgument(format!("calls nest deeper than {}", self.config.node.call_depth_max)))
         } else {

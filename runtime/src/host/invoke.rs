@@ -7,6 +7,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 
+use bytes::Bytes;
 use tally_logsvc::{BookId, Context};
 
 use super::tally::platform::invoke::Host;
@@ -16,7 +17,7 @@ use crate::error::RuntimeError;
 /// A child invocation asked for by a guest.
 pub struct ChildCall {
     pub function: String,
-    pub input: Vec<u8>,
+    pub input: Bytes,
     pub book: BookId,
     /// The child's nesting: the parent's plus one.
     pub depth: u32,
@@ -41,7 +42,7 @@ impl Host for HostState {
         let inv = &self.inv;
         let call = ChildCall {
             function,
-            input,
+            input: Bytes::from(input),
             book: inv.book,
             depth: inv.depth + 1,
             deadline: inv.deadline,

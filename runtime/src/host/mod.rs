@@ -285,7 +285,7 @@ impl WasmHost {
             Err(_) => Err(RuntimeError::Timeout(timeout_ms)),
             Ok(Ok(Ok(output))) if output.len() as u64 > limits.response_bytes_max => Err(RuntimeError::TooLarge {
                 what: "the response",
-                size: output.len() as u64,
+                size: Some(output.len() as u64),
                 limit: limits.response_bytes_max,
             }),
             Ok(Ok(Ok(output))) => Ok(output),
