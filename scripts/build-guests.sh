@@ -2,8 +2,8 @@
 # Builds the guest components for wasm32-wasip2, the example functions and the host
 # tests' guests, copies them to one directory and prints its path:
 #
-#   hello.wasm  counter.wasm  chain.wasm      (examples/)
-#   faulty.wasm  other-world.wasm             (tests/guests/)
+#   hello.wasm  counter.wasm  chain.wasm  bank.wasm    (examples/)
+#   faulty.wasm  other-world.wasm  steps.wasm            (tests/guests/)
 #
 # The directory is ${TALLY_GUESTS_DIR:-$HOME/.cache/tally-guests}. Cargo builds in its own
 # target directory, ${TALLY_GUESTS_TARGET_DIR:-$HOME/.cache/tally-guests-target}, never the
@@ -18,7 +18,7 @@ out_dir="${TALLY_GUESTS_DIR:-$HOME/.cache/tally-guests}"
 target_dir="${TALLY_GUESTS_TARGET_DIR:-$HOME/.cache/tally-guests-target}"
 stamp="$out_dir/.sources.sha256"
 workspaces=(examples tests/guests)
-components=(hello counter chain faulty other-world)
+components=(hello counter chain bank faulty other-world steps)
 
 # The WIT, the SDK, both guest workspaces with their Cargo.lock files, this script and
 # the compiler, with paths relative to the repository so that every clone agrees.

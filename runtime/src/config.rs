@@ -17,8 +17,17 @@
 //! memory_bytes_max = 1073741824
 //! component_bytes_max = 67108864
 //! call_depth_max = 8
+//!
+//! [state]             # exactly-once state (see `durable`)
+//! store = "rocksdb"   # or "postgres", with `postgres = "host=... user=..."`
+//! protocol = "read-optimized"   # tables not named below
+//! tables = { accounts = "write-optimized" }
+//! retries = 2         # immediate re-executions after a trap
+//! reexecute_after_ms = 5000     # an unfinished invocation is run again this long
+//!                               # past its timeout
 //! ```
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -78,6 +87,108 @@ impl Default for NodeLimits {
     }
 }
 
+/// How a table's reads and writes are made exactly-once (Halfmoon §4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Protocol {
+    /// Halfmoon-read: log-free reads of a multi-version store, logged writes.
+    ReadOptimized,
+    /// Halfmoon-write: logged reads, log-free conditional writes.
+    WriteOptimized,
+    /// Boki/Beldi-style: reads and writes logged (the baseline).
+    Symmetric,
+    /// No logging and no guarantee (the lower bound).
+    Unsafe,
+    /// Read- or write-optimized, switched by the runtime from observed rates.
+    Auto,
+}
+
+impl Protocol {
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::ReadOptimized => "read-optimized",
+            Protocol::WriteOptimized => "write-optimized",
+            Protocol::Symmetric => "symmetric",
+            Protocol::Unsafe => "unsafe",
+            Protocol::Auto => "auto",
+        }
+    }
+}
+
+impl std::str::FromStr for Protocol {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        [Protocol::ReadOptimized, Protocol::WriteOptimized, Protocol::Symmetric, Protocol::Unsafe, Protocol::Auto]
+            .into_iter()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| format!("unknown protocol {s:?}: read-optimized, write-optimized, symmetric, unsafe or auto"))
+    }
+}
+
+/// Where function state is stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StoreKind {
+    /// Embedded RocksDB under `data_dir/state`.
+    Rocksdb,
+    /// A PostgreSQL server named by `postgres`.
+    Postgres,
+}
+
+impl std::str::FromStr for StoreKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "rocksdb" => Ok(StoreKind::Rocksdb),
+            "postgres" => Ok(StoreKind::Postgres),
+            _ => Err(format!("unknown state store {s:?}: rocksdb or postgres")),
+        }
+    }
+}
+
+/// Exactly-once state: the store, table protocols, re-execution.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StateConfig {
+    pub store: StoreKind,
+    /// libpq connection string, when `store = "postgres"`.
+    pub postgres: String,
+    /// The protocol of tables that neither the function's deploy nor `tables` names.
+    pub protocol: Protocol,
+    pub tables: BTreeMap<String, Protocol>,
+    /// Re-executions right after an attempt trapped, before the trap is the result.
+    pub retries: u32,
+    /// An invocation with an init record and no result is run again once it is this
+    /// much older than its function's timeout (found by a scan, also after a restart).
+    pub reexecute_after_ms: u64,
+    /// How often the scan for unfinished invocations runs.
+    pub recovery_interval_ms: u64,
+    /// Attempts after which an invocation that keeps failing transiently (timeouts,
+    /// an unavailable log) gets that failure logged as its result.
+    pub attempts_max: u32,
+    /// Test hook: honour the `Tally-Crash-After` header, which aborts an invocation
+    /// after that many effects as if its process died.
+    pub crash_injection: bool,
+}
+
+impl Default for StateConfig {
+    fn default() -> Self {
+        StateConfig {
+            store: StoreKind::Rocksdb,
+            postgres: String::new(),
+            protocol: Protocol::ReadOptimized,
+            tables: BTreeMap::new(),
+            retries: 2,
+            reexecute_after_ms: 5_000,
+            recovery_interval_ms: 1_000,
+            attempts_max: 5,
+            crash_injection: false,
+        }
+    }
+}
+
 /// A node's whole configuration.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -88,6 +199,7 @@ pub struct Config {
     pub listen: String,
     pub limits: Limits,
     pub node: NodeLimits,
+    pub state: StateConfig,
 }
 
 impl Default for Config {
@@ -97,6 +209,7 @@ impl Default for Config {
             listen: "127.0.0.1:8080".into(),
             limits: Limits::default(),
             node: NodeLimits::default(),
+            state: StateConfig::default(),
         }
     }
 }
@@ -111,7 +224,17 @@ impl Config {
 
     /// Checks that function defaults fit the node's limits.
     pub fn validate(&self) -> anyhow::Result<()> {
-        self.check_limits(&self.limits).map_err(anyhow::Error::msg)
+        self.check_limits(&self.limits).map_err(anyhow::Error::msg)?;
+        for table in self.state.tables.keys() {
+            crate::durable::check_table(table).map_err(|e| anyhow::anyhow!("[state] tables: {e}"))?;
+        }
+        if self.state.store == StoreKind::Postgres && self.state.postgres.is_empty() {
+            anyhow::bail!("[state] store = \"postgres\" needs `postgres`, a connection string");
+        }
+        if self.state.attempts_max == 0 {
+            anyhow::bail!("[state] attempts_max must be positive");
+        }
+        Ok(())
     }
 
     /// Checks one function's limits against the node's.

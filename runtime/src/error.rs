@@ -36,6 +36,9 @@ pub enum RuntimeError {
     LogUnavailable(String),
     #[error("internal error: {0}")]
     Internal(String),
+    /// The crash-injection test hook stopped the invocation as if its process died.
+    #[error("the invocation was stopped by an injected crash")]
+    InjectedCrash,
 }
 
 impl RuntimeError {
@@ -55,6 +58,7 @@ impl RuntimeError {
             RuntimeError::Busy(_) => "busy",
             RuntimeError::LogUnavailable(_) => "log_unavailable",
             RuntimeError::Internal(_) => "internal",
+            RuntimeError::InjectedCrash => "injected_crash",
         }
     }
 
@@ -66,6 +70,7 @@ impl RuntimeError {
             RuntimeError::TooLarge { .. } => 413,
             RuntimeError::Busy(_) => 429,
             RuntimeError::Trap(_) | RuntimeError::MemoryLimit(_) | RuntimeError::Failed(_) | RuntimeError::Internal(_) => 500,
+            RuntimeError::InjectedCrash => 500,
             RuntimeError::LogUnavailable(_) => 503,
             RuntimeError::Timeout(_) => 504,
         }

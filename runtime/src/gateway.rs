@@ -8,16 +8,17 @@
 //! | `GET /v1/functions/{name}`              | inspect one, with its versions              |
 //! | `DELETE /v1/functions/{name}`           | delete                                      |
 //! | `POST /v1/functions/{name}/invoke`      | invoke: `?book=N` (default 0), `&async=true`|
-//! | `GET /v1/invocations/{id}`              | an asynchronous invocation's status/output  |
+//! | `GET /v1/invocations/{id}`              | an invocation's status/output (`?book=N`)   |
 //! | `GET /v1/books/{id}/records`            | `?tag=&from=&limit=`: a book's records      |
 //! | `GET /healthz`, `GET /metrics`          | liveness, Prometheus counters               |
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -25,9 +26,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tally_logsvc::{BookId, Context, SeqNum, Tag};
 
-use crate::config::Limits;
+use crate::config::{Limits, Protocol};
 use crate::error::RuntimeError;
-use crate::runtime::{InvocationStatus, Runtime};
+use crate::runtime::{InvocationStatus, InvokeOptions, Runtime};
 
 /// Records a book listing returns at most.
 const RECORDS_LIMIT_MAX: usize = 1000;
@@ -41,6 +42,11 @@ impl IntoResponse for RuntimeError {
 }
 
 type ApiResult<T> = Result<T, RuntimeError>;
+
+/// The client's key that makes an invocation exactly-once across its retries.
+const IDEMPOTENCY_KEY: &str = "idempotency-key";
+/// Test hook (with `[state] crash_injection`): stop after this many effects.
+const CRASH_AFTER: &str = "tally-crash-after";
 
 /// The gateway's routes over `rt`.
 pub fn router(rt: Arc<Runtime>) -> Router {
@@ -80,6 +86,22 @@ struct DeployQuery {
     request_bytes_max: Option<u64>,
     response_bytes_max: Option<u64>,
     concurrency_max: Option<u32>,
+    /// State table protocols: `table:protocol,table:protocol`.
+    tables: Option<String>,
+}
+
+/// `accounts:write-optimized,log:read-optimized` as a map.
+pub fn parse_tables(s: &str) -> Result<BTreeMap<String, Protocol>, RuntimeError> {
+    let mut tables = BTreeMap::new();
+    for item in s.split(',').filter(|i| !i.is_empty()) {
+        let (table, protocol) = item
+            .split_once(':')
+            .ok_or_else(|| RuntimeError::InvalidArgument(format!("tables: {item:?} is not table:protocol")))?;
+        crate::durable::check_table(table).map_err(RuntimeError::InvalidArgument)?;
+        let protocol: Protocol = protocol.parse().map_err(RuntimeError::InvalidArgument)?;
+        tables.insert(table.to_string(), protocol);
+    }
+    Ok(tables)
 }
 
 async fn deploy(
@@ -98,7 +120,8 @@ async fn deploy(
         response_bytes_max: q.response_bytes_max.unwrap_or(d.response_bytes_max),
         concurrency_max: q.concurrency_max.unwrap_or(d.concurrency_max),
     };
-    let info = rt.deploy(&name, component, limits).await?;
+    let tables = parse_tables(q.tables.as_deref().unwrap_or(""))?;
+    let info = rt.deploy(&name, component, limits, tables).await?;
     Ok((StatusCode::CREATED, Json(json!({ "name": name, "version": info }))).into_response())
 }
 
@@ -126,27 +149,45 @@ struct InvokeQuery {
     background: bool,
 }
 
+/// A header's value as text, if present.
+fn header_text(headers: &HeaderMap, name: &str) -> ApiResult<Option<String>> {
+    headers
+        .get(name)
+        .map(|v| v.to_str().map(str::to_string).map_err(|_| RuntimeError::InvalidArgument(format!("the {name} header is not text"))))
+        .transpose()
+}
+
 async fn invoke(
     State(rt): State<Arc<Runtime>>,
     Path(name): Path<String>,
     query: Result<Query<InvokeQuery>, axum::extract::rejection::QueryRejection>,
+    headers: HeaderMap,
     input: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
     let Query(q) = query.map_err(|e| RuntimeError::InvalidArgument(e.body_text()))?;
     let input = body(&rt, input)?;
     let book = BookId(q.book);
+    let crash_after = header_text(&headers, CRASH_AFTER)?
+        .map(|v| v.parse::<u64>().map_err(|_| RuntimeError::InvalidArgument(format!("{CRASH_AFTER}: {v:?} is not a count"))))
+        .transpose()?;
+    let opts = InvokeOptions { idempotency_key: header_text(&headers, IDEMPOTENCY_KEY)?, crash_after };
     if q.background {
+        if opts.idempotency_key.is_some() || opts.crash_after.is_some() {
+            return Err(RuntimeError::InvalidArgument(format!(
+                "asynchronous invocations are exactly-once already; {IDEMPOTENCY_KEY} and {CRASH_AFTER} are for synchronous ones"
+            )));
+        }
         // Refuse what can be refused now, rather than in the invocation's status.
         rt.registry.lookup(&name).await?;
         let id = rt.invoke_async(name, book, input);
-        let location = format!("/v1/invocations/{id}");
+        let location = format!("/v1/invocations/{id}?book={}", book.0);
         let mut response = (StatusCode::ACCEPTED, Json(json!({ "invocation_id": id }))).into_response();
         if let Ok(v) = HeaderValue::from_str(&location) {
             response.headers_mut().insert(header::LOCATION, v);
         }
         return Ok(response);
     }
-    let output = rt.invoke(&name, book, input).await?;
+    let output = rt.invoke_with(&name, book, input, opts).await?;
     Ok(([(header::CONTENT_TYPE, "application/octet-stream")], output).into_response())
 }
 
@@ -166,8 +207,20 @@ impl Blob {
     }
 }
 
-async fn invocation(State(rt): State<Arc<Runtime>>, Path(id): Path<String>) -> ApiResult<Response> {
-    let status = rt.invocation(&id)?;
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InvocationQuery {
+    #[serde(default)]
+    book: u64,
+}
+
+async fn invocation(
+    State(rt): State<Arc<Runtime>>,
+    Path(id): Path<String>,
+    query: Result<Query<InvocationQuery>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult<Response> {
+    let Query(q) = query.map_err(|e| RuntimeError::InvalidArgument(e.body_text()))?;
+    let status = rt.invocation(BookId(q.book), &id).await?;
     let body = match &status {
         InvocationStatus::Running => json!({ "invocation_id": id, "status": "running" }),
         InvocationStatus::Succeeded { output } => {

@@ -4,6 +4,7 @@
 
 pub mod config;
 pub mod dev;
+pub mod durable;
 pub mod error;
 pub mod gateway;
 pub mod host;

@@ -6,6 +6,7 @@ use std::process::{Command, ExitCode};
 use anyhow::{bail, Context as _};
 use clap::{Args, Parser, Subcommand};
 use tally_runtime::dev::DevNode;
+use tally_runtime::config::{Protocol, StoreKind};
 use tally_runtime::Config;
 
 #[derive(Parser)]
@@ -74,6 +75,22 @@ struct DevArgs {
     call_depth_max: Option<u32>,
     #[arg(long)]
     invocations_kept: Option<usize>,
+    /// Where function state lives: rocksdb (under the data dir) or postgres.
+    #[arg(long)]
+    state_store: Option<StoreKind>,
+    /// The PostgreSQL connection string, for --state-store postgres.
+    #[arg(long)]
+    postgres: Option<String>,
+    /// The protocol of state tables no deploy names: read-optimized, write-optimized,
+    /// symmetric, unsafe or auto.
+    #[arg(long)]
+    protocol: Option<Protocol>,
+    /// Test hook: honour the Tally-Crash-After header.
+    #[arg(long)]
+    crash_injection: Option<bool>,
+    /// How long past its timeout an unfinished invocation waits to be run again, in ms.
+    #[arg(long)]
+    reexecute_after_ms: Option<u64>,
 }
 
 impl DevArgs {
@@ -100,6 +117,11 @@ impl DevArgs {
             component_bytes_max => node.component_bytes_max,
             call_depth_max => node.call_depth_max,
             invocations_kept => node.invocations_kept,
+            state_store => state.store,
+            postgres => state.postgres,
+            protocol => state.protocol,
+            crash_injection => state.crash_injection,
+            reexecute_after_ms => state.reexecute_after_ms,
         );
         Ok(c)
     }
@@ -115,6 +137,9 @@ struct DeployArgs {
     /// Limit overrides, e.g. --limit timeout_ms=500 --limit memory_bytes=67108864.
     #[arg(long = "limit", value_name = "KEY=VALUE")]
     limits: Vec<String>,
+    /// The protocol of a state table, e.g. --table accounts=write-optimized.
+    #[arg(long = "table", value_name = "TABLE=PROTOCOL")]
+    tables: Vec<String>,
     #[command(flatten)]
     remote: Remote,
 }
@@ -133,6 +158,10 @@ struct InvokeArgs {
     /// Start the invocation and print its ID instead of waiting.
     #[arg(long = "async")]
     background: bool,
+    /// Makes the invocation exactly-once across retries with the same key: a retry
+    /// gets the first one's result.
+    #[arg(long, conflicts_with = "background")]
+    idempotency_key: Option<String>,
     #[command(flatten)]
     remote: Remote,
 }
@@ -231,14 +260,24 @@ fn get_json(remote: &Remote, path: &str) -> anyhow::Result<()> {
 
 fn deploy(args: DeployArgs) -> anyhow::Result<()> {
     let component = std::fs::read(&args.file).with_context(|| format!("reading {}", args.file.display()))?;
-    let mut url = format!("{}/v1/functions/{}", args.remote.url, args.name);
-    for (i, kv) in args.limits.iter().enumerate() {
+    let mut query = Vec::new();
+    for kv in &args.limits {
         if !kv.contains('=') {
             bail!("--limit takes KEY=VALUE, got {kv:?}");
         }
-        url.push(if i == 0 { '?' } else { '&' });
-        url.push_str(kv);
+        query.push(kv.clone());
     }
+    let mut tables = Vec::new();
+    for tp in &args.tables {
+        let Some((table, protocol)) = tp.split_once('=') else {
+            bail!("--table takes TABLE=PROTOCOL, got {tp:?}");
+        };
+        tables.push(format!("{table}:{protocol}"));
+    }
+    if !tables.is_empty() {
+        query.push(format!("tables={}", tables.join(",")));
+    }
+    let url = format!("{}/v1/functions/{}?{}", args.remote.url, args.name, query.join("&"));
     let response = agent().put(&url).header("content-type", "application/wasm").send(&component[..])?;
     print(&finish(response)?);
     Ok(())
@@ -254,8 +293,11 @@ fn invoke(args: InvokeArgs) -> anyhow::Result<()> {
     if args.background {
         url.push_str("&async=true");
     }
-    let response = agent().post(&url).send(&input[..])?;
-    print(&finish(response)?);
+    let mut request = agent().post(&url);
+    if let Some(key) = &args.idempotency_key {
+        request = request.header("idempotency-key", key);
+    }
+    print(&finish(request.send(&input[..])?)?);
     Ok(())
 }
 

@@ -26,7 +26,7 @@ use sha2::{Digest, Sha256};
 use tally_logsvc::{BookId, Context, LogClient, SeqNum, Tag};
 use tokio::sync::Semaphore;
 
-use crate::config::Limits;
+use crate::config::{Limits, Protocol};
 use crate::error::{Result, RuntimeError};
 use crate::host::{Prepared, WasmHost};
 
@@ -45,6 +45,9 @@ enum Manifest {
         size: u64,
         chunks: Vec<u64>,
         limits: Limits,
+        /// Protocols of the state tables the function named at deploy.
+        #[serde(default)]
+        tables: BTreeMap<String, Protocol>,
         deployed_at_ms: u64,
     },
     Delete {
@@ -59,6 +62,8 @@ pub struct VersionInfo {
     pub sha256: String,
     pub size_bytes: u64,
     pub limits: Limits,
+    /// Protocols of the state tables named at deploy.
+    pub tables: Arc<BTreeMap<String, Protocol>>,
     pub deployed_at_ms: u64,
     /// Where the manifest is in the registry book.
     pub seqnum: u64,
@@ -152,8 +157,11 @@ impl Registry {
     }
 
     /// Validates, compiles and stores a component as the next version of `name`.
-    pub async fn deploy(&self, name: &str, bytes: Bytes, limits: Limits) -> Result<VersionInfo> {
+    pub async fn deploy(&self, name: &str, bytes: Bytes, limits: Limits, tables: BTreeMap<String, Protocol>) -> Result<VersionInfo> {
         check_name(name)?;
+        for table in tables.keys() {
+            crate::durable::check_table(table).map_err(RuntimeError::InvalidArgument)?;
+        }
         let sha256 = format!("{:x}", Sha256::digest(&bytes));
         let pre = self.host.prepare(&bytes, &sha256).await?;
         self.fresh.lock().expect("not poisoned").insert(sha256.clone(), pre);
@@ -169,6 +177,7 @@ impl Registry {
             size: bytes.len() as u64,
             chunks,
             limits,
+            tables,
             deployed_at_ms: now_ms(),
         };
         let at = self.append_manifest(&mut ctx, &manifest).await?;
@@ -249,7 +258,7 @@ impl Registry {
     fn apply(&self, seqnum: SeqNum, manifest: Manifest) {
         let mut functions = self.functions.write().expect("not poisoned");
         match manifest {
-            Manifest::Deploy { name, sha256, size, chunks, limits, deployed_at_ms } => {
+            Manifest::Deploy { name, sha256, size, chunks, limits, tables, deployed_at_ms } => {
                 let e = functions.entry(name).or_default();
                 let version = e.versions.len() as u32 + 1;
                 e.versions.push(VersionInfo {
@@ -257,6 +266,7 @@ impl Registry {
                     sha256,
                     size_bytes: size,
                     limits,
+                    tables: Arc::new(tables),
                     deployed_at_ms,
                     seqnum: seqnum.0,
                     chunks,

@@ -9,6 +9,11 @@ use crate::{Error, Result};
 /// child's handler returns an error or the child traps, the call fails with
 /// [`Error::Failed`]; an unknown function fails with [`Error::NotFound`].
 ///
+/// The call is exactly-once: the child's invocation ID is derived from this
+/// invocation's ID and the call's step, and its outcome is logged, so when the platform
+/// runs this invocation again after a crash, the call returns the logged outcome
+/// instead of running the child again.
+///
 /// ```no_run
 /// use tally_sdk::{context, invoke};
 ///

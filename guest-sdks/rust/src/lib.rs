@@ -2,8 +2,9 @@
 //!
 //! A Tally function is a WebAssembly component of world `tally:platform/function`: it
 //! gets the invocation's input as bytes and returns bytes or an error message. While it
-//! runs it may use the shared log of the book it is bound to ([`log`]), call other
-//! functions ([`invoke`]) and ask what the invocation is ([`context`]).
+//! runs it may use the shared log of the book it is bound to ([`log`]), keep
+//! exactly-once key-value state in the book's tables ([`state`]), call other functions
+//! ([`invoke`]) and ask what the invocation is ([`context`]).
 //!
 //! Declare the entry point with [`handler!`] and build the crate as a `cdylib` for
 //! `wasm32-wasip2`; the resulting `.wasm` file is the component to deploy.
@@ -48,8 +49,8 @@
 //! `target/wasm32-wasip2/release/orders.wasm`.
 //!
 //! Calls to the platform return [`Result`]: an [`Error`] is something the function can
-//! handle (a lost conditional append, an unavailable log, a failed child). The
-//! platform traps the invocation only for a broken guest or a host bug.
+//! handle (a lost conditional append, an unavailable log, a failed child, a malformed
+//! value). The platform traps the invocation only for a broken guest or a host bug.
 
 #![warn(missing_docs)]
 
@@ -61,6 +62,7 @@ mod handler;
 pub mod invoke;
 pub mod log;
 mod seqnum;
+pub mod state;
 mod tag;
 
 pub use error::{Error, Result};

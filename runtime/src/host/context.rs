@@ -5,7 +5,7 @@ use super::HostState;
 
 impl Host for HostState {
     async fn invocation_id(&mut self) -> wasmtime::Result<String> {
-        Ok(self.inv.id.clone())
+        Ok(self.inv.instance.id.clone())
     }
 
     async fn book_id(&mut self) -> wasmtime::Result<u64> {

@@ -1,6 +1,15 @@
-//! `tally:platform/invoke`: child invocations on the same book. The child starts from a
-//! copy of the parent's log context, so it reads everything the parent has seen or
-//! written; when it returns, the parent's context moves past everything the child saw.
+//! `tally:platform/invoke`: exactly-once child invocations on the same book.
+//!
+//! The child's instance ID is the parent's ID and step (`<id>.<step>`), so a
+//! re-execution of the parent calls the same child instance, which answers from its own
+//! step log; the child's final outcome is logged as the parent's step, so later
+//! re-executions of the parent take it from there without calling at all. A child that
+//! failed transiently (timed out, log unavailable) ends the parent's attempt instead of
+//! being logged: the parent runs again and calls the child again.
+//!
+//! The child starts from a copy of the parent's log context, so it reads everything the
+//! parent has seen or written; when it returns, the parent's context moves past
+//! everything the child saw.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -11,7 +20,9 @@ use bytes::Bytes;
 use tally_logsvc::{BookId, Context};
 
 use super::tally::platform::invoke::Host;
-use super::{GuestError, HostState};
+use super::{aborted, guest_runtime_error, GuestError, HostState};
+use crate::durable::record::Outcome;
+use crate::durable::{Abort, CrashAfter};
 use crate::error::RuntimeError;
 
 /// A child invocation asked for by a guest.
@@ -23,9 +34,12 @@ pub struct ChildCall {
     pub depth: u32,
     /// The parent's deadline, which bounds the child's.
     pub deadline: Instant,
-    pub parent_id: String,
+    /// The child's instance ID.
+    pub id: String,
     /// A copy of the parent's log context.
     pub ctx: Context,
+    /// The parent's crash-injection hook, shared (one process dies with its children).
+    pub crash: Option<Arc<CrashAfter>>,
 }
 
 /// A child's output and its final log context.
@@ -39,25 +53,39 @@ pub trait Invoker: Send + Sync {
 
 impl Host for HostState {
     async fn call(&mut self, function: String, input: Vec<u8>) -> wasmtime::Result<Result<Vec<u8>, GuestError>> {
-        let inv = &self.inv;
+        let inv = &mut self.inv;
+        let id = match inv.instance.child(&mut inv.ctx).await {
+            Ok(Ok(logged)) => return Ok(logged.into_result().map_err(guest_runtime_error)),
+            Ok(Err(id)) => id,
+            Err(abort) => return aborted(abort),
+        };
         let call = ChildCall {
             function,
             input: Bytes::from(input),
             book: inv.book,
             depth: inv.depth + 1,
             deadline: inv.deadline,
-            parent_id: inv.id.clone(),
+            id,
             ctx: inv.ctx.child(),
+            crash: inv.instance.crash(),
         };
         let (result, child_ctx) = inv.invoker.clone().call(call).await;
-        self.inv.ctx.merge(&child_ctx);
-        Ok(result.map_err(|e| match e {
-            RuntimeError::FunctionNotFound(_) => GuestError::NotFound(e.to_string()),
-            RuntimeError::InvalidArgument(m) => GuestError::InvalidArgument(m),
-            RuntimeError::TooLarge { .. } => GuestError::TooLarge(e.to_string()),
-            RuntimeError::Timeout(_) => GuestError::Timeout(e.to_string()),
-            RuntimeError::LogUnavailable(m) | RuntimeError::Busy(m) => GuestError::Unavailable(m),
-            other => GuestError::Failed(other.to_string()),
-        }))
+        inv.ctx.merge(&child_ctx);
+        let outcome = match result {
+            Err(RuntimeError::InjectedCrash) => return aborted(Abort::Crash),
+            // Refused before the child ran: nothing happened, nothing to log.
+            Err(e @ (RuntimeError::FunctionNotFound(_) | RuntimeError::InvalidArgument(_))) => {
+                return Ok(Err(guest_runtime_error(e)))
+            }
+            Err(RuntimeError::Trap(m)) => Outcome::Trap(m),
+            other => match Outcome::of_final(&other) {
+                Some(outcome) => outcome,
+                None => return aborted(Abort::Transient(other.expect_err("Ok is final"))),
+            },
+        };
+        match inv.instance.child_finished(&mut inv.ctx, outcome).await {
+            Ok(logged) => Ok(logged.into_result().map_err(guest_runtime_error)),
+            Err(abort) => aborted(abort),
+        }
     }
 }

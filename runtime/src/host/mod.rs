@@ -8,12 +8,14 @@
 //! callback yields to the executor each tick and traps past the deadline; time spent in
 //! host calls (waiting on the log, a child invocation) is bounded by the same deadline.
 //!
-//! One file per WIT interface beside this one (`log.rs`, `invoke.rs`, `context.rs`): each
-//! checks its arguments, then calls the log client or the runtime.
+//! One file per WIT interface beside this one (`log.rs`, `invoke.rs`, `context.rs`,
+//! `state.rs`): each checks its arguments, then calls the log client, the exactly-once
+//! instance (`crate::durable`) or the runtime.
 
 mod context;
 mod invoke;
 mod log;
+mod state;
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
@@ -29,6 +31,7 @@ use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::config::{Limits, NodeLimits};
+use crate::durable::{Abort, Instance};
 use crate::error::{Result, RuntimeError};
 use crate::metrics::Metrics;
 
@@ -56,7 +59,8 @@ pub type Prepared = FunctionPre<HostState>;
 pub struct Invocation {
     pub function: String,
     pub book: BookId,
-    pub id: String,
+    /// The exactly-once side: the instance ID, step log and `cursorTS`.
+    pub instance: Instance,
     pub attempt: u32,
     /// Nesting of `invoke.call`, 0 for an invocation from outside.
     pub depth: u32,
@@ -240,9 +244,9 @@ impl WasmHost {
         FunctionPre::new(pre).map_err(|e| RuntimeError::WrongWorld(format!("{e:#}")))
     }
 
-    /// Runs one invocation in a fresh instance; returns its outcome and its final log
-    /// context.
-    pub async fn run(&self, pre: &Prepared, limits: &Limits, inv: Invocation, input: &[u8]) -> (Result<Vec<u8>>, Context) {
+    /// Runs one invocation in a fresh instance; returns its outcome and the invocation,
+    /// with its final log context and exactly-once instance.
+    pub async fn run(&self, pre: &Prepared, limits: &Limits, inv: Invocation, input: &[u8]) -> (Result<Vec<u8>>, Invocation) {
         let stdout = MemoryOutputPipe::new(OUTPUT_BYTES_MAX);
         let stderr = MemoryOutputPipe::new(OUTPUT_BYTES_MAX);
         let wasi = WasiCtx::builder().stdout(stdout.clone()).stderr(stderr.clone()).build();
@@ -291,10 +295,14 @@ impl WasmHost {
             Ok(Ok(Ok(output))) => Ok(output),
             Ok(Ok(Err(message))) => Err(RuntimeError::Failed(message)),
             Ok(Err(e)) if e.downcast_ref::<DeadlinePassed>().is_some() => Err(RuntimeError::Timeout(timeout_ms)),
+            Ok(Err(e)) if e.downcast_ref::<Abort>().is_some() => match e.downcast::<Abort>() {
+                Ok(abort) => Err(abort.into_error()),
+                Err(e) => Err(RuntimeError::Trap(e.to_string())),
+            },
             Ok(Err(_)) if state.limiter.hit => Err(RuntimeError::MemoryLimit(limits.memory_bytes)),
             Ok(Err(e)) => Err(RuntimeError::Trap(trap_message(&e, &state.stderr))),
         };
-        (result, store.into_data().inv.ctx)
+        (result, store.into_data().inv)
     }
 }
 
@@ -324,6 +332,27 @@ fn log_output(function: &str, stream: &str, pipe: &MemoryOutputPipe) {
     let contents = pipe.contents();
     if !contents.is_empty() {
         tracing::info!(function, stream, "{}", String::from_utf8_lossy(&contents).trim_end());
+    }
+}
+
+/// The guest's view of a runtime error returned by a host call.
+fn guest_runtime_error(e: RuntimeError) -> GuestError {
+    match e {
+        RuntimeError::FunctionNotFound(_) => GuestError::NotFound(e.to_string()),
+        RuntimeError::InvalidArgument(m) => GuestError::InvalidArgument(m),
+        RuntimeError::TooLarge { .. } => GuestError::TooLarge(e.to_string()),
+        RuntimeError::Timeout(_) => GuestError::Timeout(e.to_string()),
+        RuntimeError::LogUnavailable(m) | RuntimeError::Busy(m) => GuestError::Unavailable(m),
+        other => GuestError::Failed(other.to_string()),
+    }
+}
+
+/// What a host call returns when an exactly-once operation stops: a refused argument
+/// is the guest's error; anything else ends the attempt (the runtime runs it again).
+fn aborted<T>(abort: Abort) -> wasmtime::Result<std::result::Result<T, GuestError>> {
+    match abort {
+        Abort::Refused(e) => Ok(Err(guest_runtime_error(e))),
+        other => Err(other.into()),
     }
 }
 

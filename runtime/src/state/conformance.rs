@@ -25,6 +25,7 @@ where
     first_put_wins(&*open().await).await;
     gc_keeps_visible_version(&*open().await).await;
     put_if_newer_ordering(&*open().await).await;
+    put_latest_overwrites(&*open().await).await;
     concurrent_put_if_newer(&*open().await).await;
     table_isolation(&*open().await).await;
     family_isolation(&*open().await).await;
@@ -210,6 +211,17 @@ pub async fn put_if_newer_ordering(store: &dyn StateStore) {
         val("step6"),
         "{t}: the value belongs to the stored version"
     );
+}
+
+pub async fn put_latest_overwrites(store: &dyn StateStore) {
+    let t = "put_latest_overwrites";
+    store.put_if_newer(t, b"k", v(9, 9), val("conditional")).await.unwrap();
+    store.put_latest(t, b"k", val("raw")).await.unwrap();
+    check_latest(store, t, b"k", Some((Version::ZERO, val("raw")))).await;
+    store.put_latest(t, b"k", None).await.unwrap();
+    check_latest(store, t, b"k", Some((Version::ZERO, None))).await;
+    store.put_latest(t, b"k", val("again")).await.unwrap();
+    check_latest(store, t, b"k", Some((Version::ZERO, val("again")))).await;
 }
 
 pub async fn concurrent_put_if_newer(store: &dyn StateStore) {

@@ -32,6 +32,11 @@ pub struct Version {
     pub counter: u32,
 }
 
+impl Version {
+    /// The version of unconditional writes ([`StateStore::put_latest`]).
+    pub const ZERO: Version = Version { cursor: 0, counter: 0 };
+}
+
 /// A durable key-value store for function state.
 ///
 /// Keys are `(table, key)`: `table` is a non-empty name without NUL characters, `key`
@@ -63,6 +68,7 @@ pub struct Version {
 /// - `put_if_newer` writes only if the stored version is absent or strictly older, and
 ///   says whether it wrote. It is atomic: of any set of concurrent callers the one with
 ///   the greatest version ends up stored, whatever the interleaving.
+/// - `put_latest` writes unconditionally (the `unsafe` protocol's raw write).
 /// - `get_latest` returns the stored version and value.
 ///
 /// Errors are [`StateError`]s; a failed call may or may not have taken effect, and the
@@ -103,6 +109,11 @@ pub trait StateStore: Send + Sync {
         version: Version,
         value: Value,
     ) -> StateFuture<'a, bool>;
+
+    /// Stores `value` for `(table, key)` at [`Version::ZERO`] whatever is stored: the
+    /// raw write of the `unsafe` protocol. Not ordered against a concurrent
+    /// `put_if_newer` on the same key (no table mixes the two).
+    fn put_latest<'a>(&'a self, table: &'a str, key: &'a [u8], value: Value) -> StateFuture<'a, ()>;
 
     /// The stored version and value of the single-version entry `(table, key)`.
     fn get_latest<'a>(

@@ -176,6 +176,23 @@ impl StateStore for PgStateStore {
         })
     }
 
+    fn put_latest<'a>(&'a self, table: &'a str, key: &'a [u8], value: Value) -> StateFuture<'a, ()> {
+        Box::pin(async move {
+            check_table(table)?;
+            self.client
+                .execute(
+                    "INSERT INTO tally_state_latest (tbl, key, cursor, counter, value)
+                     VALUES ($1, $2, $3, 0, $4)
+                     ON CONFLICT (tbl, key) DO UPDATE
+                     SET cursor = EXCLUDED.cursor, counter = 0, value = EXCLUDED.value",
+                    &[&table, &key, &to_sql(0), &value.as_deref()],
+                )
+                .await
+                .map_err(backend)?;
+            Ok(())
+        })
+    }
+
     fn get_latest<'a>(
         &'a self,
         table: &'a str,

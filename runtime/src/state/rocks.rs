@@ -212,6 +212,15 @@ impl StateStore for RocksStateStore {
         })
     }
 
+    fn put_latest<'a>(&'a self, table: &'a str, key: &'a [u8], value: Value) -> StateFuture<'a, ()> {
+        let k = object_key(table, key);
+        self.run(table, move |inner| {
+            let mut batch = WriteBatch::default();
+            batch.put_cf(inner.cf(CF_LATEST), &k, encode_value(&[0; 12], &value));
+            inner.write(batch)
+        })
+    }
+
     fn get_latest<'a>(
         &'a self,
         table: &'a str,

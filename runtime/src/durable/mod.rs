@@ -1,0 +1,209 @@
+//! Exactly-once state and invocations: Halfmoon's protocols (SOSP '23, §4-§5) in the
+//! host, so every guest language gets them without code of its own.
+//!
+//! ```text
+//!   invocation ──> Instance (instance.rs)            one per execution attempt
+//!                    │ init: cond-append Init at step 0, or read back the step log
+//!                    │ get/put/delete: per table protocol, decided at first use from
+//!                    │   the table's transition log as of the instance's start
+//!                    │ invoke: child ID = "<id>.<step>", outcome logged as a step
+//!                    │ finish: Result logged as the last step
+//!                    ▼
+//!   platform-tagged records in the invocation's own book (record.rs)
+//!   state store (crate::state): multi-version (read-optimized), conditional (write-
+//!   optimized, symmetric), raw (unsafe); tables are "<book hex>/<table>"
+//! ```
+//!
+//! Which invocations are exactly-once: those given an `Idempotency-Key`, asynchronous
+//! ones, children, and any other as soon as it uses `state` or `invoke` (its init
+//! record is appended then; what ran before touched nothing durable). The runtime
+//! re-executes an attempt that trapped (up to `retries` times at once) and, through
+//! the recovery scan, invocations whose process died.
+
+mod instance;
+pub mod record;
+pub mod recovery;
+
+use std::collections::{BTreeSet, HashSet};
+use std::sync::Arc;
+
+use tally_logsvc::{BookId, Context, Error as LogError, LogClient, SeqNum, Tag};
+
+pub use self::instance::{CrashAfter, Instance, Of};
+use crate::config::{Config, StateConfig, StoreKind};
+use crate::error::RuntimeError;
+use crate::registry::REGISTRY_BOOK;
+use crate::state::{PgStateStore, RocksStateStore, StateError, StateStore};
+
+/// The largest input or output of an exactly-once invocation: both are logged, in one
+/// record each (the engine's limit is 1 MiB).
+pub const PAYLOAD_MAX: usize = 960 << 10;
+/// The largest state value (a logged read carries it in one record).
+pub const VALUE_MAX: usize = 512 << 10;
+/// The longest state key.
+pub const KEY_MAX: usize = 1024;
+/// The longest `Idempotency-Key`.
+pub const IDEMPOTENCY_KEY_MAX: usize = 256;
+
+/// Books with exactly-once invocations, in the registry's platform book: the recovery
+/// scan reads each of them.
+const BOOKS: Tag = Tag(Tag::RESERVED_BIT | 2);
+
+/// Why an attempt stops inside a protocol operation.
+#[derive(Debug)]
+pub enum Abort {
+    /// The guest's arguments were refused; the guest gets the error and goes on.
+    Refused(RuntimeError),
+    /// The log or the store failed; the attempt stops and the invocation runs again.
+    Transient(RuntimeError),
+    /// The re-execution took another path than the recorded history.
+    NonDeterministic(String),
+    /// The crash-injection hook fired.
+    Crash,
+}
+
+impl Abort {
+    fn internal(message: impl Into<String>) -> Abort {
+        Abort::Transient(RuntimeError::Internal(message.into()))
+    }
+
+    /// The error the attempt ends with.
+    pub fn into_error(self) -> RuntimeError {
+        match self {
+            Abort::Refused(e) | Abort::Transient(e) => e,
+            Abort::NonDeterministic(m) => RuntimeError::Trap(format!("non-deterministic re-execution: {m}")),
+            Abort::Crash => RuntimeError::InjectedCrash,
+        }
+    }
+}
+
+impl std::fmt::Display for Abort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Abort::Refused(e) | Abort::Transient(e) => e.fmt(f),
+            Abort::NonDeterministic(m) => write!(f, "non-deterministic re-execution: {m}"),
+            Abort::Crash => f.write_str("injected crash"),
+        }
+    }
+}
+
+impl std::error::Error for Abort {}
+
+impl From<LogError> for Abort {
+    fn from(e: LogError) -> Self {
+        Abort::Transient(RuntimeError::from(e))
+    }
+}
+
+impl From<StateError> for Abort {
+    fn from(e: StateError) -> Self {
+        Abort::Transient(RuntimeError::from(e))
+    }
+}
+
+impl From<RuntimeError> for Abort {
+    fn from(e: RuntimeError) -> Self {
+        Abort::Transient(e)
+    }
+}
+
+/// Table names: 1 to 64 of `a-z 0-9 - _`.
+pub fn check_table(table: &str) -> Result<(), String> {
+    let ok = !table.is_empty()
+        && table.len() <= 64
+        && table.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("invalid table name {table:?}: 1 to 64 of a-z 0-9 - _"))
+    }
+}
+
+fn check_object(table: &str, key: &[u8], value: Option<&[u8]>) -> Result<(), Abort> {
+    check_table(table).map_err(|m| Abort::Refused(RuntimeError::InvalidArgument(m)))?;
+    if key.is_empty() {
+        return Err(Abort::Refused(RuntimeError::InvalidArgument("state keys must not be empty".into())));
+    }
+    if key.len() > KEY_MAX {
+        let size = Some(key.len() as u64);
+        return Err(Abort::Refused(RuntimeError::TooLarge { what: "the state key", size, limit: KEY_MAX as u64 }));
+    }
+    if let Some(v) = value.filter(|v| v.len() > VALUE_MAX) {
+        let size = Some(v.len() as u64);
+        return Err(Abort::Refused(RuntimeError::TooLarge { what: "the state value", size, limit: VALUE_MAX as u64 }));
+    }
+    Ok(())
+}
+
+/// What exactly-once invocations of one node share: the platform log client, the
+/// state store and the configuration.
+pub struct Durable {
+    pub log: LogClient,
+    pub store: Arc<dyn StateStore>,
+    pub config: StateConfig,
+    /// Books registered in [`BOOKS`] (by any node).
+    books: tokio::sync::Mutex<HashSet<BookId>>,
+}
+
+impl Durable {
+    /// Opens the configured store and reads the registered books.
+    pub async fn start(config: &Config, log: LogClient) -> anyhow::Result<Arc<Durable>> {
+        let store: Arc<dyn StateStore> = match config.state.store {
+            StoreKind::Rocksdb => Arc::new(RocksStateStore::open(config.data_dir.join("state"))?),
+            StoreKind::Postgres => Arc::new(PgStateStore::connect(&config.state.postgres).await?),
+        };
+        let durable = Arc::new(Durable {
+            log,
+            store,
+            config: config.state.clone(),
+            books: tokio::sync::Mutex::new(HashSet::new()),
+        });
+        durable.books().await?;
+        Ok(durable)
+    }
+
+    /// Every book registered so far, re-read from the log.
+    pub async fn books(&self) -> Result<BTreeSet<BookId>, RuntimeError> {
+        let mut ctx = Context::new();
+        let mut at = SeqNum(0);
+        let mut found = BTreeSet::new();
+        while let Some(r) = self.log.read_next(&mut ctx, REGISTRY_BOOK, BOOKS, at).await? {
+            at = SeqNum(r.seqnum.0 + 1);
+            let raw: [u8; 8] = r.data[..].try_into().map_err(|_| RuntimeError::Internal("corrupt book record".into()))?;
+            found.insert(BookId(u64::from_be_bytes(raw)));
+        }
+        self.books.lock().await.extend(found.iter().copied());
+        Ok(found)
+    }
+
+    /// Where the invocation `id` on `book` stands: `None` if it never started, then
+    /// its logged outcome if it has one.
+    pub async fn status(&self, book: BookId, id: &str) -> Result<Option<Option<record::Outcome>>, RuntimeError> {
+        let tag = record::step_tag(id);
+        let mut ctx = Context::new();
+        let Some(first) = self.log.read_next(&mut ctx, book, tag, SeqNum(0)).await? else {
+            return Ok(None);
+        };
+        match record::decode::<record::Step>("step", &first.data)? {
+            record::Step::Init { id: found, .. } if found == id => {}
+            _ => return Ok(None),
+        }
+        let last = self.log.check_tail(&mut ctx, book, tag).await?;
+        match last.map(|r| record::decode::<record::Step>("step", &r.data)).transpose()? {
+            Some(record::Step::Result { outcome }) => Ok(Some(Some(outcome))),
+            _ => Ok(Some(None)),
+        }
+    }
+
+    /// Makes sure the recovery scan will look at `book`.
+    async fn register_book(&self, book: BookId) -> Result<(), Abort> {
+        let mut books = self.books.lock().await;
+        if books.contains(&book) {
+            return Ok(());
+        }
+        let data = bytes::Bytes::copy_from_slice(&book.0.to_be_bytes());
+        self.log.append(&mut Context::new(), REGISTRY_BOOK, &[BOOKS], data).await?;
+        books.insert(book);
+        Ok(())
+    }
+}

@@ -1,0 +1,93 @@
+//! A function of several exactly-once steps, for the host's crash-injection tests: a
+//! crash at any point and a re-execution must leave each counter incremented once.
+//!
+//! | input                     | behaviour                                              |
+//! |---------------------------|--------------------------------------------------------|
+//! | `run <table> [sleep_ms]`  | the steps below; returns `a=<a> b=<b> c=<c>`, the new values |
+//! | `child <table>`           | increments `c`; returns its new value                  |
+//! | `read <table> <key>`      | returns the key's value as stored, or `none`           |
+//!
+//! `run` takes four steps, sleeping `sleep_ms` between them when given, so that two
+//! concurrent invocations overlap:
+//!
+//! 1. increments `a` (a `get` and a `put`);
+//! 2. calls itself with `child <table>`, which increments `c`;
+//! 3. increments `b`;
+//! 4. puts `tmp` and deletes it again.
+//!
+//! Counters are `i64` in decimal text, 0 when absent. Anything else is an error.
+
+use std::time::Duration;
+
+use tally_sdk::{context, invoke, state};
+
+fn handle(input: Vec<u8>) -> Result<Vec<u8>, String> {
+    let input = std::str::from_utf8(&input).map_err(|_| "the input is not UTF-8")?;
+    let words: Vec<&str> = input.split_whitespace().collect();
+    match words[..] {
+        ["run", table] => run(table, None),
+        ["run", table, sleep_ms] => {
+            let sleep_ms = sleep_ms
+                .parse()
+                .map_err(|_| format!("sleep_ms {sleep_ms:?} is not a u64"))?;
+            run(table, Some(Duration::from_millis(sleep_ms)))
+        }
+        ["child", table] => Ok(increment(table, "c")?.to_string().into_bytes()),
+        ["read", table, key] => {
+            let value = state::get(table, key).map_err(|error| error.to_string())?;
+            Ok(value.unwrap_or_else(|| b"none".to_vec()))
+        }
+        _ => Err(format!(
+            "expected `run <table> [sleep_ms]`, `child <table>` or `read <table> <key>`, \
+             found {input:?}"
+        )),
+    }
+}
+
+tally_sdk::handler!(handle);
+
+/// Takes the four steps of `run`, with a pause between them if `pause` is given.
+fn run(table: &str, pause: Option<Duration>) -> Result<Vec<u8>, String> {
+    let pause = || {
+        if let Some(pause) = pause {
+            std::thread::sleep(pause);
+        }
+    };
+
+    let a = increment(table, "a")?;
+    pause();
+
+    // Calling the name this function was deployed under keeps the test independent of
+    // how it is deployed.
+    let output = invoke::call(&context::function_name(), format!("child {table}"))
+        .map_err(|error| error.to_string())?;
+    let c: i64 = std::str::from_utf8(&output)
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| {
+            format!(
+                "the child returned {:?}, not a decimal i64",
+                String::from_utf8_lossy(&output)
+            )
+        })?;
+    pause();
+
+    let b = increment(table, "b")?;
+    pause();
+
+    state::put(table, "tmp", "x").map_err(|error| error.to_string())?;
+    state::delete(table, "tmp").map_err(|error| error.to_string())?;
+
+    Ok(format!("a={a} b={b} c={c}").into_bytes())
+}
+
+/// Adds 1 to the counter `key` in `table` and returns its new value.
+fn increment(table: &str, key: &str) -> Result<i64, String> {
+    let value = state::get_i64(table, key)
+        .map_err(|error| error.to_string())?
+        .unwrap_or(0)
+        .checked_add(1)
+        .ok_or_else(|| format!("the counter {key:?} in table {table:?} overflows an i64"))?;
+    state::put_i64(table, key, value).map_err(|error| error.to_string())?;
+    Ok(value)
+}
