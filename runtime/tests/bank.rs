@@ -1,0 +1,159 @@
+//! Exactly-once through HTTP and through process death: the `bank` example under
+//! clients that retry every transfer with its `Idempotency-Key` until it succeeds,
+//! while the `tally dev` process is killed with SIGKILL and restarted over its data
+//! again and again. Whatever was cut in the middle is finished by a retry or by the
+//! recovery scan, once: every account ends where its client's own ledger says, and
+//! the total never changes.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{guest, node, node_with, Node};
+use serde_json::Value;
+
+const CLIENTS: usize = 6;
+const TRANSFERS: usize = 50;
+const OPENING: i64 = 1000;
+
+/// The node's current URL (a restart binds another port).
+type Url = Arc<Mutex<String>>;
+
+/// POSTs with a key until the node answers 200; returns the body.
+fn until_ok(url: &Url, path: &str, body: &str, key: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let base = url.lock().unwrap().clone();
+        let probe = Node::agent()
+            .post(format!("{base}{path}"))
+            .header("idempotency-key", key)
+            .send(body.as_bytes());
+        if let Ok(mut response) = probe {
+            let status = response.status().as_u16();
+            let text = response.body_mut().read_to_string().unwrap_or_default();
+            if status == 200 {
+                return text;
+            }
+            // 5xx: cut by the kill or a transient failure; anything else is a bug.
+            assert!(status >= 500, "{path} {body:?}: {status} {text}");
+        }
+        assert!(Instant::now() < deadline, "{path} {body:?} never succeeded");
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn bank_under_kills(protocol: &str) {
+    let (_dir, mut n) = node_with(&["--reexecute-after-ms", "200"]);
+    n.deploy("bank", &guest("bank"), &format!("?timeout_ms=2000&tables=accounts:{protocol}"));
+    let path = "/v1/functions/bank/invoke?book=7";
+    let url: Url = Arc::new(Mutex::new(n.url.clone()));
+    for c in 0..CLIENTS {
+        for side in ["x", "y"] {
+            until_ok(&url, path, &format!("open c{c}{side} {OPENING}"), &format!("open-c{c}{side}"));
+        }
+    }
+    // Each client moves money between its own two accounts, one transfer at a time, and
+    // keeps its own ledger of what every accepted transfer must have done.
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|c| {
+            let url = url.clone();
+            thread::spawn(move || {
+                let (mut x, mut y) = (OPENING, OPENING);
+                for t in 0..TRANSFERS {
+                    let amount = (c * 7 + t * 13) as i64 % 50 + 1;
+                    let (from, to) = if t % 3 == 0 { ("y", "x") } else { ("x", "y") };
+                    let body = format!("transfer c{c}{from} c{c}{to} {amount}");
+                    let reply = until_ok(&url, path, &body, &format!("c{c}-t{t}"));
+                    if from == "x" {
+                        x -= amount;
+                        y += amount;
+                    } else {
+                        y -= amount;
+                        x += amount;
+                    }
+                    let want = if from == "x" { format!("ok {x} {y}") } else { format!("ok {y} {x}") };
+                    assert_eq!(reply, want, "client {c} transfer {t}");
+                }
+                (x, y)
+            })
+        })
+        .collect();
+    let mut kills = 0;
+    while !clients.iter().all(|c| c.is_finished()) {
+        thread::sleep(Duration::from_millis(400));
+        n = n.restart();
+        *url.lock().unwrap() = n.url.clone();
+        kills += 1;
+    }
+    let ledgers: Vec<(i64, i64)> = clients.into_iter().map(|c| c.join().expect("a client")).collect();
+    eprintln!("{protocol}: {kills} kills");
+    assert!(kills >= 2, "the clients finished before the node was killed twice ({kills})");
+    for (c, (x, y)) in ledgers.iter().enumerate() {
+        let balance = |side: &str| n.invoke_ok("bank", 7, &format!("balance c{c}{side}"));
+        assert_eq!(balance("x"), x.to_string(), "client {c}");
+        assert_eq!(balance("y"), y.to_string(), "client {c}");
+    }
+    let accounts: Vec<String> = (0..CLIENTS).flat_map(|c| [format!("c{c}x"), format!("c{c}y")]).collect();
+    let total = n.invoke_ok("bank", 7, &format!("total {}", accounts.join(" ")));
+    assert_eq!(total, (2 * CLIENTS as i64 * OPENING).to_string());
+}
+
+#[test]
+fn bank_transfers_survive_kill_9_read_optimized() {
+    bank_under_kills("read-optimized");
+}
+
+#[test]
+fn bank_transfers_survive_kill_9_write_optimized() {
+    bank_under_kills("write-optimized");
+}
+
+#[test]
+fn a_retried_key_gets_the_logged_result_without_running_again() {
+    let (_dir, n) = node();
+    n.deploy("bank", &guest("bank"), "");
+    let path = "/v1/functions/bank/invoke?book=2";
+    assert_eq!(n.post_keyed(path, b"open a 10", "k-open-a").unwrap(), (200, b"ok".to_vec()));
+    assert_eq!(n.post_keyed(path, b"open b 0", "k-open-b").unwrap(), (200, b"ok".to_vec()));
+    for _ in 0..3 {
+        let reply = n.post_keyed(path, b"transfer a b 4", "k-move").unwrap();
+        assert_eq!(reply, (200, b"ok 6 4".to_vec()));
+    }
+    assert_eq!(n.invoke_ok("bank", 2, "balance a"), "6");
+    // A function's error is its logged result too.
+    let (status, body) = n.post_keyed(path, b"transfer a a 1", "k-self").unwrap();
+    assert_eq!(status, 500, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(n.post_keyed(path, b"transfer a a 1", "k-self").unwrap(), (status, body));
+    // A key is printable ASCII.
+    let (status, _) = n.post_keyed(path, b"balance a", "k\u{7f}").unwrap_or((0, vec![]));
+    assert!(status == 400 || status == 0, "{status}");
+}
+
+#[test]
+fn asynchronous_results_outlive_a_restart() {
+    let (_dir, n) = node();
+    n.deploy("bank", &guest("bank"), "");
+    let (status, v) = n.json("POST", "/v1/functions/bank/invoke?book=3&async=true", b"open z 5");
+    assert_eq!(status, 202, "{v}");
+    let id = v["invocation_id"].as_str().expect("an id").to_string();
+    let status_of = |n: &Node| -> Value {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let (code, v) = n.json("GET", &format!("/v1/invocations/{id}?book=3"), b"");
+            assert_eq!(code, 200, "{v}");
+            if v["status"] != "running" {
+                return v;
+            }
+            assert!(Instant::now() < deadline, "still running: {v}");
+            thread::sleep(Duration::from_millis(50));
+        }
+    };
+    assert_eq!(status_of(&n)["output"]["text"], "ok");
+    let n = n.restart();
+    let v = status_of(&n);
+    assert_eq!((v["status"].as_str(), v["output"]["text"].as_str()), (Some("succeeded"), Some("ok")), "{v}");
+    let (code, _) = n.json("GET", "/v1/invocations/nope?book=3", b"");
+    assert_eq!(code, 404);
+}

@@ -1,0 +1,157 @@
+//! What the end-to-end tests share: a `tally dev` process driven over HTTP, and the
+//! components built by `scripts/build-guests.sh` (found in `TALLY_GUESTS_DIR`, by
+//! default `~/.cache/tally-guests`).
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+pub fn guest(name: &str) -> Vec<u8> {
+    let dir = std::env::var_os("TALLY_GUESTS_DIR").map(PathBuf::from).unwrap_or_else(|| {
+        PathBuf::from(std::env::var_os("HOME").expect("HOME is set")).join(".cache/tally-guests")
+    });
+    let path = dir.join(format!("{name}.wasm"));
+    std::fs::read(&path).unwrap_or_else(|e| {
+        panic!("{}: {e}; build the guests first with scripts/build-guests.sh", path.display())
+    })
+}
+
+/// A `tally dev` process; killed when dropped.
+pub struct Node {
+    child: Child,
+    pub url: String,
+    pub dir: PathBuf,
+    args: Vec<String>,
+}
+
+impl Node {
+    pub fn start(dir: PathBuf) -> Node {
+        Node::start_with(dir, &[])
+    }
+
+    /// Starts with extra `tally dev` flags (kept for restarts).
+    pub fn start_with(dir: PathBuf, args: &[&str]) -> Node {
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tally"))
+            .args(["dev", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(&dir)
+            .args(&args)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("starting tally dev");
+        let stdout = child.stdout.take().expect("piped");
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).expect("reading the gateway URL");
+        let url = line
+            .trim()
+            .rsplit(' ')
+            .next()
+            .filter(|u| u.starts_with("http://"))
+            .unwrap_or_else(|| panic!("tally dev did not print its URL: {line:?}"))
+            .to_string();
+        Node { child, url, dir, args }
+    }
+
+    /// Stops the process the hard way (kill -9) and starts it again over its data.
+    pub fn restart(mut self) -> Node {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let dir = self.dir.clone();
+        let args = std::mem::take(&mut self.args);
+        std::mem::forget(self);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        Node::start_with(dir, &args)
+    }
+
+    pub fn agent() -> ureq::Agent {
+        ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(60)))
+            .build()
+            .into()
+    }
+
+    pub fn request(&self, method: &str, path: &str, body: &[u8]) -> (u16, Vec<u8>) {
+        let url = format!("{}{path}", self.url);
+        let agent = Node::agent();
+        let response = match method {
+            "GET" => agent.get(&url).call(),
+            "DELETE" => agent.delete(&url).call(),
+            "PUT" => agent.put(&url).send(body),
+            "POST" => agent.post(&url).send(body),
+            other => panic!("no method {other}"),
+        };
+        let mut response = response.unwrap_or_else(|e| panic!("{method} {path}: {e}"));
+        let status = response.status().as_u16();
+        let body = response.body_mut().with_config().limit(1 << 30).read_to_vec().expect("a body");
+        (status, body)
+    }
+
+    /// POSTs `body` with an `Idempotency-Key`; `None` when the node cannot be reached.
+    pub fn post_keyed(&self, path: &str, body: &[u8], key: &str) -> Option<(u16, Vec<u8>)> {
+        let url = format!("{}{path}", self.url);
+        let mut response = Node::agent().post(&url).header("idempotency-key", key).send(body).ok()?;
+        let status = response.status().as_u16();
+        let body = response.body_mut().read_to_vec().ok()?;
+        Some((status, body))
+    }
+
+    pub fn json(&self, method: &str, path: &str, body: &[u8]) -> (u16, Value) {
+        let (status, body) = self.request(method, path, body);
+        let value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        (status, value)
+    }
+
+    pub fn deploy(&self, name: &str, component: &[u8], query: &str) -> Value {
+        let (status, v) = self.json("PUT", &format!("/v1/functions/{name}{query}"), component);
+        assert_eq!(status, 201, "deploying {name}: {v}");
+        v
+    }
+
+    pub fn invoke(&self, name: &str, book: u64, input: &str) -> (u16, Vec<u8>) {
+        self.request("POST", &format!("/v1/functions/{name}/invoke?book={book}"), input.as_bytes())
+    }
+
+    pub fn invoke_ok(&self, name: &str, book: u64, input: &str) -> String {
+        let (status, body) = self.invoke(name, book, input);
+        let text = String::from_utf8_lossy(&body).to_string();
+        assert_eq!(status, 200, "invoking {name} with {input:?}: {text}");
+        text
+    }
+
+    /// Expects a JSON error with `status` and `code`; returns its message.
+    pub fn expect_error(&self, (status, body): (u16, Vec<u8>), want: u16, code: &str) -> String {
+        let v: Value = serde_json::from_slice(&body)
+            .unwrap_or_else(|_| panic!("a JSON error, got {status} {}", String::from_utf8_lossy(&body)));
+        assert_eq!((status, v["error"]["code"].as_str()), (want, Some(code)), "{v}");
+        v["error"]["message"].as_str().unwrap_or_default().to_string()
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A node with extra `tally dev` flags.
+pub fn node_with(args: &[&str]) -> (tempfile::TempDir, Node) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let node = Node::start_with(dir.path().join("data"), args);
+    (dir, node)
+}
+
+pub fn node() -> (tempfile::TempDir, Node) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let node = Node::start(dir.path().join("data"));
+    (dir, node)
+}
+
