@@ -171,6 +171,15 @@ pub struct StateConfig {
     /// Test hook: honour the `Tally-Crash-After` header, which aborts an invocation
     /// after that many effects as if its process died.
     pub crash_injection: bool,
+    /// How often `auto` tables are looked at.
+    pub auto_interval_ms: u64,
+    /// Operations on a table within one look below which `auto` does not decide.
+    pub auto_min_ops: u64,
+    /// C_w / C_r of Halfmoon §4.6: how much more a read-optimized write costs than a
+    /// write-optimized one, over how much more a write-optimized read costs than a
+    /// read-optimized one. `auto` picks read-optimized when reads exceed writes times
+    /// this (with a 25% band against flapping).
+    pub auto_write_cost: u32,
 }
 
 impl Default for StateConfig {
@@ -185,6 +194,9 @@ impl Default for StateConfig {
             recovery_interval_ms: 1_000,
             attempts_max: 5,
             crash_injection: false,
+            auto_interval_ms: 2_000,
+            auto_min_ops: 20,
+            auto_write_cost: 2,
         }
     }
 }

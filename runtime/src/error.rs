@@ -32,6 +32,9 @@ pub enum RuntimeError {
     Failed(String),
     #[error("too many concurrent invocations of {0:?}")]
     Busy(String),
+    /// The request raced another change of the same thing.
+    #[error("conflict: {0}")]
+    Conflict(String),
     #[error("log unavailable: {0}")]
     LogUnavailable(String),
     #[error("internal error: {0}")]
@@ -56,6 +59,7 @@ impl RuntimeError {
             RuntimeError::MemoryLimit(_) => "memory_limit",
             RuntimeError::Failed(_) => "function_error",
             RuntimeError::Busy(_) => "busy",
+            RuntimeError::Conflict(_) => "conflict",
             RuntimeError::LogUnavailable(_) => "log_unavailable",
             RuntimeError::Internal(_) => "internal",
             RuntimeError::InjectedCrash => "injected_crash",
@@ -69,6 +73,7 @@ impl RuntimeError {
             RuntimeError::FunctionNotFound(_) | RuntimeError::InvocationNotFound(_) => 404,
             RuntimeError::TooLarge { .. } => 413,
             RuntimeError::Busy(_) => 429,
+            RuntimeError::Conflict(_) => 409,
             RuntimeError::Trap(_) | RuntimeError::MemoryLimit(_) | RuntimeError::Failed(_) | RuntimeError::Internal(_) => 500,
             RuntimeError::InjectedCrash => 500,
             RuntimeError::LogUnavailable(_) => 503,

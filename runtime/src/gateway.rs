@@ -10,6 +10,8 @@
 //! | `POST /v1/functions/{name}/invoke`      | invoke: `?book=N` (default 0), `&async=true`|
 //! | `GET /v1/invocations/{id}`              | an invocation's status/output (`?book=N`)   |
 //! | `GET /v1/books/{id}/records`            | `?tag=&from=&limit=`: a book's records      |
+//! | `GET /v1/books/{id}/tables/{table}`     | a state table's protocol and switches       |
+//! | `PUT /v1/books/{id}/tables/{table}`     | `{"protocol": P}`: switch, or `auto`        |
 //! | `GET /healthz`, `GET /metrics`          | liveness, Prometheus counters               |
 
 use std::collections::BTreeMap;
@@ -28,6 +30,8 @@ use tally_logsvc::{BookId, Context, SeqNum, Tag};
 
 use crate::config::{Limits, Protocol};
 use crate::error::RuntimeError;
+use crate::durable::record::Transition;
+use crate::durable::switch::{self, TableStatus};
 use crate::runtime::{InvocationStatus, InvokeOptions, Runtime};
 
 /// Records a book listing returns at most.
@@ -57,6 +61,7 @@ pub fn router(rt: Arc<Runtime>) -> Router {
         .route("/v1/functions/{name}/invoke", post(invoke))
         .route("/v1/invocations/{id}", get(invocation))
         .route("/v1/books/{id}/records", get(records))
+        .route("/v1/books/{id}/tables/{table}", get(table_status).put(table_switch))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/metrics", get(metrics))
         .layer(DefaultBodyLimit::max(body_max))
@@ -280,6 +285,57 @@ async fn records(
     // `next` is where a following page starts; absent when this page reached the end.
     let next = if out.len() == limit { next } else { None };
     Ok(Json(json!({ "book": book, "tag": tag.0, "records": out, "next": next })).into_response())
+}
+
+fn table_json(book: u64, table: &str, status: Option<TableStatus>) -> serde_json::Value {
+    let Some(st) = status else {
+        return json!({ "book": book, "table": table, "used": false });
+    };
+    let history: Vec<_> = st
+        .history
+        .iter()
+        .map(|(seqnum, t)| match t {
+            Transition::End { protocol, auto, .. } => {
+                json!({ "seqnum": seqnum, "end": protocol.name(), "auto": auto })
+            }
+            Transition::Begin { from, to, auto, .. } => {
+                json!({ "seqnum": seqnum, "begin": { "from": from.name(), "to": to.name() }, "auto": auto })
+            }
+        })
+        .collect();
+    json!({
+        "book": book,
+        "table": table,
+        "used": true,
+        "protocol": st.protocol.name(),
+        "auto": st.auto,
+        "switching": st.switching.map(|(from, to)| json!({ "from": from.name(), "to": to.name() })),
+        "history": history,
+    })
+}
+
+async fn table_status(State(rt): State<Arc<Runtime>>, Path((book, table)): Path<(u64, String)>) -> ApiResult<Response> {
+    let status = switch::status(&rt, BookId(book), &table).await?;
+    Ok(Json(table_json(book, &table, status)).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SwitchRequest {
+    protocol: String,
+}
+
+async fn table_switch(
+    State(rt): State<Arc<Runtime>>,
+    Path((book, table)): Path<(u64, String)>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Response> {
+    let body = self::body(&rt, body)?;
+    let req: SwitchRequest = serde_json::from_slice(&body)
+        .map_err(|e| RuntimeError::InvalidArgument(format!("expected {{\"protocol\": \"...\"}}: {e}")))?;
+    let protocol: Protocol = req.protocol.parse().map_err(RuntimeError::InvalidArgument)?;
+    let status = switch::request(&rt, BookId(book), &table, protocol).await?;
+    Ok((StatusCode::ACCEPTED, Json(table_json(book, &table, Some(status)))).into_response())
 }
 
 async fn metrics(State(rt): State<Arc<Runtime>>) -> Response {

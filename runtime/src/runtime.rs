@@ -96,7 +96,10 @@ impl Runtime {
                 }
             }
         });
-        crate::durable::recovery::spawn(Arc::downgrade(&rt), Duration::from_millis(rt.config.state.recovery_interval_ms));
+        let state = &rt.config.state;
+        crate::durable::recovery::spawn(Arc::downgrade(&rt), Duration::from_millis(state.recovery_interval_ms));
+        crate::durable::switch::spawn_auto(Arc::downgrade(&rt), Duration::from_millis(state.auto_interval_ms));
+        crate::durable::switch::resume(&rt).await?;
         Ok(rt)
     }
 

@@ -6,12 +6,15 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tally_logsvc::BookId;
 use tally_runtime::config::{Protocol, StoreKind};
 use tally_runtime::dev::DevNode;
+use tally_runtime::durable::switch;
 use tally_runtime::runtime::{InvocationStatus, InvokeOptions};
 use tally_runtime::state::TempPostgres;
 use tally_runtime::{Config, RuntimeError};
@@ -52,6 +55,7 @@ impl Harness {
         config.state.crash_injection = true;
         config.state.reexecute_after_ms = 100;
         config.state.recovery_interval_ms = 100;
+        config.state.auto_interval_ms = 200;
         let postgres = match store {
             StoreKind::Rocksdb => None,
             StoreKind::Postgres => {
@@ -178,5 +182,172 @@ async fn the_recovery_scan_finishes_a_crashed_invocation() {
     // A retry gets the logged result without running again.
     assert_eq!(h.invoke(1, "run r", "lost", None).await.unwrap(), "a=1 b=1 c=1");
     assert_eq!(h.read(1, "r", "a").await, "1");
+    h.node.shutdown().await;
+}
+
+/// Clients of the `bank` example on `book`, each moving money between its own two
+/// accounts one transfer at a time (some crashed on purpose and retried), until told
+/// to stop. Returns each client's ledger and the instants its transfers finished.
+struct Clients {
+    stop: Arc<AtomicBool>,
+    finished: Arc<Mutex<Vec<Instant>>>,
+    tasks: Vec<tokio::task::JoinHandle<(i64, i64)>>,
+}
+
+impl Clients {
+    async fn start(h: &Harness, book: u64, n: usize) -> Clients {
+        let rt = h.node.runtime.clone();
+        for c in 0..n {
+            for side in ["x", "y"] {
+                let opts = InvokeOptions { idempotency_key: Some(format!("open-{c}{side}")), crash_after: None };
+                rt.invoke_with("bank", BookId(book), Bytes::from(format!("open c{c}{side} 1000")), opts).await.expect("open");
+            }
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let finished = Arc::new(Mutex::new(Vec::new()));
+        let tasks = (0..n)
+            .map(|c| {
+                let (rt, stop, finished) = (rt.clone(), stop.clone(), finished.clone());
+                tokio::spawn(async move {
+                    let (mut x, mut y) = (1000i64, 1000i64);
+                    for t in 0u64.. {
+                        if stop.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        let amount = (c as i64 * 3 + t as i64 * 7) % 20 + 1;
+                        let input = Bytes::from(format!("transfer c{c}x c{c}y {amount}"));
+                        let key = format!("t-{c}-{t}");
+                        // Every fifth transfer crashes after a few effects first.
+                        let crash = (t % 5 == 2).then_some(1 + t % 6);
+                        let opts = InvokeOptions { idempotency_key: Some(key.clone()), crash_after: crash };
+                        let mut reply = rt.invoke_with("bank", BookId(book), input.clone(), opts).await;
+                        while reply.is_err() {
+                            let opts = InvokeOptions { idempotency_key: Some(key.clone()), crash_after: None };
+                            reply = rt.invoke_with("bank", BookId(book), input.clone(), opts).await;
+                        }
+                        x -= amount;
+                        y += amount;
+                        assert_eq!(String::from_utf8(reply.unwrap()).unwrap(), format!("ok {x} {y}"), "client {c} transfer {t}");
+                        finished.lock().unwrap().push(Instant::now());
+                    }
+                    (x, y)
+                })
+            })
+            .collect();
+        Clients { stop, finished, tasks }
+    }
+
+    fn finished_between(&self, from: Instant, to: Instant) -> usize {
+        self.finished.lock().unwrap().iter().filter(|&&t| from < t && t < to).count()
+    }
+
+    /// Stops the clients and checks every balance against their ledgers.
+    async fn check(self, h: &Harness, book: u64) {
+        self.stop.store(true, Ordering::Relaxed);
+        let rt = &h.node.runtime;
+        for (c, task) in self.tasks.into_iter().enumerate() {
+            let (x, y) = task.await.expect("a client");
+            for (side, want) in [("x", x), ("y", y)] {
+                let out = rt.invoke("bank", BookId(book), Bytes::from(format!("balance c{c}{side}"))).await.unwrap();
+                assert_eq!(String::from_utf8(out).unwrap(), want.to_string(), "client {c} account {side}");
+            }
+        }
+    }
+}
+
+async fn table_status(h: &Harness, book: u64, table: &str) -> switch::TableStatus {
+    switch::status(&h.node.runtime, BookId(book), table).await.expect("status").expect("the table is in use")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn switching_under_load_keeps_exactly_once_without_pausing() {
+    let h = Harness::start(StoreKind::Rocksdb).await;
+    let rt = h.node.runtime.clone();
+    let limits = rt.config.limits;
+    let tables = [("accounts".to_string(), Protocol::ReadOptimized)].into_iter().collect();
+    rt.deploy("bank", guest("bank"), limits, tables).await.unwrap();
+    let book = 9;
+    let clients = Clients::start(&h, book, 3).await;
+    let targets = [Protocol::WriteOptimized, Protocol::ReadOptimized, Protocol::WriteOptimized, Protocol::ReadOptimized];
+    for (n, to) in targets.into_iter().enumerate() {
+        let n = n as i64 + 1;
+        // An invocation that started before the switch and lasts a while (it sleeps
+        // between its steps) holds the switch open: transfers go on meanwhile.
+        let key = format!("long-{n}");
+        let slow = {
+            let rt = rt.clone();
+            let key = key.clone();
+            tokio::spawn(async move {
+                let opts = InvokeOptions { idempotency_key: Some(key), crash_after: None };
+                rt.invoke_with("steps", BookId(book), Bytes::from_static(b"run accounts 150"), opts).await
+            })
+        };
+        while rt.durable.status(BookId(book), &format!("key:steps:{key}")).await.unwrap().is_none() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let began = Instant::now();
+        let status = switch::request(&rt, BookId(book), "accounts", to).await.expect("switch");
+        assert!(status.switching.is_some(), "{status:?}");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while table_status(&h, book, "accounts").await.switching.is_some() {
+            assert!(Instant::now() < deadline, "the switch to {to:?} did not finish");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let ended = Instant::now();
+        assert_eq!(table_status(&h, book, "accounts").await.protocol, to);
+        let during = clients.finished_between(began, ended);
+        assert!(during > 0, "no transfer finished during the switch to {to:?}");
+        let out = slow.await.unwrap().expect("the long invocation");
+        assert_eq!(String::from_utf8(out).unwrap(), format!("a={n} b={n} c={n}"));
+        // Only read- and write-optimized switch.
+        assert!(switch::request(&rt, BookId(book), "accounts", Protocol::Symmetric).await.is_err());
+    }
+    let history = table_status(&h, book, "accounts").await.history;
+    assert_eq!(history.len(), 1 + 2 * targets.len(), "{history:?}");
+    clients.check(&h, book).await;
+    h.node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_switches_with_the_read_write_mix() {
+    let h = Harness::start(StoreKind::Rocksdb).await;
+    let rt = h.node.runtime.clone();
+    let limits = rt.config.limits;
+    let tables = [("accounts".to_string(), Protocol::Auto)].into_iter().collect();
+    rt.deploy("bank", guest("bank"), limits, tables).await.unwrap();
+    let book = 11;
+    let call = |input: String| {
+        let rt = rt.clone();
+        async move { String::from_utf8(rt.invoke("bank", BookId(book), Bytes::from(input)).await.unwrap()).unwrap() }
+    };
+    // Writes only: auto moves to write-optimized.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut i = 0;
+    loop {
+        call(format!("open a{} {i}", i % 10)).await;
+        i += 1;
+        let st = table_status(&h, book, "accounts").await;
+        if st.protocol == Protocol::WriteOptimized && st.switching.is_none() {
+            assert!(st.auto);
+            break;
+        }
+        assert!(Instant::now() < deadline, "auto never chose write-optimized: {st:?}");
+    }
+    // Reads only: back to read-optimized, with every value intact.
+    let mut want = Vec::new();
+    for k in 0..10 {
+        want.push(call(format!("balance a{k}")).await);
+    }
+    loop {
+        for k in 0..10 {
+            assert_eq!(call(format!("balance a{k}")).await, want[k]);
+        }
+        let st = table_status(&h, book, "accounts").await;
+        if st.protocol == Protocol::ReadOptimized && st.switching.is_none() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "auto never went back to read-optimized: {st:?}");
+    }
     h.node.shutdown().await;
 }

@@ -20,10 +20,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use tally_logsvc::{BookId, Context, Error as LogError, LogRecord, SeqNum, Tag};
+use tally_logsvc::{BookId, Context, Error as LogError, SeqNum, Tag};
 
 use super::record::{self, object_tag, step_tag, transition_tag, Outcome, Step, Transition};
-use super::{Abort, Durable};
+use super::{fresher_value, version_value, visible_write, Abort, Durable};
 use crate::config::Protocol;
 use crate::state::Version;
 
@@ -34,6 +34,9 @@ pub enum Effective {
     WriteOptimized,
     Symmetric,
     Unsafe,
+    /// During a switch between read- and write-optimized (Halfmoon §4.7, §5.2): reads
+    /// look at both stores and are logged, writes go to both.
+    Transitional,
 }
 
 /// Aborts an instance after a number of effects, as if its process died there.
@@ -269,6 +272,7 @@ impl Instance {
             self.init_checked(ctx).await?;
             match self.transition_at(ctx, table, declared).await? {
                 Transition::End { protocol, .. } => effective(protocol),
+                Transition::Begin { .. } => Effective::Transitional,
             }
         };
         self.protocols.insert(table.to_string(), effective);
@@ -325,24 +329,25 @@ impl Instance {
     pub async fn get(&mut self, ctx: &mut Context, table: &str, key: &[u8]) -> Result<Option<Bytes>, Abort> {
         super::check_object(table, key, None)?;
         let st = self.store_table(table);
-        match self.protocol(ctx, table).await? {
-            Effective::Unsafe => Ok(self.svc.store.get_latest(&st, key).await?.and_then(|(_, v)| v)),
+        let protocol = self.protocol(ctx, table).await?;
+        self.svc.observe(self.book, table, protocol, false);
+        let store = &self.svc.store;
+        match protocol {
+            Effective::Unsafe => Ok(store.get_latest(&st, key).await?.and_then(|(_, v)| v)),
             Effective::ReadOptimized => {
-                let Some(version) = self.visible_version(ctx, table, key).await? else {
-                    return Ok(None);
-                };
-                match self.svc.store.get_at(&st, key, version).await? {
-                    Some((v, value)) if v == version => Ok(value),
-                    other => Err(Abort::internal(format!(
-                        "version {version} of {table:?}/{key:?} is missing from the store (found {:?})",
-                        other.map(|(v, _)| v)
-                    ))),
+                let visible = visible_write(&self.svc.log, ctx, self.book, table, key, self.cursor).await?;
+                match visible {
+                    Some(w) => Ok(version_value(&**store, &st, table, key, w.version).await?),
+                    None => Ok(None),
                 }
             }
-            Effective::WriteOptimized | Effective::Symmetric => {
+            Effective::WriteOptimized | Effective::Symmetric | Effective::Transitional => {
                 let value = match self.recorded("read")? {
                     Some(_) => None,
-                    None => self.svc.store.get_latest(&st, key).await?.and_then(|(_, v)| v),
+                    None if protocol == Effective::Transitional => {
+                        fresher_value(&self.svc, ctx, self.book, &st, table, key).await?
+                    }
+                    None => store.get_latest(&st, key).await?.and_then(|(_, v)| v),
                 };
                 match self.log_step(ctx, Step::Read { value }, &[]).await?.step {
                     Step::Read { value } => Ok(value),
@@ -352,44 +357,33 @@ impl Instance {
         }
     }
 
-    /// The version of `(table, key)` visible at `cursor`: the last write-log record at
-    /// or before it that is about this object (another object may share the tag).
-    async fn visible_version(&self, ctx: &mut Context, table: &str, key: &[u8]) -> Result<Option<u64>, Abort> {
-        let tag = object_tag(table, key);
-        let mut at = self.cursor;
-        loop {
-            let Some(r) = self.svc.log.read_prev(ctx, self.book, tag, SeqNum(at)).await? else {
-                return Ok(None);
-            };
-            if let Some(version) = write_of(&r, table, key)? {
-                return Ok(Some(version));
-            }
-            match r.seqnum.0.checked_sub(1) {
-                Some(prev) => at = prev,
-                None => return Ok(None),
-            }
-        }
-    }
-
     /// Sets (or, with `None`, deletes) the value of `(table, key)`.
     pub async fn put(&mut self, ctx: &mut Context, table: &str, key: &[u8], value: Option<Bytes>) -> Result<(), Abort> {
         super::check_object(table, key, value.as_deref())?;
         let st = self.store_table(table);
         let store = self.svc.store.clone();
-        match self.protocol(ctx, table).await? {
+        let protocol = self.protocol(ctx, table).await?;
+        self.svc.observe(self.book, table, protocol, true);
+        match protocol {
             Effective::Unsafe => {
                 store.put_latest(&st, key, value).await?;
                 self.effect()
             }
-            Effective::ReadOptimized => {
+            Effective::ReadOptimized | Effective::Transitional => {
                 let both_recorded = self.steps.len() > self.next + 1;
                 let version = self.log_step(ctx, Step::PreWrite, &[]).await?.seqnum;
                 if !both_recorded {
-                    store.put_version(&st, key, version, value).await?;
+                    store.put_version(&st, key, version, value.clone()).await?;
                     self.effect()?;
                 }
-                let write = Step::Write { table: table.to_string(), key: Bytes::copy_from_slice(key), version };
-                self.log_step(ctx, write, &[object_tag(table, key)]).await?;
+                let key_bytes = Bytes::copy_from_slice(key);
+                let write = Step::Write { table: table.to_string(), key: key_bytes, version, migrated_from: None };
+                let logged = self.log_step(ctx, write, &[object_tag(table, key)]).await?.seqnum;
+                if protocol == Effective::Transitional {
+                    // Visible to write-optimized readers too, ordered by the write log.
+                    store.put_if_newer(&st, key, Version { cursor: logged, counter: 0 }, value).await?;
+                    self.effect()?;
+                }
                 Ok(())
             }
             Effective::WriteOptimized => {
@@ -453,13 +447,5 @@ fn effective(p: Protocol) -> Effective {
         Protocol::WriteOptimized => Effective::WriteOptimized,
         Protocol::Symmetric => Effective::Symmetric,
         Protocol::Unsafe => Effective::Unsafe,
-    }
-}
-
-/// The version a write-log record points at, if the record is about `(table, key)`.
-fn write_of(r: &LogRecord, table: &str, key: &[u8]) -> Result<Option<u64>, Abort> {
-    match record::decode::<Step>("write-log", &r.data)? {
-        Step::Write { table: t, key: k, version } if t == table && k == key => Ok(Some(version)),
-        _ => Ok(None),
     }
 }

@@ -23,17 +23,21 @@
 mod instance;
 pub mod record;
 pub mod recovery;
+pub mod switch;
 
-use std::collections::{BTreeSet, HashSet};
-use std::sync::Arc;
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 
 use tally_logsvc::{BookId, Context, Error as LogError, LogClient, SeqNum, Tag};
+
+use self::instance::Effective;
+use self::record::{object_tag, Step};
 
 pub use self::instance::{CrashAfter, Instance, Of};
 use crate::config::{Config, StateConfig, StoreKind};
 use crate::error::RuntimeError;
 use crate::registry::REGISTRY_BOOK;
-use crate::state::{PgStateStore, RocksStateStore, StateError, StateStore};
+use crate::state::{PgStateStore, RocksStateStore, StateError, StateStore, Value};
 
 /// The largest input or output of an exactly-once invocation: both are logged, in one
 /// record each (the engine's limit is 1 MiB).
@@ -143,6 +147,15 @@ pub struct Durable {
     pub config: StateConfig,
     /// Books registered in [`BOOKS`] (by any node).
     books: tokio::sync::Mutex<HashSet<BookId>>,
+    /// Reads and writes of switchable tables on this node since the last look.
+    rates: Mutex<HashMap<BookId, HashMap<String, Ops>>>,
+}
+
+/// Operations counted on one table.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Ops {
+    pub reads: u64,
+    pub writes: u64,
 }
 
 impl Durable {
@@ -157,6 +170,7 @@ impl Durable {
             store,
             config: config.state.clone(),
             books: tokio::sync::Mutex::new(HashSet::new()),
+            rates: Mutex::new(HashMap::new()),
         });
         durable.books().await?;
         Ok(durable)
@@ -195,6 +209,29 @@ impl Durable {
         }
     }
 
+    /// Counts an operation on a table that could be switched.
+    fn observe(&self, book: BookId, table: &str, protocol: Effective, write: bool) {
+        if matches!(protocol, Effective::Unsafe | Effective::Symmetric) {
+            return;
+        }
+        let mut rates = self.rates.lock().expect("not poisoned");
+        let tables = rates.entry(book).or_default();
+        let ops = match tables.get_mut(table) {
+            Some(ops) => ops,
+            None => tables.entry(table.to_string()).or_default(),
+        };
+        if write {
+            ops.writes += 1;
+        } else {
+            ops.reads += 1;
+        }
+    }
+
+    /// The operations counted since the last call, per book and table.
+    pub fn take_rates(&self) -> HashMap<BookId, HashMap<String, Ops>> {
+        std::mem::take(&mut *self.rates.lock().expect("not poisoned"))
+    }
+
     /// Makes sure the recovery scan will look at `book`.
     async fn register_book(&self, book: BookId) -> Result<(), Abort> {
         let mut books = self.books.lock().await;
@@ -205,5 +242,88 @@ impl Durable {
         self.log.append(&mut Context::new(), REGISTRY_BOOK, &[BOOKS], data).await?;
         books.insert(book);
         Ok(())
+    }
+}
+
+/// One record of an object's write log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WriteRecord {
+    pub seqnum: u64,
+    pub version: u64,
+    pub migrated_from: Option<u64>,
+}
+
+/// The last write-log record of `(table, key)` at or before `at` (skipping records of
+/// other objects that share the tag).
+async fn prev_write(
+    log: &LogClient,
+    ctx: &mut Context,
+    book: BookId,
+    table: &str,
+    key: &[u8],
+    mut at: u64,
+) -> Result<Option<WriteRecord>, Abort> {
+    let tag = object_tag(table, key);
+    loop {
+        let Some(r) = log.read_prev(ctx, book, tag, SeqNum(at)).await? else {
+            return Ok(None);
+        };
+        if let Step::Write { table: t, key: k, version, migrated_from } = record::decode("write-log", &r.data)? {
+            if t == table && k == key {
+                return Ok(Some(WriteRecord { seqnum: r.seqnum.0, version, migrated_from }));
+            }
+        }
+        match r.seqnum.0.checked_sub(1) {
+            Some(prev) => at = prev,
+            None => return Ok(None),
+        }
+    }
+}
+
+/// The write-log record that gives `(table, key)` its value for a reader at `at`: the
+/// last one at or before `at`, unless that is a migration voided by a newer write
+/// just before it (see [`Step::Write`]).
+pub async fn visible_write(
+    log: &LogClient,
+    ctx: &mut Context,
+    book: BookId,
+    table: &str,
+    key: &[u8],
+    at: u64,
+) -> Result<Option<WriteRecord>, Abort> {
+    let Some(last) = prev_write(log, ctx, book, table, key, at).await? else {
+        return Ok(None);
+    };
+    let (Some(from), Some(before)) = (last.migrated_from, last.seqnum.checked_sub(1)) else {
+        return Ok(Some(last));
+    };
+    match prev_write(log, ctx, book, table, key, before).await? {
+        Some(raced) if raced.migrated_from.is_none() && raced.seqnum > from => Ok(Some(raced)),
+        _ => Ok(Some(last)),
+    }
+}
+
+/// The value of exactly `version` of `(table, key)`: it exists, since versions are
+/// stored before the write-log record that points at them.
+async fn version_value(store: &dyn StateStore, st: &str, table: &str, key: &[u8], version: u64) -> Result<Value, Abort> {
+    match store.get_at(st, key, version).await? {
+        Some((v, value)) if v == version => Ok(value),
+        other => Err(Abort::internal(format!(
+            "version {version} of {table:?}/{key:?} is missing from the store (found {:?})",
+            other.map(|(v, _)| v)
+        ))),
+    }
+}
+
+/// A transitional read: the fresher of the single-version entry (its version cursor)
+/// and the newest write-log record (its seqnum).
+async fn fresher_value(svc: &Durable, ctx: &mut Context, book: BookId, st: &str, table: &str, key: &[u8]) -> Result<Value, Abort> {
+    let latest = svc.store.get_latest(st, key).await?;
+    let logged = visible_write(&svc.log, ctx, book, table, key, u64::MAX).await?;
+    match (latest, logged) {
+        (Some((v, value)), Some(w)) if v.cursor > w.seqnum => Ok(value),
+        (Some((_, value)), None) => Ok(value),
+        (_, Some(w)) => version_value(&*svc.store, st, table, key, w.version).await,
+        (None, None) => Ok(None),
     }
 }

@@ -30,7 +30,12 @@ pub enum Step {
     PreWrite,
     /// Read-optimized write, second half, also in the object's write log: from here on
     /// `version` is the object's value for readers at or past this record.
-    Write { table: String, key: Bytes, version: u64 },
+    ///
+    /// Also written outside any step log by a switch to read-optimized, to carry a
+    /// write-optimized value over (`migrated_from` is that value's version cursor): such
+    /// a record is void if the object's previous write-log record is a write newer than
+    /// that cursor (a transitional write that raced the migration; see `switch.rs`).
+    Write { table: String, key: Bytes, version: u64, migrated_from: Option<u64> },
     /// Symmetric write: logged before the store is written; the seqnum is the version.
     LoggedWrite { table: String, key: Bytes, value: Option<Bytes> },
     /// A logged read (write-optimized, symmetric, transitional) and what it returned.
@@ -101,18 +106,28 @@ impl Outcome {
     }
 }
 
-/// One record of a table's transition log (Halfmoon §4.7).
+/// One record of a table's transition log (Halfmoon §4.7). An instance uses the
+/// protocol of the last record at or before its init record (the first record if none:
+/// nobody used the table before it existed).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Transition {
-    /// The protocol from here on (the first record also covers everything before it:
-    /// nobody used the table before it existed).
+    /// `protocol` from here on; `auto` lets the runtime switch it from observed rates.
     End { table: String, protocol: Protocol, auto: bool },
+    /// A switch from `from` to `to` began: instances starting now use the transitional
+    /// protocol, until the End that follows once every earlier instance finished.
+    Begin { table: String, from: Protocol, to: Protocol, auto: bool },
 }
 
 impl Transition {
     pub fn table(&self) -> &str {
         match self {
-            Transition::End { table, .. } => table,
+            Transition::End { table, .. } | Transition::Begin { table, .. } => table,
+        }
+    }
+
+    pub fn auto(&self) -> bool {
+        match self {
+            Transition::End { auto, .. } | Transition::Begin { auto, .. } => *auto,
         }
     }
 }
@@ -178,7 +193,7 @@ mod tests {
         let steps = [
             Step::Init { id: "a.1".into(), function: "f".into(), root: false, input: Bytes::from_static(b"in") },
             Step::PreWrite,
-            Step::Write { table: "t".into(), key: Bytes::from_static(b"\0k"), version: u64::MAX },
+            Step::Write { table: "t".into(), key: Bytes::from_static(b"\0k"), version: u64::MAX, migrated_from: Some(3) },
             Step::Read { value: None },
             Step::Result { outcome: Outcome::TooLarge { size: None, limit: 7 } },
         ];

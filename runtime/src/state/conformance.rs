@@ -9,7 +9,7 @@ use std::future::Future;
 
 use bytes::Bytes;
 
-use super::{StateStore, Value, Version};
+use super::{Family, StateStore, Value, Version};
 
 /// Runs every case. `open` opens the store under test; it is called once per case and
 /// again by [`survives_reopen`], each time on the same underlying storage, after the
@@ -26,6 +26,7 @@ where
     gc_keeps_visible_version(&*open().await).await;
     put_if_newer_ordering(&*open().await).await;
     put_latest_overwrites(&*open().await).await;
+    list_keys_pages(&*open().await).await;
     concurrent_put_if_newer(&*open().await).await;
     table_isolation(&*open().await).await;
     family_isolation(&*open().await).await;
@@ -222,6 +223,43 @@ pub async fn put_latest_overwrites(store: &dyn StateStore) {
     check_latest(store, t, b"k", Some((Version::ZERO, None))).await;
     store.put_latest(t, b"k", val("again")).await.unwrap();
     check_latest(store, t, b"k", Some((Version::ZERO, val("again")))).await;
+}
+
+pub async fn list_keys_pages(store: &dyn StateStore) {
+    let t = "list_keys_pages";
+    // Keys that a naive prefix scan would confuse: prefixes of each other, zero bytes.
+    let keys: Vec<&[u8]> = vec![b"a", b"a\0", b"aa", b"b", b"\0", b"ab\xff"];
+    for (i, k) in keys.iter().enumerate() {
+        for version in [1, 2] {
+            store.put_version(t, k, version, val("v")).await.unwrap();
+        }
+        if i % 2 == 0 {
+            store.put_latest(t, k, val("l")).await.unwrap();
+        }
+    }
+    store.put_version("list_keys_pages_other", b"zz", 1, val("v")).await.unwrap();
+    for (family, want) in [
+        (Family::Versions, keys.clone()),
+        (Family::Latest, keys.iter().step_by(2).copied().collect::<Vec<_>>()),
+    ] {
+        for page in [1, 2, 100] {
+            let mut got: Vec<Bytes> = Vec::new();
+            loop {
+                let after = got.last().cloned();
+                let next = store.list_keys(t, family, after.as_deref(), page).await.unwrap();
+                assert!(next.len() <= page, "{t}: {family:?} page {page}");
+                if next.is_empty() {
+                    break;
+                }
+                got.extend(next);
+            }
+            let mut got: Vec<&[u8]> = got.iter().map(|b| &b[..]).collect();
+            got.sort();
+            let mut want = want.clone();
+            want.sort();
+            assert_eq!(got, want, "{t}: {family:?} in pages of {page}");
+        }
+    }
 }
 
 pub async fn concurrent_put_if_newer(store: &dyn StateStore) {

@@ -37,6 +37,15 @@ impl Version {
     pub const ZERO: Version = Version { cursor: 0, counter: 0 };
 }
 
+/// The two key spaces of a store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    /// Written by `put_version`.
+    Versions,
+    /// Written by `put_if_newer` and `put_latest`.
+    Latest,
+}
+
 /// A durable key-value store for function state.
 ///
 /// Keys are `(table, key)`: `table` is a non-empty name without NUL characters, `key`
@@ -121,6 +130,17 @@ pub trait StateStore: Send + Sync {
         table: &'a str,
         key: &'a [u8],
     ) -> StateFuture<'a, Option<(Version, Value)>>;
+
+    /// Up to `limit` distinct keys of `table` in `family`, in the store's own order,
+    /// after `after` (a key this method returned before; `None` starts at the first).
+    /// Protocol switches and garbage collection page through tables with it.
+    fn list_keys<'a>(
+        &'a self,
+        table: &'a str,
+        family: Family,
+        after: Option<&'a [u8]>,
+        limit: usize,
+    ) -> StateFuture<'a, Vec<Bytes>>;
 }
 
 /// What can go wrong in a state store. Backend errors are carried as text so that no

@@ -25,7 +25,7 @@ use std::process::Command;
 use bytes::Bytes;
 use tokio_postgres::{Client, NoTls};
 
-use super::{check_table, StateError, StateFuture, StateStore, Value, Version};
+use super::{check_table, Family, StateError, StateFuture, StateStore, Value, Version};
 
 const SCHEMA: &str = "
     BEGIN;
@@ -190,6 +190,31 @@ impl StateStore for PgStateStore {
                 .await
                 .map_err(backend)?;
             Ok(())
+        })
+    }
+
+    fn list_keys<'a>(
+        &'a self,
+        table: &'a str,
+        family: Family,
+        after: Option<&'a [u8]>,
+        limit: usize,
+    ) -> StateFuture<'a, Vec<Bytes>> {
+        Box::pin(async move {
+            check_table(table)?;
+            let sql = match family {
+                Family::Versions => {
+                    "SELECT DISTINCT key FROM tally_state_versions
+                     WHERE tbl = $1 AND ($2::bytea IS NULL OR key > $2) ORDER BY key LIMIT $3"
+                }
+                Family::Latest => {
+                    "SELECT key FROM tally_state_latest
+                     WHERE tbl = $1 AND ($2::bytea IS NULL OR key > $2) ORDER BY key LIMIT $3"
+                }
+            };
+            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+            let rows = self.client.query(sql, &[&table, &after, &limit]).await.map_err(backend)?;
+            Ok(rows.iter().map(|r| Bytes::from(r.get::<_, Vec<u8>>(0))).collect())
         })
     }
 

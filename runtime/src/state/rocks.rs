@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use rocksdb::{ColumnFamilyDescriptor, Options, WriteBatch, WriteOptions, DB};
 
-use super::{check_table, StateError, StateFuture, StateStore, Value, Version};
+use super::{check_table, Family, StateError, StateFuture, StateStore, Value, Version};
 
 const CF_VERSIONS: &str = "versions";
 const CF_LATEST: &str = "latest";
@@ -221,6 +221,43 @@ impl StateStore for RocksStateStore {
         })
     }
 
+    fn list_keys<'a>(
+        &'a self,
+        table: &'a str,
+        family: Family,
+        after: Option<&'a [u8]>,
+        limit: usize,
+    ) -> StateFuture<'a, Vec<Bytes>> {
+        let table_prefix = object_key(table, b"");
+        let table_prefix = table_prefix[..table_prefix.len() - 4].to_vec();
+        // Every entry of a key sorts after `object_key(table, key)` and before the next
+        // key's, so seeking there and skipping that key's entries starts after it.
+        let start = after.map(|a| object_key(table, a));
+        let skip = after.map(<[u8]>::to_vec);
+        self.run(table, move |inner| {
+            let cf = inner.cf(match family {
+                Family::Versions => CF_VERSIONS,
+                Family::Latest => CF_LATEST,
+            });
+            let mut iter = inner.db.raw_iterator_cf(cf);
+            iter.seek(start.as_deref().unwrap_or(&table_prefix));
+            let mut keys: Vec<Bytes> = Vec::new();
+            while let Some(k) = iter.key() {
+                if keys.len() >= limit || !k.starts_with(&table_prefix) {
+                    break;
+                }
+                let key = stored_key(k, table_prefix.len())?;
+                let seen = keys.last().is_some_and(|last| last[..] == *key) || skip.as_deref() == Some(key);
+                if !seen {
+                    keys.push(Bytes::copy_from_slice(key));
+                }
+                iter.next();
+            }
+            iter.status().map_err(backend)?;
+            Ok(keys)
+        })
+    }
+
     fn get_latest<'a>(
         &'a self,
         table: &'a str,
@@ -238,6 +275,17 @@ impl StateStore for RocksStateStore {
             }
         })
     }
+}
+
+/// The key part of a stored entry's RocksDB key under the table prefix `table_prefix`
+/// (`len(key) | key [| version]`).
+fn stored_key(raw: &[u8], table_prefix: usize) -> Result<&[u8], StateError> {
+    let rest = &raw[table_prefix..];
+    let len = rest
+        .get(..4)
+        .map(|b| u32::from_be_bytes(b.try_into().expect("4 bytes")) as usize)
+        .ok_or_else(|| StateError::Corrupt("a key without its length".into()))?;
+    rest.get(4..4 + len).ok_or_else(|| StateError::Corrupt("a key shorter than its length".into()))
 }
 
 fn backend(e: impl std::fmt::Display) -> StateError {
