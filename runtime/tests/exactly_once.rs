@@ -340,8 +340,8 @@ async fn auto_switches_with_the_read_write_mix() {
         want.push(call(format!("balance a{k}")).await);
     }
     loop {
-        for k in 0..10 {
-            assert_eq!(call(format!("balance a{k}")).await, want[k]);
+        for (k, value) in want.iter().enumerate() {
+            assert_eq!(&call(format!("balance a{k}")).await, value);
         }
         let st = table_status(&h, book, "accounts").await;
         if st.protocol == Protocol::ReadOptimized && st.switching.is_none() {
