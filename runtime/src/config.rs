@@ -171,6 +171,11 @@ pub struct StateConfig {
     /// Test hook: honour the `Tally-Crash-After` header, which aborts an invocation
     /// after that many effects as if its process died.
     pub crash_injection: bool,
+    /// How often garbage collection runs (Halfmoon §4.5).
+    pub gc_interval_ms: u64,
+    /// How long a finished invocation's step log (and so its result, for a client
+    /// retrying with the same idempotency key) is kept.
+    pub results_kept_ms: u64,
     /// How often `auto` tables are looked at.
     pub auto_interval_ms: u64,
     /// Operations on a table within one look below which `auto` does not decide.
@@ -194,6 +199,8 @@ impl Default for StateConfig {
             recovery_interval_ms: 1_000,
             attempts_max: 5,
             crash_injection: false,
+            gc_interval_ms: 10_000,
+            results_kept_ms: 3_600_000,
             auto_interval_ms: 2_000,
             auto_min_ops: 20,
             auto_write_cost: 2,

@@ -351,3 +351,56 @@ async fn auto_switches_with_the_read_write_mix() {
     }
     h.node.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_collection_keeps_storage_bounded() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let mut config = Config { data_dir: dir.path().join("data"), listen: "127.0.0.1:0".into(), ..Config::default() };
+    config.state.gc_interval_ms = 100;
+    config.state.recovery_interval_ms = 50;
+    config.state.results_kept_ms = 0;
+    let node = DevNode::start(config).await.expect("starting the node");
+    let rt = node.runtime.clone();
+    let tables = [("accounts".to_string(), Protocol::ReadOptimized)].into_iter().collect();
+    rt.deploy("bank", guest("bank"), rt.config.limits, tables).await.unwrap();
+    let book = BookId(5);
+    let st = format!("{:x}/accounts", book.0);
+    let mut last_keys = Vec::new();
+    for round in 0..3 {
+        for i in 0..40 {
+            let key = format!("r{round}-{i}");
+            let opts = InvokeOptions { idempotency_key: Some(key.clone()), crash_after: None };
+            rt.invoke_with("bank", book, Bytes::from(format!("open acct{} {i}", i % 4)), opts).await.unwrap();
+            last_keys.push(key);
+        }
+        // Collection catches up within a few of its intervals.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let mut versions = 0;
+            for a in 0..4 {
+                let key = format!("acct{a}");
+                // Count what is left: every version at or below the newest.
+                let mut at = u64::MAX;
+                while let Some((v, _)) = rt.durable.store.get_at(&st, key.as_bytes(), at).await.unwrap() {
+                    versions += 1;
+                    match v.checked_sub(1) {
+                        Some(prev) => at = prev,
+                        None => break,
+                    }
+                }
+            }
+            let first_key = rt.durable.status(book, &format!("key:bank:{}", last_keys[0])).await.unwrap();
+            if versions <= 8 && first_key.is_none() {
+                break;
+            }
+            assert!(Instant::now() < deadline, "round {round}: {versions} versions of 4 objects, first step log {first_key:?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // The values survive collection.
+        for a in 0..4u64 {
+            let out = rt.invoke("bank", book, Bytes::from(format!("balance acct{a}"))).await.unwrap();
+            assert_eq!(String::from_utf8(out).unwrap(), (36 + a).to_string());
+        }
+    }
+    node.shutdown().await;
+}

@@ -296,6 +296,8 @@ impl Instance {
                     protocol: if declared == Protocol::Auto { Protocol::ReadOptimized } else { declared },
                     auto: declared == Protocol::Auto,
                 };
+                // Listed first, so that no table escapes garbage collection.
+                self.svc.register_table(self.book, table).await?;
                 match log.cond_append(ctx, self.book, &[tag], record::encode(&first), tag, 0).await {
                     Ok(_) => return Ok(first),
                     Err(LogError::Conflict { .. }) => log

@@ -20,6 +20,7 @@
 //! re-executes an attempt that trapped (up to `retries` times at once) and, through
 //! the recovery scan, invocations whose process died.
 
+mod gc;
 mod instance;
 pub mod record;
 pub mod recovery;
@@ -52,6 +53,9 @@ pub const IDEMPOTENCY_KEY_MAX: usize = 256;
 /// Books with exactly-once invocations, in the registry's platform book: the recovery
 /// scan reads each of them.
 const BOOKS: Tag = Tag(Tag::RESERVED_BIT | 2);
+/// Tables with a transition log, `(book, table)` per record, in the registry's book:
+/// garbage collection walks them.
+const TABLES: Tag = Tag(Tag::RESERVED_BIT | 4);
 
 /// Why an attempt stops inside a protocol operation.
 #[derive(Debug)]
@@ -149,6 +153,8 @@ pub struct Durable {
     books: tokio::sync::Mutex<HashSet<BookId>>,
     /// Reads and writes of switchable tables on this node since the last look.
     rates: Mutex<HashMap<BookId, HashMap<String, Ops>>>,
+    /// The TABLES stream as read so far.
+    tables: tokio::sync::Mutex<(SeqNum, HashMap<BookId, BTreeSet<String>>)>,
 }
 
 /// Operations counted on one table.
@@ -171,6 +177,7 @@ impl Durable {
             config: config.state.clone(),
             books: tokio::sync::Mutex::new(HashSet::new()),
             rates: Mutex::new(HashMap::new()),
+            tables: tokio::sync::Mutex::new((SeqNum(0), HashMap::new())),
         });
         durable.books().await?;
         Ok(durable)
@@ -207,6 +214,30 @@ impl Durable {
             Some(record::Step::Result { outcome }) => Ok(Some(Some(outcome))),
             _ => Ok(Some(None)),
         }
+    }
+
+    /// The tables of `book` that have a transition log (every table but `unsafe` ones).
+    pub async fn tables(&self, book: BookId) -> Result<BTreeSet<String>, RuntimeError> {
+        let mut guard = self.tables.lock().await;
+        let (next, by_book) = &mut *guard;
+        let mut ctx = Context::new();
+        while let Some(r) = self.log.read_next(&mut ctx, REGISTRY_BOOK, TABLES, *next).await? {
+            *next = SeqNum(r.seqnum.0 + 1);
+            match serde_json::from_slice::<(u64, String)>(&r.data) {
+                Ok((b, table)) => {
+                    by_book.entry(BookId(b)).or_default().insert(table);
+                }
+                Err(e) => tracing::error!(seqnum = %r.seqnum, "skipping a malformed table listing: {e}"),
+            }
+        }
+        Ok(by_book.get(&book).cloned().unwrap_or_default())
+    }
+
+    /// Lists a table whose transition log was just created.
+    async fn register_table(&self, book: BookId, table: &str) -> Result<(), Abort> {
+        let listing = bytes::Bytes::from(serde_json::to_vec(&(book.0, table)).expect("encodes"));
+        self.log.append(&mut Context::new(), REGISTRY_BOOK, &[TABLES], listing).await?;
+        Ok(())
     }
 
     /// Counts an operation on a table that could be switched.

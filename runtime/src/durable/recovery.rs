@@ -8,8 +8,11 @@
 //!
 //! An invocation that has failed transiently `attempts_max` times gets its last
 //! failure logged as its result.
+//!
+//! The same scan feeds garbage collection (`gc.rs`): it knows which instances are open
+//! and which finished, and when.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -30,15 +33,38 @@ struct Open {
     seen: Instant,
     /// Re-executions this node has started.
     attempts: u32,
+    /// The seqnum of its init record.
+    init: u64,
+}
+
+/// An instance (root or child) whose result the scan has seen.
+pub struct Finished {
+    pub step_tag: Tag,
+    pub result: u64,
+    pub seen: Instant,
 }
 
 /// How far the scan has read one book.
 #[derive(Default)]
-struct BookScan {
-    ctx: Context,
-    next: u64,
-    /// By step tag: a Result record names its instance only by that tag.
+pub struct BookScan {
+    pub ctx: Context,
+    /// The next seqnum of the INSTANCES stream to read.
+    pub next: u64,
+    /// Unfinished roots by step tag: a Result record names its instance only by that.
     open: BTreeMap<Tag, Open>,
+    /// Finished instances whose step logs are still there, in result order.
+    pub finished: VecDeque<Finished>,
+    /// Init seqnums of the instances whose step logs are still there.
+    pub inits: HashMap<Tag, u64>,
+    pub last_gc: Option<Instant>,
+}
+
+impl BookScan {
+    /// Halfmoon's t̄: every root that started before it has finished (a finished root
+    /// has no running descendants), so no reader's cursor is below it.
+    pub fn horizon(&self) -> u64 {
+        self.open.values().map(|o| o.init).min().unwrap_or(self.next)
+    }
 }
 
 /// The scan's state on one node.
@@ -68,6 +94,13 @@ impl Recovery {
         for book in rt.durable.books().await? {
             let scan = self.books.entry(book).or_default();
             scan.read(rt, book).await?;
+            let gc_every = Duration::from_millis(rt.config.state.gc_interval_ms);
+            if scan.last_gc.is_none_or(|t| t.elapsed() >= gc_every) {
+                scan.last_gc = Some(Instant::now());
+                if let Err(e) = super::gc::collect(rt, book, scan).await {
+                    tracing::warn!(book = book.0, "garbage collection: {}", e.into_error());
+                }
+            }
             for open in scan.open.values_mut() {
                 if rt.is_running(&open.id) {
                     continue;
@@ -97,12 +130,16 @@ impl BookScan {
             self.next = r.seqnum.0 + 1;
             let Some(&tag) = r.tags.iter().find(|&&t| t != instances) else { continue };
             match record::decode::<Step>("step", &r.data) {
-                Ok(Step::Init { id, function, root: true, input }) => {
-                    let open = Open { id, function, input, seen: Instant::now(), attempts: 0 };
-                    self.open.insert(tag, open);
+                Ok(Step::Init { id, function, root, input }) => {
+                    self.inits.insert(tag, r.seqnum.0);
+                    if root {
+                        let open = Open { id, function, input, seen: Instant::now(), attempts: 0, init: r.seqnum.0 };
+                        self.open.insert(tag, open);
+                    }
                 }
                 Ok(Step::Result { .. }) => {
                     self.open.remove(&tag);
+                    self.finished.push_back(Finished { step_tag: tag, result: r.seqnum.0, seen: Instant::now() });
                 }
                 Ok(_) => {}
                 Err(e) => tracing::error!(book = book.0, seqnum = %r.seqnum, "skipping a record of the instances stream: {e}"),

@@ -138,6 +138,9 @@ pub async fn request(rt: &Arc<Runtime>, book: BookId, table: &str, target: Proto
             }
         }
     };
+    if position == 0 {
+        rt.durable.register_table(book, table).await.map_err(Abort::into_error)?;
+    }
     append_transition(rt, &mut ctx, book, table, next, position).await?;
     Ok(TableStatus::of(history(rt, &mut ctx, book, table).await?).expect("just appended"))
 }
