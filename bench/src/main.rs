@@ -6,10 +6,11 @@
 mod invoke;
 mod log;
 mod report;
+mod state;
 
 use std::process::ExitCode;
 
-const SUITES: &[&str] = &["log", "invoke"];
+const SUITES: &[&str] = &["log", "invoke", "state"];
 
 /// What every suite is told about the run.
 pub struct RunOptions {
@@ -62,6 +63,7 @@ fn main() -> ExitCode {
     let result = match suite.as_str() {
         "log" => runtime.block_on(log::run(&options)),
         "invoke" => runtime.block_on(invoke::run(&options)),
+        "state" => runtime.block_on(state::run(&options)),
         _ => unreachable!("every suite of SUITES has a branch"),
     };
     match result {

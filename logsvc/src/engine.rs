@@ -171,8 +171,9 @@ struct Applying {
     entry: MetalogEntry,
     /// Per run: location of the first record, and the metas once known.
     runs: Vec<(Location, u64, Option<Vec<RecordMeta>>)>,
-    /// Conditional appends of ours in this entry: local id -> op.
-    conds: HashMap<Location, OpId>,
+    /// Conditional appends of ours in this entry: local id -> op and the record's
+    /// data, cached once the condition holds.
+    conds: HashMap<Location, (OpId, Bytes)>,
 }
 
 struct MetaFetch {
@@ -771,7 +772,7 @@ impl Engine {
                             continue;
                         }
                         if p.record.meta.cond.is_some() {
-                            conds.insert(location, p.op);
+                            conds.insert(location, (p.op, p.record.data.clone()));
                         } else if self.appends_in_flight.remove(&p.op).is_some() {
                             self.complete(p.op, Ok(Reply::Appended(seqnum)), position);
                         }
@@ -873,6 +874,9 @@ impl Engine {
         assert!(position > l.applied, "the index applies each entry once, in order");
         let mut records = Vec::new();
         let mut completions = Vec::new();
+        // Conditional records of ours that won their offset: readers here are likely
+        // to want them next (a step log, a write log).
+        let mut placed = Vec::new();
         let mut position_in_run = a.entry.runs().map(|(_, _, p)| p);
         for (first, _, metas) in a.runs {
             let start = position_in_run.next().expect("runs match the entry");
@@ -880,12 +884,15 @@ impl Engine {
                 let seqnum = a.entry.seqnum_at(start + k as u64);
                 let location = Location { shard: first.shard, local_id: first.local_id + k as u64 };
                 let placement = l.index.apply_record(seqnum, location, &meta);
-                if let Some(&op) = a.conds.get(&location) {
+                if let Some((op, data)) = a.conds.get(&location) {
                     let result = match placement {
-                        Placement::Placed => Ok(Reply::Appended(seqnum)),
+                        Placement::Placed => {
+                            placed.push((seqnum, meta.tags.clone(), data.clone()));
+                            Ok(Reply::Appended(seqnum))
+                        }
                         Placement::CondFailed { holder } => Err(Error::Conflict { holder }),
                     };
-                    completions.push((op, result));
+                    completions.push((*op, result));
                 }
                 records.push(IndexedRecord { seqnum, location, meta, placement });
             }
@@ -901,6 +908,9 @@ impl Engine {
             }
         }
         l.applied = position;
+        for (seqnum, tags, data) in placed {
+            self.cache.put_record(seqnum, tags, data);
+        }
         for (seqnum, _) in died {
             self.cache.remove(seqnum);
         }
