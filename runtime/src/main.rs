@@ -28,6 +28,8 @@ enum Verb {
     Functions(Remote),
     /// Print the records of a book.
     Book(BookArgs),
+    /// Show a state table's protocol, or switch it with --protocol.
+    Table(TableArgs),
     /// Build the Rust function in a directory for wasm32-wasip2 and print the component's path.
     Build(BuildArgs),
 }
@@ -182,6 +184,18 @@ struct BookArgs {
 }
 
 #[derive(Args)]
+struct TableArgs {
+    book: u64,
+    table: String,
+    /// Switch to read-optimized or write-optimized (without pausing invocations), or
+    /// let the runtime choose with auto.
+    #[arg(long)]
+    protocol: Option<String>,
+    #[command(flatten)]
+    remote: Remote,
+}
+
+#[derive(Args)]
 struct BuildArgs {
     /// The crate's directory.
     #[arg(default_value = ".")]
@@ -196,6 +210,7 @@ fn main() -> ExitCode {
         Verb::Invoke(a) => invoke(a),
         Verb::Functions(r) => get_json(&r, "/v1/functions"),
         Verb::Book(a) => book(a),
+        Verb::Table(a) => table(a),
         Verb::Build(a) => build(&a.dir),
     };
     match result {
@@ -314,6 +329,17 @@ fn book(args: BookArgs) -> anyhow::Result<()> {
     }
     let path = format!("/v1/books/{}/records?{}", args.book, query.join("&"));
     get_json(&args.remote, &path)
+}
+
+fn table(args: TableArgs) -> anyhow::Result<()> {
+    let path = format!("/v1/books/{}/tables/{}", args.book, args.table);
+    let Some(protocol) = &args.protocol else {
+        return get_json(&args.remote, &path);
+    };
+    let body = serde_json::json!({ "protocol": protocol }).to_string();
+    let response = agent().put(format!("{}{path}", args.remote.url)).header("content-type", "application/json").send(body.as_bytes())?;
+    print(&finish(response)?);
+    Ok(())
 }
 
 /// Builds a Rust guest: adds the wasm32-wasip2 target if missing, builds in release,

@@ -181,6 +181,27 @@ fn the_cli_deploys_invokes_lists_and_reads_books() {
     let page = cli(&n, &["book", "6", "--tag", "notes"]);
     assert!(page.contains(seqnum.trim()) && page.contains("a note"), "{page}");
 
+    // State: a table's protocol at deploy, an idempotent invocation, a switch.
+    let bank = dir.path().join("bank.wasm");
+    std::fs::write(&bank, guest("bank")).expect("writing the component");
+    let bank = bank.to_str().expect("a UTF-8 path");
+    let deployed = cli(&n, &["deploy", bank, "--name", "bank", "--table", "accounts=write-optimized"]);
+    assert!(deployed.contains("\"accounts\":\"write-optimized\""), "{deployed}");
+    for _ in 0..2 {
+        let out = cli(&n, &["invoke", "bank", "--book", "4", "--data", "open a 5", "--idempotency-key", "open-a"]);
+        assert_eq!(out.trim(), "ok");
+    }
+    let shown = cli(&n, &["table", "4", "accounts"]);
+    assert!(shown.contains("\"protocol\":\"write-optimized\""), "{shown}");
+    let switched = cli(&n, &["table", "4", "accounts", "--protocol", "read-optimized"]);
+    assert!(switched.contains("\"to\":\"read-optimized\"") || switched.contains("\"protocol\":\"read-optimized\""), "{switched}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !cli(&n, &["table", "4", "accounts"]).contains("\"protocol\":\"read-optimized\",") {
+        assert!(Instant::now() < deadline, "the switch did not finish");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(cli(&n, &["invoke", "bank", "--book", "4", "--data", "balance a"]).trim(), "5");
+
     // A failing verb says why and exits non-zero.
     let out = Command::new(env!("CARGO_BIN_EXE_tally"))
         .args(["invoke", "nobody"])
