@@ -122,6 +122,10 @@ fn a_retried_key_gets_the_logged_result_without_running_again() {
         assert_eq!(reply, (200, b"ok 6 4".to_vec()));
     }
     assert_eq!(n.invoke_ok("bank", 2, "balance a"), "6");
+    // The same key for another request is refused, and changes nothing.
+    let (status, body) = n.post_keyed(path, b"transfer a b 5", "k-move").unwrap();
+    assert_eq!(status, 409, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(n.invoke_ok("bank", 2, "balance a"), "6");
     // A function's error is its logged result too.
     let (status, body) = n.post_keyed(path, b"transfer a a 1", "k-self").unwrap();
     assert_eq!(status, 500, "{}", String::from_utf8_lossy(&body));

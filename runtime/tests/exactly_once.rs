@@ -404,3 +404,116 @@ async fn garbage_collection_keeps_storage_bounded() {
     }
     node.shutdown().await;
 }
+
+/// xorshift64*, for reproducible random programs.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
+    }
+}
+
+/// What the `script` ops of the `steps` guest do to a map, run once each, in order.
+#[derive(Default)]
+struct Model {
+    values: BTreeMap<(String, String), String>,
+}
+
+impl Model {
+    fn run(&mut self, ops: &[String]) -> String {
+        let mut out = Vec::new();
+        for op in ops {
+            let w: Vec<&str> = op.split(' ').collect();
+            let slot = (w[1].to_string(), w[2].to_string());
+            out.push(match w[0] {
+                "get" => self.values.get(&slot).cloned().unwrap_or_else(|| "none".into()),
+                "put" => {
+                    self.values.insert(slot, w[3].to_string());
+                    "ok".into()
+                }
+                "del" => {
+                    self.values.remove(&slot);
+                    "ok".into()
+                }
+                "inc" | "child" => {
+                    let n = self.values.get(&slot).map_or(0, |v| v.parse::<i64>().unwrap()) + 1;
+                    self.values.insert(slot, n.to_string());
+                    n.to_string()
+                }
+                other => unreachable!("{other}"),
+            });
+        }
+        out.join(",")
+    }
+}
+
+/// Random programs of gets, puts, deletes, increments and child calls over tables of
+/// every protocol (and one switched back and forth meanwhile), run one after the other,
+/// each plainly, crashed after a random effect and retried, or as two racing peers:
+/// every output and the final state must be those of running each program once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_programs_under_crashes_peers_and_switches() {
+    let h = Harness::start(StoreKind::Rocksdb).await;
+    for seed in 1..=3 {
+        random_programs(&h, 20 + seed, seed).await;
+    }
+    h.node.shutdown().await;
+}
+
+async fn random_programs(h: &Harness, book: u64, seed: u64) {
+    let rt = h.node.runtime.clone();
+    let tables = ["r", "w", "s", "x"];
+    let mut rng = Rng(0x5eed_0000_0000_0000 ^ seed);
+    let mut model = Model::default();
+    for i in 0..80 {
+        let ops: Vec<String> = (0..1 + rng.below(6))
+            .map(|_| {
+                let t = tables[rng.below(4) as usize];
+                match rng.below(6) {
+                    0 | 1 => format!("get {t} k{}", rng.below(4)),
+                    2 => format!("put {t} k{} v{}", rng.below(4), rng.below(1000)),
+                    3 => format!("del {t} k{}", rng.below(4)),
+                    4 => format!("inc {t} c{}", rng.below(3)),
+                    _ => format!("child {t} c{}", rng.below(3)),
+                }
+            })
+            .collect();
+        let want = model.run(&ops);
+        let input = format!("script {}", ops.join(";"));
+        let key = format!("fuzz-{i}");
+        let got = match rng.below(4) {
+            0 => h.invoke(book, &input, &key, None).await,
+            1 => {
+                let _ = h.invoke(book, &input, &key, Some(1 + rng.below(12))).await;
+                h.invoke(book, &input, &key, None).await
+            }
+            _ => {
+                let crash = (rng.below(2) == 0).then(|| 1 + rng.below(12));
+                let (x, y) = tokio::join!(h.invoke(book, &input, &key, crash), h.invoke(book, &input, &key, None));
+                if crash.is_none() {
+                    assert_eq!(x.as_deref().ok(), Some(want.as_str()), "seed {seed}, peer of program {i}: {input}");
+                }
+                y
+            }
+        };
+        assert_eq!(got.expect("the program"), want, "seed {seed} program {i}: {input}");
+        if i % 9 == 4 {
+            let to = if rng.below(2) == 0 { Protocol::WriteOptimized } else { Protocol::ReadOptimized };
+            // Refused while the previous switch is still under way: fine.
+            let _ = switch::request(&rt, BookId(book), "x", to).await;
+        }
+    }
+    for table in tables {
+        for key in ["k0", "k1", "k2", "k3", "c0", "c1", "c2"] {
+            let want = model.values.get(&(table.to_string(), key.to_string())).map_or("none", String::as_str);
+            let got = h.invoke(book, &format!("script get {table} {key}"), &format!("check-{table}-{key}"), None).await;
+            assert_eq!(got.expect("a read"), want, "{table}/{key}");
+        }
+    }
+    let switches = table_status(h, book, "x").await.history.len();
+    assert!(switches > 2, "seed {seed}: the table x was never switched ({switches} transition records)");
+}

@@ -168,7 +168,16 @@ impl Instance {
         }
         let first = self.steps.first().ok_or_else(|| Abort::internal("the step log lost its init record"))?;
         match &first.step {
-            Step::Init { id, .. } if *id == self.id => {}
+            Step::Init { id, function, input, .. } if *id == self.id => {
+                // Only a client reusing an idempotency key for another request gets here.
+                if *function != self.function || *input != self.input {
+                    return Err(Abort::Refused(crate::RuntimeError::Conflict(format!(
+                        "invocation {:?} was started with another function or input; \
+                         an idempotency key names one request",
+                        self.id
+                    ))));
+                }
+            }
             other => return Err(Abort::internal(format!("step log of {:?} starts with {other:?}", self.id))),
         }
         self.cursor = first.seqnum;

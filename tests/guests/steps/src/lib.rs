@@ -6,6 +6,11 @@
 //! | `run <table> [sleep_ms]`  | the steps below; returns `a=<a> b=<b> c=<c>`, the new values |
 //! | `child <table>`           | increments `c`; returns its new value                  |
 //! | `read <table> <key>`      | returns the key's value as stored, or `none`           |
+//! | `script <op>;<op>;...`    | runs the ops in order; returns their results joined by `,` |
+//!
+//! Script ops (for randomized tests that compare with a model): `get T K` (the value or
+//! `none`), `put T K V`, `del T K`, `inc T K` (the new value), `child T K` (calls this
+//! function with `script inc T K` and returns what the child returned).
 //!
 //! `run` takes four steps, sleeping `sleep_ms` between them when given, so that two
 //! concurrent invocations overlap:
@@ -33,6 +38,7 @@ fn handle(input: Vec<u8>) -> Result<Vec<u8>, String> {
             run(table, Some(Duration::from_millis(sleep_ms)))
         }
         ["child", table] => Ok(increment(table, "c")?.to_string().into_bytes()),
+        ["script", ..] => script(input.trim_start().strip_prefix("script").unwrap_or_default()),
         ["read", table, key] => {
             let value = state::get(table, key).map_err(|error| error.to_string())?;
             Ok(value.unwrap_or_else(|| b"none".to_vec()))
@@ -79,6 +85,37 @@ fn run(table: &str, pause: Option<Duration>) -> Result<Vec<u8>, String> {
     state::delete(table, "tmp").map_err(|error| error.to_string())?;
 
     Ok(format!("a={a} b={b} c={c}").into_bytes())
+}
+
+/// Runs a `;`-separated script of state operations (see the module doc).
+fn script(ops: &str) -> Result<Vec<u8>, String> {
+    let err = |error: tally_sdk::Error| error.to_string();
+    let mut results = Vec::new();
+    for op in ops.split(';').map(str::trim).filter(|op| !op.is_empty()) {
+        let words: Vec<&str> = op.split_whitespace().collect();
+        let result = match words[..] {
+            ["get", table, key] => match state::get(table, key).map_err(err)? {
+                Some(value) => String::from_utf8_lossy(&value).into_owned(),
+                None => "none".into(),
+            },
+            ["put", table, key, value] => {
+                state::put(table, key, value).map_err(err)?;
+                "ok".into()
+            }
+            ["del", table, key] => {
+                state::delete(table, key).map_err(err)?;
+                "ok".into()
+            }
+            ["inc", table, key] => increment(table, key)?.to_string(),
+            ["child", table, key] => {
+                let output = invoke::call(&context::function_name(), format!("script inc {table} {key}")).map_err(err)?;
+                String::from_utf8_lossy(&output).into_owned()
+            }
+            _ => return Err(format!("unknown script op {op:?}")),
+        };
+        results.push(result);
+    }
+    Ok(results.join(",").into_bytes())
 }
 
 /// Adds 1 to the counter `key` in `table` and returns its new value.
