@@ -255,6 +255,12 @@ impl Clients {
     }
 }
 
+/// Deploys the `bank` example with its table `accounts` under `protocol`.
+async fn deploy_bank(rt: &Arc<tally_runtime::Runtime>, protocol: Protocol) {
+    let tables = [("accounts".to_string(), protocol)].into_iter().collect();
+    rt.deploy("bank", guest("bank"), rt.config.limits, tables).await.expect("deploying bank");
+}
+
 async fn table_status(h: &Harness, book: u64, table: &str) -> switch::TableStatus {
     switch::status(&h.node.runtime, BookId(book), table).await.expect("status").expect("the table is in use")
 }
@@ -263,9 +269,7 @@ async fn table_status(h: &Harness, book: u64, table: &str) -> switch::TableStatu
 async fn switching_under_load_keeps_exactly_once_without_pausing() {
     let h = Harness::start(StoreKind::Rocksdb).await;
     let rt = h.node.runtime.clone();
-    let limits = rt.config.limits;
-    let tables = [("accounts".to_string(), Protocol::ReadOptimized)].into_iter().collect();
-    rt.deploy("bank", guest("bank"), limits, tables).await.unwrap();
+    deploy_bank(&rt, Protocol::ReadOptimized).await;
     let book = 9;
     let clients = Clients::start(&h, book, 3).await;
     let targets = [Protocol::WriteOptimized, Protocol::ReadOptimized, Protocol::WriteOptimized, Protocol::ReadOptimized];
@@ -313,9 +317,7 @@ async fn switching_under_load_keeps_exactly_once_without_pausing() {
 async fn auto_switches_with_the_read_write_mix() {
     let h = Harness::start(StoreKind::Rocksdb).await;
     let rt = h.node.runtime.clone();
-    let limits = rt.config.limits;
-    let tables = [("accounts".to_string(), Protocol::Auto)].into_iter().collect();
-    rt.deploy("bank", guest("bank"), limits, tables).await.unwrap();
+    deploy_bank(&rt, Protocol::Auto).await;
     let book = 11;
     let call = |input: String| {
         let rt = rt.clone();
@@ -361,8 +363,7 @@ async fn garbage_collection_keeps_storage_bounded() {
     config.state.results_kept_ms = 0;
     let node = DevNode::start(config).await.expect("starting the node");
     let rt = node.runtime.clone();
-    let tables = [("accounts".to_string(), Protocol::ReadOptimized)].into_iter().collect();
-    rt.deploy("bank", guest("bank"), rt.config.limits, tables).await.unwrap();
+    deploy_bank(&rt, Protocol::ReadOptimized).await;
     let book = BookId(5);
     let st = format!("{:x}/accounts", book.0);
     let mut last_keys = Vec::new();
