@@ -83,6 +83,9 @@ impl Node {
         let dir = tempfile::tempdir()?;
         let mut config = Config { data_dir: dir.path().join("data"), listen: "127.0.0.1:0".into(), ..Config::default() };
         config.state.auto_interval_ms = 250;
+        // The suite's instances run in-process, not as invocations of a deployed
+        // function: the recovery scan must not take the long-lived ones for dead.
+        config.state.reexecute_after_ms = 3_600_000;
         let (name, postgres) = match store {
             StoreKind::Rocksdb => ("rocksdb", None),
             StoreKind::Postgres => match tokio::task::spawn_blocking(TempPostgres::start).await? {

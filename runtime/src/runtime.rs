@@ -13,7 +13,7 @@ use bytes::Bytes;
 use tally_logsvc::{BookId, Context, LogClient};
 
 use crate::config::{Config, Limits, Protocol};
-use crate::durable::record::Outcome;
+use crate::durable::record::{self, Outcome};
 use crate::durable::{CrashAfter, Durable, Instance, Of, IDEMPOTENCY_KEY_MAX};
 use crate::error::{Result, RuntimeError};
 use crate::host::{ChildCall, ChildOutcome, Invocation, Invoker, WasmHost};
@@ -281,7 +281,7 @@ impl Runtime {
                 return (result, run.ctx);
             }
             let outcome = match result {
-                Err(RuntimeError::Trap(m)) if run.attempt > self.config.state.retries => Outcome::Trap(m),
+                Err(RuntimeError::Trap(m)) if run.attempt > self.config.state.retries => Outcome::Trap(record::cut(&m)),
                 Err(RuntimeError::Trap(m)) => {
                     tracing::info!(function, id = run.id, attempt = run.attempt, "running again after a trap: {m}");
                     run.attempt += 1;

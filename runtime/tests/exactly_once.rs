@@ -397,6 +397,10 @@ async fn garbage_collection_keeps_storage_bounded() {
             assert!(Instant::now() < deadline, "round {round}: {versions} versions of 4 objects, first step log {first_key:?}");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+        // A collected result is refused rather than run again.
+        let opts = InvokeOptions { idempotency_key: Some(last_keys[0].clone()), crash_after: None };
+        let again = rt.invoke_with("bank", book, Bytes::from("open acct0 0"), opts).await;
+        assert!(matches!(again, Err(RuntimeError::Conflict(_))), "{again:?}");
         // The values survive collection.
         for a in 0..4u64 {
             let out = rt.invoke("bank", book, Bytes::from(format!("balance acct{a}"))).await.unwrap();

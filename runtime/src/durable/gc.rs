@@ -4,7 +4,7 @@
 //! instance reads below it):
 //! - the step log of a finished instance whose result precedes `t̄` is trimmed once
 //!   `results_kept_ms` have passed (until then a client retrying its idempotency key
-//!   gets the logged result; after, the key runs again);
+//!   gets the logged result; after, the key is refused as expired: 409);
 //! - the INSTANCES stream is trimmed below `t̄` and below every step log still kept;
 //! - for each object of each table: the write-log record visible at `t̄` is kept with
 //!   everything after it; older records are trimmed and the store's versions older

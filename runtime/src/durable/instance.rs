@@ -166,7 +166,14 @@ impl Instance {
             Err(LogError::Conflict { .. }) => self.load_steps(ctx, 0).await?,
             Err(e) => return Err(e.into()),
         }
-        let first = self.steps.first().ok_or_else(|| Abort::internal("the step log lost its init record"))?;
+        // Offset 0 is taken, yet nothing is left: garbage collection took the step log
+        // of an invocation that finished longer ago than `results_kept_ms`.
+        let first = self.steps.first().ok_or_else(|| {
+            Abort::Refused(crate::RuntimeError::Conflict(format!(
+                "invocation {:?} finished and its result is no longer kept; use a new idempotency key",
+                self.id
+            )))
+        })?;
         match &first.step {
             Step::Init { id, function, input, .. } if *id == self.id => {
                 // Only a client reusing an idempotency key for another request gets here.

@@ -75,10 +75,14 @@ pub enum Outcome {
 impl Outcome {
     /// The outcome of a finished attempt, or `None` when the error is transient (the
     /// invocation should run again rather than have it as its result).
+    /// Outputs over [`PAYLOAD_MAX`](super::PAYLOAD_MAX) become `TooLarge` (the result
+    /// is logged in one record) and messages are cut to [`MESSAGE_MAX`] bytes.
     pub fn of_final(result: &Result<Vec<u8>, RuntimeError>) -> Option<Outcome> {
+        let limit = super::PAYLOAD_MAX;
         match result {
+            Ok(out) if out.len() > limit => Some(Outcome::TooLarge { size: Some(out.len() as u64), limit: limit as u64 }),
             Ok(out) => Some(Outcome::Ok(Bytes::copy_from_slice(out))),
-            Err(RuntimeError::Failed(m)) => Some(Outcome::Failed(m.clone())),
+            Err(RuntimeError::Failed(m)) => Some(Outcome::Failed(cut(m))),
             Err(RuntimeError::MemoryLimit(n)) => Some(Outcome::MemoryLimit(*n)),
             Err(RuntimeError::TooLarge { size, limit, .. }) => Some(Outcome::TooLarge { size: *size, limit: *limit }),
             _ => None,
@@ -89,8 +93,8 @@ impl Outcome {
     pub fn of_given_up(e: &RuntimeError) -> Outcome {
         match e {
             RuntimeError::Timeout(ms) => Outcome::Timeout(*ms),
-            RuntimeError::Trap(m) => Outcome::Trap(m.clone()),
-            other => Outcome::Failed(format!("gave up: {other}")),
+            RuntimeError::Trap(m) => Outcome::Trap(cut(m)),
+            other => Outcome::Failed(cut(&format!("gave up: {other}"))),
         }
     }
 
@@ -104,6 +108,21 @@ impl Outcome {
             Outcome::Timeout(ms) => Err(RuntimeError::Timeout(ms)),
         }
     }
+}
+
+/// The longest error message logged as an outcome.
+pub const MESSAGE_MAX: usize = 16 << 10;
+
+/// `m`, cut at a character boundary to at most [`MESSAGE_MAX`] bytes.
+pub fn cut(m: &str) -> String {
+    if m.len() <= MESSAGE_MAX {
+        return m.to_string();
+    }
+    let mut end = MESSAGE_MAX;
+    while !m.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &m[..end])
 }
 
 /// One record of a table's transition log (Halfmoon §4.7). An instance uses the

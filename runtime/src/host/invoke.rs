@@ -77,7 +77,7 @@ impl Host for HostState {
             Err(e @ (RuntimeError::FunctionNotFound(_) | RuntimeError::InvalidArgument(_))) => {
                 return Ok(Err(guest_runtime_error(e)))
             }
-            Err(RuntimeError::Trap(m)) => Outcome::Trap(m),
+            Err(RuntimeError::Trap(m)) => Outcome::Trap(crate::durable::record::cut(&m)),
             other => match Outcome::of_final(&other) {
                 Some(outcome) => outcome,
                 None => return aborted(Abort::Transient(other.expect_err("Ok is final"))),
