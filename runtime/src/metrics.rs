@@ -23,6 +23,10 @@ pub struct Metrics {
     deploys: AtomicU64,
     instantiations: AtomicU64,
     instantiate_nanos: AtomicU64,
+    /// Attempts of exactly-once invocations after the first (a trap, or the scan).
+    reexecutions: AtomicU64,
+    /// Invocations answered from a logged result without running.
+    replayed: AtomicU64,
 }
 
 impl Metrics {
@@ -53,6 +57,14 @@ impl Metrics {
     pub fn instantiated(&self, took: Duration) {
         self.instantiations.fetch_add(1, Ordering::Relaxed);
         self.instantiate_nanos.fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    pub fn reexecuted(&self) {
+        self.reexecutions.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn replayed(&self) {
+        self.replayed.fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn deployed(&self) {
@@ -87,6 +99,12 @@ impl Metrics {
         let nanos = self.instantiate_nanos.load(Ordering::Relaxed);
         let _ = writeln!(out, "tally_instantiate_seconds_sum {}", nanos as f64 / 1e9);
         let _ = writeln!(out, "tally_instantiate_seconds_count {}", self.instantiations.load(Ordering::Relaxed));
+        out.push_str("# HELP tally_reexecutions_total Attempts of exactly-once invocations after their first.\n");
+        out.push_str("# TYPE tally_reexecutions_total counter\n");
+        let _ = writeln!(out, "tally_reexecutions_total {}", self.reexecutions.load(Ordering::Relaxed));
+        out.push_str("# HELP tally_replayed_results_total Invocations answered with a logged result, without running.\n");
+        out.push_str("# TYPE tally_replayed_results_total counter\n");
+        let _ = writeln!(out, "tally_replayed_results_total {}", self.replayed.load(Ordering::Relaxed));
         out
     }
 }

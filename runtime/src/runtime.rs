@@ -245,9 +245,15 @@ impl Runtime {
             if run.eager {
                 match instance.init(&mut run.ctx).await {
                     Ok(None) => {}
-                    Ok(Some(logged)) => return (logged.into_result(), run.ctx),
+                    Ok(Some(logged)) => {
+                        self.metrics.replayed();
+                        return (logged.into_result(), run.ctx);
+                    }
                     Err(abort) => return (Err(abort.into_error()), run.ctx),
                 }
+            }
+            if run.attempt > 1 {
+                self.metrics.reexecuted();
             }
             let attempt_started = Instant::now();
             let own = attempt_started + Duration::from_millis(limits.timeout_ms);

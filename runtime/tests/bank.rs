@@ -122,6 +122,8 @@ fn a_retried_key_gets_the_logged_result_without_running_again() {
         assert_eq!(reply, (200, b"ok 6 4".to_vec()));
     }
     assert_eq!(n.invoke_ok("bank", 2, "balance a"), "6");
+    let (_, metrics) = n.request("GET", "/metrics", b"");
+    assert!(String::from_utf8_lossy(&metrics).contains("tally_replayed_results_total 2"));
     // The same key for another request is refused, and changes nothing.
     let (status, body) = n.post_keyed(path, b"transfer a b 5", "k-move").unwrap();
     assert_eq!(status, 409, "{}", String::from_utf8_lossy(&body));

@@ -26,7 +26,7 @@ pub mod record;
 pub mod recovery;
 pub mod switch;
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 use tally_logsvc::{BookId, Context, Error as LogError, LogClient, SeqNum, Tag};
@@ -150,7 +150,7 @@ pub struct Durable {
     pub store: Arc<dyn StateStore>,
     pub config: StateConfig,
     /// Books registered in [`BOOKS`] (by any node).
-    books: tokio::sync::Mutex<HashSet<BookId>>,
+    books: tokio::sync::Mutex<(SeqNum, BTreeSet<BookId>)>,
     /// Reads and writes of switchable tables on this node since the last look.
     rates: Mutex<HashMap<BookId, HashMap<String, Ops>>>,
     /// The TABLES stream as read so far.
@@ -175,7 +175,7 @@ impl Durable {
             log,
             store,
             config: config.state.clone(),
-            books: tokio::sync::Mutex::new(HashSet::new()),
+            books: tokio::sync::Mutex::new((SeqNum(0), BTreeSet::new())),
             rates: Mutex::new(HashMap::new()),
             tables: tokio::sync::Mutex::new((SeqNum(0), HashMap::new())),
         });
@@ -183,18 +183,18 @@ impl Durable {
         Ok(durable)
     }
 
-    /// Every book registered so far, re-read from the log.
+    /// Every book registered so far (by any node): what this node knew, and what was
+    /// appended since it last looked.
     pub async fn books(&self) -> Result<BTreeSet<BookId>, RuntimeError> {
+        let mut guard = self.books.lock().await;
+        let (next, books) = &mut *guard;
         let mut ctx = Context::new();
-        let mut at = SeqNum(0);
-        let mut found = BTreeSet::new();
-        while let Some(r) = self.log.read_next(&mut ctx, REGISTRY_BOOK, BOOKS, at).await? {
-            at = SeqNum(r.seqnum.0 + 1);
+        while let Some(r) = self.log.read_next(&mut ctx, REGISTRY_BOOK, BOOKS, *next).await? {
+            *next = SeqNum(r.seqnum.0 + 1);
             let raw: [u8; 8] = r.data[..].try_into().map_err(|_| RuntimeError::Internal("corrupt book record".into()))?;
-            found.insert(BookId(u64::from_be_bytes(raw)));
+            books.insert(BookId(u64::from_be_bytes(raw)));
         }
-        self.books.lock().await.extend(found.iter().copied());
-        Ok(found)
+        Ok(books.clone())
     }
 
     /// Where the invocation `id` on `book` stands: `None` if it never started, then
@@ -265,7 +265,8 @@ impl Durable {
 
     /// Makes sure the recovery scan will look at `book`.
     async fn register_book(&self, book: BookId) -> Result<(), Abort> {
-        let mut books = self.books.lock().await;
+        let mut guard = self.books.lock().await;
+        let books = &mut guard.1;
         if books.contains(&book) {
             return Ok(());
         }
