@@ -183,7 +183,8 @@ pub struct StateConfig {
     /// C_w / C_r of Halfmoon §4.6: how much more a read-optimized write costs than a
     /// write-optimized one, over how much more a write-optimized read costs than a
     /// read-optimized one. `auto` picks read-optimized when reads exceed writes times
-    /// this (with a 25% band against flapping).
+    /// this (with a 25% band against flapping). 1 here: each costs one log append (the
+    /// Halfmoon prototype logs twice per read-optimized write, so 2 there).
     pub auto_write_cost: u32,
 }
 
@@ -203,7 +204,7 @@ impl Default for StateConfig {
             results_kept_ms: 3_600_000,
             auto_interval_ms: 2_000,
             auto_min_ops: 20,
-            auto_write_cost: 2,
+            auto_write_cost: 1,
         }
     }
 }

@@ -7,16 +7,16 @@
 //!   gets the logged result; after, the key is refused as expired: 409);
 //! - the INSTANCES stream is trimmed below `t̄` and below every step log still kept;
 //! - for each object of each table: the write-log record visible at `t̄` is kept with
-//!   everything after it; older records are trimmed and the store's versions older
-//!   than the kept one deleted. So each object keeps at most one version no reader
-//!   needs, and storage stays bounded under a steady workload.
+//!   everything after it; the versions named by older records are deleted, then those
+//!   records trimmed. So each object keeps at most one version no reader needs, and
+//!   storage stays bounded under a steady workload.
 
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tally_logsvc::{BookId, Context, SeqNum};
 
-use super::record::{instances_tag, object_tag};
+use super::record::{self, instances_tag, object_tag, Step};
 use super::recovery::BookScan;
 use super::{visible_write, Abort, Durable};
 use crate::runtime::Runtime;
@@ -79,13 +79,27 @@ async fn collect_table(
             // `keep` is the last record at or before the horizon, or the write that a
             // voided migration record just after it defers to: either way, what
             // follows it stays, so every reader at or past the horizon reads as before.
+            // The records before it go, with the versions they name (each record names
+            // a version of its own).
             let tag = object_tag(table, key);
-            let first = d.log.read_next(ctx, book, tag, SeqNum(0)).await?;
-            if first.is_some_and(|r| r.seqnum.0 < keep.seqnum) {
+            let mut at = SeqNum(0);
+            let mut older = false;
+            while let Some(r) = d.log.read_next(ctx, book, tag, at).await? {
+                if r.seqnum.0 >= keep.seqnum {
+                    break;
+                }
+                at = SeqNum(r.seqnum.0 + 1);
+                older = true;
+                if let Step::Write { table: t, key: k, version, .. } = record::decode("write-log", &r.data)? {
+                    if t == table && k == key && version != keep.version && d.store.delete_version(&st, key, version).await? {
+                        done.versions += 1;
+                    }
+                }
+            }
+            if older {
                 d.log.trim(ctx, book, tag, SeqNum(keep.seqnum)).await?;
                 done.write_logs += 1;
             }
-            done.versions += d.store.collect_versions_below(&st, key, keep.version).await?;
         }
         match keys.last() {
             Some(last) => after = Some(last.clone()),

@@ -388,9 +388,12 @@ impl Instance {
                 self.effect()
             }
             Effective::ReadOptimized | Effective::Transitional => {
-                let both_recorded = self.steps.len() > self.next + 1;
-                let version = self.log_step(ctx, Step::PreWrite, &[]).await?.seqnum;
-                if !both_recorded {
+                // The version comes from the instance ID and the step (Halfmoon §4.1), the
+                // same in every execution: it is stored before the write-log record that
+                // makes it visible, without a log append of its own.
+                let step = self.next;
+                let version = version_of(&self.id, step);
+                if self.steps.len() <= step {
                     store.put_version(&st, key, version, value.clone()).await?;
                     self.effect()?;
                 }
@@ -457,6 +460,17 @@ impl Instance {
             _ => unreachable!("log_step checks the kind"),
         }
     }
+}
+
+/// The version a read-optimized write at `step` of instance `id` stores: a hash, so
+/// versions of one object are unique but not ordered (the write log orders them).
+fn version_of(id: &str, step: usize) -> u64 {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(id.as_bytes());
+    h.update([0]);
+    h.update((step as u64).to_be_bytes());
+    u64::from_be_bytes(h.finalize()[..8].try_into().expect("8 bytes"))
 }
 
 fn effective(p: Protocol) -> Effective {

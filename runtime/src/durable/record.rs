@@ -26,10 +26,11 @@ use crate::error::RuntimeError;
 pub enum Step {
     /// The invocation started: what is needed to run it again.
     Init { id: String, function: String, root: bool, input: Bytes },
-    /// Read-optimized write, first half: the record's seqnum is the new version.
+    /// A version number allocated by a migration (its seqnum; outside any step log).
     PreWrite,
-    /// Read-optimized write, second half, also in the object's write log: from here on
-    /// `version` is the object's value for readers at or past this record.
+    /// A read-optimized write, also in the object's write log: from here on `version`
+    /// (stored before this record was appended) is the object's value for readers at or
+    /// past this record.
     ///
     /// Also written outside any step log by a switch to read-optimized, to carry a
     /// write-optimized value over (`migrated_from` is that value's version cursor): such

@@ -318,7 +318,7 @@ pub async fn resume(rt: &Arc<Runtime>) -> Result<(), RuntimeError> {
 /// with `current` (inside the hysteresis band, or too few operations to tell).
 /// `write_cost` is how much more a read-optimized write costs than a write-optimized
 /// one, relative to how much more a write-optimized read costs than a read-optimized
-/// one (C_w / C_r; 2 here as in Halfmoon: a read-optimized write logs twice).
+/// one (C_w / C_r: 1 here, one log append each; 2 in Halfmoon's prototype).
 pub fn auto_choice(current: Protocol, ops: Ops, write_cost: f64, min_ops: u64) -> Option<Protocol> {
     if ops.reads + ops.writes < min_ops {
         return None;
@@ -375,7 +375,7 @@ mod tests {
     fn auto_follows_the_runtime_criterion_with_hysteresis() {
         let ops = |reads, writes| Ops { reads, writes };
         let (r, w) = (Protocol::ReadOptimized, Protocol::WriteOptimized);
-        // Reads must outnumber writes 2:1 for read-optimized to pay (C_w = 2 C_r).
+        // With C_w = 2 C_r (Halfmoon's prototype), reads must outnumber writes 2:1.
         assert_eq!(auto_choice(r, ops(10, 90), 2.0, 20), Some(w));
         assert_eq!(auto_choice(w, ops(90, 10), 2.0, 20), Some(r));
         // Inside the band around 2:1 nothing moves, either way.

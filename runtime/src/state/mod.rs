@@ -54,16 +54,16 @@ pub enum Family {
 /// written with [`put_version`](Self::put_version) is invisible to
 /// [`get_latest`](Self::get_latest) and the other way round.
 ///
-/// **Multi-version** (Halfmoon-read: log-free reads of the version as of the reader's
-/// cursor, writes are logged and carry the log seqnum as version):
+/// **Multi-version** (Halfmoon-read: log-free reads of the version a write-log record
+/// names; versions are numbers the protocol derives, ordered by the log, not by value):
 ///
 /// ```text
 ///   versions of (table, key):   3        7              12
 ///                               |        |              |
-///   get_at(at = 9)         ─────────────>7   (newest version <= at)
+///   get_at(at = 9)         ─────────────>7   (newest version <= at; the protocol
+///   get_at(at = 7)         ─────────────>7    asks for exact versions and checks)
 ///   get_at(at = 2)         None              (nothing that old)
-///   collect_versions_below(below = 9): deletes 3, keeps 7 and 12,
-///   so get_at(at) is unchanged for every at >= 9.
+///   delete_version(3): 7 and 12 stay
 /// ```
 ///
 /// - `put_version` is idempotent in the strong sense that re-executed writers need:
@@ -100,14 +100,8 @@ pub trait StateStore: Send + Sync {
         at: u64,
     ) -> StateFuture<'a, Option<(u64, Value)>>;
 
-    /// Deletes the versions of `(table, key)` older than the newest version `<= below`,
-    /// keeping that one (tombstone or not), and returns how many it deleted.
-    fn collect_versions_below<'a>(
-        &'a self,
-        table: &'a str,
-        key: &'a [u8],
-        below: u64,
-    ) -> StateFuture<'a, u64>;
+    /// Deletes `version` of `(table, key)`; says whether it was there.
+    fn delete_version<'a>(&'a self, table: &'a str, key: &'a [u8], version: u64) -> StateFuture<'a, bool>;
 
     /// Stores `(version, value)` for `(table, key)` if nothing is stored or the stored
     /// version is strictly older; returns whether it wrote.

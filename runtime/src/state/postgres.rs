@@ -122,25 +122,18 @@ impl StateStore for PgStateStore {
         })
     }
 
-    fn collect_versions_below<'a>(
-        &'a self,
-        table: &'a str,
-        key: &'a [u8],
-        below: u64,
-    ) -> StateFuture<'a, u64> {
+    fn delete_version<'a>(&'a self, table: &'a str, key: &'a [u8], version: u64) -> StateFuture<'a, bool> {
         Box::pin(async move {
             check_table(table)?;
-            // With no version <= below the subquery is NULL and nothing compares less.
-            self.client
+            let deleted = self
+                .client
                 .execute(
-                    "DELETE FROM tally_state_versions
-                     WHERE tbl = $1 AND key = $2 AND version < (
-                         SELECT max(version) FROM tally_state_versions
-                         WHERE tbl = $1 AND key = $2 AND version <= $3)",
-                    &[&table, &key, &to_sql(below)],
+                    "DELETE FROM tally_state_versions WHERE tbl = $1 AND key = $2 AND version = $3",
+                    &[&table, &key, &to_sql(version)],
                 )
                 .await
-                .map_err(backend)
+                .map_err(backend)?;
+            Ok(deleted == 1)
         })
     }
 

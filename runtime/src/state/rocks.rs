@@ -13,7 +13,7 @@
 //! one `(table, key)` are exactly the entries under its prefix, in version order; that
 //! is what lets `get_at` be one `seek_for_prev`.
 //!
-//! Read-modify-write operations (first-put-wins, put-if-newer, GC) hold one mutex per
+//! Read-modify-write operations (first-put-wins, put-if-newer, deletes) hold one mutex per
 //! store. RocksDB calls block, so every call runs in `spawn_blocking`. Writes are
 //! synced: a log-free write is acknowledged to the protocol only once it is durable.
 
@@ -148,40 +148,18 @@ impl StateStore for RocksStateStore {
         })
     }
 
-    fn collect_versions_below<'a>(
-        &'a self,
-        table: &'a str,
-        key: &'a [u8],
-        below: u64,
-    ) -> StateFuture<'a, u64> {
-        let prefix = object_key(table, key);
+    fn delete_version<'a>(&'a self, table: &'a str, key: &'a [u8], version: u64) -> StateFuture<'a, bool> {
+        let k = version_key(&object_key(table, key), version);
         self.run(table, move |inner| {
             let _guard = inner.lock();
-            let Some((keep, _)) = inner.newest_at(&prefix, below)? else {
-                return Ok(0);
-            };
             let cf = inner.cf(CF_VERSIONS);
+            if inner.db.get_pinned_cf(cf, &k).map_err(backend)?.is_none() {
+                return Ok(false);
+            }
             let mut batch = WriteBatch::default();
-            let mut deleted = 0;
-            let mut iter = inner.db.raw_iterator_cf(cf);
-            iter.seek(version_key(&prefix, 0));
-            while let Some(k) = iter.key() {
-                if !(k.len() == prefix.len() + 8 && k.starts_with(&prefix)) {
-                    break;
-                }
-                if decode_version_suffix(k, prefix.len())? >= keep {
-                    break;
-                }
-                batch.delete_cf(cf, k);
-                deleted += 1;
-                iter.next();
-            }
-            iter.status().map_err(backend)?;
-            drop(iter);
-            if deleted > 0 {
-                inner.write(batch)?;
-            }
-            Ok(deleted)
+            batch.delete_cf(cf, &k);
+            inner.write(batch)?;
+            Ok(true)
         })
     }
 
