@@ -163,3 +163,44 @@ fn asynchronous_results_outlive_a_restart() {
     let (code, _) = n.json("GET", "/v1/invocations/nope?book=3", b"");
     assert_eq!(code, 404);
 }
+
+#[test]
+fn bad_exactly_once_input_gets_clear_errors() {
+    let (_dir, n) = node();
+    n.deploy("steps", &guest("steps"), "");
+    let path = "/v1/functions/steps/invoke?book=5";
+    // Keys: printable ASCII, at most 256 bytes.
+    let (status, body) = n.post_keyed(path, b"script get t k", &"k".repeat(257)).unwrap();
+    assert_eq!(status, 400, "{}", String::from_utf8_lossy(&body));
+    // The crash hook is off unless configured.
+    let response = Node::agent()
+        .post(format!("{}{path}", n.url))
+        .header("tally-crash-after", "1")
+        .send(&b"script get t k"[..])
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 400);
+    // Asynchronous invocations are exactly-once already.
+    let (status, _) = n.json("POST", "/v1/functions/steps/invoke?book=5&async=true", b"x");
+    assert_eq!(status, 202);
+    let response = Node::agent()
+        .post(format!("{}{path}&async=true", n.url))
+        .header("idempotency-key", "k1")
+        .send(&b"x"[..])
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 400);
+    // A bad table name or an empty key reaches the guest as an error it can report.
+    let message = n.expect_error(n.invoke("steps", 5, "script get Bad! k"), 500, "function_error");
+    assert!(message.contains("invalid table name"), "{message}");
+    // Switching a protocol that does not switch, or to one it cannot.
+    n.invoke_ok("steps", 5, "script put t k v");
+    let (status, v) = n.json("PUT", "/v1/books/5/tables/t", br#"{"protocol": "symmetric"}"#);
+    assert_eq!((status, v["error"]["code"].as_str()), (400, Some("invalid_argument")), "{v}");
+    let (status, v) = n.json("PUT", "/v1/books/5/tables/t", br#"{"protocol": "nonsense"}"#);
+    assert_eq!(status, 400, "{v}");
+    let (status, v) = n.json("PUT", "/v1/books/5/tables/t", b"not json");
+    assert_eq!(status, 400, "{v}");
+    let (status, v) = n.json("GET", "/v1/books/5/tables/never-used", b"");
+    assert_eq!((status, v["used"].as_bool()), (200, Some(false)), "{v}");
+    // The node keeps serving.
+    assert_eq!(n.invoke_ok("steps", 5, "script get t k"), "v");
+}
