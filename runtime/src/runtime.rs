@@ -143,7 +143,7 @@ impl Runtime {
             None => (self.new_invocation_id(), false),
         };
         let crash = self.crash_hook(opts.crash_after)?;
-        let run = Run { function: function.to_string(), book, input, ctx: Context::new(), depth: 0, parent_deadline: None, id, eager, root: true, crash, attempt: 1 };
+        let run = Run { eager, crash, ..Run::root(function.to_string(), book, input, id) };
         self.run(run).await.0
     }
 
@@ -166,7 +166,7 @@ impl Runtime {
         let rt = self.clone();
         let key = id.clone();
         tokio::spawn(async move {
-            let run = Run { function, book, input, ctx: Context::new(), depth: 0, parent_deadline: None, id: key.clone(), eager: true, root: true, crash: None, attempt: 1 };
+            let run = Run { eager: true, ..Run::root(function, book, input, key.clone()) };
             let (result, _) = rt.run(run).await;
             let status = InvocationStatus::of(result);
             let mut inv = rt.invocations.lock().expect("not poisoned");
@@ -328,9 +328,26 @@ fn idempotent_id(function: &str, key: &str) -> Result<String> {
 }
 
 impl Run {
+    /// A first attempt of an invocation from outside, initialised lazily.
+    pub(crate) fn root(function: String, book: BookId, input: Bytes, id: String) -> Run {
+        Run {
+            function,
+            book,
+            input,
+            ctx: Context::new(),
+            depth: 0,
+            parent_deadline: None,
+            id,
+            eager: false,
+            root: true,
+            crash: None,
+            attempt: 1,
+        }
+    }
+
     /// A root invocation run again by the recovery scan.
     pub(crate) fn again(function: String, book: BookId, input: Bytes, id: String, attempt: u32) -> Run {
-        Run { function, book, input, ctx: Context::new(), depth: 0, parent_deadline: None, id, eager: true, root: true, crash: None, attempt }
+        Run { eager: true, attempt, ..Run::root(function, book, input, id) }
     }
 }
 

@@ -11,7 +11,7 @@
 //!   records trimmed. So each object keeps at most one version no reader needs, and
 //!   storage stays bounded under a steady workload.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use tally_logsvc::{BookId, Context, SeqNum};
@@ -48,9 +48,11 @@ pub async fn collect(rt: &Runtime, book: BookId, scan: &mut BookScan) -> Result<
         scan.finished.pop_front();
         done.step_logs += 1;
     }
+    // Each trim is a metalog command: only when the point moved.
     let below = scan.inits.values().copied().min().unwrap_or(u64::MAX).min(horizon);
-    if below > 0 {
+    if below > scan.instances_trimmed {
         d.log.trim(&mut ctx, book, instances_tag(), SeqNum(below)).await?;
+        scan.instances_trimmed = below;
     }
     for table in d.tables(book).await? {
         collect_table(d, &mut ctx, book, &table, horizon, &mut done).await?;
@@ -58,7 +60,6 @@ pub async fn collect(rt: &Runtime, book: BookId, scan: &mut BookScan) -> Result<
     if done != Collected::default() {
         tracing::debug!(book = book.0, ?done, "collected");
     }
-    scan.last_gc = Some(Instant::now());
     Ok(done)
 }
 

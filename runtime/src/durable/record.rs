@@ -144,12 +144,6 @@ impl Transition {
             Transition::End { table, .. } | Transition::Begin { table, .. } => table,
         }
     }
-
-    pub fn auto(&self) -> bool {
-        match self {
-            Transition::End { auto, .. } | Transition::Begin { auto, .. } => *auto,
-        }
-    }
 }
 
 /// Records are small: a bincode limit just over the engine's record limit turns a

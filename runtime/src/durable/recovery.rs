@@ -57,6 +57,8 @@ pub struct BookScan {
     /// Init seqnums of the instances whose step logs are still there.
     pub inits: HashMap<Tag, u64>,
     pub last_gc: Option<Instant>,
+    /// Where garbage collection last trimmed the INSTANCES stream.
+    pub instances_trimmed: u64,
 }
 
 impl BookScan {

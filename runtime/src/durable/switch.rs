@@ -108,7 +108,7 @@ pub async fn request(rt: &Arc<Runtime>, book: BookId, table: &str, target: Proto
         )));
     }
     let mut ctx = Context::new();
-    let hist = history(rt, &mut ctx, book, table).await?;
+    let mut hist = history(rt, &mut ctx, book, table).await?;
     let auto = target == Protocol::Auto;
     let position = hist.len() as u64;
     let next = match hist.last().map(|(_, t)| t) {
@@ -134,15 +134,16 @@ pub async fn request(rt: &Arc<Runtime>, book: BookId, table: &str, target: Proto
             if to == protocol {
                 Transition::End { table: table.to_string(), protocol, auto }
             } else {
-                return begin(rt, book, table, protocol, to, auto, position).await;
+                return begin(rt, book, table, to, auto, hist).await;
             }
         }
     };
     if position == 0 {
         rt.durable.register_table(book, table).await.map_err(Abort::into_error)?;
     }
-    append_transition(rt, &mut ctx, book, table, next, position).await?;
-    Ok(TableStatus::of(history(rt, &mut ctx, book, table).await?).expect("just appended"))
+    let seqnum = append_transition(rt, &mut ctx, book, table, next.clone(), position).await?;
+    hist.push((seqnum, next));
+    Ok(TableStatus::of(hist).expect("just appended"))
 }
 
 async fn append_transition(
@@ -163,24 +164,30 @@ async fn append_transition(
     }
 }
 
-/// Appends Begin at `position` and completes the switch in the background.
+/// Appends Begin after `hist`, which ends with an End, and completes the switch in the
+/// background.
 async fn begin(
     rt: &Arc<Runtime>,
     book: BookId,
     table: &str,
-    from: Protocol,
     to: Protocol,
     auto: bool,
-    position: u64,
+    mut hist: Vec<(u64, Transition)>,
 ) -> Result<TableStatus, RuntimeError> {
+    let Some((_, Transition::End { protocol: from, .. })) = hist.last() else {
+        unreachable!("a switch begins after an End");
+    };
+    let from = *from;
+    let position = hist.len() as u64;
     let mut ctx = Context::new();
     let listing = Bytes::from(serde_json::to_vec(&(book.0, table)).expect("encodes"));
     rt.durable.log.append(&mut ctx, REGISTRY_BOOK, &[SWITCHES], listing).await?;
     let t = Transition::Begin { table: table.to_string(), from, to, auto };
-    let b = append_transition(rt, &mut ctx, book, table, t, position).await?;
+    let b = append_transition(rt, &mut ctx, book, table, t.clone(), position).await?;
     tracing::info!(book = book.0, table, from = from.name(), to = to.name(), "switching");
-    spawn_completion(rt, book, table.to_string(), b, to, auto, position + 1, ctx.clone());
-    Ok(TableStatus::of(history(rt, &mut ctx, book, table).await?).expect("just appended"))
+    spawn_completion(rt, book, table.to_string(), b, to, auto, position + 1, ctx);
+    hist.push((b, t));
+    Ok(TableStatus::of(hist).expect("just appended"))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -361,7 +368,7 @@ async fn auto_step(rt: &Arc<Runtime>, book: BookId, table: &str, ops: Ops) -> Re
         return Ok(());
     };
     tracing::info!(book = book.0, table, reads = ops.reads, writes = ops.writes, "auto: {} suits better", to.name());
-    match begin(rt, book, table, *protocol, to, true, hist.len() as u64).await {
+    match begin(rt, book, table, to, true, hist).await {
         Ok(_) | Err(RuntimeError::Conflict(_)) => Ok(()),
         Err(e) => Err(e),
     }
