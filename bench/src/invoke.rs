@@ -121,11 +121,7 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<()> {
     };
 
     let data = tempfile::tempdir().context("creating a temporary data directory")?;
-    let config = tally_runtime::Config {
-        data_dir: data.path().join("data"),
-        listen: "127.0.0.1:0".into(),
-        ..Default::default()
-    };
+    let config = tally_runtime::Config { data_dir: data.path().join("data"), listen: "127.0.0.1:0".into(), ..Default::default() };
     let node = DevNode::start(config).await.context("starting a Tally dev node")?;
     let tally_url = node.url();
     let result = tokio::task::spawn_blocking(move || measure_all(&plan, &tally_url, &hello, peer.as_ref())).await;
@@ -147,10 +143,8 @@ fn measure_all(plan: &Plan, tally_url: &str, hello: &[u8], peer: Option<&Peer>) 
     ensure!(status == 201, "deploying {FUNCTION} on Tally answered {status}: {body}");
 
     let server = peer.map(WasmtimeServe::start).transpose()?;
-    let mut title =
-        format!("{}-byte echo over HTTP/1.1 keep-alive, one ureq agent per client; Tally dev node", PAYLOAD.len());
-    let mut targets =
-        vec![Target { name: "tally", invoke_url: format!("{tally_url}/v1/functions/{FUNCTION}/invoke?book=0") }];
+    let mut title = format!("{}-byte echo over HTTP/1.1 keep-alive, one ureq agent per client; Tally dev node", PAYLOAD.len());
+    let mut targets = vec![Target { name: "tally", invoke_url: format!("{tally_url}/v1/functions/{FUNCTION}/invoke?book=0") }];
     if let (Some(peer), Some(server)) = (peer, &server) {
         title += &format!(" vs {} serve -Scli", peer.version);
         targets.push(Target { name: "wasmtime-serve", invoke_url: server.url.clone() });
@@ -171,11 +165,7 @@ fn measure_all(plan: &Plan, tally_url: &str, hello: &[u8], peer: Option<&Peer>) 
 /// and records throughput and latencies.
 fn measure(report: &mut Report, targets: &[Target], plan: &Plan) -> anyhow::Result<()> {
     for clients in CLIENTS {
-        eprintln!(
-            "invoke: clients={clients}: {} interleaved slices of {} ms per target",
-            plan.slices,
-            plan.slice.as_millis()
-        );
+        eprintln!("invoke: clients={clients}: {} interleaved slices of {} ms per target", plan.slices, plan.slice.as_millis());
         let pools: Vec<Clients> = targets.iter().map(|_| Clients::new(clients)).collect();
         for (target, pool) in targets.iter().zip(&pools) {
             closed_loop(target, pool, plan.warmup, Duration::ZERO)?;
@@ -185,12 +175,7 @@ fn measure(report: &mut Report, targets: &[Target], plan: &Plan) -> anyhow::Resu
             for k in 0..targets.len() {
                 // Rotated, so that no target always follows the same one.
                 let i = (round + k) % targets.len();
-                samples[i].extend(closed_loop(
-                    &targets[i],
-                    &pools[i],
-                    plan.slice_warmup,
-                    plan.slice - plan.slice_warmup,
-                )?);
+                samples[i].extend(closed_loop(&targets[i], &pools[i], plan.slice_warmup, plan.slice - plan.slice_warmup)?);
             }
         }
         for (target, samples) in targets.iter().zip(samples) {
@@ -252,10 +237,8 @@ fn closed_loop(target: &Target, pool: &Clients, warmup: Duration, window: Durati
 
 /// One request, checked: status 200 and the payload echoed.
 fn invoke_once(agent: &ureq::Agent, target: &Target) -> anyhow::Result<()> {
-    let mut response = agent
-        .post(&target.invoke_url)
-        .send(PAYLOAD)
-        .with_context(|| format!("{}: POST {}", target.name, target.invoke_url))?;
+    let mut response =
+        agent.post(&target.invoke_url).send(PAYLOAD).with_context(|| format!("{}: POST {}", target.name, target.invoke_url))?;
     let status = response.status().as_u16();
     let body = response.body_mut().read_to_vec().with_context(|| format!("{}: reading a response", target.name))?;
     if status != 200 || body != PAYLOAD {
@@ -281,13 +264,9 @@ impl Counters {
         let status = response.status().as_u16();
         let text = response.body_mut().read_to_string().with_context(|| format!("reading {url}"))?;
         ensure!(status == 200, "GET {url} answered {status}: {text}");
-        let summary = |name: &str| {
-            Some((metric_sum(&text, &format!("{name}_sum"))?, metric_sum(&text, &format!("{name}_count"))?))
-        };
-        Ok(Counters {
-            invocation: summary("tally_invocation_seconds"),
-            instantiate: summary("tally_instantiate_seconds"),
-        })
+        let summary =
+            |name: &str| Some((metric_sum(&text, &format!("{name}_sum"))?, metric_sum(&text, &format!("{name}_count"))?));
+        Ok(Counters { invocation: summary("tally_invocation_seconds"), instantiate: summary("tally_instantiate_seconds") })
     }
 }
 
@@ -318,18 +297,12 @@ fn record_means(report: &mut Report, before: &Counters, after: &Counters) -> any
 /// for the latency, above 1 for the throughput.
 fn record_ratios(report: &mut Report) -> anyhow::Result<()> {
     let [one, many] = CLIENTS;
-    let value = |target: &str, clients: usize, metric: &str| {
-        report.value(&case(target, clients), metric).expect("measured above")
-    };
+    let value =
+        |target: &str, clients: usize, metric: &str| report.value(&case(target, clients), metric).expect("measured above");
     let p50 = value("tally", one, "invoke_p50_us") / value("wasmtime-serve", one, "invoke_p50_us");
     let throughput = value("tally", many, "invoke_throughput") / value("wasmtime-serve", many, "invoke_throughput");
     report.record(&format!("tally/wasmtime-serve,clients={one}"), "p50_ratio", round_to(p50, 2), "ratio")?;
-    report.record(
-        &format!("tally/wasmtime-serve,clients={many}"),
-        "throughput_ratio",
-        round_to(throughput, 2),
-        "ratio",
-    )?;
+    report.record(&format!("tally/wasmtime-serve,clients={many}"), "throughput_ratio", round_to(throughput, 2), "ratio")?;
     Ok(())
 }
 
@@ -383,8 +356,7 @@ fn setup_peer(root: &Path) -> anyhow::Result<Peer> {
             .with_context(|| format!("bench/setup.sh printed no {key}="))
     };
     let wasmtime = field("wasmtime")?;
-    let output =
-        Command::new(&wasmtime).arg("--version").output().with_context(|| format!("running {}", wasmtime.display()))?;
+    let output = Command::new(&wasmtime).arg("--version").output().with_context(|| format!("running {}", wasmtime.display()))?;
     ensure!(output.status.success(), "{} --version failed", wasmtime.display());
     let version = String::from_utf8_lossy(&output.stdout).split_whitespace().take(2).collect::<Vec<_>>().join(" ");
     Ok(Peer { wasmtime, version, http_hello: field("http_hello")? })

@@ -38,8 +38,7 @@ use anyhow::{ensure, Context as _};
 use bytes::Bytes;
 use tally_logsvc::store::{FsyncPolicy, GroupCommit, GroupCommitConfig, RecordStore, RocksStore};
 use tally_logsvc::{
-    book_to_log, BookId, Cluster, ClusterBuilder, Context, Location, LogClient, Record, RecordMeta, SeqNum, ShardId,
-    Tag,
+    book_to_log, BookId, Cluster, ClusterBuilder, Context, Location, LogClient, Record, RecordMeta, SeqNum, ShardId, Tag,
 };
 use tempfile::TempDir;
 use tokio::task::JoinSet;
@@ -175,12 +174,7 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<()> {
 /// Runs the closed loops of every target and client count in interleaved slices and
 /// records throughput and latencies. Returns the fastest 1% of single raw writes, a
 /// floor for one WAL write and fsync.
-async fn measure_writes(
-    report: &mut Report,
-    targets: &[Target<'_>],
-    fsync: FsyncPolicy,
-    plan: &Plan,
-) -> anyhow::Result<u32> {
+async fn measure_writes(report: &mut Report, targets: &[Target<'_>], fsync: FsyncPolicy, plan: &Plan) -> anyhow::Result<u32> {
     let mut fsync_floor_us = None;
     for clients in CLIENTS {
         progress(&format!(
@@ -281,12 +275,7 @@ fn raw_case(clients: usize, fsync: FsyncPolicy) -> String {
 }
 
 /// Records the p50 and p99 of `latencies` under `metrics`.
-fn record_percentiles(
-    report: &mut Report,
-    case: &str,
-    metrics: [&'static str; 2],
-    latencies: &Latencies,
-) -> anyhow::Result<()> {
+fn record_percentiles(report: &mut Report, case: &str, metrics: [&'static str; 2], latencies: &Latencies) -> anyhow::Result<()> {
     ensure!(latencies.len() > 0, "no request completed for {} in {case}", metrics[0]);
     for (metric, percent) in metrics.into_iter().zip([50.0, 99.0]) {
         let us = latencies.percentile(percent).expect("checked non-empty");
@@ -326,10 +315,8 @@ fn check_sanity(report: &Report, fsync: FsyncPolicy, fsync_floor_us: u32) {
         get(&rawn, "raw_store_throughput") > get(&raw1, "raw_store_throughput"),
     ));
     let (hit, miss, remote) = (ReadCase::CacheHit.case(), ReadCase::CacheMiss.case(), ReadCase::Remote.case());
-    checks.push((
-        "a cache hit is faster than a miss (p50)".into(),
-        get(&hit, "read_hit_p50_us") < get(&miss, "read_miss_p50_us"),
-    ));
+    checks
+        .push(("a cache hit is faster than a miss (p50)".into(), get(&hit, "read_hit_p50_us") < get(&miss, "read_miss_p50_us")));
     checks.push((
         "a forwarded read is slower than a local cache hit (p50)".into(),
         get(&remote, "read_remote_p50_us") > get(&hit, "read_hit_p50_us"),
@@ -464,8 +451,8 @@ impl RawStore {
     fn open(fsync: FsyncPolicy) -> anyhow::Result<RawStore> {
         let dir = tempfile::tempdir().context("creating the store directory")?;
         let store = Arc::new(RocksStore::open(dir.path(), fsync).context("opening the RocksDB record store")?);
-        let commit = GroupCommit::start(store as Arc<dyn RecordStore>, GroupCommitConfig::default())
-            .context("starting group commit")?;
+        let commit =
+            GroupCommit::start(store as Arc<dyn RecordStore>, GroupCommitConfig::default()).context("starting group commit")?;
         let record = Record { meta: RecordMeta { book: BOOK, tags: Vec::new(), cond: None }, data: record_data() };
         Ok(RawStore { commit: Arc::new(commit), record, next_shard: AtomicU32::new(0), _dir: dir })
     }
@@ -521,8 +508,7 @@ async fn read_chain(client: &LogClient, ctx: &mut Context, first: SeqNum, n: usi
         let sent = Instant::now();
         let record = client.read_next(ctx, BOOK, Tag::ALL, min).await.context("read_next")?;
         latencies.push(micros(sent.elapsed()));
-        let record =
-            record.with_context(|| format!("read {i} of {n} from {first:?} found nothing at or after {min:?}"))?;
+        let record = record.with_context(|| format!("read {i} of {n} from {first:?} found nothing at or after {min:?}"))?;
         ensure!(record.data.len() == RECORD_BYTES, "read {} bytes, appended {RECORD_BYTES}", record.data.len());
         min = SeqNum(record.seqnum.0 + 1);
     }
@@ -551,8 +537,7 @@ async fn read_cold(cluster: &Cluster, plan: &Plan) -> anyhow::Result<Latencies> 
 async fn read_remote(cluster: &Cluster, plan: &Plan) -> anyhow::Result<Latencies> {
     let config = cluster.configuration().context("the cluster has no configuration")?;
     let log = book_to_log(BOOK, cluster.n_logs());
-    let (holders, forwarders): (Vec<usize>, Vec<usize>) =
-        (0..ENGINES).partition(|&i| config.indexes(log, cluster.engine_id(i)));
+    let (holders, forwarders): (Vec<usize>, Vec<usize>) = (0..ENGINES).partition(|&i| config.indexes(log, cluster.engine_id(i)));
     let (&[holder], &[forwarder, ..]) = (holders.as_slice(), forwarders.as_slice()) else {
         anyhow::bail!("expected one index holder of {log:?} and a forwarder, got holders {holders:?}");
     };

@@ -50,8 +50,7 @@ fn main() -> ExitCode {
     }
     // The transport warns about every peer that goes away, which each cluster shutdown
     // does by design; RUST_LOG overrides this default.
-    let filter =
-        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn,tally_logsvc::net=error".into());
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn,tally_logsvc::net=error".into());
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,

@@ -197,7 +197,15 @@ async fn ops(node: &Node, plan: &Plan, report: &mut Report) -> anyhow::Result<()
 
 /// One invocation of one operation: init, a read (with probability `read_ratio`) or a
 /// write of a random key, result.
-async fn one_op(node: &Node, book: u64, tables: &BTreeMap<String, Protocol>, table: &str, id: String, read: bool, k: u64) -> anyhow::Result<()> {
+async fn one_op(
+    node: &Node,
+    book: u64,
+    tables: &BTreeMap<String, Protocol>,
+    table: &str,
+    id: String,
+    read: bool,
+    k: u64,
+) -> anyhow::Result<()> {
     let mut ctx = Context::new();
     let mut inst = node.instance(book, tables, id);
     if read {

@@ -36,10 +36,7 @@ impl Context {
     }
 
     pub fn position(&self, log: LogId) -> MetalogPosition {
-        self.positions
-            .get(log.0 as usize)
-            .copied()
-            .unwrap_or(MetalogPosition::ZERO)
+        self.positions.get(log.0 as usize).copied().unwrap_or(MetalogPosition::ZERO)
     }
 
     /// Moves this context past everything `other` has seen (a parent after its child
@@ -78,21 +75,13 @@ impl LogClient {
     /// A client for guest code: reserved tags are refused with `InvalidArgument`.
     pub fn user(calls: mpsc::Sender<EngineCall>, n_logs: u8) -> LogClient {
         assert!(n_logs > 0);
-        LogClient {
-            calls,
-            n_logs,
-            privilege: Privilege::User,
-        }
+        LogClient { calls, n_logs, privilege: Privilege::User }
     }
 
     /// A client for the platform itself, which may use reserved tags.
     pub fn platform(calls: mpsc::Sender<EngineCall>, n_logs: u8) -> LogClient {
         assert!(n_logs > 0);
-        LogClient {
-            calls,
-            n_logs,
-            privilege: Privilege::Platform,
-        }
+        LogClient { calls, n_logs, privilege: Privilege::Platform }
     }
 
     pub fn n_logs(&self) -> u8 {
@@ -104,28 +93,18 @@ impl LogClient {
             return Ok(());
         }
         match tags.into_iter().find(|t| t.is_reserved()) {
-            Some(t) => Err(Error::InvalidArgument(format!(
-                "tag {:#x} is reserved for the platform",
-                t.0
-            ))),
+            Some(t) => Err(Error::InvalidArgument(format!("tag {:#x} is reserved for the platform", t.0))),
             None => Ok(()),
         }
     }
 
     async fn call(&self, ctx: &mut Context, request: Request) -> Result<Reply> {
         if self.privilege == Privilege::User && request.book().is_reserved() {
-            return Err(Error::InvalidArgument(format!(
-                "book {:#x} is reserved for the platform",
-                request.book().0
-            )));
+            return Err(Error::InvalidArgument(format!("book {:#x} is reserved for the platform", request.book().0)));
         }
         let log = book_to_log(request.book(), self.n_logs);
         let (reply, rx) = oneshot::channel();
-        let call = EngineCall {
-            request,
-            position: ctx.position(log),
-            reply,
-        };
+        let call = EngineCall { request, position: ctx.position(log), reply };
         self.calls.send(call).await.map_err(|_| Error::Stopped)?;
         let (result, position) = rx.await.map_err(|_| Error::Stopped)?;
         // A conflict is an outcome of the log like a success: the caller saw the
@@ -137,20 +116,9 @@ impl LogClient {
     }
 
     #[tracing::instrument(name = "log.append", skip_all, fields(book = book.0))]
-    pub async fn append(
-        &self,
-        ctx: &mut Context,
-        book: BookId,
-        tags: &[Tag],
-        data: Bytes,
-    ) -> Result<SeqNum> {
+    pub async fn append(&self, ctx: &mut Context, book: BookId, tags: &[Tag], data: Bytes) -> Result<SeqNum> {
         self.check_tags(tags)?;
-        let request = Request::Append {
-            book,
-            tags: tags.to_vec(),
-            data,
-            cond: None,
-        };
+        let request = Request::Append { book, tags: tags.to_vec(), data, cond: None };
         expect_appended(self.call(ctx, request).await?)
     }
 
@@ -167,65 +135,34 @@ impl LogClient {
         cond_position: u64,
     ) -> Result<SeqNum> {
         self.check_tags(tags.iter().chain([&cond_tag]))?;
-        let cond = Some(Cond {
-            tag: cond_tag,
-            position: cond_position,
-        });
-        let request = Request::Append {
-            book,
-            tags: tags.to_vec(),
-            data,
-            cond,
-        };
+        let cond = Some(Cond { tag: cond_tag, position: cond_position });
+        let request = Request::Append { book, tags: tags.to_vec(), data, cond };
         expect_appended(self.call(ctx, request).await?)
     }
 
     /// The first record of `tag`'s stream with a seqnum at or above `min`.
     #[tracing::instrument(name = "log.read_next", skip_all, fields(book = book.0, tag = tag.0))]
-    pub async fn read_next(
-        &self,
-        ctx: &mut Context,
-        book: BookId,
-        tag: Tag,
-        min: SeqNum,
-    ) -> Result<Option<LogRecord>> {
+    pub async fn read_next(&self, ctx: &mut Context, book: BookId, tag: Tag, min: SeqNum) -> Result<Option<LogRecord>> {
         self.check_tags([&tag])?;
         expect_read(self.call(ctx, Request::ReadNext { book, tag, min }).await?)
     }
 
     /// The last record of `tag`'s stream with a seqnum at or below `max`.
     #[tracing::instrument(name = "log.read_prev", skip_all, fields(book = book.0, tag = tag.0))]
-    pub async fn read_prev(
-        &self,
-        ctx: &mut Context,
-        book: BookId,
-        tag: Tag,
-        max: SeqNum,
-    ) -> Result<Option<LogRecord>> {
+    pub async fn read_prev(&self, ctx: &mut Context, book: BookId, tag: Tag, max: SeqNum) -> Result<Option<LogRecord>> {
         self.check_tags([&tag])?;
         expect_read(self.call(ctx, Request::ReadPrev { book, tag, max }).await?)
     }
 
     /// The last record of `tag`'s stream.
-    pub async fn check_tail(
-        &self,
-        ctx: &mut Context,
-        book: BookId,
-        tag: Tag,
-    ) -> Result<Option<LogRecord>> {
+    pub async fn check_tail(&self, ctx: &mut Context, book: BookId, tag: Tag) -> Result<Option<LogRecord>> {
         self.read_prev(ctx, book, tag, SeqNum::MAX).await
     }
 
     /// Removes the records of `tag`'s stream below `seqnum` (every stream, for
     /// [`Tag::ALL`]).
     #[tracing::instrument(name = "log.trim", skip_all, fields(book = book.0, tag = tag.0, %seqnum))]
-    pub async fn trim(
-        &self,
-        ctx: &mut Context,
-        book: BookId,
-        tag: Tag,
-        seqnum: SeqNum,
-    ) -> Result<()> {
+    pub async fn trim(&self, ctx: &mut Context, book: BookId, tag: Tag, seqnum: SeqNum) -> Result<()> {
         self.check_tags([&tag])?;
         match self.call(ctx, Request::Trim { book, tag, seqnum }).await? {
             Reply::Trimmed => Ok(()),
@@ -235,17 +172,8 @@ impl LogClient {
 
     /// Attaches best-effort cache data to a record.
     #[tracing::instrument(name = "log.set_aux_data", skip_all, fields(book = book.0, %seqnum))]
-    pub async fn set_aux_data(
-        &self,
-        ctx: &mut Context,
-        book: BookId,
-        seqnum: SeqNum,
-        aux: Bytes,
-    ) -> Result<()> {
-        match self
-            .call(ctx, Request::SetAux { book, seqnum, aux })
-            .await?
-        {
+    pub async fn set_aux_data(&self, ctx: &mut Context, book: BookId, seqnum: SeqNum, aux: Bytes) -> Result<()> {
+        match self.call(ctx, Request::SetAux { book, seqnum, aux }).await? {
             Reply::AuxSet => Ok(()),
             other => Err(unexpected(&other)),
         }
@@ -269,7 +197,5 @@ fn expect_read(reply: Reply) -> Result<Option<LogRecord>> {
 /// The engine answered a request with another request's reply: a bug in the engine,
 /// reported as an error rather than a panic in the caller.
 fn unexpected(reply: &Reply) -> Error {
-    Error::Unavailable(format!(
-        "the engine answered with an unexpected reply: {reply:?}"
-    ))
+    Error::Unavailable(format!("the engine answered with an unexpected reply: {reply:?}"))
 }

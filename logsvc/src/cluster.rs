@@ -37,9 +37,7 @@ use crate::message::Message;
 use crate::net::{DevCerts, NetConfig, Transport};
 use crate::sequencer::SequencerConfig;
 use crate::storage::StorageConfig;
-use crate::store::{
-    FileControllerStore, FsyncPolicy, GroupCommitConfig, RocksMetalogStore, RocksStore,
-};
+use crate::store::{FileControllerStore, FsyncPolicy, GroupCommitConfig, RocksMetalogStore, RocksStore};
 use crate::types::{NodeId, Term};
 
 /// The controller's node id.
@@ -111,26 +109,20 @@ impl ClusterBuilder {
             (self.storage_nodes > 0, "at least one storage node"),
             (self.engines > 0, "at least one engine"),
             (self.n_logs > 0, "at least one physical log"),
-            (
-                self.n_meta > 0 && self.n_data > 0,
-                "n_meta and n_data must be positive",
-            ),
+            (self.n_meta > 0 && self.n_data > 0, "n_meta and n_data must be positive"),
         ];
         if let Some((_, what)) = checks.iter().find(|(ok, _)| !ok) {
             return Err(Error::InvalidArgument(format!("a cluster needs {what}")));
         }
-        std::fs::create_dir_all(&self.dir)
-            .map_err(|e| Error::Storage(format!("creating {}: {e}", self.dir.display())))?;
+        std::fs::create_dir_all(&self.dir).map_err(|e| Error::Storage(format!("creating {}: {e}", self.dir.display())))?;
         let certs = DevCerts::load_or_generate(&self.dir.join("certs"))?;
         let localhost: SocketAddr = "127.0.0.1:0".parse().expect("a valid address");
 
         let mut roster = Vec::new();
         let mut next = 1;
-        for (role, count) in [
-            (Role::Sequencer, self.sequencers),
-            (Role::Storage, self.storage_nodes),
-            (Role::Engine, self.engines),
-        ] {
+        for (role, count) in
+            [(Role::Sequencer, self.sequencers), (Role::Storage, self.storage_nodes), (Role::Engine, self.engines)]
+        {
             for _ in 0..count {
                 roster.push((NodeId(next), role));
                 next += 1;
@@ -139,8 +131,7 @@ impl ClusterBuilder {
 
         // Bind every endpoint first, so every address book is complete before any node
         // sends its first message.
-        let (ctl_transport, ctl_inbox) =
-            Transport::bind(CONTROLLER, localhost, &certs, self.net.clone()).await?;
+        let (ctl_transport, ctl_inbox) = Transport::bind(CONTROLLER, localhost, &certs, self.net.clone()).await?;
         let mut bound = Vec::new();
         for &(id, role) in &roster {
             let (t, inbox) = Transport::bind(id, localhost, &certs, self.net.clone()).await?;
@@ -164,22 +155,11 @@ impl ClusterBuilder {
         };
         let controller_store = Arc::new(FileControllerStore::open(&self.dir.join("controller"))?);
         let controller_weak = Arc::downgrade(&controller_store);
-        let controller = driver::spawn_controller(
-            CONTROLLER,
-            ccfg,
-            &roster,
-            controller_store,
-            ctl_transport.clone(),
-            ctl_inbox,
-        )?;
+        let controller = driver::spawn_controller(CONTROLLER, ccfg, &roster, controller_store, ctl_transport.clone(), ctl_inbox)?;
         let mut cluster = Cluster {
             builder: self,
             certs,
-            controller: NodeSlot {
-                id: CONTROLLER,
-                transport: Some(ctl_transport),
-                task: Some(controller.task),
-            },
+            controller: NodeSlot { id: CONTROLLER, transport: Some(ctl_transport), task: Some(controller.task) },
             installed: controller.installed,
             controller_store: controller_weak,
             sequencers: Vec::new(),
@@ -279,32 +259,15 @@ impl Cluster {
                     let store = Arc::new(RocksMetalogStore::open(&self.node_dir("sequencer", id))?);
                     let weak = Arc::downgrade(&store);
                     let cfg = self.builder.sequencer_config.clone();
-                    let task = driver::spawn_sequencer(
-                        id,
-                        CONTROLLER,
-                        cfg,
-                        store,
-                        transport.clone(),
-                        inbox,
-                    )?;
-                    self.sequencers.push(SequencerSlot {
-                        node: NodeSlot {
-                            id,
-                            transport: Some(transport),
-                            task: Some(task),
-                        },
-                        store: weak,
-                    });
+                    let task = driver::spawn_sequencer(id, CONTROLLER, cfg, store, transport.clone(), inbox)?;
+                    self.sequencers
+                        .push(SequencerSlot { node: NodeSlot { id, transport: Some(transport), task: Some(task) }, store: weak });
                 }
                 Role::Storage => {
                     let (task, store) = self.start_storage(id, transport.clone(), inbox)?;
                     let addr = transport.local_addr();
                     self.storage.push(StorageSlot {
-                        node: NodeSlot {
-                            id,
-                            transport: Some(transport),
-                            task: Some(task),
-                        },
+                        node: NodeSlot { id, transport: Some(transport), task: Some(task) },
                         addr,
                         store,
                     });
@@ -318,11 +281,7 @@ impl Cluster {
                         transport.clone(),
                         inbox,
                     );
-                    self.engines.push(EngineSlot {
-                        id,
-                        transport,
-                        handle,
-                    });
+                    self.engines.push(EngineSlot { id, transport, handle });
                 }
             }
         }
@@ -336,23 +295,10 @@ impl Cluster {
         transport: Transport,
         inbox: mpsc::Receiver<(NodeId, Message)>,
     ) -> Result<(JoinHandle<()>, Weak<RocksStore>)> {
-        let records = Arc::new(RocksStore::open(
-            &self.node_dir("storage", id),
-            self.builder.fsync,
-        )?);
+        let records = Arc::new(RocksStore::open(&self.node_dir("storage", id), self.builder.fsync)?);
         let weak = Arc::downgrade(&records);
-        let stores = StorageStores {
-            records,
-            group_commit: self.builder.group_commit.clone(),
-        };
-        let task = driver::spawn_storage(
-            id,
-            CONTROLLER,
-            self.builder.storage_config.clone(),
-            stores,
-            transport,
-            inbox,
-        )?;
+        let stores = StorageStores { records, group_commit: self.builder.group_commit.clone() };
+        let task = driver::spawn_storage(id, CONTROLLER, self.builder.storage_config.clone(), stores, transport, inbox)?;
         Ok((task, weak))
     }
 
@@ -424,13 +370,10 @@ impl Cluster {
     /// Waits until the controller has installed `term` or a later one.
     pub async fn wait_for_term(&self, term: Term, timeout: Duration) -> Result<Arc<Configuration>> {
         let mut installed = self.installed.clone();
-        let config = tokio::time::timeout(
-            timeout,
-            installed.wait_for(|c| c.as_ref().is_some_and(|c| c.current().term >= term)),
-        )
-        .await
-        .map_err(|_| Error::Timeout(timeout.as_millis() as u64))?
-        .map_err(|_| Error::Stopped)?;
+        let config = tokio::time::timeout(timeout, installed.wait_for(|c| c.as_ref().is_some_and(|c| c.current().term >= term)))
+            .await
+            .map_err(|_| Error::Timeout(timeout.as_millis() as u64))?
+            .map_err(|_| Error::Stopped)?;
         Ok(config.clone().expect("waited for a configuration"))
     }
 
@@ -447,9 +390,7 @@ impl Cluster {
     pub async fn restart_storage(&mut self, i: usize) -> Result<()> {
         let id = self.storage[i].node.id;
         if self.storage[i].node.task.is_some() {
-            return Err(Error::InvalidArgument(format!(
-                "storage node {id} is running"
-            )));
+            return Err(Error::InvalidArgument(format!("storage node {id} is running")));
         }
         let deadline = Instant::now() + RELEASE_TIMEOUT;
         wait_released(&self.storage[i].store, deadline).await?;
@@ -464,13 +405,8 @@ impl Cluster {
         let (transport, inbox) = match bound {
             Some(b) => b,
             None => {
-                Transport::bind(
-                    id,
-                    "127.0.0.1:0".parse().expect("a valid address"),
-                    &self.certs,
-                    self.builder.net.clone(),
-                )
-                .await?
+                Transport::bind(id, "127.0.0.1:0".parse().expect("a valid address"), &self.certs, self.builder.net.clone())
+                    .await?
             }
         };
         let addr = transport.local_addr();
@@ -500,26 +436,16 @@ impl Cluster {
             }
         }
         book.extend(self.storage.iter().map(|s| (s.node.id, s.addr)));
-        book.extend(
-            self.engines
-                .iter()
-                .map(|e| (e.id, e.transport.local_addr())),
-        );
+        book.extend(self.engines.iter().map(|e| (e.id, e.transport.local_addr())));
         book
     }
 
     fn transports(&self) -> Vec<&Transport> {
         let mut all: Vec<&Transport> = Vec::new();
         all.extend(
-            std::iter::once(&self.controller)
-                .chain(self.sequencers.iter().map(|s| &s.node))
-                .filter_map(|n| n.transport.as_ref()),
+            std::iter::once(&self.controller).chain(self.sequencers.iter().map(|s| &s.node)).filter_map(|n| n.transport.as_ref()),
         );
-        all.extend(
-            self.storage
-                .iter()
-                .filter_map(|s| s.node.transport.as_ref()),
-        );
+        all.extend(self.storage.iter().filter_map(|s| s.node.transport.as_ref()));
         all.extend(self.engines.iter().map(|e| &e.transport));
         all
     }

@@ -145,7 +145,12 @@ impl Controller {
     /// (`None`: a new cluster). Fails when `stored` is not a configuration of this
     /// roster and `cfg`'s number of logs. The stored index replicas win over
     /// `cfg.indexers_per_log`: they are fixed for the life of the cluster.
-    pub fn recover(id: NodeId, cfg: ControllerConfig, roster: &[(NodeId, Role)], stored: Option<Configuration>) -> Result<Controller> {
+    pub fn recover(
+        id: NodeId,
+        cfg: ControllerConfig,
+        roster: &[(NodeId, Role)],
+        stored: Option<Configuration>,
+    ) -> Result<Controller> {
         let mut c = Controller::new(id, cfg, roster);
         let Some(stored) = stored else { return Ok(c) };
         c.check_stored(&stored)?;
@@ -187,14 +192,17 @@ impl Controller {
             let replicas = t.logs.iter().flat_map(|l| &l.shards).flat_map(|s| &s.replicas).map(|&n| (n, Role::Storage));
             let engines = t.logs.iter().flat_map(|l| &l.shards).map(|s| (s.engine, Role::Engine));
             let listed = t.storage.iter().map(|&n| (n, Role::Storage)).chain(t.engines.iter().map(|&n| (n, Role::Engine)));
-            if let Some((n, role)) = sequencers.chain(replicas).chain(engines).chain(listed).find(|&(n, role)| !role_is(n, role)) {
+            if let Some((n, role)) = sequencers.chain(replicas).chain(engines).chain(listed).find(|&(n, role)| !role_is(n, role))
+            {
                 return mismatch(format!("names {n} ({role:?}) in term {}, a node this cluster does not have", t.term.0));
             }
             if t.logs.iter().any(|l| l.sequencers.is_empty()) {
                 return mismatch(format!("has a log without sequencers in term {}", t.term.0));
             }
         }
-        if stored.indexers.len() != self.cfg.n_logs as usize || stored.indexers.iter().flatten().any(|&n| !role_is(n, Role::Engine)) {
+        if stored.indexers.len() != self.cfg.n_logs as usize
+            || stored.indexers.iter().flatten().any(|&n| !role_is(n, Role::Engine))
+        {
             return mismatch("names index replicas this cluster does not have".into());
         }
         Ok(())
@@ -292,20 +300,28 @@ impl Controller {
     }
 
     fn needs_new_term(&self, now: Micros, t: &TermConfig) -> bool {
-        let members: BTreeSet<NodeId> =
-            t.logs.iter().flat_map(|l| l.sequencers.iter().copied()).chain(t.storage.iter().copied()).chain(t.engines.iter().copied()).collect();
+        let members: BTreeSet<NodeId> = t
+            .logs
+            .iter()
+            .flat_map(|l| l.sequencers.iter().copied())
+            .chain(t.storage.iter().copied())
+            .chain(t.engines.iter().copied())
+            .collect();
         if members.iter().any(|&n| !self.live(now, n)) {
             return true;
         }
         // An engine restarted: it needs a shard of its own incarnation.
-        let stale_engine = t.logs.iter().flat_map(|l| &l.shards).any(|s| self.members.get(&s.engine).is_some_and(|m| m.incarnation != s.incarnation));
+        let stale_engine = t
+            .logs
+            .iter()
+            .flat_map(|l| &l.shards)
+            .any(|s| self.members.get(&s.engine).is_some_and(|m| m.incarnation != s.incarnation));
         if stale_engine {
             return true;
         }
         // A live node could join: an engine, or capacity the term lacks.
-        let joinable = |role: Role, have: usize, want: usize| {
-            have < want && self.live_of(now, role).iter().any(|n| !members.contains(n))
-        };
+        let joinable =
+            |role: Role, have: usize, want: usize| have < want && self.live_of(now, role).iter().any(|n| !members.contains(n));
         let engines = self.live_of(now, Role::Engine).iter().any(|n| !t.engines.contains(n));
         let seq_have = t.logs[0].sequencers.len();
         engines
@@ -345,7 +361,8 @@ impl Controller {
             .logs
             .iter()
             .map(|lc| {
-                let (len, last) = s.replies[lc.log.0 as usize].values().max_by_key(|(len, _)| *len).cloned().expect("a quorum replied");
+                let (len, last) =
+                    s.replies[lc.log.0 as usize].values().max_by_key(|(len, _)| *len).cloned().expect("a quorum replied");
                 assert!(last.as_ref().is_none_or(|e| e.index + 1 == len), "a sealed tail ends with its last entry");
                 SealedTail { len, last }
             })
@@ -399,12 +416,8 @@ impl Controller {
             last.sealed = Some(tails.expect("a term is sealed before the next is installed"));
         }
         terms.push(TermConfig { term, logs, engines, storage, sealed: None });
-        let config = Arc::new(Configuration {
-            n_logs: self.cfg.n_logs,
-            controller: self.id,
-            terms,
-            indexers: self.indexers.clone(),
-        });
+        let config =
+            Arc::new(Configuration { n_logs: self.cfg.n_logs, controller: self.id, terms, indexers: self.indexers.clone() });
         tracing::info!(term = term.0, "installed a new term");
         self.config = Some(config.clone());
         self.restarted = false;
@@ -508,7 +521,10 @@ mod tests {
         let config = installed(&c.take_actions());
         assert_eq!(config.current().term, Term(2));
         let tails = config.terms[0].sealed.as_ref().expect("term 1 is sealed");
-        assert_eq!(tails.iter().map(|t| (t.len, t.last.clone())).collect::<Vec<_>>(), vec![(3, Some(entry(2, 0))), (3, Some(entry(2, 1)))]);
+        assert_eq!(
+            tails.iter().map(|t| (t.len, t.last.clone())).collect::<Vec<_>>(),
+            vec![(3, Some(entry(2, 0))), (3, Some(entry(2, 1)))]
+        );
         assert_eq!(TermConfig { sealed: None, ..config.terms[0].clone() }, stored.terms[0], "term 1 is kept as it was");
         // New shards, made for the engine's new incarnation, under ids never used before.
         let old: Vec<ShardId> = stored.current().logs.iter().flat_map(|l| &l.shards).map(|s| s.shard).collect();
@@ -528,7 +544,10 @@ mod tests {
             }
         }
         let next = installed(&c.take_actions());
-        assert_eq!(next.terms.iter().map(|t| (t.term, t.sealed.is_some())).collect::<Vec<_>>(), vec![(Term(1), true), (Term(2), true), (Term(3), false)]);
+        assert_eq!(
+            next.terms.iter().map(|t| (t.term, t.sealed.is_some())).collect::<Vec<_>>(),
+            vec![(Term(1), true), (Term(2), true), (Term(3), false)]
+        );
         assert_eq!(next.terms[0], config.terms[0]);
         assert_eq!(next.terms[1].logs, config.terms[1].logs);
     }

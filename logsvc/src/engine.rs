@@ -141,12 +141,24 @@ pub struct IndexedRecord {
 #[derive(Clone, Debug, PartialEq)]
 pub enum EngineAction {
     Send(NodeId, Message),
-    Complete { op: OpId, result: Result<Reply, Error>, position: MetalogPosition },
+    Complete {
+        op: OpId,
+        result: Result<Reply, Error>,
+        position: MetalogPosition,
+    },
     /// Observation: the engine put `op`'s record at `location` (again, after a term
     /// change). `op` is the engine's own for requests forwarded by another engine.
-    Assigned { op: OpId, location: Location, record: Record },
+    Assigned {
+        op: OpId,
+        location: Location,
+        record: Record,
+    },
     /// Observation: the index applied an entry.
-    Indexed { log: LogId, position: MetalogPosition, records: Vec<IndexedRecord> },
+    Indexed {
+        log: LogId,
+        position: MetalogPosition,
+        records: Vec<IndexedRecord>,
+    },
 }
 
 struct PendingAppend {
@@ -850,7 +862,10 @@ impl Engine {
     fn apply_ready(&mut self, now: Micros, log: LogId) {
         loop {
             let l = &mut self.logs[log.0 as usize];
-            let ready = l.applying.front().is_some_and(|a| a.runs.iter().all(|(_, c, m)| m.as_ref().is_some_and(|m| m.len() as u64 == *c)));
+            let ready = l
+                .applying
+                .front()
+                .is_some_and(|a| a.runs.iter().all(|(_, c, m)| m.as_ref().is_some_and(|m| m.len() as u64 == *c)));
             if !ready {
                 break;
             }

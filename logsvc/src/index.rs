@@ -267,7 +267,8 @@ mod tests {
 
     #[test]
     fn tag_selective_reads_and_books_are_separate() {
-        let (index, _) = build(&[(0, 1, &[5], None), (1, 2, &[5], None), (2, 1, &[6], None), (3, 1, &[5, 6], None), (4, 1, &[], None)]);
+        let (index, _) =
+            build(&[(0, 1, &[5], None), (1, 2, &[5], None), (2, 1, &[6], None), (3, 1, &[5, 6], None), (4, 1, &[], None)]);
         assert_eq!(stream(&index, 1, 5), vec![0, 3]);
         assert_eq!(stream(&index, 1, 6), vec![2, 3]);
         assert_eq!(stream(&index, 1, 0), vec![0, 2, 3, 4]);
@@ -307,10 +308,7 @@ mod tests {
         assert_eq!(stream(&index, 1, 9), vec![2]);
         // Offsets still count the trimmed records: offset 3 is next, offset 2 is held.
         assert_eq!(index.apply_record(s(3), loc(3), &meta(1, &[9], Some((9, 3)))), Placement::Placed);
-        assert_eq!(
-            index.apply_record(s(4), loc(4), &meta(1, &[9], Some((9, 2)))),
-            Placement::CondFailed { holder: Some(s(2)) }
-        );
+        assert_eq!(index.apply_record(s(4), loc(4), &meta(1, &[9], Some((9, 2)))), Placement::CondFailed { holder: Some(s(2)) });
         // A trim point ahead of the tail trims records ordered later, on arrival.
         index.apply_trim(BookId(1), Tag(9), s(10));
         index.apply_record(s(5), loc(5), &meta(1, &[9], None));

@@ -120,59 +120,146 @@ pub enum StoredRead {
 pub enum Message {
     // Engine -> storage node.
     /// Records of one shard for the replicas to persist. Idempotent.
-    Replicate { shard: ShardId, records: Vec<(LocalId, Record)> },
+    Replicate {
+        shard: ShardId,
+        records: Vec<(LocalId, Record)>,
+    },
     /// Metadata of local ids `from..to` of `shard`, to build an index.
-    FetchMeta { req: u64, shard: ShardId, from: LocalId, to: LocalId },
+    FetchMeta {
+        req: u64,
+        shard: ShardId,
+        from: LocalId,
+        to: LocalId,
+    },
     /// Read one ordered record.
-    ReadRecord { req: u64, seqnum: SeqNum },
+    ReadRecord {
+        req: u64,
+        seqnum: SeqNum,
+    },
 
     // Storage node -> engine.
-    MetaReply { req: u64, shard: ShardId, from: LocalId, metas: Vec<RecordMeta> },
+    MetaReply {
+        req: u64,
+        shard: ShardId,
+        from: LocalId,
+        metas: Vec<RecordMeta>,
+    },
     /// The replica does not hold all the asked records; ask another one.
-    MetaUnavailable { req: u64 },
-    RecordReply { req: u64, seqnum: SeqNum, read: StoredRead },
+    MetaUnavailable {
+        req: u64,
+    },
+    RecordReply {
+        req: u64,
+        seqnum: SeqNum,
+        read: StoredRead,
+    },
 
     // Storage node -> primary sequencer.
     /// Durably stored prefix of each shard this node replicates: (shard index in the
     /// term's log config, local ids stored).
-    Progress { term: Term, log: LogId, stored: Vec<(u32, LocalId)> },
+    Progress {
+        term: Term,
+        log: LogId,
+        stored: Vec<(u32, LocalId)>,
+    },
 
     // Primary -> backup sequencers.
-    ReplicateEntry { entry: MetalogEntry, committed_len: u64 },
-    Committed { term: Term, log: LogId, len: u64 },
+    ReplicateEntry {
+        entry: MetalogEntry,
+        committed_len: u64,
+    },
+    Committed {
+        term: Term,
+        log: LogId,
+        len: u64,
+    },
     // Backup -> primary.
-    EntryAck { term: Term, log: LogId, len: u64 },
+    EntryAck {
+        term: Term,
+        log: LogId,
+        len: u64,
+    },
     /// The backup lacks entries before the one sent; it holds `len`.
-    EntryGap { term: Term, log: LogId, len: u64 },
+    EntryGap {
+        term: Term,
+        log: LogId,
+        len: u64,
+    },
     /// The backup has promised the controller to reject entries of this term.
-    EntryRejected { term: Term, log: LogId },
+    EntryRejected {
+        term: Term,
+        log: LogId,
+    },
 
     // Sequencer -> subscribers (engines, storage nodes).
-    MetalogPush { entry: MetalogEntry },
+    MetalogPush {
+        entry: MetalogEntry,
+    },
     /// Sent when idle, so a subscriber that lost a push notices.
-    MetalogTail { term: Term, log: LogId, committed_len: u64 },
+    MetalogTail {
+        term: Term,
+        log: LogId,
+        committed_len: u64,
+    },
     // Subscriber -> any sequencer replica of the term.
-    MetalogFetch { term: Term, log: LogId, from: u64 },
-    MetalogEntries { term: Term, log: LogId, entries: Vec<MetalogEntry> },
+    MetalogFetch {
+        term: Term,
+        log: LogId,
+        from: u64,
+    },
+    MetalogEntries {
+        term: Term,
+        log: LogId,
+        entries: Vec<MetalogEntry>,
+    },
 
     // Engine -> primary sequencer.
-    TrimRequest { term: Term, log: LogId, command: TrimCommand },
+    TrimRequest {
+        term: Term,
+        log: LogId,
+        command: TrimCommand,
+    },
 
     // Engine -> an engine holding the index of the request's log, and back. `position`
     // is the caller's metalog position, then the position the caller moves to. The
     // reply names the forwarder's incarnation: request ids start again with every
     // incarnation, so a reply to the previous one must not complete a new request.
-    Forward { req: u64, incarnation: u64, position: MetalogPosition, request: Request },
-    ForwardReply { req: u64, incarnation: u64, result: Result<Reply, Error>, position: MetalogPosition },
+    Forward {
+        req: u64,
+        incarnation: u64,
+        position: MetalogPosition,
+        request: Request,
+    },
+    ForwardReply {
+        req: u64,
+        incarnation: u64,
+        result: Result<Reply, Error>,
+        position: MetalogPosition,
+    },
 
     // Every node -> controller.
-    Heartbeat { incarnation: u64, term: Term },
-    ConfigAck { term: Term },
+    Heartbeat {
+        incarnation: u64,
+        term: Term,
+    },
+    ConfigAck {
+        term: Term,
+    },
     // Controller -> nodes.
-    NewConfig { config: Arc<Configuration> },
-    Seal { term: Term, log: LogId },
+    NewConfig {
+        config: Arc<Configuration>,
+    },
+    Seal {
+        term: Term,
+        log: LogId,
+    },
     // Sequencer -> controller.
-    Sealed { term: Term, log: LogId, len: u64, last: Option<MetalogEntry> },
+    Sealed {
+        term: Term,
+        log: LogId,
+        len: u64,
+        last: Option<MetalogEntry>,
+    },
 }
 
 impl Message {

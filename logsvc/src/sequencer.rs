@@ -64,7 +64,10 @@ pub enum SequencerAction {
     /// Observation for the simulator's oracle: this replica saw `entry` committed.
     Committed(MetalogEntry),
     /// The primary cannot order more records in this term (position space exhausted).
-    NeedsNewTerm { term: Term, log: LogId },
+    NeedsNewTerm {
+        term: Term,
+        log: LogId,
+    },
 }
 
 struct Inflight {
@@ -313,7 +316,8 @@ impl Sequencer {
             if lc.primary() == self.id && !m.sealed && m.primary.is_none() {
                 // A restarted primary resumes: its last persisted entry may be
                 // uncommitted, so it is treated as in flight and sent again.
-                let inflight = (m.len() > m.committed_len).then(|| Inflight { len: m.len(), acks: BTreeSet::from([self.id]), sent_at: 0 });
+                let inflight =
+                    (m.len() > m.committed_len).then(|| Inflight { len: m.len(), acks: BTreeSet::from([self.id]), sent_at: 0 });
                 m.primary = Some(Primary {
                     progress: lc.shards.iter().map(|s| vec![0; s.replicas.len()]).collect(),
                     inflight,
@@ -361,8 +365,12 @@ impl Sequencer {
             return;
         }
         let prev_cut = last.as_ref().map_or_else(|| vec![0; lc.shards.len()], |e| e.cut.clone());
-        let cut: Vec<LocalId> =
-            p.progress.iter().zip(&prev_cut).map(|(replicas, &prev)| replicas.iter().copied().min().unwrap_or(0).max(prev)).collect();
+        let cut: Vec<LocalId> = p
+            .progress
+            .iter()
+            .zip(&prev_cut)
+            .map(|(replicas, &prev)| replicas.iter().copied().min().unwrap_or(0).max(prev))
+            .collect();
         if cut == prev_cut && p.trims.is_empty() {
             return;
         }
@@ -530,7 +538,10 @@ mod tests {
         s.on_message(0, NodeId(0), Message::Seal { term: Term(1), log: LogId(0) });
         let actions = s.take_actions();
         let last = Some(committed[1].clone());
-        assert!(actions.contains(&SequencerAction::Send(NodeId(0), Message::Sealed { term: Term(1), log: LogId(0), len: 2, last: last.clone() })));
+        assert!(actions.contains(&SequencerAction::Send(
+            NodeId(0),
+            Message::Sealed { term: Term(1), log: LogId(0), len: 2, last: last.clone() }
+        )));
         writes.extend(persisted(&actions));
         let sealed = vec![SealedTail { len: 2, last }];
         s.on_message(0, NodeId(0), config(vec![term(1, Some(sealed.clone())), term(2, None)]));
@@ -539,7 +550,11 @@ mod tests {
 
         // And again: term 1's entries outlive a second restart.
         let mut s = Sequencer::recover(ME, NodeId(0), 3, SequencerConfig::default(), writes);
-        s.on_message(0, NodeId(0), config(vec![term(1, Some(sealed)), term(2, Some(vec![SealedTail { len: 0, last: None }])), term(3, None)]));
+        s.on_message(
+            0,
+            NodeId(0),
+            config(vec![term(1, Some(sealed)), term(2, Some(vec![SealedTail { len: 0, last: None }])), term(3, None)]),
+        );
         s.take_actions();
         assert_eq!(fetch(&mut s, 1), committed);
     }

@@ -58,11 +58,22 @@ impl Default for StorageConfig {
 pub enum StorageAction {
     Send(NodeId, Message),
     /// Write (not yet durable); the driver syncs and calls `on_written(batch)`.
-    Write { batch: u64, records: Vec<(Location, Record)> },
+    Write {
+        batch: u64,
+        records: Vec<(Location, Record)>,
+    },
     /// Read the record at `location` and answer `to` with [`read_reply`].
-    Read { to: NodeId, req: u64, seqnum: SeqNum, location: Location },
+    Read {
+        to: NodeId,
+        req: u64,
+        seqnum: SeqNum,
+        location: Location,
+    },
     Reclaim(Vec<Location>),
-    Discard { shard: ShardId, from: LocalId },
+    Discard {
+        shard: ShardId,
+        from: LocalId,
+    },
 }
 
 /// The answer to a `ReadRecord`, from what the store returned.
@@ -126,7 +137,13 @@ pub struct StorageNode {
 
 impl StorageNode {
     /// A storage node over a store that held `recovered` (empty for a new node).
-    pub fn recover(id: NodeId, controller: NodeId, incarnation: u64, cfg: StorageConfig, recovered: Vec<RecoveredRecord>) -> StorageNode {
+    pub fn recover(
+        id: NodeId,
+        controller: NodeId,
+        incarnation: u64,
+        cfg: StorageConfig,
+        recovered: Vec<RecoveredRecord>,
+    ) -> StorageNode {
         StorageNode {
             id,
             controller,

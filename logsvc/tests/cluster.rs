@@ -16,9 +16,7 @@ use tokio::task::JoinSet;
 
 fn init_tracing() {
     let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
         .with_test_writer()
         .try_init();
 }
@@ -45,10 +43,7 @@ impl Drop for TestDir {
     }
 }
 
-async fn cluster(
-    dir: &TestDir,
-    change: impl FnOnce(&mut ClusterBuilder),
-) -> anyhow::Result<Cluster> {
+async fn cluster(dir: &TestDir, change: impl FnOnce(&mut ClusterBuilder)) -> anyhow::Result<Cluster> {
     init_tracing();
     let mut b = ClusterBuilder::new(dir.path());
     change(&mut b);
@@ -60,12 +55,7 @@ fn data(s: &str) -> Bytes {
 }
 
 /// Every record of `tag`'s stream of `book`, read forwards one by one.
-async fn stream(
-    c: &LogClient,
-    ctx: &mut Context,
-    book: BookId,
-    tag: Tag,
-) -> anyhow::Result<Vec<(SeqNum, Bytes)>> {
+async fn stream(c: &LogClient, ctx: &mut Context, book: BookId, tag: Tag) -> anyhow::Result<Vec<(SeqNum, Bytes)>> {
     let mut out = Vec::new();
     let mut min = SeqNum::MIN;
     while let Some(r) = c.read_next(ctx, book, tag, min).await? {
@@ -84,69 +74,32 @@ async fn append_then_read_round_trips_and_reads_your_writes() -> anyhow::Result<
     let mut ctx = Context::new();
     let mut seqnums = Vec::new();
     for i in 0..3 {
-        seqnums.push(
-            c0.append(&mut ctx, book, &[Tag(1)], data(&format!("record {i}")))
-                .await?,
-        );
+        seqnums.push(c0.append(&mut ctx, book, &[Tag(1)], data(&format!("record {i}"))).await?);
     }
-    ensure!(
-        seqnums.windows(2).all(|w| w[0] < w[1]),
-        "seqnums within a book increase: {seqnums:?}"
-    );
+    ensure!(seqnums.windows(2).all(|w| w[0] < w[1]), "seqnums within a book increase: {seqnums:?}");
 
-    let first = c0
-        .read_next(&mut ctx, book, Tag(1), SeqNum::MIN)
-        .await?
-        .context("a first record")?;
-    assert_eq!(
-        (first.seqnum, first.data.clone()),
-        (seqnums[0], data("record 0"))
-    );
+    let first = c0.read_next(&mut ctx, book, Tag(1), SeqNum::MIN).await?.context("a first record")?;
+    assert_eq!((first.seqnum, first.data.clone()), (seqnums[0], data("record 0")));
     assert_eq!(first.tags, vec![Tag(1)]);
-    let after_first = c0
-        .read_next(&mut ctx, book, Tag::ALL, SeqNum(seqnums[0].0 + 1))
-        .await?
-        .context("a second record")?;
-    assert_eq!(
-        (after_first.seqnum, after_first.data),
-        (seqnums[1], data("record 1"))
-    );
-    let before_last = c0
-        .read_prev(&mut ctx, book, Tag(1), SeqNum(seqnums[2].0 - 1))
-        .await?
-        .context("a record before the last")?;
+    let after_first = c0.read_next(&mut ctx, book, Tag::ALL, SeqNum(seqnums[0].0 + 1)).await?.context("a second record")?;
+    assert_eq!((after_first.seqnum, after_first.data), (seqnums[1], data("record 1")));
+    let before_last =
+        c0.read_prev(&mut ctx, book, Tag(1), SeqNum(seqnums[2].0 - 1)).await?.context("a record before the last")?;
     assert_eq!(before_last.seqnum, seqnums[1]);
-    let tail = c0
-        .check_tail(&mut ctx, book, Tag(1))
-        .await?
-        .context("a tail")?;
+    let tail = c0.check_tail(&mut ctx, book, Tag(1)).await?.context("a tail")?;
     assert_eq!((tail.seqnum, tail.data), (seqnums[2], data("record 2")));
-    assert_eq!(
-        c0.read_next(&mut ctx, book, Tag(1), SeqNum(seqnums[2].0 + 1))
-            .await?,
-        None
-    );
-    assert_eq!(
-        c0.check_tail(&mut ctx, BookId(8), Tag::ALL).await?,
-        None,
-        "another book is empty"
-    );
+    assert_eq!(c0.read_next(&mut ctx, book, Tag(1), SeqNum(seqnums[2].0 + 1)).await?, None);
+    assert_eq!(c0.check_tail(&mut ctx, BookId(8), Tag::ALL).await?, None, "another book is empty");
 
     // A child invocation on the other engine inherits the parent's view: it must see
     // the parent's last append at once, whatever that engine's index has applied.
     let mut child = ctx.child();
     let s = c0.append(&mut ctx, book, &[], data("latest")).await?;
     let mut child_of_latest = ctx.child();
-    let seen = c1
-        .check_tail(&mut child_of_latest, book, Tag::ALL)
-        .await?
-        .context("the child sees a tail")?;
+    let seen = c1.check_tail(&mut child_of_latest, book, Tag::ALL).await?.context("the child sees a tail")?;
     assert_eq!((seen.seqnum, seen.data), (s, data("latest")));
     assert!(child.position(tally_logsvc::LogId(0)) <= ctx.position(tally_logsvc::LogId(0)));
-    let earlier = c1
-        .read_prev(&mut child, book, Tag(1), SeqNum::MAX)
-        .await?
-        .context("the child sees tag 1")?;
+    let earlier = c1.read_prev(&mut child, book, Tag(1), SeqNum::MAX).await?.context("the child sees tag 1")?;
     assert_eq!(earlier.seqnum, seqnums[2]);
 
     // Aux data is best-effort cache data: setting it must succeed; reading it back is
@@ -165,35 +118,14 @@ async fn reads_select_records_by_tag() -> anyhow::Result<()> {
     let book = BookId(42);
     let s1 = c.append(&mut ctx, book, &[Tag(1)], data("one")).await?;
     let s2 = c.append(&mut ctx, book, &[Tag(2)], data("two")).await?;
-    let s12 = c
-        .append(&mut ctx, book, &[Tag(1), Tag(2)], data("both"))
-        .await?;
-    assert_eq!(
-        stream(&c, &mut ctx, book, Tag(1)).await?,
-        vec![(s1, data("one")), (s12, data("both"))]
-    );
-    assert_eq!(
-        stream(&c, &mut ctx, book, Tag(2)).await?,
-        vec![(s2, data("two")), (s12, data("both"))]
-    );
-    assert_eq!(
-        stream(&c, &mut ctx, book, Tag::ALL).await?,
-        vec![(s1, data("one")), (s2, data("two")), (s12, data("both"))]
-    );
+    let s12 = c.append(&mut ctx, book, &[Tag(1), Tag(2)], data("both")).await?;
+    assert_eq!(stream(&c, &mut ctx, book, Tag(1)).await?, vec![(s1, data("one")), (s12, data("both"))]);
+    assert_eq!(stream(&c, &mut ctx, book, Tag(2)).await?, vec![(s2, data("two")), (s12, data("both"))]);
+    assert_eq!(stream(&c, &mut ctx, book, Tag::ALL).await?, vec![(s1, data("one")), (s2, data("two")), (s12, data("both"))]);
     assert_eq!(stream(&c, &mut ctx, book, Tag(3)).await?, vec![]);
     // Backwards too.
-    assert_eq!(
-        c.read_prev(&mut ctx, book, Tag(2), SeqNum(s12.0 - 1))
-            .await?
-            .map(|r| r.seqnum),
-        Some(s2)
-    );
-    assert_eq!(
-        c.read_prev(&mut ctx, book, Tag(1), SeqNum(s12.0 - 1))
-            .await?
-            .map(|r| r.seqnum),
-        Some(s1)
-    );
+    assert_eq!(c.read_prev(&mut ctx, book, Tag(2), SeqNum(s12.0 - 1)).await?.map(|r| r.seqnum), Some(s2));
+    assert_eq!(c.read_prev(&mut ctx, book, Tag(1), SeqNum(s12.0 - 1)).await?.map(|r| r.seqnum), Some(s1));
     cluster.shutdown().await;
     Ok(())
 }
@@ -215,31 +147,17 @@ async fn bad_input_is_refused_and_the_node_keeps_serving() -> anyhow::Result<()>
     }
     let reserved = Tag::platform(1);
     for outcome in [
-        user.append(&mut ctx, book, &[reserved], data("x"))
-            .await
-            .map(|_| ()),
-        user.cond_append(&mut ctx, book, &[], data("x"), reserved, 0)
-            .await
-            .map(|_| ()),
-        user.read_next(&mut ctx, book, reserved, SeqNum::MIN)
-            .await
-            .map(|_| ()),
+        user.append(&mut ctx, book, &[reserved], data("x")).await.map(|_| ()),
+        user.cond_append(&mut ctx, book, &[], data("x"), reserved, 0).await.map(|_| ()),
+        user.read_next(&mut ctx, book, reserved, SeqNum::MIN).await.map(|_| ()),
         user.trim(&mut ctx, book, reserved, SeqNum::MIN).await,
     ] {
-        assert!(
-            matches!(outcome, Err(Error::InvalidArgument(_))),
-            "a reserved tag from a user: {outcome:?}"
-        );
+        assert!(matches!(outcome, Err(Error::InvalidArgument(_))), "a reserved tag from a user: {outcome:?}");
     }
     let s = user.append(&mut ctx, book, &[Tag(1)], data("fine")).await?;
-    let p = platform
-        .append(&mut ctx, book, &[reserved], data("platform"))
-        .await?;
+    let p = platform.append(&mut ctx, book, &[reserved], data("platform")).await?;
     assert!(s < p);
-    let r = platform
-        .read_next(&mut ctx, book, reserved, SeqNum::MIN)
-        .await?
-        .context("the platform record")?;
+    let r = platform.read_next(&mut ctx, book, reserved, SeqNum::MIN).await?.context("the platform record")?;
     assert_eq!((r.seqnum, r.data), (p, data("platform")));
     cluster.shutdown().await;
     Ok(())
@@ -258,11 +176,7 @@ async fn conditional_appends_race_and_exactly_one_wins() -> anyhow::Result<()> {
             racers.spawn(async move {
                 let mut ctx = Context::new();
                 let d = data(&format!("racer {i} at {position}"));
-                (
-                    i,
-                    c.cond_append(&mut ctx, book, &[], d, cond_tag, position)
-                        .await,
-                )
+                (i, c.cond_append(&mut ctx, book, &[], d, cond_tag, position).await)
             });
         }
         let mut outcomes = HashMap::new();
@@ -270,33 +184,14 @@ async fn conditional_appends_race_and_exactly_one_wins() -> anyhow::Result<()> {
             let (i, outcome) = joined?;
             outcomes.insert(i, outcome);
         }
-        let winners: Vec<(usize, SeqNum)> = outcomes
-            .iter()
-            .filter_map(|(&i, o)| o.as_ref().ok().map(|&s| (i, s)))
-            .collect();
-        ensure!(
-            winners.len() == 1,
-            "exactly one winner at {position}: {outcomes:?}"
-        );
+        let winners: Vec<(usize, SeqNum)> = outcomes.iter().filter_map(|(&i, o)| o.as_ref().ok().map(|&s| (i, s))).collect();
+        ensure!(winners.len() == 1, "exactly one winner at {position}: {outcomes:?}");
         let (winner, seqnum) = winners[0];
         let loser = outcomes[&(1 - winner)].clone();
-        assert_eq!(
-            loser,
-            Err(Error::Conflict {
-                holder: Some(seqnum)
-            }),
-            "the loser names the winner"
-        );
+        assert_eq!(loser, Err(Error::Conflict { holder: Some(seqnum) }), "the loser names the winner");
         let mut ctx = Context::new();
-        let tail = cluster
-            .client(0)
-            .check_tail(&mut ctx, book, cond_tag)
-            .await?
-            .context("the winner's record")?;
-        assert_eq!(
-            (tail.seqnum, tail.data),
-            (seqnum, data(&format!("racer {winner} at {position}")))
-        );
+        let tail = cluster.client(0).check_tail(&mut ctx, book, cond_tag).await?.context("the winner's record")?;
+        assert_eq!((tail.seqnum, tail.data), (seqnum, data(&format!("racer {winner} at {position}"))));
     }
     cluster.shutdown().await;
     Ok(())
@@ -311,38 +206,19 @@ async fn trimmed_records_leave_the_stream() -> anyhow::Result<()> {
     let book = BookId(5);
     let mut s = Vec::new();
     for i in 0..5 {
-        s.push(
-            c.append(&mut ctx, book, &[Tag(1)], data(&format!("r{i}")))
-                .await?,
-        );
+        s.push(c.append(&mut ctx, book, &[Tag(1)], data(&format!("r{i}"))).await?);
     }
-    let other = c
-        .append(&mut ctx, book, &[Tag(2)], data("other stream"))
-        .await?;
+    let other = c.append(&mut ctx, book, &[Tag(2)], data("other stream")).await?;
     c.trim(&mut ctx, book, Tag(1), s[3]).await?;
-    let first = c
-        .read_next(&mut ctx, book, Tag(1), SeqNum::MIN)
-        .await?
-        .context("records from the trim point")?;
+    let first = c.read_next(&mut ctx, book, Tag(1), SeqNum::MIN).await?.context("records from the trim point")?;
     assert_eq!((first.seqnum, first.data), (s[3], data("r3")));
-    assert_eq!(
-        c.read_prev(&mut ctx, book, Tag(1), s[2]).await?,
-        None,
-        "nothing below the trim point"
-    );
+    assert_eq!(c.read_prev(&mut ctx, book, Tag(1), s[2]).await?, None, "nothing below the trim point");
     // Another engine, given the trimmer's view, agrees.
     let mut child = ctx.child();
-    let seen = cluster
-        .client(1)
-        .read_next(&mut child, book, Tag(1), SeqNum::MIN)
-        .await?
-        .map(|r| r.seqnum);
+    let seen = cluster.client(1).read_next(&mut child, book, Tag(1), SeqNum::MIN).await?.map(|r| r.seqnum);
     assert_eq!(seen, Some(s[3]));
     // Tag 2's stream is untouched.
-    let r = c
-        .read_next(&mut ctx, book, Tag(2), SeqNum::MIN)
-        .await?
-        .map(|r| r.seqnum);
+    let r = c.read_next(&mut ctx, book, Tag(2), SeqNum::MIN).await?.map(|r| r.seqnum);
     assert_eq!(r, Some(other));
     cluster.shutdown().await;
     Ok(())
@@ -356,10 +232,7 @@ async fn many_books_share_one_physical_log() -> anyhow::Result<()> {
     const TWICE_EVERY: u64 = 100;
     const VERIFY_EVERY: u64 = 4;
     let dir = TestDir::new();
-    let cluster = cluster(&dir, |b| {
-        b.fsync = tally_logsvc::store::FsyncPolicy::EveryBatch
-    })
-    .await?;
+    let cluster = cluster(&dir, |b| b.fsync = tally_logsvc::store::FsyncPolicy::EveryBatch).await?;
     assert_eq!(cluster.n_logs(), 1);
     let started = std::time::Instant::now();
     let mut tasks = JoinSet::new();
@@ -376,14 +249,7 @@ async fn many_books_share_one_physical_log() -> anyhow::Result<()> {
                 let c = c.clone();
                 inflight.spawn(async move {
                     let mut ctx = Context::new();
-                    let s = c
-                        .append(
-                            &mut ctx,
-                            BookId(b),
-                            &[Tag(1)],
-                            Bytes::from(b.to_le_bytes().to_vec()),
-                        )
-                        .await?;
+                    let s = c.append(&mut ctx, BookId(b), &[Tag(1)], Bytes::from(b.to_le_bytes().to_vec())).await?;
                     anyhow::Ok((b, s))
                 });
             }
@@ -407,9 +273,7 @@ async fn many_books_share_one_physical_log() -> anyhow::Result<()> {
     let mut ctx = Context::new();
     let mut second = HashMap::new();
     for b in (0..BOOKS).step_by(TWICE_EVERY as usize) {
-        let s = c
-            .append(&mut ctx, BookId(b), &[Tag(1)], data("second"))
-            .await?;
+        let s = c.append(&mut ctx, BookId(b), &[Tag(1)], data("second")).await?;
         ensure!(s > first[&b], "book {b}: {s} after {}", first[&b]);
         second.insert(b, s);
     }
@@ -418,34 +282,17 @@ async fn many_books_share_one_physical_log() -> anyhow::Result<()> {
     let first = Arc::new(first);
     let second = Arc::new(second);
     for t in 0..TASKS {
-        let (c, first, second) = (
-            cluster.client(t as usize % 2),
-            first.clone(),
-            second.clone(),
-        );
+        let (c, first, second) = (cluster.client(t as usize % 2), first.clone(), second.clone());
         let mut ctx = ctx.child();
         readers.spawn(async move {
             // Every fourth book (which includes every book appended to twice) keeps
             // the test's time down in debug builds.
-            for b in (0..BOOKS)
-                .step_by(VERIFY_EVERY as usize)
-                .skip(t as usize)
-                .step_by(TASKS as usize)
-            {
-                let tail = c
-                    .check_tail(&mut ctx, BookId(b), Tag::ALL)
-                    .await?
-                    .context("a tail")?;
+            for b in (0..BOOKS).step_by(VERIFY_EVERY as usize).skip(t as usize).step_by(TASKS as usize) {
+                let tail = c.check_tail(&mut ctx, BookId(b), Tag::ALL).await?.context("a tail")?;
                 match second.get(&b) {
                     Some(&s) => {
-                        ensure!(
-                            tail.seqnum == s && tail.data == data("second"),
-                            "book {b}: tail {tail:?}"
-                        );
-                        let prev = c
-                            .read_prev(&mut ctx, BookId(b), Tag(1), SeqNum(s.0 - 1))
-                            .await?
-                            .context("the first")?;
+                        ensure!(tail.seqnum == s && tail.data == data("second"), "book {b}: tail {tail:?}");
+                        let prev = c.read_prev(&mut ctx, BookId(b), Tag(1), SeqNum(s.0 - 1)).await?.context("the first")?;
                         ensure!(prev.seqnum == first[&b], "book {b}: first {prev:?}");
                     }
                     None => ensure!(
@@ -461,10 +308,7 @@ async fn many_books_share_one_physical_log() -> anyhow::Result<()> {
     while let Some(r) = readers.join_next().await {
         r??;
     }
-    eprintln!(
-        "appended {BOOKS} books in {appended:?}, verified in {:?}",
-        started.elapsed() - appended
-    );
+    eprintln!("appended {BOOKS} books in {appended:?}, verified in {:?}", started.elapsed() - appended);
     cluster.shutdown().await;
     Ok(())
 }
@@ -480,11 +324,7 @@ async fn acked_appends_survive_a_storage_node_kill() -> anyhow::Result<()> {
         b.engine_config.retransmit_us = 100_000;
     })
     .await?;
-    let term = cluster
-        .configuration()
-        .context("a configuration")?
-        .current()
-        .term;
+    let term = cluster.configuration().context("a configuration")?.current().term;
     let killed = Arc::new(AtomicBool::new(false));
     let mut writers = JoinSet::new();
     for w in 0..2u64 {
@@ -496,10 +336,7 @@ async fn acked_appends_survive_a_storage_node_kill() -> anyhow::Result<()> {
             let mut after_kill = 0;
             let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
             for i in 0u64.. {
-                ensure!(
-                    tokio::time::Instant::now() < deadline,
-                    "writer {w} stalled with {after_kill} appends after the kill"
-                );
+                ensure!(tokio::time::Instant::now() < deadline, "writer {w} stalled with {after_kill} appends after the kill");
                 let d = Bytes::from(format!("writer {w} append {i}"));
                 match c.append(&mut ctx, book, &[], d.clone()).await {
                     Ok(s) => {
@@ -524,47 +361,32 @@ async fn acked_appends_survive_a_storage_node_kill() -> anyhow::Result<()> {
     let mut probe = Context::new();
     loop {
         let seen = c.check_tail(&mut probe, BookId(1000), Tag::ALL).await?;
-        if seen.is_some_and(|r| r.data.ends_with(b"append 20"))
-            || probe.position(tally_logsvc::LogId(0)).index > 40
-        {
+        if seen.is_some_and(|r| r.data.ends_with(b"append 20")) || probe.position(tally_logsvc::LogId(0)).index > 40 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     cluster.kill_storage(1).await;
     killed.store(true, Ordering::SeqCst);
-    let config = cluster
-        .wait_for_term(Term(term.0 + 1), Duration::from_secs(10))
-        .await?;
-    ensure!(
-        !config.current().storage.contains(&cluster.storage_id(1)),
-        "the new term leaves the dead node out"
-    );
+    let config = cluster.wait_for_term(Term(term.0 + 1), Duration::from_secs(10)).await?;
+    ensure!(!config.current().storage.contains(&cluster.storage_id(1)), "the new term leaves the dead node out");
 
     let mut all = Vec::new();
     while let Some(r) = writers.join_next().await {
         let (book, acked) = r??;
-        ensure!(
-            acked.windows(2).all(|w| w[0].0 < w[1].0),
-            "acked seqnums of one writer increase"
-        );
+        ensure!(acked.windows(2).all(|w| w[0].0 < w[1].0), "acked seqnums of one writer increase");
         all.push((book, acked));
     }
     let mut ctx = Context::new();
     for (book, acked) in &all {
         for (s, d) in acked {
-            let r = c
-                .read_next(&mut ctx, *book, Tag::ALL, *s)
-                .await?
-                .with_context(|| format!("acked {s} is readable"))?;
+            let r = c.read_next(&mut ctx, *book, Tag::ALL, *s).await?.with_context(|| format!("acked {s} is readable"))?;
             ensure!(r.seqnum == *s && r.data == *d, "acked {s}: read {r:?}");
         }
     }
     // The killed node comes back over its own directory.
     cluster.restart_storage(1).await?;
-    let s = c
-        .append(&mut ctx, BookId(1000), &[], data("after restart"))
-        .await?;
+    let s = c.append(&mut ctx, BookId(1000), &[], data("after restart")).await?;
     ensure!(s > all[0].1.last().context("acked")?.0);
     cluster.shutdown().await;
     Ok(())
@@ -574,8 +396,7 @@ async fn acked_appends_survive_a_storage_node_kill() -> anyhow::Result<()> {
 /// directory: it passes the handshake and can then send any bytes it likes.
 fn raw_client(certs_dir: &std::path::Path) -> anyhow::Result<quinn::Endpoint> {
     use rustls::pki_types::{CertificateDer, PrivatePkcs8KeyDer};
-    let read =
-        |name: &str| std::fs::read(certs_dir.join(name)).with_context(|| format!("reading {name}"));
+    let read = |name: &str| std::fs::read(certs_dir.join(name)).with_context(|| format!("reading {name}"));
     let mut roots = rustls::RootCertStore::empty();
     roots.add(CertificateDer::from(read("ca.der")?))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -594,8 +415,7 @@ fn raw_client(certs_dir: &std::path::Path) -> anyhow::Result<quinn::Endpoint> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_malformed_frame_closes_only_its_connection_to_a_live_storage_node() -> anyhow::Result<()>
-{
+async fn a_malformed_frame_closes_only_its_connection_to_a_live_storage_node() -> anyhow::Result<()> {
     let dir = TestDir::new();
     let cluster = cluster(&dir, |_| {}).await?;
     let c = cluster.client(0);
@@ -603,10 +423,7 @@ async fn a_malformed_frame_closes_only_its_connection_to_a_live_storage_node() -
     let before = c.append(&mut ctx, BookId(9), &[], data("before")).await?;
 
     let raw = raw_client(&dir.path().join("certs"))?;
-    let conn = raw
-        .connect(cluster.storage_addr(0), "tally.local")?
-        .await
-        .context("handshake")?;
+    let conn = raw.connect(cluster.storage_addr(0), "tally.local")?.await.context("handshake")?;
     let mut stream = conn.open_uni().await?;
     // A valid hello from an unknown node, then a frame whose body is not a message.
     let mut bytes = b"TLY1".to_vec();
@@ -617,33 +434,18 @@ async fn a_malformed_frame_closes_only_its_connection_to_a_live_storage_node() -
     bytes.extend_from_slice(&[0xff; 8]);
     // The node may close the connection before every byte is written.
     let _ = stream.write_all(&bytes).await;
-    let closed = tokio::time::timeout(Duration::from_secs(5), conn.closed())
-        .await
-        .context("the node closes the connection")?;
-    ensure!(
-        matches!(closed, quinn::ConnectionError::ApplicationClosed(_)),
-        "closed with {closed}"
-    );
-    let stats = cluster
-        .storage_transport(0)
-        .context("storage node 0 runs")?
-        .stats();
+    let closed = tokio::time::timeout(Duration::from_secs(5), conn.closed()).await.context("the node closes the connection")?;
+    ensure!(matches!(closed, quinn::ConnectionError::ApplicationClosed(_)), "closed with {closed}");
+    let stats = cluster.storage_transport(0).context("storage node 0 runs")?.stats();
     assert_eq!(stats.connections_closed_bad_frame, 1);
 
     // The cluster, that node included, keeps serving.
     let after = c.append(&mut ctx, BookId(9), &[], data("after")).await?;
     ensure!(after > before);
-    let r = cluster
-        .client(1)
-        .read_next(&mut ctx.child(), BookId(9), Tag::ALL, after)
-        .await?
-        .context("the new record")?;
+    let r = cluster.client(1).read_next(&mut ctx.child(), BookId(9), Tag::ALL, after).await?.context("the new record")?;
     assert_eq!((r.seqnum, r.data), (after, data("after")));
     let config = cluster.configuration().context("a configuration")?;
-    ensure!(
-        config.current().storage.contains(&cluster.storage_id(0)),
-        "the node was not declared down"
-    );
+    ensure!(config.current().storage.contains(&cluster.storage_id(0)), "the node was not declared down");
     cluster.shutdown().await;
     Ok(())
 }
@@ -659,11 +461,7 @@ async fn an_engine_without_the_index_forwards_to_one_that_has_it() -> anyhow::Re
     let config = cluster.configuration().context("a configuration")?;
     let log = tally_logsvc::LogId(0);
     let (indexer, forwarder) = if config.indexes(log, cluster.engine_id(0)) { (0, 1) } else { (1, 0) };
-    ensure!(
-        !config.indexes(log, cluster.engine_id(forwarder)),
-        "exactly one engine indexes the log: {:?}",
-        config.indexers
-    );
+    ensure!(!config.indexes(log, cluster.engine_id(forwarder)), "exactly one engine indexes the log: {:?}", config.indexers);
     let c = cluster.client(forwarder);
     let book = BookId(21);
     let mut ctx = Context::new();

@@ -29,13 +29,15 @@ fn default_scenario_holds_for_hundreds_of_seeds() {
 
 #[test]
 fn harsh_network_and_crashes_hold() {
-    let opts = SimOptions { loss: 0.1, duplicate: 0.05, crash: 0.05, partition: 0.03, delay_max_us: 10_000, ..SimOptions::default() };
+    let opts =
+        SimOptions { loss: 0.1, duplicate: 0.05, crash: 0.05, partition: 0.03, delay_max_us: 10_000, ..SimOptions::default() };
     check(50_000, 60, opts);
 }
 
 #[test]
 fn three_way_replication_with_one_log_holds() {
     // Every engine indexes the log here; the other scenarios use index replicas.
-    let opts = SimOptions { n_logs: 1, n_data: 3, storage: 5, engines: 4, clients: 8, indexers_per_log: None, ..SimOptions::default() };
+    let opts =
+        SimOptions { n_logs: 1, n_data: 3, storage: 5, engines: 4, clients: 8, indexers_per_log: None, ..SimOptions::default() };
     check(90_000, 60, opts);
 }

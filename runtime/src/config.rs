@@ -237,8 +237,7 @@ impl Default for Config {
 impl Config {
     /// Reads a TOML file; keys it lacks keep their defaults.
     pub fn load(path: &Path) -> anyhow::Result<Config> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
+        let text = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
         toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
     }
 
@@ -260,10 +259,7 @@ impl Config {
     /// Checks one function's limits against the node's.
     pub fn check_limits(&self, l: &Limits) -> Result<(), String> {
         if l.memory_bytes > self.node.memory_bytes_max {
-            return Err(format!(
-                "memory_bytes {} exceeds this node's maximum {}",
-                l.memory_bytes, self.node.memory_bytes_max
-            ));
+            return Err(format!("memory_bytes {} exceeds this node's maximum {}", l.memory_bytes, self.node.memory_bytes_max));
         }
         if l.memory_bytes < 1 << 16 {
             return Err("memory_bytes must be at least one 64 KiB page".into());

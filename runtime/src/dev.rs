@@ -28,8 +28,7 @@ pub struct DevNode {
 impl DevNode {
     pub async fn start(config: Config) -> anyhow::Result<DevNode> {
         config.validate()?;
-        std::fs::create_dir_all(&config.data_dir)
-            .with_context(|| format!("creating {}", config.data_dir.display()))?;
+        std::fs::create_dir_all(&config.data_dir).with_context(|| format!("creating {}", config.data_dir.display()))?;
         let mut b = ClusterBuilder::new(config.data_dir.join("log"));
         b.sequencers = 1;
         b.storage_nodes = 1;
@@ -37,13 +36,11 @@ impl DevNode {
         b.n_meta = 1;
         b.n_data = 1;
         let cluster = b.build().await.context("starting the shared log")?;
-        let listener = tokio::net::TcpListener::bind(&config.listen)
-            .await
-            .with_context(|| format!("listening on {}", config.listen))?;
+        let listener =
+            tokio::net::TcpListener::bind(&config.listen).await.with_context(|| format!("listening on {}", config.listen))?;
         let addr = listener.local_addr()?;
-        let runtime = Runtime::start(config, cluster.client(0), cluster.platform_client(0))
-            .await
-            .context("starting the runtime")?;
+        let runtime =
+            Runtime::start(config, cluster.client(0), cluster.platform_client(0)).await.context("starting the runtime")?;
         let (stop, stopped) = oneshot::channel::<()>();
         let app = gateway::router(runtime.clone());
         let server = tokio::spawn(async move {
@@ -53,13 +50,7 @@ impl DevNode {
                 })
                 .await
         });
-        Ok(DevNode {
-            runtime,
-            addr,
-            cluster,
-            stop,
-            server,
-        })
+        Ok(DevNode { runtime, addr, cluster, stop, server })
     }
 
     pub fn url(&self) -> String {

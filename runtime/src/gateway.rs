@@ -29,9 +29,9 @@ use serde_json::json;
 use tally_logsvc::{BookId, Context, SeqNum, Tag};
 
 use crate::config::{Limits, Protocol};
-use crate::error::RuntimeError;
 use crate::durable::record::Transition;
 use crate::durable::switch::{self, TableStatus};
+use crate::error::RuntimeError;
 use crate::runtime::{InvocationStatus, InvokeOptions, Runtime};
 
 /// Records a book listing returns at most.
@@ -158,7 +158,9 @@ struct InvokeQuery {
 fn header_text(headers: &HeaderMap, name: &str) -> ApiResult<Option<String>> {
     headers
         .get(name)
-        .map(|v| v.to_str().map(str::to_string).map_err(|_| RuntimeError::InvalidArgument(format!("the {name} header is not text"))))
+        .map(|v| {
+            v.to_str().map(str::to_string).map_err(|_| RuntimeError::InvalidArgument(format!("the {name} header is not text")))
+        })
         .transpose()
 }
 
@@ -205,10 +207,7 @@ struct Blob {
 
 impl Blob {
     fn new(bytes: &[u8]) -> Blob {
-        Blob {
-            text: std::str::from_utf8(bytes).ok().map(str::to_string),
-            base64: base64(bytes),
-        }
+        Blob { text: std::str::from_utf8(bytes).ok().map(str::to_string), base64: base64(bytes) }
     }
 }
 

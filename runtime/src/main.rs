@@ -5,8 +5,8 @@ use std::process::{Command, ExitCode};
 
 use anyhow::{bail, Context as _};
 use clap::{Args, Parser, Subcommand};
-use tally_runtime::dev::DevNode;
 use tally_runtime::config::{Protocol, StoreKind};
+use tally_runtime::dev::DevNode;
 use tally_runtime::Config;
 
 #[derive(Parser)]
@@ -224,9 +224,7 @@ fn main() -> ExitCode {
 
 fn dev(args: DevArgs) -> anyhow::Result<()> {
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,quinn=warn".into()),
-        )
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,quinn=warn".into()))
         .with_writer(std::io::stderr)
         .init();
     let config = args.config()?;
@@ -337,7 +335,8 @@ fn table(args: TableArgs) -> anyhow::Result<()> {
         return get_json(&args.remote, &path);
     };
     let body = serde_json::json!({ "protocol": protocol }).to_string();
-    let response = agent().put(format!("{}{path}", args.remote.url)).header("content-type", "application/json").send(body.as_bytes())?;
+    let response =
+        agent().put(format!("{}{path}", args.remote.url)).header("content-type", "application/json").send(body.as_bytes())?;
     print(&finish(response)?);
     Ok(())
 }

@@ -147,17 +147,20 @@ impl Registry {
         Registry {
             log,
             host,
-            cursor: tokio::sync::Mutex::new(Cursor {
-                ctx: Context::new(),
-                next: SeqNum::MIN,
-            }),
+            cursor: tokio::sync::Mutex::new(Cursor { ctx: Context::new(), next: SeqNum::MIN }),
             functions: RwLock::new(BTreeMap::new()),
             fresh: Mutex::new(HashMap::new()),
         }
     }
 
     /// Validates, compiles and stores a component as the next version of `name`.
-    pub async fn deploy(&self, name: &str, bytes: Bytes, limits: Limits, tables: BTreeMap<String, Protocol>) -> Result<VersionInfo> {
+    pub async fn deploy(
+        &self,
+        name: &str,
+        bytes: Bytes,
+        limits: Limits,
+        tables: BTreeMap<String, Protocol>,
+    ) -> Result<VersionInfo> {
         check_name(name)?;
         for table in tables.keys() {
             crate::durable::check_table(table).map_err(RuntimeError::InvalidArgument)?;
@@ -184,8 +187,7 @@ impl Registry {
         self.sync_with(&ctx).await?;
         let functions = self.functions.read().expect("not poisoned");
         let info = functions.get(name).and_then(|e| e.versions.iter().find(|v| v.seqnum == at.0));
-        info.cloned()
-            .ok_or_else(|| RuntimeError::Internal(format!("the deploy of {name:?} at {at:?} was not applied")))
+        info.cloned().ok_or_else(|| RuntimeError::Internal(format!("the deploy of {name:?} at {at:?} was not applied")))
     }
 
     /// Deletes `name`; invocations in flight finish, new ones get not-found.
@@ -225,10 +227,7 @@ impl Registry {
 
     pub fn inspect(&self, name: &str) -> Result<FunctionInfo> {
         let functions = self.functions.read().expect("not poisoned");
-        functions
-            .get(name)
-            .and_then(|e| info(name, e))
-            .ok_or_else(|| RuntimeError::FunctionNotFound(name.to_string()))
+        functions.get(name).and_then(|e| info(name, e)).ok_or_else(|| RuntimeError::FunctionNotFound(name.to_string()))
     }
 
     /// Applies every manifest appended so far, and loads current versions.
@@ -336,11 +335,7 @@ impl Registry {
 }
 
 fn info(name: &str, e: &Entry) -> Option<FunctionInfo> {
-    e.current().map(|current| FunctionInfo {
-        name: name.to_string(),
-        current: current.clone(),
-        versions: e.versions.clone(),
-    })
+    e.current().map(|current| FunctionInfo { name: name.to_string(), current: current.clone(), versions: e.versions.clone() })
 }
 
 #[cfg(test)]

@@ -119,7 +119,13 @@ impl Runtime {
     }
 
     /// Deploys with the node's default limits changed by `overrides`.
-    pub async fn deploy(&self, name: &str, component: Bytes, limits: Limits, tables: BTreeMap<String, Protocol>) -> Result<VersionInfo> {
+    pub async fn deploy(
+        &self,
+        name: &str,
+        component: Bytes,
+        limits: Limits,
+        tables: BTreeMap<String, Protocol>,
+    ) -> Result<VersionInfo> {
         let limit = self.config.node.component_bytes_max;
         if component.len() as u64 > limit {
             return Err(RuntimeError::TooLarge { what: "the component", size: Some(component.len() as u64), limit });
@@ -137,7 +143,13 @@ impl Runtime {
 
     /// Invokes with options: an idempotency key makes the invocation exactly-once
     /// across client retries (a retry gets the logged result without a second run).
-    pub async fn invoke_with(self: &Arc<Self>, function: &str, book: BookId, input: Bytes, opts: InvokeOptions) -> Result<Vec<u8>> {
+    pub async fn invoke_with(
+        self: &Arc<Self>,
+        function: &str,
+        book: BookId,
+        input: Bytes,
+        opts: InvokeOptions,
+    ) -> Result<Vec<u8>> {
         let (id, eager) = match &opts.idempotency_key {
             Some(key) => (idempotent_id(function, key)?, true),
             None => (self.new_invocation_id(), false),
@@ -221,7 +233,11 @@ impl Runtime {
         let checks = if run.book.is_reserved() {
             Err(RuntimeError::InvalidArgument(format!("book {:#x} is reserved for the platform", run.book.0)))
         } else if run.input.len() as u64 > limits.request_bytes_max {
-            Err(RuntimeError::TooLarge { what: "the request", size: Some(run.input.len() as u64), limit: limits.request_bytes_max })
+            Err(RuntimeError::TooLarge {
+                what: "the request",
+                size: Some(run.input.len() as u64),
+                limit: limits.request_bytes_max,
+            })
         } else if run.depth > self.config.node.call_depth_max {
             Err(RuntimeError::InvalidArgument(format!("calls nest deeper than {}", self.config.node.call_depth_max)))
         } else {

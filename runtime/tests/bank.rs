@@ -26,10 +26,7 @@ fn until_ok(url: &Url, path: &str, body: &str, key: &str) -> String {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let base = url.lock().unwrap().clone();
-        let probe = Node::agent()
-            .post(format!("{base}{path}"))
-            .header("idempotency-key", key)
-            .send(body.as_bytes());
+        let probe = Node::agent().post(format!("{base}{path}")).header("idempotency-key", key).send(body.as_bytes());
         if let Ok(mut response) = probe {
             let status = response.status().as_u16();
             let text = response.body_mut().read_to_string().unwrap_or_default();
@@ -173,20 +170,14 @@ fn bad_exactly_once_input_gets_clear_errors() {
     let (status, body) = n.post_keyed(path, b"script get t k", &"k".repeat(257)).unwrap();
     assert_eq!(status, 400, "{}", String::from_utf8_lossy(&body));
     // The crash hook is off unless configured.
-    let response = Node::agent()
-        .post(format!("{}{path}", n.url))
-        .header("tally-crash-after", "1")
-        .send(&b"script get t k"[..])
-        .unwrap();
+    let response =
+        Node::agent().post(format!("{}{path}", n.url)).header("tally-crash-after", "1").send(&b"script get t k"[..]).unwrap();
     assert_eq!(response.status().as_u16(), 400);
     // Asynchronous invocations are exactly-once already.
     let (status, _) = n.json("POST", "/v1/functions/steps/invoke?book=5&async=true", b"x");
     assert_eq!(status, 202);
-    let response = Node::agent()
-        .post(format!("{}{path}&async=true", n.url))
-        .header("idempotency-key", "k1")
-        .send(&b"x"[..])
-        .unwrap();
+    let response =
+        Node::agent().post(format!("{}{path}&async=true", n.url)).header("idempotency-key", "k1").send(&b"x"[..]).unwrap();
     assert_eq!(response.status().as_u16(), 400);
     // A bad table name or an empty key reaches the guest as an error it can report.
     let message = n.expect_error(n.invoke("steps", 5, "script get Bad! k"), 500, "function_error");

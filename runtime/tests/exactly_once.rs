@@ -20,26 +20,22 @@ use tally_runtime::state::TempPostgres;
 use tally_runtime::{Config, RuntimeError};
 
 fn guest(name: &str) -> Bytes {
-    let dir = std::env::var_os("TALLY_GUESTS_DIR").map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(std::env::var_os("HOME").expect("HOME is set")).join(".cache/tally-guests")
-    });
+    let dir = std::env::var_os("TALLY_GUESTS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME is set")).join(".cache/tally-guests"));
     let path = dir.join(format!("{name}.wasm"));
-    Bytes::from(std::fs::read(&path).unwrap_or_else(|e| {
-        panic!("{}: {e}; build the guests first with scripts/build-guests.sh", path.display())
-    }))
+    Bytes::from(
+        std::fs::read(&path)
+            .unwrap_or_else(|e| panic!("{}: {e}; build the guests first with scripts/build-guests.sh", path.display())),
+    )
 }
 
 /// The protocol of each table the `steps` function uses.
 fn tables() -> BTreeMap<String, Protocol> {
-    [
-        ("r", Protocol::ReadOptimized),
-        ("w", Protocol::WriteOptimized),
-        ("s", Protocol::Symmetric),
-        ("u", Protocol::Unsafe),
-    ]
-    .into_iter()
-    .map(|(t, p)| (t.to_string(), p))
-    .collect()
+    [("r", Protocol::ReadOptimized), ("w", Protocol::WriteOptimized), ("s", Protocol::Symmetric), ("u", Protocol::Unsafe)]
+        .into_iter()
+        .map(|(t, p)| (t.to_string(), p))
+        .collect()
 }
 
 struct Harness {

@@ -15,17 +15,12 @@ async fn rocksdb_conforms() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_conforms() {
-    let server = tokio::task::spawn_blocking(TempPostgres::start)
-        .await
-        .expect("start task")
-        .expect("start postgres");
+    let server = tokio::task::spawn_blocking(TempPostgres::start).await.expect("start task").expect("start postgres");
     let conninfo = server.conninfo();
     conformance::run_all(|| {
         let conninfo = conninfo.clone();
         async move {
-            let store = PgStateStore::connect(&conninfo)
-                .await
-                .expect("connect to postgres");
+            let store = PgStateStore::connect(&conninfo).await.expect("connect to postgres");
             Box::new(store) as Box<dyn StateStore>
         }
     })

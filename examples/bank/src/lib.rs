@@ -32,11 +32,7 @@ enum Command<'a> {
     /// Read the balance of `account`.
     Balance { account: &'a str },
     /// Move `amount` from `from` to `to`, two different accounts.
-    Transfer {
-        from: &'a str,
-        to: &'a str,
-        amount: i64,
-    },
+    Transfer { from: &'a str, to: &'a str, amount: i64 },
     /// Add up the balances of `accounts`.
     Total { accounts: Vec<&'a str> },
 }
@@ -47,22 +43,13 @@ impl Command<'_> {
         // Splitting on whitespace also tolerates a trailing newline from `echo`.
         let words: Vec<&str> = input.split_whitespace().collect();
         match words[..] {
-            ["open", account, amount] => Ok(Command::Open {
-                account,
-                amount: parse_amount(amount)?,
-            }),
+            ["open", account, amount] => Ok(Command::Open { account, amount: parse_amount(amount)? }),
             ["balance", account] => Ok(Command::Balance { account }),
             ["transfer", from, to, _] if from == to => {
                 bail!("cannot transfer from account {from:?} to itself")
             }
-            ["transfer", from, to, amount] => Ok(Command::Transfer {
-                from,
-                to,
-                amount: parse_amount(amount)?,
-            }),
-            ["total", ref accounts @ ..] => Ok(Command::Total {
-                accounts: accounts.to_vec(),
-            }),
+            ["transfer", from, to, amount] => Ok(Command::Transfer { from, to, amount: parse_amount(amount)? }),
+            ["total", ref accounts @ ..] => Ok(Command::Total { accounts: accounts.to_vec() }),
             _ => bail!(
                 "expected `open <account> <amount>`, `balance <account>`, \
                  `transfer <from> <to> <amount>` or `total <account> ...`"
@@ -79,12 +66,9 @@ fn handle(input: Vec<u8>) -> anyhow::Result<String> {
         }
         Command::Balance { account } => Ok(balance(account)?.to_string()),
         Command::Transfer { from, to, amount } => {
-            let from_balance = balance(from)?
-                .checked_sub(amount)
-                .with_context(|| format!("the balance of {from:?} would overflow"))?;
-            let to_balance = balance(to)?
-                .checked_add(amount)
-                .with_context(|| format!("the balance of {to:?} would overflow"))?;
+            let from_balance =
+                balance(from)?.checked_sub(amount).with_context(|| format!("the balance of {from:?} would overflow"))?;
+            let to_balance = balance(to)?.checked_add(amount).with_context(|| format!("the balance of {to:?} would overflow"))?;
             state::put_i64(ACCOUNTS, from, from_balance)?;
             state::put_i64(ACCOUNTS, to, to_balance)?;
             Ok(format!("ok {from_balance} {to_balance}"))
@@ -92,9 +76,7 @@ fn handle(input: Vec<u8>) -> anyhow::Result<String> {
         Command::Total { accounts } => {
             let mut total = 0i64;
             for account in accounts {
-                total = total
-                    .checked_add(balance(account)?)
-                    .context("the total overflows an i64")?;
+                total = total.checked_add(balance(account)?).context("the total overflows an i64")?;
             }
             Ok(total.to_string())
         }
@@ -109,7 +91,5 @@ fn balance(account: &str) -> anyhow::Result<i64> {
 }
 
 fn parse_amount(amount: &str) -> anyhow::Result<i64> {
-    amount
-        .parse()
-        .with_context(|| format!("the amount {amount:?} is not an i64"))
+    amount.parse().with_context(|| format!("the amount {amount:?} is not an i64"))
 }

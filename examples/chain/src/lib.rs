@@ -33,10 +33,8 @@ fn parent(input: &[u8]) -> anyhow::Result<Vec<u8>> {
 
 /// Returns `saw:<data>` for the parent's record at `seqnum`.
 fn child(seqnum: &[u8]) -> anyhow::Result<Vec<u8>> {
-    let seqnum: SeqNum = std::str::from_utf8(seqnum)
-        .ok()
-        .and_then(|seqnum| seqnum.parse().ok())
-        .context("expected `child:<seqnum>`")?;
+    let seqnum: SeqNum =
+        std::str::from_utf8(seqnum).ok().and_then(|seqnum| seqnum.parse().ok()).context("expected `child:<seqnum>`")?;
     match log::read_next(CHAIN, seqnum)? {
         Some(record) if record.seqnum == seqnum => Ok([b"saw:", &record.data[..]].concat()),
         _ => bail!("parent's record not visible"),

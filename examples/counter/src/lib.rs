@@ -42,10 +42,7 @@ impl Command {
         let words: Vec<&str> = input.split_whitespace().collect();
         match words[..] {
             ["incr"] => Ok(Command::Incr(1)),
-            ["incr", amount] => amount
-                .parse()
-                .map(Command::Incr)
-                .with_context(|| format!("the amount {amount:?} is not a u64")),
+            ["incr", amount] => amount.parse().map(Command::Incr).with_context(|| format!("the amount {amount:?} is not a u64")),
             ["get"] => Ok(Command::Get),
             _ => bail!("expected `incr`, `incr N` or `get`"),
         }
@@ -79,8 +76,7 @@ fn value_at(upto: SeqNum) -> anyhow::Result<u64> {
         if record.seqnum > upto {
             break;
         }
-        let amount =
-            decode(&record.data).with_context(|| format!("reading increment {}", record.seqnum))?;
+        let amount = decode(&record.data).with_context(|| format!("reading increment {}", record.seqnum))?;
         value = value.wrapping_add(amount);
         last_replayed = Some(record.seqnum);
         // Stopping at `upto` itself saves `incr` a read past its own record.
@@ -105,8 +101,7 @@ fn newest_snapshot(upto: SeqNum) -> anyhow::Result<Option<(SeqNum, u64)>> {
             break;
         };
         if let Some(aux) = &record.aux {
-            let value = decode(aux)
-                .with_context(|| format!("reading the snapshot in {}", record.seqnum))?;
+            let value = decode(aux).with_context(|| format!("reading the snapshot in {}", record.seqnum))?;
             return Ok(Some((record.seqnum, value)));
         }
         max = record.seqnum.checked_prev();
@@ -116,8 +111,6 @@ fn newest_snapshot(upto: SeqNum) -> anyhow::Result<Option<(SeqNum, u64)>> {
 
 /// Reads a `u64` stored as 8 little-endian bytes.
 fn decode(bytes: &[u8]) -> anyhow::Result<u64> {
-    let bytes: [u8; 8] = bytes
-        .try_into()
-        .map_err(|_| anyhow!("expected 8 bytes, found {}", bytes.len()))?;
+    let bytes: [u8; 8] = bytes.try_into().map_err(|_| anyhow!("expected 8 bytes, found {}", bytes.len()))?;
     Ok(u64::from_le_bytes(bytes))
 }

@@ -51,9 +51,7 @@ impl Error {
         match error {
             WitError::InvalidArgument(message) => Self::InvalidArgument(message),
             WitError::NotFound(message) => Self::NotFound(message),
-            WitError::Conflict(holder) => Self::Conflict {
-                holder: holder.map(SeqNum::new),
-            },
+            WitError::Conflict(holder) => Self::Conflict { holder: holder.map(SeqNum::new) },
             WitError::Unavailable(message) => Self::Unavailable(message),
             WitError::TooLarge(message) => Self::TooLarge(message),
             WitError::Timeout(message) => Self::Timeout(message),
@@ -72,30 +70,13 @@ mod tests {
 
     #[test]
     fn display() {
-        check(
-            Error::InvalidArgument("tag 0".into()),
-            "invalid argument: tag 0",
-        );
+        check(Error::InvalidArgument("tag 0".into()), "invalid argument: tag 0");
         check(Error::NotFound("f".into()), "not found: f");
-        check(
-            Error::Conflict {
-                holder: Some(SeqNum::new(7)),
-            },
-            "conflict: the position is held by record 7",
-        );
-        check(
-            Error::Conflict { holder: None },
-            "conflict: the position is held by a trimmed record",
-        );
-        check(
-            Error::Unavailable("no quorum".into()),
-            "unavailable: no quorum",
-        );
+        check(Error::Conflict { holder: Some(SeqNum::new(7)) }, "conflict: the position is held by record 7");
+        check(Error::Conflict { holder: None }, "conflict: the position is held by a trimmed record");
+        check(Error::Unavailable("no quorum".into()), "unavailable: no quorum");
         check(Error::TooLarge("record".into()), "too large: record");
         check(Error::Timeout("append".into()), "timeout: append");
-        check(
-            Error::Failed("child trapped".into()),
-            "failed: child trapped",
-        );
+        check(Error::Failed("child trapped".into()), "failed: child trapped");
     }
 }

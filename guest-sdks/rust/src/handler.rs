@@ -27,9 +27,7 @@ macro_rules! handler {
             struct Handler;
 
             impl $crate::bindings::Guest for Handler {
-                fn handle(
-                    input: ::std::vec::Vec<u8>,
-                ) -> ::std::result::Result<::std::vec::Vec<u8>, ::std::string::String> {
+                fn handle(input: ::std::vec::Vec<u8>) -> ::std::result::Result<::std::vec::Vec<u8>, ::std::string::String> {
                     $crate::__handle_result($handle(input))
                 }
             }

@@ -46,9 +46,7 @@ impl Record {
 /// With no tags the record is only in the whole book's stream. Tags with the top bit
 /// set are refused with [`Error::InvalidArgument`].
 pub fn append(tags: &[Tag], data: impl AsRef<[u8]>) -> Result<SeqNum> {
-    wit::append(&tag_numbers(tags), data.as_ref())
-        .map(SeqNum::new)
-        .map_err(Error::from_wit)
+    wit::append(&tag_numbers(tags), data.as_ref()).map(SeqNum::new).map_err(Error::from_wit)
 }
 
 /// Appends like [`append`], but only if the record becomes entry number `cond_pos`
@@ -58,38 +56,25 @@ pub fn append(tags: &[Tag], data: impl AsRef<[u8]>) -> Result<SeqNum> {
 /// [`Error::Conflict`], which names the holder unless it has been trimmed since. This
 /// is the building block for exactly-once steps and log-based locks; `cond_tag` must
 /// not be [`Tag::ALL`].
-pub fn cond_append(
-    tags: &[Tag],
-    data: impl AsRef<[u8]>,
-    cond_tag: Tag,
-    cond_pos: u64,
-) -> Result<SeqNum> {
-    wit::cond_append(&tag_numbers(tags), data.as_ref(), cond_tag.get(), cond_pos)
-        .map(SeqNum::new)
-        .map_err(Error::from_wit)
+pub fn cond_append(tags: &[Tag], data: impl AsRef<[u8]>, cond_tag: Tag, cond_pos: u64) -> Result<SeqNum> {
+    wit::cond_append(&tag_numbers(tags), data.as_ref(), cond_tag.get(), cond_pos).map(SeqNum::new).map_err(Error::from_wit)
 }
 
 /// Reads the first record of `tag`'s stream at or after `min`, or `None` if there is
 /// none yet.
 pub fn read_next(tag: Tag, min: SeqNum) -> Result<Option<Record>> {
-    wit::read_next(tag.get(), min.get())
-        .map(|record| record.map(Record::from_wit))
-        .map_err(Error::from_wit)
+    wit::read_next(tag.get(), min.get()).map(|record| record.map(Record::from_wit)).map_err(Error::from_wit)
 }
 
 /// Reads the last record of `tag`'s stream at or before `max`, or `None` if there is
 /// none.
 pub fn read_prev(tag: Tag, max: SeqNum) -> Result<Option<Record>> {
-    wit::read_prev(tag.get(), max.get())
-        .map(|record| record.map(Record::from_wit))
-        .map_err(Error::from_wit)
+    wit::read_prev(tag.get(), max.get()).map(|record| record.map(Record::from_wit)).map_err(Error::from_wit)
 }
 
 /// Reads the last record of `tag`'s stream, or `None` if the stream is empty.
 pub fn check_tail(tag: Tag) -> Result<Option<Record>> {
-    wit::check_tail(tag.get())
-        .map(|record| record.map(Record::from_wit))
-        .map_err(Error::from_wit)
+    wit::check_tail(tag.get()).map(|record| record.map(Record::from_wit)).map_err(Error::from_wit)
 }
 
 /// Removes the records of `tag`'s stream before `seqnum`; with [`Tag::ALL`], the

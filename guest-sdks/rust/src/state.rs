@@ -68,16 +68,13 @@ pub fn put_i64(table: &str, key: impl AsRef<[u8]>, value: i64) -> Result<()> {
 
 /// Reads a value written by [`put_i64`]; `table` and `key` only name it in the error.
 fn parse_i64(table: &str, key: &[u8], value: &[u8]) -> Result<i64> {
-    std::str::from_utf8(value)
-        .ok()
-        .and_then(|text| text.parse().ok())
-        .ok_or_else(|| {
-            Error::InvalidArgument(format!(
-                "the value of key \"{}\" in table {table:?} is not a decimal i64: \"{}\"",
-                key.escape_ascii(),
-                preview(value),
-            ))
-        })
+    std::str::from_utf8(value).ok().and_then(|text| text.parse().ok()).ok_or_else(|| {
+        Error::InvalidArgument(format!(
+            "the value of key \"{}\" in table {table:?} is not a decimal i64: \"{}\"",
+            key.escape_ascii(),
+            preview(value),
+        ))
+    })
 }
 
 /// The start of a value, escaped, for an error message: a value may be up to 512 KiB.
@@ -96,12 +93,7 @@ mod tests {
     fn check(value: &[u8], expect: std::result::Result<i64, &str>) {
         let actual = parse_i64("accounts", b"alice", value);
         let expect = expect.map_err(|message| Error::InvalidArgument(message.to_owned()));
-        assert_eq!(
-            actual,
-            expect,
-            "value {:?}",
-            value.escape_ascii().to_string()
-        );
+        assert_eq!(actual, expect, "value {:?}", value.escape_ascii().to_string());
     }
 
     #[test]
@@ -113,20 +105,13 @@ mod tests {
 
     #[test]
     fn parse_i64_refuses_anything_else() {
-        let not_i64 = |shown: &str| {
-            format!(
-                "the value of key \"alice\" in table \"accounts\" is not a decimal i64: \"{shown}\""
-            )
-        };
+        let not_i64 = |shown: &str| format!("the value of key \"alice\" in table \"accounts\" is not a decimal i64: \"{shown}\"");
         check(b"", Err(&not_i64("")));
         check(b" 1", Err(&not_i64(" 1")));
         check(b"1\n", Err(&not_i64("1\\n")));
         check(b"1.5", Err(&not_i64("1.5")));
         check(b"9223372036854775808", Err(&not_i64("9223372036854775808")));
         check(b"\xff", Err(&not_i64("\\xff")));
-        check(
-            &[b'x'; 33],
-            Err(&not_i64(&format!("{}...", "x".repeat(32)))),
-        );
+        check(&[b'x'; 33], Err(&not_i64(&format!("{}...", "x".repeat(32)))));
     }
 }

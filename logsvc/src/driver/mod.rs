@@ -41,10 +41,7 @@ use crate::message::Message;
 use crate::net::Transport;
 use crate::sequencer::{Sequencer, SequencerAction, SequencerConfig};
 use crate::storage::{read_reply, StorageAction, StorageConfig, StorageNode};
-use crate::store::{
-    ControllerStore, GroupCommit, GroupCommitConfig, MetalogStore, RecordStore, RocksMetalogStore,
-    RocksStore,
-};
+use crate::store::{ControllerStore, GroupCommit, GroupCommitConfig, MetalogStore, RecordStore, RocksMetalogStore, RocksStore};
 use crate::types::{MetalogPosition, Micros, NodeId};
 
 /// The period of every node's ticker. State machines keep their own, longer timers;
@@ -66,9 +63,7 @@ pub fn now_us() -> Micros {
 /// nanosecond (or a restart within one clock tick) still differ.
 pub fn new_incarnation() -> u64 {
     static LAST: AtomicU64 = AtomicU64::new(0);
-    let wall = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(1, |d| d.as_nanos() as u64);
+    let wall = SystemTime::now().duration_since(UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64);
     let mut prev = LAST.load(Ordering::Relaxed);
     loop {
         let next = wall.max(prev + 1);
@@ -81,13 +76,8 @@ pub fn new_incarnation() -> u64 {
 
 /// Runs a store's blocking persist on the blocking pool and waits for it, so the
 /// node's later actions happen after the write is durable.
-async fn durably(
-    what: &'static str,
-    persist: impl FnOnce() -> Result<()> + Send + 'static,
-) -> Result<()> {
-    tokio::task::spawn_blocking(persist)
-        .await
-        .map_err(|e| Error::Storage(format!("{what} task failed: {e}")))?
+async fn durably(what: &'static str, persist: impl FnOnce() -> Result<()> + Send + 'static) -> Result<()> {
+    tokio::task::spawn_blocking(persist).await.map_err(|e| Error::Storage(format!("{what} task failed: {e}")))?
 }
 
 fn ticker() -> tokio::time::Interval {
@@ -163,19 +153,10 @@ async fn run_sequencer(
                     durably("metalog persist", move || store.persist(&write)).await?;
                 }
                 SequencerAction::Committed(entry) => {
-                    debug!(
-                        term = entry.term.0,
-                        log = entry.log.0,
-                        index = entry.index,
-                        "entry committed"
-                    )
+                    debug!(term = entry.term.0, log = entry.log.0, index = entry.index, "entry committed")
                 }
                 SequencerAction::NeedsNewTerm { term, log } => {
-                    warn!(
-                        term = term.0,
-                        log = log.0,
-                        "log needs a new term: position space exhausted"
-                    )
+                    warn!(term = term.0, log = log.0, "log needs a new term: position space exhausted")
                 }
             }
         }
@@ -251,9 +232,7 @@ async fn run_storage(
                         // Runs on the group commit thread, which is not a runtime
                         // thread: when the node is this far behind, waiting here is the
                         // backpressure we want. A closed channel means the node stopped.
-                        if let Err(mpsc::error::TrySendError::Full(v)) =
-                            tx.try_send((batch, result))
-                        {
+                        if let Err(mpsc::error::TrySendError::Full(v)) = tx.try_send((batch, result)) {
                             let _ = tx.blocking_send(v);
                         }
                     });
@@ -263,20 +242,13 @@ async fn run_storage(
                         warn!(batch, error = %e, "dropping a write");
                     }
                 }
-                StorageAction::Read {
-                    to,
-                    req,
-                    seqnum,
-                    location,
-                } => {
+                StorageAction::Read { to, req, seqnum, location } => {
                     let (store, transport) = (store.clone(), transport.clone());
                     // Task storage.read: ends after one reply; cancelled, the engine
                     // asks again after its fetch retry. A failed read answers Missing.
                     tokio::spawn(async move {
                         let read = tokio::task::spawn_blocking(move || store.read(location)).await;
-                        let stored = read.unwrap_or_else(|e| {
-                            Err(Error::Storage(format!("read task failed: {e}")))
-                        });
+                        let stored = read.unwrap_or_else(|e| Err(Error::Storage(format!("read task failed: {e}"))));
                         transport.send(to, read_reply(req, seqnum, stored));
                     });
                 }
@@ -333,10 +305,7 @@ pub struct EngineDriverConfig {
 
 impl Default for EngineDriverConfig {
     fn default() -> Self {
-        EngineDriverConfig {
-            requests_queue_max: 4096,
-            ops_inflight_max: 200_000,
-        }
+        EngineDriverConfig { requests_queue_max: 4096, ops_inflight_max: 200_000 }
     }
 }
 
@@ -366,16 +335,8 @@ pub fn spawn_engine(
     let (calls, calls_rx) = mpsc::channel(driver.requests_queue_max);
     let (status_tx, status) = watch::channel(EngineStatus::default());
     info!(%id, incarnation, "engine started");
-    let task = spawn_node(
-        "engine",
-        id,
-        run_engine(node, driver, transport, inbox, calls_rx, status_tx),
-    );
-    EngineHandle {
-        calls,
-        status,
-        task,
-    }
+    let task = spawn_node("engine", id, run_engine(node, driver, transport, inbox, calls_rx, status_tx));
+    EngineHandle { calls, status, task }
 }
 
 async fn run_engine(
@@ -414,11 +375,7 @@ async fn run_engine(
         for action in node.take_actions() {
             match action {
                 EngineAction::Send(to, msg) => transport.send(to, msg),
-                EngineAction::Complete {
-                    op,
-                    result,
-                    position,
-                } => {
+                EngineAction::Complete { op, result, position } => {
                     if let Some(reply) = ops.remove(&op) {
                         // The caller may have stopped waiting; the outcome is moot then.
                         let _ = reply.send((result, position));

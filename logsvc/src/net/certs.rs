@@ -18,9 +18,7 @@ use std::sync::Arc;
 use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
 use quinn::crypto::{CryptoError, HmacKey};
 use quinn::TransportConfig;
-use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose,
-};
+use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose};
 use rustls::crypto::tls13::{Hkdf, OkmBlock};
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, PrivatePkcs8KeyDer};
@@ -70,18 +68,13 @@ impl DevCerts {
         let issuer = Issuer::new(ca_params, ca_key);
 
         let key = KeyPair::generate().map_err(transport_error("generating the node key"))?;
-        let mut params =
-            CertificateParams::new(vec![SERVER_NAME.to_string()]).map_err(transport_error("node parameters"))?;
+        let mut params = CertificateParams::new(vec![SERVER_NAME.to_string()]).map_err(transport_error("node parameters"))?;
         params.distinguished_name.push(DnType::CommonName, "tally node");
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth];
         let cert = params.signed_by(&key, &issuer).map_err(transport_error("signing the node certificate"))?;
 
-        Ok(DevCerts {
-            ca: ca.der().clone(),
-            cert: cert.der().clone(),
-            key: PrivatePkcs8KeyDer::from(key.serialize_der()),
-        })
+        Ok(DevCerts { ca: ca.der().clone(), cert: cert.der().clone(), key: PrivatePkcs8KeyDer::from(key.serialize_der()) })
     }
 
     /// Writes the CA certificate, the leaf certificate and the leaf key as DER files
@@ -262,8 +255,7 @@ impl HmacKey for ResetKey {
 /// A sibling of `dir` that no other process picks.
 fn staging_dir(dir: &Path) -> PathBuf {
     let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let nanos =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
     dir.with_file_name(format!(".{name}.staging-{}-{nanos}", std::process::id()))
 }
 

@@ -150,10 +150,8 @@ pub(super) async fn read_frame<R: AsyncRead + Unpin>(
     if read < body.len() {
         return Err(FrameError::Truncated { read: HEADER_LEN + read, expected: HEADER_LEN + body.len() });
     }
-    let msg = options()
-        .with_limit(len.into())
-        .deserialize(&body)
-        .map_err(|e| FrameError::Decode(e.to_string().trim().to_string()))?;
+    let msg =
+        options().with_limit(len.into()).deserialize(&body).map_err(|e| FrameError::Decode(e.to_string().trim().to_string()))?;
     Ok(Some(msg))
 }
 

@@ -120,10 +120,7 @@ impl Default for NetConfig {
 impl NetConfig {
     fn check(&self) -> Result<()> {
         let checks = [
-            (
-                self.frame_bytes_max > 0 && self.frame_bytes_max <= u32::MAX as usize,
-                "frame_bytes_max must be in 1..=u32::MAX",
-            ),
+            (self.frame_bytes_max > 0 && self.frame_bytes_max <= u32::MAX as usize, "frame_bytes_max must be in 1..=u32::MAX"),
             (self.peer_queue_max > 0, "peer_queue_max must be positive"),
             (self.inbox_max > 0, "inbox_max must be positive"),
             (self.connect_timeout_ms > 0, "connect_timeout_ms must be positive"),
@@ -317,8 +314,7 @@ impl Transport {
         let socket = std::net::UdpSocket::bind(listen).map_err(bind_error)?;
         let mut endpoint_config = EndpointConfig::new(certs.reset_key(me));
         endpoint_config.cid_generator(|| Box::new(CidGenerator::new()));
-        let mut endpoint =
-            Endpoint::new(endpoint_config, Some(server), socket, Arc::new(TokioRuntime)).map_err(bind_error)?;
+        let mut endpoint = Endpoint::new(endpoint_config, Some(server), socket, Arc::new(TokioRuntime)).map_err(bind_error)?;
         endpoint.set_default_client_config(client);
         let local_addr = endpoint.local_addr().map_err(|e| Error::Transport(format!("local address: {e}")))?;
         let (inbox, inbox_rx) = mpsc::channel(config.inbox_max);
@@ -543,12 +539,8 @@ impl PeerTask {
         }
         let addr = *self.addr.borrow_and_update();
         let attempt = async {
-            let conn = self
-                .endpoint
-                .connect(addr, certs::SERVER_NAME)
-                .map_err(|e| e.to_string())?
-                .await
-                .map_err(|e| e.to_string())?;
+            let conn =
+                self.endpoint.connect(addr, certs::SERVER_NAME).map_err(|e| e.to_string())?.await.map_err(|e| e.to_string())?;
             let stream = conn.open_uni().await.map_err(|e| e.to_string())?;
             Ok::<_, String>(Link { conn, stream })
         };
@@ -667,9 +659,7 @@ async fn serve_connection(
         // A dialer opens its stream with its first message, so a connection without
         // one is not a cluster member at work; later streams may come whenever.
         let accepted = if first_stream {
-            tokio::time::timeout(timeout, conn.accept_uni())
-                .await
-                .unwrap_or_else(|_| Err(quinn::ConnectionError::TimedOut))
+            tokio::time::timeout(timeout, conn.accept_uni()).await.unwrap_or_else(|_| Err(quinn::ConnectionError::TimedOut))
         } else {
             conn.accept_uni().await
         };

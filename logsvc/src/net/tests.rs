@@ -263,8 +263,7 @@ async fn a_peer_that_crashes_and_restarts_at_the_same_address_is_reached_before_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_streams_close_only_their_connection() {
     const LIMIT: usize = 1 << 20;
-    let (a, _a_rx, b, mut b_rx) =
-        pair(NetConfig::default(), NetConfig { frame_bytes_max: LIMIT, ..NetConfig::default() }).await;
+    let (a, _a_rx, b, mut b_rx) = pair(NetConfig::default(), NetConfig { frame_bytes_max: LIMIT, ..NetConfig::default() }).await;
 
     let hello = frame::hello(NodeId(7)).to_vec();
     let valid = frame::encode(&ping(99));
@@ -374,8 +373,7 @@ async fn only_holders_of_a_ca_signed_certificate_connect() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn large_messages_pass_and_frames_over_the_limit_are_refused_on_receipt() {
     const LIMIT: usize = 8 << 20;
-    let (a, _a_rx, b, mut b_rx) =
-        pair(NetConfig::default(), NetConfig { frame_bytes_max: LIMIT, ..NetConfig::default() }).await;
+    let (a, _a_rx, b, mut b_rx) = pair(NetConfig::default(), NetConfig { frame_bytes_max: LIMIT, ..NetConfig::default() }).await;
 
     let big = replicate(4 << 20);
     a.send(NodeId(2), big.clone());

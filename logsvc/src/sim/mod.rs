@@ -280,7 +280,13 @@ impl Sim {
                 roster.push((n, role));
                 slots.insert(
                     n,
-                    Slot { role, node: None, incarnation: 0, metalog: Arc::new(MemMetalogStore::new()), records: Arc::new(MemStore::new()) },
+                    Slot {
+                        role,
+                        node: None,
+                        incarnation: 0,
+                        metalog: Arc::new(MemMetalogStore::new()),
+                        records: Arc::new(MemStore::new()),
+                    },
                 );
             }
         }
@@ -367,7 +373,12 @@ impl Sim {
             }
             Role::Storage => {
                 let recovered = slot.records.recover().expect("the in-memory store never fails");
-                let cfg = StorageConfig { progress_interval_us: 10_000, heartbeat_interval_us: 30_000, follower: Self::follower_cfg(), ..Default::default() };
+                let cfg = StorageConfig {
+                    progress_interval_us: 10_000,
+                    heartbeat_interval_us: 30_000,
+                    follower: Self::follower_cfg(),
+                    ..Default::default()
+                };
                 Node::Storage(StorageNode::recover(n, CONTROLLER, inc, cfg, recovered))
             }
             Role::Engine => {
@@ -489,7 +500,9 @@ impl Sim {
                 for l in 0..self.opts.n_logs {
                     let (mine, canonical) = (e.applied(LogId(l)), self.oracle.position(LogId(l)));
                     if mine != canonical {
-                        what.push(format!("after the liveness phase engine {n} has applied {mine} of log {l}, the log is at {canonical}"));
+                        what.push(format!(
+                            "after the liveness phase engine {n} has applied {mine} of log {l}, the log is at {canonical}"
+                        ));
                     }
                 }
             }
@@ -624,8 +637,12 @@ impl Sim {
                             let reply = read_reply(req, seqnum, records.read(location));
                             self.send(n, to, reply);
                         }
-                        StorageAction::Reclaim(locations) => records.reclaim(&locations).expect("the in-memory store never fails"),
-                        StorageAction::Discard { shard, from } => records.discard(shard, from).expect("the in-memory store never fails"),
+                        StorageAction::Reclaim(locations) => {
+                            records.reclaim(&locations).expect("the in-memory store never fails")
+                        }
+                        StorageAction::Discard { shard, from } => {
+                            records.discard(shard, from).expect("the in-memory store never fails")
+                        }
                     }
                 }
             }
@@ -666,7 +683,9 @@ impl Sim {
                 let op = if self.request_of(op).is_some() { Some(op) } else { origin_op(&record.data) };
                 // The client may have given up on the op (its engine crashed): the record
                 // may be ordered all the same.
-                if let Some((op, Request::Append { book, tags, data, cond })) = op.and_then(|o| self.request_of(o).map(|r| (o, r))) {
+                if let Some((op, Request::Append { book, tags, data, cond })) =
+                    op.and_then(|o| self.request_of(o).map(|r| (o, r)))
+                {
                     let mut tags = tags.clone();
                     tags.retain(|&t| t != Tag::ALL);
                     if let Some(c) = cond {
@@ -693,7 +712,8 @@ impl Sim {
     }
 
     fn on_complete(&mut self, engine: NodeId, op: OpId, result: Result<Reply, crate::Error>, position: MetalogPosition) {
-        let Some(ci) = self.clients.iter().position(|c| c.engine == engine && c.op.as_ref().is_some_and(|(o, _, _)| *o == op)) else {
+        let Some(ci) = self.clients.iter().position(|c| c.engine == engine && c.op.as_ref().is_some_and(|(o, _, _)| *o == op))
+        else {
             return;
         };
         let (_, request, before) = self.clients[ci].op.take().expect("found");

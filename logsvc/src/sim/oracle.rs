@@ -148,7 +148,8 @@ impl Oracle {
             for (l, tail) in tails.iter().enumerate() {
                 let committed = self.committed.get(&(t.term.0, LogId(l as u8))).map_or(0, |v| v.len() as u64);
                 if tail.len < committed {
-                    let msg = format!("sealing term {} of log {l} kept {} entries, {committed} were committed", t.term.0, tail.len);
+                    let msg =
+                        format!("sealing term {} of log {l} kept {} entries, {committed} were committed", t.term.0, tail.len);
                     self.violation(msg);
                 }
             }
@@ -242,7 +243,9 @@ impl Oracle {
 
     /// An append completed: its record sits where the canonical log put `location`.
     pub fn check_append(&mut self, location: Location, result: &Result<SeqNum, Option<SeqNum>>) {
-        let Some(seqnum) = self.logs.iter().find_map(|l| l.records.iter().find(|r| r.location == location).map(|r| (r.seqnum, r.placement))) else {
+        let Some(seqnum) =
+            self.logs.iter().find_map(|l| l.records.iter().find(|r| r.location == location).map(|r| (r.seqnum, r.placement)))
+        else {
             self.violation(format!("append at {location:?} completed but the canonical log never ordered it"));
             return;
         };
@@ -257,7 +260,15 @@ impl Oracle {
     }
 
     /// A read completed at index position `at`: it returned what the canonical log holds.
-    pub fn check_read(&mut self, book: BookId, tag: Tag, bound: SeqNum, next: bool, at: MetalogPosition, got: &Option<LogRecord>) {
+    pub fn check_read(
+        &mut self,
+        book: BookId,
+        tag: Tag,
+        bound: SeqNum,
+        next: bool,
+        at: MetalogPosition,
+        got: &Option<LogRecord>,
+    ) {
         let log = &self.logs[crate::types::book_to_log(book, self.logs.len() as u8).0 as usize];
         if at > log.position {
             self.violation(format!("a read was served at {at}, beyond the canonical position {}", log.position));
@@ -266,7 +277,10 @@ impl Oracle {
         let expected = log.expect_read(book, tag, bound, next, at);
         let got_seqnum = got.as_ref().map(|r| r.seqnum);
         if expected != got_seqnum {
-            let msg = format!("read {book:?} tag {tag:?} {} {bound} at {at}: got {got_seqnum:?}, expected {expected:?}", if next { ">=" } else { "<=" });
+            let msg = format!(
+                "read {book:?} tag {tag:?} {} {bound} at {at}: got {got_seqnum:?}, expected {expected:?}",
+                if next { ">=" } else { "<=" }
+            );
             self.violation(msg);
             return;
         }

@@ -174,8 +174,7 @@ pub(crate) fn discard_removes_only_the_shard_suffix(store: &dyn RecordStore) -> 
 
 pub(crate) fn recover_returns_records_sorted_by_location(store: &dyn RecordStore) -> anyhow::Result<()> {
     // Written out of order, and with values whose little-endian bytes sort differently.
-    let shuffled =
-        [loc(256, 1), loc(1, 256), loc(1, 1), loc(0, u64::from(u32::MAX) + 1), loc(2, 0), loc(1, 255), loc(0, 7)];
+    let shuffled = [loc(256, 1), loc(1, 256), loc(1, 1), loc(0, u64::from(u32::MAX) + 1), loc(2, 0), loc(1, 255), loc(0, 7)];
     for l in shuffled {
         store.write(&records(&[l], 1))?;
     }
@@ -271,12 +270,7 @@ fn replay(writes: &[MetalogWrite]) -> anyhow::Result<MetalogState> {
             MetalogWrite::Entry(e) => {
                 ensure!(!state.sealed.contains(&(e.term, e.log)), "write {i}: entry {} after the seal", e.index);
                 let entries = state.entries.entry((e.term, e.log)).or_default();
-                ensure!(
-                    e.index == entries.len() as u64,
-                    "write {i}: entry {} on a metalog of {}",
-                    e.index,
-                    entries.len()
-                );
+                ensure!(e.index == entries.len() as u64, "write {i}: entry {} on a metalog of {}", e.index, entries.len());
                 entries.push(e.clone());
             }
             MetalogWrite::Truncate { term, log, len } => {
@@ -331,14 +325,8 @@ pub(crate) fn metalog_empty_store_loads_nothing(store: &dyn MetalogStore) -> any
 
 pub(crate) fn metalog_round_trip(store: &dyn MetalogStore) -> anyhow::Result<()> {
     // Two logs and two terms, interleaved as a sequencer of several logs writes them.
-    let writes = [
-        entry(1, 0, 0, 1),
-        entry(1, 1, 0, 2),
-        entry(1, 0, 1, 3),
-        entry(2, 0, 0, 4),
-        entry(1, 1, 1, 5),
-        entry(1, 0, 2, 6),
-    ];
+    let writes =
+        [entry(1, 0, 0, 1), entry(1, 1, 0, 2), entry(1, 0, 1, 3), entry(2, 0, 0, 4), entry(1, 1, 1, 5), entry(1, 0, 2, 6)];
     let state = check_metalog(store, &writes)?;
     assert_eq!(state.entries.values().map(Vec::len).collect::<Vec<_>>(), vec![3, 2, 1]);
     Ok(())
@@ -346,8 +334,7 @@ pub(crate) fn metalog_round_trip(store: &dyn MetalogStore) -> anyhow::Result<()>
 
 pub(crate) fn metalog_truncate_drops_the_tail(store: &dyn MetalogStore) -> anyhow::Result<()> {
     let truncate = |term, log, len| MetalogWrite::Truncate { term: Term(term), log: LogId(log), len };
-    let mut writes: Vec<MetalogWrite> =
-        (0..5).map(|i| entry(1, 0, i, 1)).chain((0..2).map(|i| entry(1, 1, i, 1))).collect();
+    let mut writes: Vec<MetalogWrite> = (0..5).map(|i| entry(1, 0, i, 1)).chain((0..2).map(|i| entry(1, 1, i, 1))).collect();
     writes.extend([
         truncate(1, 0, 3),
         // Entries 3 and 4 again, different: the old ones must not come back.
@@ -394,7 +381,11 @@ fn configuration(terms: u16) -> Configuration {
             incarnation: u64::from(t) << 40,
             replicas: vec![NodeId(4), NodeId(4 + u32::from(t) % 2)],
         };
-        let logs = (0..2).map(|l| LogTermConfig { log: LogId(l), sequencers: vec![NodeId(1 + u32::from(t) % 3)], shards: vec![shard(l)] });
+        let logs = (0..2).map(|l| LogTermConfig {
+            log: LogId(l),
+            sequencers: vec![NodeId(1 + u32::from(t) % 3)],
+            shards: vec![shard(l)],
+        });
         let sealed = (t < terms).then(|| {
             let last = match entry(t, 0, 4, u64::from(t)) {
                 MetalogWrite::Entry(e) => e,
@@ -404,7 +395,12 @@ fn configuration(terms: u16) -> Configuration {
         });
         TermConfig { term: Term(t), logs: logs.collect(), engines: vec![NodeId(7)], storage: vec![NodeId(4), NodeId(5)], sealed }
     };
-    Configuration { n_logs: 2, controller: NodeId(0), terms: (1..=terms).map(term).collect(), indexers: vec![vec![NodeId(7)], vec![]] }
+    Configuration {
+        n_logs: 2,
+        controller: NodeId(0),
+        terms: (1..=terms).map(term).collect(),
+        indexers: vec![vec![NodeId(7)], vec![]],
+    }
 }
 
 pub(crate) fn controller_empty_store_loads_nothing(store: &dyn ControllerStore) -> anyhow::Result<()> {

@@ -166,9 +166,8 @@ impl GroupCommit {
         }
         let (cost, max) = (request.cost(), self.config.queue_records_max);
         if cost > max {
-            let e = Error::InvalidArgument(format!(
-                "a request of {cost} records exceeds the group commit queue of {max} records"
-            ));
+            let e =
+                Error::InvalidArgument(format!("a request of {cost} records exceeds the group commit queue of {max} records"));
             return Err((request, e));
         }
         let reserved = self
@@ -348,10 +347,7 @@ mod tests {
     }
 
     fn record(data_bytes: usize) -> Record {
-        Record {
-            meta: RecordMeta { book: BookId(1), tags: vec![], cond: None },
-            data: Bytes::from(vec![7u8; data_bytes]),
-        }
+        Record { meta: RecordMeta { book: BookId(1), tags: vec![], cond: None }, data: Bytes::from(vec![7u8; data_bytes]) }
     }
 
     /// A [`MemStore`] whose `sync` announces itself and then waits for the test to open
@@ -458,8 +454,7 @@ mod tests {
     }
 
     fn start(store: Arc<dyn RecordStore>, batch_bytes_max: usize, queue_records_max: usize) -> GroupCommit {
-        GroupCommit::start(store, GroupCommitConfig { batch_bytes_max, queue_records_max })
-            .expect("group commit starts")
+        GroupCommit::start(store, GroupCommitConfig { batch_bytes_max, queue_records_max }).expect("group commit starts")
     }
 
     #[test]

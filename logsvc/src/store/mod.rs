@@ -90,9 +90,16 @@ pub trait RecordStore: Send + Sync + 'static {
 pub enum MetalogWrite {
     Entry(MetalogEntry),
     /// Drop entries at and after `len` (an uncommitted tail, after a seal).
-    Truncate { term: Term, log: LogId, len: u64 },
+    Truncate {
+        term: Term,
+        log: LogId,
+        len: u64,
+    },
     /// The promise to reject further entries of this metalog.
-    Seal { term: Term, log: LogId },
+    Seal {
+        term: Term,
+        log: LogId,
+    },
 }
 
 /// The sequencer's durable metalog replica.

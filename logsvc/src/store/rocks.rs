@@ -34,8 +34,8 @@ use std::sync::Mutex;
 
 use bytes::Bytes;
 use rocksdb::{
-    BlockBasedOptions, ColumnFamily, ColumnFamilyDescriptor, DBCompressionType, IteratorMode, Options, WriteBatch,
-    WriteOptions, DB,
+    BlockBasedOptions, ColumnFamily, ColumnFamilyDescriptor, DBCompressionType, IteratorMode, Options, WriteBatch, WriteOptions,
+    DB,
 };
 
 use super::codec::{decode, encode};
@@ -72,9 +72,7 @@ impl FromStr for FsyncPolicy {
         match s {
             "every-batch" => Ok(FsyncPolicy::EveryBatch),
             "never" => Ok(FsyncPolicy::Never),
-            _ => Err(Error::InvalidArgument(format!(
-                "unknown fsync policy {s:?}, expected \"every-batch\" or \"never\""
-            ))),
+            _ => Err(Error::InvalidArgument(format!("unknown fsync policy {s:?}, expected \"every-batch\" or \"never\""))),
         }
     }
 }
@@ -213,8 +211,7 @@ fn open_db(path: &Path, families: &[(&str, usize)], format: &[u8]) -> Result<DB>
             )))
         }
         None => {
-            let empty =
-                families.iter().all(|(name, _)| db.iterator_cf(cf(&db, name), IteratorMode::Start).next().is_none());
+            let empty = families.iter().all(|(name, _)| db.iterator_cf(cf(&db, name), IteratorMode::Start).next().is_none());
             if !empty {
                 return Err(Error::Storage(format!("{} holds data but no format marker", path.display())));
             }
@@ -446,12 +443,9 @@ impl MetalogStore for RocksMetalogStore {
                 seals.next();
             }
             let entry: MetalogEntry = decode("metalog entry", &value, ENTRY_BYTES_MAX)?;
-            let index =
-                u64::from_be_bytes(key[METALOG_PREFIX_LEN..].try_into().expect("entry keys have 8 index bytes"));
+            let index = u64::from_be_bytes(key[METALOG_PREFIX_LEN..].try_into().expect("entry keys have 8 index bytes"));
             if (entry.term, entry.log, entry.index) != (term, log, index) {
-                return Err(Error::Storage(format!(
-                    "metalog entry under key {term:?} {log:?} {index} names another position"
-                )));
+                return Err(Error::Storage(format!("metalog entry under key {term:?} {log:?} {index} names another position")));
             }
             writes.push(MetalogWrite::Entry(entry));
         }
@@ -482,9 +476,8 @@ mod tests {
 
     #[test]
     fn record_keys_sort_like_locations() {
-        let locations =
-            [(0, 0), (0, 1), (0, 255), (0, 256), (0, LocalId::MAX), (1, 0), (256, 0), (u32::MAX, LocalId::MAX)]
-                .map(|(s, l)| Location { shard: ShardId(s), local_id: l });
+        let locations = [(0, 0), (0, 1), (0, 255), (0, 256), (0, LocalId::MAX), (1, 0), (256, 0), (u32::MAX, LocalId::MAX)]
+            .map(|(s, l)| Location { shard: ShardId(s), local_id: l });
         for pair in locations.windows(2) {
             assert!(record_key(pair[0]) < record_key(pair[1]), "{pair:?}");
             assert!(record_key(pair[0]).as_slice() < shard_end_key(pair[0].shard).as_slice());

@@ -50,9 +50,7 @@ impl CrashAfter {
 
     /// Counts one effect; true when this one is the last before the crash.
     fn hit(&self) -> bool {
-        self.0
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok_and(|before| before == 1)
+        self.0.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok_and(|before| before == 1)
     }
 }
 
@@ -150,12 +148,8 @@ impl Instance {
             }));
         }
         self.svc.register_book(self.book).await?;
-        let init = Step::Init {
-            id: self.id.clone(),
-            function: self.function.clone(),
-            root: self.root,
-            input: self.input.clone(),
-        };
+        let init =
+            Step::Init { id: self.id.clone(), function: self.function.clone(), root: self.root, input: self.input.clone() };
         let tags = [self.step_tag, record::instances_tag()];
         let log = &self.svc.log;
         match log.cond_append(ctx, self.book, &tags, record::encode(&init), self.step_tag, 0).await {
@@ -276,12 +270,8 @@ impl Instance {
         if let Some(&p) = self.protocols.get(table) {
             return Ok(p);
         }
-        let declared = self
-            .declared
-            .get(table)
-            .or_else(|| self.svc.config.tables.get(table))
-            .copied()
-            .unwrap_or(self.svc.config.protocol);
+        let declared =
+            self.declared.get(table).or_else(|| self.svc.config.tables.get(table)).copied().unwrap_or(self.svc.config.protocol);
         let effective = if declared == Protocol::Unsafe {
             Effective::Unsafe
         } else {

@@ -349,7 +349,14 @@ async fn version_value(store: &dyn StateStore, st: &str, table: &str, key: &[u8]
 
 /// A transitional read: the fresher of the single-version entry (its version cursor)
 /// and the newest write-log record (its seqnum).
-async fn fresher_value(svc: &Durable, ctx: &mut Context, book: BookId, st: &str, table: &str, key: &[u8]) -> Result<Value, Abort> {
+async fn fresher_value(
+    svc: &Durable,
+    ctx: &mut Context,
+    book: BookId,
+    st: &str,
+    table: &str,
+    key: &[u8],
+) -> Result<Value, Abort> {
     let latest = svc.store.get_latest(st, key).await?;
     let logged = visible_write(&svc.log, ctx, book, table, key, u64::MAX).await?;
     match (latest, logged) {

@@ -117,7 +117,14 @@ impl Recovery {
                 }
                 open.attempts += 1;
                 open.seen = Instant::now();
-                tokio::spawn(reexecute(rt.clone(), book, open.id.clone(), open.function.clone(), open.input.clone(), open.attempts));
+                tokio::spawn(reexecute(
+                    rt.clone(),
+                    book,
+                    open.id.clone(),
+                    open.function.clone(),
+                    open.input.clone(),
+                    open.attempts,
+                ));
             }
         }
         Ok(())

@@ -157,9 +157,9 @@ async fn append_transition(
     let tag = transition_tag(table);
     match rt.durable.log.cond_append(ctx, book, &[tag], record::encode(&t), tag, position).await {
         Ok(s) => Ok(s.0),
-        Err(LogError::Conflict { .. }) => Err(RuntimeError::Conflict(format!(
-            "the protocol of {table:?} changed meanwhile; ask again"
-        ))),
+        Err(LogError::Conflict { .. }) => {
+            Err(RuntimeError::Conflict(format!("the protocol of {table:?} changed meanwhile; ask again")))
+        }
         Err(e) => Err(e.into()),
     }
 }
@@ -191,7 +191,16 @@ async fn begin(
 }
 
 #[allow(clippy::too_many_arguments)]
-fn spawn_completion(rt: &Arc<Runtime>, book: BookId, table: String, b: u64, to: Protocol, auto: bool, end_position: u64, ctx: Context) {
+fn spawn_completion(
+    rt: &Arc<Runtime>,
+    book: BookId,
+    table: String,
+    b: u64,
+    to: Protocol,
+    auto: bool,
+    end_position: u64,
+    ctx: Context,
+) {
     let rt = rt.clone();
     tokio::spawn(async move {
         let mut ctx = ctx;

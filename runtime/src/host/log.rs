@@ -31,10 +31,7 @@ impl Host for HostState {
 
     async fn cond_append(&mut self, tags_: Vec<u64>, data: Vec<u8>, cond_tag: u64, cond_pos: u64) -> Outcome<u64> {
         let inv = &mut self.inv;
-        let r = inv
-            .log
-            .cond_append(&mut inv.ctx, inv.book, &tags(tags_), Bytes::from(data), Tag(cond_tag), cond_pos)
-            .await;
+        let r = inv.log.cond_append(&mut inv.ctx, inv.book, &tags(tags_), Bytes::from(data), Tag(cond_tag), cond_pos).await;
         Ok(r.map(|s| s.0).map_err(guest_error))
     }
 

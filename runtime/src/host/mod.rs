@@ -105,10 +105,7 @@ pub struct HostState {
 
 impl WasiView for HostState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView {
-            ctx: &mut self.wasi,
-            table: &mut self.table,
-        }
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
     }
 }
 
@@ -177,10 +174,7 @@ impl WasmHost {
             // Batch decommits: each madvise costs a TLB shootdown on every core.
             .decommit_batch_size(16);
         let mut config = wasmtime::Config::new();
-        config
-            .wasm_component_model(true)
-            .epoch_interruption(true)
-            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        config.wasm_component_model(true).epoch_interruption(true).allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&config)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
@@ -190,14 +184,7 @@ impl WasmHost {
         engine.precompile_compatibility_hash().hash(&mut h);
         let compat = h.finish();
         let ticker = Ticker::start(engine.clone());
-        Ok(WasmHost {
-            engine,
-            linker,
-            artifacts,
-            compat,
-            metrics,
-            _ticker: ticker,
-        })
+        Ok(WasmHost { engine, linker, artifacts, compat, metrics, _ticker: ticker })
     }
 
     /// Validates a component against the world and compiles it, or loads the artifact
@@ -237,10 +224,7 @@ impl WasmHost {
     }
 
     fn link(&self, component: &Component) -> Result<Prepared> {
-        let pre = self
-            .linker
-            .instantiate_pre(component)
-            .map_err(|e| RuntimeError::WrongWorld(format!("{e:#}")))?;
+        let pre = self.linker.instantiate_pre(component).map_err(|e| RuntimeError::WrongWorld(format!("{e:#}")))?;
         FunctionPre::new(pre).map_err(|e| RuntimeError::WrongWorld(format!("{e:#}")))
     }
 
@@ -255,10 +239,7 @@ impl WasmHost {
         let state = HostState {
             wasi,
             table: ResourceTable::new(),
-            limiter: MemoryLimiter {
-                limit: limits.memory_bytes as usize,
-                hit: false,
-            },
+            limiter: MemoryLimiter { limit: limits.memory_bytes as usize, hit: false },
             stderr,
             stdout,
             inv,
@@ -315,11 +296,8 @@ fn trap_message(e: &wasmtime::Error, stderr: &MemoryOutputPipe) -> String {
     };
     let contents = stderr.contents();
     let text = String::from_utf8_lossy(&contents);
-    let lines: Vec<&str> = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with("note: run with `RUST_BACKTRACE"))
-        .collect();
+    let lines: Vec<&str> =
+        text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with("note: run with `RUST_BACKTRACE")).collect();
     if lines.is_empty() {
         return trap;
     }

@@ -45,24 +45,13 @@ fn v(cursor: u64, counter: u32) -> Version {
 }
 
 /// Asserts what `get_at` returns; the table names the failing case.
-async fn check_at(
-    store: &dyn StateStore,
-    table: &str,
-    key: &[u8],
-    at: u64,
-    expect: Option<(u64, Value)>,
-) {
+async fn check_at(store: &dyn StateStore, table: &str, key: &[u8], at: u64, expect: Option<(u64, Value)>) {
     let got = store.get_at(table, key, at).await.unwrap();
     assert_eq!(got, expect, "{table}: get_at(key={key:?}, at={at})");
 }
 
 /// Asserts what `get_latest` returns; the table names the failing case.
-async fn check_latest(
-    store: &dyn StateStore,
-    table: &str,
-    key: &[u8],
-    expect: Option<(Version, Value)>,
-) {
+async fn check_latest(store: &dyn StateStore, table: &str, key: &[u8], expect: Option<(Version, Value)>) {
     let got = store.get_latest(table, key).await.unwrap();
     assert_eq!(got, expect, "{table}: get_latest(key={key:?})");
 }
@@ -77,16 +66,10 @@ pub async fn missing_keys(store: &dyn StateStore) {
 pub async fn get_at_boundaries(store: &dyn StateStore) {
     let t = "get_at_boundaries";
     for version in [0, 5, 10, u64::MAX] {
-        store
-            .put_version(t, b"k", version, val(&format!("v{version}")))
-            .await
-            .unwrap();
+        store.put_version(t, b"k", version, val(&format!("v{version}"))).await.unwrap();
     }
     // Versions above 2^63 must sort above the rest (PostgreSQL stores them signed).
-    store
-        .put_version(t, b"k", 1 << 63, val("high"))
-        .await
-        .unwrap();
+    store.put_version(t, b"k", 1 << 63, val("high")).await.unwrap();
     let cases: [(u64, Option<(u64, Value)>); 9] = [
         (0, Some((0, val("v0")))),
         (4, Some((0, val("v0")))),
@@ -101,10 +84,7 @@ pub async fn get_at_boundaries(store: &dyn StateStore) {
     for (at, expect) in cases {
         check_at(store, t, b"k", at, expect).await;
     }
-    store
-        .put_version(t, b"only_later", 7, val("x"))
-        .await
-        .unwrap();
+    store.put_version(t, b"only_later", 7, val("x")).await.unwrap();
     check_at(store, t, b"only_later", 6, None).await;
 }
 
@@ -116,16 +96,10 @@ pub async fn tombstones(store: &dyn StateStore) {
     check_at(store, t, b"k", 1, Some((1, val("a")))).await;
     check_at(store, t, b"k", 2, Some((2, None))).await;
     check_at(store, t, b"k", 3, Some((3, val("b")))).await;
-    assert!(
-        store.put_if_newer(t, b"k", v(1, 0), None).await.unwrap(),
-        "{t}"
-    );
+    assert!(store.put_if_newer(t, b"k", v(1, 0), None).await.unwrap(), "{t}");
     check_latest(store, t, b"k", Some((v(1, 0), None))).await;
     // An empty value is a value, not a tombstone.
-    assert!(
-        store.put_if_newer(t, b"k", v(1, 1), val("")).await.unwrap(),
-        "{t}"
-    );
+    assert!(store.put_if_newer(t, b"k", v(1, 1), val("")).await.unwrap(), "{t}");
     check_latest(store, t, b"k", Some((v(1, 1), val("")))).await;
 }
 
@@ -181,11 +155,7 @@ pub async fn put_if_newer_ordering(store: &dyn StateStore) {
         assert_eq!(got, stored, "{t}: step {i}");
     }
     let (_, value) = store.get_latest(t, b"k").await.unwrap().unwrap();
-    assert_eq!(
-        value,
-        val("step6"),
-        "{t}: the value belongs to the stored version"
-    );
+    assert_eq!(value, val("step6"), "{t}: the value belongs to the stored version");
 }
 
 pub async fn put_latest_overwrites(store: &dyn StateStore) {
@@ -212,10 +182,9 @@ pub async fn list_keys_pages(store: &dyn StateStore) {
         }
     }
     store.put_version("list_keys_pages_other", b"zz", 1, val("v")).await.unwrap();
-    for (family, want) in [
-        (Family::Versions, keys.clone()),
-        (Family::Latest, keys.iter().step_by(2).copied().collect::<Vec<_>>()),
-    ] {
+    for (family, want) in
+        [(Family::Versions, keys.clone()), (Family::Latest, keys.iter().step_by(2).copied().collect::<Vec<_>>())]
+    {
         for page in [1, 2, 100] {
             let mut got: Vec<Bytes> = Vec::new();
             loop {
@@ -239,17 +208,10 @@ pub async fn list_keys_pages(store: &dyn StateStore) {
 pub async fn concurrent_put_if_newer(store: &dyn StateStore) {
     let t = "concurrent_put_if_newer";
     // Distinct versions in a scrambled order, all racing.
-    let versions: Vec<Version> = (0..16u32)
-        .map(|i| v(u64::from((i * 7) % 16), i % 3))
-        .collect();
-    let writes = versions.iter().map(|&version| {
-        store.put_if_newer(
-            t,
-            b"k",
-            version,
-            val(&format!("{}.{}", version.cursor, version.counter)),
-        )
-    });
+    let versions: Vec<Version> = (0..16u32).map(|i| v(u64::from((i * 7) % 16), i % 3)).collect();
+    let writes = versions
+        .iter()
+        .map(|&version| store.put_if_newer(t, b"k", version, val(&format!("{}.{}", version.cursor, version.counter))));
     let results = futures_util::future::join_all(writes).await;
     assert!(results.iter().all(Result::is_ok), "{t}: {results:?}");
     let max = versions.iter().max().copied().unwrap();
@@ -260,10 +222,7 @@ pub async fn concurrent_put_if_newer(store: &dyn StateStore) {
 pub async fn table_isolation(store: &dyn StateStore) {
     let (a, b) = ("table_isolation_a", "table_isolation_b");
     store.put_version(a, b"k", 1, val("a")).await.unwrap();
-    store
-        .put_if_newer(a, b"k", v(1, 0), val("a"))
-        .await
-        .unwrap();
+    store.put_if_newer(a, b"k", v(1, 0), val("a")).await.unwrap();
     check_at(store, b, b"k", 1, None).await;
     check_latest(store, b, b"k", None).await;
     store.put_version(b, b"k", 1, val("b")).await.unwrap();
@@ -273,10 +232,7 @@ pub async fn table_isolation(store: &dyn StateStore) {
     check_at(store, b, b"k", 1, Some((1, val("b")))).await;
     // A table name that is a prefix of another, with keys that could make them collide
     // under a naive concatenation.
-    store
-        .put_version("table_isolation_p", b"xk", 1, val("p"))
-        .await
-        .unwrap();
+    store.put_version("table_isolation_p", b"xk", 1, val("p")).await.unwrap();
     check_at(store, "table_isolation_px", b"k", 1, None).await;
 }
 
@@ -284,10 +240,7 @@ pub async fn family_isolation(store: &dyn StateStore) {
     let t = "family_isolation";
     store.put_version(t, b"k", 1, val("multi")).await.unwrap();
     check_latest(store, t, b"k", None).await;
-    store
-        .put_if_newer(t, b"j", v(1, 0), val("single"))
-        .await
-        .unwrap();
+    store.put_if_newer(t, b"j", v(1, 0), val("single")).await.unwrap();
     check_at(store, t, b"j", u64::MAX, None).await;
 }
 
@@ -295,24 +248,14 @@ pub async fn binary_keys(store: &dyn StateStore) {
     let t = "binary_keys";
     let keys: [&[u8]; 5] = [b"", b"\0", b"\0\0", b"a\0b", &[0xff, 0x00, 0xfe]];
     for (i, key) in keys.iter().enumerate() {
-        store
-            .put_version(t, key, 1, val(&format!("m{i}")))
-            .await
-            .unwrap();
-        store
-            .put_if_newer(t, key, v(1, 0), val(&format!("s{i}")))
-            .await
-            .unwrap();
+        store.put_version(t, key, 1, val(&format!("m{i}"))).await.unwrap();
+        store.put_if_newer(t, key, v(1, 0), val(&format!("s{i}"))).await.unwrap();
     }
     for (i, key) in keys.iter().enumerate() {
         let got = store.get_at(t, key, 1).await.unwrap();
         assert_eq!(got, Some((1, val(&format!("m{i}")))), "{t}: key {key:?}");
         let got = store.get_latest(t, key).await.unwrap();
-        assert_eq!(
-            got,
-            Some((v(1, 0), val(&format!("s{i}")))),
-            "{t}: key {key:?}"
-        );
+        assert_eq!(got, Some((v(1, 0), val(&format!("s{i}")))), "{t}: key {key:?}");
     }
     // A key followed by version-like bytes is a different key.
     check_at(store, t, b"a", u64::MAX, None).await;
@@ -320,39 +263,18 @@ pub async fn binary_keys(store: &dyn StateStore) {
 
 pub async fn large_values(store: &dyn StateStore) {
     let t = "large_values";
-    let big: Bytes = (0..1 << 20)
-        .map(|i: u32| (i % 251) as u8)
-        .collect::<Vec<u8>>()
-        .into();
-    store
-        .put_version(t, b"k", 1, Some(big.clone()))
-        .await
-        .unwrap();
-    store
-        .put_if_newer(t, b"k", v(1, 0), Some(big.clone()))
-        .await
-        .unwrap();
+    let big: Bytes = (0..1 << 20).map(|i: u32| (i % 251) as u8).collect::<Vec<u8>>().into();
+    store.put_version(t, b"k", 1, Some(big.clone())).await.unwrap();
+    store.put_if_newer(t, b"k", v(1, 0), Some(big.clone())).await.unwrap();
     check_at(store, t, b"k", 1, Some((1, Some(big.clone())))).await;
     check_latest(store, t, b"k", Some((v(1, 0), Some(big)))).await;
 }
 
 pub async fn invalid_table(store: &dyn StateStore) {
     for table in ["", "a\0b"] {
-        assert!(
-            store.get_at(table, b"k", 1).await.is_err(),
-            "invalid_table {table:?}"
-        );
-        assert!(
-            store.put_version(table, b"k", 1, None).await.is_err(),
-            "invalid_table"
-        );
-        assert!(
-            store
-                .put_if_newer(table, b"k", v(1, 0), None)
-                .await
-                .is_err(),
-            "invalid_table"
-        );
+        assert!(store.get_at(table, b"k", 1).await.is_err(), "invalid_table {table:?}");
+        assert!(store.put_version(table, b"k", 1, None).await.is_err(), "invalid_table");
+        assert!(store.put_if_newer(table, b"k", v(1, 0), None).await.is_err(), "invalid_table");
     }
 }
 
@@ -366,21 +288,12 @@ where
         let store = open().await;
         store.put_version(t, b"k", 1, val("one")).await.unwrap();
         store.put_version(t, b"k", 2, None).await.unwrap();
-        store
-            .put_if_newer(t, b"k", v(3, 1), val("latest"))
-            .await
-            .unwrap();
+        store.put_if_newer(t, b"k", v(3, 1), val("latest")).await.unwrap();
     }
     let store = open().await;
     check_at(&*store, t, b"k", 1, Some((1, val("one")))).await;
     check_at(&*store, t, b"k", 2, Some((2, None))).await;
     check_latest(&*store, t, b"k", Some((v(3, 1), val("latest")))).await;
     // Conditional writes still compare against the version stored before the reopen.
-    assert!(
-        !store
-            .put_if_newer(t, b"k", v(3, 0), val("old"))
-            .await
-            .unwrap(),
-        "{t}"
-    );
+    assert!(!store.put_if_newer(t, b"k", v(3, 0), val("old")).await.unwrap(), "{t}");
 }

@@ -84,34 +84,17 @@ pub enum Family {
 /// protocols above recover by repeating it, which both families make safe.
 pub trait StateStore: Send + Sync {
     /// Stores `value` as `version` of `(table, key)` unless that version exists already.
-    fn put_version<'a>(
-        &'a self,
-        table: &'a str,
-        key: &'a [u8],
-        version: u64,
-        value: Value,
-    ) -> StateFuture<'a, ()>;
+    fn put_version<'a>(&'a self, table: &'a str, key: &'a [u8], version: u64, value: Value) -> StateFuture<'a, ()>;
 
     /// The newest version `<= at` of `(table, key)` and its value, if there is one.
-    fn get_at<'a>(
-        &'a self,
-        table: &'a str,
-        key: &'a [u8],
-        at: u64,
-    ) -> StateFuture<'a, Option<(u64, Value)>>;
+    fn get_at<'a>(&'a self, table: &'a str, key: &'a [u8], at: u64) -> StateFuture<'a, Option<(u64, Value)>>;
 
     /// Deletes `version` of `(table, key)`; says whether it was there.
     fn delete_version<'a>(&'a self, table: &'a str, key: &'a [u8], version: u64) -> StateFuture<'a, bool>;
 
     /// Stores `(version, value)` for `(table, key)` if nothing is stored or the stored
     /// version is strictly older; returns whether it wrote.
-    fn put_if_newer<'a>(
-        &'a self,
-        table: &'a str,
-        key: &'a [u8],
-        version: Version,
-        value: Value,
-    ) -> StateFuture<'a, bool>;
+    fn put_if_newer<'a>(&'a self, table: &'a str, key: &'a [u8], version: Version, value: Value) -> StateFuture<'a, bool>;
 
     /// Stores `value` for `(table, key)` at [`Version::ZERO`] whatever is stored: the
     /// raw write of the `unsafe` protocol. Not ordered against a concurrent
@@ -119,11 +102,7 @@ pub trait StateStore: Send + Sync {
     fn put_latest<'a>(&'a self, table: &'a str, key: &'a [u8], value: Value) -> StateFuture<'a, ()>;
 
     /// The stored version and value of the single-version entry `(table, key)`.
-    fn get_latest<'a>(
-        &'a self,
-        table: &'a str,
-        key: &'a [u8],
-    ) -> StateFuture<'a, Option<(Version, Value)>>;
+    fn get_latest<'a>(&'a self, table: &'a str, key: &'a [u8]) -> StateFuture<'a, Option<(Version, Value)>>;
 
     /// Up to `limit` distinct keys of `table` in `family`, in the store's own order,
     /// after `after` (a key this method returned before; `None` starts at the first).
@@ -148,10 +127,7 @@ pub enum StateError {
     InvalidTable(String),
     /// The backend failed or could not be reached.
     #[error("{backend} state store: {message}")]
-    Backend {
-        backend: &'static str,
-        message: String,
-    },
+    Backend { backend: &'static str, message: String },
     /// The backend returned an entry this code did not write.
     #[error("corrupt state entry: {0}")]
     Corrupt(String),

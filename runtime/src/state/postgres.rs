@@ -62,9 +62,7 @@ impl PgStateStore {
     /// Spawns a task named by its purpose, the connection driver: it ends when the
     /// store is dropped, and on a connection error, after which every call fails.
     pub async fn connect(conninfo: &str) -> Result<Self, StateError> {
-        let (client, connection) = tokio_postgres::connect(conninfo, NoTls)
-            .await
-            .map_err(backend)?;
+        let (client, connection) = tokio_postgres::connect(conninfo, NoTls).await.map_err(backend)?;
         tokio::spawn(async move {
             if let Err(e) = connection.await {
                 tracing::warn!(error = %e, "state.postgres connection ended");
@@ -76,13 +74,7 @@ impl PgStateStore {
 }
 
 impl StateStore for PgStateStore {
-    fn put_version<'a>(
-        &'a self,
-        table: &'a str,
-        key: &'a [u8],
-        version: u64,
-        value: Value,
-    ) -> StateFuture<'a, ()> {
+    fn put_version<'a>(&'a self, table: &'a str, key: &'a [u8], version: u64, value: Value) -> StateFuture<'a, ()> {
         Box::pin(async move {
             check_table(table)?;
             self.client
@@ -97,12 +89,7 @@ impl StateStore for PgStateStore {
         })
     }
 
-    fn get_at<'a>(
-        &'a self,
-        table: &'a str,
-        key: &'a [u8],
-        at: u64,
-    ) -> StateFuture<'a, Option<(u64, Value)>> {
+    fn get_at<'a>(&'a self, table: &'a str, key: &'a [u8], at: u64) -> StateFuture<'a, Option<(u64, Value)>> {
         Box::pin(async move {
             check_table(table)?;
             let row = self
@@ -137,13 +124,7 @@ impl StateStore for PgStateStore {
         })
     }
 
-    fn put_if_newer<'a>(
-        &'a self,
-        table: &'a str,
-        key: &'a [u8],
-        version: Version,
-        value: Value,
-    ) -> StateFuture<'a, bool> {
+    fn put_if_newer<'a>(&'a self, table: &'a str, key: &'a [u8], version: Version, value: Value) -> StateFuture<'a, bool> {
         Box::pin(async move {
             check_table(table)?;
             let written = self
@@ -155,13 +136,7 @@ impl StateStore for PgStateStore {
                      SET cursor = EXCLUDED.cursor, counter = EXCLUDED.counter,
                          value = EXCLUDED.value
                      WHERE (s.cursor, s.counter) < (EXCLUDED.cursor, EXCLUDED.counter)",
-                    &[
-                        &table,
-                        &key,
-                        &to_sql(version.cursor),
-                        &i64::from(version.counter),
-                        &value.as_deref(),
-                    ],
+                    &[&table, &key, &to_sql(version.cursor), &i64::from(version.counter), &value.as_deref()],
                 )
                 .await
                 .map_err(backend)?;
@@ -211,11 +186,7 @@ impl StateStore for PgStateStore {
         })
     }
 
-    fn get_latest<'a>(
-        &'a self,
-        table: &'a str,
-        key: &'a [u8],
-    ) -> StateFuture<'a, Option<(Version, Value)>> {
+    fn get_latest<'a>(&'a self, table: &'a str, key: &'a [u8]) -> StateFuture<'a, Option<(Version, Value)>> {
         Box::pin(async move {
             check_table(table)?;
             let row = self
@@ -229,25 +200,15 @@ impl StateStore for PgStateStore {
                 .map_err(backend)?;
             let Some(row) = row else { return Ok(None) };
             let counter: i64 = row.get(1);
-            let counter = u32::try_from(counter)
-                .map_err(|_| StateError::Corrupt(format!("write counter {counter}")))?;
+            let counter = u32::try_from(counter).map_err(|_| StateError::Corrupt(format!("write counter {counter}")))?;
             let value: Option<Vec<u8>> = row.get(2);
-            Ok(Some((
-                Version {
-                    cursor: from_sql(row.get(0)),
-                    counter,
-                },
-                value.map(Bytes::from),
-            )))
+            Ok(Some((Version { cursor: from_sql(row.get(0)), counter }, value.map(Bytes::from))))
         })
     }
 }
 
 fn backend(e: impl std::fmt::Display) -> StateError {
-    StateError::Backend {
-        backend: "postgres",
-        message: e.to_string(),
-    }
+    StateError::Backend { backend: "postgres", message: e.to_string() }
 }
 
 /// Maps `u64` order onto `i64` order by flipping the top bit.
@@ -277,63 +238,26 @@ impl TempPostgres {
     /// Initialises a cluster and starts the server, waiting until it accepts
     /// connections. Blocks for a second or two.
     pub fn start() -> Result<Self, StateError> {
-        let dir = tempfile::Builder::new()
-            .prefix("tally-pg")
-            .tempdir()
-            .map_err(backend)?;
+        let dir = tempfile::Builder::new().prefix("tally-pg").tempdir().map_err(backend)?;
         let as_postgres = is_root();
         if as_postgres {
-            run(Command::new("chown")
-                .arg("postgres:postgres")
-                .arg(dir.path()))?;
+            run(Command::new("chown").arg("postgres:postgres").arg(dir.path()))?;
         }
-        let server = TempPostgres {
-            dir,
-            bin: server_bin_dir(),
-            as_postgres,
-        };
+        let server = TempPostgres { dir, bin: server_bin_dir(), as_postgres };
         let data = server.data_dir();
         server.run_tool(
             "initdb",
-            &[
-                "-D",
-                path_str(&data)?,
-                "--auth=trust",
-                "-U",
-                "postgres",
-                "--no-sync",
-                "-E",
-                "UTF8",
-                "--locale=C",
-            ],
+            &["-D", path_str(&data)?, "--auth=trust", "-U", "postgres", "--no-sync", "-E", "UTF8", "--locale=C"],
         )?;
-        let options = format!(
-            "-c listen_addresses='' -k {} -c fsync=off",
-            path_str(server.dir.path())?
-        );
+        let options = format!("-c listen_addresses='' -k {} -c fsync=off", path_str(server.dir.path())?);
         let log = server.dir.path().join("server.log");
-        server.run_tool(
-            "pg_ctl",
-            &[
-                "-D",
-                path_str(&data)?,
-                "-l",
-                path_str(&log)?,
-                "-o",
-                &options,
-                "-w",
-                "start",
-            ],
-        )?;
+        server.run_tool("pg_ctl", &["-D", path_str(&data)?, "-l", path_str(&log)?, "-o", &options, "-w", "start"])?;
         Ok(server)
     }
 
     /// The conninfo for [`PgStateStore::connect`], to the `postgres` database.
     pub fn conninfo(&self) -> String {
-        format!(
-            "host={} user=postgres dbname=postgres",
-            self.dir.path().display()
-        )
+        format!("host={} user=postgres dbname=postgres", self.dir.path().display())
     }
 
     fn data_dir(&self) -> PathBuf {
@@ -365,9 +289,7 @@ impl Drop for TempPostgres {
 
 fn is_root() -> bool {
     use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/self")
-        .map(|m| m.uid() == 0)
-        .unwrap_or(false)
+    std::fs::metadata("/proc/self").map(|m| m.uid() == 0).unwrap_or(false)
 }
 
 fn server_bin_dir() -> PathBuf {
@@ -386,14 +308,11 @@ fn server_bin_dir() -> PathBuf {
 }
 
 fn path_str(path: &Path) -> Result<&str, StateError> {
-    path.to_str()
-        .ok_or_else(|| backend(format!("path {} is not UTF-8", path.display())))
+    path.to_str().ok_or_else(|| backend(format!("path {} is not UTF-8", path.display())))
 }
 
 fn run(command: &mut Command) -> Result<(), StateError> {
-    let output = command
-        .output()
-        .map_err(|e| backend(format!("{command:?}: {e}")))?;
+    let output = command.output().map_err(|e| backend(format!("{command:?}: {e}")))?;
     if !output.status.success() {
         return Err(backend(format!(
             "{command:?} failed with {}: {}{}",

@@ -47,16 +47,9 @@ impl RocksStateStore {
         let mut opts = Options::default();
         opts.create_if_missing(true);
         opts.create_missing_column_families(true);
-        let cfs = [CF_VERSIONS, CF_LATEST]
-            .into_iter()
-            .map(|name| ColumnFamilyDescriptor::new(name, Options::default()));
+        let cfs = [CF_VERSIONS, CF_LATEST].into_iter().map(|name| ColumnFamilyDescriptor::new(name, Options::default()));
         let db = DB::open_cf_descriptors(&opts, path, cfs).map_err(backend)?;
-        Ok(RocksStateStore {
-            inner: Arc::new(Inner {
-                db,
-                write_lock: Mutex::new(()),
-            }),
-        })
+        Ok(RocksStateStore { inner: Arc::new(Inner { db, write_lock: Mutex::new(()) }) })
     }
 
     /// Runs `op` on the blocking pool after checking the table name.
@@ -71,26 +64,19 @@ impl RocksStateStore {
             checked?;
             tokio::task::spawn_blocking(move || op(&inner))
                 .await
-                .map_err(|e| StateError::Backend {
-                    backend: "rocksdb",
-                    message: e.to_string(),
-                })?
+                .map_err(|e| StateError::Backend { backend: "rocksdb", message: e.to_string() })?
         })
     }
 }
 
 impl Inner {
     fn cf(&self, name: &str) -> &rocksdb::ColumnFamily {
-        self.db
-            .cf_handle(name)
-            .expect("column family created at open")
+        self.db.cf_handle(name).expect("column family created at open")
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, ()> {
         // The lock guards no data, so a panic while holding it leaves nothing torn.
-        self.write_lock
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.write_lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn write(&self, batch: WriteBatch) -> Result<(), StateError> {
@@ -115,13 +101,7 @@ impl Inner {
 }
 
 impl StateStore for RocksStateStore {
-    fn put_version<'a>(
-        &'a self,
-        table: &'a str,
-        key: &'a [u8],
-        version: u64,
-        value: Value,
-    ) -> StateFuture<'a, ()> {
+    fn put_version<'a>(&'a self, table: &'a str, key: &'a [u8], version: u64, value: Value) -> StateFuture<'a, ()> {
         let k = version_key(&object_key(table, key), version);
         self.run(table, move |inner| {
             let _guard = inner.lock();
@@ -135,12 +115,7 @@ impl StateStore for RocksStateStore {
         })
     }
 
-    fn get_at<'a>(
-        &'a self,
-        table: &'a str,
-        key: &'a [u8],
-        at: u64,
-    ) -> StateFuture<'a, Option<(u64, Value)>> {
+    fn get_at<'a>(&'a self, table: &'a str, key: &'a [u8], at: u64) -> StateFuture<'a, Option<(u64, Value)>> {
         let prefix = object_key(table, key);
         self.run(table, move |inner| match inner.newest_at(&prefix, at)? {
             Some((version, raw)) => Ok(Some((version, decode_value(&raw)?))),
@@ -163,13 +138,7 @@ impl StateStore for RocksStateStore {
         })
     }
 
-    fn put_if_newer<'a>(
-        &'a self,
-        table: &'a str,
-        key: &'a [u8],
-        version: Version,
-        value: Value,
-    ) -> StateFuture<'a, bool> {
+    fn put_if_newer<'a>(&'a self, table: &'a str, key: &'a [u8], version: Version, value: Value) -> StateFuture<'a, bool> {
         let k = object_key(table, key);
         self.run(table, move |inner| {
             let _guard = inner.lock();
@@ -236,21 +205,11 @@ impl StateStore for RocksStateStore {
         })
     }
 
-    fn get_latest<'a>(
-        &'a self,
-        table: &'a str,
-        key: &'a [u8],
-    ) -> StateFuture<'a, Option<(Version, Value)>> {
+    fn get_latest<'a>(&'a self, table: &'a str, key: &'a [u8]) -> StateFuture<'a, Option<(Version, Value)>> {
         let k = object_key(table, key);
-        self.run(table, move |inner| {
-            match inner
-                .db
-                .get_pinned_cf(inner.cf(CF_LATEST), &k)
-                .map_err(backend)?
-            {
-                Some(raw) => Ok(Some(decode_latest(&raw)?)),
-                None => Ok(None),
-            }
+        self.run(table, move |inner| match inner.db.get_pinned_cf(inner.cf(CF_LATEST), &k).map_err(backend)? {
+            Some(raw) => Ok(Some(decode_latest(&raw)?)),
+            None => Ok(None),
         })
     }
 }
@@ -267,10 +226,7 @@ fn stored_key(raw: &[u8], table_prefix: usize) -> Result<&[u8], StateError> {
 }
 
 fn backend(e: impl std::fmt::Display) -> StateError {
-    StateError::Backend {
-        backend: "rocksdb",
-        message: e.to_string(),
-    }
+    StateError::Backend { backend: "rocksdb", message: e.to_string() }
 }
 
 fn object_key(table: &str, key: &[u8]) -> Vec<u8> {
@@ -291,9 +247,8 @@ fn version_key(prefix: &[u8], version: u64) -> Vec<u8> {
 }
 
 fn decode_version_suffix(k: &[u8], prefix_len: usize) -> Result<u64, StateError> {
-    let suffix: [u8; 8] = k[prefix_len..]
-        .try_into()
-        .map_err(|_| StateError::Corrupt(format!("version key of {} bytes", k.len())))?;
+    let suffix: [u8; 8] =
+        k[prefix_len..].try_into().map_err(|_| StateError::Corrupt(format!("version key of {} bytes", k.len())))?;
     Ok(u64::from_be_bytes(suffix))
 }
 
@@ -315,19 +270,13 @@ fn decode_value(raw: &[u8]) -> Result<Value, StateError> {
     match raw.split_first() {
         Some((&TAG_VALUE, rest)) => Ok(Some(Bytes::copy_from_slice(rest))),
         Some((&TAG_TOMBSTONE, [])) => Ok(None),
-        _ => Err(StateError::Corrupt(format!(
-            "value entry of {} bytes",
-            raw.len()
-        ))),
+        _ => Err(StateError::Corrupt(format!("value entry of {} bytes", raw.len()))),
     }
 }
 
 fn decode_latest(raw: &[u8]) -> Result<(Version, Value), StateError> {
     if raw.len() < 12 {
-        return Err(StateError::Corrupt(format!(
-            "latest entry of {} bytes",
-            raw.len()
-        )));
+        return Err(StateError::Corrupt(format!("latest entry of {} bytes", raw.len())));
     }
     let cursor = u64::from_be_bytes(raw[..8].try_into().expect("8 bytes"));
     let counter = u32::from_be_bytes(raw[8..12].try_into().expect("4 bytes"));

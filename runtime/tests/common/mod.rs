@@ -12,13 +12,12 @@ use std::time::Duration;
 use serde_json::Value;
 
 pub fn guest(name: &str) -> Vec<u8> {
-    let dir = std::env::var_os("TALLY_GUESTS_DIR").map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(std::env::var_os("HOME").expect("HOME is set")).join(".cache/tally-guests")
-    });
+    let dir = std::env::var_os("TALLY_GUESTS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME is set")).join(".cache/tally-guests"));
     let path = dir.join(format!("{name}.wasm"));
-    std::fs::read(&path).unwrap_or_else(|e| {
-        panic!("{}: {e}; build the guests first with scripts/build-guests.sh", path.display())
-    })
+    std::fs::read(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}; build the guests first with scripts/build-guests.sh", path.display()))
 }
 
 /// A `tally dev` process; killed when dropped.
@@ -71,11 +70,7 @@ impl Node {
     }
 
     pub fn agent() -> ureq::Agent {
-        ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(60)))
-            .build()
-            .into()
+        ureq::Agent::config_builder().http_status_as_error(false).timeout_global(Some(Duration::from_secs(60))).build().into()
     }
 
     pub fn request(&self, method: &str, path: &str, body: &[u8]) -> (u16, Vec<u8>) {
@@ -154,4 +149,3 @@ pub fn node() -> (tempfile::TempDir, Node) {
     let node = Node::start(dir.path().join("data"));
     (dir, node)
 }
-

@@ -30,10 +30,7 @@ fn handle(input: Vec<u8>) -> Result<Vec<u8>, String> {
             } else if let Some(name_and_data) = input.strip_prefix(b"tag:") {
                 append_with_named_tag(name_and_data)
             } else {
-                Err(format!(
-                    "unknown command {:?}",
-                    String::from_utf8_lossy(input)
-                ))
+                Err(format!("unknown command {:?}", String::from_utf8_lossy(input)))
             }
         }
     }
@@ -67,10 +64,7 @@ fn alloc() -> ! {
 
 /// Returns `len` bytes.
 fn big(len: &[u8]) -> Result<Vec<u8>, String> {
-    let len: usize = std::str::from_utf8(len)
-        .ok()
-        .and_then(|len| len.parse().ok())
-        .ok_or("expected `big:<N>`")?;
+    let len: usize = std::str::from_utf8(len).ok().and_then(|len| len.parse().ok()).ok_or("expected `big:<N>`")?;
     Ok(vec![b'x'; len])
 }
 
@@ -86,10 +80,7 @@ fn append_with_reserved_tag() -> Result<Vec<u8>, String> {
 /// Appends `<data>` with the tag named `<name>`, and returns the record's seqnum in
 /// decimal.
 fn append_with_named_tag(name_and_data: &[u8]) -> Result<Vec<u8>, String> {
-    let colon = name_and_data
-        .iter()
-        .position(|&byte| byte == b':')
-        .ok_or("expected `tag:<name>:<data>`")?;
+    let colon = name_and_data.iter().position(|&byte| byte == b':').ok_or("expected `tag:<name>:<data>`")?;
     let (name, data) = (&name_and_data[..colon], &name_and_data[colon + 1..]);
     let name = std::str::from_utf8(name).map_err(|_| "the tag name is not UTF-8")?;
     let seqnum = log::append(&[Tag::named(name)], data).map_err(|error| error.to_string())?;

@@ -32,9 +32,7 @@ fn handle(input: Vec<u8>) -> Result<Vec<u8>, String> {
     match words[..] {
         ["run", table] => run(table, None),
         ["run", table, sleep_ms] => {
-            let sleep_ms = sleep_ms
-                .parse()
-                .map_err(|_| format!("sleep_ms {sleep_ms:?} is not a u64"))?;
+            let sleep_ms = sleep_ms.parse().map_err(|_| format!("sleep_ms {sleep_ms:?} is not a u64"))?;
             run(table, Some(Duration::from_millis(sleep_ms)))
         }
         ["child", table] => Ok(increment(table, "c")?.to_string().into_bytes()),
@@ -65,17 +63,11 @@ fn run(table: &str, pause: Option<Duration>) -> Result<Vec<u8>, String> {
 
     // Calling the name this function was deployed under keeps the test independent of
     // how it is deployed.
-    let output = invoke::call(&context::function_name(), format!("child {table}"))
-        .map_err(|error| error.to_string())?;
+    let output = invoke::call(&context::function_name(), format!("child {table}")).map_err(|error| error.to_string())?;
     let c: i64 = std::str::from_utf8(&output)
         .ok()
         .and_then(|c| c.parse().ok())
-        .ok_or_else(|| {
-            format!(
-                "the child returned {:?}, not a decimal i64",
-                String::from_utf8_lossy(&output)
-            )
-        })?;
+        .ok_or_else(|| format!("the child returned {:?}, not a decimal i64", String::from_utf8_lossy(&output)))?;
     pause();
 
     let b = increment(table, "b")?;
