@@ -1,0 +1,89 @@
+//! [`Attempt`]: one execution of an invocation, as the guest runtime sees it. The host's
+//! `state` and `invoke` imports call these methods; everything exactly-once happens here.
+
+use bytes::Bytes;
+use tally_logsvc::{BookId, Context};
+
+use crate::env::FunctionVersion;
+use crate::error::Error;
+use crate::instance::Instance;
+use crate::invoke::Run;
+use crate::node::Abort;
+use crate::record::{cut, input_sha256, Outcome};
+
+/// One execution attempt of an invocation.
+pub struct Attempt {
+    pub version: FunctionVersion,
+    pub book: BookId,
+    pub input: Bytes,
+    /// The exactly-once side: the instance ID, step log and `cursorTS`.
+    pub instance: Instance,
+    /// 1 for the first attempt of this invocation on this node.
+    pub attempt: u32,
+    /// Nesting of `invoke.call`, 0 for an invocation from outside.
+    pub depth: u32,
+    /// The caller's view of the log; it moves with every log call.
+    pub ctx: Context,
+    /// On the core's clock ([`crate::Clock::now_ms`]): past it the attempt, children
+    /// included, is timed out.
+    pub deadline_ms: u64,
+}
+
+impl Attempt {
+    pub async fn get(&mut self, table: &str, key: &[u8]) -> Result<Option<Bytes>, Abort> {
+        self.instance.get(&mut self.ctx, table, key).await
+    }
+
+    pub async fn put(&mut self, table: &str, key: &[u8], value: Bytes) -> Result<(), Abort> {
+        self.instance.put(&mut self.ctx, table, key, Some(value)).await
+    }
+
+    pub async fn delete(&mut self, table: &str, key: &[u8]) -> Result<(), Abort> {
+        self.instance.put(&mut self.ctx, table, key, None).await
+    }
+
+    /// An exactly-once child invocation on the same book.
+    ///
+    /// The child's instance ID is the parent's ID and step, so a re-execution of the
+    /// parent calls the same child instance, which answers from its own step log; the
+    /// child's final outcome (a missing function and a refusal included) is logged as
+    /// the parent's step, so later re-executions take it from there without calling.
+    /// A child that failed transiently (timed out, log unavailable, its component not
+    /// loadable here) ends the parent's attempt instead: the parent runs again.
+    ///
+    /// The child starts from a copy of the parent's log context, so it reads everything
+    /// the parent has seen or written; then the parent's context moves past everything
+    /// the child saw.
+    pub async fn call(&mut self, function: String, input: Bytes) -> Result<Result<Vec<u8>, Error>, Abort> {
+        let hash = input_sha256(&input);
+        let id = match self.instance.child(&mut self.ctx, &function, hash).await? {
+            Ok(logged) => return Ok(logged.into_result()),
+            Err(id) => id,
+        };
+        let run = Run {
+            function: function.clone(),
+            version: None,
+            book: self.book,
+            input: Some(input),
+            ctx: self.ctx.child(),
+            depth: self.depth + 1,
+            deadline_ms: Some(self.deadline_ms),
+            id,
+            eager: true,
+            crash: self.instance.crash(),
+            attempt: 1,
+        };
+        let svc = self.instance.svc().clone();
+        let (result, child_ctx) = svc.run(run).await;
+        self.ctx.merge(&child_ctx);
+        let outcome = match result {
+            Err(Error::InjectedCrash) => return Err(Abort::Crash),
+            Err(Error::Trap(m)) => Outcome::Trap(cut(&m)),
+            other => match Outcome::of_final(&other) {
+                Some(outcome) => outcome,
+                None => return Err(Abort::Transient(other.expect_err("Ok is final"))),
+            },
+        };
+        Ok(self.instance.child_finished(&mut self.ctx, &function, hash, outcome).await?.into_result())
+    }
+}

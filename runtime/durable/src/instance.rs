@@ -1,0 +1,561 @@
+//! One instance of an exactly-once invocation: its step log, `cursorTS`, and the
+//! protocols' reads and writes (Halfmoon Figures 5 and 7, Boki Figure 6).
+//!
+//! Invariants, for every instance ID:
+//! - The step log is a sequence: record `k` of `step(id)` is step `k`, and is only ever
+//!   appended by a conditional append at position `k`, so peer instances of one
+//!   invocation (a retry racing a re-execution, two nodes) agree on every step: the
+//!   loser of a race adopts the winner's record, values included.
+//! - A re-execution takes every step it reaches from the log instead of doing it again;
+//!   a recorded step that is not the operation asked for now (another kind, table, key,
+//!   callee or input) is non-determinism and ends the attempt with a clear error.
+//! - An invocation runs the version of its function that started it: the Init record
+//!   names it, and every later execution adopts it.
+//! - `cursor` only moves forward: it is the seqnum of the last step taken, and every
+//!   log-free operation is parameterised by it, so it returns or does the same thing in
+//!   every execution.
+//! - Read-optimized: a version is written to the store before the write-log record
+//!   that makes it visible, so a reader always finds the version it is pointed at.
+//! - A log-free read that finds nothing is only believed while the invocation's root is
+//!   unfinished: garbage collection trims write logs below the oldest unfinished root,
+//!   so a late peer of a finished root could otherwise read trimmed history as "never
+//!   written" and act on it.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tally_logsvc::{BookId, Context, Error as LogError, SeqNum, Tag};
+
+use crate::config::Protocol;
+use crate::error::Error;
+use crate::node::{fresher_value, version_value, visible_write, Abort, Durable};
+use crate::record::{self, Outcome, Step, Transition};
+use crate::store::Version;
+use crate::tags::{shadow, INSTANCES};
+use crate::InstanceId;
+
+/// The protocol an instance uses for one table, decided at its first use of the table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Effective {
+    ReadOptimized,
+    WriteOptimized,
+    Symmetric,
+    Unsafe,
+    /// During a switch between read- and write-optimized (Halfmoon §4.7, §5.2): reads
+    /// look at both stores and are logged, writes go to both.
+    Transitional,
+}
+
+/// Aborts an instance after a number of effects, as if its process died there.
+#[derive(Debug)]
+pub struct CrashAfter(AtomicU64);
+
+impl CrashAfter {
+    pub fn new(effects: u64) -> Arc<CrashAfter> {
+        Arc::new(CrashAfter(AtomicU64::new(effects)))
+    }
+
+    /// Counts one effect; true when this one is the last before the crash.
+    fn hit(&self) -> bool {
+        self.0.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok_and(|before| before == 1)
+    }
+}
+
+/// A decoded step record.
+#[derive(Clone, Debug)]
+struct Recorded {
+    seqnum: u64,
+    step: Step,
+}
+
+/// What an instance is of: the invocation it executes.
+pub struct Of {
+    pub id: InstanceId,
+    pub book: BookId,
+    pub function: String,
+    /// The version to start a fresh invocation on; an invocation with history runs the
+    /// version its Init record names.
+    pub version: u64,
+    /// `None` for a re-execution that takes the input from the Init record.
+    pub input: Option<Bytes>,
+    /// The protocols the version declares, per table.
+    pub declared: Arc<BTreeMap<String, Protocol>>,
+    pub crash: Option<Arc<CrashAfter>>,
+}
+
+/// What `init` found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Started {
+    /// This instance appended the Init record.
+    Fresh,
+    /// An earlier execution or a peer started the invocation, on `version`.
+    Running { version: u64 },
+    /// The invocation has a logged result.
+    Finished(Outcome),
+}
+
+pub struct Instance {
+    svc: Arc<Durable>,
+    pub id: InstanceId,
+    pub book: BookId,
+    function: String,
+    version: u64,
+    input: Option<Bytes>,
+    step_tag: Tag,
+    /// The step log as far as this instance knows it.
+    steps: Vec<Recorded>,
+    /// The next step number.
+    next: usize,
+    /// `cursorTS`; 0 until `init`.
+    cursor: u64,
+    init_cursor: u64,
+    /// Consecutive log-free writes at this cursor (write-optimized versions).
+    counter: u32,
+    protocols: BTreeMap<String, Effective>,
+    declared: Arc<BTreeMap<String, Protocol>>,
+    crash: Option<Arc<CrashAfter>>,
+}
+
+impl Instance {
+    pub fn new(svc: Arc<Durable>, of: Of) -> Instance {
+        Instance {
+            step_tag: svc.tags.step(&of.id),
+            svc,
+            id: of.id,
+            book: of.book,
+            function: of.function,
+            version: of.version,
+            input: of.input,
+            steps: Vec::new(),
+            next: 0,
+            cursor: 0,
+            init_cursor: 0,
+            counter: 0,
+            protocols: BTreeMap::new(),
+            declared: of.declared,
+            crash: of.crash,
+        }
+    }
+
+    pub(crate) fn svc(&self) -> &Arc<Durable> {
+        &self.svc
+    }
+
+    pub fn initialized(&self) -> bool {
+        self.cursor != 0
+    }
+
+    /// The version this instance runs (the recorded one, once initialised).
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// The invocation's input (the recorded one, for a re-execution, once initialised).
+    pub fn input(&self) -> Option<&Bytes> {
+        self.input.as_ref()
+    }
+
+    /// Uses the table declarations of the version the Init record named.
+    pub fn set_declared(&mut self, declared: Arc<BTreeMap<String, Protocol>>) {
+        self.declared = declared;
+    }
+
+    pub fn crash(&self) -> Option<Arc<CrashAfter>> {
+        self.crash.clone()
+    }
+
+    fn shadow(&self) -> BookId {
+        shadow(self.book)
+    }
+
+    /// Counts an effect against the crash hook.
+    fn effect(&self) -> Result<(), Abort> {
+        match &self.crash {
+            Some(c) if c.hit() => Err(Abort::Crash),
+            _ => Ok(()),
+        }
+    }
+
+    /// Appends the init record, or recovers the step log of an earlier execution.
+    pub async fn init(&mut self, ctx: &mut Context) -> Result<Started, Abort> {
+        if self.initialized() {
+            return Ok(Started::Running { version: self.version });
+        }
+        let mut fresh = false;
+        if let Some(input) = &self.input {
+            if input.len() > crate::PAYLOAD_MAX {
+                return Err(Abort::Refused(Error::TooLarge {
+                    what: "the input of an exactly-once invocation",
+                    size: Some(input.len() as u64),
+                    limit: crate::PAYLOAD_MAX as u64,
+                }));
+            }
+            self.svc.register_book(self.book).await?;
+            let init =
+                Step::Init { id: self.id.clone(), function: self.function.clone(), version: self.version, input: input.clone() };
+            let tags = [self.step_tag, INSTANCES];
+            let appended = self.svc.log.cond_append(ctx, self.shadow(), &tags, record::encode(&init), self.step_tag, 0).await;
+            match appended {
+                Ok(s) => {
+                    self.steps.push(Recorded { seqnum: s.0, step: init });
+                    fresh = true;
+                    self.effect()?;
+                }
+                Err(LogError::Conflict { .. }) => self.load_steps(ctx, 0).await?,
+                Err(e) => return Err(e.into()),
+            }
+        } else {
+            self.load_steps(ctx, 0).await?;
+        }
+        // Offset 0 is taken, yet nothing is left: garbage collection took the step log
+        // of an invocation that finished longer ago than `results_kept_ms`.
+        let Some(first) = self.steps.first() else {
+            return Err(Abort::Refused(Error::Conflict(format!(
+                "invocation {} finished and its result is no longer kept; use a new idempotency key",
+                self.id
+            ))));
+        };
+        match &first.step {
+            Step::Init { id, function, version, input } if *id == self.id => {
+                // Only a client reusing an idempotency key for another request gets here.
+                if *function != self.function || self.input.as_ref().is_some_and(|i| i != input) {
+                    return Err(Abort::Refused(Error::Conflict(format!(
+                        "invocation {} was started with another function or input; an idempotency key names one request",
+                        self.id
+                    ))));
+                }
+                self.version = *version;
+                self.input = Some(input.clone());
+            }
+            other => return Err(Abort::internal(format!("the step log of {} starts with {other:?}", self.id))),
+        }
+        self.cursor = first.seqnum;
+        self.init_cursor = first.seqnum;
+        self.next = 1;
+        let result = self.steps.iter().find_map(|r| match &r.step {
+            Step::Result { outcome } => Some(outcome.clone()),
+            _ => None,
+        });
+        Ok(match result {
+            Some(outcome) => Started::Finished(outcome),
+            None if fresh => Started::Fresh,
+            None => Started::Running { version: self.version },
+        })
+    }
+
+    /// Reads the step log from seqnum `from` on into `steps`.
+    async fn load_steps(&mut self, ctx: &mut Context, from: u64) -> Result<(), Abort> {
+        let mut at = from;
+        let known = self.steps.last().map(|r| r.seqnum);
+        while let Some(r) = self.svc.log.read_next(ctx, self.shadow(), self.step_tag, SeqNum(at)).await? {
+            at = r.seqnum.0.saturating_add(1);
+            if known.is_some_and(|k| r.seqnum.0 <= k) {
+                continue;
+            }
+            let step = record::decode("step", &r.data)?;
+            self.steps.push(Recorded { seqnum: r.seqnum.0, step });
+            if at == u64::MAX {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves past a step taken now or recorded earlier.
+    fn take(&mut self, seqnum: u64) {
+        self.next += 1;
+        if seqnum > self.cursor {
+            self.cursor = seqnum;
+            self.counter = 0;
+        }
+    }
+
+    /// The recorded step `next`, if the log has it, checked against what is asked now.
+    fn recorded(&self, asked: &Step) -> Result<Option<Recorded>, Abort> {
+        match self.steps.get(self.next) {
+            Some(r) if r.step.same_operation(asked) => Ok(Some(r.clone())),
+            Some(r) => Err(Abort::NonDeterministic(format!(
+                "step {} of {} was a {} and is now a {}",
+                self.next,
+                self.id,
+                r.step.describe(),
+                asked.describe()
+            ))),
+            None => Ok(None),
+        }
+    }
+
+    /// Logs `step` as step `next` (with `extra` tags besides the step log's), or takes
+    /// what is recorded there: from an earlier execution, or from a peer that won the
+    /// race for the position.
+    async fn log_step(&mut self, ctx: &mut Context, step: Step, extra: &[Tag]) -> Result<Recorded, Abort> {
+        if let Some(r) = self.recorded(&step)? {
+            self.take(r.seqnum);
+            return Ok(r);
+        }
+        let mut tags = Vec::with_capacity(1 + extra.len());
+        tags.push(self.step_tag);
+        tags.extend_from_slice(extra);
+        let position = self.next as u64;
+        let data = record::encode(&step);
+        match self.svc.log.cond_append(ctx, self.shadow(), &tags, data, self.step_tag, position).await {
+            Ok(s) => {
+                self.steps.push(Recorded { seqnum: s.0, step });
+                self.take(s.0);
+                self.effect()?;
+                Ok(self.steps[self.next - 1].clone())
+            }
+            Err(LogError::Conflict { holder: Some(h) }) => {
+                self.load_steps(ctx, h.0).await?;
+                let r = self
+                    .recorded(&step)?
+                    .ok_or_else(|| Abort::internal(format!("step {position} of {} is held but unreadable", self.id)))?;
+                self.take(r.seqnum);
+                Ok(r)
+            }
+            // The step log was trimmed: the invocation finished long ago.
+            Err(LogError::Conflict { holder: None }) => Err(Abort::Superseded),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The protocol of `table` for this instance. A table's protocol is the table's: its
+    /// transition log decides (as of the instance's start), whatever a function
+    /// declares; a declaration only names the protocol of a table nobody used yet.
+    /// Using an `unsafe` table (no guarantee) needs an `unsafe` declaration.
+    async fn protocol(&mut self, ctx: &mut Context, table: &str) -> Result<Effective, Abort> {
+        if let Some(&p) = self.protocols.get(table) {
+            return Ok(p);
+        }
+        let declared = crate::node::declared_protocol(&self.svc.config, &self.declared, table);
+        // An unsafe table stays unsafe (tables switch only between read- and
+        // write-optimized), so its first record says all, without an init record.
+        let first = self.svc.first_transition(ctx, self.book, table, declared).await?;
+        let effective = match first {
+            Transition::End { protocol: Protocol::Unsafe, .. } if declared == Protocol::Unsafe => Effective::Unsafe,
+            Transition::End { protocol: Protocol::Unsafe, .. } => {
+                return Err(Abort::Refused(Error::InvalidArgument(format!(
+                    "table {table:?} is unsafe (its operations are not exactly-once); a function uses it only by \
+                     declaring it unsafe too"
+                ))))
+            }
+            _ => {
+                self.init_checked(ctx).await?;
+                match self.transition_at(ctx, table).await? {
+                    Transition::End { protocol, .. } => effective(protocol),
+                    Transition::Begin { .. } => Effective::Transitional,
+                }
+            }
+        };
+        self.protocols.insert(table.to_string(), effective);
+        Ok(effective)
+    }
+
+    /// The transition record in effect for `table` at this instance's start.
+    async fn transition_at(&self, ctx: &mut Context, table: &str) -> Result<Transition, Abort> {
+        let tag = self.svc.tags.transition(table);
+        let mut at = self.init_cursor;
+        loop {
+            let found = self.svc.log.read_prev(ctx, self.shadow(), tag, SeqNum(at)).await?;
+            let Some(r) = found else {
+                // Nothing at or before the init record: the table began later, with
+                // the first record (which `protocol` made sure exists).
+                return self.svc.first_transition(ctx, self.book, table, Protocol::ReadOptimized).await;
+            };
+            let t: Transition = record::decode("transition", &r.data)?;
+            if t.table() == table {
+                return Ok(t);
+            }
+            match r.seqnum.0.checked_sub(1) {
+                Some(prev) => at = prev,
+                None => return self.svc.first_transition(ctx, self.book, table, Protocol::ReadOptimized).await,
+            }
+        }
+    }
+
+    /// `init` for a state operation: an invocation that finished already cannot be
+    /// running one, unless this is a late peer, which stops.
+    async fn init_checked(&mut self, ctx: &mut Context) -> Result<(), Abort> {
+        match self.init(ctx).await? {
+            Started::Finished(_) => Err(Abort::Superseded),
+            _ => Ok(()),
+        }
+    }
+
+    /// Stops a late peer: fails with `Superseded` if the invocation's root has a
+    /// result, or its step log is gone (collected after its result).
+    async fn check_unfinished(&self, ctx: &mut Context) -> Result<(), Abort> {
+        let root = self.svc.tags.step(&self.id.root());
+        match self.svc.log.read_prev(ctx, self.shadow(), root, SeqNum::MAX).await? {
+            None => Err(Abort::Superseded),
+            Some(r) => match record::decode::<Step>("step", &r.data)? {
+                Step::Result { .. } => Err(Abort::Superseded),
+                _ => Ok(()),
+            },
+        }
+    }
+
+    fn store_table(&self, table: &str) -> String {
+        crate::node::store_table(self.book, table)
+    }
+
+    pub async fn get(&mut self, ctx: &mut Context, table: &str, key: &[u8]) -> Result<Option<Bytes>, Abort> {
+        crate::node::check_object(table, key, None)?;
+        let st = self.store_table(table);
+        let protocol = self.protocol(ctx, table).await?;
+        self.svc.observe(self.book, table, protocol, false);
+        let store = self.svc.store.clone();
+        match protocol {
+            Effective::Unsafe => Ok(store.get_latest(&st, key).await?.and_then(|(_, v)| v)),
+            Effective::ReadOptimized => {
+                let visible = visible_write(&self.svc, ctx, self.book, table, key, self.cursor).await?;
+                match visible {
+                    Some(w) => Ok(version_value(&*store, &st, table, key, w.version).await?),
+                    None => {
+                        self.check_unfinished(ctx).await?;
+                        Ok(None)
+                    }
+                }
+            }
+            Effective::WriteOptimized | Effective::Symmetric | Effective::Transitional => {
+                let asked = Step::Read { table: table.to_string(), key: Bytes::copy_from_slice(key), value: None };
+                let value = match self.recorded(&asked)? {
+                    Some(_) => None,
+                    None if protocol == Effective::Transitional => {
+                        fresher_value(&self.svc, ctx, self.book, &st, table, key).await?
+                    }
+                    None => store.get_latest(&st, key).await?.and_then(|(_, v)| v),
+                };
+                let step = Step::Read { table: table.to_string(), key: Bytes::copy_from_slice(key), value };
+                match self.log_step(ctx, step, &[]).await?.step {
+                    Step::Read { value, .. } => Ok(value),
+                    _ => unreachable!("log_step checks the kind"),
+                }
+            }
+        }
+    }
+
+    /// Sets (or, with `None`, deletes) the value of `(table, key)`.
+    pub async fn put(&mut self, ctx: &mut Context, table: &str, key: &[u8], value: Option<Bytes>) -> Result<(), Abort> {
+        crate::node::check_object(table, key, value.as_deref())?;
+        let st = self.store_table(table);
+        let store = self.svc.store.clone();
+        let protocol = self.protocol(ctx, table).await?;
+        self.svc.observe(self.book, table, protocol, true);
+        match protocol {
+            Effective::Unsafe => {
+                store.put_latest(&st, key, value).await?;
+                self.effect()
+            }
+            Effective::ReadOptimized | Effective::Transitional => {
+                // The version comes from the instance ID and the step (Halfmoon §4.1), the
+                // same in every execution: it is stored before the write-log record that
+                // makes it visible, without a log append of its own.
+                let step = self.next;
+                let version = version_of(&self.id, step);
+                let key_bytes = Bytes::copy_from_slice(key);
+                let write = Step::Write { table: table.to_string(), key: key_bytes, version, migrated_from: None };
+                if self.recorded(&write)?.is_none() {
+                    store.put_version(&st, key, version, value.clone()).await?;
+                    self.effect()?;
+                }
+                let object = self.svc.tags.object(table, key);
+                let logged = self.log_step(ctx, write, &[object]).await?.seqnum;
+                if protocol == Effective::Transitional {
+                    // Visible to write-optimized readers too, ordered by the write log.
+                    store.put_if_newer(&st, key, Version { cursor: logged, counter: 0 }, value).await?;
+                    self.effect()?;
+                }
+                Ok(())
+            }
+            Effective::WriteOptimized => {
+                self.counter += 1;
+                let version = Version { cursor: self.cursor, counter: self.counter };
+                store.put_if_newer(&st, key, version, value).await?;
+                self.effect()
+            }
+            Effective::Symmetric => {
+                let step = Step::LoggedWrite { table: table.to_string(), key: Bytes::copy_from_slice(key), value };
+                let r = self.log_step(ctx, step, &[]).await?;
+                let Step::LoggedWrite { value, .. } = r.step else { unreachable!("log_step checks the kind") };
+                store.put_if_newer(&st, key, Version { cursor: r.seqnum, counter: 0 }, value).await?;
+                self.effect()
+            }
+        }
+    }
+
+    /// Before a child invocation of `function` with an input hashing to `input_sha256`:
+    /// the logged outcome if an earlier execution finished it, otherwise the child's
+    /// instance ID.
+    pub async fn child(
+        &mut self,
+        ctx: &mut Context,
+        function: &str,
+        input_sha256: [u8; 32],
+    ) -> Result<Result<Outcome, InstanceId>, Abort> {
+        self.init_checked(ctx).await?;
+        let asked = Step::Invoke { function: function.to_string(), input_sha256, outcome: Outcome::Ok(Bytes::new()) };
+        if let Some(r) = self.recorded(&asked)? {
+            self.take(r.seqnum);
+            let Step::Invoke { outcome, .. } = r.step else { unreachable!("recorded checks the kind") };
+            return Ok(Ok(outcome));
+        }
+        let step = u32::try_from(self.next).map_err(|_| Abort::internal("more than 2^32 steps"))?;
+        Ok(Err(self.id.child(step)))
+    }
+
+    /// After a child invocation finished for good: logs its outcome (or takes a peer's).
+    pub async fn child_finished(
+        &mut self,
+        ctx: &mut Context,
+        function: &str,
+        input_sha256: [u8; 32],
+        outcome: Outcome,
+    ) -> Result<Outcome, Abort> {
+        let step = Step::Invoke { function: function.to_string(), input_sha256, outcome };
+        match self.log_step(ctx, step, &[]).await?.step {
+            Step::Invoke { outcome, .. } => Ok(outcome),
+            _ => unreachable!("log_step checks the kind"),
+        }
+    }
+
+    /// Logs `outcome` as the result of an invocation that keeps failing, after whatever
+    /// steps its attempts logged (or takes the result a peer logged meanwhile).
+    pub async fn give_up(&mut self, ctx: &mut Context, outcome: Outcome) -> Result<Outcome, Abort> {
+        if let Started::Finished(logged) = self.init(ctx).await? {
+            return Ok(logged);
+        }
+        self.load_steps(ctx, self.steps.last().map_or(0, |r| r.seqnum)).await?;
+        self.next = self.steps.len();
+        self.finish(ctx, outcome).await
+    }
+
+    /// Logs the invocation's final outcome (or takes a peer's) and returns it.
+    pub async fn finish(&mut self, ctx: &mut Context, outcome: Outcome) -> Result<Outcome, Abort> {
+        match self.log_step(ctx, Step::Result { outcome }, &[INSTANCES]).await?.step {
+            Step::Result { outcome } => Ok(outcome),
+            _ => unreachable!("log_step checks the kind"),
+        }
+    }
+}
+
+/// The version a read-optimized write at `step` of instance `id` stores: a hash, so
+/// versions of one object are unique but not ordered (the write log orders them).
+fn version_of(id: &InstanceId, step: usize) -> u64 {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(id.encode());
+    h.update((step as u64).to_be_bytes());
+    u64::from_be_bytes(h.finalize()[..8].try_into().expect("8 bytes"))
+}
+
+fn effective(p: Protocol) -> Effective {
+    match p {
+        Protocol::ReadOptimized | Protocol::Auto => Effective::ReadOptimized,
+        Protocol::WriteOptimized => Effective::WriteOptimized,
+        Protocol::Symmetric => Effective::Symmetric,
+        Protocol::Unsafe => Effective::Unsafe,
+    }
+}

@@ -1,0 +1,410 @@
+//! Invocations: the attempts of one invocation until it has a final outcome, the
+//! invocations a client starts (synchronous, keyed, asynchronous), and their status.
+//!
+//! Which invocations are exactly-once: those given an `Idempotency-Key`, asynchronous
+//! ones, children, and any other as soon as it uses `state` or `invoke` (its init
+//! record is appended then; what ran before touched nothing durable). An attempt that
+//! trapped runs again at once (up to `retries` times); one that failed transiently is
+//! left to the recovery scan (`recovery.rs`).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use futures_util::lock::Mutex as AsyncMutex;
+use tally_logsvc::{BookId, Context, SeqNum};
+
+use crate::attempt::Attempt;
+use crate::env::FunctionVersion;
+use crate::error::{Error, Result};
+use crate::id::InstanceId;
+use crate::instance::{CrashAfter, Instance, Of, Started};
+use crate::node::Durable;
+use crate::record::{self, cut, Outcome, Step};
+use crate::tags::shadow;
+
+/// One invocation to run: from outside, as a child, or again after a crash.
+pub(crate) struct Run {
+    pub function: String,
+    /// The version to run; `None` for the current one (or the one an Init names).
+    pub version: Option<u64>,
+    pub book: BookId,
+    /// `None` for a re-execution, which takes the input from the Init record.
+    pub input: Option<Bytes>,
+    pub ctx: Context,
+    pub depth: u32,
+    /// A parent's deadline, which bounds a child's.
+    pub deadline_ms: Option<u64>,
+    pub id: InstanceId,
+    /// Initialise the instance before running the guest (otherwise at its first
+    /// `state` or `invoke` call): needed when the ID may have history.
+    pub eager: bool,
+    pub crash: Option<Arc<CrashAfter>>,
+    pub attempt: u32,
+}
+
+/// Where an invocation stands, as `GET /v1/invocations/{id}` shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum InvocationStatus {
+    Running,
+    Finished(std::result::Result<Bytes, Error>),
+}
+
+/// An invocation from outside.
+#[derive(Clone, Debug)]
+pub struct InvokeRequest {
+    pub function: String,
+    pub book: BookId,
+    pub input: Bytes,
+    /// The client's key that makes the invocation exactly-once across its retries.
+    pub idempotency_key: Option<String>,
+    /// Test hook: stop after this many effects (`[state] crash_injection` only).
+    pub crash_after: Option<u64>,
+}
+
+/// The invocations of this node: running roots, asynchronous ones and their status.
+pub(crate) struct Invocations {
+    id_prefix: u64,
+    next_id: AtomicU64,
+    /// Root invocations running on this node, each with a lock that a concurrent run of
+    /// the same ID (a client's retry, the recovery scan) waits on: one node never runs
+    /// the guest of one invocation twice at once.
+    running: Mutex<HashMap<InstanceId, Arc<AsyncMutex<()>>>>,
+    asyncs: Mutex<Asyncs>,
+}
+
+#[derive(Default)]
+struct Asyncs {
+    /// By book and ID: an ID names an invocation of one book only.
+    by_id: HashMap<(BookId, InstanceId), InvocationStatus>,
+    /// Finished ones, oldest first, forgotten past `invocations_kept`.
+    finished: VecDeque<(BookId, InstanceId)>,
+    running: usize,
+}
+
+impl Invocations {
+    pub(crate) fn new(id_prefix: u64) -> Invocations {
+        Invocations {
+            id_prefix,
+            next_id: AtomicU64::new(1),
+            running: Mutex::new(HashMap::new()),
+            asyncs: Mutex::new(Asyncs::default()),
+        }
+    }
+
+    /// A new invocation ID, unique across nodes and restarts with high probability.
+    fn new_id(&self) -> InstanceId {
+        InstanceId::generated(&format!("{:016x}{:08x}", self.id_prefix, self.next_id.fetch_add(1, Ordering::Relaxed)))
+    }
+}
+
+impl Durable {
+    /// Invokes a function from outside. With an idempotency key the invocation is
+    /// exactly-once across client retries: a retry gets the logged result.
+    pub async fn invoke(self: &Arc<Self>, req: InvokeRequest) -> Result<Vec<u8>> {
+        let (id, eager) = match &req.idempotency_key {
+            Some(key) => (InstanceId::keyed(&req.function, key)?, true),
+            None => (self.invocations.new_id(), false),
+        };
+        let crash = match req.crash_after {
+            None => None,
+            Some(_) if !self.config.crash_injection => {
+                return Err(Error::InvalidArgument(
+                    "crash injection is a test hook; enable it with [state] crash_injection = true".into(),
+                ))
+            }
+            Some(n) => Some(CrashAfter::new(n)),
+        };
+        let run = Run {
+            function: req.function,
+            version: None,
+            book: req.book,
+            input: Some(req.input),
+            ctx: Context::new(),
+            depth: 0,
+            deadline_ms: None,
+            id,
+            eager,
+            crash,
+            attempt: 1,
+        };
+        self.run(run).await.0
+    }
+
+    /// Starts an exactly-once invocation in the background and returns its ID. Its
+    /// result is logged, so its status outlives this node. Refused with `busy` when
+    /// `async_max` are running here already.
+    pub fn invoke_async(self: &Arc<Self>, function: String, book: BookId, input: Bytes) -> Result<InstanceId> {
+        if book.is_reserved() {
+            return Err(Error::InvalidArgument(format!("book {:#x} is reserved for the platform", book.0)));
+        }
+        let id = self.invocations.new_id();
+        {
+            let mut asyncs = self.invocations.asyncs.lock().expect("not poisoned");
+            if asyncs.running >= self.config.async_max {
+                return Err(Error::Busy(format!(
+                    "asynchronous invocations: {} are running on this node already",
+                    self.config.async_max
+                )));
+            }
+            asyncs.running += 1;
+            asyncs.by_id.insert((book, id.clone()), InvocationStatus::Running);
+        }
+        let svc = self.clone();
+        let run_id = id.clone();
+        // Cancelling this task (the node stops) loses nothing: the invocation's Init is
+        // logged before its guest runs, and the recovery scan runs it again.
+        self.spawn.spawn(
+            "invoke-async",
+            Box::pin(async move {
+                let run = Run {
+                    function,
+                    version: None,
+                    book,
+                    input: Some(input),
+                    ctx: Context::new(),
+                    depth: 0,
+                    deadline_ms: None,
+                    id: run_id.clone(),
+                    eager: true,
+                    crash: None,
+                    attempt: 1,
+                };
+                let (result, _) = svc.run(run).await;
+                let mut asyncs = svc.invocations.asyncs.lock().expect("not poisoned");
+                asyncs.running -= 1;
+                asyncs.by_id.insert((book, run_id.clone()), InvocationStatus::Finished(result.map(Bytes::from)));
+                asyncs.finished.push_back((book, run_id));
+                while asyncs.finished.len() > svc.bounds.invocations_kept {
+                    let old = asyncs.finished.pop_front().expect("not empty");
+                    asyncs.by_id.remove(&old);
+                }
+            }),
+        );
+        Ok(id)
+    }
+
+    /// The status of invocation `id` (as [`Durable::invoke_async`] returned it) on
+    /// `book`: kept in memory for this node's asynchronous invocations, otherwise read
+    /// from the invocation's step log.
+    pub async fn invocation(&self, book: BookId, id: &str) -> Result<InvocationStatus> {
+        if book.is_reserved() {
+            return Err(Error::InvalidArgument(format!("book {:#x} is reserved for the platform", book.0)));
+        }
+        let id = InstanceId::parse_generated(id)?;
+        let kept = self.invocations.asyncs.lock().expect("not poisoned").by_id.get(&(book, id.clone())).cloned();
+        if let Some(status) = kept {
+            return Ok(status);
+        }
+        let tag = self.tags.step(&id);
+        let mut ctx = Context::new();
+        let not_found = || Error::InvocationNotFound(id.to_string());
+        let Some(first) = self.log.read_next(&mut ctx, shadow(book), tag, SeqNum(0)).await? else {
+            return Err(not_found());
+        };
+        match record::decode::<Step>("step", &first.data)? {
+            Step::Init { id: found, .. } if found == id => {}
+            _ => return Err(not_found()),
+        }
+        let last = self.log.read_prev(&mut ctx, shadow(book), tag, SeqNum::MAX).await?;
+        match last.map(|r| record::decode::<Step>("step", &r.data)).transpose()? {
+            Some(Step::Result { outcome }) => Ok(InvocationStatus::Finished(outcome.into_result().map(Bytes::from))),
+            _ => Ok(InvocationStatus::Running),
+        }
+    }
+
+    /// Whether a root invocation with this ID is running on this node.
+    pub fn is_running(&self, id: &InstanceId) -> bool {
+        self.invocations.running.lock().expect("not poisoned").contains_key(id)
+    }
+
+    /// Runs one invocation to a final outcome or a transient failure; returns it with
+    /// the invocation's final log context. Roots of one ID run one at a time here.
+    pub(crate) async fn run(self: &Arc<Self>, run: Run) -> (Result<Vec<u8>>, Context) {
+        if !run.id.is_root() {
+            return self.run_attempts(run).await;
+        }
+        let id = run.id.clone();
+        let lock = self.invocations.running.lock().expect("not poisoned").entry(id.clone()).or_default().clone();
+        let outcome = {
+            let _turn = lock.lock().await;
+            self.run_attempts(run).await
+        };
+        let mut running = self.invocations.running.lock().expect("not poisoned");
+        // The map's reference and ours: nobody else waits.
+        if Arc::strong_count(&lock) == 2 {
+            running.remove(&id);
+        }
+        outcome
+    }
+
+    /// The version a run starts from: the one it names, or the current one.
+    async fn resolve(&self, run: &Run) -> Result<FunctionVersion> {
+        let found = match run.version {
+            Some(v) => self.functions.version(&run.function, v).await?,
+            None => self.functions.current(&run.function).await?,
+        };
+        found.ok_or_else(|| Error::FunctionNotFound(run.function.clone()))
+    }
+
+    /// What a fresh invocation must pass before anything is logged for it.
+    fn admit(&self, run: &Run, version: &FunctionVersion) -> Result<()> {
+        if run.book.is_reserved() {
+            return Err(Error::InvalidArgument(format!("book {:#x} is reserved for the platform", run.book.0)));
+        }
+        if let Some(input) = &run.input {
+            if input.len() as u64 > version.request_bytes_max {
+                return Err(Error::TooLarge {
+                    what: "the request",
+                    size: Some(input.len() as u64),
+                    limit: version.request_bytes_max,
+                });
+            }
+        }
+        if run.depth > self.bounds.call_depth_max {
+            return Err(Error::InvalidArgument(format!("calls nest deeper than {}", self.bounds.call_depth_max)));
+        }
+        Ok(())
+    }
+
+    /// The version the Init record of `id` names, if the invocation has one: then it was
+    /// admitted once, and runs on that version whatever the registry or the checks
+    /// say now.
+    async fn recorded_version(&self, ctx: &mut Context, book: BookId, id: &InstanceId) -> Result<Option<u64>> {
+        if book.is_reserved() {
+            return Ok(None);
+        }
+        let Some(first) = self.log.read_next(ctx, shadow(book), self.tags.step(id), SeqNum(0)).await? else {
+            return Ok(None);
+        };
+        match record::decode::<Step>("step", &first.data)? {
+            Step::Init { id: found, version, .. } if found == *id => Ok(Some(version)),
+            _ => Ok(None),
+        }
+    }
+
+    /// The version to run and whether the run is admitted: a fresh invocation must
+    /// exist and pass [`Durable::admit`]; one with history runs the version it began on.
+    async fn version_for(&self, run: &mut Run) -> Result<FunctionVersion> {
+        let resolved = self.resolve(run).await;
+        let admitted = resolved.as_ref().map_err(Clone::clone).and_then(|v| self.admit(run, v));
+        match admitted {
+            Ok(()) => resolved,
+            // Only an eager run's ID may have history (the others are fresh).
+            Err(e @ (Error::FunctionNotFound(_) | Error::InvalidArgument(_) | Error::TooLarge { .. })) if run.eager => {
+                match self.recorded_version(&mut run.ctx, run.book, &run.id).await? {
+                    Some(v) => self.functions.version(&run.function, v).await?.ok_or(e),
+                    None => Err(e),
+                }
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn run_attempts(self: &Arc<Self>, mut run: Run) -> (Result<Vec<u8>>, Context) {
+        let mut version = match self.version_for(&mut run).await {
+            Ok(v) => v,
+            Err(e) => return (Err(e), run.ctx),
+        };
+        loop {
+            let of = Of {
+                id: run.id.clone(),
+                book: run.book,
+                function: run.function.clone(),
+                version: version.version,
+                input: run.input.clone(),
+                declared: version.tables.clone(),
+                crash: run.crash.clone(),
+            };
+            let mut instance = Instance::new(self.clone(), of);
+            if run.eager {
+                match instance.init(&mut run.ctx).await {
+                    Ok(Started::Fresh) => {}
+                    Ok(Started::Running { version: v }) if v != version.version => {
+                        // Invocations finish on the version that started them.
+                        version = match self.functions.version(&run.function, v).await {
+                            Ok(Some(found)) => found,
+                            Ok(None) => {
+                                let e = Error::Internal(format!("version {v} of {:?} is missing", run.function));
+                                return (Err(e), run.ctx);
+                            }
+                            Err(e) => return (Err(e), run.ctx),
+                        };
+                        instance.set_declared(version.tables.clone());
+                    }
+                    Ok(Started::Running { .. }) => {}
+                    Ok(Started::Finished(logged)) => return (logged.into_result(), run.ctx),
+                    Err(abort) => return (Err(abort.into_error()), run.ctx),
+                }
+            }
+            let own = self.clock.now_ms().saturating_add(version.timeout_ms);
+            let deadline_ms = run.deadline_ms.map_or(own, |d| d.min(own));
+            let input = instance.input().cloned().unwrap_or_default();
+            let attempt = Attempt {
+                version: version.clone(),
+                book: run.book,
+                input,
+                instance,
+                attempt: run.attempt,
+                depth: run.depth,
+                ctx: run.ctx,
+                deadline_ms,
+            };
+            let (result, mut attempt) = self.functions.run(attempt).await;
+            run.ctx = attempt.ctx;
+            if !attempt.instance.initialized() {
+                // Nothing durable happened: the outcome is the attempt's, as it is.
+                return (result, run.ctx);
+            }
+            let outcome = match result {
+                Err(Error::Trap(m)) if run.attempt > self.config.retries => Outcome::Trap(cut(&m)),
+                Err(Error::Trap(m)) => {
+                    tracing::info!(function = run.function, id = %run.id, attempt = run.attempt, "running again after a trap: {m}");
+                    run.attempt += 1;
+                    run.eager = true;
+                    continue;
+                }
+                // A late peer: the logged result stands; the next init returns it.
+                Err(Error::Superseded) => {
+                    run.eager = true;
+                    continue;
+                }
+                other => match Outcome::of_final(&other) {
+                    Some(outcome) => outcome,
+                    None => return (other, run.ctx),
+                },
+            };
+            match attempt.instance.finish(&mut run.ctx, outcome).await {
+                Ok(logged) => return (logged.into_result(), run.ctx),
+                Err(crate::node::Abort::Superseded) => run.eager = true,
+                Err(abort) => return (Err(abort.into_error()), run.ctx),
+            }
+        }
+    }
+
+    /// Runs an unfinished root invocation again, on the version its Init record names.
+    pub(crate) async fn reexecute(
+        self: &Arc<Self>,
+        book: BookId,
+        id: InstanceId,
+        function: String,
+        version: u64,
+        attempt: u32,
+    ) -> (Result<Vec<u8>>, Context) {
+        let run = Run {
+            function,
+            version: Some(version),
+            book,
+            input: None,
+            ctx: Context::new(),
+            depth: 0,
+            deadline_ms: None,
+            id,
+            eager: true,
+            crash: None,
+            attempt,
+        };
+        self.run(run).await
+    }
+}

@@ -1,0 +1,49 @@
+//! Tally's exactly-once layer: Halfmoon's protocols (SOSP '23, §4-§5) for state and
+//! invocations, as a core that reaches the world only through narrow traits, so that
+//! one deterministic simulator (`sim`, the `durable-sim` binary) drives the same code
+//! that runs in `tally dev`.
+//!
+//! ```text
+//!   Durable (node.rs) ── invoke.rs: attempts of an invocation until a final outcome
+//!     │                    │  Functions::run(Attempt) ──> the guest (wasmtime, or the
+//!     │                    │                              simulator's scripted guests)
+//!     │                    ▼
+//!     │                 Instance (instance.rs): init, steps, cursorTS, per-table protocol
+//!     │                    │ get/put/delete, child calls (attempt.rs)
+//!     ▼                    ▼
+//!   background: recovery.rs (re-execution, feeds gc.rs), switch.rs (switches, auto)
+//!   all of it over:  Log · StateStore · Clock · Spawn · Functions   (env.rs, store/)
+//! ```
+//!
+//! The records it logs are in `record.rs`, under the platform books and tags of
+//! `tags.rs`, which also states the isolation rules.
+
+mod attempt;
+mod config;
+mod env;
+mod error;
+mod gc;
+mod id;
+mod instance;
+mod invoke;
+mod node;
+mod record;
+mod recovery;
+mod switch;
+mod tags;
+
+pub mod sim;
+pub mod store;
+
+pub use attempt::Attempt;
+pub use config::{Protocol, StateConfig, StoreKind};
+pub use env::{BoxFuture, Clock, FunctionVersion, Functions, Log, LogResult, Spawn};
+pub use error::{Error, Result};
+pub use id::{InstanceId, IDEMPOTENCY_KEY_MAX};
+pub use instance::CrashAfter;
+pub use invoke::{InvocationStatus, InvokeRequest};
+pub use node::{check_table, Abort, Durable, NodeBounds, Ops, Parts, KEY_MAX, PAYLOAD_MAX, VALUE_MAX};
+pub use record::{Outcome, Transition};
+pub use store::{StateError, StateStore};
+pub use switch::{auto_choice, TableStatus};
+pub use tags::{shadow, TagKey, MANIFESTS, PLATFORM_BOOK};

@@ -1,0 +1,451 @@
+//! [`Durable`]: what the exactly-once invocations of one node share (the log, the state
+//! store, time, tasks, the functions, the configuration), the platform-wide lists it
+//! keeps in the log, and the read-optimized helpers the protocols share.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use futures_util::lock::Mutex as AsyncMutex;
+use tally_logsvc::{BookId, Context, Error as LogError, SeqNum};
+
+use crate::config::{Protocol, StateConfig};
+use crate::env::{Clock, Functions, Log, Spawn};
+use crate::error::Error;
+use crate::instance::Effective;
+use crate::invoke::Invocations;
+use crate::record::{self, Step, TableRef, Transition};
+use crate::store::{StateError, StateStore, Value};
+use crate::tags::{shadow, TagKey, BOOKS, PLATFORM_BOOK, TABLES, TAG_KEY};
+
+/// The largest input or output of an exactly-once invocation: both are logged, in one
+/// record each (the engine's limit is 1 MiB).
+pub const PAYLOAD_MAX: usize = 960 << 10;
+/// The largest state value (a logged read carries it in one record).
+pub const VALUE_MAX: usize = 512 << 10;
+/// The longest state key.
+pub const KEY_MAX: usize = 1024;
+
+/// Why an attempt stops inside a protocol operation.
+#[derive(Debug)]
+pub enum Abort {
+    /// The guest's arguments were refused; the guest gets the error and goes on.
+    Refused(Error),
+    /// The log or the store failed; the attempt stops and the invocation runs again.
+    Transient(Error),
+    /// The re-execution took another path than the recorded history.
+    NonDeterministic(String),
+    /// This execution is a late peer of an invocation that has finished: it stops, and
+    /// the invocation's logged result stands.
+    Superseded,
+    /// The crash-injection hook fired.
+    Crash,
+}
+
+impl Abort {
+    pub(crate) fn internal(message: impl Into<String>) -> Abort {
+        Abort::Transient(Error::Internal(message.into()))
+    }
+
+    /// The error the attempt ends with.
+    pub fn into_error(self) -> Error {
+        match self {
+            Abort::Refused(e) | Abort::Transient(e) => e,
+            Abort::NonDeterministic(m) => Error::Trap(format!("non-deterministic re-execution: {m}")),
+            Abort::Superseded => Error::Superseded,
+            Abort::Crash => Error::InjectedCrash,
+        }
+    }
+}
+
+impl std::fmt::Display for Abort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Abort::Refused(e) | Abort::Transient(e) => e.fmt(f),
+            Abort::NonDeterministic(m) => write!(f, "non-deterministic re-execution: {m}"),
+            Abort::Superseded => f.write_str("the invocation finished meanwhile"),
+            Abort::Crash => f.write_str("injected crash"),
+        }
+    }
+}
+
+impl std::error::Error for Abort {}
+
+impl From<LogError> for Abort {
+    fn from(e: LogError) -> Self {
+        Abort::Transient(Error::from(e))
+    }
+}
+
+impl From<StateError> for Abort {
+    fn from(e: StateError) -> Self {
+        Abort::Transient(Error::from(e))
+    }
+}
+
+impl From<Error> for Abort {
+    fn from(e: Error) -> Self {
+        Abort::Transient(e)
+    }
+}
+
+/// Table names: 1 to 64 of `a-z 0-9 - _`.
+pub fn check_table(table: &str) -> Result<(), String> {
+    let ok = !table.is_empty()
+        && table.len() <= 64
+        && table.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("invalid table name {table:?}: 1 to 64 of a-z 0-9 - _"))
+    }
+}
+
+pub(crate) fn check_object(table: &str, key: &[u8], value: Option<&[u8]>) -> Result<(), Abort> {
+    check_table(table).map_err(|m| Abort::Refused(Error::InvalidArgument(m)))?;
+    if key.is_empty() {
+        return Err(Abort::Refused(Error::InvalidArgument("state keys must not be empty".into())));
+    }
+    if key.len() > KEY_MAX {
+        let size = Some(key.len() as u64);
+        return Err(Abort::Refused(Error::TooLarge { what: "the state key", size, limit: KEY_MAX as u64 }));
+    }
+    if let Some(v) = value.filter(|v| v.len() > VALUE_MAX) {
+        let size = Some(v.len() as u64);
+        return Err(Abort::Refused(Error::TooLarge { what: "the state value", size, limit: VALUE_MAX as u64 }));
+    }
+    Ok(())
+}
+
+/// The store table of `(book, table)`.
+pub(crate) fn store_table(book: BookId, table: &str) -> String {
+    format!("{:x}/{table}", book.0)
+}
+
+/// Operations counted on one table.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Ops {
+    pub reads: u64,
+    pub writes: u64,
+}
+
+/// The parts a node's exactly-once layer runs on.
+pub struct Parts {
+    pub log: Arc<dyn Log>,
+    pub store: Arc<dyn StateStore>,
+    pub clock: Arc<dyn Clock>,
+    pub spawn: Arc<dyn Spawn>,
+    pub functions: Arc<dyn Functions>,
+    /// A fresh secret, proposed as the cluster's tag key if it has none yet.
+    pub tag_key: TagKey,
+    /// Where this node's invocation IDs start (random, so nodes and restarts differ).
+    pub id_prefix: u64,
+}
+
+/// Node-wide bounds that come from outside `[state]`.
+#[derive(Clone, Copy, Debug)]
+pub struct NodeBounds {
+    /// Nested `invoke.call`s.
+    pub call_depth_max: u32,
+    /// Finished asynchronous invocations whose status is kept in memory.
+    pub invocations_kept: usize,
+}
+
+/// What exactly-once invocations of one node share.
+pub struct Durable {
+    pub(crate) log: Arc<dyn Log>,
+    pub(crate) store: Arc<dyn StateStore>,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) spawn: Arc<dyn Spawn>,
+    pub(crate) functions: Arc<dyn Functions>,
+    pub config: StateConfig,
+    pub(crate) bounds: NodeBounds,
+    pub(crate) tags: TagKey,
+    /// Books registered in [`BOOKS`] (by any node), and where the stream was read to.
+    books: AsyncMutex<(SeqNum, BTreeSet<BookId>)>,
+    /// Reads and writes of switchable tables on this node since the last look.
+    rates: Mutex<BTreeMap<BookId, BTreeMap<String, Ops>>>,
+    /// The TABLES stream as read so far.
+    tables: AsyncMutex<(SeqNum, HashMap<BookId, BTreeSet<String>>)>,
+    /// First transition records, which never change once written.
+    first: Mutex<HashMap<(BookId, String), Transition>>,
+    pub(crate) invocations: Invocations,
+}
+
+impl Durable {
+    /// Agrees on the cluster's tag key and reads the registered books. Background work
+    /// starts with [`Durable::start_background`].
+    pub async fn start(parts: Parts, config: StateConfig, bounds: NodeBounds) -> Result<Arc<Durable>, Error> {
+        let tags = agree_tag_key(&*parts.log, parts.tag_key).await?;
+        let durable = Arc::new(Durable {
+            log: parts.log,
+            store: parts.store,
+            clock: parts.clock,
+            spawn: parts.spawn,
+            functions: parts.functions,
+            config,
+            bounds,
+            tags,
+            books: AsyncMutex::new((SeqNum(0), BTreeSet::new())),
+            rates: Mutex::new(BTreeMap::new()),
+            tables: AsyncMutex::new((SeqNum(0), HashMap::new())),
+            first: Mutex::new(HashMap::new()),
+            invocations: Invocations::new(parts.id_prefix),
+        });
+        durable.books().await?;
+        Ok(durable)
+    }
+
+    /// Every book registered so far (by any node): what this node knew, and what was
+    /// appended since it last looked.
+    pub async fn books(&self) -> Result<BTreeSet<BookId>, Error> {
+        let mut guard = self.books.lock().await;
+        let (next, books) = &mut *guard;
+        let mut ctx = Context::new();
+        while let Some(r) = self.log.read_next(&mut ctx, PLATFORM_BOOK, BOOKS, *next).await? {
+            *next = SeqNum(r.seqnum.0 + 1);
+            match record::decode::<u64>("book listing", &r.data) {
+                Ok(b) if !BookId(b).is_reserved() => {
+                    books.insert(BookId(b));
+                }
+                Ok(b) => tracing::error!(seqnum = %r.seqnum, "skipping a listed platform book {b:#x}"),
+                Err(e) => tracing::error!(seqnum = %r.seqnum, "skipping a book listing: {e}"),
+            }
+        }
+        Ok(books.clone())
+    }
+
+    /// Makes sure the recovery scan will look at `book`.
+    pub(crate) async fn register_book(&self, book: BookId) -> Result<(), Abort> {
+        let mut guard = self.books.lock().await;
+        if guard.1.contains(&book) {
+            return Ok(());
+        }
+        self.log.append(&mut Context::new(), PLATFORM_BOOK, &[BOOKS], record::encode(&book.0)).await?;
+        guard.1.insert(book);
+        Ok(())
+    }
+
+    /// The tables of `book` that have a transition log.
+    pub async fn tables(&self, book: BookId) -> Result<BTreeSet<String>, Error> {
+        let mut guard = self.tables.lock().await;
+        let (next, by_book) = &mut *guard;
+        let mut ctx = Context::new();
+        while let Some(r) = self.log.read_next(&mut ctx, PLATFORM_BOOK, TABLES, *next).await? {
+            *next = SeqNum(r.seqnum.0 + 1);
+            match record::decode::<TableRef>("table listing", &r.data) {
+                Ok(t) => {
+                    by_book.entry(BookId(t.book)).or_default().insert(t.table);
+                }
+                Err(e) => tracing::error!(seqnum = %r.seqnum, "skipping a table listing: {e}"),
+            }
+        }
+        Ok(by_book.get(&book).cloned().unwrap_or_default())
+    }
+
+    /// Lists a table whose transition log is about to be created.
+    pub(crate) async fn register_table(&self, book: BookId, table: &str) -> Result<(), Abort> {
+        let listing = record::encode(&TableRef { book: book.0, table: table.to_string() });
+        self.log.append(&mut Context::new(), PLATFORM_BOOK, &[TABLES], listing).await?;
+        Ok(())
+    }
+
+    /// The first record of `table`'s transition log, creating it (with `declared`) if the
+    /// table has none. First records never change, so they are cached.
+    pub(crate) async fn first_transition(
+        &self,
+        ctx: &mut Context,
+        book: BookId,
+        table: &str,
+        declared: Protocol,
+    ) -> Result<Transition, Abort> {
+        let cache_key = (book, table.to_string());
+        if let Some(t) = self.first.lock().expect("not poisoned").get(&cache_key) {
+            return Ok(t.clone());
+        }
+        let tag = self.tags.transition(table);
+        let sb = shadow(book);
+        let found = match self.log.read_next(ctx, sb, tag, SeqNum(0)).await? {
+            Some(r) => r,
+            None => {
+                let first = Transition::End {
+                    table: table.to_string(),
+                    protocol: if declared == Protocol::Auto { Protocol::ReadOptimized } else { declared },
+                    auto: declared == Protocol::Auto,
+                };
+                // Listed first, so that no table escapes garbage collection.
+                self.register_table(book, table).await?;
+                match self.log.cond_append(ctx, sb, &[tag], record::encode(&first), tag, 0).await {
+                    Ok(_) => {
+                        self.first.lock().expect("not poisoned").insert(cache_key, first.clone());
+                        return Ok(first);
+                    }
+                    Err(LogError::Conflict { .. }) => self
+                        .log
+                        .read_next(ctx, sb, tag, SeqNum(0))
+                        .await?
+                        .ok_or_else(|| Abort::internal(format!("the transition log of {table:?} vanished")))?,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        };
+        let t: Transition = record::decode("transition", &found.data)?;
+        if t.table() != table {
+            return Err(Abort::internal(format!("tables {table:?} and {:?} share a transition tag", t.table())));
+        }
+        self.first.lock().expect("not poisoned").insert(cache_key, t.clone());
+        Ok(t)
+    }
+
+    /// Counts an operation on a table that could be switched.
+    pub(crate) fn observe(&self, book: BookId, table: &str, protocol: Effective, write: bool) {
+        if matches!(protocol, Effective::Unsafe | Effective::Symmetric) {
+            return;
+        }
+        let mut rates = self.rates.lock().expect("not poisoned");
+        let tables = rates.entry(book).or_default();
+        let ops = match tables.get_mut(table) {
+            Some(ops) => ops,
+            None => tables.entry(table.to_string()).or_default(),
+        };
+        if write {
+            ops.writes += 1;
+        } else {
+            ops.reads += 1;
+        }
+    }
+
+    /// The operations counted since the last call, per book and table.
+    pub fn take_rates(&self) -> BTreeMap<BookId, BTreeMap<String, Ops>> {
+        std::mem::take(&mut *self.rates.lock().expect("not poisoned"))
+    }
+
+    /// The platform log (for the runtime's registry, which shares it).
+    pub fn log(&self) -> &Arc<dyn Log> {
+        &self.log
+    }
+}
+
+/// The cluster's tag key: the first TAG_KEY record, which this node proposes `mine` for
+/// if there is none yet (a conditional append at offset 0: one proposal wins).
+async fn agree_tag_key(log: &dyn Log, mine: TagKey) -> Result<TagKey, Error> {
+    let mut ctx = Context::new();
+    let existing = log.read_next(&mut ctx, PLATFORM_BOOK, TAG_KEY, SeqNum(0)).await?;
+    let record = match existing {
+        Some(r) => r,
+        None => {
+            let data = Bytes::copy_from_slice(mine.as_bytes());
+            match log.cond_append(&mut ctx, PLATFORM_BOOK, &[TAG_KEY], data, TAG_KEY, 0).await {
+                Ok(_) => return Ok(mine),
+                Err(LogError::Conflict { .. }) => log
+                    .read_next(&mut ctx, PLATFORM_BOOK, TAG_KEY, SeqNum(0))
+                    .await?
+                    .ok_or_else(|| Error::Internal("the tag key vanished".into()))?,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    };
+    TagKey::from_slice(&record.data).ok_or_else(|| Error::Internal(format!("the tag key record has {} bytes", record.data.len())))
+}
+
+/// One record of an object's write log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WriteRecord {
+    pub seqnum: u64,
+    pub version: u64,
+    pub migrated_from: Option<u64>,
+}
+
+/// The last write-log record of `(table, key)` at or before `at` (skipping records of
+/// other objects that share the tag).
+async fn prev_write(
+    d: &Durable,
+    ctx: &mut Context,
+    book: BookId,
+    table: &str,
+    key: &[u8],
+    mut at: u64,
+) -> Result<Option<WriteRecord>, Abort> {
+    let tag = d.tags.object(table, key);
+    loop {
+        let Some(r) = d.log.read_prev(ctx, shadow(book), tag, SeqNum(at)).await? else {
+            return Ok(None);
+        };
+        if let Step::Write { table: t, key: k, version, migrated_from } = record::decode("write-log", &r.data)? {
+            if t == table && k == key {
+                return Ok(Some(WriteRecord { seqnum: r.seqnum.0, version, migrated_from }));
+            }
+        }
+        match r.seqnum.0.checked_sub(1) {
+            Some(prev) => at = prev,
+            None => return Ok(None),
+        }
+    }
+}
+
+/// The write-log record that gives `(table, key)` its value for a reader at `at`: the
+/// last one at or before `at`, unless that is a migration voided by a newer write
+/// just before it (see [`Step::Write`]).
+pub(crate) async fn visible_write(
+    d: &Durable,
+    ctx: &mut Context,
+    book: BookId,
+    table: &str,
+    key: &[u8],
+    at: u64,
+) -> Result<Option<WriteRecord>, Abort> {
+    let Some(last) = prev_write(d, ctx, book, table, key, at).await? else {
+        return Ok(None);
+    };
+    let (Some(from), Some(before)) = (last.migrated_from, last.seqnum.checked_sub(1)) else {
+        return Ok(Some(last));
+    };
+    match prev_write(d, ctx, book, table, key, before).await? {
+        Some(raced) if raced.migrated_from.is_none() && raced.seqnum > from => Ok(Some(raced)),
+        _ => Ok(Some(last)),
+    }
+}
+
+/// The value of exactly `version` of `(table, key)`: it exists, since versions are
+/// stored before the write-log record that points at them.
+pub(crate) async fn version_value(
+    store: &dyn StateStore,
+    st: &str,
+    table: &str,
+    key: &[u8],
+    version: u64,
+) -> Result<Value, Abort> {
+    match store.get_at(st, key, version).await? {
+        Some((v, value)) if v == version => Ok(value),
+        other => Err(Abort::internal(format!(
+            "version {version} of {table:?}/{key:?} is missing from the store (found {:?})",
+            other.map(|(v, _)| v)
+        ))),
+    }
+}
+
+/// A transitional read: the fresher of the single-version entry (its version cursor)
+/// and the newest write-log record (its seqnum).
+pub(crate) async fn fresher_value(
+    d: &Durable,
+    ctx: &mut Context,
+    book: BookId,
+    st: &str,
+    table: &str,
+    key: &[u8],
+) -> Result<Value, Abort> {
+    let latest = d.store.get_latest(st, key).await?;
+    let logged = visible_write(d, ctx, book, table, key, u64::MAX).await?;
+    match (latest, logged) {
+        (Some((v, value)), Some(w)) if v.cursor > w.seqnum => Ok(value),
+        (Some((_, value)), None) => Ok(value),
+        (_, Some(w)) => version_value(&*d.store, st, table, key, w.version).await,
+        (None, None) => Ok(None),
+    }
+}
+
+/// The protocol a version declares for `table`: its own declaration, else the node's
+/// `[state] tables`, else the node's default.
+pub(crate) fn declared_protocol(config: &StateConfig, declared: &BTreeMap<String, Protocol>, table: &str) -> Protocol {
+    declared.get(table).or_else(|| config.tables.get(table)).copied().unwrap_or(config.protocol)
+}

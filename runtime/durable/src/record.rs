@@ -1,0 +1,282 @@
+//! What the exactly-once protocols write to the log.
+//!
+//! Every record is one [`Step`], [`Transition`] or listing, encoded as one format byte
+//! ([`FORMAT`]) and bincode. A node refuses a record of a format it does not know with a
+//! clear error instead of misreading it; a new format is added as a new number, and old
+//! ones stay readable. Records go under the platform tags of [`crate::tags`] in the
+//! shadow of the invocation's book:
+//!
+//! ```text
+//!   step(id)                    the instance's step log: Init, then one record per logged step
+//!   object(table, key)          the read-optimized write log of one object (Write records)
+//!   transition(table)           the table's protocol history (Transition records)
+//!   migration(begin, table, key) a switch's one migration record of that key
+//!   INSTANCES                   every Init and Result of the book (the recovery scan)
+//! ```
+//!
+//! Every record names what it is about (the instance ID, the table and key), and readers
+//! skip or refuse records that are not theirs.
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::config::Protocol;
+use crate::error::Error;
+use crate::id::InstanceId;
+
+/// The format of every record this node writes.
+pub const FORMAT: u8 = 1;
+
+/// One record of an instance's step log. The position of a record in the step log is
+/// its step number; `Init` is step 0.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Step {
+    /// The invocation started: what is needed to run it again, on the same version.
+    Init { id: InstanceId, function: String, version: u64, input: Bytes },
+    /// A read-optimized write, also in the object's write log: from here on `version`
+    /// (stored before this record was appended) is the object's value for readers at or
+    /// past this record.
+    ///
+    /// Also written outside any step log by a switch to read-optimized, to carry a
+    /// write-optimized value over (`migrated_from` is that value's version cursor): such
+    /// a record is void if the object's previous write-log record is a write newer than
+    /// that cursor (a transitional write that raced the migration; see `switch.rs`).
+    Write { table: String, key: Bytes, version: u64, migrated_from: Option<u64> },
+    /// Symmetric write: logged before the store is written; the seqnum is the version.
+    LoggedWrite { table: String, key: Bytes, value: Option<Bytes> },
+    /// A logged read (write-optimized, symmetric, transitional) and what it returned.
+    Read { table: String, key: Bytes, value: Option<Bytes> },
+    /// A child invocation (its function and a hash of its input) and its final outcome.
+    Invoke { function: String, input_sha256: [u8; 32], outcome: Outcome },
+    /// The invocation's final outcome.
+    Result { outcome: Outcome },
+}
+
+impl Step {
+    /// Whether a recorded step is the one an execution asks for now: the same operation
+    /// on the same table and key (and, for a child, the same function and input). The
+    /// results (a read's value, a child's outcome) are the record's to give.
+    pub fn same_operation(&self, asked: &Step) -> bool {
+        match (self, asked) {
+            (Step::Write { table: t, key: k, version: v, .. }, Step::Write { table, key, version, .. }) => {
+                t == table && k == key && v == version
+            }
+            (Step::LoggedWrite { table: t, key: k, value: v }, Step::LoggedWrite { table, key, value }) => {
+                t == table && k == key && v == value
+            }
+            (Step::Read { table: t, key: k, .. }, Step::Read { table, key, .. }) => t == table && k == key,
+            (Step::Invoke { function: f, input_sha256: i, .. }, Step::Invoke { function, input_sha256, .. }) => {
+                f == function && i == input_sha256
+            }
+            (Step::Result { .. }, Step::Result { .. }) => true,
+            _ => false,
+        }
+    }
+
+    /// What the step does, for error messages.
+    pub fn describe(&self) -> String {
+        match self {
+            Step::Init { function, version, .. } => format!("init of {function} version {version}"),
+            Step::Write { table, key, .. } => format!("write of {table}/{}", printable(key)),
+            Step::LoggedWrite { table, key, .. } => format!("logged write of {table}/{}", printable(key)),
+            Step::Read { table, key, .. } => format!("read of {table}/{}", printable(key)),
+            Step::Invoke { function, .. } => format!("call of {function}"),
+            Step::Result { .. } => "result".to_string(),
+        }
+    }
+}
+
+fn printable(key: &[u8]) -> String {
+    let shown: String = String::from_utf8_lossy(&key[..key.len().min(64)]).into_owned();
+    format!("{shown:?}{}", if key.len() > 64 { "..." } else { "" })
+}
+
+/// The hash of a child's input that its Invoke step records.
+pub fn input_sha256(input: &[u8]) -> [u8; 32] {
+    Sha256::digest(input).into()
+}
+
+/// A final outcome, as logged: a re-execution or a retried request gets it back.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Outcome {
+    Ok(Bytes),
+    Failed(String),
+    Trap(String),
+    MemoryLimit(u64),
+    TooLarge {
+        size: Option<u64>,
+        limit: u64,
+    },
+    Timeout(u64),
+    /// A child's function did not exist when the child was called.
+    NotFound(String),
+    /// The invocation was refused before it ran (bad arguments, nesting too deep).
+    Refused(String),
+}
+
+impl Outcome {
+    /// The outcome of a finished attempt, or `None` when the error is transient (the
+    /// invocation should run again rather than have it as its result). Outputs over
+    /// [`PAYLOAD_MAX`](crate::PAYLOAD_MAX) become `TooLarge` (the result is logged in
+    /// one record) and messages are cut to [`MESSAGE_MAX`] bytes.
+    pub fn of_final(result: &Result<Vec<u8>, Error>) -> Option<Outcome> {
+        let limit = crate::PAYLOAD_MAX;
+        match result {
+            Ok(out) if out.len() > limit => Some(Outcome::TooLarge { size: Some(out.len() as u64), limit: limit as u64 }),
+            Ok(out) => Some(Outcome::Ok(Bytes::copy_from_slice(out))),
+            Err(Error::Failed(m)) => Some(Outcome::Failed(cut(m))),
+            Err(Error::MemoryLimit(n)) => Some(Outcome::MemoryLimit(*n)),
+            Err(Error::TooLarge { size, limit, .. }) => Some(Outcome::TooLarge { size: *size, limit: *limit }),
+            Err(Error::FunctionNotFound(name)) => Some(Outcome::NotFound(cut(name))),
+            Err(Error::InvalidArgument(m)) => Some(Outcome::Refused(cut(m))),
+            _ => None,
+        }
+    }
+
+    /// A failure logged as the result once retrying it is given up.
+    pub fn of_given_up(e: &Error) -> Outcome {
+        match e {
+            Error::Timeout(ms) => Outcome::Timeout(*ms),
+            Error::Trap(m) => Outcome::Trap(cut(m)),
+            other => Outcome::of_final(&Err(other.clone())).unwrap_or_else(|| Outcome::Failed(cut(&format!("gave up: {other}")))),
+        }
+    }
+
+    pub fn into_result(self) -> Result<Vec<u8>, Error> {
+        match self {
+            Outcome::Ok(b) => Ok(b.to_vec()),
+            Outcome::Failed(m) => Err(Error::Failed(m)),
+            Outcome::Trap(m) => Err(Error::Trap(m)),
+            Outcome::MemoryLimit(n) => Err(Error::MemoryLimit(n)),
+            Outcome::TooLarge { size, limit } => Err(Error::TooLarge { what: "the response", size, limit }),
+            Outcome::Timeout(ms) => Err(Error::Timeout(ms)),
+            Outcome::NotFound(name) => Err(Error::FunctionNotFound(name)),
+            Outcome::Refused(m) => Err(Error::InvalidArgument(m)),
+        }
+    }
+}
+
+/// The longest error message logged as an outcome.
+pub const MESSAGE_MAX: usize = 16 << 10;
+
+/// `m`, cut at a character boundary to at most [`MESSAGE_MAX`] bytes.
+pub fn cut(m: &str) -> String {
+    if m.len() <= MESSAGE_MAX {
+        return m.to_string();
+    }
+    let mut end = MESSAGE_MAX;
+    while !m.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &m[..end])
+}
+
+/// One record of a table's transition log (Halfmoon §4.7). An instance uses the
+/// protocol of the last record at or before its init record (the first record if none:
+/// nobody used the table before it existed).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Transition {
+    /// `protocol` from here on; `auto` lets the runtime switch it from observed rates.
+    End { table: String, protocol: Protocol, auto: bool },
+    /// A switch from `from` to `to` began: instances starting now use the transitional
+    /// protocol, until the End that follows once every earlier instance finished.
+    Begin { table: String, from: Protocol, to: Protocol, auto: bool },
+}
+
+impl Transition {
+    pub fn table(&self) -> &str {
+        match self {
+            Transition::End { table, .. } | Transition::Begin { table, .. } => table,
+        }
+    }
+}
+
+/// An entry of the platform-wide TABLES and SWITCHES lists.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct TableRef {
+    pub book: u64,
+    pub table: String,
+}
+
+/// Records are small: a bincode limit just over the engine's record limit turns a
+/// corrupt length prefix into an error instead of an allocation.
+const RECORD_LIMIT: u64 = 2 << 20;
+
+pub fn encode<T: Serialize>(value: &T) -> Bytes {
+    let mut out = vec![FORMAT];
+    bincode::serialize_into(&mut out, value).expect("records always encode");
+    Bytes::from(out)
+}
+
+pub fn decode<T: serde::de::DeserializeOwned>(what: &str, bytes: &[u8]) -> Result<T, Error> {
+    use bincode::Options as _;
+    match bytes.first() {
+        Some(&FORMAT) => {}
+        Some(other) => {
+            return Err(Error::Internal(format!(
+                "a {what} record has format {other}, which this node does not know (written by a newer node?)"
+            )))
+        }
+        None => return Err(Error::Internal(format!("an empty {what} record"))),
+    }
+    bincode::DefaultOptions::new()
+        .with_fixint_encoding()
+        .allow_trailing_bytes()
+        .with_limit(RECORD_LIMIT)
+        .deserialize(&bytes[1..])
+        .map_err(|e| Error::Internal(format!("corrupt {what} record: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steps_round_trip_and_garbage_or_unknown_formats_are_errors() {
+        let steps = [
+            Step::Init {
+                id: InstanceId::keyed("f", "k.1").unwrap().child(3),
+                function: "f".into(),
+                version: 9,
+                input: Bytes::from_static(b"in"),
+            },
+            Step::Write { table: "t".into(), key: Bytes::from_static(b"\0k"), version: u64::MAX, migrated_from: Some(3) },
+            Step::Read { table: "t".into(), key: Bytes::from_static(b"k"), value: None },
+            Step::Invoke { function: "g".into(), input_sha256: input_sha256(b"x"), outcome: Outcome::NotFound("g".into()) },
+            Step::Result { outcome: Outcome::TooLarge { size: None, limit: 7 } },
+        ];
+        for s in steps {
+            assert_eq!(decode::<Step>("step", &encode(&s)).unwrap(), s);
+        }
+        assert!(decode::<Step>("step", &[FORMAT, 0xff, 0xff, 0xff]).is_err());
+        assert!(decode::<Step>("step", &[FORMAT, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f]).is_err());
+        let future = decode::<Step>("step", &[FORMAT + 1, 0, 0, 0, 0]).unwrap_err();
+        assert!(future.to_string().contains("newer node"), "{future}");
+        assert!(decode::<Step>("step", &[]).is_err());
+    }
+
+    #[test]
+    fn a_step_is_the_same_operation_only_with_the_same_table_key_and_callee() {
+        let read = |t: &str, k: &'static [u8]| Step::Read { table: t.into(), key: Bytes::from_static(k), value: None };
+        let recorded = Step::Read { table: "t".into(), key: Bytes::from_static(b"k"), value: Some(Bytes::from_static(b"v")) };
+        assert!(recorded.same_operation(&read("t", b"k")));
+        assert!(!recorded.same_operation(&read("u", b"k")));
+        assert!(!recorded.same_operation(&read("t", b"j")));
+        let call = |f: &str, i: &[u8]| Step::Invoke {
+            function: f.into(),
+            input_sha256: input_sha256(i),
+            outcome: Outcome::Ok(Bytes::new()),
+        };
+        assert!(call("g", b"1").same_operation(&call("g", b"1")));
+        assert!(!call("g", b"1").same_operation(&call("h", b"1")));
+        assert!(!call("g", b"1").same_operation(&call("g", b"2")));
+        let write = |v: &'static [u8]| Step::LoggedWrite {
+            table: "t".into(),
+            key: Bytes::from_static(b"k"),
+            value: Some(Bytes::from_static(v)),
+        };
+        assert!(!write(b"a").same_operation(&write(b"b")));
+        assert!(!write(b"a").same_operation(&read("t", b"k")));
+    }
+}

@@ -1,0 +1,237 @@
+//! The recovery scan: finds invocations that started (an Init record in a book's
+//! INSTANCES stream) and never finished (no Result record), and runs them again once
+//! they are older than their function's timeout plus `reexecute_after_ms`: their node
+//! died, or their last attempt failed transiently. It runs on every node, from the
+//! start of each book's stream after a restart; two nodes running one invocation are
+//! peers, which the step log's conditional appends keep to one history. Children are
+//! not run on their own: their parent's re-execution calls them again.
+//!
+//! An invocation that has failed transiently `attempts_max` times gets its last
+//! failure logged as its result; a version that cannot be loaded on this node does not
+//! count (another node, or this one later, may load it).
+//!
+//! Memory is bounded: an unfinished root costs its ID and a few numbers (its input
+//! stays in the log), and at most `open_max` are tracked per book. Past that the scan
+//! notes where it stopped tracking (the horizon stays below it, so garbage collection
+//! keeps what those invocations may read) and picks them up as tracked ones finish.
+//!
+//! The same scan feeds garbage collection (`gc.rs`): it knows which instances are open
+//! and which finished, and when.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Weak};
+
+use tally_logsvc::{BookId, Context, SeqNum, Tag};
+
+use crate::error::Error;
+use crate::id::InstanceId;
+use crate::instance::{Instance, Of};
+use crate::node::Durable;
+use crate::record::{self, Outcome, Step};
+use crate::tags::{shadow, INSTANCES};
+
+/// An invocation seen starting and not yet seen finishing.
+struct Open {
+    id: InstanceId,
+    function: String,
+    version: u64,
+    /// When this node first saw it, or last ran it again (its age counts from there).
+    seen_ms: u64,
+    /// Re-executions this node has started.
+    attempts: u32,
+    /// The seqnum of its init record.
+    init: u64,
+}
+
+/// An instance (root or child) whose result the scan has seen.
+pub(crate) struct Finished {
+    pub step_tag: Tag,
+    pub result: u64,
+    pub seen_ms: u64,
+}
+
+/// How far the scan has read one book.
+#[derive(Default)]
+pub(crate) struct BookScan {
+    pub ctx: Context,
+    /// The next seqnum of the INSTANCES stream to read.
+    pub next: u64,
+    /// Unfinished roots by step tag: a Result record names its instance only by that.
+    open: BTreeMap<Tag, Open>,
+    /// The first root init not tracked because `open` was full.
+    untracked_from: Option<u64>,
+    /// Finished instances whose step logs are still there, in result order.
+    pub finished: VecDeque<Finished>,
+    /// Init seqnums of the instances whose step logs are still there.
+    pub inits: BTreeMap<Tag, u64>,
+    pub last_gc_ms: Option<u64>,
+    /// Where garbage collection last trimmed the INSTANCES stream.
+    pub instances_trimmed: u64,
+}
+
+impl BookScan {
+    /// Halfmoon's t̄: every root that started before it has finished (a finished root
+    /// has no running descendants), so no reader's cursor is below it.
+    pub fn horizon(&self) -> u64 {
+        let open = self.open.values().map(|o| o.init).min().unwrap_or(self.next);
+        open.min(self.untracked_from.unwrap_or(u64::MAX)).min(self.next)
+    }
+
+    /// Reads what is new in the book's INSTANCES stream.
+    async fn read(&mut self, d: &Durable, book: BookId, open_max: usize) -> Result<(), Error> {
+        while let Some(r) = d.log.read_next(&mut self.ctx, shadow(book), INSTANCES, SeqNum(self.next)).await? {
+            self.next = r.seqnum.0 + 1;
+            let Some(&tag) = r.tags.iter().find(|&&t| t != INSTANCES) else { continue };
+            match record::decode::<Step>("step", &r.data) {
+                Ok(Step::Init { id, function, version, .. }) => {
+                    self.inits.insert(tag, r.seqnum.0);
+                    if !id.is_root() {
+                        continue;
+                    }
+                    if self.open.len() >= open_max || self.untracked_from.is_some() {
+                        self.untracked_from.get_or_insert(r.seqnum.0);
+                        continue;
+                    }
+                    let seen_ms = d.clock.now_ms();
+                    self.open.insert(tag, Open { id, function, version, seen_ms, attempts: 0, init: r.seqnum.0 });
+                }
+                Ok(Step::Result { .. }) => {
+                    self.open.remove(&tag);
+                    self.finished.push_back(Finished { step_tag: tag, result: r.seqnum.0, seen_ms: d.clock.now_ms() });
+                }
+                Ok(_) => {}
+                Err(e) => tracing::error!(book = book.0, seqnum = %r.seqnum, "skipping a record of the instances stream: {e}"),
+            }
+        }
+        Ok(())
+    }
+
+    /// Tracks roots that were left untracked, while there is room: each one's step log
+    /// says whether it finished meanwhile.
+    async fn catch_up(&mut self, d: &Durable, book: BookId, open_max: usize) -> Result<(), Error> {
+        let Some(from) = self.untracked_from else { return Ok(()) };
+        let mut at = from;
+        while self.open.len() < open_max && at < self.next {
+            let Some(r) = d.log.read_next(&mut self.ctx, shadow(book), INSTANCES, SeqNum(at)).await? else { break };
+            if r.seqnum.0 >= self.next {
+                break;
+            }
+            at = r.seqnum.0 + 1;
+            let Some(&tag) = r.tags.iter().find(|&&t| t != INSTANCES) else { continue };
+            let Ok(Step::Init { id, function, version, .. }) = record::decode::<Step>("step", &r.data) else { continue };
+            if !id.is_root() || self.open.contains_key(&tag) {
+                continue;
+            }
+            let last = d.log.read_prev(&mut self.ctx, shadow(book), tag, SeqNum::MAX).await?;
+            let finished = match last {
+                None => true,
+                Some(l) => matches!(record::decode::<Step>("step", &l.data), Ok(Step::Result { .. })),
+            };
+            if !finished {
+                let seen_ms = d.clock.now_ms();
+                self.open.insert(tag, Open { id, function, version, seen_ms, attempts: 0, init: r.seqnum.0 });
+            }
+        }
+        self.untracked_from = (at < self.next).then_some(at);
+        Ok(())
+    }
+}
+
+/// The scan's state on one node.
+#[derive(Default)]
+pub(crate) struct Recovery {
+    books: BTreeMap<BookId, BookScan>,
+}
+
+impl Durable {
+    /// Starts the node's background work: the recovery scan (with garbage collection),
+    /// `auto`, and the completion of switches left unfinished.
+    pub fn start_background(self: &Arc<Self>) {
+        let weak = Arc::downgrade(self);
+        // Cancelling the scan loses only this node's soft state (what it read, when it
+        // first saw each invocation); a restart reads the streams again.
+        self.spawn.spawn("recovery", Box::pin(recovery_loop(weak)));
+        crate::switch::start(self);
+    }
+}
+
+/// Scans every `recovery_interval_ms` until the node is dropped.
+async fn recovery_loop(weak: Weak<Durable>) {
+    let mut scan = Recovery::default();
+    loop {
+        let Some(d) = weak.upgrade() else { return };
+        let sleep = d.clock.sleep(d.config.recovery_interval_ms);
+        drop(d);
+        sleep.await;
+        let Some(d) = weak.upgrade() else { return };
+        if let Err(e) = scan.round(&d).await {
+            tracing::warn!("recovery scan: {e}");
+        }
+    }
+}
+
+impl Recovery {
+    /// Reads what is new in every book, collects garbage when due, then starts the
+    /// re-executions that are due.
+    pub(crate) async fn round(&mut self, d: &Arc<Durable>) -> Result<(), Error> {
+        let open_max = d.config.open_max.max(1);
+        for book in d.books().await? {
+            let scan = self.books.entry(book).or_default();
+            scan.read(d, book, open_max).await?;
+            scan.catch_up(d, book, open_max).await?;
+            let now = d.clock.now_ms();
+            if scan.last_gc_ms.is_none_or(|t| now.saturating_sub(t) >= d.config.gc_interval_ms) {
+                scan.last_gc_ms = Some(now);
+                if let Err(e) = crate::gc::collect(d, book, scan).await {
+                    tracing::warn!(book = book.0, "garbage collection: {}", e.into_error());
+                }
+            }
+            for open in scan.open.values_mut() {
+                if d.is_running(&open.id) {
+                    continue;
+                }
+                let timeout_ms = match d.functions.version(&open.function, open.version).await {
+                    Ok(Some(v)) => v.timeout_ms,
+                    _ => 0,
+                };
+                let due = open.seen_ms.saturating_add(timeout_ms).saturating_add(d.config.reexecute_after_ms);
+                let now = d.clock.now_ms();
+                if now < due {
+                    continue;
+                }
+                open.attempts += 1;
+                open.seen_ms = now;
+                let task = reexecute(d.clone(), book, open.id.clone(), open.function.clone(), open.version, open.attempts);
+                // Cancelling a re-execution loses nothing: it is a peer like any other.
+                d.spawn.spawn("reexecute", Box::pin(task));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Runs an unfinished invocation again; logs its failure as its result once it has
+/// failed `attempts_max` times.
+async fn reexecute(d: Arc<Durable>, book: BookId, id: InstanceId, function: String, version: u64, attempt: u32) {
+    tracing::info!(book = book.0, %id, function, attempt, "running an unfinished invocation again");
+    let (result, mut ctx) = d.reexecute(book, id.clone(), function.clone(), version, attempt + 1).await;
+    let failure = match result {
+        Ok(_) => return,
+        Err(e) if Outcome::of_final(&Err(e.clone())).is_some() => return,
+        Err(e @ Error::FunctionUnavailable(..)) => {
+            tracing::warn!(%id, "re-execution cannot run here now: {e}");
+            return;
+        }
+        Err(e) if attempt >= d.config.attempts_max => e,
+        Err(e) => {
+            tracing::warn!(%id, attempt, "re-execution failed, will try again: {e}");
+            return;
+        }
+    };
+    tracing::warn!(%id, attempt, "giving up: {failure}");
+    let of = Of { id: id.clone(), book, function, version, input: None, declared: Default::default(), crash: None };
+    let mut instance = Instance::new(d.clone(), of);
+    if let Err(e) = instance.give_up(&mut ctx, Outcome::of_given_up(&failure)).await {
+        tracing::warn!(%id, "logging the given-up result: {e}");
+    }
+}

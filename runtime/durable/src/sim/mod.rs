@@ -1,0 +1,1 @@
+//! The deterministic simulator of the exactly-once layer (work in progress).

@@ -1,0 +1,150 @@
+//! An in-memory [`StateStore`]: what the simulator and unit tests run the protocols
+//! against. It passes the same conformance suite as the real backends.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::Mutex;
+
+use bytes::Bytes;
+
+use super::{check_table, Family, StateFuture, StateStore, Value, Version};
+
+type Key = (String, Bytes);
+
+#[derive(Default)]
+struct Tables {
+    /// `(table, key)` to its versions.
+    versions: BTreeMap<Key, BTreeMap<u64, Value>>,
+    /// `(table, key)` to its single-version entry.
+    latest: BTreeMap<Key, (Version, Value)>,
+}
+
+/// Every table in one map per family, behind one lock: each call is atomic.
+#[derive(Default)]
+pub struct MemStateStore {
+    tables: Mutex<Tables>,
+}
+
+impl MemStateStore {
+    pub fn new() -> MemStateStore {
+        MemStateStore::default()
+    }
+
+    fn with<T>(&self, table: &str, f: impl FnOnce(&mut Tables) -> T) -> Result<T, super::StateError> {
+        check_table(table)?;
+        Ok(f(&mut self.tables.lock().expect("not poisoned")))
+    }
+}
+
+fn key(table: &str, key: &[u8]) -> Key {
+    (table.to_string(), Bytes::copy_from_slice(key))
+}
+
+fn ready<'a, T: Send + 'a>(r: Result<T, super::StateError>) -> StateFuture<'a, T> {
+    Box::pin(std::future::ready(r))
+}
+
+impl StateStore for MemStateStore {
+    fn put_version<'a>(&'a self, table: &'a str, k: &'a [u8], version: u64, value: Value) -> StateFuture<'a, ()> {
+        ready(self.with(table, |t| {
+            t.versions.entry(key(table, k)).or_default().entry(version).or_insert(value);
+        }))
+    }
+
+    fn get_at<'a>(&'a self, table: &'a str, k: &'a [u8], at: u64) -> StateFuture<'a, Option<(u64, Value)>> {
+        ready(self.with(table, |t| {
+            let versions = t.versions.get(&key(table, k))?;
+            versions.range(..=at).next_back().map(|(v, value)| (*v, value.clone()))
+        }))
+    }
+
+    fn delete_version<'a>(&'a self, table: &'a str, k: &'a [u8], version: u64) -> StateFuture<'a, bool> {
+        ready(self.with(table, |t| {
+            let Some(versions) = t.versions.get_mut(&key(table, k)) else { return false };
+            let found = versions.remove(&version).is_some();
+            if versions.is_empty() {
+                t.versions.remove(&key(table, k));
+            }
+            found
+        }))
+    }
+
+    fn put_if_newer<'a>(&'a self, table: &'a str, k: &'a [u8], version: Version, value: Value) -> StateFuture<'a, bool> {
+        ready(self.with(table, |t| {
+            let entry = t.latest.entry(key(table, k));
+            match entry {
+                std::collections::btree_map::Entry::Occupied(mut e) if e.get().0 < version => {
+                    e.insert((version, value));
+                    true
+                }
+                std::collections::btree_map::Entry::Occupied(_) => false,
+                std::collections::btree_map::Entry::Vacant(e) => {
+                    e.insert((version, value));
+                    true
+                }
+            }
+        }))
+    }
+
+    fn put_latest<'a>(&'a self, table: &'a str, k: &'a [u8], value: Value) -> StateFuture<'a, ()> {
+        ready(self.with(table, |t| {
+            t.latest.insert(key(table, k), (Version::ZERO, value));
+        }))
+    }
+
+    fn get_latest<'a>(&'a self, table: &'a str, k: &'a [u8]) -> StateFuture<'a, Option<(Version, Value)>> {
+        ready(self.with(table, |t| t.latest.get(&key(table, k)).cloned()))
+    }
+
+    fn list_keys<'a>(
+        &'a self,
+        table: &'a str,
+        family: Family,
+        after: Option<&'a [u8]>,
+        limit: usize,
+    ) -> StateFuture<'a, Vec<Bytes>> {
+        ready(self.with(table, |t| {
+            let start = match after {
+                Some(a) => Bound::Excluded(key(table, a)),
+                None => Bound::Included(key(table, b"")),
+            };
+            let in_table = |(t, _): &&Key| t == table;
+            let keys: Vec<Bytes> = match family {
+                Family::Versions => t
+                    .versions
+                    .range((start, Bound::Unbounded))
+                    .map(|(k, _)| k)
+                    .take_while(in_table)
+                    .map(|(_, k)| k.clone())
+                    .take(limit)
+                    .collect(),
+                Family::Latest => t
+                    .latest
+                    .range((start, Bound::Unbounded))
+                    .map(|(k, _)| k)
+                    .take_while(in_table)
+                    .map(|(_, k)| k.clone())
+                    .take(limit)
+                    .collect(),
+            };
+            keys
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passes_the_conformance_suite() {
+        // One store for every case: the suite's cases use tables of their own, and
+        // "reopening" the in-memory store keeps its contents, as a durable store would.
+        let store = std::sync::Arc::new(MemStateStore::new());
+        futures_util::FutureExt::now_or_never(super::super::conformance::run_all(|| {
+            let store = store.clone();
+            async move { Box::new(store) as Box<dyn StateStore> }
+        }))
+        .expect("the in-memory store never waits");
+    }
+}

@@ -1,0 +1,178 @@
+//! State stores: where functions' durable objects live, behind one trait. The backends
+//! (embedded RocksDB, PostgreSQL) live in `tally-state`; [`MemStateStore`] here serves
+//! the simulator and unit tests.
+//!
+//! The store knows nothing of the log, of invocations or of which protocol a table
+//! uses: the Halfmoon protocols above it decide which family of operations to call and
+//! which versions to pass. Every backend is checked by the one suite in [`conformance`].
+
+pub mod conformance;
+mod mem;
+
+use std::future::Future;
+use std::pin::Pin;
+
+use bytes::Bytes;
+
+pub use mem::MemStateStore;
+
+/// A stored value; `None` is a tombstone (the object was deleted at that version).
+pub type Value = Option<Bytes>;
+
+/// The future every [`StateStore`] method returns: boxed so the trait stays object-safe.
+pub type StateFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StateError>> + Send + 'a>>;
+
+/// The version of a single-version (Halfmoon-write) entry: the writer's `cursorTS` and
+/// its per-invocation write counter, ordered lexicographically (cursor first).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Version {
+    pub cursor: u64,
+    pub counter: u32,
+}
+
+impl Version {
+    /// The version of unconditional writes ([`StateStore::put_latest`]).
+    pub const ZERO: Version = Version { cursor: 0, counter: 0 };
+}
+
+/// The two key spaces of a store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    /// Written by `put_version`.
+    Versions,
+    /// Written by `put_if_newer` and `put_latest`.
+    Latest,
+}
+
+/// A durable key-value store for function state.
+///
+/// Keys are `(table, key)`: `table` is a non-empty name without NUL characters, `key`
+/// is any bytes (zero bytes included). Values are bytes; a `None` value is a tombstone.
+/// There are two families of operations, and each has its own key space: an object
+/// written with [`put_version`](Self::put_version) is invisible to
+/// [`get_latest`](Self::get_latest) and the other way round.
+///
+/// **Multi-version** (Halfmoon-read: log-free reads of the version a write-log record
+/// names; versions are numbers the protocol derives, ordered by the log, not by value):
+///
+/// ```text
+///   versions of (table, key):   3        7              12
+///                               |        |              |
+///   get_at(at = 9)         ─────────────>7   (newest version <= at; the protocol
+///   get_at(at = 7)         ─────────────>7    asks for exact versions and checks)
+///   get_at(at = 2)         None              (nothing that old)
+///   delete_version(3): 7 and 12 stay
+/// ```
+///
+/// - `put_version` is idempotent in the strong sense that re-executed writers need:
+///   the first put of a version wins and a later put of the same version, whatever
+///   its value, succeeds without changing anything.
+/// - Once `put_version` returns, the version survives a crash of the process.
+///
+/// **Single-version, conditional** (Halfmoon-write: logged reads, log-free writes that
+/// only land if they are newer than what is stored):
+///
+/// - `put_if_newer` writes only if the stored version is absent or strictly older, and
+///   says whether it wrote. It is atomic: of any set of concurrent callers the one with
+///   the greatest version ends up stored, whatever the interleaving.
+/// - `put_latest` writes unconditionally (the `unsafe` protocol's raw write).
+/// - `get_latest` returns the stored version and value.
+///
+/// Errors are [`StateError`]s; a failed call may or may not have taken effect, and the
+/// protocols above recover by repeating it, which both families make safe.
+pub trait StateStore: Send + Sync {
+    /// Stores `value` as `version` of `(table, key)` unless that version exists already.
+    fn put_version<'a>(&'a self, table: &'a str, key: &'a [u8], version: u64, value: Value) -> StateFuture<'a, ()>;
+
+    /// The newest version `<= at` of `(table, key)` and its value, if there is one.
+    fn get_at<'a>(&'a self, table: &'a str, key: &'a [u8], at: u64) -> StateFuture<'a, Option<(u64, Value)>>;
+
+    /// Deletes `version` of `(table, key)`; says whether it was there.
+    fn delete_version<'a>(&'a self, table: &'a str, key: &'a [u8], version: u64) -> StateFuture<'a, bool>;
+
+    /// Stores `(version, value)` for `(table, key)` if nothing is stored or the stored
+    /// version is strictly older; returns whether it wrote.
+    fn put_if_newer<'a>(&'a self, table: &'a str, key: &'a [u8], version: Version, value: Value) -> StateFuture<'a, bool>;
+
+    /// Stores `value` for `(table, key)` at [`Version::ZERO`] whatever is stored: the
+    /// raw write of the `unsafe` protocol. Not ordered against a concurrent
+    /// `put_if_newer` on the same key (no table mixes the two).
+    fn put_latest<'a>(&'a self, table: &'a str, key: &'a [u8], value: Value) -> StateFuture<'a, ()>;
+
+    /// The stored version and value of the single-version entry `(table, key)`.
+    fn get_latest<'a>(&'a self, table: &'a str, key: &'a [u8]) -> StateFuture<'a, Option<(Version, Value)>>;
+
+    /// Up to `limit` distinct keys of `table` in `family`, in the store's own order,
+    /// after `after` (a key this method returned before; `None` starts at the first).
+    /// Protocol switches and garbage collection page through tables with it.
+    fn list_keys<'a>(
+        &'a self,
+        table: &'a str,
+        family: Family,
+        after: Option<&'a [u8]>,
+        limit: usize,
+    ) -> StateFuture<'a, Vec<Bytes>>;
+}
+
+/// A shared store is a store: the protocols, the simulator's fault injection and the
+/// tests hold stores behind `Arc`s.
+impl<S: StateStore + ?Sized> StateStore for std::sync::Arc<S> {
+    fn put_version<'a>(&'a self, table: &'a str, key: &'a [u8], version: u64, value: Value) -> StateFuture<'a, ()> {
+        (**self).put_version(table, key, version, value)
+    }
+
+    fn get_at<'a>(&'a self, table: &'a str, key: &'a [u8], at: u64) -> StateFuture<'a, Option<(u64, Value)>> {
+        (**self).get_at(table, key, at)
+    }
+
+    fn delete_version<'a>(&'a self, table: &'a str, key: &'a [u8], version: u64) -> StateFuture<'a, bool> {
+        (**self).delete_version(table, key, version)
+    }
+
+    fn put_if_newer<'a>(&'a self, table: &'a str, key: &'a [u8], version: Version, value: Value) -> StateFuture<'a, bool> {
+        (**self).put_if_newer(table, key, version, value)
+    }
+
+    fn put_latest<'a>(&'a self, table: &'a str, key: &'a [u8], value: Value) -> StateFuture<'a, ()> {
+        (**self).put_latest(table, key, value)
+    }
+
+    fn get_latest<'a>(&'a self, table: &'a str, key: &'a [u8]) -> StateFuture<'a, Option<(Version, Value)>> {
+        (**self).get_latest(table, key)
+    }
+
+    fn list_keys<'a>(
+        &'a self,
+        table: &'a str,
+        family: Family,
+        after: Option<&'a [u8]>,
+        limit: usize,
+    ) -> StateFuture<'a, Vec<Bytes>> {
+        (**self).list_keys(table, family, after, limit)
+    }
+}
+
+/// What can go wrong in a state store. Backend errors are carried as text so that no
+/// backend's types leak into the API; all of them convert to
+/// [`Error::Internal`](crate::Error::Internal), because the guest can do nothing about
+/// them but fail and be re-executed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum StateError {
+    /// The caller passed a table name the store cannot hold.
+    #[error("invalid table name {0:?}: it must be non-empty and contain no NUL")]
+    InvalidTable(String),
+    /// The backend failed or could not be reached.
+    #[error("{backend} state store: {message}")]
+    Backend { backend: &'static str, message: String },
+    /// The backend returned an entry this code did not write.
+    #[error("corrupt state entry: {0}")]
+    Corrupt(String),
+}
+
+/// The boundary check every backend applies before touching storage.
+pub fn check_table(table: &str) -> Result<(), StateError> {
+    if table.is_empty() || table.contains('\0') {
+        return Err(StateError::InvalidTable(table.to_owned()));
+    }
+    Ok(())
+}

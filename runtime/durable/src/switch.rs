@@ -1,0 +1,458 @@
+//! Switching a table between read- and write-optimized without pausing invocations
+//! (Halfmoon §4.7, §5.2), and `auto`, which switches from observed rates (§4.6).
+//!
+//! ```text
+//!   transition log of (book, table):  End(R) ... Begin(R->W) ............ End(W)
+//!   instances starting (init) in:     [ read-optimized ][ transitional  ][ write-optimized
+//!                                            |                 |
+//!                              every instance that started    migration: make the
+//!                              before Begin has finished      target's store complete
+//! ```
+//!
+//! An instance takes the protocol of the transition record at or before its init record
+//! and keeps it for its whole life, re-executions included (the record and the init
+//! record are both in the log), so no instance ever runs read-optimized alongside one
+//! running write-optimized on the same table: between them run only transitional
+//! instances, which log every read and write to both stores.
+//!
+//! Completing a switch (after the Begin record at seqnum `b`):
+//! 1. wait until every root invocation whose init record precedes `b` has a result
+//!    (a finished root has no running descendants);
+//! 2. migrate, so the target protocol finds every value where it looks:
+//!    - to write-optimized: each object's visible version is copied to the
+//!      single-version entry at version `(write-log seqnum, 0)`; conditional, so a
+//!      racing transitional write (which uses the same scheme) is never undone;
+//!    - to read-optimized: each single-version entry written by a write-optimized
+//!      instance (counter > 0) is copied into a version named by `b` and the key, with a
+//!      write-log record that carries the entry's version cursor. The record is also
+//!      the first of the key's migration claim (`tags::migration(b, ..)`), appended
+//!      conditionally at its offset 0: a migration run twice (retried, or on two nodes)
+//!      writes each key's record once. A transitional write that raced in between,
+//!      newer than that cursor, sits just before the migration record in the write log,
+//!      and readers take it instead (`visible_write`);
+//! 3. append End. The switch is listed in a platform stream, so a node that restarts
+//!    completes the switches left unfinished.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Weak};
+
+use bytes::Bytes;
+use tally_logsvc::{BookId, Context, Error as LogError, SeqNum, Tag};
+
+use crate::config::Protocol;
+use crate::error::Error;
+use crate::node::{check_table, store_table, version_value, visible_write, Abort, Durable, Ops};
+use crate::record::{self, Step, TableRef, Transition};
+use crate::store::{Family, Version};
+use crate::tags::{shadow, INSTANCES, PLATFORM_BOOK, SWITCHES};
+
+/// How often a switch checks whether the earlier instances have finished.
+const QUIET_POLL_MS: u64 = 50;
+/// How long a switch waits after a failed attempt to complete it.
+const RETRY_MS: u64 = 1000;
+/// Keys per page when a migration walks a table.
+const PAGE: usize = 256;
+/// `auto` switches only when the rates favour the other protocol by this factor.
+const HYSTERESIS: f64 = 1.25;
+
+/// A table's protocol as its transition log says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TableStatus {
+    pub protocol: Protocol,
+    pub auto: bool,
+    /// `(from, to)` while a switch is under way.
+    pub switching: Option<(Protocol, Protocol)>,
+    /// Every transition record: seqnum and record.
+    pub history: Vec<(u64, Transition)>,
+}
+
+impl TableStatus {
+    fn of(history: Vec<(u64, Transition)>) -> Option<TableStatus> {
+        let (protocol, auto, switching) = match &history.last()?.1 {
+            Transition::End { protocol, auto, .. } => (*protocol, *auto, None),
+            Transition::Begin { from, to, auto, .. } => (*from, *auto, Some((*from, *to))),
+        };
+        Some(TableStatus { protocol, auto, switching, history })
+    }
+}
+
+fn check_book(book: BookId) -> Result<(), Error> {
+    if book.is_reserved() {
+        return Err(Error::InvalidArgument(format!("book {:#x} is reserved for the platform", book.0)));
+    }
+    Ok(())
+}
+
+impl Durable {
+    /// The transition log of `table` in `book`, whole (it is short).
+    async fn history(&self, ctx: &mut Context, book: BookId, table: &str) -> Result<Vec<(u64, Transition)>, Error> {
+        let tag = self.tags.transition(table);
+        let mut at = SeqNum(0);
+        let mut out = Vec::new();
+        while let Some(r) = self.log.read_next(ctx, shadow(book), tag, at).await? {
+            at = SeqNum(r.seqnum.0 + 1);
+            let t: Transition = record::decode("transition", &r.data)?;
+            if t.table() == table {
+                out.push((r.seqnum.0, t));
+            }
+        }
+        Ok(out)
+    }
+
+    /// A table's status; `None` if no invocation has used it yet.
+    pub async fn table_status(&self, book: BookId, table: &str) -> Result<Option<TableStatus>, Error> {
+        check_book(book)?;
+        check_table(table).map_err(Error::InvalidArgument)?;
+        Ok(TableStatus::of(self.history(&mut Context::new(), book, table).await?))
+    }
+
+    /// Asks for `target` on a table: `read-optimized` or `write-optimized` switch to it
+    /// (and turn `auto` off), `auto` lets the runtime choose. Returns at once, with the
+    /// switch under way; the table's status shows when it ends.
+    pub async fn switch_table(self: &Arc<Self>, book: BookId, table: &str, target: Protocol) -> Result<TableStatus, Error> {
+        check_book(book)?;
+        check_table(table).map_err(Error::InvalidArgument)?;
+        if !matches!(target, Protocol::ReadOptimized | Protocol::WriteOptimized | Protocol::Auto) {
+            return Err(Error::InvalidArgument(format!(
+                "tables switch to read-optimized, write-optimized or auto, not {}",
+                target.name()
+            )));
+        }
+        let mut ctx = Context::new();
+        let mut hist = self.history(&mut ctx, book, table).await?;
+        let auto = target == Protocol::Auto;
+        let position = hist.len() as u64;
+        let next = match hist.last().map(|(_, t)| t) {
+            None => {
+                let protocol = if auto { Protocol::ReadOptimized } else { target };
+                Transition::End { table: table.to_string(), protocol, auto }
+            }
+            Some(Transition::Begin { from, to, .. }) => {
+                return Err(Error::Conflict(format!(
+                    "{table:?} is switching from {} to {}; ask again when it has finished",
+                    from.name(),
+                    to.name()
+                )))
+            }
+            Some(Transition::End { protocol, .. }) if !matches!(protocol, Protocol::ReadOptimized | Protocol::WriteOptimized) => {
+                return Err(Error::InvalidArgument(format!(
+                    "{table:?} is {}; only read-optimized and write-optimized tables switch",
+                    protocol.name()
+                )))
+            }
+            Some(&Transition::End { protocol, .. }) => {
+                let to = if auto { protocol } else { target };
+                if to == protocol {
+                    Transition::End { table: table.to_string(), protocol, auto }
+                } else {
+                    return self.begin(book, table, to, auto, hist).await;
+                }
+            }
+        };
+        if position == 0 {
+            self.register_table(book, table).await.map_err(Abort::into_error)?;
+        }
+        let seqnum = self.append_transition(&mut ctx, book, table, next.clone(), position).await?;
+        hist.push((seqnum, next));
+        Ok(TableStatus::of(hist).expect("just appended"))
+    }
+
+    async fn append_transition(
+        &self,
+        ctx: &mut Context,
+        book: BookId,
+        table: &str,
+        t: Transition,
+        position: u64,
+    ) -> Result<u64, Error> {
+        let tag = self.tags.transition(table);
+        match self.log.cond_append(ctx, shadow(book), &[tag], record::encode(&t), tag, position).await {
+            Ok(s) => Ok(s.0),
+            Err(LogError::Conflict { .. }) => {
+                Err(Error::Conflict(format!("the protocol of {table:?} changed meanwhile; ask again")))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Appends Begin after `hist`, which ends with an End, and completes the switch in the
+    /// background.
+    async fn begin(
+        self: &Arc<Self>,
+        book: BookId,
+        table: &str,
+        to: Protocol,
+        auto: bool,
+        mut hist: Vec<(u64, Transition)>,
+    ) -> Result<TableStatus, Error> {
+        let Some((_, Transition::End { protocol: from, .. })) = hist.last() else {
+            unreachable!("a switch begins after an End");
+        };
+        let from = *from;
+        let position = hist.len() as u64;
+        let mut ctx = Context::new();
+        let listing = record::encode(&TableRef { book: book.0, table: table.to_string() });
+        self.log.append(&mut ctx, PLATFORM_BOOK, &[SWITCHES], listing).await?;
+        let t = Transition::Begin { table: table.to_string(), from, to, auto };
+        let b = self.append_transition(&mut ctx, book, table, t.clone(), position).await?;
+        tracing::info!(book = book.0, table, from = from.name(), to = to.name(), "switching");
+        let switch = Switch { book, table: table.to_string(), begin: b, to, auto, end_position: position + 1 };
+        self.spawn_completion(switch, ctx);
+        hist.push((b, t));
+        Ok(TableStatus::of(hist).expect("just appended"))
+    }
+
+    /// Completes a switch in the background, retrying until it is done. Cancelling it
+    /// (the node stops) loses nothing: the switch is listed, and every node completes
+    /// listed switches when it starts.
+    fn spawn_completion(self: &Arc<Self>, switch: Switch, ctx: Context) {
+        let weak = Arc::downgrade(self);
+        self.spawn.spawn(
+            "switch-completion",
+            Box::pin(async move {
+                let mut ctx = ctx;
+                loop {
+                    let Some(d) = weak.upgrade() else { return };
+                    match d.complete(&mut ctx, &switch).await {
+                        Ok(()) => return,
+                        Err(e) => {
+                            tracing::warn!(book = switch.book.0, table = switch.table, "completing a switch, will retry: {e}");
+                            let sleep = d.clock.sleep(RETRY_MS);
+                            drop(d);
+                            sleep.await;
+                        }
+                    }
+                }
+            }),
+        );
+    }
+
+    async fn complete(&self, ctx: &mut Context, s: &Switch) -> Result<(), Error> {
+        self.wait_quiet(ctx, s.book, s.begin).await?;
+        self.migrate(ctx, s).await.map_err(Abort::into_error)?;
+        let end = Transition::End { table: s.table.clone(), protocol: s.to, auto: s.auto };
+        match self.append_transition(ctx, s.book, &s.table, end, s.end_position).await {
+            // Another node completed it first.
+            Ok(_) | Err(Error::Conflict(_)) => {}
+            Err(e) => return Err(e),
+        }
+        tracing::info!(book = s.book.0, table = s.table, to = s.to.name(), "switched");
+        Ok(())
+    }
+
+    /// Waits until every root invocation of `book` whose init record precedes `before`
+    /// has a result. `ctx` has seen `before`, so every such init record is readable.
+    async fn wait_quiet(&self, ctx: &mut Context, book: BookId, before: u64) -> Result<(), Error> {
+        let mut at = 0;
+        let mut open: BTreeSet<Tag> = BTreeSet::new();
+        loop {
+            while let Some(r) = self.log.read_next(ctx, shadow(book), INSTANCES, SeqNum(at)).await? {
+                at = r.seqnum.0 + 1;
+                let Some(&step_tag) = r.tags.iter().find(|&&t| t != INSTANCES) else { continue };
+                match record::decode::<Step>("step", &r.data)? {
+                    Step::Init { id, .. } if id.is_root() && r.seqnum.0 < before => {
+                        open.insert(step_tag);
+                    }
+                    Step::Result { .. } => {
+                        open.remove(&step_tag);
+                    }
+                    _ => {}
+                }
+            }
+            // The reads end where the index ends, which `ctx` puts past `before`: every
+            // root that started before it has been seen.
+            if open.is_empty() {
+                return Ok(());
+            }
+            self.clock.sleep(QUIET_POLL_MS).await;
+        }
+    }
+
+    /// Makes the target protocol's store complete (see the module doc).
+    async fn migrate(&self, ctx: &mut Context, s: &Switch) -> Result<(), Abort> {
+        let (book, table) = (s.book, s.table.as_str());
+        let st = store_table(book, table);
+        let family = if s.to == Protocol::ReadOptimized { Family::Latest } else { Family::Versions };
+        let mut after: Option<Bytes> = None;
+        let mut migrated = 0u64;
+        loop {
+            let keys = self.store.list_keys(&st, family, after.as_deref(), PAGE).await?;
+            for key in &keys {
+                if s.to == Protocol::WriteOptimized {
+                    let Some(w) = visible_write(self, ctx, book, table, key, u64::MAX).await? else { continue };
+                    let value = version_value(&*self.store, &st, table, key, w.version).await?;
+                    self.store.put_if_newer(&st, key, Version { cursor: w.seqnum, counter: 0 }, value).await?;
+                    migrated += 1;
+                    continue;
+                }
+                let Some((v, value)) = self.store.get_latest(&st, key).await? else { continue };
+                if v.counter == 0 {
+                    // Written with a write-log record of its own (transitional, migrated).
+                    continue;
+                }
+                // After quiescence no write-optimized instance runs, so an entry with a
+                // counter no longer changes: every run of this migration reads the same
+                // value and names the same version.
+                let version = migration_version(s.begin, key);
+                self.store.put_version(&st, key, version, value).await?;
+                let m = Step::Write { table: table.to_string(), key: key.clone(), version, migrated_from: Some(v.cursor) };
+                let claim = self.tags.migration(s.begin, table, key);
+                let tags = [claim, self.tags.object(table, key)];
+                match self.log.cond_append(ctx, shadow(book), &tags, record::encode(&m), claim, 0).await {
+                    Ok(_) => migrated += 1,
+                    Err(LogError::Conflict { .. }) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            match keys.last() {
+                Some(last) => after = Some(last.clone()),
+                None => break,
+            }
+        }
+        tracing::info!(book = book.0, table, migrated, "migrated to {}", s.to.name());
+        Ok(())
+    }
+
+    /// Completes the switches that were under way when this node (or another) stopped.
+    async fn resume_switches(self: &Arc<Self>) -> Result<(), Error> {
+        let mut ctx = Context::new();
+        let mut at = SeqNum(0);
+        let mut listed = BTreeSet::new();
+        while let Some(r) = self.log.read_next(&mut ctx, PLATFORM_BOOK, SWITCHES, at).await? {
+            at = SeqNum(r.seqnum.0 + 1);
+            match record::decode::<TableRef>("switch listing", &r.data) {
+                Ok(t) if !BookId(t.book).is_reserved() => {
+                    listed.insert(t);
+                }
+                Ok(t) => tracing::error!(seqnum = %r.seqnum, "skipping a switch listing of platform book {:#x}", t.book),
+                Err(e) => tracing::error!(seqnum = %r.seqnum, "skipping a switch listing: {e}"),
+            }
+        }
+        for TableRef { book, table } in listed {
+            let book = BookId(book);
+            let hist = self.history(&mut ctx, book, &table).await?;
+            if let Some((b, Transition::Begin { to, auto, .. })) = hist.last() {
+                tracing::info!(book = book.0, table, "resuming a switch");
+                let switch =
+                    Switch { book, table: table.clone(), begin: *b, to: *to, auto: *auto, end_position: hist.len() as u64 };
+                self.spawn_completion(switch, ctx.clone());
+            }
+        }
+        Ok(())
+    }
+
+    async fn auto_step(self: &Arc<Self>, book: BookId, table: &str, ops: Ops) -> Result<(), Error> {
+        let mut ctx = Context::new();
+        let hist = self.history(&mut ctx, book, table).await?;
+        let Some((_, Transition::End { protocol, auto: true, .. })) = hist.last() else { return Ok(()) };
+        let cfg = &self.config;
+        let Some(to) = auto_choice(*protocol, ops, f64::from(cfg.auto_write_cost), cfg.auto_min_ops) else {
+            return Ok(());
+        };
+        tracing::info!(book = book.0, table, reads = ops.reads, writes = ops.writes, "auto: {} suits better", to.name());
+        match self.begin(book, table, to, true, hist).await {
+            Ok(_) | Err(Error::Conflict(_)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// One switch to complete.
+struct Switch {
+    book: BookId,
+    table: String,
+    /// The seqnum of its Begin record.
+    begin: u64,
+    to: Protocol,
+    auto: bool,
+    /// The offset its End record takes in the transition log.
+    end_position: u64,
+}
+
+/// The version a switch to read-optimized that began at `begin` stores for `key`.
+fn migration_version(begin: u64, key: &[u8]) -> u64 {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(b"migration");
+    h.update(begin.to_be_bytes());
+    h.update(key);
+    u64::from_be_bytes(h.finalize()[..8].try_into().expect("8 bytes"))
+}
+
+/// Starts `auto` and the completion of switches left unfinished.
+pub(crate) fn start(d: &Arc<Durable>) {
+    let weak = Arc::downgrade(d);
+    // Cancelling `auto` loses only the rates observed since its last look.
+    d.spawn.spawn("auto", Box::pin(auto_loop(weak.clone())));
+    // Cancelling the resumption loses nothing: the next start resumes again.
+    d.spawn.spawn(
+        "switch-resume",
+        Box::pin(async move {
+            let Some(d) = weak.upgrade() else { return };
+            if let Err(e) = d.resume_switches().await {
+                tracing::warn!("resuming switches: {e}");
+            }
+        }),
+    );
+}
+
+/// Every `auto_interval_ms`: for each `auto` table this node used, applies
+/// [`auto_choice`] to the rates observed since the last look and starts the switch it
+/// picks.
+async fn auto_loop(weak: Weak<Durable>) {
+    loop {
+        let Some(d) = weak.upgrade() else { return };
+        let sleep = d.clock.sleep(d.config.auto_interval_ms);
+        drop(d);
+        sleep.await;
+        let Some(d) = weak.upgrade() else { return };
+        for (book, tables) in d.take_rates() {
+            for (table, ops) in tables {
+                if let Err(e) = d.auto_step(book, &table, ops).await {
+                    tracing::warn!(book = book.0, table, "auto: {e}");
+                }
+            }
+        }
+    }
+}
+
+/// Which protocol the §4.6 runtime criterion picks for these rates, or `None` to stay
+/// with `current` (inside the hysteresis band, or too few operations to tell).
+/// `write_cost` is how much more a read-optimized write costs than a write-optimized
+/// one, relative to how much more a write-optimized read costs than a read-optimized
+/// one (C_w / C_r: 1 here, one log append each; 2 in Halfmoon's prototype).
+pub fn auto_choice(current: Protocol, ops: Ops, write_cost: f64, min_ops: u64) -> Option<Protocol> {
+    if ops.reads + ops.writes < min_ops {
+        return None;
+    }
+    let (reads, weighted_writes) = (ops.reads as f64, write_cost * ops.writes as f64);
+    match current {
+        Protocol::ReadOptimized if reads * HYSTERESIS < weighted_writes => Some(Protocol::WriteOptimized),
+        Protocol::WriteOptimized if reads > weighted_writes * HYSTERESIS => Some(Protocol::ReadOptimized),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_follows_the_runtime_criterion_with_hysteresis() {
+        let ops = |reads, writes| Ops { reads, writes };
+        let (r, w) = (Protocol::ReadOptimized, Protocol::WriteOptimized);
+        // With C_w = 2 C_r (Halfmoon's prototype), reads must outnumber writes 2:1.
+        assert_eq!(auto_choice(r, ops(10, 90), 2.0, 20), Some(w));
+        assert_eq!(auto_choice(w, ops(90, 10), 2.0, 20), Some(r));
+        // Inside the band around 2:1 nothing moves, either way.
+        assert_eq!(auto_choice(r, ops(60, 33), 2.0, 20), None);
+        assert_eq!(auto_choice(w, ops(70, 33), 2.0, 20), None);
+        assert_eq!(auto_choice(r, ops(100, 45), 2.0, 20), None);
+        assert_eq!(auto_choice(w, ops(100, 35), 2.0, 20), Some(r));
+        // Too few operations to tell.
+        assert_eq!(auto_choice(r, ops(0, 19), 2.0, 20), None);
+        // Staying where it is.
+        assert_eq!(auto_choice(r, ops(90, 10), 2.0, 20), None);
+        assert_eq!(auto_choice(w, ops(10, 90), 2.0, 20), None);
+    }
+}

@@ -1,0 +1,163 @@
+//! Every platform book and platform tag comes from here, so that no two platform streams
+//! share a tag and no user input can name one.
+//!
+//! ```text
+//!   books   shadow(b) = b | 2^63      user book b's exactly-once records (step logs,
+//!                                     write logs, transition logs, instances stream)
+//!           PLATFORM_BOOK             the registry and the platform-wide lists
+//!
+//!   tags    1 0 000..000 n (n < 2^32) fixed streams: MANIFESTS, BOOKS, SWITCHES, TABLES,
+//!                                     INSTANCES, TAG_KEY
+//!           1 1 h (62 bits)           derived streams: h = SHA-256 keyed with the
+//!                                     cluster's secret, over a domain and the length-
+//!                                     prefixed parts (instance ID, table, key, ...)
+//! ```
+//!
+//! Isolation rules (ARCHITECTURE.md):
+//! - A user client refuses every book with the top bit set, so no user read, trim or
+//!   aux-data call reaches a shadow book: a user's `trim(0, s)` on book b trims b only.
+//! - Fixed and derived tags differ in bit 62, so a derived tag is never a fixed stream.
+//! - Derived tags are keyed with a secret the cluster draws once and keeps in
+//!   PLATFORM_BOOK (its first TAG_KEY record): without it, a caller cannot search for
+//!   keys or IDs whose tags collide, short of trying 2^31 of them through the API.
+//!   Readers still check that each record names what they look for, and garbage
+//!   collection trims a write log only up to the first record of another object.
+//!
+//! PLATFORM_BOOK is also book 1's shadow (it has been the registry's book since before
+//! shadow books): the registry uses only fixed tags and untagged records, the exactly-
+//! once layer only derived tags and INSTANCES, and nothing trims tag 0 of a platform
+//! book, so the two never meet.
+
+use sha2::{Digest, Sha256};
+use tally_logsvc::{BookId, Tag};
+
+use crate::id::InstanceId;
+
+/// The platform book of the registry and the platform-wide lists.
+pub const PLATFORM_BOOK: BookId = BookId(BookId::RESERVED_BIT | 1);
+
+/// Registry manifests (deploy, delete), in [`PLATFORM_BOOK`].
+pub const MANIFESTS: Tag = fixed(1);
+/// Books with exactly-once invocations, in [`PLATFORM_BOOK`]: the recovery scan reads each.
+pub const BOOKS: Tag = fixed(2);
+/// Switches started by any node, `(book, table)` each, in [`PLATFORM_BOOK`].
+pub const SWITCHES: Tag = fixed(3);
+/// Tables with a transition log, `(book, table)` each, in [`PLATFORM_BOOK`].
+pub const TABLES: Tag = fixed(4);
+/// Every Init and Result record of a book, in its shadow book.
+pub const INSTANCES: Tag = fixed(5);
+/// The cluster's tag key: the first record wins, in [`PLATFORM_BOOK`].
+pub const TAG_KEY: Tag = fixed(6);
+
+const DERIVED_BIT: u64 = 1 << 62;
+
+const fn fixed(n: u32) -> Tag {
+    Tag(Tag::RESERVED_BIT | n as u64)
+}
+
+/// The platform book that holds user book `book`'s exactly-once records.
+pub fn shadow(book: BookId) -> BookId {
+    assert!(!book.is_reserved(), "platform books have no shadow");
+    BookId(book.0 | BookId::RESERVED_BIT)
+}
+
+/// The secret that derived tags are keyed with.
+#[derive(Clone, PartialEq, Eq)]
+pub struct TagKey([u8; 32]);
+
+impl std::fmt::Debug for TagKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TagKey(..)")
+    }
+}
+
+impl TagKey {
+    pub const BYTES: usize = 32;
+
+    pub fn new(bytes: [u8; 32]) -> TagKey {
+        TagKey(bytes)
+    }
+
+    pub fn from_slice(bytes: &[u8]) -> Option<TagKey> {
+        Some(TagKey(bytes.try_into().ok()?))
+    }
+
+    pub fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+
+    fn derive(&self, domain: &str, parts: &[&[u8]]) -> Tag {
+        let mut h = Sha256::new();
+        h.update(self.0);
+        for part in std::iter::once(domain.as_bytes()).chain(parts.iter().copied()) {
+            h.update((part.len() as u64).to_be_bytes());
+            h.update(part);
+        }
+        let digest = h.finalize();
+        let bits = u64::from_be_bytes(digest[..8].try_into().expect("8 bytes"));
+        Tag(Tag::RESERVED_BIT | DERIVED_BIT | (bits & (DERIVED_BIT - 1)))
+    }
+
+    /// The step log of an instance.
+    pub fn step(&self, id: &InstanceId) -> Tag {
+        self.derive("step", &[&id.encode()])
+    }
+
+    /// The read-optimized write log of `(table, key)`.
+    pub fn object(&self, table: &str, key: &[u8]) -> Tag {
+        self.derive("object", &[table.as_bytes(), key])
+    }
+
+    /// The transition log of a table.
+    pub fn transition(&self, table: &str) -> Tag {
+        self.derive("transition", &[table.as_bytes()])
+    }
+
+    /// The claim of one key's migration in the switch that began at `begin`: the first
+    /// migration record there wins, so a migration run twice writes each key once.
+    pub fn migration(&self, begin: u64, table: &str, key: &[u8]) -> Tag {
+        self.derive("migration", &[&begin.to_be_bytes(), table.as_bytes(), key])
+    }
+}
+
+/// Whether `tag` is one of the fixed streams (and so no derived tag).
+#[cfg(test)]
+fn is_fixed(tag: Tag) -> bool {
+    tag.is_reserved() && tag.0 & DERIVED_BIT == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn derived_tags_are_platform_tags_apart_from_fixed_ones_and_from_each_other() {
+        let key = TagKey::new([7; 32]);
+        let id = InstanceId::generated("00ff");
+        let derived = [
+            key.step(&id),
+            key.object("a", b"b"),
+            key.object("ab", b""),
+            key.transition("ab"),
+            key.migration(1, "a", b"b"),
+            key.migration(2, "a", b"b"),
+        ];
+        for (i, t) in derived.iter().enumerate() {
+            assert!(t.is_reserved() && !is_fixed(*t));
+            for u in &derived[i + 1..] {
+                assert_ne!(t, u);
+            }
+        }
+        for f in [MANIFESTS, BOOKS, SWITCHES, TABLES, INSTANCES, TAG_KEY] {
+            assert!(is_fixed(f));
+        }
+        // Another key derives other tags: the secret matters.
+        assert_ne!(TagKey::new([8; 32]).object("a", b"b"), key.object("a", b"b"));
+    }
+
+    #[test]
+    fn shadow_books_are_platform_books() {
+        assert_eq!(shadow(BookId(9)), BookId(9 | BookId::RESERVED_BIT));
+        assert!(shadow(BookId(0)).is_reserved());
+    }
+}
