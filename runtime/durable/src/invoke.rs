@@ -174,6 +174,12 @@ impl Durable {
                 let (result, _) = svc.run(run).await;
                 let mut asyncs = svc.invocations.asyncs.lock().expect("not poisoned");
                 asyncs.running -= 1;
+                if matches!(&result, Err(e) if e.is_transient()) {
+                    // Not finished: the recovery scan runs it again, and its status comes
+                    // from its step log until then.
+                    asyncs.by_id.remove(&(book, run_id));
+                    return;
+                }
                 asyncs.by_id.insert((book, run_id.clone()), InvocationStatus::Finished(result.map(Bytes::from)));
                 asyncs.finished.push_back((book, run_id));
                 while asyncs.finished.len() > svc.bounds.invocations_kept {

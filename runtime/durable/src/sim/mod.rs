@@ -1,1 +1,820 @@
-//! The deterministic simulator of the exactly-once layer (work in progress).
+//! The deterministic simulator of the exactly-once layer: the real core ([`Durable`],
+//! instances, recovery, garbage collection, switches) on several simulated nodes over
+//! one simulated log (the real index, `log.rs`) and one state store, driven by a seeded
+//! executor (`exec.rs`) and checked by an oracle that shares no code with the protocols
+//! (`oracle.rs`).
+//!
+//! One seed fixes everything: the programs, the clients' requests, every interleaving,
+//! and the faults of the safety phase: node crashes after any poll (so after any log or
+//! store effect), node pauses, log and store calls failing before or after they take
+//! effect, racing peers of one invocation (a client's concurrent retry on another
+//! node), client retries after a result, redeploys, switches, garbage collection every
+//! few tens of milliseconds, guests that trim their own book. The liveness phase then
+//! stops the faults, restarts every node, and every invocation and switch must finish.
+//! A violation ends the run with "reproduce with seed=N".
+
+mod chan;
+mod exec;
+mod guest;
+mod log;
+mod oracle;
+mod store;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use tally_logsvc::BookId;
+
+use crate::config::{Protocol, StateConfig};
+use crate::env::{Clock, Spawn};
+use crate::error::Error;
+use crate::invoke::{InvocationStatus, InvokeRequest};
+use crate::node::{Durable, NodeBounds, Parts};
+use crate::tags::TagKey;
+
+use self::exec::{Exec, Handle, Stepped};
+use self::guest::{random_program, Op, Program, Registry, SimFunctions, Traces, DYN_KEYS, KEYS, TABLES};
+use self::log::{LogFaults, SimLog};
+use self::oracle::{show, Oracle};
+use self::store::{FaultyStore, StoreFaults};
+
+/// A small, fast, seedable generator (SplitMix64): the simulator's only randomness.
+#[derive(Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed ^ 0x9E37_79B9_7F4A_7C15)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (n > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+
+    pub fn chance(&mut self, p: f64) -> bool {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64 <= p && p > 0.0
+    }
+}
+
+/// Everything a run depends on besides the seed. Each seed also scales the fault rates
+/// by its own factors (swarm testing), so that some seeds run with few faults of one
+/// kind and many of another.
+#[derive(Clone, Debug)]
+pub struct SimOptions {
+    pub nodes: usize,
+    pub clients: usize,
+    /// Invocations per client.
+    pub invocations: usize,
+    pub books: u64,
+    pub safety_ms: u64,
+    /// The most the liveness phase may take before a run is declared stuck.
+    pub liveness_ms: u64,
+    /// Chance that a node crashes right after one of its tasks made progress.
+    pub crash: f64,
+    /// Chance, per executor step, that a node pauses for a while.
+    pub pause: f64,
+    pub log_fail: f64,
+    pub store_fail: f64,
+    /// Chance that a keyed request gets a concurrent twin on another node.
+    pub peer: f64,
+    pub switch_every_ms: u64,
+    pub redeploy_every_ms: u64,
+}
+
+impl Default for SimOptions {
+    fn default() -> Self {
+        SimOptions {
+            nodes: 3,
+            clients: 4,
+            invocations: 10,
+            books: 2,
+            safety_ms: 3_000,
+            liveness_ms: 60_000,
+            crash: 0.002,
+            pause: 0.0005,
+            log_fail: 0.01,
+            store_fail: 0.01,
+            peer: 0.2,
+            switch_every_ms: 250,
+            redeploy_every_ms: 400,
+        }
+    }
+}
+
+impl fmt::Display for SimOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "nodes={} clients={} invocations={} books={} safety={}ms liveness<={}ms crash={} pause={} log_fail={} \
+             store_fail={} peer={} switch_every={}ms redeploy_every={}ms",
+            self.nodes,
+            self.clients,
+            self.invocations,
+            self.books,
+            self.safety_ms,
+            self.liveness_ms,
+            self.crash,
+            self.pause,
+            self.log_fail,
+            self.store_fail,
+            self.peer,
+            self.switch_every_ms,
+            self.redeploy_every_ms
+        )
+    }
+}
+
+/// What a run did: the effects checked and the faults injected.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SimStats {
+    pub invocations: u64,
+    pub executions: u64,
+    pub reads_checked: u64,
+    pub outputs_checked: u64,
+    pub crashes: u64,
+    pub pauses: u64,
+    pub log_failures: u64,
+    pub store_failures: u64,
+    pub peers: u64,
+    pub replays: u64,
+    pub switches: u64,
+    pub redeploys: u64,
+    pub log_records: u64,
+    pub sim_ms: u64,
+    /// A digest of the run, to check that a seed replays identically.
+    pub digest: u64,
+}
+
+impl SimStats {
+    pub fn add(&mut self, o: &SimStats) {
+        self.invocations += o.invocations;
+        self.executions += o.executions;
+        self.reads_checked += o.reads_checked;
+        self.outputs_checked += o.outputs_checked;
+        self.crashes += o.crashes;
+        self.pauses += o.pauses;
+        self.log_failures += o.log_failures;
+        self.store_failures += o.store_failures;
+        self.peers += o.peers;
+        self.replays += o.replays;
+        self.switches += o.switches;
+        self.redeploys += o.redeploys;
+        self.log_records += o.log_records;
+        self.sim_ms += o.sim_ms;
+    }
+}
+
+impl fmt::Display for SimStats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} invocations, {} executions, {} reads and {} outputs checked against the model; faults: {} crashes, {} \
+             pauses, {} log and {} store failures, {} racing peers, {} replays, {} switches, {} redeploys; {} log records, \
+             {} simulated ms",
+            self.invocations,
+            self.executions,
+            self.reads_checked,
+            self.outputs_checked,
+            self.crashes,
+            self.pauses,
+            self.log_failures,
+            self.store_failures,
+            self.peers,
+            self.replays,
+            self.switches,
+            self.redeploys,
+            self.log_records,
+            self.sim_ms
+        )
+    }
+}
+
+/// A failed run.
+#[derive(Debug)]
+pub struct Violation {
+    pub seed: u64,
+    pub at_ms: u64,
+    pub message: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "violation at {} ms: {}\nreproduce with seed={}", self.at_ms, self.message, self.seed)
+    }
+}
+
+/// Runs `count` seeds from `first`; the first is run twice and must replay identically.
+pub fn run_seeds(first: u64, count: u64, opts: &SimOptions) -> Result<Vec<SimStats>, Violation> {
+    let mut out = Vec::new();
+    for seed in first..first + count {
+        let stats = run_seed(seed, opts)?;
+        if seed == first {
+            let again = run_seed(seed, opts)?;
+            if again.digest != stats.digest {
+                return Err(Violation { seed, at_ms: 0, message: "the seed did not replay identically".into() });
+            }
+        }
+        out.push(stats);
+    }
+    Ok(out)
+}
+
+/// The slot of one simulated node.
+#[derive(Default)]
+struct NodeSlot {
+    durable: Option<Arc<Durable>>,
+    incarnation: u64,
+    up: bool,
+}
+
+/// What the harness tasks share.
+struct World {
+    seed: u64,
+    opts: SimOptions,
+    log: SimLog,
+    store: Arc<FaultyStore>,
+    registry: Arc<Mutex<Registry>>,
+    traces: Arc<Mutex<Traces>>,
+    oracle: Mutex<Oracle>,
+    nodes: Vec<Mutex<NodeSlot>>,
+    shared: exec::SharedRef,
+    rng: Mutex<Rng>,
+    violation: Mutex<Option<String>>,
+    stats: Mutex<SimStats>,
+    clients_done: Mutex<usize>,
+    config: StateConfig,
+}
+
+impl World {
+    fn harness(&self) -> Handle {
+        Handle { shared: self.shared.clone(), owner: None }
+    }
+
+    fn draw(&self, n: u64) -> u64 {
+        self.rng.lock().expect("not poisoned").below(n)
+    }
+
+    fn chance(&self, p: f64) -> bool {
+        self.rng.lock().expect("not poisoned").chance(p)
+    }
+
+    fn fail(&self, message: String) {
+        let mut v = self.violation.lock().expect("not poisoned");
+        if v.is_none() {
+            *v = Some(message);
+        }
+    }
+
+    /// A node that is up, drawn at random, with its incarnation.
+    fn pick_node(&self) -> Option<(usize, Arc<Durable>, u64)> {
+        let up: Vec<usize> = (0..self.nodes.len())
+            .filter(|&n| {
+                let s = self.nodes[n].lock().expect("not poisoned");
+                s.up && s.durable.is_some()
+            })
+            .collect();
+        if up.is_empty() {
+            return None;
+        }
+        let n = up[self.draw(up.len() as u64) as usize];
+        let s = self.nodes[n].lock().expect("not poisoned");
+        Some((n, s.durable.clone()?, s.incarnation))
+    }
+
+    fn incarnation(&self, n: usize) -> u64 {
+        self.nodes[n].lock().expect("not poisoned").incarnation
+    }
+
+    /// Runs `f` as a task of node `n`: if the node crashes meanwhile, the answer is `None`.
+    async fn on_node<T, F>(&self, n: usize, d: Arc<Durable>, name: &'static str, f: impl FnOnce(Arc<Durable>) -> F) -> Option<T>
+    where
+        T: Send + 'static,
+        F: std::future::Future<Output = T> + Send + 'static,
+    {
+        let (tx, rx) = chan::oneshot();
+        let fut = f(d);
+        Handle { shared: self.shared.clone(), owner: Some(n) }.spawn(
+            name,
+            Box::pin(async move {
+                tx.send(fut.await);
+            }),
+        );
+        rx.await
+    }
+}
+
+/// The functions every run deploys: four that may call the later ones, one deployed
+/// late (callers find it missing first), one that declares exactly-once tables unsafe,
+/// the setup that creates every table with its protocol, and the final verification.
+fn deploy_functions(rng: &mut Rng, registry: &mut Registry) {
+    let names: Vec<String> = (0..4).map(|i| format!("f{i}")).collect();
+    for (i, name) in names.iter().enumerate() {
+        let mut callees: Vec<String> = names[i + 1..].to_vec();
+        callees.push("late".into());
+        let len = 4 + rng.below(6) as usize;
+        let program = random_program(rng, len, &callees, true, true);
+        registry.deploy(name, program, BTreeMap::new());
+    }
+    let intruder = Program {
+        ops: vec![Op::Incr { table: 0, key: 0 }, Op::Incr { table: 1, key: 1 }, Op::Get { table: 0, key: 1 }],
+    };
+    let unsafe_tables = [("ro".to_string(), Protocol::Unsafe), ("wo".to_string(), Protocol::Unsafe)].into_iter().collect();
+    registry.deploy("intruder", intruder, unsafe_tables);
+    let setup = Program { ops: TABLES.iter().enumerate().map(|(t, _)| Op::Get { table: t as u8, key: 0 }).collect() };
+    let declared = TABLES.iter().map(|(t, p)| (t.to_string(), *p)).collect();
+    registry.deploy("setup", setup, declared);
+    let mut verify = Vec::new();
+    for t in 0..TABLES.len() as u8 {
+        for key in 0..KEYS + DYN_KEYS {
+            verify.push(Op::Get { table: t, key });
+        }
+    }
+    registry.deploy("verify", Program { ops: verify }, BTreeMap::new());
+}
+
+fn sim_config() -> StateConfig {
+    StateConfig {
+        retries: 2,
+        reexecute_after_ms: 100,
+        recovery_interval_ms: 50,
+        attempts_max: 100_000,
+        gc_interval_ms: 40,
+        results_kept_ms: 300,
+        auto_interval_ms: 200,
+        auto_min_ops: 5,
+        open_max: 3,
+        async_max: 2,
+        ..StateConfig::default()
+    }
+}
+
+/// Runs one seed.
+pub fn run_seed(seed: u64, opts: &SimOptions) -> Result<SimStats, Violation> {
+    let mut rng = Rng::new(seed);
+    let mut swarm = |base: f64| base * [0.0, 0.5, 1.0, 2.0][rng.below(4) as usize];
+    let opts = SimOptions {
+        crash: swarm(opts.crash),
+        pause: swarm(opts.pause),
+        log_fail: swarm(opts.log_fail),
+        store_fail: swarm(opts.store_fail),
+        peer: swarm(opts.peer),
+        ..opts.clone()
+    };
+    let mut exec = Exec::new();
+    let log = SimLog::new(seed, LogFaults { fail_before: opts.log_fail / 2.0, fail_after: opts.log_fail / 2.0, delay_max_ms: 2 });
+    let store = FaultyStore::new(seed, StoreFaults { fail_before: opts.store_fail / 2.0, fail_after: opts.store_fail / 2.0 });
+    let mut registry = Registry::default();
+    deploy_functions(&mut rng, &mut registry);
+    let world = Arc::new(World {
+        seed,
+        opts: opts.clone(),
+        log,
+        store,
+        registry: Arc::new(Mutex::new(registry)),
+        traces: Arc::new(Mutex::new(Traces::default())),
+        oracle: Mutex::new(Oracle::default()),
+        nodes: (0..opts.nodes).map(|_| Mutex::new(NodeSlot::default())).collect(),
+        shared: exec.shared.clone(),
+        rng: Mutex::new(Rng::new(seed ^ 0xc1)),
+        violation: Mutex::new(None),
+        stats: Mutex::new(SimStats::default()),
+        clients_done: Mutex::new(0),
+        config: sim_config(),
+    });
+    for n in 0..opts.nodes {
+        start_node(&world, n);
+    }
+    exec.spawn(None, "setup", Box::pin(setup_then_clients(world.clone())));
+    exec.spawn(None, "chaos", Box::pin(chaos(world.clone())));
+    let mut paused: BTreeMap<usize, u64> = BTreeMap::new();
+    let mut restarts: BTreeMap<usize, u64> = BTreeMap::new();
+    let end_ms = opts.safety_ms + opts.liveness_ms;
+    let mut digest: u64 = 0;
+    loop {
+        let now = exec.now_ms();
+        if let Some(v) = world.violation.lock().expect("not poisoned").take() {
+            return Err(Violation { seed, at_ms: now, message: v });
+        }
+        let safety = now < opts.safety_ms;
+        if !safety {
+            world.log.state.lock().expect("not poisoned").faults.fail_before = 0.0;
+            world.log.state.lock().expect("not poisoned").faults.fail_after = 0.0;
+            *world.store.faults.lock().expect("not poisoned") = StoreFaults { fail_before: 0.0, fail_after: 0.0 };
+            paused.clear();
+        }
+        if *world.clients_done.lock().expect("not poisoned") == opts.clients {
+            break;
+        }
+        if now >= end_ms {
+            let mut oracle = world.oracle.lock().expect("not poisoned");
+            let unfinished = oracle.unfinished(&world.traces.lock().expect("not poisoned"));
+            drop(oracle.check_executions(&world.traces.lock().expect("not poisoned")));
+            return Err(Violation {
+                seed,
+                at_ms: now,
+                message: format!(
+                    "the liveness phase did not finish: {} of {} clients done; unfinished: {:?}; tasks: {:?}",
+                    world.clients_done.lock().expect("not poisoned"),
+                    opts.clients,
+                    unfinished.iter().take(5).collect::<Vec<_>>(),
+                    exec.task_names().iter().take(12).collect::<Vec<_>>()
+                ),
+            });
+        }
+        // Restarts and resumptions that are due.
+        for (&n, &at) in restarts.clone().iter() {
+            if now >= at || !safety {
+                restarts.remove(&n);
+                start_node(&world, n);
+            }
+        }
+        paused.retain(|_, until| *until > now);
+        // Faults of the safety phase.
+        if safety && rng.chance(opts.pause) {
+            let n = rng.below(opts.nodes as u64) as usize;
+            paused.insert(n, now + 1 + rng.below(300));
+            world.stats.lock().expect("not poisoned").pauses += 1;
+        }
+        // Replicas follow the log at their own pace.
+        if rng.chance(0.5) {
+            let n = rng.below(opts.nodes as u64) as usize;
+            if !paused.contains_key(&n) {
+                world.log.apply(n, 1 + rng.below(8) as usize);
+            }
+        }
+        let paused_set: BTreeSet<usize> = paused.keys().copied().collect();
+        match exec.step(&mut rng, &paused_set, end_ms) {
+            Stepped::Polled(Some(n)) => {
+                digest = digest.wrapping_mul(31).wrapping_add(n as u64 + 1);
+                if safety && restarts.len() + 1 < opts.nodes && rng.chance(opts.crash) {
+                    crash(&world, &mut exec, n);
+                    restarts.insert(n, now + 5 + rng.below(400));
+                }
+            }
+            Stepped::Polled(None) => digest = digest.wrapping_mul(31),
+            Stepped::Advanced => {}
+            Stepped::Idle => {
+                // Nothing to run and no timer: let every replica catch up (what waits on
+                // one can then go on); a run that still cannot move is stuck.
+                for n in 0..opts.nodes {
+                    if !paused.contains_key(&n) {
+                        world.log.apply(n, usize::MAX);
+                    }
+                }
+                let next = paused.values().min().copied().unwrap_or(now + 1).max(now + 1);
+                exec.set_now(next);
+            }
+        }
+    }
+    let now = exec.now_ms();
+    let mut oracle = world.oracle.lock().expect("not poisoned");
+    let traces = world.traces.lock().expect("not poisoned");
+    let unfinished = oracle.unfinished(&traces);
+    if let Err(m) = oracle.check_executions(&traces) {
+        return Err(Violation { seed, at_ms: now, message: m });
+    }
+    if !unfinished.is_empty() {
+        return Err(Violation {
+            seed,
+            at_ms: now,
+            message: format!("executions of invocations that never finished: {unfinished:?}"),
+        });
+    }
+    let mut stats = world.stats.lock().expect("not poisoned").clone();
+    stats.executions = traces.executions;
+    stats.reads_checked = oracle.reads_checked;
+    stats.outputs_checked = oracle.outputs_checked;
+    stats.log_failures = world.log.state.lock().expect("not poisoned").failures;
+    stats.store_failures = *world.store.failures.lock().expect("not poisoned");
+    stats.log_records = world.log.state.lock().expect("not poisoned").appends;
+    stats.sim_ms = now;
+    stats.digest = digest ^ stats.log_records.rotate_left(32) ^ stats.executions;
+    Ok(stats)
+}
+
+/// Starts (or restarts) node `n`: a fresh replica, then the core, then its background.
+fn start_node(world: &Arc<World>, n: usize) {
+    world.log.open_replica(n);
+    let incarnation = {
+        let mut s = world.nodes[n].lock().expect("not poisoned");
+        s.incarnation += 1;
+        s.up = true;
+        s.durable = None;
+        s.incarnation
+    };
+    let handle = Handle { shared: world.shared.clone(), owner: Some(n) };
+    let functions = SimFunctions {
+        node: n,
+        registry: world.registry.clone(),
+        traces: world.traces.clone(),
+        log: world.log.node(n, handle.clone()),
+        handle: handle.clone(),
+    };
+    let key_seed = world.seed.wrapping_mul(n as u64 + 7).wrapping_add(incarnation);
+    let mut key = [0u8; 32];
+    let mut krng = Rng::new(key_seed);
+    for chunk in key.chunks_mut(8) {
+        chunk.copy_from_slice(&krng.next_u64().to_be_bytes());
+    }
+    let parts = Parts {
+        log: Arc::new(world.log.node(n, handle.clone())),
+        store: world.store.clone(),
+        clock: Arc::new(handle.clone()),
+        spawn: Arc::new(handle.clone()),
+        functions: Arc::new(functions),
+        tag_key: TagKey::new(key),
+        id_prefix: krng.next_u64(),
+    };
+    let config = world.config.clone();
+    let w = world.clone();
+    handle.spawn(
+        "node-start",
+        Box::pin(async move {
+            let bounds = NodeBounds { call_depth_max: 8, invocations_kept: 1000 };
+            let mut parts = Some(parts);
+            loop {
+                match Durable::start(parts.take().expect("one start at a time"), config.clone(), bounds).await {
+                    Ok(d) => {
+                        d.start_background();
+                        let mut s = w.nodes[n].lock().expect("not poisoned");
+                        if s.incarnation == incarnation {
+                            s.durable = Some(d);
+                        }
+                        return;
+                    }
+                    Err(e) => {
+                        // The log failed under the start: start again (a process would).
+                        tracing::debug!(node = n, "start failed: {e}");
+                        w.start_again(n);
+                        return;
+                    }
+                }
+            }
+        }),
+    );
+}
+
+impl World {
+    fn start_again(self: &Arc<Self>, n: usize) {
+        let w = self.clone();
+        self.harness().spawn(
+            "node-restart",
+            Box::pin(async move {
+                w.harness().sleep(10).await;
+                start_node(&w, n);
+            }),
+        );
+    }
+}
+
+/// Node `n` dies: its tasks are dropped, its requests still on the network lost.
+fn crash(world: &Arc<World>, exec: &mut Exec, n: usize) {
+    exec.kill(n);
+    let mut s = world.nodes[n].lock().expect("not poisoned");
+    s.up = false;
+    s.durable = None;
+    world.stats.lock().expect("not poisoned").crashes += 1;
+}
+
+/// Creates every book's tables, then starts the clients.
+async fn setup_then_clients(world: Arc<World>) {
+    for book in 0..world.opts.books {
+        let input = format!("setup{book}:n0").into_bytes();
+        if keyed(&world, BookId(book), "setup", &input, format!("setup-{book}")).await.is_none() {
+            return;
+        }
+    }
+    for c in 0..world.opts.clients {
+        let w = world.clone();
+        world.harness().spawn("client", Box::pin(client(w, c)));
+    }
+}
+
+/// Calls `function` with an idempotency key until it has a final outcome; models it
+/// and checks the output. `None` when a violation was found.
+async fn keyed(world: &Arc<World>, book: BookId, function: &str, input: &[u8], key: String) -> Option<Result<u64, String>> {
+    let h = world.harness();
+    loop {
+        let Some((n, d, _)) = world.pick_node() else {
+            h.sleep(5).await;
+            continue;
+        };
+        if world.chance(world.opts.peer) {
+            // A concurrent twin of the request on another node: a racing peer.
+            if let Some((m, d2, _)) = world.pick_node() {
+                world.stats.lock().expect("not poisoned").peers += 1;
+                let req = request(function, book, input, &key);
+                let (tx, _rx) = chan::oneshot::<()>();
+                Handle { shared: world.shared.clone(), owner: Some(m) }.spawn(
+                    "peer",
+                    Box::pin(async move {
+                        let _ = d2.invoke(req).await;
+                        tx.send(());
+                    }),
+                );
+            }
+        }
+        let req = request(function, book, input, &key);
+        let answer = world.on_node(n, d, "keyed", move |d| async move { d.invoke(req).await }).await;
+        let result = match answer {
+            None => continue,
+            Some(Err(e)) if e.is_transient() => {
+                h.sleep(1 + world.draw(20)).await;
+                continue;
+            }
+            // The result was kept shorter than this client kept retrying.
+            Some(Err(Error::Conflict(m))) if m.contains("no longer kept") => None,
+            Some(r) => Some(r),
+        };
+        let got = result.map(|r| match r {
+            Ok(out) if out.len() == 8 => Ok(u64::from_be_bytes(out[..].try_into().expect("8 bytes"))),
+            Ok(out) => Err(format!("output of {} bytes", out.len())),
+            Err(e) => Err(e.code().to_string()),
+        });
+        return check_finished(world, function, input, got);
+    }
+}
+
+fn request(function: &str, book: BookId, input: &[u8], key: &str) -> InvokeRequest {
+    InvokeRequest {
+        function: function.to_string(),
+        book,
+        input: Bytes::copy_from_slice(input),
+        idempotency_key: Some(key.to_string()),
+        crash_after: None,
+    }
+}
+
+/// Models a finished invocation and checks what the client got (if it got anything).
+fn check_finished(world: &Arc<World>, function: &str, input: &[u8], got: Option<Result<u64, String>>) -> Option<Result<u64, String>> {
+    let registry = world.registry.lock().expect("not poisoned");
+    let traces = world.traces.lock().expect("not poisoned");
+    let mut oracle = world.oracle.lock().expect("not poisoned");
+    world.stats.lock().expect("not poisoned").invocations += 1;
+    let expected = match oracle.finish(&registry, &traces, function, input) {
+        Ok(e) => e,
+        Err(m) => {
+            world.fail(m);
+            return None;
+        }
+    };
+    if let Some(got) = &got {
+        if let Err(m) = oracle.check_output(input, got) {
+            world.fail(m);
+            return None;
+        }
+    }
+    if let Err(m) = oracle.check_executions(&traces) {
+        world.fail(m);
+        return None;
+    }
+    Some(expected.output)
+}
+
+/// One client: its invocations one after another on its own keys (keyed or
+/// asynchronous), some replayed, then the verification.
+async fn client(world: Arc<World>, c: usize) {
+    let h = world.harness();
+    let book = BookId(c as u64 % world.opts.books);
+    let mut keys: Vec<String> = Vec::new();
+    for n in 0..world.opts.invocations {
+        let function = format!("f{}", world.draw(3));
+        let function = if world.chance(0.1) { "intruder".to_string() } else { function };
+        let input = format!("c{c}:n{n}").into_bytes();
+        let done = if world.chance(0.3) {
+            asynchronous(&world, book, &function, &input).await
+        } else {
+            // Some keys extend an earlier key with a separator and a step number: under
+            // a string scheme they would name that invocation's child.
+            let key = match keys.last() {
+                Some(prev) if world.chance(0.3) => format!("{prev}.{}", 1 + world.draw(4)),
+                _ => format!("c{c}-{n}"),
+            };
+            keys.push(key.clone());
+            let out = keyed(&world, book, &function, &input, key.clone()).await;
+            if out.is_some() && world.chance(0.2) {
+                // A client retrying after it had its answer: the same result, not a rerun.
+                world.stats.lock().expect("not poisoned").replays += 1;
+                if let Some((n2, d, _)) = world.pick_node() {
+                    let req = request(&function, book, &input, &key);
+                    if let Some(again) = world.on_node(n2, d, "replay", move |d| async move { d.invoke(req).await }).await {
+                        let again = again.map(|o| u64::from_be_bytes(o[..8.min(o.len())].try_into().unwrap_or([0; 8])));
+                        match (&out, again) {
+                            (Some(Ok(v)), Ok(w)) if *v != w => world.fail(format!("a replay of {} returned {w}, first {v}", show(&input))),
+                            (Some(Err(code)), Err(e)) if e.code() != code && !e.is_transient() && e.code() != "conflict" => {
+                                world.fail(format!("a replay of {} failed with {e}, first {code}", show(&input)))
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+            }
+            out.is_some()
+        };
+        if !done {
+            return;
+        }
+        h.sleep(world.draw(30)).await;
+    }
+    let input = format!("c{c}:verify").into_bytes();
+    if keyed(&world, book, "verify", &input, format!("c{c}-verify")).await.is_some() {
+        *world.clients_done.lock().expect("not poisoned") += 1;
+    }
+}
+
+/// An asynchronous invocation: submitted on one node, polled on any until finished.
+async fn asynchronous(world: &Arc<World>, book: BookId, function: &str, input: &[u8]) -> bool {
+    let h = world.harness();
+    let (origin, id, incarnation) = loop {
+        let Some((n, d, inc)) = world.pick_node() else {
+            h.sleep(5).await;
+            continue;
+        };
+        let (f, i) = (function.to_string(), Bytes::copy_from_slice(input));
+        match world.on_node(n, d, "submit", move |d| async move { d.invoke_async(f, book, i) }).await {
+            Some(Ok(id)) => break (n, id.to_string(), inc),
+            Some(Err(e)) if e.is_transient() => h.sleep(5 + world.draw(20)).await,
+            Some(Err(e)) => {
+                world.fail(format!("an asynchronous submission failed: {e}"));
+                return false;
+            }
+            None => {}
+        }
+    };
+    loop {
+        h.sleep(5 + world.draw(20)).await;
+        let crashed_before = world.incarnation(origin) != incarnation;
+        let Some((n, d, _)) = world.pick_node() else { continue };
+        let id2 = id.clone();
+        let status = world.on_node(n, d, "status", move |d| async move { d.invocation(book, &id2).await }).await;
+        match status {
+            Some(Ok(InvocationStatus::Finished(r))) => {
+                let got = match r {
+                    Ok(out) if out.len() == 8 => Ok(u64::from_be_bytes(out[..].try_into().expect("8 bytes"))),
+                    Ok(out) => Err(format!("output of {} bytes", out.len())),
+                    Err(e) => Err(e.code().to_string()),
+                };
+                return check_finished(world, function, input, Some(got)).is_some();
+            }
+            // Its node died before the Init record was ordered: it never started.
+            Some(Err(Error::InvocationNotFound(_))) if crashed_before => {
+                world.oracle.lock().expect("not poisoned").abandon(input);
+                return true;
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Redeploys, a function that appears late, and switches, during the safety phase.
+async fn chaos(world: Arc<World>) {
+    let h = world.harness();
+    let mut next_redeploy = world.opts.redeploy_every_ms;
+    let mut next_switch = world.opts.switch_every_ms;
+    let late_at = world.draw(world.opts.safety_ms.max(1));
+    let mut late = false;
+    while h.now_ms() < world.opts.safety_ms {
+        h.sleep(10).await;
+        let now = h.now_ms();
+        if !late && now >= late_at {
+            late = true;
+            let program = Program { ops: vec![Op::Incr { table: 1, key: 3 }] };
+            world.registry.lock().expect("not poisoned").deploy("late", program, BTreeMap::new());
+        }
+        if now >= next_redeploy {
+            next_redeploy = now + world.opts.redeploy_every_ms;
+            let i = world.draw(4);
+            let mut rng = Rng::new(world.seed ^ now);
+            let callees: Vec<String> = ((i + 1)..4).map(|j| format!("f{j}")).chain(["late".to_string()]).collect();
+            let len = 4 + rng.below(6) as usize;
+            let program = random_program(&mut rng, len, &callees, true, true);
+            world.registry.lock().expect("not poisoned").deploy(&format!("f{i}"), program, BTreeMap::new());
+            world.stats.lock().expect("not poisoned").redeploys += 1;
+        }
+        if now >= next_switch {
+            next_switch = now + world.opts.switch_every_ms;
+            let book = BookId(world.draw(world.opts.books));
+            let target = [Protocol::ReadOptimized, Protocol::WriteOptimized, Protocol::Auto][world.draw(3) as usize];
+            if let Some((n, d, _)) = world.pick_node() {
+                world.stats.lock().expect("not poisoned").switches += 1;
+                let answer = world.on_node(n, d, "switch", move |d| async move { d.switch_table(book, "sw", target).await }).await;
+                if let Some(Err(e)) = answer {
+                    if !matches!(e, Error::Conflict(_)) && !e.is_transient() {
+                        world.fail(format!("a switch request failed: {e}"));
+                    }
+                }
+            }
+        }
+    }
+}

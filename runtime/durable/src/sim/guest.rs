@@ -1,0 +1,287 @@
+//! The simulator's functions: scripted guests, their versions, and the [`Functions`]
+//! implementation that runs them against an [`Attempt`] as the wasmtime host runs a
+//! component. Every execution reports what it observed (each read's value, each call's
+//! outcome) and which version it ran, for the oracle.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use tally_logsvc::{Context, SeqNum, Tag};
+
+use crate::attempt::Attempt;
+use crate::config::Protocol;
+use crate::env::{BoxFuture, Clock, FunctionVersion, Functions};
+use crate::error::{Error, Result};
+use crate::node::Abort;
+
+use super::exec::Handle;
+use super::log::{user_trim, NodeLog};
+use super::Rng;
+
+/// The tables every book uses, and the protocol each is created with.
+pub const TABLES: [(&str, Protocol); 4] =
+    [("ro", Protocol::ReadOptimized), ("wo", Protocol::WriteOptimized), ("sym", Protocol::Symmetric), ("sw", Protocol::Auto)];
+/// Keys per table a program names directly; `PutDyn` writes keys above them.
+pub const KEYS: u8 = 4;
+pub const DYN_KEYS: u8 = 4;
+
+/// One operation of a scripted guest. Keys are relative to the invocation's client.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Op {
+    Get { table: u8, key: u8 },
+    Put { table: u8, key: u8 },
+    /// Writes the key the reads so far select: an execution that read otherwise writes
+    /// elsewhere, which later reads show.
+    PutDyn { table: u8 },
+    Incr { table: u8, key: u8 },
+    Delete { table: u8, key: u8 },
+    Call { function: String },
+    Trap,
+    /// The guest tidies its own book: `log.trim(0, u64::MAX)`.
+    TrimOwnBook,
+    /// Computes for a while.
+    Work { ms: u8 },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Program {
+    pub ops: Vec<Op>,
+}
+
+/// What an execution observed, in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Observed {
+    Read(Option<u64>),
+    Call(std::result::Result<u64, String>),
+}
+
+/// One execution of one invocation (or child), identified by its input.
+#[derive(Clone, Debug)]
+pub struct Execution {
+    pub node: usize,
+    pub function: String,
+    pub version: u64,
+    pub observed: Vec<Observed>,
+}
+
+/// What all executions reported, by input.
+#[derive(Default)]
+pub struct Traces {
+    pub by_input: BTreeMap<Vec<u8>, Vec<Execution>>,
+    pub executions: u64,
+}
+
+/// One deployed version.
+#[derive(Clone, Debug)]
+pub struct Deployed {
+    pub version: u64,
+    pub program: Program,
+    pub tables: Arc<BTreeMap<String, Protocol>>,
+}
+
+/// The registry: every version of every function, in deploy order.
+#[derive(Default)]
+pub struct Registry {
+    pub functions: BTreeMap<String, Vec<Deployed>>,
+    next_version: u64,
+}
+
+impl Registry {
+    pub fn deploy(&mut self, name: &str, program: Program, tables: BTreeMap<String, Protocol>) -> u64 {
+        self.next_version += 1;
+        let d = Deployed { version: self.next_version, program, tables: Arc::new(tables) };
+        self.functions.entry(name.to_string()).or_default().push(d);
+        self.next_version
+    }
+
+    pub fn get(&self, name: &str, version: u64) -> Option<&Deployed> {
+        self.functions.get(name)?.iter().find(|d| d.version == version)
+    }
+}
+
+pub const TIMEOUT_MS: u64 = 400;
+
+fn fv(name: &str, d: &Deployed) -> FunctionVersion {
+    FunctionVersion { name: name.to_string(), version: d.version, timeout_ms: TIMEOUT_MS, request_bytes_max: 1 << 20, tables: d.tables.clone() }
+}
+
+/// The functions a node runs.
+pub struct SimFunctions {
+    pub node: usize,
+    pub registry: Arc<Mutex<Registry>>,
+    pub traces: Arc<Mutex<Traces>>,
+    pub log: NodeLog,
+    pub handle: Handle,
+}
+
+impl Functions for SimFunctions {
+    fn current<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<FunctionVersion>>> {
+        let r = self.registry.lock().expect("not poisoned");
+        let found = r.functions.get(name).and_then(|v| v.last()).map(|d| fv(name, d));
+        Box::pin(std::future::ready(Ok(found)))
+    }
+
+    fn version<'a>(&'a self, name: &'a str, version: u64) -> BoxFuture<'a, Result<Option<FunctionVersion>>> {
+        let r = self.registry.lock().expect("not poisoned");
+        Box::pin(std::future::ready(Ok(r.get(name, version).map(|d| fv(name, d)))))
+    }
+
+    fn run(&self, attempt: Attempt) -> BoxFuture<'_, (Result<Vec<u8>>, Attempt)> {
+        Box::pin(self.run_attempt(attempt))
+    }
+}
+
+/// The 8-byte value of a stored state value (what programs write).
+pub fn value_of(v: &Option<Bytes>) -> Option<u64> {
+    v.as_ref().map(|b| if b.len() == 8 { u64::from_be_bytes(b[..].try_into().expect("8 bytes")) } else { u64::MAX })
+}
+
+pub fn mix(acc: u64, x: u64) -> u64 {
+    (acc ^ x).wrapping_mul(0x0000_0100_0000_01b3).rotate_left(17)
+}
+
+/// The client prefix of an input ("c3:n17:p.2" -> "c3").
+pub fn prefix(input: &[u8]) -> String {
+    let s = String::from_utf8_lossy(input);
+    s.split(':').next().unwrap_or("").to_string()
+}
+
+pub fn key_name(prefix: &str, key: u64) -> Vec<u8> {
+    format!("{prefix}/k{key}").into_bytes()
+}
+
+/// The input of the child called at op `i`.
+pub fn child_input(input: &[u8], i: usize) -> Vec<u8> {
+    let mut out = input.to_vec();
+    out.extend_from_slice(format!(".{i}").as_bytes());
+    out
+}
+
+pub fn seed_of(input: &[u8]) -> u64 {
+    input.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| mix(h, u64::from(b)))
+}
+
+impl SimFunctions {
+    fn record(&self, input: &[u8], function: &str, version: u64) -> usize {
+        let mut t = self.traces.lock().expect("not poisoned");
+        t.executions += 1;
+        let list = t.by_input.entry(input.to_vec()).or_default();
+        list.push(Execution { node: self.node, function: function.to_string(), version, observed: Vec::new() });
+        list.len() - 1
+    }
+
+    fn observe(&self, input: &[u8], at: usize, o: Observed) {
+        let mut t = self.traces.lock().expect("not poisoned");
+        if let Some(e) = t.by_input.get_mut(input).and_then(|l| l.get_mut(at)) {
+            e.observed.push(o);
+        }
+    }
+
+    async fn run_attempt(&self, mut attempt: Attempt) -> (Result<Vec<u8>>, Attempt) {
+        let program = {
+            let r = self.registry.lock().expect("not poisoned");
+            r.get(&attempt.version.name, attempt.version.version).map(|d| d.program.clone())
+        };
+        let Some(program) = program else {
+            return (Err(Error::FunctionUnavailable(attempt.version.name.clone(), "no such version".into())), attempt);
+        };
+        let input = attempt.input.to_vec();
+        let at = self.record(&input, &attempt.version.name, attempt.version.version);
+        let result = self.interpret(&mut attempt, &program, &input, at).await;
+        (result, attempt)
+    }
+
+    async fn interpret(&self, attempt: &mut Attempt, program: &Program, input: &[u8], at: usize) -> Result<Vec<u8>> {
+        let prefix = prefix(input);
+        let mut acc = seed_of(input);
+        let table = |t: u8| TABLES[t as usize % TABLES.len()].0;
+        for (i, op) in program.ops.iter().enumerate() {
+            if self.handle.now_ms() > attempt.deadline_ms {
+                return Err(Error::Timeout(TIMEOUT_MS));
+            }
+            match op {
+                Op::Get { table: t, key } => {
+                    let v = value_of(&attempt.get(table(*t), &key_name(&prefix, u64::from(*key))).await.map_err(guest)?);
+                    self.observe(input, at, Observed::Read(v));
+                    acc = mix(acc, v.map_or(0x5eed, |v| v.wrapping_add(1)));
+                }
+                Op::Put { table: t, key } => {
+                    let value = Bytes::copy_from_slice(&mix(acc, i as u64).to_be_bytes());
+                    attempt.put(table(*t), &key_name(&prefix, u64::from(*key)), value).await.map_err(guest)?;
+                }
+                Op::PutDyn { table: t } => {
+                    let key = u64::from(KEYS) + acc % u64::from(DYN_KEYS);
+                    let value = Bytes::copy_from_slice(&mix(acc, i as u64).to_be_bytes());
+                    attempt.put(table(*t), &key_name(&prefix, key), value).await.map_err(guest)?;
+                }
+                Op::Incr { table: t, key } => {
+                    let k = key_name(&prefix, u64::from(*key));
+                    let v = value_of(&attempt.get(table(*t), &k).await.map_err(guest)?);
+                    self.observe(input, at, Observed::Read(v));
+                    acc = mix(acc, v.map_or(0x5eed, |v| v.wrapping_add(1)));
+                    let next = v.unwrap_or(0).wrapping_add(1);
+                    attempt.put(table(*t), &k, Bytes::copy_from_slice(&next.to_be_bytes())).await.map_err(guest)?;
+                }
+                Op::Delete { table: t, key } => {
+                    attempt.delete(table(*t), &key_name(&prefix, u64::from(*key))).await.map_err(guest)?;
+                }
+                Op::Call { function } => {
+                    let child = child_input(input, i);
+                    let outcome = attempt.call(function.clone(), Bytes::from(child)).await.map_err(guest)?;
+                    let observed = match outcome {
+                        Ok(out) if out.len() == 8 => Ok(u64::from_be_bytes(out[..].try_into().expect("8 bytes"))),
+                        Ok(_) => Err("malformed output".to_string()),
+                        Err(e) => Err(e.code().to_string()),
+                    };
+                    acc = match &observed {
+                        Ok(v) => mix(acc, *v),
+                        Err(code) => mix(acc, seed_of(code.as_bytes())),
+                    };
+                    self.observe(input, at, Observed::Call(observed));
+                }
+                Op::Trap => return Err(Error::Trap(format!("trap at op {i}"))),
+                Op::TrimOwnBook => {
+                    let mut ctx = Context::new();
+                    // The guest's own book: what it may trim is the user client's business.
+                    if let Err(e) = user_trim(&self.log, &mut ctx, attempt.book, Tag::ALL, SeqNum::MAX).await {
+                        return Err(Error::from(e));
+                    }
+                }
+                Op::Work { ms } => self.handle.sleep(u64::from(*ms)).await,
+            }
+        }
+        Ok(acc.to_be_bytes().to_vec())
+    }
+}
+
+/// A refused argument is the guest's error (these guests do not expect any, and fail);
+/// anything else ends the attempt, as a host trap with the abort would.
+fn guest(abort: Abort) -> Error {
+    match abort {
+        Abort::Refused(e) => Error::Failed(format!("refused: {e}")),
+        other => other.into_error(),
+    }
+}
+
+/// A random program of `len` operations that may call `callees`.
+pub fn random_program(rng: &mut Rng, len: usize, callees: &[String], traps: bool, trims: bool) -> Program {
+    let mut ops = Vec::with_capacity(len);
+    for _ in 0..len {
+        let table = rng.below(TABLES.len() as u64) as u8;
+        let key = rng.below(u64::from(KEYS)) as u8;
+        let op = match rng.below(100) {
+            0..=24 => Op::Get { table, key },
+            25..=39 => Op::Put { table, key },
+            40..=49 => Op::PutDyn { table },
+            50..=74 => Op::Incr { table, key },
+            75..=79 => Op::Delete { table, key },
+            80..=89 if !callees.is_empty() => Op::Call { function: callees[rng.below(callees.len() as u64) as usize].clone() },
+            90..=91 if trims => Op::TrimOwnBook,
+            92 if traps => Op::Trap,
+            _ => Op::Work { ms: rng.below(5) as u8 },
+        };
+        ops.push(op);
+    }
+    Program { ops }
+}

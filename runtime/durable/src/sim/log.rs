@@ -1,0 +1,314 @@
+//! The simulated shared log: one physical log, totally ordered, with one index replica
+//! per node built on the real [`Index`] (the same code every engine runs), so
+//! conditional appends and trims are decided exactly as in a cluster.
+//!
+//! A request crosses a simulated network (a delay drawn from the seed) before it is
+//! ordered; its reply waits until the calling node's replica has applied its position,
+//! and reads wait until the replica reaches the caller's context, as the engine's do.
+//! Replicas lag behind the log by amounts the harness draws. A request may fail before
+//! it takes effect or after (the caller cannot tell), and a crash drops requests still
+//! on the network. A restarted node's replica serves no read until it has caught up
+//! with the log as it was at the restart (the engine's read floor).
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context as TaskContext, Poll, Waker};
+
+use bytes::Bytes;
+use tally_logsvc::{BookId, Cond, Context, Error as LogError, Index, Location, LogId, LogRecord, MetalogPosition, Placement, RecordMeta, SeqNum, ShardId, Tag, Term};
+
+use crate::env::{BoxFuture, Clock, Log, LogResult};
+
+use super::exec::Handle;
+use super::Rng;
+
+/// One event of the log, at its position.
+#[derive(Clone)]
+enum Event {
+    Record { seqnum: SeqNum, meta: RecordMeta },
+    Trim { book: BookId, tag: Tag, seqnum: SeqNum },
+}
+
+struct Replica {
+    index: Index,
+    /// Events applied.
+    applied: usize,
+    /// Reads are served only from here on (a restarted node's catch-up).
+    floor: usize,
+    /// Placements of the records applied, by position (for the appenders' replies).
+    placements: BTreeMap<usize, Placement>,
+    waiters: Vec<Waker>,
+}
+
+impl Replica {
+    fn new(floor: usize) -> Replica {
+        Replica { index: Index::new(), applied: 0, floor, placements: BTreeMap::new(), waiters: Vec::new() }
+    }
+}
+
+/// Faults the log injects, per request.
+#[derive(Clone, Copy, Debug)]
+pub struct LogFaults {
+    /// Chance that a request fails before it is ordered.
+    pub fail_before: f64,
+    /// Chance that a request that took effect reports a failure.
+    pub fail_after: f64,
+    pub delay_max_ms: u64,
+}
+
+pub struct LogState {
+    events: Vec<Event>,
+    records: BTreeMap<SeqNum, (Vec<Tag>, Bytes)>,
+    replicas: BTreeMap<usize, Replica>,
+    rng: Rng,
+    pub faults: LogFaults,
+    /// Requests failed on purpose, and trims ordered.
+    pub failures: u64,
+    pub appends: u64,
+}
+
+#[derive(Clone)]
+pub struct SimLog {
+    pub state: Arc<Mutex<LogState>>,
+}
+
+impl SimLog {
+    pub fn new(seed: u64, faults: LogFaults) -> SimLog {
+        SimLog {
+            state: Arc::new(Mutex::new(LogState {
+                events: Vec::new(),
+                records: BTreeMap::new(),
+                replicas: BTreeMap::new(),
+                rng: Rng::new(seed ^ 0x10c),
+                faults,
+                failures: 0,
+                appends: 0,
+            })),
+        }
+    }
+
+    /// A fresh replica for `node` (at its start or restart).
+    pub fn open_replica(&self, node: usize) {
+        let mut s = self.state.lock().expect("not poisoned");
+        let floor = s.events.len();
+        s.replicas.insert(node, Replica::new(floor));
+    }
+
+    /// Applies up to `count` more events on `node`'s replica (all with `usize::MAX`).
+    pub fn apply(&self, node: usize, count: usize) {
+        let mut s = self.state.lock().expect("not poisoned");
+        let LogState { events, replicas, .. } = &mut *s;
+        let Some(r) = replicas.get_mut(&node) else { return };
+        let end = events.len().min(r.applied.saturating_add(count));
+        if end == r.applied {
+            return;
+        }
+        for (position, event) in events.iter().enumerate().take(end).skip(r.applied) {
+            match event {
+                Event::Record { seqnum, meta, .. } => {
+                    let location = Location { shard: ShardId(0), local_id: position as u64 };
+                    let placement = r.index.apply_record(*seqnum, location, meta);
+                    r.placements.insert(position, placement);
+                }
+                Event::Trim { book, tag, seqnum } => {
+                    r.index.apply_trim(*book, *tag, *seqnum);
+                }
+            }
+        }
+        r.applied = end;
+        for w in r.waiters.drain(..) {
+            w.wake();
+        }
+    }
+
+    /// The log as `node` sees it, with the platform's privileges.
+    pub fn node(&self, node: usize, handle: Handle) -> NodeLog {
+        NodeLog { log: self.clone(), node, handle }
+    }
+}
+
+fn position(ctx: &Context) -> usize {
+    ctx.position(LogId(0)).index as usize
+}
+
+fn moved(ctx: &mut Context, position: usize) {
+    ctx.advance(LogId(0), MetalogPosition::new(Term(1), position as u64));
+}
+
+/// A node's handle on the simulated log.
+#[derive(Clone)]
+pub struct NodeLog {
+    log: SimLog,
+    node: usize,
+    handle: Handle,
+}
+
+/// Waits until `node`'s replica has applied `needed` events (and its floor).
+struct Applied {
+    log: SimLog,
+    node: usize,
+    needed: usize,
+}
+
+impl Future for Applied {
+    type Output = LogResult<()>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<LogResult<()>> {
+        let mut s = self.log.state.lock().expect("not poisoned");
+        let Some(r) = s.replicas.get_mut(&self.node) else {
+            return Poll::Ready(Err(LogError::Stopped));
+        };
+        if r.applied >= self.needed.max(r.floor) {
+            return Poll::Ready(Ok(()));
+        }
+        r.waiters.push(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+enum Request {
+    Append { book: BookId, tags: Vec<Tag>, data: Bytes, cond: Option<Cond> },
+    Trim { book: BookId, tag: Tag, seqnum: SeqNum },
+}
+
+impl NodeLog {
+    /// The network before the log, and the chance of failing there.
+    async fn send(&self) -> LogResult<()> {
+        let (delay, fail) = {
+            let mut s = self.log.state.lock().expect("not poisoned");
+            let max = s.faults.delay_max_ms;
+            let fail = s.faults.fail_before;
+            let delay = s.rng.below(max + 1);
+            let fail = s.rng.chance(fail);
+            if fail {
+                s.failures += 1;
+            }
+            (delay, fail)
+        };
+        self.handle.sleep(delay).await;
+        if fail {
+            return Err(LogError::Unavailable("simulated: the request was lost".into()));
+        }
+        Ok(())
+    }
+
+    /// Orders a request; returns its position.
+    fn order(&self, request: Request) -> usize {
+        let mut s = self.log.state.lock().expect("not poisoned");
+        let position = s.events.len();
+        match request {
+            Request::Append { book, mut tags, data, cond } => {
+                tags.retain(|&t| t != Tag::ALL);
+                if let Some(c) = cond {
+                    tags.push(c.tag);
+                }
+                tags.sort_unstable();
+                tags.dedup();
+                let seqnum = SeqNum::new(Term(1), LogId(0), position as u64);
+                s.records.insert(seqnum, (tags.clone(), data.clone()));
+                s.events.push(Event::Record { seqnum, meta: RecordMeta { book, tags, cond } });
+                s.appends += 1;
+            }
+            Request::Trim { book, tag, seqnum } => s.events.push(Event::Trim { book, tag, seqnum }),
+        }
+        position
+    }
+
+    /// The chance that a request that took effect reports a failure anyway.
+    fn fail_after(&self) -> bool {
+        let mut s = self.log.state.lock().expect("not poisoned");
+        let p = s.faults.fail_after;
+        let fail = s.rng.chance(p);
+        if fail {
+            s.failures += 1;
+        }
+        fail
+    }
+
+    async fn append_inner(&self, ctx: &mut Context, request: Request) -> LogResult<SeqNum> {
+        self.send().await?;
+        let position = self.order(request);
+        Applied { log: self.log.clone(), node: self.node, needed: position + 1 }.await?;
+        let placement = {
+            let s = self.log.state.lock().expect("not poisoned");
+            s.replicas.get(&self.node).and_then(|r| r.placements.get(&position).copied())
+        };
+        if self.fail_after() {
+            return Err(LogError::Unavailable("simulated: the reply was lost".into()));
+        }
+        moved(ctx, position + 1);
+        match placement {
+            Some(Placement::Placed) => Ok(SeqNum::new(Term(1), LogId(0), position as u64)),
+            Some(Placement::CondFailed { holder }) => Err(LogError::Conflict { holder }),
+            None => Err(LogError::Stopped),
+        }
+    }
+
+    async fn read(&self, ctx: &mut Context, book: BookId, tag: Tag, at: SeqNum, next: bool) -> LogResult<Option<LogRecord>> {
+        self.send().await?;
+        let needed = position(ctx);
+        Applied { log: self.log.clone(), node: self.node, needed }.await?;
+        let s = self.log.state.lock().expect("not poisoned");
+        let r = s.replicas.get(&self.node).ok_or(LogError::Stopped)?;
+        let found = if next { r.index.read_next(book, tag, at) } else { r.index.read_prev(book, tag, at) };
+        let served_at = r.applied;
+        let record = found.map(|f| {
+            let (tags, data) = s.records.get(&f.seqnum).cloned().expect("indexed records are stored");
+            LogRecord { seqnum: f.seqnum, tags, data, aux: None }
+        });
+        drop(s);
+        moved(ctx, served_at);
+        Ok(record)
+    }
+}
+
+impl Log for NodeLog {
+    fn append<'a>(&'a self, ctx: &'a mut Context, book: BookId, tags: &'a [Tag], data: Bytes) -> BoxFuture<'a, LogResult<SeqNum>> {
+        Box::pin(self.append_inner(ctx, Request::Append { book, tags: tags.to_vec(), data, cond: None }))
+    }
+
+    fn cond_append<'a>(
+        &'a self,
+        ctx: &'a mut Context,
+        book: BookId,
+        tags: &'a [Tag],
+        data: Bytes,
+        cond_tag: Tag,
+        cond_position: u64,
+    ) -> BoxFuture<'a, LogResult<SeqNum>> {
+        let cond = Some(Cond { tag: cond_tag, position: cond_position });
+        Box::pin(self.append_inner(ctx, Request::Append { book, tags: tags.to_vec(), data, cond }))
+    }
+
+    fn read_next<'a>(&'a self, ctx: &'a mut Context, book: BookId, tag: Tag, min: SeqNum) -> BoxFuture<'a, LogResult<Option<LogRecord>>> {
+        Box::pin(self.read(ctx, book, tag, min, true))
+    }
+
+    fn read_prev<'a>(&'a self, ctx: &'a mut Context, book: BookId, tag: Tag, max: SeqNum) -> BoxFuture<'a, LogResult<Option<LogRecord>>> {
+        Box::pin(self.read(ctx, book, tag, max, false))
+    }
+
+    fn trim<'a>(&'a self, ctx: &'a mut Context, book: BookId, tag: Tag, seqnum: SeqNum) -> BoxFuture<'a, LogResult<()>> {
+        Box::pin(async move {
+            self.send().await?;
+            let position = self.order(Request::Trim { book, tag, seqnum });
+            Applied { log: self.log.clone(), node: self.node, needed: position + 1 }.await?;
+            if self.fail_after() {
+                return Err(LogError::Unavailable("simulated: the reply was lost".into()));
+            }
+            moved(ctx, position + 1);
+            Ok(())
+        })
+    }
+}
+
+/// What a guest's log client may do, as the real user client enforces: no platform
+/// book, no platform tag.
+pub fn user_trim<'a>(log: &'a NodeLog, ctx: &'a mut Context, book: BookId, tag: Tag, seqnum: SeqNum) -> BoxFuture<'a, LogResult<()>> {
+    if book.is_reserved() || tag.is_reserved() {
+        return Box::pin(std::future::ready(Err(LogError::InvalidArgument("reserved for the platform".into()))));
+    }
+    log.trim(ctx, book, tag, seqnum)
+}

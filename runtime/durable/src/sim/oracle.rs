@@ -1,0 +1,193 @@
+//! The oracle: a sequential model of every client's invocations, sharing no code with
+//! the protocols. Each client runs its invocations one after another on keys of its
+//! own, so what every read must return and what every invocation must output follow
+//! from the programs alone: the model runs each invocation once, in order, on a plain
+//! map, and every execution the system made of it (first runs, re-executions, peers,
+//! late peers) must have observed exactly a prefix of what the model observed, on the
+//! version the model ran. A logged effect applied twice, an effect of an execution that
+//! took another path, a lost write, a read of trimmed history: each shows up as a read
+//! that differs from the model, now or in a later invocation of the same client.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::guest::{child_input, key_name, mix, prefix, seed_of, Observed, Op, Registry, Traces, DYN_KEYS, KEYS, TABLES};
+
+/// What the model says an invocation (or child) observes and outputs.
+#[derive(Clone, Debug)]
+pub struct Expected {
+    pub function: String,
+    pub version: u64,
+    pub observed: Vec<Observed>,
+    /// The output, or the error code the caller sees.
+    pub output: Result<u64, String>,
+}
+
+#[derive(Default)]
+pub struct Oracle {
+    /// Per client prefix: (table, key name) to value.
+    state: BTreeMap<String, BTreeMap<(usize, Vec<u8>), u64>>,
+    expected: BTreeMap<Vec<u8>, Expected>,
+    /// Inputs of asynchronous invocations that never started (their node died first).
+    abandoned: BTreeSet<Vec<u8>>,
+    pub reads_checked: u64,
+    pub outputs_checked: u64,
+    pub executions_checked: u64,
+}
+
+impl Oracle {
+    /// Models the root invocation `input` of `function`, which has finished; returns
+    /// what it outputs. Children are modelled as the calls reach them.
+    pub fn finish(&mut self, registry: &Registry, traces: &Traces, function: &str, input: &[u8]) -> Result<Expected, String> {
+        if let Some(e) = self.expected.get(input) {
+            return Ok(e.clone());
+        }
+        self.model(registry, traces, function, input)
+    }
+
+    pub fn abandon(&mut self, input: &[u8]) {
+        self.abandoned.insert(input.to_vec());
+    }
+
+    /// Checks an output a client got against the model.
+    pub fn check_output(&mut self, input: &[u8], got: &Result<u64, String>) -> Result<(), String> {
+        let e = self.expected.get(input).ok_or_else(|| format!("{} was never modelled", show(input)))?;
+        self.outputs_checked += 1;
+        if &e.output != got {
+            return Err(format!("{} output {got:?}, the model says {:?}", show(input), e.output));
+        }
+        Ok(())
+    }
+
+    fn model(&mut self, registry: &Registry, traces: &Traces, function: &str, input: &[u8]) -> Result<Expected, String> {
+        let execs = traces.by_input.get(input).map(Vec::as_slice).unwrap_or_default();
+        let Some(first) = execs.first() else {
+            return Err(format!("{} finished without any execution", show(input)));
+        };
+        if let Some(other) = execs.iter().find(|e| e.version != first.version || e.function != function) {
+            return Err(format!(
+                "{} ran as {} version {} and as {} version {}: an invocation runs the version that started it",
+                show(input),
+                first.function,
+                first.version,
+                other.function,
+                other.version
+            ));
+        }
+        let program = registry
+            .get(function, first.version)
+            .ok_or_else(|| format!("{} ran unknown version {} of {function}", show(input), first.version))?
+            .program
+            .clone();
+        let client = prefix(input);
+        let mut acc = seed_of(input);
+        let mut observed = Vec::new();
+        let mut output = None;
+        for (i, op) in program.ops.iter().enumerate() {
+            let state = self.state.entry(client.clone()).or_default();
+            let slot = |t: &u8, k: u64| (*t as usize % TABLES.len(), key_name(&client, k));
+            match op {
+                Op::Get { table, key } => {
+                    let v = state.get(&slot(table, u64::from(*key))).copied();
+                    observed.push(Observed::Read(v));
+                    acc = mix(acc, v.map_or(0x5eed, |v| v.wrapping_add(1)));
+                }
+                Op::Put { table, key } => {
+                    state.insert(slot(table, u64::from(*key)), mix(acc, i as u64));
+                }
+                Op::PutDyn { table } => {
+                    let key = u64::from(KEYS) + acc % u64::from(DYN_KEYS);
+                    state.insert(slot(table, key), mix(acc, i as u64));
+                }
+                Op::Incr { table, key } => {
+                    let v = state.get(&slot(table, u64::from(*key))).copied();
+                    observed.push(Observed::Read(v));
+                    acc = mix(acc, v.map_or(0x5eed, |v| v.wrapping_add(1)));
+                    state.insert(slot(table, u64::from(*key)), v.unwrap_or(0).wrapping_add(1));
+                }
+                Op::Delete { table, key } => {
+                    state.remove(&slot(table, u64::from(*key)));
+                }
+                Op::Call { function: callee } => {
+                    // Whether the callee existed when the call was first made is a fact of
+                    // the run: the executions that reached this call say (and must agree).
+                    let at = observed.len();
+                    let seen = execs.iter().find_map(|e| e.observed.get(at).cloned());
+                    let result = match seen {
+                        Some(Observed::Call(Err(code))) if code == "function_not_found" => Err(code),
+                        Some(Observed::Call(_)) => {
+                            let child = child_input(input, i);
+                            self.model(registry, traces, callee, &child)?.output
+                        }
+                        other => {
+                            return Err(format!("{} finished, yet no execution shows its call at op {i} ({other:?})", show(input)))
+                        }
+                    };
+                    acc = match &result {
+                        Ok(v) => mix(acc, *v),
+                        Err(code) => mix(acc, seed_of(code.as_bytes())),
+                    };
+                    observed.push(Observed::Call(result));
+                }
+                Op::Trap => {
+                    output = Some(Err("trap".to_string()));
+                    break;
+                }
+                Op::TrimOwnBook | Op::Work { .. } => {}
+            }
+        }
+        let expected = Expected {
+            function: function.to_string(),
+            version: first.version,
+            observed,
+            output: output.unwrap_or(Ok(acc)),
+        };
+        self.expected.insert(input.to_vec(), expected.clone());
+        Ok(expected)
+    }
+
+    /// Every execution of every modelled invocation observed a prefix of what the model
+    /// did; nothing ran that should not have.
+    pub fn check_executions(&mut self, traces: &Traces) -> Result<(), String> {
+        for (input, execs) in &traces.by_input {
+            if self.abandoned.contains(input) {
+                return Err(format!("{} ran, though it never started", show(input)));
+            }
+            let Some(e) = self.expected.get(input) else { continue };
+            for x in execs {
+                self.executions_checked += 1;
+                if x.version != e.version || x.function != e.function {
+                    return Err(format!(
+                        "an execution of {} on node {} ran {} version {}, the invocation is {} version {}",
+                        show(input),
+                        x.node,
+                        x.function,
+                        x.version,
+                        e.function,
+                        e.version
+                    ));
+                }
+                if x.observed.len() > e.observed.len() || x.observed[..] != e.observed[..x.observed.len()] {
+                    let at = x.observed.iter().zip(&e.observed).position(|(a, b)| a != b).unwrap_or(e.observed.len());
+                    return Err(format!(
+                        "an execution of {} on node {} observed {:?} at its observation {at}, the model says {:?}",
+                        show(input),
+                        x.node,
+                        x.observed.get(at),
+                        e.observed.get(at)
+                    ));
+                }
+                self.reads_checked += x.observed.len() as u64;
+            }
+        }
+        Ok(())
+    }
+
+    /// Inputs that ran and were never modelled (never finished, never abandoned).
+    pub fn unfinished(&self, traces: &Traces) -> Vec<String> {
+        traces.by_input.keys().filter(|i| !self.expected.contains_key(*i)).map(|i| show(i)).collect()
+    }
+}
+
+pub fn show(input: &[u8]) -> String {
+    format!("invocation {:?}", String::from_utf8_lossy(input))
+}
