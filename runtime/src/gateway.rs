@@ -1,5 +1,7 @@
 //! The HTTP gateway. Every error is JSON, `{"error": {"code", "message"}}`, with the
-//! status of [`RuntimeError::status`].
+//! status of [`RuntimeError::status`]; so is every refusal of the gateway's own (a bad
+//! path parameter, query string or body, an unknown route, a method a route does not
+//! take).
 //!
 //! | route                                   | does                                        |
 //! |-----------------------------------------|---------------------------------------------|
@@ -19,11 +21,13 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, Path, Query, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::extract::{DefaultBodyLimit, FromRequestParts, Path, Query, State};
+use axum::http::request::Parts;
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tally_logsvc::{BookId, Context, SeqNum, Tag};
@@ -37,11 +41,15 @@ use crate::runtime::{InvocationStatus, InvokeOptions, Runtime};
 /// Records a book listing returns at most.
 const RECORDS_LIMIT_MAX: usize = 1000;
 
+/// The JSON error body every refusal has.
+fn error_response(status: StatusCode, code: &str, message: String) -> Response {
+    (status, Json(json!({ "error": { "code": code, "message": message } }))).into_response()
+}
+
 impl IntoResponse for RuntimeError {
     fn into_response(self) -> Response {
         let status = StatusCode::from_u16(self.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let body = json!({ "error": { "code": self.code(), "message": self.to_string() } });
-        (status, Json(body)).into_response()
+        error_response(status, self.code(), self.to_string())
     }
 }
 
@@ -65,7 +73,45 @@ pub fn router(rt: Arc<Runtime>) -> Router {
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/metrics", get(metrics))
         .layer(DefaultBodyLimit::max(body_max))
+        // After the routes: it applies to the routes added before it.
+        .method_not_allowed_fallback(method_not_allowed)
+        .fallback(route_not_found)
         .with_state(rt)
+}
+
+async fn route_not_found(method: Method, uri: Uri) -> Response {
+    error_response(StatusCode::NOT_FOUND, "not_found", format!("no route for {method} {}", uri.path()))
+}
+
+async fn method_not_allowed(method: Method, uri: Uri) -> Response {
+    error_response(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", format!("{} does not take {method}", uri.path()))
+}
+
+/// [`Path`], refusing a bad path parameter with a JSON `invalid_argument` (axum's
+/// rejection is plain text).
+struct ApiPath<T>(T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for ApiPath<T> {
+    type Rejection = RuntimeError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> ApiResult<Self> {
+        let Path(value) =
+            Path::<T>::from_request_parts(parts, state).await.map_err(|e| RuntimeError::InvalidArgument(e.body_text()))?;
+        Ok(ApiPath(value))
+    }
+}
+
+/// [`Query`], refusing a bad query string with a JSON `invalid_argument`.
+struct ApiQuery<T>(T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
+    type Rejection = RuntimeError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> ApiResult<Self> {
+        let Query(value) =
+            Query::<T>::from_request_parts(parts, state).await.map_err(|e| RuntimeError::InvalidArgument(e.body_text()))?;
+        Ok(ApiQuery(value))
+    }
 }
 
 /// Bodies are read whole up to the largest thing a request may carry; each handler
@@ -111,11 +157,10 @@ pub fn parse_tables(s: &str) -> Result<BTreeMap<String, Protocol>, RuntimeError>
 
 async fn deploy(
     State(rt): State<Arc<Runtime>>,
-    Path(name): Path<String>,
-    query: Result<Query<DeployQuery>, axum::extract::rejection::QueryRejection>,
+    ApiPath(name): ApiPath<String>,
+    ApiQuery(q): ApiQuery<DeployQuery>,
     component: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
-    let Query(q) = query.map_err(|e| RuntimeError::InvalidArgument(e.body_text()))?;
     let component = body(&rt, component)?;
     let d = rt.config.limits;
     let limits = Limits {
@@ -135,12 +180,12 @@ async fn list(State(rt): State<Arc<Runtime>>) -> ApiResult<Response> {
     Ok(Json(json!({ "functions": rt.registry.list() })).into_response())
 }
 
-async fn inspect(State(rt): State<Arc<Runtime>>, Path(name): Path<String>) -> ApiResult<Response> {
+async fn inspect(State(rt): State<Arc<Runtime>>, ApiPath(name): ApiPath<String>) -> ApiResult<Response> {
     rt.registry.sync().await?;
     Ok(Json(rt.registry.inspect(&name)?).into_response())
 }
 
-async fn delete(State(rt): State<Arc<Runtime>>, Path(name): Path<String>) -> ApiResult<Response> {
+async fn delete(State(rt): State<Arc<Runtime>>, ApiPath(name): ApiPath<String>) -> ApiResult<Response> {
     rt.registry.delete(&name).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -166,12 +211,11 @@ fn header_text(headers: &HeaderMap, name: &str) -> ApiResult<Option<String>> {
 
 async fn invoke(
     State(rt): State<Arc<Runtime>>,
-    Path(name): Path<String>,
-    query: Result<Query<InvokeQuery>, axum::extract::rejection::QueryRejection>,
+    ApiPath(name): ApiPath<String>,
+    ApiQuery(q): ApiQuery<InvokeQuery>,
     headers: HeaderMap,
     input: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
-    let Query(q) = query.map_err(|e| RuntimeError::InvalidArgument(e.body_text()))?;
     let input = body(&rt, input)?;
     let book = BookId(q.book);
     let crash_after = header_text(&headers, CRASH_AFTER)?
@@ -220,10 +264,9 @@ struct InvocationQuery {
 
 async fn invocation(
     State(rt): State<Arc<Runtime>>,
-    Path(id): Path<String>,
-    query: Result<Query<InvocationQuery>, axum::extract::rejection::QueryRejection>,
+    ApiPath(id): ApiPath<String>,
+    ApiQuery(q): ApiQuery<InvocationQuery>,
 ) -> ApiResult<Response> {
-    let Query(q) = query.map_err(|e| RuntimeError::InvalidArgument(e.body_text()))?;
     let status = rt.invocation(BookId(q.book), &id).await?;
     let body = match &status {
         InvocationStatus::Running => json!({ "invocation_id": id, "status": "running" }),
@@ -258,10 +301,9 @@ pub fn parse_tag(s: &str) -> Tag {
 
 async fn records(
     State(rt): State<Arc<Runtime>>,
-    Path(book): Path<u64>,
-    query: Result<Query<RecordsQuery>, axum::extract::rejection::QueryRejection>,
+    ApiPath(book): ApiPath<u64>,
+    ApiQuery(q): ApiQuery<RecordsQuery>,
 ) -> ApiResult<Response> {
-    let Query(q) = query.map_err(|e| RuntimeError::InvalidArgument(e.body_text()))?;
     let tag = q.tag.as_deref().map_or(Tag::ALL, parse_tag);
     let limit = q.limit.unwrap_or(100).min(RECORDS_LIMIT_MAX);
     let mut from = SeqNum(q.from.unwrap_or(0));
@@ -313,7 +355,7 @@ fn table_json(book: u64, table: &str, status: Option<TableStatus>) -> serde_json
     })
 }
 
-async fn table_status(State(rt): State<Arc<Runtime>>, Path((book, table)): Path<(u64, String)>) -> ApiResult<Response> {
+async fn table_status(State(rt): State<Arc<Runtime>>, ApiPath((book, table)): ApiPath<(u64, String)>) -> ApiResult<Response> {
     let status = switch::status(&rt, BookId(book), &table).await?;
     Ok(Json(table_json(book, &table, status)).into_response())
 }
@@ -326,7 +368,7 @@ struct SwitchRequest {
 
 async fn table_switch(
     State(rt): State<Arc<Runtime>>,
-    Path((book, table)): Path<(u64, String)>,
+    ApiPath((book, table)): ApiPath<(u64, String)>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
     let body = self::body(&rt, body)?;
