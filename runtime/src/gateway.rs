@@ -128,6 +128,15 @@ fn body(rt: &Runtime, b: Result<Bytes, BytesRejection>) -> ApiResult<Bytes> {
     })
 }
 
+/// A book a request names; platform books (top bit set) are refused.
+fn user_book(id: u64) -> ApiResult<BookId> {
+    let book = BookId(id);
+    if book.is_reserved() {
+        return Err(RuntimeError::InvalidArgument(format!("book {id:#x} is reserved for the platform")));
+    }
+    Ok(book)
+}
+
 /// Limit overrides a deploy may give in its query string.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -217,19 +226,20 @@ async fn invoke(
     input: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
     let input = body(&rt, input)?;
-    let book = BookId(q.book);
     let crash_after = header_text(&headers, CRASH_AFTER)?
         .map(|v| v.parse::<u64>().map_err(|_| RuntimeError::InvalidArgument(format!("{CRASH_AFTER}: {v:?} is not a count"))))
         .transpose()?;
     let opts = InvokeOptions { idempotency_key: header_text(&headers, IDEMPOTENCY_KEY)?, crash_after };
+    if q.background && (opts.idempotency_key.is_some() || opts.crash_after.is_some()) {
+        return Err(RuntimeError::InvalidArgument(format!(
+            "asynchronous invocations are exactly-once already; {IDEMPOTENCY_KEY} and {CRASH_AFTER} are for synchronous ones"
+        )));
+    }
+    // Refuse what can be refused now, rather than in an asynchronous invocation's
+    // status: an unknown function (404), then a platform book (400), as the runtime does.
+    rt.registry.lookup(&name).await?;
+    let book = user_book(q.book)?;
     if q.background {
-        if opts.idempotency_key.is_some() || opts.crash_after.is_some() {
-            return Err(RuntimeError::InvalidArgument(format!(
-                "asynchronous invocations are exactly-once already; {IDEMPOTENCY_KEY} and {CRASH_AFTER} are for synchronous ones"
-            )));
-        }
-        // Refuse what can be refused now, rather than in the invocation's status.
-        rt.registry.lookup(&name).await?;
         let id = rt.invoke_async(name, book, input);
         let location = format!("/v1/invocations/{id}?book={}", book.0);
         let mut response = (StatusCode::ACCEPTED, Json(json!({ "invocation_id": id }))).into_response();
@@ -267,7 +277,7 @@ async fn invocation(
     ApiPath(id): ApiPath<String>,
     ApiQuery(q): ApiQuery<InvocationQuery>,
 ) -> ApiResult<Response> {
-    let status = rt.invocation(BookId(q.book), &id).await?;
+    let status = rt.invocation(user_book(q.book)?, &id).await?;
     let body = match &status {
         InvocationStatus::Running => json!({ "invocation_id": id, "status": "running" }),
         InvocationStatus::Succeeded { output } => {
@@ -304,6 +314,7 @@ async fn records(
     ApiPath(book): ApiPath<u64>,
     ApiQuery(q): ApiQuery<RecordsQuery>,
 ) -> ApiResult<Response> {
+    let book = user_book(book)?;
     let tag = q.tag.as_deref().map_or(Tag::ALL, parse_tag);
     let limit = q.limit.unwrap_or(100).min(RECORDS_LIMIT_MAX);
     let mut from = SeqNum(q.from.unwrap_or(0));
@@ -311,7 +322,7 @@ async fn records(
     let mut out = Vec::new();
     let mut next = None;
     while out.len() < limit {
-        let Some(r) = rt.log().read_next(&mut ctx, BookId(book), tag, from).await? else {
+        let Some(r) = rt.log().read_next(&mut ctx, book, tag, from).await? else {
             break;
         };
         from = SeqNum(r.seqnum.0 + 1);
@@ -325,7 +336,7 @@ async fn records(
     }
     // `next` is where a following page starts; absent when this page reached the end.
     let next = if out.len() == limit { next } else { None };
-    Ok(Json(json!({ "book": book, "tag": tag.0, "records": out, "next": next })).into_response())
+    Ok(Json(json!({ "book": book.0, "tag": tag.0, "records": out, "next": next })).into_response())
 }
 
 fn table_json(book: u64, table: &str, status: Option<TableStatus>) -> serde_json::Value {
@@ -356,7 +367,7 @@ fn table_json(book: u64, table: &str, status: Option<TableStatus>) -> serde_json
 }
 
 async fn table_status(State(rt): State<Arc<Runtime>>, ApiPath((book, table)): ApiPath<(u64, String)>) -> ApiResult<Response> {
-    let status = switch::status(&rt, BookId(book), &table).await?;
+    let status = switch::status(&rt, user_book(book)?, &table).await?;
     Ok(Json(table_json(book, &table, status)).into_response())
 }
 
@@ -371,12 +382,13 @@ async fn table_switch(
     ApiPath((book, table)): ApiPath<(u64, String)>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
+    let book = user_book(book)?;
     let body = self::body(&rt, body)?;
     let req: SwitchRequest = serde_json::from_slice(&body)
         .map_err(|e| RuntimeError::InvalidArgument(format!("expected {{\"protocol\": \"...\"}}: {e}")))?;
     let protocol: Protocol = req.protocol.parse().map_err(RuntimeError::InvalidArgument)?;
-    let status = switch::request(&rt, BookId(book), &table, protocol).await?;
-    Ok((StatusCode::ACCEPTED, Json(table_json(book, &table, Some(status)))).into_response())
+    let status = switch::request(&rt, book, &table, protocol).await?;
+    Ok((StatusCode::ACCEPTED, Json(table_json(book.0, &table, Some(status)))).into_response())
 }
 
 async fn metrics(State(rt): State<Arc<Runtime>>) -> Response {

@@ -1,8 +1,33 @@
-//! The gateway's boundary, end to end over HTTP: JSON errors for every rejection.
+//! The gateway's boundary, end to end over HTTP: the refusal of platform books, and
+//! JSON errors for every rejection.
 
 mod common;
 
 use common::{guest, node};
+
+/// A platform book: its top bit is set.
+const PLATFORM_BOOK: u64 = (1 << 63) | 1;
+
+#[test]
+fn platform_books_are_refused_on_every_route() {
+    let (_dir, n) = node();
+    n.deploy("hello", &guest("hello"), "");
+    let b = PLATFORM_BOOK;
+    let requests: [(&str, String, &[u8]); 6] = [
+        ("GET", format!("/v1/books/{b}/records"), b""),
+        ("GET", format!("/v1/books/{b}/tables/accounts"), b""),
+        ("PUT", format!("/v1/books/{b}/tables/accounts"), br#"{"protocol": "auto"}"#),
+        ("GET", format!("/v1/invocations/0123?book={b}"), b""),
+        ("POST", format!("/v1/functions/hello/invoke?book={b}"), b"hi"),
+        ("POST", format!("/v1/functions/hello/invoke?book={b}&async=true"), b"hi"),
+    ];
+    for (method, path, body) in requests {
+        let message = n.expect_error(n.request(method, &path, body), 400, "invalid_argument");
+        assert!(message.contains("reserved for the platform"), "{method} {path}: {message}");
+    }
+    // After all of that the node serves as before.
+    assert_eq!(n.invoke_ok("hello", 0, "still here"), "still here");
+}
 
 #[test]
 fn every_rejection_is_a_json_error() {
