@@ -3,30 +3,38 @@
 //! path parameter, query string or body, an unknown route, a method a route does not
 //! take).
 //!
-//! | route                                   | does                                        |
-//! |-----------------------------------------|---------------------------------------------|
-//! | `PUT /v1/functions/{name}`              | deploy the body as the next version         |
-//! | `GET /v1/functions`                     | list functions                              |
-//! | `GET /v1/functions/{name}`              | inspect one, with its versions              |
-//! | `DELETE /v1/functions/{name}`           | delete                                      |
-//! | `POST /v1/functions/{name}/invoke`      | invoke: `?book=N` (default 0), `&async=true`|
-//! | `GET /v1/invocations/{id}`              | an invocation's status/output (`?book=N`)   |
-//! | `GET /v1/books/{id}/records`            | `?tag=&from=&limit=`: a book's records      |
-//! | `GET /v1/books/{id}/tables/{table}`     | a state table's protocol and switches       |
-//! | `PUT /v1/books/{id}/tables/{table}`     | `{"protocol": P}`: switch, or `auto`        |
-//! | `GET /healthz`, `GET /metrics`          | liveness, Prometheus counters               |
+//! | route                                   | does                                        | body at most           |
+//! |-----------------------------------------|---------------------------------------------|------------------------|
+//! | `PUT /v1/functions/{name}`              | deploy the body as the next version         | `component_bytes_max`  |
+//! | `GET /v1/functions`                     | list functions                              | none                   |
+//! | `GET /v1/functions/{name}`              | inspect one, with its versions              | none                   |
+//! | `DELETE /v1/functions/{name}`           | delete                                      | none                   |
+//! | `POST /v1/functions/{name}/invoke`      | invoke: `?book=N` (default 0), `&async=true`| its `request_bytes_max`|
+//! | `GET /v1/invocations/{id}`              | an invocation's status/output (`?book=N`)   | none                   |
+//! | `GET /v1/books/{id}/records`            | `?tag=&from=&limit=`: a book's records      | none                   |
+//! | `GET /v1/books/{id}/tables/{table}`     | a state table's protocol and switches       | none                   |
+//! | `PUT /v1/books/{id}/tables/{table}`     | `{"protocol": P}`: switch, or `auto`        | 4 KiB                  |
+//! | `GET /healthz`, `GET /metrics`          | liveness, Prometheus counters               | none                   |
+//!
+//! A body's limit is enforced before the body is read: a Content-Length over it is
+//! refused at once, and a body without one is cut off as soon as it passes the limit,
+//! so no route buffers more than its own limit. An invocation looks its function up
+//! first (an unknown function is refused without reading the body) and then reads at
+//! most that version's `request_bytes_max`. Platform books (top bit set) are refused on
+//! every route that names a book.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, FromRequestParts, Path, Query, State};
+use axum::body::{Body, Bytes};
+use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request, State};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use bytes::BytesMut;
+use futures_util::StreamExt;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -40,6 +48,8 @@ use crate::runtime::{InvocationStatus, InvokeOptions, Runtime};
 
 /// Records a book listing returns at most.
 const RECORDS_LIMIT_MAX: usize = 1000;
+/// Bytes of a table switch request at most; `{"protocol": "write-optimized"}` is 32.
+const SWITCH_BYTES_MAX: u64 = 4 << 10;
 
 /// The JSON error body every refusal has.
 fn error_response(status: StatusCode, code: &str, message: String) -> Response {
@@ -62,7 +72,6 @@ const CRASH_AFTER: &str = "tally-crash-after";
 
 /// The gateway's routes over `rt`.
 pub fn router(rt: Arc<Runtime>) -> Router {
-    let body_max = body_max(&rt) as usize;
     Router::new()
         .route("/v1/functions", get(list))
         .route("/v1/functions/{name}", get(inspect).put(deploy).delete(delete))
@@ -70,9 +79,8 @@ pub fn router(rt: Arc<Runtime>) -> Router {
         .route("/v1/invocations/{id}", get(invocation))
         .route("/v1/books/{id}/records", get(records))
         .route("/v1/books/{id}/tables/{table}", get(table_status).put(table_switch))
-        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/healthz", get(|_: NoBody| async { "ok\n" }))
         .route("/metrics", get(metrics))
-        .layer(DefaultBodyLimit::max(body_max))
         // After the routes: it applies to the routes added before it.
         .method_not_allowed_fallback(method_not_allowed)
         .fallback(route_not_found)
@@ -114,18 +122,64 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
     }
 }
 
-/// Bodies are read whole up to the largest thing a request may carry; each handler
-/// checks its own limit.
-fn body_max(rt: &Runtime) -> u64 {
-    rt.config.node.component_bytes_max.max(rt.config.limits.request_bytes_max)
+/// A request body not read yet. The handler reads it under the limit of what it
+/// carries, which may depend on what the path names (the function an input is for).
+struct RequestBody {
+    /// The Content-Length header, when the client sent one.
+    length: Option<u64>,
+    body: Body,
 }
 
-/// The body, or 413 in JSON when it is over [`body_max`] (axum's rejection is plain text).
-fn body(rt: &Runtime, b: Result<Bytes, BytesRejection>) -> ApiResult<Bytes> {
-    b.map_err(|e| match e.status() {
-        StatusCode::PAYLOAD_TOO_LARGE => RuntimeError::TooLarge { what: "the request body", size: None, limit: body_max(rt) },
-        _ => RuntimeError::InvalidArgument(e.body_text()),
-    })
+impl<S: Send + Sync> FromRequest<S> for RequestBody {
+    type Rejection = RuntimeError;
+
+    async fn from_request(req: Request, _: &S) -> ApiResult<Self> {
+        let length = req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .map(|v| {
+                v.to_str()
+                    .ok()
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .ok_or_else(|| RuntimeError::InvalidArgument("the content-length header is not a number".into()))
+            })
+            .transpose()?;
+        Ok(RequestBody { length, body: req.into_body() })
+    }
+}
+
+impl RequestBody {
+    /// The whole body, or `too_large` once it is over `limit`: before reading anything
+    /// when its Content-Length says so, otherwise as soon as the bytes that came pass
+    /// the limit. Nothing past the limit is buffered.
+    async fn read(self, what: &'static str, limit: u64) -> ApiResult<Bytes> {
+        if let Some(size) = self.length.filter(|&size| size > limit) {
+            return Err(RuntimeError::TooLarge { what, size: Some(size), limit });
+        }
+        let mut stream = self.body.into_data_stream();
+        let mut bytes = BytesMut::new();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| RuntimeError::InvalidArgument(format!("reading {what}: {e}")))?;
+            if (bytes.len() + chunk.len()) as u64 > limit {
+                return Err(RuntimeError::TooLarge { what, size: None, limit });
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok(bytes.freeze())
+    }
+}
+
+/// The body of a route that takes none: a non-empty one is refused as `too_large` (its
+/// limit is 0 bytes), without reading more than the first piece of it.
+struct NoBody;
+
+impl<S: Send + Sync> FromRequest<S> for NoBody {
+    type Rejection = RuntimeError;
+
+    async fn from_request(req: Request, state: &S) -> ApiResult<Self> {
+        RequestBody::from_request(req, state).await?.read("the request body (this route takes none)", 0).await?;
+        Ok(NoBody)
+    }
 }
 
 /// A book a request names; platform books (top bit set) are refused.
@@ -168,9 +222,9 @@ async fn deploy(
     State(rt): State<Arc<Runtime>>,
     ApiPath(name): ApiPath<String>,
     ApiQuery(q): ApiQuery<DeployQuery>,
-    component: Result<Bytes, BytesRejection>,
+    body: RequestBody,
 ) -> ApiResult<Response> {
-    let component = body(&rt, component)?;
+    let component = body.read("the component", rt.config.node.component_bytes_max).await?;
     let d = rt.config.limits;
     let limits = Limits {
         memory_bytes: q.memory_bytes.unwrap_or(d.memory_bytes),
@@ -184,17 +238,17 @@ async fn deploy(
     Ok((StatusCode::CREATED, Json(json!({ "name": name, "version": info }))).into_response())
 }
 
-async fn list(State(rt): State<Arc<Runtime>>) -> ApiResult<Response> {
+async fn list(State(rt): State<Arc<Runtime>>, _: NoBody) -> ApiResult<Response> {
     rt.registry.sync().await?;
     Ok(Json(json!({ "functions": rt.registry.list() })).into_response())
 }
 
-async fn inspect(State(rt): State<Arc<Runtime>>, ApiPath(name): ApiPath<String>) -> ApiResult<Response> {
+async fn inspect(State(rt): State<Arc<Runtime>>, ApiPath(name): ApiPath<String>, _: NoBody) -> ApiResult<Response> {
     rt.registry.sync().await?;
     Ok(Json(rt.registry.inspect(&name)?).into_response())
 }
 
-async fn delete(State(rt): State<Arc<Runtime>>, ApiPath(name): ApiPath<String>) -> ApiResult<Response> {
+async fn delete(State(rt): State<Arc<Runtime>>, ApiPath(name): ApiPath<String>, _: NoBody) -> ApiResult<Response> {
     rt.registry.delete(&name).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -223,9 +277,8 @@ async fn invoke(
     ApiPath(name): ApiPath<String>,
     ApiQuery(q): ApiQuery<InvokeQuery>,
     headers: HeaderMap,
-    input: Result<Bytes, BytesRejection>,
+    body: RequestBody,
 ) -> ApiResult<Response> {
-    let input = body(&rt, input)?;
     let crash_after = header_text(&headers, CRASH_AFTER)?
         .map(|v| v.parse::<u64>().map_err(|_| RuntimeError::InvalidArgument(format!("{CRASH_AFTER}: {v:?} is not a count"))))
         .transpose()?;
@@ -235,10 +288,13 @@ async fn invoke(
             "asynchronous invocations are exactly-once already; {IDEMPOTENCY_KEY} and {CRASH_AFTER} are for synchronous ones"
         )));
     }
-    // Refuse what can be refused now, rather than in an asynchronous invocation's
-    // status: an unknown function (404), then a platform book (400), as the runtime does.
-    rt.registry.lookup(&name).await?;
+    // The function is looked up first: an unknown one is refused (404) before the book
+    // is (400, as the runtime does) and before its input is read, under that version's
+    // limit. The runtime looks it up again (a cheap hit) and checks the input against
+    // the version it runs.
+    let loaded = rt.registry.lookup(&name).await?;
     let book = user_book(q.book)?;
+    let input = body.read("the request", loaded.info.limits.request_bytes_max).await?;
     if q.background {
         let id = rt.invoke_async(name, book, input);
         let location = format!("/v1/invocations/{id}?book={}", book.0);
@@ -276,6 +332,7 @@ async fn invocation(
     State(rt): State<Arc<Runtime>>,
     ApiPath(id): ApiPath<String>,
     ApiQuery(q): ApiQuery<InvocationQuery>,
+    _: NoBody,
 ) -> ApiResult<Response> {
     let status = rt.invocation(user_book(q.book)?, &id).await?;
     let body = match &status {
@@ -313,6 +370,7 @@ async fn records(
     State(rt): State<Arc<Runtime>>,
     ApiPath(book): ApiPath<u64>,
     ApiQuery(q): ApiQuery<RecordsQuery>,
+    _: NoBody,
 ) -> ApiResult<Response> {
     let book = user_book(book)?;
     let tag = q.tag.as_deref().map_or(Tag::ALL, parse_tag);
@@ -366,7 +424,11 @@ fn table_json(book: u64, table: &str, status: Option<TableStatus>) -> serde_json
     })
 }
 
-async fn table_status(State(rt): State<Arc<Runtime>>, ApiPath((book, table)): ApiPath<(u64, String)>) -> ApiResult<Response> {
+async fn table_status(
+    State(rt): State<Arc<Runtime>>,
+    ApiPath((book, table)): ApiPath<(u64, String)>,
+    _: NoBody,
+) -> ApiResult<Response> {
     let status = switch::status(&rt, user_book(book)?, &table).await?;
     Ok(Json(table_json(book, &table, status)).into_response())
 }
@@ -380,10 +442,10 @@ struct SwitchRequest {
 async fn table_switch(
     State(rt): State<Arc<Runtime>>,
     ApiPath((book, table)): ApiPath<(u64, String)>,
-    body: Result<Bytes, BytesRejection>,
+    body: RequestBody,
 ) -> ApiResult<Response> {
     let book = user_book(book)?;
-    let body = self::body(&rt, body)?;
+    let body = body.read("the request body", SWITCH_BYTES_MAX).await?;
     let req: SwitchRequest = serde_json::from_slice(&body)
         .map_err(|e| RuntimeError::InvalidArgument(format!("expected {{\"protocol\": \"...\"}}: {e}")))?;
     let protocol: Protocol = req.protocol.parse().map_err(RuntimeError::InvalidArgument)?;
@@ -391,7 +453,7 @@ async fn table_switch(
     Ok((StatusCode::ACCEPTED, Json(table_json(book.0, &table, Some(status)))).into_response())
 }
 
-async fn metrics(State(rt): State<Arc<Runtime>>) -> Response {
+async fn metrics(State(rt): State<Arc<Runtime>>, _: NoBody) -> Response {
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], rt.metrics.render()).into_response()
 }
 
