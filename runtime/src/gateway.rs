@@ -48,6 +48,12 @@ use crate::runtime::{InvocationStatus, InvokeOptions, Runtime};
 
 /// Records a book listing returns at most.
 const RECORDS_LIMIT_MAX: usize = 1000;
+/// Bytes of a records page at most, unless its first record alone is larger: a record
+/// carries up to 1 MiB of data and 1 MiB of aux data, each rendered as text (escaped)
+/// and as base64, so a count limit alone would let one page reach gigabytes.
+const RECORDS_PAGE_BYTES_MAX: usize = 4 << 20;
+/// What a records page has after its last record at most: `],"next":<u64>}`.
+const RECORDS_PAGE_END_BYTES_MAX: usize = 32;
 /// Bytes of a table switch request at most; `{"protocol": "write-optimized"}` is 32.
 const SWITCH_BYTES_MAX: u64 = 4 << 10;
 
@@ -366,6 +372,18 @@ pub fn parse_tag(s: &str) -> Tag {
     number.map_or_else(|| Tag::from_name(s), Tag)
 }
 
+/// One record of a page.
+#[derive(Serialize)]
+struct RecordView {
+    seqnum: u64,
+    tags: Vec<u64>,
+    data: Blob,
+    aux: Option<Blob>,
+}
+
+/// A page of a book's records: at most `limit` of them and, past the first,
+/// [`RECORDS_PAGE_BYTES_MAX`] bytes of JSON. `next` is where the following page starts;
+/// null when this page reached the end of the stream.
 async fn records(
     State(rt): State<Arc<Runtime>>,
     ApiPath(book): ApiPath<u64>,
@@ -375,26 +393,42 @@ async fn records(
     let book = user_book(book)?;
     let tag = q.tag.as_deref().map_or(Tag::ALL, parse_tag);
     let limit = q.limit.unwrap_or(100).min(RECORDS_LIMIT_MAX);
+    if limit == 0 {
+        return Err(RuntimeError::InvalidArgument("limit must be at least 1".into()));
+    }
     let mut from = SeqNum(q.from.unwrap_or(0));
     let mut ctx = Context::new();
-    let mut out = Vec::new();
-    let mut next = None;
-    while out.len() < limit {
+    // The page is rendered as its records are read, so its size is known before each
+    // record is added.
+    let mut page = format!(r#"{{"book":{},"tag":{},"records":["#, book.0, tag.0).into_bytes();
+    let mut count = 0;
+    let next = loop {
+        if count == limit {
+            break Some(from.0);
+        }
         let Some(r) = rt.log().read_next(&mut ctx, book, tag, from).await? else {
-            break;
+            break None;
         };
+        let view = RecordView {
+            seqnum: r.seqnum.0,
+            tags: r.tags.iter().map(|t| t.0).collect(),
+            data: Blob::new(&r.data),
+            aux: r.aux.as_deref().map(Blob::new),
+        };
+        let record = serde_json::to_vec(&view).expect("numbers and strings render as JSON");
+        if count > 0 && page.len() + 1 + record.len() + RECORDS_PAGE_END_BYTES_MAX > RECORDS_PAGE_BYTES_MAX {
+            break Some(r.seqnum.0);
+        }
+        if count > 0 {
+            page.push(b',');
+        }
+        page.extend_from_slice(&record);
+        count += 1;
         from = SeqNum(r.seqnum.0 + 1);
-        next = Some(from.0);
-        out.push(json!({
-            "seqnum": r.seqnum.0,
-            "tags": r.tags.iter().map(|t| t.0).collect::<Vec<_>>(),
-            "data": Blob::new(&r.data),
-            "aux": r.aux.as_deref().map(Blob::new),
-        }));
-    }
-    // `next` is where a following page starts; absent when this page reached the end.
-    let next = if out.len() == limit { next } else { None };
-    Ok(Json(json!({ "book": book.0, "tag": tag.0, "records": out, "next": next })).into_response())
+    };
+    let next = next.map_or_else(|| "null".to_string(), |n| n.to_string());
+    page.extend_from_slice(format!(r#"],"next":{next}}}"#).as_bytes());
+    Ok(([(header::CONTENT_TYPE, "application/json")], page).into_response())
 }
 
 fn table_json(book: u64, table: &str, status: Option<TableStatus>) -> serde_json::Value {

@@ -1,8 +1,8 @@
 //! The gateway's boundary, end to end over HTTP: each route's body limit (enforced
-//! before the body is read, and while a chunked body streams in), the refusal of
-//! platform books, and JSON errors for every rejection. Over-limit requests go over a
-//! raw TCP connection, so a test can announce a body it never sends: a gateway that
-//! waited for it would not answer.
+//! before the body is read, and while a chunked body streams in), the byte budget of a
+//! records page, the refusal of platform books, and JSON errors for every rejection.
+//! Over-limit requests go over a raw TCP connection, so a test can announce a body it
+//! never sends: a gateway that waited for it would not answer.
 
 mod common;
 
@@ -11,6 +11,7 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use common::{guest, node, node_with, Node};
+use serde_json::Value;
 
 /// How long a raw request waits for its answer. The gateway answers these requests at
 /// once; only a gateway that waits for a body that never comes runs into this.
@@ -135,6 +136,57 @@ fn chunked_bodies_are_cut_off_at_the_limit_while_streaming() {
     body.extend_from_slice(b"0\r\n\r\n");
     let (status, output) = raw(&n, "POST /v1/functions/faulty/invoke HTTP/1.1\r\nTransfer-Encoding: chunked", &body);
     assert_eq!((status, output.as_slice()), (200, &b"chunky"[..]));
+}
+
+/// Every record of `tag` in `book`, page by page; returns the records and the size
+/// of each page's body.
+fn all_records(n: &Node, book: u64, tag: &str) -> (Vec<Value>, Vec<(usize, usize)>) {
+    let (mut records, mut pages) = (Vec::new(), Vec::new());
+    let mut from = 0;
+    loop {
+        let (status, body) = n.request("GET", &format!("/v1/books/{book}/records?tag={tag}&from={from}&limit=1000"), b"");
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+        let page: Value = serde_json::from_slice(&body).expect("a JSON page");
+        let got = page["records"].as_array().expect("records").clone();
+        assert!(!got.is_empty() || page["next"].is_null(), "a page with a next page has a record: {page}");
+        pages.push((body.len(), got.len()));
+        records.extend(got);
+        match page["next"].as_u64() {
+            Some(next) => from = next,
+            None => return (records, pages),
+        }
+    }
+}
+
+#[test]
+fn record_pages_are_bounded_in_bytes() {
+    const PAGE_BYTES_MAX: usize = 4 << 20;
+    let (_dir, n) = node();
+    n.deploy("faulty", &guest("faulty"), "");
+
+    // Six records of 600 KiB: 1.4 MiB each as text and base64, 8.4 MiB in all, far
+    // under the count limit.
+    let data = "x".repeat(600 << 10);
+    let seqnums: Vec<u64> =
+        (0..6).map(|_| n.invoke_ok("faulty", 5, &format!("tag:big:{data}")).trim().parse().expect("a seqnum")).collect();
+    let (records, pages) = all_records(&n, 5, "big");
+    assert_eq!(records.iter().map(|r| r["seqnum"].as_u64().expect("a seqnum")).collect::<Vec<_>>(), seqnums);
+    assert!(records.iter().all(|r| r["data"]["text"].as_str() == Some(data.as_str())));
+    assert!(pages.len() > 1, "more than one page: {pages:?}");
+    assert!(pages.iter().all(|&(bytes, _)| bytes <= PAGE_BYTES_MAX), "every page within the budget: {pages:?}");
+
+    // A record larger than the budget on its own (control characters are escaped as
+    // \u0001, six bytes each) still comes, one per page.
+    let control = "\u{1}".repeat(800 << 10);
+    for _ in 0..2 {
+        n.invoke_ok("faulty", 5, &format!("tag:control:{control}"));
+    }
+    let (records, pages) = all_records(&n, 5, "control");
+    assert_eq!(records.len(), 2);
+    assert!(pages[..2].iter().all(|&(bytes, count)| count == 1 && bytes > PAGE_BYTES_MAX), "{pages:?}");
+
+    // A page of no records would never move on.
+    n.expect_error(n.request("GET", "/v1/books/5/records?limit=0", b""), 400, "invalid_argument");
 }
 
 #[test]
