@@ -1,29 +1,41 @@
 //! The HTTP gateway. Every error is JSON, `{"error": {"code", "message"}}`, with the
-//! status of [`RuntimeError::status`].
+//! status of [`RuntimeError::status`]; so is every refusal of the gateway's own (a bad
+//! path parameter, query string or body, an unknown route, a method a route does not
+//! take).
 //!
-//! | route                                   | does                                        |
-//! |-----------------------------------------|---------------------------------------------|
-//! | `PUT /v1/functions/{name}`              | deploy the body as the next version         |
-//! | `GET /v1/functions`                     | list functions                              |
-//! | `GET /v1/functions/{name}`              | inspect one, with its versions              |
-//! | `DELETE /v1/functions/{name}`           | delete                                      |
-//! | `POST /v1/functions/{name}/invoke`      | invoke: `?book=N` (default 0), `&async=true`|
-//! | `GET /v1/invocations/{id}`              | an invocation's status/output (`?book=N`)   |
-//! | `GET /v1/books/{id}/records`            | `?tag=&from=&limit=`: a book's records      |
-//! | `GET /v1/books/{id}/tables/{table}`     | a state table's protocol and switches       |
-//! | `PUT /v1/books/{id}/tables/{table}`     | `{"protocol": P}`: switch, or `auto`        |
-//! | `GET /healthz`, `GET /metrics`          | liveness, Prometheus counters               |
+//! | route                                   | does                                        | body at most           |
+//! |-----------------------------------------|---------------------------------------------|------------------------|
+//! | `PUT /v1/functions/{name}`              | deploy the body as the next version         | `component_bytes_max`  |
+//! | `GET /v1/functions`                     | list functions                              | none                   |
+//! | `GET /v1/functions/{name}`              | inspect one, with its versions              | none                   |
+//! | `DELETE /v1/functions/{name}`           | delete                                      | none                   |
+//! | `POST /v1/functions/{name}/invoke`      | invoke: `?book=N` (default 0), `&async=true`| its `request_bytes_max`|
+//! | `GET /v1/invocations/{id}`              | an invocation's status/output (`?book=N`)   | none                   |
+//! | `GET /v1/books/{id}/records`            | `?tag=&from=&limit=`: a book's records      | none                   |
+//! | `GET /v1/books/{id}/tables/{table}`     | a state table's protocol and switches       | none                   |
+//! | `PUT /v1/books/{id}/tables/{table}`     | `{"protocol": P}`: switch, or `auto`        | 4 KiB                  |
+//! | `GET /healthz`, `GET /metrics`          | liveness, Prometheus counters               | none                   |
+//!
+//! A body's limit is enforced before the body is read: a Content-Length over it is
+//! refused at once, and a body without one is cut off as soon as it passes the limit,
+//! so no route buffers more than its own limit. An invocation looks its function up
+//! first (an unknown function is refused without reading the body) and then reads at
+//! most that version's `request_bytes_max`. Platform books (top bit set) are refused on
+//! every route that names a book.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, Path, Query, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::body::{Body, Bytes};
+use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request, State};
+use axum::http::request::Parts;
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use bytes::BytesMut;
+use futures_util::StreamExt;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tally_logsvc::{BookId, Context, SeqNum, Tag};
@@ -36,12 +48,24 @@ use crate::runtime::{InvocationStatus, InvokeOptions, Runtime};
 
 /// Records a book listing returns at most.
 const RECORDS_LIMIT_MAX: usize = 1000;
+/// Bytes of a records page at most, unless its first record alone is larger: a record
+/// carries up to 1 MiB of data and 1 MiB of aux data, each rendered as text (escaped)
+/// and as base64, so a count limit alone would let one page reach gigabytes.
+const RECORDS_PAGE_BYTES_MAX: usize = 4 << 20;
+/// What a records page has after its last record at most: `],"next":<u64>}`.
+const RECORDS_PAGE_END_BYTES_MAX: usize = 32;
+/// Bytes of a table switch request at most; `{"protocol": "write-optimized"}` is 32.
+const SWITCH_BYTES_MAX: u64 = 4 << 10;
+
+/// The JSON error body every refusal has.
+fn error_response(status: StatusCode, code: &str, message: String) -> Response {
+    (status, Json(json!({ "error": { "code": code, "message": message } }))).into_response()
+}
 
 impl IntoResponse for RuntimeError {
     fn into_response(self) -> Response {
         let status = StatusCode::from_u16(self.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let body = json!({ "error": { "code": self.code(), "message": self.to_string() } });
-        (status, Json(body)).into_response()
+        error_response(status, self.code(), self.to_string())
     }
 }
 
@@ -54,7 +78,6 @@ const CRASH_AFTER: &str = "tally-crash-after";
 
 /// The gateway's routes over `rt`.
 pub fn router(rt: Arc<Runtime>) -> Router {
-    let body_max = body_max(&rt) as usize;
     Router::new()
         .route("/v1/functions", get(list))
         .route("/v1/functions/{name}", get(inspect).put(deploy).delete(delete))
@@ -62,24 +85,116 @@ pub fn router(rt: Arc<Runtime>) -> Router {
         .route("/v1/invocations/{id}", get(invocation))
         .route("/v1/books/{id}/records", get(records))
         .route("/v1/books/{id}/tables/{table}", get(table_status).put(table_switch))
-        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/healthz", get(|_: NoBody| async { "ok\n" }))
         .route("/metrics", get(metrics))
-        .layer(DefaultBodyLimit::max(body_max))
+        // After the routes: it applies to the routes added before it.
+        .method_not_allowed_fallback(method_not_allowed)
+        .fallback(route_not_found)
         .with_state(rt)
 }
 
-/// Bodies are read whole up to the largest thing a request may carry; each handler
-/// checks its own limit.
-fn body_max(rt: &Runtime) -> u64 {
-    rt.config.node.component_bytes_max.max(rt.config.limits.request_bytes_max)
+async fn route_not_found(method: Method, uri: Uri) -> Response {
+    error_response(StatusCode::NOT_FOUND, "not_found", format!("no route for {method} {}", uri.path()))
 }
 
-/// The body, or 413 in JSON when it is over [`body_max`] (axum's rejection is plain text).
-fn body(rt: &Runtime, b: Result<Bytes, BytesRejection>) -> ApiResult<Bytes> {
-    b.map_err(|e| match e.status() {
-        StatusCode::PAYLOAD_TOO_LARGE => RuntimeError::TooLarge { what: "the request body", size: None, limit: body_max(rt) },
-        _ => RuntimeError::InvalidArgument(e.body_text()),
-    })
+async fn method_not_allowed(method: Method, uri: Uri) -> Response {
+    error_response(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", format!("{} does not take {method}", uri.path()))
+}
+
+/// [`Path`], refusing a bad path parameter with a JSON `invalid_argument` (axum's
+/// rejection is plain text).
+struct ApiPath<T>(T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for ApiPath<T> {
+    type Rejection = RuntimeError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> ApiResult<Self> {
+        let Path(value) =
+            Path::<T>::from_request_parts(parts, state).await.map_err(|e| RuntimeError::InvalidArgument(e.body_text()))?;
+        Ok(ApiPath(value))
+    }
+}
+
+/// [`Query`], refusing a bad query string with a JSON `invalid_argument`.
+struct ApiQuery<T>(T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
+    type Rejection = RuntimeError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> ApiResult<Self> {
+        let Query(value) =
+            Query::<T>::from_request_parts(parts, state).await.map_err(|e| RuntimeError::InvalidArgument(e.body_text()))?;
+        Ok(ApiQuery(value))
+    }
+}
+
+/// A request body not read yet. The handler reads it under the limit of what it
+/// carries, which may depend on what the path names (the function an input is for).
+struct RequestBody {
+    /// The Content-Length header, when the client sent one.
+    length: Option<u64>,
+    body: Body,
+}
+
+impl<S: Send + Sync> FromRequest<S> for RequestBody {
+    type Rejection = RuntimeError;
+
+    async fn from_request(req: Request, _: &S) -> ApiResult<Self> {
+        let length = req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .map(|v| {
+                v.to_str()
+                    .ok()
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .ok_or_else(|| RuntimeError::InvalidArgument("the content-length header is not a number".into()))
+            })
+            .transpose()?;
+        Ok(RequestBody { length, body: req.into_body() })
+    }
+}
+
+impl RequestBody {
+    /// The whole body, or `too_large` once it is over `limit`: before reading anything
+    /// when its Content-Length says so, otherwise as soon as the bytes that came pass
+    /// the limit. Nothing past the limit is buffered.
+    async fn read(self, what: &'static str, limit: u64) -> ApiResult<Bytes> {
+        if let Some(size) = self.length.filter(|&size| size > limit) {
+            return Err(RuntimeError::TooLarge { what, size: Some(size), limit });
+        }
+        let mut stream = self.body.into_data_stream();
+        let mut bytes = BytesMut::new();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| RuntimeError::InvalidArgument(format!("reading {what}: {e}")))?;
+            if (bytes.len() + chunk.len()) as u64 > limit {
+                return Err(RuntimeError::TooLarge { what, size: None, limit });
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok(bytes.freeze())
+    }
+}
+
+/// The body of a route that takes none: a non-empty one is refused as `too_large` (its
+/// limit is 0 bytes), without reading more than the first piece of it.
+struct NoBody;
+
+impl<S: Send + Sync> FromRequest<S> for NoBody {
+    type Rejection = RuntimeError;
+
+    async fn from_request(req: Request, state: &S) -> ApiResult<Self> {
+        RequestBody::from_request(req, state).await?.read("the request body (this route takes none)", 0).await?;
+        Ok(NoBody)
+    }
+}
+
+/// A book a request names; platform books (top bit set) are refused.
+fn user_book(id: u64) -> ApiResult<BookId> {
+    let book = BookId(id);
+    if book.is_reserved() {
+        return Err(RuntimeError::InvalidArgument(format!("book {id:#x} is reserved for the platform")));
+    }
+    Ok(book)
 }
 
 /// Limit overrides a deploy may give in its query string.
@@ -111,12 +226,11 @@ pub fn parse_tables(s: &str) -> Result<BTreeMap<String, Protocol>, RuntimeError>
 
 async fn deploy(
     State(rt): State<Arc<Runtime>>,
-    Path(name): Path<String>,
-    query: Result<Query<DeployQuery>, axum::extract::rejection::QueryRejection>,
-    component: Result<Bytes, BytesRejection>,
+    ApiPath(name): ApiPath<String>,
+    ApiQuery(q): ApiQuery<DeployQuery>,
+    body: RequestBody,
 ) -> ApiResult<Response> {
-    let Query(q) = query.map_err(|e| RuntimeError::InvalidArgument(e.body_text()))?;
-    let component = body(&rt, component)?;
+    let component = body.read("the component", rt.config.node.component_bytes_max).await?;
     let d = rt.config.limits;
     let limits = Limits {
         memory_bytes: q.memory_bytes.unwrap_or(d.memory_bytes),
@@ -130,17 +244,17 @@ async fn deploy(
     Ok((StatusCode::CREATED, Json(json!({ "name": name, "version": info }))).into_response())
 }
 
-async fn list(State(rt): State<Arc<Runtime>>) -> ApiResult<Response> {
+async fn list(State(rt): State<Arc<Runtime>>, _: NoBody) -> ApiResult<Response> {
     rt.registry.sync().await?;
     Ok(Json(json!({ "functions": rt.registry.list() })).into_response())
 }
 
-async fn inspect(State(rt): State<Arc<Runtime>>, Path(name): Path<String>) -> ApiResult<Response> {
+async fn inspect(State(rt): State<Arc<Runtime>>, ApiPath(name): ApiPath<String>, _: NoBody) -> ApiResult<Response> {
     rt.registry.sync().await?;
     Ok(Json(rt.registry.inspect(&name)?).into_response())
 }
 
-async fn delete(State(rt): State<Arc<Runtime>>, Path(name): Path<String>) -> ApiResult<Response> {
+async fn delete(State(rt): State<Arc<Runtime>>, ApiPath(name): ApiPath<String>, _: NoBody) -> ApiResult<Response> {
     rt.registry.delete(&name).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -166,26 +280,28 @@ fn header_text(headers: &HeaderMap, name: &str) -> ApiResult<Option<String>> {
 
 async fn invoke(
     State(rt): State<Arc<Runtime>>,
-    Path(name): Path<String>,
-    query: Result<Query<InvokeQuery>, axum::extract::rejection::QueryRejection>,
+    ApiPath(name): ApiPath<String>,
+    ApiQuery(q): ApiQuery<InvokeQuery>,
     headers: HeaderMap,
-    input: Result<Bytes, BytesRejection>,
+    body: RequestBody,
 ) -> ApiResult<Response> {
-    let Query(q) = query.map_err(|e| RuntimeError::InvalidArgument(e.body_text()))?;
-    let input = body(&rt, input)?;
-    let book = BookId(q.book);
     let crash_after = header_text(&headers, CRASH_AFTER)?
         .map(|v| v.parse::<u64>().map_err(|_| RuntimeError::InvalidArgument(format!("{CRASH_AFTER}: {v:?} is not a count"))))
         .transpose()?;
     let opts = InvokeOptions { idempotency_key: header_text(&headers, IDEMPOTENCY_KEY)?, crash_after };
+    if q.background && (opts.idempotency_key.is_some() || opts.crash_after.is_some()) {
+        return Err(RuntimeError::InvalidArgument(format!(
+            "asynchronous invocations are exactly-once already; {IDEMPOTENCY_KEY} and {CRASH_AFTER} are for synchronous ones"
+        )));
+    }
+    // The function is looked up first: an unknown one is refused (404) before the book
+    // is (400, as the runtime does) and before its input is read, under that version's
+    // limit. The runtime looks it up again (a cheap hit) and checks the input against
+    // the version it runs.
+    let loaded = rt.registry.lookup(&name).await?;
+    let book = user_book(q.book)?;
+    let input = body.read("the request", loaded.info.limits.request_bytes_max).await?;
     if q.background {
-        if opts.idempotency_key.is_some() || opts.crash_after.is_some() {
-            return Err(RuntimeError::InvalidArgument(format!(
-                "asynchronous invocations are exactly-once already; {IDEMPOTENCY_KEY} and {CRASH_AFTER} are for synchronous ones"
-            )));
-        }
-        // Refuse what can be refused now, rather than in the invocation's status.
-        rt.registry.lookup(&name).await?;
         let id = rt.invoke_async(name, book, input);
         let location = format!("/v1/invocations/{id}?book={}", book.0);
         let mut response = (StatusCode::ACCEPTED, Json(json!({ "invocation_id": id }))).into_response();
@@ -220,11 +336,11 @@ struct InvocationQuery {
 
 async fn invocation(
     State(rt): State<Arc<Runtime>>,
-    Path(id): Path<String>,
-    query: Result<Query<InvocationQuery>, axum::extract::rejection::QueryRejection>,
+    ApiPath(id): ApiPath<String>,
+    ApiQuery(q): ApiQuery<InvocationQuery>,
+    _: NoBody,
 ) -> ApiResult<Response> {
-    let Query(q) = query.map_err(|e| RuntimeError::InvalidArgument(e.body_text()))?;
-    let status = rt.invocation(BookId(q.book), &id).await?;
+    let status = rt.invocation(user_book(q.book)?, &id).await?;
     let body = match &status {
         InvocationStatus::Running => json!({ "invocation_id": id, "status": "running" }),
         InvocationStatus::Succeeded { output } => {
@@ -256,34 +372,63 @@ pub fn parse_tag(s: &str) -> Tag {
     number.map_or_else(|| Tag::from_name(s), Tag)
 }
 
+/// One record of a page.
+#[derive(Serialize)]
+struct RecordView {
+    seqnum: u64,
+    tags: Vec<u64>,
+    data: Blob,
+    aux: Option<Blob>,
+}
+
+/// A page of a book's records: at most `limit` of them and, past the first,
+/// [`RECORDS_PAGE_BYTES_MAX`] bytes of JSON. `next` is where the following page starts;
+/// null when this page reached the end of the stream.
 async fn records(
     State(rt): State<Arc<Runtime>>,
-    Path(book): Path<u64>,
-    query: Result<Query<RecordsQuery>, axum::extract::rejection::QueryRejection>,
+    ApiPath(book): ApiPath<u64>,
+    ApiQuery(q): ApiQuery<RecordsQuery>,
+    _: NoBody,
 ) -> ApiResult<Response> {
-    let Query(q) = query.map_err(|e| RuntimeError::InvalidArgument(e.body_text()))?;
+    let book = user_book(book)?;
     let tag = q.tag.as_deref().map_or(Tag::ALL, parse_tag);
     let limit = q.limit.unwrap_or(100).min(RECORDS_LIMIT_MAX);
+    if limit == 0 {
+        return Err(RuntimeError::InvalidArgument("limit must be at least 1".into()));
+    }
     let mut from = SeqNum(q.from.unwrap_or(0));
     let mut ctx = Context::new();
-    let mut out = Vec::new();
-    let mut next = None;
-    while out.len() < limit {
-        let Some(r) = rt.log().read_next(&mut ctx, BookId(book), tag, from).await? else {
-            break;
+    // The page is rendered as its records are read, so its size is known before each
+    // record is added.
+    let mut page = format!(r#"{{"book":{},"tag":{},"records":["#, book.0, tag.0).into_bytes();
+    let mut count = 0;
+    let next = loop {
+        if count == limit {
+            break Some(from.0);
+        }
+        let Some(r) = rt.log().read_next(&mut ctx, book, tag, from).await? else {
+            break None;
         };
+        let view = RecordView {
+            seqnum: r.seqnum.0,
+            tags: r.tags.iter().map(|t| t.0).collect(),
+            data: Blob::new(&r.data),
+            aux: r.aux.as_deref().map(Blob::new),
+        };
+        let record = serde_json::to_vec(&view).expect("numbers and strings render as JSON");
+        if count > 0 && page.len() + 1 + record.len() + RECORDS_PAGE_END_BYTES_MAX > RECORDS_PAGE_BYTES_MAX {
+            break Some(r.seqnum.0);
+        }
+        if count > 0 {
+            page.push(b',');
+        }
+        page.extend_from_slice(&record);
+        count += 1;
         from = SeqNum(r.seqnum.0 + 1);
-        next = Some(from.0);
-        out.push(json!({
-            "seqnum": r.seqnum.0,
-            "tags": r.tags.iter().map(|t| t.0).collect::<Vec<_>>(),
-            "data": Blob::new(&r.data),
-            "aux": r.aux.as_deref().map(Blob::new),
-        }));
-    }
-    // `next` is where a following page starts; absent when this page reached the end.
-    let next = if out.len() == limit { next } else { None };
-    Ok(Json(json!({ "book": book, "tag": tag.0, "records": out, "next": next })).into_response())
+    };
+    let next = next.map_or_else(|| "null".to_string(), |n| n.to_string());
+    page.extend_from_slice(format!(r#"],"next":{next}}}"#).as_bytes());
+    Ok(([(header::CONTENT_TYPE, "application/json")], page).into_response())
 }
 
 fn table_json(book: u64, table: &str, status: Option<TableStatus>) -> serde_json::Value {
@@ -313,8 +458,12 @@ fn table_json(book: u64, table: &str, status: Option<TableStatus>) -> serde_json
     })
 }
 
-async fn table_status(State(rt): State<Arc<Runtime>>, Path((book, table)): Path<(u64, String)>) -> ApiResult<Response> {
-    let status = switch::status(&rt, BookId(book), &table).await?;
+async fn table_status(
+    State(rt): State<Arc<Runtime>>,
+    ApiPath((book, table)): ApiPath<(u64, String)>,
+    _: NoBody,
+) -> ApiResult<Response> {
+    let status = switch::status(&rt, user_book(book)?, &table).await?;
     Ok(Json(table_json(book, &table, status)).into_response())
 }
 
@@ -326,18 +475,19 @@ struct SwitchRequest {
 
 async fn table_switch(
     State(rt): State<Arc<Runtime>>,
-    Path((book, table)): Path<(u64, String)>,
-    body: Result<Bytes, BytesRejection>,
+    ApiPath((book, table)): ApiPath<(u64, String)>,
+    body: RequestBody,
 ) -> ApiResult<Response> {
-    let body = self::body(&rt, body)?;
+    let book = user_book(book)?;
+    let body = body.read("the request body", SWITCH_BYTES_MAX).await?;
     let req: SwitchRequest = serde_json::from_slice(&body)
         .map_err(|e| RuntimeError::InvalidArgument(format!("expected {{\"protocol\": \"...\"}}: {e}")))?;
     let protocol: Protocol = req.protocol.parse().map_err(RuntimeError::InvalidArgument)?;
-    let status = switch::request(&rt, BookId(book), &table, protocol).await?;
-    Ok((StatusCode::ACCEPTED, Json(table_json(book, &table, Some(status)))).into_response())
+    let status = switch::request(&rt, book, &table, protocol).await?;
+    Ok((StatusCode::ACCEPTED, Json(table_json(book.0, &table, Some(status)))).into_response())
 }
 
-async fn metrics(State(rt): State<Arc<Runtime>>) -> Response {
+async fn metrics(State(rt): State<Arc<Runtime>>, _: NoBody) -> Response {
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], rt.metrics.render()).into_response()
 }
 
