@@ -58,6 +58,21 @@ impl InstanceId {
         Ok(InstanceId { root: Root::Keyed { function: function.to_string(), key: key.to_string() }, path: Vec::new() })
     }
 
+    /// The ID a client can name (`GET /v1/invocations/{id}`) for a keyed invocation:
+    /// a generated-form ID derived from the key, 32 hex digits (never the length of the
+    /// IDs nodes draw, so the two cannot meet).
+    pub fn public(&self) -> InstanceId {
+        use sha2::{Digest, Sha256};
+        match &self.root {
+            Root::Generated(_) => self.clone(),
+            Root::Keyed { .. } => {
+                let digest = Sha256::digest(self.encode());
+                let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+                InstanceId { root: Root::Generated(hex), path: self.path.clone() }
+            }
+        }
+    }
+
     /// The child called at `step` of this instance.
     pub fn child(&self, step: u32) -> InstanceId {
         let mut path = self.path.clone();

@@ -132,14 +132,36 @@ impl Durable {
         self.run(run).await.0
     }
 
-    /// Starts an exactly-once invocation in the background and returns its ID. Its
-    /// result is logged, so its status outlives this node. Refused with `busy` when
-    /// `async_max` are running here already.
-    pub fn invoke_async(self: &Arc<Self>, function: String, book: BookId, input: Bytes) -> Result<InstanceId> {
-        if book.is_reserved() {
-            return Err(Error::InvalidArgument(format!("book {:#x} is reserved for the platform", book.0)));
-        }
-        let id = self.invocations.new_id();
+    /// Starts an exactly-once invocation in the background and returns its ID, once its
+    /// Init record is in the log: from then on it runs to a result even if this node
+    /// dies, and its status outlives the node. With an idempotency key, submitting again
+    /// returns the same ID instead of starting another invocation. Refused with `busy`
+    /// when `async_max` are running here already.
+    pub async fn invoke_async(
+        self: &Arc<Self>,
+        function: String,
+        book: BookId,
+        input: Bytes,
+        idempotency_key: Option<String>,
+    ) -> Result<InstanceId> {
+        let id = match &idempotency_key {
+            Some(key) => InstanceId::keyed(&function, key)?.public(),
+            None => self.invocations.new_id(),
+        };
+        let mut run = Run {
+            function,
+            version: None,
+            book,
+            input: Some(input),
+            ctx: Context::new(),
+            depth: 0,
+            deadline_ms: None,
+            id: id.clone(),
+            eager: true,
+            crash: None,
+            attempt: 1,
+        };
+        let version = self.version_for(&mut run).await?;
         {
             let mut asyncs = self.invocations.asyncs.lock().expect("not poisoned");
             if asyncs.running >= self.config.async_max {
@@ -149,28 +171,37 @@ impl Durable {
                 )));
             }
             asyncs.running += 1;
-            asyncs.by_id.insert((book, id.clone()), InvocationStatus::Running);
         }
+        let of = Of {
+            id: id.clone(),
+            book,
+            function: run.function.clone(),
+            version: version.version,
+            input: run.input.clone(),
+            declared: version.tables.clone(),
+            crash: None,
+        };
+        let started = Instance::new(self.clone(), of).init(&mut run.ctx).await;
+        let release = || self.invocations.asyncs.lock().expect("not poisoned").running -= 1;
+        match started {
+            Ok(Started::Finished(_)) => {
+                release();
+                return Ok(id);
+            }
+            Ok(_) => {}
+            Err(abort) => {
+                release();
+                return Err(abort.into_error());
+            }
+        }
+        self.invocations.asyncs.lock().expect("not poisoned").by_id.insert((book, id.clone()), InvocationStatus::Running);
         let svc = self.clone();
         let run_id = id.clone();
-        // Cancelling this task (the node stops) loses nothing: the invocation's Init is
-        // logged before its guest runs, and the recovery scan runs it again.
+        // Cancelling this task (the node stops) loses nothing: the Init record is in the
+        // log, and the recovery scan runs the invocation again.
         self.spawn.spawn(
             "invoke-async",
             Box::pin(async move {
-                let run = Run {
-                    function,
-                    version: None,
-                    book,
-                    input: Some(input),
-                    ctx: Context::new(),
-                    depth: 0,
-                    deadline_ms: None,
-                    id: run_id.clone(),
-                    eager: true,
-                    crash: None,
-                    attempt: 1,
-                };
                 let (result, _) = svc.run(run).await;
                 let mut asyncs = svc.invocations.asyncs.lock().expect("not poisoned");
                 asyncs.running -= 1;

@@ -29,19 +29,37 @@ pub const DYN_KEYS: u8 = 4;
 /// One operation of a scripted guest. Keys are relative to the invocation's client.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Op {
-    Get { table: u8, key: u8 },
-    Put { table: u8, key: u8 },
+    Get {
+        table: u8,
+        key: u8,
+    },
+    Put {
+        table: u8,
+        key: u8,
+    },
     /// Writes the key the reads so far select: an execution that read otherwise writes
     /// elsewhere, which later reads show.
-    PutDyn { table: u8 },
-    Incr { table: u8, key: u8 },
-    Delete { table: u8, key: u8 },
-    Call { function: String },
+    PutDyn {
+        table: u8,
+    },
+    Incr {
+        table: u8,
+        key: u8,
+    },
+    Delete {
+        table: u8,
+        key: u8,
+    },
+    Call {
+        function: String,
+    },
     Trap,
     /// The guest tidies its own book: `log.trim(0, u64::MAX)`.
     TrimOwnBook,
     /// Computes for a while.
-    Work { ms: u8 },
+    Work {
+        ms: u8,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -103,7 +121,13 @@ impl Registry {
 pub const TIMEOUT_MS: u64 = 400;
 
 fn fv(name: &str, d: &Deployed) -> FunctionVersion {
-    FunctionVersion { name: name.to_string(), version: d.version, timeout_ms: TIMEOUT_MS, request_bytes_max: 1 << 20, tables: d.tables.clone() }
+    FunctionVersion {
+        name: name.to_string(),
+        version: d.version,
+        timeout_ms: TIMEOUT_MS,
+        request_bytes_max: 1 << 20,
+        tables: d.tables.clone(),
+    }
 }
 
 /// The functions a node runs.

@@ -17,7 +17,10 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context as TaskContext, Poll, Waker};
 
 use bytes::Bytes;
-use tally_logsvc::{BookId, Cond, Context, Error as LogError, Index, Location, LogId, LogRecord, MetalogPosition, Placement, RecordMeta, SeqNum, ShardId, Tag, Term};
+use tally_logsvc::{
+    BookId, Cond, Context, Error as LogError, Index, Location, LogId, LogRecord, MetalogPosition, Placement, RecordMeta, SeqNum,
+    ShardId, Tag, Term,
+};
 
 use crate::env::{BoxFuture, Clock, Log, LogResult};
 
@@ -265,7 +268,13 @@ impl NodeLog {
 }
 
 impl Log for NodeLog {
-    fn append<'a>(&'a self, ctx: &'a mut Context, book: BookId, tags: &'a [Tag], data: Bytes) -> BoxFuture<'a, LogResult<SeqNum>> {
+    fn append<'a>(
+        &'a self,
+        ctx: &'a mut Context,
+        book: BookId,
+        tags: &'a [Tag],
+        data: Bytes,
+    ) -> BoxFuture<'a, LogResult<SeqNum>> {
         Box::pin(self.append_inner(ctx, Request::Append { book, tags: tags.to_vec(), data, cond: None }))
     }
 
@@ -282,11 +291,23 @@ impl Log for NodeLog {
         Box::pin(self.append_inner(ctx, Request::Append { book, tags: tags.to_vec(), data, cond }))
     }
 
-    fn read_next<'a>(&'a self, ctx: &'a mut Context, book: BookId, tag: Tag, min: SeqNum) -> BoxFuture<'a, LogResult<Option<LogRecord>>> {
+    fn read_next<'a>(
+        &'a self,
+        ctx: &'a mut Context,
+        book: BookId,
+        tag: Tag,
+        min: SeqNum,
+    ) -> BoxFuture<'a, LogResult<Option<LogRecord>>> {
         Box::pin(self.read(ctx, book, tag, min, true))
     }
 
-    fn read_prev<'a>(&'a self, ctx: &'a mut Context, book: BookId, tag: Tag, max: SeqNum) -> BoxFuture<'a, LogResult<Option<LogRecord>>> {
+    fn read_prev<'a>(
+        &'a self,
+        ctx: &'a mut Context,
+        book: BookId,
+        tag: Tag,
+        max: SeqNum,
+    ) -> BoxFuture<'a, LogResult<Option<LogRecord>>> {
         Box::pin(self.read(ctx, book, tag, max, false))
     }
 
@@ -306,7 +327,13 @@ impl Log for NodeLog {
 
 /// What a guest's log client may do, as the real user client enforces: no platform
 /// book, no platform tag.
-pub fn user_trim<'a>(log: &'a NodeLog, ctx: &'a mut Context, book: BookId, tag: Tag, seqnum: SeqNum) -> BoxFuture<'a, LogResult<()>> {
+pub fn user_trim<'a>(
+    log: &'a NodeLog,
+    ctx: &'a mut Context,
+    book: BookId,
+    tag: Tag,
+    seqnum: SeqNum,
+) -> BoxFuture<'a, LogResult<()>> {
     if book.is_reserved() || tag.is_reserved() {
         return Box::pin(std::future::ready(Err(LogError::InvalidArgument("reserved for the platform".into()))));
     }

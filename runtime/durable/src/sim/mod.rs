@@ -292,10 +292,6 @@ impl World {
         Some((n, s.durable.clone()?, s.incarnation))
     }
 
-    fn incarnation(&self, n: usize) -> u64 {
-        self.nodes[n].lock().expect("not poisoned").incarnation
-    }
-
     /// Runs `f` as a task of node `n`: if the node crashes meanwhile, the answer is `None`.
     async fn on_node<T, F>(&self, n: usize, d: Arc<Durable>, name: &'static str, f: impl FnOnce(Arc<Durable>) -> F) -> Option<T>
     where
@@ -326,9 +322,8 @@ fn deploy_functions(rng: &mut Rng, registry: &mut Registry) {
         let program = random_program(rng, len, &callees, true, true);
         registry.deploy(name, program, BTreeMap::new());
     }
-    let intruder = Program {
-        ops: vec![Op::Incr { table: 0, key: 0 }, Op::Incr { table: 1, key: 1 }, Op::Get { table: 0, key: 1 }],
-    };
+    let intruder =
+        Program { ops: vec![Op::Incr { table: 0, key: 0 }, Op::Incr { table: 1, key: 1 }, Op::Get { table: 0, key: 1 }] };
     let unsafe_tables = [("ro".to_string(), Protocol::Unsafe), ("wo".to_string(), Protocol::Unsafe)].into_iter().collect();
     registry.deploy("intruder", intruder, unsafe_tables);
     let setup = Program { ops: TABLES.iter().enumerate().map(|(t, _)| Op::Get { table: t as u8, key: 0 }).collect() };
@@ -521,7 +516,8 @@ fn start_node(world: &Arc<World>, n: usize) {
         log: world.log.node(n, handle.clone()),
         handle: handle.clone(),
     };
-    let key_seed = world.seed.wrapping_mul(n as u64 + 7).wrapping_add(incarnation);
+    // Distinct per node and incarnation, as a real node's random prefix is.
+    let key_seed = Rng::new(world.seed).next_u64() ^ ((n as u64) << 40) ^ incarnation;
     let mut key = [0u8; 32];
     let mut krng = Rng::new(key_seed);
     for chunk in key.chunks_mut(8) {
@@ -657,7 +653,12 @@ fn request(function: &str, book: BookId, input: &[u8], key: &str) -> InvokeReque
 }
 
 /// Models a finished invocation and checks what the client got (if it got anything).
-fn check_finished(world: &Arc<World>, function: &str, input: &[u8], got: Option<Result<u64, String>>) -> Option<Result<u64, String>> {
+fn check_finished(
+    world: &Arc<World>,
+    function: &str,
+    input: &[u8],
+    got: Option<Result<u64, String>>,
+) -> Option<Result<u64, String>> {
     let registry = world.registry.lock().expect("not poisoned");
     let traces = world.traces.lock().expect("not poisoned");
     let mut oracle = world.oracle.lock().expect("not poisoned");
@@ -665,7 +666,7 @@ fn check_finished(world: &Arc<World>, function: &str, input: &[u8], got: Option<
     let expected = match oracle.finish(&registry, &traces, function, input) {
         Ok(e) => e,
         Err(m) => {
-            world.fail(m);
+            world.fail(format!("{m} (the client got {got:?})"));
             return None;
         }
     };
@@ -693,7 +694,7 @@ async fn client(world: Arc<World>, c: usize) {
         let function = if world.chance(0.1) { "intruder".to_string() } else { function };
         let input = format!("c{c}:n{n}").into_bytes();
         let done = if world.chance(0.3) {
-            asynchronous(&world, book, &function, &input).await
+            asynchronous(&world, book, &function, &input, format!("c{c}-{n}-async")).await
         } else {
             // Some keys extend an earlier key with a separator and a step number: under
             // a string scheme they would name that invocation's child.
@@ -711,7 +712,9 @@ async fn client(world: Arc<World>, c: usize) {
                     if let Some(again) = world.on_node(n2, d, "replay", move |d| async move { d.invoke(req).await }).await {
                         let again = again.map(|o| u64::from_be_bytes(o[..8.min(o.len())].try_into().unwrap_or([0; 8])));
                         match (&out, again) {
-                            (Some(Ok(v)), Ok(w)) if *v != w => world.fail(format!("a replay of {} returned {w}, first {v}", show(&input))),
+                            (Some(Ok(v)), Ok(w)) if *v != w => {
+                                world.fail(format!("a replay of {} returned {w}, first {v}", show(&input)))
+                            }
                             (Some(Err(code)), Err(e)) if e.code() != code && !e.is_transient() && e.code() != "conflict" => {
                                 world.fail(format!("a replay of {} failed with {e}, first {code}", show(&input)))
                             }
@@ -733,20 +736,21 @@ async fn client(world: Arc<World>, c: usize) {
     }
 }
 
-/// An asynchronous invocation: submitted on one node, polled on any until finished.
-async fn asynchronous(world: &Arc<World>, book: BookId, function: &str, input: &[u8]) -> bool {
+/// An asynchronous invocation: submitted (with a key, so that a lost answer can be
+/// asked again) on one node, polled on any until finished.
+async fn asynchronous(world: &Arc<World>, book: BookId, function: &str, input: &[u8], key: String) -> bool {
     let h = world.harness();
-    let (origin, id, incarnation) = loop {
-        let Some((n, d, inc)) = world.pick_node() else {
+    let id = loop {
+        let Some((n, d, _)) = world.pick_node() else {
             h.sleep(5).await;
             continue;
         };
-        let (f, i) = (function.to_string(), Bytes::copy_from_slice(input));
-        match world.on_node(n, d, "submit", move |d| async move { d.invoke_async(f, book, i) }).await {
-            Some(Ok(id)) => break (n, id.to_string(), inc),
+        let (f, i, k) = (function.to_string(), Bytes::copy_from_slice(input), key.clone());
+        match world.on_node(n, d, "submit", move |d| async move { d.invoke_async(f, book, i, Some(k)).await }).await {
+            Some(Ok(id)) => break id.to_string(),
             Some(Err(e)) if e.is_transient() => h.sleep(5 + world.draw(20)).await,
             Some(Err(e)) => {
-                world.fail(format!("an asynchronous submission failed: {e}"));
+                world.fail(format!("an asynchronous submission of {} failed: {e}", show(input)));
                 return false;
             }
             None => {}
@@ -754,7 +758,6 @@ async fn asynchronous(world: &Arc<World>, book: BookId, function: &str, input: &
     };
     loop {
         h.sleep(5 + world.draw(20)).await;
-        let crashed_before = world.incarnation(origin) != incarnation;
         let Some((n, d, _)) = world.pick_node() else { continue };
         let id2 = id.clone();
         let status = world.on_node(n, d, "status", move |d| async move { d.invocation(book, &id2).await }).await;
@@ -767,12 +770,14 @@ async fn asynchronous(world: &Arc<World>, book: BookId, function: &str, input: &
                 };
                 return check_finished(world, function, input, Some(got)).is_some();
             }
-            // Its node died before the Init record was ordered: it never started.
-            Some(Err(Error::InvocationNotFound(_))) if crashed_before => {
-                world.oracle.lock().expect("not poisoned").abandon(input);
-                return true;
+            Some(Ok(InvocationStatus::Running)) | None => {}
+            // A replica behind the submission may not show the Init record yet.
+            Some(Err(Error::InvocationNotFound(_))) => {}
+            Some(Err(e)) if e.is_transient() => {}
+            Some(Err(e)) => {
+                world.fail(format!("the status of {} failed: {e}", show(input)));
+                return false;
             }
-            _ => {}
         }
     }
 }
@@ -808,7 +813,8 @@ async fn chaos(world: Arc<World>) {
             let target = [Protocol::ReadOptimized, Protocol::WriteOptimized, Protocol::Auto][world.draw(3) as usize];
             if let Some((n, d, _)) = world.pick_node() {
                 world.stats.lock().expect("not poisoned").switches += 1;
-                let answer = world.on_node(n, d, "switch", move |d| async move { d.switch_table(book, "sw", target).await }).await;
+                let answer =
+                    world.on_node(n, d, "switch", move |d| async move { d.switch_table(book, "sw", target).await }).await;
                 if let Some(Err(e)) = answer {
                     if !matches!(e, Error::Conflict(_)) && !e.is_transient() {
                         world.fail(format!("a switch request failed: {e}"));

@@ -115,7 +115,13 @@ impl StateStore for FaultyStore {
         self.call(self.inner.get_latest(table, key))
     }
 
-    fn list_keys<'a>(&'a self, table: &'a str, family: Family, after: Option<&'a [u8]>, limit: usize) -> StateFuture<'a, Vec<Bytes>> {
+    fn list_keys<'a>(
+        &'a self,
+        table: &'a str,
+        family: Family,
+        after: Option<&'a [u8]>,
+        limit: usize,
+    ) -> StateFuture<'a, Vec<Bytes>> {
         self.call(self.inner.list_keys(table, family, after, limit))
     }
 }

@@ -1,0 +1,38 @@
+//! The exactly-once layer's simulator in the test suite: hundreds of seeds of the
+//! default scenario and a harsher one. A failure prints the seed to reproduce with
+//! `cargo run --release -p tally-durable --bin durable-sim -- --seeds 1 --seed N`.
+
+use tally_durable::sim::{run_seeds, SimOptions, SimStats};
+
+fn check(first: u64, count: u64, opts: SimOptions) -> SimStats {
+    let stats = run_seeds(first, count, &opts).unwrap_or_else(|v| panic!("with {opts}\n{v}"));
+    let mut total = SimStats::default();
+    for s in &stats {
+        total.add(s);
+    }
+    // The scenario must exercise what it claims to.
+    assert!(total.outputs_checked >= count * opts.clients as u64 * opts.invocations as u64 / 2, "{total}");
+    assert!(total.reads_checked > total.outputs_checked, "{total}");
+    assert!(total.crashes > 0 && total.pauses > 0 && total.peers > 0 && total.replays > 0, "{total}");
+    assert!(total.log_failures > 0 && total.store_failures > 0, "{total}");
+    assert!(total.switches > 0 && total.redeploys > 0, "{total}");
+    assert!(total.executions > total.invocations, "no re-executions: {total}");
+    total
+}
+
+#[test]
+fn default_scenario_holds_for_hundreds_of_seeds() {
+    check(10_000, 300, SimOptions::default());
+}
+
+#[test]
+fn harsh_faults_hold() {
+    let opts = SimOptions { crash: 0.01, pause: 0.002, log_fail: 0.05, store_fail: 0.05, peer: 0.5, ..SimOptions::default() };
+    check(20_000, 100, opts);
+}
+
+#[test]
+fn two_nodes_one_book_and_many_clients_hold() {
+    let opts = SimOptions { nodes: 2, clients: 8, invocations: 6, books: 1, ..SimOptions::default() };
+    check(30_000, 100, opts);
+}
