@@ -22,11 +22,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use bytes::Bytes;
+use tally_durable::{Instance, InstanceId, Of, Outcome};
 use tally_logsvc::{BookId, Context};
 use tally_runtime::config::{Protocol, StoreKind};
 use tally_runtime::dev::DevNode;
-use tally_runtime::durable::record::Outcome;
-use tally_runtime::durable::{switch, Instance, Of};
 use tally_runtime::state::TempPostgres;
 use tally_runtime::{Config, Runtime};
 
@@ -111,11 +110,11 @@ impl Node {
     /// A fresh instance on `book` whose tables `tables` use the given protocols.
     fn instance(&self, book: u64, tables: &BTreeMap<String, Protocol>, id: String) -> Instance {
         let of = Of {
-            id,
+            id: InstanceId::keyed("bench", &id).expect("bench IDs are printable"),
             book: BookId(book),
             function: "bench".into(),
-            root: true,
-            input: Bytes::new(),
+            version: 0,
+            input: Some(Bytes::new()),
             declared: Arc::new(tables.clone()),
             crash: None,
         };
@@ -279,7 +278,7 @@ async fn auto(node: &Node, plan: &Plan, report: &mut Report) -> anyhow::Result<(
         // Let a switch the last window started finish.
         let deadline = Instant::now() + Duration::from_secs(10);
         let status = loop {
-            let st = switch::status(rt, BookId(book), "auto").await?.context("the auto table is in use")?;
+            let st = rt.durable.table_status(BookId(book), "auto").await?.context("the auto table is in use")?;
             if st.switching.is_none() || Instant::now() > deadline {
                 break st;
             }

@@ -47,7 +47,9 @@ impl Context {
         }
     }
 
-    fn advance(&mut self, log: LogId, position: MetalogPosition) {
+    /// Moves this context to at least `position` of `log` (a log implementation, after
+    /// serving a request there).
+    pub fn advance(&mut self, log: LogId, position: MetalogPosition) {
         let i = log.0 as usize;
         if self.positions.len() <= i {
             self.positions.resize(i + 1, MetalogPosition::ZERO);

@@ -31,6 +31,6 @@ pub use cluster::{Cluster, ClusterBuilder};
 pub use config::{Configuration, LogTermConfig, SealedTail, ShardConfig, TermConfig};
 pub use error::{Error, Result};
 pub use follower::FollowerConfig;
-pub use index::Placement;
+pub use index::{Found, Index, Placement};
 pub use message::{Cond, LogRecord, Message, MetalogEntry, Record, RecordMeta, StoredRead, TrimCommand, WIRE_VERSION};
 pub use types::{book_to_log, BookId, LocalId, Location, LogId, MetalogPosition, Micros, NodeId, SeqNum, ShardId, Tag, Term};

@@ -27,7 +27,6 @@
 //!                               # past its timeout
 //! ```
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -87,127 +86,7 @@ impl Default for NodeLimits {
     }
 }
 
-/// How a table's reads and writes are made exactly-once (Halfmoon §4).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Protocol {
-    /// Halfmoon-read: log-free reads of a multi-version store, logged writes.
-    ReadOptimized,
-    /// Halfmoon-write: logged reads, log-free conditional writes.
-    WriteOptimized,
-    /// Boki/Beldi-style: reads and writes logged (the baseline).
-    Symmetric,
-    /// No logging and no guarantee (the lower bound).
-    Unsafe,
-    /// Read- or write-optimized, switched by the runtime from observed rates.
-    Auto,
-}
-
-impl Protocol {
-    pub fn name(self) -> &'static str {
-        match self {
-            Protocol::ReadOptimized => "read-optimized",
-            Protocol::WriteOptimized => "write-optimized",
-            Protocol::Symmetric => "symmetric",
-            Protocol::Unsafe => "unsafe",
-            Protocol::Auto => "auto",
-        }
-    }
-}
-
-impl std::str::FromStr for Protocol {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        [Protocol::ReadOptimized, Protocol::WriteOptimized, Protocol::Symmetric, Protocol::Unsafe, Protocol::Auto]
-            .into_iter()
-            .find(|p| p.name() == s)
-            .ok_or_else(|| format!("unknown protocol {s:?}: read-optimized, write-optimized, symmetric, unsafe or auto"))
-    }
-}
-
-/// Where function state is stored.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum StoreKind {
-    /// Embedded RocksDB under `data_dir/state`.
-    Rocksdb,
-    /// A PostgreSQL server named by `postgres`.
-    Postgres,
-}
-
-impl std::str::FromStr for StoreKind {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "rocksdb" => Ok(StoreKind::Rocksdb),
-            "postgres" => Ok(StoreKind::Postgres),
-            _ => Err(format!("unknown state store {s:?}: rocksdb or postgres")),
-        }
-    }
-}
-
-/// Exactly-once state: the store, table protocols, re-execution.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct StateConfig {
-    pub store: StoreKind,
-    /// libpq connection string, when `store = "postgres"`.
-    pub postgres: String,
-    /// The protocol of tables that neither the function's deploy nor `tables` names.
-    pub protocol: Protocol,
-    pub tables: BTreeMap<String, Protocol>,
-    /// Re-executions right after an attempt trapped, before the trap is the result.
-    pub retries: u32,
-    /// An invocation with an init record and no result is run again once it is this
-    /// much older than its function's timeout (found by a scan, also after a restart).
-    pub reexecute_after_ms: u64,
-    /// How often the scan for unfinished invocations runs.
-    pub recovery_interval_ms: u64,
-    /// Attempts after which an invocation that keeps failing transiently (timeouts,
-    /// an unavailable log) gets that failure logged as its result.
-    pub attempts_max: u32,
-    /// Test hook: honour the `Tally-Crash-After` header, which aborts an invocation
-    /// after that many effects as if its process died.
-    pub crash_injection: bool,
-    /// How often garbage collection runs (Halfmoon §4.5).
-    pub gc_interval_ms: u64,
-    /// How long a finished invocation's step log (and so its result, for a client
-    /// retrying with the same idempotency key) is kept.
-    pub results_kept_ms: u64,
-    /// How often `auto` tables are looked at.
-    pub auto_interval_ms: u64,
-    /// Operations on a table within one look below which `auto` does not decide.
-    pub auto_min_ops: u64,
-    /// C_w / C_r of Halfmoon §4.6: how much more a read-optimized write costs than a
-    /// write-optimized one, over how much more a write-optimized read costs than a
-    /// read-optimized one. `auto` picks read-optimized when reads exceed writes times
-    /// this (with a 25% band against flapping). 1 here: each costs one log append (the
-    /// Halfmoon prototype logs twice per read-optimized write, so 2 there).
-    pub auto_write_cost: u32,
-}
-
-impl Default for StateConfig {
-    fn default() -> Self {
-        StateConfig {
-            store: StoreKind::Rocksdb,
-            postgres: String::new(),
-            protocol: Protocol::ReadOptimized,
-            tables: BTreeMap::new(),
-            retries: 2,
-            reexecute_after_ms: 5_000,
-            recovery_interval_ms: 1_000,
-            attempts_max: 5,
-            crash_injection: false,
-            gc_interval_ms: 10_000,
-            results_kept_ms: 3_600_000,
-            auto_interval_ms: 2_000,
-            auto_min_ops: 20,
-            auto_write_cost: 1,
-        }
-    }
-}
+pub use tally_durable::{Protocol, StateConfig, StoreKind};
 
 /// A node's whole configuration.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -245,7 +124,7 @@ impl Config {
     pub fn validate(&self) -> anyhow::Result<()> {
         self.check_limits(&self.limits).map_err(anyhow::Error::msg)?;
         for table in self.state.tables.keys() {
-            crate::durable::check_table(table).map_err(|e| anyhow::anyhow!("[state] tables: {e}"))?;
+            tally_durable::check_table(table).map_err(|e| anyhow::anyhow!("[state] tables: {e}"))?;
         }
         if self.state.store == StoreKind::Postgres && self.state.postgres.is_empty() {
             anyhow::bail!("[state] store = \"postgres\" needs `postgres`, a connection string");

@@ -1,5 +1,5 @@
 //! The HTTP gateway. Every error is JSON, `{"error": {"code", "message"}}`, with the
-//! status of [`RuntimeError::status`]; so is every refusal of the gateway's own (a bad
+//! status of [`http_status`]; so is every refusal of the gateway's own (a bad
 //! path parameter, query string or body, an unknown route, a method a route does not
 //! take).
 //!
@@ -41,10 +41,10 @@ use serde_json::json;
 use tally_logsvc::{BookId, Context, SeqNum, Tag};
 
 use crate::config::{Limits, Protocol};
-use crate::durable::record::Transition;
-use crate::durable::switch::{self, TableStatus};
+use tally_durable::{InvocationStatus, TableStatus, Transition};
+
 use crate::error::RuntimeError;
-use crate::runtime::{InvocationStatus, InvokeOptions, Runtime};
+use crate::runtime::{InvokeOptions, Runtime};
 
 /// Records a book listing returns at most.
 const RECORDS_LIMIT_MAX: usize = 1000;
@@ -62,14 +62,50 @@ fn error_response(status: StatusCode, code: &str, message: String) -> Response {
     (status, Json(json!({ "error": { "code": code, "message": message } }))).into_response()
 }
 
-impl IntoResponse for RuntimeError {
-    fn into_response(self) -> Response {
-        let status = StatusCode::from_u16(self.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        error_response(status, self.code(), self.to_string())
+/// The HTTP status of an error: the gateway's business, not the runtime's.
+pub fn http_status(e: &RuntimeError) -> StatusCode {
+    match e {
+        RuntimeError::InvalidComponent(_) | RuntimeError::WrongWorld(_) | RuntimeError::InvalidArgument(_) => {
+            StatusCode::BAD_REQUEST
+        }
+        RuntimeError::FunctionNotFound(_) | RuntimeError::InvocationNotFound(_) => StatusCode::NOT_FOUND,
+        RuntimeError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+        RuntimeError::Busy(_) => StatusCode::TOO_MANY_REQUESTS,
+        RuntimeError::Conflict(_) => StatusCode::CONFLICT,
+        RuntimeError::Trap(_)
+        | RuntimeError::MemoryLimit(_)
+        | RuntimeError::Failed(_)
+        | RuntimeError::Internal(_)
+        | RuntimeError::Superseded
+        | RuntimeError::InjectedCrash => StatusCode::INTERNAL_SERVER_ERROR,
+        RuntimeError::LogUnavailable(_) | RuntimeError::FunctionUnavailable(..) => StatusCode::SERVICE_UNAVAILABLE,
+        RuntimeError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
     }
 }
 
-type ApiResult<T> = Result<T, RuntimeError>;
+/// An error as the gateway answers it: JSON with the error's code and HTTP status.
+#[derive(Debug)]
+pub struct ApiError(pub RuntimeError);
+
+impl From<RuntimeError> for ApiError {
+    fn from(e: RuntimeError) -> Self {
+        ApiError(e)
+    }
+}
+
+impl From<tally_logsvc::Error> for ApiError {
+    fn from(e: tally_logsvc::Error) -> Self {
+        ApiError(e.into())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        error_response(http_status(&self.0), self.0.code(), self.0.to_string())
+    }
+}
+
+type ApiResult<T> = Result<T, ApiError>;
 
 /// The client's key that makes an invocation exactly-once across its retries.
 const IDEMPOTENCY_KEY: &str = "idempotency-key";
@@ -106,7 +142,7 @@ async fn method_not_allowed(method: Method, uri: Uri) -> Response {
 struct ApiPath<T>(T);
 
 impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for ApiPath<T> {
-    type Rejection = RuntimeError;
+    type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> ApiResult<Self> {
         let Path(value) =
@@ -119,7 +155,7 @@ impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for ApiPath
 struct ApiQuery<T>(T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
-    type Rejection = RuntimeError;
+    type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> ApiResult<Self> {
         let Query(value) =
@@ -137,7 +173,7 @@ struct RequestBody {
 }
 
 impl<S: Send + Sync> FromRequest<S> for RequestBody {
-    type Rejection = RuntimeError;
+    type Rejection = ApiError;
 
     async fn from_request(req: Request, _: &S) -> ApiResult<Self> {
         let length = req
@@ -160,14 +196,14 @@ impl RequestBody {
     /// the limit. Nothing past the limit is buffered.
     async fn read(self, what: &'static str, limit: u64) -> ApiResult<Bytes> {
         if let Some(size) = self.length.filter(|&size| size > limit) {
-            return Err(RuntimeError::TooLarge { what, size: Some(size), limit });
+            return Err(RuntimeError::TooLarge { what, size: Some(size), limit }.into());
         }
         let mut stream = self.body.into_data_stream();
         let mut bytes = BytesMut::new();
         while let Some(chunk) = stream.next().await {
             let chunk = chunk.map_err(|e| RuntimeError::InvalidArgument(format!("reading {what}: {e}")))?;
             if (bytes.len() + chunk.len()) as u64 > limit {
-                return Err(RuntimeError::TooLarge { what, size: None, limit });
+                return Err(RuntimeError::TooLarge { what, size: None, limit }.into());
             }
             bytes.extend_from_slice(&chunk);
         }
@@ -180,7 +216,7 @@ impl RequestBody {
 struct NoBody;
 
 impl<S: Send + Sync> FromRequest<S> for NoBody {
-    type Rejection = RuntimeError;
+    type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> ApiResult<Self> {
         RequestBody::from_request(req, state).await?.read("the request body (this route takes none)", 0).await?;
@@ -192,7 +228,7 @@ impl<S: Send + Sync> FromRequest<S> for NoBody {
 fn user_book(id: u64) -> ApiResult<BookId> {
     let book = BookId(id);
     if book.is_reserved() {
-        return Err(RuntimeError::InvalidArgument(format!("book {id:#x} is reserved for the platform")));
+        return Err(RuntimeError::InvalidArgument(format!("book {id:#x} is reserved for the platform")).into());
     }
     Ok(book)
 }
@@ -217,7 +253,7 @@ pub fn parse_tables(s: &str) -> Result<BTreeMap<String, Protocol>, RuntimeError>
         let (table, protocol) = item
             .split_once(':')
             .ok_or_else(|| RuntimeError::InvalidArgument(format!("tables: {item:?} is not table:protocol")))?;
-        crate::durable::check_table(table).map_err(RuntimeError::InvalidArgument)?;
+        tally_durable::check_table(table).map_err(RuntimeError::InvalidArgument)?;
         let protocol: Protocol = protocol.parse().map_err(RuntimeError::InvalidArgument)?;
         tables.insert(table.to_string(), protocol);
     }
@@ -273,7 +309,9 @@ fn header_text(headers: &HeaderMap, name: &str) -> ApiResult<Option<String>> {
     headers
         .get(name)
         .map(|v| {
-            v.to_str().map(str::to_string).map_err(|_| RuntimeError::InvalidArgument(format!("the {name} header is not text")))
+            v.to_str()
+                .map(str::to_string)
+                .map_err(|_| RuntimeError::InvalidArgument(format!("the {name} header is not text")).into())
         })
         .transpose()
 }
@@ -289,10 +327,8 @@ async fn invoke(
         .map(|v| v.parse::<u64>().map_err(|_| RuntimeError::InvalidArgument(format!("{CRASH_AFTER}: {v:?} is not a count"))))
         .transpose()?;
     let opts = InvokeOptions { idempotency_key: header_text(&headers, IDEMPOTENCY_KEY)?, crash_after };
-    if q.background && (opts.idempotency_key.is_some() || opts.crash_after.is_some()) {
-        return Err(RuntimeError::InvalidArgument(format!(
-            "asynchronous invocations are exactly-once already; {IDEMPOTENCY_KEY} and {CRASH_AFTER} are for synchronous ones"
-        )));
+    if q.background && opts.crash_after.is_some() {
+        return Err(RuntimeError::InvalidArgument(format!("{CRASH_AFTER} is for synchronous invocations")).into());
     }
     // The function is looked up first: an unknown one is refused (404) before the book
     // is (400, as the runtime does) and before its input is read, under that version's
@@ -302,7 +338,7 @@ async fn invoke(
     let book = user_book(q.book)?;
     let input = body.read("the request", loaded.info.limits.request_bytes_max).await?;
     if q.background {
-        let id = rt.invoke_async(name, book, input);
+        let id = rt.invoke_async(name, book, input, opts.idempotency_key).await?;
         let location = format!("/v1/invocations/{id}?book={}", book.0);
         let mut response = (StatusCode::ACCEPTED, Json(json!({ "invocation_id": id }))).into_response();
         if let Ok(v) = HeaderValue::from_str(&location) {
@@ -343,13 +379,13 @@ async fn invocation(
     let status = rt.invocation(user_book(q.book)?, &id).await?;
     let body = match &status {
         InvocationStatus::Running => json!({ "invocation_id": id, "status": "running" }),
-        InvocationStatus::Succeeded { output } => {
+        InvocationStatus::Finished(Ok(output)) => {
             json!({ "invocation_id": id, "status": "succeeded", "output": Blob::new(output) })
         }
-        InvocationStatus::Failed { code, message, http_status } => json!({
+        InvocationStatus::Finished(Err(e)) => json!({
             "invocation_id": id,
             "status": "failed",
-            "error": { "code": code, "message": message, "http_status": http_status },
+            "error": { "code": e.code(), "message": e.to_string(), "http_status": http_status(e).as_u16() },
         }),
     };
     Ok(Json(body).into_response())
@@ -394,7 +430,7 @@ async fn records(
     let tag = q.tag.as_deref().map_or(Tag::ALL, parse_tag);
     let limit = q.limit.unwrap_or(100).min(RECORDS_LIMIT_MAX);
     if limit == 0 {
-        return Err(RuntimeError::InvalidArgument("limit must be at least 1".into()));
+        return Err(RuntimeError::InvalidArgument("limit must be at least 1".into()).into());
     }
     let mut from = SeqNum(q.from.unwrap_or(0));
     let mut ctx = Context::new();
@@ -463,7 +499,7 @@ async fn table_status(
     ApiPath((book, table)): ApiPath<(u64, String)>,
     _: NoBody,
 ) -> ApiResult<Response> {
-    let status = switch::status(&rt, user_book(book)?, &table).await?;
+    let status = rt.durable.table_status(user_book(book)?, &table).await?;
     Ok(Json(table_json(book, &table, status)).into_response())
 }
 
@@ -483,12 +519,12 @@ async fn table_switch(
     let req: SwitchRequest = serde_json::from_slice(&body)
         .map_err(|e| RuntimeError::InvalidArgument(format!("expected {{\"protocol\": \"...\"}}: {e}")))?;
     let protocol: Protocol = req.protocol.parse().map_err(RuntimeError::InvalidArgument)?;
-    let status = switch::request(&rt, book, &table, protocol).await?;
+    let status = rt.durable.switch_table(book, &table, protocol).await?;
     Ok((StatusCode::ACCEPTED, Json(table_json(book.0, &table, Some(status)))).into_response())
 }
 
 async fn metrics(State(rt): State<Arc<Runtime>>, _: NoBody) -> Response {
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], rt.metrics.render()).into_response()
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], rt.metrics.render(rt.durable.replayed())).into_response()
 }
 
 /// Standard base64 with padding.

@@ -4,8 +4,9 @@
 
 pub mod config;
 pub mod dev;
-pub mod durable;
+mod env;
 pub mod error;
+mod functions;
 pub mod gateway;
 pub mod host;
 pub mod metrics;

@@ -25,8 +25,6 @@ pub struct Metrics {
     instantiate_nanos: AtomicU64,
     /// Attempts of exactly-once invocations after the first (a trap, or the scan).
     reexecutions: AtomicU64,
-    /// Invocations answered from a logged result without running.
-    replayed: AtomicU64,
 }
 
 impl Metrics {
@@ -63,16 +61,13 @@ impl Metrics {
         self.reexecutions.fetch_add(1, Ordering::Relaxed);
     }
 
-    pub fn replayed(&self) {
-        self.replayed.fetch_add(1, Ordering::Relaxed);
-    }
-
     pub fn deployed(&self) {
         self.deploys.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// The Prometheus text exposition of every counter.
-    pub fn render(&self) -> String {
+    /// The Prometheus text exposition of every counter; `replayed` is the exactly-once
+    /// core's count of invocations answered with a logged result, without running.
+    pub fn render(&self, replayed: u64) -> String {
         let mut out = String::new();
         let functions = self.functions.lock().expect("not poisoned");
         out.push_str("# HELP tally_invocations_total Invocations by function and outcome.\n");
@@ -104,7 +99,7 @@ impl Metrics {
         let _ = writeln!(out, "tally_reexecutions_total {}", self.reexecutions.load(Ordering::Relaxed));
         out.push_str("# HELP tally_replayed_results_total Invocations answered with a logged result, without running.\n");
         out.push_str("# TYPE tally_replayed_results_total counter\n");
-        let _ = writeln!(out, "tally_replayed_results_total {}", self.replayed.load(Ordering::Relaxed));
+        let _ = writeln!(out, "tally_replayed_results_total {replayed}");
         out
     }
 }
@@ -119,7 +114,7 @@ mod tests {
         m.started();
         m.finished::<()>("hello", &Ok(()), Duration::from_millis(2), true);
         m.finished::<()>("hello", &Err(RuntimeError::Timeout(5)), Duration::from_millis(5), false);
-        let text = m.render();
+        let text = m.render(0);
         assert!(text.contains("tally_invocations_total{function=\"hello\",outcome=\"ok\"} 1"), "{text}");
         assert!(text.contains("tally_invocations_total{function=\"hello\",outcome=\"timeout\"} 1"), "{text}");
         assert!(text.contains("tally_invocation_seconds_count{function=\"hello\"} 2"), "{text}");

@@ -30,12 +30,18 @@ use crate::config::{Limits, Protocol};
 use crate::error::{Result, RuntimeError};
 use crate::host::{Prepared, WasmHost};
 
-/// The registry's platform book.
-pub const REGISTRY_BOOK: BookId = BookId(BookId::RESERVED_BIT | 1);
-const MANIFESTS: Tag = Tag(Tag::RESERVED_BIT | 1);
+/// The registry's platform book (from the one allocator of platform books and tags).
+pub const REGISTRY_BOOK: BookId = tally_durable::PLATFORM_BOOK;
+const MANIFESTS: Tag = tally_durable::MANIFESTS;
+/// Versions other than the current ones (re-executions of invocations that began on
+/// them) kept loaded at once.
+const OLD_VERSIONS_LOADED: usize = 32;
 /// Component bytes per record (the engine's record limit is 1 MiB).
 const CHUNK_BYTES: usize = 512 << 10;
 
+/// A registry record. Readers ignore fields they do not know and skip operations they
+/// do not know (`Unknown`), so a node reads what a newer node wrote: a new field must
+/// have a default, and a new operation must not change what older nodes number.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 enum Manifest {
@@ -44,7 +50,7 @@ enum Manifest {
         sha256: String,
         size: u64,
         chunks: Vec<u64>,
-        limits: Limits,
+        limits: ManifestLimits,
         /// Protocols of the state tables the function named at deploy.
         #[serde(default)]
         tables: BTreeMap<String, Protocol>,
@@ -53,6 +59,51 @@ enum Manifest {
     Delete {
         name: String,
     },
+    /// An operation of a newer node.
+    #[serde(other)]
+    Unknown,
+}
+
+/// [`Limits`] as manifests carry them: unlike the configuration file, which refuses
+/// keys it does not know, a manifest may carry limits a newer node added.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+#[serde(default)]
+struct ManifestLimits {
+    memory_bytes: u64,
+    timeout_ms: u64,
+    request_bytes_max: u64,
+    response_bytes_max: u64,
+    concurrency_max: u32,
+}
+
+impl Default for ManifestLimits {
+    fn default() -> Self {
+        ManifestLimits::from(Limits::default())
+    }
+}
+
+impl From<Limits> for ManifestLimits {
+    fn from(l: Limits) -> Self {
+        ManifestLimits {
+            memory_bytes: l.memory_bytes,
+            timeout_ms: l.timeout_ms,
+            request_bytes_max: l.request_bytes_max,
+            response_bytes_max: l.response_bytes_max,
+            concurrency_max: l.concurrency_max,
+        }
+    }
+}
+
+impl From<ManifestLimits> for Limits {
+    fn from(l: ManifestLimits) -> Self {
+        Limits {
+            memory_bytes: l.memory_bytes,
+            timeout_ms: l.timeout_ms,
+            request_bytes_max: l.request_bytes_max,
+            response_bytes_max: l.response_bytes_max,
+            concurrency_max: l.concurrency_max,
+        }
+    }
 }
 
 /// One deployed version of a function, as the API shows it.
@@ -120,6 +171,8 @@ pub struct Registry {
     /// Components this node compiled for a deploy, so applying its own manifest does
     /// not read the chunks back.
     fresh: Mutex<HashMap<String, Prepared>>,
+    /// Versions loaded by manifest seqnum, current ones and the last few old ones.
+    by_seqnum: Mutex<(HashMap<u64, Arc<Loaded>>, std::collections::VecDeque<u64>)>,
 }
 
 /// Function names: 1 to 64 of `a-z 0-9 - _`, starting with a letter or digit.
@@ -150,6 +203,7 @@ impl Registry {
             cursor: tokio::sync::Mutex::new(Cursor { ctx: Context::new(), next: SeqNum::MIN }),
             functions: RwLock::new(BTreeMap::new()),
             fresh: Mutex::new(HashMap::new()),
+            by_seqnum: Mutex::new((HashMap::new(), std::collections::VecDeque::new())),
         }
     }
 
@@ -163,7 +217,7 @@ impl Registry {
     ) -> Result<VersionInfo> {
         check_name(name)?;
         for table in tables.keys() {
-            crate::durable::check_table(table).map_err(RuntimeError::InvalidArgument)?;
+            tally_durable::check_table(table).map_err(RuntimeError::InvalidArgument)?;
         }
         let sha256 = format!("{:x}", Sha256::digest(&bytes));
         let pre = self.host.prepare(&bytes, &sha256).await?;
@@ -179,7 +233,7 @@ impl Registry {
             sha256,
             size: bytes.len() as u64,
             chunks,
-            limits,
+            limits: limits.into(),
             tables,
             deployed_at_ms: now_ms(),
         };
@@ -207,12 +261,67 @@ impl Registry {
     }
 
     /// The current version of `name`, replaying the registry once if it is unknown here.
+    /// A function whose current version could not be loaded on this node is
+    /// unavailable here, not unknown.
     pub async fn lookup(&self, name: &str) -> Result<Arc<Loaded>> {
         if let Some(l) = self.loaded(name) {
             return Ok(l);
         }
         self.sync().await?;
-        self.loaded(name).ok_or_else(|| RuntimeError::FunctionNotFound(name.to_string()))
+        if let Some(l) = self.loaded(name) {
+            return Ok(l);
+        }
+        let functions = self.functions.read().expect("not poisoned");
+        match functions.get(name).and_then(Entry::current) {
+            Some(v) => Err(RuntimeError::FunctionUnavailable(
+                name.to_string(),
+                format!("version {} could not be loaded on this node", v.version),
+            )),
+            None => Err(RuntimeError::FunctionNotFound(name.to_string())),
+        }
+    }
+
+    /// The version of `name` whose manifest is at `seqnum`, current, replaced or deleted
+    /// since: what a re-execution of an invocation that began on it runs. `None` if no
+    /// such version was ever deployed.
+    pub async fn version(&self, name: &str, seqnum: u64) -> Result<Option<Arc<Loaded>>> {
+        if let Some(l) = self.by_seqnum.lock().expect("not poisoned").0.get(&seqnum) {
+            return Ok(Some(l.clone()));
+        }
+        if let Some(l) = self.loaded(name).filter(|l| l.info.seqnum == seqnum) {
+            return Ok(Some(l));
+        }
+        let find = || {
+            let functions = self.functions.read().expect("not poisoned");
+            functions.get(name).and_then(|e| e.versions.iter().find(|v| v.seqnum == seqnum).cloned())
+        };
+        let info = match find() {
+            Some(info) => info,
+            None => {
+                self.sync().await?;
+                match find() {
+                    Some(info) => info,
+                    None => return Ok(None),
+                }
+            }
+        };
+        let mut ctx = self.cursor.lock().await.ctx.clone();
+        let pre = self
+            .load(&mut ctx, &info)
+            .await
+            .map_err(|e| RuntimeError::FunctionUnavailable(name.to_string(), format!("version {}: {e}", info.version)))?;
+        let loaded =
+            Arc::new(Loaded { name: name.to_string(), permits: Semaphore::new(info.limits.concurrency_max as usize), info, pre });
+        let mut cache = self.by_seqnum.lock().expect("not poisoned");
+        let (map, order) = &mut *cache;
+        map.insert(seqnum, loaded.clone());
+        order.push_back(seqnum);
+        while order.len() > OLD_VERSIONS_LOADED {
+            if let Some(old) = order.pop_front() {
+                map.remove(&old);
+            }
+        }
+        Ok(Some(loaded))
     }
 
     fn loaded(&self, name: &str) -> Option<Arc<Loaded>> {
@@ -264,7 +373,7 @@ impl Registry {
                     version,
                     sha256,
                     size_bytes: size,
-                    limits,
+                    limits: limits.into(),
                     tables: Arc::new(tables),
                     deployed_at_ms,
                     seqnum: seqnum.0,
@@ -279,6 +388,7 @@ impl Registry {
                     e.loaded = None;
                 }
             }
+            Manifest::Unknown => tracing::warn!(%seqnum, "skipping a registry operation of a newer node"),
         }
     }
 
@@ -357,5 +467,21 @@ mod tests {
         let m = Manifest::Delete { name: "f".into() };
         assert_eq!(serde_json::to_string(&m).unwrap(), r#"{"op":"delete","name":"f"}"#);
         assert!(REGISTRY_BOOK.is_reserved() && MANIFESTS.is_reserved());
+    }
+
+    #[test]
+    fn manifests_of_a_newer_node_are_read() {
+        // A deploy with a field and a limit this node does not know.
+        let newer = r#"{"op":"deploy","name":"f","sha256":"ab","size":3,"chunks":[7],"limits":{"timeout_ms":5,"gpu":1},
+            "tables":{},"deployed_at_ms":1,"region":"eu"}"#;
+        match serde_json::from_str::<Manifest>(newer).unwrap() {
+            Manifest::Deploy { limits, .. } => {
+                assert_eq!(limits.timeout_ms, 5);
+                assert_eq!(limits.memory_bytes, Limits::default().memory_bytes);
+            }
+            other => panic!("{other:?}"),
+        }
+        // An operation this node does not know is skipped, not an error.
+        assert!(matches!(serde_json::from_str::<Manifest>(r#"{"op":"rename","from":"f","to":"g"}"#).unwrap(), Manifest::Unknown));
     }
 }

@@ -173,11 +173,20 @@ fn bad_exactly_once_input_gets_clear_errors() {
     let response =
         Node::agent().post(format!("{}{path}", n.url)).header("tally-crash-after", "1").send(&b"script get t k"[..]).unwrap();
     assert_eq!(response.status().as_u16(), 400);
-    // Asynchronous invocations are exactly-once already.
+    // An asynchronous submission with a key is made once: a resubmission (its answer
+    // was lost, say) names the same invocation.
     let (status, _) = n.json("POST", "/v1/functions/steps/invoke?book=5&async=true", b"x");
     assert_eq!(status, 202);
+    let submit = || {
+        let mut r =
+            Node::agent().post(format!("{}{path}&async=true", n.url)).header("idempotency-key", "k1").send(&b"x"[..]).unwrap();
+        assert_eq!(r.status().as_u16(), 202);
+        let v: Value = serde_json::from_slice(&r.body_mut().read_to_vec().unwrap()).unwrap();
+        v["invocation_id"].as_str().unwrap().to_string()
+    };
+    assert_eq!(submit(), submit());
     let response =
-        Node::agent().post(format!("{}{path}&async=true", n.url)).header("idempotency-key", "k1").send(&b"x"[..]).unwrap();
+        Node::agent().post(format!("{}{path}&async=true", n.url)).header("tally-crash-after", "1").send(&b"x"[..]).unwrap();
     assert_eq!(response.status().as_u16(), 400);
     // A bad table name or an empty key reaches the guest as an error it can report.
     let message = n.expect_error(n.invoke("steps", 5, "script get Bad! k"), 500, "function_error");

@@ -125,7 +125,7 @@ fn asynchronous_invocations_report_their_outcome() {
     let id = v["invocation_id"].as_str().expect("an invocation id").to_string();
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let (status, v) = n.json("GET", &format!("/v1/invocations/{id}"), b"");
+        let (status, v) = n.json("GET", &format!("/v1/invocations/{id}?book=1"), b"");
         assert_eq!(status, 200, "{v}");
         match v["status"].as_str() {
             Some("succeeded") => {
@@ -137,6 +137,8 @@ fn asynchronous_invocations_report_their_outcome() {
         }
     }
     n.expect_error(n.request("GET", "/v1/invocations/nope", b""), 404, "invocation_not_found");
+    // An ID names an invocation of one book only.
+    n.expect_error(n.request("GET", &format!("/v1/invocations/{id}?book=2"), b""), 404, "invocation_not_found");
 }
 
 #[test]

@@ -11,11 +11,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use tally_durable::{InstanceId, InvocationStatus, TableStatus};
 use tally_logsvc::BookId;
 use tally_runtime::config::{Protocol, StoreKind};
 use tally_runtime::dev::DevNode;
-use tally_runtime::durable::switch;
-use tally_runtime::runtime::{InvocationStatus, InvokeOptions};
+use tally_runtime::runtime::InvokeOptions;
 use tally_runtime::state::TempPostgres;
 use tally_runtime::{Config, RuntimeError};
 
@@ -160,16 +160,16 @@ async fn the_recovery_scan_finishes_a_crashed_invocation() {
     // scan runs it again once it is older than the timeout (2 s) plus 100 ms.
     let crashed = h.invoke(1, "run r", "lost", Some(4)).await;
     assert!(matches!(crashed, Err(RuntimeError::InjectedCrash)), "{crashed:?}");
-    let id = "key:steps:lost";
+    let id = InstanceId::keyed("steps", "lost").unwrap().to_string();
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        match rt.invocation(BookId(1), id).await.expect("status") {
-            InvocationStatus::Succeeded { output } => {
+        match rt.invocation(BookId(1), &id).await.expect("status") {
+            InvocationStatus::Finished(Ok(output)) => {
                 assert_eq!(&output[..], b"a=1 b=1 c=1");
                 break;
             }
             InvocationStatus::Running => {}
-            InvocationStatus::Failed { message, .. } => panic!("the re-execution failed: {message}"),
+            InvocationStatus::Finished(Err(e)) => panic!("the re-execution failed: {e}"),
         }
         assert!(Instant::now() < deadline, "the scan did not re-execute the invocation");
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -257,8 +257,18 @@ async fn deploy_bank(rt: &Arc<tally_runtime::Runtime>, protocol: Protocol) {
     rt.deploy("bank", guest("bank"), rt.config.limits, tables).await.expect("deploying bank");
 }
 
-async fn table_status(h: &Harness, book: u64, table: &str) -> switch::TableStatus {
-    switch::status(&h.node.runtime, BookId(book), table).await.expect("status").expect("the table is in use")
+async fn table_status(h: &Harness, book: u64, table: &str) -> TableStatus {
+    h.node.runtime.durable.table_status(BookId(book), table).await.expect("status").expect("the table is in use")
+}
+
+/// Whether the keyed invocation has started (its Init record is in the log).
+async fn started(rt: &tally_runtime::Runtime, book: BookId, function: &str, key: &str) -> bool {
+    let id = InstanceId::keyed(function, key).unwrap().to_string();
+    match rt.invocation(book, &id).await {
+        Ok(_) => true,
+        Err(RuntimeError::InvocationNotFound(_)) => false,
+        Err(e) => panic!("status of {key}: {e}"),
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -282,12 +292,12 @@ async fn switching_under_load_keeps_exactly_once_without_pausing() {
                 rt.invoke_with("steps", BookId(book), Bytes::from_static(b"run accounts 150"), opts).await
             })
         };
-        while rt.durable.status(BookId(book), &format!("key:steps:{key}")).await.unwrap().is_none() {
+        while !started(&rt, BookId(book), "steps", &key).await {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
         let began = Instant::now();
-        let status = switch::request(&rt, BookId(book), "accounts", to).await.expect("switch");
+        let status = rt.durable.switch_table(BookId(book), "accounts", to).await.expect("switch");
         assert!(status.switching.is_some(), "{status:?}");
         let deadline = Instant::now() + Duration::from_secs(30);
         while table_status(&h, book, "accounts").await.switching.is_some() {
@@ -301,7 +311,7 @@ async fn switching_under_load_keeps_exactly_once_without_pausing() {
         let out = slow.await.unwrap().expect("the long invocation");
         assert_eq!(String::from_utf8(out).unwrap(), format!("a={n} b={n} c={n}"));
         // Only read- and write-optimized switch.
-        assert!(switch::request(&rt, BookId(book), "accounts", Protocol::Symmetric).await.is_err());
+        assert!(rt.durable.switch_table(BookId(book), "accounts", Protocol::Symmetric).await.is_err());
     }
     let history = table_status(&h, book, "accounts").await.history;
     assert_eq!(history.len(), 1 + 2 * targets.len(), "{history:?}");
@@ -378,7 +388,7 @@ async fn garbage_collection_keeps_storage_bounded() {
                 let key = format!("acct{a}");
                 // Count what is left: every version at or below the newest.
                 let mut at = u64::MAX;
-                while let Some((v, _)) = rt.durable.store.get_at(&st, key.as_bytes(), at).await.unwrap() {
+                while let Some((v, _)) = rt.durable.store().get_at(&st, key.as_bytes(), at).await.unwrap() {
                     versions += 1;
                     match v.checked_sub(1) {
                         Some(prev) => at = prev,
@@ -386,8 +396,8 @@ async fn garbage_collection_keeps_storage_bounded() {
                     }
                 }
             }
-            let first_key = rt.durable.status(book, &format!("key:bank:{}", last_keys[0])).await.unwrap();
-            if versions <= 8 && first_key.is_none() {
+            let first_key = started(&rt, book, "bank", &last_keys[0]).await;
+            if versions <= 8 && !first_key {
                 break;
             }
             assert!(Instant::now() < deadline, "round {round}: {versions} versions of 4 objects, first step log {first_key:?}");
@@ -505,7 +515,7 @@ async fn random_programs(h: &Harness, book: u64, seed: u64) {
         if i % 9 == 4 {
             let to = if rng.below(2) == 0 { Protocol::WriteOptimized } else { Protocol::ReadOptimized };
             // Refused while the previous switch is still under way: fine.
-            let _ = switch::request(&rt, BookId(book), "x", to).await;
+            let _ = rt.durable.switch_table(BookId(book), "x", to).await;
         }
     }
     for table in tables {

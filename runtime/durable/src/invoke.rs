@@ -67,6 +67,8 @@ pub struct InvokeRequest {
 pub(crate) struct Invocations {
     id_prefix: u64,
     next_id: AtomicU64,
+    /// Invocations answered with their logged result, without running.
+    replayed: AtomicU64,
     /// Root invocations running on this node, each with a lock that a concurrent run of
     /// the same ID (a client's retry, the recovery scan) waits on: one node never runs
     /// the guest of one invocation twice at once.
@@ -88,6 +90,7 @@ impl Invocations {
         Invocations {
             id_prefix,
             next_id: AtomicU64::new(1),
+            replayed: AtomicU64::new(0),
             running: Mutex::new(HashMap::new()),
             asyncs: Mutex::new(Asyncs::default()),
         }
@@ -145,7 +148,7 @@ impl Durable {
         idempotency_key: Option<String>,
     ) -> Result<InstanceId> {
         let id = match &idempotency_key {
-            Some(key) => InstanceId::keyed(&function, key)?.public(),
+            Some(key) => InstanceId::keyed(&function, key)?,
             None => self.invocations.new_id(),
         };
         let mut run = Run {
@@ -229,7 +232,8 @@ impl Durable {
         if book.is_reserved() {
             return Err(Error::InvalidArgument(format!("book {:#x} is reserved for the platform", book.0)));
         }
-        let id = InstanceId::parse_generated(id)?;
+        // An ID this platform cannot have handed out names no invocation.
+        let id = InstanceId::parse_generated(id).map_err(|_| Error::InvocationNotFound(id.to_string()))?;
         let kept = self.invocations.asyncs.lock().expect("not poisoned").by_id.get(&(book, id.clone())).cloned();
         if let Some(status) = kept {
             return Ok(status);
@@ -249,6 +253,11 @@ impl Durable {
             Some(Step::Result { outcome }) => Ok(InvocationStatus::Finished(outcome.into_result().map(Bytes::from))),
             _ => Ok(InvocationStatus::Running),
         }
+    }
+
+    /// Invocations this node answered with their logged result, without running.
+    pub fn replayed(&self) -> u64 {
+        self.invocations.replayed.load(Ordering::Relaxed)
     }
 
     /// Whether a root invocation with this ID is running on this node.
@@ -371,7 +380,10 @@ impl Durable {
                         instance.set_declared(version.tables.clone());
                     }
                     Ok(Started::Running { .. }) => {}
-                    Ok(Started::Finished(logged)) => return (logged.into_result(), run.ctx),
+                    Ok(Started::Finished(logged)) => {
+                        self.invocations.replayed.fetch_add(1, Ordering::Relaxed);
+                        return (logged.into_result(), run.ctx);
+                    }
                     Err(abort) => return (Err(abort.into_error()), run.ctx),
                 }
             }

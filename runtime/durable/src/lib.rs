@@ -40,7 +40,7 @@ pub use config::{Protocol, StateConfig, StoreKind};
 pub use env::{BoxFuture, Clock, FunctionVersion, Functions, Log, LogResult, Spawn};
 pub use error::{Error, Result};
 pub use id::{InstanceId, IDEMPOTENCY_KEY_MAX};
-pub use instance::CrashAfter;
+pub use instance::{CrashAfter, Instance, Of, Started};
 pub use invoke::{InvocationStatus, InvokeRequest};
 pub use node::{check_table, Abort, Durable, NodeBounds, Ops, Parts, KEY_MAX, PAYLOAD_MAX, VALUE_MAX};
 pub use record::{Outcome, Transition};

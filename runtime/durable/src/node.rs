@@ -320,9 +320,9 @@ impl Durable {
         std::mem::take(&mut *self.rates.lock().expect("not poisoned"))
     }
 
-    /// The platform log (for the runtime's registry, which shares it).
-    pub fn log(&self) -> &Arc<dyn Log> {
-        &self.log
+    /// The state store (for tests that look at what garbage collection leaves).
+    pub fn store(&self) -> &Arc<dyn StateStore> {
+        &self.store
     }
 }
 

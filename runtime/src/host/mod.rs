@@ -9,8 +9,8 @@
 //! host calls (waiting on the log, a child invocation) is bounded by the same deadline.
 //!
 //! One file per WIT interface beside this one (`log.rs`, `invoke.rs`, `context.rs`,
-//! `state.rs`): each checks its arguments, then calls the log client, the exactly-once
-//! instance (`crate::durable`) or the runtime.
+//! `state.rs`): each checks its arguments, then calls the guest's log client or the
+//! exactly-once core's attempt (`tally_durable::Attempt`).
 
 mod context;
 mod invoke;
@@ -24,14 +24,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tally_logsvc::{BookId, Context, LogClient};
+use tally_durable::{Abort, Attempt};
+use tally_logsvc::LogClient;
 use wasmtime::component::{Component, Linker, ResourceTable};
 use wasmtime::{Engine, InstanceAllocationStrategy, PoolingAllocationConfig, ResourceLimiter, Store, UpdateDeadline};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::config::{Limits, NodeLimits};
-use crate::durable::{Abort, Instance};
 use crate::error::{Result, RuntimeError};
 use crate::metrics::Metrics;
 
@@ -42,7 +42,6 @@ wasmtime::component::bindgen!({
     exports: { default: async },
 });
 
-pub use self::invoke::{ChildCall, ChildOutcome, Invoker};
 use self::tally::platform::types::Error as GuestError;
 
 /// The epoch period: the granularity of timeouts and of yielding to the executor.
@@ -54,22 +53,12 @@ const OUTPUT_BYTES_MAX: usize = 64 << 10;
 /// A compiled function, ready to instantiate.
 pub type Prepared = FunctionPre<HostState>;
 
-/// What one invocation is: the host side of the `context` interface and the state the
-/// `log` and `invoke` imports work on.
+/// What one invocation attempt is: the exactly-once core's attempt (instance, context,
+/// deadline) and the guest's own log client.
 pub struct Invocation {
-    pub function: String,
-    pub book: BookId,
-    /// The exactly-once side: the instance ID, step log and `cursorTS`.
-    pub instance: Instance,
-    pub attempt: u32,
-    /// Nesting of `invoke.call`, 0 for an invocation from outside.
-    pub depth: u32,
-    /// The caller's view of the log; it moves with every log call.
-    pub ctx: Context,
+    pub attempt: Attempt,
+    /// User privileges: platform books and tags are refused.
     pub log: LogClient,
-    pub invoker: Arc<dyn Invoker>,
-    /// The instant past which the invocation, children included, is timed out.
-    pub deadline: Instant,
 }
 
 /// Denies memory growth beyond the function's limit, and remembers that it did.
@@ -230,12 +219,13 @@ impl WasmHost {
 
     /// Runs one invocation in a fresh instance; returns its outcome and the invocation,
     /// with its final log context and exactly-once instance.
-    pub async fn run(&self, pre: &Prepared, limits: &Limits, inv: Invocation, input: &[u8]) -> (Result<Vec<u8>>, Invocation) {
+    pub async fn run(&self, pre: &Prepared, limits: &Limits, inv: Invocation) -> (Result<Vec<u8>>, Invocation) {
         let stdout = MemoryOutputPipe::new(OUTPUT_BYTES_MAX);
         let stderr = MemoryOutputPipe::new(OUTPUT_BYTES_MAX);
         let wasi = WasiCtx::builder().stdout(stdout.clone()).stderr(stderr.clone()).build();
-        let deadline = inv.deadline;
-        let function = inv.function.clone();
+        let deadline = crate::env::Tokio::instant(inv.attempt.deadline_ms);
+        let function = inv.attempt.version.name.clone();
+        let input = inv.attempt.input.clone();
         let state = HostState {
             wasi,
             table: ResourceTable::new(),
@@ -259,7 +249,7 @@ impl WasmHost {
             let started = Instant::now();
             let instance = pre.instantiate_async(&mut store).await?;
             self.metrics.instantiated(started.elapsed());
-            instance.call_handle(&mut store, input).await
+            instance.call_handle(&mut store, &input).await
         })
         .await;
         let state = store.data();
@@ -281,6 +271,10 @@ impl WasmHost {
                 Err(e) => Err(RuntimeError::Trap(e.to_string())),
             },
             Ok(Err(_)) if state.limiter.hit => Err(RuntimeError::MemoryLimit(limits.memory_bytes)),
+            // The node's instance pool is full: nothing ran, and another attempt may.
+            Ok(Err(e)) if e.downcast_ref::<wasmtime::PoolConcurrencyLimitError>().is_some() => {
+                Err(RuntimeError::Busy(format!("{function} (this node's instance pool is full: {e})")))
+            }
             Ok(Err(e)) => Err(RuntimeError::Trap(trap_message(&e, &state.stderr))),
         };
         (result, store.into_data().inv)

@@ -1,5 +1,5 @@
 //! `tally:platform/state`: exactly-once reads and writes of the invocation's book's
-//! tables, through its instance (`crate::durable`).
+//! tables, through its attempt (`tally_durable::Attempt`).
 
 use bytes::Bytes;
 
@@ -9,25 +9,25 @@ use super::{aborted, GuestError, HostState};
 type Outcome<T> = wasmtime::Result<Result<T, GuestError>>;
 
 impl Host for HostState {
+    #[tracing::instrument(name = "state.get", skip_all, fields(table))]
     async fn get(&mut self, table: String, key: Vec<u8>) -> Outcome<Option<Vec<u8>>> {
-        let inv = &mut self.inv;
-        match inv.instance.get(&mut inv.ctx, &table, &key).await {
+        match self.inv.attempt.get(&table, &key).await {
             Ok(value) => Ok(Ok(value.map(|b| b.to_vec()))),
             Err(abort) => aborted(abort),
         }
     }
 
+    #[tracing::instrument(name = "state.put", skip_all, fields(table))]
     async fn put(&mut self, table: String, key: Vec<u8>, value: Vec<u8>) -> Outcome<()> {
-        let inv = &mut self.inv;
-        match inv.instance.put(&mut inv.ctx, &table, &key, Some(Bytes::from(value))).await {
+        match self.inv.attempt.put(&table, &key, Bytes::from(value)).await {
             Ok(()) => Ok(Ok(())),
             Err(abort) => aborted(abort),
         }
     }
 
+    #[tracing::instrument(name = "state.delete", skip_all, fields(table))]
     async fn delete(&mut self, table: String, key: Vec<u8>) -> Outcome<()> {
-        let inv = &mut self.inv;
-        match inv.instance.put(&mut inv.ctx, &table, &key, None).await {
+        match self.inv.attempt.delete(&table, &key).await {
             Ok(()) => Ok(Ok(())),
             Err(abort) => aborted(abort),
         }

@@ -1,0 +1,84 @@
+//! The functions the exactly-once core runs on this node: versions from the registry,
+//! attempts in the wasmtime host under each version's concurrency limit and deadline.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use tally_durable::{Attempt, BoxFuture, FunctionVersion, Functions};
+use tally_logsvc::LogClient;
+
+use crate::error::{Result, RuntimeError};
+use crate::host::{Invocation, WasmHost};
+use crate::metrics::Metrics;
+use crate::registry::{Loaded, Registry};
+
+pub struct HostFunctions {
+    pub registry: Arc<Registry>,
+    pub host: Arc<WasmHost>,
+    pub metrics: Arc<Metrics>,
+    /// The guests' log client (user privileges).
+    pub log: LogClient,
+}
+
+fn version_of(l: &Loaded) -> FunctionVersion {
+    FunctionVersion {
+        name: l.name.clone(),
+        version: l.info.seqnum,
+        timeout_ms: l.info.limits.timeout_ms,
+        request_bytes_max: l.info.limits.request_bytes_max,
+        tables: l.info.tables.clone(),
+    }
+}
+
+impl HostFunctions {
+    async fn run_attempt(&self, attempt: Attempt) -> (Result<Vec<u8>>, Attempt) {
+        let function = attempt.version.name.clone();
+        let started = Instant::now();
+        let loaded = match self.registry.version(&function, attempt.version.version).await {
+            Ok(Some(l)) => l,
+            Ok(None) => {
+                let e = RuntimeError::FunctionUnavailable(function, format!("version {} is unknown", attempt.version.version));
+                return (Err(e), attempt);
+            }
+            Err(e) => return (Err(e), attempt),
+        };
+        if attempt.attempt > 1 {
+            self.metrics.reexecuted();
+        }
+        let deadline = crate::env::Tokio::instant(attempt.deadline_ms);
+        let permit = match tokio::time::timeout_at(deadline.into(), loaded.permits.acquire()).await {
+            Ok(Ok(p)) => p,
+            _ => {
+                let e = RuntimeError::Busy(function.clone());
+                self.metrics.finished(&function, &Err::<(), _>(e.clone()), started.elapsed(), false);
+                return (Err(e), attempt);
+            }
+        };
+        self.metrics.started();
+        let inv = Invocation { attempt, log: self.log.clone() };
+        let (result, inv) = self.host.run(&loaded.pre, &loaded.info.limits, inv).await;
+        drop(permit);
+        self.metrics.finished(&function, &result, started.elapsed(), true);
+        (result, inv.attempt)
+    }
+}
+
+impl Functions for HostFunctions {
+    fn current<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<FunctionVersion>>> {
+        Box::pin(async move {
+            match self.registry.lookup(name).await {
+                Ok(l) => Ok(Some(version_of(&l))),
+                Err(RuntimeError::FunctionNotFound(_)) => Ok(None),
+                Err(e) => Err(e),
+            }
+        })
+    }
+
+    fn version<'a>(&'a self, name: &'a str, version: u64) -> BoxFuture<'a, Result<Option<FunctionVersion>>> {
+        Box::pin(async move { Ok(self.registry.version(name, version).await?.map(|l| version_of(&l))) })
+    }
+
+    fn run(&self, attempt: Attempt) -> BoxFuture<'_, (Result<Vec<u8>>, Attempt)> {
+        Box::pin(self.run_attempt(attempt))
+    }
+}
