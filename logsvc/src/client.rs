@@ -12,9 +12,8 @@ use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::driver::EngineCall;
-use crate::engine::{Reply, Request};
 use crate::error::{Error, Result};
-use crate::message::{Cond, LogRecord};
+use crate::message::{Cond, LogRecord, Reply, Request};
 use crate::types::{book_to_log, BookId, LogId, MetalogPosition, SeqNum, Tag};
 
 /// The caller's metalog position per physical log.

@@ -40,15 +40,13 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use serde::{Deserialize, Serialize};
-
 use crate::cache::RecordCache;
 use crate::config::Configuration;
 use crate::error::Error;
 use crate::follower::{Follower, FollowerConfig};
 use crate::index::{Found, Index, Placement};
-use crate::message::{Cond, LogRecord, Message, MetalogEntry, Record, RecordMeta, StoredRead, TrimCommand};
-use crate::types::{book_to_log, BookId, LocalId, Location, LogId, MetalogPosition, Micros, NodeId, SeqNum, ShardId, Tag, Term};
+use crate::message::{LogRecord, Message, MetalogEntry, Record, RecordMeta, Reply, Request, StoredRead, TrimCommand};
+use crate::types::{book_to_log, LocalId, Location, LogId, MetalogPosition, Micros, NodeId, SeqNum, ShardId, Tag, Term};
 
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
@@ -98,35 +96,6 @@ struct ForwardKey {
     from: NodeId,
     incarnation: u64,
     req: u64,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Request {
-    Append { book: BookId, tags: Vec<Tag>, data: Bytes, cond: Option<Cond> },
-    ReadNext { book: BookId, tag: Tag, min: SeqNum },
-    ReadPrev { book: BookId, tag: Tag, max: SeqNum },
-    Trim { book: BookId, tag: Tag, seqnum: SeqNum },
-    SetAux { book: BookId, seqnum: SeqNum, aux: Bytes },
-}
-
-impl Request {
-    pub fn book(&self) -> BookId {
-        match self {
-            Request::Append { book, .. }
-            | Request::ReadNext { book, .. }
-            | Request::ReadPrev { book, .. }
-            | Request::Trim { book, .. }
-            | Request::SetAux { book, .. } => *book,
-        }
-    }
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Reply {
-    Appended(SeqNum),
-    Read(Option<LogRecord>),
-    Trimmed,
-    AuxSet,
 }
 
 /// How an index replica applied one record, for the simulator's oracle.

@@ -32,5 +32,5 @@ pub use config::{Configuration, LogTermConfig, SealedTail, ShardConfig, TermConf
 pub use error::{Error, Result};
 pub use follower::FollowerConfig;
 pub use index::Placement;
-pub use message::{Cond, LogRecord, Message, MetalogEntry, Record, RecordMeta, StoredRead, TrimCommand, WIRE_VERSION};
+pub use message::{Cond, LogRecord, Message, MetalogEntry, Record, RecordMeta, Reply, Request, StoredRead, TrimCommand, WIRE_VERSION};
 pub use types::{book_to_log, BookId, LocalId, Location, LogId, MetalogPosition, Micros, NodeId, SeqNum, ShardId, Tag, Term};

@@ -35,9 +35,9 @@ use tracing::{debug, error, info, warn, Instrument};
 
 use crate::config::Configuration;
 use crate::controller::{Controller, ControllerAction, ControllerConfig, Role};
-use crate::engine::{Engine, EngineAction, EngineConfig, OpId, Reply, Request};
+use crate::engine::{Engine, EngineAction, EngineConfig, OpId};
 use crate::error::{Error, Result};
-use crate::message::Message;
+use crate::message::{Message, Reply, Request};
 use crate::net::Transport;
 use crate::sequencer::{Sequencer, SequencerAction, SequencerConfig};
 use crate::storage::{read_reply, StorageAction, StorageConfig, StorageNode};

@@ -19,9 +19,9 @@ use bytes::Bytes;
 
 use crate::config::Configuration;
 use crate::controller::{Controller, ControllerAction, ControllerConfig, Role};
-use crate::engine::{Engine, EngineAction, EngineConfig, OpId, Reply, Request};
+use crate::engine::{Engine, EngineAction, EngineConfig, OpId};
 use crate::follower::FollowerConfig;
-use crate::message::{Cond, Message};
+use crate::message::{Cond, Message, Reply, Request};
 use crate::sequencer::{Sequencer, SequencerAction, SequencerConfig};
 use crate::storage::{read_reply, StorageAction, StorageConfig, StorageNode};
 use crate::store::{ControllerStore, MemControllerStore, MemMetalogStore, MemStore, MetalogStore, RecordStore};
