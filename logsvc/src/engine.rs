@@ -40,6 +40,7 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use bytes::Bytes;
+
 use crate::cache::RecordCache;
 use crate::config::Configuration;
 use crate::error::Error;

@@ -7,6 +7,7 @@
 
 mod cache;
 mod config;
+mod context;
 mod error;
 mod follower;
 mod index;
@@ -26,11 +27,14 @@ pub mod client;
 pub mod cluster;
 pub mod driver;
 
-pub use client::{Context, LogClient};
+pub use client::LogClient;
 pub use cluster::{Cluster, ClusterBuilder};
 pub use config::{Configuration, LogTermConfig, SealedTail, ShardConfig, TermConfig};
+pub use context::Context;
 pub use error::{Error, Result};
 pub use follower::FollowerConfig;
 pub use index::Placement;
-pub use message::{Cond, LogRecord, Message, MetalogEntry, Record, RecordMeta, Reply, Request, StoredRead, TrimCommand, WIRE_VERSION};
+pub use message::{
+    Cond, LogRecord, Message, MetalogEntry, Record, RecordMeta, Reply, Request, StoredRead, TrimCommand, WIRE_VERSION,
+};
 pub use types::{book_to_log, BookId, LocalId, Location, LogId, MetalogPosition, Micros, NodeId, SeqNum, ShardId, Tag, Term};
