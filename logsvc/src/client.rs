@@ -8,13 +8,10 @@
 //! anything is sent; the platform's own client ([`LogClient::platform`]) allows them.
 
 use bytes::Bytes;
+use tally_log_core::{book_to_log, BookId, Cond, Context, Error, LogRecord, Reply, Request, Result, SeqNum, Tag};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::context::Context;
 use crate::driver::EngineCall;
-use crate::error::{Error, Result};
-use crate::message::{Cond, LogRecord, Reply, Request};
-use crate::types::{book_to_log, BookId, SeqNum, Tag};
 
 /// Whether a client may use reserved tags.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Parser;
-use tally_logsvc::sim::{run_seeds, SimOptions};
+use tally_log_core::{run_seeds, SimOptions, SimStats};
 
 #[derive(Parser)]
 #[command(about = "Deterministic simulation of Tally's shared log")]
@@ -70,7 +70,7 @@ fn main() -> ExitCode {
     };
     eprintln!("sim: seeds {}..{} with {opts}", args.seed, args.seed + args.seeds);
     let started = Instant::now();
-    let mut total = tally_logsvc::sim::SimStats::default();
+    let mut total = SimStats::default();
     for seed in args.seed..args.seed + args.seeds {
         match run_seeds(seed, 1, &opts) {
             Ok(stats) => {

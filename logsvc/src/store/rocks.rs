@@ -38,11 +38,10 @@ use rocksdb::{
     DB,
 };
 
+use tally_log_core::{Error, LocalId, Location, LogId, MetalogEntry, Record, RecordMeta, Result, ShardId, Term};
+
 use super::codec::{decode, encode};
 use super::{MetalogStore, MetalogWrite, RecordStore, RecoveredRecord, StoredData};
-use crate::error::{Error, Result};
-use crate::message::{MetalogEntry, Record, RecordMeta};
-use crate::types::{LocalId, Location, LogId, ShardId, Term};
 
 /// When the record store fsyncs its write-ahead log.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -512,8 +511,8 @@ mod tests {
         let dir = tempfile::TempDir::new()?;
         let store = RocksStore::open(dir.path(), FsyncPolicy::Never)?;
         let meta = RecordMeta {
-            book: crate::types::BookId(1),
-            tags: (0..200_000).map(|i| crate::types::Tag(u64::MAX - i)).collect(),
+            book: tally_log_core::BookId(1),
+            tags: (0..200_000).map(|i| tally_log_core::Tag(u64::MAX - i)).collect(),
             cond: None,
         };
         let record = Record { meta, data: Bytes::new() };

@@ -3,8 +3,8 @@
 //! values: the client sends them, and engines forward them to each other.
 //!
 //! Every message crosses QUIC as one frame: `u32` length, `u8` wire version, then the
-//! bincode body (see `net::frame`). The state machines exchange these values directly,
-//! so the simulator and the drivers run the same protocol code.
+//! bincode body (see `net::frame` in `tally-logsvc`). The state machines exchange these
+//! values directly, so the simulator and the drivers run the same protocol code.
 
 use std::ops::Range;
 use std::sync::Arc;

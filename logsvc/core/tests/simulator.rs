@@ -2,7 +2,7 @@
 //! scenario, and a harsher one with more loss and crashes. A failure prints the seed
 //! to reproduce with `cargo run --release -p tally-logsvc --bin sim -- --seeds 1 --seed N`.
 
-use tally_logsvc::sim::{run_seeds, SimOptions};
+use tally_log_core::{run_seeds, SimOptions};
 
 fn check(first: u64, count: u64, opts: SimOptions) {
     match run_seeds(first, count, &opts) {
