@@ -1006,3 +1006,136 @@ impl Engine {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{LogTermConfig, ShardConfig, TermConfig};
+    use crate::types::BookId;
+
+    const CONTROLLER: NodeId = NodeId(0);
+    const SEQUENCER: NodeId = NodeId(1);
+    const STORAGE: NodeId = NodeId(2);
+    const ENGINE: NodeId = NodeId(3);
+
+    /// One engine indexing the one log of a one-term cluster, fed metalog entries by
+    /// hand: each entry orders the engine's next record.
+    struct Harness {
+        engine: Engine,
+        /// The next entry's index, which is also its first record's position and local id.
+        next: u64,
+    }
+
+    impl Harness {
+        fn new() -> Harness {
+            let shard = ShardConfig { shard: ShardId(0), engine: ENGINE, incarnation: 1, replicas: vec![STORAGE] };
+            let term = TermConfig {
+                term: Term(1),
+                logs: vec![LogTermConfig { log: LogId(0), sequencers: vec![SEQUENCER], shards: vec![shard] }],
+                engines: vec![ENGINE],
+                storage: vec![STORAGE],
+                sealed: None,
+            };
+            let config = Configuration { n_logs: 1, controller: CONTROLLER, terms: vec![term], indexers: vec![vec![]] };
+            let mut engine = Engine::new(ENGINE, CONTROLLER, 1, EngineConfig::default());
+            engine.on_message(0, CONTROLLER, Message::NewConfig { config: Arc::new(config) });
+            engine.take_actions();
+            Harness { engine, next: 0 }
+        }
+
+        /// The seqnum the next ordered record gets.
+        fn next_seqnum(&self) -> SeqNum {
+            SeqNum::new(Term(1), LogId(0), self.next)
+        }
+
+        /// Orders the engine's next record with the next metalog entry.
+        fn order_next(&mut self) {
+            let n = self.next;
+            self.next += 1;
+            let entry = MetalogEntry {
+                term: Term(1),
+                log: LogId(0),
+                index: n,
+                start_position: n,
+                prev_cut: vec![n],
+                cut: vec![n + 1],
+                trims: vec![],
+            };
+            self.engine.on_message(0, SEQUENCER, Message::MetalogPush { entry });
+        }
+
+        /// Submits a request; returns every completion the engine made since.
+        fn submit(&mut self, op: OpId, position: MetalogPosition, request: Request) -> Vec<(OpId, Result<Reply, Error>)> {
+            self.engine.submit(0, op, position, request);
+            self.completions()
+        }
+
+        fn completions(&mut self) -> Vec<(OpId, Result<Reply, Error>)> {
+            let actions = self.engine.take_actions().into_iter();
+            actions
+                .filter_map(|a| if let EngineAction::Complete { op, result, .. } = a { Some((op, result)) } else { None })
+                .collect()
+        }
+
+        /// Appends a plain record and orders it; returns its seqnum.
+        fn append(&mut self, op: OpId, book: BookId) -> SeqNum {
+            let request = Request::Append { book, tags: vec![Tag(1)], data: Bytes::from_static(b"data"), cond: None };
+            assert_eq!(self.submit(op, MetalogPosition::ZERO, request), vec![]);
+            let seqnum = self.next_seqnum();
+            self.order_next();
+            assert_eq!(self.completions(), vec![(op, Ok(Reply::Appended(seqnum)))]);
+            seqnum
+        }
+
+        /// The position after every entry ordered so far.
+        fn position(&self) -> MetalogPosition {
+            MetalogPosition::new(Term(1), self.next)
+        }
+
+        fn read_tail(&mut self, op: OpId, book: BookId) -> Option<LogRecord> {
+            let read = Request::ReadPrev { book, tag: Tag::ALL, max: SeqNum::MAX };
+            match self.submit(op, self.position(), read).as_slice() {
+                [(o, Ok(Reply::Read(r)))] if *o == op => r.clone(),
+                other => panic!("read of book {book:?}: {other:?}"),
+            }
+        }
+    }
+
+    fn set_aux(book: u64, seqnum: SeqNum, aux: &'static [u8]) -> Request {
+        Request::SetAux { book: BookId(book), seqnum, aux: Bytes::from_static(aux) }
+    }
+
+    #[test]
+    fn aux_data_is_accepted_only_for_a_live_record_of_the_callers_book() {
+        let mut h = Harness::new();
+        let theirs = h.append(1, BookId(9));
+        let mine = h.append(2, BookId(1));
+        let never = SeqNum::new(Term(1), LogId(0), 1_000);
+        for (op, seqnum, what) in [(3, theirs, "another book's live record"), (4, never, "a seqnum never written")] {
+            let done = h.submit(op, h.position(), set_aux(1, seqnum, b"poison"));
+            assert!(matches!(done.as_slice(), [(o, Err(Error::InvalidArgument(_)))] if *o == op), "aux on {what}: {done:?}");
+        }
+        assert_eq!(h.read_tail(5, BookId(9)).map(|r| r.aux), Some(None), "book 9's record carries no aux data of book 1");
+
+        assert_eq!(h.submit(6, h.position(), set_aux(1, mine, b"view")), vec![(6, Ok(Reply::AuxSet))]);
+        let read = h.read_tail(7, BookId(1)).expect("book 1's record");
+        assert_eq!((read.seqnum, read.aux), (mine, Some(Bytes::from_static(b"view"))));
+    }
+
+    #[test]
+    fn aux_data_waits_for_the_callers_position_like_a_read() {
+        // A caller that saw a record appended elsewhere sets aux data on it before this
+        // engine's index has applied it: the request waits instead of failing.
+        let mut h = Harness::new();
+        let append = Request::Append { book: BookId(4), tags: vec![], data: Bytes::from_static(b"data"), cond: None };
+        assert_eq!(h.submit(1, MetalogPosition::ZERO, append), vec![]);
+        let seqnum = h.next_seqnum();
+        let after = MetalogPosition::new(Term(1), h.next + 1);
+        assert_eq!(h.submit(2, after, set_aux(4, seqnum, b"view")), vec![], "the index has not applied the record yet");
+        h.order_next();
+        let mut done = h.completions();
+        done.sort_by_key(|(op, _)| *op);
+        assert_eq!(done, vec![(1, Ok(Reply::Appended(seqnum))), (2, Ok(Reply::AuxSet))]);
+        assert_eq!(h.read_tail(3, BookId(4)).and_then(|r| r.aux), Some(Bytes::from_static(b"view")));
+    }
+}
