@@ -127,7 +127,10 @@ impl LogClient {
         }
     }
 
-    /// Attaches best-effort cache data to a record.
+    /// Attaches best-effort cache data to a record, which later reads of the record may
+    /// return. Only a live record of `book` takes aux data: once the log has reached the
+    /// caller's position, any other seqnum (another book's record, a trimmed one, one
+    /// never written) fails with [`Error::InvalidArgument`].
     #[tracing::instrument(name = "log.set_aux_data", skip_all, fields(book = book.0, %seqnum))]
     pub async fn set_aux_data(&self, ctx: &mut Context, book: BookId, seqnum: SeqNum, aux: Bytes) -> Result<()> {
         match self.call(ctx, Request::SetAux { book, seqnum, aux }).await? {

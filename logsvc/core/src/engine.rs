@@ -16,6 +16,12 @@
 //! completion returns the position the caller has now seen (the index position for
 //! reads, the ordering entry for appends and trims). A child passes its parent's.
 //!
+//! Aux data: a request to attach aux data waits like a read and is accepted only for a
+//! record live in the caller's book at that index position. Aux data is returned with
+//! the record to every reader of the book, so accepting it for another book's record
+//! or for a seqnum that holds no record would let one book's caller poison another's
+//! reads.
+//!
 //! Terms: when the follower passes the end of a sealed term, the engine knows exactly
 //! which of its records the term ordered; the rest are appended again in its shard of
 //! the new term.
@@ -167,6 +173,8 @@ struct MetaFetch {
     sent_at: Micros,
 }
 
+/// A request decided by the index once it has reached the caller's position: a read,
+/// or aux data.
 struct ReadOp {
     op: OpId,
     request: Request,
@@ -400,11 +408,7 @@ impl Engine {
                 self.trims.insert(op, TrimOp { command, log, position, sent_at: 0 });
                 self.send_trim(now, op);
             }
-            Request::SetAux { seqnum, aux, .. } => {
-                self.cache.put_aux(seqnum, aux);
-                self.complete(op, Ok(Reply::AuxSet), position);
-            }
-            request @ (Request::ReadNext { .. } | Request::ReadPrev { .. }) => {
+            request @ (Request::ReadNext { .. } | Request::ReadPrev { .. } | Request::SetAux { .. }) => {
                 self.deadlines.insert((deadline, op), ());
                 let l = &mut self.logs[log.0 as usize];
                 let wait_for = position.max(l.read_floor);
@@ -748,7 +752,8 @@ impl Engine {
                         // Readers of this engine are likely to want what it just wrote
                         // (a conditional record may yet lose, so it waits for a read).
                         if indexed && p.record.meta.cond.is_none() {
-                            self.cache.put_record(seqnum, p.record.meta.tags.clone(), p.record.data.clone());
+                            let meta = &p.record.meta;
+                            self.cache.put_record(seqnum, meta.book, meta.tags.clone(), p.record.data.clone());
                         }
                         if p.done {
                             continue;
@@ -872,7 +877,7 @@ impl Engine {
                 if let Some((op, data)) = a.conds.get(&location) {
                     let result = match placement {
                         Placement::Placed => {
-                            placed.push((seqnum, meta.tags.clone(), data.clone()));
+                            placed.push((seqnum, meta.book, meta.tags.clone(), data.clone()));
                             Ok(Reply::Appended(seqnum))
                         }
                         Placement::CondFailed { holder } => Err(Error::Conflict { holder }),
@@ -893,8 +898,8 @@ impl Engine {
             }
         }
         l.applied = position;
-        for (seqnum, tags, data) in placed {
-            self.cache.put_record(seqnum, tags, data);
+        for (seqnum, book, tags, data) in placed {
+            self.cache.put_record(seqnum, book, tags, data);
         }
         for (seqnum, _) in died {
             self.cache.remove(seqnum);
@@ -917,15 +922,36 @@ impl Engine {
         }
     }
 
-    /// Serves the reads of `log` whose position the index has reached.
+    /// Serves the reads (and aux data) of `log` whose position the index has reached.
     fn run_reads(&mut self, now: Micros, log: LogId) {
         let l = &mut self.logs[log.0 as usize];
         let applied = l.applied;
         let (ready, waiting): (Vec<ReadOp>, Vec<ReadOp>) = l.waiting.drain(..).partition(|r| r.wait_for <= applied);
         l.waiting = waiting;
         for r in ready {
-            self.read(now, log, r);
+            match r.request {
+                Request::SetAux { .. } => self.set_aux(log, r),
+                _ => self.read(now, log, r),
+            }
         }
+    }
+
+    /// Attaches aux data if its seqnum is a live record of the caller's book in the
+    /// index, which has reached the caller's position; refuses it otherwise.
+    fn set_aux(&mut self, log: LogId, r: ReadOp) {
+        let Request::SetAux { book, seqnum, aux } = r.request else { unreachable!("set_aux takes aux data") };
+        let l = &self.logs[log.0 as usize];
+        let position = l.applied;
+        let live = l.index.is_live(book, seqnum);
+        self.deadlines.remove(&(r.deadline, r.op));
+        if !live {
+            let e = Error::InvalidArgument(format!("seqnum {seqnum} is not a live record of book {}", book.0));
+            self.complete(r.op, Err(e), position);
+            return;
+        }
+        let attached = self.cache.put_aux(seqnum, book, aux);
+        assert!(attached, "the cache holds {seqnum}, a live record of book {}, as another book's", book.0);
+        self.complete(r.op, Ok(Reply::AuxSet), position);
     }
 
     fn read(&mut self, now: Micros, log: LogId, r: ReadOp) {
@@ -934,7 +960,7 @@ impl Engine {
         let found = match r.request {
             Request::ReadNext { book, tag, min } => l.index.read_next(book, tag, min),
             Request::ReadPrev { book, tag, max } => l.index.read_prev(book, tag, max),
-            _ => unreachable!("only reads wait for the index"),
+            _ => unreachable!("read takes reads"),
         };
         let Some(found) = found else {
             self.deadlines.remove(&(r.deadline, r.op));
@@ -983,7 +1009,7 @@ impl Engine {
         match read {
             StoredRead::Found(record) => {
                 let f = self.record_fetches.remove(&req).expect("checked");
-                self.cache.put_record(seqnum, record.meta.tags.clone(), record.data.clone());
+                self.cache.put_record(seqnum, record.meta.book, record.meta.tags.clone(), record.data.clone());
                 let aux = self.cache.get(seqnum).and_then(|c| c.aux.clone());
                 let out = LogRecord { seqnum, tags: record.meta.tags, data: record.data, aux };
                 self.deadlines.remove(&(f.deadline, f.op));
