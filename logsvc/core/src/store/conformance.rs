@@ -498,7 +498,7 @@ macro_rules! __store_suite {
 /// `|dir| make` gives the expression a new temporary directory, a
 /// `tempfile::TempDir` (the calling crate depends on `tempfile`).
 ///
-/// ```ignore
+/// ```text
 /// tally_log_core::record_store_suite!(mem_store, MemStore::new());
 /// tally_log_core::record_store_suite!(rocks_store, |dir| RocksStore::open(dir.path(), FsyncPolicy::EveryBatch)?);
 /// ```
