@@ -1,62 +1,17 @@
 //! The async client API of the shared log, over an engine driver in the same process.
 //!
-//! A [`Context`] is the caller's view of the log: for each physical log, the metalog
-//! position its reads must reflect. Every completed request moves it forward, which
-//! gives monotonic reads and read-your-writes; a child invocation starts from
-//! [`Context::child`] and so sees everything its parent saw.
+//! Every call takes the caller's [`Context`] (its metalog position per physical log),
+//! sends that position with the request, and moves the context to the position the
+//! request completed at.
 //!
 //! A user client ([`LogClient::user`]) refuses the platform's reserved tags before
 //! anything is sent; the platform's own client ([`LogClient::platform`]) allows them.
 
 use bytes::Bytes;
+use tally_log_core::{book_to_log, BookId, Cond, Context, Error, LogRecord, Reply, Request, Result, SeqNum, Tag};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::driver::EngineCall;
-use crate::engine::{Reply, Request};
-use crate::error::{Error, Result};
-use crate::message::{Cond, LogRecord};
-use crate::types::{book_to_log, BookId, LogId, MetalogPosition, SeqNum, Tag};
-
-/// The caller's metalog position per physical log.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Context {
-    positions: Vec<MetalogPosition>,
-}
-
-impl Context {
-    /// A context that has seen nothing yet.
-    pub fn new() -> Context {
-        Context::default()
-    }
-
-    /// The context a child invocation inherits: a copy, so the child sees everything
-    /// the parent saw, and the parent is not moved by what the child does.
-    pub fn child(&self) -> Context {
-        self.clone()
-    }
-
-    pub fn position(&self, log: LogId) -> MetalogPosition {
-        self.positions.get(log.0 as usize).copied().unwrap_or(MetalogPosition::ZERO)
-    }
-
-    /// Moves this context past everything `other` has seen (a parent after its child
-    /// returned).
-    pub fn merge(&mut self, other: &Context) {
-        for (i, &p) in other.positions.iter().enumerate() {
-            self.advance(LogId(i as u8), p);
-        }
-    }
-
-    /// Moves this context to at least `position` of `log` (a log implementation, after
-    /// serving a request there).
-    pub fn advance(&mut self, log: LogId, position: MetalogPosition) {
-        let i = log.0 as usize;
-        if self.positions.len() <= i {
-            self.positions.resize(i + 1, MetalogPosition::ZERO);
-        }
-        self.positions[i] = self.positions[i].max(position);
-    }
-}
 
 /// Whether a client may use reserved tags.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -172,7 +127,10 @@ impl LogClient {
         }
     }
 
-    /// Attaches best-effort cache data to a record.
+    /// Attaches best-effort cache data to a record, which later reads of the record may
+    /// return. Only a live record of `book` takes aux data: once the log has reached the
+    /// caller's position, any other seqnum (another book's record, a trimmed one, one
+    /// never written) fails with [`Error::InvalidArgument`].
     #[tracing::instrument(name = "log.set_aux_data", skip_all, fields(book = book.0, %seqnum))]
     pub async fn set_aux_data(&self, ctx: &mut Context, book: BookId, seqnum: SeqNum, aux: Bytes) -> Result<()> {
         match self.call(ctx, Request::SetAux { book, seqnum, aux }).await? {

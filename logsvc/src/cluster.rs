@@ -22,23 +22,18 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use tally_log_core::{
+    Configuration, ControllerConfig, EngineConfig, Error, Message, NodeId, Result, Role, SequencerConfig, StorageConfig, Term,
+};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
 use crate::client::LogClient;
-use crate::config::Configuration;
-use crate::controller::{ControllerConfig, Role};
 use crate::driver::{self, EngineDriverConfig, EngineHandle, StorageStores};
-use crate::engine::EngineConfig;
-use crate::error::{Error, Result};
-use crate::message::Message;
 use crate::net::{DevCerts, NetConfig, Transport};
-use crate::sequencer::SequencerConfig;
-use crate::storage::StorageConfig;
 use crate::store::{FileControllerStore, FsyncPolicy, GroupCommitConfig, RocksMetalogStore, RocksStore};
-use crate::types::{NodeId, Term};
 
 /// The controller's node id.
 pub const CONTROLLER: NodeId = NodeId(0);

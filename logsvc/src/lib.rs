@@ -1,36 +1,23 @@
-//! Tally's shared log: LogBooks multiplexed on physical logs, ordered by a replicated
-//! metalog (Boki), with conditional appends (Halfmoon). See ARCHITECTURE.md.
+//! Tally's shared log on real nodes: the protocol of `tally-log-core` driven over QUIC
+//! and RocksDB. See ARCHITECTURE.md.
 //!
-//! The protocol roles are IO-free state machines ([`sequencer`], [`storage`],
-//! [`engine`], [`controller`]); [`sim`] drives them over a simulated network and disk,
-//! the drivers over QUIC and RocksDB.
+//! The state machines, the index and the simulator are `tally-log-core`'s; this crate
+//! adds the transport ([`net`]), one tokio task per role ([`driver`]), the durable
+//! stores ([`store`]), the async client ([`LogClient`]) and a whole cluster in one
+//! process ([`ClusterBuilder`]). The types a user of the log needs are re-exported
+//! here, so dependents name one crate.
 
-mod cache;
-mod config;
-mod error;
-mod follower;
-mod index;
-mod message;
-mod types;
+mod client;
+mod cluster;
 
-pub mod controller;
-pub mod engine;
-pub mod sequencer;
-pub mod sim;
-pub mod storage;
-
+pub mod driver;
 pub mod net;
 pub mod store;
 
-pub mod client;
-pub mod cluster;
-pub mod driver;
-
-pub use client::{Context, LogClient};
+pub use client::LogClient;
 pub use cluster::{Cluster, ClusterBuilder};
-pub use config::{Configuration, LogTermConfig, SealedTail, ShardConfig, TermConfig};
-pub use error::{Error, Result};
-pub use follower::FollowerConfig;
-pub use index::{Found, Index, Placement};
-pub use message::{Cond, LogRecord, Message, MetalogEntry, Record, RecordMeta, StoredRead, TrimCommand, WIRE_VERSION};
-pub use types::{book_to_log, BookId, LocalId, Location, LogId, MetalogPosition, Micros, NodeId, SeqNum, ShardId, Tag, Term};
+pub use tally_log_core::{
+    book_to_log, BookId, Cond, Configuration, Context, Error, FollowerConfig, LocalId, Location, LogId, LogRecord, LogTermConfig,
+    Message, MetalogEntry, MetalogPosition, Micros, NodeId, Placement, Record, RecordMeta, Reply, Request, Result, SealedTail,
+    SeqNum, ShardConfig, ShardId, StoredRead, Tag, Term, TermConfig, TrimCommand, WIRE_VERSION,
+};

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::{ensure, Context as _};
 use bytes::Bytes;
-use tally_logsvc::{BookId, Cluster, ClusterBuilder, Context, Error, LogClient, SeqNum, Tag, Term};
+use tally_logsvc::{book_to_log, BookId, Cluster, ClusterBuilder, Context, Error, LogClient, SeqNum, Tag, Term};
 use tokio::task::JoinSet;
 
 fn init_tracing() {
@@ -483,6 +483,20 @@ async fn an_engine_without_the_index_forwards_to_one_that_has_it() -> anyhow::Re
     c.set_aux_data(&mut ctx, book, second, data("view")).await?;
     let read = c.read_prev(&mut ctx, book, Tag(1), SeqNum::MAX).await?.context("the tail")?;
     assert_eq!(read.aux, Some(data("view")));
+
+    // The indexer accepts aux data only for a live record of the caller's book: not for
+    // a record of another book of the same log, nor for a seqnum never written. The
+    // other book's record reads back without it.
+    let n_logs = cluster.n_logs();
+    let other = (book.0 + 1..).map(BookId).find(|&b| book_to_log(b, n_logs) == book_to_log(book, n_logs)).expect("a book");
+    let theirs = c.append(&mut ctx, other, &[Tag(1)], data("theirs")).await?;
+    let never = SeqNum(theirs.0 + 1_000_000);
+    for seqnum in [theirs, never] {
+        let refused = c.set_aux_data(&mut ctx, book, seqnum, data("poison")).await;
+        ensure!(matches!(refused, Err(Error::InvalidArgument(_))), "aux data of book {} on {seqnum}: {refused:?}", book.0);
+    }
+    let read = cluster.client(indexer).check_tail(&mut ctx.child(), other, Tag(1)).await?.context("the other book's tail")?;
+    assert_eq!((read.seqnum, read.aux), (theirs, None));
 
     // A trim through the forwarder is seen by a reader of the indexer.
     c.trim(&mut ctx, book, Tag(1), second).await?;

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Parser;
-use tally_logsvc::sim::{run_seeds, SimOptions};
+use tally_log_core::{run_seeds, SimOptions, SimStats};
 
 #[derive(Parser)]
 #[command(about = "Deterministic simulation of Tally's shared log")]
@@ -70,7 +70,7 @@ fn main() -> ExitCode {
     };
     eprintln!("sim: seeds {}..{} with {opts}", args.seed, args.seed + args.seeds);
     let started = Instant::now();
-    let mut total = tally_logsvc::sim::SimStats::default();
+    let mut total = SimStats::default();
     for seed in args.seed..args.seed + args.seeds {
         match run_seeds(seed, 1, &opts) {
             Ok(stats) => {
@@ -80,6 +80,8 @@ fn main() -> ExitCode {
                 total.cond_conflicts += s.cond_conflicts;
                 total.reads += s.reads;
                 total.trims += s.trims;
+                total.aux_accepted += s.aux_accepted;
+                total.aux_refused += s.aux_refused;
                 total.crashes += s.crashes;
                 total.controller_crashes += s.controller_crashes;
                 total.partitions += s.partitions;
@@ -92,7 +94,7 @@ fn main() -> ExitCode {
         }
     }
     eprintln!(
-        "sim: {} seeds passed in {:.1}s: {} events, {} appends acked, {} conditional conflicts, {} reads checked, {} trims, {} crashes, {} controller crashes, {} partitions, up to term {}",
+        "sim: {} seeds passed in {:.1}s: {} events, {} appends acked, {} conditional conflicts, {} reads checked, {} trims, {} aux data accepted, {} refused, {} crashes, {} controller crashes, {} partitions, up to term {}",
         args.seeds,
         started.elapsed().as_secs_f64(),
         total.events,
@@ -100,6 +102,8 @@ fn main() -> ExitCode {
         total.cond_conflicts,
         total.reads,
         total.trims,
+        total.aux_accepted,
+        total.aux_refused,
         total.crashes,
         total.controller_crashes,
         total.partitions,

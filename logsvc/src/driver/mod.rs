@@ -28,21 +28,18 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use tally_log_core::{
+    read_reply, Configuration, Controller, ControllerAction, ControllerConfig, Engine, EngineAction, EngineConfig, Error,
+    Message, MetalogPosition, Micros, NodeId, OpId, Reply, Request, Result, Role, Sequencer, SequencerAction, SequencerConfig,
+    StorageAction, StorageConfig, StorageNode,
+};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::MissedTickBehavior;
 use tracing::{debug, error, info, warn, Instrument};
 
-use crate::config::Configuration;
-use crate::controller::{Controller, ControllerAction, ControllerConfig, Role};
-use crate::engine::{Engine, EngineAction, EngineConfig, OpId, Reply, Request};
-use crate::error::{Error, Result};
-use crate::message::Message;
 use crate::net::Transport;
-use crate::sequencer::{Sequencer, SequencerAction, SequencerConfig};
-use crate::storage::{read_reply, StorageAction, StorageConfig, StorageNode};
 use crate::store::{ControllerStore, GroupCommit, GroupCommitConfig, MetalogStore, RecordStore, RocksMetalogStore, RocksStore};
-use crate::types::{MetalogPosition, Micros, NodeId};
 
 /// The period of every node's ticker. State machines keep their own, longer timers;
 /// the tick only gives them the chance to act.

@@ -24,9 +24,7 @@ use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, PrivatePkcs8KeyDer};
 use rustls::server::WebPkiClientVerifier;
 use rustls::RootCertStore;
-
-use crate::error::{Error, Result};
-use crate::types::NodeId;
+use tally_log_core::{Error, NodeId, Result};
 
 /// The one name in the leaf certificate; clients ask for it whatever address they dial.
 pub(super) const SERVER_NAME: &str = "tally.local";

@@ -24,10 +24,8 @@ use std::task::Poll;
 
 use bincode::Options;
 use bytes::{BufMut, BytesMut};
+use tally_log_core::{Message, NodeId, WIRE_VERSION};
 use tokio::io::{AsyncRead, ReadBuf};
-
-use crate::message::{Message, WIRE_VERSION};
-use crate::types::NodeId;
 
 const MAGIC: [u8; 4] = *b"TLY1";
 const HELLO_LEN: usize = 9;
@@ -179,10 +177,9 @@ async fn read_full<R: AsyncRead + Unpin>(recv: &mut R, buf: &mut [u8]) -> io::Re
 #[cfg(test)]
 mod tests {
     use bytes::Bytes;
+    use tally_log_core::{BookId, LogId, MetalogEntry, Record, RecordMeta, SeqNum, ShardId, StoredRead, Tag, Term};
 
     use super::*;
-    use crate::message::{MetalogEntry, Record, RecordMeta, StoredRead};
-    use crate::types::{BookId, LogId, SeqNum, ShardId, Tag, Term};
 
     const LIMIT: usize = 1 << 20;
 

@@ -50,9 +50,7 @@ use tracing::{debug, info, info_span, warn, Instrument};
 
 pub use certs::DevCerts;
 
-use crate::error::{Error, Result};
-use crate::message::Message;
-use crate::types::NodeId;
+use tally_log_core::{Error, Message, NodeId, Result};
 
 /// QUIC application close codes, so a peer's logs say why a connection ended.
 const CLOSE_SHUTDOWN: VarInt = VarInt::from_u32(0);

@@ -8,11 +8,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use quinn::crypto::rustls::QuicClientConfig;
+use tally_log_core::{BookId, Record, RecordMeta, ShardId, Term};
 use tokio::sync::mpsc::Receiver;
 
 use super::*;
-use crate::message::{Record, RecordMeta};
-use crate::types::{BookId, ShardId, Term};
 
 /// Generous: a loaded 2-core CI machine runs these tests in parallel.
 const WAIT: Duration = Duration::from_secs(30);

@@ -3,8 +3,7 @@
 //! allocation, and an oversized value is refused before it is written.
 
 use bincode::Options as _;
-
-use crate::error::{Error, Result};
+use tally_log_core::{Error, Result};
 
 fn codec(limit: u64) -> impl bincode::Options {
     bincode::DefaultOptions::new().with_limit(limit)

@@ -16,10 +16,10 @@ use std::io::{self, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use tally_log_core::{Configuration, Error, Result};
+
 use super::codec::{decode, encode};
 use super::ControllerStore;
-use crate::config::Configuration;
-use crate::error::{Error, Result};
 
 const FILE: &str = "configuration";
 const TMP: &str = "configuration.tmp";

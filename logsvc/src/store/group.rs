@@ -18,12 +18,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+use tally_log_core::{Error, Location, Record, Result};
 use tokio::sync::{mpsc, oneshot};
 
 use super::RecordStore;
-use crate::error::{Error, Result};
-use crate::message::Record;
-use crate::types::Location;
 
 /// Limits of a [`GroupCommit`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -332,11 +330,10 @@ mod tests {
     use std::time::Duration;
 
     use bytes::Bytes;
+    use tally_log_core::{BookId, MemStore, RecordMeta, ShardId};
 
     use super::*;
-    use crate::message::RecordMeta;
-    use crate::store::{FsyncPolicy, MemStore, RecoveredRecord, RocksStore, StoredData};
-    use crate::types::{BookId, ShardId};
+    use crate::store::{FsyncPolicy, RecoveredRecord, RocksStore, StoredData};
 
     /// Long enough for any healthy run; a lost completion fails the test instead of
     /// hanging it.

@@ -38,11 +38,10 @@ use rocksdb::{
     DB,
 };
 
+use tally_log_core::{Error, LocalId, Location, LogId, MetalogEntry, Record, RecordMeta, Result, ShardId, Term};
+
 use super::codec::{decode, encode};
 use super::{MetalogStore, MetalogWrite, RecordStore, RecoveredRecord, StoredData};
-use crate::error::{Error, Result};
-use crate::message::{MetalogEntry, Record, RecordMeta};
-use crate::types::{LocalId, Location, LogId, ShardId, Term};
 
 /// When the record store fsyncs its write-ahead log.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -184,6 +183,12 @@ fn cf_options(write_buffer_bytes: usize) -> Options {
     opts
 }
 
+/// A RocksDB failure as the crate's error. A function rather than a `From` impl: the
+/// error type lives in `tally-log-core`, which knows nothing of RocksDB.
+fn rocks_error(e: rocksdb::Error) -> Error {
+    Error::Storage(e.into_string())
+}
+
 fn open_db(path: &Path, families: &[(&str, usize)], format: &[u8]) -> Result<DB> {
     // RocksDB refuses to open a database without naming all its column families; a
     // directory of the other store shows up here, with a clearer message.
@@ -199,8 +204,8 @@ fn open_db(path: &Path, families: &[(&str, usize)], format: &[u8]) -> Result<DB>
         }
     }
     let descriptors = families.iter().map(|(name, bytes)| ColumnFamilyDescriptor::new(*name, cf_options(*bytes)));
-    let db = DB::open_cf_descriptors(&db_options(), path, descriptors)?;
-    match db.get(FORMAT_KEY)? {
+    let db = DB::open_cf_descriptors(&db_options(), path, descriptors).map_err(rocks_error)?;
+    match db.get(FORMAT_KEY).map_err(rocks_error)? {
         Some(found) if found == format => {}
         Some(found) => {
             return Err(Error::Storage(format!(
@@ -217,7 +222,7 @@ fn open_db(path: &Path, families: &[(&str, usize)], format: &[u8]) -> Result<DB>
             }
             let mut sync = WriteOptions::default();
             sync.set_sync(true);
-            db.put_opt(FORMAT_KEY, format, &sync)?;
+            db.put_opt(FORMAT_KEY, format, &sync).map_err(rocks_error)?;
         }
     }
     Ok(db)
@@ -268,7 +273,7 @@ impl RocksStore {
         for ((key, value), location) in keys.iter().zip(found).zip(locations) {
             // Only records still holding data change: a missing record stays missing
             // and a reclaimed one stays as it is.
-            let Some(mut value) = value? else { continue };
+            let Some(mut value) = value.map_err(rocks_error)? else { continue };
             if value.first() != Some(&FLAG_HAS_DATA) {
                 decode_meta_value(*location, &value)?;
                 continue;
@@ -278,7 +283,7 @@ impl RocksStore {
             batch.delete_cf(data, key);
         }
         if !batch.is_empty() {
-            self.db.write_opt(batch, &Self::write_options())?;
+            self.db.write_opt(batch, &Self::write_options()).map_err(rocks_error)?;
         }
         Ok(())
     }
@@ -294,7 +299,7 @@ impl RecordStore for RocksStore {
             batch.put_cf(data, key, &record.data);
         }
         let _guard = self.lock();
-        self.db.write_opt(batch, &Self::write_options())?;
+        self.db.write_opt(batch, &Self::write_options()).map_err(rocks_error)?;
         Ok(())
     }
 
@@ -302,10 +307,10 @@ impl RecordStore for RocksStore {
         // A write returned after RocksDB put it in the WAL (write(2) without fsync), so
         // flushing the WAL with `sync` makes every such write durable.
         match self.policy {
-            FsyncPolicy::EveryBatch => self.db.flush_wal(true)?,
+            FsyncPolicy::EveryBatch => self.db.flush_wal(true).map_err(rocks_error)?,
             // A no-op while RocksDB writes the WAL on every write (no manual WAL flush);
             // kept so that the process-crash promise holds if that option changes.
-            FsyncPolicy::Never => self.db.flush_wal(false)?,
+            FsyncPolicy::Never => self.db.flush_wal(false).map_err(rocks_error)?,
         }
         Ok(())
     }
@@ -315,12 +320,12 @@ impl RecordStore for RocksStore {
         // Both lookups see one snapshot, so a concurrent reclaim cannot show metadata
         // that says "data" next to data already deleted.
         let snapshot = self.db.snapshot();
-        let Some(value) = snapshot.get_cf(cf(&self.db, CF_META), key)? else { return Ok(None) };
+        let Some(value) = snapshot.get_cf(cf(&self.db, CF_META), key).map_err(rocks_error)? else { return Ok(None) };
         let (meta, has_data) = decode_meta_value(location, &value)?;
         if !has_data {
             return Ok(Some(StoredData::Reclaimed(meta)));
         }
-        match snapshot.get_cf(cf(&self.db, CF_DATA), key)? {
+        match snapshot.get_cf(cf(&self.db, CF_DATA), key).map_err(rocks_error)? {
             Some(data) => Ok(Some(StoredData::Record(Record { meta, data: Bytes::from(data) }))),
             None => Err(Error::Storage(format!("metadata at {location:?} says data, but there is none"))),
         }
@@ -341,7 +346,7 @@ impl RecordStore for RocksStore {
             batch.delete_range_cf(cf(&self.db, name), start.as_slice(), end.as_slice());
         }
         let _guard = self.lock();
-        self.db.write_opt(batch, &Self::write_options())?;
+        self.db.write_opt(batch, &Self::write_options()).map_err(rocks_error)?;
         tracing::debug!(shard = shard.0, from, "discarded records");
         Ok(())
     }
@@ -349,7 +354,7 @@ impl RecordStore for RocksStore {
     fn recover(&self) -> Result<Vec<RecoveredRecord>> {
         let mut recovered = Vec::new();
         for item in self.db.iterator_cf(cf(&self.db, CF_META), IteratorMode::Start) {
-            let (key, value) = item?;
+            let (key, value) = item.map_err(rocks_error)?;
             let location = decode_record_key(&key)?;
             let (meta, has_data) = decode_meta_value(location, &value)?;
             recovered.push(RecoveredRecord { location, meta, has_data });
@@ -415,14 +420,14 @@ impl MetalogStore for RocksMetalogStore {
         }
         let mut opts = WriteOptions::default();
         opts.set_sync(true);
-        self.db.write_opt(batch, &opts)?;
+        self.db.write_opt(batch, &opts).map_err(rocks_error)?;
         Ok(())
     }
 
     fn load(&self) -> Result<Vec<MetalogWrite>> {
         let mut seals = Vec::new();
         for item in self.db.iterator_cf(cf(&self.db, CF_SEALS), IteratorMode::Start) {
-            let (key, _) = item?;
+            let (key, _) = item.map_err(rocks_error)?;
             if key.len() != METALOG_PREFIX_LEN {
                 return Err(Error::Storage(format!("corrupt seal key of {} bytes", key.len())));
             }
@@ -433,7 +438,7 @@ impl MetalogStore for RocksMetalogStore {
         let mut seals = seals.into_iter().peekable();
         let mut writes = Vec::new();
         for item in self.db.iterator_cf(cf(&self.db, CF_ENTRIES), IteratorMode::Start) {
-            let (key, value) = item?;
+            let (key, value) = item.map_err(rocks_error)?;
             if key.len() != ENTRY_KEY_LEN {
                 return Err(Error::Storage(format!("corrupt metalog key of {} bytes", key.len())));
             }
@@ -506,8 +511,8 @@ mod tests {
         let dir = tempfile::TempDir::new()?;
         let store = RocksStore::open(dir.path(), FsyncPolicy::Never)?;
         let meta = RecordMeta {
-            book: crate::types::BookId(1),
-            tags: (0..200_000).map(|i| crate::types::Tag(u64::MAX - i)).collect(),
+            book: tally_log_core::BookId(1),
+            tags: (0..200_000).map(|i| tally_log_core::Tag(u64::MAX - i)).collect(),
             cond: None,
         };
         let record = Record { meta, data: Bytes::new() };

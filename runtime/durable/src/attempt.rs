@@ -2,7 +2,7 @@
 //! `state` and `invoke` imports call these methods; everything exactly-once happens here.
 
 use bytes::Bytes;
-use tally_logsvc::{BookId, Context};
+use tally_log_core::{BookId, Context};
 
 use crate::env::FunctionVersion;
 use crate::error::Error;

@@ -12,7 +12,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use tally_logsvc::{BookId, Context, Error as LogError, LogRecord, SeqNum, Tag};
+use tally_log_core::{BookId, Context, Error as LogError, LogRecord, SeqNum, Tag};
 
 use crate::attempt::Attempt;
 use crate::config::Protocol;

@@ -1,7 +1,7 @@
 //! What can go wrong with an invocation, each with a stable code. HTTP statuses are the
 //! gateway's business, not this crate's.
 
-use tally_logsvc::Error as LogError;
+use tally_log_core::Error as LogError;
 
 use crate::store::StateError;
 

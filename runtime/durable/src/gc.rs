@@ -15,7 +15,7 @@
 //!   the first record of another object, should two objects ever share a tag.
 
 use bytes::Bytes;
-use tally_logsvc::{BookId, Context, SeqNum};
+use tally_log_core::{BookId, Context, SeqNum};
 
 use crate::node::{store_table, visible_write, Abort, Durable};
 use crate::record::{self, Step};

@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use tally_logsvc::{BookId, Context, Error as LogError, SeqNum, Tag};
+use tally_log_core::{BookId, Context, Error as LogError, SeqNum, Tag};
 
 use crate::config::Protocol;
 use crate::error::Error;

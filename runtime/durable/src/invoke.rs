@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use futures_util::lock::Mutex as AsyncMutex;
-use tally_logsvc::{BookId, Context, SeqNum};
+use tally_log_core::{BookId, Context, SeqNum};
 
 use crate::attempt::Attempt;
 use crate::env::FunctionVersion;

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use futures_util::lock::Mutex as AsyncMutex;
-use tally_logsvc::{BookId, Context, Error as LogError, SeqNum};
+use tally_log_core::{BookId, Context, Error as LogError, SeqNum};
 
 use crate::config::{Protocol, StateConfig};
 use crate::env::{Clock, Functions, Log, Spawn};

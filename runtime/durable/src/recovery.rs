@@ -21,7 +21,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Weak};
 
-use tally_logsvc::{BookId, Context, SeqNum, Tag};
+use tally_log_core::{BookId, Context, SeqNum, Tag};
 
 use crate::error::Error;
 use crate::id::InstanceId;

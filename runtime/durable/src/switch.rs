@@ -37,7 +37,7 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Weak};
 
 use bytes::Bytes;
-use tally_logsvc::{BookId, Context, Error as LogError, SeqNum, Tag};
+use tally_log_core::{BookId, Context, Error as LogError, SeqNum, Tag};
 
 use crate::config::Protocol;
 use crate::error::Error;

@@ -29,7 +29,7 @@
 //! book, so the two never meet.
 
 use sha2::{Digest, Sha256};
-use tally_logsvc::{BookId, Tag};
+use tally_log_core::{BookId, Tag};
 
 use crate::id::InstanceId;
 

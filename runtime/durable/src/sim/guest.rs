@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use tally_logsvc::{Context, SeqNum, Tag};
+use tally_log_core::{Context, SeqNum, Tag};
 
 use crate::attempt::Attempt;
 use crate::config::Protocol;

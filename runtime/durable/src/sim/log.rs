@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context as TaskContext, Poll, Waker};
 
 use bytes::Bytes;
-use tally_logsvc::{
+use tally_log_core::{
     BookId, Cond, Context, Error as LogError, Index, Location, LogId, LogRecord, MetalogPosition, Placement, RecordMeta, SeqNum,
     ShardId, Tag, Term,
 };

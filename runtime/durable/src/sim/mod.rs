@@ -25,7 +25,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use tally_logsvc::BookId;
+use tally_log_core::BookId;
 
 use crate::config::{Protocol, StateConfig};
 use crate::env::{Clock, Spawn};

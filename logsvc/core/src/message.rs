@@ -1,8 +1,10 @@
-//! Records, metalog entries and the wire messages between roles.
+//! Records, metalog entries, the LogBook requests and replies, and the wire messages
+//! between roles. Requests live here rather than in the engine because they are wire
+//! values: the client sends them, and engines forward them to each other.
 //!
 //! Every message crosses QUIC as one frame: `u32` length, `u8` wire version, then the
-//! bincode body (see `net::frame`). The state machines exchange these values directly,
-//! so the simulator and the drivers run the same protocol code.
+//! bincode body (see `net::frame` in `tally-logsvc`). The state machines exchange these
+//! values directly, so the simulator and the drivers run the same protocol code.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -11,7 +13,6 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::config::Configuration;
-use crate::engine::{Reply, Request};
 use crate::error::Error;
 use crate::types::{BookId, LocalId, LogId, MetalogPosition, NodeId, SeqNum, ShardId, Tag, Term};
 
@@ -103,6 +104,38 @@ pub struct LogRecord {
     pub tags: Vec<Tag>,
     pub data: Bytes,
     pub aux: Option<Bytes>,
+}
+
+/// A LogBook call, as a caller submits it to an engine and as an engine forwards it to
+/// an indexer of the book's log ([`Message::Forward`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Request {
+    Append { book: BookId, tags: Vec<Tag>, data: Bytes, cond: Option<Cond> },
+    ReadNext { book: BookId, tag: Tag, min: SeqNum },
+    ReadPrev { book: BookId, tag: Tag, max: SeqNum },
+    Trim { book: BookId, tag: Tag, seqnum: SeqNum },
+    SetAux { book: BookId, seqnum: SeqNum, aux: Bytes },
+}
+
+impl Request {
+    pub fn book(&self) -> BookId {
+        match self {
+            Request::Append { book, .. }
+            | Request::ReadNext { book, .. }
+            | Request::ReadPrev { book, .. }
+            | Request::Trim { book, .. }
+            | Request::SetAux { book, .. } => *book,
+        }
+    }
+}
+
+/// The answer to a [`Request`] that succeeded, one variant per kind of request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Reply {
+    Appended(SeqNum),
+    Read(Option<LogRecord>),
+    Trimmed,
+    AuxSet,
 }
 
 /// What a storage node answers for a read by seqnum.

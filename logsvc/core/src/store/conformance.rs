@@ -1,28 +1,68 @@
 //! One conformance suite per store trait, run against every implementation.
 //!
 //! Each suite function takes a `&dyn` store and checks one promise of the contract in
-//! the module documentation of `store`; the macros at the bottom run every function
-//! against every implementation, so a new backend gets the whole suite by adding one
-//! line there. Tests specific to one implementation (durability across a reopen, the
-//! in-memory crash) follow the suites.
+//! the documentation of the store traits. The macros
+//! [`record_store_suite!`](crate::record_store_suite!),
+//! [`metalog_store_suite!`](crate::metalog_store_suite!) and
+//! [`controller_store_suite!`](crate::controller_store_suite!) run every function of a
+//! suite as a test of its own against one implementation, so a new backend gets the
+//! whole suite with one line and a new promise reaches every backend. The helpers
+//! the suites use (the model, the record, entry and configuration makers) are public
+//! too, for the tests specific to one implementation, such as durability across a
+//! reopen.
+//!
+//! This module is compiled for the crate's own tests and, with the `testing` feature,
+//! for the crates that implement the traits; it is never part of a node.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
 
-use anyhow::{ensure, Context};
 use bytes::Bytes;
 
 use super::{ControllerStore, MetalogStore, MetalogWrite, RecordStore, RecoveredRecord, StoredData};
 use crate::config::{Configuration, LogTermConfig, SealedTail, ShardConfig, TermConfig};
+use crate::error::Error;
 use crate::message::{Cond, MetalogEntry, Record, RecordMeta, TrimCommand};
 use crate::types::{BookId, LocalId, Location, LogId, NodeId, SeqNum, ShardId, Tag, Term};
 
-fn loc(shard: u32, local_id: LocalId) -> Location {
+/// Why a suite function failed: the store returned an error, or broke a promise the
+/// suite checks without panicking. The message says where.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Failure(String);
+
+impl Failure {
+    /// This failure, prefixed with where it happened.
+    pub fn context(self, what: impl fmt::Display) -> Failure {
+        Failure(format!("{what}: {}", self.0))
+    }
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Failure {
+        Failure(format!("the store failed: {e}"))
+    }
+}
+
+pub type SuiteResult<T = ()> = std::result::Result<T, Failure>;
+
+/// Fails the suite function with a message unless `cond` holds.
+macro_rules! ensure {
+    ($cond:expr, $($message:tt)+) => {
+        if !$cond {
+            return Err(Failure(format!($($message)+)));
+        }
+    };
+}
+
+/// A location of the suites' key space.
+pub fn loc(shard: u32, local_id: LocalId) -> Location {
     Location { shard: ShardId(shard), local_id }
 }
 
 /// A record whose every field depends on its location and `version`, so a read of the
 /// wrong location or of an overwritten version shows.
-fn record(location: Location, version: u8) -> Record {
+pub fn record(location: Location, version: u8) -> Record {
     let Location { shard: ShardId(shard), local_id } = location;
     let tags = vec![Tag(1 + local_id % 3), Tag::platform(u64::from(shard))];
     let cond = (local_id % 2 == 0).then_some(Cond { tag: tags[0], position: local_id });
@@ -30,24 +70,25 @@ fn record(location: Location, version: u8) -> Record {
     Record { meta, data: Bytes::from(format!("v{version} of {shard}/{local_id}")) }
 }
 
-fn records(locations: &[Location], version: u8) -> Vec<(Location, Record)> {
+/// The records of `locations`, all of one version.
+pub fn records(locations: &[Location], version: u8) -> Vec<(Location, Record)> {
     locations.iter().map(|l| (*l, record(*l, version))).collect()
 }
 
 /// What a store should hold, applied by the same rules the contract states.
 #[derive(Default)]
-struct Model {
+pub struct Model {
     held: BTreeMap<Location, StoredData>,
 }
 
 impl Model {
-    fn write(&mut self, records: &[(Location, Record)]) {
+    pub fn write(&mut self, records: &[(Location, Record)]) {
         for (l, r) in records {
             self.held.insert(*l, StoredData::Record(r.clone()));
         }
     }
 
-    fn reclaim(&mut self, locations: &[Location]) {
+    pub fn reclaim(&mut self, locations: &[Location]) {
         for l in locations {
             if let Some(StoredData::Record(r)) = self.held.get(l) {
                 let meta = r.meta.clone();
@@ -56,11 +97,11 @@ impl Model {
         }
     }
 
-    fn discard(&mut self, shard: ShardId, from: LocalId) {
+    pub fn discard(&mut self, shard: ShardId, from: LocalId) {
         self.held.retain(|l, _| l.shard != shard || l.local_id < from);
     }
 
-    fn recovered(&self) -> Vec<RecoveredRecord> {
+    pub fn recovered(&self) -> Vec<RecoveredRecord> {
         let recovered = |(location, data): (&Location, &StoredData)| match data {
             StoredData::Record(r) => RecoveredRecord { location: *location, meta: r.meta.clone(), has_data: true },
             StoredData::Reclaimed(m) => RecoveredRecord { location: *location, meta: m.clone(), has_data: false },
@@ -70,7 +111,7 @@ impl Model {
 
     /// Checks every location the model holds, the `probes` (which it may not hold),
     /// and the whole of `recover`.
-    fn check(&self, store: &dyn RecordStore, probes: &[Location]) -> anyhow::Result<()> {
+    pub fn check(&self, store: &dyn RecordStore, probes: &[Location]) -> SuiteResult {
         for l in self.held.keys().chain(probes) {
             assert_eq!(store.read(*l)?, self.held.get(l).cloned(), "read of {l:?}");
         }
@@ -79,7 +120,7 @@ impl Model {
     }
 }
 
-pub(crate) fn write_then_read(store: &dyn RecordStore) -> anyhow::Result<()> {
+pub fn write_then_read(store: &dyn RecordStore) -> SuiteResult {
     let mut model = Model::default();
     let written = records(&[loc(1, 0), loc(1, 1), loc(2, 0)], 1);
     store.write(&written)?;
@@ -92,7 +133,7 @@ pub(crate) fn write_then_read(store: &dyn RecordStore) -> anyhow::Result<()> {
     model.check(store, &[])
 }
 
-pub(crate) fn read_of_missing_location_is_none(store: &dyn RecordStore) -> anyhow::Result<()> {
+pub fn read_of_missing_location_is_none(store: &dyn RecordStore) -> SuiteResult {
     assert_eq!(store.read(loc(0, 0))?, None);
     assert_eq!(store.recover()?, vec![]);
     store.write(&records(&[loc(5, 5)], 1))?;
@@ -102,7 +143,7 @@ pub(crate) fn read_of_missing_location_is_none(store: &dyn RecordStore) -> anyho
     Ok(())
 }
 
-pub(crate) fn overwrite_replaces_the_record(store: &dyn RecordStore) -> anyhow::Result<()> {
+pub fn overwrite_replaces_the_record(store: &dyn RecordStore) -> SuiteResult {
     let mut model = Model::default();
     for step in [
         records(&[loc(1, 0), loc(1, 1)], 1),
@@ -124,7 +165,7 @@ pub(crate) fn overwrite_replaces_the_record(store: &dyn RecordStore) -> anyhow::
     model.check(store, &[])
 }
 
-pub(crate) fn reclaim_keeps_meta_and_drops_data(store: &dyn RecordStore) -> anyhow::Result<()> {
+pub fn reclaim_keeps_meta_and_drops_data(store: &dyn RecordStore) -> SuiteResult {
     let mut model = Model::default();
     let written = records(&[loc(1, 0), loc(1, 1), loc(1, 2), loc(2, 1)], 1);
     store.write(&written)?;
@@ -142,7 +183,7 @@ pub(crate) fn reclaim_keeps_meta_and_drops_data(store: &dyn RecordStore) -> anyh
     model.check(store, &[])
 }
 
-pub(crate) fn discard_removes_only_the_shard_suffix(store: &dyn RecordStore) -> anyhow::Result<()> {
+pub fn discard_removes_only_the_shard_suffix(store: &dyn RecordStore) -> SuiteResult {
     let mut model = Model::default();
     let mut locations: Vec<Location> = (0..3).flat_map(|shard| (0..6).map(move |id| loc(shard, id))).collect();
     // The edges of the key space, where a range end computed as "next shard" or
@@ -172,7 +213,7 @@ pub(crate) fn discard_removes_only_the_shard_suffix(store: &dyn RecordStore) -> 
     Ok(())
 }
 
-pub(crate) fn recover_returns_records_sorted_by_location(store: &dyn RecordStore) -> anyhow::Result<()> {
+pub fn recover_returns_records_sorted_by_location(store: &dyn RecordStore) -> SuiteResult {
     // Written out of order, and with values whose little-endian bytes sort differently.
     let shuffled = [loc(256, 1), loc(1, 256), loc(1, 1), loc(0, u64::from(u32::MAX) + 1), loc(2, 0), loc(1, 255), loc(0, 7)];
     for l in shuffled {
@@ -185,7 +226,7 @@ pub(crate) fn recover_returns_records_sorted_by_location(store: &dyn RecordStore
     Ok(())
 }
 
-pub(crate) fn many_records_and_large_values(store: &dyn RecordStore) -> anyhow::Result<()> {
+pub fn many_records_and_large_values(store: &dyn RecordStore) -> SuiteResult {
     let mut model = Model::default();
     for shard in 0..4 {
         for first in (0..2500).step_by(500) {
@@ -220,7 +261,7 @@ impl SplitMix {
     }
 }
 
-pub(crate) fn random_operations_match_a_model(store: &dyn RecordStore) -> anyhow::Result<()> {
+pub fn random_operations_match_a_model(store: &dyn RecordStore) -> SuiteResult {
     // A key space small enough that writes, reclaims and discards keep meeting.
     let mut model = Model::default();
     let mut rng = SplitMix(0x7a11_5eed);
@@ -246,7 +287,7 @@ pub(crate) fn random_operations_match_a_model(store: &dyn RecordStore) -> anyhow
                 model.discard(l.shard, l.local_id);
             }
             8 => store.sync()?,
-            _ => model.check(store, &[]).with_context(|| format!("at step {step}"))?,
+            _ => model.check(store, &[]).map_err(|f| f.context(format!("at step {step}")))?,
         }
     }
     model.check(store, &[])
@@ -255,7 +296,7 @@ pub(crate) fn random_operations_match_a_model(store: &dyn RecordStore) -> anyhow
 /// The state a sequencer rebuilds from metalog writes: each metalog's entries and
 /// whether it is sealed.
 #[derive(Debug, Default, PartialEq, Eq)]
-struct MetalogState {
+pub struct MetalogState {
     entries: BTreeMap<(Term, LogId), Vec<MetalogEntry>>,
     sealed: BTreeSet<(Term, LogId)>,
 }
@@ -263,7 +304,7 @@ struct MetalogState {
 /// Replays writes as a sequencer would, refusing what a correct store never returns:
 /// an entry that leaves a gap or overwrites without a truncation, or an entry after
 /// its metalog's seal.
-fn replay(writes: &[MetalogWrite]) -> anyhow::Result<MetalogState> {
+pub fn replay(writes: &[MetalogWrite]) -> SuiteResult<MetalogState> {
     let mut state = MetalogState::default();
     for (i, write) in writes.iter().enumerate() {
         match write {
@@ -288,7 +329,7 @@ fn replay(writes: &[MetalogWrite]) -> anyhow::Result<MetalogState> {
 }
 
 /// An entry whose content depends on `version`, so a rewritten index shows.
-fn entry(term: u16, log: u8, index: u64, version: u64) -> MetalogWrite {
+pub fn entry(term: u16, log: u8, index: u64, version: u64) -> MetalogWrite {
     let trims = (version % 2 == 1).then(|| TrimCommand {
         book: BookId(version),
         tag: Tag::ALL,
@@ -307,23 +348,23 @@ fn entry(term: u16, log: u8, index: u64, version: u64) -> MetalogWrite {
 }
 
 /// Persists `writes` and checks that `load` replays to the same state as they do.
-fn check_metalog(store: &dyn MetalogStore, writes: &[MetalogWrite]) -> anyhow::Result<MetalogState> {
+pub fn check_metalog(store: &dyn MetalogStore, writes: &[MetalogWrite]) -> SuiteResult<MetalogState> {
     for write in writes {
         store.persist(write)?;
     }
-    let expect = replay(writes).context("the test's own writes")?;
+    let expect = replay(writes).map_err(|f| f.context("the test's own writes"))?;
     let loaded = store.load()?;
-    let state = replay(&loaded).with_context(|| format!("loaded {loaded:#?}"))?;
+    let state = replay(&loaded).map_err(|f| f.context(format!("loaded {loaded:#?}")))?;
     assert_eq!(state, expect, "loaded {loaded:#?}");
     Ok(state)
 }
 
-pub(crate) fn metalog_empty_store_loads_nothing(store: &dyn MetalogStore) -> anyhow::Result<()> {
+pub fn metalog_empty_store_loads_nothing(store: &dyn MetalogStore) -> SuiteResult {
     assert_eq!(store.load()?, vec![]);
     Ok(())
 }
 
-pub(crate) fn metalog_round_trip(store: &dyn MetalogStore) -> anyhow::Result<()> {
+pub fn metalog_round_trip(store: &dyn MetalogStore) -> SuiteResult {
     // Two logs and two terms, interleaved as a sequencer of several logs writes them.
     let writes =
         [entry(1, 0, 0, 1), entry(1, 1, 0, 2), entry(1, 0, 1, 3), entry(2, 0, 0, 4), entry(1, 1, 1, 5), entry(1, 0, 2, 6)];
@@ -332,7 +373,7 @@ pub(crate) fn metalog_round_trip(store: &dyn MetalogStore) -> anyhow::Result<()>
     Ok(())
 }
 
-pub(crate) fn metalog_truncate_drops_the_tail(store: &dyn MetalogStore) -> anyhow::Result<()> {
+pub fn metalog_truncate_drops_the_tail(store: &dyn MetalogStore) -> SuiteResult {
     let truncate = |term, log, len| MetalogWrite::Truncate { term: Term(term), log: LogId(log), len };
     let mut writes: Vec<MetalogWrite> = (0..5).map(|i| entry(1, 0, i, 1)).chain((0..2).map(|i| entry(1, 1, i, 1))).collect();
     writes.extend([
@@ -352,7 +393,7 @@ pub(crate) fn metalog_truncate_drops_the_tail(store: &dyn MetalogStore) -> anyho
     Ok(())
 }
 
-pub(crate) fn metalog_seal_follows_its_entries(store: &dyn MetalogStore) -> anyhow::Result<()> {
+pub fn metalog_seal_follows_its_entries(store: &dyn MetalogStore) -> SuiteResult {
     let seal = |term, log| MetalogWrite::Seal { term: Term(term), log: LogId(log) };
     let writes = [
         entry(1, 0, 0, 1),
@@ -373,7 +414,7 @@ pub(crate) fn metalog_seal_follows_its_entries(store: &dyn MetalogStore) -> anyh
 
 /// A configuration of `terms` terms, each sealed but the last, whose every field
 /// depends on the term, so a stale or mixed-up load shows.
-fn configuration(terms: u16) -> Configuration {
+pub fn configuration(terms: u16) -> Configuration {
     let term = |t: u16| {
         let shard = |l: u8| ShardConfig {
             shard: ShardId(u32::from(t) * 10 + u32::from(l)),
@@ -403,12 +444,12 @@ fn configuration(terms: u16) -> Configuration {
     }
 }
 
-pub(crate) fn controller_empty_store_loads_nothing(store: &dyn ControllerStore) -> anyhow::Result<()> {
+pub fn controller_empty_store_loads_nothing(store: &dyn ControllerStore) -> SuiteResult {
     assert_eq!(store.load()?, None);
     Ok(())
 }
 
-pub(crate) fn controller_store_keeps_the_last_configuration(store: &dyn ControllerStore) -> anyhow::Result<()> {
+pub fn controller_store_keeps_the_last_configuration(store: &dyn ControllerStore) -> SuiteResult {
     for terms in [1, 2, 3] {
         store.persist(&configuration(terms))?;
         assert_eq!(store.load()?, Some(configuration(terms)), "after persisting {terms} terms");
@@ -418,126 +459,111 @@ pub(crate) fn controller_store_keeps_the_last_configuration(store: &dyn Controll
     Ok(())
 }
 
-/// Runs every record store suite function against each implementation.
+/// Runs every suite function of a store trait as a test, in a module of its own.
+/// Not for direct use: see [`record_store_suite!`](crate::record_store_suite!) and the others.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __store_suite {
+    ($module:ident, [$($case:ident),* $(,)?], |$dir:ident| $make:expr) => {
+        mod $module {
+            #[allow(unused_imports)]
+            use super::*;
+            $(
+                #[test]
+                fn $case() -> $crate::conformance::SuiteResult {
+                    let $dir = tempfile::TempDir::new().expect("a temporary directory");
+                    let store = $make;
+                    $crate::conformance::$case(&store)
+                }
+            )*
+        }
+    };
+    ($module:ident, [$($case:ident),* $(,)?], $make:expr) => {
+        mod $module {
+            #[allow(unused_imports)]
+            use super::*;
+            $(
+                #[test]
+                fn $case() -> $crate::conformance::SuiteResult {
+                    let store = $make;
+                    $crate::conformance::$case(&store)
+                }
+            )*
+        }
+    };
+}
+
+/// Runs every [`RecordStore`] suite function as a test in module `$module`, each on a
+/// fresh store made by the expression (which may use `?` on the crate's errors).
+/// `|dir| make` gives the expression a new temporary directory, a
+/// `tempfile::TempDir` (the calling crate depends on `tempfile`).
+///
+/// ```text
+/// tally_log_core::record_store_suite!(mem_store, MemStore::new());
+/// tally_log_core::record_store_suite!(rocks_store, |dir| RocksStore::open(dir.path(), FsyncPolicy::EveryBatch)?);
+/// ```
+#[macro_export]
 macro_rules! record_store_suite {
-    ($($case:ident),* $(,)?) => {
-        mod mem_store {
-            use crate::store::MemStore;
-            $( #[test] fn $case() -> anyhow::Result<()> { super::$case(&MemStore::new()) } )*
-        }
-        mod rocks_store {
-            use crate::store::{FsyncPolicy, RocksStore};
-            $( #[test] fn $case() -> anyhow::Result<()> {
-                let dir = tempfile::TempDir::new()?;
-                super::$case(&RocksStore::open(dir.path(), FsyncPolicy::EveryBatch)?)
-            } )*
-        }
+    ($module:ident, $($make:tt)+) => {
+        $crate::__store_suite!(
+            $module,
+            [
+                write_then_read,
+                read_of_missing_location_is_none,
+                overwrite_replaces_the_record,
+                reclaim_keeps_meta_and_drops_data,
+                discard_removes_only_the_shard_suffix,
+                recover_returns_records_sorted_by_location,
+                many_records_and_large_values,
+                random_operations_match_a_model,
+            ],
+            $($make)+
+        );
     };
 }
 
-record_store_suite!(
-    write_then_read,
-    read_of_missing_location_is_none,
-    overwrite_replaces_the_record,
-    reclaim_keeps_meta_and_drops_data,
-    discard_removes_only_the_shard_suffix,
-    recover_returns_records_sorted_by_location,
-    many_records_and_large_values,
-    random_operations_match_a_model,
-);
-
-/// Runs every metalog store suite function against each implementation.
+/// Runs every [`MetalogStore`] suite function as a test in module `$module`, each on a
+/// fresh store; the store expression is as for [`record_store_suite!`](crate::record_store_suite!).
+#[macro_export]
 macro_rules! metalog_store_suite {
-    ($($case:ident),* $(,)?) => {
-        mod mem_metalog_store {
-            use crate::store::MemMetalogStore;
-            $( #[test] fn $case() -> anyhow::Result<()> { super::$case(&MemMetalogStore::new()) } )*
-        }
-        mod rocks_metalog_store {
-            use crate::store::RocksMetalogStore;
-            $( #[test] fn $case() -> anyhow::Result<()> {
-                let dir = tempfile::TempDir::new()?;
-                super::$case(&RocksMetalogStore::open(dir.path())?)
-            } )*
-        }
+    ($module:ident, $($make:tt)+) => {
+        $crate::__store_suite!(
+            $module,
+            [
+                metalog_empty_store_loads_nothing,
+                metalog_round_trip,
+                metalog_truncate_drops_the_tail,
+                metalog_seal_follows_its_entries,
+            ],
+            $($make)+
+        );
     };
 }
 
-metalog_store_suite!(
-    metalog_empty_store_loads_nothing,
-    metalog_round_trip,
-    metalog_truncate_drops_the_tail,
-    metalog_seal_follows_its_entries,
-);
-
-/// Runs every controller store suite function against each implementation.
+/// Runs every [`ControllerStore`] suite function as a test in module `$module`, each on
+/// a fresh store; the store expression is as for [`record_store_suite!`](crate::record_store_suite!).
+#[macro_export]
 macro_rules! controller_store_suite {
-    ($($case:ident),* $(,)?) => {
-        mod mem_controller_store {
-            use crate::store::MemControllerStore;
-            $( #[test] fn $case() -> anyhow::Result<()> { super::$case(&MemControllerStore::new()) } )*
-        }
-        mod file_controller_store {
-            use crate::store::FileControllerStore;
-            $( #[test] fn $case() -> anyhow::Result<()> {
-                let dir = tempfile::TempDir::new()?;
-                super::$case(&FileControllerStore::open(&dir.path().join("controller"))?)
-            } )*
-        }
+    ($module:ident, $($make:tt)+) => {
+        $crate::__store_suite!(
+            $module,
+            [controller_empty_store_loads_nothing, controller_store_keeps_the_last_configuration],
+            $($make)+
+        );
     };
 }
 
-controller_store_suite!(controller_empty_store_loads_nothing, controller_store_keeps_the_last_configuration);
-
-mod durability {
+#[cfg(test)]
+mod tests {
     use super::*;
-    use crate::store::{FileControllerStore, FsyncPolicy, MemStore, RocksMetalogStore, RocksStore};
+    use crate::store::{MemControllerStore, MemMetalogStore, MemStore};
+
+    crate::record_store_suite!(mem_store, MemStore::new());
+    crate::metalog_store_suite!(mem_metalog_store, MemMetalogStore::new());
+    crate::controller_store_suite!(mem_controller_store, MemControllerStore::new());
 
     #[test]
-    fn rocks_store_keeps_synced_operations_across_reopen() -> anyhow::Result<()> {
-        for policy in [FsyncPolicy::EveryBatch, FsyncPolicy::Never] {
-            let dir = tempfile::TempDir::new()?;
-            let mut model = Model::default();
-            {
-                let store = RocksStore::open(dir.path(), policy)?;
-                let written = records(&(0..100).map(|id| loc(id as u32 % 3, id)).collect::<Vec<_>>(), 1);
-                store.write(&written)?;
-                model.write(&written);
-                store.reclaim(&[loc(0, 0), loc(1, 1)])?;
-                model.reclaim(&[loc(0, 0), loc(1, 1)]);
-                store.discard(ShardId(2), 50)?;
-                model.discard(ShardId(2), 50);
-                store.sync()?;
-            }
-            let store = RocksStore::open(dir.path(), policy).with_context(|| format!("reopen with {policy}"))?;
-            model.check(&store, &[loc(2, 53)]).with_context(|| format!("after reopen with {policy}"))?;
-        }
-        Ok(())
-    }
-
-    #[test]
-    fn rocks_metalog_store_keeps_writes_across_reopen() -> anyhow::Result<()> {
-        let dir = tempfile::TempDir::new()?;
-        let writes = [
-            entry(1, 0, 0, 1),
-            entry(1, 0, 1, 1),
-            entry(1, 3, 0, 1),
-            MetalogWrite::Seal { term: Term(1), log: LogId(0) },
-            MetalogWrite::Truncate { term: Term(1), log: LogId(0), len: 1 },
-        ];
-        let before = {
-            let store = RocksMetalogStore::open(dir.path())?;
-            check_metalog(&store, &writes)?;
-            store.load()?
-        };
-        let after = RocksMetalogStore::open(dir.path())?.load()?;
-        assert_eq!(after, before);
-        assert_eq!(replay(&after)?, replay(&writes)?);
-        Ok(())
-    }
-
-    #[test]
-    fn mem_store_crash_forgets_unsynced_operations() -> anyhow::Result<()> {
+    fn mem_store_crash_forgets_unsynced_operations() -> SuiteResult {
         let store = MemStore::new();
         let mut model = Model::default();
         let synced = records(&[loc(1, 0), loc(1, 1), loc(1, 2)], 1);
@@ -558,41 +584,5 @@ mod durability {
         store.sync()?;
         store.crash();
         model.check(&store, &[])
-    }
-
-    #[test]
-    fn file_controller_store_keeps_the_configuration_across_reopen() -> anyhow::Result<()> {
-        let dir = tempfile::TempDir::new()?;
-        FileControllerStore::open(dir.path())?.persist(&configuration(2))?;
-        // A write interrupted by a crash left its temporary file: it never took effect.
-        std::fs::write(dir.path().join("configuration.tmp"), b"half a configuration")?;
-        let store = FileControllerStore::open(dir.path())?;
-        assert_eq!(store.load()?, Some(configuration(2)));
-        ensure!(!dir.path().join("configuration.tmp").exists(), "the interrupted write is gone");
-        store.persist(&configuration(3))?;
-        assert_eq!(FileControllerStore::open(dir.path())?.load()?, Some(configuration(3)));
-        Ok(())
-    }
-
-    #[test]
-    fn a_damaged_configuration_file_is_an_error() -> anyhow::Result<()> {
-        fn check(content: &[u8], expect: &str) -> anyhow::Result<()> {
-            let dir = tempfile::TempDir::new()?;
-            std::fs::write(dir.path().join("configuration"), content)?;
-            match FileControllerStore::open(dir.path())?.load() {
-                Err(crate::Error::Storage(m)) => ensure!(m.contains(expect), "{m:?} should say {expect:?}"),
-                other => anyhow::bail!("loading {content:?}: {other:?}"),
-            }
-            Ok(())
-        }
-        check(b"", "not a tally configuration")?;
-        check(b"tally-records-v1", "not a tally configuration")?;
-        check(b"tally-configuration-v1\n\xff\xff", "corrupt configuration")?;
-        // A whole configuration with a byte after it.
-        let dir = tempfile::TempDir::new()?;
-        FileControllerStore::open(dir.path())?.persist(&configuration(1))?;
-        let mut trailing = std::fs::read(dir.path().join("configuration"))?;
-        trailing.push(0);
-        check(&trailing, "corrupt configuration")
     }
 }

@@ -29,7 +29,7 @@ impl BookId {
 ///
 /// Tag 0 ([`Tag::ALL`]) is the stream of every record of the book; it is never stored
 /// on a record. Tags with the top bit set are reserved for the platform (step logs,
-/// write logs): the engine refuses them from guests, see [`Tag::check_user`].
+/// write logs): the user client of `tally-logsvc` refuses them, see [`Tag::is_reserved`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Tag(pub u64);
 

@@ -27,10 +27,4 @@ pub enum Error {
     Stopped,
 }
 
-impl From<rocksdb::Error> for Error {
-    fn from(e: rocksdb::Error) -> Self {
-        Error::Storage(e.into_string())
-    }
-}
-
 pub type Result<T, E = Error> = std::result::Result<T, E>;

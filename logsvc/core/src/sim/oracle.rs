@@ -76,9 +76,19 @@ impl RefLog {
     }
 }
 
+/// A client's request to attach aux data, named by its aux value (unique per request).
+struct AuxRequest {
+    book: BookId,
+    seqnum: SeqNum,
+    /// The engine refused it: no read may ever return its value.
+    refused: bool,
+}
+
 pub struct Oracle {
     /// Metadata and data each location was assigned, from clients' requests.
     assigned: HashMap<Location, (RecordMeta, Bytes)>,
+    /// Every aux data request clients submitted, by aux value.
+    aux: HashMap<Bytes, AuxRequest>,
     committed: HashMap<(u16, LogId), Vec<MetalogEntry>>,
     config: Option<Arc<Configuration>>,
     follower: Follower,
@@ -90,6 +100,7 @@ impl Oracle {
     pub fn new() -> Oracle {
         Oracle {
             assigned: HashMap::new(),
+            aux: HashMap::new(),
             committed: HashMap::new(),
             config: None,
             follower: Follower::new(FollowerConfig { fetch_retry_us: 0, buffer_max: usize::MAX }),
@@ -259,6 +270,36 @@ impl Oracle {
         }
     }
 
+    /// A client asked to attach `aux` to `seqnum` as a record of `book`.
+    pub fn on_aux_submitted(&mut self, aux: Bytes, book: BookId, seqnum: SeqNum) {
+        let fresh = self.aux.insert(aux.clone(), AuxRequest { book, seqnum, refused: false }).is_none();
+        assert!(fresh, "aux values name one request each: {aux:?}");
+    }
+
+    /// An aux data request completed at index position `at`: it must be accepted exactly
+    /// when its seqnum is a record of its book live in the canonical log there.
+    pub fn check_aux(&mut self, aux: &Bytes, accepted: bool, at: MetalogPosition) {
+        let a = self.aux.get_mut(aux).expect("completed aux requests were submitted");
+        a.refused = !accepted;
+        let (book, seqnum) = (a.book, a.seqnum);
+        let log = &self.logs[crate::types::book_to_log(book, self.logs.len() as u8).0 as usize];
+        if at > log.position {
+            self.violation(format!("aux data was decided at {at}, beyond the canonical position {}", log.position));
+            return;
+        }
+        let record = log.by_seqnum.get(&seqnum).map(|&i| &log.records[i]);
+        let live = record.is_some_and(|r| r.meta.book == book && log.live_in(r, Tag::ALL, at));
+        if accepted != live {
+            let owner = record.map(|r| r.meta.book);
+            let msg = format!(
+                "aux data for {seqnum} of {book:?} was {} at {at}, but the record there is {} (its book: {owner:?})",
+                if accepted { "accepted" } else { "refused" },
+                if live { "live" } else { "not live" }
+            );
+            self.violation(msg);
+        }
+    }
+
     /// A read completed at index position `at`: it returned what the canonical log holds.
     pub fn check_read(
         &mut self,
@@ -286,9 +327,29 @@ impl Oracle {
         }
         if let Some(r) = got {
             let c = &log.records[log.by_seqnum[&r.seqnum]];
+            let owner = c.meta.book;
             let data = &self.assigned[&c.location].1;
+            let mut bad = Vec::new();
             if *data != r.data || c.meta.tags != r.tags {
-                self.violation(format!("read of {} returned other data or tags than appended", r.seqnum));
+                bad.push(format!("read of {} returned other data or tags than appended", r.seqnum));
+            }
+            // Aux data comes only from an accepted request for this very record, made
+            // in the record's own book.
+            if let Some(v) = &r.aux {
+                let wrong = match self.aux.get(v) {
+                    None => Some("no client set it".to_string()),
+                    Some(a) if a.refused => Some("its request was refused".to_string()),
+                    Some(a) if a.seqnum != r.seqnum || a.book != owner => {
+                        Some(format!("it was set for {} of {:?}", a.seqnum, a.book))
+                    }
+                    Some(_) => None,
+                };
+                if let Some(wrong) = wrong {
+                    bad.push(format!("read of {} (a record of {owner:?}) returned aux data {v:?}, but {wrong}", r.seqnum));
+                }
+            }
+            for b in bad {
+                self.violation(b);
             }
         }
     }

@@ -1,14 +1,20 @@
 //! The engine's record cache: least recently used records and their aux data, bounded
 //! in bytes. A cache, never ground truth: any entry may vanish at any time.
+//!
+//! Every entry names the book of its record, and aux data is attached only under that
+//! book: the engine accepts aux data only for a live record of the caller's book, and
+//! the cache holds to the same rule on its own.
 
 use std::collections::{BTreeMap, HashMap};
 
 use bytes::Bytes;
 
-use crate::types::{SeqNum, Tag};
+use crate::types::{BookId, SeqNum, Tag};
 
 #[derive(Clone, Debug)]
 pub struct Cached {
+    /// The book of the record at this seqnum.
+    pub book: BookId,
     pub record: Option<(Vec<Tag>, Bytes)>,
     pub aux: Option<Bytes>,
 }
@@ -47,14 +53,23 @@ impl RecordCache {
         Some(entry)
     }
 
-    pub fn put_record(&mut self, seqnum: SeqNum, tags: Vec<Tag>, data: Bytes) {
-        let aux = self.remove(seqnum).and_then(|c| c.aux);
-        self.insert(seqnum, Cached { record: Some((tags, data)), aux });
+    /// Caches the record at `seqnum`, a record of `book`, keeping aux data set under the
+    /// same book.
+    pub fn put_record(&mut self, seqnum: SeqNum, book: BookId, tags: Vec<Tag>, data: Bytes) {
+        let aux = self.remove(seqnum).filter(|c| c.book == book).and_then(|c| c.aux);
+        self.insert(seqnum, Cached { book, record: Some((tags, data)), aux });
     }
 
-    pub fn put_aux(&mut self, seqnum: SeqNum, aux: Bytes) {
+    /// Attaches aux data to `seqnum` as a record of `book`. Returns false, and attaches
+    /// nothing, if the cache holds `seqnum` as a record of another book.
+    #[must_use]
+    pub fn put_aux(&mut self, seqnum: SeqNum, book: BookId, aux: Bytes) -> bool {
+        if self.entries.get(&seqnum).is_some_and(|(c, _)| c.book != book) {
+            return false;
+        }
         let record = self.remove(seqnum).and_then(|c| c.record);
-        self.insert(seqnum, Cached { record, aux: Some(aux) });
+        self.insert(seqnum, Cached { book, record, aux: Some(aux) });
+        true
     }
 
     pub fn remove(&mut self, seqnum: SeqNum) -> Option<Cached> {
@@ -89,24 +104,38 @@ mod tests {
     fn evicts_least_recently_used_within_the_byte_bound() {
         let mut c = RecordCache::new(3 * (64 + 100));
         for i in 0..3 {
-            c.put_record(SeqNum(i), vec![], Bytes::from(vec![0; 100]));
+            c.put_record(SeqNum(i), BookId(1), vec![], Bytes::from(vec![0; 100]));
         }
         assert!(c.get(SeqNum(0)).is_some());
-        c.put_record(SeqNum(3), vec![], Bytes::from(vec![0; 100]));
+        c.put_record(SeqNum(3), BookId(1), vec![], Bytes::from(vec![0; 100]));
         assert!(c.get(SeqNum(1)).is_none(), "1 was least recently used");
         assert!(c.get(SeqNum(0)).is_some() && c.get(SeqNum(2)).is_some() && c.get(SeqNum(3)).is_some());
         assert!(c.bytes() <= 3 * 164);
-        c.put_record(SeqNum(9), vec![], Bytes::from(vec![0; 10_000]));
+        c.put_record(SeqNum(9), BookId(1), vec![], Bytes::from(vec![0; 10_000]));
         assert!(c.get(SeqNum(9)).is_none(), "an entry larger than the cache is not kept");
     }
 
     #[test]
     fn aux_data_and_record_share_an_entry() {
         let mut c = RecordCache::new(1 << 20);
-        c.put_aux(SeqNum(1), Bytes::from_static(b"view"));
-        c.put_record(SeqNum(1), vec![Tag(3)], Bytes::from_static(b"data"));
+        assert!(c.put_aux(SeqNum(1), BookId(7), Bytes::from_static(b"view")));
+        c.put_record(SeqNum(1), BookId(7), vec![Tag(3)], Bytes::from_static(b"data"));
         let e = c.get(SeqNum(1)).unwrap();
         assert_eq!(e.aux.as_deref(), Some(&b"view"[..]));
         assert_eq!(e.record.as_ref().unwrap().1, Bytes::from_static(b"data"));
+    }
+
+    #[test]
+    fn aux_data_never_crosses_books() {
+        let mut c = RecordCache::new(1 << 20);
+        c.put_record(SeqNum(1), BookId(9), vec![Tag(3)], Bytes::from_static(b"data"));
+        assert!(!c.put_aux(SeqNum(1), BookId(1), Bytes::from_static(b"poison")), "book 1 cannot annotate book 9's record");
+        let e = c.get(SeqNum(1)).unwrap();
+        assert_eq!((e.book, e.aux.clone()), (BookId(9), None));
+        // Aux data cached ahead of its record is dropped if the record turns out to be
+        // another book's.
+        assert!(c.put_aux(SeqNum(2), BookId(1), Bytes::from_static(b"early")));
+        c.put_record(SeqNum(2), BookId(9), vec![], Bytes::from_static(b"data"));
+        assert_eq!(c.get(SeqNum(2)).unwrap().aux, None);
     }
 }

@@ -2,7 +2,7 @@
 //! scenario, and a harsher one with more loss and crashes. A failure prints the seed
 //! to reproduce with `cargo run --release -p tally-logsvc --bin sim -- --seeds 1 --seed N`.
 
-use tally_logsvc::sim::{run_seeds, SimOptions};
+use tally_log_core::{run_seeds, SimOptions};
 
 fn check(first: u64, count: u64, opts: SimOptions) {
     match run_seeds(first, count, &opts) {
@@ -12,11 +12,14 @@ fn check(first: u64, count: u64, opts: SimOptions) {
             let crashes: u64 = stats.iter().map(|s| s.crashes).sum();
             let controller_crashes: u64 = stats.iter().map(|s| s.controller_crashes).sum();
             let terms = stats.iter().map(|s| s.terms).max().unwrap_or(0);
+            let aux_accepted: u64 = stats.iter().map(|s| s.aux_accepted).sum();
+            let aux_refused: u64 = stats.iter().map(|s| s.aux_refused).sum();
             // The scenario must exercise what it claims to: appends, reads, crashes (the
             // controller's among them), terms.
             assert!(acked > count * 50 && reads > count * 50, "too little traffic: {acked} appends, {reads} reads");
             assert!(crashes > 0 && terms > 1, "no faults exercised: {crashes} crashes, {terms} terms");
             assert!(controller_crashes > 0, "the controller never crashed in {count} seeds");
+            assert!(aux_accepted > 0 && aux_refused > 0, "aux data: {aux_accepted} accepted, {aux_refused} refused");
         }
         Err(v) => panic!("with {opts}\n{v}"),
     }

@@ -16,6 +16,12 @@
 //! completion returns the position the caller has now seen (the index position for
 //! reads, the ordering entry for appends and trims). A child passes its parent's.
 //!
+//! Aux data: a request to attach aux data waits like a read and is accepted only for a
+//! record live in the caller's book at that index position. Aux data is returned with
+//! the record to every reader of the book, so accepting it for another book's record
+//! or for a seqnum that holds no record would let one book's caller poison another's
+//! reads.
+//!
 //! Terms: when the follower passes the end of a sealed term, the engine knows exactly
 //! which of its records the term ordered; the rest are appended again in its shard of
 //! the new term.
@@ -40,15 +46,14 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use serde::{Deserialize, Serialize};
 
 use crate::cache::RecordCache;
 use crate::config::Configuration;
 use crate::error::Error;
 use crate::follower::{Follower, FollowerConfig};
 use crate::index::{Found, Index, Placement};
-use crate::message::{Cond, LogRecord, Message, MetalogEntry, Record, RecordMeta, StoredRead, TrimCommand};
-use crate::types::{book_to_log, BookId, LocalId, Location, LogId, MetalogPosition, Micros, NodeId, SeqNum, ShardId, Tag, Term};
+use crate::message::{LogRecord, Message, MetalogEntry, Record, RecordMeta, Reply, Request, StoredRead, TrimCommand};
+use crate::types::{book_to_log, LocalId, Location, LogId, MetalogPosition, Micros, NodeId, SeqNum, ShardId, Tag, Term};
 
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
@@ -98,35 +103,6 @@ struct ForwardKey {
     from: NodeId,
     incarnation: u64,
     req: u64,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Request {
-    Append { book: BookId, tags: Vec<Tag>, data: Bytes, cond: Option<Cond> },
-    ReadNext { book: BookId, tag: Tag, min: SeqNum },
-    ReadPrev { book: BookId, tag: Tag, max: SeqNum },
-    Trim { book: BookId, tag: Tag, seqnum: SeqNum },
-    SetAux { book: BookId, seqnum: SeqNum, aux: Bytes },
-}
-
-impl Request {
-    pub fn book(&self) -> BookId {
-        match self {
-            Request::Append { book, .. }
-            | Request::ReadNext { book, .. }
-            | Request::ReadPrev { book, .. }
-            | Request::Trim { book, .. }
-            | Request::SetAux { book, .. } => *book,
-        }
-    }
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Reply {
-    Appended(SeqNum),
-    Read(Option<LogRecord>),
-    Trimmed,
-    AuxSet,
 }
 
 /// How an index replica applied one record, for the simulator's oracle.
@@ -197,6 +173,8 @@ struct MetaFetch {
     sent_at: Micros,
 }
 
+/// A request decided by the index once it has reached the caller's position: a read,
+/// or aux data.
 struct ReadOp {
     op: OpId,
     request: Request,
@@ -430,11 +408,7 @@ impl Engine {
                 self.trims.insert(op, TrimOp { command, log, position, sent_at: 0 });
                 self.send_trim(now, op);
             }
-            Request::SetAux { seqnum, aux, .. } => {
-                self.cache.put_aux(seqnum, aux);
-                self.complete(op, Ok(Reply::AuxSet), position);
-            }
-            request @ (Request::ReadNext { .. } | Request::ReadPrev { .. }) => {
+            request @ (Request::ReadNext { .. } | Request::ReadPrev { .. } | Request::SetAux { .. }) => {
                 self.deadlines.insert((deadline, op), ());
                 let l = &mut self.logs[log.0 as usize];
                 let wait_for = position.max(l.read_floor);
@@ -778,7 +752,8 @@ impl Engine {
                         // Readers of this engine are likely to want what it just wrote
                         // (a conditional record may yet lose, so it waits for a read).
                         if indexed && p.record.meta.cond.is_none() {
-                            self.cache.put_record(seqnum, p.record.meta.tags.clone(), p.record.data.clone());
+                            let meta = &p.record.meta;
+                            self.cache.put_record(seqnum, meta.book, meta.tags.clone(), p.record.data.clone());
                         }
                         if p.done {
                             continue;
@@ -902,7 +877,7 @@ impl Engine {
                 if let Some((op, data)) = a.conds.get(&location) {
                     let result = match placement {
                         Placement::Placed => {
-                            placed.push((seqnum, meta.tags.clone(), data.clone()));
+                            placed.push((seqnum, meta.book, meta.tags.clone(), data.clone()));
                             Ok(Reply::Appended(seqnum))
                         }
                         Placement::CondFailed { holder } => Err(Error::Conflict { holder }),
@@ -923,8 +898,8 @@ impl Engine {
             }
         }
         l.applied = position;
-        for (seqnum, tags, data) in placed {
-            self.cache.put_record(seqnum, tags, data);
+        for (seqnum, book, tags, data) in placed {
+            self.cache.put_record(seqnum, book, tags, data);
         }
         for (seqnum, _) in died {
             self.cache.remove(seqnum);
@@ -947,15 +922,36 @@ impl Engine {
         }
     }
 
-    /// Serves the reads of `log` whose position the index has reached.
+    /// Serves the reads (and aux data) of `log` whose position the index has reached.
     fn run_reads(&mut self, now: Micros, log: LogId) {
         let l = &mut self.logs[log.0 as usize];
         let applied = l.applied;
         let (ready, waiting): (Vec<ReadOp>, Vec<ReadOp>) = l.waiting.drain(..).partition(|r| r.wait_for <= applied);
         l.waiting = waiting;
         for r in ready {
-            self.read(now, log, r);
+            match r.request {
+                Request::SetAux { .. } => self.set_aux(log, r),
+                _ => self.read(now, log, r),
+            }
         }
+    }
+
+    /// Attaches aux data if its seqnum is a live record of the caller's book in the
+    /// index, which has reached the caller's position; refuses it otherwise.
+    fn set_aux(&mut self, log: LogId, r: ReadOp) {
+        let Request::SetAux { book, seqnum, aux } = r.request else { unreachable!("set_aux takes aux data") };
+        let l = &self.logs[log.0 as usize];
+        let position = l.applied;
+        let live = l.index.is_live(book, seqnum);
+        self.deadlines.remove(&(r.deadline, r.op));
+        if !live {
+            let e = Error::InvalidArgument(format!("seqnum {seqnum} is not a live record of book {}", book.0));
+            self.complete(r.op, Err(e), position);
+            return;
+        }
+        let attached = self.cache.put_aux(seqnum, book, aux);
+        assert!(attached, "the cache holds {seqnum}, a live record of book {}, as another book's", book.0);
+        self.complete(r.op, Ok(Reply::AuxSet), position);
     }
 
     fn read(&mut self, now: Micros, log: LogId, r: ReadOp) {
@@ -964,7 +960,7 @@ impl Engine {
         let found = match r.request {
             Request::ReadNext { book, tag, min } => l.index.read_next(book, tag, min),
             Request::ReadPrev { book, tag, max } => l.index.read_prev(book, tag, max),
-            _ => unreachable!("only reads wait for the index"),
+            _ => unreachable!("read takes reads"),
         };
         let Some(found) = found else {
             self.deadlines.remove(&(r.deadline, r.op));
@@ -1013,7 +1009,7 @@ impl Engine {
         match read {
             StoredRead::Found(record) => {
                 let f = self.record_fetches.remove(&req).expect("checked");
-                self.cache.put_record(seqnum, record.meta.tags.clone(), record.data.clone());
+                self.cache.put_record(seqnum, record.meta.book, record.meta.tags.clone(), record.data.clone());
                 let aux = self.cache.get(seqnum).and_then(|c| c.aux.clone());
                 let out = LogRecord { seqnum, tags: record.meta.tags, data: record.data, aux };
                 self.deadlines.remove(&(f.deadline, f.op));
@@ -1034,5 +1030,138 @@ impl Engine {
                 self.run_reads(now, log);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{LogTermConfig, ShardConfig, TermConfig};
+    use crate::types::BookId;
+
+    const CONTROLLER: NodeId = NodeId(0);
+    const SEQUENCER: NodeId = NodeId(1);
+    const STORAGE: NodeId = NodeId(2);
+    const ENGINE: NodeId = NodeId(3);
+
+    /// One engine indexing the one log of a one-term cluster, fed metalog entries by
+    /// hand: each entry orders the engine's next record.
+    struct Harness {
+        engine: Engine,
+        /// The next entry's index, which is also its first record's position and local id.
+        next: u64,
+    }
+
+    impl Harness {
+        fn new() -> Harness {
+            let shard = ShardConfig { shard: ShardId(0), engine: ENGINE, incarnation: 1, replicas: vec![STORAGE] };
+            let term = TermConfig {
+                term: Term(1),
+                logs: vec![LogTermConfig { log: LogId(0), sequencers: vec![SEQUENCER], shards: vec![shard] }],
+                engines: vec![ENGINE],
+                storage: vec![STORAGE],
+                sealed: None,
+            };
+            let config = Configuration { n_logs: 1, controller: CONTROLLER, terms: vec![term], indexers: vec![vec![]] };
+            let mut engine = Engine::new(ENGINE, CONTROLLER, 1, EngineConfig::default());
+            engine.on_message(0, CONTROLLER, Message::NewConfig { config: Arc::new(config) });
+            engine.take_actions();
+            Harness { engine, next: 0 }
+        }
+
+        /// The seqnum the next ordered record gets.
+        fn next_seqnum(&self) -> SeqNum {
+            SeqNum::new(Term(1), LogId(0), self.next)
+        }
+
+        /// Orders the engine's next record with the next metalog entry.
+        fn order_next(&mut self) {
+            let n = self.next;
+            self.next += 1;
+            let entry = MetalogEntry {
+                term: Term(1),
+                log: LogId(0),
+                index: n,
+                start_position: n,
+                prev_cut: vec![n],
+                cut: vec![n + 1],
+                trims: vec![],
+            };
+            self.engine.on_message(0, SEQUENCER, Message::MetalogPush { entry });
+        }
+
+        /// Submits a request; returns every completion the engine made since.
+        fn submit(&mut self, op: OpId, position: MetalogPosition, request: Request) -> Vec<(OpId, Result<Reply, Error>)> {
+            self.engine.submit(0, op, position, request);
+            self.completions()
+        }
+
+        fn completions(&mut self) -> Vec<(OpId, Result<Reply, Error>)> {
+            let actions = self.engine.take_actions().into_iter();
+            actions
+                .filter_map(|a| if let EngineAction::Complete { op, result, .. } = a { Some((op, result)) } else { None })
+                .collect()
+        }
+
+        /// Appends a plain record and orders it; returns its seqnum.
+        fn append(&mut self, op: OpId, book: BookId) -> SeqNum {
+            let request = Request::Append { book, tags: vec![Tag(1)], data: Bytes::from_static(b"data"), cond: None };
+            assert_eq!(self.submit(op, MetalogPosition::ZERO, request), vec![]);
+            let seqnum = self.next_seqnum();
+            self.order_next();
+            assert_eq!(self.completions(), vec![(op, Ok(Reply::Appended(seqnum)))]);
+            seqnum
+        }
+
+        /// The position after every entry ordered so far.
+        fn position(&self) -> MetalogPosition {
+            MetalogPosition::new(Term(1), self.next)
+        }
+
+        fn read_tail(&mut self, op: OpId, book: BookId) -> Option<LogRecord> {
+            let read = Request::ReadPrev { book, tag: Tag::ALL, max: SeqNum::MAX };
+            match self.submit(op, self.position(), read).as_slice() {
+                [(o, Ok(Reply::Read(r)))] if *o == op => r.clone(),
+                other => panic!("read of book {book:?}: {other:?}"),
+            }
+        }
+    }
+
+    fn set_aux(book: u64, seqnum: SeqNum, aux: &'static [u8]) -> Request {
+        Request::SetAux { book: BookId(book), seqnum, aux: Bytes::from_static(aux) }
+    }
+
+    #[test]
+    fn aux_data_is_accepted_only_for_a_live_record_of_the_callers_book() {
+        let mut h = Harness::new();
+        let theirs = h.append(1, BookId(9));
+        let mine = h.append(2, BookId(1));
+        let never = SeqNum::new(Term(1), LogId(0), 1_000);
+        for (op, seqnum, what) in [(3, theirs, "another book's live record"), (4, never, "a seqnum never written")] {
+            let done = h.submit(op, h.position(), set_aux(1, seqnum, b"poison"));
+            assert!(matches!(done.as_slice(), [(o, Err(Error::InvalidArgument(_)))] if *o == op), "aux on {what}: {done:?}");
+        }
+        assert_eq!(h.read_tail(5, BookId(9)).map(|r| r.aux), Some(None), "book 9's record carries no aux data of book 1");
+
+        assert_eq!(h.submit(6, h.position(), set_aux(1, mine, b"view")), vec![(6, Ok(Reply::AuxSet))]);
+        let read = h.read_tail(7, BookId(1)).expect("book 1's record");
+        assert_eq!((read.seqnum, read.aux), (mine, Some(Bytes::from_static(b"view"))));
+    }
+
+    #[test]
+    fn aux_data_waits_for_the_callers_position_like_a_read() {
+        // A caller that saw a record appended elsewhere sets aux data on it before this
+        // engine's index has applied it: the request waits instead of failing.
+        let mut h = Harness::new();
+        let append = Request::Append { book: BookId(4), tags: vec![], data: Bytes::from_static(b"data"), cond: None };
+        assert_eq!(h.submit(1, MetalogPosition::ZERO, append), vec![]);
+        let seqnum = h.next_seqnum();
+        let after = MetalogPosition::new(Term(1), h.next + 1);
+        assert_eq!(h.submit(2, after, set_aux(4, seqnum, b"view")), vec![], "the index has not applied the record yet");
+        h.order_next();
+        let mut done = h.completions();
+        done.sort_by_key(|(op, _)| *op);
+        assert_eq!(done, vec![(1, Ok(Reply::Appended(seqnum))), (2, Ok(Reply::AuxSet))]);
+        assert_eq!(h.read_tail(3, BookId(4)).and_then(|r| r.aux), Some(Bytes::from_static(b"view")));
     }
 }

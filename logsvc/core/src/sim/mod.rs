@@ -19,13 +19,13 @@ use bytes::Bytes;
 
 use crate::config::Configuration;
 use crate::controller::{Controller, ControllerAction, ControllerConfig, Role};
-use crate::engine::{Engine, EngineAction, EngineConfig, OpId, Reply, Request};
+use crate::engine::{Engine, EngineAction, EngineConfig, OpId};
 use crate::follower::FollowerConfig;
-use crate::message::{Cond, Message};
+use crate::message::{Cond, Message, Reply, Request};
 use crate::sequencer::{Sequencer, SequencerAction, SequencerConfig};
 use crate::storage::{read_reply, StorageAction, StorageConfig, StorageNode};
 use crate::store::{ControllerStore, MemControllerStore, MemMetalogStore, MemStore, MetalogStore, RecordStore};
-use crate::types::{book_to_log, BookId, Location, LogId, MetalogPosition, Micros, NodeId, SeqNum, Tag};
+use crate::types::{book_to_log, BookId, Location, LogId, MetalogPosition, Micros, NodeId, SeqNum, Tag, Term};
 use oracle::Oracle;
 
 /// A small, fast, seedable generator (SplitMix64): the simulator's only randomness.
@@ -149,6 +149,9 @@ pub struct SimStats {
     pub cond_conflicts: u64,
     pub reads: u64,
     pub trims: u64,
+    /// Aux data accepted (on a live record of the caller's book) and refused.
+    pub aux_accepted: u64,
+    pub aux_refused: u64,
     pub crashes: u64,
     pub controller_crashes: u64,
     pub partitions: u64,
@@ -745,11 +748,18 @@ impl Sim {
                 self.stats.reads += 1;
             }
             (Request::Trim { .. }, Ok(Reply::Trimmed)) => self.stats.trims += 1,
+            (Request::SetAux { aux, .. }, Ok(Reply::AuxSet)) => {
+                self.oracle.check_aux(aux, true, position);
+                self.stats.aux_accepted += 1;
+            }
+            (Request::SetAux { aux, .. }, Err(crate::Error::InvalidArgument(_))) => {
+                self.oracle.check_aux(aux, false, position);
+                self.stats.aux_refused += 1;
+            }
             (_, Err(crate::Error::Timeout(_) | crate::Error::Unavailable(_))) if !strict => {}
             (_, Err(e)) if strict => {
                 self.oracle.violations.push(format!("op {op} ({request:?}) failed in the liveness phase: {e}"));
             }
-            (_, Ok(Reply::AuxSet)) => {}
             (r, res) => self.oracle.violations.push(format!("unexpected completion of {r:?}: {res:?}")),
         }
         let c = &mut self.clients[ci];
@@ -791,8 +801,8 @@ impl Sim {
                 let min = c.acked.iter().rev().find(|(b, _)| *b == book).map_or(SeqNum::MIN, |&(_, s)| s);
                 Request::ReadNext { book, tag, min }
             }
-            75..=92 => Request::ReadPrev { book, tag, max: SeqNum::MAX },
-            93..=97 => {
+            75..=90 => Request::ReadPrev { book, tag, max: SeqNum::MAX },
+            91..=95 => {
                 let acked: Vec<SeqNum> = c.acked.iter().filter(|(b, _)| *b == book).map(|&(_, s)| s).collect();
                 if acked.is_empty() {
                     Request::ReadPrev { book, tag, max: SeqNum::MAX }
@@ -803,8 +813,19 @@ impl Sim {
                 }
             }
             _ => {
-                let seqnum = c.acked.last().map_or(SeqNum::MIN, |&(_, s)| s);
-                Request::SetAux { book, seqnum, aux: Bytes::from_static(b"view") }
+                // Aux data on a record of the caller's book (accepted while it lives), on
+                // another book's record or on a seqnum never written (both refused). The
+                // value names the request, so the oracle knows where reads may show it.
+                let (own, others): (Vec<&(BookId, SeqNum)>, Vec<_>) = c.acked.iter().partition(|(b, _)| *b == book);
+                let seqnum = match self.rng.below(4) {
+                    0 if !others.is_empty() => others[self.rng.below(others.len() as u64) as usize].1,
+                    1 => SeqNum::new(Term(1), log, 1 << 39),
+                    _ if !own.is_empty() => own[self.rng.below(own.len() as u64) as usize].1,
+                    _ => SeqNum::MIN,
+                };
+                let aux = Bytes::from(format!("aux{op}"));
+                self.oracle.on_aux_submitted(aux.clone(), book, seqnum);
+                Request::SetAux { book, seqnum, aux }
             }
         };
         self.clients[ci as usize].op = Some((op, request.clone(), position));

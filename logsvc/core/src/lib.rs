@@ -1,0 +1,45 @@
+//! Tally's shared log without IO: LogBooks multiplexed on physical logs, ordered by a
+//! replicated metalog (Boki), with conditional appends (Halfmoon). See ARCHITECTURE.md.
+//!
+//! Every protocol role ([`Sequencer`], [`StorageNode`], [`Engine`], [`Controller`]) is a
+//! state machine: messages and ticks in, actions out, time passed in as a value. The
+//! [`Sim`] drives them over a simulated network and disk; `tally-logsvc` drives the same
+//! code over QUIC and RocksDB. The [`Index`] of a physical log and the caller's
+//! [`Context`] are plain values, usable by any IO-free caller.
+
+mod cache;
+mod config;
+mod context;
+mod controller;
+mod engine;
+mod error;
+mod follower;
+mod index;
+mod message;
+mod sequencer;
+mod sim;
+mod storage;
+mod store;
+mod types;
+
+pub use config::{Configuration, LogTermConfig, SealedTail, ShardConfig, TermConfig};
+pub use context::Context;
+pub use controller::{Controller, ControllerAction, ControllerConfig, Role};
+pub use engine::{Engine, EngineAction, EngineConfig, IndexedRecord, OpId};
+pub use error::{Error, Result};
+pub use follower::FollowerConfig;
+pub use index::{Found, Index, Placement};
+pub use message::{
+    Cond, LogRecord, Message, MetalogEntry, Record, RecordMeta, Reply, Request, StoredRead, TrimCommand, WIRE_VERSION,
+};
+pub use sequencer::{Sequencer, SequencerAction, SequencerConfig};
+pub use sim::{run_seeds, Sim, SimOptions, SimStats, Violation};
+pub use storage::{read_reply, StorageAction, StorageConfig, StorageNode};
+pub use store::{
+    ControllerStore, MemControllerStore, MemMetalogStore, MemStore, MetalogStore, MetalogWrite, RecordStore, RecoveredRecord,
+    StoredData,
+};
+pub use types::{book_to_log, BookId, LocalId, Location, LogId, MetalogPosition, Micros, NodeId, SeqNum, ShardId, Tag, Term};
+
+#[cfg(any(test, feature = "testing"))]
+pub use store::conformance;
