@@ -172,7 +172,15 @@ pub struct Registry {
     /// not read the chunks back.
     fresh: Mutex<HashMap<String, Prepared>>,
     /// Versions loaded by manifest seqnum, current ones and the last few old ones.
-    by_seqnum: Mutex<(HashMap<u64, Arc<Loaded>>, std::collections::VecDeque<u64>)>,
+    by_seqnum: Mutex<LoadedVersions>,
+}
+
+/// Loaded versions by manifest seqnum, and the order they were loaded in (the oldest
+/// are dropped past [`OLD_VERSIONS_LOADED`]).
+#[derive(Default)]
+struct LoadedVersions {
+    by_seqnum: HashMap<u64, Arc<Loaded>>,
+    order: std::collections::VecDeque<u64>,
 }
 
 /// Function names: 1 to 64 of `a-z 0-9 - _`, starting with a letter or digit.
@@ -203,7 +211,7 @@ impl Registry {
             cursor: tokio::sync::Mutex::new(Cursor { ctx: Context::new(), next: SeqNum::MIN }),
             functions: RwLock::new(BTreeMap::new()),
             fresh: Mutex::new(HashMap::new()),
-            by_seqnum: Mutex::new((HashMap::new(), std::collections::VecDeque::new())),
+            by_seqnum: Mutex::new(LoadedVersions::default()),
         }
     }
 
@@ -285,7 +293,7 @@ impl Registry {
     /// since: what a re-execution of an invocation that began on it runs. `None` if no
     /// such version was ever deployed.
     pub async fn version(&self, name: &str, seqnum: u64) -> Result<Option<Arc<Loaded>>> {
-        if let Some(l) = self.by_seqnum.lock().expect("not poisoned").0.get(&seqnum) {
+        if let Some(l) = self.by_seqnum.lock().expect("not poisoned").by_seqnum.get(&seqnum) {
             return Ok(Some(l.clone()));
         }
         if let Some(l) = self.loaded(name).filter(|l| l.info.seqnum == seqnum) {
@@ -313,12 +321,11 @@ impl Registry {
         let loaded =
             Arc::new(Loaded { name: name.to_string(), permits: Semaphore::new(info.limits.concurrency_max as usize), info, pre });
         let mut cache = self.by_seqnum.lock().expect("not poisoned");
-        let (map, order) = &mut *cache;
-        map.insert(seqnum, loaded.clone());
-        order.push_back(seqnum);
-        while order.len() > OLD_VERSIONS_LOADED {
-            if let Some(old) = order.pop_front() {
-                map.remove(&old);
+        cache.by_seqnum.insert(seqnum, loaded.clone());
+        cache.order.push_back(seqnum);
+        while cache.order.len() > OLD_VERSIONS_LOADED {
+            if let Some(old) = cache.order.pop_front() {
+                cache.by_seqnum.remove(&old);
             }
         }
         Ok(Some(loaded))

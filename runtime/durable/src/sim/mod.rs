@@ -538,23 +538,18 @@ fn start_node(world: &Arc<World>, n: usize) {
         "node-start",
         Box::pin(async move {
             let bounds = NodeBounds { call_depth_max: 8, invocations_kept: 1000 };
-            let mut parts = Some(parts);
-            loop {
-                match Durable::start(parts.take().expect("one start at a time"), config.clone(), bounds).await {
-                    Ok(d) => {
-                        d.start_background();
-                        let mut s = w.nodes[n].lock().expect("not poisoned");
-                        if s.incarnation == incarnation {
-                            s.durable = Some(d);
-                        }
-                        return;
+            match Durable::start(parts, config, bounds).await {
+                Ok(d) => {
+                    d.start_background();
+                    let mut s = w.nodes[n].lock().expect("not poisoned");
+                    if s.incarnation == incarnation {
+                        s.durable = Some(d);
                     }
-                    Err(e) => {
-                        // The log failed under the start: start again (a process would).
-                        tracing::debug!(node = n, "start failed: {e}");
-                        w.start_again(n);
-                        return;
-                    }
+                }
+                // The log failed under the start: start again, as a supervisor would.
+                Err(e) => {
+                    tracing::debug!(node = n, "start failed: {e}");
+                    w.start_again(n);
                 }
             }
         }),
