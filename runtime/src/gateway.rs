@@ -260,6 +260,7 @@ pub fn parse_tables(s: &str) -> Result<BTreeMap<String, Protocol>, RuntimeError>
     Ok(tables)
 }
 
+#[tracing::instrument(name = "http.deploy", skip_all)]
 async fn deploy(
     State(rt): State<Arc<Runtime>>,
     ApiPath(name): ApiPath<String>,
@@ -280,16 +281,19 @@ async fn deploy(
     Ok((StatusCode::CREATED, Json(json!({ "name": name, "version": info }))).into_response())
 }
 
+#[tracing::instrument(name = "http.list", skip_all)]
 async fn list(State(rt): State<Arc<Runtime>>, _: NoBody) -> ApiResult<Response> {
     rt.registry.sync().await?;
     Ok(Json(json!({ "functions": rt.registry.list() })).into_response())
 }
 
+#[tracing::instrument(name = "http.inspect", skip_all)]
 async fn inspect(State(rt): State<Arc<Runtime>>, ApiPath(name): ApiPath<String>, _: NoBody) -> ApiResult<Response> {
     rt.registry.sync().await?;
     Ok(Json(rt.registry.inspect(&name)?).into_response())
 }
 
+#[tracing::instrument(name = "http.delete", skip_all)]
 async fn delete(State(rt): State<Arc<Runtime>>, ApiPath(name): ApiPath<String>, _: NoBody) -> ApiResult<Response> {
     rt.registry.delete(&name).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
@@ -316,6 +320,7 @@ fn header_text(headers: &HeaderMap, name: &str) -> ApiResult<Option<String>> {
         .transpose()
 }
 
+#[tracing::instrument(name = "http.invoke", skip_all)]
 async fn invoke(
     State(rt): State<Arc<Runtime>>,
     ApiPath(name): ApiPath<String>,
@@ -370,6 +375,7 @@ struct InvocationQuery {
     book: u64,
 }
 
+#[tracing::instrument(name = "http.invocation", skip_all)]
 async fn invocation(
     State(rt): State<Arc<Runtime>>,
     ApiPath(id): ApiPath<String>,
@@ -420,6 +426,7 @@ struct RecordView {
 /// A page of a book's records: at most `limit` of them and, past the first,
 /// [`RECORDS_PAGE_BYTES_MAX`] bytes of JSON. `next` is where the following page starts;
 /// null when this page reached the end of the stream.
+#[tracing::instrument(name = "http.records", skip_all)]
 async fn records(
     State(rt): State<Arc<Runtime>>,
     ApiPath(book): ApiPath<u64>,
@@ -494,6 +501,7 @@ fn table_json(book: u64, table: &str, status: Option<TableStatus>) -> serde_json
     })
 }
 
+#[tracing::instrument(name = "http.table_status", skip_all)]
 async fn table_status(
     State(rt): State<Arc<Runtime>>,
     ApiPath((book, table)): ApiPath<(u64, String)>,
@@ -509,6 +517,7 @@ struct SwitchRequest {
     protocol: String,
 }
 
+#[tracing::instrument(name = "http.table_switch", skip_all)]
 async fn table_switch(
     State(rt): State<Arc<Runtime>>,
     ApiPath((book, table)): ApiPath<(u64, String)>,
@@ -523,6 +532,7 @@ async fn table_switch(
     Ok((StatusCode::ACCEPTED, Json(table_json(book.0, &table, Some(status)))).into_response())
 }
 
+#[tracing::instrument(name = "http.metrics", skip_all)]
 async fn metrics(State(rt): State<Arc<Runtime>>, _: NoBody) -> Response {
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], rt.metrics.render(rt.durable.replayed())).into_response()
 }

@@ -33,7 +33,7 @@ pub use message::{
     Cond, LogRecord, Message, MetalogEntry, Record, RecordMeta, Reply, Request, StoredRead, TrimCommand, WIRE_VERSION,
 };
 pub use sequencer::{Sequencer, SequencerAction, SequencerConfig};
-pub use sim::{run_seeds, Sim, SimOptions, SimStats, Violation};
+pub use sim::{run_seeds, Rng, Sim, SimOptions, SimStats, Violation};
 pub use storage::{read_reply, StorageAction, StorageConfig, StorageNode};
 pub use store::{
     ControllerStore, MemControllerStore, MemMetalogStore, MemStore, MetalogStore, MetalogWrite, RecordStore, RecoveredRecord,

@@ -110,6 +110,9 @@ pub struct StateConfig {
     /// Asynchronous invocations running on this node at once; more are refused with
     /// `busy` until some finish.
     pub async_max: usize,
+    /// Books that may have exactly-once state (the recovery scan reads each of them
+    /// every round); an invocation that would add one more is refused.
+    pub books_max: usize,
 }
 
 impl Default for StateConfig {
@@ -131,6 +134,7 @@ impl Default for StateConfig {
             auto_write_cost: 1,
             open_max: 10_000,
             async_max: 1_024,
+            books_max: 100_000,
         }
     }
 }

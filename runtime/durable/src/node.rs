@@ -221,6 +221,12 @@ impl Durable {
         if guard.1.contains(&book) {
             return Ok(());
         }
+        if guard.1.len() >= self.config.books_max {
+            return Err(Abort::Refused(Error::InvalidArgument(format!(
+                "this cluster keeps exactly-once state in at most {} books (`[state] books_max`)",
+                self.config.books_max
+            ))));
+        }
         self.log.append(&mut Context::new(), PLATFORM_BOOK, &[BOOKS], record::encode(&book.0)).await?;
         guard.1.insert(book);
         Ok(())

@@ -28,7 +28,8 @@ use crate::store::{ControllerStore, MemControllerStore, MemMetalogStore, MemStor
 use crate::types::{book_to_log, BookId, Location, LogId, MetalogPosition, Micros, NodeId, SeqNum, Tag, Term};
 use oracle::Oracle;
 
-/// A small, fast, seedable generator (SplitMix64): the simulator's only randomness.
+/// A small, fast, seedable generator (SplitMix64): the simulators' only randomness
+/// (the exactly-once layer's simulator uses it too).
 #[derive(Clone)]
 pub struct Rng(u64);
 
@@ -50,8 +51,9 @@ impl Rng {
         self.next_u64() % n
     }
 
+    /// True with probability `p`; never for `p <= 0`.
     pub fn chance(&mut self, p: f64) -> bool {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64 <= p
+        p > 0.0 && (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64 <= p
     }
 }
 

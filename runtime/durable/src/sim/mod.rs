@@ -40,32 +40,7 @@ use self::log::{LogFaults, SimLog};
 use self::oracle::{show, Oracle};
 use self::store::{FaultyStore, StoreFaults};
 
-/// A small, fast, seedable generator (SplitMix64): the simulator's only randomness.
-#[derive(Clone)]
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed ^ 0x9E37_79B9_7F4A_7C15)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (n > 0).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n.max(1)
-    }
-
-    pub fn chance(&mut self, p: f64) -> bool {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64 <= p && p > 0.0
-    }
-}
+pub use tally_log_core::Rng;
 
 /// Everything a run depends on besides the seed. Each seed also scales the fault rates
 /// by its own factors (swarm testing), so that some seeds run with few faults of one

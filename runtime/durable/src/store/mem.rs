@@ -40,6 +40,20 @@ fn key(table: &str, key: &[u8]) -> Key {
     (table.to_string(), Bytes::copy_from_slice(key))
 }
 
+/// Up to `limit` keys of `table` in `map` after `after`.
+fn keys_after<V>(map: &BTreeMap<Key, V>, table: &str, after: Option<&[u8]>, limit: usize) -> Vec<Bytes> {
+    let start = match after {
+        Some(a) => Bound::Excluded(key(table, a)),
+        None => Bound::Included(key(table, b"")),
+    };
+    map.range((start, Bound::Unbounded))
+        .map(|(k, _)| k)
+        .take_while(|(t, _)| t == table)
+        .map(|(_, k)| k.clone())
+        .take(limit)
+        .collect()
+}
+
 fn ready<'a, T: Send + 'a>(r: Result<T, super::StateError>) -> StateFuture<'a, T> {
     Box::pin(std::future::ready(r))
 }
@@ -103,31 +117,9 @@ impl StateStore for MemStateStore {
         after: Option<&'a [u8]>,
         limit: usize,
     ) -> StateFuture<'a, Vec<Bytes>> {
-        ready(self.with(table, |t| {
-            let start = match after {
-                Some(a) => Bound::Excluded(key(table, a)),
-                None => Bound::Included(key(table, b"")),
-            };
-            let in_table = |(t, _): &&Key| t == table;
-            let keys: Vec<Bytes> = match family {
-                Family::Versions => t
-                    .versions
-                    .range((start, Bound::Unbounded))
-                    .map(|(k, _)| k)
-                    .take_while(in_table)
-                    .map(|(_, k)| k.clone())
-                    .take(limit)
-                    .collect(),
-                Family::Latest => t
-                    .latest
-                    .range((start, Bound::Unbounded))
-                    .map(|(k, _)| k)
-                    .take_while(in_table)
-                    .map(|(_, k)| k.clone())
-                    .take(limit)
-                    .collect(),
-            };
-            keys
+        ready(self.with(table, |t| match family {
+            Family::Versions => keys_after(&t.versions, table, after, limit),
+            Family::Latest => keys_after(&t.latest, table, after, limit),
         }))
     }
 }
