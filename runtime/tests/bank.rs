@@ -141,21 +141,9 @@ fn asynchronous_results_outlive_a_restart() {
     let (status, v) = n.json("POST", "/v1/functions/bank/invoke?book=3&async=true", b"open z 5");
     assert_eq!(status, 202, "{v}");
     let id = v["invocation_id"].as_str().expect("an id").to_string();
-    let status_of = |n: &Node| -> Value {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let (code, v) = n.json("GET", &format!("/v1/invocations/{id}?book=3"), b"");
-            assert_eq!(code, 200, "{v}");
-            if v["status"] != "running" {
-                return v;
-            }
-            assert!(Instant::now() < deadline, "still running: {v}");
-            thread::sleep(Duration::from_millis(50));
-        }
-    };
-    assert_eq!(status_of(&n)["output"]["text"], "ok");
+    assert_eq!(n.finished(&id, 3)["output"]["text"], "ok");
     let n = n.restart();
-    let v = status_of(&n);
+    let v = n.finished(&id, 3);
     assert_eq!((v["status"].as_str(), v["output"]["text"].as_str()), (Some("succeeded"), Some("ok")), "{v}");
     let (code, _) = n.json("GET", "/v1/invocations/nope?book=3", b"");
     assert_eq!(code, 404);

@@ -7,7 +7,7 @@
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -96,6 +96,43 @@ impl Node {
         let status = response.status().as_u16();
         let body = response.body_mut().read_to_vec().ok()?;
         Some((status, body))
+    }
+
+    /// POSTs `body` with extra headers (an `Idempotency-Key`, `Tally-Crash-After`, ...).
+    pub fn post_with(&self, path: &str, body: &[u8], headers: &[(&str, &str)]) -> (u16, Vec<u8>) {
+        let mut request = Node::agent().post(format!("{}{path}", self.url));
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let mut response = request.send(body).unwrap_or_else(|e| panic!("POST {path}: {e}"));
+        let status = response.status().as_u16();
+        (status, response.body_mut().read_to_vec().expect("a body"))
+    }
+
+    /// The value of one series of `GET /metrics`, named in full with its labels
+    /// (`tally_invocations_total{function="f",outcome="ok"}`); 0 when it is absent.
+    pub fn metric(&self, series: &str) -> u64 {
+        let (status, body) = self.request("GET", "/metrics", b"");
+        assert_eq!(status, 200);
+        let text = String::from_utf8_lossy(&body);
+        text.lines()
+            .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+            .map_or(0, |value| value.trim().parse().unwrap_or_else(|_| panic!("{series}: {value:?} is not a count")))
+    }
+
+    /// The status of invocation `id` on `book` once it is no longer running (polled
+    /// for up to 20 s).
+    pub fn finished(&self, id: &str, book: u64) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let (status, v) = self.json("GET", &format!("/v1/invocations/{id}?book={book}"), b"");
+            assert_eq!(status, 200, "invocation {id} on book {book}: {v}");
+            if v["status"] != "running" {
+                return v;
+            }
+            assert!(Instant::now() < deadline, "still running: {v}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     pub fn json(&self, method: &str, path: &str, body: &[u8]) -> (u16, Value) {
