@@ -187,7 +187,12 @@ impl Durable {
         let started = Instance::new(self.clone(), of).init(&mut run.ctx).await;
         let release = || self.invocations.asyncs.lock().expect("not poisoned").running -= 1;
         match started {
+            // Finished, or a resubmission of one that runs here already: nothing to start.
             Ok(Started::Finished(_)) => {
+                release();
+                return Ok(id);
+            }
+            Ok(Started::Running { .. }) if self.is_running(&id) => {
                 release();
                 return Ok(id);
             }
