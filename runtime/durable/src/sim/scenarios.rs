@@ -681,25 +681,3 @@ fn every_unfinished_root_is_re_executed_and_collection_waits_for_untracked_ones(
         assert_eq!(w.get(&d, "ro", r).as_deref(), Some("old"), "{r}");
     }
 }
-
-/// KNOWN BUG, not fixed here: once retries are spent on a re-execution that trapped
-/// as non-deterministic, `run_attempts` logs the trap with `finish` at the step where
-/// the execution diverged, where a step is recorded already; `finish` fails with a
-/// non-determinism of its own ("... is now a result") and nothing is logged. The
-/// invocation stays unfinished: the recovery scan runs it again, once per round, until
-/// `attempts_max`, and only `give_up` logs a trap, with the message about the result
-/// instead of the step that diverged.
-#[test]
-fn known_bug_a_non_determinism_trap_is_logged_once_retries_are_spent() {
-    let mut w = World::new(config());
-    let d = w.start(0);
-    w.deploy("branchy", Limits::default(), branchy());
-    let first = InvokeRequest { crash_after: Some(2), ..keyed("branchy", "nd", "wo") };
-    assert_eq!(w.invoke(&d, first), Err(Error::InjectedCrash));
-    w.recover(&d, &mut Recovery::default(), 2);
-    match w.status(&d, "branchy", "nd") {
-        InvocationStatus::Finished(Err(Error::Trap(m))) if m.contains("is now a read of wo/\"b\"") => {}
-        other => panic!("after one re-execution and its retry: {other:?}"),
-    }
-    assert_eq!(w.guests.runs("branchy").len(), 3, "the crashed attempt, the re-execution and its retry");
-}
