@@ -532,6 +532,22 @@ impl Instance {
         self.finish(ctx, outcome).await
     }
 
+    /// Logs `outcome` as the result after every step recorded so far, or returns the
+    /// result logged already: for an execution that stopped short of the recorded
+    /// history (a non-deterministic re-execution), whose own position is taken.
+    pub async fn finish_after_recorded(&mut self, ctx: &mut Context, outcome: Outcome) -> Result<Outcome, Abort> {
+        self.load_steps(ctx, self.steps.last().map_or(0, |r| r.seqnum)).await?;
+        let logged = self.steps.iter().find_map(|r| match &r.step {
+            Step::Result { outcome } => Some(outcome.clone()),
+            _ => None,
+        });
+        if let Some(outcome) = logged {
+            return Ok(outcome);
+        }
+        self.next = self.steps.len();
+        self.finish(ctx, outcome).await
+    }
+
     /// Logs the invocation's final outcome (or takes a peer's) and returns it.
     pub async fn finish(&mut self, ctx: &mut Context, outcome: Outcome) -> Result<Outcome, Abort> {
         match self.log_step(ctx, Step::Result { outcome }, &[INSTANCES]).await?.step {

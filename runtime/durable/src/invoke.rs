@@ -20,7 +20,7 @@ use crate::env::FunctionVersion;
 use crate::error::{Error, Result};
 use crate::id::InstanceId;
 use crate::instance::{CrashAfter, Instance, Of, Started};
-use crate::node::Durable;
+use crate::node::{Abort, Durable};
 use crate::record::{self, cut, Outcome, Step};
 use crate::tags::shadow;
 
@@ -429,9 +429,24 @@ impl Durable {
                     None => return (other, run.ctx),
                 },
             };
-            match attempt.instance.finish(&mut run.ctx, outcome).await {
+            // A trap may come from a re-execution that left the recorded history (a
+            // non-deterministic one), whose position is taken: its result goes after
+            // what is recorded. So does a result that a diverging execution reached
+            // early, at a recorded step.
+            let instance = &mut attempt.instance;
+            let finished = match outcome {
+                Outcome::Trap(_) => instance.finish_after_recorded(&mut run.ctx, outcome).await,
+                outcome => match instance.finish(&mut run.ctx, outcome).await {
+                    Err(Abort::NonDeterministic(m)) => {
+                        let trap = Outcome::Trap(cut(&format!("non-deterministic re-execution: {m}")));
+                        instance.finish_after_recorded(&mut run.ctx, trap).await
+                    }
+                    other => other,
+                },
+            };
+            match finished {
                 Ok(logged) => return (logged.into_result(), run.ctx),
-                Err(crate::node::Abort::Superseded) => run.eager = true,
+                Err(Abort::Superseded) => run.eager = true,
                 Err(abort) => return (Err(abort.into_error()), run.ctx),
             }
         }

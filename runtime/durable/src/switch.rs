@@ -227,7 +227,7 @@ impl Durable {
         );
     }
 
-    async fn complete(&self, ctx: &mut Context, s: &Switch) -> Result<(), Error> {
+    pub(crate) async fn complete(&self, ctx: &mut Context, s: &Switch) -> Result<(), Error> {
         self.wait_quiet(ctx, s.book, s.begin).await?;
         self.migrate(ctx, s).await.map_err(Abort::into_error)?;
         let end = Transition::End { table: s.table.clone(), protocol: s.to, auto: s.auto };
@@ -269,7 +269,7 @@ impl Durable {
     }
 
     /// Makes the target protocol's store complete (see the module doc).
-    async fn migrate(&self, ctx: &mut Context, s: &Switch) -> Result<(), Abort> {
+    pub(crate) async fn migrate(&self, ctx: &mut Context, s: &Switch) -> Result<(), Abort> {
         let (book, table) = (s.book, s.table.as_str());
         let st = store_table(book, table);
         let family = if s.to == Protocol::ReadOptimized { Family::Latest } else { Family::Versions };
@@ -358,15 +358,15 @@ impl Durable {
 }
 
 /// One switch to complete.
-struct Switch {
-    book: BookId,
-    table: String,
+pub(crate) struct Switch {
+    pub book: BookId,
+    pub table: String,
     /// The seqnum of its Begin record.
-    begin: u64,
-    to: Protocol,
-    auto: bool,
+    pub begin: u64,
+    pub to: Protocol,
+    pub auto: bool,
     /// The offset its End record takes in the transition log.
-    end_position: u64,
+    pub end_position: u64,
 }
 
 /// The version a switch to read-optimized that began at `begin` stores for `key`.

@@ -281,7 +281,7 @@ impl SimFunctions {
 
 /// A refused argument is the guest's error (these guests do not expect any, and fail);
 /// anything else ends the attempt, as a host trap with the abort would.
-fn guest(abort: Abort) -> Error {
+pub(super) fn guest(abort: Abort) -> Error {
     match abort {
         Abort::Refused(e) => Error::Failed(format!("refused: {e}")),
         other => other.into_error(),

@@ -18,6 +18,8 @@ mod exec;
 mod guest;
 mod log;
 mod oracle;
+#[cfg(test)]
+mod scenarios;
 mod store;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -28,10 +30,11 @@ use bytes::Bytes;
 use tally_log_core::BookId;
 
 use crate::config::{Protocol, StateConfig};
-use crate::env::{Clock, Spawn};
+use crate::env::{Clock, Functions, Spawn};
 use crate::error::Error;
 use crate::invoke::{InvocationStatus, InvokeRequest};
 use crate::node::{Durable, NodeBounds, Parts};
+use crate::store::StateStore;
 use crate::tags::TagKey;
 
 use self::exec::{Exec, Handle, Stepped};
@@ -473,6 +476,39 @@ pub fn run_seed(seed: u64, opts: &SimOptions) -> Result<SimStats, Violation> {
     Ok(stats)
 }
 
+/// The node-wide bounds of every simulated node.
+const BOUNDS: NodeBounds = NodeBounds { call_depth_max: 8, invocations_kept: 1000 };
+
+/// What the core of node `handle.owner` runs on: its view of the simulated log, the
+/// shared store, the executor's clock and spawner (tasks owned by the node), and a tag
+/// key and ID prefix drawn from `seed`, distinct per node and incarnation, as a real
+/// node's random ones are.
+fn node_parts(
+    log: &SimLog,
+    store: Arc<dyn StateStore>,
+    handle: &Handle,
+    functions: Arc<dyn Functions>,
+    seed: u64,
+    incarnation: u64,
+) -> Parts {
+    let n = handle.owner.expect("a node's handle");
+    let key_seed = Rng::new(seed).next_u64() ^ ((n as u64) << 40) ^ incarnation;
+    let mut key = [0u8; 32];
+    let mut krng = Rng::new(key_seed);
+    for chunk in key.chunks_mut(8) {
+        chunk.copy_from_slice(&krng.next_u64().to_be_bytes());
+    }
+    Parts {
+        log: Arc::new(log.node(n, handle.clone())),
+        store,
+        clock: Arc::new(handle.clone()),
+        spawn: Arc::new(handle.clone()),
+        functions,
+        tag_key: TagKey::new(key),
+        id_prefix: krng.next_u64(),
+    }
+}
+
 /// Starts (or restarts) node `n`: a fresh replica, then the core, then its background.
 fn start_node(world: &Arc<World>, n: usize) {
     world.log.open_replica(n);
@@ -491,29 +527,13 @@ fn start_node(world: &Arc<World>, n: usize) {
         log: world.log.node(n, handle.clone()),
         handle: handle.clone(),
     };
-    // Distinct per node and incarnation, as a real node's random prefix is.
-    let key_seed = Rng::new(world.seed).next_u64() ^ ((n as u64) << 40) ^ incarnation;
-    let mut key = [0u8; 32];
-    let mut krng = Rng::new(key_seed);
-    for chunk in key.chunks_mut(8) {
-        chunk.copy_from_slice(&krng.next_u64().to_be_bytes());
-    }
-    let parts = Parts {
-        log: Arc::new(world.log.node(n, handle.clone())),
-        store: world.store.clone(),
-        clock: Arc::new(handle.clone()),
-        spawn: Arc::new(handle.clone()),
-        functions: Arc::new(functions),
-        tag_key: TagKey::new(key),
-        id_prefix: krng.next_u64(),
-    };
+    let parts = node_parts(&world.log, world.store.clone(), &handle, Arc::new(functions), world.seed, incarnation);
     let config = world.config.clone();
     let w = world.clone();
     handle.spawn(
         "node-start",
         Box::pin(async move {
-            let bounds = NodeBounds { call_depth_max: 8, invocations_kept: 1000 };
-            match Durable::start(parts, config, bounds).await {
+            match Durable::start(parts, config, BOUNDS).await {
                 Ok(d) => {
                     d.start_background();
                     let mut s = w.nodes[n].lock().expect("not poisoned");

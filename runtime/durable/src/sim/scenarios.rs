@@ -1,0 +1,702 @@
+//! Hand-driven scenarios of the exactly-once core, one per defect that was fixed: the
+//! seeded simulator finds such defects by chance, these reach each one on purpose and
+//! fail if its fix is undone (each test's doc comment names the defect and the fix).
+//!
+//! A [`World`] is one or two nodes running the real core over the simulated log (every
+//! replica kept caught up), an in-memory store and the seeded executor, with small test
+//! guests instead of the simulator's scripted ones, so that a test says exactly which
+//! key holds what. No fault is injected by chance: each crash, switch, migration,
+//! recovery round and garbage collection happens where the test says (only the order
+//! of tasks ready at once is drawn, from a fixed seed). Time is the executor's clock.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context as TaskContext, Poll, Wake, Waker};
+
+use bytes::Bytes;
+use futures_util::future::join;
+use tally_log_core::{BookId, Context, SeqNum, Tag};
+
+use crate::attempt::Attempt;
+use crate::config::{Protocol, StateConfig};
+use crate::env::{BoxFuture, Clock, FunctionVersion, Functions};
+use crate::error::{Error, Result};
+use crate::id::InstanceId;
+use crate::instance::{Instance, Of, Started};
+use crate::invoke::{InvocationStatus, InvokeRequest};
+use crate::node::{Abort, Durable};
+use crate::record::{self, Step};
+use crate::recovery::Recovery;
+use crate::store::MemStateStore;
+use crate::switch::Switch;
+use crate::tags::shadow;
+
+use super::exec::{Exec, Handle, Stepped};
+use super::guest::guest as guest_error;
+use super::log::{LogFaults, SimLog};
+use super::{node_parts, Rng, BOUNDS};
+
+const SEED: u64 = 7;
+/// The user book every scenario runs in.
+const BOOK: BookId = BookId(3);
+/// The most simulated time one [`World::run`] may take, and the most executor steps.
+const RUN_MS_MAX: u64 = 600_000;
+const STEPS_MAX: u64 = 1_000_000;
+
+/// What a function does with one attempt; an `Abort` ends the attempt as the wasmtime
+/// host's trap with it would (a refused argument becomes the guest's failure).
+type Guest = Arc<dyn for<'a> Fn(&'a mut Attempt) -> BoxFuture<'a, Result<Vec<u8>, Abort>> + Send + Sync>;
+
+fn guest<F>(f: F) -> Guest
+where
+    F: for<'a> Fn(&'a mut Attempt) -> BoxFuture<'a, Result<Vec<u8>, Abort>> + Send + Sync + 'static,
+{
+    Arc::new(f)
+}
+
+/// The words of a guest's input ("ro k v").
+fn words(input: &[u8]) -> Vec<String> {
+    String::from_utf8_lossy(input).split(' ').map(str::to_string).collect()
+}
+
+/// The limits a version is deployed with.
+#[derive(Clone, Copy, Debug)]
+struct Limits {
+    timeout_ms: u64,
+    request_bytes_max: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { timeout_ms: 100, request_bytes_max: 1 << 20 }
+    }
+}
+
+/// One execution of a guest that returned, and what it returned.
+#[derive(Clone, Debug)]
+struct Ran {
+    function: String,
+    version: u64,
+    attempt: u32,
+    result: Result<Vec<u8>>,
+}
+
+#[derive(Default)]
+struct Registry {
+    functions: BTreeMap<String, Vec<(FunctionVersion, Guest)>>,
+    last_version: u64,
+}
+
+/// The test's functions: every version of every guest, and every execution.
+#[derive(Default)]
+struct Guests {
+    registry: Mutex<Registry>,
+    ran: Mutex<Vec<Ran>>,
+}
+
+impl Guests {
+    fn find(&self, name: &str, version: Option<u64>) -> Option<(FunctionVersion, Guest)> {
+        let r = self.registry.lock().expect("not poisoned");
+        let versions = r.functions.get(name)?;
+        match version {
+            None => versions.last().cloned(),
+            Some(v) => versions.iter().find(|(f, _)| f.version == v).cloned(),
+        }
+    }
+
+    fn deploy(&self, name: &str, limits: Limits, guest: Guest) -> u64 {
+        let mut r = self.registry.lock().expect("not poisoned");
+        r.last_version += 1;
+        let version = FunctionVersion {
+            name: name.to_string(),
+            version: r.last_version,
+            timeout_ms: limits.timeout_ms,
+            request_bytes_max: limits.request_bytes_max,
+            tables: Arc::default(),
+        };
+        r.functions.entry(name.to_string()).or_default().push((version, guest));
+        r.last_version
+    }
+
+    /// The executions of `function` that returned so far.
+    fn runs(&self, function: &str) -> Vec<Ran> {
+        self.ran.lock().expect("not poisoned").iter().filter(|r| r.function == function).cloned().collect()
+    }
+}
+
+impl Functions for Guests {
+    fn current<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<FunctionVersion>>> {
+        Box::pin(std::future::ready(Ok(self.find(name, None).map(|(v, _)| v))))
+    }
+
+    fn version<'a>(&'a self, name: &'a str, version: u64) -> BoxFuture<'a, Result<Option<FunctionVersion>>> {
+        Box::pin(std::future::ready(Ok(self.find(name, Some(version)).map(|(v, _)| v))))
+    }
+
+    fn run(&self, mut attempt: Attempt) -> BoxFuture<'_, (Result<Vec<u8>>, Attempt)> {
+        Box::pin(async move {
+            let Some((_, guest)) = self.find(&attempt.version.name, Some(attempt.version.version)) else {
+                let e = Error::FunctionUnavailable(attempt.version.name.clone(), "no such version".into());
+                return (Err(e), attempt);
+            };
+            let result = guest(&mut attempt).await.map_err(guest_error);
+            self.ran.lock().expect("not poisoned").push(Ran {
+                function: attempt.version.name.clone(),
+                version: attempt.version.version,
+                attempt: attempt.attempt,
+                result: result.clone(),
+            });
+            (result, attempt)
+        })
+    }
+}
+
+/// Sets a flag when the future [`World::run`] drives is woken.
+struct Flag(AtomicBool);
+
+impl Wake for Flag {
+    fn wake(self: Arc<Self>) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// A small world: nodes of the real core over one simulated log and one store.
+struct World {
+    exec: Exec,
+    rng: Rng,
+    log: SimLog,
+    store: Arc<MemStateStore>,
+    guests: Arc<Guests>,
+    config: StateConfig,
+    /// Nodes started so far, with how many times each started.
+    incarnations: BTreeMap<usize, u64>,
+}
+
+/// The configuration the scenarios start from: a table per protocol, crash injection,
+/// re-execution soon after a failure, a collection in every recovery round.
+fn config() -> StateConfig {
+    let tables = [("ro", Protocol::ReadOptimized), ("wo", Protocol::WriteOptimized), ("sym", Protocol::Symmetric)];
+    StateConfig {
+        tables: tables.into_iter().map(|(t, p)| (t.to_string(), p)).collect(),
+        crash_injection: true,
+        retries: 2,
+        reexecute_after_ms: 100,
+        recovery_interval_ms: 50,
+        gc_interval_ms: 0,
+        ..StateConfig::default()
+    }
+}
+
+/// An invocation of `function` on [`BOOK`], without an idempotency key.
+fn unkeyed(function: &str, input: &str) -> InvokeRequest {
+    InvokeRequest {
+        function: function.to_string(),
+        book: BOOK,
+        input: Bytes::copy_from_slice(input.as_bytes()),
+        idempotency_key: None,
+        crash_after: None,
+    }
+}
+
+/// An invocation of `function` on [`BOOK`] with idempotency key `key`.
+fn keyed(function: &str, key: &str, input: &str) -> InvokeRequest {
+    InvokeRequest { idempotency_key: Some(key.to_string()), ..unkeyed(function, input) }
+}
+
+fn id(function: &str, key: &str) -> InstanceId {
+    InstanceId::keyed(function, key).expect("a valid key")
+}
+
+impl World {
+    /// A world with the functions `put` ("table key value") and `get` ("table key").
+    fn new(config: StateConfig) -> World {
+        let no_faults = LogFaults { fail_before: 0.0, fail_after: 0.0, delay_max_ms: 0 };
+        let world = World {
+            exec: Exec::new(),
+            rng: Rng::new(SEED),
+            log: SimLog::new(SEED, no_faults),
+            store: Arc::new(MemStateStore::new()),
+            guests: Arc::default(),
+            config,
+            incarnations: BTreeMap::new(),
+        };
+        let put = guest(|a| {
+            Box::pin(async move {
+                let w = words(&a.input);
+                a.put(&w[0], w[1].as_bytes(), Bytes::from(w[2].clone())).await?;
+                Ok(b"ok".to_vec())
+            })
+        });
+        world.deploy("put", Limits::default(), put);
+        let get = guest(|a| {
+            Box::pin(async move {
+                let w = words(&a.input);
+                let value = a.get(&w[0], w[1].as_bytes()).await?;
+                Ok(value.map_or(b"none".to_vec(), |v| [b"=", &v[..]].concat()))
+            })
+        });
+        world.deploy("get", Limits::default(), get);
+        world
+    }
+
+    fn deploy(&self, name: &str, limits: Limits, guest: Guest) -> u64 {
+        self.guests.deploy(name, limits, guest)
+    }
+
+    /// Starts (or restarts) node `n` without its background work: the tests run
+    /// recovery rounds themselves, unless they call `start_background`.
+    fn start(&mut self, n: usize) -> Arc<Durable> {
+        self.log.open_replica(n);
+        let incarnation = {
+            let i = self.incarnations.entry(n).or_default();
+            *i += 1;
+            *i
+        };
+        let handle = Handle { shared: self.exec.shared.clone(), owner: Some(n) };
+        let parts = node_parts(&self.log, self.store.clone(), &handle, self.guests.clone(), SEED, incarnation);
+        self.run(Durable::start(parts, self.config.clone(), BOUNDS)).expect("the node starts")
+    }
+
+    /// Node `n` dies: every task it owns is dropped.
+    fn crash(&mut self, n: usize) {
+        self.exec.kill(n);
+    }
+
+    /// Drives the executor until `fut` completes (it runs as the harness, owned by no
+    /// node), keeping every replica caught up with the log. Panics if nothing can move
+    /// any more, or after [`RUN_MS_MAX`] simulated ms or [`STEPS_MAX`] steps.
+    fn run<F: Future>(&mut self, fut: F) -> F::Output {
+        let flag = Arc::new(Flag(AtomicBool::new(true)));
+        let waker = Waker::from(flag.clone());
+        let mut cx = TaskContext::from_waker(&waker);
+        let mut fut = std::pin::pin!(fut);
+        let limit_ms = self.exec.now_ms() + RUN_MS_MAX;
+        for _ in 0..STEPS_MAX {
+            if flag.0.swap(false, Ordering::SeqCst) {
+                if let Poll::Ready(out) = fut.as_mut().poll(&mut cx) {
+                    return out;
+                }
+            }
+            for &n in self.incarnations.keys() {
+                self.log.apply(n, usize::MAX);
+            }
+            let stepped = self.exec.step(&mut self.rng, &BTreeSet::new(), limit_ms);
+            if matches!(stepped, Stepped::Idle) && !flag.0.load(Ordering::SeqCst) {
+                panic!("stuck at {} ms; tasks left: {:?}", self.exec.now_ms(), self.exec.task_names());
+            }
+        }
+        panic!("no end after {STEPS_MAX} executor steps");
+    }
+
+    /// Lets `ms` of simulated time pass, running whatever is due meanwhile.
+    fn advance(&mut self, ms: u64) {
+        let sleep = Handle { shared: self.exec.shared.clone(), owner: None }.sleep(ms);
+        self.run(sleep);
+    }
+
+    /// `rounds` recovery rounds of `scan` on `d` (each collects garbage), each followed
+    /// by enough time for what it finds unfinished to be due at the next, and for the
+    /// re-executions it starts to run.
+    fn recover(&mut self, d: &Arc<Durable>, scan: &mut Recovery, rounds: usize) {
+        let due_ms = Limits::default().timeout_ms + self.config.reexecute_after_ms + 1;
+        for _ in 0..rounds {
+            self.run(scan.round(d)).expect("a recovery round");
+            self.advance(due_ms);
+        }
+    }
+
+    /// Invokes on `d`; the output as text (every guest here answers in text).
+    fn invoke(&mut self, d: &Arc<Durable>, req: InvokeRequest) -> Result<String> {
+        self.run(d.invoke(req)).map(|out| text(&out))
+    }
+
+    /// Writes `(table, key)` with a fresh invocation of `put`.
+    fn put(&mut self, d: &Arc<Durable>, table: &str, key: &str, value: &str) {
+        let req = unkeyed("put", &format!("{table} {key} {value}"));
+        assert_eq!(self.invoke(d, req).as_deref(), Ok("ok"), "writing {table}/{key}");
+    }
+
+    /// Reads `(table, key)` with a fresh invocation of `get`.
+    fn get(&mut self, d: &Arc<Durable>, table: &str, key: &str) -> Option<String> {
+        let req = unkeyed("get", &format!("{table} {key}"));
+        let out = self.invoke(d, req).expect("reading");
+        out.strip_prefix('=').map(str::to_string)
+    }
+
+    /// The status of the invocation of `function` with idempotency key `key`, from its
+    /// step log (asking never runs it).
+    fn status(&mut self, d: &Arc<Durable>, function: &str, key: &str) -> InvocationStatus {
+        self.run(d.invocation(BOOK, &id(function, key).to_string())).expect("a status")
+    }
+
+    /// The status of invocation `id` once it has finished, or the last one seen after
+    /// two simulated seconds of asking.
+    fn wait_finished(&mut self, d: &Arc<Durable>, id: &InstanceId) -> Result<InvocationStatus> {
+        let id = id.to_string();
+        self.run(async {
+            let mut status = d.invocation(BOOK, &id).await;
+            for _ in 0..100 {
+                if matches!(status, Ok(InvocationStatus::Finished(_))) {
+                    break;
+                }
+                d.clock.sleep(20).await;
+                status = d.invocation(BOOK, &id).await;
+            }
+            status
+        })
+    }
+
+    /// The live records of `tag` in [`BOOK`]'s shadow, in log order.
+    fn stream(&mut self, d: &Arc<Durable>, tag: Tag) -> Vec<Step> {
+        self.run(async {
+            let (mut ctx, mut at, mut out) = (Context::new(), SeqNum(0), Vec::new());
+            while let Some(r) = d.log.read_next(&mut ctx, shadow(BOOK), tag, at).await.expect("a read") {
+                out.push(record::decode("step", &r.data).expect("a step"));
+                at = SeqNum(r.seqnum.0 + 1);
+            }
+            out
+        })
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// The key of a write record.
+fn write_key(step: &Step) -> String {
+    match step {
+        Step::Write { key, .. } => text(key),
+        other => panic!("not a write: {other:?}"),
+    }
+}
+
+/// A guest that takes another path when run again: its first attempt uses key "a" of
+/// the table its input names, every later attempt key "b" (a write-optimized table is
+/// read, others written).
+fn branchy() -> Guest {
+    guest(|a| {
+        Box::pin(async move {
+            let table = text(&a.input);
+            let key: &[u8] = if a.attempt == 1 { b"a" } else { b"b" };
+            if table == "wo" {
+                Ok(a.get(&table, key).await?.map(|v| v.to_vec()).unwrap_or_default())
+            } else {
+                a.put(&table, key, Bytes::from_static(b"x")).await?;
+                Ok(b"written".to_vec())
+            }
+        })
+    })
+}
+
+/// Defect 3, second half: a re-execution that asked for a step of the kind recorded at
+/// its position, but on another key, was handed the recorded step (the read's value, or
+/// the write as done) instead of being stopped. `Instance::recorded` must compare the
+/// whole operation (`Step::same_operation`: table, key, version or value), not only the
+/// kind of step. Checked for a write-optimized read, a symmetric write and a
+/// read-optimized write.
+#[test]
+fn a_re_execution_asking_for_another_key_is_reported_as_non_deterministic() {
+    // Effects up to the step's record: Init, the read-optimized version, the record.
+    for (table, effects) in [("wo", 2), ("sym", 2), ("ro", 3)] {
+        let mut w = World::new(config());
+        let d = w.start(0);
+        w.deploy("branchy", Limits::default(), branchy());
+        w.put(&d, "wo", "a", "of-a");
+        w.put(&d, "wo", "b", "of-b");
+        let first = InvokeRequest { crash_after: Some(effects), ..keyed("branchy", "nd", table) };
+        assert_eq!(w.invoke(&d, first), Err(Error::InjectedCrash), "{table}");
+        // The recovery scan re-executes it (attempt 2), which traps and runs once more.
+        w.recover(&d, &mut Recovery::default(), 2);
+        let runs = w.guests.runs("branchy");
+        let again: Vec<&Ran> = runs.iter().filter(|r| r.attempt > 1).collect();
+        assert!(!again.is_empty(), "{table}: no re-execution ran");
+        for r in again {
+            match &r.result {
+                Err(Error::Trap(m)) if m.contains("non-deterministic") => {}
+                other => {
+                    let other = other.as_deref().map(text);
+                    panic!("{table}: attempt {} asking for key b ended with {other:?}, not non-determinism", r.attempt)
+                }
+            }
+        }
+        let b = if table == "wo" { Some("of-b".to_string()) } else { None };
+        assert_eq!(w.get(&d, table, "b"), b, "{table}: key b");
+    }
+}
+
+/// Defect 6: a switch to read-optimized whose migration ran more than once (a retried
+/// completion, or two nodes completing it) appended a migration record of a key each
+/// time. A transitional write logged between two of them was then followed by two
+/// migration records, and readers, who let a migration record defer only to a write
+/// just before it, took the write-optimized value again: the transitional write was
+/// lost. `migrate` must claim each key's record with a conditional append at offset 0
+/// of the key's migration tag, so that every run after the first writes nothing.
+///
+/// The transitional write dies between its write-log record and its single-version
+/// put, so the later runs still find the write-optimized entry (a finished transitional
+/// write leaves an entry they skip). Two runs follow it, since a single migration
+/// record right after the write is voided by the readers' rule.
+#[test]
+fn a_migration_run_more_than_once_keeps_a_transitional_write_visible() {
+    let mut config = config();
+    config.tables.insert("sw".into(), Protocol::WriteOptimized);
+    let mut w = World::new(config);
+    let d = w.start(0);
+    w.put(&d, "sw", "k", "before");
+    // Node 1 begins the switch and dies at once, before its completion task ever ran.
+    let d1 = w.start(1);
+    let begun = w.run(d1.switch_table(BOOK, "sw", Protocol::ReadOptimized)).expect("the switch begins");
+    w.crash(1);
+    drop(d1);
+    let &(begin, _) = begun.history.last().expect("a Begin record");
+    let switch = Switch {
+        book: BOOK,
+        table: "sw".into(),
+        begin,
+        to: Protocol::ReadOptimized,
+        auto: false,
+        end_position: begun.history.len() as u64,
+    };
+    let mut ctx = Context::new();
+    w.run(d.migrate(&mut ctx, &switch)).expect("the first migration");
+    // A transitional instance writes k and dies right after its write-log record (its
+    // effects: Init, the version, the record), before its single-version put: the
+    // migration still finds the write-optimized entry.
+    let transitional = keyed("put", "transitional", "sw k during");
+    let crashing = InvokeRequest { crash_after: Some(3), ..transitional.clone() };
+    assert_eq!(w.invoke(&d, crashing), Err(Error::InjectedCrash));
+    w.run(d.migrate(&mut ctx, &switch)).expect("a second migration");
+    w.run(d.migrate(&mut ctx, &switch)).expect("a third migration");
+    w.run(d.complete(&mut ctx, &switch)).expect("the switch completes");
+    let status = w.run(d.table_status(BOOK, "sw")).expect("a status").expect("a table");
+    assert_eq!((status.protocol, status.switching), (Protocol::ReadOptimized, None));
+    assert_eq!(w.invoke(&d, transitional).as_deref(), Ok("ok"), "the transitional write finishes");
+    assert_eq!(w.get(&d, "sw", "k").as_deref(), Some("during"), "a read-optimized reader after End");
+    // Collection keeps the write that is visible and drops the migration before it.
+    w.recover(&d, &mut Recovery::default(), 1);
+    assert_eq!(w.get(&d, "sw", "k").as_deref(), Some("during"), "a reader after garbage collection");
+    let object = d.tags.object("sw", b"k");
+    match &w.stream(&d, object)[..] {
+        [Step::Write { migrated_from: None, .. }] => {}
+        other => panic!("the write log of k after collection: {other:?}"),
+    }
+}
+
+/// Defect 7: a peer of a root that initialised before the root finished (a retry on
+/// another node, say) could read, at its old cursor, an object whose write-log records
+/// garbage collection had trimmed once the root finished, see "never written", and let
+/// its guest act on that. A read-optimized read that finds nothing must check that the
+/// root is unfinished (`Instance::check_unfinished`) and stop the late peer with
+/// `Abort::Superseded` otherwise.
+#[test]
+fn a_late_peer_of_a_finished_root_stops_instead_of_reading_trimmed_history() {
+    let mut config = config();
+    config.results_kept_ms = 0;
+    let mut w = World::new(config);
+    let d = w.start(0);
+    w.put(&d, "ro", "k", "first");
+    // Root R starts and dies right after its Init record.
+    let r = keyed("put", "r", "ro k from-r");
+    let crashing = InvokeRequest { crash_after: Some(1), ..r.clone() };
+    assert_eq!(w.invoke(&d, crashing), Err(Error::InjectedCrash));
+    // A peer of R initialises: its cursor is R's Init, where k is "first".
+    let of = Of {
+        id: id("put", "r"),
+        book: BOOK,
+        function: "put".into(),
+        version: w.guests.find("put", None).expect("deployed").0.version,
+        input: Some(r.input.clone()),
+        declared: Arc::default(),
+        crash: None,
+    };
+    let mut peer = Instance::new(d.clone(), of);
+    let mut peer_ctx = Context::new();
+    assert!(matches!(w.run(peer.init(&mut peer_ctx)), Ok(Started::Running { .. })));
+    // R finishes, k is written again, and garbage collection trims R's step log and the
+    // write-log records of k before the last.
+    assert_eq!(w.invoke(&d, r).as_deref(), Ok("ok"));
+    w.put(&d, "ro", "k", "later");
+    w.recover(&d, &mut Recovery::default(), 1);
+    assert_eq!(w.stream(&d, d.tags.step(&id("put", "r"))), [], "R's step log is collected");
+    assert_eq!(w.stream(&d, d.tags.object("ro", b"k")).len(), 1, "k's write log is collected");
+    match w.run(peer.get(&mut peer_ctx, "ro", b"k")) {
+        Err(Abort::Superseded) => {}
+        other => panic!("the late peer's read of k at its old cursor gave {other:?}, not Superseded"),
+    }
+}
+
+/// Defect 9: garbage collection trimmed an object's write log up to the record visible
+/// at the horizon, whatever lay before it, so a record of another object that shares
+/// the tag (two objects whose derived tags collide) went too, and that object lost its
+/// value. `collect_table` must stop at the first record of another object.
+#[test]
+fn garbage_collection_never_trims_another_objects_record_under_a_shared_tag() {
+    let mut w = World::new(config());
+    let d = w.start(0);
+    w.put(&d, "ro", "a", "a1");
+    // A write of object b under a's tag, as if their tags collided.
+    let a_tag = d.tags.object("ro", b"a");
+    let foreign = Step::Write { table: "ro".into(), key: Bytes::from_static(b"b"), version: 7, migrated_from: None };
+    w.run(d.log.append(&mut Context::new(), shadow(BOOK), &[a_tag], record::encode(&foreign))).expect("appended");
+    w.put(&d, "ro", "a", "a2");
+    w.put(&d, "ro", "a", "a3");
+    w.recover(&d, &mut Recovery::default(), 1);
+    let left = w.stream(&d, a_tag);
+    let keys: Vec<String> = left.iter().map(write_key).collect();
+    assert_eq!(keys, ["b", "a", "a"], "a's write log after collection: a1 trimmed, b's record and what follows kept");
+    assert_eq!(left[0], foreign);
+    assert_eq!(w.get(&d, "ro", "a").as_deref(), Some("a3"));
+}
+
+/// A resource defect: a keyed retry of an invocation that was admitted and started on
+/// version 1 was checked again against the current version, and refused when a later
+/// deploy lowered `request_bytes_max` below its input, although it runs on version 1.
+/// `version_for` must, when a run fails admission, take the version that the Init
+/// record names (`recorded_version`) and run that.
+#[test]
+fn a_re_execution_runs_on_its_version_whatever_a_later_deploy_admits() {
+    let mut w = World::new(config());
+    let d = w.start(0);
+    let answer = |out: &'static [u8]| guest(move |_| Box::pin(async move { Ok(out.to_vec()) }));
+    let v1 = w.deploy("sized", Limits { request_bytes_max: 1 << 20, ..Limits::default() }, answer(b"v1"));
+    let input = "x".repeat(50);
+    for key in ["retried", "recovered"] {
+        let crashing = InvokeRequest { crash_after: Some(1), ..keyed("sized", key, &input) };
+        assert_eq!(w.invoke(&d, crashing), Err(Error::InjectedCrash), "{key}");
+    }
+    w.deploy("sized", Limits { request_bytes_max: 10, ..Limits::default() }, answer(b"v2"));
+    let fresh = w.invoke(&d, keyed("sized", "fresh", &input));
+    assert!(matches!(fresh, Err(Error::TooLarge { size: Some(50), limit: 10, .. })), "a fresh invocation: {fresh:?}");
+    assert_eq!(w.invoke(&d, keyed("sized", "retried", &input)).as_deref(), Ok("v1"), "a keyed retry");
+    // The recovery scan names the version itself, and passes no input to check.
+    w.recover(&d, &mut Recovery::default(), 2);
+    assert_eq!(w.status(&d, "sized", "recovered"), InvocationStatus::Finished(Ok(Bytes::from_static(b"v1"))));
+    let versions: Vec<u64> = w.guests.runs("sized").iter().map(|r| r.version).collect();
+    assert_eq!(versions, [v1, v1], "the retry and the re-execution (the first attempts crashed before the guest ran)");
+}
+
+/// Asynchronous invocations: at most `async_max` run on a node at once (more are
+/// refused as busy, and admitted again once some finish), and a submission is
+/// acknowledged only once its Init record is in the log, so that it finishes even if
+/// the node dies right after acknowledging it. The defect: `invoke_async` answered
+/// before the Init was logged (the spawned run logged it), and an invocation whose
+/// node died then was lost, although the client held its ID.
+#[test]
+fn asynchronous_invocations_are_bounded_and_acknowledged_once_logged() {
+    let mut config = config();
+    config.async_max = 1;
+    let mut w = World::new(config);
+    let d = w.start(0);
+    let slow = guest(|a| {
+        Box::pin(async move {
+            a.instance.svc().clock.sleep(50).await;
+            let key = a.input.clone();
+            a.put("ro", &key, Bytes::from_static(b"done")).await?;
+            Ok(b"done".to_vec())
+        })
+    });
+    w.deploy("slow", Limits::default(), slow);
+    let submit = |key: &'static str| d.invoke_async("slow".into(), BOOK, Bytes::from_static(key.as_bytes()), None);
+    let done = Ok(InvocationStatus::Finished(Ok(Bytes::from_static(b"done"))));
+    let first = w.run(submit("first")).expect("admitted");
+    match w.run(submit("second")) {
+        Err(Error::Busy(_)) => {}
+        other => panic!("a second asynchronous invocation with async_max = 1 got {other:?}"),
+    }
+    assert_eq!(w.wait_finished(&d, &first), done);
+    let third = w.run(submit("third")).expect("admitted once the first finished");
+    assert_eq!(w.wait_finished(&d, &third), done);
+    // The node dies right after acknowledging a submission; its run never started.
+    let acked = w.run(submit("acked")).expect("admitted");
+    w.crash(0);
+    drop(d);
+    let d = w.start(0);
+    d.start_background();
+    assert_eq!(w.wait_finished(&d, &acked), done, "the acknowledged invocation after its node restarted");
+    assert_eq!(w.get(&d, "ro", "acked").as_deref(), Some("done"));
+}
+
+/// Two concurrent runs of one keyed invocation on one node (a client's retry racing
+/// its first request, or the recovery scan racing a retry) both ran the guest: the
+/// loser of the Init record found the invocation running and ran it too. `Durable::run`
+/// must run the roots of one ID one at a time on a node (a lock per ID), so the second
+/// finds the logged result.
+#[test]
+fn concurrent_runs_of_one_keyed_invocation_run_its_guest_once() {
+    let mut w = World::new(config());
+    let d = w.start(0);
+    let req = keyed("put", "twice", "ro k v");
+    let (a, b) = w.run(join(d.invoke(req.clone()), d.invoke(req)));
+    assert_eq!(a, Ok(b"ok".to_vec()));
+    assert_eq!(b, a);
+    assert_eq!(w.guests.runs("put").len(), 1, "executions of the guest");
+    assert_eq!(d.replayed(), 1, "the second run answered from the log");
+}
+
+/// Recovery state is bounded yet complete: with `open_max = 2`, the scan tracks two
+/// unfinished roots at a time, and picks up the others as those finish, so all five are
+/// re-executed; and garbage collection keeps what the untracked ones read meanwhile (the
+/// horizon stays below the first untracked root). The roots read k at their Init,
+/// before it changed, and copy what they read.
+///
+/// The defect guarded against: a horizon that ignored untracked roots. Through
+/// `Recovery::round` the `untracked_from` term of `BookScan::horizon` does not decide:
+/// `catch_up` runs before every collection and leaves roots untracked only with the
+/// tracked set full of earlier roots, which hold the horizon lower still. The test
+/// fails if the horizon passes unfinished roots at all (it ignores the tracked ones).
+#[test]
+fn every_unfinished_root_is_re_executed_and_collection_waits_for_untracked_ones() {
+    let mut config = config();
+    config.open_max = 2;
+    let mut w = World::new(config);
+    let d = w.start(0);
+    let copy = guest(|a| {
+        Box::pin(async move {
+            let w = words(&a.input);
+            let value = a.get("ro", w[0].as_bytes()).await?.unwrap_or_else(|| Bytes::from_static(b"none"));
+            a.put("ro", w[1].as_bytes(), value.clone()).await?;
+            Ok(value.to_vec())
+        })
+    });
+    w.deploy("copy", Limits::default(), copy);
+    w.put(&d, "ro", "k", "old");
+    let roots: Vec<String> = (0..5).map(|i| format!("root{i}")).collect();
+    for r in &roots {
+        let crashing = InvokeRequest { crash_after: Some(1), ..keyed("copy", r, &format!("k {r}")) };
+        assert_eq!(w.invoke(&d, crashing), Err(Error::InjectedCrash), "{r}");
+    }
+    // A newer write of k: collecting the old one would change what the roots read.
+    w.put(&d, "ro", "k", "new");
+    let mut scan = Recovery::default();
+    w.recover(&d, &mut scan, 2);
+    assert_eq!(w.guests.runs("copy").len(), 2, "re-executions while two roots are tracked");
+    w.recover(&d, &mut scan, 6);
+    assert_eq!(w.guests.runs("copy").len(), 5, "re-executions once the scan caught up");
+    for r in &roots {
+        let old = InvocationStatus::Finished(Ok(Bytes::from_static(b"old")));
+        assert_eq!(w.status(&d, "copy", r), old, "{r}");
+        assert_eq!(w.get(&d, "ro", r).as_deref(), Some("old"), "{r}");
+    }
+}
+
+/// A non-deterministic re-execution's trap is logged as the invocation's result once
+/// retries are spent, after the recorded history (the diverged step's position is
+/// taken), naming the step that diverged; nothing is adopted and the invocation does
+/// not linger for the recovery scan.
+#[test]
+fn a_non_determinism_trap_is_logged_once_retries_are_spent() {
+    let mut w = World::new(config());
+    let d = w.start(0);
+    w.deploy("branchy", Limits::default(), branchy());
+    let first = InvokeRequest { crash_after: Some(2), ..keyed("branchy", "nd", "wo") };
+    assert_eq!(w.invoke(&d, first), Err(Error::InjectedCrash));
+    w.recover(&d, &mut Recovery::default(), 2);
+    match w.status(&d, "branchy", "nd") {
+        InvocationStatus::Finished(Err(Error::Trap(m))) if m.contains("is now a read of wo/\"b\"") => {}
+        other => panic!("after one re-execution and its retry: {other:?}"),
+    }
+    assert_eq!(w.guests.runs("branchy").len(), 3, "the crashed attempt, the re-execution and its retry");
+}
