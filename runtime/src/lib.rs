@@ -12,7 +12,6 @@ pub mod host;
 pub mod metrics;
 pub mod registry;
 pub mod runtime;
-pub mod state;
 
 pub use config::{Config, Limits, NodeLimits};
 pub use error::RuntimeError;

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tally_durable::{Durable, InvocationStatus, InvokeRequest, NodeBounds, Parts, StateStore, TagKey};
 use tally_logsvc::{BookId, LogClient};
+use tally_state::{PgStateStore, RocksStateStore};
 use tracing::Instrument;
 
 use crate::config::{Config, Limits, Protocol, StoreKind};
@@ -18,7 +19,6 @@ use crate::functions::HostFunctions;
 use crate::host::WasmHost;
 use crate::metrics::Metrics;
 use crate::registry::{Registry, VersionInfo};
-use crate::state::{PgStateStore, RocksStateStore};
 
 /// How often the registry replays manifests appended by other nodes.
 const REGISTRY_POLL: Duration = Duration::from_secs(1);
