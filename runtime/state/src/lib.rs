@@ -8,8 +8,8 @@
 //!
 //! **Architecture Invariant:** a backend knows the trait and its database, nothing
 //! else. This crate depends on the exactly-once core (for the trait), rocksdb,
-//! tokio-postgres, and tokio for the blocking pool and the connection's task; it cannot
-//! reach the shared log, wasmtime or HTTP. What a table's protocol means is decided
+//! tokio-postgres, tokio for the blocking pool and the connection's task, and tempfile
+//! for `TempPostgres`; it cannot reach the shared log, wasmtime or HTTP. What a table's protocol means is decided
 //! above the trait, so a backend is replaced, or tested, on its own.
 
 mod postgres;
