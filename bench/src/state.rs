@@ -26,8 +26,8 @@ use tally_durable::{Instance, InstanceId, Of, Outcome};
 use tally_logsvc::{BookId, Context};
 use tally_runtime::config::{Protocol, StoreKind};
 use tally_runtime::dev::DevNode;
-use tally_runtime::state::TempPostgres;
 use tally_runtime::{Config, Runtime};
+use tally_state::TempPostgres;
 
 use crate::report::{micros, round_to, Latencies, Report};
 use crate::RunOptions;

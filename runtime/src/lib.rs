@@ -1,18 +1,16 @@
-//! Tally's function runtime: the wasmtime host, the function registry in the shared
-//! log, the HTTP gateway, and the all-in-one development node behind `tally dev`.
-//! See ARCHITECTURE.md for how the parts fit.
+//! Tally's node: the [`Runtime`] that joins the exactly-once core (`tally-durable`),
+//! the wasmtime host and function registry (`tally-host`) and a state store
+//! (`tally-state`) over the shared log; the HTTP gateway; and the all-in-one
+//! development node behind `tally dev`. It is the glue, and the one crate that knows
+//! HTTP (axum), the configuration file (toml) and the command line (clap, in the `tally`
+//! binary). See ARCHITECTURE.md for how the parts fit.
 
 pub mod config;
 pub mod dev;
 mod env;
 pub mod error;
-mod functions;
 pub mod gateway;
-pub mod host;
-pub mod metrics;
-pub mod registry;
 pub mod runtime;
-pub mod state;
 
 pub use config::{Config, Limits, NodeLimits};
 pub use error::RuntimeError;

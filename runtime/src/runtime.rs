@@ -8,17 +8,14 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tally_durable::{Durable, InvocationStatus, InvokeRequest, NodeBounds, Parts, StateStore, TagKey};
+use tally_host::{HostFunctions, Metrics, Registry, Tokio, VersionInfo, WasmHost};
 use tally_logsvc::{BookId, LogClient};
+use tally_state::{PgStateStore, RocksStateStore};
 use tracing::Instrument;
 
 use crate::config::{Config, Limits, Protocol, StoreKind};
-use crate::env::{PlatformLog, Tokio};
+use crate::env::PlatformLog;
 use crate::error::{Result, RuntimeError};
-use crate::functions::HostFunctions;
-use crate::host::WasmHost;
-use crate::metrics::Metrics;
-use crate::registry::{Registry, VersionInfo};
-use crate::state::{PgStateStore, RocksStateStore};
 
 /// How often the registry replays manifests appended by other nodes.
 const REGISTRY_POLL: Duration = Duration::from_secs(1);

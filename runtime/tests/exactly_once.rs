@@ -16,8 +16,8 @@ use tally_logsvc::BookId;
 use tally_runtime::config::{Protocol, StoreKind};
 use tally_runtime::dev::DevNode;
 use tally_runtime::runtime::InvokeOptions;
-use tally_runtime::state::TempPostgres;
 use tally_runtime::{Config, RuntimeError};
+use tally_state::TempPostgres;
 
 fn guest(name: &str) -> Bytes {
     let dir = std::env::var_os("TALLY_GUESTS_DIR")

@@ -1,10 +1,11 @@
 //! The narrow interfaces through which the core reaches the world: the shared log, time,
 //! background tasks and the functions it runs (the state store is [`crate::StateStore`]).
 //!
-//! Each has two implementations: the real one (the engine's `LogClient`, tokio, the
-//! wasmtime host; in `tally-runtime`) and the simulator's (`crate::sim`), which runs the
-//! same core deterministically from a seed. Nothing in this crate reads a clock, spawns
-//! a thread or opens a socket: it cannot, since its dependencies allow none of it.
+//! Each has two implementations: the real one (the engine's `LogClient` in
+//! `tally-runtime`; tokio and the wasmtime host in `tally-host`) and the simulator's
+//! (`crate::sim`), which runs the same core deterministically from a seed. Nothing in
+//! this crate reads a clock, spawns a thread or opens a socket: it cannot, since its
+//! dependencies allow none of it.
 
 use std::collections::BTreeMap;
 use std::future::Future;

@@ -1,5 +1,5 @@
 //! The conformance suite every [`StateStore`] must pass: the executable form of the
-//! trait's doc comment. `runtime/tests/state_stores.rs` runs it against each backend.
+//! trait's doc comment. `runtime/state/tests/state_stores.rs` runs it against each backend.
 //!
 //! Each case uses tables named after itself, so all cases can share one store (and one
 //! database) without seeing each other's data. A case fails by panicking, with the

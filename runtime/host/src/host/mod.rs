@@ -24,19 +24,19 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tally_durable::{Abort, Attempt};
+use tally_durable::{Abort, Attempt, Error as RuntimeError, Result};
 use tally_logsvc::LogClient;
 use wasmtime::component::{Component, Linker, ResourceTable};
 use wasmtime::{Engine, InstanceAllocationStrategy, PoolingAllocationConfig, ResourceLimiter, Store, UpdateDeadline};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use crate::config::{Limits, NodeLimits};
-use crate::error::{Result, RuntimeError};
+use crate::clock::Tokio;
+use crate::limits::{Limits, NodeLimits};
 use crate::metrics::Metrics;
 
 wasmtime::component::bindgen!({
-    path: "../wit",
+    path: "../../wit",
     world: "function",
     imports: { default: async | trappable },
     exports: { default: async },
@@ -223,7 +223,7 @@ impl WasmHost {
         let stdout = MemoryOutputPipe::new(OUTPUT_BYTES_MAX);
         let stderr = MemoryOutputPipe::new(OUTPUT_BYTES_MAX);
         let wasi = WasiCtx::builder().stdout(stdout.clone()).stderr(stderr.clone()).build();
-        let deadline = crate::env::Tokio::instant(inv.attempt.deadline_ms);
+        let deadline = Tokio::instant(inv.attempt.deadline_ms);
         let function = inv.attempt.version.name.clone();
         let input = inv.attempt.input.clone();
         let state = HostState {

@@ -4,10 +4,10 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use tally_durable::{Attempt, BoxFuture, FunctionVersion, Functions};
+use tally_durable::{Attempt, BoxFuture, Error as RuntimeError, FunctionVersion, Functions, Result};
 use tally_logsvc::LogClient;
 
-use crate::error::{Result, RuntimeError};
+use crate::clock::Tokio;
 use crate::host::{Invocation, WasmHost};
 use crate::metrics::Metrics;
 use crate::registry::{Loaded, Registry};
@@ -45,7 +45,7 @@ impl HostFunctions {
         if attempt.attempt > 1 {
             self.metrics.reexecuted();
         }
-        let deadline = crate::env::Tokio::instant(attempt.deadline_ms);
+        let deadline = Tokio::instant(attempt.deadline_ms);
         let permit = match tokio::time::timeout_at(deadline.into(), loaded.permits.acquire()).await {
             Ok(Ok(p)) => p,
             _ => {

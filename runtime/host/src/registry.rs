@@ -23,12 +23,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use tally_durable::{Error as RuntimeError, Protocol, Result};
 use tally_logsvc::{BookId, Context, LogClient, SeqNum, Tag};
 use tokio::sync::Semaphore;
 
-use crate::config::{Limits, Protocol};
-use crate::error::{Result, RuntimeError};
 use crate::host::{Prepared, WasmHost};
+use crate::limits::Limits;
 
 /// The registry's platform book (from the one allocator of platform books and tags).
 pub const REGISTRY_BOOK: BookId = tally_durable::PLATFORM_BOOK;

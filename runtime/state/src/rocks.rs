@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use rocksdb::{ColumnFamilyDescriptor, Options, WriteBatch, WriteOptions, DB};
 
-use super::{check_table, Family, StateError, StateFuture, StateStore, Value, Version};
+use tally_durable::store::{check_table, Family, StateError, StateFuture, StateStore, Value, Version};
 
 const CF_VERSIONS: &str = "versions";
 const CF_LATEST: &str = "latest";

@@ -25,7 +25,7 @@ use std::process::Command;
 use bytes::Bytes;
 use tokio_postgres::{Client, NoTls};
 
-use super::{check_table, Family, StateError, StateFuture, StateStore, Value, Version};
+use tally_durable::store::{check_table, Family, StateError, StateFuture, StateStore, Value, Version};
 
 const SCHEMA: &str = "
     BEGIN;

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use crate::error::RuntimeError;
+use tally_durable::Error as RuntimeError;
 
 #[derive(Default)]
 struct FunctionCounters {

@@ -1,0 +1,40 @@
+//! Tally's wasmtime host: user functions (Wasm components of world
+//! `tally:platform/function`) run in a fresh instance per invocation under their
+//! limits, with the `log`, `state`, `invoke` and `context` imports; the function
+//! registry, kept in a platform book of the shared log, that deploys and loads them;
+//! and [`HostFunctions`], the exactly-once core's `Functions` on both, with tokio as its
+//! `Clock` and `Spawn` ([`Tokio`]).
+//!
+//! ```text
+//!   tally_durable::Durable ── Functions::run(Attempt) ──► HostFunctions (functions.rs)
+//!                                                          │ version by manifest seqnum
+//!                 Registry (registry.rs) ◄─────────────────┤
+//!                   manifests and chunks in PLATFORM_BOOK   ▼
+//!                                              WasmHost::run (host/): fresh Store and
+//!                                              instance, deadline, memory limiter;
+//!                                              imports: one file per WIT interface
+//! ```
+//!
+//! **Architecture Invariant:** the host knows functions, not how they are reached or
+//! where their state is: it depends on wasmtime, the exactly-once core (the guest's
+//! `state` and `invoke` go to its `Attempt`), the log's client and tokio, and never on
+//! an HTTP server, the configuration file's format, the command line or a state store
+//! (no axum, toml, clap, rocksdb or tokio-postgres in its Cargo.toml; rocksdb and clap
+//! still come in through `tally-logsvc`, for its nodes and its `sim` binary, unused
+//! here). Those are `tally-runtime`'s and `tally-state`'s; `tally-runtime` depends on
+//! this crate, never the other way, and `tally-state` and this crate know nothing of
+//! each other.
+
+mod clock;
+mod functions;
+mod host;
+mod limits;
+mod metrics;
+mod registry;
+
+pub use clock::Tokio;
+pub use functions::HostFunctions;
+pub use host::{Invocation, Prepared, WasmHost};
+pub use limits::{Limits, NodeLimits};
+pub use metrics::Metrics;
+pub use registry::{FunctionInfo, Loaded, Registry, VersionInfo, REGISTRY_BOOK};

@@ -1,0 +1,61 @@
+//! The limits a node puts on functions: [`Limits`] of one function (node-wide
+//! defaults that a deploy may override) and [`NodeLimits`], what one node allows at
+//! most whatever a deploy asks for. The node's configuration file holds both; the host
+//! sizes its engine by the one and runs each invocation under the other.
+
+use serde::{Deserialize, Serialize};
+
+/// Limits of one function. Every field has a node-wide default.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// Linear memory of one instance.
+    pub memory_bytes: u64,
+    /// Wall time of one invocation, host calls included.
+    pub timeout_ms: u64,
+    pub request_bytes_max: u64,
+    pub response_bytes_max: u64,
+    /// Instances of the function running at once on this node; more wait, up to the
+    /// timeout.
+    pub concurrency_max: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            memory_bytes: 128 << 20,
+            timeout_ms: 10_000,
+            request_bytes_max: 6 << 20,
+            response_bytes_max: 6 << 20,
+            concurrency_max: 64,
+        }
+    }
+}
+
+/// What one node allows at most, whatever a deploy asks for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NodeLimits {
+    /// Instances alive at once over all functions (the pooling allocator's size).
+    pub instances_max: u32,
+    /// The largest `memory_bytes` a function may ask for.
+    pub memory_bytes_max: u64,
+    /// The largest component a deploy may upload.
+    pub component_bytes_max: u64,
+    /// Nested `invoke.call`s.
+    pub call_depth_max: u32,
+    /// Finished asynchronous invocations kept for `GET /v1/invocations/{id}`.
+    pub invocations_kept: usize,
+}
+
+impl Default for NodeLimits {
+    fn default() -> Self {
+        NodeLimits {
+            instances_max: 256,
+            memory_bytes_max: 1 << 30,
+            component_bytes_max: 64 << 20,
+            call_depth_max: 8,
+            invocations_kept: 100_000,
+        }
+    }
+}
