@@ -81,6 +81,8 @@ pub struct Execution {
     pub function: String,
     pub version: u64,
     pub observed: Vec<Observed>,
+    /// The guest ran to its end (or its deterministic trap): every effect it has was made.
+    pub completed: bool,
 }
 
 /// What all executions reported, by input.
@@ -191,7 +193,7 @@ impl SimFunctions {
         let mut t = self.traces.lock().expect("not poisoned");
         t.executions += 1;
         let list = t.by_input.entry(input.to_vec()).or_default();
-        list.push(Execution { node: self.node, function: function.to_string(), version, observed: Vec::new() });
+        list.push(Execution { node: self.node, function: function.to_string(), version, observed: Vec::new(), completed: false });
         list.len() - 1
     }
 
@@ -213,6 +215,12 @@ impl SimFunctions {
         let input = attempt.input.to_vec();
         let at = self.record(&input, &attempt.version.name, attempt.version.version);
         let result = self.interpret(&mut attempt, &program, &input, at).await;
+        if matches!(&result, Ok(_) | Err(Error::Trap(_))) {
+            let mut t = self.traces.lock().expect("not poisoned");
+            if let Some(e) = t.by_input.get_mut(&input).and_then(|l| l.get_mut(at)) {
+                e.completed = true;
+            }
+        }
         (result, attempt)
     }
 

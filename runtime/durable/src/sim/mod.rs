@@ -254,6 +254,12 @@ impl World {
         }
     }
 
+    /// Whether an execution of `input` ran its program to the end.
+    fn completed(&self, input: &[u8]) -> bool {
+        let traces = self.traces.lock().expect("not poisoned");
+        traces.by_input.get(input).is_some_and(|l| l.iter().any(|e| e.completed))
+    }
+
     /// A node that is up, drawn at random, with its incarnation.
     fn pick_node(&self) -> Option<(usize, Arc<Durable>, u64)> {
         let up: Vec<usize> = (0..self.nodes.len())
@@ -730,14 +736,14 @@ async fn client(world: Arc<World>, c: usize) {
 /// asked again) on one node, polled on any until finished.
 async fn asynchronous(world: &Arc<World>, book: BookId, function: &str, input: &[u8], key: String) -> bool {
     let h = world.harness();
-    let id = loop {
+    let (id, submitted_ms) = loop {
         let Some((n, d, _)) = world.pick_node() else {
             h.sleep(5).await;
             continue;
         };
         let (f, i, k) = (function.to_string(), Bytes::copy_from_slice(input), key.clone());
         match world.on_node(n, d, "submit", move |d| async move { d.invoke_async(f, book, i, Some(k)).await }).await {
-            Some(Ok(id)) => break id.to_string(),
+            Some(Ok(id)) => break (id.to_string(), h.now_ms()),
             Some(Err(e)) if e.is_transient() => h.sleep(5 + world.draw(20)).await,
             Some(Err(e)) => {
                 world.fail(format!("an asynchronous submission of {} failed: {e}", show(input)));
@@ -761,9 +767,16 @@ async fn asynchronous(world: &Arc<World>, book: BookId, function: &str, input: &
                 return check_finished(world, function, input, Some(got)).is_some();
             }
             Some(Ok(InvocationStatus::Running)) | None => {}
-            // A replica behind the submission may not show the Init record yet.
-            Some(Err(Error::InvocationNotFound(_))) => {}
-            Some(Err(e)) if e.is_transient() => {}
+            // Accepted means started, so an unknown invocation is either one a lagging
+            // replica does not show yet or one whose result was kept shorter than this
+            // client took to ask (after an execution ran it to its end): the model still
+            // says what it did.
+            Some(Err(Error::InvocationNotFound(_)))
+                if h.now_ms() > submitted_ms + world.config.results_kept_ms && world.completed(input) =>
+            {
+                return check_finished(world, function, input, None).is_some();
+            }
+            Some(Err(e)) if matches!(e, Error::InvocationNotFound(_)) || e.is_transient() => {}
             Some(Err(e)) => {
                 world.fail(format!("the status of {} failed: {e}", show(input)));
                 return false;
