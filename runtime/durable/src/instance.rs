@@ -229,6 +229,19 @@ impl Instance {
                 self.version = *version;
                 self.input = Some(input.clone());
             }
+            Step::Refused { id, function, outcome } if *id == self.id => {
+                if *function != self.function {
+                    return Err(Abort::Refused(Error::Conflict(format!(
+                        "invocation {} was started with another function",
+                        self.id
+                    ))));
+                }
+                let outcome = outcome.clone();
+                self.cursor = first.seqnum;
+                self.init_cursor = first.seqnum;
+                self.next = 1;
+                return Ok(Started::Finished(outcome));
+            }
             other => return Err(Abort::internal(format!("the step log of {} starts with {other:?}", self.id))),
         }
         self.cursor = first.seqnum;
@@ -243,6 +256,21 @@ impl Instance {
             None if fresh => Started::Fresh,
             None => Started::Running { version: self.version },
         })
+    }
+
+    /// Logs `outcome` as the whole history of a child refused before it ran, or finds
+    /// what a peer logged first: that refusal, or the start of a real run.
+    pub async fn refuse(&mut self, ctx: &mut Context, outcome: Outcome) -> Result<Started, Abort> {
+        let refused = Step::Refused { id: self.id.clone(), function: self.function.clone(), outcome: outcome.clone() };
+        let tags = [self.step_tag, INSTANCES];
+        match self.svc.log.cond_append(ctx, self.shadow(), &tags, record::encode(&refused), self.step_tag, 0).await {
+            Ok(_) => Ok(Started::Finished(outcome)),
+            Err(LogError::Conflict { .. }) => {
+                self.input = None;
+                self.init(ctx).await
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Reads the step log from seqnum `from` on into `steps`.

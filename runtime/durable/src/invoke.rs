@@ -353,10 +353,51 @@ impl Durable {
         }
     }
 
+    /// Logs `refusal` as the outcome of the child `run` in the child's own step log, or
+    /// finds what a peer logged there first: its outcome, or (`None`, with `run.version`
+    /// set) the version a peer started the child on.
+    async fn refuse_child(self: &Arc<Self>, run: &mut Run, refusal: Error) -> Result<Option<Outcome>> {
+        let of = Of {
+            id: run.id.clone(),
+            book: run.book,
+            function: run.function.clone(),
+            version: 0,
+            input: run.input.clone(),
+            declared: Default::default(),
+            crash: run.crash.clone(),
+        };
+        let outcome = Outcome::of_final(&Err(refusal)).expect("refusals are final");
+        match Instance::new(self.clone(), of).refuse(&mut run.ctx, outcome).await.map_err(Abort::into_error)? {
+            Started::Finished(logged) => Ok(Some(logged)),
+            Started::Running { version } => {
+                run.version = Some(version);
+                Ok(None)
+            }
+            Started::Fresh => Err(Error::Internal("a refusal found no history".into())),
+        }
+    }
+
     async fn run_attempts(self: &Arc<Self>, mut run: Run) -> (Result<Vec<u8>>, Context) {
-        let mut version = match self.version_for(&mut run).await {
-            Ok(v) => v,
-            Err(e) => return (Err(e), run.ctx),
+        let mut version = loop {
+            match self.version_for(&mut run).await {
+                Ok(v) => break v,
+                // A child refused before it ran (its function missing, say) has that
+                // refusal logged in its own step log, not only in its parent's: a peer of
+                // the parent that calls the child once the function exists then finds the
+                // refusal there, instead of running the child under a parent whose history
+                // says it never ran.
+                Err(e @ (Error::FunctionNotFound(_) | Error::InvalidArgument(_) | Error::TooLarge { .. }))
+                    if !run.id.is_root() =>
+                {
+                    match self.refuse_child(&mut run, e).await {
+                        Ok(Some(logged)) => return (logged.into_result(), run.ctx),
+                        // A peer started the child on a version: run that one.
+                        Ok(None) => continue,
+                        Err(e) => return (Err(e), run.ctx),
+                    }
+                }
+                Err(e) => return (Err(e), run.ctx),
+            }
         };
         loop {
             let of = Of {

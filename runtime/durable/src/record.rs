@@ -51,6 +51,9 @@ pub enum Step {
     Invoke { function: String, input_sha256: [u8; 32], outcome: Outcome },
     /// The invocation's final outcome.
     Result { outcome: Outcome },
+    /// A child refused before it ran (its function missing, its arguments refused), in
+    /// place of Init at step 0: its whole step log, and its outcome for every peer.
+    Refused { id: InstanceId, function: String, outcome: Outcome },
 }
 
 impl Step {
@@ -83,6 +86,7 @@ impl Step {
             Step::Read { table, key, .. } => format!("read of {table}/{}", printable(key)),
             Step::Invoke { function, .. } => format!("call of {function}"),
             Step::Result { .. } => "result".to_string(),
+            Step::Refused { function, .. } => format!("refusal of {function}"),
         }
     }
 }

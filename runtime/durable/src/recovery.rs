@@ -95,6 +95,11 @@ impl BookScan {
                     let seen_ms = d.clock.now_ms();
                     self.open.insert(tag, Open { id, function, version, seen_ms, attempts: 0, init: r.seqnum.0 });
                 }
+                // A refused child's whole history: started and finished at once.
+                Ok(Step::Refused { .. }) => {
+                    self.inits.insert(tag, r.seqnum.0);
+                    self.finished.push_back(Finished { step_tag: tag, result: r.seqnum.0, seen_ms: d.clock.now_ms() });
+                }
                 Ok(Step::Result { .. }) => {
                     self.open.remove(&tag);
                     self.finished.push_back(Finished { step_tag: tag, result: r.seqnum.0, seen_ms: d.clock.now_ms() });
