@@ -36,3 +36,16 @@ fn two_nodes_one_book_and_many_clients_hold() {
     let opts = SimOptions { nodes: 2, clients: 8, invocations: 6, books: 1, ..SimOptions::default() };
     check(30_000, 100, opts);
 }
+
+/// Seeds that found bugs, kept as regressions (each failed before its fix): 514 (an
+/// asynchronous result asked for after it expired), 1285 (a child refused as missing
+/// by one peer of its parent and run by another once its function appeared), and the
+/// harsh scenario's 20067.
+#[test]
+fn seeds_that_found_bugs_still_hold() {
+    for seed in [514, 1285] {
+        run_seeds(seed, 1, &SimOptions::default()).unwrap_or_else(|v| panic!("{v}"));
+    }
+    let harsh = SimOptions { crash: 0.01, pause: 0.002, log_fail: 0.05, store_fail: 0.05, peer: 0.5, ..SimOptions::default() };
+    run_seeds(20_067, 1, &harsh).unwrap_or_else(|v| panic!("{v}"));
+}
