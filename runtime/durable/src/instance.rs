@@ -371,7 +371,7 @@ impl Instance {
             }
             _ => {
                 self.init_checked(ctx).await?;
-                match self.transition_at(ctx, table).await? {
+                match self.transition_at(ctx, table, first).await? {
                     Transition::End { protocol, .. } => effective(protocol),
                     Transition::Begin { .. } => Effective::Transitional,
                 }
@@ -381,16 +381,16 @@ impl Instance {
         Ok(effective)
     }
 
-    /// The transition record in effect for `table` at this instance's start.
-    async fn transition_at(&self, ctx: &mut Context, table: &str) -> Result<Transition, Abort> {
+    /// The transition record in effect for `table` at this instance's start; `first`
+    /// (the table's first record) if the table began after it.
+    async fn transition_at(&self, ctx: &mut Context, table: &str, first: Transition) -> Result<Transition, Abort> {
         let tag = self.svc.tags.transition(table);
         let mut at = self.init_cursor;
         loop {
             let found = self.svc.log.read_prev(ctx, self.shadow(), tag, SeqNum(at)).await?;
             let Some(r) = found else {
-                // Nothing at or before the init record: the table began later, with
-                // the first record (which `protocol` made sure exists).
-                return self.svc.first_transition(ctx, self.book, table, Protocol::ReadOptimized).await;
+                // Nothing at or before the init record: the table began later.
+                return Ok(first);
             };
             let t: Transition = record::decode("transition", &r.data)?;
             if t.table() == table {
@@ -398,7 +398,7 @@ impl Instance {
             }
             match r.seqnum.0.checked_sub(1) {
                 Some(prev) => at = prev,
-                None => return self.svc.first_transition(ctx, self.book, table, Protocol::ReadOptimized).await,
+                None => return Ok(first),
             }
         }
     }
