@@ -5,7 +5,7 @@
 # librocksdb-sys needs libclang. PostgreSQL is for the state store tests, which start a
 # server of their own from /usr/lib/postgresql/<ver>/bin.
 missing=()
-for pkg in clang libclang-dev librocksdb-dev postgresql; do
+for pkg in clang libclang-dev librocksdb-dev postgresql etcd-server protobuf-compiler; do
     dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
 done
 if [ ${#missing[@]} -gt 0 ]; then

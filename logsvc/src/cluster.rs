@@ -4,7 +4,7 @@
 //!
 //! ```text
 //!   dir/
-//!     certs/             the dev cluster's CA and leaf (DevCerts)
+//!     certs/             the dev cluster's CA and leaf (Certs)
 //!     controller/        FileControllerStore: the configuration installed last
 //!     sequencer-<id>/    RocksMetalogStore
 //!     storage-<id>/      RocksStore
@@ -32,7 +32,7 @@ use tracing::{info, warn};
 
 use crate::client::LogClient;
 use crate::driver::{self, EngineDriverConfig, EngineHandle, StorageStores};
-use crate::net::{DevCerts, NetConfig, Transport};
+use crate::net::{Certs, NetConfig, Transport};
 use crate::store::{FileControllerStore, FsyncPolicy, GroupCommitConfig, RocksMetalogStore, RocksStore};
 
 /// The controller's node id.
@@ -110,7 +110,7 @@ impl ClusterBuilder {
             return Err(Error::InvalidArgument(format!("a cluster needs {what}")));
         }
         std::fs::create_dir_all(&self.dir).map_err(|e| Error::Storage(format!("creating {}: {e}", self.dir.display())))?;
-        let certs = DevCerts::load_or_generate(&self.dir.join("certs"))?;
+        let certs = Certs::load_or_generate(&self.dir.join("certs"))?;
         let localhost: SocketAddr = "127.0.0.1:0".parse().expect("a valid address");
 
         let mut roster = Vec::new();
@@ -218,7 +218,7 @@ struct EngineSlot {
 /// keep running until the runtime stops.
 pub struct Cluster {
     builder: ClusterBuilder,
-    certs: DevCerts,
+    certs: Certs,
     controller: NodeSlot,
     installed: watch::Receiver<Option<Arc<Configuration>>>,
     /// Lets a shutdown wait for a persist still on the blocking pool, which a build
@@ -254,7 +254,7 @@ impl Cluster {
                     let store = Arc::new(RocksMetalogStore::open(&self.node_dir("sequencer", id))?);
                     let weak = Arc::downgrade(&store);
                     let cfg = self.builder.sequencer_config.clone();
-                    let task = driver::spawn_sequencer(id, CONTROLLER, cfg, store, transport.clone(), inbox)?;
+                    let task = driver::spawn_sequencer(id, vec![CONTROLLER], cfg, store, transport.clone(), inbox)?;
                     self.sequencers
                         .push(SequencerSlot { node: NodeSlot { id, transport: Some(transport), task: Some(task) }, store: weak });
                 }
@@ -270,7 +270,7 @@ impl Cluster {
                 Role::Engine => {
                     let handle = driver::spawn_engine(
                         id,
-                        CONTROLLER,
+                        vec![CONTROLLER],
                         self.builder.engine_config.clone(),
                         self.builder.engine_driver.clone(),
                         transport.clone(),
@@ -293,7 +293,7 @@ impl Cluster {
         let records = Arc::new(RocksStore::open(&self.node_dir("storage", id), self.builder.fsync)?);
         let weak = Arc::downgrade(&records);
         let stores = StorageStores { records, group_commit: self.builder.group_commit.clone() };
-        let task = driver::spawn_storage(id, CONTROLLER, self.builder.storage_config.clone(), stores, transport, inbox)?;
+        let task = driver::spawn_storage(id, vec![CONTROLLER], self.builder.storage_config.clone(), stores, transport, inbox)?;
         Ok((task, weak))
     }
 
@@ -318,7 +318,7 @@ impl Cluster {
         &self.builder.dir
     }
 
-    pub fn certs(&self) -> &DevCerts {
+    pub fn certs(&self) -> &Certs {
         &self.certs
     }
 

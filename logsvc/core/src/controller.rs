@@ -55,9 +55,12 @@ pub struct ControllerConfig {
     /// Install the first term once every node was heard from, or after this long with
     /// at least one sequencer and one storage node.
     pub startup_grace_us: Micros,
-    /// Engines holding each log's index, chosen once from the roster (`None`: every
-    /// engine indexes every log).
+    /// Engines holding each log's index, chosen once from the engines known when the
+    /// first term is installed (`None`: every engine indexes every log).
     pub indexers_per_log: Option<usize>,
+    /// The other controllers of the cluster (standbys that may take over), whose
+    /// stored configurations this one resumes from. Empty in a one-controller cluster.
+    pub peers: Vec<NodeId>,
 }
 
 impl Default for ControllerConfig {
@@ -70,6 +73,7 @@ impl Default for ControllerConfig {
             resend_us: 100_000,
             startup_grace_us: 2_000_000,
             indexers_per_log: None,
+            peers: Vec::new(),
         }
     }
 }
@@ -105,7 +109,8 @@ pub struct Controller {
     sealing: Option<Sealing>,
     next_shard: u32,
     started_at: Option<Micros>,
-    indexers: Vec<Vec<NodeId>>,
+    /// Chosen at the first install (or taken from the stored configuration).
+    indexers: Option<Vec<Vec<NodeId>>>,
     /// The current term was installed before this controller restarted: it is sealed
     /// and replaced before anything else, and its configuration is never sent.
     restarted: bool,
@@ -116,15 +121,6 @@ impl Controller {
     pub fn new(id: NodeId, cfg: ControllerConfig, roster: &[(NodeId, Role)]) -> Controller {
         assert!(cfg.n_logs > 0 && cfg.n_meta > 0 && cfg.n_data > 0);
         let members = roster.iter().map(|&(n, role)| (n, Member { role, incarnation: 0, last_seen: None })).collect();
-        // Index replicas of log l: k engines of the roster from the l-th on, so the
-        // logs' indexes spread over the engines.
-        let engines: Vec<NodeId> = roster.iter().filter(|(_, r)| *r == Role::Engine).map(|(n, _)| *n).collect();
-        let indexers = match cfg.indexers_per_log {
-            Some(k) if k > 0 && k < engines.len() => {
-                (0..cfg.n_logs as usize).map(|l| (0..k).map(|i| engines[(l + i) % engines.len()]).collect()).collect()
-            }
-            _ => vec![Vec::new(); cfg.n_logs as usize],
-        };
         Controller {
             id,
             cfg,
@@ -135,7 +131,7 @@ impl Controller {
             sealing: None,
             next_shard: 0,
             started_at: None,
-            indexers,
+            indexers: None,
             restarted: false,
             out: Vec::new(),
         }
@@ -159,7 +155,7 @@ impl Controller {
             None => 0,
             Some(s) => s.checked_add(1).ok_or_else(|| Error::Storage("the stored configuration used every shard id".into()))?,
         };
-        c.indexers = stored.indexers.clone();
+        c.indexers = Some(stored.indexers.clone());
         c.restarted = true;
         tracing::info!(term = stored.current().term.0, "controller resumes from its stored configuration");
         c.config = Some(Arc::new(stored));
@@ -169,8 +165,8 @@ impl Controller {
     /// Checks a configuration read from the store against this controller's settings.
     fn check_stored(&self, stored: &Configuration) -> Result<()> {
         let mismatch = |what: String| Err(Error::InvalidArgument(format!("the stored configuration {what}")));
-        if stored.controller != self.id {
-            return mismatch(format!("belongs to controller {}, not {}", stored.controller, self.id));
+        if stored.controller != self.id && !self.cfg.peers.contains(&stored.controller) {
+            return mismatch(format!("belongs to controller {}, not {} or its peers", stored.controller, self.id));
         }
         if stored.n_logs != self.cfg.n_logs {
             return mismatch(format!("has {} physical logs, this cluster {}", stored.n_logs, self.cfg.n_logs));
@@ -210,6 +206,28 @@ impl Controller {
 
     pub fn id(&self) -> NodeId {
         self.id
+    }
+
+    /// Adds a node that registered after this controller started (membership in a
+    /// cluster is dynamic: nodes register with the control plane). It is heard from
+    /// like any member and joins the next term once live. A node already known keeps
+    /// its role: returns false when `role` differs from it.
+    pub fn add_member(&mut self, node: NodeId, role: Role) -> bool {
+        let m = self.members.entry(node).or_insert(Member { role, incarnation: 0, last_seen: None });
+        m.role == role
+    }
+
+    /// Index replicas of log l: k engines from the l-th on, so the logs' indexes
+    /// spread over the engines.
+    fn choose_indexers(&self) -> Vec<Vec<NodeId>> {
+        let engines: Vec<NodeId> = self.members.iter().filter(|(_, m)| m.role == Role::Engine).map(|(n, _)| *n).collect();
+        let n_logs = self.cfg.n_logs as usize;
+        match self.cfg.indexers_per_log {
+            Some(k) if k > 0 && k < engines.len() => {
+                (0..n_logs).map(|l| (0..k).map(|i| engines[(l + i) % engines.len()]).collect()).collect()
+            }
+            _ => vec![Vec::new(); n_logs],
+        }
     }
 
     pub fn configuration(&self) -> Option<&Arc<Configuration>> {
@@ -416,8 +434,11 @@ impl Controller {
             last.sealed = Some(tails.expect("a term is sealed before the next is installed"));
         }
         terms.push(TermConfig { term, logs, engines, storage, sealed: None });
-        let config =
-            Arc::new(Configuration { n_logs: self.cfg.n_logs, controller: self.id, terms, indexers: self.indexers.clone() });
+        if self.indexers.is_none() {
+            self.indexers = Some(self.choose_indexers());
+        }
+        let indexers = self.indexers.clone().expect("chosen above");
+        let config = Arc::new(Configuration { n_logs: self.cfg.n_logs, controller: self.id, terms, indexers });
         tracing::info!(term = term.0, "installed a new term");
         self.config = Some(config.clone());
         self.restarted = false;

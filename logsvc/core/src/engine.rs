@@ -230,7 +230,9 @@ struct EngineLog {
 
 pub struct Engine {
     id: NodeId,
-    controller: NodeId,
+    /// Every controller of the cluster: heartbeats go to all of them, and whichever
+    /// leads acts on them (a standby ignores them until it takes over).
+    controllers: Vec<NodeId>,
     incarnation: u64,
     cfg: EngineConfig,
     config: Option<Arc<Configuration>>,
@@ -260,10 +262,10 @@ pub struct Engine {
 }
 
 impl Engine {
-    pub fn new(id: NodeId, controller: NodeId, incarnation: u64, cfg: EngineConfig) -> Engine {
+    pub fn new(id: NodeId, controllers: Vec<NodeId>, incarnation: u64, cfg: EngineConfig) -> Engine {
         Engine {
             id,
-            controller,
+            controllers,
             incarnation,
             follower: Follower::new(cfg.follower.clone()),
             cache: RecordCache::new(cfg.cache_bytes_max),
@@ -479,7 +481,9 @@ impl Engine {
         if self.last_heartbeat.is_none_or(|t| now >= t + self.cfg.heartbeat_interval_us) {
             self.last_heartbeat = Some(now);
             let term = self.config.as_ref().map_or(Term(0), |c| c.current().term);
-            self.send(self.controller, Message::Heartbeat { incarnation: self.incarnation, term });
+            for c in self.controllers.clone() {
+                self.send(c, Message::Heartbeat { incarnation: self.incarnation, term });
+            }
         }
         let Some(config) = self.config.clone() else { return };
         let mut fetches = Vec::new();
@@ -1063,7 +1067,7 @@ mod tests {
                 sealed: None,
             };
             let config = Configuration { n_logs: 1, controller: CONTROLLER, terms: vec![term], indexers: vec![vec![]] };
-            let mut engine = Engine::new(ENGINE, CONTROLLER, 1, EngineConfig::default());
+            let mut engine = Engine::new(ENGINE, vec![CONTROLLER], 1, EngineConfig::default());
             engine.on_message(0, CONTROLLER, Message::NewConfig { config: Arc::new(config) });
             engine.take_actions();
             Harness { engine, next: 0 }

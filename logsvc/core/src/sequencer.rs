@@ -118,7 +118,9 @@ impl Metalog {
 
 pub struct Sequencer {
     id: NodeId,
-    controller: NodeId,
+    /// Every controller of the cluster: heartbeats go to all of them, and whichever
+    /// leads acts on them (a standby ignores them until it takes over).
+    controllers: Vec<NodeId>,
     incarnation: u64,
     cfg: SequencerConfig,
     config: Option<Arc<Configuration>>,
@@ -131,14 +133,14 @@ impl Sequencer {
     /// A sequencer rebuilt from its durable writes (empty for a new one).
     pub fn recover(
         id: NodeId,
-        controller: NodeId,
+        controllers: Vec<NodeId>,
         incarnation: u64,
         cfg: SequencerConfig,
         writes: Vec<MetalogWrite>,
     ) -> Sequencer {
         let mut s = Sequencer {
             id,
-            controller,
+            controllers,
             incarnation,
             cfg,
             config: None,
@@ -187,7 +189,9 @@ impl Sequencer {
         if self.last_heartbeat.is_none_or(|t| now >= t + self.cfg.heartbeat_interval_us) {
             self.last_heartbeat = Some(now);
             let term = self.config.as_ref().map_or(Term(0), |c| c.current().term);
-            self.send(self.controller, Message::Heartbeat { incarnation: self.incarnation, term });
+            for c in self.controllers.clone() {
+                self.send(c, Message::Heartbeat { incarnation: self.incarnation, term });
+            }
         }
         let keys: Vec<(Term, LogId)> = self.logs.iter().filter(|(_, m)| m.primary.is_some()).map(|(k, _)| *k).collect();
         for (term, log) in keys {
@@ -521,7 +525,7 @@ mod tests {
 
     #[test]
     fn a_restarted_sequencer_serves_the_entries_of_sealed_terms() {
-        let mut s = Sequencer::recover(ME, NodeId(0), 1, SequencerConfig::default(), vec![]);
+        let mut s = Sequencer::recover(ME, vec![NodeId(0)], 1, SequencerConfig::default(), vec![]);
         s.on_message(0, NodeId(0), config(vec![term(1, None)]));
         let mut writes = persisted(&s.take_actions());
         for stored in [2, 5] {
@@ -533,7 +537,7 @@ mod tests {
 
         // The whole cluster restarts. Before a configuration says how term 1 ended, the
         // replica promises nothing about its entries and serves none.
-        let mut s = Sequencer::recover(ME, NodeId(0), 2, SequencerConfig::default(), writes.clone());
+        let mut s = Sequencer::recover(ME, vec![NodeId(0)], 2, SequencerConfig::default(), writes.clone());
         assert_eq!(fetch(&mut s, 1), vec![]);
         s.on_message(0, NodeId(0), Message::Seal { term: Term(1), log: LogId(0) });
         let actions = s.take_actions();
@@ -549,7 +553,7 @@ mod tests {
         assert_eq!(fetch(&mut s, 1), committed, "engines replaying from term 1 fetch its entries here");
 
         // And again: term 1's entries outlive a second restart.
-        let mut s = Sequencer::recover(ME, NodeId(0), 3, SequencerConfig::default(), writes);
+        let mut s = Sequencer::recover(ME, vec![NodeId(0)], 3, SequencerConfig::default(), writes);
         s.on_message(
             0,
             NodeId(0),

@@ -115,7 +115,9 @@ struct Run {
 
 pub struct StorageNode {
     id: NodeId,
-    controller: NodeId,
+    /// Every controller of the cluster: heartbeats go to all of them, and whichever
+    /// leads acts on them (a standby ignores them until it takes over).
+    controllers: Vec<NodeId>,
     incarnation: u64,
     cfg: StorageConfig,
     config: Option<Arc<Configuration>>,
@@ -139,14 +141,14 @@ impl StorageNode {
     /// A storage node over a store that held `recovered` (empty for a new node).
     pub fn recover(
         id: NodeId,
-        controller: NodeId,
+        controllers: Vec<NodeId>,
         incarnation: u64,
         cfg: StorageConfig,
         recovered: Vec<RecoveredRecord>,
     ) -> StorageNode {
         StorageNode {
             id,
-            controller,
+            controllers,
             incarnation,
             follower: Follower::new(cfg.follower.clone()),
             cfg,
@@ -180,7 +182,9 @@ impl StorageNode {
         if self.last_heartbeat.is_none_or(|t| now >= t + self.cfg.heartbeat_interval_us) {
             self.last_heartbeat = Some(now);
             let term = self.config.as_ref().map_or(Term(0), |c| c.current().term);
-            self.send(self.controller, Message::Heartbeat { incarnation: self.incarnation, term });
+            for c in self.controllers.clone() {
+                self.send(c, Message::Heartbeat { incarnation: self.incarnation, term });
+            }
         }
         let Some(config) = self.config.clone() else { return };
         if now >= self.last_progress + self.cfg.progress_interval_us {

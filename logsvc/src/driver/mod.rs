@@ -109,14 +109,14 @@ where
 /// may not be durable would break the quorum's promise.
 pub fn spawn_sequencer(
     id: NodeId,
-    controller: NodeId,
+    controllers: Vec<NodeId>,
     cfg: SequencerConfig,
     store: Arc<RocksMetalogStore>,
     transport: Transport,
     inbox: mpsc::Receiver<(NodeId, Message)>,
 ) -> Result<JoinHandle<()>> {
     let incarnation = new_incarnation();
-    let node = Sequencer::recover(id, controller, incarnation, cfg, store.load()?);
+    let node = Sequencer::recover(id, controllers, incarnation, cfg, store.load()?);
     info!(%id, incarnation, "sequencer started");
     Ok(spawn_node("sequencer", id, async move {
         if let Err(e) = run_sequencer(node, store, transport, inbox).await {
@@ -178,7 +178,7 @@ pub struct StorageStores {
 /// it has to restart and recover.
 pub fn spawn_storage(
     id: NodeId,
-    controller: NodeId,
+    controllers: Vec<NodeId>,
     cfg: StorageConfig,
     stores: StorageStores,
     transport: Transport,
@@ -187,7 +187,7 @@ pub fn spawn_storage(
     let incarnation = new_incarnation();
     let recovered = stores.records.recover()?;
     let n_recovered = recovered.len();
-    let node = StorageNode::recover(id, controller, incarnation, cfg, recovered);
+    let node = StorageNode::recover(id, controllers, incarnation, cfg, recovered);
     let dyn_store: Arc<dyn RecordStore> = stores.records.clone();
     let group = GroupCommit::start(dyn_store, stores.group_commit)?;
     info!(%id, incarnation, recovered = n_recovered, "storage node started");
@@ -321,14 +321,14 @@ pub struct EngineHandle {
 /// or its request channel closes.
 pub fn spawn_engine(
     id: NodeId,
-    controller: NodeId,
+    controllers: Vec<NodeId>,
     cfg: EngineConfig,
     driver: EngineDriverConfig,
     transport: Transport,
     inbox: mpsc::Receiver<(NodeId, Message)>,
 ) -> EngineHandle {
     let incarnation = new_incarnation();
-    let node = Engine::new(id, controller, incarnation, cfg);
+    let node = Engine::new(id, controllers, incarnation, cfg);
     let (calls, calls_rx) = mpsc::channel(driver.requests_queue_max);
     let (status_tx, status) = watch::channel(EngineStatus::default());
     info!(%id, incarnation, "engine started");

@@ -1,14 +1,21 @@
-//! The dev cluster's certificate authority and the TLS side of the QUIC configs.
+//! Certificates and the TLS side of the QUIC configs.
 //!
-//! One self-signed CA signs one leaf certificate for the name [`SERVER_NAME`]; every node
-//! uses that leaf both as its server identity and as its client identity. Servers
-//! require a client certificate signed by the CA and clients trust only the CA, so a
-//! process outside the cluster can neither connect nor be connected to. Which node is
-//! talking is said by the hello on each stream, not by the certificate: membership is
-//! what TLS proves here, identity inside the cluster is trusted.
+//! A cluster has one CA. Every certificate it signs names the node ids its holder may
+//! speak as, one DNS name each (`n<id>.nodes.tally.local`, [`node_name`]); a process
+//! uses its certificate both as its server identity and as its client identity.
+//! Servers require a client certificate signed by the CA and clients trust only the
+//! CA, so a process outside the cluster can neither connect nor be connected to. Inside
+//! it, identity is checked both ways: a dialer asks for the name of the node it means
+//! to reach, and an acceptor checks that the hello's node id is one the dialer's
+//! certificate names. A stolen certificate of a storage node cannot speak as the
+//! controller.
 //!
-//! The CA's private key is dropped after signing and never written: nothing needs to
-//! issue a second leaf, and a key that does not exist cannot leak.
+//! Two kinds of certificate sets:
+//! - **dev** ([`Certs::generate`]): one leaf for every node of an in-process cluster,
+//!   naming every node id (`*.nodes.tally.local`); the CA's key is dropped after
+//!   signing and never written.
+//! - **cluster** ([`ClusterCa`]): `tally cluster init` keeps the CA's key in the
+//!   cluster directory and issues one leaf per node process with that process's ids.
 
 use std::fmt;
 use std::fs;
@@ -21,13 +28,13 @@ use quinn::TransportConfig;
 use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose};
 use rustls::crypto::tls13::{Hkdf, OkmBlock};
 use rustls::crypto::CryptoProvider;
-use rustls::pki_types::{CertificateDer, PrivatePkcs8KeyDer};
+use rustls::pki_types::{CertificateDer, PrivatePkcs8KeyDer, ServerName};
 use rustls::server::WebPkiClientVerifier;
 use rustls::RootCertStore;
 use tally_log_core::{Error, NodeId, Result};
 
-/// The one name in the leaf certificate; clients ask for it whatever address they dial.
-pub(super) const SERVER_NAME: &str = "tally.local";
+/// The domain of node names in certificates.
+const NODES_DOMAIN: &str = "nodes.tally.local";
 /// The application protocol, negotiated in the handshake so that a stray QUIC client
 /// of another protocol fails there rather than on its first frame.
 pub(super) const ALPN: &[u8] = b"tally/1";
@@ -36,17 +43,30 @@ const CA_FILE: &str = "ca.der";
 const CERT_FILE: &str = "node.der";
 const KEY_FILE: &str = "node.key.der";
 
-/// The certificates every node of a dev cluster shares. See the module docs.
-pub struct DevCerts {
+/// The name a certificate must carry for its holder to speak as `node`.
+pub fn node_name(node: NodeId) -> String {
+    format!("n{}.{NODES_DOMAIN}", node.0)
+}
+
+/// Whether the leaf certificate `cert` (DER) names `node`. The signature was checked
+/// by the TLS handshake; this checks only the name.
+pub(super) fn certifies(cert: &CertificateDer<'_>, node: NodeId) -> bool {
+    let Ok(leaf) = webpki::EndEntityCert::try_from(cert) else { return false };
+    let Ok(name) = ServerName::try_from(node_name(node)) else { return false };
+    leaf.verify_is_valid_for_subject_name(&name).is_ok()
+}
+
+/// A CA and the certificate it signed for one process. See the module docs.
+pub struct Certs {
     ca: CertificateDer<'static>,
     cert: CertificateDer<'static>,
     key: PrivatePkcs8KeyDer<'static>,
 }
 
-impl fmt::Debug for DevCerts {
+impl fmt::Debug for Certs {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // The key stays out of logs.
-        f.debug_struct("DevCerts").field("ca_bytes", &self.ca.len()).field("cert_bytes", &self.cert.len()).finish()
+        f.debug_struct("Certs").field("ca_bytes", &self.ca.len()).field("cert_bytes", &self.cert.len()).finish()
     }
 }
 
@@ -54,54 +74,128 @@ fn transport_error<E: fmt::Display>(context: &'static str) -> impl FnOnce(E) -> 
     move |e| Error::Transport(format!("{context}: {e}"))
 }
 
-impl DevCerts {
-    /// A fresh CA and leaf.
-    pub fn generate() -> Result<DevCerts> {
+/// The parameters of a cluster's CA certificate. They are rebuilt from the cluster's
+/// name when the CA is loaded, so the issuer named in the certificates it signs later
+/// matches its certificate (the key identifier comes from the key).
+fn ca_params(cluster: &str) -> Result<CertificateParams> {
+    let mut params = CertificateParams::new(Vec::<String>::new()).map_err(transport_error("ca parameters"))?;
+    params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    params.distinguished_name.push(DnType::CommonName, format!("tally cluster {cluster} ca"));
+    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    Ok(params)
+}
+
+/// A leaf for `names`, signed by `issuer`.
+fn issue_leaf(issuer: &Issuer<'_, KeyPair>, holder: &str, names: Vec<String>) -> Result<(CertificateDer<'static>, KeyPair)> {
+    let key = KeyPair::generate().map_err(transport_error("generating the node key"))?;
+    let mut params = CertificateParams::new(names).map_err(transport_error("node parameters"))?;
+    params.distinguished_name.push(DnType::CommonName, holder);
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth];
+    let cert = params.signed_by(&key, issuer).map_err(transport_error("signing the node certificate"))?;
+    Ok((cert.der().clone(), key))
+}
+
+/// A cluster's certificate authority, which `tally cluster init` keeps in the cluster
+/// directory to issue each node process its certificate (and more, for nodes added
+/// later).
+pub struct ClusterCa {
+    cluster: String,
+    cert: CertificateDer<'static>,
+    issuer: Issuer<'static, KeyPair>,
+}
+
+impl fmt::Debug for ClusterCa {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClusterCa").field("cluster", &self.cluster).finish_non_exhaustive()
+    }
+}
+
+const CA_KEY_FILE: &str = "ca.key.der";
+const CA_NAME_FILE: &str = "cluster";
+
+impl ClusterCa {
+    /// A new CA for the cluster named `cluster`.
+    pub fn generate(cluster: &str) -> Result<ClusterCa> {
+        let key = KeyPair::generate().map_err(transport_error("generating the ca key"))?;
+        let params = ca_params(cluster)?;
+        let cert = params.self_signed(&key).map_err(transport_error("self-signing the ca"))?;
+        Ok(ClusterCa { cluster: cluster.to_string(), cert: cert.der().clone(), issuer: Issuer::new(params, key) })
+    }
+
+    /// Issues the certificate of the node process `holder`, which speaks as `ids`.
+    pub fn issue(&self, holder: &str, ids: &[NodeId]) -> Result<Certs> {
+        if ids.is_empty() {
+            return Err(Error::InvalidArgument(format!("a certificate for {holder} must name at least one node id")));
+        }
+        let (cert, key) = issue_leaf(&self.issuer, holder, ids.iter().map(|&n| node_name(n)).collect())?;
+        Ok(Certs { ca: self.cert.clone(), cert, key: PrivatePkcs8KeyDer::from(key.serialize_der()) })
+    }
+
+    /// Writes the CA's certificate, key (owner-readable only) and cluster name into
+    /// `dir`.
+    pub fn save(&self, dir: &Path) -> Result<()> {
+        let key = self.issuer.key().serialize_der();
+        let files: [(&str, &[u8]); 3] =
+            [(CA_FILE, self.cert.as_ref()), (CA_KEY_FILE, &key), (CA_NAME_FILE, self.cluster.as_bytes())];
+        write_files(dir, &files)
+    }
+
+    /// Reads what [`ClusterCa::save`] wrote.
+    pub fn load(dir: &Path) -> Result<ClusterCa> {
+        let cert = CertificateDer::from(read_file(dir, CA_FILE)?);
+        let key_der = PrivatePkcs8KeyDer::from(read_file(dir, CA_KEY_FILE)?);
+        let key = KeyPair::try_from(&key_der).map_err(transport_error("reading the ca key"))?;
+        let cluster = String::from_utf8(read_file(dir, CA_NAME_FILE)?)
+            .map_err(|_| Error::Transport(format!("{} is not utf-8", dir.join(CA_NAME_FILE).display())))?;
+        let issuer = Issuer::new(ca_params(&cluster)?, key);
+        Ok(ClusterCa { cluster, cert, issuer })
+    }
+}
+
+fn read_file(dir: &Path, name: &str) -> Result<Vec<u8>> {
+    let path = dir.join(name);
+    fs::read(&path).map_err(|e| Error::Transport(format!("reading {}: {e}", path.display())))
+}
+
+/// Writes `files` into `dir`, creating it, each readable by its owner only.
+fn write_files(dir: &Path, files: &[(&str, &[u8])]) -> Result<()> {
+    let io_error = |path: &Path| {
+        let path = path.display().to_string();
+        move |e: std::io::Error| Error::Transport(format!("writing {path}: {e}"))
+    };
+    fs::create_dir_all(dir).map_err(io_error(dir))?;
+    for (name, bytes) in files {
+        let path = dir.join(name);
+        write_private(&path, bytes).map_err(io_error(&path))?;
+    }
+    Ok(())
+}
+
+impl Certs {
+    /// A fresh dev set: a CA whose key is dropped, and one leaf that names every node
+    /// id, shared by every node of an in-process cluster.
+    pub fn generate() -> Result<Certs> {
         let ca_key = KeyPair::generate().map_err(transport_error("generating the ca key"))?;
-        let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(transport_error("ca parameters"))?;
-        ca_params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
-        ca_params.distinguished_name.push(DnType::CommonName, "tally dev cluster ca");
-        ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-        let ca = ca_params.self_signed(&ca_key).map_err(transport_error("self-signing the ca"))?;
-        let issuer = Issuer::new(ca_params, ca_key);
-
-        let key = KeyPair::generate().map_err(transport_error("generating the node key"))?;
-        let mut params = CertificateParams::new(vec![SERVER_NAME.to_string()]).map_err(transport_error("node parameters"))?;
-        params.distinguished_name.push(DnType::CommonName, "tally node");
-        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth];
-        let cert = params.signed_by(&key, &issuer).map_err(transport_error("signing the node certificate"))?;
-
-        Ok(DevCerts { ca: ca.der().clone(), cert: cert.der().clone(), key: PrivatePkcs8KeyDer::from(key.serialize_der()) })
+        let params = ca_params("dev")?;
+        let ca = params.self_signed(&ca_key).map_err(transport_error("self-signing the ca"))?;
+        let issuer = Issuer::new(params, ca_key);
+        let (cert, key) = issue_leaf(&issuer, "tally dev node", vec![format!("*.{NODES_DOMAIN}")])?;
+        Ok(Certs { ca: ca.der().clone(), cert, key: PrivatePkcs8KeyDer::from(key.serialize_der()) })
     }
 
     /// Writes the CA certificate, the leaf certificate and the leaf key as DER files
     /// into `dir`, creating it. The key file is readable by its owner only.
     pub fn save(&self, dir: &Path) -> Result<()> {
-        let io_error = |path: &Path| {
-            let path = path.display().to_string();
-            move |e: std::io::Error| Error::Transport(format!("writing {path}: {e}"))
-        };
-        fs::create_dir_all(dir).map_err(io_error(dir))?;
-        for (name, bytes) in
-            [(CA_FILE, self.ca.as_ref()), (CERT_FILE, self.cert.as_ref()), (KEY_FILE, self.key.secret_pkcs8_der())]
-        {
-            let path = dir.join(name);
-            write_private(&path, bytes).map_err(io_error(&path))?;
-        }
-        Ok(())
+        write_files(dir, &[(CA_FILE, self.ca.as_ref()), (CERT_FILE, self.cert.as_ref()), (KEY_FILE, self.key.secret_pkcs8_der())])
     }
 
-    /// Reads what [`DevCerts::save`] wrote, and checks that it makes a usable identity.
-    pub fn load(dir: &Path) -> Result<DevCerts> {
-        let read = |name: &str| {
-            let path = dir.join(name);
-            fs::read(&path).map_err(|e| Error::Transport(format!("reading {}: {e}", path.display())))
-        };
-        let certs = DevCerts {
-            ca: CertificateDer::from(read(CA_FILE)?),
-            cert: CertificateDer::from(read(CERT_FILE)?),
-            key: PrivatePkcs8KeyDer::from(read(KEY_FILE)?),
+    /// Reads what [`Certs::save`] wrote, and checks that it makes a usable identity.
+    pub fn load(dir: &Path) -> Result<Certs> {
+        let certs = Certs {
+            ca: CertificateDer::from(read_file(dir, CA_FILE)?),
+            cert: CertificateDer::from(read_file(dir, CERT_FILE)?),
+            key: PrivatePkcs8KeyDer::from(read_file(dir, KEY_FILE)?),
         };
         certs.server_config(Arc::default())?;
         certs.client_config(Arc::default())?;
@@ -114,11 +208,18 @@ impl DevCerts {
     /// Nodes of one dev cluster may start together on the same `dir`: a new set is
     /// written into a private directory that is then renamed to `dir`, so exactly one set
     /// lands and the nodes that lose the race load the winner's.
-    pub fn load_or_generate(dir: &Path) -> Result<DevCerts> {
+    pub fn load_or_generate(dir: &Path) -> Result<Certs> {
         if dir.join(KEY_FILE).exists() {
-            return DevCerts::load(dir);
+            let certs = Certs::load(dir)?;
+            // A dev set written before certificates named node ids names none; such a
+            // set only ever served this directory's own nodes, so it is replaced.
+            if certifies(&certs.cert, NodeId(0)) {
+                return Ok(certs);
+            }
+            let _ = fs::remove_file(dir.join(KEY_FILE));
+            return Certs::load_or_generate(dir);
         }
-        let certs = DevCerts::generate()?;
+        let certs = Certs::generate()?;
         let staging = staging_dir(dir);
         certs.save(&staging)?;
         // Renaming a directory onto an empty directory replaces it, onto a non-empty one
@@ -130,7 +231,7 @@ impl DevCerts {
         // Best effort: the staging directory only holds a copy of certificates we drop.
         let _ = fs::remove_dir_all(&staging);
         if dir.join(KEY_FILE).exists() {
-            return DevCerts::load(dir);
+            return Certs::load(dir);
         }
         // `dir` holds other files and no certificates: nobody else is writing ours.
         certs.save(dir)?;
@@ -278,9 +379,9 @@ mod tests {
     #[test]
     fn saved_certificates_load_back_the_same() {
         let dir = tempfile::tempdir().unwrap();
-        let certs = DevCerts::generate().unwrap();
+        let certs = Certs::generate().unwrap();
         certs.save(dir.path()).unwrap();
-        let loaded = DevCerts::load(dir.path()).unwrap();
+        let loaded = Certs::load(dir.path()).unwrap();
         assert_eq!((loaded.ca, loaded.cert), (certs.ca, certs.cert));
         assert_eq!(loaded.key.secret_pkcs8_der(), certs.key.secret_pkcs8_der());
     }
@@ -289,8 +390,8 @@ mod tests {
     fn load_or_generate_generates_once_then_reuses() {
         let parent = tempfile::tempdir().unwrap();
         let dir = parent.path().join("certs");
-        let first = DevCerts::load_or_generate(&dir).unwrap();
-        let second = DevCerts::load_or_generate(&dir).unwrap();
+        let first = Certs::load_or_generate(&dir).unwrap();
+        let second = Certs::load_or_generate(&dir).unwrap();
         assert_eq!(first.ca, second.ca);
         assert_eq!(first.cert, second.cert);
         // No staging directory is left behind.
@@ -298,14 +399,14 @@ mod tests {
 
         // An existing empty directory is filled too.
         let empty = tempfile::tempdir().unwrap();
-        let third = DevCerts::load_or_generate(empty.path()).unwrap();
-        assert_eq!(DevCerts::load(empty.path()).unwrap().cert, third.cert);
+        let third = Certs::load_or_generate(empty.path()).unwrap();
+        assert_eq!(Certs::load(empty.path()).unwrap().cert, third.cert);
     }
 
     #[test]
     fn reset_keys_depend_on_the_secret_and_the_node_only() {
-        let certs = DevCerts::generate().unwrap();
-        let other = DevCerts::generate().unwrap();
+        let certs = Certs::generate().unwrap();
+        let other = Certs::generate().unwrap();
         let sign = |key: Arc<dyn HmacKey>| {
             let mut out = vec![0; key.signature_len()];
             key.sign(b"connection id", &mut out);
@@ -326,11 +427,11 @@ mod tests {
     #[test]
     fn corrupt_files_are_errors() {
         let dir = tempfile::tempdir().unwrap();
-        DevCerts::generate().unwrap().save(dir.path()).unwrap();
+        Certs::generate().unwrap().save(dir.path()).unwrap();
         fs::write(dir.path().join(KEY_FILE), b"not a key").unwrap();
-        assert!(matches!(DevCerts::load(dir.path()), Err(Error::Transport(_))));
+        assert!(matches!(Certs::load(dir.path()), Err(Error::Transport(_))));
         fs::remove_file(dir.path().join(KEY_FILE)).unwrap();
-        assert!(matches!(DevCerts::load(dir.path()), Err(Error::Transport(_))));
+        assert!(matches!(Certs::load(dir.path()), Err(Error::Transport(_))));
     }
 
     #[cfg(unix)]
@@ -338,7 +439,7 @@ mod tests {
     fn key_file_is_private() {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
-        DevCerts::generate().unwrap().save(dir.path()).unwrap();
+        Certs::generate().unwrap().save(dir.path()).unwrap();
         let mode = fs::metadata(dir.path().join(KEY_FILE)).unwrap().permissions().mode();
         assert_eq!(mode & 0o077, 0, "key file mode {mode:o}");
     }

@@ -22,10 +22,10 @@
 //!
 //! A peer that restarts at the same address is noticed within a keep-alive interval:
 //! its stateless-reset key is derived from the cluster secret and its node id (see
-//! `DevCerts::reset_key`), so the new process can reset connections of the old one.
+//! `Certs::reset_key`), so the new process can reset connections of the old one.
 //! A peer that moves is given its new address with [`Transport::set_peer`].
 //!
-//! Trust: mutual TLS with the dev cluster's CA ([`DevCerts`]) decides who may connect;
+//! Trust: mutual TLS with the dev cluster's CA ([`Certs`]) decides who may connect;
 //! the hello on each stream says which node is talking. See `frame.rs` for the bytes.
 
 mod certs;
@@ -48,7 +48,7 @@ use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 use tracing::{debug, info, info_span, warn, Instrument};
 
-pub use certs::DevCerts;
+pub use certs::{node_name, Certs, ClusterCa};
 
 use tally_log_core::{Error, Message, NodeId, Result};
 
@@ -254,7 +254,7 @@ fn transport_config(incoming_uni_streams: u8) -> Arc<TransportConfig> {
 /// quinn's default generator signs its ids with a random per-process key and silently
 /// drops packets whose id it did not sign, so a restarted node would never answer a
 /// packet of its predecessor's connections with a stateless reset (see
-/// `DevCerts::reset_key`). These ids are unsigned: distinct (a bijective mix of a
+/// `Certs::reset_key`). These ids are unsigned: distinct (a bijective mix of a
 /// counter) and unpredictable enough for a cluster network. The price is that any
 /// stray short-header packet gets a reset, which quinn rate-limits and keeps smaller
 /// than the packet that caused it.
@@ -300,7 +300,7 @@ impl Transport {
     pub async fn bind(
         me: NodeId,
         listen: SocketAddr,
-        certs: &DevCerts,
+        certs: &Certs,
         config: NetConfig,
     ) -> Result<(Transport, mpsc::Receiver<(NodeId, Message)>)> {
         config.check()?;
@@ -538,7 +538,7 @@ impl PeerTask {
         let addr = *self.addr.borrow_and_update();
         let attempt = async {
             let conn =
-                self.endpoint.connect(addr, certs::SERVER_NAME).map_err(|e| e.to_string())?.await.map_err(|e| e.to_string())?;
+                self.endpoint.connect(addr, &certs::node_name(self.peer)).map_err(|e| e.to_string())?.await.map_err(|e| e.to_string())?;
             let stream = conn.open_uni().await.map_err(|e| e.to_string())?;
             Ok::<_, String>(Link { conn, stream })
         };
@@ -670,10 +670,11 @@ async fn serve_connection(
             }
         };
         let from = match tokio::time::timeout(timeout, frame::read_hello(&mut recv)).await {
-            Ok(Ok(from)) if from != shared.me => from,
+            Ok(Ok(from)) if from != shared.me && certified(&conn, from) => from,
             hello => {
                 let reason = match hello {
-                    Ok(Ok(from)) => format!("bad hello: sender claims to be this node ({from})"),
+                    Ok(Ok(from)) if from == shared.me => format!("bad hello: sender claims to be this node ({from})"),
+                    Ok(Ok(from)) => format!("bad hello: the sender's certificate does not name {from}"),
                     Ok(Err(e)) => format!("bad hello: {e}"),
                     Err(_) => format!("bad hello: none within {} ms", shared.config.connect_timeout_ms),
                 };
@@ -714,6 +715,12 @@ async fn serve_connection(
             }
         }
     }
+}
+
+/// Whether the certificate `conn`'s peer presented names `node`.
+fn certified(conn: &Connection, node: NodeId) -> bool {
+    let chain = conn.peer_identity().and_then(|id| id.downcast::<Vec<rustls::pki_types::CertificateDer<'static>>>().ok());
+    chain.is_some_and(|chain| chain.first().is_some_and(|leaf| certs::certifies(leaf, node)))
 }
 
 enum Delivery {

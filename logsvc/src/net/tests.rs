@@ -17,9 +17,9 @@ use super::*;
 const WAIT: Duration = Duration::from_secs(30);
 const POLL: Duration = Duration::from_millis(20);
 
-fn certs() -> &'static DevCerts {
-    static CERTS: OnceLock<DevCerts> = OnceLock::new();
-    CERTS.get_or_init(|| DevCerts::generate().expect("dev certificates"))
+fn certs() -> &'static Certs {
+    static CERTS: OnceLock<Certs> = OnceLock::new();
+    CERTS.get_or_init(|| Certs::generate().expect("dev certificates"))
 }
 
 fn loopback() -> SocketAddr {
@@ -292,7 +292,7 @@ async fn malformed_streams_close_only_their_connection() {
     raw.set_default_client_config(certs().client_config(transport_config(0)).unwrap());
     let mut seq = 0;
     for (i, (name, bytes, finish, code)) in cases.iter().enumerate() {
-        let conn = within(name, raw.connect(b.local_addr(), certs::SERVER_NAME).unwrap()).await.expect("handshake");
+        let conn = within(name, raw.connect(b.local_addr(), &certs::node_name(NodeId(2))).unwrap()).await.expect("handshake");
         let mut stream = conn.open_uni().await.unwrap();
         // The acceptor may close the connection before all bytes are written.
         let _ = stream.write_all(bytes).await;
@@ -323,7 +323,7 @@ async fn malformed_streams_close_only_their_connection() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_holders_of_a_ca_signed_certificate_connect() {
     let (a, _a_rx, b, mut b_rx) = pair(NetConfig::default(), NetConfig::default()).await;
-    let outsider = DevCerts::generate().unwrap();
+    let outsider = Certs::generate().unwrap();
 
     // Clients that trust the cluster's CA but present no certificate, or one from
     // another CA.
@@ -344,7 +344,7 @@ async fn only_holders_of_a_ca_signed_certificate_connect() {
         tls.alpn_protocols = vec![certs::ALPN.to_vec()];
         let quic = QuicClientConfig::try_from(tls).unwrap();
         let raw = Endpoint::client(loopback()).unwrap();
-        let connecting = raw.connect_with(quinn::ClientConfig::new(Arc::new(quic)), b.local_addr(), certs::SERVER_NAME);
+        let connecting = raw.connect_with(quinn::ClientConfig::new(Arc::new(quic)), b.local_addr(), &certs::node_name(NodeId(2)));
         // TLS 1.3 lets the client finish its side before the server has checked the
         // client's certificate, so the refusal may come as a close right after.
         if let Ok(conn) = within(name, connecting.unwrap()).await {
@@ -429,4 +429,43 @@ fn configs_out_of_range_are_refused() {
         assert!(matches!(config.check(), Err(Error::InvalidArgument(_))), "{config:?}");
     }
     NetConfig::default().check().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_certificates_bind_node_ids_both_ways() {
+    init_tracing();
+    let ca = ClusterCa::generate("test").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    ca.save(dir.path()).unwrap();
+    // A reloaded CA issues certificates its earlier ones trust.
+    let ca = ClusterCa::load(dir.path()).unwrap();
+    let storage = ca.issue("storage-4", &[NodeId(4)]).unwrap();
+    let engine = ca.issue("function-5", &[NodeId(5), NodeId(6)]).unwrap();
+    let (s, mut s_rx) = Transport::bind(NodeId(4), loopback(), &storage, NetConfig::default()).await.unwrap();
+    let (e, _e_rx) = Transport::bind(NodeId(5), loopback(), &engine, NetConfig::default()).await.unwrap();
+    e.set_peer(NodeId(4), s.local_addr());
+    e.send(NodeId(4), ping(1));
+    assert_eq!(recv(&mut s_rx).await, (NodeId(5), ping(1)), "a holder speaks as an id its certificate names");
+
+    // The same certificate speaking as an id it does not name: the hello is refused.
+    let (liar, _liar_rx) = Transport::bind(NodeId(1), loopback(), &engine, NetConfig::default()).await.unwrap();
+    liar.set_peer(NodeId(4), s.local_addr());
+    liar.send(NodeId(4), ping(2));
+    eventually("the storage node refuses a hello its dialer's certificate does not name", || s.stats().connections_closed_bad_frame == 1).await;
+
+    // A dialer that reaches a process whose certificate does not name the node it
+    // meant (an address now used by another node) does not connect.
+    e.set_peer(NodeId(9), s.local_addr());
+    e.send(NodeId(9), ping(3));
+    eventually("the dialer refuses the wrong server", || e.stats().connects_failed >= 1).await;
+
+    // Another cluster's CA: neither side trusts the other.
+    let stranger = ClusterCa::generate("test").unwrap().issue("storage-4", &[NodeId(7)]).unwrap();
+    let (x, _x_rx) = Transport::bind(NodeId(7), loopback(), &stranger, NetConfig::default()).await.unwrap();
+    x.set_peer(NodeId(4), s.local_addr());
+    x.send(NodeId(4), ping(4));
+    eventually("a node of another cluster cannot connect", || x.stats().connects_failed >= 1).await;
+    e.send(NodeId(4), ping(5));
+    assert_eq!(recv(&mut s_rx).await, (NodeId(5), ping(5)));
+    assert_eq!(s.stats().messages_received, 2, "nothing from the liar or the stranger arrived");
 }

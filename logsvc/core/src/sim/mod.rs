@@ -303,6 +303,7 @@ impl Sim {
             resend_us: 40_000,
             startup_grace_us: 500_000,
             indexers_per_log: opts.indexers_per_log,
+            peers: Vec::new(),
         };
         let controller = Controller::new(CONTROLLER, ccfg.clone(), &roster);
         let engines: Vec<NodeId> = roster.iter().filter(|(_, r)| *r == Role::Engine).map(|(n, _)| *n).collect();
@@ -374,7 +375,7 @@ impl Sim {
         let node = match slot.role {
             Role::Sequencer => {
                 let writes = slot.metalog.load().expect("the in-memory store never fails");
-                Node::Sequencer(Sequencer::recover(n, CONTROLLER, inc, Self::sequencer_cfg(), writes))
+                Node::Sequencer(Sequencer::recover(n, vec![CONTROLLER], inc, Self::sequencer_cfg(), writes))
             }
             Role::Storage => {
                 let recovered = slot.records.recover().expect("the in-memory store never fails");
@@ -384,7 +385,7 @@ impl Sim {
                     follower: Self::follower_cfg(),
                     ..Default::default()
                 };
-                Node::Storage(StorageNode::recover(n, CONTROLLER, inc, cfg, recovered))
+                Node::Storage(StorageNode::recover(n, vec![CONTROLLER], inc, cfg, recovered))
             }
             Role::Engine => {
                 let cfg = EngineConfig {
@@ -396,7 +397,7 @@ impl Sim {
                     follower: Self::follower_cfg(),
                     ..Default::default()
                 };
-                Node::Engine(Engine::new(n, CONTROLLER, inc, cfg))
+                Node::Engine(Engine::new(n, vec![CONTROLLER], inc, cfg))
             }
         };
         slot.node = Some(node);
