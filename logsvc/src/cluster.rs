@@ -150,7 +150,8 @@ impl ClusterBuilder {
         };
         let controller_store = Arc::new(FileControllerStore::open(&self.dir.join("controller"))?);
         let controller_weak = Arc::downgrade(&controller_store);
-        let controller = driver::spawn_controller(CONTROLLER, ccfg, &roster, controller_store, ctl_transport.clone(), ctl_inbox)?;
+        let controller =
+            driver::spawn_controller(CONTROLLER, ccfg, &roster, controller_store, ctl_transport.clone(), ctl_inbox, None)?;
         let mut cluster = Cluster {
             builder: self,
             certs,

@@ -11,6 +11,7 @@ fn check(first: u64, count: u64, opts: SimOptions) {
             let reads: u64 = stats.iter().map(|s| s.reads).sum();
             let crashes: u64 = stats.iter().map(|s| s.crashes).sum();
             let controller_crashes: u64 = stats.iter().map(|s| s.controller_crashes).sum();
+            let failovers: u64 = stats.iter().map(|s| s.failovers).sum();
             let terms = stats.iter().map(|s| s.terms).max().unwrap_or(0);
             let aux_accepted: u64 = stats.iter().map(|s| s.aux_accepted).sum();
             let aux_refused: u64 = stats.iter().map(|s| s.aux_refused).sum();
@@ -19,6 +20,7 @@ fn check(first: u64, count: u64, opts: SimOptions) {
             assert!(acked > count * 50 && reads > count * 50, "too little traffic: {acked} appends, {reads} reads");
             assert!(crashes > 0 && terms > 1, "no faults exercised: {crashes} crashes, {terms} terms");
             assert!(controller_crashes > 0, "the controller never crashed in {count} seeds");
+            assert!(opts.controllers < 2 || failovers > 0, "leadership never moved in {count} seeds");
             assert!(aux_accepted > 0 && aux_refused > 0, "aux data: {aux_accepted} accepted, {aux_refused} refused");
         }
         Err(v) => panic!("with {opts}\n{v}"),
@@ -43,4 +45,13 @@ fn three_way_replication_with_one_log_holds() {
     let opts =
         SimOptions { n_logs: 1, n_data: 3, storage: 5, engines: 4, clients: 8, indexers_per_log: None, ..SimOptions::default() };
     check(90_000, 60, opts);
+}
+
+#[test]
+fn controller_failovers_with_a_deposed_leader_still_running_hold() {
+    // Leadership moves often, and the old leader seals and tries to install terms for
+    // up to 300 ms after: only the compare-and-swap on the shared store keeps the
+    // history one.
+    let opts = SimOptions { controllers: 3, failover: 0.03, controller_crash: 0.005, ..SimOptions::default() };
+    check(120_000, 60, opts);
 }

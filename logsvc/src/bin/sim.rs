@@ -46,6 +46,12 @@ struct Args {
     /// Chance of a controller crash every 10 ms of the safety phase.
     #[arg(long, default_value_t = SimOptions::default().controller_crash)]
     controller_crash: f64,
+    /// Controllers sharing the configuration store (one leads).
+    #[arg(long, default_value_t = SimOptions::default().controllers)]
+    controllers: u32,
+    /// Chance of a leadership move every 10 ms of the safety phase.
+    #[arg(long, default_value_t = SimOptions::default().failover)]
+    failover: f64,
     /// Engines holding each log's index (0: every engine indexes every log).
     #[arg(long, default_value_t = 2)]
     indexers_per_log: usize,
@@ -65,6 +71,8 @@ fn main() -> ExitCode {
         partition: args.partition,
         delay_max_us: args.delay_max_us,
         controller_crash: args.controller_crash,
+        controllers: args.controllers,
+        failover: args.failover,
         indexers_per_log: (args.indexers_per_log > 0).then_some(args.indexers_per_log),
         ..SimOptions::default()
     };
@@ -84,6 +92,8 @@ fn main() -> ExitCode {
                 total.aux_refused += s.aux_refused;
                 total.crashes += s.crashes;
                 total.controller_crashes += s.controller_crashes;
+                total.failovers += s.failovers;
+                total.cas_refused += s.cas_refused;
                 total.partitions += s.partitions;
                 total.terms = total.terms.max(s.terms);
             }
@@ -94,7 +104,7 @@ fn main() -> ExitCode {
         }
     }
     eprintln!(
-        "sim: {} seeds passed in {:.1}s: {} events, {} appends acked, {} conditional conflicts, {} reads checked, {} trims, {} aux data accepted, {} refused, {} crashes, {} controller crashes, {} partitions, up to term {}",
+        "sim: {} seeds passed in {:.1}s: {} events, {} appends acked, {} conditional conflicts, {} reads checked, {} trims, {} aux data accepted, {} refused, {} crashes, {} controller crashes, {} failovers, {} configurations refused by the CAS, {} partitions, up to term {}",
         args.seeds,
         started.elapsed().as_secs_f64(),
         total.events,
@@ -106,6 +116,8 @@ fn main() -> ExitCode {
         total.aux_refused,
         total.crashes,
         total.controller_crashes,
+        total.failovers,
+        total.cas_refused,
         total.partitions,
         total.terms
     );

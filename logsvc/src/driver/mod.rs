@@ -402,7 +402,8 @@ pub struct ControllerHandle {
 
 /// Starts the controller of the cluster `roster`, resumed from the configuration in
 /// `store` if there is one. Fails when the store cannot be read or holds a
-/// configuration of another cluster.
+/// configuration of another cluster. `members`, when given, adds the nodes that
+/// register later (a cluster's membership is dynamic; a dev cluster's is `roster`).
 ///
 /// Task `tally-controller-<id>`: cancelled, the cluster keeps its current term but
 /// can no longer reconfigure; a persist already handed to the blocking pool still
@@ -417,6 +418,7 @@ pub fn spawn_controller(
     store: Arc<dyn ControllerStore>,
     transport: Transport,
     inbox: mpsc::Receiver<(NodeId, Message)>,
+    members: Option<watch::Receiver<Vec<(NodeId, Role)>>>,
 ) -> Result<ControllerHandle> {
     let stored = store.load()?;
     let resumed = stored.as_ref().map(|c| c.current().term.0);
@@ -424,7 +426,7 @@ pub fn spawn_controller(
     let (installed_tx, installed) = watch::channel(None);
     info!(%id, nodes = roster.len(), ?resumed, "controller started");
     let task = spawn_node("controller", id, async move {
-        if let Err(e) = run_controller(node, store, transport, inbox, installed_tx).await {
+        if let Err(e) = run_controller(node, store, transport, inbox, members, installed_tx).await {
             error!(%id, error = %e, "controller stopped");
         }
     });
@@ -436,16 +438,35 @@ async fn run_controller(
     store: Arc<dyn ControllerStore>,
     transport: Transport,
     mut inbox: mpsc::Receiver<(NodeId, Message)>,
+    mut members: Option<watch::Receiver<Vec<(NodeId, Role)>>>,
     installed: watch::Sender<Option<Arc<Configuration>>>,
 ) -> Result<()> {
     let mut tick = ticker();
     loop {
+        if let Some(m) = members.as_mut().filter(|m| m.has_changed().unwrap_or(false)) {
+            for &(n, role) in m.borrow_and_update().iter() {
+                if !node.add_member(n, role) {
+                    warn!(%n, ?role, "a member registered with a role other than the one this controller knows");
+                }
+            }
+        }
+        let member_change = async {
+            match members.as_mut() {
+                Some(m) => {
+                    if m.changed().await.is_err() {
+                        std::future::pending::<()>().await
+                    }
+                }
+                None => std::future::pending::<()>().await,
+            }
+        };
         tokio::select! {
             m = inbox.recv() => match m {
                 Some((from, msg)) => node.on_message(now_us(), from, msg),
                 None => return Ok(()),
             },
             _ = tick.tick() => node.on_tick(now_us()),
+            _ = member_change => continue,
         }
         for action in node.take_actions() {
             match action {

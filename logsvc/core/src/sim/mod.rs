@@ -24,7 +24,7 @@ use crate::follower::FollowerConfig;
 use crate::message::{Cond, Message, Reply, Request};
 use crate::sequencer::{Sequencer, SequencerAction, SequencerConfig};
 use crate::storage::{read_reply, StorageAction, StorageConfig, StorageNode};
-use crate::store::{ControllerStore, MemControllerStore, MemMetalogStore, MemStore, MetalogStore, RecordStore};
+use crate::store::{MemMetalogStore, MemStore, MetalogStore, RecordStore};
 use crate::types::{book_to_log, BookId, Location, LogId, MetalogPosition, Micros, NodeId, SeqNum, Tag, Term};
 use oracle::Oracle;
 
@@ -77,9 +77,15 @@ pub struct SimOptions {
     /// Chance, every 10 ms of the safety phase, of each kind of fault.
     pub crash: f64,
     pub partition: f64,
-    /// Chance, every 10 ms of the safety phase, that the controller crashes; it
-    /// restarts from its store after a downtime.
+    /// Chance, every 10 ms of the safety phase, that the leading controller crashes;
+    /// it restarts from the store after a downtime.
     pub controller_crash: f64,
+    /// Controllers: one leads, the others stand by (as on etcd's leader lease). All
+    /// share one configuration store written with a compare-and-swap.
+    pub controllers: u32,
+    /// Chance, every 10 ms of the safety phase, that leadership moves to another
+    /// controller while the old leader, unaware, runs on for up to 300 ms.
+    pub failover: f64,
     pub disk_min_us: Micros,
     pub disk_max_us: Micros,
     /// Engines holding each log's index; the others forward (`None`: all index all).
@@ -106,6 +112,8 @@ impl Default for SimOptions {
             crash: 0.02,
             partition: 0.01,
             controller_crash: 0.002,
+            controllers: 2,
+            failover: 0.003,
             disk_min_us: 100,
             disk_max_us: 3_000,
             indexers_per_log: Some(2),
@@ -118,7 +126,8 @@ impl fmt::Display for SimOptions {
         write!(
             f,
             "sequencers={} storage={} engines={} logs={} n_meta={} n_data={} clients={} books={} safety={}ms liveness={}ms \
-             delay={}..{}us loss={} dup={} crash={} partition={} controller_crash={} disk={}..{}us indexers_per_log={:?}",
+             delay={}..{}us loss={} dup={} crash={} partition={} controller_crash={} controllers={} failover={} disk={}..{}us \
+             indexers_per_log={:?}",
             self.sequencers,
             self.storage,
             self.engines,
@@ -136,6 +145,8 @@ impl fmt::Display for SimOptions {
             self.crash,
             self.partition,
             self.controller_crash,
+            self.controllers,
+            self.failover,
             self.disk_min_us,
             self.disk_max_us,
             self.indexers_per_log
@@ -156,6 +167,9 @@ pub struct SimStats {
     pub aux_refused: u64,
     pub crashes: u64,
     pub controller_crashes: u64,
+    /// Leadership moves, and configurations a deposed controller could not persist.
+    pub failovers: u64,
+    pub cas_refused: u64,
     pub partitions: u64,
     pub terms: u16,
 }
@@ -212,7 +226,35 @@ struct Client {
     completed: u64,
 }
 
+/// The first controller; the others count down from `u32::MAX`.
 const CONTROLLER: NodeId = NodeId(0);
+
+fn controller_id(i: usize) -> NodeId {
+    if i == 0 {
+        CONTROLLER
+    } else {
+        NodeId(u32::MAX - i as u32)
+    }
+}
+
+/// One controller process.
+struct ControllerSlot {
+    id: NodeId,
+    /// `None` while it is down or standing by.
+    node: Option<Controller>,
+    /// The store's revision this controller loaded or wrote last.
+    revision: u64,
+    /// A deposed leader runs on until then, unaware.
+    deposed_until: Option<Micros>,
+}
+
+/// The configuration store the controllers share (etcd's key), written with a
+/// compare-and-swap on its revision.
+#[derive(Default)]
+struct CasStore {
+    config: Option<Configuration>,
+    revision: u64,
+}
 
 thread_local! {
     static LAST_PANIC: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
@@ -255,9 +297,10 @@ pub struct Sim {
     slots: BTreeMap<NodeId, Slot>,
     roster: Vec<(NodeId, Role)>,
     controller_cfg: ControllerConfig,
-    /// `None` while the controller is down.
-    controller: Option<Controller>,
-    controller_store: Arc<MemControllerStore>,
+    controllers: Vec<ControllerSlot>,
+    /// The controller that holds the lease (it may be down, and restarts).
+    leader: usize,
+    controller_store: CasStore,
     /// The configuration the controller installed last.
     config: Option<Arc<Configuration>>,
     partitioned: BTreeSet<(NodeId, NodeId)>,
@@ -305,7 +348,16 @@ impl Sim {
             indexers_per_log: opts.indexers_per_log,
             peers: Vec::new(),
         };
-        let controller = Controller::new(CONTROLLER, ccfg.clone(), &roster);
+        let n_controllers = opts.controllers.max(1) as usize;
+        let controllers = (0..n_controllers)
+            .map(|i| {
+                let id = controller_id(i);
+                let peers = (0..n_controllers).filter(|&j| j != i).map(controller_id).collect();
+                let cfg = ControllerConfig { peers, ..ccfg.clone() };
+                let node = (i == 0).then(|| Controller::new(id, cfg, &roster));
+                ControllerSlot { id, node, revision: 0, deposed_until: None }
+            })
+            .collect();
         let engines: Vec<NodeId> = roster.iter().filter(|(_, r)| *r == Role::Engine).map(|(n, _)| *n).collect();
         let clients = (0..opts.clients)
             .map(|c| Client {
@@ -327,8 +379,9 @@ impl Sim {
             slots,
             roster,
             controller_cfg: ccfg,
-            controller: Some(controller),
-            controller_store: Arc::new(MemControllerStore::new()),
+            controllers,
+            leader: 0,
+            controller_store: CasStore::default(),
             config: None,
             partitioned: BTreeSet::new(),
             clients,
@@ -344,7 +397,9 @@ impl Sim {
         for n in ids {
             sim.start(n);
         }
-        sim.schedule(0, Event::Tick(CONTROLLER));
+        for i in 0..n_controllers {
+            sim.schedule(0, Event::Tick(controller_id(i)));
+        }
         for c in 0..sim.opts.clients {
             let at = 200_000 + sim.rng.below(100_000);
             sim.schedule(at, Event::ClientStep(c));
@@ -369,13 +424,14 @@ impl Sim {
     }
 
     fn start(&mut self, n: NodeId) {
+        let controllers = self.controller_ids();
         let slot = self.slots.get_mut(&n).expect("known node");
         slot.incarnation += 1;
         let inc = slot.incarnation;
         let node = match slot.role {
             Role::Sequencer => {
                 let writes = slot.metalog.load().expect("the in-memory store never fails");
-                Node::Sequencer(Sequencer::recover(n, vec![CONTROLLER], inc, Self::sequencer_cfg(), writes))
+                Node::Sequencer(Sequencer::recover(n, controllers.clone(), inc, Self::sequencer_cfg(), writes))
             }
             Role::Storage => {
                 let recovered = slot.records.recover().expect("the in-memory store never fails");
@@ -385,7 +441,7 @@ impl Sim {
                     follower: Self::follower_cfg(),
                     ..Default::default()
                 };
-                Node::Storage(StorageNode::recover(n, vec![CONTROLLER], inc, cfg, recovered))
+                Node::Storage(StorageNode::recover(n, controllers.clone(), inc, cfg, recovered))
             }
             Role::Engine => {
                 let cfg = EngineConfig {
@@ -397,7 +453,7 @@ impl Sim {
                     follower: Self::follower_cfg(),
                     ..Default::default()
                 };
-                Node::Engine(Engine::new(n, vec![CONTROLLER], inc, cfg))
+                Node::Engine(Engine::new(n, controllers, inc, cfg))
             }
         };
         slot.node = Some(node);
@@ -487,16 +543,37 @@ impl Sim {
         for n in down {
             self.start(n);
         }
-        if self.controller.is_none() {
-            self.start_controller();
+        // A deposed leader learns it lost the lease; the leader runs.
+        for i in 0..self.controllers.len() {
+            if i != self.leader {
+                self.controllers[i].node = None;
+                self.controllers[i].deposed_until = None;
+            }
+        }
+        if self.controllers[self.leader].node.is_none() {
+            self.start_controller(self.leader);
         }
     }
 
-    /// Restarts the controller from what its store holds, as a new process would.
-    fn start_controller(&mut self) {
-        let stored = self.controller_store.load().expect("the in-memory store never fails");
-        let controller = Controller::recover(CONTROLLER, self.controller_cfg.clone(), &self.roster, stored);
-        self.controller = Some(controller.expect("the controller resumes from the configuration it persisted"));
+    fn controller_ids(&self) -> Vec<NodeId> {
+        self.controllers.iter().map(|c| c.id).collect()
+    }
+
+    /// Starts controller `i` from what the store holds, as a process that just won the
+    /// lease (or restarted) would.
+    fn start_controller(&mut self, i: usize) {
+        let stored = self.controller_store.config.clone();
+        let peers = self.controller_ids().into_iter().filter(|&p| p != self.controllers[i].id).collect();
+        let cfg = ControllerConfig { peers, ..self.controller_cfg.clone() };
+        let controller = Controller::recover(self.controllers[i].id, cfg, &self.roster, stored);
+        let slot = &mut self.controllers[i];
+        slot.node = Some(controller.expect("a controller resumes from the configuration the cluster stored"));
+        slot.revision = self.controller_store.revision;
+        slot.deposed_until = None;
+    }
+
+    fn controller_index(&self, id: NodeId) -> Option<usize> {
+        self.controllers.iter().position(|c| c.id == id)
     }
 
     fn check_liveness(&mut self) -> Result<(), Violation> {
@@ -531,10 +608,10 @@ impl Sim {
     fn handle(&mut self, event: Event) {
         match event {
             Event::Deliver { from, to, msg } => {
-                if to == CONTROLLER {
-                    if let Some(c) = self.controller.as_mut() {
+                if let Some(i) = self.controller_index(to) {
+                    if let Some(c) = self.controllers[i].node.as_mut() {
                         c.on_message(self.now, from, msg);
-                        self.controller_actions();
+                        self.controller_actions(i);
                     }
                     return;
                 }
@@ -548,12 +625,18 @@ impl Sim {
                 self.node_actions(to);
             }
             Event::Tick(n) => {
-                if n == CONTROLLER {
-                    // The controller's ticks go on while it is down and reach it again
+                if let Some(i) = self.controller_index(n) {
+                    // A controller's ticks go on while it is down and reach it again
                     // after its restart.
-                    if let Some(c) = self.controller.as_mut() {
+                    let slot = &mut self.controllers[i];
+                    if slot.deposed_until.is_some_and(|t| self.now >= t) {
+                        // The deposed leader notices its lease is gone.
+                        slot.node = None;
+                        slot.deposed_until = None;
+                    }
+                    if let Some(c) = slot.node.as_mut() {
                         c.on_tick(self.now);
-                        self.controller_actions();
+                        self.controller_actions(i);
                     }
                     self.schedule(TICK_US, Event::Tick(n));
                     return;
@@ -581,9 +664,11 @@ impl Sim {
             }
             Event::ClientStep(c) => self.client_step(c),
             Event::Fault => self.fault(),
-            Event::Restart(CONTROLLER) => {
-                if self.controller.is_none() {
-                    self.start_controller();
+            Event::Restart(n) if self.controller_index(n).is_some() => {
+                let i = self.controller_index(n).expect("a controller");
+                // Only the lease holder campaigns back; a standby stays down.
+                if i == self.leader && self.controllers[i].node.is_none() {
+                    self.start_controller(i);
                 }
             }
             Event::Restart(n) => {
@@ -595,13 +680,28 @@ impl Sim {
         }
     }
 
-    fn controller_actions(&mut self) {
-        let Some(c) = self.controller.as_mut() else { return };
+    fn controller_actions(&mut self, i: usize) {
+        let id = self.controllers[i].id;
+        let Some(c) = self.controllers[i].node.as_mut() else { return };
         for a in c.take_actions() {
             match a {
-                ControllerAction::Send(to, msg) => self.send(CONTROLLER, to, msg),
+                ControllerAction::Send(to, msg) => self.send(id, to, msg),
                 ControllerAction::Persist(config) => {
-                    self.controller_store.persist(&config).expect("the in-memory store never fails")
+                    if self.controller_store.revision != self.controllers[i].revision {
+                        // Another controller wrote since this one loaded: the driver
+                        // stops it before it announces anything. The lease holder
+                        // campaigns again and resumes from what is stored.
+                        self.stats.cas_refused += 1;
+                        self.controllers[i].node = None;
+                        self.controllers[i].deposed_until = None;
+                        if i == self.leader {
+                            self.schedule(50_000, Event::Restart(id));
+                        }
+                        return;
+                    }
+                    self.controller_store.config = Some((*config).clone());
+                    self.controller_store.revision += 1;
+                    self.controllers[i].revision = self.controller_store.revision;
                 }
                 ControllerAction::Installed(config) => {
                     self.config = Some(config.clone());
@@ -867,13 +967,24 @@ impl Sim {
                 self.crash(n);
             }
         }
-        if self.controller.is_some() && self.rng.chance(self.opts.controller_crash) {
-            // The controller's store persists every configuration before it is sent,
-            // so a crash loses only soft state: liveness, incarnations, a seal under way.
-            self.controller = None;
+        let leader = self.leader;
+        if self.controllers[leader].node.is_some() && self.rng.chance(self.opts.controller_crash) {
+            // The store holds every configuration before it is sent, so a crash loses
+            // only soft state: liveness, incarnations, a seal under way.
+            self.controllers[leader].node = None;
             self.stats.controller_crashes += 1;
             let downtime = 50_000 + self.rng.below(800_000);
-            self.schedule(downtime, Event::Restart(CONTROLLER));
+            self.schedule(downtime, Event::Restart(self.controllers[leader].id));
+        }
+        if self.controllers.len() > 1 && self.rng.chance(self.opts.failover) {
+            // The lease moves (the leader was slow to renew it); the old leader runs on
+            // for a while before it notices, and may still seal and try to persist.
+            let next = (leader + 1 + self.rng.below(self.controllers.len() as u64 - 1) as usize) % self.controllers.len();
+            let until = self.now + self.rng.below(300_000);
+            self.controllers[leader].deposed_until = Some(until);
+            self.leader = next;
+            self.stats.failovers += 1;
+            self.start_controller(next);
         }
         if self.rng.chance(self.opts.partition) {
             let a = nodes[self.rng.below(nodes.len() as u64) as usize];

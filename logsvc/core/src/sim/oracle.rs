@@ -152,6 +152,26 @@ impl Oracle {
     }
 
     pub fn on_installed(&mut self, config: Arc<Configuration>) {
+        // Installed configurations form one history, whichever controller installed
+        // them: a later one keeps every term of an earlier one (sealing its last).
+        if let Some(old) = self.config.clone() {
+            let (old_current, new_current) = (old.current().term, config.current().term);
+            if new_current <= old_current {
+                self.violation(format!("term {} was installed after term {}", new_current.0, old_current.0));
+            }
+            for t in &old.terms {
+                let kept = config.term(t.term).is_some_and(|n| {
+                    let same_shape = n.logs == t.logs && n.engines == t.engines && n.storage == t.storage;
+                    same_shape && (t.sealed.is_none() || n.sealed == t.sealed) && (n.sealed.is_some() || t.term == new_current)
+                });
+                if !kept {
+                    self.violation(format!(
+                        "the configuration of term {} installed by {} differs from the one installed by {}",
+                        t.term.0, config.controller, old.controller
+                    ));
+                }
+            }
+        }
         // A sealed tail keeps every committed entry.
         let sealed_count = config.terms.len().saturating_sub(1);
         if let Some(t) = config.terms.get(sealed_count.wrapping_sub(1)).filter(|_| sealed_count > 0) {
