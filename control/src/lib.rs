@@ -1,0 +1,45 @@
+//! Tally's control plane: what the processes of one cluster agree on through etcd v3.
+//!
+//! A cluster of `tally node` processes keeps four kinds of keys in etcd, all under
+//! `/tally/<cluster>/`:
+//!
+//! ```text
+//! /tally/<cluster>/config        the current Configuration: a format byte (1) + bincode.
+//!                                Written only by the leading controller, always with a
+//!                                compare-and-swap on the mod revision it loaded.
+//! /tally/<cluster>/settings      Settings (JSON), written once by the first controller to
+//!                                start (create-if-absent); read by every later one.
+//! /tally/<cluster>/leader        the leading controller's node id (decimal), under the
+//!                                leader's lease; created only if absent.
+//! /tally/<cluster>/members/<id>  one Member (JSON) per registered node id, under that
+//!                                node's lease; written by the node itself.
+//! ```
+//!
+//! Ground truth is etcd; everything a [`ControlPlane`] hands out (a watched member map,
+//! a [`Leadership`]'s `lost` flag) is derived from it and may lag behind.
+//!
+//! **Safety does not rest on leadership.** Two controllers that both believe they lead
+//! (one lost its lease without noticing yet) can never install different next
+//! configurations: [`ControlPlane::cas_config`] succeeds only against the revision its
+//! caller loaded, so the second writer gets [`Error::Superseded`]. Leadership is for
+//! liveness (one controller acts, the others stand by); a leader still checks
+//! [`Leadership::lost`] before it writes, so that it stops acting as soon as it can know.
+//!
+//! Architecture Invariant: this crate knows etcd and the key layout; it knows nothing of
+//! the log protocol beyond storing a [`Configuration`](tally_log_core::Configuration)
+//! whole. The `testing` feature adds [`TempEtcd`], a throwaway etcd on loopback.
+
+mod election;
+mod error;
+mod lease;
+mod members;
+mod plane;
+#[cfg(feature = "testing")]
+mod temp_etcd;
+
+pub use election::Leadership;
+pub use error::{Error, Result};
+pub use members::{Member, MemberRole, Registration};
+pub use plane::{ControlPlane, Revision, Settings};
+#[cfg(feature = "testing")]
+pub use temp_etcd::TempEtcd;

@@ -1,0 +1,382 @@
+//! The handle on one cluster's keys, the configuration's compare-and-swap and the
+//! cluster's settings.
+
+use std::fmt;
+use std::future::Future;
+use std::time::Duration;
+
+use bincode::Options;
+use etcd_client::{Client, Compare, CompareOp, ConnectOptions, GetOptions, KvClient, Txn, TxnOp, TxnOpResponse};
+use serde::{Deserialize, Serialize};
+use tally_log_core::{Configuration, NodeId};
+
+use crate::error::{etcd, Error, Result};
+
+/// Every etcd request is given up after this long (and so is connecting): a control
+/// plane that hangs is worse than one that says it cannot reach etcd.
+pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The first byte of a stored configuration: how the rest is encoded. 1 is bincode
+/// (fixed-width integers) of [`Configuration`].
+const CONFIG_FORMAT_BINCODE: u8 = 1;
+
+/// The largest encoded configuration written, below etcd's default request limit
+/// (1.5 MiB) with room for the request's framing. Decoding allows more, so that a
+/// cluster whose etcd takes larger requests can still be read by every node.
+const CONFIG_BYTES_MAX: usize = 1_400_000;
+const CONFIG_DECODE_BYTES_MAX: u64 = 64 << 20;
+
+const CLUSTER_NAME_MAX: usize = 64;
+
+/// The mod revision of the `config` key in etcd: what a compare-and-swap expects.
+/// [`Revision::ABSENT`] stands for "no configuration stored yet".
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Revision(i64);
+
+impl Revision {
+    /// No configuration is stored: a compare-and-swap expecting it creates the key.
+    pub const ABSENT: Revision = Revision(0);
+
+    /// etcd's revision number (0 for [`Revision::ABSENT`]), for logs.
+    pub fn get(self) -> i64 {
+        self.0
+    }
+}
+
+impl fmt::Display for Revision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "r{}", self.0)
+    }
+}
+
+/// The cluster's settings, fixed when its first controller starts
+/// ([`ControlPlane::init_settings`]) and read by every controller after it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Settings {
+    /// Physical logs.
+    pub n_logs: u8,
+    /// Sequencers per metalog, the primary included.
+    pub n_meta: usize,
+    /// Storage replicas per shard.
+    pub n_data: usize,
+    /// A node silent this long is down.
+    pub failure_timeout_ms: u64,
+}
+
+/// A handle on one cluster's keys in etcd (`/tally/<cluster>/…`, see the crate's doc).
+/// Cheap to clone; clones share the connection.
+#[derive(Clone)]
+pub struct ControlPlane {
+    pub(crate) client: Client,
+    pub(crate) keys: Keys,
+}
+
+impl fmt::Debug for ControlPlane {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ControlPlane").field("prefix", &self.keys.prefix).finish_non_exhaustive()
+    }
+}
+
+/// The key layout of one cluster.
+#[derive(Clone, Debug)]
+pub(crate) struct Keys {
+    prefix: String,
+}
+
+impl Keys {
+    fn new(cluster: &str) -> Keys {
+        Keys { prefix: format!("/tally/{cluster}/") }
+    }
+
+    pub(crate) fn config(&self) -> String {
+        format!("{}config", self.prefix)
+    }
+
+    pub(crate) fn settings(&self) -> String {
+        format!("{}settings", self.prefix)
+    }
+
+    pub(crate) fn leader(&self) -> String {
+        format!("{}leader", self.prefix)
+    }
+
+    /// The prefix of every member key; it ends in '/', so member 1 never matches 10.
+    pub(crate) fn members(&self) -> String {
+        format!("{}members/", self.prefix)
+    }
+
+    pub(crate) fn member(&self, id: NodeId) -> String {
+        format!("{}members/{}", self.prefix, id.0)
+    }
+
+    /// The node id a member key names; `None` for a key this crate did not write.
+    pub(crate) fn member_id(&self, key: &[u8]) -> Option<NodeId> {
+        let key = std::str::from_utf8(key).ok()?;
+        let id = key.strip_prefix(&self.members())?;
+        // `u32::from_str` takes a leading '+'; a key this crate wrote never has one.
+        if id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        id.parse().ok().map(NodeId)
+    }
+}
+
+/// Refuses cluster names that would escape their prefix or make odd keys.
+fn check_cluster_name(cluster: &str) -> Result<()> {
+    if cluster.is_empty() || cluster.len() > CLUSTER_NAME_MAX {
+        return Err(Error::InvalidArgument(format!(
+            "cluster name {cluster:?} must have 1 to {CLUSTER_NAME_MAX} characters, it has {}",
+            cluster.len()
+        )));
+    }
+    if let Some(c) = cluster.chars().find(|c| !matches!(c, 'a'..='z' | '0'..='9' | '-')) {
+        return Err(Error::InvalidArgument(format!("cluster name {cluster:?} has {c:?}; only a-z, 0-9 and '-' are allowed")));
+    }
+    Ok(())
+}
+
+/// Runs one etcd call, given up after [`REQUEST_TIMEOUT`].
+pub(crate) async fn bounded<T>(
+    what: &'static str,
+    call: impl Future<Output = std::result::Result<T, etcd_client::Error>>,
+) -> Result<T> {
+    match tokio::time::timeout(REQUEST_TIMEOUT, call).await {
+        Ok(answer) => answer.map_err(etcd(what)),
+        Err(_) => Err(Error::Etcd(format!("{what}: no answer within {REQUEST_TIMEOUT:?}"))),
+    }
+}
+
+/// Refuses a TTL etcd would not keep, or one so long that a dead node lingers for hours.
+pub(crate) fn check_ttl(ttl_s: i64) -> Result<()> {
+    if !(1..=3600).contains(&ttl_s) {
+        return Err(Error::InvalidArgument(format!("a lease TTL of {ttl_s} s is outside 1..=3600 s")));
+    }
+    Ok(())
+}
+
+fn bincode_options() -> impl Options {
+    bincode::DefaultOptions::new().with_fixint_encoding().reject_trailing_bytes().with_limit(CONFIG_DECODE_BYTES_MAX)
+}
+
+/// The stored form of a configuration: [`CONFIG_FORMAT_BINCODE`], then bincode.
+pub(crate) fn encode_config(config: &Configuration) -> Result<Vec<u8>> {
+    if config.terms.is_empty() {
+        return Err(Error::InvalidArgument("a configuration without a term cannot be stored".into()));
+    }
+    let mut bytes = vec![CONFIG_FORMAT_BINCODE];
+    bincode_options()
+        .serialize_into(&mut bytes, config)
+        .map_err(|e| Error::InvalidArgument(format!("encoding the configuration: {e}")))?;
+    if bytes.len() > CONFIG_BYTES_MAX {
+        return Err(Error::InvalidArgument(format!(
+            "the encoded configuration has {} bytes, more than the {CONFIG_BYTES_MAX} etcd takes",
+            bytes.len()
+        )));
+    }
+    Ok(bytes)
+}
+
+/// Reads back what [`encode_config`] wrote; anything else is [`Error::Corrupt`].
+pub(crate) fn decode_config(bytes: &[u8]) -> Result<Configuration> {
+    match bytes.split_first() {
+        None => Err(Error::Corrupt("the stored configuration is empty".into())),
+        Some((&CONFIG_FORMAT_BINCODE, rest)) => {
+            let config: Configuration = bincode_options()
+                .deserialize(rest)
+                .map_err(|e| Error::Corrupt(format!("decoding the stored configuration (format 1): {e}")))?;
+            if config.terms.is_empty() {
+                return Err(Error::Corrupt("the stored configuration has no term".into()));
+            }
+            Ok(config)
+        }
+        Some((format, _)) => Err(Error::Corrupt(format!(
+            "the stored configuration has format byte {format}; this build reads only format {CONFIG_FORMAT_BINCODE}"
+        ))),
+    }
+}
+
+fn decode_settings(bytes: &[u8]) -> Result<Settings> {
+    serde_json::from_slice(bytes).map_err(|e| Error::Corrupt(format!("decoding the stored settings: {e}")))
+}
+
+impl ControlPlane {
+    /// Connects to etcd at `endpoints` (`http://host:port`) for the keys of `cluster`.
+    /// Refuses a cluster name that is empty, longer than 64 characters, or has anything
+    /// but `a-z`, `0-9` and `-` ([`Error::InvalidArgument`]). Returns once etcd
+    /// answered a read, or fails with [`Error::Etcd`] after about 2 s.
+    pub async fn connect(endpoints: &[String], cluster: &str) -> Result<ControlPlane> {
+        check_cluster_name(cluster)?;
+        if endpoints.is_empty() {
+            return Err(Error::InvalidArgument("no etcd endpoint given".into()));
+        }
+        let options = ConnectOptions::new()
+            .with_connect_timeout(REQUEST_TIMEOUT)
+            .with_timeout(REQUEST_TIMEOUT)
+            .with_keep_alive(REQUEST_TIMEOUT, REQUEST_TIMEOUT)
+            // A member cut off from its leader fails requests (and cancels watches) at
+            // once instead of serving a stale view.
+            .with_require_leader(true);
+        let client = match tokio::time::timeout(REQUEST_TIMEOUT, Client::connect(endpoints, Some(options))).await {
+            Ok(Ok(client)) => client,
+            Ok(Err(e @ (etcd_client::Error::InvalidArgs(_) | etcd_client::Error::InvalidUri(_)))) => {
+                return Err(Error::InvalidArgument(format!("etcd endpoints {endpoints:?}: {e}")))
+            }
+            Ok(Err(e)) => return Err(Error::Etcd(format!("connecting to {endpoints:?}: {e}"))),
+            Err(_) => return Err(Error::Etcd(format!("connecting to {endpoints:?}: no answer within {REQUEST_TIMEOUT:?}"))),
+        };
+        let plane = ControlPlane { client, keys: Keys::new(cluster) };
+        // The client connects lazily; one read shows that etcd answers (and has a leader).
+        let mut kv = plane.kv();
+        bounded("connecting to etcd", kv.get(plane.keys.settings(), Some(GetOptions::new().with_count_only()))).await?;
+        Ok(plane)
+    }
+
+    pub(crate) fn kv(&self) -> KvClient {
+        self.client.kv_client()
+    }
+
+    /// The stored configuration and its revision (what [`ControlPlane::cas_config`]
+    /// expects next), or `None` if no configuration was ever stored. A linearizable
+    /// read: it sees every write that completed before it started.
+    pub async fn load_config(&self) -> Result<Option<(Configuration, Revision)>> {
+        let mut kv = self.kv();
+        let answer = bounded("reading the configuration", kv.get(self.keys.config(), None)).await?;
+        match answer.kvs().first() {
+            None => Ok(None),
+            Some(stored) => Ok(Some((decode_config(stored.value())?, Revision(stored.mod_revision())))),
+        }
+    }
+
+    /// Stores `config` if the stored configuration is still at `expected` (for
+    /// [`Revision::ABSENT`]: if none is stored), in one etcd transaction, and returns the
+    /// new revision. Otherwise nothing is written and the answer is
+    /// [`Error::Superseded`]: another writer got there first, so two controllers
+    /// starting from the same revision can never both install a next configuration.
+    ///
+    /// This does not check leadership: the compare alone keeps configurations safe. A
+    /// leader should still check [`Leadership::lost`](crate::Leadership::lost) first.
+    /// After [`Error::Etcd`] the write may or may not have happened; retrying with the
+    /// same `expected` gives `Superseded` if it did.
+    pub async fn cas_config(&self, expected: Revision, config: &Configuration) -> Result<Revision> {
+        let value = encode_config(config)?;
+        let key = self.keys.config();
+        let compare = if expected == Revision::ABSENT {
+            Compare::create_revision(key.clone(), CompareOp::Equal, 0)
+        } else {
+            Compare::mod_revision(key.clone(), CompareOp::Equal, expected.0)
+        };
+        let txn = Txn::new().when([compare]).and_then([TxnOp::put(key, value, None)]);
+        let mut kv = self.kv();
+        let answer = bounded("writing the configuration", kv.txn(txn)).await?;
+        if !answer.succeeded() {
+            return Err(Error::Superseded);
+        }
+        let revision = answer.header().map(|h| h.revision()).unwrap_or_default();
+        assert!(revision > expected.0, "etcd wrote the configuration at {revision}, not after {expected}");
+        Ok(Revision(revision))
+    }
+
+    /// Stores `settings` unless settings are stored already, and returns what is stored
+    /// afterwards: `settings` itself, or an earlier caller's, which win. One etcd
+    /// transaction, so concurrent first controllers agree on one value.
+    pub async fn init_settings(&self, settings: &Settings) -> Result<Settings> {
+        let key = self.keys.settings();
+        let value = serde_json::to_vec(settings).expect("settings are plain data");
+        let txn = Txn::new()
+            .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(key.clone(), value, None)])
+            .or_else([TxnOp::get(key, None)]);
+        let mut kv = self.kv();
+        let answer = bounded("writing the settings", kv.txn(txn)).await?;
+        if answer.succeeded() {
+            return Ok(settings.clone());
+        }
+        for op in answer.op_responses() {
+            if let TxnOpResponse::Get(got) = op {
+                if let Some(stored) = got.kvs().first() {
+                    return decode_settings(stored.value());
+                }
+            }
+        }
+        // The compare saw the key, so the read in the same transaction did too.
+        Err(Error::Etcd("the settings key vanished inside one transaction".into()))
+    }
+
+    /// The cluster's settings, or `None` before any controller stored them.
+    pub async fn settings(&self) -> Result<Option<Settings>> {
+        let mut kv = self.kv();
+        let answer = bounded("reading the settings", kv.get(self.keys.settings(), None)).await?;
+        answer.kvs().first().map(|stored| decode_settings(stored.value())).transpose()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tally_log_core::{LogId, LogTermConfig, Term, TermConfig};
+
+    fn config() -> Configuration {
+        Configuration {
+            n_logs: 1,
+            controller: NodeId(1),
+            terms: vec![TermConfig {
+                term: Term(1),
+                logs: vec![LogTermConfig { log: LogId(0), sequencers: vec![NodeId(2)], shards: vec![] }],
+                engines: vec![NodeId(4)],
+                storage: vec![NodeId(3)],
+                sealed: None,
+            }],
+            indexers: vec![vec![]],
+        }
+    }
+
+    #[test]
+    fn cluster_names() {
+        let check = |name: &str, ok: bool| assert_eq!(check_cluster_name(name).is_ok(), ok, "{name:?}");
+        check("prod", true);
+        check("a-1", true);
+        check(&"x".repeat(64), true);
+        check(&"x".repeat(65), false);
+        check("", false);
+        check("a/b", false);
+        check("Prod", false);
+        check("a b", false);
+        check("ü", false);
+        let e = check_cluster_name("a/b").unwrap_err().to_string();
+        assert!(e.contains("'/'"), "{e}");
+    }
+
+    #[test]
+    fn configurations_round_trip_and_refuse_other_formats() {
+        let c = config();
+        let bytes = encode_config(&c).unwrap();
+        assert_eq!(bytes[0], 1);
+        assert_eq!(decode_config(&bytes).unwrap(), c);
+
+        let corrupt = |bytes: &[u8], expect: &str| {
+            let e = decode_config(bytes).unwrap_err();
+            assert!(matches!(e, Error::Corrupt(_)), "{e}");
+            assert!(e.to_string().contains(expect), "{e} lacks {expect:?}");
+        };
+        corrupt(b"", "empty");
+        let mut other = bytes.clone();
+        other[0] = 2;
+        corrupt(&other, "format byte 2");
+        corrupt(&bytes[..bytes.len() - 1], "format 1");
+        let mut longer = bytes.clone();
+        longer.push(0);
+        corrupt(&longer, "format 1");
+        corrupt(b"\x01garbage", "format 1");
+        corrupt(&[1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f], "format 1");
+    }
+
+    #[test]
+    fn member_keys() {
+        let keys = Keys::new("c");
+        assert_eq!(keys.member(NodeId(7)), "/tally/c/members/7");
+        assert_eq!(keys.member_id(b"/tally/c/members/7"), Some(NodeId(7)));
+        for bad in [&b"/tally/c/members/"[..], b"/tally/c/members/+7", b"/tally/c/members/x", b"/tally/c2/members/7"] {
+            assert_eq!(keys.member_id(bad), None, "{}", String::from_utf8_lossy(bad));
+        }
+    }
+}
