@@ -17,7 +17,8 @@ pub mod store;
 pub use client::LogClient;
 pub use cluster::{Cluster, ClusterBuilder};
 pub use tally_log_core::{
-    book_to_log, BookId, Cond, Configuration, Context, Error, FollowerConfig, LocalId, Location, LogId, LogRecord, LogTermConfig,
-    Message, MetalogEntry, MetalogPosition, Micros, NodeId, Placement, Record, RecordMeta, Reply, Request, Result, SealedTail,
-    SeqNum, ShardConfig, ShardId, StoredRead, Tag, Term, TermConfig, TrimCommand, WIRE_VERSION,
+    book_to_log, BookId, Cond, Configuration, Context, ControllerConfig, EngineConfig, Error, FollowerConfig, LocalId, Location,
+    LogId, LogRecord, LogTermConfig, Message, MetalogEntry, MetalogPosition, Micros, NodeId, Placement, Record, RecordMeta,
+    Reply, Request, Result, Role, SealedTail, SeqNum, SequencerConfig, ShardConfig, ShardId, StorageConfig, StoredRead, Tag,
+    Term, TermConfig, TrimCommand, WIRE_VERSION,
 };

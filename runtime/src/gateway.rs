@@ -58,7 +58,7 @@ const RECORDS_PAGE_END_BYTES_MAX: usize = 32;
 const SWITCH_BYTES_MAX: u64 = 4 << 10;
 
 /// The JSON error body every refusal has.
-fn error_response(status: StatusCode, code: &str, message: String) -> Response {
+pub(crate) fn error_response(status: StatusCode, code: &str, message: String) -> Response {
     (status, Json(json!({ "error": { "code": code, "message": message } }))).into_response()
 }
 

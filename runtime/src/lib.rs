@@ -5,11 +5,14 @@
 //! HTTP (axum), the configuration file (toml) and the command line (clap, in the `tally`
 //! binary). See ARCHITECTURE.md for how the parts fit.
 
+pub mod cluster;
 pub mod config;
 pub mod dev;
 mod env;
 pub mod error;
 pub mod gateway;
+pub mod node;
+pub mod proxy;
 pub mod runtime;
 
 pub use config::{Config, Limits, NodeLimits};

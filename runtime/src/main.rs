@@ -1,12 +1,15 @@
-//! `tally`: runs a development node, and talks to a gateway over HTTP.
+//! `tally`: runs a development node or the nodes of a cluster, and talks to a gateway
+//! over HTTP.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 use anyhow::{bail, Context as _};
 use clap::{Args, Parser, Subcommand};
+use tally_runtime::cluster::{wait_healthy, ClusterDir, Shape};
 use tally_runtime::config::{Protocol, StoreKind};
 use tally_runtime::dev::DevNode;
+use tally_runtime::node::{Node, NodeConfig};
 use tally_runtime::Config;
 
 #[derive(Parser)]
@@ -32,6 +35,97 @@ enum Verb {
     Table(TableArgs),
     /// Build the Rust function in a directory for wasm32-wasip2 and print the component's path.
     Build(BuildArgs),
+    /// Run one node of a cluster: the roles its configuration file names.
+    Node(NodeArgs),
+    /// Make, start, inspect and stop a cluster of node processes in a directory.
+    #[command(subcommand)]
+    Cluster(ClusterVerb),
+}
+
+#[derive(Args)]
+struct NodeArgs {
+    /// The node's configuration (written by `tally cluster init`).
+    #[arg(long, short)]
+    config: PathBuf,
+}
+
+#[derive(Args, Clone)]
+struct ShapeArgs {
+    /// Controller processes (one leads, the others stand by).
+    #[arg(long, default_value_t = 2)]
+    controllers: u32,
+    #[arg(long, default_value_t = 3)]
+    sequencers: u32,
+    #[arg(long, default_value_t = 3)]
+    storage: u32,
+    /// Function nodes (engine + runtime + HTTP API).
+    #[arg(long, default_value_t = 2)]
+    functions: u32,
+    /// Gateways (HTTP fronts that route to the function nodes).
+    #[arg(long, default_value_t = 1)]
+    gateways: u32,
+    /// Physical logs.
+    #[arg(long, default_value_t = 1)]
+    logs: u8,
+    /// etcd members.
+    #[arg(long, default_value_t = 1)]
+    etcd: u32,
+    /// Storage replicas per shard (default: 3, or fewer storage nodes).
+    #[arg(long)]
+    n_data: Option<usize>,
+    /// Sequencers per metalog (default: 3, or fewer sequencers).
+    #[arg(long)]
+    n_meta: Option<usize>,
+    /// The cluster's name (its etcd keys and its CA's name).
+    #[arg(long, default_value = "local")]
+    name: String,
+    /// The address every node listens on and is reached at.
+    #[arg(long, default_value = "127.0.0.1")]
+    host: String,
+}
+
+impl ShapeArgs {
+    fn shape(&self) -> Shape {
+        Shape {
+            controllers: self.controllers,
+            sequencers: self.sequencers,
+            storage: self.storage,
+            functions: self.functions,
+            gateways: self.gateways,
+            logs: self.logs,
+            etcd: self.etcd,
+            n_data: self.n_data,
+            n_meta: self.n_meta,
+        }
+    }
+}
+
+#[derive(Subcommand)]
+enum ClusterVerb {
+    /// Write a cluster's CA, node certificates and node configurations into DIR.
+    Init {
+        dir: PathBuf,
+        #[command(flatten)]
+        shape: ShapeArgs,
+    },
+    /// Start etcd and every node of DIR as processes of their own (init DIR first if
+    /// it holds no cluster); prints the HTTP API's URL first.
+    Up {
+        dir: PathBuf,
+        #[command(flatten)]
+        shape: ShapeArgs,
+        /// How long to wait for every node to be healthy, in seconds.
+        #[arg(long, default_value_t = 60)]
+        wait_s: u64,
+    },
+    /// Each process of DIR: role, pid, address, health.
+    Status {
+        dir: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop every process of DIR (nodes, then etcd).
+    Down { dir: PathBuf },
 }
 
 /// Where the gateway is.
@@ -212,6 +306,8 @@ fn main() -> ExitCode {
         Verb::Book(a) => book(a),
         Verb::Table(a) => table(a),
         Verb::Build(a) => build(&a.dir),
+        Verb::Node(a) => node(a),
+        Verb::Cluster(v) => cluster(v),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -223,10 +319,7 @@ fn main() -> ExitCode {
 }
 
 fn dev(args: DevArgs) -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,quinn=warn".into()))
-        .with_writer(std::io::stderr)
-        .init();
+    init_tracing();
     let config = args.config()?;
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async {
@@ -239,6 +332,81 @@ fn dev(args: DevArgs) -> anyhow::Result<()> {
         node.shutdown().await;
         Ok(())
     })
+}
+
+fn node(args: NodeArgs) -> anyhow::Result<()> {
+    init_tracing();
+    let config = NodeConfig::load(&args.config)?;
+    let rt = tokio::runtime::Runtime::new()?;
+    rt.block_on(async {
+        let node = Node::start(config).await?;
+        if let Some((_, addr)) = &node.function {
+            println!("tally node {}: http api at http://{addr}", node.config.name);
+        } else {
+            println!("tally node {}: started", node.config.name);
+        }
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            r = tokio::signal::ctrl_c() => r?,
+            _ = term.recv() => {}
+        }
+        eprintln!("tally node: stopping");
+        node.shutdown().await;
+        Ok(())
+    })
+}
+
+fn cluster(verb: ClusterVerb) -> anyhow::Result<()> {
+    match verb {
+        ClusterVerb::Init { dir, shape } => {
+            let c = ClusterDir::init(&dir, &shape.name, &shape.host, &shape.shape())?;
+            println!(
+                "cluster {} in {}: {} nodes, etcd at {}",
+                c.file.name,
+                c.dir.display(),
+                c.file.nodes.len(),
+                c.file.endpoints().join(",")
+            );
+            Ok(())
+        }
+        ClusterVerb::Up { dir, shape, wait_s } => {
+            let c = match ClusterDir::open(&dir) {
+                Ok(c) => c,
+                Err(_) if !dir.join("cluster.toml").exists() => ClusterDir::init(&dir, &shape.name, &shape.host, &shape.shape())?,
+                Err(e) => return Err(e),
+            };
+            // The first line on stdout is the URL: scripts and tests read it.
+            println!("{}", c.gateway_url()?);
+            c.up(&std::env::current_exe()?)?;
+            let status = wait_healthy(&c, std::time::Duration::from_secs(wait_s))?;
+            eprintln!("tally cluster: {} processes up; `tally cluster status {}`", status.len(), c.dir.display());
+            Ok(())
+        }
+        ClusterVerb::Status { dir, json } => {
+            let status = ClusterDir::open(&dir)?.status()?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&status)?);
+            } else {
+                for s in &status {
+                    let pid = s.pid.map_or("-".to_string(), |p| p.to_string());
+                    let health = if s.healthy { "healthy" } else { "down" };
+                    println!("{:<16} {:<22} pid {:<8} {:<22} {health}", s.name, s.roles.join(","), pid, s.addr);
+                }
+            }
+            Ok(())
+        }
+        ClusterVerb::Down { dir } => ClusterDir::open(&dir)?.down(std::time::Duration::from_secs(10)),
+    }
+}
+
+fn init_tracing() {
+    use std::io::IsTerminal;
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,quinn=warn".into()))
+        .with_writer(std::io::stderr)
+        // Node logs go to files under a cluster directory: no colour codes there.
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
 }
 
 fn agent() -> ureq::Agent {

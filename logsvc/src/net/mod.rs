@@ -537,8 +537,12 @@ impl PeerTask {
         }
         let addr = *self.addr.borrow_and_update();
         let attempt = async {
-            let conn =
-                self.endpoint.connect(addr, &certs::node_name(self.peer)).map_err(|e| e.to_string())?.await.map_err(|e| e.to_string())?;
+            let conn = self
+                .endpoint
+                .connect(addr, &certs::node_name(self.peer))
+                .map_err(|e| e.to_string())?
+                .await
+                .map_err(|e| e.to_string())?;
             let stream = conn.open_uni().await.map_err(|e| e.to_string())?;
             Ok::<_, String>(Link { conn, stream })
         };

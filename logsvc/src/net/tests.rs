@@ -451,7 +451,10 @@ async fn cluster_certificates_bind_node_ids_both_ways() {
     let (liar, _liar_rx) = Transport::bind(NodeId(1), loopback(), &engine, NetConfig::default()).await.unwrap();
     liar.set_peer(NodeId(4), s.local_addr());
     liar.send(NodeId(4), ping(2));
-    eventually("the storage node refuses a hello its dialer's certificate does not name", || s.stats().connections_closed_bad_frame == 1).await;
+    eventually("the storage node refuses a hello its dialer's certificate does not name", || {
+        s.stats().connections_closed_bad_frame == 1
+    })
+    .await;
 
     // A dialer that reaches a process whose certificate does not name the node it
     // meant (an address now used by another node) does not connect.

@@ -20,9 +20,10 @@ pub fn guest(name: &str) -> Vec<u8> {
         .unwrap_or_else(|e| panic!("{}: {e}; build the guests first with scripts/build-guests.sh", path.display()))
 }
 
-/// A `tally dev` process; killed when dropped.
+/// A `tally dev` process, killed when dropped; or the HTTP API of a node some other
+/// process runs ([`Node::attach`]).
 pub struct Node {
-    child: Child,
+    child: Option<Child>,
     pub url: String,
     pub dir: PathBuf,
     args: Vec<String>,
@@ -55,13 +56,19 @@ impl Node {
             .filter(|u| u.starts_with("http://"))
             .unwrap_or_else(|| panic!("tally dev did not print its URL: {line:?}"))
             .to_string();
-        Node { child, url, dir, args }
+        Node { child: Some(child), url, dir, args }
+    }
+
+    /// The HTTP API at `url`, of a process this handle does not own.
+    pub fn attach(url: &str) -> Node {
+        Node { child: None, url: url.to_string(), dir: PathBuf::new(), args: Vec::new() }
     }
 
     /// Stops the process the hard way (kill -9) and starts it again over its data.
     pub fn restart(mut self) -> Node {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let mut child = self.child.take().expect("a node this handle started");
+        let _ = child.kill();
+        let _ = child.wait();
         let dir = self.dir.clone();
         let args = std::mem::take(&mut self.args);
         std::mem::forget(self);
@@ -169,8 +176,10 @@ impl Node {
 
 impl Drop for Node {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if let Some(child) = self.child.as_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 

@@ -1,0 +1,391 @@
+//! A cluster directory: what `tally cluster init` writes and `tally cluster up`,
+//! `status` and `down` run. Every node is its own `tally node` process, every etcd
+//! member its own `etcd` process, all on one host (loopback by default); the same
+//! node files run unchanged on several machines once `host` names each machine.
+//!
+//! ```text
+//!   DIR/
+//!     cluster.toml          name, host, etcd members, node names in start order
+//!     ca/                   the cluster's CA (its key too: `init` issues from it)
+//!     etcd-<i>/             etcd member i's data; etcd-<i>.log
+//!     nodes/<name>/         node.toml, certs/, data/, node.log, node.pid
+//! ```
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::net::{SocketAddr, TcpListener, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _};
+use serde::{Deserialize, Serialize};
+use tally_logsvc::net::ClusterCa;
+use tally_logsvc::NodeId;
+
+use tally_control::MemberRole;
+
+use crate::node::{ControllerRole, FunctionRole, GatewayRole, LogRole, NodeConfig};
+
+/// How many nodes of each role `init` writes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Shape {
+    pub controllers: u32,
+    pub sequencers: u32,
+    pub storage: u32,
+    pub functions: u32,
+    pub gateways: u32,
+    pub logs: u8,
+    pub etcd: u32,
+    /// Replication; `None`: three, or fewer when there are fewer nodes.
+    pub n_data: Option<usize>,
+    pub n_meta: Option<usize>,
+}
+
+impl Default for Shape {
+    fn default() -> Self {
+        Shape {
+            controllers: 2,
+            sequencers: 3,
+            storage: 3,
+            functions: 2,
+            gateways: 1,
+            logs: 1,
+            etcd: 1,
+            n_data: None,
+            n_meta: None,
+        }
+    }
+}
+
+/// One etcd member: its name and ports.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EtcdMember {
+    pub name: String,
+    pub client_port: u16,
+    pub peer_port: u16,
+}
+
+/// `DIR/cluster.toml`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterFile {
+    pub name: String,
+    pub host: String,
+    pub etcd: Vec<EtcdMember>,
+    /// Node names in the order `up` starts them.
+    pub nodes: Vec<String>,
+}
+
+impl ClusterFile {
+    pub fn endpoints(&self) -> Vec<String> {
+        self.etcd.iter().map(|m| format!("http://{}:{}", self.host, m.client_port)).collect()
+    }
+}
+
+/// A free port on `host` for both TCP and UDP at the moment of asking (another process
+/// may take it later; `up` then fails with the port named).
+fn free_port(host: &str) -> anyhow::Result<u16> {
+    for _ in 0..100 {
+        let tcp = TcpListener::bind((host, 0)).with_context(|| format!("binding a port on {host}"))?;
+        let port = tcp.local_addr()?.port();
+        if UdpSocket::bind((host, port)).is_ok() {
+            return Ok(port);
+        }
+    }
+    bail!("no port free for both tcp and udp on {host}")
+}
+
+pub struct ClusterDir {
+    pub dir: PathBuf,
+    pub file: ClusterFile,
+}
+
+impl ClusterDir {
+    pub fn open(dir: &Path) -> anyhow::Result<ClusterDir> {
+        let path = dir.join("cluster.toml");
+        let text = fs::read_to_string(&path).with_context(|| {
+            format!("reading {} (is {} a cluster directory? `tally cluster init`)", path.display(), dir.display())
+        })?;
+        let file = toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        Ok(ClusterDir { dir: dir.to_path_buf(), file })
+    }
+
+    /// Writes a new cluster: a CA, one certificate and one `node.toml` per node process
+    /// (one role each), and `cluster.toml`. Refuses a directory that holds a cluster.
+    pub fn init(dir: &Path, name: &str, host: &str, shape: &Shape) -> anyhow::Result<ClusterDir> {
+        if dir.join("cluster.toml").exists() {
+            bail!("{} already holds a cluster", dir.display());
+        }
+        if shape.controllers == 0 || shape.sequencers == 0 || shape.storage == 0 || shape.etcd == 0 || shape.logs == 0 {
+            bail!("a cluster needs at least one controller, sequencer, storage node, etcd member and log");
+        }
+        fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let dir = fs::canonicalize(dir)?;
+        let ca = ClusterCa::generate(name)?;
+        ca.save(&dir.join("ca"))?;
+        let etcd = (0..shape.etcd)
+            .map(|i| Ok(EtcdMember { name: format!("etcd-{i}"), client_port: free_port(host)?, peer_port: free_port(host)? }))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let file = ClusterFile { name: name.into(), host: host.into(), etcd, nodes: Vec::new() };
+        let endpoints = file.endpoints();
+        let mut next = 1u32;
+        let mut ids = |n: u32| {
+            let ids: Vec<u32> = (next..next + n).collect();
+            next += n;
+            ids
+        };
+        let controllers = ids(shape.controllers);
+        let (sequencers, storage, functions) = (ids(shape.sequencers), ids(shape.storage), ids(shape.functions));
+        let gateways = ids(shape.gateways);
+        let mut nodes = Vec::new();
+        let base = |node: &str| NodeConfig {
+            cluster: name.into(),
+            name: node.into(),
+            etcd: endpoints.clone(),
+            data_dir: dir.join("nodes").join(node).join("data"),
+            certs: dir.join("nodes").join(node).join("certs"),
+            host: host.into(),
+            controllers: controllers.clone(),
+            controller: None,
+            sequencer: None,
+            storage: None,
+            function: None,
+            gateway: None,
+            limits: Default::default(),
+            node_limits: Default::default(),
+            state: Default::default(),
+        };
+        for &id in &controllers {
+            let mut c = base(&format!("controller-{id}"));
+            c.controller = Some(ControllerRole {
+                id,
+                port: free_port(host)?,
+                n_logs: shape.logs,
+                n_meta: shape.n_meta.unwrap_or(3.min(sequencers.len())),
+                n_data: shape.n_data.unwrap_or(3.min(storage.len())),
+                failure_timeout_ms: 1_000,
+            });
+            nodes.push((id, c));
+        }
+        for &id in &sequencers {
+            let mut c = base(&format!("sequencer-{id}"));
+            c.sequencer = Some(LogRole { id, port: free_port(host)? });
+            nodes.push((id, c));
+        }
+        for &id in &storage {
+            let mut c = base(&format!("storage-{id}"));
+            c.storage = Some(LogRole { id, port: free_port(host)? });
+            nodes.push((id, c));
+        }
+        for &id in &functions {
+            let mut c = base(&format!("function-{id}"));
+            c.function = Some(FunctionRole { id, port: free_port(host)?, http: format!("{host}:{}", free_port(host)?) });
+            nodes.push((id, c));
+        }
+        for &id in &gateways {
+            let mut c = base(&format!("gateway-{id}"));
+            c.gateway = Some(GatewayRole { id, http: format!("{host}:{}", free_port(host)?) });
+            nodes.push((id, c));
+        }
+        let mut file = file;
+        for (id, c) in &nodes {
+            let node_dir = dir.join("nodes").join(&c.name);
+            ca.issue(&c.name, &[NodeId(*id)])?.save(&c.certs)?;
+            let text = toml::to_string(c)?;
+            fs::write(node_dir.join("node.toml"), text).with_context(|| format!("writing {}", node_dir.display()))?;
+            file.nodes.push(c.name.clone());
+        }
+        fs::write(dir.join("cluster.toml"), toml::to_string(&file)?)?;
+        Ok(ClusterDir { dir, file })
+    }
+
+    pub fn node_dir(&self, node: &str) -> PathBuf {
+        self.dir.join("nodes").join(node)
+    }
+
+    pub fn node_config(&self, node: &str) -> anyhow::Result<NodeConfig> {
+        NodeConfig::load(&self.node_dir(node).join("node.toml"))
+    }
+
+    /// Starts whatever of the cluster is not running: etcd first, then every node, each
+    /// a process of its own that outlives this one. `tally` is the binary that runs the
+    /// nodes.
+    pub fn up(&self, tally: &Path) -> anyhow::Result<()> {
+        let initial: Vec<String> =
+            self.file.etcd.iter().map(|m| format!("{}=http://{}:{}", m.name, self.file.host, m.peer_port)).collect();
+        for m in &self.file.etcd {
+            let pid_file = self.dir.join(format!("{}.pid", m.name));
+            if running(&pid_file).is_some() {
+                continue;
+            }
+            let host = &self.file.host;
+            let mut cmd = Command::new(etcd_binary());
+            cmd.args(["--name", &m.name])
+                .arg("--data-dir")
+                .arg(self.dir.join(&m.name))
+                .args(["--listen-client-urls", &format!("http://{host}:{}", m.client_port)])
+                .args(["--advertise-client-urls", &format!("http://{host}:{}", m.client_port)])
+                .args(["--listen-peer-urls", &format!("http://{host}:{}", m.peer_port)])
+                .args(["--initial-advertise-peer-urls", &format!("http://{host}:{}", m.peer_port)])
+                .args(["--initial-cluster", &initial.join(",")])
+                .args(["--initial-cluster-token", &self.file.name])
+                .args(["--heartbeat-interval", "50", "--election-timeout", "500"]);
+            spawn_detached(cmd, &self.dir.join(format!("{}.log", m.name)), &pid_file)?;
+        }
+        // Nodes wait for etcd themselves; waiting here too keeps their logs quiet.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !self.file.etcd.iter().any(|m| tcp_open(&format!("{}:{}", self.file.host, m.client_port))) {
+            if Instant::now() >= deadline {
+                bail!("etcd did not start (see {}/etcd-*.log)", self.dir.display());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        for node in &self.file.nodes {
+            let dir = self.node_dir(node);
+            let pid_file = dir.join("node.pid");
+            if running(&pid_file).is_some() {
+                continue;
+            }
+            let mut cmd = Command::new(tally);
+            cmd.arg("node").arg("--config").arg(dir.join("node.toml"));
+            spawn_detached(cmd, &dir.join("node.log"), &pid_file)?;
+        }
+        Ok(())
+    }
+
+    /// The URL of the first gateway (or, in a cluster without one, of the first
+    /// function node's HTTP API).
+    pub fn gateway_url(&self) -> anyhow::Result<String> {
+        let configs = self.file.nodes.iter().map(|n| self.node_config(n)).collect::<anyhow::Result<Vec<_>>>()?;
+        let gateway = configs.iter().find_map(|c| c.gateway.as_ref().map(|g| g.http.clone()));
+        match gateway.or_else(|| configs.iter().find_map(|c| c.function.as_ref().map(|f| f.http.clone()))) {
+            Some(http) => Ok(format!("http://{http}")),
+            None => bail!("the cluster has no gateway and no function node"),
+        }
+    }
+
+    /// Each process of the cluster (etcd members and nodes), as `status` prints it.
+    pub fn status(&self) -> anyhow::Result<Vec<ProcessStatus>> {
+        let mut out = Vec::new();
+        for m in &self.file.etcd {
+            let pid = running(&self.dir.join(format!("{}.pid", m.name)));
+            let addr = format!("{}:{}", self.file.host, m.client_port);
+            let healthy = pid.is_some() && tcp_open(&addr);
+            out.push(ProcessStatus { name: m.name.clone(), roles: vec!["etcd".into()], pid, addr, http: None, healthy });
+        }
+        for node in &self.file.nodes {
+            let c = self.node_config(node)?;
+            let pid = running(&self.node_dir(node).join("node.pid"));
+            let mut roles: Vec<(NodeId, MemberRole, u16)> = c.log_roles();
+            let addr = roles.first().map(|(_, _, port)| format!("{}:{port}", c.host)).unwrap_or_default();
+            roles.extend(c.gateway.as_ref().map(|g| (NodeId(g.id), MemberRole::Gateway, 0)));
+            let http = c.function.as_ref().map(|f| f.http.clone()).or_else(|| c.gateway.as_ref().map(|g| g.http.clone()));
+            let healthy = pid.is_some() && http.as_deref().is_none_or(http_ok);
+            let names = roles.iter().map(|(id, role, _)| format!("{}:{}", format!("{role:?}").to_lowercase(), id.0)).collect();
+            out.push(ProcessStatus { name: node.clone(), roles: names, pid, addr, http, healthy });
+        }
+        Ok(out)
+    }
+
+    /// Stops every process: nodes first (SIGTERM, then SIGKILL after `grace`), then
+    /// etcd.
+    pub fn down(&self, grace: Duration) -> anyhow::Result<()> {
+        let nodes: Vec<PathBuf> = self.file.nodes.iter().map(|n| self.node_dir(n).join("node.pid")).collect();
+        let etcd: Vec<PathBuf> = self.file.etcd.iter().map(|m| self.dir.join(format!("{}.pid", m.name))).collect();
+        for group in [nodes, etcd] {
+            let pids: Vec<(PathBuf, u32)> = group.iter().filter_map(|f| running(f).map(|p| (f.clone(), p))).collect();
+            for (_, pid) in &pids {
+                signal(*pid, "TERM");
+            }
+            let deadline = Instant::now() + grace;
+            while pids.iter().any(|(_, p)| alive(*p)) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            for (file, pid) in &pids {
+                if alive(*pid) {
+                    signal(*pid, "KILL");
+                }
+                let _ = fs::remove_file(file);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One process as `tally cluster status` reports it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessStatus {
+    pub name: String,
+    /// `role:id` of each role (`etcd` for an etcd member).
+    pub roles: Vec<String>,
+    pub pid: Option<u32>,
+    /// The QUIC address of its first role (etcd's client address).
+    pub addr: String,
+    pub http: Option<String>,
+    /// Running, and its HTTP API (or etcd's port) answers.
+    pub healthy: bool,
+}
+
+fn etcd_binary() -> PathBuf {
+    std::env::var_os("TALLY_ETCD").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("etcd"))
+}
+
+/// Starts `cmd` in a process group of its own (a Ctrl-C of the shell that ran `up`
+/// does not reach it), output to `log`, and records its pid.
+fn spawn_detached(mut cmd: Command, log: &Path, pid_file: &Path) -> anyhow::Result<u32> {
+    use std::os::unix::process::CommandExt;
+    let out = fs::OpenOptions::new().create(true).append(true).open(log).with_context(|| format!("opening {}", log.display()))?;
+    cmd.stdin(Stdio::null()).stdout(out.try_clone()?).stderr(out).process_group(0);
+    let child = cmd.spawn().with_context(|| format!("starting {:?}", cmd.get_program()))?;
+    let pid = child.id();
+    fs::write(pid_file, pid.to_string())?;
+    // The child is not waited for: it outlives this process, and init reaps it.
+    std::mem::forget(child);
+    Ok(pid)
+}
+
+/// The pid in `pid_file` if that process is alive.
+fn running(pid_file: &Path) -> Option<u32> {
+    let pid: u32 = fs::read_to_string(pid_file).ok()?.trim().parse().ok()?;
+    alive(pid).then_some(pid)
+}
+
+/// Whether `pid` is a live process (not a zombie).
+pub fn alive(pid: u32) -> bool {
+    match fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat.rsplit(')').next().and_then(|rest| rest.split_whitespace().next()).is_some_and(|state| state != "Z"),
+        Err(_) => false,
+    }
+}
+
+pub fn signal(pid: u32, sig: &str) {
+    let _ = Command::new("kill").arg(format!("-{sig}")).arg(pid.to_string()).stderr(Stdio::null()).status();
+}
+
+fn tcp_open(addr: &str) -> bool {
+    addr.parse::<SocketAddr>().is_ok_and(|a| std::net::TcpStream::connect_timeout(&a, Duration::from_millis(300)).is_ok())
+}
+
+fn http_ok(addr: &str) -> bool {
+    let agent: ureq::Agent =
+        ureq::Agent::config_builder().timeout_global(Some(Duration::from_secs(1))).http_status_as_error(false).build().into();
+    agent.get(format!("http://{addr}/healthz")).call().is_ok_and(|r| r.status().is_success())
+}
+
+/// Waits until every node is healthy or `timeout` passes; returns the statuses.
+pub fn wait_healthy(cluster: &ClusterDir, timeout: Duration) -> anyhow::Result<Vec<ProcessStatus>> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let status = cluster.status()?;
+        if status.iter().all(|s| s.healthy) {
+            return Ok(status);
+        }
+        if Instant::now() >= deadline {
+            let bad: BTreeMap<&str, Option<u32>> =
+                status.iter().filter(|s| !s.healthy).map(|s| (s.name.as_str(), s.pid)).collect();
+            bail!("not healthy after {timeout:?}: {bad:?} (see their logs under {}/nodes)", cluster.dir.display());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

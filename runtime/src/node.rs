@@ -1,0 +1,708 @@
+//! `tally node`: one process of a cluster, running the roles its configuration names
+//! (controller, sequencer, storage, function = engine + runtime, gateway), each role of
+//! the shared log on its own QUIC endpoint with its own node id, all under one
+//! certificate of the cluster's CA that names those ids.
+//!
+//! The process finds the rest of the cluster through etcd (`tally-control`): each role
+//! registers its id, role and address under a lease, and a watch of the members keeps
+//! every endpoint's address book current, so a node restarted elsewhere is found again.
+//! A controller role campaigns for leadership; the leader resumes from the
+//! configuration stored in etcd and persists every new one with a compare-and-swap, so
+//! two controllers can never install different next terms. A standby takes over when
+//! the leader's lease expires.
+//!
+//! ```text
+//!  node.toml ─► Node::start ─► etcd: settings, members/<id> (lease), leader, config (CAS)
+//!                 │
+//!                 ├─ controller role: campaign ─► leader: spawn_controller(store = etcd CAS,
+//!                 │                                 members from the watch) until the lease is lost
+//!                 ├─ sequencer role: RocksMetalogStore under data_dir/sequencer-<id>
+//!                 ├─ storage role:   RocksStore under data_dir/storage-<id>
+//!                 └─ function role:  engine + Runtime (state under data_dir/function-<id>) + HTTP
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use anyhow::{bail, Context as _};
+use serde::{Deserialize, Serialize};
+use tally_control::{ControlPlane, Member, MemberRole, Revision, Settings};
+use tally_logsvc::driver::{self, EngineDriverConfig, StorageStores};
+use tally_logsvc::net::{Certs, NetConfig, Transport};
+use tally_logsvc::store::{ControllerStore, FsyncPolicy, GroupCommitConfig, RocksMetalogStore, RocksStore};
+use tally_logsvc::{
+    Configuration, ControllerConfig, EngineConfig, LogClient, Message, NodeId, Role, SequencerConfig, StorageConfig,
+};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+use tracing::{error, info, warn, Instrument};
+
+use crate::config::{Config, Limits, NodeLimits, StateConfig};
+use crate::gateway;
+use crate::proxy;
+use crate::runtime::Runtime;
+
+/// A registration lease outlives a missed keep-alive or two; a process killed outright
+/// disappears from the members after this long.
+const MEMBER_TTL_S: i64 = 3;
+/// The leader's lease: a standby takes over at most this long after the leader died.
+const LEADER_TTL_S: i64 = 2;
+/// How long a starting node waits for etcd to answer.
+const ETCD_WAIT: Duration = Duration::from_secs(30);
+
+/// A role of the shared log: its node id and the UDP port of its QUIC endpoint.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogRole {
+    pub id: u32,
+    pub port: u16,
+}
+
+/// The function role: an engine (a log role) and the runtime over it, with an HTTP API.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FunctionRole {
+    pub id: u32,
+    pub port: u16,
+    /// The HTTP address of this node's API (invocations, deploys, books).
+    pub http: String,
+}
+
+/// The gateway role: an HTTP front that routes to the function nodes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GatewayRole {
+    /// Its id among the cluster's members (it has no log endpoint).
+    pub id: u32,
+    pub http: String,
+}
+
+/// The controller role, and the cluster's shape it installs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ControllerRole {
+    pub id: u32,
+    pub port: u16,
+    /// Written into etcd by the first controller to start; later ones use what is
+    /// there (and say so when theirs differ).
+    #[serde(default = "default_n_logs")]
+    pub n_logs: u8,
+    #[serde(default = "default_replication")]
+    pub n_meta: usize,
+    #[serde(default = "default_replication")]
+    pub n_data: usize,
+    /// A node silent this long is sealed out by a reconfiguration.
+    #[serde(default = "default_failure_timeout_ms")]
+    pub failure_timeout_ms: u64,
+}
+
+fn default_n_logs() -> u8 {
+    1
+}
+
+fn default_replication() -> usize {
+    3
+}
+
+fn default_failure_timeout_ms() -> u64 {
+    1_000
+}
+
+/// A node's configuration file (`tally node --config node.toml`). Unknown keys and
+/// roles are errors.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeConfig {
+    /// The cluster's name: its keys in etcd live under `/tally/<cluster>/`.
+    pub cluster: String,
+    /// This process's name (the certificate's holder, and what `cluster status` shows).
+    pub name: String,
+    /// etcd's client URLs.
+    pub etcd: Vec<String>,
+    /// Every node's data lives under here, one directory per role.
+    pub data_dir: PathBuf,
+    /// The directory of this process's certificate (`ca.der`, `node.der`,
+    /// `node.key.der`), issued by `tally cluster init`.
+    pub certs: PathBuf,
+    /// The address the other nodes reach this one at; every endpoint binds on it.
+    pub host: String,
+    /// The node ids of every controller of the cluster (heartbeats go to all).
+    pub controllers: Vec<u32>,
+    #[serde(default)]
+    pub controller: Option<ControllerRole>,
+    #[serde(default)]
+    pub sequencer: Option<LogRole>,
+    #[serde(default)]
+    pub storage: Option<LogRole>,
+    #[serde(default)]
+    pub function: Option<FunctionRole>,
+    #[serde(default)]
+    pub gateway: Option<GatewayRole>,
+    /// Per-function defaults of the function role.
+    #[serde(default)]
+    pub limits: Limits,
+    /// Bounds of the function role's node.
+    #[serde(default)]
+    pub node_limits: NodeLimits,
+    /// The function role's state store.
+    #[serde(default)]
+    pub state: StateConfig,
+}
+
+impl NodeConfig {
+    pub fn load(path: &Path) -> anyhow::Result<NodeConfig> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let config: NodeConfig = toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        config.validate().with_context(|| format!("{}", path.display()))?;
+        Ok(config)
+    }
+
+    /// The log roles of this process: (id, role, port).
+    pub fn log_roles(&self) -> Vec<(NodeId, MemberRole, u16)> {
+        let mut roles = Vec::new();
+        if let Some(c) = &self.controller {
+            roles.push((NodeId(c.id), MemberRole::Controller, c.port));
+        }
+        if let Some(s) = &self.sequencer {
+            roles.push((NodeId(s.id), MemberRole::Sequencer, s.port));
+        }
+        if let Some(s) = &self.storage {
+            roles.push((NodeId(s.id), MemberRole::Storage, s.port));
+        }
+        if let Some(f) = &self.function {
+            roles.push((NodeId(f.id), MemberRole::Engine, f.port));
+        }
+        roles
+    }
+
+    pub fn validate(&self) -> anyhow::Result<()> {
+        let roles = self.log_roles();
+        if roles.is_empty() && self.gateway.is_none() {
+            bail!("a node needs at least one role: controller, sequencer, storage, function or gateway");
+        }
+        if self.etcd.is_empty() {
+            bail!("`etcd` lists no endpoint");
+        }
+        if self.controllers.is_empty() {
+            bail!("`controllers` lists no controller id");
+        }
+        let mut ids = BTreeSet::new();
+        let mut ports = BTreeSet::new();
+        for (id, role, port) in &roles {
+            if !ids.insert(*id) {
+                bail!("node id {} is given to two roles", id.0);
+            }
+            if *port != 0 && !ports.insert(*port) {
+                bail!("port {port} is given to two roles ({role:?} among them)");
+            }
+        }
+        if let Some(g) = &self.gateway {
+            if !ids.insert(NodeId(g.id)) {
+                bail!("node id {} is given to two roles", g.id);
+            }
+            if self.function.as_ref().is_some_and(|f| f.http == g.http) {
+                bail!("the gateway and the function role both listen on {}", g.http);
+            }
+        }
+        if let Some(c) = &self.controller {
+            if !self.controllers.contains(&c.id) {
+                bail!("the controller role's id {} is not in `controllers`", c.id);
+            }
+            if c.n_logs == 0 || c.n_meta == 0 || c.n_data == 0 {
+                bail!("[controller] n_logs, n_meta and n_data must be positive");
+            }
+        }
+        if let Some(f) = &self.function {
+            self.runtime_config(f).validate()?;
+        }
+        Ok(())
+    }
+
+    fn runtime_config(&self, f: &FunctionRole) -> Config {
+        Config {
+            data_dir: self.data_dir.join(format!("function-{}", f.id)),
+            listen: f.http.clone(),
+            limits: self.limits,
+            node: self.node_limits.clone(),
+            state: self.state.clone(),
+        }
+    }
+}
+
+/// The configuration store of the leading controller: etcd, written with a
+/// compare-and-swap against the revision this controller loaded or wrote last, so a
+/// controller that lost its leadership without noticing cannot overwrite its
+/// successor's term. Called on the blocking pool (the driver's `durably`).
+struct EtcdConfigStore {
+    plane: ControlPlane,
+    runtime: tokio::runtime::Handle,
+    loaded: Option<Configuration>,
+    revision: Mutex<Revision>,
+}
+
+impl ControllerStore for EtcdConfigStore {
+    fn persist(&self, config: &Configuration) -> tally_logsvc::Result<()> {
+        let mut revision = self.revision.lock().unwrap_or_else(PoisonError::into_inner);
+        let written = self.runtime.block_on(self.plane.cas_config(*revision, config));
+        *revision = written.map_err(|e| tally_logsvc::Error::Storage(format!("storing the configuration in etcd: {e}")))?;
+        Ok(())
+    }
+
+    fn load(&self) -> tally_logsvc::Result<Option<Configuration>> {
+        Ok(self.loaded.clone())
+    }
+}
+
+fn log_role(role: MemberRole) -> Option<Role> {
+    match role {
+        MemberRole::Sequencer => Some(Role::Sequencer),
+        MemberRole::Storage => Some(Role::Storage),
+        MemberRole::Engine => Some(Role::Engine),
+        MemberRole::Controller | MemberRole::Gateway => None,
+    }
+}
+
+/// The nodes a controller manages: the registered members of the log's roles, and
+/// every node a stored configuration names (a node that is down now is still a member
+/// the next term leaves out).
+fn roster(members: &BTreeMap<NodeId, Member>, stored: Option<&Configuration>) -> Vec<(NodeId, Role)> {
+    let mut roster: BTreeMap<NodeId, Role> = members.values().filter_map(|m| log_role(m.role).map(|r| (m.id, r))).collect();
+    for t in stored.iter().flat_map(|c| &c.terms) {
+        for l in &t.logs {
+            roster.entry_or(l.sequencers.iter().map(|&n| (n, Role::Sequencer)));
+            roster.entry_or(l.shards.iter().flat_map(|s| s.replicas.iter().map(|&n| (n, Role::Storage))));
+            roster.entry_or(l.shards.iter().map(|s| (s.engine, Role::Engine)));
+        }
+    }
+    roster.into_iter().collect()
+}
+
+trait EntryOr {
+    fn entry_or(&mut self, nodes: impl Iterator<Item = (NodeId, Role)>);
+}
+
+impl EntryOr for BTreeMap<NodeId, Role> {
+    fn entry_or(&mut self, nodes: impl Iterator<Item = (NodeId, Role)>) {
+        for (n, r) in nodes {
+            self.entry(n).or_insert(r);
+        }
+    }
+}
+
+/// A running node process.
+pub struct Node {
+    pub config: NodeConfig,
+    /// The function role's runtime and HTTP address, once it serves.
+    pub function: Option<(Arc<Runtime>, SocketAddr)>,
+    /// The gateway role's HTTP address, once it serves.
+    pub gateway: Option<SocketAddr>,
+    plane: ControlPlane,
+    registrations: Vec<tally_control::Registration>,
+    tasks: Vec<JoinHandle<()>>,
+    transports: Vec<Transport>,
+    http_stop: Vec<oneshot::Sender<()>>,
+}
+
+impl Node {
+    pub async fn start(config: NodeConfig) -> anyhow::Result<Node> {
+        config.validate()?;
+        std::fs::create_dir_all(&config.data_dir).with_context(|| format!("creating {}", config.data_dir.display()))?;
+        let certs = Certs::load(&config.certs).context("loading the node's certificate")?;
+        let plane = connect(&config).await?;
+        let members = plane.watch_members().await.context("watching the cluster's members")?;
+        check_not_registered(&config, &members.borrow())?;
+
+        // Bind every endpoint first and learn every peer's address, so no role's first
+        // messages go nowhere.
+        let mut bound = Vec::new();
+        for (id, role, port) in config.log_roles() {
+            let listen: SocketAddr = format!("{}:{port}", config.host)
+                .parse()
+                .with_context(|| format!("`host` {} and port {port} make no socket address", config.host))?;
+            let (t, inbox) = Transport::bind(id, listen, &certs, NetConfig::default())
+                .await
+                .with_context(|| format!("binding the {role:?} endpoint of node {id}"))?;
+            bound.push((id, role, t, inbox));
+        }
+        let transports: Vec<Transport> = bound.iter().map(|(_, _, t, _)| t.clone()).collect();
+        let mut tasks = vec![spawn_address_book(members.clone(), transports.clone())];
+
+        let controllers: Vec<NodeId> = config.controllers.iter().map(|&c| NodeId(c)).collect();
+        let mut engine = None;
+        for (id, role, t, inbox) in bound {
+            let dir = |what: &str| config.data_dir.join(format!("{what}-{}", id.0));
+            match role {
+                MemberRole::Controller => {
+                    let c = config.controller.clone().expect("a controller role");
+                    let settings = Settings {
+                        n_logs: c.n_logs,
+                        n_meta: c.n_meta,
+                        n_data: c.n_data,
+                        failure_timeout_ms: c.failure_timeout_ms,
+                    };
+                    let stored = plane.init_settings(&settings).await.context("storing the cluster's settings")?;
+                    if stored != settings {
+                        warn!(?stored, ?settings, "this controller's settings differ from the cluster's; using the cluster's");
+                    }
+                    let peers = controllers.iter().copied().filter(|&p| p != id).collect();
+                    tasks.push(spawn_controller_role(id, stored, peers, plane.clone(), members.clone(), t, inbox));
+                }
+                MemberRole::Sequencer => {
+                    let store = Arc::new(RocksMetalogStore::open(&dir("sequencer"))?);
+                    let task = driver::spawn_sequencer(id, controllers.clone(), SequencerConfig::default(), store, t, inbox)?;
+                    tasks.push(task);
+                }
+                MemberRole::Storage => {
+                    let records = Arc::new(RocksStore::open(&dir("storage"), FsyncPolicy::default())?);
+                    let stores = StorageStores { records, group_commit: GroupCommitConfig::default() };
+                    let task = driver::spawn_storage(id, controllers.clone(), StorageConfig::default(), stores, t, inbox)?;
+                    tasks.push(task);
+                }
+                MemberRole::Engine => {
+                    let handle = driver::spawn_engine(
+                        id,
+                        controllers.clone(),
+                        EngineConfig::default(),
+                        EngineDriverConfig::default(),
+                        t,
+                        inbox,
+                    );
+                    engine = Some(handle);
+                }
+                MemberRole::Gateway => unreachable!("gateways have no log endpoint"),
+            }
+        }
+
+        let mut registrations = Vec::new();
+        for ((id, role, _), t) in config.log_roles().into_iter().zip(&transports) {
+            let http = match role {
+                MemberRole::Engine => config.function.as_ref().map(|f| f.http.clone()),
+                _ => None,
+            };
+            let member = Member {
+                id,
+                role,
+                addr: t.local_addr().to_string(),
+                http,
+                process: config.name.clone(),
+                pid: std::process::id(),
+                incarnation: driver::new_incarnation(),
+            };
+            registrations.push(plane.register(member, MEMBER_TTL_S).await.context("registering with etcd")?);
+        }
+
+        let mut node =
+            Node { config, function: None, gateway: None, plane, registrations, tasks, transports, http_stop: Vec::new() };
+        if let Some(handle) = engine {
+            let f = node.config.function.clone().expect("a function role");
+            let mut status = handle.status.clone();
+            node.tasks.push(handle.task);
+            info!(id = f.id, "waiting for the cluster's first configuration");
+            let n_logs = loop {
+                if let Some(n) = status.borrow_and_update().n_logs {
+                    break n;
+                }
+                status.changed().await.context("the engine stopped")?;
+            };
+            let runtime_config = node.config.runtime_config(&f);
+            let listener = tokio::net::TcpListener::bind(&runtime_config.listen)
+                .await
+                .with_context(|| format!("listening on {}", runtime_config.listen))?;
+            let addr = listener.local_addr()?;
+            let log = LogClient::user(handle.calls.clone(), n_logs);
+            let platform = LogClient::platform(handle.calls, n_logs);
+            let runtime = Runtime::start(runtime_config, log, platform).await.context("starting the runtime")?;
+            node.serve(listener, gateway::router(runtime.clone()));
+            node.function = Some((runtime, addr));
+        }
+        if let Some(g) = node.config.gateway.clone() {
+            let (listener, addr) = proxy::listen(&g.http).await?;
+            let gw = proxy::Gateway::start(node.plane.clone()).await?;
+            node.serve(listener, proxy::router(gw));
+            let member = Member {
+                id: NodeId(g.id),
+                role: MemberRole::Gateway,
+                addr: String::new(),
+                http: Some(addr.to_string()),
+                process: node.config.name.clone(),
+                pid: std::process::id(),
+                incarnation: driver::new_incarnation(),
+            };
+            node.registrations.push(node.plane.register(member, MEMBER_TTL_S).await.context("registering with etcd")?);
+            node.gateway = Some(addr);
+        }
+        info!(name = %node.config.name, "node started");
+        Ok(node)
+    }
+
+    /// Serves `app` on `listener` until the node shuts down.
+    fn serve(&mut self, listener: tokio::net::TcpListener, app: axum::Router) {
+        let (stop, stopped) = oneshot::channel::<()>();
+        self.tasks.push(tokio::spawn(async move {
+            let serve = axum::serve(listener, app).with_graceful_shutdown(async {
+                let _ = stopped.await;
+            });
+            if let Err(e) = serve.await {
+                error!(error = %e, "the http server stopped");
+            }
+        }));
+        self.http_stop.push(stop);
+    }
+
+    /// Stops the roles and takes this node's members out of etcd at once (a killed
+    /// process leaves them to expire instead).
+    pub async fn shutdown(self) {
+        for stop in self.http_stop {
+            let _ = stop.send(());
+        }
+        for r in self.registrations {
+            if let Err(e) = r.revoke().await {
+                warn!(error = %e, "revoking a registration");
+            }
+        }
+        for t in &self.tasks {
+            t.abort();
+        }
+        for t in self.tasks {
+            let _ = t.await;
+        }
+        for t in &self.transports {
+            t.shutdown().await;
+        }
+        drop(self.plane);
+        info!("node stopped");
+    }
+}
+
+/// Connects to etcd, waiting for it up to [`ETCD_WAIT`]: nodes and etcd may start
+/// together.
+async fn connect(config: &NodeConfig) -> anyhow::Result<ControlPlane> {
+    let deadline = tokio::time::Instant::now() + ETCD_WAIT;
+    loop {
+        match ControlPlane::connect(&config.etcd, &config.cluster).await {
+            Ok(plane) => return Ok(plane),
+            Err(e) if e.is_transient() && tokio::time::Instant::now() < deadline => {
+                tracing::debug!(error = %e, "etcd is not reachable yet");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => return Err(e).context(format!("connecting to etcd at {}", config.etcd.join(","))),
+        }
+    }
+}
+
+/// Refuses to start a role whose id a live member of another process holds, or whose
+/// address another member registered: two processes with one id would split a node.
+fn check_not_registered(config: &NodeConfig, members: &BTreeMap<NodeId, Member>) -> anyhow::Result<()> {
+    for (id, role, port) in config.log_roles() {
+        if let Some(m) = members.get(&id).filter(|m| m.process != config.name) {
+            bail!("node id {} ({role:?}) is registered by process {} (pid {}) at {}", id.0, m.process, m.pid, m.addr);
+        }
+        let addr = format!("{}:{port}", config.host);
+        if let Some(m) = members.values().find(|m| port != 0 && m.addr == addr && m.process != config.name) {
+            bail!("address {addr} is registered by node {} of process {}", m.id.0, m.process);
+        }
+    }
+    Ok(())
+}
+
+/// Keeps every endpoint of this process told where every member is.
+fn spawn_address_book(mut members: watch::Receiver<BTreeMap<NodeId, Member>>, transports: Vec<Transport>) -> JoinHandle<()> {
+    tokio::spawn(
+        async move {
+            let mut known: BTreeMap<NodeId, SocketAddr> = BTreeMap::new();
+            loop {
+                let current: Vec<(NodeId, SocketAddr)> =
+                    members.borrow_and_update().values().filter_map(|m| Some((m.id, m.addr.parse().ok()?))).collect();
+                for (id, addr) in current {
+                    if known.insert(id, addr) != Some(addr) {
+                        for t in &transports {
+                            t.set_peer(id, addr);
+                        }
+                    }
+                }
+                if members.changed().await.is_err() {
+                    return;
+                }
+            }
+        }
+        .instrument(tracing::info_span!("task", name = "address-book")),
+    )
+}
+
+/// The inbox of the controller this process runs while it leads; `None` while it
+/// stands by.
+type Leading = Mutex<Option<mpsc::Sender<(NodeId, Message)>>>;
+
+/// The controller role: campaigns, and while it leads runs the controller over the
+/// configuration stored in etcd. Messages that arrive while it does not lead are
+/// dropped (the nodes send heartbeats to every controller).
+fn spawn_controller_role(
+    id: NodeId,
+    settings: Settings,
+    peers: Vec<NodeId>,
+    plane: ControlPlane,
+    members: watch::Receiver<BTreeMap<NodeId, Member>>,
+    transport: Transport,
+    mut inbox: mpsc::Receiver<(NodeId, Message)>,
+) -> JoinHandle<()> {
+    tokio::spawn(
+        async move {
+            // The current leadership's inbox; None while standing by.
+            let leading: Arc<Leading> = Arc::default();
+            let pump = {
+                let leading = leading.clone();
+                tokio::spawn(async move {
+                    while let Some(m) = inbox.recv().await {
+                        let to = leading.lock().unwrap_or_else(PoisonError::into_inner).clone();
+                        if let Some(to) = to {
+                            let _ = to.try_send(m);
+                        }
+                    }
+                })
+            };
+            loop {
+                if let Err(e) = lead_once(id, &settings, &peers, &plane, &members, &transport, &leading).await {
+                    warn!(%id, error = %e, "controller leadership ended");
+                }
+                *leading.lock().unwrap_or_else(PoisonError::into_inner) = None;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                if pump.is_finished() {
+                    return;
+                }
+            }
+        }
+        .instrument(tracing::info_span!("task", name = "controller-role", %id)),
+    )
+}
+
+async fn lead_once(
+    id: NodeId,
+    settings: &Settings,
+    peers: &[NodeId],
+    plane: &ControlPlane,
+    members: &watch::Receiver<BTreeMap<NodeId, Member>>,
+    transport: &Transport,
+    leading: &Leading,
+) -> anyhow::Result<()> {
+    let leadership = plane.campaign(id, LEADER_TTL_S).await?;
+    info!(%id, "leading the cluster's controllers");
+    let (stored, revision) = match plane.load_config().await? {
+        Some((c, r)) => (Some(c), r),
+        None => (None, Revision::ABSENT),
+    };
+    let roster = roster(&members.borrow(), stored.as_ref());
+    let ccfg = ControllerConfig {
+        n_logs: settings.n_logs,
+        n_meta: settings.n_meta,
+        n_data: settings.n_data,
+        failure_timeout_us: settings.failure_timeout_ms * 1_000,
+        peers: peers.to_vec(),
+        ..ControllerConfig::default()
+    };
+    let store = Arc::new(EtcdConfigStore {
+        plane: plane.clone(),
+        runtime: tokio::runtime::Handle::current(),
+        loaded: stored,
+        revision: Mutex::new(revision),
+    });
+    let (tx, rx) = mpsc::channel(NetConfig::default().inbox_max);
+    *leading.lock().unwrap_or_else(PoisonError::into_inner) = Some(tx);
+    let roster_rx = roster_feed(members.clone());
+    let mut handle = driver::spawn_controller(id, ccfg, &roster, store, transport.clone(), rx, Some(roster_rx))?;
+    let mut lost = leadership.lost();
+    let lost = async move {
+        // The guard `wait_for` returns is not `Send`: drop it here.
+        let _ = lost.wait_for(|l| *l).await.map(|_| ());
+    };
+    tokio::select! {
+        _ = lost => {
+            handle.task.abort();
+            let _ = (&mut handle.task).await;
+            bail!("the leader's lease was lost")
+        }
+        _ = &mut handle.task => {
+            // The controller stops on a failed persist: another controller wrote a
+            // configuration (the CAS failed), or etcd is unreachable.
+            leadership.resign().await?;
+            bail!("the controller stopped")
+        }
+    }
+}
+
+/// The log's members as the controller sees them: (id, role) of every registered
+/// sequencer, storage node and engine.
+fn roster_feed(mut members: watch::Receiver<BTreeMap<NodeId, Member>>) -> watch::Receiver<Vec<(NodeId, Role)>> {
+    let (tx, rx) = watch::channel(Vec::new());
+    tokio::spawn(async move {
+        loop {
+            let roster: Vec<(NodeId, Role)> =
+                members.borrow_and_update().values().filter_map(|m| log_role(m.role).map(|r| (m.id, r))).collect();
+            tx.send_replace(roster);
+            tokio::select! {
+                changed = members.changed() => if changed.is_err() { return },
+                _ = tx.closed() => return,
+            }
+        }
+    });
+    rx
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = r#"
+cluster = "c"
+name = "n"
+etcd = ["http://127.0.0.1:2379"]
+data_dir = "/tmp/x"
+certs = "/tmp/x/certs"
+host = "127.0.0.1"
+controllers = [1]
+"#;
+
+    #[test]
+    fn configs_naming_unknown_roles_or_duplicates_are_refused() {
+        let parse = |extra: &str| -> anyhow::Result<NodeConfig> {
+            let c: NodeConfig = toml::from_str(&format!("{MINIMAL}{extra}"))?;
+            c.validate()?;
+            Ok(c)
+        };
+        let err = |extra: &str| parse(extra).unwrap_err().to_string();
+        assert!(err("").contains("at least one role"));
+        assert!(err("[scheduler]\nid = 3\nport = 1\n").contains("unknown field `scheduler`"), "{}", err("[scheduler]\n"));
+        assert!(
+            err("[storage]\nid = 3\nport = 7000\n[sequencer]\nid = 3\nport = 7001\n").contains("node id 3 is given to two roles")
+        );
+        assert!(
+            err("[storage]\nid = 3\nport = 7000\n[sequencer]\nid = 4\nport = 7000\n").contains("port 7000 is given to two roles")
+        );
+        assert!(err("[controller]\nid = 2\nport = 7000\n").contains("not in `controllers`"));
+        assert!(err("[storage]\nid = 3\nport = 7000\nrole = \"x\"\n").contains("unknown field `role`"));
+        let ok = parse("[storage]\nid = 3\nport = 7000\n[controller]\nid = 1\nport = 7001\n").unwrap();
+        assert_eq!(ok.log_roles().len(), 2);
+    }
+
+    #[test]
+    fn a_process_refuses_ids_and_addresses_another_process_registered() {
+        let c: NodeConfig = toml::from_str(&format!("{MINIMAL}[storage]\nid = 3\nport = 7000\n")).unwrap();
+        let member = |id: u32, addr: &str, process: &str| Member {
+            id: NodeId(id),
+            role: MemberRole::Storage,
+            addr: addr.into(),
+            http: None,
+            process: process.into(),
+            pid: 1,
+            incarnation: 1,
+        };
+        let members = |m: Member| BTreeMap::from([(m.id, m)]);
+        assert!(check_not_registered(&c, &members(member(3, "127.0.0.1:7000", "n"))).is_ok(), "its own earlier run");
+        let e = check_not_registered(&c, &members(member(3, "127.0.0.1:9", "other"))).unwrap_err().to_string();
+        assert!(e.contains("node id 3 (Storage) is registered by process other"), "{e}");
+        let e = check_not_registered(&c, &members(member(4, "127.0.0.1:7000", "other"))).unwrap_err().to_string();
+        assert!(e.contains("address 127.0.0.1:7000 is registered by node 4"), "{e}");
+    }
+}

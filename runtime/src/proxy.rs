@@ -1,0 +1,210 @@
+//! The gateway role of a cluster: an HTTP front that routes every request of the API to
+//! a function node, found through etcd.
+//!
+//! - **Where**: a request that names a book (`?book=N` on an invocation, or
+//!   `/v1/books/N/...`) goes first to the function nodes that index the book's physical
+//!   log (`Configuration::indexers_of`), whose reads need no forwarding; the others
+//!   follow, and requests are spread round-robin within each group.
+//! - **Retries**: when a node cannot be reached, or answers 503, the request goes to
+//!   the next node. Every invocation the gateway forwards carries an idempotency key
+//!   (the client's, or one the gateway draws), so an invocation that a dying node had
+//!   begun is finished once: by the retry, which finds its Init, or by the recovery
+//!   scan, never run twice.
+//!
+//! The gateway holds no state of its own: the members and the configuration come from
+//! etcd, so any number of gateways serve the same cluster.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use http_body_util::BodyExt;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use tally_control::{ControlPlane, Member, MemberRole};
+use tally_logsvc::{book_to_log, BookId, Configuration, NodeId};
+use tokio::sync::watch;
+use tracing::{debug, warn};
+
+use crate::gateway::error_response;
+
+/// The largest request body the gateway takes (a deploy's component).
+const BODY_BYTES_MAX: usize = 256 << 20;
+/// How long one node gets to answer before the gateway tries the next; an invocation's
+/// own timeout is far below.
+const NODE_TIMEOUT: Duration = Duration::from_secs(300);
+/// How often the gateway rereads the configuration (which nodes index which log).
+const CONFIG_POLL: Duration = Duration::from_secs(1);
+const IDEMPOTENCY_KEY: &str = "idempotency-key";
+
+pub struct Gateway {
+    members: watch::Receiver<BTreeMap<NodeId, Member>>,
+    config: watch::Receiver<Option<Arc<Configuration>>>,
+    client: Client<HttpConnector, Body>,
+    next: AtomicU64,
+    /// Distinguishes this gateway's keys from another's.
+    key_prefix: String,
+}
+
+impl Gateway {
+    pub async fn start(plane: ControlPlane) -> anyhow::Result<Arc<Gateway>> {
+        let members = plane.watch_members().await?;
+        let (config_tx, config) = watch::channel(None);
+        // Task config-poll: ends when the gateway is dropped (the receiver closes).
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(CONFIG_POLL);
+            loop {
+                tick.tick().await;
+                match plane.load_config().await {
+                    Ok(c) => {
+                        if config_tx.send(c.map(|(c, _)| Arc::new(c))).is_err() {
+                            return;
+                        }
+                    }
+                    Err(e) => debug!(error = %e, "reading the configuration"),
+                }
+            }
+        });
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        connector.set_connect_timeout(Some(Duration::from_secs(1)));
+        let client = Client::builder(TokioExecutor::new()).pool_idle_timeout(Duration::from_secs(30)).build(connector);
+        let key_prefix = format!("gw-{:x}-{:x}", std::process::id(), tally_logsvc::driver::new_incarnation());
+        Ok(Arc::new(Gateway { members, config, client, next: AtomicU64::new(0), key_prefix }))
+    }
+
+    /// The function nodes to try for a request on `book`, best first.
+    fn candidates(&self, book: Option<BookId>) -> Vec<(NodeId, String)> {
+        let nodes: Vec<(NodeId, String)> = self
+            .members
+            .borrow()
+            .values()
+            .filter(|m| m.role == MemberRole::Engine)
+            .filter_map(|m| Some((m.id, m.http.clone()?)))
+            .collect();
+        if nodes.is_empty() {
+            return nodes;
+        }
+        let turn = self.next.fetch_add(1, Ordering::Relaxed) as usize;
+        let rotate = |mut v: Vec<(NodeId, String)>| {
+            if !v.is_empty() {
+                let k = turn % v.len();
+                v.rotate_left(k);
+            }
+            v
+        };
+        let preferred: Vec<NodeId> = match (book, self.config.borrow().as_ref()) {
+            (Some(book), Some(c)) => c.indexers_of(book_to_log(book, c.n_logs)),
+            _ => Vec::new(),
+        };
+        let (first, rest): (Vec<_>, Vec<_>) = nodes.into_iter().partition(|(id, _)| preferred.contains(id));
+        let mut out = rotate(first);
+        out.extend(rotate(rest));
+        out
+    }
+
+    fn key(&self) -> String {
+        format!("{}-{}", self.key_prefix, self.next.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+pub fn router(gw: Arc<Gateway>) -> Router {
+    Router::new().fallback(forward).with_state(gw)
+}
+
+/// The book a request names, if any.
+fn book_of(uri: &Uri) -> Option<BookId> {
+    let path = uri.path();
+    if let Some(rest) = path.strip_prefix("/v1/books/") {
+        return rest.split('/').next()?.parse().ok().map(BookId);
+    }
+    uri.query()?.split('&').find_map(|kv| kv.strip_prefix("book=")?.parse().ok().map(BookId))
+}
+
+async fn forward(State(gw): State<Arc<Gateway>>, request: Request) -> Response {
+    let (mut parts, body) = request.into_parts();
+    let body = match http_body_util::Limited::new(body, BODY_BYTES_MAX).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => {
+            let msg = format!("the request body is over the gateway's {BODY_BYTES_MAX} bytes or was cut");
+            return error_response(StatusCode::PAYLOAD_TOO_LARGE, "too_large", msg);
+        }
+    };
+    let invocation = parts.method == axum::http::Method::POST && parts.uri.path().ends_with("/invoke");
+    if invocation && !parts.headers.contains_key(IDEMPOTENCY_KEY) {
+        let key = HeaderValue::from_str(&gw.key()).expect("a key is ascii");
+        parts.headers.insert(IDEMPOTENCY_KEY, key);
+    }
+    let path_and_query = parts.uri.path_and_query().map(|p| p.as_str().to_string()).unwrap_or_else(|| "/".into());
+    let candidates = gw.candidates(book_of(&parts.uri));
+    if candidates.is_empty() {
+        return error_response(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "no function node is registered".into());
+    }
+    let mut last = String::new();
+    for (id, http) in &candidates {
+        let uri: Uri = match format!("http://{http}{path_and_query}").parse() {
+            Ok(u) => u,
+            Err(e) => {
+                warn!(%id, http, error = %e, "a member's http address is not usable");
+                continue;
+            }
+        };
+        let mut out = Request::builder().method(parts.method.clone()).uri(uri);
+        for (name, value) in &parts.headers {
+            if name != axum::http::header::HOST {
+                out = out.header(name, value);
+            }
+        }
+        let out = out.body(Body::from(body.clone())).expect("a valid request");
+        match tokio::time::timeout(NODE_TIMEOUT, gw.client.request(out)).await {
+            Ok(Ok(response)) if response.status() != StatusCode::SERVICE_UNAVAILABLE => {
+                let (parts, body) = response.into_parts();
+                return Response::from_parts(parts, Body::new(body));
+            }
+            Ok(Ok(response)) => {
+                let (_, body) = response.into_parts();
+                let text = body.collect().await.map(|b| b.to_bytes()).unwrap_or_else(|_| Bytes::new());
+                last = format!("node {id} is unavailable: {}", String::from_utf8_lossy(&text).trim());
+            }
+            Ok(Err(e)) => last = format!("node {id} at {http}: {e}"),
+            Err(_) => last = format!("node {id} at {http} did not answer within {NODE_TIMEOUT:?}"),
+        }
+        debug!(%id, reason = %last, "trying the next function node");
+    }
+    error_response(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "unavailable",
+        format!("no function node could serve the request; last: {last}"),
+    )
+    .into_response()
+}
+
+/// Binds the gateway's HTTP listener.
+pub async fn listen(addr: &str) -> anyhow::Result<(tokio::net::TcpListener, SocketAddr)> {
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| anyhow::anyhow!("listening on {addr}: {e}"))?;
+    let local = listener.local_addr()?;
+    Ok((listener, local))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn books_are_found_in_paths_and_queries() {
+        let book = |s: &str| book_of(&s.parse().unwrap());
+        assert_eq!(book("/v1/functions/f/invoke?book=7"), Some(BookId(7)));
+        assert_eq!(book("/v1/functions/f/invoke?async=true&book=9"), Some(BookId(9)));
+        assert_eq!(book("/v1/books/12/records"), Some(BookId(12)));
+        assert_eq!(book("/v1/functions/f/invoke?book=x"), None);
+        assert_eq!(book("/v1/functions"), None);
+    }
+}

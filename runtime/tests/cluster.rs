@@ -1,0 +1,205 @@
+//! A cluster of `tally node` processes on loopback, made and run by `tally cluster`
+//! (init, up, status --json, down) over a real etcd: deploys through one function node
+//! are invoked through another at once, and the bank's keyed transfers stay exact while
+//! processes of every role are killed with SIGKILL and the whole cluster restarts.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{guest, Node};
+use serde_json::Value;
+
+const TALLY: &str = env!("CARGO_BIN_EXE_tally");
+
+fn tally(args: &[&str], dir: &Path) -> (bool, String, String) {
+    let out = Command::new(TALLY).args(args).arg(dir).env("RUST_LOG", "warn").output().expect("running tally");
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// A cluster directory whose processes are stopped when the test ends, however it ends.
+struct Cluster {
+    dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    fn up(shape: &[&str]) -> (Cluster, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut args = vec!["cluster", "init"];
+        args.extend(shape);
+        // `init` takes DIR last here; the flags come first.
+        let init: Vec<&str> = args.clone();
+        let (ok, _, err) = tally(&init, dir.path());
+        assert!(ok, "cluster init: {err}");
+        let c = Cluster { dir };
+        let url = c.start();
+        (c, url)
+    }
+
+    /// `tally cluster up` over the directory; returns the URL it printed first.
+    fn start(&self) -> String {
+        let (ok, out, err) = tally(&["cluster", "up", "--wait-s", "90"], self.dir.path());
+        assert!(ok, "cluster up: {err}\n{}", self.logs());
+        out.lines().next().expect("a URL").to_string()
+    }
+
+    fn status(&self) -> Vec<Value> {
+        let (ok, out, err) = tally(&["cluster", "status", "--json"], self.dir.path());
+        assert!(ok, "cluster status: {err}");
+        serde_json::from_str::<Value>(&out).unwrap().as_array().unwrap().clone()
+    }
+
+    /// SIGKILLs the process named `name`; returns its pid.
+    fn kill(&self, name: &str) -> u64 {
+        let status = self.status();
+        let p = status.iter().find(|p| p["name"] == name).unwrap_or_else(|| panic!("no process {name}"));
+        let pid = p["pid"].as_u64().unwrap_or_else(|| panic!("{name} is not running: {p}"));
+        let ok = Command::new("kill").args(["-KILL", &pid.to_string()]).status().unwrap().success();
+        assert!(ok);
+        pid
+    }
+
+    fn down(&self) {
+        let (ok, _, err) = tally(&["cluster", "down"], self.dir.path());
+        assert!(ok, "cluster down: {err}");
+    }
+
+    /// The tail of every node's log, for a failure message.
+    fn logs(&self) -> String {
+        let mut out = String::new();
+        let nodes = self.dir.path().join("nodes");
+        for entry in std::fs::read_dir(nodes).into_iter().flatten().flatten() {
+            let log = std::fs::read_to_string(entry.path().join("node.log")).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(15).collect();
+            out += &format!(
+                "--- {}\n{}\n",
+                entry.file_name().to_string_lossy(),
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            );
+        }
+        out
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = tally(&["cluster", "down"], self.dir.path());
+    }
+}
+
+fn node_at(url: &str) -> Node {
+    Node::attach(url)
+}
+
+/// POSTs with a key until some node answers 200, trying `urls` in turn.
+fn until_ok(urls: &[String], path: &str, body: &str, key: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut i = 0;
+    loop {
+        let base = &urls[i % urls.len()];
+        let probe = Node::agent().post(format!("{base}{path}")).header("idempotency-key", key).send(body.as_bytes());
+        if let Ok(mut response) = probe {
+            let status = response.status().as_u16();
+            let text = response.body_mut().read_to_string().unwrap_or_default();
+            if status == 200 {
+                return text;
+            }
+            assert!(status >= 500, "{path} {body:?}: {status} {text}");
+        }
+        assert!(Instant::now() < deadline, "{path} {body:?} never succeeded");
+        i += 1;
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_cluster_of_processes_serves_and_survives_kills_of_every_log_role() {
+    let (c, url) =
+        Cluster::up(&["--controllers", "2", "--sequencers", "3", "--storage", "3", "--functions", "2", "--gateways", "1"]);
+    let status = c.status();
+    let names: Vec<&str> = status.iter().map(|p| p["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        ["etcd-0", "controller-1", "controller-2", "sequencer-3", "sequencer-4", "sequencer-5", "storage-6", "storage-7"]
+            .into_iter()
+            .chain(["storage-8", "function-9", "function-10", "gateway-11"])
+            .collect::<Vec<_>>()
+    );
+    assert!(status.iter().all(|p| p["healthy"] == true && p["pid"].is_u64()), "{status:?}");
+    let http = |name: &str| format!("http://{}", status.iter().find(|p| p["name"] == name).unwrap()["http"].as_str().unwrap());
+    assert_eq!(url, http("gateway-11"), "the URL printed first is the gateway's");
+
+    // Deployed through one node, invoked through the other at once.
+    let a = node_at(&http("function-9"));
+    let b = node_at(&http("function-10"));
+    let urls = vec![url.clone()];
+    a.deploy("bank", &guest("bank"), "?timeout_ms=5000");
+    let path = "/v1/functions/bank/invoke?book=7";
+    assert_eq!(b.post_keyed(path, b"open c0x 1000", "open-c0x").map(|r| r.0), Some(200));
+
+    // Keyed transfers from clients that retry on either node, while processes die.
+    const CLIENTS: usize = 3;
+    const OPENING: i64 = 1000;
+    for c in 0..CLIENTS {
+        for side in ["x", "y"] {
+            until_ok(&urls, path, &format!("open c{c}{side} {OPENING}"), &format!("open-c{c}{side}"));
+        }
+    }
+    let done = Arc::new(AtomicBool::new(false));
+    let transfers = Arc::new(Mutex::new(0usize));
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|c| {
+            let (urls, done, transfers) = (urls.clone(), done.clone(), transfers.clone());
+            thread::spawn(move || {
+                let (mut x, mut y) = (OPENING, OPENING);
+                let mut t = 0;
+                while !done.load(Ordering::Relaxed) {
+                    let amount = (c * 7 + t * 13) as i64 % 50 + 1;
+                    let reply = until_ok(&urls, path, &format!("transfer c{c}x c{c}y {amount}"), &format!("c{c}-t{t}"));
+                    x -= amount;
+                    y += amount;
+                    assert_eq!(reply, format!("ok {x} {y}"), "client {c} transfer {t}");
+                    t += 1;
+                    *transfers.lock().unwrap() += 1;
+                }
+                (x, y)
+            })
+        })
+        .collect();
+    let wait_transfers = |n: usize| {
+        let start = *transfers.lock().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while *transfers.lock().unwrap() < start + n {
+            assert!(Instant::now() < deadline, "no progress after a kill:\n{}", c.logs());
+            thread::sleep(Duration::from_millis(20));
+        }
+    };
+    wait_transfers(10);
+    for victim in ["storage-6", "controller-1", "sequencer-3", "function-9"] {
+        let t0 = Instant::now();
+        c.kill(victim);
+        wait_transfers(10);
+        eprintln!("{victim} killed: 10 more transfers after {:?}", t0.elapsed());
+    }
+    done.store(true, Ordering::Relaxed);
+    let ledgers: Vec<(i64, i64)> = clients.into_iter().map(|c| c.join().expect("a client")).collect();
+    let gw = node_at(&url);
+    for (i, (x, y)) in ledgers.iter().enumerate() {
+        assert_eq!(b.invoke_ok("bank", 7, &format!("balance c{i}x")), x.to_string());
+        assert_eq!(gw.invoke_ok("bank", 7, &format!("balance c{i}y")), y.to_string());
+    }
+
+    // The whole cluster stopped and started again: every function and value is there.
+    c.down();
+    assert!(c.status().iter().all(|p| p["pid"].is_null()), "down stops every process");
+    c.start();
+    for (i, (x, _)) in ledgers.iter().enumerate() {
+        let reply = until_ok(&urls, path, &format!("balance c{i}x"), &format!("after-restart-{i}"));
+        assert_eq!(reply, x.to_string());
+    }
+}
