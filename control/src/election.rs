@@ -58,6 +58,7 @@ impl Leadership {
 
     /// Deletes the leader key if it is still this leadership's, and revokes the lease,
     /// so the next candidate leads at once.
+    #[tracing::instrument(name = "control.resign", skip_all, fields(candidate = %self.candidate))]
     pub async fn resign(self) -> Result<()> {
         self.monitor.abort();
         let key = self.plane.keys.leader();
@@ -102,6 +103,7 @@ impl ControlPlane {
     /// whose id already holds the key (an earlier run of the same node) waits like any
     /// other. Fails on the first etcd error ([`Error::is_transient`]: campaign again).
     /// Dropping the future gives up; a lease it granted then expires.
+    #[tracing::instrument(name = "control.campaign", skip_all, fields(%candidate, ttl_s = ttl_s))]
     pub async fn campaign(&self, candidate: NodeId, ttl_s: i64) -> Result<Leadership> {
         check_ttl(ttl_s)?;
         let key = self.keys.leader();
@@ -125,9 +127,10 @@ impl ControlPlane {
                 TxnOpResponse::Get(got) => got.kvs().first().map(|kv| (kv.mod_revision(), decode_leader(kv.value()))),
                 _ => None,
             });
-            // The key may have gone since the compare; then watch from the transaction on.
-            let (seen_at, leader) = held.unwrap_or((revision, Ok(candidate)));
-            debug!(%candidate, leader = ?leader.ok(), "waiting for the leader to go");
+            // A transaction is atomic, so the read finds the key the compare found; were
+            // it missing, watching from the transaction's revision on would still do.
+            let (seen_at, leader) = held.map_or((revision, None), |(at, leader)| (at, leader.ok()));
+            debug!(%candidate, ?leader, "waiting for the leader to go");
             let mut lost = lease.lost();
             tokio::select! {
                 _ = lost.wait_for(|lost| *lost) => debug!("the candidate's lease was lost while waiting"),
@@ -137,6 +140,7 @@ impl ControlPlane {
     }
 
     /// Who leads now, if anyone.
+    #[tracing::instrument(name = "control.leader", skip_all)]
     pub async fn leader(&self) -> Result<Option<NodeId>> {
         let mut kv = self.kv();
         let answer = bounded("reading the leader", kv.get(self.keys.leader(), None)).await?;

@@ -89,6 +89,7 @@ impl Registration {
     /// Stops keeping the member registered and revokes its lease, which deletes the key
     /// at once (unless a later registration of the same id took the key over: its lease
     /// is not this one's). The clean way to shut a node down.
+    #[tracing::instrument(name = "control.revoke", skip_all, fields(id = %self.id))]
     pub async fn revoke(mut self) -> Result<()> {
         self.task.abort();
         // Wait for the task to be gone, so it cannot register again after the revoke.
@@ -130,6 +131,7 @@ impl ControlPlane {
     /// Two registrations of one id: the later put wins and holds the key under its
     /// lease; the earlier one's revoke or expiry no longer deletes it, and if the later
     /// one goes away the key goes with it, even while the earlier is alive.
+    #[tracing::instrument(name = "control.register", skip_all, fields(id = %member.id, role = ?member.role, ttl_s = ttl_s))]
     pub async fn register(&self, member: Member, ttl_s: i64) -> Result<Registration> {
         check_ttl(ttl_s)?;
         let id = member.id;
@@ -147,6 +149,7 @@ impl ControlPlane {
 
     /// The registered members, by node id. Entries that do not decode are left out and
     /// logged, so one bad entry does not hide the others.
+    #[tracing::instrument(name = "control.members", skip_all)]
     pub async fn members(&self) -> Result<BTreeMap<NodeId, Member>> {
         Ok(self.list_members().await?.0)
     }
@@ -173,12 +176,13 @@ impl ControlPlane {
     /// breaks (etcd restarted, the revision was compacted, the member lost its leader).
     /// Every value is a full map as of one etcd revision. The task ends when every
     /// receiver is dropped. Fails only if the first list fails.
+    #[tracing::instrument(name = "control.watch_members", skip_all)]
     pub async fn watch_members(&self) -> Result<watch::Receiver<BTreeMap<NodeId, Member>>> {
         let (members, revision) = self.list_members().await?;
         let (tx, rx) = watch::channel(members);
         // On cancel (every receiver gone) it stops; etcd errors make it list again.
         tokio::spawn(
-            follow_members(self.clone(), tx, revision).instrument(tracing::info_span!("task", name = "control.members")),
+            follow_members(self.clone(), tx, revision).instrument(tracing::info_span!("task", name = "control.members-watch")),
         );
         Ok(rx)
     }

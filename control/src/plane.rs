@@ -28,6 +28,15 @@ const CONFIG_DECODE_BYTES_MAX: u64 = 64 << 20;
 
 const CLUSTER_NAME_MAX: usize = 64;
 
+/// HTTP/2 pings on connections with open streams (watches, lease keep-alives), so a
+/// peer that hangs without closing the connection is noticed. etcd answers a client
+/// that pings more often than its `--grpc-keepalive-min-time` (5 s by default), or at
+/// all on a connection without streams, with GOAWAY "too_many_pings", which breaks
+/// every stream on the connection: pinging every 2 s broke each watch after about 8 s.
+const PING_INTERVAL: Duration = Duration::from_secs(10);
+const PING_TIMEOUT: Duration = Duration::from_secs(5);
+const _: () = assert!(PING_INTERVAL.as_secs() > 5, "etcd refuses pings more often than every 5 s");
+
 /// The mod revision of the `config` key in etcd: what a compare-and-swap expects.
 /// [`Revision::ABSENT`] stands for "no configuration stored yet".
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -204,6 +213,7 @@ impl ControlPlane {
     /// Refuses a cluster name that is empty, longer than 64 characters, or has anything
     /// but `a-z`, `0-9` and `-` ([`Error::InvalidArgument`]). Returns once etcd
     /// answered a read, or fails with [`Error::Etcd`] after about 2 s.
+    #[tracing::instrument(name = "control.connect", skip_all, fields(cluster = %cluster))]
     pub async fn connect(endpoints: &[String], cluster: &str) -> Result<ControlPlane> {
         check_cluster_name(cluster)?;
         if endpoints.is_empty() {
@@ -212,7 +222,8 @@ impl ControlPlane {
         let options = ConnectOptions::new()
             .with_connect_timeout(REQUEST_TIMEOUT)
             .with_timeout(REQUEST_TIMEOUT)
-            .with_keep_alive(REQUEST_TIMEOUT, REQUEST_TIMEOUT)
+            .with_keep_alive(PING_INTERVAL, PING_TIMEOUT)
+            .with_keep_alive_while_idle(false)
             // A member cut off from its leader fails requests (and cancels watches) at
             // once instead of serving a stale view.
             .with_require_leader(true);
@@ -238,6 +249,7 @@ impl ControlPlane {
     /// The stored configuration and its revision (what [`ControlPlane::cas_config`]
     /// expects next), or `None` if no configuration was ever stored. A linearizable
     /// read: it sees every write that completed before it started.
+    #[tracing::instrument(name = "control.load_config", skip_all)]
     pub async fn load_config(&self) -> Result<Option<(Configuration, Revision)>> {
         let mut kv = self.kv();
         let answer = bounded("reading the configuration", kv.get(self.keys.config(), None)).await?;
@@ -257,6 +269,7 @@ impl ControlPlane {
     /// leader should still check [`Leadership::lost`](crate::Leadership::lost) first.
     /// After [`Error::Etcd`] the write may or may not have happened; retrying with the
     /// same `expected` gives `Superseded` if it did.
+    #[tracing::instrument(name = "control.cas_config", skip_all, fields(%expected, term = config.terms.last().map(|t| t.term.0)))]
     pub async fn cas_config(&self, expected: Revision, config: &Configuration) -> Result<Revision> {
         let value = encode_config(config)?;
         let key = self.keys.config();
@@ -271,14 +284,16 @@ impl ControlPlane {
         if !answer.succeeded() {
             return Err(Error::Superseded);
         }
-        let revision = answer.header().map(|h| h.revision()).unwrap_or_default();
-        assert!(revision > expected.0, "etcd wrote the configuration at {revision}, not after {expected}");
-        Ok(Revision(revision))
+        match answer.header().map(|h| h.revision()) {
+            Some(revision) if revision > expected.0 => Ok(Revision(revision)),
+            other => Err(Error::Corrupt(format!("etcd says it wrote the configuration at revision {other:?}, after {expected}"))),
+        }
     }
 
     /// Stores `settings` unless settings are stored already, and returns what is stored
     /// afterwards: `settings` itself, or an earlier caller's, which win. One etcd
     /// transaction, so concurrent first controllers agree on one value.
+    #[tracing::instrument(name = "control.init_settings", skip_all)]
     pub async fn init_settings(&self, settings: &Settings) -> Result<Settings> {
         let key = self.keys.settings();
         let value = serde_json::to_vec(settings).expect("settings are plain data");
@@ -303,6 +318,7 @@ impl ControlPlane {
     }
 
     /// The cluster's settings, or `None` before any controller stored them.
+    #[tracing::instrument(name = "control.settings", skip_all)]
     pub async fn settings(&self) -> Result<Option<Settings>> {
         let mut kv = self.kv();
         let answer = bounded("reading the settings", kv.get(self.keys.settings(), None)).await?;
