@@ -114,6 +114,8 @@ pub struct Controller {
     /// The current term was installed before this controller restarted: it is sealed
     /// and replaced before anything else, and its configuration is never sent.
     restarted: bool,
+    /// When "not enough live nodes" was last said (once a second at most).
+    short_warned_at: Option<Micros>,
     out: Vec<ControllerAction>,
 }
 
@@ -133,6 +135,7 @@ impl Controller {
             started_at: None,
             indexers: None,
             restarted: false,
+            short_warned_at: None,
             out: Vec::new(),
         }
     }
@@ -397,7 +400,10 @@ impl Controller {
         let storage = self.live_of(now, Role::Storage);
         let engines = self.live_of(now, Role::Engine);
         if sequencers.is_empty() || storage.is_empty() {
-            tracing::warn!(sequencers = sequencers.len(), storage = storage.len(), "not enough live nodes for a term");
+            if self.short_warned_at.is_none_or(|t| now >= t + 1_000_000) {
+                self.short_warned_at = Some(now);
+                tracing::warn!(sequencers = sequencers.len(), storage = storage.len(), "not enough live nodes for a term");
+            }
             return false;
         }
         let previous = self.config.as_ref().map(|c| c.current().term.0).unwrap_or(0);

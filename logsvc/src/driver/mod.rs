@@ -442,8 +442,12 @@ async fn run_controller(
     installed: watch::Sender<Option<Arc<Configuration>>>,
 ) -> Result<()> {
     let mut tick = ticker();
+    // `changed` marks the members seen, so its arm sets this rather than the loop
+    // asking the receiver.
+    let mut members_changed = true;
     loop {
-        if let Some(m) = members.as_mut().filter(|m| m.has_changed().unwrap_or(false)) {
+        if let Some(m) = members.as_mut().filter(|_| members_changed) {
+            members_changed = false;
             for &(n, role) in m.borrow_and_update().iter() {
                 if !node.add_member(n, role) {
                     warn!(%n, ?role, "a member registered with a role other than the one this controller knows");
@@ -466,7 +470,10 @@ async fn run_controller(
                 None => return Ok(()),
             },
             _ = tick.tick() => node.on_tick(now_us()),
-            _ = member_change => continue,
+            _ = member_change => {
+                members_changed = true;
+                continue;
+            }
         }
         for action in node.take_actions() {
             match action {
