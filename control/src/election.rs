@@ -21,9 +21,10 @@ use tokio::task::JoinHandle;
 use tokio::time::sleep;
 use tracing::{debug, info, warn, Instrument};
 
+use crate::endpoints::{Retry, CALL_TIMEOUT};
 use crate::error::{Error, Result};
 use crate::lease::{self, Lease};
-use crate::plane::{bounded, check_ttl, ControlPlane};
+use crate::plane::{check_ttl, ControlPlane};
 
 /// Pause after a watch or a read of the leader key failed, before trying again.
 const RETRY_PAUSE: Duration = Duration::from_millis(200);
@@ -65,9 +66,15 @@ impl Leadership {
         let txn = Txn::new()
             .when([Compare::create_revision(key.clone(), CompareOp::Equal, self.created)])
             .and_then([TxnOp::delete(key, None)]);
-        let mut kv = self.plane.kv();
-        bounded("resigning", kv.txn(txn)).await?;
-        lease::revoke(&self.plane.client, self.lease.id()).await
+        // Harmless to repeat: the compare names this leadership's key only.
+        self.plane
+            .etcd
+            .call("resigning", Retry::Always, |mut c| {
+                let txn = txn.clone();
+                async move { c.txn(txn).await }
+            })
+            .await?;
+        lease::revoke(&self.plane.etcd, self.lease.id()).await
     }
 }
 
@@ -107,26 +114,38 @@ impl ControlPlane {
     pub async fn campaign(&self, candidate: NodeId, ttl_s: i64) -> Result<Leadership> {
         check_ttl(ttl_s)?;
         let key = self.keys.leader();
-        let mut lease = Lease::grant(&self.client, ttl_s, "control.leader-lease").await?;
+        let mut lease = Lease::grant(&self.etcd, ttl_s, "control.leader-lease").await?;
         loop {
             if *lease.lost().borrow() {
-                lease = Lease::grant(&self.client, ttl_s, "control.leader-lease").await?;
+                lease = Lease::grant(&self.etcd, ttl_s, "control.leader-lease").await?;
             }
             let txn = Txn::new()
                 .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
                 .and_then([TxnOp::put(key.clone(), candidate.0.to_string(), Some(PutOptions::new().with_lease(lease.id())))])
                 .or_else([TxnOp::get(key.clone(), None)]);
-            let mut kv = self.kv();
-            let answer = bounded("campaigning", kv.txn(txn)).await?;
+            // Harmless to repeat: if a lost answer had created the key, the repeat finds
+            // it under this candidate's lease, and this candidate leads.
+            let answer = self
+                .etcd
+                .call("campaigning", Retry::Always, |mut c| {
+                    let txn = txn.clone();
+                    async move { c.txn(txn).await }
+                })
+                .await?;
             let revision = answer.header().map(|h| h.revision()).unwrap_or_default();
             if answer.succeeded() {
                 info!(%candidate, created = revision, "leading");
                 return Ok(Leadership::start(self.clone(), candidate, revision, lease));
             }
             let held = answer.op_responses().into_iter().find_map(|op| match op {
-                TxnOpResponse::Get(got) => got.kvs().first().map(|kv| (kv.mod_revision(), decode_leader(kv.value()))),
+                TxnOpResponse::Get(got) => got.kvs().first().cloned(),
                 _ => None,
             });
+            if let Some(kv) = held.as_ref().filter(|kv| kv.lease() == lease.id()) {
+                info!(%candidate, created = kv.create_revision(), "leading (an earlier try created the key)");
+                return Ok(Leadership::start(self.clone(), candidate, kv.create_revision(), lease));
+            }
+            let held = held.map(|kv| (kv.mod_revision(), decode_leader(kv.value())));
             // A transaction is atomic, so the read finds the key the compare found; were
             // it missing, watching from the transaction's revision on would still do.
             let (seen_at, leader) = held.map_or((revision, None), |(at, leader)| (at, leader.ok()));
@@ -142,68 +161,71 @@ impl ControlPlane {
     /// Who leads now, if anyone.
     #[tracing::instrument(name = "control.leader", skip_all)]
     pub async fn leader(&self) -> Result<Option<NodeId>> {
-        let mut kv = self.kv();
-        let answer = bounded("reading the leader", kv.get(self.keys.leader(), None)).await?;
+        let answer = self.read_leader().await?;
         answer.kvs().first().map(|kv| decode_leader(kv.value())).transpose()
+    }
+
+    async fn read_leader(&self) -> Result<etcd_client::GetResponse> {
+        let key = self.keys.leader();
+        self.etcd
+            .call("reading the leader", Retry::Always, |mut c| {
+                let key = key.clone();
+                async move { c.get(key, None).await }
+            })
+            .await
     }
 
     /// Returns once the leader key was deleted after revision `after`, or once the watch
     /// for it failed (after a pause), so the caller looks again.
     async fn leader_deleted_after(&self, after: i64) {
-        let mut watcher = self.client.watch_client();
         let options = WatchOptions::new().with_start_revision(after + 1).with_filters([WatchFilterType::NoPut]);
-        let mut stream = match bounded("watching the leader", watcher.watch(self.keys.leader(), Some(options))).await {
-            Ok(stream) => stream,
-            Err(e) => {
-                debug!(error = %e, "watching the leader");
-                sleep(RETRY_PAUSE).await;
-                return;
-            }
-        };
-        loop {
-            match stream.message().await {
-                Ok(Some(answer)) if answer.canceled() => break,
-                Ok(Some(answer)) if !answer.events().is_empty() => return,
-                Ok(Some(_)) => continue,
-                Ok(None) => break,
-                Err(e) => {
-                    debug!(error = %e, "the leader's watch broke");
-                    break;
-                }
-            }
+        if self.watch_leader(options).await {
+            return;
         }
         sleep(RETRY_PAUSE).await;
+    }
+
+    /// Watches the leader key with `options` on the pinned member: true once an event
+    /// came, false once the watch failed (the member is then passed over).
+    async fn watch_leader(&self, options: WatchOptions) -> bool {
+        let (member, client) = self.etcd.pinned();
+        let mut watcher = client.watch_client();
+        match tokio::time::timeout(CALL_TIMEOUT, watcher.watch(self.keys.leader(), Some(options))).await {
+            Ok(Ok(mut stream)) => loop {
+                match stream.message().await {
+                    Ok(Some(answer)) if answer.canceled() => {
+                        debug!(reason = answer.cancel_reason(), "the leader's watch was cancelled");
+                        break;
+                    }
+                    Ok(Some(answer)) if !answer.events().is_empty() => return true,
+                    Ok(Some(_)) => continue,
+                    Ok(None) => break,
+                    Err(e) => {
+                        debug!(error = %e, "the leader's watch broke");
+                        break;
+                    }
+                }
+            },
+            Ok(Err(e)) => debug!(error = %e, "watching the leader"),
+            Err(_) => debug!("watching the leader: no answer in time"),
+        }
+        self.etcd.failed(member);
+        false
     }
 
     /// Returns why the leader key created at revision `created` is no longer that one:
     /// deleted, or deleted and created again. Follows a watch, and reads the key
     /// whenever the watch breaks.
     async fn leader_changed(&self, created: i64) -> &'static str {
-        let key = self.keys.leader();
         let mut from = created + 1;
         loop {
-            let mut watcher = self.client.watch_client();
-            let options = WatchOptions::new().with_start_revision(from);
-            match bounded("watching the leader", watcher.watch(key.clone(), Some(options))).await {
-                Ok(mut stream) => loop {
-                    match stream.message().await {
-                        Ok(Some(answer)) if answer.canceled() => break,
-                        Ok(Some(answer)) if !answer.events().is_empty() => return "the leader key was deleted or replaced",
-                        Ok(Some(_)) => continue,
-                        Ok(None) => break,
-                        Err(e) => {
-                            debug!(error = %e, "the leader's watch broke");
-                            break;
-                        }
-                    }
-                },
-                Err(e) => debug!(error = %e, "watching the leader"),
+            if self.watch_leader(WatchOptions::new().with_start_revision(from)).await {
+                return "the leader key was deleted or replaced";
             }
             // The watch broke (etcd restarted, the revision was compacted): read the key
             // to learn whether it is still this leadership's, and watch on from there.
             loop {
-                let mut kv = self.kv();
-                match bounded("reading the leader", kv.get(key.clone(), None)).await {
+                match self.read_leader().await {
                     Ok(answer) => {
                         if answer.kvs().first().map(|kv| kv.create_revision()) != Some(created) {
                             return "the leader key was deleted or replaced";
@@ -238,7 +260,7 @@ impl Leadership {
                 warn!(why, "leadership lost");
                 lost_tx.send_replace(true);
                 // Let the next candidate in now rather than when the lease expires.
-                if let Err(e) = lease::revoke(&watcher.client, lease_id).await {
+                if let Err(e) = lease::revoke(&watcher.etcd, lease_id).await {
                     debug!(error = %e, "revoking the lost leader's lease");
                 }
             }

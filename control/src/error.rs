@@ -3,9 +3,10 @@
 /// What can go wrong talking to the control plane.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// etcd was unreachable, had no leader, or did not answer in time. Transient: the
-    /// same call may succeed later. A write that failed this way may still have
-    /// happened; read back to find out.
+    /// No etcd member could be reached, had a leader, or answered within 2 s (or, rarely,
+    /// etcd refused the request, e.g. too many requests). Transient: the same call may
+    /// succeed later. A write whose message says it may have been applied may have
+    /// been; read back to find out.
     #[error("etcd: {0}")]
     Etcd(String),
     /// A compare-and-swap found another revision than the one it expected: another
@@ -30,8 +31,3 @@ impl Error {
 
 /// The control plane's result.
 pub type Result<T> = std::result::Result<T, Error>;
-
-/// Describes a failed etcd call, saying what it was for.
-pub(crate) fn etcd(what: &'static str) -> impl FnOnce(etcd_client::Error) -> Error {
-    move |e| Error::Etcd(format!("{what}: {e}"))
-}

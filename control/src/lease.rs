@@ -9,14 +9,13 @@
 
 use std::time::Duration;
 
-use etcd_client::Client;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::{sleep, timeout_at, Instant};
 use tracing::{debug, warn, Instrument};
 
-use crate::error::{etcd, Error, Result};
-use crate::plane::{bounded, REQUEST_TIMEOUT};
+use crate::endpoints::{Endpoints, Retry};
+use crate::error::{Error, Result};
 
 /// Pause before reopening a keep-alive stream that failed.
 const REOPEN_PAUSE: Duration = Duration::from_millis(100);
@@ -32,10 +31,11 @@ pub(crate) struct Lease {
 impl Lease {
     /// Grants a lease of `ttl_s` seconds (etcd may grant more: it raises TTLs to at least
     /// 1.5 election timeouts) and starts keeping it alive. `name` names the task.
-    pub(crate) async fn grant(client: &Client, ttl_s: i64, name: &'static str) -> Result<Lease> {
+    pub(crate) async fn grant(etcd: &Endpoints, ttl_s: i64, name: &'static str) -> Result<Lease> {
         let asked = Instant::now();
-        let mut leases = client.lease_client();
-        let granted = bounded("granting a lease", leases.grant(ttl_s, None)).await?;
+        // Harmless to repeat: a lease granted by a lost answer expires unused.
+        let granted =
+            etcd.call("granting a lease", Retry::Always, |mut c| async move { c.lease_grant(ttl_s, None).await }).await?;
         if !granted.error().is_empty() {
             return Err(Error::Etcd(format!("granting a lease: {}", granted.error())));
         }
@@ -44,7 +44,7 @@ impl Lease {
         let (lost_tx, lost) = watch::channel(false);
         // On cancel (the Lease dropped) the task just stops refreshing; it has no errors
         // to report other than the loss itself.
-        let task = tokio::spawn(keep_alive(client.clone(), id, ttl, asked + ttl, lost_tx).instrument(tracing::info_span!(
+        let task = tokio::spawn(keep_alive(etcd.clone(), id, ttl, asked + ttl, lost_tx).instrument(tracing::info_span!(
             "task",
             name,
             lease = id
@@ -70,22 +70,23 @@ impl Drop for Lease {
 
 /// Revokes lease `id`, deleting the keys attached to it. A lease etcd no longer knows
 /// (expired, or revoked before) counts as revoked.
-pub(crate) async fn revoke(client: &Client, id: i64) -> Result<()> {
-    let mut leases = client.lease_client();
-    match tokio::time::timeout(REQUEST_TIMEOUT, leases.revoke(id)).await {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(etcd_client::Error::GRpcStatus(status))) if status.message().contains("lease not found") => Ok(()),
-        Ok(Err(e)) => Err(etcd("revoking a lease")(e)),
-        Err(_) => Err(Error::Etcd(format!("revoking a lease: no answer within {REQUEST_TIMEOUT:?}"))),
-    }
+pub(crate) async fn revoke(etcd: &Endpoints, id: i64) -> Result<()> {
+    etcd.call("revoking a lease", Retry::Always, |mut c| async move {
+        match c.lease_revoke(id).await {
+            Err(etcd_client::Error::GRpcStatus(status)) if status.message().contains("lease not found") => Ok(()),
+            answer => answer.map(drop),
+        }
+    })
+    .await
 }
 
 /// Refreshes lease `id` every `ttl / 3` until it is lost, then sets `lost`. `expires`
 /// is the earliest moment etcd may expire the lease as of the grant.
-async fn keep_alive(client: Client, id: i64, ttl: Duration, mut expires: Instant, lost: watch::Sender<bool>) {
+async fn keep_alive(etcd: Endpoints, id: i64, ttl: Duration, mut expires: Instant, lost: watch::Sender<bool>) {
     let period = ttl / 3;
-    let mut leases = client.lease_client();
     let why = 'lost: loop {
+        let (member, client) = etcd.pinned();
+        let mut leases = client.lease_client();
         // (Re)open the keep-alive stream; opening it refreshes the lease once.
         let sent = Instant::now();
         if sent >= expires {
@@ -98,6 +99,7 @@ async fn keep_alive(client: Client, id: i64, ttl: Duration, mut expires: Instant
             }
             Ok(Err(e)) => {
                 debug!(error = %e, "opening a lease keep-alive stream");
+                etcd.failed(member);
                 sleep(REOPEN_PAUSE).await;
                 continue;
             }
@@ -110,15 +112,20 @@ async fn keep_alive(client: Client, id: i64, ttl: Duration, mut expires: Instant
             sleep(period).await;
             let sent = Instant::now();
             if keeper.keep_alive().await.is_err() {
+                etcd.failed(member);
                 break;
             }
             match timeout_at(expires, answers.message()).await {
                 Err(_) => break 'lost "no refresh within the TTL",
                 Ok(Ok(Some(answer))) if answer.ttl() <= 0 => break 'lost "etcd no longer knows the lease",
                 Ok(Ok(Some(answer))) => expires = sent + Duration::from_secs(answer.ttl() as u64),
-                Ok(Ok(None)) => break,
+                Ok(Ok(None)) => {
+                    etcd.failed(member);
+                    break;
+                }
                 Ok(Err(e)) => {
                     debug!(error = %e, "a lease keep-alive stream broke");
+                    etcd.failed(member);
                     break;
                 }
             }

@@ -15,6 +15,10 @@
 //!                                node's lease; written by the node itself.
 //! ```
 //!
+//! A [`ControlPlane`] talks to one etcd member at a time and fails over to the next
+//! when that one fails; every call is bounded (2 s) and a failure to reach etcd is
+//! [`Error::Etcd`], which [`Error::is_transient`] says is worth trying again.
+//!
 //! Ground truth is etcd; everything a [`ControlPlane`] hands out (a watched member map,
 //! a [`Leadership`]'s `lost` flag) is derived from it and may lag behind.
 //!
@@ -30,6 +34,7 @@
 //! whole. The `testing` feature adds [`TempEtcd`], a throwaway etcd on loopback.
 
 mod election;
+mod endpoints;
 mod error;
 mod lease;
 mod members;

@@ -21,9 +21,10 @@ use tokio::task::JoinHandle;
 use tokio::time::sleep;
 use tracing::{debug, info, warn, Instrument};
 
+use crate::endpoints::{Retry, CALL_TIMEOUT};
 use crate::error::{Error, Result};
 use crate::lease::{self, Lease};
-use crate::plane::{bounded, check_ttl, ControlPlane, Keys};
+use crate::plane::{check_ttl, ControlPlane, Keys};
 
 /// Pauses between attempts to register again or to list the members again while etcd
 /// is unreachable: the first, doubled up to the last.
@@ -94,7 +95,7 @@ impl Registration {
         self.task.abort();
         // Wait for the task to be gone, so it cannot register again after the revoke.
         let _ = (&mut self.task).await;
-        lease::revoke(&self.plane.client, self.lease.load(Ordering::SeqCst)).await
+        lease::revoke(&self.plane.etcd, self.lease.load(Ordering::SeqCst)).await
     }
 }
 
@@ -156,8 +157,14 @@ impl ControlPlane {
 
     /// The members with the etcd revision the list was read at.
     async fn list_members(&self) -> Result<(BTreeMap<NodeId, Member>, i64)> {
-        let mut kv = self.kv();
-        let answer = bounded("listing the members", kv.get(self.keys.members(), Some(GetOptions::new().with_prefix()))).await?;
+        let prefix = self.keys.members();
+        let answer = self
+            .etcd
+            .call("listing the members", Retry::Always, |mut c| {
+                let prefix = prefix.clone();
+                async move { c.get(prefix, Some(GetOptions::new().with_prefix())).await }
+            })
+            .await?;
         let revision = answer.header().map(|h| h.revision()).unwrap_or_default();
         let mut members = BTreeMap::new();
         for stored in answer.kvs() {
@@ -191,11 +198,18 @@ impl ControlPlane {
 /// Grants a lease and puts the member under it; `current` learns the lease first, so a
 /// revoke that races with this finds it.
 async fn put_member(plane: &ControlPlane, member: &Member, ttl_s: i64, current: &AtomicI64) -> Result<Lease> {
-    let lease = Lease::grant(&plane.client, ttl_s, "control.member-lease").await?;
+    let lease = Lease::grant(&plane.etcd, ttl_s, "control.member-lease").await?;
     current.store(lease.id(), Ordering::SeqCst);
     let value = serde_json::to_vec(member).expect("a member is plain data");
-    let mut kv = plane.kv();
-    bounded("registering a member", kv.put(plane.keys.member(member.id), value, Some(PutOptions::new().with_lease(lease.id()))))
+    let key = plane.keys.member(member.id);
+    let options = PutOptions::new().with_lease(lease.id());
+    // Harmless to repeat: the same value under the same lease.
+    plane
+        .etcd
+        .call("registering a member", Retry::Always, |mut c| {
+            let (key, value, options) = (key.clone(), value.clone(), options.clone());
+            async move { c.put(key, value, Some(options)).await }
+        })
         .await?;
     Ok(lease)
 }
@@ -227,7 +241,7 @@ async fn stay_registered(
         };
         // The old lease may have survived (etcd restored it after a restart): revoke it
         // so it does not linger. The key is under the new lease now.
-        if let Err(e) = lease::revoke(&plane.client, old).await {
+        if let Err(e) = lease::revoke(&plane.etcd, old).await {
             debug!(error = %e, "revoking the lost lease");
         }
         count.send_modify(|n| *n += 1);
@@ -269,26 +283,39 @@ async fn follow_members(plane: ControlPlane, tx: watch::Sender<BTreeMap<NodeId, 
 /// Applies the watch from `revision + 1` to the map in `tx` until the watch ends;
 /// returns why it did.
 async fn follow_from(plane: &ControlPlane, tx: &watch::Sender<BTreeMap<NodeId, Member>>, revision: i64) -> &'static str {
-    let mut watcher = plane.client.watch_client();
+    let (member, client) = plane.etcd.pinned();
+    let mut watcher = client.watch_client();
     let options = WatchOptions::new().with_prefix().with_start_revision(revision + 1);
-    let mut stream = match bounded("watching the members", watcher.watch(plane.keys.members(), Some(options))).await {
-        Ok(stream) => stream,
-        Err(e) => {
+    let mut stream = match tokio::time::timeout(CALL_TIMEOUT, watcher.watch(plane.keys.members(), Some(options))).await {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(e)) => {
             debug!(error = %e, "watching the members");
+            plane.etcd.failed(member);
             return "the watch could not start";
+        }
+        Err(_) => {
+            plane.etcd.failed(member);
+            return "the watch did not start in time";
         }
     };
     loop {
         let answer = match stream.message().await {
             Ok(Some(answer)) => answer,
-            Ok(None) => return "the stream ended",
+            Ok(None) => {
+                plane.etcd.failed(member);
+                return "the stream ended";
+            }
             Err(e) => {
                 debug!(error = %e, "the members' watch broke");
+                plane.etcd.failed(member);
                 return "the stream broke";
             }
         };
         if answer.canceled() {
             debug!(reason = answer.cancel_reason(), compacted = answer.compact_revision(), "the members' watch was cancelled");
+            // Most often the member lost its leader; after a compaction, moving to
+            // another member does no harm.
+            plane.etcd.failed(member);
             return "etcd cancelled the watch";
         }
         if answer.events().is_empty() {

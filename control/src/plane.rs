@@ -2,19 +2,14 @@
 //! cluster's settings.
 
 use std::fmt;
-use std::future::Future;
-use std::time::Duration;
 
 use bincode::Options;
-use etcd_client::{Client, Compare, CompareOp, ConnectOptions, GetOptions, KvClient, Txn, TxnOp, TxnOpResponse};
+use etcd_client::{Compare, CompareOp, GetOptions, Txn, TxnOp, TxnOpResponse};
 use serde::{Deserialize, Serialize};
 use tally_log_core::{Configuration, NodeId};
 
-use crate::error::{etcd, Error, Result};
-
-/// Every etcd request is given up after this long (and so is connecting): a control
-/// plane that hangs is worse than one that says it cannot reach etcd.
-pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+use crate::endpoints::{Endpoints, Retry};
+use crate::error::{Error, Result};
 
 /// The first byte of a stored configuration: how the rest is encoded. 1 is bincode
 /// (fixed-width integers) of [`Configuration`].
@@ -27,15 +22,6 @@ const CONFIG_BYTES_MAX: usize = 1_400_000;
 const CONFIG_DECODE_BYTES_MAX: u64 = 64 << 20;
 
 const CLUSTER_NAME_MAX: usize = 64;
-
-/// HTTP/2 pings on connections with open streams (watches, lease keep-alives), so a
-/// peer that hangs without closing the connection is noticed. etcd answers a client
-/// that pings more often than its `--grpc-keepalive-min-time` (5 s by default), or at
-/// all on a connection without streams, with GOAWAY "too_many_pings", which breaks
-/// every stream on the connection: pinging every 2 s broke each watch after about 8 s.
-const PING_INTERVAL: Duration = Duration::from_secs(10);
-const PING_TIMEOUT: Duration = Duration::from_secs(5);
-const _: () = assert!(PING_INTERVAL.as_secs() > 5, "etcd refuses pings more often than every 5 s");
 
 /// The mod revision of the `config` key in etcd: what a compare-and-swap expects.
 /// [`Revision::ABSENT`] stands for "no configuration stored yet".
@@ -76,7 +62,7 @@ pub struct Settings {
 /// Cheap to clone; clones share the connection.
 #[derive(Clone)]
 pub struct ControlPlane {
-    pub(crate) client: Client,
+    pub(crate) etcd: Endpoints,
     pub(crate) keys: Keys,
 }
 
@@ -144,17 +130,6 @@ fn check_cluster_name(cluster: &str) -> Result<()> {
     Ok(())
 }
 
-/// Runs one etcd call, given up after [`REQUEST_TIMEOUT`].
-pub(crate) async fn bounded<T>(
-    what: &'static str,
-    call: impl Future<Output = std::result::Result<T, etcd_client::Error>>,
-) -> Result<T> {
-    match tokio::time::timeout(REQUEST_TIMEOUT, call).await {
-        Ok(answer) => answer.map_err(etcd(what)),
-        Err(_) => Err(Error::Etcd(format!("{what}: no answer within {REQUEST_TIMEOUT:?}"))),
-    }
-}
-
 /// Refuses a TTL etcd would not keep, or one so long that a dead node lingers for hours.
 pub(crate) fn check_ttl(ttl_s: i64) -> Result<()> {
     if !(1..=3600).contains(&ttl_s) {
@@ -209,41 +184,27 @@ fn decode_settings(bytes: &[u8]) -> Result<Settings> {
 }
 
 impl ControlPlane {
-    /// Connects to etcd at `endpoints` (`http://host:port`) for the keys of `cluster`.
-    /// Refuses a cluster name that is empty, longer than 64 characters, or has anything
-    /// but `a-z`, `0-9` and `-` ([`Error::InvalidArgument`]). Returns once etcd
-    /// answered a read, or fails with [`Error::Etcd`] after about 2 s.
+    /// Connects to etcd at `endpoints` (`http://host:port`, one per etcd member) for
+    /// the keys of `cluster`. Refuses a cluster name that is empty, longer than 64
+    /// characters, or has anything but `a-z`, `0-9` and `-` ([`Error::InvalidArgument`]).
+    /// Returns once a member answered a read, or fails with [`Error::Etcd`] after 2 s.
+    ///
+    /// Every call of the returned handle goes to one member and fails over to the next
+    /// when that one fails; each is given up after 2 s (see [`Error::Etcd`]).
     #[tracing::instrument(name = "control.connect", skip_all, fields(cluster = %cluster))]
     pub async fn connect(endpoints: &[String], cluster: &str) -> Result<ControlPlane> {
         check_cluster_name(cluster)?;
-        if endpoints.is_empty() {
-            return Err(Error::InvalidArgument("no etcd endpoint given".into()));
-        }
-        let options = ConnectOptions::new()
-            .with_connect_timeout(REQUEST_TIMEOUT)
-            .with_timeout(REQUEST_TIMEOUT)
-            .with_keep_alive(PING_INTERVAL, PING_TIMEOUT)
-            .with_keep_alive_while_idle(false)
-            // A member cut off from its leader fails requests (and cancels watches) at
-            // once instead of serving a stale view.
-            .with_require_leader(true);
-        let client = match tokio::time::timeout(REQUEST_TIMEOUT, Client::connect(endpoints, Some(options))).await {
-            Ok(Ok(client)) => client,
-            Ok(Err(e @ (etcd_client::Error::InvalidArgs(_) | etcd_client::Error::InvalidUri(_)))) => {
-                return Err(Error::InvalidArgument(format!("etcd endpoints {endpoints:?}: {e}")))
-            }
-            Ok(Err(e)) => return Err(Error::Etcd(format!("connecting to {endpoints:?}: {e}"))),
-            Err(_) => return Err(Error::Etcd(format!("connecting to {endpoints:?}: no answer within {REQUEST_TIMEOUT:?}"))),
-        };
-        let plane = ControlPlane { client, keys: Keys::new(cluster) };
-        // The client connects lazily; one read shows that etcd answers (and has a leader).
-        let mut kv = plane.kv();
-        bounded("connecting to etcd", kv.get(plane.keys.settings(), Some(GetOptions::new().with_count_only()))).await?;
+        let plane = ControlPlane { etcd: Endpoints::new(endpoints).await?, keys: Keys::new(cluster) };
+        // The clients connect lazily; one read shows that etcd answers (and has a leader).
+        let key = plane.keys.settings();
+        plane
+            .etcd
+            .call("connecting to etcd", Retry::Always, |mut c| {
+                let key = key.clone();
+                async move { c.get(key, Some(GetOptions::new().with_count_only())).await }
+            })
+            .await?;
         Ok(plane)
-    }
-
-    pub(crate) fn kv(&self) -> KvClient {
-        self.client.kv_client()
     }
 
     /// The stored configuration and its revision (what [`ControlPlane::cas_config`]
@@ -251,8 +212,14 @@ impl ControlPlane {
     /// read: it sees every write that completed before it started.
     #[tracing::instrument(name = "control.load_config", skip_all)]
     pub async fn load_config(&self) -> Result<Option<(Configuration, Revision)>> {
-        let mut kv = self.kv();
-        let answer = bounded("reading the configuration", kv.get(self.keys.config(), None)).await?;
+        let key = self.keys.config();
+        let answer = self
+            .etcd
+            .call("reading the configuration", Retry::Always, |mut c| {
+                let key = key.clone();
+                async move { c.get(key, None).await }
+            })
+            .await?;
         match answer.kvs().first() {
             None => Ok(None),
             Some(stored) => Ok(Some((decode_config(stored.value())?, Revision(stored.mod_revision())))),
@@ -279,8 +246,13 @@ impl ControlPlane {
             Compare::mod_revision(key.clone(), CompareOp::Equal, expected.0)
         };
         let txn = Txn::new().when([compare]).and_then([TxnOp::put(key, value, None)]);
-        let mut kv = self.kv();
-        let answer = bounded("writing the configuration", kv.txn(txn)).await?;
+        let answer = self
+            .etcd
+            .call("writing the configuration", Retry::IfNotApplied, |mut c| {
+                let txn = txn.clone();
+                async move { c.txn(txn).await }
+            })
+            .await?;
         if !answer.succeeded() {
             return Err(Error::Superseded);
         }
@@ -301,8 +273,14 @@ impl ControlPlane {
             .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
             .and_then([TxnOp::put(key.clone(), value, None)])
             .or_else([TxnOp::get(key, None)]);
-        let mut kv = self.kv();
-        let answer = bounded("writing the settings", kv.txn(txn)).await?;
+        // Harmless to repeat: a repeat finds the settings stored and reads them.
+        let answer = self
+            .etcd
+            .call("writing the settings", Retry::Always, |mut c| {
+                let txn = txn.clone();
+                async move { c.txn(txn).await }
+            })
+            .await?;
         if answer.succeeded() {
             return Ok(settings.clone());
         }
@@ -320,8 +298,14 @@ impl ControlPlane {
     /// The cluster's settings, or `None` before any controller stored them.
     #[tracing::instrument(name = "control.settings", skip_all)]
     pub async fn settings(&self) -> Result<Option<Settings>> {
-        let mut kv = self.kv();
-        let answer = bounded("reading the settings", kv.get(self.keys.settings(), None)).await?;
+        let key = self.keys.settings();
+        let answer = self
+            .etcd
+            .call("reading the settings", Retry::Always, |mut c| {
+                let key = key.clone();
+                async move { c.get(key, None).await }
+            })
+            .await?;
         answer.kvs().first().map(|stored| decode_settings(stored.value())).transpose()
     }
 }

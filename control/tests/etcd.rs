@@ -300,25 +300,38 @@ async fn three_member_etcd_survives_losing_its_leader() -> anyhow::Result<()> {
     let first = plane.cas_config(Revision::ABSENT, &config(1, 10)).await?;
     members_until(&mut rx, "member 1", |m| ids(m) == [1]).await?;
 
-    // Kill the etcd leader, so the two others must elect a new one.
-    let mut leader = None;
-    for (i, endpoint) in etcd.endpoints().iter().enumerate() {
-        let status = Client::connect([endpoint], None).await?.status().await?;
-        if status.header().map(|h| h.member_id()) == Some(status.leader()) {
-            leader = Some(i);
+    // Kill the etcd leader, so the two others must elect a new one, and make it member
+    // 0, the one the control plane's calls go to first, so they must fail over.
+    let (mut leader, mut leader_id) = etcd_leader(&etcd, None).await?;
+    if leader != 0 {
+        let first = Client::connect([etcd.endpoint(0)], None).await?.status().await?;
+        let first_id = first.header().context("a status header")?.member_id();
+        Client::connect([etcd.endpoint(leader)], None).await?.move_leader(first_id).await?;
+        let deadline = Instant::now() + STEP;
+        while (leader, leader_id) != (0, first_id) {
+            ensure!(Instant::now() < deadline, "etcd did not move its leader to member 0");
+            (leader, leader_id) = etcd_leader(&etcd, None).await?;
         }
     }
-    let leader = leader.context("no etcd member says it leads")?;
     etcd.kill_member(leader);
+    let (_, new_leader_id) = etcd_leader(&etcd, Some(leader)).await?;
+    assert_ne!(new_leader_id, leader_id);
 
-    let next = config(2, 10);
-    let second = until_ok("CAS with one member down", || plane.cas_config(first, &next)).await?;
+    // Once the others have a leader, every call succeeds at its first try: calls that
+    // meet the dead member fail over to the next one. Every member is tried in turn.
+    for _ in 0..3 {
+        assert!(plane.load_config().await?.is_some());
+    }
+    let second = plane.cas_config(first, &config(2, 10)).await?;
     assert!(second > first);
-    let _two = until_ok("registering with one member down", || plane.register(member(2, MemberRole::Storage), 2)).await?;
+    let _two = plane.register(member(2, MemberRole::Storage), 2).await?;
     members_until(&mut rx, "members 1 and 2 with one etcd member down", |m| ids(m) == [1, 2]).await?;
-    assert_eq!(ids(&until_ok("listing", || plane.members()).await?), vec![1, 2]);
-    let (stored, at) = until_ok("loading", || plane.load_config()).await?.context("stored")?;
+    assert_eq!(ids(&plane.members().await?), vec![1, 2]);
+    let (stored, at) = plane.load_config().await?.context("stored")?;
     assert_eq!((stored, at), (config(2, 10), second));
+    let leading = plane.campaign(NodeId(1), 2).await?;
+    assert_eq!(plane.leader().await?, Some(NodeId(1)));
+    leading.resign().await?;
 
     // The killed member rejoins over its data and catches up.
     etcd.restart_member(leader).await?;
@@ -326,6 +339,29 @@ async fn three_member_etcd_survives_losing_its_leader() -> anyhow::Result<()> {
     let (stored, _) = until_ok("reading through the rejoined member", || rejoined.load_config()).await?.context("stored")?;
     assert_eq!(stored, config(2, 10));
     Ok(())
+}
+
+/// The etcd member that leads (its index and raft id), once every running member other
+/// than `down` names the same leader; polls until `STEP` has passed.
+async fn etcd_leader(etcd: &TempEtcd, down: Option<usize>) -> anyhow::Result<(usize, u64)> {
+    let deadline = Instant::now() + STEP;
+    let endpoints = etcd.endpoints();
+    loop {
+        let mut seen = Vec::new();
+        for (i, endpoint) in endpoints.iter().enumerate().filter(|(i, _)| Some(*i) != down) {
+            let status = timeout(Duration::from_secs(1), async { Client::connect([endpoint], None).await?.status().await }).await;
+            if let Ok(Ok(status)) = status {
+                seen.push((i, status.header().map(|h| h.member_id()), status.leader()));
+            }
+        }
+        let agreed = seen.len() == endpoints.len() - usize::from(down.is_some())
+            && seen.iter().all(|&(_, _, leader)| leader != 0 && leader == seen[0].2);
+        if let Some(&(i, _, id)) = seen.iter().find(|&&(_, me, leader)| agreed && me == Some(leader)) {
+            return Ok((i, id));
+        }
+        ensure!(Instant::now() < deadline, "the etcd members did not agree on a leader within {STEP:?}: {seen:?}");
+        sleep(Duration::from_millis(50)).await;
+    }
 }
 
 #[tokio::test]
@@ -380,27 +416,41 @@ fn corrupt<T>(r: tally_control::Result<T>, expect: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Runs `call`, giving up after 6 s; returns its answer and how long it took.
+async fn timed(call: impl Future<Output = tally_control::Result<()>>) -> (Option<tally_control::Result<()>>, Duration) {
+    let started = Instant::now();
+    let answer = timeout(Duration::from_secs(6), call).await.ok();
+    (answer, started.elapsed())
+}
+
 #[tokio::test]
 async fn an_unreachable_etcd_is_a_transient_error_in_bounded_time() -> anyhow::Result<()> {
     let mut etcd = TempEtcd::start().await?;
     let endpoints = etcd.endpoints();
     let plane = ControlPlane::connect(&endpoints, "gone").await?;
     etcd.kill();
-    for (what, call) in [
-        (
-            "connect",
-            Box::pin(async { ControlPlane::connect(&endpoints, "gone").await.map(|_| ()) })
-                as std::pin::Pin<Box<dyn Future<Output = tally_control::Result<()>>>>,
-        ),
-        ("load", Box::pin(async { plane.load_config().await.map(|_| ()) })),
-        ("cas", Box::pin(async { plane.cas_config(Revision::ABSENT, &config(1, 1)).await.map(|_| ()) })),
-        ("register", Box::pin(async { plane.register(member(1, MemberRole::Engine), 2).await.map(|_| ()) })),
-        ("campaign", Box::pin(async { plane.campaign(NodeId(1), 2).await.map(|_| ()) })),
-    ] {
-        let started = Instant::now();
-        let e = timeout(Duration::from_secs(6), call).await.with_context(|| format!("{what} hung"))?.unwrap_err();
+    // Each call tries again until its 2 s are up; they run side by side.
+    let cas = config(1, 1);
+    let (connect, load, cas, register, campaign, members) = tokio::join!(
+        timed(async { ControlPlane::connect(&endpoints, "gone").await.map(drop) }),
+        timed(async { plane.load_config().await.map(drop) }),
+        timed(async { plane.cas_config(Revision::ABSENT, &cas).await.map(drop) }),
+        timed(async { plane.register(member(1, MemberRole::Engine), 2).await.map(drop) }),
+        timed(async { plane.campaign(NodeId(1), 2).await.map(drop) }),
+        timed(async { plane.members().await.map(drop) }),
+    );
+    let answers = [
+        ("connect", connect),
+        ("load", load),
+        ("cas", cas),
+        ("register", register),
+        ("campaign", campaign),
+        ("members", members),
+    ];
+    for (what, (answer, took)) in answers {
+        let e = answer.with_context(|| format!("{what} hung"))?.err().with_context(|| format!("{what} succeeded"))?;
         assert!(e.is_transient(), "{what}: {e}");
-        assert!(started.elapsed() < Duration::from_secs(5), "{what} took {:?}", started.elapsed());
+        assert!(took < Duration::from_secs(5), "{what} took {took:?}");
     }
     Ok(())
 }
