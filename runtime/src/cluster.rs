@@ -5,9 +5,10 @@
 //!
 //! ```text
 //!   DIR/
-//!     cluster.toml          name, host, etcd members, node names in start order
+//!     cluster.toml          name, host, etcd members, postgres port, node names in start order
 //!     ca/                   the cluster's CA (its key too: `init` issues from it)
 //!     etcd-<i>/             etcd member i's data; etcd-<i>.log
+//!     postgres/             the function nodes' shared state store (PostgreSQL), server.log
 //!     nodes/<name>/         node.toml, certs/, data/, node.log, node.pid
 //! ```
 
@@ -24,6 +25,8 @@ use tally_logsvc::net::ClusterCa;
 use tally_logsvc::NodeId;
 
 use tally_control::MemberRole;
+use tally_durable::{StateConfig, StoreKind};
+use tally_state::PgServer;
 
 use crate::node::{ControllerRole, FunctionRole, GatewayRole, LogRole, NodeConfig};
 
@@ -73,11 +76,20 @@ pub struct ClusterFile {
     pub name: String,
     pub host: String,
     pub etcd: Vec<EtcdMember>,
+    /// The port of the PostgreSQL server that holds the function nodes' state: every
+    /// function node must see every other's writes, so a cluster's state store is
+    /// shared (a node-local RocksDB is `tally dev`'s).
+    pub postgres_port: u16,
     /// Node names in the order `up` starts them.
     pub nodes: Vec<String>,
 }
 
 impl ClusterFile {
+    /// The libpq connection string of the cluster's state store.
+    pub fn conninfo(&self) -> String {
+        format!("host={} port={} user=postgres dbname=postgres", self.host, self.postgres_port)
+    }
+
     pub fn endpoints(&self) -> Vec<String> {
         self.etcd.iter().map(|m| format!("http://{}:{}", self.host, m.client_port)).collect()
     }
@@ -127,8 +139,10 @@ impl ClusterDir {
         let etcd = (0..shape.etcd)
             .map(|i| Ok(EtcdMember { name: format!("etcd-{i}"), client_port: free_port(host)?, peer_port: free_port(host)? }))
             .collect::<anyhow::Result<Vec<_>>>()?;
-        let file = ClusterFile { name: name.into(), host: host.into(), etcd, nodes: Vec::new() };
+        let postgres_port = free_port(host)?;
+        let file = ClusterFile { name: name.into(), host: host.into(), etcd, postgres_port, nodes: Vec::new() };
         let endpoints = file.endpoints();
+        let state = StateConfig { store: StoreKind::Postgres, postgres: file.conninfo(), ..StateConfig::default() };
         let mut next = 1u32;
         let mut ids = |n: u32| {
             let ids: Vec<u32> = (next..next + n).collect();
@@ -154,7 +168,7 @@ impl ClusterDir {
             gateway: None,
             limits: Default::default(),
             node_limits: Default::default(),
-            state: Default::default(),
+            state: state.clone(),
         };
         for &id in &controllers {
             let mut c = base(&format!("controller-{id}"));
@@ -180,7 +194,8 @@ impl ClusterDir {
         }
         for &id in &functions {
             let mut c = base(&format!("function-{id}"));
-            c.function = Some(FunctionRole { id, port: free_port(host)?, http: format!("{host}:{}", free_port(host)?) });
+            let http = format!("{host}:{}", free_port(host)?);
+            c.function = Some(FunctionRole { id, port: free_port(host)?, http, metalog_delay_ms: 0 });
             nodes.push((id, c));
         }
         for &id in &gateways {
@@ -233,6 +248,7 @@ impl ClusterDir {
                 .args(["--heartbeat-interval", "50", "--election-timeout", "500"]);
             spawn_detached(cmd, &self.dir.join(format!("{}.log", m.name)), &pid_file)?;
         }
+        self.start_postgres()?;
         // Nodes wait for etcd themselves; waiting here too keeps their logs quiet.
         let deadline = Instant::now() + Duration::from_secs(20);
         while !self.file.etcd.iter().any(|m| tcp_open(&format!("{}:{}", self.file.host, m.client_port))) {
@@ -251,6 +267,31 @@ impl ClusterDir {
             cmd.arg("node").arg("--config").arg(dir.join("node.toml"));
             spawn_detached(cmd, &dir.join("node.log"), &pid_file)?;
         }
+        Ok(())
+    }
+
+    fn postgres(&self) -> PgServer {
+        PgServer::new(&self.dir.join("postgres"))
+    }
+
+    /// Starts the state store's server unless it runs, creating its database cluster on
+    /// the first start.
+    fn start_postgres(&self) -> anyhow::Result<()> {
+        let pg = self.postgres();
+        if pg.pid().is_some_and(alive) {
+            return Ok(());
+        }
+        if is_root() {
+            // The server runs as `postgres`, which must get through to its directory.
+            use std::os::unix::fs::PermissionsExt;
+            fs::set_permissions(&self.dir, fs::Permissions::from_mode(0o711))?;
+        }
+        pg.init(true).context("creating the state store's database")?;
+        let options = format!(
+            "-c listen_addresses='{}' -p {} -c unix_socket_directories='' -c max_connections=200",
+            self.file.host, self.file.postgres_port
+        );
+        pg.start(&options, &self.dir.join("postgres").join("server.log")).context("starting the state store's server")?;
         Ok(())
     }
 
@@ -274,6 +315,17 @@ impl ClusterDir {
             let healthy = pid.is_some() && tcp_open(&addr);
             out.push(ProcessStatus { name: m.name.clone(), roles: vec!["etcd".into()], pid, addr, http: None, healthy });
         }
+        let pg = self.postgres().pid().filter(|&p| alive(p));
+        let pg_addr = format!("{}:{}", self.file.host, self.file.postgres_port);
+        let healthy = pg.is_some() && tcp_open(&pg_addr);
+        out.push(ProcessStatus {
+            name: "postgres".into(),
+            roles: vec!["postgres".into()],
+            pid: pg,
+            addr: pg_addr,
+            http: None,
+            healthy,
+        });
         for node in &self.file.nodes {
             let c = self.node_config(node)?;
             let pid = running(&self.node_dir(node).join("node.pid"));
@@ -292,8 +344,18 @@ impl ClusterDir {
     /// etcd.
     pub fn down(&self, grace: Duration) -> anyhow::Result<()> {
         let nodes: Vec<PathBuf> = self.file.nodes.iter().map(|n| self.node_dir(n).join("node.pid")).collect();
+        let stop_postgres = || {
+            if self.postgres().pid().is_some_and(alive) {
+                if let Err(e) = self.postgres().stop("fast") {
+                    eprintln!("tally cluster: stopping the state store: {e}");
+                }
+            }
+        };
         let etcd: Vec<PathBuf> = self.file.etcd.iter().map(|m| self.dir.join(format!("{}.pid", m.name))).collect();
-        for group in [nodes, etcd] {
+        for (i, group) in [nodes, etcd].into_iter().enumerate() {
+            if i == 1 {
+                stop_postgres();
+            }
             let pids: Vec<(PathBuf, u32)> = group.iter().filter_map(|f| running(f).map(|p| (f.clone(), p))).collect();
             for (_, pid) in &pids {
                 signal(*pid, "TERM");
@@ -325,6 +387,11 @@ pub struct ProcessStatus {
     pub http: Option<String>,
     /// Running, and its HTTP API (or etcd's port) answers.
     pub healthy: bool,
+}
+
+fn is_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata("/proc/self").map(|m| m.uid() == 0).unwrap_or(false)
 }
 
 fn etcd_binary() -> PathBuf {

@@ -38,7 +38,7 @@ use futures_util::StreamExt;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use tally_logsvc::{BookId, Context, SeqNum, Tag};
+use tally_logsvc::{BookId, Context, MetalogPosition, SeqNum, Tag};
 
 use crate::config::{Limits, Protocol};
 use tally_durable::{InvocationStatus, TableStatus, Transition};
@@ -111,6 +111,10 @@ type ApiResult<T> = Result<T, ApiError>;
 const IDEMPOTENCY_KEY: &str = "idempotency-key";
 /// Test hook (with `[state] crash_injection`): stop after this many effects.
 const CRASH_AFTER: &str = "tally-crash-after";
+/// Session consistency: where the client's invocations got to in the log. Every
+/// invocation's response carries it; a request that sends it back reads nothing older,
+/// on whichever node serves it.
+pub const POSITION: &str = "tally-position";
 
 /// The gateway's routes over `rt`.
 pub fn router(rt: Arc<Runtime>) -> Router {
@@ -278,7 +282,8 @@ async fn deploy(
     };
     let tables = parse_tables(q.tables.as_deref().unwrap_or(""))?;
     let info = rt.deploy(&name, component, limits, tables).await?;
-    Ok((StatusCode::CREATED, Json(json!({ "name": name, "version": info }))).into_response())
+    let response = (StatusCode::CREATED, Json(json!({ "name": name, "version": info }))).into_response();
+    Ok(with_position(response, &rt.registry.position().await))
 }
 
 #[tracing::instrument(name = "http.list", skip_all)]
@@ -296,7 +301,7 @@ async fn inspect(State(rt): State<Arc<Runtime>>, ApiPath(name): ApiPath<String>,
 #[tracing::instrument(name = "http.delete", skip_all)]
 async fn delete(State(rt): State<Arc<Runtime>>, ApiPath(name): ApiPath<String>, _: NoBody) -> ApiResult<Response> {
     rt.registry.delete(&name).await?;
-    Ok(StatusCode::NO_CONTENT.into_response())
+    Ok(with_position(StatusCode::NO_CONTENT.into_response(), &rt.registry.position().await))
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -332,6 +337,7 @@ async fn invoke(
         .map(|v| v.parse::<u64>().map_err(|_| RuntimeError::InvalidArgument(format!("{CRASH_AFTER}: {v:?} is not a count"))))
         .transpose()?;
     let opts = InvokeOptions { idempotency_key: header_text(&headers, IDEMPOTENCY_KEY)?, crash_after };
+    let position = position_of(&headers)?;
     if q.background && opts.crash_after.is_some() {
         return Err(RuntimeError::InvalidArgument(format!("{CRASH_AFTER} is for synchronous invocations")).into());
     }
@@ -339,7 +345,7 @@ async fn invoke(
     // is (400, as the runtime does) and before its input is read, under that version's
     // limit. The runtime looks it up again (a cheap hit) and checks the input against
     // the version it runs.
-    let loaded = rt.registry.lookup(&name).await?;
+    let loaded = rt.registry.lookup_at(&name, &position).await?;
     let book = user_book(q.book)?;
     let input = body.read("the request", loaded.info.limits.request_bytes_max).await?;
     if q.background {
@@ -351,8 +357,57 @@ async fn invoke(
         }
         return Ok(response);
     }
-    let output = rt.invoke_with(&name, book, input, opts).await?;
-    Ok(([(header::CONTENT_TYPE, "application/octet-stream")], output).into_response())
+    let (output, reached) = rt.invoke_at(&name, book, input, opts, position).await;
+    let response = match output {
+        Ok(output) => ([(header::CONTENT_TYPE, "application/octet-stream")], output).into_response(),
+        Err(e) => ApiError(e).into_response(),
+    };
+    Ok(with_position(response, &reached))
+}
+
+/// The client's `Tally-Position`, or a context that has seen nothing.
+fn position_of(headers: &HeaderMap) -> ApiResult<Context> {
+    match header_text(headers, POSITION)? {
+        Some(text) => Ok(parse_position(&text).map_err(|e| RuntimeError::InvalidArgument(format!("{POSITION}: {e}")))?),
+        None => Ok(Context::new()),
+    }
+}
+
+/// `response` with a `Tally-Position` header saying `ctx`.
+fn with_position(mut response: Response, ctx: &Context) -> Response {
+    if let Ok(v) = HeaderValue::from_str(&format_position(ctx)) {
+        response.headers_mut().insert(POSITION, v);
+    }
+    response
+}
+
+/// A context as the `Tally-Position` header carries it: `term.index` per physical
+/// log, comma-separated, log 0 first.
+pub fn format_position(ctx: &Context) -> String {
+    let parts: Vec<String> = ctx.positions().iter().map(|p| format!("{}.{}", p.term, p.index)).collect();
+    parts.join(",")
+}
+
+/// Parses a `Tally-Position` header (see [`format_position`]).
+pub fn parse_position(text: &str) -> Result<Context, String> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Ok(Context::new());
+    }
+    let parts: Vec<&str> = text.split(',').collect();
+    if parts.len() > usize::from(u8::MAX) + 1 {
+        return Err(format!("{} positions; a cluster has at most 256 physical logs", parts.len()));
+    }
+    let positions = parts
+        .iter()
+        .map(|p| {
+            let (term, index) = p.trim().split_once('.').ok_or_else(|| format!("{p:?} is not TERM.INDEX"))?;
+            let term = term.parse::<u16>().map_err(|_| format!("{p:?}: the term is not a number up to 65535"))?;
+            let index = index.parse::<u64>().map_err(|_| format!("{p:?}: the index is not a number"))?;
+            Ok(MetalogPosition { term, index })
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    Ok(Context::from_positions(positions))
 }
 
 /// Bytes in JSON: as text when they are UTF-8, and always in base64.
@@ -431,6 +486,7 @@ async fn records(
     State(rt): State<Arc<Runtime>>,
     ApiPath(book): ApiPath<u64>,
     ApiQuery(q): ApiQuery<RecordsQuery>,
+    headers: HeaderMap,
     _: NoBody,
 ) -> ApiResult<Response> {
     let book = user_book(book)?;
@@ -440,7 +496,7 @@ async fn records(
         return Err(RuntimeError::InvalidArgument("limit must be at least 1".into()).into());
     }
     let mut from = SeqNum(q.from.unwrap_or(0));
-    let mut ctx = Context::new();
+    let mut ctx = position_of(&headers)?;
     // The page is rendered as its records are read, so its size is known before each
     // record is added.
     let mut page = format!(r#"{{"book":{},"tag":{},"records":["#, book.0, tag.0).into_bytes();
@@ -471,7 +527,7 @@ async fn records(
     };
     let next = next.map_or_else(|| "null".to_string(), |n| n.to_string());
     page.extend_from_slice(format!(r#"],"next":{next}}}"#).as_bytes());
-    Ok(([(header::CONTENT_TYPE, "application/json")], page).into_response())
+    Ok(with_position(([(header::CONTENT_TYPE, "application/json")], page).into_response(), &ctx))
 }
 
 fn table_json(book: u64, table: &str, status: Option<TableStatus>) -> serde_json::Value {

@@ -69,6 +69,14 @@ pub struct FunctionRole {
     pub port: u16,
     /// The HTTP address of this node's API (invocations, deploys, books).
     pub http: String,
+    /// Test hook: the engine learns of metalog entries this long after they arrive (a
+    /// lagging node). 0 in production.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub metalog_delay_ms: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The gateway role: an HTTP front that routes to the function nodes.
@@ -362,14 +370,9 @@ impl Node {
                     tasks.push(task);
                 }
                 MemberRole::Engine => {
-                    let handle = driver::spawn_engine(
-                        id,
-                        controllers.clone(),
-                        EngineConfig::default(),
-                        EngineDriverConfig::default(),
-                        t,
-                        inbox,
-                    );
+                    let delay = config.function.as_ref().map_or(0, |f| f.metalog_delay_ms);
+                    let driver_config = EngineDriverConfig { metalog_delay_ms: delay, ..EngineDriverConfig::default() };
+                    let handle = driver::spawn_engine(id, controllers.clone(), EngineConfig::default(), driver_config, t, inbox);
                     engine = Some(handle);
                 }
                 MemberRole::Gateway => unreachable!("gateways have no log endpoint"),

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tally_durable::{Durable, InvocationStatus, InvokeRequest, NodeBounds, Parts, StateStore, TagKey};
 use tally_host::{HostFunctions, Metrics, Registry, Tokio, VersionInfo, WasmHost};
-use tally_logsvc::{BookId, LogClient};
+use tally_logsvc::{BookId, Context, LogClient};
 use tally_state::{PgStateStore, RocksStateStore};
 use tracing::Instrument;
 
@@ -120,14 +120,28 @@ impl Runtime {
         input: Bytes,
         opts: InvokeOptions,
     ) -> Result<Vec<u8>> {
+        self.invoke_at(function, book, input, opts, Context::new()).await.0
+    }
+
+    /// [`Runtime::invoke_with`] from the client's `position` (what its earlier
+    /// invocations reached, on any node), also returning where this one got to.
+    pub async fn invoke_at(
+        self: &Arc<Self>,
+        function: &str,
+        book: BookId,
+        input: Bytes,
+        opts: InvokeOptions,
+        position: Context,
+    ) -> (Result<Vec<u8>>, Context) {
         let req = InvokeRequest {
             function: function.to_string(),
             book,
             input,
             idempotency_key: opts.idempotency_key,
             crash_after: opts.crash_after,
+            position,
         };
-        self.durable.invoke(req).await
+        self.durable.invoke_at(req).await
     }
 
     /// Starts an exactly-once invocation in the background; returns its ID once its

@@ -125,10 +125,20 @@ fn a_cluster_of_processes_serves_and_survives_kills_of_every_log_role() {
     let names: Vec<&str> = status.iter().map(|p| p["name"].as_str().unwrap()).collect();
     assert_eq!(
         names,
-        ["etcd-0", "controller-1", "controller-2", "sequencer-3", "sequencer-4", "sequencer-5", "storage-6", "storage-7"]
-            .into_iter()
-            .chain(["storage-8", "function-9", "function-10", "gateway-11"])
-            .collect::<Vec<_>>()
+        [
+            "etcd-0",
+            "postgres",
+            "controller-1",
+            "controller-2",
+            "sequencer-3",
+            "sequencer-4",
+            "sequencer-5",
+            "storage-6",
+            "storage-7"
+        ]
+        .into_iter()
+        .chain(["storage-8", "function-9", "function-10", "gateway-11"])
+        .collect::<Vec<_>>()
     );
     assert!(status.iter().all(|p| p["healthy"] == true && p["pid"].is_u64()), "{status:?}");
     let http = |name: &str| format!("http://{}", status.iter().find(|p| p["name"] == name).unwrap()["http"].as_str().unwrap());
@@ -201,5 +211,70 @@ fn a_cluster_of_processes_serves_and_survives_kills_of_every_log_role() {
     for (i, (x, _)) in ledgers.iter().enumerate() {
         let reply = until_ok(&urls, path, &format!("balance c{i}x"), &format!("after-restart-{i}"));
         assert_eq!(reply, x.to_string());
+    }
+}
+
+/// POSTs an invocation with an optional `Tally-Position`; returns status, body and the
+/// position the response carries.
+fn invoke_at(url: &str, path: &str, body: &str, position: Option<&str>) -> (u16, String, String) {
+    let mut request = Node::agent().post(format!("{url}{path}"));
+    if let Some(p) = position {
+        request = request.header("tally-position", p);
+    }
+    let mut response = request.send(body.as_bytes()).expect("the node answers");
+    let status = response.status().as_u16();
+    let reached = response.headers().get("tally-position").map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
+    (status, response.body_mut().read_to_string().unwrap_or_default(), reached)
+}
+
+#[test]
+fn positions_give_read_your_writes_and_monotonic_reads_through_a_lagging_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let shape = ["--controllers", "1", "--sequencers", "1", "--storage", "1", "--functions", "2", "--gateways", "0"];
+    let mut args = vec!["cluster", "init"];
+    args.extend(shape);
+    let (ok, _, err) = tally(&args, dir.path());
+    assert!(ok, "cluster init: {err}");
+    // function-5 learns of every metalog entry 1.5 s late.
+    let lagging = dir.path().join("nodes/function-5/node.toml");
+    let text = std::fs::read_to_string(&lagging).unwrap();
+    std::fs::write(&lagging, text.replace("[function]\n", "[function]\nmetalog_delay_ms = 1500\n")).unwrap();
+    let c = Cluster { dir };
+    c.start();
+    let status = c.status();
+    let http = |name: &str| format!("http://{}", status.iter().find(|p| p["name"] == name).unwrap()["http"].as_str().unwrap());
+    let (fresh, slow) = (http("function-4"), http("function-5"));
+    let deploy = |name: &str, guest_name: &str| {
+        let mut r = Node::agent().put(format!("{fresh}/v1/functions/{name}")).send(&guest(guest_name)[..]).unwrap();
+        assert_eq!(r.status().as_u16(), 201, "{}", r.body_mut().read_to_string().unwrap());
+        r.headers().get("tally-position").expect("a deploy carries its position").to_str().unwrap().to_string()
+    };
+    let path = "/v1/functions/f/invoke?book=5";
+
+    // Deployed through one node and invoked at once through the lagging one: without
+    // the deploy's position the lagging node does not know the function yet; with it,
+    // it reads the registry that far first.
+    let position = deploy("f", "hello");
+    let deployed = Instant::now();
+    let (without, _, _) = invoke_at(&slow, path, "x", None);
+    let (status, hello, reached) = invoke_at(&slow, path, "x", Some(&position));
+    assert_eq!(status, 200, "{hello}");
+    if deployed.elapsed() < Duration::from_millis(1200) {
+        assert_eq!(without, 404, "the lagging node knew the function without being told where to look");
+    }
+    // Monotonic reads: back on the up-to-date node with the position the lagging one
+    // returned, and a redeploy seen by the client is the version it runs anywhere.
+    assert_eq!(invoke_at(&fresh, path, "x", Some(&reached)).0, 200);
+    let position = deploy("f", "bank");
+    let (status, opened, _) = invoke_at(&slow, path, "open a 1", Some(&position));
+    assert_eq!((status, opened.as_str()), (200, "ok"), "the redeployed version runs, not {hello:?}'s");
+    let (status, v, _) = invoke_at(&fresh, path, "balance a", Some(&position));
+    assert_eq!((status, v.as_str()), (200, "1"));
+
+    // A malformed position is refused, and changes nothing.
+    for bad in ["x", "1.2.3", "70000.1", "1.-4", &"1.1,".repeat(300)] {
+        let (status, body, _) = invoke_at(&fresh, path, "balance a", Some(bad));
+        assert_eq!(status, 400, "{bad:?}: {body}");
+        assert!(body.contains("tally-position"), "{body}");
     }
 }

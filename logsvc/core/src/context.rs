@@ -26,8 +26,24 @@ impl Context {
         self.clone()
     }
 
+    /// A context that has seen each log `i` up to `positions[i]` (a client's session,
+    /// sent back with its next request).
+    pub fn from_positions(positions: Vec<MetalogPosition>) -> Context {
+        Context { positions }
+    }
+
+    /// The position of every log this context has seen, by log.
+    pub fn positions(&self) -> &[MetalogPosition] {
+        &self.positions
+    }
+
     pub fn position(&self, log: LogId) -> MetalogPosition {
         self.positions.get(log.0 as usize).copied().unwrap_or(MetalogPosition::ZERO)
+    }
+
+    /// Whether this context has seen everything `other` has.
+    pub fn covers(&self, other: &Context) -> bool {
+        other.positions.iter().enumerate().all(|(i, &p)| self.position(LogId(i as u8)) >= p)
     }
 
     /// Moves this context past everything `other` has seen (a parent after its child

@@ -298,11 +298,14 @@ pub struct EngineDriverConfig {
     pub requests_queue_max: usize,
     /// Requests the engine works on at once; more fail with `Unavailable`.
     pub ops_inflight_max: usize,
+    /// Test hook: the engine learns of metalog entries this long after they arrive, as
+    /// an engine on a slow link or a busy machine would (0 in production).
+    pub metalog_delay_ms: u64,
 }
 
 impl Default for EngineDriverConfig {
     fn default() -> Self {
-        EngineDriverConfig { requests_queue_max: 4096, ops_inflight_max: 200_000 }
+        EngineDriverConfig { requests_queue_max: 4096, ops_inflight_max: 200_000, metalog_delay_ms: 0 }
     }
 }
 
@@ -347,12 +350,24 @@ async fn run_engine(
     let mut tick = ticker();
     let mut ops: HashMap<OpId, oneshot::Sender<(Result<Reply>, MetalogPosition)>> = HashMap::new();
     let mut next_op: OpId = 1;
+    let delay = Duration::from_millis(driver.metalog_delay_ms);
+    let mut delayed: std::collections::VecDeque<(tokio::time::Instant, NodeId, Message)> = Default::default();
     loop {
+        let next_due = delayed.front().map(|d| d.0);
         tokio::select! {
             m = inbox.recv() => match m {
+                Some((from, msg @ Message::MetalogPush { .. })) if !delay.is_zero() => {
+                    delayed.push_back((tokio::time::Instant::now() + delay, from, msg));
+                }
                 Some((from, msg)) => node.on_message(now_us(), from, msg),
                 None => return,
             },
+            _ = tokio::time::sleep_until(next_due.unwrap_or_else(tokio::time::Instant::now)), if next_due.is_some() => {
+                while delayed.front().is_some_and(|d| d.0 <= tokio::time::Instant::now()) {
+                    let (_, from, msg) = delayed.pop_front().expect("a due message");
+                    node.on_message(now_us(), from, msg);
+                }
+            }
             c = calls.recv() => match c {
                 Some(call) => {
                     if ops.len() >= driver.ops_inflight_max {

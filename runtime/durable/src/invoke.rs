@@ -61,6 +61,9 @@ pub struct InvokeRequest {
     pub idempotency_key: Option<String>,
     /// Test hook: stop after this many effects (`[state] crash_injection` only).
     pub crash_after: Option<u64>,
+    /// Where the client's last invocation got to in the log: this one reads nothing
+    /// older (session consistency across nodes). Empty for a client with no history.
+    pub position: Context,
 }
 
 /// The invocations of this node: running roots, asynchronous ones and their status.
@@ -106,16 +109,27 @@ impl Durable {
     /// Invokes a function from outside. With an idempotency key the invocation is
     /// exactly-once across client retries: a retry gets the logged result.
     pub async fn invoke(self: &Arc<Self>, req: InvokeRequest) -> Result<Vec<u8>> {
+        self.invoke_at(req).await.0
+    }
+
+    /// [`Durable::invoke`], also returning where the invocation got to in the log (its
+    /// context at the end, at least `req.position`): a client that sends it with its
+    /// next invocation, on any node, reads its own writes.
+    pub async fn invoke_at(self: &Arc<Self>, req: InvokeRequest) -> (Result<Vec<u8>>, Context) {
         let (id, eager) = match &req.idempotency_key {
-            Some(key) => (InstanceId::keyed(&req.function, key)?, true),
+            Some(key) => match InstanceId::keyed(&req.function, key) {
+                Ok(id) => (id, true),
+                Err(e) => return (Err(e), req.position),
+            },
             None => (self.invocations.new_id(), false),
         };
         let crash = match req.crash_after {
             None => None,
             Some(_) if !self.config.crash_injection => {
-                return Err(Error::InvalidArgument(
+                let e = Error::InvalidArgument(
                     "crash injection is a test hook; enable it with [state] crash_injection = true".into(),
-                ))
+                );
+                return (Err(e), req.position);
             }
             Some(n) => Some(CrashAfter::new(n)),
         };
@@ -124,7 +138,7 @@ impl Durable {
             version: None,
             book: req.book,
             input: Some(req.input),
-            ctx: Context::new(),
+            ctx: req.position,
             depth: 0,
             deadline_ms: None,
             id,
@@ -132,7 +146,7 @@ impl Durable {
             crash,
             attempt: 1,
         };
-        self.run(run).await.0
+        self.run(run).await
     }
 
     /// Starts an exactly-once invocation in the background and returns its ID, once its

@@ -272,6 +272,16 @@ impl Registry {
     /// A function whose current version could not be loaded on this node is
     /// unavailable here, not unknown.
     pub async fn lookup(&self, name: &str) -> Result<Arc<Loaded>> {
+        self.lookup_at(name, &Context::new()).await
+    }
+
+    /// [`Registry::lookup`] as of at least `seen`, a client's position: a deploy the
+    /// client saw (through any node) is found, and a version it saw replaced is not
+    /// used.
+    pub async fn lookup_at(&self, name: &str, seen: &Context) -> Result<Arc<Loaded>> {
+        if !self.cursor.lock().await.ctx.covers(seen) {
+            self.sync_with(seen).await?;
+        }
         if let Some(l) = self.loaded(name) {
             return Ok(l);
         }
@@ -344,6 +354,11 @@ impl Registry {
     pub fn inspect(&self, name: &str) -> Result<FunctionInfo> {
         let functions = self.functions.read().expect("not poisoned");
         functions.get(name).and_then(|e| info(name, e)).ok_or_else(|| RuntimeError::FunctionNotFound(name.to_string()))
+    }
+
+    /// How far in the log this node's registry has read.
+    pub async fn position(&self) -> Context {
+        self.cursor.lock().await.ctx.clone()
     }
 
     /// Applies every manifest appended so far, and loads current versions.

@@ -15,5 +15,5 @@
 mod postgres;
 mod rocks;
 
-pub use postgres::{PgStateStore, TempPostgres};
+pub use postgres::{PgServer, PgStateStore, TempPostgres};
 pub use rocks::RocksStateStore;

@@ -220,48 +220,56 @@ fn from_sql(v: i64) -> u64 {
     (v as u64) ^ (1 << 63)
 }
 
-/// A PostgreSQL server of its own in a temp dir, for tests and local development:
-/// trust authentication, fsync off, listening only on a unix socket in the temp dir.
-/// Dropping it stops the server (immediate mode) and deletes the directory.
-///
-/// It uses the newest server under `/usr/lib/postgresql/<ver>/bin` (Debian's
-/// `postgresql` package, which `scripts/env.sh` installs), else the one on `PATH`.
-/// initdb and postgres refuse to run as root, so as root they run as the `postgres`
-/// user the package creates, with the temp dir chowned to it.
-pub struct TempPostgres {
-    dir: tempfile::TempDir,
+/// A PostgreSQL server over a data directory of its own, run with Debian's binaries:
+/// the newest server under `/usr/lib/postgresql/<ver>/bin` (the `postgresql` package,
+/// which `scripts/env.sh` installs), else the one on `PATH`. initdb and postgres refuse
+/// to run as root, so as root they run as the `postgres` user the package creates,
+/// with the data directory chowned to it (its parents must let that user through).
+/// `tally cluster` runs one for the function nodes' shared state; [`TempPostgres`]
+/// one per test.
+pub struct PgServer {
+    data: PathBuf,
     bin: PathBuf,
     as_postgres: bool,
 }
 
-impl TempPostgres {
-    /// Initialises a cluster and starts the server, waiting until it accepts
-    /// connections. Blocks for a second or two.
-    pub fn start() -> Result<Self, StateError> {
-        let dir = tempfile::Builder::new().prefix("tally-pg").tempdir().map_err(backend)?;
-        let as_postgres = is_root();
-        if as_postgres {
-            run(Command::new("chown").arg("postgres:postgres").arg(dir.path()))?;
+impl PgServer {
+    pub fn new(data: &Path) -> PgServer {
+        PgServer { data: data.to_path_buf(), bin: server_bin_dir(), as_postgres: is_root() }
+    }
+
+    /// Creates the database cluster (trust authentication, user `postgres`) unless the
+    /// directory holds one.
+    pub fn init(&self, sync: bool) -> Result<(), StateError> {
+        if self.data.join("PG_VERSION").exists() {
+            return Ok(());
         }
-        let server = TempPostgres { dir, bin: server_bin_dir(), as_postgres };
-        let data = server.data_dir();
-        server.run_tool(
-            "initdb",
-            &["-D", path_str(&data)?, "--auth=trust", "-U", "postgres", "--no-sync", "-E", "UTF8", "--locale=C"],
-        )?;
-        let options = format!("-c listen_addresses='' -k {} -c fsync=off", path_str(server.dir.path())?);
-        let log = server.dir.path().join("server.log");
-        server.run_tool("pg_ctl", &["-D", path_str(&data)?, "-l", path_str(&log)?, "-o", &options, "-w", "start"])?;
-        Ok(server)
+        std::fs::create_dir_all(&self.data).map_err(backend)?;
+        if self.as_postgres {
+            run(Command::new("chown").arg("postgres:postgres").arg(&self.data))?;
+        }
+        let mut args = vec!["-D", path_str(&self.data)?, "--auth=trust", "-U", "postgres", "-E", "UTF8", "--locale=C"];
+        if !sync {
+            args.push("--no-sync");
+        }
+        self.run_tool("initdb", &args)
     }
 
-    /// The conninfo for [`PgStateStore::connect`], to the `postgres` database.
-    pub fn conninfo(&self) -> String {
-        format!("host={} user=postgres dbname=postgres", self.dir.path().display())
+    /// Starts the server with `options` (postgres `-c` settings), logging to `log`, and
+    /// waits until it accepts connections.
+    pub fn start(&self, options: &str, log: &Path) -> Result<(), StateError> {
+        self.run_tool("pg_ctl", &["-D", path_str(&self.data)?, "-l", path_str(log)?, "-o", options, "-w", "start"])
     }
 
-    fn data_dir(&self) -> PathBuf {
-        self.dir.path().join("data")
+    /// Stops the server: `mode` is pg_ctl's (`fast`, `immediate`).
+    pub fn stop(&self, mode: &str) -> Result<(), StateError> {
+        self.run_tool("pg_ctl", &["-D", path_str(&self.data)?, "-m", mode, "-w", "stop"])
+    }
+
+    /// The postmaster's pid while the server runs (the first line of postmaster.pid).
+    pub fn pid(&self) -> Option<u32> {
+        let text = std::fs::read_to_string(self.data.join("postmaster.pid")).ok()?;
+        text.lines().next()?.trim().parse().ok()
     }
 
     fn run_tool(&self, tool: &str, args: &[&str]) -> Result<(), StateError> {
@@ -277,11 +285,38 @@ impl TempPostgres {
     }
 }
 
+/// A PostgreSQL server of its own in a temp dir, for tests and local development:
+/// trust authentication, fsync off, listening only on a unix socket in the temp dir.
+/// Dropping it stops the server (immediate mode) and deletes the directory.
+pub struct TempPostgres {
+    dir: tempfile::TempDir,
+    server: PgServer,
+}
+
+impl TempPostgres {
+    /// Initialises a cluster and starts the server, waiting until it accepts
+    /// connections. Blocks for a second or two.
+    pub fn start() -> Result<Self, StateError> {
+        let dir = tempfile::Builder::new().prefix("tally-pg").tempdir().map_err(backend)?;
+        if is_root() {
+            run(Command::new("chown").arg("postgres:postgres").arg(dir.path()))?;
+        }
+        let server = PgServer::new(&dir.path().join("data"));
+        server.init(false)?;
+        let options = format!("-c listen_addresses='' -k {} -c fsync=off", path_str(dir.path())?);
+        server.start(&options, &dir.path().join("server.log"))?;
+        Ok(TempPostgres { dir, server })
+    }
+
+    /// The conninfo for [`PgStateStore::connect`], to the `postgres` database.
+    pub fn conninfo(&self) -> String {
+        format!("host={} user=postgres dbname=postgres", self.dir.path().display())
+    }
+}
+
 impl Drop for TempPostgres {
     fn drop(&mut self) {
-        let data = self.data_dir();
-        let Ok(data) = path_str(&data) else { return };
-        if let Err(e) = self.run_tool("pg_ctl", &["-D", data, "-m", "immediate", "-w", "stop"]) {
+        if let Err(e) = self.server.stop("immediate") {
             tracing::warn!(error = %e, "could not stop the temp postgres server");
         }
     }

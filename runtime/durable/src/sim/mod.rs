@@ -27,7 +27,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use tally_log_core::BookId;
+use tally_log_core::{BookId, Context};
 
 use crate::config::{Protocol, StateConfig};
 use crate::env::{Clock, Functions, Spawn};
@@ -645,6 +645,7 @@ fn request(function: &str, book: BookId, input: &[u8], key: &str) -> InvokeReque
         input: Bytes::copy_from_slice(input),
         idempotency_key: Some(key.to_string()),
         crash_after: None,
+        position: Context::new(),
     }
 }
 

@@ -197,6 +197,7 @@ fn unkeyed(function: &str, input: &str) -> InvokeRequest {
         input: Bytes::copy_from_slice(input.as_bytes()),
         idempotency_key: None,
         crash_after: None,
+        position: Context::new(),
     }
 }
 
