@@ -67,13 +67,7 @@ impl Leadership {
             .when([Compare::create_revision(key.clone(), CompareOp::Equal, self.created)])
             .and_then([TxnOp::delete(key, None)]);
         // Harmless to repeat: the compare names this leadership's key only.
-        self.plane
-            .etcd
-            .call("resigning", Retry::Always, |mut c| {
-                let txn = txn.clone();
-                async move { c.txn(txn).await }
-            })
-            .await?;
+        self.plane.etcd.txn("resigning", Retry::Always, txn).await?;
         lease::revoke(&self.plane.etcd, self.lease.id()).await
     }
 }
@@ -125,13 +119,7 @@ impl ControlPlane {
                 .or_else([TxnOp::get(key.clone(), None)]);
             // Harmless to repeat: if a lost answer had created the key, the repeat finds
             // it under this candidate's lease, and this candidate leads.
-            let answer = self
-                .etcd
-                .call("campaigning", Retry::Always, |mut c| {
-                    let txn = txn.clone();
-                    async move { c.txn(txn).await }
-                })
-                .await?;
+            let answer = self.etcd.txn("campaigning", Retry::Always, txn).await?;
             let revision = answer.header().map(|h| h.revision()).unwrap_or_default();
             if answer.succeeded() {
                 info!(%candidate, created = revision, "leading");
@@ -166,13 +154,7 @@ impl ControlPlane {
     }
 
     async fn read_leader(&self) -> Result<etcd_client::GetResponse> {
-        let key = self.keys.leader();
-        self.etcd
-            .call("reading the leader", Retry::Always, |mut c| {
-                let key = key.clone();
-                async move { c.get(key, None).await }
-            })
-            .await
+        self.etcd.get("reading the leader", self.keys.leader(), None).await
     }
 
     /// Returns once the leader key was deleted after revision `after`, or once the watch

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use etcd_client::{Client, ConnectOptions};
+use etcd_client::{Client, ConnectOptions, GetOptions, GetResponse, Txn, TxnResponse};
 use tokio::time::{sleep, timeout_at, Instant};
 use tracing::debug;
 
@@ -136,6 +136,26 @@ impl Endpoints {
             debug!(what, %endpoint, error = %e, "trying again");
             sleep(RETRY_PAUSE).await;
         }
+    }
+}
+
+impl Endpoints {
+    /// Reads `key` (a range, with `options`): linearizable, tried again on failure.
+    pub(crate) async fn get(&self, what: &'static str, key: String, options: Option<GetOptions>) -> Result<GetResponse> {
+        self.call(what, Retry::Always, |mut c| {
+            let (key, options) = (key.clone(), options.clone());
+            async move { c.get(key, options).await }
+        })
+        .await
+    }
+
+    /// Runs `txn`, tried again as `retry` allows.
+    pub(crate) async fn txn(&self, what: &'static str, retry: Retry, txn: Txn) -> Result<TxnResponse> {
+        self.call(what, retry, |mut c| {
+            let txn = txn.clone();
+            async move { c.txn(txn).await }
+        })
+        .await
     }
 }
 

@@ -50,7 +50,9 @@ pub enum MemberRole {
 /// One registered node id, as stored (JSON) at `members/<id>`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Member {
+    /// The node id, as in the configuration; also the key's last part.
     pub id: NodeId,
+    /// What the node does.
     pub role: MemberRole,
     /// The QUIC address of the node's log endpoint; empty for a gateway.
     pub addr: String,
@@ -58,6 +60,7 @@ pub struct Member {
     pub http: Option<String>,
     /// The name of the process (the `tally node`) that holds this id.
     pub process: String,
+    /// The operating system's process id of that process.
     pub pid: u32,
     /// Changes on every start of the node, so peers can tell a restart.
     pub incarnation: u64,
@@ -157,14 +160,7 @@ impl ControlPlane {
 
     /// The members with the etcd revision the list was read at.
     async fn list_members(&self) -> Result<(BTreeMap<NodeId, Member>, i64)> {
-        let prefix = self.keys.members();
-        let answer = self
-            .etcd
-            .call("listing the members", Retry::Always, |mut c| {
-                let prefix = prefix.clone();
-                async move { c.get(prefix, Some(GetOptions::new().with_prefix())).await }
-            })
-            .await?;
+        let answer = self.etcd.get("listing the members", self.keys.members(), Some(GetOptions::new().with_prefix())).await?;
         let revision = answer.header().map(|h| h.revision()).unwrap_or_default();
         let mut members = BTreeMap::new();
         for stored in answer.kvs() {

@@ -196,14 +196,7 @@ impl ControlPlane {
         check_cluster_name(cluster)?;
         let plane = ControlPlane { etcd: Endpoints::new(endpoints).await?, keys: Keys::new(cluster) };
         // The clients connect lazily; one read shows that etcd answers (and has a leader).
-        let key = plane.keys.settings();
-        plane
-            .etcd
-            .call("connecting to etcd", Retry::Always, |mut c| {
-                let key = key.clone();
-                async move { c.get(key, Some(GetOptions::new().with_count_only())).await }
-            })
-            .await?;
+        plane.etcd.get("connecting to etcd", plane.keys.settings(), Some(GetOptions::new().with_count_only())).await?;
         Ok(plane)
     }
 
@@ -212,14 +205,7 @@ impl ControlPlane {
     /// read: it sees every write that completed before it started.
     #[tracing::instrument(name = "control.load_config", skip_all)]
     pub async fn load_config(&self) -> Result<Option<(Configuration, Revision)>> {
-        let key = self.keys.config();
-        let answer = self
-            .etcd
-            .call("reading the configuration", Retry::Always, |mut c| {
-                let key = key.clone();
-                async move { c.get(key, None).await }
-            })
-            .await?;
+        let answer = self.etcd.get("reading the configuration", self.keys.config(), None).await?;
         match answer.kvs().first() {
             None => Ok(None),
             Some(stored) => Ok(Some((decode_config(stored.value())?, Revision(stored.mod_revision())))),
@@ -246,13 +232,7 @@ impl ControlPlane {
             Compare::mod_revision(key.clone(), CompareOp::Equal, expected.0)
         };
         let txn = Txn::new().when([compare]).and_then([TxnOp::put(key, value, None)]);
-        let answer = self
-            .etcd
-            .call("writing the configuration", Retry::IfNotApplied, |mut c| {
-                let txn = txn.clone();
-                async move { c.txn(txn).await }
-            })
-            .await?;
+        let answer = self.etcd.txn("writing the configuration", Retry::IfNotApplied, txn).await?;
         if !answer.succeeded() {
             return Err(Error::Superseded);
         }
@@ -274,13 +254,7 @@ impl ControlPlane {
             .and_then([TxnOp::put(key.clone(), value, None)])
             .or_else([TxnOp::get(key, None)]);
         // Harmless to repeat: a repeat finds the settings stored and reads them.
-        let answer = self
-            .etcd
-            .call("writing the settings", Retry::Always, |mut c| {
-                let txn = txn.clone();
-                async move { c.txn(txn).await }
-            })
-            .await?;
+        let answer = self.etcd.txn("writing the settings", Retry::Always, txn).await?;
         if answer.succeeded() {
             return Ok(settings.clone());
         }
@@ -298,14 +272,7 @@ impl ControlPlane {
     /// The cluster's settings, or `None` before any controller stored them.
     #[tracing::instrument(name = "control.settings", skip_all)]
     pub async fn settings(&self) -> Result<Option<Settings>> {
-        let key = self.keys.settings();
-        let answer = self
-            .etcd
-            .call("reading the settings", Retry::Always, |mut c| {
-                let key = key.clone();
-                async move { c.get(key, None).await }
-            })
-            .await?;
+        let answer = self.etcd.get("reading the settings", self.keys.settings(), None).await?;
         answer.kvs().first().map(|stored| decode_settings(stored.value())).transpose()
     }
 }

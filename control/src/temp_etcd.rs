@@ -80,10 +80,14 @@ impl TempEtcd {
                     child: None,
                 })
                 .collect();
+            // A new attempt starts from nothing; a restart appends to the log instead.
             for i in 0..n {
-                let data = etcd.data_dir(i);
+                let (data, log) = (etcd.data_dir(i), etcd.log_path(i));
                 if data.exists() {
                     std::fs::remove_dir_all(&data)?;
+                }
+                if log.exists() {
+                    std::fs::remove_file(&log)?;
                 }
             }
             match etcd.start_members(&(0..n).collect::<Vec<_>>()).await {
