@@ -262,7 +262,7 @@ async fn measure_reads(report: &mut Report, read: ReadCase, cluster: &Cluster, p
     record_percentiles(report, &read.case(), read.metrics(), &latencies)
 }
 
-fn progress(what: &str) {
+pub(crate) fn progress(what: &str) {
     eprintln!("log: {what}");
 }
 
@@ -275,7 +275,12 @@ fn raw_case(clients: usize, fsync: FsyncPolicy) -> String {
 }
 
 /// Records the p50 and p99 of `latencies` under `metrics`.
-fn record_percentiles(report: &mut Report, case: &str, metrics: [&'static str; 2], latencies: &Latencies) -> anyhow::Result<()> {
+pub(crate) fn record_percentiles(
+    report: &mut Report,
+    case: &str,
+    metrics: [&'static str; 2],
+    latencies: &Latencies,
+) -> anyhow::Result<()> {
     ensure!(latencies.len() > 0, "no request completed for {} in {case}", metrics[0]);
     for (metric, percent) in metrics.into_iter().zip([50.0, 99.0]) {
         let us = latencies.percentile(percent).expect("checked non-empty");
@@ -357,7 +362,7 @@ fn record_data() -> Bytes {
 }
 
 /// One client of a closed loop: `call` is one request, awaited to completion.
-trait Op: Send + 'static {
+pub(crate) trait Op: Send + 'static {
     fn call(&mut self) -> impl Future<Output = anyhow::Result<()>> + Send;
 }
 
@@ -408,7 +413,7 @@ impl Op for RawWriter {
 ///
 /// The first failed request fails the loop; dropping the `JoinSet` then aborts the
 /// other clients, whose requests in flight complete unobserved.
-async fn closed_loop<O: Op>(ops: Vec<O>, warmup: Duration, window: Duration) -> anyhow::Result<Samples> {
+pub(crate) async fn closed_loop<O: Op>(ops: Vec<O>, warmup: Duration, window: Duration) -> anyhow::Result<Samples> {
     let from = Instant::now() + warmup;
     let end = from + window;
     let mut tasks = JoinSet::new();

@@ -3,6 +3,7 @@
 //! (`{"bench","case","metric","value","unit"}`), progress and a readable table on
 //! stderr; see `report.rs`.
 
+mod cluster;
 mod invoke;
 mod log;
 mod report;
@@ -10,7 +11,7 @@ mod state;
 
 use std::process::ExitCode;
 
-const SUITES: &[&str] = &["log", "invoke", "state"];
+const SUITES: &[&str] = &["log", "invoke", "state", "cluster"];
 
 /// What every suite is told about the run.
 pub struct RunOptions {
@@ -63,6 +64,7 @@ fn main() -> ExitCode {
         "log" => runtime.block_on(log::run(&options)),
         "invoke" => runtime.block_on(invoke::run(&options)),
         "state" => runtime.block_on(state::run(&options)),
+        "cluster" => runtime.block_on(cluster::run(&options)),
         _ => unreachable!("every suite of SUITES has a branch"),
     };
     match result {

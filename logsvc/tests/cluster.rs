@@ -423,7 +423,8 @@ async fn a_malformed_frame_closes_only_its_connection_to_a_live_storage_node() -
     let before = c.append(&mut ctx, BookId(9), &[], data("before")).await?;
 
     let raw = raw_client(&dir.path().join("certs"))?;
-    let conn = raw.connect(cluster.storage_addr(0), "tally.local")?.await.context("handshake")?;
+    let name = tally_logsvc::net::node_name(cluster.storage_id(0));
+    let conn = raw.connect(cluster.storage_addr(0), &name)?.await.context("handshake")?;
     let mut stream = conn.open_uni().await?;
     // A valid hello from an unknown node, then a frame whose body is not a message.
     let mut bytes = b"TLY1".to_vec();
