@@ -50,6 +50,8 @@ use crate::runtime::Runtime;
 const MEMBER_TTL_S: i64 = 3;
 /// The leader's lease: a standby takes over at most this long after the leader died.
 const LEADER_TTL_S: i64 = 2;
+/// How long the leader keeps trying to store a configuration while etcd is unreachable.
+const PERSIST_RETRY: Duration = Duration::from_secs(5);
 /// How long a starting node waits for etcd to answer.
 const ETCD_WAIT: Duration = Duration::from_secs(30);
 
@@ -252,11 +254,33 @@ struct EtcdConfigStore {
 }
 
 impl ControllerStore for EtcdConfigStore {
+    /// A transient failure (etcd unreachable, or a write whose outcome is unknown) is
+    /// resolved by reading the key back: the configuration is there (the write went
+    /// through), the key is as loaded (try again), or another controller wrote (fail).
     fn persist(&self, config: &Configuration) -> tally_logsvc::Result<()> {
         let mut revision = self.revision.lock().unwrap_or_else(PoisonError::into_inner);
-        let written = self.runtime.block_on(self.plane.cas_config(*revision, config));
-        *revision = written.map_err(|e| tally_logsvc::Error::Storage(format!("storing the configuration in etcd: {e}")))?;
-        Ok(())
+        let fail = |e: tally_control::Error| tally_logsvc::Error::Storage(format!("storing the configuration in etcd: {e}"));
+        let deadline = std::time::Instant::now() + PERSIST_RETRY;
+        loop {
+            let e = match self.runtime.block_on(self.plane.cas_config(*revision, config)) {
+                Ok(written) => {
+                    *revision = written;
+                    return Ok(());
+                }
+                Err(e) if e.is_transient() && std::time::Instant::now() < deadline => e,
+                Err(e) => return Err(fail(e)),
+            };
+            tracing::debug!(error = %e, "storing the configuration; reading it back");
+            std::thread::sleep(Duration::from_millis(100));
+            match self.runtime.block_on(self.plane.load_config()) {
+                Ok(Some((stored, r))) if stored == *config => {
+                    *revision = r;
+                    return Ok(());
+                }
+                Ok(Some((_, r))) if r != *revision => return Err(fail(tally_control::Error::Superseded)),
+                Ok(_) | Err(_) => {}
+            }
+        }
     }
 
     fn load(&self) -> tally_logsvc::Result<Option<Configuration>> {
