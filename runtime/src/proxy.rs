@@ -44,6 +44,10 @@ const NODE_TIMEOUT: Duration = Duration::from_secs(300);
 /// How often the gateway rereads the configuration (which nodes index which log).
 const CONFIG_POLL: Duration = Duration::from_secs(1);
 const IDEMPOTENCY_KEY: &str = "idempotency-key";
+/// Headers that describe one connection, not the request: the gateway's own
+/// connection to the node sets them (the body is forwarded whole, its length known).
+const HOP_BY_HOP: [&str; 9] =
+    ["host", "connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection", "content-length"];
 
 pub struct Gateway {
     members: watch::Receiver<BTreeMap<NodeId, Member>>,
@@ -159,7 +163,7 @@ async fn forward(State(gw): State<Arc<Gateway>>, request: Request) -> Response {
         };
         let mut out = Request::builder().method(parts.method.clone()).uri(uri);
         for (name, value) in &parts.headers {
-            if name != axum::http::header::HOST {
+            if !HOP_BY_HOP.contains(&name.as_str()) {
                 out = out.header(name, value);
             }
         }
