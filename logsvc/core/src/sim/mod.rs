@@ -86,6 +86,10 @@ pub struct SimOptions {
     /// Chance, every 10 ms of the safety phase, that leadership moves to another
     /// controller while the old leader, unaware, runs on for up to 300 ms.
     pub failover: f64,
+    /// The last storage node and the last engine register with the control plane
+    /// only after the controller started (0.1 to 0.6 s in), as members of a cluster of
+    /// processes do: they join through `Controller::add_member` and a new term.
+    pub late_members: bool,
     pub disk_min_us: Micros,
     pub disk_max_us: Micros,
     /// Engines holding each log's index; the others forward (`None`: all index all).
@@ -114,6 +118,7 @@ impl Default for SimOptions {
             controller_crash: 0.002,
             controllers: 2,
             failover: 0.003,
+            late_members: true,
             disk_min_us: 100,
             disk_max_us: 3_000,
             indexers_per_log: Some(2),
@@ -126,8 +131,8 @@ impl fmt::Display for SimOptions {
         write!(
             f,
             "sequencers={} storage={} engines={} logs={} n_meta={} n_data={} clients={} books={} safety={}ms liveness={}ms \
-             delay={}..{}us loss={} dup={} crash={} partition={} controller_crash={} controllers={} failover={} disk={}..{}us \
-             indexers_per_log={:?}",
+             delay={}..{}us loss={} dup={} crash={} partition={} controller_crash={} controllers={} failover={} late_members={} \
+             disk={}..{}us indexers_per_log={:?}",
             self.sequencers,
             self.storage,
             self.engines,
@@ -147,6 +152,7 @@ impl fmt::Display for SimOptions {
             self.controller_crash,
             self.controllers,
             self.failover,
+            self.late_members,
             self.disk_min_us,
             self.disk_max_us,
             self.indexers_per_log
@@ -209,13 +215,23 @@ struct Slot {
 }
 
 enum Event {
-    Deliver { from: NodeId, to: NodeId, msg: Message },
+    Deliver {
+        from: NodeId,
+        to: NodeId,
+        msg: Message,
+    },
     Tick(NodeId),
-    DiskDone { node: NodeId, incarnation: u64, batch: u64 },
+    DiskDone {
+        node: NodeId,
+        incarnation: u64,
+        batch: u64,
+    },
     ClientStep(u32),
     Fault,
     Restart(NodeId),
     Heal,
+    /// The late members register (see `SimOptions::late_members`).
+    Join,
 }
 
 struct Client {
@@ -296,6 +312,8 @@ pub struct Sim {
     next_event: u64,
     slots: BTreeMap<NodeId, Slot>,
     roster: Vec<(NodeId, Role)>,
+    /// The members registered so far: what a controller that starts now is given.
+    registered: Vec<(NodeId, Role)>,
     controller_cfg: ControllerConfig,
     controllers: Vec<ControllerSlot>,
     /// The controller that holds the lease (it may be down, and restarts).
@@ -348,13 +366,22 @@ impl Sim {
             indexers_per_log: opts.indexers_per_log,
             peers: Vec::new(),
         };
+        let late: Vec<NodeId> = if opts.late_members {
+            [Role::Storage, Role::Engine]
+                .into_iter()
+                .filter_map(|role| roster.iter().rev().find(|(_, r)| *r == role).map(|(n, _)| *n))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let registered: Vec<(NodeId, Role)> = roster.iter().filter(|(n, _)| !late.contains(n)).copied().collect();
         let n_controllers = opts.controllers.max(1) as usize;
         let controllers = (0..n_controllers)
             .map(|i| {
                 let id = controller_id(i);
                 let peers = (0..n_controllers).filter(|&j| j != i).map(controller_id).collect();
                 let cfg = ControllerConfig { peers, ..ccfg.clone() };
-                let node = (i == 0).then(|| Controller::new(id, cfg, &roster));
+                let node = (i == 0).then(|| Controller::new(id, cfg, &registered));
                 ControllerSlot { id, node, revision: 0, deposed_until: None }
             })
             .collect();
@@ -378,6 +405,7 @@ impl Sim {
             next_event: 0,
             slots,
             roster,
+            registered,
             controller_cfg: ccfg,
             controllers,
             leader: 0,
@@ -405,6 +433,10 @@ impl Sim {
             sim.schedule(at, Event::ClientStep(c));
         }
         sim.schedule(10_000, Event::Fault);
+        if sim.registered.len() < sim.roster.len() {
+            let at = 100_000 + sim.rng.below(500_000);
+            sim.schedule(at, Event::Join);
+        }
         sim
     }
 
@@ -565,7 +597,7 @@ impl Sim {
         let stored = self.controller_store.config.clone();
         let peers = self.controller_ids().into_iter().filter(|&p| p != self.controllers[i].id).collect();
         let cfg = ControllerConfig { peers, ..self.controller_cfg.clone() };
-        let controller = Controller::recover(self.controllers[i].id, cfg, &self.roster, stored);
+        let controller = Controller::recover(self.controllers[i].id, cfg, &self.registered, stored);
         let slot = &mut self.controllers[i];
         slot.node = Some(controller.expect("a controller resumes from the configuration the cluster stored"));
         slot.revision = self.controller_store.revision;
@@ -677,6 +709,14 @@ impl Sim {
                 }
             }
             Event::Heal => self.partitioned.clear(),
+            Event::Join => {
+                self.registered = self.roster.clone();
+                for c in self.controllers.iter_mut().filter_map(|c| c.node.as_mut()) {
+                    for &(n, role) in &self.roster {
+                        assert!(c.add_member(n, role), "a member keeps its role");
+                    }
+                }
+            }
         }
     }
 
