@@ -36,6 +36,9 @@ const MANIFESTS: Tag = tally_durable::MANIFESTS;
 /// Versions other than the current ones (re-executions of invocations that began on
 /// them) kept loaded at once.
 const OLD_VERSIONS_LOADED: usize = 32;
+/// Syncs, spread over [`MISS_WAIT`], before a name is unknown.
+const MISS_SYNCS: u32 = 4;
+const MISS_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
 /// Component bytes per record (the engine's record limit is 1 MiB).
 const CHUNK_BYTES: usize = 512 << 10;
 
@@ -167,6 +170,9 @@ pub struct Registry {
     log: LogClient,
     host: Arc<WasmHost>,
     cursor: tokio::sync::Mutex<Cursor>,
+    /// How far the last sync read: a copy of the cursor's context that a lookup checks
+    /// without waiting for a sync in progress.
+    synced: RwLock<Context>,
     functions: RwLock<BTreeMap<String, Entry>>,
     /// Components this node compiled for a deploy, so applying its own manifest does
     /// not read the chunks back.
@@ -209,6 +215,7 @@ impl Registry {
             log,
             host,
             cursor: tokio::sync::Mutex::new(Cursor { ctx: Context::new(), next: SeqNum::MIN }),
+            synced: RwLock::new(Context::new()),
             functions: RwLock::new(BTreeMap::new()),
             fresh: Mutex::new(HashMap::new()),
             by_seqnum: Mutex::new(LoadedVersions::default()),
@@ -278,16 +285,25 @@ impl Registry {
     /// [`Registry::lookup`] as of at least `seen`, a client's position: a deploy the
     /// client saw (through any node) is found, and a version it saw replaced is not
     /// used.
+    ///
+    /// A name not known here is looked for a few times over [`MISS_WAIT`] before it is
+    /// unknown: a deploy acknowledged through another node reaches this node's index a
+    /// moment later (a client that must not wait at all sends the deploy's position).
     pub async fn lookup_at(&self, name: &str, seen: &Context) -> Result<Arc<Loaded>> {
-        if !self.cursor.lock().await.ctx.covers(seen) {
+        if !self.synced.read().expect("not poisoned").covers(seen) {
             self.sync_with(seen).await?;
         }
         if let Some(l) = self.loaded(name) {
             return Ok(l);
         }
-        self.sync().await?;
-        if let Some(l) = self.loaded(name) {
-            return Ok(l);
+        for attempt in 0..MISS_SYNCS {
+            if attempt > 0 {
+                tokio::time::sleep(MISS_WAIT / MISS_SYNCS).await;
+            }
+            self.sync().await?;
+            if let Some(l) = self.loaded(name) {
+                return Ok(l);
+            }
         }
         let functions = self.functions.read().expect("not poisoned");
         match functions.get(name).and_then(Entry::current) {
@@ -358,7 +374,7 @@ impl Registry {
 
     /// How far in the log this node's registry has read.
     pub async fn position(&self) -> Context {
-        self.cursor.lock().await.ctx.clone()
+        self.synced.read().expect("not poisoned").clone()
     }
 
     /// Applies every manifest appended so far, and loads current versions.
@@ -382,6 +398,7 @@ impl Registry {
             }
         }
         self.load_current(&mut cursor.ctx).await;
+        *self.synced.write().expect("not poisoned") = cursor.ctx.clone();
         Ok(())
     }
 
