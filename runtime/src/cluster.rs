@@ -120,7 +120,9 @@ impl ClusterDir {
             format!("reading {} (is {} a cluster directory? `tally cluster init`)", path.display(), dir.display())
         })?;
         let file = toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-        Ok(ClusterDir { dir: dir.to_path_buf(), file })
+        // Absolute, so that the paths given to the processes (and looked for in their
+        // command lines) are the same whatever directory `tally cluster` runs from.
+        Ok(ClusterDir { dir: fs::canonicalize(dir)?, file })
     }
 
     /// Writes a new cluster: a CA, one certificate and one `node.toml` per node process
@@ -412,10 +414,16 @@ fn spawn_detached(mut cmd: Command, log: &Path, pid_file: &Path) -> anyhow::Resu
     Ok(pid)
 }
 
-/// The pid in `pid_file` if that process is alive.
+/// The pid in `pid_file` if that process is alive and is the one this directory
+/// started: its command line names the pid file's directory (every process `up` starts
+/// is given a path under it), so a stale pid file whose pid now belongs to another
+/// process (after a reboot) is not taken for a running node, nor signalled by `down`.
 fn running(pid_file: &Path) -> Option<u32> {
     let pid: u32 = fs::read_to_string(pid_file).ok()?.trim().parse().ok()?;
-    alive(pid).then_some(pid)
+    let dir = pid_file.parent()?.to_str()?;
+    let cmdline = fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let ours = cmdline.split(|&b| b == 0).any(|arg| String::from_utf8_lossy(arg).contains(dir));
+    (ours && alive(pid)).then_some(pid)
 }
 
 /// Whether `pid` is a live process (not a zombie).
