@@ -523,7 +523,8 @@ async fn connect(config: &NodeConfig) -> anyhow::Result<ControlPlane> {
 /// Refuses to start a role whose id a live member of another process holds, or whose
 /// address another member registered: two processes with one id would split a node.
 fn check_not_registered(config: &NodeConfig, members: &BTreeMap<NodeId, Member>) -> anyhow::Result<()> {
-    for (id, role, port) in config.log_roles() {
+    let gateway = config.gateway.as_ref().map(|g| (NodeId(g.id), MemberRole::Gateway, 0));
+    for (id, role, port) in config.log_roles().into_iter().chain(gateway) {
         if let Some(m) = members.get(&id).filter(|m| m.process != config.name) {
             bail!("node id {} ({role:?}) is registered by process {} (pid {}) at {}", id.0, m.process, m.pid, m.addr);
         }

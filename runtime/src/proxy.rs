@@ -36,8 +36,13 @@ use tracing::{debug, warn};
 
 use crate::gateway::error_response;
 
-/// The largest request body the gateway takes (a deploy's component).
-const BODY_BYTES_MAX: usize = 256 << 20;
+/// The largest request body the gateway takes (a deploy's component; a node refuses
+/// what is over its own limit).
+const BODY_BYTES_MAX: usize = 128 << 20;
+/// Request bodies held at once (each is kept whole, for a retry on another node), in
+/// KiB: a request takes its declared length of this budget, or the largest body when
+/// it declares none, and waits while the budget is spent.
+const BODY_BUDGET_KIB: usize = 1 << 20;
 /// How long one node gets to answer before the gateway tries the next; an invocation's
 /// own timeout is far below.
 const NODE_TIMEOUT: Duration = Duration::from_secs(300);
@@ -53,6 +58,7 @@ pub struct Gateway {
     members: watch::Receiver<BTreeMap<NodeId, Member>>,
     config: watch::Receiver<Option<Arc<Configuration>>>,
     client: Client<HttpConnector, Body>,
+    bodies: Arc<tokio::sync::Semaphore>,
     next: AtomicU64,
     /// Distinguishes this gateway's keys from another's.
     key_prefix: String,
@@ -82,7 +88,8 @@ impl Gateway {
         connector.set_connect_timeout(Some(Duration::from_secs(1)));
         let client = Client::builder(TokioExecutor::new()).pool_idle_timeout(Duration::from_secs(30)).build(connector);
         let key_prefix = format!("gw-{:x}-{:x}", std::process::id(), tally_logsvc::driver::new_incarnation());
-        Ok(Arc::new(Gateway { members, config, client, next: AtomicU64::new(0), key_prefix }))
+        let bodies = Arc::new(tokio::sync::Semaphore::new(BODY_BUDGET_KIB));
+        Ok(Arc::new(Gateway { members, config, client, bodies, next: AtomicU64::new(0), key_prefix }))
     }
 
     /// The function nodes to try for a request on `book`, best first.
@@ -135,7 +142,12 @@ fn book_of(uri: &Uri) -> Option<BookId> {
 
 async fn forward(State(gw): State<Arc<Gateway>>, request: Request) -> Response {
     let (mut parts, body) = request.into_parts();
-    let body = match http_body_util::Limited::new(body, BODY_BYTES_MAX).collect().await {
+    let declared = parts.headers.get(axum::http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
+    let kib = declared.unwrap_or(BODY_BYTES_MAX).min(BODY_BYTES_MAX).div_ceil(1024).max(1) as u32;
+    let Ok(_budget) = gw.bodies.clone().acquire_many_owned(kib).await else {
+        return error_response(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "the gateway is stopping".into());
+    };
+    let body = match http_body_util::Limited::new(body, kib as usize * 1024).collect().await {
         Ok(b) => b.to_bytes(),
         Err(_) => {
             let msg = format!("the request body is over the gateway's {BODY_BYTES_MAX} bytes or was cut");
