@@ -298,8 +298,9 @@ pub struct EngineDriverConfig {
     pub requests_queue_max: usize,
     /// Requests the engine works on at once; more fail with `Unavailable`.
     pub ops_inflight_max: usize,
-    /// Test hook: the engine learns of metalog entries this long after they arrive, as
-    /// an engine on a slow link or a busy machine would (0 in production).
+    /// Test hook: the engine learns of metalog entries (pushed or fetched) this long
+    /// after they arrive, as an engine on a slow link or a busy machine would (0 in
+    /// production).
     pub metalog_delay_ms: u64,
 }
 
@@ -356,7 +357,7 @@ async fn run_engine(
         let next_due = delayed.front().map(|d| d.0);
         tokio::select! {
             m = inbox.recv() => match m {
-                Some((from, msg @ Message::MetalogPush { .. })) if !delay.is_zero() => {
+                Some((from, msg @ (Message::MetalogPush { .. } | Message::MetalogEntries { .. }))) if !delay.is_zero() => {
                     delayed.push_back((tokio::time::Instant::now() + delay, from, msg));
                 }
                 Some((from, msg)) => node.on_message(now_us(), from, msg),
