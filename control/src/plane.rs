@@ -269,6 +269,42 @@ impl ControlPlane {
         Err(Error::Etcd("the settings key vanished inside one transaction".into()))
     }
 
+    /// Raises the cluster's number of physical logs to `n_logs` (the leading controller
+    /// reads it and adds the logs in a new term) and returns the settings now stored.
+    /// Fails with [`Error::InvalidArgument`] for fewer logs than stored (logs are never
+    /// removed) or more than 256, and when no settings are stored yet.
+    #[tracing::instrument(name = "control.set_n_logs", skip_all, fields(n_logs))]
+    pub async fn set_n_logs(&self, n_logs: u16) -> Result<Settings> {
+        let key = self.keys.settings();
+        loop {
+            let answer = self.etcd.get("reading the settings", key.clone(), None).await?;
+            let Some(stored) = answer.kvs().first() else {
+                return Err(Error::InvalidArgument("the cluster has no settings yet: start a controller first".into()));
+            };
+            let (revision, mut settings) = (stored.mod_revision(), decode_settings(stored.value())?);
+            let n = u8::try_from(n_logs).ok().filter(|&n| n >= settings.n_logs).ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "{n_logs} physical logs: the cluster has {}, logs are never removed, and 255 is the most",
+                    settings.n_logs
+                ))
+            })?;
+            if n == settings.n_logs {
+                return Ok(settings);
+            }
+            settings.n_logs = n;
+            let value = serde_json::to_vec(&settings).expect("settings are plain data");
+            let txn = Txn::new().when([Compare::mod_revision(key.clone(), CompareOp::Equal, revision)]).and_then([TxnOp::put(
+                key.clone(),
+                value,
+                None,
+            )]);
+            // Not applied: another writer changed the settings; read them again.
+            if self.etcd.txn("writing the settings", Retry::IfNotApplied, txn).await?.succeeded() {
+                return Ok(settings);
+            }
+        }
+    }
+
     /// The cluster's settings, or `None` before any controller stored them.
     #[tracing::instrument(name = "control.settings", skip_all)]
     pub async fn settings(&self) -> Result<Option<Settings>> {

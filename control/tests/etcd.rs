@@ -147,7 +147,17 @@ async fn settings_are_written_once() -> anyhow::Result<()> {
     let (x, y) = (x?, y?);
     assert_eq!(x, y, "two first controllers agree on one value");
     assert_eq!(plane.init_settings(&s(7)).await?, x, "a later init returns the stored settings");
-    assert_eq!(plane.settings().await?, Some(x));
+    assert_eq!(plane.settings().await?, Some(x.clone()));
+
+    // Logs are only added.
+    let fewer = plane.set_n_logs(1).await;
+    assert!(matches!(fewer, Err(tally_control::Error::InvalidArgument(_))), "{fewer:?}");
+    assert!(matches!(plane.set_n_logs(300).await, Err(tally_control::Error::InvalidArgument(_))));
+    assert_eq!(plane.set_n_logs(3).await?.n_logs, 3);
+    assert_eq!(plane.set_n_logs(4).await?.n_logs, 4);
+    let stored = plane.settings().await?.expect("stored");
+    assert_eq!((stored.n_logs, stored.n_meta), (4, x.n_meta), "only the logs changed");
+    assert_eq!(plane.set_n_logs(4).await?, stored, "asking for what is there changes nothing");
     Ok(())
 }
 

@@ -8,7 +8,7 @@
 //! anything is sent; the platform's own client ([`LogClient::platform`]) allows them.
 
 use bytes::Bytes;
-use tally_log_core::{book_to_log, BookId, Cond, Context, Error, LogRecord, Reply, Request, Result, SeqNum, Tag};
+use tally_log_core::{BookId, Cond, Context, Error, LogRecord, Reply, Request, Result, SeqNum, Tag};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::driver::EngineCall;
@@ -24,25 +24,18 @@ enum Privilege {
 #[derive(Clone, Debug)]
 pub struct LogClient {
     calls: mpsc::Sender<EngineCall>,
-    n_logs: u8,
     privilege: Privilege,
 }
 
 impl LogClient {
     /// A client for guest code: reserved tags are refused with `InvalidArgument`.
-    pub fn user(calls: mpsc::Sender<EngineCall>, n_logs: u8) -> LogClient {
-        assert!(n_logs > 0);
-        LogClient { calls, n_logs, privilege: Privilege::User }
+    pub fn user(calls: mpsc::Sender<EngineCall>) -> LogClient {
+        LogClient { calls, privilege: Privilege::User }
     }
 
     /// A client for the platform itself, which may use reserved tags.
-    pub fn platform(calls: mpsc::Sender<EngineCall>, n_logs: u8) -> LogClient {
-        assert!(n_logs > 0);
-        LogClient { calls, n_logs, privilege: Privilege::Platform }
-    }
-
-    pub fn n_logs(&self) -> u8 {
-        self.n_logs
+    pub fn platform(calls: mpsc::Sender<EngineCall>) -> LogClient {
+        LogClient { calls, privilege: Privilege::Platform }
     }
 
     fn check_tags<'a>(&self, tags: impl IntoIterator<Item = &'a Tag>) -> Result<()> {
@@ -59,11 +52,10 @@ impl LogClient {
         if self.privilege == Privilege::User && request.book().is_reserved() {
             return Err(Error::InvalidArgument(format!("book {:#x} is reserved for the platform", request.book().0)));
         }
-        let log = book_to_log(request.book(), self.n_logs);
         let (reply, rx) = oneshot::channel();
-        let call = EngineCall { request, position: ctx.position(log), reply };
+        let call = EngineCall { request, context: ctx.clone(), reply };
         self.calls.send(call).await.map_err(|_| Error::Stopped)?;
-        let (result, position) = rx.await.map_err(|_| Error::Stopped)?;
+        let (result, log, position) = rx.await.map_err(|_| Error::Stopped)?;
         // A conflict is an outcome of the log like a success: the caller saw the
         // record that holds the offset, so its view moves forward as well.
         if result.is_ok() || matches!(result, Err(Error::Conflict { .. })) {

@@ -31,7 +31,7 @@ use tokio::time::Instant;
 use tracing::{info, warn};
 
 use crate::client::LogClient;
-use crate::driver::{self, EngineDriverConfig, EngineHandle, StorageStores};
+use crate::driver::{self, ControlInput, EngineDriverConfig, EngineHandle, StorageStores};
 use crate::net::{Certs, NetConfig, Transport};
 use crate::store::{FileControllerStore, FsyncPolicy, GroupCommitConfig, RocksMetalogStore, RocksStore};
 
@@ -150,13 +150,15 @@ impl ClusterBuilder {
         };
         let controller_store = Arc::new(FileControllerStore::open(&self.dir.join("controller"))?);
         let controller_weak = Arc::downgrade(&controller_store);
+        let (control, input) = watch::channel(ControlInput { members: roster.clone(), n_logs: self.n_logs });
         let controller =
-            driver::spawn_controller(CONTROLLER, ccfg, &roster, controller_store, ctl_transport.clone(), ctl_inbox, None)?;
+            driver::spawn_controller(CONTROLLER, ccfg, &roster, controller_store, ctl_transport.clone(), ctl_inbox, Some(input))?;
         let mut cluster = Cluster {
             builder: self,
             certs,
             controller: NodeSlot { id: CONTROLLER, transport: Some(ctl_transport), task: Some(controller.task) },
             installed: controller.installed,
+            control,
             controller_store: controller_weak,
             sequencers: Vec::new(),
             storage: Vec::new(),
@@ -222,6 +224,8 @@ pub struct Cluster {
     certs: Certs,
     controller: NodeSlot,
     installed: watch::Receiver<Option<Arc<Configuration>>>,
+    /// What the controller is told: the roster, and the physical logs asked for.
+    control: watch::Sender<ControlInput>,
     /// Lets a shutdown wait for a persist still on the blocking pool, which a build
     /// over the same directory must not race.
     controller_store: Weak<FileControllerStore>,
@@ -323,18 +327,32 @@ impl Cluster {
         &self.certs
     }
 
+    /// Physical logs of the configuration installed last.
     pub fn n_logs(&self) -> u8 {
-        self.builder.n_logs
+        self.installed.borrow().as_ref().map_or(self.builder.n_logs, |c| c.n_logs)
+    }
+
+    /// Asks the controller for `n` physical logs; the next term adds the missing ones.
+    /// Returns once a configuration with them is installed.
+    pub async fn add_logs(&mut self, n: u8) -> Result<Arc<Configuration>> {
+        self.control.send_modify(|c| c.n_logs = n);
+        let mut installed = self.installed.clone();
+        let deadline = Instant::now() + self.builder.ready_timeout;
+        let config = tokio::time::timeout_at(deadline, installed.wait_for(|c| c.as_ref().is_some_and(|c| c.n_logs >= n)))
+            .await
+            .map_err(|_| Error::Timeout(self.builder.ready_timeout.as_millis() as u64))?
+            .map_err(|_| Error::Stopped)?;
+        Ok(config.clone().expect("waited for it"))
     }
 
     /// A user client of engine `i`.
     pub fn client(&self, i: usize) -> LogClient {
-        LogClient::user(self.engines[i].handle.calls.clone(), self.builder.n_logs)
+        LogClient::user(self.engines[i].handle.calls.clone())
     }
 
     /// A platform client of engine `i`, which may use reserved tags.
     pub fn platform_client(&self, i: usize) -> LogClient {
-        LogClient::platform(self.engines[i].handle.calls.clone(), self.builder.n_logs)
+        LogClient::platform(self.engines[i].handle.calls.clone())
     }
 
     pub fn engine_id(&self, i: usize) -> NodeId {

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::{ensure, Context as _};
 use bytes::Bytes;
-use tally_logsvc::{book_to_log, BookId, Cluster, ClusterBuilder, Context, Error, LogClient, SeqNum, Tag, Term};
+use tally_logsvc::{book_to_log, BookId, Cluster, ClusterBuilder, Context, Error, LogClient, LogId, SeqNum, Tag, Term};
 use tokio::task::JoinSet;
 
 fn init_tracing() {
@@ -631,4 +631,103 @@ async fn restarts_keep_every_book_on_a_single_node_of_each_role() -> anyhow::Res
         b.n_data = 1;
     })
     .await
+}
+
+/// The records of `tag`'s stream of every book, read through each engine with a fresh
+/// context and with `ctx`.
+async fn streams_everywhere(
+    cluster: &Cluster,
+    ctx: &mut Context,
+    books: &[BookId],
+    tag: Tag,
+) -> anyhow::Result<BTreeMap<BookId, Vec<Bytes>>> {
+    let mut seen: Option<BTreeMap<BookId, Vec<Bytes>>> = None;
+    for engine in 0..cluster.configuration().context("a configuration")?.current().engines.len() {
+        for fresh in [true, false] {
+            let c = cluster.client(engine);
+            let mut mine = if fresh { Context::new() } else { ctx.child() };
+            let mut got = BTreeMap::new();
+            for &b in books {
+                let records = stream(&c, &mut mine, b, tag).await?;
+                got.insert(b, records.into_iter().map(|r| r.1).collect::<Vec<_>>());
+            }
+            match &seen {
+                None => seen = Some(got),
+                Some(s) => ensure!(*s == got, "engine {engine} (fresh context: {fresh}) reads {got:?}, another read {s:?}"),
+            }
+        }
+    }
+    seen.context("the cluster has engines")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_added_log_takes_over_its_books_with_their_history() -> anyhow::Result<()> {
+    let dir = TestDir::new();
+    let shape = |b: &mut ClusterBuilder| {
+        b.engines = 2;
+        b.indexers_per_log = Some(1);
+    };
+    let mut cluster = cluster(&dir, shape).await?;
+    // Books that move to log 1 when a second log is added, and one that stays.
+    let moving: Vec<BookId> = (0..).map(BookId).filter(|&b| book_to_log(b, 2) == LogId(1)).take(3).collect();
+    let staying = (0..).map(BookId).find(|&b| book_to_log(b, 2) == LogId(0)).expect("a book");
+    let books: Vec<BookId> = moving.iter().copied().chain([staying]).collect();
+    let c = cluster.client(0);
+    let mut ctx = Context::new();
+    let mut steps = BTreeMap::new();
+    for &b in &books {
+        for i in 0..4 {
+            c.append(&mut ctx, b, &[Tag(1)], data(&format!("{}-{i}", b.0))).await?;
+        }
+        steps.insert(b, c.cond_append(&mut ctx, b, &[], data("step 0"), Tag(2), 0).await?);
+    }
+    // A trim before the move holds after it.
+    let second = stream(&c, &mut ctx, moving[0], Tag(1)).await?[1].0;
+    c.trim(&mut ctx, moving[0], Tag(1), second).await?;
+    let before = streams_everywhere(&cluster, &mut ctx, &books, Tag(1)).await?;
+    assert_eq!(before[&moving[0]].len(), 3);
+
+    let config = cluster.add_logs(2).await?;
+    assert_eq!((config.n_logs, config.added_at(LogId(1))), (2, Some(config.current().term)));
+    assert_eq!(streams_everywhere(&cluster, &mut ctx, &books, Tag(1)).await?, before, "every book reads the same after the move");
+
+    for &b in &books {
+        // New records go to the book's new log, after its old ones.
+        let at = c.append(&mut ctx, b, &[Tag(1)], data(&format!("{}-after", b.0))).await?;
+        assert_eq!(at.log(), book_to_log(b, 2), "book {} appends to its log of the new term", b.0);
+        // Offsets go on where they were: offset 0 is held by the step appended
+        // before the move, offset 1 is free.
+        let lost = c.cond_append(&mut ctx, b, &[], data("late step 0"), Tag(2), 0).await;
+        assert_eq!(lost, Err(Error::Conflict { holder: Some(steps[&b]) }), "book {}", b.0);
+        c.cond_append(&mut ctx, b, &[], data("step 1"), Tag(2), 1).await?;
+    }
+    // A trim after the move reaches the records written before it.
+    let third = stream(&c, &mut ctx, moving[1], Tag(1)).await?[2].0;
+    c.trim(&mut ctx, moving[1], Tag(1), third).await?;
+    let after = streams_everywhere(&cluster, &mut ctx, &books, Tag(1)).await?;
+    for &b in &books {
+        let trimmed = if b == moving[0] {
+            1
+        } else if b == moving[1] {
+            2
+        } else {
+            0
+        };
+        let mut expect: Vec<Bytes> = (trimmed..4).map(|i| data(&format!("{}-{i}", b.0))).collect();
+        expect.push(data(&format!("{}-after", b.0)));
+        assert_eq!(after[&b], expect, "book {}", b.0);
+    }
+
+    // A restart replays every term: each engine takes the moved books over again.
+    cluster.shutdown().await;
+    let cluster = self::cluster(&dir, shape).await?;
+    assert_eq!(cluster.n_logs(), 2, "a log once added stays");
+    assert_eq!(streams_everywhere(&cluster, &mut Context::new(), &books, Tag(1)).await?, after);
+    for &b in &books {
+        let c = cluster.client(1);
+        let lost = c.cond_append(&mut Context::new(), b, &[], data("late step 1"), Tag(2), 1).await;
+        ensure!(matches!(lost, Err(Error::Conflict { holder: Some(_) })), "book {}: {lost:?}", b.0);
+    }
+    cluster.shutdown().await;
+    Ok(())
 }

@@ -299,6 +299,28 @@ impl ClusterDir {
 
     /// The URL of the first gateway (or, in a cluster without one, of the first
     /// function node's HTTP API).
+    /// Asks the cluster for `n_logs` physical logs (stored in etcd's settings; the
+    /// leading controller adds the missing ones in a new term) and waits up to `wait`
+    /// for a configuration that has them. Returns its term.
+    pub async fn grow(&self, n_logs: u16, wait: Duration) -> anyhow::Result<u16> {
+        let plane = tally_control::ControlPlane::connect(&self.file.endpoints(), &self.file.name)
+            .await
+            .context("connecting to the cluster's etcd (is it up?)")?;
+        let settings = plane.set_n_logs(n_logs).await?;
+        let deadline = Instant::now() + wait;
+        loop {
+            if let Some((config, _)) = plane.load_config().await? {
+                if config.n_logs >= settings.n_logs {
+                    return Ok(config.current().term.0);
+                }
+            }
+            if Instant::now() >= deadline {
+                bail!("no configuration with {} physical logs after {wait:?}: is a controller running?", settings.n_logs);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     pub fn gateway_url(&self) -> anyhow::Result<String> {
         let configs = self.file.nodes.iter().map(|n| self.node_config(n)).collect::<anyhow::Result<Vec<_>>>()?;
         let gateway = configs.iter().find_map(|c| c.gateway.as_ref().map(|g| g.http.clone()));

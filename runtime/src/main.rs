@@ -126,6 +126,17 @@ enum ClusterVerb {
     },
     /// Stop every process of DIR (nodes, then etcd).
     Down { dir: PathBuf },
+    /// Add physical logs to the running cluster of DIR: the books that consistent
+    /// hashing maps to the new logs move there in a new term, without a restart.
+    Grow {
+        dir: PathBuf,
+        /// The number of physical logs the cluster should have (never fewer than now).
+        #[arg(long)]
+        logs: u16,
+        /// How long to wait for the new term, in seconds.
+        #[arg(long, default_value_t = 30)]
+        wait_s: u64,
+    },
 }
 
 /// Where the gateway is.
@@ -396,6 +407,13 @@ fn cluster(verb: ClusterVerb) -> anyhow::Result<()> {
             Ok(())
         }
         ClusterVerb::Down { dir } => ClusterDir::open(&dir)?.down(std::time::Duration::from_secs(10)),
+        ClusterVerb::Grow { dir, logs, wait_s } => {
+            let c = ClusterDir::open(&dir)?;
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            let term = rt.block_on(c.grow(logs, std::time::Duration::from_secs(wait_s)))?;
+            println!("cluster {}: {logs} physical logs from term {term}", c.file.name);
+            Ok(())
+        }
     }
 }
 

@@ -30,7 +30,7 @@ use std::time::Duration;
 use anyhow::{bail, Context as _};
 use serde::{Deserialize, Serialize};
 use tally_control::{ControlPlane, Member, MemberRole, Revision, Settings};
-use tally_logsvc::driver::{self, EngineDriverConfig, StorageStores};
+use tally_logsvc::driver::{self, ControlInput, EngineDriverConfig, StorageStores};
 use tally_logsvc::net::{Certs, NetConfig, Transport};
 use tally_logsvc::store::{ControllerStore, FsyncPolicy, GroupCommitConfig, RocksMetalogStore, RocksStore};
 use tally_logsvc::{
@@ -38,7 +38,8 @@ use tally_logsvc::{
 };
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
-use tracing::{error, info, warn, Instrument};
+use tokio::time::MissedTickBehavior;
+use tracing::{debug, error, info, warn, Instrument};
 
 use crate::config::{Config, Limits, NodeLimits, StateConfig};
 use crate::gateway;
@@ -428,19 +429,16 @@ impl Node {
             let mut status = handle.status.clone();
             node.tasks.push(handle.task);
             info!(id = f.id, "waiting for the cluster's first configuration");
-            let n_logs = loop {
-                if let Some(n) = status.borrow_and_update().n_logs {
-                    break n;
-                }
+            while status.borrow_and_update().n_logs.is_none() {
                 status.changed().await.context("the engine stopped")?;
-            };
+            }
             let runtime_config = node.config.runtime_config(&f);
             let listener = tokio::net::TcpListener::bind(&runtime_config.listen)
                 .await
                 .with_context(|| format!("listening on {}", runtime_config.listen))?;
             let addr = listener.local_addr()?;
-            let log = LogClient::user(handle.calls.clone(), n_logs);
-            let platform = LogClient::platform(handle.calls, n_logs);
+            let log = LogClient::user(handle.calls.clone());
+            let platform = LogClient::platform(handle.calls);
             let runtime = Runtime::start(runtime_config, log, platform).await.context("starting the runtime")?;
             node.serve(listener, gateway::router(runtime.clone()));
             node.function = Some((runtime, addr));
@@ -638,8 +636,8 @@ async fn lead_once(
     });
     let (tx, rx) = mpsc::channel(NetConfig::default().inbox_max);
     *leading.lock().unwrap_or_else(PoisonError::into_inner) = Some(tx);
-    let roster_rx = roster_feed(members.clone());
-    let mut handle = driver::spawn_controller(id, ccfg, &roster, store, transport.clone(), rx, Some(roster_rx))?;
+    let input = control_feed(members.clone(), plane.clone());
+    let mut handle = driver::spawn_controller(id, ccfg, &roster, store, transport.clone(), rx, Some(input))?;
     let mut lost = leadership.lost();
     let lost = async move {
         // The guard `wait_for` returns is not `Send`: drop it here.
@@ -660,17 +658,30 @@ async fn lead_once(
     }
 }
 
-/// The log's members as the controller sees them: (id, role) of every registered
-/// sequencer, storage node and engine.
-fn roster_feed(mut members: watch::Receiver<BTreeMap<NodeId, Member>>) -> watch::Receiver<Vec<(NodeId, Role)>> {
-    let (tx, rx) = watch::channel(Vec::new());
+/// What the leading controller is told: (id, role) of every registered sequencer,
+/// storage node and engine, as they come and go, and the physical logs the stored
+/// settings ask for (`tally cluster grow` raises them), read every second.
+fn control_feed(mut members: watch::Receiver<BTreeMap<NodeId, Member>>, plane: ControlPlane) -> watch::Receiver<ControlInput> {
+    let (tx, rx) = watch::channel(ControlInput::default());
     tokio::spawn(async move {
+        let mut settings = tokio::time::interval(Duration::from_secs(1));
+        settings.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut n_logs = 0;
         loop {
             let roster: Vec<(NodeId, Role)> =
                 members.borrow_and_update().values().filter_map(|m| log_role(m.role).map(|r| (m.id, r))).collect();
-            tx.send_replace(roster);
+            tx.send_if_modified(|input| {
+                let changed = input.members != roster || input.n_logs != n_logs;
+                *input = ControlInput { members: roster, n_logs };
+                changed
+            });
             tokio::select! {
                 changed = members.changed() => if changed.is_err() { return },
+                _ = settings.tick() => match plane.settings().await {
+                    Ok(Some(s)) => n_logs = s.n_logs,
+                    Ok(None) => {}
+                    Err(e) => debug!(error = %e, "reading the cluster's settings"),
+                },
                 _ = tx.closed() => return,
             }
         }

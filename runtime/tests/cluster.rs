@@ -1,7 +1,8 @@
 //! A cluster of `tally node` processes on loopback, made and run by `tally cluster`
 //! (init, up, status --json, down) over a real etcd: deploys through one function node
 //! are invoked through another at once, and the bank's keyed transfers stay exact while
-//! processes of every role are killed with SIGKILL and the whole cluster restarts.
+//! a physical log is added (the bank's book moves to it), processes of every role are
+//! killed with SIGKILL and the whole cluster restarts.
 
 mod common;
 
@@ -150,7 +151,8 @@ fn a_cluster_of_processes_serves_and_survives_kills_of_every_log_role() {
     // Clients go through either gateway, and to the other when one does not answer.
     let urls = vec![url.clone(), http("gateway-12")];
     a.deploy("bank", &guest("bank"), "?timeout_ms=5000");
-    let path = "/v1/functions/bank/invoke?book=7";
+    // Book 5 is in log 0 of one and in log 1 of two physical logs: it moves.
+    let path = "/v1/functions/bank/invoke?book=5";
     assert_eq!(b.post_keyed(path, b"open c0x 1000", "open-c0x").map(|r| r.0), Some(200));
 
     // Keyed transfers from clients that retry on either node, while processes die.
@@ -191,6 +193,15 @@ fn a_cluster_of_processes_serves_and_survives_kills_of_every_log_role() {
         }
     };
     wait_transfers(10);
+    // A second physical log, added while transfers run: the bank's book moves to it
+    // with its step logs and write logs. A log is never removed.
+    let t0 = Instant::now();
+    let (ok, out, err) = tally(&["cluster", "grow", "--logs", "2"], c.dir.path());
+    assert!(ok && out.contains("2 physical logs"), "cluster grow: {out} {err}");
+    wait_transfers(10);
+    eprintln!("a log added: 10 more transfers after {:?}", t0.elapsed());
+    let (ok, _, err) = tally(&["cluster", "grow", "--logs", "1"], c.dir.path());
+    assert!(!ok && err.contains("never removed"), "{err}");
     // A storage node, the leading controller, a sequencer (the primary of log 0 in the
     // first term), a function node, an etcd member of three and a gateway, one after
     // another: after each, transfers go on.
@@ -205,8 +216,8 @@ fn a_cluster_of_processes_serves_and_survives_kills_of_every_log_role() {
     let ledgers: Vec<(i64, i64)> = clients.into_iter().map(|c| c.join().expect("a client")).collect();
     let gw = node_at(&urls[1]);
     for (i, (x, y)) in ledgers.iter().enumerate() {
-        assert_eq!(b.invoke_ok("bank", 7, &format!("balance c{i}x")), x.to_string());
-        assert_eq!(gw.invoke_ok("bank", 7, &format!("balance c{i}y")), y.to_string());
+        assert_eq!(b.invoke_ok("bank", 5, &format!("balance c{i}x")), x.to_string());
+        assert_eq!(gw.invoke_ok("bank", 5, &format!("balance c{i}y")), y.to_string());
     }
 
     // The whole cluster stopped and started again: every function and value is there.

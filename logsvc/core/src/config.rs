@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::message::MetalogEntry;
-use crate::types::{LogId, NodeId, ShardId, Term};
+use crate::types::{book_to_log, BookId, LogId, NodeId, ShardId, Term};
 
 /// One shard of a physical log in one term: the records appended by `engine`,
 /// replicated on every node of `replicas`.
@@ -55,7 +55,8 @@ pub struct SealedTail {
     pub last: Option<MetalogEntry>,
 }
 
-/// One term of the cluster. `sealed` is `None` while the term is current.
+/// One term of the cluster. `sealed` is `None` while the term is current. A term has
+/// at least the logs of the term before it: logs are added, never removed.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TermConfig {
     pub term: Term,
@@ -70,6 +71,11 @@ impl TermConfig {
         &self.logs[log.0 as usize]
     }
 
+    /// The physical logs of this term; books map onto them with [`book_to_log`].
+    pub fn n_logs(&self) -> u8 {
+        self.logs.len() as u8
+    }
+
     /// Nodes that receive this term's metalog entries: every engine and storage node.
     pub fn subscribers(&self) -> impl Iterator<Item = NodeId> + '_ {
         self.engines.iter().chain(self.storage.iter()).copied()
@@ -82,6 +88,12 @@ impl TermConfig {
 
 /// The whole history of terms, oldest first; the last one is current. Engines that
 /// start from nothing replay every term, so sealed terms stay in the history.
+///
+/// `n_logs` is the current term's number of physical logs. It grows when the
+/// controller adds a log: from that term on, the books that [`book_to_log`] maps to
+/// the new log append there; what they wrote before stays in their old log, and the
+/// new log's indexers take over those books' index state as of the end of the term
+/// before (`Message::IndexExport`).
 ///
 /// `indexers[l]` are the engines that hold the index of log `l` (Boki §4.1: index
 /// replicas); an empty list means every engine does. The set is fixed for the life of
@@ -98,6 +110,22 @@ pub struct Configuration {
 impl Configuration {
     pub fn current(&self) -> &TermConfig {
         self.terms.last().expect("a configuration has at least one term")
+    }
+
+    /// The physical log `book` appends to in the current term.
+    pub fn log_of(&self, book: BookId) -> LogId {
+        book_to_log(book, self.n_logs)
+    }
+
+    /// The first term that has `log`, if any does.
+    pub fn first_term_of(&self, log: LogId) -> Option<Term> {
+        self.terms.iter().find(|t| t.logs.len() > log.0 as usize).map(|t| t.term)
+    }
+
+    /// The term in which `log` was added to a running cluster (`None` for the logs
+    /// of the first term, and for logs that do not exist).
+    pub fn added_at(&self, log: LogId) -> Option<Term> {
+        self.first_term_of(log).filter(|&t| Some(t) != self.terms.first().map(|f| f.term))
     }
 
     /// Whether `engine` holds the index of `log`.

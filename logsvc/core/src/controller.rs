@@ -43,6 +43,9 @@ pub enum Role {
 
 #[derive(Clone, Debug)]
 pub struct ControllerConfig {
+    /// Physical logs the cluster should have. A configuration with fewer gets the
+    /// missing ones in its next term; logs are never removed, so a stored
+    /// configuration with more keeps them.
     pub n_logs: u8,
     /// Sequencers per metalog (primary included).
     pub n_meta: usize,
@@ -171,20 +174,22 @@ impl Controller {
         if stored.controller != self.id && !self.cfg.peers.contains(&stored.controller) {
             return mismatch(format!("belongs to controller {}, not {} or its peers", stored.controller, self.id));
         }
-        if stored.n_logs != self.cfg.n_logs {
-            return mismatch(format!("has {} physical logs, this cluster {}", stored.n_logs, self.cfg.n_logs));
-        }
         let Some(first) = stored.terms.first() else { return mismatch("has no term".into()) };
+        if stored.n_logs != stored.current().n_logs() {
+            return mismatch(format!("says {} physical logs, its current term has {}", stored.n_logs, stored.current().n_logs()));
+        }
         let role_is = |n: NodeId, role: Role| self.members.get(&n).is_some_and(|m| m.role == role);
+        let mut n_before = 1;
         for (i, t) in stored.terms.iter().enumerate() {
             let last = i + 1 == stored.terms.len();
             if first.term.0.checked_add(i as u16) != Some(t.term.0) {
                 return mismatch(format!("has term {} at place {i}", t.term.0));
             }
-            if t.logs.len() != self.cfg.n_logs as usize || t.logs.iter().enumerate().any(|(l, lc)| lc.log.0 as usize != l) {
+            if t.logs.len() < n_before || t.logs.iter().enumerate().any(|(l, lc)| lc.log.0 as usize != l) {
                 return mismatch(format!("lists other logs in term {}", t.term.0));
             }
-            if t.sealed.is_some() == last || t.sealed.as_ref().is_some_and(|s| s.len() != self.cfg.n_logs as usize) {
+            n_before = t.logs.len();
+            if t.sealed.is_some() == last || t.sealed.as_ref().is_some_and(|s| s.len() != t.logs.len()) {
                 return mismatch(format!("seals term {} wrongly (only every term before the last is sealed)", t.term.0));
             }
             let sequencers = t.logs.iter().flat_map(|l| &l.sequencers).map(|&n| (n, Role::Sequencer));
@@ -199,8 +204,7 @@ impl Controller {
                 return mismatch(format!("has a log without sequencers in term {}", t.term.0));
             }
         }
-        if stored.indexers.len() != self.cfg.n_logs as usize
-            || stored.indexers.iter().flatten().any(|&n| !role_is(n, Role::Engine))
+        if stored.indexers.len() != stored.n_logs as usize || stored.indexers.iter().flatten().any(|&n| !role_is(n, Role::Engine))
         {
             return mismatch("names index replicas this cluster does not have".into());
         }
@@ -220,16 +224,35 @@ impl Controller {
         m.role == role
     }
 
-    /// Index replicas of log l: k engines from the l-th on, so the logs' indexes
-    /// spread over the engines.
-    fn choose_indexers(&self) -> Vec<Vec<NodeId>> {
-        let engines: Vec<NodeId> = self.members.iter().filter(|(_, m)| m.role == Role::Engine).map(|(n, _)| *n).collect();
-        let n_logs = self.cfg.n_logs as usize;
+    /// The physical logs the cluster has or is asked to have.
+    pub fn n_logs(&self) -> u8 {
+        self.config.as_ref().map_or(0, |c| c.n_logs).max(self.cfg.n_logs)
+    }
+
+    /// Asks for `n` physical logs: the next term adds the missing ones (the books
+    /// that jump hashing maps to them move there). Logs are never removed.
+    pub fn set_n_logs(&mut self, n: u8) -> Result<()> {
+        let have = self.n_logs();
+        if n < have {
+            return Err(Error::InvalidArgument(format!("the cluster has {have} physical logs; logs are never removed")));
+        }
+        self.cfg.n_logs = n;
+        Ok(())
+    }
+
+    /// Index replicas of logs `from..to`: for log l, k engines from the l-th on, so
+    /// the logs' indexes spread over the engines. Engines known now are chosen from;
+    /// the live ones first when logs are added to a running cluster.
+    fn choose_indexers(&self, now: Micros, from: usize, to: usize) -> Vec<Vec<NodeId>> {
+        let mut engines = self.live_of(now, Role::Engine);
+        if engines.is_empty() || from == 0 {
+            engines = self.members.iter().filter(|(_, m)| m.role == Role::Engine).map(|(n, _)| *n).collect();
+        }
         match self.cfg.indexers_per_log {
             Some(k) if k > 0 && k < engines.len() => {
-                (0..n_logs).map(|l| (0..k).map(|i| engines[(l + i) % engines.len()]).collect()).collect()
+                (from..to).map(|l| (0..k).map(|i| engines[(l + i) % engines.len()]).collect()).collect()
             }
-            _ => vec![Vec::new(); n_logs],
+            _ => vec![Vec::new(); to - from],
         }
     }
 
@@ -291,6 +314,8 @@ impl Controller {
             }
             return;
         };
+        // A stored configuration may have more logs than this controller was told.
+        self.cfg.n_logs = self.cfg.n_logs.max(config.n_logs);
         if self.restarted && self.sealing.is_none() {
             if waited {
                 self.start_seal(now, config.current().term);
@@ -321,6 +346,9 @@ impl Controller {
     }
 
     fn needs_new_term(&self, now: Micros, t: &TermConfig) -> bool {
+        if t.n_logs() < self.cfg.n_logs {
+            return true; // logs to add
+        }
         let members: BTreeSet<NodeId> = t
             .logs
             .iter()
@@ -352,7 +380,8 @@ impl Controller {
 
     fn start_seal(&mut self, now: Micros, term: Term) {
         tracing::info!(term = term.0, "sealing the term");
-        self.sealing = Some(Sealing { term, replies: vec![BTreeMap::new(); self.cfg.n_logs as usize], sent_at: now });
+        let n_logs = self.config.as_ref().and_then(|c| c.term(term)).map_or(0, |t| t.logs.len());
+        self.sealing = Some(Sealing { term, replies: vec![BTreeMap::new(); n_logs], sent_at: now });
         self.send_seals(now);
     }
 
@@ -417,8 +446,10 @@ impl Controller {
         if n_data < self.cfg.n_data || n_meta < self.cfg.n_meta {
             tracing::warn!(n_data, n_meta, "fewer live nodes than the configured replication");
         }
+        let had = self.config.as_ref().map_or(0, |c| c.n_logs);
+        let n_logs = self.cfg.n_logs.max(had);
         let mut logs = Vec::new();
-        for l in 0..self.cfg.n_logs {
+        for l in 0..n_logs {
             let seqs: Vec<NodeId> = (0..n_meta).map(|k| sequencers[(l as usize + k) % sequencers.len()]).collect();
             let shards = engines
                 .iter()
@@ -440,12 +471,16 @@ impl Controller {
             last.sealed = Some(tails.expect("a term is sealed before the next is installed"));
         }
         terms.push(TermConfig { term, logs, engines, storage, sealed: None });
-        if self.indexers.is_none() {
-            self.indexers = Some(self.choose_indexers());
+        let mut indexers = self.indexers.clone().unwrap_or_default();
+        let chosen = indexers.len();
+        indexers.extend(self.choose_indexers(now, chosen, n_logs as usize));
+        self.indexers = Some(indexers.clone());
+        let config = Arc::new(Configuration { n_logs, controller: self.id, terms, indexers });
+        if had > 0 && n_logs > had {
+            tracing::info!(term = term.0, from = had, to = n_logs, "installed a new term that adds physical logs");
+        } else {
+            tracing::info!(term = term.0, "installed a new term");
         }
-        let indexers = self.indexers.clone().expect("chosen above");
-        let config = Arc::new(Configuration { n_logs: self.cfg.n_logs, controller: self.id, terms, indexers });
-        tracing::info!(term = term.0, "installed a new term");
         self.config = Some(config.clone());
         self.restarted = false;
         self.acked.clear();
@@ -580,6 +615,44 @@ mod tests {
     }
 
     #[test]
+    fn an_added_log_is_a_new_term_and_logs_are_never_removed() {
+        let mut c = Controller::new(NodeId(0), cfg(), &roster());
+        heartbeats(&mut c, 0, 7);
+        c.on_tick(0);
+        let first = installed(&c.take_actions());
+        assert_eq!(first.n_logs, 2);
+        assert!(c.set_n_logs(1).is_err(), "a log is never removed");
+        c.set_n_logs(3).expect("a log is added");
+        heartbeats(&mut c, 10, 7);
+        c.on_tick(10);
+        let seals = c.take_actions().into_iter().filter(|a| matches!(a, ControllerAction::Send(_, Message::Seal { .. })));
+        assert_eq!(seals.count(), 2 * SEQUENCERS.len(), "term 1's two logs are sealed");
+        for n in SEQUENCERS {
+            for log in [0, 1] {
+                c.on_message(20, n, Message::Sealed { term: Term(1), log: LogId(log), len: 0, last: None });
+            }
+        }
+        let grown = installed(&c.take_actions());
+        assert_eq!((grown.current().term, grown.n_logs, grown.current().n_logs()), (Term(2), 3, 3));
+        assert_eq!(grown.terms[0].n_logs(), 2, "term 1 keeps its two logs");
+        assert_eq!(grown.terms[0].sealed.as_ref().map(|t| t.len()), Some(2));
+        assert_eq!((grown.added_at(LogId(2)), grown.added_at(LogId(1))), (Some(Term(2)), None));
+        assert_eq!(grown.indexers.len(), 3);
+
+        // A controller told of fewer logs than the stored configuration has keeps them.
+        let mut c = Controller::recover(NodeId(0), cfg(), &roster(), Some((*grown).clone())).expect("its own configuration");
+        heartbeats(&mut c, 0, 8);
+        c.on_tick(0);
+        for n in SEQUENCERS {
+            for log in [0, 1, 2] {
+                c.on_message(10, n, Message::Sealed { term: Term(2), log: LogId(log), len: 0, last: None });
+            }
+        }
+        let next = installed(&c.take_actions());
+        assert_eq!((next.current().term, next.n_logs), (Term(3), 3));
+    }
+
+    #[test]
     fn a_stored_configuration_of_another_cluster_is_refused() {
         fn check(change: impl FnOnce(&mut ControllerConfig, &mut Vec<(NodeId, Role)>, &mut Configuration), expect: &str) {
             let (mut cfg, mut roster, mut stored) = (cfg(), roster(), (*first_term()).clone());
@@ -590,7 +663,7 @@ mod tests {
                 Ok(_) => panic!("expected {expect:?}, the configuration was accepted"),
             }
         }
-        check(|cfg, _, _| cfg.n_logs = 1, "has 2 physical logs, this cluster 1");
+        check(|_, _, stored| stored.n_logs = 3, "says 3 physical logs, its current term has 2");
         check(|_, roster, _| roster.retain(|(n, _)| *n != SEQUENCERS[2]), "names n3 (Sequencer) in term 1");
         check(|_, roster, _| roster.retain(|(n, _)| *n != ENGINE), "names n5 (Engine) in term 1");
         check(|_, roster, _| roster[3].1 = Role::Engine, "names n4 (Storage) in term 1");

@@ -32,6 +32,15 @@
 //! that did, never shows a caller with a fresh context an older log than the one
 //! acknowledged before the restart.
 //!
+//! Added logs: when the controller adds a physical log, the books that move to it
+//! append there from the new term on; their earlier records stay in their old log.
+//! An indexer of the new log first takes over the index state of those books, as of
+//! the end of the term before, from indexers of the old logs (`IndexExport`), and
+//! applies nothing of the new log until it has: offsets, trims and conditions then
+//! continue exactly as if the book had never moved. A caller whose context names a
+//! term this engine has no configuration for waits for it, so its book is never
+//! routed to the log it left after it wrote to the new one.
+//!
 //! Index replicas: when the configuration names the engines that hold a log's index
 //! (Boki §4.1), the others still append to the log and follow its metalog, which
 //! completes their plain appends, but send every other request of that log (reads,
@@ -49,11 +58,12 @@ use bytes::Bytes;
 
 use crate::cache::RecordCache;
 use crate::config::Configuration;
+use crate::context::Context;
 use crate::error::Error;
 use crate::follower::{Follower, FollowerConfig};
-use crate::index::{Found, Index, Placement};
+use crate::index::{BookState, Found, Index, Placement};
 use crate::message::{LogRecord, Message, MetalogEntry, Record, RecordMeta, Reply, Request, StoredRead, TrimCommand};
-use crate::types::{book_to_log, LocalId, Location, LogId, MetalogPosition, Micros, NodeId, SeqNum, ShardId, Tag, Term};
+use crate::types::{book_to_log, BookId, LocalId, Location, LogId, MetalogPosition, Micros, NodeId, SeqNum, ShardId, Tag, Term};
 
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
@@ -117,9 +127,11 @@ pub struct IndexedRecord {
 #[derive(Clone, Debug, PartialEq)]
 pub enum EngineAction {
     Send(NodeId, Message),
+    /// `position` is the position in `log` the caller has now seen.
     Complete {
         op: OpId,
         result: Result<Reply, Error>,
+        log: LogId,
         position: MetalogPosition,
     },
     /// Observation: the engine put `op`'s record at `location` (again, after a term
@@ -185,6 +197,7 @@ struct ReadOp {
 
 struct RecordFetch {
     op: OpId,
+    log: LogId,
     request: Request,
     found: Found,
     position: MetalogPosition,
@@ -197,6 +210,7 @@ struct RecordFetch {
 /// A request of ours sent to an engine that holds the index of its log.
 struct Forwarded {
     op: OpId,
+    log: LogId,
     request: Request,
     position: MetalogPosition,
     indexers: Vec<NodeId>,
@@ -213,6 +227,23 @@ struct TrimOp {
     sent_at: Micros,
 }
 
+/// Index state of `log`'s books to take over before applying its first entry: the
+/// log was added in `term`, and `sources` are the logs its books came from, the first
+/// one being fetched now.
+struct Import {
+    term: Term,
+    sources: VecDeque<LogId>,
+    after: Option<BookId>,
+    books: Vec<BookState>,
+    /// The request whose answer is awaited, its indexer turn, and when it was sent.
+    req: u64,
+    turn: usize,
+    sent_at: Option<Micros>,
+}
+
+/// Seqnums an `IndexExported` carries at most (about 20 bytes each on the wire).
+const EXPORT_WEIGHT_MAX: usize = 1 << 18;
+
 #[derive(Default)]
 struct EngineLog {
     index: Index,
@@ -226,6 +257,16 @@ struct EngineLog {
     /// end tells which were, and the rest move to `shard`.
     retiring: Vec<MyShard>,
     waiting: Vec<ReadOp>,
+    /// Set while this log's index waits for the state of the books that moved to it.
+    import: Option<Import>,
+}
+
+/// A request whose caller saw a later term than this engine's configuration.
+struct AwaitingConfig {
+    op: OpId,
+    context: Context,
+    request: Request,
+    deadline: Micros,
 }
 
 pub struct Engine {
@@ -243,6 +284,7 @@ pub struct Engine {
     /// Appends waiting for this engine to have a shard (no configuration yet, or this
     /// engine is not in the current term).
     unassigned: VecDeque<(OpId, Record, MetalogPosition, Micros)>,
+    awaiting_config: Vec<AwaitingConfig>,
     pending_count: usize,
     deadlines: BTreeMap<(Micros, OpId), ()>,
     appends_in_flight: HashMap<OpId, Micros>,
@@ -274,6 +316,7 @@ impl Engine {
             logs: Vec::new(),
             shard_replicas: HashMap::new(),
             unassigned: VecDeque::new(),
+            awaiting_config: Vec::new(),
             pending_count: 0,
             deadlines: BTreeMap::new(),
             appends_in_flight: HashMap::new(),
@@ -312,7 +355,7 @@ impl Engine {
         self.out.push(EngineAction::Send(to, msg));
     }
 
-    fn complete(&mut self, op: OpId, result: Result<Reply, Error>, position: MetalogPosition) {
+    fn complete(&mut self, op: OpId, result: Result<Reply, Error>, log: LogId, position: MetalogPosition) {
         if op & REMOTE_OP != 0 {
             let key = self.remote_ops.remove(&op).expect("a remote op completes once");
             let read = matches!(result, Ok(Reply::Read(_)));
@@ -330,7 +373,7 @@ impl Engine {
             self.send(key.from, Message::ForwardReply { req, incarnation, result, position });
             return;
         }
-        self.out.push(EngineAction::Complete { op, result, position });
+        self.out.push(EngineAction::Complete { op, result, log, position });
     }
 
     /// Checks a request against the engine's limits. Reserved tags are the caller's
@@ -357,31 +400,53 @@ impl Engine {
         Ok(())
     }
 
-    /// Starts a request on behalf of a caller whose view of the book's log is `position`.
+    /// Starts a request on behalf of a caller whose view of the log is `context`.
     /// `op` names the request in the completion; it must be below 2^63.
-    pub fn submit(&mut self, now: Micros, op: OpId, position: MetalogPosition, request: Request) {
+    pub fn submit(&mut self, now: Micros, op: OpId, context: &Context, request: Request) {
         assert!(op & REMOTE_OP == 0, "op ids of callers are below 2^63");
-        self.start(now, op, position, request);
-    }
-
-    fn start(&mut self, now: Micros, op: OpId, position: MetalogPosition, request: Request) {
-        if let Err(e) = self.validate(&request) {
-            self.complete(op, Err(e), position);
-            return;
-        }
-        let Some(n_logs) = self.n_logs() else {
-            self.complete(op, Err(Error::Unavailable("the engine has no configuration yet".into())), position);
+        let Some(config) = self.config.clone() else {
+            let e = Error::Unavailable("the engine has no configuration yet".into());
+            self.complete(op, Err(e), LogId(0), MetalogPosition::ZERO);
             return;
         };
-        let log = book_to_log(request.book(), n_logs);
+        // The caller saw a term this engine has not heard of: its book may have moved
+        // to a log added there, so wait for that configuration before routing it.
+        let current = config.current().term.0;
+        if context.positions().iter().any(|p| p.term > current) {
+            let deadline = now + self.cfg.op_timeout_us;
+            self.deadlines.insert((deadline, op), ());
+            self.awaiting_config.push(AwaitingConfig { op, context: context.clone(), request, deadline });
+            return;
+        }
+        let log = config.log_of(request.book());
+        self.start(now, op, log, context.position(log), request);
+    }
+
+    /// Starts a request of `log` (the book's log in this engine's configuration),
+    /// whose caller has seen `log` up to `position`.
+    fn start(&mut self, now: Micros, op: OpId, log: LogId, position: MetalogPosition, request: Request) {
+        if let Err(e) = self.validate(&request) {
+            self.complete(op, Err(e), log, position);
+            return;
+        }
+        let Some(config) = self.config.clone() else {
+            self.complete(op, Err(Error::Unavailable("the engine has no configuration yet".into())), log, position);
+            return;
+        };
+        if config.log_of(request.book()) != log {
+            // Forwarded by an engine whose configuration maps the book elsewhere.
+            let e = Error::Unavailable(format!("book {} is not in log {} here (a log was added)", request.book().0, log.0));
+            self.complete(op, Err(e), log, position);
+            return;
+        }
         let deadline = now + self.cfg.op_timeout_us;
-        let indexed = self.config.as_ref().is_some_and(|c| c.indexes(log, self.id));
+        let indexed = config.indexes(log, self.id);
         let plain_append = matches!(request, Request::Append { cond: None, .. });
         if !indexed && !plain_append {
             if op & REMOTE_OP != 0 {
                 // Forwarded here by an engine with another configuration: never relay.
                 let e = Error::Unavailable(format!("engine {} does not index log {}", self.id.0, log.0));
-                self.complete(op, Err(e), position);
+                self.complete(op, Err(e), log, position);
             } else {
                 self.forward(now, op, log, position, request, deadline);
             }
@@ -390,7 +455,7 @@ impl Engine {
         match request {
             Request::Append { book, mut tags, data, cond } => {
                 if self.pending_count + self.unassigned.len() >= self.cfg.pending_appends_max {
-                    self.complete(op, Err(Error::Unavailable("too many appends in flight".into())), position);
+                    self.complete(op, Err(Error::Unavailable("too many appends in flight".into())), log, position);
                     return;
                 }
                 tags.retain(|&t| t != Tag::ALL);
@@ -448,7 +513,7 @@ impl Engine {
         // Start with an indexer chosen by the engine id, to spread the forwarders.
         let turn = self.id.0 as usize;
         self.deadlines.insert((deadline, op), ());
-        self.forwards.insert(req, Forwarded { op, request, position, indexers, turn, sent_at: 0, deadline });
+        self.forwards.insert(req, Forwarded { op, log, request, position, indexers, turn, sent_at: 0, deadline });
         self.send_forward(now, req);
     }
 
@@ -457,15 +522,15 @@ impl Engine {
         f.sent_at = now;
         let to = f.indexers[f.turn % f.indexers.len()];
         f.turn += 1;
-        let (position, request) = (f.position, f.request.clone());
+        let (log, position, request) = (f.log, f.position, f.request.clone());
         let incarnation = self.incarnation;
-        self.send(to, Message::Forward { req, incarnation, position, request });
+        self.send(to, Message::Forward { req, incarnation, log, position, request });
     }
 
     fn on_forward_reply(&mut self, req: u64, result: Result<Reply, Error>, position: MetalogPosition) {
         let Some(f) = self.forwards.remove(&req) else { return };
         self.deadlines.remove(&(f.deadline, f.op));
-        self.complete(f.op, result, position);
+        self.complete(f.op, result, f.log, position);
     }
 
     fn send_trim(&mut self, now: Micros, op: OpId) {
@@ -473,6 +538,8 @@ impl Engine {
         let Some(t) = self.trims.get_mut(&op) else { return };
         t.sent_at = now;
         let current = config.current();
+        // A trim of a book that moved to an added log goes to that log's sequencer.
+        t.log = config.log_of(t.command.book);
         let (log, command) = (t.log, t.command.clone());
         self.send(current.log(log).primary(), Message::TrimRequest { term: current.term, log, command });
     }
@@ -527,6 +594,11 @@ impl Engine {
         for op in stale {
             self.send_trim(now, op);
         }
+        for l in 0..self.logs.len() {
+            if self.logs[l].import.as_ref().is_some_and(|i| i.sent_at.is_none_or(|t| now >= t + retransmit)) {
+                self.send_import(now, LogId(l as u8));
+            }
+        }
         let stale: Vec<u64> = self
             .forwards
             .iter()
@@ -556,11 +628,15 @@ impl Engine {
                         }
                     }
                 }
-                self.complete(op, Err(Error::Timeout(ms)), MetalogPosition::ZERO);
+                self.complete(op, Err(Error::Timeout(ms)), LogId(0), MetalogPosition::ZERO);
             } else if self.trims.remove(&op).is_some() {
-                self.complete(op, Err(Error::Timeout(ms)), MetalogPosition::ZERO);
+                self.complete(op, Err(Error::Timeout(ms)), LogId(0), MetalogPosition::ZERO);
             } else {
                 let mut found = false;
+                if let Some(i) = self.awaiting_config.iter().position(|a| a.op == op) {
+                    self.awaiting_config.swap_remove(i);
+                    found = true;
+                }
                 for l in &mut self.logs {
                     if let Some(i) = l.waiting.iter().position(|r| r.op == op) {
                         l.waiting.swap_remove(i);
@@ -578,7 +654,7 @@ impl Engine {
                     found = true;
                 }
                 if found {
-                    self.complete(op, Err(Error::Timeout(ms)), MetalogPosition::ZERO);
+                    self.complete(op, Err(Error::Timeout(ms)), LogId(0), MetalogPosition::ZERO);
                 }
             }
         }
@@ -606,7 +682,7 @@ impl Engine {
                 }
             }
             Message::RecordReply { req, seqnum, read } => self.on_record(now, req, seqnum, read),
-            Message::Forward { req, incarnation, position, request } => {
+            Message::Forward { req, incarnation, log, position, request } => {
                 let key = ForwardKey { from, incarnation, req };
                 if !self.remote_seen.insert(key) {
                     return; // running, or done and not a read: a duplicate
@@ -614,8 +690,12 @@ impl Engine {
                 let op = REMOTE_OP | self.next_remote_op;
                 self.next_remote_op += 1;
                 self.remote_ops.insert(op, key);
-                self.start(now, op, position, request);
+                self.start(now, op, log, position, request);
             }
+            Message::IndexExport { req, term, source, target, after } => {
+                self.on_index_export(from, req, term, source, target, after)
+            }
+            Message::IndexExported { req, books, more } => self.on_index_exported(now, req, books, more),
             // A reply to an earlier incarnation names a request id that may be reused.
             Message::ForwardReply { req, incarnation, result, position } if incarnation == self.incarnation => {
                 self.on_forward_reply(req, result, position)
@@ -632,12 +712,26 @@ impl Engine {
         let first = self.config.is_none();
         self.config = Some(config.clone());
         self.follower.on_config(&config);
+        let known = self.logs.len();
         while self.logs.len() < config.n_logs as usize {
             self.logs.push(EngineLog::default());
         }
-        if first {
-            let floor = MetalogPosition::new(config.current().term, 0);
-            self.logs.iter_mut().for_each(|l| l.read_floor = floor);
+        let first_floor = MetalogPosition::new(config.current().term, 0);
+        for (i, l) in self.logs.iter_mut().enumerate().skip(known) {
+            let log = LogId(i as u8);
+            // Reads of a log wait for its first term at least (an added log's index is
+            // empty before), and after a start for the term the engine started in.
+            let added = config.first_term_of(log).expect("the configuration has its logs");
+            l.read_floor = MetalogPosition::new(added, 0);
+            if first {
+                l.read_floor = l.read_floor.max(first_floor);
+            }
+            if let Some(term) = config.added_at(log).filter(|_| config.indexes(log, self.id)) {
+                let before = config.term(Term(term.0 - 1)).expect("the term before an added log's first").n_logs();
+                let sources = (0..before).map(LogId).collect();
+                let turn = self.id.0 as usize;
+                l.import = Some(Import { term, sources, after: None, books: Vec::new(), req: 0, turn, sent_at: None });
+            }
         }
         for t in &config.terms {
             for lc in &t.logs {
@@ -666,8 +760,20 @@ impl Engine {
         self.send(config.controller, Message::ConfigAck { term: current.term });
         let waiting: Vec<_> = self.unassigned.drain(..).collect();
         for (op, record, position, _) in waiting {
-            let log = book_to_log(record.meta.book, config.n_logs);
-            self.assign(now, log, op, record, position);
+            self.reassign(now, &config, op, record, position);
+        }
+        // Reads waiting for a book that moved to an added log start again there: the
+        // log it left no longer sees its trims. The new log's index holds everything
+        // the old one did of the book, so the caller's position there is no concern.
+        for l in 0..self.logs.len() {
+            let here = LogId(l as u8);
+            let (stay, moved): (Vec<ReadOp>, Vec<ReadOp>) =
+                self.logs[l].waiting.drain(..).partition(|r| config.log_of(r.request.book()) == here);
+            self.logs[l].waiting = stay;
+            for r in moved {
+                self.deadlines.remove(&(r.deadline, r.op));
+                self.start(now, r.op, config.log_of(r.request.book()), MetalogPosition::ZERO, r.request);
+            }
         }
         for l in 0..config.n_logs {
             self.drain_metalog(now, LogId(l));
@@ -676,11 +782,108 @@ impl Engine {
         for op in trims {
             self.send_trim(now, op);
         }
+        for l in 0..config.n_logs {
+            if self.logs[l as usize].import.as_ref().is_some_and(|i| i.sent_at.is_none()) {
+                self.send_import(now, LogId(l));
+            }
+        }
+        for a in std::mem::take(&mut self.awaiting_config) {
+            self.deadlines.remove(&(a.deadline, a.op));
+            self.submit(now, a.op, &a.context, a.request);
+        }
+    }
+
+    /// Assigns a record again after its shard's term ended without ordering it, in its
+    /// book's log of the configuration `config`.
+    fn reassign(&mut self, now: Micros, config: &Configuration, op: OpId, record: Record, position: MetalogPosition) {
+        let log = config.log_of(record.meta.book);
+        if record.meta.cond.is_some() && !config.indexes(log, self.id) {
+            // The book moved to a log this engine does not index, whose indexers
+            // decide its conditions. The record was never ordered, so it can be dropped.
+            if let Some(deadline) = self.appends_in_flight.remove(&op) {
+                self.deadlines.remove(&(deadline, op));
+                let e =
+                    Error::Unavailable(format!("book {} moved to log {} (a log was added); retry", record.meta.book.0, log.0));
+                self.complete(op, Err(e), log, position);
+            }
+            return;
+        }
+        self.assign(now, log, op, record, position);
+    }
+
+    /// Asks an indexer of the log being imported from for its next books, or takes them
+    /// from this engine's own index when it is one and has applied far enough.
+    fn send_import(&mut self, now: Micros, log: LogId) {
+        let Some(config) = self.config.clone() else { return };
+        let Some(im) = self.logs[log.0 as usize].import.as_mut() else { return };
+        let Some(&source) = im.sources.front() else { return };
+        let indexers = config.indexers_of(source);
+        let to = indexers[im.turn % indexers.len()];
+        im.turn += 1;
+        im.sent_at = Some(now);
+        let (term, after) = (im.term, im.after);
+        let req = self.next_req;
+        self.next_req += 1;
+        im.req = req;
+        if to == self.id {
+            if let Some((books, more)) = self.export(term, source, log, after) {
+                self.on_index_exported(now, req, books, more);
+            }
+            return;
+        }
+        self.send(to, Message::IndexExport { req, term, source, target: log, after });
+    }
+
+    /// The state of the books that moved from `source` to `target` in `term`, from
+    /// the first after `after`; `None` until this engine's index of `source` holds
+    /// every term before `term`.
+    fn export(&self, term: Term, source: LogId, target: LogId, after: Option<BookId>) -> Option<(Vec<BookState>, bool)> {
+        let config = self.config.as_ref()?;
+        let before = config.term(Term(term.0.checked_sub(1)?))?.n_logs();
+        let now = config.term(term)?.n_logs();
+        let l = self.logs.get(source.0 as usize)?;
+        if !config.indexes(source, self.id) || l.applied < MetalogPosition::new(term, 0) || target.0 >= now {
+            return None;
+        }
+        let moved = |b: BookId| book_to_log(b, before) == source && book_to_log(b, now) == target;
+        Some(l.index.export(moved, after, EXPORT_WEIGHT_MAX))
+    }
+
+    fn on_index_export(&mut self, from: NodeId, req: u64, term: Term, source: LogId, target: LogId, after: Option<BookId>) {
+        // Not there yet: the importer asks again, maybe another indexer.
+        if let Some((books, more)) = self.export(term, source, target, after) {
+            self.send(from, Message::IndexExported { req, books, more });
+        }
+    }
+
+    fn on_index_exported(&mut self, now: Micros, req: u64, books: Vec<BookState>, more: bool) {
+        let Some(log) = self.logs.iter().position(|l| l.import.as_ref().is_some_and(|i| i.req == req)) else { return };
+        let l = &mut self.logs[log];
+        let im = l.import.as_mut().expect("found above");
+        im.after = books.last().map(|b| b.book).or(im.after);
+        im.books.extend(books);
+        im.turn = im.turn.saturating_sub(1); // the same indexer again for the rest
+        if !more {
+            im.sources.pop_front();
+            im.after = None;
+        }
+        if !im.sources.is_empty() {
+            self.send_import(now, LogId(log as u8));
+            return;
+        }
+        let im = l.import.take().expect("found above");
+        for b in im.books {
+            l.index.import(b);
+        }
+        self.apply_ready(now, LogId(log as u8));
     }
 
     /// Takes the entries the follower can deliver for `log` and starts applying them.
     fn drain_metalog(&mut self, now: Micros, log: LogId) {
         let Some(config) = self.config.clone() else { return };
+        if log.0 >= config.n_logs {
+            return; // a log added in a term this engine has not heard of yet
+        }
         let before = self.follower.delivered(log);
         let entries = self.follower.poll(&config, log);
         let mut next_term = before.term;
@@ -702,6 +905,7 @@ impl Engine {
     /// The follower passed the end of sealed `term`: records of ours it did not order
     /// are appended again in our current shard.
     fn end_term(&mut self, now: Micros, log: LogId, term: Term) {
+        let config = self.config.clone().expect("terms end under a configuration");
         let l = &mut self.logs[log.0 as usize];
         let (ended, kept): (Vec<MyShard>, Vec<MyShard>) = l.retiring.drain(..).partition(|s| s.term <= term);
         l.retiring = kept;
@@ -711,7 +915,7 @@ impl Engine {
                 if p.done {
                     continue;
                 }
-                self.assign(now, log, p.op, p.record, p.position);
+                self.reassign(now, &config, p.op, p.record, p.position);
             }
         }
     }
@@ -765,7 +969,7 @@ impl Engine {
                         if p.record.meta.cond.is_some() {
                             conds.insert(location, (p.op, p.record.data.clone()));
                         } else if self.appends_in_flight.remove(&p.op).is_some() {
-                            self.complete(p.op, Ok(Reply::Appended(seqnum)), position);
+                            self.complete(p.op, Ok(Reply::Appended(seqnum)), log, position);
                         }
                     }
                     runs.push((first, count, Some(metas)));
@@ -782,6 +986,8 @@ impl Engine {
             let l = &mut self.logs[log.0 as usize];
             assert!(position > l.applied, "entries are delivered once, in order");
             l.applied = position;
+            // Trims of ours land here only for a book that moved to this log.
+            self.complete_trims(log, &entry.trims, position);
             return;
         }
         let entry_key = (entry.term, entry.index);
@@ -839,6 +1045,9 @@ impl Engine {
 
     /// Applies, in order, every entry at the head of the queue whose metadata is complete.
     fn apply_ready(&mut self, now: Micros, log: LogId) {
+        if self.logs[log.0 as usize].import.is_some() {
+            return; // the index applies nothing before the moved books' state
+        }
         loop {
             let l = &mut self.logs[log.0 as usize];
             let ready = l
@@ -892,14 +1101,8 @@ impl Engine {
             }
         }
         let mut died = Vec::new();
-        let mut trimmed_ops = Vec::new();
         for t in &a.entry.trims {
             died.extend(l.index.apply_trim(t.book, t.tag, t.seqnum));
-            if let Some((node, op)) = t.origin {
-                if node == self.id {
-                    trimmed_ops.push((op, t.clone()));
-                }
-            }
         }
         l.applied = position;
         for (seqnum, book, tags, data) in placed {
@@ -911,17 +1114,25 @@ impl Engine {
         self.out.push(EngineAction::Indexed { log, position, records });
         for (op, result) in completions {
             if self.appends_in_flight.remove(&op).is_some() {
-                self.complete(op, result, position);
+                self.complete(op, result, log, position);
             }
         }
-        for (op, command) in trimmed_ops {
+        self.complete_trims(log, &a.entry.trims, position);
+    }
+
+    /// Completes the trims of ours among `trims`, which took effect at `position` of
+    /// `log`.
+    fn complete_trims(&mut self, log: LogId, trims: &[TrimCommand], position: MetalogPosition) {
+        for command in trims {
+            let Some((_, op)) = command.origin.filter(|o| o.0 == self.id) else { continue };
             // Op ids start again with every incarnation, and a restarted engine replays
             // the trims of its earlier ones: only the very command completes a trim. An
             // earlier incarnation's identical command did the same, but maybe at a
             // position behind the caller's.
-            if self.trims.get(&op).is_some_and(|t| t.command == command) {
+            if self.trims.get(&op).is_some_and(|t| t.command == *command) {
                 let t = self.trims.remove(&op).expect("checked");
-                self.complete(op, Ok(Reply::Trimmed), position.max(t.position));
+                let position = if t.log == log { position.max(t.position) } else { position };
+                self.complete(op, Ok(Reply::Trimmed), log, position);
             }
         }
     }
@@ -950,12 +1161,12 @@ impl Engine {
         self.deadlines.remove(&(r.deadline, r.op));
         if !live {
             let e = Error::InvalidArgument(format!("seqnum {seqnum} is not a live record of book {}", book.0));
-            self.complete(r.op, Err(e), position);
+            self.complete(r.op, Err(e), log, position);
             return;
         }
         let attached = self.cache.put_aux(seqnum, book, aux);
         assert!(attached, "the cache holds {seqnum}, a live record of book {}, as another book's", book.0);
-        self.complete(r.op, Ok(Reply::AuxSet), position);
+        self.complete(r.op, Ok(Reply::AuxSet), log, position);
     }
 
     fn read(&mut self, now: Micros, log: LogId, r: ReadOp) {
@@ -968,21 +1179,22 @@ impl Engine {
         };
         let Some(found) = found else {
             self.deadlines.remove(&(r.deadline, r.op));
-            self.complete(r.op, Ok(Reply::Read(None)), position);
+            self.complete(r.op, Ok(Reply::Read(None)), log, position);
             return;
         };
         if let Some(c) = self.cache.get(found.seqnum) {
             if let Some((tags, data)) = &c.record {
                 let record = LogRecord { seqnum: found.seqnum, tags: tags.clone(), data: data.clone(), aux: c.aux.clone() };
                 self.deadlines.remove(&(r.deadline, r.op));
-                self.complete(r.op, Ok(Reply::Read(Some(record))), position);
+                self.complete(r.op, Ok(Reply::Read(Some(record))), log, position);
                 return;
             }
         }
         let replicas = self.shard_replicas.get(&found.location.shard).cloned().unwrap_or_default();
         if replicas.is_empty() {
             self.deadlines.remove(&(r.deadline, r.op));
-            self.complete(r.op, Err(Error::Unavailable(format!("no replicas known for {:?}", found.location.shard))), position);
+            let e = Error::Unavailable(format!("no replicas known for {:?}", found.location.shard));
+            self.complete(r.op, Err(e), log, position);
             return;
         }
         let req = self.next_req;
@@ -991,7 +1203,7 @@ impl Engine {
         let turn = self.id.0 as usize;
         self.record_fetches.insert(
             req,
-            RecordFetch { op: r.op, request: r.request, found, position, replicas, turn, sent_at: 0, deadline: r.deadline },
+            RecordFetch { op: r.op, log, request: r.request, found, position, replicas, turn, sent_at: 0, deadline: r.deadline },
         );
         self.send_record_fetch(now, req);
     }
@@ -1017,7 +1229,7 @@ impl Engine {
                 let aux = self.cache.get(seqnum).and_then(|c| c.aux.clone());
                 let out = LogRecord { seqnum, tags: record.meta.tags, data: record.data, aux };
                 self.deadlines.remove(&(f.deadline, f.op));
-                self.complete(f.op, Ok(Reply::Read(Some(out))), f.position);
+                self.complete(f.op, Ok(Reply::Read(Some(out))), f.log, f.position);
             }
             StoredRead::Missing => {
                 // The replica has not applied the entry yet, or lost the record: the
@@ -1028,7 +1240,14 @@ impl Engine {
                 // A trim the index has not applied yet removed the record: read again
                 // once the index has moved past the position this read saw.
                 let f = self.record_fetches.remove(&req).expect("checked");
-                let log = seqnum.log();
+                let log = f.log;
+                if self.config.as_ref().is_some_and(|c| c.log_of(f.request.book()) != log) {
+                    // The book moved to an added log, where the trim was ordered.
+                    self.deadlines.remove(&(f.deadline, f.op));
+                    let e = Error::Unavailable(format!("book {} moved to another log; read again", f.request.book().0));
+                    self.complete(f.op, Err(e), log, f.position);
+                    return;
+                }
                 let wait_for = MetalogPosition { term: f.position.term, index: f.position.index + 1 };
                 self.logs[log.0 as usize].waiting.push(ReadOp { op: f.op, request: f.request, wait_for, deadline: f.deadline });
                 self.run_reads(now, log);
@@ -1096,7 +1315,7 @@ mod tests {
 
         /// Submits a request; returns every completion the engine made since.
         fn submit(&mut self, op: OpId, position: MetalogPosition, request: Request) -> Vec<(OpId, Result<Reply, Error>)> {
-            self.engine.submit(0, op, position, request);
+            self.engine.submit(0, op, &Context::from_positions(vec![position]), request);
             self.completions()
         }
 

@@ -57,9 +57,11 @@ impl Follower {
         self.logs.get(log.0 as usize).map_or(MetalogPosition::ZERO, |l| l.next)
     }
 
+    /// Takes a newer configuration: a log it adds is followed from its first term.
     pub fn on_config(&mut self, config: &Configuration) {
-        let first = config.terms[0].term;
         while self.logs.len() < config.n_logs as usize {
+            let log = LogId(self.logs.len() as u8);
+            let first = config.first_term_of(log).expect("the configuration has its logs");
             self.logs.push(LogFollow { next: MetalogPosition::new(first, 0), ..Default::default() });
         }
     }

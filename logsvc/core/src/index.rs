@@ -24,6 +24,8 @@
 
 use std::collections::{HashMap, VecDeque};
 
+use serde::{Deserialize, Serialize};
+
 use crate::message::{Cond, RecordMeta};
 use crate::types::{BookId, Location, SeqNum, Tag};
 
@@ -110,6 +112,27 @@ pub enum Placement {
 pub struct Found {
     pub seqnum: SeqNum,
     pub location: Location,
+}
+
+/// The whole index state of one book, as an indexer of its old log hands it to the
+/// indexers of the log the book moved to (`Message::IndexExport`). Importing it gives
+/// the same rows, offsets, trim points and live records as applying the book's history.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BookState {
+    pub book: BookId,
+    /// Per stream, sorted by tag: successful records ever added, and the live seqnums.
+    pub rows: Vec<(Tag, u64, Vec<SeqNum>)>,
+    pub trim_points: Vec<(Tag, SeqNum)>,
+    /// Records live in the ALL row, ascending: where they are, and the tag rows they
+    /// are still live in.
+    pub records: Vec<(SeqNum, Location, u16)>,
+}
+
+impl BookState {
+    /// Seqnums this state carries, to size replies.
+    pub fn weight(&self) -> usize {
+        1 + self.records.len() + self.rows.iter().map(|r| 1 + r.2.len()).sum::<usize>()
+    }
 }
 
 #[derive(Default, Debug)]
@@ -222,6 +245,45 @@ impl Index {
     pub fn is_live(&self, book: BookId, seqnum: SeqNum) -> bool {
         self.books.get(&book).is_some_and(|b| b.records.contains_key(&seqnum))
     }
+
+    /// The state of the books `wanted` picks, in book order, from the first after
+    /// `after`, until about `weight_max` seqnums are taken. Returns them and whether
+    /// books are left.
+    pub fn export(&self, wanted: impl Fn(BookId) -> bool, after: Option<BookId>, weight_max: usize) -> (Vec<BookState>, bool) {
+        let mut ids: Vec<BookId> = self.books.keys().copied().filter(|&b| after.is_none_or(|a| b > a) && wanted(b)).collect();
+        ids.sort_unstable();
+        let mut out = Vec::new();
+        let mut weight = 0;
+        for (i, id) in ids.iter().enumerate() {
+            if weight >= weight_max {
+                return (out, i < ids.len());
+            }
+            let b = &self.books[id];
+            let mut rows: Vec<(Tag, u64, Vec<SeqNum>)> =
+                b.rows.iter().map(|(&t, r)| (t, r.total, r.live.iter().copied().collect())).collect();
+            rows.sort_unstable_by_key(|r| r.0);
+            let mut trim_points: Vec<(Tag, SeqNum)> = b.trim_points.iter().map(|(&t, &s)| (t, s)).collect();
+            trim_points.sort_unstable();
+            let mut records: Vec<(SeqNum, Location, u16)> = b.records.iter().map(|(&s, l)| (s, l.location, l.tag_rows)).collect();
+            records.sort_unstable_by_key(|r| r.0);
+            let state = BookState { book: *id, rows, trim_points, records };
+            weight += state.weight();
+            out.push(state);
+        }
+        (out, false)
+    }
+
+    /// Takes over a book's state from the index of its old log. The book must be new
+    /// here, and every record applied later must be ordered after its records.
+    pub fn import(&mut self, state: BookState) {
+        assert!(!self.books.contains_key(&state.book), "book {:?} is imported once, before its records here", state.book);
+        let rows = state.rows.into_iter().map(|(t, total, live)| (t, Row { live: live.into(), total })).collect();
+        let trim_points = state.trim_points.into_iter().collect();
+        let records: HashMap<SeqNum, Live> =
+            state.records.into_iter().map(|(s, location, tag_rows)| (s, Live { location, tag_rows })).collect();
+        self.live_records += records.len();
+        self.books.insert(state.book, Book { rows, trim_points, records });
+    }
 }
 
 #[cfg(test)]
@@ -314,6 +376,55 @@ mod tests {
         index.apply_record(s(5), loc(5), &meta(1, &[9], None));
         assert_eq!(stream(&index, 1, 9), Vec::<u64>::new());
         assert_eq!(stream(&index, 1, 0), Vec::<u64>::new());
+    }
+
+    #[test]
+    fn an_imported_book_continues_as_if_its_history_was_applied_here() {
+        // Book 1's history, with a trim and a failed condition, then the same later
+        // records applied to the original and to an index that imported the book.
+        let history: &[TestRecord] = &[
+            (0, 1, &[9], Some((9, 0))),
+            (1, 2, &[9], None),
+            (2, 1, &[9, 4], None),
+            (3, 1, &[9], Some((9, 0))),
+            (4, 1, &[], None),
+        ];
+        let (mut old, _) = build(history);
+        old.apply_trim(BookId(1), Tag(4), s(3));
+        old.apply_trim(BookId(1), Tag(9), s(1));
+        let (states, more) = old.export(|b| b == BookId(1), None, usize::MAX);
+        assert!(!more);
+        assert_eq!(states.len(), 1, "only the wanted book");
+        let mut moved = Index::new();
+        moved.import(states[0].clone());
+        let later: &[TestRecord] = &[(10, 1, &[9], Some((9, 2))), (11, 1, &[9], Some((9, 2))), (12, 1, &[4], None)];
+        for &(p, b, t, c) in later {
+            let m = meta(b, t, c);
+            assert_eq!(old.apply_record(s(p), loc(p), &m), moved.apply_record(s(p), loc(p), &m), "record {p}");
+        }
+        assert_eq!(old.apply_trim(BookId(1), Tag::ALL, s(11)), moved.apply_trim(BookId(1), Tag::ALL, s(11)));
+        for tag in [0, 4, 9] {
+            assert_eq!(stream(&old, 1, tag), stream(&moved, 1, tag), "tag {tag}");
+        }
+        assert_eq!(stream(&moved, 1, 0), vec![12], "11 lost its offset, the rest is below the trim");
+        assert_eq!(moved.live_records(), 1);
+    }
+
+    #[test]
+    fn exports_come_in_book_order_in_bounded_pieces() {
+        let records: Vec<(u64, u64, &[u64], Option<(u64, u64)>)> = (0..10).map(|p| (p, p % 5, &[7u64][..], None)).collect();
+        let (index, _) = build(&records);
+        let mut got = Vec::new();
+        let mut after = None;
+        loop {
+            let (states, more) = index.export(|b| b.0 != 3, after, 5);
+            got.extend(states.iter().map(|s| s.book.0));
+            after = states.last().map(|s| s.book);
+            if !more {
+                break;
+            }
+        }
+        assert_eq!(got, vec![0, 1, 2, 4]);
     }
 
     #[test]

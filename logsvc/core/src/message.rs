@@ -14,10 +14,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::Configuration;
 use crate::error::Error;
+use crate::index::BookState;
 use crate::types::{BookId, LocalId, LogId, MetalogPosition, NodeId, SeqNum, ShardId, Tag, Term};
 
 /// Version of the wire format; a peer speaking another version is disconnected.
-pub const WIRE_VERSION: u8 = 3;
+pub const WIRE_VERSION: u8 = 4;
 
 /// The condition of a conditional append (Halfmoon `logCondAppend`): the record must land
 /// at offset `position` of the stream `tag` of its book. `tag` is always one of the
@@ -254,12 +255,13 @@ pub enum Message {
     },
 
     // Engine -> an engine holding the index of the request's log, and back. `position`
-    // is the caller's metalog position, then the position the caller moves to. The
-    // reply names the forwarder's incarnation: request ids start again with every
-    // incarnation, so a reply to the previous one must not complete a new request.
+    // is the caller's metalog position in `log`, then the position the caller moves
+    // to. The reply names the forwarder's incarnation: request ids start again with
+    // every incarnation, so a reply to the previous one must not complete a new request.
     Forward {
         req: u64,
         incarnation: u64,
+        log: LogId,
         position: MetalogPosition,
         request: Request,
     },
@@ -268,6 +270,23 @@ pub enum Message {
         incarnation: u64,
         result: Result<Reply, Error>,
         position: MetalogPosition,
+    },
+
+    // Indexer of a log added in `term` -> an indexer of `source`, and back: the index
+    // state, as of the end of the term before, of the books that moved from `source`
+    // to `target` in `term`, in book order from the first after `after`. An indexer
+    // that has not applied that far does not answer. `more`: books are left.
+    IndexExport {
+        req: u64,
+        term: Term,
+        source: LogId,
+        target: LogId,
+        after: Option<BookId>,
+    },
+    IndexExported {
+        req: u64,
+        books: Vec<BookState>,
+        more: bool,
     },
 
     // Every node -> controller.
@@ -318,6 +337,8 @@ impl Message {
             Message::TrimRequest { .. } => "trim_request",
             Message::Forward { .. } => "forward",
             Message::ForwardReply { .. } => "forward_reply",
+            Message::IndexExport { .. } => "index_export",
+            Message::IndexExported { .. } => "index_exported",
             Message::Heartbeat { .. } => "heartbeat",
             Message::ConfigAck { .. } => "config_ack",
             Message::NewConfig { .. } => "new_config",

@@ -55,6 +55,15 @@ struct Args {
     /// Engines holding each log's index (0: every engine indexes every log).
     #[arg(long, default_value_t = 2)]
     indexers_per_log: usize,
+    /// Physical logs at the start.
+    #[arg(long, default_value_t = SimOptions::default().n_logs)]
+    logs: u8,
+    /// Physical logs added during the safety phase, each at a random time.
+    #[arg(long, default_value_t = SimOptions::default().add_logs)]
+    add_logs: u8,
+    /// Books the clients use.
+    #[arg(long, default_value_t = SimOptions::default().books)]
+    books: u64,
 }
 
 fn main() -> ExitCode {
@@ -74,6 +83,9 @@ fn main() -> ExitCode {
         controllers: args.controllers,
         failover: args.failover,
         indexers_per_log: (args.indexers_per_log > 0).then_some(args.indexers_per_log),
+        n_logs: args.logs,
+        add_logs: args.add_logs,
+        books: args.books,
         ..SimOptions::default()
     };
     eprintln!("sim: seeds {}..{} with {opts}", args.seed, args.seed + args.seeds);
@@ -95,6 +107,7 @@ fn main() -> ExitCode {
                 total.failovers += s.failovers;
                 total.cas_refused += s.cas_refused;
                 total.partitions += s.partitions;
+                total.logs_added += s.logs_added;
                 total.terms = total.terms.max(s.terms);
             }
             Err(v) => {
@@ -104,7 +117,7 @@ fn main() -> ExitCode {
         }
     }
     eprintln!(
-        "sim: {} seeds passed in {:.1}s: {} events, {} appends acked, {} conditional conflicts, {} reads checked, {} trims, {} aux data accepted, {} refused, {} crashes, {} controller crashes, {} failovers, {} configurations refused by the CAS, {} partitions, up to term {}",
+        "sim: {} seeds passed in {:.1}s: {} events, {} appends acked, {} conditional conflicts, {} reads checked, {} trims, {} aux data accepted, {} refused, {} crashes, {} controller crashes, {} failovers, {} configurations refused by the CAS, {} partitions, {} logs added, up to term {}",
         args.seeds,
         started.elapsed().as_secs_f64(),
         total.events,
@@ -119,6 +132,7 @@ fn main() -> ExitCode {
         total.failovers,
         total.cas_refused,
         total.partitions,
+        total.logs_added,
         total.terms
     );
     ExitCode::SUCCESS

@@ -29,9 +29,9 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tally_log_core::{
-    read_reply, Configuration, Controller, ControllerAction, ControllerConfig, Engine, EngineAction, EngineConfig, Error,
-    Message, MetalogPosition, Micros, NodeId, OpId, Reply, Request, Result, Role, Sequencer, SequencerAction, SequencerConfig,
-    StorageAction, StorageConfig, StorageNode,
+    read_reply, Configuration, Context, Controller, ControllerAction, ControllerConfig, Engine, EngineAction, EngineConfig,
+    Error, LogId, Message, MetalogPosition, Micros, NodeId, OpId, Reply, Request, Result, Role, Sequencer, SequencerAction,
+    SequencerConfig, StorageAction, StorageConfig, StorageNode,
 };
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
@@ -278,10 +278,13 @@ async fn run_storage(
 
 /// A client request to an engine: the request, the caller's metalog position for the
 /// book's log, and where the outcome goes (with the position the caller moves to).
+/// A request to an engine: the caller's context goes along, since only the engine
+/// knows which log the book is in; the reply names that log and the position in it
+/// the caller has now seen.
 pub struct EngineCall {
     pub request: Request,
-    pub position: MetalogPosition,
-    pub reply: oneshot::Sender<(Result<Reply>, MetalogPosition)>,
+    pub context: Context,
+    pub reply: oneshot::Sender<(Result<Reply>, LogId, MetalogPosition)>,
 }
 
 /// What an engine driver publishes about itself.
@@ -349,7 +352,7 @@ async fn run_engine(
     status: watch::Sender<EngineStatus>,
 ) {
     let mut tick = ticker();
-    let mut ops: HashMap<OpId, oneshot::Sender<(Result<Reply>, MetalogPosition)>> = HashMap::new();
+    let mut ops: HashMap<OpId, oneshot::Sender<(Result<Reply>, LogId, MetalogPosition)>> = HashMap::new();
     let mut next_op: OpId = 1;
     let delay = Duration::from_millis(driver.metalog_delay_ms);
     let mut delayed: std::collections::VecDeque<(tokio::time::Instant, NodeId, Message)> = Default::default();
@@ -373,12 +376,12 @@ async fn run_engine(
                 Some(call) => {
                     if ops.len() >= driver.ops_inflight_max {
                         let e = Error::Unavailable(format!("{} requests in flight", ops.len()));
-                        let _ = call.reply.send((Err(e), call.position));
+                        let _ = call.reply.send((Err(e), LogId(0), MetalogPosition::ZERO));
                     } else {
                         let op = next_op;
                         next_op += 1;
                         ops.insert(op, call.reply);
-                        node.submit(now_us(), op, call.position, call.request);
+                        node.submit(now_us(), op, &call.context, call.request);
                     }
                 }
                 None => return,
@@ -388,10 +391,10 @@ async fn run_engine(
         for action in node.take_actions() {
             match action {
                 EngineAction::Send(to, msg) => transport.send(to, msg),
-                EngineAction::Complete { op, result, position } => {
+                EngineAction::Complete { op, result, log, position } => {
                     if let Some(reply) = ops.remove(&op) {
                         // The caller may have stopped waiting; the outcome is moot then.
-                        let _ = reply.send((result, position));
+                        let _ = reply.send((result, log, position));
                     }
                 }
                 EngineAction::Assigned { .. } | EngineAction::Indexed { .. } => {}
@@ -409,6 +412,14 @@ async fn run_engine(
 // ---------------------------------------------------------------------------------------
 // Controller
 
+/// What the control plane tells a running controller: the members registered so far,
+/// and how many physical logs the cluster should have (0: as configured).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ControlInput {
+    pub members: Vec<(NodeId, Role)>,
+    pub n_logs: u8,
+}
+
 /// Handles to a running controller.
 pub struct ControllerHandle {
     /// The configuration last installed, `None` before the first term.
@@ -418,8 +429,9 @@ pub struct ControllerHandle {
 
 /// Starts the controller of the cluster `roster`, resumed from the configuration in
 /// `store` if there is one. Fails when the store cannot be read or holds a
-/// configuration of another cluster. `members`, when given, adds the nodes that
-/// register later (a cluster's membership is dynamic; a dev cluster's is `roster`).
+/// configuration of another cluster. `input`, when given, adds the nodes that
+/// register later (a cluster's membership is dynamic; a dev cluster's is `roster`)
+/// and asks for physical logs to be added.
 ///
 /// Task `tally-controller-<id>`: cancelled, the cluster keeps its current term but
 /// can no longer reconfigure; a persist already handed to the blocking pool still
@@ -434,7 +446,7 @@ pub fn spawn_controller(
     store: Arc<dyn ControllerStore>,
     transport: Transport,
     inbox: mpsc::Receiver<(NodeId, Message)>,
-    members: Option<watch::Receiver<Vec<(NodeId, Role)>>>,
+    input: Option<watch::Receiver<ControlInput>>,
 ) -> Result<ControllerHandle> {
     let stored = store.load()?;
     let resumed = stored.as_ref().map(|c| c.current().term.0);
@@ -442,7 +454,7 @@ pub fn spawn_controller(
     let (installed_tx, installed) = watch::channel(None);
     info!(%id, nodes = roster.len(), ?resumed, "controller started");
     let task = spawn_node("controller", id, async move {
-        if let Err(e) = run_controller(node, store, transport, inbox, members, installed_tx).await {
+        if let Err(e) = run_controller(node, store, transport, inbox, input, installed_tx).await {
             error!(%id, error = %e, "controller stopped");
         }
     });
@@ -454,24 +466,32 @@ async fn run_controller(
     store: Arc<dyn ControllerStore>,
     transport: Transport,
     mut inbox: mpsc::Receiver<(NodeId, Message)>,
-    mut members: Option<watch::Receiver<Vec<(NodeId, Role)>>>,
+    mut input: Option<watch::Receiver<ControlInput>>,
     installed: watch::Sender<Option<Arc<Configuration>>>,
 ) -> Result<()> {
     let mut tick = ticker();
-    // `changed` marks the members seen, so its arm sets this rather than the loop
+    // `changed` marks the input seen, so its arm sets this rather than the loop
     // asking the receiver.
     let mut members_changed = true;
     loop {
-        if let Some(m) = members.as_mut().filter(|_| members_changed) {
+        if let Some(m) = input.as_mut().filter(|_| members_changed) {
             members_changed = false;
-            for &(n, role) in m.borrow_and_update().iter() {
+            let input = m.borrow_and_update().clone();
+            for &(n, role) in &input.members {
                 if !node.add_member(n, role) {
                     warn!(%n, ?role, "a member registered with a role other than the one this controller knows");
                 }
             }
+            // Fewer logs than the cluster has: a stale setting (a restart of an
+            // in-process cluster built for fewer); logs are never removed.
+            if input.n_logs > node.n_logs() {
+                if let Err(e) = node.set_n_logs(input.n_logs) {
+                    warn!(error = %e, "the physical logs asked for are refused");
+                }
+            }
         }
         let member_change = async {
-            match members.as_mut() {
+            match input.as_mut() {
                 Some(m) => {
                     if m.changed().await.is_err() {
                         std::future::pending::<()>().await

@@ -18,6 +18,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::config::Configuration;
+use crate::context::Context;
 use crate::controller::{Controller, ControllerAction, ControllerConfig, Role};
 use crate::engine::{Engine, EngineAction, EngineConfig, OpId};
 use crate::follower::FollowerConfig;
@@ -25,7 +26,7 @@ use crate::message::{Cond, Message, Reply, Request};
 use crate::sequencer::{Sequencer, SequencerAction, SequencerConfig};
 use crate::storage::{read_reply, StorageAction, StorageConfig, StorageNode};
 use crate::store::{MemMetalogStore, MemStore, MetalogStore, RecordStore};
-use crate::types::{book_to_log, BookId, Location, LogId, MetalogPosition, Micros, NodeId, SeqNum, Tag, Term};
+use crate::types::{BookId, Location, LogId, MetalogPosition, Micros, NodeId, SeqNum, Tag, Term};
 use oracle::Oracle;
 
 /// A small, fast, seedable generator (SplitMix64): the simulators' only randomness
@@ -90,6 +91,9 @@ pub struct SimOptions {
     /// only after the controller started (0.1 to 0.6 s in), as members of a cluster of
     /// processes do: they join through `Controller::add_member` and a new term.
     pub late_members: bool,
+    /// Physical logs the controller adds during the safety phase, each at a random
+    /// time (a new term in which some books move to the new log).
+    pub add_logs: u8,
     pub disk_min_us: Micros,
     pub disk_max_us: Micros,
     /// Engines holding each log's index; the others forward (`None`: all index all).
@@ -119,6 +123,7 @@ impl Default for SimOptions {
             controllers: 2,
             failover: 0.003,
             late_members: true,
+            add_logs: 1,
             disk_min_us: 100,
             disk_max_us: 3_000,
             indexers_per_log: Some(2),
@@ -132,7 +137,7 @@ impl fmt::Display for SimOptions {
             f,
             "sequencers={} storage={} engines={} logs={} n_meta={} n_data={} clients={} books={} safety={}ms liveness={}ms \
              delay={}..{}us loss={} dup={} crash={} partition={} controller_crash={} controllers={} failover={} late_members={} \
-             disk={}..{}us indexers_per_log={:?}",
+             add_logs={} disk={}..{}us indexers_per_log={:?}",
             self.sequencers,
             self.storage,
             self.engines,
@@ -153,6 +158,7 @@ impl fmt::Display for SimOptions {
             self.controllers,
             self.failover,
             self.late_members,
+            self.add_logs,
             self.disk_min_us,
             self.disk_max_us,
             self.indexers_per_log
@@ -177,6 +183,7 @@ pub struct SimStats {
     pub failovers: u64,
     pub cas_refused: u64,
     pub partitions: u64,
+    pub logs_added: u32,
     pub terms: u16,
 }
 
@@ -232,12 +239,14 @@ enum Event {
     Heal,
     /// The late members register (see `SimOptions::late_members`).
     Join,
+    /// The operator asks for one more physical log (see `SimOptions::add_logs`).
+    AddLog,
 }
 
 struct Client {
     engine: NodeId,
-    positions: Vec<MetalogPosition>,
-    op: Option<(OpId, Request, MetalogPosition)>,
+    context: Context,
+    op: Option<(OpId, Request, Context)>,
     acked: Vec<(BookId, SeqNum)>,
     completed: u64,
 }
@@ -389,7 +398,7 @@ impl Sim {
         let clients = (0..opts.clients)
             .map(|c| Client {
                 engine: engines[c as usize % engines.len()],
-                positions: vec![MetalogPosition::ZERO; opts.n_logs as usize],
+                context: Context::new(),
                 op: None,
                 acked: Vec::new(),
                 completed: 0,
@@ -436,6 +445,10 @@ impl Sim {
         if sim.registered.len() < sim.roster.len() {
             let at = 100_000 + sim.rng.below(500_000);
             sim.schedule(at, Event::Join);
+        }
+        for _ in 0..sim.opts.add_logs {
+            let at = 400_000 + sim.rng.below(sim.opts.safety_us.saturating_sub(400_000).max(1));
+            sim.schedule(at, Event::AddLog);
         }
         sim
     }
@@ -612,7 +625,7 @@ impl Sim {
         let mut what = Vec::new();
         for (&n, slot) in &self.slots {
             if let Some(Node::Engine(e)) = &slot.node {
-                for l in 0..self.opts.n_logs {
+                for l in 0..self.controller_cfg.n_logs {
                     let (mine, canonical) = (e.applied(LogId(l)), self.oracle.position(LogId(l)));
                     if mine != canonical {
                         what.push(format!(
@@ -709,6 +722,16 @@ impl Sim {
                 }
             }
             Event::Heal => self.partitioned.clear(),
+            Event::AddLog => {
+                // The setting lives with the configuration store: every controller
+                // started from now on reads it, and the running ones are told.
+                self.controller_cfg.n_logs += 1;
+                let n = self.controller_cfg.n_logs;
+                for c in self.controllers.iter_mut().filter_map(|c| c.node.as_mut()) {
+                    c.set_n_logs(n).expect("logs are only added");
+                }
+                self.stats.logs_added += 1;
+            }
             Event::Join => {
                 self.registered = self.roster.clone();
                 for c in self.controllers.iter_mut().filter_map(|c| c.node.as_mut()) {
@@ -849,7 +872,7 @@ impl Sim {
                 self.oracle.on_assigned(location, record.meta, record.data);
             }
             EngineAction::Indexed { log, position, records } => self.oracle.on_indexed(n.0, log, position, &records),
-            EngineAction::Complete { op, result, position } => self.on_complete(n, op, result, position),
+            EngineAction::Complete { op, result, log, position } => self.on_complete(n, op, result, log, position),
         }
     }
 
@@ -857,7 +880,14 @@ impl Sim {
         self.clients.iter().find_map(|c| c.op.as_ref().filter(|(o, _, _)| *o == op).map(|(_, r, _)| r))
     }
 
-    fn on_complete(&mut self, engine: NodeId, op: OpId, result: Result<Reply, crate::Error>, position: MetalogPosition) {
+    fn on_complete(
+        &mut self,
+        engine: NodeId,
+        op: OpId,
+        result: Result<Reply, crate::Error>,
+        log: LogId,
+        position: MetalogPosition,
+    ) {
         let Some(ci) = self.clients.iter().position(|c| c.engine == engine && c.op.as_ref().is_some_and(|(o, _, _)| *o == op))
         else {
             return;
@@ -865,10 +895,10 @@ impl Sim {
         let (_, request, before) = self.clients[ci].op.take().expect("found");
         let started = self.op_started.remove(&op).unwrap_or(0);
         let strict = self.settled_at(started);
-        let log = book_to_log(request.book(), self.opts.n_logs);
         let ok = result.is_ok() || matches!(result, Err(crate::Error::Conflict { .. }));
-        if ok && position < before {
-            self.oracle.violations.push(format!("op {op} completed at {position}, behind the caller's position {before}"));
+        if ok && position < before.position(log) {
+            let msg = format!("op {op} completed at {position} of {log:?}, behind the caller's position {before:?}");
+            self.oracle.violations.push(msg);
         }
         match (&request, &result) {
             (Request::Append { book, .. }, Ok(Reply::Appended(seqnum))) => {
@@ -883,20 +913,20 @@ impl Sim {
                 self.stats.cond_conflicts += 1;
             }
             (Request::ReadNext { book, tag, min }, Ok(Reply::Read(got))) => {
-                self.oracle.check_read(*book, *tag, *min, true, position, got);
+                self.oracle.check_read(*book, *tag, *min, true, log, position, got);
                 self.stats.reads += 1;
             }
             (Request::ReadPrev { book, tag, max }, Ok(Reply::Read(got))) => {
-                self.oracle.check_read(*book, *tag, *max, false, position, got);
+                self.oracle.check_read(*book, *tag, *max, false, log, position, got);
                 self.stats.reads += 1;
             }
             (Request::Trim { .. }, Ok(Reply::Trimmed)) => self.stats.trims += 1,
             (Request::SetAux { aux, .. }, Ok(Reply::AuxSet)) => {
-                self.oracle.check_aux(aux, true, position);
+                self.oracle.check_aux(aux, true, log, position);
                 self.stats.aux_accepted += 1;
             }
             (Request::SetAux { aux, .. }, Err(crate::Error::InvalidArgument(_))) => {
-                self.oracle.check_aux(aux, false, position);
+                self.oracle.check_aux(aux, false, log, position);
                 self.stats.aux_refused += 1;
             }
             (_, Err(crate::Error::Timeout(_) | crate::Error::Unavailable(_))) if !strict => {}
@@ -908,7 +938,7 @@ impl Sim {
         let c = &mut self.clients[ci];
         c.completed += 1;
         if ok {
-            c.positions[log.0 as usize] = c.positions[log.0 as usize].max(position);
+            c.context.advance(log, position);
         }
         let think = self.rng.below(20_000);
         self.schedule(think, Event::ClientStep(ci as u32));
@@ -924,8 +954,7 @@ impl Sim {
         let engine = c.engine;
         let book = BookId(self.rng.below(self.opts.books));
         let tag = Tag(self.rng.below(3));
-        let log = book_to_log(book, self.opts.n_logs);
-        let position = c.positions[log.0 as usize];
+        let context = c.context.clone();
         let op = self.next_op;
         self.next_op += 1;
         let roll = self.rng.below(100);
@@ -962,7 +991,7 @@ impl Sim {
                 let (own, others): (Vec<&(BookId, SeqNum)>, Vec<_>) = c.acked.iter().partition(|(b, _)| *b == book);
                 let seqnum = match self.rng.below(4) {
                     0 if !others.is_empty() => others[self.rng.below(others.len() as u64) as usize].1,
-                    1 => SeqNum::new(Term(1), log, 1 << 39),
+                    1 => SeqNum::new(Term(1), LogId(0), 1 << 39),
                     _ if !own.is_empty() => own[self.rng.below(own.len() as u64) as usize].1,
                     _ => SeqNum::MIN,
                 };
@@ -971,11 +1000,11 @@ impl Sim {
                 Request::SetAux { book, seqnum, aux }
             }
         };
-        self.clients[ci as usize].op = Some((op, request.clone(), position));
+        self.clients[ci as usize].op = Some((op, request.clone(), context.clone()));
         self.op_started.insert(op, self.now);
         let now = self.now;
         match self.slots.get_mut(&engine).and_then(|s| s.node.as_mut()) {
-            Some(Node::Engine(e)) => e.submit(now, op, position, request),
+            Some(Node::Engine(e)) => e.submit(now, op, &context, request),
             _ => {
                 // The engine is down: try again later.
                 self.clients[ci as usize].op = None;

@@ -1,6 +1,10 @@
 //! The simulator's oracle: the canonical history of every physical log, derived
 //! independently of the engines, and the checks every observation must pass.
 //!
+//! The reference model holds the records of all logs together and looks at books,
+//! never at which log holds a record: a book that moved to an added log keeps one
+//! history, its old records (ordered in earlier terms) before its new ones.
+//!
 //! Ground truth is what the sequencers committed (and the final tails the controller
 //! sealed), plus the metadata clients asked to append at each location. From these the
 //! oracle orders records itself and evaluates conditions and trims with a reference
@@ -35,17 +39,19 @@ struct RefTrim {
     seqnum: SeqNum,
 }
 
+/// Every ordered record and trim of the cluster. Positions of different logs compare
+/// term first, which is all the model needs: a book's records in the log it left are
+/// all in terms before any of its records in the log it moved to.
 #[derive(Default)]
-struct RefLog {
+struct RefHistory {
     records: Vec<RefRecord>,
     by_seqnum: HashMap<SeqNum, usize>,
     trims: Vec<RefTrim>,
     /// Successful records per (book, tag) stream, in order (trimmed ones included).
     streams: HashMap<(BookId, Tag), Vec<SeqNum>>,
-    position: MetalogPosition,
 }
 
-impl RefLog {
+impl RefHistory {
     fn trim_point(&self, book: BookId, tag: Tag, at: MetalogPosition) -> SeqNum {
         self.trims.iter().filter(|t| t.at <= at && t.book == book && t.tag == tag).map(|t| t.seqnum).max().unwrap_or(SeqNum::MIN)
     }
@@ -92,7 +98,9 @@ pub struct Oracle {
     committed: HashMap<(u16, LogId), Vec<MetalogEntry>>,
     config: Option<Arc<Configuration>>,
     follower: Follower,
-    logs: Vec<RefLog>,
+    history: RefHistory,
+    /// How far the canonical history of each log reaches.
+    positions: Vec<MetalogPosition>,
     pub violations: Vec<String>,
 }
 
@@ -104,7 +112,8 @@ impl Oracle {
             committed: HashMap::new(),
             config: None,
             follower: Follower::new(FollowerConfig { fetch_retry_us: 0, buffer_max: usize::MAX }),
-            logs: Vec::new(),
+            history: RefHistory::default(),
+            positions: Vec::new(),
             violations: Vec::new(),
         }
     }
@@ -116,7 +125,7 @@ impl Oracle {
     }
 
     pub fn position(&self, log: LogId) -> MetalogPosition {
-        self.logs.get(log.0 as usize).map_or(MetalogPosition::ZERO, |l| l.position)
+        self.positions.get(log.0 as usize).copied().unwrap_or(MetalogPosition::ZERO)
     }
 
     pub fn on_assigned(&mut self, location: Location, meta: RecordMeta, data: Bytes) {
@@ -186,8 +195,16 @@ impl Oracle {
             }
         }
         self.follower.on_config(&config);
-        while self.logs.len() < config.n_logs as usize {
-            self.logs.push(RefLog::default());
+        if config.n_logs < self.positions.len() as u8 {
+            self.violation(format!(
+                "term {} has {} logs, an earlier one had {}",
+                config.current().term.0,
+                config.n_logs,
+                self.positions.len()
+            ));
+        }
+        while self.positions.len() < config.n_logs as usize {
+            self.positions.push(MetalogPosition::ZERO);
         }
         self.config = Some(config);
         self.advance();
@@ -200,8 +217,8 @@ impl Oracle {
                 self.apply(&config, e);
             }
             let delivered = self.follower.delivered(LogId(l));
-            let log = &mut self.logs[l as usize];
-            log.position = log.position.max(delivered);
+            let position = &mut self.positions[l as usize];
+            *position = (*position).max(delivered);
         }
     }
 
@@ -216,7 +233,7 @@ impl Oracle {
                     self.violation(format!("{location:?} was ordered at {seqnum} but no engine assigned it"));
                     continue;
                 };
-                let log = &mut self.logs[e.log.0 as usize];
+                let log = &mut self.history;
                 let placement = match meta.cond {
                     Some(c) => {
                         let stream = log.streams.get(&(meta.book, c.tag)).map_or(&[][..], |v| &v[..]);
@@ -241,18 +258,18 @@ impl Oracle {
                 log.records.push(RefRecord { seqnum, location, meta, placement, at });
             }
         }
-        let log = &mut self.logs[e.log.0 as usize];
         for t in &e.trims {
-            log.trims.push(RefTrim { at, book: t.book, tag: t.tag, seqnum: t.seqnum });
+            self.history.trims.push(RefTrim { at, book: t.book, tag: t.tag, seqnum: t.seqnum });
         }
-        log.position = at;
+        self.positions[e.log.0 as usize] = at;
     }
 
     /// An engine's index applied an entry: it must match the canonical history.
     pub fn on_indexed(&mut self, engine: u32, log: LogId, position: MetalogPosition, records: &[IndexedRecord]) {
-        let l = &self.logs[log.0 as usize];
-        if position > l.position {
-            let msg = format!("engine n{engine} indexed {position} of {log:?} beyond the committed history {}", l.position);
+        let l = &self.history;
+        if position > self.position(log) {
+            let msg =
+                format!("engine n{engine} indexed {position} of {log:?} beyond the committed history {}", self.position(log));
             self.violation(msg);
             return;
         }
@@ -274,9 +291,7 @@ impl Oracle {
 
     /// An append completed: its record sits where the canonical log put `location`.
     pub fn check_append(&mut self, location: Location, result: &Result<SeqNum, Option<SeqNum>>) {
-        let Some(seqnum) =
-            self.logs.iter().find_map(|l| l.records.iter().find(|r| r.location == location).map(|r| (r.seqnum, r.placement)))
-        else {
+        let Some(seqnum) = self.history.records.iter().find(|r| r.location == location).map(|r| (r.seqnum, r.placement)) else {
             self.violation(format!("append at {location:?} completed but the canonical log never ordered it"));
             return;
         };
@@ -296,17 +311,21 @@ impl Oracle {
         assert!(fresh, "aux values name one request each: {aux:?}");
     }
 
-    /// An aux data request completed at index position `at`: it must be accepted exactly
-    /// when its seqnum is a record of its book live in the canonical log there.
-    pub fn check_aux(&mut self, aux: &Bytes, accepted: bool, at: MetalogPosition) {
+    /// An aux data request completed at index position `at` of `log`: it must be
+    /// accepted exactly when its seqnum is a record of its book live in the canonical
+    /// log there.
+    pub fn check_aux(&mut self, aux: &Bytes, accepted: bool, log: LogId, at: MetalogPosition) {
         let a = self.aux.get_mut(aux).expect("completed aux requests were submitted");
         a.refused = !accepted;
         let (book, seqnum) = (a.book, a.seqnum);
-        let log = &self.logs[crate::types::book_to_log(book, self.logs.len() as u8).0 as usize];
-        if at > log.position {
-            self.violation(format!("aux data was decided at {at}, beyond the canonical position {}", log.position));
+        if at > self.position(log) {
+            self.violation(format!(
+                "aux data was decided at {at} of {log:?}, beyond the canonical position {}",
+                self.position(log)
+            ));
             return;
         }
+        let log = &self.history;
         let record = log.by_seqnum.get(&seqnum).map(|&i| &log.records[i]);
         let live = record.is_some_and(|r| r.meta.book == book && log.live_in(r, Tag::ALL, at));
         if accepted != live {
@@ -320,21 +339,24 @@ impl Oracle {
         }
     }
 
-    /// A read completed at index position `at`: it returned what the canonical log holds.
+    /// A read completed at index position `at` of `log`: it returned what the
+    /// canonical history holds.
+    #[allow(clippy::too_many_arguments)]
     pub fn check_read(
         &mut self,
         book: BookId,
         tag: Tag,
         bound: SeqNum,
         next: bool,
+        log: LogId,
         at: MetalogPosition,
         got: &Option<LogRecord>,
     ) {
-        let log = &self.logs[crate::types::book_to_log(book, self.logs.len() as u8).0 as usize];
-        if at > log.position {
-            self.violation(format!("a read was served at {at}, beyond the canonical position {}", log.position));
+        if at > self.position(log) {
+            self.violation(format!("a read was served at {at} of {log:?}, beyond the canonical position {}", self.position(log)));
             return;
         }
+        let log = &self.history;
         let expected = log.expect_read(book, tag, bound, next, at);
         let got_seqnum = got.as_ref().map(|r| r.seqnum);
         if expected != got_seqnum {
