@@ -1372,6 +1372,22 @@ mod tests {
     }
 
     #[test]
+    fn a_caller_that_saw_a_later_term_waits_for_that_configuration() {
+        // The caller's context comes from an engine that has term 2, in which a second
+        // log was added: its book may have moved there, so this engine, still in term
+        // 1, must not answer from log 0 (it would miss the caller's own writes).
+        let mut h = Harness::new();
+        h.append(1, BookId(3));
+        let ctx = Context::from_positions(vec![h.position(), MetalogPosition::new(Term(2), 1)]);
+        let read = Request::ReadPrev { book: BookId(3), tag: Tag::ALL, max: SeqNum::MAX };
+        h.engine.submit(0, 2, &ctx, read);
+        assert_eq!(h.completions(), vec![], "the read waits for term 2");
+        h.engine.on_tick(EngineConfig::default().op_timeout_us);
+        let done = h.completions();
+        assert!(matches!(done.as_slice(), [(2, Err(Error::Timeout(_)))]), "{done:?}");
+    }
+
+    #[test]
     fn aux_data_waits_for_the_callers_position_like_a_read() {
         // A caller that saw a record appended elsewhere sets aux data on it before this
         // engine's index has applied it: the request waits instead of failing.

@@ -913,11 +913,11 @@ impl Sim {
                 self.stats.cond_conflicts += 1;
             }
             (Request::ReadNext { book, tag, min }, Ok(Reply::Read(got))) => {
-                self.oracle.check_read(*book, *tag, *min, true, log, position, got);
+                self.oracle.check_read(*book, *tag, *min, true, log, position, &before, got);
                 self.stats.reads += 1;
             }
             (Request::ReadPrev { book, tag, max }, Ok(Reply::Read(got))) => {
-                self.oracle.check_read(*book, *tag, *max, false, log, position, got);
+                self.oracle.check_read(*book, *tag, *max, false, log, position, &before, got);
                 self.stats.reads += 1;
             }
             (Request::Trim { .. }, Ok(Reply::Trimmed)) => self.stats.trims += 1,
@@ -951,6 +951,13 @@ impl Sim {
         if c.op.is_some() || self.now >= drain_from {
             return;
         }
+        // Now and then a client's session moves to another engine, as through another
+        // gateway: its context goes with it.
+        if self.rng.chance(0.1) {
+            let engines: Vec<NodeId> = self.roster.iter().filter(|(_, r)| *r == Role::Engine).map(|(n, _)| *n).collect();
+            self.clients[ci as usize].engine = engines[self.rng.below(engines.len() as u64) as usize];
+        }
+        let c = &self.clients[ci as usize];
         let engine = c.engine;
         let book = BookId(self.rng.below(self.opts.books));
         let tag = Tag(self.rng.below(3));

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::config::Configuration;
+use crate::context::Context;
 use crate::engine::IndexedRecord;
 use crate::follower::{Follower, FollowerConfig};
 use crate::index::Placement;
@@ -34,6 +35,7 @@ struct RefRecord {
 #[derive(Clone, Debug)]
 struct RefTrim {
     at: MetalogPosition,
+    log: LogId,
     book: BookId,
     tag: Tag,
     seqnum: SeqNum,
@@ -51,29 +53,49 @@ struct RefHistory {
     streams: HashMap<(BookId, Tag), Vec<SeqNum>>,
 }
 
-impl RefHistory {
-    fn trim_point(&self, book: BookId, tag: Tag, at: MetalogPosition) -> SeqNum {
-        self.trims.iter().filter(|t| t.at <= at && t.book == book && t.tag == tag).map(|t| t.seqnum).max().unwrap_or(SeqNum::MIN)
+/// What a reader sees: every entry up to `at`, the position it was served at, and
+/// every entry its context had seen already (in whichever log), since its read must
+/// reflect its own writes and earlier reads.
+#[derive(Clone, Copy)]
+struct View<'a> {
+    at: MetalogPosition,
+    seen: Option<&'a Context>,
+}
+
+impl View<'_> {
+    fn at(at: MetalogPosition) -> View<'static> {
+        View { at, seen: None }
     }
 
-    fn live_in(&self, r: &RefRecord, tag: Tag, at: MetalogPosition) -> bool {
-        if r.placement != Placement::Placed || r.at > at {
+    fn sees(&self, p: MetalogPosition, log: LogId) -> bool {
+        p <= self.at || self.seen.is_some_and(|c| p <= c.position(log))
+    }
+}
+
+impl RefHistory {
+    fn trim_point(&self, book: BookId, tag: Tag, view: View) -> SeqNum {
+        let trims = self.trims.iter().filter(|t| view.sees(t.at, t.log) && t.book == book && t.tag == tag);
+        trims.map(|t| t.seqnum).max().unwrap_or(SeqNum::MIN)
+    }
+
+    fn live_in(&self, r: &RefRecord, tag: Tag, view: View) -> bool {
+        if r.placement != Placement::Placed || !view.sees(r.at, r.seqnum.log()) {
             return false;
         }
-        let all = self.trim_point(r.meta.book, Tag::ALL, at);
+        let all = self.trim_point(r.meta.book, Tag::ALL, view);
         if r.seqnum < all {
             return false;
         }
         if tag == Tag::ALL {
-            r.meta.tags.is_empty() || r.meta.tags.iter().any(|&t| r.seqnum >= self.trim_point(r.meta.book, t, at))
+            r.meta.tags.is_empty() || r.meta.tags.iter().any(|&t| r.seqnum >= self.trim_point(r.meta.book, t, view))
         } else {
-            r.meta.tags.contains(&tag) && r.seqnum >= self.trim_point(r.meta.book, tag, at)
+            r.meta.tags.contains(&tag) && r.seqnum >= self.trim_point(r.meta.book, tag, view)
         }
     }
 
-    /// What `read_next` / `read_prev` must return from an index at position `at`.
-    fn expect_read(&self, book: BookId, tag: Tag, bound: SeqNum, next: bool, at: MetalogPosition) -> Option<SeqNum> {
-        let candidates = self.records.iter().filter(|r| r.meta.book == book && self.live_in(r, tag, at));
+    /// What `read_next` / `read_prev` must return to a reader with `view`.
+    fn expect_read(&self, book: BookId, tag: Tag, bound: SeqNum, next: bool, view: View) -> Option<SeqNum> {
+        let candidates = self.records.iter().filter(|r| r.meta.book == book && self.live_in(r, tag, view));
         if next {
             candidates.filter(|r| r.seqnum >= bound).map(|r| r.seqnum).min()
         } else {
@@ -242,7 +264,7 @@ impl Oracle {
                         } else {
                             let holder = stream.get(c.position as usize).copied().filter(|h| {
                                 let r = &log.records[log.by_seqnum[h]];
-                                log.live_in(r, c.tag, at)
+                                log.live_in(r, c.tag, View::at(at))
                             });
                             Placement::CondFailed { holder }
                         }
@@ -259,7 +281,7 @@ impl Oracle {
             }
         }
         for t in &e.trims {
-            self.history.trims.push(RefTrim { at, book: t.book, tag: t.tag, seqnum: t.seqnum });
+            self.history.trims.push(RefTrim { at, log: e.log, book: t.book, tag: t.tag, seqnum: t.seqnum });
         }
         self.positions[e.log.0 as usize] = at;
     }
@@ -327,7 +349,7 @@ impl Oracle {
         }
         let log = &self.history;
         let record = log.by_seqnum.get(&seqnum).map(|&i| &log.records[i]);
-        let live = record.is_some_and(|r| r.meta.book == book && log.live_in(r, Tag::ALL, at));
+        let live = record.is_some_and(|r| r.meta.book == book && log.live_in(r, Tag::ALL, View::at(at)));
         if accepted != live {
             let owner = record.map(|r| r.meta.book);
             let msg = format!(
@@ -339,8 +361,10 @@ impl Oracle {
         }
     }
 
-    /// A read completed at index position `at` of `log`: it returned what the
-    /// canonical history holds.
+    /// A read completed at index position `at` of `log` for a caller whose context
+    /// was `seen`: it returned what the canonical history holds there, including
+    /// whatever the caller had seen before in any log (read-your-writes across engines
+    /// and across a book's move to an added log).
     #[allow(clippy::too_many_arguments)]
     pub fn check_read(
         &mut self,
@@ -350,6 +374,7 @@ impl Oracle {
         next: bool,
         log: LogId,
         at: MetalogPosition,
+        seen: &Context,
         got: &Option<LogRecord>,
     ) {
         if at > self.position(log) {
@@ -357,7 +382,7 @@ impl Oracle {
             return;
         }
         let log = &self.history;
-        let expected = log.expect_read(book, tag, bound, next, at);
+        let expected = log.expect_read(book, tag, bound, next, View { at, seen: Some(seen) });
         let got_seqnum = got.as_ref().map(|r| r.seqnum);
         if expected != got_seqnum {
             let msg = format!(
