@@ -412,7 +412,7 @@ mod tests {
 
     #[test]
     fn exports_come_in_book_order_in_bounded_pieces() {
-        let records: Vec<(u64, u64, &[u64], Option<(u64, u64)>)> = (0..10).map(|p| (p, p % 5, &[7u64][..], None)).collect();
+        let records: Vec<TestRecord> = (0..10).map(|p| (p, p % 5, &[7u64][..], None)).collect();
         let (index, _) = build(&records);
         let mut got = Vec::new();
         let mut after = None;
