@@ -39,8 +39,10 @@ impl DevNode {
         let listener =
             tokio::net::TcpListener::bind(&config.listen).await.with_context(|| format!("listening on {}", config.listen))?;
         let addr = listener.local_addr()?;
+        // One function node: every book's background work is its own.
+        let peers = Arc::new(tally_durable::Alone);
         let runtime =
-            Runtime::start(config, cluster.client(0), cluster.platform_client(0)).await.context("starting the runtime")?;
+            Runtime::start(config, cluster.client(0), cluster.platform_client(0), peers).await.context("starting the runtime")?;
         let (stop, stopped) = oneshot::channel::<()>();
         let app = gateway::router(runtime.clone());
         let server = tokio::spawn(async move {

@@ -30,11 +30,12 @@ use std::time::Duration;
 use anyhow::{bail, Context as _};
 use serde::{Deserialize, Serialize};
 use tally_control::{ControlPlane, Member, MemberRole, Revision, Settings};
-use tally_logsvc::driver::{self, ControlInput, EngineDriverConfig, StorageStores};
+use tally_durable::Peers;
+use tally_logsvc::driver::{self, ControlInput, EngineDriverConfig, EngineStatus, StorageStores};
 use tally_logsvc::net::{Certs, NetConfig, Transport};
 use tally_logsvc::store::{ControllerStore, FsyncPolicy, GroupCommitConfig, RocksMetalogStore, RocksStore};
 use tally_logsvc::{
-    Configuration, ControllerConfig, EngineConfig, LogClient, Message, NodeId, Role, SequencerConfig, StorageConfig,
+    BookId, Configuration, ControllerConfig, EngineConfig, LogClient, Message, NodeId, Role, SequencerConfig, StorageConfig,
 };
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
@@ -439,7 +440,8 @@ impl Node {
             let addr = listener.local_addr()?;
             let log = LogClient::user(handle.calls.clone());
             let platform = LogClient::platform(handle.calls);
-            let runtime = Runtime::start(runtime_config, log, platform).await.context("starting the runtime")?;
+            let peers = Arc::new(TermPeers { me: NodeId(f.id), status: handle.status.clone() });
+            let runtime = Runtime::start(runtime_config, log, platform, peers).await.context("starting the runtime")?;
             node.serve(listener, gateway::router(runtime.clone()));
             node.function = Some((runtime, addr));
         }
@@ -556,6 +558,21 @@ fn spawn_address_book(mut members: watch::Receiver<BTreeMap<NodeId, Member>>, tr
         }
         .instrument(tracing::info_span!("task", name = "address-book")),
     )
+}
+
+/// Which books' background work is this function node's: the books whose owner among
+/// the engines of the current term (the live ones: the controller seals a dead node out
+/// within its failure timeout) is this node's engine.
+struct TermPeers {
+    me: NodeId,
+    status: watch::Receiver<EngineStatus>,
+}
+
+impl Peers for TermPeers {
+    fn owns(&self, book: BookId) -> bool {
+        let members: Vec<u64> = self.status.borrow().engines.iter().map(|n| u64::from(n.0)).collect();
+        tally_durable::owner(book, &members) == Some(u64::from(self.me.0))
+    }
 }
 
 /// The inbox of the controller this process runs while it leads; `None` while it

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use tally_durable::{Durable, InvocationStatus, InvokeRequest, NodeBounds, Parts, StateStore, TagKey};
+use tally_durable::{Durable, InvocationStatus, InvokeRequest, NodeBounds, Parts, Peers, StateStore, TagKey};
 use tally_host::{HostFunctions, Metrics, Registry, Tokio, VersionInfo, WasmHost};
 use tally_logsvc::{BookId, Context, LogClient};
 use tally_state::{PgStateStore, RocksStateStore};
@@ -38,8 +38,15 @@ fn random_key() -> std::io::Result<TagKey> {
 
 impl Runtime {
     /// A runtime over the engine of this node: `log` for guests, `platform` for the
-    /// registry and the exactly-once core. Replays the registry before it returns.
-    pub async fn start(config: Config, log: LogClient, platform: LogClient) -> anyhow::Result<Arc<Runtime>> {
+    /// registry and the exactly-once core; `peers` says which books' background work
+    /// (recovery, GC, `auto`, switches) is this node's. Replays the registry before it
+    /// returns.
+    pub async fn start(
+        config: Config,
+        log: LogClient,
+        platform: LogClient,
+        peers: Arc<dyn Peers>,
+    ) -> anyhow::Result<Arc<Runtime>> {
         config.validate()?;
         let metrics = Arc::new(Metrics::default());
         let host = Arc::new(WasmHost::new(&config.node, config.data_dir.join("artifacts"), metrics.clone())?);
@@ -56,6 +63,7 @@ impl Runtime {
             clock: Arc::new(Tokio),
             spawn: Arc::new(Tokio),
             functions: Arc::new(functions),
+            peers,
             tag_key: random_key()?,
             id_prefix: RandomState::new().hash_one(Instant::now()),
         };

@@ -351,6 +351,11 @@ impl Engine {
         self.config.as_ref().map(|c| c.n_logs)
     }
 
+    /// The engines of the current term (none before a configuration).
+    pub fn engines(&self) -> &[NodeId] {
+        self.config.as_ref().map_or(&[], |c| &c.current().engines)
+    }
+
     fn send(&mut self, to: NodeId, msg: Message) {
         self.out.push(EngineAction::Send(to, msg));
     }

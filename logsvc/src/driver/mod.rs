@@ -292,6 +292,8 @@ pub struct EngineCall {
 pub struct EngineStatus {
     /// Physical logs of the configuration the engine has, `None` before it has one.
     pub n_logs: Option<u8>,
+    /// The engines of its current term: the live members, as the controller sees them.
+    pub engines: Vec<NodeId>,
 }
 
 /// Limits of an engine driver.
@@ -400,10 +402,12 @@ async fn run_engine(
                 EngineAction::Assigned { .. } | EngineAction::Indexed { .. } => {}
             }
         }
-        let n_logs = node.n_logs();
+        let (n_logs, engines) = (node.n_logs(), node.engines());
         status.send_if_modified(|s| {
-            let changed = s.n_logs != n_logs;
-            s.n_logs = n_logs;
+            let changed = s.n_logs != n_logs || s.engines.as_slice() != engines;
+            if changed {
+                *s = EngineStatus { n_logs, engines: engines.to_vec() };
+            }
             changed
         });
     }

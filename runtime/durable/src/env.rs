@@ -110,3 +110,66 @@ pub trait Functions: Send + Sync {
     /// `attempt.deadline_ms` and by the function's concurrency, and gives the attempt back.
     fn run(&self, attempt: Attempt) -> BoxFuture<'_, (Result<Vec<u8>>, Attempt)>;
 }
+
+/// Which books this node looks after. The recovery scan (with garbage collection),
+/// `auto` and the completion of switches left unfinished run for a book on its owner
+/// only, so a cluster does that work once, not once per node; when a node leaves the
+/// membership its books get other owners, which take the work over.
+///
+/// Views may disagree for a while (two owners, or none, while membership changes):
+/// that repeats or delays work, never breaks exactly-once, since re-executions are
+/// peers whose conditional appends keep one history and GC trims only what every
+/// reader has passed.
+pub trait Peers: Send + Sync {
+    fn owns(&self, book: BookId) -> bool;
+}
+
+/// A node alone: it owns every book (`tally dev`, a single function node).
+pub struct Alone;
+
+impl Peers for Alone {
+    fn owns(&self, _book: BookId) -> bool {
+        true
+    }
+}
+
+/// The owner of `book` among `members` by rendezvous hashing: the member whose hash
+/// with the book is highest. Books spread evenly, and when a member leaves only its
+/// books move (to the member with the next highest hash). `None` without members.
+pub fn owner(book: BookId, members: &[u64]) -> Option<u64> {
+    members.iter().copied().max_by_key(|&m| (mix(book.0 ^ mix(m)), m))
+}
+
+/// SplitMix64's finalizer: a fixed, well-spread mixing of 64 bits.
+fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owners_spread_evenly_and_only_a_leavers_books_move() {
+        let members = [3u64, 9, 10, 42];
+        let mut counts = BTreeMap::new();
+        let mut moved = 0;
+        for b in 0..40_000u64 {
+            let o = owner(BookId(b), &members).expect("members");
+            *counts.entry(o).or_insert(0u32) += 1;
+            let without_10 = owner(BookId(b), &[3, 9, 42]).expect("members");
+            if o != 10 {
+                assert_eq!(without_10, o, "book {b} moved though its owner stayed");
+            } else {
+                moved += 1;
+            }
+        }
+        assert!(counts.values().all(|&c| (9_000..11_000).contains(&c)), "{counts:?}");
+        assert_eq!(moved, counts[&10]);
+        assert_eq!(owner(BookId(1), &[]), None);
+        assert_eq!(owner(BookId(1), &[7]), Some(7));
+    }
+}

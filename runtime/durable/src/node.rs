@@ -10,7 +10,7 @@ use futures_util::lock::Mutex as AsyncMutex;
 use tally_log_core::{BookId, Context, Error as LogError, SeqNum};
 
 use crate::config::{Protocol, StateConfig};
-use crate::env::{Clock, Functions, Log, Spawn};
+use crate::env::{Clock, Functions, Log, Peers, Spawn};
 use crate::error::Error;
 use crate::instance::Effective;
 use crate::invoke::Invocations;
@@ -136,6 +136,8 @@ pub struct Parts {
     pub clock: Arc<dyn Clock>,
     pub spawn: Arc<dyn Spawn>,
     pub functions: Arc<dyn Functions>,
+    /// Which books this node looks after (see [`Peers`]).
+    pub peers: Arc<dyn Peers>,
     /// A fresh secret, proposed as the cluster's tag key if it has none yet.
     pub tag_key: TagKey,
     /// Where this node's invocation IDs start (random, so nodes and restarts differ).
@@ -158,6 +160,7 @@ pub struct Durable {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) spawn: Arc<dyn Spawn>,
     pub(crate) functions: Arc<dyn Functions>,
+    pub(crate) peers: Arc<dyn Peers>,
     pub config: StateConfig,
     pub(crate) bounds: NodeBounds,
     pub(crate) tags: TagKey,
@@ -170,6 +173,8 @@ pub struct Durable {
     /// First transition records, which never change once written.
     first: Mutex<HashMap<(BookId, String), Transition>>,
     pub(crate) invocations: Invocations,
+    /// Switches this node is completing, by (book, table).
+    pub(crate) completing: Mutex<BTreeSet<(BookId, String)>>,
 }
 
 impl Durable {
@@ -183,6 +188,7 @@ impl Durable {
             clock: parts.clock,
             spawn: parts.spawn,
             functions: parts.functions,
+            peers: parts.peers,
             config,
             bounds,
             tags,
@@ -191,6 +197,7 @@ impl Durable {
             tables: AsyncMutex::new((SeqNum(0), HashMap::new())),
             first: Mutex::new(HashMap::new()),
             invocations: Invocations::new(parts.id_prefix),
+            completing: Mutex::new(BTreeSet::new()),
         });
         durable.books().await?;
         Ok(durable)

@@ -1,10 +1,12 @@
 //! The recovery scan: finds invocations that started (an Init record in a book's
 //! INSTANCES stream) and never finished (no Result record), and runs them again once
 //! they are older than their function's timeout plus `reexecute_after_ms`: their node
-//! died, or their last attempt failed transiently. It runs on every node, from the
-//! start of each book's stream after a restart; two nodes running one invocation are
-//! peers, which the step log's conditional appends keep to one history. Children are
-//! not run on their own: their parent's re-execution calls them again.
+//! died, or their last attempt failed transiently. A book is scanned by its owner only
+//! (see [`crate::Peers`]), from the start of its stream when the node starts or gains
+//! the book; a node that loses a book drops what it knew of it. Two nodes running one
+//! invocation (the old and the new owner, or the node that started it) are peers, which
+//! the step log's conditional appends keep to one history. Children are not run on
+//! their own: their parent's re-execution calls them again.
 //!
 //! An invocation that has failed transiently `attempts_max` times gets its last
 //! failure logged as its result; a version that cannot be loaded on this node does not
@@ -181,6 +183,10 @@ impl Recovery {
     pub(crate) async fn round(&mut self, d: &Arc<Durable>) -> Result<(), Error> {
         let open_max = d.config.open_max.max(1);
         for book in d.books().await? {
+            if !d.peers.owns(book) {
+                self.books.remove(&book);
+                continue;
+            }
             let scan = self.books.entry(book).or_default();
             scan.read(d, book, open_max).await?;
             scan.catch_up(d, book, open_max).await?;

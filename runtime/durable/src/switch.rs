@@ -30,8 +30,9 @@
 //!      writes each key's record once. A transitional write that raced in between,
 //!      newer than that cursor, sits just before the migration record in the write log,
 //!      and readers take it instead (`visible_write`);
-//! 3. append End. The switch is listed in a platform stream, so a node that restarts
-//!    completes the switches left unfinished.
+//! 3. append End. The switch is listed in a platform stream, and the owner of its book
+//!    (see [`crate::Peers`]) completes the switches left unfinished: the node that began
+//!    one may have died, and ownership moves on when nodes leave.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Weak};
@@ -202,10 +203,14 @@ impl Durable {
         Ok(TableStatus::of(hist).expect("just appended"))
     }
 
-    /// Completes a switch in the background, retrying until it is done. Cancelling it
-    /// (the node stops) loses nothing: the switch is listed, and every node completes
-    /// listed switches when it starts.
+    /// Completes a switch in the background, retrying until it is done (one completion
+    /// per table at a time on this node). Cancelling it (the node stops) loses nothing:
+    /// the switch is listed, and the book's owner completes listed switches.
     fn spawn_completion(self: &Arc<Self>, switch: Switch, ctx: Context) {
+        let key = (switch.book, switch.table.clone());
+        if !self.completing.lock().expect("not poisoned").insert(key.clone()) {
+            return;
+        }
         let weak = Arc::downgrade(self);
         self.spawn.spawn(
             "switch-completion",
@@ -214,7 +219,10 @@ impl Durable {
                 loop {
                     let Some(d) = weak.upgrade() else { return };
                     match d.complete(&mut ctx, &switch).await {
-                        Ok(()) => return,
+                        Ok(()) => {
+                            d.completing.lock().expect("not poisoned").remove(&key);
+                            return;
+                        }
                         Err(e) => {
                             tracing::warn!(book = switch.book.0, table = switch.table, "completing a switch, will retry: {e}");
                             let sleep = d.clock.sleep(RETRY_MS);
@@ -260,7 +268,19 @@ impl Durable {
                 }
             }
             // The reads end where the index ends, which `ctx` puts past `before`: every
-            // root that started before it has been seen.
+            // root that started before it has been seen. Garbage collection may trim a
+            // Result away before it was read here: a step log whose last record is a
+            // Result, or that was collected whole, is finished.
+            for tag in open.clone() {
+                let last = self.log.read_prev(ctx, shadow(book), tag, SeqNum::MAX).await?;
+                let finished = match last {
+                    None => true,
+                    Some(l) => matches!(record::decode::<Step>("step", &l.data), Ok(Step::Result { .. })),
+                };
+                if finished {
+                    open.remove(&tag);
+                }
+            }
             if open.is_empty() {
                 return Ok(());
             }
@@ -313,29 +333,38 @@ impl Durable {
         Ok(())
     }
 
-    /// Completes the switches that were under way when this node (or another) stopped.
-    async fn resume_switches(self: &Arc<Self>) -> Result<(), Error> {
-        let mut ctx = Context::new();
-        let mut at = SeqNum(0);
-        let mut listed = BTreeSet::new();
-        while let Some(r) = self.log.read_next(&mut ctx, PLATFORM_BOOK, SWITCHES, at).await? {
-            at = SeqNum(r.seqnum.0 + 1);
+    /// Completes the listed switches of the books this node owns that are still under
+    /// way. `w` holds what earlier rounds read: the listing stream's cursor, and the
+    /// tables whose last switch was not yet seen complete.
+    async fn resume_switches(self: &Arc<Self>, w: &mut SwitchWatch) -> Result<(), Error> {
+        while let Some(r) = self.log.read_next(&mut w.ctx, PLATFORM_BOOK, SWITCHES, w.next).await? {
+            w.next = SeqNum(r.seqnum.0 + 1);
             match record::decode::<TableRef>("switch listing", &r.data) {
                 Ok(t) if !BookId(t.book).is_reserved() => {
-                    listed.insert(t);
+                    w.pending.insert(t);
                 }
                 Ok(t) => tracing::error!(seqnum = %r.seqnum, "skipping a switch listing of platform book {:#x}", t.book),
                 Err(e) => tracing::error!(seqnum = %r.seqnum, "skipping a switch listing: {e}"),
             }
         }
-        for TableRef { book, table } in listed {
-            let book = BookId(book);
-            let hist = self.history(&mut ctx, book, &table).await?;
-            if let Some((b, Transition::Begin { to, auto, .. })) = hist.last() {
-                tracing::info!(book = book.0, table, "resuming a switch");
-                let switch =
-                    Switch { book, table: table.clone(), begin: *b, to: *to, auto: *auto, end_position: hist.len() as u64 };
-                self.spawn_completion(switch, ctx.clone());
+        let owned: Vec<TableRef> = w.pending.iter().filter(|t| self.peers.owns(BookId(t.book))).cloned().collect();
+        for t in owned {
+            let book = BookId(t.book);
+            if self.completing.lock().expect("not poisoned").contains(&(book, t.table.clone())) {
+                continue;
+            }
+            let hist = self.history(&mut w.ctx, book, &t.table).await?;
+            match hist.last() {
+                Some((b, Transition::Begin { to, auto, .. })) => {
+                    tracing::info!(book = book.0, table = t.table, "resuming a switch");
+                    let end_position = hist.len() as u64;
+                    let switch = Switch { book, table: t.table.clone(), begin: *b, to: *to, auto: *auto, end_position };
+                    self.spawn_completion(switch, w.ctx.clone());
+                }
+                // Complete: nothing to do until it is listed again by its next switch.
+                _ => {
+                    w.pending.remove(&t);
+                }
             }
         }
         Ok(())
@@ -379,18 +408,31 @@ fn migration_version(begin: u64, key: &[u8]) -> u64 {
     u64::from_be_bytes(h.finalize()[..8].try_into().expect("8 bytes"))
 }
 
+/// What the resumption of switches has read so far (see `Durable::resume_switches`).
+struct SwitchWatch {
+    ctx: Context,
+    next: SeqNum,
+    pending: BTreeSet<TableRef>,
+}
+
 /// Starts `auto` and the completion of switches left unfinished.
 pub(crate) fn start(d: &Arc<Durable>) {
     let weak = Arc::downgrade(d);
     // Cancelling `auto` loses only the rates observed since its last look.
     d.spawn.spawn("auto", Box::pin(auto_loop(weak.clone())));
-    // Cancelling the resumption loses nothing: the next start resumes again.
+    // Cancelling the resumption loses nothing: the next start reads the listing again.
     d.spawn.spawn(
         "switch-resume",
         Box::pin(async move {
-            let Some(d) = weak.upgrade() else { return };
-            if let Err(e) = d.resume_switches().await {
-                tracing::warn!("resuming switches: {e}");
+            let mut w = SwitchWatch { ctx: Context::new(), next: SeqNum::MIN, pending: BTreeSet::new() };
+            loop {
+                let Some(d) = weak.upgrade() else { return };
+                if let Err(e) = d.resume_switches(&mut w).await {
+                    tracing::warn!("resuming switches: {e}");
+                }
+                let sleep = d.clock.sleep(d.config.recovery_interval_ms);
+                drop(d);
+                sleep.await;
             }
         }),
     );
@@ -407,6 +449,10 @@ async fn auto_loop(weak: Weak<Durable>) {
         sleep.await;
         let Some(d) = weak.upgrade() else { return };
         for (book, tables) in d.take_rates() {
+            // The book's owner decides, from the share of the book's traffic it sees.
+            if !d.peers.owns(book) {
+                continue;
+            }
             for (table, ops) in tables {
                 if let Err(e) = d.auto_step(book, &table, ops).await {
                     tracing::warn!(book = book.0, table, "auto: {e}");

@@ -39,11 +39,12 @@ fn two_nodes_one_book_and_many_clients_hold() {
 
 /// Seeds that found bugs, kept as regressions (each failed before its fix): 514 (an
 /// asynchronous result asked for after it expired), 1285 (a child refused as missing
-/// by one peer of its parent and run by another once its function appeared), and the
-/// harsh scenario's 20067.
+/// by one peer of its parent and run by another once its function appeared), 66 (a
+/// switch waiting forever for Result records that garbage collection trimmed before it
+/// read them), and the harsh scenario's 20067.
 #[test]
 fn seeds_that_found_bugs_still_hold() {
-    for seed in [514, 1285] {
+    for seed in [514, 1285, 66] {
         run_seeds(seed, 1, &SimOptions::default()).unwrap_or_else(|v| panic!("{v}"));
     }
     let harsh = SimOptions { crash: 0.01, pause: 0.002, log_fail: 0.05, store_fail: 0.05, peer: 0.5, ..SimOptions::default() };

@@ -68,6 +68,9 @@ pub struct SimOptions {
     pub peer: f64,
     pub switch_every_ms: u64,
     pub redeploy_every_ms: u64,
+    /// The first node to crash never comes back: the books it owned get other owners,
+    /// which must finish what it left unfinished.
+    pub lose_node: bool,
 }
 
 impl Default for SimOptions {
@@ -86,6 +89,7 @@ impl Default for SimOptions {
             peer: 0.2,
             switch_every_ms: 250,
             redeploy_every_ms: 400,
+            lose_node: true,
         }
     }
 }
@@ -121,6 +125,8 @@ pub struct SimStats {
     pub reads_checked: u64,
     pub outputs_checked: u64,
     pub crashes: u64,
+    /// Nodes that crashed for good (see `SimOptions::lose_node`).
+    pub lost: u64,
     pub pauses: u64,
     pub log_failures: u64,
     pub store_failures: u64,
@@ -141,6 +147,7 @@ impl SimStats {
         self.reads_checked += o.reads_checked;
         self.outputs_checked += o.outputs_checked;
         self.crashes += o.crashes;
+        self.lost += o.lost;
         self.pauses += o.pauses;
         self.log_failures += o.log_failures;
         self.store_failures += o.store_failures;
@@ -157,7 +164,7 @@ impl fmt::Display for SimStats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} invocations, {} executions, {} reads and {} outputs checked against the model; faults: {} crashes, {} \
+            "{} invocations, {} executions, {} reads and {} outputs checked against the model; faults: {} crashes ({} for good), {} \
              pauses, {} log and {} store failures, {} racing peers, {} replays, {} switches, {} redeploys; {} log records, \
              {} simulated ms",
             self.invocations,
@@ -165,6 +172,7 @@ impl fmt::Display for SimStats {
             self.reads_checked,
             self.outputs_checked,
             self.crashes,
+            self.lost,
             self.pauses,
             self.log_failures,
             self.store_failures,
@@ -214,6 +222,35 @@ struct NodeSlot {
     durable: Option<Arc<Durable>>,
     incarnation: u64,
     up: bool,
+    /// When it last crashed, while it is down.
+    down_since_ms: Option<u64>,
+}
+
+/// How long a crashed node still counts as a member: a cluster's controller seals a
+/// dead engine out only after its failure timeout, and until then the dead node owns
+/// its books and nobody does their background work.
+const DETECT_MS: u64 = 300;
+
+/// Ownership of books as a cluster's function nodes see it: rendezvous hashing over the
+/// members, which are the nodes up and those down for less than [`DETECT_MS`].
+struct SimPeers {
+    world: std::sync::Weak<World>,
+    me: usize,
+}
+
+impl crate::env::Peers for SimPeers {
+    fn owns(&self, book: BookId) -> bool {
+        let Some(world) = self.world.upgrade() else { return false };
+        let now = world.harness().now_ms();
+        let members: Vec<u64> = (0..world.nodes.len())
+            .filter(|&n| {
+                let s = world.nodes[n].lock().expect("not poisoned");
+                s.up || s.down_since_ms.is_some_and(|t| now < t + DETECT_MS)
+            })
+            .map(|n| n as u64)
+            .collect();
+        crate::env::owner(book, &members) == Some(self.me as u64)
+    }
 }
 
 /// What the harness tasks share.
@@ -231,6 +268,8 @@ struct World {
     violation: Mutex<Option<String>>,
     stats: Mutex<SimStats>,
     clients_done: Mutex<usize>,
+    /// Every switch begun in the safety phase has completed.
+    switches_done: Mutex<bool>,
     config: StateConfig,
 }
 
@@ -369,6 +408,7 @@ pub fn run_seed(seed: u64, opts: &SimOptions) -> Result<SimStats, Violation> {
         violation: Mutex::new(None),
         stats: Mutex::new(SimStats::default()),
         clients_done: Mutex::new(0),
+        switches_done: Mutex::new(false),
         config: sim_config(),
     });
     for n in 0..opts.nodes {
@@ -378,6 +418,7 @@ pub fn run_seed(seed: u64, opts: &SimOptions) -> Result<SimStats, Violation> {
     exec.spawn(None, "chaos", Box::pin(chaos(world.clone())));
     let mut paused: BTreeMap<usize, u64> = BTreeMap::new();
     let mut restarts: BTreeMap<usize, u64> = BTreeMap::new();
+    let mut lost: Option<usize> = None;
     let end_ms = opts.safety_ms + opts.liveness_ms;
     let mut digest: u64 = 0;
     loop {
@@ -392,7 +433,8 @@ pub fn run_seed(seed: u64, opts: &SimOptions) -> Result<SimStats, Violation> {
             *world.store.faults.lock().expect("not poisoned") = StoreFaults { fail_before: 0.0, fail_after: 0.0 };
             paused.clear();
         }
-        if *world.clients_done.lock().expect("not poisoned") == opts.clients {
+        if *world.clients_done.lock().expect("not poisoned") == opts.clients && *world.switches_done.lock().expect("not poisoned")
+        {
             break;
         }
         if now >= end_ms {
@@ -403,9 +445,10 @@ pub fn run_seed(seed: u64, opts: &SimOptions) -> Result<SimStats, Violation> {
                 seed,
                 at_ms: now,
                 message: format!(
-                    "the liveness phase did not finish: {} of {} clients done; unfinished: {:?}; tasks: {:?}",
+                    "the liveness phase did not finish: {} of {} clients done, switches done: {}; unfinished: {:?}; tasks: {:?}",
                     world.clients_done.lock().expect("not poisoned"),
                     opts.clients,
+                    world.switches_done.lock().expect("not poisoned"),
                     unfinished.iter().take(5).collect::<Vec<_>>(),
                     exec.task_names().iter().take(12).collect::<Vec<_>>()
                 ),
@@ -436,9 +479,15 @@ pub fn run_seed(seed: u64, opts: &SimOptions) -> Result<SimStats, Violation> {
         match exec.step(&mut rng, &paused_set, end_ms) {
             Stepped::Polled(Some(n)) => {
                 digest = digest.wrapping_mul(31).wrapping_add(n as u64 + 1);
-                if safety && restarts.len() + 1 < opts.nodes && rng.chance(opts.crash) {
+                let down = restarts.len() + usize::from(lost.is_some());
+                if safety && down + 1 < opts.nodes && rng.chance(opts.crash) {
                     crash(&world, &mut exec, n);
-                    restarts.insert(n, now + 5 + rng.below(400));
+                    if opts.lose_node && lost.is_none() {
+                        lost = Some(n);
+                        world.stats.lock().expect("not poisoned").lost += 1;
+                    } else {
+                        restarts.insert(n, now + 5 + rng.below(400));
+                    }
                 }
             }
             Stepped::Polled(None) => digest = digest.wrapping_mul(31),
@@ -510,6 +559,7 @@ fn node_parts(
         clock: Arc::new(handle.clone()),
         spawn: Arc::new(handle.clone()),
         functions,
+        peers: Arc::new(crate::env::Alone),
         tag_key: TagKey::new(key),
         id_prefix: krng.next_u64(),
     }
@@ -522,6 +572,7 @@ fn start_node(world: &Arc<World>, n: usize) {
         let mut s = world.nodes[n].lock().expect("not poisoned");
         s.incarnation += 1;
         s.up = true;
+        s.down_since_ms = None;
         s.durable = None;
         s.incarnation
     };
@@ -533,7 +584,8 @@ fn start_node(world: &Arc<World>, n: usize) {
         log: world.log.node(n, handle.clone()),
         handle: handle.clone(),
     };
-    let parts = node_parts(&world.log, world.store.clone(), &handle, Arc::new(functions), world.seed, incarnation);
+    let mut parts = node_parts(&world.log, world.store.clone(), &handle, Arc::new(functions), world.seed, incarnation);
+    parts.peers = Arc::new(SimPeers { world: Arc::downgrade(world), me: n });
     let config = world.config.clone();
     let w = world.clone();
     handle.spawn(
@@ -573,8 +625,10 @@ impl World {
 /// Node `n` dies: its tasks are dropped, its requests still on the network lost.
 fn crash(world: &Arc<World>, exec: &mut Exec, n: usize) {
     exec.kill(n);
+    let now = world.harness().now_ms();
     let mut s = world.nodes[n].lock().expect("not poisoned");
     s.up = false;
+    s.down_since_ms = Some(now);
     s.durable = None;
     world.stats.lock().expect("not poisoned").crashes += 1;
 }
@@ -827,4 +881,18 @@ async fn chaos(world: Arc<World>) {
             }
         }
     }
+    // Every switch finishes, whichever node began it (that node may be gone for good).
+    for book in 0..world.opts.books {
+        let book = BookId(book);
+        loop {
+            h.sleep(20).await;
+            let Some((n, d, _)) = world.pick_node() else { continue };
+            match world.on_node(n, d, "table-status", move |d| async move { d.table_status(book, "sw").await }).await {
+                Some(Ok(Some(s))) if s.switching.is_some() => {}
+                Some(Ok(_)) => break,
+                _ => {}
+            }
+        }
+    }
+    *world.switches_done.lock().expect("not poisoned") = true;
 }
