@@ -293,4 +293,44 @@ fn positions_give_read_your_writes_and_monotonic_reads_through_a_lagging_node() 
         assert_eq!(status, 400, "{bad:?}: {body}");
         assert!(body.contains("tally-position"), "{body}");
     }
+
+    // A function node of another cluster (another CA), pointed at this cluster's etcd
+    // under this cluster's name: it registers (etcd has no TLS yet), but no node of
+    // this cluster completes a handshake with it, so it never gets a configuration,
+    // and the cluster serves on.
+    let other = tempfile::tempdir().unwrap();
+    let shape = ["--controllers", "1", "--sequencers", "1", "--storage", "1", "--functions", "1", "--gateways", "0"];
+    let mut args = vec!["cluster", "init"];
+    args.extend(shape);
+    let (ok, _, err) = tally(&args, other.path());
+    assert!(ok, "cluster init: {err}");
+    let ours = std::fs::read_to_string(c.dir.path().join("nodes/function-4/node.toml")).unwrap();
+    let line = |text: &str, key: &str| text.lines().find(|l| l.starts_with(key)).unwrap().to_string();
+    let theirs_path = other.path().join("nodes/function-4/node.toml");
+    let mut theirs = std::fs::read_to_string(&theirs_path).unwrap();
+    for key in ["etcd = ", "controllers = ", "postgres = "] {
+        theirs = theirs.replace(&line(&theirs, key), &line(&ours, key));
+    }
+    theirs = theirs.replace("[function]\nid = 4\n", "[function]\nid = 40\n");
+    std::fs::write(&theirs_path, &theirs).unwrap();
+    let mut rogue = Command::new(TALLY)
+        .args(["node", "--config"])
+        .arg(&theirs_path)
+        .env("RUST_LOG", "warn,tally_runtime::node=info")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(4);
+    while Instant::now() < until {
+        assert_eq!(invoke_at(&fresh, path, "balance a", Some(&position)).0, 200, "the cluster serves on");
+        thread::sleep(Duration::from_millis(200));
+    }
+    let _ = rogue.kill();
+    let out = rogue.wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(log.contains("waiting for the cluster's first configuration"), "{log}");
+    assert!(!log.contains("node started"), "the node of another CA joined:\n{log}");
+    assert!(log.contains("cannot connect"), "its handshakes fail:\n{log}");
+    let controller = std::fs::read_to_string(c.dir.path().join("nodes/controller-1/node.log")).unwrap();
+    assert!(controller.contains("handshake failed"), "the controller refused it:\n{controller}");
 }
