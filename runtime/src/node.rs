@@ -162,6 +162,11 @@ pub struct NodeConfig {
     /// The function role's state store.
     #[serde(default)]
     pub state: StateConfig,
+    /// A test hook: while this file exists, every message of this process's log roles
+    /// to or from another node is dropped, as a network partition would (etcd and HTTP
+    /// stay reachable). Checked every 100 ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition_file: Option<PathBuf>,
 }
 
 impl NodeConfig {
@@ -363,6 +368,9 @@ impl Node {
         }
         let transports: Vec<Transport> = bound.iter().map(|(_, _, t, _)| t.clone()).collect();
         let mut tasks = vec![spawn_address_book(members.clone(), transports.clone())];
+        if let Some(file) = config.partition_file.clone() {
+            tasks.push(spawn_partition_hook(file, transports.clone()));
+        }
 
         let controllers: Vec<NodeId> = config.controllers.iter().map(|&c| NodeId(c)).collect();
         let mut engine = None;
@@ -537,6 +545,24 @@ fn check_not_registered(config: &NodeConfig, members: &BTreeMap<NodeId, Member>)
 }
 
 /// Keeps every endpoint of this process told where every member is.
+/// Cuts the log roles off from every other node while `file` exists (a test hook).
+fn spawn_partition_hook(file: PathBuf, transports: Vec<Transport>) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut cut = false;
+        loop {
+            let now = file.exists();
+            if now != cut {
+                cut = now;
+                warn!(file = %file.display(), cut, "test hook: this node's messages to other nodes are {}", if cut { "dropped" } else { "sent again" });
+                for t in &transports {
+                    t.set_partitioned(cut);
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+}
+
 fn spawn_address_book(mut members: watch::Receiver<BTreeMap<NodeId, Member>>, transports: Vec<Transport>) -> JoinHandle<()> {
     tokio::spawn(
         async move {

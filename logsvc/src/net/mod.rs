@@ -35,7 +35,7 @@ mod tests;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
@@ -201,6 +201,9 @@ struct Shared {
     started: Instant,
     drop_warn_next_ms: AtomicU64,
     drops_unreported: AtomicU64,
+    /// A test hook: while set, every message to or from another node is dropped, as a
+    /// network partition would (see [`Transport::set_partitioned`]).
+    partitioned: AtomicBool,
 }
 
 impl Shared {
@@ -327,6 +330,7 @@ impl Transport {
             started: Instant::now(),
             drop_warn_next_ms: AtomicU64::new(0),
             drops_unreported: AtomicU64::new(0),
+            partitioned: AtomicBool::new(false),
         });
         // Task net.accept: ends when the endpoint closes (shutdown, or the last
         // Transport clone dropped). It has no errors of its own: a failed connection
@@ -412,6 +416,10 @@ impl Transport {
             }
             return;
         }
+        if shared.partitioned.load(Ordering::Relaxed) {
+            shared.dropped(to, 1, "partitioned", msg.name());
+            return;
+        }
         let refused = match read_lock(&self.inner.peers).by_node.get(&to) {
             None => Some(("unknown peer", msg)),
             Some(peer) => match peer.queue.try_send(msg) {
@@ -423,6 +431,12 @@ impl Transport {
         if let Some((reason, msg)) = refused {
             shared.dropped(to, 1, reason, msg.name());
         }
+    }
+
+    /// A test hook for partition tests: while `cut`, every message to or from another
+    /// node is dropped (connections stay up, as under a partition that loses packets).
+    pub fn set_partitioned(&self, cut: bool) {
+        self.inner.shared.partitioned.store(cut, Ordering::Relaxed);
     }
 
     pub fn stats(&self) -> NetStats {
@@ -691,6 +705,7 @@ async fn serve_connection(
         tracing::Span::current().record("peer", tracing::field::display(from));
         loop {
             match frame::read_frame(&mut recv, shared.config.frame_bytes_max).await {
+                Ok(Some(msg)) if shared.partitioned.load(Ordering::Relaxed) => shared.dropped(from, 1, "partitioned", msg.name()),
                 Ok(Some(msg)) => match deliver(&inbox, &conn, (from, msg), &shared.received).await {
                     Delivery::Delivered => {}
                     Delivery::InboxClosed => {
