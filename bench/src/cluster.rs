@@ -8,6 +8,10 @@
 //!   reconfiguration   32 clients appending while storage node 0 of 4 is killed (n_data=3):
 //!                     the latency timeline in 50 ms buckets, the time from the kill to the
 //!                     first append acknowledged in the new term, and to normal latency
+//!   invocations       C clients ──POST hello──► gateway process ──► 1 or 2 function node
+//!                     processes (`tally cluster up`, the release binary, each cluster
+//!                     with its own etcd, PostgreSQL, sequencer and storage node), and
+//!                     straight to the one function node, to see what the gateway costs
 //! ```
 //!
 //! Every node has its own QUIC endpoint and RocksDB directory in this process (the
@@ -18,13 +22,16 @@
 //! protocol and ~100 ms until latency is normal again; here the failure is detected
 //! by missed heartbeats (the controller's failure timeout, 1 s by default, here 300 ms).
 
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
+use anyhow::{ensure, Context as _};
 use bytes::Bytes;
 use tally_logsvc::store::FsyncPolicy;
 use tally_logsvc::{BookId, Cluster, ClusterBuilder, Context, LogClient, SeqNum, Term};
+use tally_runtime::cluster::{wait_healthy, ClusterDir, Shape as ClusterShape};
 use tempfile::TempDir;
 
 use crate::log::{closed_loop, progress, record_percentiles, Op};
@@ -140,6 +147,8 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<()> {
     }
 
     reconfiguration(&mut report).await?;
+    let plan = crate::invoke::Plan::new(options);
+    let report = tokio::task::spawn_blocking(move || invocations(report, &plan)).await??;
     report.print_table();
     eprintln!("cluster: done in {:.1} s", started.elapsed().as_secs_f64());
     Ok(())
@@ -218,4 +227,74 @@ async fn reconfiguration(report: &mut Report) -> anyhow::Result<()> {
     report.record(case, "failure_timeout", FAILURE_TIMEOUT_US as f64 / 1000.0, "ms")?;
     s.cluster.shutdown().await;
     Ok(())
+}
+
+/// A process cluster of `tally cluster up` that is taken down when dropped.
+struct Processes {
+    cluster: ClusterDir,
+    _dir: TempDir,
+}
+
+impl Processes {
+    fn up(tally: &Path, functions: u32) -> anyhow::Result<Processes> {
+        let dir = tempfile::tempdir().context("creating the cluster directory")?;
+        let shape = ClusterShape { controllers: 1, sequencers: 1, storage: 1, functions, gateways: 1, ..ClusterShape::default() };
+        let cluster = ClusterDir::init(dir.path(), "bench", "127.0.0.1", &shape)?;
+        progress(&format!("starting a process cluster with {functions} function node(s)"));
+        cluster.up(tally)?;
+        wait_healthy(&cluster, Duration::from_secs(90))?;
+        Ok(Processes { cluster, _dir: dir })
+    }
+
+    fn http(&self, role: &str) -> anyhow::Result<String> {
+        let status = self.cluster.status()?;
+        let p = status.iter().find(|p| p.name.starts_with(role)).with_context(|| format!("no {role} process"))?;
+        Ok(format!("http://{}", p.http.as_ref().context("no HTTP address")?))
+    }
+}
+
+impl Drop for Processes {
+    fn drop(&mut self) {
+        let _ = self.cluster.down(Duration::from_secs(10));
+    }
+}
+
+/// The release `tally` binary, next to this one: built if it is missing or stale.
+fn release_tally() -> anyhow::Result<PathBuf> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    progress("building the release tally binary");
+    let status = Command::new(cargo).args(["build", "--release", "--quiet", "-p", "tally-runtime", "--bin", "tally"]).status()?;
+    ensure!(status.success(), "cargo build --release --bin tally failed");
+    let exe = std::env::current_exe()?;
+    let tally = exe.parent().context("the bench binary's directory")?.join("tally");
+    ensure!(tally.exists(), "{} is missing after the build", tally.display());
+    Ok(tally)
+}
+
+/// Invocations of the echo function through a gateway to one function node and to two,
+/// and straight to the one, in interleaved slices.
+fn invocations(mut report: Report, plan: &crate::invoke::Plan) -> anyhow::Result<Report> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("bench/ is inside the repository");
+    let hello = std::fs::read(crate::invoke::build_guests(root)?.join("hello.wasm"))?;
+    let tally = release_tally()?;
+    let one = Processes::up(&tally, 1)?;
+    let two = Processes::up(&tally, 2)?;
+    let mut targets = Vec::new();
+    for (name, p, role) in
+        [("gateway-1-function", &one, "gateway"), ("gateway-2-functions", &two, "gateway"), ("function-direct", &one, "function")]
+    {
+        let url = p.http(role)?;
+        if role == "gateway" {
+            let mut r = crate::invoke::agent().put(format!("{url}/v1/functions/hello")).send(&hello[..])?;
+            ensure!(r.status().as_u16() == 201, "deploying hello: {}", r.body_mut().read_to_string().unwrap_or_default());
+        }
+        targets.push(crate::invoke::Target { name, invoke_url: format!("{url}/v1/functions/hello/invoke?book=0") });
+    }
+    crate::invoke::measure(&mut report, &targets, plan)?;
+    for clients in [1, 32] {
+        let value = |name: &str| report.value(&format!("{name},clients={clients}"), "invoke_throughput").expect("measured");
+        let ratio = value("gateway-2-functions") / value("gateway-1-function");
+        report.record(&format!("gateway-2-functions,clients={clients}"), "vs_one_function_ratio", round_to(ratio, 3), "ratio")?;
+    }
+    Ok(report)
 }

@@ -48,7 +48,7 @@ const PEER_START_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How long each part runs.
 #[derive(Clone, Copy)]
-struct Plan {
+pub(crate) struct Plan {
     /// Run once per target and client count before the slices, not counted:
     /// connections open, code and caches warm up.
     warmup: Duration,
@@ -61,7 +61,7 @@ struct Plan {
 }
 
 impl Plan {
-    fn new(options: &RunOptions) -> Plan {
+    pub(crate) fn new(options: &RunOptions) -> Plan {
         let slice = Duration::from_millis(500);
         let slice_warmup = Duration::from_millis(20);
         if options.quick {
@@ -73,11 +73,11 @@ impl Plan {
 }
 
 /// A server the clients invoke the echo function on.
-struct Target {
+pub(crate) struct Target {
     /// The case's prefix: `tally` or `wasmtime-serve`.
-    name: &'static str,
+    pub name: &'static str,
     /// Where a POST of the payload invokes the function.
-    invoke_url: String,
+    pub invoke_url: String,
 }
 
 /// The clients of one closed loop, kept across its warm-up and slices so that their
@@ -92,7 +92,7 @@ impl Clients {
     }
 }
 
-fn agent() -> ureq::Agent {
+pub(crate) fn agent() -> ureq::Agent {
     ureq::Agent::config_builder().http_status_as_error(false).timeout_global(Some(REQUEST_TIMEOUT)).build().into()
 }
 
@@ -163,7 +163,7 @@ fn measure_all(plan: &Plan, tally_url: &str, hello: &[u8], peer: Option<&Peer>) 
 
 /// Runs the closed loops of both targets at every client count in interleaved slices
 /// and records throughput and latencies.
-fn measure(report: &mut Report, targets: &[Target], plan: &Plan) -> anyhow::Result<()> {
+pub(crate) fn measure(report: &mut Report, targets: &[Target], plan: &Plan) -> anyhow::Result<()> {
     for clients in CLIENTS {
         eprintln!("invoke: clients={clients}: {} interleaved slices of {} ms per target", plan.slices, plan.slice.as_millis());
         let pools: Vec<Clients> = targets.iter().map(|_| Clients::new(clients)).collect();
@@ -328,7 +328,7 @@ fn metric_sum(text: &str, name: &str) -> Option<f64> {
 }
 
 /// Runs `scripts/build-guests.sh`; returns the directory holding `hello.wasm`.
-fn build_guests(root: &Path) -> anyhow::Result<PathBuf> {
+pub(crate) fn build_guests(root: &Path) -> anyhow::Result<PathBuf> {
     eprintln!("invoke: building the guests (scripts/build-guests.sh)");
     let stdout = run_script(root, "scripts/build-guests.sh")?;
     let dir = stdout.lines().last().context("scripts/build-guests.sh printed no directory")?;

@@ -34,7 +34,7 @@
 //!    (see [`crate::Peers`]) completes the switches left unfinished: the node that began
 //!    one may have died, and ownership moves on when nodes leave.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Weak};
 
 use bytes::Bytes;
@@ -341,14 +341,15 @@ impl Durable {
             w.next = SeqNum(r.seqnum.0 + 1);
             match record::decode::<TableRef>("switch listing", &r.data) {
                 Ok(t) if !BookId(t.book).is_reserved() => {
-                    w.pending.insert(t);
+                    w.pending.insert(t, r.seqnum.0);
                 }
                 Ok(t) => tracing::error!(seqnum = %r.seqnum, "skipping a switch listing of platform book {:#x}", t.book),
                 Err(e) => tracing::error!(seqnum = %r.seqnum, "skipping a switch listing: {e}"),
             }
         }
-        let owned: Vec<TableRef> = w.pending.iter().filter(|t| self.peers.owns(BookId(t.book))).cloned().collect();
-        for t in owned {
+        let owned: Vec<(TableRef, u64)> =
+            w.pending.iter().filter(|(t, _)| self.peers.owns(BookId(t.book))).map(|(t, &at)| (t.clone(), at)).collect();
+        for (t, listed_at) in owned {
             let book = BookId(t.book);
             if self.completing.lock().expect("not poisoned").contains(&(book, t.table.clone())) {
                 continue;
@@ -361,10 +362,12 @@ impl Durable {
                     let switch = Switch { book, table: t.table.clone(), begin: *b, to: *to, auto: *auto, end_position };
                     self.spawn_completion(switch, w.ctx.clone());
                 }
-                // Complete: nothing to do until it is listed again by its next switch.
-                _ => {
+                // Complete, if the End is later than the listing: a listing is appended
+                // before its Begin, so an End before it is the previous switch's.
+                Some((end, _)) if *end > listed_at => {
                     w.pending.remove(&t);
                 }
+                _ => {}
             }
         }
         Ok(())
@@ -412,7 +415,8 @@ fn migration_version(begin: u64, key: &[u8]) -> u64 {
 struct SwitchWatch {
     ctx: Context,
     next: SeqNum,
-    pending: BTreeSet<TableRef>,
+    /// Listed tables not yet seen complete, with the seqnum of their last listing.
+    pending: BTreeMap<TableRef, u64>,
 }
 
 /// Starts `auto` and the completion of switches left unfinished.
@@ -424,7 +428,7 @@ pub(crate) fn start(d: &Arc<Durable>) {
     d.spawn.spawn(
         "switch-resume",
         Box::pin(async move {
-            let mut w = SwitchWatch { ctx: Context::new(), next: SeqNum::MIN, pending: BTreeSet::new() };
+            let mut w = SwitchWatch { ctx: Context::new(), next: SeqNum::MIN, pending: BTreeMap::new() };
             loop {
                 let Some(d) = weak.upgrade() else { return };
                 if let Err(e) = d.resume_switches(&mut w).await {

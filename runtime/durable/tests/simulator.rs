@@ -41,10 +41,12 @@ fn two_nodes_one_book_and_many_clients_hold() {
 /// asynchronous result asked for after it expired), 1285 (a child refused as missing
 /// by one peer of its parent and run by another once its function appeared), 66 (a
 /// switch waiting forever for Result records that garbage collection trimmed before it
-/// read them), and the harsh scenario's 20067.
+/// read them), 2431 (a switch whose node was lost, not resumed by the book's owner,
+/// which had taken the previous switch's End for its own), and the harsh scenario's
+/// 20067.
 #[test]
 fn seeds_that_found_bugs_still_hold() {
-    for seed in [514, 1285, 66] {
+    for seed in [514, 1285, 66, 2431] {
         run_seeds(seed, 1, &SimOptions::default()).unwrap_or_else(|v| panic!("{v}"));
     }
     let harsh = SimOptions { crash: 0.01, pause: 0.002, log_fail: 0.05, store_fail: 0.05, peer: 0.5, ..SimOptions::default() };

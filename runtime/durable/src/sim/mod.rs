@@ -882,12 +882,30 @@ async fn chaos(world: Arc<World>) {
         }
     }
     // Every switch finishes, whichever node began it (that node may be gone for good).
+    // Each look is given up after a second and made again, on a node drawn anew.
     for book in 0..world.opts.books {
         let book = BookId(book);
         loop {
             h.sleep(20).await;
             let Some((n, d, _)) = world.pick_node() else { continue };
-            match world.on_node(n, d, "table-status", move |d| async move { d.table_status(book, "sw").await }).await {
+            let answer: Arc<Mutex<Option<Result<Option<crate::switch::TableStatus>, Error>>>> = Arc::default();
+            let put = answer.clone();
+            Handle { shared: world.shared.clone(), owner: Some(n) }.spawn(
+                "table-status",
+                Box::pin(async move {
+                    let status = d.table_status(book, "sw").await;
+                    *put.lock().expect("not poisoned") = Some(status);
+                }),
+            );
+            let mut got = None;
+            for _ in 0..100 {
+                h.sleep(10).await;
+                got = answer.lock().expect("not poisoned").take();
+                if got.is_some() {
+                    break;
+                }
+            }
+            match got {
                 Some(Ok(Some(s))) if s.switching.is_some() => {}
                 Some(Ok(_)) => break,
                 _ => {}
