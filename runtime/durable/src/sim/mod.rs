@@ -840,6 +840,9 @@ async fn asynchronous(world: &Arc<World>, book: BookId, function: &str, input: &
     }
 }
 
+/// What a look at a table's status answered.
+type StatusAnswer = Result<Option<crate::switch::TableStatus>, Error>;
+
 /// Redeploys, a function that appears late, and switches, during the safety phase.
 async fn chaos(world: Arc<World>) {
     let h = world.harness();
@@ -888,7 +891,7 @@ async fn chaos(world: Arc<World>) {
         loop {
             h.sleep(20).await;
             let Some((n, d, _)) = world.pick_node() else { continue };
-            let answer: Arc<Mutex<Option<Result<Option<crate::switch::TableStatus>, Error>>>> = Arc::default();
+            let answer: Arc<Mutex<Option<StatusAnswer>>> = Arc::default();
             let put = answer.clone();
             Handle { shared: world.shared.clone(), owner: Some(n) }.spawn(
                 "table-status",
