@@ -29,16 +29,20 @@ struct Cluster {
     dir: tempfile::TempDir,
 }
 
+/// `tally cluster init` of a new directory with the `shape` flags.
+fn init(shape: &[&str]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = vec!["cluster", "init"];
+    args.extend(shape);
+    // `tally` puts DIR last; the flags come first.
+    let (ok, _, err) = tally(&args, dir.path());
+    assert!(ok, "cluster init: {err}");
+    dir
+}
+
 impl Cluster {
     fn up(shape: &[&str]) -> (Cluster, String) {
-        let dir = tempfile::tempdir().unwrap();
-        let mut args = vec!["cluster", "init"];
-        args.extend(shape);
-        // `init` takes DIR last here; the flags come first.
-        let init: Vec<&str> = args.clone();
-        let (ok, _, err) = tally(&init, dir.path());
-        assert!(ok, "cluster init: {err}");
-        let c = Cluster { dir };
+        let c = Cluster { dir: init(shape) };
         let url = c.start();
         (c, url)
     }
@@ -245,12 +249,7 @@ fn invoke_at(url: &str, path: &str, body: &str, position: Option<&str>) -> (u16,
 
 #[test]
 fn positions_give_read_your_writes_and_monotonic_reads_through_a_lagging_node() {
-    let dir = tempfile::tempdir().unwrap();
-    let shape = ["--controllers", "1", "--sequencers", "1", "--storage", "1", "--functions", "2", "--gateways", "0"];
-    let mut args = vec!["cluster", "init"];
-    args.extend(shape);
-    let (ok, _, err) = tally(&args, dir.path());
-    assert!(ok, "cluster init: {err}");
+    let dir = init(&["--controllers", "1", "--sequencers", "1", "--storage", "1", "--functions", "2", "--gateways", "0"]);
     // function-5 learns of every metalog entry 1.5 s late.
     let lagging = dir.path().join("nodes/function-5/node.toml");
     let text = std::fs::read_to_string(&lagging).unwrap();
@@ -298,12 +297,7 @@ fn positions_give_read_your_writes_and_monotonic_reads_through_a_lagging_node() 
     // under this cluster's name: it registers (etcd has no TLS yet), but no node of
     // this cluster completes a handshake with it, so it never gets a configuration,
     // and the cluster serves on.
-    let other = tempfile::tempdir().unwrap();
-    let shape = ["--controllers", "1", "--sequencers", "1", "--storage", "1", "--functions", "1", "--gateways", "0"];
-    let mut args = vec!["cluster", "init"];
-    args.extend(shape);
-    let (ok, _, err) = tally(&args, other.path());
-    assert!(ok, "cluster init: {err}");
+    let other = init(&["--controllers", "1", "--sequencers", "1", "--storage", "1", "--functions", "1", "--gateways", "0"]);
     let ours = std::fs::read_to_string(c.dir.path().join("nodes/function-4/node.toml")).unwrap();
     let line = |text: &str, key: &str| text.lines().find(|l| l.starts_with(key)).unwrap().to_string();
     let theirs_path = other.path().join("nodes/function-4/node.toml");
@@ -344,12 +338,7 @@ fn post_once(url: &str, path: &str, body: &str, key: &str, timeout: Duration) ->
 
 #[test]
 fn a_partitioned_minority_stops_writing_and_loses_nothing_on_heal() {
-    let dir = tempfile::tempdir().unwrap();
-    let shape = ["--controllers", "1", "--sequencers", "3", "--storage", "3", "--functions", "2", "--gateways", "0"];
-    let mut args = vec!["cluster", "init"];
-    args.extend(shape);
-    let (ok, _, err) = tally(&args, dir.path());
-    assert!(ok, "cluster init: {err}");
+    let dir = init(&["--controllers", "1", "--sequencers", "3", "--storage", "3", "--functions", "2", "--gateways", "0"]);
     // A minority of every log role, and a function node, are cut off together while
     // this file exists: the first sequencer (the primary of log 0), a storage node and
     // function-8. etcd stays reachable to them, as across a partition of the QUIC
