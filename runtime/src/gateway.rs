@@ -109,6 +109,8 @@ type ApiResult<T> = Result<T, ApiError>;
 
 /// The client's key that makes an invocation exactly-once across its retries.
 const IDEMPOTENCY_KEY: &str = "idempotency-key";
+/// The key a cluster's gateway gives an invocation it may retry on another node.
+pub const RETRY_KEY: &str = "tally-retry-key";
 /// Test hook (with `[state] crash_injection`): stop after this many effects.
 const CRASH_AFTER: &str = "tally-crash-after";
 /// Session consistency: where the client's invocations got to in the log. Every
@@ -336,7 +338,11 @@ async fn invoke(
     let crash_after = header_text(&headers, CRASH_AFTER)?
         .map(|v| v.parse::<u64>().map_err(|_| RuntimeError::InvalidArgument(format!("{CRASH_AFTER}: {v:?} is not a count"))))
         .transpose()?;
-    let opts = InvokeOptions { idempotency_key: header_text(&headers, IDEMPOTENCY_KEY)?, crash_after };
+    let opts = InvokeOptions {
+        idempotency_key: header_text(&headers, IDEMPOTENCY_KEY)?,
+        retry_key: header_text(&headers, RETRY_KEY)?,
+        crash_after,
+    };
     let position = position_of(&headers)?;
     if q.background && opts.crash_after.is_some() {
         return Err(RuntimeError::InvalidArgument(format!("{CRASH_AFTER} is for synchronous invocations")).into());
@@ -349,7 +355,8 @@ async fn invoke(
     let book = user_book(q.book)?;
     let input = body.read("the request", loaded.info.limits.request_bytes_max).await?;
     if q.background {
-        let id = rt.invoke_async(name, book, input, opts.idempotency_key).await?;
+        // A background invocation is initialised before it is answered anyway.
+        let id = rt.invoke_async(name, book, input, opts.idempotency_key.or(opts.retry_key)).await?;
         let location = format!("/v1/invocations/{id}?book={}", book.0);
         let mut response = (StatusCode::ACCEPTED, Json(json!({ "invocation_id": id }))).into_response();
         if let Ok(v) = HeaderValue::from_str(&location) {

@@ -6,10 +6,12 @@
 //!   log (`Configuration::indexers_of`), whose reads need no forwarding; the others
 //!   follow, and requests are spread round-robin within each group.
 //! - **Retries**: when a node cannot be reached, or answers 503, the request goes to
-//!   the next node. Every invocation the gateway forwards carries an idempotency key
-//!   (the client's, or one the gateway draws), so an invocation that a dying node had
-//!   begun is finished once: by the retry, which finds its Init, or by the recovery
-//!   scan, never run twice.
+//!   the next node. Every invocation the gateway forwards carries a key: the client's
+//!   `Idempotency-Key`, or a `Tally-Retry-Key` the gateway draws. With the latter the
+//!   invocation's ID comes from the key but it is initialised lazily, at its first
+//!   `state` or `invoke` call, so effects a dying node had begun are finished once (by
+//!   the retry, which finds its Init, or by the recovery scan), while a function
+//!   without effects logs nothing and costs what a direct call does.
 //!
 //! The gateway holds no state of its own: the members and the configuration come from
 //! etcd, so any number of gateways serve the same cluster.
@@ -157,7 +159,7 @@ async fn forward(State(gw): State<Arc<Gateway>>, request: Request) -> Response {
     let invocation = parts.method == axum::http::Method::POST && parts.uri.path().ends_with("/invoke");
     if invocation && !parts.headers.contains_key(IDEMPOTENCY_KEY) {
         let key = HeaderValue::from_str(&gw.key()).expect("a key is ascii");
-        parts.headers.insert(IDEMPOTENCY_KEY, key);
+        parts.headers.insert(crate::gateway::RETRY_KEY, key);
     }
     let path_and_query = parts.uri.path_and_query().map(|p| p.as_str().to_string()).unwrap_or_else(|| "/".into());
     let candidates = gw.candidates(book_of(&parts.uri));

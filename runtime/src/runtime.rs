@@ -146,6 +146,7 @@ impl Runtime {
             book,
             input,
             idempotency_key: opts.idempotency_key,
+            retry_key: opts.retry_key,
             crash_after: opts.crash_after,
             position,
         };
@@ -175,6 +176,9 @@ impl Runtime {
 pub struct InvokeOptions {
     /// The client's key for the invocation (the `Idempotency-Key` header).
     pub idempotency_key: Option<String>,
+    /// A gateway's key for an invocation it may retry elsewhere (`Tally-Retry-Key`; see
+    /// `InvokeRequest::retry_key`).
+    pub retry_key: Option<String>,
     /// Test hook: stop the invocation after this many effects (`Tally-Crash-After`).
     pub crash_after: Option<u64>,
 }

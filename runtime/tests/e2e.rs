@@ -213,3 +213,26 @@ fn the_cli_deploys_invokes_lists_and_reads_books() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("function_not_found"));
 }
+
+#[test]
+fn a_gateways_retry_key_makes_effects_once_and_a_retry_gets_their_result() {
+    // What a cluster's gateway sends with an invocation it may retry on another node.
+    let (_dir, n) = node();
+    n.deploy("bank", &guest("bank"), "");
+    let path = "/v1/functions/bank/invoke?book=3";
+    for account in ["a", "b"] {
+        assert_eq!(n.post_with(path, format!("open {account} 100").as_bytes(), &[]).0, 200);
+    }
+    let retry = [("tally-retry-key", "gw-1")];
+    let first = n.post_with(path, b"transfer a b 10", &retry);
+    let again = n.post_with(path, b"transfer a b 10", &retry);
+    assert_eq!((first.0, &first.1[..]), (200, &b"ok 90 110"[..]));
+    assert_eq!(again, first, "the retry gets the logged result and moves nothing");
+    assert_eq!(n.invoke_ok("bank", 3, "balance a"), "90");
+    // A function without effects just runs, under the same key or not.
+    n.deploy("hello", &guest("hello"), "");
+    for _ in 0..2 {
+        let (status, body) = n.post_with("/v1/functions/hello/invoke?book=3", b"hi", &[("tally-retry-key", "gw-2")]);
+        assert_eq!((status, &body[..]), (200, &b"hi"[..]));
+    }
+}

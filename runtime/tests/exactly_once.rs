@@ -69,7 +69,7 @@ impl Harness {
     }
 
     async fn invoke(&self, book: u64, input: &str, key: &str, crash_after: Option<u64>) -> Result<String, RuntimeError> {
-        let opts = InvokeOptions { idempotency_key: Some(key.to_string()), crash_after };
+        let opts = InvokeOptions { idempotency_key: Some(key.to_string()), retry_key: None, crash_after };
         let out = self.node.runtime.invoke_with("steps", BookId(book), Bytes::from(input.to_string()), opts).await?;
         Ok(String::from_utf8(out).expect("text"))
     }
@@ -195,7 +195,7 @@ impl Clients {
         let rt = h.node.runtime.clone();
         for c in 0..n {
             for side in ["x", "y"] {
-                let opts = InvokeOptions { idempotency_key: Some(format!("open-{c}{side}")), crash_after: None };
+                let opts = InvokeOptions { idempotency_key: Some(format!("open-{c}{side}")), retry_key: None, crash_after: None };
                 rt.invoke_with("bank", BookId(book), Bytes::from(format!("open c{c}{side} 1000")), opts).await.expect("open");
             }
         }
@@ -215,10 +215,10 @@ impl Clients {
                         let key = format!("t-{c}-{t}");
                         // Every fifth transfer crashes after a few effects first.
                         let crash = (t % 5 == 2).then_some(1 + t % 6);
-                        let opts = InvokeOptions { idempotency_key: Some(key.clone()), crash_after: crash };
+                        let opts = InvokeOptions { idempotency_key: Some(key.clone()), retry_key: None, crash_after: crash };
                         let mut reply = rt.invoke_with("bank", BookId(book), input.clone(), opts).await;
                         while reply.is_err() {
-                            let opts = InvokeOptions { idempotency_key: Some(key.clone()), crash_after: None };
+                            let opts = InvokeOptions { idempotency_key: Some(key.clone()), retry_key: None, crash_after: None };
                             reply = rt.invoke_with("bank", BookId(book), input.clone(), opts).await;
                         }
                         x -= amount;
@@ -288,7 +288,7 @@ async fn switching_under_load_keeps_exactly_once_without_pausing() {
             let rt = rt.clone();
             let key = key.clone();
             tokio::spawn(async move {
-                let opts = InvokeOptions { idempotency_key: Some(key), crash_after: None };
+                let opts = InvokeOptions { idempotency_key: Some(key), retry_key: None, crash_after: None };
                 rt.invoke_with("steps", BookId(book), Bytes::from_static(b"run accounts 150"), opts).await
             })
         };
@@ -376,7 +376,7 @@ async fn garbage_collection_keeps_storage_bounded() {
     for round in 0..3 {
         for i in 0..40 {
             let key = format!("r{round}-{i}");
-            let opts = InvokeOptions { idempotency_key: Some(key.clone()), crash_after: None };
+            let opts = InvokeOptions { idempotency_key: Some(key.clone()), retry_key: None, crash_after: None };
             rt.invoke_with("bank", book, Bytes::from(format!("open acct{} {i}", i % 4)), opts).await.unwrap();
             last_keys.push(key);
         }
@@ -404,7 +404,7 @@ async fn garbage_collection_keeps_storage_bounded() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         // A collected result is refused rather than run again.
-        let opts = InvokeOptions { idempotency_key: Some(last_keys[0].clone()), crash_after: None };
+        let opts = InvokeOptions { idempotency_key: Some(last_keys[0].clone()), retry_key: None, crash_after: None };
         let again = rt.invoke_with("bank", book, Bytes::from("open acct0 0"), opts).await;
         assert!(matches!(again, Err(RuntimeError::Conflict(_))), "{again:?}");
         // The values survive collection.

@@ -59,6 +59,12 @@ pub struct InvokeRequest {
     pub input: Bytes,
     /// The client's key that makes the invocation exactly-once across its retries.
     pub idempotency_key: Option<String>,
+    /// A key a gateway gives an invocation it may retry on another node: the
+    /// invocation's effects are exactly-once across those retries (its ID comes from the
+    /// key), but it is initialised lazily like an unkeyed one, at its first `state` or
+    /// `invoke` call, so a function without effects logs nothing and may simply run
+    /// again. Ignored when `idempotency_key` is given.
+    pub retry_key: Option<String>,
     /// Test hook: stop after this many effects (`[state] crash_injection` only).
     pub crash_after: Option<u64>,
     /// Where the client's last invocation got to in the log: this one reads nothing
@@ -116,12 +122,12 @@ impl Durable {
     /// context at the end, at least `req.position`): a client that sends it with its
     /// next invocation, on any node, reads its own writes.
     pub async fn invoke_at(self: &Arc<Self>, req: InvokeRequest) -> (Result<Vec<u8>>, Context) {
-        let (id, eager) = match &req.idempotency_key {
-            Some(key) => match InstanceId::keyed(&req.function, key) {
-                Ok(id) => (id, true),
+        let (id, eager) = match (&req.idempotency_key, &req.retry_key) {
+            (Some(key), _) | (None, Some(key)) => match InstanceId::keyed(&req.function, key) {
+                Ok(id) => (id, req.idempotency_key.is_some()),
                 Err(e) => return (Err(e), req.position),
             },
-            None => (self.invocations.new_id(), false),
+            (None, None) => (self.invocations.new_id(), false),
         };
         let crash = match req.crash_after {
             None => None,

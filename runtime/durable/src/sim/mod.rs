@@ -692,12 +692,16 @@ async fn keyed(world: &Arc<World>, book: BookId, function: &str, input: &[u8], k
     }
 }
 
+/// A keyed request: with the client's idempotency key, or (for every other key, as a
+/// cluster's gateway does) a retry key, which initialises lazily.
 fn request(function: &str, book: BookId, input: &[u8], key: &str) -> InvokeRequest {
+    let retry = key.len() % 2 == 1;
     InvokeRequest {
         function: function.to_string(),
         book,
         input: Bytes::copy_from_slice(input),
-        idempotency_key: Some(key.to_string()),
+        idempotency_key: (!retry).then(|| key.to_string()),
+        retry_key: retry.then(|| key.to_string()),
         crash_after: None,
         position: Context::new(),
     }

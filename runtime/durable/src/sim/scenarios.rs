@@ -196,6 +196,7 @@ fn unkeyed(function: &str, input: &str) -> InvokeRequest {
         book: BOOK,
         input: Bytes::copy_from_slice(input.as_bytes()),
         idempotency_key: None,
+        retry_key: None,
         crash_after: None,
         position: Context::new(),
     }
