@@ -1,9 +1,8 @@
 //! A cluster of `tally node` processes on loopback, made and run by `tally cluster`
 //! (init, up, status --json, down) over a real etcd: deploys through one function node
-//! are invoked through another at once, and the bank's keyed transfers stay exact and no
-//! acknowledged append on eight books is lost while a physical log is added (the
-//! bank's book moves to it), processes of every role are killed with SIGKILL and the
-//! whole cluster restarts.
+//! are invoked through another at once, and the bank's keyed transfers stay exact while
+//! a physical log is added (the bank's book moves to it), processes of every role are
+//! killed with SIGKILL and the whole cluster restarts.
 
 mod common;
 
@@ -189,24 +188,6 @@ fn a_cluster_of_processes_serves_and_survives_kills_of_every_log_role() {
             })
         })
         .collect();
-    // Appends on eight books (the chain example appends its input and reads it back),
-    // from a client that retries on either gateway.
-    a.deploy("chain", &guest("chain"), "");
-    let appended = Arc::new(Mutex::new(Vec::<(u64, String)>::new()));
-    let appender = {
-        let (urls, done, appended) = (urls.clone(), done.clone(), appended.clone());
-        thread::spawn(move || {
-            let mut k = 0u64;
-            while !done.load(Ordering::Relaxed) {
-                let (book, input) = (20 + k % 8, format!("a{k}"));
-                let path = format!("/v1/functions/chain/invoke?book={book}");
-                let reply = until_ok(&urls, &path, &input, &format!("append-{k}"));
-                assert_eq!(reply, format!("saw:{input}"));
-                appended.lock().unwrap().push((book, input));
-                k += 1;
-            }
-        })
-    };
     let wait_transfers = |n: usize| {
         let start = *transfers.lock().unwrap();
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -237,10 +218,6 @@ fn a_cluster_of_processes_serves_and_survives_kills_of_every_log_role() {
     }
     done.store(true, Ordering::Relaxed);
     let ledgers: Vec<(i64, i64)> = clients.into_iter().map(|c| c.join().expect("a client")).collect();
-    appender.join().expect("the appender");
-    let appended = appended.lock().unwrap().clone();
-    assert!(appended.len() > 20, "{} appends acknowledged", appended.len());
-    check_appends(&urls[1], &appended);
     let gw = node_at(&urls[1]);
     for (i, (x, y)) in ledgers.iter().enumerate() {
         assert_eq!(b.invoke_ok("bank", 5, &format!("balance c{i}x")), x.to_string());
@@ -255,39 +232,6 @@ fn a_cluster_of_processes_serves_and_survives_kills_of_every_log_role() {
         let reply = until_ok(&urls, path, &format!("balance c{i}x"), &format!("after-restart-{i}"));
         assert_eq!(reply, x.to_string());
     }
-    check_appends(&urls[0], &appended);
-}
-
-/// Every acknowledged append is in its book's `chain` stream, read through `url` (a
-/// retried append may be there twice: raw appends are at-least-once).
-fn check_appends(url: &str, appended: &[(u64, String)]) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let missing = loop {
-        let mut found = std::collections::HashSet::new();
-        for book in 20..28u64 {
-            let mut from = 0;
-            loop {
-                let page = format!("{url}/v1/books/{book}/records?tag=chain&limit=1000&from={from}");
-                let Ok(mut response) = Node::agent().get(&page).call() else { break };
-                let Ok(v) = serde_json::from_str::<Value>(&response.body_mut().read_to_string().unwrap_or_default()) else {
-                    break;
-                };
-                for r in v["records"].as_array().into_iter().flatten() {
-                    found.insert((book, r["data"]["text"].as_str().unwrap_or_default().to_string()));
-                }
-                match v["next"].as_u64() {
-                    Some(next) => from = next,
-                    None => break,
-                }
-            }
-        }
-        let missing: Vec<&(u64, String)> = appended.iter().filter(|a| !found.contains(a)).collect();
-        if missing.is_empty() || Instant::now() >= deadline {
-            break missing.into_iter().cloned().collect::<Vec<_>>();
-        }
-        thread::sleep(Duration::from_millis(200));
-    };
-    assert!(missing.is_empty(), "acknowledged appends lost: {missing:?}");
 }
 
 /// POSTs an invocation with an optional `Tally-Position`; returns status, body and the
