@@ -9,7 +9,7 @@ mod common;
 
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{guest, node, node_with, Node};
 use serde_json::Value;
@@ -23,22 +23,7 @@ type Url = Arc<Mutex<String>>;
 
 /// POSTs with a key until the node answers 200; returns the body.
 fn until_ok(url: &Url, path: &str, body: &str, key: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let base = url.lock().unwrap().clone();
-        let probe = Node::agent().post(format!("{base}{path}")).header("idempotency-key", key).send(body.as_bytes());
-        if let Ok(mut response) = probe {
-            let status = response.status().as_u16();
-            let text = response.body_mut().read_to_string().unwrap_or_default();
-            if status == 200 {
-                return text;
-            }
-            // 5xx: cut by the kill or a transient failure; anything else is a bug.
-            assert!(status >= 500, "{path} {body:?}: {status} {text}");
-        }
-        assert!(Instant::now() < deadline, "{path} {body:?} never succeeded");
-        thread::sleep(Duration::from_millis(20));
-    }
+    common::until_ok(|| url.lock().unwrap().clone(), path, body, key, Duration::from_millis(20))
 }
 
 fn bank_under_kills(protocol: &str) {

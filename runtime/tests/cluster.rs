@@ -116,23 +116,12 @@ fn node_at(url: &str) -> Node {
 
 /// POSTs with a key until some node answers 200, trying `urls` in turn.
 fn until_ok(urls: &[String], path: &str, body: &str, key: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(120);
     let mut i = 0;
-    loop {
-        let base = &urls[i % urls.len()];
-        let probe = Node::agent().post(format!("{base}{path}")).header("idempotency-key", key).send(body.as_bytes());
-        if let Ok(mut response) = probe {
-            let status = response.status().as_u16();
-            let text = response.body_mut().read_to_string().unwrap_or_default();
-            if status == 200 {
-                return text;
-            }
-            assert!(status >= 500, "{path} {body:?}: {status} {text}");
-        }
-        assert!(Instant::now() < deadline, "{path} {body:?} never succeeded");
+    let next = || {
         i += 1;
-        thread::sleep(Duration::from_millis(50));
-    }
+        urls[(i - 1) % urls.len()].clone()
+    };
+    common::until_ok(next, path, body, key, Duration::from_millis(50))
 }
 
 #[test]

@@ -11,6 +11,26 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+/// POSTs `body` with an `Idempotency-Key` until a node answers 200 (a 5xx, or no
+/// answer, means a kill or a transient failure; anything else is a bug); `base` names
+/// the node to try next. Returns the body.
+pub fn until_ok(mut base: impl FnMut() -> String, path: &str, body: &str, key: &str, pause: Duration) -> String {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let probe = Node::agent().post(format!("{}{path}", base())).header("idempotency-key", key).send(body.as_bytes());
+        if let Ok(mut response) = probe {
+            let status = response.status().as_u16();
+            let text = response.body_mut().read_to_string().unwrap_or_default();
+            if status == 200 {
+                return text;
+            }
+            assert!(status >= 500, "{path} {body:?}: {status} {text}");
+        }
+        assert!(Instant::now() < deadline, "{path} {body:?} never succeeded");
+        std::thread::sleep(pause);
+    }
+}
+
 pub fn guest(name: &str) -> Vec<u8> {
     let dir = std::env::var_os("TALLY_GUESTS_DIR")
         .map(PathBuf::from)
