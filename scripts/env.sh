@@ -14,6 +14,18 @@ if [ ${#missing[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 export ROCKSDB_LIB_DIR=/usr/lib/x86_64-linux-gnu
+
+# The Rust that rust-toolchain.toml pins, with rustfmt, clippy and the wasm32-wasip2
+# target: rustup's auto-install is off on these machines (RUSTUP_AUTO_INSTALL=0), so a
+# fresh machine gets it here (about 20 seconds).
+tally_rust="$(sed -n 's/^channel = "\(.*\)"$/\1/p' rust-toolchain.toml)"
+if ! { rustup run "$tally_rust" rustc --version && rustup run "$tally_rust" cargo clippy --version &&
+    rustup run "$tally_rust" rustfmt --version &&
+    [[ -d "$(rustup run "$tally_rust" rustc --print sysroot)/lib/rustlib/wasm32-wasip2" ]]; } >/dev/null 2>&1; then
+    echo "installing Rust $tally_rust (rust-toolchain.toml)" >&2
+    rustup toolchain install "$tally_rust" --profile minimal -c rustfmt -c clippy -t wasm32-wasip2 >&2
+fi
+unset tally_rust
 # One target directory outside the clone, reused across clones and CI runs on this
 # machine; cargo's fingerprints keep that safe, and a fresh machine just builds it.
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/tally-target}"

@@ -1,8 +1,8 @@
 //! `tally`: runs a development node or the nodes of a cluster, and talks to a gateway
 //! over HTTP.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::path::PathBuf;
+use std::process::ExitCode;
 
 use anyhow::{bail, Context as _};
 use clap::{Args, Parser, Subcommand};
@@ -11,6 +11,8 @@ use tally_runtime::config::{Protocol, StoreKind};
 use tally_runtime::dev::DevNode;
 use tally_runtime::node::{Node, NodeConfig};
 use tally_runtime::Config;
+
+mod cli;
 
 #[derive(Parser)]
 #[command(name = "tally", version, about = "Tally: Wasm functions on a shared log")]
@@ -28,12 +30,16 @@ enum Verb {
     /// Invoke a function and print its output.
     Invoke(InvokeArgs),
     /// List the deployed functions.
-    Functions(Remote),
+    Functions(FunctionsArgs),
     /// Print the records of a book.
     Book(BookArgs),
     /// Show a state table's protocol, or switch it with --protocol.
     Table(TableArgs),
-    /// Build the Rust function in a directory for wasm32-wasip2 and print the component's path.
+    /// Make a new function project that echoes its input: Rust, Python, JavaScript,
+    /// TypeScript, Go or C.
+    New(NewArgs),
+    /// Build the function project in a directory (any language) and print the component's
+    /// path as the last line.
     Build(BuildArgs),
     /// Run one node of a cluster: the roles its configuration file names.
     Node(NodeArgs),
@@ -147,6 +153,22 @@ struct Remote {
     url: String,
 }
 
+/// `--json`: the gateway's JSON as is, instead of a table for people.
+#[derive(Args)]
+struct Json {
+    /// Print the gateway's JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct FunctionsArgs {
+    #[command(flatten)]
+    json: Json,
+    #[command(flatten)]
+    remote: Remote,
+}
+
 #[derive(Args)]
 struct DevArgs {
     /// A TOML configuration file; flags override its keys.
@@ -248,6 +270,8 @@ struct DeployArgs {
     #[arg(long = "table", value_name = "TABLE=PROTOCOL")]
     tables: Vec<String>,
     #[command(flatten)]
+    json: Json,
+    #[command(flatten)]
     remote: Remote,
 }
 
@@ -285,6 +309,8 @@ struct BookArgs {
     #[arg(long)]
     limit: Option<usize>,
     #[command(flatten)]
+    json: Json,
+    #[command(flatten)]
     remote: Remote,
 }
 
@@ -297,14 +323,28 @@ struct TableArgs {
     #[arg(long)]
     protocol: Option<String>,
     #[command(flatten)]
+    json: Json,
+    #[command(flatten)]
     remote: Remote,
 }
 
 #[derive(Args)]
 struct BuildArgs {
-    /// The crate's directory.
+    /// The project's directory.
     #[arg(default_value = ".")]
     dir: PathBuf,
+    /// The project's language, if its files do not tell.
+    #[arg(long, value_enum)]
+    lang: Option<cli::build::Lang>,
+}
+
+#[derive(Args)]
+struct NewArgs {
+    /// The language.
+    #[arg(long, value_enum)]
+    lang: cli::build::Lang,
+    /// The project's name; a directory of this name is made for it.
+    name: PathBuf,
 }
 
 fn main() -> ExitCode {
@@ -313,10 +353,15 @@ fn main() -> ExitCode {
         Verb::Dev(a) => dev(a),
         Verb::Deploy(a) => deploy(a),
         Verb::Invoke(a) => invoke(a),
-        Verb::Functions(r) => get_json(&r, "/v1/functions"),
+        Verb::Functions(a) => get_json(&a.remote, "/v1/functions", &a.json, cli::output::functions),
         Verb::Book(a) => book(a),
         Verb::Table(a) => table(a),
-        Verb::Build(a) => build(&a.dir),
+        Verb::New(a) => cli::new::new(a.lang, &a.name),
+        Verb::Build(a) => cli::build::build(&a.dir, a.lang).map(|built| {
+            for path in built {
+                println!("{}", path.display());
+            }
+        }),
         Verb::Node(a) => node(a),
         Verb::Cluster(v) => cluster(v),
     };
@@ -451,10 +496,20 @@ fn print(body: &[u8]) {
     }
 }
 
-fn get_json(remote: &Remote, path: &str) -> anyhow::Result<()> {
-    let response = agent().get(format!("{}{path}", remote.url)).call()?;
-    print(&finish(response)?);
+/// Prints a gateway's JSON answer, as is with `--json`, else rendered by `render`.
+fn show(body: &[u8], json: &Json, render: fn(&serde_json::Value) -> String) -> anyhow::Result<()> {
+    if json.json {
+        print(body);
+    } else {
+        let value: serde_json::Value = serde_json::from_slice(body).context("the gateway's answer is not JSON")?;
+        print!("{}", render(&value));
+    }
     Ok(())
+}
+
+fn get_json(remote: &Remote, path: &str, json: &Json, render: fn(&serde_json::Value) -> String) -> anyhow::Result<()> {
+    let response = agent().get(format!("{}{path}", remote.url)).call()?;
+    show(&finish(response)?, json, render)
 }
 
 fn deploy(args: DeployArgs) -> anyhow::Result<()> {
@@ -478,8 +533,7 @@ fn deploy(args: DeployArgs) -> anyhow::Result<()> {
     }
     let url = format!("{}/v1/functions/{}?{}", args.remote.url, args.name, query.join("&"));
     let response = agent().put(&url).header("content-type", "application/wasm").send(&component[..])?;
-    print(&finish(response)?);
-    Ok(())
+    show(&finish(response)?, &args.json, cli::output::deployed)
 }
 
 fn invoke(args: InvokeArgs) -> anyhow::Result<()> {
@@ -512,61 +566,16 @@ fn book(args: BookArgs) -> anyhow::Result<()> {
         query.push(format!("limit={l}"));
     }
     let path = format!("/v1/books/{}/records?{}", args.book, query.join("&"));
-    get_json(&args.remote, &path)
+    get_json(&args.remote, &path, &args.json, cli::output::records)
 }
 
 fn table(args: TableArgs) -> anyhow::Result<()> {
     let path = format!("/v1/books/{}/tables/{}", args.book, args.table);
     let Some(protocol) = &args.protocol else {
-        return get_json(&args.remote, &path);
+        return get_json(&args.remote, &path, &args.json, cli::output::table_status);
     };
     let body = serde_json::json!({ "protocol": protocol }).to_string();
     let response =
         agent().put(format!("{}{path}", args.remote.url)).header("content-type", "application/json").send(body.as_bytes())?;
-    print(&finish(response)?);
-    Ok(())
-}
-
-/// Builds a Rust guest: adds the wasm32-wasip2 target if missing, builds in release,
-/// and prints the path of every component produced.
-fn build(dir: &Path) -> anyhow::Result<()> {
-    const TARGET: &str = "wasm32-wasip2";
-    let installed = Command::new("rustup").args(["target", "list", "--installed"]).output();
-    match installed {
-        Ok(out) if String::from_utf8_lossy(&out.stdout).lines().any(|l| l.trim() == TARGET) => {}
-        Ok(_) => {
-            eprintln!("tally build: adding the {TARGET} target");
-            let status = Command::new("rustup").args(["target", "add", TARGET]).status()?;
-            if !status.success() {
-                bail!("rustup target add {TARGET} failed");
-            }
-        }
-        Err(e) => eprintln!("tally build: rustup not found ({e}); assuming {TARGET} is installed"),
-    }
-    let out = Command::new("cargo")
-        .args(["build", "--release", "--target", TARGET, "--message-format=json-render-diagnostics"])
-        .current_dir(dir)
-        .stderr(std::process::Stdio::inherit())
-        .output()
-        .context("running cargo")?;
-    if !out.status.success() {
-        bail!("cargo build failed");
-    }
-    let mut built = 0;
-    for line in out.stdout.split(|&b| b == b'\n') {
-        let Ok(msg) = serde_json::from_slice::<serde_json::Value>(line) else { continue };
-        if msg["reason"] != "compiler-artifact" {
-            continue;
-        }
-        for f in msg["filenames"].as_array().into_iter().flatten().filter_map(|f| f.as_str()) {
-            if f.ends_with(".wasm") {
-                println!("{f}");
-                built += 1;
-            }
-        }
-    }
-    if built == 0 {
-        bail!("no component was built: is the crate's crate-type [\"cdylib\"]?");
-    }
-    Ok(())
+    show(&finish(response)?, &args.json, cli::output::table_status)
 }

@@ -174,31 +174,42 @@ fn the_cli_deploys_invokes_lists_and_reads_books() {
     let component = dir.path().join("faulty.wasm");
     std::fs::write(&component, guest("faulty")).expect("writing the component");
     let path = component.to_str().expect("a UTF-8 path");
-    let deployed = cli(&n, &["deploy", path, "--name", "faulty", "--limit", "timeout_ms=3000"]);
+    let deployed = cli(&n, &["deploy", path, "--json", "--name", "faulty", "--limit", "timeout_ms=3000"]);
     assert!(deployed.contains("\"timeout_ms\":3000"), "{deployed}");
     assert_eq!(cli(&n, &["invoke", "faulty", "--data", "echo:via the cli"]).trim(), "via the cli");
     let seqnum = cli(&n, &["invoke", "faulty", "--book", "6", "--data", "tag:notes:a note"]);
-    let functions = cli(&n, &["functions"]);
+    let functions = cli(&n, &["functions", "--json"]);
     assert!(functions.contains("\"name\":\"faulty\""), "{functions}");
-    let page = cli(&n, &["book", "6", "--tag", "notes"]);
+    // For people: a header, then one aligned row per function.
+    let functions = cli(&n, &["functions"]);
+    let lines: Vec<&str> = functions.lines().collect();
+    assert!(lines[0].starts_with("NAME    VERSION  SIZE") && lines[1].starts_with("faulty  1        "), "{functions}");
+    assert!(lines[1].contains("128 MiB  3 s"), "{functions}");
+    let page = cli(&n, &["book", "6", "--tag", "notes", "--json"]);
     assert!(page.contains(seqnum.trim()) && page.contains("a note"), "{page}");
+    let page = cli(&n, &["book", "6", "--tag", "notes"]);
+    let tag = tally_logsvc::Tag::from_name("notes").0.to_string();
+    let row = format!("{}  {tag}  a note  -", seqnum.trim());
+    assert!(page.starts_with("SEQNUM") && page.lines().nth(1).is_some_and(|l| l.split_whitespace().collect::<Vec<_>>().join("  ") == row), "{page}");
 
     // State: a table's protocol at deploy, an idempotent invocation, a switch.
     let bank = dir.path().join("bank.wasm");
     std::fs::write(&bank, guest("bank")).expect("writing the component");
     let bank = bank.to_str().expect("a UTF-8 path");
     let deployed = cli(&n, &["deploy", bank, "--name", "bank", "--table", "accounts=write-optimized"]);
-    assert!(deployed.contains("\"accounts\":\"write-optimized\""), "{deployed}");
+    assert!(deployed.starts_with("deployed bank version 1 ("), "{deployed}");
+    assert!(cli(&n, &["functions"]).contains("accounts=write-optimized"));
     for _ in 0..2 {
         let out = cli(&n, &["invoke", "bank", "--book", "4", "--data", "open a 5", "--idempotency-key", "open-a"]);
         assert_eq!(out.trim(), "ok");
     }
-    let shown = cli(&n, &["table", "4", "accounts"]);
+    let shown = cli(&n, &["table", "4", "accounts", "--json"]);
     assert!(shown.contains("\"protocol\":\"write-optimized\""), "{shown}");
-    let switched = cli(&n, &["table", "4", "accounts", "--protocol", "read-optimized"]);
+    assert_eq!(cli(&n, &["table", "4", "accounts"]).lines().next(), Some("table accounts of book 4: write-optimized"));
+    let switched = cli(&n, &["table", "4", "accounts", "--protocol", "read-optimized", "--json"]);
     assert!(switched.contains("\"to\":\"read-optimized\"") || switched.contains("\"protocol\":\"read-optimized\""), "{switched}");
     let deadline = Instant::now() + Duration::from_secs(20);
-    while !cli(&n, &["table", "4", "accounts"]).contains("\"protocol\":\"read-optimized\",") {
+    while !cli(&n, &["table", "4", "accounts"]).starts_with("table accounts of book 4: read-optimized\n") {
         assert!(Instant::now() < deadline, "the switch did not finish");
         std::thread::sleep(Duration::from_millis(50));
     }

@@ -69,14 +69,30 @@ impl Harness {
     }
 
     async fn invoke(&self, book: u64, input: &str, key: &str, crash_after: Option<u64>) -> Result<String, RuntimeError> {
+        self.invoke_fn("steps", book, input, key, crash_after).await
+    }
+
+    /// Invokes `function` under an idempotency key.
+    async fn invoke_fn(
+        &self,
+        function: &str,
+        book: u64,
+        input: &str,
+        key: &str,
+        crash_after: Option<u64>,
+    ) -> Result<String, RuntimeError> {
         let opts = InvokeOptions { idempotency_key: Some(key.to_string()), retry_key: None, crash_after };
-        let out = self.node.runtime.invoke_with("steps", BookId(book), Bytes::from(input.to_string()), opts).await?;
+        let out = self.node.runtime.invoke_with(function, BookId(book), Bytes::from(input.to_string()), opts).await?;
         Ok(String::from_utf8(out).expect("text"))
     }
 
-    /// A key's value as the function reads it (through its table's protocol).
+    /// A key's value as the `steps` function reads it (through its table's protocol).
     async fn read(&self, book: u64, table: &str, key: &str) -> String {
-        let out = self.node.runtime.invoke("steps", BookId(book), Bytes::from(format!("read {table} {key}"))).await;
+        self.read_fn("steps", book, table, key).await
+    }
+
+    async fn read_fn(&self, function: &str, book: u64, table: &str, key: &str) -> String {
+        let out = self.node.runtime.invoke(function, BookId(book), Bytes::from(format!("read {table} {key}"))).await;
         String::from_utf8(out.expect("read")).unwrap()
     }
 }
@@ -85,23 +101,23 @@ impl Harness {
 /// effects than the crash point, re-executing each crashed run by retrying its key.
 /// Returns how many crash points there were and whether every re-execution left the
 /// counters right.
-async fn crash_everywhere(h: &Harness, book: u64, table: &str) -> (u64, bool) {
+async fn crash_everywhere(h: &Harness, function: &str, book: u64, table: &str) -> (u64, bool) {
     let mut exact = true;
     for k in 1u64.. {
         let key = format!("{table}-{k}");
-        let first = h.invoke(book, &format!("run {table}"), &key, Some(k)).await;
+        let first = h.invoke_fn(function, book, &format!("run {table}"), &key, Some(k)).await;
         let finished = match first {
             Ok(_) => true,
             Err(RuntimeError::InjectedCrash) => false,
-            Err(e) => panic!("{table}: crash after {k}: {e}"),
+            Err(e) => panic!("{function} {table}: crash after {k}: {e}"),
         };
-        let again = h.invoke(book, &format!("run {table}"), &key, None).await.expect("re-execution");
+        let again = h.invoke_fn(function, book, &format!("run {table}"), &key, None).await.expect("re-execution");
         let want = format!("a={k} b={k} c={k}");
         if again != want {
             exact = false;
         }
         for (counter, value) in [("a", k.to_string()), ("b", k.to_string()), ("c", k.to_string()), ("tmp", "none".into())] {
-            if h.read(book, table, counter).await != value {
+            if h.read_fn(function, book, table, counter).await != value {
                 exact = false;
             }
         }
@@ -115,13 +131,13 @@ async fn crash_everywhere(h: &Harness, book: u64, table: &str) -> (u64, bool) {
 async fn every_protocol_survives_crashes_at_every_step(store: StoreKind) {
     let h = Harness::start(store).await;
     for (book, table) in [(1, "r"), (2, "w"), (3, "s")] {
-        let (points, exact) = crash_everywhere(&h, book, table).await;
+        let (points, exact) = crash_everywhere(&h, "steps", book, table).await;
         assert!(points >= 8, "{store:?}/{table}: only {points} crash points");
         assert!(exact, "{store:?}/{table}: an effect happened twice or not at all");
     }
     // The same function over an unsafe table (no logging): re-executions repeat effects,
     // which is what shows that the check above can fail.
-    let (_, exact) = crash_everywhere(&h, 4, "u").await;
+    let (_, exact) = crash_everywhere(&h, "steps", 4, "u").await;
     assert!(!exact, "{store:?}: unsafe re-executions never repeated an effect");
     h.node.shutdown().await;
 }
@@ -527,4 +543,169 @@ async fn random_programs(h: &Harness, book: u64, seed: u64) {
     }
     let switches = table_status(h, book, "x").await.history.len();
     assert!(switches > 2, "seed {seed}: the table x was never switched ({switches} transition records)");
+}
+
+/// The SDK languages besides Rust, whose `steps` guests (`<lang>-steps.wasm`, built by
+/// `scripts/build-guests.sh` with `tally build`) implement `tests/guests/STEPS.md` as
+/// the Rust one does.
+const LANGUAGES: [&str; 4] = ["python", "js", "go", "c"];
+
+impl Harness {
+    /// Deploys a language's `steps` guest as `steps-<lang>`, with the tables of `steps`.
+    async fn deploy_steps(&self, lang: &str) -> String {
+        let name = format!("steps-{lang}");
+        let mut limits = self.node.runtime.config.limits;
+        limits.timeout_ms = 5_000;
+        self.node.runtime.deploy(&name, guest(&format!("{lang}-steps")), limits, tables()).await.expect("deploying");
+        name
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_language_survives_crashes_at_every_step() {
+    let h = Harness::start(StoreKind::Rocksdb).await;
+    for (i, lang) in LANGUAGES.into_iter().enumerate() {
+        let function = h.deploy_steps(lang).await;
+        for (j, table) in ["r", "w", "s"].into_iter().enumerate() {
+            let book = 100 + 10 * i as u64 + j as u64;
+            let (points, exact) = crash_everywhere(&h, &function, book, table).await;
+            assert!(points >= 8, "{lang}/{table}: only {points} crash points");
+            assert!(exact, "{lang}/{table}: an effect happened twice or not at all");
+        }
+    }
+    h.node.shutdown().await;
+}
+
+/// Inputs of `STEPS.md` that every SDK call is in, run in order on one fresh book.
+const SCRIPTS: &[&str] = &[
+    "script tag orders; tag counter; tag ünïcödé; tag 日本語; tag a,b; tag *",
+    // The log: tagged appends and reads both ways, tails, a won and a lost conditional
+    // append, aux data, a trim of one stream, untagged and numbered tags, refusals.
+    "script append a,b one; append a two; next a 0; prev a max; tail b; tags a 0; tags a $2; \
+     cond c 0 x; cond c 0 y; cond c 1 y; aux $1 snap; next a $1; next b 0; trim a $2; next a 0; \
+     prev a $1; next zz 0; tail zz; append - untagged; tail *; rawappend 5 five; tags * $21; \
+     rawappend 9223372036854775808 x; cond * 0 z; trim0 0; next a max; prev a 0",
+    // State through the integer helpers and a child call.
+    "script get t k; put t k v; get t k; inc t n; inc t n; del t n; get t n; child t c; child t c; get t c",
+    "script call nosuch x; sleep 1; get t never",
+    // A state op the platform refuses fails the whole script.
+    "script put t k v; get Bad! k",
+    "run r",
+    "run r",
+    "child s",
+    "read r a",
+    "read r nothing",
+];
+
+/// An output with every seqnum replaced by `#1`, `#2`, ... in the order they first
+/// appear: seqnums depend on where a book's records land in the log, not on the guest.
+/// Seqnums are the numbers of 2^32 or more; tags are too, so the named tags the scripts
+/// use are left alone.
+fn normalized(output: &str) -> String {
+    let tags: Vec<String> = ["a", "b", "c", "orders", "counter", "ünïcödé", "日本語", "a,b", "zz"]
+        .into_iter()
+        .map(|name| tally_logsvc::Tag::from_name(name).0.to_string())
+        .collect();
+    let mut seen: Vec<String> = Vec::new();
+    let mut out = String::new();
+    let mut digits = String::new();
+    let mut flush = |digits: &mut String, out: &mut String| {
+        let big = digits.parse::<u128>().is_ok_and(|n| n >= 1 << 32);
+        if big && !tags.contains(digits) {
+            let i = seen.iter().position(|s| s == digits).unwrap_or_else(|| {
+                seen.push(digits.clone());
+                seen.len() - 1
+            });
+            out.push_str(&format!("#{}", i + 1));
+        } else {
+            out.push_str(digits);
+        }
+        digits.clear();
+    };
+    for c in output.chars() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+        } else {
+            flush(&mut digits, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut digits, &mut out);
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_language_answers_as_the_rust_guest_does() {
+    let h = Harness::start(StoreKind::Rocksdb).await;
+    let rt = &h.node.runtime;
+    let answer = |function: String, book: u64, input: String| async move {
+        match rt.invoke(&function, BookId(book), Bytes::from(input)).await {
+            Ok(out) => normalized(&String::from_utf8_lossy(&out)),
+            Err(e) => format!("error {}", e.code()),
+        }
+    };
+    // What the Rust guest answers is the reference; a few answers are checked outright
+    // so that a reference gone wrong cannot pass.
+    let mut reference = Vec::new();
+    for script in SCRIPTS {
+        reference.push(answer("steps".into(), 1000, script.to_string()).await);
+    }
+    let orders = tally_logsvc::Tag::from_name("orders").0;
+    assert!(reference[0].starts_with(&format!("{orders},")), "{}", reference[0]);
+    assert!(reference[0].ends_with(",0"), "{}", reference[0]);
+    assert!(reference[1].starts_with("#1,#2,#1:one:none,#2:two:none,#1:one:none,"), "{}", reference[1]);
+    assert!(reference[1].contains(",#3,error:conflict:#3,#4,ok,#1:one:snap,"), "{}", reference[1]);
+    assert!(reference[1].ends_with(",error:invalid_argument,error:invalid_argument,ok,none,none"), "{}", reference[1]);
+    assert_eq!(reference[2], "none,ok,v,1,2,ok,none,1,2,2");
+    assert_eq!(reference[3], "error:not_found,ok,none");
+    assert_eq!(reference[4], "error function_error");
+    assert_eq!(reference[5..], ["a=1 b=1 c=1", "a=2 b=2 c=2", "1", "2", "none"]);
+
+    for (l, lang) in LANGUAGES.into_iter().enumerate() {
+        let function = h.deploy_steps(lang).await;
+        let book = 2000 + l as u64;
+        for (script, want) in SCRIPTS.iter().zip(&reference) {
+            let got = answer(function.clone(), book, script.to_string()).await;
+            assert_eq!(&got, want, "{lang}: {script}");
+        }
+        // What differs by function and book, and values near the size limit.
+        assert_eq!(answer(function.clone(), book, "script ctx".into()).await, format!("{function}/{book}/1"));
+        let id = answer(function.clone(), book, "script id".into()).await;
+        assert!(!id.is_empty() && !id.starts_with("error"), "{lang}: id {id:?}");
+        let big = "x".repeat(500 << 10);
+        let got = answer(function.clone(), book, format!("script put t big {big}; get t big")).await;
+        assert!(got == format!("ok,{big}"), "{lang}: a 500 KiB value came back as {} bytes", got.len());
+    }
+    h.node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_language_reports_guest_errors_and_crashes_with_their_statuses() {
+    let h = Harness::start(StoreKind::Rocksdb).await;
+    let url = h.node.url();
+    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let post = |function: &str, input: &str| {
+        let mut response =
+            agent.post(format!("{url}/v1/functions/{function}/invoke?book=7")).send(input.as_bytes()).expect("an answer");
+        let status = response.status().as_u16();
+        let body: serde_json::Value =
+            serde_json::from_str(&response.body_mut().read_to_string().expect("a body")).expect("a JSON error");
+        (status, body["error"]["code"].as_str().unwrap_or_default().to_string(), body["error"]["message"].to_string())
+    };
+    let mut functions = vec!["steps".to_string()];
+    for lang in LANGUAGES {
+        functions.push(h.deploy_steps(lang).await);
+    }
+    for function in &functions {
+        let (status, code, message) = post(function, "script fail the dog ate it");
+        assert_eq!((status, code.as_str()), (500, "function_error"), "{function}: {message}");
+        assert!(message.contains("the dog ate it"), "{function}: {message}");
+        let (status, code, message) = post(function, "no such command");
+        assert_eq!((status, code.as_str()), (500, "function_error"), "{function}: {message}");
+        let (status, code, message) = post(function, "script crash");
+        assert_eq!((status, code.as_str()), (500, "trap"), "{function}: {message}");
+        // The node serves on after each.
+        assert_eq!(h.invoke_fn(function, 8, "read r a", &format!("after-{function}"), None).await.unwrap(), "none");
+    }
+    h.node.shutdown().await;
 }

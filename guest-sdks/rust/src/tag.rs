@@ -95,6 +95,17 @@ mod tests {
     }
 
     #[test]
+    fn named_matches_the_shared_vectors() {
+        // The host and every other SDK test the same file.
+        let file: serde_json::Value =
+            serde_json::from_str(include_str!("../../test-vectors/tags.json")).expect("the vectors are JSON");
+        for vector in file["vectors"].as_array().expect("a list of vectors") {
+            let name = vector["name"].as_str().expect("a name");
+            check(name, vector["tag"].as_str().and_then(|t| t.parse().ok()).expect("a decimal tag"));
+        }
+    }
+
+    #[test]
     fn from_hash_avoids_all_and_reserved_tags() {
         // No short name hashes to these, so the hash-to-tag step is checked alone.
         let check = |hash: u64, expect: u64| assert_eq!(Tag::from_hash(hash).get(), expect);

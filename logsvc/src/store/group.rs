@@ -171,7 +171,7 @@ impl GroupCommit {
         let reserved = self
             .shared
             .queued_records
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |queued| queued.checked_add(cost).filter(|n| *n <= max));
+            .try_update(Ordering::AcqRel, Ordering::Acquire, |queued| queued.checked_add(cost).filter(|n| *n <= max));
         if reserved.is_err() {
             return Err((request, full()));
         }

@@ -59,7 +59,7 @@ impl CrashAfter {
 
     /// Counts one effect; true when this one is the last before the crash.
     fn hit(&self) -> bool {
-        self.0.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok_and(|before| before == 1)
+        self.0.try_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok_and(|before| before == 1)
     }
 }
 

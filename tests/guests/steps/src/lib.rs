@@ -1,50 +1,10 @@
 //! A function of several exactly-once steps, for the host's crash-injection tests: a
 //! crash at any point and a re-execution must leave each counter incremented once.
 //!
-//! | input                     | behaviour                                              |
-//! |---------------------------|--------------------------------------------------------|
-//! | `run <table> [sleep_ms]`  | the steps below; returns `a=<a> b=<b> c=<c>`, the new values |
-//! | `child <table>`           | increments `c`; returns its new value                  |
-//! | `read <table> <key>`      | returns the key's value as stored, or `none`           |
-//! | `script <op>;<op>;...`    | runs the ops in order; returns their results joined by `,` |
-//!
-//! Script ops. State (for randomized tests that compare with a model); an error of the
-//! platform fails the script:
-//!
-//! | op              | does                                              | result            |
-//! |-----------------|---------------------------------------------------|-------------------|
-//! | `get T K`       | reads key `K` of table `T`                        | the value or `none` |
-//! | `put T K V`     | sets it to `V`                                    | `ok`              |
-//! | `del T K`       | deletes it                                        | `ok`              |
-//! | `inc T K`       | adds 1 to the counter                             | the new value     |
-//! | `child T K`     | calls this function with `script inc T K`         | the child's output |
-//!
-//! Calls and the log (for tests of what the platform refuses); an error of the platform
-//! is the op's result, `error:<code>` (`invalid_argument`, `not_found`, `conflict`,
-//! `unavailable`, `too_large`, `timeout`, `failed`), so a script can go on and branch
-//! on it:
-//!
-//! | op                  | does                                                  | result        |
-//! |---------------------|-------------------------------------------------------|---------------|
-//! | `call F INPUT...`   | calls function `F` with the op's other words as input | its output    |
-//! | `append NAME DATA`  | appends `DATA` to the stream of `Tag::named(NAME)`    | the seqnum    |
-//! | `next NAME S`       | reads the first record of that stream at or after `S` | `<seqnum>:<data>:<aux or none>`, or `none` |
-//! | `aux S DATA`        | sets the aux data of record `S` to `DATA`             | `ok`          |
-//! | `trim0 S`           | trims the whole book (`Tag::ALL`) before `S`          | `ok`          |
-//! | `sleep MS`          | sleeps `MS` milliseconds                              | `ok`          |
-//!
-//! A word `$N` in an op stands for the result of op `N` (counting from 1), so
-//! `call f x; put t k $1` stores what the call returned, its error included.
-//!
-//! `run` takes four steps, sleeping `sleep_ms` between them when given, so that two
-//! concurrent invocations overlap:
-//!
-//! 1. increments `a` (a `get` and a `put`);
-//! 2. calls itself with `child <table>`, which increments `c`;
-//! 3. increments `b`;
-//! 4. puts `tmp` and deletes it again.
-//!
-//! Counters are `i64` in decimal text, 0 when absent. Anything else is an error.
+//! This is the reference of `tests/guests/STEPS.md`, which the `steps` guest of every SDK
+//! language implements: `run`, `child`, `read` and a `script` of ops over the SDK's
+//! calls, so that the host's tests give every language the same inputs and compare the
+//! outputs.
 
 use std::time::Duration;
 
@@ -103,7 +63,7 @@ fn run(table: &str, pause: Option<Duration>) -> Result<Vec<u8>, String> {
     Ok(format!("a={a} b={b} c={c}").into_bytes())
 }
 
-/// Runs a `;`-separated script of ops (see the module doc).
+/// Runs a `;`-separated script of ops (STEPS.md).
 fn script(ops: &str) -> Result<Vec<u8>, String> {
     let err = |error: tally_sdk::Error| error.to_string();
     let mut results: Vec<String> = Vec::new();
@@ -131,23 +91,38 @@ fn script(ops: &str) -> Result<Vec<u8>, String> {
             ["call", function, ref input @ ..] => {
                 reported(invoke::call(function, input.join(" ")).map(|output| String::from_utf8_lossy(&output).into_owned()))
             }
-            ["append", name, data] => reported(log::append(&[Tag::named(name)], data).map(|seqnum| seqnum.to_string())),
-            ["next", name, from] => reported(log::read_next(Tag::named(name), seqnum(from)?).map(|record| match record {
-                Some(record) => format!(
-                    "{}:{}:{}",
-                    record.seqnum,
-                    String::from_utf8_lossy(&record.data),
-                    record.aux.map_or_else(|| "none".into(), |aux| String::from_utf8_lossy(&aux).into_owned())
-                ),
+            ["append", names, data] => reported(log::append(&tags(names), data).map(|seqnum| seqnum.to_string())),
+            ["rawappend", tag, data] => {
+                let tag = tag.parse().map_err(|_| format!("{tag:?} is not a tag number"))?;
+                reported(log::append(&[Tag::new(tag)], data).map(|seqnum| seqnum.to_string()))
+            }
+            ["cond", name, position, data] => {
+                let position = position.parse().map_err(|_| format!("{position:?} is not a position"))?;
+                let tag = named(name);
+                let tags: &[Tag] = if tag == Tag::ALL { &[] } else { &[tag] };
+                reported(log::cond_append(tags, data, tag, position).map(|seqnum| seqnum.to_string()))
+            }
+            ["next", name, from] => reported(log::read_next(named(name), seqnum(from)?).map(shown)),
+            ["prev", name, upto] => reported(log::read_prev(named(name), seqnum(upto)?).map(shown)),
+            ["tail", name] => reported(log::check_tail(named(name)).map(shown)),
+            ["tags", name, from] => reported(log::read_next(named(name), seqnum(from)?).map(|record| match record {
+                Some(record) if record.tags.is_empty() => "-".into(),
+                Some(record) => record.tags.iter().map(Tag::to_string).collect::<Vec<_>>().join("+"),
                 None => "none".into(),
             })),
             ["aux", at, data] => reported(log::set_aux_data(seqnum(at)?, data).map(|()| "ok".into())),
+            ["trim", name, before] => reported(log::trim(named(name), seqnum(before)?).map(|()| "ok".into())),
             ["trim0", before] => reported(log::trim(Tag::ALL, seqnum(before)?).map(|()| "ok".into())),
+            ["tag", name] => named(name).to_string(),
+            ["ctx"] => format!("{}/{}/{}", context::function_name(), context::book_id(), context::attempt()),
+            ["id"] => context::invocation_id(),
             ["sleep", ms] => {
                 let ms = ms.parse().map_err(|_| format!("sleep {ms:?}: not a u64"))?;
                 std::thread::sleep(Duration::from_millis(ms));
                 "ok".into()
             }
+            ["fail", ref message @ ..] => return Err(message.join(" ")),
+            ["crash"] => panic!("crash requested by the script"),
             _ => return Err(format!("unknown script op {op:?}")),
         };
         results.push(result);
@@ -167,8 +142,40 @@ fn substitute(word: &str, results: &[String]) -> Result<String, String> {
         .ok_or_else(|| format!("{word}: no such earlier op (ops count from 1)"))
 }
 
+/// The tag of a name, with `*` for the whole book.
+fn named(name: &str) -> Tag {
+    match name {
+        "*" => Tag::ALL,
+        name => Tag::named(name),
+    }
+}
+
+/// The tags of a comma-separated list of names, `-` for none.
+fn tags(names: &str) -> Vec<Tag> {
+    match names {
+        "-" => Vec::new(),
+        names => names.split(',').map(named).collect(),
+    }
+}
+
 fn seqnum(word: &str) -> Result<SeqNum, String> {
-    word.parse().map_err(|_| format!("{word:?} is not a seqnum"))
+    match word {
+        "max" => Ok(SeqNum::MAX),
+        word => word.parse().map_err(|_| format!("{word:?} is not a seqnum")),
+    }
+}
+
+/// A record read by `next`, `prev` or `tail`: `<seqnum>:<data>:<aux or none>`.
+fn shown(record: Option<log::Record>) -> String {
+    match record {
+        Some(record) => format!(
+            "{}:{}:{}",
+            record.seqnum,
+            String::from_utf8_lossy(&record.data),
+            record.aux.map_or_else(|| "none".into(), |aux| String::from_utf8_lossy(&aux).into_owned())
+        ),
+        None => "none".into(),
+    }
 }
 
 /// An op's result with a platform error as `error:<code>`.
@@ -176,18 +183,16 @@ fn reported(result: tally_sdk::Result<String>) -> String {
     use tally_sdk::Error;
     match result {
         Ok(result) => result,
-        Err(error) => {
-            let code = match error {
-                Error::InvalidArgument(_) => "invalid_argument",
-                Error::NotFound(_) => "not_found",
-                Error::Conflict { .. } => "conflict",
-                Error::Unavailable(_) => "unavailable",
-                Error::TooLarge(_) => "too_large",
-                Error::Timeout(_) => "timeout",
-                Error::Failed(_) => "failed",
-            };
-            format!("error:{code}")
-        }
+        Err(error) => match error {
+            Error::InvalidArgument(_) => "error:invalid_argument".into(),
+            Error::NotFound(_) => "error:not_found".into(),
+            Error::Conflict { holder: Some(holder) } => format!("error:conflict:{holder}"),
+            Error::Conflict { holder: None } => "error:conflict:none".into(),
+            Error::Unavailable(_) => "error:unavailable".into(),
+            Error::TooLarge(_) => "error:too_large".into(),
+            Error::Timeout(_) => "error:timeout".into(),
+            Error::Failed(_) => "error:failed".into(),
+        },
     }
 }
 

@@ -1,0 +1,6 @@
+/**
+ * The smallest Tally function: it returns its input unchanged.
+ */
+export function handle(input: Uint8Array): Uint8Array {
+  return input;
+}

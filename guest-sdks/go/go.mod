@@ -1,0 +1,3 @@
+module tally.dev/tally
+
+go 1.24

@@ -1,0 +1,55 @@
+//go:build !wasip1
+
+package wit
+
+// Outside a GOOS=wasip1 build there is no platform: these stand in for the imports so
+// that code using the SDK compiles, and its pure parts test, on any platform.
+
+const notWasm = "tally: the platform is only reachable from a Tally component (GOOS=wasip1 GOARCH=wasm)"
+
+// LogAppend is tally:platform/log.append; it panics outside Wasm.
+func LogAppend(tags []uint64, data []byte) (uint64, *Error) { panic(notWasm) }
+
+// LogCondAppend is tally:platform/log.cond-append; it panics outside Wasm.
+func LogCondAppend(tags []uint64, data []byte, condTag, condPos uint64) (uint64, *Error) {
+	panic(notWasm)
+}
+
+// LogReadNext is tally:platform/log.read-next; it panics outside Wasm.
+func LogReadNext(tag, min uint64) (*Record, *Error) { panic(notWasm) }
+
+// LogReadPrev is tally:platform/log.read-prev; it panics outside Wasm.
+func LogReadPrev(tag, max uint64) (*Record, *Error) { panic(notWasm) }
+
+// LogCheckTail is tally:platform/log.check-tail; it panics outside Wasm.
+func LogCheckTail(tag uint64) (*Record, *Error) { panic(notWasm) }
+
+// LogTrim is tally:platform/log.trim; it panics outside Wasm.
+func LogTrim(tag, seqnum uint64) *Error { panic(notWasm) }
+
+// LogSetAuxData is tally:platform/log.set-aux-data; it panics outside Wasm.
+func LogSetAuxData(seqnum uint64, data []byte) *Error { panic(notWasm) }
+
+// InvokeCall is tally:platform/invoke.call; it panics outside Wasm.
+func InvokeCall(function string, input []byte) ([]byte, *Error) { panic(notWasm) }
+
+// StateGet is tally:platform/state.get; it panics outside Wasm.
+func StateGet(table string, key []byte) ([]byte, bool, *Error) { panic(notWasm) }
+
+// StatePut is tally:platform/state.put; it panics outside Wasm.
+func StatePut(table string, key, value []byte) *Error { panic(notWasm) }
+
+// StateDelete is tally:platform/state.delete; it panics outside Wasm.
+func StateDelete(table string, key []byte) *Error { panic(notWasm) }
+
+// InvocationID is tally:platform/context.invocation-id; it panics outside Wasm.
+func InvocationID() string { panic(notWasm) }
+
+// BookID is tally:platform/context.book-id; it panics outside Wasm.
+func BookID() uint64 { panic(notWasm) }
+
+// Attempt is tally:platform/context.attempt; it panics outside Wasm.
+func Attempt() uint32 { panic(notWasm) }
+
+// FunctionName is tally:platform/context.function-name; it panics outside Wasm.
+func FunctionName() string { panic(notWasm) }

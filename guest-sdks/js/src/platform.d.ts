@@ -1,0 +1,55 @@
+// The imports of the WIT world `tally:platform/function` (`wit/platform.wit`) as
+// componentize-js provides them to the component's JavaScript: one ES module per WIT
+// interface, with the functions in camelCase. The SDK wraps these; a function's code
+// uses the SDK instead.
+//
+// A u64 is a `bigint`, a `list<u8>` a `Uint8Array`, an `option` is `undefined` when
+// absent. A call that returns the WIT `err` throws an error whose own `payload` property
+// is the `error` variant below.
+
+declare module 'tally:platform/types' {
+  /** The WIT `error` variant of `tally:platform/types`, as `{ tag, val }`. */
+  export type Error =
+    | { tag: 'invalid-argument'; val: string }
+    | { tag: 'not-found'; val: string }
+    | { tag: 'conflict'; val: bigint | undefined }
+    | { tag: 'unavailable'; val: string }
+    | { tag: 'too-large'; val: string }
+    | { tag: 'timeout'; val: string }
+    | { tag: 'failed'; val: string };
+}
+
+declare module 'tally:platform/log' {
+  /** The WIT `log-record`. */
+  export interface LogRecord {
+    seqnum: bigint;
+    tags: BigUint64Array;
+    data: Uint8Array;
+    auxData: Uint8Array | undefined;
+  }
+  export function append(tags: bigint[], data: Uint8Array): bigint;
+  export function condAppend(tags: bigint[], data: Uint8Array, condTag: bigint, condPos: bigint): bigint;
+  export function readNext(tag: bigint, minSeqnum: bigint): LogRecord | undefined;
+  export function readPrev(tag: bigint, maxSeqnum: bigint): LogRecord | undefined;
+  export function checkTail(tag: bigint): LogRecord | undefined;
+  export function trim(tag: bigint, seqnum: bigint): void;
+  export function setAuxData(seqnum: bigint, data: Uint8Array): void;
+}
+
+declare module 'tally:platform/invoke' {
+  export function call(func: string, input: Uint8Array): Uint8Array;
+}
+
+declare module 'tally:platform/state' {
+  export function get(table: string, key: Uint8Array): Uint8Array | undefined;
+  export function put(table: string, key: Uint8Array, value: Uint8Array): void;
+  function remove(table: string, key: Uint8Array): void;
+  export { remove as delete };
+}
+
+declare module 'tally:platform/context' {
+  export function invocationId(): string;
+  export function bookId(): bigint;
+  export function attempt(): number;
+  export function functionName(): string;
+}

@@ -1,0 +1,190 @@
+"""The SDK's calls over fake bindings: argument conversion, results, error mapping."""
+
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any, Optional
+
+import pytest
+
+import tally
+from tally import SeqNum, Tag, _bindings, context, invoke, log, state
+
+
+@dataclass
+class LogRecord:
+    seqnum: int
+    tags: list
+    data: bytes
+    aux_data: Optional[bytes]
+
+
+@dataclass
+class Error_Conflict:
+    value: Optional[int]
+
+
+@dataclass
+class Error_InvalidArgument:
+    value: str
+
+
+@dataclass
+class Error_NotFound:
+    value: str
+
+
+class Recorder:
+    """Records calls; answers with `results[name]`, raising it if it is an exception."""
+
+    def __init__(self, **results: Any) -> None:
+        self.calls: list = []
+        self.results = results
+
+    def __getattr__(self, name: str):
+        def call(*args):
+            self.calls.append((name, args))
+            result = self.results.get(name)
+            if isinstance(result, BaseException):
+                raise result
+            return result
+
+        return call
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    def install(interface: str, **results: Any) -> Recorder:
+        recorder = Recorder(**results)
+        monkeypatch.setattr(_bindings, interface, recorder)
+        return recorder
+
+    return install
+
+
+def test_outside_a_component_calls_say_so():
+    with pytest.raises(_bindings.HostUnavailable, match="log.append"):
+        log.append([], b"x")
+
+
+def test_append_converts_arguments(fake):
+    bindings = fake("log", append=281474976710692)
+    seqnum = log.append([Tag.named("a"), 5], "é")
+    assert seqnum == 281474976710692 and type(seqnum) is SeqNum
+    assert bindings.calls == [("append", ([3414815163700866188, 5], b"\xc3\xa9"))]
+    assert all(type(tag) is int for tag in bindings.calls[0][1][0])
+
+
+def test_append_accepts_any_iterable_of_tags(fake):
+    bindings = fake("log", append=1)
+    log.append((Tag(t) for t in (1, 2)), bytearray(b"x"))
+    assert bindings.calls == [("append", ([1, 2], b"x"))]
+
+
+@pytest.mark.parametrize(("tags", "kind"), [(Tag(1), TypeError), ("ab", TypeError), ([-1], ValueError), ([1 << 64], ValueError), (["a"], TypeError)])
+def test_append_refuses_bad_tags(fake, tags, kind):
+    fake("log", append=1)
+    with pytest.raises(kind):
+        log.append(tags, b"x")
+
+
+def test_append_refuses_bad_data(fake):
+    fake("log", append=1)
+    with pytest.raises(TypeError, match="data must be bytes or str"):
+        log.append([], 42)
+
+
+def test_cond_append_conflict(fake):
+    bindings = fake("log", cond_append=_bindings.Err(Error_Conflict(7)))
+    with pytest.raises(tally.Conflict) as raised:
+        log.cond_append([Tag(1)], b"x", Tag(1), 0)
+    assert raised.value.holder == 7
+    assert raised.value.__context__ is None or raised.value.__suppress_context__
+    assert bindings.calls == [("cond_append", ([1], b"x", 1, 0))]
+
+
+def test_reads_convert_records(fake):
+    record = LogRecord(seqnum=9, tags=[1, 2], data=b"d", aux_data=b"x")
+    bindings = fake("log", read_next=record, read_prev=None, check_tail=LogRecord(3, [], b"", None))
+    assert log.read_next(Tag(1), SeqNum.MIN) == log.Record(SeqNum(9), (Tag(1), Tag(2)), b"d", b"x")
+    assert type(log.read_next(1, 0).tags[0]) is Tag
+    assert log.read_prev(Tag(1), SeqNum.MAX) is None
+    assert log.check_tail(Tag.ALL) == log.Record(SeqNum(3), (), b"", None)
+    assert bindings.calls[-2] == ("read_prev", (1, (1 << 64) - 1))
+
+
+def test_trim_and_aux(fake):
+    bindings = fake("log")
+    assert log.trim(Tag.ALL, SeqNum(4)) is None
+    assert log.set_aux_data(SeqNum(4), b"snap") is None
+    assert bindings.calls == [("trim", (0, 4)), ("set_aux_data", (4, b"snap"))]
+
+
+def test_log_errors_map(fake):
+    fake("log", trim=_bindings.Err(Error_InvalidArgument("tag 0")))
+    with pytest.raises(tally.InvalidArgument, match="^invalid argument: tag 0$"):
+        log.trim(Tag.ALL, 0)
+
+
+def test_state(fake):
+    bindings = fake("state", get=b"7")
+    assert state.get("t", "k") == b"7"
+    assert state.get_i64("t", b"k") == 7
+    state.put("t", "k", "v")
+    state.put_i64("t", "k", -3)
+    state.delete("t", bytearray(b"k"))
+    assert bindings.calls == [
+        ("get", ("t", b"k")),
+        ("get", ("t", b"k")),
+        ("put", ("t", b"k", b"v")),
+        ("put", ("t", b"k", b"-3")),
+        ("delete", ("t", b"k")),
+    ]
+
+
+def test_state_absent(fake):
+    fake("state", get=None)
+    assert state.get("t", "k") is None
+    assert state.get_i64("t", "k") is None
+
+
+def test_get_i64_of_text(fake):
+    fake("state", get=b"v")
+    with pytest.raises(tally.InvalidArgument, match='is not a decimal i64: "v"$'):
+        state.get_i64("t", "k")
+
+
+def test_put_i64_checks_its_value(fake):
+    fake("state")
+    with pytest.raises(ValueError):
+        state.put_i64("t", "k", 1 << 63)
+    with pytest.raises(TypeError):
+        state.put_i64("t", "k", "1")
+    with pytest.raises(TypeError):
+        state.put_i64("t", "k", True)
+
+
+def test_state_table_must_be_text(fake):
+    fake("state")
+    with pytest.raises(TypeError):
+        state.get(b"t", "k")
+
+
+def test_invoke(fake):
+    bindings = fake("invoke", call=b"out")
+    assert invoke.call("f", "in") == b"out"
+    assert bindings.calls == [("call", ("f", b"in"))]
+
+
+def test_invoke_not_found(fake):
+    fake("invoke", call=_bindings.Err(Error_NotFound("no function named f")))
+    with pytest.raises(tally.NotFound):
+        invoke.call("f", b"")
+
+
+def test_context(monkeypatch):
+    monkeypatch.setattr(
+        _bindings,
+        "context",
+        SimpleNamespace(invocation_id=lambda: "id", book_id=lambda: 1, attempt=lambda: 2, function_name=lambda: "f"),
+    )
+    assert (context.invocation_id(), context.book_id(), context.attempt(), context.function_name()) == ("id", 1, 2, "f")

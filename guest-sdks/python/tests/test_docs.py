@@ -1,0 +1,14 @@
+"""The examples in the docstrings (those that need no host run with `doctest: +SKIP`)."""
+
+import doctest
+
+import pytest
+
+import tally
+from tally import _seqnum, _tag, context, invoke, log, state
+
+
+@pytest.mark.parametrize("module", [tally, _tag, _seqnum, log, state, invoke, context], ids=lambda module: module.__name__)
+def test_docstring_examples(module):
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0
