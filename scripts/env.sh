@@ -3,9 +3,11 @@
 # RocksDB comes from Debian (librocksdb-dev 7.8) and is linked dynamically: building
 # the bundled C++ takes ~15 minutes on two cores, linking takes seconds. bindgen in
 # librocksdb-sys needs libclang. PostgreSQL is for the state store tests, which start a
-# server of their own from /usr/lib/postgresql/<ver>/bin.
+# server of their own from /usr/lib/postgresql/<ver>/bin. lld, wasi-libc and
+# libclang-rt-dev-wasm32 let clang build C guests (`tally build`); Go, Node.js and Python
+# for the other guests come with the machine.
 missing=()
-for pkg in clang libclang-dev librocksdb-dev postgresql etcd-server protobuf-compiler; do
+for pkg in clang libclang-dev librocksdb-dev postgresql etcd-server protobuf-compiler lld wasi-libc libclang-rt-dev-wasm32; do
     dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
 done
 if [ ${#missing[@]} -gt 0 ]; then

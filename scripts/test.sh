@@ -85,8 +85,40 @@ if ! TALLY_GUESTS_DIR="$(bash scripts/build-guests.sh)"; then
     finish
 fi
 export TALLY_GUESTS_DIR
-step "SDK tests" env CARGO_TARGET_DIR="${TALLY_GUESTS_TARGET_DIR:-$HOME/.cache/tally-guests-target}" \
+step "Rust SDK tests" env CARGO_TARGET_DIR="${TALLY_GUESTS_TARGET_DIR:-$HOME/.cache/tally-guests-target}" \
     cargo test --locked --manifest-path guest-sdks/rust/Cargo.toml
+
+# The other SDKs' unit tests, with their language's runner; each step ends with a line
+# in cargo's `test result:` form, so that the total counts them.
+counted() {
+    local parse="$1" out status=0
+    shift
+    out="$(mktemp)"
+    "$@" 2>&1 | tee "$out" || status=1
+    awk "$parse"' END { printf "test result: %s. %d passed; %d failed;\n", (f || !p) ? "FAILED" : "ok", p, f }' "$out"
+    rm -f "$out"
+    [[ $status -eq 0 ]]
+}
+js_sdk_tests() {
+    local tools scratch
+    tools="$("${CARGO_TARGET_DIR}/debug/tally" js-tools)" || return 1
+    scratch="$(mktemp -d)"
+    "$tools/esbuild" guest-sdks/js/src/*.ts guest-sdks/js/test/*.ts --outbase=guest-sdks/js \
+        --outdir="$scratch" --log-level=warning &&
+        node --test "$scratch"/test/*.test.js
+    local status=$?
+    rm -rf "$scratch"
+    return $status
+}
+step "Python SDK tests" counted '/ passed| failed/ { for (i = 1; i < NF; i++) { if ($(i+1) ~ /^passed/) p = $i; if ($(i+1) ~ /^failed/) f = $i } }' \
+    env PYTHONDONTWRITEBYTECODE=1 python3 -m pytest -q -p no:cacheprovider guest-sdks/python/tests
+step "JS SDK tests" counted '/^# pass / { p = $3 } /^# fail / { f = $3 }' js_sdk_tests
+step "Go SDK tests" counted '/^--- PASS/ { p++ } /^--- FAIL/ { f++ }' \
+    bash -c 'cd guest-sdks/go && go test -v ./...'
+step "C SDK tests" counted '/ passed, [0-9]+ failed/ { p = $1; f = $3 }' \
+    bash -c '{ sha256sum --check --quiet guest-sdks/c/bindings/WIT.sha256 ||
+        { echo "wit/platform.wit changed: regenerate the C bindings (guest-sdks/c/README.md)"; exit 1; }; } &&
+        make --no-print-directory -C guest-sdks/c test OUT="$(mktemp -d)"' 
 step "workspace tests" cargo nextest run --locked --workspace "$@"
 step doctests cargo test --locked --workspace --doc
 finish

@@ -171,6 +171,7 @@ impl ClusterDir {
             limits: Default::default(),
             node_limits: Default::default(),
             state: state.clone(),
+            artifacts_dir: None,
             partition_file: None,
         };
         for &id in &controllers {

@@ -4,6 +4,7 @@
 //! ```toml
 //! data_dir = ".tally"
 //! listen = "127.0.0.1:8080"
+//! artifacts_dir = "/var/cache/tally"   # compiled components; default <data_dir>/artifacts
 //!
 //! [limits]            # defaults for functions deployed without overrides
 //! memory_bytes = 134217728
@@ -42,6 +43,10 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// The HTTP gateway's address.
     pub listen: String,
+    /// Where compiled components are kept, by the hash of their bytes and of the
+    /// engine's settings: `data_dir/artifacts` unless set. Nodes of one machine may
+    /// share one; it must be written only by Tally, since artifacts are loaded as code.
+    pub artifacts_dir: Option<PathBuf>,
     pub limits: Limits,
     pub node: NodeLimits,
     pub state: StateConfig,
@@ -52,6 +57,7 @@ impl Default for Config {
         Config {
             data_dir: PathBuf::from(".tally"),
             listen: "127.0.0.1:8080".into(),
+            artifacts_dir: None,
             limits: Limits::default(),
             node: NodeLimits::default(),
             state: StateConfig::default(),

@@ -41,6 +41,10 @@ enum Verb {
     /// Build the function project in a directory (any language) and print the component's
     /// path as the last line.
     Build(BuildArgs),
+    /// Install the JavaScript build tools `tally build` uses and print their bin
+    /// directory (for the SDK's own tests).
+    #[command(hide = true)]
+    JsTools,
     /// Run one node of a cluster: the roles its configuration file names.
     Node(NodeArgs),
     /// Make, start, inspect and stop a cluster of node processes in a directory.
@@ -179,6 +183,9 @@ struct DevArgs {
     /// The gateway's address (port 0 picks a free one).
     #[arg(long)]
     listen: Option<String>,
+    /// Where compiled components are kept (default: <data-dir>/artifacts).
+    #[arg(long)]
+    artifacts_dir: Option<PathBuf>,
     /// Default linear memory of a function, in bytes.
     #[arg(long)]
     memory_bytes: Option<u64>,
@@ -252,6 +259,9 @@ impl DevArgs {
             crash_injection => state.crash_injection,
             reexecute_after_ms => state.reexecute_after_ms,
         );
+        if let Some(dir) = &self.artifacts_dir {
+            c.artifacts_dir = Some(dir.clone());
+        }
         Ok(c)
     }
 }
@@ -362,6 +372,9 @@ fn main() -> ExitCode {
                 println!("{}", path.display());
             }
         }),
+        Verb::JsTools => cli::sdk::Sdk::materialize()
+            .and_then(|sdk| cli::tools::node_tools(&sdk.lang("js").join("tools")))
+            .map(|tools| println!("{}", tools.bin().display())),
         Verb::Node(a) => node(a),
         Verb::Cluster(v) => cluster(v),
     };

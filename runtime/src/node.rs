@@ -162,6 +162,10 @@ pub struct NodeConfig {
     /// The function role's state store.
     #[serde(default)]
     pub state: StateConfig,
+    /// Where the function role keeps compiled components (default: its data
+    /// directory's `artifacts`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifacts_dir: Option<PathBuf>,
     /// A test hook: while this file exists, every message of this process's log roles
     /// to or from another node is dropped, as a network partition would (etcd and HTTP
     /// stay reachable). Checked every 100 ms.
@@ -242,6 +246,7 @@ impl NodeConfig {
         Config {
             data_dir: self.data_dir.join(format!("function-{}", f.id)),
             listen: f.http.clone(),
+            artifacts_dir: self.artifacts_dir.clone(),
             limits: self.limits,
             node: self.node_limits.clone(),
             state: self.state.clone(),

@@ -49,7 +49,11 @@ impl Runtime {
     ) -> anyhow::Result<Arc<Runtime>> {
         config.validate()?;
         let metrics = Arc::new(Metrics::default());
-        let host = Arc::new(WasmHost::new(&config.node, config.data_dir.join("artifacts"), metrics.clone())?);
+        let host = Arc::new(WasmHost::new(
+            &config.node,
+            config.artifacts_dir.clone().unwrap_or_else(|| config.data_dir.join("artifacts")),
+            metrics.clone(),
+        )?);
         let registry = Arc::new(Registry::new(platform.clone(), host.clone()));
         registry.sync().await?;
         let store: Arc<dyn StateStore> = match config.state.store {

@@ -49,6 +49,10 @@ impl Harness {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let mut config = Config { data_dir: dir.path().join("data"), listen: "127.0.0.1:0".into(), ..Config::default() };
         config.state.crash_injection = true;
+        // Compiled components outlive the test: the Python and JavaScript ones take
+        // seconds each to compile.
+        config.artifacts_dir =
+            Some(PathBuf::from(std::env::var_os("HOME").expect("HOME is set")).join(".cache/tally-test-artifacts"));
         config.state.reexecute_after_ms = 100;
         config.state.recovery_interval_ms = 100;
         config.state.auto_interval_ms = 200;
@@ -706,6 +710,40 @@ async fn every_language_reports_guest_errors_and_crashes_with_their_statuses() {
         assert_eq!((status, code.as_str()), (500, "trap"), "{function}: {message}");
         // The node serves on after each.
         assert_eq!(h.invoke_fn(function, 8, "read r a", &format!("after-{function}"), None).await.unwrap(), "none");
+    }
+    h.node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chain_across_languages_is_exactly_once_under_crashes() {
+    // Python calls Go, which calls Rust, on one book: each link appends its name to the
+    // stream `chain` once (a conditional append) and counts itself in table `chain`.
+    let h = Harness::start(StoreKind::Rocksdb).await;
+    for lang in ["python", "go"] {
+        h.deploy_steps(lang).await;
+    }
+    let input = "script chain chain steps-go steps";
+    // Each link sees what the links before it appended, and after its call, what the
+    // links after it did.
+    let all = "steps-python+steps-go+steps";
+    let want = format!("steps-python:- > steps-go:steps-python > steps:steps-python+steps-go < {all} < {all}");
+    for k in 1u64.. {
+        let book = 3000 + k;
+        let key = format!("chain-{k}");
+        let finished = match h.invoke_fn("steps-python", book, input, &key, Some(k)).await {
+            Ok(_) => true,
+            Err(RuntimeError::InjectedCrash) => false,
+            Err(e) => panic!("crash after {k}: {e}"),
+        };
+        let again = h.invoke_fn("steps-python", book, input, &key, None).await.expect("re-execution");
+        assert_eq!(again, want, "crash after {k}");
+        for function in ["steps-python", "steps-go", "steps"] {
+            assert_eq!(h.read_fn("steps", book, "chain", function).await, "1", "crash after {k}: {function} counted");
+        }
+        if finished {
+            assert!(k >= 6, "only {k} crash points");
+            break;
+        }
     }
     h.node.shutdown().await;
 }

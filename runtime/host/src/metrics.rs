@@ -14,6 +14,11 @@ struct FunctionCounters {
     outcomes: BTreeMap<&'static str, u64>,
     seconds_sum: f64,
     count: u64,
+    instantiate_seconds_sum: f64,
+    instantiations: u64,
+    /// The peak linear memory of each instance, summed.
+    memory_bytes_sum: u64,
+    instances: u64,
 }
 
 #[derive(Default)]
@@ -21,8 +26,6 @@ pub struct Metrics {
     functions: Mutex<BTreeMap<String, FunctionCounters>>,
     running: AtomicI64,
     deploys: AtomicU64,
-    instantiations: AtomicU64,
-    instantiate_nanos: AtomicU64,
     /// Attempts of exactly-once invocations after the first (a trap, or the scan).
     reexecutions: AtomicU64,
 }
@@ -41,20 +44,35 @@ impl Metrics {
             Ok(_) => "ok",
             Err(e) => e.code(),
         };
+        self.update(function, |c| {
+            *c.outcomes.entry(outcome).or_default() += 1;
+            c.seconds_sum += took.as_secs_f64();
+            c.count += 1;
+        });
+    }
+
+    fn update(&self, function: &str, change: impl FnOnce(&mut FunctionCounters)) {
         let mut functions = self.functions.lock().expect("not poisoned");
         if !functions.contains_key(function) {
             functions.insert(function.to_string(), FunctionCounters::default());
         }
-        let c = functions.get_mut(function).expect("inserted above");
-        *c.outcomes.entry(outcome).or_default() += 1;
-        c.seconds_sum += took.as_secs_f64();
-        c.count += 1;
+        change(functions.get_mut(function).expect("inserted above"));
     }
 
-    /// Records the time to make one fresh instance.
-    pub fn instantiated(&self, took: Duration) {
-        self.instantiations.fetch_add(1, Ordering::Relaxed);
-        self.instantiate_nanos.fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
+    /// Records the time to make one fresh instance of `function`.
+    pub fn instantiated(&self, function: &str, took: Duration) {
+        self.update(function, |c| {
+            c.instantiate_seconds_sum += took.as_secs_f64();
+            c.instantiations += 1;
+        });
+    }
+
+    /// Records the most linear memory an instance of `function` had.
+    pub fn instance_memory(&self, function: &str, peak_bytes: usize) {
+        self.update(function, |c| {
+            c.memory_bytes_sum += peak_bytes as u64;
+            c.instances += 1;
+        });
     }
 
     pub fn reexecuted(&self) {
@@ -91,9 +109,16 @@ impl Metrics {
         let _ = writeln!(out, "tally_deploys_total {}", self.deploys.load(Ordering::Relaxed));
         out.push_str("# HELP tally_instantiate_seconds Time to make a fresh instance of a function.\n");
         out.push_str("# TYPE tally_instantiate_seconds summary\n");
-        let nanos = self.instantiate_nanos.load(Ordering::Relaxed);
-        let _ = writeln!(out, "tally_instantiate_seconds_sum {}", nanos as f64 / 1e9);
-        let _ = writeln!(out, "tally_instantiate_seconds_count {}", self.instantiations.load(Ordering::Relaxed));
+        for (name, c) in functions.iter() {
+            let _ = writeln!(out, "tally_instantiate_seconds_sum{{function=\"{name}\"}} {}", c.instantiate_seconds_sum);
+            let _ = writeln!(out, "tally_instantiate_seconds_count{{function=\"{name}\"}} {}", c.instantiations);
+        }
+        out.push_str("# HELP tally_instance_memory_bytes The most linear memory an instance had, over its memories.\n");
+        out.push_str("# TYPE tally_instance_memory_bytes summary\n");
+        for (name, c) in functions.iter() {
+            let _ = writeln!(out, "tally_instance_memory_bytes_sum{{function=\"{name}\"}} {}", c.memory_bytes_sum);
+            let _ = writeln!(out, "tally_instance_memory_bytes_count{{function=\"{name}\"}} {}", c.instances);
+        }
         out.push_str("# HELP tally_reexecutions_total Attempts of exactly-once invocations after their first.\n");
         out.push_str("# TYPE tally_reexecutions_total counter\n");
         let _ = writeln!(out, "tally_reexecutions_total {}", self.reexecutions.load(Ordering::Relaxed));
@@ -119,5 +144,19 @@ mod tests {
         assert!(text.contains("tally_invocations_total{function=\"hello\",outcome=\"timeout\"} 1"), "{text}");
         assert!(text.contains("tally_invocation_seconds_count{function=\"hello\"} 2"), "{text}");
         assert!(text.contains("tally_instances_running 0"), "{text}");
+    }
+
+    #[test]
+    fn renders_instantiation_and_memory_per_function() {
+        let m = Metrics::default();
+        m.instantiated("hello", Duration::from_millis(3));
+        m.instantiated("hello", Duration::from_millis(1));
+        m.instance_memory("hello", 1 << 20);
+        m.instance_memory("hello", 3 << 20);
+        let text = m.render(0);
+        assert!(text.contains("tally_instantiate_seconds_sum{function=\"hello\"} 0.004"), "{text}");
+        assert!(text.contains("tally_instantiate_seconds_count{function=\"hello\"} 2"), "{text}");
+        assert!(text.contains("tally_instance_memory_bytes_sum{function=\"hello\"} 4194304"), "{text}");
+        assert!(text.contains("tally_instance_memory_bytes_count{function=\"hello\"} 2"), "{text}");
     }
 }

@@ -32,7 +32,9 @@ pub fn new(lang: Lang, dir: &Path) -> anyhow::Result<()> {
     let Some(name) = dir.file_name().and_then(|n| n.to_str()) else {
         bail!("{} does not end in a project name", dir.display());
     };
-    if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') || !name.starts_with(|c: char| c.is_ascii_alphabetic()) {
+    if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        || !name.starts_with(|c: char| c.is_ascii_alphabetic())
+    {
         bail!("the project name {name:?} must start with a letter and hold only letters, digits, - and _");
     }
     if dir.exists() && std::fs::read_dir(dir).map(|mut d| d.next().is_some()).unwrap_or(true) {

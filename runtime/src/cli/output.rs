@@ -244,7 +244,7 @@ mod tests {
         });
         assert_eq!(
             records(&body),
-            "SEQNUM  TAGS  DATA        AUX\n5       9,10  a\\nb        -\n6       -     base64:/w==  s\nmore records follow: --from 77\n"
+            "SEQNUM  TAGS  DATA         AUX\n5       9,10  a\\nb         -\n6       -     base64:/w==  s\nmore records follow: --from 77\n"
         );
     }
 

@@ -67,7 +67,12 @@ impl Tool {
 /// Installs into `dir` with `install` unless `ready` says it is there: into a staging
 /// directory renamed into place, so a failed or concurrent install never leaves half a
 /// tool behind.
-fn installed(dir: &Path, what: &str, ready: impl Fn(&Path) -> bool, install: impl Fn(&Path) -> anyhow::Result<()>) -> anyhow::Result<()> {
+fn installed(
+    dir: &Path,
+    what: &str,
+    ready: impl Fn(&Path) -> bool,
+    install: impl Fn(&Path) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
     if ready(dir) {
         return Ok(());
     }
@@ -105,17 +110,22 @@ pub fn componentize_py() -> anyhow::Result<Tool> {
     };
     let dir = tools_dir()?.join(format!("componentize-py-{COMPONENTIZE_PY}"));
     let script = |d: &Path| d.join("bin/componentize-py");
-    installed(&dir, &format!("componentize-py {COMPONENTIZE_PY} from PyPI"), |d| script(d).is_file(), |d| {
-        install_step(
-            Command::new(&python)
-                .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps", "--target"])
-                .arg(d)
-                .arg(format!("componentize-py=={COMPONENTIZE_PY}"))
-                .env("PIP_ROOT_USER_ACTION", "ignore"),
-            "pip install componentize-py",
-            "is pip installed (`python3 -m pip --version`) and PyPI reachable?",
-        )
-    })?;
+    installed(
+        &dir,
+        &format!("componentize-py {COMPONENTIZE_PY} from PyPI"),
+        |d| script(d).is_file(),
+        |d| {
+            install_step(
+                Command::new(&python)
+                    .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps", "--target"])
+                    .arg(d)
+                    .arg(format!("componentize-py=={COMPONENTIZE_PY}"))
+                    .env("PIP_ROOT_USER_ACTION", "ignore"),
+                "pip install componentize-py",
+                "is pip installed (`python3 -m pip --version`) and PyPI reachable?",
+            )
+        },
+    )?;
     // The package has no `__main__`: its console script is what runs it.
     Ok(Tool { program: python, args: vec![script(&dir).display().to_string()], env: vec![("PYTHONPATH".into(), dir)] })
 }
@@ -126,6 +136,10 @@ pub struct NodeTools {
 }
 
 impl NodeTools {
+    pub fn bin(&self) -> &Path {
+        &self.bin
+    }
+
     pub fn esbuild(&self) -> Command {
         Command::new(self.bin.join("esbuild"))
     }

@@ -61,18 +61,30 @@ pub struct Invocation {
     pub log: LogClient,
 }
 
-/// Denies memory growth beyond the function's limit, and remembers that it did.
+/// Denies memory growth beyond the function's limit, and remembers that it did; counts
+/// the instance's linear memory (all its memories: the ones it was created with too).
 struct MemoryLimiter {
     limit: usize,
     hit: bool,
+    /// Bytes of linear memory now, and at most, over the instance's memories.
+    total: usize,
+    peak: usize,
+}
+
+impl MemoryLimiter {
+    fn new(limit: usize) -> MemoryLimiter {
+        MemoryLimiter { limit, hit: false, total: 0, peak: 0 }
+    }
 }
 
 impl ResourceLimiter for MemoryLimiter {
-    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+    fn memory_growing(&mut self, current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
         if desired > self.limit {
             self.hit = true;
             return Ok(false);
         }
+        self.total = self.total.saturating_add(desired.saturating_sub(current));
+        self.peak = self.peak.max(self.total);
         Ok(true)
     }
 
@@ -206,7 +218,10 @@ impl WasmHost {
 
     fn store_artifact(&self, component: &Component, path: &std::path::Path) -> anyhow::Result<()> {
         let bytes = component.serialize()?;
-        let tmp = path.with_extension("tmp");
+        // A name of this process's own: nodes of one machine may share the directory.
+        static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = path.with_extension(format!("tmp-{}-{n}", std::process::id()));
         std::fs::write(&tmp, bytes)?;
         std::fs::rename(&tmp, path)?;
         Ok(())
@@ -229,7 +244,7 @@ impl WasmHost {
         let state = HostState {
             wasi,
             table: ResourceTable::new(),
-            limiter: MemoryLimiter { limit: limits.memory_bytes as usize, hit: false },
+            limiter: MemoryLimiter::new(limits.memory_bytes as usize),
             stderr,
             stdout,
             inv,
@@ -248,11 +263,12 @@ impl WasmHost {
         let outcome = tokio::time::timeout(wall, async {
             let started = Instant::now();
             let instance = pre.instantiate_async(&mut store).await?;
-            self.metrics.instantiated(started.elapsed());
+            self.metrics.instantiated(&function, started.elapsed());
             instance.call_handle(&mut store, &input).await
         })
         .await;
         let state = store.data();
+        self.metrics.instance_memory(&function, state.limiter.peak);
         log_output(&function, "stdout", &state.stdout);
         log_output(&function, "stderr", &state.stderr);
         let timeout_ms = limits.timeout_ms;

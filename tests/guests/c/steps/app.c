@@ -190,6 +190,151 @@ static int seqnum_of(tally_output *out, tally_slice word, tally_seqnum *seqnum) 
     return fail_quoted(out, "", word, " is not a seqnum");
 }
 
+/** The data of the records of a stream, as text (lossy UTF-8). */
+typedef struct stream_data {
+    tally_bytes *items;
+    size_t len;
+} stream_data;
+
+static void stream_free(stream_data *stream) {
+    for (size_t i = 0; i < stream->len; i++)
+        tally_bytes_free(&stream->items[i]);
+    free(stream->items);
+    stream->items = NULL;
+    stream->len = 0;
+}
+
+/**
+ * Reads the data of every record in `tag`'s stream, in order, into `*stream`; on a
+ * failure sets the message in `out` and returns non-zero (with `*stream` empty).
+ */
+static int stream(tally_output *out, tally_tag tag, stream_data *stream) {
+    stream->items = NULL;
+    stream->len = 0;
+    tally_seqnum next = TALLY_SEQNUM_MIN;
+    for (;;) {
+        tally_record record;
+        bool found;
+        tally_error err;
+        if (tally_log_read_next(tag, next, &record, &found, &err) != TALLY_OK) {
+            stream_free(stream);
+            return tally_fail_error(out, &err);
+        }
+        if (!found)
+            break;
+        stream->items = realloc(stream->items, (stream->len + 1) * sizeof *stream->items);
+        if (stream->items == NULL)
+            abort();
+        tally_bytes data = TALLY_BYTES_INIT;
+        tally_utf8_lossy(record.data.data, record.data.len, &data);
+        stream->items[stream->len++] = data;
+        tally_seqnum seqnum = record.seqnum;
+        tally_record_free(&record);
+        if (seqnum == TALLY_SEQNUM_MAX)
+            break;
+        next = seqnum + 1;
+    }
+    return 0;
+}
+
+/** Appends the first `len` items of a stream joined by `+`, `-` for none. */
+static void joined(tally_bytes *result, const stream_data *stream, size_t len) {
+    if (len == 0)
+        tally_bytes_append_str(result, "-");
+    for (size_t i = 0; i < len; i++) {
+        if (i > 0)
+            tally_bytes_append_str(result, "+");
+        tally_bytes_append(result, stream->items[i].data, stream->items[i].len);
+    }
+}
+
+/**
+ * One link of a chain of functions on one book (STEPS.md): appends this function's name
+ * to the stream of `name` once, counts itself in table `chain`, and calls the next link
+ * (the first of the `rest_len` words at `rest`). Appends the op's result to `result`;
+ * returns non-zero when the script fails (the message is set in `out`).
+ */
+static int chain(tally_output *out, tally_slice name, const tally_slice *rest, size_t rest_len,
+                 tally_bytes *result) {
+    tally_tag tag = named(name);
+    char *me = tally_context_function_name();
+    size_t me_len = strlen(me);
+    tally_error err;
+    int64_t count;
+    int status = 0;
+    stream_data before, after = {NULL, 0};
+    if (stream(out, tag, &before) != 0) {
+        free(me);
+        return 1;
+    }
+    size_t mine = before.len;
+    for (size_t i = 0; i < before.len; i++) {
+        if (before.items[i].len == me_len && memcmp(before.items[i].data, me, me_len) == 0) {
+            mine = i;
+            break;
+        }
+    }
+    if (mine == before.len) {
+        tally_seqnum seqnum;
+        if (tally_log_cond_append(&tag, 1, me, me_len, tag, before.len, &seqnum, &err) != TALLY_OK) {
+            reported(result, &err);
+            goto done;
+        }
+    }
+    if (increment(out, "chain", word_of(me), &count) != 0) {
+        status = 1;
+        goto done;
+    }
+    if (rest_len == 0) {
+        tally_bytes_append_str(result, me);
+        tally_bytes_append_str(result, ":");
+        joined(result, &before, mine);
+        goto done;
+    }
+    {
+        /* `script chain NAME F2 ... Fk`, without trailing whitespace (Rust's `trim_end`). */
+        tally_bytes input = TALLY_BYTES_INIT, output;
+        tally_bytes_append_str(&input, "script chain ");
+        tally_bytes_append(&input, name.data, name.len);
+        tally_bytes_append_str(&input, " ");
+        for (size_t i = 1; i < rest_len; i++) {
+            if (i > 1)
+                tally_bytes_append_str(&input, " ");
+            tally_bytes_append(&input, rest[i].data, rest[i].len);
+        }
+        size_t words_len;
+        tally_slice *words = split_words(input.data, input.len, &words_len);
+        size_t input_len = (size_t)(words[words_len - 1].data + words[words_len - 1].len - input.data);
+        free(words);
+        char *next = cstr(rest[0]);
+        int called = tally_invoke_call(next, input.data, input_len, &output, &err);
+        free(next);
+        tally_bytes_free(&input);
+        if (called != TALLY_OK) {
+            reported(result, &err);
+            goto done;
+        }
+        if (stream(out, tag, &after) != 0) {
+            tally_bytes_free(&output);
+            status = 1;
+            goto done;
+        }
+        tally_bytes_append_str(result, me);
+        tally_bytes_append_str(result, ":");
+        joined(result, &before, mine);
+        tally_bytes_append_str(result, " > ");
+        tally_utf8_lossy(output.data, output.len, result);
+        tally_bytes_append_str(result, " < ");
+        joined(result, &after, after.len);
+        tally_bytes_free(&output);
+    }
+done:
+    stream_free(&before);
+    stream_free(&after);
+    free(me);
+    return status;
+}
+
 /** The results of the ops so far, for `$N` and the output. */
 typedef struct results {
     tally_bytes *items;
@@ -389,6 +534,8 @@ static int run_op(tally_output *out, tally_slice op, tally_slice *w, size_t n, t
         }
         sleep_ms(ms);
         tally_bytes_append_str(result, "ok");
+    } else if (n >= 2 && IS(0, "chain")) {
+        status = chain(out, w[1], w + 2, n - 2, result);
     } else if (n >= 1 && IS(0, "fail")) {
         tally_bytes message = TALLY_BYTES_INIT;
         for (size_t i = 1; i < n; i++) {

@@ -244,6 +244,8 @@ func runOp(op string, words []string) (string, error) {
 		}
 		time.Sleep(millis(ms))
 		return "ok", nil
+	case n >= 2 && words[0] == "chain":
+		return chain(words[1], words[2:])
 	case n >= 1 && words[0] == "fail":
 		return "", errors.New(strings.Join(words[1:], " "))
 	case n == 1 && words[0] == "crash":
@@ -251,6 +253,72 @@ func runOp(op string, words []string) (string, error) {
 	default:
 		return "", errors.New("unknown script op " + debug(op))
 	}
+}
+
+// chain runs one link of a chain of functions on one book (STEPS.md): appends this
+// function's name to the stream of name once, counts itself in table chain, and calls
+// the next link.
+func chain(name string, rest []string) (string, error) {
+	tag := named(name)
+	me := invocation.FunctionName()
+	before, err := stream(tag)
+	if err != nil {
+		return "", err
+	}
+	mine := len(before)
+	for i, data := range before {
+		if data == me {
+			mine = i
+			break
+		}
+	}
+	seen := joined(before[:mine])
+	if mine == len(before) {
+		if _, err := logbook.CondAppend([]tally.Tag{tag}, []byte(me), tag, uint64(len(before))); err != nil {
+			return reported("", err), nil
+		}
+	}
+	if _, err := increment("chain", me); err != nil {
+		return "", err
+	}
+	if len(rest) == 0 {
+		return me + ":" + seen, nil
+	}
+	input := strings.TrimRightFunc("script chain "+name+" "+strings.Join(rest[1:], " "), unicode.IsSpace)
+	output, err := invoke.Call(rest[0], []byte(input))
+	if err != nil {
+		return reported("", err), nil
+	}
+	after, err := stream(tag)
+	if err != nil {
+		return "", err
+	}
+	return me + ":" + seen + " > " + lossy(output) + " < " + joined(after), nil
+}
+
+// stream returns the data of every record in a stream, in order.
+func stream(tag tally.Tag) ([]string, error) {
+	var records []string
+	for next, ok := tally.SeqNumMin, true; ok; {
+		record, err := logbook.ReadNext(tag, next)
+		if err != nil {
+			return nil, err
+		}
+		if record == nil {
+			break
+		}
+		records = append(records, lossy(record.Data))
+		next, ok = record.SeqNum.Next()
+	}
+	return records, nil
+}
+
+// joined returns stream data joined by +, - for none.
+func joined(data []string) string {
+	if len(data) == 0 {
+		return "-"
+	}
+	return strings.Join(data, "+")
 }
 
 // substitute returns word, or for $N the result of op N so far.

@@ -164,6 +164,8 @@ async function script(ops: string): Promise<string> {
     } else if (name === 'sleep' && arity(1)) {
       await sleep(u64(args[0]!, (word) => `sleep ${quoted(word)}: not a u64`));
       result = 'ok';
+    } else if (name === 'chain' && args.length >= 1) {
+      result = chain(args[0]!, args.slice(1));
     } else if (name === 'fail') {
       throw new Error(args.join(' '));
     } else if (name === 'crash' && arity(0)) {
@@ -174,6 +176,58 @@ async function script(ops: string): Promise<string> {
     results.push(result);
   }
   return results.join(',');
+}
+
+/**
+ * One link of a chain of functions on one book (STEPS.md): appends this function's name
+ * to the stream of `name` once, counts itself in table `chain`, and calls the next link.
+ */
+function chain(name: string, rest: readonly string[]): string {
+  const tag = named(name);
+  const me = context.functionName();
+  const before = stream(tag);
+  const mine = before.indexOf(me);
+  const seen = joined(mine === -1 ? before : before.slice(0, mine));
+  if (mine === -1) {
+    const error = reportedError(() => log.condAppend([tag], me, tag, BigInt(before.length)));
+    if (error !== undefined) {
+      return error;
+    }
+  }
+  increment('chain', me);
+  if (rest.length === 0) {
+    return `${me}:${seen}`;
+  }
+  const [next, ...more] = rest as [string, ...string[]];
+  const input = `script chain ${name} ${more.join(' ')}`.replace(TRAILING, '');
+  let output = '';
+  const error = reportedError(() => {
+    output = lossy(invoke.call(next, input));
+  });
+  if (error !== undefined) {
+    return error;
+  }
+  return `${me}:${seen} > ${output} < ${joined(stream(tag))}`;
+}
+
+/** The data of every record in a stream, in order. */
+function stream(tag: Tag): string[] {
+  const records: string[] = [];
+  let next: SeqNum | undefined = SeqNum.MIN;
+  while (next !== undefined) {
+    const record = log.readNext(tag, next);
+    if (record === undefined) {
+      break;
+    }
+    records.push(lossy(record.data));
+    next = record.seqnum < SeqNum.MAX ? record.seqnum + 1n : undefined;
+  }
+  return records;
+}
+
+/** Stream data joined by `+`, `-` for none. */
+function joined(data: readonly string[]): string {
+  return data.length === 0 ? '-' : data.join('+');
 }
 
 /** `word`, or for `$N` the result of op `N` so far. */
@@ -226,8 +280,19 @@ function shown(record: LogRecord | undefined): string {
 
 /** An op's result with a platform error as `error:<code>`. */
 function reported(op: () => string): string {
+  let result = '';
+  return (
+    reportedError(() => {
+      result = op();
+    }) ?? result
+  );
+}
+
+/** Runs `op`: `undefined` if it succeeds, a platform error as `error:<code>`. */
+function reportedError(op: () => unknown): string | undefined {
   try {
-    return op();
+    op();
+    return undefined;
   } catch (error) {
     if (error instanceof InvalidArgument) return 'error:invalid_argument';
     if (error instanceof NotFound) return 'error:not_found';

@@ -175,6 +175,8 @@ def script_op(op: str, words: list[str]) -> str:
                 raise GuestError(f"sleep {debug(args[0])}: not a u64")
             sleep(ms)
             return "ok"
+        case "chain", n if n >= 1:
+            return chain(args[0], args[1:])
         case "fail", _:
             raise GuestError(" ".join(args))
         case "crash", 0:
@@ -182,6 +184,49 @@ def script_op(op: str, words: list[str]) -> str:
             print("crash requested by the script", file=sys.stderr, flush=True)
             os.abort()
     raise GuestError(f"unknown script op {debug(op)}")
+
+
+def chain(name: str, rest: list[str]) -> str:
+    """One link of a chain of functions on one book (STEPS.md): appends this function's
+    name to the stream of ``name`` once, counts itself in table ``chain``, and calls the
+    next link."""
+    tag = named(name)
+    me = context.function_name()
+    before = stream(tag)
+    mine = before.index(me) if me in before else None
+    seen = joined(before if mine is None else before[:mine])
+    if mine is None:
+        try:
+            log.cond_append([tag], me, tag, len(before))
+        except TallyError as error:
+            return reported_error(error)
+    increment("chain", me)
+    if not rest:
+        return f"{me}:{seen}"
+    call_input = f"script chain {name} {' '.join(rest[1:])}".rstrip(WHITESPACE)
+    try:
+        output = lossy(invoke.call(rest[0], call_input))
+    except TallyError as error:
+        return reported_error(error)
+    return f"{me}:{seen} > {output} < {joined(stream(tag))}"
+
+
+def stream(tag: Tag) -> list[str]:
+    """The data of every record in a stream, in order."""
+    records: list[str] = []
+    at: SeqNum | None = SeqNum.MIN
+    while at is not None:
+        record = platform(log.read_next, tag, at)
+        if record is None:
+            break
+        records.append(lossy(record.data))
+        at = record.seqnum.next()
+    return records
+
+
+def joined(data: list[str]) -> str:
+    """Stream data joined by ``+``, ``-`` for none."""
+    return "+".join(data) if data else "-"
 
 
 def sleep(ms: int) -> None:
@@ -252,10 +297,15 @@ def reported(op) -> str:
     """The result of ``op()``, with a platform error as ``error:<code>``."""
     try:
         return op()
-    except Conflict as error:
-        return f"error:conflict:{'none' if error.holder is None else error.holder}"
     except TallyError as error:
-        return f"error:{CODES[type(error)]}"
+        return reported_error(error)
+
+
+def reported_error(error: TallyError) -> str:
+    """A platform error as an op's result, ``error:<code>``."""
+    if isinstance(error, Conflict):
+        return f"error:conflict:{'none' if error.holder is None else error.holder}"
+    return f"error:{CODES[type(error)]}"
 
 
 def platform(call, *args):

@@ -121,6 +121,7 @@ fn script(ops: &str) -> Result<Vec<u8>, String> {
                 std::thread::sleep(Duration::from_millis(ms));
                 "ok".into()
             }
+            ["chain", name, ref rest @ ..] => chain(name, rest)?,
             ["fail", ref message @ ..] => return Err(message.join(" ")),
             ["crash"] => panic!("crash requested by the script"),
             _ => return Err(format!("unknown script op {op:?}")),
@@ -128,6 +129,53 @@ fn script(ops: &str) -> Result<Vec<u8>, String> {
         results.push(result);
     }
     Ok(results.join(",").into_bytes())
+}
+
+/// One link of a chain of functions on one book (STEPS.md): appends this function's
+/// name to the stream of `name` once, counts itself in table `chain`, and calls the
+/// next link.
+fn chain(name: &str, rest: &[&str]) -> Result<String, String> {
+    let tag = named(name);
+    let me = context::function_name();
+    let before = stream(tag)?;
+    let mine = before.iter().position(|data| *data == me);
+    let seen = joined(&before[..mine.unwrap_or(before.len())]);
+    if mine.is_none() {
+        if let Err(error) = log::cond_append(&[tag], &me, tag, before.len() as u64) {
+            return Ok(reported(Err(error)));
+        }
+    }
+    increment("chain", &me)?;
+    let Some((next, rest)) = rest.split_first() else {
+        return Ok(format!("{me}:{seen}"));
+    };
+    let input = format!("script chain {name} {}", rest.join(" "));
+    let output = match invoke::call(next, input.trim_end()) {
+        Ok(output) => String::from_utf8_lossy(&output).into_owned(),
+        Err(error) => return Ok(reported(Err(error))),
+    };
+    Ok(format!("{me}:{seen} > {output} < {}", joined(&stream(tag)?)))
+}
+
+/// The data of every record in a stream, in order.
+fn stream(tag: Tag) -> Result<Vec<String>, String> {
+    let mut records = Vec::new();
+    let mut next = Some(SeqNum::MIN);
+    while let Some(min) = next {
+        let Some(record) = log::read_next(tag, min).map_err(|error| error.to_string())? else { break };
+        records.push(String::from_utf8_lossy(&record.data).into_owned());
+        next = record.seqnum.checked_next();
+    }
+    Ok(records)
+}
+
+/// Stream data joined by `+`, `-` for none.
+fn joined(data: &[String]) -> String {
+    if data.is_empty() {
+        "-".into()
+    } else {
+        data.join("+")
+    }
 }
 
 /// `word`, or for `$N` the result of op `N` so far.
