@@ -20,8 +20,13 @@
 //! `wasmtime serve` and the http-hello component come from `bench/setup.sh`. Where it
 //! cannot install wasmtime, the suite says so and measures Tally alone.
 //!
-//! Tally's per-invocation instantiation time is read from its `/metrics` as the mean of
-//! the summary `tally_instantiate_seconds` over the run, where the runtime exports it.
+//! Tally runs the echo function of every SDK language, each as a target of its own
+//! (`tally` is the Rust one, `tally-python`, `tally-ts`, `tally-go`, `tally-c` the
+//! others, all built by `scripts/build-guests.sh`). For each, the suite also records
+//! from Tally's `/metrics` the mean instantiation time and the mean peak linear memory
+//! of an instance over the run, the component's size and the time its deploy took
+//! (compilation), and how its unloaded p50 compares with its goal: 1.5 times its
+//! language's instantiation floor plus the Rust guest's overhead above its own floor.
 
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::path::{Path, PathBuf};
@@ -39,8 +44,18 @@ use crate::RunOptions;
 const PAYLOAD: &[u8] = b"hello";
 /// The client counts: latency unloaded, then throughput.
 const CLIENTS: [usize; 2] = [1, 32];
-/// The name Tally's echo function is deployed under.
-const FUNCTION: &str = "hello";
+/// The echo function in every SDK language: the case's target name, the component in
+/// the guests directory, the name it is deployed under, and the language's floor, the
+/// cost of instantiating it and calling `handle` in a bare wasmtime embedding as
+/// measured when the SDKs were written (a JavaScript instance pays the engine's first
+/// call on every invocation, since every invocation has a fresh instance).
+const LANGUAGES: [(&str, &str, &str, f64); 5] = [
+    ("tally", "hello", "hello", 15.0),
+    ("tally-python", "python-hello", "hello-python", 700.0),
+    ("tally-ts", "ts-hello", "hello-ts", 500.0),
+    ("tally-go", "go-hello", "hello-go", 300.0),
+    ("tally-c", "c-hello", "hello-c", 20.0),
+];
 /// How long one request may take before the suite gives up.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long `wasmtime serve` may take to compile the component and bind its port.
@@ -106,7 +121,11 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<()> {
         move || build_guests(&root)
     })
     .await??;
-    let hello = std::fs::read(guests.join("hello.wasm")).with_context(|| format!("reading {}", guests.display()))?;
+    let mut components = Vec::new();
+    for (_, file, _, _) in LANGUAGES {
+        let path = guests.join(format!("{file}.wasm"));
+        components.push(std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?);
+    }
     let peer = tokio::task::spawn_blocking({
         let root = root.to_owned();
         move || setup_peer(&root)
@@ -124,7 +143,7 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<()> {
     let config = tally_runtime::Config { data_dir: data.path().join("data"), listen: "127.0.0.1:0".into(), ..Default::default() };
     let node = DevNode::start(config).await.context("starting a Tally dev node")?;
     let tally_url = node.url();
-    let result = tokio::task::spawn_blocking(move || measure_all(&plan, &tally_url, &hello, peer.as_ref())).await;
+    let result = tokio::task::spawn_blocking(move || measure_all(&plan, &tally_url, &components, peer.as_ref())).await;
     node.shutdown().await;
     let report = result??;
 
@@ -133,28 +152,46 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Deploys the echo function on Tally, starts the peer, measures both and stops the
-/// peer again.
-fn measure_all(plan: &Plan, tally_url: &str, hello: &[u8], peer: Option<&Peer>) -> anyhow::Result<Report> {
-    let deploy_url = format!("{tally_url}/v1/functions/{FUNCTION}");
-    let mut response = agent().put(&deploy_url).send(hello).with_context(|| format!("PUT {deploy_url}"))?;
-    let status = response.status().as_u16();
-    let body = response.body_mut().read_to_string().unwrap_or_default();
-    ensure!(status == 201, "deploying {FUNCTION} on Tally answered {status}: {body}");
+/// Deploys the echo function of every language on Tally, starts the peer, measures
+/// them all and stops the peer again.
+fn measure_all(plan: &Plan, tally_url: &str, components: &[Vec<u8>], peer: Option<&Peer>) -> anyhow::Result<Report> {
+    let mut targets = Vec::new();
+    let mut deploys = Vec::new();
+    for ((name, _, function, _), component) in LANGUAGES.iter().zip(components) {
+        let deploy_url = format!("{tally_url}/v1/functions/{function}");
+        let started = Instant::now();
+        let mut response = agent().put(&deploy_url).send(&component[..]).with_context(|| format!("PUT {deploy_url}"))?;
+        let status = response.status().as_u16();
+        let body = response.body_mut().read_to_string().unwrap_or_default();
+        ensure!(status == 201, "deploying {function} on Tally answered {status}: {body}");
+        deploys.push(started.elapsed());
+        targets.push(Target { name, invoke_url: format!("{tally_url}/v1/functions/{function}/invoke?book=0") });
+    }
 
     let server = peer.map(WasmtimeServe::start).transpose()?;
     let mut title = format!("{}-byte echo over HTTP/1.1 keep-alive, one ureq agent per client; Tally dev node", PAYLOAD.len());
-    let mut targets = vec![Target { name: "tally", invoke_url: format!("{tally_url}/v1/functions/{FUNCTION}/invoke?book=0") }];
     if let (Some(peer), Some(server)) = (peer, &server) {
         title += &format!(" vs {} serve -Scli", peer.version);
         targets.push(Target { name: "wasmtime-serve", invoke_url: server.url.clone() });
     }
     let mut report = Report::new("invoke", title);
     let metrics_url = format!("{tally_url}/metrics");
-    let before = Counters::scrape(&metrics_url)?;
+    let before = scrape(&metrics_url)?;
     measure(&mut report, &targets, plan)?;
-    let after = Counters::scrape(&metrics_url)?;
-    record_means(&mut report, &before, &after)?;
+    let after = scrape(&metrics_url)?;
+    for (((name, _, function, floor_us), component), deploy) in LANGUAGES.iter().zip(components).zip(deploys) {
+        report.record(name, "component_bytes", component.len() as f64, "bytes")?;
+        report.record(name, "deploy_ms", deploy.as_millis() as f64, "ms")?;
+        record_means(&mut report, name, function, &before, &after)?;
+        // The goal: within 1.5 times the language's floor plus what the Rust guest pays
+        // above its own floor (HTTP, routing, the host's bookkeeping).
+        let [one, _] = CLIENTS;
+        let p50 = |target: &str| report.value(&case(target, one), "invoke_p50_us").expect("measured above");
+        let (_, _, _, rust_floor_us) = LANGUAGES[0];
+        let overhead_us = (p50("tally") - rust_floor_us).max(0.0);
+        let goal = 1.5 * (floor_us + overhead_us);
+        report.record(&case(name, one), "p50_goal_ratio", round_to(p50(name) / goal, 2), "ratio")?;
+    }
     if server.is_some() {
         record_ratios(&mut report)?;
     }
@@ -252,43 +289,40 @@ fn invoke_once(agent: &ureq::Agent, target: &Target) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The sums and counts of Tally's time summaries, from one scrape of `/metrics`.
-struct Counters {
-    invocation: Option<(f64, f64)>,
-    instantiate: Option<(f64, f64)>,
+/// One scrape of Tally's `/metrics`.
+fn scrape(url: &str) -> anyhow::Result<String> {
+    let mut response = agent().get(url).call().with_context(|| format!("GET {url}"))?;
+    let status = response.status().as_u16();
+    let text = response.body_mut().read_to_string().with_context(|| format!("reading {url}"))?;
+    ensure!(status == 200, "GET {url} answered {status}: {text}");
+    Ok(text)
 }
 
-impl Counters {
-    fn scrape(url: &str) -> anyhow::Result<Counters> {
-        let mut response = agent().get(url).call().with_context(|| format!("GET {url}"))?;
-        let status = response.status().as_u16();
-        let text = response.body_mut().read_to_string().with_context(|| format!("reading {url}"))?;
-        ensure!(status == 200, "GET {url} answered {status}: {text}");
-        let summary =
-            |name: &str| Some((metric_sum(&text, &format!("{name}_sum"))?, metric_sum(&text, &format!("{name}_count"))?));
-        Ok(Counters { invocation: summary("tally_invocation_seconds"), instantiate: summary("tally_instantiate_seconds") })
-    }
-}
-
-/// Tally's own means over the run: an invocation's wall time inside the runtime and,
-/// where exported, an instantiation's.
-fn record_means(report: &mut Report, before: &Counters, after: &Counters) -> anyhow::Result<()> {
-    let mean_us = |before: Option<(f64, f64)>, after: Option<(f64, f64)>| {
-        // A labelled series appears with its first sample, so one missing before the
-        // run but there after it started at zero.
-        let ((sum0, count0), (sum1, count1)) = (before.unwrap_or((0.0, 0.0)), after?);
-        (count1 > count0).then(|| round_to((sum1 - sum0) / (count1 - count0) * 1e6, 1))
+/// One function's means over the run, from its summaries in two scrapes: an
+/// invocation's wall time inside the runtime, an instantiation's, and an instance's
+/// peak linear memory.
+fn record_means(report: &mut Report, case: &str, function: &str, before: &str, after: &str) -> anyhow::Result<()> {
+    let mean = |summary: &str| {
+        let get = |text: &str, part: &str| metric_value(text, &format!("{summary}_{part}"), function);
+        // A series appears with its first sample, so one missing before the run but
+        // there after it started at zero.
+        let (sum0, count0) = (get(before, "sum").unwrap_or(0.0), get(before, "count").unwrap_or(0.0));
+        let (sum1, count1) = (get(after, "sum")?, get(after, "count")?);
+        (count1 > count0).then(|| (sum1 - sum0) / (count1 - count0))
     };
-    match mean_us(before.invocation, after.invocation) {
-        Some(us) => report.record("tally", "invocation_mean_us", us, "us")?,
-        None => eprintln!("invoke: /metrics has no tally_invocation_seconds for the run"),
+    let mut any = false;
+    for (summary, metric, scale, unit) in [
+        ("tally_invocation_seconds", "invocation_mean_us", 1e6, "us"),
+        ("tally_instantiate_seconds", "instantiate_mean_us", 1e6, "us"),
+        ("tally_instance_memory_bytes", "instance_memory_mean_kib", 1.0 / 1024.0, "KiB"),
+    ] {
+        if let Some(mean) = mean(summary) {
+            report.record(case, metric, round_to(mean * scale, 1), unit)?;
+            any = true;
+        }
     }
-    match mean_us(before.instantiate, after.instantiate) {
-        Some(us) => report.record("tally", "instantiate_mean_us", us, "us")?,
-        None => eprintln!(
-            "invoke: MISSING: /metrics exports no tally_instantiate_seconds_sum/_count, so \
-             instantiate_mean_us is not measured"
-        ),
+    if !any {
+        eprintln!("invoke: MISSING: /metrics has no summaries of {function} for the run");
     }
     Ok(())
 }
@@ -306,25 +340,11 @@ fn record_ratios(report: &mut Report) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The sum of every sample of the metric `name` in a Prometheus text exposition, over
-/// all label sets; `None` if it has none.
-fn metric_sum(text: &str, name: &str) -> Option<f64> {
-    let mut sum = None;
-    for line in text.lines().filter(|l| !l.starts_with('#')) {
-        let Some(rest) = line.strip_prefix(name) else { continue };
-        let value = if rest.starts_with('{') {
-            rest.rsplit_once('}').map(|(_, v)| v)
-        } else if rest.starts_with(' ') {
-            Some(rest)
-        } else {
-            // Another metric whose name starts with `name`.
-            None
-        };
-        if let Some(v) = value.and_then(|v| v.split_whitespace().next()).and_then(|v| v.parse::<f64>().ok()) {
-            *sum.get_or_insert(0.0) += v;
-        }
-    }
-    sum
+/// The sample of the metric `name` with the label `function="<function>"` in a
+/// Prometheus text exposition; `None` if there is none.
+fn metric_value(text: &str, name: &str, function: &str) -> Option<f64> {
+    let prefix = format!("{name}{{function=\"{function}\"}} ");
+    text.lines().find_map(|line| line.strip_prefix(&prefix)?.trim().parse().ok())
 }
 
 /// Runs `scripts/build-guests.sh`; returns the directory holding `hello.wasm`.
@@ -446,25 +466,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn metric_sums_add_label_sets_and_skip_longer_names() {
-        fn check(text: &str, name: &str, expect: Option<f64>) {
-            assert_eq!(metric_sum(text, name), expect, "{name} in {text:?}");
-        }
+    fn metric_values_are_read_by_function() {
         let text = "\
-# HELP tally_instantiate_seconds Time to instantiate.
 # TYPE tally_instantiate_seconds summary
-tally_instantiate_seconds_sum{function=\"a\"} 0.5
-tally_instantiate_seconds_sum{function=\"b\"} 0.25
-tally_instantiate_seconds_count{function=\"a\"} 10
-tally_instantiate_seconds_count{function=\"b\"} 5
-tally_instances_running 3
-tally_instances_running_max 7
+tally_instantiate_seconds_sum{function=\"hello\"} 0.5
+tally_instantiate_seconds_sum{function=\"hello-go\"} 0.25
+tally_instantiate_seconds_count{function=\"hello\"} 10
 ";
-        check(text, "tally_instantiate_seconds_sum", Some(0.75));
-        check(text, "tally_instantiate_seconds_count", Some(15.0));
-        check(text, "tally_instances_running", Some(3.0));
-        check(text, "tally_instantiate_seconds", None);
-        check(text, "tally_deploys_total", None);
-        check("", "x", None);
+        assert_eq!(metric_value(text, "tally_instantiate_seconds_sum", "hello"), Some(0.5));
+        assert_eq!(metric_value(text, "tally_instantiate_seconds_sum", "hello-go"), Some(0.25));
+        assert_eq!(metric_value(text, "tally_instantiate_seconds_count", "hello-go"), None);
+        assert_eq!(metric_value(text, "tally_instantiate_seconds", "hello"), None);
     }
 }
