@@ -38,6 +38,22 @@ fn tables() -> BTreeMap<String, Protocol> {
         .collect()
 }
 
+/// A directory of compiled components that outlives the tests: the Python and
+/// JavaScript ones take seconds each to compile. Artifacts written over a week ago go
+/// (a current one is then compiled again), so that components of earlier sources do not
+/// pile up on a machine that keeps the directory.
+fn shared_artifacts() -> PathBuf {
+    let dir = PathBuf::from(std::env::var_os("HOME").expect("HOME is set")).join(".cache/tally-test-artifacts");
+    let week = Duration::from_secs(7 * 24 * 3600);
+    for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+        let old = entry.metadata().and_then(|m| m.modified()).is_ok_and(|t| t.elapsed().is_ok_and(|age| age > week));
+        if old {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+    dir
+}
+
 struct Harness {
     node: DevNode,
     _dir: tempfile::TempDir,
@@ -49,10 +65,7 @@ impl Harness {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let mut config = Config { data_dir: dir.path().join("data"), listen: "127.0.0.1:0".into(), ..Config::default() };
         config.state.crash_injection = true;
-        // Compiled components outlive the test: the Python and JavaScript ones take
-        // seconds each to compile.
-        config.artifacts_dir =
-            Some(PathBuf::from(std::env::var_os("HOME").expect("HOME is set")).join(".cache/tally-test-artifacts"));
+        config.artifacts_dir = Some(shared_artifacts());
         config.state.reexecute_after_ms = 100;
         config.state.recovery_interval_ms = 100;
         config.state.auto_interval_ms = 200;
