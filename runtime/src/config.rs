@@ -18,6 +18,7 @@
 //! memory_bytes_max = 1073741824
 //! component_bytes_max = 67108864
 //! call_depth_max = 8
+//! memory_keep_resident_bytes = 4194304
 //!
 //! [state]             # exactly-once state (see `durable`)
 //! store = "rocksdb"   # or "postgres", with `postgres = "host=... user=..."`

@@ -211,6 +211,9 @@ struct DevArgs {
     call_depth_max: Option<u32>,
     #[arg(long)]
     invocations_kept: Option<usize>,
+    /// Linear memory of an instance slot kept resident for the next instance (0: off).
+    #[arg(long)]
+    memory_keep_resident_bytes: Option<u64>,
     /// Where function state lives: rocksdb (under the data dir) or postgres.
     #[arg(long)]
     state_store: Option<StoreKind>,
@@ -253,6 +256,7 @@ impl DevArgs {
             component_bytes_max => node.component_bytes_max,
             call_depth_max => node.call_depth_max,
             invocations_kept => node.invocations_kept,
+            memory_keep_resident_bytes => node.memory_keep_resident_bytes,
             state_store => state.store,
             postgres => state.postgres,
             protocol => state.protocol,

@@ -173,7 +173,13 @@ impl WasmHost {
             .max_memories_per_component(4)
             .max_memory_size(node.memory_bytes_max as usize)
             // Batch decommits: each madvise costs a TLB shootdown on every core.
-            .decommit_batch_size(16);
+            .decommit_batch_size(16)
+            // A slot's first memory_keep_resident_bytes are reset by writing back only
+            // the pages the last instance touched (Linux's PAGEMAP_SCAN, where the
+            // kernel has it), and stay resident: the next instance does not fault them
+            // in again.
+            .linear_memory_keep_resident(node.memory_keep_resident_bytes as usize)
+            .pagemap_scan(wasmtime::Enabled::Auto);
         let mut config = wasmtime::Config::new();
         config.wasm_component_model(true).epoch_interruption(true).allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&config)?;
