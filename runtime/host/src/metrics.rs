@@ -14,9 +14,9 @@ struct FunctionCounters {
     outcomes: BTreeMap<&'static str, u64>,
     seconds_sum: f64,
     count: u64,
+    /// Over the instances made: their instantiation times and their peak linear
+    /// memories, summed.
     instantiate_seconds_sum: f64,
-    instantiations: u64,
-    /// The peak linear memory of each instance, summed.
     memory_bytes_sum: u64,
     instances: u64,
 }
@@ -59,17 +59,11 @@ impl Metrics {
         change(functions.get_mut(function).expect("inserted above"));
     }
 
-    /// Records the time to make one fresh instance of `function`.
-    pub fn instantiated(&self, function: &str, took: Duration) {
+    /// Records one instance of `function` once its invocation is over: the time it took
+    /// to make, and the most linear memory it had.
+    pub fn instance(&self, function: &str, took: Duration, peak_bytes: usize) {
         self.update(function, |c| {
             c.instantiate_seconds_sum += took.as_secs_f64();
-            c.instantiations += 1;
-        });
-    }
-
-    /// Records the most linear memory an instance of `function` had.
-    pub fn instance_memory(&self, function: &str, peak_bytes: usize) {
-        self.update(function, |c| {
             c.memory_bytes_sum += peak_bytes as u64;
             c.instances += 1;
         });
@@ -111,7 +105,7 @@ impl Metrics {
         out.push_str("# TYPE tally_instantiate_seconds summary\n");
         for (name, c) in functions.iter() {
             let _ = writeln!(out, "tally_instantiate_seconds_sum{{function=\"{name}\"}} {}", c.instantiate_seconds_sum);
-            let _ = writeln!(out, "tally_instantiate_seconds_count{{function=\"{name}\"}} {}", c.instantiations);
+            let _ = writeln!(out, "tally_instantiate_seconds_count{{function=\"{name}\"}} {}", c.instances);
         }
         out.push_str("# HELP tally_instance_memory_bytes The most linear memory an instance had, over its memories.\n");
         out.push_str("# TYPE tally_instance_memory_bytes summary\n");
@@ -149,10 +143,8 @@ mod tests {
     #[test]
     fn renders_instantiation_and_memory_per_function() {
         let m = Metrics::default();
-        m.instantiated("hello", Duration::from_millis(3));
-        m.instantiated("hello", Duration::from_millis(1));
-        m.instance_memory("hello", 1 << 20);
-        m.instance_memory("hello", 3 << 20);
+        m.instance("hello", Duration::from_millis(3), 1 << 20);
+        m.instance("hello", Duration::from_millis(1), 3 << 20);
         let text = m.render(0);
         assert!(text.contains("tally_instantiate_seconds_sum{function=\"hello\"} 0.004"), "{text}");
         assert!(text.contains("tally_instantiate_seconds_count{function=\"hello\"} 2"), "{text}");

@@ -83,11 +83,15 @@ pub fn build(dir: &Path, lang: Option<Lang>) -> anyhow::Result<Vec<PathBuf>> {
         Some(lang) => lang,
         None => Lang::detect(&dir)?,
     };
+    // Cargo has its own layout: a target directory per workspace.
+    if lang == Lang::Rust {
+        return rust(&dir);
+    }
     let out = out_dir(&dir)?;
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let component = out.join(format!("{}.wasm", project_name(&dir)));
     let built = match lang {
-        Lang::Rust => return rust(&dir, &out),
+        Lang::Rust => unreachable!("built above"),
         Lang::Python => python(&dir, &out, &component)?,
         Lang::Js | Lang::Ts => js(&dir, &out, &component)?,
         Lang::Go => go(&dir, &out, &component)?,
@@ -103,10 +107,7 @@ fn out_dir(dir: &Path) -> anyhow::Result<PathBuf> {
     if let Some(out) = std::env::var_os("TALLY_BUILD_DIR") {
         return Ok(PathBuf::from(out));
     }
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in dir.as_os_str().as_encoded_bytes() {
-        hash = (hash ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
-    }
+    let hash = super::fnv1a(dir.as_os_str().as_encoded_bytes());
     Ok(cache_dir()?.join("build").join(format!("{}-{:08x}", project_name(dir), hash as u32)))
 }
 
@@ -147,7 +148,7 @@ fn run(command: &mut Command, what: &str) -> anyhow::Result<()> {
 
 /// A Rust crate or workspace: cargo for wasm32-wasip2 in release, with the target
 /// directory in the build cache (one per workspace, so the members share it).
-fn rust(dir: &Path, _out: &Path) -> anyhow::Result<Vec<PathBuf>> {
+fn rust(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     const TARGET: &str = "wasm32-wasip2";
     tools::rust_target(dir, TARGET)?;
     let workspace = Command::new("cargo")

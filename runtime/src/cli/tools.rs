@@ -156,7 +156,7 @@ pub fn node_tools(locked: &Path) -> anyhow::Result<NodeTools> {
         bail!("JavaScript and TypeScript guests need Node.js 20 or newer with npm: https://nodejs.org or `apt-get install nodejs npm`");
     };
     let lock = std::fs::read(locked.join("package-lock.json")).context("the JS SDK has no tools/package-lock.json")?;
-    let hash = lock.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3));
+    let hash = super::fnv1a(&lock);
     let dir = tools_dir()?.join(format!("node-tools-{:08x}", hash as u32));
     let ready = |d: &Path| ["esbuild", "componentize-js"].iter().all(|b| d.join("node_modules/.bin").join(b).exists());
     let what = format!("componentize-js {COMPONENTIZE_JS} and esbuild {ESBUILD} from npm");

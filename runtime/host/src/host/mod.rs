@@ -266,15 +266,18 @@ impl WasmHost {
             }
         });
         let wall = deadline.saturating_duration_since(Instant::now());
+        let mut instantiated = None;
         let outcome = tokio::time::timeout(wall, async {
             let started = Instant::now();
             let instance = pre.instantiate_async(&mut store).await?;
-            self.metrics.instantiated(&function, started.elapsed());
+            instantiated = Some(started.elapsed());
             instance.call_handle(&mut store, &input).await
         })
         .await;
         let state = store.data();
-        self.metrics.instance_memory(&function, state.limiter.peak);
+        if let Some(took) = instantiated {
+            self.metrics.instance(&function, took, state.limiter.peak);
+        }
         log_output(&function, "stdout", &state.stdout);
         log_output(&function, "stderr", &state.stderr);
         let timeout_ms = limits.timeout_ms;
