@@ -4,6 +4,8 @@
 //!
 //! ```text
 //!   raw store        C writers ──persist──► GroupCommit ──► RocksStore          (no network)
+//!   redis            C clients ──XADD─────► redis-server, appendfsync always    (loopback TCP)
+//!   fsync            1 writer  ──write + fdatasync──► a file                     (the disk)
 //!   append           C clients ──append───► engine 0 ──► storage ×n_data, sequencers ×3
 //!   read, cache hit  1 reader  ──read_next─► engine 0's record cache
 //!   read, cache miss 1 reader  ──read_next─► engine 0 (cache_bytes_max = 0) ──► a storage node
@@ -26,10 +28,16 @@
 //! magnitude within seconds, and interleaving makes every case sample the same disk,
 //! so the ratios and the comparison with a bare fsync mean something.
 //!
+//! The peers run in the same slices: Redis streams (`XADD` of the same 1 KiB records
+//! to one stream, `appendfsync always`, on loopback), what a user would pick for a
+//! durable log on one machine, and one writer appending 1 KiB to a file with an
+//! fdatasync after each (1 client only): the physical limit of one durable append.
+//!
 //! Reads are issued one at a time (latency, not throughput), each the record after the
 //! previous one in the book.
 
 use std::future::Future;
+use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -43,14 +51,18 @@ use tally_logsvc::{
 use tempfile::TempDir;
 use tokio::task::JoinSet;
 
+use crate::peers::{fsync_loop, Redis};
 use crate::report::{micros, round_to, Latencies, Report, Samples};
 use crate::RunOptions;
 
 const RECORD_BYTES: usize = 1024;
 /// Every record of the suite goes to this book, hence to one physical log.
 const BOOK: BookId = BookId(1);
-/// The client counts of the append and raw store cases.
-const CLIENTS: [usize; 2] = [1, 64];
+/// The client counts of the append, raw store and Redis cases: one client for
+/// latency, 64 as the goals name, and more to find each target's best throughput.
+const CLIENTS: [usize; 3] = [1, 64, 256];
+/// The client count the goals compare at.
+const GOAL_CLIENTS: usize = 64;
 /// Both replication factors of the append cases.
 const N_DATA: [usize; 2] = [1, 3];
 /// The replication factor of the read cases.
@@ -91,6 +103,9 @@ impl Plan {
 /// What a closed loop runs against.
 enum Target<'a> {
     Raw(&'a RawStore),
+    Redis(&'a Redis),
+    /// A file appended to and fdatasync'd by one writer, in this directory.
+    Fsync(&'a Path),
     /// Appends through engine 0 of a cluster with this replication factor.
     Cluster {
         n_data: usize,
@@ -102,13 +117,32 @@ impl Target<'_> {
     fn case(&self, clients: usize, fsync: FsyncPolicy) -> String {
         match self {
             Target::Raw(_) => raw_case(clients, fsync),
+            Target::Redis(_) => redis_case(clients),
+            Target::Fsync(_) => FSYNC_CASE.to_string(),
             Target::Cluster { n_data, .. } => append_case(*n_data, clients, fsync),
+        }
+    }
+
+    /// Whether the target runs with this many clients: the bare file has one writer.
+    fn runs_with(&self, clients: usize) -> bool {
+        !matches!(self, Target::Fsync(_)) || clients == 1
+    }
+
+    /// The metrics of throughput and of the p50 and p99 latencies.
+    fn metrics(&self) -> (&'static str, [&'static str; 2]) {
+        match self {
+            Target::Raw(_) => ("raw_store_throughput", ["raw_store_p50_us", "raw_store_p99_us"]),
+            Target::Redis(_) => ("redis_xadd_throughput", ["redis_xadd_p50_us", "redis_xadd_p99_us"]),
+            Target::Fsync(_) => ("fsync_throughput", ["fsync_p50_us", "fsync_p99_us"]),
+            Target::Cluster { .. } => ("append_throughput", ["append_p50_us", "append_p99_us"]),
         }
     }
 
     async fn run(&self, clients: usize, warmup: Duration, window: Duration) -> anyhow::Result<Samples> {
         match self {
             Target::Raw(raw) => closed_loop(raw.writers(clients), warmup, window).await,
+            Target::Redis(redis) => closed_loop(redis.xadders(clients, "tally-bench", &record_data()).await?, warmup, window).await,
+            Target::Fsync(dir) => fsync_loop(dir, RECORD_BYTES, warmup, window).await,
             Target::Cluster { cluster, .. } => {
                 let appenders = (0..clients).map(|_| Appender::new(cluster.client(0))).collect();
                 closed_loop(appenders, warmup, window).await
@@ -127,15 +161,19 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<()> {
     let started = Instant::now();
 
     let raw = RawStore::open(fsync)?;
+    let redis = tokio::task::spawn_blocking(Redis::start).await?.context("starting Redis")?;
+    progress(&format!("redis-server {} on {}, appendfsync always", redis.version, redis.addr));
+    let fsync_dir = tempfile::tempdir().context("creating the fsync loop's directory")?;
     let mut clusters = Vec::new();
     for n_data in N_DATA {
         let (cluster, dir) = start_cluster(fsync, n_data, |_| {}).await?;
         clusters.push((n_data, cluster, dir));
     }
-    let mut targets = vec![Target::Raw(&raw)];
+    let mut targets = vec![Target::Raw(&raw), Target::Redis(&redis), Target::Fsync(fsync_dir.path())];
     targets.extend(clusters.iter().map(|(n_data, cluster, _)| Target::Cluster { n_data: *n_data, cluster }));
     let fsync_floor_us = measure_writes(&mut report, &targets, fsync, &plan).await?;
     drop(targets);
+    drop(redis);
     let stats = raw.commit.stats();
     progress(&format!(
         "raw store: {} records in {} syncs ({:.1} records per sync)",
@@ -156,14 +194,7 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<()> {
         cluster.shutdown().await;
     }
 
-    for n_data in N_DATA {
-        for clients in CLIENTS {
-            let case = append_case(n_data, clients, fsync);
-            let append = report.value(&case, "append_throughput").expect("measured above");
-            let raw = report.value(&raw_case(clients, fsync), "raw_store_throughput").expect("measured above");
-            report.record(&case, "append_vs_raw_ratio", round_to(append / raw, 3), "ratio")?;
-        }
-    }
+    record_ratios(&mut report, fsync)?;
 
     report.print_table();
     check_sanity(&report, fsync, fsync_floor_us);
@@ -182,7 +213,8 @@ async fn measure_writes(report: &mut Report, targets: &[Target<'_>], fsync: Fsyn
             plan.slices,
             plan.slice.as_millis()
         ));
-        for target in targets {
+        let targets: Vec<&Target> = targets.iter().filter(|t| t.runs_with(clients)).collect();
+        for target in &targets {
             target.run(clients, plan.warmup, Duration::ZERO).await?;
         }
         let mut samples: Vec<Samples> = targets.iter().map(|_| Samples::default()).collect();
@@ -200,10 +232,7 @@ async fn measure_writes(report: &mut Report, targets: &[Target<'_>], fsync: Fsyn
             if matches!(target, Target::Raw(_)) && clients == 1 {
                 fsync_floor_us = latencies.percentile(1.0);
             }
-            let (metric, percentiles) = match target {
-                Target::Raw(_) => ("raw_store_throughput", ["raw_store_p50_us", "raw_store_p99_us"]),
-                Target::Cluster { .. } => ("append_throughput", ["append_p50_us", "append_p99_us"]),
-            };
+            let (metric, percentiles) = target.metrics();
             report.record(&case, metric, throughput.round(), "records/s")?;
             record_percentiles(report, &case, percentiles, &latencies)?;
         }
@@ -274,6 +303,44 @@ fn raw_case(clients: usize, fsync: FsyncPolicy) -> String {
     format!("raw_store,clients={clients},fsync={fsync}")
 }
 
+fn redis_case(clients: usize) -> String {
+    format!("redis_xadd,clients={clients},appendfsync=always")
+}
+
+const FSYNC_CASE: &str = "file,append=1KiB,fdatasync";
+
+/// The ratios the goals are stated in: each append case against the raw store and
+/// Redis at its client count, one client's p50 against one fsync, the p99 against
+/// Redis's, and the best throughput at any client count against Redis's best.
+fn record_ratios(report: &mut Report, fsync: FsyncPolicy) -> anyhow::Result<()> {
+    let get = |report: &Report, case: &str, metric: &str| report.value(case, metric).expect("measured above");
+    let fsync_p50 = get(report, FSYNC_CASE, "fsync_p50_us");
+    let best = |report: &Report, case: &dyn Fn(usize) -> String, metric: &str| {
+        CLIENTS.iter().map(|&c| get(report, &case(c), metric)).fold(0.0, f64::max)
+    };
+    let redis_best = best(report, &redis_case, "redis_xadd_throughput");
+    for n_data in N_DATA {
+        for clients in CLIENTS {
+            let case = append_case(n_data, clients, fsync);
+            let append = get(report, &case, "append_throughput");
+            let raw = get(report, &raw_case(clients, fsync), "raw_store_throughput");
+            let redis = get(report, &redis_case(clients), "redis_xadd_throughput");
+            report.record(&case, "append_vs_raw_ratio", round_to(append / raw, 3), "ratio")?;
+            report.record(&case, "append_vs_redis_ratio", round_to(append / redis, 3), "ratio")?;
+            let p99 = get(report, &case, "append_p99_us") / get(report, &redis_case(clients), "redis_xadd_p99_us");
+            report.record(&case, "append_p99_vs_redis_p99_ratio", round_to(p99, 3), "ratio")?;
+            if clients == 1 {
+                let p50 = get(report, &case, "append_p50_us") / fsync_p50;
+                report.record(&case, "append_p50_vs_fsync_p50_ratio", round_to(p50, 3), "ratio")?;
+            }
+        }
+        let tally_best = best(report, &|c| append_case(n_data, c, fsync), "append_throughput");
+        let case = format!("n_data={n_data},best,fsync={fsync}");
+        report.record(&case, "best_append_vs_best_redis_ratio", round_to(tally_best / redis_best, 3), "ratio")?;
+    }
+    Ok(())
+}
+
 /// Records the p50 and p99 of `latencies` under `metrics`.
 pub(crate) fn record_percentiles(
     report: &mut Report,
@@ -298,7 +365,7 @@ pub(crate) fn record_percentiles(
 /// do not.
 fn check_sanity(report: &Report, fsync: FsyncPolicy, fsync_floor_us: u32) {
     let get = |case: &str, metric: &str| report.value(case, metric).unwrap_or(f64::NAN);
-    let [one, many] = CLIENTS;
+    let (one, many) = (1, GOAL_CLIENTS);
     let mut checks = Vec::new();
     for n_data in N_DATA {
         let (c1, cn) = (append_case(n_data, one, fsync), append_case(n_data, many, fsync));
@@ -318,6 +385,14 @@ fn check_sanity(report: &Report, fsync: FsyncPolicy, fsync_floor_us: u32) {
     checks.push((
         format!("raw store: throughput with {many} writers exceeds 1 writer"),
         get(&rawn, "raw_store_throughput") > get(&raw1, "raw_store_throughput"),
+    ));
+    checks.push((
+        format!("redis: throughput with {many} clients exceeds 1 client"),
+        get(&redis_case(many), "redis_xadd_throughput") > get(&redis_case(one), "redis_xadd_throughput"),
+    ));
+    checks.push((
+        "one fsync'd file append is faster than one raw store write (p50)".into(),
+        get(FSYNC_CASE, "fsync_p50_us") < get(&raw1, "raw_store_p50_us"),
     ));
     let (hit, miss, remote) = (ReadCase::CacheHit.case(), ReadCase::CacheMiss.case(), ReadCase::Remote.case());
     checks

@@ -6,6 +6,7 @@
 mod cluster;
 mod invoke;
 mod log;
+mod peers;
 mod report;
 mod state;
 

@@ -1,0 +1,205 @@
+//! The peers a user would pick instead of Tally, started for real on this machine:
+//! Redis (Debian `redis-server`) for a durable log, and the bare disk (a file appended
+//! to and fdatasync'd) as the physical limit of one durable write.
+//!
+//! A missing Debian package is installed with apt-get when the bench runs as root (as
+//! `scripts/env.sh` does for the test suite); otherwise the error names the package.
+
+use std::io::Write as _;
+use std::net::{Ipv4Addr, SocketAddr, TcpListener as StdListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, ensure, Context as _};
+use tempfile::TempDir;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+
+use crate::log::Op;
+use crate::report::{micros, Samples};
+
+/// Finds `program` on PATH, installing Debian package `package` first if it is
+/// missing and this process may.
+pub fn debian_program(program: &str, package: &str) -> anyhow::Result<PathBuf> {
+    if let Some(path) = on_path(program) {
+        return Ok(path);
+    }
+    let root = std::fs::metadata("/proc/self").map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0).unwrap_or(false);
+    ensure!(root, "{program} is missing: install the Debian package {package} (apt-get install {package})");
+    eprintln!("bench: installing the Debian package {package}");
+    let apt = |args: &[&str]| {
+        Command::new("apt-get")
+            .args(args)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .stdout(Stdio::null())
+            .status()
+            .with_context(|| format!("running apt-get {args:?}"))
+    };
+    if !apt(&["install", "-y", "-qq", package])?.success() {
+        apt(&["update", "-qq"])?;
+        ensure!(apt(&["install", "-y", "-qq", package])?.success(), "apt-get install {package} failed");
+    }
+    on_path(program).with_context(|| format!("{package} is installed but {program} is not on PATH"))
+}
+
+fn on_path(program: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|dir| dir.join(program)).find(|p| p.is_file())
+}
+
+/// A `redis-server` of its own on loopback, with an append-only file fsynced before
+/// every reply (`appendfsync always`): the durability a Tally append gives. Stopped
+/// and its directory deleted on drop.
+pub struct Redis {
+    pub addr: SocketAddr,
+    pub version: String,
+    child: Child,
+    _dir: TempDir,
+}
+
+impl Redis {
+    pub fn start() -> anyhow::Result<Redis> {
+        let server = debian_program("redis-server", "redis-server")?;
+        let version = Command::new(&server).arg("--version").output().context("running redis-server --version")?;
+        let version = String::from_utf8_lossy(&version.stdout)
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("v="))
+            .unwrap_or("?")
+            .to_string();
+        let dir = tempfile::Builder::new().prefix("tally-bench-redis").tempdir().context("creating Redis's directory")?;
+        // A free port: bound, read and released just before the server binds it.
+        let port = StdListener::bind((Ipv4Addr::LOCALHOST, 0))?.local_addr()?.port();
+        let child = Command::new(&server)
+            .args(["--bind", "127.0.0.1", "--port", &port.to_string(), "--dir"])
+            .arg(dir.path())
+            .args(["--appendonly", "yes", "--appendfsync", "always", "--save", "", "--daemonize", "no"])
+            .arg("--logfile")
+            .arg(dir.path().join("redis.log"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .with_context(|| format!("starting {}", server.display()))?;
+        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+        let mut redis = Redis { addr, version, child, _dir: dir };
+        redis.wait_ready()?;
+        Ok(redis)
+    }
+
+    fn wait_ready(&mut self) -> anyhow::Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                bail!("redis-server exited with {status} before accepting connections");
+            }
+            if let Ok(mut s) = std::net::TcpStream::connect(self.addr) {
+                s.write_all(b"PING\r\n")?;
+                let mut reply = [0u8; 7];
+                if std::io::Read::read_exact(&mut s, &mut reply).is_ok() && &reply == b"+PONG\r\n" {
+                    return Ok(());
+                }
+            }
+            ensure!(Instant::now() < deadline, "redis-server did not answer PING within 10 s");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub async fn xadders(&self, n: usize, stream: &str, field: &[u8]) -> anyhow::Result<Vec<Xadd>> {
+        let mut ops = Vec::with_capacity(n);
+        for _ in 0..n {
+            let conn = TcpStream::connect(self.addr).await.context("connecting to Redis")?;
+            conn.set_nodelay(true)?;
+            ops.push(Xadd { conn: BufReader::new(conn), command: xadd_command(stream, field), reply: Vec::new() });
+        }
+        Ok(ops)
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `XADD <stream> * d <field>` in RESP.
+fn xadd_command(stream: &str, field: &[u8]) -> Vec<u8> {
+    let mut c = Vec::new();
+    let args: [&[u8]; 5] = [b"XADD", stream.as_bytes(), b"*", b"d", field];
+    write!(c, "*{}\r\n", args.len()).expect("writes to a Vec succeed");
+    for a in args {
+        write!(c, "${}\r\n", a.len()).expect("writes to a Vec succeed");
+        c.extend_from_slice(a);
+        c.extend_from_slice(b"\r\n");
+    }
+    c
+}
+
+/// One Redis client appending the same entry to one stream, a request at a time.
+pub struct Xadd {
+    conn: BufReader<TcpStream>,
+    command: Vec<u8>,
+    reply: Vec<u8>,
+}
+
+impl Op for Xadd {
+    async fn call(&mut self) -> anyhow::Result<()> {
+        self.conn.get_mut().write_all(&self.command).await.context("sending XADD")?;
+        // The reply is the new entry's id as a bulk string: `$<len>\r\n<id>\r\n`.
+        self.reply.clear();
+        self.conn.read_until(b'\n', &mut self.reply).await.context("reading XADD's reply")?;
+        let header = std::str::from_utf8(&self.reply).unwrap_or("").trim_end();
+        let Some(len) = header.strip_prefix('$').and_then(|n| n.parse::<usize>().ok()) else {
+            bail!("XADD answered {header:?}");
+        };
+        let mut body = vec![0u8; len + 2];
+        self.conn.read_exact(&mut body).await.context("reading XADD's entry id")?;
+        Ok(())
+    }
+}
+
+/// One writer appending `record_bytes` to a new file in `dir` and fdatasync'ing after
+/// each write, for `warmup + window`: the latency of one durable append on this disk,
+/// with nothing else in the way. Runs on a thread of its own.
+pub async fn fsync_loop(dir: &Path, record_bytes: usize, warmup: Duration, window: Duration) -> anyhow::Result<Samples> {
+    let path = dir.join("fsync-loop");
+    tokio::task::spawn_blocking(move || {
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(true)
+            .open(&path)
+            .with_context(|| format!("creating {}", path.display()))?;
+        let record = vec![0x5au8; record_bytes];
+        let from = Instant::now() + warmup;
+        let end = from + window;
+        let mut latencies = Vec::new();
+        loop {
+            let sent = Instant::now();
+            if sent >= end {
+                break;
+            }
+            file.write_all(&record)?;
+            file.sync_data()?;
+            let done = Instant::now();
+            if (from..end).contains(&done) {
+                latencies.push(micros(done - sent));
+            }
+        }
+        drop(file);
+        std::fs::remove_file(&path)?;
+        Ok(Samples { latencies_us: latencies, window })
+    })
+    .await?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_xadd_command_is_resp_with_lengths_in_bytes() {
+        let c = xadd_command("s", b"\xffab");
+        assert_eq!(c, b"*5\r\n$4\r\nXADD\r\n$1\r\ns\r\n$1\r\n*\r\n$1\r\nd\r\n$3\r\n\xffab\r\n");
+    }
+}
