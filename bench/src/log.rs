@@ -141,7 +141,9 @@ impl Target<'_> {
     async fn run(&self, clients: usize, warmup: Duration, window: Duration) -> anyhow::Result<Samples> {
         match self {
             Target::Raw(raw) => closed_loop(raw.writers(clients), warmup, window).await,
-            Target::Redis(redis) => closed_loop(redis.xadders(clients, "tally-bench", &record_data()).await?, warmup, window).await,
+            Target::Redis(redis) => {
+                closed_loop(redis.xadders(clients, "tally-bench", &record_data()).await?, warmup, window).await
+            }
             Target::Fsync(dir) => fsync_loop(dir, RECORD_BYTES, warmup, window).await,
             Target::Cluster { cluster, .. } => {
                 let appenders = (0..clients).map(|_| Appender::new(cluster.client(0))).collect();

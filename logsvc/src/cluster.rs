@@ -32,7 +32,7 @@ use tracing::{info, warn};
 
 use crate::client::LogClient;
 use crate::driver::{self, ControlInput, EngineDriverConfig, EngineHandle, StorageStores};
-use crate::net::{Certs, NetConfig, Transport};
+use crate::net::{Certs, LocalNet, NetConfig, Transport};
 use crate::store::{FileControllerStore, FsyncPolicy, GroupCommitConfig, RocksMetalogStore, RocksStore};
 
 /// The controller's node id.
@@ -69,6 +69,10 @@ pub struct ClusterBuilder {
     pub indexers_per_log: Option<usize>,
     /// `build` fails if the cluster is not serving by then.
     pub ready_timeout: Duration,
+    /// The nodes, all in this process, send to each other through a [`LocalNet`]
+    /// rather than QUIC (true by default; false keeps every message on QUIC, as
+    /// between processes).
+    pub local_delivery: bool,
 }
 
 impl ClusterBuilder {
@@ -91,6 +95,7 @@ impl ClusterBuilder {
             failure_timeout_us: 1_000_000,
             indexers_per_log: None,
             ready_timeout: Duration::from_secs(15),
+            local_delivery: true,
         }
     }
 
@@ -126,11 +131,17 @@ impl ClusterBuilder {
 
         // Bind every endpoint first, so every address book is complete before any node
         // sends its first message.
+        let local = self.local_delivery.then(LocalNet::new);
         let (ctl_transport, ctl_inbox) = Transport::bind(CONTROLLER, localhost, &certs, self.net.clone()).await?;
         let mut bound = Vec::new();
         for &(id, role) in &roster {
             let (t, inbox) = Transport::bind(id, localhost, &certs, self.net.clone()).await?;
             bound.push((id, role, t, inbox));
+        }
+        if let Some(net) = &local {
+            for t in std::iter::once(&ctl_transport).chain(bound.iter().map(|(_, _, t, _)| t)) {
+                t.join_local(net);
+            }
         }
         let mut book = vec![(CONTROLLER, ctl_transport.local_addr())];
         book.extend(bound.iter().map(|(id, _, t, _)| (*id, t.local_addr())));
@@ -163,6 +174,7 @@ impl ClusterBuilder {
             sequencers: Vec::new(),
             storage: Vec::new(),
             engines: Vec::new(),
+            local,
         };
         // A node that fails to start (a store that is locked by another process, or
         // damaged) fails the build; the nodes already running stop with it.
@@ -232,6 +244,8 @@ pub struct Cluster {
     sequencers: Vec<SequencerSlot>,
     storage: Vec<StorageSlot>,
     engines: Vec<EngineSlot>,
+    /// The nodes' in-process network, when `local_delivery` is on.
+    local: Option<LocalNet>,
 }
 
 /// Waits until nothing holds `store` any more, so its directory can be opened again.
@@ -423,6 +437,9 @@ impl Cluster {
                     .await?
             }
         };
+        if let Some(net) = &self.local {
+            transport.join_local(net);
+        }
         let addr = transport.local_addr();
         for (peer, peer_addr) in self.address_book() {
             transport.set_peer(peer, peer_addr);

@@ -27,6 +27,12 @@
 //!
 //! Trust: mutual TLS with the dev cluster's CA ([`Certs`]) decides who may connect;
 //! the hello on each stream says which node is talking. See `frame.rs` for the bytes.
+//!
+//! Nodes of one process (a dev cluster, or the roles of one `tally node`) may join a
+//! [`LocalNet`]: a message between two of its members goes straight from `send` into
+//! the receiver's inbox, moved rather than encoded, encrypted, sent and decoded, with
+//! the same contract (never waits, dropped when the inbox is full, in order per pair,
+//! partitions honoured). QUIC stays the path to every other node.
 
 mod certs;
 mod frame;
@@ -167,8 +173,43 @@ impl std::fmt::Debug for Transport {
     }
 }
 
+/// Transports of one process that deliver to each other directly (see the module
+/// docs). Cloning shares it. It holds no inbox open: a member that stopped (its
+/// transport dropped or shut down) is skipped, and a member that restarts under its
+/// node id joins again and takes its place.
+#[derive(Clone, Default)]
+pub struct LocalNet {
+    members: Arc<RwLock<HashMap<NodeId, LocalMember>>>,
+}
+
+#[derive(Clone)]
+struct LocalMember {
+    inbox: mpsc::WeakSender<(NodeId, Message)>,
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for LocalNet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut ids: Vec<NodeId> = read_lock(&self.members).keys().copied().collect();
+        ids.sort();
+        f.debug_struct("LocalNet").field("members", &ids).finish()
+    }
+}
+
+impl LocalNet {
+    pub fn new() -> LocalNet {
+        LocalNet::default()
+    }
+
+    fn member(&self, node: NodeId) -> Option<LocalMember> {
+        read_lock(&self.members).get(&node).cloned()
+    }
+}
+
 struct Inner {
     shared: Arc<Shared>,
+    /// The process's other nodes, reached without QUIC, once joined.
+    local: std::sync::OnceLock<LocalNet>,
     endpoint: Endpoint,
     local_addr: SocketAddr,
     /// For messages to this node, which never leave the process.
@@ -343,6 +384,7 @@ impl Transport {
         info!(%me, addr = %local_addr, "transport bound");
         let inner = Inner {
             shared,
+            local: std::sync::OnceLock::new(),
             endpoint,
             local_addr,
             inbox,
@@ -354,6 +396,16 @@ impl Transport {
 
     pub fn local_addr(&self) -> SocketAddr {
         self.inner.local_addr
+    }
+
+    /// Joins `net`: from now on messages between this node and the net's other members
+    /// bypass QUIC. A transport joins one net, once; a second call is ignored.
+    pub fn join_local(&self, net: &LocalNet) {
+        if self.inner.local.set(net.clone()).is_err() {
+            return;
+        }
+        let member = LocalMember { inbox: self.inner.inbox.downgrade(), shared: self.inner.shared.clone() };
+        write_lock(&net.members).insert(self.inner.shared.me, member);
     }
 
     /// Records where `node` listens. A changed address takes effect at once: the
@@ -420,6 +472,10 @@ impl Transport {
             shared.dropped(to, 1, "partitioned", msg.name());
             return;
         }
+        if let Some(peer) = self.inner.local.get().and_then(|net| net.member(to)) {
+            self.send_local(peer, to, msg);
+            return;
+        }
         let refused = match read_lock(&self.inner.peers).by_node.get(&to) {
             None => Some(("unknown peer", msg)),
             Some(peer) => match peer.queue.try_send(msg) {
@@ -430,6 +486,32 @@ impl Transport {
         };
         if let Some((reason, msg)) = refused {
             shared.dropped(to, 1, reason, msg.name());
+        }
+    }
+
+    /// Moves `msg` into a local member's inbox, as its connection reader would
+    /// deliver it, except that a full inbox drops it rather than waits.
+    fn send_local(&self, peer: LocalMember, to: NodeId, msg: Message) {
+        let shared = &self.inner.shared;
+        if read_lock(&self.inner.peers).closed {
+            shared.dropped(to, 1, "transport shut down", msg.name());
+            return;
+        }
+        if peer.shared.partitioned.load(Ordering::Relaxed) {
+            shared.dropped(to, 1, "partitioned", msg.name());
+            return;
+        }
+        let Some(inbox) = peer.inbox.upgrade() else {
+            shared.dropped(to, 1, "peer stopped", msg.name());
+            return;
+        };
+        match inbox.try_send((shared.me, msg)) {
+            Ok(()) => {
+                shared.sent.fetch_add(1, Ordering::Relaxed);
+                peer.shared.received.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(TrySendError::Full((_, msg))) => shared.dropped(to, 1, "inbox full", msg.name()),
+            Err(TrySendError::Closed((_, msg))) => shared.dropped(to, 1, "peer stopped", msg.name()),
         }
     }
 
@@ -458,6 +540,14 @@ impl Transport {
             peers.closed = true;
             // Dropping the handles ends the peer tasks.
             peers.by_node.clear();
+        }
+        if let Some(net) = self.inner.local.get() {
+            let me = self.inner.shared.me;
+            let mut members = write_lock(&net.members);
+            // Only this transport's own entry: a restarted node may have joined since.
+            if members.get(&me).is_some_and(|m| Arc::ptr_eq(&m.shared, &self.inner.shared)) {
+                members.remove(&me);
+            }
         }
         self.inner.endpoint.close(CLOSE_SHUTDOWN, b"shutdown");
         self.inner.endpoint.wait_idle().await;
