@@ -119,6 +119,11 @@ pub struct Controller {
     restarted: bool,
     /// When "not enough live nodes" was last said (once a second at most).
     short_warned_at: Option<Micros>,
+    /// The incarnation each primary sequencer of the current term had when it was
+    /// installed. A primary that restarts never leads that term again (see
+    /// `sequencer.rs`), so its new incarnation ends the term. Soft: a restarted
+    /// controller seals the stored term anyway.
+    primaries: BTreeMap<NodeId, u64>,
     out: Vec<ControllerAction>,
 }
 
@@ -139,6 +144,7 @@ impl Controller {
             indexers: None,
             restarted: false,
             short_warned_at: None,
+            primaries: BTreeMap::new(),
             out: Vec::new(),
         }
     }
@@ -368,6 +374,11 @@ impl Controller {
         if stale_engine {
             return true;
         }
+        // A primary sequencer restarted: it does not lead this term again.
+        let restarted_primary = self.primaries.iter().any(|(n, &inc)| self.members.get(n).is_some_and(|m| m.incarnation != inc));
+        if restarted_primary {
+            return true;
+        }
         // A live node could join: an engine, or capacity the term lacks.
         let joinable =
             |role: Role, have: usize, want: usize| have < want && self.live_of(now, role).iter().any(|n| !members.contains(n));
@@ -481,6 +492,13 @@ impl Controller {
         } else {
             tracing::info!(term = term.0, "installed a new term");
         }
+        self.primaries = config
+            .current()
+            .logs
+            .iter()
+            .map(|l| l.primary())
+            .map(|n| (n, self.members.get(&n).map_or(0, |m| m.incarnation)))
+            .collect();
         self.config = Some(config.clone());
         self.restarted = false;
         self.acked.clear();
@@ -612,6 +630,29 @@ mod tests {
         );
         assert_eq!(next.terms[0], config.terms[0]);
         assert_eq!(next.terms[1].logs, config.terms[1].logs);
+    }
+
+    #[test]
+    fn a_restarted_primary_sequencer_ends_the_term_and_a_backup_does_not() {
+        let mut c = Controller::new(NodeId(0), cfg(), &roster());
+        heartbeats(&mut c, 0, 7);
+        c.on_tick(0);
+        let config = installed(&c.take_actions());
+        let primary = config.current().logs[0].primary();
+        let backup = SEQUENCERS.into_iter().find(|n| config.current().logs.iter().all(|l| l.primary() != *n));
+        let seals = |actions: &[ControllerAction]| {
+            actions.iter().filter(|a| matches!(a, ControllerAction::Send(_, Message::Seal { .. }))).count()
+        };
+        // A backup's restart changes nothing (with two logs over three sequencers,
+        // one sequencer leads neither).
+        if let Some(backup) = backup {
+            c.on_message(10, backup, Message::Heartbeat { incarnation: 2, term: Term(1) });
+            c.on_tick(10);
+            assert_eq!(seals(&c.take_actions()), 0);
+        }
+        c.on_message(20, primary, Message::Heartbeat { incarnation: 2, term: Term(1) });
+        c.on_tick(20);
+        assert!(seals(&c.take_actions()) > 0, "the term of a restarted primary is sealed");
     }
 
     #[test]

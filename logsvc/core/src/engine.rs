@@ -823,9 +823,11 @@ impl Engine {
         let Some(im) = self.logs[log.0 as usize].import.as_mut() else { return };
         let Some(&source) = im.sources.front() else { return };
         let indexers = config.indexers_of(source);
-        let to = indexers[im.turn % indexers.len()];
-        im.turn += 1;
         im.sent_at = Some(now);
+        // A term installed while every engine was down names no engine to ask; the
+        // tick asks again, by when a later term names some.
+        let Some(&to) = indexers.get(im.turn % indexers.len().max(1)) else { return };
+        im.turn += 1;
         let (term, after) = (im.term, im.after);
         let req = self.next_req;
         self.next_req += 1;

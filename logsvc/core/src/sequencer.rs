@@ -3,10 +3,16 @@
 //! Per (term, log) there is one metalog, replicated on the term's sequencers. The
 //! primary takes the element-wise minimum of the storage nodes' progress vectors (the
 //! cut: what every replica of every shard has durably stored), and whenever the cut
-//! moves or trims wait, appends an entry: it persists the entry, sends it to the
-//! backups, and once a quorum (itself included) holds it, the entry is committed and
-//! streamed to subscribers. At most one entry is in flight (Boki §4.2), so an
-//! uncommitted tail is never longer than one entry.
+//! moves or trims wait, appends an entry: it sends the entry to the backups and
+//! persists it meanwhile (the fsyncs overlap), and once a quorum (itself included)
+//! holds it, the entry is committed and streamed to subscribers. At most one entry is
+//! in flight (Boki §4.2), so an uncommitted tail is never longer than one entry.
+//!
+//! Because the primary's copy may be lost by a crash while the backups' are not, a
+//! primary never leads a metalog again after a restart: it persists a lead mark
+//! (`MetalogWrite::Lead`) before its first entry, and a recovered replica with the
+//! mark stays a backup. The controller sees the primary's new incarnation and ends
+//! the term; sealing then keeps whatever a quorum holds.
 //!
 //! Sealing (Boki §4.5, after Delos): a replica that receives `Seal` persists a promise
 //! to reject further entries of that metalog and reports its tail. A quorum of such
@@ -91,12 +97,14 @@ struct Metalog {
     sealed: bool,
     /// Set once a configuration carries this metalog's final tail.
     finalized: bool,
+    /// This replica has led the metalog (its lead mark is persisted, or recovered).
+    led: bool,
     primary: Option<Primary>,
 }
 
 impl Metalog {
     fn new() -> Metalog {
-        Metalog { entries: Vec::new(), committed_len: 0, sealed: false, finalized: false, primary: None }
+        Metalog { entries: Vec::new(), committed_len: 0, sealed: false, finalized: false, led: false, primary: None }
     }
 
     fn len(&self) -> u64 {
@@ -161,6 +169,9 @@ impl Sequencer {
                 }
                 MetalogWrite::Seal { term, log } => {
                     s.logs.entry((term, log)).or_insert_with(Metalog::new).sealed = true;
+                }
+                MetalogWrite::Lead { term, log } => {
+                    s.logs.entry((term, log)).or_insert_with(Metalog::new).led = true;
                 }
             }
         }
@@ -318,13 +329,18 @@ impl Sequencer {
             }
             let m = self.logs.entry((current.term, lc.log)).or_insert_with(Metalog::new);
             if lc.primary() == self.id && !m.sealed && m.primary.is_none() {
-                // A restarted primary resumes: its last persisted entry may be
-                // uncommitted, so it is treated as in flight and sent again.
-                let inflight =
-                    (m.len() > m.committed_len).then(|| Inflight { len: m.len(), acks: BTreeSet::from([self.id]), sent_at: 0 });
+                if m.led {
+                    // Led before a restart: backups may hold an entry this replica
+                    // lost. The controller ends the term (see the module docs).
+                    continue;
+                }
+                // Never led, so nothing was sent: any entries here were replicated
+                // to this node by another primary of the term (none, today).
+                m.led = true;
+                self.out.push(SequencerAction::Persist(MetalogWrite::Lead { term: current.term, log: lc.log }));
                 m.primary = Some(Primary {
                     progress: lc.shards.iter().map(|s| vec![0; s.replicas.len()]).collect(),
-                    inflight,
+                    inflight: None,
                     trims: Vec::new(),
                     last_push: now,
                     stopped: false,
@@ -389,12 +405,17 @@ impl Sequencer {
         p.inflight = Some(Inflight { len: len + 1, acks: BTreeSet::from([self.id]), sent_at: now });
         m.push(entry.clone());
         let committed_len = m.committed_len;
-        self.out.push(SequencerAction::Persist(MetalogWrite::Entry(entry.clone())));
+        // The backups get the entry before this replica persists it, so the fsyncs
+        // overlap. The primary's own acknowledgement still means a durable copy: its
+        // persist completes before the next input, and so before any backup's ack is
+        // counted. A crash in between loses only this replica's copy; see the lead
+        // mark in the module docs.
         for &b in &lc.sequencers {
             if b != self.id {
                 self.send(b, Message::ReplicateEntry { entry: entry.clone(), committed_len });
             }
         }
+        self.out.push(SequencerAction::Persist(MetalogWrite::Entry(entry.clone())));
         self.maybe_commit(now, term, log, &lc);
     }
 
@@ -561,5 +582,61 @@ mod tests {
         );
         s.take_actions();
         assert_eq!(fetch(&mut s, 1), committed);
+    }
+
+    /// A term of three sequencers led by `ME`.
+    fn replicated_term(t: u16) -> TermConfig {
+        let mut c = term(t, None);
+        c.logs[0].sequencers = vec![ME, NodeId(2), NodeId(3)];
+        c
+    }
+
+    #[test]
+    fn a_primary_sends_an_entry_to_its_backups_before_persisting_it() {
+        let mut s = Sequencer::recover(ME, vec![NodeId(0)], 1, SequencerConfig::default(), vec![]);
+        s.on_message(0, NodeId(0), config(vec![replicated_term(1)]));
+        let lead = MetalogWrite::Lead { term: Term(1), log: LogId(0) };
+        assert_eq!(persisted(&s.take_actions()), vec![lead], "the lead mark comes before any entry");
+        s.on_message(0, STORAGE, Message::Progress { term: Term(1), log: LogId(0), stored: vec![(0, 3)] });
+        let actions = s.take_actions();
+        let replicated = |a: &SequencerAction| matches!(a, SequencerAction::Send(_, Message::ReplicateEntry { .. }));
+        let persist = actions.iter().position(|a| matches!(a, SequencerAction::Persist(MetalogWrite::Entry(_))));
+        let last_send = actions.iter().rposition(replicated);
+        assert_eq!(actions.iter().filter(|a| replicated(a)).count(), 2, "{actions:?}");
+        assert!(last_send < persist, "the fsyncs overlap: {actions:?}");
+        // Not committed on the primary's copy alone.
+        assert!(!actions.iter().any(|a| matches!(a, SequencerAction::Committed(_))));
+        s.on_message(0, NodeId(2), Message::EntryAck { term: Term(1), log: LogId(0), len: 1 });
+        assert!(s.take_actions().iter().any(|a| matches!(a, SequencerAction::Committed(_))));
+    }
+
+    #[test]
+    fn a_restarted_primary_never_leads_its_term_again() {
+        let mut s = Sequencer::recover(ME, vec![NodeId(0)], 1, SequencerConfig::default(), vec![]);
+        s.on_message(0, NodeId(0), config(vec![replicated_term(1)]));
+        let writes = persisted(&s.take_actions());
+        s.on_message(0, STORAGE, Message::Progress { term: Term(1), log: LogId(0), stored: vec![(0, 3)] });
+        // It crashes while persisting its first entry: the backups have it, its own
+        // store has only the lead mark.
+        assert!(s.take_actions().iter().any(|a| matches!(a, SequencerAction::Send(_, Message::ReplicateEntry { .. }))));
+
+        let mut s = Sequencer::recover(ME, vec![NodeId(0)], 2, SequencerConfig::default(), writes.clone());
+        s.on_message(0, NodeId(0), config(vec![replicated_term(1)]));
+        s.on_message(0, STORAGE, Message::Progress { term: Term(1), log: LogId(0), stored: vec![(0, 5)] });
+        let actions = s.take_actions();
+        assert!(
+            !actions.iter().any(|a| matches!(a, SequencerAction::Send(_, Message::ReplicateEntry { .. }))),
+            "a second entry 0 would contradict the backups': {actions:?}"
+        );
+        // It still answers a seal, so the controller can end the term.
+        s.on_message(0, NodeId(0), Message::Seal { term: Term(1), log: LogId(0) });
+        assert!(s.take_actions().iter().any(|a| matches!(a, SequencerAction::Send(_, Message::Sealed { len: 0, .. }))));
+
+        // A replica that never led the term (it restarted before its lead mark was
+        // durable, so it sent nothing) leads it.
+        let mut s = Sequencer::recover(ME, vec![NodeId(0)], 3, SequencerConfig::default(), vec![]);
+        s.on_message(0, NodeId(0), config(vec![replicated_term(1)]));
+        s.on_message(0, STORAGE, Message::Progress { term: Term(1), log: LogId(0), stored: vec![(0, 5)] });
+        assert!(s.take_actions().iter().any(|a| matches!(a, SequencerAction::Send(_, Message::ReplicateEntry { .. }))));
     }
 }

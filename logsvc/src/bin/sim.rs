@@ -103,6 +103,7 @@ fn main() -> ExitCode {
                 total.aux_accepted += s.aux_accepted;
                 total.aux_refused += s.aux_refused;
                 total.crashes += s.crashes;
+                total.persist_crashes += s.persist_crashes;
                 total.controller_crashes += s.controller_crashes;
                 total.failovers += s.failovers;
                 total.cas_refused += s.cas_refused;
@@ -117,7 +118,7 @@ fn main() -> ExitCode {
         }
     }
     eprintln!(
-        "sim: {} seeds passed in {:.1}s: {} events, {} appends acked, {} conditional conflicts, {} reads checked, {} trims, {} aux data accepted, {} refused, {} crashes, {} controller crashes, {} failovers, {} configurations refused by the CAS, {} partitions, {} logs added, up to term {}",
+        "sim: {} seeds passed in {:.1}s: {} events, {} appends acked, {} conditional conflicts, {} reads checked, {} trims, {} aux data accepted, {} refused, {} crashes ({} mid-persist), {} controller crashes, {} failovers, {} configurations refused by the CAS, {} partitions, {} logs added, up to term {}",
         args.seeds,
         started.elapsed().as_secs_f64(),
         total.events,
@@ -128,6 +129,7 @@ fn main() -> ExitCode {
         total.aux_accepted,
         total.aux_refused,
         total.crashes,
+        total.persist_crashes,
         total.controller_crashes,
         total.failovers,
         total.cas_refused,

@@ -20,7 +20,8 @@
 //!
 //! ```text
 //!   column family "entries": key = term (u16 BE) | log (u8) | index (u64 BE)   value = bincode(MetalogEntry)
-//!   column family "seals":   key = term (u16 BE) | log (u8)                      value = empty
+//!   column family "seals":   key = term (u16 BE) | log (u8)                      value = empty (sealed)
+//!                            key = term (u16 BE) | log (u8) | 'L'                value = empty (led)
 //!   column family "default": "format" -> FORMAT_METALOG
 //! ```
 //!
@@ -364,6 +365,8 @@ impl RecordStore for RocksStore {
 }
 
 const METALOG_PREFIX_LEN: usize = 3;
+/// The last byte of a lead mark's key in the seals column family.
+const LEAD_MARK: u8 = b'L';
 const ENTRY_KEY_LEN: usize = METALOG_PREFIX_LEN + 8;
 
 fn metalog_prefix(term: Term, log: LogId) -> [u8; METALOG_PREFIX_LEN] {
@@ -417,6 +420,10 @@ impl MetalogStore for RocksMetalogStore {
             MetalogWrite::Seal { term, log } => {
                 batch.put_cf(cf(&self.db, CF_SEALS), metalog_prefix(*term, *log), []);
             }
+            MetalogWrite::Lead { term, log } => {
+                let [t0, t1, l] = metalog_prefix(*term, *log);
+                batch.put_cf(cf(&self.db, CF_SEALS), [t0, t1, l, LEAD_MARK], []);
+            }
         }
         let mut opts = WriteOptions::default();
         opts.set_sync(true);
@@ -428,13 +435,15 @@ impl MetalogStore for RocksMetalogStore {
         let mut seals = Vec::new();
         for item in self.db.iterator_cf(cf(&self.db, CF_SEALS), IteratorMode::Start) {
             let (key, _) = item.map_err(rocks_error)?;
-            if key.len() != METALOG_PREFIX_LEN {
-                return Err(Error::Storage(format!("corrupt seal key of {} bytes", key.len())));
-            }
-            seals.push(decode_metalog_prefix(&key)?);
+            let (term, log) = decode_metalog_prefix(&key)?;
+            seals.push(match key[METALOG_PREFIX_LEN..] {
+                [] => (term, log, MetalogWrite::Seal { term, log }),
+                [LEAD_MARK] => (term, log, MetalogWrite::Lead { term, log }),
+                _ => return Err(Error::Storage(format!("corrupt seal key of {} bytes", key.len()))),
+            });
         }
         // Both column families iterate in (term, log) order, so a merge puts each seal
-        // right after the entries of its metalog.
+        // and lead mark right after the entries of its metalog.
         let mut seals = seals.into_iter().peekable();
         let mut writes = Vec::new();
         for item in self.db.iterator_cf(cf(&self.db, CF_ENTRIES), IteratorMode::Start) {
@@ -443,9 +452,8 @@ impl MetalogStore for RocksMetalogStore {
                 return Err(Error::Storage(format!("corrupt metalog key of {} bytes", key.len())));
             }
             let (term, log) = decode_metalog_prefix(&key)?;
-            while let Some(&(seal_term, seal_log)) = seals.peek().filter(|s| **s < (term, log)) {
-                writes.push(MetalogWrite::Seal { term: seal_term, log: seal_log });
-                seals.next();
+            while let Some((_, _, mark)) = seals.next_if(|(t, l, _)| (*t, *l) < (term, log)) {
+                writes.push(mark);
             }
             let entry: MetalogEntry = decode("metalog entry", &value, ENTRY_BYTES_MAX)?;
             let index = u64::from_be_bytes(key[METALOG_PREFIX_LEN..].try_into().expect("entry keys have 8 index bytes"));
@@ -454,7 +462,7 @@ impl MetalogStore for RocksMetalogStore {
             }
             writes.push(MetalogWrite::Entry(entry));
         }
-        writes.extend(seals.map(|(term, log)| MetalogWrite::Seal { term, log }));
+        writes.extend(seals.map(|(_, _, mark)| mark));
         Ok(writes)
     }
 }

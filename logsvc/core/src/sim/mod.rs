@@ -77,6 +77,10 @@ pub struct SimOptions {
     pub duplicate: f64,
     /// Chance, every 10 ms of the safety phase, of each kind of fault.
     pub crash: f64,
+    /// Chance, at each metalog persist a sequencer starts after sending messages in
+    /// the same step (a primary's new entry), that it crashes before the persist is
+    /// durable: the backups may hold the entry, the primary does not.
+    pub persist_crash: f64,
     pub partition: f64,
     /// Chance, every 10 ms of the safety phase, that the leading controller crashes;
     /// it restarts from the store after a downtime.
@@ -118,6 +122,7 @@ impl Default for SimOptions {
             loss: 0.02,
             duplicate: 0.01,
             crash: 0.02,
+            persist_crash: 0.002,
             partition: 0.01,
             controller_crash: 0.002,
             controllers: 2,
@@ -136,7 +141,7 @@ impl fmt::Display for SimOptions {
         write!(
             f,
             "sequencers={} storage={} engines={} logs={} n_meta={} n_data={} clients={} books={} safety={}ms liveness={}ms \
-             delay={}..{}us loss={} dup={} crash={} partition={} controller_crash={} controllers={} failover={} late_members={} \
+             delay={}..{}us loss={} dup={} crash={} persist_crash={} partition={} controller_crash={} controllers={} failover={} late_members={} \
              add_logs={} disk={}..{}us indexers_per_log={:?}",
             self.sequencers,
             self.storage,
@@ -153,6 +158,7 @@ impl fmt::Display for SimOptions {
             self.loss,
             self.duplicate,
             self.crash,
+            self.persist_crash,
             self.partition,
             self.controller_crash,
             self.controllers,
@@ -178,6 +184,8 @@ pub struct SimStats {
     pub aux_accepted: u64,
     pub aux_refused: u64,
     pub crashes: u64,
+    /// Of `crashes`, those of a sequencer between sending an entry and persisting it.
+    pub persist_crashes: u64,
     pub controller_crashes: u64,
     /// Leadership moves, and configurations a deposed controller could not persist.
     pub failovers: u64,
@@ -506,6 +514,19 @@ impl Sim {
         self.schedule(jitter, Event::Tick(n));
     }
 
+    /// Whether `n` may crash now: a quorum of sequencers and one storage replica per
+    /// shard stay alive, the failure model the log promises to survive.
+    fn may_crash(&self, n: NodeId) -> bool {
+        let role = self.slots[&n].role;
+        let down_same = self.slots.values().filter(|s| s.role == role && s.node.is_none()).count();
+        let limit = match role {
+            Role::Sequencer => (self.opts.n_meta - 1) / 2,
+            Role::Storage => self.opts.n_data - 1,
+            Role::Engine => self.opts.engines as usize,
+        };
+        down_same < limit
+    }
+
     fn crash(&mut self, n: NodeId) {
         let slot = self.slots.get_mut(&n).expect("known node");
         if slot.node.take().is_none() {
@@ -781,9 +802,22 @@ impl Sim {
         let incarnation = slot.incarnation;
         match slot.node.as_mut() {
             Some(Node::Sequencer(s)) => {
+                let mut sent = false;
                 for a in s.take_actions() {
                     match a {
-                        SequencerAction::Send(to, msg) => self.send(n, to, msg),
+                        SequencerAction::Send(to, msg) => {
+                            sent = true;
+                            self.send(n, to, msg)
+                        }
+                        SequencerAction::Persist(_)
+                            if sent && !self.liveness && self.may_crash(n) && self.rng.chance(self.opts.persist_crash) =>
+                        {
+                            // The messages are out; the write and every later action
+                            // are lost with the node.
+                            self.stats.persist_crashes += 1;
+                            self.crash(n);
+                            return;
+                        }
                         SequencerAction::Persist(w) => metalog.persist(&w).expect("the in-memory store never fails"),
                         SequencerAction::Committed(e) => self.oracle.on_committed(e),
                         SequencerAction::NeedsNewTerm { .. } => {}
@@ -1030,16 +1064,7 @@ impl Sim {
         let nodes: Vec<NodeId> = self.slots.keys().copied().collect::<BTreeSet<_>>().into_iter().collect();
         if self.rng.chance(self.opts.crash) {
             let n = nodes[self.rng.below(nodes.len() as u64) as usize];
-            // Keep a quorum of sequencers and one storage replica per shard alive, the
-            // failure model the log promises to survive.
-            let role = self.slots[&n].role;
-            let down_same = self.slots.values().filter(|s| s.role == role && s.node.is_none()).count();
-            let limit = match role {
-                Role::Sequencer => (self.opts.n_meta - 1) / 2,
-                Role::Storage => self.opts.n_data - 1,
-                Role::Engine => self.opts.engines as usize,
-            };
-            if down_same < limit {
+            if self.may_crash(n) {
                 self.crash(n);
             }
         }

@@ -293,12 +293,13 @@ pub fn random_operations_match_a_model(store: &dyn RecordStore) -> SuiteResult {
     model.check(store, &[])
 }
 
-/// The state a sequencer rebuilds from metalog writes: each metalog's entries and
-/// whether it is sealed.
+/// The state a sequencer rebuilds from metalog writes: each metalog's entries,
+/// whether it is sealed and whether this replica led it.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct MetalogState {
     entries: BTreeMap<(Term, LogId), Vec<MetalogEntry>>,
     sealed: BTreeSet<(Term, LogId)>,
+    led: BTreeSet<(Term, LogId)>,
 }
 
 /// Replays writes as a sequencer would, refusing what a correct store never returns:
@@ -321,6 +322,9 @@ pub fn replay(writes: &[MetalogWrite]) -> SuiteResult<MetalogState> {
             }
             MetalogWrite::Seal { term, log } => {
                 state.sealed.insert((*term, *log));
+            }
+            MetalogWrite::Lead { term, log } => {
+                state.led.insert((*term, *log));
             }
         }
     }
@@ -409,6 +413,24 @@ pub fn metalog_seal_follows_its_entries(store: &dyn MetalogStore) -> SuiteResult
     let state = check_metalog(store, &writes)?;
     assert_eq!(state.sealed, BTreeSet::from([(Term(1), LogId(0)), (Term(1), LogId(2))]));
     assert_eq!(state.entries[&(Term(1), LogId(0))].len(), 2);
+    Ok(())
+}
+
+pub fn metalog_lead_marks_survive_with_entries_and_seals(store: &dyn MetalogStore) -> SuiteResult {
+    let lead = |term, log| MetalogWrite::Lead { term: Term(term), log: LogId(log) };
+    let writes = [
+        lead(1, 0),
+        entry(1, 0, 0, 1),
+        entry(1, 0, 1, 1),
+        MetalogWrite::Seal { term: Term(1), log: LogId(0) },
+        lead(1, 1), // Led, but no entry yet.
+        lead(2, 0),
+        entry(2, 0, 0, 1),
+    ];
+    let state = check_metalog(store, &writes)?;
+    let led = BTreeSet::from([(Term(1), LogId(0)), (Term(1), LogId(1)), (Term(2), LogId(0))]);
+    ensure!(state.led == led, "lead marks {:?}, expected {led:?}", state.led);
+    ensure!(state.sealed == BTreeSet::from([(Term(1), LogId(0))]), "seals {:?}", state.sealed);
     Ok(())
 }
 
@@ -534,6 +556,7 @@ macro_rules! metalog_store_suite {
                 metalog_round_trip,
                 metalog_truncate_drops_the_tail,
                 metalog_seal_follows_its_entries,
+                metalog_lead_marks_survive_with_entries_and_seals,
             ],
             $($make)+
         );

@@ -96,6 +96,13 @@ pub enum MetalogWrite {
         term: Term,
         log: LogId,
     },
+    /// This replica leads (is the primary of) this metalog. Written before its first
+    /// entry: a primary sends an entry to its backups while it persists it, so after a
+    /// restart it may lack an entry the backups hold, and must never lead again.
+    Lead {
+        term: Term,
+        log: LogId,
+    },
 }
 
 /// The sequencer's durable metalog replica.
@@ -103,7 +110,7 @@ pub trait MetalogStore: Send + Sync + 'static {
     /// Returns once the write is durable.
     fn persist(&self, write: &MetalogWrite) -> Result<()>;
     /// Writes that rebuild the state, in an order that replays correctly: per
-    /// (term, log), entries by index, then the seal if any.
+    /// (term, log), entries by index, then the seal and the lead mark if any.
     fn load(&self) -> Result<Vec<MetalogWrite>>;
 }
 
