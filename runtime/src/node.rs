@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 use tally_control::{ControlPlane, Member, MemberRole, Revision, Settings};
 use tally_durable::Peers;
 use tally_logsvc::driver::{self, ControlInput, EngineDriverConfig, EngineStatus, StorageStores};
-use tally_logsvc::net::{Certs, NetConfig, Transport};
+use tally_logsvc::net::{Certs, LocalNet, NetConfig, Transport};
 use tally_logsvc::store::{ControllerStore, FsyncPolicy, GroupCommitConfig, RocksMetalogStore, RocksStore};
 use tally_logsvc::{
     BookId, Configuration, ControllerConfig, EngineConfig, LogClient, Message, NodeId, Role, SequencerConfig, StorageConfig,
@@ -372,6 +372,11 @@ impl Node {
             bound.push((id, role, t, inbox));
         }
         let transports: Vec<Transport> = bound.iter().map(|(_, _, t, _)| t.clone()).collect();
+        // This process's roles talk to each other without QUIC.
+        let local = LocalNet::new();
+        for t in &transports {
+            t.join_local(&local);
+        }
         let mut tasks = vec![spawn_address_book(members.clone(), transports.clone())];
         if let Some(file) = config.partition_file.clone() {
             tasks.push(spawn_partition_hook(file, transports.clone()));

@@ -472,3 +472,51 @@ async fn cluster_certificates_bind_node_ids_both_ways() {
     assert_eq!(recv(&mut s_rx).await, (NodeId(5), ping(5)));
     assert_eq!(s.stats().messages_received, 2, "nothing from the liar or the stranger arrived");
 }
+
+#[tokio::test]
+async fn a_local_net_delivers_in_order_without_quic_and_honours_partitions_and_restarts() {
+    let net = LocalNet::new();
+    let (a, _a_rx) = node(1, NetConfig::default()).await;
+    let (b, mut b_rx) = node(2, NetConfig::default()).await;
+    // Neither knows the other's address: only the local net can carry these.
+    a.join_local(&net);
+    b.join_local(&net);
+    for seq in 0..100 {
+        a.send(NodeId(2), ping(seq));
+    }
+    for seq in 0..100 {
+        let (from, msg) = recv(&mut b_rx).await;
+        assert_eq!((from, seq_of(&msg)), (NodeId(1), seq), "in order, named after the sender");
+    }
+    assert_eq!(b.stats().messages_received, 100);
+
+    // A partition drops both ways, as over QUIC.
+    b.set_partitioned(true);
+    a.send(NodeId(2), ping(100));
+    b.set_partitioned(false);
+    a.set_partitioned(true);
+    a.send(NodeId(2), ping(101));
+    a.set_partitioned(false);
+    assert_eq!(a.stats().messages_dropped, 2);
+    assert!(b_rx.try_recv().is_err(), "nothing crossed the partition");
+
+    // A node that shut down gets nothing; its successor under the same id joins and
+    // does.
+    b.shutdown().await;
+    drop(b);
+    a.send(NodeId(2), ping(102));
+    assert_eq!(a.stats().messages_dropped, 3);
+    let (b2, mut b2_rx) = node(2, NetConfig::default()).await;
+    b2.join_local(&net);
+    a.send(NodeId(2), ping(103));
+    assert_eq!(seq_of(&recv(&mut b2_rx).await.1), 103);
+
+    // A full inbox drops rather than waits.
+    let small = NetConfig { inbox_max: 2, ..NetConfig::default() };
+    let (c, _c_rx) = node(3, small).await;
+    c.join_local(&net);
+    for seq in 0..5 {
+        a.send(NodeId(3), ping(seq));
+    }
+    assert_eq!(a.stats().messages_dropped, 6);
+}
