@@ -1,6 +1,7 @@
 //! The `log` suite: the shared log on a loopback cluster (3 sequencers, 3 storage nodes,
-//! 2 engines, one physical log, each node over its own QUIC endpoint and RocksDB
-//! directory, all in this process), 1 KiB records on one book, the default fsync policy.
+//! 2 engines, one physical log, each node with its own RocksDB directory, all in this
+//! process and talking through its `LocalNet`, as `tally dev`'s nodes do), 1 KiB records
+//! on one book, the default fsync policy.
 //!
 //! ```text
 //!   raw store        C writers ──persist──► GroupCommit ──► RocksStore          (no network)
