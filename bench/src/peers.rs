@@ -152,8 +152,8 @@ impl Op for Xadd {
         let Some(len) = header.strip_prefix('$').and_then(|n| n.parse::<usize>().ok()) else {
             bail!("XADD answered {header:?}");
         };
-        let mut body = vec![0u8; len + 2];
-        self.conn.read_exact(&mut body).await.context("reading XADD's entry id")?;
+        self.reply.resize(len + 2, 0);
+        self.conn.read_exact(&mut self.reply).await.context("reading XADD's entry id")?;
         Ok(())
     }
 }

@@ -334,8 +334,9 @@ impl Sequencer {
                     // lost. The controller ends the term (see the module docs).
                     continue;
                 }
-                // Never led, so nothing was sent: any entries here were replicated
-                // to this node by another primary of the term (none, today).
+                // Never led, so nothing was sent, and only a term's primary issues
+                // its entries: the metalog is empty and nothing is in flight.
+                debug_assert!(m.entries.is_empty(), "entries of a term this replica never led");
                 m.led = true;
                 self.out.push(SequencerAction::Persist(MetalogWrite::Lead { term: current.term, log: lc.log }));
                 m.primary = Some(Primary {
@@ -345,13 +346,6 @@ impl Sequencer {
                     last_push: now,
                     stopped: false,
                 });
-                if let Some(last) = m.entries.last() {
-                    let cut = last.cut.clone();
-                    let p = m.primary.as_mut().expect("just set");
-                    for (j, c) in cut.into_iter().enumerate() {
-                        p.progress[j].iter_mut().for_each(|v| *v = c);
-                    }
-                }
             }
         }
         self.send(config.controller, Message::ConfigAck { term: current.term });
