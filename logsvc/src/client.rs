@@ -9,9 +9,9 @@
 
 use bytes::Bytes;
 use tally_log_core::{BookId, Cond, Context, Error, LogRecord, Reply, Request, Result, SeqNum, Tag};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
-use crate::driver::EngineCall;
+use crate::driver::{EngineCall, EngineLink};
 
 /// Whether a client may use reserved tags.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,19 +23,19 @@ enum Privilege {
 /// A handle to one engine. Cheap to clone; clones share the engine.
 #[derive(Clone, Debug)]
 pub struct LogClient {
-    calls: mpsc::Sender<EngineCall>,
+    link: EngineLink,
     privilege: Privilege,
 }
 
 impl LogClient {
     /// A client for guest code: reserved tags are refused with `InvalidArgument`.
-    pub fn user(calls: mpsc::Sender<EngineCall>) -> LogClient {
-        LogClient { calls, privilege: Privilege::User }
+    pub fn user(link: EngineLink) -> LogClient {
+        LogClient { link, privilege: Privilege::User }
     }
 
     /// A client for the platform itself, which may use reserved tags.
-    pub fn platform(calls: mpsc::Sender<EngineCall>) -> LogClient {
-        LogClient { calls, privilege: Privilege::Platform }
+    pub fn platform(link: EngineLink) -> LogClient {
+        LogClient { link, privilege: Privilege::Platform }
     }
 
     fn check_tags<'a>(&self, tags: impl IntoIterator<Item = &'a Tag>) -> Result<()> {
@@ -52,10 +52,15 @@ impl LogClient {
         if self.privilege == Privilege::User && request.book().is_reserved() {
             return Err(Error::InvalidArgument(format!("book {:#x} is reserved for the platform", request.book().0)));
         }
-        let (reply, rx) = oneshot::channel();
-        let call = EngineCall { request, context: ctx.clone(), reply };
-        self.calls.send(call).await.map_err(|_| Error::Stopped)?;
-        let (result, log, position) = rx.await.map_err(|_| Error::Stopped)?;
+        // A read the engine can answer at once is answered here, in place.
+        let (result, log, position) = match self.link.read_now(ctx, &request) {
+            Some(done) => done,
+            None => {
+                let (reply, rx) = oneshot::channel();
+                self.link.call(EngineCall { request, context: ctx.clone(), reply }).await?;
+                rx.await.map_err(|_| Error::Stopped)?
+            }
+        };
         // A conflict is an outcome of the log like a success: the caller saw the
         // record that holds the offset, so its view moves forward as well.
         if result.is_ok() || matches!(result, Err(Error::Conflict { .. })) {

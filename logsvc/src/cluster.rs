@@ -361,12 +361,12 @@ impl Cluster {
 
     /// A user client of engine `i`.
     pub fn client(&self, i: usize) -> LogClient {
-        LogClient::user(self.engines[i].handle.calls.clone())
+        LogClient::user(self.engines[i].handle.link.clone())
     }
 
     /// A platform client of engine `i`, which may use reserved tags.
     pub fn platform_client(&self, i: usize) -> LogClient {
-        LogClient::platform(self.engines[i].handle.calls.clone())
+        LogClient::platform(self.engines[i].handle.link.clone())
     }
 
     pub fn engine_id(&self, i: usize) -> NodeId {

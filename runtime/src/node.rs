@@ -456,8 +456,8 @@ impl Node {
                 .await
                 .with_context(|| format!("listening on {}", runtime_config.listen))?;
             let addr = listener.local_addr()?;
-            let log = LogClient::user(handle.calls.clone());
-            let platform = LogClient::platform(handle.calls);
+            let log = LogClient::user(handle.link.clone());
+            let platform = LogClient::platform(handle.link);
             let peers = Arc::new(TermPeers { me: NodeId(f.id), status: handle.status.clone() });
             let runtime = Runtime::start(runtime_config, log, platform, peers).await.context("starting the runtime")?;
             node.serve(listener, gateway::router(runtime.clone()));

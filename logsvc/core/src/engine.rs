@@ -195,6 +195,14 @@ struct ReadOp {
     deadline: Micros,
 }
 
+/// What the index and the cache answer a read with.
+enum Lookup {
+    /// No record, or a cached one.
+    Done(Option<LogRecord>),
+    /// A record to fetch from a storage node.
+    Fetch(Found),
+}
+
 struct RecordFetch {
     op: OpId,
     log: LogId,
@@ -1176,27 +1184,65 @@ impl Engine {
         self.complete(r.op, Ok(Reply::AuxSet), log, position);
     }
 
-    fn read(&mut self, now: Micros, log: LogId, r: ReadOp) {
+    /// Answers a read (`ReadNext` or `ReadPrev`) at once if it needs neither waiting
+    /// nor IO: the book's log is indexed here, the index has reached the caller's
+    /// position, and the record found (if any) is cached. The answer is the one
+    /// [`Engine::submit`] would complete the read with; `None` means: submit it.
+    ///
+    /// It produces no actions, so a driver may call it from the caller's thread, under
+    /// the lock it holds the engine with, instead of a round trip through its task.
+    pub fn read_now(&mut self, context: &Context, request: &Request) -> Option<(Result<Reply, Error>, LogId, MetalogPosition)> {
+        if !matches!(request, Request::ReadNext { .. } | Request::ReadPrev { .. }) {
+            return None;
+        }
+        let config = self.config.as_ref()?;
+        if context.positions().iter().any(|p| p.term > config.current().term.0) {
+            return None;
+        }
+        let log = config.log_of(request.book());
+        if !config.indexes(log, self.id) {
+            return None;
+        }
         let l = &self.logs[log.0 as usize];
+        if context.position(log).max(l.read_floor) > l.applied {
+            return None;
+        }
         let position = l.applied;
-        let found = match r.request {
+        match self.lookup(log, request) {
+            Lookup::Done(record) => Some((Ok(Reply::Read(record)), log, position)),
+            Lookup::Fetch(_) => None,
+        }
+    }
+
+    /// What the index of `log` says of a read, and the record if there is none or it
+    /// is cached.
+    fn lookup(&mut self, log: LogId, request: &Request) -> Lookup {
+        let l = &self.logs[log.0 as usize];
+        let found = match *request {
             Request::ReadNext { book, tag, min } => l.index.read_next(book, tag, min),
             Request::ReadPrev { book, tag, max } => l.index.read_prev(book, tag, max),
-            _ => unreachable!("read takes reads"),
+            _ => unreachable!("lookup takes reads"),
         };
-        let Some(found) = found else {
-            self.deadlines.remove(&(r.deadline, r.op));
-            self.complete(r.op, Ok(Reply::Read(None)), log, position);
-            return;
-        };
+        let Some(found) = found else { return Lookup::Done(None) };
         if let Some(c) = self.cache.get(found.seqnum) {
             if let Some((tags, data)) = &c.record {
                 let record = LogRecord { seqnum: found.seqnum, tags: tags.clone(), data: data.clone(), aux: c.aux.clone() };
-                self.deadlines.remove(&(r.deadline, r.op));
-                self.complete(r.op, Ok(Reply::Read(Some(record))), log, position);
-                return;
+                return Lookup::Done(Some(record));
             }
         }
+        Lookup::Fetch(found)
+    }
+
+    fn read(&mut self, now: Micros, log: LogId, r: ReadOp) {
+        let position = self.logs[log.0 as usize].applied;
+        let found = match self.lookup(log, &r.request) {
+            Lookup::Done(record) => {
+                self.deadlines.remove(&(r.deadline, r.op));
+                self.complete(r.op, Ok(Reply::Read(record)), log, position);
+                return;
+            }
+            Lookup::Fetch(found) => found,
+        };
         let replicas = self.shard_replicas.get(&found.location.shard).cloned().unwrap_or_default();
         if replicas.is_empty() {
             self.deadlines.remove(&(r.deadline, r.op));
@@ -1359,6 +1405,27 @@ mod tests {
 
     fn set_aux(book: u64, seqnum: SeqNum, aux: &'static [u8]) -> Request {
         Request::SetAux { book: BookId(book), seqnum, aux: Bytes::from_static(aux) }
+    }
+
+    #[test]
+    fn a_read_is_answered_in_place_only_when_it_needs_no_wait_and_no_fetch() {
+        let mut h = Harness::new();
+        let seqnum = h.append(1, BookId(2));
+        let reached = Context::from_positions(vec![h.position()]);
+        let read = Request::ReadNext { book: BookId(2), tag: Tag(1), min: SeqNum::MIN };
+        let (got, log, position) = h.engine.read_now(&reached, &read).expect("reached and cached");
+        let Ok(Reply::Read(Some(record))) = got else { panic!("read {got:?}") };
+        assert_eq!((record.seqnum, &record.data[..], log, position), (seqnum, &b"data"[..], LogId(0), h.position()));
+        let empty = Request::ReadPrev { book: BookId(3), tag: Tag::ALL, max: SeqNum::MAX };
+        assert_eq!(h.engine.read_now(&reached, &empty).map(|d| d.0), Some(Ok(Reply::Read(None))), "nothing there");
+        assert!(h.engine.take_actions().is_empty(), "an answer in place acts on nothing");
+
+        let ahead = Context::from_positions(vec![MetalogPosition::new(Term(1), h.next + 1)]);
+        assert!(h.engine.read_now(&ahead, &read).is_none(), "a position the index has not reached waits");
+        assert!(h.engine.read_now(&reached, &set_aux(2, seqnum, b"a")).is_none(), "aux data is not a read");
+        h.engine.cache.remove(seqnum);
+        assert!(h.engine.read_now(&reached, &read).is_none(), "a record not cached is fetched");
+        assert_eq!(h.submit(2, h.position(), read), vec![], "submitted, it waits for the storage node");
     }
 
     #[test]

@@ -99,6 +99,7 @@ fn main() -> ExitCode {
                 total.appends_acked += s.appends_acked;
                 total.cond_conflicts += s.cond_conflicts;
                 total.reads += s.reads;
+                total.reads_in_place += s.reads_in_place;
                 total.trims += s.trims;
                 total.aux_accepted += s.aux_accepted;
                 total.aux_refused += s.aux_refused;
@@ -118,13 +119,14 @@ fn main() -> ExitCode {
         }
     }
     eprintln!(
-        "sim: {} seeds passed in {:.1}s: {} events, {} appends acked, {} conditional conflicts, {} reads checked, {} trims, {} aux data accepted, {} refused, {} crashes ({} mid-persist), {} controller crashes, {} failovers, {} configurations refused by the CAS, {} partitions, {} logs added, up to term {}",
+        "sim: {} seeds passed in {:.1}s: {} events, {} appends acked, {} conditional conflicts, {} reads checked ({} in place), {} trims, {} aux data accepted, {} refused, {} crashes ({} mid-persist), {} controller crashes, {} failovers, {} configurations refused by the CAS, {} partitions, {} logs added, up to term {}",
         args.seeds,
         started.elapsed().as_secs_f64(),
         total.events,
         total.appends_acked,
         total.cond_conflicts,
         total.reads,
+        total.reads_in_place,
         total.trims,
         total.aux_accepted,
         total.aux_refused,

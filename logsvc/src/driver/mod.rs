@@ -25,7 +25,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tally_log_core::{
@@ -315,9 +315,42 @@ impl Default for EngineDriverConfig {
     }
 }
 
+/// How clients in the engine's process reach it: its task's request channel, and the
+/// engine itself, for the reads it answers in place. Cheap to clone.
+#[derive(Clone)]
+pub struct EngineLink {
+    calls: mpsc::Sender<EngineCall>,
+    engine: Arc<Mutex<Engine>>,
+}
+
+impl std::fmt::Debug for EngineLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EngineLink").finish_non_exhaustive()
+    }
+}
+
+impl EngineLink {
+    /// Hands a request to the engine's task.
+    pub(crate) async fn call(&self, call: EngineCall) -> Result<()> {
+        self.calls.send(call).await.map_err(|_| Error::Stopped)
+    }
+
+    /// The engine's answer to a read it can give at once ([`Engine::read_now`]): the
+    /// index has reached the caller's position and the record is cached. The lock is
+    /// the one the engine's task holds while it handles an input, so the answer is
+    /// the one the task would give; no channel, task switch or wakeup.
+    pub(crate) fn read_now(&self, context: &Context, request: &Request) -> Option<(Result<Reply>, LogId, MetalogPosition)> {
+        if self.calls.is_closed() {
+            return None;
+        }
+        // A poisoned lock means the task panicked; the channel then says Stopped.
+        self.engine.lock().ok()?.read_now(context, request)
+    }
+}
+
 /// Handles to a running engine.
 pub struct EngineHandle {
-    pub calls: mpsc::Sender<EngineCall>,
+    pub link: EngineLink,
     pub status: watch::Receiver<EngineStatus>,
     pub task: JoinHandle<()>,
 }
@@ -337,16 +370,18 @@ pub fn spawn_engine(
     inbox: mpsc::Receiver<(NodeId, Message)>,
 ) -> EngineHandle {
     let incarnation = new_incarnation();
-    let node = Engine::new(id, controllers, incarnation, cfg);
+    let engine = Arc::new(Mutex::new(Engine::new(id, controllers, incarnation, cfg)));
     let (calls, calls_rx) = mpsc::channel(driver.requests_queue_max);
     let (status_tx, status) = watch::channel(EngineStatus::default());
     info!(%id, incarnation, "engine started");
-    let task = spawn_node("engine", id, run_engine(node, driver, transport, inbox, calls_rx, status_tx));
-    EngineHandle { calls, status, task }
+    let task = spawn_node("engine", id, run_engine(engine.clone(), driver, transport, inbox, calls_rx, status_tx));
+    EngineHandle { link: EngineLink { calls, engine }, status, task }
 }
 
+/// The engine's task. It holds the engine's lock while it hands the engine an input
+/// and takes its actions, never across an await.
 async fn run_engine(
-    mut node: Engine,
+    engine: Arc<Mutex<Engine>>,
     driver: EngineDriverConfig,
     transport: Transport,
     mut inbox: mpsc::Receiver<(NodeId, Message)>,
@@ -358,39 +393,66 @@ async fn run_engine(
     let mut next_op: OpId = 1;
     let delay = Duration::from_millis(driver.metalog_delay_ms);
     let mut delayed: std::collections::VecDeque<(tokio::time::Instant, NodeId, Message)> = Default::default();
+    /// One input for the engine, taken while the lock is not held.
+    enum Input {
+        Messages(Vec<(NodeId, Message)>),
+        Submit(OpId, EngineCall),
+        Tick,
+    }
     loop {
         let next_due = delayed.front().map(|d| d.0);
-        tokio::select! {
+        let input = tokio::select! {
             m = inbox.recv() => match m {
                 Some((from, msg @ (Message::MetalogPush { .. } | Message::MetalogEntries { .. }))) if !delay.is_zero() => {
                     delayed.push_back((tokio::time::Instant::now() + delay, from, msg));
+                    continue;
                 }
-                Some((from, msg)) => node.on_message(now_us(), from, msg),
+                Some(m) => Input::Messages(vec![m]),
                 None => return,
             },
             _ = tokio::time::sleep_until(next_due.unwrap_or_else(tokio::time::Instant::now)), if next_due.is_some() => {
+                let mut due = Vec::new();
                 while delayed.front().is_some_and(|d| d.0 <= tokio::time::Instant::now()) {
                     let (_, from, msg) = delayed.pop_front().expect("a due message");
-                    node.on_message(now_us(), from, msg);
+                    due.push((from, msg));
                 }
+                Input::Messages(due)
             }
             c = calls.recv() => match c {
+                Some(call) if ops.len() >= driver.ops_inflight_max => {
+                    let e = Error::Unavailable(format!("{} requests in flight", ops.len()));
+                    let _ = call.reply.send((Err(e), LogId(0), MetalogPosition::ZERO));
+                    continue;
+                }
                 Some(call) => {
-                    if ops.len() >= driver.ops_inflight_max {
-                        let e = Error::Unavailable(format!("{} requests in flight", ops.len()));
-                        let _ = call.reply.send((Err(e), LogId(0), MetalogPosition::ZERO));
-                    } else {
-                        let op = next_op;
-                        next_op += 1;
-                        ops.insert(op, call.reply);
-                        node.submit(now_us(), op, &call.context, call.request);
-                    }
+                    next_op += 1;
+                    Input::Submit(next_op - 1, call)
                 }
                 None => return,
             },
-            _ = tick.tick() => node.on_tick(now_us()),
-        }
-        for action in node.take_actions() {
+            _ = tick.tick() => Input::Tick,
+        };
+        let actions = {
+            let mut node = engine.lock().expect("only the engine's task panics under its lock");
+            match input {
+                Input::Messages(msgs) => msgs.into_iter().for_each(|(from, msg)| node.on_message(now_us(), from, msg)),
+                Input::Submit(op, call) => {
+                    ops.insert(op, call.reply);
+                    node.submit(now_us(), op, &call.context, call.request);
+                }
+                Input::Tick => node.on_tick(now_us()),
+            }
+            let (n_logs, engines) = (node.n_logs(), node.engines());
+            status.send_if_modified(|s| {
+                let changed = s.n_logs != n_logs || s.engines.as_slice() != engines;
+                if changed {
+                    *s = EngineStatus { n_logs, engines: engines.to_vec() };
+                }
+                changed
+            });
+            node.take_actions()
+        };
+        for action in actions {
             match action {
                 EngineAction::Send(to, msg) => transport.send(to, msg),
                 EngineAction::Complete { op, result, log, position } => {
@@ -402,14 +464,6 @@ async fn run_engine(
                 EngineAction::Assigned { .. } | EngineAction::Indexed { .. } => {}
             }
         }
-        let (n_logs, engines) = (node.n_logs(), node.engines());
-        status.send_if_modified(|s| {
-            let changed = s.n_logs != n_logs || s.engines.as_slice() != engines;
-            if changed {
-                *s = EngineStatus { n_logs, engines: engines.to_vec() };
-            }
-            changed
-        });
     }
 }
 

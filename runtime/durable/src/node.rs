@@ -428,12 +428,9 @@ pub(crate) async fn version_value(
     key: &[u8],
     version: u64,
 ) -> Result<Value, Abort> {
-    match store.get_at(st, key, version).await? {
-        Some((v, value)) if v == version => Ok(value),
-        other => Err(Abort::internal(format!(
-            "version {version} of {table:?}/{key:?} is missing from the store (found {:?})",
-            other.map(|(v, _)| v)
-        ))),
+    match store.get_version(st, key, version).await? {
+        Some(value) => Ok(value),
+        None => Err(Abort::internal(format!("version {version} of {table:?}/{key:?} is missing from the store"))),
     }
 }
 

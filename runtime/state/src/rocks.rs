@@ -123,6 +123,14 @@ impl StateStore for RocksStateStore {
         })
     }
 
+    fn get_version<'a>(&'a self, table: &'a str, key: &'a [u8], version: u64) -> StateFuture<'a, Option<Value>> {
+        let k = version_key(&object_key(table, key), version);
+        self.run(table, move |inner| match inner.db.get_pinned_cf(inner.cf(CF_VERSIONS), &k).map_err(backend)? {
+            Some(raw) => Ok(Some(decode_value(&raw)?)),
+            None => Ok(None),
+        })
+    }
+
     fn delete_version<'a>(&'a self, table: &'a str, key: &'a [u8], version: u64) -> StateFuture<'a, bool> {
         let k = version_key(&object_key(table, key), version);
         self.run(table, move |inner| {

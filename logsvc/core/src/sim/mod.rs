@@ -179,6 +179,8 @@ pub struct SimStats {
     pub appends_acked: u64,
     pub cond_conflicts: u64,
     pub reads: u64,
+    /// Of `reads`, those the engine answered in place (`Engine::read_now`).
+    pub reads_in_place: u64,
     pub trims: u64,
     /// Aux data accepted (on a live record of the caller's book) and refused.
     pub aux_accepted: u64,
@@ -1044,8 +1046,18 @@ impl Sim {
         self.clients[ci as usize].op = Some((op, request.clone(), context.clone()));
         self.op_started.insert(op, self.now);
         let now = self.now;
+        // Half the reads try the engine's in-place answer first, as a driver's client
+        // does: it must be the answer the submitted read would get.
+        let in_place = matches!(request, Request::ReadNext { .. } | Request::ReadPrev { .. }) && self.rng.chance(0.5);
         match self.slots.get_mut(&engine).and_then(|s| s.node.as_mut()) {
-            Some(Node::Engine(e)) => e.submit(now, op, &context, request),
+            Some(Node::Engine(e)) => match in_place.then(|| e.read_now(&context, &request)).flatten() {
+                Some((result, log, position)) => {
+                    self.stats.reads_in_place += 1;
+                    self.on_complete(engine, op, result, log, position);
+                    return;
+                }
+                None => e.submit(now, op, &context, request),
+            },
             _ => {
                 // The engine is down: try again later.
                 self.clients[ci as usize].op = None;

@@ -82,7 +82,10 @@ pub async fn get_at_boundaries(store: &dyn StateStore) {
         (u64::MAX, Some((u64::MAX, val(&format!("v{}", u64::MAX))))),
     ];
     for (at, expect) in cases {
-        check_at(store, t, b"k", at, expect).await;
+        check_at(store, t, b"k", at, expect.clone()).await;
+        // Exactly that version, or nothing.
+        let exact = expect.and_then(|(v, value)| (v == at).then_some(value));
+        assert_eq!(store.get_version(t, b"k", at).await.unwrap(), exact, "{t}: get_version({at})");
     }
     store.put_version(t, b"only_later", 7, val("x")).await.unwrap();
     check_at(store, t, b"only_later", 6, None).await;
@@ -96,6 +99,7 @@ pub async fn tombstones(store: &dyn StateStore) {
     check_at(store, t, b"k", 1, Some((1, val("a")))).await;
     check_at(store, t, b"k", 2, Some((2, None))).await;
     check_at(store, t, b"k", 3, Some((3, val("b")))).await;
+    assert_eq!(store.get_version(t, b"k", 2).await.unwrap(), Some(None), "{t}: a tombstone is a stored version");
     assert!(store.put_if_newer(t, b"k", v(1, 0), None).await.unwrap(), "{t}");
     check_latest(store, t, b"k", Some((v(1, 0), None))).await;
     // An empty value is a value, not a tombstone.

@@ -87,6 +87,16 @@ pub trait StateStore: Send + Sync {
     /// The newest version `<= at` of `(table, key)` and its value, if there is one.
     fn get_at<'a>(&'a self, table: &'a str, key: &'a [u8], at: u64) -> StateFuture<'a, Option<(u64, Value)>>;
 
+    /// Exactly `version` of `(table, key)`, if it is stored: what a read-optimized read
+    /// asks for, since the write log names the version. By default `get_at(version)`,
+    /// checked; a backend with a cheaper point lookup overrides it.
+    fn get_version<'a>(&'a self, table: &'a str, key: &'a [u8], version: u64) -> StateFuture<'a, Option<Value>> {
+        Box::pin(async move {
+            let found = self.get_at(table, key, version).await?;
+            Ok(found.and_then(|(v, value)| (v == version).then_some(value)))
+        })
+    }
+
     /// Deletes `version` of `(table, key)`; says whether it was there.
     fn delete_version<'a>(&'a self, table: &'a str, key: &'a [u8], version: u64) -> StateFuture<'a, bool>;
 
@@ -123,6 +133,10 @@ impl<S: StateStore + ?Sized> StateStore for std::sync::Arc<S> {
 
     fn get_at<'a>(&'a self, table: &'a str, key: &'a [u8], at: u64) -> StateFuture<'a, Option<(u64, Value)>> {
         (**self).get_at(table, key, at)
+    }
+
+    fn get_version<'a>(&'a self, table: &'a str, key: &'a [u8], version: u64) -> StateFuture<'a, Option<Value>> {
+        (**self).get_version(table, key, version)
     }
 
     fn delete_version<'a>(&'a self, table: &'a str, key: &'a [u8], version: u64) -> StateFuture<'a, bool> {

@@ -1,0 +1,45 @@
+//! Times host calls from inside a guest, for the benches: what one call costs a
+//! function, without HTTP or instantiation around it.
+//!
+//! Input `read-next N`: appends one 1 KiB record to the book under the tag `probe`,
+//! then reads it back with `log::read_next` N times (after it is cached, so each read
+//! is a cache hit), timing every call on the guest's monotonic clock. The output is
+//! `p50_ns p99_ns mean_ns` of those calls.
+
+use std::time::Instant;
+
+use tally_sdk::{log, Tag};
+
+const PROBE: Tag = Tag::named("probe");
+
+fn handle(input: Vec<u8>) -> Result<Vec<u8>, String> {
+    let input = std::str::from_utf8(&input).map_err(|_| "the input is not UTF-8")?;
+    let words: Vec<&str> = input.split_whitespace().collect();
+    match words[..] {
+        ["read-next", n] => {
+            let n: usize = n.parse().map_err(|_| format!("the count {n:?} is not a number"))?;
+            read_next(n.clamp(1, 1_000_000))
+        }
+        _ => Err(format!("expected `read-next N`, found {input:?}")),
+    }
+}
+
+tally_sdk::handler!(handle);
+
+fn read_next(n: usize) -> Result<Vec<u8>, String> {
+    let seqnum = log::append(&[PROBE], [b'p'; 1024]).map_err(|e| e.to_string())?;
+    let mut times = Vec::with_capacity(n);
+    for _ in 0..n {
+        let started = Instant::now();
+        let record = log::read_next(PROBE, seqnum).map_err(|e| e.to_string())?;
+        times.push(started.elapsed().as_nanos() as u64);
+        match record {
+            Some(r) if r.seqnum == seqnum && r.data.len() == 1024 => {}
+            other => return Err(format!("read back {:?} instead of the probe record", other.map(|r| r.seqnum))),
+        }
+    }
+    let mean = times.iter().sum::<u64>() / n as u64;
+    times.sort_unstable();
+    let at = |p: usize| times[(n * p / 100).min(n - 1)];
+    Ok(format!("{} {} {mean}", at(50), at(99)).into_bytes())
+}
