@@ -32,7 +32,7 @@ use std::sync::Arc;
 use crate::config::{Configuration, LogTermConfig, SealedTail, ShardConfig, TermConfig};
 use crate::error::{Error, Result};
 use crate::message::{Message, MetalogEntry};
-use crate::types::{LogId, Micros, NodeId, ShardId, Term};
+use crate::types::{LogId, Micros, NextTick, NodeId, ShardId, Term};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Role {
@@ -309,16 +309,26 @@ impl Controller {
         }
     }
 
-    pub fn on_tick(&mut self, now: Micros) {
+    pub fn on_tick(&mut self, now: Micros) -> NextTick {
+        let mut next = NextTick::after(now);
+        // A member heard from falls silent: liveness changes without an input.
+        for m in self.members.values() {
+            if let Some(expiry) = m.last_seen.map(|t| t + self.cfg.failure_timeout_us).filter(|&t| t > now) {
+                next.at(expiry);
+            }
+        }
         let started = *self.started_at.get_or_insert(now);
         // At a start (of a new cluster or of a restarted controller) the nodes get a
         // moment to be heard from, so the term installed next has them all.
         let waited = self.members.values().all(|m| m.last_seen.is_some()) || now >= started + self.cfg.startup_grace_us;
+        if !waited {
+            next.at(started + self.cfg.startup_grace_us);
+        }
         let Some(config) = self.config.clone() else {
             if waited {
                 self.install(now, None);
             }
-            return;
+            return self.resend_due(next);
         };
         // A stored configuration may have more logs than this controller was told.
         self.cfg.n_logs = self.cfg.n_logs.max(config.n_logs);
@@ -326,7 +336,7 @@ impl Controller {
             if waited {
                 self.start_seal(now, config.current().term);
             }
-            return;
+            return self.resend_due(next);
         }
         if let Some(s) = &self.sealing {
             if now >= s.sent_at + self.cfg.resend_us {
@@ -335,7 +345,7 @@ impl Controller {
                 // form the next term: try again.
                 self.try_finish_seal(now);
             }
-            return;
+            return self.resend_due(next);
         }
         if now >= self.config_sent_at + self.cfg.resend_us {
             self.config_sent_at = now;
@@ -349,6 +359,17 @@ impl Controller {
         if self.needs_new_term(now, config.current()) {
             self.start_seal(now, config.current().term);
         }
+        self.resend_due(next)
+    }
+
+    /// `next`, or sooner if seals or a configuration are still to be resent.
+    fn resend_due(&self, mut next: NextTick) -> NextTick {
+        if let Some(s) = &self.sealing {
+            next.at(s.sent_at + self.cfg.resend_us);
+        } else if self.config.is_some() && self.members.keys().any(|n| !self.acked.contains(n)) {
+            next.at(self.config_sent_at + self.cfg.resend_us);
+        }
+        next
     }
 
     fn needs_new_term(&self, now: Micros, t: &TermConfig) -> bool {

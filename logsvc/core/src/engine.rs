@@ -63,7 +63,9 @@ use crate::error::Error;
 use crate::follower::{Follower, FollowerConfig};
 use crate::index::{BookState, Found, Index, Placement};
 use crate::message::{LogRecord, Message, MetalogEntry, Record, RecordMeta, Reply, Request, StoredRead, TrimCommand};
-use crate::types::{book_to_log, BookId, LocalId, Location, LogId, MetalogPosition, Micros, NodeId, SeqNum, ShardId, Tag, Term};
+use crate::types::{
+    book_to_log, BookId, LocalId, Location, LogId, MetalogPosition, Micros, NextTick, NodeId, SeqNum, ShardId, Tag, Term,
+};
 
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
@@ -557,7 +559,8 @@ impl Engine {
         self.send(current.log(log).primary(), Message::TrimRequest { term: current.term, log, command });
     }
 
-    pub fn on_tick(&mut self, now: Micros) {
+    pub fn on_tick(&mut self, now: Micros) -> NextTick {
+        let mut next = NextTick::after(now);
         if self.last_heartbeat.is_none_or(|t| now >= t + self.cfg.heartbeat_interval_us) {
             self.last_heartbeat = Some(now);
             let term = self.config.as_ref().map_or(Term(0), |c| c.current().term);
@@ -565,9 +568,10 @@ impl Engine {
                 self.send(c, Message::Heartbeat { incarnation: self.incarnation, term });
             }
         }
-        let Some(config) = self.config.clone() else { return };
+        next.at(now + self.cfg.heartbeat_interval_us);
+        let Some(config) = self.config.clone() else { return next };
         let mut fetches = Vec::new();
-        self.follower.on_tick(now, &config, &mut fetches);
+        self.follower.on_tick(now, &config, &mut fetches, &mut next);
         for (to, m) in fetches {
             self.send(to, m);
         }
@@ -582,6 +586,7 @@ impl Engine {
                         p.sent_at = now;
                         batch.push((id, p.record.clone()));
                     }
+                    next.at(p.sent_at + retransmit);
                 }
                 if !batch.is_empty() {
                     resend.push((s.shard, s.replicas.clone(), batch));
@@ -623,6 +628,23 @@ impl Engine {
             self.send_forward(now, req);
         }
         self.expire(now);
+        // When the retries just made (or not yet due) fall due again.
+        self.meta_fetches.values().for_each(|f| next.at(f.sent_at + retry));
+        self.record_fetches.values().for_each(|f| next.at(f.sent_at + retry));
+        self.trims.values().for_each(|t| next.at(t.sent_at + retransmit));
+        for l in &self.logs {
+            if let Some(i) = &l.import {
+                next.at(i.sent_at.map_or(now, |t| t + retransmit));
+            }
+        }
+        self.forwards
+            .values()
+            .filter(|f| matches!(f.request, Request::ReadNext { .. } | Request::ReadPrev { .. }))
+            .for_each(|f| next.at(f.sent_at + retransmit));
+        if let Some((&(deadline, _), _)) = self.deadlines.first_key_value() {
+            next.at(deadline);
+        }
+        next
     }
 
     fn expire(&mut self, now: Micros) {

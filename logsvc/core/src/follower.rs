@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 use crate::config::Configuration;
 use crate::message::{Message, MetalogEntry};
-use crate::types::{LogId, MetalogPosition, Micros, NodeId, Term};
+use crate::types::{LogId, MetalogPosition, Micros, NextTick, NodeId, Term};
 
 #[derive(Clone, Debug)]
 pub struct FollowerConfig {
@@ -131,15 +131,20 @@ impl Follower {
     }
 
     /// Fetch requests for logs that are known to be behind and have stalled.
-    pub fn on_tick(&mut self, now: Micros, config: &Configuration, out: &mut Vec<(NodeId, Message)>) {
+    pub fn on_tick(&mut self, now: Micros, config: &Configuration, out: &mut Vec<(NodeId, Message)>, next: &mut NextTick) {
         for (i, l) in self.logs.iter_mut().enumerate() {
             let log = LogId(i as u8);
             let Some(term) = config.term(Term(l.next.term)) else { continue };
             let behind = l.known_len > l.next.index || term.sealed.as_ref().is_some_and(|t| t[i].len > l.next.index);
-            if !behind || now < l.last_fetch + self.cfg.fetch_retry_us {
+            if !behind {
+                continue;
+            }
+            if now < l.last_fetch + self.cfg.fetch_retry_us {
+                next.at(l.last_fetch + self.cfg.fetch_retry_us);
                 continue;
             }
             l.last_fetch = now;
+            next.at(now + self.cfg.fetch_retry_us);
             let sequencers = &term.log(log).sequencers;
             let to = sequencers[l.fetch_turn % sequencers.len()];
             l.fetch_turn += 1;

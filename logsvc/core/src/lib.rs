@@ -39,7 +39,10 @@ pub use store::{
     ControllerStore, MemControllerStore, MemMetalogStore, MemStore, MetalogStore, MetalogWrite, RecordStore, RecoveredRecord,
     StoredData,
 };
-pub use types::{book_to_log, BookId, LocalId, Location, LogId, MetalogPosition, Micros, NodeId, SeqNum, ShardId, Tag, Term};
+pub use types::{
+    book_to_log, BookId, LocalId, Location, LogId, MetalogPosition, Micros, NextTick, NodeId, SeqNum, ShardId, Tag, Term,
+    TICK_MAX_US,
+};
 
 #[cfg(any(test, feature = "testing"))]
 pub use store::conformance;

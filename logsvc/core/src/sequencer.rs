@@ -35,7 +35,7 @@ use std::sync::Arc;
 use crate::config::{Configuration, LogTermConfig};
 use crate::message::{Message, MetalogEntry, TrimCommand};
 use crate::store::MetalogWrite;
-use crate::types::{LocalId, LogId, Micros, NodeId, SeqNum, Term};
+use crate::types::{LocalId, LogId, Micros, NextTick, NodeId, SeqNum, Term};
 
 #[derive(Clone, Debug)]
 pub struct SequencerConfig {
@@ -88,6 +88,10 @@ struct Primary {
     inflight: Option<Inflight>,
     trims: Vec<TrimCommand>,
     last_push: Micros,
+    /// An entry committed since the last tail push: the next one comes
+    /// `tail_interval_us` after the last (the push of the entry itself may have been
+    /// lost); with no news, with the next heartbeat, so an idle log costs few messages.
+    tail_news: bool,
     stopped: bool,
 }
 
@@ -196,21 +200,26 @@ impl Sequencer {
         t.logs.get(log.0 as usize)
     }
 
-    pub fn on_tick(&mut self, now: Micros) {
-        if self.last_heartbeat.is_none_or(|t| now >= t + self.cfg.heartbeat_interval_us) {
+    pub fn on_tick(&mut self, now: Micros) -> NextTick {
+        let mut next = NextTick::after(now);
+        let heartbeat = self.last_heartbeat.is_none_or(|t| now >= t + self.cfg.heartbeat_interval_us);
+        if heartbeat {
             self.last_heartbeat = Some(now);
             let term = self.config.as_ref().map_or(Term(0), |c| c.current().term);
             for c in self.controllers.clone() {
                 self.send(c, Message::Heartbeat { incarnation: self.incarnation, term });
             }
         }
+        next.at(self.last_heartbeat.map_or(now, |t| t + self.cfg.heartbeat_interval_us));
         let keys: Vec<(Term, LogId)> = self.logs.iter().filter(|(_, m)| m.primary.is_some()).map(|(k, _)| *k).collect();
         for (term, log) in keys {
-            self.primary_tick(now, term, log);
+            self.primary_tick(now, term, log, heartbeat, &mut next);
         }
+        next
     }
 
-    fn primary_tick(&mut self, now: Micros, term: Term, log: LogId) {
+    /// `heartbeat`: this tick sent one, and takes a tail push without news along.
+    fn primary_tick(&mut self, now: Micros, term: Term, log: LogId, heartbeat: bool, next: &mut NextTick) {
         let Some(lc) = self.log_config(term, log).cloned() else { return };
         let m = self.logs.get_mut(&(term, log)).expect("metalog exists");
         let Some(p) = m.primary.as_mut() else { return };
@@ -226,8 +235,9 @@ impl Sequencer {
                     }
                 }
             }
-        } else if now >= p.last_push + self.cfg.tail_interval_us {
+        } else if if p.tail_news { now >= p.last_push + self.cfg.tail_interval_us } else { heartbeat } {
             p.last_push = now;
+            p.tail_news = false;
             tail = Some(m.committed_len);
         }
         let committed_len = m.committed_len;
@@ -241,6 +251,14 @@ impl Sequencer {
             }
         }
         self.try_issue(now, term, log);
+        // The entry in flight (maybe just issued) is resent, or else the tail pushed.
+        if let Some(p) = self.logs.get(&(term, log)).and_then(|m| m.primary.as_ref()) {
+            match &p.inflight {
+                Some(inf) => next.at(inf.sent_at + self.cfg.entry_retry_us),
+                None if p.tail_news => next.at(p.last_push + self.cfg.tail_interval_us),
+                None => {} // with the next heartbeat
+            }
+        }
     }
 
     fn subscribers(&self, term: Term) -> Vec<NodeId> {
@@ -344,6 +362,7 @@ impl Sequencer {
                     inflight: None,
                     trims: Vec::new(),
                     last_push: now,
+                    tail_news: true,
                     stopped: false,
                 });
             }
@@ -423,6 +442,7 @@ impl Sequencer {
         let len = inf.len;
         p.inflight = None;
         p.last_push = now;
+        p.tail_news = true;
         let newly: Vec<MetalogEntry> = m.entries[m.committed_len as usize..len as usize].to_vec();
         m.committed_len = len;
         for e in newly {
@@ -602,6 +622,31 @@ mod tests {
         assert!(!actions.iter().any(|a| matches!(a, SequencerAction::Committed(_))));
         s.on_message(0, NodeId(2), Message::EntryAck { term: Term(1), log: LogId(0), len: 1 });
         assert!(s.take_actions().iter().any(|a| matches!(a, SequencerAction::Committed(_))));
+    }
+
+    #[test]
+    fn an_idle_primary_ticks_only_for_its_heartbeat_and_pushes_its_tail_with_it() {
+        let cfg = SequencerConfig::default();
+        let (hb, tail) = (cfg.heartbeat_interval_us, cfg.tail_interval_us);
+        let mut s = Sequencer::recover(ME, vec![NodeId(0)], 1, cfg, vec![]);
+        s.on_message(0, NodeId(0), config(vec![term(1, None)]));
+        s.take_actions();
+        let tails = |actions: Vec<SequencerAction>| {
+            actions.iter().filter(|a| matches!(a, SequencerAction::Send(_, Message::MetalogTail { .. }))).count()
+        };
+        // An entry committed at 0: its tail goes again `tail` later, in case the push
+        // of the entry was lost.
+        s.on_message(0, STORAGE, Message::Progress { term: Term(1), log: LogId(0), stored: vec![(0, 2)] });
+        s.take_actions();
+        assert_eq!(s.on_tick(1).due(), tail, "a heartbeat at 1, and the tail due at {tail}");
+        s.take_actions();
+        assert_eq!(s.on_tick(tail).due(), 1 + hb, "after the tail push, only the heartbeat is due");
+        assert_eq!(tails(s.take_actions()), 2, "to the engine and the storage node");
+        // With no news, the tail rides along with the heartbeat, and nothing else wakes it.
+        assert_eq!(s.on_tick(1 + hb).due(), 1 + 2 * hb);
+        assert_eq!(tails(s.take_actions()), 2);
+        assert_eq!(s.on_tick(1 + hb + tail).due(), 1 + 2 * hb, "an early tick changes nothing");
+        assert_eq!(tails(s.take_actions()), 0);
     }
 
     #[test]

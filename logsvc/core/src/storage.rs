@@ -26,7 +26,7 @@ use crate::follower::{Follower, FollowerConfig};
 use crate::index::Index;
 use crate::message::{Message, MetalogEntry, Record, RecordMeta, StoredRead};
 use crate::store::{RecoveredRecord, StoredData};
-use crate::types::{LocalId, Location, LogId, Micros, NodeId, SeqNum, ShardId, Term};
+use crate::types::{LocalId, Location, LogId, Micros, NextTick, NodeId, SeqNum, ShardId, Term};
 
 #[derive(Clone, Debug)]
 pub struct StorageConfig {
@@ -133,6 +133,10 @@ pub struct StorageNode {
     unsynced_bytes: usize,
     next_batch: u64,
     last_progress: Micros,
+    /// Records became durable, or the configuration changed, since the last periodic
+    /// progress report: the next one comes `progress_interval_us` after the last (in
+    /// case the report sent at once was lost); otherwise with the next heartbeat.
+    progress_news: bool,
     last_heartbeat: Option<Micros>,
     out: Vec<StorageAction>,
 }
@@ -161,6 +165,7 @@ impl StorageNode {
             unsynced_bytes: 0,
             next_batch: 0,
             last_progress: 0,
+            progress_news: true,
             last_heartbeat: None,
             out: Vec::new(),
         }
@@ -178,27 +183,38 @@ impl StorageNode {
         self.out.push(StorageAction::Send(to, msg));
     }
 
-    pub fn on_tick(&mut self, now: Micros) {
-        if self.last_heartbeat.is_none_or(|t| now >= t + self.cfg.heartbeat_interval_us) {
+    pub fn on_tick(&mut self, now: Micros) -> NextTick {
+        let mut next = NextTick::after(now);
+        let heartbeat = self.last_heartbeat.is_none_or(|t| now >= t + self.cfg.heartbeat_interval_us);
+        if heartbeat {
             self.last_heartbeat = Some(now);
             let term = self.config.as_ref().map_or(Term(0), |c| c.current().term);
             for c in self.controllers.clone() {
                 self.send(c, Message::Heartbeat { incarnation: self.incarnation, term });
             }
         }
-        let Some(config) = self.config.clone() else { return };
-        if now >= self.last_progress + self.cfg.progress_interval_us {
+        next.at(self.last_heartbeat.map_or(now, |t| t + self.cfg.heartbeat_interval_us));
+        let Some(config) = self.config.clone() else { return next };
+        // With news, the report comes `progress_interval_us` after the last; without,
+        // it goes with the heartbeat (a repeat, in case a report was lost).
+        let due = if self.progress_news { now >= self.last_progress + self.cfg.progress_interval_us } else { heartbeat };
+        if due {
             self.last_progress = now;
+            self.progress_news = false;
             let term = config.current().term;
             for l in 0..config.n_logs {
                 self.report_progress(term, LogId(l));
             }
         }
+        if self.progress_news {
+            next.at(self.last_progress + self.cfg.progress_interval_us);
+        }
         let mut fetches = Vec::new();
-        self.follower.on_tick(now, &config, &mut fetches);
+        self.follower.on_tick(now, &config, &mut fetches, &mut next);
         for (to, m) in fetches {
             self.send(to, m);
         }
+        next
     }
 
     fn report_progress(&mut self, term: Term, log: LogId) {
@@ -237,6 +253,7 @@ impl StorageNode {
             }
         }
         // Report at once: the append latency waits on this message.
+        self.progress_news |= !touched.is_empty();
         for (term, log) in touched {
             self.report_progress(term, log);
         }
@@ -269,6 +286,7 @@ impl StorageNode {
     fn on_config(&mut self, config: Arc<Configuration>) {
         let newer = self.config.as_ref().is_none_or(|c| c.current().term < config.current().term);
         if newer {
+            self.progress_news = true;
             self.config = Some(config.clone());
             self.follower.on_config(&config);
             while self.liveness.len() < config.n_logs as usize {

@@ -188,6 +188,35 @@ pub fn book_to_log(book: BookId, n_logs: u8) -> LogId {
 /// Time in microseconds. The simulator's clock or the driver's monotonic clock.
 pub type Micros = u64;
 
+/// The longest a state machine goes without a tick: what `NextTick` says when no timer
+/// is due sooner.
+pub const TICK_MAX_US: Micros = 1_000_000;
+
+/// When a state machine's `on_tick` must run again: the earliest time one of its timers
+/// falls due, and at most [`TICK_MAX_US`] away. Every `on_tick` returns one, built while
+/// it checks its timers, so that a driver with no input sleeps until then instead of
+/// ticking on a fixed period. Ticking earlier is always allowed, and needed after an
+/// input, which may have started a timer (drivers tick soon after inputs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NextTick(Micros);
+
+impl NextTick {
+    /// No timer due before `now + TICK_MAX_US` yet.
+    pub fn after(now: Micros) -> NextTick {
+        NextTick(now.saturating_add(TICK_MAX_US))
+    }
+
+    /// A timer falls due at `at`.
+    pub fn at(&mut self, at: Micros) {
+        self.0 = self.0.min(at);
+    }
+
+    /// When to tick next.
+    pub fn due(self) -> Micros {
+        self.0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

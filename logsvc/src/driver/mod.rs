@@ -1,15 +1,16 @@
 //! Drivers: the IO-free protocol roles run over real IO.
 //!
 //! One tokio task per node, named `tally-<role>-<id>`, owns the node's state machine and
-//! is the only code that calls it. The task waits on the node's [`Transport`] inbox, a
-//! 1 ms ticker and the role's own channels (write completions of a storage node, client
+//! is the only code that calls it. The task waits on the node's [`Transport`] inbox, its
+//! next tick and the role's own channels (write completions of a storage node, client
 //! requests of an engine); after every input it performs the state machine's actions in
 //! the order they were produced, exactly as the simulator does, but over QUIC and
-//! RocksDB instead of simulated links and disks.
+//! RocksDB instead of simulated links and disks. Ticks follow the machine's timers
+//! ([`NextTick`]) and its inputs, not a fixed period, so an idle node sleeps.
 //!
 //! ```text
 //!   inbox (QUIC) ──┐                       ┌─> Transport::send
-//!   ticker 1 ms ───┼─> state machine ──────┼─> RocksMetalogStore::persist (awaited: durable first)
+//!   next tick   ───┼─> state machine ──────┼─> RocksMetalogStore::persist (awaited: durable first)
 //!   role channel ──┘   take_actions()      ├─> ControllerStore::persist (awaited: durable first)
 //!                                          ├─> GroupCommit::submit ──callback──> role channel
 //!                                          └─> spawn_blocking(read/reclaim/discard)
@@ -30,19 +31,18 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tally_log_core::{
     read_reply, Configuration, Context, Controller, ControllerAction, ControllerConfig, Engine, EngineAction, EngineConfig,
-    Error, LogId, Message, MetalogPosition, Micros, NodeId, OpId, Reply, Request, Result, Role, Sequencer, SequencerAction,
-    SequencerConfig, StorageAction, StorageConfig, StorageNode,
+    Error, LogId, Message, MetalogPosition, Micros, NextTick, NodeId, OpId, Reply, Request, Result, Role, Sequencer,
+    SequencerAction, SequencerConfig, StorageAction, StorageConfig, StorageNode,
 };
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
-use tokio::time::MissedTickBehavior;
 use tracing::{debug, error, info, warn, Instrument};
 
 use crate::net::Transport;
 use crate::store::{ControllerStore, GroupCommit, GroupCommitConfig, MetalogStore, RecordStore, RocksMetalogStore, RocksStore};
 
-/// The period of every node's ticker. State machines keep their own, longer timers;
-/// the tick only gives them the chance to act.
+/// How soon a node ticks after an input, and the shortest time between two ticks.
+/// State machines keep their own, longer timers; a tick gives them the chance to act.
 const TICK: Duration = Duration::from_millis(1);
 
 /// Write completions a storage node may have waiting before the group commit thread
@@ -77,10 +77,41 @@ async fn durably(what: &'static str, persist: impl FnOnce() -> Result<()> + Send
     tokio::task::spawn_blocking(persist).await.map_err(|e| Error::Storage(format!("{what} task failed: {e}")))?
 }
 
-fn ticker() -> tokio::time::Interval {
-    let mut t = tokio::time::interval(TICK);
-    t.set_missed_tick_behavior(MissedTickBehavior::Skip);
-    t
+/// When a node's task next ticks its state machine: right after an input (which may
+/// have started a timer), or within [`TICK`] of it if the last tick was less than
+/// that ago; otherwise when the machine's last [`NextTick`] said. A busy node ticks
+/// every millisecond; an idle one wakes only for its timers (a heartbeat, every 100 ms
+/// by default) and its inputs, never on a fixed period.
+struct Ticks {
+    sleep: std::pin::Pin<Box<tokio::time::Sleep>>,
+    last: tokio::time::Instant,
+}
+
+impl Ticks {
+    fn new() -> Ticks {
+        let now = tokio::time::Instant::now();
+        Ticks { sleep: Box::pin(tokio::time::sleep_until(now)), last: now }
+    }
+
+    /// An input arrived; true if the machine should tick now, with it.
+    #[must_use]
+    fn input(&mut self) -> bool {
+        let soon = self.last + TICK;
+        if tokio::time::Instant::now() >= soon {
+            return true;
+        }
+        if self.sleep.deadline() > soon {
+            self.sleep.as_mut().reset(soon);
+        }
+        false
+    }
+
+    /// The machine ticked and said when it needs the next one.
+    fn ticked(&mut self, next: NextTick) {
+        self.last = tokio::time::Instant::now();
+        let wait = Duration::from_micros(next.due().saturating_sub(now_us())).max(TICK);
+        self.sleep.as_mut().reset(self.last + wait);
+    }
 }
 
 fn task_name(role: &str, id: NodeId) -> String {
@@ -131,14 +162,19 @@ async fn run_sequencer(
     transport: Transport,
     mut inbox: mpsc::Receiver<(NodeId, Message)>,
 ) -> Result<()> {
-    let mut tick = ticker();
+    let mut ticks = Ticks::new();
     loop {
         tokio::select! {
             m = inbox.recv() => match m {
-                Some((from, msg)) => node.on_message(now_us(), from, msg),
+                Some((from, msg)) => {
+                    node.on_message(now_us(), from, msg);
+                    if ticks.input() {
+                        ticks.ticked(node.on_tick(now_us()));
+                    }
+                }
                 None => return Ok(()),
             },
-            _ = tick.tick() => node.on_tick(now_us()),
+            _ = &mut ticks.sleep => ticks.ticked(node.on_tick(now_us())),
         }
         for action in node.take_actions() {
             match action {
@@ -206,19 +242,27 @@ async fn run_storage(
     transport: Transport,
     mut inbox: mpsc::Receiver<(NodeId, Message)>,
 ) -> Result<()> {
-    let mut tick = ticker();
+    let mut ticks = Ticks::new();
     let (written_tx, mut written) = mpsc::channel::<(u64, Result<()>)>(WRITTEN_QUEUE_MAX);
     loop {
         tokio::select! {
             m = inbox.recv() => match m {
-                Some((from, msg)) => node.on_message(now_us(), from, msg),
+                Some((from, msg)) => {
+                    node.on_message(now_us(), from, msg);
+                    if ticks.input() {
+                        ticks.ticked(node.on_tick(now_us()));
+                    }
+                }
                 None => return Ok(()),
             },
             Some((batch, result)) = written.recv() => {
                 result?;
                 node.on_written(batch);
+                if ticks.input() {
+                    ticks.ticked(node.on_tick(now_us()));
+                }
             }
-            _ = tick.tick() => node.on_tick(now_us()),
+            _ = &mut ticks.sleep => ticks.ticked(node.on_tick(now_us())),
         }
         for action in node.take_actions() {
             match action {
@@ -388,7 +432,7 @@ async fn run_engine(
     mut calls: mpsc::Receiver<EngineCall>,
     status: watch::Sender<EngineStatus>,
 ) {
-    let mut tick = ticker();
+    let mut ticks = Ticks::new();
     let mut ops: HashMap<OpId, oneshot::Sender<(Result<Reply>, LogId, MetalogPosition)>> = HashMap::new();
     let mut next_op: OpId = 1;
     let delay = Duration::from_millis(driver.metalog_delay_ms);
@@ -430,9 +474,10 @@ async fn run_engine(
                 }
                 None => return,
             },
-            _ = tick.tick() => Input::Tick,
+            _ = &mut ticks.sleep => Input::Tick,
         };
         let actions = {
+            let tick = matches!(input, Input::Tick);
             let mut node = engine.lock().expect("only the engine's task panics under its lock");
             match input {
                 Input::Messages(msgs) => msgs.into_iter().for_each(|(from, msg)| node.on_message(now_us(), from, msg)),
@@ -440,7 +485,10 @@ async fn run_engine(
                     ops.insert(op, call.reply);
                     node.submit(now_us(), op, &call.context, call.request);
                 }
-                Input::Tick => node.on_tick(now_us()),
+                Input::Tick => {}
+            }
+            if tick || ticks.input() {
+                ticks.ticked(node.on_tick(now_us()));
             }
             let (n_logs, engines) = (node.n_logs(), node.engines());
             status.send_if_modified(|s| {
@@ -527,7 +575,7 @@ async fn run_controller(
     mut input: Option<watch::Receiver<ControlInput>>,
     installed: watch::Sender<Option<Arc<Configuration>>>,
 ) -> Result<()> {
-    let mut tick = ticker();
+    let mut ticks = Ticks::new();
     // `changed` marks the input seen, so its arm sets this rather than the loop
     // asking the receiver.
     let mut members_changed = true;
@@ -560,12 +608,19 @@ async fn run_controller(
         };
         tokio::select! {
             m = inbox.recv() => match m {
-                Some((from, msg)) => node.on_message(now_us(), from, msg),
+                Some((from, msg)) => {
+                    node.on_message(now_us(), from, msg);
+                    if ticks.input() {
+                        ticks.ticked(node.on_tick(now_us()));
+                    }
+                }
                 None => return Ok(()),
             },
-            _ = tick.tick() => node.on_tick(now_us()),
+            _ = &mut ticks.sleep => ticks.ticked(node.on_tick(now_us())),
             _ = member_change => {
                 members_changed = true;
+                // The top of the loop hands the change over; tick right after.
+                ticks.sleep.as_mut().reset(tokio::time::Instant::now());
                 continue;
             }
         }

@@ -318,7 +318,12 @@ fn quiet_panics() {
         }));
     });
 }
+/// How often a controller that is down ticks (to notice its restart).
 const TICK_US: Micros = 5_000;
+/// The shortest time between two ticks of a node. An input may start a timer, which
+/// only a tick fires: as the drivers do, a node ticks right after an input, or this
+/// long after its last tick if that was sooner.
+const TICK_MIN_US: Micros = 1_000;
 const DRAIN_US: Micros = 1_000_000;
 
 pub struct Sim {
@@ -351,6 +356,10 @@ pub struct Sim {
     oracle: Oracle,
     stats: SimStats,
     liveness: bool,
+    /// Each node's next tick: after an input, at once or `TICK_MIN_US` after its last
+    /// tick; after a tick, when its `NextTick` says (never on a fixed period).
+    tick_at: BTreeMap<NodeId, Micros>,
+    last_tick: BTreeMap<NodeId, Micros>,
 }
 
 impl Sim {
@@ -439,13 +448,15 @@ impl Sim {
             oracle: Oracle::new(),
             stats: SimStats::default(),
             liveness: false,
+            tick_at: BTreeMap::new(),
+            last_tick: BTreeMap::new(),
         };
         let ids: Vec<NodeId> = sim.slots.keys().copied().collect();
         for n in ids {
             sim.start(n);
         }
         for i in 0..n_controllers {
-            sim.schedule(0, Event::Tick(controller_id(i)));
+            sim.tick_by(controller_id(i), 0);
         }
         for c in 0..sim.opts.clients {
             let at = 200_000 + sim.rng.below(100_000);
@@ -461,6 +472,20 @@ impl Sim {
             sim.schedule(at, Event::AddLog);
         }
         sim
+    }
+
+    /// `n` took an input: it ticks now, or `TICK_MIN_US` after its last tick.
+    fn tick_after_input(&mut self, n: NodeId) {
+        let at = self.last_tick.get(&n).map_or(self.now, |&t| self.now.max(t + TICK_MIN_US));
+        self.tick_by(n, at);
+    }
+
+    /// Makes `n` tick at `at` at the latest.
+    fn tick_by(&mut self, n: NodeId, at: Micros) {
+        if self.tick_at.get(&n).is_none_or(|&t| at < t) {
+            self.tick_at.insert(n, at);
+            self.schedule(at - self.now, Event::Tick(n));
+        }
     }
 
     fn schedule(&mut self, delay: Micros, event: Event) {
@@ -513,7 +538,7 @@ impl Sim {
         };
         slot.node = Some(node);
         let jitter = self.rng.below(TICK_US);
-        self.schedule(jitter, Event::Tick(n));
+        self.tick_by(n, self.now + jitter);
     }
 
     /// Whether `n` may crash now: a quorum of sequencers and one storage replica per
@@ -638,6 +663,8 @@ impl Sim {
         slot.node = Some(controller.expect("a controller resumes from the configuration the cluster stored"));
         slot.revision = self.controller_store.revision;
         slot.deposed_until = None;
+        let id = slot.id;
+        self.tick_by(id, self.now);
     }
 
     fn controller_index(&self, id: NodeId) -> Option<usize> {
@@ -676,6 +703,7 @@ impl Sim {
     fn handle(&mut self, event: Event) {
         match event {
             Event::Deliver { from, to, msg } => {
+                self.tick_after_input(to);
                 if let Some(i) = self.controller_index(to) {
                     if let Some(c) = self.controllers[i].node.as_mut() {
                         c.on_message(self.now, from, msg);
@@ -693,31 +721,40 @@ impl Sim {
                 self.node_actions(to);
             }
             Event::Tick(n) => {
+                if self.tick_at.get(&n) != Some(&self.now) {
+                    return; // superseded by an earlier tick
+                }
+                self.tick_at.remove(&n);
+                let now = self.now;
+                self.last_tick.insert(n, now);
                 if let Some(i) = self.controller_index(n) {
                     // A controller's ticks go on while it is down and reach it again
                     // after its restart.
                     let slot = &mut self.controllers[i];
-                    if slot.deposed_until.is_some_and(|t| self.now >= t) {
+                    if slot.deposed_until.is_some_and(|t| now >= t) {
                         // The deposed leader notices its lease is gone.
                         slot.node = None;
                         slot.deposed_until = None;
                     }
-                    if let Some(c) = slot.node.as_mut() {
-                        c.on_tick(self.now);
-                        self.controller_actions(i);
-                    }
-                    self.schedule(TICK_US, Event::Tick(n));
+                    let next = match slot.node.as_mut() {
+                        Some(c) => {
+                            let next = c.on_tick(now).due();
+                            self.controller_actions(i);
+                            next
+                        }
+                        None => now + TICK_US,
+                    };
+                    self.tick_by(n, next.max(now + TICK_MIN_US));
                     return;
                 }
-                let now = self.now;
-                match self.slots.get_mut(&n).and_then(|s| s.node.as_mut()) {
+                let next = match self.slots.get_mut(&n).and_then(|s| s.node.as_mut()) {
                     Some(Node::Sequencer(s)) => s.on_tick(now),
                     Some(Node::Storage(s)) => s.on_tick(now),
                     Some(Node::Engine(e)) => e.on_tick(now),
-                    None => return, // a crashed node stops ticking
-                }
+                    None => return, // a crashed node stops ticking; `start` ticks it again
+                };
                 self.node_actions(n);
-                self.schedule(TICK_US, Event::Tick(n));
+                self.tick_by(n, next.due().max(now + TICK_MIN_US));
             }
             Event::DiskDone { node, incarnation, batch } => {
                 let slot = self.slots.get_mut(&node).expect("known node");
@@ -728,6 +765,7 @@ impl Sim {
                 if let Some(Node::Storage(s)) = slot.node.as_mut() {
                     s.on_written(batch);
                     self.node_actions(node);
+                    self.tick_after_input(node);
                 }
             }
             Event::ClientStep(c) => self.client_step(c),
@@ -753,6 +791,7 @@ impl Sim {
                 for c in self.controllers.iter_mut().filter_map(|c| c.node.as_mut()) {
                     c.set_n_logs(n).expect("logs are only added");
                 }
+                self.tick_controllers();
                 self.stats.logs_added += 1;
             }
             Event::Join => {
@@ -762,7 +801,15 @@ impl Sim {
                         assert!(c.add_member(n, role), "a member keeps its role");
                     }
                 }
+                self.tick_controllers();
             }
+        }
+    }
+
+    /// The controllers were told something outside a message: they tick soon.
+    fn tick_controllers(&mut self) {
+        for c in self.controller_ids() {
+            self.tick_after_input(c);
         }
     }
 
@@ -1056,7 +1103,10 @@ impl Sim {
                     self.on_complete(engine, op, result, log, position);
                     return;
                 }
-                None => e.submit(now, op, &context, request),
+                None => {
+                    e.submit(now, op, &context, request);
+                    self.tick_after_input(engine);
+                }
             },
             _ => {
                 // The engine is down: try again later.
@@ -1095,6 +1145,7 @@ impl Sim {
             let next = (leader + 1 + self.rng.below(self.controllers.len() as u64 - 1) as usize) % self.controllers.len();
             let until = self.now + self.rng.below(300_000);
             self.controllers[leader].deposed_until = Some(until);
+            self.tick_by(self.controllers[leader].id, until);
             self.leader = next;
             self.stats.failovers += 1;
             self.start_controller(next);

@@ -4,9 +4,10 @@
 //!
 //! Limits: linear memory through a resource limiter (a denied growth is remembered, so
 //! the trap that follows is reported as the memory limit); wall time through one shared
-//! ticker thread that advances the engine's epoch every [`TICK`], whose deadline
-//! callback yields to the executor each tick and traps past the deadline; time spent in
-//! host calls (waiting on the log, a child invocation) is bounded by the same deadline.
+//! ticker thread that advances the engine's epoch every [`TICK`] while an instance runs,
+//! whose deadline callback yields to the executor each tick and traps past the deadline;
+//! time spent in host calls (waiting on the log, a child invocation) is bounded by the
+//! same deadline.
 //!
 //! One file per WIT interface beside this one (`log.rs`, `invoke.rs`, `context.rs`,
 //! `state.rs`): each checks its arguments, then calls the guest's log client or the
@@ -20,7 +21,7 @@ mod state;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -122,31 +123,62 @@ impl std::fmt::Display for DeadlinePassed {
 
 impl std::error::Error for DeadlinePassed {}
 
-/// Advances the engine's epoch every [`TICK`] until dropped.
+/// Advances the engine's epoch every [`TICK`] while an instance runs, until dropped.
+/// With nothing running the thread parks, so an idle node does not wake for it.
 struct Ticker {
-    stop: Arc<AtomicBool>,
+    shared: Arc<TickerShared>,
+    thread: std::thread::Thread,
+}
+
+struct TickerShared {
+    stop: AtomicBool,
+    /// Instances running now ([`Running`] guards).
+    running: AtomicUsize,
 }
 
 impl Ticker {
     fn start(engine: Engine) -> Ticker {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        std::thread::Builder::new()
+        let shared = Arc::new(TickerShared { stop: AtomicBool::new(false), running: AtomicUsize::new(0) });
+        let theirs = shared.clone();
+        let thread = std::thread::Builder::new()
             .name("tally-epoch".into())
             .spawn(move || {
-                while !flag.load(Ordering::Relaxed) {
+                while !theirs.stop.load(Ordering::Acquire) {
+                    if theirs.running.load(Ordering::Acquire) == 0 {
+                        // An unpark between the load and here makes this return at once.
+                        std::thread::park();
+                        continue;
+                    }
                     std::thread::sleep(TICK);
                     engine.increment_epoch();
                 }
             })
             .expect("spawning the epoch ticker");
-        Ticker { stop }
+        Ticker { shared, thread: thread.thread().clone() }
+    }
+
+    /// Keeps the epoch advancing while the guard lives: one per running instance.
+    fn running(&self) -> Running<'_> {
+        if self.shared.running.fetch_add(1, Ordering::AcqRel) == 0 {
+            self.thread.unpark();
+        }
+        Running(&self.shared)
     }
 }
 
 impl Drop for Ticker {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.shared.stop.store(true, Ordering::Release);
+        self.thread.unpark();
+    }
+}
+
+/// An instance running: see [`Ticker::running`].
+struct Running<'a>(&'a TickerShared);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.running.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -157,7 +189,7 @@ pub struct WasmHost {
     /// Distinguishes artifacts of incompatible engine builds and settings.
     compat: u64,
     metrics: Arc<Metrics>,
-    _ticker: Ticker,
+    ticker: Ticker,
 }
 
 impl WasmHost {
@@ -191,7 +223,7 @@ impl WasmHost {
         engine.precompile_compatibility_hash().hash(&mut h);
         let compat = h.finish();
         let ticker = Ticker::start(engine.clone());
-        Ok(WasmHost { engine, linker, artifacts, compat, metrics, _ticker: ticker })
+        Ok(WasmHost { engine, linker, artifacts, compat, metrics, ticker })
     }
 
     /// Validates a component against the world and compiles it, or loads the artifact
@@ -255,6 +287,7 @@ impl WasmHost {
             stdout,
             inv,
         };
+        let _running = self.ticker.running();
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);
         store.set_epoch_deadline(1);
