@@ -6,13 +6,14 @@
 mod cluster;
 mod invoke;
 mod log;
+mod memory;
 mod peers;
 mod report;
 mod state;
 
 use std::process::ExitCode;
 
-const SUITES: &[&str] = &["log", "invoke", "state", "cluster"];
+const SUITES: &[&str] = &["log", "invoke", "state", "cluster", "memory"];
 
 /// What every suite is told about the run.
 pub struct RunOptions {
@@ -66,6 +67,7 @@ fn main() -> ExitCode {
         "invoke" => runtime.block_on(invoke::run(&options)),
         "state" => runtime.block_on(state::run(&options)),
         "cluster" => runtime.block_on(cluster::run(&options)),
+        "memory" => runtime.block_on(memory::run(&options)),
         _ => unreachable!("every suite of SUITES has a branch"),
     };
     match result {

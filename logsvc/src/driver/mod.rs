@@ -439,6 +439,8 @@ async fn run_engine(
     let mut delayed: std::collections::VecDeque<(tokio::time::Instant, NodeId, Message)> = Default::default();
     /// One input for the engine, taken while the lock is not held.
     enum Input {
+        Message(NodeId, Message),
+        /// Delayed metalog messages now due (`metalog_delay_ms`).
         Messages(Vec<(NodeId, Message)>),
         Submit(OpId, EngineCall),
         Tick,
@@ -451,7 +453,7 @@ async fn run_engine(
                     delayed.push_back((tokio::time::Instant::now() + delay, from, msg));
                     continue;
                 }
-                Some(m) => Input::Messages(vec![m]),
+                Some((from, msg)) => Input::Message(from, msg),
                 None => return,
             },
             _ = tokio::time::sleep_until(next_due.unwrap_or_else(tokio::time::Instant::now)), if next_due.is_some() => {
@@ -480,6 +482,7 @@ async fn run_engine(
             let tick = matches!(input, Input::Tick);
             let mut node = engine.lock().expect("only the engine's task panics under its lock");
             match input {
+                Input::Message(from, msg) => node.on_message(now_us(), from, msg),
                 Input::Messages(msgs) => msgs.into_iter().for_each(|(from, msg)| node.on_message(now_us(), from, msg)),
                 Input::Submit(op, call) => {
                     ops.insert(op, call.reply);

@@ -1,0 +1,134 @@
+//! The `memory` suite: what a function node costs when nothing happens, and what it
+//! holds while its books grow.
+//!
+//! ```text
+//!   idle   a dev node (every role, the runtime and the gateway) in this process, no
+//!          request: the process's CPU time over a window, in % of one core
+//!   rss    the same node, C clients appending R-byte records to B books through the
+//!          node's log client: the process's resident set (VmRSS) at the start and
+//!          after each step of appends, and what each record added
+//! ```
+//!
+//! Goals (issue 12): idle under 0.5% of a core; RSS flat while the books grow. The
+//! process holds the whole node: its engine (index and record cache, the cache bounded
+//! by `cache_bytes_max`), its storage node's RocksDB (memtables and block cache,
+//! bounded) and its sequencer.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use bytes::Bytes;
+use tally_logsvc::{BookId, Context, Tag};
+use tally_runtime::dev::DevNode;
+use tokio::task::JoinSet;
+
+use crate::report::{round_to, Report};
+use crate::RunOptions;
+
+const CLIENTS: u64 = 256;
+const BOOKS: u64 = 16;
+const RECORD_BYTES: usize = 100;
+
+pub async fn run(opts: &RunOptions) -> anyhow::Result<()> {
+    let (idle_window, steps): (Duration, &[u64]) = if opts.quick {
+        (Duration::from_secs(3), &[100_000, 1_000_000])
+    } else {
+        (Duration::from_secs(30), &[1_000_000, 10_000_000])
+    };
+    let mut report = Report::new(
+        "memory",
+        format!("dev node in this process; {CLIENTS} clients appending {RECORD_BYTES}-byte records to {BOOKS} books"),
+    );
+    let dir = tempfile::tempdir().context("creating a temporary data directory")?;
+    let config = tally_runtime::Config { data_dir: dir.path().join("data"), listen: "127.0.0.1:0".into(), ..Default::default() };
+    let node = DevNode::start(config).await.context("starting a Tally dev node")?;
+
+    // Let the node settle (its first term, the registry's first sync) before idling.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    eprintln!("memory: idle for {} s", idle_window.as_secs());
+    let cpu = cpu_seconds()?;
+    tokio::time::sleep(idle_window).await;
+    let used = cpu_seconds()? - cpu;
+    report.record("dev-node,idle", "idle_cpu_percent", round_to(100.0 * used / idle_window.as_secs_f64(), 2), "%")?;
+
+    let rss_start = rss_bytes()?;
+    report.record("dev-node,appends=0", "rss_mib", mib(rss_start), "MiB")?;
+    let mut appended = 0;
+    for &target in steps {
+        eprintln!("memory: appending up to {target} records");
+        let started = Instant::now();
+        append(&node, target - appended).await?;
+        let took = started.elapsed();
+        appended = target;
+        let rss = rss_bytes()?;
+        let case = format!("dev-node,appends={}", count_name(target));
+        report.record(&case, "rss_mib", mib(rss), "MiB")?;
+        report.record(&case, "rss_growth_bytes_per_record", (rss.saturating_sub(rss_start) / target) as f64, "bytes")?;
+        report.record(&case, "append_throughput", (target as f64 / took.as_secs_f64()).round(), "records/s")?;
+    }
+    node.shutdown().await;
+    report.print_table();
+    Ok(())
+}
+
+/// `count` appends by `CLIENTS` clients, spread over the books.
+async fn append(node: &DevNode, count: u64) -> anyhow::Result<()> {
+    let left = Arc::new(AtomicU64::new(count));
+    let data = Bytes::from(vec![b'r'; RECORD_BYTES]);
+    let mut tasks = JoinSet::new();
+    for c in 0..CLIENTS {
+        let (log, left, data) = (node.runtime.log().clone(), left.clone(), data.clone());
+        tasks.spawn(async move {
+            let mut ctx = Context::new();
+            let book = BookId(1 + c % BOOKS);
+            while left.try_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)).is_ok() {
+                log.append(&mut ctx, book, &[Tag(1 + c % 4)], data.clone()).await?;
+            }
+            anyhow::Ok(())
+        });
+    }
+    while let Some(joined) = tasks.join_next().await {
+        joined.context("an appender panicked")??;
+    }
+    Ok(())
+}
+
+fn count_name(n: u64) -> String {
+    match n {
+        n if n % 1_000_000 == 0 => format!("{}M", n / 1_000_000),
+        n if n % 1_000 == 0 => format!("{}K", n / 1_000),
+        n => n.to_string(),
+    }
+}
+
+fn mib(bytes: u64) -> f64 {
+    round_to(bytes as f64 / f64::from(1 << 20), 1)
+}
+
+/// This process's resident set, from /proc/self/status.
+fn rss_bytes() -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").context("reading /proc/self/status")?;
+    let kib = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .context("no VmRSS in /proc/self/status")?;
+    Ok(kib * 1024)
+}
+
+/// CPU time (user and system) this process has used, from /proc/self/stat.
+fn cpu_seconds() -> anyhow::Result<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").context("reading /proc/self/stat")?;
+    // The command name may hold spaces; the fields after it are plain.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).context("a malformed /proc/self/stat")?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok()).context("a malformed /proc/self/stat");
+    // utime and stime are fields 14 and 15 of the whole line, 12 and 13 after the name.
+    Ok((ticks(11)? + ticks(12)?) as f64 / USER_HZ)
+}
+
+/// The unit of /proc's CPU times: Linux reports them in USER_HZ, 100 per second on
+/// every architecture it runs on (`getconf CLK_TCK`).
+const USER_HZ: f64 = 100.0;
