@@ -45,6 +45,9 @@ use crate::store::{ControllerStore, GroupCommit, GroupCommitConfig, MetalogStore
 /// State machines keep their own, longer timers; a tick gives them the chance to act.
 const TICK: Duration = Duration::from_millis(1);
 
+/// Inputs a sequencer takes before it performs their actions (see `run_sequencer`).
+const INPUTS_PER_BATCH_MAX: usize = 256;
+
 /// Write completions a storage node may have waiting before the group commit thread
 /// waits for the node (see `spawn_storage`).
 const WRITTEN_QUEUE_MAX: usize = 65_536;
@@ -168,6 +171,14 @@ async fn run_sequencer(
             m = inbox.recv() => match m {
                 Some((from, msg)) => {
                     node.on_message(now_us(), from, msg);
+                    // And whatever else waits, so that one sync persists what all of it
+                    // produced: a primary of quorum one commits each entry as it issues
+                    // it, so one input at a time would give one entry, and one sync, per
+                    // progress report.
+                    for _ in 1..INPUTS_PER_BATCH_MAX {
+                        let Ok((from, msg)) = inbox.try_recv() else { break };
+                        node.on_message(now_us(), from, msg);
+                    }
                     if ticks.input() {
                         ticks.ticked(node.on_tick(now_us()));
                     }
@@ -176,14 +187,21 @@ async fn run_sequencer(
             },
             _ = &mut ticks.sleep => ticks.ticked(node.on_tick(now_us())),
         }
-        for action in node.take_actions() {
+        let actions = node.take_actions();
+        // Every write of the batch is persisted, in order, where its first write stands:
+        // the actions before it (a primary's sends of a new entry to its backups) go
+        // first, so the fsyncs overlap; every later one announces a write (acks, pushes)
+        // and follows the sync. Persisting a write earlier than its place only makes
+        // it durable sooner.
+        let mut writes: Vec<_> =
+            actions.iter().filter_map(|a| if let SequencerAction::Persist(w) = a { Some(w.clone()) } else { None }).collect();
+        for action in actions {
             match action {
                 SequencerAction::Send(to, msg) => transport.send(to, msg),
-                SequencerAction::Persist(write) => {
-                    // Later actions (acks, pushes) announce this write: it must be
-                    // durable first, so the task waits for the fsync.
-                    let store = store.clone();
-                    durably("metalog persist", move || store.persist(&write)).await?;
+                SequencerAction::Persist(_) if writes.is_empty() => {}
+                SequencerAction::Persist(_) => {
+                    let (store, writes) = (store.clone(), std::mem::take(&mut writes));
+                    durably("metalog persist", move || store.persist(&writes)).await?;
                 }
                 SequencerAction::Committed(entry) => {
                     debug!(term = entry.term.0, log = entry.log.0, index = entry.index, "entry committed")

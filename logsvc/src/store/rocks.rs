@@ -402,27 +402,29 @@ impl RocksMetalogStore {
 }
 
 impl MetalogStore for RocksMetalogStore {
-    fn persist(&self, write: &MetalogWrite) -> Result<()> {
+    fn persist(&self, writes: &[MetalogWrite]) -> Result<()> {
         let mut batch = WriteBatch::default();
-        match write {
-            MetalogWrite::Entry(entry) => {
-                let value = encode("metalog entry", entry, ENTRY_BYTES_MAX, &[])?;
-                batch.put_cf(cf(&self.db, CF_ENTRIES), entry_key(entry.term, entry.log, entry.index), value);
-            }
-            MetalogWrite::Truncate { term, log, len } => {
-                // Everything from index `len` to the end of this (term, log): the end key
-                // is the last possible index's key with one more byte.
-                let start = entry_key(*term, *log, *len);
-                let mut end = [0u8; ENTRY_KEY_LEN + 1];
-                end[..ENTRY_KEY_LEN].copy_from_slice(&entry_key(*term, *log, u64::MAX));
-                batch.delete_range_cf(cf(&self.db, CF_ENTRIES), start.as_slice(), end.as_slice());
-            }
-            MetalogWrite::Seal { term, log } => {
-                batch.put_cf(cf(&self.db, CF_SEALS), metalog_prefix(*term, *log), []);
-            }
-            MetalogWrite::Lead { term, log } => {
-                let [t0, t1, l] = metalog_prefix(*term, *log);
-                batch.put_cf(cf(&self.db, CF_SEALS), [t0, t1, l, LEAD_MARK], []);
+        for write in writes {
+            match write {
+                MetalogWrite::Entry(entry) => {
+                    let value = encode("metalog entry", entry, ENTRY_BYTES_MAX, &[])?;
+                    batch.put_cf(cf(&self.db, CF_ENTRIES), entry_key(entry.term, entry.log, entry.index), value);
+                }
+                MetalogWrite::Truncate { term, log, len } => {
+                    // Everything from index `len` to the end of this (term, log): the end key
+                    // is the last possible index's key with one more byte.
+                    let start = entry_key(*term, *log, *len);
+                    let mut end = [0u8; ENTRY_KEY_LEN + 1];
+                    end[..ENTRY_KEY_LEN].copy_from_slice(&entry_key(*term, *log, u64::MAX));
+                    batch.delete_range_cf(cf(&self.db, CF_ENTRIES), start.as_slice(), end.as_slice());
+                }
+                MetalogWrite::Seal { term, log } => {
+                    batch.put_cf(cf(&self.db, CF_SEALS), metalog_prefix(*term, *log), []);
+                }
+                MetalogWrite::Lead { term, log } => {
+                    let [t0, t1, l] = metalog_prefix(*term, *log);
+                    batch.put_cf(cf(&self.db, CF_SEALS), [t0, t1, l, LEAD_MARK], []);
+                }
             }
         }
         let mut opts = WriteOptions::default();

@@ -867,7 +867,7 @@ impl Sim {
                             self.crash(n);
                             return;
                         }
-                        SequencerAction::Persist(w) => metalog.persist(&w).expect("the in-memory store never fails"),
+                        SequencerAction::Persist(w) => metalog.persist(&[w]).expect("the in-memory store never fails"),
                         SequencerAction::Committed(e) => self.oracle.on_committed(e),
                         SequencerAction::NeedsNewTerm { .. } => {}
                     }

@@ -351,10 +351,14 @@ pub fn entry(term: u16, log: u8, index: u64, version: u64) -> MetalogWrite {
     })
 }
 
-/// Persists `writes` and checks that `load` replays to the same state as they do.
+/// Persists `writes`, in calls of one, two and three writes in turn, and checks that
+/// `load` replays to the same state as they do.
 pub fn check_metalog(store: &dyn MetalogStore, writes: &[MetalogWrite]) -> SuiteResult<MetalogState> {
-    for write in writes {
-        store.persist(write)?;
+    let (mut rest, mut n) = (writes, 1);
+    while !rest.is_empty() {
+        let (now, later) = rest.split_at(n.min(rest.len()));
+        store.persist(now)?;
+        (rest, n) = (later, n % 3 + 1);
     }
     let expect = replay(writes).map_err(|f| f.context("the test's own writes"))?;
     let loaded = store.load()?;

@@ -139,8 +139,8 @@ impl MemMetalogStore {
 }
 
 impl MetalogStore for MemMetalogStore {
-    fn persist(&self, write: &MetalogWrite) -> Result<()> {
-        self.writes.lock().unwrap().push(write.clone());
+    fn persist(&self, writes: &[MetalogWrite]) -> Result<()> {
+        self.writes.lock().unwrap().extend_from_slice(writes);
         Ok(())
     }
 

@@ -107,8 +107,10 @@ pub enum MetalogWrite {
 
 /// The sequencer's durable metalog replica.
 pub trait MetalogStore: Send + Sync + 'static {
-    /// Returns once the write is durable.
-    fn persist(&self, write: &MetalogWrite) -> Result<()>;
+    /// Persists `writes`, in order, as one write: returns once all are durable; a
+    /// crash during the call keeps all of them or none. A driver persists every write
+    /// a batch of inputs produced at once, with one sync.
+    fn persist(&self, writes: &[MetalogWrite]) -> Result<()>;
     /// Writes that rebuild the state, in an order that replays correctly: per
     /// (term, log), entries by index, then the seal and the lead mark if any.
     fn load(&self) -> Result<Vec<MetalogWrite>>;
