@@ -25,7 +25,7 @@ use crate::follower::FollowerConfig;
 use crate::message::{Cond, Message, Reply, Request};
 use crate::sequencer::{Sequencer, SequencerAction, SequencerConfig};
 use crate::storage::{read_reply, StorageAction, StorageConfig, StorageNode};
-use crate::store::{MemMetalogStore, MemStore, MetalogStore, RecordStore};
+use crate::store::{MemMetalogStore, MemStore, MetalogStore, MetalogWrite, RecordStore};
 use crate::types::{BookId, Location, LogId, MetalogPosition, Micros, NodeId, SeqNum, Tag, Term};
 use oracle::Oracle;
 
@@ -238,6 +238,8 @@ enum Event {
         msg: Message,
     },
     Tick(NodeId),
+    /// A sequencer's batch of inputs ends: it performs their actions.
+    Flush(NodeId),
     DiskDone {
         node: NodeId,
         incarnation: u64,
@@ -320,6 +322,11 @@ fn quiet_panics() {
 }
 /// How often a controller that is down ticks (to notice its restart).
 const TICK_US: Micros = 5_000;
+/// Chance that a sequencer's input starts a batch: its actions wait while more inputs
+/// arrive, for up to `BATCH_WINDOW_US`, as the driver takes every waiting input before
+/// it acts; the batch's metalog writes are persisted together where the first stands.
+const SEQUENCER_BATCH: f64 = 0.3;
+const BATCH_WINDOW_US: Micros = 2_000;
 /// The shortest time between two ticks of a node. An input may start a timer, which
 /// only a tick fires: as the drivers do, a node ticks right after an input, or this
 /// long after its last tick if that was sooner.
@@ -360,6 +367,8 @@ pub struct Sim {
     /// tick; after a tick, when its `NextTick` says (never on a fixed period).
     tick_at: BTreeMap<NodeId, Micros>,
     last_tick: BTreeMap<NodeId, Micros>,
+    /// Sequencers in a batch of inputs, whose actions wait for `Event::Flush`.
+    batching: BTreeSet<NodeId>,
 }
 
 impl Sim {
@@ -450,6 +459,7 @@ impl Sim {
             liveness: false,
             tick_at: BTreeMap::new(),
             last_tick: BTreeMap::new(),
+            batching: BTreeSet::new(),
         };
         let ids: Vec<NodeId> = sim.slots.keys().copied().collect();
         for n in ids {
@@ -718,7 +728,12 @@ impl Sim {
                     Some(Node::Engine(e)) => e.on_message(now, from, msg),
                     None => return,
                 }
-                self.node_actions(to);
+                self.after_input(to);
+            }
+            Event::Flush(n) => {
+                if self.batching.remove(&n) && self.slots[&n].node.is_some() {
+                    self.node_actions(n);
+                }
             }
             Event::Tick(n) => {
                 if self.tick_at.get(&n) != Some(&self.now) {
@@ -753,7 +768,7 @@ impl Sim {
                     Some(Node::Engine(e)) => e.on_tick(now),
                     None => return, // a crashed node stops ticking; `start` ticks it again
                 };
-                self.node_actions(n);
+                self.after_input(n);
                 self.tick_by(n, next.due().max(now + TICK_MIN_US));
             }
             Event::DiskDone { node, incarnation, batch } => {
@@ -844,6 +859,21 @@ impl Sim {
         }
     }
 
+    /// Performs `n`'s actions, unless `n` is a sequencer in a batch of inputs, or
+    /// starts one.
+    fn after_input(&mut self, n: NodeId) {
+        if self.batching.contains(&n) {
+            return;
+        }
+        if matches!(self.slots[&n].node, Some(Node::Sequencer(_))) && self.rng.chance(SEQUENCER_BATCH) {
+            self.batching.insert(n);
+            let window = self.rng.below(BATCH_WINDOW_US);
+            self.schedule(window, Event::Flush(n));
+            return;
+        }
+        self.node_actions(n);
+    }
+
     fn node_actions(&mut self, n: NodeId) {
         let slot = self.slots.get_mut(&n).expect("known node");
         let records = slot.records.clone();
@@ -852,22 +882,31 @@ impl Sim {
         match slot.node.as_mut() {
             Some(Node::Sequencer(s)) => {
                 let mut sent = false;
-                for a in s.take_actions() {
+                let actions = s.take_actions();
+                // As the driver does: every write where the first stands, in one persist.
+                let mut writes: Vec<MetalogWrite> = actions
+                    .iter()
+                    .filter_map(|a| if let SequencerAction::Persist(w) = a { Some(w.clone()) } else { None })
+                    .collect();
+                for a in actions {
                     match a {
                         SequencerAction::Send(to, msg) => {
                             sent = true;
                             self.send(n, to, msg)
                         }
+                        SequencerAction::Persist(_) if writes.is_empty() => {}
                         SequencerAction::Persist(_)
                             if sent && !self.liveness && self.may_crash(n) && self.rng.chance(self.opts.persist_crash) =>
                         {
-                            // The messages are out; the write and every later action
+                            // The messages are out; the writes and every later action
                             // are lost with the node.
                             self.stats.persist_crashes += 1;
                             self.crash(n);
                             return;
                         }
-                        SequencerAction::Persist(w) => metalog.persist(&[w]).expect("the in-memory store never fails"),
+                        SequencerAction::Persist(_) => {
+                            metalog.persist(&std::mem::take(&mut writes)).expect("the in-memory store never fails")
+                        }
                         SequencerAction::Committed(e) => self.oracle.on_committed(e),
                         SequencerAction::NeedsNewTerm { .. } => {}
                     }
