@@ -16,6 +16,9 @@
 //!
 //! Like the `log` suite, the targets are measured in interleaved slices rather than one
 //! after the other, so that both sample the same background load of a shared machine.
+//! Then `wrk` (from Debian) loads each of the two once with 32 connections, so that
+//! the suite's own clients, threads that cost a core's share, are not the only judge.
+//! Last, the `probe` guest times a cache-hit `log.read-next` from inside a function.
 //!
 //! `wasmtime serve` and the http-hello component come from `bench/setup.sh`. Where it
 //! cannot install wasmtime, the suite says so and measures Tally alone.
@@ -239,7 +242,67 @@ fn measure_all(plan: &Plan, tally_url: &str, components: &[Vec<u8>], peer: Optio
     if server.is_some() {
         record_ratios(&mut report)?;
     }
+    external_load(&mut report, &targets, plan)?;
     Ok(report)
+}
+
+/// Connections of the external load generator's run.
+const WRK_CONNECTIONS: usize = 32;
+
+/// One run of an external load generator per target, so that the suite's own clients
+/// are not the only judge: `wrk` (Debian's, installed when missing) with
+/// `WRK_CONNECTIONS` keep-alive connections on two threads, POSTing the payload, for as
+/// long as a case's slices. Skipped, with a message, where wrk cannot be had.
+fn external_load(report: &mut Report, targets: &[Target], plan: &Plan) -> anyhow::Result<()> {
+    let wrk = match crate::peers::debian_program("wrk", "wrk") {
+        Ok(wrk) => wrk,
+        Err(e) => {
+            eprintln!("invoke: NO WRK: {e:#}; the external load run is skipped");
+            return Ok(());
+        }
+    };
+    let mut script = tempfile::NamedTempFile::new().context("creating wrk's script")?;
+    let body = std::str::from_utf8(PAYLOAD).expect("the payload is text");
+    writeln!(script, "wrk.method = \"POST\"\nwrk.body = \"{body}\"").context("writing wrk's script")?;
+    let seconds = (plan.slice * plan.slices).as_secs().max(1);
+    for target in targets.iter().filter(|t| matches!(t.name, "tally" | "wasmtime-serve")) {
+        eprintln!("invoke: wrk on {} for {seconds} s", target.name);
+        let out = Command::new(&wrk)
+            .args(["-t2", &format!("-c{WRK_CONNECTIONS}"), &format!("-d{seconds}s"), "--latency", "-s"])
+            .arg(script.path())
+            .arg(&target.invoke_url)
+            .output()
+            .context("running wrk")?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        ensure!(out.status.success(), "wrk failed on {}: {text}{}", target.name, String::from_utf8_lossy(&out.stderr));
+        ensure!(!text.contains("Non-2xx"), "{} answered errors under wrk: {text}", target.name);
+        let field = |prefix: &str| text.lines().find_map(|l| l.trim().strip_prefix(prefix).map(str::trim).map(str::to_owned));
+        let throughput: f64 = field("Requests/sec:").and_then(|v| v.parse().ok()).with_context(|| format!("wrk said {text}"))?;
+        let case = format!("{},connections={WRK_CONNECTIONS},wrk", target.name);
+        report.record(&case, "wrk_throughput", throughput.round(), "requests/s")?;
+        for (metric, percent) in [("wrk_p50_us", "50%"), ("wrk_p99_us", "99%")] {
+            let latency = field(percent).as_deref().and_then(wrk_micros).with_context(|| format!("wrk said {text}"))?;
+            report.record(&case, metric, latency.round(), "us")?;
+        }
+    }
+    let value = |target: &str| report.value(&format!("{target},connections={WRK_CONNECTIONS},wrk"), "wrk_throughput");
+    if let (Some(tally), Some(peer)) = (value("tally"), value("wasmtime-serve")) {
+        let case = format!("tally/wasmtime-serve,connections={WRK_CONNECTIONS},wrk");
+        report.record(&case, "throughput_ratio", round_to(tally / peer, 2), "ratio")?;
+    }
+    Ok(())
+}
+
+/// A latency as wrk prints it (`152.00us`, `1.23ms`, `2.00s`), in microseconds.
+fn wrk_micros(text: &str) -> Option<f64> {
+    let (number, scale) = if let Some(n) = text.strip_suffix("us") {
+        (n, 1.0)
+    } else if let Some(n) = text.strip_suffix("ms") {
+        (n, 1e3)
+    } else {
+        (text.strip_suffix('s')?, 1e6)
+    };
+    number.trim().parse::<f64>().ok().map(|n| n * scale)
 }
 
 /// Runs the closed loops of both targets at every client count in interleaved slices
@@ -508,6 +571,14 @@ impl Drop for WasmtimeServe {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn wrk_latencies_are_read_in_their_units() {
+        assert_eq!(wrk_micros("152.00us"), Some(152.0));
+        assert_eq!(wrk_micros("1.25ms"), Some(1250.0));
+        assert_eq!(wrk_micros("2.00s"), Some(2_000_000.0));
+        assert_eq!(wrk_micros("fast"), None);
+    }
 
     #[test]
     fn metric_values_are_read_by_function() {
