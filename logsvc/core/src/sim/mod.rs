@@ -228,6 +228,8 @@ struct Slot {
     node: Option<Node>,
     incarnation: u64,
     metalog: Arc<MemMetalogStore>,
+    /// Per metalog, how many entries `metalog` holds: what the node may acknowledge.
+    durable_len: BTreeMap<(Term, LogId), u64>,
     records: Arc<MemStore>,
 }
 
@@ -388,6 +390,7 @@ impl Sim {
                         node: None,
                         incarnation: 0,
                         metalog: Arc::new(MemMetalogStore::new()),
+                        durable_len: BTreeMap::new(),
                         records: Arc::new(MemStore::new()),
                     },
                 );
@@ -892,6 +895,17 @@ impl Sim {
                     match a {
                         SequencerAction::Send(to, msg) => {
                             sent = true;
+                            // A backup acknowledges only entries it made durable.
+                            if let Message::EntryAck { term, log, len } = &msg {
+                                let durable = self.slots[&n].durable_len.get(&(*term, *log)).copied().unwrap_or(0);
+                                if *len > durable {
+                                    let what = format!(
+                                        "sequencer {n} acknowledged {len} entries of term {} log {} holding {durable} durably",
+                                        term.0, log.0
+                                    );
+                                    self.oracle.violations.push(what);
+                                }
+                            }
                             self.send(n, to, msg)
                         }
                         SequencerAction::Persist(_) if writes.is_empty() => {}
@@ -905,6 +919,19 @@ impl Sim {
                             return;
                         }
                         SequencerAction::Persist(_) => {
+                            let durable = &mut self.slots.get_mut(&n).expect("known node").durable_len;
+                            for w in &writes {
+                                match w {
+                                    MetalogWrite::Entry(e) => {
+                                        let len = durable.entry((e.term, e.log)).or_default();
+                                        *len = (*len).max(e.index + 1);
+                                    }
+                                    MetalogWrite::Truncate { term, log, len } => {
+                                        durable.entry((*term, *log)).and_modify(|l| *l = (*l).min(*len));
+                                    }
+                                    MetalogWrite::Seal { .. } | MetalogWrite::Lead { .. } => {}
+                                }
+                            }
                             metalog.persist(&std::mem::take(&mut writes)).expect("the in-memory store never fails")
                         }
                         SequencerAction::Committed(e) => self.oracle.on_committed(e),
