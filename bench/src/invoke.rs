@@ -76,6 +76,8 @@ pub(crate) struct Plan {
     slice_warmup: Duration,
     /// Slices per target and client count; `slices * slice` is a case's window.
     slices: u32,
+    /// Calls per run of the `probe` guest.
+    probe_reads: usize,
 }
 
 impl Plan {
@@ -83,9 +85,9 @@ impl Plan {
         let slice = Duration::from_millis(500);
         let slice_warmup = Duration::from_millis(20);
         if options.quick {
-            Plan { warmup: Duration::from_millis(300), slice, slice_warmup, slices: 2 }
+            Plan { warmup: Duration::from_millis(300), slice, slice_warmup, slices: 2, probe_reads: 2_000 }
         } else {
-            Plan { warmup: Duration::from_secs(1), slice, slice_warmup, slices: 10 }
+            Plan { warmup: Duration::from_secs(1), slice, slice_warmup, slices: 10, probe_reads: 20_000 }
         }
     }
 }
@@ -149,7 +151,7 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<()> {
     let tally_url = node.url();
     let result = tokio::task::spawn_blocking(move || {
         let mut report = measure_all(&plan, &tally_url, &components, peer.as_ref())?;
-        guest_calls(&mut report, &tally_url, &probe, options_reads(&plan))?;
+        guest_calls(&mut report, &tally_url, &probe, plan.probe_reads)?;
         Ok::<_, anyhow::Error>(report)
     })
     .await;
@@ -159,15 +161,6 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<()> {
     report.print_table();
     eprintln!("invoke: done in {:.1} s", started.elapsed().as_secs_f64());
     Ok(())
-}
-
-/// Reads per probe run: the quick plan takes fewer.
-fn options_reads(plan: &Plan) -> usize {
-    if plan.slices <= 2 {
-        2_000
-    } else {
-        20_000
-    }
 }
 
 /// What one host call costs a guest, timed inside it by the `probe` function
