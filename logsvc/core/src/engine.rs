@@ -46,7 +46,10 @@
 //! completes their plain appends, but send every other request of that log (reads,
 //! conditional appends, trims, aux data) to an indexer and relay its answer. Reads are
 //! idempotent and are resent to the next indexer when one is silent; the others are
-//! sent once and time out if lost.
+//! sent once and time out if lost. An indexer whose configuration maps the book to
+//! another log refuses the request without effect (`Error::Moved`): when its
+//! configuration is the later one, the forwarder waits for it and routes the request
+//! again there; when it is the earlier one, the forwarder sends it once more later.
 //!
 //! Invariants (asserted): the index applies each entry once, in order; an append
 //! completes at most once, with the seqnum the metalog gave its record.
@@ -227,6 +230,15 @@ struct Forwarded {
     turn: usize,
     sent_at: Micros,
     deadline: Micros,
+    /// An indexer with an older configuration refused it without effect: it is sent
+    /// once more when the next retransmission falls due (reads always are).
+    again: bool,
+}
+
+impl Forwarded {
+    fn resent(&self) -> bool {
+        self.again || matches!(self.request, Request::ReadNext { .. } | Request::ReadPrev { .. })
+    }
 }
 
 struct TrimOp {
@@ -373,9 +385,9 @@ impl Engine {
     fn complete(&mut self, op: OpId, result: Result<Reply, Error>, log: LogId, position: MetalogPosition) {
         if op & REMOTE_OP != 0 {
             let key = self.remote_ops.remove(&op).expect("a remote op completes once");
-            let read = matches!(result, Ok(Reply::Read(_)));
-            if read {
-                // A read may run again: its forwarder resends it when the reply is lost.
+            if matches!(result, Ok(Reply::Read(_)) | Err(Error::Moved { .. })) {
+                // A read may run again: its forwarder resends it when the reply is
+                // lost. So may a request refused without effect.
                 self.remote_seen.remove(&key);
             } else {
                 self.remote_done.push_back(key);
@@ -448,9 +460,11 @@ impl Engine {
             self.complete(op, Err(Error::Unavailable("the engine has no configuration yet".into())), log, position);
             return;
         };
-        if config.log_of(request.book()) != log {
-            // Forwarded by an engine whose configuration maps the book elsewhere.
-            let e = Error::Unavailable(format!("book {} is not in log {} here (a log was added)", request.book().0, log.0));
+        let here = config.log_of(request.book());
+        if here != log {
+            // Forwarded by an engine whose configuration maps the book elsewhere:
+            // refused without effect, and the forwarder routes it again.
+            let e = Error::Moved { book: request.book().0, log: here.0, term: config.current().term.0 };
             self.complete(op, Err(e), log, position);
             return;
         }
@@ -528,13 +542,14 @@ impl Engine {
         // Start with an indexer chosen by the engine id, to spread the forwarders.
         let turn = self.id.0 as usize;
         self.deadlines.insert((deadline, op), ());
-        self.forwards.insert(req, Forwarded { op, log, request, position, indexers, turn, sent_at: 0, deadline });
+        self.forwards.insert(req, Forwarded { op, log, request, position, indexers, turn, sent_at: 0, deadline, again: false });
         self.send_forward(now, req);
     }
 
     fn send_forward(&mut self, now: Micros, req: u64) {
         let Some(f) = self.forwards.get_mut(&req) else { return };
         f.sent_at = now;
+        f.again = false;
         let to = f.indexers[f.turn % f.indexers.len()];
         f.turn += 1;
         let (log, position, request) = (f.log, f.position, f.request.clone());
@@ -542,7 +557,27 @@ impl Engine {
         self.send(to, Message::Forward { req, incarnation, log, position, request });
     }
 
-    fn on_forward_reply(&mut self, req: u64, result: Result<Reply, Error>, position: MetalogPosition) {
+    fn on_forward_reply(&mut self, now: Micros, req: u64, result: Result<Reply, Error>, position: MetalogPosition) {
+        let Some(f) = self.forwards.get_mut(&req) else { return };
+        if let Err(Error::Moved { term, .. }) = result {
+            let current = self.config.as_ref().map_or(0, |c| c.current().term.0);
+            let moved = self.config.as_ref().is_some_and(|c| c.log_of(f.request.book()) != f.log);
+            if term <= current && !moved {
+                // The indexer has not heard of this engine's configuration yet.
+                f.again = true;
+                f.sent_at = now;
+                return;
+            }
+            // The book moved to a log added in the indexer's configuration: route the
+            // request there, once this engine has that configuration, as if its
+            // caller had seen that term.
+            let f = self.forwards.remove(&req).expect("found");
+            self.deadlines.remove(&(f.deadline, f.op));
+            let mut context = Context::new();
+            context.advance(f.log, MetalogPosition::new(Term(term), 0));
+            self.submit(now, f.op, &context, f.request);
+            return;
+        }
         let Some(f) = self.forwards.remove(&req) else { return };
         self.deadlines.remove(&(f.deadline, f.op));
         self.complete(f.op, result, f.log, position);
@@ -620,8 +655,7 @@ impl Engine {
         let stale: Vec<u64> = self
             .forwards
             .iter()
-            .filter(|(_, f)| matches!(f.request, Request::ReadNext { .. } | Request::ReadPrev { .. }))
-            .filter(|(_, f)| now >= f.sent_at + retransmit)
+            .filter(|(_, f)| f.resent() && now >= f.sent_at + retransmit)
             .map(|(r, _)| *r)
             .collect();
         for req in stale {
@@ -637,10 +671,7 @@ impl Engine {
                 next.at(i.sent_at.map_or(now, |t| t + retransmit));
             }
         }
-        self.forwards
-            .values()
-            .filter(|f| matches!(f.request, Request::ReadNext { .. } | Request::ReadPrev { .. }))
-            .for_each(|f| next.at(f.sent_at + retransmit));
+        self.forwards.values().filter(|f| f.resent()).for_each(|f| next.at(f.sent_at + retransmit));
         if let Some((&(deadline, _), _)) = self.deadlines.first_key_value() {
             next.at(deadline);
         }
@@ -733,7 +764,7 @@ impl Engine {
             Message::IndexExported { req, books, more } => self.on_index_exported(now, req, books, more),
             // A reply to an earlier incarnation names a request id that may be reused.
             Message::ForwardReply { req, incarnation, result, position } if incarnation == self.incarnation => {
-                self.on_forward_reply(req, result, position)
+                self.on_forward_reply(now, req, result, position)
             }
             _ => {}
         }

@@ -25,6 +25,11 @@ pub enum Error {
     Transport(String),
     #[error("the engine has stopped")]
     Stopped,
+    /// An indexer whose configuration (of `term`) maps the forwarded request's book to
+    /// another log refused it without effect. The forwarding engine routes it again
+    /// under that configuration; its callers never see this error.
+    #[error("book {book} is in log {log} in term {term} (a log was added)")]
+    Moved { book: u64, log: u8, term: u16 },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
