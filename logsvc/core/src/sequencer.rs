@@ -139,6 +139,9 @@ pub struct Sequencer {
     logs: BTreeMap<(Term, LogId), Metalog>,
     last_heartbeat: Option<Micros>,
     out: Vec<SequencerAction>,
+    /// Set between `begin_batch` and `end_batch`: the metalogs whose next entry waits
+    /// for the batch's end.
+    batch: Option<BTreeSet<(Term, LogId)>>,
 }
 
 impl Sequencer {
@@ -159,6 +162,7 @@ impl Sequencer {
             logs: BTreeMap::new(),
             last_heartbeat: None,
             out: Vec::new(),
+            batch: None,
         };
         for w in writes {
             match w {
@@ -184,6 +188,22 @@ impl Sequencer {
 
     pub fn id(&self) -> NodeId {
         self.id
+    }
+
+    /// Starts a batch of inputs (messages and ticks) that the driver hands over before
+    /// it performs their actions: new entries wait for `end_batch`, so that a primary
+    /// issues one entry for all the progress the batch reported instead of one per
+    /// report. (A primary of quorum one commits each entry as it issues it, so no
+    /// entry in flight holds the next back.) Issuing later is always safe.
+    pub fn begin_batch(&mut self) {
+        self.batch.get_or_insert_with(BTreeSet::new);
+    }
+
+    /// Ends the batch: issues the entries it held back, at most one per metalog.
+    pub fn end_batch(&mut self, now: Micros) {
+        for (term, log) in self.batch.take().unwrap_or_default() {
+            self.try_issue(now, term, log);
+        }
     }
 
     /// Actions produced since the last call, in the order they must be performed.
@@ -386,6 +406,10 @@ impl Sequencer {
     }
 
     fn try_issue(&mut self, now: Micros, term: Term, log: LogId) {
+        if let Some(held) = self.batch.as_mut() {
+            held.insert((term, log));
+            return;
+        }
         let Some(lc) = self.log_config(term, log).cloned() else { return };
         let Some(m) = self.logs.get_mut(&(term, log)) else { return };
         if m.sealed {
@@ -647,6 +671,35 @@ mod tests {
         assert_eq!(tails(s.take_actions()), 2);
         assert_eq!(s.on_tick(1 + hb + tail).due(), 1 + 2 * hb, "an early tick changes nothing");
         assert_eq!(tails(s.take_actions()), 0);
+    }
+
+    #[test]
+    fn a_primary_of_quorum_one_issues_one_entry_for_a_batch_of_progress_reports() {
+        let mut s = Sequencer::recover(ME, vec![NodeId(0)], 1, SequencerConfig::default(), vec![]);
+        s.on_message(0, NodeId(0), config(vec![term(1, None)]));
+        s.take_actions();
+        let progress = |n| Message::Progress { term: Term(1), log: LogId(0), stored: vec![(0, n)] };
+        let cuts = |actions: Vec<SequencerAction>| -> Vec<Vec<LocalId>> {
+            persisted(&actions)
+                .into_iter()
+                .filter_map(|w| if let MetalogWrite::Entry(e) = w { Some(e.cut) } else { None })
+                .collect()
+        };
+        // One input at a time: an entry per report.
+        s.on_message(0, STORAGE, progress(1));
+        s.on_message(0, STORAGE, progress(2));
+        assert_eq!(cuts(s.take_actions()), vec![vec![1], vec![2]]);
+        // A batch: one entry for all of it, issued at its end.
+        s.begin_batch();
+        for n in 3..=9 {
+            s.on_message(0, STORAGE, progress(n));
+        }
+        s.on_tick(1);
+        assert_eq!(cuts(s.take_actions()), Vec::<Vec<LocalId>>::new(), "nothing before the batch ends");
+        s.end_batch(2);
+        assert_eq!(cuts(s.take_actions()), vec![vec![9]]);
+        s.end_batch(3);
+        assert_eq!(cuts(s.take_actions()), Vec::<Vec<LocalId>>::new(), "a batch ends once");
     }
 
     #[test]

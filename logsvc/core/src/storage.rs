@@ -57,7 +57,7 @@ impl Default for StorageConfig {
 #[derive(Clone, Debug, PartialEq)]
 pub enum StorageAction {
     Send(NodeId, Message),
-    /// Write (not yet durable); the driver syncs and calls `on_written(batch)`.
+    /// Write (not yet durable); the driver syncs and calls `on_written(&[batch, ..])`.
     Write {
         batch: u64,
         records: Vec<(Location, Record)>,
@@ -234,11 +234,22 @@ impl StorageNode {
         }
     }
 
-    /// The driver made batch `batch` durable.
-    pub fn on_written(&mut self, batch: u64) {
+    /// The driver made `batches` durable: one progress report covers them all.
+    pub fn on_written(&mut self, batches: &[u64]) {
+        let mut touched: Vec<(Term, LogId)> = Vec::new();
+        for batch in batches {
+            self.mark_durable(*batch, &mut touched);
+        }
+        // Report at once: the append latency waits on this message.
+        self.progress_news |= !touched.is_empty();
+        for (term, log) in touched {
+            self.report_progress(term, log);
+        }
+    }
+
+    fn mark_durable(&mut self, batch: u64, touched: &mut Vec<(Term, LogId)>) {
         let Some((locations, bytes)) = self.writing.remove(&batch) else { return };
         self.unsynced_bytes -= bytes;
-        let mut touched: Vec<(Term, LogId)> = Vec::new();
         for loc in locations {
             let Some(shard) = self.shards.get_mut(&loc.shard) else { continue };
             if let Some(h) = shard.records.get_mut(&loc.local_id) {
@@ -251,11 +262,6 @@ impl StorageNode {
             if shard.stored > before && !touched.contains(&(shard.term, shard.log)) {
                 touched.push((shard.term, shard.log));
             }
-        }
-        // Report at once: the append latency waits on this message.
-        self.progress_news |= !touched.is_empty();
-        for (term, log) in touched {
-            self.report_progress(term, log);
         }
     }
 

@@ -170,11 +170,12 @@ async fn run_sequencer(
         tokio::select! {
             m = inbox.recv() => match m {
                 Some((from, msg)) => {
+                    // And whatever else waits, as one batch: one entry per metalog for
+                    // all the progress it reports, and one sync for all it persists. A
+                    // primary of quorum one commits each entry as it issues it, so one
+                    // input at a time would give one entry, and one sync, per report.
+                    node.begin_batch();
                     node.on_message(now_us(), from, msg);
-                    // And whatever else waits, so that one sync persists what all of it
-                    // produced: a primary of quorum one commits each entry as it issues
-                    // it, so one input at a time would give one entry, and one sync, per
-                    // progress report.
                     for _ in 1..INPUTS_PER_BATCH_MAX {
                         let Ok((from, msg)) = inbox.try_recv() else { break };
                         node.on_message(now_us(), from, msg);
@@ -182,6 +183,7 @@ async fn run_sequencer(
                     if ticks.input() {
                         ticks.ticked(node.on_tick(now_us()));
                     }
+                    node.end_batch(now_us());
                 }
                 None => return Ok(()),
             },
@@ -275,7 +277,14 @@ async fn run_storage(
             },
             Some((batch, result)) = written.recv() => {
                 result?;
-                node.on_written(batch);
+                // And every other batch made durable by now: one progress report for
+                // all (the group commit completes each write of a sync on its own).
+                let mut batches = vec![batch];
+                while let Ok((batch, result)) = written.try_recv() {
+                    result?;
+                    batches.push(batch);
+                }
+                node.on_written(&batches);
                 if ticks.input() {
                     ticks.ticked(node.on_tick(now_us()));
                 }

@@ -726,7 +726,11 @@ impl Sim {
                 }
                 let now = self.now;
                 match self.slots.get_mut(&to).and_then(|s| s.node.as_mut()) {
-                    Some(Node::Sequencer(s)) => s.on_message(now, from, msg),
+                    Some(Node::Sequencer(s)) => {
+                        // Its batch ends where its actions are taken (`node_actions`).
+                        s.begin_batch();
+                        s.on_message(now, from, msg)
+                    }
                     Some(Node::Storage(s)) => s.on_message(now, from, msg),
                     Some(Node::Engine(e)) => e.on_message(now, from, msg),
                     None => return,
@@ -766,7 +770,10 @@ impl Sim {
                     return;
                 }
                 let next = match self.slots.get_mut(&n).and_then(|s| s.node.as_mut()) {
-                    Some(Node::Sequencer(s)) => s.on_tick(now),
+                    Some(Node::Sequencer(s)) => {
+                        s.begin_batch();
+                        s.on_tick(now)
+                    }
                     Some(Node::Storage(s)) => s.on_tick(now),
                     Some(Node::Engine(e)) => e.on_tick(now),
                     None => return, // a crashed node stops ticking; `start` ticks it again
@@ -781,7 +788,7 @@ impl Sim {
                 }
                 slot.records.sync().expect("the in-memory store never fails");
                 if let Some(Node::Storage(s)) = slot.node.as_mut() {
-                    s.on_written(batch);
+                    s.on_written(&[batch]);
                     self.node_actions(node);
                     self.tick_after_input(node);
                 }
@@ -885,6 +892,7 @@ impl Sim {
         match slot.node.as_mut() {
             Some(Node::Sequencer(s)) => {
                 let mut sent = false;
+                s.end_batch(self.now);
                 let actions = s.take_actions();
                 // As the driver does: every write where the first stands, in one persist.
                 let mut writes: Vec<MetalogWrite> = actions
