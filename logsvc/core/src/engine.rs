@@ -652,12 +652,8 @@ impl Engine {
                 self.send_import(now, LogId(l as u8));
             }
         }
-        let stale: Vec<u64> = self
-            .forwards
-            .iter()
-            .filter(|(_, f)| f.resent() && now >= f.sent_at + retransmit)
-            .map(|(r, _)| *r)
-            .collect();
+        let stale: Vec<u64> =
+            self.forwards.iter().filter(|(_, f)| f.resent() && now >= f.sent_at + retransmit).map(|(r, _)| *r).collect();
         for req in stale {
             self.send_forward(now, req);
         }

@@ -34,7 +34,7 @@ pub use message::{
 };
 pub use sequencer::{Sequencer, SequencerAction, SequencerConfig};
 pub use sim::{run_seeds, Rng, Sim, SimOptions, SimStats, Violation};
-pub use storage::{read_reply, StorageAction, StorageConfig, StorageNode};
+pub use storage::{meta_reply, StorageAction, StorageConfig, StorageNode};
 pub use store::{
     ControllerStore, MemControllerStore, MemMetalogStore, MemStore, MetalogStore, MetalogWrite, RecordStore, RecoveredRecord,
     StoredData,

@@ -38,6 +38,10 @@ pub struct StorageConfig {
     pub unsynced_bytes_max: usize,
     /// How far past the stored prefix a local id may be (bounds memory per shard).
     pub local_id_window: u64,
+    /// Metadata of ordered records kept in memory per shard, for the engines that fetch
+    /// it while they apply the entry that ordered them; older metadata is read from
+    /// the store, so what the node holds does not grow with its records.
+    pub meta_window: u64,
     pub follower: FollowerConfig,
 }
 
@@ -49,6 +53,7 @@ impl Default for StorageConfig {
             meta_reply_max: 4096,
             unsynced_bytes_max: 256 << 20,
             local_id_window: 1 << 20,
+            meta_window: 8192,
             follower: FollowerConfig::default(),
         }
     }
@@ -62,12 +67,21 @@ pub enum StorageAction {
         batch: u64,
         records: Vec<(Location, Record)>,
     },
-    /// Read the record at `location` and answer `to` with [`read_reply`].
+    /// Read the record at `location` and hand it to [`StorageNode::on_read`].
     Read {
         to: NodeId,
         req: u64,
         seqnum: SeqNum,
         location: Location,
+    },
+    /// Read the metadata of records `from..to` of `shard` (all ordered, so durable)
+    /// and answer `to_node` with [`meta_reply`].
+    ReadMetas {
+        to_node: NodeId,
+        req: u64,
+        shard: ShardId,
+        from: LocalId,
+        to: LocalId,
     },
     Reclaim(Vec<Location>),
     Discard {
@@ -76,14 +90,13 @@ pub enum StorageAction {
     },
 }
 
-/// The answer to a `ReadRecord`, from what the store returned.
-pub fn read_reply(req: u64, seqnum: SeqNum, stored: Result<Option<StoredData>>) -> Message {
-    let read = match stored {
-        Ok(Some(StoredData::Record(r))) => StoredRead::Found(r),
-        Ok(Some(StoredData::Reclaimed(_))) => StoredRead::Reclaimed,
-        Ok(None) | Err(_) => StoredRead::Missing,
-    };
-    Message::RecordReply { req, seqnum, read }
+/// The answer to a `FetchMeta` of `from..to`, from what the store returned: all of it
+/// or nothing (the engine asks another replica).
+pub fn meta_reply(req: u64, shard: ShardId, from: LocalId, to: LocalId, read: Result<Vec<RecordMeta>>) -> Message {
+    match read {
+        Ok(metas) if from < to && metas.len() as u64 == to - from => Message::MetaReply { req, shard, from, metas },
+        _ => Message::MetaUnavailable { req },
+    }
 }
 
 struct Held {
@@ -270,7 +283,7 @@ impl StorageNode {
             Message::NewConfig { config } => self.on_config(config),
             Message::Replicate { shard, records } => self.on_replicate(shard, records),
             Message::FetchMeta { req, shard, from: start, to } => self.on_fetch_meta(from, req, shard, start, to),
-            Message::ReadRecord { req, seqnum } => self.on_read(from, req, seqnum),
+            Message::ReadRecord { req, seqnum } => self.on_read_record(from, req, seqnum),
             Message::MetalogPush { entry } => {
                 self.follower.on_entry(entry);
                 self.drain_metalog();
@@ -342,7 +355,8 @@ impl StorageNode {
         let mut fresh = Vec::new();
         let mut bytes = 0;
         for (local_id, record) in records {
-            if local_id >= shard.stored + window || shard.records.contains_key(&local_id) {
+            // An ordered record is durable here: its metadata may have left memory.
+            if local_id < shard.ordered || local_id >= shard.stored + window || shard.records.contains_key(&local_id) {
                 continue;
             }
             if self.unsynced_bytes + bytes + record.data.len() > self.cfg.unsynced_bytes_max {
@@ -363,35 +377,50 @@ impl StorageNode {
     }
 
     fn on_fetch_meta(&mut self, to: NodeId, req: u64, shard_id: ShardId, start: LocalId, end: LocalId) {
-        let end = end.min(start + self.cfg.meta_reply_max as u64);
-        let metas: Option<Vec<RecordMeta>> = self.shards.get(&shard_id).and_then(|shard| {
-            (start..end).map(|i| shard.records.get(&i).filter(|h| h.durable).map(|h| h.meta.clone())).collect()
-        });
-        match metas {
-            Some(metas) if start < end => self.send(to, Message::MetaReply { req, shard: shard_id, from: start, metas }),
-            _ => self.send(to, Message::MetaUnavailable { req }),
+        let end = end.min(start.saturating_add(self.cfg.meta_reply_max as u64));
+        let Some(shard) = self.shards.get(&shard_id) else {
+            self.send(to, Message::MetaUnavailable { req });
+            return;
+        };
+        let held: Option<Vec<RecordMeta>> =
+            (start..end).map(|i| shard.records.get(&i).filter(|h| h.durable).map(|h| h.meta.clone())).collect();
+        match held {
+            Some(metas) => self.send(to, meta_reply(req, shard_id, start, end, Ok(metas))),
+            // Ordered records out of the window: the store has them.
+            None if end <= shard.ordered => {
+                self.out.push(StorageAction::ReadMetas { to_node: to, req, shard: shard_id, from: start, to: end })
+            }
+            None => self.send(to, Message::MetaUnavailable { req }),
         }
     }
 
-    fn on_read(&mut self, to: NodeId, req: u64, seqnum: SeqNum) {
+    /// The store's answer to `StorageAction::Read`: the record, unless it is live
+    /// nowhere in its book by now (its data may be reclaimed any moment).
+    pub fn on_read(&mut self, to: NodeId, req: u64, seqnum: SeqNum, stored: Result<Option<StoredData>>) {
+        let read = match stored {
+            Ok(Some(StoredData::Record(r))) => {
+                let live = self.liveness.get(seqnum.log().0 as usize).is_some_and(|l| l.is_live(r.meta.book, seqnum));
+                if live {
+                    StoredRead::Found(r)
+                } else {
+                    StoredRead::Reclaimed
+                }
+            }
+            Ok(Some(StoredData::Reclaimed(_))) => StoredRead::Reclaimed,
+            Ok(None) | Err(_) => StoredRead::Missing,
+        };
+        self.send(to, Message::RecordReply { req, seqnum, read });
+    }
+
+    fn on_read_record(&mut self, to: NodeId, req: u64, seqnum: SeqNum) {
         let location = self.runs.get(&(seqnum.term(), seqnum.log())).and_then(|runs| {
             let i = runs.partition_point(|r| r.start_position <= seqnum.position()).checked_sub(1)?;
             let r = runs[i];
             let offset = seqnum.position() - r.start_position;
             (offset < r.len).then_some(Location { shard: r.shard, local_id: r.first + offset })
         });
-        let Some(location) = location else {
-            self.send(to, Message::RecordReply { req, seqnum, read: StoredRead::Missing });
-            return;
-        };
-        let live = self
-            .shards
-            .get(&location.shard)
-            .and_then(|s| s.records.get(&location.local_id))
-            .map(|h| self.liveness[seqnum.log().0 as usize].is_live(h.meta.book, seqnum));
-        match live {
-            Some(true) => self.out.push(StorageAction::Read { to, req, seqnum, location }),
-            Some(false) => self.send(to, Message::RecordReply { req, seqnum, read: StoredRead::Reclaimed }),
+        match location {
+            Some(location) => self.out.push(StorageAction::Read { to, req, seqnum, location }),
             None => self.send(to, Message::RecordReply { req, seqnum, read: StoredRead::Missing }),
         }
     }
@@ -441,6 +470,14 @@ impl StorageNode {
                     }
                     None => tracing::error!(node = %self.id, ?location, "an ordered record is missing from this replica"),
                 }
+            }
+            // Metadata of records ordered long enough ago leaves memory.
+            let keep_from = shard.ordered.saturating_sub(self.cfg.meta_window);
+            while let Some(oldest) = shard.records.first_entry() {
+                if *oldest.key() >= keep_from {
+                    break;
+                }
+                oldest.remove();
             }
         }
         for trim in &e.trims {

@@ -30,9 +30,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tally_log_core::{
-    read_reply, Configuration, Context, Controller, ControllerAction, ControllerConfig, Engine, EngineAction, EngineConfig,
-    Error, LogId, Message, MetalogPosition, Micros, NextTick, NodeId, OpId, Reply, Request, Result, Role, Sequencer,
-    SequencerAction, SequencerConfig, StorageAction, StorageConfig, StorageNode,
+    meta_reply, Configuration, Context, Controller, ControllerAction, ControllerConfig, Engine, EngineAction, EngineConfig,
+    Error, LogId, Message, MetalogPosition, Micros, NextTick, NodeId, OpId, Reply, Request, Result, Role, SeqNum, Sequencer,
+    SequencerAction, SequencerConfig, StorageAction, StorageConfig, StorageNode, StoredData,
 };
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
@@ -51,6 +51,10 @@ const INPUTS_PER_BATCH_MAX: usize = 256;
 /// Write completions a storage node may have waiting before the group commit thread
 /// waits for the node (see `spawn_storage`).
 const WRITTEN_QUEUE_MAX: usize = 65_536;
+
+/// Records read for a storage node that wait for it to answer; a read task waits
+/// beyond that.
+const READS_DONE_QUEUE_MAX: usize = 4096;
 
 /// Microseconds since this process's monotonic epoch (the first call).
 pub fn now_us() -> Micros {
@@ -255,6 +259,14 @@ pub fn spawn_storage(
     }))
 }
 
+/// A record a storage node's read task got from the store, for the node to answer with.
+struct ReadDone {
+    to: NodeId,
+    req: u64,
+    seqnum: SeqNum,
+    stored: Result<Option<StoredData>>,
+}
+
 async fn run_storage(
     mut node: StorageNode,
     store: Arc<RocksStore>,
@@ -264,6 +276,7 @@ async fn run_storage(
 ) -> Result<()> {
     let mut ticks = Ticks::new();
     let (written_tx, mut written) = mpsc::channel::<(u64, Result<()>)>(WRITTEN_QUEUE_MAX);
+    let (read_tx, mut reads) = mpsc::channel::<ReadDone>(READS_DONE_QUEUE_MAX);
     loop {
         tokio::select! {
             m = inbox.recv() => match m {
@@ -289,6 +302,7 @@ async fn run_storage(
                     ticks.ticked(node.on_tick(now_us()));
                 }
             }
+            Some(ReadDone { to, req, seqnum, stored }) = reads.recv() => node.on_read(to, req, seqnum, stored),
             _ = &mut ticks.sleep => ticks.ticked(node.on_tick(now_us())),
         }
         for action in node.take_actions() {
@@ -311,13 +325,23 @@ async fn run_storage(
                     }
                 }
                 StorageAction::Read { to, req, seqnum, location } => {
-                    let (store, transport) = (store.clone(), transport.clone());
-                    // Task storage.read: ends after one reply; cancelled, the engine
-                    // asks again after its fetch retry. A failed read answers Missing.
+                    let (store, read_tx) = (store.clone(), read_tx.clone());
+                    // Task storage.read: ends after handing the record to the node, which
+                    // answers; cancelled, the engine asks again after its fetch retry. A
+                    // failed read answers Missing.
                     tokio::spawn(async move {
                         let read = tokio::task::spawn_blocking(move || store.read(location)).await;
                         let stored = read.unwrap_or_else(|e| Err(Error::Storage(format!("read task failed: {e}"))));
-                        transport.send(to, read_reply(req, seqnum, stored));
+                        let _ = read_tx.send(ReadDone { to, req, seqnum, stored }).await;
+                    });
+                }
+                StorageAction::ReadMetas { to_node, req, shard, from, to } => {
+                    let (store, transport) = (store.clone(), transport.clone());
+                    // Task storage.read_metas: ends after one reply, as a read does.
+                    tokio::spawn(async move {
+                        let read = tokio::task::spawn_blocking(move || store.read_metas(shard, from, to)).await;
+                        let metas = read.unwrap_or_else(|e| Err(Error::Storage(format!("read task failed: {e}"))));
+                        transport.send(to_node, meta_reply(req, shard, from, to, metas));
                     });
                 }
                 StorageAction::Reclaim(locations) => {

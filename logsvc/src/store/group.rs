@@ -408,6 +408,10 @@ mod tests {
             self.inner.read(location)
         }
 
+        fn read_metas(&self, shard: ShardId, from: u64, to: u64) -> Result<Vec<RecordMeta>> {
+            self.inner.read_metas(shard, from, to)
+        }
+
         fn reclaim(&self, locations: &[Location]) -> Result<()> {
             self.inner.reclaim(locations)
         }

@@ -35,8 +35,8 @@ use std::sync::Mutex;
 
 use bytes::Bytes;
 use rocksdb::{
-    BlockBasedOptions, ColumnFamily, ColumnFamilyDescriptor, DBCompressionType, IteratorMode, Options, WriteBatch, WriteOptions,
-    DB,
+    BlockBasedOptions, ColumnFamily, ColumnFamilyDescriptor, DBCompressionType, Direction, IteratorMode, Options, ReadOptions,
+    WriteBatch, WriteOptions, DB,
 };
 
 use tally_log_core::{Error, LocalId, Location, LogId, MetalogEntry, Record, RecordMeta, Result, ShardId, Term};
@@ -330,6 +330,26 @@ impl RecordStore for RocksStore {
             Some(data) => Ok(Some(StoredData::Record(Record { meta, data: Bytes::from(data) }))),
             None => Err(Error::Storage(format!("metadata at {location:?} says data, but there is none"))),
         }
+    }
+
+    fn read_metas(&self, shard: ShardId, from: LocalId, to: LocalId) -> Result<Vec<RecordMeta>> {
+        let mut metas = Vec::new();
+        let start = record_key(Location { shard, local_id: from });
+        let mut options = ReadOptions::default();
+        options.set_iterate_upper_bound(shard_end_key(shard).to_vec());
+        let mode = IteratorMode::From(start.as_slice(), Direction::Forward);
+        let mut next = from;
+        for item in self.db.iterator_cf_opt(cf(&self.db, CF_META), options, mode) {
+            let (key, value) = item.map_err(rocks_error)?;
+            let location = decode_record_key(&key)?;
+            if location.local_id != next || next >= to {
+                break;
+            }
+            metas.push(decode_meta_value(location, &value)?.0);
+            let Some(after) = next.checked_add(1) else { break };
+            next = after;
+        }
+        Ok(metas)
     }
 
     fn reclaim(&self, locations: &[Location]) -> Result<()> {

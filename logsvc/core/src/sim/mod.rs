@@ -24,7 +24,7 @@ use crate::engine::{Engine, EngineAction, EngineConfig, OpId};
 use crate::follower::FollowerConfig;
 use crate::message::{Cond, Message, Reply, Request};
 use crate::sequencer::{Sequencer, SequencerAction, SequencerConfig};
-use crate::storage::{read_reply, StorageAction, StorageConfig, StorageNode};
+use crate::storage::{meta_reply, StorageAction, StorageConfig, StorageNode};
 use crate::store::{MemMetalogStore, MemStore, MetalogStore, MetalogWrite, RecordStore};
 use crate::types::{BookId, Location, LogId, MetalogPosition, Micros, NodeId, SeqNum, Tag, Term};
 use oracle::Oracle;
@@ -246,6 +246,15 @@ enum Event {
         node: NodeId,
         incarnation: u64,
         batch: u64,
+    },
+    /// A storage node's read of a record returns (read when it was asked for).
+    ReadDone {
+        node: NodeId,
+        incarnation: u64,
+        to: NodeId,
+        req: u64,
+        seqnum: SeqNum,
+        stored: crate::Result<Option<crate::store::StoredData>>,
     },
     ClientStep(u32),
     Fault,
@@ -531,6 +540,9 @@ impl Sim {
                 let cfg = StorageConfig {
                     progress_interval_us: 10_000,
                     heartbeat_interval_us: 30_000,
+                    // A few records: engines applying an entry late, and every engine
+                    // replaying after a restart, fetch metadata from the store.
+                    meta_window: 4,
                     follower: Self::follower_cfg(),
                     ..Default::default()
                 };
@@ -793,6 +805,16 @@ impl Sim {
                     self.tick_after_input(node);
                 }
             }
+            Event::ReadDone { node, incarnation, to, req, seqnum, stored } => {
+                let slot = self.slots.get_mut(&node).expect("known node");
+                if slot.incarnation != incarnation {
+                    return;
+                }
+                if let Some(Node::Storage(s)) = slot.node.as_mut() {
+                    s.on_read(to, req, seqnum, stored);
+                    self.node_actions(node);
+                }
+            }
             Event::ClientStep(c) => self.client_step(c),
             Event::Fault => self.fault(),
             Event::Restart(n) if self.controller_index(n).is_some() => {
@@ -960,8 +982,15 @@ impl Sim {
                             self.schedule(d, Event::DiskDone { node: n, incarnation, batch });
                         }
                         StorageAction::Read { to, req, seqnum, location } => {
-                            let reply = read_reply(req, seqnum, records.read(location));
-                            self.send(n, to, reply);
+                            // The read sees the store now; the node learns of it later,
+                            // while trims may be ordered.
+                            let stored = records.read(location);
+                            let d = self.rng.below(self.opts.disk_min_us + 1);
+                            self.schedule(d, Event::ReadDone { node: n, incarnation, to, req, seqnum, stored });
+                        }
+                        StorageAction::ReadMetas { to_node, req, shard, from, to } => {
+                            let reply = meta_reply(req, shard, from, to, records.read_metas(shard, from, to));
+                            self.send(n, to_node, reply);
                         }
                         StorageAction::Reclaim(locations) => {
                             records.reclaim(&locations).expect("the in-memory store never fails")

@@ -101,6 +101,24 @@ impl Model {
         self.held.retain(|l, _| l.shard != shard || l.local_id < from);
     }
 
+    /// The metadata `read_metas` returns: up to the first local id not held.
+    pub fn metas(&self, shard: ShardId, from: LocalId, to: LocalId) -> Vec<RecordMeta> {
+        let mut metas = Vec::new();
+        let mut next = from;
+        for (l, data) in self.held.range(Location { shard, local_id: from }..) {
+            if l.shard != shard || l.local_id != next || l.local_id >= to {
+                break;
+            }
+            metas.push(match data {
+                StoredData::Record(r) => r.meta.clone(),
+                StoredData::Reclaimed(m) => m.clone(),
+            });
+            let Some(after) = next.checked_add(1) else { break };
+            next = after;
+        }
+        metas
+    }
+
     pub fn recovered(&self) -> Vec<RecoveredRecord> {
         let recovered = |(location, data): (&Location, &StoredData)| match data {
             StoredData::Record(r) => RecoveredRecord { location: *location, meta: r.meta.clone(), has_data: true },
@@ -114,6 +132,12 @@ impl Model {
     pub fn check(&self, store: &dyn RecordStore, probes: &[Location]) -> SuiteResult {
         for l in self.held.keys().chain(probes) {
             assert_eq!(store.read(*l)?, self.held.get(l).cloned(), "read of {l:?}");
+            // Ranges that start here: empty, short, across a gap, to the end of the
+            // key space.
+            for to in [l.local_id, l.local_id.saturating_add(1), l.local_id.saturating_add(3), LocalId::MAX] {
+                let (shard, from) = (l.shard, l.local_id);
+                assert_eq!(store.read_metas(shard, from, to)?, self.metas(shard, from, to), "metas of {shard:?} {from}..{to}");
+            }
         }
         assert_eq!(store.recover()?, self.recovered(), "recover");
         Ok(())

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use super::{ControllerStore, MetalogStore, MetalogWrite, RecordStore, RecoveredRecord, StoredData};
 use crate::config::Configuration;
 use crate::error::Result;
-use crate::message::Record;
+use crate::message::{Record, RecordMeta};
 use crate::types::{LocalId, Location, ShardId};
 
 #[derive(Clone, Debug)]
@@ -98,6 +98,19 @@ impl RecordStore for MemStore {
 
     fn read(&self, location: Location) -> Result<Option<StoredData>> {
         Ok(self.inner.lock().unwrap().visible.get(&location).cloned())
+    }
+
+    fn read_metas(&self, shard: ShardId, from: LocalId, to: LocalId) -> Result<Vec<RecordMeta>> {
+        let inner = self.inner.lock().unwrap();
+        let mut metas = Vec::new();
+        for local_id in from..to {
+            match inner.visible.get(&Location { shard, local_id }) {
+                Some(StoredData::Record(r)) => metas.push(r.meta.clone()),
+                Some(StoredData::Reclaimed(m)) => metas.push(m.clone()),
+                None => break,
+            }
+        }
+        Ok(metas)
     }
 
     fn reclaim(&self, locations: &[Location]) -> Result<()> {

@@ -73,6 +73,9 @@ pub trait RecordStore: Send + Sync + 'static {
     /// Makes every write that returned before this call durable.
     fn sync(&self) -> Result<()>;
     fn read(&self, location: Location) -> Result<Option<StoredData>>;
+    /// The metadata of the records `from..to` of `shard`, reclaimed ones included, in
+    /// order, up to the first local id the store does not hold.
+    fn read_metas(&self, shard: ShardId, from: LocalId, to: LocalId) -> Result<Vec<RecordMeta>>;
     /// Drops the data of these records and keeps their metadata. Need not be synced.
     fn reclaim(&self, locations: &[Location]) -> Result<()>;
     /// Removes every record of `shard` with a local id at or above `from`.
