@@ -27,13 +27,12 @@ use std::collections::{HashMap, VecDeque};
 use serde::{Deserialize, Serialize};
 
 use crate::message::{Cond, RecordMeta};
-use crate::types::{BookId, Location, SeqNum, Tag};
+use crate::types::{BookId, LocalId, Location, SeqNum, ShardId, Tag};
 
-/// One stream of one book.
+/// One tag's stream of one book.
 #[derive(Default, Debug)]
 struct Row {
-    /// Live seqnums, ascending. For the ALL row, entries whose record died through its
-    /// tag rows stay until they reach the front (lazy deletion); `records` decides.
+    /// Live seqnums, ascending: a record leaves its tag rows only from the front.
     live: VecDeque<SeqNum>,
     /// Successful records ever added to this stream: the next record's offset.
     total: u64,
@@ -46,24 +45,49 @@ impl Row {
     }
 }
 
-#[derive(Debug)]
-struct Live {
-    location: Location,
-    /// Tag rows the record is still live in.
+/// A record of the book-wide row, 24 bytes: where it lives, and the tag rows it is
+/// still live in.
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    seqnum: SeqNum,
+    local_id: LocalId,
+    shard: ShardId,
     tag_rows: u16,
+    /// Live nowhere any more; the slot stays until it reaches the front.
+    dead: bool,
+}
+
+impl Slot {
+    fn location(&self) -> Location {
+        Location { shard: self.shard, local_id: self.local_id }
+    }
 }
 
 #[derive(Default, Debug)]
 struct Book {
+    /// The rows of the book's tags (the book-wide row is `all`).
     rows: HashMap<Tag, Row>,
     trim_points: HashMap<Tag, SeqNum>,
-    /// Records live in the ALL row.
-    records: HashMap<SeqNum, Live>,
+    /// The book-wide row: the records live in it when they were added, ascending
+    /// (records that died since through their tag rows stay, marked, until they reach
+    /// the front). One slot per record is all the index holds besides its tag rows.
+    all: VecDeque<Slot>,
+    /// Successful records ever added to the book.
+    all_total: u64,
 }
 
 impl Book {
     fn trim_point(&self, tag: Tag) -> SeqNum {
         self.trim_points.get(&tag).copied().unwrap_or(SeqNum::MIN)
+    }
+
+    /// The slot of a record of the book-wide row, dead or alive.
+    fn slot(&self, seqnum: SeqNum) -> Option<usize> {
+        self.all.binary_search_by_key(&seqnum, |s| s.seqnum).ok()
+    }
+
+    fn live_slot(&self, seqnum: SeqNum) -> Option<&Slot> {
+        self.slot(seqnum).map(|i| &self.all[i]).filter(|s| !s.dead)
     }
 
     /// Pops the prefix of `tag`'s row below `seqnum`; returns the records that died.
@@ -74,26 +98,21 @@ impl Book {
                 break;
             }
             row.live.pop_front();
-            if let Some(live) = self.records.get_mut(&front) {
-                live.tag_rows -= 1;
-                if live.tag_rows == 0 {
-                    died.push((front, live.location));
-                    self.records.remove(&front);
-                }
+            let i = self.all.binary_search_by_key(&front, |s| s.seqnum).expect("a record live in a tag row has a slot");
+            let slot = &mut self.all[i];
+            slot.tag_rows -= 1;
+            if slot.tag_rows == 0 {
+                slot.dead = true;
+                died.push((front, slot.location()));
             }
         }
         self.compact_all_row();
     }
 
-    /// Drops dead records from the front of the ALL row.
+    /// Drops dead records from the front of the book-wide row.
     fn compact_all_row(&mut self) {
-        if let Some(row) = self.rows.get_mut(&Tag::ALL) {
-            while let Some(front) = row.live.front() {
-                if self.records.contains_key(front) {
-                    break;
-                }
-                row.live.pop_front();
-            }
+        while self.all.front().is_some_and(|s| s.dead) {
+            self.all.pop_front();
         }
     }
 }
@@ -181,12 +200,10 @@ impl Index {
                 tag_rows += 1;
             }
         }
-        let live_in_all = seqnum >= all_trim && (meta.tags.is_empty() || tag_rows > 0);
-        let row = book.rows.entry(Tag::ALL).or_default();
-        row.total += 1;
-        if live_in_all {
-            row.live.push_back(seqnum);
-            book.records.insert(seqnum, Live { location, tag_rows });
+        book.all_total += 1;
+        if seqnum >= all_trim && (meta.tags.is_empty() || tag_rows > 0) {
+            let Location { shard, local_id } = location;
+            book.all.push_back(Slot { seqnum, local_id, shard, tag_rows, dead: false });
             self.live_records += 1;
         }
         Placement::Placed
@@ -202,21 +219,19 @@ impl Index {
         }
         *point = seqnum;
         if tag == Tag::ALL {
-            let tags: Vec<Tag> = book.rows.keys().copied().filter(|&t| t != Tag::ALL).collect();
+            let tags: Vec<Tag> = book.rows.keys().copied().collect();
             for t in tags {
                 book.pop_row(t, seqnum, &mut died);
             }
             // Untagged records (and any still live) below the point die with the ALL row.
-            if let Some(row) = book.rows.get_mut(&Tag::ALL) {
-                while let Some(&front) = row.live.front() {
-                    if front >= seqnum {
-                        break;
-                    }
-                    row.live.pop_front();
-                    if let Some(live) = book.records.remove(&front) {
-                        died.push((front, live.location));
-                    }
+            while let Some(front) = book.all.front() {
+                if front.seqnum >= seqnum {
+                    break;
                 }
+                if !front.dead {
+                    died.push((front.seqnum, front.location()));
+                }
+                book.all.pop_front();
             }
         } else {
             book.pop_row(tag, seqnum, &mut died);
@@ -228,22 +243,32 @@ impl Index {
     /// The first live record of (book, tag) at or after `min`.
     pub fn read_next(&self, book: BookId, tag: Tag, min: SeqNum) -> Option<Found> {
         let b = self.books.get(&book)?;
+        let found = |s: &Slot| Found { seqnum: s.seqnum, location: s.location() };
+        if tag == Tag::ALL {
+            let start = b.all.partition_point(|s| s.seqnum < min);
+            return b.all.range(start..).find(|s| !s.dead).map(found);
+        }
         let row = b.rows.get(&tag)?;
         let start = row.live.partition_point(|&s| s < min);
-        row.live.range(start..).find_map(|s| b.records.get(s).map(|l| Found { seqnum: *s, location: l.location }))
+        row.live.range(start..).find_map(|&s| b.live_slot(s)).map(found)
     }
 
     /// The last live record of (book, tag) at or before `max`.
     pub fn read_prev(&self, book: BookId, tag: Tag, max: SeqNum) -> Option<Found> {
         let b = self.books.get(&book)?;
+        let found = |s: &Slot| Found { seqnum: s.seqnum, location: s.location() };
+        if tag == Tag::ALL {
+            let end = b.all.partition_point(|s| s.seqnum <= max);
+            return b.all.range(..end).rev().find(|s| !s.dead).map(found);
+        }
         let row = b.rows.get(&tag)?;
         let end = row.live.partition_point(|&s| s <= max);
-        row.live.range(..end).rev().find_map(|s| b.records.get(s).map(|l| Found { seqnum: *s, location: l.location }))
+        row.live.range(..end).rev().find_map(|&s| b.live_slot(s)).map(found)
     }
 
     /// Whether `seqnum` is a live record of `book`.
     pub fn is_live(&self, book: BookId, seqnum: SeqNum) -> bool {
-        self.books.get(&book).is_some_and(|b| b.records.contains_key(&seqnum))
+        self.books.get(&book).is_some_and(|b| b.live_slot(seqnum).is_some())
     }
 
     /// The state of the books `wanted` picks, in book order, from the first after
@@ -259,13 +284,14 @@ impl Index {
                 return (out, i < ids.len());
             }
             let b = &self.books[id];
+            let records: Vec<(SeqNum, Location, u16)> =
+                b.all.iter().filter(|s| !s.dead).map(|s| (s.seqnum, s.location(), s.tag_rows)).collect();
             let mut rows: Vec<(Tag, u64, Vec<SeqNum>)> =
                 b.rows.iter().map(|(&t, r)| (t, r.total, r.live.iter().copied().collect())).collect();
+            rows.push((Tag::ALL, b.all_total, records.iter().map(|r| r.0).collect()));
             rows.sort_unstable_by_key(|r| r.0);
             let mut trim_points: Vec<(Tag, SeqNum)> = b.trim_points.iter().map(|(&t, &s)| (t, s)).collect();
             trim_points.sort_unstable();
-            let mut records: Vec<(SeqNum, Location, u16)> = b.records.iter().map(|(&s, l)| (s, l.location, l.tag_rows)).collect();
-            records.sort_unstable_by_key(|r| r.0);
             let state = BookState { book: *id, rows, trim_points, records };
             weight += state.weight();
             out.push(state);
@@ -277,12 +303,23 @@ impl Index {
     /// here, and every record applied later must be ordered after its records.
     pub fn import(&mut self, state: BookState) {
         assert!(!self.books.contains_key(&state.book), "book {:?} is imported once, before its records here", state.book);
-        let rows = state.rows.into_iter().map(|(t, total, live)| (t, Row { live: live.into(), total })).collect();
-        let trim_points = state.trim_points.into_iter().collect();
-        let records: HashMap<SeqNum, Live> =
-            state.records.into_iter().map(|(s, location, tag_rows)| (s, Live { location, tag_rows })).collect();
-        self.live_records += records.len();
-        self.books.insert(state.book, Book { rows, trim_points, records });
+        let mut book = Book { trim_points: state.trim_points.into_iter().collect(), ..Book::default() };
+        for (tag, total, live) in state.rows {
+            if tag == Tag::ALL {
+                // Its live records are `state.records`.
+                book.all_total = total;
+            } else {
+                book.rows.insert(tag, Row { live: live.into(), total });
+            }
+        }
+        let mut records = state.records;
+        records.sort_unstable_by_key(|r| r.0);
+        book.all = records
+            .into_iter()
+            .map(|(seqnum, Location { shard, local_id }, tag_rows)| Slot { seqnum, local_id, shard, tag_rows, dead: false })
+            .collect();
+        self.live_records += book.all.len();
+        self.books.insert(state.book, book);
     }
 }
 
