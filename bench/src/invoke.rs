@@ -449,7 +449,7 @@ fn metric_value(text: &str, name: &str, function: &str) -> Option<f64> {
 
 /// Runs `scripts/build-guests.sh`; returns the directory holding `hello.wasm`.
 pub(crate) fn build_guests(root: &Path) -> anyhow::Result<PathBuf> {
-    eprintln!("invoke: building the guests (scripts/build-guests.sh)");
+    eprintln!("bench: building the guests (scripts/build-guests.sh)");
     let stdout = run_script(root, "scripts/build-guests.sh")?;
     let dir = stdout.lines().last().context("scripts/build-guests.sh printed no directory")?;
     Ok(PathBuf::from(dir))

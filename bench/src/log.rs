@@ -492,6 +492,16 @@ impl Op for RawWriter {
 /// The first failed request fails the loop; dropping the `JoinSet` then aborts the
 /// other clients, whose requests in flight complete unobserved.
 pub(crate) async fn closed_loop<O: Op>(ops: Vec<O>, warmup: Duration, window: Duration) -> anyhow::Result<Samples> {
+    Ok(closed_loop_keeping(ops, warmup, window).await?.0)
+}
+
+/// [`closed_loop`], handing the ops back (in no particular order) for clients that keep
+/// a connection, an instance or a count across slices.
+pub(crate) async fn closed_loop_keeping<O: Op>(
+    ops: Vec<O>,
+    warmup: Duration,
+    window: Duration,
+) -> anyhow::Result<(Samples, Vec<O>)> {
     let from = Instant::now() + warmup;
     let end = from + window;
     let mut tasks = JoinSet::new();
@@ -509,14 +519,17 @@ pub(crate) async fn closed_loop<O: Op>(ops: Vec<O>, warmup: Duration, window: Du
                     latencies.push(micros(done - sent));
                 }
             }
-            anyhow::Ok(latencies)
+            anyhow::Ok((latencies, op))
         });
     }
     let mut samples = Samples { latencies_us: Vec::new(), window };
+    let mut kept = Vec::with_capacity(tasks.len());
     while let Some(joined) = tasks.join_next().await {
-        samples.latencies_us.extend(joined.context("a benchmark client panicked")??);
+        let (latencies, op) = joined.context("a benchmark client panicked")??;
+        samples.latencies_us.extend(latencies);
+        kept.push(op);
     }
-    Ok(samples)
+    Ok((samples, kept))
 }
 
 /// A record store as a storage node has one, in its own temporary directory, without

@@ -1,6 +1,7 @@
 //! The peers a user would pick instead of Tally, started for real on this machine:
-//! Redis (Debian `redis-server`) for a durable log, and the bare disk (a file appended
-//! to and fdatasync'd) as the physical limit of one durable write.
+//! Redis (Debian `redis-server`) for a durable log, PostgreSQL (Debian `postgresql`)
+//! for durable state, and the bare disk (a file appended to and fdatasync'd) as the
+//! physical limit of one durable write.
 //!
 //! A missing Debian package is installed with apt-get when the bench runs as root (as
 //! `scripts/env.sh` does for the test suite); otherwise the error names the package.
@@ -12,6 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context as _};
+use tally_state::PgServer;
 use tempfile::TempDir;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
@@ -25,8 +27,7 @@ pub fn debian_program(program: &str, package: &str) -> anyhow::Result<PathBuf> {
     if let Some(path) = on_path(program) {
         return Ok(path);
     }
-    let root = std::fs::metadata("/proc/self").map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0).unwrap_or(false);
-    ensure!(root, "{program} is missing: install the Debian package {package} (apt-get install {package})");
+    ensure!(is_root(), "{program} is missing: install the Debian package {package} (apt-get install {package})");
     eprintln!("bench: installing the Debian package {package}");
     let apt = |args: &[&str]| {
         Command::new("apt-get")
@@ -41,6 +42,10 @@ pub fn debian_program(program: &str, package: &str) -> anyhow::Result<PathBuf> {
         ensure!(apt(&["install", "-y", "-qq", package])?.success(), "apt-get install {package} failed");
     }
     on_path(program).with_context(|| format!("{package} is installed but {program} is not on PATH"))
+}
+
+fn is_root() -> bool {
+    std::fs::metadata("/proc/self").map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0).unwrap_or(false)
 }
 
 fn on_path(program: &str) -> Option<PathBuf> {
@@ -119,6 +124,49 @@ impl Drop for Redis {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// A PostgreSQL server of its own with PostgreSQL's default durability (`fsync` and
+/// `synchronous_commit` on: a commit returns once its WAL is flushed), listening only on
+/// a unix socket in its directory. Unlike `tally_state::TempPostgres`, which runs with
+/// `fsync=off` for the tests' speed, it is what a user would run, and as durable as
+/// Tally, whose state store and log sync every write. Stopped (immediate mode) and its
+/// directory deleted on drop.
+pub struct Postgres {
+    server: PgServer,
+    dir: TempDir,
+}
+
+impl Postgres {
+    /// Initialises a database cluster and starts the server; blocks for a second or two.
+    pub fn start() -> anyhow::Result<Postgres> {
+        let dir = tempfile::Builder::new().prefix("tally-bench-pg").tempdir().context("creating PostgreSQL's directory")?;
+        // As root, the server runs as the `postgres` user, which must reach its data
+        // directory and create its socket here.
+        if is_root() {
+            let status = Command::new("chown").arg("postgres:postgres").arg(dir.path()).status().context("running chown")?;
+            ensure!(status.success(), "chown postgres {} failed", dir.path().display());
+        }
+        let server = PgServer::new(&dir.path().join("data"));
+        // Without initdb's final sync: the data directory is thrown away after the run.
+        server.init(false)?;
+        let socket_dir = dir.path().to_str().context("the temporary directory's path is not UTF-8")?;
+        server.start(&format!("-c listen_addresses='' -k {socket_dir}"), &dir.path().join("server.log"))?;
+        Ok(Postgres { server, dir })
+    }
+
+    /// The libpq-style connection string to the database `dbname`.
+    pub fn conninfo(&self, dbname: &str) -> String {
+        format!("host={} user=postgres dbname={dbname}", self.dir.path().display())
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        if let Err(e) = self.server.stop("immediate") {
+            eprintln!("bench: could not stop PostgreSQL: {e}");
+        }
     }
 }
 

@@ -1,4 +1,5 @@
-//! The `state` suite: exactly-once state on Tally, as Halfmoon's Figure 10 and §6.3.
+//! The `state` suite: exactly-once state on Tally, as Halfmoon's Figure 10 and §6.3, and
+//! against PostgreSQL, what a user would pick for durable state instead.
 //!
 //! ```text
 //!   ops     one instance per protocol on a dev node (loopback QUIC log, fsync every
@@ -9,27 +10,55 @@
 //!   sweep   invocations of one operation each (init, a read or a write, result), the
 //!           read ratio from 0 to 1, under read- and write-optimized: where they cross
 //!   auto    the same mix on an `auto` table: which protocol the runtime settles on
+//!   mix     32 workers, each an instance of its own doing reads and writes half and
+//!           half at random on keys of its own, under write- and read-optimized: the
+//!           throughput of the RocksDB node against the PostgreSQL node
+//!   bank    examples/bank transfers (two gets, two puts) invoked over HTTP with an
+//!           Idempotency-Key on the RocksDB node, write- and read-optimized, against
+//!           the same transfers as PostgreSQL transactions by a plain client
+//!           (tokio-postgres: BEGIN, SELECT .. FOR UPDATE of both rows, UPDATE of
+//!           both, COMMIT), 1 and 32 clients; and the log records a transfer appends
+//!           on Tally (counted between marker records appended around each slice)
 //! ```
 //!
-//! The protocols are measured in interleaved rounds, so that all sample the same
-//! disk (this machine's fsync time drifts between runs). Values are 256 bytes over 64
-//! keys. PostgreSQL is a server of its own started by the suite (skipped, with a
-//! message, where it cannot start).
+//! The protocols of `ops` and `sweep` are measured in interleaved rounds, and the
+//! targets of `mix` and `bank` in interleaved slices, so that all sample the same disk
+//! (this machine's fsync time drifts between runs). Values are 256 bytes over 64 keys.
+//! Both nodes, one with each store, run from the start to the end of the suite.
+//!
+//! PostgreSQL is a server of its own started by the suite (skipped, with a message,
+//! where it cannot start) with its default durability, `fsync` and `synchronous_commit`
+//! on, as Tally's RocksDB store and log sync every write; it holds the PostgreSQL
+//! node's state and, in a database of its own, the plain client's accounts.
+//!
+//! In `mix` every worker owns its keys (every 32nd): a write-optimized put takes effect
+//! only if its version, the writer's (cursor, counter), is newer than the stored one,
+//! so on shared keys a worker with an older cursor would skip its store write and the
+//! mix would measure that contention rather than the store. In `bank` every client
+//! moves money between a pair of accounts of its own, one unit from x to y a transfer:
+//! the bank's transfers are not transactions across concurrent transfers of one
+//! account. Each transfer checks the balances it saw against the client's count of its
+//! moves, and after the run both stores must hold, for every pair, the same total and
+//! as many moves as its client made.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
+use anyhow::{ensure, Context as _};
 use bytes::Bytes;
 use tally_durable::{Instance, InstanceId, Of, Outcome};
-use tally_logsvc::{BookId, Context};
+use tally_logsvc::{BookId, Context, LogClient, SeqNum};
 use tally_runtime::config::{Protocol, StoreKind};
 use tally_runtime::dev::DevNode;
 use tally_runtime::{Config, Runtime};
-use tally_state::TempPostgres;
+use tokio_postgres::{Client, NoTls, Statement};
 
-use crate::report::{micros, round_to, Latencies, Report};
+use crate::invoke::agent;
+use crate::log::{closed_loop_keeping, record_percentiles, Op};
+use crate::peers::Postgres;
+use crate::report::{micros, round_to, Latencies, Report, Samples};
 use crate::RunOptions;
 
 const VALUE_BYTES: usize = 256;
@@ -44,63 +73,113 @@ struct Plan {
     sweep: usize,
     /// How long the `auto` table runs each mix.
     auto_window: Duration,
+    /// Run once per target of `mix` and `bank` before its slices, not counted.
+    warmup: Duration,
+    /// Each slice of `mix` and `bank`, per target.
+    slice: Duration,
+    /// The start of each slice, not counted: the clients' pipeline fills.
+    slice_warmup: Duration,
+    /// Slices per target; `slices * slice` is a case's window.
+    slices: u32,
 }
 
 pub async fn run(opts: &RunOptions) -> anyhow::Result<()> {
     let plan = if opts.quick {
-        Plan { ops: 60, rounds: 3, sweep: 20, auto_window: Duration::from_millis(800) }
+        Plan {
+            ops: 60,
+            rounds: 3,
+            sweep: 20,
+            auto_window: Duration::from_millis(800),
+            warmup: Duration::from_millis(100),
+            slice: Duration::from_millis(300),
+            slice_warmup: Duration::from_millis(20),
+            slices: 2,
+        }
     } else {
-        Plan { ops: 1500, rounds: 10, sweep: 200, auto_window: Duration::from_secs(2) }
+        Plan {
+            ops: 1500,
+            rounds: 10,
+            sweep: 200,
+            auto_window: Duration::from_secs(2),
+            warmup: Duration::from_millis(500),
+            slice: Duration::from_secs(2),
+            slice_warmup: Duration::from_millis(50),
+            slices: 3,
+        }
+    };
+    let started = Instant::now();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("bench/ is inside the repository");
+    let guests = tokio::task::spawn_blocking({
+        let root = root.to_owned();
+        move || crate::invoke::build_guests(&root)
+    })
+    .await??;
+    let bank_component = std::fs::read(guests.join("bank.wasm")).context("reading bank.wasm")?;
+    let postgres = match tokio::task::spawn_blocking(Postgres::start).await? {
+        Ok(server) => Some(server),
+        Err(e) => {
+            eprintln!("state: PostgreSQL cannot start here ({e:#}); measuring Tally alone");
+            None
+        }
+    };
+    let rocksdb = Node::start(None).await?;
+    let pg_node = match &postgres {
+        Some(server) => Some(Node::start(Some(server)).await?),
+        None => None,
     };
     let mut report = Report::new(
         "state",
-        format!("{VALUE_BYTES}-byte values over {KEYS} keys; dev node: loopback QUIC log, fsync every batch"),
+        format!(
+            "{VALUE_BYTES}-byte values over {KEYS} keys; dev node: loopback QUIC log, fsync every batch; \
+             PostgreSQL: fsync and synchronous_commit on"
+        ),
     );
-    for store in [StoreKind::Rocksdb, StoreKind::Postgres] {
-        let Some(node) = Node::start(store).await? else { continue };
-        ops(&node, &plan, &mut report).await?;
-        if store == StoreKind::Rocksdb {
-            sweep(&node, &plan, &mut report).await?;
-            auto(&node, &plan, &mut report).await?;
-        }
+    ops(&rocksdb, &plan, &mut report).await?;
+    sweep(&rocksdb, &plan, &mut report).await?;
+    auto(&rocksdb, &plan, &mut report).await?;
+    let mut nodes = vec![&rocksdb];
+    if let Some(node) = &pg_node {
+        ops(node, &plan, &mut report).await?;
+        nodes.push(node);
+    }
+    mix(&nodes, &plan, &mut report).await?;
+    bank(&rocksdb, postgres.as_ref(), bank_component, &plan, &mut report).await?;
+    if let Some(node) = pg_node {
         node.node.shutdown().await;
     }
+    rocksdb.node.shutdown().await;
+    drop(postgres);
     report.print_table();
+    eprintln!("state: done in {:.1} s", started.elapsed().as_secs_f64());
     Ok(())
 }
 
-/// A dev node with its data (and PostgreSQL server) kept alive.
+/// A dev node with its data kept alive.
 struct Node {
     node: DevNode,
     name: &'static str,
     _dir: tempfile::TempDir,
-    _postgres: Option<TempPostgres>,
 }
 
 impl Node {
-    async fn start(store: StoreKind) -> anyhow::Result<Option<Node>> {
+    /// A node whose state is in `postgres`, or in its own RocksDB without one.
+    async fn start(postgres: Option<&Postgres>) -> anyhow::Result<Node> {
         let dir = tempfile::tempdir()?;
         let mut config = Config { data_dir: dir.path().join("data"), listen: "127.0.0.1:0".into(), ..Config::default() };
         config.state.auto_interval_ms = 250;
         // The suite's instances run in-process, not as invocations of a deployed
         // function: the recovery scan must not take the long-lived ones for dead.
         config.state.reexecute_after_ms = 3_600_000;
-        let (name, postgres) = match store {
-            StoreKind::Rocksdb => ("rocksdb", None),
-            StoreKind::Postgres => match tokio::task::spawn_blocking(TempPostgres::start).await? {
-                Ok(server) => {
-                    config.state.store = StoreKind::Postgres;
-                    config.state.postgres = server.conninfo();
-                    ("postgres", Some(server))
-                }
-                Err(e) => {
-                    eprintln!("state: PostgreSQL cannot start here ({e}); measuring RocksDB only");
-                    return Ok(None);
-                }
-            },
+        let name = match postgres {
+            None => "rocksdb",
+            Some(server) => {
+                config.state.store = StoreKind::Postgres;
+                config.state.postgres = server.conninfo("postgres");
+                "postgres"
+            }
         };
-        let node = DevNode::start(config).await.context("starting the dev node")?;
-        Ok(Some(Node { node, name, _dir: dir, _postgres: postgres }))
+        let node = DevNode::start(config).await.with_context(|| format!("starting the {name} dev node"))?;
+        Ok(Node { node, name, _dir: dir })
     }
 
     fn runtime(&self) -> &Arc<Runtime> {
@@ -293,6 +372,483 @@ async fn auto(node: &Node, plan: &Plan, report: &mut Report) -> anyhow::Result<(
         };
         let picked = if status.protocol == Protocol::ReadOptimized { 0.0 } else { 1.0 };
         report.record(&format!("auto/read_ratio={ratio:.1}"), "protocol", picked, "0=read,1=write")?;
+    }
+    Ok(())
+}
+
+/// Workers of the mix.
+const MIX_WORKERS: usize = 32;
+const _: () = assert!((KEYS as usize).is_multiple_of(MIX_WORKERS), "every worker owns as many keys");
+/// The protocols of the mix, each on a table named after it.
+const MIX_PROTOCOLS: [Protocol; 2] = [Protocol::WriteOptimized, Protocol::ReadOptimized];
+
+/// One worker of the mix: an instance of its own that reads or writes, half and half at
+/// random, one of the keys it owns.
+struct MixWorker {
+    inst: Instance,
+    ctx: Context,
+    rng: Rng,
+    keys: Vec<Vec<u8>>,
+    /// The table the current case uses.
+    table: &'static str,
+}
+
+impl Op for MixWorker {
+    async fn call(&mut self) -> anyhow::Result<()> {
+        let i = (self.rng.next() % self.keys.len() as u64) as usize;
+        if self.rng.next() & 1 == 0 {
+            let got = self.inst.get(&mut self.ctx, self.table, &self.keys[i]).await.map_err(abort)?;
+            // Every key was written before the run, so a read finds a value.
+            ensure!(got.is_some_and(|v| v.len() == VALUE_BYTES), "a read of a written key in {} found no value", self.table);
+        } else {
+            self.inst.put(&mut self.ctx, self.table, &self.keys[i], value()).await.map_err(abort)?;
+        }
+        Ok(())
+    }
+}
+
+/// Clients measured in slices: their closed loop runs once a slice, and their samples
+/// add up over the slices.
+struct Pool<O> {
+    ops: Vec<O>,
+    samples: Samples,
+}
+
+impl<O: Op> Pool<O> {
+    fn new(ops: Vec<O>) -> Pool<O> {
+        Pool { ops, samples: Samples::default() }
+    }
+
+    /// One closed loop of every client, counted unless `window` is zero.
+    async fn run(&mut self, warmup: Duration, window: Duration) -> anyhow::Result<()> {
+        let (samples, ops) = closed_loop_keeping(std::mem::take(&mut self.ops), warmup, window).await?;
+        self.ops = ops;
+        if window > Duration::ZERO {
+            self.samples.extend(samples);
+        }
+        Ok(())
+    }
+}
+
+/// The 50/50 mix on every node's store, each protocol a case, the nodes in interleaved
+/// slices.
+async fn mix(nodes: &[&Node], plan: &Plan, report: &mut Report) -> anyhow::Result<()> {
+    let book = 400;
+    let tables: BTreeMap<String, Protocol> = MIX_PROTOCOLS.iter().map(|p| (p.name().to_string(), *p)).collect();
+    let mut workers_by_node = Vec::new();
+    for node in nodes {
+        let mut workers = Vec::new();
+        for w in 0..MIX_WORKERS {
+            let keys = (w as u64..KEYS).step_by(MIX_WORKERS).map(key).collect();
+            let inst = node.instance(book, &tables, format!("bench-mix-{}-{w}", node.name));
+            let mut worker = MixWorker { inst, ctx: Context::new(), rng: Rng(0x9e37_79b9_7f4a_7c15 + w as u64), keys, table: "" };
+            for p in MIX_PROTOCOLS {
+                for k in &worker.keys {
+                    worker.inst.put(&mut worker.ctx, p.name(), k, value()).await.map_err(abort)?;
+                }
+            }
+            workers.push(worker);
+        }
+        workers_by_node.push(workers);
+    }
+    for p in MIX_PROTOCOLS {
+        eprintln!(
+            "state: 50/50 mix, {}, {MIX_WORKERS} workers: {} interleaved slices of {} ms per store",
+            p.name(),
+            plan.slices,
+            plan.slice.as_millis()
+        );
+        let mut pools: Vec<Pool<MixWorker>> = workers_by_node
+            .drain(..)
+            .map(|mut workers| {
+                workers.iter_mut().for_each(|w| w.table = p.name());
+                Pool::new(workers)
+            })
+            .collect();
+        for pool in &mut pools {
+            pool.run(plan.warmup, Duration::ZERO).await?;
+        }
+        for round in 0..plan.slices as usize {
+            for k in 0..pools.len() {
+                // Rotated, so that no store always follows the same one.
+                let i = (round + k) % pools.len();
+                pools[i].run(plan.slice_warmup, plan.slice - plan.slice_warmup).await?;
+            }
+        }
+        let case = |node: &Node| format!("{}/{},workers={MIX_WORKERS}", node.name, p.name());
+        for (node, pool) in nodes.iter().zip(pools) {
+            let (throughput, latencies) = pool.samples.finish();
+            report.record(&case(node), "mix_throughput", throughput.round(), "ops/s")?;
+            record_percentiles(report, &case(node), ["mix_p50", "mix_p99"], &latencies)?;
+            workers_by_node.push(pool.ops);
+        }
+        if let [rocksdb, postgres] = nodes {
+            let throughput = |node: &Node| report.value(&case(node), "mix_throughput").expect("recorded above");
+            let ratio = round_to(throughput(rocksdb) / throughput(postgres), 2);
+            report.record(&case(rocksdb), "mix_throughput_vs_postgres", ratio, "x")?;
+        }
+    }
+    for workers in workers_by_node {
+        for mut w in workers {
+            w.inst.finish(&mut w.ctx, Outcome::Ok(Bytes::new())).await.map_err(abort)?;
+        }
+    }
+    Ok(())
+}
+
+/// The client counts of `bank`: latency unloaded, then throughput.
+const BANK_CLIENTS: [usize; 2] = [1, 32];
+/// Pairs of accounts, one per client of the largest count.
+const PAIRS: usize = 32;
+const _: () = assert!(BANK_CLIENTS[1] == PAIRS, "every client has a pair of its own");
+/// The protocols the bank runs under on Tally, each deployed as a function of its own
+/// on a book of its own (a table's protocol is the book's table's).
+const BANK_PROTOCOLS: [(Protocol, u64); 2] = [(Protocol::WriteOptimized, 20), (Protocol::ReadOptimized, 21)];
+/// Every account's balance when opened.
+const OPENING: i64 = 1_000_000;
+
+fn accounts(pair: usize) -> [String; 2] {
+    [format!("p{pair}x"), format!("p{pair}y")]
+}
+
+/// The balances a pair must show after `moves` transfers of one unit from x to y.
+fn balances_after(moves: u64) -> [i64; 2] {
+    let moves = i64::try_from(moves).expect("fewer than 2^63 transfers");
+    [OPENING - moves, OPENING + moves]
+}
+
+/// Where `bank` transfers money.
+enum Bank {
+    /// The bank function on the RocksDB node, over its gateway.
+    Tally { protocol: Protocol, invoke_url: String, log: LogClient },
+    /// Transactions of a plain client on the `bank` database.
+    Postgres { conninfo: String },
+}
+
+impl Bank {
+    /// Deploys the bank as `bank-<protocol>` with its table `accounts` under
+    /// `protocol`, and opens every account on `book`.
+    async fn tally(node: &Node, protocol: Protocol, book: u64, component: Vec<u8>) -> anyhow::Result<Bank> {
+        let url = node.node.url();
+        let function = format!("bank-{}", protocol.name());
+        let deploy_url = format!("{url}/v1/functions/{function}?tables=accounts:{}", protocol.name());
+        let invoke_url = format!("{url}/v1/functions/{function}/invoke?book={book}");
+        tokio::task::spawn_blocking({
+            let invoke_url = invoke_url.clone();
+            move || {
+                let agent = agent();
+                let mut response = agent.put(&deploy_url).send(&component[..]).with_context(|| format!("PUT {deploy_url}"))?;
+                let status = response.status().as_u16();
+                let text = response.body_mut().read_to_string().unwrap_or_default();
+                ensure!(status == 201, "deploying {function} answered {status}: {text}");
+                for account in (0..PAIRS).flat_map(accounts) {
+                    let key = format!("open-{account}");
+                    let opened = post_ok(&agent, &invoke_url, format!("open {account} {OPENING}"), Some(&key))?;
+                    ensure!(opened == "ok", "opening {account} answered {opened:?}");
+                }
+                anyhow::Ok(())
+            }
+        })
+        .await??;
+        Ok(Bank::Tally { protocol, invoke_url, log: node.runtime().log().clone() })
+    }
+
+    /// Creates the database `bank` with every account, after checking that the server
+    /// syncs every commit.
+    async fn postgres(server: &Postgres) -> anyhow::Result<Bank> {
+        let admin = connect(&server.conninfo("postgres")).await?;
+        let (fsync, synchronous_commit) = (show(&admin, "fsync").await?, show(&admin, "synchronous_commit").await?);
+        ensure!(
+            fsync == "on" && synchronous_commit == "on",
+            "PostgreSQL runs with fsync {fsync}, synchronous_commit {synchronous_commit}"
+        );
+        let (version, wal_sync_method) = (show(&admin, "server_version").await?, show(&admin, "wal_sync_method").await?);
+        admin.batch_execute("CREATE DATABASE bank").await?;
+        let conninfo = server.conninfo("bank");
+        let client = connect(&conninfo).await?;
+        client.batch_execute("CREATE TABLE accounts (id text PRIMARY KEY, balance bigint NOT NULL)").await?;
+        for account in (0..PAIRS).flat_map(accounts) {
+            client.execute("INSERT INTO accounts VALUES ($1, $2)", &[&account, &OPENING]).await?;
+        }
+        eprintln!("state: bank: PostgreSQL {version}, fsync and synchronous_commit on ({wal_sync_method}), unix socket");
+        Ok(Bank::Postgres { conninfo })
+    }
+
+    fn name(&self) -> String {
+        match self {
+            Bank::Tally { protocol, .. } => format!("tally/{}", protocol.name()),
+            Bank::Postgres { .. } => "postgres".into(),
+        }
+    }
+
+    fn case(&self, clients: usize) -> String {
+        format!("{},clients={clients}", self.name())
+    }
+
+    /// `count` clients on the first pairs, with `moves` made on each pair so far.
+    async fn clients(&self, count: usize, moves: &[u64]) -> anyhow::Result<Vec<BankClient>> {
+        let mut clients = Vec::with_capacity(count);
+        for (pair, &moves) in moves.iter().enumerate().take(count) {
+            clients.push(match self {
+                Bank::Tally { invoke_url, .. } => {
+                    BankClient::Tally(TallyTransfer { agent: agent(), invoke_url: invoke_url.clone(), pair, moves })
+                }
+                Bank::Postgres { conninfo } => BankClient::Postgres(PgTransfer::connect(conninfo, pair, moves).await?),
+            });
+        }
+        Ok(clients)
+    }
+
+    /// The balances of every pair, as the store holds them.
+    async fn balances(&self) -> anyhow::Result<Vec<[i64; 2]>> {
+        match self {
+            Bank::Tally { invoke_url, .. } => {
+                let invoke_url = invoke_url.clone();
+                tokio::task::spawn_blocking(move || {
+                    let agent = agent();
+                    let balance = |account: &str| -> anyhow::Result<i64> {
+                        let text = post_ok(&agent, &invoke_url, format!("balance {account}"), None)?;
+                        text.parse().with_context(|| format!("the balance of {account} is {text:?}"))
+                    };
+                    (0..PAIRS)
+                        .map(|pair| {
+                            let [x, y] = accounts(pair);
+                            Ok([balance(&x)?, balance(&y)?])
+                        })
+                        .collect()
+                })
+                .await?
+            }
+            Bank::Postgres { conninfo } => {
+                let client = connect(conninfo).await?;
+                let balances: BTreeMap<String, i64> = client
+                    .query("SELECT id, balance FROM accounts", &[])
+                    .await?
+                    .iter()
+                    .map(|row| (row.get(0), row.get(1)))
+                    .collect();
+                (0..PAIRS)
+                    .map(|pair| {
+                        let [x, y] = accounts(pair).map(|a| balances.get(&a).copied().with_context(|| format!("no account {a}")));
+                        Ok([x?, y?])
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    /// Every transfer's answer was checked against its pair's count of moves; the store
+    /// must now hold exactly `moves[pair]` moves for every pair, every pair its opening
+    /// total, and as many moves in all as the clients made.
+    async fn check(&self, moves: &[u64]) -> anyhow::Result<()> {
+        let balances = self.balances().await?;
+        for (pair, ([x, y], &made)) in balances.iter().zip(moves).enumerate() {
+            ensure!(x + y == 2 * OPENING, "{}: pair {pair} holds {x} + {y}, not {}", self.name(), 2 * OPENING);
+            ensure!(
+                [*x, *y] == balances_after(made),
+                "{}: pair {pair} holds {x} {y} after its client made {made} transfers",
+                self.name()
+            );
+        }
+        let stored: i64 = balances.iter().map(|[_, y]| y - OPENING).sum();
+        let made: u64 = moves.iter().sum();
+        ensure!(stored == made as i64, "{}: the store shows {stored} transfers, the clients made {made}", self.name());
+        eprintln!("state: bank: {}: {made} transfers; every pair's total and moves check", self.name());
+        Ok(())
+    }
+
+    /// The log's position now (a record appended to a book of the suite's own), on Tally.
+    async fn log_position(&self) -> anyhow::Result<Option<SeqNum>> {
+        let Bank::Tally { log, .. } = self else { return Ok(None) };
+        let marker = log.append(&mut Context::new(), BookId(MARKER_BOOK), &[], Bytes::from_static(b"mark")).await?;
+        Ok(Some(marker))
+    }
+}
+
+/// The book of the position markers around Tally's slices.
+const MARKER_BOOK: u64 = 22;
+
+/// A client of `bank`: moves one unit from x to y of its pair, one transfer at a time.
+enum BankClient {
+    Tally(TallyTransfer),
+    Postgres(PgTransfer),
+}
+
+impl BankClient {
+    fn pair_moves(&self) -> (usize, u64) {
+        match self {
+            BankClient::Tally(t) => (t.pair, t.moves),
+            BankClient::Postgres(t) => (t.pair, t.moves),
+        }
+    }
+}
+
+impl Op for BankClient {
+    async fn call(&mut self) -> anyhow::Result<()> {
+        match self {
+            BankClient::Tally(t) => t.transfer().await,
+            BankClient::Postgres(t) => t.transfer().await,
+        }
+    }
+}
+
+/// A transfer as an invocation of the bank function, exactly-once across retries (an
+/// Idempotency-Key per transfer), on an HTTP/1.1 keep-alive connection of its own.
+struct TallyTransfer {
+    agent: ureq::Agent,
+    invoke_url: String,
+    pair: usize,
+    /// Transfers of this pair so far.
+    moves: u64,
+}
+
+impl TallyTransfer {
+    async fn transfer(&mut self) -> anyhow::Result<()> {
+        let [x, y] = accounts(self.pair);
+        let moves = self.moves + 1;
+        let (agent, url) = (self.agent.clone(), self.invoke_url.clone());
+        let key = format!("{x}-{moves}");
+        // ureq blocks: each request runs on the blocking pool, as a client's thread would.
+        let answer =
+            tokio::task::spawn_blocking(move || post_ok(&agent, &url, format!("transfer {x} {y} 1"), Some(&key))).await??;
+        let [from, to] = balances_after(moves);
+        ensure!(answer == format!("ok {from} {to}"), "transfer {moves} of pair {} answered {answer:?}", self.pair);
+        self.moves = moves;
+        Ok(())
+    }
+}
+
+/// POSTs `body` to `url` (with an Idempotency-Key if given); the answer, which must be 200.
+fn post_ok(agent: &ureq::Agent, url: &str, body: String, key: Option<&str>) -> anyhow::Result<String> {
+    let mut request = agent.post(url);
+    if let Some(key) = key {
+        request = request.header("Idempotency-Key", key);
+    }
+    let mut response = request.send(&body).with_context(|| format!("POST {url}"))?;
+    let status = response.status().as_u16();
+    let text = response.body_mut().read_to_string().with_context(|| format!("reading the answer of POST {url}"))?;
+    ensure!(status == 200, "POST {url} {body:?} answered {status}: {text}");
+    Ok(text)
+}
+
+/// A transfer as a PostgreSQL transaction on a connection of its own: both rows locked
+/// in a fixed order (x, then y), both updated, committed.
+struct PgTransfer {
+    client: Client,
+    select: Statement,
+    update: Statement,
+    pair: usize,
+    moves: u64,
+}
+
+impl PgTransfer {
+    async fn connect(conninfo: &str, pair: usize, moves: u64) -> anyhow::Result<PgTransfer> {
+        let client = connect(conninfo).await?;
+        let select = client.prepare("SELECT balance FROM accounts WHERE id = $1 FOR UPDATE").await?;
+        let update = client.prepare("UPDATE accounts SET balance = $2 WHERE id = $1").await?;
+        Ok(PgTransfer { client, select, update, pair, moves })
+    }
+
+    async fn transfer(&mut self) -> anyhow::Result<()> {
+        let [x, y] = accounts(self.pair);
+        let tx = self.client.transaction().await?;
+        let from: i64 = tx.query_one(&self.select, &[&x]).await?.get(0);
+        let to: i64 = tx.query_one(&self.select, &[&y]).await?.get(0);
+        ensure!([from, to] == balances_after(self.moves), "pair {} held {from} {to} after {} transfers", self.pair, self.moves);
+        tx.execute(&self.update, &[&x, &(from - 1)]).await?;
+        tx.execute(&self.update, &[&y, &(to + 1)]).await?;
+        tx.commit().await?;
+        self.moves += 1;
+        Ok(())
+    }
+}
+
+/// A connection to PostgreSQL. Its driver runs as a task that ends when the client is
+/// dropped, or on a connection error, which the client's next call reports.
+async fn connect(conninfo: &str) -> anyhow::Result<Client> {
+    let (client, connection) = tokio_postgres::connect(conninfo, NoTls).await.context("connecting to PostgreSQL")?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    Ok(client)
+}
+
+/// A setting of the PostgreSQL server.
+async fn show(client: &Client, setting: &str) -> anyhow::Result<String> {
+    Ok(client.query_one(&format!("SHOW {setting}"), &[]).await?.get(0))
+}
+
+/// Transfers on Tally under each protocol and on PostgreSQL, at each client count, in
+/// interleaved slices; then the check of every pair's balances on every side.
+async fn bank(
+    node: &Node,
+    postgres: Option<&Postgres>,
+    component: Vec<u8>,
+    plan: &Plan,
+    report: &mut Report,
+) -> anyhow::Result<()> {
+    let mut banks = Vec::new();
+    for (protocol, book) in BANK_PROTOCOLS {
+        banks.push(Bank::tally(node, protocol, book, component.clone()).await?);
+    }
+    if let Some(server) = postgres {
+        banks.push(Bank::postgres(server).await?);
+    }
+    let mut moves = vec![vec![0u64; PAIRS]; banks.len()];
+    // Per Tally bank: log records appended, and transfers made, in its slices.
+    let mut appended = vec![(0u64, 0u64); banks.len()];
+    for clients in BANK_CLIENTS {
+        eprintln!(
+            "state: bank, {clients} clients: {} interleaved slices of {} ms per target",
+            plan.slices,
+            plan.slice.as_millis()
+        );
+        let mut pools = Vec::new();
+        for (bank, moves) in banks.iter().zip(&moves) {
+            let mut pool = Pool::new(bank.clients(clients, moves).await?);
+            pool.run(plan.warmup, Duration::ZERO).await?;
+            pools.push(pool);
+        }
+        for round in 0..plan.slices as usize {
+            for k in 0..banks.len() {
+                // Rotated, so that no target always follows the same one.
+                let i = (round + k) % banks.len();
+                let transfers = |pool: &Pool<BankClient>| pool.ops.iter().map(|c| c.pair_moves().1).sum::<u64>();
+                let (before, made_before) = (banks[i].log_position().await?, transfers(&pools[i]));
+                pools[i].run(plan.slice_warmup, plan.slice - plan.slice_warmup).await?;
+                if let (Some(before), Some(after)) = (before, banks[i].log_position().await?) {
+                    assert_eq!((before.term(), before.log()), (after.term(), after.log()), "a dev node has one log and one term");
+                    // The records between the two markers, the later marker excluded.
+                    appended[i].0 += after.position() - before.position() - 1;
+                    appended[i].1 += transfers(&pools[i]) - made_before;
+                }
+            }
+        }
+        for (i, (bank, pool)) in banks.iter().zip(pools).enumerate() {
+            let case = bank.case(clients);
+            let (throughput, latencies) = pool.samples.finish();
+            report.record(&case, "bank_transfer_throughput", throughput.round(), "transfers/s")?;
+            record_percentiles(report, &case, ["bank_transfer_p50", "bank_transfer_p99"], &latencies)?;
+            for client in pool.ops {
+                let (pair, made) = client.pair_moves();
+                moves[i][pair] = made;
+            }
+        }
+        let postgres_case = format!("postgres,clients={clients}");
+        if let Some(pg) = report.value(&postgres_case, "bank_transfer_throughput") {
+            for bank in banks.iter().filter(|b| matches!(b, Bank::Tally { .. })) {
+                let case = bank.case(clients);
+                let tally = report.value(&case, "bank_transfer_throughput").expect("recorded above");
+                report.record(&case, "bank_vs_postgres", round_to(tally / pg, 2), "x")?;
+            }
+        }
+    }
+    for ((bank, moves), (records, transfers)) in banks.iter().zip(&moves).zip(appended) {
+        if matches!(bank, Bank::Tally { .. }) {
+            let per_transfer = round_to(records as f64 / transfers.max(1) as f64, 2);
+            report.record(&bank.name(), "log_records_per_transfer", per_transfer, "records")?;
+        }
+        bank.check(moves).await?;
     }
     Ok(())
 }
