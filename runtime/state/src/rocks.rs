@@ -13,12 +13,16 @@
 //! one `(table, key)` are exactly the entries under its prefix, in version order; that
 //! is what lets `get_at` be one `seek_for_prev`.
 //!
-//! Read-modify-write operations (first-put-wins, put-if-newer, deletes) hold one mutex per
-//! store. RocksDB calls block, so every call runs in `spawn_blocking`. Writes are
-//! synced: a log-free write is acknowledged to the protocol only once it is durable.
+//! Read-modify-write operations (first-put-wins, put-if-newer, deletes) hold the mutex of
+//! their `(table, key)`'s stripe, one of `LOCK_STRIPES`, so operations on other keys
+//! write at the same time and RocksDB syncs their writes together (its write group
+//! commits concurrent synced writes with one WAL sync). RocksDB calls block, so every
+//! call runs in `spawn_blocking`. Writes are synced: a log-free write is acknowledged
+//! to the protocol only once it is durable.
 
+use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
 use rocksdb::{ColumnFamilyDescriptor, Options, WriteBatch, WriteOptions, DB};
@@ -29,6 +33,9 @@ const CF_VERSIONS: &str = "versions";
 const CF_LATEST: &str = "latest";
 const TAG_TOMBSTONE: u8 = 0;
 const TAG_VALUE: u8 = 1;
+/// Read-modify-write locks, picked by a hash of the `(table, key)`: concurrent writers
+/// of different keys rarely share one.
+const LOCK_STRIPES: usize = 256;
 
 /// A [`StateStore`] in an embedded RocksDB database.
 pub struct RocksStateStore {
@@ -37,8 +44,9 @@ pub struct RocksStateStore {
 
 struct Inner {
     db: DB,
-    /// Serialises read-modify-write operations; plain reads do not take it.
-    write_lock: Mutex<()>,
+    /// Serialise read-modify-write operations of one `(table, key)` (and of the other
+    /// keys of its stripe); plain reads do not take them.
+    stripes: Vec<Mutex<()>>,
 }
 
 impl RocksStateStore {
@@ -49,7 +57,8 @@ impl RocksStateStore {
         opts.create_missing_column_families(true);
         let cfs = [CF_VERSIONS, CF_LATEST].into_iter().map(|name| ColumnFamilyDescriptor::new(name, Options::default()));
         let db = DB::open_cf_descriptors(&opts, path, cfs).map_err(backend)?;
-        Ok(RocksStateStore { inner: Arc::new(Inner { db, write_lock: Mutex::new(()) }) })
+        let stripes = (0..LOCK_STRIPES).map(|_| Mutex::new(())).collect();
+        Ok(RocksStateStore { inner: Arc::new(Inner { db, stripes }) })
     }
 
     /// Runs `op` on the blocking pool after checking the table name.
@@ -74,9 +83,11 @@ impl Inner {
         self.db.cf_handle(name).expect("column family created at open")
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, ()> {
+    /// The lock of `object` (an `object_key`).
+    fn lock(&self, object: &[u8]) -> MutexGuard<'_, ()> {
+        let stripe = BuildHasherDefault::<DefaultHasher>::default().hash_one(object) as usize % self.stripes.len();
         // The lock guards no data, so a panic while holding it leaves nothing torn.
-        self.write_lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.stripes[stripe].lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn write(&self, batch: WriteBatch) -> Result<(), StateError> {
@@ -102,9 +113,10 @@ impl Inner {
 
 impl StateStore for RocksStateStore {
     fn put_version<'a>(&'a self, table: &'a str, key: &'a [u8], version: u64, value: Value) -> StateFuture<'a, ()> {
-        let k = version_key(&object_key(table, key), version);
+        let object = object_key(table, key);
+        let k = version_key(&object, version);
         self.run(table, move |inner| {
-            let _guard = inner.lock();
+            let _guard = inner.lock(&object);
             let cf = inner.cf(CF_VERSIONS);
             if inner.db.get_pinned_cf(cf, &k).map_err(backend)?.is_some() {
                 return Ok(());
@@ -132,9 +144,10 @@ impl StateStore for RocksStateStore {
     }
 
     fn delete_version<'a>(&'a self, table: &'a str, key: &'a [u8], version: u64) -> StateFuture<'a, bool> {
-        let k = version_key(&object_key(table, key), version);
+        let object = object_key(table, key);
+        let k = version_key(&object, version);
         self.run(table, move |inner| {
-            let _guard = inner.lock();
+            let _guard = inner.lock(&object);
             let cf = inner.cf(CF_VERSIONS);
             if inner.db.get_pinned_cf(cf, &k).map_err(backend)?.is_none() {
                 return Ok(false);
@@ -149,7 +162,7 @@ impl StateStore for RocksStateStore {
     fn put_if_newer<'a>(&'a self, table: &'a str, key: &'a [u8], version: Version, value: Value) -> StateFuture<'a, bool> {
         let k = object_key(table, key);
         self.run(table, move |inner| {
-            let _guard = inner.lock();
+            let _guard = inner.lock(&k);
             let cf = inner.cf(CF_LATEST);
             if let Some(raw) = inner.db.get_pinned_cf(cf, &k).map_err(backend)? {
                 let (stored, _) = decode_latest(&raw)?;
