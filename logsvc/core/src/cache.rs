@@ -24,7 +24,9 @@ impl Cached {
         // What an entry costs besides its data (its hash table slot with the table's
         // slack, its LRU node, its tag vector), so that many tiny records do not escape
         // the bound: measured as the heap a dev node gains per cached 100-byte record.
-        ENTRY_OVERHEAD_BYTES + self.record.as_ref().map_or(0, |(t, d)| t.len() * 8 + d.len()) + self.aux.as_ref().map_or(0, |a| a.len())
+        ENTRY_OVERHEAD_BYTES
+            + self.record.as_ref().map_or(0, |(t, d)| t.len() * 8 + d.len())
+            + self.aux.as_ref().map_or(0, |a| a.len())
     }
 }
 
