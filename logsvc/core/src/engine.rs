@@ -263,6 +263,10 @@ struct Import {
     sent_at: Option<Micros>,
 }
 
+/// Bytes of record data one `Replicate` carries at most when `take_actions` merges
+/// records into it (a single larger record travels alone).
+const REPLICATE_BYTES_MAX: usize = 4 << 20;
+
 /// Seqnums an `IndexExported` carries at most (about 20 bytes each on the wire).
 const EXPORT_WEIGHT_MAX: usize = 1 << 18;
 
@@ -360,8 +364,44 @@ impl Engine {
         self.id
     }
 
+    /// Actions produced since the last call, in the order they must be performed,
+    /// except that the records sent to one replica of one shard travel together: each
+    /// `Replicate` carries every later one's records too, up to `REPLICATE_BYTES_MAX`
+    /// of data (messages may arrive in any order anyway). A driver that hands the
+    /// engine several appends before it takes the actions so sends one message, and its
+    /// storage nodes write and sync them as one, for all of them.
     pub fn take_actions(&mut self) -> Vec<EngineAction> {
-        std::mem::take(&mut self.out)
+        let actions = std::mem::take(&mut self.out);
+        let replicates = actions.iter().filter(|a| matches!(a, EngineAction::Send(_, Message::Replicate { .. }))).count();
+        if replicates < 2 {
+            return actions;
+        }
+        let mut out = Vec::with_capacity(actions.len());
+        // Per (replica, shard): the message being filled, and its bytes of data.
+        let mut filling: HashMap<(NodeId, ShardId), (usize, usize)> = HashMap::new();
+        for action in actions {
+            let EngineAction::Send(to, Message::Replicate { shard, records }) = action else {
+                out.push(action);
+                continue;
+            };
+            for (local_id, record) in records {
+                let len = record.data.len();
+                match filling.get_mut(&(to, shard)) {
+                    Some((i, bytes)) if *bytes + len <= REPLICATE_BYTES_MAX => {
+                        let EngineAction::Send(_, Message::Replicate { records, .. }) = &mut out[*i] else {
+                            unreachable!("filling names Replicate messages")
+                        };
+                        records.push((local_id, record));
+                        *bytes += len;
+                    }
+                    _ => {
+                        filling.insert((to, shard), (out.len(), len));
+                        out.push(EngineAction::Send(to, Message::Replicate { shard, records: vec![(local_id, record)] }));
+                    }
+                }
+            }
+        }
+        out
     }
 
     /// The index position of `log` (for tests and metrics).
@@ -1475,6 +1515,36 @@ mod tests {
         h.engine.cache.remove(seqnum);
         assert!(h.engine.read_now(&reached, &read).is_none(), "a record not cached is fetched");
         assert_eq!(h.submit(2, h.position(), read), vec![], "submitted, it waits for the storage node");
+    }
+
+    #[test]
+    fn appends_taken_together_reach_each_replica_in_one_message() {
+        let mut h = Harness::new();
+        let append = |n: usize| Request::Append { book: BookId(1), tags: vec![], data: Bytes::from(vec![7; n]), cond: None };
+        let replicates = |actions: Vec<EngineAction>| -> Vec<Vec<LocalId>> {
+            actions
+                .into_iter()
+                .filter_map(|a| match a {
+                    EngineAction::Send(STORAGE, Message::Replicate { records, .. }) => {
+                        Some(records.into_iter().map(|r| r.0).collect())
+                    }
+                    _ => None,
+                })
+                .collect()
+        };
+        for op in 1..=3 {
+            h.engine.submit(0, op, &Context::new(), append(10));
+        }
+        assert_eq!(replicates(h.engine.take_actions()), vec![vec![0, 1, 2]]);
+        // Up to a bound of data: a record that does not fit starts the next message,
+        // which later records join.
+        let big = EngineConfig::default().record_bytes_max;
+        assert_eq!(REPLICATE_BYTES_MAX / big, 4);
+        for op in 4..=8 {
+            h.engine.submit(0, op, &Context::new(), append(big));
+        }
+        h.engine.submit(0, 9, &Context::new(), append(10));
+        assert_eq!(replicates(h.engine.take_actions()), vec![vec![3, 4, 5, 6], vec![7, 8]]);
     }
 
     #[test]

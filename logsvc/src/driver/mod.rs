@@ -48,6 +48,9 @@ const TICK: Duration = Duration::from_millis(1);
 /// Inputs a sequencer takes before it performs their actions (see `run_sequencer`).
 const INPUTS_PER_BATCH_MAX: usize = 256;
 
+/// Calls an engine's task hands its engine before it performs their actions.
+const CALLS_PER_BATCH_MAX: usize = 64;
+
 /// Write completions a storage node may have waiting before the group commit thread
 /// waits for the node (see `spawn_storage`).
 const WRITTEN_QUEUE_MAX: usize = 65_536;
@@ -493,9 +496,21 @@ async fn run_engine(
         Message(NodeId, Message),
         /// Delayed metalog messages now due (`metalog_delay_ms`).
         Messages(Vec<(NodeId, Message)>),
-        Submit(OpId, EngineCall),
+        /// A call and the others waiting behind it: their appends leave in one
+        /// message per replica (`Engine::take_actions`).
+        Submit(Vec<(OpId, EngineCall)>),
         Tick,
     }
+    // Takes `call` unless too many are in flight (it is answered then).
+    let mut admit = |call: EngineCall, ops: &HashMap<OpId, _>, taken: &mut Vec<(OpId, EngineCall)>| {
+        if ops.len() + taken.len() >= driver.ops_inflight_max {
+            let e = Error::Unavailable(format!("{} requests in flight", ops.len() + taken.len()));
+            let _ = call.reply.send((Err(e), LogId(0), MetalogPosition::ZERO));
+            return;
+        }
+        next_op += 1;
+        taken.push((next_op - 1, call));
+    };
     loop {
         let next_due = delayed.front().map(|d| d.0);
         let input = tokio::select! {
@@ -516,14 +531,17 @@ async fn run_engine(
                 Input::Messages(due)
             }
             c = calls.recv() => match c {
-                Some(call) if ops.len() >= driver.ops_inflight_max => {
-                    let e = Error::Unavailable(format!("{} requests in flight", ops.len()));
-                    let _ = call.reply.send((Err(e), LogId(0), MetalogPosition::ZERO));
-                    continue;
-                }
                 Some(call) => {
-                    next_op += 1;
-                    Input::Submit(next_op - 1, call)
+                    let mut taken = Vec::new();
+                    admit(call, &ops, &mut taken);
+                    while taken.len() < CALLS_PER_BATCH_MAX {
+                        let Ok(call) = calls.try_recv() else { break };
+                        admit(call, &ops, &mut taken);
+                    }
+                    if taken.is_empty() {
+                        continue;
+                    }
+                    Input::Submit(taken)
                 }
                 None => return,
             },
@@ -535,9 +553,11 @@ async fn run_engine(
             match input {
                 Input::Message(from, msg) => node.on_message(now_us(), from, msg),
                 Input::Messages(msgs) => msgs.into_iter().for_each(|(from, msg)| node.on_message(now_us(), from, msg)),
-                Input::Submit(op, call) => {
-                    ops.insert(op, call.reply);
-                    node.submit(now_us(), op, &call.context, call.request);
+                Input::Submit(calls) => {
+                    for (op, call) in calls {
+                        ops.insert(op, call.reply);
+                        node.submit(now_us(), op, &call.context, call.request);
+                    }
                 }
                 Input::Tick => {}
             }
