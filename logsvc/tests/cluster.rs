@@ -619,9 +619,11 @@ async fn restarts_keep_every_book(change: impl Fn(&mut ClusterBuilder)) -> anyho
 async fn restarts_keep_every_book_with_three_replicas() -> anyhow::Result<()> {
     restarts_keep_every_book(|b| {
         b.n_logs = 2;
-        // Storage nodes keep the metadata of two ordered records per shard in memory:
-        // engines replaying after a restart fetch the rest from RocksDB.
+        // Storage nodes keep the metadata of two ordered records per shard in memory,
+        // and sequencers one entry per metalog: engines replaying after a restart fetch
+        // the rest from RocksDB.
         b.storage_config.meta_window = 2;
+        b.sequencer_config.entries_kept = 1;
     })
     .await
 }

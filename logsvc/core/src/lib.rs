@@ -32,7 +32,7 @@ pub use index::{Found, Index, Placement};
 pub use message::{
     Cond, LogRecord, Message, MetalogEntry, Record, RecordMeta, Reply, Request, StoredRead, TrimCommand, WIRE_VERSION,
 };
-pub use sequencer::{Sequencer, SequencerAction, SequencerConfig};
+pub use sequencer::{stored_entries_messages, Sequencer, SequencerAction, SequencerConfig};
 pub use sim::{run_seeds, Rng, Sim, SimOptions, SimStats, Violation};
 pub use storage::{meta_reply, StorageAction, StorageConfig, StorageNode};
 pub use store::{

@@ -20,6 +20,10 @@
 //! takes the longest, and the next configuration carries that final tail, which every
 //! replica adopts (truncating an uncommitted extra entry, or appending the last one).
 //!
+//! A replica keeps the newest committed entries of each metalog in memory
+//! (`entries_kept`) with the uncommitted tail; a fetch or gap repair reaching further
+//! back is sent from its store (`SequencerAction::SendStored`).
+//!
 //! Invariants (asserted):
 //! - entries of a metalog are contiguous from index 0, and each entry's `prev_cut` is
 //!   the previous entry's `cut`; cuts never decrease;
@@ -29,7 +33,7 @@
 //! Architecture Invariant: the sequencer never sees record data or books; it orders
 //! counts of records per shard.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
 use crate::config::{Configuration, LogTermConfig};
@@ -48,6 +52,11 @@ pub struct SequencerConfig {
     pub trims_pending_max: usize,
     /// Entries per fetch reply or gap repair.
     pub entries_per_message_max: usize,
+    /// Committed entries a replica keeps in memory per metalog, for followers and
+    /// backups a little behind; older ones are read from the store, so what a
+    /// sequencer holds does not grow with its metalogs (at least one is kept: the next
+    /// entry continues it).
+    pub entries_kept: u64,
 }
 
 impl Default for SequencerConfig {
@@ -58,6 +67,7 @@ impl Default for SequencerConfig {
             heartbeat_interval_us: 100_000,
             trims_pending_max: 4096,
             entries_per_message_max: 256,
+            entries_kept: 4096,
         }
     }
 }
@@ -74,6 +84,37 @@ pub enum SequencerAction {
         term: Term,
         log: LogId,
     },
+    /// Read the committed entries `from..end` of (`term`, `log`) from the store, which
+    /// left memory, and send them to `to` ([`stored_entries_messages`]).
+    SendStored {
+        to: NodeId,
+        term: Term,
+        log: LogId,
+        from: u64,
+        end: u64,
+        /// `Some(committed_len)`: as a primary's repair of a backup's gap, one
+        /// `ReplicateEntry` each; `None`: as the answer to a follower's fetch.
+        gap: Option<u64>,
+    },
+}
+
+/// The messages a `SendStored` sends, given what the store returned: nothing if the
+/// read failed or came back short (the follower or backup asks again).
+pub fn stored_entries_messages(
+    term: Term,
+    log: LogId,
+    from: u64,
+    end: u64,
+    gap: Option<u64>,
+    read: crate::error::Result<Vec<MetalogEntry>>,
+) -> Vec<Message> {
+    match read {
+        Ok(entries) if from < end && entries.len() as u64 == end - from => match gap {
+            Some(committed_len) => entries.into_iter().map(|entry| Message::ReplicateEntry { entry, committed_len }).collect(),
+            None => vec![Message::MetalogEntries { term, log, entries }],
+        },
+        _ => vec![],
+    }
 }
 
 struct Inflight {
@@ -96,7 +137,9 @@ struct Primary {
 }
 
 struct Metalog {
-    entries: Vec<MetalogEntry>,
+    /// The entries from index `first` on; the ones before are only in the store.
+    entries: VecDeque<MetalogEntry>,
+    first: u64,
     committed_len: u64,
     sealed: bool,
     /// Set once a configuration carries this metalog's final tail.
@@ -108,23 +151,62 @@ struct Metalog {
 
 impl Metalog {
     fn new() -> Metalog {
-        Metalog { entries: Vec::new(), committed_len: 0, sealed: false, finalized: false, led: false, primary: None }
+        Metalog {
+            entries: VecDeque::new(),
+            first: 0,
+            committed_len: 0,
+            sealed: false,
+            finalized: false,
+            led: false,
+            primary: None,
+        }
     }
 
     fn len(&self) -> u64 {
-        self.entries.len() as u64
+        self.first + self.entries.len() as u64
+    }
+
+    fn last(&self) -> Option<&MetalogEntry> {
+        self.entries.back()
+    }
+
+    fn get(&self, index: u64) -> Option<&MetalogEntry> {
+        self.entries.get(usize::try_from(index.checked_sub(self.first)?).ok()?)
+    }
+
+    /// Entries `from..end`, or `None` if some have left memory.
+    fn range(&self, from: u64, end: u64) -> Option<Vec<MetalogEntry>> {
+        let skip = from.checked_sub(self.first)? as usize;
+        Some(self.entries.iter().skip(skip).take(end.saturating_sub(from) as usize).cloned().collect())
+    }
+
+    /// Drops the entries from index `len` on (an uncommitted tail, never one that left
+    /// memory).
+    fn truncate(&mut self, len: u64) {
+        assert!(len >= self.first, "only entries still in memory are truncated");
+        self.entries.truncate((len - self.first) as usize);
+    }
+
+    /// Lets committed entries older than the newest `kept` leave memory (the last one
+    /// stays: the next entry continues its cut).
+    fn forget(&mut self, kept: u64) {
+        let keep_from = self.committed_len.saturating_sub(kept.max(1));
+        while self.first < keep_from && self.entries.len() > 1 {
+            self.entries.pop_front();
+            self.first += 1;
+        }
     }
 
     /// Appends an entry. Callers check the seal: replication refuses entries of a sealed
     /// metalog, while finalisation (and its replay after a restart) adds the last one.
     fn push(&mut self, entry: MetalogEntry) {
         assert_eq!(entry.index, self.len(), "metalog entries are contiguous");
-        if let Some(prev) = self.entries.last() {
+        if let Some(prev) = self.entries.back() {
             assert_eq!(entry.prev_cut, prev.cut, "an entry continues the previous cut");
             assert_eq!(entry.start_position, prev.start_position + prev.record_count());
         }
         assert!(entry.cut.iter().zip(&entry.prev_cut).all(|(c, p)| c >= p), "cuts never decrease");
-        self.entries.push(entry);
+        self.entries.push_back(entry);
     }
 }
 
@@ -172,7 +254,7 @@ impl Sequencer {
                 }
                 MetalogWrite::Truncate { term, log, len } => {
                     if let Some(m) = s.logs.get_mut(&(term, log)) {
-                        m.entries.truncate(len as usize);
+                        m.truncate(len);
                     }
                 }
                 MetalogWrite::Seal { term, log } => {
@@ -248,7 +330,8 @@ impl Sequencer {
         if let Some(inf) = p.inflight.as_mut() {
             if now >= inf.sent_at + self.cfg.entry_retry_us {
                 inf.sent_at = now;
-                let entry = m.entries[(inf.len - 1) as usize].clone();
+                // The entry in flight is never one that left memory.
+                let entry = m.entries[(inf.len - 1 - m.first) as usize].clone();
                 for &b in &lc.sequencers {
                     if b != self.id && !inf.acks.contains(&b) {
                         resend.push((b, entry.clone()));
@@ -306,6 +389,7 @@ impl Sequencer {
             Message::Committed { term, log, len } => {
                 if let Some(m) = self.logs.get_mut(&(term, log)) {
                     m.committed_len = m.committed_len.max(len.min(m.len()));
+                    m.forget(self.cfg.entries_kept);
                 }
             }
             Message::EntryAck { term, log, len } => self.on_ack(now, from, term, log, len),
@@ -320,8 +404,13 @@ impl Sequencer {
                 if let Some(m) = self.logs.get(&(term, log)) {
                     let end = m.committed_len.min(start.saturating_add(max));
                     if start < end {
-                        let entries = m.entries[start as usize..end as usize].to_vec();
-                        self.send(from, Message::MetalogEntries { term, log, entries });
+                        match m.range(start, end) {
+                            Some(entries) => self.send(from, Message::MetalogEntries { term, log, entries }),
+                            None => {
+                                let end = end.min(m.first);
+                                self.out.push(SequencerAction::SendStored { to: from, term, log, from: start, end, gap: None })
+                            }
+                        }
                     }
                 }
             }
@@ -349,7 +438,7 @@ impl Sequencer {
                 m.sealed = true;
                 m.finalized = true;
                 if m.len() > tail.len {
-                    m.entries.truncate(tail.len as usize);
+                    m.truncate(tail.len);
                     self.out.push(SequencerAction::Persist(MetalogWrite::Truncate { term: t.term, log: key.1, len: tail.len }));
                 } else if m.len() + 1 == tail.len {
                     let last = tail.last.clone().expect("a sealed tail carries its last entry");
@@ -357,6 +446,7 @@ impl Sequencer {
                     m.push(last);
                 }
                 m.committed_len = m.len().min(tail.len);
+                m.forget(self.cfg.entries_kept);
             }
         }
         let current = config.current().clone();
@@ -374,7 +464,7 @@ impl Sequencer {
                 }
                 // Never led, so nothing was sent, and only a term's primary issues
                 // its entries: the metalog is empty and nothing is in flight.
-                debug_assert!(m.entries.is_empty(), "entries of a term this replica never led");
+                debug_assert!(m.len() == 0, "entries of a term this replica never led");
                 m.led = true;
                 self.out.push(SequencerAction::Persist(MetalogWrite::Lead { term: current.term, log: lc.log }));
                 m.primary = Some(Primary {
@@ -416,7 +506,7 @@ impl Sequencer {
             return;
         }
         let len = m.len();
-        let last = m.entries.last().cloned();
+        let last = m.last().cloned();
         let Some(p) = m.primary.as_mut() else { return };
         if p.inflight.is_some() || p.stopped {
             return;
@@ -467,8 +557,9 @@ impl Sequencer {
         p.inflight = None;
         p.last_push = now;
         p.tail_news = true;
-        let newly: Vec<MetalogEntry> = m.entries[m.committed_len as usize..len as usize].to_vec();
+        let newly: Vec<MetalogEntry> = m.range(m.committed_len, len).expect("uncommitted entries are in memory");
         m.committed_len = len;
+        m.forget(self.cfg.entries_kept);
         for e in newly {
             self.out.push(SequencerAction::Committed(e.clone()));
             for n in self.subscribers(term) {
@@ -499,10 +590,11 @@ impl Sequencer {
         if entry.index == m.len() {
             self.out.push(SequencerAction::Persist(MetalogWrite::Entry(entry.clone())));
             m.push(entry);
-        } else {
-            assert_eq!(m.entries[entry.index as usize], entry, "a primary never rewrites an entry");
+        } else if let Some(held) = m.get(entry.index) {
+            assert_eq!(*held, entry, "a primary never rewrites an entry");
         }
         m.committed_len = m.committed_len.max(committed_len.min(m.len()));
+        m.forget(self.cfg.entries_kept);
         let len = m.len();
         self.send(from, Message::EntryAck { term, log, len });
     }
@@ -526,7 +618,12 @@ impl Sequencer {
         }
         let end = m.len().min(len + max);
         let committed_len = m.committed_len;
-        let entries: Vec<MetalogEntry> = m.entries[len.min(end) as usize..end as usize].to_vec();
+        let Some(entries) = m.range(len.min(end), end) else {
+            // Far behind: what it lacks has left memory, and is committed.
+            let end = end.min(m.first);
+            self.out.push(SequencerAction::SendStored { to: from, term, log, from: len, end, gap: Some(committed_len) });
+            return;
+        };
         for entry in entries {
             self.send(from, Message::ReplicateEntry { entry, committed_len });
         }
@@ -541,7 +638,7 @@ impl Sequencer {
         if let Some(p) = m.primary.as_mut() {
             p.stopped = true;
         }
-        let (len, last) = (m.len(), m.entries.last().cloned());
+        let (len, last) = (m.len(), m.last().cloned());
         self.send(from, Message::Sealed { term, log, len, last });
     }
 }
@@ -700,6 +797,26 @@ mod tests {
         assert_eq!(cuts(s.take_actions()), vec![vec![9]]);
         s.end_batch(3);
         assert_eq!(cuts(s.take_actions()), Vec::<Vec<LocalId>>::new(), "a batch ends once");
+    }
+
+    #[test]
+    fn committed_entries_past_the_newest_kept_are_sent_from_the_store() {
+        let cfg = SequencerConfig { entries_kept: 2, ..SequencerConfig::default() };
+        let mut s = Sequencer::recover(ME, vec![NodeId(0)], 1, cfg, vec![]);
+        s.on_message(0, NodeId(0), config(vec![term(1, None)]));
+        for n in 1..=5 {
+            s.on_message(0, STORAGE, Message::Progress { term: Term(1), log: LogId(0), stored: vec![(0, n)] });
+        }
+        s.take_actions();
+        let fetch = |s: &mut Sequencer, from| {
+            s.on_message(0, ENGINE, Message::MetalogFetch { term: Term(1), log: LogId(0), from });
+            s.take_actions()
+        };
+        // Entries 3 and 4 are in memory; 0..3 come from the store.
+        assert!(matches!(&fetch(&mut s, 3)[..], [SequencerAction::Send(ENGINE, Message::MetalogEntries { entries, .. })]
+            if entries.iter().map(|e| e.index).collect::<Vec<_>>() == vec![3, 4]));
+        let stored = SequencerAction::SendStored { to: ENGINE, term: Term(1), log: LogId(0), from: 1, end: 3, gap: None };
+        assert_eq!(fetch(&mut s, 1), vec![stored]);
     }
 
     #[test]

@@ -30,9 +30,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tally_log_core::{
-    meta_reply, Configuration, Context, Controller, ControllerAction, ControllerConfig, Engine, EngineAction, EngineConfig,
-    Error, LogId, Message, MetalogPosition, Micros, NextTick, NodeId, OpId, Reply, Request, Result, Role, SeqNum, Sequencer,
-    SequencerAction, SequencerConfig, StorageAction, StorageConfig, StorageNode, StoredData,
+    meta_reply, stored_entries_messages, Configuration, Context, Controller, ControllerAction, ControllerConfig, Engine,
+    EngineAction, EngineConfig, Error, LogId, Message, MetalogPosition, Micros, NextTick, NodeId, OpId, Reply, Request, Result,
+    Role, SeqNum, Sequencer, SequencerAction, SequencerConfig, StorageAction, StorageConfig, StorageNode, StoredData,
 };
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
@@ -217,6 +217,18 @@ async fn run_sequencer(
                 }
                 SequencerAction::NeedsNewTerm { term, log } => {
                     warn!(term = term.0, log = log.0, "log needs a new term: position space exhausted")
+                }
+                SequencerAction::SendStored { to, term, log, from, end, gap } => {
+                    let (store, transport) = (store.clone(), transport.clone());
+                    // Task sequencer.read_entries: ends after sending; cancelled or
+                    // failed, the follower or backup asks again.
+                    tokio::spawn(async move {
+                        let read = tokio::task::spawn_blocking(move || store.read_entries(term, log, from, end)).await;
+                        let read = read.unwrap_or_else(|e| Err(Error::Storage(format!("read task failed: {e}"))));
+                        for msg in stored_entries_messages(term, log, from, end, gap, read) {
+                            transport.send(to, msg);
+                        }
+                    });
                 }
             }
         }

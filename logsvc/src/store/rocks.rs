@@ -487,6 +487,23 @@ impl MetalogStore for RocksMetalogStore {
         writes.extend(seals.map(|(_, _, mark)| mark));
         Ok(writes)
     }
+
+    fn read_entries(&self, term: Term, log: LogId, from: u64, to: u64) -> Result<Vec<MetalogEntry>> {
+        let start = entry_key(term, log, from);
+        let mut options = ReadOptions::default();
+        options.set_iterate_upper_bound(entry_key(term, log, to).to_vec());
+        let mode = IteratorMode::From(start.as_slice(), Direction::Forward);
+        let mut entries = Vec::new();
+        for item in self.db.iterator_cf_opt(cf(&self.db, CF_ENTRIES), options, mode) {
+            let (_, value) = item.map_err(rocks_error)?;
+            let entry: MetalogEntry = decode("metalog entry", &value, ENTRY_BYTES_MAX)?;
+            if (entry.term, entry.log, entry.index) != (term, log, from + entries.len() as u64) {
+                break;
+            }
+            entries.push(entry);
+        }
+        Ok(entries)
+    }
 }
 
 #[cfg(test)]

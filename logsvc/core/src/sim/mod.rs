@@ -23,7 +23,7 @@ use crate::controller::{Controller, ControllerAction, ControllerConfig, Role};
 use crate::engine::{Engine, EngineAction, EngineConfig, OpId};
 use crate::follower::FollowerConfig;
 use crate::message::{Cond, Message, Reply, Request};
-use crate::sequencer::{Sequencer, SequencerAction, SequencerConfig};
+use crate::sequencer::{stored_entries_messages, Sequencer, SequencerAction, SequencerConfig};
 use crate::storage::{meta_reply, StorageAction, StorageConfig, StorageNode};
 use crate::store::{MemMetalogStore, MemStore, MetalogStore, MetalogWrite, RecordStore};
 use crate::types::{BookId, Location, LogId, MetalogPosition, Micros, NodeId, SeqNum, Tag, Term};
@@ -518,7 +518,14 @@ impl Sim {
     }
 
     fn sequencer_cfg() -> SequencerConfig {
-        SequencerConfig { entry_retry_us: 10_000, tail_interval_us: 20_000, heartbeat_interval_us: 30_000, ..Default::default() }
+        SequencerConfig {
+            entry_retry_us: 10_000,
+            tail_interval_us: 20_000,
+            heartbeat_interval_us: 30_000,
+            // Two: followers replaying and backups repairing a gap read from the store.
+            entries_kept: 2,
+            ..Default::default()
+        }
     }
 
     fn follower_cfg() -> FollowerConfig {
@@ -966,6 +973,12 @@ impl Sim {
                         }
                         SequencerAction::Committed(e) => self.oracle.on_committed(e),
                         SequencerAction::NeedsNewTerm { .. } => {}
+                        SequencerAction::SendStored { to, term, log, from, end, gap } => {
+                            let read = metalog.read_entries(term, log, from, end);
+                            for msg in stored_entries_messages(term, log, from, end, gap, read) {
+                                self.send(n, to, msg);
+                            }
+                        }
                     }
                 }
             }

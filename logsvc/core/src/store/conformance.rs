@@ -388,6 +388,21 @@ pub fn check_metalog(store: &dyn MetalogStore, writes: &[MetalogWrite]) -> Suite
     let loaded = store.load()?;
     let state = replay(&loaded).map_err(|f| f.context(format!("loaded {loaded:#?}")))?;
     assert_eq!(state, expect, "loaded {loaded:#?}");
+    // Every range of every metalog, and of one without entries.
+    let mut metalogs: Vec<(Term, LogId)> = expect.entries.keys().copied().collect();
+    metalogs.push((Term(9), LogId(9)));
+    for (term, log) in metalogs {
+        let held = expect.entries.get(&(term, log)).map_or(&[][..], Vec::as_slice);
+        let len = held.len() as u64;
+        for from in 0..=len + 1 {
+            for to in [from, from + 1, len, len + 2, u64::MAX] {
+                let want: Vec<MetalogEntry> =
+                    held.iter().skip(from as usize).take(to.saturating_sub(from) as usize).cloned().collect();
+                let got = store.read_entries(term, log, from, to)?;
+                assert_eq!(got, want, "entries {from}..{to} of term {} log {}", term.0, log.0);
+            }
+        }
+    }
     Ok(state)
 }
 

@@ -8,8 +8,8 @@ use std::sync::Mutex;
 use super::{ControllerStore, MetalogStore, MetalogWrite, RecordStore, RecoveredRecord, StoredData};
 use crate::config::Configuration;
 use crate::error::Result;
-use crate::message::{Record, RecordMeta};
-use crate::types::{LocalId, Location, ShardId};
+use crate::message::{MetalogEntry, Record, RecordMeta};
+use crate::types::{LocalId, Location, LogId, ShardId, Term};
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -159,6 +159,29 @@ impl MetalogStore for MemMetalogStore {
 
     fn load(&self) -> Result<Vec<MetalogWrite>> {
         Ok(self.writes.lock().unwrap().clone())
+    }
+
+    fn read_entries(&self, term: Term, log: LogId, from: u64, to: u64) -> Result<Vec<MetalogEntry>> {
+        // The entries the writes leave: the last one written at an index, unless a
+        // later truncation dropped it.
+        let mut held: BTreeMap<u64, MetalogEntry> = BTreeMap::new();
+        for w in self.writes.lock().unwrap().iter() {
+            match w {
+                MetalogWrite::Entry(e) if (e.term, e.log) == (term, log) => {
+                    held.insert(e.index, e.clone());
+                }
+                MetalogWrite::Truncate { term: t, log: l, len } if (*t, *l) == (term, log) => {
+                    held.split_off(len);
+                }
+                _ => {}
+            }
+        }
+        let mut entries = Vec::new();
+        for index in from..to {
+            let Some(e) = held.remove(&index) else { break };
+            entries.push(e);
+        }
+        Ok(entries)
     }
 }
 

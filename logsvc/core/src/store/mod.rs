@@ -117,6 +117,9 @@ pub trait MetalogStore: Send + Sync + 'static {
     /// Writes that rebuild the state, in an order that replays correctly: per
     /// (term, log), entries by index, then the seal and the lead mark if any.
     fn load(&self) -> Result<Vec<MetalogWrite>>;
+    /// The entries `from..to` of the metalog of (`term`, `log`), in order, up to the
+    /// first index the store does not hold.
+    fn read_entries(&self, term: Term, log: LogId, from: u64, to: u64) -> Result<Vec<MetalogEntry>>;
 }
 
 /// The controller's durable configuration: the one it installed last.
