@@ -451,12 +451,20 @@ impl StorageNode {
             let Some(shard) = self.shards.get_mut(&shard_id) else { continue };
             assert_eq!(shard.ordered, ids.start, "ordered prefixes are contiguous");
             shard.ordered = ids.end;
-            self.runs.entry((e.term, e.log)).or_default().push(Run {
-                start_position,
-                shard: shard_id,
-                first: ids.start,
-                len: ids.end - ids.start,
-            });
+            let runs = self.runs.entry((e.term, e.log)).or_default();
+            let len = ids.end - ids.start;
+            match runs.last_mut() {
+                // The shard's records go on where its last run ended, in the log and in
+                // the shard (no other shard's records came in between): one run.
+                Some(last)
+                    if last.shard == shard_id
+                        && last.first + last.len == ids.start
+                        && last.start_position + last.len == start_position =>
+                {
+                    last.len += len
+                }
+                _ => runs.push(Run { start_position, shard: shard_id, first: ids.start, len }),
+            }
             for (k, local_id) in ids.enumerate() {
                 let seqnum = e.seqnum_at(start_position + k as u64);
                 let location = Location { shard: shard_id, local_id };
