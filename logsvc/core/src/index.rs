@@ -98,9 +98,14 @@ impl Book {
                 break;
             }
             row.live.pop_front();
-            let i = self.all.binary_search_by_key(&front, |s| s.seqnum).expect("a record live in a tag row has a slot");
+            // A record live in a tag row has a live slot, unless an imported state was
+            // malformed: that never panics, it only leaves the record where it was.
+            let Ok(i) = self.all.binary_search_by_key(&front, |s| s.seqnum) else { continue };
             let slot = &mut self.all[i];
-            slot.tag_rows -= 1;
+            if slot.dead {
+                continue;
+            }
+            slot.tag_rows = slot.tag_rows.saturating_sub(1);
             if slot.tag_rows == 0 {
                 slot.dead = true;
                 died.push((front, slot.location()));
@@ -445,6 +450,22 @@ mod tests {
         }
         assert_eq!(stream(&moved, 1, 0), vec![12], "11 lost its offset, the rest is below the trim");
         assert_eq!(moved.live_records(), 1);
+    }
+
+    #[test]
+    fn a_malformed_imported_state_never_panics_a_trim() {
+        // Row 9 names seqnum 5, which has no record; record 6 claims no live tag row.
+        let state = BookState {
+            book: BookId(1),
+            rows: vec![(Tag::ALL, 2, vec![s(6)]), (Tag(9), 2, vec![s(5), s(6)])],
+            trim_points: vec![],
+            records: vec![(s(6), loc(6), 0)],
+        };
+        let mut index = Index::new();
+        index.import(state);
+        let died: Vec<u64> = index.apply_trim(BookId(1), Tag(9), s(7)).iter().map(|d| d.0.position()).collect();
+        assert_eq!(died, vec![6]);
+        assert_eq!(stream(&index, 1, 0), Vec::<u64>::new());
     }
 
     #[test]
