@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use tally_durable::Error as RuntimeError;
@@ -28,6 +28,8 @@ pub struct Metrics {
     deploys: AtomicU64,
     /// Attempts of exactly-once invocations after the first (a trap, or the scan).
     reexecutions: AtomicU64,
+    /// The engine whose instance pool the gauges describe, once a host runs.
+    engine: OnceLock<wasmtime::Engine>,
 }
 
 impl Metrics {
@@ -71,6 +73,11 @@ impl Metrics {
 
     pub fn reexecuted(&self) {
         self.reexecutions.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Renders the gauges of `engine`'s instance pool from now on.
+    pub(crate) fn watch_pool(&self, engine: wasmtime::Engine) {
+        let _ = self.engine.set(engine);
     }
 
     pub fn deployed(&self) {
@@ -119,6 +126,11 @@ impl Metrics {
         out.push_str("# HELP tally_replayed_results_total Invocations answered with a logged result, without running.\n");
         out.push_str("# TYPE tally_replayed_results_total counter\n");
         let _ = writeln!(out, "tally_replayed_results_total {replayed}");
+        if let Some(pool) = self.engine.get().and_then(wasmtime::Engine::pooling_allocator_metrics) {
+            out.push_str("# HELP tally_idle_memory_resident_bytes Linear memory left resident in idle instance slots, reset for the next instance.\n");
+            out.push_str("# TYPE tally_idle_memory_resident_bytes gauge\n");
+            let _ = writeln!(out, "tally_idle_memory_resident_bytes {}", pool.unused_memory_bytes_resident());
+        }
         out
     }
 }

@@ -223,6 +223,7 @@ impl WasmHost {
         engine.precompile_compatibility_hash().hash(&mut h);
         let compat = h.finish();
         let ticker = Ticker::start(engine.clone());
+        metrics.watch_pool(engine.clone());
         Ok(WasmHost { engine, linker, artifacts, compat, metrics, ticker })
     }
 
