@@ -216,13 +216,22 @@ fn measure_all(plan: &Plan, tally_url: &str, components: &[Vec<u8>], peer: Optio
     }
     let mut report = Report::new("invoke", title);
     let metrics_url = format!("{tally_url}/metrics");
-    let before = scrape(&metrics_url)?;
-    measure(&mut report, &targets, plan)?;
-    let after = scrape(&metrics_url)?;
+    // Tally's summaries around each client count's slices: the means at one client are
+    // the runtime's own time, those at many add the wait for a core.
+    let mut scrapes = Vec::new();
+    measure(&mut report, &targets, plan, |clients, slices| {
+        match slices {
+            Slices::Before => scrapes.push((clients, scrape(&metrics_url)?, String::new())),
+            Slices::After => scrapes.last_mut().expect("scraped before").2 = scrape(&metrics_url)?,
+        }
+        Ok(())
+    })?;
     for (((name, _, function, floor_us), component), deploy) in LANGUAGES.iter().zip(components).zip(deploys) {
         report.record(name, "component_bytes", component.len() as f64, "bytes")?;
         report.record(name, "deploy_ms", deploy.as_millis() as f64, "ms")?;
-        record_means(&mut report, name, function, &before, &after)?;
+        for (clients, before, after) in &scrapes {
+            record_means(&mut report, &case(name, *clients), function, before, after)?;
+        }
         // The goal: within 1.5 times the language's floor plus what the Rust guest pays
         // above its own floor (HTTP, routing, the host's bookkeeping).
         let [one, _] = CLIENTS;
@@ -298,15 +307,29 @@ fn wrk_micros(text: &str) -> Option<f64> {
     number.trim().parse::<f64>().ok().map(|n| n * scale)
 }
 
+/// Where `measure` stands, for its hook: before a client count's measured slices (its
+/// warm-up done) or after them.
+pub(crate) enum Slices {
+    Before,
+    After,
+}
+
 /// Runs the closed loops of both targets at every client count in interleaved slices
-/// and records throughput and latencies.
-pub(crate) fn measure(report: &mut Report, targets: &[Target], plan: &Plan) -> anyhow::Result<()> {
+/// and records throughput and latencies; `hook` runs before and after each client
+/// count's measured slices.
+pub(crate) fn measure(
+    report: &mut Report,
+    targets: &[Target],
+    plan: &Plan,
+    mut hook: impl FnMut(usize, Slices) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
     for clients in CLIENTS {
         eprintln!("invoke: clients={clients}: {} interleaved slices of {} ms per target", plan.slices, plan.slice.as_millis());
         let pools: Vec<Clients> = targets.iter().map(|_| Clients::new(clients)).collect();
         for (target, pool) in targets.iter().zip(&pools) {
             closed_loop(target, pool, plan.warmup, Duration::ZERO)?;
         }
+        hook(clients, Slices::Before)?;
         let mut samples: Vec<Samples> = targets.iter().map(|_| Samples::default()).collect();
         for round in 0..plan.slices as usize {
             for k in 0..targets.len() {
@@ -315,6 +338,7 @@ pub(crate) fn measure(report: &mut Report, targets: &[Target], plan: &Plan) -> a
                 samples[i].extend(closed_loop(&targets[i], &pools[i], plan.slice_warmup, plan.slice - plan.slice_warmup)?);
             }
         }
+        hook(clients, Slices::After)?;
         for (target, samples) in targets.iter().zip(samples) {
             let case = case(target.name, clients);
             let (throughput, latencies) = samples.finish();
@@ -399,8 +423,9 @@ fn scrape(url: &str) -> anyhow::Result<String> {
 }
 
 /// One function's means over the run, from its summaries in two scrapes: an
-/// invocation's wall time inside the runtime, an instantiation's, and an instance's
-/// peak linear memory.
+/// invocation's wall time inside the runtime (to its answer), an instantiation's, the
+/// reset of an ended instance's slot (after the answer), and an instance's peak linear
+/// memory.
 fn record_means(report: &mut Report, case: &str, function: &str, before: &str, after: &str) -> anyhow::Result<()> {
     let mean = |summary: &str| {
         let get = |text: &str, part: &str| metric_value(text, &format!("{summary}_{part}"), function);
@@ -414,6 +439,7 @@ fn record_means(report: &mut Report, case: &str, function: &str, before: &str, a
     for (summary, metric, scale, unit) in [
         ("tally_invocation_seconds", "invocation_mean_us", 1e6, "us"),
         ("tally_instantiate_seconds", "instantiate_mean_us", 1e6, "us"),
+        ("tally_instance_reset_seconds", "reset_mean_us", 1e6, "us"),
         ("tally_instance_memory_bytes", "instance_memory_mean_kib", 1.0 / 1024.0, "KiB"),
     ] {
         if let Some(mean) = mean(summary) {

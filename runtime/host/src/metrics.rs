@@ -19,6 +19,9 @@ struct FunctionCounters {
     instantiate_seconds_sum: f64,
     memory_bytes_sum: u64,
     instances: u64,
+    /// Over the instances reset: the time their stores' drops took.
+    reset_seconds_sum: f64,
+    resets: u64,
 }
 
 #[derive(Default)]
@@ -75,6 +78,14 @@ impl Metrics {
         self.reexecutions.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// An ended instance's store dropped (its pool slot reset) in `took`.
+    pub fn reset(&self, function: &str, took: Duration) {
+        self.update(function, |c| {
+            c.reset_seconds_sum += took.as_secs_f64();
+            c.resets += 1;
+        });
+    }
+
     /// Renders the gauges of `engine`'s instance pool from now on.
     pub(crate) fn watch_pool(&self, engine: wasmtime::Engine) {
         let _ = self.engine.set(engine);
@@ -119,6 +130,12 @@ impl Metrics {
         for (name, c) in functions.iter() {
             let _ = writeln!(out, "tally_instance_memory_bytes_sum{{function=\"{name}\"}} {}", c.memory_bytes_sum);
             let _ = writeln!(out, "tally_instance_memory_bytes_count{{function=\"{name}\"}} {}", c.instances);
+        }
+        out.push_str("# HELP tally_instance_reset_seconds Time to drop an ended instance's store and reset its pool slot, after the invocation's answer.\n");
+        out.push_str("# TYPE tally_instance_reset_seconds summary\n");
+        for (name, c) in functions.iter() {
+            let _ = writeln!(out, "tally_instance_reset_seconds_sum{{function=\"{name}\"}} {}", c.reset_seconds_sum);
+            let _ = writeln!(out, "tally_instance_reset_seconds_count{{function=\"{name}\"}} {}", c.resets);
         }
         out.push_str("# HELP tally_reexecutions_total Attempts of exactly-once invocations after their first.\n");
         out.push_str("# TYPE tally_reexecutions_total counter\n");

@@ -25,7 +25,7 @@ fn record(r: LogRecord) -> GuestRecord {
 impl Host for HostState {
     #[tracing::instrument(name = "log.append", skip_all)]
     async fn append(&mut self, tags_: Vec<u64>, data: Vec<u8>) -> Outcome<u64> {
-        let inv = &mut self.inv;
+        let inv = self.inv();
         let (ctx, book) = (&mut inv.attempt.ctx, inv.attempt.book);
         let r = inv.log.append(ctx, book, &tags(tags_), Bytes::from(data)).await;
         Ok(r.map(|s| s.0).map_err(guest_error))
@@ -33,7 +33,7 @@ impl Host for HostState {
 
     #[tracing::instrument(name = "log.cond-append", skip_all)]
     async fn cond_append(&mut self, tags_: Vec<u64>, data: Vec<u8>, cond_tag: u64, cond_pos: u64) -> Outcome<u64> {
-        let inv = &mut self.inv;
+        let inv = self.inv();
         let (ctx, book) = (&mut inv.attempt.ctx, inv.attempt.book);
         let r = inv.log.cond_append(ctx, book, &tags(tags_), Bytes::from(data), Tag(cond_tag), cond_pos).await;
         Ok(r.map(|s| s.0).map_err(guest_error))
@@ -41,7 +41,7 @@ impl Host for HostState {
 
     #[tracing::instrument(name = "log.read-next", skip_all)]
     async fn read_next(&mut self, tag: u64, min_seqnum: u64) -> Outcome<Option<GuestRecord>> {
-        let inv = &mut self.inv;
+        let inv = self.inv();
         let (ctx, book) = (&mut inv.attempt.ctx, inv.attempt.book);
         let r = inv.log.read_next(ctx, book, Tag(tag), SeqNum(min_seqnum)).await;
         Ok(r.map(|o| o.map(record)).map_err(guest_error))
@@ -49,7 +49,7 @@ impl Host for HostState {
 
     #[tracing::instrument(name = "log.read-prev", skip_all)]
     async fn read_prev(&mut self, tag: u64, max_seqnum: u64) -> Outcome<Option<GuestRecord>> {
-        let inv = &mut self.inv;
+        let inv = self.inv();
         let (ctx, book) = (&mut inv.attempt.ctx, inv.attempt.book);
         let r = inv.log.read_prev(ctx, book, Tag(tag), SeqNum(max_seqnum)).await;
         Ok(r.map(|o| o.map(record)).map_err(guest_error))
@@ -57,7 +57,7 @@ impl Host for HostState {
 
     #[tracing::instrument(name = "log.check-tail", skip_all)]
     async fn check_tail(&mut self, tag: u64) -> Outcome<Option<GuestRecord>> {
-        let inv = &mut self.inv;
+        let inv = self.inv();
         let (ctx, book) = (&mut inv.attempt.ctx, inv.attempt.book);
         let r = inv.log.check_tail(ctx, book, Tag(tag)).await;
         Ok(r.map(|o| o.map(record)).map_err(guest_error))
@@ -65,7 +65,7 @@ impl Host for HostState {
 
     #[tracing::instrument(name = "log.trim", skip_all)]
     async fn trim(&mut self, tag: u64, seqnum: u64) -> Outcome<()> {
-        let inv = &mut self.inv;
+        let inv = self.inv();
         let (ctx, book) = (&mut inv.attempt.ctx, inv.attempt.book);
         let r = inv.log.trim(ctx, book, Tag(tag), SeqNum(seqnum)).await;
         Ok(r.map_err(guest_error))
@@ -73,7 +73,7 @@ impl Host for HostState {
 
     #[tracing::instrument(name = "log.set-aux-data", skip_all)]
     async fn set_aux_data(&mut self, seqnum: u64, data: Vec<u8>) -> Outcome<()> {
-        let inv = &mut self.inv;
+        let inv = self.inv();
         let (ctx, book) = (&mut inv.attempt.ctx, inv.attempt.book);
         let r = inv.log.set_aux_data(ctx, book, SeqNum(seqnum), Bytes::from(data)).await;
         Ok(r.map_err(guest_error))

@@ -9,6 +9,10 @@
 //! time spent in host calls (waiting on the log, a child invocation) is bounded by the
 //! same deadline.
 //!
+//! An ended instance's store is dropped in a task of its own ([`reap`]), after the
+//! invocation has its answer: the drop resets the instance's memory and tables for the
+//! next instance in its pool slot.
+//!
 //! One file per WIT interface beside this one (`log.rs`, `invoke.rs`, `context.rs`,
 //! `state.rs`): each checks its arguments, then calls the guest's log client or the
 //! exactly-once core's attempt (`tally_durable::Attempt`).
@@ -102,7 +106,16 @@ pub struct HostState {
     limiter: MemoryLimiter,
     stderr: MemoryOutputPipe,
     stdout: MemoryOutputPipe,
-    pub inv: Invocation,
+    /// Taken out when the instance has ended, before its store is dropped.
+    inv: Option<Invocation>,
+}
+
+impl HostState {
+    /// The invocation this instance runs: there until the instance has ended, so
+    /// always there for a host call.
+    fn inv(&mut self) -> &mut Invocation {
+        self.inv.as_mut().expect("a running instance has its invocation")
+    }
 }
 
 impl WasiView for HostState {
@@ -180,6 +193,18 @@ impl Drop for Running<'_> {
     fn drop(&mut self) {
         self.0.running.fetch_sub(1, Ordering::AcqRel);
     }
+}
+
+/// Drops an ended instance's store, resetting its pool slot for the next instance (a
+/// page scan and restoring the pages it wrote), in a task of its own: on a runtime
+/// worker that task normally runs when the invocation's task next waits, so after the
+/// answer has been written, and on the same thread.
+fn reap(metrics: Arc<Metrics>, function: String, store: Store<HostState>) {
+    tokio::spawn(async move {
+        let started = Instant::now();
+        drop(store);
+        metrics.reset(&function, started.elapsed());
+    });
 }
 
 pub struct WasmHost {
@@ -286,7 +311,7 @@ impl WasmHost {
             limiter: MemoryLimiter::new(limits.memory_bytes as usize),
             stderr,
             stdout,
-            inv,
+            inv: Some(inv),
         };
         let _running = self.ticker.running();
         let mut store = Store::new(&self.engine, state);
@@ -336,7 +361,9 @@ impl WasmHost {
             }
             Ok(Err(e)) => Err(RuntimeError::Trap(trap_message(&e, &state.stderr))),
         };
-        (result, store.into_data().inv)
+        let inv = store.data_mut().inv.take().expect("the invocation is taken once");
+        reap(self.metrics.clone(), function, store);
+        (result, inv)
     }
 }
 
