@@ -26,8 +26,9 @@
 //! Tally runs the echo function of every SDK language, each as a target of its own
 //! (`tally` is the Rust one, `tally-python`, `tally-ts`, `tally-go`, `tally-c` the
 //! others, all built by `scripts/build-guests.sh`). For each, the suite also records
-//! from Tally's `/metrics` the mean instantiation time and the mean peak linear memory
-//! of an instance over the run, the component's size and the time its deploy took
+//! from Tally's `/metrics`, per client count, the means of an invocation's time in the
+//! runtime, of an instantiation, of an instance's reset and of its peak linear memory,
+//! the component's size and the time its deploy took
 //! (compilation), and how its unloaded p50 compares with its goal: 1.5 times its
 //! language's instantiation floor plus the Rust guest's overhead above its own floor.
 
