@@ -12,8 +12,9 @@
 //!     nodes/<name>/         node.toml, certs/, data/, node.log, node.pid
 //! ```
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::fs;
+use std::hash::{BuildHasher, RandomState};
 use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -95,17 +96,40 @@ impl ClusterFile {
     }
 }
 
-/// A free port on `host` for both TCP and UDP at the moment of asking (another process
-/// may take it later; `up` then fails with the port named).
-fn free_port(host: &str) -> anyhow::Result<u16> {
-    for _ in 0..100 {
-        let tcp = TcpListener::bind((host, 0)).with_context(|| format!("binding a port on {host}"))?;
-        let port = tcp.local_addr()?.port();
-        if UdpSocket::bind((host, port)).is_ok() {
-            return Ok(port);
-        }
+/// Where a new cluster's ports come from: below Linux's ephemeral range (32768 and up),
+/// so that no outgoing connection on the machine takes one as its local port between
+/// `init` and `up`.
+const PORTS: std::ops::Range<u16> = 10_000..32_768;
+
+/// Ports for a new cluster's processes: distinct, and free on `host` for both TCP and
+/// UDP at the moment of asking (another process may bind one later; `up` then fails
+/// with the port named). The search starts at a random place in [`PORTS`], so that
+/// clusters set up at once on one machine do not take the same ones.
+struct Ports {
+    host: String,
+    next: u16,
+    given: HashSet<u16>,
+}
+
+impl Ports {
+    fn new(host: &str) -> Ports {
+        let span = u64::from(PORTS.end - PORTS.start);
+        let offset = RandomState::new().hash_one(std::process::id()) % span;
+        Ports { host: host.into(), next: PORTS.start + offset as u16, given: HashSet::new() }
     }
-    bail!("no port free for both tcp and udp on {host}")
+
+    fn free(&mut self) -> anyhow::Result<u16> {
+        for _ in PORTS {
+            let port = self.next;
+            self.next = if port + 1 == PORTS.end { PORTS.start } else { port + 1 };
+            let host = self.host.as_str();
+            if !self.given.contains(&port) && TcpListener::bind((host, port)).is_ok() && UdpSocket::bind((host, port)).is_ok() {
+                self.given.insert(port);
+                return Ok(port);
+            }
+        }
+        bail!("no port in {PORTS:?} is free for both tcp and udp on {}", self.host)
+    }
 }
 
 pub struct ClusterDir {
@@ -138,10 +162,11 @@ impl ClusterDir {
         let dir = fs::canonicalize(dir)?;
         let ca = ClusterCa::generate(name)?;
         ca.save(&dir.join("ca"))?;
+        let mut ports = Ports::new(host);
         let etcd = (0..shape.etcd)
-            .map(|i| Ok(EtcdMember { name: format!("etcd-{i}"), client_port: free_port(host)?, peer_port: free_port(host)? }))
+            .map(|i| Ok(EtcdMember { name: format!("etcd-{i}"), client_port: ports.free()?, peer_port: ports.free()? }))
             .collect::<anyhow::Result<Vec<_>>>()?;
-        let postgres_port = free_port(host)?;
+        let postgres_port = ports.free()?;
         let file = ClusterFile { name: name.into(), host: host.into(), etcd, postgres_port, nodes: Vec::new() };
         let endpoints = file.endpoints();
         let state = StateConfig { store: StoreKind::Postgres, postgres: file.conninfo(), ..StateConfig::default() };
@@ -178,7 +203,7 @@ impl ClusterDir {
             let mut c = base(&format!("controller-{id}"));
             c.controller = Some(ControllerRole {
                 id,
-                port: free_port(host)?,
+                port: ports.free()?,
                 n_logs: shape.logs,
                 n_meta: shape.n_meta.unwrap_or(3.min(sequencers.len())),
                 n_data: shape.n_data.unwrap_or(3.min(storage.len())),
@@ -188,23 +213,23 @@ impl ClusterDir {
         }
         for &id in &sequencers {
             let mut c = base(&format!("sequencer-{id}"));
-            c.sequencer = Some(LogRole { id, port: free_port(host)? });
+            c.sequencer = Some(LogRole { id, port: ports.free()? });
             nodes.push((id, c));
         }
         for &id in &storage {
             let mut c = base(&format!("storage-{id}"));
-            c.storage = Some(LogRole { id, port: free_port(host)? });
+            c.storage = Some(LogRole { id, port: ports.free()? });
             nodes.push((id, c));
         }
         for &id in &functions {
             let mut c = base(&format!("function-{id}"));
-            let http = format!("{host}:{}", free_port(host)?);
-            c.function = Some(FunctionRole { id, port: free_port(host)?, http, metalog_delay_ms: 0 });
+            let http = format!("{host}:{}", ports.free()?);
+            c.function = Some(FunctionRole { id, port: ports.free()?, http, metalog_delay_ms: 0 });
             nodes.push((id, c));
         }
         for &id in &gateways {
             let mut c = base(&format!("gateway-{id}"));
-            c.gateway = Some(GatewayRole { id, http: format!("{host}:{}", free_port(host)?) });
+            c.gateway = Some(GatewayRole { id, http: format!("{host}:{}", ports.free()?) });
             nodes.push((id, c));
         }
         let mut file = file;
