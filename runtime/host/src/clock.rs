@@ -13,7 +13,7 @@ use tracing::Instrument;
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Tokio;
 
-fn origin() -> Instant {
+pub(crate) fn origin() -> Instant {
     static ORIGIN: OnceLock<Instant> = OnceLock::new();
     *ORIGIN.get_or_init(Instant::now)
 }

@@ -25,7 +25,7 @@ mod state;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -136,46 +136,94 @@ impl std::fmt::Display for DeadlinePassed {
 
 impl std::error::Error for DeadlinePassed {}
 
-/// Advances the engine's epoch every [`TICK`] while an instance runs, until dropped.
-/// With nothing running the thread parks, so an idle node does not wake for it.
+/// Advances the engine's epoch every [`TICK`] while instances run, until dropped. It
+/// parks only after [`IDLE_TICKS`] ticks in which no instance ran or started, so an
+/// idle node does not wake for it, while a busy one never pays for waking it (a
+/// futex wake, often a cross-core interrupt, was 2-3 µs of every invocation when it
+/// parked between invocations).
 struct Ticker {
     shared: Arc<TickerShared>,
     thread: std::thread::Thread,
 }
 
+/// Ticks without an instance before the ticker parks: one second.
+const IDLE_TICKS: u32 = 200;
+
 struct TickerShared {
     stop: AtomicBool,
     /// Instances running now ([`Running`] guards).
     running: AtomicUsize,
+    /// Instances started so far: activity between two ticks.
+    started: AtomicU64,
+    /// The ticker is parked, or about to park: a new instance must unpark it.
+    parked: AtomicBool,
+    /// Idle ticks before parking: [`IDLE_TICKS`] but in tests.
+    idle_ticks: u32,
+    /// Ticks and parks so far, for tests.
+    ticks: AtomicU64,
+    parks: AtomicU64,
 }
 
 impl Ticker {
-    fn start(engine: Engine) -> Ticker {
-        let shared = Arc::new(TickerShared { stop: AtomicBool::new(false), running: AtomicUsize::new(0) });
+    fn start(engine: Engine, idle_ticks: u32) -> Ticker {
+        let shared = Arc::new(TickerShared {
+            stop: AtomicBool::new(false),
+            running: AtomicUsize::new(0),
+            started: AtomicU64::new(0),
+            parked: AtomicBool::new(false),
+            idle_ticks,
+            ticks: AtomicU64::new(0),
+            parks: AtomicU64::new(0),
+        });
         let theirs = shared.clone();
         let thread = std::thread::Builder::new()
             .name("tally-epoch".into())
-            .spawn(move || {
-                while !theirs.stop.load(Ordering::Acquire) {
-                    if theirs.running.load(Ordering::Acquire) == 0 {
-                        // An unpark between the load and here makes this return at once.
-                        std::thread::park();
-                        continue;
-                    }
-                    std::thread::sleep(TICK);
-                    engine.increment_epoch();
-                }
-            })
+            .spawn(move || theirs.tick(&engine))
             .expect("spawning the epoch ticker");
         Ticker { shared, thread: thread.thread().clone() }
     }
 
     /// Keeps the epoch advancing while the guard lives: one per running instance.
     fn running(&self) -> Running<'_> {
-        if self.shared.running.fetch_add(1, Ordering::AcqRel) == 0 {
+        // SeqCst pairs with `tick`: either the ticker sees this instance before it
+        // parks, or this sees `parked` and unparks it (an unpark before the park makes
+        // the park return at once).
+        self.shared.running.fetch_add(1, Ordering::SeqCst);
+        self.shared.started.fetch_add(1, Ordering::Relaxed);
+        if self.shared.parked.load(Ordering::SeqCst) {
             self.thread.unpark();
         }
         Running(&self.shared)
+    }
+}
+
+impl TickerShared {
+    fn tick(&self, engine: &Engine) {
+        let mut idle = 0;
+        let mut seen = self.started.load(Ordering::Relaxed);
+        while !self.stop.load(Ordering::Acquire) {
+            let started = self.started.load(Ordering::Relaxed);
+            if self.running.load(Ordering::Acquire) == 0 && started == seen {
+                idle += 1;
+            } else {
+                idle = 0;
+                seen = started;
+            }
+            if idle >= self.idle_ticks {
+                self.parked.store(true, Ordering::SeqCst);
+                if self.running.load(Ordering::SeqCst) == 0 && !self.stop.load(Ordering::Acquire) {
+                    self.parks.fetch_add(1, Ordering::Relaxed);
+                    std::thread::park();
+                }
+                self.parked.store(false, Ordering::SeqCst);
+                idle = 0;
+                seen = self.started.load(Ordering::Relaxed);
+                continue;
+            }
+            std::thread::sleep(TICK);
+            engine.increment_epoch();
+            self.ticks.fetch_add(1, Ordering::Relaxed);
+        }
     }
 }
 
@@ -196,15 +244,71 @@ impl Drop for Running<'_> {
 }
 
 /// Drops an ended instance's store, resetting its pool slot for the next instance (a
-/// page scan and restoring the pages it wrote), in a task of its own: on a runtime
-/// worker that task normally runs when the invocation's task next waits, so after the
-/// answer has been written, and on the same thread.
-fn reap(metrics: Arc<Metrics>, function: String, store: Store<HostState>) {
+/// page scan and restoring the pages it wrote), and makes a WASI context for a later
+/// instance, in a task of its own: on a runtime worker that task normally runs when
+/// the invocation's task next waits, so after the answer has been written, and on the
+/// same thread.
+fn reap(metrics: Arc<Metrics>, spares: Arc<Spares>, function: String, store: Store<HostState>) {
     tokio::spawn(async move {
         let started = Instant::now();
         drop(store);
         metrics.reset(&function, started.elapsed());
+        spares.refill();
     });
+}
+
+/// An instance's WASI: no files, no network, stdout and stderr captured.
+struct Wasi {
+    ctx: WasiCtx,
+    stdout: MemoryOutputPipe,
+    stderr: MemoryOutputPipe,
+}
+
+impl Wasi {
+    fn new() -> Wasi {
+        let stdout = MemoryOutputPipe::new(OUTPUT_BYTES_MAX);
+        let stderr = MemoryOutputPipe::new(OUTPUT_BYTES_MAX);
+        let ctx = WasiCtx::builder().stdout(stdout.clone()).stderr(stderr.clone()).monotonic_clock(Monotonic).build();
+        Wasi { ctx, stdout, stderr }
+    }
+}
+
+/// The guests' monotonic clock: nanoseconds since the process's clock origin. WASI's
+/// default counts from the context's making, which for a spare context would tell an
+/// instance how long ago another instance ended.
+struct Monotonic;
+
+impl wasmtime_wasi::HostMonotonicClock for Monotonic {
+    fn resolution(&self) -> u64 {
+        1
+    }
+
+    fn now(&self) -> u64 {
+        u64::try_from(crate::clock::origin().elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+}
+
+/// WASI contexts made ahead, off the invocation's path (seeding a context's random
+/// generators and its pipes was a tenth of an invocation of hello). Each is fresh and
+/// serves one instance only: no instance sees another's generators or output.
+#[derive(Default)]
+struct Spares(std::sync::Mutex<Vec<Wasi>>);
+
+/// Spare contexts kept at most: enough for a burst of concurrent instances.
+const SPARES_MAX: usize = 64;
+
+impl Spares {
+    fn take(&self) -> Wasi {
+        let spare = self.0.lock().expect("spares lock").pop();
+        spare.unwrap_or_else(Wasi::new)
+    }
+
+    fn refill(&self) {
+        if self.0.lock().expect("spares lock").len() < SPARES_MAX {
+            let wasi = Wasi::new();
+            self.0.lock().expect("spares lock").push(wasi);
+        }
+    }
 }
 
 pub struct WasmHost {
@@ -215,6 +319,7 @@ pub struct WasmHost {
     compat: u64,
     metrics: Arc<Metrics>,
     ticker: Ticker,
+    spares: Arc<Spares>,
 }
 
 impl WasmHost {
@@ -247,9 +352,9 @@ impl WasmHost {
         let mut h = DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut h);
         let compat = h.finish();
-        let ticker = Ticker::start(engine.clone());
+        let ticker = Ticker::start(engine.clone(), IDLE_TICKS);
         metrics.watch_pool(engine.clone());
-        Ok(WasmHost { engine, linker, artifacts, compat, metrics, ticker })
+        Ok(WasmHost { engine, linker, artifacts, compat, metrics, ticker, spares: Arc::default() })
     }
 
     /// Validates a component against the world and compiles it, or loads the artifact
@@ -299,9 +404,7 @@ impl WasmHost {
     /// Runs one invocation in a fresh instance; returns its outcome and the invocation,
     /// with its final log context and exactly-once instance.
     pub async fn run(&self, pre: &Prepared, limits: &Limits, inv: Invocation) -> (Result<Vec<u8>>, Invocation) {
-        let stdout = MemoryOutputPipe::new(OUTPUT_BYTES_MAX);
-        let stderr = MemoryOutputPipe::new(OUTPUT_BYTES_MAX);
-        let wasi = WasiCtx::builder().stdout(stdout.clone()).stderr(stderr.clone()).build();
+        let Wasi { ctx: wasi, stdout, stderr } = self.spares.take();
         let deadline = Tokio::instant(inv.attempt.deadline_ms);
         let function = inv.attempt.version.name.clone();
         let input = inv.attempt.input.clone();
@@ -362,7 +465,7 @@ impl WasmHost {
             Ok(Err(e)) => Err(RuntimeError::Trap(trap_message(&e, &state.stderr))),
         };
         let inv = store.data_mut().inv.take().expect("the invocation is taken once");
-        reap(self.metrics.clone(), function, store);
+        reap(self.metrics.clone(), self.spares.clone(), function, store);
         (result, inv)
     }
 }
@@ -423,5 +526,44 @@ fn guest_error(e: tally_logsvc::Error) -> GuestError {
         E::Conflict { holder } => GuestError::Conflict(holder.map(|s| s.0)),
         E::Timeout(_) => GuestError::Timeout(e.to_string()),
         other => GuestError::Unavailable(other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !done() {
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    #[test]
+    fn the_ticker_parks_only_when_idle_and_an_instance_wakes_it() {
+        let engine = Engine::new(wasmtime::Config::new().epoch_interruption(true)).expect("an engine");
+        let ticker = Ticker::start(engine, 20);
+        let shared = ticker.shared.clone();
+        // Short instances with gaps shorter than the idle period, as at one client:
+        // the ticker keeps ticking and never parks between them.
+        let busy_until = Instant::now() + TICK * 40;
+        while Instant::now() < busy_until {
+            drop(ticker.running());
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        assert_eq!(shared.parks.load(Ordering::Relaxed), 0, "parked between instances");
+        assert!(shared.ticks.load(Ordering::Relaxed) > 0, "ticked while busy");
+        // Idle: it parks, and stops ticking.
+        wait_for("the ticker to park", || shared.parks.load(Ordering::Relaxed) == 1);
+        let ticks = shared.ticks.load(Ordering::Relaxed);
+        std::thread::sleep(TICK * 4);
+        assert!(shared.ticks.load(Ordering::Relaxed) <= ticks + 1, "ticks while parked");
+        // An instance wakes it: the epoch advances while it runs, past a deadline.
+        let running = ticker.running();
+        wait_for("a tick for the new instance", || shared.ticks.load(Ordering::Relaxed) >= ticks + 3);
+        drop(running);
+        drop(ticker);
     }
 }
