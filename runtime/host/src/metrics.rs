@@ -107,36 +107,30 @@ impl Metrics {
                 let _ = writeln!(out, "tally_invocations_total{{function=\"{name}\",outcome=\"{outcome}\"}} {n}");
             }
         }
-        out.push_str("# HELP tally_invocation_seconds Wall time of invocations.\n");
-        out.push_str("# TYPE tally_invocation_seconds summary\n");
-        for (name, c) in functions.iter() {
-            let _ = writeln!(out, "tally_invocation_seconds_sum{{function=\"{name}\"}} {}", c.seconds_sum);
-            let _ = writeln!(out, "tally_invocation_seconds_count{{function=\"{name}\"}} {}", c.count);
-        }
+        summary(&mut out, &functions, "tally_invocation_seconds", "Wall time of invocations.", |c| (c.seconds_sum, c.count));
         out.push_str("# HELP tally_instances_running Instances running now.\n");
         out.push_str("# TYPE tally_instances_running gauge\n");
         let _ = writeln!(out, "tally_instances_running {}", self.running.load(Ordering::Relaxed));
         out.push_str("# HELP tally_deploys_total Deploys accepted by this node.\n");
         out.push_str("# TYPE tally_deploys_total counter\n");
         let _ = writeln!(out, "tally_deploys_total {}", self.deploys.load(Ordering::Relaxed));
-        out.push_str("# HELP tally_instantiate_seconds Time to make a fresh instance of a function.\n");
-        out.push_str("# TYPE tally_instantiate_seconds summary\n");
-        for (name, c) in functions.iter() {
-            let _ = writeln!(out, "tally_instantiate_seconds_sum{{function=\"{name}\"}} {}", c.instantiate_seconds_sum);
-            let _ = writeln!(out, "tally_instantiate_seconds_count{{function=\"{name}\"}} {}", c.instances);
-        }
-        out.push_str("# HELP tally_instance_memory_bytes The most linear memory an instance had, over its memories.\n");
-        out.push_str("# TYPE tally_instance_memory_bytes summary\n");
-        for (name, c) in functions.iter() {
-            let _ = writeln!(out, "tally_instance_memory_bytes_sum{{function=\"{name}\"}} {}", c.memory_bytes_sum);
-            let _ = writeln!(out, "tally_instance_memory_bytes_count{{function=\"{name}\"}} {}", c.instances);
-        }
-        out.push_str("# HELP tally_instance_reset_seconds Time to drop an ended instance's store and reset its pool slot, after the invocation's answer.\n");
-        out.push_str("# TYPE tally_instance_reset_seconds summary\n");
-        for (name, c) in functions.iter() {
-            let _ = writeln!(out, "tally_instance_reset_seconds_sum{{function=\"{name}\"}} {}", c.reset_seconds_sum);
-            let _ = writeln!(out, "tally_instance_reset_seconds_count{{function=\"{name}\"}} {}", c.resets);
-        }
+        summary(&mut out, &functions, "tally_instantiate_seconds", "Time to make a fresh instance of a function.", |c| {
+            (c.instantiate_seconds_sum, c.instances)
+        });
+        summary(
+            &mut out,
+            &functions,
+            "tally_instance_memory_bytes",
+            "The most linear memory an instance had, over its memories.",
+            |c| (c.memory_bytes_sum as f64, c.instances),
+        );
+        summary(
+            &mut out,
+            &functions,
+            "tally_instance_reset_seconds",
+            "Time to drop an ended instance's store and reset its pool slot, after the invocation's answer.",
+            |c| (c.reset_seconds_sum, c.resets),
+        );
         out.push_str("# HELP tally_reexecutions_total Attempts of exactly-once invocations after their first.\n");
         out.push_str("# TYPE tally_reexecutions_total counter\n");
         let _ = writeln!(out, "tally_reexecutions_total {}", self.reexecutions.load(Ordering::Relaxed));
@@ -149,6 +143,23 @@ impl Metrics {
             let _ = writeln!(out, "tally_idle_memory_resident_bytes {}", pool.unused_memory_bytes_resident());
         }
         out
+    }
+}
+
+/// One summary per function: its `_sum` and `_count` as `of` gives them.
+fn summary(
+    out: &mut String,
+    functions: &BTreeMap<String, FunctionCounters>,
+    name: &str,
+    help: &str,
+    of: impl Fn(&FunctionCounters) -> (f64, u64),
+) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} summary");
+    for (function, c) in functions {
+        let (sum, count) = of(c);
+        let _ = writeln!(out, "{name}_sum{{function=\"{function}\"}} {sum}");
+        let _ = writeln!(out, "{name}_count{{function=\"{function}\"}} {count}");
     }
 }
 
