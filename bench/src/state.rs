@@ -14,7 +14,8 @@
 //!           half at random on keys of its own, under write- and read-optimized: the
 //!           throughput of the RocksDB node against the PostgreSQL node
 //!   bank    examples/bank transfers (two gets, two puts) invoked over HTTP with an
-//!           Idempotency-Key on the RocksDB node, write- and read-optimized, against
+//!           Idempotency-Key on the RocksDB node (an async keep-alive client per
+//!           connection, like PostgreSQL's), write- and read-optimized, against
 //!           the same transfers as PostgreSQL transactions by a plain client
 //!           (tokio-postgres: BEGIN, SELECT .. FOR UPDATE of both rows, UPDATE of
 //!           both, COMMIT), 1 and 32 clients; and the log records a transfer appends
@@ -590,9 +591,7 @@ impl Bank {
         let mut clients = Vec::with_capacity(count);
         for (pair, &moves) in moves.iter().enumerate().take(count) {
             clients.push(match self {
-                Bank::Tally { invoke_url, .. } => {
-                    BankClient::Tally(TallyTransfer { agent: agent(), invoke_url: invoke_url.clone(), pair, moves })
-                }
+                Bank::Tally { invoke_url, .. } => BankClient::Tally(TallyTransfer { http: Http::new(invoke_url)?, pair, moves }),
                 Bank::Postgres { conninfo } => BankClient::Postgres(PgTransfer::connect(conninfo, pair, moves).await?),
             });
         }
@@ -693,10 +692,12 @@ impl Op for BankClient {
 }
 
 /// A transfer as an invocation of the bank function, exactly-once across retries (an
-/// Idempotency-Key per transfer), on an HTTP/1.1 keep-alive connection of its own.
+/// Idempotency-Key per transfer), on an HTTP/1.1 keep-alive connection of its own. The
+/// client is async on the suite's runtime, as PostgreSQL's is: a blocking client's
+/// thread per connection cost the node a share of the cores that PostgreSQL's clients
+/// did not.
 struct TallyTransfer {
-    agent: ureq::Agent,
-    invoke_url: String,
+    http: Http,
     pair: usize,
     /// Transfers of this pair so far.
     moves: u64,
@@ -706,15 +707,76 @@ impl TallyTransfer {
     async fn transfer(&mut self) -> anyhow::Result<()> {
         let [x, y] = accounts(self.pair);
         let moves = self.moves + 1;
-        let (agent, url) = (self.agent.clone(), self.invoke_url.clone());
         let key = format!("{x}-{moves}");
-        // ureq blocks: each request runs on the blocking pool, as a client's thread would.
-        let answer =
-            tokio::task::spawn_blocking(move || post_ok(&agent, &url, format!("transfer {x} {y} 1"), Some(&key))).await??;
+        let answer = self.http.post(format!("transfer {x} {y} 1").as_bytes(), &key).await?;
         let [from, to] = balances_after(moves);
         ensure!(answer == format!("ok {from} {to}"), "transfer {moves} of pair {} answered {answer:?}", self.pair);
         self.moves = moves;
         Ok(())
+    }
+}
+
+/// A minimal HTTP/1.1 keep-alive client for one URL: POSTs with an Idempotency-Key and
+/// reads answers with a Content-Length, which is all the gateway sends here.
+struct Http {
+    /// `host:port`, and the request line's target.
+    authority: String,
+    target: String,
+    stream: Option<tokio::io::BufReader<tokio::net::TcpStream>>,
+}
+
+impl Http {
+    fn new(url: &str) -> anyhow::Result<Http> {
+        let rest = url.strip_prefix("http://").with_context(|| format!("{url} is not an http:// URL"))?;
+        let (authority, target) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+        Ok(Http { authority: authority.to_string(), target: target.to_string(), stream: None })
+    }
+
+    /// POSTs `body`; the answer, which must be 200.
+    async fn post(&mut self, body: &[u8], key: &str) -> anyhow::Result<String> {
+        use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _};
+        let stream = match &mut self.stream {
+            Some(s) => s,
+            None => {
+                let s = tokio::net::TcpStream::connect(&self.authority)
+                    .await
+                    .with_context(|| format!("connecting to {}", self.authority))?;
+                s.set_nodelay(true)?;
+                self.stream.insert(tokio::io::BufReader::new(s))
+            }
+        };
+        let mut request = format!(
+            "POST {} HTTP/1.1\r\nHost: {}\r\nIdempotency-Key: {key}\r\nContent-Length: {}\r\n\r\n",
+            self.target,
+            self.authority,
+            body.len()
+        )
+        .into_bytes();
+        request.extend_from_slice(body);
+        stream.get_mut().write_all(&request).await?;
+        let mut line = String::new();
+        stream.read_line(&mut line).await?;
+        let status: u16 =
+            line.split_whitespace().nth(1).and_then(|s| s.parse().ok()).with_context(|| format!("a status line {line:?}"))?;
+        let mut length = None;
+        loop {
+            line.clear();
+            ensure!(stream.read_line(&mut line).await? > 0, "the connection closed in an answer's headers");
+            let header = line.trim_end();
+            if header.is_empty() {
+                break;
+            }
+            if let Some((name, value)) = header.split_once(':') {
+                if name.eq_ignore_ascii_case("content-length") {
+                    length = Some(value.trim().parse::<usize>()?);
+                }
+            }
+        }
+        let mut answer = vec![0; length.context("an answer without a Content-Length")?];
+        stream.read_exact(&mut answer).await?;
+        let text = String::from_utf8_lossy(&answer).into_owned();
+        ensure!(status == 200, "POST {}{} answered {status}: {text}", self.authority, self.target);
+        Ok(text)
     }
 }
 
