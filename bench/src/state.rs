@@ -732,8 +732,28 @@ impl Http {
         Ok(Http { authority: authority.to_string(), target: target.to_string(), stream: None })
     }
 
-    /// POSTs `body`; the answer, which must be 200.
+    /// POSTs `body`; the answer, which must be 200. A connection the server closed
+    /// while it idled is opened again and the request sent once more, which the
+    /// Idempotency-Key makes safe; a connection that failed is never used again.
     async fn post(&mut self, body: &[u8], key: &str) -> anyhow::Result<String> {
+        let reused = self.stream.is_some();
+        let mut answer = self.exchange(body, key).await;
+        if answer.is_err() {
+            self.stream = None;
+            if reused {
+                answer = self.exchange(body, key).await;
+                if answer.is_err() {
+                    self.stream = None;
+                }
+            }
+        }
+        let (status, text) = answer?;
+        ensure!(status == 200, "POST {}{} answered {status}: {text}", self.authority, self.target);
+        Ok(text)
+    }
+
+    /// One request and its answer: the status and the body.
+    async fn exchange(&mut self, body: &[u8], key: &str) -> anyhow::Result<(u16, String)> {
         use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _};
         let stream = match &mut self.stream {
             Some(s) => s,
@@ -774,9 +794,7 @@ impl Http {
         }
         let mut answer = vec![0; length.context("an answer without a Content-Length")?];
         stream.read_exact(&mut answer).await?;
-        let text = String::from_utf8_lossy(&answer).into_owned();
-        ensure!(status == 200, "POST {}{} answered {status}: {text}", self.authority, self.target);
-        Ok(text)
+        Ok((status, String::from_utf8_lossy(&answer).into_owned()))
     }
 }
 
