@@ -61,6 +61,7 @@ impl DevNode {
 
     /// Stops the gateway, then the log.
     pub async fn shutdown(self) {
+        self.runtime.stop();
         let _ = self.stop.send(());
         let _ = self.server.await;
         self.cluster.shutdown().await;

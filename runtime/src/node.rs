@@ -500,6 +500,9 @@ impl Node {
     /// Stops the roles and takes this node's members out of etcd at once (a killed
     /// process leaves them to expire instead).
     pub async fn shutdown(self) {
+        if let Some((runtime, _)) = &self.function {
+            runtime.stop();
+        }
         for stop in self.http_stop {
             let _ = stop.send(());
         }

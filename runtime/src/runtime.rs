@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::hash::{BuildHasher, RandomState};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -26,6 +27,8 @@ pub struct Runtime {
     pub metrics: Arc<Metrics>,
     log: LogClient,
     pub durable: Arc<Durable>,
+    /// Set by [`Runtime::stop`]: the registry refresh ends at its next turn.
+    stopped: AtomicBool,
 }
 
 /// A fresh secret for the cluster's tag key (used only if the cluster has none yet).
@@ -74,7 +77,7 @@ impl Runtime {
         let bounds = NodeBounds { call_depth_max: config.node.call_depth_max, invocations_kept: config.node.invocations_kept };
         let durable = Durable::start(parts, config.state.clone(), bounds).await?;
         durable.start_background();
-        let rt = Arc::new(Runtime { config, registry, metrics, log, durable });
+        let rt = Arc::new(Runtime { config, registry, metrics, log, durable, stopped: AtomicBool::new(false) });
         // Deploys made through other nodes show up here within REGISTRY_POLL; a name this
         // node has never seen is looked up at once (see `Registry::lookup`). The task
         // ends with the runtime; cancelling it loses nothing.
@@ -84,7 +87,7 @@ impl Runtime {
                 let mut tick = tokio::time::interval(REGISTRY_POLL);
                 loop {
                     tick.tick().await;
-                    let Some(rt) = weak.upgrade() else { return };
+                    let Some(rt) = weak.upgrade().filter(|rt| !rt.stopped.load(Ordering::Acquire)) else { return };
                     if let Err(e) = rt.registry.sync().await {
                         tracing::warn!("registry refresh: {e}");
                     }
@@ -93,6 +96,14 @@ impl Runtime {
             .instrument(tracing::info_span!("task", name = "registry-refresh")),
         );
         Ok(rt)
+    }
+
+    /// Ends the runtime's background work (the registry refresh, and the exactly-once
+    /// core's recovery scan, `auto` and switch resumption) at its next turn, though the
+    /// runtime is still referenced: called before its log shuts down.
+    pub fn stop(&self) {
+        self.stopped.store(true, Ordering::Release);
+        self.durable.stop();
     }
 
     /// The user log client of this node (the gateway's book listing uses it).

@@ -760,3 +760,26 @@ async fn a_chain_across_languages_is_exactly_once_under_crashes() {
     }
     h.node.shutdown().await;
 }
+
+/// A dev node shut down while something still holds its runtime (an embedder, a bench's
+/// in-process instances) ends its background loops: they no longer scan a log that is
+/// gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shut_down_node_ends_its_background_loops_though_still_referenced() {
+    let h = Harness::start(StoreKind::Rocksdb).await;
+    assert_eq!(h.invoke(1, "run r", "loops", None).await.expect("an invocation"), "a=1 b=1 c=1");
+    let runtime = h.node.runtime.clone();
+    let durable = runtime.durable.clone();
+    assert!(Arc::weak_count(&durable) > 0 && Arc::weak_count(&runtime) > 0, "the loops hold the node");
+    h.node.shutdown().await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Arc::weak_count(&durable) > 0 || Arc::weak_count(&runtime) > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "background loops still run after shutdown: {} on the exactly-once core, {} on the runtime",
+            Arc::weak_count(&durable),
+            Arc::weak_count(&runtime)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -3,7 +3,8 @@
 //! keeps in the log, and the read-optimized helpers the protocols share.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 
 use bytes::Bytes;
 use futures_util::lock::Mutex as AsyncMutex;
@@ -175,6 +176,8 @@ pub struct Durable {
     pub(crate) invocations: Invocations,
     /// Switches this node is completing, by (book, table).
     pub(crate) completing: Mutex<BTreeSet<(BookId, String)>>,
+    /// Set by [`Durable::stop`]: the background loops end at their next turn.
+    stopped: AtomicBool,
 }
 
 impl Durable {
@@ -198,9 +201,22 @@ impl Durable {
             first: Mutex::new(HashMap::new()),
             invocations: Invocations::new(parts.id_prefix),
             completing: Mutex::new(BTreeSet::new()),
+            stopped: AtomicBool::new(false),
         });
         durable.books().await?;
         Ok(durable)
+    }
+
+    /// Ends the node's background loops (the recovery scan, `auto`, the resumption of
+    /// switches) at their next turn, though the node is still referenced: a node whose
+    /// log is shutting down must not keep scanning it.
+    pub fn stop(&self) {
+        self.stopped.store(true, Ordering::Release);
+    }
+
+    /// The node behind a background loop's `weak`, unless it is gone or stopped.
+    pub(crate) fn live(weak: &Weak<Durable>) -> Option<Arc<Durable>> {
+        weak.upgrade().filter(|d| !d.stopped.load(Ordering::Acquire))
     }
 
     /// Every book registered so far (by any node): what this node knew, and what was

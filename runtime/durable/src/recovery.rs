@@ -166,11 +166,11 @@ impl Durable {
 async fn recovery_loop(weak: Weak<Durable>) {
     let mut scan = Recovery::default();
     loop {
-        let Some(d) = weak.upgrade() else { return };
+        let Some(d) = Durable::live(&weak) else { return };
         let sleep = d.clock.sleep(d.config.recovery_interval_ms);
         drop(d);
         sleep.await;
-        let Some(d) = weak.upgrade() else { return };
+        let Some(d) = Durable::live(&weak) else { return };
         if let Err(e) = scan.round(&d).await {
             tracing::warn!("recovery scan: {e}");
         }

@@ -217,7 +217,7 @@ impl Durable {
             Box::pin(async move {
                 let mut ctx = ctx;
                 loop {
-                    let Some(d) = weak.upgrade() else { return };
+                    let Some(d) = Durable::live(&weak) else { return };
                     match d.complete(&mut ctx, &switch).await {
                         Ok(()) => {
                             d.completing.lock().expect("not poisoned").remove(&key);
@@ -430,7 +430,7 @@ pub(crate) fn start(d: &Arc<Durable>) {
         Box::pin(async move {
             let mut w = SwitchWatch { ctx: Context::new(), next: SeqNum::MIN, pending: BTreeMap::new() };
             loop {
-                let Some(d) = weak.upgrade() else { return };
+                let Some(d) = Durable::live(&weak) else { return };
                 if let Err(e) = d.resume_switches(&mut w).await {
                     tracing::warn!("resuming switches: {e}");
                 }
@@ -447,11 +447,11 @@ pub(crate) fn start(d: &Arc<Durable>) {
 /// picks.
 async fn auto_loop(weak: Weak<Durable>) {
     loop {
-        let Some(d) = weak.upgrade() else { return };
+        let Some(d) = Durable::live(&weak) else { return };
         let sleep = d.clock.sleep(d.config.auto_interval_ms);
         drop(d);
         sleep.await;
-        let Some(d) = weak.upgrade() else { return };
+        let Some(d) = Durable::live(&weak) else { return };
         for (book, tables) in d.take_rates() {
             // The book's owner decides, from the share of the book's traffic it sees.
             if !d.peers.owns(book) {
