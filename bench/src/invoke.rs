@@ -9,10 +9,13 @@
 //! ```
 //!
 //! Both functions return the request body; each response is checked against it. The
-//! clients are threads, each with its own ureq agent and so its own keep-alive
-//! connection, in a closed loop: a client sends its next request when the previous
-//! answer arrives. One client gives the latency of an unloaded server, many give the
-//! throughput. Clients and servers share the machine's cores, for both targets alike.
+//! clients are tasks on a runtime of their own (two threads, as `wrk -t2`), each with
+//! its own keep-alive connection (`http.rs`), in a closed loop: a client sends its next
+//! request when the previous answer arrives. One client gives the latency of an
+//! unloaded server, many give the throughput. Clients and servers share the machine's
+//! cores, for both targets alike. (The clients were threads with a blocking client
+//! each until issue 12's fifth session: 32 of them took a share of the two cores that
+//! capped the faster server, which `wrk` did not.)
 //!
 //! Like the `log` suite, the targets are measured in interleaved slices rather than one
 //! after the other, so that both sample the same background load of a shared machine.
@@ -41,7 +44,9 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, ensure, Context as _};
 use tally_runtime::dev::DevNode;
 
-use crate::report::{micros, round_to, Report, Samples};
+use crate::http::Http;
+use crate::log::{closed_loop_keeping, Op};
+use crate::report::{round_to, Report, Samples};
 use crate::RunOptions;
 
 /// What every request carries and every response must return.
@@ -102,14 +107,43 @@ pub(crate) struct Target {
 }
 
 /// The clients of one closed loop, kept across its warm-up and slices so that their
-/// connections stay open.
+/// connections stay open: tasks on a runtime of their own ([`CLIENT_THREADS`] threads),
+/// each with one keep-alive connection.
 struct Clients {
-    agents: Vec<ureq::Agent>,
+    invokers: Vec<Invoker>,
 }
 
 impl Clients {
-    fn new(count: usize) -> Clients {
-        Clients { agents: (0..count).map(|_| agent()).collect() }
+    fn new(count: usize, target: &Target) -> anyhow::Result<Clients> {
+        let invokers = (0..count)
+            .map(|_| Ok(Invoker { http: Http::new(&target.invoke_url)?, name: target.name }))
+            .collect::<anyhow::Result<_>>()?;
+        Ok(Clients { invokers })
+    }
+}
+
+/// Threads of the clients' runtime: as many as `wrk -t2` would use.
+const CLIENT_THREADS: usize = 2;
+
+/// One client: POSTs the payload and checks the echo.
+struct Invoker {
+    http: Http,
+    name: &'static str,
+}
+
+impl Op for Invoker {
+    async fn call(&mut self) -> anyhow::Result<()> {
+        // The echo has no effect, so sending it again on a fresh connection is safe.
+        let (status, body) = self.http.post(PAYLOAD, None, true).await.with_context(|| self.name)?;
+        if status != 200 || body != PAYLOAD {
+            bail!(
+                "{} answered {status} with {:?}, not 200 with {:?}",
+                self.name,
+                String::from_utf8_lossy(&body),
+                String::from_utf8_lossy(PAYLOAD)
+            );
+        }
+        Ok(())
     }
 }
 
@@ -210,7 +244,8 @@ fn measure_all(plan: &Plan, tally_url: &str, components: &[Vec<u8>], peer: Optio
     }
 
     let server = peer.map(WasmtimeServe::start).transpose()?;
-    let mut title = format!("{}-byte echo over HTTP/1.1 keep-alive, one ureq agent per client; Tally dev node", PAYLOAD.len());
+    let mut title =
+        format!("{}-byte echo over HTTP/1.1 keep-alive, one async connection per client; Tally dev node", PAYLOAD.len());
     if let (Some(peer), Some(server)) = (peer, &server) {
         title += &format!(" vs {} serve -Scli", peer.version);
         targets.push(Target { name: "wasmtime-serve", invoke_url: server.url.clone() });
@@ -324,11 +359,17 @@ pub(crate) fn measure(
     plan: &Plan,
     mut hook: impl FnMut(usize, Slices) -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(CLIENT_THREADS)
+        .thread_name("invoke-client")
+        .enable_all()
+        .build()
+        .context("starting the clients' runtime")?;
     for clients in CLIENTS {
         eprintln!("invoke: clients={clients}: {} interleaved slices of {} ms per target", plan.slices, plan.slice.as_millis());
-        let pools: Vec<Clients> = targets.iter().map(|_| Clients::new(clients)).collect();
-        for (target, pool) in targets.iter().zip(&pools) {
-            closed_loop(target, pool, plan.warmup, Duration::ZERO)?;
+        let mut pools: Vec<Clients> = targets.iter().map(|t| Clients::new(clients, t)).collect::<anyhow::Result<_>>()?;
+        for pool in &mut pools {
+            closed_loop(&rt, pool, plan.warmup, Duration::ZERO)?;
         }
         hook(clients, Slices::Before)?;
         let mut samples: Vec<Samples> = targets.iter().map(|_| Samples::default()).collect();
@@ -336,7 +377,7 @@ pub(crate) fn measure(
             for k in 0..targets.len() {
                 // Rotated, so that no target always follows the same one.
                 let i = (round + k) % targets.len();
-                samples[i].extend(closed_loop(&targets[i], &pools[i], plan.slice_warmup, plan.slice - plan.slice_warmup)?);
+                samples[i].extend(closed_loop(&rt, &mut pools[i], plan.slice_warmup, plan.slice - plan.slice_warmup)?);
             }
         }
         hook(clients, Slices::After)?;
@@ -357,43 +398,12 @@ fn case(target: &str, clients: usize) -> String {
     format!("{target},clients={clients}")
 }
 
-/// Every client of `pool` invokes `target` in a closed loop for `warmup + window`;
-/// the requests issued in `window` are counted.
-fn closed_loop(target: &Target, pool: &Clients, warmup: Duration, window: Duration) -> anyhow::Result<Samples> {
-    let start = Instant::now();
-    let counted_from = start + warmup;
-    let end = counted_from + window;
-    let per_client = std::thread::scope(|scope| {
-        let handles: Vec<_> = pool
-            .agents
-            .iter()
-            .map(|agent| {
-                std::thread::Builder::new()
-                    .name(format!("invoke-{}", target.name))
-                    .spawn_scoped(scope, move || -> anyhow::Result<Vec<u32>> {
-                        let mut latencies_us = Vec::new();
-                        loop {
-                            let sent = Instant::now();
-                            if sent >= end {
-                                return Ok(latencies_us);
-                            }
-                            invoke_once(agent, target)?;
-                            if sent >= counted_from {
-                                latencies_us.push(micros(sent.elapsed()));
-                            }
-                        }
-                    })
-                    .expect("spawning a client thread")
-            })
-            .collect();
-        // A client that fails ends its own loop only; the others run to `end`, which
-        // bounds the wait.
-        handles.into_iter().map(|h| h.join().expect("a client thread does not panic")).collect::<Vec<_>>()
-    });
-    let mut samples = Samples { latencies_us: Vec::new(), window };
-    for client in per_client {
-        samples.latencies_us.extend(client?);
-    }
+/// Every client of `pool` invokes its target in a closed loop for `warmup + window`,
+/// on the clients' runtime `rt`; the requests answered in `window` are counted.
+fn closed_loop(rt: &tokio::runtime::Runtime, pool: &mut Clients, warmup: Duration, window: Duration) -> anyhow::Result<Samples> {
+    let invokers = std::mem::take(&mut pool.invokers);
+    let (samples, invokers) = rt.block_on(closed_loop_keeping(invokers, warmup, window))?;
+    pool.invokers = invokers;
     Ok(samples)
 }
 

@@ -4,6 +4,7 @@
 //! stderr; see `report.rs`.
 
 mod cluster;
+mod http;
 mod invoke;
 mod log;
 mod memory;

@@ -56,6 +56,7 @@ use tally_runtime::dev::DevNode;
 use tally_runtime::{Config, Runtime};
 use tokio_postgres::{Client, NoTls, Statement};
 
+use crate::http::Http;
 use crate::invoke::agent;
 use crate::log::{closed_loop_keeping, record_percentiles, Op};
 use crate::peers::Postgres;
@@ -708,93 +709,14 @@ impl TallyTransfer {
         let [x, y] = accounts(self.pair);
         let moves = self.moves + 1;
         let key = format!("{x}-{moves}");
-        let answer = self.http.post(format!("transfer {x} {y} 1").as_bytes(), &key).await?;
+        // Sending a transfer again on a fresh connection is safe under its key.
+        let (status, answer) = self.http.post(format!("transfer {x} {y} 1").as_bytes(), Some(&key), true).await?;
+        let answer = String::from_utf8_lossy(&answer);
+        ensure!(status == 200, "transfer {moves} of pair {} answered {status}: {answer}", self.pair);
         let [from, to] = balances_after(moves);
         ensure!(answer == format!("ok {from} {to}"), "transfer {moves} of pair {} answered {answer:?}", self.pair);
         self.moves = moves;
         Ok(())
-    }
-}
-
-/// A minimal HTTP/1.1 keep-alive client for one URL: POSTs with an Idempotency-Key and
-/// reads answers with a Content-Length, which is all the gateway sends here.
-struct Http {
-    /// `host:port`, and the request line's target.
-    authority: String,
-    target: String,
-    stream: Option<tokio::io::BufReader<tokio::net::TcpStream>>,
-}
-
-impl Http {
-    fn new(url: &str) -> anyhow::Result<Http> {
-        let rest = url.strip_prefix("http://").with_context(|| format!("{url} is not an http:// URL"))?;
-        let (authority, target) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-        Ok(Http { authority: authority.to_string(), target: target.to_string(), stream: None })
-    }
-
-    /// POSTs `body`; the answer, which must be 200. A connection the server closed
-    /// while it idled is opened again and the request sent once more, which the
-    /// Idempotency-Key makes safe; a connection that failed is never used again.
-    async fn post(&mut self, body: &[u8], key: &str) -> anyhow::Result<String> {
-        let reused = self.stream.is_some();
-        let mut answer = self.exchange(body, key).await;
-        if answer.is_err() {
-            self.stream = None;
-            if reused {
-                answer = self.exchange(body, key).await;
-                if answer.is_err() {
-                    self.stream = None;
-                }
-            }
-        }
-        let (status, text) = answer?;
-        ensure!(status == 200, "POST {}{} answered {status}: {text}", self.authority, self.target);
-        Ok(text)
-    }
-
-    /// One request and its answer: the status and the body.
-    async fn exchange(&mut self, body: &[u8], key: &str) -> anyhow::Result<(u16, String)> {
-        use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _};
-        let stream = match &mut self.stream {
-            Some(s) => s,
-            None => {
-                let s = tokio::net::TcpStream::connect(&self.authority)
-                    .await
-                    .with_context(|| format!("connecting to {}", self.authority))?;
-                s.set_nodelay(true)?;
-                self.stream.insert(tokio::io::BufReader::new(s))
-            }
-        };
-        let mut request = format!(
-            "POST {} HTTP/1.1\r\nHost: {}\r\nIdempotency-Key: {key}\r\nContent-Length: {}\r\n\r\n",
-            self.target,
-            self.authority,
-            body.len()
-        )
-        .into_bytes();
-        request.extend_from_slice(body);
-        stream.get_mut().write_all(&request).await?;
-        let mut line = String::new();
-        stream.read_line(&mut line).await?;
-        let status: u16 =
-            line.split_whitespace().nth(1).and_then(|s| s.parse().ok()).with_context(|| format!("a status line {line:?}"))?;
-        let mut length = None;
-        loop {
-            line.clear();
-            ensure!(stream.read_line(&mut line).await? > 0, "the connection closed in an answer's headers");
-            let header = line.trim_end();
-            if header.is_empty() {
-                break;
-            }
-            if let Some((name, value)) = header.split_once(':') {
-                if name.eq_ignore_ascii_case("content-length") {
-                    length = Some(value.trim().parse::<usize>()?);
-                }
-            }
-        }
-        let mut answer = vec![0; length.context("an answer without a Content-Length")?];
-        stream.read_exact(&mut answer).await?;
-        Ok((status, String::from_utf8_lossy(&answer).into_owned()))
     }
 }
 
