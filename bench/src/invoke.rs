@@ -135,15 +135,7 @@ impl Op for Invoker {
     async fn call(&mut self) -> anyhow::Result<()> {
         // The echo has no effect, so sending it again on a fresh connection is safe.
         let (status, body) = self.http.post(PAYLOAD, None, true).await.with_context(|| self.name)?;
-        if status != 200 || body != PAYLOAD {
-            bail!(
-                "{} answered {status} with {:?}, not 200 with {:?}",
-                self.name,
-                String::from_utf8_lossy(&body),
-                String::from_utf8_lossy(PAYLOAD)
-            );
-        }
-        Ok(())
+        check_echo(self.name, status, &body)
     }
 }
 
@@ -413,11 +405,15 @@ fn invoke_once(agent: &ureq::Agent, target: &Target) -> anyhow::Result<()> {
         agent.post(&target.invoke_url).send(PAYLOAD).with_context(|| format!("{}: POST {}", target.name, target.invoke_url))?;
     let status = response.status().as_u16();
     let body = response.body_mut().read_to_vec().with_context(|| format!("{}: reading a response", target.name))?;
+    check_echo(target.name, status, &body)
+}
+
+/// An answer of the echo function: status 200 and the payload.
+fn check_echo(name: &str, status: u16, body: &[u8]) -> anyhow::Result<()> {
     if status != 200 || body != PAYLOAD {
         bail!(
-            "{} answered {status} with {:?}, not 200 with {:?}",
-            target.name,
-            String::from_utf8_lossy(&body),
+            "{name} answered {status} with {:?}, not 200 with {:?}",
+            String::from_utf8_lossy(body),
             String::from_utf8_lossy(PAYLOAD)
         );
     }
