@@ -61,7 +61,7 @@ const RECORD_BYTES: usize = 1024;
 const BOOK: BookId = BookId(1);
 /// The client counts of the append, raw store and Redis cases: one client for
 /// latency, 64 as the goals name, and more to find each target's best throughput.
-const CLIENTS: [usize; 3] = [1, 64, 256];
+const CLIENTS: [usize; 4] = [1, 64, 256, 1024];
 /// The client count the goals compare at.
 const GOAL_CLIENTS: usize = 64;
 /// Both replication factors of the append cases.
