@@ -13,9 +13,8 @@
 //! its own keep-alive connection (`http.rs`), in a closed loop: a client sends its next
 //! request when the previous answer arrives. One client gives the latency of an
 //! unloaded server, many give the throughput. Clients and servers share the machine's
-//! cores, for both targets alike. (The clients were threads with a blocking client
-//! each until issue 12's fifth session: 32 of them took a share of the two cores that
-//! capped the faster server, which `wrk` did not.)
+//! cores, for both targets alike; a thread per client would cost a wake-up per request
+//! and, at 32 clients, a share of the cores that caps the faster server.
 //!
 //! Like the `log` suite, the targets are measured in interleaved slices rather than one
 //! after the other, so that both sample the same background load of a shared machine.

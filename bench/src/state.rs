@@ -694,9 +694,8 @@ impl Op for BankClient {
 
 /// A transfer as an invocation of the bank function, exactly-once across retries (an
 /// Idempotency-Key per transfer), on an HTTP/1.1 keep-alive connection of its own. The
-/// client is async on the suite's runtime, as PostgreSQL's is: a blocking client's
-/// thread per connection cost the node a share of the cores that PostgreSQL's clients
-/// did not.
+/// client is async on the suite's runtime, as PostgreSQL's is, so that neither side's
+/// clients take a thread per connection from the cores the servers share.
 struct TallyTransfer {
     http: Http,
     pair: usize,
