@@ -4,6 +4,7 @@
 #
 #   hello.wasm counter.wasm chain.wasm bank.wasm              examples/* (Rust)
 #   faulty.wasm other-world.wasm steps.wasm probe.wasm        tests/guests/* (Rust)
+#   clocks.wasm                                               tests/guests/clocks (Rust)
 #   <lang>-hello.wasm <lang>-counter.wasm <lang>-bank.wasm    examples/<lang>/*
 #   <lang>-steps.wasm                                         tests/guests/<lang>/steps
 #
@@ -72,9 +73,9 @@ install_component() {
 }
 
 # Rust: the examples and the test guests, two cargo workspaces.
-rust_components=(hello counter chain bank faulty other-world steps probe)
+rust_components=(hello counter chain bank faulty other-world steps probe clocks)
 hash="$(sources_hash wit guest-sdks/rust examples/Cargo.toml examples/Cargo.lock examples/{hello,counter,chain,bank} \
-    tests/guests/Cargo.toml tests/guests/Cargo.lock tests/guests/{faulty,other-world,steps,probe} scripts/build-guests.sh \
+    tests/guests/Cargo.toml tests/guests/Cargo.lock tests/guests/{faulty,other-world,steps,probe,clocks} scripts/build-guests.sh \
     -- "rustc --version")"
 if up_to_date rust "$hash" "${rust_components[@]}"; then
     echo "the Rust guests are up to date in $out_dir" >&2

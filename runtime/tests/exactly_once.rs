@@ -593,6 +593,54 @@ async fn every_language_survives_crashes_at_every_step() {
     h.node.shutdown().await;
 }
 
+/// The `clocks` guest reads its clocks and random numbers between two state writes.
+/// Crashed after each of its effects and run again under the same key, every
+/// execution must see what the first saw: the re-execution returns the values the
+/// crashed one stored, under every exactly-once protocol. Over an unsafe table nothing
+/// is logged, so there a re-execution reads the clocks anew: the check can fail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn re_executions_read_the_clocks_and_random_numbers_the_first_read() {
+    let h = Harness::start(StoreKind::Rocksdb).await;
+    let limits = h.node.runtime.config.limits;
+    h.node.runtime.deploy("clocks", guest("clocks"), limits, tables()).await.expect("deploying clocks");
+    let field = |out: &str, name: &str| {
+        let prefix = format!("{name}=");
+        out.split(' ').find_map(|w| w.strip_prefix(&prefix)).unwrap_or_else(|| panic!("{name} in {out:?}")).to_string()
+    };
+    let mut randoms = std::collections::BTreeSet::new();
+    for (book, table) in [(201, "r"), (202, "w"), (203, "s"), (204, "u")] {
+        let mut same = true;
+        for k in 1u64.. {
+            let key = format!("clocks-{table}-{k}");
+            let input = format!("run {table}");
+            let first = h.invoke_fn("clocks", book, &input, &key, Some(k)).await;
+            let again = h.invoke_fn("clocks", book, &input, &key, None).await.expect("re-execution");
+            let stored = [h.read_fn("clocks", book, table, "first").await, h.read_fn("clocks", book, table, "second").await];
+            same &= stored == [field(&again, "first"), field(&again, "second")];
+            let wall_ns: u128 = stored[0].split(':').next().and_then(|w| w.parse().ok()).expect("a wall clock reading");
+            let now_ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+            assert!(now_ns.abs_diff(wall_ns) < 600_000_000_000, "{table}: the wall clock read {wall_ns}, now is {now_ns}");
+            randoms.insert(stored[0].split(':').nth(1).expect("a random number").to_string());
+            match first {
+                Ok(out) => {
+                    same &= out == again;
+                    assert!(k >= 3 || table == "u", "{table}: only {k} effects");
+                    break;
+                }
+                Err(RuntimeError::InjectedCrash) => {}
+                Err(e) => panic!("{table}: crash after {k}: {e}"),
+            }
+        }
+        if table == "u" {
+            assert!(!same, "unsafe re-executions read the same clocks: the check cannot fail");
+        } else {
+            assert!(same, "{table}: a re-execution read other clocks or random numbers than the execution it continued");
+        }
+    }
+    assert!(randoms.len() > 8, "invocations drew the same random numbers: {randoms:?}");
+    h.node.shutdown().await;
+}
+
 /// Inputs of `STEPS.md` that every SDK call is in, run in order on one fresh book.
 const SCRIPTS: &[&str] = &[
     "script tag orders; tag counter; tag ünïcödé; tag 日本語; tag a,b; tag *",

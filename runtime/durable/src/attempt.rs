@@ -10,6 +10,7 @@ use crate::instance::Instance;
 use crate::invoke::Run;
 use crate::node::Abort;
 use crate::record::{cut, input_sha256, Outcome};
+use crate::recorder::GuestClock;
 
 /// One execution attempt of an invocation.
 pub struct Attempt {
@@ -40,6 +41,35 @@ impl Attempt {
 
     pub async fn delete(&mut self, table: &str, key: &[u8]) -> Result<(), Abort> {
         self.instance.put(&mut self.ctx, table, key, None).await
+    }
+
+    /// The guest's wall clock (nanoseconds since the Unix epoch) when the host's says
+    /// `live`: the reading an earlier execution of the invocation got at this point, if
+    /// one did (see `recorder.rs`).
+    pub fn wall_clock_ns(&mut self, live: u64) -> u64 {
+        self.instance.read_clock(GuestClock::Wall, live)
+    }
+
+    /// The guest's monotonic clock (nanoseconds) when the host's says `live`: as
+    /// [`Attempt::wall_clock_ns`], and never below an earlier reading.
+    pub fn monotonic_clock_ns(&mut self, live: u64) -> u64 {
+        self.instance.read_clock(GuestClock::Monotonic, live)
+    }
+
+    /// Random bytes: the invocation's own stream, the same in every execution.
+    pub fn random_bytes(&mut self, out: &mut [u8]) {
+        self.instance.random(out);
+    }
+
+    pub fn random_u64(&mut self) -> u64 {
+        let mut b = [0; 8];
+        self.instance.random(&mut b);
+        u64::from_le_bytes(b)
+    }
+
+    /// The invocation's `wasi:random/insecure-seed` (hash-map keys, say): fixed for it.
+    pub fn insecure_seed(&self) -> (u64, u64) {
+        self.instance.insecure_seed()
     }
 
     /// An exactly-once child invocation on the same book.

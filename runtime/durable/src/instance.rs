@@ -20,6 +20,9 @@
 //!   unfinished: garbage collection trims write logs below the oldest unfinished root,
 //!   so a late peer of a finished root could otherwise read trimmed history as "never
 //!   written" and act on it.
+//! - What the guest read of its clocks is logged before every operation that could
+//!   depend on it, except log-free reads (`recorder.rs`): a `Clocks` step before the
+//!   operation's own step, or before its log-free write.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -32,6 +35,7 @@ use crate::config::Protocol;
 use crate::error::Error;
 use crate::node::{fresher_value, version_value, visible_write, Abort, Durable};
 use crate::record::{self, Outcome, Step, Transition};
+use crate::recorder::{GuestClock, Recorder};
 use crate::store::Version;
 use crate::tags::{shadow, INSTANCES};
 use crate::InstanceId;
@@ -116,6 +120,8 @@ pub struct Instance {
     protocols: BTreeMap<String, Effective>,
     declared: Arc<BTreeMap<String, Protocol>>,
     crash: Option<Arc<CrashAfter>>,
+    /// The guest's clocks and random bytes.
+    recorder: Recorder,
 }
 
 impl Instance {
@@ -136,6 +142,55 @@ impl Instance {
             protocols: BTreeMap::new(),
             declared: of.declared,
             crash: of.crash,
+            recorder: Recorder::default(),
+        }
+    }
+
+    /// What the guest reads from `clock`, when the clock itself says `live` (in
+    /// nanoseconds): the reading recorded for this point of the invocation, if an
+    /// earlier execution got here, otherwise `live`, to be logged before the next effect.
+    pub fn read_clock(&mut self, clock: GuestClock, live: u64) -> u64 {
+        self.recorder.read(clock, live)
+    }
+
+    /// The next bytes of the invocation's random stream: the same in every execution.
+    pub fn random(&mut self, out: &mut [u8]) {
+        let (tags, id) = (&self.svc.tags, &self.id);
+        self.recorder.random(|| tags.random_seed(id), out);
+    }
+
+    /// The invocation's `wasi:random/insecure-seed`.
+    pub fn insecure_seed(&self) -> (u64, u64) {
+        Recorder::insecure_seed(self.svc.tags.random_seed(&self.id))
+    }
+
+    /// Tells the recorder where the execution stands in the step log.
+    fn follow(&mut self) {
+        self.recorder.follow(self.next, self.steps.get(self.next).map(|r| &r.step));
+    }
+
+    /// Logs the clock readings the guest took since the last step, before an operation
+    /// that may depend on them; in replay, moves past the recorded readings instead.
+    async fn log_clocks(&mut self, ctx: &mut Context) -> Result<(), Abort> {
+        if let Some(r) = self.steps.get(self.next) {
+            if let Step::Clocks { .. } = r.step {
+                if self.recorder.read_at_step() {
+                    let seqnum = r.seqnum;
+                    self.take(seqnum);
+                }
+            }
+            return Ok(());
+        }
+        let readings = self.recorder.take_fresh();
+        if readings.is_empty() {
+            return Ok(());
+        }
+        let logged = self.log_step(ctx, Step::Clocks { readings: readings.clone() }, &[]).await?;
+        match logged.step {
+            Step::Clocks { readings: theirs } if theirs == readings => Ok(()),
+            // A peer logged its own readings here first: what this execution read is not
+            // the invocation's, so it stops before acting on it and runs again.
+            _ => Err(Abort::Superseded),
         }
     }
 
@@ -212,7 +267,7 @@ impl Instance {
         // Offset 0 is taken, yet nothing is left: garbage collection took the step log
         // of an invocation that finished longer ago than `results_kept_ms`.
         let Some(first) = self.steps.first() else {
-            return Err(Abort::Refused(Error::Conflict(format!(
+            return Err(Abort::Ended(Error::Conflict(format!(
                 "invocation {} finished and its result is no longer kept; use a new idempotency key",
                 self.id
             ))));
@@ -221,7 +276,7 @@ impl Instance {
             Step::Init { id, function, version, input } if *id == self.id => {
                 // Only a client reusing an idempotency key for another request gets here.
                 if *function != self.function || self.input.as_ref().is_some_and(|i| i != input) {
-                    return Err(Abort::Refused(Error::Conflict(format!(
+                    return Err(Abort::Ended(Error::Conflict(format!(
                         "invocation {} was started with another function or input; an idempotency key names one request",
                         self.id
                     ))));
@@ -231,7 +286,7 @@ impl Instance {
             }
             Step::Refused { id, function, outcome } if *id == self.id => {
                 if *function != self.function {
-                    return Err(Abort::Refused(Error::Conflict(format!(
+                    return Err(Abort::Ended(Error::Conflict(format!(
                         "invocation {} was started with another function",
                         self.id
                     ))));
@@ -247,10 +302,16 @@ impl Instance {
         self.cursor = first.seqnum;
         self.init_cursor = first.seqnum;
         self.next = 1;
+        self.follow();
         let result = self.steps.iter().find_map(|r| match &r.step {
             Step::Result { outcome } => Some(outcome.clone()),
             _ => None,
         });
+        if result.is_none() && !fresh && self.recorder.has_fresh() {
+            // Initialised lazily over another execution's history, after reading the
+            // clocks live: those readings are not the invocation's. Run again, replaying.
+            return Err(Abort::Superseded);
+        }
         Ok(match result {
             Some(outcome) => Started::Finished(outcome),
             None if fresh => Started::Fresh,
@@ -288,6 +349,7 @@ impl Instance {
                 break;
             }
         }
+        self.follow();
         Ok(())
     }
 
@@ -298,6 +360,7 @@ impl Instance {
             self.cursor = seqnum;
             self.counter = 0;
         }
+        self.follow();
     }
 
     /// The recorded step `next`, if the log has it, checked against what is asked now.
@@ -448,6 +511,7 @@ impl Instance {
                 }
             }
             Effective::WriteOptimized | Effective::Symmetric | Effective::Transitional => {
+                self.log_clocks(ctx).await?;
                 let asked = Step::Read { table: table.to_string(), key: Bytes::copy_from_slice(key), value: None };
                 let value = match self.recorded(&asked)? {
                     Some(_) => None,
@@ -472,6 +536,9 @@ impl Instance {
         let store = self.svc.store.clone();
         let protocol = self.protocol(ctx, table).await?;
         self.svc.observe(self.book, table, protocol, true);
+        if protocol != Effective::Unsafe {
+            self.log_clocks(ctx).await?;
+        }
         match protocol {
             Effective::Unsafe => {
                 store.put_latest(&st, key, value).await?;
@@ -524,6 +591,7 @@ impl Instance {
         input_sha256: [u8; 32],
     ) -> Result<Result<Outcome, InstanceId>, Abort> {
         self.init_checked(ctx).await?;
+        self.log_clocks(ctx).await?;
         let asked = Step::Invoke { function: function.to_string(), input_sha256, outcome: Outcome::Ok(Bytes::new()) };
         if let Some(r) = self.recorded(&asked)? {
             self.take(r.seqnum);
@@ -557,7 +625,7 @@ impl Instance {
         }
         self.load_steps(ctx, self.steps.last().map_or(0, |r| r.seqnum)).await?;
         self.next = self.steps.len();
-        self.finish(ctx, outcome).await
+        self.log_result(ctx, outcome).await
     }
 
     /// Logs `outcome` as the result after every step recorded so far, or returns the
@@ -573,11 +641,22 @@ impl Instance {
             return Ok(outcome);
         }
         self.next = self.steps.len();
-        self.finish(ctx, outcome).await
+        self.log_result(ctx, outcome).await
     }
 
-    /// Logs the invocation's final outcome (or takes a peer's) and returns it.
+    /// Logs the invocation's final outcome (or takes a peer's) and returns it, after
+    /// the clock readings it may depend on.
     pub async fn finish(&mut self, ctx: &mut Context, outcome: Outcome) -> Result<Outcome, Abort> {
+        self.log_clocks(ctx).await?;
+        self.log_result(ctx, outcome).await
+    }
+
+    /// Logs the Result step at `next`. Clock readings not logged by now are dropped:
+    /// only a trap or a diverging re-execution gets here with some, and its outcome is
+    /// not the guest's to compute from them.
+    async fn log_result(&mut self, ctx: &mut Context, outcome: Outcome) -> Result<Outcome, Abort> {
+        self.recorder.discard_fresh();
+        self.follow();
         match self.log_step(ctx, Step::Result { outcome }, &[INSTANCES]).await?.step {
             Step::Result { outcome } => Ok(outcome),
             _ => unreachable!("log_step checks the kind"),

@@ -16,7 +16,8 @@
 //! ```
 //!
 //! The records it logs are in `record.rs`, under the platform books and tags of
-//! `tags.rs`, which also states the isolation rules.
+//! `tags.rs`, which also states the isolation rules. `recorder.rs` makes a guest's
+//! clocks and random bytes the same in every execution of an invocation.
 
 mod attempt;
 mod config;
@@ -28,6 +29,7 @@ mod instance;
 mod invoke;
 mod node;
 mod record;
+mod recorder;
 mod recovery;
 mod switch;
 mod tags;
@@ -43,7 +45,8 @@ pub use id::{InstanceId, IDEMPOTENCY_KEY_MAX};
 pub use instance::{CrashAfter, Instance, Of, Started};
 pub use invoke::{InvocationStatus, InvokeRequest};
 pub use node::{check_table, Abort, Durable, NodeBounds, Ops, Parts, KEY_MAX, PAYLOAD_MAX, VALUE_MAX};
-pub use record::{Outcome, Transition};
+pub use record::{Outcome, Reading, Transition};
+pub use recorder::{GuestClock, RANDOM_BYTES_MAX, READINGS_MAX};
 pub use store::{StateError, StateStore};
 pub use switch::{auto_choice, TableStatus};
 pub use tags::{shadow, TagKey, MANIFESTS, PLATFORM_BOOK};

@@ -41,6 +41,10 @@ pub enum Abort {
     Superseded,
     /// The crash-injection hook fired.
     Crash,
+    /// The invocation cannot run under its ID (its key named another request, or its
+    /// result is no longer kept): the attempt ends with this error, which the caller
+    /// gets, also when the guest met it at a lazy start inside a host call.
+    Ended(Error),
 }
 
 impl Abort {
@@ -51,7 +55,7 @@ impl Abort {
     /// The error the attempt ends with.
     pub fn into_error(self) -> Error {
         match self {
-            Abort::Refused(e) | Abort::Transient(e) => e,
+            Abort::Refused(e) | Abort::Transient(e) | Abort::Ended(e) => e,
             Abort::NonDeterministic(m) => Error::Trap(format!("non-deterministic re-execution: {m}")),
             Abort::Superseded => Error::Superseded,
             Abort::Crash => Error::InjectedCrash,
@@ -62,7 +66,7 @@ impl Abort {
 impl std::fmt::Display for Abort {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Abort::Refused(e) | Abort::Transient(e) => e.fmt(f),
+            Abort::Refused(e) | Abort::Transient(e) | Abort::Ended(e) => e.fmt(f),
             Abort::NonDeterministic(m) => write!(f, "non-deterministic re-execution: {m}"),
             Abort::Superseded => f.write_str("the invocation finished meanwhile"),
             Abort::Crash => f.write_str("injected crash"),

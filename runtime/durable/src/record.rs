@@ -54,6 +54,19 @@ pub enum Step {
     /// A child refused before it ran (its function missing, its arguments refused), in
     /// place of Init at step 0: its whole step log, and its outcome for every peer.
     Refused { id: InstanceId, function: String, outcome: Outcome },
+    /// What the guest read of its clocks since the step before, in order, logged before
+    /// the next effect that may depend on it (see `recorder.rs`). Added after the other
+    /// variants, so records written before it existed decode as they did.
+    Clocks { readings: Vec<Reading> },
+}
+
+/// One clock reading of a guest, in nanoseconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Reading {
+    /// `wasi:clocks/wall-clock`: since the Unix epoch.
+    Wall(u64),
+    /// `wasi:clocks/monotonic-clock`.
+    Monotonic(u64),
 }
 
 impl Step {
@@ -73,6 +86,8 @@ impl Step {
                 f == function && i == input_sha256
             }
             (Step::Result { .. }, Step::Result { .. }) => true,
+            // The readings are the record's to give; the recorder compares them.
+            (Step::Clocks { .. }, Step::Clocks { .. }) => true,
             _ => false,
         }
     }
@@ -87,6 +102,7 @@ impl Step {
             Step::Invoke { function, .. } => format!("call of {function}"),
             Step::Result { .. } => "result".to_string(),
             Step::Refused { function, .. } => format!("refusal of {function}"),
+            Step::Clocks { readings } => format!("reading of the clocks ({} readings)", readings.len()),
         }
     }
 }
@@ -249,6 +265,7 @@ mod tests {
             Step::Read { table: "t".into(), key: Bytes::from_static(b"k"), value: None },
             Step::Invoke { function: "g".into(), input_sha256: input_sha256(b"x"), outcome: Outcome::NotFound("g".into()) },
             Step::Result { outcome: Outcome::TooLarge { size: None, limit: 7 } },
+            Step::Clocks { readings: vec![Reading::Wall(u64::MAX), Reading::Monotonic(0)] },
         ];
         for s in steps {
             assert_eq!(decode::<Step>("step", &encode(&s)).unwrap(), s);

@@ -86,16 +86,26 @@ impl TagKey {
         &self.0
     }
 
-    fn derive(&self, domain: &str, parts: &[&[u8]]) -> Tag {
+    fn digest(&self, domain: &str, parts: &[&[u8]]) -> [u8; 32] {
         let mut h = Sha256::new();
         h.update(self.0);
         for part in std::iter::once(domain.as_bytes()).chain(parts.iter().copied()) {
             h.update((part.len() as u64).to_be_bytes());
             h.update(part);
         }
-        let digest = h.finalize();
+        h.finalize().into()
+    }
+
+    fn derive(&self, domain: &str, parts: &[&[u8]]) -> Tag {
+        let digest = self.digest(domain, parts);
         let bits = u64::from_be_bytes(digest[..8].try_into().expect("8 bytes"));
         Tag(Tag::RESERVED_BIT | DERIVED_BIT | (bits & (DERIVED_BIT - 1)))
+    }
+
+    /// The seed of an instance's random bytes: the same in every execution of the
+    /// invocation, and secret (keyed), so a guest cannot predict another's.
+    pub fn random_seed(&self, id: &InstanceId) -> [u8; 32] {
+        self.digest("random", &[&id.encode()])
     }
 
     /// The step log of an instance.

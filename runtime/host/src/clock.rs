@@ -18,6 +18,26 @@ pub(crate) fn origin() -> Instant {
     *ORIGIN.get_or_init(Instant::now)
 }
 
+/// The wall clock in nanoseconds since the Unix epoch (0 before it, saturating in 2554).
+pub(crate) fn wall_ns() -> u64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// The guests' monotonic clock, in nanoseconds: the wall clock at the process's clock
+/// origin, plus the monotonic time since. It never goes back within a process, and
+/// nodes agree on it as far as their wall clocks agree, so a re-execution that moves to
+/// another node or a restarted process reads on from about where the recorded readings
+/// it replayed left off (the core keeps it from going back).
+pub(crate) fn monotonic_ns() -> u64 {
+    static ORIGIN_WALL_NS: OnceLock<u64> = OnceLock::new();
+    let base = *ORIGIN_WALL_NS.get_or_init(|| {
+        origin();
+        wall_ns()
+    });
+    base.saturating_add(u64::try_from(origin().elapsed().as_nanos()).unwrap_or(u64::MAX))
+}
+
 impl Tokio {
     /// The instant of a time on the core's clock.
     pub fn instant(ms: u64) -> Instant {

@@ -4,6 +4,7 @@
 //! outcome) and which version it ran, for the oracle.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -60,6 +61,12 @@ pub enum Op {
     Work {
         ms: u8,
     },
+    /// Reads the wall clock, or the monotonic one; the reading goes into what follows.
+    Now {
+        monotonic: bool,
+    },
+    /// Draws a random number, which goes into what follows.
+    Random,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -72,6 +79,10 @@ pub struct Program {
 pub enum Observed {
     Read(Option<u64>),
     Call(std::result::Result<u64, String>),
+    /// A clock reading: each node's clocks read differently, so executions that did not
+    /// replay one reading see another.
+    Clock(u64),
+    Random(u64),
 }
 
 /// One execution of one invocation (or child), identified by its input.
@@ -83,6 +94,8 @@ pub struct Execution {
     pub observed: Vec<Observed>,
     /// The guest ran to its end (or its deterministic trap): every effect it has was made.
     pub completed: bool,
+    /// What the guest returned, if it ran to its end without a trap.
+    pub output: Option<u64>,
 }
 
 /// What all executions reported, by input.
@@ -139,6 +152,8 @@ pub struct SimFunctions {
     pub traces: Arc<Mutex<Traces>>,
     pub log: NodeLog,
     pub handle: Handle,
+    /// Clock readings of every node so far: each reading differs from every other.
+    pub readings: Arc<AtomicU64>,
 }
 
 impl Functions for SimFunctions {
@@ -193,7 +208,14 @@ impl SimFunctions {
         let mut t = self.traces.lock().expect("not poisoned");
         t.executions += 1;
         let list = t.by_input.entry(input.to_vec()).or_default();
-        list.push(Execution { node: self.node, function: function.to_string(), version, observed: Vec::new(), completed: false });
+        list.push(Execution {
+            node: self.node,
+            function: function.to_string(),
+            version,
+            observed: Vec::new(),
+            completed: false,
+            output: None,
+        });
         list.len() - 1
     }
 
@@ -219,6 +241,7 @@ impl SimFunctions {
             let mut t = self.traces.lock().expect("not poisoned");
             if let Some(e) = t.by_input.get_mut(&input).and_then(|l| l.get_mut(at)) {
                 e.completed = true;
+                e.output = result.as_ref().ok().map(|out| u64::from_be_bytes(out[..].try_into().expect("8 bytes")));
             }
         }
         (result, attempt)
@@ -281,6 +304,19 @@ impl SimFunctions {
                     }
                 }
                 Op::Work { ms } => self.handle.sleep(u64::from(*ms)).await,
+                Op::Now { monotonic } => {
+                    // Nanoseconds of simulated time, apart in every reading.
+                    let n = self.readings.fetch_add(1, Ordering::Relaxed);
+                    let live = self.handle.now_ms() * 1_000_000 + n % 1_000_000;
+                    let v = if *monotonic { attempt.monotonic_clock_ns(live) } else { attempt.wall_clock_ns(live) };
+                    self.observe(input, at, Observed::Clock(v));
+                    acc = mix(acc, v);
+                }
+                Op::Random => {
+                    let v = attempt.random_u64();
+                    self.observe(input, at, Observed::Random(v));
+                    acc = mix(acc, v);
+                }
             }
         }
         Ok(acc.to_be_bytes().to_vec())
@@ -311,6 +347,8 @@ pub fn random_program(rng: &mut Rng, len: usize, callees: &[String], traps: bool
             80..=89 if !callees.is_empty() => Op::Call { function: callees[rng.below(callees.len() as u64) as usize].clone() },
             90..=91 if trims => Op::TrimOwnBook,
             92 if traps => Op::Trap,
+            93..=95 => Op::Now { monotonic: rng.below(2) == 0 },
+            96..=97 => Op::Random,
             _ => Op::Work { ms: rng.below(5) as u8 },
         };
         ops.push(op);

@@ -261,6 +261,8 @@ struct World {
     store: Arc<FaultyStore>,
     registry: Arc<Mutex<Registry>>,
     traces: Arc<Mutex<Traces>>,
+    /// Clock readings of the scripted guests so far (`SimFunctions::readings`).
+    readings: Arc<std::sync::atomic::AtomicU64>,
     oracle: Mutex<Oracle>,
     nodes: Vec<Mutex<NodeSlot>>,
     shared: exec::SharedRef,
@@ -401,6 +403,7 @@ pub fn run_seed(seed: u64, opts: &SimOptions) -> Result<SimStats, Violation> {
         store,
         registry: Arc::new(Mutex::new(registry)),
         traces: Arc::new(Mutex::new(Traces::default())),
+        readings: Arc::default(),
         oracle: Mutex::new(Oracle::default()),
         nodes: (0..opts.nodes).map(|_| Mutex::new(NodeSlot::default())).collect(),
         shared: exec.shared.clone(),
@@ -583,6 +586,7 @@ fn start_node(world: &Arc<World>, n: usize) {
         traces: world.traces.clone(),
         log: world.log.node(n, handle.clone()),
         handle: handle.clone(),
+        readings: world.readings.clone(),
     };
     let mut parts = node_parts(&world.log, world.store.clone(), &handle, Arc::new(functions), world.seed, incarnation);
     parts.peers = Arc::new(SimPeers { world: Arc::downgrade(world), me: n });
@@ -718,7 +722,7 @@ fn check_finished(
     let traces = world.traces.lock().expect("not poisoned");
     let mut oracle = world.oracle.lock().expect("not poisoned");
     world.stats.lock().expect("not poisoned").invocations += 1;
-    let expected = match oracle.finish(&registry, &traces, function, input) {
+    let expected = match oracle.finish(&registry, &traces, function, input, got.as_ref()) {
         Ok(e) => e,
         Err(m) => {
             world.fail(format!("{m} (the client got {got:?})"));

@@ -7,6 +7,13 @@
 //! version the model ran. A logged effect applied twice, an effect of an execution that
 //! took another path, a lost write, a read of trimmed history: each shows up as a read
 //! that differs from the model, now or in a later invocation of the same client.
+//!
+//! Clock readings and random numbers are facts of the run, not of the program: the
+//! model takes them from a witness, the execution whose output the caller got (its
+//! parent's, for a child), and every other execution must have seen the same ones.
+//! Only at a clock reading may an execution leave the model's path, since a peer reads
+//! its own clock before it learns that another logged first; it must then stop before
+//! its next effect, which later reads of its keys check.
 
 use std::collections::BTreeMap;
 
@@ -35,11 +42,18 @@ pub struct Oracle {
 impl Oracle {
     /// Models the root invocation `input` of `function`, which has finished; returns
     /// what it outputs. Children are modelled as the calls reach them.
-    pub fn finish(&mut self, registry: &Registry, traces: &Traces, function: &str, input: &[u8]) -> Result<Expected, String> {
+    pub fn finish(
+        &mut self,
+        registry: &Registry,
+        traces: &Traces,
+        function: &str,
+        input: &[u8],
+        got: Option<&Result<u64, String>>,
+    ) -> Result<Expected, String> {
         if let Some(e) = self.expected.get(input) {
             return Ok(e.clone());
         }
-        self.model(registry, traces, function, input)
+        self.model(registry, traces, function, input, got)
     }
 
     /// Checks an output a client got against the model.
@@ -52,10 +66,33 @@ impl Oracle {
         Ok(())
     }
 
-    fn model(&mut self, registry: &Registry, traces: &Traces, function: &str, input: &[u8]) -> Result<Expected, String> {
+    fn model(
+        &mut self,
+        registry: &Registry,
+        traces: &Traces,
+        function: &str,
+        input: &[u8],
+        got: Option<&Result<u64, String>>,
+    ) -> Result<Expected, String> {
         let execs = traces.by_input.get(input).map(Vec::as_slice).unwrap_or_default();
         let Some(first) = execs.first() else {
             return Err(format!("{} finished without any execution", show(input)));
+        };
+        // The execution whose readings the invocation kept: the one that output what the
+        // caller got; else the last that ran to its end (a peer that read its own clock
+        // stops and runs again, so the last one replayed what was logged).
+        let witness = execs
+            .iter()
+            .rev()
+            .find(|e| e.completed && matches!(got, Some(Ok(v)) if e.output == Some(*v)))
+            .or_else(|| execs.iter().rev().find(|e| e.completed));
+        // A fact of the run at observation `at`: the witness's, else any execution's.
+        let fact = |at: usize, kind: fn(&Observed) -> bool| {
+            witness
+                .and_then(|w| w.observed.get(at))
+                .filter(|o| kind(o))
+                .or_else(|| execs.iter().find_map(|e| e.observed.get(at).filter(|o| kind(o))))
+                .cloned()
         };
         if let Some(other) = execs.iter().find(|e| e.version != first.version || e.function != function) {
             return Err(format!(
@@ -105,12 +142,12 @@ impl Oracle {
                     // Whether the callee existed when the call was first made is a fact of
                     // the run: the executions that reached this call say (and must agree).
                     let at = observed.len();
-                    let seen = execs.iter().find_map(|e| e.observed.get(at).cloned());
+                    let seen = fact(at, |o| matches!(o, Observed::Call(_)));
                     let result = match seen {
                         Some(Observed::Call(Err(code))) if code == "function_not_found" => Err(code),
-                        Some(Observed::Call(_)) => {
+                        Some(Observed::Call(out)) => {
                             let child = child_input(input, i);
-                            self.model(registry, traces, callee, &child)?.output
+                            self.model(registry, traces, callee, &child, Some(&out))?.output
                         }
                         other => {
                             return Err(format!(
@@ -128,6 +165,19 @@ impl Oracle {
                 Op::Trap => {
                     output = Some(Err("trap".to_string()));
                     break;
+                }
+                Op::Now { .. } | Op::Random => {
+                    let at = observed.len();
+                    let seen = match op {
+                        Op::Random => fact(at, |o| matches!(o, Observed::Random(_))),
+                        _ => fact(at, |o| matches!(o, Observed::Clock(_))),
+                    };
+                    let v = match &seen {
+                        Some(Observed::Clock(v) | Observed::Random(v)) => *v,
+                        _ => return Err(format!("{} finished, yet no execution shows its reading at op {i}", show(input))),
+                    };
+                    acc = mix(acc, v);
+                    observed.push(seen.expect("matched"));
                 }
                 Op::TrimOwnBook | Op::Work { .. } => {}
             }
@@ -156,8 +206,15 @@ impl Oracle {
                         e.version
                     ));
                 }
-                if x.observed.len() > e.observed.len() || x.observed[..] != e.observed[..x.observed.len()] {
-                    let at = x.observed.iter().zip(&e.observed).position(|(a, b)| a != b).unwrap_or(e.observed.len());
+                // Where the execution left the model's path: only a clock reading of its
+                // own may be the first difference, and nothing after it is checked.
+                let differs = x.observed.iter().zip(&e.observed).position(|(a, b)| a != b);
+                let left = match differs {
+                    Some(at) => !matches!((&x.observed[at], &e.observed[at]), (Observed::Clock(_), Observed::Clock(_))),
+                    None => x.observed.len() > e.observed.len(),
+                };
+                if left {
+                    let at = differs.unwrap_or(e.observed.len());
                     return Err(format!(
                         "an execution of {} on node {} observed {:?} at its observation {at}, the model says {:?}",
                         show(input),

@@ -702,3 +702,97 @@ fn a_non_determinism_trap_is_logged_once_retries_are_spent() {
     }
     assert_eq!(w.guests.runs("branchy").len(), 3, "the crashed attempt, the re-execution and its retry");
 }
+
+/// A guest that reads its wall clock and a random number around three writes: a
+/// log-free one first, then the reading, stored read-optimized, then the random number,
+/// stored write-optimized. Each clock reading's live value differs from every other.
+fn stamp(live: Arc<std::sync::atomic::AtomicU64>) -> Guest {
+    guest(move |a| {
+        let live = live.clone();
+        Box::pin(async move {
+            a.put("wo", b"before", Bytes::from_static(b"x")).await?;
+            let t = a.wall_clock_ns(live.fetch_add(1, Ordering::SeqCst));
+            a.put("ro", b"stamp", Bytes::from(t.to_string())).await?;
+            let r = a.random_u64();
+            a.put("wo", b"random", Bytes::from(r.to_string())).await?;
+            Ok(format!("{t} {r}").into_bytes())
+        })
+    })
+}
+
+/// Recorded clocks, first half: an execution that crashed after any of its effects is
+/// continued by one that reads what it read, so that what the re-execution returns is
+/// what the crashed one stored. Found by the simulator: a `Clocks` record logged after
+/// a log-free write was taken by a re-execution at that write, before the reading it
+/// holds, which then read the clock live; `Instance::log_clocks` takes a recorded
+/// `Clocks` step only once the execution read a clock at that point.
+#[test]
+fn a_re_execution_reads_the_clocks_and_random_numbers_of_the_crashed_one() {
+    let mut w = World::new(config());
+    let d = w.start(0);
+    w.deploy("stamp", Limits::default(), stamp(Arc::new(std::sync::atomic::AtomicU64::new(1_000))));
+    let mut stamps = BTreeSet::new();
+    for k in 1u64.. {
+        let key = format!("stamp-{k}");
+        let first = w.invoke(&d, InvokeRequest { crash_after: Some(k), ..keyed("stamp", &key, "") });
+        let again = w.invoke(&d, keyed("stamp", &key, "")).expect("the re-execution");
+        let stored = format!("{} {}", w.get(&d, "ro", "stamp").expect("stamped"), w.get(&d, "wo", "random").expect("drawn"));
+        assert_eq!(again, stored, "after a crash at effect {k}");
+        stamps.insert(again.clone());
+        match first {
+            Err(Error::InjectedCrash) => {}
+            Ok(out) => {
+                assert_eq!(out, again, "the uncrashed run");
+                assert!(k >= 6, "only {k} effects");
+                break;
+            }
+            Err(e) => panic!("crash at {k}: {e}"),
+        }
+    }
+    assert!(stamps.iter().map(|s| s.split(' ').nth(1)).collect::<BTreeSet<_>>().len() > 3, "one random number for all");
+}
+
+/// Recorded clocks, second half: an execution that read its clock live and then finds
+/// that another execution logged other readings at that point (a racing peer), or that
+/// the invocation it started lazily has history already, has acted on a reading the
+/// invocation does not hold. It must stop before its next effect (`Superseded`, which
+/// runs it again, replaying), never adopt the record and go on with its own value.
+#[test]
+fn an_execution_that_read_other_clocks_than_the_logged_ones_stops_before_acting() {
+    let mut w = World::new(config());
+    let d = w.start(0);
+    w.deploy("stamp", Limits::default(), stamp(Arc::new(std::sync::atomic::AtomicU64::new(1_000))));
+    let version = w.guests.find("stamp", None).expect("deployed").0.version;
+    let of = |key: &str, input: Option<Bytes>| Of {
+        id: id("stamp", key),
+        book: BOOK,
+        function: "stamp".into(),
+        version,
+        input,
+        declared: Arc::default(),
+        crash: None,
+    };
+    // A peer initialised eagerly, which reads its clock before the other run logs.
+    let mut peer = Instance::new(d.clone(), of("raced", Some(Bytes::new())));
+    let mut ctx = Context::new();
+    assert!(matches!(w.run(peer.init(&mut ctx)), Ok(Started::Fresh)));
+    assert!(w.run(peer.put(&mut ctx, "wo", b"before", Some(Bytes::from_static(b"x")))).is_ok());
+    peer.read_clock(crate::recorder::GuestClock::Wall, 7);
+    let done = w.invoke(&d, keyed("stamp", "raced", "")).expect("the other run");
+    assert!(!done.starts_with("7 "), "the other run read its own clock: {done}");
+    match w.run(peer.put(&mut ctx, "ro", b"stamp", Some(Bytes::from_static(b"7")))) {
+        Err(Abort::Superseded) => {}
+        other => panic!("the peer that read 7 went on to write with {other:?}"),
+    }
+    // A lazy start over history, after a live reading: the invocation crashed after
+    // logging its reading, and a retry (no Init of its own yet) read the clock anew.
+    let crashed = InvokeRequest { crash_after: Some(3), ..keyed("stamp", "lazy", "") };
+    assert_eq!(w.invoke(&d, crashed), Err(Error::InjectedCrash));
+    let mut lazy = Instance::new(d.clone(), of("lazy", Some(Bytes::new())));
+    let mut ctx = Context::new();
+    lazy.read_clock(crate::recorder::GuestClock::Wall, 9);
+    match w.run(lazy.put(&mut ctx, "ro", b"stamp", Some(Bytes::from_static(b"9")))) {
+        Err(Abort::Superseded) => {}
+        other => panic!("the lazy start over history went on with a live reading: {other:?}"),
+    }
+}

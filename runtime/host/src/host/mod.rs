@@ -15,11 +15,14 @@
 //!
 //! One file per WIT interface beside this one (`log.rs`, `invoke.rs`, `context.rs`,
 //! `state.rs`): each checks its arguments, then calls the guest's log client or the
-//! exactly-once core's attempt (`tally_durable::Attempt`).
+//! exactly-once core's attempt (`tally_durable::Attempt`). `recorded.rs` replaces
+//! WASI's clocks and random with the attempt's, which every execution of an invocation
+//! reads alike.
 
 mod context;
 mod invoke;
 mod log;
+mod recorded;
 mod state;
 
 use std::collections::hash_map::DefaultHasher;
@@ -268,14 +271,17 @@ impl Wasi {
     fn new() -> Wasi {
         let stdout = MemoryOutputPipe::new(OUTPUT_BYTES_MAX);
         let stderr = MemoryOutputPipe::new(OUTPUT_BYTES_MAX);
+        // The guest reads its clocks and random bytes through `recorded.rs`; the context's
+        // own monotonic clock times what WASI waits for (`subscribe-instant`), on the
+        // same scale.
         let ctx = WasiCtx::builder().stdout(stdout.clone()).stderr(stderr.clone()).monotonic_clock(Monotonic).build();
         Wasi { ctx, stdout, stderr }
     }
 }
 
-/// The guests' monotonic clock: nanoseconds since the process's clock origin. WASI's
-/// default counts from the context's making, which for a spare context would tell an
-/// instance how long ago another instance ended.
+/// The guests' monotonic clock ([`crate::clock::monotonic_ns`]). WASI's default counts
+/// from the context's making, which for a spare context would tell an instance how long
+/// ago another instance ended.
 struct Monotonic;
 
 impl wasmtime_wasi::HostMonotonicClock for Monotonic {
@@ -284,7 +290,7 @@ impl wasmtime_wasi::HostMonotonicClock for Monotonic {
     }
 
     fn now(&self) -> u64 {
-        u64::try_from(crate::clock::origin().elapsed().as_nanos()).unwrap_or(u64::MAX)
+        crate::clock::monotonic_ns()
     }
 }
 
@@ -347,6 +353,7 @@ impl WasmHost {
         let engine = Engine::new(&config)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        recorded::add_to_linker(&mut linker)?;
         Function::add_to_linker::<_, wasmtime::component::HasSelf<_>>(&mut linker, |s| s)?;
         std::fs::create_dir_all(&artifacts)?;
         let mut h = DefaultHasher::new();
