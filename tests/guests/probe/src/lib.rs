@@ -3,8 +3,10 @@
 //!
 //! Input `read-next N`: appends one 1 KiB record to the book under the tag `probe`,
 //! then reads it back with `log::read_next` N times (after it is cached, so each read
-//! is a cache hit), timing every call on the guest's monotonic clock. The output is
-//! `p50_ns p99_ns mean_ns` of those calls.
+//! is a cache hit), timing every call on the guest's monotonic clock. Input `clock N`:
+//! times N readings of the monotonic clock itself (each one a host call that the
+//! exactly-once core keeps for its log). The output is `p50_ns p99_ns mean_ns` of
+//! those calls.
 
 use std::time::Instant;
 
@@ -20,7 +22,17 @@ fn handle(input: Vec<u8>) -> Result<Vec<u8>, String> {
             let n: usize = n.parse().map_err(|_| format!("the count {n:?} is not a number"))?;
             read_next(n.clamp(1, 1_000_000))
         }
-        _ => Err(format!("expected `read-next N`, found {input:?}")),
+        ["clock", n] => {
+            let n: usize = n.parse().map_err(|_| format!("the count {n:?} is not a number"))?;
+            let times = (0..n.clamp(1, 1_000_000))
+                .map(|_| {
+                    let started = Instant::now();
+                    started.elapsed().as_nanos() as u64
+                })
+                .collect();
+            Ok(summary(times))
+        }
+        _ => Err(format!("expected `read-next N` or `clock N`, found {input:?}")),
     }
 }
 
@@ -38,8 +50,14 @@ fn read_next(n: usize) -> Result<Vec<u8>, String> {
             other => return Err(format!("read back {:?} instead of the probe record", other.map(|r| r.seqnum))),
         }
     }
+    Ok(summary(times))
+}
+
+/// `p50 p99 mean` of nanosecond timings.
+fn summary(mut times: Vec<u64>) -> Vec<u8> {
+    let n = times.len();
     let mean = times.iter().sum::<u64>() / n as u64;
     times.sort_unstable();
     let at = |p: usize| times[(n * p / 100).min(n - 1)];
-    Ok(format!("{} {} {mean}", at(50), at(99)).into_bytes())
+    format!("{} {} {mean}", at(50), at(99)).into_bytes()
 }
