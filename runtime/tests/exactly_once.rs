@@ -613,8 +613,15 @@ async fn re_executions_read_the_clocks_and_random_numbers_the_first_read() {
         for k in 1u64.. {
             let key = format!("clocks-{table}-{k}");
             let input = format!("run {table}");
+            let before = h.read_fn("clocks", book, table, "first").await;
             let first = h.invoke_fn("clocks", book, &input, &key, Some(k)).await;
+            // What the crashed run stored, if it got that far: the re-execution must
+            // read the same.
+            let crashed = h.read_fn("clocks", book, table, "first").await;
             let again = h.invoke_fn("clocks", book, &input, &key, None).await.expect("re-execution");
+            if crashed != before {
+                same &= crashed == field(&again, "first");
+            }
             let stored = [h.read_fn("clocks", book, table, "first").await, h.read_fn("clocks", book, table, "second").await];
             same &= stored == [field(&again, "first"), field(&again, "second")];
             let wall_ns: u128 = stored[0].split(':').next().and_then(|w| w.parse().ok()).expect("a wall clock reading");

@@ -41,7 +41,9 @@ pub struct Oracle {
 
 impl Oracle {
     /// Models the root invocation `input` of `function`, which has finished; returns
-    /// what it outputs. Children are modelled as the calls reach them.
+    /// what it outputs. `got` is what the client got, if anything: the execution that
+    /// output it is the witness of the run's clock readings. Children are modelled as
+    /// the calls reach them.
     pub fn finish(
         &mut self,
         registry: &Registry,
