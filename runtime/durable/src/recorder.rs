@@ -18,9 +18,11 @@
 //!
 //! Rules (each has a test or a simulator check that fails without it):
 //! - A reading given in live mode (no recorded step ahead) is logged before any later
-//!   effect. If a peer logged other readings at that step first, this execution saw
-//!   values the log does not hold: it stops before the effect and runs again, replaying
-//!   the peer's readings (`Abort::Superseded`).
+//!   effect. If another execution logged other readings at that step first (a racing
+//!   peer, or the history a lazy start found), this execution saw values the log does
+//!   not hold: it stops before the effect and runs again, replaying them
+//!   (`Abort::Superseded`). Live readings are always compared this way, whenever the
+//!   record at their step appeared.
 //! - In replay (recorded steps ahead), each clock gives the readings of the `Clocks`
 //!   record at the current step, in order. A read past them gets that clock's last
 //!   reading (time stands still), or the live value if the execution never read it;
@@ -54,8 +56,6 @@ pub enum GuestClock {
 /// The recorded readings of the step an execution is at, as far as it consumed them.
 #[derive(Debug, Default)]
 struct Segment {
-    /// The step number of the `Clocks` record.
-    step: usize,
     wall: VecDeque<u64>,
     monotonic: VecDeque<u64>,
 }
@@ -84,15 +84,18 @@ impl Recorder {
     /// has one (then the execution replays).
     pub fn follow(&mut self, at: usize, recorded: Option<&Step>) {
         self.replaying = recorded.is_some();
-        if self.at == at && self.segment.as_ref().is_some_and(|s| s.step == at) {
+        if self.at != at {
+            self.at = at;
+            self.read_at = false;
+            self.segment = None;
+        }
+        if self.segment.is_some() {
             // Partly consumed already.
             return;
         }
-        self.at = at;
-        self.read_at = false;
         self.segment = match recorded {
             Some(Step::Clocks { readings }) => {
-                let mut s = Segment { step: at, ..Segment::default() };
+                let mut s = Segment::default();
                 for r in readings {
                     match *r {
                         Reading::Wall(v) => s.wall.push_back(v),
@@ -148,11 +151,6 @@ impl Recorder {
     /// step of its own (a log-free write) may come before the readings logged there.
     pub fn read_at_step(&self) -> bool {
         self.read_at
-    }
-
-    /// Whether the execution read a clock live since its last logged step.
-    pub fn has_fresh(&self) -> bool {
-        !self.fresh.is_empty()
     }
 
     /// The live readings to log now.
@@ -232,7 +230,7 @@ mod tests {
         assert_eq!(r.read(Monotonic, 90), 100, "a monotonic clock never goes back");
         assert_eq!(r.read(Wall, 40), 40, "a wall clock may");
         assert_eq!(r.take_fresh(), [Reading::Wall(50), Reading::Monotonic(100), Reading::Monotonic(100), Reading::Wall(40)]);
-        assert!(!r.has_fresh());
+        assert!(r.fresh.is_empty());
     }
 
     #[test]
@@ -247,12 +245,12 @@ mod tests {
         assert_eq!(r.read(Wall, 1), 8);
         assert_eq!(r.read(Wall, 1), 8, "past the record, time stands still");
         assert_eq!(r.read(Monotonic, 1), 70);
-        assert!(!r.has_fresh(), "nothing read in replay is logged");
+        assert!(r.fresh.is_empty(), "nothing read in replay is logged");
         // A recorded step that is not a reading: a read there is an extra one.
         r.follow(2, Some(&clocks(&[])));
         r.follow(3, Some(&Step::Result { outcome: crate::Outcome::Ok(Default::default()) }));
         assert_eq!(r.read(Wall, 99), 8);
-        assert!(!r.has_fresh());
+        assert!(r.fresh.is_empty());
         // Past the recorded history: live again, monotonic from the last reading on.
         r.follow(4, None);
         assert_eq!(r.read(Monotonic, 3), 70);
