@@ -98,14 +98,24 @@ impl LogClient {
     #[tracing::instrument(name = "log.read_next", skip_all, fields(book = book.0, tag = tag.0))]
     pub async fn read_next(&self, ctx: &mut Context, book: BookId, tag: Tag, min: SeqNum) -> Result<Option<LogRecord>> {
         self.check_tags([&tag])?;
-        expect_read(self.call(ctx, Request::ReadNext { book, tag, min }).await?)
+        Ok(self.shown(expect_read(self.call(ctx, Request::ReadNext { book, tag, min }).await?)?))
     }
 
     /// The last record of `tag`'s stream with a seqnum at or below `max`.
     #[tracing::instrument(name = "log.read_prev", skip_all, fields(book = book.0, tag = tag.0))]
     pub async fn read_prev(&self, ctx: &mut Context, book: BookId, tag: Tag, max: SeqNum) -> Result<Option<LogRecord>> {
         self.check_tags([&tag])?;
-        expect_read(self.call(ctx, Request::ReadPrev { book, tag, max }).await?)
+        Ok(self.shown(expect_read(self.call(ctx, Request::ReadPrev { book, tag, max }).await?)?))
+    }
+
+    /// A record as this client may see it: a user never sees the platform's marks (the
+    /// tags an exactly-once invocation's appends carry besides the guest's own).
+    fn shown(&self, record: Option<LogRecord>) -> Option<LogRecord> {
+        let mut record = record?;
+        if self.privilege == Privilege::User {
+            record.tags.retain(|t| !t.is_mark());
+        }
+        Some(record)
     }
 
     /// The last record of `tag`'s stream.

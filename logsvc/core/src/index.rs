@@ -18,6 +18,13 @@
 //! - Trim points only grow, and they hold for records ordered later too: a record that
 //!   arrives below a trim point is trimmed on arrival.
 //! - A record that is live nowhere is trimmed for good: its storage can be reclaimed.
+//! - Marks ([`Tag::is_mark`]) are streams for conditions only. A mark's row holds every
+//!   successful record with the mark, live or not (so a condition on it names the
+//!   holder even after the record was trimmed), and keeps nothing alive: a record's
+//!   liveness is decided by its other tags, and one with marks only is live as an
+//!   untagged record is. Trims of other tags (`ALL` too) leave mark rows alone. A trim
+//!   of a mark drops the row's seqnums below the point (a condition on their offsets
+//!   then names no holder) and sets no trim point: the row keeps only its count.
 //!
 //! Architecture Invariant: the index never looks at record data or at time; only at
 //! seqnums, metadata and trim commands, in log order.
@@ -88,6 +95,13 @@ impl Book {
 
     fn live_slot(&self, seqnum: SeqNum) -> Option<&Slot> {
         self.slot(seqnum).map(|i| &self.all[i]).filter(|s| !s.dead)
+    }
+
+    /// Forgets a mark's seqnums below `seqnum`.
+    fn pop_mark(&mut self, mark: Tag, seqnum: SeqNum) {
+        let Some(row) = self.rows.get_mut(&mark) else { return };
+        let below = row.live.partition_point(|&s| s < seqnum);
+        row.live.drain(..below);
     }
 
     /// Pops the prefix of `tag`'s row below `seqnum`; returns the records that died.
@@ -195,18 +209,21 @@ impl Index {
         }
         let all_trim = book.trim_point(Tag::ALL);
         let mut tag_rows = 0u16;
+        let mut untagged = true;
         for &tag in &meta.tags {
             debug_assert_ne!(tag, Tag::ALL, "records never carry the ALL tag");
-            let live = seqnum >= all_trim && seqnum >= book.trim_point(tag);
+            let mark = tag.is_mark();
+            let live = !mark && seqnum >= all_trim && seqnum >= book.trim_point(tag);
             let row = book.rows.entry(tag).or_default();
             row.total += 1;
-            if live {
+            if mark || live {
                 row.live.push_back(seqnum);
-                tag_rows += 1;
             }
+            untagged &= mark;
+            tag_rows += u16::from(live);
         }
         book.all_total += 1;
-        if seqnum >= all_trim && (meta.tags.is_empty() || tag_rows > 0) {
+        if seqnum >= all_trim && (untagged || tag_rows > 0) {
             let Location { shard, local_id } = location;
             book.all.push_back(Slot { seqnum, local_id, shard, tag_rows, dead: false });
             self.live_records += 1;
@@ -217,6 +234,12 @@ impl Index {
     /// Applies a trim command; returns the records that are now live nowhere.
     pub fn apply_trim(&mut self, book_id: BookId, tag: Tag, seqnum: SeqNum) -> Vec<(SeqNum, Location)> {
         let mut died = Vec::new();
+        if tag.is_mark() {
+            if let Some(book) = self.books.get_mut(&book_id) {
+                book.pop_mark(tag, seqnum);
+            }
+            return died;
+        }
         let book = self.books.entry(book_id).or_default();
         let point = book.trim_points.entry(tag).or_insert(SeqNum::MIN);
         if seqnum <= *point {
@@ -224,7 +247,7 @@ impl Index {
         }
         *point = seqnum;
         if tag == Tag::ALL {
-            let tags: Vec<Tag> = book.rows.keys().copied().collect();
+            let tags: Vec<Tag> = book.rows.keys().copied().filter(|t| !t.is_mark()).collect();
             for t in tags {
                 book.pop_row(t, seqnum, &mut died);
             }
@@ -269,6 +292,16 @@ impl Index {
         let row = b.rows.get(&tag)?;
         let end = row.live.partition_point(|&s| s <= max);
         row.live.range(..end).rev().find_map(|&s| b.live_slot(s)).map(found)
+    }
+
+    /// The offset the next successful record of `book`'s stream `tag` gets: how many
+    /// it ever had, trimmed ones included.
+    pub fn next_offset(&self, book: BookId, tag: Tag) -> u64 {
+        let Some(b) = self.books.get(&book) else { return 0 };
+        if tag == Tag::ALL {
+            return b.all_total;
+        }
+        b.rows.get(&tag).map_or(0, |r| r.total)
     }
 
     /// Whether `seqnum` is a live record of `book`.
@@ -483,6 +516,36 @@ mod tests {
             }
         }
         assert_eq!(got, vec![0, 1, 2, 4]);
+    }
+
+    #[test]
+    fn marks_count_records_for_conditions_and_keep_nothing_alive() {
+        let m = Tag::MARK_BITS | 9;
+        let (mut index, placed) = build(&[
+            (0, 1, &[5, m], Some((m, 0))),
+            (1, 1, &[m], Some((m, 1))), // marks only: live as an untagged record is
+            (2, 1, &[5, m], Some((m, 1))),
+            (3, 1, &[5], None),
+        ]);
+        assert_eq!(placed[2], Placement::CondFailed { holder: Some(s(1)) });
+        assert_eq!(stream(&index, 1, 0), vec![0, 1, 3]);
+        // Trimming tag 5 kills record 0 though it carries the mark; the mark row still
+        // names it for a condition, and a trim of ALL leaves the mark row alone too.
+        let died: Vec<u64> = index.apply_trim(BookId(1), Tag(5), s(1)).iter().map(|d| d.0.position()).collect();
+        assert_eq!(died, vec![0]);
+        index.apply_trim(BookId(1), Tag::ALL, s(2));
+        assert_eq!(stream(&index, 1, 0), vec![3]);
+        assert_eq!(index.apply_record(s(4), loc(4), &meta(1, &[m], Some((m, 0)))), Placement::CondFailed { holder: Some(s(0)) });
+        assert_eq!(index.apply_record(s(5), loc(5), &meta(1, &[m], Some((m, 1)))), Placement::CondFailed { holder: Some(s(1)) });
+        // Trimming the mark itself kills nothing and forgets its seqnums, not its
+        // offsets; it leaves no trim point behind.
+        assert!(index.apply_trim(BookId(1), Tag(m), s(1)).is_empty());
+        assert_eq!(index.apply_record(s(6), loc(6), &meta(1, &[m], Some((m, 0)))), Placement::CondFailed { holder: None });
+        assert!(index.apply_trim(BookId(1), Tag(m), SeqNum::MAX).is_empty());
+        assert!(!index.books[&BookId(1)].trim_points.contains_key(&Tag(m)));
+        assert_eq!(index.apply_record(s(7), loc(7), &meta(1, &[m], Some((m, 1)))), Placement::CondFailed { holder: None });
+        assert_eq!(index.apply_record(s(8), loc(8), &meta(1, &[m], Some((m, 2)))), Placement::Placed);
+        assert_eq!(stream(&index, 1, 0), vec![3, 8]);
     }
 
     #[test]

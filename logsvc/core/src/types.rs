@@ -30,6 +30,12 @@ impl BookId {
 /// Tag 0 ([`Tag::ALL`]) is the stream of every record of the book; it is never stored
 /// on a record. Tags with the top bit set are reserved for the platform (step logs,
 /// write logs): the user client of `tally-logsvc` refuses them, see [`Tag::is_reserved`].
+///
+/// Reserved tags whose next two bits are `01` are *marks* ([`Tag::is_mark`]): streams
+/// that count records for conditional appends without keeping them alive. The platform
+/// puts a mark on the records an exactly-once invocation appends to a user book, so a
+/// re-execution finds its own append at the mark's offset; the index's module doc says
+/// how marks differ from other tags.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Tag(pub u64);
 
@@ -39,6 +45,15 @@ impl Tag {
 
     pub fn is_reserved(self) -> bool {
         self.0 & Self::RESERVED_BIT != 0
+    }
+
+    /// The bits that make a tag a mark: reserved, bit 62 clear, bit 61 set.
+    pub const MARK_BITS: u64 = Self::RESERVED_BIT | (1 << 61);
+
+    /// Whether records with this tag are only counted in its stream, never kept alive
+    /// by it (see the index).
+    pub fn is_mark(self) -> bool {
+        self.0 >> 61 == Self::MARK_BITS >> 61
     }
 
     /// A platform tag: `value` with the reserved bit set.
@@ -278,5 +293,9 @@ mod tests {
         assert!(Tag::platform(5).is_reserved());
         assert!(!Tag(5).is_reserved());
         assert!(!Tag::ALL.is_reserved());
+        assert!(Tag(Tag::MARK_BITS | 77).is_mark() && Tag(Tag::MARK_BITS).is_reserved());
+        for not_mark in [Tag(5), Tag::platform(5), Tag(Tag::MARK_BITS | 1 << 62), Tag(1 << 61), Tag::ALL] {
+            assert!(!not_mark.is_mark(), "{not_mark:?}");
+        }
     }
 }

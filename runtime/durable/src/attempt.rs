@@ -2,7 +2,7 @@
 //! `state` and `invoke` imports call these methods; everything exactly-once happens here.
 
 use bytes::Bytes;
-use tally_log_core::{BookId, Context};
+use tally_log_core::{BookId, Context, Error as LogError, SeqNum, Tag};
 
 use crate::env::FunctionVersion;
 use crate::error::Error;
@@ -41,6 +41,12 @@ impl Attempt {
 
     pub async fn delete(&mut self, table: &str, key: &[u8]) -> Result<(), Abort> {
         self.instance.put(&mut self.ctx, table, key, None).await
+    }
+
+    /// `log.append` of the guest: to its book, once across every execution of the
+    /// invocation (see [`Instance::append`]). The inner error is the guest's.
+    pub async fn append(&mut self, tags: &[Tag], data: Bytes) -> Result<Result<SeqNum, LogError>, Abort> {
+        self.instance.append(&mut self.ctx, tags, data).await
     }
 
     /// The guest's wall clock (nanoseconds since the Unix epoch) when the host's says

@@ -7,7 +7,10 @@
 //!   `results_kept_ms` have passed, or once the book keeps more than [`FINISHED_MAX`]
 //!   finished step logs (until then a client retrying its idempotency key gets the
 //!   logged result; after, the key is refused as expired: 409);
-//! - the INSTANCES stream is trimmed below `t̄` and below every step log still kept;
+//! - with a step log whose result carries APPENDED, the instance's mark in the user
+//!   book is retired (trimmed whole: the index keeps only its count);
+//! - the INSTANCES stream (and APPENDED) is trimmed below `t̄` and below every step log
+//!   still kept;
 //! - for each object of each table: the write-log record visible at `t̄` is kept with
 //!   everything after it; the versions named by older records are deleted, then those
 //!   records trimmed. So each object keeps at most one version no reader needs, and
@@ -21,7 +24,7 @@ use crate::node::{store_table, visible_write, Abort, Durable};
 use crate::record::{self, Step};
 use crate::recovery::BookScan;
 use crate::store::Family;
-use crate::tags::{shadow, INSTANCES};
+use crate::tags::{shadow, APPENDED, INSTANCES};
 
 /// Keys per page when walking a table.
 const PAGE: usize = 512;
@@ -47,6 +50,10 @@ pub(crate) async fn collect(d: &Durable, book: BookId, scan: &mut BookScan) -> R
         if f.result >= horizon || !expired {
             break;
         }
+        if f.appended {
+            // Before the step log: a crash in between retires the mark again, harmlessly.
+            d.log.trim(&mut ctx, book, d.tags.mark(f.step_tag), SeqNum::MAX).await?;
+        }
         d.log.trim(&mut ctx, sb, f.step_tag, SeqNum(f.result + 1)).await?;
         scan.inits.remove(&f.step_tag);
         scan.finished.pop_front();
@@ -56,6 +63,8 @@ pub(crate) async fn collect(d: &Durable, book: BookId, scan: &mut BookScan) -> R
     let below = scan.inits.values().copied().min().unwrap_or(u64::MAX).min(horizon);
     if below > scan.instances_trimmed {
         d.log.trim(&mut ctx, sb, INSTANCES, SeqNum(below)).await?;
+        // The results that carry APPENDED go with the INSTANCES stream.
+        d.log.trim(&mut ctx, sb, APPENDED, SeqNum(below)).await?;
         scan.instances_trimmed = below;
     }
     for table in d.tables(book).await? {

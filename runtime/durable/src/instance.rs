@@ -23,6 +23,13 @@
 //! - What the guest read of its clocks is logged before every operation that could
 //!   depend on it, except log-free reads (`recorder.rs`): a `Clocks` step before the
 //!   operation's own step, or before its log-free write.
+//! - The guest's appends to its user book carry the instance's mark, the `j`-th at
+//!   offset `j` of the mark's stream (a conditional append on it), so every execution
+//!   finds the record an earlier one appended instead of appending it again, with no
+//!   step of its own: a plain append cannot fail at its offset, so every execution
+//!   counts the same. Garbage collection retires the mark with the step log, which
+//!   keeps its offsets, so a late peer's append stops. (`log.cond-append` is not
+//!   routed here yet: its condition is the guest's, and one record can carry one.)
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -37,7 +44,7 @@ use crate::node::{fresher_value, version_value, visible_write, Abort, Durable};
 use crate::record::{self, Outcome, Step, Transition};
 use crate::recorder::{GuestClock, Recorder};
 use crate::store::Version;
-use crate::tags::{shadow, INSTANCES};
+use crate::tags::{shadow, APPENDED, INSTANCES};
 use crate::InstanceId;
 
 /// The protocol an instance uses for one table, decided at its first use of the table.
@@ -122,12 +129,20 @@ pub struct Instance {
     crash: Option<Arc<CrashAfter>>,
     /// The guest's clocks and random bytes.
     recorder: Recorder,
+    /// The tag every append of the guest to its user book carries besides its own.
+    mark: Tag,
+    /// Appends so far: the mark's next offset.
+    appends: u64,
+    /// Whether the mark may hold records, so that garbage collection retires it.
+    marked: bool,
 }
 
 impl Instance {
     pub fn new(svc: Arc<Durable>, of: Of) -> Instance {
+        let step_tag = svc.tags.step(&of.id);
         Instance {
-            step_tag: svc.tags.step(&of.id),
+            mark: svc.tags.mark(step_tag),
+            step_tag,
             svc,
             id: of.id,
             book: of.book,
@@ -143,6 +158,8 @@ impl Instance {
             declared: of.declared,
             crash: of.crash,
             recorder: Recorder::default(),
+            appends: 0,
+            marked: false,
         }
     }
 
@@ -576,6 +593,64 @@ impl Instance {
         }
     }
 
+    /// Appends `data` under `tags` to the invocation's book, once across every execution
+    /// of the invocation: at offset `appends` of the mark's stream, where a re-execution
+    /// or a peer finds the record an earlier execution appended and returns its seqnum
+    /// (a plain append cannot fail at its offset, so every execution counts the same).
+    pub async fn append(&mut self, ctx: &mut Context, tags: &[Tag], data: Bytes) -> Result<Result<SeqNum, LogError>, Abort> {
+        if let Some(t) = tags.iter().find(|t| t.is_reserved()) {
+            return Ok(Err(LogError::InvalidArgument(format!("tag {:#x} is reserved for the platform", t.0))));
+        }
+        // Started first, so that it runs again after a crash and its mark is collected;
+        // the clock readings the guest took may decide what it appends.
+        self.init_checked(ctx).await?;
+        self.log_clocks(ctx).await?;
+        self.marked = true;
+        match self.svc.log.cond_append(ctx, self.book, tags, data.clone(), self.mark, self.appends).await {
+            Ok(s) => {
+                self.appends += 1;
+                self.effect()?;
+                Ok(Ok(s))
+            }
+            Err(LogError::Conflict { holder: Some(h) }) => {
+                self.check_own_append(ctx, h, tags, &data).await?;
+                self.appends += 1;
+                Ok(Ok(h))
+            }
+            // The mark was retired (its offsets stay): the invocation finished long ago.
+            Err(LogError::Conflict { holder: None }) => Err(Abort::Superseded),
+            // Refused arguments are the guest's error (nothing was appended); any other
+            // failure ends the attempt, since the append may have taken effect.
+            Err(e @ (LogError::InvalidArgument(_) | LogError::TooLarge { .. })) => Ok(Err(e)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// A re-execution's append found the record at its offset of the mark: that record
+    /// must be what it asks to append now, if the record is still there to compare.
+    async fn check_own_append(&self, ctx: &mut Context, holder: SeqNum, tags: &[Tag], data: &[u8]) -> Result<(), Abort> {
+        let Some(r) = self.svc.log.read_next(ctx, self.book, self.mark, holder).await? else { return Ok(()) };
+        if r.seqnum != holder {
+            return Ok(());
+        }
+        let mut asked: Vec<Tag> = tags.iter().copied().filter(|&t| t != Tag::ALL).collect();
+        asked.sort_unstable();
+        asked.dedup();
+        let theirs: Vec<Tag> = r.tags.iter().copied().filter(|&t| t != self.mark).collect();
+        if theirs != asked || r.data != data {
+            return Err(Abort::NonDeterministic(format!(
+                "append {} of {} was {} bytes under {} tags and is now {} bytes under {} tags",
+                self.appends,
+                self.id,
+                r.data.len(),
+                theirs.len(),
+                data.len(),
+                asked.len()
+            )));
+        }
+        Ok(())
+    }
+
     /// Before a child invocation of `function` with an input hashing to `input_sha256`:
     /// the logged outcome if an earlier execution finished it, otherwise the child's
     /// instance ID.
@@ -620,6 +695,8 @@ impl Instance {
         }
         self.load_steps(ctx, self.steps.last().map_or(0, |r| r.seqnum)).await?;
         self.next = self.steps.len();
+        // Earlier attempts may have appended under the mark.
+        self.marked = true;
         self.log_result(ctx, outcome).await
     }
 
@@ -636,6 +713,7 @@ impl Instance {
             return Ok(outcome);
         }
         self.next = self.steps.len();
+        self.marked = true;
         self.log_result(ctx, outcome).await
     }
 
@@ -652,7 +730,8 @@ impl Instance {
     async fn log_result(&mut self, ctx: &mut Context, outcome: Outcome) -> Result<Outcome, Abort> {
         self.recorder.discard_fresh();
         self.follow();
-        match self.log_step(ctx, Step::Result { outcome }, &[INSTANCES]).await?.step {
+        let tags: &[Tag] = if self.marked { &[INSTANCES, APPENDED] } else { &[INSTANCES] };
+        match self.log_step(ctx, Step::Result { outcome }, tags).await?.step {
             Step::Result { outcome } => Ok(outcome),
             _ => unreachable!("log_step checks the kind"),
         }

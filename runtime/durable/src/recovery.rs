@@ -30,7 +30,7 @@ use crate::id::InstanceId;
 use crate::instance::{Instance, Of};
 use crate::node::Durable;
 use crate::record::{self, Outcome, Step};
-use crate::tags::{shadow, INSTANCES};
+use crate::tags::{shadow, APPENDED, INSTANCES};
 
 /// An invocation seen starting and not yet seen finishing.
 struct Open {
@@ -50,6 +50,8 @@ pub(crate) struct Finished {
     pub step_tag: Tag,
     pub result: u64,
     pub seen_ms: u64,
+    /// Its result says it may have appended to the user book under its mark.
+    pub appended: bool,
 }
 
 /// How far the scan has read one book.
@@ -83,7 +85,7 @@ impl BookScan {
     async fn read(&mut self, d: &Durable, book: BookId, open_max: usize) -> Result<(), Error> {
         while let Some(r) = d.log.read_next(&mut self.ctx, shadow(book), INSTANCES, SeqNum(self.next)).await? {
             self.next = r.seqnum.0 + 1;
-            let Some(&tag) = r.tags.iter().find(|&&t| t != INSTANCES) else { continue };
+            let Some(&tag) = r.tags.iter().find(|&&t| t != INSTANCES && t != APPENDED) else { continue };
             match record::decode::<Step>("step", &r.data) {
                 Ok(Step::Init { id, function, version, .. }) => {
                     self.inits.insert(tag, r.seqnum.0);
@@ -100,11 +102,13 @@ impl BookScan {
                 // A refused child's whole history: started and finished at once.
                 Ok(Step::Refused { .. }) => {
                     self.inits.insert(tag, r.seqnum.0);
-                    self.finished.push_back(Finished { step_tag: tag, result: r.seqnum.0, seen_ms: d.clock.now_ms() });
+                    let seen_ms = d.clock.now_ms();
+                    self.finished.push_back(Finished { step_tag: tag, result: r.seqnum.0, seen_ms, appended: false });
                 }
                 Ok(Step::Result { .. }) => {
                     self.open.remove(&tag);
-                    self.finished.push_back(Finished { step_tag: tag, result: r.seqnum.0, seen_ms: d.clock.now_ms() });
+                    let (seen_ms, appended) = (d.clock.now_ms(), r.tags.contains(&APPENDED));
+                    self.finished.push_back(Finished { step_tag: tag, result: r.seqnum.0, seen_ms, appended });
                 }
                 Ok(_) => {}
                 Err(e) => tracing::error!(book = book.0, seqnum = %r.seqnum, "skipping a record of the instances stream: {e}"),
@@ -124,7 +128,7 @@ impl BookScan {
                 break;
             }
             at = r.seqnum.0 + 1;
-            let Some(&tag) = r.tags.iter().find(|&&t| t != INSTANCES) else { continue };
+            let Some(&tag) = r.tags.iter().find(|&&t| t != INSTANCES && t != APPENDED) else { continue };
             let Ok(Step::Init { id, function, version, .. }) = record::decode::<Step>("step", &r.data) else { continue };
             if !id.is_root() || self.open.contains_key(&tag) {
                 continue;

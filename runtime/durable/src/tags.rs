@@ -11,6 +11,8 @@
 //!           1 1 h (62 bits)           derived streams: h = SHA-256 keyed with the
 //!                                     cluster's secret, over a domain and the length-
 //!                                     prefixed parts (instance ID, table, key, ...)
+//!           1 0 1 h (61 bits)         marks (`Tag::is_mark`), derived the same way:
+//!                                     an instance's appends to its user book
 //! ```
 //!
 //! Isolation rules (ARCHITECTURE.md):
@@ -48,6 +50,9 @@ pub const TABLES: Tag = fixed(4);
 pub const INSTANCES: Tag = fixed(5);
 /// The cluster's tag key: the first record wins, in [`PLATFORM_BOOK`].
 pub const TAG_KEY: Tag = fixed(6);
+/// The Result records (also in INSTANCES) of instances that appended to their user
+/// book: garbage collection retires their marks when it collects their step logs.
+pub const APPENDED: Tag = fixed(7);
 
 const DERIVED_BIT: u64 = 1 << 62;
 
@@ -113,6 +118,16 @@ impl TagKey {
         self.derive("step", &[&id.encode()])
     }
 
+    /// The mark of the instance whose step log is `step`: its appends to its user book
+    /// carry it, the `j`-th at offset `j`, so a re-execution or a peer finds the record
+    /// instead of appending it again. Derived from the step tag, which is all garbage
+    /// collection knows of a finished instance.
+    pub fn mark(&self, step: Tag) -> Tag {
+        let digest = self.digest("mark", &[&step.0.to_be_bytes()]);
+        let bits = u64::from_be_bytes(digest[..8].try_into().expect("8 bytes"));
+        Tag(Tag::MARK_BITS | (bits & ((1 << 61) - 1)))
+    }
+
     /// The read-optimized write log of `(table, key)`.
     pub fn object(&self, table: &str, key: &[u8]) -> Tag {
         self.derive("object", &[table.as_bytes(), key])
@@ -133,7 +148,7 @@ impl TagKey {
 /// Whether `tag` is one of the fixed streams (and so no derived tag).
 #[cfg(test)]
 fn is_fixed(tag: Tag) -> bool {
-    tag.is_reserved() && tag.0 & DERIVED_BIT == 0
+    tag.is_reserved() && tag.0 & DERIVED_BIT == 0 && !tag.is_mark()
 }
 
 #[cfg(test)]
@@ -153,14 +168,17 @@ mod tests {
             key.migration(2, "a", b"b"),
         ];
         for (i, t) in derived.iter().enumerate() {
-            assert!(t.is_reserved() && !is_fixed(*t));
+            assert!(t.is_reserved() && !is_fixed(*t) && !t.is_mark());
             for u in &derived[i + 1..] {
                 assert_ne!(t, u);
             }
         }
-        for f in [MANIFESTS, BOOKS, SWITCHES, TABLES, INSTANCES, TAG_KEY] {
-            assert!(is_fixed(f));
+        for f in [MANIFESTS, BOOKS, SWITCHES, TABLES, INSTANCES, TAG_KEY, APPENDED] {
+            assert!(is_fixed(f) && !f.is_mark());
         }
+        let mark = key.mark(key.step(&id));
+        assert!(mark.is_mark() && mark.is_reserved() && !is_fixed(mark));
+        assert_ne!(mark, key.mark(key.step(&InstanceId::generated("00fe"))));
         // Another key derives other tags: the secret matters.
         assert_ne!(TagKey::new([8; 32]).object("a", b"b"), key.object("a", b"b"));
     }

@@ -67,6 +67,9 @@ pub enum Op {
     },
     /// Draws a random number, which goes into what follows.
     Random,
+    /// `log.append` of a record naming the invocation and op to the client's stream of
+    /// its book; the seqnum goes into what follows.
+    Append,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -83,6 +86,8 @@ pub enum Observed {
     /// replay one reading see another.
     Clock(u64),
     Random(u64),
+    /// The seqnum an append got.
+    Appended(u64),
 }
 
 /// One execution of one invocation (or child), identified by its input.
@@ -197,6 +202,11 @@ pub fn child_input(input: &[u8], i: usize) -> Vec<u8> {
     let mut out = input.to_vec();
     out.extend_from_slice(format!(".{i}").as_bytes());
     out
+}
+
+/// The client's stream: the tag its invocations append under.
+pub fn stream_of(prefix: &str) -> Tag {
+    Tag::from_name(&format!("stream-{prefix}"))
 }
 
 pub fn seed_of(input: &[u8]) -> u64 {
@@ -317,10 +327,23 @@ impl SimFunctions {
                     self.observe(input, at, Observed::Random(v));
                     acc = mix(acc, v);
                 }
+                Op::Append => {
+                    let data = Bytes::from(record_data(input, i));
+                    let s = attempt.append(&[stream_of(&prefix)], data).await.map_err(guest)?.map_err(Error::from)?;
+                    self.observe(input, at, Observed::Appended(s.0));
+                    acc = mix(acc, s.0);
+                }
             }
         }
         Ok(acc.to_be_bytes().to_vec())
     }
+}
+
+/// What the append at op `i` of an invocation writes: unique in the run.
+pub fn record_data(input: &[u8], i: usize) -> Vec<u8> {
+    let mut data = input.to_vec();
+    data.extend_from_slice(format!("#{i}").as_bytes());
+    data
 }
 
 /// A refused argument is the guest's error (these guests do not expect any, and fail);
@@ -339,16 +362,17 @@ pub fn random_program(rng: &mut Rng, len: usize, callees: &[String], traps: bool
         let table = rng.below(TABLES.len() as u64) as u8;
         let key = rng.below(u64::from(KEYS)) as u8;
         let op = match rng.below(100) {
-            0..=24 => Op::Get { table, key },
-            25..=39 => Op::Put { table, key },
-            40..=49 => Op::PutDyn { table },
-            50..=74 => Op::Incr { table, key },
-            75..=79 => Op::Delete { table, key },
-            80..=89 if !callees.is_empty() => Op::Call { function: callees[rng.below(callees.len() as u64) as usize].clone() },
-            90..=91 if trims => Op::TrimOwnBook,
-            92 if traps => Op::Trap,
-            93..=95 => Op::Now { monotonic: rng.below(2) == 0 },
-            96..=97 => Op::Random,
+            0..=22 => Op::Get { table, key },
+            23..=37 => Op::Put { table, key },
+            38..=47 => Op::PutDyn { table },
+            48..=71 => Op::Incr { table, key },
+            72..=76 => Op::Delete { table, key },
+            77..=86 if !callees.is_empty() => Op::Call { function: callees[rng.below(callees.len() as u64) as usize].clone() },
+            87..=88 if trims => Op::TrimOwnBook,
+            89 if traps => Op::Trap,
+            90..=92 => Op::Now { monotonic: rng.below(2) == 0 },
+            93..=94 => Op::Random,
+            95..=97 => Op::Append,
             _ => Op::Work { ms: rng.below(5) as u8 },
         };
         ops.push(op);

@@ -99,6 +99,23 @@ impl SimLog {
         s.replicas.insert(node, Replica::new(floor));
     }
 
+    /// The next offset of `book`'s stream `tag` in everything ordered so far.
+    pub fn next_offset(&self, book: BookId, tag: Tag) -> u64 {
+        let s = self.state.lock().expect("not poisoned");
+        let mut index = Index::new();
+        for (position, event) in s.events.iter().enumerate() {
+            match event {
+                Event::Record { seqnum, meta } => {
+                    index.apply_record(*seqnum, Location { shard: ShardId(0), local_id: position as u64 }, meta);
+                }
+                Event::Trim { book, tag, seqnum } => {
+                    index.apply_trim(*book, *tag, *seqnum);
+                }
+            }
+        }
+        index.next_offset(book, tag)
+    }
+
     /// Applies up to `count` more events on `node`'s replica (all with `usize::MAX`).
     pub fn apply(&self, node: usize, count: usize) {
         let mut s = self.state.lock().expect("not poisoned");

@@ -791,6 +791,14 @@ async fn client(world: Arc<World>, c: usize) {
     }
     let input = format!("c{c}:verify").into_bytes();
     if keyed(&world, book, "verify", &input, format!("c{c}-verify")).await.is_some() {
+        // Every append of the client's invocations is in its stream once: as many
+        // records as the model counts (the offsets count trimmed records too).
+        let prefix = format!("c{c}");
+        let counted = world.oracle.lock().expect("not poisoned").appends(&prefix);
+        let there = world.log.next_offset(book, guest::stream_of(&prefix));
+        if there != counted {
+            world.fail(format!("client {prefix}'s stream holds {there} records, its invocations appended {counted}"));
+        }
         *world.clients_done.lock().expect("not poisoned") += 1;
     }
 }

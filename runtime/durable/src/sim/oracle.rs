@@ -14,6 +14,13 @@
 //! Only at a clock reading may an execution leave the model's path, since a peer reads
 //! its own clock before it learns that another logged first; it must then stop before
 //! its next effect, which later reads of its keys check.
+//!
+//! Appends: each client's stream (a tag of its book that only its invocations append
+//! to) is modelled as the list of its records' seqnums. A seqnum is a fact of the run
+//! (the witness's), but every execution must have got the same one, and seqnums grow
+//! in the model's order; after the client's last invocation, its stream must count as
+//! many records as the model (an append made twice, even by an execution that crashed
+//! before it saw the seqnum, counts once more).
 
 use std::collections::BTreeMap;
 
@@ -33,6 +40,8 @@ pub struct Expected {
 pub struct Oracle {
     /// Per client prefix: (table, key name) to value.
     state: BTreeMap<String, BTreeMap<(usize, Vec<u8>), u64>>,
+    /// Per client prefix: the seqnums of its stream's records, by offset.
+    streams: BTreeMap<String, Vec<u64>>,
     expected: BTreeMap<Vec<u8>, Expected>,
     pub reads_checked: u64,
     pub outputs_checked: u64,
@@ -56,6 +65,11 @@ impl Oracle {
             return Ok(e.clone());
         }
         self.model(registry, traces, function, input, got)
+    }
+
+    /// The records of a client's stream, as the model counts them.
+    pub fn appends(&self, client: &str) -> u64 {
+        self.streams.get(client).map_or(0, |s| s.len() as u64)
     }
 
     /// Checks an output a client got against the model.
@@ -180,6 +194,20 @@ impl Oracle {
                     };
                     acc = mix(acc, v);
                     observed.push(seen.expect("matched"));
+                }
+                Op::Append => {
+                    // The seqnum is a fact of the run; every execution must have got it.
+                    let seen = fact(observed.len(), |o| matches!(o, Observed::Appended(_)));
+                    let Some(Observed::Appended(s)) = seen else {
+                        return Err(format!("{} finished, yet no execution shows its append at op {i}", show(input)));
+                    };
+                    let stream = self.streams.entry(client.clone()).or_default();
+                    if stream.last().is_some_and(|&last| last >= s) {
+                        return Err(format!("{} appended {s} at op {i}, after {:?}", show(input), stream.last()));
+                    }
+                    stream.push(s);
+                    acc = mix(acc, s);
+                    observed.push(Observed::Appended(s));
                 }
                 Op::TrimOwnBook | Op::Work { .. } => {}
             }

@@ -1,11 +1,15 @@
 //! `tally:platform/log`: the LogBook API on the invocation's book. The book is the
-//! invocation's; tags the platform reserves are refused by the user log client.
+//! invocation's; tags the platform reserves are refused by the user log client. Plain
+//! appends go through the exactly-once core (`Attempt::append`), so each takes effect
+//! once across re-executions and peers; conditional appends (whose condition already
+//! makes a retry at the same offset conflict), reads, trims and aux data go to the log
+//! directly.
 
 use bytes::Bytes;
 use tally_logsvc::{LogRecord, SeqNum, Tag};
 
 use super::tally::platform::log::{Host, LogRecord as GuestRecord};
-use super::{guest_error, GuestError, HostState};
+use super::{aborted, guest_error, GuestError, HostState};
 
 type Outcome<T> = wasmtime::Result<Result<T, GuestError>>;
 
@@ -25,10 +29,10 @@ fn record(r: LogRecord) -> GuestRecord {
 impl Host for HostState {
     #[tracing::instrument(name = "log.append", skip_all)]
     async fn append(&mut self, tags_: Vec<u64>, data: Vec<u8>) -> Outcome<u64> {
-        let inv = self.inv();
-        let (ctx, book) = (&mut inv.attempt.ctx, inv.attempt.book);
-        let r = inv.log.append(ctx, book, &tags(tags_), Bytes::from(data)).await;
-        Ok(r.map(|s| s.0).map_err(guest_error))
+        match self.inv().attempt.append(&tags(tags_), Bytes::from(data)).await {
+            Ok(r) => Ok(r.map(|s| s.0).map_err(guest_error)),
+            Err(abort) => aborted(abort),
+        }
     }
 
     #[tracing::instrument(name = "log.cond-append", skip_all)]
