@@ -20,8 +20,8 @@
 //! after the other, so that both sample the same background load of a shared machine.
 //! Then `wrk` (from Debian) loads each of the two once with 32 connections, so that
 //! the suite's own clients, threads that cost a core's share, are not the only judge.
-//! Last, the `probe` guest times a cache-hit `log.read-next` and a clock reading from inside
-//! a function.
+//! Last, the `probe` guest times a cache-hit `log.read-next`, a clock reading and an
+//! exactly-once 1 KiB `log.append` from inside a function.
 //!
 //! `wasmtime serve` and the http-hello component come from `bench/setup.sh`. Where it
 //! cannot install wasmtime, the suite says so and measures Tally alone.
@@ -191,8 +191,9 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<()> {
 }
 
 /// What one host call costs a guest, timed inside it by the `probe` function
-/// (`tests/guests/probe`): a cache-hit `log.read-next`, and a reading of the monotonic
-/// clock (which the exactly-once core keeps, to log it before the next effect), each
+/// (`tests/guests/probe`): a cache-hit `log.read-next` (recorded), a reading of the
+/// monotonic clock (which the exactly-once core keeps, to log it before the next
+/// effect), and an exactly-once `log.append` of 1 KiB (durable when it returns), each
 /// the best of three runs of `reads` calls (a run is one invocation; the first warms
 /// the instance's code).
 fn guest_calls(report: &mut Report, tally_url: &str, probe: &[u8], reads: usize) -> anyhow::Result<()> {
@@ -201,22 +202,31 @@ fn guest_calls(report: &mut Report, tally_url: &str, probe: &[u8], reads: usize)
     let status = response.status().as_u16();
     ensure!(status == 201, "deploying probe answered {status}: {}", response.body_mut().read_to_string().unwrap_or_default());
     let invoke_url = format!("{tally_url}/v1/functions/probe/invoke?book=7");
-    let probes: [(&str, &str, [&'static str; 3]); 2] = [
+    // Appends wait for the disk: fewer of them.
+    let probes: [(&str, usize, &str, [&'static str; 3]); 3] = [
         (
             "read-next",
+            reads,
             "guest,log.read-next,cache-hit",
             ["guest_read_next_p50_us", "guest_read_next_p99_us", "guest_read_next_mean_us"],
         ),
         (
             "clock",
+            reads,
             "guest,monotonic-clock.now",
             ["guest_clock_read_p50_us", "guest_clock_read_p99_us", "guest_clock_read_mean_us"],
         ),
+        (
+            "append",
+            reads.min(200),
+            "guest,log.append,exactly-once,1KiB",
+            ["guest_append_p50_us", "guest_append_p99_us", "guest_append_mean_us"],
+        ),
     ];
-    for (op, case, metrics) in probes {
+    for (op, count, case, metrics) in probes {
         let mut best: Option<[f64; 3]> = None;
         for _ in 0..3 {
-            let mut response = agent().post(&invoke_url).send(format!("{op} {reads}")).context("invoking probe")?;
+            let mut response = agent().post(&invoke_url).send(format!("{op} {count}")).context("invoking probe")?;
             let status = response.status().as_u16();
             let body = response.body_mut().read_to_string().context("reading the probe's answer")?;
             ensure!(status == 200, "probe answered {status}: {body}");

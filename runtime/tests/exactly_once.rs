@@ -648,6 +648,50 @@ async fn re_executions_read_the_clocks_and_random_numbers_the_first_read() {
     h.node.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn appends_and_conditional_appends_take_effect_once_across_crashes() {
+    // `log TABLE` appends `a`, reads the stream, cond-appends `b` at its end, appends
+    // `c`, storing seqnums between (effects to crash after). Crashed after each effect
+    // and run again under its key, each invocation, on a book of its own, must leave
+    // exactly a, b, c in its stream and return the seqnums the crashed run stored.
+    let h = Harness::start(StoreKind::Rocksdb).await;
+    let limits = h.node.runtime.config.limits;
+    h.node.runtime.deploy("clocks", guest("clocks"), limits, tables()).await.expect("deploying clocks");
+    let field = |out: &str, name: &str| {
+        let prefix = format!("{name}=");
+        out.split(' ').find_map(|w| w.strip_prefix(&prefix)).unwrap_or_else(|| panic!("{name} in {out:?}")).to_string()
+    };
+    for table in ["w", "r"] {
+        for k in 1u64.. {
+            let book = if table == "w" { 400 + k } else { 500 + k };
+            let key = format!("log-{table}-{k}");
+            let input = format!("log {table}");
+            let first = h.invoke_fn("clocks", book, &input, &key, Some(k)).await;
+            let crashed = [h.read_fn("clocks", book, table, "a").await, h.read_fn("clocks", book, table, "b").await];
+            let again = h.invoke_fn("clocks", book, &input, &key, None).await.expect("re-execution");
+            for (name, stored) in ["a", "b"].iter().zip(&crashed) {
+                if stored != "none" {
+                    assert_eq!(*stored, field(&again, name), "{table}, crash after {k}: {name} changed");
+                }
+            }
+            assert_ne!(field(&again, "b"), "conflict", "{table}, crash after {k}: b lost to its own a: {again}");
+            assert_eq!(field(&again, "n"), "1", "{table}, crash after {k}: {again}");
+            let events = h.node.runtime.invoke("clocks", BookId(book), Bytes::from_static(b"events")).await.expect("events");
+            assert_eq!(String::from_utf8(events).unwrap(), "a,b,c", "{table}, crash after {k}");
+            match first {
+                Ok(out) => {
+                    assert_eq!(out, again, "{table}: a retry after the answer runs nothing again");
+                    assert!(k >= 5, "{table}: only {k} effects");
+                    break;
+                }
+                Err(RuntimeError::InjectedCrash) => {}
+                Err(e) => panic!("{table}: crash after {k}: {e}"),
+            }
+        }
+    }
+    h.node.shutdown().await;
+}
+
 /// Inputs of `STEPS.md` that every SDK call is in, run in order on one fresh book.
 const SCRIPTS: &[&str] = &[
     "script tag orders; tag counter; tag ünïcödé; tag 日本語; tag a,b; tag *",

@@ -2,7 +2,7 @@
 //! `state` and `invoke` imports call these methods; everything exactly-once happens here.
 
 use bytes::Bytes;
-use tally_log_core::{BookId, Context, Error as LogError, SeqNum, Tag};
+use tally_log_core::{BookId, Context, Error as LogError, LogRecord, SeqNum, Tag};
 
 use crate::env::FunctionVersion;
 use crate::error::Error;
@@ -47,6 +47,30 @@ impl Attempt {
     /// invocation (see [`Instance::append`]). The inner error is the guest's.
     pub async fn append(&mut self, tags: &[Tag], data: Bytes) -> Result<Result<SeqNum, LogError>, Abort> {
         self.instance.append(&mut self.ctx, tags, data).await
+    }
+
+    /// `log.cond-append` of the guest, once across every execution of the invocation,
+    /// conflicts included (see [`Instance::cond_append`]).
+    pub async fn cond_append(
+        &mut self,
+        tags: &[Tag],
+        data: Bytes,
+        cond_tag: Tag,
+        cond_position: u64,
+    ) -> Result<Result<SeqNum, LogError>, Abort> {
+        self.instance.cond_append(&mut self.ctx, tags, data, cond_tag, cond_position).await
+    }
+
+    /// `log.read-next` of the guest: the first record of `tag` at or after `min`, the
+    /// same in every execution of the invocation (see [`Instance::read_log`]).
+    pub async fn read_next(&mut self, tag: Tag, min: SeqNum) -> Result<Result<Option<LogRecord>, LogError>, Abort> {
+        self.instance.read_log(&mut self.ctx, tag, min, true).await
+    }
+
+    /// `log.read-prev` (and `check-tail`, at `u64::MAX`) of the guest: the last record
+    /// of `tag` at or before `max`, the same in every execution.
+    pub async fn read_prev(&mut self, tag: Tag, max: SeqNum) -> Result<Result<Option<LogRecord>, LogError>, Abort> {
+        self.instance.read_log(&mut self.ctx, tag, max, false).await
     }
 
     /// The guest's wall clock (nanoseconds since the Unix epoch) when the host's says

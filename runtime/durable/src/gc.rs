@@ -7,8 +7,8 @@
 //!   `results_kept_ms` have passed, or once the book keeps more than [`FINISHED_MAX`]
 //!   finished step logs (until then a client retrying its idempotency key gets the
 //!   logged result; after, the key is refused as expired: 409);
-//! - with a step log whose result carries APPENDED, the instance's mark in the user
-//!   book is retired (trimmed whole: the index keeps only its count);
+//! - with a step log whose result carries APPENDED, the instance's marks in the user
+//!   book are retired (trimmed whole: the index keeps only their counts);
 //! - the INSTANCES stream (and APPENDED) is trimmed below `t̄` and below every step log
 //!   still kept;
 //! - for each object of each table: the write-log record visible at `t̄` is kept with
@@ -51,8 +51,10 @@ pub(crate) async fn collect(d: &Durable, book: BookId, scan: &mut BookScan) -> R
             break;
         }
         if f.appended {
-            // Before the step log: a crash in between retires the mark again, harmlessly.
-            d.log.trim(&mut ctx, book, d.tags.mark(f.step_tag), SeqNum::MAX).await?;
+            // Before the step log: a crash in between retires the marks again, harmlessly.
+            for mark in d.tags.marks(f.step_tag) {
+                d.log.trim(&mut ctx, book, mark, SeqNum::MAX).await?;
+            }
         }
         d.log.trim(&mut ctx, sb, f.step_tag, SeqNum(f.result + 1)).await?;
         scan.inits.remove(&f.step_tag);

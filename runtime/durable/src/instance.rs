@@ -23,25 +23,41 @@
 //! - What the guest read of its clocks is logged before every operation that could
 //!   depend on it, except log-free reads (`recorder.rs`): a `Clocks` step before the
 //!   operation's own step, or before its log-free write.
-//! - The guest's appends to its user book carry the instance's mark, the `j`-th at
-//!   offset `j` of the mark's stream (a conditional append on it), so every execution
-//!   finds the record an earlier one appended instead of appending it again, with no
-//!   step of its own: a plain append cannot fail at its offset, so every execution
-//!   counts the same. Garbage collection retires the mark with the step log, which
-//!   keeps its offsets, so a late peer's append stops. (`log.cond-append` is not
-//!   routed here yet: its condition is the guest's, and one record can carry one.)
+//! - The guest's appends to its user book carry one of the instance's marks, so every
+//!   execution finds the records earlier ones appended instead of appending them again.
+//!   A plain append is a conditional append at the next offset of the first mark (the
+//!   `j`-th at offset `j`) and needs no step: it cannot fail at its offset, so every
+//!   execution counts the same. A conditional append (its condition is the guest's)
+//!   carries the second mark and logs what it got as a step before the guest sees it; a
+//!   record holding its offset that carries that mark past the instance's last
+//!   conditional append is its own, from an execution that stopped before logging it.
+//!   (One mark for both would let such a record, had it been trimmed, take a plain
+//!   append's offset.) Garbage collection retires the marks with the step log, which
+//!   keeps their offsets, so a late peer's plain append stops; a conditional one checks
+//!   first that the root is unfinished.
+//! - Reads of the guest's book are recorded like clock readings (`read_log`), so the
+//!   offsets a guest computes from them are the same in every execution.
+//! - Known gaps of conditional appends: (1) one at an offset ahead of its stream's end
+//!   conflicts with no holder, and a peer or re-execution that tries it while the first
+//!   execution logs that conflict, once the stream reached the offset, appends: the
+//!   record stays, the invocation sees the conflict (one record cannot carry the
+//!   guest's condition and the step's). Offsets at or below the end are held for ever,
+//!   so every execution gets the same outcome. (2) A record that an execution appended
+//!   and that was trimmed before the re-execution looked (a book trimmed past its end)
+//!   cannot be told from another's: the invocation sees a conflict, the offset stays
+//!   taken by a record nobody can read.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use tally_log_core::{BookId, Context, Error as LogError, SeqNum, Tag};
+use tally_log_core::{BookId, Context, Error as LogError, LogRecord, SeqNum, Tag};
 
 use crate::config::Protocol;
 use crate::error::Error;
 use crate::node::{fresher_value, version_value, visible_write, Abort, Durable};
-use crate::record::{self, Outcome, Step, Transition};
+use crate::record::{self, input_sha256, CondOutcome, Outcome, ReadRecord, Step, Transition};
 use crate::recorder::{GuestClock, Recorder};
 use crate::store::Version;
 use crate::tags::{shadow, APPENDED, INSTANCES};
@@ -129,10 +145,14 @@ pub struct Instance {
     crash: Option<Arc<CrashAfter>>,
     /// The guest's clocks and random bytes.
     recorder: Recorder,
-    /// The tag every append of the guest to its user book carries besides its own.
+    /// The tag every plain append of the guest to its user book carries besides its own.
     mark: Tag,
-    /// Appends so far: the mark's next offset.
+    /// The tag its conditional appends carry.
+    cond_mark: Tag,
+    /// Plain appends so far: the mark's next offset.
     appends: u64,
+    /// The seqnum of the last successful conditional append (0 before the first).
+    last_cond_append: u64,
     /// Whether the mark may hold records, so that garbage collection retires it.
     marked: bool,
 }
@@ -140,8 +160,10 @@ pub struct Instance {
 impl Instance {
     pub fn new(svc: Arc<Durable>, of: Of) -> Instance {
         let step_tag = svc.tags.step(&of.id);
+        let [mark, cond_mark] = svc.tags.marks(step_tag);
         Instance {
-            mark: svc.tags.mark(step_tag),
+            mark,
+            cond_mark,
             step_tag,
             svc,
             id: of.id,
@@ -159,6 +181,7 @@ impl Instance {
             crash: of.crash,
             recorder: Recorder::default(),
             appends: 0,
+            last_cond_append: 0,
             marked: false,
         }
     }
@@ -601,11 +624,7 @@ impl Instance {
         if let Some(t) = tags.iter().find(|t| t.is_reserved()) {
             return Ok(Err(LogError::InvalidArgument(format!("tag {:#x} is reserved for the platform", t.0))));
         }
-        // Started first, so that it runs again after a crash and its mark is collected;
-        // the clock readings the guest took may decide what it appends.
-        self.init_checked(ctx).await?;
-        self.log_clocks(ctx).await?;
-        self.marked = true;
+        self.before_append(ctx).await?;
         match self.svc.log.cond_append(ctx, self.book, tags, data.clone(), self.mark, self.appends).await {
             Ok(s) => {
                 self.appends += 1;
@@ -624,6 +643,124 @@ impl Instance {
             Err(e @ (LogError::InvalidArgument(_) | LogError::TooLarge { .. })) => Ok(Err(e)),
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// Appends `data` under `tags` to the invocation's book only at offset `position`
+    /// of `cond_tag`'s stream, once across every execution: what it got (the record, or
+    /// a conflict) is logged as a step before the guest sees it. A record holding the
+    /// offset that carries the conditional mark past the last conditional append is
+    /// this step's, appended by an execution that stopped before logging it.
+    pub async fn cond_append(
+        &mut self,
+        ctx: &mut Context,
+        tags: &[Tag],
+        data: Bytes,
+        cond_tag: Tag,
+        position: u64,
+    ) -> Result<Result<SeqNum, LogError>, Abort> {
+        if let Some(t) = tags.iter().chain([&cond_tag]).find(|t| t.is_reserved()) {
+            return Ok(Err(LogError::InvalidArgument(format!("tag {:#x} is reserved for the platform", t.0))));
+        }
+        if cond_tag == Tag::ALL {
+            return Ok(Err(LogError::InvalidArgument("a conditional append needs a tag other than 0".into())));
+        }
+        self.before_append(ctx).await?;
+        let data_sha256 = input_sha256(&data);
+        let step = |outcome| Step::CondAppend { tag: cond_tag.0, position, data_sha256, outcome };
+        let outcome = match self.recorded(&step(CondOutcome::Conflict(None)))? {
+            Some(Recorded { step: Step::CondAppend { outcome, .. }, seqnum }) => {
+                self.take(seqnum);
+                outcome
+            }
+            Some(_) => unreachable!("recorded checks the kind"),
+            None => {
+                self.check_unfinished(ctx).await?;
+                let mut marked = tags.to_vec();
+                marked.push(self.cond_mark);
+                let got = match self.svc.log.cond_append(ctx, self.book, &marked, data, cond_tag, position).await {
+                    Ok(s) => {
+                        self.effect()?;
+                        CondOutcome::Appended(s.0)
+                    }
+                    Err(LogError::Conflict { holder: Some(h) }) if self.is_own_next(ctx, h).await? => CondOutcome::Appended(h.0),
+                    Err(LogError::Conflict { holder }) => CondOutcome::Conflict(holder.map(|h| h.0)),
+                    Err(e @ (LogError::InvalidArgument(_) | LogError::TooLarge { .. })) => return Ok(Err(e)),
+                    Err(e) => return Err(e.into()),
+                };
+                match self.log_step(ctx, step(got), &[]).await?.step {
+                    Step::CondAppend { outcome, .. } => outcome,
+                    _ => unreachable!("log_step checks the kind"),
+                }
+            }
+        };
+        match outcome {
+            CondOutcome::Appended(s) => {
+                self.last_cond_append = s;
+                Ok(Ok(SeqNum(s)))
+            }
+            CondOutcome::Conflict(holder) => Ok(Err(LogError::Conflict { holder: holder.map(SeqNum) })),
+        }
+    }
+
+    /// What every append does first: the invocation must be started (so that it runs
+    /// again after a crash, and its marks are collected), and the readings the guest
+    /// took may decide what it appends.
+    async fn before_append(&mut self, ctx: &mut Context) -> Result<(), Abort> {
+        self.init_checked(ctx).await?;
+        self.log_clocks(ctx).await?;
+        self.marked = true;
+        Ok(())
+    }
+
+    /// Whether `holder` carries the conditional mark and comes after this instance's
+    /// last conditional append: then an earlier execution appended it here. A record
+    /// trimmed since cannot be told apart from another's (it only holds the offset).
+    async fn is_own_next(&self, ctx: &mut Context, holder: SeqNum) -> Result<bool, Abort> {
+        if holder.0 <= self.last_cond_append {
+            return Ok(false);
+        }
+        let found = self.svc.log.read_next(ctx, self.book, self.cond_mark, holder).await?;
+        Ok(found.is_some_and(|r| r.seqnum == holder))
+    }
+
+    /// A read of the guest's book (`next`: the first record of `tag` at or after `at`;
+    /// otherwise the last at or before it), the same in every execution: a replay gets
+    /// the record the first execution got, as it got it; a live read is recorded
+    /// (`recorder.rs`). Marks are not the guest's to see.
+    pub async fn read_log(
+        &mut self,
+        ctx: &mut Context,
+        tag: Tag,
+        at: SeqNum,
+        next: bool,
+    ) -> Result<Result<Option<LogRecord>, LogError>, Abort> {
+        if tag.is_reserved() {
+            return Ok(Err(LogError::InvalidArgument(format!("tag {:#x} is reserved for the platform", tag.0))));
+        }
+        if let Some(replayed) = self.recorder.replayed_log_read() {
+            return Ok(Ok(replayed.map(|r| LogRecord {
+                seqnum: SeqNum(r.seqnum),
+                tags: r.tags.into_iter().map(Tag).collect(),
+                data: r.data,
+                aux: r.aux,
+            })));
+        }
+        let log = &self.svc.log;
+        let found =
+            if next { log.read_next(ctx, self.book, tag, at).await } else { log.read_prev(ctx, self.book, tag, at).await };
+        // A failed read is not recorded: the attempt ends rather than let the guest act
+        // on what a re-execution would not see.
+        let found = found?.map(|mut r| {
+            r.tags.retain(|t| !t.is_mark());
+            r
+        });
+        self.recorder.log_read(found.as_ref().map(|r| ReadRecord {
+            seqnum: r.seqnum.0,
+            tags: r.tags.iter().map(|t| t.0).collect(),
+            data: r.data.clone(),
+            aux: r.aux.clone(),
+        }));
+        Ok(Ok(found))
     }
 
     /// A re-execution's append found the record at its offset of the mark: that record

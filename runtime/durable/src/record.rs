@@ -54,19 +54,47 @@ pub enum Step {
     /// A child refused before it ran (its function missing, its arguments refused), in
     /// place of Init at step 0: its whole step log, and its outcome for every peer.
     Refused { id: InstanceId, function: String, outcome: Outcome },
-    /// What the guest read of its clocks since the step before, in order, logged before
-    /// the next effect that may depend on it (see `recorder.rs`). Added after the other
-    /// variants, so records written before it existed decode as they did.
+    /// What the guest read of its clocks (and of its book, `Reading::Log`) since the
+    /// step before, in order, logged before the next effect that may depend on it (see
+    /// `recorder.rs`). Added after the other variants, so records written before it
+    /// existed decode as they did.
     Clocks { readings: Vec<Reading> },
+    /// A conditional append of the guest to its user book (at offset `position` of
+    /// `tag`'s stream, of data hashing to `data_sha256`) and what it got: the seqnum of
+    /// the record, or a conflict naming the holder. Logged before the guest sees it.
+    /// (Plain appends need no step: the instance's mark says where each one landed.)
+    CondAppend { tag: u64, position: u64, data_sha256: [u8; 32], outcome: CondOutcome },
 }
 
-/// One clock reading of a guest, in nanoseconds.
+/// What a conditional append of a guest got.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CondOutcome {
+    Appended(u64),
+    /// The offset is held, by this record if the index still has it.
+    Conflict(Option<u64>),
+}
+
+/// One reading of a guest from outside its step log: a clock (in nanoseconds) or its
+/// book. New variants go last.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Reading {
     /// `wasi:clocks/wall-clock`: since the Unix epoch.
     Wall(u64),
     /// `wasi:clocks/monotonic-clock`.
     Monotonic(u64),
+    /// A read of the guest's book (`log.read-next`, `read-prev`, `check-tail`): the
+    /// record it returned, if any, as the guest got it (so a replay needs no record
+    /// that may have been trimmed since).
+    Log(Option<ReadRecord>),
+}
+
+/// A record of the guest's book as a read returned it (platform marks left out).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadRecord {
+    pub seqnum: u64,
+    pub tags: Vec<u64>,
+    pub data: Bytes,
+    pub aux: Option<Bytes>,
 }
 
 impl Step {
@@ -88,6 +116,10 @@ impl Step {
             (Step::Result { .. }, Step::Result { .. }) => true,
             // The readings are the record's to give; the recorder compares them.
             (Step::Clocks { .. }, Step::Clocks { .. }) => true,
+            (
+                Step::CondAppend { tag: t, position: p, data_sha256: d, .. },
+                Step::CondAppend { tag, position, data_sha256, .. },
+            ) => t == tag && p == position && d == data_sha256,
             _ => false,
         }
     }
@@ -102,7 +134,8 @@ impl Step {
             Step::Invoke { function, .. } => format!("call of {function}"),
             Step::Result { .. } => "result".to_string(),
             Step::Refused { function, .. } => format!("refusal of {function}"),
-            Step::Clocks { readings } => format!("reading of the clocks ({} readings)", readings.len()),
+            Step::Clocks { readings } => format!("readings of the clocks and the book ({})", readings.len()),
+            Step::CondAppend { tag, position, .. } => format!("conditional append at offset {position} of tag {tag:#x}"),
         }
     }
 }
@@ -265,7 +298,16 @@ mod tests {
             Step::Read { table: "t".into(), key: Bytes::from_static(b"k"), value: None },
             Step::Invoke { function: "g".into(), input_sha256: input_sha256(b"x"), outcome: Outcome::NotFound("g".into()) },
             Step::Result { outcome: Outcome::TooLarge { size: None, limit: 7 } },
-            Step::Clocks { readings: vec![Reading::Wall(u64::MAX), Reading::Monotonic(0)] },
+            Step::Clocks {
+                readings: vec![
+                    Reading::Wall(u64::MAX),
+                    Reading::Monotonic(0),
+                    Reading::Log(None),
+                    Reading::Log(Some(ReadRecord { seqnum: 3, tags: vec![1, 2], data: Bytes::from_static(b"d"), aux: None })),
+                ],
+            },
+            Step::CondAppend { tag: 5, position: 0, data_sha256: input_sha256(b""), outcome: CondOutcome::Conflict(None) },
+            Step::CondAppend { tag: 5, position: 1, data_sha256: [0; 32], outcome: CondOutcome::Appended(u64::MAX) },
         ];
         for s in steps {
             assert_eq!(decode::<Step>("step", &encode(&s)).unwrap(), s);

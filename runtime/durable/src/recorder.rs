@@ -1,6 +1,7 @@
-//! What an execution reads from outside the log, its clocks and its random bytes, made
-//! the same in every execution of one invocation: a re-execution that branches on the
-//! time or on a random number takes the branch the first execution took.
+//! What an execution reads from outside its step log, its clocks, its random bytes and
+//! its book, made the same in every execution of one invocation: a re-execution that
+//! branches on the time, on a random number or on what it read of the log takes the
+//! branch the first execution took.
 //!
 //! Random bytes are derived, not logged: SHA-256 in counter mode over a seed keyed with
 //! the cluster's secret and the instance ID ([`crate::TagKey::random_seed`]), so every
@@ -30,18 +31,29 @@
 //! - Monotonic readings never go back, also when a re-execution on another node goes
 //!   live after replaying: a live reading is at least the last one given. The host's
 //!   monotonic clock counts from the Unix epoch, so that nodes roughly agree.
-//! - At most [`READINGS_MAX`] readings are logged per step: past that, each new reading
-//!   replaces the last one, so a loop that polls the clock still progresses, at the cost
-//!   of the readings in between not being replayed exactly.
+//! - At most [`READINGS_MAX`] readings are logged per step: past that, each new clock
+//!   reading replaces the last one if that is a clock reading, so a loop that polls the
+//!   clock still progresses, at the cost of the readings in between not being replayed
+//!   exactly; further reads of the book are not logged (a re-execution reads them live).
+//! - Reads of the guest's book are readings too (`Reading::Log`, the record a read
+//!   returned, data included): a re-execution gets the same records in the same order
+//!   without reading them again (they may have been trimmed since: a consumer that
+//!   trims what it read, then crashes), so what a guest computes from the log (a
+//!   position for a conditional append, say) is the same in every execution. Past the
+//!   recorded ones, it reads live. At most [`READ_BYTES_MAX`] bytes of records are
+//!   logged per step; reads past that are not logged either.
 
 use std::collections::VecDeque;
 
 use sha2::{Digest, Sha256};
 
-use crate::record::{Reading, Step};
+use crate::record::{ReadRecord, Reading, Step};
 
 /// Readings logged in one `Clocks` step at most (a record of about 50 KiB).
 pub const READINGS_MAX: usize = 4096;
+
+/// Bytes of records read from the book logged in one step at most.
+pub const READ_BYTES_MAX: usize = 512 << 10;
 
 /// The largest random request a guest may make at once.
 pub const RANDOM_BYTES_MAX: u64 = 1 << 20;
@@ -58,6 +70,7 @@ pub enum GuestClock {
 struct Segment {
     wall: VecDeque<u64>,
     monotonic: VecDeque<u64>,
+    log: VecDeque<Option<ReadRecord>>,
 }
 
 /// One execution's clocks and random bytes; the instance tells it where the execution
@@ -74,6 +87,8 @@ pub struct Recorder {
     read_at: bool,
     /// Readings given in live mode and not logged yet.
     fresh: Vec<Reading>,
+    /// Bytes of the records among them.
+    fresh_bytes: usize,
     last_wall: Option<u64>,
     last_monotonic: Option<u64>,
     random: Option<Stream>,
@@ -97,9 +112,10 @@ impl Recorder {
             Some(Step::Clocks { readings }) => {
                 let mut s = Segment::default();
                 for r in readings {
-                    match *r {
-                        Reading::Wall(v) => s.wall.push_back(v),
-                        Reading::Monotonic(v) => s.monotonic.push_back(v),
+                    match r {
+                        Reading::Wall(v) => s.wall.push_back(*v),
+                        Reading::Monotonic(v) => s.monotonic.push_back(*v),
+                        Reading::Log(v) => s.log.push_back(v.clone()),
                     }
                 }
                 Some(s)
@@ -133,8 +149,8 @@ impl Recorder {
                 };
                 if self.fresh.len() < READINGS_MAX {
                     self.fresh.push(reading);
-                } else {
-                    *self.fresh.last_mut().expect("READINGS_MAX > 0") = reading;
+                } else if let Some(last @ (Reading::Wall(_) | Reading::Monotonic(_))) = self.fresh.last_mut() {
+                    *last = reading;
                 }
                 v
             }
@@ -146,7 +162,26 @@ impl Recorder {
         value
     }
 
-    /// Whether the guest read a clock since it got to the step it is at. In replay, a
+    /// A read of the guest's book: `Some(what it returned)` if the execution replays one
+    /// recorded here, `None` if it reads live (and then tells [`Recorder::log_read`]
+    /// what it got).
+    pub fn replayed_log_read(&mut self) -> Option<Option<ReadRecord>> {
+        self.read_at = true;
+        self.segment.as_mut().and_then(|s| s.log.pop_front())
+    }
+
+    /// What a live read of the book returned, to log before the next effect (unless the
+    /// execution replays, or the step's readings are full).
+    pub fn log_read(&mut self, found: Option<ReadRecord>) {
+        let bytes = found.as_ref().map_or(0, |r| r.data.len() + r.aux.as_ref().map_or(0, |a| a.len()) + 8 * r.tags.len());
+        if self.replaying || self.fresh.len() >= READINGS_MAX || self.fresh_bytes + bytes > READ_BYTES_MAX {
+            return;
+        }
+        self.fresh_bytes += bytes;
+        self.fresh.push(Reading::Log(found));
+    }
+
+    /// Whether the guest read a clock (or its book) since it got to the step it is at. In replay, a
     /// `Clocks` record there is this point's only if it did: an operation that logs no
     /// step of its own (a log-free write) may come before the readings logged there.
     pub fn read_at_step(&self) -> bool {
@@ -155,11 +190,13 @@ impl Recorder {
 
     /// The live readings to log now.
     pub fn take_fresh(&mut self) -> Vec<Reading> {
+        self.fresh_bytes = 0;
         std::mem::take(&mut self.fresh)
     }
 
     /// Forgets live readings that will not be logged (an execution that trapped).
     pub fn discard_fresh(&mut self) {
+        self.fresh_bytes = 0;
         self.fresh.clear();
     }
 
@@ -268,6 +305,52 @@ mod tests {
         assert_eq!(fresh.len(), READINGS_MAX);
         assert_eq!(fresh[READINGS_MAX - 2], Reading::Wall(READINGS_MAX as u64 - 2));
         assert_eq!(fresh[READINGS_MAX - 1], Reading::Wall(READINGS_MAX as u64 + 9));
+    }
+
+    fn rec(seqnum: u64, bytes: usize) -> Option<ReadRecord> {
+        Some(ReadRecord { seqnum, tags: vec![], data: vec![7; bytes].into(), aux: None })
+    }
+
+    #[test]
+    fn reads_of_the_book_are_replayed_in_order_then_live_and_never_replaced_by_clocks() {
+        let mut r = Recorder::default();
+        r.follow(1, Some(&clocks(&[Reading::Log(rec(5, 1)), Reading::Wall(7), Reading::Log(None)])));
+        assert_eq!(r.replayed_log_read(), Some(rec(5, 1)));
+        assert_eq!(r.read(Wall, 1), 7);
+        assert_eq!(r.replayed_log_read(), Some(None));
+        assert_eq!(r.replayed_log_read(), None, "past the record: live");
+        r.log_read(rec(9, 1));
+        assert!(r.fresh.is_empty(), "nothing read in replay is logged");
+        r.follow(2, None);
+        assert_eq!(r.replayed_log_read(), None);
+        r.log_read(rec(9, 1));
+        for i in 0..READINGS_MAX as u64 {
+            r.read(Wall, i);
+        }
+        r.log_read(rec(10, 1));
+        r.read(Wall, 1 << 40);
+        let fresh = r.take_fresh();
+        assert_eq!(fresh.len(), READINGS_MAX);
+        assert_eq!(fresh[0], Reading::Log(rec(9, 1)));
+        assert_eq!(fresh[READINGS_MAX - 1], Reading::Wall(1 << 40), "a clock reading replaces a clock reading");
+        let mut full = Recorder::default();
+        for _ in 0..READINGS_MAX {
+            full.log_read(None);
+        }
+        full.read(Wall, 3);
+        assert!(full.take_fresh().iter().all(|r| *r == Reading::Log(None)), "never a read of the book");
+    }
+
+    #[test]
+    fn records_read_are_logged_up_to_a_byte_limit_per_step() {
+        let mut r = Recorder::default();
+        r.log_read(rec(1, READ_BYTES_MAX - 10));
+        r.log_read(rec(2, 11));
+        r.log_read(rec(3, 10));
+        let fresh = r.take_fresh();
+        assert_eq!(fresh, [Reading::Log(rec(1, READ_BYTES_MAX - 10)), Reading::Log(rec(3, 10))]);
+        r.log_read(rec(4, READ_BYTES_MAX));
+        assert_eq!(r.take_fresh().len(), 1, "the limit is per step");
     }
 
     #[test]

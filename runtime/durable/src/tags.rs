@@ -12,7 +12,8 @@
 //!                                     cluster's secret, over a domain and the length-
 //!                                     prefixed parts (instance ID, table, key, ...)
 //!           1 0 1 h (61 bits)         marks (`Tag::is_mark`), derived the same way:
-//!                                     an instance's appends to its user book
+//!                                     an instance's appends to its user book (two
+//!                                     per instance: plain and conditional appends)
 //! ```
 //!
 //! Isolation rules (ARCHITECTURE.md):
@@ -118,12 +119,17 @@ impl TagKey {
         self.derive("step", &[&id.encode()])
     }
 
-    /// The mark of the instance whose step log is `step`: its appends to its user book
-    /// carry it, the `j`-th at offset `j`, so a re-execution or a peer finds the record
-    /// instead of appending it again. Derived from the step tag, which is all garbage
-    /// collection knows of a finished instance.
-    pub fn mark(&self, step: Tag) -> Tag {
-        let digest = self.digest("mark", &[&step.0.to_be_bytes()]);
+    /// The marks of the instance whose step log is `step`: its plain appends to its
+    /// user book carry the first, the `j`-th at offset `j`, so a re-execution or a peer
+    /// finds the record instead of appending it again; its conditional appends carry the
+    /// second (their offsets are the guest's condition's). Derived from the step tag,
+    /// which is all garbage collection knows of a finished instance.
+    pub fn marks(&self, step: Tag) -> [Tag; 2] {
+        [self.mark("mark", step), self.mark("cond-mark", step)]
+    }
+
+    fn mark(&self, domain: &str, step: Tag) -> Tag {
+        let digest = self.digest(domain, &[&step.0.to_be_bytes()]);
         let bits = u64::from_be_bytes(digest[..8].try_into().expect("8 bytes"));
         Tag(Tag::MARK_BITS | (bits & ((1 << 61) - 1)))
     }
@@ -176,9 +182,12 @@ mod tests {
         for f in [MANIFESTS, BOOKS, SWITCHES, TABLES, INSTANCES, TAG_KEY, APPENDED] {
             assert!(is_fixed(f) && !f.is_mark());
         }
-        let mark = key.mark(key.step(&id));
-        assert!(mark.is_mark() && mark.is_reserved() && !is_fixed(mark));
-        assert_ne!(mark, key.mark(key.step(&InstanceId::generated("00fe"))));
+        let marks = key.marks(key.step(&id));
+        for mark in marks {
+            assert!(mark.is_mark() && mark.is_reserved() && !is_fixed(mark));
+        }
+        assert_ne!(marks[0], marks[1]);
+        assert_ne!(marks, key.marks(key.step(&InstanceId::generated("00fe"))));
         // Another key derives other tags: the secret matters.
         assert_ne!(TagKey::new([8; 32]).object("a", b"b"), key.object("a", b"b"));
     }

@@ -1159,7 +1159,8 @@ impl Sim {
         let c = &self.clients[ci as usize];
         let engine = c.engine;
         let book = BookId(self.rng.below(self.opts.books));
-        let tag = Tag(self.rng.below(3));
+        // Now and then a mark (a stream for conditions that keeps nothing alive).
+        let tag = if self.rng.chance(0.1) { Tag(Tag::MARK_BITS | 20) } else { Tag(self.rng.below(3)) };
         let context = c.context.clone();
         let op = self.next_op;
         self.next_op += 1;
@@ -1172,8 +1173,12 @@ impl Sim {
             }
             40..=54 => {
                 // Conditional appends race for offsets of a small stream.
-                let cond = Cond { tag: Tag(20 + self.rng.below(2)), position: self.rng.below(12) };
-                Request::Append { book, tags: vec![], data: Bytes::from(format!("op{op}:cond")), cond: Some(cond) }
+                // On a mark, the record may have a tag of its own that keeps it alive.
+                let mark = self.rng.chance(0.3);
+                let bits = if mark { Tag::MARK_BITS } else { 0 };
+                let cond = Cond { tag: Tag(bits | (20 + self.rng.below(2))), position: self.rng.below(12) };
+                let tags = if mark && self.rng.chance(0.5) { vec![Tag(1)] } else { vec![] };
+                Request::Append { book, tags, data: Bytes::from(format!("op{op}:cond")), cond: Some(cond) }
             }
             55..=74 => {
                 let min = c.acked.iter().rev().find(|(b, _)| *b == book).map_or(SeqNum::MIN, |&(_, s)| s);
@@ -1186,7 +1191,7 @@ impl Sim {
                     Request::ReadPrev { book, tag, max: SeqNum::MAX }
                 } else {
                     let seqnum = acked[self.rng.below(acked.len() as u64) as usize];
-                    let tag = [Tag::ALL, Tag(1), Tag(10), Tag(20)][self.rng.below(4) as usize];
+                    let tag = [Tag::ALL, Tag(1), Tag(10), Tag(20), Tag(Tag::MARK_BITS | 20)][self.rng.below(5) as usize];
                     Request::Trim { book, tag, seqnum }
                 }
             }

@@ -86,11 +86,27 @@ impl RefHistory {
         if r.seqnum < all {
             return false;
         }
+        // Marks keep nothing alive: a record with marks only lives as an untagged one.
+        let mut kept_by = r.meta.tags.iter().filter(|t| !t.is_mark()).peekable();
         if tag == Tag::ALL {
-            r.meta.tags.is_empty() || r.meta.tags.iter().any(|&t| r.seqnum >= self.trim_point(r.meta.book, t, view))
+            kept_by.peek().is_none() || kept_by.any(|&t| r.seqnum >= self.trim_point(r.meta.book, t, view))
+        } else if tag.is_mark() {
+            self.live_in(r, Tag::ALL, view) && self.in_mark_row(r, tag, view)
         } else {
             r.meta.tags.contains(&tag) && r.seqnum >= self.trim_point(r.meta.book, tag, view)
         }
+    }
+
+    /// Whether `mark`'s row still lists `r`, live or not: a trim of the mark drops the
+    /// seqnums below its point that it finds there, and holds for no later record.
+    fn in_mark_row(&self, r: &RefRecord, mark: Tag, view: View) -> bool {
+        r.placement == Placement::Placed
+            && view.sees(r.at, r.seqnum.log())
+            && r.meta.tags.contains(&mark)
+            && !self
+                .trims
+                .iter()
+                .any(|t| view.sees(t.at, t.log) && t.book == r.meta.book && t.tag == mark && t.at >= r.at && t.seqnum > r.seqnum)
     }
 
     /// What `read_next` / `read_prev` must return to a reader with `view`.
@@ -264,7 +280,11 @@ impl Oracle {
                         } else {
                             let holder = stream.get(c.position as usize).copied().filter(|h| {
                                 let r = &log.records[log.by_seqnum[h]];
-                                log.live_in(r, c.tag, View::at(at))
+                                if c.tag.is_mark() {
+                                    log.in_mark_row(r, c.tag, View::at(at))
+                                } else {
+                                    log.live_in(r, c.tag, View::at(at))
+                                }
                             });
                             Placement::CondFailed { holder }
                         }

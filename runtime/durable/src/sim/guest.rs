@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use tally_log_core::{Context, SeqNum, Tag};
+use tally_log_core::{Context, Error as LogError, SeqNum, Tag};
 
 use crate::attempt::Attempt;
 use crate::config::Protocol;
@@ -70,6 +70,12 @@ pub enum Op {
     /// `log.append` of a record naming the invocation and op to the client's stream of
     /// its book; the seqnum goes into what follows.
     Append,
+    /// Reads the client's whole stream (`log.read-next` from 0 until none): the guest's
+    /// next offset is then the number of records it found.
+    ReadStream,
+    /// `log.cond-append` to the client's stream at the guest's next offset (what its
+    /// last `ReadStream` found, plus its appends since).
+    CondAppend,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -88,6 +94,10 @@ pub enum Observed {
     Random(u64),
     /// The seqnum an append got.
     Appended(u64),
+    /// The seqnums a read of the client's stream returned.
+    Stream(Vec<u64>),
+    /// What a conditional append got: its seqnum, or a conflict and the holder.
+    CondAppended(std::result::Result<u64, Option<u64>>),
 }
 
 /// One execution of one invocation (or child), identified by its input.
@@ -108,6 +118,8 @@ pub struct Execution {
 pub struct Traces {
     pub by_input: BTreeMap<Vec<u8>, Vec<Execution>>,
     pub executions: u64,
+    /// Books a guest trimmed whole (from then on, records arrive trimmed).
+    pub trimmed_books: std::collections::BTreeSet<u64>,
 }
 
 /// One deployed version.
@@ -260,6 +272,8 @@ impl SimFunctions {
     async fn interpret(&self, attempt: &mut Attempt, program: &Program, input: &[u8], at: usize) -> Result<Vec<u8>> {
         let prefix = prefix(input);
         let mut acc = seed_of(input);
+        // The offset of the client's stream the guest believes next.
+        let mut next = 0u64;
         let table = |t: u8| TABLES[t as usize % TABLES.len()].0;
         for (i, op) in program.ops.iter().enumerate() {
             if self.handle.now_ms() > attempt.deadline_ms {
@@ -309,6 +323,9 @@ impl SimFunctions {
                 Op::TrimOwnBook => {
                     let mut ctx = Context::new();
                     // The guest's own book: what it may trim is the user client's business.
+                    // Known as trimmed from before the trim: the oracle may relax its checks
+                    // early, never late.
+                    self.traces.lock().expect("not poisoned").trimmed_books.insert(attempt.book.0);
                     if let Err(e) = user_trim(&self.log, &mut ctx, attempt.book, Tag::ALL, SeqNum::MAX).await {
                         return Err(Error::from(e));
                     }
@@ -332,10 +349,41 @@ impl SimFunctions {
                     let s = attempt.append(&[stream_of(&prefix)], data).await.map_err(guest)?.map_err(Error::from)?;
                     self.observe(input, at, Observed::Appended(s.0));
                     acc = mix(acc, s.0);
+                    next += 1;
+                }
+                Op::ReadStream => {
+                    let mut seqnums = Vec::new();
+                    let mut from = SeqNum::MIN;
+                    while let Some(r) = attempt.read_next(stream_of(&prefix), from).await.map_err(guest)?.map_err(Error::from)? {
+                        seqnums.push(r.seqnum.0);
+                        acc = mix(acc, r.seqnum.0);
+                        from = SeqNum(r.seqnum.0 + 1);
+                    }
+                    next = seqnums.len() as u64;
+                    self.observe(input, at, Observed::Stream(seqnums));
+                }
+                Op::CondAppend => {
+                    let (tag, data) = (stream_of(&prefix), Bytes::from(record_data(input, i)));
+                    let got = match attempt.cond_append(&[tag], data, tag, next).await.map_err(guest)? {
+                        Ok(s) => Ok(s.0),
+                        Err(LogError::Conflict { holder }) => Err(holder.map(|h| h.0)),
+                        Err(e) => return Err(Error::from(e)),
+                    };
+                    self.observe(input, at, Observed::CondAppended(got));
+                    acc = cond_mix(acc, got);
+                    next += u64::from(got.is_ok());
                 }
             }
         }
         Ok(acc.to_be_bytes().to_vec())
+    }
+}
+
+/// What a conditional append's outcome adds to a guest's accumulator.
+pub fn cond_mix(acc: u64, got: std::result::Result<u64, Option<u64>>) -> u64 {
+    match got {
+        Ok(s) => mix(acc, s),
+        Err(holder) => mix(acc, holder.map_or(0xc0f1, |h| h ^ 0xc0f1)),
     }
 }
 
@@ -372,7 +420,9 @@ pub fn random_program(rng: &mut Rng, len: usize, callees: &[String], traps: bool
             89 if traps => Op::Trap,
             90..=92 => Op::Now { monotonic: rng.below(2) == 0 },
             93..=94 => Op::Random,
-            95..=97 => Op::Append,
+            95 => Op::Append,
+            96 => Op::ReadStream,
+            97 => Op::CondAppend,
             _ => Op::Work { ms: rng.below(5) as u8 },
         };
         ops.push(op);

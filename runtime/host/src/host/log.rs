@@ -1,11 +1,12 @@
 //! `tally:platform/log`: the LogBook API on the invocation's book. The book is the
-//! invocation's; tags the platform reserves are refused by the user log client. Plain
-//! appends go through the exactly-once core (`Attempt::append`), so each takes effect
-//! once across re-executions and peers; conditional appends (whose condition already
-//! makes a retry at the same offset conflict), reads, trims and aux data go to the log
+//! invocation's; tags the platform reserves are refused. Appends and reads go through
+//! the exactly-once core (`Attempt`): an append (conditional or not) takes effect once
+//! across re-executions and peers, and a read returns in every execution what it
+//! returned in the first. Trims (idempotent) and aux data (a cache) go to the log
 //! directly.
 
 use bytes::Bytes;
+use tally_durable::Abort;
 use tally_logsvc::{LogRecord, SeqNum, Tag};
 
 use super::tally::platform::log::{Host, LogRecord as GuestRecord};
@@ -26,6 +27,14 @@ fn record(r: LogRecord) -> GuestRecord {
     }
 }
 
+/// A read as the guest gets it; an abort ends the attempt.
+fn read(r: Result<tally_logsvc::Result<Option<LogRecord>>, Abort>) -> Outcome<Option<GuestRecord>> {
+    match r {
+        Ok(r) => Ok(r.map(|o| o.map(record)).map_err(guest_error)),
+        Err(abort) => aborted(abort),
+    }
+}
+
 impl Host for HostState {
     #[tracing::instrument(name = "log.append", skip_all)]
     async fn append(&mut self, tags_: Vec<u64>, data: Vec<u8>) -> Outcome<u64> {
@@ -37,34 +46,25 @@ impl Host for HostState {
 
     #[tracing::instrument(name = "log.cond-append", skip_all)]
     async fn cond_append(&mut self, tags_: Vec<u64>, data: Vec<u8>, cond_tag: u64, cond_pos: u64) -> Outcome<u64> {
-        let inv = self.inv();
-        let (ctx, book) = (&mut inv.attempt.ctx, inv.attempt.book);
-        let r = inv.log.cond_append(ctx, book, &tags(tags_), Bytes::from(data), Tag(cond_tag), cond_pos).await;
-        Ok(r.map(|s| s.0).map_err(guest_error))
+        match self.inv().attempt.cond_append(&tags(tags_), Bytes::from(data), Tag(cond_tag), cond_pos).await {
+            Ok(r) => Ok(r.map(|s| s.0).map_err(guest_error)),
+            Err(abort) => aborted(abort),
+        }
     }
 
     #[tracing::instrument(name = "log.read-next", skip_all)]
     async fn read_next(&mut self, tag: u64, min_seqnum: u64) -> Outcome<Option<GuestRecord>> {
-        let inv = self.inv();
-        let (ctx, book) = (&mut inv.attempt.ctx, inv.attempt.book);
-        let r = inv.log.read_next(ctx, book, Tag(tag), SeqNum(min_seqnum)).await;
-        Ok(r.map(|o| o.map(record)).map_err(guest_error))
+        read(self.inv().attempt.read_next(Tag(tag), SeqNum(min_seqnum)).await)
     }
 
     #[tracing::instrument(name = "log.read-prev", skip_all)]
     async fn read_prev(&mut self, tag: u64, max_seqnum: u64) -> Outcome<Option<GuestRecord>> {
-        let inv = self.inv();
-        let (ctx, book) = (&mut inv.attempt.ctx, inv.attempt.book);
-        let r = inv.log.read_prev(ctx, book, Tag(tag), SeqNum(max_seqnum)).await;
-        Ok(r.map(|o| o.map(record)).map_err(guest_error))
+        read(self.inv().attempt.read_prev(Tag(tag), SeqNum(max_seqnum)).await)
     }
 
     #[tracing::instrument(name = "log.check-tail", skip_all)]
     async fn check_tail(&mut self, tag: u64) -> Outcome<Option<GuestRecord>> {
-        let inv = self.inv();
-        let (ctx, book) = (&mut inv.attempt.ctx, inv.attempt.book);
-        let r = inv.log.check_tail(ctx, book, Tag(tag)).await;
-        Ok(r.map(|o| o.map(record)).map_err(guest_error))
+        read(self.inv().attempt.read_prev(Tag(tag), SeqNum::MAX).await)
     }
 
     #[tracing::instrument(name = "log.trim", skip_all)]

@@ -7,17 +7,36 @@
 //!   (`wasi:random/insecure-seed`), stores them under `second`; reads the monotonic
 //!   clock again. Returns `first=<..> second=<..> elapsed=<ns>`, failing if the
 //!   monotonic clock went back.
+//! - `log <table>`: appends `a` under tag `events` and stores its seqnum under `a`;
+//!   reads the stream `events` whole and cond-appends `b` at its end (the number of
+//!   records it read), storing the seqnum (or `conflict`) under `b`; appends `c`.
+//!   Returns `a=<seqnum> b=<seqnum or conflict> c=<seqnum> n=<records read>`.
+//! - `events`: the data of the stream `events`, joined by `,`.
 //! - `read <table> <key>`: the stored value, or `none`.
 
 use std::hash::BuildHasher;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use tally_sdk::state;
+use tally_sdk::{log, state, Error, SeqNum, Tag};
 
 fn random() -> u64 {
     let mut b = [0; 8];
     getrandom::fill(&mut b).expect("random bytes");
     u64::from_le_bytes(b)
+}
+
+/// The data of every record of `tag`, in order.
+fn stream(tag: Tag) -> Result<Vec<Vec<u8>>, String> {
+    let mut out = Vec::new();
+    let mut from = SeqNum::MIN;
+    while let Some(r) = log::read_next(tag, from).map_err(|e| e.to_string())? {
+        out.push(r.data);
+        match r.seqnum.checked_next() {
+            Some(next) => from = next,
+            None => break,
+        }
+    }
+    Ok(out)
 }
 
 fn wall() -> u128 {
@@ -40,6 +59,24 @@ fn handle(input: Vec<u8>) -> Result<Vec<u8>, String> {
                 return Err("the monotonic clock went back".into());
             }
             Ok(format!("first={first} second={second} elapsed={}", (now - started).as_nanos()).into_bytes())
+        }
+        ["log", table] => {
+            let events = Tag::named("events");
+            let a = log::append(&[events], "a").map_err(|e| e.to_string())?.get();
+            state::put(table, "a", a.to_string()).map_err(|e| e.to_string())?;
+            let n = stream(events)?.len() as u64;
+            let b = match log::cond_append(&[events], "b", events, n) {
+                Ok(s) => s.get().to_string(),
+                Err(Error::Conflict { .. }) => "conflict".to_string(),
+                Err(e) => return Err(e.to_string()),
+            };
+            state::put(table, "b", &b).map_err(|e| e.to_string())?;
+            let c = log::append(&[events], "c").map_err(|e| e.to_string())?.get();
+            Ok(format!("a={a} b={b} c={c} n={n}").into_bytes())
+        }
+        ["events"] => {
+            let data: Vec<String> = stream(Tag::named("events"))?.into_iter().map(|d| String::from_utf8_lossy(&d).into_owned()).collect();
+            Ok(data.join(",").into_bytes())
         }
         ["read", table, key] => {
             let value = state::get(table, key).map_err(|e| e.to_string())?;

@@ -5,8 +5,9 @@
 //! then reads it back with `log::read_next` N times (after it is cached, so each read
 //! is a cache hit), timing every call on the guest's monotonic clock. Input `clock N`:
 //! times N readings of the monotonic clock itself (each one a host call that the
-//! exactly-once core keeps for its log). The output is `p50_ns p99_ns mean_ns` of
-//! those calls.
+//! exactly-once core keeps for its log). Input `append N`: times N exactly-once
+//! appends of 1 KiB records under the tag `probe` (each durable before it returns).
+//! The output is `p50_ns p99_ns mean_ns` of those calls.
 
 use std::time::Instant;
 
@@ -32,7 +33,17 @@ fn handle(input: Vec<u8>) -> Result<Vec<u8>, String> {
                 .collect();
             Ok(summary(times))
         }
-        _ => Err(format!("expected `read-next N` or `clock N`, found {input:?}")),
+        ["append", n] => {
+            let n: usize = n.parse().map_err(|_| format!("the count {n:?} is not a number"))?;
+            let mut times = Vec::with_capacity(n);
+            for _ in 0..n.clamp(1, 100_000) {
+                let started = Instant::now();
+                log::append(&[PROBE], [b'a'; 1024]).map_err(|e| e.to_string())?;
+                times.push(started.elapsed().as_nanos() as u64);
+            }
+            Ok(summary(times))
+        }
+        _ => Err(format!("expected `read-next N`, `clock N` or `append N`, found {input:?}")),
     }
 }
 
