@@ -75,7 +75,8 @@ fn handle(input: Vec<u8>) -> Result<Vec<u8>, String> {
             Ok(format!("a={a} b={b} c={c} n={n}").into_bytes())
         }
         ["events"] => {
-            let data: Vec<String> = stream(Tag::named("events"))?.into_iter().map(|d| String::from_utf8_lossy(&d).into_owned()).collect();
+            let data: Vec<String> =
+                stream(Tag::named("events"))?.into_iter().map(|d| String::from_utf8_lossy(&d).into_owned()).collect();
             Ok(data.join(",").into_bytes())
         }
         ["read", table, key] => {
