@@ -80,6 +80,7 @@ pub fn http_status(e: &RuntimeError) -> StatusCode {
         | RuntimeError::InjectedCrash => StatusCode::INTERNAL_SERVER_ERROR,
         RuntimeError::LogUnavailable(_) | RuntimeError::FunctionUnavailable(..) => StatusCode::SERVICE_UNAVAILABLE,
         RuntimeError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
+        RuntimeError::Suspended { .. } => StatusCode::ACCEPTED,
     }
 }
 
@@ -357,19 +358,27 @@ async fn invoke(
     if q.background {
         // A background invocation is initialised before it is answered anyway.
         let id = rt.invoke_async(name, book, input, opts.idempotency_key.or(opts.retry_key)).await?;
-        let location = format!("/v1/invocations/{id}?book={}", book.0);
-        let mut response = (StatusCode::ACCEPTED, Json(json!({ "invocation_id": id }))).into_response();
-        if let Ok(v) = HeaderValue::from_str(&location) {
-            response.headers_mut().insert(header::LOCATION, v);
-        }
-        return Ok(response);
+        return Ok(accepted(&id.to_string(), book, json!({ "invocation_id": id.to_string() })));
     }
     let (output, reached) = rt.invoke_at(&name, book, input, opts, position).await;
     let response = match output {
         Ok(output) => ([(header::CONTENT_TYPE, "application/octet-stream")], output).into_response(),
+        // Asleep: answered like a background invocation, with where its result will be.
+        Err(RuntimeError::Suspended { id, wake_ms }) => {
+            accepted(&id, book, json!({ "invocation_id": id, "status": "sleeping", "wake_at_ms": wake_ms }))
+        }
         Err(e) => ApiError(e).into_response(),
     };
     Ok(with_position(response, &reached))
+}
+
+/// 202 Accepted with `body` and the invocation's status URL in `Location`.
+fn accepted(id: &str, book: BookId, body: serde_json::Value) -> Response {
+    let mut response = (StatusCode::ACCEPTED, Json(body)).into_response();
+    if let Ok(v) = HeaderValue::from_str(&format!("/v1/invocations/{id}?book={}", book.0)) {
+        response.headers_mut().insert(header::LOCATION, v);
+    }
+    response
 }
 
 /// The client's `Tally-Position`, or a context that has seen nothing.
@@ -447,6 +456,7 @@ async fn invocation(
     let status = rt.invocation(user_book(q.book)?, &id).await?;
     let body = match &status {
         InvocationStatus::Running => json!({ "invocation_id": id, "status": "running" }),
+        InvocationStatus::Sleeping { wake_ms } => json!({ "invocation_id": id, "status": "sleeping", "wake_at_ms": wake_ms }),
         InvocationStatus::Finished(Ok(output)) => {
             json!({ "invocation_id": id, "status": "succeeded", "output": Blob::new(output) })
         }

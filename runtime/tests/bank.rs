@@ -177,3 +177,37 @@ fn bad_exactly_once_input_gets_clear_errors() {
     // The node keeps serving.
     assert_eq!(n.invoke_ok("steps", 5, "script get t k"), "v");
 }
+
+/// The `reminder` example's durable sleep: longer than the function's time limit, it
+/// is answered 202 with the invocation's ID, shows `sleeping`, and wakes once after a
+/// `kill -9` and restart of the node, no earlier than its logged wake time.
+#[test]
+fn a_durable_sleep_wakes_after_kill_9_and_restart() {
+    let (_dir, n) = node();
+    n.deploy("reminder", &guest("reminder"), "?timeout_ms=500");
+    let path = "/v1/functions/reminder/invoke?book=9";
+    let (status, body) = n.post_keyed(path, b"sleep 3000", "nap-1").expect("an answer");
+    let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    assert_eq!(status, 202, "{v}");
+    assert_eq!(v["status"], "sleeping", "{v}");
+    let id = v["invocation_id"].as_str().expect("an id").to_string();
+    let wake = v["wake_at_ms"].as_u64().expect("a wake time");
+    let (_, v) = n.json("GET", &format!("/v1/invocations/{id}?book=9"), b"");
+    assert_eq!((v["status"].as_str(), v["wake_at_ms"].as_u64()), (Some("sleeping"), Some(wake)), "{v}");
+    let n = n.restart();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let v = loop {
+        let (_, v) = n.json("GET", &format!("/v1/invocations/{id}?book=9"), b"");
+        if v["status"] != "sleeping" && v["status"] != "running" {
+            break v;
+        }
+        assert!(std::time::Instant::now() < deadline, "still asleep: {v}");
+        thread::sleep(Duration::from_millis(50));
+    };
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+    assert!(now >= wake, "finished at {now}, before its wake time {wake}");
+    assert_eq!((v["status"].as_str(), v["output"]["text"].as_str()), (Some("succeeded"), Some("woke")), "{v}");
+    // The key names the finished invocation: its logged answer, not another sleep.
+    let (status, body) = n.post_keyed(path, b"sleep 3000", "nap-1").expect("an answer");
+    assert_eq!((status, String::from_utf8_lossy(&body).as_ref()), (200, "woke"));
+}

@@ -692,6 +692,54 @@ async fn appends_and_conditional_appends_take_effect_once_across_crashes() {
     h.node.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_durable_sleep_outlasts_the_time_limit_and_wakes_once_across_crashes() {
+    // `nap 1200` sleeps past the 500 ms time limit, then appends to `naps`. Crashed
+    // after each effect and asked again under its key, every invocation (on a book of
+    // its own) answers 202 while it sleeps, wakes no earlier than its logged wake time,
+    // and leaves exactly one record.
+    let h = Harness::start(StoreKind::Rocksdb).await;
+    let mut limits = h.node.runtime.config.limits;
+    limits.timeout_ms = 500;
+    h.node.runtime.deploy("clocks", guest("clocks"), limits, tables()).await.expect("deploying clocks");
+    let mut suspended = 0;
+    for k in 1u64.. {
+        let book = 600 + k;
+        let key = format!("nap-{k}");
+        let first = h.invoke_fn("clocks", book, "nap 1200", &key, Some(k)).await;
+        let wake = loop {
+            match h.invoke_fn("clocks", book, "nap 1200", &key, None).await {
+                Err(RuntimeError::Suspended { id, wake_ms }) => {
+                    suspended += 1;
+                    let status = h.node.runtime.invocation(BookId(book), &id).await.expect("a status");
+                    assert!(
+                        matches!(status, InvocationStatus::Sleeping { wake_ms: w } if w == wake_ms)
+                            || matches!(status, InvocationStatus::Finished(_)),
+                        "crash after {k}: {status:?}"
+                    );
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Ok(out) => break out,
+                Err(e) => panic!("crash after {k}: {e}"),
+            }
+        };
+        let woke: u64 = wake.split(' ').find_map(|w| w.strip_prefix("woke=")).and_then(|w| w.parse().ok()).expect("woke=");
+        assert!(wake.ends_with("naps=0"), "crash after {k}: {wake}");
+        let naps = h.node.runtime.invoke("clocks", BookId(book), Bytes::from_static(b"naps")).await.expect("naps");
+        assert_eq!(String::from_utf8(naps).unwrap(), "1", "crash after {k}: the nap was appended once");
+        match first {
+            Err(RuntimeError::InjectedCrash) => {}
+            Err(RuntimeError::Suspended { wake_ms, .. }) => {
+                assert!(woke >= wake_ms, "woke at {woke}, before the wake time {wake_ms}");
+                break;
+            }
+            other => panic!("crash after {k}: {other:?}"),
+        }
+    }
+    assert!(suspended > 0);
+    h.node.shutdown().await;
+}
+
 /// Inputs of `STEPS.md` that every SDK call is in, run in order on one fresh book.
 const SCRIPTS: &[&str] = &[
     "script tag orders; tag counter; tag ünïcödé; tag 日本語; tag a,b; tag *",

@@ -24,3 +24,18 @@ pub fn attempt() -> u32 {
 pub fn function_name() -> String {
     wit::function_name()
 }
+
+/// Sleeps durably for `duration` (at most a year). The wake time is logged, so a
+/// re-execution of the invocation wakes at the same time, and the sleep may outlast
+/// the function's time limit and node restarts: a short sleep waits in place, a long
+/// one suspends the invocation (a synchronous caller gets `202` with its ID) and runs
+/// it again at the wake time, which replays everything before this call and returns.
+pub fn sleep(duration: std::time::Duration) -> crate::Result<()> {
+    wit::sleep(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)).map_err(crate::Error::from_wit)
+}
+
+/// Sleeps durably until `time` (as [`sleep`]); a time in the past returns at once.
+pub fn sleep_until(time: std::time::SystemTime) -> crate::Result<()> {
+    let ms = time.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    wit::sleep_until(ms).map_err(crate::Error::from_wit)
+}

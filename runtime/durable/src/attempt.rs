@@ -6,11 +6,15 @@ use tally_log_core::{BookId, Context, Error as LogError, LogRecord, SeqNum, Tag}
 
 use crate::env::FunctionVersion;
 use crate::error::Error;
-use crate::instance::Instance;
+use crate::instance::{Instance, Wake};
 use crate::invoke::Run;
 use crate::node::Abort;
 use crate::record::{cut, input_sha256, Outcome};
 use crate::recorder::GuestClock;
+
+/// The longest durable sleep a guest may ask for: a year. (A sleeping invocation holds
+/// back garbage collection of its book, as any unfinished one does.)
+pub const SLEEP_MAX_MS: u64 = 365 * 24 * 3600 * 1000;
 
 /// One execution attempt of an invocation.
 pub struct Attempt {
@@ -41,6 +45,21 @@ impl Attempt {
 
     pub async fn delete(&mut self, table: &str, key: &[u8]) -> Result<(), Abort> {
         self.instance.put(&mut self.ctx, table, key, None).await
+    }
+
+    /// `context.sleep` of the guest: sleeps durably until `wake` (see
+    /// [`Instance::sleep`]), which may outlast the attempt's deadline: the attempt then
+    /// ends with [`Abort::Suspended`], and the invocation runs on at the wake time.
+    /// Returns the wake time, in milliseconds since the Unix epoch.
+    pub async fn sleep(&mut self, wake: Wake) -> Result<u64, Abort> {
+        if let Wake::After(ms) = wake {
+            if ms > SLEEP_MAX_MS {
+                return Err(Abort::Refused(Error::InvalidArgument(format!(
+                    "a sleep of {ms} ms is longer than the limit of {SLEEP_MAX_MS} ms (a year)"
+                ))));
+            }
+        }
+        self.instance.sleep(&mut self.ctx, wake, self.deadline_ms).await
     }
 
     /// `log.append` of the guest: to its book, once across every execution of the
@@ -138,6 +157,8 @@ impl Attempt {
         self.ctx.merge(&child_ctx);
         let outcome = match result {
             Err(Error::InjectedCrash) => return Err(Abort::Crash),
+            // The child sleeps, and so does its parent, until the child's wake time.
+            Err(Error::Suspended { wake_ms, .. }) => return Err(Abort::Suspended { wake_ms }),
             Err(Error::Trap(m)) => Outcome::Trap(cut(&m)),
             other => match Outcome::of_final(&other) {
                 Some(outcome) => outcome,

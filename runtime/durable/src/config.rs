@@ -110,6 +110,10 @@ pub struct StateConfig {
     /// Asynchronous invocations running on this node at once; more are refused with
     /// `busy` until some finish.
     pub async_max: usize,
+    /// A durable sleep whose wake is at most this far away (and before the attempt's
+    /// deadline) waits in place, holding its instance; a longer one suspends the
+    /// invocation (its instance is dropped) until a timer runs it again.
+    pub sleep_in_place_max_ms: u64,
     /// Books that may have exactly-once state (the recovery scan reads each of them
     /// every round); an invocation that would add one more is refused.
     pub books_max: usize,
@@ -134,6 +138,7 @@ impl Default for StateConfig {
             auto_write_cost: 1,
             open_max: 10_000,
             async_max: 1_024,
+            sleep_in_place_max_ms: 1_000,
             books_max: 100_000,
         }
     }

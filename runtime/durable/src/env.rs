@@ -73,6 +73,10 @@ pub trait Clock: Send + Sync {
     /// Milliseconds of a monotonic clock with an arbitrary origin.
     fn now_ms(&self) -> u64;
 
+    /// Milliseconds since the Unix epoch: durable sleeps wake by it, on whichever node
+    /// and after whatever restart (the simulator's counts from its start).
+    fn wall_ms(&self) -> u64;
+
     /// Completes `ms` milliseconds from now.
     fn sleep(&self, ms: u64) -> BoxFuture<'static, ()>;
 }

@@ -55,6 +55,11 @@ pub enum Error {
     /// The crash-injection test hook stopped the invocation as if its process died.
     #[error("the invocation was stopped by an injected crash")]
     InjectedCrash,
+    /// The invocation sleeps durably until `wake_ms` (milliseconds since the Unix
+    /// epoch): it was not running when this was answered, and runs on then by itself;
+    /// its status and result are at `GET /v1/invocations/{id}`. Not a failure.
+    #[error("invocation {id} sleeps until {wake_ms} ms after the Unix epoch; its result will be at /v1/invocations/{id}")]
+    Suspended { id: String, wake_ms: u64 },
 }
 
 impl Error {
@@ -78,6 +83,7 @@ impl Error {
             Error::Internal(_) => "internal",
             Error::Superseded => "superseded",
             Error::InjectedCrash => "injected_crash",
+            Error::Suspended { .. } => "suspended",
         }
     }
 

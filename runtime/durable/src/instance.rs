@@ -37,6 +37,10 @@
 //!   first that the root is unfinished.
 //! - Reads of the guest's book are recorded like clock readings (`read_log`), so the
 //!   offsets a guest computes from them are the same in every execution.
+//! - A durable sleep is a step (`Sleep`, its wake time from a recorded clock reading),
+//!   logged before the guest waits, so every execution wakes at the same time; one that
+//!   reaches it before then waits in place if the wake is near, and otherwise ends its
+//!   attempt (`Abort::Suspended`) to run again then.
 //! - Known gaps of conditional appends: (1) one at an offset ahead of its stream's end
 //!   conflicts with no holder, and a peer or re-execution that tries it while the first
 //!   execution logs that conflict, once the stream reached the offset, appends: the
@@ -62,6 +66,15 @@ use crate::recorder::{GuestClock, Recorder};
 use crate::store::Version;
 use crate::tags::{shadow, APPENDED, INSTANCES};
 use crate::InstanceId;
+
+/// When a durable sleep ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wake {
+    /// This many milliseconds after the guest's wall clock now.
+    After(u64),
+    /// At this wall-clock time, in milliseconds since the Unix epoch.
+    At(u64),
+}
 
 /// The protocol an instance uses for one table, decided at its first use of the table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -614,6 +627,41 @@ impl Instance {
                 self.effect()
             }
         }
+    }
+
+    /// A durable sleep until `wake`: the wake time (from a recorded reading of the wall
+    /// clock, for a duration) is logged as a step, also in INSTANCES, before the guest
+    /// waits, so every execution wakes at the same time. Waits in place when the wake is
+    /// at most `sleep_in_place_max_ms` away and before `deadline_ms` (on the core's
+    /// clock); otherwise ends the attempt with `Abort::Suspended`: the instance is
+    /// dropped, and a re-execution at the wake time (this node's timer, or the recovery
+    /// scan on any node after a restart) replays to here and goes on. Returns the wake
+    /// time (milliseconds since the Unix epoch).
+    pub async fn sleep(&mut self, ctx: &mut Context, wake: Wake, deadline_ms: u64) -> Result<u64, Abort> {
+        self.init_checked(ctx).await?;
+        let until_ms = match wake {
+            Wake::After(ms) => {
+                let now_ns = self.recorder.read(GuestClock::Wall, self.svc.clock.wall_ms().saturating_mul(1_000_000));
+                (now_ns / 1_000_000).saturating_add(ms)
+            }
+            Wake::At(ms) => ms,
+        };
+        self.log_clocks(ctx).await?;
+        let step = Step::Sleep { until_ms, root: self.id.root() };
+        let until_ms = match self.log_step(ctx, step, &[INSTANCES]).await?.step {
+            Step::Sleep { until_ms, .. } => until_ms,
+            _ => unreachable!("log_step checks the kind"),
+        };
+        let remaining = until_ms.saturating_sub(self.svc.clock.wall_ms());
+        if remaining == 0 {
+            return Ok(until_ms);
+        }
+        let near = remaining <= self.svc.config.sleep_in_place_max_ms;
+        if near && self.svc.clock.now_ms().saturating_add(remaining) < deadline_ms {
+            self.svc.clock.sleep(remaining).await;
+            return Ok(until_ms);
+        }
+        Err(Abort::Suspended { wake_ms: until_ms })
     }
 
     /// Appends `data` under `tags` to the invocation's book, once across every execution

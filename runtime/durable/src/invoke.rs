@@ -48,6 +48,8 @@ pub(crate) struct Run {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum InvocationStatus {
     Running,
+    /// In a durable sleep until `wake_ms` (milliseconds since the Unix epoch).
+    Sleeping { wake_ms: u64 },
     Finished(std::result::Result<Bytes, Error>),
 }
 
@@ -233,9 +235,9 @@ impl Durable {
                 let (result, _) = svc.run(run).await;
                 let mut asyncs = svc.invocations.asyncs.lock().expect("not poisoned");
                 asyncs.running -= 1;
-                if matches!(&result, Err(e) if e.is_transient()) {
-                    // Not finished: the recovery scan runs it again, and its status comes
-                    // from its step log until then.
+                if matches!(&result, Err(e) if e.is_transient() || matches!(e, Error::Suspended { .. })) {
+                    // Not finished: the recovery scan (or a wake timer) runs it again, and
+                    // its status comes from its step log until then.
                     asyncs.by_id.remove(&(book, run_id));
                     return;
                 }
@@ -276,6 +278,9 @@ impl Durable {
         let last = self.log.read_prev(&mut ctx, shadow(book), tag, SeqNum::MAX).await?;
         match last.map(|r| record::decode::<Step>("step", &r.data)).transpose()? {
             Some(Step::Result { outcome }) => Ok(InvocationStatus::Finished(outcome.into_result().map(Bytes::from))),
+            Some(Step::Sleep { until_ms, .. }) if until_ms > self.clock.wall_ms() => {
+                Ok(InvocationStatus::Sleeping { wake_ms: until_ms })
+            }
             _ => Ok(InvocationStatus::Running),
         }
     }
@@ -468,6 +473,14 @@ impl Durable {
             };
             let (result, mut attempt) = self.functions.run(attempt).await;
             run.ctx = attempt.ctx;
+            if let Err(Error::Suspended { wake_ms, .. }) = result {
+                // A child's parent takes the suspension up; a root wakes by this node's
+                // timer (or, should the node die, by the recovery scan on its owner).
+                if run.id.is_root() {
+                    self.wake_at(run.book, run.id.clone(), run.function.clone(), version.version, wake_ms);
+                }
+                return (Err(Error::Suspended { id: run.id.to_string(), wake_ms }), run.ctx);
+            }
             if !attempt.instance.initialized() {
                 // Nothing durable happened: the outcome is the attempt's, as it is.
                 return (result, run.ctx);
@@ -511,6 +524,27 @@ impl Durable {
                 Err(abort) => return (Err(abort.into_error()), run.ctx),
             }
         }
+    }
+
+    /// Runs a suspended root invocation again at `wake_ms` (wall clock), from a timer
+    /// task that holds the node weakly. Cancelling the task (the node stops) loses
+    /// nothing: the Sleep record is in the INSTANCES stream, and the recovery scan wakes
+    /// the invocation once it is overdue.
+    fn wake_at(self: &Arc<Self>, book: BookId, id: InstanceId, function: String, version: u64, wake_ms: u64) {
+        let weak = Arc::downgrade(self);
+        let wait = self.clock.sleep(wake_ms.saturating_sub(self.clock.wall_ms()));
+        self.spawn.spawn(
+            "wake",
+            Box::pin(async move {
+                wait.await;
+                let Some(d) = Durable::live(&weak) else { return };
+                if let (Err(e), _) = d.reexecute(book, id.clone(), function, version, 1).await {
+                    if !matches!(e, Error::Suspended { .. }) {
+                        tracing::warn!(%id, "waking a sleeping invocation: {e}");
+                    }
+                }
+            }),
+        );
     }
 
     /// Runs an unfinished root invocation again, on the version its Init record names.

@@ -45,6 +45,9 @@ pub enum Abort {
     /// result is no longer kept): the attempt ends with this error, which the caller
     /// gets, also when the guest met it at a lazy start inside a host call.
     Ended(Error),
+    /// The guest sleeps durably until `wake_ms` (wall clock): the attempt ends, and the
+    /// invocation runs again then, replaying to the sleep.
+    Suspended { wake_ms: u64 },
 }
 
 impl Abort {
@@ -59,6 +62,8 @@ impl Abort {
             Abort::NonDeterministic(m) => Error::Trap(format!("non-deterministic re-execution: {m}")),
             Abort::Superseded => Error::Superseded,
             Abort::Crash => Error::InjectedCrash,
+            // The runtime names the root invocation when it answers.
+            Abort::Suspended { wake_ms } => Error::Suspended { id: String::new(), wake_ms },
         }
     }
 }
@@ -70,6 +75,7 @@ impl std::fmt::Display for Abort {
             Abort::NonDeterministic(m) => write!(f, "non-deterministic re-execution: {m}"),
             Abort::Superseded => f.write_str("the invocation finished meanwhile"),
             Abort::Crash => f.write_str("injected crash"),
+            Abort::Suspended { wake_ms } => write!(f, "sleeping until {wake_ms} ms after the Unix epoch"),
         }
     }
 }

@@ -64,6 +64,10 @@ pub enum Step {
     /// the record, or a conflict naming the holder. Logged before the guest sees it.
     /// (Plain appends need no step: the instance's mark says where each one landed.)
     CondAppend { tag: u64, position: u64, data_sha256: [u8; 32], outcome: CondOutcome },
+    /// A durable sleep until `until_ms` (the wall clock, in milliseconds since the Unix
+    /// epoch), logged before the guest waits, also in INSTANCES: the recovery scan wakes
+    /// `root` (whose re-execution reaches this sleep again) once it is due.
+    Sleep { until_ms: u64, root: InstanceId },
 }
 
 /// What a conditional append of a guest got.
@@ -120,6 +124,7 @@ impl Step {
                 Step::CondAppend { tag: t, position: p, data_sha256: d, .. },
                 Step::CondAppend { tag, position, data_sha256, .. },
             ) => t == tag && p == position && d == data_sha256,
+            (Step::Sleep { until_ms: u, .. }, Step::Sleep { until_ms, .. }) => u == until_ms,
             _ => false,
         }
     }
@@ -136,6 +141,7 @@ impl Step {
             Step::Refused { function, .. } => format!("refusal of {function}"),
             Step::Clocks { readings } => format!("readings of the clocks and the book ({})", readings.len()),
             Step::CondAppend { tag, position, .. } => format!("conditional append at offset {position} of tag {tag:#x}"),
+            Step::Sleep { until_ms, .. } => format!("sleep until {until_ms} ms after the Unix epoch"),
         }
     }
 }
@@ -308,6 +314,7 @@ mod tests {
             },
             Step::CondAppend { tag: 5, position: 0, data_sha256: input_sha256(b""), outcome: CondOutcome::Conflict(None) },
             Step::CondAppend { tag: 5, position: 1, data_sha256: [0; 32], outcome: CondOutcome::Appended(u64::MAX) },
+            Step::Sleep { until_ms: u64::MAX, root: InstanceId::generated("00ff") },
         ];
         for s in steps {
             assert_eq!(decode::<Step>("step", &encode(&s)).unwrap(), s);

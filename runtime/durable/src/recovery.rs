@@ -43,6 +43,9 @@ struct Open {
     attempts: u32,
     /// The seqnum of its init record.
     init: u64,
+    /// The wake time of the durable sleep it was last seen in (wall clock): until then
+    /// it is not overdue.
+    wake_ms: Option<u64>,
 }
 
 /// An instance (root or child) whose result the scan has seen.
@@ -97,7 +100,14 @@ impl BookScan {
                         continue;
                     }
                     let seen_ms = d.clock.now_ms();
-                    self.open.insert(tag, Open { id, function, version, seen_ms, attempts: 0, init: r.seqnum.0 });
+                    self.open.insert(tag, Open { id, function, version, seen_ms, attempts: 0, init: r.seqnum.0, wake_ms: None });
+                }
+                // A sleep of the root or of one of its children: the root is due then.
+                Ok(Step::Sleep { until_ms, root }) => {
+                    if let Some(open) = self.open.get_mut(&d.tags.step(&root)) {
+                        open.wake_ms = Some(until_ms);
+                        open.attempts = 0;
+                    }
                 }
                 // A refused child's whole history: started and finished at once.
                 Ok(Step::Refused { .. }) => {
@@ -134,13 +144,15 @@ impl BookScan {
                 continue;
             }
             let last = d.log.read_prev(&mut self.ctx, shadow(book), tag, SeqNum::MAX).await?;
-            let finished = match last {
-                None => true,
-                Some(l) => matches!(record::decode::<Step>("step", &l.data), Ok(Step::Result { .. })),
-            };
+            let last = last.map(|l| record::decode::<Step>("step", &l.data));
+            let finished = matches!(last, None | Some(Ok(Step::Result { .. })));
             if !finished {
                 let seen_ms = d.clock.now_ms();
-                self.open.insert(tag, Open { id, function, version, seen_ms, attempts: 0, init: r.seqnum.0 });
+                let wake_ms = match last {
+                    Some(Ok(Step::Sleep { until_ms, .. })) => Some(until_ms),
+                    _ => None,
+                };
+                self.open.insert(tag, Open { id, function, version, seen_ms, attempts: 0, init: r.seqnum.0, wake_ms });
             }
         }
         self.untracked_from = (at < self.next).then_some(at);
@@ -211,11 +223,15 @@ impl Recovery {
                 };
                 let due = open.seen_ms.saturating_add(timeout_ms).saturating_add(d.config.reexecute_after_ms);
                 let now = d.clock.now_ms();
-                if now < due {
+                // A sleeper is due once its wake time is past by as much: the node that
+                // suspended it wakes it on time, this is for a node that died.
+                let asleep = open.wake_ms.is_some_and(|w| d.clock.wall_ms() < w.saturating_add(d.config.reexecute_after_ms));
+                if now < due || asleep {
                     continue;
                 }
                 open.attempts += 1;
                 open.seen_ms = now;
+                open.wake_ms = None;
                 let task = reexecute(d.clone(), book, open.id.clone(), open.function.clone(), open.version, open.attempts);
                 // Cancelling a re-execution loses nothing: it is a peer like any other.
                 d.spawn.spawn("reexecute", Box::pin(task));
@@ -231,7 +247,8 @@ async fn reexecute(d: Arc<Durable>, book: BookId, id: InstanceId, function: Stri
     tracing::info!(book = book.0, %id, function, attempt, "running an unfinished invocation again");
     let (result, mut ctx) = d.reexecute(book, id.clone(), function.clone(), version, attempt + 1).await;
     let failure = match result {
-        Ok(_) => return,
+        // Asleep again (a later sleep, or woken early): its Sleep record says when.
+        Ok(_) | Err(Error::Suspended { .. }) => return,
         Err(e) if Outcome::of_final(&Err(e.clone())).is_some() => return,
         Err(e @ Error::FunctionUnavailable(..)) => {
             tracing::warn!(%id, "re-execution cannot run here now: {e}");

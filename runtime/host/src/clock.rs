@@ -50,6 +50,10 @@ impl Clock for Tokio {
         origin().elapsed().as_millis() as u64
     }
 
+    fn wall_ms(&self) -> u64 {
+        wall_ns() / 1_000_000
+    }
+
     fn sleep(&self, ms: u64) -> BoxFuture<'static, ()> {
         Box::pin(tokio::time::sleep(Duration::from_millis(ms)))
     }

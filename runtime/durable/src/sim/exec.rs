@@ -197,6 +197,11 @@ impl Clock for Handle {
         self.shared.lock().expect("not poisoned").now_ms
     }
 
+    /// The simulated time: the guests' wall clock readings count from 0 too.
+    fn wall_ms(&self) -> u64 {
+        Clock::now_ms(self)
+    }
+
     fn sleep(&self, ms: u64) -> BoxFuture<'static, ()> {
         let deadline = self.now_ms().saturating_add(ms);
         Box::pin(Sleep { shared: self.shared.clone(), deadline, timer: None })

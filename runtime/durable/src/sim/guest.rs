@@ -14,6 +14,7 @@ use crate::attempt::Attempt;
 use crate::config::Protocol;
 use crate::env::{BoxFuture, Clock, FunctionVersion, Functions};
 use crate::error::{Error, Result};
+use crate::instance::Wake;
 use crate::node::Abort;
 
 use super::exec::Handle;
@@ -76,6 +77,11 @@ pub enum Op {
     /// `log.cond-append` to the client's stream at the guest's next offset (what its
     /// last `ReadStream` found, plus its appends since).
     CondAppend,
+    /// A durable sleep of `ms` (past the in-place limit and the timeout, it suspends):
+    /// the guest fails if it wakes before the logged wake time.
+    Sleep {
+        ms: u16,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -351,6 +357,13 @@ impl SimFunctions {
                     acc = mix(acc, s.0);
                     next += 1;
                 }
+                Op::Sleep { ms } => {
+                    let until = attempt.sleep(Wake::After(u64::from(*ms))).await.map_err(guest)?;
+                    let now = self.handle.now_ms();
+                    if now < until {
+                        return Err(Error::Failed(format!("woke at {now} ms from a sleep until {until} ms")));
+                    }
+                }
                 Op::ReadStream => {
                     let mut seqnums = Vec::new();
                     let mut from = SeqNum::MIN;
@@ -420,7 +433,8 @@ pub fn random_program(rng: &mut Rng, len: usize, callees: &[String], traps: bool
             89 if traps => Op::Trap,
             90..=92 => Op::Now { monotonic: rng.below(2) == 0 },
             93..=94 => Op::Random,
-            95 => Op::Append,
+            95 if rng.below(2) == 0 => Op::Append,
+            95 => Op::Sleep { ms: rng.below(700) as u16 },
             96 => Op::ReadStream,
             97 => Op::CondAppend,
             _ => Op::Work { ms: rng.below(5) as u8 },

@@ -132,6 +132,8 @@ pub struct SimStats {
     pub store_failures: u64,
     pub peers: u64,
     pub replays: u64,
+    /// Answers that an invocation sleeps (it suspended).
+    pub suspensions: u64,
     pub switches: u64,
     pub redeploys: u64,
     pub log_records: u64,
@@ -153,6 +155,7 @@ impl SimStats {
         self.store_failures += o.store_failures;
         self.peers += o.peers;
         self.replays += o.replays;
+        self.suspensions += o.suspensions;
         self.switches += o.switches;
         self.redeploys += o.redeploys;
         self.log_records += o.log_records;
@@ -165,8 +168,8 @@ impl fmt::Display for SimStats {
         write!(
             f,
             "{} invocations, {} executions, {} reads and {} outputs checked against the model; faults: {} crashes ({} for good), {} \
-             pauses, {} log and {} store failures, {} racing peers, {} replays, {} switches, {} redeploys; {} log records, \
-             {} simulated ms",
+             pauses, {} log and {} store failures, {} racing peers, {} replays, {} switches, {} redeploys; {} suspended \
+             invocations answered; {} log records, {} simulated ms",
             self.invocations,
             self.executions,
             self.reads_checked,
@@ -180,6 +183,7 @@ impl fmt::Display for SimStats {
             self.replays,
             self.switches,
             self.redeploys,
+            self.suspensions,
             self.log_records,
             self.sim_ms
         )
@@ -375,6 +379,7 @@ fn sim_config() -> StateConfig {
         auto_min_ops: 5,
         open_max: 3,
         async_max: 2,
+        sleep_in_place_max_ms: 100,
         ..StateConfig::default()
     }
 }
@@ -685,6 +690,12 @@ async fn keyed(world: &Arc<World>, book: BookId, function: &str, input: &[u8], k
             }
             // The result was kept shorter than this client kept retrying.
             Some(Err(Error::Conflict(m))) if m.contains("no longer kept") => None,
+            // Asleep: asked again after its wake time, it answers with its result.
+            Some(Err(Error::Suspended { wake_ms, .. })) => {
+                world.stats.lock().expect("not poisoned").suspensions += 1;
+                h.sleep(wake_ms.saturating_sub(h.now_ms()) + 1 + world.draw(20)).await;
+                continue;
+            }
             Some(r) => Some(r),
         };
         let got = result.map(|r| match r {
@@ -837,7 +848,7 @@ async fn asynchronous(world: &Arc<World>, book: BookId, function: &str, input: &
                 };
                 return check_finished(world, function, input, Some(got)).is_some();
             }
-            Some(Ok(InvocationStatus::Running)) | None => {}
+            Some(Ok(InvocationStatus::Running | InvocationStatus::Sleeping { .. })) | None => {}
             // Accepted means started, so an unknown invocation is either one a lagging
             // replica does not show yet or one whose result was kept shorter than this
             // client took to ask (after an execution ran it to its end): the model still

@@ -282,7 +282,7 @@ impl Oracle {
                     }
                     observed.push(seen.expect("checked above"));
                 }
-                Op::TrimOwnBook | Op::Work { .. } => {}
+                Op::TrimOwnBook | Op::Work { .. } | Op::Sleep { .. } => {}
             }
         }
         let expected =

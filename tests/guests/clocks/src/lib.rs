@@ -12,12 +12,15 @@
 //!   records it read), storing the seqnum (or `conflict`) under `b`; appends `c`.
 //!   Returns `a=<seqnum> b=<seqnum or conflict> c=<seqnum> n=<records read>`.
 //! - `events`: the data of the stream `events`, joined by `,`.
+//! - `nap <ms>`: sleeps durably for `ms`, then appends `nap` under tag `naps`. Returns
+//!   `woke=<wall clock ms after the sleep> naps=<records in naps before the append>`.
+//! - `naps`: the number of records under tag `naps`.
 //! - `read <table> <key>`: the stored value, or `none`.
 
 use std::hash::BuildHasher;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use tally_sdk::{log, state, Error, SeqNum, Tag};
+use tally_sdk::{context, log, state, Error, SeqNum, Tag};
 
 fn random() -> u64 {
     let mut b = [0; 8];
@@ -74,6 +77,15 @@ fn handle(input: Vec<u8>) -> Result<Vec<u8>, String> {
             let c = log::append(&[events], "c").map_err(|e| e.to_string())?.get();
             Ok(format!("a={a} b={b} c={c} n={n}").into_bytes())
         }
+        ["nap", ms] => {
+            let ms: u64 = ms.parse().map_err(|_| format!("the duration {ms:?} is not a number"))?;
+            context::sleep(std::time::Duration::from_millis(ms)).map_err(|e| e.to_string())?;
+            let woke = wall() / 1_000_000;
+            let naps = stream(Tag::named("naps"))?.len();
+            log::append(&[Tag::named("naps")], "nap").map_err(|e| e.to_string())?;
+            Ok(format!("woke={woke} naps={naps}").into_bytes())
+        }
+        ["naps"] => Ok(stream(Tag::named("naps"))?.len().to_string().into_bytes()),
         ["events"] => {
             let data: Vec<String> =
                 stream(Tag::named("events"))?.into_iter().map(|d| String::from_utf8_lossy(&d).into_owned()).collect();
