@@ -203,6 +203,7 @@ async fn the_recovery_scan_finishes_a_crashed_invocation() {
             }
             InvocationStatus::Running => {}
             InvocationStatus::Finished(Err(e)) => panic!("the re-execution failed: {e}"),
+            InvocationStatus::Sleeping { .. } => panic!("steps never sleeps"),
         }
         assert!(Instant::now() < deadline, "the scan did not re-execute the invocation");
         tokio::time::sleep(Duration::from_millis(100)).await;

@@ -45,6 +45,12 @@ extern int32_t __wasm_import_tally_platform_context_attempt(void);
 __attribute__((__import_module__("tally:platform/context"), __import_name__("function-name")))
 extern void __wasm_import_tally_platform_context_function_name(uint8_t *);
 
+__attribute__((__import_module__("tally:platform/context"), __import_name__("sleep")))
+extern void __wasm_import_tally_platform_context_sleep(int64_t, uint8_t *);
+
+__attribute__((__import_module__("tally:platform/context"), __import_name__("sleep-until")))
+extern void __wasm_import_tally_platform_context_sleep_until(int64_t, uint8_t *);
+
 // Imported Functions from `tally:platform/state`
 
 __attribute__((__import_module__("tally:platform/state"), __import_name__("get")))
@@ -209,6 +215,17 @@ void tally_platform_invoke_result_list_u8_error_free(tally_platform_invoke_resul
     function_list_u8_free(&ptr->val.ok);
   } else {
     tally_platform_invoke_error_free(&ptr->val.err);
+  }
+}
+
+void tally_platform_context_error_free(tally_platform_context_error_t *ptr) {
+  tally_platform_types_error_free(ptr);
+}
+
+void tally_platform_context_result_void_error_free(tally_platform_context_result_void_error_t *ptr) {
+  if (!ptr->is_err) {
+  } else {
+    tally_platform_context_error_free(&ptr->val.err);
   }
 }
 
@@ -955,6 +972,146 @@ void tally_platform_context_function_name(function_string_t *ret) {
   uint8_t *ptr = (uint8_t *) &ret_area;
   __wasm_import_tally_platform_context_function_name(ptr);
   *ret = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 0))), (*((size_t*) (ptr + sizeof(void*)))) };
+}
+
+bool tally_platform_context_sleep(uint64_t ms, tally_platform_context_error_t *err) {
+  __attribute__((__aligned__(8)))
+  uint8_t ret_area[32];
+  uint8_t *ptr = (uint8_t *) &ret_area;
+  __wasm_import_tally_platform_context_sleep((int64_t) (ms), ptr);
+  tally_platform_context_result_void_error_t result;
+  switch ((int32_t) *((uint8_t*) (ptr + 0))) {
+    case 0: {
+      result.is_err = false;
+      break;
+    }
+    case 1: {
+      result.is_err = true;
+      tally_platform_types_error_t variant;
+      variant.tag = (int32_t) *((uint8_t*) (ptr + 8));
+      switch ((int32_t) variant.tag) {
+        case 0: {
+          variant.val.invalid_argument = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 1: {
+          variant.val.not_found = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 2: {
+          function_option_u64_t option;
+          switch ((int32_t) *((uint8_t*) (ptr + 16))) {
+            case 0: {
+              option.is_some = false;
+              break;
+            }
+            case 1: {
+              option.is_some = true;
+              option.val = (uint64_t) (*((int64_t*) (ptr + 24)));
+              break;
+            }
+          }
+          variant.val.conflict = option;
+          break;
+        }
+        case 3: {
+          variant.val.unavailable = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 4: {
+          variant.val.too_large = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 5: {
+          variant.val.timeout = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 6: {
+          variant.val.failed = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+      }
+
+      result.val.err = variant;
+      break;
+    }
+  }
+  if (!result.is_err) {
+    return 1;
+  } else {
+    *err = result.val.err;
+    return 0;
+  }
+}
+
+bool tally_platform_context_sleep_until(uint64_t unix_ms, tally_platform_context_error_t *err) {
+  __attribute__((__aligned__(8)))
+  uint8_t ret_area[32];
+  uint8_t *ptr = (uint8_t *) &ret_area;
+  __wasm_import_tally_platform_context_sleep_until((int64_t) (unix_ms), ptr);
+  tally_platform_context_result_void_error_t result;
+  switch ((int32_t) *((uint8_t*) (ptr + 0))) {
+    case 0: {
+      result.is_err = false;
+      break;
+    }
+    case 1: {
+      result.is_err = true;
+      tally_platform_types_error_t variant;
+      variant.tag = (int32_t) *((uint8_t*) (ptr + 8));
+      switch ((int32_t) variant.tag) {
+        case 0: {
+          variant.val.invalid_argument = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 1: {
+          variant.val.not_found = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 2: {
+          function_option_u64_t option;
+          switch ((int32_t) *((uint8_t*) (ptr + 16))) {
+            case 0: {
+              option.is_some = false;
+              break;
+            }
+            case 1: {
+              option.is_some = true;
+              option.val = (uint64_t) (*((int64_t*) (ptr + 24)));
+              break;
+            }
+          }
+          variant.val.conflict = option;
+          break;
+        }
+        case 3: {
+          variant.val.unavailable = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 4: {
+          variant.val.too_large = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 5: {
+          variant.val.timeout = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 6: {
+          variant.val.failed = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+      }
+
+      result.val.err = variant;
+      break;
+    }
+  }
+  if (!result.is_err) {
+    return 1;
+  } else {
+    *err = result.val.err;
+    return 0;
+  }
 }
 
 bool tally_platform_state_get(function_string_t *table, function_list_u8_t *key, function_option_list_u8_t *ret, tally_platform_state_error_t *err) {

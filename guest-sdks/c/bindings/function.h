@@ -117,6 +117,15 @@ typedef struct {
   } val;
 } tally_platform_invoke_result_list_u8_error_t;
 
+typedef tally_platform_types_error_t tally_platform_context_error_t;
+
+typedef struct {
+  bool is_err;
+  union {
+    tally_platform_context_error_t err;
+  } val;
+} tally_platform_context_result_void_error_t;
+
 typedef tally_platform_types_error_t tally_platform_state_error_t;
 
 typedef struct {
@@ -177,6 +186,14 @@ extern uint64_t tally_platform_context_book_id(void);
 extern uint32_t tally_platform_context_attempt(void);
 // The name the function was deployed under.
 extern void tally_platform_context_function_name(function_string_t *ret);
+// Sleeps durably for `ms` milliseconds (at most a year): the wake time is logged,
+// so a re-execution wakes at the same time, and a sleep may outlast the function's
+// time limit and restarts. A short one waits in place; a long one suspends the
+// invocation (nothing is held while it sleeps; a synchronous caller is answered 202
+// with the invocation's ID) and runs it again at the wake time, replaying to here.
+extern bool tally_platform_context_sleep(uint64_t ms, tally_platform_context_error_t *err);
+// Sleeps durably until `unix-ms` (milliseconds since the Unix epoch), as `sleep`.
+extern bool tally_platform_context_sleep_until(uint64_t unix_ms, tally_platform_context_error_t *err);
 
 // Imported Functions from `tally:platform/state`
 // The value of `key` in `table`, if there is one.
@@ -216,6 +233,10 @@ void tally_platform_log_result_void_error_free(tally_platform_log_result_void_er
 void tally_platform_invoke_error_free(tally_platform_invoke_error_t *ptr);
 
 void tally_platform_invoke_result_list_u8_error_free(tally_platform_invoke_result_list_u8_error_t *ptr);
+
+void tally_platform_context_error_free(tally_platform_context_error_t *ptr);
+
+void tally_platform_context_result_void_error_free(tally_platform_context_result_void_error_t *ptr);
 
 void tally_platform_state_error_free(tally_platform_state_error_t *ptr);
 

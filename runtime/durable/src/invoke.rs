@@ -49,7 +49,9 @@ pub(crate) struct Run {
 pub enum InvocationStatus {
     Running,
     /// In a durable sleep until `wake_ms` (milliseconds since the Unix epoch).
-    Sleeping { wake_ms: u64 },
+    Sleeping {
+        wake_ms: u64,
+    },
     Finished(std::result::Result<Bytes, Error>),
 }
 
