@@ -4,6 +4,7 @@
 //! stderr; see `report.rs`.
 
 mod cluster;
+mod durable;
 mod http;
 mod invoke;
 mod log;
@@ -14,7 +15,7 @@ mod state;
 
 use std::process::ExitCode;
 
-const SUITES: &[&str] = &["log", "invoke", "state", "cluster", "memory"];
+const SUITES: &[&str] = &["log", "invoke", "state", "cluster", "memory", "durable"];
 
 /// What every suite is told about the run.
 pub struct RunOptions {
@@ -69,6 +70,7 @@ fn main() -> ExitCode {
         "state" => runtime.block_on(state::run(&options)),
         "cluster" => runtime.block_on(cluster::run(&options)),
         "memory" => runtime.block_on(memory::run(&options)),
+        "durable" => runtime.block_on(durable::run(&options)),
         _ => unreachable!("every suite of SUITES has a branch"),
     };
     match result {

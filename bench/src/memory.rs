@@ -108,7 +108,7 @@ fn mib(bytes: u64) -> f64 {
 }
 
 /// This process's resident set, from /proc/self/status.
-fn rss_bytes() -> anyhow::Result<u64> {
+pub(crate) fn rss_bytes() -> anyhow::Result<u64> {
     let status = std::fs::read_to_string("/proc/self/status").context("reading /proc/self/status")?;
     let kib = status
         .lines()

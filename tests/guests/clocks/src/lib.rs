@@ -15,6 +15,8 @@
 //! - `nap <ms>`: sleeps durably for `ms`, then appends `nap` under tag `naps`. Returns
 //!   `woke=<wall clock ms after the sleep> naps=<records in naps before the append>`.
 //! - `naps`: the number of records under tag `naps`.
+//! - `doze <ms>`: sleeps durably for `ms`; returns `woke=<wall clock ms after it>`
+//!   (the benches' timer, with nothing else in the way).
 //! - `read <table> <key>`: the stored value, or `none`.
 
 use std::hash::BuildHasher;
@@ -84,6 +86,11 @@ fn handle(input: Vec<u8>) -> Result<Vec<u8>, String> {
             let naps = stream(Tag::named("naps"))?.len();
             log::append(&[Tag::named("naps")], "nap").map_err(|e| e.to_string())?;
             Ok(format!("woke={woke} naps={naps}").into_bytes())
+        }
+        ["doze", ms] => {
+            let ms: u64 = ms.parse().map_err(|_| format!("the duration {ms:?} is not a number"))?;
+            context::sleep(std::time::Duration::from_millis(ms)).map_err(|e| e.to_string())?;
+            Ok(format!("woke={}", wall() / 1_000_000).into_bytes())
         }
         ["naps"] => Ok(stream(Tag::named("naps"))?.len().to_string().into_bytes()),
         ["events"] => {
