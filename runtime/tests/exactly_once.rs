@@ -595,6 +595,12 @@ async fn every_language_survives_crashes_at_every_step() {
 }
 
 /// The `clocks` guest reads its clocks and random numbers between two state writes.
+/// The value of `name=` in a guest's space-separated output.
+fn field(out: &str, name: &str) -> String {
+    let prefix = format!("{name}=");
+    out.split(' ').find_map(|w| w.strip_prefix(&prefix)).unwrap_or_else(|| panic!("{name} in {out:?}")).to_string()
+}
+
 /// Crashed after each of its effects and run again under the same key, every
 /// execution must see what the first saw: the re-execution returns the values the
 /// crashed one stored, under every exactly-once protocol. Over an unsafe table nothing
@@ -604,10 +610,6 @@ async fn re_executions_read_the_clocks_and_random_numbers_the_first_read() {
     let h = Harness::start(StoreKind::Rocksdb).await;
     let limits = h.node.runtime.config.limits;
     h.node.runtime.deploy("clocks", guest("clocks"), limits, tables()).await.expect("deploying clocks");
-    let field = |out: &str, name: &str| {
-        let prefix = format!("{name}=");
-        out.split(' ').find_map(|w| w.strip_prefix(&prefix)).unwrap_or_else(|| panic!("{name} in {out:?}")).to_string()
-    };
     let mut randoms = std::collections::BTreeSet::new();
     for (book, table) in [(201, "r"), (202, "w"), (203, "s"), (204, "u")] {
         let mut same = true;
@@ -658,10 +660,6 @@ async fn appends_and_conditional_appends_take_effect_once_across_crashes() {
     let h = Harness::start(StoreKind::Rocksdb).await;
     let limits = h.node.runtime.config.limits;
     h.node.runtime.deploy("clocks", guest("clocks"), limits, tables()).await.expect("deploying clocks");
-    let field = |out: &str, name: &str| {
-        let prefix = format!("{name}=");
-        out.split(' ').find_map(|w| w.strip_prefix(&prefix)).unwrap_or_else(|| panic!("{name} in {out:?}")).to_string()
-    };
     for table in ["w", "r"] {
         for k in 1u64.. {
             let book = if table == "w" { 400 + k } else { 500 + k };
@@ -724,7 +722,7 @@ async fn a_durable_sleep_outlasts_the_time_limit_and_wakes_once_across_crashes()
                 Err(e) => panic!("crash after {k}: {e}"),
             }
         };
-        let woke: u64 = wake.split(' ').find_map(|w| w.strip_prefix("woke=")).and_then(|w| w.parse().ok()).expect("woke=");
+        let woke: u64 = field(&wake, "woke").parse().expect("a wall clock reading");
         assert!(wake.ends_with("naps=0"), "crash after {k}: {wake}");
         let naps = h.node.runtime.invoke("clocks", BookId(book), Bytes::from_static(b"naps")).await.expect("naps");
         assert_eq!(String::from_utf8(naps).unwrap(), "1", "crash after {k}: the nap was appended once");

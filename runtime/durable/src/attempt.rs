@@ -12,10 +12,6 @@ use crate::node::Abort;
 use crate::record::{cut, input_sha256, Outcome};
 use crate::recorder::GuestClock;
 
-/// The longest durable sleep a guest may ask for: a year. (A sleeping invocation holds
-/// back garbage collection of its book, as any unfinished one does.)
-pub const SLEEP_MAX_MS: u64 = 365 * 24 * 3600 * 1000;
-
 /// One execution attempt of an invocation.
 pub struct Attempt {
     pub version: FunctionVersion,
@@ -52,13 +48,6 @@ impl Attempt {
     /// ends with [`Abort::Suspended`], and the invocation runs on at the wake time.
     /// Returns the wake time, in milliseconds since the Unix epoch.
     pub async fn sleep(&mut self, wake: Wake) -> Result<u64, Abort> {
-        if let Wake::After(ms) = wake {
-            if ms > SLEEP_MAX_MS {
-                return Err(Abort::Refused(Error::InvalidArgument(format!(
-                    "a sleep of {ms} ms is longer than the limit of {SLEEP_MAX_MS} ms (a year)"
-                ))));
-            }
-        }
         self.instance.sleep(&mut self.ctx, wake, self.deadline_ms).await
     }
 

@@ -67,6 +67,10 @@ use crate::store::Version;
 use crate::tags::{shadow, APPENDED, INSTANCES};
 use crate::InstanceId;
 
+/// The longest durable sleep a guest may ask for: a year. (A sleeping invocation holds
+/// back garbage collection of its book, as any unfinished one does.)
+pub const SLEEP_MAX_MS: u64 = 365 * 24 * 3600 * 1000;
+
 /// When a durable sleep ends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Wake {
@@ -639,13 +643,18 @@ impl Instance {
     /// time (milliseconds since the Unix epoch).
     pub async fn sleep(&mut self, ctx: &mut Context, wake: Wake, deadline_ms: u64) -> Result<u64, Abort> {
         self.init_checked(ctx).await?;
+        // A recorded reading, so that the wake time and the limit's verdict are the same
+        // in every execution.
+        let now_ms = self.recorder.read(GuestClock::Wall, self.svc.clock.wall_ms().saturating_mul(1_000_000)) / 1_000_000;
         let until_ms = match wake {
-            Wake::After(ms) => {
-                let now_ns = self.recorder.read(GuestClock::Wall, self.svc.clock.wall_ms().saturating_mul(1_000_000));
-                (now_ns / 1_000_000).saturating_add(ms)
-            }
+            Wake::After(ms) => now_ms.saturating_add(ms),
             Wake::At(ms) => ms,
         };
+        if until_ms.saturating_sub(now_ms) > SLEEP_MAX_MS {
+            return Err(Abort::Refused(Error::InvalidArgument(format!(
+                "a sleep until {until_ms} ms after the Unix epoch is longer than the limit of {SLEEP_MAX_MS} ms (a year)"
+            ))));
+        }
         self.log_clocks(ctx).await?;
         let step = Step::Sleep { until_ms, root: self.id.root() };
         let until_ms = match self.log_step(ctx, step, &[INSTANCES]).await?.step {
@@ -669,8 +678,8 @@ impl Instance {
     /// or a peer finds the record an earlier execution appended and returns its seqnum
     /// (a plain append cannot fail at its offset, so every execution counts the same).
     pub async fn append(&mut self, ctx: &mut Context, tags: &[Tag], data: Bytes) -> Result<Result<SeqNum, LogError>, Abort> {
-        if let Some(t) = tags.iter().find(|t| t.is_reserved()) {
-            return Ok(Err(LogError::InvalidArgument(format!("tag {:#x} is reserved for the platform", t.0))));
+        if let Err(e) = guest_tags(tags) {
+            return Ok(Err(e));
         }
         self.before_append(ctx).await?;
         match self.svc.log.cond_append(ctx, self.book, tags, data.clone(), self.mark, self.appends).await {
@@ -706,8 +715,8 @@ impl Instance {
         cond_tag: Tag,
         position: u64,
     ) -> Result<Result<SeqNum, LogError>, Abort> {
-        if let Some(t) = tags.iter().chain([&cond_tag]).find(|t| t.is_reserved()) {
-            return Ok(Err(LogError::InvalidArgument(format!("tag {:#x} is reserved for the platform", t.0))));
+        if let Err(e) = guest_tags(tags.iter().chain([&cond_tag])) {
+            return Ok(Err(e));
         }
         if cond_tag == Tag::ALL {
             return Ok(Err(LogError::InvalidArgument("a conditional append needs a tag other than 0".into())));
@@ -782,8 +791,8 @@ impl Instance {
         at: SeqNum,
         next: bool,
     ) -> Result<Result<Option<LogRecord>, LogError>, Abort> {
-        if tag.is_reserved() {
-            return Ok(Err(LogError::InvalidArgument(format!("tag {:#x} is reserved for the platform", tag.0))));
+        if let Err(e) = guest_tags([&tag]) {
+            return Ok(Err(e));
         }
         if let Some(replayed) = self.recorder.replayed_log_read() {
             return Ok(Ok(replayed.map(|r| LogRecord {
@@ -920,6 +929,14 @@ impl Instance {
             Step::Result { outcome } => Ok(outcome),
             _ => unreachable!("log_step checks the kind"),
         }
+    }
+}
+
+/// A guest names its own tags, never the platform's (marks included).
+fn guest_tags<'a>(tags: impl IntoIterator<Item = &'a Tag>) -> Result<(), LogError> {
+    match tags.into_iter().find(|t| t.is_reserved()) {
+        Some(t) => Err(LogError::InvalidArgument(format!("tag {:#x} is reserved for the platform", t.0))),
+        None => Ok(()),
     }
 }
 

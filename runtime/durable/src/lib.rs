@@ -37,12 +37,12 @@ mod tags;
 pub mod sim;
 pub mod store;
 
-pub use attempt::{Attempt, SLEEP_MAX_MS};
+pub use attempt::Attempt;
 pub use config::{Protocol, StateConfig, StoreKind};
 pub use env::{owner, Alone, BoxFuture, Clock, FunctionVersion, Functions, Log, LogResult, Peers, Spawn};
 pub use error::{Error, Result};
 pub use id::{InstanceId, IDEMPOTENCY_KEY_MAX};
-pub use instance::{CrashAfter, Instance, Of, Started, Wake};
+pub use instance::{CrashAfter, Instance, Of, Started, Wake, SLEEP_MAX_MS};
 pub use invoke::{InvocationStatus, InvokeRequest};
 pub use node::{check_table, Abort, Durable, NodeBounds, Ops, Parts, KEY_MAX, PAYLOAD_MAX, VALUE_MAX};
 pub use record::{Outcome, Reading, Transition};
