@@ -129,7 +129,7 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<()> {
 
 /// Starts `nap`-less `doze MS` under `key`: it must suspend. Returns its ID and wake time.
 async fn submit(rt: &Arc<tally_runtime::Runtime>, book: BookId, ms: u64, key: &str) -> anyhow::Result<(String, u64)> {
-    let opts = InvokeOptions { idempotency_key: Some(key.to_string()), retry_key: None, crash_after: None };
+    let opts = InvokeOptions { idempotency_key: Some(key.to_string()), retry_key: None, crash_after: None, delay_ms: 0 };
     match rt.invoke_with("clocks", book, Bytes::from(format!("doze {ms}")), opts).await {
         Err(RuntimeError::Suspended { id, wake_ms }) => Ok((id, wake_ms)),
         Ok(out) => bail!("a sleep of {ms} ms answered at once: {}", String::from_utf8_lossy(&out)),

@@ -9,7 +9,7 @@
 //! | `GET /v1/functions`                     | list functions                              | none                   |
 //! | `GET /v1/functions/{name}`              | inspect one, with its versions              | none                   |
 //! | `DELETE /v1/functions/{name}`           | delete                                      | none                   |
-//! | `POST /v1/functions/{name}/invoke`      | invoke: `?book=N` (default 0), `&async=true`| its `request_bytes_max`|
+//! | `POST /v1/functions/{name}/invoke`      | invoke: `?book=N` (default 0), `&async=true`, `&delay_ms=N` | its `request_bytes_max`|
 //! | `GET /v1/invocations/{id}`              | an invocation's status/output (`?book=N`)   | none                   |
 //! | `GET /v1/books/{id}/records`            | `?tag=&from=&limit=`: a book's records      | none                   |
 //! | `GET /v1/books/{id}/tables/{table}`     | a state table's protocol and switches       | none                   |
@@ -314,6 +314,9 @@ struct InvokeQuery {
     book: u64,
     #[serde(default, rename = "async")]
     background: bool,
+    /// Milliseconds to wait before the function runs (durably: logged at once).
+    #[serde(default)]
+    delay_ms: u64,
 }
 
 /// A header's value as text, if present.
@@ -343,6 +346,7 @@ async fn invoke(
         idempotency_key: header_text(&headers, IDEMPOTENCY_KEY)?,
         retry_key: header_text(&headers, RETRY_KEY)?,
         crash_after,
+        delay_ms: q.delay_ms,
     };
     let position = position_of(&headers)?;
     if q.background && opts.crash_after.is_some() {
@@ -357,7 +361,7 @@ async fn invoke(
     let input = body.read("the request", loaded.info.limits.request_bytes_max).await?;
     if q.background {
         // A background invocation is initialised before it is answered anyway.
-        let id = rt.invoke_async(name, book, input, opts.idempotency_key.or(opts.retry_key)).await?;
+        let id = rt.invoke_async(name, book, input, opts.idempotency_key.or(opts.retry_key), opts.delay_ms).await?;
         return Ok(accepted(&id.to_string(), book, json!({ "invocation_id": id.to_string() })));
     }
     let (output, reached) = rt.invoke_at(&name, book, input, opts, position).await;

@@ -164,6 +164,7 @@ impl Runtime {
             retry_key: opts.retry_key,
             crash_after: opts.crash_after,
             position,
+            delay_ms: opts.delay_ms,
         };
         self.durable.invoke_at(req).await
     }
@@ -176,8 +177,9 @@ impl Runtime {
         book: BookId,
         input: Bytes,
         idempotency_key: Option<String>,
+        delay_ms: u64,
     ) -> Result<String> {
-        Ok(self.durable.invoke_async(function, book, input, idempotency_key).await?.to_string())
+        Ok(self.durable.invoke_async(function, book, input, idempotency_key, delay_ms).await?.to_string())
     }
 
     /// The status of an invocation started on `book`.
@@ -196,4 +198,6 @@ pub struct InvokeOptions {
     pub retry_key: Option<String>,
     /// Test hook: stop the invocation after this many effects (`Tally-Crash-After`).
     pub crash_after: Option<u64>,
+    /// Milliseconds to wait before the guest runs (`?delay_ms=`; 0: none).
+    pub delay_ms: u64,
 }

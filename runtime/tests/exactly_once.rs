@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use tally_durable::{InstanceId, InvocationStatus, TableStatus};
+use tally_durable::{InstanceId, InvocationStatus, TableStatus, SLEEP_MAX_MS};
 use tally_logsvc::BookId;
 use tally_runtime::config::{Protocol, StoreKind};
 use tally_runtime::dev::DevNode;
@@ -98,7 +98,7 @@ impl Harness {
         key: &str,
         crash_after: Option<u64>,
     ) -> Result<String, RuntimeError> {
-        let opts = InvokeOptions { idempotency_key: Some(key.to_string()), retry_key: None, crash_after };
+        let opts = InvokeOptions { idempotency_key: Some(key.to_string()), retry_key: None, crash_after, delay_ms: 0 };
         let out = self.node.runtime.invoke_with(function, BookId(book), Bytes::from(input.to_string()), opts).await?;
         Ok(String::from_utf8(out).expect("text"))
     }
@@ -229,7 +229,12 @@ impl Clients {
         let rt = h.node.runtime.clone();
         for c in 0..n {
             for side in ["x", "y"] {
-                let opts = InvokeOptions { idempotency_key: Some(format!("open-{c}{side}")), retry_key: None, crash_after: None };
+                let opts = InvokeOptions {
+                    idempotency_key: Some(format!("open-{c}{side}")),
+                    retry_key: None,
+                    crash_after: None,
+                    delay_ms: 0,
+                };
                 rt.invoke_with("bank", BookId(book), Bytes::from(format!("open c{c}{side} 1000")), opts).await.expect("open");
             }
         }
@@ -249,10 +254,20 @@ impl Clients {
                         let key = format!("t-{c}-{t}");
                         // Every fifth transfer crashes after a few effects first.
                         let crash = (t % 5 == 2).then_some(1 + t % 6);
-                        let opts = InvokeOptions { idempotency_key: Some(key.clone()), retry_key: None, crash_after: crash };
+                        let opts = InvokeOptions {
+                            idempotency_key: Some(key.clone()),
+                            retry_key: None,
+                            crash_after: crash,
+                            delay_ms: 0,
+                        };
                         let mut reply = rt.invoke_with("bank", BookId(book), input.clone(), opts).await;
                         while reply.is_err() {
-                            let opts = InvokeOptions { idempotency_key: Some(key.clone()), retry_key: None, crash_after: None };
+                            let opts = InvokeOptions {
+                                idempotency_key: Some(key.clone()),
+                                retry_key: None,
+                                crash_after: None,
+                                delay_ms: 0,
+                            };
                             reply = rt.invoke_with("bank", BookId(book), input.clone(), opts).await;
                         }
                         x -= amount;
@@ -322,7 +337,7 @@ async fn switching_under_load_keeps_exactly_once_without_pausing() {
             let rt = rt.clone();
             let key = key.clone();
             tokio::spawn(async move {
-                let opts = InvokeOptions { idempotency_key: Some(key), retry_key: None, crash_after: None };
+                let opts = InvokeOptions { idempotency_key: Some(key), retry_key: None, crash_after: None, delay_ms: 0 };
                 rt.invoke_with("steps", BookId(book), Bytes::from_static(b"run accounts 150"), opts).await
             })
         };
@@ -410,7 +425,7 @@ async fn garbage_collection_keeps_storage_bounded() {
     for round in 0..3 {
         for i in 0..40 {
             let key = format!("r{round}-{i}");
-            let opts = InvokeOptions { idempotency_key: Some(key.clone()), retry_key: None, crash_after: None };
+            let opts = InvokeOptions { idempotency_key: Some(key.clone()), retry_key: None, crash_after: None, delay_ms: 0 };
             rt.invoke_with("bank", book, Bytes::from(format!("open acct{} {i}", i % 4)), opts).await.unwrap();
             last_keys.push(key);
         }
@@ -438,7 +453,7 @@ async fn garbage_collection_keeps_storage_bounded() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         // A collected result is refused rather than run again.
-        let opts = InvokeOptions { idempotency_key: Some(last_keys[0].clone()), retry_key: None, crash_after: None };
+        let opts = InvokeOptions { idempotency_key: Some(last_keys[0].clone()), retry_key: None, crash_after: None, delay_ms: 0 };
         let again = rt.invoke_with("bank", book, Bytes::from("open acct0 0"), opts).await;
         assert!(matches!(again, Err(RuntimeError::Conflict(_))), "{again:?}");
         // The values survive collection.
@@ -736,6 +751,56 @@ async fn a_durable_sleep_outlasts_the_time_limit_and_wakes_once_across_crashes()
         }
     }
     assert!(suspended > 0);
+    h.node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delayed_invocation_starts_after_its_delay_once() {
+    // `doze 0` answers the wall-clock time it ran at. Delayed by 1.5 s (past the
+    // in-place limit), a synchronous invocation is answered 202 and runs at its start
+    // time; a retry of its key after a crash keeps the start time the first logged, even
+    // asking for none; so does a background one.
+    let h = Harness::start(StoreKind::Rocksdb).await;
+    let limits = h.node.runtime.config.limits;
+    h.node.runtime.deploy("clocks", guest("clocks"), limits, tables()).await.expect("deploying clocks");
+    let now_ms = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+    let invoke = |key: &'static str, delay_ms: u64, crash_after: Option<u64>| {
+        let opts = InvokeOptions { idempotency_key: Some(key.to_string()), retry_key: None, crash_after, delay_ms };
+        h.node.runtime.invoke_with("clocks", BookId(700), Bytes::from_static(b"doze 0"), opts)
+    };
+    let ran_at = |out: Vec<u8>| -> u64 { field(&String::from_utf8(out).unwrap(), "woke").parse().unwrap() };
+    let rt = h.node.runtime.clone();
+    let finished = |id: String| {
+        let rt = rt.clone();
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(20);
+            loop {
+                match rt.invocation(BookId(700), &id).await.expect("a status") {
+                    InvocationStatus::Finished(r) => return r.expect("a result").to_vec(),
+                    status => assert!(Instant::now() < deadline, "{status:?}"),
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    // Crashed after its Init and Delay records, then retried without a delay.
+    let asked = now_ms();
+    assert!(matches!(invoke("delayed", 1_500, Some(2)).await, Err(RuntimeError::InjectedCrash)));
+    let (id, wake) = match invoke("delayed", 0, None).await {
+        Err(RuntimeError::Suspended { id, wake_ms }) => (id, wake_ms),
+        other => panic!("{other:?}"),
+    };
+    assert!(wake >= asked + 1_500, "the retry's start time {wake} is not the first request's");
+    assert!(matches!(h.node.runtime.invocation(BookId(700), &id).await, Ok(InvocationStatus::Sleeping { .. })));
+    let ran = ran_at(finished(id).await);
+    assert!(ran >= wake, "ran at {ran}, before its start time {wake}");
+    // In the background.
+    let asked = now_ms();
+    let id = h.node.runtime.invoke_async("clocks".into(), BookId(700), Bytes::from_static(b"doze 0"), None, 1_200).await.unwrap();
+    let ran = ran_at(finished(id).await);
+    assert!(ran >= asked + 1_200, "ran at {ran}, {} ms after it was asked", ran - asked);
+    // A delay past the limit is refused.
+    assert!(matches!(invoke("too-late", SLEEP_MAX_MS + 1, None).await, Err(RuntimeError::InvalidArgument(_))));
     h.node.shutdown().await;
 }
 

@@ -140,6 +140,7 @@ impl Attempt {
             eager: true,
             crash: self.instance.crash(),
             attempt: 1,
+            delay_until: None,
         };
         let svc = self.instance.svc().clone();
         let (result, child_ctx) = svc.run(run).await;

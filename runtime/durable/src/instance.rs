@@ -661,6 +661,40 @@ impl Instance {
             Step::Sleep { until_ms, .. } => until_ms,
             _ => unreachable!("log_step checks the kind"),
         };
+        self.wait_until(until_ms, deadline_ms).await
+    }
+
+    /// A delayed start, before the guest runs (right after `init`): takes the Delay
+    /// step the invocation has at step 1, or logs one until `until` if it has none yet
+    /// and one is asked for; then waits for that time as [`Instance::sleep`] does
+    /// (in place if near, otherwise `Abort::Suspended`). An invocation whose guest ran
+    /// first (no delay asked, or its Delay lost to a crash before it was logged) goes on.
+    pub async fn delay(&mut self, ctx: &mut Context, until: Option<u64>, deadline_ms: u64) -> Result<(), Abort> {
+        let until_ms = match self.steps.get(self.next) {
+            Some(Recorded { step: Step::Delay { until_ms, .. }, seqnum }) => {
+                let (until_ms, seqnum) = (*until_ms, *seqnum);
+                self.take(seqnum);
+                until_ms
+            }
+            Some(_) => return Ok(()),
+            None => {
+                let Some(until_ms) = until else { return Ok(()) };
+                let step = Step::Delay { until_ms, root: self.id.root() };
+                match self.log_step(ctx, step, &[INSTANCES]).await {
+                    Ok(Recorded { step: Step::Delay { until_ms, .. }, .. }) => until_ms,
+                    Ok(_) => unreachable!("log_step checks the kind"),
+                    // A peer that knew of no delay ran the guest first: it has started.
+                    Err(Abort::NonDeterministic(_)) => return Ok(()),
+                    Err(abort) => return Err(abort),
+                }
+            }
+        };
+        self.wait_until(until_ms, deadline_ms).await.map(|_| ())
+    }
+
+    /// Waits for `until_ms` (wall clock) in place if it is near and before
+    /// `deadline_ms`, else ends the attempt suspended until then.
+    async fn wait_until(&self, until_ms: u64, deadline_ms: u64) -> Result<u64, Abort> {
         let remaining = until_ms.saturating_sub(self.svc.clock.wall_ms());
         if remaining == 0 {
             return Ok(until_ms);

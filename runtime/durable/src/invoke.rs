@@ -42,6 +42,8 @@ pub(crate) struct Run {
     pub eager: bool,
     pub crash: Option<Arc<CrashAfter>>,
     pub attempt: u32,
+    /// A delayed start (`?delay_ms=`): the guest runs from this wall-clock time on.
+    pub delay_until: Option<u64>,
 }
 
 /// Where an invocation stands, as `GET /v1/invocations/{id}` shows it.
@@ -74,6 +76,10 @@ pub struct InvokeRequest {
     /// Where the client's last invocation got to in the log: this one reads nothing
     /// older (session consistency across nodes). Empty for a client with no history.
     pub position: Context,
+    /// Milliseconds to wait before the guest runs (0: none). The invocation is logged
+    /// at once (so it is exactly-once and outlives the node), and waits as a durable
+    /// sleep does; a retry of its key gets the start time the first request logged.
+    pub delay_ms: u64,
 }
 
 /// The invocations of this node: running roots, asynchronous ones and their status.
@@ -126,6 +132,10 @@ impl Durable {
     /// context at the end, at least `req.position`): a client that sends it with its
     /// next invocation, on any node, reads its own writes.
     pub async fn invoke_at(self: &Arc<Self>, req: InvokeRequest) -> (Result<Vec<u8>>, Context) {
+        let delay_until = match self.delay_until(req.delay_ms) {
+            Ok(d) => d,
+            Err(e) => return (Err(e), req.position),
+        };
         let (id, eager) = match (&req.idempotency_key, &req.retry_key) {
             (Some(key), _) | (None, Some(key)) => match InstanceId::keyed(&req.function, key) {
                 Ok(id) => (id, req.idempotency_key.is_some()),
@@ -152,11 +162,24 @@ impl Durable {
             depth: 0,
             deadline_ms: None,
             id,
-            eager,
+            // A delayed invocation is logged before it waits.
+            eager: eager || delay_until.is_some(),
             crash,
             attempt: 1,
+            delay_until,
         };
         self.run(run).await
+    }
+
+    /// The start time of an invocation delayed by `delay_ms` (none for 0).
+    fn delay_until(&self, delay_ms: u64) -> Result<Option<u64>> {
+        if delay_ms > crate::SLEEP_MAX_MS {
+            return Err(Error::InvalidArgument(format!(
+                "a delay of {delay_ms} ms is longer than the limit of {} ms (a year)",
+                crate::SLEEP_MAX_MS
+            )));
+        }
+        Ok((delay_ms > 0).then(|| self.clock.wall_ms().saturating_add(delay_ms)))
     }
 
     /// Starts an exactly-once invocation in the background and returns its ID, once its
@@ -170,7 +193,9 @@ impl Durable {
         book: BookId,
         input: Bytes,
         idempotency_key: Option<String>,
+        delay_ms: u64,
     ) -> Result<InstanceId> {
+        let delay_until = self.delay_until(delay_ms)?;
         let id = match &idempotency_key {
             Some(key) => InstanceId::keyed(&function, key)?,
             None => self.invocations.new_id(),
@@ -187,6 +212,7 @@ impl Durable {
             eager: true,
             crash: None,
             attempt: 1,
+            delay_until,
         };
         let version = self.version_for(&mut run).await?;
         {
@@ -280,7 +306,7 @@ impl Durable {
         let last = self.log.read_prev(&mut ctx, shadow(book), tag, SeqNum::MAX).await?;
         match last.map(|r| record::decode::<Step>("step", &r.data)).transpose()? {
             Some(Step::Result { outcome }) => Ok(InvocationStatus::Finished(outcome.into_result().map(Bytes::from))),
-            Some(Step::Sleep { until_ms, .. }) if until_ms > self.clock.wall_ms() => {
+            Some(Step::Sleep { until_ms, .. } | Step::Delay { until_ms, .. }) if until_ms > self.clock.wall_ms() => {
                 Ok(InvocationStatus::Sleeping { wake_ms: until_ms })
             }
             _ => Ok(InvocationStatus::Running),
@@ -462,6 +488,13 @@ impl Durable {
             }
             let own = self.clock.now_ms().saturating_add(version.timeout_ms);
             let deadline_ms = run.deadline_ms.map_or(own, |d| d.min(own));
+            if instance.initialized() {
+                match instance.delay(&mut run.ctx, run.delay_until, deadline_ms).await {
+                    Ok(()) => {}
+                    Err(Abort::Suspended { wake_ms }) => return self.suspended(&run, version.version, wake_ms),
+                    Err(abort) => return (Err(abort.into_error()), run.ctx),
+                }
+            }
             let input = instance.input().cloned().unwrap_or_default();
             let attempt = Attempt {
                 version: version.clone(),
@@ -476,12 +509,7 @@ impl Durable {
             let (result, mut attempt) = self.functions.run(attempt).await;
             run.ctx = attempt.ctx;
             if let Err(Error::Suspended { wake_ms, .. }) = result {
-                // A child's parent takes the suspension up; a root wakes by this node's
-                // timer (or, should the node die, by the recovery scan on its owner).
-                if run.id.is_root() {
-                    self.wake_at(run.book, run.id.clone(), run.function.clone(), version.version, wake_ms);
-                }
-                return (Err(Error::Suspended { id: run.id.to_string(), wake_ms }), run.ctx);
+                return self.suspended(&run, version.version, wake_ms);
             }
             if !attempt.instance.initialized() {
                 // Nothing durable happened: the outcome is the attempt's, as it is.
@@ -528,6 +556,16 @@ impl Durable {
         }
     }
 
+    /// The answer of an attempt that ended suspended until `wake_ms`. A child's parent
+    /// takes the suspension up; a root wakes by this node's timer (or, should the node
+    /// die, by the recovery scan on its owner).
+    fn suspended(self: &Arc<Self>, run: &Run, version: u64, wake_ms: u64) -> (Result<Vec<u8>>, Context) {
+        if run.id.is_root() {
+            self.wake_at(run.book, run.id.clone(), run.function.clone(), version, wake_ms);
+        }
+        (Err(Error::Suspended { id: run.id.to_string(), wake_ms }), run.ctx.clone())
+    }
+
     /// Runs a suspended root invocation again at `wake_ms` (wall clock), from a timer
     /// task that holds the node weakly. Cancelling the task (the node stops) loses
     /// nothing: the Sleep record is in the INSTANCES stream, and the recovery scan wakes
@@ -570,6 +608,7 @@ impl Durable {
             eager: true,
             crash: None,
             attempt,
+            delay_until: None,
         };
         self.run(run).await
     }

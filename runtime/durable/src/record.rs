@@ -68,6 +68,10 @@ pub enum Step {
     /// epoch), logged before the guest waits, also in INSTANCES: the recovery scan wakes
     /// `root` (whose re-execution reaches this sleep again) once it is due.
     Sleep { until_ms: u64, root: InstanceId },
+    /// A delayed start (`?delay_ms=`): logged by the platform as step 1, right after
+    /// Init and before the guest runs, which it does from `until_ms` on (wall clock,
+    /// milliseconds since the Unix epoch). Also in INSTANCES, as a Sleep is.
+    Delay { until_ms: u64, root: InstanceId },
 }
 
 /// What a conditional append of a guest got.
@@ -125,6 +129,8 @@ impl Step {
                 Step::CondAppend { tag, position, data_sha256, .. },
             ) => t == tag && p == position && d == data_sha256,
             (Step::Sleep { until_ms: u, .. }, Step::Sleep { until_ms, .. }) => u == until_ms,
+            // The recorded start time is the invocation's, whoever asked.
+            (Step::Delay { .. }, Step::Delay { .. }) => true,
             _ => false,
         }
     }
@@ -142,6 +148,7 @@ impl Step {
             Step::Clocks { readings } => format!("readings of the clocks and the book ({})", readings.len()),
             Step::CondAppend { tag, position, .. } => format!("conditional append at offset {position} of tag {tag:#x}"),
             Step::Sleep { until_ms, .. } => format!("sleep until {until_ms} ms after the Unix epoch"),
+            Step::Delay { until_ms, .. } => format!("start delayed until {until_ms} ms after the Unix epoch"),
         }
     }
 }
@@ -315,6 +322,7 @@ mod tests {
             Step::CondAppend { tag: 5, position: 0, data_sha256: input_sha256(b""), outcome: CondOutcome::Conflict(None) },
             Step::CondAppend { tag: 5, position: 1, data_sha256: [0; 32], outcome: CondOutcome::Appended(u64::MAX) },
             Step::Sleep { until_ms: u64::MAX, root: InstanceId::generated("00ff") },
+            Step::Delay { until_ms: 0, root: InstanceId::generated("00ff") },
         ];
         for s in steps {
             assert_eq!(decode::<Step>("step", &encode(&s)).unwrap(), s);

@@ -102,8 +102,9 @@ impl BookScan {
                     let seen_ms = d.clock.now_ms();
                     self.open.insert(tag, Open { id, function, version, seen_ms, attempts: 0, init: r.seqnum.0, wake_ms: None });
                 }
-                // A sleep of the root or of one of its children: the root is due then.
-                Ok(Step::Sleep { until_ms, root }) => {
+                // A sleep of the root or of one of its children, or a delayed start: the
+                // root is due then.
+                Ok(Step::Sleep { until_ms, root } | Step::Delay { until_ms, root }) => {
                     if let Some(open) = self.open.get_mut(&d.tags.step(&root)) {
                         open.wake_ms = Some(until_ms);
                         open.attempts = 0;
@@ -149,7 +150,7 @@ impl BookScan {
             if !finished {
                 let seen_ms = d.clock.now_ms();
                 let wake_ms = match last {
-                    Some(Ok(Step::Sleep { until_ms, .. })) => Some(until_ms),
+                    Some(Ok(Step::Sleep { until_ms, .. } | Step::Delay { until_ms, .. })) => Some(until_ms),
                     _ => None,
                 };
                 self.open.insert(tag, Open { id, function, version, seen_ms, attempts: 0, init: r.seqnum.0, wake_ms });

@@ -719,6 +719,15 @@ fn request(function: &str, book: BookId, input: &[u8], key: &str) -> InvokeReque
         retry_key: retry.then(|| key.to_string()),
         crash_after: None,
         position: Context::new(),
+        delay_ms: delay_of(key),
+    }
+}
+
+/// The delayed start some keys ask for (every request of one key asks the same).
+fn delay_of(key: &str) -> u64 {
+    match guest::seed_of(key.as_bytes()) % 8 {
+        0 => guest::seed_of(key.as_bytes()) % 300,
+        _ => 0,
     }
 }
 
@@ -824,7 +833,10 @@ async fn asynchronous(world: &Arc<World>, book: BookId, function: &str, input: &
             continue;
         };
         let (f, i, k) = (function.to_string(), Bytes::copy_from_slice(input), key.clone());
-        match world.on_node(n, d, "submit", move |d| async move { d.invoke_async(f, book, i, Some(k)).await }).await {
+        match world
+            .on_node(n, d, "submit", move |d| async move { d.invoke_async(f, book, i, Some(k.clone()), delay_of(&k)).await })
+            .await
+        {
             Some(Ok(id)) => break (id.to_string(), h.now_ms()),
             Some(Err(e)) if e.is_transient() => h.sleep(5 + world.draw(20)).await,
             Some(Err(e)) => {

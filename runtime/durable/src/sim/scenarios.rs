@@ -199,6 +199,7 @@ fn unkeyed(function: &str, input: &str) -> InvokeRequest {
         retry_key: None,
         crash_after: None,
         position: Context::new(),
+        delay_ms: 0,
     }
 }
 
@@ -601,7 +602,7 @@ fn asynchronous_invocations_are_bounded_and_acknowledged_once_logged() {
         })
     });
     w.deploy("slow", Limits::default(), slow);
-    let submit = |key: &'static str| d.invoke_async("slow".into(), BOOK, Bytes::from_static(key.as_bytes()), None);
+    let submit = |key: &'static str| d.invoke_async("slow".into(), BOOK, Bytes::from_static(key.as_bytes()), None, 0);
     let done = Ok(InvocationStatus::Finished(Ok(Bytes::from_static(b"done"))));
     let first = w.run(submit("first")).expect("admitted");
     match w.run(submit("second")) {
