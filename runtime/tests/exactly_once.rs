@@ -804,6 +804,39 @@ async fn a_delayed_invocation_starts_after_its_delay_once() {
     h.node.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_language_sleeps_durably() {
+    // `nap 6000` sleeps past the steps functions' 5 s time limit: in every language the
+    // invocation suspends (Suspended, status sleeping) and answers after its wake time.
+    let h = Harness::start(StoreKind::Rocksdb).await;
+    let mut functions = vec!["steps".to_string()];
+    for lang in LANGUAGES {
+        functions.push(h.deploy_steps(lang).await);
+    }
+    let mut asleep = Vec::new();
+    for (i, function) in functions.iter().enumerate() {
+        let book = BookId(800 + i as u64);
+        match h.invoke_fn(function, book.0, "script nap 6000; id", &format!("nap-{function}"), None).await {
+            Err(RuntimeError::Suspended { id, wake_ms }) => asleep.push((function, book, id, wake_ms)),
+            other => panic!("{function}: {other:?}"),
+        }
+    }
+    for (function, book, id, wake_ms) in asleep {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let output = loop {
+            match h.node.runtime.invocation(book, &id).await.expect("a status") {
+                InvocationStatus::Finished(r) => break r.unwrap_or_else(|e| panic!("{function}: {e}")),
+                status => assert!(Instant::now() < deadline, "{function}: {status:?}"),
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+        assert!(now >= wake_ms, "{function} answered before its wake time");
+        assert_eq!(String::from_utf8_lossy(&output), format!("ok,{id}"), "{function}");
+    }
+    h.node.shutdown().await;
+}
+
 /// Inputs of `STEPS.md` that every SDK call is in, run in order on one fresh book.
 const SCRIPTS: &[&str] = &[
     "script tag orders; tag counter; tag ünïcödé; tag 日本語; tag a,b; tag *",

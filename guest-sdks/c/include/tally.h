@@ -5,8 +5,8 @@
  * (`wit/platform.wit`): it gets the invocation's input as bytes and returns bytes or an
  * error message. While it runs it may use the shared log of the book it is bound to
  * (`tally_log_*`), keep exactly-once key-value state in the book's tables
- * (`tally_state_*`), call other functions (`tally_invoke_call`) and ask what the
- * invocation is (`tally_context_*`).
+ * (`tally_state_*`), call other functions (`tally_invoke_call`), ask what the
+ * invocation is (`tally_context_*`) and sleep durably (`tally_context_sleep*`).
  *
  * A function defines one entry point, `tally_handle` (see "The handler" below):
  *
@@ -561,6 +561,31 @@ uint32_t tally_context_attempt(void);
 
 /** The name the function was deployed under, NUL-terminated; the caller releases it with `free`. */
 char *tally_context_function_name(void);
+
+/**
+ * Sleeps durably for `ms` milliseconds (at most a year). The wake time is logged, so a
+ * re-execution of the invocation wakes at the same time, and the sleep may outlast the
+ * function's time limit and node restarts: a short sleep waits in place; a long one
+ * suspends the invocation (nothing is held while it sleeps, and a synchronous caller is
+ * answered HTTP 202 with the invocation's ID) and runs it again at the wake time, which
+ * replays everything before this call and returns `TALLY_OK` here.
+ *
+ * Like the state operations, a sleep is a step of the invocation: it should come at the
+ * same point when the invocation runs again. A sleep longer than a year fails with
+ * `TALLY_INVALID_ARGUMENT`.
+ *
+ *     // Sends a reminder a day after the order, even across restarts.
+ *     if (tally_context_sleep(24 * 3600 * 1000, &err) != TALLY_OK)
+ *         return tally_fail_error(out, &err);
+ */
+int tally_context_sleep(uint64_t ms, tally_error *err);
+
+/**
+ * Sleeps durably until `unix_ms`, in milliseconds since the Unix epoch, as
+ * `tally_context_sleep` does (at most a year from now); a time in the past returns at
+ * once.
+ */
+int tally_context_sleep_until(uint64_t unix_ms, tally_error *err);
 
 /* ------------------------------------------------------------------------------------ */
 /* Text                                                                                  */

@@ -1,4 +1,4 @@
-/* What the current invocation is: the `tally:platform/context` imports. */
+/* What the current invocation is, and durable sleeps: the `tally:platform/context` imports. */
 #include "wit.h"
 
 char *tally_context_invocation_id(void) {
@@ -19,4 +19,18 @@ char *tally_context_function_name(void) {
     function_string_t name;
     tally_platform_context_function_name(&name);
     return tally__cstr_from_wit(&name);
+}
+
+int tally_context_sleep(uint64_t ms, tally_error *err) {
+    tally_platform_context_error_t wit_err;
+    if (!tally_platform_context_sleep(ms, &wit_err))
+        return tally__error_from_wit(&wit_err, err);
+    return TALLY_OK;
+}
+
+int tally_context_sleep_until(uint64_t unix_ms, tally_error *err) {
+    tally_platform_context_error_t wit_err;
+    if (!tally_platform_context_sleep_until(unix_ms, &wit_err))
+        return tally__error_from_wit(&wit_err, err);
+    return TALLY_OK;
 }

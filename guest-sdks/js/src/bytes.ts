@@ -56,6 +56,26 @@ export function toU64(value: bigint, what: string): bigint {
   return value;
 }
 
+/**
+ * `value`, a `number` or a `bigint`, as a u64 `bigint`: a `number` must be an integer
+ * (`NaN`, infinities and fractions are refused), and either must be from 0 to
+ * 2^64 - 1. `what` names it in the `TypeError` or `RangeError`.
+ */
+export function integerToU64(value: number | bigint, what: string): bigint {
+  if (typeof value === 'bigint') {
+    return toU64(value, what);
+  }
+  if (typeof value !== 'number') {
+    throw new TypeError(`${what} must be a number or a bigint, not ${describe(value)}`);
+  }
+  // An integer `number`, however large, converts to a `bigint` exactly.
+  const u64 = Number.isInteger(value) ? BigInt(value) : -1n;
+  if (u64 < 0n || u64 > U64_MAX) {
+    throw new RangeError(`${what} ${value} is not a u64`);
+  }
+  return u64;
+}
+
 /** A short description of a value of the wrong type, for a `TypeError`. */
 export function describe(value: unknown): string {
   if (value === null) {

@@ -1,5 +1,5 @@
 /**
- * What the current invocation is.
+ * What the current invocation is, and durable sleeps.
  *
  * These are host calls, so they work inside a handler, not at the top level of a
  * module (which runs at build time).
@@ -9,6 +9,8 @@
 
 /// <reference path="./platform.d.ts" />
 import * as wit from 'tally:platform/context';
+import { integerToU64 } from './bytes.js';
+import { fromHostError } from './errors.js';
 
 /**
  * The invocation's ID. It stays the same when the platform runs the invocation again,
@@ -34,4 +36,63 @@ export function attempt(): number {
 /** The name the function was deployed under. */
 export function functionName(): string {
   return wit.functionName();
+}
+
+/**
+ * Sleeps durably for `ms` milliseconds (a `number` or a `bigint`, at most a year).
+ *
+ * The wake time is logged, so when the platform runs the invocation again it wakes at
+ * the same time, and the sleep may outlast the function's time limit and restarts of
+ * the node. A short sleep waits in place. A long one suspends the invocation: this
+ * execution ends there (the call does not return, nothing is held while it sleeps, and
+ * a synchronous caller is answered HTTP 202 with the invocation's {@link invocationId}),
+ * and at the wake time the platform runs the invocation again, which replays everything
+ * before this call, and the call then returns. As for every durable call, the
+ * invocation should reach it by the same calls in the same order when it runs again.
+ *
+ * The call is synchronous, like the platform's others: nothing else of the instance
+ * runs while it sleeps (timers included). Unlike `setTimeout`, it is durable.
+ *
+ * An `ms` that is not a u64 is a `TypeError` or `RangeError`; a sleep longer than a year
+ * fails with {@link InvalidArgument}.
+ *
+ * ```ts
+ * context.sleep(60_000); // a minute, however often the invocation runs
+ * ```
+ */
+export function sleep(ms: number | bigint): void {
+  const duration = integerToU64(ms, 'ms');
+  try {
+    wit.sleep(duration);
+  } catch (thrown) {
+    throw fromHostError(thrown);
+  }
+}
+
+/**
+ * Sleeps durably until `time`, a `Date` or milliseconds since the Unix epoch (a `number`
+ * or a `bigint`, as `Date.now()` gives), like {@link sleep}. A time in the past
+ * (a `Date` before the epoch too) returns at once; one more than a year ahead fails with
+ * {@link InvalidArgument}.
+ *
+ * ```ts
+ * context.sleepUntil(new Date('2030-01-01T00:00:00Z'));
+ * ```
+ */
+export function sleepUntil(time: Date | number | bigint): void {
+  const unixMs = time instanceof Date ? dateToUnixMs(time) : integerToU64(time, 'time');
+  try {
+    wit.sleepUntil(unixMs);
+  } catch (thrown) {
+    throw fromHostError(thrown);
+  }
+}
+
+/** A `Date` as a u64 of milliseconds since the epoch; one before the epoch is 0, as in Rust. */
+function dateToUnixMs(date: Date): bigint {
+  const ms = date.getTime();
+  if (Number.isNaN(ms)) {
+    throw new RangeError('time is an invalid Date');
+  }
+  return ms < 0 ? 0n : BigInt(ms);
 }

@@ -5,7 +5,8 @@
  * gets the invocation's input as bytes and returns bytes or an error message. While it
  * runs it may use the shared log of the book it is bound to ({@link log}), keep
  * exactly-once key-value state in the book's tables ({@link state}), call other
- * functions ({@link invoke}) and ask what the invocation is ({@link context}).
+ * functions ({@link invoke}), ask what the invocation is and sleep durably
+ * ({@link context}).
  *
  * A project is a directory with a `package.json` and an entry module, `app.ts` or
  * `app.js` (or the `main` of `package.json`), that exports the {@link Handler}:

@@ -52,4 +52,6 @@ declare module 'tally:platform/context' {
   export function bookId(): bigint;
   export function attempt(): number;
   export function functionName(): string;
+  export function sleep(ms: bigint): void;
+  export function sleepUntil(unixMs: bigint): void;
 }

@@ -4,10 +4,17 @@ value of the wrong type or range instead of raising."""
 from __future__ import annotations
 
 import operator
+from datetime import datetime, timedelta, timezone
 from typing import Iterable, SupportsIndex, Union
 
 #: What the SDK takes where the WIT has ``list<u8>``: bytes, or text sent as UTF-8.
 BytesLike = Union[bytes, bytearray, memoryview, str]
+
+#: A duration: an ``int`` of milliseconds, or a ``timedelta``.
+DurationLike = Union[SupportsIndex, timedelta]
+
+#: A point in time: an aware or naive-UTC ``datetime``, or milliseconds since the Unix epoch.
+TimeLike = Union[SupportsIndex, datetime]
 
 U64_MAX = (1 << 64) - 1
 
@@ -43,3 +50,46 @@ def to_u64_list(values: Iterable[SupportsIndex], what: str) -> list[int]:
     if isinstance(values, (str, bytes, bytearray, memoryview)) or not isinstance(values, Iterable):
         raise TypeError(f"{what} must be a list of tags, not {type(values).__name__}")
     return [to_u64(value, what) for value in values]
+
+
+_MILLISECOND = timedelta(milliseconds=1)
+_EPOCH_AWARE = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH_NAIVE = datetime(1970, 1, 1)
+
+
+def _to_ms_int(value: SupportsIndex, what: str, expected: str) -> int:
+    """``value`` as an ``int`` of milliseconds from 0 to 2^64-1; ``expected`` names what
+    else the argument may be, for the ``TypeError``."""
+    # `True` is an `int`, but surely not a number of milliseconds.
+    if isinstance(value, bool):
+        raise TypeError(f"{what} must be {expected}, not bool")
+    try:
+        number = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{what} must be {expected}, not {type(value).__name__}") from None
+    return to_u64(number, f"{what} in milliseconds")
+
+
+def to_duration_ms(value: DurationLike, what: str) -> int:
+    """``value`` as whole milliseconds from 0 to 2^64-1: an ``int`` is milliseconds; a
+    ``timedelta`` must not be negative and loses any fraction of a millisecond (as the
+    Rust SDK's ``Duration::as_millis``)."""
+    if isinstance(value, timedelta):
+        if value < timedelta(0):
+            raise ValueError(f"{what} must not be negative, not {value!r}")
+        # At most 999999999 days, far below 2^64 ms.
+        return value // _MILLISECOND
+    return _to_ms_int(value, what, "an int (milliseconds) or a datetime.timedelta")
+
+
+def to_unix_ms(value: TimeLike, what: str) -> int:
+    """``value`` as whole milliseconds since the Unix epoch, from 0 to 2^64-1: an ``int``
+    is taken as is; an aware ``datetime`` is converted from its time zone and a naive one
+    is taken as UTC, a time before the epoch is 0 (as in the Rust SDK) and any fraction
+    of a millisecond is dropped."""
+    if isinstance(value, datetime):
+        aware = value.tzinfo is not None and value.utcoffset() is not None
+        since_epoch = value - (_EPOCH_AWARE if aware else _EPOCH_NAIVE)
+        # Floor division: drops the fraction of a millisecond after the epoch.
+        return max(since_epoch // _MILLISECOND, 0)
+    return _to_ms_int(value, what, "an int (milliseconds since the Unix epoch) or a datetime.datetime")

@@ -1,6 +1,7 @@
 """The SDK's calls over fake bindings: argument conversion, results, error mapping."""
 
 from dataclasses import dataclass
+from datetime import date, datetime, timedelta, timezone, tzinfo
 from types import SimpleNamespace
 from typing import Any, Optional
 
@@ -30,6 +31,11 @@ class Error_InvalidArgument:
 
 @dataclass
 class Error_NotFound:
+    value: str
+
+
+@dataclass
+class Error_Unavailable:
     value: str
 
 
@@ -188,3 +194,124 @@ def test_context(monkeypatch):
         SimpleNamespace(invocation_id=lambda: "id", book_id=lambda: 1, attempt=lambda: 2, function_name=lambda: "f"),
     )
     assert (context.invocation_id(), context.book_id(), context.attempt(), context.function_name()) == ("id", 1, 2, "f")
+
+
+def test_sleeps_outside_a_component_say_so():
+    with pytest.raises(_bindings.HostUnavailable, match="context.sleep"):
+        context.sleep(1)
+    with pytest.raises(_bindings.HostUnavailable, match="context.sleep-until"):
+        context.sleep_until(1)
+
+
+def test_sleep_takes_milliseconds(fake):
+    bindings = fake("context")
+    assert context.sleep(1500) is None
+    context.sleep(0)
+    context.sleep((1 << 64) - 1)
+    context.sleep(SeqNum(7))
+    assert bindings.calls == [("sleep", (1500,)), ("sleep", (0,)), ("sleep", ((1 << 64) - 1,)), ("sleep", (7,))]
+    assert all(type(args[0]) is int for _, args in bindings.calls)
+
+
+def test_sleep_takes_a_timedelta(fake):
+    bindings = fake("context")
+    context.sleep(timedelta(hours=1))
+    context.sleep(timedelta(seconds=1, microseconds=2999))  # the fraction of a ms is dropped
+    context.sleep(timedelta(microseconds=999))
+    context.sleep(timedelta(days=365))
+    assert bindings.calls == [
+        ("sleep", (3_600_000,)),
+        ("sleep", (1002,)),
+        ("sleep", (0,)),
+        ("sleep", (31_536_000_000,)),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("duration", "kind", "text"),
+    [
+        (-1, ValueError, "duration in milliseconds must be from 0 to 2\\*\\*64-1, not -1"),
+        (1 << 64, ValueError, "must be from 0 to 2\\*\\*64-1"),
+        (timedelta(microseconds=-1), ValueError, "duration must not be negative"),
+        (timedelta(days=-1), ValueError, "duration must not be negative"),
+        (1.5, TypeError, "duration must be an int \\(milliseconds\\) or a datetime.timedelta, not float"),
+        ("5", TypeError, "not str"),
+        (None, TypeError, "not NoneType"),
+        (True, TypeError, "not bool"),
+    ],
+)
+def test_sleep_refuses_bad_durations(fake, duration, kind, text):
+    bindings = fake("context")
+    with pytest.raises(kind, match=text):
+        context.sleep(duration)
+    assert bindings.calls == []
+
+
+def test_sleep_until_takes_epoch_milliseconds(fake):
+    bindings = fake("context")
+    assert context.sleep_until(1_700_000_000_123) is None
+    context.sleep_until(0)
+    context.sleep_until((1 << 64) - 1)
+    assert bindings.calls == [("sleep_until", (1_700_000_000_123,)), ("sleep_until", (0,)), ("sleep_until", ((1 << 64) - 1,))]
+
+
+class NoOffset(tzinfo):
+    """A time zone that does not know its offset: a datetime with it is naive."""
+
+    def utcoffset(self, dt):
+        return None
+
+
+def test_sleep_until_takes_a_datetime(fake):
+    bindings = fake("context")
+    utc = datetime(2023, 11, 14, 22, 13, 20, 123999, tzinfo=timezone.utc)
+    context.sleep_until(utc)  # the fraction of a ms is dropped
+    context.sleep_until(utc.astimezone(timezone(timedelta(hours=-5))))  # the same time elsewhere
+    context.sleep_until(datetime(2023, 11, 14, 22, 13, 20, 123999))  # naive: UTC
+    context.sleep_until(datetime(2023, 11, 14, 22, 13, 20, 123999, tzinfo=NoOffset()))  # naive too
+    context.sleep_until(datetime(2023, 11, 14, 22, 13, 20, tzinfo=timezone(timedelta(hours=1))))
+    context.sleep_until(datetime(1970, 1, 1, tzinfo=timezone.utc))
+    context.sleep_until(datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=timezone.utc))  # before: 0
+    context.sleep_until(datetime(1900, 1, 1))
+    assert bindings.calls == [
+        ("sleep_until", (1_700_000_000_123,)),
+        ("sleep_until", (1_700_000_000_123,)),
+        ("sleep_until", (1_700_000_000_123,)),
+        ("sleep_until", (1_700_000_000_123,)),
+        ("sleep_until", (1_699_996_400_000,)),
+        ("sleep_until", (0,)),
+        ("sleep_until", (0,)),
+        ("sleep_until", (0,)),
+    ]
+    assert all(type(args[0]) is int for _, args in bindings.calls)
+
+
+@pytest.mark.parametrize(
+    ("time", "kind", "text"),
+    [
+        (-1, ValueError, "time in milliseconds must be from 0 to 2\\*\\*64-1, not -1"),
+        (1 << 64, ValueError, "must be from 0 to 2\\*\\*64-1"),
+        (1_700_000_000.5, TypeError, "time must be an int \\(milliseconds since the Unix epoch\\) or a datetime.datetime, not float"),
+        (date(2030, 1, 1), TypeError, "not date"),
+        (timedelta(seconds=1), TypeError, "not timedelta"),
+        (False, TypeError, "not bool"),
+    ],
+)
+def test_sleep_until_refuses_bad_times(fake, time, kind, text):
+    bindings = fake("context")
+    with pytest.raises(kind, match=text):
+        context.sleep_until(time)
+    assert bindings.calls == []
+
+
+def test_sleep_errors_map(fake):
+    bindings = fake("context", sleep=_bindings.Err(Error_InvalidArgument("a sleep until 1 ms is longer than the limit")))
+    with pytest.raises(tally.InvalidArgument, match="^invalid argument: a sleep until 1 ms is longer than the limit$") as raised:
+        context.sleep(timedelta(days=400))
+    assert raised.value.__context__ is None or raised.value.__suppress_context__
+    assert bindings.calls == [("sleep", (34_560_000_000,))]
+
+    fake("context", sleep_until=_bindings.Err(Error_Unavailable("no quorum")))
+    with pytest.raises(tally.Unavailable, match="^unavailable: no quorum$") as raised:
+        context.sleep_until(datetime(2030, 1, 1, tzinfo=timezone.utc))
+    assert raised.value.__context__ is None or raised.value.__suppress_context__

@@ -53,3 +53,9 @@ func Attempt() uint32 { panic(notWasm) }
 
 // FunctionName is tally:platform/context.function-name; it panics outside Wasm.
 func FunctionName() string { panic(notWasm) }
+
+// Sleep is tally:platform/context.sleep; it panics outside Wasm.
+func Sleep(ms uint64) *Error { panic(notWasm) }
+
+// SleepUntil is tally:platform/context.sleep-until; it panics outside Wasm.
+func SleepUntil(unixMs uint64) *Error { panic(notWasm) }

@@ -57,6 +57,12 @@ func contextAttempt() uint32
 //go:wasmimport tally:platform/context function-name
 func contextFunctionName(ret unsafe.Pointer)
 
+//go:wasmimport tally:platform/context sleep
+func contextSleep(ms uint64, ret unsafe.Pointer)
+
+//go:wasmimport tally:platform/context sleep-until
+func contextSleepUntil(unixMs uint64, ret unsafe.Pointer)
+
 // Pauses the monotonic clock of the WASI adapter, which then answers from a cached
 // value instead of calling the host: see cabiRealloc.
 //
@@ -220,6 +226,23 @@ func FunctionName() string {
 	defer end()
 	contextFunctionName(unsafe.Pointer(&area))
 	return DecodeString(linearMemory{}, areaSlice())
+}
+
+// Sleep is tally:platform/context.sleep. A long sleep does not return: the host ends
+// the attempt and runs the invocation again at the wake time.
+func Sleep(ms uint64) *Error {
+	begin()
+	defer end()
+	contextSleep(ms, unsafe.Pointer(&area))
+	return DecodeUnitResult(linearMemory{}, areaSlice())
+}
+
+// SleepUntil is tally:platform/context.sleep-until, as Sleep.
+func SleepUntil(unixMs uint64) *Error {
+	begin()
+	defer end()
+	contextSleepUntil(unixMs, unsafe.Pointer(&area))
+	return DecodeUnitResult(linearMemory{}, areaSlice())
 }
 
 // The allocator. The host calls cabi_realloc to place the lists and strings of an

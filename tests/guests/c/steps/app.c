@@ -534,6 +534,16 @@ static int run_op(tally_output *out, tally_slice op, tally_slice *w, size_t n, t
         }
         sleep_ms(ms);
         tally_bytes_append_str(result, "ok");
+    } else if (n == 2 && IS(0, "nap")) {
+        uint64_t ms;
+        if (tally_parse_u64(w[1].data, w[1].len, &ms) != TALLY_PARSE_OK) {
+            status = fail_quoted(out, "nap ", w[1], ": not a u64");
+            goto done;
+        }
+        if (tally_context_sleep(ms, &err) != TALLY_OK)
+            reported(result, &err);
+        else
+            tally_bytes_append_str(result, "ok");
     } else if (n >= 2 && IS(0, "chain")) {
         status = chain(out, w[1], w + 2, n - 2, result);
     } else if (n >= 1 && IS(0, "fail")) {

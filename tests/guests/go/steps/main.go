@@ -244,6 +244,12 @@ func runOp(op string, words []string) (string, error) {
 		}
 		time.Sleep(millis(ms))
 		return "ok", nil
+	case n == 2 && words[0] == "nap":
+		ms, ok := parseU64(words[1])
+		if !ok {
+			return "", errors.New("nap " + debug(words[1]) + ": not a u64")
+		}
+		return reported("ok", invocation.Sleep(millis(ms))), nil
 	case n >= 2 && words[0] == "chain":
 		return chain(words[1], words[2:])
 	case n >= 1 && words[0] == "fail":

@@ -164,6 +164,12 @@ async function script(ops: string): Promise<string> {
     } else if (name === 'sleep' && arity(1)) {
       await sleep(u64(args[0]!, (word) => `sleep ${quoted(word)}: not a u64`));
       result = 'ok';
+    } else if (name === 'nap' && arity(1)) {
+      const ms = u64(args[0]!, (word) => `nap ${quoted(word)}: not a u64`);
+      result = reported(() => {
+        context.sleep(ms);
+        return 'ok';
+      });
     } else if (name === 'chain' && args.length >= 1) {
       result = chain(args[0]!, args.slice(1));
     } else if (name === 'fail') {

@@ -175,6 +175,11 @@ def script_op(op: str, words: list[str]) -> str:
                 raise GuestError(f"sleep {debug(args[0])}: not a u64")
             sleep(ms)
             return "ok"
+        case "nap", 1:
+            ms = parse_uint(args[0], 64)
+            if ms is None:
+                raise GuestError(f"nap {debug(args[0])}: not a u64")
+            return reported(lambda: context.sleep(ms) or "ok")
         case "chain", n if n >= 1:
             return chain(args[0], args[1:])
         case "fail", _:

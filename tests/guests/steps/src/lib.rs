@@ -121,6 +121,10 @@ fn script(ops: &str) -> Result<Vec<u8>, String> {
                 std::thread::sleep(Duration::from_millis(ms));
                 "ok".into()
             }
+            ["nap", ms] => {
+                let ms = ms.parse().map_err(|_| format!("nap {ms:?}: not a u64"))?;
+                reported(context::sleep(Duration::from_millis(ms)).map(|()| "ok".into()))
+            }
             ["chain", name, ref rest @ ..] => chain(name, rest)?,
             ["fail", ref message @ ..] => return Err(message.join(" ")),
             ["crash"] => panic!("crash requested by the script"),

@@ -1,0 +1,127 @@
+import assert from 'node:assert/strict';
+import { beforeEach, test } from 'node:test';
+import { InvalidArgument, TallyError, Unavailable } from '../src/errors.js';
+import { ComponentError, host } from './platform.js';
+
+// After the fakes are registered: the module imports `tally:platform/context`.
+const context = await import('../src/context.js');
+
+const U64_MAX = 18446744073709551615n;
+
+/** The arguments of each call of the fake `sleep` and `sleepUntil`, in order. */
+let calls: [string, unknown][] = [];
+
+beforeEach(() => {
+  calls = [];
+  host.context.sleep = (ms: unknown) => {
+    calls.push(['sleep', ms]);
+  };
+  host.context.sleepUntil = (unixMs: unknown) => {
+    calls.push(['sleepUntil', unixMs]);
+  };
+});
+
+test('the invocation calls return what the host says', () => {
+  host.context.invocationId = () => 'inv-1';
+  host.context.bookId = () => 4n;
+  host.context.attempt = () => 2;
+  host.context.functionName = () => 'reminder';
+  assert.equal(context.invocationId(), 'inv-1');
+  assert.equal(context.bookId(), 4n);
+  assert.equal(context.attempt(), 2);
+  assert.equal(context.functionName(), 'reminder');
+});
+
+test('sleep passes its milliseconds to the host as a u64 bigint', () => {
+  assert.equal(context.sleep(1500), undefined);
+  context.sleep(0);
+  context.sleep(-0);
+  context.sleep(2 ** 53);
+  context.sleep(2 ** 63);
+  context.sleep(250n);
+  context.sleep(0n);
+  context.sleep(U64_MAX);
+  assert.deepEqual(calls, [
+    ['sleep', 1500n],
+    ['sleep', 0n],
+    ['sleep', 0n],
+    ['sleep', 9007199254740992n],
+    ['sleep', 9223372036854775808n],
+    ['sleep', 250n],
+    ['sleep', 0n],
+    ['sleep', U64_MAX],
+  ]);
+});
+
+test('sleep refuses what is not a u64 before calling the host', () => {
+  const refused = (ms: unknown, type: ErrorConstructor, message: string) =>
+    assert.throws(() => context.sleep(ms as number), (error: Error) => error instanceof type && error.message === message, String(ms));
+  refused(-1, RangeError, 'ms -1 is not a u64');
+  refused(1.5, RangeError, 'ms 1.5 is not a u64');
+  refused(Number.NaN, RangeError, 'ms NaN is not a u64');
+  refused(Number.POSITIVE_INFINITY, RangeError, 'ms Infinity is not a u64');
+  refused(2 ** 64, RangeError, 'ms 18446744073709552000 is not a u64');
+  refused(-1n, RangeError, 'ms -1 is not a u64');
+  refused(U64_MAX + 1n, RangeError, 'ms 18446744073709551616 is not a u64');
+  refused('1000', TypeError, 'ms must be a number or a bigint, not a string');
+  refused(undefined, TypeError, 'ms must be a number or a bigint, not undefined');
+  refused(null, TypeError, 'ms must be a number or a bigint, not null');
+  refused(new Date(0), TypeError, 'ms must be a number or a bigint, not Date');
+  assert.deepEqual(calls, []);
+});
+
+test('sleepUntil takes a Date or epoch milliseconds', () => {
+  context.sleepUntil(new Date('2030-01-01T00:00:00.250Z'));
+  context.sleepUntil(new Date(0));
+  context.sleepUntil(new Date(-1)); // before the epoch: in the past, as in Rust
+  context.sleepUntil(1_700_000_000_000);
+  context.sleepUntil(1_700_000_000_001n);
+  context.sleepUntil(U64_MAX);
+  assert.deepEqual(calls, [
+    ['sleepUntil', 1893456000250n],
+    ['sleepUntil', 0n],
+    ['sleepUntil', 0n],
+    ['sleepUntil', 1700000000000n],
+    ['sleepUntil', 1700000000001n],
+    ['sleepUntil', U64_MAX],
+  ]);
+});
+
+test('sleepUntil refuses what is not a time before calling the host', () => {
+  const refused = (time: unknown, type: ErrorConstructor, message: string) =>
+    assert.throws(() => context.sleepUntil(time as Date), (error: Error) => error instanceof type && error.message === message, String(time));
+  refused(new Date(Number.NaN), RangeError, 'time is an invalid Date');
+  refused(-1, RangeError, 'time -1 is not a u64');
+  refused(0.5, RangeError, 'time 0.5 is not a u64');
+  refused(-5n, RangeError, 'time -5 is not a u64');
+  refused('2030-01-01', TypeError, 'time must be a number or a bigint, not a string');
+  refused({ getTime: () => 0 }, TypeError, 'time must be a number or a bigint, not Object');
+  refused(undefined, TypeError, 'time must be a number or a bigint, not undefined');
+  assert.deepEqual(calls, []);
+});
+
+test('a sleep the host refuses throws its TallyError', () => {
+  const tooLong = 'a sleep until 1 ms after the Unix epoch is longer than the limit of 31536000000 ms (a year)';
+  host.context.sleep = () => {
+    throw new ComponentError({ tag: 'invalid-argument', val: tooLong });
+  };
+  host.context.sleepUntil = () => {
+    throw new ComponentError({ tag: 'unavailable', val: 'no quorum' });
+  };
+  assert.throws(
+    () => context.sleep(31_536_000_001),
+    (error: unknown) => error instanceof InvalidArgument && error.message === `invalid argument: ${tooLong}` && error.detail === tooLong,
+  );
+  assert.throws(
+    () => context.sleepUntil(new Date()),
+    (error: unknown) => error instanceof Unavailable && error instanceof TallyError && error.message === 'unavailable: no quorum',
+  );
+});
+
+test('anything else the host call throws passes unchanged', () => {
+  const thrown = new TypeError('not a bigint');
+  host.context.sleep = () => {
+    throw thrown;
+  };
+  assert.throws(() => context.sleep(1), (error: unknown) => error === thrown);
+});
