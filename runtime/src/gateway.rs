@@ -11,6 +11,7 @@
 //! | `DELETE /v1/functions/{name}`           | delete                                      | none                   |
 //! | `POST /v1/functions/{name}/invoke`      | invoke: `?book=N` (default 0), `&async=true`, `&delay_ms=N` | its `request_bytes_max`|
 //! | `GET /v1/invocations/{id}`              | an invocation's status/output (`?book=N`)   | none                   |
+//! | `GET /v1/invocations`                   | `?book=&function=&status=&limit=&after=`: a book's root invocations | none |
 //! | `GET /v1/books/{id}/records`            | `?tag=&from=&limit=`: a book's records      | none                   |
 //! | `GET /v1/books/{id}/tables/{table}`     | a state table's protocol and switches       | none                   |
 //! | `PUT /v1/books/{id}/tables/{table}`     | `{"protocol": P}`: switch, or `auto`        | 4 KiB                  |
@@ -41,7 +42,7 @@ use serde_json::json;
 use tally_logsvc::{BookId, Context, MetalogPosition, SeqNum, Tag};
 
 use crate::config::{Limits, Protocol};
-use tally_durable::{InvocationStatus, TableStatus, Transition};
+use tally_durable::{InvocationStatus, ListedStatus, TableStatus, Transition};
 
 use crate::error::RuntimeError;
 use crate::runtime::{InvokeOptions, Runtime};
@@ -125,6 +126,7 @@ pub fn router(rt: Arc<Runtime>) -> Router {
         .route("/v1/functions", get(list))
         .route("/v1/functions/{name}", get(inspect).put(deploy).delete(delete))
         .route("/v1/functions/{name}/invoke", post(invoke))
+        .route("/v1/invocations", get(list_invocations))
         .route("/v1/invocations/{id}", get(invocation))
         .route("/v1/books/{id}/records", get(records))
         .route("/v1/books/{id}/tables/{table}", get(table_status).put(table_switch))
@@ -471,6 +473,52 @@ async fn invocation(
         }),
     };
     Ok(Json(body).into_response())
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    #[serde(default)]
+    book: u64,
+    function: Option<String>,
+    status: Option<String>,
+    limit: Option<usize>,
+    /// The `next` of the page before.
+    #[serde(default)]
+    after: u64,
+}
+
+/// Invocations a listing page holds at most.
+const LIST_LIMIT_MAX: usize = 1_000;
+
+/// A book's root invocations in the order they started, what garbage collection kept
+/// of them: `{"invocations": [{"invocation_id", "function", "status", ...}], "next"}`,
+/// `next` being the `after` of the next page (null at the end).
+#[tracing::instrument(name = "http.invocations", skip_all)]
+async fn list_invocations(State(rt): State<Arc<Runtime>>, ApiQuery(q): ApiQuery<ListQuery>, _: NoBody) -> ApiResult<Response> {
+    let book = user_book(q.book)?;
+    const STATUSES: [&str; 4] = ["running", "sleeping", "succeeded", "failed"];
+    if let Some(s) = q.status.as_deref().filter(|s| !STATUSES.contains(s)) {
+        return Err(RuntimeError::InvalidArgument(format!("status {s:?}: one of {}", STATUSES.join(", "))).into());
+    }
+    let limit = q.limit.unwrap_or(100);
+    if limit == 0 || limit > LIST_LIMIT_MAX {
+        return Err(RuntimeError::InvalidArgument(format!("limit {limit}: 1 to {LIST_LIMIT_MAX}")).into());
+    }
+    let (listed, next) = rt.list_invocations(book, q.function.as_deref(), q.status.as_deref(), q.after, limit).await?;
+    let invocations: Vec<serde_json::Value> = listed
+        .iter()
+        .map(|l| {
+            let mut v = json!({ "invocation_id": l.id.to_string(), "function": l.function, "status": l.status.name() });
+            match l.status {
+                ListedStatus::Sleeping { wake_ms } => v["wake_at_ms"] = json!(wake_ms),
+                ListedStatus::Failed(code) => v["error_code"] = json!(code),
+                _ => {}
+            }
+            v
+        })
+        .collect();
+    Ok(Json(json!({ "book": book.0, "invocations": invocations, "next": next })).into_response())
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -33,6 +33,8 @@ enum Verb {
     Functions(FunctionsArgs),
     /// Print the records of a book.
     Book(BookArgs),
+    /// List a book's invocations (what is kept of them), by function and status.
+    Invocations(InvocationsArgs),
     /// Show a state table's protocol, or switch it with --protocol.
     Table(TableArgs),
     /// Make a new function project that echoes its input: Rust, Python, JavaScript,
@@ -329,6 +331,25 @@ struct BookArgs {
 }
 
 #[derive(Args)]
+struct InvocationsArgs {
+    book: u64,
+    #[arg(long)]
+    function: Option<String>,
+    /// running, sleeping, succeeded or failed.
+    #[arg(long)]
+    status: Option<String>,
+    #[arg(long)]
+    limit: Option<usize>,
+    /// Where to go on: the `next` of the page before.
+    #[arg(long)]
+    after: Option<u64>,
+    #[command(flatten)]
+    json: Json,
+    #[command(flatten)]
+    remote: Remote,
+}
+
+#[derive(Args)]
 struct TableArgs {
     book: u64,
     table: String,
@@ -369,6 +390,7 @@ fn main() -> ExitCode {
         Verb::Invoke(a) => invoke(a),
         Verb::Functions(a) => get_json(&a.remote, "/v1/functions", &a.json, cli::output::functions),
         Verb::Book(a) => book(a),
+        Verb::Invocations(a) => invocations(a),
         Verb::Table(a) => table(a),
         Verb::New(a) => cli::new::new(a.lang, &a.name),
         Verb::Build(a) => cli::build::build(&a.dir, a.lang).map(|built| {
@@ -584,6 +606,31 @@ fn book(args: BookArgs) -> anyhow::Result<()> {
     }
     let path = format!("/v1/books/{}/records?{}", args.book, query.join("&"));
     get_json(&args.remote, &path, &args.json, cli::output::records)
+}
+
+fn invocations(args: InvocationsArgs) -> anyhow::Result<()> {
+    let mut query = vec![format!("book={}", args.book)];
+    for (key, value) in [("function", args.function), ("status", args.status)] {
+        if let Some(v) = value {
+            query.push(format!("{key}={}", url_escape(&v)));
+        }
+    }
+    for (key, value) in [("limit", args.limit.map(|l| l as u64)), ("after", args.after)] {
+        if let Some(v) = value {
+            query.push(format!("{key}={v}"));
+        }
+    }
+    get_json(&args.remote, &format!("/v1/invocations?{}", query.join("&")), &args.json, cli::output::invocations)
+}
+
+/// `text` with every byte but unreserved URL characters percent-encoded.
+fn url_escape(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }
 
 fn table(args: TableArgs) -> anyhow::Result<()> {

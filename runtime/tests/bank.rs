@@ -211,3 +211,44 @@ fn a_durable_sleep_wakes_after_kill_9_and_restart() {
     let (status, body) = n.post_keyed(path, b"sleep 3000", "nap-1").expect("an answer");
     assert_eq!((status, String::from_utf8_lossy(&body).as_ref()), (200, "woke"));
 }
+
+/// `GET /v1/invocations`: a book's root invocations in the order they started, by
+/// function and status, a page at a time.
+#[test]
+fn invocations_are_listed_by_function_and_status() {
+    let (_dir, n) = node();
+    n.deploy("reminder", &guest("reminder"), "?timeout_ms=500");
+    let path = "/v1/functions/reminder/invoke?book=11";
+    for (key, input, want) in [("l1", "remember me", 200), ("l2", "sleep 60000", 202), ("l3", "sleep soon", 500)] {
+        let (status, body) = n.post_keyed(path, input.as_bytes(), key).expect("an answer");
+        assert_eq!(status, want, "{input}: {}", String::from_utf8_lossy(&body));
+    }
+    let list = |query: &str| {
+        let (status, v) = n.json("GET", &format!("/v1/invocations?book=11{query}"), b"");
+        assert_eq!(status, 200, "{query}: {v}");
+        v
+    };
+    let v = list("");
+    let statuses: Vec<&str> = v["invocations"].as_array().unwrap().iter().map(|i| i["status"].as_str().unwrap()).collect();
+    assert_eq!(statuses, ["succeeded", "sleeping", "failed"], "{v}");
+    assert!(v["invocations"][1]["wake_at_ms"].as_u64().is_some(), "{v}");
+    assert_eq!(v["invocations"][2]["error_code"], "function_error", "{v}");
+    assert!(v["invocations"].as_array().unwrap().iter().all(|i| i["function"] == "reminder"), "{v}");
+    assert!(v["next"].is_null(), "{v}");
+    let sleeping = list("&status=sleeping");
+    assert_eq!(sleeping["invocations"].as_array().unwrap().len(), 1, "{sleeping}");
+    assert_eq!(sleeping["invocations"][0]["invocation_id"], v["invocations"][1]["invocation_id"]);
+    assert_eq!(list("&function=nope")["invocations"].as_array().unwrap().len(), 0);
+    // Pages: one invocation each, in order.
+    let first = list("&limit=1");
+    let next = first["next"].as_u64().expect("a next page");
+    let second = list(&format!("&limit=1&after={next}"));
+    assert_eq!(first["invocations"][0]["invocation_id"], v["invocations"][0]["invocation_id"]);
+    assert_eq!(second["invocations"][0]["invocation_id"], v["invocations"][1]["invocation_id"]);
+    for bad in ["&status=bogus", "&limit=0", "&limit=1001", "&nope=1"] {
+        let (status, _) = n.json("GET", &format!("/v1/invocations?book=11{bad}"), b"");
+        assert_eq!(status, 400, "{bad}");
+    }
+    let (status, _) = n.json("GET", &format!("/v1/invocations?book={}", 1u64 << 63), b"");
+    assert_eq!(status, 400, "a platform book");
+}

@@ -22,7 +22,7 @@ use crate::id::InstanceId;
 use crate::instance::{CrashAfter, Instance, Of, Started};
 use crate::node::{Abort, Durable};
 use crate::record::{self, cut, Outcome, Step};
-use crate::tags::shadow;
+use crate::tags::{shadow, INSTANCES};
 
 /// One invocation to run: from outside, as a child, or again after a crash.
 pub(crate) struct Run {
@@ -56,6 +56,44 @@ pub enum InvocationStatus {
     },
     Finished(std::result::Result<Bytes, Error>),
 }
+
+/// Where a root invocation stands, as a listing shows it (no output: see
+/// [`Durable::invocation`] for that).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ListedStatus {
+    Running,
+    Sleeping {
+        wake_ms: u64,
+    },
+    Succeeded,
+    /// With the error's code.
+    Failed(&'static str),
+}
+
+impl ListedStatus {
+    /// The name a listing filters by and shows: `running`, `sleeping`, `succeeded` or
+    /// `failed`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ListedStatus::Running => "running",
+            ListedStatus::Sleeping { .. } => "sleeping",
+            ListedStatus::Succeeded => "succeeded",
+            ListedStatus::Failed(_) => "failed",
+        }
+    }
+}
+
+/// One root invocation of a book in a listing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Listed {
+    pub id: InstanceId,
+    pub function: String,
+    pub status: ListedStatus,
+}
+
+/// Records of a book's INSTANCES stream one listing call reads at most, whatever it
+/// finds: past them it answers with what it has and where to go on.
+const LIST_SCAN_MAX: usize = 10_000;
 
 /// An invocation from outside.
 #[derive(Clone, Debug)]
@@ -311,6 +349,56 @@ impl Durable {
             }
             _ => Ok(InvocationStatus::Running),
         }
+    }
+
+    /// The root invocations of `book` started at or after seqnum `after` (a cursor:
+    /// 0 for the first page) whose function is `function` and whose status is named
+    /// `status` (see [`ListedStatus::name`]), if given, in the order they started, at
+    /// most `limit`; and the cursor of the next page, if the stream may hold more. Only
+    /// what garbage collection has kept is listed (finished invocations for
+    /// `results_kept_ms`). A page reads at most `LIST_SCAN_MAX` records of the stream.
+    pub async fn list_invocations(
+        &self,
+        book: BookId,
+        function: Option<&str>,
+        status: Option<&str>,
+        after: u64,
+        limit: usize,
+    ) -> Result<(Vec<Listed>, Option<u64>)> {
+        if book.is_reserved() {
+            return Err(Error::InvalidArgument(format!("book {:#x} is reserved for the platform", book.0)));
+        }
+        let mut ctx = Context::new();
+        let mut out = Vec::new();
+        let mut at = after;
+        for _ in 0..LIST_SCAN_MAX {
+            if out.len() >= limit {
+                return Ok((out, Some(at)));
+            }
+            let Some(r) = self.log.read_next(&mut ctx, shadow(book), INSTANCES, SeqNum(at)).await? else {
+                return Ok((out, None));
+            };
+            at = r.seqnum.0.saturating_add(1);
+            let Ok(Step::Init { id, function: f, .. }) = record::decode::<Step>("step", &r.data) else { continue };
+            if !id.is_root() || function.is_some_and(|w| w != f) {
+                continue;
+            }
+            let last = self.log.read_prev(&mut ctx, shadow(book), self.tags.step(&id), SeqNum::MAX).await?;
+            let listed = match last.map(|l| record::decode::<Step>("step", &l.data)).transpose()? {
+                Some(Step::Result { outcome }) => match outcome.into_result() {
+                    Ok(_) => ListedStatus::Succeeded,
+                    Err(e) => ListedStatus::Failed(e.code()),
+                },
+                Some(Step::Sleep { until_ms, .. } | Step::Delay { until_ms, .. }) if until_ms > self.clock.wall_ms() => {
+                    ListedStatus::Sleeping { wake_ms: until_ms }
+                }
+                _ => ListedStatus::Running,
+            };
+            if status.is_none_or(|s| s == listed.name()) {
+                out.push(Listed { id, function: f, status: listed });
+            }
+        }
+        Ok((out, Some(at)))
     }
 
     /// Invocations this node answered with their logged result, without running.

@@ -43,7 +43,7 @@ pub use env::{owner, Alone, BoxFuture, Clock, FunctionVersion, Functions, Log, L
 pub use error::{Error, Result};
 pub use id::{InstanceId, IDEMPOTENCY_KEY_MAX};
 pub use instance::{CrashAfter, Instance, Of, Started, Wake, SLEEP_MAX_MS};
-pub use invoke::{InvocationStatus, InvokeRequest};
+pub use invoke::{InvocationStatus, InvokeRequest, Listed, ListedStatus};
 pub use node::{check_table, Abort, Durable, NodeBounds, Ops, Parts, KEY_MAX, PAYLOAD_MAX, VALUE_MAX};
 pub use record::{Outcome, Reading, Transition};
 pub use recorder::{GuestClock, RANDOM_BYTES_MAX, READINGS_MAX};
