@@ -11,6 +11,7 @@
 //! | `DELETE /v1/functions/{name}`           | delete                                      | none                   |
 //! | `POST /v1/functions/{name}/invoke`      | invoke: `?book=N` (default 0), `&async=true`, `&delay_ms=N` | its `request_bytes_max`|
 //! | `GET /v1/invocations/{id}`              | an invocation's status/output (`?book=N`)   | none                   |
+//! | `POST /v1/promises/{id}`                | `?book=N`: complete a promise with the body, once | `PAYLOAD_MAX`  |
 //! | `GET /v1/invocations`                   | `?book=&function=&status=&limit=&after=`: a book's root invocations | none |
 //! | `GET /v1/books/{id}/records`            | `?tag=&from=&limit=`: a book's records      | none                   |
 //! | `GET /v1/books/{id}/tables/{table}`     | a state table's protocol and switches       | none                   |
@@ -69,7 +70,9 @@ pub fn http_status(e: &RuntimeError) -> StatusCode {
         RuntimeError::InvalidComponent(_) | RuntimeError::WrongWorld(_) | RuntimeError::InvalidArgument(_) => {
             StatusCode::BAD_REQUEST
         }
-        RuntimeError::FunctionNotFound(_) | RuntimeError::InvocationNotFound(_) => StatusCode::NOT_FOUND,
+        RuntimeError::FunctionNotFound(_) | RuntimeError::InvocationNotFound(_) | RuntimeError::PromiseNotFound(_) => {
+            StatusCode::NOT_FOUND
+        }
         RuntimeError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
         RuntimeError::Busy(_) => StatusCode::TOO_MANY_REQUESTS,
         RuntimeError::Conflict(_) => StatusCode::CONFLICT,
@@ -127,6 +130,7 @@ pub fn router(rt: Arc<Runtime>) -> Router {
         .route("/v1/functions/{name}", get(inspect).put(deploy).delete(delete))
         .route("/v1/functions/{name}/invoke", post(invoke))
         .route("/v1/invocations", get(list_invocations))
+        .route("/v1/promises/{id}", post(complete_promise))
         .route("/v1/invocations/{id}", get(invocation))
         .route("/v1/books/{id}/records", get(records))
         .route("/v1/books/{id}/tables/{table}", get(table_status).put(table_switch))
@@ -371,11 +375,21 @@ async fn invoke(
         Ok(output) => ([(header::CONTENT_TYPE, "application/octet-stream")], output).into_response(),
         // Asleep: answered like a background invocation, with where its result will be.
         Err(RuntimeError::Suspended { id, wake_ms }) => {
-            accepted(&id, book, json!({ "invocation_id": id, "status": "sleeping", "wake_at_ms": wake_ms }))
+            accepted(&id, book, json!({ "invocation_id": id, "status": "sleeping", "wake_at_ms": wake_at(wake_ms) }))
         }
         Err(e) => ApiError(e).into_response(),
     };
     Ok(with_position(response, &reached))
+}
+
+/// A wake time as the API shows it: null for none (an await of a promise with no
+/// timeout waits for the completion only).
+fn wake_at(wake_ms: u64) -> serde_json::Value {
+    if wake_ms == u64::MAX {
+        serde_json::Value::Null
+    } else {
+        json!(wake_ms)
+    }
 }
 
 /// 202 Accepted with `body` and the invocation's status URL in `Location`.
@@ -462,7 +476,9 @@ async fn invocation(
     let status = rt.invocation(user_book(q.book)?, &id).await?;
     let body = match &status {
         InvocationStatus::Running => json!({ "invocation_id": id, "status": "running" }),
-        InvocationStatus::Sleeping { wake_ms } => json!({ "invocation_id": id, "status": "sleeping", "wake_at_ms": wake_ms }),
+        InvocationStatus::Sleeping { wake_ms } => {
+            json!({ "invocation_id": id, "status": "sleeping", "wake_at_ms": wake_at(*wake_ms) })
+        }
         InvocationStatus::Finished(Ok(output)) => {
             json!({ "invocation_id": id, "status": "succeeded", "output": Blob::new(output) })
         }
@@ -473,6 +489,21 @@ async fn invocation(
         }),
     };
     Ok(Json(body).into_response())
+}
+
+/// Completes a promise of a book with the request's body: 200 once, 409 for a promise
+/// completed already, 404 for one no invocation of the book created.
+#[tracing::instrument(name = "http.promise", skip_all)]
+async fn complete_promise(
+    State(rt): State<Arc<Runtime>>,
+    ApiPath(id): ApiPath<String>,
+    ApiQuery(q): ApiQuery<InvocationQuery>,
+    body: RequestBody,
+) -> ApiResult<Response> {
+    let book = user_book(q.book)?;
+    let value = body.read("the value of a promise", tally_durable::PAYLOAD_MAX as u64).await?;
+    rt.complete_promise(book, &id, value).await?;
+    Ok(Json(json!({ "promise": id, "book": book.0, "completed": true })).into_response())
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -511,7 +542,7 @@ async fn list_invocations(State(rt): State<Arc<Runtime>>, ApiQuery(q): ApiQuery<
         .map(|l| {
             let mut v = json!({ "invocation_id": l.id.to_string(), "function": l.function, "status": l.status.name() });
             match l.status {
-                ListedStatus::Sleeping { wake_ms } => v["wake_at_ms"] = json!(wake_ms),
+                ListedStatus::Sleeping { wake_ms } => v["wake_at_ms"] = wake_at(wake_ms),
                 ListedStatus::Failed(code) => v["error_code"] = json!(code),
                 _ => {}
             }

@@ -195,6 +195,11 @@ impl Runtime {
         self.durable.list_invocations(book, function, status, after, limit).await
     }
 
+    /// Completes a promise of `book` once (see `Durable::complete_promise`).
+    pub async fn complete_promise(self: &Arc<Self>, book: BookId, promise: &str, value: Bytes) -> Result<()> {
+        self.durable.complete_promise(book, promise, value).await
+    }
+
     /// The status of an invocation started on `book`.
     pub async fn invocation(&self, book: BookId, id: &str) -> Result<InvocationStatus> {
         self.durable.invocation(book, id).await

@@ -837,6 +837,67 @@ async fn every_language_sleeps_durably() {
     h.node.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn promises_complete_once_before_during_and_after_the_wait() {
+    // `approve WAIT TIMEOUT` creates a promise, appends its ID under `promises`, sleeps
+    // WAIT, then awaits the promise (for at most TIMEOUT, 0: no timeout).
+    let h = Harness::start(StoreKind::Rocksdb).await;
+    let mut limits = h.node.runtime.config.limits;
+    limits.timeout_ms = 1_000;
+    h.node.runtime.deploy("clocks", guest("clocks"), limits, tables()).await.expect("deploying clocks");
+    let rt = h.node.runtime.clone();
+    let promise_of = |book: u64| {
+        let rt = rt.clone();
+        async move {
+            let mut ctx = tally_logsvc::Context::new();
+            let tag = tally_logsvc::Tag::from_name("promises");
+            let r = rt.log().read_next(&mut ctx, BookId(book), tag, tally_logsvc::SeqNum(0)).await.unwrap();
+            String::from_utf8(r.expect("the promise's ID").data.to_vec()).unwrap()
+        }
+    };
+    let finished = |book: u64, id: String| {
+        let rt = rt.clone();
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(20);
+            loop {
+                match rt.invocation(BookId(book), &id).await.expect("a status") {
+                    InvocationStatus::Finished(r) => return String::from_utf8(r.expect("a result").to_vec()).unwrap(),
+                    status => assert!(Instant::now() < deadline, "{status:?}"),
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    let suspended = |r: Result<String, RuntimeError>| match r {
+        Err(RuntimeError::Suspended { id, .. }) => id,
+        other => panic!("{other:?}"),
+    };
+    // Completed during the wait (no timeout): the invocation wakes with the value; a
+    // second completion is refused.
+    let id = suspended(h.invoke_fn("clocks", 901, "approve 0 0", "during", None).await);
+    let promise = promise_of(901).await;
+    rt.complete_promise(BookId(901), &promise, Bytes::from_static(b"yes")).await.expect("completing");
+    assert_eq!(finished(901, id).await, "approved:yes");
+    let again = rt.complete_promise(BookId(901), &promise, Bytes::from_static(b"no")).await;
+    assert!(matches!(again, Err(RuntimeError::Conflict(_))), "{again:?}");
+    // Completed before the await (while the invocation sleeps first).
+    let id = suspended(h.invoke_fn("clocks", 902, "approve 2000 0", "before", None).await);
+    rt.complete_promise(BookId(902), &promise_of(902).await, Bytes::from_static(b"early")).await.expect("completing");
+    assert_eq!(finished(902, id).await, "approved:early");
+    // Never completed: the await times out; a completion after that is accepted and
+    // changes nothing, and the key answers with the logged outcome.
+    let id = suspended(h.invoke_fn("clocks", 903, "approve 0 1500", "late", None).await);
+    assert_eq!(finished(903, id).await, "timeout");
+    rt.complete_promise(BookId(903), &promise_of(903).await, Bytes::from_static(b"late")).await.expect("completing");
+    assert_eq!(h.invoke_fn("clocks", 903, "approve 0 1500", "late", None).await.expect("the logged answer"), "timeout");
+    // Promises that no invocation of the book created.
+    for (book, id) in [(901, "0".repeat(32)), (902, promise.clone()), (901, "not-a-promise".to_string())] {
+        let r = rt.complete_promise(BookId(book), &id, Bytes::new()).await;
+        assert!(matches!(r, Err(RuntimeError::PromiseNotFound(_))), "{book} {id}: {r:?}");
+    }
+    h.node.shutdown().await;
+}
+
 /// Inputs of `STEPS.md` that every SDK call is in, run in order on one fresh book.
 const SCRIPTS: &[&str] = &[
     "script tag orders; tag counter; tag ünïcödé; tag 日本語; tag a,b; tag *",

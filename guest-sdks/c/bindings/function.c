@@ -51,6 +51,12 @@ extern void __wasm_import_tally_platform_context_sleep(int64_t, uint8_t *);
 __attribute__((__import_module__("tally:platform/context"), __import_name__("sleep-until")))
 extern void __wasm_import_tally_platform_context_sleep_until(int64_t, uint8_t *);
 
+__attribute__((__import_module__("tally:platform/context"), __import_name__("promise-create")))
+extern void __wasm_import_tally_platform_context_promise_create(uint8_t *);
+
+__attribute__((__import_module__("tally:platform/context"), __import_name__("promise-await")))
+extern void __wasm_import_tally_platform_context_promise_await(uint8_t *, size_t, int32_t, int64_t, uint8_t *);
+
 // Imported Functions from `tally:platform/state`
 
 __attribute__((__import_module__("tally:platform/state"), __import_name__("get")))
@@ -224,6 +230,22 @@ void tally_platform_context_error_free(tally_platform_context_error_t *ptr) {
 
 void tally_platform_context_result_void_error_free(tally_platform_context_result_void_error_t *ptr) {
   if (!ptr->is_err) {
+  } else {
+    tally_platform_context_error_free(&ptr->val.err);
+  }
+}
+
+void tally_platform_context_result_string_error_free(tally_platform_context_result_string_error_t *ptr) {
+  if (!ptr->is_err) {
+    function_string_free(&ptr->val.ok);
+  } else {
+    tally_platform_context_error_free(&ptr->val.err);
+  }
+}
+
+void tally_platform_context_result_list_u8_error_free(tally_platform_context_result_list_u8_error_t *ptr) {
+  if (!ptr->is_err) {
+    function_list_u8_free(&ptr->val.ok);
   } else {
     tally_platform_context_error_free(&ptr->val.err);
   }
@@ -1107,6 +1129,164 @@ bool tally_platform_context_sleep_until(uint64_t unix_ms, tally_platform_context
     }
   }
   if (!result.is_err) {
+    return 1;
+  } else {
+    *err = result.val.err;
+    return 0;
+  }
+}
+
+bool tally_platform_context_promise_create(function_string_t *ret, tally_platform_context_error_t *err) {
+  __attribute__((__aligned__(8)))
+  uint8_t ret_area[32];
+  uint8_t *ptr = (uint8_t *) &ret_area;
+  __wasm_import_tally_platform_context_promise_create(ptr);
+  tally_platform_context_result_string_error_t result;
+  switch ((int32_t) *((uint8_t*) (ptr + 0))) {
+    case 0: {
+      result.is_err = false;
+      result.val.ok = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 8))), (*((size_t*) (ptr + (8+1*sizeof(void*))))) };
+      break;
+    }
+    case 1: {
+      result.is_err = true;
+      tally_platform_types_error_t variant;
+      variant.tag = (int32_t) *((uint8_t*) (ptr + 8));
+      switch ((int32_t) variant.tag) {
+        case 0: {
+          variant.val.invalid_argument = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 1: {
+          variant.val.not_found = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 2: {
+          function_option_u64_t option;
+          switch ((int32_t) *((uint8_t*) (ptr + 16))) {
+            case 0: {
+              option.is_some = false;
+              break;
+            }
+            case 1: {
+              option.is_some = true;
+              option.val = (uint64_t) (*((int64_t*) (ptr + 24)));
+              break;
+            }
+          }
+          variant.val.conflict = option;
+          break;
+        }
+        case 3: {
+          variant.val.unavailable = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 4: {
+          variant.val.too_large = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 5: {
+          variant.val.timeout = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 6: {
+          variant.val.failed = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+      }
+
+      result.val.err = variant;
+      break;
+    }
+  }
+  if (!result.is_err) {
+    *ret = result.val.ok;
+    return 1;
+  } else {
+    *err = result.val.err;
+    return 0;
+  }
+}
+
+bool tally_platform_context_promise_await(function_string_t *id, uint64_t *maybe_timeout_ms, function_list_u8_t *ret, tally_platform_context_error_t *err) {
+  __attribute__((__aligned__(8)))
+  uint8_t ret_area[32];
+  function_option_u64_t timeout_ms;
+  timeout_ms.is_some = maybe_timeout_ms != NULL;if (maybe_timeout_ms) {
+    timeout_ms.val = *maybe_timeout_ms;
+  }
+  int32_t option;
+  int64_t option1;
+  if ((timeout_ms).is_some) {
+    const uint64_t *payload0 = &(timeout_ms).val;
+    option = 1;
+    option1 = (int64_t) (*payload0);
+  } else {
+    option = 0;
+    option1 = 0;
+  }
+  uint8_t *ptr = (uint8_t *) &ret_area;
+  __wasm_import_tally_platform_context_promise_await((uint8_t *) (*id).ptr, (*id).len, option, option1, ptr);
+  tally_platform_context_result_list_u8_error_t result;
+  switch ((int32_t) *((uint8_t*) (ptr + 0))) {
+    case 0: {
+      result.is_err = false;
+      result.val.ok = (function_list_u8_t) { (uint8_t*)(*((uint8_t **) (ptr + 8))), (*((size_t*) (ptr + (8+1*sizeof(void*))))) };
+      break;
+    }
+    case 1: {
+      result.is_err = true;
+      tally_platform_types_error_t variant;
+      variant.tag = (int32_t) *((uint8_t*) (ptr + 8));
+      switch ((int32_t) variant.tag) {
+        case 0: {
+          variant.val.invalid_argument = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 1: {
+          variant.val.not_found = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 2: {
+          function_option_u64_t option2;
+          switch ((int32_t) *((uint8_t*) (ptr + 16))) {
+            case 0: {
+              option2.is_some = false;
+              break;
+            }
+            case 1: {
+              option2.is_some = true;
+              option2.val = (uint64_t) (*((int64_t*) (ptr + 24)));
+              break;
+            }
+          }
+          variant.val.conflict = option2;
+          break;
+        }
+        case 3: {
+          variant.val.unavailable = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 4: {
+          variant.val.too_large = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 5: {
+          variant.val.timeout = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 6: {
+          variant.val.failed = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+      }
+
+      result.val.err = variant;
+      break;
+    }
+  }
+  if (!result.is_err) {
+    *ret = result.val.ok;
     return 1;
   } else {
     *err = result.val.err;

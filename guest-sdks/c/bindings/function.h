@@ -126,6 +126,22 @@ typedef struct {
   } val;
 } tally_platform_context_result_void_error_t;
 
+typedef struct {
+  bool is_err;
+  union {
+    function_string_t ok;
+    tally_platform_context_error_t err;
+  } val;
+} tally_platform_context_result_string_error_t;
+
+typedef struct {
+  bool is_err;
+  union {
+    function_list_u8_t ok;
+    tally_platform_context_error_t err;
+  } val;
+} tally_platform_context_result_list_u8_error_t;
+
 typedef tally_platform_types_error_t tally_platform_state_error_t;
 
 typedef struct {
@@ -194,6 +210,14 @@ extern void tally_platform_context_function_name(function_string_t *ret);
 extern bool tally_platform_context_sleep(uint64_t ms, tally_platform_context_error_t *err);
 // Sleeps durably until `unix-ms` (milliseconds since the Unix epoch), as `sleep`.
 extern bool tally_platform_context_sleep_until(uint64_t unix_ms, tally_platform_context_error_t *err);
+// Creates a promise that the outside world completes once, with
+// `POST /v1/promises/{id}?book=B` and the value as the body; returns its ID (the
+// same when the invocation runs again).
+extern bool tally_platform_context_promise_create(function_string_t *ret, tally_platform_context_error_t *err);
+// The value of promise `id` of this book, waiting durably for it as `sleep` does
+// (completed before, during or after the wait); with `timeout-ms`, fails with
+// `timeout` once that long has passed. An unknown promise is `not-found`.
+extern bool tally_platform_context_promise_await(function_string_t *id, uint64_t *maybe_timeout_ms, function_list_u8_t *ret, tally_platform_context_error_t *err);
 
 // Imported Functions from `tally:platform/state`
 // The value of `key` in `table`, if there is one.
@@ -237,6 +261,10 @@ void tally_platform_invoke_result_list_u8_error_free(tally_platform_invoke_resul
 void tally_platform_context_error_free(tally_platform_context_error_t *ptr);
 
 void tally_platform_context_result_void_error_free(tally_platform_context_result_void_error_t *ptr);
+
+void tally_platform_context_result_string_error_free(tally_platform_context_result_string_error_t *ptr);
+
+void tally_platform_context_result_list_u8_error_free(tally_platform_context_result_list_u8_error_t *ptr);
 
 void tally_platform_state_error_free(tally_platform_state_error_t *ptr);
 

@@ -39,3 +39,20 @@ pub fn sleep_until(time: std::time::SystemTime) -> crate::Result<()> {
     let ms = time.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
     wit::sleep_until(ms).map_err(crate::Error::from_wit)
 }
+
+/// Creates a promise that the outside world completes once, with
+/// `POST /v1/promises/{id}?book=B` and the value as the body, and returns its ID (the same
+/// when the invocation runs again): hand it out (store it, append it to the log), then
+/// [`promise_await`] it.
+pub fn promise_create() -> crate::Result<String> {
+    wit::promise_create().map_err(crate::Error::from_wit)
+}
+
+/// The value of promise `id` of this book, waiting durably for it as [`sleep`] does: a
+/// long wait suspends the invocation until the completion (or the timeout) runs it
+/// again. With `timeout`, fails with `Error::Timeout` once that long has passed; an
+/// unknown promise is `Error::NotFound`.
+pub fn promise_await(id: &str, timeout: Option<std::time::Duration>) -> crate::Result<Vec<u8>> {
+    let timeout_ms = timeout.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX));
+    wit::promise_await(id, timeout_ms).map_err(crate::Error::from_wit)
+}

@@ -9,7 +9,7 @@ use crate::error::Error;
 use crate::instance::{Instance, Wake};
 use crate::invoke::Run;
 use crate::node::Abort;
-use crate::record::{cut, input_sha256, Outcome};
+use crate::record::{cut, input_sha256, Awaited, Outcome};
 use crate::recorder::GuestClock;
 
 /// One execution attempt of an invocation.
@@ -49,6 +49,23 @@ impl Attempt {
     /// Returns the wake time, in milliseconds since the Unix epoch.
     pub async fn sleep(&mut self, wake: Wake) -> Result<u64, Abort> {
         self.instance.sleep(&mut self.ctx, wake, self.deadline_ms).await
+    }
+
+    /// `context.promise-create`: a promise the outside world completes once (see
+    /// [`Instance::create_promise`]); returns its ID.
+    pub async fn create_promise(&mut self) -> Result<String, Abort> {
+        self.instance.create_promise(&mut self.ctx).await
+    }
+
+    /// `context.promise-await`: the promise's value, waiting durably for it (see
+    /// [`Instance::await_promise`]); a timeout and an unknown promise are the guest's
+    /// errors.
+    pub async fn await_promise(&mut self, promise: &str, timeout_ms: Option<u64>) -> Result<Result<Bytes, Error>, Abort> {
+        Ok(match self.instance.await_promise(&mut self.ctx, promise, timeout_ms, self.deadline_ms).await? {
+            Awaited::Value(v) => Ok(v),
+            Awaited::TimedOut => Err(Error::Timeout(timeout_ms.unwrap_or(0))),
+            Awaited::Unknown => Err(Error::PromiseNotFound(promise.to_string())),
+        })
     }
 
     /// `log.append` of the guest: to its book, once across every execution of the

@@ -19,6 +19,8 @@ pub enum Error {
     FunctionNotFound(String),
     #[error("unknown invocation {0:?}")]
     InvocationNotFound(String),
+    #[error("unknown promise {0:?} (in this book)")]
+    PromiseNotFound(String),
     /// `size` is unknown when a body was refused before it was read whole.
     #[error("{what} is larger than its limit of {limit} bytes{}", size.map(|s| format!(" ({s} bytes)")).unwrap_or_default())]
     TooLarge { what: &'static str, size: Option<u64>, limit: u64 },
@@ -71,6 +73,7 @@ impl Error {
             Error::InvalidArgument(_) => "invalid_argument",
             Error::FunctionNotFound(_) => "function_not_found",
             Error::InvocationNotFound(_) => "invocation_not_found",
+            Error::PromiseNotFound(_) => "promise_not_found",
             Error::TooLarge { .. } => "too_large",
             Error::Timeout(_) => "timeout",
             Error::Trap(_) => "trap",

@@ -61,7 +61,7 @@ use tally_log_core::{BookId, Context, Error as LogError, LogRecord, SeqNum, Tag}
 use crate::config::Protocol;
 use crate::error::Error;
 use crate::node::{fresher_value, version_value, visible_write, Abort, Durable};
-use crate::record::{self, input_sha256, CondOutcome, Outcome, ReadRecord, Step, Transition};
+use crate::record::{self, input_sha256, Awaited, CondOutcome, Outcome, ReadRecord, Step, Transition};
 use crate::recorder::{GuestClock, Recorder};
 use crate::store::Version;
 use crate::tags::{shadow, APPENDED, INSTANCES};
@@ -172,6 +172,8 @@ pub struct Instance {
     last_cond_append: u64,
     /// Whether the mark may hold records, so that garbage collection retires it.
     marked: bool,
+    /// Promises created so far: the next one's number.
+    promises: u64,
 }
 
 impl Instance {
@@ -200,6 +202,7 @@ impl Instance {
             appends: 0,
             last_cond_append: 0,
             marked: false,
+            promises: 0,
         }
     }
 
@@ -662,6 +665,110 @@ impl Instance {
             _ => unreachable!("log_step checks the kind"),
         };
         self.wait_until(until_ms, deadline_ms).await
+    }
+
+    /// Creates a promise (`context.promise-create`): its ID comes from the instance and
+    /// how many it created before, and its creation is a step, also in the promise's
+    /// stream (offset 0), where a completion finds it.
+    pub async fn create_promise(&mut self, ctx: &mut Context) -> Result<String, Abort> {
+        self.init_checked(ctx).await?;
+        self.log_clocks(ctx).await?;
+        let promise = self.svc.tags.promise_id(&self.id, self.promises);
+        let stream = self.svc.tags.promise(&promise);
+        self.log_step(ctx, Step::Promise { promise: promise.clone(), root: self.id.root() }, &[stream]).await?;
+        self.promises += 1;
+        Ok(promise)
+    }
+
+    /// Waits durably for the value of `promise` (`context.promise-await`), until
+    /// `timeout_ms` past a recorded reading of the wall clock if given. The wait's end is
+    /// logged first as a `Sleep` step (also in INSTANCES; `u64::MAX` without a timeout),
+    /// then what the await got as an `Awaited` step, before the guest sees it; an await
+    /// that finds neither a value nor its time up suspends the invocation until the
+    /// completion wakes it (`Durable::complete_promise`) or the timeout does.
+    pub async fn await_promise(
+        &mut self,
+        ctx: &mut Context,
+        promise: &str,
+        timeout_ms: Option<u64>,
+        deadline_ms: u64,
+    ) -> Result<Awaited, Abort> {
+        if !crate::tags::is_promise_id(promise) {
+            return Err(Abort::Refused(Error::InvalidArgument(format!("{promise:?} is not a promise ID"))));
+        }
+        self.init_checked(ctx).await?;
+        let now_ns = self.recorder.read(GuestClock::Wall, self.svc.clock.wall_ms().saturating_mul(1_000_000));
+        let until_ms = timeout_ms.map_or(u64::MAX, |t| (now_ns / 1_000_000).saturating_add(t.min(SLEEP_MAX_MS)));
+        self.log_clocks(ctx).await?;
+        let asked = Step::Awaited { promise: promise.to_string(), outcome: Awaited::TimedOut };
+        // An earlier execution waited here (Sleep), or got its outcome (Awaited).
+        let (until_ms, mut waited) = match self.steps.get(self.next).map(|r| (r.seqnum, r.step.clone())) {
+            Some((seqnum, Step::Awaited { promise: p, outcome })) if p == promise => {
+                self.take(seqnum);
+                return Ok(outcome);
+            }
+            Some((seqnum, Step::Sleep { until_ms, .. })) => {
+                self.take(seqnum);
+                (until_ms, true)
+            }
+            Some(_) => return Err(self.recorded(&asked).err().unwrap_or_else(|| Abort::internal("a recorded step vanished"))),
+            None => (until_ms, false),
+        };
+        loop {
+            let outcome = match self.promise_value(ctx, promise).await? {
+                Some(outcome) => outcome,
+                None if self.svc.clock.wall_ms() >= until_ms => Awaited::TimedOut,
+                None if !waited => {
+                    // About to wait: the wait's end is logged (also in INSTANCES, for the
+                    // recovery scan), unless a peer logged the outcome here meanwhile.
+                    let step = Step::Sleep { until_ms, root: self.id.root() };
+                    match self.log_step(ctx, step, &[INSTANCES]).await {
+                        Ok(_) => {}
+                        Err(Abort::NonDeterministic(_)) => match self.steps.get(self.next).map(|r| (r.seqnum, r.step.clone())) {
+                            Some((seqnum, Step::Awaited { promise: p, outcome })) if p == promise => {
+                                self.take(seqnum);
+                                return Ok(outcome);
+                            }
+                            _ => return Err(self.recorded(&asked).err().unwrap_or_else(|| Abort::internal("a recorded step vanished"))),
+                        },
+                        Err(abort) => return Err(abort),
+                    }
+                    waited = true;
+                    continue;
+                }
+                None => {
+                    let remaining = until_ms.saturating_sub(self.svc.clock.wall_ms());
+                    let near = remaining <= self.svc.config.sleep_in_place_max_ms;
+                    if !(near && self.svc.clock.now_ms().saturating_add(remaining) < deadline_ms) {
+                        return Err(Abort::Suspended { wake_ms: until_ms });
+                    }
+                    // Near its timeout: wait it out here, then look once more.
+                    self.svc.clock.sleep(remaining).await;
+                    self.promise_value(ctx, promise).await?.unwrap_or(Awaited::TimedOut)
+                }
+            };
+            let step = Step::Awaited { promise: promise.to_string(), outcome };
+            return match self.log_step(ctx, step, &[]).await?.step {
+                Step::Awaited { outcome, .. } => Ok(outcome),
+                _ => unreachable!("log_step checks the kind"),
+            };
+        }
+    }
+
+    /// What the stream of `promise` holds: its value once completed, `Unknown` if no
+    /// promise of that ID was created in this book, `None` while it waits.
+    async fn promise_value(&self, ctx: &mut Context, promise: &str) -> Result<Option<Awaited>, Abort> {
+        let (book, stream) = (self.shadow(), self.svc.tags.promise(promise));
+        let Some(created) = self.svc.log.read_next(ctx, book, stream, SeqNum(0)).await? else {
+            return Ok(Some(Awaited::Unknown));
+        };
+        match self.svc.log.read_next(ctx, book, stream, SeqNum(created.seqnum.0 + 1)).await? {
+            Some(r) => match record::decode::<Step>("promise", &r.data)? {
+                Step::Completed { promise: p, value, .. } if p == promise => Ok(Some(Awaited::Value(value))),
+                other => Err(Abort::internal(format!("the stream of promise {promise} holds {}", other.describe()))),
+            },
+            None => Ok(None),
+        }
     }
 
     /// A delayed start, before the guest runs (right after `init`): takes the Delay

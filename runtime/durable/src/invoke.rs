@@ -401,6 +401,62 @@ impl Durable {
         Ok((out, Some(at)))
     }
 
+    /// Completes `promise` of `book` with `value`, once: the completion is a
+    /// conditional append at offset 1 of the promise's stream, so a second one gets
+    /// `Conflict`, one of a promise never created `PromiseNotFound`. Then the invocation
+    /// that created it runs again here (it may be awaiting; the recovery scan wakes it
+    /// too, from the completion's record in INSTANCES).
+    pub async fn complete_promise(self: &Arc<Self>, book: BookId, promise: &str, value: Bytes) -> Result<()> {
+        if book.is_reserved() {
+            return Err(Error::InvalidArgument(format!("book {:#x} is reserved for the platform", book.0)));
+        }
+        if !crate::tags::is_promise_id(promise) {
+            return Err(Error::PromiseNotFound(promise.to_string()));
+        }
+        if value.len() > crate::PAYLOAD_MAX {
+            return Err(Error::TooLarge {
+                what: "the value of a promise",
+                size: Some(value.len() as u64),
+                limit: crate::PAYLOAD_MAX as u64,
+            });
+        }
+        let mut ctx = Context::new();
+        let stream = self.tags.promise(promise);
+        let Some(created) = self.log.read_next(&mut ctx, shadow(book), stream, SeqNum(0)).await? else {
+            return Err(Error::PromiseNotFound(promise.to_string()));
+        };
+        let Step::Promise { root, .. } = record::decode::<Step>("promise", &created.data)? else {
+            return Err(Error::Internal(format!("promise {promise} starts with another record")));
+        };
+        let done = Step::Completed { promise: promise.to_string(), root: root.clone(), value };
+        let tags = [stream, INSTANCES];
+        match self.log.cond_append(&mut ctx, shadow(book), &tags, record::encode(&done), stream, 1).await {
+            Ok(_) => {}
+            Err(tally_log_core::Error::Conflict { .. }) => {
+                return Err(Error::Conflict(format!("promise {promise} was completed already")));
+            }
+            Err(e) => return Err(e.into()),
+        }
+        // Wake the root if it waits (a finished one answers from its log, running nothing).
+        if let Some(Step::Init { function, version, .. }) = self
+            .log
+            .read_next(&mut ctx, shadow(book), self.tags.step(&root), SeqNum(0))
+            .await?
+            .map(|r| record::decode::<Step>("step", &r.data))
+            .transpose()?
+        {
+            let weak = Arc::downgrade(self);
+            self.spawn.spawn(
+                "wake",
+                Box::pin(async move {
+                    let Some(d) = Durable::live(&weak) else { return };
+                    let _ = d.reexecute(book, root, function, version, 1).await;
+                }),
+            );
+        }
+        Ok(())
+    }
+
     /// Invocations this node answered with their logged result, without running.
     pub fn replayed(&self) -> u64 {
         self.invocations.replayed.load(Ordering::Relaxed)
@@ -659,6 +715,10 @@ impl Durable {
     /// nothing: the Sleep record is in the INSTANCES stream, and the recovery scan wakes
     /// the invocation once it is overdue.
     fn wake_at(self: &Arc<Self>, book: BookId, id: InstanceId, function: String, version: u64, wake_ms: u64) {
+        if wake_ms == u64::MAX {
+            // Waiting for a promise with no timeout: its completion wakes it.
+            return;
+        }
         let weak = Arc::downgrade(self);
         let wait = self.clock.sleep(wake_ms.saturating_sub(self.clock.wall_ms()));
         self.spawn.spawn(

@@ -72,6 +72,23 @@ pub enum Step {
     /// Init and before the guest runs, which it does from `until_ms` on (wall clock,
     /// milliseconds since the Unix epoch). Also in INSTANCES, as a Sleep is.
     Delay { until_ms: u64, root: InstanceId },
+    /// A promise this instance created (also in the promise's stream, at offset 0).
+    Promise { promise: String, root: InstanceId },
+    /// What an await of `promise` got, logged before the guest sees it.
+    Awaited { promise: String, outcome: Awaited },
+    /// The completion of a promise from outside: in the promise's stream at offset 1
+    /// (so there is one), and in INSTANCES, so that the recovery scan wakes `root`.
+    /// Never a step of a step log.
+    Completed { promise: String, root: InstanceId, value: Bytes },
+}
+
+/// What an await of a promise got.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Awaited {
+    Value(Bytes),
+    TimedOut,
+    /// No promise of this ID was created in the book.
+    Unknown,
 }
 
 /// What a conditional append of a guest got.
@@ -131,6 +148,8 @@ impl Step {
             (Step::Sleep { until_ms: u, .. }, Step::Sleep { until_ms, .. }) => u == until_ms,
             // The recorded start time is the invocation's, whoever asked.
             (Step::Delay { .. }, Step::Delay { .. }) => true,
+            (Step::Promise { promise: p, .. }, Step::Promise { promise, .. }) => p == promise,
+            (Step::Awaited { promise: p, .. }, Step::Awaited { promise, .. }) => p == promise,
             _ => false,
         }
     }
@@ -149,6 +168,9 @@ impl Step {
             Step::CondAppend { tag, position, .. } => format!("conditional append at offset {position} of tag {tag:#x}"),
             Step::Sleep { until_ms, .. } => format!("sleep until {until_ms} ms after the Unix epoch"),
             Step::Delay { until_ms, .. } => format!("start delayed until {until_ms} ms after the Unix epoch"),
+            Step::Promise { promise, .. } => format!("creation of promise {promise}"),
+            Step::Awaited { promise, .. } => format!("await of promise {promise}"),
+            Step::Completed { promise, .. } => format!("completion of promise {promise}"),
         }
     }
 }
@@ -323,6 +345,10 @@ mod tests {
             Step::CondAppend { tag: 5, position: 1, data_sha256: [0; 32], outcome: CondOutcome::Appended(u64::MAX) },
             Step::Sleep { until_ms: u64::MAX, root: InstanceId::generated("00ff") },
             Step::Delay { until_ms: 0, root: InstanceId::generated("00ff") },
+            Step::Promise { promise: "ab".into(), root: InstanceId::generated("00ff") },
+            Step::Awaited { promise: "ab".into(), outcome: Awaited::Value(Bytes::from_static(b"v")) },
+            Step::Awaited { promise: "ab".into(), outcome: Awaited::TimedOut },
+            Step::Completed { promise: "ab".into(), root: InstanceId::generated("00ff"), value: Bytes::new() },
         ];
         for s in steps {
             assert_eq!(decode::<Step>("step", &encode(&s)).unwrap(), s);

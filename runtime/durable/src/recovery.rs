@@ -32,6 +32,10 @@ use crate::node::Durable;
 use crate::record::{self, Outcome, Step};
 use crate::tags::{shadow, APPENDED, INSTANCES};
 
+/// How often the scan runs a root that awaits a promise with no timeout again, should
+/// the completion's own wake be lost.
+const AWAIT_RECHECK_MS: u64 = 600_000;
+
 /// An invocation seen starting and not yet seen finishing.
 struct Open {
     id: InstanceId,
@@ -108,6 +112,12 @@ impl BookScan {
                     if let Some(open) = self.open.get_mut(&d.tags.step(&root)) {
                         open.wake_ms = Some(until_ms);
                         open.attempts = 0;
+                    }
+                }
+                // A promise of the root (or of a child) was completed: the root is due.
+                Ok(Step::Completed { root, .. }) => {
+                    if let Some(open) = self.open.get_mut(&d.tags.step(&root)) {
+                        open.wake_ms = Some(0);
                     }
                 }
                 // A refused child's whole history: started and finished at once.
@@ -226,7 +236,13 @@ impl Recovery {
                 let now = d.clock.now_ms();
                 // A sleeper is due once its wake time is past by as much: the node that
                 // suspended it wakes it on time, this is for a node that died.
-                let asleep = open.wake_ms.is_some_and(|w| d.clock.wall_ms() < w.saturating_add(d.config.reexecute_after_ms));
+                let asleep = match open.wake_ms {
+                    // Awaiting a promise with no timeout: its completion wakes it; this is
+                    // a look now and then should that wake be lost.
+                    Some(u64::MAX) => now < open.seen_ms.saturating_add(AWAIT_RECHECK_MS),
+                    Some(w) => d.clock.wall_ms() < w.saturating_add(d.config.reexecute_after_ms),
+                    None => false,
+                };
                 if now < due || asleep {
                     continue;
                 }

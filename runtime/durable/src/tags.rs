@@ -149,6 +149,24 @@ impl TagKey {
     pub fn migration(&self, begin: u64, table: &str, key: &[u8]) -> Tag {
         self.derive("migration", &[&begin.to_be_bytes(), table.as_bytes(), key])
     }
+
+    /// The ID of the `n`-th promise instance `id` creates: 32 hex digits, keyed, so
+    /// that no one can guess another invocation's promises.
+    pub fn promise_id(&self, id: &InstanceId, n: u64) -> String {
+        let digest = self.digest("promise-id", &[&id.encode(), &n.to_be_bytes()]);
+        digest[..16].iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// The stream of a promise (in its book's shadow): its creation at offset 0, its
+    /// one completion at offset 1.
+    pub fn promise(&self, promise: &str) -> Tag {
+        self.derive("promise", &[promise.as_bytes()])
+    }
+}
+
+/// Whether `text` is a promise ID as [`TagKey::promise_id`] makes them.
+pub fn is_promise_id(text: &str) -> bool {
+    text.len() == 32 && text.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// Whether `tag` is one of the fixed streams (and so no derived tag).

@@ -3,7 +3,7 @@
 use tally_durable::Wake;
 
 use super::tally::platform::context::Host;
-use super::{aborted, GuestError, HostState};
+use super::{aborted, guest_runtime_error, GuestError, HostState};
 
 type Outcome<T> = wasmtime::Result<Result<T, GuestError>>;
 
@@ -28,6 +28,22 @@ impl Host for HostState {
     async fn sleep(&mut self, ms: u64) -> Outcome<()> {
         match self.inv().attempt.sleep(Wake::After(ms)).await {
             Ok(_) => Ok(Ok(())),
+            Err(abort) => aborted(abort),
+        }
+    }
+
+    #[tracing::instrument(name = "context.promise-create", skip_all)]
+    async fn promise_create(&mut self) -> Outcome<String> {
+        match self.inv().attempt.create_promise().await {
+            Ok(id) => Ok(Ok(id)),
+            Err(abort) => aborted(abort),
+        }
+    }
+
+    #[tracing::instrument(name = "context.promise-await", skip_all)]
+    async fn promise_await(&mut self, id: String, timeout_ms: Option<u64>) -> Outcome<Vec<u8>> {
+        match self.inv().attempt.await_promise(&id, timeout_ms).await {
+            Ok(r) => Ok(r.map(|v| v.to_vec()).map_err(guest_runtime_error)),
             Err(abort) => aborted(abort),
         }
     }

@@ -504,9 +504,9 @@ fn log_output(function: &str, stream: &str, pipe: &MemoryOutputPipe) {
 }
 
 /// The guest's view of a runtime error returned by a host call.
-fn guest_runtime_error(e: RuntimeError) -> GuestError {
+pub(super) fn guest_runtime_error(e: RuntimeError) -> GuestError {
     match e {
-        RuntimeError::FunctionNotFound(_) => GuestError::NotFound(e.to_string()),
+        RuntimeError::FunctionNotFound(_) | RuntimeError::PromiseNotFound(_) => GuestError::NotFound(e.to_string()),
         RuntimeError::InvalidArgument(m) => GuestError::InvalidArgument(m),
         RuntimeError::TooLarge { .. } => GuestError::TooLarge(e.to_string()),
         RuntimeError::Timeout(_) => GuestError::Timeout(e.to_string()),

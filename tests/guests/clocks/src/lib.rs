@@ -15,6 +15,9 @@
 //! - `nap <ms>`: sleeps durably for `ms`, then appends `nap` under tag `naps`. Returns
 //!   `woke=<wall clock ms after the sleep> naps=<records in naps before the append>`.
 //! - `naps`: the number of records under tag `naps`.
+//! - `approve <wait_ms> <timeout_ms>`: creates a promise, appends its ID under tag
+//!   `promises`, sleeps durably `wait_ms`, then awaits the promise for at most
+//!   `timeout_ms` (0: no timeout). Returns `approved:<value>` or `timeout`.
 //! - `doze <ms>`: sleeps durably for `ms`; returns `woke=<wall clock ms after it>`
 //!   (the benches' timer, with nothing else in the way).
 //! - `read <table> <key>`: the stored value, or `none`.
@@ -91,6 +94,21 @@ fn handle(input: Vec<u8>) -> Result<Vec<u8>, String> {
             let ms: u64 = ms.parse().map_err(|_| format!("the duration {ms:?} is not a number"))?;
             context::sleep(std::time::Duration::from_millis(ms)).map_err(|e| e.to_string())?;
             Ok(format!("woke={}", wall() / 1_000_000).into_bytes())
+        }
+        ["approve", wait_ms, timeout_ms] => {
+            let number = |w: &str| w.parse::<u64>().map_err(|_| format!("{w:?} is not a number"));
+            let (wait_ms, timeout_ms) = (number(wait_ms)?, number(timeout_ms)?);
+            let promise = context::promise_create().map_err(|e| e.to_string())?;
+            log::append(&[Tag::named("promises")], &promise).map_err(|e| e.to_string())?;
+            if wait_ms > 0 {
+                context::sleep(std::time::Duration::from_millis(wait_ms)).map_err(|e| e.to_string())?;
+            }
+            let timeout = (timeout_ms > 0).then(|| std::time::Duration::from_millis(timeout_ms));
+            match context::promise_await(&promise, timeout) {
+                Ok(value) => Ok(format!("approved:{}", String::from_utf8_lossy(&value)).into_bytes()),
+                Err(Error::Timeout(_)) => Ok(b"timeout".to_vec()),
+                Err(e) => Err(e.to_string()),
+            }
         }
         ["naps"] => Ok(stream(Tag::named("naps"))?.len().to_string().into_bytes()),
         ["events"] => {
