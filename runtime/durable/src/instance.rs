@@ -729,7 +729,12 @@ impl Instance {
                                 self.take(seqnum);
                                 return Ok(outcome);
                             }
-                            _ => return Err(self.recorded(&asked).err().unwrap_or_else(|| Abort::internal("a recorded step vanished"))),
+                            _ => {
+                                return Err(self
+                                    .recorded(&asked)
+                                    .err()
+                                    .unwrap_or_else(|| Abort::internal("a recorded step vanished")))
+                            }
                         },
                         Err(abort) => return Err(abort),
                     }

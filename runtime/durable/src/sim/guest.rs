@@ -82,6 +82,11 @@ pub enum Op {
     Sleep {
         ms: u16,
     },
+    /// Creates a promise, hands its ID to the run's completer, and awaits it for at
+    /// most `timeout_ms`; the value (or the timeout) goes into what follows.
+    Approve {
+        timeout_ms: u16,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -104,6 +109,11 @@ pub enum Observed {
     Stream(Vec<u64>),
     /// What a conditional append got: its seqnum, or a conflict and the holder.
     CondAppended(std::result::Result<u64, Option<u64>>),
+    /// What an await of a promise got: its value, or none (the timeout).
+    Awaited {
+        promise: String,
+        value: Option<u64>,
+    },
 }
 
 /// One execution of one invocation (or child), identified by its input.
@@ -126,6 +136,11 @@ pub struct Traces {
     pub executions: u64,
     /// Books a guest trimmed whole (from then on, records arrive trimmed).
     pub trimmed_books: std::collections::BTreeSet<u64>,
+    /// Promises guests created, by book, for the completer.
+    pub promises: Vec<(u64, String)>,
+    /// Per promise, every value a completion offered (one whose answer was lost may
+    /// have taken effect), and the ones whose completion succeeded.
+    pub promise_values: BTreeMap<String, (Vec<u64>, Vec<u64>)>,
 }
 
 /// One deployed version.
@@ -364,6 +379,23 @@ impl SimFunctions {
                         return Err(Error::Failed(format!("woke at {now} ms from a sleep until {until} ms")));
                     }
                 }
+                Op::Approve { timeout_ms } => {
+                    let promise = attempt.create_promise().await.map_err(guest)?;
+                    {
+                        let mut t = self.traces.lock().expect("not poisoned");
+                        if !t.promises.iter().any(|(_, p)| *p == promise) {
+                            t.promises.push((attempt.book.0, promise.clone()));
+                        }
+                    }
+                    let value = match attempt.await_promise(&promise, Some(u64::from(*timeout_ms))).await.map_err(guest)? {
+                        Ok(v) if v.len() == 8 => Some(u64::from_be_bytes(v[..].try_into().expect("8 bytes"))),
+                        Ok(v) => return Err(Error::Failed(format!("a promise value of {} bytes", v.len()))),
+                        Err(Error::Timeout(_)) => None,
+                        Err(e) => return Err(e),
+                    };
+                    self.observe(input, at, Observed::Awaited { promise, value });
+                    acc = mix(acc, value.map_or(0xa3a1, |v| v ^ 0xa3a1));
+                }
                 Op::ReadStream => {
                     let mut seqnums = Vec::new();
                     let mut from = SeqNum::MIN;
@@ -437,6 +469,7 @@ pub fn random_program(rng: &mut Rng, len: usize, callees: &[String], traps: bool
             95 => Op::Sleep { ms: rng.below(700) as u16 },
             96 => Op::ReadStream,
             97 => Op::CondAppend,
+            98 => Op::Approve { timeout_ms: rng.below(400) as u16 },
             _ => Op::Work { ms: rng.below(5) as u8 },
         };
         ops.push(op);

@@ -424,6 +424,7 @@ pub fn run_seed(seed: u64, opts: &SimOptions) -> Result<SimStats, Violation> {
     }
     exec.spawn(None, "setup", Box::pin(setup_then_clients(world.clone())));
     exec.spawn(None, "chaos", Box::pin(chaos(world.clone())));
+    exec.spawn(None, "completer", Box::pin(completer(world.clone())));
     let mut paused: BTreeMap<usize, u64> = BTreeMap::new();
     let mut restarts: BTreeMap<usize, u64> = BTreeMap::new();
     let mut lost: Option<usize> = None;
@@ -881,6 +882,46 @@ async fn asynchronous(world: &Arc<World>, book: BookId, function: &str, input: &
 
 /// What a look at a table's status answered.
 type StatusAnswer = Result<Option<crate::switch::TableStatus>, Error>;
+
+/// Completes the promises guests created, at random times on random nodes, some of them
+/// again (which must be refused). Two successful completions of one promise are a
+/// violation.
+async fn completer(world: Arc<World>) {
+    let h = world.harness();
+    loop {
+        h.sleep(1 + world.draw(30)).await;
+        let pick = {
+            let t = world.traces.lock().expect("not poisoned");
+            (!t.promises.is_empty()).then(|| t.promises[world.draw(t.promises.len() as u64) as usize].clone())
+        };
+        let Some((book, promise)) = pick else { continue };
+        let Some((n, d, _)) = world.pick_node() else { continue };
+        let value = world.draw(1 << 60);
+        // Offered before it is sent: a completion whose answer is lost may have landed.
+        world.traces.lock().expect("not poisoned").promise_values.entry(promise.clone()).or_default().0.push(value);
+        let p = promise.clone();
+        let answer = world
+            .on_node(n, d, "complete", move |d| async move {
+                d.complete_promise(BookId(book), &p, Bytes::copy_from_slice(&value.to_be_bytes())).await
+            })
+            .await;
+        let mut t = world.traces.lock().expect("not poisoned");
+        match answer {
+            Some(Ok(())) => {
+                let ok = &mut t.promise_values.entry(promise.clone()).or_default().1;
+                ok.push(value);
+                if ok.len() > 1 {
+                    let ok = ok.clone();
+                    drop(t);
+                    world.fail(format!("promise {promise} was completed twice: {ok:?}"));
+                    return;
+                }
+            }
+            Some(Err(Error::Conflict(_))) if world.chance(0.5) => t.promises.retain(|(_, p)| *p != promise),
+            _ => {}
+        }
+    }
+}
 
 /// Redeploys, a function that appears late, and switches, during the safety phase.
 async fn chaos(world: Arc<World>) {

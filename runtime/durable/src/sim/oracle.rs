@@ -282,6 +282,25 @@ impl Oracle {
                     }
                     observed.push(seen.expect("checked above"));
                 }
+                Op::Approve { .. } => {
+                    // The outcome is a fact; a value must be one a completion offered.
+                    let at = observed.len();
+                    let seen = fact(at, |o| matches!(o, Observed::Awaited { .. }));
+                    let Some(Observed::Awaited { promise, value }) = seen.clone() else {
+                        return Err(format!("{} finished, yet no execution shows its await at op {i}", show(input)));
+                    };
+                    if let Some(v) = value {
+                        let offered = traces.promise_values.get(&promise).is_some_and(|(offered, _)| offered.contains(&v));
+                        if !offered {
+                            return Err(format!(
+                                "{} awaited {v} from promise {promise}, which no completion offered",
+                                show(input)
+                            ));
+                        }
+                    }
+                    acc = mix(acc, value.map_or(0xa3a1, |v| v ^ 0xa3a1));
+                    observed.push(seen.expect("matched"));
+                }
                 Op::TrimOwnBook | Op::Work { .. } | Op::Sleep { .. } => {}
             }
         }
