@@ -252,3 +252,29 @@ fn invocations_are_listed_by_function_and_status() {
     let (status, _) = n.json("GET", &format!("/v1/invocations?book={}", 1u64 << 63), b"");
     assert_eq!(status, 400, "a platform book");
 }
+
+/// The `approval` example over HTTP: a request waits (202, `sleeping`) until its
+/// decision is posted to `/v1/promises/{id}`, once; a second decision gets 409, a
+/// promise nobody created 404.
+#[test]
+fn an_approval_waits_for_its_decision_over_http() {
+    let (_dir, n) = node();
+    n.deploy("approval", &guest("approval"), "?timeout_ms=1000");
+    let (status, body) = n.post_keyed("/v1/functions/approval/invoke?book=12", b"request a-raise", "raise").expect("an answer");
+    let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    assert_eq!((status, v["status"].as_str()), (202, Some("sleeping")), "{v}");
+    let id = v["invocation_id"].as_str().expect("an id").to_string();
+    let (_, records) = n.json("GET", "/v1/books/12/records?tag=approvals", b"");
+    let line = records["records"][0]["data"]["text"].as_str().expect("the request's record").to_string();
+    let promise = line.strip_prefix("a-raise ").expect("the promise's ID").to_string();
+    let (status, v) = n.json("POST", &format!("/v1/promises/{promise}?book=12"), b"granted");
+    assert_eq!(status, 200, "{v}");
+    let v = n.finished(&id, 12);
+    assert_eq!((v["status"].as_str(), v["output"]["text"].as_str()), (Some("succeeded"), Some("a-raise: granted")), "{v}");
+    let (status, v) = n.json("POST", &format!("/v1/promises/{promise}?book=12"), b"denied");
+    assert_eq!((status, v["error"]["code"].as_str()), (409, Some("conflict")), "{v}");
+    let (status, v) = n.json("POST", &format!("/v1/promises/{}?book=12", "f".repeat(32)), b"x");
+    assert_eq!((status, v["error"]["code"].as_str()), (404, Some("promise_not_found")), "{v}");
+    let (status, _) = n.json("POST", &format!("/v1/promises/{promise}?book=13"), b"x");
+    assert_eq!(status, 404, "another book's promise");
+}

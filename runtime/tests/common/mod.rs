@@ -147,14 +147,14 @@ impl Node {
             .map_or(0, |value| value.trim().parse().unwrap_or_else(|_| panic!("{series}: {value:?} is not a count")))
     }
 
-    /// The status of invocation `id` on `book` once it is no longer running (polled
-    /// for up to 20 s).
+    /// The status of invocation `id` on `book` once it is no longer running or
+    /// sleeping (polled for up to 20 s).
     pub fn finished(&self, id: &str, book: u64) -> Value {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             let (status, v) = self.json("GET", &format!("/v1/invocations/{id}?book={book}"), b"");
             assert_eq!(status, 200, "invocation {id} on book {book}: {v}");
-            if v["status"] != "running" {
+            if v["status"] != "running" && v["status"] != "sleeping" {
                 return v;
             }
             assert!(Instant::now() < deadline, "still running: {v}");
