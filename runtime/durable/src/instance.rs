@@ -700,63 +700,58 @@ impl Instance {
         let now_ns = self.recorder.read(GuestClock::Wall, self.svc.clock.wall_ms().saturating_mul(1_000_000));
         let until_ms = timeout_ms.map_or(u64::MAX, |t| (now_ns / 1_000_000).saturating_add(t.min(SLEEP_MAX_MS)));
         self.log_clocks(ctx).await?;
-        let asked = Step::Awaited { promise: promise.to_string(), outcome: Awaited::TimedOut };
         // An earlier execution waited here (Sleep), or got its outcome (Awaited).
-        let (until_ms, mut waited) = match self.steps.get(self.next).map(|r| (r.seqnum, r.step.clone())) {
-            Some((seqnum, Step::Awaited { promise: p, outcome })) if p == promise => {
-                self.take(seqnum);
-                return Ok(outcome);
-            }
+        if let Some(outcome) = self.recorded_awaited(promise)? {
+            return Ok(outcome);
+        }
+        let (until_ms, waited) = match self.steps.get(self.next).map(|r| (r.seqnum, r.step.clone())) {
             Some((seqnum, Step::Sleep { until_ms, .. })) => {
                 self.take(seqnum);
                 (until_ms, true)
             }
-            Some(_) => return Err(self.recorded(&asked).err().unwrap_or_else(|| Abort::internal("a recorded step vanished"))),
-            None => (until_ms, false),
+            _ => (until_ms, false),
         };
-        loop {
-            let outcome = match self.promise_value(ctx, promise).await? {
-                Some(outcome) => outcome,
-                None if self.svc.clock.wall_ms() >= until_ms => Awaited::TimedOut,
-                None if !waited => {
+        let outcome = match self.promise_value(ctx, promise).await? {
+            Some(outcome) => outcome,
+            None if self.svc.clock.wall_ms() >= until_ms => Awaited::TimedOut,
+            None => {
+                if !waited {
                     // About to wait: the wait's end is logged (also in INSTANCES, for the
                     // recovery scan), unless a peer logged the outcome here meanwhile.
                     let step = Step::Sleep { until_ms, root: self.id.root() };
                     match self.log_step(ctx, step, &[INSTANCES]).await {
                         Ok(_) => {}
-                        Err(Abort::NonDeterministic(_)) => match self.steps.get(self.next).map(|r| (r.seqnum, r.step.clone())) {
-                            Some((seqnum, Step::Awaited { promise: p, outcome })) if p == promise => {
-                                self.take(seqnum);
-                                return Ok(outcome);
-                            }
-                            _ => {
-                                return Err(self
-                                    .recorded(&asked)
-                                    .err()
-                                    .unwrap_or_else(|| Abort::internal("a recorded step vanished")))
-                            }
-                        },
+                        Err(Abort::NonDeterministic(m)) => {
+                            return self.recorded_awaited(promise)?.ok_or(Abort::NonDeterministic(m));
+                        }
                         Err(abort) => return Err(abort),
                     }
-                    waited = true;
-                    continue;
                 }
-                None => {
-                    let remaining = until_ms.saturating_sub(self.svc.clock.wall_ms());
-                    let near = remaining <= self.svc.config.sleep_in_place_max_ms;
-                    if !(near && self.svc.clock.now_ms().saturating_add(remaining) < deadline_ms) {
-                        return Err(Abort::Suspended { wake_ms: until_ms });
-                    }
-                    // Near its timeout: wait it out here, then look once more.
-                    self.svc.clock.sleep(remaining).await;
-                    self.promise_value(ctx, promise).await?.unwrap_or(Awaited::TimedOut)
-                }
-            };
-            let step = Step::Awaited { promise: promise.to_string(), outcome };
-            return match self.log_step(ctx, step, &[]).await?.step {
-                Step::Awaited { outcome, .. } => Ok(outcome),
-                _ => unreachable!("log_step checks the kind"),
-            };
+                // In place if near (then look once more), else suspended until then.
+                self.wait_until(until_ms, deadline_ms).await?;
+                self.promise_value(ctx, promise).await?.unwrap_or(Awaited::TimedOut)
+            }
+        };
+        match self.log_step(ctx, Step::Awaited { promise: promise.to_string(), outcome }, &[]).await?.step {
+            Step::Awaited { outcome, .. } => Ok(outcome),
+            _ => unreachable!("log_step checks the kind"),
+        }
+    }
+
+    /// The outcome an earlier execution (or a peer) logged for this await of `promise`,
+    /// taken; `None` if the step log has none here (a recorded Sleep is the await's
+    /// too); another operation recorded here is non-determinism.
+    fn recorded_awaited(&mut self, promise: &str) -> Result<Option<Awaited>, Abort> {
+        match self.steps.get(self.next).map(|r| (r.seqnum, r.step.clone())) {
+            Some((seqnum, Step::Awaited { promise: p, outcome })) if p == promise => {
+                self.take(seqnum);
+                Ok(Some(outcome))
+            }
+            None | Some((_, Step::Sleep { .. })) => Ok(None),
+            Some(_) => {
+                let asked = Step::Awaited { promise: promise.to_string(), outcome: Awaited::TimedOut };
+                Err(self.recorded(&asked).err().unwrap_or_else(|| Abort::internal("a recorded step vanished")))
+            }
         }
     }
 
@@ -767,7 +762,7 @@ impl Instance {
         let Some(created) = self.svc.log.read_next(ctx, book, stream, SeqNum(0)).await? else {
             return Ok(Some(Awaited::Unknown));
         };
-        match self.svc.log.read_next(ctx, book, stream, SeqNum(created.seqnum.0 + 1)).await? {
+        match self.svc.log.read_next(ctx, book, stream, SeqNum(created.seqnum.0.saturating_add(1))).await? {
             Some(r) => match record::decode::<Step>("promise", &r.data)? {
                 Step::Completed { promise: p, value, .. } if p == promise => Ok(Some(Awaited::Value(value))),
                 other => Err(Abort::internal(format!("the stream of promise {promise} holds {}", other.describe()))),

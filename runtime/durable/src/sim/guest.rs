@@ -394,7 +394,7 @@ impl SimFunctions {
                         Err(e) => return Err(e),
                     };
                     self.observe(input, at, Observed::Awaited { promise, value });
-                    acc = mix(acc, value.map_or(0xa3a1, |v| v ^ 0xa3a1));
+                    acc = awaited_mix(acc, value);
                 }
                 Op::ReadStream => {
                     let mut seqnums = Vec::new();
@@ -430,6 +430,11 @@ pub fn cond_mix(acc: u64, got: std::result::Result<u64, Option<u64>>) -> u64 {
         Ok(s) => mix(acc, s),
         Err(holder) => mix(acc, holder.map_or(0xc0f1, |h| h ^ 0xc0f1)),
     }
+}
+
+/// What an await's outcome (a value, or none for the timeout) adds to an accumulator.
+pub fn awaited_mix(acc: u64, value: Option<u64>) -> u64 {
+    mix(acc, value.map_or(0xa3a1, |v| v ^ 0xa3a1))
 }
 
 /// What the append at op `i` of an invocation writes: unique in the run.

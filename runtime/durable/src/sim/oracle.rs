@@ -34,7 +34,7 @@
 use std::collections::BTreeMap;
 
 use super::guest::{
-    child_input, cond_mix, key_name, mix, prefix, seed_of, Observed, Op, Registry, Traces, DYN_KEYS, KEYS, TABLES,
+    awaited_mix, child_input, cond_mix, key_name, mix, prefix, seed_of, Observed, Op, Registry, Traces, DYN_KEYS, KEYS, TABLES,
 };
 
 /// What the model says an invocation (or child) observes and outputs.
@@ -298,7 +298,7 @@ impl Oracle {
                             ));
                         }
                     }
-                    acc = mix(acc, value.map_or(0xa3a1, |v| v ^ 0xa3a1));
+                    acc = awaited_mix(acc, value);
                     observed.push(seen.expect("matched"));
                 }
                 Op::TrimOwnBook | Op::Work { .. } | Op::Sleep { .. } => {}
