@@ -114,6 +114,9 @@ pub struct StateConfig {
     /// deadline) waits in place, holding its instance; a longer one suspends the
     /// invocation (its instance is dropped) until a timer runs it again.
     pub sleep_in_place_max_ms: u64,
+    /// How often a node looks for schedules to drive, and how soon a schedule's driver
+    /// sees a change made on another node (a pause, a new definition).
+    pub schedule_poll_ms: u64,
     /// Books that may have exactly-once state (the recovery scan reads each of them
     /// every round); an invocation that would add one more is refused.
     pub books_max: usize,
@@ -140,6 +143,7 @@ impl Default for StateConfig {
             async_max: 1_024,
             sleep_in_place_max_ms: 1_000,
             books_max: 100_000,
+            schedule_poll_ms: 1_000,
         }
     }
 }

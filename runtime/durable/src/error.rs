@@ -21,6 +21,8 @@ pub enum Error {
     InvocationNotFound(String),
     #[error("unknown promise {0:?} (in this book)")]
     PromiseNotFound(String),
+    #[error("unknown schedule {0:?}")]
+    ScheduleNotFound(String),
     /// `size` is unknown when a body was refused before it was read whole.
     #[error("{what} is larger than its limit of {limit} bytes{}", size.map(|s| format!(" ({s} bytes)")).unwrap_or_default())]
     TooLarge { what: &'static str, size: Option<u64>, limit: u64 },
@@ -74,6 +76,7 @@ impl Error {
             Error::FunctionNotFound(_) => "function_not_found",
             Error::InvocationNotFound(_) => "invocation_not_found",
             Error::PromiseNotFound(_) => "promise_not_found",
+            Error::ScheduleNotFound(_) => "schedule_not_found",
             Error::TooLarge { .. } => "too_large",
             Error::Timeout(_) => "timeout",
             Error::Trap(_) => "trap",

@@ -50,10 +50,27 @@ impl InstanceId {
                 "an idempotency key is 1 to {IDEMPOTENCY_KEY_MAX} printable ASCII characters"
             )));
         }
+        Ok(InstanceId::hashed(&("key", function, key)))
+    }
+
+    /// The invocation schedule `name` starts for its tick at `tick_ms`: the same on
+    /// every node and for every definition of the schedule, so a tick fires once.
+    pub fn scheduled(name: &str, tick_ms: u64) -> InstanceId {
+        InstanceId::hashed(&("schedule", name, "tick", tick_ms))
+    }
+
+    /// The invocation the `n`-th trigger of schedule `name` starts.
+    pub fn triggered(name: &str, n: u64) -> InstanceId {
+        InstanceId::hashed(&("schedule", name, "trigger", n))
+    }
+
+    /// A root of 32 hex digits from a hash of `named` (whose first field says what
+    /// kind of name it is, so kinds never meet).
+    fn hashed(named: &impl Serialize) -> InstanceId {
         use sha2::{Digest, Sha256};
-        let named = bincode::serialize(&("key", function, key)).expect("strings encode");
+        let named = bincode::serialize(named).expect("names encode");
         let root = Sha256::digest(named)[..16].iter().map(|b| format!("{b:02x}")).collect();
-        Ok(InstanceId { root, path: Vec::new() })
+        InstanceId { root, path: Vec::new() }
     }
 
     /// The child called at `step` of this instance.
@@ -109,6 +126,12 @@ mod tests {
         assert_eq!(InstanceId::parse_generated(&k.to_string()).unwrap(), k);
         assert_eq!(k.child(2).root(), k);
         assert!(!k.child(2).is_root());
+        // Schedules' ticks and triggers are neither keys nor each other.
+        let tick = InstanceId::scheduled("s", 2);
+        assert_ne!(tick, InstanceId::triggered("s", 2));
+        assert_ne!(tick, InstanceId::scheduled("s", 3));
+        assert_ne!(tick, InstanceId::keyed("s", "2").unwrap());
+        assert_eq!(InstanceId::parse_generated(&tick.to_string()).unwrap(), tick);
     }
 
     #[test]

@@ -233,11 +233,26 @@ impl Durable {
         idempotency_key: Option<String>,
         delay_ms: u64,
     ) -> Result<InstanceId> {
-        let delay_until = self.delay_until(delay_ms)?;
         let id = match &idempotency_key {
             Some(key) => InstanceId::keyed(&function, key)?,
             None => self.invocations.new_id(),
         };
+        self.start_async(function, book, input, id, delay_ms, true).await
+    }
+
+    /// [`Durable::invoke_async`] of invocation `id`. An `id` that started already is
+    /// not started again; with `rejoin`, it is run here too (as a peer) unless it runs
+    /// here already or has finished.
+    pub(crate) async fn start_async(
+        self: &Arc<Self>,
+        function: String,
+        book: BookId,
+        input: Bytes,
+        id: InstanceId,
+        delay_ms: u64,
+        rejoin: bool,
+    ) -> Result<InstanceId> {
+        let delay_until = self.delay_until(delay_ms)?;
         let mut run = Run {
             function,
             version: None,
@@ -280,7 +295,7 @@ impl Durable {
                 release();
                 return Ok(id);
             }
-            Ok(Started::Running { .. }) if self.is_running(&id) => {
+            Ok(Started::Running { .. }) if !rejoin || self.is_running(&id) => {
                 release();
                 return Ok(id);
             }

@@ -17,10 +17,12 @@
 //!
 //! The records it logs are in `record.rs`, under the platform books and tags of
 //! `tags.rs`, which also states the isolation rules. `recorder.rs` makes a guest's
-//! clocks and random bytes the same in every execution of an invocation.
+//! clocks and random bytes the same in every execution of an invocation. `schedule.rs`
+//! fires schedules' ticks (cron expressions: `cron.rs`).
 
 mod attempt;
 mod config;
+mod cron;
 mod env;
 mod error;
 mod gc;
@@ -31,6 +33,7 @@ mod node;
 mod record;
 mod recorder;
 mod recovery;
+mod schedule;
 mod switch;
 mod tags;
 
@@ -46,6 +49,7 @@ pub use instance::{CrashAfter, Instance, Of, Started, Wake, SLEEP_MAX_MS};
 pub use invoke::{InvocationStatus, InvokeRequest, Listed, ListedStatus};
 pub use node::{check_table, Abort, Durable, NodeBounds, Ops, Parts, KEY_MAX, PAYLOAD_MAX, VALUE_MAX};
 pub use record::{Outcome, Reading, Transition};
+pub use schedule::{check_name as check_schedule_name, CatchUp, Overlap, Schedule, ScheduleSpec, Timing, EVERY_MIN_MS, LATE_MS};
 pub use recorder::{GuestClock, RANDOM_BYTES_MAX, READINGS_MAX};
 pub use store::{StateError, StateStore};
 pub use switch::{auto_choice, TableStatus};

@@ -186,6 +186,7 @@ pub struct Durable {
     pub(crate) invocations: Invocations,
     /// Switches this node is completing, by (book, table).
     pub(crate) completing: Mutex<BTreeSet<(BookId, String)>>,
+    pub(crate) schedules: crate::schedule::Schedules,
     /// Set by [`Durable::stop`]: the background loops end at their next turn.
     stopped: AtomicBool,
 }
@@ -211,6 +212,7 @@ impl Durable {
             first: Mutex::new(HashMap::new()),
             invocations: Invocations::new(parts.id_prefix),
             completing: Mutex::new(BTreeSet::new()),
+            schedules: Default::default(),
             stopped: AtomicBool::new(false),
         });
         durable.books().await?;

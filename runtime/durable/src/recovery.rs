@@ -179,12 +179,14 @@ pub(crate) struct Recovery {
 
 impl Durable {
     /// Starts the node's background work: the recovery scan (with garbage collection),
-    /// `auto`, and the completion of switches left unfinished.
+    /// `auto`, the completion of switches left unfinished, and the drivers of schedules.
     pub fn start_background(self: &Arc<Self>) {
         let weak = Arc::downgrade(self);
         // Cancelling the scan loses only this node's soft state (what it read, when it
         // first saw each invocation); a restart reads the streams again.
-        self.spawn.spawn("recovery", Box::pin(recovery_loop(weak)));
+        self.spawn.spawn("recovery", Box::pin(recovery_loop(weak.clone())));
+        // Cancelling it loses nothing either: it only starts drivers, from the log.
+        self.spawn.spawn("schedules", Box::pin(crate::schedule::schedule_loop(weak)));
         crate::switch::start(self);
     }
 }

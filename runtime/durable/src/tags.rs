@@ -7,7 +7,7 @@
 //!           PLATFORM_BOOK             the registry and the platform-wide lists
 //!
 //!   tags    1 0 000..000 n (n < 2^32) fixed streams: MANIFESTS, BOOKS, SWITCHES, TABLES,
-//!                                     INSTANCES, TAG_KEY
+//!                                     INSTANCES, TAG_KEY, APPENDED, SCHEDULES
 //!           1 1 h (62 bits)           derived streams: h = SHA-256 keyed with the
 //!                                     cluster's secret, over a domain and the length-
 //!                                     prefixed parts (instance ID, table, key, ...)
@@ -54,6 +54,9 @@ pub const TAG_KEY: Tag = fixed(6);
 /// The Result records (also in INSTANCES) of instances that appended to their user
 /// book: garbage collection retires their marks when it collects their step logs.
 pub const APPENDED: Tag = fixed(7);
+/// Definitions and deletions of schedules (their whole state), in [`PLATFORM_BOOK`]:
+/// every node learns the names from it.
+pub const SCHEDULES: Tag = fixed(8);
 
 const DERIVED_BIT: u64 = 1 << 62;
 
@@ -162,6 +165,11 @@ impl TagKey {
     pub fn promise(&self, promise: &str) -> Tag {
         self.derive("promise", &[promise.as_bytes()])
     }
+
+    /// The stream of a schedule (in [`PLATFORM_BOOK`]): its states, one per change.
+    pub fn schedule(&self, name: &str) -> Tag {
+        self.derive("schedule", &[name.as_bytes()])
+    }
 }
 
 /// Whether `text` is a promise ID as [`TagKey::promise_id`] makes them.
@@ -190,6 +198,8 @@ mod tests {
             key.transition("ab"),
             key.migration(1, "a", b"b"),
             key.migration(2, "a", b"b"),
+            key.promise("ab"),
+            key.schedule("ab"),
         ];
         for (i, t) in derived.iter().enumerate() {
             assert!(t.is_reserved() && !is_fixed(*t) && !t.is_mark());
@@ -197,7 +207,7 @@ mod tests {
                 assert_ne!(t, u);
             }
         }
-        for f in [MANIFESTS, BOOKS, SWITCHES, TABLES, INSTANCES, TAG_KEY, APPENDED] {
+        for f in [MANIFESTS, BOOKS, SWITCHES, TABLES, INSTANCES, TAG_KEY, APPENDED, SCHEDULES] {
             assert!(is_fixed(f) && !f.is_mark());
         }
         let marks = key.marks(key.step(&id));
