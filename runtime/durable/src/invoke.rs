@@ -237,12 +237,12 @@ impl Durable {
             Some(key) => InstanceId::keyed(&function, key)?,
             None => self.invocations.new_id(),
         };
-        self.start_async(function, book, input, id, delay_ms, true).await
+        self.start_async(function, book, input, id, delay_ms).await
     }
 
     /// [`Durable::invoke_async`] of invocation `id`. An `id` that started already is
-    /// not started again; with `rejoin`, it is run here too (as a peer) unless it runs
-    /// here already or has finished.
+    /// not started again, but run here too (as a peer: its node may have died) unless it
+    /// runs here already or has finished.
     pub(crate) async fn start_async(
         self: &Arc<Self>,
         function: String,
@@ -250,7 +250,6 @@ impl Durable {
         input: Bytes,
         id: InstanceId,
         delay_ms: u64,
-        rejoin: bool,
     ) -> Result<InstanceId> {
         let delay_until = self.delay_until(delay_ms)?;
         let mut run = Run {
@@ -295,7 +294,7 @@ impl Durable {
                 release();
                 return Ok(id);
             }
-            Ok(Started::Running { .. }) if !rejoin || self.is_running(&id) => {
+            Ok(Started::Running { .. }) if self.is_running(&id) => {
                 release();
                 return Ok(id);
             }

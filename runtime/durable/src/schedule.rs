@@ -10,18 +10,21 @@
 //! names and their books.
 //!
 //! A schedule is driven by the owner of its book ([`crate::Peers`]): one task per
-//! schedule reads the last state, waits for the next tick, and fires it:
+//! schedule reads the last state, waits for the next tick, and fires it in two
+//! records around the invocation's start:
 //!
 //! ```text
-//!   state (last tick t0) ──> tick t1 due ──> start invocation scheduled(name, t1) ──> record t1
+//!   state (last tick t0) ── t1 due ──> record t1, starting scheduled(name, t1)
+//!                                      start the invocation scheduled(name, t1)
+//!                                      record it started
 //! ```
 //!
-//! The invocation is started before the tick is recorded, and its ID comes from the
-//! schedule's name and the tick's time: a driver that dies between the two, or two
-//! drivers while ownership moves, start the same invocation, whose Init record is a
-//! conditional append (the first wins; the other finds it and runs nothing), and one of
-//! their records conflicts. A redefinition racing a tick cannot fire that tick twice
-//! either: the ID does not depend on the definition.
+//! A tick fires only if its first record wins the stream's next offset, so a tick
+//! never fires after a deletion or a pause recorded before it, whatever a lagging
+//! replica showed the driver. The invocation's ID comes from the schedule's name and
+//! the tick's time: whoever finds a start recorded and not known to have happened (a
+//! new driver after a crash, a trigger, a deletion) starts it again, which runs nothing
+//! new, since an invocation's Init record is a conditional append (the first wins).
 //!
 //! Policies, as Temporal's: `overlap` says what a tick does while the last invocation
 //! still runs (skip it, buffer one, or start anyway); `catch_up` what happens to ticks
@@ -60,8 +63,9 @@ const TRIM_EVERY: u64 = 32;
 /// Ticks counted one by one when a catch-up passes over many of a cron expression; the
 /// rest are passed over in the next round.
 const PASS_MAX: u64 = 100_000;
-/// How soon a driver tries again after a transient failure to start a tick.
-const RETRY_MS: u64 = 100;
+/// How soon a driver tries again after a transient failure to start an invocation (the
+/// node's limit of asynchronous invocations reached, say).
+const RETRY_MS: u64 = 20;
 
 /// When a schedule ticks.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -214,10 +218,22 @@ struct State {
     last: Option<(BookId, InstanceId)>,
     /// A tick buffered behind a running invocation (`BufferOne`).
     pending: Option<u64>,
+    /// An invocation a tick or trigger decided to start, until it is known started.
+    starting: Option<Start>,
     fired: u64,
     skipped: u64,
     triggered: u64,
     last_error: Option<String>,
+}
+
+/// An invocation of a schedule to start: what its definition said when the tick or
+/// trigger was recorded.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct Start {
+    id: InstanceId,
+    function: String,
+    book: BookId,
+    input: Bytes,
 }
 
 /// A schedule as the API shows it.
@@ -263,6 +279,7 @@ impl State {
             last_tick_ms: 0,
             last: None,
             pending: None,
+            starting: None,
             fired: 0,
             skipped: 0,
             triggered: 0,
@@ -293,6 +310,15 @@ impl State {
             return Plan::Pass { upto: latest, count };
         }
         Plan::Due { tick: latest, passed: count - 1 }
+    }
+
+    /// The next record, recording that a tick or trigger starts invocation `id` of the
+    /// definition.
+    fn starting(&self, spec: &ScheduleSpec, id: InstanceId, change: impl FnOnce(&mut State)) -> State {
+        self.next(|s| {
+            s.starting = Some(Start { id, function: spec.function.clone(), book: spec.book, input: spec.input.clone() });
+            change(s);
+        })
     }
 
     fn view(&self) -> Option<Schedule> {
@@ -407,9 +433,11 @@ impl Durable {
     }
 
     /// Deletes schedule `name`: no tick fires after this returns (invocations started
-    /// already run on).
+    /// already run on, and one whose tick was recorded before the deletion starts).
     pub async fn delete_schedule(self: &Arc<Self>, name: &str) -> Result<()> {
         check_name(name)?;
+        // A start recorded before the deletion happens (no driver is left to do it).
+        self.settled_tail(&mut Context::new(), name).await?;
         self.change_schedule(name, true, |old, _| {
             if old.spec.is_none() {
                 return Err(Error::ScheduleNotFound(name.to_string()));
@@ -449,24 +477,63 @@ impl Durable {
 
     /// Starts schedule `name`'s invocation now, whatever its overlap policy and whether
     /// it is paused; returns the invocation's ID. Each call starts another invocation.
+    /// Once the trigger is recorded the invocation starts, even if this call then fails
+    /// (the schedule's driver starts it).
     pub async fn trigger_schedule(self: &Arc<Self>, name: &str) -> Result<InstanceId> {
         check_name(name)?;
         let mut ctx = Context::new();
         for _ in 0..CHANGE_TRIES {
-            let (old, _) = self.schedule_tail(&mut ctx, name).await?.ok_or_else(|| Error::ScheduleNotFound(name.to_string()))?;
-            let spec = old.spec.clone().ok_or_else(|| Error::ScheduleNotFound(name.to_string()))?;
-            let n = old.triggered + 1;
+            let state = self.settled_tail(&mut ctx, name).await?;
+            let Some(spec) = state.as_ref().and_then(|s| s.spec.clone()) else {
+                return Err(Error::ScheduleNotFound(name.to_string()));
+            };
+            let state = state.expect("defined");
+            let n = state.triggered + 1;
             let id = InstanceId::triggered(name, n);
-            self.start_tick(&spec, &id).await?;
-            let new = old.next(|s| {
-                s.triggered = n;
-                s.last = Some((spec.book, id.clone()));
-            });
+            let new = state.starting(&spec, id.clone(), |s| s.triggered = n);
             if self.record_schedule(&mut ctx, &new, false).await? {
+                self.settle(&mut ctx, &new).await?;
                 return Ok(id);
             }
         }
         Err(Error::Conflict(format!("schedule {name:?} kept changing")))
+    }
+
+    /// The last state of schedule `name` with no start left pending: a pending one is
+    /// started and recorded started first.
+    async fn settled_tail(self: &Arc<Self>, ctx: &mut Context, name: &str) -> Result<Option<State>> {
+        for _ in 0..CHANGE_TRIES {
+            let Some((state, _)) = self.schedule_tail(ctx, name).await? else { return Ok(None) };
+            if state.starting.is_none() {
+                return Ok(Some(state));
+            }
+            self.settle(ctx, &state).await?;
+        }
+        Err(Error::Conflict(format!("schedule {name:?} kept changing")))
+    }
+
+    /// Starts the invocation `state` says is starting, then records it started (or, for
+    /// a start refused for good, why not); `false` if another change took the offset
+    /// first (which carries the start on, or recorded it).
+    async fn settle(self: &Arc<Self>, ctx: &mut Context, state: &State) -> Result<bool> {
+        let Some(start) = &state.starting else { return Ok(true) };
+        let started = self.start_async(start.function.clone(), start.book, start.input.clone(), start.id.clone(), 0).await;
+        let new = match started {
+            Ok(_) => state.next(|s| {
+                s.starting = None;
+                s.last = Some((start.book, start.id.clone()));
+                s.last_error = None;
+            }),
+            Err(e) if e.is_transient() => return Err(e),
+            Err(e) => {
+                tracing::warn!(schedule = state.name, id = %start.id, "a scheduled invocation could not start: {e}");
+                state.next(|s| {
+                    s.starting = None;
+                    s.last_error = Some(record::cut(&format!("invocation {}: {e}", start.id)));
+                })
+            }
+        };
+        self.record_schedule(ctx, &new, false).await
     }
 
     /// Applies `change` to the last state of schedule `name` (a fresh one if it has
@@ -546,12 +613,6 @@ impl Durable {
         self.schedules.known.try_lock().map_or(0, |k| k.1.values().filter(|b| b.is_some()).count())
     }
 
-    /// Starts the invocation of a tick or trigger, unless it started already (then
-    /// whoever started it, or the recovery scan, runs it).
-    async fn start_tick(self: &Arc<Self>, spec: &ScheduleSpec, id: &InstanceId) -> Result<()> {
-        self.start_async(spec.function.clone(), spec.book, spec.input.clone(), id.clone(), 0, false).await.map(|_| ())
-    }
-
     /// Whether the invocation a schedule started last still runs (or sleeps).
     async fn still_running(&self, last: &Option<(BookId, InstanceId)>) -> Result<bool> {
         let Some((book, id)) = last else { return Ok(false) };
@@ -574,96 +635,61 @@ impl Durable {
         self.spawn.spawn("schedule", Box::pin(drive(driving)));
     }
 
-    /// One turn of schedule `name`'s driver: fires what is due; returns how long to wait
-    /// for the next turn, or `None` when the schedule is gone or its book is no longer
-    /// this node's.
+    /// One turn of schedule `name`'s driver: starts what is recorded starting, or
+    /// records what is due; returns how long to wait for the next turn, or `None` when
+    /// the schedule is gone or its book is no longer this node's.
     async fn drive_once(self: &Arc<Self>, ctx: &mut Context, name: &str) -> Result<Option<u64>> {
         let Some((state, _)) = self.schedule_tail(ctx, name).await? else { return Ok(None) };
+        if state.starting.is_some() {
+            return match self.settle(ctx, &state).await {
+                Ok(_) => Ok(Some(0)),
+                Err(e) => {
+                    tracing::warn!(schedule = name, "starting a scheduled invocation, will try again: {e}");
+                    Ok(Some(RETRY_MS))
+                }
+            };
+        }
         let Some(spec) = state.spec.clone() else { return Ok(None) };
         if !self.peers.owns(spec.book) {
             return Ok(None);
         }
         let poll = self.config.schedule_poll_ms.max(1);
         let now = self.clock.wall_ms();
-        let mut running = None;
-        if let Some(tick) = state.pending {
-            let r = self.still_running(&state.last).await?;
-            running = Some(r);
-            if !r {
-                let id = InstanceId::scheduled(name, tick);
-                return match self.start_tick(&spec, &id).await {
-                    Ok(()) => {
-                        let new = state.next(|s| {
-                            s.pending = None;
-                            s.fired += 1;
-                            s.last = Some((spec.book, id));
-                        });
-                        self.record_schedule(ctx, &new, false).await.map(|_| Some(0))
-                    }
-                    Err(e) => self.tick_failed(ctx, &state, tick, 0, e).await,
-                };
-            }
+        let busy = if state.pending.is_some() || spec.overlap != Overlap::AllowAll {
+            Some(self.still_running(&state.last).await?)
+        } else {
+            None
+        };
+        if let (Some(tick), Some(false)) = (state.pending, busy) {
+            let new = state.starting(&spec, InstanceId::scheduled(name, tick), |s| {
+                s.pending = None;
+                s.fired += 1;
+            });
+            return self.record_schedule(ctx, &new, false).await.map(|_| Some(0));
         }
-        let (tick, passed) = match state.plan(now) {
+        let (tick, passed, due) = match state.plan(now) {
             Plan::Wait(at) => return Ok(Some(at.map_or(poll, |t| (t - now).min(poll)))),
-            Plan::Pass { upto, count } => {
-                let new = state.next(|s| {
-                    s.last_tick_ms = upto;
-                    s.skipped += count;
-                });
-                return self.record_schedule(ctx, &new, false).await.map(|_| Some(0));
-            }
-            Plan::Due { tick, passed } => (tick, passed),
+            Plan::Pass { upto, count } => (upto, count, false),
+            Plan::Due { tick, passed } => (tick, passed, true),
         };
-        let busy = match running {
-            Some(r) => r,
-            None if spec.overlap == Overlap::AllowAll => false,
-            None => self.still_running(&state.last).await?,
-        };
-        let new = if busy && (spec.overlap == Overlap::Skip || state.pending.is_some()) {
+        let new = if !due || (busy == Some(true) && (spec.overlap == Overlap::Skip || state.pending.is_some())) {
             state.next(|s| {
                 s.last_tick_ms = tick;
-                s.skipped += passed + 1;
+                s.skipped += passed + u64::from(due);
             })
-        } else if busy && spec.overlap == Overlap::BufferOne {
+        } else if busy == Some(true) {
             state.next(|s| {
                 s.last_tick_ms = tick;
                 s.skipped += passed;
                 s.pending = Some(tick);
             })
         } else {
-            let id = InstanceId::scheduled(name, tick);
-            if let Err(e) = self.start_tick(&spec, &id).await {
-                return self.tick_failed(ctx, &state, tick, passed, e).await;
-            }
-            state.next(|s| {
+            state.starting(&spec, InstanceId::scheduled(name, tick), |s| {
                 s.last_tick_ms = tick;
                 s.skipped += passed;
                 s.fired += 1;
-                s.last = Some((spec.book, id));
-                s.last_error = None;
             })
         };
-        self.record_schedule(ctx, &new, false).await.map(|_| Some(0))
-    }
-
-    /// A tick that could not start: a transient failure is tried again soon; any other
-    /// (the function is missing, the input too large for it) passes the tick over and
-    /// says why in the schedule's state.
-    async fn tick_failed(&self, ctx: &mut Context, state: &State, tick: u64, passed: u64, e: Error) -> Result<Option<u64>> {
-        if e.is_transient() {
-            tracing::warn!(schedule = state.name, tick, "starting a tick, will try again: {e}");
-            return Ok(Some(RETRY_MS));
-        }
-        tracing::warn!(schedule = state.name, tick, "a tick could not start: {e}");
-        let new = state.next(|s| {
-            if s.pending == Some(tick) {
-                s.pending = None;
-            }
-            s.last_tick_ms = s.last_tick_ms.max(tick);
-            s.skipped += passed + 1;
-            s.last_error = Some(record::cut(&format!("tick {tick}: {e}")));
-        });
         self.record_schedule(ctx, &new, false).await.map(|_| Some(0))
     }
 }

@@ -141,7 +141,17 @@ pub struct Traces {
     /// Per promise, every value a completion offered (one whose answer was lost may
     /// have taken effect), and the ones whose completion succeeded.
     pub promise_values: BTreeMap<String, (Vec<u64>, Vec<u64>)>,
+    /// Invocations of [`TICKER`] (schedules' ticks and triggers), by book and ID: when
+    /// an execution of each first ran.
+    pub ticks: BTreeMap<(u64, String), u64>,
+    /// Those that an execution ran to its end.
+    pub ticks_done: std::collections::BTreeSet<(u64, String)>,
 }
+
+/// The function schedules invoke: it works for a while (so that ticks overlap), then
+/// appends its invocation's ID to the [`TICKS`] stream of its book, once.
+pub const TICKER: &str = "ticker";
+pub const TICKS: &str = "ticks";
 
 /// One deployed version.
 #[derive(Clone, Debug)]
@@ -277,6 +287,9 @@ impl SimFunctions {
         let Some(program) = program else {
             return (Err(Error::FunctionUnavailable(attempt.version.name.clone(), "no such version".into())), attempt);
         };
+        if attempt.version.name == TICKER {
+            return self.tick(attempt).await;
+        }
         let input = attempt.input.to_vec();
         let at = self.record(&input, &attempt.version.name, attempt.version.version);
         let result = self.interpret(&mut attempt, &program, &input, at).await;
@@ -288,6 +301,24 @@ impl SimFunctions {
             }
         }
         (result, attempt)
+    }
+
+    /// An execution of [`TICKER`].
+    async fn tick(&self, mut attempt: Attempt) -> (Result<Vec<u8>>, Attempt) {
+        let key = (attempt.book.0, attempt.instance.id.to_string());
+        self.traces.lock().expect("not poisoned").ticks.entry(key.clone()).or_insert(self.handle.now_ms());
+        // Longer than the interval now and then in book 1 (whose schedule skips
+        // overlapping ticks), shorter in the others (whose schedule starts every tick,
+        // within the node's limit of asynchronous invocations).
+        let work_max = if key.0 == 1 { 150 } else { 40 };
+        self.handle.sleep(seed_of(key.1.as_bytes()) % work_max).await;
+        match attempt.append(&[Tag::from_name(TICKS)], Bytes::from(key.1.clone())).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => return (Err(e.into()), attempt),
+            Err(abort) => return (Err(guest(abort)), attempt),
+        }
+        self.traces.lock().expect("not poisoned").ticks_done.insert(key);
+        (Ok(vec![0; 8]), attempt)
     }
 
     async fn interpret(&self, attempt: &mut Attempt, program: &Program, input: &[u8], at: usize) -> Result<Vec<u8>> {

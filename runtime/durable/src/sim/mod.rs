@@ -27,7 +27,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use tally_log_core::{BookId, Context};
+use tally_log_core::{BookId, Context, Tag};
 
 use crate::config::{Protocol, StateConfig};
 use crate::env::{Clock, Functions, Spawn};
@@ -134,6 +134,8 @@ pub struct SimStats {
     pub replays: u64,
     /// Answers that an invocation sleeps (it suspended).
     pub suspensions: u64,
+    /// Invocations schedules started (ticks and triggers).
+    pub ticks: u64,
     pub switches: u64,
     pub redeploys: u64,
     pub log_records: u64,
@@ -156,6 +158,7 @@ impl SimStats {
         self.peers += o.peers;
         self.replays += o.replays;
         self.suspensions += o.suspensions;
+        self.ticks += o.ticks;
         self.switches += o.switches;
         self.redeploys += o.redeploys;
         self.log_records += o.log_records;
@@ -169,7 +172,7 @@ impl fmt::Display for SimStats {
             f,
             "{} invocations, {} executions, {} reads and {} outputs checked against the model; faults: {} crashes ({} for good), {} \
              pauses, {} log and {} store failures, {} racing peers, {} replays, {} switches, {} redeploys; {} suspended \
-             invocations answered; {} log records, {} simulated ms",
+             invocations answered; {} scheduled invocations; {} log records, {} simulated ms",
             self.invocations,
             self.executions,
             self.reads_checked,
@@ -184,6 +187,7 @@ impl fmt::Display for SimStats {
             self.switches,
             self.redeploys,
             self.suspensions,
+            self.ticks,
             self.log_records,
             self.sim_ms
         )
@@ -276,6 +280,8 @@ struct World {
     clients_done: Mutex<usize>,
     /// Every switch begun in the safety phase has completed.
     switches_done: Mutex<bool>,
+    /// The schedules were defined, ticked, deleted, and their ticks checked.
+    schedules_done: Mutex<bool>,
     config: StateConfig,
 }
 
@@ -365,6 +371,7 @@ fn deploy_functions(rng: &mut Rng, registry: &mut Registry) {
         }
     }
     registry.deploy("verify", Program { ops: verify }, BTreeMap::new());
+    registry.deploy(guest::TICKER, Program { ops: Vec::new() }, BTreeMap::new());
 }
 
 fn sim_config() -> StateConfig {
@@ -380,6 +387,7 @@ fn sim_config() -> StateConfig {
         open_max: 3,
         async_max: 2,
         sleep_in_place_max_ms: 100,
+        schedule_poll_ms: 50,
         ..StateConfig::default()
     }
 }
@@ -417,6 +425,7 @@ pub fn run_seed(seed: u64, opts: &SimOptions) -> Result<SimStats, Violation> {
         stats: Mutex::new(SimStats::default()),
         clients_done: Mutex::new(0),
         switches_done: Mutex::new(false),
+        schedules_done: Mutex::new(false),
         config: sim_config(),
     });
     for n in 0..opts.nodes {
@@ -425,6 +434,7 @@ pub fn run_seed(seed: u64, opts: &SimOptions) -> Result<SimStats, Violation> {
     exec.spawn(None, "setup", Box::pin(setup_then_clients(world.clone())));
     exec.spawn(None, "chaos", Box::pin(chaos(world.clone())));
     exec.spawn(None, "completer", Box::pin(completer(world.clone())));
+    exec.spawn(None, "schedules", Box::pin(schedules(world.clone())));
     let mut paused: BTreeMap<usize, u64> = BTreeMap::new();
     let mut restarts: BTreeMap<usize, u64> = BTreeMap::new();
     let mut lost: Option<usize> = None;
@@ -442,7 +452,9 @@ pub fn run_seed(seed: u64, opts: &SimOptions) -> Result<SimStats, Violation> {
             *world.store.faults.lock().expect("not poisoned") = StoreFaults { fail_before: 0.0, fail_after: 0.0 };
             paused.clear();
         }
-        if *world.clients_done.lock().expect("not poisoned") == opts.clients && *world.switches_done.lock().expect("not poisoned")
+        if *world.clients_done.lock().expect("not poisoned") == opts.clients
+            && *world.switches_done.lock().expect("not poisoned")
+            && *world.schedules_done.lock().expect("not poisoned")
         {
             break;
         }
@@ -454,10 +466,12 @@ pub fn run_seed(seed: u64, opts: &SimOptions) -> Result<SimStats, Violation> {
                 seed,
                 at_ms: now,
                 message: format!(
-                    "the liveness phase did not finish: {} of {} clients done, switches done: {}; unfinished: {:?}; tasks: {:?}",
+                    "the liveness phase did not finish: {} of {} clients done, switches done: {}, schedules done: {}; \
+                     unfinished: {:?}; tasks: {:?}",
                     world.clients_done.lock().expect("not poisoned"),
                     opts.clients,
                     world.switches_done.lock().expect("not poisoned"),
+                    world.schedules_done.lock().expect("not poisoned"),
                     unfinished.iter().take(5).collect::<Vec<_>>(),
                     exec.task_names().iter().take(12).collect::<Vec<_>>()
                 ),
@@ -996,4 +1010,171 @@ async fn chaos(world: Arc<World>) {
         }
     }
     *world.switches_done.lock().expect("not poisoned") = true;
+}
+
+/// The interval of the simulated schedules.
+const TICK_MS: u64 = 100;
+/// How far behind the clock a driver is once it has caught up.
+const TICK_LAG_MS: u64 = 300;
+
+/// Schedules through the faults: `every` (book 0: every tick fires, overlapping, all
+/// missed ones caught up) and `skipping` (book 1: overlapping ticks skipped, only the
+/// latest missed one caught up, and triggered now and then). After the safety phase,
+/// once `every` has caught up, both are deleted; once their invocations have finished, the ticks
+/// are checked against the definitions alone: tick IDs are distinct and as many as the
+/// ticks between definition and deletion (within the drivers' lag, plus triggers),
+/// each ran no earlier than its tick (comparing order statistics), and each appended
+/// its record to its book once.
+async fn schedules(world: Arc<World>) {
+    use crate::schedule::{CatchUp, Overlap, ScheduleSpec, Timing};
+    let h = world.harness();
+    let books = world.opts.books;
+    let defs = [("every", BookId(0), Overlap::AllowAll, CatchUp::All), ("skipping", BookId(1 % books), Overlap::Skip, CatchUp::Latest)];
+    h.sleep(world.draw(200)).await;
+    let mut defined = Vec::new();
+    for (name, book, overlap, catch_up) in defs {
+        let spec = ScheduleSpec {
+            function: guest::TICKER.into(),
+            book,
+            input: Bytes::from_static(b"tick"),
+            timing: Timing::EveryMs(TICK_MS),
+            overlap,
+            catch_up,
+        };
+        let first = h.now_ms();
+        let answered = retry(&world, "put-schedule", move |d| {
+            let spec = spec.clone();
+            async move { d.put_schedule(name, spec, None).await.map(|_| ()) }
+        })
+        .await;
+        if answered.is_none() {
+            return;
+        }
+        defined.push((name, book, first, h.now_ms()));
+    }
+    // Triggers of `skipping`, on random nodes, during the safety phase.
+    let (mut tried, mut triggered) = (0u64, 0u64);
+    while h.now_ms() < world.opts.safety_ms {
+        h.sleep(50 + world.draw(300)).await;
+        let Some((n, d, _)) = world.pick_node() else { continue };
+        tried += 1;
+        match world.on_node(n, d, "trigger", |d| async move { d.trigger_schedule("skipping").await }).await {
+            Some(Ok(_)) => triggered += 1,
+            // A replica behind the definition does not know the schedule yet.
+            Some(Err(e)) if !e.is_transient() && !matches!(e, Error::Conflict(_) | Error::ScheduleNotFound(_)) => {
+                return world.fail(format!("a trigger failed: {e}"));
+            }
+            _ => {}
+        }
+    }
+    // Once faults stop, `every` catches up with the clock: it says it has fired every
+    // tick up to `caught`, which the ticks' effects must then show.
+    let caught = loop {
+        h.sleep(50).await;
+        let Some((n, d, _)) = world.pick_node() else { continue };
+        if let Some(Ok(s)) = world.on_node(n, d, "schedule", |d| async move { d.schedule("every").await }).await {
+            if s.last_tick_ms + TICK_LAG_MS >= h.now_ms() {
+                break s.last_tick_ms;
+            }
+        }
+    };
+    let mut deleted = Vec::new();
+    for (name, ..) in &defined {
+        let name = *name;
+        let answered = retry(&world, "delete-schedule", move |d| async move {
+            match d.delete_schedule(name).await {
+                // An earlier try whose answer was lost deleted it.
+                Err(Error::ScheduleNotFound(_)) => Ok(()),
+                other => other,
+            }
+        })
+        .await;
+        if answered.is_none() {
+            return;
+        }
+        deleted.push(h.now_ms());
+    }
+    // Every invocation started runs to its end. One whose node died before it ran (or
+    // whose run failed at once) is run by the recovery scan, after its function's
+    // timeout and then some, later when the scan tracks `open_max` others already:
+    // wait until nothing new has shown up for a few seconds.
+    let (mut seen, mut since) = (0, h.now_ms());
+    loop {
+        h.sleep(20).await;
+        let t = world.traces.lock().expect("not poisoned");
+        if t.ticks.len() != seen {
+            (seen, since) = (t.ticks.len(), h.now_ms());
+        }
+        let quiet = 3_000;
+        if h.now_ms() > since + quiet && t.ticks.keys().all(|k| t.ticks_done.contains(k)) {
+            break;
+        }
+    }
+    let t = world.traces.lock().expect("not poisoned");
+    for (i, (name, book, put_first, put_done)) in defined.iter().enumerate() {
+        let del_done = deleted[i];
+        let mut starts: Vec<u64> = t.ticks.iter().filter(|((b, _), _)| *b == book.0).map(|(_, &at)| at).collect();
+        starts.sort_unstable();
+        // Ticks are the multiples of TICK_MS after the definition took effect (at or
+        // after put_first) and up to the deletion (at or before del_done); those up to
+        // `caught` have fired (the definition took effect by put_done).
+        let upper = del_done / TICK_MS - put_first / TICK_MS;
+        let lower = (caught / TICK_MS).saturating_sub(put_done / TICK_MS);
+        let (extra_max, extra_min) = if *name == "skipping" { (tried, triggered) } else { (0, 0) };
+        let n = starts.len() as u64;
+        if n > upper + extra_max {
+            return world.fail(format!(
+                "schedule {name} started {n} invocations for at most {upper} ticks and {extra_max} triggers: a tick fired twice"
+            ));
+        }
+        if *name == "every" {
+            if n < lower {
+                return world.fail(format!(
+                    "schedule {name} (every tick, all caught up) started {n} invocations for at least {lower} ticks \
+                     (up to {caught} ms): a tick never fired; they started at {starts:?} ms"
+                ));
+            }
+            let first_tick = (put_first / TICK_MS + 1) * TICK_MS;
+            for (k, at) in starts.iter().enumerate() {
+                let tick = first_tick + k as u64 * TICK_MS;
+                if *at < tick {
+                    return world.fail(format!("schedule {name}: invocation {k} ran at {at} ms, before tick {tick} ms"));
+                }
+            }
+        } else if n < extra_min {
+            return world.fail(format!("schedule {name} started {n} invocations for {extra_min} successful triggers"));
+        }
+        let appended = world.log.next_offset(*book, Tag::from_name(guest::TICKS));
+        let ran = t.ticks.keys().filter(|(b, _)| *b == book.0).count() as u64;
+        if appended != ran {
+            return world.fail(format!("book {}: {ran} tick invocations ran and appended {appended} records", book.0));
+        }
+    }
+    world.stats.lock().expect("not poisoned").ticks = t.ticks.len() as u64;
+    drop(t);
+    *world.schedules_done.lock().expect("not poisoned") = true;
+}
+
+/// Calls `f` on random nodes until it answers with something other than a transient
+/// failure or a lost answer; `None` (after reporting it) for another failure.
+async fn retry<F, Fut>(world: &Arc<World>, what: &'static str, f: F) -> Option<()>
+where
+    F: Fn(Arc<Durable>) -> Fut,
+    Fut: std::future::Future<Output = Result<(), Error>> + Send + 'static,
+{
+    let h = world.harness();
+    loop {
+        let Some((n, d, _)) = world.pick_node() else {
+            h.sleep(5).await;
+            continue;
+        };
+        match world.on_node(n, d, what, &f).await {
+            Some(Ok(())) => return Some(()),
+            Some(Err(e)) if !e.is_transient() && !matches!(e, Error::Conflict(_)) => {
+                world.fail(format!("{what} failed: {e}"));
+                return None;
+            }
+            _ => h.sleep(5 + world.draw(20)).await,
+        }
+    }
 }
