@@ -141,17 +141,22 @@ pub struct Traces {
     /// Per promise, every value a completion offered (one whose answer was lost may
     /// have taken effect), and the ones whose completion succeeded.
     pub promise_values: BTreeMap<String, (Vec<u64>, Vec<u64>)>,
-    /// Invocations of [`TICKER`] (schedules' ticks and triggers), by book and ID: when
-    /// an execution of each first ran.
-    pub ticks: BTreeMap<(u64, String), u64>,
+    /// Invocations of [`TICKER`] (schedules' ticks and triggers), by input (the
+    /// schedule's name) and ID: when an execution of each first ran.
+    pub ticks: BTreeMap<(String, String), u64>,
     /// Those that an execution ran to its end.
-    pub ticks_done: std::collections::BTreeSet<(u64, String)>,
+    pub ticks_done: std::collections::BTreeSet<(String, String)>,
 }
 
-/// The function schedules invoke: it works for a while (so that ticks overlap), then
-/// appends its invocation's ID to the [`TICKS`] stream of its book, once.
+/// The function schedules invoke, with the schedule's name as input: it works for a
+/// while (so that ticks overlap), then appends its invocation's ID to the stream
+/// [`ticks_of`] the schedule in its book, once.
 pub const TICKER: &str = "ticker";
-pub const TICKS: &str = "ticks";
+
+/// The tag of the stream the ticker appends to for schedule `name`.
+pub fn ticks_of(name: &str) -> Tag {
+    Tag::from_name(&format!("ticks-{name}"))
+}
 
 /// One deployed version.
 #[derive(Clone, Debug)]
@@ -305,14 +310,14 @@ impl SimFunctions {
 
     /// An execution of [`TICKER`].
     async fn tick(&self, mut attempt: Attempt) -> (Result<Vec<u8>>, Attempt) {
-        let key = (attempt.book.0, attempt.instance.id.to_string());
+        let key = (String::from_utf8_lossy(&attempt.input).into_owned(), attempt.instance.id.to_string());
         self.traces.lock().expect("not poisoned").ticks.entry(key.clone()).or_insert(self.handle.now_ms());
-        // Longer than the interval now and then in book 1 (whose schedule skips
-        // overlapping ticks), shorter in the others (whose schedule starts every tick,
-        // within the node's limit of asynchronous invocations).
-        let work_max = if key.0 == 1 { 150 } else { 40 };
+        // Longer than the interval now and then for `skipping` (which skips overlapping
+        // ticks), shorter for `every` (which starts every tick, within the node's limit
+        // of asynchronous invocations).
+        let work_max = if key.0 == "skipping" { 150 } else { 40 };
         self.handle.sleep(seed_of(key.1.as_bytes()) % work_max).await;
-        match attempt.append(&[Tag::from_name(TICKS)], Bytes::from(key.1.clone())).await {
+        match attempt.append(&[ticks_of(&key.0)], Bytes::from(key.1.clone())).await {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => return (Err(e.into()), attempt),
             Err(abort) => return (Err(guest(abort)), attempt),

@@ -27,7 +27,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use tally_log_core::{BookId, Context, Tag};
+use tally_log_core::{BookId, Context};
 
 use crate::config::{Protocol, StateConfig};
 use crate::env::{Clock, Functions, Spawn};
@@ -1017,8 +1017,8 @@ const TICK_MS: u64 = 100;
 /// How far behind the clock a driver is once it has caught up.
 const TICK_LAG_MS: u64 = 300;
 
-/// Schedules through the faults: `every` (book 0: every tick fires, overlapping, all
-/// missed ones caught up) and `skipping` (book 1: overlapping ticks skipped, only the
+/// Schedules through the faults: `every` (on book 0: every tick fires, overlapping, all
+/// missed ones caught up) and `skipping` (on book 1: overlapping ticks skipped, only the
 /// latest missed one caught up, and triggered now and then). After the safety phase,
 /// once `every` has caught up, both are deleted; once their invocations have finished, the ticks
 /// are checked against the definitions alone: tick IDs are distinct and as many as the
@@ -1036,7 +1036,7 @@ async fn schedules(world: Arc<World>) {
         let spec = ScheduleSpec {
             function: guest::TICKER.into(),
             book,
-            input: Bytes::from_static(b"tick"),
+            input: Bytes::from(name),
             timing: Timing::EveryMs(TICK_MS),
             overlap,
             catch_up,
@@ -1113,7 +1113,7 @@ async fn schedules(world: Arc<World>) {
     let t = world.traces.lock().expect("not poisoned");
     for (i, (name, book, put_first, put_done)) in defined.iter().enumerate() {
         let del_done = deleted[i];
-        let mut starts: Vec<u64> = t.ticks.iter().filter(|((b, _), _)| *b == book.0).map(|(_, &at)| at).collect();
+        let mut starts: Vec<u64> = t.ticks.iter().filter(|((s, _), _)| s == name).map(|(_, &at)| at).collect();
         starts.sort_unstable();
         // Ticks are the multiples of TICK_MS after the definition took effect (at or
         // after put_first) and up to the deletion (at or before del_done); those up to
@@ -1144,10 +1144,9 @@ async fn schedules(world: Arc<World>) {
         } else if n < extra_min {
             return world.fail(format!("schedule {name} started {n} invocations for {extra_min} successful triggers"));
         }
-        let appended = world.log.next_offset(*book, Tag::from_name(guest::TICKS));
-        let ran = t.ticks.keys().filter(|(b, _)| *b == book.0).count() as u64;
-        if appended != ran {
-            return world.fail(format!("book {}: {ran} tick invocations ran and appended {appended} records", book.0));
+        let appended = world.log.next_offset(*book, guest::ticks_of(name));
+        if appended != n {
+            return world.fail(format!("schedule {name}: {n} invocations ran and appended {appended} records"));
         }
     }
     world.stats.lock().expect("not poisoned").ticks = t.ticks.len() as u64;
