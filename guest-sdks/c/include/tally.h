@@ -6,7 +6,8 @@
  * error message. While it runs it may use the shared log of the book it is bound to
  * (`tally_log_*`), keep exactly-once key-value state in the book's tables
  * (`tally_state_*`), call other functions (`tally_invoke_call`), ask what the
- * invocation is (`tally_context_*`) and sleep durably (`tally_context_sleep*`).
+ * invocation is (`tally_context_*`), sleep durably (`tally_context_sleep*`) and wait
+ * for promises the outside world completes (`tally_context_promise_*`).
  *
  * A function defines one entry point, `tally_handle` (see "The handler" below):
  *
@@ -586,6 +587,54 @@ int tally_context_sleep(uint64_t ms, tally_error *err);
  * once.
  */
 int tally_context_sleep_until(uint64_t unix_ms, tally_error *err);
+
+/**
+ * Creates a promise that the outside world completes once, with
+ * `POST /v1/promises/{id}?book=B` and the value as the body, and sets `*id` to its ID (the
+ * same when the platform runs the invocation again), a NUL-terminated string that the
+ * caller releases with `free`: hand it out (store it, append it to the log, pass it to a
+ * call), then await it with `tally_context_promise_await`.
+ *
+ *     char *promise;
+ *     if (tally_context_promise_create(&promise, &err) != TALLY_OK)
+ *         return tally_fail_error(out, &err);
+ *     // Where the approver finds it.
+ *     tally_tag approvals = tally_tag_named("approvals");
+ *     int status = tally_log_append(&approvals, 1, promise, strlen(promise), &seqnum, &err);
+ *     ...
+ *     tally_bytes decision;
+ *     status = tally_context_promise_await(promise, &decision, &err);
+ *     free(promise);
+ */
+int tally_context_promise_create(char **id, tally_error *err);
+
+/**
+ * Fills `*value` with the value of promise `id` (NUL-terminated) of this book, which the
+ * caller releases with `tally_bytes_free`, waiting durably for it as
+ * `tally_context_sleep` does, for as long as it takes: the promise may be completed
+ * before, during or after the wait, and a long wait suspends the invocation (a
+ * synchronous caller is answered HTTP 202 with the invocation's ID) until the completion
+ * runs it again, which replays everything before this call. What the await got is
+ * logged, so a re-execution of the invocation gets the same.
+ *
+ * A promise this book never created fails with `TALLY_NOT_FOUND`, an `id` that is not a
+ * promise ID with `TALLY_INVALID_ARGUMENT`. Like a sleep, an await is a step of the
+ * invocation: it should come at the same point when the invocation runs again.
+ */
+int tally_context_promise_await(const char *id, tally_bytes *value, tally_error *err);
+
+/**
+ * `tally_context_promise_await` for at most `timeout_ms` milliseconds: once that long
+ * has passed without a completion it fails with `TALLY_TIMEOUT` (a later completion is
+ * accepted and changes nothing). A timeout of 0 takes the value only if the promise is
+ * already complete.
+ *
+ *     tally_bytes decision;
+ *     int status = tally_context_promise_await_timeout(promise, 7 * 24 * 3600 * 1000ull, &decision, &err);
+ *     if (status == TALLY_TIMEOUT)
+ *         ...  // no answer within a week
+ */
+int tally_context_promise_await_timeout(const char *id, uint64_t timeout_ms, tally_bytes *value, tally_error *err);
 
 /* ------------------------------------------------------------------------------------ */
 /* Text                                                                                  */

@@ -1,4 +1,7 @@
-/* What the current invocation is, and durable sleeps: the `tally:platform/context` imports. */
+/*
+ * What the current invocation is, durable sleeps, and promises the outside world
+ * completes: the `tally:platform/context` imports.
+ */
 #include "wit.h"
 
 char *tally_context_invocation_id(void) {
@@ -33,4 +36,32 @@ int tally_context_sleep_until(uint64_t unix_ms, tally_error *err) {
     if (!tally_platform_context_sleep_until(unix_ms, &wit_err))
         return tally__error_from_wit(&wit_err, err);
     return TALLY_OK;
+}
+
+int tally_context_promise_create(char **id, tally_error *err) {
+    function_string_t ret;
+    tally_platform_context_error_t wit_err;
+    if (!tally_platform_context_promise_create(&ret, &wit_err))
+        return tally__error_from_wit(&wit_err, err);
+    *id = tally__cstr_from_wit(&ret);
+    return TALLY_OK;
+}
+
+/* Both awaits: `timeout_ms` is the WIT's option<u64>, NULL for none. */
+static int promise_await(const char *id, uint64_t *timeout_ms, tally_bytes *value, tally_error *err) {
+    function_string_t wit_id = tally__wit_string(id);
+    function_list_u8_t ret;
+    tally_platform_context_error_t wit_err;
+    if (!tally_platform_context_promise_await(&wit_id, timeout_ms, &ret, &wit_err))
+        return tally__error_from_wit(&wit_err, err);
+    *value = tally__bytes_from_wit(&ret);
+    return TALLY_OK;
+}
+
+int tally_context_promise_await(const char *id, tally_bytes *value, tally_error *err) {
+    return promise_await(id, NULL, value, err);
+}
+
+int tally_context_promise_await_timeout(const char *id, uint64_t timeout_ms, tally_bytes *value, tally_error *err) {
+    return promise_await(id, &timeout_ms, value, err);
 }

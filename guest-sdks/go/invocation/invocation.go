@@ -1,6 +1,7 @@
-// Package invocation says what the current invocation is, and sleeps durably in it:
-// WIT interface tally:platform/context. (It is not named context, which would shadow
-// the standard library's package.)
+// Package invocation says what the current invocation is, sleeps durably in it and
+// waits in it for promises the outside world completes: WIT interface
+// tally:platform/context. (It is not named context, which would shadow the standard
+// library's package.)
 package invocation
 
 import (
@@ -54,7 +55,7 @@ func FunctionName() string {
 //		return nil, err
 //	}
 func Sleep(d time.Duration) error {
-	ms, err := durationMillis(d)
+	ms, err := durationMillis(d, "duration of a sleep")
 	if err != nil {
 		return err
 	}
@@ -69,13 +70,73 @@ func SleepUntil(t time.Time) error {
 	return hostcall.Err(wit.SleepUntil(unixMillis(t)))
 }
 
+// PromiseCreate creates a promise that the outside world completes once, with
+// POST /v1/promises/{id}?book=B and the value as the body, and returns its ID (the same
+// when the platform runs the invocation again): hand it out (store it, append it to
+// the log, pass it to a call), then [PromiseAwait] it.
+//
+//	promise, err := invocation.PromiseCreate()
+//	if err != nil {
+//		return nil, err
+//	}
+//	// Where the approver finds it.
+//	if _, err := logbook.Append([]tally.Tag{tally.NamedTag("approvals")}, []byte(promise)); err != nil {
+//		return nil, err
+//	}
+//	decision, err := invocation.PromiseAwait(promise)
+func PromiseCreate() (string, error) {
+	id, err := wit.PromiseCreate()
+	return id, hostcall.Err(err)
+}
+
+// PromiseAwait returns the value of promise id of this book, waiting durably for it as
+// [Sleep] does, for as long as it takes: the promise may be completed before, during or
+// after the wait, and a long wait suspends the invocation (a synchronous caller is
+// answered 202 with the invocation's [ID]) until the completion runs it again, which
+// replays everything before the call. What the await got is logged, so a re-execution
+// of the invocation gets the same.
+//
+// A promise this book never created fails with [tally.ErrNotFound], and an id that is
+// not a promise ID with [tally.ErrInvalidArgument].
+func PromiseAwait(id string) ([]byte, error) {
+	value, err := wit.PromiseAwait(id, false, 0)
+	if err != nil {
+		return nil, hostcall.Err(err)
+	}
+	return value, nil
+}
+
+// PromiseAwaitTimeout is [PromiseAwait] for at most timeout (to the millisecond,
+// rounded down): once that long has passed without a completion it fails with
+// [tally.ErrTimeout] (a later completion is accepted and changes nothing). A timeout of
+// 0 takes the value only if the promise is already complete. A negative timeout is
+// refused with [tally.ErrInvalidArgument], by the SDK.
+//
+//	decision, err := invocation.PromiseAwaitTimeout(promise, 7*24*time.Hour)
+//	if errors.Is(err, tally.ErrTimeout) {
+//		decision = []byte("no answer")
+//	} else if err != nil {
+//		return nil, err
+//	}
+func PromiseAwaitTimeout(id string, timeout time.Duration) ([]byte, error) {
+	ms, err := durationMillis(timeout, "timeout of a promise's await")
+	if err != nil {
+		return nil, err
+	}
+	value, witErr := wit.PromiseAwait(id, true, ms)
+	if witErr != nil {
+		return nil, hostcall.Err(witErr)
+	}
+	return value, nil
+}
+
 // durationMillis returns d in whole milliseconds, rounded down as the Rust SDK does, or
-// an invalid-argument error for a negative d.
-func durationMillis(d time.Duration) (uint64, error) {
+// an invalid-argument error for a negative d, which what names.
+func durationMillis(d time.Duration, what string) (uint64, error) {
 	if d < 0 {
 		return 0, &tally.Error{
 			Kind:    tally.InvalidArgument,
-			Message: "the duration of a sleep is negative: " + d.String(),
+			Message: "the " + what + " is negative: " + d.String(),
 		}
 	}
 	return uint64(d / time.Millisecond), nil

@@ -25,7 +25,7 @@ func TestDurationMillisRoundsDown(t *testing.T) {
 		{math.MaxInt64, math.MaxInt64 / 1_000_000},
 	}
 	for _, c := range cases {
-		ms, err := durationMillis(c.d)
+		ms, err := durationMillis(c.d, "duration of a sleep")
 		if err != nil || ms != c.want {
 			t.Errorf("durationMillis(%v) = %d, %v; want %d", c.d, ms, err, c.want)
 		}
@@ -34,7 +34,7 @@ func TestDurationMillisRoundsDown(t *testing.T) {
 
 func TestDurationMillisRefusesNegative(t *testing.T) {
 	for _, d := range []time.Duration{-time.Nanosecond, -1500 * time.Millisecond, math.MinInt64} {
-		ms, err := durationMillis(d)
+		ms, err := durationMillis(d, "duration of a sleep")
 		var e *tally.Error
 		if !errors.As(err, &e) || e.Kind != tally.InvalidArgument || ms != 0 {
 			t.Errorf("durationMillis(%v) = %d, %#v; want an invalid-argument error", d, ms, err)
@@ -44,8 +44,19 @@ func TestDurationMillisRefusesNegative(t *testing.T) {
 			t.Errorf("durationMillis(%v): %v is not ErrInvalidArgument", d, err)
 		}
 	}
-	_, err := durationMillis(-1500 * time.Millisecond)
+	_, err := durationMillis(-1500*time.Millisecond, "duration of a sleep")
 	if want := "invalid argument: the duration of a sleep is negative: -1.5s"; err.Error() != want {
+		t.Errorf("text %q, want %q", err.Error(), want)
+	}
+}
+
+func TestPromiseAwaitTimeoutRefusesNegative(t *testing.T) {
+	// Refused before any call to the platform, which outside Wasm would panic.
+	value, err := PromiseAwaitTimeout("0123456789abcdef0123456789abcdef", -2*time.Second)
+	if !errors.Is(err, tally.ErrInvalidArgument) || value != nil {
+		t.Fatalf("PromiseAwaitTimeout(-2s) = %q, %#v; want an invalid-argument error", value, err)
+	}
+	if want := "invalid argument: the timeout of a promise's await is negative: -2s"; err.Error() != want {
 		t.Errorf("text %q, want %q", err.Error(), want)
 	}
 }

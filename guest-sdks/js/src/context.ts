@@ -1,5 +1,6 @@
 /**
- * What the current invocation is, and durable sleeps.
+ * What the current invocation is, durable sleeps, and promises the outside world
+ * completes.
  *
  * These are host calls, so they work inside a handler, not at the top level of a
  * module (which runs at build time).
@@ -9,7 +10,7 @@
 
 /// <reference path="./platform.d.ts" />
 import * as wit from 'tally:platform/context';
-import { integerToU64 } from './bytes.js';
+import { describe, fromHost, integerToU64 } from './bytes.js';
 import { fromHostError } from './errors.js';
 
 /**
@@ -83,6 +84,63 @@ export function sleepUntil(time: Date | number | bigint): void {
   const unixMs = time instanceof Date ? dateToUnixMs(time) : integerToU64(time, 'time');
   try {
     wit.sleepUntil(unixMs);
+  } catch (thrown) {
+    throw fromHostError(thrown);
+  }
+}
+
+/**
+ * Creates a promise that the outside world completes once, with
+ * `POST /v1/promises/{id}?book=B` and the value as the body, and returns its ID (the same
+ * when the platform runs the invocation again): hand it out (store it, append it to the
+ * log, pass it to a call), then {@link promiseAwait} it.
+ *
+ * ```ts
+ * const promise = context.promiseCreate();
+ * log.append([Tag.named('approvals')], promise);  // where the approver finds it
+ * const decision = context.promiseAwait(promise);
+ * ```
+ */
+export function promiseCreate(): string {
+  try {
+    return wit.promiseCreate();
+  } catch (thrown) {
+    throw fromHostError(thrown);
+  }
+}
+
+/**
+ * The value of promise `id` of this book, waiting durably for it as {@link sleep} does:
+ * the promise may be completed before, during or after the wait, and a long wait
+ * suspends the invocation until the completion (or the timeout) runs it again, which
+ * replays everything before this call. What the await got is logged, so a re-execution
+ * of the invocation gets the same.
+ *
+ * With `timeoutMs` (milliseconds, a `number` or a `bigint`), fails with {@link Timeout}
+ * once that long has passed without a completion (a later completion is accepted and
+ * changes nothing); without it, waits for as long as it takes. A promise this book
+ * never created fails with {@link NotFound}, an `id` that is no promise ID with
+ * {@link InvalidArgument}. An `id` that is not a string is a `TypeError`, and a
+ * `timeoutMs` that is not a u64 a `TypeError` or `RangeError`.
+ *
+ * Like the other calls it is synchronous: nothing else of the instance runs while it
+ * waits.
+ *
+ * ```ts
+ * try {
+ *   const decision = context.promiseAwait(promise, 7 * 24 * 3600 * 1000);  // a week
+ * } catch (error) {
+ *   if (!(error instanceof Timeout)) throw error;
+ * }
+ * ```
+ */
+export function promiseAwait(id: string, timeoutMs?: number | bigint): Uint8Array {
+  if (typeof id !== 'string') {
+    throw new TypeError(`id must be a string, not ${describe(id)}`);
+  }
+  const timeout = timeoutMs === undefined ? undefined : integerToU64(timeoutMs, 'timeoutMs');
+  try {
+    return fromHost(wit.promiseAwait(id, timeout));
   } catch (thrown) {
     throw fromHostError(thrown);
   }

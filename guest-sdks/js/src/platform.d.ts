@@ -54,4 +54,6 @@ declare module 'tally:platform/context' {
   export function functionName(): string;
   export function sleep(ms: bigint): void;
   export function sleepUntil(unixMs: bigint): void;
+  export function promiseCreate(): string;
+  export function promiseAwait(id: string, timeoutMs: bigint | undefined): Uint8Array;
 }

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { beforeEach, test } from 'node:test';
-import { InvalidArgument, TallyError, Unavailable } from '../src/errors.js';
+import { runInNewContext } from 'node:vm';
+import { InvalidArgument, NotFound, TallyError, Timeout, Unavailable } from '../src/errors.js';
 import { ComponentError, host } from './platform.js';
 
 // After the fakes are registered: the module imports `tally:platform/context`.
@@ -8,8 +9,10 @@ const context = await import('../src/context.js');
 
 const U64_MAX = 18446744073709551615n;
 
-/** The arguments of each call of the fake `sleep` and `sleepUntil`, in order. */
-let calls: [string, unknown][] = [];
+const PROMISE = '0123456789abcdef0123456789abcdef';
+
+/** The arguments of each call of the fake `sleep`, `sleepUntil` and `promiseAwait`, in order. */
+let calls: [string, ...unknown[]][] = [];
 
 beforeEach(() => {
   calls = [];
@@ -18,6 +21,11 @@ beforeEach(() => {
   };
   host.context.sleepUntil = (unixMs: unknown) => {
     calls.push(['sleepUntil', unixMs]);
+  };
+  host.context.promiseCreate = () => PROMISE;
+  host.context.promiseAwait = (id: unknown, timeoutMs: unknown) => {
+    calls.push(['promiseAwait', id, timeoutMs]);
+    return new TextEncoder().encode('granted');
   };
 });
 
@@ -124,4 +132,83 @@ test('anything else the host call throws passes unchanged', () => {
     throw thrown;
   };
   assert.throws(() => context.sleep(1), (error: unknown) => error === thrown);
+});
+
+test('promiseCreate returns the ID the host made', () => {
+  assert.equal(context.promiseCreate(), PROMISE);
+});
+
+test('promiseAwait passes its timeout to the host as a u64 bigint, or none', () => {
+  assert.deepEqual(context.promiseAwait(PROMISE), new TextEncoder().encode('granted'));
+  context.promiseAwait(PROMISE, undefined);
+  context.promiseAwait(PROMISE, 0);
+  context.promiseAwait(PROMISE, 200);
+  context.promiseAwait(PROMISE, 2 ** 53);
+  context.promiseAwait(PROMISE, 250n);
+  context.promiseAwait(PROMISE, U64_MAX);
+  assert.deepEqual(calls, [
+    ['promiseAwait', PROMISE, undefined],
+    ['promiseAwait', PROMISE, undefined],
+    ['promiseAwait', PROMISE, 0n],
+    ['promiseAwait', PROMISE, 200n],
+    ['promiseAwait', PROMISE, 9007199254740992n],
+    ['promiseAwait', PROMISE, 250n],
+    ['promiseAwait', PROMISE, U64_MAX],
+  ]);
+});
+
+test("promiseAwait returns the value as a Uint8Array of the caller's realm", () => {
+  // The bindings make their bytes in a realm of their own.
+  const foreign = runInNewContext('new Uint8Array([104, 105])') as Uint8Array;
+  assert.equal(foreign instanceof Uint8Array, false);
+  host.context.promiseAwait = () => foreign;
+  const value = context.promiseAwait(PROMISE);
+  assert.ok(value instanceof Uint8Array);
+  assert.deepEqual([...value], [104, 105]);
+});
+
+test('promiseAwait refuses what is not an ID or a u64 before calling the host', () => {
+  const refused = (id: unknown, timeoutMs: unknown, type: ErrorConstructor, message: string) =>
+    assert.throws(
+      () => context.promiseAwait(id as string, timeoutMs as number),
+      (error: Error) => error instanceof type && error.message === message,
+      `${String(id)} ${String(timeoutMs)}`,
+    );
+  refused(new TextEncoder().encode(PROMISE), undefined, TypeError, 'id must be a string, not Uint8Array');
+  refused(undefined, 200, TypeError, 'id must be a string, not undefined');
+  refused(7n, undefined, TypeError, 'id must be a string, not the bigint 7');
+  refused(PROMISE, -1, RangeError, 'timeoutMs -1 is not a u64');
+  refused(PROMISE, 0.5, RangeError, 'timeoutMs 0.5 is not a u64');
+  refused(PROMISE, Number.NaN, RangeError, 'timeoutMs NaN is not a u64');
+  refused(PROMISE, U64_MAX + 1n, RangeError, 'timeoutMs 18446744073709551616 is not a u64');
+  refused(PROMISE, '200', TypeError, 'timeoutMs must be a number or a bigint, not a string');
+  refused(PROMISE, null, TypeError, 'timeoutMs must be a number or a bigint, not null');
+  assert.deepEqual(calls, []);
+});
+
+test('a promise call the host fails throws its TallyError', () => {
+  host.context.promiseCreate = () => {
+    throw new ComponentError({ tag: 'unavailable', val: 'no quorum' });
+  };
+  assert.throws(
+    () => context.promiseCreate(),
+    (error: unknown) => error instanceof Unavailable && error.message === 'unavailable: no quorum',
+  );
+  const fails = (payload: { tag: string; val: string }) => {
+    host.context.promiseAwait = () => {
+      throw new ComponentError(payload);
+    };
+  };
+  fails({ tag: 'timeout', val: '200 ms' });
+  assert.throws(
+    () => context.promiseAwait(PROMISE, 200),
+    (error: unknown) => error instanceof Timeout && error instanceof TallyError && error.message === 'timeout: 200 ms',
+  );
+  fails({ tag: 'not-found', val: `no promise ${PROMISE}` });
+  assert.throws(
+    () => context.promiseAwait(PROMISE),
+    (error: unknown) => error instanceof NotFound && error.detail === `no promise ${PROMISE}`,
+  );
+  fails({ tag: 'invalid-argument', val: '"nope" is not a promise ID' });
+  assert.throws(() => context.promiseAwait('nope'), (error: unknown) => error instanceof InvalidArgument);
 });

@@ -18,7 +18,7 @@ const INTERFACES: Record<string, readonly string[]> = {
   log: ['append', 'condAppend', 'readNext', 'readPrev', 'checkTail', 'trim', 'setAuxData'],
   invoke: ['call'],
   state: ['get', 'put', 'delete'],
-  context: ['invocationId', 'bookId', 'attempt', 'functionName', 'sleep', 'sleepUntil'],
+  context: ['invocationId', 'bookId', 'attempt', 'functionName', 'sleep', 'sleepUntil', 'promiseCreate', 'promiseAwait'],
 };
 
 type Fake = (...args: any[]) => unknown;

@@ -4,8 +4,8 @@ A Tally function is a WebAssembly component of world ``tally:platform/function``
 gets the invocation's input as bytes and returns bytes or an error message. While it
 runs it may use the shared log of the book it is bound to (:mod:`tally.log`), keep
 exactly-once key-value state in the book's tables (:mod:`tally.state`), call other
-functions (:mod:`tally.invoke`), ask what the invocation is and sleep durably
-(:mod:`tally.context`).
+functions (:mod:`tally.invoke`), ask what the invocation is, sleep durably and wait
+for promises the outside world completes (:mod:`tally.context`).
 
 A function is a directory with ``app.py``, which defines the entry point::
 

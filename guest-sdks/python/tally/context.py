@@ -1,4 +1,4 @@
-"""What the current invocation is, and durable sleeps.
+"""What the current invocation is, durable sleeps, and promises the outside world completes.
 
 >>> from tally import context
 >>> f"{context.function_name()} on book {context.book_id()}"   # doctest: +SKIP
@@ -8,15 +8,27 @@
 >>> context.sleep(500)                                        # doctest: +SKIP
 >>> context.sleep(timedelta(hours=1))                         # doctest: +SKIP
 >>> context.sleep_until(datetime(2030, 1, 1, tzinfo=timezone.utc))   # doctest: +SKIP
+
+>>> promise = context.promise_create()                        # doctest: +SKIP
+>>> decision = context.promise_await(promise, timedelta(days=7))     # doctest: +SKIP
 """
 
 from __future__ import annotations
 
 from . import _bindings
-from ._convert import DurationLike, TimeLike, to_duration_ms, to_unix_ms
+from ._convert import DurationLike, TimeLike, to_duration_ms, to_str, to_unix_ms
 from ._errors import from_wit
 
-__all__ = ["attempt", "book_id", "function_name", "invocation_id", "sleep", "sleep_until"]
+__all__ = [
+    "attempt",
+    "book_id",
+    "function_name",
+    "invocation_id",
+    "promise_await",
+    "promise_create",
+    "sleep",
+    "sleep_until",
+]
 
 
 def invocation_id() -> str:
@@ -84,5 +96,41 @@ def sleep_until(time: TimeLike) -> None:
     unix_ms = to_unix_ms(time, "time")
     try:
         _bindings.context.sleep_until(unix_ms)
+    except _bindings.Err as error:
+        raise from_wit(error.value) from None
+
+
+def promise_create() -> str:
+    """Creates a promise that the outside world completes once, with
+    ``POST /v1/promises/{id}?book=B`` and the value as the body, and returns its ID (the
+    same when the platform runs the invocation again): hand it out (store it, append it
+    to the log, pass it to a call), then :func:`promise_await` it.
+    """
+    try:
+        return _bindings.context.promise_create()
+    except _bindings.Err as error:
+        raise from_wit(error.value) from None
+
+
+def promise_await(id: str, timeout: DurationLike | None = None) -> bytes:
+    """The value of promise ``id`` of this book, waiting durably for it as :func:`sleep`
+    does: the promise may be completed before, during or after the wait, and a long wait
+    suspends the invocation until the completion (or the timeout) runs it again, which
+    replays everything before this call. What the await got is logged, so a re-execution
+    of the invocation gets the same.
+
+    ``timeout``, if given, is an ``int`` of **milliseconds** or a
+    :class:`datetime.timedelta` (its fraction of a millisecond dropped); once that long
+    has passed without a completion the call raises :class:`~tally.Timeout` (a later
+    completion is accepted and changes nothing). ``None`` waits for as long as it takes.
+
+    A promise this book never created raises :class:`~tally.NotFound`, and an ``id`` that
+    is no promise ID :class:`~tally.InvalidArgument`. An ``id`` that is not a ``str``
+    raises ``TypeError``, and a bad ``timeout`` the errors of :func:`sleep`'s duration.
+    """
+    id = to_str(id, "id")
+    timeout_ms = None if timeout is None else to_duration_ms(timeout, "timeout")
+    try:
+        return bytes(_bindings.context.promise_await(id, timeout_ms))
     except _bindings.Err as error:
         raise from_wit(error.value) from None

@@ -39,6 +39,11 @@ class Error_Unavailable:
     value: str
 
 
+@dataclass
+class Error_Timeout:
+    value: str
+
+
 class Recorder:
     """Records calls; answers with `results[name]`, raising it if it is an exception."""
 
@@ -315,3 +320,90 @@ def test_sleep_errors_map(fake):
     with pytest.raises(tally.Unavailable, match="^unavailable: no quorum$") as raised:
         context.sleep_until(datetime(2030, 1, 1, tzinfo=timezone.utc))
     assert raised.value.__context__ is None or raised.value.__suppress_context__
+
+
+PROMISE = "0123456789abcdef0123456789abcdef"
+
+
+def test_promises_outside_a_component_say_so():
+    with pytest.raises(_bindings.HostUnavailable, match="context.promise-create"):
+        context.promise_create()
+    with pytest.raises(_bindings.HostUnavailable, match="context.promise-await"):
+        context.promise_await(PROMISE)
+
+
+def test_promise_create_returns_the_id(fake):
+    bindings = fake("context", promise_create=PROMISE)
+    assert context.promise_create() == PROMISE
+    assert bindings.calls == [("promise_create", ())]
+
+
+def test_promise_await_passes_its_timeout_in_milliseconds(fake):
+    bindings = fake("context", promise_await=b"granted")
+    value = context.promise_await(PROMISE)
+    assert value == b"granted" and type(value) is bytes
+    context.promise_await(PROMISE, None)
+    context.promise_await(PROMISE, 0)
+    context.promise_await(PROMISE, 1500)
+    context.promise_await(PROMISE, (1 << 64) - 1)
+    context.promise_await(PROMISE, timedelta(days=7))
+    context.promise_await(PROMISE, timedelta(seconds=1, microseconds=2999))  # the fraction of a ms is dropped
+    context.promise_await(id=PROMISE, timeout=SeqNum(7))
+    assert bindings.calls == [
+        ("promise_await", (PROMISE, None)),
+        ("promise_await", (PROMISE, None)),
+        ("promise_await", (PROMISE, 0)),
+        ("promise_await", (PROMISE, 1500)),
+        ("promise_await", (PROMISE, (1 << 64) - 1)),
+        ("promise_await", (PROMISE, 604_800_000)),
+        ("promise_await", (PROMISE, 1002)),
+        ("promise_await", (PROMISE, 7)),
+    ]
+    assert all(args[1] is None or type(args[1]) is int for _, args in bindings.calls)
+
+
+def test_promise_await_returns_bytes_of_what_the_bindings_give(fake):
+    fake("context", promise_await=bytearray(b""))
+    value = context.promise_await(PROMISE, 10)
+    assert value == b"" and type(value) is bytes
+
+
+@pytest.mark.parametrize(
+    ("id", "timeout", "kind", "text"),
+    [
+        (PROMISE.encode(), None, TypeError, "id must be str, not bytes"),
+        (None, None, TypeError, "id must be str, not NoneType"),
+        (PROMISE, -1, ValueError, "timeout in milliseconds must be from 0 to 2\\*\\*64-1, not -1"),
+        (PROMISE, 1 << 64, ValueError, "must be from 0 to 2\\*\\*64-1"),
+        (PROMISE, timedelta(seconds=-1), ValueError, "timeout must not be negative"),
+        (PROMISE, 1.5, TypeError, "timeout must be an int \\(milliseconds\\) or a datetime.timedelta, not float"),
+        (PROMISE, "200", TypeError, "not str"),
+        (PROMISE, True, TypeError, "not bool"),
+    ],
+)
+def test_promise_await_refuses_bad_arguments(fake, id, timeout, kind, text):
+    bindings = fake("context")
+    with pytest.raises(kind, match=text):
+        context.promise_await(id, timeout)
+    assert bindings.calls == []
+
+
+def test_promise_errors_map(fake):
+    fake("context", promise_create=_bindings.Err(Error_Unavailable("no quorum")))
+    with pytest.raises(tally.Unavailable, match="^unavailable: no quorum$") as raised:
+        context.promise_create()
+    assert raised.value.__context__ is None or raised.value.__suppress_context__
+
+    bindings = fake("context", promise_await=_bindings.Err(Error_Timeout("200 ms")))
+    with pytest.raises(tally.Timeout, match="^timeout: 200 ms$") as raised:
+        context.promise_await(PROMISE, 200)
+    assert raised.value.__context__ is None or raised.value.__suppress_context__
+    assert bindings.calls == [("promise_await", (PROMISE, 200))]
+
+    fake("context", promise_await=_bindings.Err(Error_NotFound(f"no promise {PROMISE}")))
+    with pytest.raises(tally.NotFound, match=f"^not found: no promise {PROMISE}$"):
+        context.promise_await(PROMISE)
+
+    fake("context", promise_await=_bindings.Err(Error_InvalidArgument('"nope" is not a promise ID')))
+    with pytest.raises(tally.InvalidArgument, match='^invalid argument: "nope" is not a promise ID$'):
+        context.promise_await("nope")

@@ -229,6 +229,14 @@ func DecodeOptionBytesResult(mem Memory, area []byte) ([]byte, bool, *Error) {
 	}
 }
 
+// DecodeStringResult reads a result<string, error>, 32 bytes: the string at 8, a copy.
+func DecodeStringResult(mem Memory, area []byte) (string, *Error) {
+	if err := resultErr(mem, area); err != nil {
+		return "", err
+	}
+	return text(mem, area, 8), nil
+}
+
 // DecodeString reads a returned string: (pointer, length) at 0.
 func DecodeString(mem Memory, area []byte) string {
 	return text(mem, area, 0)

@@ -180,12 +180,32 @@ func TestDecodeString(t *testing.T) {
 	}
 }
 
+func TestDecodeStringResult(t *testing.T) {
+	mem := newMemory()
+	id := mem.put([]byte("0123456789abcdef0123456789abcdef"))
+	s, err := DecodeStringResult(mem, areaOf(32, field{0, uint8(0)}, field{8, id}, field{12, uint32(32)}))
+	if err != nil || s != "0123456789abcdef0123456789abcdef" {
+		t.Errorf("ok: %q, %v", s, err)
+	}
+	if s, err := DecodeStringResult(mem, areaOf(32, field{0, uint8(0)}, field{8, uint32(0)}, field{12, uint32(0)})); err != nil || s != "" {
+		t.Errorf("empty: %q, %v", s, err)
+	}
+	msg := mem.put([]byte("no quorum"))
+	s, err = DecodeStringResult(mem, areaOf(32, field{0, uint8(1)}, field{8, uint8(3)}, field{16, msg}, field{20, uint32(9)}))
+	if want := (&Error{Case: 3, Message: "no quorum"}); s != "" || !reflect.DeepEqual(err, want) {
+		t.Errorf("unavailable: %q, %#v", s, err)
+	}
+}
+
 func TestInvalidDiscriminantsPanic(t *testing.T) {
 	mem := newMemory()
 	for name, decode := range map[string]func(){
 		"result": func() { DecodeUnitResult(mem, areaOf(32, field{0, uint8(2)})) },
 		"error":  func() { DecodeUnitResult(mem, areaOf(32, field{0, uint8(1)}, field{8, uint8(7)})) },
 		"option": func() { DecodeRecordResult(mem, areaOf(56, field{0, uint8(0)}, field{8, uint8(2)})) },
+		"string result": func() {
+			DecodeStringResult(mem, areaOf(32, field{0, uint8(3)}))
+		},
 		"utf-8": func() {
 			ptr := mem.put([]byte{0xff})
 			DecodeString(mem, areaOf(8, field{0, ptr}, field{4, uint32(1)}))

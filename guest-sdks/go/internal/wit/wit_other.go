@@ -59,3 +59,9 @@ func Sleep(ms uint64) *Error { panic(notWasm) }
 
 // SleepUntil is tally:platform/context.sleep-until; it panics outside Wasm.
 func SleepUntil(unixMs uint64) *Error { panic(notWasm) }
+
+// PromiseCreate is tally:platform/context.promise-create; it panics outside Wasm.
+func PromiseCreate() (string, *Error) { panic(notWasm) }
+
+// PromiseAwait is tally:platform/context.promise-await; it panics outside Wasm.
+func PromiseAwait(id string, hasTimeout bool, timeoutMs uint64) ([]byte, *Error) { panic(notWasm) }

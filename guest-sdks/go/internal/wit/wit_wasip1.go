@@ -63,6 +63,14 @@ func contextSleep(ms uint64, ret unsafe.Pointer)
 //go:wasmimport tally:platform/context sleep-until
 func contextSleepUntil(unixMs uint64, ret unsafe.Pointer)
 
+//go:wasmimport tally:platform/context promise-create
+func contextPromiseCreate(ret unsafe.Pointer)
+
+// The option<u64> timeout is flattened to its case (0 none, 1 some) and the u64.
+//
+//go:wasmimport tally:platform/context promise-await
+func contextPromiseAwait(id unsafe.Pointer, idLen uint32, timeoutCase uint32, timeoutMs uint64, ret unsafe.Pointer)
+
 // Pauses the monotonic clock of the WASI adapter, which then answers from a cached
 // value instead of calling the host: see cabiRealloc.
 //
@@ -243,6 +251,30 @@ func SleepUntil(unixMs uint64) *Error {
 	defer end()
 	contextSleepUntil(unixMs, unsafe.Pointer(&area))
 	return DecodeUnitResult(linearMemory{}, areaSlice())
+}
+
+// PromiseCreate is tally:platform/context.promise-create.
+func PromiseCreate() (string, *Error) {
+	begin()
+	defer end()
+	contextPromiseCreate(unsafe.Pointer(&area))
+	return DecodeStringResult(linearMemory{}, areaSlice())
+}
+
+// PromiseAwait is tally:platform/context.promise-await, with the timeout when
+// hasTimeout. A long wait does not return: the host ends the attempt and runs the
+// invocation again at the completion or the timeout.
+func PromiseAwait(id string, hasTimeout bool, timeoutMs uint64) ([]byte, *Error) {
+	begin()
+	defer end()
+	var timeoutCase uint32
+	if hasTimeout {
+		timeoutCase = 1
+	} else {
+		timeoutMs = 0
+	}
+	contextPromiseAwait(sptr(id), uint32(len(id)), timeoutCase, timeoutMs, unsafe.Pointer(&area))
+	return DecodeBytesResult(linearMemory{}, areaSlice())
 }
 
 // The allocator. The host calls cabi_realloc to place the lists and strings of an

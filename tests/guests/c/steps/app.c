@@ -544,6 +544,30 @@ static int run_op(tally_output *out, tally_slice op, tally_slice *w, size_t n, t
             reported(result, &err);
         else
             tally_bytes_append_str(result, "ok");
+    } else if (n == 1 && IS(0, "promise")) {
+        char *id;
+        if (tally_context_promise_create(&id, &err) != TALLY_OK) {
+            reported(result, &err);
+        } else {
+            tally_bytes_append_str(result, id);
+            free(id);
+        }
+    } else if ((n == 2 || n == 3) && IS(0, "await")) {
+        uint64_t ms;
+        if (n == 3 && tally_parse_u64(w[2].data, w[2].len, &ms) != TALLY_PARSE_OK) {
+            status = fail_quoted(out, "await ", w[2], ": not a u64");
+            goto done;
+        }
+        /* `table` is the promise's ID here. */
+        tally_bytes value;
+        int awaited = n == 3 ? tally_context_promise_await_timeout(table, ms, &value, &err)
+                             : tally_context_promise_await(table, &value, &err);
+        if (awaited != TALLY_OK) {
+            reported(result, &err);
+        } else {
+            tally_utf8_lossy(value.data, value.len, result);
+            tally_bytes_free(&value);
+        }
     } else if (n >= 2 && IS(0, "chain")) {
         status = chain(out, w[1], w + 2, n - 2, result);
     } else if (n >= 1 && IS(0, "fail")) {

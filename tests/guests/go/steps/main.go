@@ -250,6 +250,18 @@ func runOp(op string, words []string) (string, error) {
 			return "", errors.New("nap " + debug(words[1]) + ": not a u64")
 		}
 		return reported("ok", invocation.Sleep(millis(ms))), nil
+	case n == 1 && words[0] == "promise":
+		return reported(invocation.PromiseCreate()), nil
+	case n == 2 && words[0] == "await":
+		value, err := invocation.PromiseAwait(words[1])
+		return reported(lossy(value), err), nil
+	case n == 3 && words[0] == "await":
+		ms, ok := parseU64(words[2])
+		if !ok {
+			return "", errors.New("await " + debug(words[2]) + ": not a u64")
+		}
+		value, err := invocation.PromiseAwaitTimeout(words[1], millis(ms))
+		return reported(lossy(value), err), nil
 	case n >= 2 && words[0] == "chain":
 		return chain(words[1], words[2:])
 	case n >= 1 && words[0] == "fail":

@@ -170,6 +170,13 @@ async function script(ops: string): Promise<string> {
         context.sleep(ms);
         return 'ok';
       });
+    } else if (name === 'promise' && arity(0)) {
+      result = reported(() => context.promiseCreate());
+    } else if (name === 'await' && arity(1)) {
+      result = reported(() => lossy(context.promiseAwait(args[0]!)));
+    } else if (name === 'await' && arity(2)) {
+      const ms = u64(args[1]!, (word) => `await ${quoted(word)}: not a u64`);
+      result = reported(() => lossy(context.promiseAwait(args[0]!, ms)));
     } else if (name === 'chain' && args.length >= 1) {
       result = chain(args[0]!, args.slice(1));
     } else if (name === 'fail') {

@@ -180,6 +180,15 @@ def script_op(op: str, words: list[str]) -> str:
             if ms is None:
                 raise GuestError(f"nap {debug(args[0])}: not a u64")
             return reported(lambda: context.sleep(ms) or "ok")
+        case "promise", 0:
+            return reported(context.promise_create)
+        case "await", 1:
+            return reported(lambda: lossy(context.promise_await(args[0])))
+        case "await", 2:
+            ms = parse_uint(args[1], 64)
+            if ms is None:
+                raise GuestError(f"await {debug(args[1])}: not a u64")
+            return reported(lambda: lossy(context.promise_await(args[0], ms)))
         case "chain", n if n >= 1:
             return chain(args[0], args[1:])
         case "fail", _:

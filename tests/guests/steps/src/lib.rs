@@ -125,6 +125,13 @@ fn script(ops: &str) -> Result<Vec<u8>, String> {
                 let ms = ms.parse().map_err(|_| format!("nap {ms:?}: not a u64"))?;
                 reported(context::sleep(Duration::from_millis(ms)).map(|()| "ok".into()))
             }
+            ["promise"] => reported(context::promise_create()),
+            ["await", id] => reported(context::promise_await(id, None).map(|value| String::from_utf8_lossy(&value).into_owned())),
+            ["await", id, ms] => {
+                let ms = ms.parse().map_err(|_| format!("await {ms:?}: not a u64"))?;
+                let value = context::promise_await(id, Some(Duration::from_millis(ms)));
+                reported(value.map(|value| String::from_utf8_lossy(&value).into_owned()))
+            }
             ["chain", name, ref rest @ ..] => chain(name, rest)?,
             ["fail", ref message @ ..] => return Err(message.join(" ")),
             ["crash"] => panic!("crash requested by the script"),
