@@ -13,6 +13,7 @@
 //! | `GET /v1/invocations/{id}`              | an invocation's status/output (`?book=N`)   | none                   |
 //! | `POST /v1/promises/{id}`                | `?book=N`: complete a promise with the body, once | `PAYLOAD_MAX`  |
 //! | `GET /v1/invocations`                   | `?book=&function=&status=&limit=&after=`: a book's root invocations | none |
+//! | `PUT/GET/DELETE /v1/schedules/{name}`, `GET /v1/schedules`, `POST /v1/schedules/{name}/{pause,resume,trigger}` | schedules (`gateway/schedules.rs`) | 6 × `PAYLOAD_MAX` |
 //! | `GET /v1/books/{id}/records`            | `?tag=&from=&limit=`: a book's records      | none                   |
 //! | `GET /v1/books/{id}/tables/{table}`     | a state table's protocol and switches       | none                   |
 //! | `PUT /v1/books/{id}/tables/{table}`     | `{"protocol": P}`: switch, or `auto`        | 4 KiB                  |
@@ -48,6 +49,8 @@ use tally_durable::{InvocationStatus, ListedStatus, TableStatus, Transition};
 use crate::error::RuntimeError;
 use crate::runtime::{InvokeOptions, Runtime};
 
+mod schedules;
+
 /// Records a book listing returns at most.
 const RECORDS_LIMIT_MAX: usize = 1000;
 /// Bytes of a records page at most, unless its first record alone is larger: a record
@@ -70,9 +73,10 @@ pub fn http_status(e: &RuntimeError) -> StatusCode {
         RuntimeError::InvalidComponent(_) | RuntimeError::WrongWorld(_) | RuntimeError::InvalidArgument(_) => {
             StatusCode::BAD_REQUEST
         }
-        RuntimeError::FunctionNotFound(_) | RuntimeError::InvocationNotFound(_) | RuntimeError::PromiseNotFound(_) => {
-            StatusCode::NOT_FOUND
-        }
+        RuntimeError::FunctionNotFound(_)
+        | RuntimeError::InvocationNotFound(_)
+        | RuntimeError::PromiseNotFound(_)
+        | RuntimeError::ScheduleNotFound(_) => StatusCode::NOT_FOUND,
         RuntimeError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
         RuntimeError::Busy(_) => StatusCode::TOO_MANY_REQUESTS,
         RuntimeError::Conflict(_) => StatusCode::CONFLICT,
@@ -132,6 +136,9 @@ pub fn router(rt: Arc<Runtime>) -> Router {
         .route("/v1/invocations", get(list_invocations))
         .route("/v1/promises/{id}", post(complete_promise))
         .route("/v1/invocations/{id}", get(invocation))
+        .route("/v1/schedules", get(schedules::list))
+        .route("/v1/schedules/{name}", get(schedules::get).put(schedules::put).delete(schedules::delete))
+        .route("/v1/schedules/{name}/{action}", post(schedules::action))
         .route("/v1/books/{id}/records", get(records))
         .route("/v1/books/{id}/tables/{table}", get(table_status).put(table_switch))
         .route("/healthz", get(|_: NoBody| async { "ok\n" }))

@@ -37,6 +37,11 @@ enum Verb {
     Invocations(InvocationsArgs),
     /// Show a state table's protocol, or switch it with --protocol.
     Table(TableArgs),
+    /// Create, inspect, pause, resume, trigger and delete schedules.
+    #[command(subcommand)]
+    Schedule(cli::schedule::ScheduleVerb),
+    /// Complete a promise (what an invocation's promise-await gets), once.
+    Complete(CompleteArgs),
     /// Make a new function project that echoes its input: Rust, Python, JavaScript,
     /// TypeScript, Go or C.
     New(NewArgs),
@@ -309,6 +314,26 @@ struct InvokeArgs {
     /// gets the first one's result.
     #[arg(long, conflicts_with = "background")]
     idempotency_key: Option<String>,
+    /// Start the function this much later (durably): milliseconds, or a number with
+    /// ms, s, m, h or d.
+    #[arg(long)]
+    delay: Option<String>,
+    #[command(flatten)]
+    remote: Remote,
+}
+
+#[derive(Args)]
+struct CompleteArgs {
+    /// The promise's ID (what promise-create returned).
+    promise: String,
+    #[arg(long, default_value_t = 0)]
+    book: u64,
+    /// The value, as text.
+    #[arg(long, conflicts_with = "file")]
+    data: Option<String>,
+    /// The value, from a file.
+    #[arg(long)]
+    file: Option<PathBuf>,
     #[command(flatten)]
     remote: Remote,
 }
@@ -392,6 +417,8 @@ fn main() -> ExitCode {
         Verb::Book(a) => book(a),
         Verb::Invocations(a) => invocations(a),
         Verb::Table(a) => table(a),
+        Verb::Schedule(v) => cli::schedule::run(v),
+        Verb::Complete(a) => complete(a),
         Verb::New(a) => cli::new::new(a.lang, &a.name),
         Verb::Build(a) => cli::build::build(&a.dir, a.lang).map(|built| {
             for path in built {
@@ -575,21 +602,37 @@ fn deploy(args: DeployArgs) -> anyhow::Result<()> {
     show(&finish(response)?, &args.json, cli::output::deployed)
 }
 
-fn invoke(args: InvokeArgs) -> anyhow::Result<()> {
-    let input = match (&args.data, &args.file) {
+/// `--data TEXT` or `--file PATH` (or nothing).
+fn data_or_file(data: &Option<String>, file: &Option<PathBuf>) -> anyhow::Result<Vec<u8>> {
+    Ok(match (data, file) {
         (Some(d), _) => d.clone().into_bytes(),
         (None, Some(f)) => std::fs::read(f).with_context(|| format!("reading {}", f.display()))?,
         (None, None) => Vec::new(),
-    };
+    })
+}
+
+fn invoke(args: InvokeArgs) -> anyhow::Result<()> {
+    let input = data_or_file(&args.data, &args.file)?;
     let mut url = format!("{}/v1/functions/{}/invoke?book={}", args.remote.url, args.name, args.book);
     if args.background {
         url.push_str("&async=true");
+    }
+    if let Some(delay) = &args.delay {
+        url.push_str(&format!("&delay_ms={}", cli::duration_ms(delay)?));
     }
     let mut request = agent().post(&url);
     if let Some(key) = &args.idempotency_key {
         request = request.header("idempotency-key", key);
     }
     print(&finish(request.send(&input[..])?)?);
+    Ok(())
+}
+
+fn complete(args: CompleteArgs) -> anyhow::Result<()> {
+    let value = data_or_file(&args.data, &args.file)?;
+    let url = format!("{}/v1/promises/{}?book={}", args.remote.url, url_escape(&args.promise), args.book);
+    finish(agent().post(url).send(&value[..])?)?;
+    println!("completed promise {}", args.promise);
     Ok(())
 }
 

@@ -278,3 +278,169 @@ fn an_approval_waits_for_its_decision_over_http() {
     let (status, _) = n.json("POST", &format!("/v1/promises/{promise}?book=13"), b"x");
     assert_eq!(status, 404, "another book's promise");
 }
+
+/// Milliseconds since the Unix epoch.
+fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64
+}
+
+/// The `nightly` example's summaries in `book`, in order, as JSON.
+fn summaries(n: &Node, book: u64) -> Vec<Value> {
+    let (status, v) = n.json("GET", &format!("/v1/books/{book}/records?tag=nightly&limit=1000"), b"");
+    assert_eq!(status, 200, "{v}");
+    let records = v["records"].as_array().expect("records");
+    records.iter().map(|r| serde_json::from_str(r["data"]["text"].as_str().expect("text")).expect("a summary")).collect()
+}
+
+/// Two schedules ticking every second through a `kill -9` and four seconds down: with
+/// `catch_up: all` every tick missed while the node was down fires once it is back (one
+/// after another), with `latest` only the last of them does. Each tick fires once: the `nightly`
+/// example's summaries are as many as its invocations and as the ticks, each counting
+/// on from where the last one stopped (no event counted twice or skipped).
+#[test]
+fn schedules_fire_each_tick_once_across_kill_9_and_catch_up_by_policy() {
+    // A run cut by the kill counts as running until the recovery scan runs it again.
+    let (_dir, mut n) = node_with(&["--reexecute-after-ms", "200"]);
+    n.deploy("nightly", &guest("nightly"), "?timeout_ms=1000");
+    n.deploy("steps", &guest("steps"), "");
+    let start = now_ms();
+    for (name, book, catch_up) in [("all", 21, "all"), ("latest", 22, "latest")] {
+        let body = format!(r#"{{"function":"nightly","book":{book},"every_ms":1000,"catch_up":"{catch_up}"}}"#);
+        let (status, v) = n.json("PUT", &format!("/v1/schedules/{name}"), body.as_bytes());
+        assert_eq!(status, 201, "{v}");
+        assert_eq!(
+            (v["catch_up"].as_str(), v["overlap"].as_str(), v["paused"].as_bool()),
+            (Some(catch_up), Some("skip"), Some(false))
+        );
+        // The same definition again changes nothing.
+        let (status, again) = n.json("PUT", &format!("/v1/schedules/{name}"), body.as_bytes());
+        assert_eq!((status, &again["revision"]), (200, &v["revision"]), "{again}");
+    }
+    let mut appended = 0;
+    let mut append_events = |n: &Node, count: usize| {
+        for _ in 0..count {
+            n.invoke_ok("steps", 21, "script append events e");
+            appended += 1;
+            thread::sleep(Duration::from_millis(150));
+        }
+    };
+    append_events(&n, 20);
+    let down_from = now_ms();
+    n = n.restart_after(Duration::from_secs(4));
+    let down_to = now_ms();
+    append_events(&n, 20);
+    for name in ["all", "latest"] {
+        let (status, _) = n.request("DELETE", &format!("/v1/schedules/{name}"), b"");
+        assert_eq!(status, 204, "{name}");
+        let (status, v) = n.json("GET", &format!("/v1/schedules/{name}"), b"");
+        assert_eq!((status, v["error"]["code"].as_str()), (404, Some("schedule_not_found")), "{v}");
+    }
+    let end = now_ms();
+    // The last invocations finish, and nothing fires after the deletion.
+    thread::sleep(Duration::from_secs(2));
+    let ticks = end / 1000 - start / 1000;
+    let missed = (down_to / 1000).saturating_sub(down_from / 1000 + 1);
+    assert!(missed >= 3, "down for {missed} ticks only");
+    let all = summaries(&n, 21);
+    let latest = summaries(&n, 22);
+    assert!(
+        all.len() as u64 <= ticks && all.len() as u64 + 2 >= ticks,
+        "catch_up all: {} summaries for {ticks} ticks",
+        all.len()
+    );
+    assert!(
+        latest.len() as u64 + missed <= ticks + 2 && latest.len() as u64 + missed + 3 >= ticks,
+        "catch_up latest: {} summaries for {ticks} ticks, {missed} missed while down",
+        latest.len()
+    );
+    // One invocation per summary, and the summaries count on from each other.
+    for (book, list) in [(21, &all), (22, &latest)] {
+        let (_, v) = n.json("GET", &format!("/v1/invocations?book={book}&function=nightly&limit=1000"), b"");
+        let invocations = v["invocations"].as_array().expect("invocations");
+        assert_eq!(invocations.len(), list.len(), "book {book}: {v}");
+        assert!(invocations.iter().all(|i| i["status"] == "succeeded"), "{v}");
+        for pair in list.windows(2) {
+            assert_eq!(pair[0]["next"], pair[1]["from"], "book {book}: {pair:?}");
+            assert!(pair[0]["ran_at_ms"].as_u64() < pair[1]["ran_at_ms"].as_u64(), "{pair:?}");
+        }
+    }
+    let counted: u64 = all.iter().map(|s| s["events"].as_u64().unwrap()).sum();
+    assert!(counted <= appended && counted + 8 >= appended, "{counted} of {appended} events counted: {all:?}");
+}
+
+/// The schedules' API: definitions refused with what is wrong, pause (no tick fires),
+/// trigger (one invocation each, paused or not), resume, redefinition, listing, delete.
+#[test]
+fn schedules_are_paused_triggered_resumed_and_refused_when_malformed() {
+    let (_dir, n) = node();
+    n.deploy("nightly", &guest("nightly"), "");
+    let put = |name: &str, body: &str| n.json("PUT", &format!("/v1/schedules/{name}"), body.as_bytes());
+    for (name, body, says) in [
+        ("s", r#"{"function":"nightly"}"#, "exactly one of"),
+        ("s", r#"{"function":"nightly","every_ms":1000,"cron":"* * * * *"}"#, "exactly one of"),
+        ("s", r#"{"function":"nightly","every_ms":50}"#, "every_ms is 50"),
+        ("s", r#"{"function":"nightly","cron":"61 * * * *"}"#, "minute 61"),
+        ("s", r#"{"function":"nightly","every_ms":1000,"overlap":"sometimes"}"#, "overlap \"sometimes\""),
+        ("s", r#"{"function":"nightly","every_ms":1000,"catch_up":"never"}"#, "catch_up \"never\""),
+        ("s", r#"{"function":"nightly","every_ms":1000,"cadence":1}"#, "unknown field"),
+        ("s", r#"{"function":"nightly","every_ms":1000,"book":9223372036854775809}"#, "reserved"),
+        ("s", "not json", "expected"),
+        ("a%20b", r#"{"function":"nightly","every_ms":1000}"#, "not a schedule name"),
+    ] {
+        let (status, v) = put(name, body);
+        assert_eq!((status, v["error"]["code"].as_str()), (400, Some("invalid_argument")), "{body}: {v}");
+        assert!(v["error"]["message"].as_str().unwrap().contains(says), "{body}: {v}");
+    }
+    for (method, path) in
+        [("GET", "/v1/schedules/nope"), ("DELETE", "/v1/schedules/nope"), ("POST", "/v1/schedules/nope/trigger")]
+    {
+        let (status, v) = n.json(method, path, b"");
+        assert_eq!((status, v["error"]["code"].as_str()), (404, Some("schedule_not_found")), "{method} {path}: {v}");
+    }
+    // Paused from the start: nothing fires.
+    let (status, v) = put("fast", r#"{"function":"nightly","book":23,"every_ms":100,"paused":true}"#);
+    assert_eq!((status, v["paused"].as_bool(), &v["next_tick_ms"]), (201, Some(true), &Value::Null), "{v}");
+    let (status, v) = n.json("POST", "/v1/schedules/fast/bogus", b"");
+    assert_eq!(status, 400, "{v}");
+    thread::sleep(Duration::from_millis(500));
+    assert_eq!(summaries(&n, 23).len(), 0);
+    // A trigger runs it once, paused or not.
+    let (status, v) = n.json("POST", "/v1/schedules/fast/trigger", b"");
+    assert_eq!(status, 202, "{v}");
+    let id = v["invocation_id"].as_str().expect("an ID");
+    assert_eq!(n.finished(id, 23)["status"], "succeeded");
+    assert_eq!(summaries(&n, 23).len(), 1);
+    let (_, v) = n.json("GET", "/v1/schedules/fast", b"");
+    assert_eq!(
+        (v["triggered"].as_u64(), v["ticks_fired"].as_u64(), v["last_invocation_id"].as_str()),
+        (Some(1), Some(0), Some(id))
+    );
+    // Resumed, it ticks; paused again, it stops.
+    let (status, v) = n.json("POST", "/v1/schedules/fast/resume", b"");
+    assert_eq!((status, v["paused"].as_bool()), (200, Some(false)), "{v}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while summaries(&n, 23).len() < 4 {
+        assert!(std::time::Instant::now() < deadline, "no ticks after resume");
+        thread::sleep(Duration::from_millis(50));
+    }
+    let (_, paused) = n.json("POST", "/v1/schedules/fast/pause", b"");
+    thread::sleep(Duration::from_millis(500));
+    let before = summaries(&n, 23).len();
+    thread::sleep(Duration::from_millis(500));
+    assert_eq!(summaries(&n, 23).len(), before, "ticks fired while paused: {paused}");
+    // A new definition is a new revision; the listing shows every schedule.
+    let (status, v) = put("fast", r#"{"function":"nightly","book":23,"cron":"@daily","paused":true}"#);
+    assert_eq!((status, v["revision"].as_u64(), v["cron"].as_str()), (200, Some(2), Some("@daily")), "{v}");
+    put("other", r#"{"function":"nightly","book":24,"cron":"0 2 * * *","input":{"report":"daily"}}"#);
+    let (_, v) = n.json("GET", "/v1/schedules", b"");
+    let names: Vec<&str> = v["schedules"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["fast", "other"], "{v}");
+    let other = &v["schedules"][1];
+    assert_eq!(other["input"]["text"], r#"{"report":"daily"}"#, "{other}");
+    assert_eq!(other["next_tick_ms"].as_u64().unwrap() % 86_400_000, 2 * 3_600_000, "{other}");
+    for name in ["fast", "other"] {
+        assert_eq!(n.request("DELETE", &format!("/v1/schedules/{name}"), b"").0, 204);
+    }
+    let (_, v) = n.json("GET", "/v1/schedules", b"");
+    assert_eq!(v["schedules"].as_array().map(Vec::len), Some(0), "{v}");
+}

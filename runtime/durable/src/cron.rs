@@ -78,15 +78,13 @@ impl Cron {
     /// next eight years (`0 0 30 2 *`: February 30th) or past the end of time.
     pub fn next_after(&self, after_ms: u64) -> Option<u64> {
         let first = (after_ms / MINUTE_MS).checked_add(1)?.checked_mul(MINUTE_MS)?;
-        let mut day = first / DAY_MS;
         let mut minute_of_day = (first % DAY_MS) / MINUTE_MS;
-        for _ in 0..SEARCH_DAYS {
+        for day in (first / DAY_MS..).take(SEARCH_DAYS as usize) {
             if self.day_matches(day) {
                 if let Some(m) = self.first_minute_from(minute_of_day) {
                     return day.checked_mul(DAY_MS)?.checked_add(m * MINUTE_MS);
                 }
             }
-            day += 1;
             minute_of_day = 0;
         }
         None
@@ -187,7 +185,7 @@ mod tests {
     /// Milliseconds since the epoch of a UTC date and time, by counting days the slow
     /// way (independent of `civil_from_days`).
     fn at(year: u64, month: u64, day: u64, hour: u64, minute: u64) -> u64 {
-        let leap = |y: u64| (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+        let leap = |y: u64| (y.is_multiple_of(4) && !y.is_multiple_of(100)) || y.is_multiple_of(400);
         let lengths = |y: u64| [31, if leap(y) { 29 } else { 28 }, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
         let mut days = (1970..year).map(|y| if leap(y) { 366 } else { 365 }).sum::<u64>();
         days += lengths(year)[..(month - 1) as usize].iter().sum::<u64>();

@@ -66,6 +66,8 @@ const PASS_MAX: u64 = 100_000;
 /// How soon a driver tries again after a transient failure to start an invocation (the
 /// node's limit of asynchronous invocations reached, say).
 const RETRY_MS: u64 = 20;
+/// How often a driver catching up looks whether the invocation before has finished.
+const BACKLOG_POLL_MS: u64 = 50;
 
 /// When a schedule ticks.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -95,7 +97,9 @@ pub enum CatchUp {
     /// The latest of them fires; the others are passed over.
     #[default]
     Latest,
-    /// Each fires, oldest first (each subject to the overlap policy).
+    /// Each fires, oldest first, one after another: a missed tick waits for the
+    /// invocation before it, whatever the overlap policy (which is for ticks that come
+    /// due on time).
     All,
     /// The latest fires if it is at most `LATE_MS` late; the others are passed over.
     None,
@@ -372,7 +376,12 @@ impl Durable {
     /// resumes it too); returns it and whether it is new. A replaced definition ticks
     /// from now on (a buffered tick is dropped); the same definition again changes
     /// nothing.
-    pub async fn put_schedule(self: &Arc<Self>, name: &str, spec: ScheduleSpec, paused: Option<bool>) -> Result<(Schedule, bool)> {
+    pub async fn put_schedule(
+        self: &Arc<Self>,
+        name: &str,
+        spec: ScheduleSpec,
+        paused: Option<bool>,
+    ) -> Result<(Schedule, bool)> {
         check_name(name)?;
         spec.check()?;
         let mut created = false;
@@ -476,10 +485,11 @@ impl Durable {
     }
 
     /// Starts schedule `name`'s invocation now, whatever its overlap policy and whether
-    /// it is paused; returns the invocation's ID. Each call starts another invocation.
+    /// it is paused; returns the invocation's ID and book. Each call starts another
+    /// invocation.
     /// Once the trigger is recorded the invocation starts, even if this call then fails
     /// (the schedule's driver starts it).
-    pub async fn trigger_schedule(self: &Arc<Self>, name: &str) -> Result<InstanceId> {
+    pub async fn trigger_schedule(self: &Arc<Self>, name: &str) -> Result<(InstanceId, BookId)> {
         check_name(name)?;
         let mut ctx = Context::new();
         for _ in 0..CHANGE_TRIES {
@@ -493,7 +503,7 @@ impl Durable {
             let new = state.starting(&spec, id.clone(), |s| s.triggered = n);
             if self.record_schedule(&mut ctx, &new, false).await? {
                 self.settle(&mut ctx, &new).await?;
-                return Ok(id);
+                return Ok((id, spec.book));
             }
         }
         Err(Error::Conflict(format!("schedule {name:?} kept changing")))
@@ -579,7 +589,7 @@ impl Durable {
         let data = record::encode(state);
         match self.log.cond_append(ctx, PLATFORM_BOOK, &tags, data, stream, state.offset).await {
             Ok(seqnum) => {
-                if state.offset % TRIM_EVERY == 0 && state.offset > 0 {
+                if state.offset.is_multiple_of(TRIM_EVERY) && state.offset > 0 {
                     if let Err(e) = self.log.trim(ctx, PLATFORM_BOOK, stream, seqnum).await {
                         tracing::warn!(schedule = state.name, "trimming its stream: {e}");
                     }
@@ -672,6 +682,12 @@ impl Durable {
             Plan::Pass { upto, count } => (upto, count, false),
             Plan::Due { tick, passed } => (tick, passed, true),
         };
+        // Catching up on every missed tick, one waits for the invocation before it
+        // (whatever the overlap policy, which is for ticks that come due on time).
+        let missed = spec.catch_up == CatchUp::All && spec.next_after(tick).is_some_and(|t| t <= now);
+        if due && missed && busy == Some(true) {
+            return Ok(Some(BACKLOG_POLL_MS));
+        }
         let new = if !due || (busy == Some(true) && (spec.overlap == Overlap::Skip || state.pending.is_some())) {
             state.next(|s| {
                 s.last_tick_ms = tick;

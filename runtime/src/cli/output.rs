@@ -171,7 +171,7 @@ pub fn table_status(body: &Value) -> String {
 }
 
 /// A JSON string without quotes, anything else as JSON.
-fn text(v: &Value) -> String {
+pub(crate) fn text(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
         Value::Null => "-".into(),
@@ -209,7 +209,7 @@ fn bytes(n: Option<u64>) -> String {
     }
 }
 
-fn millis(ms: Option<u64>) -> String {
+pub(crate) fn millis(ms: Option<u64>) -> String {
     match ms {
         None => "-".into(),
         Some(ms) if ms >= 1000 && ms % 1000 == 0 => format!("{} s", ms / 1000),
@@ -219,7 +219,7 @@ fn millis(ms: Option<u64>) -> String {
 
 /// Milliseconds since the Unix epoch as `YYYY-MM-DD HH:MM:SS` in UTC (the civil-from-days
 /// algorithm of Howard Hinnant's `chrono`-compatible date library).
-fn utc(ms: u64) -> String {
+pub(crate) fn utc(ms: u64) -> String {
     let secs = ms / 1000;
     let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
     let z = days + 719_468;

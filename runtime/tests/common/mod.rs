@@ -85,10 +85,17 @@ impl Node {
     }
 
     /// Stops the process the hard way (kill -9) and starts it again over its data.
-    pub fn restart(mut self) -> Node {
+    pub fn restart(self) -> Node {
+        self.restart_after(Duration::ZERO)
+    }
+
+    /// Kills the process (kill -9), leaves it down for `down`, and starts it again over
+    /// its data.
+    pub fn restart_after(mut self, down: Duration) -> Node {
         let mut child = self.child.take().expect("a node this handle started");
         let _ = child.kill();
         let _ = child.wait();
+        std::thread::sleep(down);
         let dir = self.dir.clone();
         let args = std::mem::take(&mut self.args);
         std::mem::forget(self);

@@ -312,10 +312,9 @@ impl SimFunctions {
     async fn tick(&self, mut attempt: Attempt) -> (Result<Vec<u8>>, Attempt) {
         let key = (String::from_utf8_lossy(&attempt.input).into_owned(), attempt.instance.id.to_string());
         self.traces.lock().expect("not poisoned").ticks.entry(key.clone()).or_insert(self.handle.now_ms());
-        // Longer than the interval now and then for `skipping` (which skips overlapping
-        // ticks), shorter for `every` (which starts every tick, within the node's limit
-        // of asynchronous invocations).
-        let work_max = if key.0 == "skipping" { 150 } else { 40 };
+        // Longer than the interval now and then, except for `every` (which starts every
+        // tick, within the node's limit of asynchronous invocations).
+        let work_max = if key.0 == "every" { 40 } else { 150 };
         self.handle.sleep(seed_of(key.1.as_bytes()) % work_max).await;
         match attempt.append(&[ticks_of(&key.0)], Bytes::from(key.1.clone())).await {
             Ok(Ok(_)) => {}

@@ -1018,9 +1018,10 @@ const TICK_MS: u64 = 100;
 const TICK_LAG_MS: u64 = 300;
 
 /// Schedules through the faults: `every` (on book 0: every tick fires, overlapping, all
-/// missed ones caught up) and `skipping` (on book 1: overlapping ticks skipped, only the
-/// latest missed one caught up, and triggered now and then). After the safety phase,
-/// once `every` has caught up, both are deleted; once their invocations have finished, the ticks
+/// missed ones caught up), `skipping` (on book 1: overlapping ticks skipped, only the
+/// latest missed one caught up, and triggered now and then) and `serial` (on book 0:
+/// one tick buffered behind a running one, missed ones caught up one after another).
+/// After the safety phase, once `every` has caught up, all are deleted; once their invocations have finished, the ticks
 /// are checked against the definitions alone: tick IDs are distinct and as many as the
 /// ticks between definition and deletion (within the drivers' lag, plus triggers),
 /// each ran no earlier than its tick (comparing order statistics), and each appended
@@ -1029,7 +1030,11 @@ async fn schedules(world: Arc<World>) {
     use crate::schedule::{CatchUp, Overlap, ScheduleSpec, Timing};
     let h = world.harness();
     let books = world.opts.books;
-    let defs = [("every", BookId(0), Overlap::AllowAll, CatchUp::All), ("skipping", BookId(1 % books), Overlap::Skip, CatchUp::Latest)];
+    let defs = [
+        ("every", BookId(0), Overlap::AllowAll, CatchUp::All),
+        ("skipping", BookId(1 % books), Overlap::Skip, CatchUp::Latest),
+        ("serial", BookId(0), Overlap::BufferOne, CatchUp::All),
+    ];
     h.sleep(world.draw(200)).await;
     let mut defined = Vec::new();
     for (name, book, overlap, catch_up) in defs {

@@ -1,0 +1,162 @@
+//! The schedules' routes: a function invoked on a book at every tick of an interval or
+//! a cron expression (see `tally_durable`'s `schedule.rs` for how each tick fires once).
+//!
+//! | route                                   | does                                                   |
+//! |-----------------------------------------|--------------------------------------------------------|
+//! | `PUT /v1/schedules/{name}`              | create or replace: 201 when new, 200 otherwise         |
+//! | `GET /v1/schedules/{name}`, `GET /v1/schedules` | one, or all by name                            |
+//! | `DELETE /v1/schedules/{name}`           | no tick fires after it (started invocations run on)    |
+//! | `POST /v1/schedules/{name}/pause`, `/resume` | ticks due while paused never fire                 |
+//! | `POST /v1/schedules/{name}/trigger`     | 202: starts the invocation now, whatever the policies  |
+//!
+//! A definition is JSON: `{"function": F, "book": N, "input": I, "every_ms": MS}` or
+//! `"cron": "EXPR"` instead of `every_ms`, with `"overlap"` (`skip`, `buffer_one`,
+//! `allow_all`), `"catch_up"` (`latest`, `all`, `none`) and `"paused"` optional. The
+//! input is a JSON string (its UTF-8 is the invocation's input) or any other JSON value
+//! (its JSON text is); none is empty.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::json;
+use tally_durable::{CatchUp, Overlap, Schedule, ScheduleSpec, Timing};
+
+use super::{accepted, user_book, ApiPath, ApiResult, Blob, NoBody, RequestBody};
+use crate::error::RuntimeError;
+use crate::runtime::Runtime;
+
+/// Bytes of a definition at most: an input of `PAYLOAD_MAX` bytes, escaped, and the rest.
+const DEFINITION_BYTES_MAX: u64 = 6 * tally_durable::PAYLOAD_MAX as u64 + 4096;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Definition {
+    function: String,
+    #[serde(default)]
+    book: u64,
+    #[serde(default)]
+    input: serde_json::Value,
+    every_ms: Option<u64>,
+    cron: Option<String>,
+    overlap: Option<String>,
+    catch_up: Option<String>,
+    paused: Option<bool>,
+}
+
+impl Definition {
+    fn spec(self) -> ApiResult<(ScheduleSpec, Option<bool>)> {
+        let bad = |m: String| RuntimeError::InvalidArgument(m);
+        let timing = match (self.every_ms, self.cron) {
+            (Some(ms), None) => Timing::EveryMs(ms),
+            (None, Some(expr)) => Timing::Cron(expr),
+            _ => return Err(bad("a schedule has exactly one of \"every_ms\" and \"cron\"".into()).into()),
+        };
+        let overlap = match self.overlap.as_deref() {
+            None => Overlap::default(),
+            Some(o) => Overlap::parse(o).ok_or_else(|| bad(format!("overlap {o:?}: one of {}", Overlap::NAMES)))?,
+        };
+        let catch_up = match self.catch_up.as_deref() {
+            None => CatchUp::default(),
+            Some(c) => CatchUp::parse(c).ok_or_else(|| bad(format!("catch_up {c:?}: one of {}", CatchUp::NAMES)))?,
+        };
+        let input = match self.input {
+            serde_json::Value::Null => Bytes::new(),
+            serde_json::Value::String(s) => Bytes::from(s),
+            other => Bytes::from(other.to_string()),
+        };
+        let spec = ScheduleSpec { function: self.function, book: user_book(self.book)?, input, timing, overlap, catch_up };
+        Ok((spec, self.paused))
+    }
+}
+
+/// A schedule as every route shows it.
+fn schedule_json(s: &Schedule) -> serde_json::Value {
+    let mut v = json!({
+        "name": s.name,
+        "function": s.spec.function,
+        "book": s.spec.book.0,
+        "input": Blob::new(&s.spec.input),
+        "overlap": s.spec.overlap.name(),
+        "catch_up": s.spec.catch_up.name(),
+        "paused": s.paused,
+        "revision": s.revision,
+        "next_tick_ms": s.next_tick_ms,
+        "last_tick_ms": s.last_tick_ms,
+        "last_invocation_id": s.last_invocation,
+        "buffered_tick_ms": s.buffered_tick_ms,
+        "ticks_fired": s.ticks_fired,
+        "ticks_skipped": s.ticks_skipped,
+        "triggered": s.triggered,
+        "last_error": s.last_error,
+    });
+    match &s.spec.timing {
+        Timing::EveryMs(ms) => v["every_ms"] = json!(ms),
+        Timing::Cron(expr) => v["cron"] = json!(expr),
+    }
+    v
+}
+
+#[tracing::instrument(name = "http.schedule_put", skip_all)]
+pub(super) async fn put(
+    State(rt): State<Arc<Runtime>>,
+    ApiPath(name): ApiPath<String>,
+    body: RequestBody,
+) -> ApiResult<Response> {
+    tally_durable::check_schedule_name(&name)?;
+    let body = body.read("a schedule's definition", DEFINITION_BYTES_MAX).await?;
+    let def: Definition = serde_json::from_slice(&body).map_err(|e| {
+        RuntimeError::InvalidArgument(format!(
+            "expected {{\"function\": F, \"book\": N, \"input\": I, \"every_ms\": MS or \"cron\": EXPR, ...}}: {e}"
+        ))
+    })?;
+    let (spec, paused) = def.spec()?;
+    let (schedule, created) = rt.durable.put_schedule(&name, spec, paused).await?;
+    let status = if created { StatusCode::CREATED } else { StatusCode::OK };
+    Ok((status, Json(schedule_json(&schedule))).into_response())
+}
+
+#[tracing::instrument(name = "http.schedule", skip_all)]
+pub(super) async fn get(State(rt): State<Arc<Runtime>>, ApiPath(name): ApiPath<String>, _: NoBody) -> ApiResult<Response> {
+    Ok(Json(schedule_json(&rt.durable.schedule(&name).await?)).into_response())
+}
+
+#[tracing::instrument(name = "http.schedules", skip_all)]
+pub(super) async fn list(State(rt): State<Arc<Runtime>>, _: NoBody) -> ApiResult<Response> {
+    let schedules: Vec<serde_json::Value> = rt.durable.schedules().await?.iter().map(schedule_json).collect();
+    Ok(Json(json!({ "schedules": schedules })).into_response())
+}
+
+#[tracing::instrument(name = "http.schedule_delete", skip_all)]
+pub(super) async fn delete(State(rt): State<Arc<Runtime>>, ApiPath(name): ApiPath<String>, _: NoBody) -> ApiResult<Response> {
+    rt.durable.delete_schedule(&name).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// `pause`, `resume` or `trigger`.
+#[tracing::instrument(name = "http.schedule_action", skip_all)]
+pub(super) async fn action(
+    State(rt): State<Arc<Runtime>>,
+    ApiPath((name, action)): ApiPath<(String, String)>,
+    _: NoBody,
+) -> ApiResult<Response> {
+    match action.as_str() {
+        "pause" | "resume" => {
+            let schedule = rt.durable.pause_schedule(&name, action == "pause").await?;
+            Ok(Json(schedule_json(&schedule)).into_response())
+        }
+        "trigger" => {
+            let (id, book) = rt.durable.trigger_schedule(&name).await?;
+            let id = id.to_string();
+            Ok(accepted(&id, book, json!({ "invocation_id": id, "book": book.0, "schedule": name })))
+        }
+        other => {
+            Err(RuntimeError::InvalidArgument(format!("{other:?} is not an action on a schedule: pause, resume or trigger"))
+                .into())
+        }
+    }
+}
