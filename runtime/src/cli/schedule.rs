@@ -130,8 +130,9 @@ fn timing(v: &Value) -> String {
     }
 }
 
+/// A time in UTC, or `-` for none (or 0: never).
 fn when(v: &Value) -> String {
-    v.as_u64().map_or_else(|| "-".into(), utc)
+    v.as_u64().filter(|&t| t > 0).map_or_else(|| "-".into(), utc)
 }
 
 /// One schedule.
@@ -195,10 +196,11 @@ mod tests {
         });
         let shown = schedule(&v);
         assert!(shown.starts_with("schedule nightly: report on book 3, cron 0 2 * * * (active)\n"), "{shown}");
-        assert!(shown.contains("next tick       2026-11-26 22:00:00\n"), "{shown}");
-        assert!(shown.contains("last invocation -\n") && shown.contains("last error: tick 5: boom"), "{shown}");
+        assert!(shown.contains("next tick       2026-11-27 02:00:00\n"), "{shown}");
+        assert!(shown.contains("last tick       -\n") && shown.contains("last invocation -\n"), "{shown}");
+        assert!(shown.contains("last error: tick 5: boom"), "{shown}");
         let listed = schedules(&json!({ "schedules": [v, { "name": "s", "every_ms": 1000, "paused": true }] }));
-        assert!(listed.contains("nightly  report    3     cron 0 2 * * *  active  2026-11-26 22:00:00  0"), "{listed}");
+        assert!(listed.contains("nightly  report    3     cron 0 2 * * *  active  2026-11-27 02:00:00  0"), "{listed}");
         assert!(listed.contains("every 1 s"), "{listed}");
         assert_eq!(schedules(&json!({ "schedules": [] })), "no schedules\n");
     }
