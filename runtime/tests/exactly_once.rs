@@ -838,6 +838,49 @@ async fn every_language_sleeps_durably() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_language_awaits_promises_created_elsewhere() {
+    // In every language: one invocation creates a promise, another awaits it with no
+    // timeout (it suspends, as a waiter of the promise) and is woken by the completion
+    // (not by the recovery scan's rare look); a short await times out; an unknown or
+    // malformed ID is refused.
+    let h = Harness::start(StoreKind::Rocksdb).await;
+    let mut functions = vec!["steps".to_string()];
+    for lang in LANGUAGES {
+        functions.push(h.deploy_steps(lang).await);
+    }
+    let rt = h.node.runtime.clone();
+    for (i, function) in functions.iter().enumerate() {
+        let book = 820 + i as u64;
+        let run = |input: String, key: String| {
+            let h = &h;
+            let function = function.clone();
+            async move { h.invoke_fn(&function, book, &input, &key, None).await }
+        };
+        let promise = run("script promise".into(), format!("make-{function}")).await.expect("a promise");
+        let id = match run(format!("script await {promise}"), format!("wait-{function}")).await {
+            Err(RuntimeError::Suspended { id, .. }) => id,
+            other => panic!("{function}: {other:?}"),
+        };
+        rt.complete_promise(BookId(book), &promise, Bytes::from(format!("v-{function}"))).await.expect("completing");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let output = loop {
+            match rt.invocation(BookId(book), &id).await.expect("a status") {
+                InvocationStatus::Finished(r) => break r.unwrap_or_else(|e| panic!("{function}: {e}")),
+                status => assert!(Instant::now() < deadline, "{function}: not woken by the completion: {status:?}"),
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        assert_eq!(String::from_utf8_lossy(&output), format!("v-{function}"), "{function}");
+        let out = run("script promise; await $1 50".into(), format!("short-{function}")).await.expect("an answer");
+        assert!(out.ends_with(",error:timeout"), "{function}: {out}");
+        let zeros = "0".repeat(32);
+        let out = run(format!("script await {zeros}; await nope"), format!("unknown-{function}")).await.expect("an answer");
+        assert_eq!(out, "error:not_found,error:invalid_argument", "{function}");
+    }
+    h.node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn promises_complete_once_before_during_and_after_the_wait() {
     // `approve WAIT TIMEOUT` creates a promise, appends its ID under `promises`, sleeps
     // WAIT, then awaits the promise (for at most TIMEOUT, 0: no timeout).

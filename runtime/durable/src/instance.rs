@@ -67,6 +67,9 @@ use crate::store::Version;
 use crate::tags::{shadow, APPENDED, INSTANCES};
 use crate::InstanceId;
 
+/// How often an await waiting in place looks whether its promise was completed.
+const PROMISE_POLL_MS: u64 = 5;
+
 /// The longest durable sleep a guest may ask for: a year. (A sleeping invocation holds
 /// back garbage collection of its book, as any unfinished one does.)
 pub const SLEEP_MAX_MS: u64 = 365 * 24 * 3600 * 1000;
@@ -717,9 +720,11 @@ impl Instance {
             None => {
                 if !waited {
                     // About to wait: the wait's end is logged (also in INSTANCES, for the
-                    // recovery scan), unless a peer logged the outcome here meanwhile.
+                    // recovery scan, and among the promise's waiters, whom a completion
+                    // wakes), unless a peer logged the outcome here meanwhile.
                     let step = Step::Sleep { until_ms, root: self.id.root() };
-                    match self.log_step(ctx, step, &[INSTANCES]).await {
+                    let waiters = self.svc.tags.promise_waiters(promise);
+                    match self.log_step(ctx, step, &[INSTANCES, waiters]).await {
                         Ok(_) => {}
                         Err(Abort::NonDeterministic(m)) => {
                             return self.recorded_awaited(promise)?.ok_or(Abort::NonDeterministic(m));
@@ -727,9 +732,25 @@ impl Instance {
                         Err(abort) => return Err(abort),
                     }
                 }
-                // In place if near (then look once more), else suspended until then.
-                self.wait_until(until_ms, deadline_ms).await?;
-                self.promise_value(ctx, promise).await?.unwrap_or(Awaited::TimedOut)
+                // In place if near, looking at the promise every PROMISE_POLL_MS; else
+                // suspended until then, after a last look (a completion that came
+                // before the Sleep was logged did not see this waiter).
+                let remaining = until_ms.saturating_sub(self.svc.clock.wall_ms());
+                let in_place = remaining <= self.svc.config.sleep_in_place_max_ms
+                    && self.svc.clock.now_ms().saturating_add(remaining) < deadline_ms;
+                loop {
+                    if let Some(outcome) = self.promise_value(ctx, promise).await? {
+                        break outcome;
+                    }
+                    let left = until_ms.saturating_sub(self.svc.clock.wall_ms());
+                    if left == 0 {
+                        break Awaited::TimedOut;
+                    }
+                    if !in_place {
+                        return Err(Abort::Suspended { wake_ms: until_ms });
+                    }
+                    self.svc.clock.sleep(left.min(PROMISE_POLL_MS)).await;
+                }
             }
         };
         match self.log_step(ctx, Step::Awaited { promise: promise.to_string(), outcome }, &[]).await?.step {

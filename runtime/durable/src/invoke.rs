@@ -418,8 +418,9 @@ impl Durable {
     /// Completes `promise` of `book` with `value`, once: the completion is a
     /// conditional append at offset 1 of the promise's stream, so a second one gets
     /// `Conflict`, one of a promise never created `PromiseNotFound`. Then the invocation
-    /// that created it runs again here (it may be awaiting; the recovery scan wakes it
-    /// too, from the completion's record in INSTANCES).
+    /// that created it, and any other that suspended awaiting it, runs again here (the
+    /// recovery scan wakes them too, from the completion's and the Wake records in
+    /// INSTANCES). An await waiting in place sees the completion within a few ms.
     pub async fn complete_promise(self: &Arc<Self>, book: BookId, promise: &str, value: Bytes) -> Result<()> {
         if book.is_reserved() {
             return Err(Error::InvalidArgument(format!("book {:#x} is reserved for the platform", book.0)));
@@ -451,23 +452,50 @@ impl Durable {
             }
             Err(e) => return Err(e.into()),
         }
-        // Wake the root if it waits (a finished one answers from its log, running nothing).
-        if let Some(Step::Init { function, version, .. }) = self
-            .log
-            .read_next(&mut ctx, shadow(book), self.tags.step(&root), SeqNum(0))
-            .await?
-            .map(|r| record::decode::<Step>("step", &r.data))
-            .transpose()?
-        {
-            let weak = Arc::downgrade(self);
-            self.spawn.spawn(
-                "wake",
-                Box::pin(async move {
-                    let Some(d) = Durable::live(&weak) else { return };
-                    let _ = d.reexecute(book, root, function, version, 1).await;
-                }),
-            );
+        // The completion stands: waking its waiters is the scan's too, should it fail here.
+        if let Err(e) = self.wake_waiters(&mut ctx, book, promise, root).await {
+            tracing::warn!(promise, "waking the invocations that await a completed promise: {e}");
         }
+        Ok(())
+    }
+
+    /// Wakes the roots that wait for `promise`: its creator's, and those of awaits that
+    /// would suspend (each also made due for the recovery scan by a Wake record, should
+    /// this node die before it wakes them). A finished root answers from its log,
+    /// running nothing.
+    async fn wake_waiters(self: &Arc<Self>, ctx: &mut Context, book: BookId, promise: &str, creator: InstanceId) -> Result<()> {
+        let waiters = self.tags.promise_waiters(promise);
+        let mut woken = std::collections::BTreeSet::from([creator]);
+        let mut at = SeqNum(0);
+        while let Some(r) = self.log.read_next(ctx, shadow(book), waiters, at).await? {
+            at = SeqNum(r.seqnum.0.saturating_add(1));
+            let Ok(Step::Sleep { root, .. }) = record::decode::<Step>("step", &r.data) else { continue };
+            if woken.insert(root.clone()) {
+                self.log.append(ctx, shadow(book), &[INSTANCES, waiters], record::encode(&Step::Wake { root })).await?;
+            }
+        }
+        for root in woken {
+            self.wake(ctx, book, root).await?;
+        }
+        Ok(())
+    }
+
+    /// Runs root `root` of `book` again here, in the background, if it exists.
+    async fn wake(self: &Arc<Self>, ctx: &mut Context, book: BookId, root: InstanceId) -> Result<()> {
+        let first = self.log.read_next(ctx, shadow(book), self.tags.step(&root), SeqNum(0)).await?;
+        let Some(Step::Init { function, version, .. }) = first.map(|r| record::decode::<Step>("step", &r.data)).transpose()?
+        else {
+            return Ok(());
+        };
+        let weak = Arc::downgrade(self);
+        // Cancelling it loses nothing: the root is due in the recovery scan.
+        self.spawn.spawn(
+            "wake",
+            Box::pin(async move {
+                let Some(d) = Durable::live(&weak) else { return };
+                let _ = d.reexecute(book, root, function, version, 1).await;
+            }),
+        );
         Ok(())
     }
 

@@ -80,6 +80,10 @@ pub enum Step {
     /// (so there is one), and in INSTANCES, so that the recovery scan wakes `root`.
     /// Never a step of a step log.
     Completed { promise: String, root: InstanceId, value: Bytes },
+    /// A root is due at once: a promise it (or one of its children) awaits, and did
+    /// not create, was completed. In INSTANCES (for the recovery scan) and the
+    /// promise's waiters stream. Never a step of a step log.
+    Wake { root: InstanceId },
 }
 
 /// What an await of a promise got.
@@ -171,6 +175,7 @@ impl Step {
             Step::Promise { promise, .. } => format!("creation of promise {promise}"),
             Step::Awaited { promise, .. } => format!("await of promise {promise}"),
             Step::Completed { promise, .. } => format!("completion of promise {promise}"),
+            Step::Wake { root } => format!("wake of {root}"),
         }
     }
 }
@@ -349,6 +354,7 @@ mod tests {
             Step::Awaited { promise: "ab".into(), outcome: Awaited::Value(Bytes::from_static(b"v")) },
             Step::Awaited { promise: "ab".into(), outcome: Awaited::TimedOut },
             Step::Completed { promise: "ab".into(), root: InstanceId::generated("00ff"), value: Bytes::new() },
+            Step::Wake { root: InstanceId::generated("00ff") },
         ];
         for s in steps {
             assert_eq!(decode::<Step>("step", &encode(&s)).unwrap(), s);

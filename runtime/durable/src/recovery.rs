@@ -114,8 +114,9 @@ impl BookScan {
                         open.attempts = 0;
                     }
                 }
-                // A promise of the root (or of a child) was completed: the root is due.
-                Ok(Step::Completed { root, .. }) => {
+                // A promise the root (or a child) created or awaits was completed: the
+                // root is due.
+                Ok(Step::Completed { root, .. } | Step::Wake { root }) => {
                     if let Some(open) = self.open.get_mut(&d.tags.step(&root)) {
                         open.wake_ms = Some(0);
                     }

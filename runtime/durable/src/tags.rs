@@ -166,6 +166,12 @@ impl TagKey {
         self.derive("promise", &[promise.as_bytes()])
     }
 
+    /// The awaits of a promise that would suspend (their Sleep records, in the promise's
+    /// book's shadow): a completion wakes their roots.
+    pub fn promise_waiters(&self, promise: &str) -> Tag {
+        self.derive("promise-waiters", &[promise.as_bytes()])
+    }
+
     /// The stream of a schedule (in [`PLATFORM_BOOK`]): its states, one per change.
     pub fn schedule(&self, name: &str) -> Tag {
         self.derive("schedule", &[name.as_bytes()])
@@ -199,6 +205,7 @@ mod tests {
             key.migration(1, "a", b"b"),
             key.migration(2, "a", b"b"),
             key.promise("ab"),
+            key.promise_waiters("ab"),
             key.schedule("ab"),
         ];
         for (i, t) in derived.iter().enumerate() {
