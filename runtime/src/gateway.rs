@@ -11,6 +11,7 @@
 //! | `DELETE /v1/functions/{name}`           | delete                                      | none                   |
 //! | `POST /v1/functions/{name}/invoke`      | invoke: `?book=N` (default 0), `&async=true`, `&delay_ms=N` | its `request_bytes_max`|
 //! | `GET /v1/invocations/{id}`              | an invocation's status/output (`?book=N`)   | none                   |
+//! | `DELETE /v1/invocations/{id}`           | `?book=N`: cancel it and its children (202; 409 once finished) | none |
 //! | `POST /v1/promises/{id}`                | `?book=N`: complete a promise with the body, once | `PAYLOAD_MAX`  |
 //! | `GET /v1/invocations`                   | `?book=&function=&status=&limit=&after=`: a book's root invocations | none |
 //! | `PUT/GET/DELETE /v1/schedules/{name}`, `GET /v1/schedules`, `POST /v1/schedules/{name}/{pause,resume,trigger}` | schedules (`gateway/schedules.rs`) | 6 × `PAYLOAD_MAX` |
@@ -79,7 +80,7 @@ pub fn http_status(e: &RuntimeError) -> StatusCode {
         | RuntimeError::ScheduleNotFound(_) => StatusCode::NOT_FOUND,
         RuntimeError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
         RuntimeError::Busy(_) => StatusCode::TOO_MANY_REQUESTS,
-        RuntimeError::Conflict(_) => StatusCode::CONFLICT,
+        RuntimeError::Conflict(_) | RuntimeError::Cancelled => StatusCode::CONFLICT,
         RuntimeError::Trap(_)
         | RuntimeError::MemoryLimit(_)
         | RuntimeError::Failed(_)
@@ -135,7 +136,7 @@ pub fn router(rt: Arc<Runtime>) -> Router {
         .route("/v1/functions/{name}/invoke", post(invoke))
         .route("/v1/invocations", get(list_invocations))
         .route("/v1/promises/{id}", post(complete_promise))
-        .route("/v1/invocations/{id}", get(invocation))
+        .route("/v1/invocations/{id}", get(invocation).delete(cancel))
         .route("/v1/schedules", get(schedules::list))
         .route("/v1/schedules/{name}", get(schedules::get).put(schedules::put).delete(schedules::delete))
         .route("/v1/schedules/{name}/{action}", post(schedules::action))
@@ -496,6 +497,21 @@ async fn invocation(
         }),
     };
     Ok(Json(body).into_response())
+}
+
+/// Cancels an invocation and its children: 202 while it winds down (its status says
+/// when it has: `failed` with code `cancelled`), 409 for one that has finished, 404 for
+/// an unknown one.
+#[tracing::instrument(name = "http.cancel", skip_all)]
+async fn cancel(
+    State(rt): State<Arc<Runtime>>,
+    ApiPath(id): ApiPath<String>,
+    ApiQuery(q): ApiQuery<InvocationQuery>,
+    _: NoBody,
+) -> ApiResult<Response> {
+    let book = user_book(q.book)?;
+    rt.durable.cancel(book, &id).await?;
+    Ok(accepted(&id, book, json!({ "invocation_id": id, "book": book.0, "status": "cancelling" })))
 }
 
 /// Completes a promise of a book with the request's body: 200 once, 409 for a promise

@@ -42,6 +42,8 @@ enum Verb {
     Schedule(cli::schedule::ScheduleVerb),
     /// Complete a promise (what an invocation's promise-await gets), once.
     Complete(CompleteArgs),
+    /// Cancel an invocation and its children (they see `cancelled` at their next step).
+    Cancel(CancelArgs),
     /// Make a new function project that echoes its input: Rust, Python, JavaScript,
     /// TypeScript, Go or C.
     New(NewArgs),
@@ -323,6 +325,16 @@ struct InvokeArgs {
 }
 
 #[derive(Args)]
+struct CancelArgs {
+    /// The invocation's ID.
+    id: String,
+    #[arg(long, default_value_t = 0)]
+    book: u64,
+    #[command(flatten)]
+    remote: Remote,
+}
+
+#[derive(Args)]
 struct CompleteArgs {
     /// The promise's ID (what promise-create returned).
     promise: String,
@@ -419,6 +431,7 @@ fn main() -> ExitCode {
         Verb::Table(a) => table(a),
         Verb::Schedule(v) => cli::schedule::run(v),
         Verb::Complete(a) => complete(a),
+        Verb::Cancel(a) => cancel(a),
         Verb::New(a) => cli::new::new(a.lang, &a.name),
         Verb::Build(a) => cli::build::build(&a.dir, a.lang).map(|built| {
             for path in built {
@@ -633,6 +646,13 @@ fn complete(args: CompleteArgs) -> anyhow::Result<()> {
     let url = format!("{}/v1/promises/{}?book={}", args.remote.url, url_escape(&args.promise), args.book);
     finish(agent().post(url).send(&value[..])?)?;
     println!("completed promise {}", args.promise);
+    Ok(())
+}
+
+fn cancel(args: CancelArgs) -> anyhow::Result<()> {
+    let url = format!("{}/v1/invocations/{}?book={}", args.remote.url, url_escape(&args.id), args.book);
+    finish(agent().delete(url).call()?)?;
+    println!("cancelling invocation {} (see tally invocations {})", args.id, args.book);
     Ok(())
 }
 

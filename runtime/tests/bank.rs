@@ -444,3 +444,26 @@ fn schedules_are_paused_triggered_resumed_and_refused_when_malformed() {
     let (_, v) = n.json("GET", "/v1/schedules", b"");
     assert_eq!(v["schedules"].as_array().map(Vec::len), Some(0), "{v}");
 }
+
+/// `DELETE /v1/invocations/{id}`: a sleeping invocation is cancelled (202, then failed
+/// with code `cancelled`); a finished one refuses it (409), an unknown one is 404.
+#[test]
+fn a_sleeping_invocation_is_cancelled_over_http() {
+    let (_dir, n) = node();
+    n.deploy("reminder", &guest("reminder"), "?timeout_ms=500");
+    let (status, body) = n.post_keyed("/v1/functions/reminder/invoke?book=13", b"sleep 60000", "long-nap").expect("an answer");
+    let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    assert_eq!(status, 202, "{v}");
+    let id = v["invocation_id"].as_str().expect("an id").to_string();
+    let (status, v) = n.json("DELETE", &format!("/v1/invocations/{id}?book=13"), b"");
+    assert_eq!((status, v["status"].as_str()), (202, Some("cancelling")), "{v}");
+    let v = n.finished(&id, 13);
+    assert_eq!((v["status"].as_str(), v["error"]["code"].as_str()), (Some("failed"), Some("cancelled")), "{v}");
+    let (status, v) = n.json("DELETE", &format!("/v1/invocations/{id}?book=13"), b"");
+    assert_eq!((status, v["error"]["code"].as_str()), (409, Some("conflict")), "{v}");
+    let (status, v) = n.json("DELETE", &format!("/v1/invocations/{}?book=13", "0".repeat(32)), b"");
+    assert_eq!((status, v["error"]["code"].as_str()), (404, Some("invocation_not_found")), "{v}");
+    // The key answers with the logged outcome.
+    let (status, body) = n.post_keyed("/v1/functions/reminder/invoke?book=13", b"sleep 60000", "long-nap").expect("an answer");
+    assert_eq!(status, 409, "{}", String::from_utf8_lossy(&body));
+}

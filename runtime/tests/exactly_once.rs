@@ -838,6 +838,62 @@ async fn every_language_sleeps_durably() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancellation_stops_a_tree_mid_flight_and_a_finished_invocation_refuses_it() {
+    let h = Harness::start(StoreKind::Rocksdb).await;
+    let rt = h.node.runtime.clone();
+    let finished = |book: u64, id: String| {
+        let rt = rt.clone();
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(20);
+            loop {
+                match rt.invocation(BookId(book), &id).await.expect("a status") {
+                    InvocationStatus::Finished(r) => return r,
+                    status => assert!(Instant::now() < deadline, "{status:?}"),
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    let start = |book: u64, input: &str, key: &str| {
+        let rt = rt.clone();
+        let (input, key) = (Bytes::from(input.to_string()), key.to_string());
+        async move { rt.invoke_async("steps".into(), BookId(book), input, Some(key), 0).await.expect("started") }
+    };
+    // A tree asleep: the root called a child that sleeps durably past the time limit.
+    // Cancelled, the child wakes to a `cancelled` error, the root gets it from its call
+    // and again from its next step; what ran before stays done, nothing after runs.
+    let id = start(841, "script inc t before; call steps script nap 60000; inc t after", "tree").await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !matches!(rt.invocation(BookId(841), &id).await.expect("a status"), InvocationStatus::Sleeping { .. }) {
+        assert!(Instant::now() < deadline, "the tree never slept");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    rt.durable.cancel(BookId(841), &id).await.expect("cancelling");
+    rt.durable.cancel(BookId(841), &id).await.expect("cancelling twice is cancelling once");
+    let r = finished(841, id.clone()).await;
+    assert!(matches!(r, Err(RuntimeError::Cancelled)), "{r:?}");
+    assert_eq!(h.invoke_fn("steps", 841, "script get t before; get t after", "look", None).await.unwrap(), "1,none");
+    // Once finished, it refuses a cancellation; so does a finished invocation that ran
+    // to its end; an unknown one is not found.
+    let again = rt.durable.cancel(BookId(841), &id).await;
+    assert!(matches!(&again, Err(RuntimeError::Conflict(m)) if m.contains("cancelled")), "{again:?}");
+    let done = start(842, "script inc t x", "done").await;
+    assert!(finished(842, done.clone()).await.is_ok());
+    let again = rt.durable.cancel(BookId(842), &done).await;
+    assert!(matches!(&again, Err(RuntimeError::Conflict(m)) if m.contains("succeeded")), "{again:?}");
+    let unknown = rt.durable.cancel(BookId(842), &"0".repeat(32)).await;
+    assert!(matches!(unknown, Err(RuntimeError::InvocationNotFound(_))), "{unknown:?}");
+    // Running (not asleep): it sees the cancellation at its next step.
+    let id = start(843, "script inc t x; sleep 400; inc t y", "running").await;
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    rt.durable.cancel(BookId(843), &id).await.expect("cancelling");
+    let r = finished(843, id).await;
+    assert!(matches!(r, Err(RuntimeError::Cancelled)), "{r:?}");
+    assert_eq!(h.invoke_fn("steps", 843, "script get t x; get t y", "look", None).await.unwrap(), "1,none");
+    h.node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_language_awaits_promises_created_elsewhere() {
     // In every language: one invocation creates a promise, another awaits it with no
     // timeout (it suspends, as a waiter of the promise) and is woken by the completion

@@ -23,6 +23,9 @@ pub enum Error {
     PromiseNotFound(String),
     #[error("unknown schedule {0:?}")]
     ScheduleNotFound(String),
+    /// The invocation was cancelled; a guest gets this from its host calls once it is.
+    #[error("the invocation was cancelled")]
+    Cancelled,
     /// `size` is unknown when a body was refused before it was read whole.
     #[error("{what} is larger than its limit of {limit} bytes{}", size.map(|s| format!(" ({s} bytes)")).unwrap_or_default())]
     TooLarge { what: &'static str, size: Option<u64>, limit: u64 },
@@ -77,6 +80,7 @@ impl Error {
             Error::InvocationNotFound(_) => "invocation_not_found",
             Error::PromiseNotFound(_) => "promise_not_found",
             Error::ScheduleNotFound(_) => "schedule_not_found",
+            Error::Cancelled => "cancelled",
             Error::TooLarge { .. } => "too_large",
             Error::Timeout(_) => "timeout",
             Error::Trap(_) => "trap",

@@ -69,6 +69,9 @@ use crate::InstanceId;
 
 /// How often an await waiting in place looks whether its promise was completed.
 const PROMISE_POLL_MS: u64 = 5;
+/// How often a running instance looks in the log for its root's cancellation (at its
+/// steps; an instance younger than this does not look, except before it waits).
+const CANCEL_CHECK_MS: u64 = 50;
 
 /// The longest durable sleep a guest may ask for: a year. (A sleeping invocation holds
 /// back garbage collection of its book, as any unfinished one does.)
@@ -177,6 +180,11 @@ pub struct Instance {
     marked: bool,
     /// Promises created so far: the next one's number.
     promises: u64,
+    /// The instance saw its root's cancellation (a Cancelled step).
+    cancelled: bool,
+    /// When it last looked for a cancellation in the log (the core's clock); `None`:
+    /// look at the next step.
+    cancel_checked_ms: Option<u64>,
 }
 
 impl Instance {
@@ -187,7 +195,6 @@ impl Instance {
             mark,
             cond_mark,
             step_tag,
-            svc,
             id: of.id,
             book: of.book,
             function: of.function,
@@ -206,6 +213,9 @@ impl Instance {
             last_cond_append: 0,
             marked: false,
             promises: 0,
+            cancelled: false,
+            cancel_checked_ms: Some(svc.clock.now_ms()),
+            svc,
         }
     }
 
@@ -373,7 +383,11 @@ impl Instance {
         Ok(match result {
             Some(outcome) => Started::Finished(outcome),
             None if fresh => Started::Fresh,
-            None => Started::Running { version: self.version },
+            None => {
+                // Run again (after a crash, a wake, a cancellation): look at once.
+                self.cancel_checked_ms = None;
+                Started::Running { version: self.version }
+            }
         })
     }
 
@@ -440,10 +454,40 @@ impl Instance {
     /// what is recorded there: from an earlier execution, or from a peer that won the
     /// race for the position.
     async fn log_step(&mut self, ctx: &mut Context, step: Step, extra: &[Tag]) -> Result<Recorded, Abort> {
+        // Cancelled: here (as an earlier execution saw), or before (no step after that).
+        let guest_step = !matches!(step, Step::Clocks { .. } | Step::Result { .. } | Step::Cancelled);
+        if guest_step {
+            if let Some(Recorded { step: Step::Cancelled, seqnum }) = self.steps.get(self.next) {
+                let seqnum = *seqnum;
+                self.take(seqnum);
+                self.cancelled = true;
+            }
+            if self.cancelled {
+                return Err(Abort::Refused(Error::Cancelled));
+            }
+        }
         if let Some(r) = self.recorded(&step)? {
             self.take(r.seqnum);
             return Ok(r);
         }
+        if guest_step && self.cancel_requested(ctx, false).await? {
+            return Err(self.cancel(ctx).await);
+        }
+        match self.append_step(ctx, step, extra).await {
+            // A peer saw the cancellation here first.
+            Err(Abort::NonDeterministic(_)) if guest_step && matches!(self.steps.get(self.next), Some(Recorded { step: Step::Cancelled, .. })) => {
+                let seqnum = self.steps[self.next].seqnum;
+                self.take(seqnum);
+                self.cancelled = true;
+                Err(Abort::Refused(Error::Cancelled))
+            }
+            other => other,
+        }
+    }
+
+    /// Logs `step` as step `next`, which holds nothing this instance knows of, or takes
+    /// what a peer that won the race for the position logged there.
+    async fn append_step(&mut self, ctx: &mut Context, step: Step, extra: &[Tag]) -> Result<Recorded, Abort> {
         let mut tags = Vec::with_capacity(1 + extra.len());
         tags.push(self.step_tag);
         tags.extend_from_slice(extra);
@@ -468,6 +512,54 @@ impl Instance {
             Err(LogError::Conflict { holder: None }) => Err(Abort::Superseded),
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// Whether the root has been cancelled, as the log says: looked up at most every
+    /// `CANCEL_CHECK_MS`, unless `now`.
+    async fn cancel_requested(&mut self, ctx: &mut Context, now: bool) -> Result<bool, Abort> {
+        let at = self.svc.clock.now_ms();
+        if !now && self.cancel_checked_ms.is_some_and(|t| at < t.saturating_add(CANCEL_CHECK_MS)) {
+            return Ok(false);
+        }
+        self.cancel_checked_ms = Some(at);
+        let stream = self.svc.tags.cancel(&self.id.root());
+        Ok(self.svc.log.read_next(ctx, self.shadow(), stream, SeqNum(0)).await?.is_some())
+    }
+
+    /// Logs that the instance saw its cancellation here (or takes what a peer logged
+    /// here) and returns what the guest's host call gets: a `cancelled` error.
+    async fn cancel(&mut self, ctx: &mut Context) -> Abort {
+        let logged = match self.recorded(&Step::Cancelled) {
+            Ok(Some(r)) => {
+                self.take(r.seqnum);
+                Ok(r)
+            }
+            Ok(None) => self.append_step(ctx, Step::Cancelled, &[]).await,
+            Err(abort) => Err(abort),
+        };
+        match logged {
+            Ok(Recorded { step: Step::Cancelled, .. }) => {
+                self.cancelled = true;
+                Abort::Refused(Error::Cancelled)
+            }
+            // A peer logged another step here first: this execution is behind it.
+            Ok(r) => Abort::NonDeterministic(format!("step {} of {} is a {}", self.next - 1, self.id, r.step.describe())),
+            Err(abort) => abort,
+        }
+    }
+
+    /// Whether the instance saw its cancellation: its outcome is then `Cancelled`.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancelled
+    }
+
+    /// Before the instance waits (a sleep, an await, a delayed start): a cancelled root
+    /// does not wait.
+    async fn check_cancelled(&mut self, ctx: &mut Context) -> Result<(), Abort> {
+        if self.cancelled || self.cancel_requested(ctx, true).await? {
+            return Err(self.cancel(ctx).await);
+        }
+        Ok(())
     }
 
     /// The protocol of `table` for this instance. A table's protocol is the table's: its
@@ -667,6 +759,9 @@ impl Instance {
             Step::Sleep { until_ms, .. } => until_ms,
             _ => unreachable!("log_step checks the kind"),
         };
+        if until_ms > self.svc.clock.wall_ms() {
+            self.check_cancelled(ctx).await?;
+        }
         self.wait_until(until_ms, deadline_ms).await
     }
 
@@ -738,6 +833,7 @@ impl Instance {
                 let remaining = until_ms.saturating_sub(self.svc.clock.wall_ms());
                 let in_place = remaining <= self.svc.config.sleep_in_place_max_ms
                     && self.svc.clock.now_ms().saturating_add(remaining) < deadline_ms;
+                let mut first = true;
                 loop {
                     if let Some(outcome) = self.promise_value(ctx, promise).await? {
                         break outcome;
@@ -745,6 +841,10 @@ impl Instance {
                     let left = until_ms.saturating_sub(self.svc.clock.wall_ms());
                     if left == 0 {
                         break Awaited::TimedOut;
+                    }
+                    if first || self.cancel_requested(ctx, false).await? {
+                        self.check_cancelled(ctx).await?;
+                        first = false;
                     }
                     if !in_place {
                         return Err(Abort::Suspended { wake_ms: until_ms });
@@ -817,6 +917,9 @@ impl Instance {
                 }
             }
         };
+        if until_ms > self.svc.clock.wall_ms() {
+            self.check_cancelled(ctx).await?;
+        }
         self.wait_until(until_ms, deadline_ms).await.map(|_| ())
     }
 
@@ -1036,6 +1139,10 @@ impl Instance {
         input_sha256: [u8; 32],
         outcome: Outcome,
     ) -> Result<Outcome, Abort> {
+        if outcome == Outcome::Cancelled {
+            // The child saw its root's cancellation: so does the parent, now.
+            self.cancel_checked_ms = None;
+        }
         let step = Step::Invoke { function: function.to_string(), input_sha256, outcome };
         match self.log_step(ctx, step, &[]).await?.step {
             Step::Invoke { outcome, .. } => Ok(outcome),
@@ -1083,9 +1190,17 @@ impl Instance {
     /// Logs the Result step at `next`. Clock readings not logged by now are dropped:
     /// only a trap or a diverging re-execution gets here with some, and its outcome is
     /// not the guest's to compute from them.
-    async fn log_result(&mut self, ctx: &mut Context, outcome: Outcome) -> Result<Outcome, Abort> {
+    async fn log_result(&mut self, ctx: &mut Context, mut outcome: Outcome) -> Result<Outcome, Abort> {
         self.recorder.discard_fresh();
         self.follow();
+        if let Some(Recorded { step: Step::Cancelled, seqnum }) = self.steps.get(self.next) {
+            let seqnum = *seqnum;
+            self.take(seqnum);
+            self.cancelled = true;
+        }
+        if self.cancelled {
+            outcome = Outcome::Cancelled;
+        }
         let tags: &[Tag] = if self.marked { &[INSTANCES, APPENDED] } else { &[INSTANCES] };
         match self.log_step(ctx, Step::Result { outcome }, tags).await?.step {
             Step::Result { outcome } => Ok(outcome),

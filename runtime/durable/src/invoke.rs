@@ -131,6 +131,10 @@ pub(crate) struct Invocations {
     /// the guest of one invocation twice at once.
     running: Mutex<HashMap<InstanceId, Arc<AsyncMutex<()>>>>,
     asyncs: Mutex<Asyncs>,
+    /// Roots this node suspended, by book and ID, with their wake time: a root whose
+    /// child sleeps has no Sleep of its own in its step log, so its status comes from
+    /// here (on this node; others show it running).
+    suspended: Mutex<HashMap<(BookId, InstanceId), u64>>,
 }
 
 #[derive(Default)]
@@ -150,6 +154,7 @@ impl Invocations {
             replayed: AtomicU64::new(0),
             running: Mutex::new(HashMap::new()),
             asyncs: Mutex::new(Asyncs::default()),
+            suspended: Mutex::new(HashMap::new()),
         }
     }
 
@@ -361,8 +366,15 @@ impl Durable {
             Some(Step::Sleep { until_ms, .. } | Step::Delay { until_ms, .. }) if until_ms > self.clock.wall_ms() => {
                 Ok(InvocationStatus::Sleeping { wake_ms: until_ms })
             }
-            _ => Ok(InvocationStatus::Running),
+            _ => Ok(self.suspended_until(book, &id).map_or(InvocationStatus::Running, |wake_ms| InvocationStatus::Sleeping { wake_ms })),
         }
+    }
+
+    /// The wake time of root `id` of `book` if this node suspended it and it has not
+    /// run again since (nor is its wake time past).
+    fn suspended_until(&self, book: BookId, id: &InstanceId) -> Option<u64> {
+        let wake_ms = *self.invocations.suspended.lock().expect("not poisoned").get(&(book, id.clone()))?;
+        (wake_ms > self.clock.wall_ms()).then_some(wake_ms)
     }
 
     /// The root invocations of `book` started at or after seqnum `after` (a cursor:
@@ -406,7 +418,7 @@ impl Durable {
                 Some(Step::Sleep { until_ms, .. } | Step::Delay { until_ms, .. }) if until_ms > self.clock.wall_ms() => {
                     ListedStatus::Sleeping { wake_ms: until_ms }
                 }
-                _ => ListedStatus::Running,
+                _ => self.suspended_until(book, &id).map_or(ListedStatus::Running, |wake_ms| ListedStatus::Sleeping { wake_ms }),
             };
             if status.is_none_or(|s| s == listed.name()) {
                 out.push(Listed { id, function: f, status: listed });
@@ -480,6 +492,36 @@ impl Durable {
         Ok(())
     }
 
+    /// Cancels root invocation `id` of `book` and its children, cooperatively: each of
+    /// its instances sees the cancellation at its next step (a state operation, a call,
+    /// a conditional append, a sleep, an await: within `CANCEL_CHECK_MS` on a node
+    /// where it runs), which then fails with `cancelled`, as does every step after it;
+    /// what it did before stays done, and its outcome is `Cancelled` whatever its guest
+    /// returns. A sleeping or suspended root is run again at once, to see it. Cancelling
+    /// twice is cancelling once; a finished invocation gets `Conflict`, an unknown one
+    /// `InvocationNotFound`.
+    pub async fn cancel(self: &Arc<Self>, book: BookId, id: &str) -> Result<()> {
+        match self.invocation(book, id).await? {
+            InvocationStatus::Finished(r) => {
+                let how = match r {
+                    Ok(_) => "succeeded".to_string(),
+                    Err(e) => format!("failed ({})", e.code()),
+                };
+                return Err(Error::Conflict(format!("invocation {id} has finished: it {how}")));
+            }
+            InvocationStatus::Running | InvocationStatus::Sleeping { .. } => {}
+        }
+        let root = InstanceId::parse_generated(id)?;
+        let stream = self.tags.cancel(&root);
+        let mut ctx = Context::new();
+        let request = record::encode(&Step::Cancel { root: root.clone() });
+        match self.log.cond_append(&mut ctx, shadow(book), &[stream, INSTANCES], request, stream, 0).await {
+            Ok(_) | Err(tally_log_core::Error::Conflict { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+        self.wake(&mut ctx, book, root).await
+    }
+
     /// Runs root `root` of `book` again here, in the background, if it exists.
     async fn wake(self: &Arc<Self>, ctx: &mut Context, book: BookId, root: InstanceId) -> Result<()> {
         let first = self.log.read_next(ctx, shadow(book), self.tags.step(&root), SeqNum(0)).await?;
@@ -516,9 +558,11 @@ impl Durable {
             return self.run_attempts(run).await;
         }
         let id = run.id.clone();
+        let book = run.book;
         let lock = self.invocations.running.lock().expect("not poisoned").entry(id.clone()).or_default().clone();
         let outcome = {
             let _turn = lock.lock().await;
+            self.invocations.suspended.lock().expect("not poisoned").remove(&(book, id.clone()));
             self.run_attempts(run).await
         };
         let mut running = self.invocations.running.lock().expect("not poisoned");
@@ -678,6 +722,11 @@ impl Durable {
                 match instance.delay(&mut run.ctx, run.delay_until, deadline_ms).await {
                     Ok(()) => {}
                     Err(Abort::Suspended { wake_ms }) => return self.suspended(&run, version.version, wake_ms),
+                    // Cancelled before it started: that is its outcome.
+                    Err(_) if instance.is_cancelled() => {
+                        let finished = instance.finish(&mut run.ctx, Outcome::Cancelled).await;
+                        return (finished.map_err(Abort::into_error).and_then(Outcome::into_result), run.ctx);
+                    }
                     Err(abort) => return (Err(abort.into_error()), run.ctx),
                 }
             }
@@ -702,6 +751,8 @@ impl Durable {
                 return (result, run.ctx);
             }
             let outcome = match result {
+                // Whatever the guest made of its cancellation.
+                _ if attempt.instance.is_cancelled() => Outcome::Cancelled,
                 Err(Error::Trap(m)) if run.attempt > self.config.retries => Outcome::Trap(cut(&m)),
                 Err(Error::Trap(m)) => {
                     tracing::info!(function = run.function, id = %run.id, attempt = run.attempt, "running again after a trap: {m}");
@@ -747,6 +798,7 @@ impl Durable {
     /// die, by the recovery scan on its owner).
     fn suspended(self: &Arc<Self>, run: &Run, version: u64, wake_ms: u64) -> (Result<Vec<u8>>, Context) {
         if run.id.is_root() {
+            self.invocations.suspended.lock().expect("not poisoned").insert((run.book, run.id.clone()), wake_ms);
             self.wake_at(run.book, run.id.clone(), run.function.clone(), version, wake_ms);
         }
         (Err(Error::Suspended { id: run.id.to_string(), wake_ms }), run.ctx.clone())

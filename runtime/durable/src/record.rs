@@ -84,6 +84,14 @@ pub enum Step {
     /// not create, was completed. In INSTANCES (for the recovery scan) and the
     /// promise's waiters stream. Never a step of a step log.
     Wake { root: InstanceId },
+    /// A request to cancel root `root` and its children: at offset 0 of the root's
+    /// cancel stream (one is enough), and in INSTANCES, so that the recovery scan runs
+    /// a sleeping root, which then sees it. Never a step of a step log.
+    Cancel { root: InstanceId },
+    /// The instance saw its cancellation here: the guest got a `cancelled` error from
+    /// the host call that would have logged this step, and from every step-logging call
+    /// after it, and the invocation's outcome is `Cancelled`.
+    Cancelled,
 }
 
 /// What an await of a promise got.
@@ -154,6 +162,7 @@ impl Step {
             (Step::Delay { .. }, Step::Delay { .. }) => true,
             (Step::Promise { promise: p, .. }, Step::Promise { promise, .. }) => p == promise,
             (Step::Awaited { promise: p, .. }, Step::Awaited { promise, .. }) => p == promise,
+            (Step::Cancelled, Step::Cancelled) => true,
             _ => false,
         }
     }
@@ -176,6 +185,8 @@ impl Step {
             Step::Awaited { promise, .. } => format!("await of promise {promise}"),
             Step::Completed { promise, .. } => format!("completion of promise {promise}"),
             Step::Wake { root } => format!("wake of {root}"),
+            Step::Cancel { root } => format!("cancellation of {root}"),
+            Step::Cancelled => "cancellation".to_string(),
         }
     }
 }
@@ -206,6 +217,8 @@ pub enum Outcome {
     NotFound(String),
     /// The invocation was refused before it ran (bad arguments, nesting too deep).
     Refused(String),
+    /// The invocation was cancelled (`DELETE /v1/invocations/{id}`).
+    Cancelled,
 }
 
 impl Outcome {
@@ -223,6 +236,7 @@ impl Outcome {
             Err(Error::TooLarge { size, limit, .. }) => Some(Outcome::TooLarge { size: *size, limit: *limit }),
             Err(Error::FunctionNotFound(name)) => Some(Outcome::NotFound(cut(name))),
             Err(Error::InvalidArgument(m)) => Some(Outcome::Refused(cut(m))),
+            Err(Error::Cancelled) => Some(Outcome::Cancelled),
             _ => None,
         }
     }
@@ -246,6 +260,7 @@ impl Outcome {
             Outcome::Timeout(ms) => Err(Error::Timeout(ms)),
             Outcome::NotFound(name) => Err(Error::FunctionNotFound(name)),
             Outcome::Refused(m) => Err(Error::InvalidArgument(m)),
+            Outcome::Cancelled => Err(Error::Cancelled),
         }
     }
 }
@@ -355,6 +370,8 @@ mod tests {
             Step::Awaited { promise: "ab".into(), outcome: Awaited::TimedOut },
             Step::Completed { promise: "ab".into(), root: InstanceId::generated("00ff"), value: Bytes::new() },
             Step::Wake { root: InstanceId::generated("00ff") },
+            Step::Cancel { root: InstanceId::generated("00ff") },
+            Step::Cancelled,
         ];
         for s in steps {
             assert_eq!(decode::<Step>("step", &encode(&s)).unwrap(), s);

@@ -114,9 +114,9 @@ impl BookScan {
                         open.attempts = 0;
                     }
                 }
-                // A promise the root (or a child) created or awaits was completed: the
-                // root is due.
-                Ok(Step::Completed { root, .. } | Step::Wake { root }) => {
+                // A promise the root (or a child) created or awaits was completed, or
+                // the root was cancelled: it is due.
+                Ok(Step::Completed { root, .. } | Step::Wake { root } | Step::Cancel { root }) => {
                     if let Some(open) = self.open.get_mut(&d.tags.step(&root)) {
                         open.wake_ms = Some(0);
                     }

@@ -172,6 +172,12 @@ impl TagKey {
         self.derive("promise-waiters", &[promise.as_bytes()])
     }
 
+    /// The cancel stream of a root invocation (in its book's shadow): a Cancel record at
+    /// offset 0 cancels the root and its children.
+    pub fn cancel(&self, root: &InstanceId) -> Tag {
+        self.derive("cancel", &[&root.encode()])
+    }
+
     /// The stream of a schedule (in [`PLATFORM_BOOK`]): its states, one per change.
     pub fn schedule(&self, name: &str) -> Tag {
         self.derive("schedule", &[name.as_bytes()])
@@ -206,6 +212,7 @@ mod tests {
             key.migration(2, "a", b"b"),
             key.promise("ab"),
             key.promise_waiters("ab"),
+            key.cancel(&id),
             key.schedule("ab"),
         ];
         for (i, t) in derived.iter().enumerate() {
