@@ -454,28 +454,26 @@ impl Instance {
     /// what is recorded there: from an earlier execution, or from a peer that won the
     /// race for the position.
     async fn log_step(&mut self, ctx: &mut Context, step: Step, extra: &[Tag]) -> Result<Recorded, Abort> {
-        // Cancelled: here (as an earlier execution saw), or before (no step after that).
-        let guest_step = !matches!(step, Step::Clocks { .. } | Step::Result { .. } | Step::Cancelled);
+        // The gate of steps logged before their effect, or of reads: a conditional
+        // append and a call pass it before theirs (see `step_gate`).
+        let guest_step = !matches!(
+            step,
+            Step::Clocks { .. } | Step::Result { .. } | Step::Cancelled | Step::CondAppend { .. } | Step::Invoke { .. }
+        );
         if guest_step {
-            if let Some(Recorded { step: Step::Cancelled, seqnum }) = self.steps.get(self.next) {
-                let seqnum = *seqnum;
-                self.take(seqnum);
-                self.cancelled = true;
-            }
-            if self.cancelled {
-                return Err(Abort::Refused(Error::Cancelled));
-            }
+            self.step_gate(ctx).await?;
         }
         if let Some(r) = self.recorded(&step)? {
             self.take(r.seqnum);
             return Ok(r);
         }
-        if guest_step && self.cancel_requested(ctx, false).await? {
-            return Err(self.cancel(ctx).await);
-        }
         match self.append_step(ctx, step, extra).await {
-            // A peer saw the cancellation here first.
-            Err(Abort::NonDeterministic(_)) if guest_step && matches!(self.steps.get(self.next), Some(Recorded { step: Step::Cancelled, .. })) => {
+            // A peer saw the cancellation here first (after this execution's effect, for
+            // a conditional append or a call: the effect stays, the guest is told of
+            // the cancellation).
+            Err(Abort::NonDeterministic(_))
+                if matches!(self.steps.get(self.next), Some(Recorded { step: Step::Cancelled, .. })) =>
+            {
                 let seqnum = self.steps[self.next].seqnum;
                 self.take(seqnum);
                 self.cancelled = true;
@@ -512,6 +510,26 @@ impl Instance {
             Err(LogError::Conflict { holder: None }) => Err(Abort::Superseded),
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// Where a guest's step may see its root's cancellation, before the step's effect:
+    /// a Cancelled step recorded here (an earlier execution saw it here), or one seen
+    /// before (no step after that), fails the host call with `cancelled`; so does a
+    /// cancellation found in the log (at most every `CANCEL_CHECK_MS`) past the
+    /// recorded history, which is logged here first.
+    async fn step_gate(&mut self, ctx: &mut Context) -> Result<(), Abort> {
+        if let Some(Recorded { step: Step::Cancelled, seqnum }) = self.steps.get(self.next) {
+            let seqnum = *seqnum;
+            self.take(seqnum);
+            self.cancelled = true;
+        }
+        if self.cancelled {
+            return Err(Abort::Refused(Error::Cancelled));
+        }
+        if self.steps.get(self.next).is_none() && self.cancel_requested(ctx, false).await? {
+            return Err(self.cancel(ctx).await);
+        }
+        Ok(())
     }
 
     /// Whether the root has been cancelled, as the log says: looked up at most every
@@ -987,6 +1005,7 @@ impl Instance {
             return Ok(Err(LogError::InvalidArgument("a conditional append needs a tag other than 0".into())));
         }
         self.before_append(ctx).await?;
+        self.step_gate(ctx).await?;
         let data_sha256 = input_sha256(&data);
         let step = |outcome| Step::CondAppend { tag: cond_tag.0, position, data_sha256, outcome };
         let outcome = match self.recorded(&step(CondOutcome::Conflict(None)))? {
@@ -1121,6 +1140,7 @@ impl Instance {
     ) -> Result<Result<Outcome, InstanceId>, Abort> {
         self.init_checked(ctx).await?;
         self.log_clocks(ctx).await?;
+        self.step_gate(ctx).await?;
         let asked = Step::Invoke { function: function.to_string(), input_sha256, outcome: Outcome::Ok(Bytes::new()) };
         if let Some(r) = self.recorded(&asked)? {
             self.take(r.seqnum);
@@ -1140,7 +1160,8 @@ impl Instance {
         outcome: Outcome,
     ) -> Result<Outcome, Abort> {
         if outcome == Outcome::Cancelled {
-            // The child saw its root's cancellation: so does the parent, now.
+            // The child saw its root's cancellation: so does the parent, at its next step
+            // (its call gets the child's outcome, which is logged as any other).
             self.cancel_checked_ms = None;
         }
         let step = Step::Invoke { function: function.to_string(), input_sha256, outcome };

@@ -366,7 +366,9 @@ impl Durable {
             Some(Step::Sleep { until_ms, .. } | Step::Delay { until_ms, .. }) if until_ms > self.clock.wall_ms() => {
                 Ok(InvocationStatus::Sleeping { wake_ms: until_ms })
             }
-            _ => Ok(self.suspended_until(book, &id).map_or(InvocationStatus::Running, |wake_ms| InvocationStatus::Sleeping { wake_ms })),
+            _ => Ok(self
+                .suspended_until(book, &id)
+                .map_or(InvocationStatus::Running, |wake_ms| InvocationStatus::Sleeping { wake_ms })),
         }
     }
 

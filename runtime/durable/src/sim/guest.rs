@@ -146,12 +146,27 @@ pub struct Traces {
     pub ticks: BTreeMap<(String, String), u64>,
     /// Those that an execution ran to its end.
     pub ticks_done: std::collections::BTreeSet<(String, String)>,
+    /// Per [`TARGET`] input: the most steps one execution saw succeed, and whether one
+    /// saw the cancellation.
+    pub targets: BTreeMap<String, (u64, bool)>,
 }
 
 /// The function schedules invoke, with the schedule's name as input: it works for a
 /// while (so that ticks overlap), then appends its invocation's ID to the stream
 /// [`ticks_of`] the schedule in its book, once.
 pub const TICKER: &str = "ticker";
+
+/// The function the simulator cancels: input `x<n>`, it cond-appends `TARGET_STEPS`
+/// records to the stream [`target_of`] its input, each at its offset (a step each),
+/// sleeping between them (in place, or suspended), stops at a `cancelled` error, and
+/// returns after the last.
+pub const TARGET: &str = "target";
+pub const TARGET_STEPS: u64 = 4;
+
+/// The stream a [`TARGET`] invocation appends to.
+pub fn target_of(input: &[u8]) -> Tag {
+    Tag::from_name(&format!("target-{}", String::from_utf8_lossy(input)))
+}
 
 /// The tag of the stream the ticker appends to for schedule `name`.
 pub fn ticks_of(name: &str) -> Tag {
@@ -295,6 +310,10 @@ impl SimFunctions {
         if attempt.version.name == TICKER {
             return self.tick(attempt).await;
         }
+        if attempt.version.name == TARGET {
+            let result = self.target(&mut attempt).await;
+            return (result, attempt);
+        }
         let input = attempt.input.to_vec();
         let at = self.record(&input, &attempt.version.name, attempt.version.version);
         let result = self.interpret(&mut attempt, &program, &input, at).await;
@@ -306,6 +325,44 @@ impl SimFunctions {
             }
         }
         (result, attempt)
+    }
+
+    /// An execution of [`TARGET`].
+    async fn target(&self, attempt: &mut Attempt) -> Result<Vec<u8>> {
+        let input = attempt.input.to_vec();
+        let name = String::from_utf8_lossy(&input).into_owned();
+        let stream = target_of(&input);
+        let saw = |ok: u64, cancelled: bool| {
+            let mut t = self.traces.lock().expect("not poisoned");
+            let seen = t.targets.entry(name.clone()).or_default();
+            *seen = (seen.0.max(ok), seen.1 || cancelled);
+        };
+        for i in 0..TARGET_STEPS {
+            let data = Bytes::from(i.to_be_bytes().to_vec());
+            match attempt.cond_append(&[stream], data, stream, i).await {
+                Ok(Ok(_)) => saw(i + 1, false),
+                Ok(Err(e)) => return Err(Error::Failed(format!("step {i}: {e}"))),
+                Err(Abort::Refused(Error::Cancelled)) => {
+                    saw(i, true);
+                    return Err(Error::Failed(format!("cancelled at step {i}")));
+                }
+                Err(abort) => return Err(guest(abort)),
+            }
+            if i + 1 == TARGET_STEPS {
+                break;
+            }
+            // In place or suspended, the same in every execution.
+            let ms = [20, 300][(seed_of(&input).wrapping_add(i) % 2) as usize];
+            match attempt.sleep(Wake::After(ms)).await {
+                Ok(_) => {}
+                Err(Abort::Refused(Error::Cancelled)) => {
+                    saw(i + 1, true);
+                    return Err(Error::Failed(format!("cancelled after step {i}")));
+                }
+                Err(abort) => return Err(guest(abort)),
+            }
+        }
+        Ok(vec![0; 8])
     }
 
     /// An execution of [`TICKER`].
