@@ -12,6 +12,9 @@
 //! request_bytes_max = 6291456
 //! response_bytes_max = 6291456
 //! concurrency_max = 64
+//! retry_attempts = 3  # attempts of an invocation whose guest traps, the first included
+//! retry_backoff_ms = 0          # the wait before the second; doubling, at most
+//! retry_backoff_max_ms = 60000  # this (a wait past 1 s suspends the invocation)
 //!
 //! [node]              # what this node allows at most
 //! instances_max = 256
@@ -24,7 +27,6 @@
 //! store = "rocksdb"   # or "postgres", with `postgres = "host=... user=..."`
 //! protocol = "read-optimized"   # tables not named below
 //! tables = { accounts = "write-optimized" }
-//! retries = 2         # immediate re-executions after a trap
 //! reexecute_after_ms = 5000     # an unfinished invocation is run again this long
 //!                               # past its timeout
 //! ```
@@ -35,6 +37,9 @@ use serde::{Deserialize, Serialize};
 
 pub use tally_durable::{Protocol, StateConfig, StoreKind};
 pub use tally_host::{Limits, NodeLimits};
+
+/// The most attempts a function's retry policy may ask for.
+pub const RETRY_ATTEMPTS_MAX: u32 = 100;
 
 /// A node's whole configuration.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -98,6 +103,15 @@ impl Config {
         }
         if l.timeout_ms == 0 || l.concurrency_max == 0 {
             return Err("timeout_ms and concurrency_max must be positive".into());
+        }
+        if l.retry_attempts == 0 || l.retry_attempts > RETRY_ATTEMPTS_MAX {
+            return Err(format!("retry_attempts must be 1 to {RETRY_ATTEMPTS_MAX} (1: no retry)"));
+        }
+        if l.retry_backoff_ms > l.retry_backoff_max_ms || l.retry_backoff_max_ms > tally_durable::SLEEP_MAX_MS {
+            return Err(format!(
+                "retry_backoff_ms ({}) must be at most retry_backoff_max_ms ({}), itself at most a year",
+                l.retry_backoff_ms, l.retry_backoff_max_ms
+            ));
         }
         Ok(())
     }

@@ -263,6 +263,9 @@ struct DeployQuery {
     request_bytes_max: Option<u64>,
     response_bytes_max: Option<u64>,
     concurrency_max: Option<u32>,
+    retry_attempts: Option<u32>,
+    retry_backoff_ms: Option<u64>,
+    retry_backoff_max_ms: Option<u64>,
     /// State table protocols: `table:protocol,table:protocol`.
     tables: Option<String>,
 }
@@ -296,6 +299,9 @@ async fn deploy(
         request_bytes_max: q.request_bytes_max.unwrap_or(d.request_bytes_max),
         response_bytes_max: q.response_bytes_max.unwrap_or(d.response_bytes_max),
         concurrency_max: q.concurrency_max.unwrap_or(d.concurrency_max),
+        retry_attempts: q.retry_attempts.unwrap_or(d.retry_attempts),
+        retry_backoff_ms: q.retry_backoff_ms.unwrap_or(d.retry_backoff_ms),
+        retry_backoff_max_ms: q.retry_backoff_max_ms.unwrap_or(d.retry_backoff_max_ms),
     };
     let tables = parse_tables(q.tables.as_deref().unwrap_or(""))?;
     let info = rt.deploy(&name, component, limits, tables).await?;

@@ -838,6 +838,54 @@ async fn every_language_sleeps_durably() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trapping_invocation_is_retried_as_its_function_says() {
+    // `flaky N` traps until its N-th attempt. Each function has its own policy: how
+    // many attempts, and a backoff that doubles up to a cap (waited in place when short,
+    // suspended when long).
+    let h = Harness::start(StoreKind::Rocksdb).await;
+    let rt = h.node.runtime.clone();
+    let deploy = |name: &'static str, attempts: u32, backoff_ms: u64, backoff_max_ms: u64| {
+        let rt = rt.clone();
+        async move {
+            let mut limits = rt.config.limits;
+            (limits.retry_attempts, limits.retry_backoff_ms, limits.retry_backoff_max_ms) =
+                (attempts, backoff_ms, backoff_max_ms);
+            rt.deploy(name, guest("clocks"), limits, tables()).await.expect("deploying");
+        }
+    };
+    deploy("flaky", 4, 200, 300).await;
+    deploy("once", 1, 0, 0).await;
+    deploy("patient", 2, 1_500, 1_500).await;
+    // Waits of 200 and 300 ms (400 capped) before attempts 2 and 3.
+    let started = Instant::now();
+    let out = h.invoke_fn("flaky", 860, "flaky 3", "third", None).await.expect("the third attempt succeeds");
+    assert!(out.starts_with("attempt=3 "), "{out}");
+    assert!(started.elapsed() >= Duration::from_millis(500), "{:?}", started.elapsed());
+    // Past its attempts, the trap is the outcome (after waits of 200, 300, 300 ms).
+    let started = Instant::now();
+    let r = h.invoke_fn("flaky", 860, "flaky 9", "never", None).await;
+    assert!(matches!(&r, Err(RuntimeError::Trap(m)) if m.contains("flaky attempt 4 of 9")), "{r:?}");
+    assert!(started.elapsed() >= Duration::from_millis(800), "{:?}", started.elapsed());
+    let r = h.invoke_fn("once", 860, "flaky 2", "once", None).await;
+    assert!(matches!(&r, Err(RuntimeError::Trap(m)) if m.contains("flaky attempt 1 of 2")), "{r:?}");
+    // A wait past the in-place limit suspends the invocation until its retry.
+    let r = h.invoke_fn("patient", 860, "flaky 2", "patient", None).await;
+    let Err(RuntimeError::Suspended { id, wake_ms }) = r else { panic!("{r:?}") };
+    assert!(matches!(rt.invocation(BookId(860), &id).await, Ok(InvocationStatus::Sleeping { .. })));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let out = loop {
+        match rt.invocation(BookId(860), &id).await.expect("a status") {
+            InvocationStatus::Finished(r) => break String::from_utf8(r.expect("the retry succeeds").to_vec()).unwrap(),
+            status => assert!(Instant::now() < deadline, "{status:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let at: u64 = out.strip_prefix("attempt=2 at=").and_then(|t| t.parse().ok()).unwrap_or_else(|| panic!("{out}"));
+    assert!(at >= wake_ms, "retried at {at}, before its wake time {wake_ms}");
+    h.node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancellation_stops_a_tree_mid_flight_and_a_finished_invocation_refuses_it() {
     let h = Harness::start(StoreKind::Rocksdb).await;
     let rt = h.node.runtime.clone();

@@ -76,8 +76,6 @@ pub struct StateConfig {
     /// The protocol of tables that neither the function's deploy nor `tables` names.
     pub protocol: Protocol,
     pub tables: BTreeMap<String, Protocol>,
-    /// Re-executions right after an attempt trapped, before the trap is the result.
-    pub retries: u32,
     /// An invocation with an init record and no result is run again once it is this
     /// much older than its function's timeout (found by a scan, also after a restart).
     pub reexecute_after_ms: u64,
@@ -129,7 +127,6 @@ impl Default for StateConfig {
             postgres: String::new(),
             protocol: Protocol::ReadOptimized,
             tables: BTreeMap::new(),
-            retries: 2,
             reexecute_after_ms: 5_000,
             recovery_interval_ms: 1_000,
             attempts_max: 5,

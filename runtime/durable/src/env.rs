@@ -98,6 +98,31 @@ pub struct FunctionVersion {
     pub request_bytes_max: u64,
     /// The protocols the version declares, per table (see [`crate::Protocol`]).
     pub tables: Arc<BTreeMap<String, Protocol>>,
+    pub retry: RetryPolicy,
+}
+
+/// How an invocation whose guest traps is run again: `attempts` in all (the first
+/// included), waiting `backoff_ms` before the second, twice as long before each one
+/// after, at most `backoff_max_ms`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RetryPolicy {
+    pub attempts: u32,
+    pub backoff_ms: u64,
+    pub backoff_max_ms: u64,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy { attempts: 3, backoff_ms: 0, backoff_max_ms: 60_000 }
+    }
+}
+
+impl RetryPolicy {
+    /// The wait before attempt `next` (2 for the first retry).
+    pub fn backoff_before(&self, next: u32) -> u64 {
+        let doublings = next.saturating_sub(2).min(63);
+        self.backoff_ms.saturating_mul(1 << doublings).min(self.backoff_max_ms)
+    }
 }
 
 /// The functions this node can run: the registry and the guest runtime.

@@ -4,8 +4,9 @@
 //! Which invocations are exactly-once: those given an `Idempotency-Key`, asynchronous
 //! ones, children, and any other as soon as it uses `state` or `invoke` (its init
 //! record is appended then; what ran before touched nothing durable). An attempt that
-//! trapped runs again at once (up to `retries` times); one that failed transiently is
-//! left to the recovery scan (`recovery.rs`).
+//! trapped runs again as its function's retry policy says (attempts, backoff: a wait
+//! is logged as a Retry record, and a long one suspends the invocation); one that
+//! failed transiently is left to the recovery scan (`recovery.rs`).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -684,6 +685,8 @@ impl Durable {
                 Err(e) => return (Err(e), run.ctx),
             }
         };
+        // Whether the invocation has a history (a retry may be logged in it).
+        let mut history = false;
         loop {
             let of = Of {
                 id: run.id.clone(),
@@ -697,8 +700,9 @@ impl Durable {
             let mut instance = Instance::new(self.clone(), of);
             if run.eager {
                 match instance.init(&mut run.ctx).await {
-                    Ok(Started::Fresh) => {}
+                    Ok(Started::Fresh) => history = false,
                     Ok(Started::Running { version: v }) if v != version.version => {
+                        history = true;
                         // Invocations finish on the version that started them.
                         version = match self.functions.version(&run.function, v).await {
                             Ok(Some(found)) => found,
@@ -710,13 +714,27 @@ impl Durable {
                         };
                         instance.set_declared(version.tables.clone());
                     }
-                    Ok(Started::Running { .. }) => {}
+                    Ok(Started::Running { .. }) => history = true,
                     Ok(Started::Finished(logged)) => {
                         self.invocations.replayed.fetch_add(1, Ordering::Relaxed);
                         return (logged.into_result(), run.ctx);
                     }
                     Err(abort) => return (Err(abort.into_error()), run.ctx),
                 }
+            }
+            // A retry after a trap: its attempt number, and the wait before it.
+            if history {
+                match self.retry_state(&mut run).await {
+                    Ok(Some((attempt, until_ms))) => {
+                        run.attempt = run.attempt.max(attempt);
+                        if let Err(suspended) = self.wait_to_retry(&run, version.version, until_ms).await {
+                            return suspended;
+                        }
+                    }
+                    Ok(None) => {}
+                    Err(e) => return (Err(e), run.ctx),
+                }
+                history = false;
             }
             let own = self.clock.now_ms().saturating_add(version.timeout_ms);
             let deadline_ms = run.deadline_ms.map_or(own, |d| d.min(own));
@@ -755,11 +773,24 @@ impl Durable {
             let outcome = match result {
                 // Whatever the guest made of its cancellation.
                 _ if attempt.instance.is_cancelled() => Outcome::Cancelled,
-                Err(Error::Trap(m)) if run.attempt > self.config.retries => Outcome::Trap(cut(&m)),
+                Err(Error::Trap(m)) if run.attempt >= version.retry.attempts => Outcome::Trap(cut(&m)),
                 Err(Error::Trap(m)) => {
                     tracing::info!(function = run.function, id = %run.id, attempt = run.attempt, "running again after a trap: {m}");
                     run.attempt += 1;
                     run.eager = true;
+                    let wait = version.retry.backoff_before(run.attempt);
+                    if wait > 0 {
+                        // Logged, so that the attempt count and the wait outlive this node.
+                        let until_ms = self.clock.wall_ms().saturating_add(wait);
+                        let retry = Step::Retry { id: run.id.clone(), root: run.id.root(), attempt: run.attempt, until_ms };
+                        let tags = [self.tags.retry(&run.id), INSTANCES];
+                        if let Err(e) = self.log.append(&mut run.ctx, shadow(run.book), &tags, record::encode(&retry)).await {
+                            return (Err(e.into()), run.ctx);
+                        }
+                        if let Err(suspended) = self.wait_to_retry(&run, version.version, until_ms).await {
+                            return suspended;
+                        }
+                    }
                     continue;
                 }
                 // A late peer: the logged result stands; the next init returns it.
@@ -793,6 +824,31 @@ impl Durable {
                 Err(abort) => return (Err(abort.into_error()), run.ctx),
             }
         }
+    }
+
+    /// The attempt number and start time of the last retry of `run` logged after a
+    /// trap, if any.
+    async fn retry_state(&self, run: &mut Run) -> Result<Option<(u32, u64)>> {
+        let last = self.log.read_prev(&mut run.ctx, shadow(run.book), self.tags.retry(&run.id), SeqNum::MAX).await?;
+        match last.map(|r| record::decode::<Step>("retry", &r.data)).transpose()? {
+            Some(Step::Retry { id, attempt, until_ms, .. }) if id == run.id => Ok(Some((attempt, until_ms))),
+            Some(other) => Err(Error::Internal(format!("the retry stream of {} holds {}", run.id, other.describe()))),
+            None => Ok(None),
+        }
+    }
+
+    /// Waits for `until_ms` (wall clock) before a retry: in place if near, else the
+    /// attempt ends suspended (`Err`, the answer to return) and the root wakes then.
+    async fn wait_to_retry(self: &Arc<Self>, run: &Run, version: u64, until_ms: u64) -> Result<(), (Result<Vec<u8>>, Context)> {
+        let remaining = until_ms.saturating_sub(self.clock.wall_ms());
+        if remaining == 0 {
+            return Ok(());
+        }
+        if remaining <= self.config.sleep_in_place_max_ms {
+            self.clock.sleep(remaining).await;
+            return Ok(());
+        }
+        Err(self.suspended(run, version, until_ms))
     }
 
     /// The answer of an attempt that ended suspended until `wake_ms`. A child's parent

@@ -42,7 +42,7 @@ pub mod store;
 
 pub use attempt::Attempt;
 pub use config::{Protocol, StateConfig, StoreKind};
-pub use env::{owner, Alone, BoxFuture, Clock, FunctionVersion, Functions, Log, LogResult, Peers, Spawn};
+pub use env::{owner, Alone, BoxFuture, Clock, FunctionVersion, Functions, Log, LogResult, Peers, RetryPolicy, Spawn};
 pub use error::{Error, Result};
 pub use id::{InstanceId, IDEMPOTENCY_KEY_MAX};
 pub use instance::{CrashAfter, Instance, Of, Started, Wake, SLEEP_MAX_MS};

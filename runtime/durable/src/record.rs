@@ -92,6 +92,10 @@ pub enum Step {
     /// the host call that would have logged this step, and from every step-logging call
     /// after it, and the invocation's outcome is `Cancelled`.
     Cancelled,
+    /// Instance `id` trapped and runs again as attempt `attempt`, from `until_ms` on
+    /// (wall clock): in its retry stream (the last one counts) and in INSTANCES, so that
+    /// the recovery scan wakes `root` then. Never a step of a step log.
+    Retry { id: InstanceId, root: InstanceId, attempt: u32, until_ms: u64 },
 }
 
 /// What an await of a promise got.
@@ -187,6 +191,7 @@ impl Step {
             Step::Wake { root } => format!("wake of {root}"),
             Step::Cancel { root } => format!("cancellation of {root}"),
             Step::Cancelled => "cancellation".to_string(),
+            Step::Retry { id, attempt, .. } => format!("retry of {id} as attempt {attempt}"),
         }
     }
 }
@@ -372,6 +377,12 @@ mod tests {
             Step::Wake { root: InstanceId::generated("00ff") },
             Step::Cancel { root: InstanceId::generated("00ff") },
             Step::Cancelled,
+            Step::Retry {
+                id: InstanceId::generated("00ff").child(3),
+                root: InstanceId::generated("00ff"),
+                attempt: 2,
+                until_ms: 9,
+            },
         ];
         for s in steps {
             assert_eq!(decode::<Step>("step", &encode(&s)).unwrap(), s);

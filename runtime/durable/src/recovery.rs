@@ -106,9 +106,9 @@ impl BookScan {
                     let seen_ms = d.clock.now_ms();
                     self.open.insert(tag, Open { id, function, version, seen_ms, attempts: 0, init: r.seqnum.0, wake_ms: None });
                 }
-                // A sleep of the root or of one of its children, or a delayed start: the
-                // root is due then.
-                Ok(Step::Sleep { until_ms, root } | Step::Delay { until_ms, root }) => {
+                // A sleep of the root or of one of its children, a delayed start, or a
+                // retry after a trap: the root is due then.
+                Ok(Step::Sleep { until_ms, root } | Step::Delay { until_ms, root } | Step::Retry { until_ms, root, .. }) => {
                     if let Some(open) = self.open.get_mut(&d.tags.step(&root)) {
                         open.wake_ms = Some(until_ms);
                         open.attempts = 0;

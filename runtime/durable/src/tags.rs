@@ -178,6 +178,11 @@ impl TagKey {
         self.derive("cancel", &[&root.encode()])
     }
 
+    /// The retry stream of an instance (in its book's shadow): its Retry records.
+    pub fn retry(&self, id: &InstanceId) -> Tag {
+        self.derive("retry", &[&id.encode()])
+    }
+
     /// The stream of a schedule (in [`PLATFORM_BOOK`]): its states, one per change.
     pub fn schedule(&self, name: &str) -> Tag {
         self.derive("schedule", &[name.as_bytes()])
@@ -213,6 +218,7 @@ mod tests {
             key.promise("ab"),
             key.promise_waiters("ab"),
             key.cancel(&id),
+            key.retry(&id),
             key.schedule("ab"),
         ];
         for (i, t) in derived.iter().enumerate() {

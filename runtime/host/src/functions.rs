@@ -27,6 +27,11 @@ fn version_of(l: &Loaded) -> FunctionVersion {
         timeout_ms: l.info.limits.timeout_ms,
         request_bytes_max: l.info.limits.request_bytes_max,
         tables: l.info.tables.clone(),
+        retry: tally_durable::RetryPolicy {
+            attempts: l.info.limits.retry_attempts,
+            backoff_ms: l.info.limits.retry_backoff_ms,
+            backoff_max_ms: l.info.limits.retry_backoff_max_ms,
+        },
     }
 }
 

@@ -18,6 +18,13 @@ pub struct Limits {
     /// Instances of the function running at once on this node; more wait, up to the
     /// timeout.
     pub concurrency_max: u32,
+    /// Attempts of an exactly-once invocation whose guest traps (panics, hits
+    /// `unreachable`) before the trap is its result, the first included.
+    pub retry_attempts: u32,
+    /// The wait before the second attempt; it doubles for each one after, up to
+    /// `retry_backoff_max_ms`. A long wait suspends the invocation (it holds nothing).
+    pub retry_backoff_ms: u64,
+    pub retry_backoff_max_ms: u64,
 }
 
 impl Default for Limits {
@@ -28,6 +35,9 @@ impl Default for Limits {
             request_bytes_max: 6 << 20,
             response_bytes_max: 6 << 20,
             concurrency_max: 64,
+            retry_attempts: 3,
+            retry_backoff_ms: 0,
+            retry_backoff_max_ms: 60_000,
         }
     }
 }

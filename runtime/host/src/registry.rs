@@ -77,6 +77,9 @@ struct ManifestLimits {
     request_bytes_max: u64,
     response_bytes_max: u64,
     concurrency_max: u32,
+    retry_attempts: u32,
+    retry_backoff_ms: u64,
+    retry_backoff_max_ms: u64,
 }
 
 impl Default for ManifestLimits {
@@ -93,6 +96,9 @@ impl From<Limits> for ManifestLimits {
             request_bytes_max: l.request_bytes_max,
             response_bytes_max: l.response_bytes_max,
             concurrency_max: l.concurrency_max,
+            retry_attempts: l.retry_attempts,
+            retry_backoff_ms: l.retry_backoff_ms,
+            retry_backoff_max_ms: l.retry_backoff_max_ms,
         }
     }
 }
@@ -105,6 +111,9 @@ impl From<ManifestLimits> for Limits {
             request_bytes_max: l.request_bytes_max,
             response_bytes_max: l.response_bytes_max,
             concurrency_max: l.concurrency_max,
+            retry_attempts: l.retry_attempts,
+            retry_backoff_ms: l.retry_backoff_ms,
+            retry_backoff_max_ms: l.retry_backoff_max_ms,
         }
     }
 }

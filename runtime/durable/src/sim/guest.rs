@@ -210,6 +210,12 @@ fn fv(name: &str, d: &Deployed) -> FunctionVersion {
         timeout_ms: TIMEOUT_MS,
         request_bytes_max: 1 << 20,
         tables: d.tables.clone(),
+        // Traps run again at once, after a wait in place, or suspended until later.
+        retry: crate::env::RetryPolicy {
+            attempts: 3,
+            backoff_ms: [0, 0, 60, 250][(seed_of(name.as_bytes()) % 4) as usize],
+            backoff_max_ms: 400,
+        },
     }
 }
 

@@ -115,6 +115,7 @@ impl Guests {
             timeout_ms: limits.timeout_ms,
             request_bytes_max: limits.request_bytes_max,
             tables: Arc::default(),
+            retry: crate::env::RetryPolicy::default(),
         };
         r.functions.entry(name.to_string()).or_default().push((version, guest));
         r.last_version
@@ -181,7 +182,6 @@ fn config() -> StateConfig {
     StateConfig {
         tables: tables.into_iter().map(|(t, p)| (t.to_string(), p)).collect(),
         crash_injection: true,
-        retries: 2,
         reexecute_after_ms: 100,
         recovery_interval_ms: 50,
         gc_interval_ms: 0,

@@ -21,6 +21,8 @@
 //! - `doze <ms>`: sleeps durably for `ms`; returns `woke=<wall clock ms after it>`
 //!   (the benches' timer, with nothing else in the way).
 //! - `read <table> <key>`: the stored value, or `none`.
+//! - `flaky <n>`: traps in attempts before the `n`-th (`context::attempt`); then
+//!   returns `attempt=<attempt> at=<wall clock ms>`.
 
 use std::hash::BuildHasher;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -89,6 +91,12 @@ fn handle(input: Vec<u8>) -> Result<Vec<u8>, String> {
             let naps = stream(Tag::named("naps"))?.len();
             log::append(&[Tag::named("naps")], "nap").map_err(|e| e.to_string())?;
             Ok(format!("woke={woke} naps={naps}").into_bytes())
+        }
+        ["flaky", n] => {
+            let n: u32 = n.parse().map_err(|_| format!("the attempt {n:?} is not a number"))?;
+            let attempt = context::attempt();
+            assert!(attempt >= n, "flaky attempt {attempt} of {n}");
+            Ok(format!("attempt={attempt} at={}", wall() / 1_000_000).into_bytes())
         }
         ["doze", ms] => {
             let ms: u64 = ms.parse().map_err(|_| format!("the duration {ms:?} is not a number"))?;
