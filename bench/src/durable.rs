@@ -1,4 +1,5 @@
-//! The `durable` suite: durable sleeps, timed by the guest itself.
+//! The `durable` suite: durable sleeps, schedules and promises, timed by the guest
+//! itself where it can.
 //!
 //! ```text
 //!   wake       S sleeps of 1.5 s, each past the function's 1 s time limit (so each
@@ -8,6 +9,13 @@
 //!              per second, the process's RSS before, while all sleep and after they
 //!              woke, and how late each woke when they all wake within a few seconds of
 //!              each other (the timers' accuracy under load)
+//!   schedule   a schedule every 200 ms running the `nightly` example for T ticks: how
+//!              late each tick's invocation first ran (the guest's recorded wall clock
+//!              against the tick's time), and ticks fired against ticks due
+//!   promise    a promise created by one invocation and awaited by another, completed
+//!              once the other waits: in place (an await with a timeout, a synchronous
+//!              caller), the time from the completion call to the caller's answer;
+//!              suspended (no timeout), to the invocation's result
 //! ```
 //!
 //! The dev node runs in this process, so its RSS is the node's. There is no peer in
@@ -43,16 +51,28 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<()> {
     })
     .await??;
     let clocks = std::fs::read(guests.join("clocks.wasm")).context("reading clocks.wasm")?;
+    let nightly = std::fs::read(guests.join("nightly.wasm")).context("reading nightly.wasm")?;
+    let steps = std::fs::read(guests.join("steps.wasm")).context("reading steps.wasm")?;
     let dir = tempfile::tempdir().context("creating a temporary data directory")?;
     let config = tally_runtime::Config { data_dir: dir.path().join("data"), listen: "127.0.0.1:0".into(), ..Default::default() };
     let node = DevNode::start(config).await.context("starting a Tally dev node")?;
     let mut limits = node.runtime.config.limits;
     limits.timeout_ms = 1_000;
     node.runtime.deploy("clocks", Bytes::from(clocks), limits, Default::default()).await.context("deploying clocks")?;
+    let defaults = node.runtime.config.limits;
+    node.runtime.deploy("nightly", Bytes::from(nightly), defaults, Default::default()).await.context("deploying nightly")?;
+    node.runtime.deploy("steps", Bytes::from(steps), defaults, Default::default()).await.context("deploying steps")?;
     let mut report = Report::new(
         "durable",
         format!("durable sleeps in a dev node in this process; {CLIENTS} clients; no peer (see the module doc)"),
     );
+
+    let ticks = if opts.quick { 25 } else { 150 };
+    eprintln!("durable: a schedule every {TICK_MS} ms for {ticks} ticks");
+    schedule_jitter(&node, &mut report, ticks).await?;
+    let promises = if opts.quick { 20 } else { 100 };
+    eprintln!("durable: {promises} promises completed while awaited, in place and suspended");
+    promise_latency(&node, &mut report, promises).await?;
 
     eprintln!("durable: {spread} sleeps of 1.5 s, 50 ms apart");
     let mut tasks = JoinSet::new();
@@ -124,6 +144,103 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<()> {
     record_lateness(&mut report, &case, late)?;
     node.shutdown().await;
     report.print_table();
+    Ok(())
+}
+
+/// The interval of the measured schedule.
+const TICK_MS: u64 = 200;
+
+/// A schedule every `TICK_MS` running `nightly` on its own book for `ticks` ticks.
+async fn schedule_jitter(node: &DevNode, report: &mut Report, ticks: u64) -> anyhow::Result<()> {
+    use tally_durable::{CatchUp, Overlap, ScheduleSpec, Timing};
+    let book = BookId(500);
+    let spec = ScheduleSpec {
+        function: "nightly".into(),
+        book,
+        input: Bytes::new(),
+        timing: Timing::EveryMs(TICK_MS),
+        overlap: Overlap::Skip,
+        catch_up: CatchUp::Latest,
+    };
+    let durable = &node.runtime.durable;
+    let start = now_ms();
+    durable.put_schedule("jitter", spec, None).await.context("defining the schedule")?;
+    tokio::time::sleep(Duration::from_millis(ticks * TICK_MS)).await;
+    durable.delete_schedule("jitter").await.context("deleting the schedule")?;
+    let end = now_ms();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut late = Vec::new();
+    let mut ctx = tally_logsvc::Context::new();
+    let mut from = tally_logsvc::SeqNum(0);
+    let tag = tally_logsvc::Tag::from_name("nightly");
+    while let Some(r) = node.runtime.log().read_next(&mut ctx, book, tag, from).await? {
+        from = tally_logsvc::SeqNum(r.seqnum.0 + 1);
+        let summary: serde_json::Value = serde_json::from_slice(&r.data).context("a summary")?;
+        let ran = summary["ran_at_ms"].as_u64().context("ran_at_ms")?;
+        // Attributed to the latest tick at or before it: exact while ticks run less
+        // than an interval late.
+        late.push(u32::try_from(ran % TICK_MS).unwrap_or(u32::MAX));
+    }
+    let due = end / TICK_MS - start / TICK_MS;
+    let case = format!("every={TICK_MS}ms,ticks={ticks}");
+    report.record(&case, "ticks_fired", late.len() as f64, "ticks")?;
+    report.record(&case, "ticks_due", due as f64, "ticks")?;
+    let late = Latencies::new(late);
+    for (metric, p) in [("tick_late_p50_ms", 50.0), ("tick_late_p99_ms", 99.0), ("tick_late_max_ms", 100.0)] {
+        report.record(&case, metric, f64::from(late.percentile(p).unwrap_or(0)), "ms")?;
+    }
+    Ok(())
+}
+
+/// `n` promises of book 501, each created by one invocation and awaited by another,
+/// completed once the awaiting one waits: its answer's latency from the completion.
+async fn promise_latency(node: &DevNode, report: &mut Report, n: usize) -> anyhow::Result<()> {
+    let rt = &node.runtime;
+    let book = BookId(501);
+    let keyed = |key: String| InvokeOptions { idempotency_key: Some(key), retry_key: None, crash_after: None, delay_ms: 0 };
+    let mut in_place = Vec::new();
+    let mut suspended = Vec::new();
+    for i in 0..n {
+        let promise = rt.invoke_with("steps", book, Bytes::from_static(b"script promise"), keyed(format!("p-{i}"))).await?;
+        let promise = String::from_utf8(promise)?;
+        // In place: a synchronous caller's await with a timeout, within the in-place limit.
+        let (r, p) = (rt.clone(), promise.clone());
+        let waiting = tokio::spawn(async move {
+            let out = r.invoke_with("steps", book, Bytes::from(format!("script await {p} 900")), keyed(format!("w-{i}"))).await;
+            (out, Instant::now())
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let completed = Instant::now();
+        rt.complete_promise(book, &promise, Bytes::from_static(b"yes")).await?;
+        let (out, answered) = waiting.await?;
+        if out? != b"yes" {
+            bail!("an await in place did not get the value");
+        }
+        in_place.push(u32::try_from(answered.duration_since(completed).as_micros()).unwrap_or(u32::MAX));
+        // Suspended: no timeout; the completion wakes it.
+        let promise = rt.invoke_with("steps", book, Bytes::from_static(b"script promise"), keyed(format!("q-{i}"))).await?;
+        let promise = String::from_utf8(promise)?;
+        let id = match rt.invoke_with("steps", book, Bytes::from(format!("script await {promise}")), keyed(format!("s-{i}"))).await {
+            Err(RuntimeError::Suspended { id, .. }) => id,
+            other => bail!("an await with no timeout answered {other:?}"),
+        };
+        let completed = Instant::now();
+        rt.complete_promise(book, &promise, Bytes::from_static(b"yes")).await?;
+        loop {
+            match rt.invocation(book, &id).await? {
+                InvocationStatus::Finished(Ok(_)) => break,
+                InvocationStatus::Finished(Err(e)) => bail!("a suspended await failed: {e}"),
+                _ => tokio::time::sleep(Duration::from_micros(200)).await,
+            }
+        }
+        suspended.push(u32::try_from(completed.elapsed().as_micros()).unwrap_or(u32::MAX));
+    }
+    for (case, micros) in [("await=in-place", in_place), ("await=suspended", suspended)] {
+        let l = Latencies::new(micros);
+        for (metric, p) in [("promise_complete_to_answer_p50_us", 50.0), ("promise_complete_to_answer_p99_us", 99.0)] {
+            report.record(case, metric, f64::from(l.percentile(p).unwrap_or(0)), "us")?;
+        }
+    }
     Ok(())
 }
 

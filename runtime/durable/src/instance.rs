@@ -845,7 +845,8 @@ impl Instance {
                         Err(abort) => return Err(abort),
                     }
                 }
-                // In place if near, looking at the promise every PROMISE_POLL_MS; else
+                // In place if near, looking at the promise every PROMISE_POLL_MS, or at once
+                // when it is completed on this node; else
                 // suspended until then, after a last look (a completion that came
                 // before the Sleep was logged did not see this waiter).
                 let remaining = until_ms.saturating_sub(self.svc.clock.wall_ms());
@@ -867,7 +868,8 @@ impl Instance {
                     if !in_place {
                         return Err(Abort::Suspended { wake_ms: until_ms });
                     }
-                    self.svc.clock.sleep(left.min(PROMISE_POLL_MS)).await;
+                    let look = self.svc.clock.sleep(left.min(PROMISE_POLL_MS));
+                    futures_util::future::select(look, self.svc.completions.wait(promise)).await;
                 }
             }
         };

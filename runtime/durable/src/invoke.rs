@@ -461,7 +461,7 @@ impl Durable {
         let done = Step::Completed { promise: promise.to_string(), root: root.clone(), value };
         let tags = [stream, INSTANCES];
         match self.log.cond_append(&mut ctx, shadow(book), &tags, record::encode(&done), stream, 1).await {
-            Ok(_) => {}
+            Ok(_) => self.completions.notify(promise),
             Err(tally_log_core::Error::Conflict { .. }) => {
                 return Err(Error::Conflict(format!("promise {promise} was completed already")));
             }
