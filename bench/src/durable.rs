@@ -220,10 +220,11 @@ async fn promise_latency(node: &DevNode, report: &mut Report, n: usize) -> anyho
         // Suspended: no timeout; the completion wakes it.
         let promise = rt.invoke_with("steps", book, Bytes::from_static(b"script promise"), keyed(format!("q-{i}"))).await?;
         let promise = String::from_utf8(promise)?;
-        let id = match rt.invoke_with("steps", book, Bytes::from(format!("script await {promise}")), keyed(format!("s-{i}"))).await {
-            Err(RuntimeError::Suspended { id, .. }) => id,
-            other => bail!("an await with no timeout answered {other:?}"),
-        };
+        let id =
+            match rt.invoke_with("steps", book, Bytes::from(format!("script await {promise}")), keyed(format!("s-{i}"))).await {
+                Err(RuntimeError::Suspended { id, .. }) => id,
+                other => bail!("an await with no timeout answered {other:?}"),
+            };
         let completed = Instant::now();
         rt.complete_promise(book, &promise, Bytes::from_static(b"yes")).await?;
         loop {

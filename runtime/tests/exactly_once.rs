@@ -585,6 +585,15 @@ const LANGUAGES: [&str; 4] = ["python", "js", "go", "c"];
 
 impl Harness {
     /// Deploys a language's `steps` guest as `steps-<lang>`, with the tables of `steps`.
+    /// `steps` and the steps function of every other language, by name.
+    async fn steps_in_every_language(&self) -> Vec<String> {
+        let mut functions = vec!["steps".to_string()];
+        for lang in LANGUAGES {
+            functions.push(self.deploy_steps(lang).await);
+        }
+        functions
+    }
+
     async fn deploy_steps(&self, lang: &str) -> String {
         let name = format!("steps-{lang}");
         let mut limits = self.node.runtime.config.limits;
@@ -809,10 +818,7 @@ async fn every_language_sleeps_durably() {
     // `nap 6000` sleeps past the steps functions' 5 s time limit: in every language the
     // invocation suspends (Suspended, status sleeping) and answers after its wake time.
     let h = Harness::start(StoreKind::Rocksdb).await;
-    let mut functions = vec!["steps".to_string()];
-    for lang in LANGUAGES {
-        functions.push(h.deploy_steps(lang).await);
-    }
+    let functions = h.steps_in_every_language().await;
     let mut asleep = Vec::new();
     for (i, function) in functions.iter().enumerate() {
         let book = BookId(800 + i as u64);
@@ -948,10 +954,7 @@ async fn every_language_awaits_promises_created_elsewhere() {
     // (not by the recovery scan's rare look); a short await times out; an unknown or
     // malformed ID is refused.
     let h = Harness::start(StoreKind::Rocksdb).await;
-    let mut functions = vec!["steps".to_string()];
-    for lang in LANGUAGES {
-        functions.push(h.deploy_steps(lang).await);
-    }
+    let functions = h.steps_in_every_language().await;
     let rt = h.node.runtime.clone();
     for (i, function) in functions.iter().enumerate() {
         let book = 820 + i as u64;

@@ -165,7 +165,7 @@ fn field(text: &str, what: &str, lo: u64, hi: u64, names: &[&str]) -> std::resul
 
 /// (year, month 1-12, day 1-31) of a day counted from 1970-01-01 (Howard Hinnant's
 /// `civil_from_days`, for days on or after the epoch).
-fn civil_from_days(days: u64) -> (u64, u64, u64) {
+pub fn civil_from_days(days: u64) -> (u64, u64, u64) {
     let z = days + 719_468;
     let era = z / 146_097;
     let doe = z - era * 146_097;

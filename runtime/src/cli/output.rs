@@ -217,20 +217,11 @@ pub(crate) fn millis(ms: Option<u64>) -> String {
     }
 }
 
-/// Milliseconds since the Unix epoch as `YYYY-MM-DD HH:MM:SS` in UTC (the civil-from-days
-/// algorithm of Howard Hinnant's `chrono`-compatible date library).
+/// Milliseconds since the Unix epoch as `YYYY-MM-DD HH:MM:SS` in UTC.
 pub(crate) fn utc(ms: u64) -> String {
     let secs = ms / 1000;
-    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (year, month, day) = tally_durable::civil_from_days(secs / 86_400);
+    let rem = secs % 86_400;
     format!("{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}", rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
