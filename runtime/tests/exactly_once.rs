@@ -844,6 +844,54 @@ async fn every_language_sleeps_durably() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_whole_journey_survives_a_crash_at_every_step_under_each_protocol() {
+    // `journey T 600` reads the clock and a random number, stores them, appends the
+    // reading, sleeps past the 500 ms time limit (suspending), creates a promise and
+    // awaits it for 50 ms. Crashed after each effect and asked again under its key (on
+    // a book of its own each time), every invocation answers what it stored and
+    // appended, once, with the same output every time it is asked.
+    let h = Harness::start(StoreKind::Rocksdb).await;
+    let mut limits = h.node.runtime.config.limits;
+    limits.timeout_ms = 500;
+    h.node.runtime.deploy("clocks", guest("clocks"), limits, tables()).await.expect("deploying clocks");
+    let rt = h.node.runtime.clone();
+    for (base, table) in [(700, "r"), (720, "w"), (740, "s")] {
+        let mut crashes = 0;
+        for k in 1u64.. {
+            let (book, key, input) = (base + k, format!("journey-{table}-{k}"), format!("journey {table} 600"));
+            let first = h.invoke_fn("clocks", book, &input, &key, Some(k)).await;
+            let out = loop {
+                match h.invoke_fn("clocks", book, &input, &key, None).await {
+                    Ok(out) => break out,
+                    // Asleep; or its time limit ran out after a wait in place: ask again.
+                    Err(RuntimeError::Suspended { .. } | RuntimeError::Timeout(_)) => {
+                        tokio::time::sleep(Duration::from_millis(100)).await
+                    }
+                    Err(e) => panic!("{table}: crash after {k}: {e}"),
+                }
+            };
+            let stored = field(&out, "first");
+            assert!(out.ends_with(" await=timeout"), "{table}: crash after {k}: {out}");
+            assert_eq!(h.read_fn("clocks", book, table, "first").await, stored, "{table}: crash after {k}");
+            let mut ctx = tally_logsvc::Context::new();
+            let tag = tally_logsvc::Tag::from_name("journey");
+            let r = rt.log().read_next(&mut ctx, BookId(book), tag, tally_logsvc::SeqNum(0)).await.unwrap().expect("the record");
+            assert_eq!(String::from_utf8_lossy(&r.data), stored, "{table}: crash after {k}");
+            let next = tally_logsvc::SeqNum(r.seqnum.0 + 1);
+            assert!(rt.log().read_next(&mut ctx, BookId(book), tag, next).await.unwrap().is_none(), "{table}: appended twice");
+            assert_eq!(h.invoke_fn("clocks", book, &input, &key, None).await.expect("the logged answer"), out);
+            match first {
+                Err(RuntimeError::InjectedCrash) => crashes += 1,
+                Err(RuntimeError::Suspended { .. }) | Ok(_) => break,
+                Err(e) => panic!("{table}: crash after {k}: {e}"),
+            }
+        }
+        assert!(crashes >= 3, "{table}: only {crashes} crash points");
+    }
+    h.node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_trapping_invocation_is_retried_as_its_function_says() {
     // `flaky N` traps until its N-th attempt. Each function has its own policy: how
     // many attempts, and a backoff that doubles up to a cap (waited in place when short,

@@ -69,6 +69,9 @@ use crate::InstanceId;
 
 /// How often an await waiting in place looks whether its promise was completed.
 const PROMISE_POLL_MS: u64 = 5;
+/// A wait in place must end this long before the attempt's deadline, so that the
+/// guest has time left for what follows it; a wait that would not suspends instead.
+const IN_PLACE_MARGIN_MS: u64 = 100;
 /// How often a running instance looks in the log for its root's cancellation (at its
 /// steps; an instance younger than this does not look, except before it waits).
 const CANCEL_CHECK_MS: u64 = 50;
@@ -851,7 +854,7 @@ impl Instance {
                 // before the Sleep was logged did not see this waiter).
                 let remaining = until_ms.saturating_sub(self.svc.clock.wall_ms());
                 let in_place = remaining <= self.svc.config.sleep_in_place_max_ms
-                    && self.svc.clock.now_ms().saturating_add(remaining) < deadline_ms;
+                    && self.svc.clock.now_ms().saturating_add(remaining).saturating_add(IN_PLACE_MARGIN_MS) < deadline_ms;
                 let mut first = true;
                 loop {
                     if let Some(outcome) = self.promise_value(ctx, promise).await? {
@@ -951,7 +954,7 @@ impl Instance {
             return Ok(until_ms);
         }
         let near = remaining <= self.svc.config.sleep_in_place_max_ms;
-        if near && self.svc.clock.now_ms().saturating_add(remaining) < deadline_ms {
+        if near && self.svc.clock.now_ms().saturating_add(remaining).saturating_add(IN_PLACE_MARGIN_MS) < deadline_ms {
             self.svc.clock.sleep(remaining).await;
             return Ok(until_ms);
         }

@@ -23,6 +23,11 @@
 //! - `read <table> <key>`: the stored value, or `none`.
 //! - `flaky <n>`: traps in attempts before the `n`-th (`context::attempt`); then
 //!   returns `attempt=<attempt> at=<wall clock ms>`.
+//! - `journey <table> <sleep_ms>`: everything a durable invocation may do between
+//!   crashes: reads the wall clock and a random number and stores them under `first`,
+//!   appends the reading under tag `journey`, sleeps durably `sleep_ms`, creates a
+//!   promise and awaits it for 50 ms (nobody completes it). Returns
+//!   `first=<stored> promise=<id> await=<timeout or the value>`.
 
 use std::hash::BuildHasher;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -91,6 +96,20 @@ fn handle(input: Vec<u8>) -> Result<Vec<u8>, String> {
             let naps = stream(Tag::named("naps"))?.len();
             log::append(&[Tag::named("naps")], "nap").map_err(|e| e.to_string())?;
             Ok(format!("woke={woke} naps={naps}").into_bytes())
+        }
+        ["journey", table, sleep_ms] => {
+            let sleep_ms: u64 = sleep_ms.parse().map_err(|_| format!("the duration {sleep_ms:?} is not a number"))?;
+            let first = format!("{}/{}", wall(), random());
+            state::put(table, "first", &first).map_err(|e| e.to_string())?;
+            log::append(&[Tag::named("journey")], &first).map_err(|e| e.to_string())?;
+            context::sleep(std::time::Duration::from_millis(sleep_ms)).map_err(|e| e.to_string())?;
+            let promise = context::promise_create().map_err(|e| e.to_string())?;
+            let awaited = match context::promise_await(&promise, Some(std::time::Duration::from_millis(50))) {
+                Ok(value) => String::from_utf8_lossy(&value).into_owned(),
+                Err(Error::Timeout(_)) => "timeout".to_string(),
+                Err(e) => return Err(e.to_string()),
+            };
+            Ok(format!("first={first} promise={promise} await={awaited}").into_bytes())
         }
         ["flaky", n] => {
             let n: u32 = n.parse().map_err(|_| format!("the attempt {n:?} is not a number"))?;
