@@ -385,12 +385,17 @@ fn schedules_are_paused_triggered_resumed_and_refused_when_malformed() {
         ("s", r#"{"function":"nightly","every_ms":1000,"cadence":1}"#, "unknown field"),
         ("s", r#"{"function":"nightly","every_ms":1000,"book":9223372036854775809}"#, "reserved"),
         ("s", "not json", "expected"),
+        ("s", r#"{"function":"Bad Name","every_ms":1000}"#, "invalid function name"),
         ("a%20b", r#"{"function":"nightly","every_ms":1000}"#, "not a schedule name"),
     ] {
         let (status, v) = put(name, body);
         assert_eq!((status, v["error"]["code"].as_str()), (400, Some("invalid_argument")), "{body}: {v}");
         assert!(v["error"]["message"].as_str().unwrap().contains(says), "{body}: {v}");
     }
+    // An input larger than a schedule keeps (its records hold it twice).
+    let big = format!(r#"{{"function":"nightly","every_ms":1000,"input":"{}"}}"#, "x".repeat(300 << 10));
+    let (status, v) = put("big", &big);
+    assert_eq!((status, v["error"]["code"].as_str()), (413, Some("too_large")), "{v}");
     for (method, path) in
         [("GET", "/v1/schedules/nope"), ("DELETE", "/v1/schedules/nope"), ("POST", "/v1/schedules/nope/trigger")]
     {

@@ -51,7 +51,10 @@ pub use invoke::{InvocationStatus, InvokeRequest, Listed, ListedStatus};
 pub use node::{check_table, Abort, Durable, NodeBounds, Ops, Parts, KEY_MAX, PAYLOAD_MAX, VALUE_MAX};
 pub use record::{Outcome, Reading, Transition};
 pub use recorder::{GuestClock, RANDOM_BYTES_MAX, READINGS_MAX};
-pub use schedule::{check_name as check_schedule_name, CatchUp, Overlap, Schedule, ScheduleSpec, Timing, EVERY_MIN_MS, LATE_MS};
+pub use schedule::{
+    check_name as check_schedule_name, CatchUp, Overlap, Schedule, ScheduleSpec, Timing, EVERY_MIN_MS, LATE_MS,
+    SCHEDULE_INPUT_MAX,
+};
 pub use store::{StateError, StateStore};
 pub use switch::{auto_choice, TableStatus};
 pub use tags::{shadow, TagKey, MANIFESTS, PLATFORM_BOOK};

@@ -52,6 +52,12 @@ use crate::tags::{PLATFORM_BOOK, SCHEDULES};
 pub const SCHEDULE_NAME_MAX: usize = 128;
 /// The shortest interval.
 pub const EVERY_MIN_MS: u64 = 100;
+/// The largest input of a schedule's invocations: a record of the schedule's stream
+/// holds it twice (the definition and a start), and a record is at most 1 MiB.
+pub const SCHEDULE_INPUT_MAX: usize = 256 << 10;
+/// The longest cron expression and function name a definition may carry.
+const CRON_MAX: usize = 256;
+const FUNCTION_NAME_MAX: usize = 64;
 /// Schedules a cluster keeps (as this node knows them); more are refused.
 pub const SCHEDULES_MAX: usize = 10_000;
 /// With `catch_up = none`, a tick fired later than this after its time was missed.
@@ -152,17 +158,17 @@ impl ScheduleSpec {
     /// Refuses a definition that could never run as asked.
     pub fn check(&self) -> Result<()> {
         let bad = |m: String| Err(Error::InvalidArgument(m));
-        if self.function.is_empty() {
-            return bad("a schedule names a function".into());
+        if self.function.is_empty() || self.function.len() > FUNCTION_NAME_MAX {
+            return bad(format!("a schedule names a function (1 to {FUNCTION_NAME_MAX} bytes)"));
         }
         if self.book.is_reserved() {
             return bad(format!("book {:#x} is reserved for the platform", self.book.0));
         }
-        if self.input.len() > crate::PAYLOAD_MAX {
+        if self.input.len() > SCHEDULE_INPUT_MAX {
             return Err(Error::TooLarge {
                 what: "the input of a schedule",
                 size: Some(self.input.len() as u64),
-                limit: crate::PAYLOAD_MAX as u64,
+                limit: SCHEDULE_INPUT_MAX as u64,
             });
         }
         match &self.timing {
@@ -170,6 +176,7 @@ impl ScheduleSpec {
                 bad(format!("every_ms is {ms}; it must be {EVERY_MIN_MS} to {} (a year)", crate::SLEEP_MAX_MS))
             }
             Timing::EveryMs(_) => Ok(()),
+            Timing::Cron(expr) if expr.len() > CRON_MAX => bad(format!("a cron expression is at most {CRON_MAX} bytes")),
             Timing::Cron(expr) => Cron::parse(expr).map(|_| ()),
         }
     }
@@ -821,7 +828,9 @@ mod tests {
             (ScheduleSpec { timing: Timing::Cron("* *".into()), ..ok.clone() }, "2 fields"),
             (ScheduleSpec { function: String::new(), ..ok.clone() }, "names a function"),
             (ScheduleSpec { book: BookId(BookId::RESERVED_BIT | 1), ..ok.clone() }, "reserved"),
-            (ScheduleSpec { input: vec![0; crate::PAYLOAD_MAX + 1].into(), ..ok.clone() }, "larger than"),
+            (ScheduleSpec { input: vec![0; SCHEDULE_INPUT_MAX + 1].into(), ..ok.clone() }, "larger than"),
+            (ScheduleSpec { function: "f".repeat(65), ..ok.clone() }, "1 to 64 bytes"),
+            (ScheduleSpec { timing: Timing::Cron(format!("* * * * *{}", " ".repeat(300))), ..ok.clone() }, "at most 256"),
         ] {
             let e = bad.check().unwrap_err().to_string();
             assert!(e.contains(says), "{e}");

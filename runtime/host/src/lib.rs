@@ -37,4 +37,4 @@ pub use functions::HostFunctions;
 pub use host::{Invocation, Prepared, WasmHost};
 pub use limits::{Limits, NodeLimits};
 pub use metrics::Metrics;
-pub use registry::{FunctionInfo, Loaded, Registry, VersionInfo, REGISTRY_BOOK};
+pub use registry::{check_name, FunctionInfo, Loaded, Registry, VersionInfo, REGISTRY_BOOK};

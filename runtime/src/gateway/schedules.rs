@@ -13,7 +13,7 @@
 //! `"cron": "EXPR"` instead of `every_ms`, with `"overlap"` (`skip`, `buffer_one`,
 //! `allow_all`), `"catch_up"` (`latest`, `all`, `none`) and `"paused"` optional. The
 //! input is a JSON string (its UTF-8 is the invocation's input) or any other JSON value
-//! (its JSON text is); none is empty.
+//! (its JSON text is), at most `SCHEDULE_INPUT_MAX`; none is empty.
 
 use std::sync::Arc;
 
@@ -30,8 +30,9 @@ use super::{accepted, user_book, ApiPath, ApiResult, Blob, NoBody, RequestBody};
 use crate::error::RuntimeError;
 use crate::runtime::Runtime;
 
-/// Bytes of a definition at most: an input of `PAYLOAD_MAX` bytes, escaped, and the rest.
-const DEFINITION_BYTES_MAX: u64 = 6 * tally_durable::PAYLOAD_MAX as u64 + 4096;
+/// Bytes of a definition at most: an input of `SCHEDULE_INPUT_MAX` bytes, escaped
+/// (`\u00XX` for a control byte), and the rest.
+const DEFINITION_BYTES_MAX: u64 = 6 * tally_durable::SCHEDULE_INPUT_MAX as u64 + 4096;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -69,6 +70,7 @@ impl Definition {
             serde_json::Value::String(s) => Bytes::from(s),
             other => Bytes::from(other.to_string()),
         };
+        tally_host::check_name(&self.function)?;
         let spec = ScheduleSpec { function: self.function, book: user_book(self.book)?, input, timing, overlap, catch_up };
         Ok((spec, self.paused))
     }
