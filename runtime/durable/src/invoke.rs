@@ -92,6 +92,9 @@ pub struct Listed {
     pub status: ListedStatus,
 }
 
+/// Entries of `Invocations::suspended` past which wakes already past are forgotten.
+const SUSPENDED_PRUNE_AT: usize = 4_096;
+
 /// Records of a book's INSTANCES stream one listing call reads at most, whatever it
 /// finds: past them it answers with what it has and where to go on.
 const LIST_SCAN_MAX: usize = 10_000;
@@ -856,7 +859,15 @@ impl Durable {
     /// die, by the recovery scan on its owner).
     fn suspended(self: &Arc<Self>, run: &Run, version: u64, wake_ms: u64) -> (Result<Vec<u8>>, Context) {
         if run.id.is_root() {
-            self.invocations.suspended.lock().expect("not poisoned").insert((run.book, run.id.clone()), wake_ms);
+            let mut suspended = self.invocations.suspended.lock().expect("not poisoned");
+            // Roots woken on another node leave their entry here: forget the past ones
+            // now and then, so that the map holds about the roots asleep.
+            if suspended.len() >= SUSPENDED_PRUNE_AT && suspended.len().is_power_of_two() {
+                let now = self.clock.wall_ms();
+                suspended.retain(|_, wake| *wake > now);
+            }
+            suspended.insert((run.book, run.id.clone()), wake_ms);
+            drop(suspended);
             self.wake_at(run.book, run.id.clone(), run.function.clone(), version, wake_ms);
         }
         (Err(Error::Suspended { id: run.id.to_string(), wake_ms }), run.ctx.clone())
