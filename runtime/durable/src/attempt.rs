@@ -158,6 +158,7 @@ impl Attempt {
             crash: self.instance.crash(),
             attempt: 1,
             delay_until: None,
+            fresh: false,
         };
         let svc = self.instance.svc().clone();
         let (result, child_ctx) = svc.run(run).await;

@@ -569,6 +569,13 @@ impl Instance {
         }
     }
 
+    /// For the first run of an invocation this node has just started (its Init is the
+    /// only history): look for a cancellation only after `CANCEL_CHECK_MS`, as a fresh
+    /// instance does.
+    pub fn look_for_cancellation_later(&mut self) {
+        self.cancel_checked_ms = Some(self.svc.clock.now_ms());
+    }
+
     /// Whether the instance saw its cancellation: its outcome is then `Cancelled`.
     pub fn is_cancelled(&self) -> bool {
         self.cancelled

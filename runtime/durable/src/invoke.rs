@@ -45,6 +45,9 @@ pub(crate) struct Run {
     pub attempt: u32,
     /// A delayed start (`?delay_ms=`): the guest runs from this wall-clock time on.
     pub delay_until: Option<u64>,
+    /// Its Init record was just appended by this node (an asynchronous start): its
+    /// first run has no retry and no cancellation to look for yet.
+    pub fresh: bool,
 }
 
 /// Where an invocation stands, as `GET /v1/invocations/{id}` shows it.
@@ -214,6 +217,7 @@ impl Durable {
             crash,
             attempt: 1,
             delay_until,
+            fresh: false,
         };
         self.run(run).await
     }
@@ -274,6 +278,7 @@ impl Durable {
             crash: None,
             attempt: 1,
             delay_until,
+            fresh: false,
         };
         let version = self.version_for(&mut run).await?;
         {
@@ -296,6 +301,7 @@ impl Durable {
             crash: None,
         };
         let started = Instance::new(self.clone(), of).init(&mut run.ctx).await;
+        run.fresh = matches!(started, Ok(Started::Fresh));
         let release = || self.invocations.asyncs.lock().expect("not poisoned").running -= 1;
         match started {
             // Finished, or a resubmission of one that runs here already: nothing to start.
@@ -717,6 +723,7 @@ impl Durable {
                         };
                         instance.set_declared(version.tables.clone());
                     }
+                    Ok(Started::Running { .. }) if run.fresh => instance.look_for_cancellation_later(),
                     Ok(Started::Running { .. }) => history = true,
                     Ok(Started::Finished(logged)) => {
                         self.invocations.replayed.fetch_add(1, Ordering::Relaxed);
@@ -753,6 +760,7 @@ impl Durable {
                     Err(abort) => return (Err(abort.into_error()), run.ctx),
                 }
             }
+            run.fresh = false;
             let input = instance.input().cloned().unwrap_or_default();
             let attempt = Attempt {
                 version: version.clone(),
@@ -920,6 +928,7 @@ impl Durable {
             crash: None,
             attempt,
             delay_until: None,
+            fresh: false,
         };
         self.run(run).await
     }
