@@ -582,9 +582,11 @@ impl Instance {
     }
 
     /// Before the instance waits (a sleep, an await, a delayed start): a cancelled root
-    /// does not wait.
+    /// does not wait. A re-execution (which a cancellation causes) looks in the log; a
+    /// first execution does if it last looked `CANCEL_CHECK_MS` ago or more (one that
+    /// sleeps without seeing a cancellation made meanwhile is woken to see it).
     async fn check_cancelled(&mut self, ctx: &mut Context) -> Result<(), Abort> {
-        if self.cancelled || self.cancel_requested(ctx, true).await? {
+        if self.cancelled || self.cancel_requested(ctx, false).await? {
             return Err(self.cancel(ctx).await);
         }
         Ok(())

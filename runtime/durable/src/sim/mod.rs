@@ -1221,6 +1221,13 @@ async fn cancels(world: Arc<World>) {
     *world.cancels_done.lock().expect("not poisoned") = true;
 }
 
+/// Whether an execution of target `input` ran to its end (all its steps, or its
+/// cancellation).
+fn target_ended(world: &World, input: &str) -> bool {
+    let t = world.traces.lock().expect("not poisoned");
+    t.targets.get(input).is_some_and(|&(ok, cancelled)| cancelled || ok == guest::TARGET_STEPS)
+}
+
 /// One target of [`cancels`]; `None` after a violation.
 async fn cancel_one(world: &Arc<World>, t: u64) -> Option<()> {
     let h = world.harness();
@@ -1266,12 +1273,20 @@ async fn cancel_one(world: &Arc<World>, t: u64) -> Option<()> {
             *answer.lock().expect("not poisoned") = Some(refused);
         }),
     );
+    let submitted_ms = h.now_ms();
     let outcome = loop {
         h.sleep(5 + world.draw(10)).await;
         let Some((n, d, _)) = world.pick_node() else { continue };
         let i = id.clone();
         match world.on_node(n, d, "status", move |d| async move { d.invocation(book, &i).await }).await {
-            Some(Ok(InvocationStatus::Finished(r))) => break r,
+            Some(Ok(InvocationStatus::Finished(r))) => break Some(r),
+            // Its result was collected before a look got to it (a paused node, say):
+            // once an execution ran it to its end, the outcome is unknown, not lost.
+            Some(Err(Error::InvocationNotFound(_)))
+                if h.now_ms() > submitted_ms + world.config.results_kept_ms && target_ended(world, &input) =>
+            {
+                break None;
+            }
             Some(Err(e)) if !e.is_transient() && !matches!(e, Error::InvocationNotFound(_)) => {
                 world.fail(format!("the status of {input}: {e}"));
                 return None;
@@ -1298,10 +1313,11 @@ async fn cancel_one(world: &Arc<World>, t: u64) -> Option<()> {
     let fine = match &outcome {
         _ if trimmed => true,
         // Asked for after its result was collected (it is kept briefly here): unknown.
-        Err(Error::Conflict(m)) if m.contains("no longer kept") => true,
-        Ok(_) => made == all && most_ok == all && !saw_cancel,
-        Err(Error::Cancelled) => !refused_all && saw_cancel && most_ok < all && made >= most_ok,
-        Err(_) => false,
+        None => made >= most_ok,
+        Some(Err(Error::Conflict(m))) if m.contains("no longer kept") => true,
+        Some(Ok(_)) => made == all && most_ok == all && !saw_cancel,
+        Some(Err(Error::Cancelled)) => !refused_all && saw_cancel && most_ok < all && made >= most_ok,
+        Some(Err(_)) => false,
     };
     if !fine {
         world.fail(format!(
@@ -1310,7 +1326,7 @@ async fn cancel_one(world: &Arc<World>, t: u64) -> Option<()> {
         ));
         return None;
     }
-    if outcome.is_err() {
+    if matches!(outcome, Some(Err(_))) {
         world.stats.lock().expect("not poisoned").cancelled += 1;
     }
     // Nothing of a finished invocation runs on: a late peer stops at its next step.
@@ -1318,7 +1334,7 @@ async fn cancel_one(world: &Arc<World>, t: u64) -> Option<()> {
     // cancelling execution logged the cancellation there, and makes that step's effect.
     h.sleep(1_000).await;
     let now = world.log.next_offset(book, guest::target_of(input.as_bytes()));
-    let racing_peer = u64::from(outcome.is_err());
+    let racing_peer = u64::from(!matches!(outcome, Some(Ok(_))));
     if now < made || now > made + racing_peer {
         world.fail(format!("{input} made {now} steps, {made} when it had finished"));
         return None;
