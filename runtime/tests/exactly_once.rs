@@ -16,7 +16,7 @@ use tally_logsvc::BookId;
 use tally_runtime::config::{Protocol, StoreKind};
 use tally_runtime::dev::DevNode;
 use tally_runtime::runtime::InvokeOptions;
-use tally_runtime::{Config, RuntimeError};
+use tally_runtime::{Config, Runtime, RuntimeError};
 use tally_state::TempPostgres;
 
 fn guest(name: &str) -> Bytes {
@@ -620,6 +620,19 @@ async fn every_language_survives_crashes_at_every_step() {
 
 /// The `clocks` guest reads its clocks and random numbers between two state writes.
 /// The value of `name=` in a guest's space-separated output.
+/// The outcome of invocation `id` of `book` once it has one (asked every 20 ms, for
+/// at most 20 s).
+async fn outcome(rt: &Runtime, book: u64, id: &str) -> Result<Bytes, RuntimeError> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match rt.invocation(BookId(book), id).await.expect("a status") {
+            InvocationStatus::Finished(r) => return r,
+            status => assert!(Instant::now() < deadline, "{id} on book {book}: {status:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 fn field(out: &str, name: &str) -> String {
     let prefix = format!("{name}=");
     out.split(' ').find_map(|w| w.strip_prefix(&prefix)).unwrap_or_else(|| panic!("{name} in {out:?}")).to_string()
@@ -926,14 +939,7 @@ async fn a_trapping_invocation_is_retried_as_its_function_says() {
     let r = h.invoke_fn("patient", 860, "flaky 2", "patient", None).await;
     let Err(RuntimeError::Suspended { id, wake_ms }) = r else { panic!("{r:?}") };
     assert!(matches!(rt.invocation(BookId(860), &id).await, Ok(InvocationStatus::Sleeping { .. })));
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let out = loop {
-        match rt.invocation(BookId(860), &id).await.expect("a status") {
-            InvocationStatus::Finished(r) => break String::from_utf8(r.expect("the retry succeeds").to_vec()).unwrap(),
-            status => assert!(Instant::now() < deadline, "{status:?}"),
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let out = String::from_utf8(outcome(&rt, 860, &id).await.expect("the retry succeeds").to_vec()).unwrap();
     let at: u64 = out.strip_prefix("attempt=2 at=").and_then(|t| t.parse().ok()).unwrap_or_else(|| panic!("{out}"));
     assert!(at >= wake_ms, "retried at {at}, before its wake time {wake_ms}");
     h.node.shutdown().await;
@@ -945,16 +951,7 @@ async fn cancellation_stops_a_tree_mid_flight_and_a_finished_invocation_refuses_
     let rt = h.node.runtime.clone();
     let finished = |book: u64, id: String| {
         let rt = rt.clone();
-        async move {
-            let deadline = Instant::now() + Duration::from_secs(20);
-            loop {
-                match rt.invocation(BookId(book), &id).await.expect("a status") {
-                    InvocationStatus::Finished(r) => return r,
-                    status => assert!(Instant::now() < deadline, "{status:?}"),
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        }
+        async move { outcome(&rt, book, &id).await }
     };
     let start = |book: u64, input: &str, key: &str| {
         let rt = rt.clone();
@@ -1017,14 +1014,8 @@ async fn every_language_awaits_promises_created_elsewhere() {
             other => panic!("{function}: {other:?}"),
         };
         rt.complete_promise(BookId(book), &promise, Bytes::from(format!("v-{function}"))).await.expect("completing");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let output = loop {
-            match rt.invocation(BookId(book), &id).await.expect("a status") {
-                InvocationStatus::Finished(r) => break r.unwrap_or_else(|e| panic!("{function}: {e}")),
-                status => assert!(Instant::now() < deadline, "{function}: not woken by the completion: {status:?}"),
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        };
+        // Not woken by the completion, it would still sleep when `outcome` gives up.
+        let output = outcome(&rt, book, &id).await.unwrap_or_else(|e| panic!("{function}: {e}"));
         assert_eq!(String::from_utf8_lossy(&output), format!("v-{function}"), "{function}");
         let out = run("script promise; await $1 50".into(), format!("short-{function}")).await.expect("an answer");
         assert!(out.ends_with(",error:timeout"), "{function}: {out}");
@@ -1055,16 +1046,7 @@ async fn promises_complete_once_before_during_and_after_the_wait() {
     };
     let finished = |book: u64, id: String| {
         let rt = rt.clone();
-        async move {
-            let deadline = Instant::now() + Duration::from_secs(20);
-            loop {
-                match rt.invocation(BookId(book), &id).await.expect("a status") {
-                    InvocationStatus::Finished(r) => return String::from_utf8(r.expect("a result").to_vec()).unwrap(),
-                    status => assert!(Instant::now() < deadline, "{status:?}"),
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        }
+        async move { String::from_utf8(outcome(&rt, book, &id).await.expect("a result").to_vec()).unwrap() }
     };
     let suspended = |r: Result<String, RuntimeError>| match r {
         Err(RuntimeError::Suspended { id, .. }) => id,
