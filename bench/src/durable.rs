@@ -211,7 +211,7 @@ async fn promise_latency(node: &DevNode, report: &mut Report, n: usize) -> anyho
         });
         tokio::time::sleep(Duration::from_millis(100)).await;
         let completed = Instant::now();
-        rt.complete_promise(book, &promise, Bytes::from_static(b"yes")).await?;
+        rt.durable.complete_promise(book, &promise, Bytes::from_static(b"yes")).await?;
         let (out, answered) = waiting.await?;
         if out? != b"yes" {
             bail!("an await in place did not get the value");
@@ -226,7 +226,7 @@ async fn promise_latency(node: &DevNode, report: &mut Report, n: usize) -> anyho
                 other => bail!("an await with no timeout answered {other:?}"),
             };
         let completed = Instant::now();
-        rt.complete_promise(book, &promise, Bytes::from_static(b"yes")).await?;
+        rt.durable.complete_promise(book, &promise, Bytes::from_static(b"yes")).await?;
         loop {
             match rt.invocation(book, &id).await? {
                 InvocationStatus::Finished(Ok(_)) => break,

@@ -531,7 +531,7 @@ async fn complete_promise(
 ) -> ApiResult<Response> {
     let book = user_book(q.book)?;
     let value = body.read("the value of a promise", tally_durable::PAYLOAD_MAX as u64).await?;
-    rt.complete_promise(book, &id, value).await?;
+    rt.durable.complete_promise(book, &id, value).await?;
     Ok(Json(json!({ "promise": id, "book": book.0, "completed": true })).into_response())
 }
 
@@ -565,7 +565,7 @@ async fn list_invocations(State(rt): State<Arc<Runtime>>, ApiQuery(q): ApiQuery<
     if limit == 0 || limit > LIST_LIMIT_MAX {
         return Err(RuntimeError::InvalidArgument(format!("limit {limit}: 1 to {LIST_LIMIT_MAX}")).into());
     }
-    let (listed, next) = rt.list_invocations(book, q.function.as_deref(), q.status.as_deref(), q.after, limit).await?;
+    let (listed, next) = rt.durable.list_invocations(book, q.function.as_deref(), q.status.as_deref(), q.after, limit).await?;
     let invocations: Vec<serde_json::Value> = listed
         .iter()
         .map(|l| {

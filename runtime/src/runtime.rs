@@ -182,24 +182,6 @@ impl Runtime {
         Ok(self.durable.invoke_async(function, book, input, idempotency_key, delay_ms).await?.to_string())
     }
 
-    /// The root invocations of `book`, filtered, a page at a time (see
-    /// `Durable::list_invocations`).
-    pub async fn list_invocations(
-        &self,
-        book: BookId,
-        function: Option<&str>,
-        status: Option<&str>,
-        after: u64,
-        limit: usize,
-    ) -> Result<(Vec<tally_durable::Listed>, Option<u64>)> {
-        self.durable.list_invocations(book, function, status, after, limit).await
-    }
-
-    /// Completes a promise of `book` once (see `Durable::complete_promise`).
-    pub async fn complete_promise(self: &Arc<Self>, book: BookId, promise: &str, value: Bytes) -> Result<()> {
-        self.durable.complete_promise(book, promise, value).await
-    }
-
     /// The status of an invocation started on `book`.
     pub async fn invocation(&self, book: BookId, id: &str) -> Result<InvocationStatus> {
         self.durable.invocation(book, id).await

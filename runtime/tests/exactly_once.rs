@@ -1013,7 +1013,7 @@ async fn every_language_awaits_promises_created_elsewhere() {
             Err(RuntimeError::Suspended { id, .. }) => id,
             other => panic!("{function}: {other:?}"),
         };
-        rt.complete_promise(BookId(book), &promise, Bytes::from(format!("v-{function}"))).await.expect("completing");
+        rt.durable.complete_promise(BookId(book), &promise, Bytes::from(format!("v-{function}"))).await.expect("completing");
         // Not woken by the completion, it would still sleep when `outcome` gives up.
         let output = outcome(&rt, book, &id).await.unwrap_or_else(|e| panic!("{function}: {e}"));
         assert_eq!(String::from_utf8_lossy(&output), format!("v-{function}"), "{function}");
@@ -1056,23 +1056,23 @@ async fn promises_complete_once_before_during_and_after_the_wait() {
     // second completion is refused.
     let id = suspended(h.invoke_fn("clocks", 901, "approve 0 0", "during", None).await);
     let promise = promise_of(901).await;
-    rt.complete_promise(BookId(901), &promise, Bytes::from_static(b"yes")).await.expect("completing");
+    rt.durable.complete_promise(BookId(901), &promise, Bytes::from_static(b"yes")).await.expect("completing");
     assert_eq!(finished(901, id).await, "approved:yes");
-    let again = rt.complete_promise(BookId(901), &promise, Bytes::from_static(b"no")).await;
+    let again = rt.durable.complete_promise(BookId(901), &promise, Bytes::from_static(b"no")).await;
     assert!(matches!(again, Err(RuntimeError::Conflict(_))), "{again:?}");
     // Completed before the await (while the invocation sleeps first).
     let id = suspended(h.invoke_fn("clocks", 902, "approve 2000 0", "before", None).await);
-    rt.complete_promise(BookId(902), &promise_of(902).await, Bytes::from_static(b"early")).await.expect("completing");
+    rt.durable.complete_promise(BookId(902), &promise_of(902).await, Bytes::from_static(b"early")).await.expect("completing");
     assert_eq!(finished(902, id).await, "approved:early");
     // Never completed: the await times out; a completion after that is accepted and
     // changes nothing, and the key answers with the logged outcome.
     let id = suspended(h.invoke_fn("clocks", 903, "approve 0 1500", "late", None).await);
     assert_eq!(finished(903, id).await, "timeout");
-    rt.complete_promise(BookId(903), &promise_of(903).await, Bytes::from_static(b"late")).await.expect("completing");
+    rt.durable.complete_promise(BookId(903), &promise_of(903).await, Bytes::from_static(b"late")).await.expect("completing");
     assert_eq!(h.invoke_fn("clocks", 903, "approve 0 1500", "late", None).await.expect("the logged answer"), "timeout");
     // Promises that no invocation of the book created.
     for (book, id) in [(901, "0".repeat(32)), (902, promise.clone()), (901, "not-a-promise".to_string())] {
-        let r = rt.complete_promise(BookId(book), &id, Bytes::new()).await;
+        let r = rt.durable.complete_promise(BookId(book), &id, Bytes::new()).await;
         assert!(matches!(r, Err(RuntimeError::PromiseNotFound(_))), "{book} {id}: {r:?}");
     }
     h.node.shutdown().await;

@@ -23,6 +23,7 @@ use crate::id::InstanceId;
 use crate::instance::{CrashAfter, Instance, Of, Started};
 use crate::node::{Abort, Durable};
 use crate::record::{self, cut, Outcome, Step};
+use crate::switch::check_book;
 use crate::tags::{shadow, INSTANCES};
 
 /// One invocation to run: from outside, as a child, or again after a crash.
@@ -351,9 +352,7 @@ impl Durable {
     /// `book`: kept in memory for this node's asynchronous invocations, otherwise read
     /// from the invocation's step log.
     pub async fn invocation(&self, book: BookId, id: &str) -> Result<InvocationStatus> {
-        if book.is_reserved() {
-            return Err(Error::InvalidArgument(format!("book {:#x} is reserved for the platform", book.0)));
-        }
+        check_book(book)?;
         // An ID this platform cannot have handed out names no invocation.
         let id = InstanceId::parse_generated(id).map_err(|_| Error::InvocationNotFound(id.to_string()))?;
         let kept = self.invocations.asyncs.lock().expect("not poisoned").by_id.get(&(book, id.clone())).cloned();
@@ -370,23 +369,25 @@ impl Durable {
             Step::Init { id: found, .. } if found == id => {}
             _ => return Err(not_found()),
         }
-        let last = self.log.read_prev(&mut ctx, shadow(book), tag, SeqNum::MAX).await?;
-        match last.map(|r| record::decode::<Step>("step", &r.data)).transpose()? {
-            Some(Step::Result { outcome }) => Ok(InvocationStatus::Finished(outcome.into_result().map(Bytes::from))),
-            Some(Step::Sleep { until_ms, .. } | Step::Delay { until_ms, .. }) if until_ms > self.clock.wall_ms() => {
-                Ok(InvocationStatus::Sleeping { wake_ms: until_ms })
-            }
-            _ => Ok(self
-                .suspended_until(book, &id)
-                .map_or(InvocationStatus::Running, |wake_ms| InvocationStatus::Sleeping { wake_ms })),
-        }
+        self.status_of(&mut ctx, book, &id).await
     }
 
-    /// The wake time of root `id` of `book` if this node suspended it and it has not
-    /// run again since (nor is its wake time past).
-    fn suspended_until(&self, book: BookId, id: &InstanceId) -> Option<u64> {
-        let wake_ms = *self.invocations.suspended.lock().expect("not poisoned").get(&(book, id.clone()))?;
-        (wake_ms > self.clock.wall_ms()).then_some(wake_ms)
+    /// The status of root `id` of `book` as the last record of its step log says: its
+    /// result, a sleep not yet over, or (for a root whose child sleeps, which has no
+    /// Sleep of its own) the wake time this node suspended it until.
+    async fn status_of(&self, ctx: &mut Context, book: BookId, id: &InstanceId) -> Result<InvocationStatus> {
+        let last = self.log.read_prev(ctx, shadow(book), self.tags.step(id), SeqNum::MAX).await?;
+        let wall = self.clock.wall_ms();
+        Ok(match last.map(|r| record::decode::<Step>("step", &r.data)).transpose()? {
+            Some(Step::Result { outcome }) => InvocationStatus::Finished(outcome.into_result().map(Bytes::from)),
+            Some(Step::Sleep { until_ms, .. } | Step::Delay { until_ms, .. }) if until_ms > wall => {
+                InvocationStatus::Sleeping { wake_ms: until_ms }
+            }
+            _ => match self.invocations.suspended.lock().expect("not poisoned").get(&(book, id.clone())) {
+                Some(&wake_ms) if wake_ms > wall => InvocationStatus::Sleeping { wake_ms },
+                _ => InvocationStatus::Running,
+            },
+        })
     }
 
     /// The root invocations of `book` started at or after seqnum `after` (a cursor:
@@ -403,9 +404,7 @@ impl Durable {
         after: u64,
         limit: usize,
     ) -> Result<(Vec<Listed>, Option<u64>)> {
-        if book.is_reserved() {
-            return Err(Error::InvalidArgument(format!("book {:#x} is reserved for the platform", book.0)));
-        }
+        check_book(book)?;
         let mut ctx = Context::new();
         let mut out = Vec::new();
         let mut at = after;
@@ -421,16 +420,11 @@ impl Durable {
             if !id.is_root() || function.is_some_and(|w| w != f) {
                 continue;
             }
-            let last = self.log.read_prev(&mut ctx, shadow(book), self.tags.step(&id), SeqNum::MAX).await?;
-            let listed = match last.map(|l| record::decode::<Step>("step", &l.data)).transpose()? {
-                Some(Step::Result { outcome }) => match outcome.into_result() {
-                    Ok(_) => ListedStatus::Succeeded,
-                    Err(e) => ListedStatus::Failed(e.code()),
-                },
-                Some(Step::Sleep { until_ms, .. } | Step::Delay { until_ms, .. }) if until_ms > self.clock.wall_ms() => {
-                    ListedStatus::Sleeping { wake_ms: until_ms }
-                }
-                _ => self.suspended_until(book, &id).map_or(ListedStatus::Running, |wake_ms| ListedStatus::Sleeping { wake_ms }),
+            let listed = match self.status_of(&mut ctx, book, &id).await? {
+                InvocationStatus::Running => ListedStatus::Running,
+                InvocationStatus::Sleeping { wake_ms } => ListedStatus::Sleeping { wake_ms },
+                InvocationStatus::Finished(Ok(_)) => ListedStatus::Succeeded,
+                InvocationStatus::Finished(Err(e)) => ListedStatus::Failed(e.code()),
             };
             if status.is_none_or(|s| s == listed.name()) {
                 out.push(Listed { id, function: f, status: listed });
@@ -443,12 +437,10 @@ impl Durable {
     /// conditional append at offset 1 of the promise's stream, so a second one gets
     /// `Conflict`, one of a promise never created `PromiseNotFound`. Then the invocation
     /// that created it, and any other that suspended awaiting it, runs again here (the
-    /// recovery scan wakes them too, from the completion's and the Wake records in
-    /// INSTANCES). An await waiting in place sees the completion within a few ms.
+    /// recovery scan wakes them too, from the completion's record in INSTANCES). An
+    /// await waiting in place sees the completion within a few ms.
     pub async fn complete_promise(self: &Arc<Self>, book: BookId, promise: &str, value: Bytes) -> Result<()> {
-        if book.is_reserved() {
-            return Err(Error::InvalidArgument(format!("book {:#x} is reserved for the platform", book.0)));
-        }
+        check_book(book)?;
         if !crate::tags::is_promise_id(promise) {
             return Err(Error::PromiseNotFound(promise.to_string()));
         }
@@ -484,24 +476,31 @@ impl Durable {
     }
 
     /// Wakes the roots that wait for `promise`: its creator's, and those of awaits that
-    /// would suspend (each also made due for the recovery scan by a Wake record, should
-    /// this node die before it wakes them). A finished root answers from its log,
-    /// running nothing.
+    /// would suspend (the promise's waiters stream). Should this node die first, the
+    /// recovery scan wakes them from the completion's record. A finished root answers
+    /// from its log, running nothing.
     async fn wake_waiters(self: &Arc<Self>, ctx: &mut Context, book: BookId, promise: &str, creator: InstanceId) -> Result<()> {
-        let waiters = self.tags.promise_waiters(promise);
         let mut woken = std::collections::BTreeSet::from([creator]);
-        let mut at = SeqNum(0);
-        while let Some(r) = self.log.read_next(ctx, shadow(book), waiters, at).await? {
-            at = SeqNum(r.seqnum.0.saturating_add(1));
-            let Ok(Step::Sleep { root, .. }) = record::decode::<Step>("step", &r.data) else { continue };
-            if woken.insert(root.clone()) {
-                self.log.append(ctx, shadow(book), &[INSTANCES, waiters], record::encode(&Step::Wake { root })).await?;
-            }
-        }
+        woken.extend(self.promise_waiters(ctx, book, promise).await?);
         for root in woken {
             self.wake(ctx, book, root).await?;
         }
         Ok(())
+    }
+
+    /// The roots of the awaits of `promise` that logged a wait (their Sleep records in
+    /// the promise's waiters stream).
+    pub(crate) async fn promise_waiters(&self, ctx: &mut Context, book: BookId, promise: &str) -> Result<Vec<InstanceId>> {
+        let waiters = self.tags.promise_waiters(promise);
+        let mut roots = Vec::new();
+        let mut at = SeqNum(0);
+        while let Some(r) = self.log.read_next(ctx, shadow(book), waiters, at).await? {
+            at = SeqNum(r.seqnum.0.saturating_add(1));
+            if let Ok(Step::Sleep { root, .. }) = record::decode::<Step>("step", &r.data) {
+                roots.push(root);
+            }
+        }
+        Ok(roots)
     }
 
     /// Cancels root invocation `id` of `book` and its children, cooperatively: each of
@@ -542,12 +541,15 @@ impl Durable {
             return Ok(());
         };
         let weak = Arc::downgrade(self);
+        // From the caller's position: a replica behind it would not show the run what
+        // woke it (a completion, a cancellation), and the run would wait again.
+        let seen = ctx.clone();
         // Cancelling it loses nothing: the root is due in the recovery scan.
         self.spawn.spawn(
             "wake",
             Box::pin(async move {
                 let Some(d) = Durable::live(&weak) else { return };
-                let _ = d.reexecute(book, root, function, version, 1).await;
+                let _ = d.reexecute(book, root, function, version, 1, seen).await;
             }),
         );
         Ok(())
@@ -596,9 +598,7 @@ impl Durable {
 
     /// What a fresh invocation must pass before anything is logged for it.
     fn admit(&self, run: &Run, version: &FunctionVersion) -> Result<()> {
-        if run.book.is_reserved() {
-            return Err(Error::InvalidArgument(format!("book {:#x} is reserved for the platform", run.book.0)));
-        }
+        check_book(run.book)?;
         if let Some(input) = &run.input {
             if input.len() as u64 > version.request_bytes_max {
                 return Err(Error::TooLarge {
@@ -897,7 +897,7 @@ impl Durable {
             Box::pin(async move {
                 wait.await;
                 let Some(d) = Durable::live(&weak) else { return };
-                if let (Err(e), _) = d.reexecute(book, id.clone(), function, version, 1).await {
+                if let (Err(e), _) = d.reexecute(book, id.clone(), function, version, 1, Context::new()).await {
                     if !matches!(e, Error::Suspended { .. }) {
                         tracing::warn!(%id, "waking a sleeping invocation: {e}");
                     }
@@ -907,6 +907,8 @@ impl Durable {
     }
 
     /// Runs an unfinished root invocation again, on the version its Init record names.
+    /// `ctx` is where the caller saw why (a completion, a cancellation, a wake record):
+    /// the run reads nothing older, so it sees that too.
     pub(crate) async fn reexecute(
         self: &Arc<Self>,
         book: BookId,
@@ -914,13 +916,14 @@ impl Durable {
         function: String,
         version: u64,
         attempt: u32,
+        ctx: Context,
     ) -> (Result<Vec<u8>>, Context) {
         let run = Run {
             function,
             version: Some(version),
             book,
             input: None,
-            ctx: Context::new(),
+            ctx,
             depth: 0,
             deadline_ms: None,
             id,

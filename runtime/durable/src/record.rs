@@ -77,13 +77,10 @@ pub enum Step {
     /// What an await of `promise` got, logged before the guest sees it.
     Awaited { promise: String, outcome: Awaited },
     /// The completion of a promise from outside: in the promise's stream at offset 1
-    /// (so there is one), and in INSTANCES, so that the recovery scan wakes `root`.
+    /// (so there is one), and in INSTANCES, so that the recovery scan wakes `root` and
+    /// the roots in the promise's waiters stream.
     /// Never a step of a step log.
     Completed { promise: String, root: InstanceId, value: Bytes },
-    /// A root is due at once: a promise it (or one of its children) awaits, and did
-    /// not create, was completed. In INSTANCES (for the recovery scan) and the
-    /// promise's waiters stream. Never a step of a step log.
-    Wake { root: InstanceId },
     /// A request to cancel root `root` and its children: at offset 0 of the root's
     /// cancel stream (one is enough), and in INSTANCES, so that the recovery scan runs
     /// a sleeping root, which then sees it. Never a step of a step log.
@@ -188,7 +185,6 @@ impl Step {
             Step::Promise { promise, .. } => format!("creation of promise {promise}"),
             Step::Awaited { promise, .. } => format!("await of promise {promise}"),
             Step::Completed { promise, .. } => format!("completion of promise {promise}"),
-            Step::Wake { root } => format!("wake of {root}"),
             Step::Cancel { root } => format!("cancellation of {root}"),
             Step::Cancelled => "cancellation".to_string(),
             Step::Retry { id, attempt, .. } => format!("retry of {id} as attempt {attempt}"),
@@ -374,7 +370,6 @@ mod tests {
             Step::Awaited { promise: "ab".into(), outcome: Awaited::Value(Bytes::from_static(b"v")) },
             Step::Awaited { promise: "ab".into(), outcome: Awaited::TimedOut },
             Step::Completed { promise: "ab".into(), root: InstanceId::generated("00ff"), value: Bytes::new() },
-            Step::Wake { root: InstanceId::generated("00ff") },
             Step::Cancel { root: InstanceId::generated("00ff") },
             Step::Cancelled,
             Step::Retry {

@@ -20,7 +20,7 @@
 //! The same scan feeds garbage collection (`gc.rs`): it knows which instances are open
 //! and which finished, and when.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, Weak};
 
 use tally_log_core::{BookId, Context, SeqNum, Tag};
@@ -35,6 +35,9 @@ use crate::tags::{shadow, APPENDED, INSTANCES};
 /// How often the scan runs a root that awaits a promise with no timeout again, should
 /// the completion's own wake be lost.
 const AWAIT_RECHECK_MS: u64 = 600_000;
+/// Times the scan runs a root that logged an await with no timeout again soon after
+/// (see `Open::rechecks_soon`).
+const RECHECKS_SOON: u8 = 3;
 
 /// An invocation seen starting and not yet seen finishing.
 struct Open {
@@ -50,6 +53,11 @@ struct Open {
     /// The wake time of the durable sleep it was last seen in (wall clock): until then
     /// it is not overdue.
     wake_ms: Option<u64>,
+    /// It logged an await with no timeout: run it again this many times soon (its
+    /// execution may have died between logging the wait and looking at the promise, and
+    /// a completion made in between wakes nobody; a run may fail transiently), then
+    /// every `AWAIT_RECHECK_MS`.
+    rechecks_soon: u8,
 }
 
 /// An instance (root or child) whose result the scan has seen.
@@ -71,6 +79,9 @@ pub(crate) struct BookScan {
     open: BTreeMap<Tag, Open>,
     /// The first root init not tracked because `open` was full.
     untracked_from: Option<u64>,
+    /// Untracked roots made due (by a completion or a cancellation) while untracked, which `catch_up` would otherwise take for asleep; bounded (past the
+    /// bound such a root waits for the scan's rare look at awaits, `AWAIT_RECHECK_MS`).
+    woken_untracked: BTreeSet<Tag>,
     /// Finished instances whose step logs are still there, in result order.
     pub finished: VecDeque<Finished>,
     /// Init seqnums of the instances whose step logs are still there.
@@ -104,7 +115,10 @@ impl BookScan {
                         continue;
                     }
                     let seen_ms = d.clock.now_ms();
-                    self.open.insert(tag, Open { id, function, version, seen_ms, attempts: 0, init: r.seqnum.0, wake_ms: None });
+                    self.open.insert(
+                        tag,
+                        Open { id, function, version, seen_ms, attempts: 0, init: r.seqnum.0, wake_ms: None, rechecks_soon: 0 },
+                    );
                 }
                 // A sleep of the root or of one of its children, a delayed start, or a
                 // retry after a trap: the root is due then.
@@ -112,15 +126,22 @@ impl BookScan {
                     if let Some(open) = self.open.get_mut(&d.tags.step(&root)) {
                         open.wake_ms = Some(until_ms);
                         open.attempts = 0;
+                        if until_ms == u64::MAX {
+                            open.rechecks_soon = RECHECKS_SOON;
+                            open.seen_ms = d.clock.now_ms();
+                        }
                     }
                 }
-                // A promise the root (or a child) created or awaits was completed, or
-                // the root was cancelled: it is due.
-                Ok(Step::Completed { root, .. } | Step::Wake { root } | Step::Cancel { root }) => {
-                    if let Some(open) = self.open.get_mut(&d.tags.step(&root)) {
-                        open.wake_ms = Some(0);
+                // A promise was completed: the root that created it is due, and so are
+                // those that logged a wait for it.
+                Ok(Step::Completed { promise, root, .. }) => {
+                    self.make_due(d, &root, open_max);
+                    for waiter in d.promise_waiters(&mut self.ctx, book, &promise).await? {
+                        self.make_due(d, &waiter, open_max);
                     }
                 }
+                // The root was cancelled: it is due, to see it.
+                Ok(Step::Cancel { root }) => self.make_due(d, &root, open_max),
                 // A refused child's whole history: started and finished at once.
                 Ok(Step::Refused { .. }) => {
                     self.inits.insert(tag, r.seqnum.0);
@@ -137,6 +158,20 @@ impl BookScan {
             }
         }
         Ok(())
+    }
+
+    /// Makes root `root` due at once (a completion or a cancellation needs it to run
+    /// again), also if it is untracked now (then when it is tracked; past a bound, it
+    /// waits for the scan's rare look at awaits, `AWAIT_RECHECK_MS`).
+    fn make_due(&mut self, d: &Durable, root: &InstanceId, open_max: usize) {
+        let step = d.tags.step(root);
+        match self.open.get_mut(&step) {
+            Some(open) => open.wake_ms = Some(0),
+            None if self.untracked_from.is_some() && self.woken_untracked.len() < open_max.saturating_mul(8) => {
+                self.woken_untracked.insert(step);
+            }
+            None => {}
+        }
     }
 
     /// Tracks roots that were left untracked, while there is room: each one's step log
@@ -161,13 +196,29 @@ impl BookScan {
             if !finished {
                 let seen_ms = d.clock.now_ms();
                 let wake_ms = match last {
+                    _ if self.woken_untracked.remove(&tag) => None,
                     Some(Ok(Step::Sleep { until_ms, .. } | Step::Delay { until_ms, .. })) => Some(until_ms),
                     _ => None,
                 };
-                self.open.insert(tag, Open { id, function, version, seen_ms, attempts: 0, init: r.seqnum.0, wake_ms });
+                self.open.insert(
+                    tag,
+                    Open {
+                        id,
+                        function,
+                        version,
+                        seen_ms,
+                        attempts: 0,
+                        init: r.seqnum.0,
+                        wake_ms,
+                        rechecks_soon: if wake_ms == Some(u64::MAX) { RECHECKS_SOON } else { 0 },
+                    },
+                );
             }
         }
         self.untracked_from = (at < self.next).then_some(at);
+        if self.untracked_from.is_none() {
+            self.woken_untracked.clear();
+        }
         Ok(())
     }
 }
@@ -227,6 +278,9 @@ impl Recovery {
                     tracing::warn!(book = book.0, "garbage collection: {}", e.into_error());
                 }
             }
+            // Re-executions read nothing older than what the scan saw (a completion or a
+            // cancellation that made a root due).
+            let seen = scan.ctx.clone();
             for open in scan.open.values_mut() {
                 if d.is_running(&open.id) {
                     continue;
@@ -242,7 +296,7 @@ impl Recovery {
                 let asleep = match open.wake_ms {
                     // Awaiting a promise with no timeout: its completion wakes it; this is
                     // a look now and then should that wake be lost.
-                    Some(u64::MAX) => now < open.seen_ms.saturating_add(AWAIT_RECHECK_MS),
+                    Some(u64::MAX) => open.rechecks_soon == 0 && now < open.seen_ms.saturating_add(AWAIT_RECHECK_MS),
                     Some(w) => d.clock.wall_ms() < w.saturating_add(d.config.reexecute_after_ms),
                     None => false,
                 };
@@ -251,8 +305,12 @@ impl Recovery {
                 }
                 open.attempts += 1;
                 open.seen_ms = now;
-                open.wake_ms = None;
-                let task = reexecute(d.clone(), book, open.id.clone(), open.function.clone(), open.version, open.attempts);
+                // An await with no timeout that this run finds still waiting logs nothing
+                // new: it stays one, looked at again in `AWAIT_RECHECK_MS`.
+                open.wake_ms = open.wake_ms.filter(|&w| w == u64::MAX);
+                open.rechecks_soon = open.rechecks_soon.saturating_sub(1);
+                let task =
+                    reexecute(d.clone(), book, open.id.clone(), open.function.clone(), open.version, open.attempts, seen.clone());
                 // Cancelling a re-execution loses nothing: it is a peer like any other.
                 d.spawn.spawn("reexecute", Box::pin(task));
             }
@@ -263,9 +321,9 @@ impl Recovery {
 
 /// Runs an unfinished invocation again; logs its failure as its result once it has
 /// failed `attempts_max` times.
-async fn reexecute(d: Arc<Durable>, book: BookId, id: InstanceId, function: String, version: u64, attempt: u32) {
+async fn reexecute(d: Arc<Durable>, book: BookId, id: InstanceId, function: String, version: u64, attempt: u32, seen: Context) {
     tracing::info!(book = book.0, %id, function, attempt, "running an unfinished invocation again");
-    let (result, mut ctx) = d.reexecute(book, id.clone(), function.clone(), version, attempt + 1).await;
+    let (result, mut ctx) = d.reexecute(book, id.clone(), function.clone(), version, attempt + 1, seen).await;
     let failure = match result {
         // Asleep again (a later sleep, or woken early): its Sleep record says when.
         Ok(_) | Err(Error::Suspended { .. }) => return,

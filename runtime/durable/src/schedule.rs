@@ -161,9 +161,7 @@ impl ScheduleSpec {
         if self.function.is_empty() || self.function.len() > FUNCTION_NAME_MAX {
             return bad(format!("a schedule names a function (1 to {FUNCTION_NAME_MAX} bytes)"));
         }
-        if self.book.is_reserved() {
-            return bad(format!("book {:#x} is reserved for the platform", self.book.0));
-        }
+        crate::switch::check_book(self.book)?;
         if self.input.len() > SCHEDULE_INPUT_MAX {
             return Err(Error::TooLarge {
                 what: "the input of a schedule",
@@ -391,10 +389,11 @@ impl Durable {
     ) -> Result<(Schedule, bool)> {
         check_name(name)?;
         spec.check()?;
+        let known = self.known_schedules().await?.values().filter(|b| b.is_some()).count();
         let mut created = false;
         let state = self
             .change_schedule(name, true, |old, now| {
-                if old.spec.is_none() && self.schedules_known_count() >= SCHEDULES_MAX {
+                if old.spec.is_none() && known >= SCHEDULES_MAX {
                     return Err(Error::InvalidArgument(format!("this cluster keeps at most {SCHEDULES_MAX} schedules")));
                 }
                 let paused = paused.unwrap_or(old.paused && old.spec.is_some());
@@ -626,10 +625,6 @@ impl Durable {
         Ok(known.clone())
     }
 
-    fn schedules_known_count(&self) -> usize {
-        self.schedules.known.try_lock().map_or(0, |k| k.1.values().filter(|b| b.is_some()).count())
-    }
-
     /// Whether the invocation a schedule started last still runs (or sleeps).
     async fn still_running(&self, last: &Option<(BookId, InstanceId)>) -> Result<bool> {
         let Some((book, id)) = last else { return Ok(false) };
@@ -672,35 +667,36 @@ impl Durable {
         }
         let poll = self.config.schedule_poll_ms.max(1);
         let now = self.clock.wall_ms();
-        let busy = if state.pending.is_some() || spec.overlap != Overlap::AllowAll {
-            Some(self.still_running(&state.last).await?)
-        } else {
-            None
-        };
-        if let (Some(tick), Some(false)) = (state.pending, busy) {
-            let new = state.starting(&spec, InstanceId::scheduled(name, tick), |s| {
-                s.pending = None;
-                s.fired += 1;
-            });
-            return self.record_schedule(ctx, &new, false).await.map(|_| Some(0));
+        if let Some(tick) = state.pending {
+            if !self.still_running(&state.last).await? {
+                let new = state.starting(&spec, InstanceId::scheduled(name, tick), |s| {
+                    s.pending = None;
+                    s.fired += 1;
+                });
+                return self.record_schedule(ctx, &new, false).await.map(|_| Some(0));
+            }
         }
         let (tick, passed, due) = match state.plan(now) {
             Plan::Wait(at) => return Ok(Some(at.map_or(poll, |t| (t - now).min(poll)))),
             Plan::Pass { upto, count } => (upto, count, false),
             Plan::Due { tick, passed } => (tick, passed, true),
         };
+        // Whether the last invocation still runs matters only to a tick that fires (a
+        // buffered tick waits for it: it does).
+        let busy =
+            state.pending.is_some() || (due && spec.overlap != Overlap::AllowAll && self.still_running(&state.last).await?);
         // Catching up on every missed tick, one waits for the invocation before it
         // (whatever the overlap policy, which is for ticks that come due on time).
         let missed = spec.catch_up == CatchUp::All && spec.next_after(tick).is_some_and(|t| t <= now);
-        if due && missed && busy == Some(true) {
+        if due && missed && busy {
             return Ok(Some(BACKLOG_POLL_MS));
         }
-        let new = if !due || (busy == Some(true) && (spec.overlap == Overlap::Skip || state.pending.is_some())) {
+        let new = if !due || (busy && (spec.overlap == Overlap::Skip || state.pending.is_some())) {
             state.next(|s| {
                 s.last_tick_ms = tick;
                 s.skipped += passed + u64::from(due);
             })
-        } else if busy == Some(true) {
+        } else if busy {
             state.next(|s| {
                 s.last_tick_ms = tick;
                 s.skipped += passed;

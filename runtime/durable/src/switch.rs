@@ -77,7 +77,8 @@ impl TableStatus {
     }
 }
 
-fn check_book(book: BookId) -> Result<(), Error> {
+/// Refuses a platform book where a user book is expected.
+pub(crate) fn check_book(book: BookId) -> Result<(), Error> {
     if book.is_reserved() {
         return Err(Error::InvalidArgument(format!("book {:#x} is reserved for the platform", book.0)));
     }

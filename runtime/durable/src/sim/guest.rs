@@ -149,6 +149,8 @@ pub struct Traces {
     /// Per [`TARGET`] input: the most steps one execution saw succeed, and whether one
     /// saw the cancellation.
     pub targets: BTreeMap<String, (u64, bool)>,
+    /// Per promise a [`WAITER`] awaited: the value each of its executions got.
+    pub waited: BTreeMap<String, Vec<u64>>,
 }
 
 /// The function schedules invoke, with the schedule's name as input: it works for a
@@ -167,6 +169,12 @@ pub const TARGET_STEPS: u64 = 4;
 pub fn target_of(input: &[u8]) -> Tag {
     Tag::from_name(&format!("target-{}", String::from_utf8_lossy(input)))
 }
+
+/// The function that awaits, with no timeout, the promise its input names: one that
+/// another invocation created, so only the promise's waiters stream wakes it.
+pub const WAITER: &str = "waiter";
+/// The function that creates a promise and returns its ID.
+pub const MAKER: &str = "maker";
 
 /// The tag of the stream the ticker appends to for schedule `name`.
 pub fn ticks_of(name: &str) -> Tag {
@@ -316,6 +324,14 @@ impl SimFunctions {
         if attempt.version.name == TICKER {
             return self.tick(attempt).await;
         }
+        if attempt.version.name == MAKER {
+            let made = attempt.create_promise().await.map_err(guest).map(String::into_bytes);
+            return (made, attempt);
+        }
+        if attempt.version.name == WAITER {
+            let result = self.wait_for(&mut attempt).await;
+            return (result, attempt);
+        }
         if attempt.version.name == TARGET {
             let result = self.target(&mut attempt).await;
             return (result, attempt);
@@ -331,6 +347,18 @@ impl SimFunctions {
             }
         }
         (result, attempt)
+    }
+
+    /// An execution of [`WAITER`].
+    async fn wait_for(&self, attempt: &mut Attempt) -> Result<Vec<u8>> {
+        let promise = String::from_utf8_lossy(&attempt.input).into_owned();
+        let value = match attempt.await_promise(&promise, None).await.map_err(guest)? {
+            Ok(v) if v.len() == 8 => u64::from_be_bytes(v[..].try_into().expect("8 bytes")),
+            Ok(v) => return Err(Error::Failed(format!("a promise value of {} bytes", v.len()))),
+            Err(e) => return Err(e),
+        };
+        self.traces.lock().expect("not poisoned").waited.entry(promise).or_default().push(value);
+        Ok(value.to_be_bytes().to_vec())
     }
 
     /// An execution of [`TARGET`].

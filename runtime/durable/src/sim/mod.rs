@@ -138,6 +138,8 @@ pub struct SimStats {
     pub cancelled: u64,
     /// Invocations schedules started (ticks and triggers).
     pub ticks: u64,
+    /// Invocations that awaited a promise another one created.
+    pub awaited_elsewhere: u64,
     pub switches: u64,
     pub redeploys: u64,
     pub log_records: u64,
@@ -162,6 +164,7 @@ impl SimStats {
         self.suspensions += o.suspensions;
         self.ticks += o.ticks;
         self.cancelled += o.cancelled;
+        self.awaited_elsewhere += o.awaited_elsewhere;
         self.switches += o.switches;
         self.redeploys += o.redeploys;
         self.log_records += o.log_records;
@@ -175,7 +178,7 @@ impl fmt::Display for SimStats {
             f,
             "{} invocations, {} executions, {} reads and {} outputs checked against the model; faults: {} crashes ({} for good), {} \
              pauses, {} log and {} store failures, {} racing peers, {} replays, {} switches, {} redeploys; {} suspended \
-             invocations answered; {} scheduled and {} cancelled invocations; {} log records, {} simulated ms",
+             invocations answered; {} scheduled, {} cancelled and {} awaiting others' promises; {} log records, {} simulated ms",
             self.invocations,
             self.executions,
             self.reads_checked,
@@ -192,6 +195,7 @@ impl fmt::Display for SimStats {
             self.suspensions,
             self.ticks,
             self.cancelled,
+            self.awaited_elsewhere,
             self.log_records,
             self.sim_ms
         )
@@ -288,6 +292,8 @@ struct World {
     schedules_done: Mutex<bool>,
     /// The cancelled invocations finished and were checked.
     cancels_done: Mutex<bool>,
+    /// The invocations awaiting other invocations' promises finished and were checked.
+    waiters_done: Mutex<bool>,
     config: StateConfig,
 }
 
@@ -379,6 +385,8 @@ fn deploy_functions(rng: &mut Rng, registry: &mut Registry) {
     registry.deploy("verify", Program { ops: verify }, BTreeMap::new());
     registry.deploy(guest::TICKER, Program { ops: Vec::new() }, BTreeMap::new());
     registry.deploy(guest::TARGET, Program { ops: Vec::new() }, BTreeMap::new());
+    registry.deploy(guest::WAITER, Program { ops: Vec::new() }, BTreeMap::new());
+    registry.deploy(guest::MAKER, Program { ops: Vec::new() }, BTreeMap::new());
 }
 
 fn sim_config() -> StateConfig {
@@ -433,6 +441,7 @@ pub fn run_seed(seed: u64, opts: &SimOptions) -> Result<SimStats, Violation> {
         switches_done: Mutex::new(false),
         schedules_done: Mutex::new(false),
         cancels_done: Mutex::new(false),
+        waiters_done: Mutex::new(false),
         config: sim_config(),
     });
     for n in 0..opts.nodes {
@@ -443,6 +452,7 @@ pub fn run_seed(seed: u64, opts: &SimOptions) -> Result<SimStats, Violation> {
     exec.spawn(None, "completer", Box::pin(completer(world.clone())));
     exec.spawn(None, "schedules", Box::pin(schedules(world.clone())));
     exec.spawn(None, "cancels", Box::pin(cancels(world.clone())));
+    exec.spawn(None, "waiters", Box::pin(waiters(world.clone())));
     let mut paused: BTreeMap<usize, u64> = BTreeMap::new();
     let mut restarts: BTreeMap<usize, u64> = BTreeMap::new();
     let mut lost: Option<usize> = None;
@@ -464,6 +474,7 @@ pub fn run_seed(seed: u64, opts: &SimOptions) -> Result<SimStats, Violation> {
             && *world.switches_done.lock().expect("not poisoned")
             && *world.schedules_done.lock().expect("not poisoned")
             && *world.cancels_done.lock().expect("not poisoned")
+            && *world.waiters_done.lock().expect("not poisoned")
         {
             break;
         }
@@ -476,12 +487,13 @@ pub fn run_seed(seed: u64, opts: &SimOptions) -> Result<SimStats, Violation> {
                 at_ms: now,
                 message: format!(
                     "the liveness phase did not finish: {} of {} clients done, switches done: {}, schedules done: {}, \
-                     cancels done: {}; unfinished: {:?}; tasks: {:?}",
+                     cancels done: {}, waiters done: {}; unfinished: {:?}; tasks: {:?}",
                     world.clients_done.lock().expect("not poisoned"),
                     opts.clients,
                     world.switches_done.lock().expect("not poisoned"),
                     world.schedules_done.lock().expect("not poisoned"),
                     world.cancels_done.lock().expect("not poisoned"),
+                    world.waiters_done.lock().expect("not poisoned"),
                     unfinished.iter().take(5).collect::<Vec<_>>(),
                     exec.task_names().iter().take(12).collect::<Vec<_>>()
                 ),
@@ -1340,4 +1352,125 @@ async fn cancel_one(world: &Arc<World>, t: u64) -> Option<()> {
         return None;
     }
     Some(())
+}
+
+/// Invocations awaiting promises that other invocations created, with no timeout:
+/// a `maker` creates a promise, two `waiter`s await it (each suspends), and the harness
+/// completes it a while later on a random node. Nothing but the promise's waiters
+/// stream wakes the waiters (the recovery scan looks only every ten minutes, past the
+/// run's end), so each must finish, with the value a completion offered, the same in
+/// every execution of both.
+async fn waiters(world: Arc<World>) {
+    const PROMISES: u64 = 3;
+    let h = world.harness();
+    for p in 0..PROMISES {
+        h.sleep(world.draw(400)).await;
+        let book = BookId(p % world.opts.books);
+        let Some(promise) = submit_and_wait(&world, guest::MAKER, book, Bytes::new(), format!("maker-{p}")).await else { return };
+        let Some(promise) = promise.map(|out| String::from_utf8_lossy(&out).into_owned()) else {
+            return world.fail(format!("the maker of promise {p} was collected before it was seen"));
+        };
+        let waiting: Vec<String> = vec![format!("waiter-{p}-a"), format!("waiter-{p}-b")];
+        let mut ids = Vec::new();
+        for key in &waiting {
+            let Some(id) = submit(&world, guest::WAITER, book, Bytes::from(promise.clone()), key.clone()).await else { return };
+            ids.push(id);
+        }
+        h.sleep(world.draw(300)).await;
+        let mut offered = Vec::new();
+        loop {
+            let Some((n, d, _)) = world.pick_node() else {
+                h.sleep(5).await;
+                continue;
+            };
+            let value = world.draw(1 << 60);
+            offered.push(value);
+            let q = promise.clone();
+            let answer = world
+                .on_node(n, d, "complete", move |d| async move {
+                    d.complete_promise(book, &q, Bytes::copy_from_slice(&value.to_be_bytes())).await
+                })
+                .await;
+            match answer {
+                // A conflict: an earlier try whose answer was lost completed it.
+                Some(Ok(())) | Some(Err(Error::Conflict(_))) => break,
+                Some(Err(e)) if !e.is_transient() && !matches!(e, Error::PromiseNotFound(_)) => {
+                    return world.fail(format!("completing {promise}: {e}"));
+                }
+                _ => h.sleep(5 + world.draw(20)).await,
+            }
+        }
+        let mut got = Vec::new();
+        for id in ids {
+            let Some(out) =
+                wait_finished(&world, book, &id, || world.traces.lock().expect("not poisoned").waited.contains_key(&promise))
+                    .await
+            else {
+                return;
+            };
+            got.extend(out.map(|o| u64::from_be_bytes(o[..8.min(o.len())].try_into().unwrap_or([0; 8]))));
+        }
+        let seen = world.traces.lock().expect("not poisoned").waited.get(&promise).cloned().unwrap_or_default();
+        let all: Vec<u64> = seen.iter().chain(&got).copied().collect();
+        if all.is_empty() || !all.iter().all(|v| *v == all[0]) || !offered.contains(&all[0]) {
+            return world.fail(format!("the waiters of {promise} got {got:?}, their executions {seen:?}; offered {offered:?}"));
+        }
+        world.stats.lock().expect("not poisoned").awaited_elsewhere += 2;
+    }
+    *world.waiters_done.lock().expect("not poisoned") = true;
+}
+
+/// Submits an asynchronous invocation on random nodes until one takes it; its ID, or
+/// `None` after a violation.
+async fn submit(world: &Arc<World>, function: &str, book: BookId, input: Bytes, key: String) -> Option<String> {
+    let h = world.harness();
+    loop {
+        let Some((n, d, _)) = world.pick_node() else {
+            h.sleep(5).await;
+            continue;
+        };
+        let (f, i, k) = (function.to_string(), input.clone(), key.clone());
+        match world.on_node(n, d, "submit", move |d| async move { d.invoke_async(f, book, i, Some(k), 0).await }).await {
+            Some(Ok(id)) => return Some(id.to_string()),
+            Some(Err(e)) if !e.is_transient() => {
+                world.fail(format!("submitting {function} {key}: {e}"));
+                return None;
+            }
+            _ => h.sleep(5 + world.draw(20)).await,
+        }
+    }
+}
+
+/// Asks for invocation `id`'s status on random nodes until it has finished; its output
+/// (`Some(None)` when its result was collected before a look got to it and `ran` says
+/// an execution ran it), or `None` after a violation (a failure included).
+async fn wait_finished(world: &Arc<World>, book: BookId, id: &str, ran: impl Fn() -> bool) -> Option<Option<Bytes>> {
+    let h = world.harness();
+    let submitted_ms = h.now_ms();
+    loop {
+        h.sleep(5 + world.draw(10)).await;
+        let Some((n, d, _)) = world.pick_node() else { continue };
+        let i = id.to_string();
+        match world.on_node(n, d, "status", move |d| async move { d.invocation(book, &i).await }).await {
+            Some(Ok(InvocationStatus::Finished(Ok(out)))) => return Some(Some(out)),
+            Some(Ok(InvocationStatus::Finished(r))) => {
+                world.fail(format!("invocation {id} ended {r:?}"));
+                return None;
+            }
+            Some(Err(Error::InvocationNotFound(_))) if h.now_ms() > submitted_ms + world.config.results_kept_ms && ran() => {
+                return Some(None);
+            }
+            Some(Err(e)) if !e.is_transient() && !matches!(e, Error::InvocationNotFound(_)) => {
+                world.fail(format!("the status of {id}: {e}"));
+                return None;
+            }
+            _ => {}
+        }
+    }
+}
+
+/// [`submit`], then [`wait_finished`].
+async fn submit_and_wait(world: &Arc<World>, function: &str, book: BookId, input: Bytes, key: String) -> Option<Option<Bytes>> {
+    let id = submit(world, function, book, input, key).await?;
+    wait_finished(world, book, &id, || false).await
 }
