@@ -54,4 +54,14 @@ impl Log for PlatformLog {
     fn trim<'a>(&'a self, ctx: &'a mut Context, book: BookId, tag: Tag, seqnum: SeqNum) -> BoxFuture<'a, LogResult<()>> {
         Box::pin(self.0.trim(ctx, book, tag, seqnum))
     }
+
+    fn set_aux_data<'a>(
+        &'a self,
+        ctx: &'a mut Context,
+        book: BookId,
+        seqnum: SeqNum,
+        aux: Bytes,
+    ) -> BoxFuture<'a, LogResult<()>> {
+        Box::pin(self.0.set_aux_data(ctx, book, seqnum, aux))
+    }
 }

@@ -9,6 +9,7 @@ use crate::error::Error;
 use crate::instance::{Instance, Wake};
 use crate::invoke::Run;
 use crate::node::Abort;
+use crate::objects::ObjOp;
 use crate::record::{cut, input_sha256, Awaited, Outcome};
 use crate::recorder::GuestClock;
 
@@ -41,6 +42,31 @@ impl Attempt {
 
     pub async fn delete(&mut self, table: &str, key: &[u8]) -> Result<(), Abort> {
         self.instance.put(&mut self.ctx, table, key, None).await
+    }
+
+    /// `objects.get`: the JSON text at `path` of a durable object (`objects.rs`).
+    pub async fn object_get(&mut self, object: &str, path: &str) -> Result<Option<String>, Abort> {
+        self.instance.object_get(&mut self.ctx, object, path).await
+    }
+
+    /// `objects.set`, `increment`, `push`, `remove`: an update of a durable object.
+    pub async fn object_update(&mut self, object: &str, op: ObjOp) -> Result<(), Abort> {
+        self.instance.object_update(&mut self.ctx, object, op).await
+    }
+
+    /// `objects.begin`: a transaction across durable objects of the book.
+    pub async fn txn_begin(&mut self, read_only: bool) -> Result<(), Abort> {
+        self.instance.txn_begin(&mut self.ctx, read_only).await
+    }
+
+    /// `objects.commit`: whether the transaction committed.
+    pub async fn txn_commit(&mut self) -> Result<bool, Abort> {
+        self.instance.txn_commit(&mut self.ctx).await
+    }
+
+    /// `objects.abort`.
+    pub fn txn_abort(&mut self) -> Result<(), Abort> {
+        self.instance.txn_abort()
     }
 
     /// `context.sleep` of the guest: sleeps durably until `wake` (see

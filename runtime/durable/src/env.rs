@@ -66,6 +66,10 @@ pub trait Log: Send + Sync {
 
     /// Removes the records of `tag`'s stream below `seqnum`.
     fn trim<'a>(&'a self, ctx: &'a mut Context, book: BookId, tag: Tag, seqnum: SeqNum) -> BoxFuture<'a, LogResult<()>>;
+
+    /// Attaches best-effort cache data to a live record of `book` (Boki §3).
+    fn set_aux_data<'a>(&'a self, ctx: &'a mut Context, book: BookId, seqnum: SeqNum, aux: Bytes)
+        -> BoxFuture<'a, LogResult<()>>;
 }
 
 /// Time, for the core's schedules (recovery, garbage collection, `auto`, switches).

@@ -60,6 +60,7 @@ use tally_log_core::{BookId, Context, Error as LogError, LogRecord, SeqNum, Tag}
 
 use crate::config::Protocol;
 use crate::error::Error;
+use crate::objects::{self, ObjOp, Txn};
 use crate::node::{fresher_value, version_value, visible_write, Abort, Durable};
 use crate::record::{self, input_sha256, Awaited, CondOutcome, Outcome, ReadRecord, Step, Transition};
 use crate::recorder::{GuestClock, Recorder};
@@ -188,6 +189,10 @@ pub struct Instance {
     /// When it last looked for a cancellation in the log (the core's clock); `None`:
     /// look at the next step.
     cancel_checked_ms: Option<u64>,
+    /// The transaction on durable objects in progress (`objects.rs`).
+    txn: Option<Txn>,
+    /// The seqnum of the last transaction's commit record (for the simulator's oracle).
+    pub last_commit: u64,
 }
 
 impl Instance {
@@ -218,6 +223,8 @@ impl Instance {
             promises: 0,
             cancelled: false,
             cancel_checked_ms: Some(svc.clock.now_ms()),
+            txn: None,
+            last_commit: 0,
             svc,
         }
     }
@@ -808,6 +815,132 @@ impl Instance {
         Ok(promise)
     }
 
+    /// The JSON text at `path` of durable object `object` (`objects.rs`): in a
+    /// transaction, at its snapshot with its own writes; otherwise at `cursorTS`, so
+    /// every execution reads the same. `None` if there is nothing there.
+    pub async fn object_get(&mut self, ctx: &mut Context, object: &str, path: &str) -> Result<Option<String>, Abort> {
+        objects::check_name(object)?;
+        objects::parse_path(path)?;
+        self.init_checked(ctx).await?;
+        if self.txn.is_some() {
+            self.txn_view(ctx, object).await?;
+            let txn = self.txn.as_mut().expect("checked");
+            txn.reads.insert(object.to_string());
+            if txn.objects() > objects::TXN_OBJECTS_MAX {
+                txn.reads.remove(object);
+                return Err(too_many_objects());
+            }
+            return Ok(objects::text_at(&txn.views[object].value, path)?);
+        }
+        let value = objects::view_at(&self.svc, ctx, self.book, object, self.cursor).await?;
+        Ok(objects::text_at(&value, path)?)
+    }
+
+    /// Updates durable object `object` with `op`: in a transaction, buffered until its
+    /// commit; otherwise an `ObjectWrite` step, also in the object's stream. Refused if
+    /// the operation does not fit the object as this instance sees it.
+    pub async fn object_update(&mut self, ctx: &mut Context, object: &str, op: ObjOp) -> Result<(), Abort> {
+        objects::check_name(object)?;
+        op.check()?;
+        self.init_checked(ctx).await?;
+        if let Some(txn) = &self.txn {
+            if txn.read_only {
+                return Err(Abort::Refused(Error::InvalidArgument("the transaction is read-only".into())));
+            }
+            if txn.ops >= objects::TXN_OPS_MAX {
+                return Err(Abort::Refused(Error::InvalidArgument(format!(
+                    "a transaction makes at most {} operations",
+                    objects::TXN_OPS_MAX
+                ))));
+            }
+            self.txn_view(ctx, object).await?;
+            let txn = self.txn.as_mut().expect("checked");
+            let known = txn.writes.contains_key(object);
+            if !known && !txn.reads.contains(object) && txn.objects() >= objects::TXN_OBJECTS_MAX {
+                return Err(too_many_objects());
+            }
+            txn.views.get_mut(object).expect("loaded").apply(&op).map_err(refused)?;
+            txn.writes.entry(object.to_string()).or_default().push(op);
+            txn.ops += 1;
+            return Ok(());
+        }
+        let asked = Step::ObjectWrite { object: object.to_string(), ops: vec![op] };
+        if self.recorded(&asked)?.is_none() {
+            let mut view = objects::Folding::new(objects::view_at(&self.svc, ctx, self.book, object, self.cursor).await?, 4);
+            let Step::ObjectWrite { ops, .. } = &asked else { unreachable!() };
+            view.apply(&ops[0]).map_err(refused)?;
+            self.log_clocks(ctx).await?;
+        }
+        let tag = self.svc.tags.bokistore(object);
+        self.log_step(ctx, asked, &[tag]).await?;
+        Ok(())
+    }
+
+    /// Loads `object` into the transaction at its snapshot, once.
+    async fn txn_view(&mut self, ctx: &mut Context, object: &str) -> Result<(), Abort> {
+        let txn = self.txn.as_ref().expect("in a transaction");
+        if txn.views.contains_key(object) {
+            return Ok(());
+        }
+        let start = txn.start;
+        let value = objects::view_at(&self.svc, ctx, self.book, object, start).await?;
+        let len = objects::json_len(&value);
+        self.txn.as_mut().expect("checked").views.insert(object.to_string(), objects::Folding::new(value, len));
+        Ok(())
+    }
+
+    /// Begins a transaction on durable objects at the instance's `cursorTS` (nothing is
+    /// logged). Refused inside another.
+    pub async fn txn_begin(&mut self, ctx: &mut Context, read_only: bool) -> Result<(), Abort> {
+        self.init_checked(ctx).await?;
+        if self.txn.is_some() {
+            return Err(Abort::Refused(Error::InvalidArgument("a transaction is in progress already".into())));
+        }
+        self.txn = Some(Txn::new(self.cursor, read_only));
+        Ok(())
+    }
+
+    /// Ends the transaction in progress: a read-only one, or one that wrote nothing,
+    /// commits with nothing logged; otherwise its commit record is logged as a step
+    /// (also in the stream of every object it read or wrote) and decided. Returns
+    /// whether it committed.
+    pub async fn txn_commit(&mut self, ctx: &mut Context) -> Result<bool, Abort> {
+        let Some(txn) = self.txn.take() else {
+            return Err(Abort::Refused(Error::InvalidArgument("no transaction is in progress".into())));
+        };
+        if txn.writes.is_empty() {
+            return Ok(true);
+        }
+        let step = txn.commit_step();
+        let size = record::encode(&step).len();
+        if size > crate::node::PAYLOAD_MAX {
+            return Err(Abort::Refused(Error::TooLarge {
+                what: "a transaction's writes",
+                size: Some(size as u64),
+                limit: crate::node::PAYLOAD_MAX as u64,
+            }));
+        }
+        let tags: Vec<Tag> = txn.reads.iter().chain(txn.writes.keys()).collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .map(|o| self.svc.tags.bokistore(o))
+            .collect();
+        if self.recorded(&step)?.is_none() {
+            self.log_clocks(ctx).await?;
+        }
+        let r = self.log_step(ctx, step, &tags).await?;
+        let Step::TxnCommit { start, reads, .. } = &r.step else { unreachable!("log_step checks the kind") };
+        self.last_commit = r.seqnum;
+        objects::decide(&self.svc, ctx, self.book, r.seqnum, *start, reads, None).await
+    }
+
+    /// Drops the transaction in progress: nothing of it was logged.
+    pub fn txn_abort(&mut self) -> Result<(), Abort> {
+        match self.txn.take() {
+            Some(_) => Ok(()),
+            None => Err(Abort::Refused(Error::InvalidArgument("no transaction is in progress".into()))),
+        }
+    }
+
     /// Waits durably for the value of `promise` (`context.promise-await`), until
     /// `timeout_ms` past a recorded reading of the wall clock if given. The wait's end is
     /// logged first as a `Sleep` step (also in INSTANCES; `u64::MAX` without a timeout),
@@ -1269,4 +1402,12 @@ fn effective(p: Protocol) -> Effective {
         Protocol::Symmetric => Effective::Symmetric,
         Protocol::Unsafe => Effective::Unsafe,
     }
+}
+
+fn refused(why: String) -> Abort {
+    Abort::Refused(Error::InvalidArgument(format!("the operation does not fit the object: {why}")))
+}
+
+fn too_many_objects() -> Abort {
+    Abort::Refused(Error::InvalidArgument(format!("a transaction touches at most {} objects", objects::TXN_OBJECTS_MAX)))
 }

@@ -30,6 +30,7 @@ mod id;
 mod instance;
 mod invoke;
 mod node;
+pub mod objects;
 mod record;
 mod recorder;
 mod recovery;

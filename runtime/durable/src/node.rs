@@ -189,6 +189,8 @@ pub struct Durable {
     pub(crate) schedules: crate::schedule::Schedules,
     /// Awaits waiting in place on this node, woken by a completion made here.
     pub(crate) completions: Completions,
+    /// Outcomes of transactions' commits this node decided or read (`objects.rs`).
+    pub(crate) decisions: crate::objects::Decisions,
     /// Set by [`Durable::stop`]: the background loops end at their next turn.
     stopped: AtomicBool,
 }
@@ -216,6 +218,7 @@ impl Durable {
             completing: Mutex::new(BTreeSet::new()),
             schedules: Default::default(),
             completions: Completions::default(),
+            decisions: Default::default(),
             stopped: AtomicBool::new(false),
         });
         durable.books().await?;

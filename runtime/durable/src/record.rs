@@ -24,6 +24,7 @@ use sha2::{Digest, Sha256};
 use crate::config::Protocol;
 use crate::error::Error;
 use crate::id::InstanceId;
+use crate::objects::ObjOp;
 
 /// The format of every record this node writes.
 pub const FORMAT: u8 = 1;
@@ -93,6 +94,14 @@ pub enum Step {
     /// (wall clock): in its retry stream (the last one counts) and in INSTANCES, so that
     /// the recovery scan wakes `root` then. Never a step of a step log.
     Retry { id: InstanceId, root: InstanceId, attempt: u32, until_ms: u64 },
+    /// A plain write of a durable object (`objects.rs`): a step, also in the object's
+    /// stream, where `ops` apply at this record.
+    ObjectWrite { object: String, ops: Vec<ObjOp> },
+    /// A read-write transaction's commit (`objects.rs`): a step, also in the stream of
+    /// every object it read or wrote. It committed exactly when no object of `reads`
+    /// was written (by a plain write or a commit that committed) after `start` and
+    /// before this record; then `writes` apply here, in order.
+    TxnCommit { start: u64, reads: Vec<String>, writes: Vec<(String, Vec<ObjOp>)> },
 }
 
 /// What an await of a promise got.
@@ -164,6 +173,8 @@ impl Step {
             (Step::Promise { promise: p, .. }, Step::Promise { promise, .. }) => p == promise,
             (Step::Awaited { promise: p, .. }, Step::Awaited { promise, .. }) => p == promise,
             (Step::Cancelled, Step::Cancelled) => true,
+            (a @ Step::ObjectWrite { .. }, b @ Step::ObjectWrite { .. }) => a == b,
+            (a @ Step::TxnCommit { .. }, b @ Step::TxnCommit { .. }) => a == b,
             _ => false,
         }
     }
@@ -188,6 +199,10 @@ impl Step {
             Step::Cancel { root } => format!("cancellation of {root}"),
             Step::Cancelled => "cancellation".to_string(),
             Step::Retry { id, attempt, .. } => format!("retry of {id} as attempt {attempt}"),
+            Step::ObjectWrite { object, ops } => format!("write of object {object:?} ({} operations)", ops.len()),
+            Step::TxnCommit { reads, writes, .. } => {
+                format!("commit of a transaction reading {} objects and writing {}", reads.len(), writes.len())
+            }
         }
     }
 }

@@ -183,6 +183,12 @@ impl TagKey {
         self.derive("retry", &[&id.encode()])
     }
 
+    /// The stream of a durable object (in its book's shadow): its writes and the
+    /// commits of the transactions that read or wrote it (`objects.rs`).
+    pub fn bokistore(&self, object: &str) -> Tag {
+        self.derive("bokistore", &[object.as_bytes()])
+    }
+
     /// The stream of a schedule (in [`PLATFORM_BOOK`]): its states, one per change.
     pub fn schedule(&self, name: &str) -> Tag {
         self.derive("schedule", &[name.as_bytes()])
@@ -220,6 +226,7 @@ mod tests {
             key.cancel(&id),
             key.retry(&id),
             key.schedule("ab"),
+            key.bokistore("ab"),
         ];
         for (i, t) in derived.iter().enumerate() {
             assert!(t.is_reserved() && !is_fixed(*t) && !t.is_mark());

@@ -43,11 +43,20 @@ struct Replica {
     /// Placements of the records applied, by position (for the appenders' replies).
     placements: BTreeMap<usize, Placement>,
     waiters: Vec<Waker>,
+    /// Aux data set on this node (the engine's record cache): lost with the node.
+    aux: std::collections::HashMap<SeqNum, Bytes>,
 }
 
 impl Replica {
     fn new(floor: usize) -> Replica {
-        Replica { index: Index::new(), applied: 0, floor, placements: BTreeMap::new(), waiters: Vec::new() }
+        Replica {
+            index: Index::new(),
+            applied: 0,
+            floor,
+            placements: BTreeMap::new(),
+            waiters: Vec::new(),
+            aux: Default::default(),
+        }
     }
 }
 
@@ -276,7 +285,7 @@ impl NodeLog {
         let served_at = r.applied;
         let record = found.map(|f| {
             let (tags, data) = s.records.get(&f.seqnum).cloned().expect("indexed records are stored");
-            LogRecord { seqnum: f.seqnum, tags, data, aux: None }
+            LogRecord { seqnum: f.seqnum, tags, data, aux: r.aux.get(&f.seqnum).cloned() }
         });
         drop(s);
         moved(ctx, served_at);
@@ -326,6 +335,29 @@ impl Log for NodeLog {
         max: SeqNum,
     ) -> BoxFuture<'a, LogResult<Option<LogRecord>>> {
         Box::pin(self.read(ctx, book, tag, max, false))
+    }
+
+    fn set_aux_data<'a>(
+        &'a self,
+        ctx: &'a mut Context,
+        book: BookId,
+        seqnum: SeqNum,
+        aux: Bytes,
+    ) -> BoxFuture<'a, LogResult<()>> {
+        Box::pin(async move {
+            let needed = position(ctx);
+            Applied { log: self.log.clone(), node: self.node, needed }.await?;
+            if self.fail_after() {
+                return Err(LogError::Unavailable("simulated: aux data dropped".into()));
+            }
+            let mut s = self.log.state.lock().expect("not poisoned");
+            let live = s.replicas.get(&self.node).is_some_and(|r| r.index.read_next(book, Tag::ALL, seqnum).is_some_and(|f| f.seqnum == seqnum));
+            if !live {
+                return Err(LogError::InvalidArgument("no live record of the book there".into()));
+            }
+            s.replicas.get_mut(&self.node).ok_or(LogError::Stopped)?.aux.insert(seqnum, aux);
+            Ok(())
+        })
     }
 
     fn trim<'a>(&'a self, ctx: &'a mut Context, book: BookId, tag: Tag, seqnum: SeqNum) -> BoxFuture<'a, LogResult<()>> {
