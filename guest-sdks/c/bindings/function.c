@@ -45,6 +45,9 @@ extern int32_t __wasm_import_tally_platform_context_attempt(void);
 __attribute__((__import_module__("tally:platform/context"), __import_name__("function-name")))
 extern void __wasm_import_tally_platform_context_function_name(uint8_t *);
 
+__attribute__((__import_module__("tally:platform/context"), __import_name__("key")))
+extern void __wasm_import_tally_platform_context_key(uint8_t *);
+
 __attribute__((__import_module__("tally:platform/context"), __import_name__("sleep")))
 extern void __wasm_import_tally_platform_context_sleep(int64_t, uint8_t *);
 
@@ -67,6 +70,48 @@ extern void __wasm_import_tally_platform_state_put(uint8_t *, size_t, uint8_t *,
 
 __attribute__((__import_module__("tally:platform/state"), __import_name__("delete")))
 extern void __wasm_import_tally_platform_state_delete(uint8_t *, size_t, uint8_t *, size_t, uint8_t *);
+
+// Imported Functions from `tally:platform/objects`
+
+__attribute__((__import_module__("tally:platform/objects"), __import_name__("get")))
+extern void __wasm_import_tally_platform_objects_get(uint8_t *, size_t, uint8_t *, size_t, uint8_t *);
+
+__attribute__((__import_module__("tally:platform/objects"), __import_name__("set")))
+extern void __wasm_import_tally_platform_objects_set(uint8_t *, size_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *);
+
+__attribute__((__import_module__("tally:platform/objects"), __import_name__("increment")))
+extern void __wasm_import_tally_platform_objects_increment(uint8_t *, size_t, uint8_t *, size_t, int64_t, uint8_t *);
+
+__attribute__((__import_module__("tally:platform/objects"), __import_name__("push")))
+extern void __wasm_import_tally_platform_objects_push(uint8_t *, size_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *);
+
+__attribute__((__import_module__("tally:platform/objects"), __import_name__("remove")))
+extern void __wasm_import_tally_platform_objects_remove(uint8_t *, size_t, uint8_t *, size_t, uint8_t *);
+
+__attribute__((__import_module__("tally:platform/objects"), __import_name__("begin")))
+extern void __wasm_import_tally_platform_objects_begin(int32_t, uint8_t *);
+
+__attribute__((__import_module__("tally:platform/objects"), __import_name__("commit")))
+extern void __wasm_import_tally_platform_objects_commit(uint8_t *);
+
+__attribute__((__import_module__("tally:platform/objects"), __import_name__("abort")))
+extern void __wasm_import_tally_platform_objects_abort(uint8_t *);
+
+// Imported Functions from `tally:platform/queues`
+
+__attribute__((__import_module__("tally:platform/queues"), __import_name__("push")))
+extern void __wasm_import_tally_platform_queues_push(uint8_t *, size_t, uint8_t *, size_t, uint8_t *);
+
+__attribute__((__import_module__("tally:platform/queues"), __import_name__("pop")))
+extern void __wasm_import_tally_platform_queues_pop(uint8_t *, size_t, int64_t, uint8_t *);
+
+// Imported Functions from `tally:platform/locks`
+
+__attribute__((__import_module__("tally:platform/locks"), __import_name__("acquire")))
+extern void __wasm_import_tally_platform_locks_acquire(uint8_t *, size_t, int64_t, uint8_t *);
+
+__attribute__((__import_module__("tally:platform/locks"), __import_name__("release")))
+extern void __wasm_import_tally_platform_locks_release(uint8_t *, size_t, uint8_t *);
 
 // Exported Functions from `function`
 
@@ -228,6 +273,12 @@ void tally_platform_context_error_free(tally_platform_context_error_t *ptr) {
   tally_platform_types_error_free(ptr);
 }
 
+void function_option_string_free(function_option_string_t *ptr) {
+  if (ptr->is_some) {
+    function_string_free(&ptr->val);
+  }
+}
+
 void tally_platform_context_result_void_error_free(tally_platform_context_result_void_error_t *ptr) {
   if (!ptr->is_err) {
   } else {
@@ -267,6 +318,69 @@ void tally_platform_state_result_void_error_free(tally_platform_state_result_voi
   if (!ptr->is_err) {
   } else {
     tally_platform_state_error_free(&ptr->val.err);
+  }
+}
+
+void tally_platform_objects_error_free(tally_platform_objects_error_t *ptr) {
+  tally_platform_types_error_free(ptr);
+}
+
+void tally_platform_objects_result_option_string_error_free(tally_platform_objects_result_option_string_error_t *ptr) {
+  if (!ptr->is_err) {
+    function_option_string_free(&ptr->val.ok);
+  } else {
+    tally_platform_objects_error_free(&ptr->val.err);
+  }
+}
+
+void tally_platform_objects_result_void_error_free(tally_platform_objects_result_void_error_t *ptr) {
+  if (!ptr->is_err) {
+  } else {
+    tally_platform_objects_error_free(&ptr->val.err);
+  }
+}
+
+void tally_platform_objects_result_bool_error_free(tally_platform_objects_result_bool_error_t *ptr) {
+  if (!ptr->is_err) {
+  } else {
+    tally_platform_objects_error_free(&ptr->val.err);
+  }
+}
+
+void tally_platform_queues_error_free(tally_platform_queues_error_t *ptr) {
+  tally_platform_types_error_free(ptr);
+}
+
+void tally_platform_queues_result_void_error_free(tally_platform_queues_result_void_error_t *ptr) {
+  if (!ptr->is_err) {
+  } else {
+    tally_platform_queues_error_free(&ptr->val.err);
+  }
+}
+
+void tally_platform_queues_result_option_list_u8_error_free(tally_platform_queues_result_option_list_u8_error_t *ptr) {
+  if (!ptr->is_err) {
+    function_option_list_u8_free(&ptr->val.ok);
+  } else {
+    tally_platform_queues_error_free(&ptr->val.err);
+  }
+}
+
+void tally_platform_locks_error_free(tally_platform_locks_error_t *ptr) {
+  tally_platform_types_error_free(ptr);
+}
+
+void tally_platform_locks_result_bool_error_free(tally_platform_locks_result_bool_error_t *ptr) {
+  if (!ptr->is_err) {
+  } else {
+    tally_platform_locks_error_free(&ptr->val.err);
+  }
+}
+
+void tally_platform_locks_result_void_error_free(tally_platform_locks_result_void_error_t *ptr) {
+  if (!ptr->is_err) {
+  } else {
+    tally_platform_locks_error_free(&ptr->val.err);
   }
 }
 
@@ -996,6 +1110,27 @@ void tally_platform_context_function_name(function_string_t *ret) {
   *ret = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 0))), (*((size_t*) (ptr + sizeof(void*)))) };
 }
 
+bool tally_platform_context_key(function_string_t *ret) {
+  __attribute__((__aligned__(sizeof(void*))))
+  uint8_t ret_area[(3*sizeof(void*))];
+  uint8_t *ptr = (uint8_t *) &ret_area;
+  __wasm_import_tally_platform_context_key(ptr);
+  function_option_string_t option;
+  switch ((int32_t) *((uint8_t*) (ptr + 0))) {
+    case 0: {
+      option.is_some = false;
+      break;
+    }
+    case 1: {
+      option.is_some = true;
+      option.val = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + sizeof(void*)))), (*((size_t*) (ptr + (2*sizeof(void*))))) };
+      break;
+    }
+  }
+  *ret = option.val;
+  return option.is_some;
+}
+
 bool tally_platform_context_sleep(uint64_t ms, tally_platform_context_error_t *err) {
   __attribute__((__aligned__(8)))
   uint8_t ret_area[32];
@@ -1455,6 +1590,880 @@ bool tally_platform_state_delete(function_string_t *table, function_list_u8_t *k
   uint8_t *ptr = (uint8_t *) &ret_area;
   __wasm_import_tally_platform_state_delete((uint8_t *) (*table).ptr, (*table).len, (uint8_t *) (*key).ptr, (*key).len, ptr);
   tally_platform_state_result_void_error_t result;
+  switch ((int32_t) *((uint8_t*) (ptr + 0))) {
+    case 0: {
+      result.is_err = false;
+      break;
+    }
+    case 1: {
+      result.is_err = true;
+      tally_platform_types_error_t variant;
+      variant.tag = (int32_t) *((uint8_t*) (ptr + 8));
+      switch ((int32_t) variant.tag) {
+        case 0: {
+          variant.val.invalid_argument = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 1: {
+          variant.val.not_found = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 2: {
+          function_option_u64_t option;
+          switch ((int32_t) *((uint8_t*) (ptr + 16))) {
+            case 0: {
+              option.is_some = false;
+              break;
+            }
+            case 1: {
+              option.is_some = true;
+              option.val = (uint64_t) (*((int64_t*) (ptr + 24)));
+              break;
+            }
+          }
+          variant.val.conflict = option;
+          break;
+        }
+        case 3: {
+          variant.val.unavailable = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 4: {
+          variant.val.too_large = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 5: {
+          variant.val.timeout = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 6: {
+          variant.val.failed = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+      }
+
+      result.val.err = variant;
+      break;
+    }
+  }
+  if (!result.is_err) {
+    return 1;
+  } else {
+    *err = result.val.err;
+    return 0;
+  }
+}
+
+bool tally_platform_objects_get(function_string_t *object, function_string_t *path, function_option_string_t *ret, tally_platform_objects_error_t *err) {
+  __attribute__((__aligned__(8)))
+  uint8_t ret_area[32];
+  uint8_t *ptr = (uint8_t *) &ret_area;
+  __wasm_import_tally_platform_objects_get((uint8_t *) (*object).ptr, (*object).len, (uint8_t *) (*path).ptr, (*path).len, ptr);
+  tally_platform_objects_result_option_string_error_t result;
+  switch ((int32_t) *((uint8_t*) (ptr + 0))) {
+    case 0: {
+      result.is_err = false;
+      function_option_string_t option;
+      switch ((int32_t) *((uint8_t*) (ptr + 8))) {
+        case 0: {
+          option.is_some = false;
+          break;
+        }
+        case 1: {
+          option.is_some = true;
+          option.val = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + (8+1*sizeof(void*))))), (*((size_t*) (ptr + (8+2*sizeof(void*))))) };
+          break;
+        }
+      }
+
+      result.val.ok = option;
+      break;
+    }
+    case 1: {
+      result.is_err = true;
+      tally_platform_types_error_t variant;
+      variant.tag = (int32_t) *((uint8_t*) (ptr + 8));
+      switch ((int32_t) variant.tag) {
+        case 0: {
+          variant.val.invalid_argument = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 1: {
+          variant.val.not_found = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 2: {
+          function_option_u64_t option0;
+          switch ((int32_t) *((uint8_t*) (ptr + 16))) {
+            case 0: {
+              option0.is_some = false;
+              break;
+            }
+            case 1: {
+              option0.is_some = true;
+              option0.val = (uint64_t) (*((int64_t*) (ptr + 24)));
+              break;
+            }
+          }
+          variant.val.conflict = option0;
+          break;
+        }
+        case 3: {
+          variant.val.unavailable = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 4: {
+          variant.val.too_large = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 5: {
+          variant.val.timeout = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 6: {
+          variant.val.failed = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+      }
+
+      result.val.err = variant;
+      break;
+    }
+  }
+  if (!result.is_err) {
+    *ret = result.val.ok;
+    return 1;
+  } else {
+    *err = result.val.err;
+    return 0;
+  }
+}
+
+bool tally_platform_objects_set(function_string_t *object, function_string_t *path, function_string_t *json, tally_platform_objects_error_t *err) {
+  __attribute__((__aligned__(8)))
+  uint8_t ret_area[32];
+  uint8_t *ptr = (uint8_t *) &ret_area;
+  __wasm_import_tally_platform_objects_set((uint8_t *) (*object).ptr, (*object).len, (uint8_t *) (*path).ptr, (*path).len, (uint8_t *) (*json).ptr, (*json).len, ptr);
+  tally_platform_objects_result_void_error_t result;
+  switch ((int32_t) *((uint8_t*) (ptr + 0))) {
+    case 0: {
+      result.is_err = false;
+      break;
+    }
+    case 1: {
+      result.is_err = true;
+      tally_platform_types_error_t variant;
+      variant.tag = (int32_t) *((uint8_t*) (ptr + 8));
+      switch ((int32_t) variant.tag) {
+        case 0: {
+          variant.val.invalid_argument = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 1: {
+          variant.val.not_found = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 2: {
+          function_option_u64_t option;
+          switch ((int32_t) *((uint8_t*) (ptr + 16))) {
+            case 0: {
+              option.is_some = false;
+              break;
+            }
+            case 1: {
+              option.is_some = true;
+              option.val = (uint64_t) (*((int64_t*) (ptr + 24)));
+              break;
+            }
+          }
+          variant.val.conflict = option;
+          break;
+        }
+        case 3: {
+          variant.val.unavailable = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 4: {
+          variant.val.too_large = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 5: {
+          variant.val.timeout = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 6: {
+          variant.val.failed = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+      }
+
+      result.val.err = variant;
+      break;
+    }
+  }
+  if (!result.is_err) {
+    return 1;
+  } else {
+    *err = result.val.err;
+    return 0;
+  }
+}
+
+bool tally_platform_objects_increment(function_string_t *object, function_string_t *path, int64_t by, tally_platform_objects_error_t *err) {
+  __attribute__((__aligned__(8)))
+  uint8_t ret_area[32];
+  uint8_t *ptr = (uint8_t *) &ret_area;
+  __wasm_import_tally_platform_objects_increment((uint8_t *) (*object).ptr, (*object).len, (uint8_t *) (*path).ptr, (*path).len, by, ptr);
+  tally_platform_objects_result_void_error_t result;
+  switch ((int32_t) *((uint8_t*) (ptr + 0))) {
+    case 0: {
+      result.is_err = false;
+      break;
+    }
+    case 1: {
+      result.is_err = true;
+      tally_platform_types_error_t variant;
+      variant.tag = (int32_t) *((uint8_t*) (ptr + 8));
+      switch ((int32_t) variant.tag) {
+        case 0: {
+          variant.val.invalid_argument = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 1: {
+          variant.val.not_found = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 2: {
+          function_option_u64_t option;
+          switch ((int32_t) *((uint8_t*) (ptr + 16))) {
+            case 0: {
+              option.is_some = false;
+              break;
+            }
+            case 1: {
+              option.is_some = true;
+              option.val = (uint64_t) (*((int64_t*) (ptr + 24)));
+              break;
+            }
+          }
+          variant.val.conflict = option;
+          break;
+        }
+        case 3: {
+          variant.val.unavailable = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 4: {
+          variant.val.too_large = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 5: {
+          variant.val.timeout = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 6: {
+          variant.val.failed = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+      }
+
+      result.val.err = variant;
+      break;
+    }
+  }
+  if (!result.is_err) {
+    return 1;
+  } else {
+    *err = result.val.err;
+    return 0;
+  }
+}
+
+bool tally_platform_objects_push(function_string_t *object, function_string_t *path, function_string_t *json, tally_platform_objects_error_t *err) {
+  __attribute__((__aligned__(8)))
+  uint8_t ret_area[32];
+  uint8_t *ptr = (uint8_t *) &ret_area;
+  __wasm_import_tally_platform_objects_push((uint8_t *) (*object).ptr, (*object).len, (uint8_t *) (*path).ptr, (*path).len, (uint8_t *) (*json).ptr, (*json).len, ptr);
+  tally_platform_objects_result_void_error_t result;
+  switch ((int32_t) *((uint8_t*) (ptr + 0))) {
+    case 0: {
+      result.is_err = false;
+      break;
+    }
+    case 1: {
+      result.is_err = true;
+      tally_platform_types_error_t variant;
+      variant.tag = (int32_t) *((uint8_t*) (ptr + 8));
+      switch ((int32_t) variant.tag) {
+        case 0: {
+          variant.val.invalid_argument = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 1: {
+          variant.val.not_found = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 2: {
+          function_option_u64_t option;
+          switch ((int32_t) *((uint8_t*) (ptr + 16))) {
+            case 0: {
+              option.is_some = false;
+              break;
+            }
+            case 1: {
+              option.is_some = true;
+              option.val = (uint64_t) (*((int64_t*) (ptr + 24)));
+              break;
+            }
+          }
+          variant.val.conflict = option;
+          break;
+        }
+        case 3: {
+          variant.val.unavailable = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 4: {
+          variant.val.too_large = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 5: {
+          variant.val.timeout = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 6: {
+          variant.val.failed = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+      }
+
+      result.val.err = variant;
+      break;
+    }
+  }
+  if (!result.is_err) {
+    return 1;
+  } else {
+    *err = result.val.err;
+    return 0;
+  }
+}
+
+bool tally_platform_objects_remove(function_string_t *object, function_string_t *path, tally_platform_objects_error_t *err) {
+  __attribute__((__aligned__(8)))
+  uint8_t ret_area[32];
+  uint8_t *ptr = (uint8_t *) &ret_area;
+  __wasm_import_tally_platform_objects_remove((uint8_t *) (*object).ptr, (*object).len, (uint8_t *) (*path).ptr, (*path).len, ptr);
+  tally_platform_objects_result_void_error_t result;
+  switch ((int32_t) *((uint8_t*) (ptr + 0))) {
+    case 0: {
+      result.is_err = false;
+      break;
+    }
+    case 1: {
+      result.is_err = true;
+      tally_platform_types_error_t variant;
+      variant.tag = (int32_t) *((uint8_t*) (ptr + 8));
+      switch ((int32_t) variant.tag) {
+        case 0: {
+          variant.val.invalid_argument = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 1: {
+          variant.val.not_found = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 2: {
+          function_option_u64_t option;
+          switch ((int32_t) *((uint8_t*) (ptr + 16))) {
+            case 0: {
+              option.is_some = false;
+              break;
+            }
+            case 1: {
+              option.is_some = true;
+              option.val = (uint64_t) (*((int64_t*) (ptr + 24)));
+              break;
+            }
+          }
+          variant.val.conflict = option;
+          break;
+        }
+        case 3: {
+          variant.val.unavailable = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 4: {
+          variant.val.too_large = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 5: {
+          variant.val.timeout = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 6: {
+          variant.val.failed = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+      }
+
+      result.val.err = variant;
+      break;
+    }
+  }
+  if (!result.is_err) {
+    return 1;
+  } else {
+    *err = result.val.err;
+    return 0;
+  }
+}
+
+bool tally_platform_objects_begin(bool read_only, tally_platform_objects_error_t *err) {
+  __attribute__((__aligned__(8)))
+  uint8_t ret_area[32];
+  uint8_t *ptr = (uint8_t *) &ret_area;
+  __wasm_import_tally_platform_objects_begin(read_only, ptr);
+  tally_platform_objects_result_void_error_t result;
+  switch ((int32_t) *((uint8_t*) (ptr + 0))) {
+    case 0: {
+      result.is_err = false;
+      break;
+    }
+    case 1: {
+      result.is_err = true;
+      tally_platform_types_error_t variant;
+      variant.tag = (int32_t) *((uint8_t*) (ptr + 8));
+      switch ((int32_t) variant.tag) {
+        case 0: {
+          variant.val.invalid_argument = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 1: {
+          variant.val.not_found = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 2: {
+          function_option_u64_t option;
+          switch ((int32_t) *((uint8_t*) (ptr + 16))) {
+            case 0: {
+              option.is_some = false;
+              break;
+            }
+            case 1: {
+              option.is_some = true;
+              option.val = (uint64_t) (*((int64_t*) (ptr + 24)));
+              break;
+            }
+          }
+          variant.val.conflict = option;
+          break;
+        }
+        case 3: {
+          variant.val.unavailable = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 4: {
+          variant.val.too_large = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 5: {
+          variant.val.timeout = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 6: {
+          variant.val.failed = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+      }
+
+      result.val.err = variant;
+      break;
+    }
+  }
+  if (!result.is_err) {
+    return 1;
+  } else {
+    *err = result.val.err;
+    return 0;
+  }
+}
+
+bool tally_platform_objects_commit(bool *ret, tally_platform_objects_error_t *err) {
+  __attribute__((__aligned__(8)))
+  uint8_t ret_area[32];
+  uint8_t *ptr = (uint8_t *) &ret_area;
+  __wasm_import_tally_platform_objects_commit(ptr);
+  tally_platform_objects_result_bool_error_t result;
+  switch ((int32_t) *((uint8_t*) (ptr + 0))) {
+    case 0: {
+      result.is_err = false;
+      result.val.ok = (int32_t) *((uint8_t*) (ptr + 8));
+      break;
+    }
+    case 1: {
+      result.is_err = true;
+      tally_platform_types_error_t variant;
+      variant.tag = (int32_t) *((uint8_t*) (ptr + 8));
+      switch ((int32_t) variant.tag) {
+        case 0: {
+          variant.val.invalid_argument = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 1: {
+          variant.val.not_found = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 2: {
+          function_option_u64_t option;
+          switch ((int32_t) *((uint8_t*) (ptr + 16))) {
+            case 0: {
+              option.is_some = false;
+              break;
+            }
+            case 1: {
+              option.is_some = true;
+              option.val = (uint64_t) (*((int64_t*) (ptr + 24)));
+              break;
+            }
+          }
+          variant.val.conflict = option;
+          break;
+        }
+        case 3: {
+          variant.val.unavailable = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 4: {
+          variant.val.too_large = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 5: {
+          variant.val.timeout = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 6: {
+          variant.val.failed = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+      }
+
+      result.val.err = variant;
+      break;
+    }
+  }
+  if (!result.is_err) {
+    *ret = result.val.ok;
+    return 1;
+  } else {
+    *err = result.val.err;
+    return 0;
+  }
+}
+
+bool tally_platform_objects_abort(tally_platform_objects_error_t *err) {
+  __attribute__((__aligned__(8)))
+  uint8_t ret_area[32];
+  uint8_t *ptr = (uint8_t *) &ret_area;
+  __wasm_import_tally_platform_objects_abort(ptr);
+  tally_platform_objects_result_void_error_t result;
+  switch ((int32_t) *((uint8_t*) (ptr + 0))) {
+    case 0: {
+      result.is_err = false;
+      break;
+    }
+    case 1: {
+      result.is_err = true;
+      tally_platform_types_error_t variant;
+      variant.tag = (int32_t) *((uint8_t*) (ptr + 8));
+      switch ((int32_t) variant.tag) {
+        case 0: {
+          variant.val.invalid_argument = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 1: {
+          variant.val.not_found = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 2: {
+          function_option_u64_t option;
+          switch ((int32_t) *((uint8_t*) (ptr + 16))) {
+            case 0: {
+              option.is_some = false;
+              break;
+            }
+            case 1: {
+              option.is_some = true;
+              option.val = (uint64_t) (*((int64_t*) (ptr + 24)));
+              break;
+            }
+          }
+          variant.val.conflict = option;
+          break;
+        }
+        case 3: {
+          variant.val.unavailable = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 4: {
+          variant.val.too_large = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 5: {
+          variant.val.timeout = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 6: {
+          variant.val.failed = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+      }
+
+      result.val.err = variant;
+      break;
+    }
+  }
+  if (!result.is_err) {
+    return 1;
+  } else {
+    *err = result.val.err;
+    return 0;
+  }
+}
+
+bool tally_platform_queues_push(function_string_t *queue, function_list_u8_t *message, tally_platform_queues_error_t *err) {
+  __attribute__((__aligned__(8)))
+  uint8_t ret_area[32];
+  uint8_t *ptr = (uint8_t *) &ret_area;
+  __wasm_import_tally_platform_queues_push((uint8_t *) (*queue).ptr, (*queue).len, (uint8_t *) (*message).ptr, (*message).len, ptr);
+  tally_platform_queues_result_void_error_t result;
+  switch ((int32_t) *((uint8_t*) (ptr + 0))) {
+    case 0: {
+      result.is_err = false;
+      break;
+    }
+    case 1: {
+      result.is_err = true;
+      tally_platform_types_error_t variant;
+      variant.tag = (int32_t) *((uint8_t*) (ptr + 8));
+      switch ((int32_t) variant.tag) {
+        case 0: {
+          variant.val.invalid_argument = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 1: {
+          variant.val.not_found = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 2: {
+          function_option_u64_t option;
+          switch ((int32_t) *((uint8_t*) (ptr + 16))) {
+            case 0: {
+              option.is_some = false;
+              break;
+            }
+            case 1: {
+              option.is_some = true;
+              option.val = (uint64_t) (*((int64_t*) (ptr + 24)));
+              break;
+            }
+          }
+          variant.val.conflict = option;
+          break;
+        }
+        case 3: {
+          variant.val.unavailable = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 4: {
+          variant.val.too_large = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 5: {
+          variant.val.timeout = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 6: {
+          variant.val.failed = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+      }
+
+      result.val.err = variant;
+      break;
+    }
+  }
+  if (!result.is_err) {
+    return 1;
+  } else {
+    *err = result.val.err;
+    return 0;
+  }
+}
+
+bool tally_platform_queues_pop(function_string_t *queue, uint64_t timeout_ms, function_option_list_u8_t *ret, tally_platform_queues_error_t *err) {
+  __attribute__((__aligned__(8)))
+  uint8_t ret_area[32];
+  uint8_t *ptr = (uint8_t *) &ret_area;
+  __wasm_import_tally_platform_queues_pop((uint8_t *) (*queue).ptr, (*queue).len, (int64_t) (timeout_ms), ptr);
+  tally_platform_queues_result_option_list_u8_error_t result;
+  switch ((int32_t) *((uint8_t*) (ptr + 0))) {
+    case 0: {
+      result.is_err = false;
+      function_option_list_u8_t option;
+      switch ((int32_t) *((uint8_t*) (ptr + 8))) {
+        case 0: {
+          option.is_some = false;
+          break;
+        }
+        case 1: {
+          option.is_some = true;
+          option.val = (function_list_u8_t) { (uint8_t*)(*((uint8_t **) (ptr + (8+1*sizeof(void*))))), (*((size_t*) (ptr + (8+2*sizeof(void*))))) };
+          break;
+        }
+      }
+
+      result.val.ok = option;
+      break;
+    }
+    case 1: {
+      result.is_err = true;
+      tally_platform_types_error_t variant;
+      variant.tag = (int32_t) *((uint8_t*) (ptr + 8));
+      switch ((int32_t) variant.tag) {
+        case 0: {
+          variant.val.invalid_argument = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 1: {
+          variant.val.not_found = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 2: {
+          function_option_u64_t option0;
+          switch ((int32_t) *((uint8_t*) (ptr + 16))) {
+            case 0: {
+              option0.is_some = false;
+              break;
+            }
+            case 1: {
+              option0.is_some = true;
+              option0.val = (uint64_t) (*((int64_t*) (ptr + 24)));
+              break;
+            }
+          }
+          variant.val.conflict = option0;
+          break;
+        }
+        case 3: {
+          variant.val.unavailable = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 4: {
+          variant.val.too_large = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 5: {
+          variant.val.timeout = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 6: {
+          variant.val.failed = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+      }
+
+      result.val.err = variant;
+      break;
+    }
+  }
+  if (!result.is_err) {
+    *ret = result.val.ok;
+    return 1;
+  } else {
+    *err = result.val.err;
+    return 0;
+  }
+}
+
+bool tally_platform_locks_acquire(function_string_t *lock, uint64_t timeout_ms, bool *ret, tally_platform_locks_error_t *err) {
+  __attribute__((__aligned__(8)))
+  uint8_t ret_area[32];
+  uint8_t *ptr = (uint8_t *) &ret_area;
+  __wasm_import_tally_platform_locks_acquire((uint8_t *) (*lock).ptr, (*lock).len, (int64_t) (timeout_ms), ptr);
+  tally_platform_locks_result_bool_error_t result;
+  switch ((int32_t) *((uint8_t*) (ptr + 0))) {
+    case 0: {
+      result.is_err = false;
+      result.val.ok = (int32_t) *((uint8_t*) (ptr + 8));
+      break;
+    }
+    case 1: {
+      result.is_err = true;
+      tally_platform_types_error_t variant;
+      variant.tag = (int32_t) *((uint8_t*) (ptr + 8));
+      switch ((int32_t) variant.tag) {
+        case 0: {
+          variant.val.invalid_argument = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 1: {
+          variant.val.not_found = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 2: {
+          function_option_u64_t option;
+          switch ((int32_t) *((uint8_t*) (ptr + 16))) {
+            case 0: {
+              option.is_some = false;
+              break;
+            }
+            case 1: {
+              option.is_some = true;
+              option.val = (uint64_t) (*((int64_t*) (ptr + 24)));
+              break;
+            }
+          }
+          variant.val.conflict = option;
+          break;
+        }
+        case 3: {
+          variant.val.unavailable = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 4: {
+          variant.val.too_large = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 5: {
+          variant.val.timeout = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 6: {
+          variant.val.failed = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+      }
+
+      result.val.err = variant;
+      break;
+    }
+  }
+  if (!result.is_err) {
+    *ret = result.val.ok;
+    return 1;
+  } else {
+    *err = result.val.err;
+    return 0;
+  }
+}
+
+bool tally_platform_locks_release(function_string_t *lock, tally_platform_locks_error_t *err) {
+  __attribute__((__aligned__(8)))
+  uint8_t ret_area[32];
+  uint8_t *ptr = (uint8_t *) &ret_area;
+  __wasm_import_tally_platform_locks_release((uint8_t *) (*lock).ptr, (*lock).len, ptr);
+  tally_platform_locks_result_void_error_t result;
   switch ((int32_t) *((uint8_t*) (ptr + 0))) {
     case 0: {
       result.is_err = false;

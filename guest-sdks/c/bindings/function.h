@@ -120,6 +120,11 @@ typedef struct {
 typedef tally_platform_types_error_t tally_platform_context_error_t;
 
 typedef struct {
+  bool is_some;
+  function_string_t val;
+} function_option_string_t;
+
+typedef struct {
   bool is_err;
   union {
     tally_platform_context_error_t err;
@@ -158,6 +163,65 @@ typedef struct {
     tally_platform_state_error_t err;
   } val;
 } tally_platform_state_result_void_error_t;
+
+typedef tally_platform_types_error_t tally_platform_objects_error_t;
+
+typedef struct {
+  bool is_err;
+  union {
+    function_option_string_t ok;
+    tally_platform_objects_error_t err;
+  } val;
+} tally_platform_objects_result_option_string_error_t;
+
+typedef struct {
+  bool is_err;
+  union {
+    tally_platform_objects_error_t err;
+  } val;
+} tally_platform_objects_result_void_error_t;
+
+typedef struct {
+  bool is_err;
+  union {
+    bool ok;
+    tally_platform_objects_error_t err;
+  } val;
+} tally_platform_objects_result_bool_error_t;
+
+typedef tally_platform_types_error_t tally_platform_queues_error_t;
+
+typedef struct {
+  bool is_err;
+  union {
+    tally_platform_queues_error_t err;
+  } val;
+} tally_platform_queues_result_void_error_t;
+
+typedef struct {
+  bool is_err;
+  union {
+    function_option_list_u8_t ok;
+    tally_platform_queues_error_t err;
+  } val;
+} tally_platform_queues_result_option_list_u8_error_t;
+
+typedef tally_platform_types_error_t tally_platform_locks_error_t;
+
+typedef struct {
+  bool is_err;
+  union {
+    bool ok;
+    tally_platform_locks_error_t err;
+  } val;
+} tally_platform_locks_result_bool_error_t;
+
+typedef struct {
+  bool is_err;
+  union {
+    tally_platform_locks_error_t err;
+  } val;
+} tally_platform_locks_result_void_error_t;
 
 typedef struct {
   bool is_err;
@@ -202,6 +266,9 @@ extern uint64_t tally_platform_context_book_id(void);
 extern uint32_t tally_platform_context_attempt(void);
 // The name the function was deployed under.
 extern void tally_platform_context_function_name(function_string_t *ret);
+// The key the invocation was addressed to (`?key=`), if any: an exclusive keyed
+// invocation runs alone among the function's invocations with that key.
+extern bool tally_platform_context_key(function_string_t *ret);
 // Sleeps durably for `ms` milliseconds (at most a year): the wake time is logged,
 // so a re-execution wakes at the same time, and a sleep may outlast the function's
 // time limit and restarts. A short one waits in place; a long one suspends the
@@ -226,6 +293,42 @@ extern bool tally_platform_state_get(function_string_t *table, function_list_u8_
 extern bool tally_platform_state_put(function_string_t *table, function_list_u8_t *key, function_list_u8_t *value, tally_platform_state_error_t *err);
 // Removes `key` from `table` (nothing happens if it is absent).
 extern bool tally_platform_state_delete(function_string_t *table, function_list_u8_t *key, tally_platform_state_error_t *err);
+
+// Imported Functions from `tally:platform/objects`
+// The JSON text at `path` of `object`, or none if nothing is there.
+extern bool tally_platform_objects_get(function_string_t *object, function_string_t *path, function_option_string_t *ret, tally_platform_objects_error_t *err);
+// Sets the value at `path` to `json` (JSON text); `{}` and `[]` make an empty
+// object or array.
+extern bool tally_platform_objects_set(function_string_t *object, function_string_t *path, function_string_t *json, tally_platform_objects_error_t *err);
+// Adds `by` to the number at `path` (0 when missing); integers saturate.
+extern bool tally_platform_objects_increment(function_string_t *object, function_string_t *path, int64_t by, tally_platform_objects_error_t *err);
+// Appends `json` to the array at `path` (an empty one when missing).
+extern bool tally_platform_objects_push(function_string_t *object, function_string_t *path, function_string_t *json, tally_platform_objects_error_t *err);
+// Removes the field or array element at `path`; `""` empties the object.
+extern bool tally_platform_objects_remove(function_string_t *object, function_string_t *path, tally_platform_objects_error_t *err);
+// Begins a transaction (one at a time per invocation). A read-only one refuses
+// writes and always commits.
+extern bool tally_platform_objects_begin(bool read_only, tally_platform_objects_error_t *err);
+// Ends the transaction: true if it committed, false if it conflicted.
+extern bool tally_platform_objects_commit(bool *ret, tally_platform_objects_error_t *err);
+// Drops the transaction: none of its writes take effect.
+extern bool tally_platform_objects_abort(tally_platform_objects_error_t *err);
+
+// Imported Functions from `tally:platform/queues`
+// Pushes `message` (at most 512 KiB) to `queue`.
+extern bool tally_platform_queues_push(function_string_t *queue, function_list_u8_t *message, tally_platform_queues_error_t *err);
+// Pops the oldest message of one of the queue's shards (this invocation's own shard
+// first), waiting up to `timeout-ms` (at most the function's time limit) for one
+// without spinning; none if the queue stayed empty.
+extern bool tally_platform_queues_pop(function_string_t *queue, uint64_t timeout_ms, function_option_list_u8_t *ret, tally_platform_queues_error_t *err);
+
+// Imported Functions from `tally:platform/locks`
+// Acquires `lock` for this invocation, waiting up to `timeout-ms` (at most the
+// function's time limit) while another holds it; false if the wait timed out.
+// Acquiring a lock this invocation holds is true at once.
+extern bool tally_platform_locks_acquire(function_string_t *lock, uint64_t timeout_ms, bool *ret, tally_platform_locks_error_t *err);
+// Releases `lock`; `invalid-argument` if this invocation does not hold it.
+extern bool tally_platform_locks_release(function_string_t *lock, tally_platform_locks_error_t *err);
 
 // Exported Functions from `function`
 bool exports_function_handle(function_list_u8_t *input, function_list_u8_t *ret, function_string_t *err);
@@ -260,6 +363,8 @@ void tally_platform_invoke_result_list_u8_error_free(tally_platform_invoke_resul
 
 void tally_platform_context_error_free(tally_platform_context_error_t *ptr);
 
+void function_option_string_free(function_option_string_t *ptr);
+
 void tally_platform_context_result_void_error_free(tally_platform_context_result_void_error_t *ptr);
 
 void tally_platform_context_result_string_error_free(tally_platform_context_result_string_error_t *ptr);
@@ -271,6 +376,26 @@ void tally_platform_state_error_free(tally_platform_state_error_t *ptr);
 void tally_platform_state_result_option_list_u8_error_free(tally_platform_state_result_option_list_u8_error_t *ptr);
 
 void tally_platform_state_result_void_error_free(tally_platform_state_result_void_error_t *ptr);
+
+void tally_platform_objects_error_free(tally_platform_objects_error_t *ptr);
+
+void tally_platform_objects_result_option_string_error_free(tally_platform_objects_result_option_string_error_t *ptr);
+
+void tally_platform_objects_result_void_error_free(tally_platform_objects_result_void_error_t *ptr);
+
+void tally_platform_objects_result_bool_error_free(tally_platform_objects_result_bool_error_t *ptr);
+
+void tally_platform_queues_error_free(tally_platform_queues_error_t *ptr);
+
+void tally_platform_queues_result_void_error_free(tally_platform_queues_result_void_error_t *ptr);
+
+void tally_platform_queues_result_option_list_u8_error_free(tally_platform_queues_result_option_list_u8_error_t *ptr);
+
+void tally_platform_locks_error_free(tally_platform_locks_error_t *ptr);
+
+void tally_platform_locks_result_bool_error_free(tally_platform_locks_result_bool_error_t *ptr);
+
+void tally_platform_locks_result_void_error_free(tally_platform_locks_result_void_error_t *ptr);
 
 void function_result_list_u8_string_free(function_result_list_u8_string_t *ptr);
 
