@@ -10,6 +10,7 @@ use crate::instance::{Instance, Wake};
 use crate::invoke::Run;
 use crate::node::Abort;
 use crate::objects::ObjOp;
+use crate::record::LockId;
 use crate::record::{cut, input_sha256, Awaited, Outcome};
 use crate::recorder::GuestClock;
 
@@ -67,6 +68,26 @@ impl Attempt {
     /// `objects.abort`.
     pub fn txn_abort(&mut self) -> Result<(), Abort> {
         self.instance.txn_abort()
+    }
+
+    /// `queues.push`.
+    pub async fn queue_push(&mut self, queue: &str, message: Bytes) -> Result<(), Abort> {
+        self.instance.queue_push(&mut self.ctx, queue, message).await
+    }
+
+    /// `queues.pop`: waits up to `timeout_ms`, and not past the attempt's deadline.
+    pub async fn queue_pop(&mut self, queue: &str, timeout_ms: u64) -> Result<Option<Bytes>, Abort> {
+        self.instance.queue_pop(&mut self.ctx, queue, timeout_ms, self.deadline_ms).await
+    }
+
+    /// `locks.acquire`: waits up to `timeout_ms`, and not past the attempt's deadline.
+    pub async fn lock_acquire(&mut self, lock: &str, timeout_ms: u64) -> Result<bool, Abort> {
+        self.instance.lock_acquire(&mut self.ctx, LockId::Named(lock.to_string()), timeout_ms, self.deadline_ms).await
+    }
+
+    /// `locks.release`.
+    pub async fn lock_release(&mut self, lock: &str) -> Result<(), Abort> {
+        self.instance.lock_release(&mut self.ctx, LockId::Named(lock.to_string())).await
     }
 
     /// `context.sleep` of the guest: sleeps durably until `wake` (see

@@ -60,9 +60,11 @@ use tally_log_core::{BookId, Context, Error as LogError, LogRecord, SeqNum, Tag}
 
 use crate::config::Protocol;
 use crate::error::Error;
+use crate::locks::{self, LockView};
 use crate::objects::{self, ObjOp, Txn};
+use crate::queues;
 use crate::node::{fresher_value, version_value, visible_write, Abort, Durable};
-use crate::record::{self, input_sha256, Awaited, CondOutcome, Outcome, ReadRecord, Step, Transition};
+use crate::record::{self, input_sha256, Awaited, CondOutcome, LockId, Outcome, ReadRecord, Step, Transition};
 use crate::recorder::{GuestClock, Recorder};
 use crate::store::Version;
 use crate::tags::{shadow, APPENDED, INSTANCES};
@@ -193,6 +195,8 @@ pub struct Instance {
     txn: Option<Txn>,
     /// The seqnum of the last transaction's commit record (for the simulator's oracle).
     pub last_commit: u64,
+    /// The locks this instance holds, as its steps so far say (`locks.rs`).
+    held: std::collections::BTreeSet<LockId>,
 }
 
 impl Instance {
@@ -225,6 +229,7 @@ impl Instance {
             cancel_checked_ms: Some(svc.clock.now_ms()),
             txn: None,
             last_commit: 0,
+            held: Default::default(),
             svc,
         }
     }
@@ -468,7 +473,12 @@ impl Instance {
         // append and a call pass it before theirs (see `step_gate`).
         let guest_step = !matches!(
             step,
-            Step::Clocks { .. } | Step::Result { .. } | Step::Cancelled | Step::CondAppend { .. } | Step::Invoke { .. }
+            Step::Clocks { .. }
+                | Step::Result { .. }
+                | Step::Cancelled
+                | Step::CondAppend { .. }
+                | Step::Invoke { .. }
+                | Step::LockRelease { .. }
         );
         if guest_step {
             self.step_gate(ctx).await?;
@@ -941,6 +951,195 @@ impl Instance {
         }
     }
 
+    /// Pushes `message` to `queue` (`queues.rs`): a step, in this instance's shard.
+    pub async fn queue_push(&mut self, ctx: &mut Context, queue: &str, message: Bytes) -> Result<(), Abort> {
+        queues::check_name(queue)?;
+        if message.len() > crate::node::VALUE_MAX {
+            return Err(Abort::Refused(Error::TooLarge {
+                what: "a message",
+                size: Some(message.len() as u64),
+                limit: crate::node::VALUE_MAX as u64,
+            }));
+        }
+        self.init_checked(ctx).await?;
+        let shard = queues::shard_of(&self.id);
+        let step = Step::QueuePush { queue: queue.to_string(), shard, message };
+        if self.recorded(&step)?.is_none() {
+            self.log_clocks(ctx).await?;
+        }
+        self.log_step(ctx, step, &[self.svc.tags.queue_shard(queue, shard)]).await?;
+        self.svc.completions.notify(&queues::wake_key(self.book, queue));
+        Ok(())
+    }
+
+    /// Pops the oldest message of a shard of `queue`, waiting up to `timeout_ms` (and
+    /// not past the attempt's deadline) for one: every pop that finds one is a step,
+    /// and so is the last, empty one, so that every execution returns the same.
+    pub async fn queue_pop(
+        &mut self,
+        ctx: &mut Context,
+        queue: &str,
+        timeout_ms: u64,
+        deadline_ms: u64,
+    ) -> Result<Option<Bytes>, Abort> {
+        queues::check_name(queue)?;
+        self.init_checked(ctx).await?;
+        let now = self.svc.clock.now_ms();
+        let until = now.saturating_add(timeout_ms).min(deadline_ms.saturating_sub(IN_PLACE_MARGIN_MS)).max(now);
+        let own = queues::shard_of(&self.id);
+        let wake = queues::wake_key(self.book, queue);
+        loop {
+            let asked = Step::QueuePop { queue: queue.to_string(), shard: own, last: false };
+            let r = match self.recorded(&asked)? {
+                Some(r) => {
+                    self.take(r.seqnum);
+                    r
+                }
+                None => {
+                    let mut found = None;
+                    for k in 0..queues::SHARDS {
+                        let shard = (own + k) % queues::SHARDS;
+                        if !queues::shard_at(&self.svc, ctx, self.book, queue, shard, u64::MAX).await?.pending.is_empty() {
+                            found = Some(shard);
+                            break;
+                        }
+                    }
+                    let now = self.svc.clock.now_ms();
+                    if found.is_none() && now < until {
+                        let look = self.svc.clock.sleep((until - now).min(queues::POLL_MS));
+                        futures_util::future::select(look, self.svc.completions.wait(&wake)).await;
+                        continue;
+                    }
+                    self.log_clocks(ctx).await?;
+                    let shard = found.unwrap_or(own);
+                    let step = Step::QueuePop { queue: queue.to_string(), shard, last: found.is_none() };
+                    self.log_step(ctx, step, &[self.svc.tags.queue_shard(queue, shard)]).await?
+                }
+            };
+            let Step::QueuePop { shard, last, .. } = r.step else { unreachable!("recorded checks the kind") };
+            let view = queues::shard_at(&self.svc, ctx, self.book, queue, shard, r.seqnum).await?;
+            match view.popped {
+                Some(push) => return Ok(Some(queues::message_at(&self.svc, ctx, self.book, queue, shard, push).await?)),
+                None if last => return Ok(None),
+                // Another pop got there first: look again.
+                None => {}
+            }
+        }
+    }
+
+    /// Takes `lock` for this instance, waiting up to `timeout_ms` (and not past the
+    /// attempt's deadline) while another holds it: each try made is a step, and the
+    /// last one is made even when the lock looks held, so that every execution returns
+    /// the same. True at once for a lock the instance holds.
+    pub async fn lock_acquire(
+        &mut self,
+        ctx: &mut Context,
+        lock: LockId,
+        timeout_ms: u64,
+        deadline_ms: u64,
+    ) -> Result<bool, Abort> {
+        if let LockId::Named(name) = &lock {
+            locks::check_name(name)?;
+        }
+        self.init_checked(ctx).await?;
+        if self.held.contains(&lock) {
+            return Ok(true);
+        }
+        let now = self.svc.clock.now_ms();
+        let until = now.saturating_add(timeout_ms).min(deadline_ms.saturating_sub(IN_PLACE_MARGIN_MS)).max(now);
+        let holder = self.id.to_string();
+        let wake = locks::wake_key(self.book, &lock);
+        loop {
+            let asked = Step::LockTry { lock: lock.clone(), holder: holder.clone(), prev: 0, last: false };
+            let r = match self.recorded(&asked)? {
+                Some(r) => {
+                    self.take(r.seqnum);
+                    r
+                }
+                None => {
+                    let view = locks::lock_at(&self.svc, ctx, self.book, &lock, u64::MAX).await?;
+                    let now = self.svc.clock.now_ms();
+                    if view.holder.is_some() && now < until {
+                        let look = self.svc.clock.sleep((until - now).min(locks::POLL_MS));
+                        futures_util::future::select(look, self.svc.completions.wait(&wake)).await;
+                        continue;
+                    }
+                    self.log_clocks(ctx).await?;
+                    let last = view.holder.is_some();
+                    let step = Step::LockTry { lock: lock.clone(), holder: holder.clone(), prev: view.tail, last };
+                    self.log_step(ctx, step, &[self.svc.tags.lock(&lock)]).await?
+                }
+            };
+            let Step::LockTry { last, .. } = r.step else { unreachable!("recorded checks the kind") };
+            let view = locks::lock_at(&self.svc, ctx, self.book, &lock, r.seqnum).await?;
+            if view.holder.as_ref() == Some(&holder) {
+                self.held.insert(lock);
+                return Ok(true);
+            }
+            if last {
+                return Ok(false);
+            }
+        }
+    }
+
+    /// Releases `lock`, which this instance holds: a step.
+    pub async fn lock_release(&mut self, ctx: &mut Context, lock: LockId) -> Result<(), Abort> {
+        if let LockId::Named(name) = &lock {
+            locks::check_name(name)?;
+        }
+        self.init_checked(ctx).await?;
+        if !self.held.contains(&lock) {
+            return Err(Abort::Refused(Error::InvalidArgument(format!("this invocation does not hold lock {lock:?}"))));
+        }
+        let holder = self.id.to_string();
+        let asked = Step::LockRelease { lock: lock.clone(), holder: holder.clone(), prev: 0 };
+        let step = match self.recorded(&asked)? {
+            Some(_) => asked,
+            None => {
+                let view = locks::lock_at(&self.svc, ctx, self.book, &lock, u64::MAX).await?;
+                if view.holder.as_ref() != Some(&holder) {
+                    return Err(Abort::internal(format!("lock {lock:?} is held by {:?}, not by its holder", view.holder)));
+                }
+                self.log_clocks(ctx).await?;
+                Step::LockRelease { lock: lock.clone(), holder, prev: view.tail }
+            }
+        };
+        let tag = self.svc.tags.lock(&lock);
+        self.log_step(ctx, step, &[tag]).await?;
+        self.held.remove(&lock);
+        self.svc.completions.notify(&locks::wake_key(self.book, &lock));
+        Ok(())
+    }
+
+    /// Releases every lock the instance holds, before its result. For an instance that
+    /// did not replay its guest (`give_up`, `finish_after_recorded`), the locks it holds
+    /// are those its recorded tries took and its recorded releases did not give back.
+    async fn release_held(&mut self, ctx: &mut Context, replayed: bool) -> Result<(), Abort> {
+        if !replayed {
+            let holder = self.id.to_string();
+            let mut held = std::collections::BTreeSet::new();
+            for r in self.steps.clone() {
+                match r.step {
+                    Step::LockTry { lock, .. } => {
+                        let LockView { holder: h, .. } = locks::lock_at(&self.svc, ctx, self.book, &lock, r.seqnum).await?;
+                        if h.as_ref() == Some(&holder) {
+                            held.insert(lock);
+                        }
+                    }
+                    Step::LockRelease { lock, .. } => {
+                        held.remove(&lock);
+                    }
+                    _ => {}
+                }
+            }
+            self.held = held;
+        }
+        for lock in self.held.clone() {
+            self.lock_release(ctx, lock).await?;
+        }
+        Ok(())
+    }
+
     /// Waits durably for the value of `promise` (`context.promise-await`), until
     /// `timeout_ms` past a recorded reading of the wall clock if given. The wait's end is
     /// logged first as a `Sleep` step (also in INSTANCES; `u64::MAX` without a timeout),
@@ -1328,7 +1527,7 @@ impl Instance {
         self.next = self.steps.len();
         // Earlier attempts may have appended under the mark.
         self.marked = true;
-        self.log_result(ctx, outcome).await
+        self.log_result(ctx, outcome, false).await
     }
 
     /// Logs `outcome` as the result after every step recorded so far, or returns the
@@ -1345,20 +1544,22 @@ impl Instance {
         }
         self.next = self.steps.len();
         self.marked = true;
-        self.log_result(ctx, outcome).await
+        self.log_result(ctx, outcome, false).await
     }
 
     /// Logs the invocation's final outcome (or takes a peer's) and returns it, after
     /// the clock readings it may depend on.
     pub async fn finish(&mut self, ctx: &mut Context, outcome: Outcome) -> Result<Outcome, Abort> {
         self.log_clocks(ctx).await?;
-        self.log_result(ctx, outcome).await
+        self.log_result(ctx, outcome, true).await
     }
 
-    /// Logs the Result step at `next`. Clock readings not logged by now are dropped:
-    /// only a trap or a diverging re-execution gets here with some, and its outcome is
-    /// not the guest's to compute from them.
-    async fn log_result(&mut self, ctx: &mut Context, mut outcome: Outcome) -> Result<Outcome, Abort> {
+    /// Logs the Result step at `next`, after releasing the locks the instance holds
+    /// (`replayed`: as its guest's execution says; otherwise as its recorded steps do).
+    /// Clock readings not logged by now are dropped: only a trap or a diverging
+    /// re-execution gets here with some, and its outcome is not the guest's to compute
+    /// from them.
+    async fn log_result(&mut self, ctx: &mut Context, mut outcome: Outcome, replayed: bool) -> Result<Outcome, Abort> {
         self.recorder.discard_fresh();
         self.follow();
         if let Some(Recorded { step: Step::Cancelled, seqnum }) = self.steps.get(self.next) {
@@ -1369,6 +1570,8 @@ impl Instance {
         if self.cancelled {
             outcome = Outcome::Cancelled;
         }
+        self.txn = None;
+        self.release_held(ctx, replayed).await?;
         let tags: &[Tag] = if self.marked { &[INSTANCES, APPENDED] } else { &[INSTANCES] };
         match self.log_step(ctx, Step::Result { outcome }, tags).await?.step {
             Step::Result { outcome } => Ok(outcome),

@@ -29,11 +29,14 @@ mod gc;
 mod id;
 mod instance;
 mod invoke;
+pub mod locks;
 mod node;
 pub mod objects;
 mod record;
+pub mod queues;
 mod recorder;
 mod recovery;
+mod replay;
 mod schedule;
 mod switch;
 mod tags;
@@ -50,7 +53,7 @@ pub use id::{InstanceId, IDEMPOTENCY_KEY_MAX};
 pub use instance::{CrashAfter, Instance, Of, Started, Wake, SLEEP_MAX_MS};
 pub use invoke::{InvocationStatus, InvokeRequest, Listed, ListedStatus};
 pub use node::{check_table, Abort, Durable, NodeBounds, Ops, Parts, KEY_MAX, PAYLOAD_MAX, VALUE_MAX};
-pub use record::{Outcome, Reading, Transition};
+pub use record::{LockId, Outcome, Reading, Transition};
 pub use recorder::{GuestClock, RANDOM_BYTES_MAX, READINGS_MAX};
 pub use schedule::{
     check_name as check_schedule_name, CatchUp, Overlap, Schedule, ScheduleSpec, Timing, EVERY_MIN_MS, LATE_MS,

@@ -44,6 +44,7 @@ use tally_log_core::{BookId, Context, LogRecord, SeqNum};
 use crate::error::Error;
 use crate::node::{Abort, Durable, VALUE_MAX};
 use crate::record::{self, Step};
+use crate::replay;
 use crate::tags::shadow;
 
 /// The longest object name, in bytes.
@@ -432,26 +433,14 @@ pub(crate) async fn decide(
 /// the newest view cached at or below `at`; caches the view of the newest record.
 pub(crate) async fn view_at(svc: &Durable, ctx: &mut Context, book: BookId, object: &str, at: u64) -> Result<Value, Abort> {
     let tag = svc.tags.bokistore(object);
-    let mut newer: Vec<(LogRecord, Step)> = Vec::new();
-    let mut cursor = at;
-    let mut base = Folding::new(Value::Null, 4);
-    loop {
-        let Some(r) = svc.log.read_prev(ctx, shadow(book), tag, SeqNum(cursor)).await? else { break };
-        let step: Step = record::decode("object", &r.data)?;
-        if !matches!(effect_on(&step, object), Effect::None) {
-            if let Some(view) = AuxView::of(&r).view(object) {
-                let value = serde_json::from_str(view).map_err(|e| Abort::internal(format!("a cached view: {e}")))?;
-                base = Folding::new(value, view.len());
-                break;
-            }
-            newer.push((r.clone(), step));
-        }
-        match r.seqnum.0.checked_sub(1) {
-            Some(prev) => cursor = prev,
-            None => break,
-        }
-    }
-    let replayed = !newer.is_empty();
+    let relevant = |step: &Step| !matches!(effect_on(step, object), Effect::None);
+    let cached = |r: &LogRecord| {
+        let aux = AuxView::of(r);
+        let view = aux.view(object)?;
+        Some((serde_json::from_str::<Value>(view).ok()?, view.len()))
+    };
+    let (base, mut newer) = replay::since_view(svc, ctx, book, tag, at, relevant, cached).await?;
+    let mut base = base.map_or_else(|| Folding::new(Value::Null, 4), |(v, len)| Folding::new(v, len));
     let mut newest: Option<(LogRecord, Option<bool>)> = None;
     while let Some((r, step)) = newer.pop() {
         let mut outcome = None;
@@ -469,7 +458,7 @@ pub(crate) async fn view_at(svc: &Durable, ctx: &mut Context, book: BookId, obje
         }
         newest = Some((r, outcome));
     }
-    if let (true, Some((r, outcome))) = (replayed, newest) {
+    if let Some((r, outcome)) = newest {
         cache_view(svc, ctx, book, &r, object, outcome, &base.value).await;
     }
     Ok(base.value)
@@ -492,7 +481,7 @@ async fn cache_view(svc: &Durable, ctx: &mut Context, book: BookId, r: &LogRecor
     aux.committed = aux.committed.or(outcome);
     aux.views.retain(|(o, _)| o != object);
     aux.views.push((object.to_string(), text));
-    let _ = svc.log.set_aux_data(ctx, shadow(book), r.seqnum, record::encode(&aux)).await;
+    replay::cache(svc, ctx, book, r.seqnum, record::encode(&aux)).await;
 }
 
 /// A transaction in progress in an instance.

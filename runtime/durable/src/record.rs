@@ -102,6 +102,29 @@ pub enum Step {
     /// was written (by a plain write or a commit that committed) after `start` and
     /// before this record; then `writes` apply here, in order.
     TxnCommit { start: u64, reads: Vec<String>, writes: Vec<(String, Vec<ObjOp>)> },
+    /// A push of `message` to shard `shard` of queue `queue` (`queues.rs`): a step, also
+    /// in the shard's stream.
+    QueuePush { queue: String, shard: u64, message: Bytes },
+    /// A pop from shard `shard` of queue `queue`: a step, also in the shard's stream. It
+    /// gets the oldest message of the shard not popped before it, if any. `last`: the
+    /// pop waits no longer (its time was up), so an empty one ends the guest's call.
+    QueuePop { queue: String, shard: u64, last: bool },
+    /// A try of `holder` (an instance ID) to take `lock` (`locks.rs`): a step, also in
+    /// the lock's stream. It takes the lock exactly when `prev` is the seqnum of the
+    /// lock's last effective record (0: none) and the lock is free there. `last`: the
+    /// try waits no longer.
+    LockTry { lock: LockId, holder: String, prev: u64, last: bool },
+    /// A release of `lock` by its holder: a step, also in the lock's stream, effective
+    /// when `prev` is the lock's last effective record.
+    LockRelease { lock: LockId, holder: String, prev: u64 },
+}
+
+/// A lock: one a guest names, or the one a keyed invocation of `function` holds while
+/// it runs (`?key=`), which no guest can name.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum LockId {
+    Named(String),
+    Key { function: String, key: String },
 }
 
 /// What an await of a promise got.
@@ -175,6 +198,11 @@ impl Step {
             (Step::Cancelled, Step::Cancelled) => true,
             (a @ Step::ObjectWrite { .. }, b @ Step::ObjectWrite { .. }) => a == b,
             (a @ Step::TxnCommit { .. }, b @ Step::TxnCommit { .. }) => a == b,
+            (a @ Step::QueuePush { .. }, b @ Step::QueuePush { .. }) => a == b,
+            // The shard and whether it is the last try are the record's to give.
+            (Step::QueuePop { queue: q, .. }, Step::QueuePop { queue, .. }) => q == queue,
+            (Step::LockTry { lock: l, holder: h, .. }, Step::LockTry { lock, holder, .. }) => l == lock && h == holder,
+            (Step::LockRelease { lock: l, holder: h, .. }, Step::LockRelease { lock, holder, .. }) => l == lock && h == holder,
             _ => false,
         }
     }
@@ -199,6 +227,10 @@ impl Step {
             Step::Cancel { root } => format!("cancellation of {root}"),
             Step::Cancelled => "cancellation".to_string(),
             Step::Retry { id, attempt, .. } => format!("retry of {id} as attempt {attempt}"),
+            Step::QueuePush { queue, .. } => format!("push to queue {queue:?}"),
+            Step::QueuePop { queue, .. } => format!("pop from queue {queue:?}"),
+            Step::LockTry { lock, .. } => format!("try of lock {lock:?}"),
+            Step::LockRelease { lock, .. } => format!("release of lock {lock:?}"),
             Step::ObjectWrite { object, ops } => format!("write of object {object:?} ({} operations)", ops.len()),
             Step::TxnCommit { reads, writes, .. } => {
                 format!("commit of a transaction reading {} objects and writing {}", reads.len(), writes.len())

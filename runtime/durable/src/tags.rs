@@ -189,6 +189,21 @@ impl TagKey {
         self.derive("bokistore", &[object.as_bytes()])
     }
 
+    /// The stream of shard `shard` of a queue (in its book's shadow): its pushes and
+    /// pops (`queues.rs`).
+    pub fn queue_shard(&self, queue: &str, shard: u64) -> Tag {
+        self.derive("queue-shard", &[queue.as_bytes(), &shard.to_be_bytes()])
+    }
+
+    /// The stream of a lock (in its book's shadow): its tries and releases (`locks.rs`).
+    pub fn lock(&self, lock: &crate::record::LockId) -> Tag {
+        use crate::record::LockId;
+        match lock {
+            LockId::Named(name) => self.derive("lock", &[name.as_bytes()]),
+            LockId::Key { function, key } => self.derive("key-lock", &[function.as_bytes(), key.as_bytes()]),
+        }
+    }
+
     /// The stream of a schedule (in [`PLATFORM_BOOK`]): its states, one per change.
     pub fn schedule(&self, name: &str) -> Tag {
         self.derive("schedule", &[name.as_bytes()])
@@ -227,6 +242,11 @@ mod tests {
             key.retry(&id),
             key.schedule("ab"),
             key.bokistore("ab"),
+            key.queue_shard("ab", 0),
+            key.queue_shard("ab", 1),
+            key.lock(&crate::record::LockId::Named("ab".into())),
+            key.lock(&crate::record::LockId::Key { function: "a".into(), key: "b".into() }),
+            key.lock(&crate::record::LockId::Key { function: "ab".into(), key: "".into() }),
         ];
         for (i, t) in derived.iter().enumerate() {
             assert!(t.is_reserved() && !is_fixed(*t) && !t.is_mark());

@@ -1,0 +1,78 @@
+//! Locks (BokiFlow, Boki §5.1, Figure 7): a lock is a register over its stream, holding
+//! an instance ID or nothing. Every try and release names `prev`, the last effective
+//! record its maker saw; replaying the stream, a record is effective only if its `prev`
+//! is the last effective record so far, so of tries made concurrently on the same
+//! state the first in the log wins, and the `prev` pointers form one linearizable chain
+//! of alternating takes and releases.
+//!
+//! Tries and releases are steps of the holder's step log, so a re-execution finds them
+//! and their outcomes; the holder is the instance, which holds its locks across crashes
+//! and re-executions and releases the ones it still holds before its result
+//! (`Instance::log_result`). A try is appended only when its maker saw the lock free (or
+//! its wait is up), so waiters append nothing; they wait on this node's releases and look
+//! at the log every [`POLL_MS`] for others'.
+
+use serde::{Deserialize, Serialize};
+use tally_log_core::{BookId, Context, LogRecord};
+
+use crate::error::Error;
+use crate::node::{Abort, Durable};
+use crate::record::{self, LockId, Step};
+use crate::replay;
+
+/// The longest lock name, in bytes.
+pub const LOCK_NAME_MAX: usize = 256;
+/// How often a waiting try looks at the log for other nodes' releases.
+pub const POLL_MS: u64 = 20;
+
+pub fn check_name(lock: &str) -> Result<(), Error> {
+    if lock.is_empty() || lock.len() > LOCK_NAME_MAX {
+        return Err(Error::InvalidArgument(format!("a lock name is 1 to {LOCK_NAME_MAX} bytes, not {}", lock.len())));
+    }
+    Ok(())
+}
+
+/// The key under which this node's waiting tries of a lock are woken by its releases.
+pub(crate) fn wake_key(book: BookId, lock: &LockId) -> String {
+    match lock {
+        LockId::Named(name) => format!("lock/{}/{name}", book.0),
+        LockId::Key { function, key } => format!("key/{}/{}/{function}/{key}", book.0, function.len()),
+    }
+}
+
+/// A lock after one of its records: the last effective record (0: none) and the holder.
+/// Cached in the record's aux data.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockView {
+    pub tail: u64,
+    pub holder: Option<String>,
+}
+
+fn concerns(step: &Step, lock: &LockId) -> bool {
+    matches!(step, Step::LockTry { lock: l, .. } | Step::LockRelease { lock: l, .. } if l == lock)
+}
+
+/// The lock after its last record at or below `at`.
+pub(crate) async fn lock_at(svc: &Durable, ctx: &mut Context, book: BookId, lock: &LockId, at: u64) -> Result<LockView, Abort> {
+    let tag = svc.tags.lock(lock);
+    let cached = |r: &LogRecord| r.aux.as_deref().and_then(|a| record::decode::<LockView>("lock view", a).ok());
+    let (base, mut newer) = replay::since_view(svc, ctx, book, tag, at, |s| concerns(s, lock), cached).await?;
+    let mut view = base.unwrap_or_default();
+    let mut newest = None;
+    while let Some((r, step)) = newer.pop() {
+        match step {
+            Step::LockTry { holder, prev, .. } if prev == view.tail && view.holder.is_none() => {
+                view = LockView { tail: r.seqnum.0, holder: Some(holder) };
+            }
+            Step::LockRelease { holder, prev, .. } if prev == view.tail && view.holder.as_ref() == Some(&holder) => {
+                view = LockView { tail: r.seqnum.0, holder: None };
+            }
+            _ => {}
+        }
+        newest = Some(r.seqnum);
+    }
+    if let Some(seqnum) = newest {
+        replay::cache(svc, ctx, book, seqnum, record::encode(&view)).await;
+    }
+    Ok(view)
+}

@@ -1,0 +1,117 @@
+//! Durable FIFO queues (BokiQueue, Boki §5.3): a queue of a book is split into
+//! [`SHARDS`] shards, each a replicated state machine over its own stream (vCorfu's
+//! composable state machine replication). A push is a step of the pusher's step log and
+//! a record of its shard; a pop is a step and a record too, and what it got follows
+//! from the shard's records before it: the oldest push no earlier pop got. So every
+//! message is popped once, by the pop whose record is first, and a re-execution finds
+//! its pop's record and gets the same message.
+//!
+//! ```text
+//!   shard stream:  Push(a) Push(b) Pop Push(c) Pop Pop Pop ...
+//!   pops get:                      a            b   c   (none)
+//! ```
+//!
+//! An instance pushes to one shard (a hash of its ID), so one invocation's messages
+//! stay in order; a popper looks at its own shard first and then at the others, and
+//! appends a pop only where it saw a message (or when its wait is up), so consumers
+//! waiting on an empty queue append nothing. They wait on this node's pushes and look
+//! at the log every [`POLL_MS`] for others'.
+
+use std::collections::VecDeque;
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use tally_log_core::{BookId, Context, LogRecord, SeqNum};
+
+use crate::error::Error;
+use crate::id::InstanceId;
+use crate::node::{Abort, Durable};
+use crate::record::{self, Step};
+use crate::replay;
+use crate::tags::shadow;
+
+/// Shards per queue.
+pub const SHARDS: u64 = 4;
+/// The longest queue name, in bytes.
+pub const QUEUE_NAME_MAX: usize = 256;
+/// How often a waiting pop looks at the log for other nodes' pushes.
+pub const POLL_MS: u64 = 20;
+
+pub fn check_name(queue: &str) -> Result<(), Error> {
+    if queue.is_empty() || queue.len() > QUEUE_NAME_MAX {
+        return Err(Error::InvalidArgument(format!("a queue name is 1 to {QUEUE_NAME_MAX} bytes, not {}", queue.len())));
+    }
+    Ok(())
+}
+
+/// The shard an instance pushes to and pops from first.
+pub fn shard_of(id: &InstanceId) -> u64 {
+    let digest = Sha256::digest(id.encode());
+    u64::from_be_bytes(digest[..8].try_into().expect("8 bytes")) % SHARDS
+}
+
+/// The key under which this node's waiting pops of a queue are woken by its pushes.
+pub(crate) fn wake_key(book: BookId, queue: &str) -> String {
+    format!("queue/{}/{queue}", book.0)
+}
+
+/// A shard after one of its records: the seqnums of the pushes not popped yet, oldest
+/// first, and what that record popped (for a pop). Cached in the record's aux data.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardView {
+    pub pending: VecDeque<u64>,
+    pub popped: Option<u64>,
+}
+
+fn concerns(step: &Step, queue: &str, shard: u64) -> bool {
+    matches!(step, Step::QueuePush { queue: q, shard: s, .. } | Step::QueuePop { queue: q, shard: s, .. } if q == queue && *s == shard)
+}
+
+/// The shard after its last record at or below `at`.
+pub(crate) async fn shard_at(
+    svc: &Durable,
+    ctx: &mut Context,
+    book: BookId,
+    queue: &str,
+    shard: u64,
+    at: u64,
+) -> Result<ShardView, Abort> {
+    let tag = svc.tags.queue_shard(queue, shard);
+    let cached = |r: &LogRecord| r.aux.as_deref().and_then(|a| record::decode::<ShardView>("queue view", a).ok());
+    let (base, mut newer) = replay::since_view(svc, ctx, book, tag, at, |s| concerns(s, queue, shard), cached).await?;
+    let mut view = base.unwrap_or_default();
+    let mut newest = None;
+    while let Some((r, step)) = newer.pop() {
+        view.popped = None;
+        match step {
+            Step::QueuePush { .. } => view.pending.push_back(r.seqnum.0),
+            Step::QueuePop { .. } => view.popped = view.pending.pop_front(),
+            _ => unreachable!("only the shard's records are kept"),
+        }
+        newest = Some(r.seqnum);
+    }
+    if let Some(seqnum) = newest {
+        replay::cache(svc, ctx, book, seqnum, record::encode(&view)).await;
+    }
+    Ok(view)
+}
+
+/// The message of the push at `seqnum` of the shard.
+pub(crate) async fn message_at(
+    svc: &Durable,
+    ctx: &mut Context,
+    book: BookId,
+    queue: &str,
+    shard: u64,
+    seqnum: u64,
+) -> Result<Bytes, Abort> {
+    let tag = svc.tags.queue_shard(queue, shard);
+    match svc.log.read_next(ctx, shadow(book), tag, SeqNum(seqnum)).await? {
+        Some(r) if r.seqnum.0 == seqnum => match record::decode::<Step>("step", &r.data)? {
+            Step::QueuePush { message, .. } => Ok(message),
+            other => Err(Abort::internal(format!("a pop got a {}, not a push", other.describe()))),
+        },
+        _ => Err(Abort::internal(format!("the push at {seqnum} of queue {queue:?} is gone"))),
+    }
+}
