@@ -197,7 +197,8 @@ async fn schedule_jitter(node: &DevNode, report: &mut Report, ticks: u64) -> any
 async fn promise_latency(node: &DevNode, report: &mut Report, n: usize) -> anyhow::Result<()> {
     let rt = &node.runtime;
     let book = BookId(501);
-    let keyed = |key: String| InvokeOptions { idempotency_key: Some(key), retry_key: None, crash_after: None, delay_ms: 0 };
+    let keyed =
+        |key: String| InvokeOptions { idempotency_key: Some(key), retry_key: None, crash_after: None, delay_ms: 0, key: None };
     let mut in_place = Vec::new();
     let mut suspended = Vec::new();
     for i in 0..n {
@@ -247,7 +248,8 @@ async fn promise_latency(node: &DevNode, report: &mut Report, n: usize) -> anyho
 
 /// Starts `nap`-less `doze MS` under `key`: it must suspend. Returns its ID and wake time.
 async fn submit(rt: &Arc<tally_runtime::Runtime>, book: BookId, ms: u64, key: &str) -> anyhow::Result<(String, u64)> {
-    let opts = InvokeOptions { idempotency_key: Some(key.to_string()), retry_key: None, crash_after: None, delay_ms: 0 };
+    let opts =
+        InvokeOptions { idempotency_key: Some(key.to_string()), retry_key: None, crash_after: None, delay_ms: 0, key: None };
     match rt.invoke_with("clocks", book, Bytes::from(format!("doze {ms}")), opts).await {
         Err(RuntimeError::Suspended { id, wake_ms }) => Ok((id, wake_ms)),
         Ok(out) => bail!("a sleep of {ms} ms answered at once: {}", String::from_utf8_lossy(&out)),

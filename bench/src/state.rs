@@ -198,6 +198,7 @@ impl Node {
             input: Some(Bytes::new()),
             declared: Arc::new(tables.clone()),
             crash: None,
+            key: None,
         };
         Instance::new(self.runtime().durable.clone(), of)
     }

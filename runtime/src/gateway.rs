@@ -9,7 +9,7 @@
 //! | `GET /v1/functions`                     | list functions                              | none                   |
 //! | `GET /v1/functions/{name}`              | inspect one, with its versions              | none                   |
 //! | `DELETE /v1/functions/{name}`           | delete                                      | none                   |
-//! | `POST /v1/functions/{name}/invoke`      | invoke: `?book=N` (default 0), `&async=true`, `&delay_ms=N` | its `request_bytes_max`|
+//! | `POST /v1/functions/{name}/invoke`      | invoke: `?book=N` (default 0), `&async=true`, `&delay_ms=N`, `&key=K` (`&shared=true`) | its `request_bytes_max`|
 //! | `GET /v1/invocations/{id}`              | an invocation's status/output (`?book=N`)   | none                   |
 //! | `DELETE /v1/invocations/{id}`           | `?book=N`: cancel it and its children (202; 409 once finished) | none |
 //! | `POST /v1/promises/{id}`                | `?book=N`: complete a promise with the body, once | `PAYLOAD_MAX`  |
@@ -45,7 +45,7 @@ use serde_json::json;
 use tally_logsvc::{BookId, Context, MetalogPosition, SeqNum, Tag};
 
 use crate::config::{Limits, Protocol};
-use tally_durable::{InvocationStatus, ListedStatus, TableStatus, Transition};
+use tally_durable::{InvocationKey, InvocationStatus, ListedStatus, TableStatus, Transition};
 
 use crate::error::RuntimeError;
 use crate::runtime::{InvokeOptions, Runtime};
@@ -337,6 +337,11 @@ struct InvokeQuery {
     /// Milliseconds to wait before the function runs (durably: logged at once).
     #[serde(default)]
     delay_ms: u64,
+    /// The key the invocation is addressed to: it runs alone among the function's
+    /// invocations with that key, unless `shared`.
+    key: Option<String>,
+    #[serde(default)]
+    shared: bool,
 }
 
 /// A header's value as text, if present.
@@ -367,6 +372,13 @@ async fn invoke(
         retry_key: header_text(&headers, RETRY_KEY)?,
         crash_after,
         delay_ms: q.delay_ms,
+        key: match q.key {
+            Some(key) => Some(InvocationKey::new(key, !q.shared)?),
+            None if q.shared => {
+                return Err(RuntimeError::InvalidArgument("shared=true is for a keyed invocation (key=...)".into()).into())
+            }
+            None => None,
+        },
     };
     let position = position_of(&headers)?;
     if q.background && opts.crash_after.is_some() {
@@ -381,7 +393,7 @@ async fn invoke(
     let input = body.read("the request", loaded.info.limits.request_bytes_max).await?;
     if q.background {
         // A background invocation is initialised before it is answered anyway.
-        let id = rt.invoke_async(name, book, input, opts.idempotency_key.or(opts.retry_key), opts.delay_ms).await?;
+        let id = rt.invoke_async(name, book, input, opts.idempotency_key.or(opts.retry_key), opts.delay_ms, opts.key).await?;
         return Ok(accepted(&id.to_string(), book, json!({ "invocation_id": id.to_string() })));
     }
     let (output, reached) = rt.invoke_at(&name, book, input, opts, position).await;

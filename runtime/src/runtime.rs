@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use tally_durable::{Durable, InvocationStatus, InvokeRequest, NodeBounds, Parts, Peers, StateStore, TagKey};
+use tally_durable::{Durable, InvocationKey, InvocationStatus, InvokeRequest, NodeBounds, Parts, Peers, StateStore, TagKey};
 use tally_host::{HostFunctions, Metrics, Registry, Tokio, VersionInfo, WasmHost};
 use tally_logsvc::{BookId, Context, LogClient};
 use tally_state::{PgStateStore, RocksStateStore};
@@ -165,6 +165,7 @@ impl Runtime {
             crash_after: opts.crash_after,
             position,
             delay_ms: opts.delay_ms,
+            key: opts.key,
         };
         self.durable.invoke_at(req).await
     }
@@ -178,8 +179,9 @@ impl Runtime {
         input: Bytes,
         idempotency_key: Option<String>,
         delay_ms: u64,
+        key: Option<InvocationKey>,
     ) -> Result<String> {
-        Ok(self.durable.invoke_async(function, book, input, idempotency_key, delay_ms).await?.to_string())
+        Ok(self.durable.invoke_async(function, book, input, idempotency_key, delay_ms, key).await?.to_string())
     }
 
     /// The status of an invocation started on `book`.
@@ -200,4 +202,6 @@ pub struct InvokeOptions {
     pub crash_after: Option<u64>,
     /// Milliseconds to wait before the guest runs (`?delay_ms=`; 0: none).
     pub delay_ms: u64,
+    /// The key the invocation is addressed to (`?key=`, `&shared=true`).
+    pub key: Option<InvocationKey>,
 }

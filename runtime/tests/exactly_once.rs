@@ -98,7 +98,7 @@ impl Harness {
         key: &str,
         crash_after: Option<u64>,
     ) -> Result<String, RuntimeError> {
-        let opts = InvokeOptions { idempotency_key: Some(key.to_string()), retry_key: None, crash_after, delay_ms: 0 };
+        let opts = InvokeOptions { idempotency_key: Some(key.to_string()), retry_key: None, crash_after, delay_ms: 0, key: None };
         let out = self.node.runtime.invoke_with(function, BookId(book), Bytes::from(input.to_string()), opts).await?;
         Ok(String::from_utf8(out).expect("text"))
     }
@@ -234,6 +234,7 @@ impl Clients {
                     retry_key: None,
                     crash_after: None,
                     delay_ms: 0,
+                    key: None,
                 };
                 rt.invoke_with("bank", BookId(book), Bytes::from(format!("open c{c}{side} 1000")), opts).await.expect("open");
             }
@@ -259,6 +260,7 @@ impl Clients {
                             retry_key: None,
                             crash_after: crash,
                             delay_ms: 0,
+                            key: None,
                         };
                         let mut reply = rt.invoke_with("bank", BookId(book), input.clone(), opts).await;
                         while reply.is_err() {
@@ -267,6 +269,7 @@ impl Clients {
                                 retry_key: None,
                                 crash_after: None,
                                 delay_ms: 0,
+                                key: None,
                             };
                             reply = rt.invoke_with("bank", BookId(book), input.clone(), opts).await;
                         }
@@ -337,7 +340,8 @@ async fn switching_under_load_keeps_exactly_once_without_pausing() {
             let rt = rt.clone();
             let key = key.clone();
             tokio::spawn(async move {
-                let opts = InvokeOptions { idempotency_key: Some(key), retry_key: None, crash_after: None, delay_ms: 0 };
+                let opts =
+                    InvokeOptions { idempotency_key: Some(key), retry_key: None, crash_after: None, delay_ms: 0, key: None };
                 rt.invoke_with("steps", BookId(book), Bytes::from_static(b"run accounts 150"), opts).await
             })
         };
@@ -425,7 +429,8 @@ async fn garbage_collection_keeps_storage_bounded() {
     for round in 0..3 {
         for i in 0..40 {
             let key = format!("r{round}-{i}");
-            let opts = InvokeOptions { idempotency_key: Some(key.clone()), retry_key: None, crash_after: None, delay_ms: 0 };
+            let opts =
+                InvokeOptions { idempotency_key: Some(key.clone()), retry_key: None, crash_after: None, delay_ms: 0, key: None };
             rt.invoke_with("bank", book, Bytes::from(format!("open acct{} {i}", i % 4)), opts).await.unwrap();
             last_keys.push(key);
         }
@@ -453,7 +458,13 @@ async fn garbage_collection_keeps_storage_bounded() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         // A collected result is refused rather than run again.
-        let opts = InvokeOptions { idempotency_key: Some(last_keys[0].clone()), retry_key: None, crash_after: None, delay_ms: 0 };
+        let opts = InvokeOptions {
+            idempotency_key: Some(last_keys[0].clone()),
+            retry_key: None,
+            crash_after: None,
+            delay_ms: 0,
+            key: None,
+        };
         let again = rt.invoke_with("bank", book, Bytes::from("open acct0 0"), opts).await;
         assert!(matches!(again, Err(RuntimeError::Conflict(_))), "{again:?}");
         // The values survive collection.
@@ -787,7 +798,7 @@ async fn a_delayed_invocation_starts_after_its_delay_once() {
     h.node.runtime.deploy("clocks", guest("clocks"), limits, tables()).await.expect("deploying clocks");
     let now_ms = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
     let invoke = |key: &'static str, delay_ms: u64, crash_after: Option<u64>| {
-        let opts = InvokeOptions { idempotency_key: Some(key.to_string()), retry_key: None, crash_after, delay_ms };
+        let opts = InvokeOptions { idempotency_key: Some(key.to_string()), retry_key: None, crash_after, delay_ms, key: None };
         h.node.runtime.invoke_with("clocks", BookId(700), Bytes::from_static(b"doze 0"), opts)
     };
     let ran_at = |out: Vec<u8>| -> u64 { field(&String::from_utf8(out).unwrap(), "woke").parse().unwrap() };
@@ -818,7 +829,12 @@ async fn a_delayed_invocation_starts_after_its_delay_once() {
     assert!(ran >= wake, "ran at {ran}, before its start time {wake}");
     // In the background.
     let asked = now_ms();
-    let id = h.node.runtime.invoke_async("clocks".into(), BookId(700), Bytes::from_static(b"doze 0"), None, 1_200).await.unwrap();
+    let id = h
+        .node
+        .runtime
+        .invoke_async("clocks".into(), BookId(700), Bytes::from_static(b"doze 0"), None, 1_200, None)
+        .await
+        .unwrap();
     let ran = ran_at(finished(id).await);
     assert!(ran >= asked + 1_200, "ran at {ran}, {} ms after it was asked", ran - asked);
     // A delay past the limit is refused.
@@ -956,7 +972,7 @@ async fn cancellation_stops_a_tree_mid_flight_and_a_finished_invocation_refuses_
     let start = |book: u64, input: &str, key: &str| {
         let rt = rt.clone();
         let (input, key) = (Bytes::from(input.to_string()), key.to_string());
-        async move { rt.invoke_async("steps".into(), BookId(book), input, Some(key), 0).await.expect("started") }
+        async move { rt.invoke_async("steps".into(), BookId(book), input, Some(key), 0, None).await.expect("started") }
     };
     // A tree asleep: the root called a child that sleeps durably past the time limit.
     // Cancelled, the child wakes to a `cancelled` error, the root gets it from its call

@@ -70,6 +70,11 @@ impl Attempt {
         self.instance.txn_abort()
     }
 
+    /// `context.key`: the key the invocation is addressed to (`?key=`).
+    pub fn key(&self) -> Option<&str> {
+        self.instance.key().map(|k| k.key.as_str())
+    }
+
     /// `queues.push`.
     pub async fn queue_push(&mut self, queue: &str, message: Bytes) -> Result<(), Abort> {
         self.instance.queue_push(&mut self.ctx, queue, message).await
@@ -206,6 +211,7 @@ impl Attempt {
             attempt: 1,
             delay_until: None,
             fresh: false,
+            key: None,
         };
         let svc = self.instance.svc().clone();
         let (result, child_ctx) = svc.run(run).await;

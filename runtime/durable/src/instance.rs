@@ -61,10 +61,10 @@ use tally_log_core::{BookId, Context, Error as LogError, LogRecord, SeqNum, Tag}
 use crate::config::Protocol;
 use crate::error::Error;
 use crate::locks::{self, LockView};
+use crate::node::{fresher_value, version_value, visible_write, Abort, Durable};
 use crate::objects::{self, ObjOp, Txn};
 use crate::queues;
-use crate::node::{fresher_value, version_value, visible_write, Abort, Durable};
-use crate::record::{self, input_sha256, Awaited, CondOutcome, LockId, Outcome, ReadRecord, Step, Transition};
+use crate::record::{self, input_sha256, Awaited, CondOutcome, InvocationKey, LockId, Outcome, ReadRecord, Step, Transition};
 use crate::recorder::{GuestClock, Recorder};
 use crate::store::Version;
 use crate::tags::{shadow, APPENDED, INSTANCES};
@@ -75,6 +75,9 @@ const PROMISE_POLL_MS: u64 = 5;
 /// A wait in place must end this long before the attempt's deadline, so that the
 /// guest has time left for what follows it; a wait that would not suspends instead.
 const IN_PLACE_MARGIN_MS: u64 = 100;
+/// How long a keyed invocation whose key stayed held for its whole time suspends
+/// before it tries again.
+pub const KEY_RETRY_MS: u64 = 50;
 /// How often a running instance looks in the log for its root's cancellation (at its
 /// steps; an instance younger than this does not look, except before it waits).
 const CANCEL_CHECK_MS: u64 = 50;
@@ -139,6 +142,9 @@ pub struct Of {
     /// The protocols the version declares, per table.
     pub declared: Arc<BTreeMap<String, Protocol>>,
     pub crash: Option<Arc<CrashAfter>>,
+    /// The key a fresh invocation is addressed to (`?key=`); one with history has the
+    /// key its Init record names.
+    pub key: Option<InvocationKey>,
 }
 
 /// What `init` found.
@@ -197,6 +203,8 @@ pub struct Instance {
     pub last_commit: u64,
     /// The locks this instance holds, as its steps so far say (`locks.rs`).
     held: std::collections::BTreeSet<LockId>,
+    /// The key the invocation is addressed to (`?key=`), from its Init record.
+    key: Option<InvocationKey>,
 }
 
 impl Instance {
@@ -230,6 +238,7 @@ impl Instance {
             txn: None,
             last_commit: 0,
             held: Default::default(),
+            key: of.key,
             svc,
         }
     }
@@ -336,8 +345,11 @@ impl Instance {
                 }));
             }
             self.svc.register_book(self.book).await?;
-            let init =
-                Step::Init { id: self.id.clone(), function: self.function.clone(), version: self.version, input: input.clone() };
+            let (id, function, version, input) = (self.id.clone(), self.function.clone(), self.version, input.clone());
+            let init = match self.key.clone() {
+                None => Step::Init { id, function, version, input },
+                Some(key) => Step::InitKeyed { id, function, version, input, key },
+            };
             let tags = [self.step_tag, INSTANCES];
             let appended = self.svc.log.cond_append(ctx, self.shadow(), &tags, record::encode(&init), self.step_tag, 0).await;
             match appended {
@@ -361,9 +373,16 @@ impl Instance {
             ))));
         };
         match &first.step {
-            Step::Init { id, function, version, input } if *id == self.id => {
+            Step::Init { id, function, version, input } | Step::InitKeyed { id, function, version, input, .. }
+                if *id == self.id =>
+            {
+                let key = match &first.step {
+                    Step::InitKeyed { key, .. } => Some(key.clone()),
+                    _ => None,
+                };
                 // Only a client reusing an idempotency key for another request gets here.
-                if *function != self.function || self.input.as_ref().is_some_and(|i| i != input) {
+                let other_key = self.input.is_some() && self.key.is_some() && self.key != key;
+                if *function != self.function || self.input.as_ref().is_some_and(|i| i != input) || other_key {
                     return Err(Abort::Ended(Error::Conflict(format!(
                         "invocation {} was started with another function or input; an idempotency key names one request",
                         self.id
@@ -371,6 +390,7 @@ impl Instance {
                 }
                 self.version = *version;
                 self.input = Some(input.clone());
+                self.key = key;
             }
             Step::Refused { id, function, outcome } if *id == self.id => {
                 if *function != self.function {
@@ -930,7 +950,11 @@ impl Instance {
                 limit: crate::node::PAYLOAD_MAX as u64,
             }));
         }
-        let tags: Vec<Tag> = txn.reads.iter().chain(txn.writes.keys()).collect::<std::collections::BTreeSet<_>>()
+        let tags: Vec<Tag> = txn
+            .reads
+            .iter()
+            .chain(txn.writes.keys())
+            .collect::<std::collections::BTreeSet<_>>()
             .into_iter()
             .map(|o| self.svc.tags.bokistore(o))
             .collect();
@@ -1109,6 +1133,25 @@ impl Instance {
         self.held.remove(&lock);
         self.svc.completions.notify(&locks::wake_key(self.book, &lock));
         Ok(())
+    }
+
+    /// The key the invocation is addressed to, once `init` has read it.
+    pub fn key(&self) -> Option<&InvocationKey> {
+        self.key.as_ref()
+    }
+
+    /// Before the guest of a keyed invocation runs: an exclusive one takes its key's
+    /// lock (`LockId::Key`), waiting in place until shortly before `deadline_ms`, then
+    /// suspending for [`KEY_RETRY_MS`] to try again (each try that waited its whole time
+    /// is a step). A shared one takes nothing.
+    pub async fn enter_key(&mut self, ctx: &mut Context, deadline_ms: u64) -> Result<(), Abort> {
+        let Some(InvocationKey { key, exclusive: true }) = self.key.clone() else { return Ok(()) };
+        let lock = LockId::Key { function: self.function.clone(), key };
+        let wait = deadline_ms.saturating_sub(self.svc.clock.now_ms());
+        if self.lock_acquire(ctx, lock, wait, deadline_ms).await? {
+            return Ok(());
+        }
+        Err(Abort::Suspended { wake_ms: self.svc.clock.wall_ms().saturating_add(KEY_RETRY_MS) })
     }
 
     /// Releases every lock the instance holds, before its result. For an instance that

@@ -22,7 +22,7 @@ use crate::error::{Error, Result};
 use crate::id::InstanceId;
 use crate::instance::{CrashAfter, Instance, Of, Started};
 use crate::node::{Abort, Durable};
-use crate::record::{self, cut, Outcome, Step};
+use crate::record::{self, cut, InvocationKey, Outcome, Step};
 use crate::switch::check_book;
 use crate::tags::{shadow, INSTANCES};
 
@@ -49,6 +49,8 @@ pub(crate) struct Run {
     /// Its Init record was just appended by this node (an asynchronous start): its
     /// first run has no retry and no cancellation to look for yet.
     pub fresh: bool,
+    /// The key a fresh invocation is addressed to (`?key=`).
+    pub key: Option<InvocationKey>,
 }
 
 /// Where an invocation stands, as `GET /v1/invocations/{id}` shows it.
@@ -126,6 +128,9 @@ pub struct InvokeRequest {
     /// at once (so it is exactly-once and outlives the node), and waits as a durable
     /// sleep does; a retry of its key gets the start time the first request logged.
     pub delay_ms: u64,
+    /// The key the invocation is addressed to (`?key=`): an exclusive keyed invocation
+    /// runs alone among its function's with the key (see `Instance::enter_key`).
+    pub key: Option<InvocationKey>,
 }
 
 /// The invocations of this node: running roots, asynchronous ones and their status.
@@ -213,12 +218,14 @@ impl Durable {
             depth: 0,
             deadline_ms: None,
             id,
-            // A delayed invocation is logged before it waits.
-            eager: eager || delay_until.is_some(),
+            // A delayed invocation is logged before it waits; a keyed one, before it
+            // takes its key.
+            eager: eager || delay_until.is_some() || req.key.is_some(),
             crash,
             attempt: 1,
             delay_until,
             fresh: false,
+            key: req.key,
         };
         self.run(run).await
     }
@@ -246,12 +253,13 @@ impl Durable {
         input: Bytes,
         idempotency_key: Option<String>,
         delay_ms: u64,
+        key: Option<InvocationKey>,
     ) -> Result<InstanceId> {
         let id = match &idempotency_key {
             Some(key) => InstanceId::keyed(&function, key)?,
             None => self.invocations.new_id(),
         };
-        self.start_async(function, book, input, id, delay_ms).await
+        self.start_async(function, book, input, id, delay_ms, key).await
     }
 
     /// [`Durable::invoke_async`] of invocation `id`. An `id` that started already is
@@ -264,6 +272,7 @@ impl Durable {
         input: Bytes,
         id: InstanceId,
         delay_ms: u64,
+        key: Option<InvocationKey>,
     ) -> Result<InstanceId> {
         let delay_until = self.delay_until(delay_ms)?;
         let mut run = Run {
@@ -280,6 +289,7 @@ impl Durable {
             attempt: 1,
             delay_until,
             fresh: false,
+            key,
         };
         let version = self.version_for(&mut run).await?;
         {
@@ -300,6 +310,7 @@ impl Durable {
             input: run.input.clone(),
             declared: version.tables.clone(),
             crash: None,
+            key: run.key.clone(),
         };
         let started = Instance::new(self.clone(), of).init(&mut run.ctx).await;
         run.fresh = matches!(started, Ok(Started::Fresh));
@@ -366,7 +377,7 @@ impl Durable {
             return Err(not_found());
         };
         match record::decode::<Step>("step", &first.data)? {
-            Step::Init { id: found, .. } if found == id => {}
+            Step::Init { id: found, .. } | Step::InitKeyed { id: found, .. } if found == id => {}
             _ => return Err(not_found()),
         }
         self.status_of(&mut ctx, book, &id).await
@@ -416,7 +427,11 @@ impl Durable {
                 return Ok((out, None));
             };
             at = r.seqnum.0.saturating_add(1);
-            let Ok(Step::Init { id, function: f, .. }) = record::decode::<Step>("step", &r.data) else { continue };
+            let Ok(Step::Init { id, function: f, .. } | Step::InitKeyed { id, function: f, .. }) =
+                record::decode::<Step>("step", &r.data)
+            else {
+                continue;
+            };
             if !id.is_root() || function.is_some_and(|w| w != f) {
                 continue;
             }
@@ -536,7 +551,8 @@ impl Durable {
     /// Runs root `root` of `book` again here, in the background, if it exists.
     async fn wake(self: &Arc<Self>, ctx: &mut Context, book: BookId, root: InstanceId) -> Result<()> {
         let first = self.log.read_next(ctx, shadow(book), self.tags.step(&root), SeqNum(0)).await?;
-        let Some(Step::Init { function, version, .. }) = first.map(|r| record::decode::<Step>("step", &r.data)).transpose()?
+        let Some(Step::Init { function, version, .. } | Step::InitKeyed { function, version, .. }) =
+            first.map(|r| record::decode::<Step>("step", &r.data)).transpose()?
         else {
             return Ok(());
         };
@@ -625,7 +641,9 @@ impl Durable {
             return Ok(None);
         };
         match record::decode::<Step>("step", &first.data)? {
-            Step::Init { id: found, version, .. } if found == *id => Ok(Some(version)),
+            Step::Init { id: found, version, .. } | Step::InitKeyed { id: found, version, .. } if found == *id => {
+                Ok(Some(version))
+            }
             _ => Ok(None),
         }
     }
@@ -660,6 +678,7 @@ impl Durable {
             input: run.input.clone(),
             declared: Default::default(),
             crash: run.crash.clone(),
+            key: None,
         };
         let outcome = Outcome::of_final(&Err(refusal)).expect("refusals are final");
         match Instance::new(self.clone(), of).refuse(&mut run.ctx, outcome).await.map_err(Abort::into_error)? {
@@ -705,6 +724,7 @@ impl Durable {
                 input: run.input.clone(),
                 declared: version.tables.clone(),
                 crash: run.crash.clone(),
+                key: run.key.clone(),
             };
             let mut instance = Instance::new(self.clone(), of);
             if run.eager {
@@ -753,6 +773,15 @@ impl Durable {
                     Ok(()) => {}
                     Err(Abort::Suspended { wake_ms }) => return self.suspended(&run, version.version, wake_ms),
                     // Cancelled before it started: that is its outcome.
+                    Err(_) if instance.is_cancelled() => {
+                        let finished = instance.finish(&mut run.ctx, Outcome::Cancelled).await;
+                        return (finished.map_err(Abort::into_error).and_then(Outcome::into_result), run.ctx);
+                    }
+                    Err(abort) => return (Err(abort.into_error()), run.ctx),
+                }
+                match instance.enter_key(&mut run.ctx, deadline_ms).await {
+                    Ok(()) => {}
+                    Err(Abort::Suspended { wake_ms }) => return self.suspended(&run, version.version, wake_ms),
                     Err(_) if instance.is_cancelled() => {
                         let finished = instance.finish(&mut run.ctx, Outcome::Cancelled).await;
                         return (finished.map_err(Abort::into_error).and_then(Outcome::into_result), run.ctx);
@@ -932,6 +961,7 @@ impl Durable {
             attempt,
             delay_until: None,
             fresh: false,
+            key: None,
         };
         self.run(run).await
     }

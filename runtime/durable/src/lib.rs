@@ -32,8 +32,8 @@ mod invoke;
 pub mod locks;
 mod node;
 pub mod objects;
-mod record;
 pub mod queues;
+mod record;
 mod recorder;
 mod recovery;
 mod replay;
@@ -53,7 +53,7 @@ pub use id::{InstanceId, IDEMPOTENCY_KEY_MAX};
 pub use instance::{CrashAfter, Instance, Of, Started, Wake, SLEEP_MAX_MS};
 pub use invoke::{InvocationStatus, InvokeRequest, Listed, ListedStatus};
 pub use node::{check_table, Abort, Durable, NodeBounds, Ops, Parts, KEY_MAX, PAYLOAD_MAX, VALUE_MAX};
-pub use record::{LockId, Outcome, Reading, Transition};
+pub use record::{InvocationKey, LockId, Outcome, Reading, Transition, INVOCATION_KEY_MAX};
 pub use recorder::{GuestClock, RANDOM_BYTES_MAX, READINGS_MAX};
 pub use schedule::{
     check_name as check_schedule_name, CatchUp, Overlap, Schedule, ScheduleSpec, Timing, EVERY_MIN_MS, LATE_MS,

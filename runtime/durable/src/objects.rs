@@ -137,7 +137,9 @@ pub fn parse_path(path: &str) -> Result<Vec<String>, Error> {
                     '~' => match chars.next() {
                         Some('0') => out.push('~'),
                         Some('1') => out.push('/'),
-                        _ => return Err(Error::InvalidArgument(format!("{path:?}: '~' is followed by 0 or 1 in a JSON pointer"))),
+                        _ => {
+                            return Err(Error::InvalidArgument(format!("{path:?}: '~' is followed by 0 or 1 in a JSON pointer")))
+                        }
                     },
                     c => out.push(c),
                 }
@@ -179,7 +181,9 @@ fn parent_mut<'a>(value: &'a mut Value, path: &[String]) -> Result<&'a mut Value
             Value::Object(map) => map.entry(token.clone()).or_insert(Value::Null),
             Value::Array(items) => {
                 let len = items.len();
-                items.get_mut(index_of(token, len).ok_or_else(|| format!("no element {token:?} in an array of {len}"))?).expect("checked")
+                items
+                    .get_mut(index_of(token, len).ok_or_else(|| format!("no element {token:?} in an array of {len}"))?)
+                    .expect("checked")
             }
             other => return Err(format!("{token:?} is inside a {}, not an object or array", kind(other))),
         };
@@ -211,7 +215,9 @@ fn slot<'a>(parent: &'a mut Value, last: &str, append: bool) -> Result<&'a mut V
                 items.push(Value::Null);
                 return Ok(&mut items[len]);
             }
-            Ok(items.get_mut(index_of(last, len).ok_or_else(|| format!("no element {last:?} in an array of {len}"))?).expect("checked"))
+            Ok(items
+                .get_mut(index_of(last, len).ok_or_else(|| format!("no element {last:?} in an array of {len}"))?)
+                .expect("checked"))
         }
         other => Err(format!("{last:?} is inside a {}, not an object or array", kind(other))),
     }
@@ -353,7 +359,11 @@ enum Effect<'a> {
     None,
     Ops(&'a [ObjOp]),
     /// A commit that writes it, if it committed.
-    Commit { start: u64, reads: &'a [String], ops: &'a [ObjOp] },
+    Commit {
+        start: u64,
+        reads: &'a [String],
+        ops: &'a [ObjOp],
+    },
 }
 
 fn effect_on<'a>(step: &'a Step, object: &str) -> Effect<'a> {
@@ -472,7 +482,15 @@ fn fold(base: &mut Folding, ops: &[ObjOp]) {
 }
 
 /// Best effort: a failure only costs a later reader a replay.
-async fn cache_view(svc: &Durable, ctx: &mut Context, book: BookId, r: &LogRecord, object: &str, outcome: Option<bool>, value: &Value) {
+async fn cache_view(
+    svc: &Durable,
+    ctx: &mut Context,
+    book: BookId,
+    r: &LogRecord,
+    object: &str,
+    outcome: Option<bool>,
+    value: &Value,
+) {
     let Ok(text) = serde_json::to_string(value) else { return };
     if text.len() > OBJECT_MAX {
         return;

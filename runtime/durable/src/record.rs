@@ -117,6 +117,29 @@ pub enum Step {
     /// A release of `lock` by its holder: a step, also in the lock's stream, effective
     /// when `prev` is the lock's last effective record.
     LockRelease { lock: LockId, holder: String, prev: u64 },
+    /// Init of an invocation addressed to a key (`?key=`): Init, and the key, which its
+    /// exclusive runs hold `LockId::Key` of while the guest runs.
+    InitKeyed { id: InstanceId, function: String, version: u64, input: Bytes, key: InvocationKey },
+}
+
+/// The key an invocation is addressed to (`?key=`): an exclusive one runs alone among
+/// its function's invocations with the key; a shared one runs concurrently with any.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InvocationKey {
+    pub key: String,
+    pub exclusive: bool,
+}
+
+/// The longest invocation key, in bytes.
+pub const INVOCATION_KEY_MAX: usize = 256;
+
+impl InvocationKey {
+    pub fn new(key: String, exclusive: bool) -> Result<InvocationKey, Error> {
+        if key.is_empty() || key.len() > INVOCATION_KEY_MAX {
+            return Err(Error::InvalidArgument(format!("a key is 1 to {INVOCATION_KEY_MAX} bytes, not {}", key.len())));
+        }
+        Ok(InvocationKey { key, exclusive })
+    }
 }
 
 /// A lock: one a guest names, or the one a keyed invocation of `function` holds while
@@ -210,7 +233,9 @@ impl Step {
     /// What the step does, for error messages.
     pub fn describe(&self) -> String {
         match self {
-            Step::Init { function, version, .. } => format!("init of {function} version {version}"),
+            Step::Init { function, version, .. } | Step::InitKeyed { function, version, .. } => {
+                format!("init of {function} version {version}")
+            }
             Step::Write { table, key, .. } => format!("write of {table}/{}", printable(key)),
             Step::LoggedWrite { table, key, .. } => format!("logged write of {table}/{}", printable(key)),
             Step::Read { table, key, .. } => format!("read of {table}/{}", printable(key)),

@@ -105,7 +105,7 @@ impl BookScan {
             self.next = r.seqnum.0 + 1;
             let Some(&tag) = r.tags.iter().find(|&&t| t != INSTANCES && t != APPENDED) else { continue };
             match record::decode::<Step>("step", &r.data) {
-                Ok(Step::Init { id, function, version, .. }) => {
+                Ok(Step::Init { id, function, version, .. } | Step::InitKeyed { id, function, version, .. }) => {
                     self.inits.insert(tag, r.seqnum.0);
                     if !id.is_root() {
                         continue;
@@ -186,7 +186,11 @@ impl BookScan {
             }
             at = r.seqnum.0 + 1;
             let Some(&tag) = r.tags.iter().find(|&&t| t != INSTANCES && t != APPENDED) else { continue };
-            let Ok(Step::Init { id, function, version, .. }) = record::decode::<Step>("step", &r.data) else { continue };
+            let Ok(Step::Init { id, function, version, .. } | Step::InitKeyed { id, function, version, .. }) =
+                record::decode::<Step>("step", &r.data)
+            else {
+                continue;
+            };
             if !id.is_root() || self.open.contains_key(&tag) {
                 continue;
             }
@@ -339,7 +343,7 @@ async fn reexecute(d: Arc<Durable>, book: BookId, id: InstanceId, function: Stri
         }
     };
     tracing::warn!(%id, attempt, "giving up: {failure}");
-    let of = Of { id: id.clone(), book, function, version, input: None, declared: Default::default(), crash: None };
+    let of = Of { id: id.clone(), book, function, version, input: None, declared: Default::default(), crash: None, key: None };
     let mut instance = Instance::new(d.clone(), of);
     if let Err(e) = instance.give_up(&mut ctx, Outcome::of_given_up(&failure)).await {
         tracing::warn!(%id, "logging the given-up result: {e}");

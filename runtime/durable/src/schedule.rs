@@ -533,7 +533,7 @@ impl Durable {
     /// first (which carries the start on, or recorded it).
     async fn settle(self: &Arc<Self>, ctx: &mut Context, state: &State) -> Result<bool> {
         let Some(start) = &state.starting else { return Ok(true) };
-        let started = self.start_async(start.function.clone(), start.book, start.input.clone(), start.id.clone(), 0).await;
+        let started = self.start_async(start.function.clone(), start.book, start.input.clone(), start.id.clone(), 0, None).await;
         let new = match started {
             Ok(_) => state.next(|s| {
                 s.starting = None;

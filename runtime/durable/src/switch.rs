@@ -259,7 +259,7 @@ impl Durable {
                 at = r.seqnum.0 + 1;
                 let Some(&step_tag) = r.tags.iter().find(|&&t| t != INSTANCES) else { continue };
                 match record::decode::<Step>("step", &r.data)? {
-                    Step::Init { id, .. } if id.is_root() && r.seqnum.0 < before => {
+                    Step::Init { id, .. } | Step::InitKeyed { id, .. } if id.is_root() && r.seqnum.0 < before => {
                         open.insert(step_tag);
                     }
                     Step::Result { .. } => {

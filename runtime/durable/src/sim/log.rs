@@ -351,7 +351,10 @@ impl Log for NodeLog {
                 return Err(LogError::Unavailable("simulated: aux data dropped".into()));
             }
             let mut s = self.log.state.lock().expect("not poisoned");
-            let live = s.replicas.get(&self.node).is_some_and(|r| r.index.read_next(book, Tag::ALL, seqnum).is_some_and(|f| f.seqnum == seqnum));
+            let live = s
+                .replicas
+                .get(&self.node)
+                .is_some_and(|r| r.index.read_next(book, Tag::ALL, seqnum).is_some_and(|f| f.seqnum == seqnum));
             if !live {
                 return Err(LogError::InvalidArgument("no live record of the book there".into()));
             }

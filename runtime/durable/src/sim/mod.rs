@@ -757,6 +757,7 @@ fn request(function: &str, book: BookId, input: &[u8], key: &str) -> InvokeReque
         crash_after: None,
         position: Context::new(),
         delay_ms: delay_of(key),
+        key: None,
     }
 }
 
@@ -871,7 +872,12 @@ async fn asynchronous(world: &Arc<World>, book: BookId, function: &str, input: &
         };
         let (f, i, k) = (function.to_string(), Bytes::copy_from_slice(input), key.clone());
         match world
-            .on_node(n, d, "submit", move |d| async move { d.invoke_async(f, book, i, Some(k.clone()), delay_of(&k)).await })
+            .on_node(
+                n,
+                d,
+                "submit",
+                move |d| async move { d.invoke_async(f, book, i, Some(k.clone()), delay_of(&k), None).await },
+            )
             .await
         {
             Some(Ok(id)) => break (id.to_string(), h.now_ms()),
@@ -1253,7 +1259,12 @@ async fn cancel_one(world: &Arc<World>, t: u64) -> Option<()> {
         };
         let (i, k) = (Bytes::from(input.clone()), key.clone());
         match world
-            .on_node(n, d, "submit", move |d| async move { d.invoke_async(guest::TARGET.into(), book, i, Some(k), 0).await })
+            .on_node(
+                n,
+                d,
+                "submit",
+                move |d| async move { d.invoke_async(guest::TARGET.into(), book, i, Some(k), 0, None).await },
+            )
             .await
         {
             Some(Ok(id)) => break id.to_string(),
@@ -1430,7 +1441,7 @@ async fn submit(world: &Arc<World>, function: &str, book: BookId, input: Bytes, 
             continue;
         };
         let (f, i, k) = (function.to_string(), input.clone(), key.clone());
-        match world.on_node(n, d, "submit", move |d| async move { d.invoke_async(f, book, i, Some(k), 0).await }).await {
+        match world.on_node(n, d, "submit", move |d| async move { d.invoke_async(f, book, i, Some(k), 0, None).await }).await {
             Some(Ok(id)) => return Some(id.to_string()),
             Some(Err(e)) if !e.is_transient() => {
                 world.fail(format!("submitting {function} {key}: {e}"));

@@ -200,6 +200,7 @@ fn unkeyed(function: &str, input: &str) -> InvokeRequest {
         crash_after: None,
         position: Context::new(),
         delay_ms: 0,
+        key: None,
     }
 }
 
@@ -514,6 +515,7 @@ fn a_late_peer_of_a_finished_root_stops_instead_of_reading_trimmed_history() {
         input: Some(r.input.clone()),
         declared: Arc::default(),
         crash: None,
+        key: None,
     };
     let mut peer = Instance::new(d.clone(), of);
     let mut peer_ctx = Context::new();
@@ -602,7 +604,7 @@ fn asynchronous_invocations_are_bounded_and_acknowledged_once_logged() {
         })
     });
     w.deploy("slow", Limits::default(), slow);
-    let submit = |key: &'static str| d.invoke_async("slow".into(), BOOK, Bytes::from_static(key.as_bytes()), None, 0);
+    let submit = |key: &'static str| d.invoke_async("slow".into(), BOOK, Bytes::from_static(key.as_bytes()), None, 0, None);
     let done = Ok(InvocationStatus::Finished(Ok(Bytes::from_static(b"done"))));
     let first = w.run(submit("first")).expect("admitted");
     match w.run(submit("second")) {
@@ -772,6 +774,7 @@ fn an_execution_that_read_other_clocks_than_the_logged_ones_stops_before_acting(
         input,
         declared: Arc::default(),
         crash: None,
+        key: None,
     };
     // A peer initialised eagerly, which reads its clock before the other run logs.
     let mut peer = Instance::new(d.clone(), of("raced", Some(Bytes::new())));

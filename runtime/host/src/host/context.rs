@@ -24,6 +24,10 @@ impl Host for HostState {
         Ok(self.inv().attempt.version.name.clone())
     }
 
+    async fn key(&mut self) -> wasmtime::Result<Option<String>> {
+        Ok(self.inv().attempt.key().map(str::to_string))
+    }
+
     #[tracing::instrument(name = "context.sleep", skip_all, fields(ms))]
     async fn sleep(&mut self, ms: u64) -> Outcome<()> {
         match self.inv().attempt.sleep(Wake::After(ms)).await {

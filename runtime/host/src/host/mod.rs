@@ -14,14 +14,17 @@
 //! next instance in its pool slot.
 //!
 //! One file per WIT interface beside this one (`log.rs`, `invoke.rs`, `context.rs`,
-//! `state.rs`): each checks its arguments, then calls the guest's log client or the
+//! `state.rs`, `objects.rs`, `queues.rs`, `locks.rs`): each checks its arguments, then calls the guest's log client or the
 //! exactly-once core's attempt (`tally_durable::Attempt`). `recorded.rs` replaces
 //! WASI's clocks and random with the attempt's, which every execution of an invocation
 //! reads alike.
 
 mod context;
 mod invoke;
+mod locks;
 mod log;
+mod objects;
+mod queues;
 mod recorded;
 mod state;
 
