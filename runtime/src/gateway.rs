@@ -18,6 +18,9 @@
 //! | `GET /v1/books/{id}/records`            | `?tag=&from=&limit=`: a book's records      | none                   |
 //! | `GET /v1/books/{id}/tables/{table}`     | a state table's protocol and switches       | none                   |
 //! | `PUT /v1/books/{id}/tables/{table}`     | `{"protocol": P}`: switch, or `auto`        | 4 KiB                  |
+//! | `GET /v1/books/{id}/objects/{name}`     | `?path=P`: a durable object's JSON value    | none                   |
+//! | `GET /v1/books/{id}/queues/{name}`      | a queue's waiting messages, per shard       | none                   |
+//! | `GET /v1/books/{id}/locks/{name}`       | the invocation holding a lock, if any       | none                   |
 //! | `GET /healthz`, `GET /metrics`          | liveness, Prometheus counters               | none                   |
 //!
 //! A body's limit is enforced before the body is read: a Content-Length over it is
@@ -142,6 +145,9 @@ pub fn router(rt: Arc<Runtime>) -> Router {
         .route("/v1/schedules/{name}/{action}", post(schedules::action))
         .route("/v1/books/{id}/records", get(records))
         .route("/v1/books/{id}/tables/{table}", get(table_status).put(table_switch))
+        .route("/v1/books/{id}/objects/{name}", get(object))
+        .route("/v1/books/{id}/queues/{name}", get(queue))
+        .route("/v1/books/{id}/locks/{name}", get(lock))
         .route("/healthz", get(|_: NoBody| async { "ok\n" }))
         .route("/metrics", get(metrics))
         // After the routes: it applies to the routes added before it.
@@ -696,6 +702,63 @@ fn table_json(book: u64, table: &str, status: Option<TableStatus>) -> serde_json
         "switching": st.switching.map(|(from, to)| json!({ "from": from.name(), "to": to.name() })),
         "history": history,
     })
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ObjectQuery {
+    /// A JSON pointer into the object (default: the whole object).
+    #[serde(default)]
+    path: String,
+}
+
+/// A durable object's value (at `?path=`), as of the client's position or later.
+#[tracing::instrument(name = "http.object", skip_all)]
+async fn object(
+    State(rt): State<Arc<Runtime>>,
+    ApiPath((book, name)): ApiPath<(u64, String)>,
+    ApiQuery(q): ApiQuery<ObjectQuery>,
+    headers: HeaderMap,
+    _: NoBody,
+) -> ApiResult<Response> {
+    let book = user_book(book)?;
+    let mut ctx = position_of(&headers)?;
+    let text = rt.durable.object(&mut ctx, book, &name, &q.path).await?;
+    let value: serde_json::Value = match text {
+        Some(t) => serde_json::from_str(&t).map_err(|e| RuntimeError::Internal(format!("an object's view: {e}")))?,
+        None => serde_json::Value::Null,
+    };
+    let exists = !value.is_null();
+    Ok(Json(json!({ "book": book.0, "object": name, "path": q.path, "exists": exists, "value": value })).into_response())
+}
+
+/// A queue's shards: how many messages wait in each.
+#[tracing::instrument(name = "http.queue", skip_all)]
+async fn queue(
+    State(rt): State<Arc<Runtime>>,
+    ApiPath((book, name)): ApiPath<(u64, String)>,
+    headers: HeaderMap,
+    _: NoBody,
+) -> ApiResult<Response> {
+    let book = user_book(book)?;
+    let mut ctx = position_of(&headers)?;
+    let shards = rt.durable.queue(&mut ctx, book, &name).await?;
+    let pending: usize = shards.iter().map(|s| s.pending).sum();
+    Ok(Json(json!({ "book": book.0, "queue": name, "pending": pending, "shards": shards })).into_response())
+}
+
+/// Who holds a lock.
+#[tracing::instrument(name = "http.lock", skip_all)]
+async fn lock(
+    State(rt): State<Arc<Runtime>>,
+    ApiPath((book, name)): ApiPath<(u64, String)>,
+    headers: HeaderMap,
+    _: NoBody,
+) -> ApiResult<Response> {
+    let book = user_book(book)?;
+    let mut ctx = position_of(&headers)?;
+    let holder = rt.durable.lock_holder(&mut ctx, book, &name).await?;
+    Ok(Json(json!({ "book": book.0, "lock": name, "held": holder.is_some(), "holder": holder })).into_response())
 }
 
 #[tracing::instrument(name = "http.table_status", skip_all)]

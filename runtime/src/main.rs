@@ -44,6 +44,12 @@ enum Verb {
     Complete(CompleteArgs),
     /// Cancel an invocation and its children (they see `cancelled` at their next step).
     Cancel(CancelArgs),
+    /// Print a durable object of a book (its JSON value, or the value at --path).
+    Object(ObjectArgs),
+    /// Show how many messages wait in a queue of a book, per shard.
+    Queue(NamedArgs),
+    /// Show which invocation holds a lock of a book.
+    Lock(NamedArgs),
     /// Make a new function project that echoes its input: Rust, Python, JavaScript,
     /// TypeScript, Go or C.
     New(NewArgs),
@@ -320,6 +326,39 @@ struct InvokeArgs {
     /// ms, s, m, h or d.
     #[arg(long)]
     delay: Option<String>,
+    /// Address the invocation to a key: it runs alone among the function's invocations
+    /// with that key (per-key serialization).
+    #[arg(long)]
+    key: Option<String>,
+    /// With --key: run concurrently with the key's other invocations (a read-only
+    /// handler).
+    #[arg(long, requires = "key")]
+    shared: bool,
+    #[command(flatten)]
+    remote: Remote,
+}
+
+#[derive(Args)]
+struct ObjectArgs {
+    /// The object's name.
+    name: String,
+    #[arg(long, default_value_t = 0)]
+    book: u64,
+    /// A JSON pointer into the object (`/field/0`).
+    #[arg(long, default_value = "")]
+    path: String,
+    #[command(flatten)]
+    remote: Remote,
+}
+
+#[derive(Args)]
+struct NamedArgs {
+    /// The queue's or lock's name.
+    name: String,
+    #[arg(long, default_value_t = 0)]
+    book: u64,
+    #[command(flatten)]
+    json: Json,
     #[command(flatten)]
     remote: Remote,
 }
@@ -432,6 +471,15 @@ fn main() -> ExitCode {
         Verb::Schedule(v) => cli::schedule::run(v),
         Verb::Complete(a) => complete(a),
         Verb::Cancel(a) => cancel(a),
+        Verb::Object(a) => object(a),
+        Verb::Queue(a) => {
+            let path = format!("/v1/books/{}/queues/{}", a.book, url_escape(&a.name));
+            get_json(&a.remote, &path, &a.json, cli::output::queue)
+        }
+        Verb::Lock(a) => {
+            let path = format!("/v1/books/{}/locks/{}", a.book, url_escape(&a.name));
+            get_json(&a.remote, &path, &a.json, cli::output::lock)
+        }
         Verb::New(a) => cli::new::new(a.lang, &a.name),
         Verb::Build(a) => cli::build::build(&a.dir, a.lang).map(|built| {
             for path in built {
@@ -633,6 +681,12 @@ fn invoke(args: InvokeArgs) -> anyhow::Result<()> {
     if let Some(delay) = &args.delay {
         url.push_str(&format!("&delay_ms={}", cli::duration_ms(delay)?));
     }
+    if let Some(key) = &args.key {
+        url.push_str(&format!("&key={}", url_escape(key)));
+        if args.shared {
+            url.push_str("&shared=true");
+        }
+    }
     let mut request = agent().post(&url);
     if let Some(key) = &args.idempotency_key {
         request = request.header("idempotency-key", key);
@@ -646,6 +700,16 @@ fn complete(args: CompleteArgs) -> anyhow::Result<()> {
     let url = format!("{}/v1/promises/{}?book={}", args.remote.url, url_escape(&args.promise), args.book);
     finish(agent().post(url).send(&value[..])?)?;
     println!("completed promise {}", args.promise);
+    Ok(())
+}
+
+/// Prints the object's value (pretty JSON), `null` when there is none.
+fn object(args: ObjectArgs) -> anyhow::Result<()> {
+    let url =
+        format!("{}/v1/books/{}/objects/{}?path={}", args.remote.url, args.book, url_escape(&args.name), url_escape(&args.path));
+    let body = finish(agent().get(url).call()?)?;
+    let answer: serde_json::Value = serde_json::from_slice(&body).context("the gateway's answer is not JSON")?;
+    println!("{}", serde_json::to_string_pretty(&answer["value"])?);
     Ok(())
 }
 

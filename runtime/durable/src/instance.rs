@@ -299,6 +299,11 @@ impl Instance {
         self.cursor != 0
     }
 
+    /// `cursorTS`: the seqnum of the newest step taken (for the simulator's oracle).
+    pub fn cursor(&self) -> u64 {
+        self.cursor
+    }
+
     /// The version this instance runs (the recorded one, once initialised).
     pub fn version(&self) -> u64 {
         self.version
@@ -1073,8 +1078,10 @@ impl Instance {
         let until = now.saturating_add(timeout_ms).min(deadline_ms.saturating_sub(IN_PLACE_MARGIN_MS)).max(now);
         let holder = self.id.to_string();
         let wake = locks::wake_key(self.book, &lock);
+        // The state this wait first saw: a holder that keeps it all along is run again.
+        let mut first_seen: Option<u64> = None;
         loop {
-            let asked = Step::LockTry { lock: lock.clone(), holder: holder.clone(), prev: 0, last: false };
+            let asked = Step::LockTry { lock: lock.clone(), holder: holder.clone(), root: self.id.root(), prev: 0, last: false };
             let r = match self.recorded(&asked)? {
                 Some(r) => {
                     self.take(r.seqnum);
@@ -1083,14 +1090,19 @@ impl Instance {
                 None => {
                     let view = locks::lock_at(&self.svc, ctx, self.book, &lock, u64::MAX).await?;
                     let now = self.svc.clock.now_ms();
+                    let first = *first_seen.get_or_insert(view.tail);
                     if view.holder.is_some() && now < until {
                         let look = self.svc.clock.sleep((until - now).min(locks::POLL_MS));
                         futures_util::future::select(look, self.svc.completions.wait(&wake)).await;
                         continue;
                     }
+                    if let (Some(root), true) = (&view.root, view.tail == first) {
+                        self.svc.kick_holder(ctx, self.book, root);
+                    }
                     self.log_clocks(ctx).await?;
                     let last = view.holder.is_some();
-                    let step = Step::LockTry { lock: lock.clone(), holder: holder.clone(), prev: view.tail, last };
+                    let (root, prev) = (self.id.root(), view.tail);
+                    let step = Step::LockTry { lock: lock.clone(), holder: holder.clone(), root, prev, last };
                     self.log_step(ctx, step, &[self.svc.tags.lock(&lock)]).await?
                 }
             };
@@ -1141,17 +1153,24 @@ impl Instance {
     }
 
     /// Before the guest of a keyed invocation runs: an exclusive one takes its key's
-    /// lock (`LockId::Key`), waiting in place until shortly before `deadline_ms`, then
-    /// suspending for [`KEY_RETRY_MS`] to try again (each try that waited its whole time
-    /// is a step). A shared one takes nothing.
+    /// lock (`LockId::Key`), waiting in place as a short sleep does (at most
+    /// `sleep_in_place_max_ms`, and not past `deadline_ms`), then suspending for
+    /// [`KEY_RETRY_MS`] to try again (each try that waited its whole time is a step):
+    /// a waiter holds no slot of the node for long. A shared one takes nothing.
     pub async fn enter_key(&mut self, ctx: &mut Context, deadline_ms: u64) -> Result<(), Abort> {
         let Some(InvocationKey { key, exclusive: true }) = self.key.clone() else { return Ok(()) };
         let lock = LockId::Key { function: self.function.clone(), key };
-        let wait = deadline_ms.saturating_sub(self.svc.clock.now_ms());
-        if self.lock_acquire(ctx, lock, wait, deadline_ms).await? {
-            return Ok(());
+        let wait = self.svc.config.sleep_in_place_max_ms;
+        loop {
+            // A try an earlier execution logged and lost: that execution tried again.
+            let replayed = self.steps.get(self.next).is_some();
+            if self.lock_acquire(ctx, lock.clone(), wait, deadline_ms).await? {
+                return Ok(());
+            }
+            if !replayed {
+                return Err(Abort::Suspended { wake_ms: self.svc.clock.wall_ms().saturating_add(KEY_RETRY_MS) });
+            }
         }
-        Err(Abort::Suspended { wake_ms: self.svc.clock.wall_ms().saturating_add(KEY_RETRY_MS) })
     }
 
     /// Releases every lock the instance holds, before its result. For an instance that

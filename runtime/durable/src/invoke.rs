@@ -571,6 +571,33 @@ impl Durable {
         Ok(())
     }
 
+    /// Runs `root`, which holds a lock a waiter here waited for all along, again here
+    /// in the background, at most every `reexecute_after_ms` per root (see `locks.rs`).
+    pub(crate) fn kick_holder(self: &Arc<Self>, ctx: &Context, book: BookId, root: &InstanceId) {
+        let now = self.clock.now_ms();
+        {
+            let mut kicked = self.kicked.lock().expect("not poisoned");
+            if kicked.get(root).is_some_and(|&at| now < at.saturating_add(self.config.reexecute_after_ms)) {
+                return;
+            }
+            if kicked.len() >= 4096 {
+                kicked.retain(|_, at| now < at.saturating_add(self.config.reexecute_after_ms));
+            }
+            kicked.insert(root.clone(), now);
+        }
+        let (weak, mut ctx, root) = (Arc::downgrade(self), ctx.clone(), root.clone());
+        // Cancelling it loses nothing: the holder is due in the recovery scan anyway.
+        self.spawn.spawn(
+            "kick",
+            Box::pin(async move {
+                let Some(d) = Durable::live(&weak) else { return };
+                if let Err(e) = d.wake(&mut ctx, book, root.clone()).await {
+                    tracing::debug!(%root, "running a lock's holder again: {e}");
+                }
+            }),
+        );
+    }
+
     /// Invocations this node answered with their logged result, without running.
     pub fn replayed(&self) -> u64 {
         self.invocations.replayed.load(Ordering::Relaxed)

@@ -10,12 +10,17 @@
 //! and re-executions and releases the ones it still holds before its result
 //! (`Instance::log_result`). A try is appended only when its maker saw the lock free (or
 //! its wait is up), so waiters append nothing; they wait on this node's releases and look
-//! at the log every [`POLL_MS`] for others'.
+//! at the log every [`POLL_MS`] for others'. A waiter whose whole wait saw one holder runs
+//! the holder's root again here (at most every `reexecute_after_ms` per holder and node):
+//! should its node have died, the recovery scan may not get to it soon (it tracks the
+//! oldest unfinished roots first, which may be the waiters), and a live holder's run
+//! is a peer like any other.
 
 use serde::{Deserialize, Serialize};
 use tally_log_core::{BookId, Context, LogRecord};
 
 use crate::error::Error;
+use crate::id::InstanceId;
 use crate::node::{Abort, Durable};
 use crate::record::{self, LockId, Step};
 use crate::replay;
@@ -46,6 +51,8 @@ pub(crate) fn wake_key(book: BookId, lock: &LockId) -> String {
 pub struct LockView {
     pub tail: u64,
     pub holder: Option<String>,
+    /// The holder's root invocation.
+    pub root: Option<InstanceId>,
 }
 
 fn concerns(step: &Step, lock: &LockId) -> bool {
@@ -61,11 +68,11 @@ pub(crate) async fn lock_at(svc: &Durable, ctx: &mut Context, book: BookId, lock
     let mut newest = None;
     while let Some((r, step)) = newer.pop() {
         match step {
-            Step::LockTry { holder, prev, .. } if prev == view.tail && view.holder.is_none() => {
-                view = LockView { tail: r.seqnum.0, holder: Some(holder) };
+            Step::LockTry { holder, root, prev, .. } if prev == view.tail && view.holder.is_none() => {
+                view = LockView { tail: r.seqnum.0, holder: Some(holder), root: Some(root) };
             }
             Step::LockRelease { holder, prev, .. } if prev == view.tail && view.holder.as_ref() == Some(&holder) => {
-                view = LockView { tail: r.seqnum.0, holder: None };
+                view = LockView { tail: r.seqnum.0, holder: None, root: None };
             }
             _ => {}
         }

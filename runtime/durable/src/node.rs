@@ -191,6 +191,8 @@ pub struct Durable {
     pub(crate) completions: Completions,
     /// Outcomes of transactions' commits this node decided or read (`objects.rs`).
     pub(crate) decisions: crate::objects::Decisions,
+    /// Lock holders this node ran again for their waiters, and when (`locks.rs`).
+    pub(crate) kicked: Mutex<HashMap<crate::id::InstanceId, u64>>,
     /// Set by [`Durable::stop`]: the background loops end at their next turn.
     stopped: AtomicBool,
 }
@@ -219,6 +221,7 @@ impl Durable {
             schedules: Default::default(),
             completions: Completions::default(),
             decisions: Default::default(),
+            kicked: Mutex::new(HashMap::new()),
             stopped: AtomicBool::new(false),
         });
         durable.books().await?;

@@ -113,7 +113,7 @@ pub enum Step {
     /// the lock's stream. It takes the lock exactly when `prev` is the seqnum of the
     /// lock's last effective record (0: none) and the lock is free there. `last`: the
     /// try waits no longer.
-    LockTry { lock: LockId, holder: String, prev: u64, last: bool },
+    LockTry { lock: LockId, holder: String, root: InstanceId, prev: u64, last: bool },
     /// A release of `lock` by its holder: a step, also in the lock's stream, effective
     /// when `prev` is the lock's last effective record.
     LockRelease { lock: LockId, holder: String, prev: u64 },

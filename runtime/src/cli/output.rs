@@ -277,3 +277,25 @@ mod tests {
         assert!(shown.ends_with("..."));
     }
 }
+
+/// `GET /v1/books/{id}/queues/{name}`: the messages waiting, per shard.
+pub fn queue(v: &Value) -> String {
+    let name = v["queue"].as_str().unwrap_or("?");
+    let mut out = format!("queue {name:?} of book {}: {} waiting\n", v["book"], v["pending"]);
+    let mut table = Table::new(&["SHARD", "WAITING", "OLDEST SEQNUM"]);
+    for s in v["shards"].as_array().map(Vec::as_slice).unwrap_or_default() {
+        let oldest = s["oldest"].as_u64().map_or("-".to_string(), |o| o.to_string());
+        table.row(vec![s["shard"].to_string(), s["pending"].to_string(), oldest]);
+    }
+    out.push_str(&table.render());
+    out
+}
+
+/// `GET /v1/books/{id}/locks/{name}`: who holds it.
+pub fn lock(v: &Value) -> String {
+    let name = v["lock"].as_str().unwrap_or("?");
+    match v["holder"].as_str() {
+        Some(holder) => format!("lock {name:?} of book {} is held by invocation {holder}\n", v["book"]),
+        None => format!("lock {name:?} of book {} is free\n", v["book"]),
+    }
+}

@@ -151,6 +151,8 @@ pub struct Traces {
     pub targets: BTreeMap<String, (u64, bool)>,
     /// Per promise a [`WAITER`] awaited: the value each of its executions got.
     pub waited: BTreeMap<String, Vec<u64>>,
+    /// What the libraries' functions reported (`libs.rs`).
+    pub libs: super::libs::LibTraces,
 }
 
 /// The function schedules invoke, with the schedule's name as input: it works for a
@@ -334,6 +336,9 @@ impl SimFunctions {
         }
         if attempt.version.name == TARGET {
             let result = self.target(&mut attempt).await;
+            return (result, attempt);
+        }
+        if let Some(result) = super::libs::run(&self.traces, &mut attempt).await {
             return (result, attempt);
         }
         let input = attempt.input.to_vec();

@@ -16,6 +16,7 @@
 mod chan;
 mod exec;
 mod guest;
+mod libs;
 mod log;
 mod oracle;
 #[cfg(test)]
@@ -140,6 +141,9 @@ pub struct SimStats {
     pub ticks: u64,
     /// Invocations that awaited a promise another one created.
     pub awaited_elsewhere: u64,
+    /// Transactions, plain writes, pops and lock holds checked against the libraries'
+    /// model (`libs.rs`).
+    pub library_checked: u64,
     pub switches: u64,
     pub redeploys: u64,
     pub log_records: u64,
@@ -165,6 +169,7 @@ impl SimStats {
         self.ticks += o.ticks;
         self.cancelled += o.cancelled;
         self.awaited_elsewhere += o.awaited_elsewhere;
+        self.library_checked += o.library_checked;
         self.switches += o.switches;
         self.redeploys += o.redeploys;
         self.log_records += o.log_records;
@@ -178,7 +183,8 @@ impl fmt::Display for SimStats {
             f,
             "{} invocations, {} executions, {} reads and {} outputs checked against the model; faults: {} crashes ({} for good), {} \
              pauses, {} log and {} store failures, {} racing peers, {} replays, {} switches, {} redeploys; {} suspended \
-             invocations answered; {} scheduled, {} cancelled and {} awaiting others' promises; {} log records, {} simulated ms",
+             invocations answered; {} scheduled, {} cancelled and {} awaiting others' promises; {} commits, writes, pops and \
+             holds of the libraries checked; {} log records, {} simulated ms",
             self.invocations,
             self.executions,
             self.reads_checked,
@@ -196,6 +202,7 @@ impl fmt::Display for SimStats {
             self.ticks,
             self.cancelled,
             self.awaited_elsewhere,
+            self.library_checked,
             self.log_records,
             self.sim_ms
         )
@@ -294,6 +301,8 @@ struct World {
     cancels_done: Mutex<bool>,
     /// The invocations awaiting other invocations' promises finished and were checked.
     waiters_done: Mutex<bool>,
+    /// The libraries' workload finished and was checked (`libs.rs`).
+    libs_done: Mutex<bool>,
     config: StateConfig,
 }
 
@@ -387,6 +396,9 @@ fn deploy_functions(rng: &mut Rng, registry: &mut Registry) {
     registry.deploy(guest::TARGET, Program { ops: Vec::new() }, BTreeMap::new());
     registry.deploy(guest::WAITER, Program { ops: Vec::new() }, BTreeMap::new());
     registry.deploy(guest::MAKER, Program { ops: Vec::new() }, BTreeMap::new());
+    for f in [libs::TELLER, libs::PRODUCER, libs::CONSUMER, libs::LOCKER, libs::KEYED, libs::READER] {
+        registry.deploy(f, Program { ops: Vec::new() }, BTreeMap::new());
+    }
 }
 
 fn sim_config() -> StateConfig {
@@ -442,6 +454,7 @@ pub fn run_seed(seed: u64, opts: &SimOptions) -> Result<SimStats, Violation> {
         schedules_done: Mutex::new(false),
         cancels_done: Mutex::new(false),
         waiters_done: Mutex::new(false),
+        libs_done: Mutex::new(false),
         config: sim_config(),
     });
     for n in 0..opts.nodes {
@@ -453,6 +466,7 @@ pub fn run_seed(seed: u64, opts: &SimOptions) -> Result<SimStats, Violation> {
     exec.spawn(None, "schedules", Box::pin(schedules(world.clone())));
     exec.spawn(None, "cancels", Box::pin(cancels(world.clone())));
     exec.spawn(None, "waiters", Box::pin(waiters(world.clone())));
+    exec.spawn(None, "libraries", Box::pin(libraries(world.clone())));
     let mut paused: BTreeMap<usize, u64> = BTreeMap::new();
     let mut restarts: BTreeMap<usize, u64> = BTreeMap::new();
     let mut lost: Option<usize> = None;
@@ -475,6 +489,7 @@ pub fn run_seed(seed: u64, opts: &SimOptions) -> Result<SimStats, Violation> {
             && *world.schedules_done.lock().expect("not poisoned")
             && *world.cancels_done.lock().expect("not poisoned")
             && *world.waiters_done.lock().expect("not poisoned")
+            && *world.libs_done.lock().expect("not poisoned")
         {
             break;
         }
@@ -1129,8 +1144,9 @@ async fn schedules(world: Arc<World>) {
     }
     // Every invocation started runs to its end. One whose node died before it ran (or
     // whose run failed at once) is run by the recovery scan, after its function's
-    // timeout and then some, later when the scan tracks `open_max` others already:
-    // wait until nothing new has shown up for a few seconds.
+    // timeout and then some, later when the scan tracks `open_max` others already (the
+    // libraries' invocations share book 0, and their waiters stay unfinished a while):
+    // wait until nothing new has shown up for several seconds.
     let (mut seen, mut since) = (0, h.now_ms());
     loop {
         h.sleep(20).await;
@@ -1138,7 +1154,7 @@ async fn schedules(world: Arc<World>) {
         if t.ticks.len() != seen {
             (seen, since) = (t.ticks.len(), h.now_ms());
         }
-        let quiet = 3_000;
+        let quiet = 8_000;
         if h.now_ms() > since + quiet && t.ticks.keys().all(|k| t.ticks_done.contains(k)) {
             break;
         }
@@ -1434,14 +1450,26 @@ async fn waiters(world: Arc<World>) {
 /// Submits an asynchronous invocation on random nodes until one takes it; its ID, or
 /// `None` after a violation.
 async fn submit(world: &Arc<World>, function: &str, book: BookId, input: Bytes, key: String) -> Option<String> {
+    submit_to(world, function, book, input, key, None).await
+}
+
+/// [`submit`] of an invocation addressed to `to` (`?key=`).
+async fn submit_to(
+    world: &Arc<World>,
+    function: &str,
+    book: BookId,
+    input: Bytes,
+    key: String,
+    to: Option<crate::record::InvocationKey>,
+) -> Option<String> {
     let h = world.harness();
     loop {
         let Some((n, d, _)) = world.pick_node() else {
             h.sleep(5).await;
             continue;
         };
-        let (f, i, k) = (function.to_string(), input.clone(), key.clone());
-        match world.on_node(n, d, "submit", move |d| async move { d.invoke_async(f, book, i, Some(k), 0, None).await }).await {
+        let (f, i, k, t) = (function.to_string(), input.clone(), key.clone(), to.clone());
+        match world.on_node(n, d, "submit", move |d| async move { d.invoke_async(f, book, i, Some(k), 0, t).await }).await {
             Some(Ok(id)) => return Some(id.to_string()),
             Some(Err(e)) if !e.is_transient() => {
                 world.fail(format!("submitting {function} {key}: {e}"));
@@ -1484,4 +1512,108 @@ async fn wait_finished(world: &Arc<World>, book: BookId, id: &str, ran: impl Fn(
 async fn submit_and_wait(world: &Arc<World>, function: &str, book: BookId, input: Bytes, key: String) -> Option<Option<Bytes>> {
     let id = submit(world, function, book, input, key).await?;
     wait_finished(world, book, &id, || false).await
+}
+
+/// The libraries' workload (`libs.rs`): tellers, producers and consumers, lockers and
+/// keyed invocations on one book, all at once through the faults; then a drain, the
+/// final reads and the oracle.
+async fn libraries(world: Arc<World>) {
+    use self::libs::*;
+    let h = world.harness();
+    let book = BookId(0);
+    let mut started: Vec<(String, String)> = Vec::new();
+    let mut plan: Vec<(&str, String, Option<crate::record::InvocationKey>)> = Vec::new();
+    plan.extend((0..TELLERS).map(|t| (TELLER, format!("t{t}"), None)));
+    plan.extend((0..PRODUCERS).map(|p| (PRODUCER, format!("p{p}"), None)));
+    plan.extend((0..CONSUMERS).map(|c| (CONSUMER, format!("c{c}"), None)));
+    plan.extend((0..LOCKERS).map(|l| (LOCKER, format!("l{l}"), None)));
+    plan.extend(
+        (0..KEYEDS).map(|k| (KEYED, format!("k{k}"), Some(crate::record::InvocationKey { key: "hot".into(), exclusive: true }))),
+    );
+    for (function, input, to) in plan {
+        h.sleep(world.draw(30)).await;
+        let key = format!("lib-{input}");
+        let Some(id) = submit_to(&world, function, book, Bytes::from(input.clone()), key, to).await else { return };
+        started.push((input, id));
+    }
+    let reported = |input: &str| {
+        let t = world.traces.lock().expect("not poisoned");
+        let l = &t.libs;
+        l.tellers.contains_key(input)
+            || l.consumers.contains_key(input)
+            || l.holders.contains_key(input)
+            || input.starts_with('p')
+    };
+    for (input, id) in &started {
+        if wait_finished(&world, book, id, || reported(input)).await.is_none() {
+            return;
+        }
+    }
+    // Drain what the consumers left (they stop at an empty queue).
+    for d in 0.. {
+        let input = format!("drain{d}");
+        if submit_and_wait(&world, CONSUMER, book, Bytes::from(input.clone()), format!("lib-{input}")).await.is_none() {
+            return;
+        }
+        let empty =
+            world.traces.lock().expect("not poisoned").libs.consumers.get(&input).is_none_or(|e| e.iter().all(Vec::is_empty));
+        if empty || d > 20 {
+            break;
+        }
+    }
+    for input in ["counters", "locked", "keyed"] {
+        if submit_and_wait(&world, READER, book, Bytes::from(input), format!("lib-read-{input}")).await.is_none() {
+            return;
+        }
+    }
+    let checked = {
+        let t = world.traces.lock().expect("not poisoned");
+        check_libraries(&t.libs)
+    };
+    match checked {
+        Ok(n) => {
+            world.stats.lock().expect("not poisoned").library_checked += n;
+            *world.libs_done.lock().expect("not poisoned") = true;
+        }
+        Err(e) => world.fail(e),
+    }
+}
+
+/// The libraries' oracle over what the executions reported (`libs.rs`).
+fn check_libraries(t: &libs::LibTraces) -> Result<u64, String> {
+    use self::libs::*;
+    let read = agreed("reader", &t.read)?;
+    let value = |input: &str| read.get(input).cloned().ok_or_else(|| format!("no read of {input}"));
+    let mut checked = check_tellers(&agreed("teller", &t.tellers)?, &value("counters")?)?;
+    // Every message popped once, one producer's in its order.
+    let consumers = agreed("consumer", &t.consumers)?;
+    let mut popped: BTreeMap<String, u64> = BTreeMap::new();
+    for got in consumers.values() {
+        for (message, seqnum) in got {
+            if let Some(earlier) = popped.insert(message.clone(), *seqnum) {
+                return Err(format!("{message} was popped twice, at {earlier} and {seqnum}"));
+            }
+        }
+    }
+    for p in 0..PRODUCERS {
+        let at: Vec<Option<u64>> = (0..MESSAGES).map(|j| popped.remove(&format!("p{p}/{j}"))).collect();
+        if at.iter().any(Option::is_none) || at.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(format!("producer p{p}'s messages were popped at {at:?}"));
+        }
+        checked += MESSAGES;
+    }
+    if !popped.is_empty() {
+        return Err(format!("popped messages no producer pushed: {popped:?}"));
+    }
+    // Lock holders one at a time: each one's increment counted.
+    let holders = agreed("holder", &t.holders)?;
+    let held = |prefix: char| holders.iter().filter(|(i, h)| i.starts_with(prefix) && **h).count() as i64;
+    if value("locked")? != [held('l')] {
+        return Err(format!("{} lockers held the lock; the counter says {:?}", held('l'), value("locked")?));
+    }
+    if held('k') != KEYEDS as i64 || value("keyed")? != [KEYEDS as i64] {
+        return Err(format!("{} of {KEYEDS} keyed invocations ran; their counter says {:?}", held('k'), value("keyed")?));
+    }
+    checked += holders.len() as u64;
+    Ok(checked)
 }

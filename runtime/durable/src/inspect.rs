@@ -1,0 +1,52 @@
+//! What the gateway and the CLI show of the libraries' state, as of the log's tail seen
+//! from `ctx` (a client's position): a durable object, a queue's shards, a lock.
+
+use serde::Serialize;
+use tally_log_core::{BookId, Context};
+
+use crate::error::Result;
+use crate::node::Durable;
+use crate::record::LockId;
+use crate::{locks, objects, queues};
+
+/// One shard of a queue, as `GET /v1/books/{id}/queues/{name}` shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ShardStatus {
+    pub shard: u64,
+    /// Messages pushed and not popped yet.
+    pub pending: usize,
+    /// The seqnum of the oldest of them.
+    pub oldest: Option<u64>,
+}
+
+impl Durable {
+    /// The JSON text at `path` of object `object` of `book`, if there is one.
+    pub async fn object(&self, ctx: &mut Context, book: BookId, object: &str, path: &str) -> Result<Option<String>> {
+        crate::switch::check_book(book)?;
+        objects::check_name(object)?;
+        objects::parse_path(path)?;
+        let value = objects::view_at(self, ctx, book, object, u64::MAX).await.map_err(|a| a.into_error())?;
+        objects::text_at(&value, path)
+    }
+
+    /// The shards of queue `queue` of `book`.
+    pub async fn queue(&self, ctx: &mut Context, book: BookId, queue: &str) -> Result<Vec<ShardStatus>> {
+        crate::switch::check_book(book)?;
+        queues::check_name(queue)?;
+        let mut out = Vec::new();
+        for shard in 0..queues::SHARDS {
+            let view = queues::shard_at(self, ctx, book, queue, shard, u64::MAX).await.map_err(|a| a.into_error())?;
+            out.push(ShardStatus { shard, pending: view.pending.len(), oldest: view.pending.front().copied() });
+        }
+        Ok(out)
+    }
+
+    /// The invocation holding lock `lock` of `book`, if one does.
+    pub async fn lock_holder(&self, ctx: &mut Context, book: BookId, lock: &str) -> Result<Option<String>> {
+        crate::switch::check_book(book)?;
+        locks::check_name(lock)?;
+        let view =
+            locks::lock_at(self, ctx, book, &LockId::Named(lock.to_string()), u64::MAX).await.map_err(|a| a.into_error())?;
+        Ok(view.holder)
+    }
+}

@@ -1,0 +1,270 @@
+//! The simulator's workload for the libraries on the log (`objects.rs`, `queues.rs`,
+//! `locks.rs`, keyed invocations), run through the same faults as everything else, and
+//! its oracle, which shares no code with them: it checks what the guests saw against a
+//! plain model built from their own reports.
+//!
+//! - Tellers (Boki §7.5's counters): transactions on [`COUNTERS`] shared counters of one
+//!   book (read-modify-write ones that retry on conflict, blind increments, aborted
+//!   ones) and plain increments. The model replays every committed transaction and
+//!   plain write in the order of their records: each committed read-modify-write must
+//!   have read the model's values there (serializability), and a final read-only
+//!   transaction must read the model's totals (nothing lost, nothing aborted kept).
+//! - Producers push messages in order to one queue; consumers pop until it stays
+//!   empty, and a last consumer drains it: every message pushed is popped exactly once,
+//!   and one producer's messages are popped in the order it pushed them (FIFO per shard).
+//! - Lockers take one lock, read a counter and write it plus one (some without
+//!   releasing: finishing releases); keyed invocations do the same under their key's
+//!   lock. The counters must equal the number of holders: no two held at once.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+
+use crate::attempt::Attempt;
+use crate::error::{Error, Result};
+use crate::objects::ObjOp;
+
+use super::guest::{guest, seed_of};
+
+pub const TELLER: &str = "teller";
+pub const PRODUCER: &str = "producer";
+pub const CONSUMER: &str = "consumer";
+pub const LOCKER: &str = "locker";
+pub const KEYED: &str = "keyed";
+/// Reads the field `/n` of object `<input>` (a read-only transaction for the counters).
+pub const READER: &str = "reader";
+
+pub const COUNTERS: u64 = 6;
+pub const TELLERS: u64 = 14;
+pub const PRODUCERS: u64 = 3;
+pub const MESSAGES: u64 = 4;
+pub const CONSUMERS: u64 = 3;
+pub const LOCKERS: u64 = 5;
+pub const KEYEDS: u64 = 6;
+pub const QUEUE: &str = "jobs";
+
+pub fn counter(c: u64) -> String {
+    format!("counter-{c}")
+}
+
+/// What one execution of a teller saw, in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Seen {
+    /// A transaction's commit: its record, whether it committed, what it read, what it
+    /// added (per counter).
+    Txn { seqnum: u64, committed: bool, reads: Vec<(u64, i64)>, adds: Vec<(u64, i64)> },
+    /// A plain increment, at its record.
+    Plain { seqnum: u64, counter: u64, by: i64 },
+}
+
+/// What executions that ran to their end reported, by input.
+#[derive(Default)]
+pub struct LibTraces {
+    pub tellers: BTreeMap<String, Vec<Vec<Seen>>>,
+    /// Per consumer: the messages its executions popped, each with its pop's record.
+    pub consumers: BTreeMap<String, Vec<Vec<(String, u64)>>>,
+    /// Per locker or keyed invocation: whether it held its lock.
+    pub holders: BTreeMap<String, Vec<bool>>,
+    pub read: BTreeMap<String, Vec<Vec<i64>>>,
+}
+
+fn number(text: Option<String>) -> Result<i64> {
+    match text {
+        None => Ok(0),
+        Some(t) => t.parse().map_err(|_| Error::Failed(format!("a counter holds {t:?}"))),
+    }
+}
+
+async fn get_n(attempt: &mut Attempt, object: &str) -> Result<i64> {
+    number(attempt.object_get(object, "/n").await.map_err(guest)?)
+}
+
+/// Runs one of this module's functions, if `attempt` is of one.
+pub async fn run(traces: &std::sync::Mutex<super::guest::Traces>, attempt: &mut Attempt) -> Option<Result<Vec<u8>>> {
+    let input = String::from_utf8_lossy(&attempt.input).into_owned();
+    let result = match attempt.version.name.as_str() {
+        TELLER => teller(attempt, &input)
+            .await
+            .map(|seen| traces.lock().expect("not poisoned").libs.tellers.entry(input).or_default().push(seen)),
+        PRODUCER => producer(attempt, &input).await,
+        CONSUMER => consume(attempt)
+            .await
+            .map(|got| traces.lock().expect("not poisoned").libs.consumers.entry(input).or_default().push(got)),
+        LOCKER | KEYED => hold(attempt, &input)
+            .await
+            .map(|held| traces.lock().expect("not poisoned").libs.holders.entry(input).or_default().push(held)),
+        READER => read(attempt, &input)
+            .await
+            .map(|values| traces.lock().expect("not poisoned").libs.read.entry(input).or_default().push(values)),
+        _ => return None,
+    };
+    Some(result.map(|()| vec![0; 8]))
+}
+
+async fn teller(attempt: &mut Attempt, input: &str) -> Result<Vec<Seen>> {
+    let s = seed_of(input.as_bytes());
+    let k = 1 + (s >> 8) % 3;
+    let mut counters: Vec<u64> = Vec::new();
+    for i in 0..k {
+        let c = (s >> 16).wrapping_add(i * 5) % COUNTERS;
+        if !counters.contains(&c) {
+            counters.push(c);
+        }
+    }
+    let by = 1 + ((s >> 24) % 9) as i64;
+    let mut seen = Vec::new();
+    match s % 4 {
+        // Read-modify-write, again while it conflicts.
+        0 => {
+            for _ in 0..6 {
+                attempt.txn_begin(false).await.map_err(guest)?;
+                let mut reads = Vec::new();
+                for &c in &counters {
+                    let v = get_n(attempt, &counter(c)).await?;
+                    reads.push((c, v));
+                    let op = ObjOp::Set { path: "/n".into(), json: (v + by).to_string() };
+                    attempt.object_update(&counter(c), op).await.map_err(guest)?;
+                }
+                let committed = attempt.txn_commit().await.map_err(guest)?;
+                let adds = counters.iter().map(|&c| (c, by)).collect();
+                seen.push(Seen::Txn { seqnum: attempt.instance.last_commit, committed, reads, adds });
+                if committed {
+                    break;
+                }
+            }
+        }
+        // Blind increments in one transaction: nothing to conflict with.
+        1 => {
+            attempt.txn_begin(false).await.map_err(guest)?;
+            for &c in &counters {
+                attempt.object_update(&counter(c), ObjOp::Incr { path: "/n".into(), by }).await.map_err(guest)?;
+            }
+            let committed = attempt.txn_commit().await.map_err(guest)?;
+            let adds = counters.iter().map(|&c| (c, by)).collect();
+            seen.push(Seen::Txn { seqnum: attempt.instance.last_commit, committed, reads: Vec::new(), adds });
+        }
+        // Reads and writes, then an abort: nothing of it may show.
+        2 => {
+            attempt.txn_begin(false).await.map_err(guest)?;
+            for &c in &counters {
+                let v = get_n(attempt, &counter(c)).await?;
+                attempt
+                    .object_update(&counter(c), ObjOp::Set { path: "/n".into(), json: (v + 1000).to_string() })
+                    .await
+                    .map_err(guest)?;
+            }
+            attempt.txn_abort().map_err(guest)?;
+        }
+        _ => {
+            for &c in &counters {
+                attempt.object_update(&counter(c), ObjOp::Incr { path: "/n".into(), by }).await.map_err(guest)?;
+                seen.push(Seen::Plain { seqnum: attempt.instance.cursor(), counter: c, by });
+            }
+        }
+    }
+    Ok(seen)
+}
+
+async fn producer(attempt: &mut Attempt, input: &str) -> Result<()> {
+    for j in 0..MESSAGES {
+        attempt.queue_push(QUEUE, Bytes::from(format!("{input}/{j}"))).await.map_err(guest)?;
+    }
+    Ok(())
+}
+
+async fn consume(attempt: &mut Attempt) -> Result<Vec<(String, u64)>> {
+    let mut got = Vec::new();
+    while let Some(message) = attempt.queue_pop(QUEUE, 20).await.map_err(guest)? {
+        got.push((String::from_utf8_lossy(&message).into_owned(), attempt.instance.cursor()));
+    }
+    Ok(got)
+}
+
+/// A locker (its lock named `L`) or a keyed invocation (its key's lock, taken before it
+/// ran): reads a counter and writes it plus one while it holds the lock.
+async fn hold(attempt: &mut Attempt, input: &str) -> Result<bool> {
+    let keyed = attempt.version.name == KEYED;
+    let object = if keyed { "keyed" } else { "locked" };
+    if !keyed && !attempt.lock_acquire("L", 60).await.map_err(guest)? {
+        return Ok(false);
+    }
+    let n = get_n(attempt, object).await?;
+    attempt.object_update(object, ObjOp::Set { path: "/n".into(), json: (n + 1).to_string() }).await.map_err(guest)?;
+    if !keyed && seed_of(input.as_bytes()).is_multiple_of(2) {
+        attempt.lock_release("L").await.map_err(guest)?;
+    }
+    Ok(true)
+}
+
+async fn read(attempt: &mut Attempt, input: &str) -> Result<Vec<i64>> {
+    let objects: Vec<String> = match input {
+        "counters" => (0..COUNTERS).map(counter).collect(),
+        other => vec![other.to_string()],
+    };
+    attempt.txn_begin(true).await.map_err(guest)?;
+    let mut values = Vec::new();
+    for o in &objects {
+        values.push(get_n(attempt, o).await?);
+    }
+    if !attempt.txn_commit().await.map_err(guest)? {
+        return Err(Error::Failed("a read-only transaction did not commit".into()));
+    }
+    Ok(values)
+}
+
+/// The one report of each invocation, checked to be the same in every execution that
+/// ran to its end.
+pub fn agreed<T: Clone + PartialEq + std::fmt::Debug>(
+    what: &str,
+    reports: &BTreeMap<String, Vec<T>>,
+) -> std::result::Result<BTreeMap<String, T>, String> {
+    let mut out = BTreeMap::new();
+    for (input, executions) in reports {
+        let first = executions.first().ok_or_else(|| format!("{what} {input} has no report"))?;
+        if let Some(other) = executions.iter().find(|e| *e != first) {
+            return Err(format!("{what} {input}: one execution saw {first:?}, another {other:?}"));
+        }
+        out.insert(input.clone(), first.clone());
+    }
+    Ok(out)
+}
+
+/// The oracle of the tellers: serializable commits and the final totals.
+pub fn check_tellers(tellers: &BTreeMap<String, Vec<Seen>>, totals: &[i64]) -> std::result::Result<u64, String> {
+    let mut events: Vec<(u64, &Seen)> = Vec::new();
+    for seen in tellers.values() {
+        for s in seen {
+            match s {
+                Seen::Txn { seqnum, committed: true, .. } | Seen::Plain { seqnum, .. } => events.push((*seqnum, s)),
+                Seen::Txn { .. } => {}
+            }
+        }
+    }
+    events.sort_by_key(|(s, _)| *s);
+    if let Some(w) = events.windows(2).find(|w| w[0].0 == w[1].0) {
+        return Err(format!("two writes at one record {}: {:?} and {:?}", w[0].0, w[0].1, w[1].1));
+    }
+    let mut model = vec![0i64; COUNTERS as usize];
+    for (seqnum, s) in &events {
+        match s {
+            Seen::Txn { reads, adds, .. } => {
+                for (c, v) in reads {
+                    if model[*c as usize] != *v {
+                        return Err(format!(
+                            "the transaction committed at {seqnum} read {v} from counter {c}, which held {} there",
+                            model[*c as usize]
+                        ));
+                    }
+                }
+                for (c, by) in adds {
+                    model[*c as usize] += by;
+                }
+            }
+            Seen::Plain { counter, by, .. } => model[*counter as usize] += by,
+        }
+    }
+    if model != totals {
+        return Err(format!("the counters hold {totals:?}; the committed writes add up to {model:?}"));
+    }
+    Ok(events.len() as u64)
+}
