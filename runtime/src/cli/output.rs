@@ -225,6 +225,28 @@ pub(crate) fn utc(ms: u64) -> String {
     format!("{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}", rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
+/// `GET /v1/books/{id}/queues/{name}`: the messages waiting, per shard.
+pub fn queue(v: &Value) -> String {
+    let name = v["queue"].as_str().unwrap_or("?");
+    let mut out = format!("queue {name:?} of book {}: {} waiting\n", v["book"], v["pending"]);
+    let mut table = Table::new(&["SHARD", "WAITING", "OLDEST SEQNUM"]);
+    for s in v["shards"].as_array().map(Vec::as_slice).unwrap_or_default() {
+        let oldest = s["oldest"].as_u64().map_or("-".to_string(), |o| o.to_string());
+        table.row(vec![s["shard"].to_string(), s["pending"].to_string(), oldest]);
+    }
+    out.push_str(&table.render());
+    out
+}
+
+/// `GET /v1/books/{id}/locks/{name}`: who holds it.
+pub fn lock(v: &Value) -> String {
+    let name = v["lock"].as_str().unwrap_or("?");
+    match v["holder"].as_str() {
+        Some(holder) => format!("lock {name:?} of book {} is held by invocation {holder}\n", v["book"]),
+        None => format!("lock {name:?} of book {} is free\n", v["book"]),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -275,27 +297,5 @@ mod tests {
         let shown = blob(&json!({ "text": long, "base64": "" }));
         assert_eq!(shown.chars().count(), CELL_CHARS_MAX);
         assert!(shown.ends_with("..."));
-    }
-}
-
-/// `GET /v1/books/{id}/queues/{name}`: the messages waiting, per shard.
-pub fn queue(v: &Value) -> String {
-    let name = v["queue"].as_str().unwrap_or("?");
-    let mut out = format!("queue {name:?} of book {}: {} waiting\n", v["book"], v["pending"]);
-    let mut table = Table::new(&["SHARD", "WAITING", "OLDEST SEQNUM"]);
-    for s in v["shards"].as_array().map(Vec::as_slice).unwrap_or_default() {
-        let oldest = s["oldest"].as_u64().map_or("-".to_string(), |o| o.to_string());
-        table.row(vec![s["shard"].to_string(), s["pending"].to_string(), oldest]);
-    }
-    out.push_str(&table.render());
-    out
-}
-
-/// `GET /v1/books/{id}/locks/{name}`: who holds it.
-pub fn lock(v: &Value) -> String {
-    let name = v["lock"].as_str().unwrap_or("?");
-    match v["holder"].as_str() {
-        Some(holder) => format!("lock {name:?} of book {} is held by invocation {holder}\n", v["book"]),
-        None => format!("lock {name:?} of book {} is free\n", v["book"]),
     }
 }
