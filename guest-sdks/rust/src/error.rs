@@ -10,7 +10,8 @@ pub enum Error {
     /// The arguments were refused: a tag with the top bit set, tag 0 as the condition
     /// of [`log::cond_append`](crate::log::cond_append), a malformed table name, ...
     /// Also a stored value that is not what the SDK reads it as, such as one that is
-    /// not a decimal integer for [`state::get_i64`](crate::state::get_i64).
+    /// not a decimal integer for [`state::get_i64`](crate::state::get_i64), or an
+    /// object operation that does not fit the object (incrementing a string).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
     /// A named thing does not exist, such as an unknown function for

@@ -3,8 +3,10 @@
 //! A Tally function is a WebAssembly component of world `tally:platform/function`: it
 //! gets the invocation's input as bytes and returns bytes or an error message. While it
 //! runs it may use the shared log of the book it is bound to ([`log`]), keep
-//! exactly-once key-value state in the book's tables ([`state`]), call other functions
-//! ([`invoke`]) and ask what the invocation is ([`context`]).
+//! exactly-once key-value state in the book's tables ([`state`]) and JSON objects with
+//! transactions across them ([`objects`]), pass messages through durable queues
+//! ([`queues`]), take locks ([`locks`]), call other functions ([`invoke`]) and ask what
+//! the invocation is ([`context`]).
 //!
 //! Declare the entry point with [`handler!`] and build the crate as a `cdylib` for
 //! `wasm32-wasip2`; the resulting `.wasm` file is the component to deploy.
@@ -58,9 +60,14 @@
 pub mod bindings;
 pub mod context;
 mod error;
+#[cfg(test)]
+mod fake;
 mod handler;
 pub mod invoke;
+pub mod locks;
 pub mod log;
+pub mod objects;
+pub mod queues;
 mod seqnum;
 pub mod state;
 mod tag;

@@ -78,7 +78,7 @@ fn parse_i64(table: &str, key: &[u8], value: &[u8]) -> Result<i64> {
 }
 
 /// The start of a value, escaped, for an error message: a value may be up to 512 KiB.
-fn preview(value: &[u8]) -> String {
+pub(crate) fn preview(value: &[u8]) -> String {
     const PREVIEW_BYTES_MAX: usize = 32;
     match value.get(..PREVIEW_BYTES_MAX) {
         Some(start) if start.len() < value.len() => format!("{}...", start.escape_ascii()),
