@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use tally_sdk::{context, invoke, log, state, SeqNum, Tag};
+use tally_sdk::{context, invoke, locks, log, objects, queues, state, SeqNum, Tag};
 
 fn handle(input: Vec<u8>) -> Result<Vec<u8>, String> {
     let input = std::str::from_utf8(&input).map_err(|_| "the input is not UTF-8")?;
@@ -132,6 +132,34 @@ fn script(ops: &str) -> Result<Vec<u8>, String> {
                 let value = context::promise_await(id, Some(Duration::from_millis(ms)));
                 reported(value.map(|value| String::from_utf8_lossy(&value).into_owned()))
             }
+            ["oget", object, path] => {
+                reported(objects::get(object, pointer(path)).map(|json| json.unwrap_or_else(|| "none".into())))
+            }
+            ["oset", object, path, json] => reported(objects::set(object, pointer(path), json).map(|()| "ok".into())),
+            ["oinc", object, path, by] => {
+                let by = by.parse().map_err(|_| format!("oinc {by:?}: not an i64"))?;
+                reported(objects::increment(object, pointer(path), by).map(|()| "ok".into()))
+            }
+            ["opush", object, path, json] => reported(objects::push(object, pointer(path), json).map(|()| "ok".into())),
+            ["orm", object, path] => reported(objects::remove(object, pointer(path)).map(|()| "ok".into())),
+            ["begin"] => reported(objects::begin().map(|()| "ok".into())),
+            ["beginro"] => reported(objects::begin_read_only().map(|()| "ok".into())),
+            ["commit"] => reported(objects::commit().map(|committed| if committed { "committed" } else { "conflict" }.into())),
+            ["abort"] => reported(objects::abort().map(|()| "ok".into())),
+            ["qpush", queue, data] => reported(queues::push(queue, data).map(|()| "ok".into())),
+            ["qpop", queue, ms] => {
+                let ms = ms.parse().map_err(|_| format!("qpop {ms:?}: not a u64"))?;
+                reported(queues::pop(queue, Duration::from_millis(ms)).map(|message| match message {
+                    Some(message) => String::from_utf8_lossy(&message).into_owned(),
+                    None => "none".into(),
+                }))
+            }
+            ["lock", lock, ms] => {
+                let ms = ms.parse().map_err(|_| format!("lock {ms:?}: not a u64"))?;
+                reported(locks::acquire(lock, Duration::from_millis(ms)).map(|acquired| acquired.to_string()))
+            }
+            ["unlock", lock] => reported(locks::release(lock).map(|()| "ok".into())),
+            ["key"] => context::key().unwrap_or_else(|| "none".into()),
             ["chain", name, ref rest @ ..] => chain(name, rest)?,
             ["fail", ref message @ ..] => return Err(message.join(" ")),
             ["crash"] => panic!("crash requested by the script"),
@@ -199,6 +227,14 @@ fn substitute(word: &str, results: &[String]) -> Result<String, String> {
         .and_then(|n| results.get(n.checked_sub(1)?))
         .cloned()
         .ok_or_else(|| format!("{word}: no such earlier op (ops count from 1)"))
+}
+
+/// A JSON pointer, with `.` for `""` (the whole object), which a script cannot write.
+fn pointer(word: &str) -> &str {
+    match word {
+        "." => "",
+        path => path,
+    }
 }
 
 /// The tag of a name, with `*` for the whole book.
