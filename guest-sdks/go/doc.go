@@ -4,8 +4,11 @@
 // gets the invocation's input as bytes and returns bytes or an error message. While it
 // runs it may use the shared log of the book it is bound to (package
 // [tally.dev/tally/logbook]), keep exactly-once key-value state in the book's tables
-// ([tally.dev/tally/state]), call other functions ([tally.dev/tally/invoke]) and ask
-// what the invocation is ([tally.dev/tally/invocation]).
+// ([tally.dev/tally/state]), keep durable JSON objects with transactions across them
+// ([tally.dev/tally/objects]), pass messages through durable queues
+// ([tally.dev/tally/queues]), hold locks ([tally.dev/tally/locks]), call other
+// functions ([tally.dev/tally/invoke]) and ask what the invocation is
+// ([tally.dev/tally/invocation]).
 //
 // This package holds what they share: [Handle], which declares the function's entry
 // point, the [Tag] and [SeqNum] of the log, and the [Error] every platform call may

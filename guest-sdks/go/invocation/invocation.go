@@ -7,7 +7,6 @@ package invocation
 import (
 	"time"
 
-	"tally.dev/tally"
 	"tally.dev/tally/internal/hostcall"
 	"tally.dev/tally/internal/wit"
 )
@@ -35,6 +34,13 @@ func FunctionName() string {
 	return wit.FunctionName()
 }
 
+// Key returns the key the invocation was addressed to (?key= at the gateway), and
+// false if it has none. An exclusive keyed invocation runs alone among the function's
+// invocations with that key.
+func Key() (string, bool) {
+	return wit.Key()
+}
+
 // Sleep sleeps durably for d, to the millisecond (rounded down), at most a year.
 //
 // Its wake time is logged, so when the platform runs the
@@ -55,7 +61,7 @@ func FunctionName() string {
 //		return nil, err
 //	}
 func Sleep(d time.Duration) error {
-	ms, err := durationMillis(d, "duration of a sleep")
+	ms, err := hostcall.Millis(d, "duration of a sleep")
 	if err != nil {
 		return err
 	}
@@ -119,7 +125,7 @@ func PromiseAwait(id string) ([]byte, error) {
 //		return nil, err
 //	}
 func PromiseAwaitTimeout(id string, timeout time.Duration) ([]byte, error) {
-	ms, err := durationMillis(timeout, "timeout of a promise's await")
+	ms, err := hostcall.Millis(timeout, "timeout of a promise's await")
 	if err != nil {
 		return nil, err
 	}
@@ -128,18 +134,6 @@ func PromiseAwaitTimeout(id string, timeout time.Duration) ([]byte, error) {
 		return nil, hostcall.Err(witErr)
 	}
 	return value, nil
-}
-
-// durationMillis returns d in whole milliseconds, rounded down as the Rust SDK does, or
-// an invalid-argument error for a negative d, which what names.
-func durationMillis(d time.Duration, what string) (uint64, error) {
-	if d < 0 {
-		return 0, &tally.Error{
-			Kind:    tally.InvalidArgument,
-			Message: "the " + what + " is negative: " + d.String(),
-		}
-	}
-	return uint64(d / time.Millisecond), nil
 }
 
 // unixMillis returns t in whole milliseconds since the Unix epoch, rounded down: 0 for

@@ -9,47 +9,6 @@ import (
 	"tally.dev/tally"
 )
 
-func TestDurationMillisRoundsDown(t *testing.T) {
-	cases := []struct {
-		d    time.Duration
-		want uint64
-	}{
-		{0, 0},
-		{time.Nanosecond, 0},
-		{time.Millisecond - 1, 0},
-		{time.Millisecond, 1},
-		{1500 * time.Microsecond, 1},
-		{time.Second, 1000},
-		{72 * time.Hour, 72 * 3600 * 1000},
-		{365 * 24 * time.Hour, 365 * 24 * 3600 * 1000},
-		{math.MaxInt64, math.MaxInt64 / 1_000_000},
-	}
-	for _, c := range cases {
-		ms, err := durationMillis(c.d, "duration of a sleep")
-		if err != nil || ms != c.want {
-			t.Errorf("durationMillis(%v) = %d, %v; want %d", c.d, ms, err, c.want)
-		}
-	}
-}
-
-func TestDurationMillisRefusesNegative(t *testing.T) {
-	for _, d := range []time.Duration{-time.Nanosecond, -1500 * time.Millisecond, math.MinInt64} {
-		ms, err := durationMillis(d, "duration of a sleep")
-		var e *tally.Error
-		if !errors.As(err, &e) || e.Kind != tally.InvalidArgument || ms != 0 {
-			t.Errorf("durationMillis(%v) = %d, %#v; want an invalid-argument error", d, ms, err)
-			continue
-		}
-		if !errors.Is(err, tally.ErrInvalidArgument) {
-			t.Errorf("durationMillis(%v): %v is not ErrInvalidArgument", d, err)
-		}
-	}
-	_, err := durationMillis(-1500*time.Millisecond, "duration of a sleep")
-	if want := "invalid argument: the duration of a sleep is negative: -1.5s"; err.Error() != want {
-		t.Errorf("text %q, want %q", err.Error(), want)
-	}
-}
-
 func TestPromiseAwaitTimeoutRefusesNegative(t *testing.T) {
 	// Refused before any call to the platform, which outside Wasm would panic.
 	value, err := PromiseAwaitTimeout("0123456789abcdef0123456789abcdef", -2*time.Second)

@@ -1,8 +1,10 @@
-// Package hostcall turns what crossed the boundary (package wit) into the SDK's types:
-// the error variant into a *tally.Error, tags into numbers and back.
+// Package hostcall turns what crossed the boundary (package wit) into the SDK's types
+// and back: the error variant into a *tally.Error, tags into numbers and back, a
+// duration into the milliseconds the WIT takes.
 package hostcall
 
 import (
+	"time"
 	"unsafe"
 
 	"tally.dev/tally"
@@ -31,4 +33,17 @@ func Numbers(tags []tally.Tag) []uint64 {
 // Tags returns the u64s as tags, without a copy.
 func Tags(numbers []uint64) []tally.Tag {
 	return unsafe.Slice((*tally.Tag)(unsafe.Pointer(unsafe.SliceData(numbers))), len(numbers))
+}
+
+// Millis returns d in whole milliseconds, rounded down as the Rust SDK does, or an
+// invalid-argument error for a negative d, which what names ("timeout of a pop"). The
+// platform would read a negative duration as a huge u64, so it is refused here.
+func Millis(d time.Duration, what string) (uint64, error) {
+	if d < 0 {
+		return 0, &tally.Error{
+			Kind:    tally.InvalidArgument,
+			Message: "the " + what + " is negative: " + d.String(),
+		}
+	}
+	return uint64(d / time.Millisecond), nil
 }

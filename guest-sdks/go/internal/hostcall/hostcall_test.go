@@ -2,7 +2,9 @@ package hostcall
 
 import (
 	"errors"
+	"math"
 	"testing"
+	"time"
 
 	"tally.dev/tally"
 	"tally.dev/tally/internal/wit"
@@ -55,5 +57,46 @@ func TestTagsConvertWithoutLoss(t *testing.T) {
 	}
 	if len(Numbers(nil)) != 0 || len(Tags(nil)) != 0 {
 		t.Fatal("an empty list is not empty")
+	}
+}
+
+func TestMillisRoundsDown(t *testing.T) {
+	cases := []struct {
+		d    time.Duration
+		want uint64
+	}{
+		{0, 0},
+		{time.Nanosecond, 0},
+		{time.Millisecond - 1, 0},
+		{time.Millisecond, 1},
+		{1500 * time.Microsecond, 1},
+		{time.Second, 1000},
+		{72 * time.Hour, 72 * 3600 * 1000},
+		{365 * 24 * time.Hour, 365 * 24 * 3600 * 1000},
+		{math.MaxInt64, math.MaxInt64 / 1_000_000},
+	}
+	for _, c := range cases {
+		ms, err := Millis(c.d, "duration of a sleep")
+		if err != nil || ms != c.want {
+			t.Errorf("Millis(%v) = %d, %v; want %d", c.d, ms, err, c.want)
+		}
+	}
+}
+
+func TestMillisRefusesNegative(t *testing.T) {
+	for _, d := range []time.Duration{-time.Nanosecond, -1500 * time.Millisecond, math.MinInt64} {
+		ms, err := Millis(d, "duration of a sleep")
+		var e *tally.Error
+		if !errors.As(err, &e) || e.Kind != tally.InvalidArgument || ms != 0 {
+			t.Errorf("Millis(%v) = %d, %#v; want an invalid-argument error", d, ms, err)
+			continue
+		}
+		if !errors.Is(err, tally.ErrInvalidArgument) {
+			t.Errorf("Millis(%v): %v is not ErrInvalidArgument", d, err)
+		}
+	}
+	_, err := Millis(-1500*time.Millisecond, "duration of a sleep")
+	if want := "invalid argument: the duration of a sleep is negative: -1.5s"; err.Error() != want {
+		t.Errorf("text %q, want %q", err.Error(), want)
 	}
 }

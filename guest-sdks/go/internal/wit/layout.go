@@ -229,6 +229,32 @@ func DecodeOptionBytesResult(mem Memory, area []byte) ([]byte, bool, *Error) {
 	}
 }
 
+// DecodeOptionStringResult reads a result<option<string>, error>, 32 bytes: the
+// option's case at 8 and the string at 12, a copy.
+func DecodeOptionStringResult(mem Memory, area []byte) (string, bool, *Error) {
+	if err := resultErr(mem, area); err != nil {
+		return "", false, err
+	}
+	switch area[8] {
+	case 0:
+		return "", false, nil
+	case 1:
+		return text(mem, area, 12), true, nil
+	default:
+		badCase("option<string>", area[8])
+		return "", false, nil
+	}
+}
+
+// DecodeBoolResult reads a result<bool, error>, 32 bytes: the bool at 8, a byte that
+// is true when it is not 0 (as the canonical ABI lifts a bool).
+func DecodeBoolResult(mem Memory, area []byte) (bool, *Error) {
+	if err := resultErr(mem, area); err != nil {
+		return false, err
+	}
+	return area[8] != 0, nil
+}
+
 // DecodeStringResult reads a result<string, error>, 32 bytes: the string at 8, a copy.
 func DecodeStringResult(mem Memory, area []byte) (string, *Error) {
 	if err := resultErr(mem, area); err != nil {
@@ -240,6 +266,20 @@ func DecodeStringResult(mem Memory, area []byte) (string, *Error) {
 // DecodeString reads a returned string: (pointer, length) at 0.
 func DecodeString(mem Memory, area []byte) string {
 	return text(mem, area, 0)
+}
+
+// DecodeOptionString reads a returned option<string>, 12 bytes: the case at 0 and the
+// string at 4, a copy.
+func DecodeOptionString(mem Memory, area []byte) (string, bool) {
+	switch area[0] {
+	case 0:
+		return "", false
+	case 1:
+		return text(mem, area, 4), true
+	default:
+		badCase("option<string>", area[0])
+		return "", false
+	}
 }
 
 // EncodeHandleResult writes the export's result<list<u8>, string> into its area, 12

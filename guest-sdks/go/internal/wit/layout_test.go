@@ -197,12 +197,69 @@ func TestDecodeStringResult(t *testing.T) {
 	}
 }
 
+func TestDecodeOptionStringResult(t *testing.T) {
+	mem := newMemory()
+	ptr := mem.put([]byte(`{"a":[1,"é"]}`))
+	json, ok, err := DecodeOptionStringResult(mem, areaOf(32, field{0, uint8(0)}, field{8, uint8(1)}, field{12, ptr}, field{16, uint32(14)}))
+	if err != nil || !ok || json != `{"a":[1,"é"]}` {
+		t.Errorf("some: %q, %v, %v", json, ok, err)
+	}
+	json, ok, err = DecodeOptionStringResult(mem, areaOf(32, field{0, uint8(0)}, field{8, uint8(0)}))
+	if err != nil || ok || json != "" {
+		t.Errorf("none: %q, %v, %v", json, ok, err)
+	}
+	msg := mem.put([]byte("bad pointer"))
+	json, ok, err = DecodeOptionStringResult(mem, areaOf(32, field{0, uint8(1)}, field{8, uint8(0)}, field{16, msg}, field{20, uint32(11)}))
+	if ok || json != "" || !reflect.DeepEqual(err, &Error{Case: 0, Message: "bad pointer"}) {
+		t.Errorf("error: %q, %v, %#v", json, ok, err)
+	}
+}
+
+func TestDecodeBoolResult(t *testing.T) {
+	mem := newMemory()
+	for _, c := range []struct {
+		b    uint8
+		want bool
+	}{{0, false}, {1, true}, {2, true}} {
+		got, err := DecodeBoolResult(mem, areaOf(32, field{0, uint8(0)}, field{8, c.b}))
+		if err != nil || got != c.want {
+			t.Errorf("byte %d: %v, %v", c.b, got, err)
+		}
+	}
+	got, err := DecodeBoolResult(mem, areaOf(32, field{0, uint8(1)}, field{8, uint8(2)}, field{16, uint8(1)}, field{24, uint64(5)}))
+	if got || !reflect.DeepEqual(err, &Error{Case: 2, Holder: 5, HolderKnown: true}) {
+		t.Errorf("error: %v, %#v", got, err)
+	}
+}
+
+func TestDecodeOptionString(t *testing.T) {
+	mem := newMemory()
+	ptr := mem.put([]byte("user-42"))
+	key, ok := DecodeOptionString(mem, areaOf(12, field{0, uint8(1)}, field{4, ptr}, field{8, uint32(7)}))
+	if !ok || key != "user-42" {
+		t.Errorf("some: %q, %v", key, ok)
+	}
+	key, ok = DecodeOptionString(mem, areaOf(12, field{0, uint8(1)}, field{4, uint32(0)}, field{8, uint32(0)}))
+	if !ok || key != "" {
+		t.Errorf("some empty: %q, %v", key, ok)
+	}
+	key, ok = DecodeOptionString(mem, areaOf(12, field{0, uint8(0)}))
+	if ok || key != "" {
+		t.Errorf("none: %q, %v", key, ok)
+	}
+}
+
 func TestInvalidDiscriminantsPanic(t *testing.T) {
 	mem := newMemory()
 	for name, decode := range map[string]func(){
 		"result": func() { DecodeUnitResult(mem, areaOf(32, field{0, uint8(2)})) },
 		"error":  func() { DecodeUnitResult(mem, areaOf(32, field{0, uint8(1)}, field{8, uint8(7)})) },
 		"option": func() { DecodeRecordResult(mem, areaOf(56, field{0, uint8(0)}, field{8, uint8(2)})) },
+		"option<string> result": func() {
+			DecodeOptionStringResult(mem, areaOf(32, field{0, uint8(0)}, field{8, uint8(2)}))
+		},
+		"option<string>": func() { DecodeOptionString(mem, areaOf(12, field{0, uint8(2)})) },
+		"bool result":    func() { DecodeBoolResult(mem, areaOf(32, field{0, uint8(2)})) },
 		"string result": func() {
 			DecodeStringResult(mem, areaOf(32, field{0, uint8(3)}))
 		},

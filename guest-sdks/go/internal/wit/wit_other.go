@@ -42,6 +42,42 @@ func StatePut(table string, key, value []byte) *Error { panic(notWasm) }
 // StateDelete is tally:platform/state.delete; it panics outside Wasm.
 func StateDelete(table string, key []byte) *Error { panic(notWasm) }
 
+// ObjectsGet is tally:platform/objects.get; it panics outside Wasm.
+func ObjectsGet(object, path string) (string, bool, *Error) { panic(notWasm) }
+
+// ObjectsSet is tally:platform/objects.set; it panics outside Wasm.
+func ObjectsSet(object, path, json string) *Error { panic(notWasm) }
+
+// ObjectsIncrement is tally:platform/objects.increment; it panics outside Wasm.
+func ObjectsIncrement(object, path string, by int64) *Error { panic(notWasm) }
+
+// ObjectsPush is tally:platform/objects.push; it panics outside Wasm.
+func ObjectsPush(object, path, json string) *Error { panic(notWasm) }
+
+// ObjectsRemove is tally:platform/objects.remove; it panics outside Wasm.
+func ObjectsRemove(object, path string) *Error { panic(notWasm) }
+
+// ObjectsBegin is tally:platform/objects.begin; it panics outside Wasm.
+func ObjectsBegin(readOnly bool) *Error { panic(notWasm) }
+
+// ObjectsCommit is tally:platform/objects.commit; it panics outside Wasm.
+func ObjectsCommit() (bool, *Error) { panic(notWasm) }
+
+// ObjectsAbort is tally:platform/objects.abort; it panics outside Wasm.
+func ObjectsAbort() *Error { panic(notWasm) }
+
+// QueuesPush is tally:platform/queues.push; it panics outside Wasm.
+func QueuesPush(queue string, message []byte) *Error { panic(notWasm) }
+
+// QueuesPop is tally:platform/queues.pop; it panics outside Wasm.
+func QueuesPop(queue string, timeoutMs uint64) ([]byte, bool, *Error) { panic(notWasm) }
+
+// LocksAcquire is tally:platform/locks.acquire; it panics outside Wasm.
+func LocksAcquire(lock string, timeoutMs uint64) (bool, *Error) { panic(notWasm) }
+
+// LocksRelease is tally:platform/locks.release; it panics outside Wasm.
+func LocksRelease(lock string) *Error { panic(notWasm) }
+
 // InvocationID is tally:platform/context.invocation-id; it panics outside Wasm.
 func InvocationID() string { panic(notWasm) }
 
@@ -53,6 +89,9 @@ func Attempt() uint32 { panic(notWasm) }
 
 // FunctionName is tally:platform/context.function-name; it panics outside Wasm.
 func FunctionName() string { panic(notWasm) }
+
+// Key is tally:platform/context.key; it panics outside Wasm.
+func Key() (string, bool) { panic(notWasm) }
 
 // Sleep is tally:platform/context.sleep; it panics outside Wasm.
 func Sleep(ms uint64) *Error { panic(notWasm) }

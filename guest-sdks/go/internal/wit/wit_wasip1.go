@@ -45,6 +45,44 @@ func statePut(table unsafe.Pointer, tableLen uint32, key unsafe.Pointer, keyLen 
 //go:wasmimport tally:platform/state delete
 func stateDelete(table unsafe.Pointer, tableLen uint32, key unsafe.Pointer, keyLen uint32, ret unsafe.Pointer)
 
+//go:wasmimport tally:platform/objects get
+func objectsGet(object unsafe.Pointer, objectLen uint32, path unsafe.Pointer, pathLen uint32, ret unsafe.Pointer)
+
+//go:wasmimport tally:platform/objects set
+func objectsSet(object unsafe.Pointer, objectLen uint32, path unsafe.Pointer, pathLen uint32, json unsafe.Pointer, jsonLen uint32, ret unsafe.Pointer)
+
+//go:wasmimport tally:platform/objects increment
+func objectsIncrement(object unsafe.Pointer, objectLen uint32, path unsafe.Pointer, pathLen uint32, by int64, ret unsafe.Pointer)
+
+//go:wasmimport tally:platform/objects push
+func objectsPush(object unsafe.Pointer, objectLen uint32, path unsafe.Pointer, pathLen uint32, json unsafe.Pointer, jsonLen uint32, ret unsafe.Pointer)
+
+//go:wasmimport tally:platform/objects remove
+func objectsRemove(object unsafe.Pointer, objectLen uint32, path unsafe.Pointer, pathLen uint32, ret unsafe.Pointer)
+
+// The bool is flattened to an i32, 0 or 1.
+//
+//go:wasmimport tally:platform/objects begin
+func objectsBegin(readOnly uint32, ret unsafe.Pointer)
+
+//go:wasmimport tally:platform/objects commit
+func objectsCommit(ret unsafe.Pointer)
+
+//go:wasmimport tally:platform/objects abort
+func objectsAbort(ret unsafe.Pointer)
+
+//go:wasmimport tally:platform/queues push
+func queuesPush(queue unsafe.Pointer, queueLen uint32, message unsafe.Pointer, messageLen uint32, ret unsafe.Pointer)
+
+//go:wasmimport tally:platform/queues pop
+func queuesPop(queue unsafe.Pointer, queueLen uint32, timeoutMs uint64, ret unsafe.Pointer)
+
+//go:wasmimport tally:platform/locks acquire
+func locksAcquire(lock unsafe.Pointer, lockLen uint32, timeoutMs uint64, ret unsafe.Pointer)
+
+//go:wasmimport tally:platform/locks release
+func locksRelease(lock unsafe.Pointer, lockLen uint32, ret unsafe.Pointer)
+
 //go:wasmimport tally:platform/context invocation-id
 func contextInvocationID(ret unsafe.Pointer)
 
@@ -56,6 +94,9 @@ func contextAttempt() uint32
 
 //go:wasmimport tally:platform/context function-name
 func contextFunctionName(ret unsafe.Pointer)
+
+//go:wasmimport tally:platform/context key
+func contextKey(ret unsafe.Pointer)
 
 //go:wasmimport tally:platform/context sleep
 func contextSleep(ms uint64, ret unsafe.Pointer)
@@ -210,6 +251,106 @@ func StateDelete(table string, key []byte) *Error {
 	return DecodeUnitResult(linearMemory{}, areaSlice())
 }
 
+// ObjectsGet is tally:platform/objects.get.
+func ObjectsGet(object, path string) (string, bool, *Error) {
+	begin()
+	defer end()
+	objectsGet(sptr(object), uint32(len(object)), sptr(path), uint32(len(path)), unsafe.Pointer(&area))
+	return DecodeOptionStringResult(linearMemory{}, areaSlice())
+}
+
+// ObjectsSet is tally:platform/objects.set.
+func ObjectsSet(object, path, json string) *Error {
+	begin()
+	defer end()
+	objectsSet(sptr(object), uint32(len(object)), sptr(path), uint32(len(path)), sptr(json), uint32(len(json)), unsafe.Pointer(&area))
+	return DecodeUnitResult(linearMemory{}, areaSlice())
+}
+
+// ObjectsIncrement is tally:platform/objects.increment.
+func ObjectsIncrement(object, path string, by int64) *Error {
+	begin()
+	defer end()
+	objectsIncrement(sptr(object), uint32(len(object)), sptr(path), uint32(len(path)), by, unsafe.Pointer(&area))
+	return DecodeUnitResult(linearMemory{}, areaSlice())
+}
+
+// ObjectsPush is tally:platform/objects.push.
+func ObjectsPush(object, path, json string) *Error {
+	begin()
+	defer end()
+	objectsPush(sptr(object), uint32(len(object)), sptr(path), uint32(len(path)), sptr(json), uint32(len(json)), unsafe.Pointer(&area))
+	return DecodeUnitResult(linearMemory{}, areaSlice())
+}
+
+// ObjectsRemove is tally:platform/objects.remove.
+func ObjectsRemove(object, path string) *Error {
+	begin()
+	defer end()
+	objectsRemove(sptr(object), uint32(len(object)), sptr(path), uint32(len(path)), unsafe.Pointer(&area))
+	return DecodeUnitResult(linearMemory{}, areaSlice())
+}
+
+// ObjectsBegin is tally:platform/objects.begin.
+func ObjectsBegin(readOnly bool) *Error {
+	begin()
+	defer end()
+	var flag uint32
+	if readOnly {
+		flag = 1
+	}
+	objectsBegin(flag, unsafe.Pointer(&area))
+	return DecodeUnitResult(linearMemory{}, areaSlice())
+}
+
+// ObjectsCommit is tally:platform/objects.commit.
+func ObjectsCommit() (bool, *Error) {
+	begin()
+	defer end()
+	objectsCommit(unsafe.Pointer(&area))
+	return DecodeBoolResult(linearMemory{}, areaSlice())
+}
+
+// ObjectsAbort is tally:platform/objects.abort.
+func ObjectsAbort() *Error {
+	begin()
+	defer end()
+	objectsAbort(unsafe.Pointer(&area))
+	return DecodeUnitResult(linearMemory{}, areaSlice())
+}
+
+// QueuesPush is tally:platform/queues.push.
+func QueuesPush(queue string, message []byte) *Error {
+	begin()
+	defer end()
+	queuesPush(sptr(queue), uint32(len(queue)), ptr(message), size(message), unsafe.Pointer(&area))
+	return DecodeUnitResult(linearMemory{}, areaSlice())
+}
+
+// QueuesPop is tally:platform/queues.pop.
+func QueuesPop(queue string, timeoutMs uint64) ([]byte, bool, *Error) {
+	begin()
+	defer end()
+	queuesPop(sptr(queue), uint32(len(queue)), timeoutMs, unsafe.Pointer(&area))
+	return DecodeOptionBytesResult(linearMemory{}, areaSlice())
+}
+
+// LocksAcquire is tally:platform/locks.acquire.
+func LocksAcquire(lock string, timeoutMs uint64) (bool, *Error) {
+	begin()
+	defer end()
+	locksAcquire(sptr(lock), uint32(len(lock)), timeoutMs, unsafe.Pointer(&area))
+	return DecodeBoolResult(linearMemory{}, areaSlice())
+}
+
+// LocksRelease is tally:platform/locks.release.
+func LocksRelease(lock string) *Error {
+	begin()
+	defer end()
+	locksRelease(sptr(lock), uint32(len(lock)), unsafe.Pointer(&area))
+	return DecodeUnitResult(linearMemory{}, areaSlice())
+}
+
 // InvocationID is tally:platform/context.invocation-id.
 func InvocationID() string {
 	begin()
@@ -234,6 +375,14 @@ func FunctionName() string {
 	defer end()
 	contextFunctionName(unsafe.Pointer(&area))
 	return DecodeString(linearMemory{}, areaSlice())
+}
+
+// Key is tally:platform/context.key.
+func Key() (string, bool) {
+	begin()
+	defer end()
+	contextKey(unsafe.Pointer(&area))
+	return DecodeOptionString(linearMemory{}, areaSlice())
 }
 
 // Sleep is tally:platform/context.sleep. A long sleep does not return: the host ends

@@ -18,7 +18,10 @@ import (
 	"tally.dev/tally"
 	"tally.dev/tally/invocation"
 	"tally.dev/tally/invoke"
+	"tally.dev/tally/locks"
 	"tally.dev/tally/logbook"
+	"tally.dev/tally/objects"
+	"tally.dev/tally/queues"
 	"tally.dev/tally/state"
 )
 
@@ -262,6 +265,63 @@ func runOp(op string, words []string) (string, error) {
 		}
 		value, err := invocation.PromiseAwaitTimeout(words[1], millis(ms))
 		return reported(lossy(value), err), nil
+	case n == 3 && words[0] == "oget":
+		json, ok, err := objects.Get(words[1], pointer(words[2]))
+		if err == nil && !ok {
+			json = "none"
+		}
+		return reported(json, err), nil
+	case n == 4 && words[0] == "oset":
+		return reported("ok", objects.Set(words[1], pointer(words[2]), words[3])), nil
+	case n == 4 && words[0] == "oinc":
+		by, err := strconv.ParseInt(words[3], 10, 64)
+		if err != nil {
+			return "", errors.New("oinc " + debug(words[3]) + ": not an i64")
+		}
+		return reported("ok", objects.Increment(words[1], pointer(words[2]), by)), nil
+	case n == 4 && words[0] == "opush":
+		return reported("ok", objects.Push(words[1], pointer(words[2]), words[3])), nil
+	case n == 3 && words[0] == "orm":
+		return reported("ok", objects.Remove(words[1], pointer(words[2]))), nil
+	case n == 1 && words[0] == "begin":
+		return reported("ok", objects.Begin()), nil
+	case n == 1 && words[0] == "beginro":
+		return reported("ok", objects.BeginReadOnly()), nil
+	case n == 1 && words[0] == "commit":
+		committed, err := objects.Commit()
+		result := "conflict"
+		if committed {
+			result = "committed"
+		}
+		return reported(result, err), nil
+	case n == 1 && words[0] == "abort":
+		return reported("ok", objects.Abort()), nil
+	case n == 3 && words[0] == "qpush":
+		return reported("ok", queues.Push(words[1], []byte(words[2]))), nil
+	case n == 3 && words[0] == "qpop":
+		ms, ok := parseU64(words[2])
+		if !ok {
+			return "", errors.New("qpop " + debug(words[2]) + ": not a u64")
+		}
+		message, ok, err := queues.Pop(words[1], millis(ms))
+		if err == nil && !ok {
+			return "none", nil
+		}
+		return reported(lossy(message), err), nil
+	case n == 3 && words[0] == "lock":
+		ms, ok := parseU64(words[2])
+		if !ok {
+			return "", errors.New("lock " + debug(words[2]) + ": not a u64")
+		}
+		acquired, err := locks.Acquire(words[1], millis(ms))
+		return reported(strconv.FormatBool(acquired), err), nil
+	case n == 2 && words[0] == "unlock":
+		return reported("ok", locks.Release(words[1])), nil
+	case n == 1 && words[0] == "key":
+		if key, ok := invocation.Key(); ok {
+			return key, nil
+		}
+		return "none", nil
 	case n >= 2 && words[0] == "chain":
 		return chain(words[1], words[2:])
 	case n >= 1 && words[0] == "fail":
@@ -357,6 +417,14 @@ func named(name string) tally.Tag {
 		return tally.TagAll
 	}
 	return tally.NamedTag(name)
+}
+
+// pointer returns the JSON pointer of an object op, with . for "", the whole object.
+func pointer(word string) string {
+	if word == "." {
+		return ""
+	}
+	return word
 }
 
 // tags returns the tags of a comma-separated list of names, - for none.
