@@ -295,7 +295,8 @@ extern bool tally_platform_state_put(function_string_t *table, function_list_u8_
 extern bool tally_platform_state_delete(function_string_t *table, function_list_u8_t *key, tally_platform_state_error_t *err);
 
 // Imported Functions from `tally:platform/objects`
-// The JSON text at `path` of `object`, or none if nothing is there.
+// The JSON text at `path` of `object`, or none if nothing is there (also for the
+// whole of an object never written, or removed whole).
 extern bool tally_platform_objects_get(function_string_t *object, function_string_t *path, function_option_string_t *ret, tally_platform_objects_error_t *err);
 // Sets the value at `path` to `json` (JSON text); `{}` and `[]` make an empty
 // object or array.
@@ -309,7 +310,8 @@ extern bool tally_platform_objects_remove(function_string_t *object, function_st
 // Begins a transaction (one at a time per invocation). A read-only one refuses
 // writes and always commits.
 extern bool tally_platform_objects_begin(bool read_only, tally_platform_objects_error_t *err);
-// Ends the transaction: true if it committed, false if it conflicted.
+// Ends the transaction: true if it committed, false if it conflicted. The
+// transaction is over whatever `commit` returns, an error included.
 extern bool tally_platform_objects_commit(bool *ret, tally_platform_objects_error_t *err);
 // Drops the transaction: none of its writes take effect.
 extern bool tally_platform_objects_abort(tally_platform_objects_error_t *err);
@@ -318,13 +320,14 @@ extern bool tally_platform_objects_abort(tally_platform_objects_error_t *err);
 // Pushes `message` (at most 512 KiB) to `queue`.
 extern bool tally_platform_queues_push(function_string_t *queue, function_list_u8_t *message, tally_platform_queues_error_t *err);
 // Pops the oldest message of one of the queue's shards (this invocation's own shard
-// first), waiting up to `timeout-ms` (at most the function's time limit) for one
-// without spinning; none if the queue stayed empty.
+// first), waiting up to `timeout-ms` for one without spinning (a longer wait ends
+// shortly before the function's time limit); none if the queue stayed empty.
 extern bool tally_platform_queues_pop(function_string_t *queue, uint64_t timeout_ms, function_option_list_u8_t *ret, tally_platform_queues_error_t *err);
 
 // Imported Functions from `tally:platform/locks`
-// Acquires `lock` for this invocation, waiting up to `timeout-ms` (at most the
-// function's time limit) while another holds it; false if the wait timed out.
+// Acquires `lock` for this invocation, waiting up to `timeout-ms` while another
+// holds it (a longer wait ends shortly before the function's time limit); false if
+// the wait timed out.
 // Acquiring a lock this invocation holds is true at once.
 extern bool tally_platform_locks_acquire(function_string_t *lock, uint64_t timeout_ms, bool *ret, tally_platform_locks_error_t *err);
 // Releases `lock`; `invalid-argument` if this invocation does not hold it.
