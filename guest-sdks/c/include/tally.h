@@ -572,8 +572,8 @@ int tally_state_put_i64(const char *table, const void *key, size_t key_len, int6
 /**
  * Reads the JSON text at `path` of `object`. Sets `*found` to whether something is
  * there and `*json` to the text, NUL-terminated, which the caller releases with `free`
- * (NULL when nothing is there). A field set to `null` is found, as the text "null"; the
- * whole of an object never written is not.
+ * (NULL when nothing is there). A field holding `null` is found, as the text "null"; the
+ * whole object is not while it holds `null` (as it does before its first write).
  */
 int tally_objects_get(const char *object, const char *path, char **json, bool *found, tally_error *err);
 
@@ -694,8 +694,9 @@ int tally_queues_push(const char *queue, const void *message, size_t message_len
 
 /**
  * Pops the oldest message of one of the shards of `queue` (this invocation's own shard
- * first), waiting up to `timeout_ms` milliseconds (at most the function's time limit)
- * for one without spinning. Sets `*found` to whether there was one and fills `*message`
+ * first), waiting up to `timeout_ms` milliseconds for one without spinning (0 does not
+ * wait, and the wait ends before the function's time limit whatever `timeout_ms` says).
+ * Sets `*found` to whether there was one and fills `*message`
  * with it (an empty buffer when the queue stayed empty), which the caller releases.
  */
 int tally_queues_pop(const char *queue, uint64_t timeout_ms, tally_bytes *message, bool *found, tally_error *err);
@@ -721,10 +722,11 @@ int tally_queues_pop(const char *queue, uint64_t timeout_ms, tally_bytes *messag
  */
 
 /**
- * Acquires `lock` for this invocation, waiting up to `timeout_ms` milliseconds (at most
- * the function's time limit) while another invocation holds it. Sets `*acquired` to
- * true if this invocation holds it now (at once if it held it already), false if the
- * wait timed out.
+ * Acquires `lock` for this invocation, waiting up to `timeout_ms` milliseconds while
+ * another invocation holds it (0 does not wait, and the wait ends before the function's
+ * time limit whatever `timeout_ms` says). Sets `*acquired` to true if this invocation
+ * holds it now (at once if it held it already), false if the wait timed out. Locks do
+ * not count: one release frees a lock however often it was acquired.
  */
 int tally_locks_acquire(const char *lock, uint64_t timeout_ms, bool *acquired, tally_error *err);
 
