@@ -5,9 +5,11 @@
  * (`wit/platform.wit`): it gets the invocation's input as bytes and returns bytes or an
  * error message. While it runs it may use the shared log of the book it is bound to
  * (`tally_log_*`), keep exactly-once key-value state in the book's tables
- * (`tally_state_*`), call other functions (`tally_invoke_call`), ask what the
- * invocation is (`tally_context_*`), sleep durably (`tally_context_sleep*`) and wait
- * for promises the outside world completes (`tally_context_promise_*`).
+ * (`tally_state_*`), keep durable JSON objects with transactions (`tally_objects_*`),
+ * push to and pop from durable queues (`tally_queues_*`), hold locks (`tally_locks_*`),
+ * call other functions (`tally_invoke_call`), ask what the invocation is
+ * (`tally_context_*`), sleep durably (`tally_context_sleep*`) and wait for promises the
+ * outside world completes (`tally_context_promise_*`).
  *
  * A function defines one entry point, `tally_handle` (see "The handler" below):
  *
@@ -515,6 +517,223 @@ int tally_state_get_i64(const char *table, const void *key, size_t key_len, int6
 int tally_state_put_i64(const char *table, const void *key, size_t key_len, int64_t value, tally_error *err);
 
 /* ------------------------------------------------------------------------------------ */
+/* Objects                                                                               */
+/* ------------------------------------------------------------------------------------ */
+
+/*
+ * Durable JSON objects of the invocation's book, with transactions across them
+ * (BokiStore, Boki section 5.2).
+ *
+ * An object is named by a string (1 to 256 bytes) and holds one JSON value, `null` until
+ * it is first written. Paths are JSON pointers (RFC 6901): "" is the whole object,
+ * "/a/0/b~1c" is field `b/c` of element 0 of field `a`; `tally_json_pointer_append`
+ * builds one from keys that may hold `/` or `~`. Values go in and come out as JSON text
+ * (`tally_json_quote` makes a string value); a write makes missing parent objects.
+ * Every call is exactly-once across re-executions of the invocation, as the state
+ * operations are: a read returns what it returned the first time, a write takes effect
+ * once, and calls are told apart by their order.
+ *
+ * Outside a transaction, a read sees the object as of the invocation's last step (its
+ * own writes included), and each write is logged on its own. Between
+ * `tally_objects_begin` and `tally_objects_commit`, reads see one snapshot of every
+ * object of the book, taken at the begin, with the transaction's own writes; writes are
+ * buffered, and the commit logs them in one record and says whether they took effect.
+ * Transactions are serializable: one commits exactly when no object it read was written
+ * by someone else since its begin; otherwise nothing of it takes effect, and running it
+ * again may succeed (`tally_objects_transaction` does that). Objects written but not
+ * read never conflict: `tally_objects_increment` and `tally_objects_push` apply to
+ * whatever the field holds when the commit is applied.
+ *
+ * An operation that does not fit the object as the caller sees it (incrementing a
+ * string) fails with TALLY_INVALID_ARGUMENT; one that stops fitting because of a
+ * concurrent write does nothing. A malformed name, path or JSON text is refused with
+ * TALLY_INVALID_ARGUMENT, a value or a transaction too large with TALLY_TOO_LARGE.
+ *
+ *     // Moves `amount` from alice to bob, all or nothing: the body of a transaction.
+ *     static int transfer(void *arg, tally_error *err) {
+ *         int64_t amount = *(const int64_t *)arg, balance = 0;
+ *         bool found;
+ *         int status = tally_objects_get_i64("accounts", "/alice", &balance, &found, err);
+ *         if (status != TALLY_OK)
+ *             return status;
+ *         if (balance < amount)
+ *             return INSUFFICIENT_FUNDS;    // a code of the function's own, say -1: aborts
+ *         status = tally_objects_increment("accounts", "/alice", -amount, err);
+ *         if (status != TALLY_OK)
+ *             return status;
+ *         return tally_objects_increment("accounts", "/bob", amount, err);
+ *     }
+ *
+ *     int64_t amount = 10;
+ *     bool committed;
+ *     int status = tally_objects_transaction(transfer, &amount, 10, &committed, &err);
+ */
+
+/**
+ * Reads the JSON text at `path` of `object`. Sets `*found` to whether something is
+ * there and `*json` to the text, NUL-terminated, which the caller releases with `free`
+ * (NULL when nothing is there). A field holding `null` is found, as the text "null"; the
+ * whole object is not while it holds `null` (as it does before its first write).
+ */
+int tally_objects_get(const char *object, const char *path, char **json, bool *found, tally_error *err);
+
+/**
+ * Reads the integer at `path` of `object`, as `tally_objects_increment` and
+ * `tally_objects_set_i64` write it. Sets `*found` to whether something is there; if so,
+ * stores the integer in `*value`.
+ *
+ * Anything else there (a string, a fraction, an integer beyond an i64, `null`) fails
+ * with `TALLY_INVALID_ARGUMENT` and the message
+ * `the value at "<path>" of object "<object>" is not an i64: <json>`, with at most the
+ * first 32 bytes of the JSON text.
+ */
+int tally_objects_get_i64(const char *object, const char *path, int64_t *value, bool *found, tally_error *err);
+
+/** Sets the value at `path` of `object` to the JSON text `json`. */
+int tally_objects_set(const char *object, const char *path, const char *json, tally_error *err);
+
+/** Sets the value at `path` of `object` to the integer `value`. */
+int tally_objects_set_i64(const char *object, const char *path, int64_t value, tally_error *err);
+
+/** Sets the value at `path` of `object` to an empty object: `tally_objects_set` of "{}". */
+int tally_objects_make_object(const char *object, const char *path, tally_error *err);
+
+/** Sets the value at `path` of `object` to an empty array: `tally_objects_set` of "[]". */
+int tally_objects_make_array(const char *object, const char *path, tally_error *err);
+
+/**
+ * Adds `by` (which may be negative) to the number at `path` of `object`, 0 when
+ * nothing is there. An integer saturates at the bounds of an i64 instead of wrapping.
+ */
+int tally_objects_increment(const char *object, const char *path, int64_t by, tally_error *err);
+
+/** Appends the JSON text `json` to the array at `path` of `object` (an empty one when nothing is there). */
+int tally_objects_push(const char *object, const char *path, const char *json, tally_error *err);
+
+/** Removes the field or array element at `path` of `object`; the path "" empties the object. */
+int tally_objects_remove(const char *object, const char *path, tally_error *err);
+
+/**
+ * Begins a transaction on the book's objects, which `tally_objects_commit` or
+ * `tally_objects_abort` ends. An invocation has one transaction at a time: beginning
+ * another before the end fails with `TALLY_INVALID_ARGUMENT`.
+ */
+int tally_objects_begin(tally_error *err);
+
+/**
+ * Begins a read-only transaction: its reads see one snapshot, it refuses writes with
+ * `TALLY_INVALID_ARGUMENT`, and it always commits.
+ */
+int tally_objects_begin_read_only(tally_error *err);
+
+/**
+ * Ends the transaction: sets `*committed` to true if its writes took effect, false if
+ * it conflicted with a concurrent write to an object it read (then nothing of it took
+ * effect, and running it again from `tally_objects_begin` may succeed). A commit that
+ * fails has ended the transaction too. Without a transaction in progress it fails
+ * with `TALLY_INVALID_ARGUMENT`.
+ */
+int tally_objects_commit(bool *committed, tally_error *err);
+
+/** Drops the transaction in progress: none of its writes take effect. */
+int tally_objects_abort(tally_error *err);
+
+/**
+ * The body of a transaction for `tally_objects_transaction`: reads and writes objects
+ * with the `tally_objects_*` calls (not begin, commit or abort), passing them `err`,
+ * and returns `TALLY_OK` to commit, anything else to abort. `arg` is the helper's.
+ */
+typedef int (*tally_transaction_body)(void *arg, tally_error *err);
+
+/**
+ * Runs `body(arg, err)` in a read-write transaction and commits it; while the commit
+ * conflicts, runs it again in a new transaction, at most `attempts_max` times in all.
+ * Sets `*committed` to whether one of them committed: false means every attempt
+ * conflicted, and nothing of any took effect.
+ *
+ * When the body returns anything but `TALLY_OK`, the helper aborts the transaction and
+ * returns what the body returned, as it is: a `tally_status` of a call that failed,
+ * whose details are in `err`, or a code of the function's own (a negative one is never
+ * a `tally_status`), with `err` as the body left it. A failed begin or commit is
+ * returned the same way. An `attempts_max` of 0 is refused with
+ * `TALLY_INVALID_ARGUMENT`.
+ *
+ * The body runs once per attempt, so whatever it does besides the objects (output,
+ * other calls) it does again on a retry. Commits are steps of the invocation: when the
+ * invocation runs again, each attempt gets the outcome it got the first time.
+ */
+int tally_objects_transaction(tally_transaction_body body, void *arg, uint32_t attempts_max, bool *committed,
+                              tally_error *err);
+
+/* ------------------------------------------------------------------------------------ */
+/* Queues                                                                                */
+/* ------------------------------------------------------------------------------------ */
+
+/*
+ * Durable FIFO queues of the invocation's book (BokiQueue, Boki section 5.3).
+ *
+ * A queue is named by a string (1 to 256 bytes) and split into shards: the messages one
+ * invocation pushes go to one shard, in order, and each shard is FIFO. Every message is
+ * popped exactly once, by one invocation, whatever crashes and re-executions happen.
+ *
+ *     if (tally_queues_push("orders", input, input_len, &err) != TALLY_OK)
+ *         return tally_fail_error(out, &err);
+ *     ...
+ *     tally_bytes order;
+ *     bool found;
+ *     if (tally_queues_pop("orders", 5000, &order, &found, &err) != TALLY_OK)
+ *         return tally_fail_error(out, &err);
+ *     if (found) {
+ *         ... order.data, order.len ...
+ *         tally_bytes_free(&order);
+ *     }
+ */
+
+/** Pushes `message_len` bytes of `message` (at most 512 KiB) to `queue`. */
+int tally_queues_push(const char *queue, const void *message, size_t message_len, tally_error *err);
+
+/**
+ * Pops the oldest message of one of the shards of `queue` (this invocation's own shard
+ * first), waiting up to `timeout_ms` milliseconds for one without spinning (0 does not
+ * wait, and the wait ends before the function's time limit whatever `timeout_ms` says).
+ * Sets `*found` to whether there was one and fills `*message`
+ * with it (an empty buffer when the queue stayed empty), which the caller releases.
+ */
+int tally_queues_pop(const char *queue, uint64_t timeout_ms, tally_bytes *message, bool *found, tally_error *err);
+
+/* ------------------------------------------------------------------------------------ */
+/* Locks                                                                                 */
+/* ------------------------------------------------------------------------------------ */
+
+/*
+ * Locks of the invocation's book (BokiFlow, Boki section 5.1). A lock is named by a
+ * string (1 to 256 bytes) and held by one invocation at a time. A holder that crashes
+ * keeps it while the platform runs it again; an invocation's locks are released when it
+ * finishes, whatever its outcome.
+ *
+ *     bool acquired;
+ *     if (tally_locks_acquire("inventory", 10000, &acquired, &err) != TALLY_OK)
+ *         return tally_fail_error(out, &err);
+ *     if (!acquired)
+ *         return tally_fail(out, "the inventory is busy");
+ *     ...
+ *     if (tally_locks_release("inventory", &err) != TALLY_OK)
+ *         return tally_fail_error(out, &err);
+ */
+
+/**
+ * Acquires `lock` for this invocation, waiting up to `timeout_ms` milliseconds while
+ * another invocation holds it (0 does not wait, and the wait ends before the function's
+ * time limit whatever `timeout_ms` says). Sets `*acquired` to true if this invocation
+ * holds it now (at once if it held it already), false if the wait timed out. Locks do
+ * not count: one release frees a lock however often it was acquired.
+ */
+int tally_locks_acquire(const char *lock, uint64_t timeout_ms, bool *acquired, tally_error *err);
+
+/** Releases `lock`; fails with `TALLY_INVALID_ARGUMENT` if this invocation does not hold it. */
+int tally_locks_release(const char *lock, tally_error *err);
+
+/* ------------------------------------------------------------------------------------ */
 /* Calls to other functions                                                              */
 /* ------------------------------------------------------------------------------------ */
 
@@ -562,6 +781,13 @@ uint32_t tally_context_attempt(void);
 
 /** The name the function was deployed under, NUL-terminated; the caller releases it with `free`. */
 char *tally_context_function_name(void);
+
+/**
+ * The key the invocation was addressed to (`?key=`), NUL-terminated, which the caller
+ * releases with `free`; NULL if it has none. An exclusive keyed invocation runs alone
+ * among the function's invocations with that key.
+ */
+char *tally_context_key(void);
 
 /**
  * Sleeps durably for `ms` milliseconds (at most a year). The wake time is logged, so a
@@ -741,6 +967,32 @@ void tally_quote(const void *text, size_t len, tally_bytes *out);
  * quotes): printable ASCII as is, `\t \r \n \\ \' \"`, anything else as `\xNN`.
  */
 void tally_escape_ascii(const void *bytes, size_t len, tally_bytes *out);
+
+/**
+ * Appends `len` bytes of UTF-8 text to `out` as a JSON string, for `tally_objects_set`
+ * and `tally_objects_push`: quoted, with `"`, `\`, `\b \f \n \r \t` and other control
+ * characters (as `\u00XX`) escaped, as serde_json writes them. Invalid UTF-8 is replaced
+ * as by `tally_utf8_lossy`.
+ *
+ *     tally_bytes name = TALLY_BYTES_INIT;
+ *     tally_json_quote(input, input_len, &name);
+ *     int status = tally_objects_set("user", "/name", tally_bytes_cstr(&name), &err);
+ *     tally_bytes_free(&name);
+ */
+void tally_json_quote(const void *text, size_t len, tally_bytes *out);
+
+/**
+ * Appends `/` and `len` bytes of `token` to the JSON pointer `path` as one reference
+ * token (RFC 6901): `~` becomes `~0` and `/` becomes `~1`, so any key names one field.
+ * Invalid UTF-8 is replaced as by `tally_utf8_lossy`. An empty buffer is the path "".
+ *
+ *     tally_bytes path = TALLY_BYTES_INIT;
+ *     tally_json_pointer_append(&path, "carts", 5);
+ *     tally_json_pointer_append(&path, user, strlen(user));  // "/carts/a~1b" for "a/b"
+ *     int status = tally_objects_push("shop", tally_bytes_cstr(&path), "1", &err);
+ *     tally_bytes_free(&path);
+ */
+void tally_json_pointer_append(tally_bytes *path, const void *token, size_t len);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,6 @@
 /*
- * What the current invocation is, durable sleeps, and promises the outside world
- * completes: the `tally:platform/context` imports.
+ * What the current invocation is (its key included), durable sleeps, and promises the
+ * outside world completes: the `tally:platform/context` imports.
  */
 #include "wit.h"
 
@@ -22,6 +22,13 @@ char *tally_context_function_name(void) {
     function_string_t name;
     tally_platform_context_function_name(&name);
     return tally__cstr_from_wit(&name);
+}
+
+char *tally_context_key(void) {
+    function_string_t key;
+    if (!tally_platform_context_key(&key))
+        return NULL;
+    return tally__cstr_from_wit(&key);
 }
 
 int tally_context_sleep(uint64_t ms, tally_error *err) {

@@ -1,21 +1,23 @@
 /*
  * Unit tests of the SDK's pure parts, built natively (no Wasm): tag names against the
- * shared vectors, the integer text format of the state helpers, error text, and the
- * UTF-8 and escaping helpers that make messages agree with the Rust SDK's.
+ * shared vectors, the integer text format of the state helpers, error text, the UTF-8
+ * and escaping helpers that make messages agree with the Rust SDK's, and the JSON
+ * helpers of the objects. The same program runs the tests of the calls to the platform
+ * (test_calls.c).
  *
- * Usage: test_pure <path of guest-sdks/test-vectors/tags.json>
+ * Usage: test_sdk <path of guest-sdks/test-vectors/tags.json>
  * Prints one line per failure and ends with "N passed, N failed".
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "internal.h"
 
 static int passed, failed;
 
-/** Records one check; `what` names it when it fails. */
-static void check(bool ok, const char *what, const char *detail) {
+void check(bool ok, const char *what, const char *detail) {
     if (ok) {
         passed++;
     } else {
@@ -24,8 +26,7 @@ static void check(bool ok, const char *what, const char *detail) {
     }
 }
 
-/** Checks that `actual` (`actual_len` bytes) is the NUL-terminated `expect`. */
-static void check_text(const char *what, const void *actual, size_t actual_len, const char *expect) {
+void check_text(const char *what, const void *actual, size_t actual_len, const char *expect) {
     bool ok = actual_len == strlen(expect) && (actual_len == 0 || memcmp(actual, expect, actual_len) == 0);
     char detail[1024];
     snprintf(detail, sizeof detail, "got [%.*s], expected [%s]", (int)actual_len, actual_len ? (const char *)actual : "", expect);
@@ -405,6 +406,43 @@ static void test_bytes(void) {
     tally_bytes_free(NULL);
 }
 
+/* ---- JSON text for the objects -------------------------------------------------------- */
+
+static void check_json_quote(const char *text, size_t len, const char *expect) {
+    tally_bytes out = TALLY_BYTES_INIT;
+    tally_bytes_append_str(&out, "[");
+    tally_json_quote(text, len, &out);
+    check_text("tally_json_quote", out.data, out.len, expect);
+    tally_bytes_free(&out);
+}
+
+static void check_pointer(const char *token, size_t len, const char *expect) {
+    tally_bytes path = TALLY_BYTES_INIT;
+    tally_json_pointer_append(&path, "a", 1);
+    tally_json_pointer_append(&path, token, len);
+    check_text("tally_json_pointer_append", path.data, path.len, expect);
+    tally_bytes_free(&path);
+}
+
+static void test_json(void) {
+    /* The quote appends to what is there (the "[" each check starts with). */
+    check_json_quote("", 0, "[\"\"");
+    check_json_quote("plain text", 10, "[\"plain text\"");
+    check_json_quote("a\"b\\c/d", 7, "[\"a\\\"b\\\\c/d\"");
+    check_json_quote("\b\f\n\r\t", 5, "[\"\\b\\f\\n\\r\\t\"");
+    /* Other control characters as \u00XX in lowercase hex, as serde_json; DEL as is. */
+    check_json_quote("\0\x01\x1f\x7f", 4, "[\"\\u0000\\u0001\\u001f\x7f\"");
+    check_json_quote("caf\xc3\xa9 \xe6\x97\xa5", 9, "[\"caf\xc3\xa9 \xe6\x97\xa5\"");
+    check_json_quote("a\xff\"", 3, "[\"a\xef\xbf\xbd\\\"\"");
+
+    check_pointer("b", 1, "/a/b");
+    check_pointer("", 0, "/a/");
+    check_pointer("x/y~z", 5, "/a/x~1y~0z");
+    check_pointer("~1", 2, "/a/~01");
+    check_pointer("0", 1, "/a/0");
+    check_pointer("\xc3\xa9\xff", 3, "/a/\xc3\xa9\xef\xbf\xbd");
+}
+
 int main(int argc, char **argv) {
     test_tag_vectors(argc > 1 ? argv[1] : "../test-vectors/tags.json");
     test_integers();
@@ -413,6 +451,8 @@ int main(int argc, char **argv) {
     test_text();
     test_words();
     test_bytes();
+    test_json();
+    test_calls();
     printf("%d passed, %d failed\n", passed, failed);
     return failed == 0 ? 0 : 1;
 }

@@ -179,6 +179,33 @@ static void shown(tally_bytes *result, tally_record *record, bool found) {
     tally_record_free(record);
 }
 
+/** A JSON pointer word as a NUL-terminated path: `.` stands for "", the whole object. */
+static char *path_of(tally_slice word) {
+    if (tally_slice_eq(word, "."))
+        word.len = 0;
+    return cstr(word);
+}
+
+/** Parses the milliseconds word of op `op`, or fails the script. */
+static int ms_of(tally_output *out, const char *op, tally_slice word, uint64_t *ms) {
+    if (tally_parse_u64(word.data, word.len, ms) == TALLY_PARSE_OK)
+        return 0;
+    tally_bytes before = TALLY_BYTES_INIT;
+    tally_bytes_append_str(&before, op);
+    tally_bytes_append_str(&before, " ");
+    int status = fail_quoted(out, tally_bytes_cstr(&before), word, ": not a u64");
+    tally_bytes_free(&before);
+    return status;
+}
+
+/** Appends `text` to an op's result if `status` is TALLY_OK, else the error as `error:<code>`. */
+static void outcome(tally_bytes *result, int status, tally_error *err, const char *text) {
+    if (status == TALLY_OK)
+        tally_bytes_append_str(result, text);
+    else
+        reported(result, err);
+}
+
 /** Parses a seqnum word (decimal or `max`), or fails the script. */
 static int seqnum_of(tally_output *out, tally_slice word, tally_seqnum *seqnum) {
     if (tally_slice_eq(word, "max")) {
@@ -568,6 +595,78 @@ static int run_op(tally_output *out, tally_slice op, tally_slice *w, size_t n, t
             tally_utf8_lossy(value.data, value.len, result);
             tally_bytes_free(&value);
         }
+    } else if ((n == 3 && IS(0, "oget")) || (n == 4 && (IS(0, "oset") || IS(0, "opush"))) ||
+               (n == 3 && IS(0, "orm"))) {
+        /* `table` is the object's name here. */
+        char *path = path_of(w[2]);
+        char *json = NULL;
+        int called;
+        if (IS(0, "oget")) {
+            called = tally_objects_get(table, path, &json, &found, &err);
+            outcome(result, called, &err, called == TALLY_OK && found ? json : "none");
+        } else if (IS(0, "orm")) {
+            outcome(result, tally_objects_remove(table, path, &err), &err, "ok");
+        } else {
+            json = cstr(w[3]);
+            called = IS(0, "oset") ? tally_objects_set(table, path, json, &err)
+                                   : tally_objects_push(table, path, json, &err);
+            outcome(result, called, &err, "ok");
+        }
+        free(path);
+        free(json);
+    } else if (n == 4 && IS(0, "oinc")) {
+        int64_t by;
+        if (tally_parse_i64(w[3].data, w[3].len, &by) != TALLY_PARSE_OK) {
+            status = fail_quoted(out, "oinc ", w[3], ": not an i64");
+            goto done;
+        }
+        char *path = path_of(w[2]);
+        outcome(result, tally_objects_increment(table, path, by, &err), &err, "ok");
+        free(path);
+    } else if (n == 1 && IS(0, "begin")) {
+        outcome(result, tally_objects_begin(&err), &err, "ok");
+    } else if (n == 1 && IS(0, "beginro")) {
+        outcome(result, tally_objects_begin_read_only(&err), &err, "ok");
+    } else if (n == 1 && IS(0, "commit")) {
+        bool committed = false;
+        int called = tally_objects_commit(&committed, &err);
+        outcome(result, called, &err, committed ? "committed" : "conflict");
+    } else if (n == 1 && IS(0, "abort")) {
+        outcome(result, tally_objects_abort(&err), &err, "ok");
+    } else if (n == 3 && IS(0, "qpush")) {
+        /* `table` is the queue's name here, and in `qpop`. */
+        outcome(result, tally_queues_push(table, w[2].data, w[2].len, &err), &err, "ok");
+    } else if (n == 3 && IS(0, "qpop")) {
+        uint64_t ms;
+        if (ms_of(out, "qpop", w[2], &ms) != 0) {
+            status = 1;
+            goto done;
+        }
+        tally_bytes message;
+        if (tally_queues_pop(table, ms, &message, &found, &err) != TALLY_OK) {
+            reported(result, &err);
+        } else if (!found) {
+            tally_bytes_append_str(result, "none");
+        } else {
+            tally_utf8_lossy(message.data, message.len, result);
+            tally_bytes_free(&message);
+        }
+    } else if (n == 3 && IS(0, "lock")) {
+        uint64_t ms;
+        if (ms_of(out, "lock", w[2], &ms) != 0) {
+            status = 1;
+            goto done;
+        }
+        /* `table` is the lock's name here, and in `unlock`. */
+        bool acquired = false;
+        int called = tally_locks_acquire(table, ms, &acquired, &err);
+        outcome(result, called, &err, acquired ? "true" : "false");
+    } else if (n == 2 && IS(0, "unlock")) {
+        outcome(result, tally_locks_release(table, &err), &err, "ok");
+    } else if (n == 1 && IS(0, "key")) {
+        char *key = tally_context_key();
+        tally_bytes_append_str(result, key != NULL ? key : "none");
+        free(key);
     } else if (n >= 2 && IS(0, "chain")) {
         status = chain(out, w[1], w + 2, n - 2, result);
     } else if (n >= 1 && IS(0, "fail")) {

@@ -1,0 +1,27 @@
+/* Durable FIFO queues (BokiQueue): the `tally:platform/queues` imports. */
+#include "wit.h"
+
+int tally_queues_push(const char *queue, const void *message, size_t message_len, tally_error *err) {
+    function_string_t wit_queue = tally__wit_string(queue);
+    function_list_u8_t wit_message = tally__wit_bytes(message, message_len);
+    tally_platform_queues_error_t wit_err;
+    if (!tally_platform_queues_push(&wit_queue, &wit_message, &wit_err))
+        return tally__error_from_wit(&wit_err, err);
+    return TALLY_OK;
+}
+
+int tally_queues_pop(const char *queue, uint64_t timeout_ms, tally_bytes *message, bool *found, tally_error *err) {
+    function_string_t wit_queue = tally__wit_string(queue);
+    function_option_list_u8_t ret;
+    tally_platform_queues_error_t wit_err;
+    if (!tally_platform_queues_pop(&wit_queue, timeout_ms, &ret, &wit_err))
+        return tally__error_from_wit(&wit_err, err);
+    *found = ret.is_some;
+    if (ret.is_some) {
+        *message = tally__bytes_from_wit(&ret.val);
+    } else {
+        tally_bytes empty = TALLY_BYTES_INIT;
+        *message = empty;
+    }
+    return TALLY_OK;
+}
