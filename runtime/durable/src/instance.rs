@@ -854,8 +854,8 @@ impl Instance {
     /// transaction, at its snapshot with its own writes; otherwise at `cursorTS`, so
     /// every execution reads the same. `None` if there is nothing there.
     pub async fn object_get(&mut self, ctx: &mut Context, object: &str, path: &str) -> Result<Option<String>, Abort> {
-        objects::check_name(object)?;
-        objects::parse_path(path)?;
+        objects::check_name(object).map_err(Abort::Refused)?;
+        objects::parse_path(path).map_err(Abort::Refused)?;
         self.init_checked(ctx).await?;
         if self.txn.is_some() {
             self.txn_view(ctx, object).await?;
@@ -875,8 +875,8 @@ impl Instance {
     /// commit; otherwise an `ObjectWrite` step, also in the object's stream. Refused if
     /// the operation does not fit the object as this instance sees it.
     pub async fn object_update(&mut self, ctx: &mut Context, object: &str, op: ObjOp) -> Result<(), Abort> {
-        objects::check_name(object)?;
-        op.check()?;
+        objects::check_name(object).map_err(Abort::Refused)?;
+        op.check().map_err(Abort::Refused)?;
         self.init_checked(ctx).await?;
         if let Some(txn) = &self.txn {
             if txn.read_only {
@@ -982,7 +982,7 @@ impl Instance {
 
     /// Pushes `message` to `queue` (`queues.rs`): a step, in this instance's shard.
     pub async fn queue_push(&mut self, ctx: &mut Context, queue: &str, message: Bytes) -> Result<(), Abort> {
-        queues::check_name(queue)?;
+        queues::check_name(queue).map_err(Abort::Refused)?;
         if message.len() > crate::node::VALUE_MAX {
             return Err(Abort::Refused(Error::TooLarge {
                 what: "a message",
@@ -1011,7 +1011,7 @@ impl Instance {
         timeout_ms: u64,
         deadline_ms: u64,
     ) -> Result<Option<Bytes>, Abort> {
-        queues::check_name(queue)?;
+        queues::check_name(queue).map_err(Abort::Refused)?;
         self.init_checked(ctx).await?;
         let now = self.svc.clock.now_ms();
         let until = now.saturating_add(timeout_ms).min(deadline_ms.saturating_sub(IN_PLACE_MARGIN_MS)).max(now);
@@ -1068,7 +1068,7 @@ impl Instance {
         deadline_ms: u64,
     ) -> Result<bool, Abort> {
         if let LockId::Named(name) = &lock {
-            locks::check_name(name)?;
+            locks::check_name(name).map_err(Abort::Refused)?;
         }
         self.init_checked(ctx).await?;
         if self.held.contains(&lock) {
@@ -1121,7 +1121,7 @@ impl Instance {
     /// Releases `lock`, which this instance holds: a step.
     pub async fn lock_release(&mut self, ctx: &mut Context, lock: LockId) -> Result<(), Abort> {
         if let LockId::Named(name) = &lock {
-            locks::check_name(name)?;
+            locks::check_name(name).map_err(Abort::Refused)?;
         }
         self.init_checked(ctx).await?;
         if !self.held.contains(&lock) {
