@@ -1113,6 +1113,12 @@ const SCRIPTS: &[&str] = &[
     "child s",
     "read r a",
     "read r nothing",
+    // Objects (a transaction that commits, a read-only one, an abort, a refused write
+    // and a malformed path), a queue and a lock, and the key (none here).
+    "script oget u .; oset u /name \"ada\"; oinc u /posts 2; opush u /tags \"x\"; oget u .; begin; oget u /posts; \
+     oinc u /posts 1; oget u /posts; commit; beginro; oget u /posts; oset u /a 1; commit; begin; oset u /gone 1; abort; \
+     oget u /gone; orm u /tags; oget u .; oinc u /name 1; oget u bad; qpush q one; qpush q two; qpop q 0; qpop q 0; \
+     qpop q 0; lock L 0; lock L 0; unlock L; unlock L; key",
 ];
 
 /// An output with every seqnum replaced by `#1`, `#2`, ... in the order they first
@@ -1177,7 +1183,13 @@ async fn every_language_answers_as_the_rust_guest_does() {
     assert_eq!(reference[2], "none,ok,v,1,2,ok,none,1,2,2");
     assert_eq!(reference[3], "error:not_found,ok,none");
     assert_eq!(reference[4], "error function_error");
-    assert_eq!(reference[5..], ["a=1 b=1 c=1", "a=2 b=2 c=2", "1", "2", "none"]);
+    assert_eq!(reference[5..10], ["a=1 b=1 c=1", "a=2 b=2 c=2", "1", "2", "none"]);
+    assert_eq!(
+        reference[10],
+        "none,ok,ok,ok,{\"name\":\"ada\",\"posts\":2,\"tags\":[\"x\"]},ok,2,ok,3,committed,ok,3,error:invalid_argument,\
+         committed,ok,ok,ok,none,ok,{\"name\":\"ada\",\"posts\":3},error:invalid_argument,error:invalid_argument,ok,ok,one,\
+         two,none,true,true,ok,error:invalid_argument,none"
+    );
 
     for (l, lang) in LANGUAGES.into_iter().enumerate() {
         let function = h.deploy_steps(lang).await;
