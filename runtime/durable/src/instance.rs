@@ -920,7 +920,16 @@ impl Instance {
         let start = txn.start;
         let value = objects::view_at(&self.svc, ctx, self.book, object, start).await?;
         let len = objects::json_len(&value);
-        self.txn.as_mut().expect("checked").views.insert(object.to_string(), objects::Folding::new(value, len));
+        let txn = self.txn.as_mut().expect("checked");
+        if txn.bytes.saturating_add(len) > objects::TXN_BYTES_MAX {
+            return Err(Abort::Refused(Error::TooLarge {
+                what: "a transaction's objects",
+                size: Some(txn.bytes.saturating_add(len) as u64),
+                limit: objects::TXN_BYTES_MAX as u64,
+            }));
+        }
+        txn.bytes += len;
+        txn.views.insert(object.to_string(), objects::Folding::new(value, len));
         Ok(())
     }
 

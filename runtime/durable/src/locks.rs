@@ -66,7 +66,7 @@ pub(crate) async fn lock_at(svc: &Durable, ctx: &mut Context, book: BookId, lock
     let (base, mut newer) = replay::since_view(svc, ctx, book, tag, at, |s| concerns(s, lock), cached).await?;
     let mut view = base.unwrap_or_default();
     let mut newest = None;
-    while let Some((r, step)) = newer.pop() {
+    while let Some((r, step)) = newer.next(svc, ctx, book).await? {
         match step {
             Step::LockTry { holder, root, prev, .. } if prev == view.tail && view.holder.is_none() => {
                 view = LockView { tail: r.seqnum.0, holder: Some(holder), root: Some(root) };

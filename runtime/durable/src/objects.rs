@@ -58,6 +58,9 @@ pub const OBJECT_MAX: usize = 1 << 20;
 pub const TXN_OBJECTS_MAX: usize = 256;
 /// The most operations one transaction makes.
 pub const TXN_OPS_MAX: usize = 4096;
+/// The most JSON one transaction reads (its objects' snapshots, which the host holds
+/// while it runs).
+pub const TXN_BYTES_MAX: usize = 16 << 20;
 /// Transaction outcomes a node remembers (they never change).
 const DECISIONS_KEPT: usize = 1 << 16;
 
@@ -452,7 +455,7 @@ pub(crate) async fn view_at(svc: &Durable, ctx: &mut Context, book: BookId, obje
     let (base, mut newer) = replay::since_view(svc, ctx, book, tag, at, relevant, cached).await?;
     let mut base = base.map_or_else(|| Folding::new(Value::Null, 4), |(v, len)| Folding::new(v, len));
     let mut newest: Option<(LogRecord, Option<bool>)> = None;
-    while let Some((r, step)) = newer.pop() {
+    while let Some((r, step)) = newer.next(svc, ctx, book).await? {
         let mut outcome = None;
         match effect_on(&step, object) {
             Effect::None => {}
@@ -512,11 +515,13 @@ pub(crate) struct Txn {
     pub views: BTreeMap<String, Folding>,
     pub writes: BTreeMap<String, Vec<ObjOp>>,
     pub ops: usize,
+    /// The JSON text its snapshots hold.
+    pub bytes: usize,
 }
 
 impl Txn {
     pub fn new(start: u64, read_only: bool) -> Txn {
-        Txn { start, read_only, reads: BTreeSet::new(), views: BTreeMap::new(), writes: BTreeMap::new(), ops: 0 }
+        Txn { start, read_only, reads: BTreeSet::new(), views: BTreeMap::new(), writes: BTreeMap::new(), ops: 0, bytes: 0 }
     }
 
     /// The commit step: the read set, and the writes in the order of their objects.

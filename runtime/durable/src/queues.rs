@@ -82,7 +82,7 @@ pub(crate) async fn shard_at(
     let (base, mut newer) = replay::since_view(svc, ctx, book, tag, at, |s| concerns(s, queue, shard), cached).await?;
     let mut view = base.unwrap_or_default();
     let mut newest = None;
-    while let Some((r, step)) = newer.pop() {
+    while let Some((r, step)) = newer.next(svc, ctx, book).await? {
         view.popped = None;
         match step {
             Step::QueuePush { .. } => view.pending.push_back(r.seqnum.0),
