@@ -899,12 +899,13 @@ impl Instance {
             txn.ops += 1;
             return Ok(());
         }
+        // The clock readings first: a re-execution finds them recorded before the step.
+        self.log_clocks(ctx).await?;
         let asked = Step::ObjectWrite { object: object.to_string(), ops: vec![op] };
         if self.recorded(&asked)?.is_none() {
             let mut view = objects::Folding::new(objects::view_at(&self.svc, ctx, self.book, object, self.cursor).await?, 4);
             let Step::ObjectWrite { ops, .. } = &asked else { unreachable!() };
             view.apply(&ops[0]).map_err(refused)?;
-            self.log_clocks(ctx).await?;
         }
         let tag = self.svc.tags.bokistore(object);
         self.log_step(ctx, asked, &[tag]).await?;
@@ -972,9 +973,7 @@ impl Instance {
             .into_iter()
             .map(|o| self.svc.tags.bokistore(o))
             .collect();
-        if self.recorded(&step)?.is_none() {
-            self.log_clocks(ctx).await?;
-        }
+        self.log_clocks(ctx).await?;
         let r = self.log_step(ctx, step, &tags).await?;
         let Step::TxnCommit { start, reads, .. } = &r.step else { unreachable!("log_step checks the kind") };
         self.last_commit = r.seqnum;
@@ -1002,9 +1001,7 @@ impl Instance {
         self.init_checked(ctx).await?;
         let shard = queues::shard_of(&self.id);
         let step = Step::QueuePush { queue: queue.to_string(), shard, message };
-        if self.recorded(&step)?.is_none() {
-            self.log_clocks(ctx).await?;
-        }
+        self.log_clocks(ctx).await?;
         self.log_step(ctx, step, &[self.svc.tags.queue_shard(queue, shard)]).await?;
         self.svc.completions.notify(&queues::wake_key(self.book, queue));
         Ok(())
@@ -1026,6 +1023,7 @@ impl Instance {
         let until = now.saturating_add(timeout_ms).min(deadline_ms.saturating_sub(IN_PLACE_MARGIN_MS)).max(now);
         let own = queues::shard_of(&self.id);
         let wake = queues::wake_key(self.book, queue);
+        self.log_clocks(ctx).await?;
         loop {
             let asked = Step::QueuePop { queue: queue.to_string(), shard: own, last: false };
             let r = match self.recorded(&asked)? {
@@ -1048,7 +1046,6 @@ impl Instance {
                         futures_util::future::select(look, self.svc.completions.wait(&wake)).await;
                         continue;
                     }
-                    self.log_clocks(ctx).await?;
                     let shard = found.unwrap_or(own);
                     let step = Step::QueuePop { queue: queue.to_string(), shard, last: found.is_none() };
                     self.log_step(ctx, step, &[self.svc.tags.queue_shard(queue, shard)]).await?
@@ -1089,6 +1086,7 @@ impl Instance {
         let wake = locks::wake_key(self.book, &lock);
         // The state this wait first saw: a holder that keeps it all along is run again.
         let mut first_seen: Option<u64> = None;
+        self.log_clocks(ctx).await?;
         loop {
             let asked = Step::LockTry { lock: lock.clone(), holder: holder.clone(), root: self.id.root(), prev: 0, last: false };
             let r = match self.recorded(&asked)? {
@@ -1108,7 +1106,6 @@ impl Instance {
                     if let (Some(root), true) = (&view.root, view.tail == first) {
                         self.svc.kick_holder(ctx, self.book, root);
                     }
-                    self.log_clocks(ctx).await?;
                     let last = view.holder.is_some();
                     let (root, prev) = (self.id.root(), view.tail);
                     let step = Step::LockTry { lock: lock.clone(), holder: holder.clone(), root, prev, last };
@@ -1137,6 +1134,7 @@ impl Instance {
             return Err(Abort::Refused(Error::InvalidArgument(format!("this invocation does not hold lock {lock:?}"))));
         }
         let holder = self.id.to_string();
+        self.log_clocks(ctx).await?;
         let asked = Step::LockRelease { lock: lock.clone(), holder: holder.clone(), prev: 0 };
         let step = match self.recorded(&asked)? {
             Some(_) => asked,
@@ -1145,7 +1143,6 @@ impl Instance {
                 if view.holder.as_ref() != Some(&holder) {
                     return Err(Abort::internal(format!("lock {lock:?} is held by {:?}, not by its holder", view.holder)));
                 }
-                self.log_clocks(ctx).await?;
                 Step::LockRelease { lock: lock.clone(), holder, prev: view.tail }
             }
         };

@@ -113,6 +113,10 @@ async fn teller(attempt: &mut Attempt, input: &str) -> Result<Vec<Seen>> {
     }
     let by = 1 + ((s >> 24) % 9) as i64;
     let mut seen = Vec::new();
+    // A clock reading is logged before the next step: a re-execution must take it there.
+    if (s >> 40) % 2 == 0 {
+        attempt.wall_clock_ns(s);
+    }
     match s % 4 {
         // Read-modify-write, again while it conflicts.
         0 => {
@@ -167,6 +171,7 @@ async fn teller(attempt: &mut Attempt, input: &str) -> Result<Vec<Seen>> {
 
 async fn producer(attempt: &mut Attempt, input: &str) -> Result<()> {
     for j in 0..MESSAGES {
+        attempt.wall_clock_ns(j);
         attempt.queue_push(QUEUE, Bytes::from(format!("{input}/{j}"))).await.map_err(guest)?;
     }
     Ok(())
@@ -174,6 +179,7 @@ async fn producer(attempt: &mut Attempt, input: &str) -> Result<()> {
 
 async fn consume(attempt: &mut Attempt) -> Result<Vec<(String, u64)>> {
     let mut got = Vec::new();
+    attempt.monotonic_clock_ns(1);
     while let Some(message) = attempt.queue_pop(QUEUE, 20).await.map_err(guest)? {
         got.push((String::from_utf8_lossy(&message).into_owned(), attempt.instance.cursor()));
     }
@@ -185,6 +191,7 @@ async fn consume(attempt: &mut Attempt) -> Result<Vec<(String, u64)>> {
 async fn hold(attempt: &mut Attempt, input: &str) -> Result<bool> {
     let keyed = attempt.version.name == KEYED;
     let object = if keyed { "keyed" } else { "locked" };
+    attempt.wall_clock_ns(7);
     if !keyed && !attempt.lock_acquire("L", 60).await.map_err(guest)? {
         return Ok(false);
     }
