@@ -40,10 +40,10 @@ export function functionName(): string {
 }
 
 /**
- * The key the invocation was addressed to (`?key=` on the invoke request), or
- * `undefined` if it has none. An exclusive keyed invocation runs alone among the
- * function's invocations with that key, so the key can name what the invocation owns
- * while it runs: a shopping cart, an account, a document.
+ * The key the invocation was addressed to (`?key=K` on the invoke request), or
+ * `undefined` if it has none. A keyed invocation runs alone among the function's
+ * invocations with that key (unless it was asked with `&shared=true`), so the key can
+ * name what the invocation owns while it runs: a shopping cart, an account, a document.
  *
  * ```ts
  * const cart = context.key() ?? 'anonymous';
