@@ -71,7 +71,9 @@ export interface TransactionOptions extends BeginOptions {
 export const DEFAULT_RETRIES = 10;
 
 /**
- * The JSON text at `path` of `object`, or `undefined` if nothing is there.
+ * The JSON text at `path` of `object`, or `undefined` if nothing is there. A whole
+ * object (`path` `''`) that holds `null`, as one never written does, is `undefined`
+ * too; a field that holds `null` is `'null'`.
  *
  * ```ts
  * const visits = BigInt(objects.get('stats', '/visits') ?? '0');  // an exact integer
@@ -183,7 +185,7 @@ export function pointer(...tokens: (string | number)[]): string {
 
 /**
  * The value at `path` of `object` as `JSON.parse` reads it, or `undefined` if nothing is
- * there. Numbers are JavaScript numbers, so an integer beyond 2^53 (a counter near the
+ * there (as for {@link get}, a whole object that holds `null` too). Numbers are JavaScript numbers, so an integer beyond 2^53 (a counter near the
  * end of the i64 range) loses precision: read such a field with {@link get} and
  * `BigInt`.
  */
