@@ -103,10 +103,15 @@ export function set(object: string, path: string, json: string): void {
 }
 
 /**
- * Adds `by` (an i64, a `number` or a `bigint`, negative to subtract; 1 when absent) to
- * the number at `path` of `object`, taken as 0 when missing; integers saturate at the ends of the i64
- * range. A field that holds something else than a number fails with
+ * Adds `by` (a non-negative i64, a `number` or a `bigint`; 1 when absent) to the number
+ * at `path` of `object`, taken as 0 when missing; integers saturate at the end of the
+ * i64 range. A field that holds something else than a number fails with
  * {@link InvalidArgument}.
+ *
+ * A negative `by` is a `RangeError` for now: the engine's bindings (componentize-js
+ * 0.23) abort the instance on any negative WIT `s64` argument
+ * (bytecodealliance/ComponentizeJS#343), so the SDK refuses it before they see it. To
+ * subtract, read and {@link set} the field in a {@link transaction}.
  *
  * Inside a transaction an increment does not read the field, so it never makes the
  * transaction conflict: it applies to whatever the field holds when the transaction's
@@ -115,6 +120,12 @@ export function set(object: string, path: string, json: string): void {
 export function increment(object: string, path: string, by: number | bigint = 1): void {
   place(object, path);
   const amount = integerToI64(by, 'by');
+  if (amount < 0n) {
+    // Remove once `tally build` gets negative s64 arguments past componentize-js (see above).
+    throw new RangeError(
+      `by ${by} is negative, which the JavaScript engine's bindings cannot pass to the platform yet (bytecodealliance/ComponentizeJS#343)`,
+    );
+  }
   try {
     wit.increment(object, path, amount);
   } catch (thrown) {

@@ -57,10 +57,9 @@ test('each call passes its arguments to the host', () => {
   assert.equal(objects.set('cart:ann', '/owner', '"ann"'), undefined);
   objects.increment('cart:ann', '/n');
   objects.increment('cart:ann', '/n', 2);
-  objects.increment('cart:ann', '/n', -3n);
   objects.increment('cart:ann', '/n', 2 ** 53);
   objects.increment('cart:ann', '/n', I64_MAX);
-  objects.increment('cart:ann', '/n', I64_MIN);
+  objects.increment('cart:ann', '/n', 0);
   objects.push('cart:ann', '/items', '{"sku":7}');
   objects.remove('cart:ann', '/items/0');
   objects.remove('cart:ann', '');
@@ -70,10 +69,9 @@ test('each call passes its arguments to the host', () => {
     ['set', 'cart:ann', '/owner', '"ann"'],
     ['increment', 'cart:ann', '/n', 1n],
     ['increment', 'cart:ann', '/n', 2n],
-    ['increment', 'cart:ann', '/n', -3n],
     ['increment', 'cart:ann', '/n', 9007199254740992n],
     ['increment', 'cart:ann', '/n', I64_MAX],
-    ['increment', 'cart:ann', '/n', I64_MIN],
+    ['increment', 'cart:ann', '/n', 0n],
     ['push', 'cart:ann', '/items', '{"sku":7}'],
     ['remove', 'cart:ann', '/items/0'],
     ['remove', 'cart:ann', ''],
@@ -153,6 +151,11 @@ test('values of the wrong type are refused before the host sees them', () => {
   refused(() => objects.increment('doc', '', 2 ** 63), RangeError, 'by 9223372036854776000 is not an i64');
   refused(() => objects.increment('doc', '', I64_MAX + 1n), RangeError, 'by 9223372036854775808 is not an i64');
   refused(() => objects.increment('doc', '', I64_MIN - 1n), RangeError, 'by -9223372036854775809 is not an i64');
+  // componentize-js 0.23 would abort the instance on a negative s64 (ComponentizeJS#343).
+  const negative = "is negative, which the JavaScript engine's bindings cannot pass to the platform yet (bytecodealliance/ComponentizeJS#343)";
+  refused(() => objects.increment('doc', '', -1), RangeError, `by -1 ${negative}`);
+  refused(() => objects.increment('doc', '', -3n), RangeError, `by -3 ${negative}`);
+  refused(() => objects.increment('doc', '', I64_MIN), RangeError, `by -9223372036854775808 ${negative}`);
   refused(() => anyObjects.increment!('doc', '', '1'), TypeError, 'by must be a number or a bigint, not a string');
   refused(() => objects.setJson('doc', '', undefined), TypeError, 'value has no JSON text: it is undefined');
   refused(() => objects.pushJson('doc', '', () => 1), TypeError, 'value has no JSON text: it is function');
