@@ -76,6 +76,34 @@ export function integerToU64(value: number | bigint, what: string): bigint {
   return u64;
 }
 
+/**
+ * `value`, a `number` or a `bigint`, as an i64 `bigint`: a `number` must be an integer,
+ * and either must be from -2^63 to 2^63 - 1. `what` names it in the `TypeError` or
+ * `RangeError`.
+ */
+export function integerToI64(value: number | bigint, what: string): bigint {
+  if (typeof value !== 'bigint' && typeof value !== 'number') {
+    throw new TypeError(`${what} must be a number or a bigint, not ${describe(value)}`);
+  }
+  // `NaN`, infinities and fractions become a value out of range.
+  const i64 = typeof value === 'bigint' ? value : Number.isInteger(value) ? BigInt(value) : undefined;
+  if (i64 === undefined || BigInt.asIntN(64, i64) !== i64) {
+    throw new RangeError(`${what} ${value} is not an i64`);
+  }
+  return i64;
+}
+
+/**
+ * `value` checked to be a string (a name, a path, JSON text), so that the `TypeError`
+ * for anything else names the argument (`what`) as the SDK's other checks do.
+ */
+export function toText(value: string, what: string): string {
+  if (typeof value !== 'string') {
+    throw new TypeError(`${what} must be a string, not ${describe(value)}`);
+  }
+  return value;
+}
+
 /** A short description of a value of the wrong type, for a `TypeError`. */
 export function describe(value: unknown): string {
   if (value === null) {

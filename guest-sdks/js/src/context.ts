@@ -10,7 +10,7 @@
 
 /// <reference path="./platform.d.ts" />
 import * as wit from 'tally:platform/context';
-import { describe, fromHost, integerToU64 } from './bytes.js';
+import { fromHost, integerToU64, toText } from './bytes.js';
 import { fromHostError } from './errors.js';
 
 /**
@@ -37,6 +37,21 @@ export function attempt(): number {
 /** The name the function was deployed under. */
 export function functionName(): string {
   return wit.functionName();
+}
+
+/**
+ * The key the invocation was addressed to (`?key=K` on the invoke request), or
+ * `undefined` if it has none. A keyed invocation runs alone among the function's
+ * invocations with that key (unless it was asked with `&shared=true`), so the key can
+ * name what the invocation owns while it runs: a shopping cart, an account, a document.
+ *
+ * ```ts
+ * const cart = context.key() ?? 'anonymous';
+ * objects.push(`cart:${cart}`, '/items', JSON.stringify(item));
+ * ```
+ */
+export function key(): string | undefined {
+  return wit.key();
 }
 
 /**
@@ -135,9 +150,7 @@ export function promiseCreate(): string {
  * ```
  */
 export function promiseAwait(id: string, timeoutMs?: number | bigint): Uint8Array {
-  if (typeof id !== 'string') {
-    throw new TypeError(`id must be a string, not ${describe(id)}`);
-  }
+  toText(id, 'id');
   const timeout = timeoutMs === undefined ? undefined : integerToU64(timeoutMs, 'timeoutMs');
   try {
     return fromHost(wit.promiseAwait(id, timeout));

@@ -14,6 +14,9 @@ import type { Error as WitError } from 'tally:platform/types';
  * }
  * ```
  *
+ * One more subclass is the SDK's own: {@link TransactionConflict}, for a transaction
+ * that kept conflicting.
+ *
  * The messages are the Rust SDK's (`invalid argument: ...`, `conflict: the position is
  * held by record 7`), so a handler that lets one escape fails the invocation with the
  * same text in every language. A broken guest or a host bug traps the invocation instead
@@ -107,6 +110,24 @@ export class Failed extends Described {
   }
 }
 Failed.prototype.name = 'Failed';
+
+/**
+ * A transaction run by {@link objects.transaction} conflicted on every attempt it was
+ * allowed: each time, an object it read was written by someone else before it committed,
+ * so none of its writes took effect. Not a WIT case: the host's `commit` returns false
+ * for each conflict, and the SDK throws this once its retries are spent.
+ */
+export class TransactionConflict extends TallyError {
+  /** How many times the transaction ran, each ending in a conflict. */
+  readonly attempts: number;
+
+  /** @param attempts how many times the transaction ran */
+  constructor(attempts: number) {
+    super(`transaction conflict: no commit in ${attempts} ${attempts === 1 ? 'attempt' : 'attempts'}`);
+    this.attempts = attempts;
+  }
+}
+TransactionConflict.prototype.name = 'TransactionConflict';
 
 /** The `TallyError` for a WIT `error` value. Internal; exported for tests. */
 export function fromWit(error: WitError): TallyError {

@@ -4,9 +4,10 @@
  * A Tally function is a WebAssembly component of world `tally:platform/function`: it
  * gets the invocation's input as bytes and returns bytes or an error message. While it
  * runs it may use the shared log of the book it is bound to ({@link log}), keep
- * exactly-once key-value state in the book's tables ({@link state}), call other
- * functions ({@link invoke}), ask what the invocation is and sleep durably
- * ({@link context}).
+ * exactly-once key-value state in the book's tables ({@link state}), keep durable JSON
+ * objects with transactions across them ({@link objects}), pass messages through durable
+ * queues ({@link queues}), hold locks ({@link locks}), call other functions
+ * ({@link invoke}), ask what the invocation is and sleep durably ({@link context}).
  *
  * A project is a directory with a `package.json` and an entry module, `app.ts` or
  * `app.js` (or the `main` of `package.json`), that exports the {@link Handler}:
@@ -35,7 +36,10 @@
 
 export * as context from './context.js';
 export * as invoke from './invoke.js';
+export * as locks from './locks.js';
 export * as log from './log.js';
+export * as objects from './objects.js';
+export * as queues from './queues.js';
 export * as state from './state.js';
 
 export type { Bytes } from './bytes.js';
@@ -47,10 +51,12 @@ export {
   TallyError,
   Timeout,
   TooLarge,
+  TransactionConflict,
   Unavailable,
 } from './errors.js';
 export { type Handler, type Output, trap } from './handler.js';
 export { parseI64, parseU64 } from './ints.js';
 export type { LogRecord } from './log.js';
+export type { BeginOptions, Json, TransactionOptions } from './objects.js';
 export { SeqNum } from './seqnum.js';
 export { Tag } from './tag.js';

@@ -47,11 +47,33 @@ declare module 'tally:platform/state' {
   export { remove as delete };
 }
 
+declare module 'tally:platform/objects' {
+  export function get(object: string, path: string): string | undefined;
+  export function set(object: string, path: string, json: string): void;
+  export function increment(object: string, path: string, by: bigint): void;
+  export function push(object: string, path: string, json: string): void;
+  export function remove(object: string, path: string): void;
+  export function begin(readOnly: boolean): void;
+  export function commit(): boolean;
+  export function abort(): void;
+}
+
+declare module 'tally:platform/queues' {
+  export function push(queue: string, message: Uint8Array): void;
+  export function pop(queue: string, timeoutMs: bigint): Uint8Array | undefined;
+}
+
+declare module 'tally:platform/locks' {
+  export function acquire(lock: string, timeoutMs: bigint): boolean;
+  export function release(lock: string): void;
+}
+
 declare module 'tally:platform/context' {
   export function invocationId(): string;
   export function bookId(): bigint;
   export function attempt(): number;
   export function functionName(): string;
+  export function key(): string | undefined;
   export function sleep(ms: bigint): void;
   export function sleepUntil(unixMs: bigint): void;
   export function promiseCreate(): string;

@@ -40,6 +40,13 @@ test('the invocation calls return what the host says', () => {
   assert.equal(context.functionName(), 'reminder');
 });
 
+test('key returns the key the invocation was addressed to, or undefined', () => {
+  host.context.key = () => 'cart:ann';
+  assert.equal(context.key(), 'cart:ann');
+  host.context.key = () => undefined;
+  assert.equal(context.key(), undefined);
+});
+
 test('sleep passes its milliseconds to the host as a u64 bigint', () => {
   assert.equal(context.sleep(1500), undefined);
   context.sleep(0);

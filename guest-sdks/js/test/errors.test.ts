@@ -8,6 +8,7 @@ import {
   TallyError,
   Timeout,
   TooLarge,
+  TransactionConflict,
   Unavailable,
   fromHostError,
   fromWit,
@@ -55,4 +56,14 @@ test('a host call error with a WIT payload becomes a TallyError, anything else p
   const other = new ComponentError({ tag: 'something-else', val: '' });
   assert.equal(fromHostError(other), other);
   assert.equal(fromHostError('text'), 'text');
+});
+
+test('a transaction that kept conflicting is a TallyError of its own', () => {
+  const once = new TransactionConflict(1);
+  assert.ok(once instanceof TallyError);
+  assert.equal(once.name, 'TransactionConflict');
+  assert.equal(String(once), 'TransactionConflict: transaction conflict: no commit in 1 attempt');
+  const many = new TransactionConflict(11);
+  assert.equal(many.attempts, 11);
+  assert.equal(many.message, 'transaction conflict: no commit in 11 attempts');
 });

@@ -18,7 +18,10 @@ const INTERFACES: Record<string, readonly string[]> = {
   log: ['append', 'condAppend', 'readNext', 'readPrev', 'checkTail', 'trim', 'setAuxData'],
   invoke: ['call'],
   state: ['get', 'put', 'delete'],
-  context: ['invocationId', 'bookId', 'attempt', 'functionName', 'sleep', 'sleepUntil', 'promiseCreate', 'promiseAwait'],
+  objects: ['get', 'set', 'increment', 'push', 'remove', 'begin', 'commit', 'abort'],
+  queues: ['push', 'pop'],
+  locks: ['acquire', 'release'],
+  context: ['invocationId', 'bookId', 'attempt', 'functionName', 'key', 'sleep', 'sleepUntil', 'promiseCreate', 'promiseAwait'],
 };
 
 type Fake = (...args: any[]) => unknown;

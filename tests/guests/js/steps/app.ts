@@ -3,7 +3,8 @@
  * crash at any point and a re-execution must leave each counter incremented once.
  *
  * The TypeScript `steps` guest of `tests/guests/STEPS.md`: `run`, `child`, `read` and a
- * `script` of ops over the SDK's calls. The host's tests give it the same inputs as the
+ * `script` of ops over the SDK's calls (log, state, objects, queues, locks, calls and
+ * context). The host's tests give it the same inputs as the
  * Rust reference (`tests/guests/steps/src/lib.rs`) and compare the outputs byte for
  * byte, so it follows that guest to the letter, down to its error messages: words are
  * split on Unicode whitespace (Rust's `split_whitespace`), numbers parse as Rust's do
@@ -16,11 +17,14 @@ import {
   Failed,
   InvalidArgument,
   invoke,
+  locks,
   log,
   type LogRecord,
   NotFound,
+  objects,
   parseI64,
   parseU64,
+  queues,
   SeqNum,
   state,
   Tag,
@@ -177,6 +181,40 @@ async function script(ops: string): Promise<string> {
     } else if (name === 'await' && arity(2)) {
       const ms = u64(args[1]!, (word) => `await ${quoted(word)}: not a u64`);
       result = reported(() => lossy(context.promiseAwait(args[0]!, ms)));
+    } else if (name === 'oget' && arity(2)) {
+      result = reported(() => objects.get(args[0]!, pointer(args[1]!)) ?? 'none');
+    } else if (name === 'oset' && arity(3)) {
+      result = reported(() => (objects.set(args[0]!, pointer(args[1]!), args[2]!), 'ok'));
+    } else if (name === 'oinc' && arity(3)) {
+      const by = i64(args[2]!, (word) => `oinc ${quoted(word)}: not an i64`);
+      result = reported(() => (objects.increment(args[0]!, pointer(args[1]!), by), 'ok'));
+    } else if (name === 'opush' && arity(3)) {
+      result = reported(() => (objects.push(args[0]!, pointer(args[1]!), args[2]!), 'ok'));
+    } else if (name === 'orm' && arity(2)) {
+      result = reported(() => (objects.remove(args[0]!, pointer(args[1]!)), 'ok'));
+    } else if (name === 'begin' && arity(0)) {
+      result = reported(() => (objects.begin(), 'ok'));
+    } else if (name === 'beginro' && arity(0)) {
+      result = reported(() => (objects.begin({ readOnly: true }), 'ok'));
+    } else if (name === 'commit' && arity(0)) {
+      result = reported(() => (objects.commit() ? 'committed' : 'conflict'));
+    } else if (name === 'abort' && arity(0)) {
+      result = reported(() => (objects.abort(), 'ok'));
+    } else if (name === 'qpush' && arity(2)) {
+      result = reported(() => (queues.push(args[0]!, args[1]!), 'ok'));
+    } else if (name === 'qpop' && arity(2)) {
+      const ms = u64(args[1]!, (word) => `qpop ${quoted(word)}: not a u64`);
+      result = reported(() => {
+        const message = queues.pop(args[0]!, ms);
+        return message === undefined ? 'none' : lossy(message);
+      });
+    } else if (name === 'lock' && arity(2)) {
+      const ms = u64(args[1]!, (word) => `lock ${quoted(word)}: not a u64`);
+      result = reported(() => String(locks.acquire(args[0]!, ms)));
+    } else if (name === 'unlock' && arity(1)) {
+      result = reported(() => (locks.release(args[0]!), 'ok'));
+    } else if (name === 'key' && arity(0)) {
+      result = context.key() ?? 'none';
     } else if (name === 'chain' && args.length >= 1) {
       result = chain(args[0]!, args.slice(1));
     } else if (name === 'fail') {
@@ -272,6 +310,20 @@ function tags(names: string): Tag[] {
 
 function seqnum(word: string): SeqNum {
   return word === 'max' ? SeqNum.MAX : u64(word, (word) => `${quoted(word)} is not a seqnum`);
+}
+
+/** A JSON pointer of an op, with `.` for `""`, the whole object. */
+function pointer(word: string): string {
+  return word === '.' ? '' : word;
+}
+
+/** `word` as an i64, or a guest error with `message(word)`. */
+function i64(word: string, message: (word: string) => string): bigint {
+  try {
+    return parseI64(word);
+  } catch {
+    throw new Error(message(word));
+  }
 }
 
 /** `word` as a u64, or a guest error with `message(word)`. */
