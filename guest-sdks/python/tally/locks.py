@@ -33,8 +33,8 @@ def acquire(lock: str, timeout: DurationLike) -> bool:
     Acquiring a lock this invocation already holds is ``True`` at once.
 
     ``timeout`` is an ``int`` of **milliseconds** or a :class:`datetime.timedelta` (its
-    fraction of a millisecond dropped), as :func:`tally.context.sleep` takes, and at most
-    the function's time limit; 0 does not wait. A bad ``timeout`` raises the errors of
+    fraction of a millisecond dropped), as :func:`tally.context.sleep` takes; 0 does not
+    wait, and the wait ends before the function's time limit whatever ``timeout`` says. A bad ``timeout`` raises the errors of
     ``sleep``'s duration.
     """
     lock = to_str(lock, "lock")

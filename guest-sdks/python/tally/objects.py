@@ -85,10 +85,9 @@ RETRIES_DEFAULT = 10
 
 
 def get(object: str, path: str) -> str | None:
-    """The JSON text at ``path`` of ``object``, or ``None`` if nothing is there.
-
-    The whole object (``path`` ``""``) of an object never written is ``"null"``.
-    """
+    """The JSON text at ``path`` of ``object``, or ``None`` if nothing is there: a
+    missing field or element, or for the whole object (``""``) one that holds ``null``:
+    never written, removed whole, or set to ``null``."""
     object = to_str(object, "object")
     path = to_str(path, "path")
     try:
@@ -102,8 +101,9 @@ def get_json(object: str, path: str, default: Any = None) -> Any:
     ``list``, ``str``, ``int``, ``float``, ``bool`` or ``None``), or ``default`` if nothing
     is there.
 
-    A JSON ``null`` is ``None`` whatever ``default`` is, so ``default`` tells a missing
-    field from one that holds ``null``.
+    A field that holds ``null`` is ``None`` whatever ``default`` is, so ``default`` tells
+    a missing field from one that holds ``null``; a whole object (``""``) that holds
+    ``null`` is nothing there, as :func:`get` says, so ``default``.
     """
     text = get(object, path)
     return default if text is None else _json.loads(text)

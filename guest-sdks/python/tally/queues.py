@@ -37,9 +37,9 @@ def pop(queue: str, timeout: DurationLike) -> bytes | None:
     first), or returns ``None`` if the queue stayed empty for ``timeout``.
 
     ``timeout`` is an ``int`` of **milliseconds** or a :class:`datetime.timedelta` (its
-    fraction of a millisecond dropped), as :func:`tally.context.sleep` takes, and at most
-    the function's time limit; 0 does not wait. The wait does not spin: the invocation
-    waits for a push. A bad ``timeout`` raises the errors of ``sleep``'s duration.
+    fraction of a millisecond dropped), as :func:`tally.context.sleep` takes; 0 does not
+    wait, and the wait ends before the function's time limit whatever ``timeout`` says.
+    It does not spin: the invocation waits for a push. A bad ``timeout`` raises the errors of ``sleep``'s duration.
     """
     queue = to_str(queue, "queue")
     timeout_ms = to_duration_ms(timeout, "timeout")
