@@ -3,7 +3,9 @@
 A Tally function is a WebAssembly component of world ``tally:platform/function``: it
 gets the invocation's input as bytes and returns bytes or an error message. While it
 runs it may use the shared log of the book it is bound to (:mod:`tally.log`), keep
-exactly-once key-value state in the book's tables (:mod:`tally.state`), call other
+exactly-once key-value state in the book's tables (:mod:`tally.state`) and durable JSON
+objects with transactions across them (:mod:`tally.objects`), push to and pop from
+durable queues (:mod:`tally.queues`), take locks (:mod:`tally.locks`), call other
 functions (:mod:`tally.invoke`), ask what the invocation is, sleep durably and wait
 for promises the outside world completes (:mod:`tally.context`).
 
@@ -32,8 +34,18 @@ handle (a lost conditional append, an unavailable log, a failed child, a malform
 value). The platform traps the invocation only for a broken guest or a host bug.
 """
 
-from . import context, invoke, log, state
-from ._errors import Conflict, Failed, InvalidArgument, NotFound, TallyError, TooLarge, Timeout, Unavailable
+from . import context, invoke, locks, log, objects, queues, state
+from ._errors import (
+    Conflict,
+    Failed,
+    InvalidArgument,
+    NotFound,
+    TallyError,
+    Timeout,
+    TooLarge,
+    TransactionConflict,
+    Unavailable,
+)
 from ._seqnum import SeqNum
 from ._tag import Tag
 
@@ -47,9 +59,13 @@ __all__ = [
     "TallyError",
     "Timeout",
     "TooLarge",
+    "TransactionConflict",
     "Unavailable",
     "context",
     "invoke",
+    "locks",
     "log",
+    "objects",
+    "queues",
     "state",
 ]

@@ -7,8 +7,9 @@ imported interface under ``wit_world.imports``) and the module ``componentize_py
 imports them when the component is pre-initialized at build time, so no invocation pays
 for it. On the host they do not exist: the SDK still imports, its pure parts work, and
 the interfaces below are stand-ins that raise :class:`HostUnavailable` when used. Tests
-replace ``tally._bindings.log`` (and ``state``, ``invoke``, ``context``) with fakes;
-the SDK looks them up here on every call so that replacing them works.
+replace ``tally._bindings.log`` (and ``state``, ``invoke``, ``context``, ``objects``,
+``queues``, ``locks``) with fakes; the SDK looks them up here on every call so that
+replacing them works.
 
 Nothing here is public API.
 """
@@ -18,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Err", "HostUnavailable", "context", "invoke", "log", "state"]
+__all__ = ["Err", "HostUnavailable", "context", "invoke", "locks", "log", "objects", "queues", "state"]
 
 # The modules componentize-py generates; any other missing module is a real error.
 _GENERATED = ("componentize_py_types", "wit_world")
@@ -43,7 +44,7 @@ class _Missing:
 
 try:
     from componentize_py_types import Err
-    from wit_world.imports import context, invoke, log, state
+    from wit_world.imports import context, invoke, locks, log, objects, queues, state
 except ModuleNotFoundError as error:
     if error.name is None or error.name.split(".")[0] not in _GENERATED:
         raise
@@ -56,5 +57,8 @@ except ModuleNotFoundError as error:
 
     context = _Missing("context")  # type: ignore[assignment]
     invoke = _Missing("invoke")  # type: ignore[assignment]
+    locks = _Missing("locks")  # type: ignore[assignment]
     log = _Missing("log")  # type: ignore[assignment]
+    objects = _Missing("objects")  # type: ignore[assignment]
+    queues = _Missing("queues")  # type: ignore[assignment]
     state = _Missing("state")  # type: ignore[assignment]

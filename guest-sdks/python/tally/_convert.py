@@ -17,6 +17,8 @@ DurationLike = Union[SupportsIndex, timedelta]
 TimeLike = Union[SupportsIndex, datetime]
 
 U64_MAX = (1 << 64) - 1
+I64_MIN = -(1 << 63)
+I64_MAX = (1 << 63) - 1
 
 
 def to_bytes(value: BytesLike, what: str) -> bytes:
@@ -43,6 +45,40 @@ def to_u64(value: SupportsIndex, what: str) -> int:
     if not 0 <= number <= U64_MAX:
         raise ValueError(f"{what} must be from 0 to 2**64-1, not {number}")
     return int(number)
+
+
+def _to_int(value: SupportsIndex, what: str) -> int:
+    """``value`` as an ``int``, refusing a ``bool``: ``True`` is an ``int``, but surely
+    not an amount or a count."""
+    if isinstance(value, bool):
+        raise TypeError(f"{what} must be int, not bool")
+    try:
+        return int(operator.index(value))
+    except TypeError:
+        raise TypeError(f"{what} must be int, not {type(value).__name__}") from None
+
+
+def to_i64(value: SupportsIndex, what: str) -> int:
+    """``value`` as an ``int`` from -2^63 to 2^63-1 (not a ``bool``)."""
+    number = _to_int(value, what)
+    if not I64_MIN <= number <= I64_MAX:
+        raise ValueError(f"{what} must be from -2**63 to 2**63-1, not {number}")
+    return number
+
+
+def to_count(value: SupportsIndex, what: str) -> int:
+    """``value`` as an ``int`` from 0 up (not a ``bool``)."""
+    number = _to_int(value, what)
+    if number < 0:
+        raise ValueError(f"{what} must not be negative, not {number}")
+    return number
+
+
+def to_bool(value: bool, what: str) -> bool:
+    """``value``, checked to be a ``bool``: the bindings trap on anything else."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{what} must be bool, not {type(value).__name__}")
+    return value
 
 
 def to_u64_list(values: Iterable[SupportsIndex], what: str) -> list[int]:

@@ -15,13 +15,15 @@ __all__ = [
     "TallyError",
     "TooLarge",
     "Timeout",
+    "TransactionConflict",
     "Unavailable",
 ]
 
 
 class TallyError(Exception):
     """Why a call to the platform failed: the base of one subclass per case of the WIT
-    ``error`` variant.
+    ``error`` variant, and of :class:`TransactionConflict`, which the SDK's transaction
+    helper raises when every attempt of a transaction conflicted.
 
     These are errors a function can handle (``except tally.Conflict:``); a broken guest
     or a host bug traps the invocation instead. ``str(error)`` is the same text as the
@@ -98,6 +100,28 @@ class Failed(TallyError):
     """A child invocation failed: its handler raised an error, or it trapped."""
 
     _prefix = "failed"
+
+
+class TransactionConflict(TallyError):
+    """A transaction run by :func:`tally.objects.transaction` conflicted on every
+    attempt: each commit found an object it read written by someone else since its
+    begin, so none of its writes took effect.
+
+    Not a case of the WIT ``error`` variant (a conflicting commit is not an error
+    there, it returns false): the SDK raises it when it runs out of retries.
+    """
+
+    _prefix = "conflict"
+
+    def __init__(self, attempts: int) -> None:
+        #: How many times the transaction ran and conflicted.
+        self.attempts: int = attempts
+        shown = "its only attempt" if attempts == 1 else f"all {attempts} attempts"
+        super().__init__(f"the transaction conflicted on {shown}")
+        self.args = (attempts,)
+
+    def __repr__(self) -> str:
+        return f"TransactionConflict(attempts={self.attempts!r})"
 
 
 # The generated bindings name the cases `Error_<Case>`; going by name keeps this

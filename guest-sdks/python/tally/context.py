@@ -3,6 +3,8 @@
 >>> from tally import context
 >>> f"{context.function_name()} on book {context.book_id()}"   # doctest: +SKIP
 'orders on book 1'
+>>> context.key()                                             # doctest: +SKIP
+'cart-42'
 
 >>> from datetime import datetime, timedelta, timezone
 >>> context.sleep(500)                                        # doctest: +SKIP
@@ -24,6 +26,7 @@ __all__ = [
     "book_id",
     "function_name",
     "invocation_id",
+    "key",
     "promise_await",
     "promise_create",
     "sleep",
@@ -52,6 +55,17 @@ def attempt() -> int:
 def function_name() -> str:
     """The name the function was deployed under."""
     return _bindings.context.function_name()
+
+
+def key() -> str | None:
+    """The key the invocation was addressed to (``?key=`` of the request), or ``None``
+    if it has none.
+
+    An exclusive keyed invocation runs alone among the function's invocations with that
+    key: the key names what the invocation works on (a cart, an account), for example
+    the :mod:`tally.objects` object it reads and writes.
+    """
+    return _bindings.context.key()
 
 
 def sleep(duration: DurationLike) -> None:

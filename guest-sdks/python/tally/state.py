@@ -33,13 +33,10 @@ from __future__ import annotations
 import re
 
 from . import _bindings
-from ._convert import BytesLike, to_bytes, to_str
+from ._convert import I64_MAX, I64_MIN, BytesLike, to_bytes, to_i64, to_str
 from ._errors import InvalidArgument, from_wit
 
 __all__ = ["delete", "get", "get_i64", "put", "put_i64"]
-
-_I64_MIN = -(1 << 63)
-_I64_MAX = (1 << 63) - 1
 
 
 def get(table: str, key: BytesLike) -> bytes | None:
@@ -92,11 +89,7 @@ def put_i64(table: str, key: BytesLike, value: int) -> None:
 
     ``value`` must be an ``int`` from -2^63 to 2^63-1 (``ValueError`` otherwise).
     """
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(f"value must be int, not {type(value).__name__}")
-    if not _I64_MIN <= value <= _I64_MAX:
-        raise ValueError(f"value must be from -2**63 to 2**63-1, not {value}")
-    put(table, key, str(int(value)))
+    put(table, key, str(to_i64(value, "value")))
 
 
 # What Rust's `i64::from_str` accepts: a sign, then at least one ASCII digit.
@@ -113,7 +106,7 @@ def _parse_i64(table: str, key: bytes, value: bytes) -> int:
         digits = value.lstrip(b"+-").lstrip(b"0") or b"0"
         if len(digits) <= 19:
             number = -int(digits) if negative else int(digits)
-            if _I64_MIN <= number <= _I64_MAX:
+            if I64_MIN <= number <= I64_MAX:
                 return number
     raise InvalidArgument(
         f'the value of key "{_escape_ascii(key)}" in table {_debug_str(table)} '

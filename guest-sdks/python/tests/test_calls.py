@@ -1,75 +1,13 @@
 """The SDK's calls over fake bindings: argument conversion, results, error mapping."""
 
-from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone, tzinfo
 from types import SimpleNamespace
-from typing import Any, Optional
 
 import pytest
+from fakes import Error_Conflict, Error_InvalidArgument, Error_NotFound, Error_Timeout, Error_Unavailable, LogRecord
 
 import tally
 from tally import SeqNum, Tag, _bindings, context, invoke, log, state
-
-
-@dataclass
-class LogRecord:
-    seqnum: int
-    tags: list
-    data: bytes
-    aux_data: Optional[bytes]
-
-
-@dataclass
-class Error_Conflict:
-    value: Optional[int]
-
-
-@dataclass
-class Error_InvalidArgument:
-    value: str
-
-
-@dataclass
-class Error_NotFound:
-    value: str
-
-
-@dataclass
-class Error_Unavailable:
-    value: str
-
-
-@dataclass
-class Error_Timeout:
-    value: str
-
-
-class Recorder:
-    """Records calls; answers with `results[name]`, raising it if it is an exception."""
-
-    def __init__(self, **results: Any) -> None:
-        self.calls: list = []
-        self.results = results
-
-    def __getattr__(self, name: str):
-        def call(*args):
-            self.calls.append((name, args))
-            result = self.results.get(name)
-            if isinstance(result, BaseException):
-                raise result
-            return result
-
-        return call
-
-
-@pytest.fixture
-def fake(monkeypatch):
-    def install(interface: str, **results: Any) -> Recorder:
-        recorder = Recorder(**results)
-        monkeypatch.setattr(_bindings, interface, recorder)
-        return recorder
-
-    return install
 
 
 def test_outside_a_component_calls_say_so():

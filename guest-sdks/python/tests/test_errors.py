@@ -20,6 +20,16 @@ def test_display_is_the_rust_sdks():
     assert str(tally.Failed("child trapped")) == "failed: child trapped"
 
 
+def test_transaction_conflict():
+    error = tally.TransactionConflict(11)
+    assert isinstance(error, tally.TallyError)
+    assert not isinstance(error, tally.Conflict)
+    assert error.attempts == 11
+    assert str(error) == "conflict: the transaction conflicted on all 11 attempts"
+    assert str(tally.TransactionConflict(1)) == "conflict: the transaction conflicted on its only attempt"
+    assert repr(error) == "TransactionConflict(attempts=11)"
+
+
 def test_every_case_is_a_tally_error_with_its_message():
     for kind in (tally.InvalidArgument, tally.NotFound, tally.Unavailable, tally.TooLarge, tally.Timeout, tally.Failed):
         error = kind("why")

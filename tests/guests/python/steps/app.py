@@ -31,7 +31,10 @@ from tally import (
     Unavailable,
     context,
     invoke,
+    locks,
     log,
+    objects,
+    queues,
     state,
 )
 
@@ -170,25 +173,52 @@ def script_op(op: str, words: list[str]) -> str:
         case "id", 0:
             return context.invocation_id()
         case "sleep", 1:
-            ms = parse_uint(args[0], 64)
-            if ms is None:
-                raise GuestError(f"sleep {debug(args[0])}: not a u64")
+            ms = milliseconds("sleep", args[0])
             sleep(ms)
             return "ok"
         case "nap", 1:
-            ms = parse_uint(args[0], 64)
-            if ms is None:
-                raise GuestError(f"nap {debug(args[0])}: not a u64")
+            ms = milliseconds("nap", args[0])
             return reported(lambda: context.sleep(ms) or "ok")
         case "promise", 0:
             return reported(context.promise_create)
         case "await", 1:
             return reported(lambda: lossy(context.promise_await(args[0])))
         case "await", 2:
-            ms = parse_uint(args[1], 64)
-            if ms is None:
-                raise GuestError(f"await {debug(args[1])}: not a u64")
+            ms = milliseconds("await", args[1])
             return reported(lambda: lossy(context.promise_await(args[0], ms)))
+        case "oget", 2:
+            return reported(lambda: none_or(objects.get(args[0], pointer(args[1]))))
+        case "oset", 3:
+            return reported(lambda: objects.set(args[0], pointer(args[1]), args[2]) or "ok")
+        case "oinc", 3:
+            by = parse_int(args[2], 64)
+            if by is None:
+                raise GuestError(f"oinc {debug(args[2])}: not an i64")
+            return reported(lambda: objects.increment(args[0], pointer(args[1]), by) or "ok")
+        case "opush", 3:
+            return reported(lambda: objects.push(args[0], pointer(args[1]), args[2]) or "ok")
+        case "orm", 2:
+            return reported(lambda: objects.remove(args[0], pointer(args[1])) or "ok")
+        case "begin", 0:
+            return reported(lambda: objects.begin(read_only=False) or "ok")
+        case "beginro", 0:
+            return reported(lambda: objects.begin(read_only=True) or "ok")
+        case "commit", 0:
+            return reported(lambda: "committed" if objects.commit() else "conflict")
+        case "abort", 0:
+            return reported(lambda: objects.abort() or "ok")
+        case "qpush", 2:
+            return reported(lambda: queues.push(args[0], args[1]) or "ok")
+        case "qpop", 2:
+            ms = milliseconds("qpop", args[1])
+            return reported(lambda: none_or(queues.pop(args[0], ms)))
+        case "lock", 2:
+            ms = milliseconds("lock", args[1])
+            return reported(lambda: "true" if locks.acquire(args[0], ms) else "false")
+        case "unlock", 1:
+            return reported(lambda: locks.release(args[0]) or "ok")
+        case "key", 0:
+            return none_or(context.key())
         case "chain", n if n >= 1:
             return chain(args[0], args[1:])
         case "fail", _:
@@ -243,6 +273,14 @@ def joined(data: list[str]) -> str:
     return "+".join(data) if data else "-"
 
 
+def milliseconds(op: str, word: str) -> int:
+    """The milliseconds of op ``op``, a u64 in decimal."""
+    ms = parse_uint(word, 64)
+    if ms is None:
+        raise GuestError(f"{op} {debug(word)}: not a u64")
+    return ms
+
+
 def sleep(ms: int) -> None:
     """Sleeps ``ms`` milliseconds; past 10^12 (30 years), as good as forever, where
     ``time.sleep`` would raise ``OverflowError`` (the host's deadline ends both)."""
@@ -285,6 +323,19 @@ def shown(record: log.Record | None) -> str:
         return "none"
     aux = "none" if record.aux is None else lossy(record.aux)
     return f"{record.seqnum}:{lossy(record.data)}:{aux}"
+
+
+def pointer(word: str) -> str:
+    """A path of an object op: a JSON pointer, with ``.`` for ``""`` (the whole object)."""
+    return "" if word == "." else word
+
+
+def none_or(value: str | bytes | None) -> str:
+    """A value read by ``oget``, ``qpop`` or ``key``: text as is, bytes as UTF-8 (lossy),
+    ``none`` for nothing."""
+    if value is None:
+        return "none"
+    return value if isinstance(value, str) else lossy(value)
 
 
 def record_tags(record: log.Record | None) -> str:
