@@ -212,6 +212,7 @@ impl Attempt {
             delay_until: None,
             fresh: false,
             key: None,
+            background: false,
         };
         let svc = self.instance.svc().clone();
         let (result, child_ctx) = svc.run(run).await;

@@ -1131,7 +1131,7 @@ impl Instance {
         }
         self.init_checked(ctx).await?;
         if !self.held.contains(&lock) {
-            return Err(Abort::Refused(Error::InvalidArgument(format!("this invocation does not hold lock {lock:?}"))));
+            return Err(Abort::Refused(Error::InvalidArgument(format!("this invocation does not hold {lock}"))));
         }
         let holder = self.id.to_string();
         self.log_clocks(ctx).await?;
@@ -1141,7 +1141,7 @@ impl Instance {
             None => {
                 let view = locks::lock_at(&self.svc, ctx, self.book, &lock, u64::MAX).await?;
                 if view.holder.as_ref() != Some(&holder) {
-                    return Err(Abort::internal(format!("lock {lock:?} is held by {:?}, not by its holder", view.holder)));
+                    return Err(Abort::internal(format!("{lock} is held by {:?}, not by its holder", view.holder)));
                 }
                 Step::LockRelease { lock: lock.clone(), holder, prev: view.tail }
             }
@@ -1159,14 +1159,15 @@ impl Instance {
     }
 
     /// Before the guest of a keyed invocation runs: an exclusive one takes its key's
-    /// lock (`LockId::Key`), waiting in place as a short sleep does (at most
-    /// `sleep_in_place_max_ms`, and not past `deadline_ms`), then suspending for
-    /// [`KEY_RETRY_MS`] to try again (each try that waited its whole time is a step):
-    /// a waiter holds no slot of the node for long. A shared one takes nothing.
-    pub async fn enter_key(&mut self, ctx: &mut Context, deadline_ms: u64) -> Result<(), Abort> {
+    /// lock (`LockId::Key`), waiting in place at most `in_place_ms` (a caller that
+    /// waits for the answer waits that long; a background run holds no slot of the
+    /// node for long) and not past `deadline_ms`, then suspending for [`KEY_RETRY_MS`]
+    /// to try again (each try that waited its whole time is a step). A shared one takes
+    /// nothing.
+    pub async fn enter_key(&mut self, ctx: &mut Context, deadline_ms: u64, in_place_ms: u64) -> Result<(), Abort> {
         let Some(InvocationKey { key, exclusive: true }) = self.key.clone() else { return Ok(()) };
         let lock = LockId::Key { function: self.function.clone(), key };
-        let wait = self.svc.config.sleep_in_place_max_ms;
+        let wait = in_place_ms;
         loop {
             // A try an earlier execution logged and lost: that execution tried again.
             let replayed = self.steps.get(self.next).is_some();

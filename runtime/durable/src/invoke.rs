@@ -51,6 +51,9 @@ pub(crate) struct Run {
     pub fresh: bool,
     /// The key a fresh invocation is addressed to (`?key=`).
     pub key: Option<InvocationKey>,
+    /// Nobody waits for its answer (an asynchronous start, a re-execution): a wait for
+    /// its key suspends it soon rather than hold its slot.
+    pub background: bool,
 }
 
 /// Where an invocation stands, as `GET /v1/invocations/{id}` shows it.
@@ -225,6 +228,7 @@ impl Durable {
             attempt: 1,
             delay_until,
             fresh: false,
+            background: false,
             key: req.key,
         };
         self.run(run).await
@@ -289,6 +293,7 @@ impl Durable {
             attempt: 1,
             delay_until,
             fresh: false,
+            background: true,
             key,
         };
         let version = self.version_for(&mut run).await?;
@@ -806,7 +811,8 @@ impl Durable {
                     }
                     Err(abort) => return (Err(abort.into_error()), run.ctx),
                 }
-                match instance.enter_key(&mut run.ctx, deadline_ms).await {
+                let in_place_ms = if run.background { self.config.sleep_in_place_max_ms } else { u64::MAX };
+                match instance.enter_key(&mut run.ctx, deadline_ms, in_place_ms).await {
                     Ok(()) => {}
                     Err(Abort::Suspended { wake_ms }) => return self.suspended(&run, version.version, wake_ms),
                     Err(_) if instance.is_cancelled() => {
@@ -988,6 +994,7 @@ impl Durable {
             attempt,
             delay_until: None,
             fresh: false,
+            background: true,
             key: None,
         };
         self.run(run).await

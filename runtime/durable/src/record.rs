@@ -122,6 +122,15 @@ pub enum Step {
     InitKeyed { id: InstanceId, function: String, version: u64, input: Bytes, key: InvocationKey },
 }
 
+impl std::fmt::Display for LockId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LockId::Named(name) => write!(f, "lock {name:?}"),
+            LockId::Key { function, key } => write!(f, "key {key:?} of {function}"),
+        }
+    }
+}
+
 /// The key an invocation is addressed to (`?key=`): an exclusive one runs alone among
 /// its function's invocations with the key; a shared one runs concurrently with any.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -254,8 +263,8 @@ impl Step {
             Step::Retry { id, attempt, .. } => format!("retry of {id} as attempt {attempt}"),
             Step::QueuePush { queue, .. } => format!("push to queue {queue:?}"),
             Step::QueuePop { queue, .. } => format!("pop from queue {queue:?}"),
-            Step::LockTry { lock, .. } => format!("try of lock {lock:?}"),
-            Step::LockRelease { lock, .. } => format!("release of lock {lock:?}"),
+            Step::LockTry { lock, .. } => format!("try of {lock}"),
+            Step::LockRelease { lock, .. } => format!("release of {lock}"),
             Step::ObjectWrite { object, ops } => format!("write of object {object:?} ({} operations)", ops.len()),
             Step::TxnCommit { reads, writes, .. } => {
                 format!("commit of a transaction reading {} objects and writing {}", reads.len(), writes.len())
