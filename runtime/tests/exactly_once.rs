@@ -1461,7 +1461,7 @@ async fn queue_messages_are_popped_once_in_order_across_consumer_crashes() {
     }
     for c in 0..4u64 {
         let h = h.clone();
-        let script = vec!["qpop jobs 300"; 6].join(";");
+        let script = ["qpop jobs 300"; 6].join(";");
         let crash = (c % 2 == 0).then_some(2 + c);
         tasks.push(tokio::spawn(async move { script_once(&h, BOOK, &script, &format!("consumer-{c}"), crash).await }));
     }
