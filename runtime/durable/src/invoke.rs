@@ -801,20 +801,16 @@ impl Durable {
             let own = self.clock.now_ms().saturating_add(version.timeout_ms);
             let deadline_ms = run.deadline_ms.map_or(own, |d| d.min(own));
             if instance.initialized() {
-                match instance.delay(&mut run.ctx, run.delay_until, deadline_ms).await {
+                // What runs before the guest: a delayed start's wait, a keyed one's key.
+                let in_place_ms = if run.background { self.config.sleep_in_place_max_ms } else { u64::MAX };
+                let before = async {
+                    instance.delay(&mut run.ctx, run.delay_until, deadline_ms).await?;
+                    instance.enter_key(&mut run.ctx, deadline_ms, in_place_ms).await
+                };
+                match before.await {
                     Ok(()) => {}
                     Err(Abort::Suspended { wake_ms }) => return self.suspended(&run, version.version, wake_ms),
                     // Cancelled before it started: that is its outcome.
-                    Err(_) if instance.is_cancelled() => {
-                        let finished = instance.finish(&mut run.ctx, Outcome::Cancelled).await;
-                        return (finished.map_err(Abort::into_error).and_then(Outcome::into_result), run.ctx);
-                    }
-                    Err(abort) => return (Err(abort.into_error()), run.ctx),
-                }
-                let in_place_ms = if run.background { self.config.sleep_in_place_max_ms } else { u64::MAX };
-                match instance.enter_key(&mut run.ctx, deadline_ms, in_place_ms).await {
-                    Ok(()) => {}
-                    Err(Abort::Suspended { wake_ms }) => return self.suspended(&run, version.version, wake_ms),
                     Err(_) if instance.is_cancelled() => {
                         let finished = instance.finish(&mut run.ctx, Outcome::Cancelled).await;
                         return (finished.map_err(Abort::into_error).and_then(Outcome::into_result), run.ctx);

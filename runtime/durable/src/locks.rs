@@ -31,10 +31,7 @@ pub const LOCK_NAME_MAX: usize = 256;
 pub const POLL_MS: u64 = 20;
 
 pub fn check_name(lock: &str) -> Result<(), Error> {
-    if lock.is_empty() || lock.len() > LOCK_NAME_MAX {
-        return Err(Error::InvalidArgument(format!("a lock name is 1 to {LOCK_NAME_MAX} bytes, not {}", lock.len())));
-    }
-    Ok(())
+    crate::objects::check_library_name("a lock", lock, LOCK_NAME_MAX)
 }
 
 /// The key under which this node's waiting tries of a lock are woken by its releases.

@@ -110,8 +110,13 @@ impl ObjOp {
 
 /// Checks an object name: 1 to [`OBJECT_NAME_MAX`] bytes of UTF-8 (any characters).
 pub fn check_name(name: &str) -> Result<(), Error> {
-    if name.is_empty() || name.len() > OBJECT_NAME_MAX {
-        return Err(Error::InvalidArgument(format!("an object name is 1 to {OBJECT_NAME_MAX} bytes, not {}", name.len())));
+    check_library_name("an object", name, OBJECT_NAME_MAX)
+}
+
+/// Checks the name of a library's thing (`what`): 1 to `max` bytes of UTF-8.
+pub(crate) fn check_library_name(what: &str, name: &str, max: usize) -> Result<(), Error> {
+    if name.is_empty() || name.len() > max {
+        return Err(Error::InvalidArgument(format!("{what} name is 1 to {max} bytes, not {}", name.len())));
     }
     Ok(())
 }

@@ -39,10 +39,7 @@ pub const QUEUE_NAME_MAX: usize = 256;
 pub const POLL_MS: u64 = 20;
 
 pub fn check_name(queue: &str) -> Result<(), Error> {
-    if queue.is_empty() || queue.len() > QUEUE_NAME_MAX {
-        return Err(Error::InvalidArgument(format!("a queue name is 1 to {QUEUE_NAME_MAX} bytes, not {}", queue.len())));
-    }
-    Ok(())
+    crate::objects::check_library_name("a queue", queue, QUEUE_NAME_MAX)
 }
 
 /// The shard an instance pushes to and pops from first.
