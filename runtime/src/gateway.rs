@@ -743,7 +743,7 @@ async fn queue(
     let book = user_book(book)?;
     let mut ctx = position_of(&headers)?;
     let shards = rt.durable.queue(&mut ctx, book, &name).await?;
-    let pending: usize = shards.iter().map(|s| s.pending).sum();
+    let pending: u64 = shards.iter().map(|s| s.pending).sum();
     Ok(Json(json!({ "book": book.0, "queue": name, "pending": pending, "shards": shards })).into_response())
 }
 

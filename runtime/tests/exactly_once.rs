@@ -1492,7 +1492,7 @@ async fn queue_messages_are_popped_once_in_order_across_consumer_crashes() {
         }
     }
     let shards = h.node.runtime.durable.queue(&mut Default::default(), BookId(BOOK), "jobs").await.unwrap();
-    assert_eq!(shards.iter().map(|s| s.pending).sum::<usize>(), 0);
+    assert_eq!(shards.iter().map(|s| s.pending).sum::<u64>(), 0);
 }
 
 /// Malformed names, paths and JSON are the guest's errors to handle, not the

@@ -14,7 +14,7 @@ use crate::{locks, objects, queues};
 pub struct ShardStatus {
     pub shard: u64,
     /// Messages pushed and not popped yet.
-    pub pending: usize,
+    pub pending: u64,
     /// The seqnum of the oldest of them.
     pub oldest: Option<u64>,
 }
@@ -36,7 +36,7 @@ impl Durable {
         let mut out = Vec::new();
         for shard in 0..queues::SHARDS {
             let view = queues::shard_at(self, ctx, book, queue, shard, u64::MAX).await.map_err(|a| a.into_error())?;
-            out.push(ShardStatus { shard, pending: view.pending.len(), oldest: view.pending.front().copied() });
+            out.push(ShardStatus { shard, pending: view.pending, oldest: view.head });
         }
         Ok(out)
     }

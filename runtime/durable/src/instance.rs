@@ -1035,7 +1035,7 @@ impl Instance {
                     let mut found = None;
                     for k in 0..queues::SHARDS {
                         let shard = (own + k) % queues::SHARDS;
-                        if !queues::shard_at(&self.svc, ctx, self.book, queue, shard, u64::MAX).await?.pending.is_empty() {
+                        if queues::shard_at(&self.svc, ctx, self.book, queue, shard, u64::MAX).await?.pending > 0 {
                             found = Some(shard);
                             break;
                         }

@@ -17,8 +17,6 @@
 //! waiting on an empty queue append nothing. They wait on this node's pushes and look
 //! at the log every [`POLL_MS`] for others'.
 
-use std::collections::VecDeque;
-
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -53,11 +51,14 @@ pub(crate) fn wake_key(book: BookId, queue: &str) -> String {
     format!("queue/{}/{queue}", book.0)
 }
 
-/// A shard after one of its records: the seqnums of the pushes not popped yet, oldest
-/// first, and what that record popped (for a pop). Cached in the record's aux data.
+/// A shard after one of its records: how many pushes no pop got yet, the seqnum of the
+/// oldest of them, and what that record popped (for a pop). Cached in the record's aux
+/// data; its size does not grow with the backlog (the next push after the head is
+/// found in the stream when a pop takes the head).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ShardView {
-    pub pending: VecDeque<u64>,
+    pub pending: u64,
+    pub head: Option<u64>,
     pub popped: Option<u64>,
 }
 
@@ -82,8 +83,20 @@ pub(crate) async fn shard_at(
     while let Some((r, step)) = newer.next(svc, ctx, book).await? {
         view.popped = None;
         match step {
-            Step::QueuePush { .. } => view.pending.push_back(r.seqnum.0),
-            Step::QueuePop { .. } => view.popped = view.pending.pop_front(),
+            Step::QueuePush { .. } => {
+                view.head = view.head.or(Some(r.seqnum.0));
+                view.pending += 1;
+            }
+            Step::QueuePop { .. } if view.pending > 0 => {
+                let head = view.head.ok_or_else(|| Abort::internal(format!("shard {shard} of {queue:?} has no head")))?;
+                view.popped = Some(head);
+                view.pending -= 1;
+                view.head = match view.pending {
+                    0 => None,
+                    _ => Some(push_after(svc, ctx, book, queue, shard, head, r.seqnum.0).await?),
+                };
+            }
+            Step::QueuePop { .. } => {}
             _ => unreachable!("only the shard's records are kept"),
         }
         newest = Some(r.seqnum);
@@ -92,6 +105,33 @@ pub(crate) async fn shard_at(
         replay::cache(svc, ctx, book, seqnum, record::encode(&view)).await;
     }
     Ok(view)
+}
+
+/// The first push of the shard after `head` and before `before` (there is one: a push
+/// is pending).
+async fn push_after(
+    svc: &Durable,
+    ctx: &mut Context,
+    book: BookId,
+    queue: &str,
+    shard: u64,
+    head: u64,
+    before: u64,
+) -> Result<u64, Abort> {
+    let tag = svc.tags.queue_shard(queue, shard);
+    let mut at = head.saturating_add(1);
+    while let Some(r) = svc.log.read_next(ctx, shadow(book), tag, SeqNum(at)).await? {
+        if r.seqnum.0 >= before {
+            break;
+        }
+        if let Step::QueuePush { queue: q, shard: s, .. } = record::decode::<Step>("step", &r.data)? {
+            if q == queue && s == shard {
+                return Ok(r.seqnum.0);
+            }
+        }
+        at = r.seqnum.0.saturating_add(1);
+    }
+    Err(Abort::internal(format!("shard {shard} of {queue:?} counts a pending push after {head} that is not there")))
 }
 
 /// The message of the push at `seqnum` of the shard.
