@@ -36,7 +36,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tally_log_core::{BookId, Context, LogRecord, SeqNum};
@@ -404,6 +403,11 @@ impl Decisions {
 }
 
 /// Whether the commit record at `commit` (with its start and read set) committed.
+///
+/// Each object's window `(start, commit)` is scanned; a commit found there is decided
+/// first (it is earlier, so this ends). The commits still to decide are an explicit
+/// stack, not a recursion, so a long chain of overlapping transactions costs heap, not
+/// the node's stack: a frame resumes at the record it stopped at, decided by then.
 pub(crate) async fn decide(
     svc: &Durable,
     ctx: &mut Context,
@@ -416,35 +420,65 @@ pub(crate) async fn decide(
     if let Some(c) = svc.decisions.get(book, commit).or(aux.and_then(|a| a.committed)) {
         return Ok(c);
     }
-    // Each object's window (start, commit), newest commits decided first by recursion:
-    // a commit in the window is earlier than this one, so the recursion ends.
-    let mut committed = true;
-    'objects: for object in reads {
-        let tag = svc.tags.bokistore(object);
-        let mut at = start.saturating_add(1);
-        while at < commit {
-            let Some(r) = svc.log.read_next(ctx, shadow(book), tag, SeqNum(at)).await? else { break };
-            if r.seqnum.0 >= commit {
-                break;
-            }
-            at = r.seqnum.0 + 1;
-            let step: Step = record::decode("object", &r.data)?;
-            let conflict = match effect_on(&step, object) {
-                Effect::None => false,
-                Effect::Ops(_) => true,
-                Effect::Commit { start, reads, .. } => {
-                    let aux = AuxView::of(&r);
-                    Box::pin(decide(svc, ctx, book, r.seqnum.0, start, reads, Some(&aux))).await?
+    struct Frame {
+        commit: u64,
+        start: u64,
+        reads: Vec<String>,
+        /// The object of `reads` being scanned, and where its scan is.
+        object: usize,
+        at: u64,
+    }
+    // Outcomes decided in this call (the node's cache may drop them meanwhile).
+    let mut decided: std::collections::HashMap<u64, bool> = std::collections::HashMap::new();
+    let frame =
+        |commit: u64, start: u64, reads: Vec<String>| Frame { commit, start, reads, object: 0, at: start.saturating_add(1) };
+    let mut stack = vec![frame(commit, start, reads.to_vec())];
+    while let Some(top) = stack.last_mut() {
+        let mut outcome = None;
+        match top.reads.get(top.object) {
+            None => outcome = Some(true),
+            Some(object) => {
+                let tag = svc.tags.bokistore(object);
+                let found = match top.at < top.commit {
+                    true => svc.log.read_next(ctx, shadow(book), tag, SeqNum(top.at)).await?,
+                    false => None,
+                };
+                match found {
+                    Some(r) if r.seqnum.0 < top.commit => {
+                        let step: Step = record::decode("object", &r.data)?;
+                        match effect_on(&step, object) {
+                            Effect::None => top.at = r.seqnum.0 + 1,
+                            Effect::Ops(_) => outcome = Some(false),
+                            Effect::Commit { start, reads, .. } => {
+                                let seqnum = r.seqnum.0;
+                                let known = decided
+                                    .get(&seqnum)
+                                    .copied()
+                                    .or_else(|| svc.decisions.get(book, seqnum))
+                                    .or(AuxView::of(&r).committed);
+                                match known {
+                                    // A write that took effect in the window: a conflict.
+                                    Some(true) => outcome = Some(false),
+                                    Some(false) => top.at = seqnum + 1,
+                                    None => stack.push(frame(seqnum, start, reads.to_vec())),
+                                }
+                            }
+                        }
+                    }
+                    _ => {
+                        top.object += 1;
+                        top.at = top.start.saturating_add(1);
+                    }
                 }
-            };
-            if conflict {
-                committed = false;
-                break 'objects;
             }
         }
+        if let Some(committed) = outcome {
+            let done = stack.pop().expect("the top frame");
+            decided.insert(done.commit, committed);
+            svc.decisions.put(book, done.commit, committed);
+        }
     }
-    svc.decisions.put(book, commit, committed);
-    Ok(committed)
+    Ok(decided[&commit])
 }
 
 /// The state of `object` at seqnum `at` (null if it was never written), replaying from
@@ -539,7 +573,7 @@ impl Txn {
     }
 
     pub fn objects(&self) -> usize {
-        self.reads.union(&self.writes.keys().cloned().collect()).count()
+        self.reads.len() + self.writes.keys().filter(|o| !self.reads.contains(*o)).count()
     }
 }
 
@@ -547,11 +581,6 @@ impl Txn {
 pub fn text_at(value: &Value, path: &str) -> Result<Option<String>, Error> {
     let path = parse_path(path)?;
     Ok(get(value, &path).filter(|v| !v.is_null() || !path.is_empty()).map(|v| v.to_string()))
-}
-
-/// Used by hosts to turn a view into bytes for the guest (JSON text).
-pub fn bytes_of(text: String) -> Bytes {
-    Bytes::from(text)
 }
 
 #[cfg(test)]
