@@ -118,6 +118,11 @@ pub struct StateConfig {
     /// Books that may have exactly-once state (the recovery scan reads each of them
     /// every round); an invocation that would add one more is refused.
     pub books_max: usize,
+    /// Readers of objects, queue shards and locks cache the state they replayed in the
+    /// aux data of the newest record (Boki §5.4), so the next reader replays only what
+    /// is newer. Off, every read replays its stream from its last checkpoint (Boki's
+    /// Table 7 baseline, for measuring).
+    pub aux_views: bool,
 }
 
 impl Default for StateConfig {
@@ -141,6 +146,7 @@ impl Default for StateConfig {
             sleep_in_place_max_ms: 1_000,
             books_max: 100_000,
             schedule_poll_ms: 1_000,
+            aux_views: true,
         }
     }
 }

@@ -31,7 +31,7 @@ pub(crate) async fn since_view<V>(
         let Some(r) = svc.log.read_prev(ctx, shadow(book), tag, SeqNum(cursor)).await? else { break };
         let step: Step = record::decode("step", &r.data)?;
         if relevant(&step) {
-            if let Some(view) = cached(&r) {
+            if let Some(view) = cached(&r).filter(|_| svc.config.aux_views) {
                 return Ok((Some(view), Replay { tag, newer }));
             }
             newer.push(r.seqnum.0);
@@ -73,5 +73,8 @@ impl Replay {
 /// Caches a state in a record's aux data. Best effort: a failure only costs a later
 /// reader a replay.
 pub(crate) async fn cache(svc: &Durable, ctx: &mut Context, book: BookId, seqnum: SeqNum, aux: Bytes) {
+    if !svc.config.aux_views {
+        return;
+    }
     let _ = svc.log.set_aux_data(ctx, shadow(book), seqnum, aux).await;
 }
