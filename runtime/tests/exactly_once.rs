@@ -62,6 +62,11 @@ struct Harness {
 
 impl Harness {
     async fn start(store: StoreKind) -> Harness {
+        Harness::start_with(store, |_| {}).await
+    }
+
+    /// A harness whose node's configuration `tweak` changes last.
+    async fn start_with(store: StoreKind, tweak: impl FnOnce(&mut Config)) -> Harness {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let mut config = Config { data_dir: dir.path().join("data"), listen: "127.0.0.1:0".into(), ..Config::default() };
         config.state.crash_injection = true;
@@ -69,6 +74,7 @@ impl Harness {
         config.state.reexecute_after_ms = 100;
         config.state.recovery_interval_ms = 100;
         config.state.auto_interval_ms = 200;
+        tweak(&mut config);
         let postgres = match store {
             StoreKind::Rocksdb => None,
             StoreKind::Postgres => {
@@ -1493,6 +1499,64 @@ async fn queue_messages_are_popped_once_in_order_across_consumer_crashes() {
     }
     let shards = h.node.runtime.durable.queue(&mut Default::default(), BookId(BOOK), "jobs").await.unwrap();
     assert_eq!(shards.iter().map(|s| s.pending).sum::<u64>(), 0);
+}
+
+/// Garbage collection of the libraries (Boki §5.5): object, queue and lock streams are
+/// checkpointed and trimmed while they are used, and read the same afterwards, from
+/// the checkpoints once nothing newer is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn library_streams_are_checkpointed_and_trimmed_and_read_the_same() {
+    let h = Harness::start_with(StoreKind::Rocksdb, |c| {
+        c.state.gc_interval_ms = 100;
+        c.state.recovery_interval_ms = 50;
+    })
+    .await;
+    const BOOK: u64 = 1306;
+    let book = BookId(BOOK);
+    let d = h.node.runtime.durable.clone();
+    let mut ctx = tally_logsvc::Context::default();
+    let mut pushed = Vec::new();
+    let mut popped = Vec::new();
+    for round in 0..3i64 {
+        for i in 0..30 {
+            let script = format!(
+                "oinc c /n 1;begin;oget c /n;oinc c /n 1;oset t /r{round} {i};commit;qpush q m{round}-{i};lock L 1000;unlock L"
+            );
+            let out = script_once(&h, BOOK, &script, &format!("w{round}-{i}"), (i % 5 == 0).then_some(3)).await;
+            assert!(out.ends_with(",committed,ok,true,ok"), "{out}");
+            pushed.push(format!("m{round}-{i}"));
+        }
+        for i in 0..20 {
+            popped.push(script_once(&h, BOOK, "qpop q 1000", &format!("p{round}-{i}"), None).await);
+        }
+        // Collection catches up within a few of its intervals: nothing but the queue's
+        // pending pushes (from its oldest on) is left.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let all = d.library_records(&mut ctx, book, None).await.unwrap();
+            let c = d.library_records(&mut ctx, book, Some("c")).await.unwrap();
+            if all == 0 && c == 0 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "round {round}: {all} library records and {c} of c left");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(object_counter(&h, BOOK, "c").await, 60 * (round + 1));
+        let t = d.object(&mut ctx, book, "t", &format!("/r{round}")).await.unwrap();
+        assert_eq!(t.as_deref(), Some("29"));
+        let shards = d.queue(&mut ctx, book, "q").await.unwrap();
+        assert_eq!(shards.iter().map(|s| s.pending).sum::<u64>(), 10 * (round as u64 + 1));
+        assert_eq!(d.lock_holder(&mut ctx, book, "L").await.unwrap(), None);
+    }
+    for i in 0.. {
+        match script_once(&h, BOOK, "qpop q 50", &format!("drain-{i}"), None).await.as_str() {
+            "none" => break,
+            m => popped.push(m.to_string()),
+        }
+    }
+    popped.sort();
+    pushed.sort();
+    assert_eq!(popped, pushed, "every message popped once, the ones pushed before a collection too");
 }
 
 /// Malformed names, paths and JSON are the guest's errors to handle, not the

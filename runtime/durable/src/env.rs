@@ -24,6 +24,10 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 pub type LogResult<T> = std::result::Result<T, LogError>;
 
+/// The most tags a record carries (the engine's default `tags_max`, which the
+/// simulator's log enforces too).
+pub const TAGS_MAX: usize = 64;
+
 /// The shared log with the platform's privileges (reserved books and tags allowed).
 ///
 /// The contract is the LogBook API's: every call moves `ctx` forward to the index

@@ -17,14 +17,17 @@
 //!   storage stays bounded under a steady workload. A write log is trimmed only up to
 //!   the first record of another object, should two objects ever share a tag.
 
-use bytes::Bytes;
-use tally_log_core::{BookId, Context, SeqNum};
+use std::collections::BTreeMap;
 
-use crate::node::{store_table, visible_write, Abort, Durable};
-use crate::record::{self, Step};
+use bytes::Bytes;
+use tally_log_core::{BookId, Context, SeqNum, Tag};
+
+use crate::node::{store_table, visible_write, Abort, Durable, PAYLOAD_MAX};
+use crate::objects::AuxView;
+use crate::record::{self, LockId, Step};
 use crate::recovery::BookScan;
 use crate::store::Family;
-use crate::tags::{shadow, APPENDED, INSTANCES};
+use crate::tags::{shadow, APPENDED, INSTANCES, LIBRARIES};
 
 /// Keys per page when walking a table.
 const PAGE: usize = 512;
@@ -37,6 +40,8 @@ pub struct Collected {
     pub step_logs: u64,
     pub write_logs: u64,
     pub versions: u64,
+    /// Streams of objects, queue shards and locks checkpointed and trimmed.
+    pub streams: u64,
 }
 
 pub(crate) async fn collect(d: &Durable, book: BookId, scan: &mut BookScan) -> Result<Collected, Abort> {
@@ -72,6 +77,7 @@ pub(crate) async fn collect(d: &Durable, book: BookId, scan: &mut BookScan) -> R
     for table in d.tables(book).await? {
         collect_table(d, &mut ctx, book, &table, horizon, &mut done).await?;
     }
+    collect_libraries(d, &mut ctx, book, horizon, scan.next, &mut done).await?;
     if done != Collected::default() {
         tracing::debug!(book = book.0, ?done, "collected");
     }
@@ -125,4 +131,156 @@ async fn collect_table(
             None => return Ok(()),
         }
     }
+}
+
+/// Streams one collection checkpoints at most; the others wait for the next one.
+const STREAMS_MAX: usize = 10_000;
+
+/// A stream of the libraries, as its records name it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Stream {
+    Object(String),
+    Shard(String, u64),
+    Lock(LockId),
+}
+
+impl Stream {
+    fn of(step: &Step) -> Vec<Stream> {
+        match step {
+            Step::ObjectWrite { object, .. } => vec![Stream::Object(object.clone())],
+            Step::TxnCommit { reads, writes, .. } => {
+                reads.iter().chain(writes.iter().map(|(o, _)| o)).map(|o| Stream::Object(o.clone())).collect()
+            }
+            Step::QueuePush { queue, shard, .. } | Step::QueuePop { queue, shard, .. } => {
+                vec![Stream::Shard(queue.clone(), *shard)]
+            }
+            Step::LockTry { lock, .. } | Step::LockRelease { lock, .. } => vec![Stream::Lock(lock.clone())],
+            _ => Vec::new(),
+        }
+    }
+
+    fn tag(&self, d: &Durable) -> Tag {
+        match self {
+            Stream::Object(o) => d.tags.bokistore(o),
+            Stream::Shard(q, s) => d.tags.queue_shard(q, *s),
+            Stream::Lock(l) => d.tags.lock(l),
+        }
+    }
+
+    /// The stream's state after its records at or below `x`, encoded as its aux-data
+    /// views are, and where the stream may be trimmed to.
+    async fn checkpoint(&self, d: &Durable, ctx: &mut Context, book: BookId, x: u64) -> Result<(Bytes, u64), Abort> {
+        match self {
+            Stream::Object(o) => {
+                let value = crate::objects::view_at(d, ctx, book, o, x).await?;
+                let text = serde_json::to_string(&value).map_err(|e| Abort::internal(format!("object {o:?}: {e}")))?;
+                Ok((record::encode(&AuxView { committed: None, views: vec![(o.clone(), text)] }), x + 1))
+            }
+            Stream::Shard(q, s) => {
+                let view = crate::queues::shard_at(d, ctx, book, q, *s, x).await?;
+                // A pop takes the oldest pending push, and finds the next one after it.
+                let below = view.head.map_or(x + 1, |head| head.min(x + 1));
+                Ok((record::encode(&crate::queues::ShardView { popped: None, ..view }), below))
+            }
+            Stream::Lock(l) => Ok((record::encode(&crate::locks::lock_at(d, ctx, book, l, x).await?), x + 1)),
+        }
+    }
+}
+
+/// Checkpoints and trims the streams of objects, queue shards and locks (module doc).
+/// `next` is the scan's position in INSTANCES: every root that finished, finished below it.
+async fn collect_libraries(
+    d: &Durable,
+    ctx: &mut Context,
+    book: BookId,
+    horizon: u64,
+    next: u64,
+    done: &mut Collected,
+) -> Result<(), Abort> {
+    let sb = shadow(book);
+    // Each stream with the first record that names it, up to the horizon; the start of
+    // every commit up to `next`.
+    let mut streams: BTreeMap<Stream, u64> = BTreeMap::new();
+    let mut commits: Vec<(u64, u64)> = Vec::new();
+    let mut last = None;
+    let mut full = false;
+    let mut at = 0;
+    while let Some(r) = d.log.read_next(ctx, sb, LIBRARIES, SeqNum(at)).await? {
+        if r.seqnum.0 >= next {
+            break;
+        }
+        let step: Step = record::decode("library record", &r.data)?;
+        if let Step::TxnCommit { start, .. } = step {
+            commits.push((r.seqnum.0, start));
+        }
+        // The records taken are a prefix: past the first that would name too many
+        // streams, none is.
+        if r.seqnum.0 <= horizon && !full {
+            let named = Stream::of(&step);
+            let new = named.iter().filter(|s| !streams.contains_key(s)).count();
+            full = streams.len() + new > STREAMS_MAX;
+            if !full {
+                for stream in named {
+                    streams.entry(stream).or_insert(r.seqnum.0);
+                }
+                last = Some(r.seqnum.0);
+            }
+        }
+        at = r.seqnum.0 + 1;
+    }
+    let Some(mut x) = last else { return Ok(()) };
+    // No commit after `x` may have begun before it.
+    loop {
+        let earliest = commits.iter().filter(|(c, _)| *c > x).map(|(_, start)| *start).min();
+        match earliest {
+            Some(start) if start < x => x = start,
+            _ => break,
+        }
+    }
+    let mut batch: Vec<(Stream, Bytes, u64)> = Vec::new();
+    let mut bytes = 0;
+    for stream in streams.into_iter().filter(|(_, first)| *first <= x).map(|(s, _)| s) {
+        let (view, below) = stream.checkpoint(d, ctx, book, x).await?;
+        if batch.len() + 1 > crate::env::TAGS_MAX || bytes + view.len() > PAYLOAD_MAX - 64 * 1024 {
+            checkpoint(d, ctx, book, x, std::mem::take(&mut batch), done).await?;
+            bytes = 0;
+        }
+        bytes += view.len();
+        batch.push((stream, view, below));
+    }
+    checkpoint(d, ctx, book, x, batch, done).await?;
+    d.log.trim(ctx, sb, LIBRARIES, SeqNum(x + 1)).await?;
+    Ok(())
+}
+
+/// Appends one checkpoint record of `batch`'s streams at `x`, then trims each stream and
+/// its checkpoint stream.
+async fn checkpoint(
+    d: &Durable,
+    ctx: &mut Context,
+    book: BookId,
+    x: u64,
+    batch: Vec<(Stream, Bytes, u64)>,
+    done: &mut Collected,
+) -> Result<(), Abort> {
+    if batch.is_empty() {
+        return Ok(());
+    }
+    let sb = shadow(book);
+    let tags: Vec<Tag> = batch.iter().map(|(s, _, _)| d.tags.checkpoint(s.tag(d))).collect();
+    let views = batch.iter().map(|(s, view, _)| (s.tag(d).0, view.clone())).collect();
+    d.log.append(ctx, sb, &tags, record::encode(&Step::Checkpoint { covers: x, views })).await?;
+    for (stream, _, below) in batch {
+        let tag = stream.tag(d);
+        d.log.trim(ctx, sb, tag, SeqNum(below)).await?;
+        // Keep the checkpoint that covers most (another collection may have raced this one).
+        let kept = crate::replay::checkpoints(d, ctx, book, tag).await?;
+        if let Some(best) = kept.iter().max_by_key(|c| c.covers) {
+            if kept.first().is_some_and(|c| c.seqnum < best.seqnum) {
+                d.log.trim(ctx, sb, d.tags.checkpoint(tag), SeqNum(best.seqnum)).await?;
+            }
+        }
+        done.streams += 1;
+    }
+    Ok(())
 }

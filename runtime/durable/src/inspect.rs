@@ -2,11 +2,12 @@
 //! from `ctx` (a client's position): a durable object, a queue's shards, a lock.
 
 use serde::Serialize;
-use tally_log_core::{BookId, Context};
+use tally_log_core::{BookId, Context, SeqNum};
 
 use crate::error::Result;
 use crate::node::Durable;
 use crate::record::LockId;
+use crate::tags::{shadow, LIBRARIES};
 use crate::{locks, objects, queues};
 
 /// One shard of a queue, as `GET /v1/books/{id}/queues/{name}` shows it.
@@ -48,5 +49,26 @@ impl Durable {
         let view =
             locks::lock_at(self, ctx, book, &LockId::Named(lock.to_string()), u64::MAX).await.map_err(|a| a.into_error())?;
         Ok(view.holder)
+    }
+
+    /// How many records garbage collection has left of object `object`'s stream, or,
+    /// with `None`, of all the streams of objects, queues and locks of `book` (for
+    /// operators and tests: a steady workload keeps both bounded).
+    pub async fn library_records(&self, ctx: &mut Context, book: BookId, object: Option<&str>) -> Result<u64> {
+        crate::switch::check_book(book)?;
+        let tag = match object {
+            Some(o) => {
+                objects::check_name(o)?;
+                self.tags.bokistore(o)
+            }
+            None => LIBRARIES,
+        };
+        let mut count = 0;
+        let mut at = 0;
+        while let Some(r) = self.log.read_next(ctx, shadow(book), tag, SeqNum(at)).await.map_err(crate::Error::from)? {
+            count += 1;
+            at = r.seqnum.0 + 1;
+        }
+        Ok(count)
     }
 }

@@ -531,9 +531,12 @@ impl Instance {
     /// Logs `step` as step `next`, which holds nothing this instance knows of, or takes
     /// what a peer that won the race for the position logged there.
     async fn append_step(&mut self, ctx: &mut Context, step: Step, extra: &[Tag]) -> Result<Recorded, Abort> {
-        let mut tags = Vec::with_capacity(1 + extra.len());
+        let mut tags = Vec::with_capacity(2 + extra.len());
         tags.push(self.step_tag);
         tags.extend_from_slice(extra);
+        if step.is_library() {
+            tags.push(crate::tags::LIBRARIES);
+        }
         let position = self.next as u64;
         let data = record::encode(&step);
         match self.svc.log.cond_append(ctx, self.shadow(), &tags, data, self.step_tag, position).await {

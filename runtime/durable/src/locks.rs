@@ -17,7 +17,7 @@
 //! is a peer like any other.
 
 use serde::{Deserialize, Serialize};
-use tally_log_core::{BookId, Context, LogRecord};
+use tally_log_core::{BookId, Context};
 
 use crate::error::Error;
 use crate::id::InstanceId;
@@ -59,7 +59,7 @@ fn concerns(step: &Step, lock: &LockId) -> bool {
 /// The lock after its last record at or below `at`.
 pub(crate) async fn lock_at(svc: &Durable, ctx: &mut Context, book: BookId, lock: &LockId, at: u64) -> Result<LockView, Abort> {
     let tag = svc.tags.lock(lock);
-    let cached = |r: &LogRecord| r.aux.as_deref().and_then(|a| record::decode::<LockView>("lock view", a).ok());
+    let cached = |a: &[u8]| record::decode::<LockView>("lock view", a).ok();
     let (base, mut newer) = replay::since_view(svc, ctx, book, tag, at, |s| concerns(s, lock), cached).await?;
     let mut view = base.unwrap_or_default();
     let mut newest = None;

@@ -51,10 +51,12 @@ pub const OBJECT_NAME_MAX: usize = 256;
 /// The longest path (a JSON pointer), in bytes.
 pub const PATH_MAX: usize = 1024;
 /// The largest object, as JSON text: a write that would make it larger is refused,
-/// and at replay an operation that would is skipped.
-pub const OBJECT_MAX: usize = 1 << 20;
-/// The most objects one transaction reads and writes.
-pub const TXN_OBJECTS_MAX: usize = 256;
+/// and at replay an operation that would is skipped. A checkpoint of it fits a record.
+pub const OBJECT_MAX: usize = 896 << 10;
+/// The most objects one transaction reads and writes: its commit record carries a tag
+/// per object, its step log's and [`crate::tags::LIBRARIES`], and a record at most
+/// [`crate::env::TAGS_MAX`].
+pub const TXN_OBJECTS_MAX: usize = 60;
 /// The most operations one transaction makes.
 pub const TXN_OPS_MAX: usize = 4096;
 /// The most JSON one transaction reads (its objects' snapshots, which the host holds
@@ -486,8 +488,8 @@ pub(crate) async fn decide(
 pub(crate) async fn view_at(svc: &Durable, ctx: &mut Context, book: BookId, object: &str, at: u64) -> Result<Value, Abort> {
     let tag = svc.tags.bokistore(object);
     let relevant = |step: &Step| !matches!(effect_on(step, object), Effect::None);
-    let cached = |r: &LogRecord| {
-        let aux = AuxView::of(r);
+    let cached = |a: &[u8]| {
+        let aux = record::decode::<AuxView>("aux view", a).ok()?;
         let view = aux.view(object)?;
         Some((serde_json::from_str::<Value>(view).ok()?, view.len()))
     };

@@ -20,7 +20,7 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use tally_log_core::{BookId, Context, LogRecord, SeqNum};
+use tally_log_core::{BookId, Context, SeqNum};
 
 use crate::error::Error;
 use crate::id::InstanceId;
@@ -76,7 +76,7 @@ pub(crate) async fn shard_at(
     at: u64,
 ) -> Result<ShardView, Abort> {
     let tag = svc.tags.queue_shard(queue, shard);
-    let cached = |r: &LogRecord| r.aux.as_deref().and_then(|a| record::decode::<ShardView>("queue view", a).ok());
+    let cached = |a: &[u8]| record::decode::<ShardView>("queue view", a).ok();
     let (base, mut newer) = replay::since_view(svc, ctx, book, tag, at, |s| concerns(s, queue, shard), cached).await?;
     let mut view = base.unwrap_or_default();
     let mut newest = None;

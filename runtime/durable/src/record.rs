@@ -120,6 +120,11 @@ pub enum Step {
     /// Init of an invocation addressed to a key (`?key=`): Init, and the key, which its
     /// exclusive runs hold `LockId::Key` of while the guest runs.
     InitKeyed { id: InstanceId, function: String, version: u64, input: Bytes, key: InvocationKey },
+    /// The states of some objects, queue shards or locks after every record of their
+    /// streams at or below `covers` (`gc.rs`): `(stream tag, view)` each, the view
+    /// encoded as the stream's aux-data views are. In the checkpoint stream of each.
+    /// Never a step.
+    Checkpoint { covers: u64, views: Vec<(u64, Bytes)> },
 }
 
 impl std::fmt::Display for LockId {
@@ -239,6 +244,20 @@ impl Step {
         }
     }
 
+    /// Whether the step is a record of an object's, a queue shard's or a lock's stream
+    /// (and so also in [`crate::tags::LIBRARIES`]).
+    pub fn is_library(&self) -> bool {
+        matches!(
+            self,
+            Step::ObjectWrite { .. }
+                | Step::TxnCommit { .. }
+                | Step::QueuePush { .. }
+                | Step::QueuePop { .. }
+                | Step::LockTry { .. }
+                | Step::LockRelease { .. }
+        )
+    }
+
     /// What the step does, for error messages.
     pub fn describe(&self) -> String {
         match self {
@@ -269,6 +288,7 @@ impl Step {
             Step::TxnCommit { reads, writes, .. } => {
                 format!("commit of a transaction reading {} objects and writing {}", reads.len(), writes.len())
             }
+            Step::Checkpoint { covers, views } => format!("checkpoint of {} streams at {covers}", views.len()),
         }
     }
 }

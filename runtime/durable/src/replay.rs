@@ -13,9 +13,14 @@ use crate::tags::shadow;
 
 /// The seqnums of the records of `tag`'s stream at or below `at` that `relevant` keeps,
 /// newest first, back to the newest one whose aux data `cached` reads a state from, and
-/// that state (`None`: the stream's start was reached). Only seqnums are kept, so a
-/// long history costs memory by its length, not by its records' size: [`Replay`]
-/// reads the records again one at a time.
+/// that state. Where the stream's records run out first, the state is its newest
+/// checkpoint's (`gc.rs`) with only the records past it to replay, or, without one,
+/// `None`: the stream's start. Only seqnums are kept, so a long history costs memory by
+/// its length, not by its records' size: [`Replay`] reads the records again one at a
+/// time.
+///
+/// A reader below a checkpoint can only be a late peer of a finished root (garbage
+/// collection keeps everything at and past the horizon): it is `Superseded`.
 pub(crate) async fn since_view<V>(
     svc: &Durable,
     ctx: &mut Context,
@@ -23,7 +28,7 @@ pub(crate) async fn since_view<V>(
     tag: Tag,
     at: u64,
     relevant: impl Fn(&Step) -> bool,
-    cached: impl Fn(&LogRecord) -> Option<V>,
+    cached: impl Fn(&[u8]) -> Option<V>,
 ) -> Result<(Option<V>, Replay), Abort> {
     let mut newer = Vec::new();
     let mut cursor = at;
@@ -31,7 +36,7 @@ pub(crate) async fn since_view<V>(
         let Some(r) = svc.log.read_prev(ctx, shadow(book), tag, SeqNum(cursor)).await? else { break };
         let step: Step = record::decode("step", &r.data)?;
         if relevant(&step) {
-            if let Some(view) = cached(&r).filter(|_| svc.config.aux_views) {
+            if let Some(view) = r.aux.as_deref().filter(|_| svc.config.aux_views).and_then(&cached) {
                 return Ok((Some(view), Replay { tag, newer }));
             }
             newer.push(r.seqnum.0);
@@ -41,7 +46,48 @@ pub(crate) async fn since_view<V>(
             None => break,
         }
     }
-    Ok((None, Replay { tag, newer }))
+    let Some((covers, view)) = checkpoint(svc, ctx, book, tag).await? else { return Ok((None, Replay { tag, newer })) };
+    if covers > at {
+        return Err(Abort::Superseded);
+    }
+    // Records at or below the checkpoint may still be there (a collection between its
+    // checkpoint and its trim, or a queue shard's pending pushes): they are in it.
+    newer.retain(|&s| s > covers);
+    let view = cached(&view).ok_or_else(|| Abort::internal(format!("the checkpoint of stream {:#x} is unreadable", tag.0)))?;
+    Ok((Some(view), Replay { tag, newer }))
+}
+
+/// The newest state checkpointed of `tag`'s stream: the one that covers most (two
+/// collections may have raced), and what it covers.
+pub(crate) async fn checkpoint(svc: &Durable, ctx: &mut Context, book: BookId, tag: Tag) -> Result<Option<(u64, Bytes)>, Abort> {
+    Ok(checkpoints(svc, ctx, book, tag).await?.into_iter().max_by_key(|c| c.covers).map(|c| (c.covers, c.view)))
+}
+
+/// One checkpoint of a stream, in its checkpoint stream.
+pub(crate) struct Checkpoint {
+    pub seqnum: u64,
+    pub covers: u64,
+    pub view: Bytes,
+}
+
+/// Every checkpoint still in `tag`'s checkpoint stream, oldest first (a collection
+/// trims all but the newest, so there are few).
+pub(crate) async fn checkpoints(svc: &Durable, ctx: &mut Context, book: BookId, tag: Tag) -> Result<Vec<Checkpoint>, Abort> {
+    let stream = svc.tags.checkpoint(tag);
+    let mut found = Vec::new();
+    let mut at = 0u64;
+    while let Some(r) = svc.log.read_next(ctx, shadow(book), stream, SeqNum(at)).await? {
+        if let Step::Checkpoint { covers, views } = record::decode("checkpoint", &r.data)? {
+            if let Some((_, view)) = views.into_iter().find(|(t, _)| *t == tag.0) {
+                found.push(Checkpoint { seqnum: r.seqnum.0, covers, view });
+            }
+        }
+        match r.seqnum.0.checked_add(1) {
+            Some(next) => at = next,
+            None => break,
+        }
+    }
+    Ok(found)
 }
 
 /// The records to replay on top of a cached state, oldest first.

@@ -7,7 +7,8 @@
 //!           PLATFORM_BOOK             the registry and the platform-wide lists
 //!
 //!   tags    1 0 000..000 n (n < 2^32) fixed streams: MANIFESTS, BOOKS, SWITCHES, TABLES,
-//!                                     INSTANCES, TAG_KEY, APPENDED, SCHEDULES
+//!                                     INSTANCES, TAG_KEY, APPENDED, SCHEDULES,
+//                                     LIBRARIES
 //!           1 1 h (62 bits)           derived streams: h = SHA-256 keyed with the
 //!                                     cluster's secret, over a domain and the length-
 //!                                     prefixed parts (instance ID, table, key, ...)
@@ -57,6 +58,9 @@ pub const APPENDED: Tag = fixed(7);
 /// Definitions and deletions of schedules (their whole state), in [`PLATFORM_BOOK`]:
 /// every node learns the names from it.
 pub const SCHEDULES: Tag = fixed(8);
+/// Every record of an object's, a queue shard's or a lock's stream, in its book's
+/// shadow: garbage collection walks it to learn which streams changed (`gc.rs`).
+pub const LIBRARIES: Tag = fixed(9);
 
 const DERIVED_BIT: u64 = 1 << 62;
 
@@ -202,6 +206,13 @@ impl TagKey {
             LockId::Named(name) => self.derive("lock", &[name.as_bytes()]),
             LockId::Key { function, key } => self.derive("key-lock", &[function.as_bytes(), key.as_bytes()]),
         }
+    }
+
+    /// The checkpoints of an object's, a queue shard's or a lock's stream `stream` (in
+    /// its book's shadow): its state at a seqnum, below which garbage collection trims
+    /// the stream (`gc.rs`).
+    pub fn checkpoint(&self, stream: Tag) -> Tag {
+        self.derive("checkpoint", &[&stream.0.to_be_bytes()])
     }
 
     /// The stream of a schedule (in [`PLATFORM_BOOK`]): its states, one per change.

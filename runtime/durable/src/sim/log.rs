@@ -257,6 +257,11 @@ impl NodeLog {
     }
 
     async fn append_inner(&self, ctx: &mut Context, request: Request) -> LogResult<SeqNum> {
+        if let Request::Append { tags, .. } = &request {
+            if tags.len() > crate::env::TAGS_MAX {
+                return Err(LogError::InvalidArgument(format!("{} tags, at most {} allowed", tags.len(), crate::env::TAGS_MAX)));
+            }
+        }
         self.send().await?;
         let position = self.order(request);
         Applied { log: self.log.clone(), node: self.node, needed: position + 1 }.await?;
