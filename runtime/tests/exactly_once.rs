@@ -1583,4 +1583,11 @@ async fn library_calls_refuse_bad_names_paths_and_json_to_the_guest() {
         "{\"s\":\"t\"}",
     ];
     assert_eq!(out.split(',').collect::<Vec<_>>(), want, "{out}");
+    // A transaction of as many objects as a commit record has tags for commits; one
+    // more object is refused, and the transaction still commits without it.
+    let writes: Vec<String> = (0..61).map(|i| format!("oset big{i} . {i}")).collect();
+    let out = script_once(&h, 1304, &format!("begin;{};commit;oget big59 .", writes.join(";")), "many", None).await;
+    let got: Vec<&str> = out.split(',').collect();
+    assert_eq!(got[61], "error:invalid_argument", "{out}");
+    assert_eq!(got[62..], ["committed", "59"], "{out}");
 }
