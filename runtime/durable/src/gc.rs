@@ -77,7 +77,7 @@ pub(crate) async fn collect(d: &Durable, book: BookId, scan: &mut BookScan) -> R
     for table in d.tables(book).await? {
         collect_table(d, &mut ctx, book, &table, horizon, &mut done).await?;
     }
-    collect_libraries(d, &mut ctx, book, horizon, scan.next, &mut done).await?;
+    collect_libraries(d, &mut ctx, book, horizon, scan.next, &mut scan.libraries, &mut done).await?;
     if done != Collected::default() {
         tracing::debug!(book = book.0, ?done, "collected");
     }
@@ -187,6 +187,27 @@ impl Stream {
     }
 }
 
+/// What a book's collections read of its LIBRARIES stream and did not collect yet, so
+/// that each reads only what is new (a root that stays open a long time holds the
+/// horizon, and with it `x`, back; without this every collection would read everything
+/// since). Lost with the node or the book, and then read again from the stream's start.
+#[derive(Default)]
+pub(crate) struct LibraryWalk {
+    /// The next seqnum to read for commits.
+    commits_at: u64,
+    /// Commits read and not collected: their seqnum and start.
+    commits: Vec<(u64, u64)>,
+    /// The next seqnum to read for streams (behind `commits_at` once `streams` was full).
+    streams_at: u64,
+    /// The last record whose streams are in `streams`.
+    taken: Option<u64>,
+    /// Each stream named by a record taken and not collected: a seqnum at or below the
+    /// first such record, and the last one.
+    streams: BTreeMap<Stream, (u64, u64)>,
+    /// Where LIBRARIES was trimmed to (each trim is a metalog command: only when it moves).
+    trimmed: u64,
+}
+
 /// Checkpoints and trims the streams of objects, queue shards and locks (module doc).
 /// `next` is the scan's position in INSTANCES: every root that finished, finished below it.
 async fn collect_libraries(
@@ -195,51 +216,55 @@ async fn collect_libraries(
     book: BookId,
     horizon: u64,
     next: u64,
+    walk: &mut LibraryWalk,
     done: &mut Collected,
 ) -> Result<(), Abort> {
     let sb = shadow(book);
-    // Each stream with the first record that names it, up to the horizon; the start of
-    // every commit up to `next`.
-    let mut streams: BTreeMap<Stream, u64> = BTreeMap::new();
-    let mut commits: Vec<(u64, u64)> = Vec::new();
-    let mut last = None;
+    // The commits up to `next`, and the streams of the records up to `next` as far as
+    // [`STREAMS_MAX`] allows (a prefix: past the first record that would name too
+    // many, none is taken).
     let mut full = false;
-    let mut at = 0;
+    let mut at = walk.commits_at.min(walk.streams_at);
     while let Some(r) = d.log.read_next(ctx, sb, LIBRARIES, SeqNum(at)).await? {
-        if r.seqnum.0 >= next {
+        let seqnum = r.seqnum.0;
+        if seqnum >= next {
             break;
         }
         let step: Step = record::decode("library record", &r.data)?;
-        if let Step::TxnCommit { start, .. } = step {
-            commits.push((r.seqnum.0, start));
+        if seqnum >= walk.commits_at {
+            if let Step::TxnCommit { start, .. } = step {
+                walk.commits.push((seqnum, start));
+            }
+            walk.commits_at = seqnum + 1;
         }
-        // The records taken are a prefix: past the first that would name too many
-        // streams, none is.
-        if r.seqnum.0 <= horizon && !full {
+        if seqnum >= walk.streams_at && !full {
             let named = Stream::of(&step);
-            let new = named.iter().filter(|s| !streams.contains_key(s)).count();
-            full = streams.len() + new > STREAMS_MAX;
+            let new = named.iter().filter(|s| !walk.streams.contains_key(s)).count();
+            full = walk.streams.len() + new > STREAMS_MAX;
             if !full {
                 for stream in named {
-                    streams.entry(stream).or_insert(r.seqnum.0);
+                    walk.streams.entry(stream).or_insert((seqnum, seqnum)).1 = seqnum;
                 }
-                last = Some(r.seqnum.0);
+                walk.streams_at = seqnum + 1;
+                walk.taken = Some(seqnum);
             }
         }
-        at = r.seqnum.0 + 1;
+        at = seqnum + 1;
     }
-    let Some(mut x) = last else { return Ok(()) };
-    // No commit after `x` may have begun before it.
+    // The point: at or below the horizon and the last record taken, and no commit after
+    // it began before it.
+    let Some(mut x) = walk.taken.map(|taken| taken.min(horizon)) else { return Ok(()) };
     loop {
-        let earliest = commits.iter().filter(|(c, _)| *c > x).map(|(_, start)| *start).min();
+        let earliest = walk.commits.iter().filter(|(c, _)| *c > x).map(|(_, start)| *start).min();
         match earliest {
             Some(start) if start < x => x = start,
             _ => break,
         }
     }
+    let due: Vec<Stream> = walk.streams.iter().filter(|(_, (first, _))| *first <= x).map(|(s, _)| s.clone()).collect();
     let mut batch: Vec<(Stream, Bytes, u64)> = Vec::new();
     let mut bytes = 0;
-    for stream in streams.into_iter().filter(|(_, first)| *first <= x).map(|(s, _)| s) {
+    for stream in due {
         let (view, below) = stream.checkpoint(d, ctx, book, x).await?;
         if batch.len() + 1 > crate::env::TAGS_MAX || bytes + view.len() > PAYLOAD_MAX - 64 * 1024 {
             checkpoint(d, ctx, book, x, std::mem::take(&mut batch), done).await?;
@@ -249,7 +274,17 @@ async fn collect_libraries(
         batch.push((stream, view, below));
     }
     checkpoint(d, ctx, book, x, batch, done).await?;
-    d.log.trim(ctx, sb, LIBRARIES, SeqNum(x + 1)).await?;
+    if x + 1 > walk.trimmed {
+        d.log.trim(ctx, sb, LIBRARIES, SeqNum(x + 1)).await?;
+        walk.trimmed = x + 1;
+    }
+    // A stream collected at `x` with records after it stays, as first named just
+    // after `x` (at worst one checkpoint too many later).
+    walk.streams.retain(|_, (first, last)| {
+        *first = (*first).max(x + 1);
+        *last > x
+    });
+    walk.commits.retain(|(c, _)| *c > x);
     Ok(())
 }
 

@@ -89,6 +89,8 @@ pub(crate) struct BookScan {
     pub last_gc_ms: Option<u64>,
     /// Where garbage collection last trimmed the INSTANCES stream.
     pub instances_trimmed: u64,
+    /// What garbage collection read of the LIBRARIES stream and has not collected yet.
+    pub libraries: crate::gc::LibraryWalk,
 }
 
 impl BookScan {
