@@ -21,6 +21,11 @@ use crate::tags::shadow;
 ///
 /// A reader below a checkpoint can only be a late peer of a finished root (garbage
 /// collection keeps everything at and past the horizon): it is `Superseded`.
+/// Records a walk reads before it looks for a checkpoint to stop at: a stream of a
+/// queue with a long backlog keeps its pending pushes, which a cold reader (no view on
+/// the node) would otherwise walk through.
+const LOOK_AFTER: usize = 32;
+
 pub(crate) async fn since_view<V>(
     svc: &Durable,
     ctx: &mut Context,
@@ -32,8 +37,20 @@ pub(crate) async fn since_view<V>(
 ) -> Result<(Option<V>, Replay), Abort> {
     let mut newer = Vec::new();
     let mut cursor = at;
+    let mut walked = 0;
+    // A checkpoint looked at early, once the walk is long: the walk stops at it.
+    let mut early = None;
+    let mut reached = false;
     loop {
+        if walked == LOOK_AFTER {
+            early = checkpoint(svc, ctx, book, tag).await?;
+        }
+        if early.as_ref().is_some_and(|(covers, _)| cursor <= *covers) {
+            reached = true;
+            break;
+        }
         let Some(r) = svc.log.read_prev(ctx, shadow(book), tag, SeqNum(cursor)).await? else { break };
+        walked += 1;
         let step: Step = record::decode("step", &r.data)?;
         if relevant(&step) {
             if let Some(view) = r.aux.as_deref().filter(|_| svc.config.aux_views).and_then(&cached) {
@@ -46,7 +63,13 @@ pub(crate) async fn since_view<V>(
             None => break,
         }
     }
-    let Some((covers, view)) = checkpoint(svc, ctx, book, tag).await? else { return Ok((None, Replay { tag, newer })) };
+    // Where the stream ran out, a checkpoint looked at before may be older than the
+    // trim that ended it: look again (a trim follows its checkpoint).
+    let found = match reached {
+        true => early,
+        false => checkpoint(svc, ctx, book, tag).await?,
+    };
+    let Some((covers, view)) = found else { return Ok((None, Replay { tag, newer })) };
     if covers > at {
         return Err(Abort::Superseded);
     }
