@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::thread;
 use std::time::Duration;
 
-use common::{guest, node_with, Node};
+use common::{guest, node_with, Node, Rng};
 
 /// What a request got: its answer, after as many crashes and retries as it took.
 struct Answered {
@@ -59,16 +59,35 @@ fn invoke_crashing(
     Answered { text, crashed_at }
 }
 
-/// A small deterministic generator (xorshift64*): the tests' choices, the same every run.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
+/// Sends `input` under a key of its own, crashed after its 1st, 2nd, ... effect (in the
+/// frontend or in a step's child invocation) and retried each time, until a run has
+/// fewer effects than the crash point. Runs `check` in the middle of every crash (with
+/// `None`) and after every answer (with the number of answers so far). Returns the
+/// answers, one per crash point and the last one uncrashed.
+fn crash_everywhere(n: &Node, function: &str, book: u64, input: &str, check: impl Fn(&Node, Option<usize>)) -> Vec<String> {
+    let mut answers = Vec::new();
+    for k in 1.. {
+        let answered = invoke_crashing(n, function, book, input, &format!("sweep-{k}"), Some(k), |n| check(n, None));
+        answers.push(answered.text);
+        check(n, Some(answers.len()));
+        if answered.crashed_at.is_none() {
+            break;
+        }
     }
+    eprintln!("{function}: {input:?} crashed at each of its {} effects", answers.len() - 1);
+    answers
+}
+
+/// Runs `client` on `count` threads at once, each with its index and a generator of
+/// its own, against the node at `n`'s URL; returns what each returned.
+fn concurrently<T: Send + 'static>(n: &Node, count: u64, client: fn(&Node, u64, &mut Rng) -> T) -> Vec<T> {
+    let threads: Vec<_> = (0..count)
+        .map(|c| {
+            let url = n.url.clone();
+            thread::spawn(move || client(&Node::attach(&url), c, &mut Rng(0x9e37_79b9_7f4a_7c15 ^ (c + 1))))
+        })
+        .collect();
+    threads.into_iter().map(|t| t.join().expect("a client")).collect()
 }
 
 fn node() -> (tempfile::TempDir, Node) {
@@ -110,26 +129,19 @@ fn a_reservation_crashed_anywhere_books_a_room_and_a_seat_once() {
     n.deploy("travel", &guest("travel"), "");
     let book = 40;
     assert_eq!(n.invoke_ok("travel", book, "init 2 50 2 50 2"), "ok");
-    let mut reserved = Vec::new();
-    let mut k = 1;
-    loop {
-        let answered = invoke_crashing(&n, "travel", book, "reserve u0 h1 f0 d1", &format!("sweep-{k}"), Some(k), |n| {
-            travel_audit(n, book, "d1");
-        });
-        let id = answered.text.strip_prefix("reserved ").unwrap_or_else(|| panic!("{}", answered.text)).to_string();
-        reserved.push(id);
-        assert_eq!(travel_audit(&n, book, "d1"), reserved.len() as i64, "after crash point {k}");
-        if answered.crashed_at.is_none() {
-            break;
+    let answers = crash_everywhere(&n, "travel", book, "reserve u0 h1 f0 d1", |n, answered| {
+        let booked = travel_audit(n, book, "d1");
+        if let Some(answered) = answered {
+            assert_eq!(booked, answered as i64, "a retried reservation is booked once");
         }
-        k += 1;
-    }
-    eprintln!("a reservation crashed at each of its {} effects", k - 1);
-    assert!(k >= 8, "a reservation has only {k} effects");
+    });
+    assert!(answers.len() >= 8, "a reservation has only {} effects", answers.len() - 1);
+    let reserved: Vec<&str> = answers.iter().map(|a| a.strip_prefix("reserved ").unwrap_or_else(|| panic!("{a}"))).collect();
     let ids: Vec<String> = travel_trips(&n, book, "u0").into_iter().map(|(id, _)| id).collect();
     assert_eq!(ids, reserved, "every reservation once, in order");
     let left = travel_left(&n, book, "d1");
-    assert_eq!((left["h1"], left["f0"], left["h0"], left["f1"]), (50 - k as i64, 50 - k as i64, 50, 50), "{left:?}");
+    let k = reserved.len() as i64;
+    assert_eq!((left["h1"], left["f0"], left["h0"], left["f1"]), (50 - k, 50 - k, 50, 50), "{left:?}");
 }
 
 /// Clients reserving at once on scarce rooms and seats, every third request crashed at
@@ -143,32 +155,23 @@ fn concurrent_crashing_reservations_never_overbook() {
     const SEATS: i64 = 3;
     let (_dir, n) = node();
     n.deploy("travel", &guest("travel"), "");
-    let book = 41;
+    const BOOK: u64 = 41;
     // 3 hotels of 2 rooms and 2 flights of 3 seats: 6 of each a day for 64 requests
     // over 2 days.
-    assert_eq!(n.invoke_ok("travel", book, &format!("init 3 {ROOMS} 2 {SEATS} {CLIENTS}")), "ok");
-    let url = n.url.clone();
-    let clients: Vec<_> = (0..CLIENTS)
-        .map(|c| {
-            let url = url.clone();
-            thread::spawn(move || {
-                let n = Node::attach(&url);
-                let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (c + 1));
-                let mut answers = Vec::new();
-                for r in 0..REQUESTS {
-                    let (hotel, flight, date) = (rng.below(3), rng.below(2), 1 + rng.below(2));
-                    let input = format!("reserve u{c} h{hotel} f{flight} d{date}");
-                    let crash = (r % 3 == c % 3).then(|| 1 + rng.below(14));
-                    let answered = invoke_crashing(&n, "travel", book, &input, &format!("c{c}-r{r}"), crash, |n| {
-                        travel_audit(n, book, &format!("d{date}"));
-                    });
-                    answers.push((format!("d{date}"), answered.text, answered.crashed_at.is_some()));
-                }
-                answers
-            })
-        })
-        .collect();
-    let answers: Vec<Vec<(String, String, bool)>> = clients.into_iter().map(|c| c.join().expect("a client")).collect();
+    assert_eq!(n.invoke_ok("travel", BOOK, &format!("init 3 {ROOMS} 2 {SEATS} {CLIENTS}")), "ok");
+    let answers = concurrently(&n, CLIENTS, |n, c, rng| {
+        let mut answers = Vec::new();
+        for r in 0..REQUESTS {
+            let (hotel, flight, date) = (rng.below(3), rng.below(2), 1 + rng.below(2));
+            let input = format!("reserve u{c} h{hotel} f{flight} d{date}");
+            let crash = (r % 3 == c % 3).then(|| 1 + rng.below(14));
+            let answered = invoke_crashing(n, "travel", BOOK, &input, &format!("c{c}-r{r}"), crash, |n| {
+                travel_audit(n, BOOK, &format!("d{date}"));
+            });
+            answers.push((format!("d{date}"), answered.text, answered.crashed_at.is_some()));
+        }
+        answers
+    });
     let crashed = answers.iter().flatten().filter(|(_, _, crashed)| *crashed).count();
     let busy = answers.iter().flatten().filter(|(_, text, _)| text == "busy").count();
     eprintln!("{crashed} reservations crashed, {busy} busy");
@@ -188,15 +191,15 @@ fn concurrent_crashing_reservations_never_overbook() {
                 _ => panic!("client {c}: {text:?}"),
             }
         }
-        let trips = travel_trips(&n, book, &format!("u{c}"));
+        let trips = travel_trips(&n, BOOK, &format!("u{c}"));
         let booked: BTreeSet<String> = trips.iter().map(|(id, _)| id.clone()).collect();
         assert_eq!(booked.len(), trips.len(), "client {c}: a trip booked twice: {trips:?}");
         assert_eq!(booked, told, "client {c}: the trips booked are the reservations it was told of");
     }
     for date in ["d1", "d2"] {
-        let booked = travel_audit(&n, book, date);
+        let booked = travel_audit(&n, BOOK, date);
         assert_eq!(booked, reserved_on.get(date).copied().unwrap_or(0), "{date}");
-        let left = travel_left(&n, book, date);
+        let left = travel_left(&n, BOOK, date);
         assert!(left.values().all(|&l| l >= 0), "{date}: overbooked: {left:?}");
         let capacity = |prefix: char, each: i64| {
             left.iter().filter(|(name, _)| name.starts_with(prefix)).map(|(_, l)| each - l).sum::<i64>()
@@ -236,8 +239,8 @@ fn movie_reviews(n: &Node, book: u64, movie: &str) -> ((i64, i64), Vec<(String, 
     ((head[0], head[1]), reviews)
 }
 
-/// Reviews composed at once by several clients, one crashed after its 1st, 2nd, ...
-/// effect and the rest crashed at random points, each retried: every review composed
+/// One review crashed after its 1st, 2nd, ... effect, then reviews composed at once by
+/// several clients, half of them crashed at random points, each retried: every review composed
 /// is in its user's and its movie's lists exactly once, each movie's count and rating
 /// sum are those of its reviews, and no audit in the middle of a crash sees half a
 /// review.
@@ -247,50 +250,35 @@ fn crashed_compositions_are_listed_once_with_matching_ratings() {
     const REQUESTS: u64 = 8;
     let (_dir, n) = node();
     n.deploy("movie", &guest("movie"), "");
-    let book = 42;
-    assert_eq!(n.invoke_ok("movie", book, &format!("init 3 {CLIENTS}")), "ok");
+    const BOOK: u64 = 42;
+    assert_eq!(n.invoke_ok("movie", BOOK, &format!("init 3 {CLIENTS}")), "ok");
     // One compose crashed at every point in turn.
-    let mut swept = Vec::new();
-    let mut k = 1;
-    loop {
-        let answered = invoke_crashing(&n, "movie", book, "compose u0 m0 7 every point", &format!("sweep-{k}"), Some(k), |n| {
-            movie_audit(n, book);
-        });
-        swept.push(answered.text.strip_prefix("composed ").unwrap_or_else(|| panic!("{}", answered.text)).to_string());
-        assert_eq!(movie_audit(&n, book), swept.len());
-        if answered.crashed_at.is_none() {
-            break;
+    let answers = crash_everywhere(&n, "movie", BOOK, "compose u0 m0 7 every point", |n, answered| {
+        let listed = movie_audit(n, BOOK);
+        if let Some(answered) = answered {
+            assert_eq!(listed, answered, "a retried compose is listed once");
         }
-        k += 1;
-    }
-    eprintln!("a compose crashed at each of its {} effects", k - 1);
-    assert!(k >= 6, "a compose has only {k} effects");
+    });
+    assert!(answers.len() >= 6, "a compose has only {} effects", answers.len() - 1);
+    let swept: Vec<String> =
+        answers.iter().map(|a| a.strip_prefix("composed ").unwrap_or_else(|| panic!("{a}")).to_string()).collect();
     // Then clients at once, on three movies.
-    let url = n.url.clone();
-    let clients: Vec<_> = (0..CLIENTS)
-        .map(|c| {
-            let url = url.clone();
-            thread::spawn(move || {
-                let n = Node::attach(&url);
-                let mut rng = Rng(0x2545_f491_4f6c_dd1d ^ (c + 1));
-                let mut composed = Vec::new();
-                for r in 0..REQUESTS {
-                    let (movie, rating) = (rng.below(3), rng.below(11) as i64);
-                    let input = format!("compose u{c} m{movie} {rating} review {r} by u{c}, \"quoted\"");
-                    let crash = (r % 2 == 0).then(|| 1 + rng.below(12));
-                    let answered = invoke_crashing(&n, "movie", book, &input, &format!("c{c}-r{r}"), crash, |n| {
-                        movie_audit(n, book);
-                    });
-                    let id = answered.text.strip_prefix("composed ").unwrap_or_else(|| panic!("{}", answered.text));
-                    composed.push((id.to_string(), format!("m{movie}"), rating));
-                }
-                composed
-            })
-        })
-        .collect();
-    let composed: Vec<Vec<(String, String, i64)>> = clients.into_iter().map(|c| c.join().expect("a client")).collect();
+    let composed = concurrently(&n, CLIENTS, |n, c, rng| {
+        let mut composed = Vec::new();
+        for r in 0..REQUESTS {
+            let (movie, rating) = (rng.below(3), rng.below(11) as i64);
+            let input = format!("compose u{c} m{movie} {rating} review {r} by u{c}, \"quoted\"");
+            let crash = (r % 2 == 0).then(|| 1 + rng.below(12));
+            let answered = invoke_crashing(n, "movie", BOOK, &input, &format!("c{c}-r{r}"), crash, |n| {
+                movie_audit(n, BOOK);
+            });
+            let id = answered.text.strip_prefix("composed ").unwrap_or_else(|| panic!("{}", answered.text));
+            composed.push((id.to_string(), format!("m{movie}"), rating));
+        }
+        composed
+    });
     let total = swept.len() + composed.iter().map(Vec::len).sum::<usize>();
-    assert_eq!(movie_audit(&n, book), total);
+    assert_eq!(movie_audit(&n, BOOK), total);
     // Every user's list: exactly the reviews its client composed, each once.
     let mut want_by_movie: BTreeMap<String, Vec<(String, String, i64)>> = BTreeMap::new();
     for id in &swept {
@@ -302,7 +290,7 @@ fn crashed_compositions_are_listed_once_with_matching_ratings() {
         if c == 0 {
             want.splice(0..0, swept.iter().cloned());
         }
-        assert_eq!(reviews_by(&n, book, &user), want, "{user}: its reviews, once each, in order");
+        assert_eq!(reviews_by(&n, BOOK, &user), want, "{user}: its reviews, once each, in order");
         for (id, movie, rating) in composed {
             want_by_movie.entry(movie.clone()).or_default().push((id.clone(), user.clone(), *rating));
         }
@@ -310,7 +298,7 @@ fn crashed_compositions_are_listed_once_with_matching_ratings() {
     // Every movie's reviews: each once, with its user and rating, and the movie's count
     // and sum are theirs.
     for (movie, mut want) in want_by_movie {
-        let ((count, sum), mut got) = movie_reviews(&n, book, &movie);
+        let ((count, sum), mut got) = movie_reviews(&n, BOOK, &movie);
         assert_eq!(count, got.len() as i64, "{movie}");
         assert_eq!(sum, got.iter().map(|(_, _, rating)| rating).sum::<i64>(), "{movie}");
         got.sort();
