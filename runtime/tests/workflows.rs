@@ -224,9 +224,11 @@ fn movie_audit(n: &Node, book: u64) -> usize {
     count.parse().unwrap()
 }
 
-/// A movie's `reviews`: the count and rating sum it keeps, and (id, user, rating) per
-/// review.
-fn movie_reviews(n: &Node, book: u64, movie: &str) -> ((i64, i64), Vec<(String, String, i64)>) {
+/// A review as a movie lists it: its ID, its user and its rating.
+type Review = (String, String, i64);
+
+/// A movie's `reviews`: the count and rating sum it keeps, and its reviews.
+fn movie_reviews(n: &Node, book: u64, movie: &str) -> ((i64, i64), Vec<Review>) {
     let text = n.invoke_ok("movie", book, &format!("reviews {movie}"));
     let mut lines = text.lines();
     let head: Vec<i64> = lines.next().unwrap().split(' ').map(|w| w.parse().unwrap()).collect();
@@ -280,7 +282,7 @@ fn crashed_compositions_are_listed_once_with_matching_ratings() {
     let total = swept.len() + composed.iter().map(Vec::len).sum::<usize>();
     assert_eq!(movie_audit(&n, BOOK), total);
     // Every user's list: exactly the reviews its client composed, each once.
-    let mut want_by_movie: BTreeMap<String, Vec<(String, String, i64)>> = BTreeMap::new();
+    let mut want_by_movie: BTreeMap<String, Vec<Review>> = BTreeMap::new();
     for id in &swept {
         want_by_movie.entry("m0".into()).or_default().push((id.clone(), "u0".into(), 7));
     }
