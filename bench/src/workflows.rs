@@ -79,8 +79,8 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<()> {
         }
     } else {
         Plan {
-            travel_rates: &[50, 100, 200],
-            movie_rates: &[25, 50, 100],
+            travel_rates: &[50, 100, 200, 400],
+            movie_rates: &[25, 50, 100, 200],
             warmup: Duration::from_millis(500),
             slice: Duration::from_secs(3),
             slices: 3,
