@@ -12,10 +12,11 @@ mod memory;
 mod peers;
 mod report;
 mod state;
+mod workflows;
 
 use std::process::ExitCode;
 
-const SUITES: &[&str] = &["log", "invoke", "state", "cluster", "memory", "durable"];
+const SUITES: &[&str] = &["log", "invoke", "state", "cluster", "memory", "durable", "workflows"];
 
 /// What every suite is told about the run.
 pub struct RunOptions {
@@ -71,6 +72,7 @@ fn main() -> ExitCode {
         "cluster" => runtime.block_on(cluster::run(&options)),
         "memory" => runtime.block_on(memory::run(&options)),
         "durable" => runtime.block_on(durable::run(&options)),
+        "workflows" => runtime.block_on(workflows::run(&options)),
         _ => unreachable!("every suite of SUITES has a branch"),
     };
     match result {

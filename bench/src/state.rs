@@ -213,10 +213,10 @@ fn value() -> Option<Bytes> {
 }
 
 /// A small deterministic generator (xorshift64*), for key and operation choices.
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;

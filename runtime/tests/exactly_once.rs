@@ -4,6 +4,8 @@
 //! then a re-execution, must leave every counter incremented once, under every
 //! protocol and on every store; `unsafe`, which logs nothing, must not.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -11,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use common::Rng;
 use tally_durable::{InstanceId, InvocationKey, InvocationStatus, TableStatus, SLEEP_MAX_MS};
 use tally_logsvc::BookId;
 use tally_runtime::config::{Protocol, StoreKind};
@@ -480,18 +483,6 @@ async fn garbage_collection_keeps_storage_bounded() {
         }
     }
     node.shutdown().await;
-}
-
-/// xorshift64*, for reproducible random programs.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
-    }
 }
 
 /// What the `script` ops of the `steps` guest do to a map, run once each, in order.

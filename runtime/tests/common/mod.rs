@@ -222,3 +222,15 @@ pub fn node() -> (tempfile::TempDir, Node) {
     let node = Node::start(dir.path().join("data"));
     (dir, node)
 }
+
+/// xorshift64*: a test's random choices, the same in every run.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
+    }
+}
