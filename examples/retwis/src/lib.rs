@@ -14,7 +14,7 @@
 //! Users are numbers. User `u` of `init` is named `user<u>`, has password `pw<u>` and
 //! is followed by the next `followers_per_user` users, modulo `population` (by default
 //! `first + count`), so a bench can create users in batches that agree on who follows
-//! whom. `init` creates 100 users per transaction and skips users that exist, so it is
+//! whom. `init` creates 30 users per transaction and skips users that exist, so it is
 //! idempotent and never undoes later tweets.
 //!
 //! The objects (Boki's code keeps them likewise):
@@ -48,9 +48,13 @@ use tally_sdk::{context, objects};
 const TIMELINE_LEN: usize = 32;
 /// Tweets a timeline read returns when the input names no count (as Boki's code).
 const TIMELINE_READ_DEFAULT: usize = 8;
-/// Users `init` creates per transaction: two objects each, within the 256 a
-/// transaction may touch.
-const INIT_CHUNK: u64 = 100;
+/// Users `init` creates per transaction: two objects each. The commit record carries a
+/// tag per object written, and the log takes at most 64 tags per record, so a
+/// transaction writes at most 63 objects (fewer than the 256 it may touch).
+const INIT_CHUNK: u64 = 30;
+/// Followers a user may have: a tweet writes the tweet, its author and the timelines of
+/// the author and every follower, at most 63 objects (see `INIT_CHUNK`).
+const FOLLOWERS_MAX: usize = 60;
 
 /// What the input asks for.
 enum Command<'a> {
@@ -72,8 +76,11 @@ impl Command<'_> {
                 let (first, count, followers) = (number(first)?, number(count)?, number(followers)?);
                 let end = first.checked_add(count).context("the users run past u64")?;
                 let population = population.first().map(|p| number(p)).transpose()?.unwrap_or(end);
-                if population < end || followers >= population.max(1) {
-                    bail!("{population} users cannot hold users up to {end} with {followers} followers each");
+                if population < end || followers >= population.max(1) || followers > FOLLOWERS_MAX as u64 {
+                    bail!(
+                        "{population} users cannot hold users up to {end} with {followers} followers each \
+                         (at most {FOLLOWERS_MAX})"
+                    );
                 }
                 Command::Init { first, count, followers, population }
             }
@@ -212,7 +219,11 @@ fn follow(user: u64, other: u64) -> anyhow::Result<String> {
         if objects::get(&user_object(user), "/password")?.is_none() {
             bail!("no user {user}");
         }
-        if !numbers(&followers)?.contains(&user) {
+        let followers = numbers(&followers)?;
+        if !followers.contains(&user) {
+            if followers.len() >= FOLLOWERS_MAX {
+                bail!("user {other} has {FOLLOWERS_MAX} followers, the most a user may have");
+            }
             objects::push(&followed, "/profile/followers", &user.to_string())?;
         }
         Ok(())
