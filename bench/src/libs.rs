@@ -239,7 +239,9 @@ impl Retwis {
         let mut http = Http::new(&invoke_url)?;
         for first in (0..users).step_by(INIT_BATCH as usize) {
             let count = INIT_BATCH.min(users - first);
-            let answer = json(&invoke(&mut http, &format!("init {first} {count} {FOLLOWERS} {users}"), Some(&format!("init-{first}"))).await?)?;
+            let answer = json(
+                &invoke(&mut http, &format!("init {first} {count} {FOLLOWERS} {users}"), Some(&format!("init-{first}"))).await?,
+            )?;
             ensure!(answer["created"] == count, "{name}: init {first} {count} answered {answer}");
         }
         Ok(Retwis::Tally { name, invoke_url })
@@ -250,7 +252,10 @@ impl Retwis {
     async fn postgres(server: &Postgres, users: u64) -> anyhow::Result<Retwis> {
         let admin = connect(&server.conninfo("postgres")).await?;
         let (fsync, synchronous_commit) = (show(&admin, "fsync").await?, show(&admin, "synchronous_commit").await?);
-        ensure!(fsync == "on" && synchronous_commit == "on", "PostgreSQL runs with fsync {fsync}, synchronous_commit {synchronous_commit}");
+        ensure!(
+            fsync == "on" && synchronous_commit == "on",
+            "PostgreSQL runs with fsync {fsync}, synchronous_commit {synchronous_commit}"
+        );
         admin.batch_execute("CREATE DATABASE retwis").await?;
         let conninfo = server.conninfo("retwis");
         let client = connect(&conninfo).await?;
@@ -311,7 +316,11 @@ impl Retwis {
                 for user in (0..plan.users).step_by((plan.users / plan.timelines_checked) as usize) {
                     let timeline = json(&invoke(&mut http, &format!("timeline {user} {TIMELINE_LEN}"), None).await?)?;
                     let shown = timeline["tweets"].as_array().map_or(0, Vec::len) as u64;
-                    ensure!(shown == timeline_len(user), "{name}: user {user}'s timeline shows {shown} tweets, not {}", timeline_len(user));
+                    ensure!(
+                        shown == timeline_len(user),
+                        "{name}: user {user}'s timeline shows {shown} tweets, not {}",
+                        timeline_len(user)
+                    );
                 }
                 eprintln!(
                     "libs: retwis: {name}: {made} tweets; every author's count and {} timelines check",
@@ -332,7 +341,11 @@ impl Retwis {
                 let lengths = client.query("SELECT user_id, cardinality(ids) FROM timelines", &[]).await?;
                 for row in lengths {
                     let (user, len) = (row.get::<_, i64>(0) as u64, row.get::<_, i32>(1) as u64);
-                    ensure!(len == timeline_len(user), "postgres: user {user}'s timeline holds {len}, not {}", timeline_len(user));
+                    ensure!(
+                        len == timeline_len(user),
+                        "postgres: user {user}'s timeline holds {len}, not {}",
+                        timeline_len(user)
+                    );
                 }
                 eprintln!("libs: retwis: postgres: {made} tweets; every user's count and timeline check");
             }
@@ -798,7 +811,9 @@ impl Queue for TallyQueue {
             let (ids, latencies) = (answer["ids"].as_array(), answer["latencies_us"].as_array());
             let (Some(ids), Some(latencies)) = (ids, latencies) else { bail!("{input} answered {answer}") };
             if (from..end).contains(&done) {
-                consumed.latencies_us.extend(latencies.iter().map(|l| l.as_u64().map_or(u32::MAX, |l| l.min(u32::MAX.into()) as u32)));
+                consumed
+                    .latencies_us
+                    .extend(latencies.iter().map(|l| l.as_u64().map_or(u32::MAX, |l| l.min(u32::MAX.into()) as u32)));
             }
             consumed.ids.extend(ids.iter().map(|id| id.as_str().unwrap_or_default().to_owned()));
             if ids.is_empty() && after_producers {
@@ -865,7 +880,8 @@ impl Queue for RedisQueue {
             for (entry_id, message) in &entries {
                 let text = std::str::from_utf8(message).context("a message that is not UTF-8")?;
                 let mut fields = text.splitn(3, ' ');
-                let pushed_us: u64 = fields.next().unwrap_or_default().parse().with_context(|| format!("a message {text:.40}"))?;
+                let pushed_us: u64 =
+                    fields.next().unwrap_or_default().parse().with_context(|| format!("a message {text:.40}"))?;
                 if (from..end).contains(&done) {
                     consumed.latencies_us.push(u32::try_from(popped_us.saturating_sub(pushed_us)).unwrap_or(u32::MAX));
                 }

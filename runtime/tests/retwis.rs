@@ -22,19 +22,27 @@ use std::time::Duration;
 use common::{guest, node_with, Node};
 use serde_json::Value;
 
+/// Invocations `keyed` saw stopped by an injected crash, so that a test can check that
+/// its crashes happened (each test runs in a process of its own under nextest).
+static CRASHED: AtomicU64 = AtomicU64::new(0);
+
 /// Runs `input` on `function` under `key`, first with a crash injected after `crash`
 /// effects if given (the invocation may also finish before it), then again under the
 /// same key until it succeeds; its answer, parsed.
 fn keyed(url: &str, function: &str, book: u64, input: &str, key: &str, crash: Option<u64>) -> Value {
     let path = format!("/v1/functions/{function}/invoke?book={book}");
     if let Some(after) = crash {
-        let (status, body) =
-            Node::attach(url).post_with(&path, input.as_bytes(), &[("idempotency-key", key), ("tally-crash-after", &after.to_string())]);
+        let (status, body) = Node::attach(url).post_with(
+            &path,
+            input.as_bytes(),
+            &[("idempotency-key", key), ("tally-crash-after", &after.to_string())],
+        );
         let body = String::from_utf8_lossy(&body);
         if status == 200 {
             return serde_json::from_str(&body).unwrap_or_else(|_| Value::String(body.into_owned()));
         }
         assert!(status == 500 && body.contains("injected_crash"), "{input:?} crashed after {after}: {status} {body}");
+        CRASHED.fetch_add(1, Ordering::SeqCst);
     }
     let body = common::until_ok(|| url.to_owned(), &path, input, key, Duration::from_millis(20));
     serde_json::from_str(&body).unwrap_or(Value::String(body))
@@ -64,7 +72,11 @@ fn tweets_of(timeline: &Value) -> Vec<(String, u64, u64)> {
         .iter()
         .map(|t| {
             assert!(t.is_object(), "a timeline names a tweet its snapshot does not hold: {timeline}");
-            (t["id"].as_str().expect("an id").to_owned(), t["author"].as_u64().expect("an author"), t["seq"].as_u64().expect("a seq"))
+            (
+                t["id"].as_str().expect("an id").to_owned(),
+                t["author"].as_u64().expect("an author"),
+                t["seq"].as_u64().expect("a seq"),
+            )
         })
         .collect()
 }
@@ -109,7 +121,8 @@ fn retwis_tweets_keep_timelines_and_counts_under_crashes() {
             let n = Node::attach(&url);
             while writing.load(Ordering::SeqCst) {
                 for user in 0..USERS {
-                    let timeline: Value = serde_json::from_str(&n.invoke_ok("retwis", book, &format!("timeline {user} 32"))).unwrap();
+                    let timeline: Value =
+                        serde_json::from_str(&n.invoke_ok("retwis", book, &format!("timeline {user} 32"))).unwrap();
                     check_snapshot(user, &timeline);
                     reads.fetch_add(1, Ordering::SeqCst);
                 }
@@ -139,6 +152,7 @@ fn retwis_tweets_keep_timelines_and_counts_under_crashes() {
     writing.store(false, Ordering::SeqCst);
     reader.join().expect("the reader");
     assert!(reads.load(Ordering::SeqCst) > 0, "no timeline was read during the writes");
+    assert!(CRASHED.load(Ordering::SeqCst) >= 5, "only {} tweets crashed", CRASHED.load(Ordering::SeqCst));
 
     let committed = committed.lock().unwrap().clone();
     // Each author's tweets are numbered 1..=N and its count is N.
@@ -198,7 +212,15 @@ const CONSUMERS: u64 = 2;
 
 /// Invokes `input(i)` under keys `<name>-<i>` (every third crashed first) until the sum
 /// of `field` over the answers reaches `total`; the answers.
-fn stage(url: String, book: u64, name: String, input: String, field: &'static str, done: Arc<AtomicU64>, total: u64) -> Vec<Value> {
+fn stage(
+    url: String,
+    book: u64,
+    name: String,
+    input: String,
+    field: &'static str,
+    done: Arc<AtomicU64>,
+    total: u64,
+) -> Vec<Value> {
     let mut answers = Vec::new();
     let mut i = 0;
     while done.load(Ordering::SeqCst) < total {
@@ -236,10 +258,12 @@ fn pipeline_stages_pass_every_message_once_under_crashes() {
     }
     for p in 0..PRODUCERS {
         let crash = (p == 1).then_some(7);
-        let answer = keyed(&url, "pipeline", book, &format!("produce raw {MESSAGES_PER_PRODUCER} 64"), &format!("producer-{p}"), crash);
+        let answer =
+            keyed(&url, "pipeline", book, &format!("produce raw {MESSAGES_PER_PRODUCER} 64"), &format!("producer-{p}"), crash);
         assert_eq!(answer["pushed"], MESSAGES_PER_PRODUCER, "{answer}");
     }
     let answers: Vec<Value> = threads.into_iter().flat_map(|t| t.join().expect("a stage")).collect();
+    assert!(CRASHED.load(Ordering::SeqCst) >= 5, "only {} stages crashed", CRASHED.load(Ordering::SeqCst));
     assert_eq!(relayed.load(Ordering::SeqCst), total, "relayed in all");
     assert_eq!(consumed.load(Ordering::SeqCst), total, "consumed in all");
     // Every message once, from every producer, through one relay, with its latency.
