@@ -923,3 +923,41 @@ fn stream_entries(reply: Resp) -> anyhow::Result<Vec<(Vec<u8>, Vec<u8>)>> {
     }
     Ok(entries)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mix_gives_each_request_its_share_of_rolls() {
+        let mut shares = [0u64; 4];
+        for roll in 0..100 {
+            shares[Request::of_roll(roll).index()] += 1;
+        }
+        assert_eq!(shares, [15, 30, 50, 5]);
+        assert_eq!(Request::of_roll(0), Request::Login);
+        assert_eq!(Request::of_roll(99), Request::Tweet);
+    }
+
+    fn bulk(text: &str) -> Resp {
+        Resp::Bulk(Some(text.as_bytes().to_vec()))
+    }
+
+    #[test]
+    fn stream_entries_reads_an_xreadgroup_reply() {
+        assert_eq!(stream_entries(Resp::Array(None)).unwrap(), Vec::new());
+        let entry = |id: &str, data: &str| Resp::Array(Some(vec![bulk(id), Resp::Array(Some(vec![bulk("d"), bulk(data)]))]));
+        let reply = Resp::Array(Some(vec![Resp::Array(Some(vec![
+            bulk("q"),
+            Resp::Array(Some(vec![entry("1-0", "10 p0:0 0 x"), entry("1-1", "11 p0:1 0 x")])),
+        ]))]));
+        let want = vec![(b"1-0".to_vec(), b"10 p0:0 0 x".to_vec()), (b"1-1".to_vec(), b"11 p0:1 0 x".to_vec())];
+        assert_eq!(stream_entries(reply).unwrap(), want);
+        assert!(stream_entries(Resp::Integer(1)).is_err());
+        let fieldless = Resp::Array(Some(vec![Resp::Array(Some(vec![
+            bulk("q"),
+            Resp::Array(Some(vec![Resp::Array(Some(vec![bulk("1-0")]))])),
+        ]))]));
+        assert!(stream_entries(fieldless).is_err());
+    }
+}
