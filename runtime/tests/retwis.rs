@@ -201,6 +201,17 @@ fn retwis_tweets_keep_timelines_and_counts_under_crashes() {
     assert_eq!(seqs, (newest - 31..=newest).rev().collect::<Vec<_>>(), "{timeline}");
     let timeline: Value = serde_json::from_str(&n.invoke_ok("retwis", book, &format!("timeline {author}"))).unwrap();
     assert_eq!(tweets_of(&timeline).len(), 8, "a timeline read shows 8 tweets by default: {timeline}");
+
+    // Following: once, however often asked; a tweet then reaches the new follower.
+    for _ in 0..2 {
+        assert_eq!(n.invoke_ok("retwis", book, "follow 5 0"), "ok");
+    }
+    let profile: Value = serde_json::from_str(&n.invoke_ok("retwis", book, "profile 0")).unwrap();
+    assert_eq!(profile["followers"], serde_json::json!([1, 2, 3, 5]), "{profile}");
+    let tweet = keyed(&url, "retwis", book, "tweet 0 for my new follower", "for-5", None);
+    let timeline: Value = serde_json::from_str(&n.invoke_ok("retwis", book, "timeline 5 1")).unwrap();
+    assert_eq!(timeline["tweets"][0]["id"], tweet["tweet"], "{timeline}");
+    n.expect_error(n.invoke("retwis", book, "follow 5 5"), 500, "function_error");
 }
 
 // --- pipeline -----------------------------------------------------------------------
