@@ -3,7 +3,7 @@
 # every SDK language, copies them to one directory and prints its path:
 #
 #   hello.wasm counter.wasm chain.wasm bank.wasm reminder.wasm approval.wasm nightly.wasm
-#   travel.wasm movie.wasm                                    examples/* (Rust)
+#   travel.wasm movie.wasm retwis.wasm pipeline.wasm          examples/* (Rust)
 #   faulty.wasm other-world.wasm steps.wasm probe.wasm        tests/guests/* (Rust)
 #   clocks.wasm                                               tests/guests/clocks (Rust)
 #   <lang>-hello.wasm <lang>-counter.wasm <lang>-bank.wasm    examples/<lang>/*
@@ -74,8 +74,8 @@ install_component() {
 }
 
 # Rust: the examples and the test guests, two cargo workspaces.
-rust_components=(hello counter chain bank reminder approval nightly travel movie faulty other-world steps probe clocks)
-hash="$(sources_hash wit guest-sdks/rust examples/Cargo.toml examples/Cargo.lock examples/{hello,counter,chain,bank,reminder,approval,nightly,travel,movie} \
+rust_components=(hello counter chain bank reminder approval nightly travel movie retwis pipeline faulty other-world steps probe clocks)
+hash="$(sources_hash wit guest-sdks/rust examples/Cargo.toml examples/Cargo.lock examples/{hello,counter,chain,bank,reminder,approval,nightly,travel,movie,retwis,pipeline} \
     tests/guests/Cargo.toml tests/guests/Cargo.lock tests/guests/{faulty,other-world,steps,probe,clocks} scripts/build-guests.sh \
     -- "rustc --version")"
 if up_to_date rust "$hash" "${rust_components[@]}"; then

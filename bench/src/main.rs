@@ -7,6 +7,7 @@ mod cluster;
 mod durable;
 mod http;
 mod invoke;
+mod libs;
 mod log;
 mod memory;
 mod peers;
@@ -16,7 +17,7 @@ mod workflows;
 
 use std::process::ExitCode;
 
-const SUITES: &[&str] = &["log", "invoke", "state", "cluster", "memory", "durable", "workflows"];
+const SUITES: &[&str] = &["log", "invoke", "state", "cluster", "memory", "durable", "libs"];
 
 /// What every suite is told about the run.
 pub struct RunOptions {
@@ -72,7 +73,7 @@ fn main() -> ExitCode {
         "cluster" => runtime.block_on(cluster::run(&options)),
         "memory" => runtime.block_on(memory::run(&options)),
         "durable" => runtime.block_on(durable::run(&options)),
-        "workflows" => runtime.block_on(workflows::run(&options)),
+        "libs" => runtime.block_on(libs::run(&options)),
         _ => unreachable!("every suite of SUITES has a branch"),
     };
     match result {

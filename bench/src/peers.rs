@@ -172,8 +172,12 @@ impl Drop for Postgres {
 
 /// `XADD <stream> * d <field>` in RESP.
 fn xadd_command(stream: &str, field: &[u8]) -> Vec<u8> {
+    resp_command(&[b"XADD", stream.as_bytes(), b"*", b"d", field])
+}
+
+/// A command in RESP: an array of bulk strings.
+fn resp_command(args: &[&[u8]]) -> Vec<u8> {
     let mut c = Vec::new();
-    let args: [&[u8]; 5] = [b"XADD", stream.as_bytes(), b"*", b"d", field];
     write!(c, "*{}\r\n", args.len()).expect("writes to a Vec succeed");
     for a in args {
         write!(c, "${}\r\n", a.len()).expect("writes to a Vec succeed");
@@ -181,6 +185,81 @@ fn xadd_command(stream: &str, field: &[u8]) -> Vec<u8> {
         c.extend_from_slice(b"\r\n");
     }
     c
+}
+
+/// A reply of Redis, as RESP 2 has them.
+#[derive(Debug, PartialEq)]
+pub enum Resp {
+    Simple(String),
+    Integer(i64),
+    /// A bulk string; `None` is the null bulk string.
+    Bulk(Option<Vec<u8>>),
+    /// An array; `None` is the null array (a blocking read that timed out).
+    Array(Option<Vec<Resp>>),
+}
+
+/// Elements of a reply the client accepts, so that a garbled length cannot make it
+/// allocate without bound.
+const RESP_ELEMENTS_MAX: usize = 1 << 20;
+
+/// One connection to Redis, one command at a time.
+pub struct RedisConn {
+    conn: BufReader<TcpStream>,
+    line: String,
+}
+
+impl RedisConn {
+    pub async fn connect(addr: SocketAddr) -> anyhow::Result<RedisConn> {
+        let conn = TcpStream::connect(addr).await.context("connecting to Redis")?;
+        conn.set_nodelay(true)?;
+        Ok(RedisConn { conn: BufReader::new(conn), line: String::new() })
+    }
+
+    /// Sends a command and reads its reply; an error reply is an error.
+    pub async fn call(&mut self, args: &[&[u8]]) -> anyhow::Result<Resp> {
+        self.conn.get_mut().write_all(&resp_command(args)).await.context("sending a command to Redis")?;
+        self.reply().await.with_context(|| format!("reading the reply to {}", String::from_utf8_lossy(args[0])))
+    }
+
+    /// One value of a reply; arrays nest, so this boxes its recursion.
+    fn reply(&mut self) -> std::pin::Pin<Box<dyn std::future::Future<Output = anyhow::Result<Resp>> + Send + '_>> {
+        Box::pin(async move {
+            self.line.clear();
+            ensure!(self.conn.read_line(&mut self.line).await? > 0, "Redis closed the connection");
+            let line = self.line.trim_end();
+            let (kind, rest) = line.split_at(1.min(line.len()));
+            let length = || -> anyhow::Result<Option<usize>> {
+                let n: i64 = rest.parse().with_context(|| format!("a RESP length {line:?}"))?;
+                ensure!(n < RESP_ELEMENTS_MAX as i64, "a RESP length {n}");
+                Ok(usize::try_from(n).ok())
+            };
+            Ok(match kind {
+                "+" => Resp::Simple(rest.to_owned()),
+                "-" => bail!("Redis answered {rest}"),
+                ":" => Resp::Integer(rest.parse().with_context(|| format!("a RESP integer {line:?}"))?),
+                "$" => match length()? {
+                    None => Resp::Bulk(None),
+                    Some(n) => {
+                        let mut bulk = vec![0; n + 2];
+                        self.conn.read_exact(&mut bulk).await?;
+                        bulk.truncate(n);
+                        Resp::Bulk(Some(bulk))
+                    }
+                },
+                "*" => match length()? {
+                    None => Resp::Array(None),
+                    Some(n) => {
+                        let mut elements = Vec::with_capacity(n);
+                        for _ in 0..n {
+                            elements.push(self.reply().await?);
+                        }
+                        Resp::Array(Some(elements))
+                    }
+                },
+                _ => bail!("a RESP reply {line:?}"),
+            })
+        })
+    }
 }
 
 /// One Redis client appending the same entry to one stream, a request at a time.

@@ -223,7 +223,7 @@ impl Rng {
         self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
     }
 
-    fn unit(&mut self) -> f64 {
+    pub(crate) fn unit(&mut self) -> f64 {
         (self.next() >> 11) as f64 / (1u64 << 53) as f64
     }
 }
@@ -767,7 +767,7 @@ impl PgTransfer {
 
 /// A connection to PostgreSQL. Its driver runs as a task that ends when the client is
 /// dropped, or on a connection error, which the client's next call reports.
-async fn connect(conninfo: &str) -> anyhow::Result<Client> {
+pub(crate) async fn connect(conninfo: &str) -> anyhow::Result<Client> {
     let (client, connection) = tokio_postgres::connect(conninfo, NoTls).await.context("connecting to PostgreSQL")?;
     tokio::spawn(async move {
         let _ = connection.await;
@@ -776,7 +776,7 @@ async fn connect(conninfo: &str) -> anyhow::Result<Client> {
 }
 
 /// A setting of the PostgreSQL server.
-async fn show(client: &Client, setting: &str) -> anyhow::Result<String> {
+pub(crate) async fn show(client: &Client, setting: &str) -> anyhow::Result<String> {
     Ok(client.query_one(&format!("SHOW {setting}"), &[]).await?.get(0))
 }
 

@@ -1,4 +1,4 @@
-//! The `workflows` suite: Beldi's travel and movie workflows (examples/travel and
+//! The `libs` suite's workflows: Beldi's travel and movie workflows (examples/travel and
 //! examples/movie, Boki §7.2) at fixed request rates, as Boki's Figure 12, against the
 //! same workflows run unsafe.
 //!

@@ -1,0 +1,967 @@
+//! The `libs` suite: Boki's workloads on Tally's libraries, each against what a user
+//! would run instead, measured in the same run.
+//!
+//! ```text
+//!   retwis  examples/retwis with Boki's mix (§7.3): UserLogin 15%, UserProfile 30%,
+//!           GetTimeline 50% (a read-only transaction), NewTweet 5% (a read-write
+//!           transaction), on uniformly random users of 10,000 (quick: 1,000), each
+//!           followed by the next 4. Targets:
+//!             tally        a dev node, clients invoking over HTTP (keep-alive)
+//!             tally-noaux  a second dev node without aux-data views (Boki's Table 7
+//!                          baseline: every object read replays from its checkpoint)
+//!             postgres     the same application as a plain tokio-postgres client at
+//!                          REPEATABLE READ, retried on serialization failures
+//!           1 and 32 clients, the targets in interleaved slices; per request type p50
+//!           and p99
+//!   queue   examples/pipeline (Boki Table 6): P producers invoking `produce` (8
+//!           messages of 1 KiB per invocation) and C consumers invoking `consume` (up
+//!           to 8 messages, 100 ms pop timeout) on one queue, at P:C 4:16, 16:4 and
+//!           8:8; against Redis streams with a consumer group (XADD; XREADGROUP COUNT 8
+//!           BLOCK 100; XACK) with `appendfsync always`. Throughput of messages
+//!           consumed, and delivery latency (pop time minus the push time the message
+//!           carries). Each run drains its queue and checks that every message was
+//!           delivered exactly once
+//!   workflows  Beldi's travel and movie workflows at fixed request rates against
+//!           their unsafe baseline (Boki Figure 12): `workflows.rs`
+//! ```
+//!
+//! PostgreSQL's Retwis is relational, one row per BokiStore object (`users`,
+//! `timelines`, `tweets`, followers and timelines as arrays), which is how a
+//! PostgreSQL user would write it and touches as many rows as Tally touches objects:
+//! a tweet reads its author's row, inserts the tweet, updates the count and the
+//! timelines of the author and the followers (the newest 32 IDs); a timeline read
+//! reads the timeline row and its newest 8 tweets in one read-only transaction. The
+//! server syncs every commit (`fsync`, `synchronous_commit`), as Tally's log does.
+//!
+//! After the runs, every target must hold, for every user that tweeted, as many
+//! tweets in its count as the clients made, and timelines of the length those counts
+//! give (all of them on PostgreSQL, a sample on Tally).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{bail, ensure, Context as _};
+use serde_json::Value;
+use tally_runtime::dev::DevNode;
+use tally_runtime::Config;
+use tokio::task::JoinSet;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::{IsolationLevel, Statement};
+
+use crate::http::Http;
+use crate::invoke::agent;
+use crate::peers::{Postgres, Redis, RedisConn, Resp};
+use crate::report::{micros, round_to, Latencies, Report};
+use crate::state::{connect, show, Rng};
+use crate::RunOptions;
+
+struct Plan {
+    /// Retwis users.
+    users: u64,
+    /// Timelines whose length is checked on each Tally node after the run.
+    timelines_checked: u64,
+    /// Run once per target and client count before its slices, not counted.
+    warmup: Duration,
+    /// Each slice, per target; the start of it is not counted.
+    slice: Duration,
+    slice_warmup: Duration,
+    /// Slices per target and client count (Retwis), and per target and P:C (queues).
+    slices: u32,
+    /// How long the producers of one queue run produce.
+    queue_window: Duration,
+}
+
+pub async fn run(opts: &RunOptions) -> anyhow::Result<()> {
+    let plan = if opts.quick {
+        Plan {
+            users: 1_000,
+            timelines_checked: 50,
+            warmup: Duration::from_millis(200),
+            slice: Duration::from_millis(800),
+            slice_warmup: Duration::from_millis(50),
+            slices: 1,
+            queue_window: Duration::from_millis(1_000),
+        }
+    } else {
+        Plan {
+            users: 10_000,
+            timelines_checked: 200,
+            warmup: Duration::from_millis(500),
+            slice: Duration::from_secs(3),
+            slice_warmup: Duration::from_millis(100),
+            slices: 3,
+            queue_window: Duration::from_secs(3),
+        }
+    };
+    let started = Instant::now();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("bench/ is inside the repository");
+    let guests = tokio::task::spawn_blocking({
+        let root = root.to_owned();
+        move || crate::invoke::build_guests(&root)
+    })
+    .await??;
+    let retwis_component = std::fs::read(guests.join("retwis.wasm")).context("reading retwis.wasm")?;
+    let pipeline_component = std::fs::read(guests.join("pipeline.wasm")).context("reading pipeline.wasm")?;
+    let mut report = Report::new(
+        "libs",
+        "dev nodes: loopback QUIC log, fsync every batch; PostgreSQL: fsync and synchronous_commit on; \
+         Redis: appendfsync always",
+    );
+    retwis(retwis_component, &plan, &mut report).await?;
+    queues(pipeline_component, &plan, &mut report).await?;
+    report.print_table();
+    // The workflows print a table of their own, under this suite's name.
+    crate::workflows::run(opts).await?;
+    eprintln!("libs: done in {:.1} s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// A dev node with its data kept alive.
+struct Node {
+    node: DevNode,
+    _dir: tempfile::TempDir,
+}
+
+impl Node {
+    /// A node with default settings, but for the aux-data views of objects, queues and
+    /// locks, on or off.
+    async fn start(aux_views: bool) -> anyhow::Result<Node> {
+        let dir = tempfile::tempdir()?;
+        let mut config = Config { data_dir: dir.path().join("data"), listen: "127.0.0.1:0".into(), ..Config::default() };
+        config.state.aux_views = aux_views;
+        let node = DevNode::start(config).await.context("starting a dev node")?;
+        Ok(Node { node, _dir: dir })
+    }
+
+    /// Deploys `component` as `function`; the URL that invokes it on `book`.
+    async fn deploy(&self, function: &str, component: Vec<u8>, book: u64) -> anyhow::Result<String> {
+        let url = self.node.url();
+        let deploy_url = format!("{url}/v1/functions/{function}?timeout_ms=30000");
+        tokio::task::spawn_blocking(move || {
+            let mut response = agent().put(&deploy_url).send(&component[..]).with_context(|| format!("PUT {deploy_url}"))?;
+            let status = response.status().as_u16();
+            let text = response.body_mut().read_to_string().unwrap_or_default();
+            ensure!(status == 201, "deploying at {deploy_url} answered {status}: {text}");
+            anyhow::Ok(())
+        })
+        .await??;
+        Ok(format!("{url}/v1/functions/{function}/invoke?book={book}"))
+    }
+}
+
+/// POSTs `body` on `http` (with an Idempotency-Key if given); the answer, which must be
+/// 200. Every request of the suite may be sent twice: reads have no effect, and every
+/// invocation that pushes, pops or writes goes with a key.
+async fn invoke(http: &mut Http, body: &str, key: Option<&str>) -> anyhow::Result<String> {
+    let (status, answer) = http.post(body.as_bytes(), key, true).await?;
+    let answer = String::from_utf8(answer).context("an answer that is not UTF-8")?;
+    ensure!(status == 200, "{body:.60} answered {status}: {answer}");
+    Ok(answer)
+}
+
+fn json(answer: &str) -> anyhow::Result<Value> {
+    serde_json::from_str(answer).with_context(|| format!("an answer that is not JSON: {answer:.200}"))
+}
+
+/// The wall clock in µs since the Unix epoch, as the guests read it.
+fn now_us() -> u64 {
+    let since_epoch = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    u64::try_from(since_epoch.as_micros()).unwrap_or(u64::MAX)
+}
+
+/// `p50` and `p99` of `latencies` under the two metric names, or a note when the case
+/// had no such request (a short quick slice may make no tweet).
+fn record_percentiles(report: &mut Report, case: &str, metrics: [&'static str; 2], latencies: &Latencies) -> anyhow::Result<()> {
+    if latencies.len() == 0 {
+        eprintln!("libs: {case}: no request for {}", metrics[0]);
+        return Ok(());
+    }
+    crate::log::record_percentiles(report, case, metrics, latencies)
+}
+
+// --- Retwis -------------------------------------------------------------------------
+
+/// The book Retwis's objects live in on the dev nodes.
+const RETWIS_BOOK: u64 = 30;
+/// Every user is followed by the next `FOLLOWERS` users.
+const FOLLOWERS: u64 = 4;
+/// The length of a timeline (`TIMELINE_LEN` of the example).
+const TIMELINE_LEN: u64 = 32;
+/// Users `init` creates per invocation.
+const INIT_BATCH: u64 = 500;
+/// The client counts: latency unloaded, then throughput.
+const RETWIS_CLIENTS: [usize; 2] = [1, 32];
+
+/// Boki's request types, with their share of the mix in percent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Request {
+    Login,
+    Profile,
+    Timeline,
+    Tweet,
+}
+
+const MIX: [(Request, u64, [&str; 2]); 4] = [
+    (Request::Login, 15, ["login_p50", "login_p99"]),
+    (Request::Profile, 30, ["profile_p50", "profile_p99"]),
+    (Request::Timeline, 50, ["timeline_p50", "timeline_p99"]),
+    (Request::Tweet, 5, ["tweet_p50", "tweet_p99"]),
+];
+const _: () = assert!(MIX[0].1 + MIX[1].1 + MIX[2].1 + MIX[3].1 == 100, "the mix adds up to 100%");
+
+impl Request {
+    fn index(self) -> usize {
+        MIX.iter().position(|(r, _, _)| *r == self).expect("every request is in the mix")
+    }
+
+    /// The request a roll in 0..100 picks.
+    fn of_roll(mut roll: u64) -> Request {
+        for (request, percent, _) in MIX {
+            if roll < percent {
+                return request;
+            }
+            roll -= percent;
+        }
+        unreachable!("the mix adds up to 100%")
+    }
+}
+
+/// Where Retwis runs.
+enum Retwis {
+    Tally { name: &'static str, invoke_url: String },
+    Postgres { conninfo: String },
+}
+
+impl Retwis {
+    /// Deploys the example on `node` and creates the users, `INIT_BATCH` an invocation.
+    async fn tally(name: &'static str, node: &Node, component: Vec<u8>, users: u64) -> anyhow::Result<Retwis> {
+        let invoke_url = node.deploy("retwis", component, RETWIS_BOOK).await?;
+        let mut http = Http::new(&invoke_url)?;
+        for first in (0..users).step_by(INIT_BATCH as usize) {
+            let count = INIT_BATCH.min(users - first);
+            let answer = json(
+                &invoke(&mut http, &format!("init {first} {count} {FOLLOWERS} {users}"), Some(&format!("init-{first}"))).await?,
+            )?;
+            ensure!(answer["created"] == count, "{name}: init {first} {count} answered {answer}");
+        }
+        Ok(Retwis::Tally { name, invoke_url })
+    }
+
+    /// Creates the database `retwis` with every user, after checking that the server
+    /// syncs every commit.
+    async fn postgres(server: &Postgres, users: u64) -> anyhow::Result<Retwis> {
+        let admin = connect(&server.conninfo("postgres")).await?;
+        let (fsync, synchronous_commit) = (show(&admin, "fsync").await?, show(&admin, "synchronous_commit").await?);
+        ensure!(
+            fsync == "on" && synchronous_commit == "on",
+            "PostgreSQL runs with fsync {fsync}, synchronous_commit {synchronous_commit}"
+        );
+        admin.batch_execute("CREATE DATABASE retwis").await?;
+        let conninfo = server.conninfo("retwis");
+        let client = connect(&conninfo).await?;
+        client
+            .batch_execute(&format!(
+                "CREATE TABLE users (id bigint PRIMARY KEY, name text NOT NULL, password text NOT NULL,
+                     followers bigint[] NOT NULL, tweets bigint NOT NULL);
+                 CREATE TABLE timelines (user_id bigint PRIMARY KEY, ids text[] NOT NULL);
+                 CREATE TABLE tweets (id text PRIMARY KEY, author bigint NOT NULL, seq bigint NOT NULL, text text NOT NULL);
+                 INSERT INTO users SELECT i, 'user' || i, 'pw' || i,
+                     ARRAY(SELECT (i + k) % {users} FROM generate_series(1, {FOLLOWERS}) k), 0
+                     FROM generate_series(0, {users} - 1) i;
+                 INSERT INTO timelines SELECT i, '{{}}' FROM generate_series(0, {users} - 1) i;"
+            ))
+            .await?;
+        let version = show(&client, "server_version").await?;
+        eprintln!("libs: retwis: PostgreSQL {version}, REPEATABLE READ, unix socket");
+        Ok(Retwis::Postgres { conninfo })
+    }
+
+    fn name(&self) -> &'static str {
+        match self {
+            Retwis::Tally { name, .. } => name,
+            Retwis::Postgres { .. } => "postgres",
+        }
+    }
+
+    async fn clients(&self, count: usize, users: u64) -> anyhow::Result<Vec<RetwisClient>> {
+        let mut clients = Vec::with_capacity(count);
+        for i in 0..count {
+            let conn = match self {
+                Retwis::Tally { invoke_url, .. } => Conn::Tally(Http::new(invoke_url)?),
+                Retwis::Postgres { conninfo } => Conn::Postgres(PgRetwis::connect(conninfo).await?),
+            };
+            let name = format!("{count}c{i}");
+            let rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (count as u64) << 32 ^ i as u64);
+            clients.push(RetwisClient { conn, rng, users, name, made: 0, tweets: BTreeMap::new() });
+        }
+        Ok(clients)
+    }
+
+    /// Checks the store against the tweets the clients made, per author.
+    async fn check(&self, tweets: &BTreeMap<u64, u64>, plan: &Plan) -> anyhow::Result<()> {
+        let count = |user: u64| tweets.get(&user).copied().unwrap_or(0);
+        // A user's timeline holds its own tweets and those of the users it follows.
+        let timeline_len = |user: u64| {
+            let followed: u64 = (1..=FOLLOWERS).map(|k| count((user + plan.users - k) % plan.users)).sum();
+            TIMELINE_LEN.min(count(user) + followed)
+        };
+        let made: u64 = tweets.values().sum();
+        match self {
+            Retwis::Tally { name, invoke_url } => {
+                let mut http = Http::new(invoke_url)?;
+                for (&user, &n) in tweets {
+                    let profile = json(&invoke(&mut http, &format!("profile {user}"), None).await?)?;
+                    ensure!(profile["tweets"] == n, "{name}: user {user} made {n} tweets, its profile shows {profile}");
+                }
+                for user in (0..plan.users).step_by((plan.users / plan.timelines_checked) as usize) {
+                    let timeline = json(&invoke(&mut http, &format!("timeline {user} {TIMELINE_LEN}"), None).await?)?;
+                    let shown = timeline["tweets"].as_array().map_or(0, Vec::len) as u64;
+                    ensure!(
+                        shown == timeline_len(user),
+                        "{name}: user {user}'s timeline shows {shown} tweets, not {}",
+                        timeline_len(user)
+                    );
+                }
+                eprintln!(
+                    "libs: retwis: {name}: {made} tweets; every author's count and {} timelines check",
+                    plan.timelines_checked
+                );
+            }
+            Retwis::Postgres { conninfo } => {
+                let client = connect(conninfo).await?;
+                let counts: BTreeMap<u64, u64> = client
+                    .query("SELECT id, tweets FROM users WHERE tweets > 0", &[])
+                    .await?
+                    .iter()
+                    .map(|row| (row.get::<_, i64>(0) as u64, row.get::<_, i64>(1) as u64))
+                    .collect();
+                ensure!(counts == *tweets, "postgres: the users' counts differ from the tweets the clients made");
+                let stored: i64 = client.query_one("SELECT count(*) FROM tweets", &[]).await?.get(0);
+                ensure!(stored as u64 == made, "postgres: {stored} tweets stored, the clients made {made}");
+                let lengths = client.query("SELECT user_id, cardinality(ids) FROM timelines", &[]).await?;
+                for row in lengths {
+                    let (user, len) = (row.get::<_, i64>(0) as u64, row.get::<_, i32>(1) as u64);
+                    ensure!(
+                        len == timeline_len(user),
+                        "postgres: user {user}'s timeline holds {len}, not {}",
+                        timeline_len(user)
+                    );
+                }
+                eprintln!("libs: retwis: postgres: {made} tweets; every user's count and timeline check");
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A client's connection to its target.
+enum Conn {
+    Tally(Http),
+    Postgres(PgRetwis),
+}
+
+/// One client of the mix, making one request at a time on users chosen at random.
+struct RetwisClient {
+    conn: Conn,
+    rng: Rng,
+    users: u64,
+    /// Unique among the suite's clients: names its tweets.
+    name: String,
+    /// Tweets made so far.
+    made: u64,
+    /// Tweets made per author.
+    tweets: BTreeMap<u64, u64>,
+}
+
+impl RetwisClient {
+    /// One request of the mix, its answer checked; which one it was.
+    async fn request(&mut self) -> anyhow::Result<Request> {
+        let request = Request::of_roll(self.rng.next() % 100);
+        let user = self.rng.next() % self.users;
+        let tweet_id = format!("{}-{}", self.name, self.made);
+        match &mut self.conn {
+            Conn::Tally(http) => match request {
+                Request::Login => {
+                    let answer = invoke(http, &format!("login {user} pw{user}"), None).await?;
+                    ensure!(answer == "ok", "login {user} answered {answer}");
+                }
+                Request::Profile => {
+                    let profile = json(&invoke(http, &format!("profile {user}"), None).await?)?;
+                    ensure!(profile["name"] == format!("user{user}"), "profile {user} answered {profile}");
+                }
+                Request::Timeline => {
+                    let timeline = json(&invoke(http, &format!("timeline {user}"), None).await?)?;
+                    let tweets = timeline["tweets"].as_array().with_context(|| format!("timeline {user} answered {timeline}"))?;
+                    ensure!(tweets.iter().all(Value::is_object), "timeline {user} names a tweet its snapshot lacks: {timeline}");
+                }
+                Request::Tweet => {
+                    let input = format!("tweet {user} tweet {tweet_id}");
+                    let answer = json(&invoke(http, &input, Some(&tweet_id)).await?)?;
+                    ensure!(answer["seq"].is_u64(), "{input} answered {answer}");
+                }
+            },
+            Conn::Postgres(pg) => pg.request(request, user, &tweet_id).await?,
+        }
+        if request == Request::Tweet {
+            self.made += 1;
+            *self.tweets.entry(user).or_default() += 1;
+        }
+        Ok(request)
+    }
+}
+
+/// Retwis as a PostgreSQL client writes it.
+struct PgRetwis {
+    client: tokio_postgres::Client,
+    login: Statement,
+    profile: Statement,
+    timeline: Statement,
+    tweets: Statement,
+    author: Statement,
+    insert: Statement,
+    count: Statement,
+    push: Statement,
+}
+
+impl PgRetwis {
+    async fn connect(conninfo: &str) -> anyhow::Result<PgRetwis> {
+        let client = connect(conninfo).await?;
+        Ok(PgRetwis {
+            login: client.prepare("SELECT password FROM users WHERE id = $1").await?,
+            profile: client.prepare("SELECT name, followers, tweets FROM users WHERE id = $1").await?,
+            timeline: client.prepare("SELECT ids FROM timelines WHERE user_id = $1").await?,
+            tweets: client.prepare("SELECT id, author, seq, text FROM tweets WHERE id = ANY($1)").await?,
+            author: client.prepare("SELECT followers, tweets FROM users WHERE id = $1").await?,
+            insert: client.prepare("INSERT INTO tweets (id, author, seq, text) VALUES ($1, $2, $3, $4)").await?,
+            count: client.prepare("UPDATE users SET tweets = $2 WHERE id = $1").await?,
+            push: client
+                .prepare(&format!(
+                    "UPDATE timelines SET ids = CASE WHEN cardinality(ids) < {TIMELINE_LEN} THEN ids ELSE ids[2:] END || $2::text
+                     WHERE user_id = ANY($1)"
+                ))
+                .await?,
+            client,
+        })
+    }
+
+    async fn request(&mut self, request: Request, user: u64, tweet_id: &str) -> anyhow::Result<()> {
+        let user = user as i64;
+        match request {
+            Request::Login => {
+                let password: String = self.client.query_one(&self.login, &[&user]).await?.get(0);
+                ensure!(password == format!("pw{user}"), "user {user}'s password is {password:?}");
+            }
+            Request::Profile => {
+                let row = self.client.query_one(&self.profile, &[&user]).await?;
+                let (name, _followers, _tweets): (String, Vec<i64>, i64) = (row.get(0), row.get(1), row.get(2));
+                ensure!(name == format!("user{user}"), "user {user} is named {name:?}");
+            }
+            Request::Timeline => loop {
+                match self.timeline(user).await {
+                    Err(e) if retryable(&e) => continue,
+                    done => break done?,
+                }
+            },
+            Request::Tweet => loop {
+                match self.tweet(user, tweet_id).await {
+                    Err(e) if retryable(&e) => continue,
+                    done => break done?,
+                }
+            },
+        }
+        Ok(())
+    }
+
+    /// GetTimeline: the timeline and its newest 8 tweets, in one snapshot.
+    async fn timeline(&mut self, user: i64) -> Result<(), tokio_postgres::Error> {
+        let tx = self.client.build_transaction().isolation_level(IsolationLevel::RepeatableRead).read_only(true).start().await?;
+        let ids: Vec<String> = tx.query_one(&self.timeline, &[&user]).await?.get(0);
+        let newest: Vec<&String> = ids.iter().rev().take(8).collect();
+        let tweets = tx.query(&self.tweets, &[&newest]).await?;
+        tx.commit().await?;
+        assert_eq!(tweets.len(), newest.len(), "user {user}'s timeline names tweets its snapshot lacks");
+        Ok(())
+    }
+
+    /// NewTweet: reads the author's followers and count, inserts the tweet, updates the
+    /// count and the timelines.
+    async fn tweet(&mut self, user: i64, id: &str) -> Result<(), tokio_postgres::Error> {
+        let tx = self.client.build_transaction().isolation_level(IsolationLevel::RepeatableRead).start().await?;
+        let row = tx.query_one(&self.author, &[&user]).await?;
+        let (mut readers, tweets): (Vec<i64>, i64) = (row.get(0), row.get(1));
+        let seq = tweets + 1;
+        tx.execute(&self.insert, &[&id, &user, &seq, &format!("tweet {id}")]).await?;
+        tx.execute(&self.count, &[&user, &seq]).await?;
+        readers.push(user);
+        tx.execute(&self.push, &[&readers, &id]).await?;
+        tx.commit().await
+    }
+}
+
+/// A conflict that PostgreSQL resolves by aborting a transaction, which then runs again.
+fn retryable(e: &tokio_postgres::Error) -> bool {
+    matches!(e.code(), Some(code) if *code == SqlState::T_R_SERIALIZATION_FAILURE || *code == SqlState::T_R_DEADLOCK_DETECTED)
+}
+
+/// What one target measured at one client count over its slices.
+#[derive(Default)]
+struct RetwisSamples {
+    /// Latencies per request type, in the order of `MIX`.
+    latencies_us: [Vec<u32>; 4],
+    window: Duration,
+}
+
+/// Every client runs requests one at a time until `warmup + window` has passed; what
+/// finished within the window is counted.
+async fn retwis_loop(
+    clients: Vec<RetwisClient>,
+    warmup: Duration,
+    window: Duration,
+    samples: &mut RetwisSamples,
+) -> anyhow::Result<Vec<RetwisClient>> {
+    let from = Instant::now() + warmup;
+    let end = from + window;
+    let mut tasks = JoinSet::new();
+    for mut client in clients {
+        tasks.spawn(async move {
+            let mut latencies: [Vec<u32>; 4] = Default::default();
+            while Instant::now() < end {
+                let sent = Instant::now();
+                let request = client.request().await?;
+                let done = Instant::now();
+                if (from..end).contains(&done) {
+                    latencies[request.index()].push(micros(done - sent));
+                }
+            }
+            anyhow::Ok((client, latencies))
+        });
+    }
+    let mut kept = Vec::new();
+    while let Some(joined) = tasks.join_next().await {
+        let (client, latencies) = joined.context("a Retwis client panicked")??;
+        for (all, some) in samples.latencies_us.iter_mut().zip(latencies) {
+            all.extend(some);
+        }
+        kept.push(client);
+    }
+    samples.window += window;
+    Ok(kept)
+}
+
+async fn retwis(component: Vec<u8>, plan: &Plan, report: &mut Report) -> anyhow::Result<()> {
+    eprintln!("libs: retwis: creating {} users on each target", plan.users);
+    let nodes = [("tally", Node::start(true).await?), ("tally-noaux", Node::start(false).await?)];
+    let mut targets = Vec::new();
+    for (name, node) in &nodes {
+        targets.push(Retwis::tally(name, node, component.clone(), plan.users).await?);
+    }
+    let postgres = match tokio::task::spawn_blocking(Postgres::start).await? {
+        Ok(server) => Some(server),
+        Err(e) => {
+            eprintln!("libs: retwis: PostgreSQL cannot start here ({e:#}); measuring Tally alone");
+            None
+        }
+    };
+    if let Some(server) = &postgres {
+        targets.push(Retwis::postgres(server, plan.users).await?);
+    }
+    // Tweets made per author, per target, over every client count.
+    let mut tweets = vec![BTreeMap::<u64, u64>::new(); targets.len()];
+    for clients in RETWIS_CLIENTS {
+        eprintln!(
+            "libs: retwis, {clients} clients: {} interleaved slices of {} ms per target",
+            plan.slices,
+            plan.slice.as_millis()
+        );
+        let mut pools = Vec::new();
+        for target in &targets {
+            let pool = target.clients(clients, plan.users).await?;
+            pools.push(retwis_loop(pool, plan.warmup, Duration::ZERO, &mut RetwisSamples::default()).await?);
+        }
+        let mut samples: Vec<RetwisSamples> = targets.iter().map(|_| RetwisSamples::default()).collect();
+        for round in 0..plan.slices as usize {
+            for k in 0..targets.len() {
+                // Rotated, so that no target always follows the same one.
+                let i = (round + k) % targets.len();
+                let pool = std::mem::take(&mut pools[i]);
+                pools[i] = retwis_loop(pool, plan.slice_warmup, plan.slice - plan.slice_warmup, &mut samples[i]).await?;
+            }
+        }
+        for ((target, samples), (pool, tweets)) in targets.iter().zip(samples).zip(pools.into_iter().zip(&mut tweets)) {
+            let case = format!("{} clients={clients}", target.name());
+            let requests: usize = samples.latencies_us.iter().map(Vec::len).sum();
+            report.record(&case, "retwis_throughput", (requests as f64 / samples.window.as_secs_f64()).round(), "ops/s")?;
+            for ((_, _, metrics), latencies) in MIX.iter().zip(samples.latencies_us) {
+                record_percentiles(report, &case, *metrics, &Latencies::new(latencies))?;
+            }
+            for client in pool {
+                for (user, n) in client.tweets {
+                    *tweets.entry(user).or_default() += n;
+                }
+            }
+        }
+        if let Some(pg) = report.value(&format!("postgres clients={clients}"), "retwis_throughput") {
+            for (name, _) in &nodes {
+                let case = format!("{name} clients={clients}");
+                let tally = report.value(&case, "retwis_throughput").expect("recorded above");
+                report.record(&case, "retwis_vs_postgres", round_to(tally / pg, 2), "x")?;
+            }
+        }
+    }
+    for (target, tweets) in targets.iter().zip(&tweets) {
+        target.check(tweets, plan).await?;
+    }
+    for (_, node) in nodes {
+        node.node.shutdown().await;
+    }
+    drop(postgres);
+    Ok(())
+}
+
+// --- Queues -------------------------------------------------------------------------
+
+/// The book of the queues on the dev node.
+const QUEUE_BOOK: u64 = 31;
+/// Producers and consumers: Boki Table 6's P:C of 1:4, 4:1 and 1:1.
+const QUEUE_SHAPES: [(usize, usize); 3] = [(4, 16), (16, 4), (8, 8)];
+const MESSAGE_BYTES: usize = 1024;
+/// Messages a producer invocation pushes, and a consumer invocation pops at most.
+const BATCH: u64 = 8;
+/// How long a consumer's pop waits for a message.
+const POP_TIMEOUT_MS: u64 = 100;
+
+/// What one run of producers and consumers on a fresh queue measured.
+#[derive(Default)]
+struct QueueSamples {
+    /// Delivery latencies of the messages consumed within the window.
+    latencies_us: Vec<u32>,
+    window: Duration,
+}
+
+/// What a consumer saw: latencies within the window, and the ID of every message.
+#[derive(Default)]
+struct Consumed {
+    latencies_us: Vec<u32>,
+    ids: Vec<String>,
+}
+
+#[derive(Clone, Copy)]
+enum QueueTarget {
+    Tally,
+    Redis,
+}
+
+impl QueueTarget {
+    fn name(self) -> &'static str {
+        match self {
+            QueueTarget::Tally => "tally",
+            QueueTarget::Redis => "redis",
+        }
+    }
+}
+
+async fn queues(component: Vec<u8>, plan: &Plan, report: &mut Report) -> anyhow::Result<()> {
+    let node = Node::start(true).await?;
+    let invoke_url = node.deploy("pipeline", component, QUEUE_BOOK).await?;
+    let redis = tokio::task::spawn_blocking(Redis::start).await?.context("starting Redis")?;
+    eprintln!("libs: queue: redis-server {} on {}, appendfsync always", redis.version, redis.addr);
+    let targets = [QueueTarget::Tally, QueueTarget::Redis];
+    for (producers, consumers) in QUEUE_SHAPES {
+        eprintln!(
+            "libs: queue P={producers} C={consumers}: {} interleaved runs of {} ms per target",
+            plan.slices,
+            plan.queue_window.as_millis()
+        );
+        let mut samples: Vec<QueueSamples> = targets.iter().map(|_| QueueSamples::default()).collect();
+        for round in 0..plan.slices as usize {
+            for k in 0..targets.len() {
+                let i = (round + k) % targets.len();
+                let queue = format!("q-p{producers}-c{consumers}-{round}");
+                let shape = Shape { producers, consumers, from: plan.slice_warmup, window: plan.queue_window };
+                let (produced, consumed) = match targets[i] {
+                    QueueTarget::Tally => shape.run(TallyQueue { invoke_url: invoke_url.clone(), queue: queue.clone() }).await?,
+                    QueueTarget::Redis => {
+                        let mut conn = RedisConn::connect(redis.addr).await?;
+                        conn.call(&[b"XGROUP", b"CREATE", queue.as_bytes(), b"g", b"$", b"MKSTREAM"]).await?;
+                        shape.run(RedisQueue { redis: redis.addr, stream: queue.clone() }).await?
+                    }
+                };
+                let mut ids = BTreeSet::new();
+                for c in &consumed {
+                    for id in &c.ids {
+                        ensure!(ids.insert(id), "{}: {queue}: message {id} delivered twice", targets[i].name());
+                    }
+                }
+                ensure!(
+                    ids.len() as u64 == produced,
+                    "{}: {queue}: {produced} messages produced, {} delivered",
+                    targets[i].name(),
+                    ids.len()
+                );
+                samples[i].latencies_us.extend(consumed.into_iter().flat_map(|c| c.latencies_us));
+                samples[i].window += plan.queue_window - plan.slice_warmup;
+            }
+        }
+        let case = |target: QueueTarget| format!("{} P={producers} C={consumers}", target.name());
+        for (target, samples) in targets.iter().zip(samples) {
+            let throughput = samples.latencies_us.len() as f64 / samples.window.as_secs_f64();
+            report.record(&case(*target), "queue_throughput", throughput.round(), "msgs/s")?;
+            let latencies = Latencies::new(samples.latencies_us);
+            crate::log::record_percentiles(
+                report,
+                &case(*target),
+                ["queue_delivery_latency_p50", "queue_delivery_latency_p99"],
+                &latencies,
+            )?;
+        }
+        let throughput = |target| report.value(&case(target), "queue_throughput").expect("recorded above");
+        let ratio = round_to(throughput(QueueTarget::Tally) / throughput(QueueTarget::Redis).max(1.0), 2);
+        report.record(&case(QueueTarget::Tally), "queue_vs_redis", ratio, "x")?;
+    }
+    eprintln!("libs: queue: every message of every run was delivered exactly once, on both");
+    node.node.shutdown().await;
+    drop(redis);
+    Ok(())
+}
+
+/// A queue the producers and consumers of a run share.
+trait Queue: Send + Sync + 'static {
+    /// A producer: pushes messages until `end`; how many.
+    fn produce(&self, producer: usize, end: Instant) -> impl std::future::Future<Output = anyhow::Result<u64>> + Send;
+    /// A consumer: pops until the queue is found empty after `stopped` (every producer
+    /// finished); what it popped, latencies counted for pops that end in `from..end`.
+    fn consume(
+        &self,
+        consumer: usize,
+        from: Instant,
+        end: Instant,
+        stopped: &AtomicBool,
+    ) -> impl std::future::Future<Output = anyhow::Result<Consumed>> + Send;
+}
+
+/// One run: how many producers and consumers, for how long.
+struct Shape {
+    producers: usize,
+    consumers: usize,
+    /// When counting starts, after the start.
+    from: Duration,
+    window: Duration,
+}
+
+impl Shape {
+    /// Runs the producers for the window and the consumers until the queue is drained,
+    /// each a task; what was produced and what each consumer consumed.
+    async fn run(&self, queue: impl Queue) -> anyhow::Result<(u64, Vec<Consumed>)> {
+        let queue = Arc::new(queue);
+        let start = Instant::now();
+        let (from, end) = (start + self.from, start + self.window);
+        let stopped = Arc::new(AtomicBool::new(false));
+        let mut consumers = JoinSet::new();
+        for c in 0..self.consumers {
+            let (queue, stopped) = (queue.clone(), stopped.clone());
+            consumers.spawn(async move { queue.consume(c, from, end, &stopped).await });
+        }
+        let mut producers = JoinSet::new();
+        for p in 0..self.producers {
+            let queue = queue.clone();
+            producers.spawn(async move { queue.produce(p, end).await });
+        }
+        let mut produced = 0;
+        while let Some(joined) = producers.join_next().await {
+            produced += joined.context("a producer panicked")??;
+        }
+        stopped.store(true, Ordering::SeqCst);
+        let mut consumed = Vec::new();
+        while let Some(joined) = consumers.join_next().await {
+            consumed.push(joined.context("a consumer panicked")??);
+        }
+        Ok((produced, consumed))
+    }
+}
+
+/// The pipeline example's `produce` and `consume` on one queue of the dev node.
+struct TallyQueue {
+    invoke_url: String,
+    queue: String,
+}
+
+impl Queue for TallyQueue {
+    async fn produce(&self, producer: usize, end: Instant) -> anyhow::Result<u64> {
+        let mut http = Http::new(&self.invoke_url)?;
+        let mut produced = 0;
+        let input = format!("produce {} {BATCH} {MESSAGE_BYTES}", self.queue);
+        while Instant::now() < end {
+            let key = format!("{}-p{producer}-{produced}", self.queue);
+            let answer = json(&invoke(&mut http, &input, Some(&key)).await?)?;
+            ensure!(answer["pushed"] == BATCH, "{input} answered {answer}");
+            produced += BATCH;
+        }
+        Ok(produced)
+    }
+
+    async fn consume(&self, consumer: usize, from: Instant, end: Instant, stopped: &AtomicBool) -> anyhow::Result<Consumed> {
+        let mut http = Http::new(&self.invoke_url)?;
+        let mut consumed = Consumed::default();
+        let input = format!("consume {} {BATCH} {POP_TIMEOUT_MS}", self.queue);
+        for n in 0.. {
+            let after_producers = stopped.load(Ordering::SeqCst);
+            let key = format!("{}-c{consumer}-{n}", self.queue);
+            let answer = json(&invoke(&mut http, &input, Some(&key)).await?)?;
+            let done = Instant::now();
+            let (ids, latencies) = (answer["ids"].as_array(), answer["latencies_us"].as_array());
+            let (Some(ids), Some(latencies)) = (ids, latencies) else { bail!("{input} answered {answer}") };
+            if (from..end).contains(&done) {
+                consumed
+                    .latencies_us
+                    .extend(latencies.iter().map(|l| l.as_u64().map_or(u32::MAX, |l| l.min(u32::MAX.into()) as u32)));
+            }
+            consumed.ids.extend(ids.iter().map(|id| id.as_str().unwrap_or_default().to_owned()));
+            if ids.is_empty() && after_producers {
+                break;
+            }
+        }
+        Ok(consumed)
+    }
+}
+
+/// A Redis stream with the consumer group `g`.
+struct RedisQueue {
+    redis: SocketAddr,
+    stream: String,
+}
+
+impl Queue for RedisQueue {
+    async fn produce(&self, producer: usize, end: Instant) -> anyhow::Result<u64> {
+        let mut conn = RedisConn::connect(self.redis).await?;
+        let mut produced = 0;
+        while Instant::now() < end {
+            // As the pipeline example's messages: push time, ID, hops, padding.
+            let mut message = format!("{} p{producer}:{produced} 0 ", now_us());
+            message.extend(std::iter::repeat_n('x', MESSAGE_BYTES.saturating_sub(message.len())));
+            let reply = conn.call(&[b"XADD", self.stream.as_bytes(), b"*", b"d", message.as_bytes()]).await?;
+            ensure!(matches!(reply, Resp::Bulk(Some(_))), "XADD answered {reply:?}");
+            produced += 1;
+        }
+        Ok(produced)
+    }
+
+    async fn consume(&self, consumer: usize, from: Instant, end: Instant, stopped: &AtomicBool) -> anyhow::Result<Consumed> {
+        let mut conn = RedisConn::connect(self.redis).await?;
+        let mut consumed = Consumed::default();
+        let (name, count, block) = (format!("c{consumer}"), BATCH.to_string(), POP_TIMEOUT_MS.to_string());
+        let stream = self.stream.as_bytes();
+        loop {
+            let after_producers = stopped.load(Ordering::SeqCst);
+            let reply = conn
+                .call(&[
+                    b"XREADGROUP",
+                    b"GROUP",
+                    b"g",
+                    name.as_bytes(),
+                    b"COUNT",
+                    count.as_bytes(),
+                    b"BLOCK",
+                    block.as_bytes(),
+                    b"STREAMS",
+                    stream,
+                    b">",
+                ])
+                .await?;
+            let popped_us = now_us();
+            let done = Instant::now();
+            let entries = stream_entries(reply)?;
+            if entries.is_empty() {
+                if after_producers {
+                    return Ok(consumed);
+                }
+                continue;
+            }
+            let mut ack: Vec<&[u8]> = vec![b"XACK", stream, b"g"];
+            for (entry_id, message) in &entries {
+                let text = std::str::from_utf8(message).context("a message that is not UTF-8")?;
+                let mut fields = text.splitn(3, ' ');
+                let pushed_us: u64 =
+                    fields.next().unwrap_or_default().parse().with_context(|| format!("a message {text:.40}"))?;
+                if (from..end).contains(&done) {
+                    consumed.latencies_us.push(u32::try_from(popped_us.saturating_sub(pushed_us)).unwrap_or(u32::MAX));
+                }
+                consumed.ids.push(fields.next().unwrap_or_default().to_owned());
+                ack.push(entry_id);
+            }
+            let acked = conn.call(&ack).await?;
+            ensure!(acked == Resp::Integer(entries.len() as i64), "XACK of {} entries answered {acked:?}", entries.len());
+        }
+    }
+}
+
+/// The (entry ID, field `d`) pairs of an XREADGROUP reply on one stream: nothing when
+/// the read timed out.
+fn stream_entries(reply: Resp) -> anyhow::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    let streams = match reply {
+        Resp::Array(None) => return Ok(Vec::new()),
+        Resp::Array(Some(streams)) => streams,
+        other => bail!("XREADGROUP answered {other:?}"),
+    };
+    let mut entries = Vec::new();
+    for stream in streams {
+        let Resp::Array(Some(mut pair)) = stream else { bail!("XREADGROUP answered a stream {stream:?}") };
+        let Some(Resp::Array(Some(list))) = pair.pop() else { bail!("XREADGROUP answered a stream without entries") };
+        for entry in list {
+            match entry {
+                Resp::Array(Some(entry)) => match <[Resp; 2]>::try_from(entry) {
+                    Ok([Resp::Bulk(Some(id)), Resp::Array(Some(fields))]) => match <[Resp; 2]>::try_from(fields) {
+                        Ok([_, Resp::Bulk(Some(data))]) => entries.push((id, data)),
+                        Ok(fields) => bail!("an entry with fields {fields:?}"),
+                        Err(fields) => bail!("an entry with fields {fields:?}"),
+                    },
+                    Ok(entry) => bail!("an entry {entry:?}"),
+                    Err(entry) => bail!("an entry {entry:?}"),
+                },
+                other => bail!("an entry {other:?}"),
+            }
+        }
+    }
+    Ok(entries)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mix_gives_each_request_its_share_of_rolls() {
+        let mut shares = [0u64; 4];
+        for roll in 0..100 {
+            shares[Request::of_roll(roll).index()] += 1;
+        }
+        assert_eq!(shares, [15, 30, 50, 5]);
+        assert_eq!(Request::of_roll(0), Request::Login);
+        assert_eq!(Request::of_roll(99), Request::Tweet);
+    }
+
+    fn bulk(text: &str) -> Resp {
+        Resp::Bulk(Some(text.as_bytes().to_vec()))
+    }
+
+    #[test]
+    fn stream_entries_reads_an_xreadgroup_reply() {
+        assert_eq!(stream_entries(Resp::Array(None)).unwrap(), Vec::new());
+        let entry = |id: &str, data: &str| Resp::Array(Some(vec![bulk(id), Resp::Array(Some(vec![bulk("d"), bulk(data)]))]));
+        let reply = Resp::Array(Some(vec![Resp::Array(Some(vec![
+            bulk("q"),
+            Resp::Array(Some(vec![entry("1-0", "10 p0:0 0 x"), entry("1-1", "11 p0:1 0 x")])),
+        ]))]));
+        let want = vec![(b"1-0".to_vec(), b"10 p0:0 0 x".to_vec()), (b"1-1".to_vec(), b"11 p0:1 0 x".to_vec())];
+        assert_eq!(stream_entries(reply).unwrap(), want);
+        assert!(stream_entries(Resp::Integer(1)).is_err());
+        let fieldless = Resp::Array(Some(vec![Resp::Array(Some(vec![
+            bulk("q"),
+            Resp::Array(Some(vec![Resp::Array(Some(vec![bulk("1-0")]))])),
+        ]))]));
+        assert!(stream_entries(fieldless).is_err());
+    }
+}
