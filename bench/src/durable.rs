@@ -44,12 +44,7 @@ const BOOKS: u64 = 64;
 
 pub async fn run(opts: &RunOptions) -> anyhow::Result<()> {
     let (spread, many, many_ms) = if opts.quick { (20, 1_000, 4_000) } else { (100, 10_000, 15_000) };
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("bench/ is inside the repository");
-    let guests = tokio::task::spawn_blocking({
-        let root = root.to_owned();
-        move || crate::invoke::build_guests(&root)
-    })
-    .await??;
+    let guests = crate::invoke::guests().await?;
     let clocks = std::fs::read(guests.join("clocks.wasm")).context("reading clocks.wasm")?;
     let nightly = std::fs::read(guests.join("nightly.wasm")).context("reading nightly.wasm")?;
     let steps = std::fs::read(guests.join("steps.wasm")).context("reading steps.wasm")?;

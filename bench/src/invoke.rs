@@ -146,24 +146,14 @@ pub(crate) fn agent() -> ureq::Agent {
 pub async fn run(options: &RunOptions) -> anyhow::Result<()> {
     let plan = Plan::new(options);
     let started = Instant::now();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("bench/ is inside the repository");
-
-    let guests = tokio::task::spawn_blocking({
-        let root = root.to_owned();
-        move || build_guests(&root)
-    })
-    .await??;
+    let guests = guests().await?;
     let probe = std::fs::read(guests.join("probe.wasm")).context("reading probe.wasm")?;
     let mut components = Vec::new();
     for (_, file, _, _) in LANGUAGES {
         let path = guests.join(format!("{file}.wasm"));
         components.push(std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?);
     }
-    let peer = tokio::task::spawn_blocking({
-        let root = root.to_owned();
-        move || setup_peer(&root)
-    })
-    .await?;
+    let peer = tokio::task::spawn_blocking(|| setup_peer(&repo_root())).await?;
     let peer = match peer {
         Ok(peer) => Some(peer),
         Err(e) => {
@@ -502,6 +492,16 @@ fn record_ratios(report: &mut Report) -> anyhow::Result<()> {
 fn metric_value(text: &str, name: &str, function: &str) -> Option<f64> {
     let prefix = format!("{name}{{function=\"{function}\"}} ");
     text.lines().find_map(|line| line.strip_prefix(&prefix)?.trim().parse().ok())
+}
+
+/// Builds the guests off the async runtime; the directory holding them.
+pub(crate) async fn guests() -> anyhow::Result<PathBuf> {
+    tokio::task::spawn_blocking(|| build_guests(&repo_root())).await?
+}
+
+/// The repository's root directory.
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("bench/ is inside the repository").to_owned()
 }
 
 /// Runs `scripts/build-guests.sh`; returns the directory holding `hello.wasm`.

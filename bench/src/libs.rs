@@ -39,7 +39,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -98,12 +97,7 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<()> {
         }
     };
     let started = Instant::now();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("bench/ is inside the repository");
-    let guests = tokio::task::spawn_blocking({
-        let root = root.to_owned();
-        move || crate::invoke::build_guests(&root)
-    })
-    .await??;
+    let guests = crate::invoke::guests().await?;
     let retwis_component = std::fs::read(guests.join("retwis.wasm")).context("reading retwis.wasm")?;
     let pipeline_component = std::fs::read(guests.join("pipeline.wasm")).context("reading pipeline.wasm")?;
     let mut report = Report::new(

@@ -43,7 +43,6 @@
 //! as many moves as its client made.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -110,12 +109,7 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<()> {
         }
     };
     let started = Instant::now();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("bench/ is inside the repository");
-    let guests = tokio::task::spawn_blocking({
-        let root = root.to_owned();
-        move || crate::invoke::build_guests(&root)
-    })
-    .await??;
+    let guests = crate::invoke::guests().await?;
     let bank_component = std::fs::read(guests.join("bank.wasm")).context("reading bank.wasm")?;
     let postgres = match tokio::task::spawn_blocking(Postgres::start).await? {
         Ok(server) => Some(server),

@@ -87,12 +87,7 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<()> {
         }
     };
     let started = Instant::now();
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("bench/ is inside the repository");
-    let guests = tokio::task::spawn_blocking({
-        let root = root.to_owned();
-        move || crate::invoke::build_guests(&root)
-    })
-    .await??;
+    let guests = crate::invoke::guests().await?;
     let dir = tempfile::tempdir()?;
     let mut config = Config { data_dir: dir.path().join("data"), listen: "127.0.0.1:0".into(), ..Config::default() };
     // A workflow holds an instance of its function for its frontend and one for the

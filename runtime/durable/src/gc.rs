@@ -148,9 +148,7 @@ impl Stream {
     fn of(step: &Step) -> Vec<Stream> {
         match step {
             Step::ObjectWrite { object, .. } => vec![Stream::Object(object.clone())],
-            Step::TxnCommit { reads, writes, .. } => {
-                reads.iter().chain(writes.iter().map(|(o, _)| o)).map(|o| Stream::Object(o.clone())).collect()
-            }
+            Step::TxnCommit { writes, .. } => writes.iter().map(|(o, _)| Stream::Object(o.clone())).collect(),
             Step::QueuePush { queue, shard, .. } | Step::QueuePop { queue, shard, .. } => {
                 vec![Stream::Shard(queue.clone(), *shard)]
             }

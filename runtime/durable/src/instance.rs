@@ -861,13 +861,13 @@ impl Instance {
         objects::parse_path(path).map_err(Abort::Refused)?;
         self.init_checked(ctx).await?;
         if self.txn.is_some() {
+            let txn = self.txn.as_ref().expect("checked");
+            if !txn.reads.contains(object) && txn.reads.len() >= objects::TXN_READS_MAX {
+                return Err(too_many_objects("reads", objects::TXN_READS_MAX));
+            }
             self.txn_view(ctx, object).await?;
             let txn = self.txn.as_mut().expect("checked");
             txn.reads.insert(object.to_string());
-            if txn.objects() > objects::TXN_OBJECTS_MAX {
-                txn.reads.remove(object);
-                return Err(too_many_objects());
-            }
             return Ok(objects::text_at(&txn.views[object].value, path)?);
         }
         let value = objects::view_at(&self.svc, ctx, self.book, object, self.cursor).await?;
@@ -893,9 +893,8 @@ impl Instance {
             }
             self.txn_view(ctx, object).await?;
             let txn = self.txn.as_mut().expect("checked");
-            let known = txn.writes.contains_key(object);
-            if !known && !txn.reads.contains(object) && txn.objects() >= objects::TXN_OBJECTS_MAX {
-                return Err(too_many_objects());
+            if !txn.writes.contains_key(object) && txn.writes.len() >= objects::TXN_WRITES_MAX {
+                return Err(too_many_objects("writes", objects::TXN_WRITES_MAX));
             }
             txn.views.get_mut(object).expect("loaded").apply(&op).map_err(refused)?;
             txn.writes.entry(object.to_string()).or_default().push(op);
@@ -950,7 +949,7 @@ impl Instance {
 
     /// Ends the transaction in progress: a read-only one, or one that wrote nothing,
     /// commits with nothing logged; otherwise its commit record is logged as a step
-    /// (also in the stream of every object it read or wrote) and decided. Returns
+    /// (also in the stream of every object it writes) and decided. Returns
     /// whether it committed.
     pub async fn txn_commit(&mut self, ctx: &mut Context) -> Result<bool, Abort> {
         let Some(txn) = self.txn.take() else {
@@ -968,14 +967,10 @@ impl Instance {
                 limit: crate::node::PAYLOAD_MAX as u64,
             }));
         }
-        let tags: Vec<Tag> = txn
-            .reads
-            .iter()
-            .chain(txn.writes.keys())
-            .collect::<std::collections::BTreeSet<_>>()
-            .into_iter()
-            .map(|o| self.svc.tags.bokistore(o))
-            .collect();
+        // In the streams of the objects it writes: a reader of one of them applies it,
+        // and a later commit that read one finds it in its window. (An object it only
+        // read has nothing to learn from it.)
+        let tags: Vec<Tag> = txn.writes.keys().map(|o| self.svc.tags.bokistore(o)).collect();
         self.log_clocks(ctx).await?;
         let r = self.log_step(ctx, step, &tags).await?;
         let Step::TxnCommit { start, reads, .. } = &r.step else { unreachable!("log_step checks the kind") };
@@ -1683,6 +1678,6 @@ fn refused(why: String) -> Abort {
     Abort::Refused(Error::InvalidArgument(format!("the operation does not fit the object: {why}")))
 }
 
-fn too_many_objects() -> Abort {
-    Abort::Refused(Error::InvalidArgument(format!("a transaction touches at most {} objects", objects::TXN_OBJECTS_MAX)))
+fn too_many_objects(what: &str, max: usize) -> Abort {
+    Abort::Refused(Error::InvalidArgument(format!("a transaction {what} at most {max} objects")))
 }

@@ -6,7 +6,7 @@
 //!   object stream (derived tag of the name, in the book's shadow):
 //!     ObjectWrite{ops}            a plain write: a step of the writer's step log too
 //!     TxnCommit{start, reads, writes}   a read-write transaction's commit: a step, and in
-//!                                 the stream of every object it read or wrote
+//!                                 the stream of every object it writes
 //!   state of O at s  = fold of O's effective records <= s, from the newest aux view
 //!   TxnCommit at c committed  <=>  no effective write to any object of its read set
 //!                                  lies in (start, c)   (recursively: only committed
@@ -53,10 +53,13 @@ pub const PATH_MAX: usize = 1024;
 /// The largest object, as JSON text: a write that would make it larger is refused,
 /// and at replay an operation that would is skipped. A checkpoint of it fits a record.
 pub const OBJECT_MAX: usize = 896 << 10;
-/// The most objects one transaction reads and writes: its commit record carries a tag
-/// per object, its step log's and [`crate::tags::LIBRARIES`], and a record at most
+/// The most objects one transaction writes: its commit record carries a tag per object
+/// it writes, its step log's and [`crate::tags::LIBRARIES`], and a record at most
 /// [`crate::env::TAGS_MAX`].
-pub const TXN_OBJECTS_MAX: usize = 60;
+pub const TXN_WRITES_MAX: usize = 60;
+/// The most objects one transaction reads (their names are in its commit record, and
+/// its commit's decision looks at each one's stream).
+pub const TXN_READS_MAX: usize = 1024;
 /// The most operations one transaction makes.
 pub const TXN_OPS_MAX: usize = 4096;
 /// The most JSON one transaction reads (its objects' snapshots, which the host holds
@@ -572,10 +575,6 @@ impl Txn {
             reads: self.reads.iter().cloned().collect(),
             writes: self.writes.iter().map(|(o, ops)| (o.clone(), ops.clone())).collect(),
         }
-    }
-
-    pub fn objects(&self) -> usize {
-        self.reads.len() + self.writes.keys().filter(|o| !self.reads.contains(*o)).count()
     }
 }
 

@@ -98,7 +98,7 @@ pub enum Step {
     /// stream, where `ops` apply at this record.
     ObjectWrite { object: String, ops: Vec<ObjOp> },
     /// A read-write transaction's commit (`objects.rs`): a step, also in the stream of
-    /// every object it read or wrote. It committed exactly when no object of `reads`
+    /// every object it writes. It committed exactly when no object of `reads`
     /// was written (by a plain write or a commit that committed) after `start` and
     /// before this record; then `writes` apply here, in order.
     TxnCommit { start: u64, reads: Vec<String>, writes: Vec<(String, Vec<ObjOp>)> },

@@ -188,7 +188,7 @@ impl TagKey {
     }
 
     /// The stream of a durable object (in its book's shadow): its writes and the
-    /// commits of the transactions that read or wrote it (`objects.rs`).
+    /// commits of the transactions that write it (`objects.rs`).
     pub fn bokistore(&self, object: &str) -> Tag {
         self.derive("bokistore", &[object.as_bytes()])
     }

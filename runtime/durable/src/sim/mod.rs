@@ -1525,7 +1525,9 @@ async fn libraries(world: Arc<World>) {
     let book = BookId(0);
     let mut started: Vec<(String, String)> = Vec::new();
     let mut plan: Vec<(&str, String, Option<crate::record::InvocationKey>)> = Vec::new();
-    plan.extend((0..TELLERS).map(|t| (TELLER, format!("t{t}"), None)));
+    // The seed in the tellers' inputs: what each does (and on which counters) follows
+    // from its input, so every seed gets another mix.
+    plan.extend((0..TELLERS).map(|t| (TELLER, format!("t{t}-{}", world.seed), None)));
     plan.extend((0..PRODUCERS).map(|p| (PRODUCER, format!("p{p}"), None)));
     plan.extend((0..CONSUMERS).map(|c| (CONSUMER, format!("c{c}"), None)));
     plan.extend((0..LOCKERS).map(|l| (LOCKER, format!("l{l}"), None)));
@@ -1533,7 +1535,8 @@ async fn libraries(world: Arc<World>) {
         (0..KEYEDS).map(|k| (KEYED, format!("k{k}"), Some(crate::record::InvocationKey { key: "hot".into(), exclusive: true }))),
     );
     for (function, input, to) in plan {
-        h.sleep(world.draw(30)).await;
+        // Tellers close together, so that their transactions' windows overlap.
+        h.sleep(world.draw(if function == TELLER { 4 } else { 30 })).await;
         let key = format!("lib-{input}");
         let Some(id) = submit_to(&world, function, book, Bytes::from(input.clone()), key, to).await else { return };
         started.push((input, id));
