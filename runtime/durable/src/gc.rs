@@ -260,7 +260,7 @@ async fn collect_libraries(
         }
     }
     let due: Vec<Stream> = walk.streams.iter().filter(|(_, (first, _))| *first <= x).map(|(s, _)| s.clone()).collect();
-    let mut batch: Vec<(Stream, Bytes, u64)> = Vec::new();
+    let mut batch: Vec<(Tag, Bytes, u64)> = Vec::new();
     let mut bytes = 0;
     for stream in due {
         let (view, below) = stream.checkpoint(d, ctx, book, x).await?;
@@ -269,7 +269,7 @@ async fn collect_libraries(
             bytes = 0;
         }
         bytes += view.len();
-        batch.push((stream, view, below));
+        batch.push((stream.tag(d), view, below));
     }
     checkpoint(d, ctx, book, x, batch, done).await?;
     if x + 1 > walk.trimmed {
@@ -293,24 +293,23 @@ async fn checkpoint(
     ctx: &mut Context,
     book: BookId,
     x: u64,
-    batch: Vec<(Stream, Bytes, u64)>,
+    batch: Vec<(Tag, Bytes, u64)>,
     done: &mut Collected,
 ) -> Result<(), Abort> {
     if batch.is_empty() {
         return Ok(());
     }
     let sb = shadow(book);
-    let tags: Vec<Tag> = batch.iter().map(|(s, _, _)| d.tags.checkpoint(s.tag(d))).collect();
-    let views = batch.iter().map(|(s, view, _)| (s.tag(d).0, view.clone())).collect();
+    let tags: Vec<Tag> = batch.iter().map(|(tag, _, _)| d.tags.checkpoint(*tag)).collect();
+    let views = batch.iter().map(|(tag, view, _)| (tag.0, view.clone())).collect();
     d.log.append(ctx, sb, &tags, record::encode(&Step::Checkpoint { covers: x, views })).await?;
-    for (stream, _, below) in batch {
-        let tag = stream.tag(d);
+    for ((tag, _, below), checkpoints) in batch.into_iter().zip(tags) {
         d.log.trim(ctx, sb, tag, SeqNum(below)).await?;
         // Keep the checkpoint that covers most (another collection may have raced this one).
         let kept = crate::replay::checkpoints(d, ctx, book, tag).await?;
         if let Some(best) = kept.iter().max_by_key(|c| c.covers) {
             if kept.first().is_some_and(|c| c.seqnum < best.seqnum) {
-                d.log.trim(ctx, sb, d.tags.checkpoint(tag), SeqNum(best.seqnum)).await?;
+                d.log.trim(ctx, sb, checkpoints, SeqNum(best.seqnum)).await?;
             }
         }
         done.streams += 1;

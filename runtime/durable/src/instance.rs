@@ -1165,11 +1165,10 @@ impl Instance {
     pub async fn enter_key(&mut self, ctx: &mut Context, deadline_ms: u64, in_place_ms: u64) -> Result<(), Abort> {
         let Some(InvocationKey { key, exclusive: true }) = self.key.clone() else { return Ok(()) };
         let lock = LockId::Key { function: self.function.clone(), key };
-        let wait = in_place_ms;
         loop {
             // A try an earlier execution logged and lost: that execution tried again.
             let replayed = self.steps.get(self.next).is_some();
-            if self.lock_acquire(ctx, lock.clone(), wait, deadline_ms).await? {
+            if self.lock_acquire(ctx, lock.clone(), in_place_ms, deadline_ms).await? {
                 return Ok(());
             }
             if !replayed {

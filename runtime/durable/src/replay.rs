@@ -11,6 +11,11 @@ use crate::node::{Abort, Durable};
 use crate::record::{self, Step};
 use crate::tags::shadow;
 
+/// Records a walk reads before it looks for a checkpoint to stop at: a stream of a
+/// queue with a long backlog keeps its pending pushes, which a cold reader (no view on
+/// the node) would otherwise walk through.
+const LOOK_AFTER: usize = 32;
+
 /// The seqnums of the records of `tag`'s stream at or below `at` that `relevant` keeps,
 /// newest first, back to the newest one whose aux data `cached` reads a state from, and
 /// that state. Where the stream's records run out first, the state is its newest
@@ -21,11 +26,6 @@ use crate::tags::shadow;
 ///
 /// A reader below a checkpoint can only be a late peer of a finished root (garbage
 /// collection keeps everything at and past the horizon): it is `Superseded`.
-/// Records a walk reads before it looks for a checkpoint to stop at: a stream of a
-/// queue with a long backlog keeps its pending pushes, which a cold reader (no view on
-/// the node) would otherwise walk through.
-const LOOK_AFTER: usize = 32;
-
 pub(crate) async fn since_view<V>(
     svc: &Durable,
     ctx: &mut Context,
