@@ -6,7 +6,7 @@
 //!   dir/
 //!     certs/             the dev cluster's CA and leaf (Certs)
 //!     controller/        FileControllerStore: the configuration installed last
-//!     sequencer-<id>/    RocksMetalogStore
+//!     sequencer-<id>/    JournalMetalogStore
 //!     storage-<id>/      RocksStore
 //! ```
 //!
@@ -33,7 +33,7 @@ use tracing::{info, warn};
 use crate::client::LogClient;
 use crate::driver::{self, ControlInput, EngineDriverConfig, EngineHandle, StorageStores};
 use crate::net::{Certs, LocalNet, NetConfig, Transport};
-use crate::store::{FileControllerStore, FsyncPolicy, GroupCommitConfig, RocksMetalogStore, RocksStore};
+use crate::store::{FileControllerStore, FsyncPolicy, GroupCommitConfig, JournalMetalogStore, RocksStore};
 
 /// The controller's node id.
 pub const CONTROLLER: NodeId = NodeId(0);
@@ -212,7 +212,7 @@ impl NodeSlot {
 struct SequencerSlot {
     node: NodeSlot,
     /// Lets a shutdown wait until RocksDB's lock is free (see `StorageSlot::store`).
-    store: Weak<RocksMetalogStore>,
+    store: Weak<JournalMetalogStore>,
 }
 
 struct StorageSlot {
@@ -270,7 +270,7 @@ impl Cluster {
         for (id, role, transport, inbox) in bound {
             match role {
                 Role::Sequencer => {
-                    let store = Arc::new(RocksMetalogStore::open(&self.node_dir("sequencer", id))?);
+                    let store = Arc::new(JournalMetalogStore::open(&self.node_dir("sequencer", id))?);
                     let weak = Arc::downgrade(&store);
                     let cfg = self.builder.sequencer_config.clone();
                     let task = driver::spawn_sequencer(id, vec![CONTROLLER], cfg, store, transport.clone(), inbox)?;

@@ -16,7 +16,7 @@
 //!                 │
 //!                 ├─ controller role: campaign ─► leader: spawn_controller(store = etcd CAS,
 //!                 │                                 members from the watch) until the lease is lost
-//!                 ├─ sequencer role: RocksMetalogStore under data_dir/sequencer-<id>
+//!                 ├─ sequencer role: JournalMetalogStore under data_dir/sequencer-<id>
 //!                 ├─ storage role:   RocksStore under data_dir/storage-<id>
 //!                 └─ function role:  engine + Runtime (state under data_dir/function-<id>) + HTTP
 //! ```
@@ -33,7 +33,7 @@ use tally_control::{ControlPlane, Member, MemberRole, Revision, Settings};
 use tally_durable::Peers;
 use tally_logsvc::driver::{self, ControlInput, EngineDriverConfig, EngineStatus, StorageStores};
 use tally_logsvc::net::{Certs, LocalNet, NetConfig, Transport};
-use tally_logsvc::store::{ControllerStore, FsyncPolicy, GroupCommitConfig, RocksMetalogStore, RocksStore};
+use tally_logsvc::store::{ControllerStore, FsyncPolicy, GroupCommitConfig, JournalMetalogStore, RocksStore};
 use tally_logsvc::{
     BookId, Configuration, ControllerConfig, EngineConfig, LogClient, Message, NodeId, Role, SequencerConfig, StorageConfig,
 };
@@ -403,7 +403,7 @@ impl Node {
                     tasks.push(spawn_controller_role(id, stored, peers, plane.clone(), members.clone(), t, inbox));
                 }
                 MemberRole::Sequencer => {
-                    let store = Arc::new(RocksMetalogStore::open(&dir("sequencer"))?);
+                    let store = Arc::new(JournalMetalogStore::open(&dir("sequencer"))?);
                     let task = driver::spawn_sequencer(id, controllers.clone(), SequencerConfig::default(), store, t, inbox)?;
                     tasks.push(task);
                 }

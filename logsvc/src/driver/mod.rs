@@ -10,7 +10,7 @@
 //!
 //! ```text
 //!   inbox (QUIC) ──┐                       ┌─> Transport::send
-//!   next tick   ───┼─> state machine ──────┼─> RocksMetalogStore::persist (awaited: durable first)
+//!   next tick   ───┼─> state machine ──────┼─> JournalMetalogStore::persist (awaited: durable first)
 //!   role channel ──┘   take_actions()      ├─> ControllerStore::persist (awaited: durable first)
 //!                                          ├─> GroupCommit::submit ──callback──> role channel
 //!                                          └─> spawn_blocking(read/reclaim/discard)
@@ -39,7 +39,7 @@ use tokio::task::JoinHandle;
 use tracing::{debug, error, info, warn, Instrument};
 
 use crate::net::Transport;
-use crate::store::{ControllerStore, GroupCommit, GroupCommitConfig, MetalogStore, RecordStore, RocksMetalogStore, RocksStore};
+use crate::store::{ControllerStore, GroupCommit, GroupCommitConfig, MetalogStore, RecordStore, JournalMetalogStore, RocksStore};
 
 /// How soon a node ticks after an input, and the shortest time between two ticks.
 /// State machines keep their own, longer timers; a tick gives them the chance to act.
@@ -152,7 +152,7 @@ pub fn spawn_sequencer(
     id: NodeId,
     controllers: Vec<NodeId>,
     cfg: SequencerConfig,
-    store: Arc<RocksMetalogStore>,
+    store: Arc<JournalMetalogStore>,
     transport: Transport,
     inbox: mpsc::Receiver<(NodeId, Message)>,
 ) -> Result<JoinHandle<()>> {
@@ -168,7 +168,7 @@ pub fn spawn_sequencer(
 
 async fn run_sequencer(
     mut node: Sequencer,
-    store: Arc<RocksMetalogStore>,
+    store: Arc<JournalMetalogStore>,
     transport: Transport,
     mut inbox: mpsc::Receiver<(NodeId, Message)>,
 ) -> Result<()> {

@@ -1,5 +1,5 @@
-//! The durable stores of a node: RocksDB for a storage node's records and a
-//! sequencer's metalog replica, group commit in front of a record store, and the
+//! The durable stores of a node: RocksDB for a storage node's records, journal files
+//! for a sequencer's metalog replica, group commit in front of a record store, and the
 //! controller's configuration file.
 //!
 //! The traits they implement, and the contract in their documentation, are
@@ -9,11 +9,13 @@
 mod codec;
 mod file;
 mod group;
+mod journal;
 mod rocks;
 #[cfg(test)]
 mod tests;
 
 pub use file::FileControllerStore;
 pub use group::{GroupCommit, GroupCommitConfig, GroupCommitDone, GroupCommitStats};
+pub use journal::JournalMetalogStore;
 pub use rocks::{FsyncPolicy, RocksMetalogStore, RocksStore};
 pub use tally_log_core::{ControllerStore, MetalogStore, MetalogWrite, RecordStore, RecoveredRecord, StoredData};

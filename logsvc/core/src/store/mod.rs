@@ -85,7 +85,7 @@ pub trait RecordStore: Send + Sync + 'static {
 }
 
 /// One durable change of a sequencer's state.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum MetalogWrite {
     Entry(MetalogEntry),
     /// Drop entries at and after `len` (an uncommitted tail, after a seal).
