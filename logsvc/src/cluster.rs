@@ -211,7 +211,7 @@ impl NodeSlot {
 
 struct SequencerSlot {
     node: NodeSlot,
-    /// Lets a shutdown wait until RocksDB's lock is free (see `StorageSlot::store`).
+    /// Lets a shutdown wait until the journal's lock is free (see `StorageSlot::store`).
     store: Weak<JournalMetalogStore>,
 }
 

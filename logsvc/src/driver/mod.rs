@@ -39,7 +39,7 @@ use tokio::task::JoinHandle;
 use tracing::{debug, error, info, warn, Instrument};
 
 use crate::net::Transport;
-use crate::store::{ControllerStore, GroupCommit, GroupCommitConfig, MetalogStore, RecordStore, JournalMetalogStore, RocksStore};
+use crate::store::{ControllerStore, GroupCommit, GroupCommitConfig, JournalMetalogStore, MetalogStore, RecordStore, RocksStore};
 
 /// How soon a node ticks after an input, and the shortest time between two ticks.
 /// State machines keep their own, longer timers; a tick gives them the chance to act.

@@ -193,7 +193,12 @@ impl JournalMetalogStore {
     pub fn open_with(dir: &Path, segment_bytes: u64) -> Result<JournalMetalogStore> {
         fs::create_dir_all(dir).map_err(io_error("creating", dir))?;
         let lock_path = dir.join("JOURNAL.LOCK");
-        let lock = OpenOptions::new().create(true).truncate(false).write(true).open(&lock_path).map_err(io_error("opening", &lock_path))?;
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(io_error("opening", &lock_path))?;
         {
             use std::os::fd::AsRawFd as _;
             // SAFETY: flock reads no memory of ours; the descriptor is open and owned by `lock`.

@@ -6,14 +6,18 @@ use tally_log_core::conformance::{check_metalog, configuration, entry, loc, reco
 use tally_log_core::{LogId, ShardId, Term};
 
 use super::{
-    ControllerStore, FileControllerStore, FsyncPolicy, JournalMetalogStore, MetalogStore, MetalogWrite, RecordStore, RocksMetalogStore, RocksStore,
+    ControllerStore, FileControllerStore, FsyncPolicy, JournalMetalogStore, MetalogStore, MetalogWrite, RecordStore,
+    RocksMetalogStore, RocksStore,
 };
 
 tally_log_core::record_store_suite!(rocks_store, |dir| RocksStore::open(dir.path(), FsyncPolicy::EveryBatch)?);
 tally_log_core::metalog_store_suite!(rocks_metalog_store, |dir| RocksMetalogStore::open(dir.path())?);
 tally_log_core::metalog_store_suite!(journal_metalog_store, |dir| JournalMetalogStore::open(dir.path())?);
 // Segments of 256 bytes: a new one every few frames.
-tally_log_core::metalog_store_suite!(journal_metalog_store_small_segments, |dir| JournalMetalogStore::open_with(dir.path(), 256)?);
+tally_log_core::metalog_store_suite!(journal_metalog_store_small_segments, |dir| JournalMetalogStore::open_with(
+    dir.path(),
+    256
+)?);
 tally_log_core::controller_store_suite!(file_controller_store, |dir| FileControllerStore::open(&dir.path().join("controller"))?);
 
 #[test]
