@@ -482,8 +482,8 @@ impl Cluster {
     }
 
     /// Stops every node, closes every endpoint and waits until every store is closed,
-    /// so a build over the same directory can open them (RocksDB locks its
-    /// directories). Nodes stop abruptly, as in a crash: a build over the directory
+    /// so a build over the same directory can open them (RocksDB and the metalog
+    /// journal lock their directories). Nodes stop abruptly, as in a crash: a build over the directory
     /// recovers whatever was durable.
     pub async fn shutdown(mut self) {
         // The controller first: it would otherwise see the others stop one by one and
