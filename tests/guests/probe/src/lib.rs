@@ -7,7 +7,10 @@
 //! times N readings of the monotonic clock itself (each one a host call that the
 //! exactly-once core keeps for its log). Input `append N`: times N exactly-once
 //! appends of 1 KiB records under the tag `probe` (each durable before it returns).
-//! The output is `p50_ns p99_ns mean_ns` of those calls.
+//! The output is `p50_ns p99_ns mean_ns` of those calls. A clock reading is logged
+//! before the next effect, so each timed append also logs the readings around it (a
+//! Clocks step: two appends a call); input `append-loop N` reads the clock only before
+//! and after N appends and outputs their mean, `mean_ns`, which is one append's cost.
 
 use std::time::Instant;
 
@@ -43,7 +46,16 @@ fn handle(input: Vec<u8>) -> Result<Vec<u8>, String> {
             }
             Ok(summary(times))
         }
-        _ => Err(format!("expected `read-next N`, `clock N` or `append N`, found {input:?}")),
+        ["append-loop", n] => {
+            let n: usize = n.parse().map_err(|_| format!("the count {n:?} is not a number"))?;
+            let n = n.clamp(1, 100_000);
+            let started = Instant::now();
+            for _ in 0..n {
+                log::append(&[PROBE], [b'a'; 1024]).map_err(|e| e.to_string())?;
+            }
+            Ok(format!("{}", started.elapsed().as_nanos() as u64 / n as u64).into_bytes())
+        }
+        _ => Err(format!("expected `read-next N`, `clock N`, `append N` or `append-loop N`, found {input:?}")),
     }
 }
 
