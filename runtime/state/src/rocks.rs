@@ -16,16 +16,19 @@
 //! Read-modify-write operations (first-put-wins, put-if-newer, deletes) hold the mutex of
 //! their `(table, key)`'s stripe, one of `LOCK_STRIPES`, so operations on other keys
 //! write at the same time and RocksDB syncs their writes together (its write group
-//! commits concurrent synced writes with one WAL sync). RocksDB calls block, so every
-//! call runs in `spawn_blocking`. Writes are synced: a log-free write is acknowledged
-//! to the protocol only once it is durable.
+//! commits concurrent synced writes with one WAL sync). RocksDB calls block, so writes
+//! run in `spawn_blocking`; a read runs in place when memory holds what it needs (a
+//! memtable or the block cache: RocksDB's `kBlockCacheTier`, which never reads a file)
+//! and on the blocking pool otherwise, so a hot read costs a lookup rather than two
+//! thread wakeups. Writes are synced: a log-free write is acknowledged to the protocol
+//! only once it is durable.
 
 use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
-use rocksdb::{ColumnFamilyDescriptor, Options, WriteBatch, WriteOptions, DB};
+use rocksdb::{ColumnFamilyDescriptor, ErrorKind, Options, ReadOptions, WriteBatch, WriteOptions, DB};
 
 use tally_durable::store::{check_table, Family, StateError, StateFuture, StateStore, Value, Version};
 
@@ -76,6 +79,75 @@ impl RocksStateStore {
                 .map_err(|e| StateError::Backend { backend: "rocksdb", message: e.to_string() })?
         })
     }
+
+    /// Runs the read `op` in place if memory holds what it needs, else on the blocking
+    /// pool (see the module documentation). `op` gets the tier it may read from.
+    fn read<'a, T: Send + 'static>(
+        &'a self,
+        table: &str,
+        op: impl Fn(&Inner, Tier) -> Result<T, ReadError> + Send + 'static,
+    ) -> StateFuture<'a, T> {
+        let checked = check_table(table);
+        let inner = Arc::clone(&self.inner);
+        Box::pin(async move {
+            checked?;
+            match op(&inner, Tier::Memory) {
+                Err(ReadError::Rocks(e)) if e.kind() == ErrorKind::Incomplete => {}
+                done => return done.map_err(StateError::from),
+            }
+            tokio::task::spawn_blocking(move || op(&inner, Tier::All).map_err(StateError::from))
+                .await
+                .map_err(|e| StateError::Backend { backend: "rocksdb", message: e.to_string() })?
+        })
+    }
+}
+
+/// A read's failure: RocksDB's (which may say that memory did not hold enough), or a
+/// corrupt entry's.
+enum ReadError {
+    Rocks(rocksdb::Error),
+    State(StateError),
+}
+
+impl From<rocksdb::Error> for ReadError {
+    fn from(e: rocksdb::Error) -> ReadError {
+        ReadError::Rocks(e)
+    }
+}
+
+impl From<StateError> for ReadError {
+    fn from(e: StateError) -> ReadError {
+        ReadError::State(e)
+    }
+}
+
+impl From<ReadError> for StateError {
+    fn from(e: ReadError) -> StateError {
+        match e {
+            ReadError::Rocks(e) => backend(e),
+            ReadError::State(e) => e,
+        }
+    }
+}
+
+/// Where a read may look.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Tier {
+    /// Memtables and the block cache only: what needs a file fails as `Incomplete`.
+    Memory,
+    All,
+}
+
+fn read_options(tier: Tier) -> ReadOptions {
+    let mut opts = ReadOptions::default();
+    if tier == Tier::Memory {
+        // SAFETY: rocksdb 0.21's `set_read_tier` takes its `ReadTier`, which it does not
+        // export: a `#[repr(i32)]` enum whose `BlockCache` (RocksDB's kBlockCacheTier) is
+        // 1, so the transmute makes that variant. The test
+        // `a_read_in_memory_refuses_what_only_a_file_holds` checks it still means that.
+        opts.set_read_tier(unsafe { std::mem::transmute::<i32, _>(1) });
+    }
+    opts
 }
 
 impl Inner {
@@ -97,8 +169,8 @@ impl Inner {
     }
 
     /// The newest version `<= at` under `prefix`, with its raw entry value.
-    fn newest_at(&self, prefix: &[u8], at: u64) -> Result<Option<(u64, Vec<u8>)>, StateError> {
-        let mut iter = self.db.raw_iterator_cf(self.cf(CF_VERSIONS));
+    fn newest_at(&self, prefix: &[u8], at: u64, tier: Tier) -> Result<Option<(u64, Vec<u8>)>, ReadError> {
+        let mut iter = self.db.raw_iterator_cf_opt(self.cf(CF_VERSIONS), read_options(tier));
         iter.seek_for_prev(version_key(prefix, at));
         let found = match (iter.key(), iter.value()) {
             (Some(k), Some(v)) if k.len() == prefix.len() + 8 && k.starts_with(prefix) => {
@@ -106,7 +178,7 @@ impl Inner {
             }
             _ => None,
         };
-        iter.status().map_err(backend)?;
+        iter.status()?;
         Ok(found)
     }
 }
@@ -129,7 +201,7 @@ impl StateStore for RocksStateStore {
 
     fn get_at<'a>(&'a self, table: &'a str, key: &'a [u8], at: u64) -> StateFuture<'a, Option<(u64, Value)>> {
         let prefix = object_key(table, key);
-        self.run(table, move |inner| match inner.newest_at(&prefix, at)? {
+        self.read(table, move |inner, tier| match inner.newest_at(&prefix, at, tier)? {
             Some((version, raw)) => Ok(Some((version, decode_value(&raw)?))),
             None => Ok(None),
         })
@@ -137,8 +209,8 @@ impl StateStore for RocksStateStore {
 
     fn get_version<'a>(&'a self, table: &'a str, key: &'a [u8], version: u64) -> StateFuture<'a, Option<Value>> {
         let k = version_key(&object_key(table, key), version);
-        self.run(table, move |inner| match inner.db.get_pinned_cf(inner.cf(CF_VERSIONS), &k).map_err(backend)? {
-            Some(raw) => Ok(Some(decode_value(&raw)?)),
+        self.read(table, move |inner, tier| match inner.db.get_pinned_cf_opt(inner.cf(CF_VERSIONS), &k, &read_options(tier))? {
+            Some(raw) => Ok(Some(decode_value(raw.as_ref())?)),
             None => Ok(None),
         })
     }
@@ -228,8 +300,8 @@ impl StateStore for RocksStateStore {
 
     fn get_latest<'a>(&'a self, table: &'a str, key: &'a [u8]) -> StateFuture<'a, Option<(Version, Value)>> {
         let k = object_key(table, key);
-        self.run(table, move |inner| match inner.db.get_pinned_cf(inner.cf(CF_LATEST), &k).map_err(backend)? {
-            Some(raw) => Ok(Some(decode_latest(&raw)?)),
+        self.read(table, move |inner, tier| match inner.db.get_pinned_cf_opt(inner.cf(CF_LATEST), &k, &read_options(tier))? {
+            Some(raw) => Ok(Some(decode_latest(raw.as_ref())?)),
             None => Ok(None),
         })
     }
@@ -302,4 +374,34 @@ fn decode_latest(raw: &[u8]) -> Result<(Version, Value), StateError> {
     let cursor = u64::from_be_bytes(raw[..8].try_into().expect("8 bytes"));
     let counter = u32::from_be_bytes(raw[8..12].try_into().expect("4 bytes"));
     Ok((Version { cursor, counter }, decode_value(&raw[12..])?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A read limited to memory is refused (`Incomplete`) for a key only a table file
+    /// holds, and served once a read from the file put its block in the cache; so the
+    /// tier `read_options` makes is RocksDB's kBlockCacheTier, and a read in place never
+    /// touches a file.
+    #[test]
+    fn a_read_in_memory_refuses_what_only_a_file_holds() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        {
+            let mut opts = Options::default();
+            opts.create_if_missing(true);
+            let db = DB::open(&opts, dir.path()).expect("opening");
+            db.put(b"key", b"value").expect("writing");
+            db.flush().expect("flushing the memtable to a table file");
+        }
+        let db = DB::open(&Options::default(), dir.path()).expect("reopening");
+        match db.get_pinned_opt(b"key", &read_options(Tier::Memory)) {
+            Err(e) => assert_eq!(e.kind(), ErrorKind::Incomplete, "{e}"),
+            Ok(found) => panic!("a read in memory found {:?} in a table file", found.map(|v| v.to_vec())),
+        }
+        let value = db.get_pinned_opt(b"key", &read_options(Tier::All)).expect("reading the file");
+        assert_eq!(value.as_deref(), Some(&b"value"[..]));
+        let cached = db.get_pinned_opt(b"key", &read_options(Tier::Memory)).expect("reading the cached block");
+        assert_eq!(cached.as_deref(), Some(&b"value"[..]));
+    }
 }
