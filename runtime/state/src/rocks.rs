@@ -138,6 +138,8 @@ enum Tier {
     All,
 }
 
+// The transmute's target cannot be annotated: rocksdb 0.21 does not export `ReadTier`.
+#[allow(clippy::missing_transmute_annotations)]
 fn read_options(tier: Tier) -> ReadOptions {
     let mut opts = ReadOptions::default();
     if tier == Tier::Memory {
