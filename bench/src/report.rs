@@ -127,6 +127,11 @@ pub fn micros(d: Duration) -> u32 {
     u32::try_from(d.as_micros()).unwrap_or(u32::MAX)
 }
 
+/// `d` in nanoseconds, saturated at about 4.3 s, for operations of a few microseconds.
+pub fn nanos(d: Duration) -> u32 {
+    u32::try_from(d.as_nanos()).unwrap_or(u32::MAX)
+}
+
 /// The requests of one or more closed loops that completed within their windows.
 #[derive(Default)]
 pub struct Samples {

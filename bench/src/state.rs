@@ -59,7 +59,7 @@ use crate::http::Http;
 use crate::invoke::agent;
 use crate::log::{closed_loop_keeping, record_percentiles, Op};
 use crate::peers::Postgres;
-use crate::report::{round_to, Latencies, Report, Samples};
+use crate::report::{nanos, round_to, Latencies, Report, Samples};
 use crate::RunOptions;
 
 const VALUE_BYTES: usize = 256;
@@ -278,11 +278,6 @@ async fn ops(node: &Node, plan: &Plan, report: &mut Report) -> anyhow::Result<()
         }
     }
     Ok(())
-}
-
-/// `d` in nanoseconds, saturated at about 4.3 s.
-fn nanos(d: Duration) -> u32 {
-    u32::try_from(d.as_nanos()).unwrap_or(u32::MAX)
 }
 
 /// One invocation of one operation: init, a read (with probability `read_ratio`) or a

@@ -21,8 +21,12 @@
 //! frame a crash tore never pass for a later one. Only the last frame of the last
 //! segment can be torn (a persist returns only once its frame is durable, and no frame
 //! is written before the previous one returned); the scan stops there, and the tail
-//! from there to the segment's end is zeroed before anything is written. A bad frame
-//! anywhere else is corruption and fails the open. After a failed write or sync the
+//! from there to the segment's end is zeroed before anything is written. A tear leaves
+//! zeros after the length its frame's header names; a bad frame with data after that,
+//! a bad frame in an earlier segment, or a checksummed frame that does not decode is
+//! corruption and fails the open, rather than being cut off with the writes after it.
+//! A restart reads the journal twice: the open scans every frame to place the entries,
+//! and `load` reads the frames that still hold one, each once. After a failed write or sync the
 //! store refuses every later persist: what reached the disk is unknown (a failed
 //! `fsync` may have dropped the dirty pages), and the sequencer stops.
 //!
@@ -147,21 +151,45 @@ fn frame_crc(rest: &[u8]) -> u32 {
 }
 
 /// The frame at `offset` of `bytes` if a whole one with sequence number `seq` is there:
-/// its writes and its length.
-fn parse_frame(bytes: &[u8], offset: u64, seq: u64) -> Option<(Vec<MetalogWrite>, u64)> {
+/// its writes and its length. `Ok(None)` when none is: zeros, or a frame a crash tore.
+/// A whole frame (its checksum holds) that does not decode is corruption, not a tear.
+fn parse_frame(bytes: &[u8], offset: u64, seq: u64) -> Result<Option<(Vec<MetalogWrite>, u64)>> {
+    let Some((len, crc, found_seq)) = frame_header(bytes, offset) else { return Ok(None) };
+    if len == 0 || len > FRAME_BYTES_MAX || found_seq != seq {
+        return Ok(None);
+    }
+    let at = offset as usize;
+    let Some(body) = bytes.get(at + 8..at + FRAME_HEADER as usize + len as usize) else { return Ok(None) };
+    if frame_crc(body) != crc {
+        return Ok(None);
+    }
+    let writes = decode("metalog frame", &body[8..], FRAME_BYTES_MAX)?;
+    Ok(Some((writes, FRAME_HEADER + len)))
+}
+
+/// The length, checksum and sequence number in the frame header at `offset`.
+fn frame_header(bytes: &[u8], offset: u64) -> Option<(u64, u32, u64)> {
     let at = usize::try_from(offset).ok()?;
-    let head = bytes.get(at..at + FRAME_HEADER as usize)?;
+    let head = bytes.get(at..at.checked_add(FRAME_HEADER as usize)?)?;
     let len = u64::from(u32::from_le_bytes(head[0..4].try_into().ok()?));
     let crc = u32::from_le_bytes(head[4..8].try_into().ok()?);
-    if len == 0 || len > FRAME_BYTES_MAX || u64::from_le_bytes(head[8..16].try_into().ok()?) != seq {
-        return None;
+    Some((len, crc, u64::from_le_bytes(head[8..16].try_into().ok()?)))
+}
+
+/// Whether the bytes from `end` on (the last segment, after its last whole frame) are
+/// what a crash leaves: nothing, or one frame torn while written, with zeros after the
+/// length its header names. Anything else (a frame damaged with frames after it) is
+/// corruption, which must not be cut off as a torn tail.
+fn torn_tail(bytes: &[u8], end: u64) -> bool {
+    let rest = &bytes[end as usize..];
+    match frame_header(bytes, end) {
+        // The header's sector was never written: the frame's later sectors may have been.
+        Some((0, _, _)) | None => true,
+        Some((len, _, _)) if len <= FRAME_BYTES_MAX => {
+            rest.get((FRAME_HEADER + len) as usize..).is_none_or(|after| after.iter().all(|b| *b == 0))
+        }
+        Some(_) => rest.iter().all(|b| *b == 0),
     }
-    let body = bytes.get(at + 8..at + FRAME_HEADER as usize + len as usize)?;
-    if frame_crc(body) != crc {
-        return None;
-    }
-    let writes = decode("metalog frame", &body[8..], FRAME_BYTES_MAX).ok()?;
-    Some((writes, FRAME_HEADER + len))
 }
 
 fn apply(metalogs: &mut BTreeMap<(Term, LogId), Metalog>, segment: u64, offset: u64, writes: &[MetalogWrite]) {
@@ -224,13 +252,16 @@ impl JournalMetalogStore {
                 return Err(Error::Storage(format!("{} is not a tally metalog journal", path.display())));
             }
             let mut offset = HEADER.len() as u64;
-            while let Some((writes, len)) = parse_frame(&bytes, offset, next_seq) {
+            while let Some((writes, len)) = parse_frame(&bytes, offset, next_seq)
+                .map_err(|e| Error::Storage(format!("corrupt frame at byte {offset} of {}: {e}", path.display())))?
+            {
                 apply(&mut metalogs, segment, offset, &writes);
                 offset += len;
                 next_seq += 1;
             }
             let rest = &bytes[offset as usize..];
-            if !is_last && rest.iter().any(|b| *b != 0) {
+            let damaged = if is_last { !torn_tail(&bytes, offset) } else { rest.iter().any(|b| *b != 0) };
+            if damaged {
                 return Err(Error::Storage(format!("corrupt frame at byte {offset} of {}", path.display())));
             }
             if is_last {
@@ -285,17 +316,20 @@ impl JournalMetalogStore {
         self.journal.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The frame at `slot`, decoded.
-    fn read_frame(&self, slot: Slot) -> Result<Vec<MetalogWrite>> {
+    /// The frame at `slot`, decoded; `file` keeps the segment last read open, for the
+    /// next frame of a scan.
+    fn read_frame(&self, file: &mut Option<(u64, File)>, slot: Slot) -> Result<Vec<MetalogWrite>> {
         let path = segment_path(&self.dir, slot.segment);
-        let file = File::open(&path).map_err(io_error("opening", &path))?;
+        let file = match file {
+            Some((segment, file)) if *segment == slot.segment => file,
+            _ => &file.insert((slot.segment, File::open(&path).map_err(io_error("opening", &path))?)).1,
+        };
         let mut head = [0u8; FRAME_HEADER as usize];
         file.read_exact_at(&mut head, slot.offset).map_err(io_error("reading", &path))?;
-        let len = u64::from(u32::from_le_bytes(head[0..4].try_into().expect("4 bytes")));
+        let (len, _, seq) = frame_header(&head, 0).expect("a whole header");
         let mut frame = vec![0u8; (FRAME_HEADER + len) as usize];
         file.read_exact_at(&mut frame, slot.offset).map_err(io_error("reading", &path))?;
-        let seq = u64::from_le_bytes(head[8..16].try_into().expect("8 bytes"));
-        parse_frame(&frame, 0, seq)
+        parse_frame(&frame, 0, seq)?
             .map(|(writes, _)| writes)
             .ok_or_else(|| Error::Storage(format!("corrupt frame at byte {} of {}", slot.offset, path.display())))
     }
@@ -339,15 +373,39 @@ impl MetalogStore for JournalMetalogStore {
     }
 
     fn load(&self) -> Result<Vec<MetalogWrite>> {
-        let keys: Vec<_> = self.lock().metalogs.keys().copied().collect();
-        let mut writes = Vec::new();
-        for (term, log) in keys {
-            let (sealed, led) = {
-                let journal = self.lock();
-                let metalog = &journal.metalogs[&(term, log)];
-                (metalog.sealed, metalog.led)
-            };
-            writes.extend(self.read_entries(term, log, 0, u64::MAX)?.into_iter().map(MetalogWrite::Entry));
+        // Every live entry's slot, read in journal order: each frame once, each segment
+        // opened once.
+        let (slots, marks) = {
+            let journal = self.lock();
+            let mut slots = Vec::new();
+            let mut marks = Vec::new();
+            for (&(term, log), metalog) in &journal.metalogs {
+                slots.extend(metalog.entries.values().map(|s| (*s, term, log)));
+                marks.push(((term, log), metalog.sealed, metalog.led));
+            }
+            (slots, marks)
+        };
+        let mut ordered: Vec<(Slot, Term, LogId)> = slots;
+        ordered.sort_unstable_by_key(|(s, _, _)| (s.segment, s.offset, s.write));
+        let mut entries: BTreeMap<(Term, LogId, u64), MetalogEntry> = BTreeMap::new();
+        let (mut file, mut frame): (_, Option<(Slot, Vec<MetalogWrite>)>) = (None, None);
+        for (slot, term, log) in ordered {
+            if !frame.as_ref().is_some_and(|(s, _)| (s.segment, s.offset) == (slot.segment, slot.offset)) {
+                frame = Some((slot, self.read_frame(&mut file, slot)?));
+            }
+            match frame.as_ref().and_then(|(_, writes)| writes.get(slot.write as usize)) {
+                Some(MetalogWrite::Entry(e)) if (e.term, e.log) == (term, log) => {
+                    entries.insert((term, log, e.index), e.clone());
+                }
+                _ => return Err(Error::Storage(format!("the metalog journal lost an entry of {term:?} {log:?}"))),
+            }
+        }
+        let mut writes = Vec::with_capacity(entries.len() + marks.len());
+        let mut entries = entries.into_iter().peekable();
+        for ((term, log), sealed, led) in marks {
+            while let Some((_, e)) = entries.next_if(|((t, l, _), _)| (*t, *l) == (term, log)) {
+                writes.push(MetalogWrite::Entry(e));
+            }
             if sealed {
                 writes.push(MetalogWrite::Seal { term, log });
             }
@@ -364,13 +422,14 @@ impl MetalogStore for JournalMetalogStore {
             _ => return Ok(Vec::new()),
         };
         let mut entries = Vec::new();
+        let mut file = None;
         let mut frame: Option<(u64, u64, Vec<MetalogWrite>)> = None;
         for (index, slot) in slots {
             if index != from + entries.len() as u64 {
                 break;
             }
             if !matches!(&frame, Some((s, o, _)) if (*s, *o) == (slot.segment, slot.offset)) {
-                frame = Some((slot.segment, slot.offset, self.read_frame(slot)?));
+                frame = Some((slot.segment, slot.offset, self.read_frame(&mut file, slot)?));
             }
             let writes = &frame.as_ref().expect("read above").2;
             match writes.get(slot.write as usize) {

@@ -221,3 +221,31 @@ fn journal_metalog_store_imports_a_rocksdb_metalog() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[test]
+fn journal_metalog_store_refuses_a_damaged_frame_with_frames_after_it() -> anyhow::Result<()> {
+    let dir = tempfile::TempDir::new()?;
+    let history = metalog_history(1);
+    let damaged = {
+        let store = JournalMetalogStore::open(dir.path())?;
+        store.persist(&history[..3])?;
+        let damaged = store.position();
+        for write in &history[3..] {
+            store.persist(std::slice::from_ref(write))?;
+        }
+        damaged
+    };
+    // A byte of a frame in the middle of the last segment: not a torn last frame, so
+    // cutting the journal there would drop acknowledged writes.
+    let file = std::fs::OpenOptions::new().write(true).open(&damaged.0)?;
+    std::os::unix::fs::FileExt::write_all_at(&file, &[0xff], damaged.1 + 20)?;
+    drop(file);
+    match JournalMetalogStore::open(dir.path()) {
+        Err(tally_log_core::Error::Storage(m)) => ensure!(m.contains("corrupt frame"), "{m}"),
+        Err(e) => bail!("expected a corrupt frame, got {e}"),
+        Ok(store) => {
+            bail!("a damaged frame with frames after it was cut off as a torn tail: {} writes left", store.load()?.len())
+        }
+    }
+    Ok(())
+}
