@@ -13,22 +13,27 @@
 //! one `(table, key)` are exactly the entries under its prefix, in version order; that
 //! is what lets `get_at` be one `seek_for_prev`.
 //!
-//! Read-modify-write operations (first-put-wins, put-if-newer, deletes) hold the mutex of
-//! their `(table, key)`'s stripe, one of `LOCK_STRIPES`, so operations on other keys
-//! write at the same time and RocksDB syncs their writes together (its write group
-//! commits concurrent synced writes with one WAL sync). RocksDB calls block, so writes
-//! run in `spawn_blocking`; a read runs in place when memory holds what it needs (a
-//! memtable or the block cache: RocksDB's `kBlockCacheTier`, which never reads a file)
-//! and on the blocking pool otherwise, so a hot read costs a lookup rather than two
-//! thread wakeups. Writes are synced: a log-free write is acknowledged to the protocol
-//! only once it is durable.
+//! Writes go to one writer thread (`tally-state-writer`), which takes every write queued
+//! while it was busy, decides each in order (first-put-wins, put-if-newer and deletes
+//! read what is stored, or what an earlier write of the same batch stores), and commits
+//! the batch as one synced RocksDB write: a write is acknowledged to the protocol only
+//! once it is durable, concurrent writers share one fsync, and one thread deciding in
+//! order is what makes the read-modify-write operations atomic, without locks. (Before,
+//! each write took a thread of the blocking pool and a lock stripe, and RocksDB's own
+//! write group made the threads wait for each other: a busy node spent a third of its
+//! samples switching between them.) A read runs in place when memory holds what it
+//! needs (a memtable or the block cache: RocksDB's `kBlockCacheTier`, which never reads
+//! a file) and on the blocking pool otherwise, so a hot read costs a lookup rather than
+//! two thread wakeups.
 
-use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
 
 use bytes::Bytes;
 use rocksdb::{ColumnFamilyDescriptor, ErrorKind, Options, ReadOptions, WriteBatch, WriteOptions, DB};
+use tokio::sync::oneshot;
 
 use tally_durable::store::{check_table, Family, StateError, StateFuture, StateStore, Value, Version};
 
@@ -36,20 +41,90 @@ const CF_VERSIONS: &str = "versions";
 const CF_LATEST: &str = "latest";
 const TAG_TOMBSTONE: u8 = 0;
 const TAG_VALUE: u8 = 1;
-/// Read-modify-write locks, picked by a hash of the `(table, key)`: concurrent writers
-/// of different keys rarely share one.
-const LOCK_STRIPES: usize = 256;
+/// Writes the writer commits as one batch at most: more wait for the next.
+const BATCH_WRITES_MAX: usize = 1024;
+/// Bytes of values one batch holds at most (a batch exceeds it by one write at most).
+const BATCH_BYTES_MAX: usize = 16 << 20;
 
 /// A [`StateStore`] in an embedded RocksDB database.
 pub struct RocksStateStore {
     inner: Arc<Inner>,
+    /// The writer thread's queue and handle; dropping the store closes the queue and
+    /// waits for the thread, which commits what was queued, so the database is closed
+    /// when the drop returns.
+    writer: Option<(mpsc::Sender<Write>, JoinHandle<()>)>,
 }
 
 struct Inner {
     db: DB,
-    /// Serialise read-modify-write operations of one `(table, key)` (and of the other
-    /// keys of its stripe); plain reads do not take them.
-    stripes: Vec<Mutex<()>>,
+}
+
+/// Where a write's outcome goes.
+type Done<T> = oneshot::Sender<Result<T, StateError>>;
+
+/// A write for the writer thread. Keys are RocksDB keys, values encoded entries.
+enum Write {
+    /// Unless the version exists.
+    Version {
+        key: Vec<u8>,
+        value: Vec<u8>,
+        done: Done<()>,
+    },
+    /// Says whether the version was there.
+    DeleteVersion {
+        key: Vec<u8>,
+        done: Done<bool>,
+    },
+    /// Unless the stored version is the same or newer; says whether it wrote.
+    IfNewer {
+        key: Vec<u8>,
+        version: Version,
+        value: Vec<u8>,
+        done: Done<bool>,
+    },
+    Latest {
+        key: Vec<u8>,
+        value: Vec<u8>,
+        done: Done<()>,
+    },
+}
+
+impl Write {
+    fn refuse(self, e: &StateError) {
+        match self {
+            Write::Version { done, .. } | Write::Latest { done, .. } => drop(done.send(Err(e.clone()))),
+            Write::DeleteVersion { done, .. } | Write::IfNewer { done, .. } => drop(done.send(Err(e.clone()))),
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        match self {
+            Write::Version { key, value, .. } | Write::IfNewer { key, value, .. } | Write::Latest { key, value, .. } => {
+                key.len() + value.len()
+            }
+            Write::DeleteVersion { key, .. } => key.len(),
+        }
+    }
+}
+
+/// A decided write's answer, sent once its batch is durable.
+enum Answer {
+    Unit(Done<()>),
+    Bool(Done<bool>, bool),
+}
+
+impl Answer {
+    fn send(self, result: &Result<(), StateError>) {
+        // A caller that went away (a cancelled invocation) does not need its answer.
+        match self {
+            Answer::Unit(done) => drop(done.send(result.clone())),
+            Answer::Bool(done, wrote) => drop(done.send(result.clone().map(|()| wrote))),
+        }
+    }
+}
+
+fn writer_stopped() -> StateError {
+    StateError::Backend { backend: "rocksdb", message: "the state store's writer stopped".into() }
 }
 
 impl RocksStateStore {
@@ -60,8 +135,30 @@ impl RocksStateStore {
         opts.create_missing_column_families(true);
         let cfs = [CF_VERSIONS, CF_LATEST].into_iter().map(|name| ColumnFamilyDescriptor::new(name, Options::default()));
         let db = DB::open_cf_descriptors(&opts, path, cfs).map_err(backend)?;
-        let stripes = (0..LOCK_STRIPES).map(|_| Mutex::new(())).collect();
-        Ok(RocksStateStore { inner: Arc::new(Inner { db, stripes }) })
+        let inner = Arc::new(Inner { db });
+        let (queue, writes) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("tally-state-writer".into())
+            .spawn({
+                let inner = Arc::clone(&inner);
+                move || inner.write_loop(&writes)
+            })
+            .map_err(|e| StateError::Backend { backend: "rocksdb", message: format!("starting the writer thread: {e}") })?;
+        Ok(RocksStateStore { inner, writer: Some((queue, thread)) })
+    }
+
+    /// Queues the write `make` builds (after checking the table name) and waits for its
+    /// answer, which comes once it is durable.
+    fn write<'a, T: Send + 'static>(&'a self, table: &str, make: impl FnOnce(Done<T>) -> Write) -> StateFuture<'a, T> {
+        let (done, answer) = oneshot::channel();
+        let queued = check_table(table).and_then(|()| {
+            let (queue, _) = self.writer.as_ref().expect("the writer runs until the store is dropped");
+            queue.send(make(done)).map_err(|_| writer_stopped())
+        });
+        Box::pin(async move {
+            queued?;
+            answer.await.map_err(|_| writer_stopped())?
+        })
     }
 
     /// Runs `op` on the blocking pool after checking the table name.
@@ -99,6 +196,17 @@ impl RocksStateStore {
                 .await
                 .map_err(|e| StateError::Backend { backend: "rocksdb", message: e.to_string() })?
         })
+    }
+}
+
+impl Drop for RocksStateStore {
+    fn drop(&mut self) {
+        if let Some((queue, thread)) = self.writer.take() {
+            drop(queue);
+            // The writer ends once it has committed what was queued; a panic there was
+            // already reported, and left its callers with an error.
+            let _ = thread.join();
+        }
     }
 }
 
@@ -157,17 +265,104 @@ impl Inner {
         self.db.cf_handle(name).expect("column family created at open")
     }
 
-    /// The lock of `object` (an `object_key`).
-    fn lock(&self, object: &[u8]) -> MutexGuard<'_, ()> {
-        let stripe = BuildHasherDefault::<DefaultHasher>::default().hash_one(object) as usize % self.stripes.len();
-        // The lock guards no data, so a panic while holding it leaves nothing torn.
-        self.stripes[stripe].lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    /// The writer thread: commits what is queued, a batch at a time, until the store
+    /// is dropped. After a failed commit it refuses every later write: what the failed
+    /// batch left in memory may not be durable, and a write deciding on it (a version
+    /// that seems to exist) would be acknowledged as durable when it is not.
+    fn write_loop(&self, queue: &mpsc::Receiver<Write>) {
+        let mut failed = None;
+        while let Ok(first) = queue.recv() {
+            if let Some(e) = &failed {
+                first.refuse(e);
+                continue;
+            }
+            let mut bytes = first.bytes();
+            let mut writes = vec![first];
+            while writes.len() < BATCH_WRITES_MAX && bytes < BATCH_BYTES_MAX {
+                let Ok(next) = queue.try_recv() else { break };
+                bytes += next.bytes();
+                writes.push(next);
+            }
+            if let Err(e) = self.commit(writes) {
+                tracing::error!(error = %e, "a state store commit failed; refusing every later write");
+                failed = Some(e);
+            }
+        }
     }
 
-    fn write(&self, batch: WriteBatch) -> Result<(), StateError> {
-        let mut opts = WriteOptions::default();
-        opts.set_sync(true);
-        self.db.write_opt(batch, &opts).map_err(backend)
+    /// Decides `writes` in order and commits the ones that write as one synced batch;
+    /// then answers each. A write that cannot be decided (a failed read, a corrupt
+    /// entry) is answered at once and writes nothing; if the commit fails, every write
+    /// of the batch gets its error, which is returned.
+    fn commit(&self, writes: Vec<Write>) -> Result<(), StateError> {
+        let (versions, latest) = (self.cf(CF_VERSIONS), self.cf(CF_LATEST));
+        let mut batch = WriteBatch::default();
+        // What the batch stores so far, by column family and key (`None`: deleted):
+        // a later write of the same key decides on that, not on the database.
+        let mut pending: HashMap<(bool, Vec<u8>), Option<Vec<u8>>> = HashMap::new();
+        let stored = |pending: &HashMap<(bool, Vec<u8>), Option<Vec<u8>>>, is_latest: bool, key: &[u8]| match pending
+            .get(&(is_latest, key.to_vec()))
+        {
+            Some(value) => Ok(value.clone()),
+            None => {
+                let cf = if is_latest { latest } else { versions };
+                self.db.get_cf(cf, key).map_err(backend)
+            }
+        };
+        let mut answers = Vec::with_capacity(writes.len());
+        for write in writes {
+            match write {
+                Write::Version { key, value, done } => match stored(&pending, false, &key) {
+                    Ok(Some(_)) => answers.push(Answer::Unit(done)),
+                    Ok(None) => {
+                        batch.put_cf(versions, &key, &value);
+                        pending.insert((false, key), Some(value));
+                        answers.push(Answer::Unit(done));
+                    }
+                    Err(e) => drop(done.send(Err(e))),
+                },
+                Write::DeleteVersion { key, done } => match stored(&pending, false, &key) {
+                    Ok(Some(_)) => {
+                        batch.delete_cf(versions, &key);
+                        pending.insert((false, key), None);
+                        answers.push(Answer::Bool(done, true));
+                    }
+                    Ok(None) => answers.push(Answer::Bool(done, false)),
+                    Err(e) => drop(done.send(Err(e))),
+                },
+                Write::IfNewer { key, version, value, done } => {
+                    let newer = stored(&pending, true, &key).and_then(|raw| match raw {
+                        Some(raw) => Ok(decode_latest(&raw)?.0 < version),
+                        None => Ok(true),
+                    });
+                    match newer {
+                        Ok(true) => {
+                            batch.put_cf(latest, &key, &value);
+                            pending.insert((true, key), Some(value));
+                            answers.push(Answer::Bool(done, true));
+                        }
+                        Ok(false) => answers.push(Answer::Bool(done, false)),
+                        Err(e) => drop(done.send(Err(e))),
+                    }
+                }
+                Write::Latest { key, value, done } => {
+                    batch.put_cf(latest, &key, &value);
+                    pending.insert((true, key), Some(value));
+                    answers.push(Answer::Unit(done));
+                }
+            }
+        }
+        let result = if batch.is_empty() {
+            Ok(())
+        } else {
+            let mut opts = WriteOptions::default();
+            opts.set_sync(true);
+            self.db.write_opt(batch, &opts).map_err(backend)
+        };
+        for answer in answers {
+            answer.send(&result);
+        }
+        result
     }
 
     /// The newest version `<= at` under `prefix`, with its raw entry value.
@@ -187,18 +382,8 @@ impl Inner {
 
 impl StateStore for RocksStateStore {
     fn put_version<'a>(&'a self, table: &'a str, key: &'a [u8], version: u64, value: Value) -> StateFuture<'a, ()> {
-        let object = object_key(table, key);
-        let k = version_key(&object, version);
-        self.run(table, move |inner| {
-            let _guard = inner.lock(&object);
-            let cf = inner.cf(CF_VERSIONS);
-            if inner.db.get_pinned_cf(cf, &k).map_err(backend)?.is_some() {
-                return Ok(());
-            }
-            let mut batch = WriteBatch::default();
-            batch.put_cf(cf, &k, encode_value(&[], &value));
-            inner.write(batch)
-        })
+        let key = version_key(&object_key(table, key), version);
+        self.write(table, |done| Write::Version { key, value: encode_value(&[], &value), done })
     }
 
     fn get_at<'a>(&'a self, table: &'a str, key: &'a [u8], at: u64) -> StateFuture<'a, Option<(u64, Value)>> {
@@ -218,49 +403,21 @@ impl StateStore for RocksStateStore {
     }
 
     fn delete_version<'a>(&'a self, table: &'a str, key: &'a [u8], version: u64) -> StateFuture<'a, bool> {
-        let object = object_key(table, key);
-        let k = version_key(&object, version);
-        self.run(table, move |inner| {
-            let _guard = inner.lock(&object);
-            let cf = inner.cf(CF_VERSIONS);
-            if inner.db.get_pinned_cf(cf, &k).map_err(backend)?.is_none() {
-                return Ok(false);
-            }
-            let mut batch = WriteBatch::default();
-            batch.delete_cf(cf, &k);
-            inner.write(batch)?;
-            Ok(true)
-        })
+        let key = version_key(&object_key(table, key), version);
+        self.write(table, |done| Write::DeleteVersion { key, done })
     }
 
     fn put_if_newer<'a>(&'a self, table: &'a str, key: &'a [u8], version: Version, value: Value) -> StateFuture<'a, bool> {
-        let k = object_key(table, key);
-        self.run(table, move |inner| {
-            let _guard = inner.lock(&k);
-            let cf = inner.cf(CF_LATEST);
-            if let Some(raw) = inner.db.get_pinned_cf(cf, &k).map_err(backend)? {
-                let (stored, _) = decode_latest(&raw)?;
-                if stored >= version {
-                    return Ok(false);
-                }
-            }
-            let mut header = Vec::with_capacity(12);
-            header.extend_from_slice(&version.cursor.to_be_bytes());
-            header.extend_from_slice(&version.counter.to_be_bytes());
-            let mut batch = WriteBatch::default();
-            batch.put_cf(cf, &k, encode_value(&header, &value));
-            inner.write(batch)?;
-            Ok(true)
-        })
+        let mut header = [0; 12];
+        header[..8].copy_from_slice(&version.cursor.to_be_bytes());
+        header[8..].copy_from_slice(&version.counter.to_be_bytes());
+        let (key, value) = (object_key(table, key), encode_value(&header, &value));
+        self.write(table, |done| Write::IfNewer { key, version, value, done })
     }
 
     fn put_latest<'a>(&'a self, table: &'a str, key: &'a [u8], value: Value) -> StateFuture<'a, ()> {
-        let k = object_key(table, key);
-        self.run(table, move |inner| {
-            let mut batch = WriteBatch::default();
-            batch.put_cf(inner.cf(CF_LATEST), &k, encode_value(&[0; 12], &value));
-            inner.write(batch)
-        })
+        let (key, value) = (object_key(table, key), encode_value(&[0; 12], &value));
+        self.write(table, |done| Write::Latest { key, value, done })
     }
 
     fn list_keys<'a>(
@@ -381,6 +538,60 @@ fn decode_latest(raw: &[u8]) -> Result<(Version, Value), StateError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A batch decides each write on what the writes before it in the same batch store,
+    /// not only on the database: the first put of a version wins within a batch too,
+    /// put-if-newer compares with a newer version queued just before, and a delete
+    /// sees (and removes) a version written earlier in its batch.
+    #[tokio::test]
+    async fn a_batch_decides_each_write_after_the_ones_before_it() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let store = RocksStateStore::open(dir.path()).expect("opening");
+        let value = |s: &str| Some(Bytes::copy_from_slice(s.as_bytes()));
+        let version = |cursor| Version { cursor, counter: 0 };
+        let (kv, ka, kd) =
+            (version_key(&object_key("t", b"k"), 7), object_key("t", b"a"), version_key(&object_key("t", b"d"), 1));
+        // A latest entry's header: the version's cursor, then its counter (0 here).
+        let header = |v: Version| {
+            let mut h = [0; 12];
+            h[..8].copy_from_slice(&v.cursor.to_be_bytes());
+            h
+        };
+        let mut units = Vec::new();
+        let mut bools = Vec::new();
+        let mut writes = Vec::new();
+        for v in ["first", "second"] {
+            let (done, answer) = oneshot::channel();
+            writes.push(Write::Version { key: kv.clone(), value: encode_value(&[], &value(v)), done });
+            units.push(answer);
+        }
+        for cursor in [5, 3, 5, 6] {
+            let (done, answer) = oneshot::channel();
+            let (key, value) = (ka.clone(), encode_value(&header(version(cursor)), &value(&cursor.to_string())));
+            writes.push(Write::IfNewer { key, version: version(cursor), value, done });
+            bools.push(answer);
+        }
+        let (done, answer) = oneshot::channel();
+        writes.push(Write::Version { key: kd.clone(), value: encode_value(&[], &value("gone")), done });
+        units.push(answer);
+        for _ in 0..2 {
+            let (done, answer) = oneshot::channel();
+            writes.push(Write::DeleteVersion { key: kd.clone(), done });
+            bools.push(answer);
+        }
+        store.inner.commit(writes).expect("committed");
+        for answer in units {
+            answer.await.expect("answered").expect("written");
+        }
+        let mut wrote = Vec::new();
+        for answer in bools {
+            wrote.push(answer.await.expect("answered").expect("decided"));
+        }
+        assert_eq!(wrote, [true, false, false, true, true, false], "put-if-newer 5, 3, 5, 6; delete, delete again");
+        assert_eq!(store.get_version("t", b"k", 7).await.unwrap(), Some(value("first")));
+        assert_eq!(store.get_latest("t", b"a").await.unwrap(), Some((version(6), value("6"))));
+        assert_eq!(store.get_version("t", b"d", 1).await.unwrap(), None);
+    }
 
     /// A read limited to memory is refused (`Incomplete`) for a key only a table file
     /// holds, and served once a read from the file put its block in the cache; so the
