@@ -133,6 +133,10 @@ impl RocksStateStore {
         let mut opts = Options::default();
         opts.create_if_missing(true);
         opts.create_missing_column_families(true);
+        // Reuses obsolete write-ahead log files: a sync of a write into an existing file
+        // writes data only, where appending to a new one also updates its size (an
+        // inode write) on every sync. As the log's record store does.
+        opts.set_recycle_log_file_num(4);
         let cfs = [CF_VERSIONS, CF_LATEST].into_iter().map(|name| ColumnFamilyDescriptor::new(name, Options::default()));
         let db = DB::open_cf_descriptors(&opts, path, cfs).map_err(backend)?;
         let inner = Arc::new(Inner { db });
