@@ -357,7 +357,7 @@ fn external_load(report: &mut Report, targets: &[Target], plan: &Plan) -> anyhow
 }
 
 /// A latency as wrk prints it (`152.00us`, `1.23ms`, `2.00s`), in microseconds.
-fn wrk_micros(text: &str) -> Option<f64> {
+pub(crate) fn wrk_micros(text: &str) -> Option<f64> {
     let (number, scale) = if let Some(n) = text.strip_suffix("us") {
         (n, 1.0)
     } else if let Some(n) = text.strip_suffix("ms") {

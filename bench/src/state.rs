@@ -19,7 +19,10 @@
 //!           the same transfers as PostgreSQL transactions by a plain client
 //!           (tokio-postgres: BEGIN, SELECT .. FOR UPDATE of both rows, UPDATE of
 //!           both, COMMIT), 1 and 32 clients; and the log records a transfer appends
-//!           on Tally (counted between marker records appended around each slice)
+//!           on Tally (counted between marker records appended around each slice);
+//!           then the same transfers under external load generators, so that the
+//!           suite's clients are not the only judge: `wrk` on Tally, `pgbench` (with
+//!           the same transaction as a script) on PostgreSQL, 32 connections each
 //! ```
 //!
 //! The protocols of `ops` and `sweep` are measured in interleaved rounds, and the
@@ -849,5 +852,176 @@ async fn bank(
         }
         bank.check(moves).await?;
     }
+    let banks = &banks;
+    tokio::task::spawn_blocking({
+        let (banks, slice, slices) = (banks.iter().map(Bank::external).collect::<Vec<_>>(), plan.slice, plan.slices);
+        move || bank_external(&banks, slice, slices)
+    })
+    .await??
+    .into_iter()
+    .try_for_each(|(case, metric, value, unit)| report.record(&case, metric, value, unit))?;
     Ok(())
+}
+
+/// A bank target as an external load generator drives it.
+enum External {
+    /// `wrk` POSTing transfers to the invoke URL, each with an Idempotency-Key.
+    Tally { name: String, invoke_url: String },
+    /// `pgbench` running the transfer as a script on the `bank` database.
+    Postgres { conninfo: String },
+}
+
+impl Bank {
+    fn external(&self) -> External {
+        match self {
+            Bank::Tally { invoke_url, .. } => External::Tally { name: self.name(), invoke_url: invoke_url.clone() },
+            Bank::Postgres { conninfo } => External::Postgres { conninfo: conninfo.clone() },
+        }
+    }
+}
+
+/// Connections of the external load generators' run.
+const EXTERNAL_CONNECTIONS: usize = PAIRS;
+
+/// wrk's script for Tally: transfers on the pairs (a thread's requests take its half of
+/// them in turn), an Idempotency-Key each, unique across runs (the run is wrk's first
+/// argument); every answer that is not a 200 `ok ...` counts as bad, and the total is
+/// printed as `BAD <n>`.
+const WRK_BANK_SCRIPT: &str = r#"
+local threads = {}
+function setup(thread)
+  thread:set("id", #threads)
+  table.insert(threads, thread)
+end
+function init(args)
+  run = args[1]
+  sent = 0
+  bad = 0
+end
+function request()
+  sent = sent + 1
+  local pair = (id * 16 + sent % 16) % 32
+  wrk.headers["Idempotency-Key"] = "external-" .. run .. "-" .. id .. "-" .. sent
+  return wrk.format("POST", nil, nil, "transfer p" .. pair .. "x p" .. pair .. "y 1")
+end
+function response(status, headers, body)
+  if status ~= 200 or string.sub(body, 1, 3) ~= "ok " then
+    bad = bad + 1
+  end
+end
+function done(summary, latency, requests)
+  local total = 0
+  for _, thread in ipairs(threads) do
+    total = total + thread:get("bad")
+  end
+  io.write(string.format("BAD %d\n", total))
+end
+"#;
+
+/// pgbench's script: the transfer of the suite's plain client (both rows locked in a
+/// fixed order, both updated), on the client's own pair (`client_id` is 0..connections).
+const PGBENCH_BANK_SCRIPT: &str = "\
+BEGIN;
+SELECT balance FROM accounts WHERE id = 'p' || :client_id || 'x' FOR UPDATE;
+SELECT balance FROM accounts WHERE id = 'p' || :client_id || 'y' FOR UPDATE;
+UPDATE accounts SET balance = balance - 1 WHERE id = 'p' || :client_id || 'x';
+UPDATE accounts SET balance = balance + 1 WHERE id = 'p' || :client_id || 'y';
+COMMIT;
+";
+
+/// The bank under external load generators, so that the suite's own clients (tasks on
+/// the runtime that also runs the Tally node) are not the only judge: `wrk` for each
+/// Tally target, `pgbench` (PostgreSQL's own) for PostgreSQL, with
+/// `EXTERNAL_CONNECTIONS` connections on two threads each, in `slices` interleaved
+/// slices of `slice`. Transfers of concurrent wrk requests may share a pair, which the
+/// bank does not serialise, so balances are not checked here (the suite's clients
+/// checked them above); every answer is. Returns the measurements; skipped, with a
+/// message, where a generator cannot be had.
+fn bank_external(
+    targets: &[External],
+    slice: Duration,
+    slices: u32,
+) -> anyhow::Result<Vec<(String, &'static str, f64, &'static str)>> {
+    let generators = crate::peers::debian_program("wrk", "wrk")
+        .and_then(|wrk| Ok((wrk, crate::peers::debian_program("pgbench", "postgresql-client")?)));
+    let (wrk, pgbench) = match generators {
+        Ok(found) => found,
+        Err(e) => {
+            eprintln!("state: bank: NO EXTERNAL LOAD GENERATOR: {e:#}; the external run is skipped");
+            return Ok(vec![]);
+        }
+    };
+    let dir = tempfile::tempdir().context("creating the generators' scripts")?;
+    let (wrk_script, pg_script) = (dir.path().join("bank.lua"), dir.path().join("bank.sql"));
+    std::fs::write(&wrk_script, WRK_BANK_SCRIPT).context("writing wrk's script")?;
+    std::fs::write(&pg_script, PGBENCH_BANK_SCRIPT).context("writing pgbench's script")?;
+    let seconds = slice.as_secs().max(1).to_string();
+    eprintln!("state: bank: external load generators, {EXTERNAL_CONNECTIONS} connections: {slices} interleaved slices of {seconds} s per target");
+    // Per target: transfers per second and mean latency (us), one entry per slice.
+    let mut measured: Vec<Vec<(f64, f64)>> = vec![Vec::new(); targets.len()];
+    for round in 0..slices as usize {
+        for k in 0..targets.len() {
+            let i = (round + k) % targets.len();
+            let connections = EXTERNAL_CONNECTIONS.to_string();
+            measured[i].push(match &targets[i] {
+                External::Tally { name, invoke_url } => {
+                    let out = std::process::Command::new(&wrk)
+                        .args(["-t2", "-c", &connections, "-d", &seconds, "-s"])
+                        .arg(&wrk_script)
+                        .args([invoke_url, "--", &round.to_string()])
+                        .output()
+                        .context("running wrk")?;
+                    let text = String::from_utf8_lossy(&out.stdout);
+                    ensure!(out.status.success(), "wrk failed on {name}: {text}{}", String::from_utf8_lossy(&out.stderr));
+                    ensure!(!text.contains("Non-2xx") && text.contains("BAD 0"), "{name} answered errors under wrk: {text}");
+                    let throughput = text.lines().find_map(|l| l.trim().strip_prefix("Requests/sec:")?.trim().parse().ok());
+                    let mean = text
+                        .lines()
+                        .find_map(|l| crate::invoke::wrk_micros(l.trim().strip_prefix("Latency")?.split_whitespace().next()?));
+                    throughput.zip(mean).with_context(|| format!("wrk said {text}"))?
+                }
+                External::Postgres { conninfo } => {
+                    let out = std::process::Command::new(&pgbench)
+                        .args(["-n", "-M", "prepared", "-c", &connections, "-j2", "-T", &seconds, "-f"])
+                        .arg(&pg_script)
+                        .arg(conninfo)
+                        .output()
+                        .context("running pgbench")?;
+                    let text = String::from_utf8_lossy(&out.stdout);
+                    ensure!(out.status.success(), "pgbench failed: {text}{}", String::from_utf8_lossy(&out.stderr));
+                    ensure!(text.contains("number of failed transactions: 0"), "transfers failed under pgbench: {text}");
+                    let field = |prefix: &str| {
+                        text.lines().find_map(|l| l.trim().strip_prefix(prefix)?.split_whitespace().next()?.parse::<f64>().ok())
+                    };
+                    let mean_ms = field("latency average =");
+                    field("tps =").zip(mean_ms.map(|ms| ms * 1000.0)).with_context(|| format!("pgbench said {text}"))?
+                }
+            });
+        }
+    }
+    let mut out = Vec::new();
+    let mut postgres = None;
+    for (target, slices) in targets.iter().zip(&measured) {
+        let n = slices.len().max(1) as f64;
+        let (throughput, mean) = slices.iter().fold((0.0, 0.0), |(t, m), (st, sm)| (t + st / n, m + sm / n));
+        let name = match target {
+            External::Tally { name, .. } => name.clone(),
+            External::Postgres { .. } => "postgres".to_string(),
+        };
+        let generator = if matches!(target, External::Tally { .. }) { "wrk" } else { "pgbench" };
+        let case = format!("{name},connections={EXTERNAL_CONNECTIONS},{generator}");
+        out.push((case.clone(), "bank_external_throughput", throughput.round(), "transfers/s"));
+        out.push((case, "bank_external_latency_mean", mean.round(), "us"));
+        if matches!(target, External::Postgres { .. }) {
+            postgres = Some(throughput);
+        }
+    }
+    if let Some(pg) = postgres.filter(|&pg| pg > 0.0) {
+        for (target, (case, _, throughput, _)) in targets.iter().zip(out.clone().into_iter().step_by(2)) {
+            if matches!(target, External::Tally { .. }) {
+                out.push((case, "bank_external_vs_postgres", round_to(throughput / pg, 2), "x"));
+            }
+        }
+    }
+    Ok(out)
 }
