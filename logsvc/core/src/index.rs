@@ -29,10 +29,11 @@
 //! Architecture Invariant: the index never looks at record data or at time; only at
 //! seqnums, metadata and trim commands, in log order.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::chunks::Chunks;
 use crate::message::{Cond, RecordMeta};
 use crate::types::{BookId, LocalId, Location, SeqNum, ShardId, Tag};
 
@@ -40,7 +41,7 @@ use crate::types::{BookId, LocalId, Location, SeqNum, ShardId, Tag};
 #[derive(Default, Debug)]
 struct Row {
     /// Live seqnums, ascending: a record leaves its tag rows only from the front.
-    live: VecDeque<SeqNum>,
+    live: Chunks<SeqNum>,
     /// Successful records ever added to this stream: the next record's offset.
     total: u64,
 }
@@ -78,7 +79,7 @@ struct Book {
     /// The book-wide row: the records live in it when they were added, ascending
     /// (records that died since through their tag rows stay, marked, until they reach
     /// the front). One slot per record is all the index holds besides its tag rows.
-    all: VecDeque<Slot>,
+    all: Chunks<Slot>,
     /// Successful records ever added to the book.
     all_total: u64,
 }
@@ -101,7 +102,7 @@ impl Book {
     fn pop_mark(&mut self, mark: Tag, seqnum: SeqNum) {
         let Some(row) = self.rows.get_mut(&mark) else { return };
         let below = row.live.partition_point(|&s| s < seqnum);
-        row.live.drain(..below);
+        row.live.drain_front(below);
     }
 
     /// Pops the prefix of `tag`'s row below `seqnum`; returns the records that died.

@@ -8,6 +8,7 @@
 //! [`Context`] are plain values, usable by any IO-free caller.
 
 mod cache;
+mod chunks;
 mod config;
 mod context;
 mod controller;
