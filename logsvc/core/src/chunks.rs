@@ -88,11 +88,6 @@ impl<T: Copy> Chunks<T> {
             self.chunks.pop_front();
             self.head = 0;
         }
-        if self.len == 0 {
-            // The last entry left a chunk that is not used up: start afresh, small.
-            self.chunks.clear();
-            self.head = 0;
-        }
     }
 
     pub(crate) fn get(&self, i: usize) -> Option<&T> {
