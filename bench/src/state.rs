@@ -852,7 +852,6 @@ async fn bank(
         }
         bank.check(moves).await?;
     }
-    let banks = &banks;
     tokio::task::spawn_blocking({
         let (banks, slice, slices) = (banks.iter().map(Bank::external).collect::<Vec<_>>(), plan.slice, plan.slices);
         move || bank_external(&banks, slice, slices)
@@ -883,8 +882,8 @@ impl Bank {
 /// Connections of the external load generators' run.
 const EXTERNAL_CONNECTIONS: usize = PAIRS;
 
-/// wrk's script for Tally: transfers on the pairs (a thread's requests take its half of
-/// them in turn), an Idempotency-Key each, unique across runs (the run is wrk's first
+/// wrk's script for Tally: transfers on the pairs (each of wrk's two threads takes its
+/// 16 of the 32 in turn), an Idempotency-Key each, unique across runs (the run is wrk's first
 /// argument); every answer that is not a 200 `ok ...` counts as bad, and the total is
 /// printed as `BAD <n>`.
 const WRK_BANK_SCRIPT: &str = r#"
