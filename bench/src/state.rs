@@ -881,6 +881,7 @@ impl Bank {
 
 /// Connections of the external load generators' run.
 const EXTERNAL_CONNECTIONS: usize = PAIRS;
+const _: () = assert!(PAIRS == 32, "WRK_BANK_SCRIPT spreads its two threads over 32 pairs");
 
 /// wrk's script for Tally: transfers on the pairs (each of wrk's two threads takes its
 /// 16 of the 32 in turn), an Idempotency-Key each, unique across runs (the run is wrk's first
