@@ -339,7 +339,7 @@ fn external_load(report: &mut Report, targets: &[Target], plan: &Plan) -> anyhow
         let text = String::from_utf8_lossy(&out.stdout);
         ensure!(out.status.success(), "wrk failed on {}: {text}{}", target.name, String::from_utf8_lossy(&out.stderr));
         ensure!(!text.contains("Non-2xx"), "{} answered errors under wrk: {text}", target.name);
-        let field = |prefix: &str| text.lines().find_map(|l| l.trim().strip_prefix(prefix).map(str::trim).map(str::to_owned));
+        let field = |prefix: &str| wrk_field(&text, prefix);
         let throughput: f64 = field("Requests/sec:").and_then(|v| v.parse().ok()).with_context(|| format!("wrk said {text}"))?;
         let case = format!("{},connections={WRK_CONNECTIONS},wrk", target.name);
         report.record(&case, "wrk_throughput", throughput.round(), "requests/s")?;
@@ -354,6 +354,12 @@ fn external_load(report: &mut Report, targets: &[Target], plan: &Plan) -> anyhow
         report.record(&case, "throughput_ratio", round_to(tally / peer, 2), "ratio")?;
     }
     Ok(())
+}
+
+/// What follows `prefix` on the first line of wrk's output that starts with it (after
+/// indentation), trimmed.
+pub(crate) fn wrk_field(text: &str, prefix: &str) -> Option<String> {
+    text.lines().find_map(|l| l.trim().strip_prefix(prefix).map(str::trim).map(str::to_owned))
 }
 
 /// A latency as wrk prints it (`152.00us`, `1.23ms`, `2.00s`), in microseconds.

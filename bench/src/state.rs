@@ -59,7 +59,7 @@ use tally_runtime::{Config, Runtime};
 use tokio_postgres::{Client, NoTls, Statement};
 
 use crate::http::Http;
-use crate::invoke::agent;
+use crate::invoke::{agent, wrk_field, wrk_micros};
 use crate::log::{closed_loop_keeping, record_percentiles, Op};
 use crate::peers::Postgres;
 use crate::report::{nanos, round_to, Latencies, Report, Samples};
@@ -929,6 +929,12 @@ UPDATE accounts SET balance = balance + 1 WHERE id = 'p' || :client_id || 'y';
 COMMIT;
 ";
 
+/// The means of a target's slices: (transfers per second, mean latency in us).
+fn mean_of(slices: &[(f64, f64)]) -> (f64, f64) {
+    let n = slices.len().max(1) as f64;
+    slices.iter().fold((0.0, 0.0), |(t, m), (st, sm)| (t + st / n, m + sm / n))
+}
+
 /// The bank under external load generators, so that the suite's own clients (tasks on
 /// the runtime that also runs the Tally node) are not the only judge: `wrk` for each
 /// Tally target, `pgbench` (PostgreSQL's own) for PostgreSQL, with
@@ -974,10 +980,9 @@ fn bank_external(
                     let text = String::from_utf8_lossy(&out.stdout);
                     ensure!(out.status.success(), "wrk failed on {name}: {text}{}", String::from_utf8_lossy(&out.stderr));
                     ensure!(!text.contains("Non-2xx") && text.contains("BAD 0"), "{name} answered errors under wrk: {text}");
-                    let throughput = text.lines().find_map(|l| l.trim().strip_prefix("Requests/sec:")?.trim().parse().ok());
-                    let mean = text
-                        .lines()
-                        .find_map(|l| crate::invoke::wrk_micros(l.trim().strip_prefix("Latency")?.split_whitespace().next()?));
+                    let throughput = wrk_field(&text, "Requests/sec:").and_then(|v| v.parse().ok());
+                    // `Latency  <mean> <stdev> <max> <+/- stdev>`, the first line of thread stats.
+                    let mean = wrk_field(&text, "Latency").and_then(|v| wrk_micros(v.split_whitespace().next()?));
                     throughput.zip(mean).with_context(|| format!("wrk said {text}"))?
                 }
                 External::Postgres { conninfo } => {
@@ -999,28 +1004,18 @@ fn bank_external(
             });
         }
     }
+    let postgres = targets.iter().zip(&measured).find(|(t, _)| matches!(t, External::Postgres { .. })).map(|(_, m)| mean_of(m).0);
     let mut out = Vec::new();
-    let mut postgres = None;
     for (target, slices) in targets.iter().zip(&measured) {
-        let n = slices.len().max(1) as f64;
-        let (throughput, mean) = slices.iter().fold((0.0, 0.0), |(t, m), (st, sm)| (t + st / n, m + sm / n));
-        let name = match target {
-            External::Tally { name, .. } => name.clone(),
-            External::Postgres { .. } => "postgres".to_string(),
+        let (throughput, latency) = mean_of(slices);
+        let case = match target {
+            External::Tally { name, .. } => format!("{name},connections={EXTERNAL_CONNECTIONS},wrk"),
+            External::Postgres { .. } => format!("postgres,connections={EXTERNAL_CONNECTIONS},pgbench"),
         };
-        let generator = if matches!(target, External::Tally { .. }) { "wrk" } else { "pgbench" };
-        let case = format!("{name},connections={EXTERNAL_CONNECTIONS},{generator}");
         out.push((case.clone(), "bank_external_throughput", throughput.round(), "transfers/s"));
-        out.push((case, "bank_external_latency_mean", mean.round(), "us"));
-        if matches!(target, External::Postgres { .. }) {
-            postgres = Some(throughput);
-        }
-    }
-    if let Some(pg) = postgres.filter(|&pg| pg > 0.0) {
-        for (target, (case, _, throughput, _)) in targets.iter().zip(out.clone().into_iter().step_by(2)) {
-            if matches!(target, External::Tally { .. }) {
-                out.push((case, "bank_external_vs_postgres", round_to(throughput / pg, 2), "x"));
-            }
+        out.push((case.clone(), "bank_external_latency_mean", latency.round(), "us"));
+        if let (External::Tally { .. }, Some(pg)) = (target, postgres.filter(|&pg| pg > 0.0)) {
+            out.push((case, "bank_external_vs_postgres", round_to(throughput / pg, 2), "x"));
         }
     }
     Ok(out)

@@ -97,6 +97,8 @@ impl RecordCache {
         Some(&slot.entry)
     }
 
+    /// Caches the record at `seqnum`, a record of `book`, keeping aux data set under the
+    /// same book.
     pub fn put_record(&mut self, seqnum: SeqNum, book: BookId, tags: Vec<Tag>, data: Bytes) {
         let aux = self.remove(seqnum).filter(|c| c.book == book).and_then(|c| c.aux);
         self.insert(seqnum, Cached { book, record: Some((tags, data)), aux });

@@ -25,7 +25,7 @@ use std::ops::{Bound, Index, IndexMut, RangeBounds};
 const CHUNK_SHIFT: u32 = 12;
 const CHUNK: usize = 1 << CHUNK_SHIFT;
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub(crate) struct Chunks<T> {
     chunks: VecDeque<Vec<T>>,
     /// Entries of the first chunk that already left the front.

@@ -45,6 +45,9 @@ const TAG_VALUE: u8 = 1;
 const BATCH_WRITES_MAX: usize = 1024;
 /// Bytes of values one batch holds at most (a batch exceeds it by one write at most).
 const BATCH_BYTES_MAX: usize = 16 << 20;
+/// The families as a batch's pending writes index them.
+const VERSIONS: usize = 0;
+const LATEST: usize = 1;
 
 /// A [`StateStore`] in an embedded RocksDB database.
 pub struct RocksStateStore {
@@ -301,48 +304,45 @@ impl Inner {
     fn commit(&self, writes: Vec<Write>) -> Result<(), StateError> {
         let (versions, latest) = (self.cf(CF_VERSIONS), self.cf(CF_LATEST));
         let mut batch = WriteBatch::default();
-        // What the batch stores so far, by column family and key (`None`: deleted):
-        // a later write of the same key decides on that, not on the database.
-        let mut pending: HashMap<(bool, Vec<u8>), Option<Vec<u8>>> = HashMap::new();
-        let stored = |pending: &HashMap<(bool, Vec<u8>), Option<Vec<u8>>>, is_latest: bool, key: &[u8]| match pending
-            .get(&(is_latest, key.to_vec()))
+        // What the batch stores so far in each family (`VERSIONS`, `LATEST`), by key
+        // (`None`: deleted): a later write of the same key decides on that, not on the
+        // database.
+        let mut pending: [HashMap<Vec<u8>, Option<Vec<u8>>>; 2] = Default::default();
+        let stored = |pending: &[HashMap<Vec<u8>, Option<Vec<u8>>>; 2], family: usize, key: &[u8]| match pending[family].get(key)
         {
             Some(value) => Ok(value.clone()),
-            None => {
-                let cf = if is_latest { latest } else { versions };
-                self.db.get_cf(cf, key).map_err(backend)
-            }
+            None => self.db.get_cf([versions, latest][family], key).map_err(backend),
         };
         let mut answers = Vec::with_capacity(writes.len());
         for write in writes {
             match write {
-                Write::Version { key, value, done } => match stored(&pending, false, &key) {
+                Write::Version { key, value, done } => match stored(&pending, VERSIONS, &key) {
                     Ok(Some(_)) => answers.push(Answer::Unit(done)),
                     Ok(None) => {
                         batch.put_cf(versions, &key, &value);
-                        pending.insert((false, key), Some(value));
+                        pending[VERSIONS].insert(key, Some(value));
                         answers.push(Answer::Unit(done));
                     }
                     Err(e) => drop(done.send(Err(e))),
                 },
-                Write::DeleteVersion { key, done } => match stored(&pending, false, &key) {
+                Write::DeleteVersion { key, done } => match stored(&pending, VERSIONS, &key) {
                     Ok(Some(_)) => {
                         batch.delete_cf(versions, &key);
-                        pending.insert((false, key), None);
+                        pending[VERSIONS].insert(key, None);
                         answers.push(Answer::Bool(done, true));
                     }
                     Ok(None) => answers.push(Answer::Bool(done, false)),
                     Err(e) => drop(done.send(Err(e))),
                 },
                 Write::IfNewer { key, version, value, done } => {
-                    let newer = stored(&pending, true, &key).and_then(|raw| match raw {
+                    let newer = stored(&pending, LATEST, &key).and_then(|raw| match raw {
                         Some(raw) => Ok(decode_latest(&raw)?.0 < version),
                         None => Ok(true),
                     });
                     match newer {
                         Ok(true) => {
                             batch.put_cf(latest, &key, &value);
-                            pending.insert((true, key), Some(value));
+                            pending[LATEST].insert(key, Some(value));
                             answers.push(Answer::Bool(done, true));
                         }
                         Ok(false) => answers.push(Answer::Bool(done, false)),
@@ -351,7 +351,7 @@ impl Inner {
                 }
                 Write::Latest { key, value, done } => {
                     batch.put_cf(latest, &key, &value);
-                    pending.insert((true, key), Some(value));
+                    pending[LATEST].insert(key, Some(value));
                     answers.push(Answer::Unit(done));
                 }
             }
