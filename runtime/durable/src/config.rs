@@ -123,6 +123,9 @@ pub struct StateConfig {
     /// is newer. Off, every read replays its stream from its last checkpoint (Boki's
     /// Table 7 baseline, for measuring).
     pub aux_views: bool,
+    /// Values of stored versions this node keeps in memory for read-optimized reads
+    /// ([`VersionCache`](crate::store::VersionCache)), in bytes; 0 turns it off.
+    pub version_cache_bytes: usize,
 }
 
 impl Default for StateConfig {
@@ -147,6 +150,7 @@ impl Default for StateConfig {
             books_max: 100_000,
             schedule_poll_ms: 1_000,
             aux_views: true,
+            version_cache_bytes: 32 << 20,
         }
     }
 }

@@ -204,7 +204,7 @@ impl Durable {
         let tags = agree_tag_key(&*parts.log, parts.tag_key).await?;
         let durable = Arc::new(Durable {
             log: parts.log,
-            store: parts.store,
+            store: Arc::new(crate::store::VersionCache::new(parts.store, config.version_cache_bytes)),
             clock: parts.clock,
             spawn: parts.spawn,
             functions: parts.functions,

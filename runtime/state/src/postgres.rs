@@ -74,10 +74,11 @@ impl PgStateStore {
 }
 
 impl StateStore for PgStateStore {
-    fn put_version<'a>(&'a self, table: &'a str, key: &'a [u8], version: u64, value: Value) -> StateFuture<'a, ()> {
+    fn put_version<'a>(&'a self, table: &'a str, key: &'a [u8], version: u64, value: Value) -> StateFuture<'a, bool> {
         Box::pin(async move {
             check_table(table)?;
-            self.client
+            let stored = self
+                .client
                 .execute(
                     "INSERT INTO tally_state_versions (tbl, key, version, value)
                      VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
@@ -85,7 +86,7 @@ impl StateStore for PgStateStore {
                 )
                 .await
                 .map_err(backend)?;
-            Ok(())
+            Ok(stored == 1)
         })
     }
 

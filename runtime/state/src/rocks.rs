@@ -71,7 +71,7 @@ enum Write {
     Version {
         key: Vec<u8>,
         value: Vec<u8>,
-        done: Done<()>,
+        done: Done<bool>,
     },
     /// Says whether the version was there.
     DeleteVersion {
@@ -95,8 +95,10 @@ enum Write {
 impl Write {
     fn refuse(self, e: &StateError) {
         match self {
-            Write::Version { done, .. } | Write::Latest { done, .. } => drop(done.send(Err(e.clone()))),
-            Write::DeleteVersion { done, .. } | Write::IfNewer { done, .. } => drop(done.send(Err(e.clone()))),
+            Write::Latest { done, .. } => drop(done.send(Err(e.clone()))),
+            Write::Version { done, .. } | Write::DeleteVersion { done, .. } | Write::IfNewer { done, .. } => {
+                drop(done.send(Err(e.clone())))
+            }
         }
     }
 
@@ -317,11 +319,11 @@ impl Inner {
         for write in writes {
             match write {
                 Write::Version { key, value, done } => match stored(&pending, VERSIONS, &key) {
-                    Ok(Some(_)) => answers.push(Answer::Unit(done)),
+                    Ok(Some(_)) => answers.push(Answer::Bool(done, false)),
                     Ok(None) => {
                         batch.put_cf(versions, &key, &value);
                         pending[VERSIONS].insert(key, Some(value));
-                        answers.push(Answer::Unit(done));
+                        answers.push(Answer::Bool(done, true));
                     }
                     Err(e) => drop(done.send(Err(e))),
                 },
@@ -385,7 +387,7 @@ impl Inner {
 }
 
 impl StateStore for RocksStateStore {
-    fn put_version<'a>(&'a self, table: &'a str, key: &'a [u8], version: u64, value: Value) -> StateFuture<'a, ()> {
+    fn put_version<'a>(&'a self, table: &'a str, key: &'a [u8], version: u64, value: Value) -> StateFuture<'a, bool> {
         let key = version_key(&object_key(table, key), version);
         self.write(table, |done| Write::Version { key, value: encode_value(&[], &value), done })
     }

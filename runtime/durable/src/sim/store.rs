@@ -91,7 +91,7 @@ impl<T: Unpin> Future for Answered<'_, T> {
 }
 
 impl StateStore for FaultyStore {
-    fn put_version<'a>(&'a self, table: &'a str, key: &'a [u8], version: u64, value: Value) -> StateFuture<'a, ()> {
+    fn put_version<'a>(&'a self, table: &'a str, key: &'a [u8], version: u64, value: Value) -> StateFuture<'a, bool> {
         self.call(self.inner.put_version(table, key, version, value))
     }
 

@@ -109,12 +109,12 @@ pub async fn tombstones(store: &dyn StateStore) {
 
 pub async fn first_put_wins(store: &dyn StateStore) {
     let t = "first_put_wins";
-    store.put_version(t, b"k", 4, val("first")).await.unwrap();
-    store.put_version(t, b"k", 4, val("second")).await.unwrap();
-    store.put_version(t, b"k", 4, None).await.unwrap();
+    assert!(store.put_version(t, b"k", 4, val("first")).await.unwrap(), "the first put stores");
+    assert!(!store.put_version(t, b"k", 4, val("second")).await.unwrap(), "a second put does not");
+    assert!(!store.put_version(t, b"k", 4, None).await.unwrap());
     check_at(store, t, b"k", 4, Some((4, val("first")))).await;
-    store.put_version(t, b"tomb", 4, None).await.unwrap();
-    store.put_version(t, b"tomb", 4, val("late")).await.unwrap();
+    assert!(store.put_version(t, b"tomb", 4, None).await.unwrap());
+    assert!(!store.put_version(t, b"tomb", 4, val("late")).await.unwrap());
     check_at(store, t, b"tomb", 9, Some((4, None))).await;
 }
 

@@ -59,9 +59,13 @@ fn ready<'a, T: Send + 'a>(r: Result<T, super::StateError>) -> StateFuture<'a, T
 }
 
 impl StateStore for MemStateStore {
-    fn put_version<'a>(&'a self, table: &'a str, k: &'a [u8], version: u64, value: Value) -> StateFuture<'a, ()> {
-        ready(self.with(table, |t| {
-            t.versions.entry(key(table, k)).or_default().entry(version).or_insert(value);
+    fn put_version<'a>(&'a self, table: &'a str, k: &'a [u8], version: u64, value: Value) -> StateFuture<'a, bool> {
+        ready(self.with(table, |t| match t.versions.entry(key(table, k)).or_default().entry(version) {
+            std::collections::btree_map::Entry::Vacant(slot) => {
+                slot.insert(value);
+                true
+            }
+            std::collections::btree_map::Entry::Occupied(_) => false,
         }))
     }
 

@@ -6,6 +6,7 @@
 //! uses: the Halfmoon protocols above it decide which family of operations to call and
 //! which versions to pass. Every backend is checked by the one suite in [`conformance`].
 
+mod cache;
 pub mod conformance;
 mod mem;
 
@@ -14,6 +15,7 @@ use std::pin::Pin;
 
 use bytes::Bytes;
 
+pub use cache::VersionCache;
 pub use mem::MemStateStore;
 
 /// A stored value; `None` is a tombstone (the object was deleted at that version).
@@ -81,8 +83,10 @@ pub enum Family {
 /// Errors are [`StateError`]s; a failed call may or may not have taken effect, and the
 /// protocols above recover by repeating it, which both families make safe.
 pub trait StateStore: Send + Sync {
-    /// Stores `value` as `version` of `(table, key)` unless that version exists already.
-    fn put_version<'a>(&'a self, table: &'a str, key: &'a [u8], version: u64, value: Value) -> StateFuture<'a, ()>;
+    /// Stores `value` as `version` of `(table, key)` unless that version exists already;
+    /// says whether this call stored it (`false`: the version was there, and keeps its
+    /// value).
+    fn put_version<'a>(&'a self, table: &'a str, key: &'a [u8], version: u64, value: Value) -> StateFuture<'a, bool>;
 
     /// The newest version `<= at` of `(table, key)` and its value, if there is one.
     fn get_at<'a>(&'a self, table: &'a str, key: &'a [u8], at: u64) -> StateFuture<'a, Option<(u64, Value)>>;
@@ -127,7 +131,7 @@ pub trait StateStore: Send + Sync {
 /// A shared store is a store: the protocols, the simulator's fault injection and the
 /// tests hold stores behind `Arc`s.
 impl<S: StateStore + ?Sized> StateStore for std::sync::Arc<S> {
-    fn put_version<'a>(&'a self, table: &'a str, key: &'a [u8], version: u64, value: Value) -> StateFuture<'a, ()> {
+    fn put_version<'a>(&'a self, table: &'a str, key: &'a [u8], version: u64, value: Value) -> StateFuture<'a, bool> {
         (**self).put_version(table, key, version, value)
     }
 
