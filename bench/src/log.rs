@@ -4,10 +4,12 @@
 //! on one book, the default fsync policy.
 //!
 //! ```text
-//!   raw store        C writers ──persist──► GroupCommit ──► RocksStore          (no network)
+//!   raw store        C writers ──persist──► GroupCommit ──► JournalStore        (no network)
+//!                    C writers ──persist──► GroupCommit ──► RocksStore          (the former store)
 //!   redis            C clients ──XADD─────► redis-server, appendfsync always    (loopback TCP)
 //!   fsync            1 writer  ──write + fdatasync──► a file                     (the disk)
 //!   append           C clients ──append───► engine 0 ──► storage ×n_data, sequencers ×3
+//!                    (storage nodes on journal files, and again on RocksDB, the former store)
 //!   read, cache hit  1 reader  ──read_next─► engine 0's record cache
 //!   read, cache miss 1 reader  ──read_next─► engine 0 (cache_bytes_max = 0) ──► a storage node
 //!   read, remote     1 reader  ──read_next─► engine without the index ──Forward──► the
@@ -22,6 +24,10 @@
 //! `append_vs_raw_ratio` is the share of the disk's record rate the protocol keeps.
 //! All nodes of a loopback cluster share one disk, so with n_data=3 the disk stores
 //! every record three times (and the sequencers add their metalog writes).
+//!
+//! Storage nodes keep records in a `JournalStore` (journal files, metadata in RocksDB);
+//! the same clusters with the former `RocksStore` (all in RocksDB) run beside them, as
+//! cases ending in `store=rocksdb`, and so does that store raw.
 //!
 //! The raw store and the clusters of both replication factors are measured in
 //! interleaved slices (raw, n_data=1, n_data=3, then again in a rotated order) rather
@@ -45,7 +51,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context as _};
 use bytes::Bytes;
-use tally_logsvc::store::{FsyncPolicy, GroupCommit, GroupCommitConfig, RecordStore, RocksStore};
+use tally_logsvc::store::{open_record_store, FsyncPolicy, GroupCommit, GroupCommitConfig, RecordStoreKind};
 use tally_logsvc::{
     book_to_log, BookId, Cluster, ClusterBuilder, Context, Location, LogClient, Record, RecordMeta, SeqNum, ShardId, Tag,
 };
@@ -110,17 +116,29 @@ enum Target<'a> {
     /// Appends through engine 0 of a cluster with this replication factor.
     Cluster {
         n_data: usize,
+        store: RecordStoreKind,
         cluster: &'a Cluster,
     },
+}
+
+/// The record stores the clusters and raw stores run on: the default first.
+const STORES: [RecordStoreKind; 2] = [RecordStoreKind::Journal, RecordStoreKind::Rocksdb];
+
+/// What a case name says of a record store: nothing for the default.
+fn store_suffix(store: RecordStoreKind) -> &'static str {
+    match store {
+        RecordStoreKind::Journal => "",
+        RecordStoreKind::Rocksdb => ",store=rocksdb",
+    }
 }
 
 impl Target<'_> {
     fn case(&self, clients: usize, fsync: FsyncPolicy) -> String {
         match self {
-            Target::Raw(_) => raw_case(clients, fsync),
+            Target::Raw(raw) => raw_case(clients, fsync, raw.kind),
             Target::Redis(_) => redis_case(clients),
             Target::Fsync(_) => FSYNC_CASE.to_string(),
-            Target::Cluster { n_data, .. } => append_case(*n_data, clients, fsync),
+            Target::Cluster { n_data, store, .. } => append_case(*n_data, clients, fsync, *store),
         }
     }
 
@@ -163,30 +181,36 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<()> {
     );
     let started = Instant::now();
 
-    let raw = RawStore::open(fsync)?;
+    let raws = STORES.map(|kind| RawStore::open(fsync, kind)).into_iter().collect::<anyhow::Result<Vec<_>>>()?;
     let redis = tokio::task::spawn_blocking(Redis::start).await?.context("starting Redis")?;
     progress(&format!("redis-server {} on {}, appendfsync always", redis.version, redis.addr));
     let fsync_dir = tempfile::tempdir().context("creating the fsync loop's directory")?;
     let mut clusters = Vec::new();
-    for n_data in N_DATA {
-        let (cluster, dir) = start_cluster(fsync, n_data, |_| {}).await?;
-        clusters.push((n_data, cluster, dir));
+    for store in STORES {
+        for n_data in N_DATA {
+            let (cluster, dir) = start_cluster(fsync, n_data, |b| b.record_store = store).await?;
+            clusters.push((n_data, store, cluster, dir));
+        }
     }
-    let mut targets = vec![Target::Raw(&raw), Target::Redis(&redis), Target::Fsync(fsync_dir.path())];
-    targets.extend(clusters.iter().map(|(n_data, cluster, _)| Target::Cluster { n_data: *n_data, cluster }));
+    let mut targets = vec![Target::Redis(&redis), Target::Fsync(fsync_dir.path())];
+    targets.extend(raws.iter().map(Target::Raw));
+    targets.extend(clusters.iter().map(|(n_data, store, cluster, _)| Target::Cluster { n_data: *n_data, store: *store, cluster }));
     let fsync_floor_us = measure_writes(&mut report, &targets, fsync, &plan).await?;
     drop(targets);
     drop(redis);
-    let stats = raw.commit.stats();
-    progress(&format!(
-        "raw store: {} records in {} syncs ({:.1} records per sync)",
-        stats.records,
-        stats.syncs,
-        stats.records as f64 / stats.syncs.max(1) as f64
-    ));
+    for raw in &raws {
+        let stats = raw.commit.stats();
+        progress(&format!(
+            "raw store ({:?}): {} records in {} syncs ({:.1} records per sync)",
+            raw.kind,
+            stats.records,
+            stats.syncs,
+            stats.records as f64 / stats.syncs.max(1) as f64
+        ));
+    }
 
-    for (n_data, cluster, _dir) in clusters {
-        if n_data == READ_N_DATA {
+    for (n_data, store, cluster, _dir) in clusters {
+        if n_data == READ_N_DATA && store == RecordStoreKind::default() {
             measure_reads(&mut report, ReadCase::CacheHit, &cluster, &plan).await?;
         }
         cluster.shutdown().await;
@@ -232,7 +256,7 @@ async fn measure_writes(report: &mut Report, targets: &[Target<'_>], fsync: Fsyn
         for (target, samples) in targets.iter().zip(samples) {
             let case = target.case(clients, fsync);
             let (throughput, latencies) = samples.finish();
-            if matches!(target, Target::Raw(_)) && clients == 1 {
+            if matches!(target, Target::Raw(raw) if raw.kind == RecordStoreKind::default()) && clients == 1 {
                 fsync_floor_us = latencies.percentile(1.0);
             }
             let (metric, percentiles) = target.metrics();
@@ -298,12 +322,12 @@ pub(crate) fn progress(what: &str) {
     eprintln!("log: {what}");
 }
 
-fn append_case(n_data: usize, clients: usize, fsync: FsyncPolicy) -> String {
-    format!("n_data={n_data},clients={clients},fsync={fsync}")
+fn append_case(n_data: usize, clients: usize, fsync: FsyncPolicy, store: RecordStoreKind) -> String {
+    format!("n_data={n_data},clients={clients},fsync={fsync}{}", store_suffix(store))
 }
 
-fn raw_case(clients: usize, fsync: FsyncPolicy) -> String {
-    format!("raw_store,clients={clients},fsync={fsync}")
+fn raw_case(clients: usize, fsync: FsyncPolicy, store: RecordStoreKind) -> String {
+    format!("raw_store,clients={clients},fsync={fsync}{}", store_suffix(store))
 }
 
 fn redis_case(clients: usize) -> String {
@@ -322,11 +346,11 @@ fn record_ratios(report: &mut Report, fsync: FsyncPolicy) -> anyhow::Result<()> 
         CLIENTS.iter().map(|&c| get(report, &case(c), metric)).fold(0.0, f64::max)
     };
     let redis_best = best(report, &redis_case, "redis_xadd_throughput");
-    for n_data in N_DATA {
+    for (store, n_data) in STORES.into_iter().flat_map(|s| N_DATA.map(|n| (s, n))) {
         for clients in CLIENTS {
-            let case = append_case(n_data, clients, fsync);
+            let case = append_case(n_data, clients, fsync, store);
             let append = get(report, &case, "append_throughput");
-            let raw = get(report, &raw_case(clients, fsync), "raw_store_throughput");
+            let raw = get(report, &raw_case(clients, fsync, store), "raw_store_throughput");
             let redis = get(report, &redis_case(clients), "redis_xadd_throughput");
             report.record(&case, "append_vs_raw_ratio", round_to(append / raw, 3), "ratio")?;
             report.record(&case, "append_vs_redis_ratio", round_to(append / redis, 3), "ratio")?;
@@ -337,8 +361,8 @@ fn record_ratios(report: &mut Report, fsync: FsyncPolicy) -> anyhow::Result<()> 
                 report.record(&case, "append_p50_vs_fsync_p50_ratio", round_to(p50, 3), "ratio")?;
             }
         }
-        let tally_best = best(report, &|c| append_case(n_data, c, fsync), "append_throughput");
-        let case = format!("n_data={n_data},best,fsync={fsync}");
+        let tally_best = best(report, &|c| append_case(n_data, c, fsync, store), "append_throughput");
+        let case = format!("n_data={n_data},best,fsync={fsync}{}", store_suffix(store));
         report.record(&case, "best_append_vs_best_redis_ratio", round_to(tally_best / redis_best, 3), "ratio")?;
     }
     Ok(())
@@ -371,7 +395,8 @@ fn check_sanity(report: &Report, fsync: FsyncPolicy, fsync_floor_us: u32) {
     let (one, many) = (1, GOAL_CLIENTS);
     let mut checks = Vec::new();
     for n_data in N_DATA {
-        let (c1, cn) = (append_case(n_data, one, fsync), append_case(n_data, many, fsync));
+        let store = RecordStoreKind::default();
+        let (c1, cn) = (append_case(n_data, one, fsync, store), append_case(n_data, many, fsync, store));
         checks.push((
             format!("n_data={n_data}: throughput with {many} clients exceeds 1 client"),
             get(&cn, "append_throughput") > get(&c1, "append_throughput"),
@@ -384,7 +409,8 @@ fn check_sanity(report: &Report, fsync: FsyncPolicy, fsync_floor_us: u32) {
             ));
         }
     }
-    let (raw1, rawn) = (raw_case(one, fsync), raw_case(many, fsync));
+    let store = RecordStoreKind::default();
+    let (raw1, rawn) = (raw_case(one, fsync, store), raw_case(many, fsync, store));
     checks.push((
         format!("raw store: throughput with {many} writers exceeds 1 writer"),
         get(&rawn, "raw_store_throughput") > get(&raw1, "raw_store_throughput"),
@@ -535,6 +561,7 @@ pub(crate) async fn closed_loop_keeping<O: Op>(
 /// A record store as a storage node has one, in its own temporary directory, without
 /// a node around it.
 struct RawStore {
+    kind: RecordStoreKind,
     commit: Arc<GroupCommit>,
     record: Record,
     /// Every writer gets a shard of its own, so no write overwrites another.
@@ -544,13 +571,12 @@ struct RawStore {
 }
 
 impl RawStore {
-    fn open(fsync: FsyncPolicy) -> anyhow::Result<RawStore> {
+    fn open(fsync: FsyncPolicy, kind: RecordStoreKind) -> anyhow::Result<RawStore> {
         let dir = tempfile::tempdir().context("creating the store directory")?;
-        let store = Arc::new(RocksStore::open(dir.path(), fsync).context("opening the RocksDB record store")?);
-        let commit =
-            GroupCommit::start(store as Arc<dyn RecordStore>, GroupCommitConfig::default()).context("starting group commit")?;
+        let store = open_record_store(dir.path(), kind, fsync).with_context(|| format!("opening a {kind:?} record store"))?;
+        let commit = GroupCommit::start(store, GroupCommitConfig::default()).context("starting group commit")?;
         let record = Record { meta: RecordMeta { book: BOOK, tags: Vec::new(), cond: None }, data: record_data() };
-        Ok(RawStore { commit: Arc::new(commit), record, next_shard: AtomicU32::new(0), _dir: dir })
+        Ok(RawStore { kind, commit: Arc::new(commit), record, next_shard: AtomicU32::new(0), _dir: dir })
     }
 
     fn writers(&self, n: usize) -> Vec<RawWriter> {

@@ -33,7 +33,7 @@ use tracing::{info, warn};
 use crate::client::LogClient;
 use crate::driver::{self, ControlInput, EngineDriverConfig, EngineHandle, StorageStores};
 use crate::net::{Certs, LocalNet, NetConfig, Transport};
-use crate::store::{FileControllerStore, FsyncPolicy, GroupCommitConfig, JournalMetalogStore, RocksStore};
+use crate::store::{open_record_store, FileControllerStore, FsyncPolicy, GroupCommitConfig, JournalMetalogStore, RecordStore, RecordStoreKind};
 
 /// The controller's node id.
 pub const CONTROLLER: NodeId = NodeId(0);
@@ -56,6 +56,7 @@ pub struct ClusterBuilder {
     pub n_meta: usize,
     pub n_data: usize,
     pub fsync: FsyncPolicy,
+    pub record_store: RecordStoreKind,
     pub engine_config: EngineConfig,
     pub engine_driver: EngineDriverConfig,
     pub sequencer_config: SequencerConfig,
@@ -86,6 +87,7 @@ impl ClusterBuilder {
             n_meta: 3,
             n_data: 3,
             fsync: FsyncPolicy::default(),
+            record_store: RecordStoreKind::default(),
             engine_config: EngineConfig::default(),
             engine_driver: EngineDriverConfig::default(),
             sequencer_config: SequencerConfig::default(),
@@ -220,7 +222,7 @@ struct StorageSlot {
     addr: SocketAddr,
     /// Lets a restart wait until every user of the old store (reads on the blocking
     /// pool) has let go of it, so RocksDB's lock is free.
-    store: Weak<RocksStore>,
+    store: Weak<dyn RecordStore>,
 }
 
 struct EngineSlot {
@@ -249,7 +251,7 @@ pub struct Cluster {
 }
 
 /// Waits until nothing holds `store` any more, so its directory can be opened again.
-async fn wait_released<T>(store: &Weak<T>, deadline: Instant) -> Result<()> {
+async fn wait_released<T: ?Sized>(store: &Weak<T>, deadline: Instant) -> Result<()> {
     while store.strong_count() > 0 {
         if Instant::now() >= deadline {
             return Err(Error::Timeout(RELEASE_TIMEOUT.as_millis() as u64));
@@ -308,8 +310,8 @@ impl Cluster {
         id: NodeId,
         transport: Transport,
         inbox: mpsc::Receiver<(NodeId, Message)>,
-    ) -> Result<(JoinHandle<()>, Weak<RocksStore>)> {
-        let records = Arc::new(RocksStore::open(&self.node_dir("storage", id), self.builder.fsync)?);
+    ) -> Result<(JoinHandle<()>, Weak<dyn RecordStore>)> {
+        let records = open_record_store(&self.node_dir("storage", id), self.builder.record_store, self.builder.fsync)?;
         let weak = Arc::downgrade(&records);
         let stores = StorageStores { records, group_commit: self.builder.group_commit.clone() };
         let task = driver::spawn_storage(id, vec![CONTROLLER], self.builder.storage_config.clone(), stores, transport, inbox)?;

@@ -17,7 +17,7 @@
 //!                 ├─ controller role: campaign ─► leader: spawn_controller(store = etcd CAS,
 //!                 │                                 members from the watch) until the lease is lost
 //!                 ├─ sequencer role: JournalMetalogStore under data_dir/sequencer-<id>
-//!                 ├─ storage role:   RocksStore under data_dir/storage-<id>
+//!                 ├─ storage role:   JournalStore under data_dir/storage-<id>
 //!                 └─ function role:  engine + Runtime (state under data_dir/function-<id>) + HTTP
 //! ```
 
@@ -33,7 +33,7 @@ use tally_control::{ControlPlane, Member, MemberRole, Revision, Settings};
 use tally_durable::Peers;
 use tally_logsvc::driver::{self, ControlInput, EngineDriverConfig, EngineStatus, StorageStores};
 use tally_logsvc::net::{Certs, LocalNet, NetConfig, Transport};
-use tally_logsvc::store::{ControllerStore, FsyncPolicy, GroupCommitConfig, JournalMetalogStore, RocksStore};
+use tally_logsvc::store::{open_record_store, ControllerStore, FsyncPolicy, GroupCommitConfig, JournalMetalogStore, RecordStoreKind};
 use tally_logsvc::{
     BookId, Configuration, ControllerConfig, EngineConfig, LogClient, Message, NodeId, Role, SequencerConfig, StorageConfig,
 };
@@ -408,7 +408,7 @@ impl Node {
                     tasks.push(task);
                 }
                 MemberRole::Storage => {
-                    let records = Arc::new(RocksStore::open(&dir("storage"), FsyncPolicy::default())?);
+                    let records = open_record_store(&dir("storage"), RecordStoreKind::default(), FsyncPolicy::default())?;
                     let stores = StorageStores { records, group_commit: GroupCommitConfig::default() };
                     let task = driver::spawn_storage(id, controllers.clone(), StorageConfig::default(), stores, t, inbox)?;
                     tasks.push(task);

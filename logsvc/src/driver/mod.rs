@@ -39,7 +39,7 @@ use tokio::task::JoinHandle;
 use tracing::{debug, error, info, warn, Instrument};
 
 use crate::net::Transport;
-use crate::store::{ControllerStore, GroupCommit, GroupCommitConfig, JournalMetalogStore, MetalogStore, RecordStore, RocksStore};
+use crate::store::{ControllerStore, GroupCommit, GroupCommitConfig, JournalMetalogStore, MetalogStore, RecordStore};
 
 /// How soon a node ticks after an input, and the shortest time between two ticks.
 /// State machines keep their own, longer timers; a tick gives them the chance to act.
@@ -240,7 +240,7 @@ async fn run_sequencer(
 
 /// The stores of one storage node.
 pub struct StorageStores {
-    pub records: Arc<RocksStore>,
+    pub records: Arc<dyn RecordStore>,
     pub group_commit: GroupCommitConfig,
 }
 
@@ -263,8 +263,7 @@ pub fn spawn_storage(
     let recovered = stores.records.recover()?;
     let n_recovered = recovered.len();
     let node = StorageNode::recover(id, controllers, incarnation, cfg, recovered);
-    let dyn_store: Arc<dyn RecordStore> = stores.records.clone();
-    let group = GroupCommit::start(dyn_store, stores.group_commit)?;
+    let group = GroupCommit::start(stores.records.clone(), stores.group_commit)?;
     info!(%id, incarnation, recovered = n_recovered, "storage node started");
     let records = stores.records;
     Ok(spawn_node("storage", id, async move {
@@ -284,7 +283,7 @@ struct ReadDone {
 
 async fn run_storage(
     mut node: StorageNode,
-    store: Arc<RocksStore>,
+    store: Arc<dyn RecordStore>,
     group: GroupCommit,
     transport: Transport,
     mut inbox: mpsc::Receiver<(NodeId, Message)>,

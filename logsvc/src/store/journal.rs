@@ -46,7 +46,7 @@ use super::codec::{decode, encode};
 use super::{MetalogStore, MetalogWrite, RocksMetalogStore};
 
 const HEADER: &[u8; 16] = b"tally-metalog-j1";
-const FRAME_HEADER: u64 = 16;
+pub(super) const FRAME_HEADER: u64 = 16;
 /// A segment's preallocated size, unless one frame needs more.
 const SEGMENT_BYTES: u64 = 16 << 20;
 /// Upper bound on one frame's payload: a batch of writes of one sequencer's inputs.
@@ -89,7 +89,7 @@ pub struct JournalMetalogStore {
     _lock: File,
 }
 
-fn io_error<'a>(doing: &'a str, path: &'a Path) -> impl FnOnce(io::Error) -> Error + 'a {
+pub(super) fn io_error<'a>(doing: &'a str, path: &'a Path) -> impl FnOnce(io::Error) -> Error + 'a {
     move |e| Error::Storage(format!("{doing} {}: {e}", path.display()))
 }
 
@@ -99,11 +99,16 @@ fn segment_path(dir: &Path, segment: u64) -> PathBuf {
 
 /// The numbers of the segments in `dir`, in order.
 fn segments(dir: &Path) -> Result<Vec<u64>> {
+    segment_numbers(dir, "metalog-")
+}
+
+/// The numbers of the files `<prefix><number>.journal` in `dir`, in order.
+pub(super) fn segment_numbers(dir: &Path, prefix: &str) -> Result<Vec<u64>> {
     let mut found = Vec::new();
     for item in fs::read_dir(dir).map_err(io_error("listing", dir))? {
         let name = item.map_err(io_error("listing", dir))?.file_name();
         let name = name.to_string_lossy();
-        if let Some(n) = name.strip_prefix("metalog-").and_then(|n| n.strip_suffix(".journal")) {
+        if let Some(n) = name.strip_prefix(prefix).and_then(|n| n.strip_suffix(".journal")) {
             found.push(n.parse::<u64>().map_err(|_| Error::Storage(format!("unexpected file {name} in {}", dir.display())))?);
         }
     }
@@ -111,13 +116,13 @@ fn segments(dir: &Path) -> Result<Vec<u64>> {
     Ok(found)
 }
 
-fn sync_dir(dir: &Path) -> Result<()> {
+pub(super) fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir).and_then(|d| d.sync_all()).map_err(io_error("syncing", dir))
 }
 
 /// Reserves `len` bytes of `file` as allocated, zero-filled space, so that writing
 /// into it later changes no file size.
-fn preallocate(file: &File, len: u64, path: &Path) -> Result<()> {
+pub(super) fn preallocate(file: &File, len: u64, path: &Path) -> Result<()> {
     #[cfg(target_os = "linux")]
     {
         use std::os::fd::AsRawFd as _;
@@ -146,7 +151,7 @@ fn create_segment(dir: &Path, segment: u64, bytes: u64) -> Result<File> {
     Ok(file)
 }
 
-fn frame_crc(rest: &[u8]) -> u32 {
+pub(super) fn frame_crc(rest: &[u8]) -> u32 {
     crc32fast::hash(rest)
 }
 
@@ -168,7 +173,7 @@ fn parse_frame(bytes: &[u8], offset: u64, seq: u64) -> Result<Option<(Vec<Metalo
 }
 
 /// The length, checksum and sequence number in the frame header at `offset`.
-fn frame_header(bytes: &[u8], offset: u64) -> Option<(u64, u32, u64)> {
+pub(super) fn frame_header(bytes: &[u8], offset: u64) -> Option<(u64, u32, u64)> {
     let at = usize::try_from(offset).ok()?;
     let head = bytes.get(at..at.checked_add(FRAME_HEADER as usize)?)?;
     let len = u64::from(u32::from_le_bytes(head[0..4].try_into().ok()?));

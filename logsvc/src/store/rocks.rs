@@ -91,26 +91,26 @@ const FORMAT_METALOG: &[u8] = b"tally-metalog-v1";
 /// Upper bound on one record's encoded metadata. Metadata is a book, a few tags and a
 /// condition; anything near this size is a bug upstream, and `recover` holds every
 /// record's metadata in memory at once.
-const META_BYTES_MAX: u64 = 1 << 20;
+pub(super) const META_BYTES_MAX: u64 = 1 << 20;
 /// Upper bound on one encoded metalog entry (cuts of every shard plus trim commands).
 const ENTRY_BYTES_MAX: u64 = 64 << 20;
 /// Reclaims look up metadata in chunks of this many locations, to bound the memory
 /// of one lookup whatever the caller passes.
-const RECLAIM_CHUNK_MAX: usize = 4096;
+pub(super) const RECLAIM_CHUNK_MAX: usize = 4096;
 
-const FLAG_RECLAIMED: u8 = 0;
-const FLAG_HAS_DATA: u8 = 1;
+pub(super) const FLAG_RECLAIMED: u8 = 0;
+pub(super) const FLAG_HAS_DATA: u8 = 1;
 
-const RECORD_KEY_LEN: usize = 12;
+pub(super) const RECORD_KEY_LEN: usize = 12;
 
-fn record_key(location: Location) -> [u8; RECORD_KEY_LEN] {
+pub(super) fn record_key(location: Location) -> [u8; RECORD_KEY_LEN] {
     let mut key = [0u8; RECORD_KEY_LEN];
     key[..4].copy_from_slice(&location.shard.0.to_be_bytes());
     key[4..].copy_from_slice(&location.local_id.to_be_bytes());
     key
 }
 
-fn decode_record_key(key: &[u8]) -> Result<Location> {
+pub(super) fn decode_record_key(key: &[u8]) -> Result<Location> {
     let key: [u8; RECORD_KEY_LEN] =
         key.try_into().map_err(|_| Error::Storage(format!("corrupt record key of {} bytes", key.len())))?;
     let (shard, local_id) = key.split_at(4);
@@ -123,7 +123,7 @@ fn decode_record_key(key: &[u8]) -> Result<Location> {
 /// The first key after every record key of `shard`: the key of the shard's last
 /// possible local id with one more byte. An exclusive range end that, unlike
 /// `(shard + 1, 0)`, also exists for the last shard id.
-fn shard_end_key(shard: ShardId) -> [u8; RECORD_KEY_LEN + 1] {
+pub(super) fn shard_end_key(shard: ShardId) -> [u8; RECORD_KEY_LEN + 1] {
     let mut key = [0u8; RECORD_KEY_LEN + 1];
     key[..RECORD_KEY_LEN].copy_from_slice(&record_key(Location { shard, local_id: LocalId::MAX }));
     key
@@ -138,7 +138,7 @@ fn decode_meta_value(location: Location, value: &[u8]) -> Result<(RecordMeta, bo
     Ok((decode("record metadata", &value[1..], META_BYTES_MAX)?, has_data))
 }
 
-fn cf<'a>(db: &'a DB, name: &str) -> &'a ColumnFamily {
+pub(super) fn cf<'a>(db: &'a DB, name: &str) -> &'a ColumnFamily {
     // Every store opens its database with all its column families, so a missing one is
     // a bug in this file, not a property of the disk.
     db.cf_handle(name).unwrap_or_else(|| panic!("column family {name} was opened"))
@@ -190,11 +190,11 @@ fn cf_options(write_buffer_bytes: usize) -> Options {
 
 /// A RocksDB failure as the crate's error. A function rather than a `From` impl: the
 /// error type lives in `tally-log-core`, which knows nothing of RocksDB.
-fn rocks_error(e: rocksdb::Error) -> Error {
+pub(super) fn rocks_error(e: rocksdb::Error) -> Error {
     Error::Storage(e.into_string())
 }
 
-fn open_db(path: &Path, families: &[(&str, usize)], format: &[u8]) -> Result<DB> {
+pub(super) fn open_db(path: &Path, families: &[(&str, usize)], format: &[u8]) -> Result<DB> {
     // RocksDB refuses to open a database without naming all its column families; a
     // directory of the other store shows up here, with a clearer message.
     if let Ok(existing) = DB::list_cf(&Options::default(), path) {

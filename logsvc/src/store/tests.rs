@@ -6,11 +6,18 @@ use tally_log_core::conformance::{check_metalog, configuration, entry, loc, reco
 use tally_log_core::{LogId, ShardId, Term};
 
 use super::{
-    ControllerStore, FileControllerStore, FsyncPolicy, JournalMetalogStore, MetalogStore, MetalogWrite, RecordStore,
-    RocksMetalogStore, RocksStore,
+    ControllerStore, FileControllerStore, FsyncPolicy, JournalMetalogStore, JournalStore, MetalogStore, MetalogWrite,
+    RecordStore, RocksMetalogStore, RocksStore,
 };
 
 tally_log_core::record_store_suite!(rocks_store, |dir| RocksStore::open(dir.path(), FsyncPolicy::EveryBatch)?);
+tally_log_core::record_store_suite!(journal_store, |dir| JournalStore::open(dir.path(), FsyncPolicy::EveryBatch)?);
+// Segments of 4 KiB: a new one every few writes, and old ones deleted as records go.
+tally_log_core::record_store_suite!(journal_store_small_segments, |dir| JournalStore::open_with(
+    dir.path(),
+    FsyncPolicy::EveryBatch,
+    4096
+)?);
 tally_log_core::metalog_store_suite!(rocks_metalog_store, |dir| RocksMetalogStore::open(dir.path())?);
 tally_log_core::metalog_store_suite!(journal_metalog_store, |dir| JournalMetalogStore::open(dir.path())?);
 // Segments of 256 bytes: a new one every few frames.
@@ -21,12 +28,27 @@ tally_log_core::metalog_store_suite!(journal_metalog_store_small_segments, |dir|
 tally_log_core::controller_store_suite!(file_controller_store, |dir| FileControllerStore::open(&dir.path().join("controller"))?);
 
 #[test]
-fn rocks_store_keeps_synced_operations_across_reopen() -> anyhow::Result<()> {
+fn record_stores_keep_synced_operations_across_reopen() -> anyhow::Result<()> {
+    type Open = fn(&std::path::Path, FsyncPolicy) -> tally_log_core::Result<Box<dyn RecordStore>>;
+    let stores: [(&str, Open); 3] = [
+        ("rocksdb", |p, f| Ok(Box::new(RocksStore::open(p, f)?))),
+        ("journal", |p, f| Ok(Box::new(JournalStore::open(p, f)?))),
+        ("journal, 256 B segments", |p, f| Ok(Box::new(JournalStore::open_with(p, f, 256)?))),
+    ];
+    for (name, open) in stores {
+        stores_keep_synced_operations_across_reopen(open).with_context(|| name)?;
+    }
+    Ok(())
+}
+
+fn stores_keep_synced_operations_across_reopen(
+    open: fn(&std::path::Path, FsyncPolicy) -> tally_log_core::Result<Box<dyn RecordStore>>,
+) -> anyhow::Result<()> {
     for policy in [FsyncPolicy::EveryBatch, FsyncPolicy::Never] {
         let dir = tempfile::TempDir::new()?;
         let mut model = Model::default();
         {
-            let store = RocksStore::open(dir.path(), policy)?;
+            let store = open(dir.path(), policy)?;
             let written = records(&(0..100).map(|id| loc(id as u32 % 3, id)).collect::<Vec<_>>(), 1);
             store.write(&written)?;
             model.write(&written);
@@ -36,8 +58,8 @@ fn rocks_store_keeps_synced_operations_across_reopen() -> anyhow::Result<()> {
             model.discard(ShardId(2), 50);
             store.sync()?;
         }
-        let store = RocksStore::open(dir.path(), policy).with_context(|| format!("reopen with {policy}"))?;
-        model.check(&store, &[loc(2, 53)]).with_context(|| format!("after reopen with {policy}"))?;
+        let store = open(dir.path(), policy).with_context(|| format!("reopen with {policy}"))?;
+        model.check(&*store, &[loc(2, 53)]).with_context(|| format!("after reopen with {policy}"))?;
     }
     Ok(())
 }
@@ -247,5 +269,124 @@ fn journal_metalog_store_refuses_a_damaged_frame_with_frames_after_it() -> anyho
             bail!("a damaged frame with frames after it was cut off as a torn tail: {} writes left", store.load()?.len())
         }
     }
+    Ok(())
+}
+
+/// The journal's last segment, and where its frames end (its first zero byte run to the
+/// end of the file).
+fn journal_tail(dir: &std::path::Path) -> anyhow::Result<(std::path::PathBuf, usize)> {
+    let mut segments: Vec<_> = std::fs::read_dir(dir.join("journal"))?.map(|e| e.map(|e| e.path())).collect::<Result<_, _>>()?;
+    segments.sort();
+    let last = segments.pop().context("a segment")?;
+    let bytes = std::fs::read(&last)?;
+    let end = bytes.iter().rposition(|b| *b != 0).map_or(0, |i| i + 1);
+    Ok((last, end))
+}
+
+#[test]
+fn journal_store_drops_a_torn_tail_and_metadata_flushed_ahead_of_it() -> anyhow::Result<()> {
+    let dir = tempfile::TempDir::new()?;
+    let mut model = Model::default();
+    let torn_at;
+    {
+        let store = JournalStore::open(dir.path(), FsyncPolicy::EveryBatch)?;
+        let synced = records(&[loc(1, 0), loc(1, 1), loc(2, 0)], 1);
+        store.write(&synced)?;
+        model.write(&synced);
+        store.sync()?;
+        torn_at = journal_tail(dir.path())?.1;
+        // Never synced: a crash may keep any of it. Its metadata reaches RocksDB's files
+        // (a flush), its frames are torn.
+        store.write(&records(&[loc(1, 2), loc(1, 3)], 1))?;
+        store.write(&records(&[loc(2, 1)], 1))?;
+        store.flush_metadata()?;
+    }
+    let (segment, end) = journal_tail(dir.path())?;
+    ensure!(end > torn_at, "the unsynced frames are in the file");
+    let mut bytes = std::fs::read(&segment)?;
+    // The first unsynced frame lost its last bytes; the second reached the disk whole.
+    bytes[torn_at + 20..torn_at + 40].fill(0);
+    std::fs::write(&segment, &bytes)?;
+    let store = JournalStore::open(dir.path(), FsyncPolicy::EveryBatch)?;
+    model.check(&store, &[loc(1, 2), loc(1, 3), loc(2, 1)]).context("after the crash")?;
+    // Writing goes on where the synced frames end, and survives the next reopen.
+    let more = records(&[loc(1, 2), loc(3, 0)], 2);
+    store.write(&more)?;
+    model.write(&more);
+    store.sync()?;
+    drop(store);
+    model.check(&JournalStore::open(dir.path(), FsyncPolicy::EveryBatch)?, &[loc(1, 3), loc(2, 1)]).context("after the reopen")
+}
+
+#[test]
+fn journal_store_damage_before_its_tail_is_an_error() -> anyhow::Result<()> {
+    let dir = tempfile::TempDir::new()?;
+    {
+        let store = JournalStore::open_with(dir.path(), FsyncPolicy::EveryBatch, 256)?;
+        for id in 0..20 {
+            store.write(&records(&[loc(1, id)], 1))?;
+        }
+        store.sync()?;
+    }
+    let mut segments: Vec<_> = std::fs::read_dir(dir.path().join("journal"))?.map(|e| e.map(|e| e.path())).collect::<Result<_, _>>()?;
+    segments.sort();
+    ensure!(segments.len() > 2, "{} segments", segments.len());
+    // A flipped byte in a frame of a synced, full segment.
+    let mut bytes = std::fs::read(&segments[0])?;
+    bytes[40] ^= 0xff;
+    std::fs::write(&segments[0], &bytes)?;
+    match JournalStore::open_with(dir.path(), FsyncPolicy::EveryBatch, 256) {
+        Ok(_) => bail!("a damaged synced segment was opened"),
+        Err(e) => ensure!(e.to_string().contains("damaged frame"), "{e}"),
+    }
+    Ok(())
+}
+
+#[test]
+fn journal_store_deletes_segments_once_their_records_are_gone() -> anyhow::Result<()> {
+    let dir = tempfile::TempDir::new()?;
+    let mut model = Model::default();
+    let store = JournalStore::open_with(dir.path(), FsyncPolicy::EveryBatch, 256)?;
+    let oldest = |store: &JournalStore| store.segments().first().map(|(s, _)| *s);
+    let files = || -> anyhow::Result<usize> { Ok(std::fs::read_dir(dir.path().join("journal"))?.count()) };
+    for id in 0..40 {
+        let written = records(&[loc(1, id), loc(2, id)], 1);
+        store.write(&written)?;
+        model.write(&written);
+    }
+    store.sync()?;
+    ensure!(store.segments().len() > 4, "{:?}", store.segments());
+    // Shard 1 trimmed, shard 2 discarded past 30: every segment still holds some of
+    // shard 2's first 30.
+    let trimmed: Vec<_> = (0..40).map(|id| loc(1, id)).collect();
+    store.reclaim(&trimmed)?;
+    model.reclaim(&trimmed);
+    store.discard(ShardId(2), 30)?;
+    model.discard(ShardId(2), 30);
+    ensure!(oldest(&store) == Some(1), "no segment is free of live records yet: {:?}", store.segments());
+    // An overwrite releases the old copy at the next sync, not before.
+    let rewritten = records(&[loc(2, 0)], 2);
+    store.write(&rewritten)?;
+    model.write(&rewritten);
+    let live_in_first = |store: &JournalStore| store.segments()[0].1;
+    let before = live_in_first(&store);
+    ensure!(before > 0, "{:?}", store.segments());
+    store.sync()?;
+    ensure!(live_in_first(&store) == before - 1, "the sync released the old copy: {:?}", store.segments());
+    // Shard 2's first 20 go too: the segments that held only them and shard 1's are
+    // deleted, and the oldest one left holds live records.
+    let trimmed: Vec<_> = (0..20).map(|id| loc(2, id)).collect();
+    store.reclaim(&trimmed)?;
+    model.reclaim(&trimmed);
+    ensure!(oldest(&store) > Some(1), "{:?}", store.segments());
+    ensure!(live_in_first(&store) > 0, "{:?}", store.segments());
+    ensure!(files()? == store.segments().len(), "a file per segment");
+    model.check(&store, &[loc(2, 35)])?;
+    store.sync()?;
+    let left = store.segments();
+    drop(store);
+    let store = JournalStore::open_with(dir.path(), FsyncPolicy::EveryBatch, 256)?;
+    model.check(&store, &[loc(2, 35)]).context("after reopen")?;
+    ensure!(store.segments() == left, "the reopen found the same segments: {:?}, {left:?}", store.segments());
     Ok(())
 }

@@ -1,0 +1,695 @@
+//! [`JournalStore`]: a storage node's records in append-only journal files, with their
+//! metadata in RocksDB (Boki's JournalStore, §6.1).
+//!
+//! ```text
+//!   dir/                         RocksDB: column family "meta" only, written without its WAL
+//!       meta:  key = shard (u32 BE) | local id (u64 BE)
+//!              value = flag | segment (u64 LE) | offset (u64 LE) | len (u32 LE) | bincode(RecordMeta)
+//!   dir/journal/records-0000000001.journal   HEADER | first seq (u64 LE) | frame | frame | ... | zeros
+//!
+//!   frame = len (u32 LE) | crc32 (u32 LE) of the rest | seq (u64 LE) | payload: len bytes of ops
+//!   op    = 1 | shard (u32 LE) | local id (u64 LE) | meta len (u32 LE) | meta | data len (u32 LE) | data
+//!         | 2 | shard | local id                      reclaim
+//!         | 3 | shard | from (u64 LE)                 discard
+//! ```
+//!
+//! **Writes.** A [`RecordStore::write`] is one frame appended where the last one ended
+//! (one `pwrite` into a preallocated segment, so a sync writes no file size), and one
+//! RocksDB batch of the records' metadata, each with the place of its data. `sync` is one
+//! `fdatasync` of the segment. Record data is written once, where RocksDB would write it
+//! to its WAL, then to a memtable, a level-0 file and each compaction after.
+//!
+//! **The journal is the metadata's write-ahead log.** RocksDB writes the metadata
+//! without a WAL of its own, so after a crash it holds what its last flush wrote, which
+//! may be older or (a flush after a write whose frame was never synced) newer than the
+//! journal. Opening replays every frame of every segment into it, in order, then drops
+//! metadata whose data lies past the journal's end: such a record was never synced, so
+//! never acknowledged. Replaying is idempotent: every op sets the state of its locations
+//! from what the op says and what ops before it did, and all ops after any flushed state
+//! are replayed.
+//!
+//! **Reclaiming space.** A segment is deleted once no record's data in it is live (every
+//! record in it reclaimed, discarded or overwritten), it is not the segment being
+//! written, and every segment before it is deleted too: segments go in order, so a
+//! replay always starts from a prefix's end. Before deleting, the metadata is flushed,
+//! so the segment's ops are never needed again. An overwritten record's old copy counts
+//! as live until the sync after the overwrite, so that a crash before that sync, which
+//! loses the new copy, finds the old one. A record that is never trimmed keeps its
+//! segment, and every later one, on disk.
+//!
+//! **Torn tails.** Frames written between two syncs may reach the disk in any order,
+//! so after a crash the last segment ends with frames that are whole, then anything.
+//! Opening stops at the first frame that is not whole (its checksum, or its sequence
+//! number, which must follow its predecessor's) and zeroes the rest. In an earlier
+//! segment, which was synced before the next was started, such a frame is corruption
+//! and fails the open. After a failed write or sync the store refuses every later
+//! write: what reached the disk is unknown.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::{self, File, OpenOptions};
+use std::os::unix::fs::FileExt as _;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+use bytes::Bytes;
+use rocksdb::{Direction, IteratorMode, ReadOptions, WriteBatch, WriteOptions, DB};
+
+use tally_log_core::{Error, LocalId, Location, Record, RecordMeta, Result, ShardId};
+
+use super::codec::{decode, encode};
+use super::journal::{frame_crc, frame_header, io_error, preallocate, segment_numbers, sync_dir, FRAME_HEADER};
+use super::rocks::{
+    cf, decode_record_key, open_db, record_key, rocks_error, shard_end_key, FLAG_HAS_DATA, FLAG_RECLAIMED, META_BYTES_MAX,
+    RECLAIM_CHUNK_MAX, RECORD_KEY_LEN,
+};
+use super::{FsyncPolicy, RecordStore, RecoveredRecord, StoredData};
+
+const CF_META: &str = "meta";
+const FORMAT: &[u8] = b"tally-records-journal-v1";
+const HEADER: &[u8; 16] = b"tally-records-j1";
+/// The segment header: [`HEADER`], then the sequence number of the segment's first frame.
+const SEGMENT_HEADER: u64 = 24;
+const SEGMENT_BYTES: u64 = 64 << 20;
+/// Upper bound on one frame's payload, and so on one `write`'s records.
+const FRAME_BYTES_MAX: u64 = 1 << 30;
+const SEGMENT_PREFIX: &str = "records-";
+
+const OP_WRITE: u8 = 1;
+const OP_RECLAIM: u8 = 2;
+const OP_DISCARD: u8 = 3;
+
+/// The metadata value's fixed part: flag, segment, offset, length.
+const SLOT_BYTES: usize = 1 + 8 + 8 + 4;
+
+/// Where a record's data is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Slot {
+    segment: u64,
+    offset: u64,
+    len: u32,
+}
+
+fn meta_value(flag: u8, slot: Slot, meta: &[u8]) -> Vec<u8> {
+    let mut value = Vec::with_capacity(SLOT_BYTES + meta.len());
+    value.push(flag);
+    value.extend_from_slice(&slot.segment.to_le_bytes());
+    value.extend_from_slice(&slot.offset.to_le_bytes());
+    value.extend_from_slice(&slot.len.to_le_bytes());
+    value.extend_from_slice(meta);
+    value
+}
+
+/// The slot of a metadata value if it says the data is there; `None` if reclaimed.
+fn decode_slot(location: Location, value: &[u8]) -> Result<Option<Slot>> {
+    let corrupt = || Error::Storage(format!("corrupt metadata of {} bytes at {location:?}", value.len()));
+    let head = value.get(..SLOT_BYTES).ok_or_else(corrupt)?;
+    let slot = Slot {
+        segment: u64::from_le_bytes(head[1..9].try_into().expect("8 bytes")),
+        offset: u64::from_le_bytes(head[9..17].try_into().expect("8 bytes")),
+        len: u32::from_le_bytes(head[17..21].try_into().expect("4 bytes")),
+    };
+    match head[0] {
+        FLAG_HAS_DATA => Ok(Some(slot)),
+        FLAG_RECLAIMED => Ok(None),
+        other => Err(Error::Storage(format!("corrupt metadata flag {other} at {location:?}"))),
+    }
+}
+
+fn decode_meta(location: Location, value: &[u8]) -> Result<(RecordMeta, Option<Slot>)> {
+    let slot = decode_slot(location, value)?;
+    Ok((decode("record metadata", &value[SLOT_BYTES..], META_BYTES_MAX)?, slot))
+}
+
+fn segment_path(dir: &Path, segment: u64) -> PathBuf {
+    dir.join(format!("{SEGMENT_PREFIX}{segment:010}.journal"))
+}
+
+fn no_wal() -> WriteOptions {
+    let mut opts = WriteOptions::default();
+    opts.disable_wal(true);
+    opts
+}
+
+/// Appends one op's location part.
+fn put_location(frame: &mut Vec<u8>, op: u8, shard: ShardId, local_id: LocalId) {
+    frame.push(op);
+    frame.extend_from_slice(&shard.0.to_le_bytes());
+    frame.extend_from_slice(&local_id.to_le_bytes());
+}
+
+/// One op of a frame's payload, as replay reads it.
+enum Op<'a> {
+    Write { location: Location, meta: &'a [u8], data_at: usize, data_len: u32 },
+    Reclaim(Location),
+    Discard { shard: ShardId, from: LocalId },
+}
+
+/// Reads the ops of a payload in order; fails on anything that does not parse, which
+/// in a frame whose checksum holds is corruption.
+fn parse_ops(payload: &[u8]) -> Result<Vec<Op<'_>>> {
+    let corrupt = |at: usize| Error::Storage(format!("corrupt journal op at byte {at} of a frame"));
+    let mut ops = Vec::new();
+    let mut at = 0;
+    let take = |at: &mut usize, n: usize| -> Result<&[u8]> {
+        let bytes = payload.get(*at..*at + n).ok_or_else(|| corrupt(*at))?;
+        *at += n;
+        Ok(bytes)
+    };
+    while at < payload.len() {
+        let start = at;
+        let op = take(&mut at, 1)?[0];
+        let shard = ShardId(u32::from_le_bytes(take(&mut at, 4)?.try_into().expect("4 bytes")));
+        let id = u64::from_le_bytes(take(&mut at, 8)?.try_into().expect("8 bytes"));
+        let location = Location { shard, local_id: id };
+        ops.push(match op {
+            OP_WRITE => {
+                let meta_len = u32::from_le_bytes(take(&mut at, 4)?.try_into().expect("4 bytes")) as usize;
+                let meta = take(&mut at, meta_len)?;
+                let data_len = u32::from_le_bytes(take(&mut at, 4)?.try_into().expect("4 bytes"));
+                let data_at = at;
+                take(&mut at, data_len as usize)?;
+                Op::Write { location, meta, data_at, data_len }
+            }
+            OP_RECLAIM => Op::Reclaim(location),
+            OP_DISCARD => Op::Discard { shard, from: id },
+            _ => return Err(corrupt(start)),
+        });
+    }
+    Ok(ops)
+}
+
+/// The whole frame at `offset` of `bytes` with sequence number `seq`: its payload and
+/// length. `None` when none is there (zeros, a tear, bytes of an older frame).
+fn whole_frame(bytes: &[u8], offset: u64, seq: u64) -> Option<(&[u8], u64)> {
+    let (len, crc, found_seq) = frame_header(bytes, offset)?;
+    if len == 0 || len > FRAME_BYTES_MAX || found_seq != seq {
+        return None;
+    }
+    let at = offset as usize;
+    let body = bytes.get(at + 8..at + FRAME_HEADER as usize + len as usize)?;
+    (frame_crc(body) == crc).then(|| (&body[8..], FRAME_HEADER + len))
+}
+
+struct Writer {
+    /// The segment being written, its number, where the next frame goes, its size.
+    file: Arc<File>,
+    segment: u64,
+    end: u64,
+    capacity: u64,
+    next_seq: u64,
+    /// Records whose data is live, by segment: every segment the store holds has an
+    /// entry, the one being written included.
+    live: BTreeMap<u64, u64>,
+    /// Per shard, the first local id at and after which nothing is stored: a write at
+    /// or past it overwrites nothing, so it needs no lookup.
+    fresh_from: HashMap<ShardId, LocalId>,
+    /// Segments of overwritten copies, released (no longer live) at the next sync.
+    released: Vec<u64>,
+    /// Set by a failed write or sync: every later write fails with it.
+    failed: Option<String>,
+}
+
+/// A [`RecordStore`] in journal files. See the module documentation for the layout.
+pub struct JournalStore {
+    db: DB,
+    dir: PathBuf,
+    policy: FsyncPolicy,
+    segment_bytes: u64,
+    writer: Mutex<Writer>,
+    /// Every segment the store holds, open for reads.
+    files: RwLock<BTreeMap<u64, Arc<File>>>,
+    /// Serialises the deletion of segments.
+    collect: Mutex<()>,
+}
+
+/// What opening found in the journal: where writing resumes, and each segment's valid end.
+struct Replayed {
+    next_seq: u64,
+    ends: BTreeMap<u64, u64>,
+    capacity: u64,
+}
+
+impl JournalStore {
+    pub fn open(path: &Path, policy: FsyncPolicy) -> Result<JournalStore> {
+        Self::open_with(path, policy, SEGMENT_BYTES)
+    }
+
+    /// [`Self::open`] with segments of `segment_bytes` (tests use small ones).
+    pub fn open_with(path: &Path, policy: FsyncPolicy, segment_bytes: u64) -> Result<JournalStore> {
+        let db = open_db(path, &[(CF_META, 16 << 20)], FORMAT)?;
+        let dir = path.join("journal");
+        fs::create_dir_all(&dir).map_err(io_error("creating", &dir))?;
+        let replayed = replay(&db, &dir)?;
+        let mut files = BTreeMap::new();
+        for &segment in replayed.ends.keys() {
+            let path = segment_path(&dir, segment);
+            let file = OpenOptions::new().read(true).write(true).open(&path).map_err(io_error("opening", &path))?;
+            files.insert(segment, Arc::new(file));
+        }
+        let (live, fresh_from) = check_metadata(&db, &replayed.ends)?;
+        let (segment, end, capacity, file) = match replayed.ends.last_key_value() {
+            Some((&segment, &end)) => (segment, end, replayed.capacity, files[&segment].clone()),
+            None => {
+                let file = Arc::new(create_segment(&dir, 1, segment_bytes, replayed.next_seq)?);
+                files.insert(1, file.clone());
+                (1, SEGMENT_HEADER, segment_bytes, file)
+            }
+        };
+        let mut live = live;
+        for &s in files.keys() {
+            live.entry(s).or_insert(0);
+        }
+        let writer =
+            Writer { file, segment, end, capacity, next_seq: replayed.next_seq, live, fresh_from, released: Vec::new(), failed: None };
+        let store = JournalStore {
+            db,
+            dir,
+            policy,
+            segment_bytes,
+            writer: Mutex::new(writer),
+            files: RwLock::new(files),
+            collect: Mutex::new(()),
+        };
+        store.collect()?;
+        tracing::info!(path = %path.display(), %policy, "opened journal record store");
+        Ok(store)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Writer> {
+        self.writer.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn meta_cf(&self) -> &rocksdb::ColumnFamily {
+        cf(&self.db, CF_META)
+    }
+
+    /// Appends `frame` (its header still zero) as the next frame: to a new segment if
+    /// it does not fit. Returns the segment and offset it went to.
+    fn append(&self, w: &mut Writer, mut frame: Vec<u8>) -> Result<(u64, u64)> {
+        if let Some(failed) = &w.failed {
+            return Err(Error::Storage(format!("the record journal failed earlier: {failed}")));
+        }
+        let payload = frame.len() as u64 - FRAME_HEADER;
+        if payload > FRAME_BYTES_MAX {
+            return Err(Error::TooLarge { what: "record journal frame".into(), size: payload as usize, limit: FRAME_BYTES_MAX as usize });
+        }
+        frame[0..4].copy_from_slice(&(payload as u32).to_le_bytes());
+        frame[8..16].copy_from_slice(&w.next_seq.to_le_bytes());
+        let crc = frame_crc(&frame[8..]);
+        frame[4..8].copy_from_slice(&crc.to_le_bytes());
+        let len = frame.len() as u64;
+        let result = (|| {
+            if w.end + len > w.capacity {
+                // The full segment is synced before the next one starts: only the last
+                // segment may end torn.
+                let path = segment_path(&self.dir, w.segment);
+                w.file.sync_data().map_err(io_error("syncing", &path))?;
+                let segment = w.segment + 1;
+                let capacity = self.segment_bytes.max(SEGMENT_HEADER + len);
+                let file = Arc::new(create_segment(&self.dir, segment, capacity, w.next_seq)?);
+                self.files.write().unwrap_or_else(|e| e.into_inner()).insert(segment, file.clone());
+                w.live.insert(segment, 0);
+                (w.file, w.segment, w.end, w.capacity) = (file, segment, SEGMENT_HEADER, capacity);
+            }
+            let path = segment_path(&self.dir, w.segment);
+            w.file.write_all_at(&frame, w.end).map_err(io_error("writing", &path))
+        })();
+        if let Err(e) = result {
+            w.failed = Some(e.to_string());
+            return Err(e);
+        }
+        let at = (w.segment, w.end);
+        w.end += len;
+        w.next_seq += 1;
+        Ok(at)
+    }
+
+    /// Where the data of `location` is now, if it is there.
+    fn stored_slot(&self, location: Location) -> Result<Option<Slot>> {
+        match self.db.get_cf(self.meta_cf(), record_key(location)).map_err(rocks_error)? {
+            Some(value) => decode_slot(location, &value),
+            None => Ok(None),
+        }
+    }
+
+    fn reclaim_chunk(&self, locations: &[Location]) -> Result<()> {
+        let keys: Vec<[u8; RECORD_KEY_LEN]> = locations.iter().map(|l| record_key(*l)).collect();
+        let mut w = self.lock();
+        let found = self.db.multi_get_cf(keys.iter().map(|k| (self.meta_cf(), k)));
+        let mut batch = WriteBatch::default();
+        let mut frame = vec![0u8; FRAME_HEADER as usize];
+        let mut freed = Vec::new();
+        let mut reclaimed = std::collections::HashSet::new();
+        for ((key, value), location) in keys.iter().zip(found).zip(locations) {
+            let Some(mut value) = value.map_err(rocks_error)? else { continue };
+            // A location named twice is released once.
+            let Some(slot) = decode_slot(*location, &value)?.filter(|_| reclaimed.insert(*key)) else { continue };
+            value[0] = FLAG_RECLAIMED;
+            batch.put_cf(self.meta_cf(), key, value);
+            put_location(&mut frame, OP_RECLAIM, location.shard, location.local_id);
+            freed.push(slot.segment);
+        }
+        if freed.is_empty() {
+            return Ok(());
+        }
+        self.append(&mut w, frame)?;
+        self.db.write_opt(batch, &no_wal()).map_err(rocks_error)?;
+        release(&mut w.live, &freed);
+        Ok(())
+    }
+
+    /// Deletes the oldest segments while no live data is in them (see the module
+    /// documentation), after flushing the metadata their ops wrote.
+    fn collect(&self) -> Result<()> {
+        let _collecting = self.collect.lock().unwrap_or_else(|e| e.into_inner());
+        let dead: Vec<u64> = {
+            let w = self.lock();
+            w.live.iter().take_while(|(s, n)| **s < w.segment && **n == 0).map(|(s, _)| *s).collect()
+        };
+        if dead.is_empty() {
+            return Ok(());
+        }
+        self.db.flush_cf(self.meta_cf()).map_err(rocks_error)?;
+        for &segment in &dead {
+            let path = segment_path(&self.dir, segment);
+            fs::remove_file(&path).map_err(io_error("removing", &path))?;
+            self.files.write().unwrap_or_else(|e| e.into_inner()).remove(&segment);
+            self.lock().live.remove(&segment);
+        }
+        sync_dir(&self.dir)?;
+        tracing::debug!(segments = ?dead, "deleted journal segments without live records");
+        Ok(())
+    }
+
+    /// Writes the metadata in memory to RocksDB's files, as a flush of a full memtable
+    /// would: a crash test's way to get metadata ahead of the journal.
+    #[cfg(test)]
+    pub(super) fn flush_metadata(&self) -> Result<()> {
+        self.db.flush_cf(self.meta_cf()).map_err(rocks_error)
+    }
+
+    /// The segments the store holds and the live records in each.
+    #[cfg(test)]
+    pub(super) fn segments(&self) -> Vec<(u64, u64)> {
+        self.lock().live.iter().map(|(s, n)| (*s, *n)).collect()
+    }
+}
+
+fn release(live: &mut BTreeMap<u64, u64>, segments: &[u64]) {
+    for s in segments {
+        if let Some(n) = live.get_mut(s) {
+            *n = n.saturating_sub(1);
+        }
+    }
+}
+
+/// Creates segment `segment` of `bytes`, durable, holding only its header.
+fn create_segment(dir: &Path, segment: u64, bytes: u64, first_seq: u64) -> Result<File> {
+    let path = segment_path(dir, segment);
+    let file = OpenOptions::new().read(true).write(true).create_new(true).open(&path).map_err(io_error("creating", &path))?;
+    preallocate(&file, bytes, &path)?;
+    let mut header = HEADER.to_vec();
+    header.extend_from_slice(&first_seq.to_le_bytes());
+    file.write_all_at(&header, 0).map_err(io_error("writing", &path))?;
+    file.sync_all().map_err(io_error("syncing", &path))?;
+    sync_dir(dir)?;
+    Ok(file)
+}
+
+/// Replays every segment of `dir` into the metadata, in order (see the module
+/// documentation).
+fn replay(db: &DB, dir: &Path) -> Result<Replayed> {
+    let meta = cf(db, CF_META);
+    let numbers = segment_numbers(dir, SEGMENT_PREFIX)?;
+    let mut replayed = Replayed { next_seq: 1, ends: BTreeMap::new(), capacity: 0 };
+    for (i, &segment) in numbers.iter().enumerate() {
+        let path = segment_path(dir, segment);
+        let bytes = fs::read(&path).map_err(io_error("reading", &path))?;
+        let is_last = i + 1 == numbers.len();
+        let corrupt = |what: String| Error::Storage(format!("{what} in {}", path.display()));
+        if bytes.get(..HEADER.len()) != Some(HEADER.as_slice()) {
+            // A crash while the last segment was created leaves it without its header.
+            if is_last && bytes.iter().all(|b| *b == 0) {
+                fs::remove_file(&path).map_err(io_error("removing", &path))?;
+                sync_dir(dir)?;
+                break;
+            }
+            return Err(corrupt("no record journal header".into()));
+        }
+        let first_seq = u64::from_le_bytes(bytes[16..24].try_into().expect("8 bytes"));
+        if i > 0 && first_seq != replayed.next_seq {
+            return Err(corrupt(format!("first frame {first_seq} where {} was expected", replayed.next_seq)));
+        }
+        replayed.next_seq = first_seq;
+        let mut offset = SEGMENT_HEADER;
+        // The metadata the batch writes so far, for a reclaim of a record written in it.
+        let mut batch = WriteBatch::default();
+        let mut pending: HashMap<[u8; RECORD_KEY_LEN], Vec<u8>> = HashMap::new();
+        let commit = |batch: &mut WriteBatch, pending: &mut HashMap<_, _>| {
+            pending.clear();
+            db.write_opt(std::mem::take(batch), &no_wal()).map_err(rocks_error)
+        };
+        while let Some((payload, len)) = whole_frame(&bytes, offset, replayed.next_seq) {
+            let payload_at = offset + FRAME_HEADER;
+            for op in parse_ops(payload).map_err(|e| corrupt(format!("{e} at byte {offset}")))? {
+                match op {
+                    Op::Write { location, meta: m, data_at, data_len } => {
+                        let slot = Slot { segment, offset: payload_at + data_at as u64, len: data_len };
+                        let (key, value) = (record_key(location), meta_value(FLAG_HAS_DATA, slot, m));
+                        batch.put_cf(meta, key, &value);
+                        pending.insert(key, value);
+                    }
+                    Op::Reclaim(location) => {
+                        let key = record_key(location);
+                        let value = match pending.remove(&key) {
+                            Some(value) => Some(value),
+                            None => db.get_cf(meta, key).map_err(rocks_error)?,
+                        };
+                        if let Some(mut value) = value {
+                            if decode_slot(location, &value)?.is_some() {
+                                value[0] = FLAG_RECLAIMED;
+                                batch.put_cf(meta, key, &value);
+                                pending.insert(key, value);
+                            }
+                        }
+                    }
+                    Op::Discard { shard, from } => {
+                        let start = record_key(Location { shard, local_id: from });
+                        batch.delete_range_cf(meta, start.as_slice(), shard_end_key(shard).as_slice());
+                        // Later reclaims look in the database, which has the deletion.
+                        commit(&mut batch, &mut pending)?;
+                    }
+                }
+            }
+            offset += len;
+            replayed.next_seq += 1;
+            if batch.size_in_bytes() > 4 << 20 {
+                commit(&mut batch, &mut pending)?;
+            }
+        }
+        commit(&mut batch, &mut pending)?;
+        let rest = &bytes[offset as usize..];
+        if rest.iter().any(|b| *b != 0) {
+            if !is_last {
+                return Err(corrupt(format!("a damaged frame at byte {offset}")));
+            }
+            // Frames written after the last sync, reaching the disk in any order.
+            tracing::warn!(path = %path.display(), offset, "record journal: dropped a torn tail (writes never synced)");
+            let file = OpenOptions::new().write(true).open(&path).map_err(io_error("opening", &path))?;
+            file.write_all_at(&vec![0; rest.len()], offset).map_err(io_error("zeroing", &path))?;
+            file.sync_data().map_err(io_error("syncing", &path))?;
+        }
+        replayed.ends.insert(segment, offset);
+        replayed.capacity = bytes.len() as u64;
+    }
+    Ok(replayed)
+}
+
+/// Drops metadata whose data is not in the journal (written by a flush after a write
+/// whose frame never reached the disk), and counts the live records of each segment and
+/// where each shard's stored local ids end.
+fn check_metadata(db: &DB, ends: &BTreeMap<u64, u64>) -> Result<(BTreeMap<u64, u64>, HashMap<ShardId, LocalId>)> {
+    let meta = cf(db, CF_META);
+    let mut live = BTreeMap::new();
+    let mut fresh_from: HashMap<ShardId, LocalId> = HashMap::new();
+    let mut batch = WriteBatch::default();
+    let mut dropped = 0u64;
+    for item in db.iterator_cf(meta, IteratorMode::Start) {
+        let (key, value) = item.map_err(rocks_error)?;
+        let location = decode_record_key(&key)?;
+        if let Some(slot) = decode_slot(location, &value)? {
+            let inside = ends.get(&slot.segment).is_some_and(|end| slot.offset + u64::from(slot.len) <= *end);
+            if !inside {
+                batch.delete_cf(meta, &key);
+                dropped += 1;
+                continue;
+            }
+            *live.entry(slot.segment).or_insert(0) += 1;
+        }
+        let next = location.local_id.saturating_add(1);
+        let fresh = fresh_from.entry(location.shard).or_insert(0);
+        *fresh = (*fresh).max(next);
+    }
+    if dropped > 0 {
+        tracing::warn!(records = dropped, "record journal: dropped metadata of records never synced");
+        db.write_opt(batch, &no_wal()).map_err(rocks_error)?;
+    }
+    Ok((live, fresh_from))
+}
+
+impl RecordStore for JournalStore {
+    fn write(&self, records: &[(Location, Record)]) -> Result<()> {
+        let mut frame = Vec::with_capacity(
+            FRAME_HEADER as usize + records.iter().map(|(_, r)| r.data.len() + 64).sum::<usize>(),
+        );
+        frame.resize(FRAME_HEADER as usize, 0);
+        // Per record: its encoded metadata and its data's offset in the frame.
+        let mut placed = Vec::with_capacity(records.len());
+        for (location, record) in records {
+            let meta = encode("record metadata", &record.meta, META_BYTES_MAX, &[])?;
+            let data_len = u32::try_from(record.data.len())
+                .map_err(|_| Error::TooLarge { what: "record data".into(), size: record.data.len(), limit: u32::MAX as usize })?;
+            put_location(&mut frame, OP_WRITE, location.shard, location.local_id);
+            frame.extend_from_slice(&(meta.len() as u32).to_le_bytes());
+            frame.extend_from_slice(&meta);
+            frame.extend_from_slice(&data_len.to_le_bytes());
+            placed.push((meta, frame.len() as u64, data_len));
+            frame.extend_from_slice(&record.data);
+        }
+        let mut w = self.lock();
+        // Overwritten copies: a write below where its shard's stored ids end may have
+        // one, in the database or earlier in this batch.
+        let mut overwritten = Vec::new();
+        for (i, (location, _)) in records.iter().enumerate() {
+            let fresh = w.fresh_from.entry(location.shard).or_insert(0);
+            if location.local_id >= *fresh {
+                *fresh = location.local_id.saturating_add(1);
+                continue;
+            }
+            if records[..i].iter().any(|(l, _)| l == location) {
+                overwritten.push(None);
+            } else if let Some(old) = self.stored_slot(*location)? {
+                overwritten.push(Some(old.segment));
+            }
+        }
+        let (segment, offset) = self.append(&mut w, frame)?;
+        let mut batch = WriteBatch::default();
+        for ((location, _), (meta, at, len)) in records.iter().zip(&placed) {
+            let slot = Slot { segment, offset: offset + at, len: *len };
+            batch.put_cf(self.meta_cf(), record_key(*location), meta_value(FLAG_HAS_DATA, slot, meta));
+        }
+        self.db.write_opt(batch, &no_wal()).map_err(rocks_error)?;
+        *w.live.entry(segment).or_insert(0) += records.len() as u64;
+        // A copy earlier in this batch is in this segment.
+        w.released.extend(overwritten.into_iter().map(|s| s.unwrap_or(segment)));
+        Ok(())
+    }
+
+    fn sync(&self) -> Result<()> {
+        let (file, segment, released) = {
+            let mut w = self.lock();
+            if let Some(failed) = &w.failed {
+                return Err(Error::Storage(format!("the record journal failed earlier: {failed}")));
+            }
+            (w.file.clone(), w.segment, std::mem::take(&mut w.released))
+        };
+        if self.policy == FsyncPolicy::EveryBatch {
+            // Earlier segments were synced when the next one started.
+            if let Err(e) = file.sync_data() {
+                let e = io_error("syncing", &segment_path(&self.dir, segment))(e);
+                self.lock().failed = Some(e.to_string());
+                return Err(e);
+            }
+        }
+        if released.is_empty() {
+            return Ok(());
+        }
+        release(&mut self.lock().live, &released);
+        self.collect()
+    }
+
+    fn read(&self, location: Location) -> Result<Option<StoredData>> {
+        let key = record_key(location);
+        for _ in 0..2 {
+            let Some(value) = self.db.get_cf(self.meta_cf(), key).map_err(rocks_error)? else { return Ok(None) };
+            let (meta, slot) = decode_meta(location, &value)?;
+            let Some(slot) = slot else { return Ok(Some(StoredData::Reclaimed(meta))) };
+            let file = self.files.read().unwrap_or_else(|e| e.into_inner()).get(&slot.segment).cloned();
+            // A segment is deleted only once its records are reclaimed: the metadata,
+            // looked at again, says so.
+            let Some(file) = file else { continue };
+            let mut data = vec![0u8; slot.len as usize];
+            let path = segment_path(&self.dir, slot.segment);
+            file.read_exact_at(&mut data, slot.offset).map_err(io_error("reading", &path))?;
+            return Ok(Some(StoredData::Record(Record { meta, data: Bytes::from(data) })));
+        }
+        Err(Error::Storage(format!("the metadata at {location:?} names a deleted journal segment")))
+    }
+
+    fn read_metas(&self, shard: ShardId, from: LocalId, to: LocalId) -> Result<Vec<RecordMeta>> {
+        let mut metas = Vec::new();
+        let start = record_key(Location { shard, local_id: from });
+        let mut options = ReadOptions::default();
+        options.set_iterate_upper_bound(shard_end_key(shard).to_vec());
+        let mode = IteratorMode::From(start.as_slice(), Direction::Forward);
+        let mut next = from;
+        for item in self.db.iterator_cf_opt(self.meta_cf(), options, mode) {
+            let (key, value) = item.map_err(rocks_error)?;
+            let location = decode_record_key(&key)?;
+            if location.local_id != next || next >= to {
+                break;
+            }
+            metas.push(decode_meta(location, &value)?.0);
+            let Some(after) = next.checked_add(1) else { break };
+            next = after;
+        }
+        Ok(metas)
+    }
+
+    fn reclaim(&self, locations: &[Location]) -> Result<()> {
+        for chunk in locations.chunks(RECLAIM_CHUNK_MAX) {
+            self.reclaim_chunk(chunk)?;
+        }
+        self.collect()
+    }
+
+    fn discard(&self, shard: ShardId, from: LocalId) -> Result<()> {
+        let start = record_key(Location { shard, local_id: from });
+        let end = shard_end_key(shard);
+        let mut w = self.lock();
+        let mut freed = Vec::new();
+        let mut options = ReadOptions::default();
+        options.set_iterate_upper_bound(end.to_vec());
+        let mode = IteratorMode::From(start.as_slice(), Direction::Forward);
+        for item in self.db.iterator_cf_opt(self.meta_cf(), options, mode) {
+            let (key, value) = item.map_err(rocks_error)?;
+            if let Some(slot) = decode_slot(decode_record_key(&key)?, &value)? {
+                freed.push(slot.segment);
+            }
+        }
+        let mut frame = vec![0u8; FRAME_HEADER as usize];
+        put_location(&mut frame, OP_DISCARD, shard, from);
+        self.append(&mut w, frame)?;
+        let mut batch = WriteBatch::default();
+        batch.delete_range_cf(self.meta_cf(), start.as_slice(), end.as_slice());
+        self.db.write_opt(batch, &no_wal()).map_err(rocks_error)?;
+        release(&mut w.live, &freed);
+        if let Some(fresh) = w.fresh_from.get_mut(&shard) {
+            *fresh = (*fresh).min(from);
+        }
+        drop(w);
+        tracing::debug!(shard = shard.0, from, "discarded records");
+        self.collect()
+    }
+
+    fn recover(&self) -> Result<Vec<RecoveredRecord>> {
+        let mut recovered = Vec::new();
+        for item in self.db.iterator_cf(self.meta_cf(), IteratorMode::Start) {
+            let (key, value) = item.map_err(rocks_error)?;
+            let location = decode_record_key(&key)?;
+            let (meta, slot) = decode_meta(location, &value)?;
+            recovered.push(RecoveredRecord { location, meta, has_data: slot.is_some() });
+        }
+        Ok(recovered)
+    }
+}
