@@ -28,6 +28,13 @@
 //! from what the op says and what ops before it did, and all ops after any flushed state
 //! are replayed.
 //!
+//! **Checkpoints.** Replaying the whole journal at every open would read every record
+//! ever kept. So the store flushes the metadata now and then (when it deletes segments,
+//! and once the journal grew by [`CHECKPOINT_SEGMENTS`] segments since the last time)
+//! and then stores, synced, the journal position it had reached before the flush
+//! (`"journal-replay-from"` in the default column family): every op before it is in
+//! RocksDB's files, so an open replays from there on.
+//!
 //! **Reclaiming space.** A segment is deleted once no record's data in it is live (every
 //! record in it reclaimed, discarded or overwritten), it is not the segment being
 //! written, and every segment before it is deleted too: segments go in order, so a
@@ -73,6 +80,11 @@ const SEGMENT_BYTES: u64 = 64 << 20;
 /// Upper bound on one frame's payload, and so on one `write`'s records.
 const FRAME_BYTES_MAX: u64 = 1 << 30;
 const SEGMENT_PREFIX: &str = "records-";
+
+/// Where replay starts: segment, offset, sequence number (u64 LE each).
+const CHECKPOINT_KEY: &[u8] = b"journal-replay-from";
+/// The journal grows by this many segments between two checkpoints, at most.
+const CHECKPOINT_SEGMENTS: u64 = 8;
 
 const OP_WRITE: u8 = 1;
 const OP_RECLAIM: u8 = 2;
@@ -207,6 +219,8 @@ struct Writer {
     released: Vec<u64>,
     /// Set by a failed write or sync: every later write fails with it.
     failed: Option<String>,
+    /// The segment of the last checkpoint.
+    checkpointed: u64,
 }
 
 /// A [`RecordStore`] in journal files. See the module documentation for the layout.
@@ -222,8 +236,10 @@ pub struct JournalStore {
     collect: Mutex<()>,
 }
 
-/// What opening found in the journal: where writing resumes, and each segment's valid end.
+/// What opening found in the journal: where writing resumes, each segment's valid end,
+/// and the segment replay started in.
 struct Replayed {
+    from: u64,
     next_seq: u64,
     ends: BTreeMap<u64, u64>,
     capacity: u64,
@@ -259,8 +275,18 @@ impl JournalStore {
         for &s in files.keys() {
             live.entry(s).or_insert(0);
         }
-        let writer =
-            Writer { file, segment, end, capacity, next_seq: replayed.next_seq, live, fresh_from, released: Vec::new(), failed: None };
+        let writer = Writer {
+            file,
+            segment,
+            end,
+            capacity,
+            next_seq: replayed.next_seq,
+            live,
+            fresh_from,
+            released: Vec::new(),
+            failed: None,
+            checkpointed: replayed.from,
+        };
         let store = JournalStore {
             db,
             dir,
@@ -369,7 +395,7 @@ impl JournalStore {
         if dead.is_empty() {
             return Ok(());
         }
-        self.db.flush_cf(self.meta_cf()).map_err(rocks_error)?;
+        self.checkpoint()?;
         for &segment in &dead {
             let path = segment_path(&self.dir, segment);
             fs::remove_file(&path).map_err(io_error("removing", &path))?;
@@ -379,6 +405,24 @@ impl JournalStore {
         sync_dir(&self.dir)?;
         tracing::debug!(segments = ?dead, "deleted journal segments without live records");
         Ok(())
+    }
+
+    /// Flushes the metadata, then stores the journal position reached before the flush
+    /// as where replay starts (see the module documentation).
+    fn checkpoint(&self) -> Result<()> {
+        let (segment, offset, seq) = {
+            let mut w = self.lock();
+            w.checkpointed = w.segment;
+            (w.segment, w.end, w.next_seq)
+        };
+        self.db.flush_cf(self.meta_cf()).map_err(rocks_error)?;
+        let mut value = Vec::with_capacity(24);
+        for n in [segment, offset, seq] {
+            value.extend_from_slice(&n.to_le_bytes());
+        }
+        let mut synced = WriteOptions::default();
+        synced.set_sync(true);
+        self.db.put_opt(CHECKPOINT_KEY, value, &synced).map_err(rocks_error)
     }
 
     /// Writes the metadata in memory to RocksDB's files, as a flush of a full memtable
@@ -421,11 +465,27 @@ fn create_segment(dir: &Path, segment: u64, bytes: u64, first_seq: u64) -> Resul
 fn replay(db: &DB, dir: &Path) -> Result<Replayed> {
     let meta = cf(db, CF_META);
     let numbers = segment_numbers(dir, SEGMENT_PREFIX)?;
-    let mut replayed = Replayed { next_seq: 1, ends: BTreeMap::new(), capacity: 0 };
+    let checkpoint = match db.get(CHECKPOINT_KEY).map_err(rocks_error)? {
+        Some(v) if v.len() == 24 => Some(v.chunks(8).map(|n| u64::from_le_bytes(n.try_into().expect("8 bytes"))).collect::<Vec<_>>()),
+        Some(v) => return Err(Error::Storage(format!("corrupt journal checkpoint of {} bytes", v.len()))),
+        None => None,
+    };
+    // A checkpoint in a segment that is gone (never, as checkpoints precede deletions)
+    // replays everything.
+    let checkpoint = checkpoint.filter(|c| numbers.contains(&c[0]));
+    let mut replayed = Replayed { from: checkpoint.as_ref().map_or(0, |c| c[0]), next_seq: 1, ends: BTreeMap::new(), capacity: 0 };
+    let mut replaying = false;
     for (i, &segment) in numbers.iter().enumerate() {
         let path = segment_path(dir, segment);
-        let bytes = fs::read(&path).map_err(io_error("reading", &path))?;
         let is_last = i + 1 == numbers.len();
+        if segment < replayed.from {
+            // Before the checkpoint: its ops are all in the metadata, and it was synced
+            // whole before the next segment started.
+            let len = fs::metadata(&path).map_err(io_error("reading", &path))?.len();
+            replayed.ends.insert(segment, len);
+            continue;
+        }
+        let bytes = fs::read(&path).map_err(io_error("reading", &path))?;
         let corrupt = |what: String| Error::Storage(format!("{what} in {}", path.display()));
         if bytes.get(..HEADER.len()) != Some(HEADER.as_slice()) {
             // A crash while the last segment was created leaves it without its header.
@@ -437,11 +497,18 @@ fn replay(db: &DB, dir: &Path) -> Result<Replayed> {
             return Err(corrupt("no record journal header".into()));
         }
         let first_seq = u64::from_le_bytes(bytes[16..24].try_into().expect("8 bytes"));
-        if i > 0 && first_seq != replayed.next_seq {
+        if replaying && first_seq != replayed.next_seq {
             return Err(corrupt(format!("first frame {first_seq} where {} was expected", replayed.next_seq)));
         }
-        replayed.next_seq = first_seq;
         let mut offset = SEGMENT_HEADER;
+        replayed.next_seq = first_seq;
+        if let Some(c) = checkpoint.as_ref().filter(|c| c[0] == segment) {
+            if c[1] < SEGMENT_HEADER || c[1] > bytes.len() as u64 {
+                return Err(corrupt(format!("a checkpoint at byte {}", c[1])));
+            }
+            (offset, replayed.next_seq) = (c[1], c[2]);
+        }
+        replaying = true;
         // The metadata the batch writes so far, for a reclaim of a record written in it.
         let mut batch = WriteBatch::default();
         let mut pending: HashMap<[u8; RECORD_KEY_LEN], Vec<u8>> = HashMap::new();
@@ -601,10 +668,17 @@ impl RecordStore for JournalStore {
                 return Err(e);
             }
         }
+        let due = {
+            let mut w = self.lock();
+            release(&mut w.live, &released);
+            w.segment >= w.checkpointed + CHECKPOINT_SEGMENTS
+        };
+        if due {
+            self.checkpoint()?;
+        }
         if released.is_empty() {
             return Ok(());
         }
-        release(&mut self.lock().live, &released);
         self.collect()
     }
 
