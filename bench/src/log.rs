@@ -194,7 +194,11 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<()> {
     }
     let mut targets = vec![Target::Redis(&redis), Target::Fsync(fsync_dir.path())];
     targets.extend(raws.iter().map(Target::Raw));
-    targets.extend(clusters.iter().map(|(n_data, store, cluster, _)| Target::Cluster { n_data: *n_data, store: *store, cluster }));
+    targets.extend(clusters.iter().map(|(n_data, store, cluster, _)| Target::Cluster {
+        n_data: *n_data,
+        store: *store,
+        cluster,
+    }));
     let fsync_floor_us = measure_writes(&mut report, &targets, fsync, &plan).await?;
     drop(targets);
     drop(redis);

@@ -33,7 +33,9 @@ use tracing::{info, warn};
 use crate::client::LogClient;
 use crate::driver::{self, ControlInput, EngineDriverConfig, EngineHandle, StorageStores};
 use crate::net::{Certs, LocalNet, NetConfig, Transport};
-use crate::store::{open_record_store, FileControllerStore, FsyncPolicy, GroupCommitConfig, JournalMetalogStore, RecordStore, RecordStoreKind};
+use crate::store::{
+    open_record_store, FileControllerStore, FsyncPolicy, GroupCommitConfig, JournalMetalogStore, RecordStore, RecordStoreKind,
+};
 
 /// The controller's node id.
 pub const CONTROLLER: NodeId = NodeId(0);

@@ -33,7 +33,9 @@ use tally_control::{ControlPlane, Member, MemberRole, Revision, Settings};
 use tally_durable::Peers;
 use tally_logsvc::driver::{self, ControlInput, EngineDriverConfig, EngineStatus, StorageStores};
 use tally_logsvc::net::{Certs, LocalNet, NetConfig, Transport};
-use tally_logsvc::store::{open_record_store, ControllerStore, FsyncPolicy, GroupCommitConfig, JournalMetalogStore, RecordStoreKind};
+use tally_logsvc::store::{
+    open_record_store, ControllerStore, FsyncPolicy, GroupCommitConfig, JournalMetalogStore, RecordStoreKind,
+};
 use tally_logsvc::{
     BookId, Configuration, ControllerConfig, EngineConfig, LogClient, Message, NodeId, Role, SequencerConfig, StorageConfig,
 };

@@ -317,7 +317,11 @@ impl JournalStore {
         }
         let payload = frame.len() as u64 - FRAME_HEADER;
         if payload > FRAME_BYTES_MAX {
-            return Err(Error::TooLarge { what: "record journal frame".into(), size: payload as usize, limit: FRAME_BYTES_MAX as usize });
+            return Err(Error::TooLarge {
+                what: "record journal frame".into(),
+                size: payload as usize,
+                limit: FRAME_BYTES_MAX as usize,
+            });
         }
         frame[0..4].copy_from_slice(&(payload as u32).to_le_bytes());
         frame[8..16].copy_from_slice(&w.next_seq.to_le_bytes());
@@ -466,14 +470,17 @@ fn replay(db: &DB, dir: &Path) -> Result<Replayed> {
     let meta = cf(db, CF_META);
     let numbers = segment_numbers(dir, SEGMENT_PREFIX)?;
     let checkpoint = match db.get(CHECKPOINT_KEY).map_err(rocks_error)? {
-        Some(v) if v.len() == 24 => Some(v.chunks(8).map(|n| u64::from_le_bytes(n.try_into().expect("8 bytes"))).collect::<Vec<_>>()),
+        Some(v) if v.len() == 24 => {
+            Some(v.chunks(8).map(|n| u64::from_le_bytes(n.try_into().expect("8 bytes"))).collect::<Vec<_>>())
+        }
         Some(v) => return Err(Error::Storage(format!("corrupt journal checkpoint of {} bytes", v.len()))),
         None => None,
     };
     // A checkpoint in a segment that is gone (never, as checkpoints precede deletions)
     // replays everything.
     let checkpoint = checkpoint.filter(|c| numbers.contains(&c[0]));
-    let mut replayed = Replayed { from: checkpoint.as_ref().map_or(0, |c| c[0]), next_seq: 1, ends: BTreeMap::new(), capacity: 0 };
+    let mut replayed =
+        Replayed { from: checkpoint.as_ref().map_or(0, |c| c[0]), next_seq: 1, ends: BTreeMap::new(), capacity: 0 };
     let mut replaying = false;
     for (i, &segment) in numbers.iter().enumerate() {
         let path = segment_path(dir, segment);
@@ -606,16 +613,17 @@ fn check_metadata(db: &DB, ends: &BTreeMap<u64, u64>) -> Result<(BTreeMap<u64, u
 
 impl RecordStore for JournalStore {
     fn write(&self, records: &[(Location, Record)]) -> Result<()> {
-        let mut frame = Vec::with_capacity(
-            FRAME_HEADER as usize + records.iter().map(|(_, r)| r.data.len() + 64).sum::<usize>(),
-        );
+        let mut frame = Vec::with_capacity(FRAME_HEADER as usize + records.iter().map(|(_, r)| r.data.len() + 64).sum::<usize>());
         frame.resize(FRAME_HEADER as usize, 0);
         // Per record: its encoded metadata and its data's offset in the frame.
         let mut placed = Vec::with_capacity(records.len());
         for (location, record) in records {
             let meta = encode("record metadata", &record.meta, META_BYTES_MAX, &[])?;
-            let data_len = u32::try_from(record.data.len())
-                .map_err(|_| Error::TooLarge { what: "record data".into(), size: record.data.len(), limit: u32::MAX as usize })?;
+            let data_len = u32::try_from(record.data.len()).map_err(|_| Error::TooLarge {
+                what: "record data".into(),
+                size: record.data.len(),
+                limit: u32::MAX as usize,
+            })?;
             put_location(&mut frame, OP_WRITE, location.shard, location.local_id);
             frame.extend_from_slice(&(meta.len() as u32).to_le_bytes());
             frame.extend_from_slice(&meta);

@@ -35,7 +35,11 @@ pub enum RecordStoreKind {
 }
 
 /// Opens the record store in `path`: the kind found there, else `kind`.
-pub fn open_record_store(path: &Path, kind: RecordStoreKind, policy: FsyncPolicy) -> tally_log_core::Result<Arc<dyn RecordStore>> {
+pub fn open_record_store(
+    path: &Path,
+    kind: RecordStoreKind,
+    policy: FsyncPolicy,
+) -> tally_log_core::Result<Arc<dyn RecordStore>> {
     let found = rocksdb::DB::list_cf(&rocksdb::Options::default(), path).ok();
     let kind = match found {
         Some(families) if families.iter().any(|f| f == "data") => RecordStoreKind::Rocksdb,

@@ -328,7 +328,8 @@ fn journal_store_damage_before_its_tail_is_an_error() -> anyhow::Result<()> {
         }
         store.sync()?;
     }
-    let mut segments: Vec<_> = std::fs::read_dir(dir.path().join("journal"))?.map(|e| e.map(|e| e.path())).collect::<Result<_, _>>()?;
+    let mut segments: Vec<_> =
+        std::fs::read_dir(dir.path().join("journal"))?.map(|e| e.map(|e| e.path())).collect::<Result<_, _>>()?;
     segments.sort();
     ensure!(segments.len() > 2, "{} segments", segments.len());
     // A flipped byte in a frame of a synced, full segment.
