@@ -6,8 +6,8 @@ use tally_log_core::conformance::{check_metalog, configuration, entry, loc, reco
 use tally_log_core::{LogId, ShardId, Term};
 
 use super::{
-    ControllerStore, FileControllerStore, FsyncPolicy, JournalMetalogStore, JournalStore, MetalogStore, MetalogWrite,
-    RecordStore, RocksMetalogStore, RocksStore,
+    open_record_store, ControllerStore, FileControllerStore, FsyncPolicy, JournalMetalogStore, JournalStore, MetalogStore,
+    MetalogWrite, RecordStore, RecordStoreKind, RocksMetalogStore, RocksStore,
 };
 
 tally_log_core::record_store_suite!(rocks_store, |dir| RocksStore::open(dir.path(), FsyncPolicy::EveryBatch)?);
@@ -420,4 +420,50 @@ fn journal_store_replays_from_its_last_checkpoint() -> anyhow::Result<()> {
     store.sync()?;
     drop(store);
     model.check(&JournalStore::open_with(dir.path(), FsyncPolicy::EveryBatch, 256)?, &[]).context("after the second reopen")
+}
+
+#[test]
+fn journal_store_removes_a_segment_a_crash_left_without_its_header() -> anyhow::Result<()> {
+    let dir = tempfile::TempDir::new()?;
+    let mut model = Model::default();
+    {
+        let store = JournalStore::open(dir.path(), FsyncPolicy::EveryBatch)?;
+        let written = records(&[loc(1, 0), loc(1, 1)], 1);
+        store.write(&written)?;
+        model.write(&written);
+        store.sync()?;
+    }
+    // The next segment was being created (preallocated, its header not yet written).
+    let next = dir.path().join("journal/records-0000000002.journal");
+    std::fs::write(&next, vec![0u8; 4096])?;
+    let store = JournalStore::open(dir.path(), FsyncPolicy::EveryBatch)?;
+    ensure!(!next.exists(), "the headerless segment is gone");
+    model.check(&store, &[])?;
+    let more = records(&[loc(1, 2)], 1);
+    store.write(&more)?;
+    model.write(&more);
+    store.sync()?;
+    drop(store);
+    model.check(&JournalStore::open(dir.path(), FsyncPolicy::EveryBatch)?, &[]).context("after the second reopen")
+}
+
+#[test]
+fn a_directory_keeps_the_record_store_it_holds() -> anyhow::Result<()> {
+    let (old, new) = (tempfile::TempDir::new()?, tempfile::TempDir::new()?);
+    let written = records(&[loc(1, 0)], 1);
+    for (dir, kind) in [(&old, RecordStoreKind::Rocksdb), (&new, RecordStoreKind::Journal)] {
+        let store = open_record_store(dir.path(), kind, FsyncPolicy::EveryBatch)?;
+        store.write(&written)?;
+        store.sync()?;
+    }
+    // Asked for the other kind, each directory opens as what it holds.
+    let mut model = Model::default();
+    model.write(&written);
+    for (dir, asked) in [(&old, RecordStoreKind::Journal), (&new, RecordStoreKind::Rocksdb)] {
+        let store = open_record_store(dir.path(), asked, FsyncPolicy::EveryBatch)?;
+        model.check(&*store, &[]).with_context(|| format!("asked for {asked:?}"))?;
+    }
+    ensure!(!old.path().join("journal").exists(), "the RocksDB store got no journal");
+    ensure!(new.path().join("journal").exists(), "the journal store kept its journal");
+    Ok(())
 }
