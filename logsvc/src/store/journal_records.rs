@@ -29,11 +29,11 @@
 //! are replayed.
 //!
 //! **Checkpoints.** Replaying the whole journal at every open would read every record
-//! ever kept. So the store flushes the metadata now and then (when it deletes segments,
-//! and once the journal grew by [`CHECKPOINT_SEGMENTS`] segments since the last time)
-//! and then stores, synced, the journal position it had reached before the flush
-//! (`"journal-replay-from"` in the default column family): every op before it is in
-//! RocksDB's files, so an open replays from there on.
+//! ever kept. So now and then (when it deletes segments, and once the journal grew by
+//! [`CHECKPOINT_SEGMENTS`] segments since the last time) the store syncs the journal up
+//! to where it is, flushes the metadata, and then stores, synced, that position
+//! (`"journal-replay-from"` in the default column family): every op before it is on
+//! disk and in RocksDB's files, so an open replays from there on.
 //!
 //! **Reclaiming space.** A segment is deleted once no record's data in it is live (every
 //! record in it reclaimed, discarded or overwritten), it is not the segment being
@@ -414,11 +414,16 @@ impl JournalStore {
     /// Flushes the metadata, then stores the journal position reached before the flush
     /// as where replay starts (see the module documentation).
     fn checkpoint(&self) -> Result<()> {
-        let (segment, offset, seq) = {
+        let (file, segment, offset, seq) = {
             let mut w = self.lock();
             w.checkpointed = w.segment;
-            (w.segment, w.end, w.next_seq)
+            (w.file.clone(), w.segment, w.end, w.next_seq)
         };
+        // The frames before the checkpoint are never replayed again, so none of them may
+        // be lost in a crash: their metadata is about to be flushed.
+        if self.policy == FsyncPolicy::EveryBatch {
+            file.sync_data().map_err(io_error("syncing", &segment_path(&self.dir, segment)))?;
+        }
         self.db.flush_cf(self.meta_cf()).map_err(rocks_error)?;
         let mut value = Vec::with_capacity(24);
         for n in [segment, offset, seq] {
