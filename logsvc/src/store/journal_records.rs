@@ -66,8 +66,8 @@ use tally_log_core::{Error, LocalId, Location, Record, RecordMeta, Result, Shard
 use super::codec::{decode, encode};
 use super::journal::{frame_crc, frame_header, io_error, preallocate, segment_numbers, sync_dir, FRAME_HEADER};
 use super::rocks::{
-    cf, decode_record_key, open_db, record_key, rocks_error, shard_end_key, FLAG_HAS_DATA, FLAG_RECLAIMED, META_BYTES_MAX,
-    RECLAIM_CHUNK_MAX, RECORD_KEY_LEN,
+    cf, decode_record_key, open_db, read_metas_in, record_key, recover_from, rocks_error, shard_end_key, FLAG_HAS_DATA,
+    FLAG_RECLAIMED, META_BYTES_MAX, RECLAIM_CHUNK_MAX, RECORD_KEY_LEN,
 };
 use super::{FsyncPolicy, RecordStore, RecoveredRecord, StoredData};
 
@@ -130,6 +130,10 @@ fn decode_slot(location: Location, value: &[u8]) -> Result<Option<Slot>> {
 fn decode_meta(location: Location, value: &[u8]) -> Result<(RecordMeta, Option<Slot>)> {
     let slot = decode_slot(location, value)?;
     Ok((decode("record metadata", &value[SLOT_BYTES..], META_BYTES_MAX)?, slot))
+}
+
+fn decode_meta_flag(location: Location, value: &[u8]) -> Result<(RecordMeta, bool)> {
+    decode_meta(location, value).map(|(meta, slot)| (meta, slot.is_some()))
 }
 
 fn segment_path(dir: &Path, segment: u64) -> PathBuf {
@@ -714,23 +718,7 @@ impl RecordStore for JournalStore {
     }
 
     fn read_metas(&self, shard: ShardId, from: LocalId, to: LocalId) -> Result<Vec<RecordMeta>> {
-        let mut metas = Vec::new();
-        let start = record_key(Location { shard, local_id: from });
-        let mut options = ReadOptions::default();
-        options.set_iterate_upper_bound(shard_end_key(shard).to_vec());
-        let mode = IteratorMode::From(start.as_slice(), Direction::Forward);
-        let mut next = from;
-        for item in self.db.iterator_cf_opt(self.meta_cf(), options, mode) {
-            let (key, value) = item.map_err(rocks_error)?;
-            let location = decode_record_key(&key)?;
-            if location.local_id != next || next >= to {
-                break;
-            }
-            metas.push(decode_meta(location, &value)?.0);
-            let Some(after) = next.checked_add(1) else { break };
-            next = after;
-        }
-        Ok(metas)
+        read_metas_in(&self.db, self.meta_cf(), shard, from, to, decode_meta_flag)
     }
 
     fn reclaim(&self, locations: &[Location]) -> Result<()> {
@@ -770,13 +758,6 @@ impl RecordStore for JournalStore {
     }
 
     fn recover(&self) -> Result<Vec<RecoveredRecord>> {
-        let mut recovered = Vec::new();
-        for item in self.db.iterator_cf(self.meta_cf(), IteratorMode::Start) {
-            let (key, value) = item.map_err(rocks_error)?;
-            let location = decode_record_key(&key)?;
-            let (meta, slot) = decode_meta(location, &value)?;
-            recovered.push(RecoveredRecord { location, meta, has_data: slot.is_some() });
-        }
-        Ok(recovered)
+        recover_from(&self.db, self.meta_cf(), decode_meta_flag)
     }
 }

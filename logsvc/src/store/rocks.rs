@@ -337,23 +337,7 @@ impl RecordStore for RocksStore {
     }
 
     fn read_metas(&self, shard: ShardId, from: LocalId, to: LocalId) -> Result<Vec<RecordMeta>> {
-        let mut metas = Vec::new();
-        let start = record_key(Location { shard, local_id: from });
-        let mut options = ReadOptions::default();
-        options.set_iterate_upper_bound(shard_end_key(shard).to_vec());
-        let mode = IteratorMode::From(start.as_slice(), Direction::Forward);
-        let mut next = from;
-        for item in self.db.iterator_cf_opt(cf(&self.db, CF_META), options, mode) {
-            let (key, value) = item.map_err(rocks_error)?;
-            let location = decode_record_key(&key)?;
-            if location.local_id != next || next >= to {
-                break;
-            }
-            metas.push(decode_meta_value(location, &value)?.0);
-            let Some(after) = next.checked_add(1) else { break };
-            next = after;
-        }
-        Ok(metas)
+        read_metas_in(&self.db, cf(&self.db, CF_META), shard, from, to, decode_meta_value)
     }
 
     fn reclaim(&self, locations: &[Location]) -> Result<()> {
@@ -377,15 +361,52 @@ impl RecordStore for RocksStore {
     }
 
     fn recover(&self) -> Result<Vec<RecoveredRecord>> {
-        let mut recovered = Vec::new();
-        for item in self.db.iterator_cf(cf(&self.db, CF_META), IteratorMode::Start) {
-            let (key, value) = item.map_err(rocks_error)?;
-            let location = decode_record_key(&key)?;
-            let (meta, has_data) = decode_meta_value(location, &value)?;
-            recovered.push(RecoveredRecord { location, meta, has_data });
-        }
-        Ok(recovered)
+        recover_from(&self.db, cf(&self.db, CF_META), decode_meta_value)
     }
+}
+
+/// How a store reads its metadata values: the record's metadata and whether its data
+/// is there.
+pub(super) type DecodeMeta = fn(Location, &[u8]) -> Result<(RecordMeta, bool)>;
+
+/// [`RecordStore::read_metas`] over a metadata column family keyed by [`record_key`].
+pub(super) fn read_metas_in(
+    db: &DB,
+    family: &ColumnFamily,
+    shard: ShardId,
+    from: LocalId,
+    to: LocalId,
+    decode: DecodeMeta,
+) -> Result<Vec<RecordMeta>> {
+    let mut metas = Vec::new();
+    let start = record_key(Location { shard, local_id: from });
+    let mut options = ReadOptions::default();
+    options.set_iterate_upper_bound(shard_end_key(shard).to_vec());
+    let mode = IteratorMode::From(start.as_slice(), Direction::Forward);
+    let mut next = from;
+    for item in db.iterator_cf_opt(family, options, mode) {
+        let (key, value) = item.map_err(rocks_error)?;
+        let location = decode_record_key(&key)?;
+        if location.local_id != next || next >= to {
+            break;
+        }
+        metas.push(decode(location, &value)?.0);
+        let Some(after) = next.checked_add(1) else { break };
+        next = after;
+    }
+    Ok(metas)
+}
+
+/// [`RecordStore::recover`] over a metadata column family keyed by [`record_key`].
+pub(super) fn recover_from(db: &DB, family: &ColumnFamily, decode: DecodeMeta) -> Result<Vec<RecoveredRecord>> {
+    let mut recovered = Vec::new();
+    for item in db.iterator_cf(family, IteratorMode::Start) {
+        let (key, value) = item.map_err(rocks_error)?;
+        let location = decode_record_key(&key)?;
+        let (meta, has_data) = decode(location, &value)?;
+        recovered.push(RecoveredRecord { location, meta, has_data });
+    }
+    Ok(recovered)
 }
 
 const METALOG_PREFIX_LEN: usize = 3;
