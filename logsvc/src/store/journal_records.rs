@@ -29,11 +29,15 @@
 //! are replayed.
 //!
 //! **Checkpoints.** Replaying the whole journal at every open would read every record
-//! ever kept. So now and then (when it deletes segments, and once the journal grew by
-//! [`CHECKPOINT_SEGMENTS`] segments since the last time) the store syncs the journal up
-//! to where it is, flushes the metadata, and then stores, synced, that position
-//! (`"journal-replay-from"` in the default column family): every op before it is on
-//! disk and in RocksDB's files, so an open replays from there on.
+//! ever kept. So now and then the store syncs the journal up to where it is, flushes the
+//! metadata, and then stores that position (`"journal-replay-from"` in the default
+//! column family): every op before it is on disk and in RocksDB's files, so an open
+//! replays from there on. Before deleting segments it does so and waits; once the
+//! journal grew by [`CHECKPOINT_SEGMENTS`] segments since the last checkpoint, a sync
+//! (which made the journal durable up to its position) asks for the flush without
+//! waiting, and a later sync that finds it done stores the position. A checkpoint is
+//! stored without a sync of its own: a lost one leaves an earlier one, and only more to
+//! replay.
 //!
 //! **Reclaiming space.** A segment is deleted once no record's data in it is live (every
 //! record in it reclaimed, discarded or overwritten), it is not the segment being
@@ -223,8 +227,12 @@ struct Writer {
     released: Vec<u64>,
     /// Set by a failed write or sync: every later write fails with it.
     failed: Option<String>,
-    /// The segment of the last checkpoint.
+    /// The segment of the last checkpoint, begun or stored.
     checkpointed: u64,
+    /// A checkpoint whose flush was asked for and may still run: stored once it is done.
+    pending_checkpoint: Option<[u64; 3]>,
+    /// The last checkpoint stored: a later one never goes back behind it.
+    stored_checkpoint: [u64; 2],
 }
 
 /// A [`RecordStore`] in journal files. See the module documentation for the layout.
@@ -290,6 +298,8 @@ impl JournalStore {
             released: Vec::new(),
             failed: None,
             checkpointed: replayed.from,
+            pending_checkpoint: None,
+            stored_checkpoint: [replayed.from, 0],
         };
         let store = JournalStore {
             db,
@@ -421,6 +431,7 @@ impl JournalStore {
         let (file, segment, offset, seq) = {
             let mut w = self.lock();
             w.checkpointed = w.segment;
+            w.pending_checkpoint = None;
             (w.file.clone(), w.segment, w.end, w.next_seq)
         };
         // The frames before the checkpoint are never replayed again, so none of them may
@@ -429,13 +440,50 @@ impl JournalStore {
             file.sync_data().map_err(io_error("syncing", &segment_path(&self.dir, segment)))?;
         }
         self.db.flush_cf(self.meta_cf()).map_err(rocks_error)?;
-        let mut value = Vec::with_capacity(24);
-        for n in [segment, offset, seq] {
-            value.extend_from_slice(&n.to_le_bytes());
+        self.store_checkpoint([segment, offset, seq])
+    }
+
+    /// Stores `position` as where replay starts, unless a later one is stored. Needs
+    /// no sync: a lost checkpoint leaves an earlier one, and only more to replay.
+    fn store_checkpoint(&self, position: [u64; 3]) -> Result<()> {
+        let mut w = self.lock();
+        if [position[0], position[1]] <= w.stored_checkpoint {
+            return Ok(());
         }
-        let mut synced = WriteOptions::default();
-        synced.set_sync(true);
-        self.db.put_opt(CHECKPOINT_KEY, value, &synced).map_err(rocks_error)
+        let value: Vec<u8> = position.iter().flat_map(|n| n.to_le_bytes()).collect();
+        self.db.put(CHECKPOINT_KEY, value).map_err(rocks_error)?;
+        w.stored_checkpoint = [position[0], position[1]];
+        Ok(())
+    }
+
+    /// The group commit thread's checkpoint, which must not wait for a flush: at a
+    /// sync that made the journal durable up to `position`, asks for a flush of the
+    /// metadata without waiting; at a later sync that finds the flush done (no
+    /// immutable memtable left), stores the position.
+    fn checkpoint_in_background(&self, position: [u64; 3], due: bool) -> Result<()> {
+        let pending = self.lock().pending_checkpoint;
+        if let Some(pending) = pending {
+            let flushing = self
+                .db
+                .property_int_value_cf(self.meta_cf(), "rocksdb.num-immutable-mem-table")
+                .map_err(rocks_error)?
+                .unwrap_or(1);
+            if flushing == 0 {
+                self.lock().pending_checkpoint = None;
+                self.store_checkpoint(pending)?;
+            }
+        } else if due {
+            let mut no_wait = rocksdb::FlushOptions::default();
+            no_wait.set_wait(false);
+            {
+                let mut w = self.lock();
+                w.checkpointed = position[0];
+                w.pending_checkpoint = Some(position);
+            }
+            // Every op before `position` is in the memtable this flush makes immutable.
+            self.db.flush_cf_opt(self.meta_cf(), &no_wait).map_err(rocks_error)?;
+        }
+        Ok(())
     }
 
     /// Writes the metadata in memory to RocksDB's files, as a flush of a full memtable
@@ -670,12 +718,12 @@ impl RecordStore for JournalStore {
     }
 
     fn sync(&self) -> Result<()> {
-        let (file, segment, released) = {
+        let (file, segment, released, position) = {
             let mut w = self.lock();
             if let Some(failed) = &w.failed {
                 return Err(Error::Storage(format!("the record journal failed earlier: {failed}")));
             }
-            (w.file.clone(), w.segment, std::mem::take(&mut w.released))
+            (w.file.clone(), w.segment, std::mem::take(&mut w.released), [w.segment, w.end, w.next_seq])
         };
         if self.policy == FsyncPolicy::EveryBatch {
             // Earlier segments were synced when the next one started.
@@ -690,9 +738,9 @@ impl RecordStore for JournalStore {
             release(&mut w.live, &released);
             w.segment >= w.checkpointed + CHECKPOINT_SEGMENTS
         };
-        if due {
-            self.checkpoint()?;
-        }
+        // With `Never`, `position` is not synced, and only a process crash is survived,
+        // which loses nothing written.
+        self.checkpoint_in_background(position, due)?;
         if released.is_empty() {
             return Ok(());
         }
