@@ -423,9 +423,12 @@ fn check_sanity(report: &Report, fsync: FsyncPolicy, fsync_floor_us: u32) {
         format!("redis: throughput with {many} clients exceeds 1 client"),
         get(&redis_case(many), "redis_xadd_throughput") > get(&redis_case(one), "redis_xadd_throughput"),
     ));
+    // The journal's write into preallocated space may beat the bare file append, whose
+    // fdatasync also writes the grown file size; RocksDB's WAL grows its file too.
+    let rocks1 = raw_case(one, fsync, RecordStoreKind::Rocksdb);
     checks.push((
-        "one fsync'd file append is faster than one raw store write (p50)".into(),
-        get(FSYNC_CASE, "fsync_p50_us") < get(&raw1, "raw_store_p50_us"),
+        "one fsync'd file append is faster than one RocksDB raw store write (p50)".into(),
+        get(FSYNC_CASE, "fsync_p50_us") < get(&rocks1, "raw_store_p50_us"),
     ));
     let (hit, miss, remote) = (ReadCase::CacheHit.case(), ReadCase::CacheMiss.case(), ReadCase::Remote.case());
     checks
