@@ -649,7 +649,7 @@ fn check_metadata(db: &DB, ends: &BTreeMap<u64, u64>) -> Result<(BTreeMap<u64, u
         let (key, value) = item.map_err(rocks_error)?;
         let location = decode_record_key(&key)?;
         if let Some(slot) = decode_slot(location, &value)? {
-            let inside = ends.get(&slot.segment).is_some_and(|end| slot.offset + u64::from(slot.len) <= *end);
+            let inside = ends.get(&slot.segment).is_some_and(|end| slot.offset.saturating_add(u64::from(slot.len)) <= *end);
             if !inside {
                 batch.delete_cf(meta, &key);
                 dropped += 1;
@@ -670,6 +670,11 @@ fn check_metadata(db: &DB, ends: &BTreeMap<u64, u64>) -> Result<(BTreeMap<u64, u
 
 impl RecordStore for JournalStore {
     fn write(&self, records: &[(Location, Record)]) -> Result<()> {
+        // An empty frame would read as the journal's end (a frame's length is never 0),
+        // hiding every frame after it from replay.
+        if records.is_empty() {
+            return Ok(());
+        }
         let mut frame = Vec::with_capacity(FRAME_HEADER as usize + records.iter().map(|(_, r)| r.data.len() + 64).sum::<usize>());
         frame.resize(FRAME_HEADER as usize, 0);
         // Per record: its encoded metadata and its data's offset in the frame.

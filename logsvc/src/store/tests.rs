@@ -467,3 +467,18 @@ fn a_directory_keeps_the_record_store_it_holds() -> anyhow::Result<()> {
     ensure!(new.path().join("journal").exists(), "the journal store kept its journal");
     Ok(())
 }
+
+#[test]
+fn journal_store_keeps_writes_after_an_empty_one() -> anyhow::Result<()> {
+    let dir = tempfile::TempDir::new()?;
+    let mut model = Model::default();
+    {
+        let store = JournalStore::open(dir.path(), FsyncPolicy::EveryBatch)?;
+        for batch in [records(&[loc(1, 0)], 1), Vec::new(), records(&[loc(1, 1)], 1)] {
+            store.write(&batch)?;
+            model.write(&batch);
+        }
+        store.sync()?;
+    }
+    model.check(&JournalStore::open(dir.path(), FsyncPolicy::EveryBatch)?, &[]).context("after the reopen")
+}
