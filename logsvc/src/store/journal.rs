@@ -142,34 +142,53 @@ pub(super) fn preallocate(file: &File, len: u64, path: &Path) -> Result<()> {
 
 /// Creates segment `segment` of at least `bytes`, durable and empty.
 fn create_segment(dir: &Path, segment: u64, bytes: u64) -> Result<File> {
-    let path = segment_path(dir, segment);
-    let file = OpenOptions::new().read(true).write(true).create_new(true).open(&path).map_err(io_error("creating", &path))?;
-    preallocate(&file, bytes, &path)?;
-    file.write_all_at(HEADER, 0).map_err(io_error("writing", &path))?;
-    file.sync_all().map_err(io_error("syncing", &path))?;
+    create_segment_file(dir, &segment_path(dir, segment), bytes, HEADER)
+}
+
+/// Creates the segment file `path` in `dir`: `bytes` preallocated, durable, holding
+/// only `header`. Both journals' segments start so.
+pub(super) fn create_segment_file(dir: &Path, path: &Path, bytes: u64, header: &[u8]) -> Result<File> {
+    let file = OpenOptions::new().read(true).write(true).create_new(true).open(path).map_err(io_error("creating", path))?;
+    preallocate(&file, bytes, path)?;
+    file.write_all_at(header, 0).map_err(io_error("writing", path))?;
+    file.sync_all().map_err(io_error("syncing", path))?;
     sync_dir(dir)?;
     Ok(file)
 }
 
-pub(super) fn frame_crc(rest: &[u8]) -> u32 {
+fn frame_crc(rest: &[u8]) -> u32 {
     crc32fast::hash(rest)
+}
+
+/// Fills in the header of `frame` (`FRAME_HEADER` bytes, then the payload): the
+/// payload's length, the checksum and sequence number `seq`.
+pub(super) fn seal_frame(frame: &mut [u8], seq: u64) {
+    let payload = (frame.len() as u64 - FRAME_HEADER) as u32;
+    frame[0..4].copy_from_slice(&payload.to_le_bytes());
+    frame[8..16].copy_from_slice(&seq.to_le_bytes());
+    let crc = frame_crc(&frame[8..]);
+    frame[4..8].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// The whole frame at `offset` of `bytes` with sequence number `seq` and a payload of
+/// at most `max` bytes: its payload and its length. `None` when none is there (zeros,
+/// a frame a crash tore, bytes of an older frame).
+pub(super) fn whole_frame(bytes: &[u8], offset: u64, seq: u64, max: u64) -> Option<(&[u8], u64)> {
+    let (len, crc, found_seq) = frame_header(bytes, offset)?;
+    if len == 0 || len > max || found_seq != seq {
+        return None;
+    }
+    let at = offset as usize;
+    let body = bytes.get(at + 8..at + FRAME_HEADER as usize + len as usize)?;
+    (frame_crc(body) == crc).then(|| (&body[8..], FRAME_HEADER + len))
 }
 
 /// The frame at `offset` of `bytes` if a whole one with sequence number `seq` is there:
 /// its writes and its length. `Ok(None)` when none is: zeros, or a frame a crash tore.
 /// A whole frame (its checksum holds) that does not decode is corruption, not a tear.
 fn parse_frame(bytes: &[u8], offset: u64, seq: u64) -> Result<Option<(Vec<MetalogWrite>, u64)>> {
-    let Some((len, crc, found_seq)) = frame_header(bytes, offset) else { return Ok(None) };
-    if len == 0 || len > FRAME_BYTES_MAX || found_seq != seq {
-        return Ok(None);
-    }
-    let at = offset as usize;
-    let Some(body) = bytes.get(at + 8..at + FRAME_HEADER as usize + len as usize) else { return Ok(None) };
-    if frame_crc(body) != crc {
-        return Ok(None);
-    }
-    let writes = decode("metalog frame", &body[8..], FRAME_BYTES_MAX)?;
-    Ok(Some((writes, FRAME_HEADER + len)))
+    let Some((payload, len)) = whole_frame(bytes, offset, seq, FRAME_BYTES_MAX) else { return Ok(None) };
+    Ok(Some((decode("metalog frame", payload, FRAME_BYTES_MAX)?, len)))
 }
 
 /// The length, checksum and sequence number in the frame header at `offset`.
@@ -348,12 +367,9 @@ impl MetalogStore for JournalMetalogStore {
         }
         let payload = encode("metalog frame", &writes, FRAME_BYTES_MAX, &[])?;
         let mut frame = Vec::with_capacity(FRAME_HEADER as usize + payload.len());
-        frame.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-        frame.extend_from_slice(&[0; 4]);
-        frame.extend_from_slice(&journal.next_seq.to_le_bytes());
+        frame.resize(FRAME_HEADER as usize, 0);
         frame.extend_from_slice(&payload);
-        let crc = frame_crc(&frame[8..]);
-        frame[4..8].copy_from_slice(&crc.to_le_bytes());
+        seal_frame(&mut frame, journal.next_seq);
         let len = frame.len() as u64;
         let result = (|| {
             if journal.end + len > journal.capacity {

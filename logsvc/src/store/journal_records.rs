@@ -68,7 +68,7 @@ use rocksdb::{Direction, IteratorMode, ReadOptions, WriteBatch, WriteOptions, DB
 use tally_log_core::{Error, LocalId, Location, Record, RecordMeta, Result, ShardId};
 
 use super::codec::{decode, encode};
-use super::journal::{frame_crc, frame_header, io_error, preallocate, segment_numbers, sync_dir, FRAME_HEADER};
+use super::journal::{create_segment_file, io_error, seal_frame, segment_numbers, sync_dir, whole_frame, FRAME_HEADER};
 use super::rocks::{
     cf, decode_record_key, open_db, read_metas_in, record_key, recover_from, rocks_error, shard_end_key, FLAG_HAS_DATA,
     FLAG_RECLAIMED, META_BYTES_MAX, RECLAIM_CHUNK_MAX, RECORD_KEY_LEN,
@@ -198,18 +198,6 @@ fn parse_ops(payload: &[u8]) -> Result<Vec<Op<'_>>> {
     Ok(ops)
 }
 
-/// The whole frame at `offset` of `bytes` with sequence number `seq`: its payload and
-/// length. `None` when none is there (zeros, a tear, bytes of an older frame).
-fn whole_frame(bytes: &[u8], offset: u64, seq: u64) -> Option<(&[u8], u64)> {
-    let (len, crc, found_seq) = frame_header(bytes, offset)?;
-    if len == 0 || len > FRAME_BYTES_MAX || found_seq != seq {
-        return None;
-    }
-    let at = offset as usize;
-    let body = bytes.get(at + 8..at + FRAME_HEADER as usize + len as usize)?;
-    (frame_crc(body) == crc).then(|| (&body[8..], FRAME_HEADER + len))
-}
-
 struct Writer {
     /// The segment being written, its number, where the next frame goes, its size.
     file: Arc<File>,
@@ -337,10 +325,7 @@ impl JournalStore {
                 limit: FRAME_BYTES_MAX as usize,
             });
         }
-        frame[0..4].copy_from_slice(&(payload as u32).to_le_bytes());
-        frame[8..16].copy_from_slice(&w.next_seq.to_le_bytes());
-        let crc = frame_crc(&frame[8..]);
-        frame[4..8].copy_from_slice(&crc.to_le_bytes());
+        seal_frame(&mut frame, w.next_seq);
         let len = frame.len() as u64;
         let result = (|| {
             if w.end + len > w.capacity {
@@ -510,15 +495,9 @@ fn release(live: &mut BTreeMap<u64, u64>, segments: &[u64]) {
 
 /// Creates segment `segment` of `bytes`, durable, holding only its header.
 fn create_segment(dir: &Path, segment: u64, bytes: u64, first_seq: u64) -> Result<File> {
-    let path = segment_path(dir, segment);
-    let file = OpenOptions::new().read(true).write(true).create_new(true).open(&path).map_err(io_error("creating", &path))?;
-    preallocate(&file, bytes, &path)?;
     let mut header = HEADER.to_vec();
     header.extend_from_slice(&first_seq.to_le_bytes());
-    file.write_all_at(&header, 0).map_err(io_error("writing", &path))?;
-    file.sync_all().map_err(io_error("syncing", &path))?;
-    sync_dir(dir)?;
-    Ok(file)
+    create_segment_file(dir, &segment_path(dir, segment), bytes, &header)
 }
 
 /// Replays every segment of `dir` into the metadata, in order (see the module
@@ -580,7 +559,7 @@ fn replay(db: &DB, dir: &Path) -> Result<Replayed> {
             pending.clear();
             db.write_opt(std::mem::take(batch), &no_wal()).map_err(rocks_error)
         };
-        while let Some((payload, len)) = whole_frame(&bytes, offset, replayed.next_seq) {
+        while let Some((payload, len)) = whole_frame(&bytes, offset, replayed.next_seq, FRAME_BYTES_MAX) {
             let payload_at = offset + FRAME_HEADER;
             for op in parse_ops(payload).map_err(|e| corrupt(format!("{e} at byte {offset}")))? {
                 match op {
