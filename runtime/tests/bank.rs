@@ -7,9 +7,10 @@
 
 mod common;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::{guest, node, node_with, Node};
 use serde_json::Value;
@@ -17,6 +18,8 @@ use serde_json::Value;
 const CLIENTS: usize = 6;
 const TRANSFERS: usize = 50;
 const OPENING: i64 = 1000;
+/// Accepted transfers between two kills.
+const KILL_EVERY: usize = CLIENTS * TRANSFERS / 6;
 
 /// The node's current URL (a restart binds another port).
 type Url = Arc<Mutex<String>>;
@@ -38,9 +41,11 @@ fn bank_under_kills(protocol: &str) {
     }
     // Each client moves money between its own two accounts, one transfer at a time, and
     // keeps its own ledger of what every accepted transfer must have done.
+    let accepted = Arc::new(AtomicUsize::new(0));
     let clients: Vec<_> = (0..CLIENTS)
         .map(|c| {
             let url = url.clone();
+            let accepted = accepted.clone();
             thread::spawn(move || {
                 let (mut x, mut y) = (OPENING, OPENING);
                 for t in 0..TRANSFERS {
@@ -57,17 +62,24 @@ fn bank_under_kills(protocol: &str) {
                     }
                     let want = if from == "x" { format!("ok {x} {y}") } else { format!("ok {y} {x}") };
                     assert_eq!(reply, want, "client {c} transfer {t}");
+                    accepted.fetch_add(1, Ordering::Relaxed);
                 }
                 (x, y)
             })
         })
         .collect();
-    let mut kills = 0;
+    // The node dies every sixth of the transfers, and at the latest 400 ms after its last
+    // death: however fast the transfers run, the clients meet several kills.
+    let (mut kills, mut next, mut last) = (0, KILL_EVERY, Instant::now());
     while !clients.iter().all(|c| c.is_finished()) {
-        thread::sleep(Duration::from_millis(400));
+        thread::sleep(Duration::from_millis(5));
+        if accepted.load(Ordering::Relaxed) < next && last.elapsed() < Duration::from_millis(400) {
+            continue;
+        }
         n = n.restart();
         *url.lock().unwrap() = n.url.clone();
         kills += 1;
+        (next, last) = (accepted.load(Ordering::Relaxed) + KILL_EVERY, Instant::now());
     }
     let ledgers: Vec<(i64, i64)> = clients.into_iter().map(|c| c.join().expect("a client")).collect();
     eprintln!("{protocol}: {kills} kills");
