@@ -33,7 +33,7 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::chunks::Chunks;
+use crate::chunks::{pack_delta, unpack_delta, Chunks, Pack};
 use crate::message::{Cond, RecordMeta};
 use crate::types::{BookId, LocalId, Location, SeqNum, ShardId, Tag};
 
@@ -53,8 +53,8 @@ impl Row {
     }
 }
 
-/// A record of the book-wide row, 24 bytes: where it lives, and the tag rows it is
-/// still live in.
+/// A record of the book-wide row: where it lives, and the tag rows it is still live in.
+/// 24 bytes, packed into 11 in its chunk ([`PackedSlot`]).
 #[derive(Clone, Copy, Debug)]
 struct Slot {
     seqnum: SeqNum,
@@ -68,6 +68,66 @@ struct Slot {
 impl Slot {
     fn location(&self) -> Location {
         Location { shard: self.shard, local_id: self.local_id }
+    }
+}
+
+/// What a chunk of slots keeps once: its first seqnum, and the first local id of each
+/// shard its slots name (a book's records of one shard come in local id order).
+#[derive(Default, Debug)]
+struct SlotBase {
+    seqnum: Option<u64>,
+    shards: Vec<(ShardId, LocalId)>,
+}
+
+/// A slot in its chunk: its seqnum and local id past the chunk's, its shard's place in
+/// the chunk's table, its tag rows with `dead` as the top bit.
+#[repr(C, packed)]
+#[derive(Clone, Copy, Debug)]
+struct PackedSlot {
+    seqnum: u32,
+    local_id: u32,
+    tag_rows: u16,
+    shard: u8,
+}
+
+const DEAD: u16 = 1 << 15;
+
+impl Pack for Slot {
+    type Base = SlotBase;
+    type Packed = PackedSlot;
+    const ESCAPED: PackedSlot = PackedSlot { seqnum: u32::MAX, local_id: 0, tag_rows: 0, shard: 0 };
+
+    fn pack(base: &mut SlotBase, slot: &Slot) -> Option<PackedSlot> {
+        if slot.tag_rows & DEAD != 0 {
+            return None;
+        }
+        let shard = match base.shards.iter().position(|&(s, _)| s == slot.shard) {
+            Some(i) => i,
+            None if base.shards.len() <= usize::from(u8::MAX) => {
+                base.shards.push((slot.shard, slot.local_id));
+                base.shards.len() - 1
+            }
+            None => return None,
+        };
+        let local_id = u32::try_from(slot.local_id.checked_sub(base.shards[shard].1)?).ok()?;
+        Some(PackedSlot {
+            seqnum: pack_delta(&mut base.seqnum, slot.seqnum.0)?,
+            local_id,
+            tag_rows: slot.tag_rows | if slot.dead { DEAD } else { 0 },
+            shard: shard as u8,
+        })
+    }
+
+    fn unpack(base: &SlotBase, p: PackedSlot) -> Option<Slot> {
+        let seqnum = SeqNum(unpack_delta(base.seqnum, p.seqnum)?);
+        let (shard, first) = base.shards[usize::from(p.shard)];
+        Some(Slot {
+            seqnum,
+            local_id: first + u64::from(p.local_id),
+            shard,
+            tag_rows: p.tag_rows & !DEAD,
+            dead: p.tag_rows & DEAD != 0,
+        })
     }
 }
 
@@ -94,8 +154,8 @@ impl Book {
         self.all.binary_search_by_key(&seqnum, |s| s.seqnum).ok()
     }
 
-    fn live_slot(&self, seqnum: SeqNum) -> Option<&Slot> {
-        self.slot(seqnum).map(|i| &self.all[i]).filter(|s| !s.dead)
+    fn live_slot(&self, seqnum: SeqNum) -> Option<Slot> {
+        self.slot(seqnum).and_then(|i| self.all.get(i)).filter(|s| !s.dead)
     }
 
     /// Forgets a mark's seqnums below `seqnum`.
@@ -108,7 +168,7 @@ impl Book {
     /// Pops the prefix of `tag`'s row below `seqnum`; returns the records that died.
     fn pop_row(&mut self, tag: Tag, seqnum: SeqNum, died: &mut Vec<(SeqNum, Location)>) {
         let Some(row) = self.rows.get_mut(&tag) else { return };
-        while let Some(&front) = row.live.front() {
+        while let Some(front) = row.live.front() {
             if front >= seqnum {
                 break;
             }
@@ -116,15 +176,13 @@ impl Book {
             // A record live in a tag row has a live slot, unless an imported state was
             // malformed: that never panics, it only leaves the record where it was.
             let Ok(i) = self.all.binary_search_by_key(&front, |s| s.seqnum) else { continue };
-            let slot = &mut self.all[i];
-            if slot.dead {
-                continue;
-            }
+            let Some(mut slot) = self.all.get(i).filter(|s| !s.dead) else { continue };
             slot.tag_rows = slot.tag_rows.saturating_sub(1);
             if slot.tag_rows == 0 {
                 slot.dead = true;
                 died.push((front, slot.location()));
             }
+            self.all.set(i, slot);
         }
         self.compact_all_row();
     }
@@ -203,7 +261,7 @@ impl Index {
             if total != position {
                 let holder = row.and_then(|r| {
                     let i = position.checked_sub(r.base())?;
-                    r.live.get(i as usize).copied()
+                    r.live.get(i as usize)
                 });
                 return Placement::CondFailed { holder };
             }
@@ -272,27 +330,27 @@ impl Index {
     /// The first live record of (book, tag) at or after `min`.
     pub fn read_next(&self, book: BookId, tag: Tag, min: SeqNum) -> Option<Found> {
         let b = self.books.get(&book)?;
-        let found = |s: &Slot| Found { seqnum: s.seqnum, location: s.location() };
+        let found = |s: Slot| Found { seqnum: s.seqnum, location: s.location() };
         if tag == Tag::ALL {
             let start = b.all.partition_point(|s| s.seqnum < min);
             return b.all.range(start..).find(|s| !s.dead).map(found);
         }
         let row = b.rows.get(&tag)?;
         let start = row.live.partition_point(|&s| s < min);
-        row.live.range(start..).find_map(|&s| b.live_slot(s)).map(found)
+        row.live.range(start..).find_map(|s| b.live_slot(s)).map(found)
     }
 
     /// The last live record of (book, tag) at or before `max`.
     pub fn read_prev(&self, book: BookId, tag: Tag, max: SeqNum) -> Option<Found> {
         let b = self.books.get(&book)?;
-        let found = |s: &Slot| Found { seqnum: s.seqnum, location: s.location() };
+        let found = |s: Slot| Found { seqnum: s.seqnum, location: s.location() };
         if tag == Tag::ALL {
             let end = b.all.partition_point(|s| s.seqnum <= max);
             return b.all.range(..end).rev().find(|s| !s.dead).map(found);
         }
         let row = b.rows.get(&tag)?;
         let end = row.live.partition_point(|&s| s <= max);
-        row.live.range(..end).rev().find_map(|&s| b.live_slot(s)).map(found)
+        row.live.range(..end).rev().find_map(|s| b.live_slot(s)).map(found)
     }
 
     /// The offset the next successful record of `book`'s stream `tag` gets: how many
@@ -326,7 +384,7 @@ impl Index {
             let records: Vec<(SeqNum, Location, u16)> =
                 b.all.iter().filter(|s| !s.dead).map(|s| (s.seqnum, s.location(), s.tag_rows)).collect();
             let mut rows: Vec<(Tag, u64, Vec<SeqNum>)> =
-                b.rows.iter().map(|(&t, r)| (t, r.total, r.live.iter().copied().collect())).collect();
+                b.rows.iter().map(|(&t, r)| (t, r.total, r.live.iter().collect())).collect();
             rows.push((Tag::ALL, b.all_total, records.iter().map(|r| r.0).collect()));
             rows.sort_unstable_by_key(|r| r.0);
             let mut trim_points: Vec<(Tag, SeqNum)> = b.trim_points.iter().map(|(&t, &s)| (t, s)).collect();
