@@ -151,6 +151,12 @@ impl Book {
 
     /// The slot of a record of the book-wide row, dead or alive.
     fn slot(&self, seqnum: SeqNum) -> Option<usize> {
+        // The newest record is the one most asked for: a storage node asks right after
+        // applying it.
+        let last = self.all.len().checked_sub(1)?;
+        if self.all.get(last).is_some_and(|s| s.seqnum == seqnum) {
+            return Some(last);
+        }
         self.all.binary_search_by_key(&seqnum, |s| s.seqnum).ok()
     }
 
@@ -252,10 +258,22 @@ impl Index {
 
     /// Applies the next ordered record. Seqnums must arrive in increasing order.
     pub fn apply_record(&mut self, seqnum: SeqNum, location: Location, meta: &RecordMeta) -> Placement {
+        self.apply_record_parts(seqnum, location, meta.book, &meta.tags, meta.cond)
+    }
+
+    /// As [`Index::apply_record`], with the metadata in parts.
+    pub fn apply_record_parts(
+        &mut self,
+        seqnum: SeqNum,
+        location: Location,
+        book: BookId,
+        tags: &[Tag],
+        cond: Option<Cond>,
+    ) -> Placement {
         assert!(self.last.is_none_or(|l| l < seqnum), "records must be applied in seqnum order");
         self.last = Some(seqnum);
-        let book = self.books.entry(meta.book).or_default();
-        if let Some(Cond { tag, position }) = meta.cond {
+        let book = self.books.entry(book).or_default();
+        if let Some(Cond { tag, position }) = cond {
             let row = book.rows.get(&tag);
             let total = row.map_or(0, |r| r.total);
             if total != position {
@@ -269,7 +287,7 @@ impl Index {
         let all_trim = book.trim_point(Tag::ALL);
         let mut tag_rows = 0u16;
         let mut untagged = true;
-        for &tag in &meta.tags {
+        for &tag in tags {
             debug_assert_ne!(tag, Tag::ALL, "records never carry the ALL tag");
             let mark = tag.is_mark();
             let live = !mark && seqnum >= all_trim && seqnum >= book.trim_point(tag);

@@ -470,9 +470,9 @@ impl StorageNode {
                 let location = Location { shard: shard_id, local_id };
                 match shard.records.get(&local_id) {
                     Some(h) => {
-                        let meta = RecordMeta { cond: None, ..h.meta.clone() };
-                        self.liveness[log].apply_record(seqnum, location, &meta);
-                        if !self.liveness[log].is_live(meta.book, seqnum) {
+                        let book = h.meta.book;
+                        self.liveness[log].apply_record_parts(seqnum, location, book, &h.meta.tags, None);
+                        if !self.liveness[log].is_live(book, seqnum) {
                             reclaim.push(location);
                         }
                     }
