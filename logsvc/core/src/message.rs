@@ -201,6 +201,9 @@ pub enum Message {
     ReplicateEntry {
         entry: MetalogEntry,
         committed_len: u64,
+        /// The primary's quorum does not wait for this backup: it may persist (and
+        /// acknowledge) the entry later, with others (`SequencerConfig::spare_persist_us`).
+        spare: bool,
     },
     Committed {
         term: Term,

@@ -8,6 +8,15 @@
 //! holds it, the entry is committed and streamed to subscribers. At most one entry is
 //! in flight (Boki §4.2), so an uncommitted tail is never longer than one entry.
 //!
+//! Only the backups the quorum needs persist an entry at once: the primary names
+//! them (those that acknowledged the last entry first) and sends the entry to the
+//! others as a *spare*. A spare backup holds it in memory and persists it, with the
+//! spares that came after, at most `spare_persist_us` later (at once when an entry that
+//! is not a spare comes, or a seal, or a final tail), and acknowledges only then. Every
+//! replica still persists every entry, but sequencers sharing a disk make one fsync
+//! less per entry, and a backup that fails or lags is replaced in the quorum by a spare
+//! within `spare_persist_us`. An acknowledgement still means a durable copy.
+//!
 //! Because the primary's copy may be lost by a crash while the backups' are not, a
 //! primary never leads a metalog again after a restart: it persists a lead mark
 //! (`MetalogWrite::Lead`) before its first entry, and a recovered replica with the
@@ -57,6 +66,9 @@ pub struct SequencerConfig {
     /// sequencer holds does not grow with its metalogs (at least one is kept: the next
     /// entry continues it).
     pub entries_kept: u64,
+    /// A backup persists the spare entries it holds at most this long after the first
+    /// came (see the module docs). A primary with 0 sends no spares.
+    pub spare_persist_us: Micros,
 }
 
 impl Default for SequencerConfig {
@@ -68,6 +80,7 @@ impl Default for SequencerConfig {
             trims_pending_max: 4096,
             entries_per_message_max: 256,
             entries_kept: 4096,
+            spare_persist_us: 5_000,
         }
     }
 }
@@ -110,7 +123,9 @@ pub fn stored_entries_messages(
 ) -> Vec<Message> {
     match read {
         Ok(entries) if from < end && entries.len() as u64 == end - from => match gap {
-            Some(committed_len) => entries.into_iter().map(|entry| Message::ReplicateEntry { entry, committed_len }).collect(),
+            Some(committed_len) => {
+                entries.into_iter().map(|entry| Message::ReplicateEntry { entry, committed_len, spare: false }).collect()
+            }
             None => vec![Message::MetalogEntries { term, log, entries }],
         },
         _ => vec![],
@@ -120,6 +135,8 @@ pub fn stored_entries_messages(
 struct Inflight {
     len: u64,
     acks: BTreeSet<NodeId>,
+    /// The backups among `acks`, in the order they acknowledged.
+    backups_acked: Vec<NodeId>,
     sent_at: Micros,
 }
 
@@ -127,6 +144,9 @@ struct Primary {
     /// For each shard, the stored prefix reported by each replica (config order).
     progress: Vec<Vec<LocalId>>,
     inflight: Option<Inflight>,
+    /// The backups that persist the next entry at once (the quorum's, besides this
+    /// replica); the others get it as a spare.
+    eager: Vec<NodeId>,
     trims: Vec<TrimCommand>,
     last_push: Micros,
     /// An entry committed since the last tail push: the next one comes
@@ -147,6 +167,17 @@ struct Metalog {
     /// This replica has led the metalog (its lead mark is persisted, or recovered).
     led: bool,
     primary: Option<Primary>,
+    /// Spare entries held in memory only (see the module docs).
+    spares: Option<Spares>,
+}
+
+/// A backup's spare entries, from index `from` on: held since `since`, to be
+/// acknowledged to `primary` once persisted.
+#[derive(Clone, Copy, Debug)]
+struct Spares {
+    from: u64,
+    since: Micros,
+    primary: NodeId,
 }
 
 impl Metalog {
@@ -159,6 +190,7 @@ impl Metalog {
             finalized: false,
             led: false,
             primary: None,
+            spares: None,
         }
     }
 
@@ -189,8 +221,12 @@ impl Metalog {
 
     /// Lets committed entries older than the newest `kept` leave memory (the last one
     /// stays: the next entry continues its cut).
+    /// Spare entries not yet persisted stay too.
     fn forget(&mut self, kept: u64) {
-        let keep_from = self.committed_len.saturating_sub(kept.max(1));
+        let mut keep_from = self.committed_len.saturating_sub(kept.max(1));
+        if let Some(spares) = self.spares {
+            keep_from = keep_from.min(spares.from);
+        }
         while self.first < keep_from && self.entries.len() > 1 {
             self.entries.pop_front();
             self.first += 1;
@@ -317,7 +353,29 @@ impl Sequencer {
         for (term, log) in keys {
             self.primary_tick(now, term, log, heartbeat, &mut next);
         }
+        let spare_persist_us = self.cfg.spare_persist_us;
+        let held: Vec<((Term, LogId), Micros)> =
+            self.logs.iter().filter_map(|(k, m)| Some((*k, m.spares?.since + spare_persist_us))).collect();
+        for (key, due) in held {
+            if now >= due {
+                self.persist_spares(key);
+            } else {
+                next.at(due);
+            }
+        }
         next
+    }
+
+    /// Persists the spare entries of a metalog and acknowledges them to the primary.
+    fn persist_spares(&mut self, key: (Term, LogId)) {
+        let Some(m) = self.logs.get_mut(&key) else { return };
+        let Some(spares) = m.spares.take() else { return };
+        for i in spares.from..m.len() {
+            let entry = m.get(i).expect("spare entries stay in memory").clone();
+            self.out.push(SequencerAction::Persist(MetalogWrite::Entry(entry)));
+        }
+        let len = m.len();
+        self.send(spares.primary, Message::EntryAck { term: key.0, log: key.1, len });
     }
 
     /// `heartbeat`: this tick sent one, and takes a tail push without news along.
@@ -345,7 +403,7 @@ impl Sequencer {
         }
         let committed_len = m.committed_len;
         for (b, entry) in resend {
-            self.send(b, Message::ReplicateEntry { entry, committed_len });
+            self.send(b, Message::ReplicateEntry { entry, committed_len, spare: false });
         }
         if let Some(committed_len) = tail {
             let subs: Vec<NodeId> = self.subscribers(term);
@@ -385,7 +443,7 @@ impl Sequencer {
                 }
                 self.try_issue(now, term, log);
             }
-            Message::ReplicateEntry { entry, committed_len } => self.on_replicate(from, entry, committed_len),
+            Message::ReplicateEntry { entry, committed_len, spare } => self.on_replicate(now, from, entry, committed_len, spare),
             Message::Committed { term, log, len } => {
                 if let Some(m) = self.logs.get_mut(&(term, log)) {
                     m.committed_len = m.committed_len.max(len.min(m.len()));
@@ -414,7 +472,10 @@ impl Sequencer {
                     }
                 }
             }
-            Message::Seal { term, log } => self.on_seal(from, term, log),
+            Message::Seal { term, log } => {
+                self.persist_spares((term, log));
+                self.on_seal(from, term, log)
+            }
             _ => {}
         }
     }
@@ -430,6 +491,10 @@ impl Sequencer {
             let Some(tails) = &t.sealed else { continue };
             for (l, tail) in tails.iter().enumerate() {
                 let key = (t.term, LogId(l as u8));
+                if self.logs.get(&key).is_some_and(|m| !m.finalized) {
+                    // Truncation and the last entry follow what this replica holds.
+                    self.persist_spares(key);
+                }
                 let Some(m) = self.logs.get_mut(&key) else { continue };
                 if m.finalized {
                     continue;
@@ -467,9 +532,11 @@ impl Sequencer {
                 debug_assert!(m.len() == 0, "entries of a term this replica never led");
                 m.led = true;
                 self.out.push(SequencerAction::Persist(MetalogWrite::Lead { term: current.term, log: lc.log }));
+                let backups = lc.sequencers.iter().copied().filter(|&b| b != self.id);
                 m.primary = Some(Primary {
                     progress: lc.shards.iter().map(|s| vec![0; s.replicas.len()]).collect(),
                     inflight: None,
+                    eager: backups.take(lc.quorum().saturating_sub(1)).collect(),
                     trims: Vec::new(),
                     last_push: now,
                     tail_news: true,
@@ -529,7 +596,8 @@ impl Sequencer {
             return;
         }
         let entry = MetalogEntry { term, log, index: len, start_position, prev_cut, cut, trims: std::mem::take(&mut p.trims) };
-        p.inflight = Some(Inflight { len: len + 1, acks: BTreeSet::from([self.id]), sent_at: now });
+        p.inflight = Some(Inflight { len: len + 1, acks: BTreeSet::from([self.id]), backups_acked: Vec::new(), sent_at: now });
+        let eager = p.eager.clone();
         m.push(entry.clone());
         let committed_len = m.committed_len;
         // The backups get the entry before this replica persists it, so the fsyncs
@@ -539,7 +607,8 @@ impl Sequencer {
         // mark in the module docs.
         for &b in &lc.sequencers {
             if b != self.id {
-                self.send(b, Message::ReplicateEntry { entry: entry.clone(), committed_len });
+                let spare = self.cfg.spare_persist_us > 0 && !eager.contains(&b);
+                self.send(b, Message::ReplicateEntry { entry: entry.clone(), committed_len, spare });
             }
         }
         self.out.push(SequencerAction::Persist(MetalogWrite::Entry(entry.clone())));
@@ -554,6 +623,8 @@ impl Sequencer {
             return;
         }
         let len = inf.len;
+        // The backups that made this quorum persist the next entry at once.
+        p.eager = inf.backups_acked.iter().copied().take(lc.quorum().saturating_sub(1)).collect();
         p.inflight = None;
         p.last_push = now;
         p.tail_news = true;
@@ -574,7 +645,7 @@ impl Sequencer {
         self.try_issue(now, term, log);
     }
 
-    fn on_replicate(&mut self, from: NodeId, entry: MetalogEntry, committed_len: u64) {
+    fn on_replicate(&mut self, now: Micros, from: NodeId, entry: MetalogEntry, committed_len: u64, spare: bool) {
         let (term, log) = (entry.term, entry.log);
         let m = self.logs.entry((term, log)).or_insert_with(Metalog::new);
         if m.sealed {
@@ -587,24 +658,38 @@ impl Sequencer {
             self.send(from, Message::EntryGap { term, log, len });
             return;
         }
-        if entry.index == m.len() {
-            self.out.push(SequencerAction::Persist(MetalogWrite::Entry(entry.clone())));
+        let index = entry.index;
+        if index == m.len() {
             m.push(entry);
-        } else if let Some(held) = m.get(entry.index) {
+            if spare {
+                m.spares.get_or_insert(Spares { from: index, since: now, primary: from });
+            } else if m.spares.is_none() {
+                let entry = m.get(index).expect("just pushed").clone();
+                self.out.push(SequencerAction::Persist(MetalogWrite::Entry(entry)));
+            }
+        } else if let Some(held) = m.get(index) {
             assert_eq!(*held, entry, "a primary never rewrites an entry");
         }
         m.committed_len = m.committed_len.max(committed_len.min(m.len()));
         m.forget(self.cfg.entries_kept);
-        let len = m.len();
-        self.send(from, Message::EntryAck { term, log, len });
+        match m.spares {
+            // Spares wait, and so does their acknowledgement.
+            Some(_) if spare => {}
+            // Persisted with the spares before it, in order, then acknowledged.
+            Some(_) => self.persist_spares((term, log)),
+            None => {
+                let len = m.len();
+                self.send(from, Message::EntryAck { term, log, len });
+            }
+        }
     }
 
     fn on_ack(&mut self, now: Micros, from: NodeId, term: Term, log: LogId, len: u64) {
         let Some(lc) = self.log_config(term, log).cloned() else { return };
         let Some(p) = self.logs.get_mut(&(term, log)).and_then(|m| m.primary.as_mut()) else { return };
         if let Some(inf) = p.inflight.as_mut() {
-            if len >= inf.len {
-                inf.acks.insert(from);
+            if len >= inf.len && inf.acks.insert(from) {
+                inf.backups_acked.push(from);
             }
         }
         self.maybe_commit(now, term, log, &lc);
@@ -625,7 +710,7 @@ impl Sequencer {
             return;
         };
         for entry in entries {
-            self.send(from, Message::ReplicateEntry { entry, committed_len });
+            self.send(from, Message::ReplicateEntry { entry, committed_len, spare: false });
         }
     }
 
@@ -743,6 +828,96 @@ mod tests {
         assert!(!actions.iter().any(|a| matches!(a, SequencerAction::Committed(_))));
         s.on_message(0, NodeId(2), Message::EntryAck { term: Term(1), log: LogId(0), len: 1 });
         assert!(s.take_actions().iter().any(|a| matches!(a, SequencerAction::Committed(_))));
+    }
+
+    /// Entry `i` of term 1's metalog: one record of the only shard.
+    fn entry(i: u64) -> MetalogEntry {
+        MetalogEntry {
+            term: Term(1),
+            log: LogId(0),
+            index: i,
+            start_position: i,
+            prev_cut: vec![i],
+            cut: vec![i + 1],
+            trims: vec![],
+        }
+    }
+
+    fn replicate(i: u64, committed_len: u64, spare: bool) -> Message {
+        Message::ReplicateEntry { entry: entry(i), committed_len, spare }
+    }
+
+    /// What a backup did, in order: `P<index>` persisted an entry, `S` a seal, `A<len>`
+    /// acknowledged to the primary, `R<len>` reported its tail to a sealer.
+    fn backup_did(actions: Vec<SequencerAction>) -> Vec<String> {
+        actions
+            .into_iter()
+            .filter_map(|a| match a {
+                SequencerAction::Persist(MetalogWrite::Entry(e)) => Some(format!("P{}", e.index)),
+                SequencerAction::Persist(MetalogWrite::Seal { .. }) => Some("S".into()),
+                SequencerAction::Send(ME, Message::EntryAck { len, .. }) => Some(format!("A{len}")),
+                SequencerAction::Send(_, Message::Sealed { len, .. }) => Some(format!("R{len}")),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_spare_backup_persists_its_spares_together_and_acknowledges_them_only_then() {
+        // Few entries kept: spares stay in memory anyway until they are persisted.
+        let cfg = SequencerConfig { entries_kept: 1, ..SequencerConfig::default() };
+        let delay = cfg.spare_persist_us;
+        let mut b = Sequencer::recover(NodeId(3), vec![NodeId(0)], 1, cfg, vec![]);
+        b.on_message(0, NodeId(0), config(vec![replicated_term(1)]));
+        b.take_actions();
+        // Spares: held, and not acknowledged, until the delay after the first.
+        b.on_message(100, ME, replicate(0, 0, true));
+        b.on_message(200, ME, replicate(1, 1, true));
+        b.on_message(300, ME, replicate(2, 2, true));
+        assert_eq!(backup_did(b.take_actions()), Vec::<String>::new());
+        assert_eq!(b.on_tick(400).due(), 100 + delay, "the spares wake the backup");
+        assert_eq!(backup_did(b.take_actions()), Vec::<String>::new());
+        b.on_tick(100 + delay);
+        assert_eq!(backup_did(b.take_actions()), ["P0", "P1", "P2", "A3"], "persisted in order, then acknowledged");
+        // An entry that is not a spare takes the spares before it along, at once.
+        b.on_message(10_000, ME, replicate(3, 3, true));
+        b.on_message(10_100, ME, replicate(4, 3, false));
+        assert_eq!(backup_did(b.take_actions()), ["P3", "P4", "A5"]);
+        b.on_message(10_200, ME, replicate(5, 5, false));
+        assert_eq!(backup_did(b.take_actions()), ["P5", "A6"], "with no spare held, as before");
+        // A seal: the tail reported is persisted first.
+        b.on_message(10_300, ME, replicate(6, 6, true));
+        b.on_message(10_400, NodeId(0), Message::Seal { term: Term(1), log: LogId(0) });
+        assert_eq!(backup_did(b.take_actions()), ["P6", "A7", "S", "R7"]);
+    }
+
+    #[test]
+    fn the_backups_that_acknowledged_first_persist_the_next_entry_at_once() {
+        let mut s = Sequencer::recover(ME, vec![NodeId(0)], 1, SequencerConfig::default(), vec![]);
+        s.on_message(0, NodeId(0), config(vec![replicated_term(1)]));
+        s.take_actions();
+        let spares = |actions: Vec<SequencerAction>| -> Vec<(NodeId, bool)> {
+            actions
+                .into_iter()
+                .filter_map(|a| match a {
+                    SequencerAction::Send(to, Message::ReplicateEntry { spare, .. }) => Some((to, spare)),
+                    _ => None,
+                })
+                .collect()
+        };
+        let progress = |n| Message::Progress { term: Term(1), log: LogId(0), stored: vec![(0, n)] };
+        // A quorum of two: the primary and one backup, the first in the configuration.
+        s.on_message(0, STORAGE, progress(1));
+        assert_eq!(spares(s.take_actions()), [(NodeId(2), false), (NodeId(3), true)]);
+        // The spare acknowledged first (the other lags, or is gone): it makes the quorum
+        // now, and persists the next entry at once.
+        s.on_message(1, NodeId(3), Message::EntryAck { term: Term(1), log: LogId(0), len: 1 });
+        assert!(s.take_actions().iter().any(|a| matches!(a, SequencerAction::Committed(_))));
+        s.on_message(2, STORAGE, progress(2));
+        assert_eq!(spares(s.take_actions()), [(NodeId(2), true), (NodeId(3), false)]);
+        // A resend goes to every backup that has not acknowledged, as no spare.
+        s.on_tick(2 + SequencerConfig::default().entry_retry_us);
+        assert_eq!(spares(s.take_actions()), [(NodeId(2), false), (NodeId(3), false)]);
     }
 
     #[test]
