@@ -1443,15 +1443,7 @@ mod tests {
         fn order_next(&mut self) {
             let n = self.next;
             self.next += 1;
-            let entry = MetalogEntry {
-                term: Term(1),
-                log: LogId(0),
-                index: n,
-                start_position: n,
-                prev_cut: vec![n],
-                cut: vec![n + 1],
-                trims: vec![],
-            };
+            let entry = MetalogEntry::nth_of_one_shard(n);
             self.engine.on_message(0, SEQUENCER, Message::MetalogPush { entry });
         }
 

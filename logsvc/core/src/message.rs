@@ -96,6 +96,21 @@ impl MetalogEntry {
     pub fn seqnum_at(&self, position: u64) -> SeqNum {
         SeqNum::new(self.term, self.log, position)
     }
+
+    /// For tests: entry `i` of term 1's metalog of log 0, ordering one record of the
+    /// only shard.
+    #[cfg(test)]
+    pub(crate) fn nth_of_one_shard(i: u64) -> MetalogEntry {
+        MetalogEntry {
+            term: Term(1),
+            log: LogId(0),
+            index: i,
+            start_position: i,
+            prev_cut: vec![i],
+            cut: vec![i + 1],
+            trims: vec![],
+        }
+    }
 }
 
 /// A record as a read returns it.

@@ -830,21 +830,8 @@ mod tests {
         assert!(s.take_actions().iter().any(|a| matches!(a, SequencerAction::Committed(_))));
     }
 
-    /// Entry `i` of term 1's metalog: one record of the only shard.
-    fn entry(i: u64) -> MetalogEntry {
-        MetalogEntry {
-            term: Term(1),
-            log: LogId(0),
-            index: i,
-            start_position: i,
-            prev_cut: vec![i],
-            cut: vec![i + 1],
-            trims: vec![],
-        }
-    }
-
     fn replicate(i: u64, committed_len: u64, spare: bool) -> Message {
-        Message::ReplicateEntry { entry: entry(i), committed_len, spare }
+        Message::ReplicateEntry { entry: MetalogEntry::nth_of_one_shard(i), committed_len, spare }
     }
 
     /// What a backup did, in order: `P<index>` persisted an entry, `S` a seal, `A<len>`
