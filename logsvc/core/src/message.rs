@@ -18,7 +18,7 @@ use crate::index::BookState;
 use crate::types::{BookId, LocalId, LogId, MetalogPosition, NodeId, SeqNum, ShardId, Tag, Term};
 
 /// Version of the wire format; a peer speaking another version is disconnected.
-pub const WIRE_VERSION: u8 = 4;
+pub const WIRE_VERSION: u8 = 5;
 
 /// The condition of a conditional append (Halfmoon `logCondAppend`): the record must land
 /// at offset `position` of the stream `tag` of its book. `tag` is always one of the
