@@ -134,9 +134,8 @@ pub fn stored_entries_messages(
 
 struct Inflight {
     len: u64,
-    acks: BTreeSet<NodeId>,
-    /// The backups among `acks`, in the order they acknowledged.
-    backups_acked: Vec<NodeId>,
+    /// The replicas holding the entry, in the order they acknowledged: this one first.
+    acks: Vec<NodeId>,
     sent_at: Micros,
 }
 
@@ -596,7 +595,7 @@ impl Sequencer {
             return;
         }
         let entry = MetalogEntry { term, log, index: len, start_position, prev_cut, cut, trims: std::mem::take(&mut p.trims) };
-        p.inflight = Some(Inflight { len: len + 1, acks: BTreeSet::from([self.id]), backups_acked: Vec::new(), sent_at: now });
+        p.inflight = Some(Inflight { len: len + 1, acks: vec![self.id], sent_at: now });
         let eager = p.eager.clone();
         m.push(entry.clone());
         let committed_len = m.committed_len;
@@ -624,7 +623,7 @@ impl Sequencer {
         }
         let len = inf.len;
         // The backups that made this quorum persist the next entry at once.
-        p.eager = inf.backups_acked.iter().copied().take(lc.quorum().saturating_sub(1)).collect();
+        p.eager = inf.acks[1..lc.quorum()].to_vec();
         p.inflight = None;
         p.last_push = now;
         p.tail_news = true;
@@ -688,8 +687,8 @@ impl Sequencer {
         let Some(lc) = self.log_config(term, log).cloned() else { return };
         let Some(p) = self.logs.get_mut(&(term, log)).and_then(|m| m.primary.as_mut()) else { return };
         if let Some(inf) = p.inflight.as_mut() {
-            if len >= inf.len && inf.acks.insert(from) {
-                inf.backups_acked.push(from);
+            if len >= inf.len && !inf.acks.contains(&from) {
+                inf.acks.push(from);
             }
         }
         self.maybe_commit(now, term, log, &lc);
