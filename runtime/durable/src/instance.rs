@@ -122,11 +122,28 @@ impl CrashAfter {
     }
 }
 
-/// A decoded step record.
+/// Read-optimized writes an instance takes before it logs them (see `Instance::put`).
+const PENDING_MAX: usize = 32;
+/// The bytes of their values it holds at most before it logs them.
+const PENDING_BYTES_MAX: usize = 1 << 20;
+
+/// A decoded step, and the seqnum of the record that holds it (several steps of a
+/// [`Step::Group`] share one).
 #[derive(Clone, Debug)]
 struct Recorded {
     seqnum: u64,
     step: Step,
+}
+
+/// A read-optimized write taken and not logged yet: its step, its object's write log,
+/// and the value to store as its version before the record that makes it visible.
+struct Pending {
+    step: Step,
+    object: Tag,
+    st: String,
+    key: Bytes,
+    value: Option<Bytes>,
+    stored: bool,
 }
 
 /// What an instance is of: the invocation it executes.
@@ -166,8 +183,16 @@ pub struct Instance {
     version: u64,
     input: Option<Bytes>,
     step_tag: Tag,
-    /// The step log as far as this instance knows it.
+    /// The step log as far as this instance knows it, one entry per step.
     steps: Vec<Recorded>,
+    /// Records in the step log as far as this instance knows it: the stream offset of
+    /// its next one (a group holds several steps).
+    records: u64,
+    /// Read-optimized writes taken since the last logged step, steps
+    /// `next - pending.len()` to `next - 1`: the next record logs them (`put`).
+    pending: Vec<Pending>,
+    /// The bytes of the values `pending` holds.
+    pending_bytes: usize,
     /// The next step number.
     next: usize,
     /// `cursorTS`; 0 until `init`.
@@ -221,6 +246,9 @@ impl Instance {
             version: of.version,
             input: of.input,
             steps: Vec::new(),
+            records: 0,
+            pending: Vec::new(),
+            pending_bytes: 0,
             next: 0,
             cursor: 0,
             init_cursor: 0,
@@ -360,6 +388,7 @@ impl Instance {
             match appended {
                 Ok(s) => {
                     self.steps.push(Recorded { seqnum: s.0, step: init });
+                    self.records = 1;
                     fresh = true;
                     self.effect()?;
                 }
@@ -455,8 +484,10 @@ impl Instance {
             if known.is_some_and(|k| r.seqnum.0 <= k) {
                 continue;
             }
-            let step = record::decode("step", &r.data)?;
-            self.steps.push(Recorded { seqnum: r.seqnum.0, step });
+            self.records += 1;
+            for step in record::decode_steps("step", &r.data)?.into_steps() {
+                self.steps.push(Recorded { seqnum: r.seqnum.0, step });
+            }
             if at == u64::MAX {
                 break;
             }
@@ -468,11 +499,16 @@ impl Instance {
     /// Moves past a step taken now or recorded earlier.
     fn take(&mut self, seqnum: u64) {
         self.next += 1;
+        self.reach(seqnum);
+        self.follow();
+    }
+
+    /// Moves the cursor to a step's record, if that is newer.
+    fn reach(&mut self, seqnum: u64) {
         if seqnum > self.cursor {
             self.cursor = seqnum;
             self.counter = 0;
         }
-        self.follow();
     }
 
     /// The recorded step `next`, if the log has it, checked against what is asked now.
@@ -529,35 +565,144 @@ impl Instance {
     }
 
     /// Logs `step` as step `next`, which holds nothing this instance knows of, or takes
-    /// what a peer that won the race for the position logged there.
+    /// what a peer that won the race for the position logged there. The pending writes
+    /// go in the same record if `step` may end a group; otherwise in one before it.
     async fn append_step(&mut self, ctx: &mut Context, step: Step, extra: &[Tag]) -> Result<Recorded, Abort> {
-        let mut tags = Vec::with_capacity(2 + extra.len());
-        tags.push(self.step_tag);
-        tags.extend_from_slice(extra);
-        if step.is_library() {
-            tags.push(crate::tags::LIBRARIES);
-        }
-        let position = self.next as u64;
-        let data = record::encode(&step);
-        match self.svc.log.cond_append(ctx, self.shadow(), &tags, data, self.step_tag, position).await {
-            Ok(s) => {
-                self.steps.push(Recorded { seqnum: s.0, step });
-                self.take(s.0);
-                self.effect()?;
-                Ok(self.steps[self.next - 1].clone())
-            }
-            Err(LogError::Conflict { holder: Some(h) }) => {
-                self.load_steps(ctx, h.0).await?;
-                let r = self
-                    .recorded(&step)?
-                    .ok_or_else(|| Abort::internal(format!("step {position} of {} is held but unreadable", self.id)))?;
+        if !self.pending.is_empty() && !step.ends_group() {
+            self.flush(ctx).await?;
+            // A peer's steps that the flush found after the writes come first.
+            if let Some(r) = self.recorded(&step)? {
                 self.take(r.seqnum);
-                Ok(r)
+                return Ok(r);
             }
-            // The step log was trimmed: the invocation finished long ago.
-            Err(LogError::Conflict { holder: None }) => Err(Abort::Superseded),
-            Err(e) => Err(e.into()),
         }
+        Ok(self.log_record(ctx, Some((step, extra))).await?.expect("a step was asked for"))
+    }
+
+    /// Logs the pending writes, each stored as its version first, in the step log's next
+    /// record: the point from which they are visible, in order, as if logged one by one.
+    /// Every operation but a read-optimized write calls this before it acts or reads at
+    /// the cursor.
+    pub(crate) async fn flush(&mut self, ctx: &mut Context) -> Result<(), Abort> {
+        match self.pending.is_empty() {
+            true => Ok(()),
+            false => self.log_record(ctx, None).await.map(|_| ()),
+        }
+    }
+
+    /// Logs the pending writes and `tail` (with its extra tags) as the step log's next
+    /// record, a [`Step::Group`] if it holds more than one step, or takes what a peer
+    /// logged there: a peer's record that holds a prefix of them leaves the rest for the
+    /// next offset. Returns what holds `tail`.
+    async fn log_record(&mut self, ctx: &mut Context, tail: Option<(Step, &[Tag])>) -> Result<Option<Recorded>, Abort> {
+        loop {
+            self.store_pending().await?;
+            let mut tags = vec![self.step_tag];
+            tags.extend(self.pending.iter().map(|p| p.object));
+            let mut steps: Vec<Step> = self.pending.iter().map(|p| p.step.clone()).collect();
+            if let Some((step, extra)) = &tail {
+                tags.extend_from_slice(extra);
+                if step.is_library() {
+                    tags.push(crate::tags::LIBRARIES);
+                }
+                steps.push(step.clone());
+            }
+            tags.sort_unstable();
+            tags.dedup();
+            let data = match steps.len() {
+                1 => record::encode(&steps[0]),
+                _ => record::encode(&Step::Group { steps }),
+            };
+            let position = self.records;
+            match self.svc.log.cond_append(ctx, self.shadow(), &tags, data, self.step_tag, position).await {
+                Ok(s) => {
+                    self.records += 1;
+                    for p in std::mem::take(&mut self.pending) {
+                        self.steps.push(Recorded { seqnum: s.0, step: p.step });
+                    }
+                    self.pending_bytes = 0;
+                    self.reach(s.0);
+                    let Some((step, _)) = tail else {
+                        self.follow();
+                        self.effect()?;
+                        return Ok(None);
+                    };
+                    self.steps.push(Recorded { seqnum: s.0, step });
+                    self.take(s.0);
+                    self.effect()?;
+                    return Ok(Some(self.steps[self.next - 1].clone()));
+                }
+                Err(LogError::Conflict { holder: Some(h) }) => {
+                    let known = self.records;
+                    self.load_steps(ctx, h.0).await?;
+                    if self.records == known {
+                        return Err(Abort::internal(format!("step record {position} of {} is held but unreadable", self.id)));
+                    }
+                    self.take_recorded_pending()?;
+                    if !self.pending.is_empty() {
+                        continue;
+                    }
+                    let Some((step, _)) = &tail else { return Ok(None) };
+                    if let Some(r) = self.recorded(step)? {
+                        self.take(r.seqnum);
+                        return Ok(Some(r));
+                    }
+                }
+                // The step log was trimmed: the invocation finished long ago.
+                Err(LogError::Conflict { holder: None }) => return Err(Abort::Superseded),
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Drops the pending writes that the step log now holds (a peer logged them), in
+    /// order. A recorded step that is not the pending write at its place means that the
+    /// guest went on from a write that the invocation's history does not have (a peer
+    /// saw a cancellation there, or the guest is not deterministic): this execution
+    /// stops, and one that replays the history runs on.
+    fn take_recorded_pending(&mut self) -> Result<(), Abort> {
+        let base = self.next - self.pending.len();
+        let mut taken = 0;
+        while let Some(r) = self.steps.get(base + taken).filter(|_| taken < self.pending.len()) {
+            if !r.step.same_operation(&self.pending[taken].step) {
+                return Err(Abort::Superseded);
+            }
+            let seqnum = r.seqnum;
+            self.reach(seqnum);
+            taken += 1;
+        }
+        for p in self.pending.drain(..taken) {
+            self.pending_bytes -= p.value.as_ref().map_or(0, |v| v.len());
+        }
+        self.follow();
+        Ok(())
+    }
+
+    /// Stores the version of every pending write not stored yet, together, except
+    /// those of objects that a later pending write writes again: no reader sees them,
+    /// since a record's last write of an object is the one it makes visible.
+    async fn store_pending(&mut self) -> Result<(), Abort> {
+        let store = self.svc.store.clone();
+        let mut writes = Vec::new();
+        for (i, p) in self.pending.iter().enumerate() {
+            let again =
+                self.pending[i + 1..].iter().any(|later| later.object == p.object && later.st == p.st && later.key == p.key);
+            if p.stored || again {
+                continue;
+            }
+            let Step::Write { version, .. } = p.step else { unreachable!("only writes are pending") };
+            writes.push(store.put_version(&p.st, &p.key, version, p.value.clone()));
+        }
+        if writes.is_empty() {
+            return Ok(());
+        }
+        for stored in futures_util::future::join_all(writes).await {
+            stored?;
+        }
+        for p in &mut self.pending {
+            p.stored = true;
+        }
+        self.effect()
     }
 
     /// Where a guest's step may see its root's cancellation, before the step's effect:
@@ -706,7 +851,7 @@ impl Instance {
         let root = self.svc.tags.step(&self.id.root());
         match self.svc.log.read_prev(ctx, self.shadow(), root, SeqNum::MAX).await? {
             None => Err(Abort::Superseded),
-            Some(r) => match record::decode::<Step>("step", &r.data)? {
+            Some(r) => match record::decode_last("step", &r.data)? {
                 Step::Result { .. } => Err(Abort::Superseded),
                 _ => Ok(()),
             },
@@ -718,6 +863,7 @@ impl Instance {
     }
 
     pub async fn get(&mut self, ctx: &mut Context, table: &str, key: &[u8]) -> Result<Option<Bytes>, Abort> {
+        self.flush(ctx).await?;
         crate::node::check_object(table, key, None)?;
         let st = self.store_table(table);
         let protocol = self.protocol(ctx, table).await?;
@@ -761,6 +907,9 @@ impl Instance {
         let store = self.svc.store.clone();
         let protocol = self.protocol(ctx, table).await?;
         self.svc.observe(self.book, table, protocol, true);
+        if protocol != Effective::ReadOptimized {
+            self.flush(ctx).await?;
+        }
         if protocol != Effective::Unsafe {
             self.log_clocks(ctx).await?;
         }
@@ -769,10 +918,32 @@ impl Instance {
                 store.put_latest(&st, key, value).await?;
                 self.effect()
             }
-            Effective::ReadOptimized | Effective::Transitional => {
+            Effective::ReadOptimized => {
                 // The version comes from the instance ID and the step (Halfmoon §4.1), the
-                // same in every execution: it is stored before the write-log record that
-                // makes it visible, without a log append of its own.
+                // same in every execution. The write is taken now and logged with the
+                // next record of the step log (`flush`), its version stored just before:
+                // nothing outside the instance can see it before that, and everything
+                // the instance does next that could reveal it flushes first. A crash
+                // before then loses the write as one before its record always did.
+                self.step_gate(ctx).await?;
+                let version = version_of(&self.id, self.next);
+                let key_bytes = Bytes::copy_from_slice(key);
+                let write = Step::Write { table: table.to_string(), key: key_bytes.clone(), version, migrated_from: None };
+                if let Some(r) = self.recorded(&write)? {
+                    self.take(r.seqnum);
+                    return Ok(());
+                }
+                let object = self.svc.tags.object(table, key);
+                self.pending_bytes += value.as_ref().map_or(0, |v| v.len());
+                self.pending.push(Pending { step: write, object, st, key: key_bytes, value, stored: false });
+                self.next += 1;
+                self.follow();
+                if self.pending.len() >= PENDING_MAX || self.pending_bytes >= PENDING_BYTES_MAX {
+                    self.flush(ctx).await?;
+                }
+                Ok(())
+            }
+            Effective::Transitional => {
                 let step = self.next;
                 let version = version_of(&self.id, step);
                 let key_bytes = Bytes::copy_from_slice(key);
@@ -815,6 +986,7 @@ impl Instance {
     /// scan on any node after a restart) replays to here and goes on. Returns the wake
     /// time (milliseconds since the Unix epoch).
     pub async fn sleep(&mut self, ctx: &mut Context, wake: Wake, deadline_ms: u64) -> Result<u64, Abort> {
+        self.flush(ctx).await?;
         self.init_checked(ctx).await?;
         // A recorded reading, so that the wake time and the limit's verdict are the same
         // in every execution.
@@ -844,6 +1016,7 @@ impl Instance {
     /// how many it created before, and its creation is a step, also in the promise's
     /// stream (offset 0), where a completion finds it.
     pub async fn create_promise(&mut self, ctx: &mut Context) -> Result<String, Abort> {
+        self.flush(ctx).await?;
         self.init_checked(ctx).await?;
         self.log_clocks(ctx).await?;
         let promise = self.svc.tags.promise_id(&self.id, self.promises);
@@ -857,6 +1030,7 @@ impl Instance {
     /// transaction, at its snapshot with its own writes; otherwise at `cursorTS`, so
     /// every execution reads the same. `None` if there is nothing there.
     pub async fn object_get(&mut self, ctx: &mut Context, object: &str, path: &str) -> Result<Option<String>, Abort> {
+        self.flush(ctx).await?;
         objects::check_name(object).map_err(Abort::Refused)?;
         objects::parse_path(path).map_err(Abort::Refused)?;
         self.init_checked(ctx).await?;
@@ -878,6 +1052,7 @@ impl Instance {
     /// commit; otherwise an `ObjectWrite` step, also in the object's stream. Refused if
     /// the operation does not fit the object as this instance sees it.
     pub async fn object_update(&mut self, ctx: &mut Context, object: &str, op: ObjOp) -> Result<(), Abort> {
+        self.flush(ctx).await?;
         objects::check_name(object).map_err(Abort::Refused)?;
         op.check().map_err(Abort::Refused)?;
         self.init_checked(ctx).await?;
@@ -939,6 +1114,7 @@ impl Instance {
     /// Begins a transaction on durable objects at the instance's `cursorTS` (nothing is
     /// logged). Refused inside another.
     pub async fn txn_begin(&mut self, ctx: &mut Context, read_only: bool) -> Result<(), Abort> {
+        self.flush(ctx).await?;
         self.init_checked(ctx).await?;
         if self.txn.is_some() {
             return Err(Abort::Refused(Error::InvalidArgument("a transaction is in progress already".into())));
@@ -952,6 +1128,7 @@ impl Instance {
     /// (also in the stream of every object it writes) and decided. Returns
     /// whether it committed.
     pub async fn txn_commit(&mut self, ctx: &mut Context) -> Result<bool, Abort> {
+        self.flush(ctx).await?;
         let Some(txn) = self.txn.take() else {
             return Err(Abort::Refused(Error::InvalidArgument("no transaction is in progress".into())));
         };
@@ -988,6 +1165,7 @@ impl Instance {
 
     /// Pushes `message` to `queue` (`queues.rs`): a step, in this instance's shard.
     pub async fn queue_push(&mut self, ctx: &mut Context, queue: &str, message: Bytes) -> Result<(), Abort> {
+        self.flush(ctx).await?;
         queues::check_name(queue).map_err(Abort::Refused)?;
         if message.len() > crate::node::VALUE_MAX {
             return Err(Abort::Refused(Error::TooLarge {
@@ -1015,6 +1193,7 @@ impl Instance {
         timeout_ms: u64,
         deadline_ms: u64,
     ) -> Result<Option<Bytes>, Abort> {
+        self.flush(ctx).await?;
         queues::check_name(queue).map_err(Abort::Refused)?;
         self.init_checked(ctx).await?;
         let now = self.svc.clock.now_ms();
@@ -1071,6 +1250,7 @@ impl Instance {
         timeout_ms: u64,
         deadline_ms: u64,
     ) -> Result<bool, Abort> {
+        self.flush(ctx).await?;
         if let LockId::Named(name) = &lock {
             locks::check_name(name).map_err(Abort::Refused)?;
         }
@@ -1124,6 +1304,7 @@ impl Instance {
 
     /// Releases `lock`, which this instance holds: a step.
     pub async fn lock_release(&mut self, ctx: &mut Context, lock: LockId) -> Result<(), Abort> {
+        self.flush(ctx).await?;
         if let LockId::Named(name) = &lock {
             locks::check_name(name).map_err(Abort::Refused)?;
         }
@@ -1163,6 +1344,7 @@ impl Instance {
     /// to try again (each try that waited its whole time is a step). A shared one takes
     /// nothing.
     pub async fn enter_key(&mut self, ctx: &mut Context, deadline_ms: u64, in_place_ms: u64) -> Result<(), Abort> {
+        self.flush(ctx).await?;
         let Some(InvocationKey { key, exclusive: true }) = self.key.clone() else { return Ok(()) };
         let lock = LockId::Key { function: self.function.clone(), key };
         loop {
@@ -1219,6 +1401,7 @@ impl Instance {
         timeout_ms: Option<u64>,
         deadline_ms: u64,
     ) -> Result<Awaited, Abort> {
+        self.flush(ctx).await?;
         if !crate::tags::is_promise_id(promise) {
             return Err(Abort::Refused(Error::InvalidArgument(format!("{promise:?} is not a promise ID"))));
         }
@@ -1328,6 +1511,7 @@ impl Instance {
     /// (in place if near, otherwise `Abort::Suspended`). An invocation whose guest ran
     /// first (no delay asked, or its Delay lost to a crash before it was logged) goes on.
     pub async fn delay(&mut self, ctx: &mut Context, until: Option<u64>, deadline_ms: u64) -> Result<(), Abort> {
+        self.flush(ctx).await?;
         let until_ms = match self.steps.get(self.next) {
             Some(Recorded { step: Step::Delay { until_ms, .. }, seqnum }) => {
                 let (until_ms, seqnum) = (*until_ms, *seqnum);
@@ -1373,6 +1557,7 @@ impl Instance {
     /// or a peer finds the record an earlier execution appended and returns its seqnum
     /// (a plain append cannot fail at its offset, so every execution counts the same).
     pub async fn append(&mut self, ctx: &mut Context, tags: &[Tag], data: Bytes) -> Result<Result<SeqNum, LogError>, Abort> {
+        self.flush(ctx).await?;
         if let Err(e) = guest_tags(tags) {
             return Ok(Err(e));
         }
@@ -1410,6 +1595,7 @@ impl Instance {
         cond_tag: Tag,
         position: u64,
     ) -> Result<Result<SeqNum, LogError>, Abort> {
+        self.flush(ctx).await?;
         if let Err(e) = guest_tags(tags.iter().chain([&cond_tag])) {
             return Ok(Err(e));
         }
@@ -1487,6 +1673,7 @@ impl Instance {
         at: SeqNum,
         next: bool,
     ) -> Result<Result<Option<LogRecord>, LogError>, Abort> {
+        self.flush(ctx).await?;
         if let Err(e) = guest_tags([&tag]) {
             return Ok(Err(e));
         }
@@ -1550,6 +1737,7 @@ impl Instance {
         function: &str,
         input_sha256: [u8; 32],
     ) -> Result<Result<Outcome, InstanceId>, Abort> {
+        self.flush(ctx).await?;
         self.init_checked(ctx).await?;
         self.log_clocks(ctx).await?;
         self.step_gate(ctx).await?;
@@ -1571,6 +1759,7 @@ impl Instance {
         input_sha256: [u8; 32],
         outcome: Outcome,
     ) -> Result<Outcome, Abort> {
+        self.flush(ctx).await?;
         if outcome == Outcome::Cancelled {
             // The child saw its root's cancellation: so does the parent, at its next step
             // (its call gets the child's outcome, which is logged as any other).
@@ -1586,6 +1775,7 @@ impl Instance {
     /// Logs `outcome` as the result of an invocation that keeps failing, after whatever
     /// steps its attempts logged (or takes the result a peer logged meanwhile).
     pub async fn give_up(&mut self, ctx: &mut Context, outcome: Outcome) -> Result<Outcome, Abort> {
+        self.flush(ctx).await?;
         if let Started::Finished(logged) = self.init(ctx).await? {
             return Ok(logged);
         }
@@ -1600,6 +1790,7 @@ impl Instance {
     /// result logged already: for an execution that stopped short of the recorded
     /// history (a non-deterministic re-execution), whose own position is taken.
     pub async fn finish_after_recorded(&mut self, ctx: &mut Context, outcome: Outcome) -> Result<Outcome, Abort> {
+        self.flush(ctx).await?;
         self.load_steps(ctx, self.steps.last().map_or(0, |r| r.seqnum)).await?;
         let logged = self.steps.iter().find_map(|r| match &r.step {
             Step::Result { outcome } => Some(outcome.clone()),

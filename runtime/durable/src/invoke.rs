@@ -394,7 +394,7 @@ impl Durable {
     async fn status_of(&self, ctx: &mut Context, book: BookId, id: &InstanceId) -> Result<InvocationStatus> {
         let last = self.log.read_prev(ctx, shadow(book), self.tags.step(id), SeqNum::MAX).await?;
         let wall = self.clock.wall_ms();
-        Ok(match last.map(|r| record::decode::<Step>("step", &r.data)).transpose()? {
+        Ok(match last.map(|r| record::decode_last("step", &r.data)).transpose()? {
             Some(Step::Result { outcome }) => InvocationStatus::Finished(outcome.into_result().map(Bytes::from)),
             Some(Step::Sleep { until_ms, .. } | Step::Delay { until_ms, .. }) if until_ms > wall => {
                 InvocationStatus::Sleeping { wake_ms: until_ms }

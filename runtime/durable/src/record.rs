@@ -125,6 +125,13 @@ pub enum Step {
     /// encoded as the stream's aux-data views are. In the checkpoint stream of each.
     /// Never a step.
     Checkpoint { covers: u64, views: Vec<(u64, Bytes)> },
+    /// Consecutive steps of one step log in one record, at one offset of the stream:
+    /// read-optimized writes an instance took without logging each (`Instance::put`),
+    /// and the step that logged them, if it was one that may end a group
+    /// ([`Step::ends_group`]). Also in each write's object stream (a write log's reader
+    /// takes the last write of its object), and in INSTANCES if it ends with the result.
+    /// Never empty and never nested ([`decode_steps`] checks).
+    Group { steps: Vec<Step> },
 }
 
 impl std::fmt::Display for LockId {
@@ -289,8 +296,52 @@ impl Step {
                 format!("commit of a transaction reading {} objects and writing {}", reads.len(), writes.len())
             }
             Step::Checkpoint { covers, views } => format!("checkpoint of {} streams at {covers}", views.len()),
+            Step::Group { steps } => format!("group of {} steps", steps.len()),
         }
     }
+
+    /// Whether the step may end a [`Step::Group`] after writes: a step of the step log
+    /// only (clock readings, a cancellation) or the result, never one of a library's
+    /// stream, so that only step-log, write-log and INSTANCES readers meet groups.
+    pub fn ends_group(&self) -> bool {
+        matches!(self, Step::Write { migrated_from: None, .. } | Step::Clocks { .. } | Step::Cancelled | Step::Result { .. })
+    }
+
+    /// The steps a step-log record holds, in order: a group's, or the step itself.
+    pub fn into_steps(self) -> Vec<Step> {
+        match self {
+            Step::Group { steps } => steps,
+            step => vec![step],
+        }
+    }
+
+    /// The last step a step-log record holds.
+    pub fn into_last(self) -> Step {
+        match self {
+            Step::Group { mut steps } => steps.pop().expect("decode_steps refuses an empty group"),
+            step => step,
+        }
+    }
+}
+
+/// Decodes a step-log record: one step, or a group of them, which holds at least one
+/// step, only writes before its last, and ends with a step that may end a group.
+pub fn decode_steps(what: &str, bytes: &[u8]) -> Result<Step, Error> {
+    let step: Step = decode(what, bytes)?;
+    if let Step::Group { steps } = &step {
+        let well_formed = steps.split_last().is_some_and(|(last, writes)| {
+            last.ends_group() && writes.iter().all(|w| matches!(w, Step::Write { migrated_from: None, .. }))
+        });
+        if !well_formed {
+            return Err(Error::Internal(format!("a {what} record holds a malformed group of {} steps", steps.len())));
+        }
+    }
+    Ok(step)
+}
+
+/// The last step of a step-log record (a group's last).
+pub fn decode_last(what: &str, bytes: &[u8]) -> Result<Step, Error> {
+    decode_steps(what, bytes).map(Step::into_last)
 }
 
 fn printable(key: &[u8]) -> String {

@@ -105,8 +105,9 @@ impl BookScan {
     async fn read(&mut self, d: &Durable, book: BookId, open_max: usize) -> Result<(), Error> {
         while let Some(r) = d.log.read_next(&mut self.ctx, shadow(book), INSTANCES, SeqNum(self.next)).await? {
             self.next = r.seqnum.0 + 1;
-            let Some(&tag) = r.tags.iter().find(|&&t| t != INSTANCES && t != APPENDED) else { continue };
-            match record::decode::<Step>("step", &r.data) {
+            let step = record::decode_steps("step", &r.data);
+            let Some(tag) = step.as_ref().ok().and_then(|s| d.tags.step_log_of(&r.tags, s)) else { continue };
+            match step.map(Step::into_last) {
                 Ok(Step::Init { id, function, version, .. } | Step::InitKeyed { id, function, version, .. }) => {
                     self.inits.insert(tag, r.seqnum.0);
                     if !id.is_root() {
@@ -187,17 +188,16 @@ impl BookScan {
                 break;
             }
             at = r.seqnum.0 + 1;
-            let Some(&tag) = r.tags.iter().find(|&&t| t != INSTANCES && t != APPENDED) else { continue };
-            let Ok(Step::Init { id, function, version, .. } | Step::InitKeyed { id, function, version, .. }) =
-                record::decode::<Step>("step", &r.data)
-            else {
+            let Ok(step) = record::decode_steps("step", &r.data) else { continue };
+            let Some(tag) = d.tags.step_log_of(&r.tags, &step) else { continue };
+            let (Step::Init { id, function, version, .. } | Step::InitKeyed { id, function, version, .. }) = step else {
                 continue;
             };
             if !id.is_root() || self.open.contains_key(&tag) {
                 continue;
             }
             let last = d.log.read_prev(&mut self.ctx, shadow(book), tag, SeqNum::MAX).await?;
-            let last = last.map(|l| record::decode::<Step>("step", &l.data));
+            let last = last.map(|l| record::decode_last("step", &l.data));
             let finished = matches!(last, None | Some(Ok(Step::Result { .. })));
             if !finished {
                 let seen_ms = d.clock.now_ms();

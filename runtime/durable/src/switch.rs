@@ -257,8 +257,9 @@ impl Durable {
         loop {
             while let Some(r) = self.log.read_next(ctx, shadow(book), INSTANCES, SeqNum(at)).await? {
                 at = r.seqnum.0 + 1;
-                let Some(&step_tag) = r.tags.iter().find(|&&t| t != INSTANCES) else { continue };
-                match record::decode::<Step>("step", &r.data)? {
+                let step = record::decode_steps("step", &r.data)?;
+                let Some(step_tag) = self.tags.step_log_of(&r.tags, &step) else { continue };
+                match step.into_last() {
                     Step::Init { id, .. } | Step::InitKeyed { id, .. } if id.is_root() && r.seqnum.0 < before => {
                         open.insert(step_tag);
                     }
@@ -276,7 +277,7 @@ impl Durable {
                 let last = self.log.read_prev(ctx, shadow(book), tag, SeqNum::MAX).await?;
                 let finished = match last {
                     None => true,
-                    Some(l) => matches!(record::decode::<Step>("step", &l.data), Ok(Step::Result { .. })),
+                    Some(l) => matches!(record::decode_last("step", &l.data), Ok(Step::Result { .. })),
                 };
                 if finished {
                     open.remove(&tag);

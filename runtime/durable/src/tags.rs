@@ -36,6 +36,7 @@ use sha2::{Digest, Sha256};
 use tally_log_core::{BookId, Tag};
 
 use crate::id::InstanceId;
+use crate::record::Step;
 
 /// The platform book of the registry and the platform-wide lists.
 pub const PLATFORM_BOOK: BookId = BookId(BookId::RESERVED_BIT | 1);
@@ -144,6 +145,24 @@ impl TagKey {
     /// The read-optimized write log of `(table, key)`.
     pub fn object(&self, table: &str, key: &[u8]) -> Tag {
         self.derive("object", &[table.as_bytes(), key])
+    }
+
+    /// The step log that a record of the INSTANCES stream (with `tags`, holding `step`)
+    /// is a step of: its one derived tag, besides the object streams of the writes a
+    /// [`Step::Group`] holds. (A record of no step log, such as a retry, gives its own
+    /// stream.)
+    pub fn step_log_of(&self, tags: &[Tag], step: &Step) -> Option<Tag> {
+        let objects: Vec<Tag> = match step {
+            Step::Group { steps } => steps
+                .iter()
+                .filter_map(|s| match s {
+                    Step::Write { table, key, .. } => Some(self.object(table, key)),
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        tags.iter().copied().find(|t| t.is_reserved() && t.0 & DERIVED_BIT != 0 && !objects.contains(t))
     }
 
     /// The transition log of a table.

@@ -27,7 +27,7 @@ use crate::id::InstanceId;
 use crate::instance::{Instance, Of, Started};
 use crate::invoke::{InvocationStatus, InvokeRequest};
 use crate::node::{Abort, Durable};
-use crate::record::{self, Step};
+use crate::record::{self, Outcome, Step};
 use crate::recovery::Recovery;
 use crate::store::MemStateStore;
 use crate::switch::Switch;
@@ -369,10 +369,11 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// The key of a write record.
+/// The key of a write record (of a group's write).
 fn write_key(step: &Step) -> String {
     match step {
         Step::Write { key, .. } => text(key),
+        Step::Group { steps } => write_key(&steps[0]),
         other => panic!("not a write: {other:?}"),
     }
 }
@@ -389,6 +390,9 @@ fn branchy() -> Guest {
                 Ok(a.get(&table, key).await?.map(|v| v.to_vec()).unwrap_or_default())
             } else {
                 a.put(&table, key, Bytes::from_static(b"x")).await?;
+                // A read logs a read-optimized write at once (the result would take it
+                // in its own record otherwise).
+                a.get(&table, key).await?;
                 Ok(b"written".to_vec())
             }
         })
@@ -799,4 +803,93 @@ fn an_execution_that_read_other_clocks_than_the_logged_ones_stops_before_acting(
         Err(Abort::Superseded) => {}
         other => panic!("the lazy start over history went on with a live reading: {other:?}"),
     }
+}
+
+/// An instance of `put` with idempotency key `key`, driven by hand as a peer would be.
+fn put_instance(w: &World, d: &Arc<Durable>, key: &str) -> Instance {
+    let of = Of {
+        id: id("put", key),
+        book: BOOK,
+        function: "put".into(),
+        version: w.guests.find("put", None).expect("deployed").0.version,
+        input: Some(Bytes::from_static(b"by hand")),
+        declared: Arc::default(),
+        crash: None,
+        key: None,
+    };
+    Instance::new(d.clone(), of)
+}
+
+/// Read-optimized writes are taken without a record each: the next record of the step
+/// log holds them, with the step that logs them if it may end a group (the result
+/// here), so a transfer's two writes and its result cost one append. Each write is
+/// visible from that record on, and garbage collection keeps and drops the versions a
+/// group names as it does those of single records.
+#[test]
+fn read_optimized_writes_and_the_result_are_one_record() {
+    let mut w = World::new(config());
+    let d = w.start(0);
+    let mut inst = put_instance(&w, &d, "grouped");
+    let mut ctx = Context::new();
+    assert!(matches!(w.run(inst.init(&mut ctx)), Ok(Started::Fresh)));
+    for (key, value) in [("a", "1"), ("b", "2"), ("a", "3")] {
+        let value = Bytes::copy_from_slice(value.as_bytes());
+        w.run(inst.put(&mut ctx, "ro", key.as_bytes(), Some(value))).expect("taken");
+    }
+    let done = w.run(inst.finish(&mut ctx, Outcome::Ok(Bytes::from_static(b"ok")))).expect("finished");
+    assert_eq!(done, Outcome::Ok(Bytes::from_static(b"ok")));
+    let steps = w.stream(&d, d.tags.step(&id("put", "grouped")));
+    assert_eq!(steps.len(), 2, "Init, then one record: {steps:?}");
+    match &steps[1] {
+        Step::Group { steps } => {
+            let keys: Vec<String> = steps[..3].iter().map(write_key).collect();
+            assert_eq!(keys, ["a", "b", "a"]);
+            assert!(matches!(steps[3], Step::Result { .. }));
+        }
+        other => panic!("the writes and the result are {other:?}, not one group"),
+    }
+    assert_eq!(w.get(&d, "ro", "a").as_deref(), Some("3"), "a's last write in the group");
+    assert_eq!(w.get(&d, "ro", "b").as_deref(), Some("2"));
+    w.put(&d, "ro", "a", "4");
+    w.recover(&d, &mut Recovery::default(), 1);
+    assert_eq!(w.get(&d, "ro", "a").as_deref(), Some("4"));
+    assert_eq!(w.get(&d, "ro", "b").as_deref(), Some("2"), "b's group record stays in b's write log");
+}
+
+/// A peer logged the invocation's cancellation at the place of writes that another
+/// instance had taken (the guest saw them succeed) and not logged yet. That instance
+/// must stop (`Superseded`) rather than log its writes after the cancellation, and
+/// none of them may become visible: the invocation's history is the peer's.
+#[test]
+fn writes_taken_where_a_peer_logged_the_cancellation_never_become_visible() {
+    let mut w = World::new(config());
+    let d = w.start(0);
+    let mut taker = put_instance(&w, &d, "cancelled");
+    let mut ctx = Context::new();
+    assert!(matches!(w.run(taker.init(&mut ctx)), Ok(Started::Fresh)));
+    for key in ["a", "b"] {
+        w.run(taker.put(&mut ctx, "ro", key.as_bytes(), Some(Bytes::from_static(b"1")))).expect("taken");
+    }
+    // The root is cancelled, and a peer sees it at its first step.
+    let root = id("put", "cancelled");
+    let stream = d.tags.cancel(&root);
+    let request = record::encode(&Step::Cancel { root });
+    let tags = [stream, crate::tags::INSTANCES];
+    w.run(d.log.cond_append(&mut Context::new(), shadow(BOOK), &tags, request, stream, 0)).expect("requested");
+    let mut peer = put_instance(&w, &d, "cancelled");
+    let mut peer_ctx = Context::new();
+    assert!(matches!(w.run(peer.init(&mut peer_ctx)), Ok(Started::Running { .. })));
+    match w.run(peer.put(&mut peer_ctx, "ro", b"a", Some(Bytes::from_static(b"1")))) {
+        Err(Abort::Refused(Error::Cancelled)) => {}
+        other => panic!("the peer's first write gave {other:?}, not its cancellation"),
+    }
+    match w.run(taker.finish(&mut ctx, Outcome::Ok(Bytes::from_static(b"ok")))) {
+        Err(Abort::Superseded) => {}
+        other => panic!("the instance whose writes lost their place finished with {other:?}"),
+    }
+    assert_eq!(w.run(peer.finish(&mut peer_ctx, Outcome::Ok(Bytes::new()))).expect("finished"), Outcome::Cancelled);
+    let steps = w.stream(&d, d.tags.step(&id("put", "cancelled")));
+    assert!(matches!(steps[..], [Step::Init { .. }, Step::Cancelled, Step::Result { .. }]), "{steps:?}");
+    assert_eq!(w.get(&d, "ro", "a"), None);
+    assert_eq!(w.get(&d, "ro", "b"), None);
 }
