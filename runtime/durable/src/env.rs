@@ -28,6 +28,10 @@ pub type LogResult<T> = std::result::Result<T, LogError>;
 /// simulator's log enforces too).
 pub const TAGS_MAX: usize = 64;
 
+/// The largest record (the engine's default `record_bytes_max`, which the simulator's
+/// log enforces too).
+pub const RECORD_BYTES_MAX: usize = 1 << 20;
+
 /// The shared log with the platform's privileges (reserved books and tags allowed).
 ///
 /// The contract is the LogBook API's: every call moves `ctx` forward to the index

@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 use tally_log_core::{BookId, Context, SeqNum, Tag};
 
-use crate::node::{store_table, visible_write, write_of, Abort, Durable, PAYLOAD_MAX};
+use crate::node::{store_table, visible_write, Abort, Durable, PAYLOAD_MAX};
 use crate::objects::AuxView;
 use crate::record::{self, LockId, Step};
 use crate::recovery::BookScan;
@@ -110,7 +110,7 @@ async fn collect_table(
                 if r.seqnum.0 >= keep.seqnum {
                     break;
                 }
-                match write_of(&record::decode_steps("write-log", &r.data)?, table, key) {
+                match record::write_in(&r.data, table, key)? {
                     Some((version, _)) => {
                         if version != keep.version && d.store.delete_version(&st, key, version).await? {
                             done.versions += 1;

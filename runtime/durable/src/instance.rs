@@ -568,7 +568,7 @@ impl Instance {
     /// what a peer that won the race for the position logged there. The pending writes
     /// go in the same record if `step` may end a group; otherwise in one before it.
     async fn append_step(&mut self, ctx: &mut Context, step: Step, extra: &[Tag]) -> Result<Recorded, Abort> {
-        if !self.pending.is_empty() && !step.ends_group() {
+        if !self.pending.is_empty() && (!step.ends_group() || self.too_large_with_pending(&step)) {
             self.flush(ctx).await?;
             // A peer's steps that the flush found after the writes come first.
             if let Some(r) = self.recorded(&step)? {
@@ -577,6 +577,13 @@ impl Instance {
             }
         }
         Ok(self.log_record(ctx, Some((step, extra))).await?.expect("a step was asked for"))
+    }
+
+    /// Whether `step` with the pending writes could pass the largest record a step may
+    /// take (a result of `PAYLOAD_MAX` bytes fits alone, with room for framing).
+    fn too_large_with_pending(&self, step: &Step) -> bool {
+        let writes: usize = self.pending.iter().map(|p| p.st.len() + p.key.len() + 64).sum();
+        record::encoded_len(step).saturating_add(writes) > crate::PAYLOAD_MAX
     }
 
     /// Logs the pending writes, each stored as its version first, in the step log's next

@@ -15,7 +15,7 @@ use crate::env::{Clock, Functions, Log, Peers, Spawn};
 use crate::error::Error;
 use crate::instance::Effective;
 use crate::invoke::Invocations;
-use crate::record::{self, Step, TableRef, Transition};
+use crate::record::{self, TableRef, Transition};
 use crate::store::{StateError, StateStore, Value};
 use crate::tags::{shadow, TagKey, BOOKS, PLATFORM_BOOK, TABLES, TAG_KEY};
 
@@ -421,7 +421,7 @@ async fn prev_write(
         let Some(r) = d.log.read_prev(ctx, shadow(book), tag, SeqNum(at)).await? else {
             return Ok(None);
         };
-        if let Some((version, migrated_from)) = write_of(&record::decode_steps("write-log", &r.data)?, table, key) {
+        if let Some((version, migrated_from)) = record::write_in(&r.data, table, key)? {
             return Ok(Some(WriteRecord { seqnum: r.seqnum.0, version, migrated_from }));
         }
         match r.seqnum.0.checked_sub(1) {
@@ -429,20 +429,6 @@ async fn prev_write(
             None => return Ok(None),
         }
     }
-}
-
-/// The write of `(table, key)` that a write-log record holds (its version, and what a
-/// migration carried over): the record's own, or the last of a group's (an instance
-/// stores only that one of its writes of the object grouped in the record).
-pub(crate) fn write_of(record: &Step, table: &str, key: &[u8]) -> Option<(u64, Option<u64>)> {
-    let steps = match record {
-        Step::Group { steps } => steps.as_slice(),
-        step => std::slice::from_ref(step),
-    };
-    steps.iter().rev().find_map(|s| match s {
-        Step::Write { table: t, key: k, version, migrated_from } if t == table && k == key => Some((*version, *migrated_from)),
-        _ => None,
-    })
 }
 
 /// The write-log record that gives `(table, key)` its value for a reader at `at`: the

@@ -344,6 +344,76 @@ pub fn decode_last(what: &str, bytes: &[u8]) -> Result<Step, Error> {
     decode_steps(what, bytes).map(Step::into_last)
 }
 
+/// The write of `(table, key)` that a write-log record holds, read in place (a read-
+/// optimized read does this for every record it looks at, and a group may hold many
+/// writes): its version, and the cursor a migration carried over. That is the record's
+/// own write, or the last of a group's writes of the object (the one an instance stores;
+/// see `Instance::put`). `None` for a record of another object, or of no write.
+pub fn write_in(bytes: &[u8], table: &str, key: &[u8]) -> Result<Option<(u64, Option<u64>)>, Error> {
+    use std::sync::OnceLock;
+    static VARIANTS: OnceLock<(u32, u32)> = OnceLock::new();
+    let &(write, group) = VARIANTS.get_or_init(|| {
+        let variant = |step: &Step| u32::from_le_bytes(encode(step)[1..5].try_into().expect("a variant"));
+        let w = Step::Write { table: String::new(), key: Bytes::new(), version: 0, migrated_from: None };
+        (variant(&w), variant(&Step::Group { steps: Vec::new() }))
+    });
+    let malformed = || Error::Internal("a write-log record is malformed".into());
+    let mut r = Reader(bytes);
+    if r.take(1) != Some(&[FORMAT][..]) {
+        // A clear error for a format this node does not know.
+        return decode::<Step>("write-log", bytes).map(|_| None);
+    }
+    let variant = r.u32().ok_or_else(malformed)?;
+    let count = match variant {
+        v if v == write => 1,
+        v if v == group => r.u64().ok_or_else(malformed)?,
+        _ => return Ok(None),
+    };
+    let mut found = None;
+    for _ in 0..count {
+        if variant == group && r.u32().ok_or_else(malformed)? != write {
+            // A group's writes come first; what ends it is no write.
+            break;
+        }
+        let (t, k, version) = (r.bytes(), r.bytes(), r.u64());
+        let (Some(t), Some(k), Some(version)) = (t, k, version) else { return Err(malformed()) };
+        let migrated_from = match r.take(1).ok_or_else(malformed)? {
+            [0] => None,
+            [1] => Some(r.u64().ok_or_else(malformed)?),
+            _ => return Err(malformed()),
+        };
+        if t == table.as_bytes() && k == key {
+            found = Some((version, migrated_from));
+        }
+    }
+    Ok(found)
+}
+
+/// Reads bincode's fixed-width little-endian encoding in place.
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let (head, rest) = self.0.split_at_checked(n)?;
+        self.0 = rest;
+        Some(head)
+    }
+
+    fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
+    }
+
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+
+    /// A length-prefixed string or byte string.
+    fn bytes(&mut self) -> Option<&'a [u8]> {
+        let n = usize::try_from(self.u64()?).ok()?;
+        self.take(n)
+    }
+}
+
 fn printable(key: &[u8]) -> String {
     let shown: String = String::from_utf8_lossy(&key[..key.len().min(64)]).into_owned();
     format!("{shown:?}{}", if key.len() > 64 { "..." } else { "" })
@@ -470,6 +540,12 @@ pub fn encode<T: Serialize>(value: &T) -> Bytes {
     Bytes::from(out)
 }
 
+/// The length of `value`'s record, without encoding it.
+pub fn encoded_len<T: Serialize>(value: &T) -> usize {
+    let len = bincode::serialized_size(value).expect("records always encode");
+    usize::try_from(len).unwrap_or(usize::MAX).saturating_add(1)
+}
+
 pub fn decode<T: serde::de::DeserializeOwned>(what: &str, bytes: &[u8]) -> Result<T, Error> {
     use bincode::Options as _;
     match bytes.first() {
@@ -539,6 +615,46 @@ mod tests {
         let future = decode::<Step>("step", &[FORMAT + 1, 0, 0, 0, 0]).unwrap_err();
         assert!(future.to_string().contains("newer node"), "{future}");
         assert!(decode::<Step>("step", &[]).is_err());
+    }
+
+    #[test]
+    fn a_write_read_in_place_is_the_one_the_decoded_record_holds() {
+        let write = |table: &str, key: &[u8], version: u64, migrated_from: Option<u64>| Step::Write {
+            table: table.into(),
+            key: Bytes::copy_from_slice(key),
+            version,
+            migrated_from,
+        };
+        let result = Step::Result { outcome: Outcome::Ok(Bytes::from_static(b"k")) };
+        let group = Step::Group {
+            steps: vec![write("t", b"k", 1, None), write("t", b"j", 2, None), write("t", b"k", 3, None), result.clone()],
+        };
+        let cases: [(Step, &str, &[u8], Option<(u64, Option<u64>)>); 8] = [
+            (write("t", b"k", u64::MAX, Some(7)), "t", b"k", Some((u64::MAX, Some(7)))),
+            (write("t", b"k", 5, None), "t", b"k\0", None),
+            // The table and key are length-prefixed: no separator to forge.
+            (write("tk", b"", 5, None), "t", b"k", None),
+            (group.clone(), "t", b"k", Some((3, None))),
+            (group.clone(), "t", b"j", Some((2, None))),
+            (group, "u", b"k", None),
+            (Step::Group { steps: vec![write("t", b"k", 4, None), Step::Cancelled] }, "t", b"k", Some((4, None))),
+            (result, "t", b"k", None),
+        ];
+        for (step, table, key, expected) in cases {
+            let bytes = encode(&step);
+            assert_eq!(write_in(&bytes, table, key).unwrap(), expected, "{step:?}");
+            // Every cut of a record that holds the write is an error, never a wrong answer.
+            if expected.is_some() {
+                for cut in 1..bytes.len() {
+                    assert!(
+                        !matches!(write_in(&bytes[..cut], table, key), Ok(Some(found)) if Some(found) != expected),
+                        "{step:?} cut at {cut}"
+                    );
+                }
+            }
+        }
+        assert!(write_in(&[FORMAT + 1, 1, 0, 0, 0], "t", b"k").is_err(), "a newer format");
+        assert!(write_in(&[], "t", b"k").is_err());
     }
 
     #[test]

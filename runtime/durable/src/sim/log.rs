@@ -257,9 +257,13 @@ impl NodeLog {
     }
 
     async fn append_inner(&self, ctx: &mut Context, request: Request) -> LogResult<SeqNum> {
-        if let Request::Append { tags, .. } = &request {
+        if let Request::Append { tags, data, .. } = &request {
             if tags.len() > crate::env::TAGS_MAX {
                 return Err(LogError::InvalidArgument(format!("{} tags, at most {} allowed", tags.len(), crate::env::TAGS_MAX)));
+            }
+            if data.len() > crate::env::RECORD_BYTES_MAX {
+                let limit = crate::env::RECORD_BYTES_MAX;
+                return Err(LogError::TooLarge { what: "record".into(), size: data.len(), limit });
             }
         }
         self.send().await?;

@@ -893,3 +893,23 @@ fn writes_taken_where_a_peer_logged_the_cancellation_never_become_visible() {
     assert_eq!(w.get(&d, "ro", "a"), None);
     assert_eq!(w.get(&d, "ro", "b"), None);
 }
+
+/// A result as large as a result may be fits one record alone, not with the pending
+/// writes: those go in a record of their own just before it.
+#[test]
+fn pending_writes_leave_the_largest_result_a_record_of_its_own() {
+    let mut w = World::new(config());
+    let d = w.start(0);
+    let mut inst = put_instance(&w, &d, "large");
+    let mut ctx = Context::new();
+    assert!(matches!(w.run(inst.init(&mut ctx)), Ok(Started::Fresh)));
+    let key = vec![b'k'; crate::KEY_MAX];
+    for n in 0..31u8 {
+        let key = [&key[1..], &[n]].concat();
+        w.run(inst.put(&mut ctx, "ro", &key, Some(Bytes::from_static(b"v")))).expect("taken");
+    }
+    let large = Outcome::Ok(Bytes::from(vec![b'r'; crate::PAYLOAD_MAX - 64]));
+    assert_eq!(w.run(inst.finish(&mut ctx, large.clone())).expect("finished"), large);
+    let steps = w.stream(&d, d.tags.step(&id("put", "large")));
+    assert!(matches!(steps[..], [Step::Init { .. }, Step::Group { .. }, Step::Result { .. }]), "{:?}", &steps[1]);
+}
