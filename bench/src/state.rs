@@ -6,7 +6,11 @@
 //!           batch), timing single state operations through the host's protocol code
 //!           (what a guest's `state.get`/`state.put` runs, without the Wasm call):
 //!           unsafe (raw store: the lower bound), read-optimized, write-optimized,
-//!           symmetric (Boki-style, logs both: the peer), on RocksDB and PostgreSQL
+//!           symmetric (Boki-style, logs both: the peer), on RocksDB and PostgreSQL.
+//!           A read-optimized write returns once taken: its version and record go
+//!           with the instance's next record, so its p50 is the call's own, and its
+//!           share of a log append shows in its p99 (every 32nd write flushes) and in
+//!           the cases below, which count whole invocations
 //!   sweep   invocations of one operation each (init, a read or a write, result), the
 //!           read ratio from 0 to 1, under read- and write-optimized: where they cross
 //!   auto    the same mix on an `auto` table: which protocol the runtime settles on

@@ -629,7 +629,8 @@ mod tests {
         let group = Step::Group {
             steps: vec![write("t", b"k", 1, None), write("t", b"j", 2, None), write("t", b"k", 3, None), result.clone()],
         };
-        let cases: [(Step, &str, &[u8], Option<(u64, Option<u64>)>); 8] = [
+        type Found = Option<(u64, Option<u64>)>;
+        let cases: [(Step, &str, &[u8], Found); 8] = [
             (write("t", b"k", u64::MAX, Some(7)), "t", b"k", Some((u64::MAX, Some(7)))),
             (write("t", b"k", 5, None), "t", b"k\0", None),
             // The table and key are length-prefixed: no separator to forge.

@@ -911,5 +911,5 @@ fn pending_writes_leave_the_largest_result_a_record_of_its_own() {
     let large = Outcome::Ok(Bytes::from(vec![b'r'; crate::PAYLOAD_MAX - 64]));
     assert_eq!(w.run(inst.finish(&mut ctx, large.clone())).expect("finished"), large);
     let steps = w.stream(&d, d.tags.step(&id("put", "large")));
-    assert!(matches!(steps[..], [Step::Init { .. }, Step::Group { .. }, Step::Result { .. }]), "{:?}", &steps[1]);
+    assert!(matches!(steps[..], [Step::Init { .. }, Step::Group { .. }, Step::Result { .. }]), "{:?}", steps[1]);
 }
