@@ -126,6 +126,8 @@ impl CrashAfter {
 const PENDING_MAX: usize = 32;
 /// The bytes of their values it holds at most before it logs them.
 const PENDING_BYTES_MAX: usize = 1 << 20;
+// A group's tags: the step log's, one per write, and a result's INSTANCES and APPENDED.
+const _: () = assert!(PENDING_MAX + 3 <= crate::env::TAGS_MAX);
 
 /// A decoded step, and the seqnum of the record that holds it (several steps of a
 /// [`Step::Group`] share one).
