@@ -820,6 +820,16 @@ fn put_instance(w: &World, d: &Arc<Durable>, key: &str) -> Instance {
     Instance::new(d.clone(), of)
 }
 
+/// A world with node 0, and a fresh instance of `put` with key `key`, initialised by hand.
+fn started_by_hand(key: &str) -> (World, Arc<Durable>, Instance, Context) {
+    let mut w = World::new(config());
+    let d = w.start(0);
+    let mut inst = put_instance(&w, &d, key);
+    let mut ctx = Context::new();
+    assert!(matches!(w.run(inst.init(&mut ctx)), Ok(Started::Fresh)));
+    (w, d, inst, ctx)
+}
+
 /// Read-optimized writes are taken without a record each: the next record of the step
 /// log holds them, with the step that logs them if it may end a group (the result
 /// here), so a transfer's two writes and its result cost one append. Each write is
@@ -827,11 +837,7 @@ fn put_instance(w: &World, d: &Arc<Durable>, key: &str) -> Instance {
 /// group names as it does those of single records.
 #[test]
 fn read_optimized_writes_and_the_result_are_one_record() {
-    let mut w = World::new(config());
-    let d = w.start(0);
-    let mut inst = put_instance(&w, &d, "grouped");
-    let mut ctx = Context::new();
-    assert!(matches!(w.run(inst.init(&mut ctx)), Ok(Started::Fresh)));
+    let (mut w, d, mut inst, mut ctx) = started_by_hand("grouped");
     for (key, value) in [("a", "1"), ("b", "2"), ("a", "3")] {
         let value = Bytes::copy_from_slice(value.as_bytes());
         w.run(inst.put(&mut ctx, "ro", key.as_bytes(), Some(value))).expect("taken");
@@ -862,11 +868,7 @@ fn read_optimized_writes_and_the_result_are_one_record() {
 /// none of them may become visible: the invocation's history is the peer's.
 #[test]
 fn writes_taken_where_a_peer_logged_the_cancellation_never_become_visible() {
-    let mut w = World::new(config());
-    let d = w.start(0);
-    let mut taker = put_instance(&w, &d, "cancelled");
-    let mut ctx = Context::new();
-    assert!(matches!(w.run(taker.init(&mut ctx)), Ok(Started::Fresh)));
+    let (mut w, d, mut taker, mut ctx) = started_by_hand("cancelled");
     for key in ["a", "b"] {
         w.run(taker.put(&mut ctx, "ro", key.as_bytes(), Some(Bytes::from_static(b"1")))).expect("taken");
     }
@@ -898,11 +900,7 @@ fn writes_taken_where_a_peer_logged_the_cancellation_never_become_visible() {
 /// writes: those go in a record of their own just before it.
 #[test]
 fn pending_writes_leave_the_largest_result_a_record_of_its_own() {
-    let mut w = World::new(config());
-    let d = w.start(0);
-    let mut inst = put_instance(&w, &d, "large");
-    let mut ctx = Context::new();
-    assert!(matches!(w.run(inst.init(&mut ctx)), Ok(Started::Fresh)));
+    let (mut w, d, mut inst, mut ctx) = started_by_hand("large");
     let key = vec![b'k'; crate::KEY_MAX];
     for n in 0..31u8 {
         let key = [&key[1..], &[n]].concat();
