@@ -390,16 +390,21 @@ impl SimFunctions {
             if i + 1 == TARGET_STEPS {
                 break;
             }
+            // What the guest makes of a failed call after step i: its cancellation.
+            let after = |abort: Abort| match abort {
+                Abort::Refused(Error::Cancelled) => {
+                    saw(i + 1, true);
+                    Error::Failed(format!("cancelled after step {i}"))
+                }
+                abort => guest(abort),
+            };
+            // A read-optimized write, taken and logged with the next record: a peer may
+            // see the cancellation at its place meanwhile (`check_step_logs`).
+            let key = format!("target-{name}");
+            attempt.put(TABLES[0].0, key.as_bytes(), Bytes::from(i.to_be_bytes().to_vec())).await.map_err(after)?;
             // In place or suspended, the same in every execution.
             let ms = [20, 300][(seed_of(&input).wrapping_add(i) % 2) as usize];
-            match attempt.sleep(Wake::After(ms)).await {
-                Ok(_) => {}
-                Err(Abort::Refused(Error::Cancelled)) => {
-                    saw(i + 1, true);
-                    return Err(Error::Failed(format!("cancelled after step {i}")));
-                }
-                Err(abort) => return Err(guest(abort)),
-            }
+            attempt.sleep(Wake::After(ms)).await.map_err(after)?;
         }
         Ok(vec![0; 8])
     }

@@ -81,6 +81,25 @@ pub struct LogState {
     pub appends: u64,
 }
 
+/// An index of everything ordered so far; `placed` sees each record that took its place.
+fn index_all(s: &LogState, mut placed: impl FnMut(SeqNum, &RecordMeta)) -> Index {
+    let mut index = Index::new();
+    for (position, event) in s.events.iter().enumerate() {
+        match event {
+            Event::Record { seqnum, meta } => {
+                let location = Location { shard: ShardId(0), local_id: position as u64 };
+                if let Placement::Placed = index.apply_record(*seqnum, location, meta) {
+                    placed(*seqnum, meta);
+                }
+            }
+            Event::Trim { book, tag, seqnum } => {
+                index.apply_trim(*book, *tag, *seqnum);
+            }
+        }
+    }
+    index
+}
+
 #[derive(Clone)]
 pub struct SimLog {
     pub state: Arc<Mutex<LogState>>,
@@ -111,18 +130,16 @@ impl SimLog {
     /// The next offset of `book`'s stream `tag` in everything ordered so far.
     pub fn next_offset(&self, book: BookId, tag: Tag) -> u64 {
         let s = self.state.lock().expect("not poisoned");
-        let mut index = Index::new();
-        for (position, event) in s.events.iter().enumerate() {
-            match event {
-                Event::Record { seqnum, meta } => {
-                    index.apply_record(*seqnum, Location { shard: ShardId(0), local_id: position as u64 }, meta);
-                }
-                Event::Trim { book, tag, seqnum } => {
-                    index.apply_trim(*book, *tag, *seqnum);
-                }
-            }
-        }
-        index.next_offset(book, tag)
+        index_all(&s, |_, _| {}).next_offset(book, tag)
+    }
+
+    /// Every record that took its place (its condition held), with its book and tags, in
+    /// log order: what readers of the log could ever see.
+    pub fn placed_records(&self) -> Vec<(BookId, Vec<Tag>, Bytes)> {
+        let s = self.state.lock().expect("not poisoned");
+        let mut placed = Vec::new();
+        index_all(&s, |seqnum, meta| placed.push((meta.book, meta.tags.clone(), s.records[&seqnum].1.clone())));
+        placed
     }
 
     /// Applies up to `count` more events on `node`'s replica (all with `usize::MAX`).

@@ -574,6 +574,9 @@ pub fn run_seed(seed: u64, opts: &SimOptions) -> Result<SimStats, Violation> {
     if let Err(m) = oracle.check_executions(&traces) {
         return Err(Violation { seed, at_ms: now, message: m });
     }
+    if let Err(m) = check_step_logs(&world.log) {
+        return Err(Violation { seed, at_ms: now, message: m });
+    }
     if !unfinished.is_empty() {
         return Err(Violation {
             seed,
@@ -1227,6 +1230,38 @@ where
             _ => h.sleep(5 + world.draw(20)).await,
         }
     }
+}
+
+/// Every step log the run left, as the log holds it (the records that took their
+/// places): a stream of a derived tag whose first record is an Init or a refusal.
+/// After a `Cancelled` step the guest's every call fails before it logs, so only clock
+/// readings, lock releases and the result may follow it; nothing follows the result.
+/// (A write taken before the cancellation and logged after it would break this.)
+fn check_step_logs(log: &SimLog) -> Result<(), String> {
+    use crate::record::{self, Step};
+    const DERIVED: u64 = 1 << 62;
+    // Per stream: whether it is a step log, and whether it has a Cancelled or a Result.
+    let mut streams: BTreeMap<(BookId, u64), (bool, bool, bool)> = BTreeMap::new();
+    for (book, tags, data) in log.placed_records() {
+        let Ok(steps) = record::decode::<Step>("step", &data).map(Step::into_steps) else { continue };
+        for tag in tags.iter().filter(|t| t.is_reserved() && t.0 & DERIVED != 0) {
+            let first = matches!(steps[0], Step::Init { .. } | Step::InitKeyed { .. } | Step::Refused { .. });
+            let (step_log, cancelled, ended) = streams.entry((book, tag.0)).or_insert((first, false, false));
+            if !*step_log {
+                continue;
+            }
+            for step in &steps {
+                let after_cancel = matches!(step, Step::Clocks { .. } | Step::LockRelease { .. } | Step::Result { .. });
+                if *ended || (*cancelled && !after_cancel) {
+                    let after = if *ended { "its result" } else { "its cancellation" };
+                    return Err(format!("the step log {:#x} of book {} has a {} after {after}", tag.0, book.0, step.describe()));
+                }
+                *cancelled |= matches!(step, Step::Cancelled);
+                *ended |= matches!(step, Step::Result { .. } | Step::Refused { .. });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Invocations cancelled mid-flight through the faults: each [`guest::TARGET`] is
