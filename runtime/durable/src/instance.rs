@@ -64,7 +64,9 @@ use crate::locks::{self, LockView};
 use crate::node::{fresher_value, version_value, visible_write, Abort, Durable};
 use crate::objects::{self, ObjOp, Txn};
 use crate::queues;
-use crate::record::{self, input_sha256, Awaited, CondOutcome, InvocationKey, LockId, Outcome, ReadRecord, Step, Transition};
+use crate::record::{
+    self, input_sha256, Awaited, CondOutcome, InvocationKey, LockId, Outcome, ReadRecord, Reading, Step, Transition,
+};
 use crate::recorder::{GuestClock, Recorder};
 use crate::store::Version;
 use crate::tags::{shadow, APPENDED, INSTANCES};
@@ -122,10 +124,15 @@ impl CrashAfter {
     }
 }
 
-/// Read-optimized writes an instance takes before it logs them (see `Instance::put`).
+/// Steps (read-optimized writes, and the clock readings before a result) an instance
+/// takes before it logs them (see `Instance::put`).
 const PENDING_MAX: usize = 32;
-/// The bytes of their values it holds at most before it logs them.
+/// The bytes of values and readings it holds at most before it logs them.
 const PENDING_BYTES_MAX: usize = 1 << 20;
+/// The largest readings it takes with the result rather than logging them at once, and
+/// the most bytes of pending readings: a group stays well inside a record.
+const PENDING_READINGS_MAX: usize = 64 << 10;
+const PENDING_READINGS_TOTAL_MAX: usize = 256 << 10;
 // A group's tags: the step log's, one per write, and a result's INSTANCES and APPENDED.
 const _: () = assert!(PENDING_MAX + 3 <= crate::env::TAGS_MAX);
 
@@ -137,15 +144,30 @@ struct Recorded {
     step: Step,
 }
 
-/// A read-optimized write taken and not logged yet: its step, its object's write log,
-/// and the value to store as its version before the record that makes it visible.
+/// A step taken and not logged yet: a read-optimized write, or the clock readings
+/// before the result.
 struct Pending {
     step: Step,
+    /// What a write stores; `None` for readings.
+    write: Option<PendingWrite>,
+    /// What the step adds to its record, about.
+    record_bytes: usize,
+}
+
+/// A pending write's object write log, and the value to store as its version before the
+/// record that makes it visible.
+struct PendingWrite {
     object: Tag,
     st: String,
     key: Bytes,
     value: Option<Bytes>,
     stored: bool,
+}
+
+impl PendingWrite {
+    fn same_object(&self, other: &PendingWrite) -> bool {
+        self.object == other.object && self.st == other.st && self.key == other.key
+    }
 }
 
 /// What an instance is of: the invocation it executes.
@@ -190,10 +212,11 @@ pub struct Instance {
     /// Records in the step log as far as this instance knows it: the stream offset of
     /// its next one (a group holds several steps).
     records: u64,
-    /// Read-optimized writes taken since the last logged step, steps
-    /// `next - pending.len()` to `next - 1`: the next record logs them (`put`).
+    /// Read-optimized writes (and the clock readings before the result) taken since the
+    /// last logged step, steps `next - pending.len()` to `next - 1`: the next record
+    /// logs them (`put`).
     pending: Vec<Pending>,
-    /// The bytes of the values `pending` holds.
+    /// The bytes of the values and readings `pending` holds.
     pending_bytes: usize,
     /// The next step number.
     next: usize,
@@ -310,8 +333,12 @@ impl Instance {
             }
             return Ok(());
         }
-        // Live readings, logged here, or compared with a record that a peer put here
-        // since (`log_step` takes a recorded step as it is).
+        self.log_readings(ctx, readings).await
+    }
+
+    /// Logs live readings here, or compares them with a record that a peer put here
+    /// since (`log_step` takes a recorded step as it is).
+    async fn log_readings(&mut self, ctx: &mut Context, readings: Vec<Reading>) -> Result<(), Abort> {
         let logged = self.log_step(ctx, Step::Clocks { readings: readings.clone() }, &[]).await?;
         match logged.step {
             Step::Clocks { readings: theirs } if theirs == readings => Ok(()),
@@ -584,8 +611,47 @@ impl Instance {
     /// Whether `step` with the pending writes could pass the largest record a step may
     /// take (a result of `PAYLOAD_MAX` bytes fits alone, with room for framing).
     fn too_large_with_pending(&self, step: &Step) -> bool {
-        let writes: usize = self.pending.iter().map(|p| p.st.len() + p.key.len() + 64).sum();
-        record::encoded_len(step).saturating_add(writes) > crate::PAYLOAD_MAX
+        let pending: usize = self.pending.iter().map(|p| p.record_bytes).sum();
+        record::encoded_len(step).saturating_add(pending) > crate::PAYLOAD_MAX
+    }
+
+    /// Takes `step` (with what a write stores) to be logged with the next record.
+    async fn take_pending(&mut self, ctx: &mut Context, step: Step, write: Option<PendingWrite>) -> Result<(), Abort> {
+        let record_bytes = match &write {
+            Some(w) => w.st.len() + w.key.len() + 64,
+            None => record::encoded_len(&step),
+        };
+        let value_bytes = write.as_ref().and_then(|w| w.value.as_ref()).map_or(0, |v| v.len());
+        self.pending_bytes += value_bytes + if write.is_none() { record_bytes } else { 0 };
+        self.pending.push(Pending { step, write, record_bytes });
+        self.next += 1;
+        self.follow();
+        if self.pending.len() >= PENDING_MAX || self.pending_bytes >= PENDING_BYTES_MAX {
+            self.flush(ctx).await?;
+        }
+        Ok(())
+    }
+
+    /// `log_clocks` before the result: live readings past the recorded history, if
+    /// small, are taken to go in the result's record, just before it, since the
+    /// outcome is the first effect that may depend on them (a peer's other readings
+    /// there stop this execution then, as they would now). Never before a write: its
+    /// version is stored before its record, under a name that does not depend on its
+    /// value, so the readings it may depend on must be logged before that store (a
+    /// re-execution after a crash between them would read other values and store them
+    /// under the same name, where the first one stays).
+    async fn clocks_before_result(&mut self, ctx: &mut Context) -> Result<(), Abort> {
+        let readings_pending: usize = self.pending.iter().filter(|p| p.write.is_none()).map(|p| p.record_bytes).sum();
+        let fits = |bytes: usize| bytes <= PENDING_READINGS_MAX && readings_pending + bytes <= PENDING_READINGS_TOTAL_MAX;
+        if self.steps.get(self.next).is_some() || !self.recorder.has_fresh() {
+            return self.log_clocks(ctx).await;
+        }
+        let readings = Step::Clocks { readings: self.recorder.take_fresh() };
+        if !fits(record::encoded_len(&readings)) {
+            let Step::Clocks { readings } = readings else { unreachable!("built above") };
+            return self.log_readings(ctx, readings).await;
+        }
+        self.take_pending(ctx, readings, None).await
     }
 
     /// Logs the pending writes, each stored as its version first, in the step log's next
@@ -607,7 +673,7 @@ impl Instance {
         loop {
             self.store_pending().await?;
             let mut tags = vec![self.step_tag];
-            tags.extend(self.pending.iter().map(|p| p.object));
+            tags.extend(self.pending.iter().filter_map(|p| p.write.as_ref()).map(|w| w.object));
             let mut steps: Vec<Step> = self.pending.iter().map(|p| p.step.clone()).collect();
             if let Some((step, extra)) = &tail {
                 tags.extend_from_slice(extra);
@@ -664,25 +730,32 @@ impl Instance {
         }
     }
 
-    /// Drops the pending writes that the step log now holds (a peer logged them), in
-    /// order. A recorded step that is not the pending write at its place means that the
-    /// guest went on from a write that the invocation's history does not have (a peer
-    /// saw a cancellation there, or the guest is not deterministic): this execution
-    /// stops, and one that replays the history runs on.
+    /// Drops the pending steps that the step log now holds (a peer logged them), in
+    /// order. A recorded step that is not the pending one at its place, exactly (the
+    /// same readings too), means that the guest went on from a step that the
+    /// invocation's history does not have (a peer saw a cancellation there, read other
+    /// clock values, or the guest is not deterministic): this execution stops, and one
+    /// that replays the history runs on.
     fn take_recorded_pending(&mut self) -> Result<(), Abort> {
         let base = self.next - self.pending.len();
         let mut taken = 0;
         while let Some(r) = self.steps.get(base + taken).filter(|_| taken < self.pending.len()) {
-            if !r.step.same_operation(&self.pending[taken].step) {
+            if r.step != self.pending[taken].step {
                 return Err(Abort::Superseded);
             }
             let seqnum = r.seqnum;
             self.reach(seqnum);
             taken += 1;
         }
-        for p in self.pending.drain(..taken) {
-            self.pending_bytes -= p.value.as_ref().map_or(0, |v| v.len());
-        }
+        self.pending.drain(..taken);
+        self.pending_bytes = self
+            .pending
+            .iter()
+            .map(|p| match &p.write {
+                Some(w) => w.value.as_ref().map_or(0, |v| v.len()),
+                None => p.record_bytes,
+            })
+            .sum();
         self.follow();
         Ok(())
     }
@@ -692,15 +765,16 @@ impl Instance {
     /// since a record's last write of an object is the one it makes visible.
     async fn store_pending(&mut self) -> Result<(), Abort> {
         let store = self.svc.store.clone();
+        let pending: Vec<(&Step, &PendingWrite)> =
+            self.pending.iter().filter_map(|p| Some((&p.step, p.write.as_ref()?))).collect();
         let mut writes = Vec::new();
-        for (i, p) in self.pending.iter().enumerate() {
-            let again =
-                self.pending[i + 1..].iter().any(|later| later.object == p.object && later.st == p.st && later.key == p.key);
-            if p.stored || again {
+        for (i, &(step, w)) in pending.iter().enumerate() {
+            let again = pending[i + 1..].iter().any(|(_, later)| later.same_object(w));
+            if w.stored || again {
                 continue;
             }
-            let Step::Write { version, .. } = p.step else { unreachable!("only writes are pending") };
-            writes.push(store.put_version(&p.st, &p.key, version, p.value.clone()));
+            let Step::Write { version, .. } = step else { unreachable!("a pending write is a write") };
+            writes.push(store.put_version(&w.st, &w.key, *version, w.value.clone()));
         }
         if writes.is_empty() {
             return Ok(());
@@ -708,8 +782,8 @@ impl Instance {
         for stored in futures_util::future::join_all(writes).await {
             stored?;
         }
-        for p in &mut self.pending {
-            p.stored = true;
+        for w in self.pending.iter_mut().filter_map(|p| p.write.as_mut()) {
+            w.stored = true;
         }
         self.effect()
     }
@@ -943,14 +1017,8 @@ impl Instance {
                     return Ok(());
                 }
                 let object = self.svc.tags.object(table, key);
-                self.pending_bytes += value.as_ref().map_or(0, |v| v.len());
-                self.pending.push(Pending { step: write, object, st, key: key_bytes, value, stored: false });
-                self.next += 1;
-                self.follow();
-                if self.pending.len() >= PENDING_MAX || self.pending_bytes >= PENDING_BYTES_MAX {
-                    self.flush(ctx).await?;
-                }
-                Ok(())
+                let taken = PendingWrite { object, st, key: key_bytes, value, stored: false };
+                self.take_pending(ctx, write, Some(taken)).await
             }
             Effective::Transitional => {
                 let step = self.next;
@@ -1816,7 +1884,7 @@ impl Instance {
     /// Logs the invocation's final outcome (or takes a peer's) and returns it, after
     /// the clock readings it may depend on.
     pub async fn finish(&mut self, ctx: &mut Context, outcome: Outcome) -> Result<Outcome, Abort> {
-        self.log_clocks(ctx).await?;
+        self.clocks_before_result(ctx).await?;
         self.log_result(ctx, outcome, true).await
     }
 

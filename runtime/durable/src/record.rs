@@ -126,11 +126,12 @@ pub enum Step {
     /// Never a step.
     Checkpoint { covers: u64, views: Vec<(u64, Bytes)> },
     /// Consecutive steps of one step log in one record, at one offset of the stream:
-    /// read-optimized writes an instance took without logging each (`Instance::put`),
-    /// and the step that logged them, if it was one that may end a group
-    /// ([`Step::ends_group`]). Also in each write's object stream (a write log's reader
-    /// takes the last write of its object), and in INSTANCES if it ends with the result.
-    /// Never empty and never nested ([`decode_steps`] checks).
+    /// read-optimized writes (and the clock readings before them) an instance took
+    /// without logging each (`Instance::put`), and the step that logged them, if it was
+    /// one that may end a group ([`Step::ends_group`]). Also in each write's object
+    /// stream (a write log's reader takes the last write of its object), and in
+    /// INSTANCES if it ends with the result. Never empty and never nested
+    /// ([`decode_steps`] checks).
     Group { steps: Vec<Step> },
 }
 
@@ -325,12 +326,13 @@ impl Step {
 }
 
 /// Decodes a step-log record: one step, or a group of them, which holds at least one
-/// step, only writes before its last, and ends with a step that may end a group.
+/// step, only writes and clock readings before its last, and ends with a step that may
+/// end a group.
 pub fn decode_steps(what: &str, bytes: &[u8]) -> Result<Step, Error> {
     let step: Step = decode(what, bytes)?;
     if let Step::Group { steps } = &step {
-        let well_formed = steps.split_last().is_some_and(|(last, writes)| {
-            last.ends_group() && writes.iter().all(|w| matches!(w, Step::Write { migrated_from: None, .. }))
+        let well_formed = steps.split_last().is_some_and(|(last, taken)| {
+            last.ends_group() && taken.iter().all(|t| matches!(t, Step::Write { migrated_from: None, .. } | Step::Clocks { .. }))
         });
         if !well_formed {
             return Err(Error::Internal(format!("a {what} record holds a malformed group of {} steps", steps.len())));
@@ -370,10 +372,20 @@ pub fn write_in(bytes: &[u8], table: &str, key: &[u8]) -> Result<Option<(u64, Op
         _ => return Ok(None),
     };
     let mut found = None;
-    for _ in 0..count {
+    for i in 0..count {
         if variant == group && r.u32().ok_or_else(malformed)? != write {
-            // A group's writes come first; what ends it is no write.
-            break;
+            if i + 1 == count {
+                // What ends a group is no write.
+                break;
+            }
+            // Clock readings among the writes: read the whole record.
+            let steps = decode_steps("write-log", bytes)?.into_steps();
+            return Ok(steps.iter().rev().find_map(|s| match s {
+                Step::Write { table: t, key: k, version, migrated_from } if t == table && k == key => {
+                    Some((*version, *migrated_from))
+                }
+                _ => None,
+            }));
         }
         let (t, k, version) = (r.bytes(), r.bytes(), r.u64());
         let (Some(t), Some(k), Some(version)) = (t, k, version) else { return Err(malformed()) };
@@ -630,7 +642,8 @@ mod tests {
             steps: vec![write("t", b"k", 1, None), write("t", b"j", 2, None), write("t", b"k", 3, None), result.clone()],
         };
         type Found = Option<(u64, Option<u64>)>;
-        let cases: [(Step, &str, &[u8], Found); 8] = [
+        let clocks = Step::Clocks { readings: vec![Reading::Wall(7), Reading::Log(None)] };
+        let cases: [(Step, &str, &[u8], Found); 9] = [
             (write("t", b"k", u64::MAX, Some(7)), "t", b"k", Some((u64::MAX, Some(7)))),
             (write("t", b"k", 5, None), "t", b"k\0", None),
             // The table and key are length-prefixed: no separator to forge.
@@ -640,6 +653,12 @@ mod tests {
             (group, "u", b"k", None),
             (Step::Group { steps: vec![write("t", b"k", 4, None), Step::Cancelled] }, "t", b"k", Some((4, None))),
             (result, "t", b"k", None),
+            (
+                Step::Group { steps: vec![write("t", b"k", 5, None), clocks.clone(), write("t", b"k", 6, None), clocks] },
+                "t",
+                b"k",
+                Some((6, None)),
+            ),
         ];
         for (step, table, key, expected) in cases {
             let bytes = encode(&step);

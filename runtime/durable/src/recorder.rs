@@ -188,6 +188,11 @@ impl Recorder {
         self.read_at
     }
 
+    /// Whether there are live readings to log.
+    pub fn has_fresh(&self) -> bool {
+        !self.fresh.is_empty()
+    }
+
     /// The live readings to log now.
     pub fn take_fresh(&mut self) -> Vec<Reading> {
         self.fresh_bytes = 0;

@@ -911,3 +911,35 @@ fn pending_writes_leave_the_largest_result_a_record_of_its_own() {
     let steps = w.stream(&d, d.tags.step(&id("put", "large")));
     assert!(matches!(steps[..], [Step::Init { .. }, Step::Group { .. }, Step::Result { .. }]), "{:?}", steps[1]);
 }
+
+/// The clock readings a guest takes after its last write go in the result's record,
+/// before the result (the outcome is the first effect that may depend on them). A peer
+/// that read other values there, and went on to its outcome from them, stops.
+#[test]
+fn the_readings_after_the_last_write_go_with_the_result_and_a_peer_that_read_others_stops() {
+    let (mut w, d, mut inst, mut ctx) = started_by_hand("late-clock");
+    let mut peer = put_instance(&w, &d, "late-clock");
+    let mut peer_ctx = Context::new();
+    assert!(matches!(w.run(peer.init(&mut peer_ctx)), Ok(Started::Running { .. })));
+    for (i, ctx) in [(&mut inst, &mut ctx), (&mut peer, &mut peer_ctx)] {
+        w.run(i.put(ctx, "ro", b"k", Some(Bytes::from_static(b"v")))).expect("taken");
+    }
+    inst.read_clock(crate::recorder::GuestClock::Wall, 42);
+    peer.read_clock(crate::recorder::GuestClock::Wall, 43);
+    let done = w.run(inst.finish(&mut ctx, Outcome::Ok(Bytes::from_static(b"42")))).expect("finished");
+    assert_eq!(done, Outcome::Ok(Bytes::from_static(b"42")));
+    let steps = w.stream(&d, d.tags.step(&id("put", "late-clock")));
+    match &steps[..] {
+        [Step::Init { .. }, Step::Group { steps }] => match &steps[..] {
+            [Step::Write { .. }, Step::Clocks { readings }, Step::Result { .. }] => {
+                assert_eq!(readings, &[crate::record::Reading::Wall(42)]);
+            }
+            other => panic!("the group holds {other:?}"),
+        },
+        other => panic!("the step log is {other:?}"),
+    }
+    match w.run(peer.finish(&mut peer_ctx, Outcome::Ok(Bytes::from_static(b"43")))) {
+        Err(Abort::Superseded) => {}
+        other => panic!("the peer that read 43 finished with {other:?}"),
+    }
+}
