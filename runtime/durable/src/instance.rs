@@ -164,6 +164,16 @@ struct PendingWrite {
     stored: bool,
 }
 
+impl Pending {
+    /// The bytes the instance holds for it: a write's value, or the readings.
+    fn held_bytes(&self) -> usize {
+        match &self.write {
+            Some(w) => w.value.as_ref().map_or(0, |v| v.len()),
+            None => self.record_bytes,
+        }
+    }
+}
+
 impl PendingWrite {
     fn same_object(&self, other: &PendingWrite) -> bool {
         self.object == other.object && self.st == other.st && self.key == other.key
@@ -621,9 +631,9 @@ impl Instance {
             Some(w) => w.st.len() + w.key.len() + 64,
             None => record::encoded_len(&step),
         };
-        let value_bytes = write.as_ref().and_then(|w| w.value.as_ref()).map_or(0, |v| v.len());
-        self.pending_bytes += value_bytes + if write.is_none() { record_bytes } else { 0 };
-        self.pending.push(Pending { step, write, record_bytes });
+        let pending = Pending { step, write, record_bytes };
+        self.pending_bytes += pending.held_bytes();
+        self.pending.push(pending);
         self.next += 1;
         self.follow();
         if self.pending.len() >= PENDING_MAX || self.pending_bytes >= PENDING_BYTES_MAX {
@@ -748,14 +758,7 @@ impl Instance {
             taken += 1;
         }
         self.pending.drain(..taken);
-        self.pending_bytes = self
-            .pending
-            .iter()
-            .map(|p| match &p.write {
-                Some(w) => w.value.as_ref().map_or(0, |v| v.len()),
-                None => p.record_bytes,
-            })
-            .sum();
+        self.pending_bytes = self.pending.iter().map(Pending::held_bytes).sum();
         self.follow();
         Ok(())
     }
