@@ -256,6 +256,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_step_log_of_a_group_is_its_derived_tag_that_no_write_names() {
+        use bytes::Bytes;
+        let key = TagKey::new([7; 32]);
+        let id = InstanceId::generated("00ff");
+        let step = key.step(&id);
+        // An object whose tag sorts before the step log's, as the engine sorts a record's
+        // tags: the first derived tag of the record is then the object's.
+        let object = (0u32..).map(|n| n.to_be_bytes()).find(|k| key.object("t", k) < step).expect("one sorts first");
+        let write = Step::Write { table: "t".into(), key: Bytes::copy_from_slice(&object), version: 1, migrated_from: None };
+        let result = Step::Result { outcome: crate::record::Outcome::Ok(Bytes::new()) };
+        let group = Step::Group { steps: vec![write, result.clone()] };
+        let mut tags = vec![step, key.object("t", &object), INSTANCES, APPENDED];
+        tags.sort_unstable();
+        assert_eq!(key.step_log_of(&tags, &group), Some(step));
+        assert_eq!(key.step_log_of(&[INSTANCES, APPENDED, step], &result), Some(step));
+    }
+
+    #[test]
     fn derived_tags_are_platform_tags_apart_from_fixed_ones_and_from_each_other() {
         let key = TagKey::new([7; 32]);
         let id = InstanceId::generated("00ff");
