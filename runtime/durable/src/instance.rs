@@ -2,10 +2,15 @@
 //! protocols' reads and writes (Halfmoon Figures 5 and 7, Boki Figure 6).
 //!
 //! Invariants, for every instance ID:
-//! - The step log is a sequence: record `k` of `step(id)` is step `k`, and is only ever
-//!   appended by a conditional append at position `k`, so peer instances of one
-//!   invocation (a retry racing a re-execution, two nodes) agree on every step: the
-//!   loser of a race adopts the winner's record, values included.
+//! - The step log is a sequence of records, each only ever appended by a conditional
+//!   append at the next offset of `step(id)`, so peer instances of one invocation (a
+//!   retry racing a re-execution, two nodes) agree on every step: the loser of a race
+//!   adopts the winner's record, values included. A record holds one step, or a
+//!   [`Step::Group`] of consecutive ones: read-optimized writes taken since the last
+//!   record (pending: nothing outside the instance sees them before that record, and
+//!   every other operation logs them first) and the step that logs them. A pending
+//!   step that a peer's record does not hold exactly, at its place, stops the
+//!   execution, since its guest went on from it.
 //! - A re-execution takes every step it reaches from the log instead of doing it again;
 //!   a recorded step that is not the operation asked for now (another kind, table, key,
 //!   callee or input) is non-determinism and ends the attempt with a clear error.
