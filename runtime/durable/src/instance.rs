@@ -181,7 +181,7 @@ impl Pending {
 
 impl PendingWrite {
     fn same_object(&self, other: &PendingWrite) -> bool {
-        self.object == other.object && self.st == other.st && self.key == other.key
+        self.st == other.st && self.key == other.key
     }
 }
 
@@ -231,8 +231,6 @@ pub struct Instance {
     /// last logged step, steps `next - pending.len()` to `next - 1`: the next record
     /// logs them (`put`).
     pending: Vec<Pending>,
-    /// The bytes of the values and readings `pending` holds.
-    pending_bytes: usize,
     /// The next step number.
     next: usize,
     /// `cursorTS`; 0 until `init`.
@@ -288,7 +286,6 @@ impl Instance {
             steps: Vec::new(),
             records: 0,
             pending: Vec::new(),
-            pending_bytes: 0,
             next: 0,
             cursor: 0,
             init_cursor: 0,
@@ -636,12 +633,11 @@ impl Instance {
             Some(w) => w.st.len() + w.key.len() + 64,
             None => record::encoded_len(&step),
         };
-        let pending = Pending { step, write, record_bytes };
-        self.pending_bytes += pending.held_bytes();
-        self.pending.push(pending);
+        self.pending.push(Pending { step, write, record_bytes });
         self.next += 1;
         self.follow();
-        if self.pending.len() >= PENDING_MAX || self.pending_bytes >= PENDING_BYTES_MAX {
+        let held: usize = self.pending.iter().map(Pending::held_bytes).sum();
+        if self.pending.len() >= PENDING_MAX || held >= PENDING_BYTES_MAX {
             self.flush(ctx).await?;
         }
         Ok(())
@@ -710,7 +706,6 @@ impl Instance {
                     for p in std::mem::take(&mut self.pending) {
                         self.steps.push(Recorded { seqnum: s.0, step: p.step });
                     }
-                    self.pending_bytes = 0;
                     self.reach(s.0);
                     let Some((step, _)) = tail else {
                         self.follow();
@@ -763,7 +758,6 @@ impl Instance {
             taken += 1;
         }
         self.pending.drain(..taken);
-        self.pending_bytes = self.pending.iter().map(Pending::held_bytes).sum();
         self.follow();
         Ok(())
     }

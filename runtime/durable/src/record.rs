@@ -126,9 +126,9 @@ pub enum Step {
     /// Never a step.
     Checkpoint { covers: u64, views: Vec<(u64, Bytes)> },
     /// Consecutive steps of one step log in one record, at one offset of the stream:
-    /// read-optimized writes (and the clock readings before them) an instance took
-    /// without logging each (`Instance::put`), and the step that logged them, if it was
-    /// one that may end a group ([`Step::ends_group`]). Also in each write's object
+    /// read-optimized writes an instance took without logging each (`Instance::put`),
+    /// then the clock readings it took after them if the result follows, and the step
+    /// that logged them, if it was one that may end a group ([`Step::ends_group`]). Also in each write's object
     /// stream (a write log's reader takes the last write of its object), and in
     /// INSTANCES if it ends with the result. Never empty and never nested
     /// ([`decode_steps`] checks).
