@@ -73,7 +73,7 @@ use crate::record::{
     self, input_sha256, Awaited, CondOutcome, InvocationKey, LockId, Outcome, ReadRecord, Reading, Step, Transition,
 };
 use crate::recorder::{GuestClock, Recorder};
-use crate::store::Version;
+use crate::store::{Version, VersionPut};
 use crate::tags::{shadow, APPENDED, INSTANCES};
 use crate::InstanceId;
 
@@ -769,21 +769,19 @@ impl Instance {
         let store = self.svc.store.clone();
         let pending: Vec<(&Step, &PendingWrite)> =
             self.pending.iter().filter_map(|p| Some((&p.step, p.write.as_ref()?))).collect();
-        let mut writes = Vec::new();
+        let mut puts = Vec::new();
         for (i, &(step, w)) in pending.iter().enumerate() {
             let again = pending[i + 1..].iter().any(|(_, later)| later.same_object(w));
             if w.stored || again {
                 continue;
             }
             let Step::Write { version, .. } = step else { unreachable!("a pending write is a write") };
-            writes.push(store.put_version(&w.st, &w.key, *version, w.value.clone()));
+            puts.push(VersionPut { table: w.st.clone(), key: w.key.clone(), version: *version, value: w.value.clone() });
         }
-        if writes.is_empty() {
+        if puts.is_empty() {
             return Ok(());
         }
-        for stored in futures_util::future::join_all(writes).await {
-            stored?;
-        }
+        store.put_versions(puts).await?;
         for w in self.pending.iter_mut().filter_map(|p| p.write.as_mut()) {
             w.stored = true;
         }

@@ -35,7 +35,7 @@ use bytes::Bytes;
 use rocksdb::{ColumnFamilyDescriptor, ErrorKind, Options, ReadOptions, WriteBatch, WriteOptions, DB};
 use tokio::sync::oneshot;
 
-use tally_durable::store::{check_table, Family, StateError, StateFuture, StateStore, Value, Version};
+use tally_durable::store::{check_table, Family, StateError, StateFuture, StateStore, Value, Version, VersionPut};
 
 const CF_VERSIONS: &str = "versions";
 const CF_LATEST: &str = "latest";
@@ -60,6 +60,8 @@ pub struct RocksStateStore {
 
 struct Inner {
     db: DB,
+    /// Synced batches committed so far.
+    syncs: std::sync::atomic::AtomicU64,
 }
 
 /// Where a write's outcome goes.
@@ -90,6 +92,8 @@ enum Write {
         value: Vec<u8>,
         done: Done<()>,
     },
+    /// Writes queued together, so that they go in one batch (`put_versions`).
+    Group(Vec<Write>),
 }
 
 impl Write {
@@ -99,6 +103,7 @@ impl Write {
             Write::Version { done, .. } | Write::DeleteVersion { done, .. } | Write::IfNewer { done, .. } => {
                 drop(done.send(Err(e.clone())))
             }
+            Write::Group(writes) => writes.into_iter().for_each(|w| w.refuse(e)),
         }
     }
 
@@ -108,6 +113,15 @@ impl Write {
                 key.len() + value.len()
             }
             Write::DeleteVersion { key, .. } => key.len(),
+            Write::Group(writes) => writes.iter().map(Write::bytes).sum(),
+        }
+    }
+
+    /// Adds this write to `batch`, a group's writes one by one.
+    fn push_to(self, batch: &mut Vec<Write>) {
+        match self {
+            Write::Group(writes) => batch.extend(writes),
+            write => batch.push(write),
         }
     }
 }
@@ -144,7 +158,7 @@ impl RocksStateStore {
         opts.set_recycle_log_file_num(4);
         let cfs = [CF_VERSIONS, CF_LATEST].into_iter().map(|name| ColumnFamilyDescriptor::new(name, Options::default()));
         let db = DB::open_cf_descriptors(&opts, path, cfs).map_err(backend)?;
-        let inner = Arc::new(Inner { db });
+        let inner = Arc::new(Inner { db, syncs: Default::default() });
         let (queue, writes) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("tally-state-writer".into())
@@ -160,14 +174,16 @@ impl RocksStateStore {
     /// answer, which comes once it is durable.
     fn write<'a, T: Send + 'static>(&'a self, table: &str, make: impl FnOnce(Done<T>) -> Write) -> StateFuture<'a, T> {
         let (done, answer) = oneshot::channel();
-        let queued = check_table(table).and_then(|()| {
-            let (queue, _) = self.writer.as_ref().expect("the writer runs until the store is dropped");
-            queue.send(make(done)).map_err(|_| writer_stopped())
-        });
+        let queued = check_table(table).and_then(|()| self.queue(make(done)));
         Box::pin(async move {
             queued?;
             answer.await.map_err(|_| writer_stopped())?
         })
+    }
+
+    fn queue(&self, write: Write) -> Result<(), StateError> {
+        let (queue, _) = self.writer.as_ref().expect("the writer runs until the store is dropped");
+        queue.send(write).map_err(|_| writer_stopped())
     }
 
     /// Runs `op` on the blocking pool after checking the table name.
@@ -286,11 +302,12 @@ impl Inner {
                 continue;
             }
             let mut bytes = first.bytes();
-            let mut writes = vec![first];
+            let mut writes = Vec::new();
+            first.push_to(&mut writes);
             while writes.len() < BATCH_WRITES_MAX && bytes < BATCH_BYTES_MAX {
                 let Ok(next) = queue.try_recv() else { break };
                 bytes += next.bytes();
-                writes.push(next);
+                next.push_to(&mut writes);
             }
             if let Err(e) = self.commit(writes) {
                 tracing::error!(error = %e, "a state store commit failed; refusing every later write");
@@ -356,6 +373,7 @@ impl Inner {
                     pending[LATEST].insert(key, Some(value));
                     answers.push(Answer::Unit(done));
                 }
+                Write::Group(_) => unreachable!("the writer queues a group's writes one by one"),
             }
         }
         let result = if batch.is_empty() {
@@ -363,6 +381,7 @@ impl Inner {
         } else {
             let mut opts = WriteOptions::default();
             opts.set_sync(true);
+            self.syncs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             self.db.write_opt(batch, &opts).map_err(backend)
         };
         for answer in answers {
@@ -390,6 +409,29 @@ impl StateStore for RocksStateStore {
     fn put_version<'a>(&'a self, table: &'a str, key: &'a [u8], version: u64, value: Value) -> StateFuture<'a, bool> {
         let key = version_key(&object_key(table, key), version);
         self.write(table, |done| Write::Version { key, value: encode_value(&[], &value), done })
+    }
+
+    fn put_versions<'a>(&'a self, puts: Vec<VersionPut>) -> StateFuture<'a, Vec<bool>> {
+        // One message, so that the writer takes them all into one batch: sent one by
+        // one, the writer may wake on the first and sync it alone.
+        let checked = puts.iter().try_for_each(|p| check_table(&p.table));
+        let (writes, answers): (Vec<Write>, Vec<_>) = puts
+            .into_iter()
+            .map(|p| {
+                let (done, answer) = oneshot::channel();
+                let key = version_key(&object_key(&p.table, &p.key), p.version);
+                (Write::Version { key, value: encode_value(&[], &p.value), done }, answer)
+            })
+            .unzip();
+        let queued = checked.and_then(|()| self.queue(Write::Group(writes)));
+        Box::pin(async move {
+            queued?;
+            let mut stored = Vec::with_capacity(answers.len());
+            for answer in answers {
+                stored.push(answer.await.map_err(|_| writer_stopped())??);
+            }
+            Ok(stored)
+        })
     }
 
     fn get_at<'a>(&'a self, table: &'a str, key: &'a [u8], at: u64) -> StateFuture<'a, Option<(u64, Value)>> {
@@ -597,6 +639,29 @@ mod tests {
         assert_eq!(store.get_version("t", b"k", 7).await.unwrap(), Some(value("first")));
         assert_eq!(store.get_latest("t", b"a").await.unwrap(), Some((version(6), value("6"))));
         assert_eq!(store.get_version("t", b"d", 1).await.unwrap(), None);
+    }
+
+    /// The versions of one `put_versions` call are one synced batch, however the writer
+    /// thread's wakeups fall: an instance's pending writes cost one fsync.
+    #[tokio::test]
+    async fn put_versions_is_one_sync() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let store = RocksStateStore::open(dir.path()).expect("opening");
+        let syncs = || store.inner.syncs.load(std::sync::atomic::Ordering::Relaxed);
+        for round in 0..20u64 {
+            let puts = (0..8u64)
+                .map(|k| VersionPut {
+                    table: "t".into(),
+                    key: Bytes::from(format!("k{k}")),
+                    version: round,
+                    value: Some(Bytes::from(format!("{round}"))),
+                })
+                .collect();
+            let before = syncs();
+            assert_eq!(store.put_versions(puts).await.unwrap(), [true; 8]);
+            assert_eq!(syncs() - before, 1, "round {round}: one sync for the call's 8 versions");
+        }
+        assert_eq!(store.get_version("t", b"k7", 19).await.unwrap(), Some(Some(Bytes::from("19"))));
     }
 
     /// A read limited to memory is refused (`Incomplete`) for a key only a table file

@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
 
-use super::{Family, StateFuture, StateStore, Value, Version};
+use super::{Family, StateFuture, StateStore, Value, Version, VersionPut};
 
 const SHARDS: usize = 8;
 /// What an entry costs beyond its key and value: the map slot, the clock slot, the
@@ -177,6 +177,18 @@ impl StateStore for VersionCache {
             let stored = self.inner.put_version(table, key, version, value.clone()).await?;
             if stored && self.shard_bytes_max > 0 {
                 self.insert(table, key, version, value);
+            }
+            Ok(stored)
+        })
+    }
+
+    fn put_versions<'a>(&'a self, puts: Vec<VersionPut>) -> StateFuture<'a, Vec<bool>> {
+        Box::pin(async move {
+            let stored = self.inner.put_versions(puts.clone()).await?;
+            if self.shard_bytes_max > 0 {
+                for (p, _) in puts.into_iter().zip(&stored).filter(|(_, &stored)| stored) {
+                    self.insert(&p.table, &p.key, p.version, p.value);
+                }
             }
             Ok(stored)
         })

@@ -9,7 +9,7 @@ use std::future::Future;
 
 use bytes::Bytes;
 
-use super::{Family, StateStore, Value, Version};
+use super::{Family, StateStore, Value, Version, VersionPut};
 
 /// Runs every case. `open` opens the store under test; it is called once per case and
 /// again by [`survives_reopen`], each time on the same underlying storage, after the
@@ -23,6 +23,7 @@ where
     get_at_boundaries(&*open().await).await;
     tombstones(&*open().await).await;
     first_put_wins(&*open().await).await;
+    put_versions_puts_each(&*open().await).await;
     delete_version_removes_one(&*open().await).await;
     put_if_newer_ordering(&*open().await).await;
     put_latest_overwrites(&*open().await).await;
@@ -116,6 +117,33 @@ pub async fn first_put_wins(store: &dyn StateStore) {
     assert!(store.put_version(t, b"tomb", 4, None).await.unwrap());
     assert!(!store.put_version(t, b"tomb", 4, val("late")).await.unwrap());
     check_at(store, t, b"tomb", 9, Some((4, None))).await;
+}
+
+pub async fn put_versions_puts_each(store: &dyn StateStore) {
+    let t = "put_versions_puts_each";
+    let put = |key: &str, version: u64, value: Value| VersionPut {
+        table: t.to_string(),
+        key: Bytes::copy_from_slice(key.as_bytes()),
+        version,
+        value,
+    };
+    assert!(store.put_version(t, b"old", 1, val("kept")).await.unwrap());
+    let puts = vec![
+        put("a", 1, val("a1")),
+        put("old", 1, val("ignored")),
+        put("b", 2, None),
+        // The same version twice in one call: the first put wins here too.
+        put("a", 3, val("first")),
+        put("a", 3, val("second")),
+    ];
+    assert_eq!(store.put_versions(puts).await.unwrap(), [true, false, true, true, false], "{t}: what each put stored");
+    check_at(store, t, b"a", 1, Some((1, val("a1")))).await;
+    check_at(store, t, b"a", 9, Some((3, val("first")))).await;
+    check_at(store, t, b"old", 9, Some((1, val("kept")))).await;
+    check_at(store, t, b"b", 9, Some((2, None))).await;
+    assert_eq!(store.put_versions(Vec::new()).await.unwrap(), Vec::<bool>::new(), "{t}: nothing to put");
+    let invalid = vec![put("c", 1, val("c")), VersionPut { table: String::new(), ..put("c", 2, val("c")) }];
+    assert!(store.put_versions(invalid).await.is_err(), "{t}: a put to an invalid table fails the call");
 }
 
 pub async fn delete_version_removes_one(store: &dyn StateStore) {

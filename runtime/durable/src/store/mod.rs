@@ -37,6 +37,15 @@ impl Version {
     pub const ZERO: Version = Version { cursor: 0, counter: 0 };
 }
 
+/// One version for [`StateStore::put_versions`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VersionPut {
+    pub table: String,
+    pub key: Bytes,
+    pub version: u64,
+    pub value: Value,
+}
+
 /// The two key spaces of a store.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Family {
@@ -88,6 +97,18 @@ pub trait StateStore: Send + Sync {
     /// value).
     fn put_version<'a>(&'a self, table: &'a str, key: &'a [u8], version: u64, value: Value) -> StateFuture<'a, bool>;
 
+    /// Stores each of `puts` as [`put_version`](Self::put_version) would, in order, and says for
+    /// each whether this call stored it. A backend that can makes them durable together
+    /// (the embedded store: one synced batch), where the default puts them one by one,
+    /// concurrently; either way a failure may leave some stored, which a repeat makes
+    /// whole.
+    fn put_versions<'a>(&'a self, puts: Vec<VersionPut>) -> StateFuture<'a, Vec<bool>> {
+        Box::pin(async move {
+            let stored = puts.iter().map(|p| self.put_version(&p.table, &p.key, p.version, p.value.clone()));
+            futures_util::future::join_all(stored).await.into_iter().collect()
+        })
+    }
+
     /// The newest version `<= at` of `(table, key)` and its value, if there is one.
     fn get_at<'a>(&'a self, table: &'a str, key: &'a [u8], at: u64) -> StateFuture<'a, Option<(u64, Value)>>;
 
@@ -133,6 +154,10 @@ pub trait StateStore: Send + Sync {
 impl<S: StateStore + ?Sized> StateStore for std::sync::Arc<S> {
     fn put_version<'a>(&'a self, table: &'a str, key: &'a [u8], version: u64, value: Value) -> StateFuture<'a, bool> {
         (**self).put_version(table, key, version, value)
+    }
+
+    fn put_versions<'a>(&'a self, puts: Vec<VersionPut>) -> StateFuture<'a, Vec<bool>> {
+        (**self).put_versions(puts)
     }
 
     fn get_at<'a>(&'a self, table: &'a str, key: &'a [u8], at: u64) -> StateFuture<'a, Option<(u64, Value)>> {
