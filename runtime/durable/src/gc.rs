@@ -111,8 +111,9 @@ async fn collect_table(
                     break;
                 }
                 match record::write_in(&r.data, table, key)? {
-                    Some((version, _)) => {
-                        if version != keep.version && d.store.delete_version(&st, key, version).await? {
+                    Some(written) => {
+                        let version = written.version;
+                        if version != keep.written.version && d.store.delete_version(&st, key, version).await? {
                             done.versions += 1;
                         }
                         trim_to = Some(r.seqnum.0 + 1);

@@ -66,7 +66,7 @@ use tally_log_core::{BookId, Context, Error as LogError, LogRecord, SeqNum, Tag}
 use crate::config::Protocol;
 use crate::error::Error;
 use crate::locks::{self, LockView};
-use crate::node::{fresher_value, version_value, visible_write, Abort, Durable};
+use crate::node::{fresher_value, visible_write, written_value, Abort, Durable};
 use crate::objects::{self, ObjOp, Txn};
 use crate::queues;
 use crate::record::{
@@ -140,6 +140,10 @@ const PENDING_READINGS_MAX: usize = 64 << 10;
 const PENDING_READINGS_TOTAL_MAX: usize = 256 << 10;
 // A group's tags: the step log's, one per write, and a result's INSTANCES and APPENDED.
 const _: () = assert!(PENDING_MAX + 3 <= crate::env::TAGS_MAX);
+// The pending steps' part of a record: writes that carry their values (a table name is
+// at most 64 bytes; 64 more for framing) and readings, inside a record.
+const _: () =
+    assert!(PENDING_MAX * (record::PUT_INLINE_MAX + crate::KEY_MAX + 128) + PENDING_READINGS_TOTAL_MAX <= crate::PAYLOAD_MAX);
 
 /// A decoded step, and the seqnum of the record that holds it (several steps of a
 /// [`Step::Group`] share one).
@@ -629,9 +633,10 @@ impl Instance {
 
     /// Takes `step` (with what a write stores) to be logged with the next record.
     async fn take_pending(&mut self, ctx: &mut Context, step: Step, write: Option<PendingWrite>) -> Result<(), Abort> {
-        let record_bytes = match &write {
-            Some(w) => w.st.len() + w.key.len() + 64,
-            None => record::encoded_len(&step),
+        let record_bytes = match (&write, &step) {
+            (Some(w), Step::Put { value, .. }) => w.st.len() + w.key.len() + value.as_ref().map_or(0, |v| v.len()) + 64,
+            (Some(w), _) => w.st.len() + w.key.len() + 64,
+            (None, _) => record::encoded_len(&step),
         };
         self.pending.push(Pending { step, write, record_bytes });
         self.next += 1;
@@ -643,15 +648,17 @@ impl Instance {
         Ok(())
     }
 
-    /// `log_clocks` before the result: live readings past the recorded history, if
-    /// small, are taken to go in the result's record, just before it, since the
-    /// outcome is the first effect that may depend on them (a peer's other readings
-    /// there stop this execution then, as they would now). Never before a write: its
-    /// version is stored before its record, under a name that does not depend on its
-    /// value, so the readings it may depend on must be logged before that store (a
-    /// re-execution after a crash between them would read other values and store them
-    /// under the same name, where the first one stays).
-    async fn clocks_before_result(&mut self, ctx: &mut Context) -> Result<(), Abort> {
+    /// `log_clocks` before the result or a write that carries its value (`Step::Put`):
+    /// live readings past the recorded history, if small, are taken to go in the next
+    /// record, just before the step, since that record is the first effect that may
+    /// depend on them (a peer's other readings there stop this execution then, as they
+    /// would now). Never before a `Step::Write`: its version is stored before its
+    /// record, under a name that does not depend on its value, so the readings it may
+    /// depend on must be logged before that store (a re-execution after a crash between
+    /// them would read other values and store them under the same name, where the first
+    /// one stays); such a write logs the pending readings first (`put`). A `Put`'s
+    /// stored version is never read.
+    async fn take_clocks(&mut self, ctx: &mut Context) -> Result<(), Abort> {
         let readings_pending: usize = self.pending.iter().filter(|p| p.write.is_none()).map(|p| p.record_bytes).sum();
         let fits = |bytes: usize| bytes <= PENDING_READINGS_MAX && readings_pending + bytes <= PENDING_READINGS_TOTAL_MAX;
         if self.steps.get(self.next).is_some() || !self.recorder.has_fresh() {
@@ -764,24 +771,28 @@ impl Instance {
 
     /// Stores the version of every pending write not stored yet, together, except
     /// those of objects that a later pending write writes again: no reader sees them,
-    /// since a record's last write of an object is the one it makes visible.
+    /// since a record's last write of an object is the one it makes visible. Synced
+    /// only if one is a `Step::Write`: a `Step::Put` carries its value in the record.
     async fn store_pending(&mut self) -> Result<(), Abort> {
         let store = self.svc.store.clone();
         let pending: Vec<(&Step, &PendingWrite)> =
             self.pending.iter().filter_map(|p| Some((&p.step, p.write.as_ref()?))).collect();
-        let mut puts = Vec::new();
+        let (mut puts, mut durable) = (Vec::new(), false);
         for (i, &(step, w)) in pending.iter().enumerate() {
             let again = pending[i + 1..].iter().any(|(_, later)| later.same_object(w));
             if w.stored || again {
                 continue;
             }
-            let Step::Write { version, .. } = step else { unreachable!("a pending write is a write") };
+            let (Step::Write { version, .. } | Step::Put { version, .. }) = step else {
+                unreachable!("a pending write is a write")
+            };
+            durable |= matches!(step, Step::Write { .. });
             puts.push(VersionPut { table: w.st.clone(), key: w.key.clone(), version: *version, value: w.value.clone() });
         }
         if puts.is_empty() {
             return Ok(());
         }
-        store.put_versions(puts).await?;
+        store.put_versions(puts, durable).await?;
         for w in self.pending.iter_mut().filter_map(|p| p.write.as_mut()) {
             w.stored = true;
         }
@@ -957,7 +968,7 @@ impl Instance {
             Effective::ReadOptimized => {
                 let visible = visible_write(&self.svc, ctx, self.book, table, key, self.cursor).await?;
                 match visible {
-                    Some(w) => Ok(version_value(&*store, &st, table, key, w.version).await?),
+                    Some(w) => Ok(written_value(&*store, &st, table, key, &w.written).await?),
                     None => {
                         self.check_unfinished(ctx).await?;
                         Ok(None)
@@ -990,11 +1001,18 @@ impl Instance {
         let store = self.svc.store.clone();
         let protocol = self.protocol(ctx, table).await?;
         self.svc.observe(self.book, table, protocol, true);
-        if protocol != Effective::ReadOptimized {
+        // A read-optimized write whose record carries its value stores nothing that a
+        // reader looks at before that record, so the readings before it may wait for
+        // the record too. One whose version is stored first waits for none.
+        let inline = !value.as_ref().is_some_and(|v| v.len() > record::PUT_INLINE_MAX);
+        let readings_pending = self.pending.iter().any(|p| p.write.is_none());
+        if protocol != Effective::ReadOptimized || (!inline && readings_pending) {
             self.flush(ctx).await?;
         }
-        if protocol != Effective::Unsafe {
-            self.log_clocks(ctx).await?;
+        match protocol {
+            Effective::Unsafe => {}
+            Effective::ReadOptimized if inline => self.take_clocks(ctx).await?,
+            _ => self.log_clocks(ctx).await?,
         }
         match protocol {
             Effective::Unsafe => {
@@ -1008,10 +1026,16 @@ impl Instance {
                 // nothing outside the instance can see it before that, and everything
                 // the instance does next that could reveal it flushes first. A crash
                 // before then loses the write as one before its record always did.
+                // A small value goes in the record itself (`Step::Put`): readers take it
+                // from there, and its version is stored without a sync.
                 self.step_gate(ctx).await?;
                 let version = version_of(&self.id, self.next);
                 let key_bytes = Bytes::copy_from_slice(key);
-                let write = Step::Write { table: table.to_string(), key: key_bytes.clone(), version, migrated_from: None };
+                let (t, k) = (table.to_string(), key_bytes.clone());
+                let write = match inline {
+                    true => Step::Put { table: t, key: k, version, value: value.clone() },
+                    false => Step::Write { table: t, key: k, version, migrated_from: None },
+                };
                 if let Some(r) = self.recorded(&write)? {
                     self.take(r.seqnum);
                     return Ok(());
@@ -1884,7 +1908,7 @@ impl Instance {
     /// Logs the invocation's final outcome (or takes a peer's) and returns it, after
     /// the clock readings it may depend on.
     pub async fn finish(&mut self, ctx: &mut Context, outcome: Outcome) -> Result<Outcome, Abort> {
-        self.clocks_before_result(ctx).await?;
+        self.take_clocks(ctx).await?;
         self.log_result(ctx, outcome, true).await
     }
 

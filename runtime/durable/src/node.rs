@@ -15,7 +15,7 @@ use crate::env::{Clock, Functions, Log, Peers, Spawn};
 use crate::error::Error;
 use crate::instance::Effective;
 use crate::invoke::Invocations;
-use crate::record::{self, TableRef, Transition};
+use crate::record::{self, TableRef, Transition, Written};
 use crate::store::{StateError, StateStore, Value};
 use crate::tags::{shadow, TagKey, BOOKS, PLATFORM_BOOK, TABLES, TAG_KEY};
 
@@ -398,12 +398,11 @@ async fn agree_tag_key(log: &dyn Log, mine: TagKey) -> Result<TagKey, Error> {
     TagKey::from_slice(&record.data).ok_or_else(|| Error::Internal(format!("the tag key record has {} bytes", record.data.len())))
 }
 
-/// One record of an object's write log.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// One record of an object's write log: its seqnum, and the object's write it holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WriteRecord {
     pub seqnum: u64,
-    pub version: u64,
-    pub migrated_from: Option<u64>,
+    pub written: Written,
 }
 
 /// The last write-log record of `(table, key)` at or before `at` (skipping records of
@@ -421,8 +420,8 @@ async fn prev_write(
         let Some(r) = d.log.read_prev(ctx, shadow(book), tag, SeqNum(at)).await? else {
             return Ok(None);
         };
-        if let Some((version, migrated_from)) = record::write_in(&r.data, table, key)? {
-            return Ok(Some(WriteRecord { seqnum: r.seqnum.0, version, migrated_from }));
+        if let Some(written) = record::write_in(&r.data, table, key)? {
+            return Ok(Some(WriteRecord { seqnum: r.seqnum.0, written }));
         }
         match r.seqnum.0.checked_sub(1) {
             Some(prev) => at = prev,
@@ -445,24 +444,29 @@ pub(crate) async fn visible_write(
     let Some(last) = prev_write(d, ctx, book, table, key, at).await? else {
         return Ok(None);
     };
-    let (Some(from), Some(before)) = (last.migrated_from, last.seqnum.checked_sub(1)) else {
+    let (Some(from), Some(before)) = (last.written.migrated_from, last.seqnum.checked_sub(1)) else {
         return Ok(Some(last));
     };
     match prev_write(d, ctx, book, table, key, before).await? {
-        Some(raced) if raced.migrated_from.is_none() && raced.seqnum > from => Ok(Some(raced)),
+        Some(raced) if raced.written.migrated_from.is_none() && raced.seqnum > from => Ok(Some(raced)),
         _ => Ok(Some(last)),
     }
 }
 
-/// The value of exactly `version` of `(table, key)`: it exists, since versions are
-/// stored before the write-log record that points at them.
-pub(crate) async fn version_value(
+/// The value a write-log record gives `(table, key)`: the one it carries, else exactly
+/// the version it names, which exists, since such versions are stored before the
+/// record that points at them.
+pub(crate) async fn written_value(
     store: &dyn StateStore,
     st: &str,
     table: &str,
     key: &[u8],
-    version: u64,
+    written: &Written,
 ) -> Result<Value, Abort> {
+    let version = written.version;
+    if let Some(value) = &written.value {
+        return Ok(value.clone());
+    }
     match store.get_version(st, key, version).await? {
         Some(value) => Ok(value),
         None => Err(Abort::internal(format!("version {version} of {table:?}/{key:?} is missing from the store"))),
@@ -484,7 +488,7 @@ pub(crate) async fn fresher_value(
     match (latest, logged) {
         (Some((v, value)), Some(w)) if v.cursor > w.seqnum => Ok(value),
         (Some((_, value)), None) => Ok(value),
-        (_, Some(w)) => version_value(&*d.store, st, table, key, w.version).await,
+        (_, Some(w)) => written_value(&*d.store, st, table, key, &w.written).await,
         (None, None) => Ok(None),
     }
 }

@@ -133,6 +133,31 @@ pub enum Step {
     /// INSTANCES if it ends with the result. Never empty and never nested
     /// ([`decode_steps`] checks).
     Group { steps: Vec<Step> },
+    /// A read-optimized write that carries its value (one of at most
+    /// [`PUT_INLINE_MAX`] bytes): readers at or past this record take the value from it,
+    /// never from the store. `version` is stored too, but only as the store's record
+    /// that the object exists (garbage collection pages through stored objects and
+    /// deletes the versions older records name), without a sync and before the record:
+    /// a crash may lose it, or leave another execution's value under its name, and no
+    /// reader looks. Added after the other variants, so that older records decode as
+    /// before.
+    Put { table: String, key: Bytes, version: u64, value: Option<Bytes> },
+}
+
+/// The largest value a read-optimized write carries in its record ([`Step::Put`]); a
+/// larger one is stored as its version, synced, before a [`Step::Write`] names it.
+pub const PUT_INLINE_MAX: usize = 8 << 10;
+
+/// The write of one object that a write-log record holds ([`write_in`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Written {
+    /// The version it names in the store.
+    pub version: u64,
+    /// The cursor of the write-optimized value a migration carried over.
+    pub migrated_from: Option<u64>,
+    /// The value, if the record carries it ([`Step::Put`]); else it is the store's
+    /// `version`.
+    pub value: Option<Option<Bytes>>,
 }
 
 impl std::fmt::Display for LockId {
@@ -218,9 +243,12 @@ impl Step {
     /// results (a read's value, a child's outcome) are the record's to give.
     pub fn same_operation(&self, asked: &Step) -> bool {
         match (self, asked) {
-            (Step::Write { table: t, key: k, version: v, .. }, Step::Write { table, key, version, .. }) => {
-                t == table && k == key && v == version
-            }
+            // A write taken again is the same write whatever its value (as the store's
+            // first put of a version stays), and whether or not it carries the value.
+            (
+                Step::Write { table: t, key: k, version: v, .. } | Step::Put { table: t, key: k, version: v, .. },
+                Step::Write { table, key, version, .. } | Step::Put { table, key, version, .. },
+            ) => t == table && k == key && v == version,
             (Step::LoggedWrite { table: t, key: k, value: v }, Step::LoggedWrite { table, key, value }) => {
                 t == table && k == key && v == value
             }
@@ -272,7 +300,7 @@ impl Step {
             Step::Init { function, version, .. } | Step::InitKeyed { function, version, .. } => {
                 format!("init of {function} version {version}")
             }
-            Step::Write { table, key, .. } => format!("write of {table}/{}", printable(key)),
+            Step::Write { table, key, .. } | Step::Put { table, key, .. } => format!("write of {table}/{}", printable(key)),
             Step::LoggedWrite { table, key, .. } => format!("logged write of {table}/{}", printable(key)),
             Step::Read { table, key, .. } => format!("read of {table}/{}", printable(key)),
             Step::Invoke { function, .. } => format!("call of {function}"),
@@ -305,7 +333,14 @@ impl Step {
     /// only (clock readings, a cancellation) or the result, never one of a library's
     /// stream, so that only step-log, write-log and INSTANCES readers meet groups.
     pub fn ends_group(&self) -> bool {
-        matches!(self, Step::Write { migrated_from: None, .. } | Step::Clocks { .. } | Step::Cancelled | Step::Result { .. })
+        self.is_taken_write() || matches!(self, Step::Clocks { .. } | Step::Cancelled | Step::Result { .. })
+    }
+
+    /// Whether the step is a read-optimized write of a step log, which an instance takes
+    /// without logging it at once: a [`Step::Put`], or a [`Step::Write`] that is no
+    /// migration.
+    pub fn is_taken_write(&self) -> bool {
+        matches!(self, Step::Write { migrated_from: None, .. } | Step::Put { .. })
     }
 
     /// The steps a step-log record holds, in order: a group's, or the step itself.
@@ -332,7 +367,7 @@ pub fn decode_steps(what: &str, bytes: &[u8]) -> Result<Step, Error> {
     let step: Step = decode(what, bytes)?;
     if let Step::Group { steps } = &step {
         let well_formed = steps.split_last().is_some_and(|(last, taken)| {
-            last.ends_group() && taken.iter().all(|t| matches!(t, Step::Write { migrated_from: None, .. } | Step::Clocks { .. }))
+            last.ends_group() && taken.iter().all(|t| t.is_taken_write() || matches!(t, Step::Clocks { .. }))
         });
         if !well_formed {
             return Err(Error::Internal(format!("a {what} record holds a malformed group of {} steps", steps.len())));
@@ -348,16 +383,18 @@ pub fn decode_last(what: &str, bytes: &[u8]) -> Result<Step, Error> {
 
 /// The write of `(table, key)` that a write-log record holds, read in place (a read-
 /// optimized read does this for every record it looks at, and a group may hold many
-/// writes): its version, and the cursor a migration carried over. That is the record's
-/// own write, or the last of a group's writes of the object (the one an instance stores;
-/// see `Instance::put`). `None` for a record of another object, or of no write.
-pub fn write_in(bytes: &[u8], table: &str, key: &[u8]) -> Result<Option<(u64, Option<u64>)>, Error> {
+/// writes): its version, the cursor a migration carried over, and the value if the
+/// record carries it (a slice of `bytes`). That is the record's own write, or the last
+/// of a group's writes of the object (the one an instance stores; see `Instance::put`).
+/// `None` for a record of another object, or of no write.
+pub fn write_in(bytes: &Bytes, table: &str, key: &[u8]) -> Result<Option<Written>, Error> {
     use std::sync::OnceLock;
-    static VARIANTS: OnceLock<(u32, u32)> = OnceLock::new();
-    let &(write, group) = VARIANTS.get_or_init(|| {
+    static VARIANTS: OnceLock<(u32, u32, u32)> = OnceLock::new();
+    let &(write, put, group) = VARIANTS.get_or_init(|| {
         let variant = |step: &Step| u32::from_le_bytes(encode(step)[1..5].try_into().expect("a variant"));
         let w = Step::Write { table: String::new(), key: Bytes::new(), version: 0, migrated_from: None };
-        (variant(&w), variant(&Step::Group { steps: Vec::new() }))
+        let p = Step::Put { table: String::new(), key: Bytes::new(), version: 0, value: None };
+        (variant(&w), variant(&p), variant(&Step::Group { steps: Vec::new() }))
     });
     let malformed = || Error::Internal("a write-log record is malformed".into());
     let mut r = Reader(bytes);
@@ -365,37 +402,43 @@ pub fn write_in(bytes: &[u8], table: &str, key: &[u8]) -> Result<Option<(u64, Op
         // A clear error for a format this node does not know.
         return decode::<Step>("write-log", bytes).map(|_| None);
     }
-    let variant = r.u32().ok_or_else(malformed)?;
-    let count = match variant {
-        v if v == write => 1,
+    let first = r.u32().ok_or_else(malformed)?;
+    let count = match first {
+        v if v == write || v == put => 1,
         v if v == group => r.u64().ok_or_else(malformed)?,
         _ => return Ok(None),
     };
     let mut found = None;
     for i in 0..count {
-        if variant == group && r.u32().ok_or_else(malformed)? != write {
+        let variant = if first == group { r.u32().ok_or_else(malformed)? } else { first };
+        if variant != write && variant != put {
             if i + 1 == count {
                 // What ends a group is no write.
                 break;
             }
             // Clock readings among the writes: read the whole record.
             let steps = decode_steps("write-log", bytes)?.into_steps();
-            return Ok(steps.iter().rev().find_map(|s| match s {
+            return Ok(steps.into_iter().rev().find_map(|s| match s {
                 Step::Write { table: t, key: k, version, migrated_from } if t == table && k == key => {
-                    Some((*version, *migrated_from))
+                    Some(Written { version, migrated_from, value: None })
+                }
+                Step::Put { table: t, key: k, version, value } if t == table && k == key => {
+                    Some(Written { version, migrated_from: None, value: Some(value) })
                 }
                 _ => None,
             }));
         }
         let (t, k, version) = (r.bytes(), r.bytes(), r.u64());
         let (Some(t), Some(k), Some(version)) = (t, k, version) else { return Err(malformed()) };
-        let migrated_from = match r.take(1).ok_or_else(malformed)? {
-            [0] => None,
-            [1] => Some(r.u64().ok_or_else(malformed)?),
+        let (migrated_from, value) = match (variant == put, r.take(1).ok_or_else(malformed)?) {
+            (_, [0]) => (None, None),
+            (false, [1]) => (Some(r.u64().ok_or_else(malformed)?), None),
+            (true, [1]) => (None, Some(bytes.slice_ref(r.bytes().ok_or_else(malformed)?))),
             _ => return Err(malformed()),
         };
         if t == table.as_bytes() && k == key {
-            found = Some((version, migrated_from));
+            let value = (variant == put).then_some(value);
+            found = Some(Written { version, migrated_from, value });
         }
     }
     Ok(found)
@@ -591,6 +634,8 @@ mod tests {
                 input: Bytes::from_static(b"in"),
             },
             Step::Write { table: "t".into(), key: Bytes::from_static(b"\0k"), version: u64::MAX, migrated_from: Some(3) },
+            Step::Put { table: "t".into(), key: Bytes::from_static(b"\0k"), version: 3, value: Some(Bytes::from_static(b"v")) },
+            Step::Put { table: "t".into(), key: Bytes::from_static(b"k"), version: u64::MAX, value: None },
             Step::Read { table: "t".into(), key: Bytes::from_static(b"k"), value: None },
             Step::Invoke { function: "g".into(), input_sha256: input_sha256(b"x"), outcome: Outcome::NotFound("g".into()) },
             Step::Result { outcome: Outcome::TooLarge { size: None, limit: 7 } },
@@ -641,9 +686,19 @@ mod tests {
         let group = Step::Group {
             steps: vec![write("t", b"k", 1, None), write("t", b"j", 2, None), write("t", b"k", 3, None), result.clone()],
         };
+        let put = |table: &str, key: &[u8], version: u64, value: Option<&'static [u8]>| Step::Put {
+            table: table.into(),
+            key: Bytes::copy_from_slice(key),
+            version,
+            value: value.map(Bytes::from_static),
+        };
         type Found = Option<(u64, Option<u64>)>;
         let clocks = Step::Clocks { readings: vec![Reading::Wall(7), Reading::Log(None)] };
-        let cases: [(Step, &str, &[u8], Found); 9] = [
+        let stored = |found: Found| found.map(|(version, migrated_from)| Written { version, migrated_from, value: None });
+        let carried = |version: u64, value: Option<&'static [u8]>| {
+            Some(Written { version, migrated_from: None, value: Some(value.map(Bytes::from_static)) })
+        };
+        let old: [(Step, &str, &[u8], Found); 9] = [
             (write("t", b"k", u64::MAX, Some(7)), "t", b"k", Some((u64::MAX, Some(7)))),
             (write("t", b"k", 5, None), "t", b"k\0", None),
             // The table and key are length-prefixed: no separator to forge.
@@ -652,29 +707,49 @@ mod tests {
             (group.clone(), "t", b"j", Some((2, None))),
             (group, "u", b"k", None),
             (Step::Group { steps: vec![write("t", b"k", 4, None), Step::Cancelled] }, "t", b"k", Some((4, None))),
-            (result, "t", b"k", None),
+            (result.clone(), "t", b"k", None),
             (
-                Step::Group { steps: vec![write("t", b"k", 5, None), clocks.clone(), write("t", b"k", 6, None), clocks] },
+                Step::Group { steps: vec![write("t", b"k", 5, None), clocks.clone(), write("t", b"k", 6, None), clocks.clone()] },
                 "t",
                 b"k",
                 Some((6, None)),
             ),
         ];
+        let mut cases: Vec<(Step, &str, &[u8], Option<Written>)> =
+            old.into_iter().map(|(step, table, key, found)| (step, table, key, stored(found))).collect();
+        let mixed = Step::Group {
+            steps: vec![put("t", b"k", 1, Some(b"one")), write("t", b"j", 2, None), put("t", b"j", 3, None), result.clone()],
+        };
+        let new: [(Step, &str, &[u8], Option<Written>); 7] = [
+            (put("t", b"k", 9, Some(b"v")), "t", b"k", carried(9, Some(b"v"))),
+            (put("t", b"k", 9, Some(b"")), "t", b"k", carried(9, Some(b""))),
+            (put("t", b"k", 9, None), "t", b"k", carried(9, None)),
+            (put("t", b"k", 9, Some(b"v")), "t", b"kv", None),
+            (mixed.clone(), "t", b"k", carried(1, Some(b"one"))),
+            (mixed, "t", b"j", carried(3, None)),
+            (
+                Step::Group { steps: vec![put("t", b"k", 5, Some(b"five")), clocks.clone(), write("t", b"j", 6, None), clocks] },
+                "t",
+                b"k",
+                carried(5, Some(b"five")),
+            ),
+        ];
+        cases.extend(new);
         for (step, table, key, expected) in cases {
-            let bytes = encode(&step);
+            let bytes = Bytes::from(encode(&step));
             assert_eq!(write_in(&bytes, table, key).unwrap(), expected, "{step:?}");
             // Every cut of a record that holds the write is an error, never a wrong answer.
             if expected.is_some() {
                 for cut in 1..bytes.len() {
                     assert!(
-                        !matches!(write_in(&bytes[..cut], table, key), Ok(Some(found)) if Some(found) != expected),
+                        !matches!(write_in(&bytes.slice(..cut), table, key), Ok(Some(found)) if Some(&found) != expected.as_ref()),
                         "{step:?} cut at {cut}"
                     );
                 }
             }
         }
-        assert!(write_in(&[FORMAT + 1, 1, 0, 0, 0], "t", b"k").is_err(), "a newer format");
-        assert!(write_in(&[], "t", b"k").is_err());
+        assert!(write_in(&Bytes::from_static(&[FORMAT + 1, 1, 0, 0, 0]), "t", b"k").is_err(), "a newer format");
+        assert!(write_in(&Bytes::new(), "t", b"k").is_err());
     }
 
     #[test]
@@ -699,5 +774,23 @@ mod tests {
         };
         assert!(!write(b"a").same_operation(&write(b"b")));
         assert!(!write(b"a").same_operation(&read("t", b"k")));
+        // A read-optimized write is the same write whether it carries its value or not.
+        let stored = |key: &'static [u8], version| Step::Write {
+            table: "t".into(),
+            key: Bytes::from_static(key),
+            version,
+            migrated_from: None,
+        };
+        let put = |key: &'static [u8], version, value: &'static [u8]| Step::Put {
+            table: "t".into(),
+            key: Bytes::from_static(key),
+            version,
+            value: Some(Bytes::from_static(value)),
+        };
+        assert!(put(b"k", 1, b"a").same_operation(&put(b"k", 1, b"b")));
+        assert!(put(b"k", 1, b"a").same_operation(&stored(b"k", 1)));
+        assert!(stored(b"k", 1).same_operation(&put(b"k", 1, b"a")));
+        assert!(!put(b"k", 1, b"a").same_operation(&put(b"k", 2, b"a")));
+        assert!(!put(b"k", 1, b"a").same_operation(&stored(b"j", 1)));
     }
 }

@@ -42,7 +42,7 @@ use tally_log_core::{BookId, Context, Error as LogError, SeqNum, Tag};
 
 use crate::config::Protocol;
 use crate::error::Error;
-use crate::node::{check_table, store_table, version_value, visible_write, Abort, Durable, Ops};
+use crate::node::{check_table, store_table, visible_write, written_value, Abort, Durable, Ops};
 use crate::record::{self, Step, TableRef, Transition};
 use crate::store::{Family, Version};
 use crate::tags::{shadow, INSTANCES, PLATFORM_BOOK, SWITCHES};
@@ -302,7 +302,7 @@ impl Durable {
             for key in &keys {
                 if s.to == Protocol::WriteOptimized {
                     let Some(w) = visible_write(self, ctx, book, table, key, u64::MAX).await? else { continue };
-                    let value = version_value(&*self.store, &st, table, key, w.version).await?;
+                    let value = written_value(&*self.store, &st, table, key, &w.written).await?;
                     self.store.put_if_newer(&st, key, Version { cursor: w.seqnum, counter: 0 }, value).await?;
                     migrated += 1;
                     continue;

@@ -156,7 +156,7 @@ impl TagKey {
             Step::Group { steps } => steps
                 .iter()
                 .filter_map(|s| match s {
-                    Step::Write { table, key, .. } => Some(self.object(table, key)),
+                    Step::Write { table, key, .. } | Step::Put { table, key, .. } => Some(self.object(table, key)),
                     _ => None,
                 })
                 .collect(),

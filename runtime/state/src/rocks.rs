@@ -69,10 +69,11 @@ type Done<T> = oneshot::Sender<Result<T, StateError>>;
 
 /// A write for the writer thread. Keys are RocksDB keys, values encoded entries.
 enum Write {
-    /// Unless the version exists.
+    /// Unless the version exists; `sync: false` asks for no sync of its own.
     Version {
         key: Vec<u8>,
         value: Vec<u8>,
+        sync: bool,
         done: Done<bool>,
     },
     /// Says whether the version was there.
@@ -333,9 +334,14 @@ impl Inner {
             None => self.db.get_cf([versions, latest][family], key).map_err(backend),
         };
         let mut answers = Vec::with_capacity(writes.len());
+        // Whether a write of the batch asks for a sync, even one that writes nothing: a
+        // version found may be one an unsynced write left, and a sync makes every
+        // write before it durable (the write-ahead log is one sequence).
+        let mut sync = false;
         for write in writes {
+            sync |= !matches!(write, Write::Version { sync: false, .. });
             match write {
-                Write::Version { key, value, done } => match stored(&pending, VERSIONS, &key) {
+                Write::Version { key, value, done, .. } => match stored(&pending, VERSIONS, &key) {
                     Ok(Some(_)) => answers.push(Answer::Bool(done, false)),
                     Ok(None) => {
                         batch.put_cf(versions, &key, &value);
@@ -376,13 +382,17 @@ impl Inner {
                 Write::Group(_) => unreachable!("the writer queues a group's writes one by one"),
             }
         }
-        let result = if batch.is_empty() {
-            Ok(())
-        } else {
-            let mut opts = WriteOptions::default();
-            opts.set_sync(true);
+        if sync {
             self.syncs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            self.db.write_opt(batch, &opts).map_err(backend)
+        }
+        let result = match (batch.is_empty(), sync) {
+            (true, false) => Ok(()),
+            (true, true) => self.db.flush_wal(true).map_err(backend),
+            (false, _) => {
+                let mut opts = WriteOptions::default();
+                opts.set_sync(sync);
+                self.db.write_opt(batch, &opts).map_err(backend)
+            }
         };
         for answer in answers {
             answer.send(&result);
@@ -408,10 +418,10 @@ impl Inner {
 impl StateStore for RocksStateStore {
     fn put_version<'a>(&'a self, table: &'a str, key: &'a [u8], version: u64, value: Value) -> StateFuture<'a, bool> {
         let key = version_key(&object_key(table, key), version);
-        self.write(table, |done| Write::Version { key, value: encode_value(&[], &value), done })
+        self.write(table, |done| Write::Version { key, value: encode_value(&[], &value), sync: true, done })
     }
 
-    fn put_versions<'a>(&'a self, puts: Vec<VersionPut>) -> StateFuture<'a, Vec<bool>> {
+    fn put_versions<'a>(&'a self, puts: Vec<VersionPut>, durable: bool) -> StateFuture<'a, Vec<bool>> {
         // One message, so that the writer takes them all into one batch: sent one by
         // one, the writer may wake on the first and sync it alone.
         let checked = puts.iter().try_for_each(|p| check_table(&p.table));
@@ -420,7 +430,7 @@ impl StateStore for RocksStateStore {
             .map(|p| {
                 let (done, answer) = oneshot::channel();
                 let key = version_key(&object_key(&p.table, &p.key), p.version);
-                (Write::Version { key, value: encode_value(&[], &p.value), done }, answer)
+                (Write::Version { key, value: encode_value(&[], &p.value), sync: durable, done }, answer)
             })
             .unzip();
         let queued = checked.and_then(|()| self.queue(Write::Group(writes)));
@@ -610,7 +620,7 @@ mod tests {
         let mut writes = Vec::new();
         for v in ["first", "second"] {
             let (done, answer) = oneshot::channel();
-            writes.push(Write::Version { key: kv.clone(), value: encode_value(&[], &value(v)), done });
+            writes.push(Write::Version { key: kv.clone(), value: encode_value(&[], &value(v)), sync: true, done });
             units.push(answer);
         }
         for cursor in [5, 3, 5, 6] {
@@ -620,7 +630,7 @@ mod tests {
             bools.push(answer);
         }
         let (done, answer) = oneshot::channel();
-        writes.push(Write::Version { key: kd.clone(), value: encode_value(&[], &value("gone")), done });
+        writes.push(Write::Version { key: kd.clone(), value: encode_value(&[], &value("gone")), sync: true, done });
         units.push(answer);
         for _ in 0..2 {
             let (done, answer) = oneshot::channel();
@@ -658,9 +668,19 @@ mod tests {
                 })
                 .collect();
             let before = syncs();
-            assert_eq!(store.put_versions(puts).await.unwrap(), [true; 8]);
+            assert_eq!(store.put_versions(puts, true).await.unwrap(), [true; 8]);
             assert_eq!(syncs() - before, 1, "round {round}: one sync for the call's 8 versions");
         }
+        // Not durable: no sync; a durable put that finds such a version syncs all the same.
+        let put = |k: &str, durable| {
+            let p = VersionPut { table: "t".into(), key: Bytes::from(k.to_string()), version: 1, value: None };
+            store.put_versions(vec![p], durable)
+        };
+        let before = syncs();
+        assert_eq!(put("lazy", false).await.unwrap(), [true]);
+        assert_eq!(syncs(), before, "no sync for a version that need not be durable");
+        assert_eq!(put("lazy", true).await.unwrap(), [false]);
+        assert_eq!(syncs(), before + 1, "a sync for a durable put of a version that exists");
         assert_eq!(store.get_version("t", b"k7", 19).await.unwrap(), Some(Some(Bytes::from("19"))));
     }
 

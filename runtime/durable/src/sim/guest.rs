@@ -257,9 +257,26 @@ impl Functions for SimFunctions {
     }
 }
 
-/// The 8-byte value of a stored state value (what programs write).
+/// The 8-byte value of a stored state value (what programs write: 8 bytes, or 8 bytes
+/// padded with zeros past what a record carries, `padded`).
 pub fn value_of(v: &Option<Bytes>) -> Option<u64> {
-    v.as_ref().map(|b| if b.len() == 8 { u64::from_be_bytes(b[..].try_into().expect("8 bytes")) } else { u64::MAX })
+    v.as_ref().map(|b| match b.len() {
+        8 | PADDED_LEN if b[8..].iter().all(|&z| z == 0) => u64::from_be_bytes(b[..8].try_into().expect("8 bytes")),
+        _ => u64::MAX,
+    })
+}
+
+/// The length of a padded value: one byte more than a write's record carries, so its
+/// version is stored before the record (`Step::Write`).
+const PADDED_LEN: usize = crate::record::PUT_INLINE_MAX + 1;
+
+/// `x` as a state value, padded (see `value_of`) if `pad`.
+fn state_value(x: u64, pad: bool) -> Bytes {
+    let mut v = x.to_be_bytes().to_vec();
+    if pad {
+        v.resize(PADDED_LEN, 0);
+    }
+    Bytes::from(v)
 }
 
 pub fn mix(acc: u64, x: u64) -> u64 {
@@ -443,7 +460,8 @@ impl SimFunctions {
                     acc = mix(acc, v.map_or(0x5eed, |v| v.wrapping_add(1)));
                 }
                 Op::Put { table: t, key } => {
-                    let value = Bytes::copy_from_slice(&mix(acc, i as u64).to_be_bytes());
+                    // Every fifth put writes a value too large for its record.
+                    let value = state_value(mix(acc, i as u64), i % 5 == 4);
                     attempt.put(table(*t), &key_name(&prefix, u64::from(*key)), value).await.map_err(guest)?;
                 }
                 Op::PutDyn { table: t } => {

@@ -372,7 +372,7 @@ fn text(bytes: &[u8]) -> String {
 /// The key of a write record (of a group's write).
 fn write_key(step: &Step) -> String {
     match step {
-        Step::Write { key, .. } => text(key),
+        Step::Write { key, .. } | Step::Put { key, .. } => text(key),
         Step::Group { steps } => write_key(&steps[0]),
         other => panic!("not a write: {other:?}"),
     }
@@ -713,13 +713,16 @@ fn a_non_determinism_trap_is_logged_once_retries_are_spent() {
 /// A guest that reads its wall clock and a random number around three writes: a
 /// log-free one first, then the reading, stored read-optimized, then the random number,
 /// stored write-optimized. Each clock reading's live value differs from every other.
-fn stamp(live: Arc<std::sync::atomic::AtomicU64>) -> Guest {
+/// With `pad`, the reading is stored padded with spaces past what a record carries (so
+/// its version is stored before its record, `Step::Write`).
+fn stamp(live: Arc<std::sync::atomic::AtomicU64>, pad: bool) -> Guest {
     guest(move |a| {
         let live = live.clone();
         Box::pin(async move {
             a.put("wo", b"before", Bytes::from_static(b"x")).await?;
             let t = a.wall_clock_ns(live.fetch_add(1, Ordering::SeqCst));
-            a.put("ro", b"stamp", Bytes::from(t.to_string())).await?;
+            let width = if pad { crate::record::PUT_INLINE_MAX + 1 } else { 0 };
+            a.put("ro", b"stamp", Bytes::from(format!("{t:<width$}"))).await?;
             let r = a.random_u64();
             a.put("wo", b"random", Bytes::from(r.to_string())).await?;
             Ok(format!("{t} {r}").into_bytes())
@@ -733,30 +736,36 @@ fn stamp(live: Arc<std::sync::atomic::AtomicU64>) -> Guest {
 /// a log-free write was taken by a re-execution at that write, before the reading it
 /// holds, which then read the clock live; `Instance::log_clocks` takes a recorded
 /// `Clocks` step only once the execution read a clock at that point.
+/// With the reading stored as a `Step::Write` (padded), it is also what catches
+/// readings that wait for the record after its version was stored: reverting the flush
+/// before such a write in `Instance::put` fails it.
 #[test]
 fn a_re_execution_reads_the_clocks_and_random_numbers_of_the_crashed_one() {
-    let mut w = World::new(config());
-    let d = w.start(0);
-    w.deploy("stamp", Limits::default(), stamp(Arc::new(std::sync::atomic::AtomicU64::new(1_000))));
-    let mut stamps = BTreeSet::new();
-    for k in 1u64.. {
-        let key = format!("stamp-{k}");
-        let first = w.invoke(&d, InvokeRequest { crash_after: Some(k), ..keyed("stamp", &key, "") });
-        let again = w.invoke(&d, keyed("stamp", &key, "")).expect("the re-execution");
-        let stored = format!("{} {}", w.get(&d, "ro", "stamp").expect("stamped"), w.get(&d, "wo", "random").expect("drawn"));
-        assert_eq!(again, stored, "after a crash at effect {k}");
-        stamps.insert(again.clone());
-        match first {
-            Err(Error::InjectedCrash) => {}
-            Ok(out) => {
-                assert_eq!(out, again, "the uncrashed run");
-                assert!(k >= 6, "only {k} effects");
-                break;
+    for pad in [false, true] {
+        let mut w = World::new(config());
+        let d = w.start(0);
+        w.deploy("stamp", Limits::default(), stamp(Arc::new(std::sync::atomic::AtomicU64::new(1_000)), pad));
+        let mut stamps = BTreeSet::new();
+        for k in 1u64.. {
+            let key = format!("stamp-{k}");
+            let first = w.invoke(&d, InvokeRequest { crash_after: Some(k), ..keyed("stamp", &key, "") });
+            let again = w.invoke(&d, keyed("stamp", &key, "")).expect("the re-execution");
+            let stamped = w.get(&d, "ro", "stamp").expect("stamped");
+            let stored = format!("{} {}", stamped.trim_end(), w.get(&d, "wo", "random").expect("drawn"));
+            assert_eq!(again, stored, "after a crash at effect {k} (pad: {pad})");
+            stamps.insert(again.clone());
+            match first {
+                Err(Error::InjectedCrash) => {}
+                Ok(out) => {
+                    assert_eq!(out, again, "the uncrashed run");
+                    assert!(k >= 5, "only {k} effects");
+                    break;
+                }
+                Err(e) => panic!("crash at {k}: {e}"),
             }
-            Err(e) => panic!("crash at {k}: {e}"),
         }
+        assert!(stamps.iter().map(|s| s.split(' ').nth(1)).collect::<BTreeSet<_>>().len() > 3, "one random number for all");
     }
-    assert!(stamps.iter().map(|s| s.split(' ').nth(1)).collect::<BTreeSet<_>>().len() > 3, "one random number for all");
 }
 
 /// Recorded clocks, second half: an execution that read its clock live and then finds
@@ -768,7 +777,7 @@ fn a_re_execution_reads_the_clocks_and_random_numbers_of_the_crashed_one() {
 fn an_execution_that_read_other_clocks_than_the_logged_ones_stops_before_acting() {
     let mut w = World::new(config());
     let d = w.start(0);
-    w.deploy("stamp", Limits::default(), stamp(Arc::new(std::sync::atomic::AtomicU64::new(1_000))));
+    w.deploy("stamp", Limits::default(), stamp(Arc::new(std::sync::atomic::AtomicU64::new(1_000)), false));
     let version = w.guests.find("stamp", None).expect("deployed").0.version;
     let of = |key: &str, input: Option<Bytes>| Of {
         id: id("stamp", key),
@@ -788,18 +797,26 @@ fn an_execution_that_read_other_clocks_than_the_logged_ones_stops_before_acting(
     peer.read_clock(crate::recorder::GuestClock::Wall, 7);
     let done = w.invoke(&d, keyed("stamp", "raced", "")).expect("the other run");
     assert!(!done.starts_with("7 "), "the other run read its own clock: {done}");
-    match w.run(peer.put(&mut ctx, "ro", b"stamp", Some(Bytes::from_static(b"7")))) {
+    // The read-optimized write carries its value, so it and the reading wait for the
+    // next record, and the next effect stops.
+    assert!(w.run(peer.put(&mut ctx, "ro", b"stamp", Some(Bytes::from_static(b"7")))).is_ok(), "taken");
+    match w.run(peer.put(&mut ctx, "wo", b"random", Some(Bytes::from_static(b"7")))) {
         Err(Abort::Superseded) => {}
         other => panic!("the peer that read 7 went on to write with {other:?}"),
     }
+    assert_ne!(w.get(&d, "ro", "stamp").as_deref(), Some("7"), "the peer's write became visible");
     // A lazy start over history, after a live reading: the invocation crashed after
     // logging its reading, and a retry (no Init of its own yet) read the clock anew.
-    let crashed = InvokeRequest { crash_after: Some(3), ..keyed("stamp", "lazy", "") };
+    let crashed = InvokeRequest { crash_after: Some(4), ..keyed("stamp", "lazy", "") };
     assert_eq!(w.invoke(&d, crashed), Err(Error::InjectedCrash));
     let mut lazy = Instance::new(d.clone(), of("lazy", Some(Bytes::new())));
     let mut ctx = Context::new();
     lazy.read_clock(crate::recorder::GuestClock::Wall, 9);
-    match w.run(lazy.put(&mut ctx, "ro", b"stamp", Some(Bytes::from_static(b"9")))) {
+    let stopped = match w.run(lazy.put(&mut ctx, "ro", b"stamp", Some(Bytes::from_static(b"9")))) {
+        Ok(()) => w.run(lazy.put(&mut ctx, "wo", b"random", Some(Bytes::from_static(b"9")))),
+        other => other,
+    };
+    match stopped {
         Err(Abort::Superseded) => {}
         other => panic!("the lazy start over history went on with a live reading: {other:?}"),
     }
@@ -931,7 +948,7 @@ fn the_readings_after_the_last_write_go_with_the_result_and_a_peer_that_read_oth
     let steps = w.stream(&d, d.tags.step(&id("put", "late-clock")));
     match &steps[..] {
         [Step::Init { .. }, Step::Group { steps }] => match &steps[..] {
-            [Step::Write { .. }, Step::Clocks { readings }, Step::Result { .. }] => {
+            [Step::Put { .. }, Step::Clocks { readings }, Step::Result { .. }] => {
                 assert_eq!(readings, &[crate::record::Reading::Wall(42)]);
             }
             other => panic!("the group holds {other:?}"),

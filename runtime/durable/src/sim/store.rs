@@ -1,6 +1,10 @@
 //! The simulator's state store: the in-memory store behind a wrapper that fails calls
 //! (before or after they take effect, as a backend's timeout would) and splits each call
 //! into the poll that does it and the poll that answers, so a crash can fall between.
+//! A version put without durability (`put_versions(_, false)`, whose caller keeps the
+//! value elsewhere) is stored, at random, with a value nobody wrote: what a crash that
+//! lost it and another execution's put under the same name could leave. No reader may
+//! look at it.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -9,7 +13,7 @@ use std::task::{Context as TaskContext, Poll};
 
 use bytes::Bytes;
 
-use crate::store::{Family, MemStateStore, StateError, StateFuture, StateStore, Value, Version};
+use crate::store::{Family, MemStateStore, StateError, StateFuture, StateStore, Value, Version, VersionPut};
 
 use super::Rng;
 
@@ -93,6 +97,16 @@ impl<T: Unpin> Future for Answered<'_, T> {
 impl StateStore for FaultyStore {
     fn put_version<'a>(&'a self, table: &'a str, key: &'a [u8], version: u64, value: Value) -> StateFuture<'a, bool> {
         self.call(self.inner.put_version(table, key, version, value))
+    }
+
+    fn put_versions<'a>(&'a self, mut puts: Vec<VersionPut>, durable: bool) -> StateFuture<'a, Vec<bool>> {
+        if !durable {
+            let mut rng = self.rng.lock().expect("not poisoned");
+            for p in puts.iter_mut().filter(|_| rng.chance(0.5)) {
+                p.value = Some(Bytes::from_static(b"a value no execution wrote"));
+            }
+        }
+        self.call(self.inner.put_versions(puts, durable))
     }
 
     fn get_at<'a>(&'a self, table: &'a str, key: &'a [u8], at: u64) -> StateFuture<'a, Option<(u64, Value)>> {

@@ -136,14 +136,17 @@ pub async fn put_versions_puts_each(store: &dyn StateStore) {
         put("a", 3, val("first")),
         put("a", 3, val("second")),
     ];
-    assert_eq!(store.put_versions(puts).await.unwrap(), [true, false, true, true, false], "{t}: what each put stored");
+    assert_eq!(store.put_versions(puts, true).await.unwrap(), [true, false, true, true, false], "{t}: what each put stored");
     check_at(store, t, b"a", 1, Some((1, val("a1")))).await;
     check_at(store, t, b"a", 9, Some((3, val("first")))).await;
     check_at(store, t, b"old", 9, Some((1, val("kept")))).await;
     check_at(store, t, b"b", 9, Some((2, None))).await;
-    assert_eq!(store.put_versions(Vec::new()).await.unwrap(), Vec::<bool>::new(), "{t}: nothing to put");
+    assert_eq!(store.put_versions(Vec::new(), true).await.unwrap(), Vec::<bool>::new(), "{t}: nothing to put");
     let invalid = vec![put("c", 1, val("c")), VersionPut { table: String::new(), ..put("c", 2, val("c")) }];
-    assert!(store.put_versions(invalid).await.is_err(), "{t}: a put to an invalid table fails the call");
+    assert!(store.put_versions(invalid, true).await.is_err(), "{t}: a put to an invalid table fails the call");
+    // Not durable: stored all the same while the process lives.
+    assert_eq!(store.put_versions(vec![put("d", 1, val("d")), put("a", 1, val("no"))], false).await.unwrap(), [true, false]);
+    check_at(store, t, b"d", 1, Some((1, val("d")))).await;
 }
 
 pub async fn delete_version_removes_one(store: &dyn StateStore) {

@@ -101,8 +101,11 @@ pub trait StateStore: Send + Sync {
     /// each whether this call stored it. A backend that can makes them durable together
     /// (the embedded store: one synced batch), where the default puts them one by one,
     /// concurrently; either way a failure may leave some stored, which a repeat makes
-    /// whole.
-    fn put_versions<'a>(&'a self, puts: Vec<VersionPut>) -> StateFuture<'a, Vec<bool>> {
+    /// whole. Unless `durable`, the backend need not make them survive a crash of the
+    /// process when it returns (the embedded store writes them without a sync; a later
+    /// synced write makes them durable): for versions that the caller keeps elsewhere.
+    fn put_versions<'a>(&'a self, puts: Vec<VersionPut>, durable: bool) -> StateFuture<'a, Vec<bool>> {
+        let _ = durable;
         Box::pin(async move {
             let stored = puts.iter().map(|p| self.put_version(&p.table, &p.key, p.version, p.value.clone()));
             futures_util::future::join_all(stored).await.into_iter().collect()
@@ -156,8 +159,8 @@ impl<S: StateStore + ?Sized> StateStore for std::sync::Arc<S> {
         (**self).put_version(table, key, version, value)
     }
 
-    fn put_versions<'a>(&'a self, puts: Vec<VersionPut>) -> StateFuture<'a, Vec<bool>> {
-        (**self).put_versions(puts)
+    fn put_versions<'a>(&'a self, puts: Vec<VersionPut>, durable: bool) -> StateFuture<'a, Vec<bool>> {
+        (**self).put_versions(puts, durable)
     }
 
     fn get_at<'a>(&'a self, table: &'a str, key: &'a [u8], at: u64) -> StateFuture<'a, Option<(u64, Value)>> {
