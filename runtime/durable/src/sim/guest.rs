@@ -361,7 +361,11 @@ impl SimFunctions {
         let input = attempt.input.to_vec();
         let at = self.record(&input, &attempt.version.name, attempt.version.version);
         let result = self.interpret(&mut attempt, &program, &input, at).await;
-        if matches!(&result, Ok(_) | Err(Error::Trap(_))) {
+        // A trap with attempts left is run again, and what this attempt took and did not
+        // log yet (read-optimized writes, clock readings) goes with it: only the last
+        // attempt's trap stands for the invocation.
+        let last = attempt.attempt >= attempt.version.retry.attempts;
+        if matches!(&result, Ok(_)) || matches!(&result, Err(Error::Trap(_)) if last) {
             let mut t = self.traces.lock().expect("not poisoned");
             if let Some(e) = t.by_input.get_mut(&input).and_then(|l| l.get_mut(at)) {
                 e.completed = true;
