@@ -736,7 +736,7 @@ mod tests {
         ];
         cases.extend(new);
         for (step, table, key, expected) in cases {
-            let bytes = Bytes::from(encode(&step));
+            let bytes = encode(&step);
             assert_eq!(write_in(&bytes, table, key).unwrap(), expected, "{step:?}");
             // Every cut of a record that holds the write is an error, never a wrong answer.
             if expected.is_some() {

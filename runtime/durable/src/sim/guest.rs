@@ -365,7 +365,7 @@ impl SimFunctions {
         // log yet (read-optimized writes, clock readings) goes with it: only the last
         // attempt's trap stands for the invocation.
         let last = attempt.attempt >= attempt.version.retry.attempts;
-        if matches!(&result, Ok(_)) || matches!(&result, Err(Error::Trap(_)) if last) {
+        if result.is_ok() || matches!(&result, Err(Error::Trap(_)) if last) {
             let mut t = self.traces.lock().expect("not poisoned");
             if let Some(e) = t.by_input.get_mut(&input).and_then(|l| l.get_mut(at)) {
                 e.completed = true;
