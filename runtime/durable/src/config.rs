@@ -124,7 +124,8 @@ pub struct StateConfig {
     /// Table 7 baseline, for measuring).
     pub aux_views: bool,
     /// Values of stored versions this node keeps in memory for read-optimized reads
-    /// ([`VersionCache`](crate::store::VersionCache)), in bytes; 0 turns it off.
+    /// ([`VersionCache`](crate::store::VersionCache)), in bytes; 0 turns it off. Only
+    /// values too large for their write records are read from the store.
     pub version_cache_bytes: usize,
 }
 
