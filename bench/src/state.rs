@@ -26,7 +26,8 @@
 //!           on Tally (counted between marker records appended around each slice);
 //!           then the same transfers under external load generators, so that the
 //!           suite's clients are not the only judge: `wrk` on Tally, `pgbench` (with
-//!           the same transaction as a script) on PostgreSQL, 32 connections each
+//!           the same transaction as a script) on PostgreSQL, 1 and 32 connections
+//!           each (one generator process per run, outside the suite's runtime)
 //! ```
 //!
 //! The protocols of `ops` and `sweep` are measured in interleaved rounds, and the
@@ -883,12 +884,13 @@ impl Bank {
     }
 }
 
-/// Connections of the external load generators' run.
-const EXTERNAL_CONNECTIONS: usize = PAIRS;
+/// Connections of the external load generators' runs: one (a lone client, judged
+/// without the suite's client sharing the node's runtime), and one per pair.
+const EXTERNAL_CONNECTIONS: [usize; 2] = [1, PAIRS];
 const _: () = assert!(PAIRS == 32, "WRK_BANK_SCRIPT spreads its two threads over 32 pairs");
 
 /// wrk's script for Tally: transfers on the pairs (each of wrk's two threads takes its
-/// 16 of the 32 in turn), an Idempotency-Key each, unique across runs (the run is wrk's first
+/// 16 of the 32 in turn; a lone thread takes the first 16), an Idempotency-Key each, unique across runs (the run is wrk's first
 /// argument); every answer that is not a 200 `ok ...` counts as bad, and the total is
 /// printed as `BAD <n>`.
 const WRK_BANK_SCRIPT: &str = r#"
@@ -942,7 +944,7 @@ fn mean_of(slices: &[(f64, f64)]) -> (f64, f64) {
 /// The bank under external load generators, so that the suite's own clients (tasks on
 /// the runtime that also runs the Tally node) are not the only judge: `wrk` for each
 /// Tally target, `pgbench` (PostgreSQL's own) for PostgreSQL, with
-/// `EXTERNAL_CONNECTIONS` connections on two threads each, in `slices` interleaved
+/// each of `EXTERNAL_CONNECTIONS` connections (on at most two threads), in `slices` interleaved
 /// slices of `slice`. Transfers of concurrent wrk requests may share a pair, which the
 /// bank does not serialise, so balances are not checked here (the suite's clients
 /// checked them above); every answer is. Returns the measurements; skipped, with a
@@ -966,17 +968,35 @@ fn bank_external(
     std::fs::write(&wrk_script, WRK_BANK_SCRIPT).context("writing wrk's script")?;
     std::fs::write(&pg_script, PGBENCH_BANK_SCRIPT).context("writing pgbench's script")?;
     let seconds = slice.as_secs().max(1).to_string();
-    eprintln!("state: bank: external load generators, {EXTERNAL_CONNECTIONS} connections: {slices} interleaved slices of {seconds} s per target");
+    let mut out = Vec::new();
+    for connections in EXTERNAL_CONNECTIONS {
+        eprintln!("state: bank: external load generators, {connections} connections: {slices} interleaved slices of {seconds} s per target");
+        out.extend(bank_external_at(targets, connections, (&wrk, &pgbench), (&wrk_script, &pg_script), &seconds, slices)?);
+    }
+    Ok(out)
+}
+
+/// One external run of `connections` connections, on at most two threads of each
+/// generator (and at most one per connection).
+fn bank_external_at(
+    targets: &[External],
+    connections: usize,
+    (wrk, pgbench): (&std::path::Path, &std::path::Path),
+    (wrk_script, pg_script): (&std::path::Path, &std::path::Path),
+    seconds: &str,
+    slices: u32,
+) -> anyhow::Result<Vec<(String, &'static str, f64, &'static str)>> {
+    let threads = connections.min(2);
+    let (wrk_threads, pg_threads, conns) = (format!("-t{threads}"), format!("-j{threads}"), connections.to_string());
     // Per target: transfers per second and mean latency (us), one entry per slice.
     let mut measured: Vec<Vec<(f64, f64)>> = vec![Vec::new(); targets.len()];
     for round in 0..slices as usize {
         for k in 0..targets.len() {
             let i = (round + k) % targets.len();
-            let connections = EXTERNAL_CONNECTIONS.to_string();
             measured[i].push(match &targets[i] {
                 External::Tally { name, invoke_url } => {
-                    let out = std::process::Command::new(&wrk)
-                        .args(["-t2", "-c", &connections, "-d", &seconds, "-s"])
+                    let out = std::process::Command::new(wrk)
+                        .args([&wrk_threads, "-c", &conns, "-d", seconds, "-s"])
                         .arg(&wrk_script)
                         .args([invoke_url, "--", &round.to_string()])
                         .output()
@@ -990,8 +1010,8 @@ fn bank_external(
                     throughput.zip(mean).with_context(|| format!("wrk said {text}"))?
                 }
                 External::Postgres { conninfo } => {
-                    let out = std::process::Command::new(&pgbench)
-                        .args(["-n", "-M", "prepared", "-c", &connections, "-j2", "-T", &seconds, "-f"])
+                    let out = std::process::Command::new(pgbench)
+                        .args(["-n", "-M", "prepared", "-c", &conns, &pg_threads, "-T", seconds, "-f"])
                         .arg(&pg_script)
                         .arg(conninfo)
                         .output()
@@ -1013,8 +1033,8 @@ fn bank_external(
     for (target, slices) in targets.iter().zip(&measured) {
         let (throughput, latency) = mean_of(slices);
         let case = match target {
-            External::Tally { name, .. } => format!("{name},connections={EXTERNAL_CONNECTIONS},wrk"),
-            External::Postgres { .. } => format!("postgres,connections={EXTERNAL_CONNECTIONS},pgbench"),
+            External::Tally { name, .. } => format!("{name},connections={connections},wrk"),
+            External::Postgres { .. } => format!("postgres,connections={connections},pgbench"),
         };
         out.push((case.clone(), "bank_external_throughput", throughput.round(), "transfers/s"));
         out.push((case.clone(), "bank_external_latency_mean", latency.round(), "us"));
