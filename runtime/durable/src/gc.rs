@@ -31,6 +31,8 @@ use crate::tags::{shadow, APPENDED, INSTANCES, LIBRARIES};
 
 /// Keys per page when walking a table.
 const PAGE: usize = 512;
+/// Versions of one object deleted together.
+const DELETES_MAX: usize = 1024;
 /// Finished step logs a book keeps at most, whatever `results_kept_ms` says.
 pub const FINISHED_MAX: usize = 1_000_000;
 
@@ -84,6 +86,33 @@ pub(crate) async fn collect(d: &Durable, book: BookId, scan: &mut BookScan) -> R
     Ok(done)
 }
 
+/// An object's store table, key and write log.
+struct Object<'a> {
+    st: &'a str,
+    key: &'a [u8],
+    tag: Tag,
+}
+
+/// Deletes `versions` of `object`, then trims its write log below `trim_to`.
+async fn delete_then_trim(
+    d: &Durable,
+    ctx: &mut Context,
+    book: BookId,
+    object: &Object<'_>,
+    versions: &mut Vec<u64>,
+    trim_to: &mut Option<u64>,
+    done: &mut Collected,
+) -> Result<(), Abort> {
+    if !versions.is_empty() {
+        done.versions += d.store.delete_versions(object.st, object.key, std::mem::take(versions)).await?;
+    }
+    if let Some(point) = trim_to.take() {
+        d.log.trim(ctx, shadow(book), object.tag, SeqNum(point)).await?;
+        done.write_logs += 1;
+    }
+    Ok(())
+}
+
 async fn collect_table(
     d: &Durable,
     ctx: &mut Context,
@@ -103,29 +132,27 @@ async fn collect_table(
             // follows it stays, so every reader at or past the horizon reads as before.
             // The records before it go, with the versions they name (each record names
             // a version of its own), up to the first record of another object.
-            let tag = d.tags.object(table, key);
+            // The versions go in batches of `DELETES_MAX`, each before the trim of the
+            // records that name them: one store sync a batch, not one a version.
+            let object = Object { st: &st, key, tag: d.tags.object(table, key) };
             let mut at = SeqNum(0);
-            let mut trim_to = None;
-            while let Some(r) = d.log.read_next(ctx, shadow(book), tag, at).await? {
-                if r.seqnum.0 >= keep.seqnum {
-                    break;
+            let (mut versions, mut trim_to) = (Vec::new(), None);
+            loop {
+                let written = match d.log.read_next(ctx, shadow(book), object.tag, at).await? {
+                    Some(r) if r.seqnum.0 < keep.seqnum => record::write_in(&r.data, table, key)?.map(|w| (r.seqnum.0, w)),
+                    _ => None,
+                };
+                let Some((seqnum, w)) = written else { break };
+                if w.version != keep.written.version {
+                    versions.push(w.version);
                 }
-                match record::write_in(&r.data, table, key)? {
-                    Some(written) => {
-                        let version = written.version;
-                        if version != keep.written.version && d.store.delete_version(&st, key, version).await? {
-                            done.versions += 1;
-                        }
-                        trim_to = Some(r.seqnum.0 + 1);
-                    }
-                    None => break,
+                trim_to = Some(seqnum + 1);
+                at = SeqNum(seqnum + 1);
+                if versions.len() >= DELETES_MAX {
+                    delete_then_trim(d, ctx, book, &object, &mut versions, &mut trim_to, done).await?;
                 }
-                at = SeqNum(r.seqnum.0 + 1);
             }
-            if let Some(point) = trim_to {
-                d.log.trim(ctx, shadow(book), tag, SeqNum(point)).await?;
-                done.write_logs += 1;
-            }
+            delete_then_trim(d, ctx, book, &object, &mut versions, &mut trim_to, done).await?;
         }
         match keys.last() {
             Some(last) => after = Some(last.clone()),

@@ -421,6 +421,27 @@ impl StateStore for RocksStateStore {
         self.write(table, |done| Write::Version { key, value: encode_value(&[], &value), sync: true, done })
     }
 
+    fn delete_versions<'a>(&'a self, table: &'a str, key: &'a [u8], versions: Vec<u64>) -> StateFuture<'a, u64> {
+        // One message, so that they go in one batch with one sync (as `put_versions`).
+        let prefix = object_key(table, key);
+        let (writes, answers): (Vec<Write>, Vec<_>) = versions
+            .into_iter()
+            .map(|version| {
+                let (done, answer) = oneshot::channel();
+                (Write::DeleteVersion { key: version_key(&prefix, version), done }, answer)
+            })
+            .unzip();
+        let queued = check_table(table).and_then(|()| self.queue(Write::Group(writes)));
+        Box::pin(async move {
+            queued?;
+            let mut deleted = 0;
+            for answer in answers {
+                deleted += u64::from(answer.await.map_err(|_| writer_stopped())??);
+            }
+            Ok(deleted)
+        })
+    }
+
     fn put_versions<'a>(&'a self, puts: Vec<VersionPut>, durable: bool) -> StateFuture<'a, Vec<bool>> {
         // One message, so that the writer takes them all into one batch: sent one by
         // one, the writer may wake on the first and sync it alone.

@@ -218,6 +218,13 @@ impl StateStore for VersionCache {
         self.inner.delete_version(table, key, version)
     }
 
+    fn delete_versions<'a>(&'a self, table: &'a str, key: &'a [u8], versions: Vec<u64>) -> StateFuture<'a, u64> {
+        for &version in &versions {
+            self.remove(table, key, version);
+        }
+        self.inner.delete_versions(table, key, versions)
+    }
+
     fn put_if_newer<'a>(&'a self, table: &'a str, key: &'a [u8], version: Version, value: Value) -> StateFuture<'a, bool> {
         self.inner.put_if_newer(table, key, version, value)
     }

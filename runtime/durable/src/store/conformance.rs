@@ -25,6 +25,7 @@ where
     first_put_wins(&*open().await).await;
     put_versions_puts_each(&*open().await).await;
     delete_version_removes_one(&*open().await).await;
+    delete_versions_deletes_each(&*open().await).await;
     put_if_newer_ordering(&*open().await).await;
     put_latest_overwrites(&*open().await).await;
     list_keys_pages(&*open().await).await;
@@ -167,6 +168,21 @@ pub async fn delete_version_removes_one(store: &dyn StateStore) {
     // the store does not care).
     store.put_version(t, b"k", 4, val("again")).await.unwrap();
     check_at(store, t, b"k", 4, Some((4, val("again")))).await;
+}
+
+pub async fn delete_versions_deletes_each(store: &dyn StateStore) {
+    let t = "delete_versions_deletes_each";
+    for version in 1..=5u64 {
+        store.put_version(t, b"k", version, val(&format!("v{version}"))).await.unwrap();
+    }
+    store.put_version(t, b"other", 2, val("stays")).await.unwrap();
+    // 6 was never there; 2 is named twice: each counts once.
+    assert_eq!(store.delete_versions(t, b"k", vec![1, 2, 6, 2, 4]).await.unwrap(), 3, "{t}: the versions that were there");
+    check_at(store, t, b"k", 2, None).await;
+    check_at(store, t, b"k", 4, Some((3, val("v3")))).await;
+    check_at(store, t, b"k", 9, Some((5, val("v5")))).await;
+    check_at(store, t, b"other", 9, Some((2, val("stays")))).await;
+    assert_eq!(store.delete_versions(t, b"k", Vec::new()).await.unwrap(), 0, "{t}: nothing to delete");
 }
 
 pub async fn put_if_newer_ordering(store: &dyn StateStore) {

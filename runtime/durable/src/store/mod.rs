@@ -128,6 +128,20 @@ pub trait StateStore: Send + Sync {
     /// Deletes `version` of `(table, key)`; says whether it was there.
     fn delete_version<'a>(&'a self, table: &'a str, key: &'a [u8], version: u64) -> StateFuture<'a, bool>;
 
+    /// Deletes each of `versions` of `(table, key)` as [`delete_version`](Self::delete_version)
+    /// would, durably once it returns; says how many were there. A backend that can
+    /// deletes them in one durable write (the embedded store: one synced batch), where
+    /// the default deletes them one by one; a failure may leave some deleted.
+    fn delete_versions<'a>(&'a self, table: &'a str, key: &'a [u8], versions: Vec<u64>) -> StateFuture<'a, u64> {
+        Box::pin(async move {
+            let mut deleted = 0;
+            for version in versions {
+                deleted += u64::from(self.delete_version(table, key, version).await?);
+            }
+            Ok(deleted)
+        })
+    }
+
     /// Stores `(version, value)` for `(table, key)` if nothing is stored or the stored
     /// version is strictly older; returns whether it wrote.
     fn put_if_newer<'a>(&'a self, table: &'a str, key: &'a [u8], version: Version, value: Value) -> StateFuture<'a, bool>;
@@ -173,6 +187,10 @@ impl<S: StateStore + ?Sized> StateStore for std::sync::Arc<S> {
 
     fn delete_version<'a>(&'a self, table: &'a str, key: &'a [u8], version: u64) -> StateFuture<'a, bool> {
         (**self).delete_version(table, key, version)
+    }
+
+    fn delete_versions<'a>(&'a self, table: &'a str, key: &'a [u8], versions: Vec<u64>) -> StateFuture<'a, u64> {
+        (**self).delete_versions(table, key, versions)
     }
 
     fn put_if_newer<'a>(&'a self, table: &'a str, key: &'a [u8], version: Version, value: Value) -> StateFuture<'a, bool> {
