@@ -997,7 +997,7 @@ fn bank_external_at(
                 External::Tally { name, invoke_url } => {
                     let out = std::process::Command::new(wrk)
                         .args([&wrk_threads, "-c", &conns, "-d", seconds, "-s"])
-                        .arg(&wrk_script)
+                        .arg(wrk_script)
                         .args([invoke_url, "--", &round.to_string()])
                         .output()
                         .context("running wrk")?;
@@ -1012,7 +1012,7 @@ fn bank_external_at(
                 External::Postgres { conninfo } => {
                     let out = std::process::Command::new(pgbench)
                         .args(["-n", "-M", "prepared", "-c", &conns, &pg_threads, "-T", seconds, "-f"])
-                        .arg(&pg_script)
+                        .arg(pg_script)
                         .arg(conninfo)
                         .output()
                         .context("running pgbench")?;

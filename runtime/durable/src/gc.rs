@@ -32,7 +32,7 @@ use crate::tags::{shadow, APPENDED, INSTANCES, LIBRARIES};
 /// Keys per page when walking a table.
 const PAGE: usize = 512;
 /// Versions of one object deleted together.
-const DELETES_MAX: usize = 1024;
+const DELETES_MAX: usize = 256;
 /// Finished step logs a book keeps at most, whatever `results_kept_ms` says.
 pub const FINISHED_MAX: usize = 1_000_000;
 
@@ -86,6 +86,22 @@ pub(crate) async fn collect(d: &Durable, book: BookId, scan: &mut BookScan) -> R
     Ok(done)
 }
 
+/// A future that is pending once (waking its task at once), so that a long loop of
+/// calls that do not wait lets other tasks run: any executor's `yield_now`.
+struct YieldNow(bool);
+
+impl std::future::Future for YieldNow {
+    type Output = ();
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        if std::mem::replace(&mut self.0, true) {
+            return std::task::Poll::Ready(());
+        }
+        cx.waker().wake_by_ref();
+        std::task::Poll::Pending
+    }
+}
+
 /// An object's store table, key and write log.
 struct Object<'a> {
     st: &'a str,
@@ -93,22 +109,10 @@ struct Object<'a> {
     tag: Tag,
 }
 
-/// Deletes `versions` of `object`, then trims its write log below `trim_to`.
-async fn delete_then_trim(
-    d: &Durable,
-    ctx: &mut Context,
-    book: BookId,
-    object: &Object<'_>,
-    versions: &mut Vec<u64>,
-    trim_to: &mut Option<u64>,
-    done: &mut Collected,
-) -> Result<(), Abort> {
+/// Deletes `versions` of `object` (and empties the list).
+async fn delete(d: &Durable, object: &Object<'_>, versions: &mut Vec<u64>, done: &mut Collected) -> Result<(), Abort> {
     if !versions.is_empty() {
         done.versions += d.store.delete_versions(object.st, object.key, std::mem::take(versions)).await?;
-    }
-    if let Some(point) = trim_to.take() {
-        d.log.trim(ctx, shadow(book), object.tag, SeqNum(point)).await?;
-        done.write_logs += 1;
     }
     Ok(())
 }
@@ -132,8 +136,8 @@ async fn collect_table(
             // follows it stays, so every reader at or past the horizon reads as before.
             // The records before it go, with the versions they name (each record names
             // a version of its own), up to the first record of another object.
-            // The versions go in batches of `DELETES_MAX`, each before the trim of the
-            // records that name them: one store sync a batch, not one a version.
+            // The versions go in batches of `DELETES_MAX` (one store sync a batch, not
+            // one a version), all before the one trim of the records that name them.
             let object = Object { st: &st, key, tag: d.tags.object(table, key) };
             let mut at = SeqNum(0);
             let (mut versions, mut trim_to) = (Vec::new(), None);
@@ -149,10 +153,18 @@ async fn collect_table(
                 trim_to = Some(seqnum + 1);
                 at = SeqNum(seqnum + 1);
                 if versions.len() >= DELETES_MAX {
-                    delete_then_trim(d, ctx, book, &object, &mut versions, &mut trim_to, done).await?;
+                    delete(d, &object, &mut versions, done).await?;
+                } else if versions.len() % 64 == 0 {
+                    // Reads that the index and the record cache answer in place never
+                    // wait: let the invocations sharing this thread run.
+                    YieldNow(false).await;
                 }
             }
-            delete_then_trim(d, ctx, book, &object, &mut versions, &mut trim_to, done).await?;
+            delete(d, &object, &mut versions, done).await?;
+            if let Some(point) = trim_to {
+                d.log.trim(ctx, shadow(book), object.tag, SeqNum(point)).await?;
+                done.write_logs += 1;
+            }
         }
         match keys.last() {
             Some(last) => after = Some(last.clone()),
