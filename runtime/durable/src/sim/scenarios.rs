@@ -879,6 +879,41 @@ fn read_optimized_writes_and_the_result_are_one_record() {
     assert_eq!(w.get(&d, "ro", "b").as_deref(), Some("2"), "b's group record stays in b's write log");
 }
 
+/// Garbage collection of an object written more often than one batch of deletes holds:
+/// every version but the visible one is deleted (those that records carry the values of
+/// and those stored before their records alike), the write log keeps only its last
+/// record, and the object reads as before.
+#[test]
+fn garbage_collection_deletes_more_versions_than_a_batch() {
+    let mut w = World::new(config());
+    let d = w.start(0);
+    let big = "x".repeat(crate::record::PUT_INLINE_MAX + 1);
+    let writes = crate::gc::DELETES_MAX + 40;
+    for i in 0..writes {
+        let value = if i % 7 == 0 { format!("{i}{big}") } else { i.to_string() };
+        w.put(&d, "ro", "hot", &value);
+    }
+    let object = d.tags.object("ro", b"hot");
+    let versions: Vec<u64> = w
+        .stream(&d, object)
+        .into_iter()
+        .flat_map(Step::into_steps)
+        .filter_map(|s| match s {
+            Step::Write { version, .. } | Step::Put { version, .. } => Some(version),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(versions.len(), writes);
+    w.recover(&d, &mut Recovery::default(), 1);
+    assert_eq!(w.get(&d, "ro", "hot"), Some((writes - 1).to_string()));
+    assert_eq!(w.stream(&d, object).len(), 1, "the write log keeps its visible record");
+    let st = crate::node::store_table(BOOK, "ro");
+    for (i, &v) in versions.iter().enumerate() {
+        let stored = w.run(d.store.get_version(&st, b"hot", v)).expect("a read").is_some();
+        assert_eq!(stored, i + 1 == writes, "version {i} of {writes}");
+    }
+}
+
 /// A peer logged the invocation's cancellation at the place of writes that another
 /// instance had taken (the guest saw them succeed) and not logged yet. That instance
 /// must stop (`Superseded`) rather than log its writes after the cancellation, and
