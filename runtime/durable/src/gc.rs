@@ -32,7 +32,7 @@ use crate::tags::{shadow, APPENDED, INSTANCES, LIBRARIES};
 /// Keys per page when walking a table.
 const PAGE: usize = 512;
 /// Versions of one object deleted together.
-pub(crate) const DELETES_MAX: usize = 256;
+pub(crate) const DELETES_MAX: usize = 32;
 /// Finished step logs a book keeps at most, whatever `results_kept_ms` says.
 pub const FINISHED_MAX: usize = 1_000_000;
 
