@@ -182,6 +182,33 @@ impl RocksStateStore {
         })
     }
 
+    /// Queues the writes `make` builds of `items` (once `checked` holds) as one message,
+    /// so that the writer takes them into one batch (sent one by one, it may wake on the
+    /// first and sync it alone), and waits for every answer, in order.
+    fn write_group<'a, I, T: Send + 'static>(
+        &'a self,
+        checked: Result<(), StateError>,
+        items: impl IntoIterator<Item = I>,
+        make: impl Fn(I, Done<T>) -> Write,
+    ) -> StateFuture<'a, Vec<T>> {
+        let (writes, answers): (Vec<Write>, Vec<_>) = items
+            .into_iter()
+            .map(|item| {
+                let (done, answer) = oneshot::channel();
+                (make(item, done), answer)
+            })
+            .unzip();
+        let queued = checked.and_then(|()| self.queue(Write::Group(writes)));
+        Box::pin(async move {
+            queued?;
+            let mut out = Vec::with_capacity(answers.len());
+            for answer in answers {
+                out.push(answer.await.map_err(|_| writer_stopped())??);
+            }
+            Ok(out)
+        })
+    }
+
     fn queue(&self, write: Write) -> Result<(), StateError> {
         let (queue, _) = self.writer.as_ref().expect("the writer runs until the store is dropped");
         queue.send(write).map_err(|_| writer_stopped())
@@ -422,46 +449,21 @@ impl StateStore for RocksStateStore {
     }
 
     fn delete_versions<'a>(&'a self, table: &'a str, key: &'a [u8], versions: Vec<u64>) -> StateFuture<'a, u64> {
-        // One message, so that they go in one batch with one sync (as `put_versions`).
         let prefix = object_key(table, key);
-        let (writes, answers): (Vec<Write>, Vec<_>) = versions
-            .into_iter()
-            .map(|version| {
-                let (done, answer) = oneshot::channel();
-                (Write::DeleteVersion { key: version_key(&prefix, version), done }, answer)
-            })
-            .unzip();
-        let queued = check_table(table).and_then(|()| self.queue(Write::Group(writes)));
-        Box::pin(async move {
-            queued?;
-            let mut deleted = 0;
-            for answer in answers {
-                deleted += u64::from(answer.await.map_err(|_| writer_stopped())??);
-            }
-            Ok(deleted)
-        })
+        let deleted = self.write_group(check_table(table), versions, |version, done| Write::DeleteVersion {
+            key: version_key(&prefix, version),
+            done,
+        });
+        Box::pin(async move { Ok(deleted.await?.into_iter().map(u64::from).sum()) })
     }
 
     fn put_versions<'a>(&'a self, puts: Vec<VersionPut>, durable: bool) -> StateFuture<'a, Vec<bool>> {
-        // One message, so that the writer takes them all into one batch: sent one by
-        // one, the writer may wake on the first and sync it alone.
         let checked = puts.iter().try_for_each(|p| check_table(&p.table));
-        let (writes, answers): (Vec<Write>, Vec<_>) = puts
-            .into_iter()
-            .map(|p| {
-                let (done, answer) = oneshot::channel();
-                let key = version_key(&object_key(&p.table, &p.key), p.version);
-                (Write::Version { key, value: encode_value(&[], &p.value), sync: durable, done }, answer)
-            })
-            .unzip();
-        let queued = checked.and_then(|()| self.queue(Write::Group(writes)));
-        Box::pin(async move {
-            queued?;
-            let mut stored = Vec::with_capacity(answers.len());
-            for answer in answers {
-                stored.push(answer.await.map_err(|_| writer_stopped())??);
-            }
-            Ok(stored)
+        self.write_group(checked, puts, |p, done| Write::Version {
+            key: version_key(&object_key(&p.table, &p.key), p.version),
+            value: encode_value(&[], &p.value),
+            sync: durable,
+            done,
         })
     }
 

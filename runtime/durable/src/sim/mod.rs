@@ -28,7 +28,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use tally_log_core::{BookId, Context};
+use tally_log_core::{BookId, Context, Tag};
 
 use crate::config::{Protocol, StateConfig};
 use crate::env::{Clock, Functions, Spawn};
@@ -825,15 +825,29 @@ fn check_finished(
     Some(expected.output)
 }
 
+/// Whether `tag` is one the platform derives (a step log, an object's write log, ...):
+/// the bit the oracle reads without the core's tag code.
+fn is_derived(tag: Tag) -> bool {
+    tag.is_reserved() && tag.0 & (1 << 62) != 0
+}
+
+/// Every record the log placed (collected ones too) that decodes as steps: its book,
+/// tags and steps (a group's, in order).
+fn placed_steps(log: &SimLog) -> impl Iterator<Item = (BookId, Vec<Tag>, Vec<crate::record::Step>)> {
+    use crate::record::{self, Step};
+    log.placed_records().into_iter().filter_map(|(book, tags, data)| {
+        let steps = record::decode::<Step>("step", &data).ok()?.into_steps();
+        Some((book, tags, steps))
+    })
+}
+
 /// The output that the step log of the invocation with input `input` holds as its
 /// result, read from every record the log placed (collected ones too).
 fn logged_output(log: &SimLog, input: &[u8]) -> Option<Result<u64, String>> {
-    use crate::record::{self, Outcome, Step};
-    const DERIVED: u64 = 1 << 62;
+    use crate::record::{Outcome, Step};
     let mut step_log = None;
-    for (_, tags, data) in log.placed_records() {
-        let Ok(steps) = record::decode::<Step>("step", &data).map(Step::into_steps) else { continue };
-        let derived = tags.iter().copied().find(|t| t.is_reserved() && t.0 & DERIVED != 0);
+    for (_, tags, steps) in placed_steps(log) {
+        let derived = tags.iter().copied().find(|&t| is_derived(t));
         match (step_log, &steps[0]) {
             (None, Step::Init { input: i, .. } | Step::InitKeyed { input: i, .. }) if i == input => step_log = derived,
             (Some(tag), _) if tags.contains(&tag) => {
@@ -1265,13 +1279,11 @@ where
 /// readings, lock releases and the result may follow it; nothing follows the result.
 /// (A write taken before the cancellation and logged after it would break this.)
 fn check_step_logs(log: &SimLog) -> Result<(), String> {
-    use crate::record::{self, Step};
-    const DERIVED: u64 = 1 << 62;
+    use crate::record::Step;
     // Per stream: whether it is a step log, and whether it has a Cancelled or a Result.
     let mut streams: BTreeMap<(BookId, u64), (bool, bool, bool)> = BTreeMap::new();
-    for (book, tags, data) in log.placed_records() {
-        let Ok(steps) = record::decode::<Step>("step", &data).map(Step::into_steps) else { continue };
-        for tag in tags.iter().filter(|t| t.is_reserved() && t.0 & DERIVED != 0) {
+    for (book, tags, steps) in placed_steps(log) {
+        for tag in tags.iter().filter(|&&t| is_derived(t)) {
             let first = matches!(steps[0], Step::Init { .. } | Step::InitKeyed { .. } | Step::Refused { .. });
             let (step_log, cancelled, ended) = streams.entry((book, tag.0)).or_insert((first, false, false));
             if !*step_log {
