@@ -12,8 +12,8 @@
 //! - the INSTANCES stream (and APPENDED) is trimmed below `t̄` and below every step log
 //!   still kept;
 //! - for each object of each table: the write-log record visible at `t̄` is kept with
-//!   everything after it; the versions named by older records are deleted, then those
-//!   records trimmed. So each object keeps at most one version no reader needs, and
+//!   everything after it; the versions named by older records are deleted (without a
+//!   sync each: one store sync for a page of objects), then those records trimmed. So each object keeps at most one version no reader needs, and
 //!   storage stays bounded under a steady workload. A write log is trimmed only up to
 //!   the first record of another object, should two objects ever share a tag.
 
@@ -129,6 +129,8 @@ async fn collect_table(
     let mut after: Option<Bytes> = None;
     loop {
         let keys = d.store.list_keys(&st, Family::Versions, after.as_deref(), PAGE).await?;
+        // Where each write log of the page is trimmed to, once its versions are gone.
+        let mut trims = Vec::new();
         for key in &keys {
             let Some(keep) = visible_write(d, ctx, book, table, key, horizon).await? else { continue };
             // `keep` is the last record at or before the horizon, or the write that a
@@ -136,7 +138,7 @@ async fn collect_table(
             // follows it stays, so every reader at or past the horizon reads as before.
             // The records before it go, with the versions they name (each record names
             // a version of its own), up to the first record of another object.
-            // The versions go in batches of `DELETES_MAX` (one store sync a batch, not
+            // The versions go in batches of `DELETES_MAX` (one store write a batch, not
             // one a version), all before the one trim of the records that name them.
             let object = Object { st: &st, key, tag: d.tags.object(table, key) };
             let mut at = SeqNum(0);
@@ -162,9 +164,18 @@ async fn collect_table(
             }
             delete(d, &object, &mut versions, done).await?;
             if let Some(point) = trim_to {
-                d.log.trim(ctx, shadow(book), object.tag, SeqNum(point)).await?;
-                done.write_logs += 1;
+                trims.push((object.tag, point));
             }
+        }
+        // The deletes become durable, with one sync for the page, before any record
+        // naming them goes: a machine crash in between would bring back versions that
+        // no record names, which no collection would find again.
+        if !trims.is_empty() {
+            d.store.sync().await?;
+        }
+        for (tag, point) in trims {
+            d.log.trim(ctx, shadow(book), tag, SeqNum(point)).await?;
+            done.write_logs += 1;
         }
         match keys.last() {
             Some(last) => after = Some(last.clone()),

@@ -16,8 +16,10 @@
 //! Writes go to one writer thread (`tally-state-writer`), which takes every write queued
 //! while it was busy, decides each in order (first-put-wins, put-if-newer and deletes
 //! read what is stored, or what an earlier write of the same batch stores), and commits
-//! the batch as one synced RocksDB write: a write is acknowledged to the protocol only
-//! once it is durable, concurrent writers share one fsync, and one thread deciding in
+//! the batch as one RocksDB write, synced unless every write of it waives that (a
+//! version put not durable, a delete: `sync` makes those durable later): a write is
+//! acknowledged to the protocol only once it is as durable as asked, concurrent
+//! writers share one fsync, and one thread deciding in
 //! order is what makes the read-modify-write operations atomic, without locks. (Before,
 //! each write took a thread of the blocking pool and a lock stripe, and RocksDB's own
 //! write group made the threads wait for each other: a busy node spent a third of its
@@ -76,11 +78,13 @@ enum Write {
         sync: bool,
         done: Done<bool>,
     },
-    /// Says whether the version was there.
+    /// Says whether the version was there. Asks for no sync: a `Sync` later does.
     DeleteVersion {
         key: Vec<u8>,
         done: Done<bool>,
     },
+    /// Writes nothing; its batch is synced.
+    Sync(Done<()>),
     /// Unless the stored version is the same or newer; says whether it wrote.
     IfNewer {
         key: Vec<u8>,
@@ -100,7 +104,7 @@ enum Write {
 impl Write {
     fn refuse(self, e: &StateError) {
         match self {
-            Write::Latest { done, .. } => drop(done.send(Err(e.clone()))),
+            Write::Latest { done, .. } | Write::Sync(done) => drop(done.send(Err(e.clone()))),
             Write::Version { done, .. } | Write::DeleteVersion { done, .. } | Write::IfNewer { done, .. } => {
                 drop(done.send(Err(e.clone())))
             }
@@ -114,6 +118,7 @@ impl Write {
                 key.len() + value.len()
             }
             Write::DeleteVersion { key, .. } => key.len(),
+            Write::Sync(_) => 0,
             Write::Group(writes) => writes.iter().map(Write::bytes).sum(),
         }
     }
@@ -127,7 +132,7 @@ impl Write {
     }
 }
 
-/// A decided write's answer, sent once its batch is durable.
+/// A decided write's answer, sent once its batch is committed.
 enum Answer {
     Unit(Done<()>),
     Bool(Done<bool>, bool),
@@ -171,11 +176,15 @@ impl RocksStateStore {
         Ok(RocksStateStore { inner, writer: Some((queue, thread)) })
     }
 
-    /// Queues the write `make` builds (after checking the table name) and waits for its
-    /// answer, which comes once it is durable.
-    fn write<'a, T: Send + 'static>(&'a self, table: &str, make: impl FnOnce(Done<T>) -> Write) -> StateFuture<'a, T> {
+    /// Queues the write `make` builds (once `checked` holds) and waits for its answer,
+    /// which comes once its batch is committed.
+    fn write<'a, T: Send + 'static>(
+        &'a self,
+        checked: Result<(), StateError>,
+        make: impl FnOnce(Done<T>) -> Write,
+    ) -> StateFuture<'a, T> {
         let (done, answer) = oneshot::channel();
-        let queued = check_table(table).and_then(|()| self.queue(make(done)));
+        let queued = checked.and_then(|()| self.queue(make(done)));
         Box::pin(async move {
             queued?;
             answer.await.map_err(|_| writer_stopped())?
@@ -366,7 +375,7 @@ impl Inner {
         // write before it durable (the write-ahead log is one sequence).
         let mut sync = false;
         for write in writes {
-            sync |= !matches!(write, Write::Version { sync: false, .. });
+            sync |= !matches!(write, Write::Version { sync: false, .. } | Write::DeleteVersion { .. });
             match write {
                 Write::Version { key, value, done, .. } => match stored(&pending, VERSIONS, &key) {
                     Ok(Some(_)) => answers.push(Answer::Bool(done, false)),
@@ -406,6 +415,7 @@ impl Inner {
                     pending[LATEST].insert(key, Some(value));
                     answers.push(Answer::Unit(done));
                 }
+                Write::Sync(done) => answers.push(Answer::Unit(done)),
                 Write::Group(_) => unreachable!("the writer queues a group's writes one by one"),
             }
         }
@@ -445,7 +455,7 @@ impl Inner {
 impl StateStore for RocksStateStore {
     fn put_version<'a>(&'a self, table: &'a str, key: &'a [u8], version: u64, value: Value) -> StateFuture<'a, bool> {
         let key = version_key(&object_key(table, key), version);
-        self.write(table, |done| Write::Version { key, value: encode_value(&[], &value), sync: true, done })
+        self.write(check_table(table), |done| Write::Version { key, value: encode_value(&[], &value), sync: true, done })
     }
 
     fn delete_versions<'a>(&'a self, table: &'a str, key: &'a [u8], versions: Vec<u64>) -> StateFuture<'a, u64> {
@@ -455,6 +465,10 @@ impl StateStore for RocksStateStore {
             done,
         });
         Box::pin(async move { Ok(deleted.await?.into_iter().map(u64::from).sum()) })
+    }
+
+    fn sync(&self) -> StateFuture<'_, ()> {
+        self.write(Ok(()), Write::Sync)
     }
 
     fn put_versions<'a>(&'a self, puts: Vec<VersionPut>, durable: bool) -> StateFuture<'a, Vec<bool>> {
@@ -485,7 +499,7 @@ impl StateStore for RocksStateStore {
 
     fn delete_version<'a>(&'a self, table: &'a str, key: &'a [u8], version: u64) -> StateFuture<'a, bool> {
         let key = version_key(&object_key(table, key), version);
-        self.write(table, |done| Write::DeleteVersion { key, done })
+        self.write(check_table(table), |done| Write::DeleteVersion { key, done })
     }
 
     fn put_if_newer<'a>(&'a self, table: &'a str, key: &'a [u8], version: Version, value: Value) -> StateFuture<'a, bool> {
@@ -493,12 +507,12 @@ impl StateStore for RocksStateStore {
         header[..8].copy_from_slice(&version.cursor.to_be_bytes());
         header[8..].copy_from_slice(&version.counter.to_be_bytes());
         let (key, value) = (object_key(table, key), encode_value(&header, &value));
-        self.write(table, |done| Write::IfNewer { key, version, value, done })
+        self.write(check_table(table), |done| Write::IfNewer { key, version, value, done })
     }
 
     fn put_latest<'a>(&'a self, table: &'a str, key: &'a [u8], value: Value) -> StateFuture<'a, ()> {
         let (key, value) = (object_key(table, key), encode_value(&[0; 12], &value));
-        self.write(table, |done| Write::Latest { key, value, done })
+        self.write(check_table(table), |done| Write::Latest { key, value, done })
     }
 
     fn list_keys<'a>(
@@ -716,6 +730,29 @@ mod tests {
         assert_eq!(put("lazy", true).await.unwrap(), [false]);
         assert_eq!(syncs(), before + 1, "a sync for a durable put of a version that exists");
         assert_eq!(store.get_version("t", b"k7", 19).await.unwrap(), Some(Some(Bytes::from("19"))));
+    }
+
+    /// Deletes are not synced (garbage collection deletes many versions a pass, and a
+    /// sync each would hold the writer): `sync` makes them durable, with one fsync.
+    #[tokio::test]
+    async fn deletes_wait_for_a_sync() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let store = RocksStateStore::open(dir.path()).expect("opening");
+        let syncs = || store.inner.syncs.load(std::sync::atomic::Ordering::Relaxed);
+        for v in 0..40 {
+            store.put_version("t", b"k", v, Some(Bytes::from("x"))).await.unwrap();
+        }
+        let before = syncs();
+        assert_eq!(store.delete_versions("t", b"k", (0..32).collect()).await.unwrap(), 32);
+        assert!(store.delete_version("t", b"k", 32).await.unwrap());
+        assert_eq!(syncs(), before, "no sync for deletes");
+        assert_eq!(store.get_version("t", b"k", 5).await.unwrap(), None, "gone once deleted");
+        store.sync().await.unwrap();
+        assert_eq!(syncs(), before + 1, "one sync for all of them");
+        drop(store);
+        let store = RocksStateStore::open(dir.path()).expect("reopening");
+        assert_eq!(store.get_at("t", b"k", 39).await.unwrap().map(|(v, _)| v), Some(39));
+        assert_eq!(store.get_at("t", b"k", 32).await.unwrap(), None, "the deletes stay");
     }
 
     /// Listing keys passes a key's versions with one seek: every key comes once, in

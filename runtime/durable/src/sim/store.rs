@@ -117,6 +117,10 @@ impl StateStore for FaultyStore {
         self.call(self.inner.delete_version(table, key, version))
     }
 
+    fn sync(&self) -> StateFuture<'_, ()> {
+        self.call(self.inner.sync())
+    }
+
     fn put_if_newer<'a>(&'a self, table: &'a str, key: &'a [u8], version: Version, value: Value) -> StateFuture<'a, bool> {
         self.call(self.inner.put_if_newer(table, key, version, value))
     }

@@ -226,6 +226,10 @@ impl StateStore for VersionCache {
         self.inner.delete_versions(table, key, versions)
     }
 
+    fn sync(&self) -> StateFuture<'_, ()> {
+        self.inner.sync()
+    }
+
     fn put_if_newer<'a>(&'a self, table: &'a str, key: &'a [u8], version: Version, value: Value) -> StateFuture<'a, bool> {
         self.inner.put_if_newer(table, key, version, value)
     }

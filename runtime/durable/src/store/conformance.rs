@@ -339,11 +339,16 @@ where
         let store = open().await;
         store.put_version(t, b"k", 1, val("one")).await.unwrap();
         store.put_version(t, b"k", 2, None).await.unwrap();
+        store.put_version(t, b"k", 4, val("four")).await.unwrap();
         store.put_if_newer(t, b"k", v(3, 1), val("latest")).await.unwrap();
+        // A delete asks for no sync of its own; `sync` makes it durable.
+        assert!(store.delete_version(t, b"k", 4).await.unwrap(), "{t}");
+        store.sync().await.unwrap();
     }
     let store = open().await;
     check_at(&*store, t, b"k", 1, Some((1, val("one")))).await;
     check_at(&*store, t, b"k", 2, Some((2, None))).await;
+    check_at(&*store, t, b"k", 4, Some((2, None))).await;
     check_latest(&*store, t, b"k", Some((v(3, 1), val("latest")))).await;
     // Conditional writes still compare against the version stored before the reopen.
     assert!(!store.put_if_newer(t, b"k", v(3, 0), val("old")).await.unwrap(), "{t}");

@@ -17,9 +17,17 @@ struct Tables {
     versions: BTreeMap<Key, BTreeMap<u64, Value>>,
     /// `(table, key)` to its single-version entry.
     latest: BTreeMap<Key, (Version, Value)>,
+    /// The versions deleted since the last sync, which a machine crash brings back.
+    unsynced: Vec<(Key, u64, Value)>,
+    refuse_syncs: bool,
 }
 
 /// Every table in one map per family, behind one lock: each call is atomic.
+///
+/// It models what a machine crash leaves of a store that syncs deletes only on request
+/// (the trait's contract, the embedded store's behaviour): [`lose_unsynced`](Self::lose_unsynced)
+/// brings back every version deleted since the last `sync`, and
+/// [`refuse_syncs`](Self::refuse_syncs) makes `sync` fail, as a full disk would.
 #[derive(Default)]
 pub struct MemStateStore {
     tables: Mutex<Tables>,
@@ -28,6 +36,19 @@ pub struct MemStateStore {
 impl MemStateStore {
     pub fn new() -> MemStateStore {
         MemStateStore::default()
+    }
+
+    /// A crash of the machine: the deletes not synced are undone.
+    pub fn lose_unsynced(&self) {
+        let mut t = self.tables.lock().expect("not poisoned");
+        for (k, version, value) in std::mem::take(&mut t.unsynced) {
+            t.versions.entry(k).or_default().entry(version).or_insert(value);
+        }
+    }
+
+    /// Whether `sync` fails from now on.
+    pub fn refuse_syncs(&self, refuse: bool) {
+        self.tables.lock().expect("not poisoned").refuse_syncs = refuse;
     }
 
     fn with<T>(&self, table: &str, f: impl FnOnce(&mut Tables) -> T) -> Result<T, super::StateError> {
@@ -79,12 +100,22 @@ impl StateStore for MemStateStore {
     fn delete_version<'a>(&'a self, table: &'a str, k: &'a [u8], version: u64) -> StateFuture<'a, bool> {
         ready(self.with(table, |t| {
             let Some(versions) = t.versions.get_mut(&key(table, k)) else { return false };
-            let found = versions.remove(&version).is_some();
+            let Some(value) = versions.remove(&version) else { return false };
             if versions.is_empty() {
                 t.versions.remove(&key(table, k));
             }
-            found
+            t.unsynced.push((key(table, k), version, value));
+            true
         }))
+    }
+
+    fn sync(&self) -> StateFuture<'_, ()> {
+        let mut t = self.tables.lock().expect("not poisoned");
+        if t.refuse_syncs {
+            return ready(Err(super::StateError::Backend { backend: "memory", message: "sync refused".into() }));
+        }
+        t.unsynced.clear();
+        ready(Ok(()))
     }
 
     fn put_if_newer<'a>(&'a self, table: &'a str, k: &'a [u8], version: Version, value: Value) -> StateFuture<'a, bool> {

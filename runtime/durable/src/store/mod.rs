@@ -125,13 +125,15 @@ pub trait StateStore: Send + Sync {
         })
     }
 
-    /// Deletes `version` of `(table, key)`; says whether it was there.
+    /// Deletes `version` of `(table, key)`; says whether it was there. Readers miss it
+    /// once this returns; a crash of the machine may bring it back until the next
+    /// [`sync`](Self::sync) returns.
     fn delete_version<'a>(&'a self, table: &'a str, key: &'a [u8], version: u64) -> StateFuture<'a, bool>;
 
     /// Deletes each of `versions` of `(table, key)` as [`delete_version`](Self::delete_version)
-    /// would, durably once it returns; says how many were there. A backend that can
-    /// deletes them in one durable write (the embedded store: one synced batch), where
-    /// the default deletes them one by one; a failure may leave some deleted.
+    /// would; says how many were there. A backend that can deletes them in one write
+    /// (the embedded store: one batch), where the default deletes them one by one; a
+    /// failure may leave some deleted.
     fn delete_versions<'a>(&'a self, table: &'a str, key: &'a [u8], versions: Vec<u64>) -> StateFuture<'a, u64> {
         Box::pin(async move {
             let mut deleted = 0;
@@ -140,6 +142,13 @@ pub trait StateStore: Send + Sync {
             }
             Ok(deleted)
         })
+    }
+
+    /// Makes every write acknowledged before this call durable, those that did not ask
+    /// to be (deletes, puts not `durable`). The default does nothing: for a backend
+    /// whose every write is durable once acknowledged (PostgreSQL commits each).
+    fn sync(&self) -> StateFuture<'_, ()> {
+        Box::pin(std::future::ready(Ok(())))
     }
 
     /// Stores `(version, value)` for `(table, key)` if nothing is stored or the stored
@@ -191,6 +200,10 @@ impl<S: StateStore + ?Sized> StateStore for std::sync::Arc<S> {
 
     fn delete_versions<'a>(&'a self, table: &'a str, key: &'a [u8], versions: Vec<u64>) -> StateFuture<'a, u64> {
         (**self).delete_versions(table, key, versions)
+    }
+
+    fn sync(&self) -> StateFuture<'_, ()> {
+        (**self).sync()
     }
 
     fn put_if_newer<'a>(&'a self, table: &'a str, key: &'a [u8], version: Version, value: Value) -> StateFuture<'a, bool> {
