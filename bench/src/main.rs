@@ -17,6 +17,11 @@ mod workflows;
 
 use std::process::ExitCode;
 
+/// The allocator `tally` runs with (see its `main.rs`), so that the nodes this
+/// process runs perform as the shipped binary does.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const SUITES: &[&str] = &["log", "invoke", "state", "cluster", "memory", "durable", "libs"];
 
 /// What every suite is told about the run.
