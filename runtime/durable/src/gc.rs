@@ -13,8 +13,9 @@
 //!   still kept;
 //! - for each object of each table: the write-log record visible at `t̄` is kept with
 //!   everything after it; the versions named by older records are deleted (without a
-//!   sync each: one store sync for a page of objects), then those records trimmed. So each object keeps at most one version no reader needs, and
-//!   storage stays bounded under a steady workload. A write log is trimmed only up to
+//!   sync each: one store sync for a page of objects), then those records trimmed. So
+//!   each object keeps at most one version no reader needs, and storage stays bounded
+//!   under a steady workload. A write log is trimmed only up to
 //!   the first record of another object, should two objects ever share a tag.
 
 use std::collections::BTreeMap;

@@ -19,8 +19,8 @@
 //! the batch as one RocksDB write, synced unless every write of it waives that (a
 //! version put not durable, a delete: `sync` makes those durable later): a write is
 //! acknowledged to the protocol only once it is as durable as asked, concurrent
-//! writers share one fsync, and one thread deciding in
-//! order is what makes the read-modify-write operations atomic, without locks. (Before,
+//! writers share one fsync, and one thread deciding in order is what makes the
+//! read-modify-write operations atomic, without locks. (Before,
 //! each write took a thread of the blocking pool and a lock stripe, and RocksDB's own
 //! write group made the threads wait for each other: a busy node spent a third of its
 //! samples switching between them.) A read runs in place when memory holds what it
