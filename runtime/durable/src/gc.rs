@@ -15,8 +15,8 @@
 //!   everything after it; the versions named by older records are deleted (without a
 //!   sync each: one store sync for a page of objects), then those records trimmed. So
 //!   each object keeps at most one version no reader needs, and storage stays bounded
-//!   under a steady workload. A write log is trimmed only up to
-//!   the first record of another object, should two objects ever share a tag.
+//!   under a steady workload. A write log is trimmed only up to the first record of
+//!   another object, should two objects ever share a tag.
 
 use std::collections::BTreeMap;
 
