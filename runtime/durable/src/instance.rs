@@ -247,10 +247,10 @@ pub struct Instance {
     crash: Option<Arc<CrashAfter>>,
     /// The guest's clocks and random bytes.
     recorder: Recorder,
-    /// The tag every plain append of the guest to its user book carries besides its own.
-    mark: Tag,
-    /// The tag its conditional appends carry.
-    cond_mark: Tag,
+    /// The tag every plain append of the guest to its user book carries besides its own,
+    /// and the one its conditional appends carry: derived at the first append (two
+    /// SHA-256s that most invocations never need).
+    marks: std::sync::OnceLock<[Tag; 2]>,
     /// Plain appends so far: the mark's next offset.
     appends: u64,
     /// The seqnum of the last successful conditional append (0 before the first).
@@ -277,10 +277,8 @@ pub struct Instance {
 impl Instance {
     pub fn new(svc: Arc<Durable>, of: Of) -> Instance {
         let step_tag = svc.tags.step(&of.id);
-        let [mark, cond_mark] = svc.tags.marks(step_tag);
         Instance {
-            mark,
-            cond_mark,
+            marks: std::sync::OnceLock::new(),
             step_tag,
             id: of.id,
             book: of.book,
@@ -317,6 +315,16 @@ impl Instance {
     /// earlier execution got here, otherwise `live`, to be logged before the next effect.
     pub fn read_clock(&mut self, clock: GuestClock, live: u64) -> u64 {
         self.recorder.read(clock, live)
+    }
+
+    /// The mark of the guest's plain appends to its user book.
+    fn mark(&self) -> Tag {
+        self.marks.get_or_init(|| self.svc.tags.marks(self.step_tag))[0]
+    }
+
+    /// The mark of its conditional appends.
+    fn cond_mark(&self) -> Tag {
+        self.marks.get_or_init(|| self.svc.tags.marks(self.step_tag))[1]
     }
 
     /// The next bytes of the invocation's random stream: the same in every execution.
@@ -1663,7 +1671,7 @@ impl Instance {
             return Ok(Err(e));
         }
         self.before_append(ctx).await?;
-        match self.svc.log.cond_append(ctx, self.book, tags, data.clone(), self.mark, self.appends).await {
+        match self.svc.log.cond_append(ctx, self.book, tags, data.clone(), self.mark(), self.appends).await {
             Ok(s) => {
                 self.appends += 1;
                 self.effect()?;
@@ -1716,7 +1724,7 @@ impl Instance {
             None => {
                 self.check_unfinished(ctx).await?;
                 let mut marked = tags.to_vec();
-                marked.push(self.cond_mark);
+                marked.push(self.cond_mark());
                 let got = match self.svc.log.cond_append(ctx, self.book, &marked, data, cond_tag, position).await {
                     Ok(s) => {
                         self.effect()?;
@@ -1759,7 +1767,7 @@ impl Instance {
         if holder.0 <= self.last_cond_append {
             return Ok(false);
         }
-        let found = self.svc.log.read_next(ctx, self.book, self.cond_mark, holder).await?;
+        let found = self.svc.log.read_next(ctx, self.book, self.cond_mark(), holder).await?;
         Ok(found.is_some_and(|r| r.seqnum == holder))
     }
 
@@ -1807,14 +1815,14 @@ impl Instance {
     /// A re-execution's append found the record at its offset of the mark: that record
     /// must be what it asks to append now, if the record is still there to compare.
     async fn check_own_append(&self, ctx: &mut Context, holder: SeqNum, tags: &[Tag], data: &[u8]) -> Result<(), Abort> {
-        let Some(r) = self.svc.log.read_next(ctx, self.book, self.mark, holder).await? else { return Ok(()) };
+        let Some(r) = self.svc.log.read_next(ctx, self.book, self.mark(), holder).await? else { return Ok(()) };
         if r.seqnum != holder {
             return Ok(());
         }
         let mut asked: Vec<Tag> = tags.iter().copied().filter(|&t| t != Tag::ALL).collect();
         asked.sort_unstable();
         asked.dedup();
-        let theirs: Vec<Tag> = r.tags.iter().copied().filter(|&t| t != self.mark).collect();
+        let theirs: Vec<Tag> = r.tags.iter().copied().filter(|&t| t != self.mark()).collect();
         if theirs != asked || r.data != data {
             return Err(Abort::NonDeterministic(format!(
                 "append {} of {} was {} bytes under {} tags and is now {} bytes under {} tags",

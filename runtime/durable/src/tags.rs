@@ -32,6 +32,10 @@
 //! once layer only derived tags and INSTANCES, and nothing trims tag 0 of a platform
 //! book, so the two never meet.
 
+use std::collections::hash_map::RandomState;
+use std::hash::BuildHasher;
+use std::sync::{Arc, Mutex};
+
 use sha2::{Digest, Sha256};
 use tally_log_core::{BookId, Tag};
 
@@ -75,9 +79,68 @@ pub fn shadow(book: BookId) -> BookId {
     BookId(book.0 | BookId::RESERVED_BIT)
 }
 
-/// The secret that derived tags are keyed with.
-#[derive(Clone, PartialEq, Eq)]
-pub struct TagKey([u8; 32]);
+/// Slots of a node's memo of object tags.
+const OBJECT_MEMO_SLOTS: usize = 4096;
+/// The longest table name and key, together, that the memo keeps (what a slot may hold
+/// is bounded, so the memo stays under ~1.5 MiB).
+const OBJECT_MEMO_BYTES_MAX: usize = 256;
+
+/// Object tags derived lately: SHA-256 costs about a microsecond on a CPU without SHA
+/// extensions, which is as much as a whole read-optimized read served in place.
+/// Direct-mapped: a slot holds one `(table, key)` and its tag, found by a hash keyed
+/// per process and compared in full, so a collision (crafted or not) costs a
+/// derivation, never a wrong tag.
+struct ObjectMemo {
+    slots: Box<[Mutex<Option<Remembered>>]>,
+    hasher: RandomState,
+}
+
+struct Remembered {
+    table_len: usize,
+    /// The table name, then the key.
+    bytes: Box<[u8]>,
+    tag: Tag,
+}
+
+impl ObjectMemo {
+    fn new(slots: usize) -> ObjectMemo {
+        assert!(slots.is_power_of_two(), "a memo has a power of two slots");
+        ObjectMemo { slots: (0..slots).map(|_| Mutex::new(None)).collect(), hasher: RandomState::new() }
+    }
+
+    /// The tag of `(table, key)`, from `derive` unless remembered.
+    fn get(&self, table: &str, key: &[u8], derive: impl FnOnce() -> Tag) -> Tag {
+        let slot = &self.slots[self.hasher.hash_one((table, key)) as usize & (self.slots.len() - 1)];
+        let held = |r: &Remembered| {
+            r.table_len == table.len() && r.bytes[..r.table_len] == *table.as_bytes() && r.bytes[r.table_len..] == *key
+        };
+        if let Some(r) = slot.lock().unwrap_or_else(|e| e.into_inner()).as_ref().filter(|r| held(r)) {
+            return r.tag;
+        }
+        let tag = derive();
+        if table.len() + key.len() <= OBJECT_MEMO_BYTES_MAX {
+            let bytes = [table.as_bytes(), key].concat().into_boxed_slice();
+            *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(Remembered { table_len: table.len(), bytes, tag });
+        }
+        tag
+    }
+}
+
+/// The secret that derived tags are keyed with, and the object tags it derived lately.
+#[derive(Clone)]
+pub struct TagKey {
+    key: [u8; 32],
+    /// Shared by the clones, which have the same key.
+    objects: Arc<ObjectMemo>,
+}
+
+impl PartialEq for TagKey {
+    fn eq(&self, other: &TagKey) -> bool {
+        self.key == other.key
+    }
+}
+
+impl Eq for TagKey {}
 
 impl std::fmt::Debug for TagKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -88,21 +151,21 @@ impl std::fmt::Debug for TagKey {
 impl TagKey {
     pub const BYTES: usize = 32;
 
-    pub fn new(bytes: [u8; 32]) -> TagKey {
-        TagKey(bytes)
+    pub fn new(key: [u8; 32]) -> TagKey {
+        TagKey { key, objects: Arc::new(ObjectMemo::new(OBJECT_MEMO_SLOTS)) }
     }
 
     pub fn from_slice(bytes: &[u8]) -> Option<TagKey> {
-        Some(TagKey(bytes.try_into().ok()?))
+        Some(TagKey::new(bytes.try_into().ok()?))
     }
 
     pub fn as_bytes(&self) -> &[u8; 32] {
-        &self.0
+        &self.key
     }
 
     fn digest(&self, domain: &str, parts: &[&[u8]]) -> [u8; 32] {
         let mut h = Sha256::new();
-        h.update(self.0);
+        h.update(self.key);
         for part in std::iter::once(domain.as_bytes()).chain(parts.iter().copied()) {
             h.update((part.len() as u64).to_be_bytes());
             h.update(part);
@@ -142,9 +205,11 @@ impl TagKey {
         Tag(Tag::MARK_BITS | (bits & ((1 << 61) - 1)))
     }
 
-    /// The read-optimized write log of `(table, key)`.
+    /// The read-optimized write log of `(table, key)`: remembered, since an invocation
+    /// derives it for each operation on the object, and the recovery scan for each write
+    /// of a result record.
     pub fn object(&self, table: &str, key: &[u8]) -> Tag {
-        self.derive("object", &[table.as_bytes(), key])
+        self.objects.get(table, key, || self.derive("object", &[table.as_bytes(), key]))
     }
 
     /// The step log that a record of the INSTANCES stream (with `tags`, holding `step`)
@@ -313,6 +378,47 @@ mod tests {
         assert_ne!(marks, key.marks(key.step(&InstanceId::generated("00fe"))));
         // Another key derives other tags: the secret matters.
         assert_ne!(TagKey::new([8; 32]).object("a", b"b"), key.object("a", b"b"));
+    }
+
+    #[test]
+    fn the_object_memo_gives_the_derived_tag_and_derives_each_object_once_while_it_holds_it() {
+        let key = TagKey::new([7; 32]);
+        let derive = |table: &str, k: &[u8]| key.derive("object", &[table.as_bytes(), k]);
+        // Two slots: the objects below collide, and each collision evicts.
+        let memo = ObjectMemo::new(2);
+        let long = vec![b'k'; OBJECT_MEMO_BYTES_MAX];
+        let objects: [(&str, &[u8]); 9] = [
+            ("a", b"bc"),
+            ("ab", b"c"),
+            ("abc", b""),
+            ("", b"abc"),
+            ("t", &long),
+            ("a", b"bc"),
+            ("t", b"1"),
+            ("t", b"2"),
+            ("t", b"3"),
+        ];
+        for _ in 0..3 {
+            for (table, k) in objects {
+                let mut derived = 0;
+                let tag = memo.get(table, k, || {
+                    derived += 1;
+                    derive(table, k)
+                });
+                assert_eq!(tag, derive(table, k), "{table:?}/{k:?}");
+                assert!(derived <= 1);
+                // Asked again at once: remembered, unless too long to keep.
+                let kept = table.len() + k.len() <= OBJECT_MEMO_BYTES_MAX;
+                let again = memo.get(table, k, || {
+                    assert!(!kept, "{table:?}/{k:?} was derived twice in a row");
+                    derive(table, k)
+                });
+                assert_eq!(again, tag);
+            }
+        }
+        // The memo changes no tag: the derivation is what stored write logs are found by.
+        assert_eq!(key.object("accounts", b"alice"), derive("accounts", b"alice"));
+        assert_eq!(key.object("accounts", b"alice"), Tag(0xfaba_09d1_7741_0e98));
     }
 
     #[test]
