@@ -795,7 +795,8 @@ impl Instance {
                 unreachable!("a pending write is a write")
             };
             durable |= matches!(step, Step::Write { .. });
-            puts.push(VersionPut { table: w.st.clone(), key: w.key.clone(), version: *version, value: w.value.clone() });
+            let marker = matches!(step, Step::Put { .. });
+            puts.push(VersionPut { table: w.st.clone(), key: w.key.clone(), version: *version, value: w.value.clone(), marker });
         }
         if puts.is_empty() {
             return Ok(());
@@ -1037,7 +1038,7 @@ impl Instance {
                 // A small value goes in the record itself (`Step::Put`): readers take it
                 // from there, and its version is stored without a sync.
                 self.step_gate(ctx).await?;
-                let version = version_of(&self.id, self.next);
+                let version = version_of(&self.id, self.next, inline);
                 let key_bytes = Bytes::copy_from_slice(key);
                 let (t, k) = (table.to_string(), key_bytes.clone());
                 let write = match inline {
@@ -1054,7 +1055,7 @@ impl Instance {
             }
             Effective::Transitional => {
                 let step = self.next;
-                let version = version_of(&self.id, step);
+                let version = version_of(&self.id, step, false);
                 let key_bytes = Bytes::copy_from_slice(key);
                 let write = Step::Write { table: table.to_string(), key: key_bytes, version, migrated_from: None };
                 if self.recorded(&write)?.is_none() {
@@ -1955,13 +1956,24 @@ fn guest_tags<'a>(tags: impl IntoIterator<Item = &'a Tag>) -> Result<(), LogErro
 }
 
 /// The version a read-optimized write at `step` of instance `id` stores: a hash, so
-/// versions of one object are unique but not ordered (the write log orders them).
-fn version_of(id: &InstanceId, step: usize) -> u64 {
+/// versions of one object are unique but not ordered (the write log orders them). A
+/// marker's (a `Step::Put`'s: its record carries the value, and no reader looks the
+/// version up) has the top bit set, a value's (a `Step::Write`'s) has it clear: an
+/// execution that crashed after storing a marker, before its record, leaves the name
+/// taken, and a re-execution that writes a large value at that step (its readings
+/// differ) must not find its own name taken, since the first version stored under a
+/// name stays.
+pub(crate) fn version_of(id: &InstanceId, step: usize, marker: bool) -> u64 {
     use sha2::{Digest, Sha256};
+    const MARKER: u64 = 1 << 63;
     let mut h = Sha256::new();
     h.update(id.encode());
     h.update((step as u64).to_be_bytes());
-    u64::from_be_bytes(h.finalize()[..8].try_into().expect("8 bytes"))
+    let hash = u64::from_be_bytes(h.finalize()[..8].try_into().expect("8 bytes"));
+    match marker {
+        true => hash | MARKER,
+        false => hash & !MARKER,
+    }
 }
 
 fn effective(p: Protocol) -> Effective {

@@ -24,7 +24,7 @@ use crate::config::{Protocol, StateConfig};
 use crate::env::{BoxFuture, Clock, FunctionVersion, Functions};
 use crate::error::{Error, Result};
 use crate::id::InstanceId;
-use crate::instance::{Instance, Of, Started};
+use crate::instance::{CrashAfter, Instance, Of, Started};
 use crate::invoke::{InvocationStatus, InvokeRequest};
 use crate::node::{Abort, Durable};
 use crate::record::{self, Outcome, Step};
@@ -842,7 +842,12 @@ fn an_execution_that_read_other_clocks_than_the_logged_ones_stops_before_acting(
 
 /// An instance of `put` with idempotency key `key`, driven by hand as a peer would be.
 fn put_instance(w: &World, d: &Arc<Durable>, key: &str) -> Instance {
-    let of = Of {
+    Instance::new(d.clone(), of_put(w, key))
+}
+
+/// What an instance of `put` with key `key` started by hand is of.
+fn of_put(w: &World, key: &str) -> Of {
+    Of {
         id: id("put", key),
         book: BOOK,
         function: "put".into(),
@@ -851,8 +856,7 @@ fn put_instance(w: &World, d: &Arc<Durable>, key: &str) -> Instance {
         declared: Arc::default(),
         crash: None,
         key: None,
-    };
-    Instance::new(d.clone(), of)
+    }
 }
 
 /// A world with node 0, and a fresh instance of `put` with key `key`, initialised by hand.
@@ -895,6 +899,47 @@ fn read_optimized_writes_and_the_result_are_one_record() {
     w.recover(&d, &mut Recovery::default(), 1);
     assert_eq!(w.get(&d, "ro", "a").as_deref(), Some("4"));
     assert_eq!(w.get(&d, "ro", "b").as_deref(), Some("2"), "b's group record stays in b's write log");
+}
+
+/// A write's version is named by the invocation and the step. An execution that crashed
+/// after storing the version of a small write (a marker: its record carries the value),
+/// before the record, leaves that name taken; a re-execution whose write at that step is
+/// large (its value goes to the store, and readers take it from there) must still store
+/// its value, since the first version under a name stays. Markers are named apart from
+/// values. Before, the re-execution's record named the crashed one's small value, and
+/// every reader got that.
+#[test]
+fn a_large_write_never_finds_its_name_taken_by_a_crashed_execution_s_marker() {
+    let large = "L".repeat(record::PUT_INLINE_MAX + 1);
+    for effects in 1u64.. {
+        let mut w = World::new(config());
+        let d = w.start(0);
+        let mut ctx = Context::new();
+        let mut first = Instance::new(d.clone(), Of { crash: Some(CrashAfter::new(effects)), ..of_put(&w, "renamed") });
+        let ran = w.run(async {
+            first.init(&mut ctx).await?;
+            first.put(&mut ctx, "ro", b"k", Some(Bytes::from_static(b"small"))).await?;
+            first.finish(&mut ctx, Outcome::Ok(Bytes::new())).await
+        });
+        match ran {
+            Err(Abort::Crash) => {}
+            other => panic!("no crash left a marker without its record (at effect {effects}: {other:?})"),
+        }
+        let step_log = d.tags.step(&id("put", "renamed"));
+        let markers = [true, false].map(|marker| crate::instance::version_of(&id("put", "renamed"), 1, marker));
+        if w.stream(&d, step_log).len() != 1 || !w.stored_versions("ro", "k", &markers).contains(&true) {
+            continue;
+        }
+        let mut again = put_instance(&w, &d, "renamed");
+        let ran = w.run(async {
+            assert!(matches!(again.init(&mut ctx).await?, Started::Running { .. }));
+            again.put(&mut ctx, "ro", b"k", Some(Bytes::from(large.clone()))).await?;
+            again.finish(&mut ctx, Outcome::Ok(Bytes::new())).await
+        });
+        assert!(ran.is_ok(), "the re-execution: {ran:?}");
+        assert_eq!(w.get(&d, "ro", "k").as_deref(), Some(large.as_str()), "the re-execution's value, not the crashed one's");
+        return;
+    }
 }
 
 /// Garbage collection of an object written more often than one batch of deletes holds:

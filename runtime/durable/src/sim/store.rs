@@ -1,10 +1,10 @@
 //! The simulator's state store: the in-memory store behind a wrapper that fails calls
 //! (before or after they take effect, as a backend's timeout would) and splits each call
 //! into the poll that does it and the poll that answers, so a crash can fall between.
-//! A version put without durability (`put_versions(_, false)`, whose caller keeps the
-//! value elsewhere) is stored, at random, with a value nobody wrote: what a crash that
-//! lost it and another execution's put under the same name could leave. No reader may
-//! look at it.
+//! A marker, or a version put without durability (`put_versions(_, false)`), whose
+//! caller keeps the value elsewhere, is stored, at random, with a value nobody wrote:
+//! what a crash that lost it and another execution's put under the same name could
+//! leave. No reader may look at it.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -100,9 +100,9 @@ impl StateStore for FaultyStore {
     }
 
     fn put_versions<'a>(&'a self, mut puts: Vec<VersionPut>, durable: bool) -> StateFuture<'a, Vec<bool>> {
-        if !durable {
+        {
             let mut rng = self.rng.lock().expect("not poisoned");
-            for p in puts.iter_mut().filter(|_| rng.chance(0.5)) {
+            for p in puts.iter_mut().filter(|p| (p.marker || !durable) && rng.chance(0.5)) {
                 p.value = Some(Bytes::from_static(b"a value no execution wrote"));
             }
         }

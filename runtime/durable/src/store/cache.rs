@@ -184,12 +184,12 @@ impl StateStore for VersionCache {
 
     fn put_versions<'a>(&'a self, puts: Vec<VersionPut>, durable: bool) -> StateFuture<'a, Vec<bool>> {
         Box::pin(async move {
-            // Versions put without durability are not read (their values travel
-            // elsewhere): they would only push out ones that are.
+            // Markers, and versions put without durability, are not read (their values
+            // travel elsewhere): they would only push out ones that are.
             let cached = (durable && self.shard_bytes_max > 0).then(|| puts.clone());
             let stored = self.inner.put_versions(puts, durable).await?;
             if let Some(puts) = cached {
-                for (p, _) in puts.into_iter().zip(&stored).filter(|(_, &stored)| stored) {
+                for (p, _) in puts.into_iter().zip(&stored).filter(|(p, &stored)| stored && !p.marker) {
                     self.insert(&p.table, &p.key, p.version, p.value);
                 }
             }

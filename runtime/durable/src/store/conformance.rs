@@ -127,6 +127,7 @@ pub async fn put_versions_puts_each(store: &dyn StateStore) {
         key: Bytes::copy_from_slice(key.as_bytes()),
         version,
         value,
+        marker: false,
     };
     assert!(store.put_version(t, b"old", 1, val("kept")).await.unwrap());
     let puts = vec![

@@ -44,6 +44,11 @@ pub struct VersionPut {
     pub key: Bytes,
     pub version: u64,
     pub value: Value,
+    /// No reader looks this version up (a `Step::Put`'s: its record carries the value;
+    /// the version only tells garbage collection that the object exists), and its name
+    /// is never a value's: the store may write it without looking whether the name is
+    /// taken, and overwrite what is there.
+    pub marker: bool,
 }
 
 /// The two key spaces of a store.
@@ -104,6 +109,8 @@ pub trait StateStore: Send + Sync {
     /// whole. Unless `durable`, the backend need not make them survive a crash of the
     /// process when it returns (the embedded store writes them without a sync; a later
     /// synced write makes them durable): for versions that the caller keeps elsewhere.
+    /// A [`marker`](VersionPut::marker) may be stored without looking whether its name
+    /// is taken (the embedded store does: one lookup less per write), and says `true`.
     fn put_versions<'a>(&'a self, puts: Vec<VersionPut>, durable: bool) -> StateFuture<'a, Vec<bool>> {
         let _ = durable;
         Box::pin(async move {
