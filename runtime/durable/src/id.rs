@@ -69,8 +69,7 @@ impl InstanceId {
     fn hashed(named: &impl Serialize) -> InstanceId {
         use sha2::{Digest, Sha256};
         let named = bincode::serialize(named).expect("names encode");
-        let root = Sha256::digest(named)[..16].iter().map(|b| format!("{b:02x}")).collect();
-        InstanceId { root, path: Vec::new() }
+        InstanceId { root: hex(&Sha256::digest(named)[..16]), path: Vec::new() }
     }
 
     /// The child called at `step` of this instance.
@@ -106,9 +105,25 @@ impl std::fmt::Display for InstanceId {
     }
 }
 
+/// `bytes` in lowercase hex digits, two a byte (without a `format!` and a `String` a
+/// byte: an invocation's root is derived on every request).
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    bytes.iter().flat_map(|b| [DIGITS[usize::from(b >> 4)], DIGITS[usize::from(b & 15)]]).map(char::from).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Roots derived before `hex` existed keep their spelling: an idempotency key names
+    /// the same invocation after an upgrade.
+    #[test]
+    fn hex_spells_bytes_as_format_did() {
+        let all: Vec<u8> = (0..=255).collect();
+        assert_eq!(hex(&all), all.iter().map(|b| format!("{b:02x}")).collect::<String>());
+        assert_eq!(hex(&[]), "");
+    }
 
     #[test]
     fn keys_with_separators_never_name_a_child() {

@@ -245,7 +245,7 @@ impl TagKey {
     /// that no one can guess another invocation's promises.
     pub fn promise_id(&self, id: &InstanceId, n: u64) -> String {
         let digest = self.digest("promise-id", &[&id.encode(), &n.to_be_bytes()]);
-        digest[..16].iter().map(|b| format!("{b:02x}")).collect()
+        crate::id::hex(&digest[..16])
     }
 
     /// The stream of a promise (in its book's shadow): its creation at offset 0, its
