@@ -319,12 +319,16 @@ impl Instance {
 
     /// The mark of the guest's plain appends to its user book.
     fn mark(&self) -> Tag {
-        self.marks.get_or_init(|| self.svc.tags.marks(self.step_tag))[0]
+        self.marks()[0]
     }
 
     /// The mark of its conditional appends.
     fn cond_mark(&self) -> Tag {
-        self.marks.get_or_init(|| self.svc.tags.marks(self.step_tag))[1]
+        self.marks()[1]
+    }
+
+    fn marks(&self) -> [Tag; 2] {
+        *self.marks.get_or_init(|| self.svc.tags.marks(self.step_tag))
     }
 
     /// The next bytes of the invocation's random stream: the same in every execution.
