@@ -25,9 +25,9 @@ use tally_log_core::{BookId, Context, SeqNum, Tag};
 
 use crate::node::{store_table, visible_write, Abort, Durable, PAYLOAD_MAX};
 use crate::objects::AuxView;
-use crate::record::{self, LockId, Step};
+use crate::record::{self, LockId, Step, Written};
 use crate::recovery::BookScan;
-use crate::store::Family;
+use crate::store::{Family, VersionPut};
 use crate::tags::{shadow, APPENDED, INSTANCES, LIBRARIES};
 
 /// Keys per page when walking a table.
@@ -110,11 +110,36 @@ struct Object<'a> {
     tag: Tag,
 }
 
-/// Deletes `versions` of `object` (and empties the list).
-async fn delete(d: &Durable, object: &Object<'_>, versions: &mut Vec<u64>, done: &mut Collected) -> Result<(), Abort> {
-    if !versions.is_empty() {
-        done.versions += d.store.delete_versions(object.st, object.key, std::mem::take(versions)).await?;
+/// Deletes `versions` of `object` (and empties the list). Before the first delete of
+/// an object (`remarked` says whether it came), stores the marker of `keep`, the write
+/// that stays visible, again if the record carries the value: markers are stored
+/// without a sync, so a machine crash may have lost it while its record survived, and
+/// deleting the versions before it would leave the object none, invisible to the next
+/// collection and to a switch's migration. The page's sync makes it durable with the
+/// deletes.
+async fn delete(
+    d: &Durable,
+    object: &Object<'_>,
+    keep: &Written,
+    remarked: &mut bool,
+    versions: &mut Vec<u64>,
+    done: &mut Collected,
+) -> Result<(), Abort> {
+    if versions.is_empty() {
+        return Ok(());
     }
+    if let (false, Some(value)) = (*remarked, &keep.value) {
+        let marker = VersionPut {
+            table: object.st.to_string(),
+            key: Bytes::copy_from_slice(object.key),
+            version: keep.version,
+            value: value.clone(),
+            marker: true,
+        };
+        d.store.put_versions(vec![marker], false).await?;
+    }
+    *remarked = true;
+    done.versions += d.store.delete_versions(object.st, object.key, std::mem::take(versions)).await?;
     Ok(())
 }
 
@@ -143,7 +168,7 @@ async fn collect_table(
             // one a version), all before the one trim of the records that name them.
             let object = Object { st: &st, key, tag: d.tags.object(table, key) };
             let mut at = SeqNum(0);
-            let (mut versions, mut trim_to) = (Vec::new(), None);
+            let (mut versions, mut trim_to, mut remarked) = (Vec::new(), None, false);
             loop {
                 let written = match d.log.read_next(ctx, shadow(book), object.tag, at).await? {
                     Some(r) if r.seqnum.0 < keep.seqnum => record::write_in(&r.data, table, key)?.map(|w| (r.seqnum.0, w)),
@@ -156,14 +181,14 @@ async fn collect_table(
                 trim_to = Some(seqnum + 1);
                 at = SeqNum(seqnum + 1);
                 if versions.len() >= DELETES_MAX {
-                    delete(d, &object, &mut versions, done).await?;
+                    delete(d, &object, &keep.written, &mut remarked, &mut versions, done).await?;
                 } else if versions.len() % 64 == 0 {
                     // Reads that the index and the record cache answer in place never
                     // wait: let the invocations sharing this thread run.
                     YieldNow(false).await;
                 }
             }
-            delete(d, &object, &mut versions, done).await?;
+            delete(d, &object, &keep.written, &mut remarked, &mut versions, done).await?;
             if let Some(point) = trim_to {
                 trims.push((object.tag, point));
             }

@@ -798,8 +798,11 @@ impl Instance {
             let (Step::Write { version, .. } | Step::Put { version, .. }) = step else {
                 unreachable!("a pending write is a write")
             };
-            durable |= matches!(step, Step::Write { .. });
             let marker = matches!(step, Step::Put { .. });
+            // A marker is how garbage collection and a switch's migration find the
+            // object: the object's first in this node's life is made durable, lest a
+            // machine crash lose it while its record survives.
+            durable |= !marker || self.svc.durable_objects.get(&w.st, &w.key).is_none();
             puts.push(VersionPut { table: w.st.clone(), key: w.key.clone(), version: *version, value: w.value.clone(), marker });
         }
         if puts.is_empty() {
@@ -808,6 +811,10 @@ impl Instance {
         store.put_versions(puts, durable).await?;
         for w in self.pending.iter_mut().filter_map(|p| p.write.as_mut()) {
             w.stored = true;
+            // A synced write makes every version stored before it durable as well.
+            if durable {
+                self.svc.durable_objects.insert(&w.st, &w.key, ());
+            }
         }
         self.effect()
     }

@@ -31,6 +31,7 @@ mod inspect;
 mod instance;
 mod invoke;
 pub mod locks;
+mod memo;
 mod node;
 pub mod objects;
 pub mod queues;

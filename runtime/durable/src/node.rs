@@ -15,6 +15,7 @@ use crate::env::{Clock, Functions, Log, Peers, Spawn};
 use crate::error::Error;
 use crate::instance::Effective;
 use crate::invoke::Invocations;
+use crate::memo::Memo;
 use crate::record::{self, TableRef, Transition, Written};
 use crate::store::{StateError, StateStore, Value};
 use crate::tags::{shadow, TagKey, BOOKS, PLATFORM_BOOK, TABLES, TAG_KEY};
@@ -164,6 +165,9 @@ pub struct NodeBounds {
     pub invocations_kept: usize,
 }
 
+/// Slots of [`Durable::durable_objects`].
+const DURABLE_OBJECTS_SLOTS: usize = 4096;
+
 /// What exactly-once invocations of one node share.
 pub struct Durable {
     pub(crate) log: Arc<dyn Log>,
@@ -175,6 +179,11 @@ pub struct Durable {
     pub config: StateConfig,
     pub(crate) bounds: NodeBounds,
     pub(crate) tags: TagKey,
+    /// Objects (store table, key) of which a version is durable in `store`: a marker of
+    /// one needs no sync of its own (`Instance::store_pending`). Garbage collection
+    /// keeps a version of every object it collects (the visible one), so an entry stays
+    /// true; one that falls out of the memo costs a sync at the object's next write.
+    pub(crate) durable_objects: Memo<()>,
     /// Books registered in [`BOOKS`] (by any node), and where the stream was read to.
     books: AsyncMutex<(SeqNum, BTreeSet<BookId>)>,
     /// Reads and writes of switchable tables on this node since the last look.
@@ -212,6 +221,7 @@ impl Durable {
             config,
             bounds,
             tags,
+            durable_objects: Memo::new(DURABLE_OBJECTS_SLOTS),
             books: AsyncMutex::new((SeqNum(0), BTreeSet::new())),
             rates: Mutex::new(BTreeMap::new()),
             tables: AsyncMutex::new((SeqNum(0), HashMap::new())),

@@ -32,14 +32,13 @@
 //! once layer only derived tags and INSTANCES, and nothing trims tag 0 of a platform
 //! book, so the two never meet.
 
-use std::collections::hash_map::RandomState;
-use std::hash::BuildHasher;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 use tally_log_core::{BookId, Tag};
 
 use crate::id::InstanceId;
+use crate::memo::Memo;
 use crate::record::Step;
 
 /// The platform book of the registry and the platform-wide lists.
@@ -79,59 +78,17 @@ pub fn shadow(book: BookId) -> BookId {
     BookId(book.0 | BookId::RESERVED_BIT)
 }
 
-/// Slots of a node's memo of object tags.
+/// Slots of a node's memo of object tags: SHA-256 costs about a microsecond on a CPU
+/// without SHA extensions, which is as much as a whole read-optimized read served in
+/// place.
 const OBJECT_MEMO_SLOTS: usize = 4096;
-/// The longest table name and key, together, that the memo keeps (what a slot may hold
-/// is bounded, so the memo stays under ~1.5 MiB).
-const OBJECT_MEMO_BYTES_MAX: usize = 256;
-
-/// Object tags derived lately: SHA-256 costs about a microsecond on a CPU without SHA
-/// extensions, which is as much as a whole read-optimized read served in place.
-/// Direct-mapped: a slot holds one `(table, key)` and its tag, found by a hash keyed
-/// per process and compared in full, so a collision (crafted or not) costs a
-/// derivation, never a wrong tag.
-struct ObjectMemo {
-    slots: Box<[Mutex<Option<Remembered>>]>,
-    hasher: RandomState,
-}
-
-struct Remembered {
-    table_len: usize,
-    /// The table name, then the key.
-    bytes: Box<[u8]>,
-    tag: Tag,
-}
-
-impl ObjectMemo {
-    fn new(slots: usize) -> ObjectMemo {
-        assert!(slots.is_power_of_two(), "a memo has a power of two slots");
-        ObjectMemo { slots: (0..slots).map(|_| Mutex::new(None)).collect(), hasher: RandomState::new() }
-    }
-
-    /// The tag of `(table, key)`, from `derive` unless remembered.
-    fn get(&self, table: &str, key: &[u8], derive: impl FnOnce() -> Tag) -> Tag {
-        let slot = &self.slots[self.hasher.hash_one((table, key)) as usize & (self.slots.len() - 1)];
-        let held = |r: &Remembered| {
-            r.table_len == table.len() && r.bytes[..r.table_len] == *table.as_bytes() && r.bytes[r.table_len..] == *key
-        };
-        if let Some(r) = slot.lock().unwrap_or_else(|e| e.into_inner()).as_ref().filter(|r| held(r)) {
-            return r.tag;
-        }
-        let tag = derive();
-        if table.len() + key.len() <= OBJECT_MEMO_BYTES_MAX {
-            let bytes = [table.as_bytes(), key].concat().into_boxed_slice();
-            *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(Remembered { table_len: table.len(), bytes, tag });
-        }
-        tag
-    }
-}
 
 /// The secret that derived tags are keyed with, and the object tags it derived lately.
 #[derive(Clone)]
 pub struct TagKey {
     key: [u8; 32],
     /// Shared by the clones, which have the same key.
-    objects: Arc<ObjectMemo>,
+    objects: Arc<Memo<Tag>>,
 }
 
 impl PartialEq for TagKey {
@@ -152,7 +109,7 @@ impl TagKey {
     pub const BYTES: usize = 32;
 
     pub fn new(key: [u8; 32]) -> TagKey {
-        TagKey { key, objects: Arc::new(ObjectMemo::new(OBJECT_MEMO_SLOTS)) }
+        TagKey { key, objects: Arc::new(Memo::new(OBJECT_MEMO_SLOTS)) }
     }
 
     pub fn from_slice(bytes: &[u8]) -> Option<TagKey> {
@@ -209,7 +166,7 @@ impl TagKey {
     /// derives it for each operation on the object, and the recovery scan for each write
     /// of a result record.
     pub fn object(&self, table: &str, key: &[u8]) -> Tag {
-        self.objects.get(table, key, || self.derive("object", &[table.as_bytes(), key]))
+        self.objects.get_or(table, key, || self.derive("object", &[table.as_bytes(), key]))
     }
 
     /// The step log that a record of the INSTANCES stream (with `tags`, holding `step`)
@@ -385,8 +342,8 @@ mod tests {
         let key = TagKey::new([7; 32]);
         let derive = |table: &str, k: &[u8]| key.derive("object", &[table.as_bytes(), k]);
         // Two slots: the objects below collide, and each collision evicts.
-        let memo = ObjectMemo::new(2);
-        let long = vec![b'k'; OBJECT_MEMO_BYTES_MAX];
+        let memo = Memo::new(2);
+        let long = vec![b'k'; crate::memo::BYTES_MAX];
         let objects: [(&str, &[u8]); 9] = [
             ("a", b"bc"),
             ("ab", b"c"),
@@ -401,15 +358,15 @@ mod tests {
         for _ in 0..3 {
             for (table, k) in objects {
                 let mut derived = 0;
-                let tag = memo.get(table, k, || {
+                let tag = memo.get_or(table, k, || {
                     derived += 1;
                     derive(table, k)
                 });
                 assert_eq!(tag, derive(table, k), "{table:?}/{k:?}");
                 assert!(derived <= 1);
                 // Asked again at once: remembered, unless too long to keep.
-                let kept = table.len() + k.len() <= OBJECT_MEMO_BYTES_MAX;
-                let again = memo.get(table, k, || {
+                let kept = table.len() + k.len() <= crate::memo::BYTES_MAX;
+                let again = memo.get_or(table, k, || {
                     assert!(!kept, "{table:?}/{k:?} was derived twice in a row");
                     derive(table, k)
                 });

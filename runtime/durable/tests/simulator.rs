@@ -14,6 +14,7 @@ fn check(first: u64, count: u64, opts: SimOptions) -> SimStats {
     assert!(total.outputs_checked >= count * opts.clients as u64 * opts.invocations as u64 / 2, "{total}");
     assert!(total.reads_checked > total.outputs_checked, "{total}");
     assert!(total.crashes > 0 && total.pauses > 0 && total.peers > 0 && total.replays > 0, "{total}");
+    assert!(total.machine_crashes > 0, "{total}");
     assert!(total.log_failures > 0 && total.store_failures > 0, "{total}");
     assert!(total.switches > 0 && total.redeploys > 0, "{total}");
     assert!(total.executions > total.invocations, "no re-executions: {total}");

@@ -6,7 +6,8 @@
 //!
 //! One seed fixes everything: the programs, the clients' requests, every interleaving,
 //! and the faults of the safety phase: node crashes after any poll (so after any log or
-//! store effect), node pauses, log and store calls failing before or after they take
+//! store effect), crashes of the machine (every node, and the store loses what it did
+//! not sync), node pauses, log and store calls failing before or after they take
 //! effect, racing peers of one invocation (a client's concurrent retry on another
 //! node), client retries after a result, redeploys, switches, garbage collection every
 //! few tens of milliseconds, guests that trim their own book. The liveness phase then
@@ -128,6 +129,8 @@ pub struct SimStats {
     pub crashes: u64,
     /// Nodes that crashed for good (see `SimOptions::lose_node`).
     pub lost: u64,
+    /// Crashes of the machine: every node, and the store's unsynced writes.
+    pub machine_crashes: u64,
     pub pauses: u64,
     pub log_failures: u64,
     pub store_failures: u64,
@@ -160,6 +163,7 @@ impl SimStats {
         self.outputs_checked += o.outputs_checked;
         self.crashes += o.crashes;
         self.lost += o.lost;
+        self.machine_crashes += o.machine_crashes;
         self.pauses += o.pauses;
         self.log_failures += o.log_failures;
         self.store_failures += o.store_failures;
@@ -181,8 +185,8 @@ impl fmt::Display for SimStats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} invocations, {} executions, {} reads and {} outputs checked against the model; faults: {} crashes ({} for good), {} \
-             pauses, {} log and {} store failures, {} racing peers, {} replays, {} switches, {} redeploys; {} suspended \
+            "{} invocations, {} executions, {} reads and {} outputs checked against the model; faults: {} crashes ({} for good, {} of the \
+             machine), {} pauses, {} log and {} store failures, {} racing peers, {} replays, {} switches, {} redeploys; {} suspended \
              invocations answered; {} scheduled, {} cancelled and {} awaiting others' promises; {} commits, writes, pops and \
              holds of the libraries checked; {} log records, {} simulated ms",
             self.invocations,
@@ -191,6 +195,7 @@ impl fmt::Display for SimStats {
             self.outputs_checked,
             self.crashes,
             self.lost,
+            self.machine_crashes,
             self.pauses,
             self.log_failures,
             self.store_failures,
@@ -542,7 +547,20 @@ pub fn run_seed(seed: u64, opts: &SimOptions) -> Result<SimStats, Violation> {
             Stepped::Polled(Some(n)) => {
                 digest = digest.wrapping_mul(31).wrapping_add(n as u64 + 1);
                 let down = restarts.len() + usize::from(lost.is_some());
-                if safety && down + 1 < opts.nodes && rng.chance(opts.crash) {
+                if safety && rng.chance(opts.crash / 20.0) {
+                    // The machine under every node dies: the store loses what it did
+                    // not sync (a shared store here, so every node goes down with it).
+                    for m in 0..opts.nodes {
+                        if world.nodes[m].lock().expect("not poisoned").up {
+                            crash(&world, &mut exec, m);
+                            if lost != Some(m) {
+                                restarts.insert(m, now + 5 + rng.below(400));
+                            }
+                        }
+                    }
+                    world.store.lose_unsynced();
+                    world.stats.lock().expect("not poisoned").machine_crashes += 1;
+                } else if safety && down + 1 < opts.nodes && rng.chance(opts.crash) {
                     crash(&world, &mut exec, n);
                     if opts.lose_node && lost.is_none() {
                         lost = Some(n);

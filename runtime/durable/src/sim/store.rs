@@ -40,6 +40,11 @@ impl FaultyStore {
         })
     }
 
+    /// A crash of the machine: see [`MemStateStore::lose_unsynced`].
+    pub fn lose_unsynced(&self) {
+        self.inner.lose_unsynced();
+    }
+
     fn draw(&self) -> (bool, bool) {
         let f = *self.faults.lock().expect("not poisoned");
         let mut rng = self.rng.lock().expect("not poisoned");

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 
 use bytes::Bytes;
 
-use super::{check_table, Family, StateFuture, StateStore, Value, Version};
+use super::{check_table, Family, StateFuture, StateStore, Value, Version, VersionPut};
 
 type Key = (String, Bytes);
 
@@ -17,16 +17,43 @@ struct Tables {
     versions: BTreeMap<Key, BTreeMap<u64, Value>>,
     /// `(table, key)` to its single-version entry.
     latest: BTreeMap<Key, (Version, Value)>,
-    /// The versions deleted since the last sync, which a machine crash brings back.
-    unsynced: Vec<(Key, u64, Value)>,
+    /// What a machine crash undoes, oldest first: versions deleted since the last
+    /// sync, and versions put without durability since the last synced write.
+    unsynced: Vec<Unsynced>,
     refuse_syncs: bool,
+}
+
+enum Unsynced {
+    Deleted(Key, u64, Value),
+    Put(Key, u64),
+}
+
+impl Tables {
+    /// A write the store syncs makes every version put before it durable (the
+    /// embedded store's write-ahead log is one sequence); deletes wait for `sync`.
+    fn synced_write(&mut self) {
+        self.unsynced.retain(|u| matches!(u, Unsynced::Deleted(..)));
+    }
+
+    /// `put_version`'s rule: the first version under a name stays.
+    fn put_version(&mut self, k: Key, version: u64, value: Value) -> bool {
+        match self.versions.entry(k).or_default().entry(version) {
+            std::collections::btree_map::Entry::Vacant(slot) => {
+                slot.insert(value);
+                true
+            }
+            std::collections::btree_map::Entry::Occupied(_) => false,
+        }
+    }
 }
 
 /// Every table in one map per family, behind one lock: each call is atomic.
 ///
-/// It models what a machine crash leaves of a store that syncs deletes only on request
-/// (the trait's contract, the embedded store's behaviour): [`lose_unsynced`](Self::lose_unsynced)
-/// brings back every version deleted since the last `sync`, and
+/// It models what a machine crash leaves of a store that syncs deletes and versions put
+/// without durability only on request (the trait's contract, the embedded store's
+/// behaviour): [`lose_unsynced`](Self::lose_unsynced) brings back every version deleted
+/// since the last `sync` and drops every version `put_versions(_, false)` stored since
+/// the last synced write, and
 /// [`refuse_syncs`](Self::refuse_syncs) makes `sync` fail, as a full disk would.
 #[derive(Default)]
 pub struct MemStateStore {
@@ -38,11 +65,25 @@ impl MemStateStore {
         MemStateStore::default()
     }
 
-    /// A crash of the machine: the deletes not synced are undone.
+    /// A crash of the machine: the deletes and the puts not synced are undone, newest
+    /// first.
     pub fn lose_unsynced(&self) {
         let mut t = self.tables.lock().expect("not poisoned");
-        for (k, version, value) in std::mem::take(&mut t.unsynced) {
-            t.versions.entry(k).or_default().entry(version).or_insert(value);
+        for undo in std::mem::take(&mut t.unsynced).into_iter().rev() {
+            match undo {
+                Unsynced::Deleted(k, version, value) => {
+                    t.versions.entry(k).or_default().entry(version).or_insert(value);
+                }
+                Unsynced::Put(k, version) => {
+                    // A delete after it was undone first: the version is there.
+                    if let Some(versions) = t.versions.get_mut(&k) {
+                        versions.remove(&version);
+                        if versions.is_empty() {
+                            t.versions.remove(&k);
+                        }
+                    }
+                }
+            }
         }
     }
 
@@ -81,13 +122,32 @@ fn ready<'a, T: Send + 'a>(r: Result<T, super::StateError>) -> StateFuture<'a, T
 
 impl StateStore for MemStateStore {
     fn put_version<'a>(&'a self, table: &'a str, k: &'a [u8], version: u64, value: Value) -> StateFuture<'a, bool> {
-        ready(self.with(table, |t| match t.versions.entry(key(table, k)).or_default().entry(version) {
-            std::collections::btree_map::Entry::Vacant(slot) => {
-                slot.insert(value);
-                true
-            }
-            std::collections::btree_map::Entry::Occupied(_) => false,
+        ready(self.with(table, |t| {
+            t.synced_write();
+            t.put_version(key(table, k), version, value)
         }))
+    }
+
+    fn put_versions<'a>(&'a self, puts: Vec<VersionPut>, durable: bool) -> StateFuture<'a, Vec<bool>> {
+        if let Some(p) = puts.iter().find(|p| check_table(&p.table).is_err()) {
+            return ready(check_table(&p.table).map(|()| Vec::new()));
+        }
+        let mut t = self.tables.lock().expect("not poisoned");
+        let stored = puts
+            .into_iter()
+            .map(|p| {
+                let k = key(&p.table, &p.key);
+                let stored = t.put_version(k.clone(), p.version, p.value);
+                if stored && !durable {
+                    t.unsynced.push(Unsynced::Put(k, p.version));
+                }
+                stored
+            })
+            .collect();
+        if durable {
+            t.synced_write();
+        }
+        ready(Ok(stored))
     }
 
     fn get_at<'a>(&'a self, table: &'a str, k: &'a [u8], at: u64) -> StateFuture<'a, Option<(u64, Value)>> {
@@ -104,7 +164,7 @@ impl StateStore for MemStateStore {
             if versions.is_empty() {
                 t.versions.remove(&key(table, k));
             }
-            t.unsynced.push((key(table, k), version, value));
+            t.unsynced.push(Unsynced::Deleted(key(table, k), version, value));
             true
         }))
     }
@@ -120,6 +180,7 @@ impl StateStore for MemStateStore {
 
     fn put_if_newer<'a>(&'a self, table: &'a str, k: &'a [u8], version: Version, value: Value) -> StateFuture<'a, bool> {
         ready(self.with(table, |t| {
+            t.synced_write();
             let entry = t.latest.entry(key(table, k));
             match entry {
                 std::collections::btree_map::Entry::Occupied(mut e) if e.get().0 < version => {
@@ -137,6 +198,7 @@ impl StateStore for MemStateStore {
 
     fn put_latest<'a>(&'a self, table: &'a str, k: &'a [u8], value: Value) -> StateFuture<'a, ()> {
         ready(self.with(table, |t| {
+            t.synced_write();
             t.latest.insert(key(table, k), (Version::ZERO, value));
         }))
     }
