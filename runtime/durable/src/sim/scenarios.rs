@@ -30,7 +30,7 @@ use crate::node::{Abort, Durable};
 use crate::record::{self, Outcome, Step};
 use crate::recovery::Recovery;
 use crate::store::{MemStateStore, StateStore};
-use crate::switch::Switch;
+use crate::switch::{Switch, TableStatus};
 use crate::tags::shadow;
 
 use super::exec::{Exec, Handle, Stepped};
@@ -207,6 +207,13 @@ fn unkeyed(function: &str, input: &str) -> InvokeRequest {
 /// An invocation of `function` on [`BOOK`] with idempotency key `key`.
 fn keyed(function: &str, key: &str, input: &str) -> InvokeRequest {
     InvokeRequest { idempotency_key: Some(key.to_string()), ..unkeyed(function, input) }
+}
+
+/// The switch of `table` of [`BOOK`] to `to` that `begun` (what `switch_table`
+/// answered) shows begun, as a node completing it sees it.
+fn begun_switch(begun: &TableStatus, table: &str, to: Protocol) -> Switch {
+    let &(begin, _) = begun.history.last().expect("a Begin record");
+    Switch { book: BOOK, table: table.into(), begin, to, auto: false, end_position: begun.history.len() as u64 }
 }
 
 fn id(function: &str, key: &str) -> InstanceId {
@@ -477,15 +484,7 @@ fn a_migration_run_more_than_once_keeps_a_transitional_write_visible() {
     let begun = w.run(d1.switch_table(BOOK, "sw", Protocol::ReadOptimized)).expect("the switch begins");
     w.crash(1);
     drop(d1);
-    let &(begin, _) = begun.history.last().expect("a Begin record");
-    let switch = Switch {
-        book: BOOK,
-        table: "sw".into(),
-        begin,
-        to: Protocol::ReadOptimized,
-        auto: false,
-        end_position: begun.history.len() as u64,
-    };
+    let switch = begun_switch(&begun, "sw", Protocol::ReadOptimized);
     let mut ctx = Context::new();
     w.run(d.migrate(&mut ctx, &switch)).expect("the first migration");
     // A transitional instance writes k and dies right after its write-log record (its
@@ -964,15 +963,7 @@ fn a_machine_crash_never_loses_the_only_marker_of_an_object_that_a_switch_migrat
     drop(d);
     let d = w.start(0);
     let begun = w.run(d.switch_table(BOOK, "sw", Protocol::WriteOptimized)).expect("the switch begins");
-    let &(begin, _) = begun.history.last().expect("a Begin record");
-    let switch = Switch {
-        book: BOOK,
-        table: "sw".into(),
-        begin,
-        to: Protocol::WriteOptimized,
-        auto: false,
-        end_position: begun.history.len() as u64,
-    };
+    let switch = begun_switch(&begun, "sw", Protocol::WriteOptimized);
     let mut ctx = Context::new();
     w.run(d.migrate(&mut ctx, &switch)).expect("the migration");
     w.run(d.complete(&mut ctx, &switch)).expect("the switch completes");
