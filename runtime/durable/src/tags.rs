@@ -341,8 +341,8 @@ mod tests {
     fn the_object_memo_gives_the_derived_tag_and_derives_each_object_once_while_it_holds_it() {
         let key = TagKey::new([7; 32]);
         let derive = |table: &str, k: &[u8]| key.derive("object", &[table.as_bytes(), k]);
-        // Two slots: the objects below collide, and each collision evicts.
-        let memo = Memo::new(2);
+        // One set of four slots: the eight objects below collide, and evict each other.
+        let memo = Memo::new(4);
         let long = vec![b'k'; crate::memo::BYTES_MAX];
         let objects: [(&str, &[u8]); 9] = [
             ("a", b"bc"),
