@@ -8,6 +8,8 @@
 //!                    C writers ──persist──► GroupCommit ──► RocksStore          (the former store)
 //!   redis            C clients ──XADD─────► redis-server, appendfsync always    (loopback TCP)
 //!   fsync            1 writer  ──write + fdatasync──► a file                     (the disk)
+//!   floor            1 writer  ──n_data files at once, then 2 at once──►         (one append's
+//!                                write + fdatasync each                           disk path)
 //!   append           C clients ──append───► engine 0 ──► storage ×n_data, sequencers ×3
 //!                    (storage nodes on journal files, and again on RocksDB, the former store)
 //!   read, cache hit  1 reader  ──read_next─► engine 0's record cache
@@ -39,6 +41,12 @@
 //! to one stream, `appendfsync always`, on loopback), what a user would pick for a
 //! durable log on one machine, and one writer appending 1 KiB to a file with an
 //! fdatasync after each (1 client only): the physical limit of one durable append.
+//! Beside it, the floor of one client's append on this one disk (1 client only): the
+//! storage nodes' appends (`n_data` files written and fdatasync'd at once), then the
+//! metalog quorum's (two files at once: the primary and one backup persist each entry;
+//! an entry is ordered only after its records are durable). Concurrent fdatasyncs on
+//! one disk do not overlap fully, so this floor is more than two fsyncs:
+//! `append_p50_vs_floor_p50_ratio` is what the protocol and its hops add to the disk.
 //!
 //! Reads are issued one at a time (latency, not throughput), each the record after the
 //! previous one in the book.
@@ -113,6 +121,13 @@ enum Target<'a> {
     Redis(&'a Redis),
     /// A file appended to and fdatasync'd by one writer, in this directory.
     Fsync(&'a Path),
+    /// What one append of a cluster of this replication factor waits for on one disk,
+    /// with nothing else in the way: `n_data` fdatasync'd file appends at once (the
+    /// storage nodes), then two (the metalog's quorum: the primary and one backup).
+    Floor {
+        dir: &'a Path,
+        n_data: usize,
+    },
     /// Appends through engine 0 of a cluster with this replication factor.
     Cluster {
         n_data: usize,
@@ -138,13 +153,14 @@ impl Target<'_> {
             Target::Raw(raw) => raw_case(clients, fsync, raw.kind),
             Target::Redis(_) => redis_case(clients),
             Target::Fsync(_) => FSYNC_CASE.to_string(),
+            Target::Floor { n_data, .. } => floor_case(*n_data),
             Target::Cluster { n_data, store, .. } => append_case(*n_data, clients, fsync, *store),
         }
     }
 
-    /// Whether the target runs with this many clients: the bare file has one writer.
+    /// Whether the target runs with this many clients: the bare files have one writer.
     fn runs_with(&self, clients: usize) -> bool {
-        !matches!(self, Target::Fsync(_)) || clients == 1
+        !matches!(self, Target::Fsync(_) | Target::Floor { .. }) || clients == 1
     }
 
     /// The metrics of throughput and of the p50 and p99 latencies.
@@ -153,6 +169,7 @@ impl Target<'_> {
             Target::Raw(_) => ("raw_store_throughput", ["raw_store_p50_us", "raw_store_p99_us"]),
             Target::Redis(_) => ("redis_xadd_throughput", ["redis_xadd_p50_us", "redis_xadd_p99_us"]),
             Target::Fsync(_) => ("fsync_throughput", ["fsync_p50_us", "fsync_p99_us"]),
+            Target::Floor { .. } => ("floor_throughput", ["floor_p50_us", "floor_p99_us"]),
             Target::Cluster { .. } => ("append_throughput", ["append_p50_us", "append_p99_us"]),
         }
     }
@@ -163,7 +180,8 @@ impl Target<'_> {
             Target::Redis(redis) => {
                 closed_loop(redis.xadders(clients, "tally-bench", &record_data()).await?, warmup, window).await
             }
-            Target::Fsync(dir) => fsync_loop(dir, RECORD_BYTES, warmup, window).await,
+            Target::Fsync(dir) => fsync_loop(dir, vec![1], RECORD_BYTES, warmup, window).await,
+            Target::Floor { dir, n_data } => fsync_loop(dir, vec![*n_data, 2], RECORD_BYTES, warmup, window).await,
             Target::Cluster { cluster, .. } => {
                 let appenders = (0..clients).map(|_| Appender::new(cluster.client(0))).collect();
                 closed_loop(appenders, warmup, window).await
@@ -193,6 +211,7 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<()> {
         }
     }
     let mut targets = vec![Target::Redis(&redis), Target::Fsync(fsync_dir.path())];
+    targets.extend(N_DATA.map(|n_data| Target::Floor { dir: fsync_dir.path(), n_data }));
     targets.extend(raws.iter().map(Target::Raw));
     targets.extend(clusters.iter().map(|(n_data, store, cluster, _)| Target::Cluster {
         n_data: *n_data,
@@ -340,6 +359,10 @@ fn redis_case(clients: usize) -> String {
 
 const FSYNC_CASE: &str = "file,append=1KiB,fdatasync";
 
+fn floor_case(n_data: usize) -> String {
+    format!("files,append=1KiB,fdatasync,{n_data}_at_once_then_2_at_once")
+}
+
 /// The ratios the goals are stated in: each append case against the raw store and
 /// Redis at its client count, one client's p50 against one fsync, the p99 against
 /// Redis's, and the best throughput at any client count against Redis's best.
@@ -366,8 +389,10 @@ fn record_ratios(report: &mut Report, fsync: FsyncPolicy) -> anyhow::Result<()> 
             let p99 = get(report, &case, "append_p99_us") / get(report, &redis_case(clients), "redis_xadd_p99_us");
             report.record(&case, "append_p99_vs_redis_p99_ratio", round_to(p99, 3), "ratio")?;
             if clients == 1 {
-                let p50 = get(report, &case, "append_p50_us") / fsync_p50;
-                report.record(&case, "append_p50_vs_fsync_p50_ratio", round_to(p50, 3), "ratio")?;
+                let p50 = get(report, &case, "append_p50_us");
+                report.record(&case, "append_p50_vs_fsync_p50_ratio", round_to(p50 / fsync_p50, 3), "ratio")?;
+                let floor = get(report, &floor_case(n_data), "floor_p50_us");
+                report.record(&case, "append_p50_vs_floor_p50_ratio", round_to(p50 / floor, 3), "ratio")?;
             }
         }
         let tally_best = best(report, &|c| append_case(n_data, c, fsync, store), "append_throughput");
@@ -415,6 +440,10 @@ fn check_sanity(report: &Report, fsync: FsyncPolicy, fsync_floor_us: u32) {
             checks.push((
                 format!("n_data={n_data}: 1-client append p50 exceeds twice the raw store's p1 ({fsync_floor_us} us)"),
                 get(&c1, "append_p50_us") > 2.0 * f64::from(fsync_floor_us),
+            ));
+            checks.push((
+                format!("n_data={n_data}: 1-client append p50 exceeds its disk path's (floor) p50"),
+                get(&c1, "append_p50_us") > get(&floor_case(n_data), "floor_p50_us"),
             ));
         }
     }

@@ -285,36 +285,82 @@ impl Op for Xadd {
     }
 }
 
-/// One writer appending `record_bytes` to a new file in `dir` and fdatasync'ing after
-/// each write, for `warmup + window`: the latency of one durable append on this disk,
-/// with nothing else in the way. Runs on a thread of its own.
-pub async fn fsync_loop(dir: &Path, record_bytes: usize, warmup: Duration, window: Duration) -> anyhow::Result<Samples> {
-    let path = dir.join("fsync-loop");
+/// Durable appends of `record_bytes` to new files in `dir`, for `warmup + window`, one
+/// after another: each is `stages`, in order, where a stage of `k` writes to `k` files
+/// at once (one thread each) and fdatasyncs each. `[1]` is the latency of one durable
+/// append on this disk with nothing else in the way; `[n, 2]` the critical path of a
+/// shared-log append on one disk (n storage replicas, then a metalog quorum of two).
+/// Runs on threads of its own.
+pub async fn fsync_loop(
+    dir: &Path,
+    stages: Vec<usize>,
+    record_bytes: usize,
+    warmup: Duration,
+    window: Duration,
+) -> anyhow::Result<Samples> {
+    let dir = dir.to_path_buf();
     tokio::task::spawn_blocking(move || {
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .write(true)
-            .truncate(true)
-            .open(&path)
-            .with_context(|| format!("creating {}", path.display()))?;
+        let width = stages.iter().copied().max().unwrap_or(1).max(1);
+        let paths: Vec<PathBuf> = (0..width).map(|i| dir.join(format!("fsync-loop-{i}"))).collect();
+        let open = |path: &PathBuf| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .write(true)
+                .truncate(true)
+                .open(path)
+                .with_context(|| format!("creating {}", path.display()))
+        };
+        let mut files = paths.iter().map(open).collect::<anyhow::Result<Vec<_>>>()?;
         let record = vec![0x5au8; record_bytes];
-        let from = Instant::now() + warmup;
-        let end = from + window;
-        let mut latencies = Vec::new();
-        loop {
-            let sent = Instant::now();
-            if sent >= end {
-                break;
-            }
+        let append = |file: &mut std::fs::File| -> std::io::Result<()> {
             file.write_all(&record)?;
-            file.sync_data()?;
-            let done = Instant::now();
-            if (from..end).contains(&done) {
-                latencies.push(micros(done - sent));
+            file.sync_data()
+        };
+        let latencies = std::thread::scope(|scope| -> anyhow::Result<Vec<u32>> {
+            // A helper thread per file past the first, told to append by a message.
+            let (done_tx, done_rx) = std::sync::mpsc::channel::<std::io::Result<()>>();
+            let mut own = files.remove(0);
+            let helpers: Vec<_> = files
+                .into_iter()
+                .map(|mut file| {
+                    let (go, went) = std::sync::mpsc::channel::<()>();
+                    let done = done_tx.clone();
+                    scope.spawn(move || {
+                        while went.recv().is_ok() {
+                            let _ = done.send(append(&mut file));
+                        }
+                    });
+                    go
+                })
+                .collect();
+            let from = Instant::now() + warmup;
+            let end = from + window;
+            let mut latencies = Vec::new();
+            loop {
+                let sent = Instant::now();
+                if sent >= end {
+                    break;
+                }
+                for &k in &stages {
+                    for go in &helpers[..k.max(1) - 1] {
+                        go.send(()).context("a helper thread stopped")?;
+                    }
+                    append(&mut own)?;
+                    for _ in 1..k.max(1) {
+                        done_rx.recv().context("a helper thread stopped")??;
+                    }
+                }
+                let done = Instant::now();
+                if (from..end).contains(&done) {
+                    latencies.push(micros(done - sent));
+                }
             }
+            drop(helpers);
+            Ok(latencies)
+        })?;
+        for path in &paths {
+            std::fs::remove_file(path)?;
         }
-        drop(file);
-        std::fs::remove_file(&path)?;
         Ok(Samples { latencies_us: latencies, window })
     })
     .await?
@@ -323,6 +369,16 @@ pub async fn fsync_loop(dir: &Path, record_bytes: usize, warmup: Duration, windo
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Stages wider than one file run (helper threads that fail would fail the loop),
+    /// each iteration is timed, and the files are gone afterwards.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_fsync_loop_runs_its_stages_and_cleans_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let samples = fsync_loop(dir.path(), vec![3, 2], 100, Duration::ZERO, Duration::from_millis(50)).await.unwrap();
+        assert!(!samples.latencies_us.is_empty());
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "the loop's files are removed");
+    }
 
     #[test]
     fn an_xadd_command_is_resp_with_lengths_in_bytes() {
