@@ -14,7 +14,9 @@ fn check(first: u64, count: u64, opts: SimOptions) -> SimStats {
     assert!(total.outputs_checked >= count * opts.clients as u64 * opts.invocations as u64 / 2, "{total}");
     assert!(total.reads_checked > total.outputs_checked, "{total}");
     assert!(total.crashes > 0 && total.pauses > 0 && total.peers > 0 && total.replays > 0, "{total}");
-    assert!(total.machine_crashes > 0, "{total}");
+    if opts.machine_crash > 0.0 {
+        assert!(total.machine_crashes > 0, "{total}");
+    }
     assert!(total.log_failures > 0 && total.store_failures > 0, "{total}");
     assert!(total.switches > 0 && total.redeploys > 0, "{total}");
     assert!(total.executions > total.invocations, "no re-executions: {total}");
@@ -30,6 +32,15 @@ fn default_scenario_holds_for_hundreds_of_seeds() {
 fn harsh_faults_hold() {
     let opts = SimOptions { crash: 0.01, pause: 0.002, log_fail: 0.05, store_fail: 0.05, peer: 0.5, ..SimOptions::default() };
     check(20_000, 100, opts);
+}
+
+/// Crashes of the machine: every node at once, and the store loses its unsynced writes
+/// (markers, collection's deletes). An object's only marker lost after its record was
+/// logged hid the object from collection and from a switch's migration (seed 10_231
+/// failed so before markers of objects new to a node were synced).
+#[test]
+fn machine_crashes_hold() {
+    check(10_200, 60, SimOptions { machine_crash: 0.0001, ..SimOptions::default() });
 }
 
 #[test]

@@ -8,7 +8,7 @@ use std::time::Instant;
 use tally_durable::sim::{run_seeds, SimOptions, SimStats};
 
 const USAGE: &str = "usage: durable-sim [--seeds N] [--seed S] [--nodes N] [--clients N] [--invocations N] \
-[--crash P] [--pause P] [--log-fail P] [--store-fail P] [--peer P]";
+[--crash P] [--machine-crash P] [--pause P] [--log-fail P] [--store-fail P] [--peer P]";
 
 fn main() -> ExitCode {
     let mut seeds = 100u64;
@@ -31,6 +31,7 @@ fn main() -> ExitCode {
             "--clients" => value.parse().map(|v| opts.clients = v).is_ok(),
             "--invocations" => value.parse().map(|v| opts.invocations = v).is_ok(),
             "--crash" => value.parse().map(|v| opts.crash = v).is_ok(),
+            "--machine-crash" => value.parse().map(|v| opts.machine_crash = v).is_ok(),
             "--pause" => value.parse().map(|v| opts.pause = v).is_ok(),
             "--log-fail" => value.parse().map(|v| opts.log_fail = v).is_ok(),
             "--store-fail" => value.parse().map(|v| opts.store_fail = v).is_ok(),
