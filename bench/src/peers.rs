@@ -300,7 +300,9 @@ pub async fn fsync_loop(
 ) -> anyhow::Result<Samples> {
     let dir = dir.to_path_buf();
     tokio::task::spawn_blocking(move || {
-        let width = stages.iter().copied().max().unwrap_or(1).max(1);
+        // A stage of no file is one of one: an iteration appends somewhere.
+        let stages: Vec<usize> = stages.into_iter().map(|k| k.max(1)).collect();
+        let width = stages.iter().copied().max().unwrap_or(1);
         let paths: Vec<PathBuf> = (0..width).map(|i| dir.join(format!("fsync-loop-{i}"))).collect();
         let open = |path: &PathBuf| {
             std::fs::OpenOptions::new()
@@ -342,11 +344,11 @@ pub async fn fsync_loop(
                     break;
                 }
                 for &k in &stages {
-                    for go in &helpers[..k.max(1) - 1] {
+                    for go in &helpers[..k - 1] {
                         go.send(()).context("a helper thread stopped")?;
                     }
                     append(&mut own)?;
-                    for _ in 1..k.max(1) {
+                    for _ in 1..k {
                         done_rx.recv().context("a helper thread stopped")??;
                     }
                 }

@@ -558,12 +558,11 @@ pub fn run_seed(seed: u64, opts: &SimOptions) -> Result<SimStats, Violation> {
                 if safety && opts.machine_crash > 0.0 && rng.chance(opts.machine_crash) {
                     // The machine under every node dies: the store loses what it did
                     // not sync (a shared store here, so every node goes down with it).
+                    // (A node lost for good, or waiting for its restart, is down already.)
                     for m in 0..opts.nodes {
                         if world.nodes[m].lock().expect("not poisoned").up {
                             crash(&world, &mut exec, m);
-                            if lost != Some(m) {
-                                restarts.insert(m, now + 5 + rng.below(400));
-                            }
+                            restarts.insert(m, now + 5 + rng.below(400));
                         }
                     }
                     world.store.lose_unsynced();

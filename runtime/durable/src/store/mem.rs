@@ -129,8 +129,8 @@ impl StateStore for MemStateStore {
     }
 
     fn put_versions<'a>(&'a self, puts: Vec<VersionPut>, durable: bool) -> StateFuture<'a, Vec<bool>> {
-        if let Some(p) = puts.iter().find(|p| check_table(&p.table).is_err()) {
-            return ready(check_table(&p.table).map(|()| Vec::new()));
+        if let Err(e) = puts.iter().try_for_each(|p| check_table(&p.table)) {
+            return ready(Err(e));
         }
         let mut t = self.tables.lock().expect("not poisoned");
         let stored = puts
