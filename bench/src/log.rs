@@ -616,7 +616,7 @@ impl RawStore {
         let dir = tempfile::tempdir().context("creating the store directory")?;
         let store = open_record_store(dir.path(), kind, fsync).with_context(|| format!("opening a {kind:?} record store"))?;
         let commit = GroupCommit::start(store, GroupCommitConfig::default()).context("starting group commit")?;
-        let record = Record { meta: RecordMeta { book: BOOK, tags: Vec::new(), cond: None }, data: record_data() };
+        let record = Record { meta: RecordMeta::plain(BOOK, Vec::new()), data: record_data() };
         Ok(RawStore { kind, commit: Arc::new(commit), record, next_shard: AtomicU32::new(0), _dir: dir })
     }
 

@@ -72,7 +72,7 @@ impl LogClient {
     #[tracing::instrument(name = "log.append", skip_all, fields(book = book.0))]
     pub async fn append(&self, ctx: &mut Context, book: BookId, tags: &[Tag], data: Bytes) -> Result<SeqNum> {
         self.check_tags(tags)?;
-        let request = Request::Append { book, tags: tags.to_vec(), data, cond: None };
+        let request = Request::Append { book, tags: tags.to_vec(), data, cond: None, unchanged: vec![] };
         expect_appended(self.call(ctx, request).await?)
     }
 
@@ -90,7 +90,29 @@ impl LogClient {
     ) -> Result<SeqNum> {
         self.check_tags(tags.iter().chain([&cond_tag]))?;
         let cond = Some(Cond { tag: cond_tag, position: cond_position });
-        let request = Request::Append { book, tags: tags.to_vec(), data, cond };
+        let request = Request::Append { book, tags: tags.to_vec(), data, cond, unchanged: vec![] };
+        expect_appended(self.call(ctx, request).await?)
+    }
+
+    /// [`LogClient::cond_append`], also only if each of the streams `unchanged` names
+    /// (which the record does not join) holds exactly that many records: nothing joined
+    /// them since the caller counted. Any failed condition fails with
+    /// [`Error::Conflict`] (naming the record at the offset of the first that failed).
+    #[allow(clippy::too_many_arguments)]
+    #[tracing::instrument(name = "log.cond_append", skip_all, fields(book = book.0, cond_tag = cond_tag.0, cond_position))]
+    pub async fn cond_append_if(
+        &self,
+        ctx: &mut Context,
+        book: BookId,
+        tags: &[Tag],
+        data: Bytes,
+        cond_tag: Tag,
+        cond_position: u64,
+        unchanged: &[Cond],
+    ) -> Result<SeqNum> {
+        self.check_tags(tags.iter().chain([&cond_tag]).chain(unchanged.iter().map(|c| &c.tag)))?;
+        let cond = Some(Cond { tag: cond_tag, position: cond_position });
+        let request = Request::Append { book, tags: tags.to_vec(), data, cond, unchanged: unchanged.to_vec() };
         expect_appended(self.call(ctx, request).await?)
     }
 

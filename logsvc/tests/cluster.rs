@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::{ensure, Context as _};
 use bytes::Bytes;
-use tally_logsvc::{book_to_log, BookId, Cluster, ClusterBuilder, Context, Error, LogClient, LogId, SeqNum, Tag, Term};
+use tally_logsvc::{book_to_log, BookId, Cluster, ClusterBuilder, Cond, Context, Error, LogClient, LogId, SeqNum, Tag, Term};
 use tokio::task::JoinSet;
 
 fn init_tracing() {
@@ -193,6 +193,32 @@ async fn conditional_appends_race_and_exactly_one_wins() -> anyhow::Result<()> {
         let tail = cluster.client(0).check_tail(&mut ctx, book, cond_tag).await?.context("the winner's record")?;
         assert_eq!((tail.seqnum, tail.data), (seqnum, data(&format!("racer {winner} at {position}"))));
     }
+    cluster.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_conditional_append_on_unchanged_streams_fails_once_one_of_them_moved() -> anyhow::Result<()> {
+    let dir = TestDir::new();
+    let cluster = cluster(&dir, |_| {}).await?;
+    let (a, b) = (cluster.client(0), cluster.client(1));
+    let (book, watched, own) = (BookId(12), Tag(7), Tag(8));
+    let mut ctx = Context::new();
+    let first = a.append(&mut ctx, book, &[watched], data("watched 0")).await?;
+    // Through another engine, which forwards it to an indexer of the book's log.
+    let unchanged = [Cond { tag: watched, position: 1 }, Cond { tag: Tag(9), position: 0 }];
+    let placed = b.cond_append_if(&mut ctx, book, &[], data("first"), own, 0, &unchanged).await?;
+    let last = a.check_tail(&mut ctx, book, watched).await?.context("the watched record")?;
+    assert_eq!(last.seqnum, first, "a condition does not join its stream");
+    let joined = a.append(&mut ctx, book, &[watched], data("watched 1")).await?;
+    let moved = b.cond_append_if(&mut ctx, book, &[], data("second"), own, 1, &unchanged).await;
+    assert_eq!(moved, Err(Error::Conflict { holder: Some(joined) }), "names what joined the watched stream");
+    let unchanged = [Cond { tag: watched, position: 2 }];
+    let second = a.cond_append_if(&mut ctx, book, &[], data("second"), own, 1, &unchanged).await?;
+    let got = a.read_next(&mut ctx, book, own, SeqNum::MIN).await?.context("the first record")?;
+    assert_eq!(got.seqnum, placed);
+    let got = a.read_next(&mut ctx, book, own, SeqNum(placed.0 + 1)).await?.context("the second record")?;
+    assert_eq!((got.seqnum, got.data), (second, data("second")));
     cluster.shutdown().await;
     Ok(())
 }

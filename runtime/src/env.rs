@@ -3,7 +3,7 @@
 
 use bytes::Bytes;
 use tally_durable::{BoxFuture, Log, LogResult};
-use tally_logsvc::{BookId, Context, LogClient, LogRecord, SeqNum, Tag};
+use tally_logsvc::{BookId, Cond, Context, LogClient, LogRecord, SeqNum, Tag};
 
 /// The log with the platform's privileges, as the core sees it.
 pub struct PlatformLog(pub LogClient);
@@ -29,6 +29,18 @@ impl Log for PlatformLog {
         cond_position: u64,
     ) -> BoxFuture<'a, LogResult<SeqNum>> {
         Box::pin(self.0.cond_append(ctx, book, tags, data, cond_tag, cond_position))
+    }
+
+    fn cond_append_if<'a>(
+        &'a self,
+        ctx: &'a mut Context,
+        book: BookId,
+        tags: &'a [Tag],
+        data: Bytes,
+        cond: Cond,
+        unchanged: &'a [Cond],
+    ) -> BoxFuture<'a, LogResult<SeqNum>> {
+        Box::pin(self.0.cond_append_if(ctx, book, tags, data, cond.tag, cond.position, unchanged))
     }
 
     fn read_next<'a>(

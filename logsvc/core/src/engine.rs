@@ -65,7 +65,9 @@ use crate::context::Context;
 use crate::error::Error;
 use crate::follower::{Follower, FollowerConfig};
 use crate::index::{BookState, Found, Index, Placement};
-use crate::message::{LogRecord, Message, MetalogEntry, Record, RecordMeta, Reply, Request, StoredRead, TrimCommand};
+use crate::message::{
+    LogRecord, Message, MetalogEntry, Record, RecordMeta, Reply, Request, StoredRead, TrimCommand, UNCHANGED_MAX,
+};
 use crate::types::{
     book_to_log, BookId, LocalId, Location, LogId, MetalogPosition, Micros, NextTick, NodeId, SeqNum, ShardId, Tag, Term,
 };
@@ -446,17 +448,19 @@ impl Engine {
     /// Checks a request against the engine's limits. Reserved tags are the caller's
     /// business (the platform uses them); the client API refuses them from users.
     pub fn validate(&self, request: &Request) -> Result<(), Error> {
-        if let Request::Append { tags, data, cond, .. } = request {
+        if let Request::Append { tags, data, cond, unchanged, .. } = request {
             if data.len() > self.cfg.record_bytes_max {
                 return Err(Error::TooLarge { what: "record".into(), size: data.len(), limit: self.cfg.record_bytes_max });
             }
             if tags.len() > self.cfg.tags_max {
                 return Err(Error::InvalidArgument(format!("{} tags, at most {} allowed", tags.len(), self.cfg.tags_max)));
             }
-            if let Some(c) = cond {
-                if c.tag == Tag::ALL {
-                    return Err(Error::InvalidArgument("a conditional append needs a tag other than 0".into()));
-                }
+            if cond.iter().chain(unchanged).any(|c| c.tag == Tag::ALL) {
+                return Err(Error::InvalidArgument("a conditional append needs a tag other than 0".into()));
+            }
+            if unchanged.len() > UNCHANGED_MAX {
+                let n = unchanged.len();
+                return Err(Error::InvalidArgument(format!("{n} conditions on unchanged streams, at most {UNCHANGED_MAX}")));
             }
         }
         if let Request::SetAux { aux, .. } = request {
@@ -510,7 +514,7 @@ impl Engine {
         }
         let deadline = now + self.cfg.op_timeout_us;
         let indexed = config.indexes(log, self.id);
-        let plain_append = matches!(request, Request::Append { cond: None, .. });
+        let plain_append = matches!(&request, Request::Append { cond: None, unchanged, .. } if unchanged.is_empty());
         if !indexed && !plain_append {
             if op & REMOTE_OP != 0 {
                 // Forwarded here by an engine with another configuration: never relay.
@@ -522,7 +526,7 @@ impl Engine {
             return;
         }
         match request {
-            Request::Append { book, mut tags, data, cond } => {
+            Request::Append { book, mut tags, data, cond, unchanged } => {
                 if self.pending_count + self.unassigned.len() >= self.cfg.pending_appends_max {
                     self.complete(op, Err(Error::Unavailable("too many appends in flight".into())), log, position);
                     return;
@@ -533,7 +537,7 @@ impl Engine {
                 }
                 tags.sort_unstable();
                 tags.dedup();
-                let record = Record { meta: RecordMeta { book, tags, cond }, data };
+                let record = Record { meta: RecordMeta { book, tags, cond, unchanged }, data };
                 self.deadlines.insert((deadline, op), ());
                 self.appends_in_flight.insert(op, deadline);
                 self.assign(now, log, op, record, position);
@@ -899,7 +903,7 @@ impl Engine {
     /// book's log of the configuration `config`.
     fn reassign(&mut self, now: Micros, config: &Configuration, op: OpId, record: Record, position: MetalogPosition) {
         let log = config.log_of(record.meta.book);
-        if record.meta.cond.is_some() && !config.indexes(log, self.id) {
+        if record.meta.is_conditional() && !config.indexes(log, self.id) {
             // The book moved to a log this engine does not index, whose indexers
             // decide its conditions. The record was never ordered, so it can be dropped.
             if let Some(deadline) = self.appends_in_flight.remove(&op) {
@@ -1063,14 +1067,14 @@ impl Engine {
                         self.pending_count -= 1;
                         // Readers of this engine are likely to want what it just wrote
                         // (a conditional record may yet lose, so it waits for a read).
-                        if indexed && p.record.meta.cond.is_none() {
+                        if indexed && !p.record.meta.is_conditional() {
                             let meta = &p.record.meta;
                             self.cache.put_record(seqnum, meta.book, meta.tags.clone(), p.record.data.clone());
                         }
                         if p.done {
                             continue;
                         }
-                        if p.record.meta.cond.is_some() {
+                        if p.record.meta.is_conditional() {
                             conds.insert(location, (p.op, p.record.data.clone()));
                         } else if self.appends_in_flight.remove(&p.op).is_some() {
                             self.complete(p.op, Ok(Reply::Appended(seqnum)), log, position);
@@ -1462,7 +1466,8 @@ mod tests {
 
         /// Appends a plain record and orders it; returns its seqnum.
         fn append(&mut self, op: OpId, book: BookId) -> SeqNum {
-            let request = Request::Append { book, tags: vec![Tag(1)], data: Bytes::from_static(b"data"), cond: None };
+            let request =
+                Request::Append { book, tags: vec![Tag(1)], data: Bytes::from_static(b"data"), cond: None, unchanged: vec![] };
             assert_eq!(self.submit(op, MetalogPosition::ZERO, request), vec![]);
             let seqnum = self.next_seqnum();
             self.order_next();
@@ -1512,7 +1517,13 @@ mod tests {
     #[test]
     fn appends_taken_together_reach_each_replica_in_one_message() {
         let mut h = Harness::new();
-        let append = |n: usize| Request::Append { book: BookId(1), tags: vec![], data: Bytes::from(vec![7; n]), cond: None };
+        let append = |n: usize| Request::Append {
+            book: BookId(1),
+            tags: vec![],
+            data: Bytes::from(vec![7; n]),
+            cond: None,
+            unchanged: vec![],
+        };
         let replicates = |actions: Vec<EngineAction>| -> Vec<Vec<LocalId>> {
             actions
                 .into_iter()
@@ -1577,7 +1588,8 @@ mod tests {
         // A caller that saw a record appended elsewhere sets aux data on it before this
         // engine's index has applied it: the request waits instead of failing.
         let mut h = Harness::new();
-        let append = Request::Append { book: BookId(4), tags: vec![], data: Bytes::from_static(b"data"), cond: None };
+        let append =
+            Request::Append { book: BookId(4), tags: vec![], data: Bytes::from_static(b"data"), cond: None, unchanged: vec![] };
         assert_eq!(h.submit(1, MetalogPosition::ZERO, append), vec![]);
         let seqnum = h.next_seqnum();
         let after = MetalogPosition::new(Term(1), h.next + 1);

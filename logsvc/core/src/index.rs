@@ -8,8 +8,10 @@
 //!
 //! Semantics, with `tp(b, t)` the trim point of tag `t` of book `b` (0 if never
 //! trimmed):
-//! - A record is *successful* unless it is a conditional append whose condition
-//!   failed. Failed records are in no row, on any replica, ever.
+//! - A record is *successful* unless it is a conditional append one of whose
+//!   conditions failed: a condition holds iff its stream holds exactly `position`
+//!   successful records before this one (trimmed ones included), whether or not the
+//!   record joins that stream. Failed records are in no row, on any replica, ever.
 //! - The offset of a successful record in stream `t` counts every successful record
 //!   of `t` before it, trimmed ones included, so trims never change offsets.
 //! - A successful record `r` is live in row `t` (one of its tags) iff
@@ -258,22 +260,23 @@ impl Index {
 
     /// Applies the next ordered record. Seqnums must arrive in increasing order.
     pub fn apply_record(&mut self, seqnum: SeqNum, location: Location, meta: &RecordMeta) -> Placement {
-        self.apply_record_parts(seqnum, location, meta.book, &meta.tags, meta.cond)
+        self.apply_record_parts(seqnum, location, meta.book, &meta.tags, meta.cond.iter().chain(&meta.unchanged))
     }
 
-    /// As [`Index::apply_record`], with the metadata in parts.
-    pub fn apply_record_parts(
+    /// As [`Index::apply_record`], with the metadata in parts: `conds` are all the
+    /// record's conditions (the first failing one names the holder).
+    pub fn apply_record_parts<'c>(
         &mut self,
         seqnum: SeqNum,
         location: Location,
         book: BookId,
         tags: &[Tag],
-        cond: Option<Cond>,
+        conds: impl IntoIterator<Item = &'c Cond>,
     ) -> Placement {
         assert!(self.last.is_none_or(|l| l < seqnum), "records must be applied in seqnum order");
         self.last = Some(seqnum);
         let book = self.books.entry(book).or_default();
-        if let Some(Cond { tag, position }) = cond {
+        for &Cond { tag, position } in conds {
             let row = book.rows.get(&tag);
             let total = row.map_or(0, |r| r.total);
             if total != position {
@@ -452,6 +455,7 @@ mod tests {
             book: BookId(book),
             tags: tags.iter().map(|&t| Tag(t)).collect(),
             cond: cond.map(|(tag, position)| Cond { tag: Tag(tag), position }),
+            unchanged: vec![],
         }
     }
 
@@ -513,6 +517,31 @@ mod tests {
         );
         assert_eq!(stream(&index, 1, 9), vec![0, 2]);
         assert_eq!(stream(&index, 1, 0), vec![0, 2], "failed records are invisible in every row");
+    }
+
+    #[test]
+    fn a_record_with_conditions_on_unchanged_streams_is_placed_only_if_all_hold() {
+        let (mut index, _) = build(&[(0, 1, &[7], None), (1, 1, &[8], None)]);
+        let with = |cond: Option<(u64, u64)>, unchanged: &[(u64, u64)]| RecordMeta {
+            unchanged: unchanged.iter().map(|&(tag, position)| Cond { tag: Tag(tag), position }).collect(),
+            ..meta(1, &[9], cond)
+        };
+        // Stream 7 holds one record and 8 one: both unchanged, and offset 0 of 9 free.
+        assert_eq!(index.apply_record(s(2), loc(2), &with(Some((9, 0)), &[(7, 1), (8, 1)])), Placement::Placed);
+        // Not joined: streams 7 and 8 still hold one record each.
+        assert_eq!(stream(&index, 1, 7), vec![0]);
+        assert_eq!(stream(&index, 1, 8), vec![1]);
+        // Stream 8 changed since the caller counted zero records: the holder of offset 0.
+        let failed = index.apply_record(s(3), loc(3), &with(Some((9, 1)), &[(7, 1), (8, 0)]));
+        assert_eq!(failed, Placement::CondFailed { holder: Some(s(1)) });
+        // A condition on an empty stream (a table that never switched), without `cond`.
+        assert_eq!(index.apply_record(s(4), loc(4), &with(None, &[(5, 0)])), Placement::Placed);
+        // The offset condition is decided first: it names its holder.
+        let failed = index.apply_record(s(5), loc(5), &with(Some((9, 0)), &[(5, 1)]));
+        assert_eq!(failed, Placement::CondFailed { holder: Some(s(2)) });
+        let failed = index.apply_record(s(6), loc(6), &with(Some((9, 2)), &[(5, 1)]));
+        assert_eq!(failed, Placement::CondFailed { holder: None });
+        assert_eq!(stream(&index, 1, 9), vec![2, 4], "failed records join no stream");
     }
 
     #[test]

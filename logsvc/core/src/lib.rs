@@ -31,7 +31,8 @@ pub use error::{Error, Result};
 pub use follower::FollowerConfig;
 pub use index::{Found, Index, Placement};
 pub use message::{
-    Cond, LogRecord, Message, MetalogEntry, Record, RecordMeta, Reply, Request, StoredRead, TrimCommand, WIRE_VERSION,
+    Cond, LogRecord, Message, MetalogEntry, Record, RecordMeta, RecordMetaV1, Reply, Request, StoredRead, TrimCommand,
+    UNCHANGED_MAX, WIRE_VERSION,
 };
 pub use sequencer::{stored_entries_messages, Sequencer, SequencerAction, SequencerConfig};
 pub use sim::{run_seeds, Rng, Sim, SimOptions, SimStats, Violation};

@@ -18,11 +18,13 @@ use crate::index::BookState;
 use crate::types::{BookId, LocalId, LogId, MetalogPosition, NodeId, SeqNum, ShardId, Tag, Term};
 
 /// Version of the wire format; a peer speaking another version is disconnected.
-pub const WIRE_VERSION: u8 = 5;
+pub const WIRE_VERSION: u8 = 6;
 
-/// The condition of a conditional append (Halfmoon `logCondAppend`): the record must land
-/// at offset `position` of the stream `tag` of its book. `tag` is always one of the
-/// record's tags.
+/// A condition of a conditional append (Halfmoon `logCondAppend`): the stream `tag` of
+/// the record's book must hold exactly `position` records (trimmed ones included) when
+/// the record is ordered. As [`RecordMeta::cond`] `tag` is one of the record's tags, so
+/// the record lands at offset `position`; as one of [`RecordMeta::unchanged`] it is not,
+/// and the condition says that nothing joined that stream since the caller looked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Cond {
     pub tag: Tag,
@@ -30,12 +32,46 @@ pub struct Cond {
 }
 
 /// What indexers need to place a record: its book, its tags (sorted, without
-/// duplicates, never [`Tag::ALL`]) and its condition.
+/// duplicates, never [`Tag::ALL`]) and its conditions. A record with conditions is
+/// placed only if all of them hold; otherwise it is in no stream.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct RecordMeta {
     pub book: BookId,
     pub tags: Vec<Tag>,
     pub cond: Option<Cond>,
+    /// Streams of the book that the record does not join and that must hold exactly
+    /// so many records, at most [`UNCHANGED_MAX`] (the exactly-once layer's first record
+    /// of an invocation: no table it used switched protocol since it looked).
+    pub unchanged: Vec<Cond>,
+}
+
+/// The most [`RecordMeta::unchanged`] conditions one record carries.
+pub const UNCHANGED_MAX: usize = 16;
+
+impl RecordMeta {
+    /// A record that carries no condition.
+    pub fn plain(book: BookId, tags: Vec<Tag>) -> RecordMeta {
+        RecordMeta { book, tags, cond: None, unchanged: Vec::new() }
+    }
+
+    pub fn is_conditional(&self) -> bool {
+        self.cond.is_some() || !self.unchanged.is_empty()
+    }
+}
+
+/// [`RecordMeta`] as stores wrote it before conditions on unchanged streams (a value
+/// of theirs ends where `unchanged` would begin): read, never written.
+#[derive(Deserialize)]
+pub struct RecordMetaV1 {
+    pub book: BookId,
+    pub tags: Vec<Tag>,
+    pub cond: Option<Cond>,
+}
+
+impl From<RecordMetaV1> for RecordMeta {
+    fn from(v: RecordMetaV1) -> RecordMeta {
+        RecordMeta { book: v.book, tags: v.tags, cond: v.cond, unchanged: Vec::new() }
+    }
 }
 
 /// A record as the appending engine replicates it to storage nodes.
@@ -126,11 +162,34 @@ pub struct LogRecord {
 /// an indexer of the book's log ([`Message::Forward`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Request {
-    Append { book: BookId, tags: Vec<Tag>, data: Bytes, cond: Option<Cond> },
-    ReadNext { book: BookId, tag: Tag, min: SeqNum },
-    ReadPrev { book: BookId, tag: Tag, max: SeqNum },
-    Trim { book: BookId, tag: Tag, seqnum: SeqNum },
-    SetAux { book: BookId, seqnum: SeqNum, aux: Bytes },
+    /// `unchanged`: see [`RecordMeta::unchanged`].
+    Append {
+        book: BookId,
+        tags: Vec<Tag>,
+        data: Bytes,
+        cond: Option<Cond>,
+        unchanged: Vec<Cond>,
+    },
+    ReadNext {
+        book: BookId,
+        tag: Tag,
+        min: SeqNum,
+    },
+    ReadPrev {
+        book: BookId,
+        tag: Tag,
+        max: SeqNum,
+    },
+    Trim {
+        book: BookId,
+        tag: Tag,
+        seqnum: SeqNum,
+    },
+    SetAux {
+        book: BookId,
+        seqnum: SeqNum,
+        aux: Bytes,
+    },
 }
 
 impl Request {

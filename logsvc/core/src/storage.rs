@@ -471,7 +471,7 @@ impl StorageNode {
                 match shard.records.get(&local_id) {
                     Some(h) => {
                         let book = h.meta.book;
-                        self.liveness[log].apply_record_parts(seqnum, location, book, &h.meta.tags, None);
+                        self.liveness[log].apply_record_parts(seqnum, location, book, &h.meta.tags, []);
                         if !self.liveness[log].is_live(book, seqnum) {
                             reclaim.push(location);
                         }

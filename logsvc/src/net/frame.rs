@@ -184,10 +184,8 @@ mod tests {
     const LIMIT: usize = 1 << 20;
 
     fn messages() -> Vec<Message> {
-        let record = Record {
-            meta: RecordMeta { book: BookId(7), tags: vec![Tag(3), Tag::platform(1)], cond: None },
-            data: Bytes::from_static(b"payload"),
-        };
+        let record =
+            Record { meta: RecordMeta::plain(BookId(7), vec![Tag(3), Tag::platform(1)]), data: Bytes::from_static(b"payload") };
         vec![
             Message::Heartbeat { incarnation: 42, term: Term(3) },
             Message::Replicate { shard: ShardId(9), records: vec![(0, record.clone()), (1, record.clone())] },
@@ -315,10 +313,7 @@ mod tests {
     fn oversized_messages_are_refused_when_encoding_and_leave_the_buffer_alone() {
         let big = Message::Replicate {
             shard: ShardId(1),
-            records: vec![(
-                0,
-                Record { meta: RecordMeta { book: BookId(1), tags: vec![], cond: None }, data: vec![7; 4096].into() },
-            )],
+            records: vec![(0, Record { meta: RecordMeta::plain(BookId(1), vec![]), data: vec![7; 4096].into() })],
         };
         let mut buf = BytesMut::from(&b"before"[..]);
         assert!(matches!(encode_into(&big, &mut buf, 4096), Err(FrameError::TooLarge { .. })));

@@ -344,7 +344,7 @@ mod tests {
     }
 
     fn record(data_bytes: usize) -> Record {
-        Record { meta: RecordMeta { book: BookId(1), tags: vec![], cond: None }, data: Bytes::from(vec![7u8; data_bytes]) }
+        Record { meta: RecordMeta::plain(BookId(1), vec![]), data: Bytes::from(vec![7u8; data_bytes]) }
     }
 
     /// A [`MemStore`] whose `sync` announces itself and then waits for the test to open

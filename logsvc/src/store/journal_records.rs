@@ -67,7 +67,7 @@ use rocksdb::{Direction, IteratorMode, ReadOptions, WriteBatch, WriteOptions, DB
 
 use tally_log_core::{Error, LocalId, Location, Record, RecordMeta, Result, ShardId};
 
-use super::codec::{decode, encode};
+use super::codec::encode;
 use super::journal::{create_segment_file, io_error, seal_frame, segment_numbers, sync_dir, whole_frame, FRAME_HEADER};
 use super::rocks::{
     cf, decode_record_key, open_db, read_metas_in, record_key, recover_from, rocks_error, shard_end_key, FLAG_HAS_DATA,
@@ -133,7 +133,7 @@ fn decode_slot(location: Location, value: &[u8]) -> Result<Option<Slot>> {
 
 fn decode_meta(location: Location, value: &[u8]) -> Result<(RecordMeta, Option<Slot>)> {
     let slot = decode_slot(location, value)?;
-    Ok((decode("record metadata", &value[SLOT_BYTES..], META_BYTES_MAX)?, slot))
+    Ok((super::codec::decode_record_meta(&value[SLOT_BYTES..], META_BYTES_MAX)?, slot))
 }
 
 fn decode_meta_flag(location: Location, value: &[u8]) -> Result<(RecordMeta, bool)> {

@@ -135,7 +135,7 @@ fn decode_meta_value(location: Location, value: &[u8]) -> Result<(RecordMeta, bo
         Some(&FLAG_RECLAIMED) => false,
         other => return Err(Error::Storage(format!("corrupt metadata flag {other:?} at {location:?}"))),
     };
-    Ok((decode("record metadata", &value[1..], META_BYTES_MAX)?, has_data))
+    Ok((super::codec::decode_record_meta(&value[1..], META_BYTES_MAX)?, has_data))
 }
 
 pub(super) fn cf<'a>(db: &'a DB, name: &str) -> &'a ColumnFamily {
@@ -586,6 +586,7 @@ mod tests {
             book: tally_log_core::BookId(1),
             tags: (0..200_000).map(|i| tally_log_core::Tag(u64::MAX - i)).collect(),
             cond: None,
+            unchanged: vec![],
         };
         let record = Record { meta, data: Bytes::new() };
         let location = Location { shard: ShardId(1), local_id: 0 };

@@ -13,7 +13,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use tally_log_core::{BookId, Context, Error as LogError, LogRecord, SeqNum, Tag};
+use tally_log_core::{BookId, Cond, Context, Error as LogError, LogRecord, SeqNum, Tag};
 
 use crate::attempt::Attempt;
 use crate::config::Protocol;
@@ -52,6 +52,20 @@ pub trait Log: Send + Sync {
         data: Bytes,
         cond_tag: Tag,
         cond_position: u64,
+    ) -> BoxFuture<'a, LogResult<SeqNum>>;
+
+    /// [`Log::cond_append`] at `cond`, also only if each stream `unchanged` names
+    /// (which the record does not join) holds exactly that many records when the record
+    /// is ordered; a failed condition fails with [`LogError::Conflict`] (the holder of
+    /// the first that failed).
+    fn cond_append_if<'a>(
+        &'a self,
+        ctx: &'a mut Context,
+        book: BookId,
+        tags: &'a [Tag],
+        data: Bytes,
+        cond: Cond,
+        unchanged: &'a [Cond],
     ) -> BoxFuture<'a, LogResult<SeqNum>>;
 
     /// The first live record of `tag`'s stream at or above `min`.

@@ -1051,7 +1051,7 @@ impl Sim {
                 let op = if self.request_of(op).is_some() { Some(op) } else { origin_op(&record.data) };
                 // The client may have given up on the op (its engine crashed): the record
                 // may be ordered all the same.
-                if let Some((op, Request::Append { book, tags, data, cond })) =
+                if let Some((op, Request::Append { book, tags, data, cond, unchanged })) =
                     op.and_then(|o| self.request_of(o).map(|r| (o, r)))
                 {
                     let mut tags = tags.clone();
@@ -1061,7 +1061,7 @@ impl Sim {
                     }
                     tags.sort_unstable();
                     tags.dedup();
-                    let meta = crate::message::RecordMeta { book: *book, tags, cond: *cond };
+                    let meta = crate::message::RecordMeta { book: *book, tags, cond: *cond, unchanged: unchanged.clone() };
                     if record.meta != meta || record.data != data {
                         let msg = format!("engine {n} assigned {record:?} for op {op}, which asked for {meta:?}");
                         self.oracle.violations.push(msg);
@@ -1169,7 +1169,7 @@ impl Sim {
             0..=39 => {
                 let tags = if tag == Tag::ALL { vec![] } else { vec![tag, Tag(10 + self.rng.below(2))] };
                 let data = Bytes::from(format!("op{op}:{}", "x".repeat(self.rng.below(64) as usize)));
-                Request::Append { book, tags, data, cond: None }
+                Request::Append { book, tags, data, cond: None, unchanged: vec![] }
             }
             40..=54 => {
                 // Conditional appends race for offsets of a small stream.
@@ -1178,7 +1178,16 @@ impl Sim {
                 let bits = if mark { Tag::MARK_BITS } else { 0 };
                 let cond = Cond { tag: Tag(bits | (20 + self.rng.below(2))), position: self.rng.below(12) };
                 let tags = if mark && self.rng.chance(0.5) { vec![Tag(1)] } else { vec![] };
-                Request::Append { book, tags, data: Bytes::from(format!("op{op}:cond")), cond: Some(cond) }
+                // Now and then conditions on streams the record does not join (one of
+                // them may be the condition's own), with or without an offset to land at.
+                let mut unchanged = Vec::new();
+                while self.rng.chance(0.3) && unchanged.len() < 3 {
+                    let bits = if self.rng.chance(0.3) { Tag::MARK_BITS } else { 0 };
+                    unchanged.push(Cond { tag: Tag(bits | (20 + self.rng.below(3))), position: self.rng.below(12) });
+                }
+                let cond = if unchanged.is_empty() || self.rng.chance(0.7) { Some(cond) } else { None };
+                let data = Bytes::from(format!("op{op}:cond"));
+                Request::Append { book, tags, data, cond, unchanged }
             }
             55..=74 => {
                 let min = c.acked.iter().rev().find(|(b, _)| *b == book).map_or(SeqNum::MIN, |&(_, s)| s);

@@ -272,25 +272,23 @@ impl Oracle {
                     continue;
                 };
                 let log = &mut self.history;
-                let placement = match meta.cond {
-                    Some(c) => {
-                        let stream = log.streams.get(&(meta.book, c.tag)).map_or(&[][..], |v| &v[..]);
-                        if stream.len() as u64 == c.position {
-                            Placement::Placed
-                        } else {
-                            let holder = stream.get(c.position as usize).copied().filter(|h| {
-                                let r = &log.records[log.by_seqnum[h]];
-                                if c.tag.is_mark() {
-                                    log.in_mark_row(r, c.tag, View::at(at))
-                                } else {
-                                    log.live_in(r, c.tag, View::at(at))
-                                }
-                            });
-                            Placement::CondFailed { holder }
-                        }
+                // Every condition must hold; the first that does not names the holder.
+                let failed = meta.cond.iter().chain(&meta.unchanged).find_map(|c| {
+                    let stream = log.streams.get(&(meta.book, c.tag)).map_or(&[][..], |v| &v[..]);
+                    if stream.len() as u64 == c.position {
+                        return None;
                     }
-                    None => Placement::Placed,
-                };
+                    let holder = stream.get(c.position as usize).copied().filter(|h| {
+                        let r = &log.records[log.by_seqnum[h]];
+                        if c.tag.is_mark() {
+                            log.in_mark_row(r, c.tag, View::at(at))
+                        } else {
+                            log.live_in(r, c.tag, View::at(at))
+                        }
+                    });
+                    Some(Placement::CondFailed { holder })
+                });
+                let placement = failed.unwrap_or(Placement::Placed);
                 if placement == Placement::Placed {
                     for &t in &meta.tags {
                         log.streams.entry((meta.book, t)).or_default().push(seqnum);

@@ -66,7 +66,8 @@ pub fn record(location: Location, version: u8) -> Record {
     let Location { shard: ShardId(shard), local_id } = location;
     let tags = vec![Tag(1 + local_id % 3), Tag::platform(u64::from(shard))];
     let cond = (local_id % 2 == 0).then_some(Cond { tag: tags[0], position: local_id });
-    let meta = RecordMeta { book: BookId(u64::from(shard) * 1000 + u64::from(version)), tags, cond };
+    let unchanged = if local_id % 3 == 0 { vec![Cond { tag: Tag(7), position: local_id }] } else { Vec::new() };
+    let meta = RecordMeta { book: BookId(u64::from(shard) * 1000 + u64::from(version)), tags, cond, unchanged };
     Record { meta, data: Bytes::from(format!("v{version} of {shard}/{local_id}")) }
 }
 

@@ -215,7 +215,7 @@ impl Future for Applied {
 }
 
 enum Request {
-    Append { book: BookId, tags: Vec<Tag>, data: Bytes, cond: Option<Cond> },
+    Append { book: BookId, tags: Vec<Tag>, data: Bytes, cond: Option<Cond>, unchanged: Vec<Cond> },
     Trim { book: BookId, tag: Tag, seqnum: SeqNum },
 }
 
@@ -245,7 +245,7 @@ impl NodeLog {
         let mut s = self.log.state.lock().expect("not poisoned");
         let position = s.events.len();
         match request {
-            Request::Append { book, mut tags, data, cond } => {
+            Request::Append { book, mut tags, data, cond, unchanged } => {
                 tags.retain(|&t| t != Tag::ALL);
                 if let Some(c) = cond {
                     tags.push(c.tag);
@@ -254,7 +254,7 @@ impl NodeLog {
                 tags.dedup();
                 let seqnum = SeqNum::new(Term(1), LogId(0), position as u64);
                 s.records.insert(seqnum, (tags.clone(), data.clone()));
-                s.events.push(Event::Record { seqnum, meta: RecordMeta { book, tags, cond } });
+                s.events.push(Event::Record { seqnum, meta: RecordMeta { book, tags, cond, unchanged } });
                 s.appends += 1;
             }
             Request::Trim { book, tag, seqnum } => s.events.push(Event::Trim { book, tag, seqnum }),
@@ -327,7 +327,7 @@ impl Log for NodeLog {
         tags: &'a [Tag],
         data: Bytes,
     ) -> BoxFuture<'a, LogResult<SeqNum>> {
-        Box::pin(self.append_inner(ctx, Request::Append { book, tags: tags.to_vec(), data, cond: None }))
+        Box::pin(self.append_inner(ctx, Request::Append { book, tags: tags.to_vec(), data, cond: None, unchanged: vec![] }))
     }
 
     fn cond_append<'a>(
@@ -340,7 +340,20 @@ impl Log for NodeLog {
         cond_position: u64,
     ) -> BoxFuture<'a, LogResult<SeqNum>> {
         let cond = Some(Cond { tag: cond_tag, position: cond_position });
-        Box::pin(self.append_inner(ctx, Request::Append { book, tags: tags.to_vec(), data, cond }))
+        Box::pin(self.append_inner(ctx, Request::Append { book, tags: tags.to_vec(), data, cond, unchanged: vec![] }))
+    }
+
+    fn cond_append_if<'a>(
+        &'a self,
+        ctx: &'a mut Context,
+        book: BookId,
+        tags: &'a [Tag],
+        data: Bytes,
+        cond: Cond,
+        unchanged: &'a [Cond],
+    ) -> BoxFuture<'a, LogResult<SeqNum>> {
+        let (cond, unchanged) = (Some(cond), unchanged.to_vec());
+        Box::pin(self.append_inner(ctx, Request::Append { book, tags: tags.to_vec(), data, cond, unchanged }))
     }
 
     fn read_next<'a>(
