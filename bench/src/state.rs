@@ -201,6 +201,7 @@ impl Node {
             declared: Arc::new(tables.clone()),
             crash: None,
             key: None,
+            defer_init: false,
         };
         Instance::new(self.runtime().durable.clone(), of)
     }

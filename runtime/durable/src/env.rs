@@ -177,6 +177,16 @@ pub trait Functions: Send + Sync {
 /// reader has passed.
 pub trait Peers: Send + Sync {
     fn owns(&self, book: BookId) -> bool;
+
+    /// Whether this node runs every invocation and its log engine orders and indexes
+    /// every append before answering it (one function node over one engine: `tally
+    /// dev`). Then a read at the end of its index, from a position past its start, sees
+    /// every invocation that finished before the read began, so a root may read before
+    /// its Init is logged and defer the Init (`Instance::begin`). Elsewhere an index may
+    /// lag the log, and only an append gives an invocation a position that fresh.
+    fn alone(&self) -> bool {
+        false
+    }
 }
 
 /// A node alone: it owns every book (`tally dev`, a single function node).
@@ -184,6 +194,10 @@ pub struct Alone;
 
 impl Peers for Alone {
     fn owns(&self, _book: BookId) -> bool {
+        true
+    }
+
+    fn alone(&self) -> bool {
         true
     }
 }

@@ -61,7 +61,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use tally_log_core::{BookId, Context, Error as LogError, LogRecord, SeqNum, Tag};
+use tally_log_core::{BookId, Cond, Context, Error as LogError, LogRecord, SeqNum, Tag, UNCHANGED_MAX};
 
 use crate::config::Protocol;
 use crate::error::Error;
@@ -128,6 +128,10 @@ impl CrashAfter {
         self.0.try_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok_and(|before| before == 1)
     }
 }
+
+/// The largest input whose Init may be deferred (`Instance::begin`): it is one of the
+/// pending steps, of which a record holds `PENDING_MAX` (the assertions below).
+const DEFER_INPUT_MAX: usize = record::PUT_INLINE_MAX;
 
 /// Steps (read-optimized writes, and the clock readings before a result) an instance
 /// takes before it logs them (see `Instance::put`).
@@ -205,6 +209,8 @@ pub struct Of {
     /// The key a fresh invocation is addressed to (`?key=`); one with history has the
     /// key its Init record names.
     pub key: Option<InvocationKey>,
+    /// A root started lazily may defer its Init to its first record (`Instance::begin`).
+    pub defer_init: bool,
 }
 
 /// What `init` found.
@@ -272,6 +278,12 @@ pub struct Instance {
     held: std::collections::BTreeSet<LockId>,
     /// The key the invocation is addressed to (`?key=`), from its Init record.
     key: Option<InvocationKey>,
+    /// Whether `begin` may defer the Init (`Of::defer_init`).
+    may_defer: bool,
+    /// While the Init is deferred (the first pending step): the conditions of its
+    /// record besides the step log's offset 0, one per table used so far (its
+    /// transition log holds as many records as when the instance looked).
+    deferred: Option<Vec<Cond>>,
 }
 
 impl Instance {
@@ -306,6 +318,8 @@ impl Instance {
             last_commit: 0,
             held: Default::default(),
             key: of.key,
+            may_defer: of.defer_init,
+            deferred: None,
             svc,
         }
     }
@@ -380,8 +394,14 @@ impl Instance {
         &self.svc
     }
 
+    /// Whether the invocation started: its Init is logged, or deferred.
     pub fn initialized(&self) -> bool {
-        self.cursor != 0
+        self.cursor != 0 || self.deferred.is_some()
+    }
+
+    /// Whether the Init is deferred, not logged yet.
+    pub fn init_deferred(&self) -> bool {
+        self.deferred.is_some()
     }
 
     /// `cursorTS`: the seqnum of the newest step taken (for the simulator's oracle).
@@ -422,6 +442,10 @@ impl Instance {
 
     /// Appends the init record, or recovers the step log of an earlier execution.
     pub async fn init(&mut self, ctx: &mut Context) -> Result<Started, Abort> {
+        if self.deferred.is_some() {
+            // Whatever asks for the Init now needs it logged (and at the cursor).
+            self.flush(ctx).await?;
+        }
         if self.initialized() {
             return Ok(Started::Running { version: self.version });
         }
@@ -515,6 +539,58 @@ impl Instance {
                 Started::Running { version: self.version }
             }
         })
+    }
+
+    /// Starts the invocation for a read-optimized operation: a root started lazily
+    /// defers its Init to the step log's first record, which then holds the Init, the
+    /// reads taken before it (values and all, so that every execution reads the same)
+    /// and the steps up to the next logged one, often the result: one append for an
+    /// invocation that logged two. Conditional on the transition log of every table it
+    /// used (`Log::cond_append_if`): no switch began since it looked, so its protocols
+    /// are those of its Init's place, as every reader takes them. Anything else, and a
+    /// failed condition (`Superseded`: it runs again with its Init first), logs the Init
+    /// as before.
+    async fn begin(&mut self, ctx: &mut Context) -> Result<(), Abort> {
+        if self.initialized() {
+            return Ok(());
+        }
+        let input = self.input.clone().filter(|i| i.len() <= DEFER_INPUT_MAX);
+        let (true, None, true, Some(input)) = (self.may_defer, &self.key, self.steps.is_empty(), input) else {
+            return self.init_checked(ctx).await;
+        };
+        self.svc.register_book(self.book).await?;
+        // Reads from here on see what finished before this invocation began.
+        if let Some(fresh) = &self.svc.fresh_from {
+            ctx.merge(fresh);
+        }
+        let init = Step::Init { id: self.id.clone(), function: self.function.clone(), version: self.version, input };
+        self.deferred = Some(Vec::new());
+        self.pending.push(Pending { record_bytes: record::encoded_len(&init), step: init, write: None });
+        self.next = 1;
+        self.follow();
+        Ok(())
+    }
+
+    /// The deferred Init is logged (or a peer's identical one taken): the instance runs
+    /// on from it as if it had logged it first.
+    fn settle_init(&mut self) {
+        if self.deferred.is_some() && !self.steps.is_empty() {
+            self.deferred = None;
+            self.init_cursor = self.steps[0].seqnum;
+        }
+    }
+
+    /// After a trap: logs the deferred Init alone, so that the invocation is retried as
+    /// its policy says; the attempt's other pending steps are lost, as a crash loses them.
+    pub async fn log_init_alone(&mut self, ctx: &mut Context) -> Result<(), Abort> {
+        if self.deferred.is_none() {
+            return Ok(());
+        }
+        self.pending.truncate(1);
+        self.next = 1;
+        self.recorder.discard_fresh();
+        self.follow();
+        self.flush(ctx).await
     }
 
     /// Logs `outcome` as the whole history of a child refused before it ran, or finds
@@ -702,7 +778,11 @@ impl Instance {
     async fn log_record(&mut self, ctx: &mut Context, tail: Option<(Step, &[Tag])>) -> Result<Option<Recorded>, Abort> {
         loop {
             self.store_pending().await?;
+            let init = self.deferred.clone();
             let mut tags = vec![self.step_tag];
+            if init.is_some() {
+                tags.push(INSTANCES);
+            }
             tags.extend(self.pending.iter().filter_map(|p| p.write.as_ref()).map(|w| w.object));
             let mut steps: Vec<Step> = self.pending.iter().map(|p| p.step.clone()).collect();
             if let Some((step, extra)) = &tail {
@@ -719,13 +799,21 @@ impl Instance {
                 _ => record::encode(&Step::Group { steps }),
             };
             let position = self.records;
-            match self.svc.log.cond_append(ctx, self.shadow(), &tags, data, self.step_tag, position).await {
+            let appended = match &init {
+                Some(unchanged) => {
+                    let at = Cond { tag: self.step_tag, position };
+                    self.svc.log.cond_append_if(ctx, self.shadow(), &tags, data, at, unchanged).await
+                }
+                None => self.svc.log.cond_append(ctx, self.shadow(), &tags, data, self.step_tag, position).await,
+            };
+            match appended {
                 Ok(s) => {
                     self.records += 1;
                     for p in std::mem::take(&mut self.pending) {
                         self.steps.push(Recorded { seqnum: s.0, step: p.step });
                     }
                     self.reach(s.0);
+                    self.settle_init();
                     let Some((step, _)) = tail else {
                         self.follow();
                         self.effect()?;
@@ -735,6 +823,25 @@ impl Instance {
                     self.take(s.0);
                     self.effect()?;
                     return Ok(Some(self.steps[self.next - 1].clone()));
+                }
+                Err(LogError::Conflict { .. }) if init.is_some() => {
+                    self.load_steps(ctx, 0).await?;
+                    // Offset 0 is free: a table this instance used switched since it
+                    // looked (or the step log of a long finished peer was collected).
+                    if self.records == 0 {
+                        return Err(Abort::Superseded);
+                    }
+                    // A peer's, which must begin with exactly these steps.
+                    self.take_recorded_pending()?;
+                    self.settle_init();
+                    if !self.pending.is_empty() {
+                        continue;
+                    }
+                    let Some((step, _)) = &tail else { return Ok(None) };
+                    if let Some(r) = self.recorded(step)? {
+                        self.take(r.seqnum);
+                        return Ok(Some(r));
+                    }
                 }
                 Err(LogError::Conflict { holder: Some(h) }) => {
                     let known = self.records;
@@ -917,15 +1024,35 @@ impl Instance {
                 ))))
             }
             _ => {
-                self.init_checked(ctx).await?;
-                match self.transition_at(ctx, table, first).await? {
-                    Transition::End { protocol, .. } => effective(protocol),
-                    Transition::Begin { .. } => Effective::Transitional,
+                self.begin(ctx).await?;
+                match self.deferred_protocol(ctx, table).await? {
+                    Some(effective) => effective,
+                    None => match self.transition_at(ctx, table, first).await? {
+                        Transition::End { protocol, .. } => effective(protocol),
+                        Transition::Begin { .. } => Effective::Transitional,
+                    },
                 }
             }
         };
         self.protocols.insert(table.to_string(), effective);
         Ok(effective)
+    }
+
+    /// While the Init is deferred: read-optimized if `table` is that now (its latest
+    /// transition), and the deferred record then holds only if that stays so. `None`
+    /// once the Init is logged (this logs it for any other protocol).
+    async fn deferred_protocol(&mut self, ctx: &mut Context, table: &str) -> Result<Option<Effective>, Abort> {
+        let Some(unchanged) = &self.deferred else { return Ok(None) };
+        if unchanged.len() < UNCHANGED_MAX {
+            let (latest, records) = self.svc.latest_transition(ctx, self.book, table).await?;
+            if let Transition::End { protocol: Protocol::ReadOptimized, .. } = latest {
+                let unchanged = Cond { tag: self.svc.tags.transition(table), position: records };
+                self.deferred.as_mut().expect("checked").push(unchanged);
+                return Ok(Some(Effective::ReadOptimized));
+            }
+        }
+        self.flush(ctx).await?;
+        Ok(None)
     }
 
     /// The transition record in effect for `table` at this instance's start; `first`
@@ -977,7 +1104,11 @@ impl Instance {
     }
 
     pub async fn get(&mut self, ctx: &mut Context, table: &str, key: &[u8]) -> Result<Option<Bytes>, Abort> {
-        self.flush(ctx).await?;
+        // Reads taken while the Init is deferred wait with it; pending writes are logged
+        // first, so that a read sees them.
+        if self.deferred.is_none() || self.pending.iter().any(|p| p.write.is_some()) {
+            self.flush(ctx).await?;
+        }
         crate::node::check_object(table, key, None)?;
         let st = self.store_table(table);
         let protocol = self.protocol(ctx, table).await?;
@@ -986,6 +1117,9 @@ impl Instance {
         match protocol {
             Effective::Unsafe => Ok(store.get_latest(&st, key).await?.and_then(|(_, v)| v)),
             Effective::ReadOptimized => {
+                if let Some(value) = self.read_deferred(ctx, table, key).await? {
+                    return Ok(value);
+                }
                 let visible = visible_write(&self.svc, ctx, self.book, table, key, self.cursor).await?;
                 match visible {
                     Some(w) => Ok(written_value(&*store, &st, table, key, &w.written).await?),
@@ -1012,6 +1146,45 @@ impl Instance {
                 }
             }
         }
+    }
+
+    /// A read-optimized read taken as a step: one that a re-execution finds recorded
+    /// (after the clock readings before it), or, while the Init is deferred, the newest
+    /// write at the index's end, taken to go in the Init's record. `None` for a read at
+    /// the cursor: past the deferred Init, or for a value stored as its version (the
+    /// record would not hold it), after which the Init is logged.
+    async fn read_deferred(&mut self, ctx: &mut Context, table: &str, key: &[u8]) -> Result<Option<Option<Bytes>>, Abort> {
+        let is_read = |r: Option<&Recorded>| matches!(r, Some(Recorded { step: Step::Read { table: t, key: k, .. }, .. }) if t == table && k == key);
+        let clocks_first = matches!(self.steps.get(self.next), Some(Recorded { step: Step::Clocks { .. }, .. }));
+        if is_read(self.steps.get(self.next)) || (clocks_first && is_read(self.steps.get(self.next + 1))) {
+            self.log_clocks(ctx).await?;
+            if let Some(Recorded { step: Step::Read { value, .. }, seqnum }) = self.steps.get(self.next).cloned() {
+                self.take(seqnum);
+                return Ok(Some(value));
+            }
+            return Err(Abort::internal(format!("the recorded read of {table:?} at step {} is gone", self.next)));
+        }
+        if self.deferred.is_none() {
+            return Ok(None);
+        }
+        // The readings before the read go before it, as before any step.
+        self.take_clocks(ctx).await?;
+        if self.deferred.is_none() {
+            return Ok(None);
+        }
+        let value = match visible_write(&self.svc, ctx, self.book, table, key, u64::MAX).await? {
+            None => None,
+            Some(w) => match w.written.value {
+                Some(value) => value,
+                None => {
+                    self.flush(ctx).await?;
+                    return Ok(None);
+                }
+            },
+        };
+        let step = Step::Read { table: table.to_string(), key: Bytes::copy_from_slice(key), value: value.clone() };
+        self.take_pending(ctx, step, None).await?;
+        Ok(Some(value))
     }
 
     /// Sets (or, with `None`, deletes) the value of `(table, key)`.

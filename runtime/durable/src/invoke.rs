@@ -316,6 +316,7 @@ impl Durable {
             declared: version.tables.clone(),
             crash: None,
             key: run.key.clone(),
+            defer_init: false,
         };
         let started = Instance::new(self.clone(), of).init(&mut run.ctx).await;
         run.fresh = matches!(started, Ok(Started::Fresh));
@@ -381,8 +382,8 @@ impl Durable {
         let Some(first) = self.log.read_next(&mut ctx, shadow(book), tag, SeqNum(0)).await? else {
             return Err(not_found());
         };
-        match record::decode::<Step>("step", &first.data)? {
-            Step::Init { id: found, .. } | Step::InitKeyed { id: found, .. } if found == id => {}
+        match record::decode_steps("step", &first.data)?.into_init_and_last().0 {
+            Some(Step::Init { id: found, .. } | Step::InitKeyed { id: found, .. }) if found == id => {}
             _ => return Err(not_found()),
         }
         self.status_of(&mut ctx, book, &id).await
@@ -432,8 +433,8 @@ impl Durable {
                 return Ok((out, None));
             };
             at = r.seqnum.0.saturating_add(1);
-            let Ok(Step::Init { id, function: f, .. } | Step::InitKeyed { id, function: f, .. }) =
-                record::decode::<Step>("step", &r.data)
+            let Ok((Some(Step::Init { id, function: f, .. } | Step::InitKeyed { id, function: f, .. }), _)) =
+                record::decode_steps("step", &r.data).map(Step::into_init_and_last)
             else {
                 continue;
             };
@@ -557,7 +558,7 @@ impl Durable {
     async fn wake(self: &Arc<Self>, ctx: &mut Context, book: BookId, root: InstanceId) -> Result<()> {
         let first = self.log.read_next(ctx, shadow(book), self.tags.step(&root), SeqNum(0)).await?;
         let Some(Step::Init { function, version, .. } | Step::InitKeyed { function, version, .. }) =
-            first.map(|r| record::decode::<Step>("step", &r.data)).transpose()?
+            first.map(|r| record::decode_steps("step", &r.data)).transpose()?.and_then(|s| s.into_init_and_last().0)
         else {
             return Ok(());
         };
@@ -672,8 +673,8 @@ impl Durable {
         let Some(first) = self.log.read_next(ctx, shadow(book), self.tags.step(id), SeqNum(0)).await? else {
             return Ok(None);
         };
-        match record::decode::<Step>("step", &first.data)? {
-            Step::Init { id: found, version, .. } | Step::InitKeyed { id: found, version, .. } if found == *id => {
+        match record::decode_steps("step", &first.data)?.into_init_and_last().0 {
+            Some(Step::Init { id: found, version, .. } | Step::InitKeyed { id: found, version, .. }) if found == *id => {
                 Ok(Some(version))
             }
             _ => Ok(None),
@@ -711,6 +712,7 @@ impl Durable {
             declared: Default::default(),
             crash: run.crash.clone(),
             key: None,
+            defer_init: false,
         };
         let outcome = Outcome::of_final(&Err(refusal)).expect("refusals are final");
         match Instance::new(self.clone(), of).refuse(&mut run.ctx, outcome).await.map_err(Abort::into_error)? {
@@ -757,6 +759,9 @@ impl Durable {
                 declared: version.tables.clone(),
                 crash: run.crash.clone(),
                 key: run.key.clone(),
+                // A root started lazily logs its Init with its first steps, unless an
+                // attempt of it found that it could not (it runs eagerly since).
+                defer_init: self.fresh_from.is_some() && !run.eager && run.id.is_root(),
             };
             let mut instance = Instance::new(self.clone(), of);
             if run.eager {
@@ -838,6 +843,17 @@ impl Durable {
             if !attempt.instance.initialized() {
                 // Nothing durable happened: the outcome is the attempt's, as it is.
                 return (result, run.ctx);
+            }
+            if matches!(result, Err(Error::Trap(_))) && attempt.instance.init_deferred() {
+                // Retried (or given up) as an invocation that started: its Init first.
+                match attempt.instance.log_init_alone(&mut run.ctx).await {
+                    Ok(()) => {}
+                    Err(Abort::Superseded) => {
+                        run.eager = true;
+                        continue;
+                    }
+                    Err(abort) => return (Err(abort.into_error()), run.ctx),
+                }
             }
             let outcome = match result {
                 // Whatever the guest made of its cancellation.

@@ -192,6 +192,9 @@ pub struct Durable {
     tables: AsyncMutex<(SeqNum, HashMap<BookId, BTreeSet<String>>)>,
     /// First transition records, which never change once written.
     first: Mutex<HashMap<(BookId, String), Transition>>,
+    /// Per table: the seqnum of the newest transition record seen and how many records
+    /// the transition log holds up to it (`latest_transition`).
+    transitions: Mutex<HashMap<(BookId, String), (u64, u64)>>,
     pub(crate) invocations: Invocations,
     /// Switches this node is completing, by (book, table).
     pub(crate) completing: Mutex<BTreeSet<(BookId, String)>>,
@@ -204,6 +207,10 @@ pub struct Durable {
     pub(crate) kicked: Mutex<HashMap<crate::id::InstanceId, u64>>,
     /// Set by [`Durable::stop`]: the background loops end at their next turn.
     stopped: AtomicBool,
+    /// On a node alone ([`crate::Peers::alone`]): a position past everything logged
+    /// before it started, from which its index is fresh, so that roots may defer their
+    /// Init (`Instance::begin`). `None` elsewhere.
+    pub(crate) fresh_from: Option<Context>,
 }
 
 impl Durable {
@@ -211,6 +218,10 @@ impl Durable {
     /// starts with [`Durable::start_background`].
     pub async fn start(parts: Parts, config: StateConfig, bounds: NodeBounds) -> Result<Arc<Durable>, Error> {
         let tags = agree_tag_key(&*parts.log, parts.tag_key).await?;
+        let fresh_from = match parts.peers.alone() {
+            true => Some(barrier(&*parts.log).await?),
+            false => None,
+        };
         let durable = Arc::new(Durable {
             log: parts.log,
             store: Arc::new(crate::store::VersionCache::new(parts.store, config.version_cache_bytes)),
@@ -226,6 +237,7 @@ impl Durable {
             rates: Mutex::new(BTreeMap::new()),
             tables: AsyncMutex::new((SeqNum(0), HashMap::new())),
             first: Mutex::new(HashMap::new()),
+            transitions: Mutex::new(HashMap::new()),
             invocations: Invocations::new(parts.id_prefix),
             completing: Mutex::new(BTreeSet::new()),
             schedules: Default::default(),
@@ -233,6 +245,7 @@ impl Durable {
             decisions: Default::default(),
             kicked: Mutex::new(HashMap::new()),
             stopped: AtomicBool::new(false),
+            fresh_from,
         });
         durable.books().await?;
         Ok(durable)
@@ -312,6 +325,42 @@ impl Durable {
 
     /// The first record of `table`'s transition log, creating it (with `declared`) if the
     /// table has none. First records never change, so they are cached.
+    /// The newest transition record of `table` (which has one: `first_transition`)
+    /// and how many records its transition log holds: the offset a conditional append
+    /// names to say that the table did not switch since. Transition logs are never
+    /// trimmed, so the count is of the records read (remembered per table).
+    pub(crate) async fn latest_transition(
+        &self,
+        ctx: &mut Context,
+        book: BookId,
+        table: &str,
+    ) -> Result<(Transition, u64), Abort> {
+        let (tag, sb) = (self.tags.transition(table), shadow(book));
+        let Some(latest) = self.log.read_prev(ctx, sb, tag, SeqNum::MAX).await? else {
+            return Err(Abort::internal(format!("the transition log of {table:?} is empty")));
+        };
+        let t: Transition = record::decode("transition", &latest.data)?;
+        if t.table() != table {
+            return Err(Abort::internal(format!("tables {table:?} and {:?} share a transition tag", t.table())));
+        }
+        let key = (book, table.to_string());
+        if let Some(&(seqnum, count)) = self.transitions.lock().expect("not poisoned").get(&key) {
+            if seqnum == latest.seqnum.0 {
+                return Ok((t, count));
+            }
+        }
+        let (mut count, mut at) = (0, SeqNum(0));
+        while let Some(r) = self.log.read_next(ctx, sb, tag, at).await? {
+            if r.seqnum > latest.seqnum {
+                break;
+            }
+            count += 1;
+            at = SeqNum(r.seqnum.0 + 1);
+        }
+        self.transitions.lock().expect("not poisoned").insert(key, (latest.seqnum.0, count));
+        Ok((t, count))
+    }
+
     pub(crate) async fn first_transition(
         &self,
         ctx: &mut Context,
@@ -406,6 +455,18 @@ async fn agree_tag_key(log: &dyn Log, mine: TagKey) -> Result<TagKey, Error> {
         }
     };
     TagKey::from_slice(&record.data).ok_or_else(|| Error::Internal(format!("the tag key record has {} bytes", record.data.len())))
+}
+
+/// A position past everything the log ordered before: that of a conditional append that
+/// cannot hold (offset 0 of the tag key's stream is taken), which is ordered like any
+/// append and places nothing.
+async fn barrier(log: &dyn Log) -> Result<Context, Error> {
+    let mut ctx = Context::new();
+    match log.cond_append(&mut ctx, PLATFORM_BOOK, &[TAG_KEY], Bytes::new(), TAG_KEY, 0).await {
+        Err(LogError::Conflict { .. }) => Ok(ctx),
+        Ok(_) => Err(Error::Internal("the tag key's stream was empty after the key was agreed".into())),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// One record of an object's write log: its seqnum, and the object's write it holds.

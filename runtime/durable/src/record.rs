@@ -351,6 +351,24 @@ impl Step {
         }
     }
 
+    /// The Init (or InitKeyed) a step-log record begins with, and its last step if that
+    /// is another: a root whose Init was deferred logs it in a group with its first
+    /// steps, up to its result (`Instance::begin`), and readers of INSTANCES see both.
+    pub fn into_init_and_last(self) -> (Option<Step>, Option<Step>) {
+        match self {
+            step @ (Step::Init { .. } | Step::InitKeyed { .. }) => (Some(step), None),
+            Step::Group { mut steps } if steps.first().is_some_and(Step::is_init) => {
+                let last = steps.pop();
+                (Some(steps.swap_remove(0)), last)
+            }
+            step => (None, Some(step.into_last())),
+        }
+    }
+
+    pub fn is_init(&self) -> bool {
+        matches!(self, Step::Init { .. } | Step::InitKeyed { .. })
+    }
+
     /// The last step a step-log record holds.
     pub fn into_last(self) -> Step {
         match self {
@@ -362,12 +380,19 @@ impl Step {
 
 /// Decodes a step-log record: one step, or a group of them, which holds at least one
 /// step, only writes and clock readings before its last, and ends with a step that may
-/// end a group.
+/// end a group. A group that begins with an Init (a deferred one) may also hold the
+/// read-optimized reads taken before it was logged, and end with one.
 pub fn decode_steps(what: &str, bytes: &[u8]) -> Result<Step, Error> {
     let step: Step = decode(what, bytes)?;
     if let Step::Group { steps } = &step {
-        let well_formed = steps.split_last().is_some_and(|(last, taken)| {
-            last.ends_group() && taken.iter().all(|t| t.is_taken_write() || matches!(t, Step::Clocks { .. }))
+        let (init, rest) = match steps.split_first() {
+            Some((first, rest)) if first.is_init() => (true, rest),
+            _ => (false, &steps[..]),
+        };
+        let read = |t: &Step| init && matches!(t, Step::Read { .. });
+        let well_formed = rest.split_last().is_some_and(|(last, taken)| {
+            (last.ends_group() || read(last))
+                && taken.iter().all(|t| t.is_taken_write() || matches!(t, Step::Clocks { .. }) || read(t))
         });
         if !well_formed {
             return Err(Error::Internal(format!("a {what} record holds a malformed group of {} steps", steps.len())));

@@ -23,7 +23,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, Weak};
 
-use tally_log_core::{BookId, Context, SeqNum, Tag};
+use tally_log_core::{BookId, Context, LogRecord, SeqNum, Tag};
 
 use crate::error::Error;
 use crate::id::InstanceId;
@@ -105,17 +105,38 @@ impl BookScan {
     async fn read(&mut self, d: &Durable, book: BookId, open_max: usize) -> Result<(), Error> {
         while let Some(r) = d.log.read_next(&mut self.ctx, shadow(book), INSTANCES, SeqNum(self.next)).await? {
             self.next = r.seqnum.0 + 1;
-            let step = record::decode_steps("step", &r.data);
-            let Some(tag) = step.as_ref().ok().and_then(|s| d.tags.step_log_of(&r.tags, s)) else { continue };
-            match step.map(Step::into_last) {
-                Ok(Step::Init { id, function, version, .. } | Step::InitKeyed { id, function, version, .. }) => {
+            let Ok(step) = record::decode_steps("step", &r.data) else { continue };
+            let Some(tag) = d.tags.step_log_of(&r.tags, &step) else { continue };
+            // A deferred Init comes in one record with the root's first steps, up to its
+            // result: the Init first, then the last of them.
+            let (init, last) = step.into_init_and_last();
+            for step in init.into_iter().chain(last) {
+                self.note(d, book, &r, tag, step, open_max).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes one step of a record of the INSTANCES stream into account.
+    async fn note(
+        &mut self,
+        d: &Durable,
+        book: BookId,
+        r: &LogRecord,
+        tag: Tag,
+        step: Step,
+        open_max: usize,
+    ) -> Result<(), Error> {
+        {
+            match step {
+                Step::Init { id, function, version, .. } | Step::InitKeyed { id, function, version, .. } => {
                     self.inits.insert(tag, r.seqnum.0);
                     if !id.is_root() {
-                        continue;
+                        return Ok(());
                     }
                     if self.open.len() >= open_max || self.untracked_from.is_some() {
                         self.untracked_from.get_or_insert(r.seqnum.0);
-                        continue;
+                        return Ok(());
                     }
                     let seen_ms = d.clock.now_ms();
                     self.open.insert(
@@ -125,7 +146,7 @@ impl BookScan {
                 }
                 // A sleep of the root or of one of its children, a delayed start, or a
                 // retry after a trap: the root is due then.
-                Ok(Step::Sleep { until_ms, root } | Step::Delay { until_ms, root } | Step::Retry { until_ms, root, .. }) => {
+                Step::Sleep { until_ms, root } | Step::Delay { until_ms, root } | Step::Retry { until_ms, root, .. } => {
                     if let Some(open) = self.open.get_mut(&d.tags.step(&root)) {
                         open.wake_ms = Some(until_ms);
                         open.attempts = 0;
@@ -137,27 +158,26 @@ impl BookScan {
                 }
                 // A promise was completed: the root that created it is due, and so are
                 // those that logged a wait for it.
-                Ok(Step::Completed { promise, root, .. }) => {
+                Step::Completed { promise, root, .. } => {
                     self.make_due(d, &root, open_max);
                     for waiter in d.promise_waiters(&mut self.ctx, book, &promise).await? {
                         self.make_due(d, &waiter, open_max);
                     }
                 }
                 // The root was cancelled: it is due, to see it.
-                Ok(Step::Cancel { root }) => self.make_due(d, &root, open_max),
+                Step::Cancel { root } => self.make_due(d, &root, open_max),
                 // A refused child's whole history: started and finished at once.
-                Ok(Step::Refused { .. }) => {
+                Step::Refused { .. } => {
                     self.inits.insert(tag, r.seqnum.0);
                     let seen_ms = d.clock.now_ms();
                     self.finished.push_back(Finished { step_tag: tag, result: r.seqnum.0, seen_ms, appended: false });
                 }
-                Ok(Step::Result { .. }) => {
+                Step::Result { .. } => {
                     self.open.remove(&tag);
                     let (seen_ms, appended) = (d.clock.now_ms(), r.tags.contains(&APPENDED));
                     self.finished.push_back(Finished { step_tag: tag, result: r.seqnum.0, seen_ms, appended });
                 }
-                Ok(_) => {}
-                Err(e) => tracing::error!(book = book.0, seqnum = %r.seqnum, "skipping a record of the instances stream: {e}"),
+                _ => {}
             }
         }
         Ok(())
@@ -190,7 +210,9 @@ impl BookScan {
             at = r.seqnum.0 + 1;
             let Ok(step) = record::decode_steps("step", &r.data) else { continue };
             let Some(tag) = d.tags.step_log_of(&r.tags, &step) else { continue };
-            let (Step::Init { id, function, version, .. } | Step::InitKeyed { id, function, version, .. }) = step else {
+            let Some(Step::Init { id, function, version, .. } | Step::InitKeyed { id, function, version, .. }) =
+                step.into_init_and_last().0
+            else {
                 continue;
             };
             if !id.is_root() || self.open.contains_key(&tag) {
@@ -345,7 +367,17 @@ async fn reexecute(d: Arc<Durable>, book: BookId, id: InstanceId, function: Stri
         }
     };
     tracing::warn!(%id, attempt, "giving up: {failure}");
-    let of = Of { id: id.clone(), book, function, version, input: None, declared: Default::default(), crash: None, key: None };
+    let of = Of {
+        id: id.clone(),
+        book,
+        function,
+        version,
+        input: None,
+        declared: Default::default(),
+        crash: None,
+        key: None,
+        defer_init: false,
+    };
     let mut instance = Instance::new(d.clone(), of);
     if let Err(e) = instance.give_up(&mut ctx, Outcome::of_given_up(&failure)).await {
         tracing::warn!(%id, "logging the given-up result: {e}");

@@ -259,14 +259,18 @@ impl Durable {
                 at = r.seqnum.0 + 1;
                 let step = record::decode_steps("step", &r.data)?;
                 let Some(step_tag) = self.tags.step_log_of(&r.tags, &step) else { continue };
-                match step.into_last() {
-                    Step::Init { id, .. } | Step::InitKeyed { id, .. } if id.is_root() && r.seqnum.0 < before => {
-                        open.insert(step_tag);
+                // A deferred Init comes with the root's first steps, maybe its result.
+                let (init, last) = step.into_init_and_last();
+                for step in init.into_iter().chain(last) {
+                    match step {
+                        Step::Init { id, .. } | Step::InitKeyed { id, .. } if id.is_root() && r.seqnum.0 < before => {
+                            open.insert(step_tag);
+                        }
+                        Step::Result { .. } => {
+                            open.remove(&step_tag);
+                        }
+                        _ => {}
                     }
-                    Step::Result { .. } => {
-                        open.remove(&step_tag);
-                    }
-                    _ => {}
                 }
             }
             // The reads end where the index ends, which `ctx` puts past `before`: every

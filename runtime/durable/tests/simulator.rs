@@ -43,6 +43,14 @@ fn machine_crashes_hold() {
     check(10_200, 60, SimOptions { machine_crash: 0.0001, ..SimOptions::default() });
 }
 
+/// One node alone (`tally dev`): roots started lazily defer their Init to their first
+/// record, with the reads before it, under racing peers, switches, redeploys and
+/// machine crashes (a lone node never crashes alone: the simulator keeps one up).
+#[test]
+fn a_node_alone_that_defers_inits_holds() {
+    check(40_000, 100, SimOptions { nodes: 1, machine_crash: 0.0003, ..SimOptions::default() });
+}
+
 #[test]
 fn two_nodes_one_book_and_many_clients_hold() {
     let opts = SimOptions { nodes: 2, clients: 8, invocations: 6, books: 1, ..SimOptions::default() };

@@ -287,6 +287,12 @@ impl crate::env::Peers for SimPeers {
             .collect();
         crate::env::owner(book, &members) == Some(self.me as u64)
     }
+
+    /// One node over the simulated log, whose replica applies every append before
+    /// answering it: alone, and its roots defer their Init.
+    fn alone(&self) -> bool {
+        self.world.upgrade().is_some_and(|w| w.nodes.len() == 1)
+    }
 }
 
 /// What the harness tasks share.
@@ -317,6 +323,9 @@ struct World {
     /// The libraries' workload finished and was checked (`libs.rs`).
     libs_done: Mutex<bool>,
     config: StateConfig,
+    /// The cluster's tag key, once a node agreed on it: the oracle names an Init's step
+    /// log by it (a deferred Init's record also carries its writes' object streams).
+    tag_key: Mutex<Option<TagKey>>,
 }
 
 impl World {
@@ -468,6 +477,7 @@ pub fn run_seed(seed: u64, opts: &SimOptions) -> Result<SimStats, Violation> {
         cancels_done: Mutex::new(false),
         waiters_done: Mutex::new(false),
         libs_done: Mutex::new(false),
+        tag_key: Mutex::new(None),
         // A third of the seeds without aux-data views: their readers replay streams
         // from their checkpoints, which garbage collection then exercises.
         config: StateConfig { aux_views: !seed.is_multiple_of(3), ..sim_config() },
@@ -599,7 +609,8 @@ pub fn run_seed(seed: u64, opts: &SimOptions) -> Result<SimStats, Violation> {
     if let Err(m) = oracle.check_executions(&traces) {
         return Err(Violation { seed, at_ms: now, message: m });
     }
-    if let Err(m) = check_step_logs(&world.log) {
+    let tag_key = world.tag_key.lock().expect("not poisoned").clone();
+    if let Err(m) = check_step_logs(&world.log, tag_key.as_ref()) {
         return Err(Violation { seed, at_ms: now, message: m });
     }
     if !unfinished.is_empty() {
@@ -685,6 +696,7 @@ fn start_node(world: &Arc<World>, n: usize) {
             match Durable::start(parts, config, BOUNDS).await {
                 Ok(d) => {
                     d.start_background();
+                    w.tag_key.lock().expect("not poisoned").get_or_insert_with(|| d.tags.clone());
                     let mut s = w.nodes[n].lock().expect("not poisoned");
                     if s.incarnation == incarnation {
                         s.durable = Some(d);
@@ -825,7 +837,8 @@ fn check_finished(
     // witness; the log's result does. "The last execution that ran to its end" may be
     // a peer whose guest ran on readings of its own that waited for the result's record
     // and stopped there, after the invocation had finished.
-    let logged = if got.is_none() { logged_output(&world.log, input) } else { None };
+    let tag_key = world.tag_key.lock().expect("not poisoned").clone();
+    let logged = if got.is_none() { logged_output(&world.log, input, tag_key.as_ref()) } else { None };
     let registry = world.registry.lock().expect("not poisoned");
     let traces = world.traces.lock().expect("not poisoned");
     let mut oracle = world.oracle.lock().expect("not poisoned");
@@ -866,16 +879,30 @@ fn placed_steps(log: &SimLog) -> impl Iterator<Item = (BookId, Vec<Tag>, Vec<cra
     })
 }
 
+/// The step log an Init (or a refusal) begins: named by the tag key where known; else
+/// the record's one derived tag (an Init logged alone carries no other).
+fn step_log_begun(tags: &[Tag], first: &crate::record::Step, key: Option<&TagKey>) -> Option<Tag> {
+    use crate::record::Step;
+    match (first, key) {
+        (Step::Init { id, .. } | Step::InitKeyed { id, .. }, Some(key)) => Some(key.step(id)),
+        (Step::Init { .. } | Step::InitKeyed { .. } | Step::Refused { .. }, _) => tags.iter().copied().find(|&t| is_derived(t)),
+        _ => None,
+    }
+}
+
 /// The output that the step log of the invocation with input `input` holds as its
 /// result, read from every record the log placed (collected ones too).
-fn logged_output(log: &SimLog, input: &[u8]) -> Option<Result<u64, String>> {
+fn logged_output(log: &SimLog, input: &[u8], key: Option<&TagKey>) -> Option<Result<u64, String>> {
     use crate::record::{Outcome, Step};
     let mut step_log = None;
     for (_, tags, steps) in placed_steps(log) {
-        let derived = tags.iter().copied().find(|&t| is_derived(t));
-        match (step_log, &steps[0]) {
-            (None, Step::Init { input: i, .. } | Step::InitKeyed { input: i, .. }) if i == input => step_log = derived,
-            (Some(tag), _) if tags.contains(&tag) => {
+        let begun = matches!(&steps[0], Step::Init { input: i, .. } | Step::InitKeyed { input: i, .. } if i == input);
+        if step_log.is_none() && begun {
+            step_log = step_log_begun(&tags, &steps[0], key);
+        }
+        match step_log {
+            // A deferred Init's record may hold the result too.
+            Some(tag) if tags.contains(&tag) => {
                 if let Some(Step::Result { outcome: Outcome::Ok(out) }) = steps.last() {
                     return out[..].try_into().ok().map(|b| Ok(u64::from_be_bytes(b)));
                 }
@@ -1303,13 +1330,14 @@ where
 /// After a `Cancelled` step the guest's every call fails before it logs, so only clock
 /// readings, lock releases and the result may follow it; nothing follows the result.
 /// (A write taken before the cancellation and logged after it would break this.)
-fn check_step_logs(log: &SimLog) -> Result<(), String> {
+fn check_step_logs(log: &SimLog, key: Option<&TagKey>) -> Result<(), String> {
     use crate::record::Step;
     // Per stream: whether it is a step log, and whether it has a Cancelled or a Result.
     let mut streams: BTreeMap<(BookId, u64), (bool, bool, bool)> = BTreeMap::new();
     for (book, tags, steps) in placed_steps(log) {
+        let begun = step_log_begun(&tags, &steps[0], key);
         for tag in tags.iter().filter(|&&t| is_derived(t)) {
-            let first = matches!(steps[0], Step::Init { .. } | Step::InitKeyed { .. } | Step::Refused { .. });
+            let first = begun == Some(*tag);
             let (step_log, cancelled, ended) = streams.entry((book, tag.0)).or_insert((first, false, false));
             if !*step_log {
                 continue;

@@ -394,11 +394,12 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// The key of a write record (of a group's write).
+/// The key of a write record (of a group's first write: a deferred Init's group
+/// begins with the Init).
 fn write_key(step: &Step) -> String {
     match step {
         Step::Write { key, .. } | Step::Put { key, .. } => text(key),
-        Step::Group { steps } => write_key(&steps[0]),
+        Step::Group { steps } => write_key(steps.iter().find(|s| s.is_taken_write()).expect("a group of writes")),
         other => panic!("not a write: {other:?}"),
     }
 }
@@ -537,6 +538,7 @@ fn a_late_peer_of_a_finished_root_stops_instead_of_reading_trimmed_history() {
         declared: Arc::default(),
         crash: None,
         key: None,
+        defer_init: false,
     };
     let mut peer = Instance::new(d.clone(), of);
     let mut peer_ctx = Context::new();
@@ -805,6 +807,7 @@ fn an_execution_that_read_other_clocks_than_the_logged_ones_stops_before_acting(
         declared: Arc::default(),
         crash: None,
         key: None,
+        defer_init: false,
     };
     // A peer initialised eagerly, which reads its clock before the other run logs.
     let mut peer = Instance::new(d.clone(), of("raced", Some(Bytes::new())));
@@ -855,6 +858,7 @@ fn of_put(w: &World, key: &str) -> Of {
         declared: Arc::default(),
         crash: None,
         key: None,
+        defer_init: false,
     }
 }
 
@@ -1110,4 +1114,93 @@ fn the_readings_after_the_last_write_go_with_the_result_and_a_peer_that_read_oth
         Err(Abort::Superseded) => {}
         other => panic!("the peer that read 43 finished with {other:?}"),
     }
+}
+
+/// On a node alone, a root started lazily defers its Init: the reads it takes before
+/// its first record go in that record with the Init and the steps up to it, values and
+/// all, so a read-only invocation and one that reads, writes and returns cost one
+/// append each (two before). A re-execution takes the recorded reads instead of
+/// reading again.
+#[test]
+fn a_deferred_init_goes_in_one_record_with_the_reads_writes_and_result() {
+    let mut w = World::new(config());
+    let d = w.start(0);
+    w.put(&d, "ro", "k", "first");
+    let retried =
+        |function: &str, key: &str, input: &str| InvokeRequest { retry_key: Some(key.into()), ..unkeyed(function, input) };
+    assert_eq!(w.invoke(&d, retried("get", "read", "ro k")).as_deref(), Ok("=first"));
+    let steps = w.stream(&d, d.tags.step(&id("get", "read")));
+    match &steps[..] {
+        [Step::Group { steps }] => match &steps[..] {
+            [Step::Init { .. }, Step::Read { value: Some(v), .. }, Step::Result { .. }] => assert_eq!(&v[..], b"first"),
+            other => panic!("the read-only invocation's record holds {other:?}"),
+        },
+        other => panic!("the read-only invocation logged {other:?}, not one record"),
+    }
+    w.put(&d, "ro", "k", "second");
+    // The same request again gets the logged result, not a new read.
+    assert_eq!(w.invoke(&d, retried("get", "read", "ro k")).as_deref(), Ok("=first"));
+    assert_eq!(w.invoke(&d, retried("put", "write", "ro k third")).as_deref(), Ok("ok"));
+    let steps = w.stream(&d, d.tags.step(&id("put", "write")));
+    assert!(
+        matches!(&steps[..], [Step::Group { steps }] if matches!(&steps[..], [Step::Init { .. }, Step::Put { .. }, Step::Result { .. }])),
+        "the writing invocation logged {steps:?}"
+    );
+    assert_eq!(w.get(&d, "ro", "k").as_deref(), Some("third"));
+}
+
+/// A deferred Init's record is conditional on the transition log of every table the
+/// instance used: a switch that began after the instance looked (here one that ran to
+/// its end) fails it, and the instance runs again with its Init first. Before, its
+/// read-optimized write landed after the switch's migration, in a write log that no
+/// write-optimized reader looks at, and was lost to them.
+#[test]
+fn a_deferred_init_whose_table_switched_since_it_looked_is_never_logged() {
+    let mut config = config();
+    config.tables.insert("sw".into(), Protocol::ReadOptimized);
+    let mut w = World::new(config);
+    let d = w.start(0);
+    w.put(&d, "sw", "k", "first");
+    let mut inst = Instance::new(d.clone(), Of { defer_init: true, ..of_put(&w, "late") });
+    let mut ctx = Context::new();
+    let read = w.run(inst.get(&mut ctx, "sw", b"k")).expect("a read");
+    assert_eq!(read.as_deref(), Some(&b"first"[..]));
+    assert!(inst.init_deferred(), "a read-optimized read defers the Init");
+    let begun = w.run(d.switch_table(BOOK, "sw", Protocol::WriteOptimized)).expect("the switch begins");
+    let switch = begun_switch(&begun, "sw", Protocol::WriteOptimized);
+    let mut sctx = Context::new();
+    w.run(d.migrate(&mut sctx, &switch)).expect("the migration");
+    w.run(d.complete(&mut sctx, &switch)).expect("the switch completes");
+    let ran = w.run(async {
+        inst.put(&mut ctx, "sw", b"k", Some(Bytes::from_static(b"late"))).await?;
+        inst.finish(&mut ctx, Outcome::Ok(Bytes::from_static(b"ok"))).await
+    });
+    assert!(matches!(ran, Err(Abort::Superseded)), "the deferred record: {ran:?}");
+    assert!(w.stream(&d, d.tags.step(&id("put", "late"))).is_empty(), "nothing of it is logged");
+    assert_eq!(w.get(&d, "sw", "k").as_deref(), Some("first"));
+    // Run again as the invocation path does, eagerly: logged, and seen after the switch.
+    let mut again = put_instance(&w, &d, "late");
+    let ran = w.run(async {
+        again.init(&mut ctx).await?;
+        again.put(&mut ctx, "sw", b"k", Some(Bytes::from_static(b"late"))).await?;
+        again.finish(&mut ctx, Outcome::Ok(Bytes::from_static(b"ok"))).await
+    });
+    assert!(ran.is_ok(), "the eager run: {ran:?}");
+    assert_eq!(w.get(&d, "sw", "k").as_deref(), Some("late"));
+}
+
+/// A node alone reads from its index's end before a deferred Init is logged, so it
+/// starts from a position past everything logged before it started (a conditional
+/// append that cannot hold): an index still catching up after a restart never serves
+/// such a read.
+#[test]
+fn a_node_alone_reads_from_a_position_past_everything_logged_before_it_started() {
+    let mut w = World::new(config());
+    let d = w.start(0);
+    let mut ctx = Context::new();
+    w.run(d.log.append(&mut ctx, shadow(BOOK), &[Tag(5)], Bytes::from_static(b"before"))).expect("appended");
+    w.crash(0);
+    drop(d);
+    let d = w.start(0);
+    assert!(d.fresh_from.as_ref().expect("a node alone").covers(&ctx), "{:?} is behind {ctx:?}", d.fresh_from);
 }
