@@ -213,6 +213,7 @@ impl Attempt {
             fresh: false,
             key: None,
             background: false,
+            defer: false,
         };
         let svc = self.instance.svc().clone();
         let (result, child_ctx) = svc.run(run).await;

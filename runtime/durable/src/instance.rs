@@ -550,7 +550,7 @@ impl Instance {
     /// are those of its Init's place, as every reader takes them. Anything else, and a
     /// failed condition (`Superseded`: it runs again with its Init first), logs the Init
     /// as before.
-    async fn begin(&mut self, ctx: &mut Context) -> Result<(), Abort> {
+    pub(crate) async fn begin(&mut self, ctx: &mut Context) -> Result<(), Abort> {
         if self.initialized() {
             return Ok(());
         }

@@ -54,6 +54,9 @@ pub(crate) struct Run {
     /// Nobody waits for its answer (an asynchronous start, a re-execution): a wait for
     /// its key suspends it soon rather than hold its slot.
     pub background: bool,
+    /// A root invocation from outside that may defer its Init on a node alone
+    /// (`Instance::begin`); an attempt that found it could not clears it.
+    pub defer: bool,
 }
 
 /// Where an invocation stands, as `GET /v1/invocations/{id}` shows it.
@@ -229,6 +232,7 @@ impl Durable {
             delay_until,
             fresh: false,
             background: false,
+            defer: delay_until.is_none() && req.key.is_none(),
             key: req.key,
         };
         self.run(run).await
@@ -294,6 +298,7 @@ impl Durable {
             delay_until,
             fresh: false,
             background: true,
+            defer: false,
             key,
         };
         let version = self.version_for(&mut run).await?;
@@ -750,6 +755,19 @@ impl Durable {
         // Whether the invocation has a history (a retry may be logged in it).
         let mut history = false;
         loop {
+            // On a node alone, a root from outside defers its Init, unless it has a
+            // history (a retry of one that started or finished takes that first, as an
+            // eager start does, rather than run its guest in vain).
+            let mut defer = false;
+            if let Some(fresh) = self.fresh_from.as_ref().filter(|_| run.defer && run.id.is_root()) {
+                run.ctx.merge(fresh);
+                let step_log = self.tags.step(&run.id);
+                match self.log.read_next(&mut run.ctx, shadow(run.book), step_log, SeqNum(0)).await {
+                    Ok(None) => defer = true,
+                    Ok(Some(_)) => run.eager = true,
+                    Err(e) => return (Err(e.into()), run.ctx),
+                }
+            }
             let of = Of {
                 id: run.id.clone(),
                 book: run.book,
@@ -761,10 +779,16 @@ impl Durable {
                 key: run.key.clone(),
                 // A root started lazily logs its Init with its first steps, unless an
                 // attempt of it found that it could not (it runs eagerly since).
-                defer_init: self.fresh_from.is_some() && !run.eager && run.id.is_root(),
+                defer_init: defer,
             };
             let mut instance = Instance::new(self.clone(), of);
-            if run.eager {
+            if run.eager && defer {
+                // An idempotency key: the result is logged even without an effect, so
+                // the deferred Init is taken before the guest runs.
+                if let Err(abort) = instance.begin(&mut run.ctx).await {
+                    return (Err(abort.into_error()), run.ctx);
+                }
+            } else if run.eager {
                 match instance.init(&mut run.ctx).await {
                     Ok(Started::Fresh) => history = false,
                     Ok(Started::Running { version: v }) if v != version.version => {
@@ -805,7 +829,7 @@ impl Durable {
             }
             let own = self.clock.now_ms().saturating_add(version.timeout_ms);
             let deadline_ms = run.deadline_ms.map_or(own, |d| d.min(own));
-            if instance.initialized() {
+            if instance.initialized() && !instance.init_deferred() {
                 // What runs before the guest: a delayed start's wait, a keyed one's key.
                 let in_place_ms = if run.background { self.config.sleep_in_place_max_ms } else { u64::MAX };
                 let before = async {
@@ -850,6 +874,7 @@ impl Durable {
                     Ok(()) => {}
                     Err(Abort::Superseded) => {
                         run.eager = true;
+                        run.defer = false;
                         continue;
                     }
                     Err(abort) => return (Err(abort.into_error()), run.ctx),
@@ -881,6 +906,7 @@ impl Durable {
                 // A late peer: the logged result stands; the next init returns it.
                 Err(Error::Superseded) => {
                     run.eager = true;
+                    run.defer = false;
                     continue;
                 }
                 other => match Outcome::of_final(&other) {
@@ -905,7 +931,10 @@ impl Durable {
             };
             match finished {
                 Ok(logged) => return (logged.into_result(), run.ctx),
-                Err(Abort::Superseded) => run.eager = true,
+                Err(Abort::Superseded) => {
+                    run.eager = true;
+                    run.defer = false;
+                }
                 Err(abort) => return (Err(abort.into_error()), run.ctx),
             }
         }
@@ -1007,6 +1036,7 @@ impl Durable {
             delay_until: None,
             fresh: false,
             background: true,
+            defer: false,
             key: None,
         };
         self.run(run).await

@@ -163,6 +163,16 @@ impl Wake for Flag {
     }
 }
 
+/// The scenarios' nodes own every book but are not alone (`Peers::alone`): their
+/// invocations log their Init first, as in a cluster, unless started alone.
+struct NotAlone;
+
+impl crate::env::Peers for NotAlone {
+    fn owns(&self, _book: BookId) -> bool {
+        true
+    }
+}
+
 /// A small world: nodes of the real core over one simulated log and one store.
 struct World {
     exec: Exec,
@@ -259,6 +269,16 @@ impl World {
     /// Starts (or restarts) node `n` without its background work: the tests run
     /// recovery rounds themselves, unless they call `start_background`.
     fn start(&mut self, n: usize) -> Arc<Durable> {
+        self.start_with(n, Arc::new(NotAlone))
+    }
+
+    /// [`World::start`] of a node alone (`Peers::alone`, as `tally dev` is): its roots
+    /// defer their Init.
+    fn start_alone(&mut self, n: usize) -> Arc<Durable> {
+        self.start_with(n, Arc::new(crate::env::Alone))
+    }
+
+    fn start_with(&mut self, n: usize, peers: Arc<dyn crate::env::Peers>) -> Arc<Durable> {
         self.log.open_replica(n);
         let incarnation = {
             let i = self.incarnations.entry(n).or_default();
@@ -266,7 +286,8 @@ impl World {
             *i
         };
         let handle = Handle { shared: self.exec.shared.clone(), owner: Some(n) };
-        let parts = node_parts(&self.log, self.store.clone(), &handle, self.guests.clone(), SEED, incarnation);
+        let mut parts = node_parts(&self.log, self.store.clone(), &handle, self.guests.clone(), SEED, incarnation);
+        parts.peers = peers;
         self.run(Durable::start(parts, self.config.clone(), BOUNDS)).expect("the node starts")
     }
 
@@ -1124,7 +1145,7 @@ fn the_readings_after_the_last_write_go_with_the_result_and_a_peer_that_read_oth
 #[test]
 fn a_deferred_init_goes_in_one_record_with_the_reads_writes_and_result() {
     let mut w = World::new(config());
-    let d = w.start(0);
+    let d = w.start_alone(0);
     w.put(&d, "ro", "k", "first");
     let retried =
         |function: &str, key: &str, input: &str| InvokeRequest { retry_key: Some(key.into()), ..unkeyed(function, input) };
@@ -1159,7 +1180,7 @@ fn a_deferred_init_whose_table_switched_since_it_looked_is_never_logged() {
     let mut config = config();
     config.tables.insert("sw".into(), Protocol::ReadOptimized);
     let mut w = World::new(config);
-    let d = w.start(0);
+    let d = w.start_alone(0);
     w.put(&d, "sw", "k", "first");
     let mut inst = Instance::new(d.clone(), Of { defer_init: true, ..of_put(&w, "late") });
     let mut ctx = Context::new();
@@ -1196,11 +1217,11 @@ fn a_deferred_init_whose_table_switched_since_it_looked_is_never_logged() {
 #[test]
 fn a_node_alone_reads_from_a_position_past_everything_logged_before_it_started() {
     let mut w = World::new(config());
-    let d = w.start(0);
+    let d = w.start_alone(0);
     let mut ctx = Context::new();
     w.run(d.log.append(&mut ctx, shadow(BOOK), &[Tag(5)], Bytes::from_static(b"before"))).expect("appended");
     w.crash(0);
     drop(d);
-    let d = w.start(0);
+    let d = w.start_alone(0);
     assert!(d.fresh_from.as_ref().expect("a node alone").covers(&ctx), "{:?} is behind {ctx:?}", d.fresh_from);
 }
