@@ -1162,7 +1162,8 @@ impl Instance {
                 self.take(seqnum);
                 return Ok(Some(value));
             }
-            return Err(Abort::internal(format!("the recorded read of {table:?} at step {} is gone", self.next)));
+            // Recorded clock readings this execution did not take there.
+            return Err(Abort::NonDeterministic(format!("step {} of {} was clock readings", self.next, self.id)));
         }
         if self.deferred.is_none() {
             return Ok(None);

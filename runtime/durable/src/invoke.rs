@@ -777,16 +777,20 @@ impl Durable {
                 declared: version.tables.clone(),
                 crash: run.crash.clone(),
                 key: run.key.clone(),
-                // A root started lazily logs its Init with its first steps, unless an
-                // attempt of it found that it could not (it runs eagerly since).
                 defer_init: defer,
             };
             let mut instance = Instance::new(self.clone(), of);
             if run.eager && defer {
                 // An idempotency key: the result is logged even without an effect, so
                 // the deferred Init is taken before the guest runs.
-                if let Err(abort) = instance.begin(&mut run.ctx).await {
-                    return (Err(abort.into_error()), run.ctx);
+                match instance.begin(&mut run.ctx).await {
+                    Ok(()) => {}
+                    // A peer logged it meanwhile: take its history.
+                    Err(Abort::Superseded) => {
+                        run.defer = false;
+                        continue;
+                    }
+                    Err(abort) => return (Err(abort.into_error()), run.ctx),
                 }
             } else if run.eager {
                 match instance.init(&mut run.ctx).await {
