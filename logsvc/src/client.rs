@@ -78,7 +78,6 @@ impl LogClient {
 
     /// Appends only if the record lands at offset `cond_position` of `cond_tag`'s
     /// stream; otherwise fails with [`Error::Conflict`] naming the record there.
-    #[tracing::instrument(name = "log.cond_append", skip_all, fields(book = book.0, cond_tag = cond_tag.0, cond_position))]
     pub async fn cond_append(
         &self,
         ctx: &mut Context,
@@ -88,10 +87,7 @@ impl LogClient {
         cond_tag: Tag,
         cond_position: u64,
     ) -> Result<SeqNum> {
-        self.check_tags(tags.iter().chain([&cond_tag]))?;
-        let cond = Some(Cond { tag: cond_tag, position: cond_position });
-        let request = Request::Append { book, tags: tags.to_vec(), data, cond, unchanged: vec![] };
-        expect_appended(self.call(ctx, request).await?)
+        self.cond_append_if(ctx, book, tags, data, cond_tag, cond_position, &[]).await
     }
 
     /// [`LogClient::cond_append`], also only if each of the streams `unchanged` names
