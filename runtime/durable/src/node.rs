@@ -323,8 +323,6 @@ impl Durable {
         Ok(())
     }
 
-    /// The first record of `table`'s transition log, creating it (with `declared`) if the
-    /// table has none. First records never change, so they are cached.
     /// The newest transition record of `table` (which has one: `first_transition`)
     /// and how many records its transition log holds: the offset a conditional append
     /// names to say that the table did not switch since. Transition logs are never
@@ -355,12 +353,17 @@ impl Durable {
                 break;
             }
             count += 1;
+            if r.seqnum == latest.seqnum {
+                break;
+            }
             at = SeqNum(r.seqnum.0 + 1);
         }
         self.transitions.lock().expect("not poisoned").insert(key, (latest.seqnum.0, count));
         Ok((t, count))
     }
 
+    /// The first record of `table`'s transition log, creating it (with `declared`) if the
+    /// table has none. First records never change, so they are cached.
     pub(crate) async fn first_transition(
         &self,
         ctx: &mut Context,

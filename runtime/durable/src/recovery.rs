@@ -127,58 +127,56 @@ impl BookScan {
         step: Step,
         open_max: usize,
     ) -> Result<(), Error> {
-        {
-            match step {
-                Step::Init { id, function, version, .. } | Step::InitKeyed { id, function, version, .. } => {
-                    self.inits.insert(tag, r.seqnum.0);
-                    if !id.is_root() {
-                        return Ok(());
-                    }
-                    if self.open.len() >= open_max || self.untracked_from.is_some() {
-                        self.untracked_from.get_or_insert(r.seqnum.0);
-                        return Ok(());
-                    }
-                    let seen_ms = d.clock.now_ms();
-                    self.open.insert(
-                        tag,
-                        Open { id, function, version, seen_ms, attempts: 0, init: r.seqnum.0, wake_ms: None, rechecks_soon: 0 },
-                    );
+        match step {
+            Step::Init { id, function, version, .. } | Step::InitKeyed { id, function, version, .. } => {
+                self.inits.insert(tag, r.seqnum.0);
+                if !id.is_root() {
+                    return Ok(());
                 }
-                // A sleep of the root or of one of its children, a delayed start, or a
-                // retry after a trap: the root is due then.
-                Step::Sleep { until_ms, root } | Step::Delay { until_ms, root } | Step::Retry { until_ms, root, .. } => {
-                    if let Some(open) = self.open.get_mut(&d.tags.step(&root)) {
-                        open.wake_ms = Some(until_ms);
-                        open.attempts = 0;
-                        if until_ms == u64::MAX {
-                            open.rechecks_soon = RECHECKS_SOON;
-                            open.seen_ms = d.clock.now_ms();
-                        }
-                    }
+                if self.open.len() >= open_max || self.untracked_from.is_some() {
+                    self.untracked_from.get_or_insert(r.seqnum.0);
+                    return Ok(());
                 }
-                // A promise was completed: the root that created it is due, and so are
-                // those that logged a wait for it.
-                Step::Completed { promise, root, .. } => {
-                    self.make_due(d, &root, open_max);
-                    for waiter in d.promise_waiters(&mut self.ctx, book, &promise).await? {
-                        self.make_due(d, &waiter, open_max);
-                    }
-                }
-                // The root was cancelled: it is due, to see it.
-                Step::Cancel { root } => self.make_due(d, &root, open_max),
-                // A refused child's whole history: started and finished at once.
-                Step::Refused { .. } => {
-                    self.inits.insert(tag, r.seqnum.0);
-                    let seen_ms = d.clock.now_ms();
-                    self.finished.push_back(Finished { step_tag: tag, result: r.seqnum.0, seen_ms, appended: false });
-                }
-                Step::Result { .. } => {
-                    self.open.remove(&tag);
-                    let (seen_ms, appended) = (d.clock.now_ms(), r.tags.contains(&APPENDED));
-                    self.finished.push_back(Finished { step_tag: tag, result: r.seqnum.0, seen_ms, appended });
-                }
-                _ => {}
+                let seen_ms = d.clock.now_ms();
+                self.open.insert(
+                    tag,
+                    Open { id, function, version, seen_ms, attempts: 0, init: r.seqnum.0, wake_ms: None, rechecks_soon: 0 },
+                );
             }
+            // A sleep of the root or of one of its children, a delayed start, or a
+            // retry after a trap: the root is due then.
+            Step::Sleep { until_ms, root } | Step::Delay { until_ms, root } | Step::Retry { until_ms, root, .. } => {
+                if let Some(open) = self.open.get_mut(&d.tags.step(&root)) {
+                    open.wake_ms = Some(until_ms);
+                    open.attempts = 0;
+                    if until_ms == u64::MAX {
+                        open.rechecks_soon = RECHECKS_SOON;
+                        open.seen_ms = d.clock.now_ms();
+                    }
+                }
+            }
+            // A promise was completed: the root that created it is due, and so are
+            // those that logged a wait for it.
+            Step::Completed { promise, root, .. } => {
+                self.make_due(d, &root, open_max);
+                for waiter in d.promise_waiters(&mut self.ctx, book, &promise).await? {
+                    self.make_due(d, &waiter, open_max);
+                }
+            }
+            // The root was cancelled: it is due, to see it.
+            Step::Cancel { root } => self.make_due(d, &root, open_max),
+            // A refused child's whole history: started and finished at once.
+            Step::Refused { .. } => {
+                self.inits.insert(tag, r.seqnum.0);
+                let seen_ms = d.clock.now_ms();
+                self.finished.push_back(Finished { step_tag: tag, result: r.seqnum.0, seen_ms, appended: false });
+            }
+            Step::Result { .. } => {
+                self.open.remove(&tag);
+                let (seen_ms, appended) = (d.clock.now_ms(), r.tags.contains(&APPENDED));
+                self.finished.push_back(Finished { step_tag: tag, result: r.seqnum.0, seen_ms, appended });
+            }
+            _ => {}
         }
         Ok(())
     }

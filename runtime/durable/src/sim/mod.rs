@@ -329,6 +329,11 @@ struct World {
 }
 
 impl World {
+    /// The cluster's tag key, once a node agreed on it.
+    fn tag_key(&self) -> Option<TagKey> {
+        self.tag_key.lock().expect("not poisoned").clone()
+    }
+
     fn harness(&self) -> Handle {
         Handle { shared: self.shared.clone(), owner: None }
     }
@@ -609,8 +614,7 @@ pub fn run_seed(seed: u64, opts: &SimOptions) -> Result<SimStats, Violation> {
     if let Err(m) = oracle.check_executions(&traces) {
         return Err(Violation { seed, at_ms: now, message: m });
     }
-    let tag_key = world.tag_key.lock().expect("not poisoned").clone();
-    if let Err(m) = check_step_logs(&world.log, tag_key.as_ref()) {
+    if let Err(m) = check_step_logs(&world.log, world.tag_key().as_ref()) {
         return Err(Violation { seed, at_ms: now, message: m });
     }
     if !unfinished.is_empty() {
@@ -837,8 +841,7 @@ fn check_finished(
     // witness; the log's result does. "The last execution that ran to its end" may be
     // a peer whose guest ran on readings of its own that waited for the result's record
     // and stopped there, after the invocation had finished.
-    let tag_key = world.tag_key.lock().expect("not poisoned").clone();
-    let logged = if got.is_none() { logged_output(&world.log, input, tag_key.as_ref()) } else { None };
+    let logged = if got.is_none() { logged_output(&world.log, input, world.tag_key().as_ref()) } else { None };
     let registry = world.registry.lock().expect("not poisoned");
     let traces = world.traces.lock().expect("not poisoned");
     let mut oracle = world.oracle.lock().expect("not poisoned");
