@@ -379,7 +379,7 @@ async fn acked_appends_survive_a_storage_node_kill() -> anyhow::Result<()> {
                     Err(e) => return Err(e.into()),
                 }
             }
-            anyhow::Ok((book, acked))
+            anyhow::Ok((book, acked, ctx))
         });
     }
     // Let the writers get going, then kill a replica of every shard.
@@ -398,12 +398,15 @@ async fn acked_appends_survive_a_storage_node_kill() -> anyhow::Result<()> {
     ensure!(!config.current().storage.contains(&cluster.storage_id(1)), "the new term leaves the dead node out");
 
     let mut all = Vec::new();
+    // A reader that has seen what the writers saw: a fresh context on another engine
+    // may read before that engine has applied the writers' last entries.
+    let mut ctx = Context::new();
     while let Some(r) = writers.join_next().await {
-        let (book, acked) = r??;
+        let (book, acked, seen) = r??;
         ensure!(acked.windows(2).all(|w| w[0].0 < w[1].0), "acked seqnums of one writer increase");
+        ctx.merge(&seen);
         all.push((book, acked));
     }
-    let mut ctx = Context::new();
     for (book, acked) in &all {
         for (s, d) in acked {
             let r = c.read_next(&mut ctx, *book, Tag::ALL, *s).await?.with_context(|| format!("acked {s} is readable"))?;

@@ -31,11 +31,9 @@ use anyhow::{bail, Context as _};
 use serde::{Deserialize, Serialize};
 use tally_control::{ControlPlane, Member, MemberRole, Revision, Settings};
 use tally_durable::Peers;
-use tally_logsvc::driver::{self, ControlInput, EngineDriverConfig, EngineStatus, StorageStores};
+use tally_logsvc::driver::{self, ControlInput, EngineDriverConfig, EngineStatus, NodeTask, StorageStores};
 use tally_logsvc::net::{Certs, LocalNet, NetConfig, Transport};
-use tally_logsvc::store::{
-    open_record_store, ControllerStore, FsyncPolicy, GroupCommitConfig, JournalMetalogStore, RecordStoreKind,
-};
+use tally_logsvc::store::{open_record_store, ControllerStore, FsyncPolicy, JournalMetalogStore, RecordStoreKind};
 use tally_logsvc::{
     BookId, Configuration, ControllerConfig, EngineConfig, LogClient, Message, NodeId, Role, SequencerConfig, StorageConfig,
 };
@@ -347,7 +345,7 @@ pub struct Node {
     pub gateway: Option<SocketAddr>,
     plane: ControlPlane,
     registrations: Vec<tally_control::Registration>,
-    tasks: Vec<JoinHandle<()>>,
+    tasks: Vec<NodeTask>,
     transports: Vec<Transport>,
     http_stop: Vec<oneshot::Sender<()>>,
 }
@@ -379,9 +377,9 @@ impl Node {
         for t in &transports {
             t.join_local(&local);
         }
-        let mut tasks = vec![spawn_address_book(members.clone(), transports.clone())];
+        let mut tasks: Vec<NodeTask> = vec![spawn_address_book(members.clone(), transports.clone()).into()];
         if let Some(file) = config.partition_file.clone() {
-            tasks.push(spawn_partition_hook(file, transports.clone()));
+            tasks.push(spawn_partition_hook(file, transports.clone()).into());
         }
 
         let controllers: Vec<NodeId> = config.controllers.iter().map(|&c| NodeId(c)).collect();
@@ -402,7 +400,7 @@ impl Node {
                         warn!(?stored, ?settings, "this controller's settings differ from the cluster's; using the cluster's");
                     }
                     let peers = controllers.iter().copied().filter(|&p| p != id).collect();
-                    tasks.push(spawn_controller_role(id, stored, peers, plane.clone(), members.clone(), t, inbox));
+                    tasks.push(spawn_controller_role(id, stored, peers, plane.clone(), members.clone(), t, inbox).into());
                 }
                 MemberRole::Sequencer => {
                     let store = Arc::new(JournalMetalogStore::open(&dir("sequencer"))?);
@@ -411,7 +409,7 @@ impl Node {
                 }
                 MemberRole::Storage => {
                     let records = open_record_store(&dir("storage"), RecordStoreKind::default(), FsyncPolicy::default())?;
-                    let stores = StorageStores { records, group_commit: GroupCommitConfig::default() };
+                    let stores = StorageStores { records };
                     let task = driver::spawn_storage(id, controllers.clone(), StorageConfig::default(), stores, t, inbox)?;
                     tasks.push(task);
                 }
@@ -448,7 +446,7 @@ impl Node {
         if let Some(handle) = engine {
             let f = node.config.function.clone().expect("a function role");
             let mut status = handle.status.clone();
-            node.tasks.push(handle.task);
+            node.tasks.push(handle.task.into());
             info!(id = f.id, "waiting for the cluster's first configuration");
             while status.borrow_and_update().n_logs.is_none() {
                 status.changed().await.context("the engine stopped")?;
@@ -488,14 +486,17 @@ impl Node {
     /// Serves `app` on `listener` until the node shuts down.
     fn serve(&mut self, listener: tokio::net::TcpListener, app: axum::Router) {
         let (stop, stopped) = oneshot::channel::<()>();
-        self.tasks.push(tokio::spawn(async move {
-            let serve = axum::serve(listener, app).with_graceful_shutdown(async {
-                let _ = stopped.await;
-            });
-            if let Err(e) = serve.await {
-                error!(error = %e, "the http server stopped");
-            }
-        }));
+        self.tasks.push(
+            tokio::spawn(async move {
+                let serve = axum::serve(listener, app).with_graceful_shutdown(async {
+                    let _ = stopped.await;
+                });
+                if let Err(e) = serve.await {
+                    error!(error = %e, "the http server stopped");
+                }
+            })
+            .into(),
+        );
         self.http_stop.push(stop);
     }
 
@@ -513,11 +514,8 @@ impl Node {
                 warn!(error = %e, "revoking a registration");
             }
         }
-        for t in &self.tasks {
-            t.abort();
-        }
         for t in self.tasks {
-            let _ = t.await;
+            t.stop().await;
         }
         for t in &self.transports {
             t.shutdown().await;
