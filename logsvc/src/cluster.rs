@@ -26,13 +26,16 @@ use tally_log_core::{
     Configuration, ControllerConfig, EngineConfig, Error, Message, NodeId, Result, Role, SequencerConfig, StorageConfig, Term,
 };
 use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
 use crate::client::LogClient;
-use crate::driver::{self, ControlInput, EngineDriverConfig, EngineHandle, NodeTask, StorageStores};
+use crate::driver::{self, ControlInput, EngineDriverConfig, EngineHandle, StorageStores};
 use crate::net::{Certs, LocalNet, NetConfig, Transport};
-use crate::store::{open_record_store, FileControllerStore, FsyncPolicy, JournalMetalogStore, RecordStore, RecordStoreKind};
+use crate::store::{
+    open_record_store, FileControllerStore, FsyncPolicy, GroupCommitConfig, JournalMetalogStore, RecordStore, RecordStoreKind,
+};
 
 /// The controller's node id.
 pub const CONTROLLER: NodeId = NodeId(0);
@@ -60,6 +63,7 @@ pub struct ClusterBuilder {
     pub engine_driver: EngineDriverConfig,
     pub sequencer_config: SequencerConfig,
     pub storage_config: StorageConfig,
+    pub group_commit: GroupCommitConfig,
     pub net: NetConfig,
     /// The controller declares a silent node down after this long.
     pub failure_timeout_us: u64,
@@ -90,6 +94,7 @@ impl ClusterBuilder {
             engine_driver: EngineDriverConfig::default(),
             sequencer_config: SequencerConfig::default(),
             storage_config: StorageConfig::default(),
+            group_commit: GroupCommitConfig::default(),
             net: NetConfig::default(),
             failure_timeout_us: 1_000_000,
             indexers_per_log: None,
@@ -166,7 +171,7 @@ impl ClusterBuilder {
         let mut cluster = Cluster {
             builder: self,
             certs,
-            controller: NodeSlot { id: CONTROLLER, transport: Some(ctl_transport), task: Some(controller.task.into()) },
+            controller: NodeSlot { id: CONTROLLER, transport: Some(ctl_transport), task: Some(controller.task) },
             installed: controller.installed,
             control,
             controller_store: controller_weak,
@@ -191,14 +196,16 @@ type Bound = (NodeId, Role, Transport, mpsc::Receiver<(NodeId, Message)>);
 struct NodeSlot {
     id: NodeId,
     transport: Option<Transport>,
-    task: Option<NodeTask>,
+    task: Option<JoinHandle<()>>,
 }
 
 impl NodeSlot {
     /// Stops the node's task and closes its endpoint.
     async fn stop(&mut self) {
         if let Some(task) = self.task.take() {
-            task.stop().await;
+            task.abort();
+            // Resolves once the task's future (and what it owns) has been dropped.
+            let _ = task.await;
         }
         if let Some(t) = self.transport.take() {
             t.shutdown().await;
@@ -305,10 +312,10 @@ impl Cluster {
         id: NodeId,
         transport: Transport,
         inbox: mpsc::Receiver<(NodeId, Message)>,
-    ) -> Result<(NodeTask, Weak<dyn RecordStore>)> {
+    ) -> Result<(JoinHandle<()>, Weak<dyn RecordStore>)> {
         let records = open_record_store(&self.node_dir("storage", id), self.builder.record_store, self.builder.fsync)?;
         let weak = Arc::downgrade(&records);
-        let stores = StorageStores { records };
+        let stores = StorageStores { records, group_commit: self.builder.group_commit.clone() };
         let task = driver::spawn_storage(id, vec![CONTROLLER], self.builder.storage_config.clone(), stores, transport, inbox)?;
         Ok((task, weak))
     }

@@ -31,9 +31,11 @@ use anyhow::{bail, Context as _};
 use serde::{Deserialize, Serialize};
 use tally_control::{ControlPlane, Member, MemberRole, Revision, Settings};
 use tally_durable::Peers;
-use tally_logsvc::driver::{self, ControlInput, EngineDriverConfig, EngineStatus, NodeTask, StorageStores};
+use tally_logsvc::driver::{self, ControlInput, EngineDriverConfig, EngineStatus, StorageStores};
 use tally_logsvc::net::{Certs, LocalNet, NetConfig, Transport};
-use tally_logsvc::store::{open_record_store, ControllerStore, FsyncPolicy, JournalMetalogStore, RecordStoreKind};
+use tally_logsvc::store::{
+    open_record_store, ControllerStore, FsyncPolicy, GroupCommitConfig, JournalMetalogStore, RecordStoreKind,
+};
 use tally_logsvc::{
     BookId, Configuration, ControllerConfig, EngineConfig, LogClient, Message, NodeId, Role, SequencerConfig, StorageConfig,
 };
@@ -345,7 +347,7 @@ pub struct Node {
     pub gateway: Option<SocketAddr>,
     plane: ControlPlane,
     registrations: Vec<tally_control::Registration>,
-    tasks: Vec<NodeTask>,
+    tasks: Vec<JoinHandle<()>>,
     transports: Vec<Transport>,
     http_stop: Vec<oneshot::Sender<()>>,
 }
@@ -377,9 +379,9 @@ impl Node {
         for t in &transports {
             t.join_local(&local);
         }
-        let mut tasks: Vec<NodeTask> = vec![spawn_address_book(members.clone(), transports.clone()).into()];
+        let mut tasks = vec![spawn_address_book(members.clone(), transports.clone())];
         if let Some(file) = config.partition_file.clone() {
-            tasks.push(spawn_partition_hook(file, transports.clone()).into());
+            tasks.push(spawn_partition_hook(file, transports.clone()));
         }
 
         let controllers: Vec<NodeId> = config.controllers.iter().map(|&c| NodeId(c)).collect();
@@ -400,7 +402,7 @@ impl Node {
                         warn!(?stored, ?settings, "this controller's settings differ from the cluster's; using the cluster's");
                     }
                     let peers = controllers.iter().copied().filter(|&p| p != id).collect();
-                    tasks.push(spawn_controller_role(id, stored, peers, plane.clone(), members.clone(), t, inbox).into());
+                    tasks.push(spawn_controller_role(id, stored, peers, plane.clone(), members.clone(), t, inbox));
                 }
                 MemberRole::Sequencer => {
                     let store = Arc::new(JournalMetalogStore::open(&dir("sequencer"))?);
@@ -409,7 +411,7 @@ impl Node {
                 }
                 MemberRole::Storage => {
                     let records = open_record_store(&dir("storage"), RecordStoreKind::default(), FsyncPolicy::default())?;
-                    let stores = StorageStores { records };
+                    let stores = StorageStores { records, group_commit: GroupCommitConfig::default() };
                     let task = driver::spawn_storage(id, controllers.clone(), StorageConfig::default(), stores, t, inbox)?;
                     tasks.push(task);
                 }
@@ -446,7 +448,7 @@ impl Node {
         if let Some(handle) = engine {
             let f = node.config.function.clone().expect("a function role");
             let mut status = handle.status.clone();
-            node.tasks.push(handle.task.into());
+            node.tasks.push(handle.task);
             info!(id = f.id, "waiting for the cluster's first configuration");
             while status.borrow_and_update().n_logs.is_none() {
                 status.changed().await.context("the engine stopped")?;
@@ -486,17 +488,14 @@ impl Node {
     /// Serves `app` on `listener` until the node shuts down.
     fn serve(&mut self, listener: tokio::net::TcpListener, app: axum::Router) {
         let (stop, stopped) = oneshot::channel::<()>();
-        self.tasks.push(
-            tokio::spawn(async move {
-                let serve = axum::serve(listener, app).with_graceful_shutdown(async {
-                    let _ = stopped.await;
-                });
-                if let Err(e) = serve.await {
-                    error!(error = %e, "the http server stopped");
-                }
-            })
-            .into(),
-        );
+        self.tasks.push(tokio::spawn(async move {
+            let serve = axum::serve(listener, app).with_graceful_shutdown(async {
+                let _ = stopped.await;
+            });
+            if let Err(e) = serve.await {
+                error!(error = %e, "the http server stopped");
+            }
+        }));
         self.http_stop.push(stop);
     }
 
@@ -514,8 +513,11 @@ impl Node {
                 warn!(error = %e, "revoking a registration");
             }
         }
+        for t in &self.tasks {
+            t.abort();
+        }
         for t in self.tasks {
-            t.stop().await;
+            let _ = t.await;
         }
         for t in &self.transports {
             t.shutdown().await;

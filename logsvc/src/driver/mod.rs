@@ -2,19 +2,17 @@
 //!
 //! One tokio task per node, named `tally-<role>-<id>`, owns the node's state machine and
 //! is the only code that calls it. The task waits on the node's [`Transport`] inbox, its
-//! next tick and the role's own channels (read completions of a storage node, client
+//! next tick and the role's own channels (write completions of a storage node, client
 //! requests of an engine); after every input it performs the state machine's actions in
 //! the order they were produced, exactly as the simulator does, but over QUIC and
-//! real disks instead of simulated links and disks. Ticks follow the machine's timers
-//! ([`NextTick`]) and its inputs, not a fixed period, so an idle node sleeps. A node
-//! that waits on its disk (sequencer, storage node) runs on a thread of its own and
-//! does that IO inline (`spawn_node_thread`); the others share the runtime.
+//! RocksDB instead of simulated links and disks. Ticks follow the machine's timers
+//! ([`NextTick`]) and its inputs, not a fixed period, so an idle node sleeps.
 //!
 //! ```text
 //!   inbox (QUIC) ──┐                       ┌─> Transport::send
-//!   next tick   ───┼─> state machine ──────┼─> JournalMetalogStore::persist (inline: durable first)
-//!   role channel ──┘   take_actions()      ├─> RecordStore::write + sync, once a batch (inline)
-//!                                          ├─> ControllerStore::persist (awaited: durable first)
+//!   next tick   ───┼─> state machine ──────┼─> JournalMetalogStore::persist (awaited: durable first)
+//!   role channel ──┘   take_actions()      ├─> ControllerStore::persist (awaited: durable first)
+//!                                          ├─> GroupCommit::submit ──callback──> role channel
 //!                                          └─> spawn_blocking(read/reclaim/discard)
 //! ```
 //!
@@ -33,31 +31,29 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tally_log_core::{
     meta_reply, stored_entries_messages, Configuration, Context, Controller, ControllerAction, ControllerConfig, Engine,
-    EngineAction, EngineConfig, Error, Location, LogId, Message, MetalogPosition, Micros, NextTick, NodeId, OpId, Record, Reply,
-    Request, Result, Role, SeqNum, Sequencer, SequencerAction, SequencerConfig, StorageAction, StorageConfig, StorageNode,
-    StoredData,
+    EngineAction, EngineConfig, Error, LogId, Message, MetalogPosition, Micros, NextTick, NodeId, OpId, Reply, Request, Result,
+    Role, SeqNum, Sequencer, SequencerAction, SequencerConfig, StorageAction, StorageConfig, StorageNode, StoredData,
 };
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tracing::{debug, error, info, warn, Instrument};
 
 use crate::net::Transport;
-use crate::store::{ControllerStore, JournalMetalogStore, MetalogStore, RecordStore};
+use crate::store::{ControllerStore, GroupCommit, GroupCommitConfig, JournalMetalogStore, MetalogStore, RecordStore};
 
 /// How soon a node ticks after an input, and the shortest time between two ticks.
 /// State machines keep their own, longer timers; a tick gives them the chance to act.
 const TICK: Duration = Duration::from_millis(1);
 
-/// Inputs a sequencer or storage node takes before it performs their actions (see
-/// `run_sequencer`, `spawn_storage`).
+/// Inputs a sequencer takes before it performs their actions (see `run_sequencer`).
 const INPUTS_PER_BATCH_MAX: usize = 256;
-
-/// Record data a storage node takes into one write and sync; a batch always takes the
-/// input that starts it, so a larger one still goes through, alone.
-const WRITE_BATCH_BYTES_MAX: usize = 4 << 20;
 
 /// Calls an engine's task hands its engine before it performs their actions.
 const CALLS_PER_BATCH_MAX: usize = 64;
+
+/// Write completions a storage node may have waiting before the group commit thread
+/// waits for the node (see `spawn_storage`).
+const WRITTEN_QUEUE_MAX: usize = 65_536;
 
 /// Records read for a storage node that wait for it to answer; a read task waits
 /// beyond that.
@@ -142,106 +138,15 @@ where
     tokio::spawn(fut.instrument(tracing::info_span!("node", task = %name)))
 }
 
-/// A running node: a task of the shared runtime, or a thread of its own
-/// (`spawn_node_thread`). Dropping it stops the node at its next await (a persist or
-/// sync in progress completes first) and, for a thread, waits until the thread has
-/// dropped the node and its store, as dropping a runtime does with its tasks: a store
-/// must not outlive its owner's shutdown (a process exiting under a RocksDB in use
-/// crashes).
-pub struct NodeTask(NodeRun);
-
-enum NodeRun {
-    Task(JoinHandle<()>),
-    Thread { stop: Option<oneshot::Sender<()>>, thread: Option<std::thread::JoinHandle<()>> },
-}
-
-impl NodeTask {
-    /// Stops the node and waits until it has stopped.
-    pub async fn stop(mut self) {
-        match &mut self.0 {
-            NodeRun::Task(task) => {
-                task.abort();
-                // Resolves once the task's future (and what it owns) has been dropped.
-                let _ = task.await;
-            }
-            NodeRun::Thread { stop, thread } => {
-                stop.take();
-                if let Some(thread) = thread.take() {
-                    let _ = tokio::task::spawn_blocking(move || thread.join()).await;
-                }
-            }
-        }
-    }
-
-    /// Whether the node's task has ended (it stopped on an error, or was stopped).
-    pub fn is_finished(&self) -> bool {
-        match &self.0 {
-            NodeRun::Task(task) => task.is_finished(),
-            NodeRun::Thread { thread, .. } => thread.as_ref().is_none_or(|t| t.is_finished()),
-        }
-    }
-}
-
-impl From<JoinHandle<()>> for NodeTask {
-    fn from(task: JoinHandle<()>) -> NodeTask {
-        NodeTask(NodeRun::Task(task))
-    }
-}
-
-impl Drop for NodeTask {
-    fn drop(&mut self) {
-        match &mut self.0 {
-            NodeRun::Task(task) => task.abort(),
-            NodeRun::Thread { stop, thread } => {
-                stop.take();
-                if let Some(thread) = thread.take() {
-                    let _ = thread.join();
-                }
-            }
-        }
-    }
-}
-
-/// Spawns a node task on an OS thread of its own (named like the task), in a runtime of
-/// that thread alone, for a node whose task blocks on its disk: a sequencer's metalog
-/// persist, a storage node's write and sync. The task does its IO inline, where
-/// handing it to another thread and back costs two thread wakeups on the append's
-/// path, and blocks no worker of the shared runtime. Inputs that arrive meanwhile wait
-/// in the node's inbox and join the next batch.
-fn spawn_node_thread<F>(role: &'static str, id: NodeId, fut: F) -> Result<NodeTask>
-where
-    F: std::future::Future<Output = ()> + Send + 'static,
-{
-    let name = task_name(role, id);
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .map_err(|e| Error::Storage(format!("starting {name}'s runtime: {e}")))?;
-    let (stop, stopped) = oneshot::channel::<()>();
-    let span = tracing::info_span!("node", task = %name);
-    let thread = std::thread::Builder::new()
-        .name(name.clone())
-        .spawn(move || {
-            runtime.block_on(
-                async move {
-                    tokio::select! {
-                        () = fut => {}
-                        _ = stopped => {}
-                    }
-                }
-                .instrument(span),
-            );
-            // Dropping the runtime waits for the reads and reclaims on its blocking pool.
-        })
-        .map_err(|e| Error::Storage(format!("starting {name}'s thread: {e}")))?;
-    Ok(NodeTask(NodeRun::Thread { stop: Some(stop), thread: Some(thread) }))
-}
+// ---------------------------------------------------------------------------------------
+// Sequencer
 
 /// Starts a sequencer recovered from `store`.
 ///
-/// Task `tally-sequencer-<id>`, on a thread of its own (`spawn_node_thread`), which
-/// persists the metalog inline: cancelled (aborted, or the runtime stops), the node
-/// stops at its next await, never inside a persist. On an error (the metalog store fails) it logs and stops the node: acting on a write that
+/// Task `tally-sequencer-<id>`: cancelled (aborted, or the runtime stops), the node
+/// stops between two awaits; a persist already handed to the blocking pool still
+/// completes, which is harmless because the state machine never saw its outcome. On an
+/// error (the metalog store fails) it logs and stops the node: acting on a write that
 /// may not be durable would break the quorum's promise.
 pub fn spawn_sequencer(
     id: NodeId,
@@ -250,15 +155,15 @@ pub fn spawn_sequencer(
     store: Arc<JournalMetalogStore>,
     transport: Transport,
     inbox: mpsc::Receiver<(NodeId, Message)>,
-) -> Result<NodeTask> {
+) -> Result<JoinHandle<()>> {
     let incarnation = new_incarnation();
     let node = Sequencer::recover(id, controllers, incarnation, cfg, store.load()?);
     info!(%id, incarnation, "sequencer started");
-    spawn_node_thread("sequencer", id, async move {
+    Ok(spawn_node("sequencer", id, async move {
         if let Err(e) = run_sequencer(node, store, transport, inbox).await {
             error!(%id, error = %e, "sequencer stopped");
         }
-    })
+    }))
 }
 
 async fn run_sequencer(
@@ -303,8 +208,10 @@ async fn run_sequencer(
             match action {
                 SequencerAction::Send(to, msg) => transport.send(to, msg),
                 SequencerAction::Persist(_) if writes.is_empty() => {}
-                // Inline: the task has its thread to itself (`spawn_node_thread`).
-                SequencerAction::Persist(_) => store.persist(&std::mem::take(&mut writes))?,
+                SequencerAction::Persist(_) => {
+                    let (store, writes) = (store.clone(), std::mem::take(&mut writes));
+                    durably("metalog persist", move || store.persist(&writes)).await?;
+                }
                 SequencerAction::Committed(entry) => {
                     debug!(term = entry.term.0, log = entry.log.0, index = entry.index, "entry committed")
                 }
@@ -334,19 +241,16 @@ async fn run_sequencer(
 /// The stores of one storage node.
 pub struct StorageStores {
     pub records: Arc<dyn RecordStore>,
+    pub group_commit: GroupCommitConfig,
 }
 
 /// Starts a storage node over `records`, recovering what it holds.
 ///
-/// Task `tally-storage-<id>`, on a thread of its own (`spawn_node_thread`), which is its
-/// group commit: it takes every input waiting (up to [`INPUTS_PER_BATCH_MAX`], or
-/// [`WRITE_BATCH_BYTES_MAX`] of record data), writes the records they brought in one
-/// store write, syncs once and reports them all in one progress report; what arrives
-/// during the sync waits in the inbox for the next batch. Cancelled, the node stops at
-/// its next await, never between a write and its sync's report (records written but
-/// never reported are not acknowledged: their engines send them again). On an error (a
-/// failed write or sync, after which the store cannot say what is durable) it logs and
-/// stops the node; it has to restart and recover.
+/// Task `tally-storage-<id>`: cancelled, the node stops and drops its group commit,
+/// which finishes the batch in progress and fails the queued ones (their records were
+/// never acknowledged, so engines send them again). On an error (a failed write or
+/// sync, after which the store cannot say what is durable) it logs and stops the node;
+/// it has to restart and recover.
 pub fn spawn_storage(
     id: NodeId,
     controllers: Vec<NodeId>,
@@ -354,18 +258,19 @@ pub fn spawn_storage(
     stores: StorageStores,
     transport: Transport,
     inbox: mpsc::Receiver<(NodeId, Message)>,
-) -> Result<NodeTask> {
+) -> Result<JoinHandle<()>> {
     let incarnation = new_incarnation();
     let recovered = stores.records.recover()?;
     let n_recovered = recovered.len();
     let node = StorageNode::recover(id, controllers, incarnation, cfg, recovered);
+    let group = GroupCommit::start(stores.records.clone(), stores.group_commit)?;
     info!(%id, incarnation, recovered = n_recovered, "storage node started");
     let records = stores.records;
-    spawn_node_thread("storage", id, async move {
-        if let Err(e) = run_storage(node, records, transport, inbox).await {
+    Ok(spawn_node("storage", id, async move {
+        if let Err(e) = run_storage(node, records, group, transport, inbox).await {
             error!(%id, error = %e, "storage node stopped");
         }
-    })
+    }))
 }
 
 /// A record a storage node's read task got from the store, for the node to answer with.
@@ -376,144 +281,105 @@ struct ReadDone {
     stored: Result<Option<StoredData>>,
 }
 
-/// The writes of a storage node's batch, written and synced together.
-#[derive(Default)]
-struct WriteBatch {
-    batches: Vec<u64>,
-    records: Vec<(Location, Record)>,
-    /// Records at the front of `records` written already (not synced).
-    written: usize,
-    bytes: usize,
-}
-
-impl WriteBatch {
-    /// Writes the records not written yet, without a sync.
-    fn write(&mut self, store: &dyn RecordStore) -> Result<()> {
-        if self.written < self.records.len() {
-            store.write(&self.records[self.written..])?;
-            self.written = self.records.len();
-        }
-        Ok(())
-    }
-
-    /// Writes and syncs the batch (a batch of empty writes needs neither: everything
-    /// written before it is durable already) and tells the node.
-    fn commit(&mut self, node: &mut StorageNode, store: &dyn RecordStore) -> Result<()> {
-        if self.batches.is_empty() {
-            return Ok(());
-        }
-        if !self.records.is_empty() {
-            self.write(store)?;
-            store.sync()?;
-        }
-        node.on_written(&self.batches);
-        *self = WriteBatch::default();
-        Ok(())
-    }
-}
-
 async fn run_storage(
     mut node: StorageNode,
     store: Arc<dyn RecordStore>,
+    group: GroupCommit,
     transport: Transport,
     mut inbox: mpsc::Receiver<(NodeId, Message)>,
 ) -> Result<()> {
     let mut ticks = Ticks::new();
+    let (written_tx, mut written) = mpsc::channel::<(u64, Result<()>)>(WRITTEN_QUEUE_MAX);
     let (read_tx, mut reads) = mpsc::channel::<ReadDone>(READS_DONE_QUEUE_MAX);
-    let mut batch = WriteBatch::default();
     loop {
         tokio::select! {
             m = inbox.recv() => match m {
                 Some((from, msg)) => {
                     node.on_message(now_us(), from, msg);
-                    perform_storage_actions(&mut node, &store, &transport, &read_tx, &mut batch)?;
-                    // And whatever else waits: one write, one sync and one progress
-                    // report for all the records they bring.
-                    for _ in 1..INPUTS_PER_BATCH_MAX {
-                        if batch.bytes >= WRITE_BATCH_BYTES_MAX {
-                            break;
-                        }
-                        let Ok((from, msg)) = inbox.try_recv() else { break };
-                        node.on_message(now_us(), from, msg);
-                        perform_storage_actions(&mut node, &store, &transport, &read_tx, &mut batch)?;
-                    }
                     if ticks.input() {
                         ticks.ticked(node.on_tick(now_us()));
                     }
                 }
                 None => return Ok(()),
             },
+            Some((batch, result)) = written.recv() => {
+                result?;
+                // And every other batch made durable by now: one progress report for
+                // all (the group commit completes each write of a sync on its own).
+                let mut batches = vec![batch];
+                while let Ok((batch, result)) = written.try_recv() {
+                    result?;
+                    batches.push(batch);
+                }
+                node.on_written(&batches);
+                if ticks.input() {
+                    ticks.ticked(node.on_tick(now_us()));
+                }
+            }
             Some(ReadDone { to, req, seqnum, stored }) = reads.recv() => node.on_read(to, req, seqnum, stored),
             _ = &mut ticks.sleep => ticks.ticked(node.on_tick(now_us())),
         }
-        perform_storage_actions(&mut node, &store, &transport, &read_tx, &mut batch)?;
-        // Inline: the task has its thread to itself (`spawn_node_thread`).
-        batch.commit(&mut node, store.as_ref())?;
-        perform_storage_actions(&mut node, &store, &transport, &read_tx, &mut batch)?;
-        batch.commit(&mut node, store.as_ref())?;
-    }
-}
-
-/// Performs a storage node's actions in order; its writes join `batch`, which the
-/// caller commits.
-fn perform_storage_actions(
-    node: &mut StorageNode,
-    store: &Arc<dyn RecordStore>,
-    transport: &Transport,
-    read_tx: &mpsc::Sender<ReadDone>,
-    batch: &mut WriteBatch,
-) -> Result<()> {
-    for action in node.take_actions() {
-        match action {
-            StorageAction::Send(to, msg) => transport.send(to, msg),
-            StorageAction::Write { batch: id, records } => {
-                batch.batches.push(id);
-                batch.bytes += records.iter().map(|(_, r)| r.data.len()).sum::<usize>();
-                batch.records.extend(records);
-            }
-            StorageAction::Read { to, req, seqnum, location } => {
-                let (store, read_tx) = (store.clone(), read_tx.clone());
-                // Task storage.read: ends after handing the record to the node, which
-                // answers; cancelled, the engine asks again after its fetch retry. A
-                // failed read answers Missing.
-                tokio::spawn(async move {
-                    let read = tokio::task::spawn_blocking(move || store.read(location)).await;
-                    let stored = read.unwrap_or_else(|e| Err(Error::Storage(format!("read task failed: {e}"))));
-                    let _ = read_tx.send(ReadDone { to, req, seqnum, stored }).await;
-                });
-            }
-            StorageAction::ReadMetas { to_node, req, shard, from, to } => {
-                let (store, transport) = (store.clone(), transport.clone());
-                // Task storage.read_metas: ends after one reply, as a read does.
-                tokio::spawn(async move {
-                    let read = tokio::task::spawn_blocking(move || store.read_metas(shard, from, to)).await;
-                    let metas = read.unwrap_or_else(|e| Err(Error::Storage(format!("read task failed: {e}"))));
-                    transport.send(to_node, meta_reply(req, shard, from, to, metas));
-                });
-            }
-            StorageAction::Reclaim(locations) => {
-                let store = store.clone();
-                // Reclaiming is best effort: trimmed data left behind is only space.
-                tokio::task::spawn_blocking(move || {
-                    if let Err(e) = store.reclaim(&locations) {
-                        warn!(error = %e, "reclaim failed");
+        for action in node.take_actions() {
+            match action {
+                StorageAction::Send(to, msg) => transport.send(to, msg),
+                StorageAction::Write { batch, records } => {
+                    let tx = written_tx.clone();
+                    let done = Box::new(move |result: Result<()>| {
+                        // Runs on the group commit thread, which is not a runtime
+                        // thread: when the node is this far behind, waiting here is the
+                        // backpressure we want. A closed channel means the node stopped.
+                        if let Err(mpsc::error::TrySendError::Full(v)) = tx.try_send((batch, result)) {
+                            let _ = tx.blocking_send(v);
+                        }
+                    });
+                    if let Err(e) = group.submit(records, done) {
+                        // The records stay unacknowledged; their engine sends them
+                        // again after its retransmit interval.
+                        warn!(batch, error = %e, "dropping a write");
                     }
-                });
-            }
-            StorageAction::Discard { shard, from } => {
-                // Inline, after the writes before it and before those after it: a
-                // discard of a sealed term's unordered records must not remove the
-                // next term's records at the same local ids, nor miss older ones.
-                // Failed, a later recovery finds them in a sealed term and discards
-                // them again.
-                batch.write(store.as_ref())?;
-                if let Err(e) = store.discard(shard, from) {
-                    warn!(shard = shard.0, error = %e, "discard failed");
+                }
+                StorageAction::Read { to, req, seqnum, location } => {
+                    let (store, read_tx) = (store.clone(), read_tx.clone());
+                    // Task storage.read: ends after handing the record to the node, which
+                    // answers; cancelled, the engine asks again after its fetch retry. A
+                    // failed read answers Missing.
+                    tokio::spawn(async move {
+                        let read = tokio::task::spawn_blocking(move || store.read(location)).await;
+                        let stored = read.unwrap_or_else(|e| Err(Error::Storage(format!("read task failed: {e}"))));
+                        let _ = read_tx.send(ReadDone { to, req, seqnum, stored }).await;
+                    });
+                }
+                StorageAction::ReadMetas { to_node, req, shard, from, to } => {
+                    let (store, transport) = (store.clone(), transport.clone());
+                    // Task storage.read_metas: ends after one reply, as a read does.
+                    tokio::spawn(async move {
+                        let read = tokio::task::spawn_blocking(move || store.read_metas(shard, from, to)).await;
+                        let metas = read.unwrap_or_else(|e| Err(Error::Storage(format!("read task failed: {e}"))));
+                        transport.send(to_node, meta_reply(req, shard, from, to, metas));
+                    });
+                }
+                StorageAction::Reclaim(locations) => {
+                    let store = store.clone();
+                    // Reclaiming is best effort: trimmed data left behind is only space.
+                    tokio::task::spawn_blocking(move || {
+                        if let Err(e) = store.reclaim(&locations) {
+                            warn!(error = %e, "reclaim failed");
+                        }
+                    });
+                }
+                StorageAction::Discard { shard, from } => {
+                    let store = store.clone();
+                    // Discarded records were never ordered; left behind, a later
+                    // recovery finds them in a sealed term and discards them again.
+                    tokio::task::spawn_blocking(move || {
+                        if let Err(e) = store.discard(shard, from) {
+                            warn!(shard = shard.0, error = %e, "discard failed");
+                        }
+                    });
                 }
             }
         }
     }
-    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------
