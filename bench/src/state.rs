@@ -202,6 +202,7 @@ impl Node {
             crash: None,
             key: None,
             defer_init: false,
+            forgettable: false,
         };
         Instance::new(self.runtime().durable.clone(), of)
     }

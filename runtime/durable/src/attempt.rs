@@ -214,6 +214,7 @@ impl Attempt {
             key: None,
             background: false,
             defer: false,
+            forgettable: false,
         };
         let svc = self.instance.svc().clone();
         let (result, child_ctx) = svc.run(run).await;

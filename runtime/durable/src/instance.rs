@@ -211,6 +211,10 @@ pub struct Of {
     pub key: Option<InvocationKey>,
     /// A root started lazily may defer its Init to its first record (`Instance::begin`).
     pub defer_init: bool,
+    /// Nothing can ask for this invocation again (a synchronous root from outside with
+    /// no key: no retry names it, its caller waits for the answer): one that only read
+    /// while its Init was deferred logs nothing (`Instance::finish`).
+    pub forgettable: bool,
 }
 
 /// What `init` found.
@@ -284,6 +288,10 @@ pub struct Instance {
     /// record besides the step log's offset 0, one per table used so far (its
     /// transition log holds as many records as when the instance looked).
     deferred: Option<Vec<Cond>>,
+    /// The tables of `deferred`'s conditions, in order.
+    deferred_tables: Vec<String>,
+    /// `Of::forgettable`.
+    forgettable: bool,
 }
 
 impl Instance {
@@ -320,6 +328,8 @@ impl Instance {
             key: of.key,
             may_defer: of.defer_init,
             deferred: None,
+            deferred_tables: Vec::new(),
+            forgettable: of.forgettable,
             svc,
         }
     }
@@ -1048,6 +1058,7 @@ impl Instance {
             if let Transition::End { protocol: Protocol::ReadOptimized, .. } = latest {
                 let unchanged = Cond { tag: self.svc.tags.transition(table), position: records };
                 self.deferred.as_mut().expect("checked").push(unchanged);
+                self.deferred_tables.push(table.to_string());
                 return Ok(Some(Effective::ReadOptimized));
             }
         }
@@ -2102,8 +2113,39 @@ impl Instance {
     /// Logs the invocation's final outcome (or takes a peer's) and returns it, after
     /// the clock readings it may depend on.
     pub async fn finish(&mut self, ctx: &mut Context, outcome: Outcome) -> Result<Outcome, Abort> {
+        if self.read_only_unlogged(ctx, &outcome).await? {
+            return Ok(outcome);
+        }
         self.take_clocks(ctx).await?;
         self.log_result(ctx, outcome, true).await
+    }
+
+    /// Whether the invocation may end without a record: it is forgettable
+    /// (`Of::forgettable`), its Init is still deferred and everything it did since was
+    /// read-optimized reads (and clock readings), which the guest returned from. Such
+    /// an invocation has no effect, and nothing will ever replay it or ask for its
+    /// result, so the one append that would hold its Init, reads and result only
+    /// costs time. Its reads were fresh (a node alone, past its start barrier), and
+    /// they stand as they were if no table it read switched protocols since it looked:
+    /// what the deferred record's conditions would have checked, checked here on the
+    /// index, which holds every record ordered before this call.
+    async fn read_only_unlogged(&mut self, ctx: &mut Context, outcome: &Outcome) -> Result<bool, Abort> {
+        let Some(unchanged) = self.deferred.clone().filter(|_| self.forgettable) else { return Ok(false) };
+        let only_reads = self.pending.iter().skip(1).all(|p| p.write.is_none() && matches!(p.step, Step::Read { .. }));
+        let guest = matches!(outcome, Outcome::Ok(_) | Outcome::Failed(_));
+        if !only_reads || !guest || self.cancelled || self.txn.is_some() || !self.held.is_empty() || !self.steps.is_empty() {
+            return Ok(false);
+        }
+        for (cond, table) in unchanged.iter().zip(&self.deferred_tables) {
+            let (latest, records) = self.svc.latest_transition(ctx, self.book, table).await?;
+            let read_optimized = matches!(latest, Transition::End { protocol: Protocol::ReadOptimized, .. });
+            if records != cond.position || !read_optimized {
+                return Ok(false);
+            }
+        }
+        self.pending.clear();
+        self.recorder.discard_fresh();
+        Ok(true)
     }
 
     /// Logs the Result step at `next`, after releasing the locks the instance holds

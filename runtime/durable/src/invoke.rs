@@ -57,6 +57,8 @@ pub(crate) struct Run {
     /// A root invocation from outside that may defer its Init on a node alone
     /// (`Instance::begin`); an attempt that found it could not clears it.
     pub defer: bool,
+    /// A synchronous root from outside with no key of any kind (`Of::forgettable`).
+    pub forgettable: bool,
 }
 
 /// Where an invocation stands, as `GET /v1/invocations/{id}` shows it.
@@ -233,6 +235,7 @@ impl Durable {
             fresh: false,
             background: false,
             defer: delay_until.is_none() && req.key.is_none(),
+            forgettable: delay_until.is_none() && req.key.is_none() && req.idempotency_key.is_none() && req.retry_key.is_none(),
             key: req.key,
         };
         self.run(run).await
@@ -299,6 +302,7 @@ impl Durable {
             fresh: false,
             background: true,
             defer: false,
+            forgettable: false,
             key,
         };
         let version = self.version_for(&mut run).await?;
@@ -322,6 +326,7 @@ impl Durable {
             crash: None,
             key: run.key.clone(),
             defer_init: false,
+            forgettable: false,
         };
         let started = Instance::new(self.clone(), of).init(&mut run.ctx).await;
         run.fresh = matches!(started, Ok(Started::Fresh));
@@ -718,6 +723,7 @@ impl Durable {
             crash: run.crash.clone(),
             key: None,
             defer_init: false,
+            forgettable: false,
         };
         let outcome = Outcome::of_final(&Err(refusal)).expect("refusals are final");
         match Instance::new(self.clone(), of).refuse(&mut run.ctx, outcome).await.map_err(Abort::into_error)? {
@@ -778,6 +784,7 @@ impl Durable {
                 crash: run.crash.clone(),
                 key: run.key.clone(),
                 defer_init: defer,
+                forgettable: defer && run.forgettable,
             };
             let mut instance = Instance::new(self.clone(), of);
             if run.eager && defer {
@@ -1041,6 +1048,7 @@ impl Durable {
             fresh: false,
             background: true,
             defer: false,
+            forgettable: false,
             key: None,
         };
         self.run(run).await

@@ -375,6 +375,7 @@ async fn reexecute(d: Arc<Durable>, book: BookId, id: InstanceId, function: Stri
         crash: None,
         key: None,
         defer_init: false,
+        forgettable: false,
     };
     let mut instance = Instance::new(d.clone(), of);
     if let Err(e) = instance.give_up(&mut ctx, Outcome::of_given_up(&failure)).await {

@@ -560,6 +560,7 @@ fn a_late_peer_of_a_finished_root_stops_instead_of_reading_trimmed_history() {
         crash: None,
         key: None,
         defer_init: false,
+        forgettable: false,
     };
     let mut peer = Instance::new(d.clone(), of);
     let mut peer_ctx = Context::new();
@@ -829,6 +830,7 @@ fn an_execution_that_read_other_clocks_than_the_logged_ones_stops_before_acting(
         crash: None,
         key: None,
         defer_init: false,
+        forgettable: false,
     };
     // A peer initialised eagerly, which reads its clock before the other run logs.
     let mut peer = Instance::new(d.clone(), of("raced", Some(Bytes::new())));
@@ -880,6 +882,7 @@ fn of_put(w: &World, key: &str) -> Of {
         crash: None,
         key: None,
         defer_init: false,
+        forgettable: false,
     }
 }
 
@@ -1208,6 +1211,52 @@ fn a_deferred_init_whose_table_switched_since_it_looked_is_never_logged() {
     });
     assert!(ran.is_ok(), "the eager run: {ran:?}");
     assert_eq!(w.get(&d, "sw", "k").as_deref(), Some("late"));
+}
+
+/// On a node alone, an invocation without any key whose caller waits, and that only
+/// read (read-optimized) before it returned, logs nothing: no effect, nothing replays
+/// it, nobody can ask for its result. One that writes still logs its one record, and
+/// a retry key (a gateway may send it again) keeps its record too (the test above).
+#[test]
+fn an_unkeyed_read_only_invocation_on_a_node_alone_logs_nothing() {
+    let mut w = World::new(config());
+    let d = w.start_alone(0);
+    w.put(&d, "ro", "k", "first");
+    let before = w.stream(&d, crate::tags::INSTANCES).len();
+    assert_eq!(w.invoke(&d, unkeyed("get", "ro k")).as_deref(), Ok("=first"));
+    assert_eq!(w.stream(&d, crate::tags::INSTANCES).len(), before, "the read-only invocation logged a record");
+    assert_eq!(w.invoke(&d, unkeyed("put", "ro k second")).as_deref(), Ok("ok"));
+    assert_eq!(w.stream(&d, crate::tags::INSTANCES).len(), before + 1, "the writing invocation logs one record");
+    assert_eq!(w.invoke(&d, unkeyed("get", "ro k")).as_deref(), Ok("=second"));
+    assert_eq!(w.stream(&d, crate::tags::INSTANCES).len(), before + 1);
+}
+
+/// A forgettable read-only invocation ends without a record only if no table it read
+/// switched since it looked (what its deferred record's conditions check): a switch
+/// begun between its read and its end sends it to its record, whose condition fails,
+/// and it runs again with its Init first.
+#[test]
+fn a_forgettable_read_whose_table_switched_before_it_ended_is_not_forgotten() {
+    let mut config = config();
+    config.tables.insert("sw".into(), Protocol::ReadOptimized);
+    let mut w = World::new(config);
+    let d = w.start_alone(0);
+    w.put(&d, "sw", "k", "first");
+    let forgettable = |w: &World, key: &str| Of { defer_init: true, forgettable: true, ..of_put(w, key) };
+    let mut ctx = Context::new();
+    // Without a switch: nothing logged.
+    let mut inst = Instance::new(d.clone(), forgettable(&w, "quiet"));
+    let read = w.run(inst.get(&mut ctx, "sw", b"k")).expect("a read");
+    assert_eq!(read.as_deref(), Some(&b"first"[..]));
+    let done = w.run(inst.finish(&mut ctx, Outcome::Ok(Bytes::from_static(b"=first"))));
+    assert!(matches!(done, Ok(Outcome::Ok(_))), "{done:?}");
+    assert!(w.stream(&d, d.tags.step(&id("put", "quiet"))).is_empty(), "a quiet read is not logged");
+    // A switch begins between the read and the end.
+    let mut inst = Instance::new(d.clone(), forgettable(&w, "raced"));
+    w.run(inst.get(&mut ctx, "sw", b"k")).expect("a read");
+    w.run(d.switch_table(BOOK, "sw", Protocol::WriteOptimized)).expect("the switch begins");
+    let done = w.run(inst.finish(&mut ctx, Outcome::Ok(Bytes::from_static(b"=first"))));
+    assert!(matches!(done, Err(Abort::Superseded)), "the raced read: {done:?}");
 }
 
 /// A node alone reads from its index's end before a deferred Init is logged, so it
