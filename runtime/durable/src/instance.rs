@@ -2131,7 +2131,8 @@ impl Instance {
     /// index, which holds every record ordered before this call.
     async fn read_only_unlogged(&mut self, ctx: &mut Context, outcome: &Outcome) -> Result<bool, Abort> {
         let Some(unchanged) = self.deferred.clone().filter(|_| self.forgettable) else { return Ok(false) };
-        let only_reads = self.pending.iter().skip(1).all(|p| p.write.is_none() && matches!(p.step, Step::Read { .. }));
+        let only_reads =
+            self.pending.iter().skip(1).all(|p| p.write.is_none() && matches!(p.step, Step::Read { .. } | Step::Clocks { .. }));
         let guest = matches!(outcome, Outcome::Ok(_) | Outcome::Failed(_));
         if !only_reads || !guest || self.cancelled || self.txn.is_some() || !self.held.is_empty() || !self.steps.is_empty() {
             return Ok(false);
