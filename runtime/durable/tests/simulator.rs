@@ -13,7 +13,7 @@ fn check(first: u64, count: u64, opts: SimOptions) -> SimStats {
     // The scenario must exercise what it claims to.
     assert!(total.outputs_checked >= count * opts.clients as u64 * opts.invocations as u64 / 2, "{total}");
     assert!(total.reads_checked > total.outputs_checked, "{total}");
-    assert!(total.crashes > 0 && total.pauses > 0 && total.peers > 0 && total.replays > 0, "{total}");
+    assert!(total.crashes > 0 && total.pauses > 0 && total.peers > 0 && total.replays > 0 && total.peeks > 0, "{total}");
     if opts.machine_crash > 0.0 {
         assert!(total.machine_crashes > 0, "{total}");
     }

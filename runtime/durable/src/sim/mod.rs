@@ -144,6 +144,8 @@ pub struct SimStats {
     pub store_failures: u64,
     pub peers: u64,
     pub replays: u64,
+    /// Read-only invocations without a key answered (`peek`).
+    pub peeks: u64,
     /// Answers that an invocation sleeps (it suspended).
     pub suspensions: u64,
     /// Invocations that ended cancelled.
@@ -177,6 +179,7 @@ impl SimStats {
         self.store_failures += o.store_failures;
         self.peers += o.peers;
         self.replays += o.replays;
+        self.peeks += o.peeks;
         self.suspensions += o.suspensions;
         self.ticks += o.ticks;
         self.cancelled += o.cancelled;
@@ -194,7 +197,7 @@ impl fmt::Display for SimStats {
         write!(
             f,
             "{} invocations, {} executions, {} reads and {} outputs checked against the model; faults: {} crashes ({} for good, {} of the \
-             machine), {} pauses, {} log and {} store failures, {} racing peers, {} replays, {} switches, {} redeploys; {} suspended \
+             machine), {} pauses, {} log and {} store failures, {} racing peers, {} replays, {} unkeyed reads, {} switches, {} redeploys; {} suspended \
              invocations answered; {} scheduled, {} cancelled and {} awaiting others' promises; {} commits, writes, pops and \
              holds of the libraries checked; {} log records, {} simulated ms",
             self.invocations,
@@ -209,6 +212,7 @@ impl fmt::Display for SimStats {
             self.store_failures,
             self.peers,
             self.replays,
+            self.peeks,
             self.switches,
             self.redeploys,
             self.suspensions,
@@ -419,6 +423,9 @@ fn deploy_functions(rng: &mut Rng, registry: &mut Registry) {
         }
     }
     registry.deploy("verify", Program { ops: verify }, BTreeMap::new());
+    // The read-optimized table and the one that switches protocols.
+    let peek = [0, 3].into_iter().flat_map(|table| (0..KEYS + DYN_KEYS).map(move |key| Op::Get { table, key })).collect();
+    registry.deploy(PEEK, Program { ops: peek }, BTreeMap::new());
     registry.deploy(guest::TICKER, Program { ops: Vec::new() }, BTreeMap::new());
     registry.deploy(guest::TARGET, Program { ops: Vec::new() }, BTreeMap::new());
     registry.deploy(guest::WAITER, Program { ops: Vec::new() }, BTreeMap::new());
@@ -961,6 +968,9 @@ async fn client(world: Arc<World>, c: usize) {
         if !done {
             return;
         }
+        if world.chance(0.2) && !peek(&world, book, c, n).await {
+            return;
+        }
         h.sleep(world.draw(30)).await;
     }
     let input = format!("c{c}:verify").into_bytes();
@@ -975,6 +985,58 @@ async fn client(world: Arc<World>, c: usize) {
         }
         *world.clients_done.lock().expect("not poisoned") += 1;
     }
+}
+
+/// A read-only function of the read-optimized table and the switching one, which
+/// clients call without any key (`peek`).
+const PEEK: &str = "peek";
+
+/// Reads the client's keys of the read-optimized table with a request that has no key
+/// at all, as a browser would: on a node alone it logs nothing (`Of::forgettable`), so
+/// only its answer shows what it read, which the model checks as any invocation's. A
+/// lost answer is not asked again (nothing names it); the client sends another, under
+/// another input. `false` when a violation was found.
+async fn peek(world: &Arc<World>, book: BookId, c: usize, n: usize) -> bool {
+    let h = world.harness();
+    for attempt in 0.. {
+        let input = format!("c{c}:peek{n}.{attempt}").into_bytes();
+        let Some((node, d, _)) = world.pick_node() else {
+            h.sleep(5).await;
+            continue;
+        };
+        let req = InvokeRequest {
+            function: PEEK.to_string(),
+            book,
+            input: Bytes::copy_from_slice(&input),
+            idempotency_key: None,
+            retry_key: None,
+            crash_after: None,
+            position: Context::new(),
+            delay_ms: 0,
+            key: None,
+        };
+        let answer = world.on_node(node, d, "peek", move |d| async move { d.invoke(req).await }).await;
+        match answer {
+            Some(Ok(out)) if out.len() == 8 => {
+                let got = Ok(u64::from_be_bytes(out[..].try_into().expect("8 bytes")));
+                world.stats.lock().expect("not poisoned").peeks += 1;
+                return check_finished(world, PEEK, &input, Some(got)).is_some();
+            }
+            Some(Ok(out)) => {
+                world.fail(format!("{} output {} bytes", show(&input), out.len()));
+                return false;
+            }
+            Some(Err(e)) if !e.is_transient() => {
+                world.fail(format!("{} failed: {e}", show(&input)));
+                return false;
+            }
+            _ => {
+                world.oracle.lock().expect("not poisoned").abandon(&input);
+                h.sleep(1 + world.draw(20)).await;
+            }
+        }
+    }
+    unreachable!("the loop returns")
 }
 
 /// An asynchronous invocation: submitted (with a key, so that a lost answer can be

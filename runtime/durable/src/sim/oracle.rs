@@ -58,6 +58,9 @@ pub struct Oracle {
     /// Books per run: client `cN` uses book `N % books`.
     books: u64,
     expected: BTreeMap<Vec<u8>, Expected>,
+    /// Invocations without a key whose answer was lost: nothing names them again, and
+    /// they had no effect to check (`abandon`).
+    abandoned: std::collections::BTreeSet<Vec<u8>>,
     pub reads_checked: u64,
     pub outputs_checked: u64,
     pub executions_checked: u64,
@@ -367,7 +370,18 @@ impl Oracle {
 
     /// Inputs that ran and were never modelled (never finished, never abandoned).
     pub fn unfinished(&self, traces: &Traces) -> Vec<String> {
-        traces.by_input.keys().filter(|i| !self.expected.contains_key(*i)).map(|i| show(i)).collect()
+        traces
+            .by_input
+            .keys()
+            .filter(|i| !self.expected.contains_key(*i) && !self.abandoned.contains(*i))
+            .map(|i| show(i))
+            .collect()
+    }
+
+    /// A read-only invocation sent without a key whose answer was lost (the caller
+    /// sends another, under another input): never modelled, never checked.
+    pub fn abandon(&mut self, input: &[u8]) {
+        self.abandoned.insert(input.to_vec());
     }
 }
 
