@@ -991,7 +991,7 @@ async fn client(world: Arc<World>, c: usize) {
 /// clients call without any key (`peek`).
 const PEEK: &str = "peek";
 
-/// Reads the client's keys of the read-optimized table with a request that has no key
+/// Reads the client's keys of those tables with a request that has no key
 /// at all, as a browser would: on a node alone it logs nothing (`Of::forgettable`), so
 /// only its answer shows what it read, which the model checks as any invocation's. A
 /// lost answer is not asked again (nothing names it); the client sends another, under
