@@ -2130,7 +2130,10 @@ impl Instance {
     /// what the deferred record's conditions would have checked, checked here on the
     /// index, which holds every record ordered before this call.
     async fn read_only_unlogged(&mut self, ctx: &mut Context, outcome: &Outcome) -> Result<bool, Abort> {
-        let Some(unchanged) = self.deferred.clone().filter(|_| self.forgettable) else { return Ok(false) };
+        if !self.forgettable {
+            return Ok(false);
+        }
+        let Some(unchanged) = self.deferred.clone() else { return Ok(false) };
         let only_reads =
             self.pending.iter().skip(1).all(|p| p.write.is_none() && matches!(p.step, Step::Read { .. } | Step::Clocks { .. }));
         let guest = matches!(outcome, Outcome::Ok(_) | Outcome::Failed(_));

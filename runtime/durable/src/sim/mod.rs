@@ -817,14 +817,24 @@ async fn keyed(world: &Arc<World>, book: BookId, function: &str, input: &[u8], k
 fn request(function: &str, book: BookId, input: &[u8], key: &str) -> InvokeRequest {
     let retry = key.len() % 2 == 1;
     InvokeRequest {
+        idempotency_key: (!retry).then(|| key.to_string()),
+        retry_key: retry.then(|| key.to_string()),
+        delay_ms: delay_of(key),
+        ..unkeyed_request(function, book, input)
+    }
+}
+
+/// A request without any key, as a browser sends one.
+pub(crate) fn unkeyed_request(function: &str, book: BookId, input: &[u8]) -> InvokeRequest {
+    InvokeRequest {
         function: function.to_string(),
         book,
         input: Bytes::copy_from_slice(input),
-        idempotency_key: (!retry).then(|| key.to_string()),
-        retry_key: retry.then(|| key.to_string()),
+        idempotency_key: None,
+        retry_key: None,
         crash_after: None,
         position: Context::new(),
-        delay_ms: delay_of(key),
+        delay_ms: 0,
         key: None,
     }
 }
@@ -1004,17 +1014,7 @@ async fn peek(world: &Arc<World>, book: BookId, c: usize, n: usize) -> bool {
             h.sleep(5).await;
             continue;
         };
-        let req = InvokeRequest {
-            function: PEEK.to_string(),
-            book,
-            input: Bytes::copy_from_slice(&input),
-            idempotency_key: None,
-            retry_key: None,
-            crash_after: None,
-            position: Context::new(),
-            delay_ms: 0,
-            key: None,
-        };
+        let req = unkeyed_request(PEEK, book, &input);
         let answer = world.on_node(node, d, "peek", move |d| async move { d.invoke(req).await }).await;
         match answer {
             Some(Ok(out)) if out.len() == 8 => {

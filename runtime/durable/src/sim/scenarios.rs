@@ -201,17 +201,7 @@ fn config() -> StateConfig {
 
 /// An invocation of `function` on [`BOOK`], without an idempotency key.
 fn unkeyed(function: &str, input: &str) -> InvokeRequest {
-    InvokeRequest {
-        function: function.to_string(),
-        book: BOOK,
-        input: Bytes::copy_from_slice(input.as_bytes()),
-        idempotency_key: None,
-        retry_key: None,
-        crash_after: None,
-        position: Context::new(),
-        delay_ms: 0,
-        key: None,
-    }
+    super::unkeyed_request(function, BOOK, input.as_bytes())
 }
 
 /// An invocation of `function` on [`BOOK`] with idempotency key `key`.
