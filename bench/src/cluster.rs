@@ -285,7 +285,7 @@ fn invocations(mut report: Report, plan: &crate::invoke::Plan) -> anyhow::Result
     {
         let url = p.http(role)?;
         if role == "gateway" {
-            let mut r = crate::invoke::agent().put(format!("{url}/v1/functions/hello")).send(&hello[..])?;
+            let mut r = crate::invoke::deploy_agent().put(format!("{url}/v1/functions/hello")).send(&hello[..])?;
             ensure!(r.status().as_u16() == 201, "deploying hello: {}", r.body_mut().read_to_string().unwrap_or_default());
         }
         targets.push(crate::invoke::Target { name, invoke_url: format!("{url}/v1/functions/hello/invoke?book=0") });

@@ -67,6 +67,10 @@ const LANGUAGES: [(&str, &str, &str, f64); 5] = [
 ];
 /// How long one request may take before the suite gives up.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a deploy may take: it compiles the component, and without the compiled
+/// artifact cached (every run starts a node in a fresh directory) the 18 MB Python
+/// component takes ~15 s on two cores.
+const DEPLOY_TIMEOUT: Duration = Duration::from_secs(300);
 /// How long `wasmtime serve` may take to compile the component and bind its port.
 const PEER_START_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -140,7 +144,16 @@ impl Op for Invoker {
 }
 
 pub(crate) fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder().http_status_as_error(false).timeout_global(Some(REQUEST_TIMEOUT)).build().into()
+    agent_with_timeout(REQUEST_TIMEOUT)
+}
+
+/// An agent for deploys, which compile (see `DEPLOY_TIMEOUT`).
+pub(crate) fn deploy_agent() -> ureq::Agent {
+    agent_with_timeout(DEPLOY_TIMEOUT)
+}
+
+fn agent_with_timeout(timeout: Duration) -> ureq::Agent {
+    ureq::Agent::config_builder().http_status_as_error(false).timeout_global(Some(timeout)).build().into()
 }
 
 pub async fn run(options: &RunOptions) -> anyhow::Result<()> {
@@ -189,7 +202,7 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<()> {
 /// run is one invocation; the first warms the instance's code).
 fn guest_calls(report: &mut Report, tally_url: &str, probe: &[u8], reads: usize) -> anyhow::Result<()> {
     let deploy_url = format!("{tally_url}/v1/functions/probe");
-    let mut response = agent().put(&deploy_url).send(probe).with_context(|| format!("PUT {deploy_url}"))?;
+    let mut response = deploy_agent().put(&deploy_url).send(probe).with_context(|| format!("PUT {deploy_url}"))?;
     let status = response.status().as_u16();
     ensure!(status == 201, "deploying probe answered {status}: {}", response.body_mut().read_to_string().unwrap_or_default());
     let invoke_url = format!("{tally_url}/v1/functions/probe/invoke?book=7");
@@ -260,7 +273,7 @@ fn measure_all(plan: &Plan, tally_url: &str, components: &[Vec<u8>], peer: Optio
     for ((name, _, function, _), component) in LANGUAGES.iter().zip(components) {
         let deploy_url = format!("{tally_url}/v1/functions/{function}");
         let started = Instant::now();
-        let mut response = agent().put(&deploy_url).send(&component[..]).with_context(|| format!("PUT {deploy_url}"))?;
+        let mut response = deploy_agent().put(&deploy_url).send(&component[..]).with_context(|| format!("PUT {deploy_url}"))?;
         let status = response.status().as_u16();
         let body = response.body_mut().read_to_string().unwrap_or_default();
         ensure!(status == 201, "deploying {function} on Tally answered {status}: {body}");

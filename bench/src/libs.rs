@@ -52,7 +52,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::{IsolationLevel, Statement};
 
 use crate::http::Http;
-use crate::invoke::agent;
+use crate::invoke::deploy_agent;
 use crate::peers::{Postgres, Redis, RedisConn, Resp};
 use crate::report::{micros, round_to, Latencies, Report};
 use crate::state::{connect, show, Rng};
@@ -136,7 +136,8 @@ impl Node {
         let url = self.node.url();
         let deploy_url = format!("{url}/v1/functions/{function}?timeout_ms=30000");
         tokio::task::spawn_blocking(move || {
-            let mut response = agent().put(&deploy_url).send(&component[..]).with_context(|| format!("PUT {deploy_url}"))?;
+            let mut response =
+                deploy_agent().put(&deploy_url).send(&component[..]).with_context(|| format!("PUT {deploy_url}"))?;
             let status = response.status().as_u16();
             let text = response.body_mut().read_to_string().unwrap_or_default();
             ensure!(status == 201, "deploying at {deploy_url} answered {status}: {text}");

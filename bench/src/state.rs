@@ -64,7 +64,7 @@ use tally_runtime::{Config, Runtime};
 use tokio_postgres::{Client, NoTls, Statement};
 
 use crate::http::Http;
-use crate::invoke::{agent, wrk_field, wrk_micros};
+use crate::invoke::{agent, deploy_agent, wrk_field, wrk_micros};
 use crate::log::{closed_loop_keeping, record_percentiles, Op};
 use crate::peers::Postgres;
 use crate::report::{nanos, round_to, Latencies, Report, Samples};
@@ -547,7 +547,8 @@ impl Bank {
             let invoke_url = invoke_url.clone();
             move || {
                 let agent = agent();
-                let mut response = agent.put(&deploy_url).send(&component[..]).with_context(|| format!("PUT {deploy_url}"))?;
+                let mut response =
+                    deploy_agent().put(&deploy_url).send(&component[..]).with_context(|| format!("PUT {deploy_url}"))?;
                 let status = response.status().as_u16();
                 let text = response.body_mut().read_to_string().unwrap_or_default();
                 ensure!(status == 201, "deploying {function} answered {status}: {text}");

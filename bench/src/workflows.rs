@@ -261,8 +261,10 @@ impl Target {
         tokio::task::spawn_blocking({
             let component = component.to_vec();
             move || {
-                let mut response =
-                    crate::invoke::agent().put(&deploy_url).send(&component[..]).with_context(|| format!("PUT {deploy_url}"))?;
+                let mut response = crate::invoke::deploy_agent()
+                    .put(&deploy_url)
+                    .send(&component[..])
+                    .with_context(|| format!("PUT {deploy_url}"))?;
                 let status = response.status().as_u16();
                 let text = response.body_mut().read_to_string().unwrap_or_default();
                 ensure!(status == 201, "deploying {function} answered {status}: {text}");
