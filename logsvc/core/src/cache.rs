@@ -75,7 +75,11 @@ pub struct RecordCache {
     bytes_max: usize,
     bytes: usize,
     generation: u64,
-    entries: HashMap<SeqNum, Slot, BuildHasherDefault<SeqNumHasher>>,
+    /// Slots boxed: a table slot is then 16 bytes rather than 120, so the table's
+    /// slack (up to half its slots empty, and the old and new tables both held while
+    /// it grows) costs little. Unboxed, the table of a full 256 MiB cache of 100-byte
+    /// records held 252 MB, and 378 MB while it doubled.
+    entries: HashMap<SeqNum, Box<Slot>, BuildHasherDefault<SeqNumHasher>>,
     /// Insertion order, oldest first, with the generation of each insertion; items of
     /// removed or replaced entries stay until they reach the front (or a compaction).
     queue: VecDeque<(SeqNum, u64)>,
@@ -140,7 +144,7 @@ impl RecordCache {
         }
         self.generation += 1;
         self.bytes += size;
-        self.entries.insert(seqnum, Slot { entry, referenced: false, generation: self.generation });
+        self.entries.insert(seqnum, Box::new(Slot { entry, referenced: false, generation: self.generation }));
         self.queue.push_back((seqnum, self.generation));
         // Stale items (of removed or replaced entries) pile up while the cache has
         // room: drop them once they outnumber the live ones.
