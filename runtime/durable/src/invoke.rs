@@ -217,6 +217,7 @@ impl Durable {
             }
             Some(n) => Some(CrashAfter::new(n)),
         };
+        let defer = delay_until.is_none() && req.key.is_none();
         let run = Run {
             function: req.function,
             version: None,
@@ -234,8 +235,8 @@ impl Durable {
             delay_until,
             fresh: false,
             background: false,
-            defer: delay_until.is_none() && req.key.is_none(),
-            forgettable: delay_until.is_none() && req.key.is_none() && req.idempotency_key.is_none() && req.retry_key.is_none(),
+            defer,
+            forgettable: defer && req.idempotency_key.is_none() && req.retry_key.is_none(),
             key: req.key,
         };
         self.run(run).await
