@@ -34,7 +34,8 @@ use crate::client::LogClient;
 use crate::driver::{self, ControlInput, EngineDriverConfig, EngineHandle, StorageStores};
 use crate::net::{Certs, LocalNet, NetConfig, Transport};
 use crate::store::{
-    open_record_store, FileControllerStore, FsyncPolicy, GroupCommitConfig, JournalMetalogStore, RecordStore, RecordStoreKind,
+    cold_index, open_record_store, FileControllerStore, FsyncPolicy, GroupCommitConfig, JournalMetalogStore, RecordStore,
+    RecordStoreKind, INDEX_RESIDENT_DEFAULT,
 };
 
 /// The controller's node id.
@@ -80,8 +81,11 @@ pub struct ClusterBuilder {
 
 impl ClusterBuilder {
     pub fn new(dir: impl Into<PathBuf>) -> ClusterBuilder {
+        let dir = dir.into();
+        // Every node's indexes spill to scratch files there past the default bound.
+        let cold = Some(cold_index(dir.join("cold"), INDEX_RESIDENT_DEFAULT));
         ClusterBuilder {
-            dir: dir.into(),
+            dir,
             sequencers: 3,
             storage_nodes: 3,
             engines: 2,
@@ -90,10 +94,10 @@ impl ClusterBuilder {
             n_data: 3,
             fsync: FsyncPolicy::default(),
             record_store: RecordStoreKind::default(),
-            engine_config: EngineConfig::default(),
+            engine_config: EngineConfig { cold_index: cold.clone(), ..EngineConfig::default() },
             engine_driver: EngineDriverConfig::default(),
             sequencer_config: SequencerConfig::default(),
-            storage_config: StorageConfig::default(),
+            storage_config: StorageConfig { cold_index: cold, ..StorageConfig::default() },
             group_commit: GroupCommitConfig::default(),
             net: NetConfig::default(),
             failure_timeout_us: 1_000_000,

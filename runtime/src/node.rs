@@ -34,7 +34,8 @@ use tally_durable::Peers;
 use tally_logsvc::driver::{self, ControlInput, EngineDriverConfig, EngineStatus, StorageStores};
 use tally_logsvc::net::{Certs, LocalNet, NetConfig, Transport};
 use tally_logsvc::store::{
-    open_record_store, ControllerStore, FsyncPolicy, GroupCommitConfig, JournalMetalogStore, RecordStoreKind,
+    cold_index, open_record_store, ControllerStore, FsyncPolicy, GroupCommitConfig, JournalMetalogStore, RecordStoreKind,
+    INDEX_RESIDENT_DEFAULT,
 };
 use tally_logsvc::{
     BookId, Configuration, ControllerConfig, EngineConfig, LogClient, Message, NodeId, Role, SequencerConfig, StorageConfig,
@@ -412,13 +413,21 @@ impl Node {
                 MemberRole::Storage => {
                     let records = open_record_store(&dir("storage"), RecordStoreKind::default(), FsyncPolicy::default())?;
                     let stores = StorageStores { records, group_commit: GroupCommitConfig::default() };
-                    let task = driver::spawn_storage(id, controllers.clone(), StorageConfig::default(), stores, t, inbox)?;
+                    let cfg = StorageConfig {
+                        cold_index: Some(cold_index(dir("cold"), INDEX_RESIDENT_DEFAULT)),
+                        ..StorageConfig::default()
+                    };
+                    let task = driver::spawn_storage(id, controllers.clone(), cfg, stores, t, inbox)?;
                     tasks.push(task);
                 }
                 MemberRole::Engine => {
                     let delay = config.function.as_ref().map_or(0, |f| f.metalog_delay_ms);
                     let driver_config = EngineDriverConfig { metalog_delay_ms: delay, ..EngineDriverConfig::default() };
-                    let handle = driver::spawn_engine(id, controllers.clone(), EngineConfig::default(), driver_config, t, inbox);
+                    let cfg = EngineConfig {
+                        cold_index: Some(cold_index(dir("cold"), INDEX_RESIDENT_DEFAULT)),
+                        ..EngineConfig::default()
+                    };
+                    let handle = driver::spawn_engine(id, controllers.clone(), cfg, driver_config, t, inbox);
                     engine = Some(handle);
                 }
                 MemberRole::Gateway => unreachable!("gateways have no log endpoint"),

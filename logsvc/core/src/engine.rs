@@ -64,7 +64,7 @@ use crate::config::Configuration;
 use crate::context::Context;
 use crate::error::Error;
 use crate::follower::{Follower, FollowerConfig};
-use crate::index::{BookState, Found, Index, Placement};
+use crate::index::{BookState, ColdIndex, Found, Index, Placement};
 use crate::message::{
     LogRecord, Message, MetalogEntry, Record, RecordMeta, Reply, Request, StoredRead, TrimCommand, UNCHANGED_MAX,
 };
@@ -87,6 +87,8 @@ pub struct EngineConfig {
     pub pending_appends_max: usize,
     pub heartbeat_interval_us: Micros,
     pub follower: FollowerConfig,
+    /// Where the index spills its cold chunks (in memory whole without).
+    pub cold_index: Option<ColdIndex>,
 }
 
 impl Default for EngineConfig {
@@ -101,6 +103,7 @@ impl Default for EngineConfig {
             pending_appends_max: 100_000,
             heartbeat_interval_us: 100_000,
             follower: FollowerConfig::default(),
+            cold_index: None,
         }
     }
 }
@@ -820,7 +823,7 @@ impl Engine {
         self.follower.on_config(&config);
         let known = self.logs.len();
         while self.logs.len() < config.n_logs as usize {
-            self.logs.push(EngineLog::default());
+            self.logs.push(EngineLog { index: ColdIndex::index(self.cfg.cold_index.as_ref()), ..EngineLog::default() });
         }
         let first_floor = MetalogPosition::new(config.current().term, 0);
         for (i, l) in self.logs.iter_mut().enumerate().skip(known) {

@@ -31,11 +31,12 @@
 //! Architecture Invariant: the index never looks at record data or at time; only at
 //! seqnums, metadata and trim commands, in log order.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::chunks::{pack_delta, unpack_delta, Chunks, Pack};
+use crate::chunks::{pack_delta, unpack_delta, Chunks, Cold, ColdStore, Pack};
 use crate::message::{Cond, RecordMeta};
 use crate::types::{BookId, LocalId, Location, SeqNum, ShardId, Tag};
 
@@ -131,6 +132,25 @@ impl Pack for Slot {
             dead: p.tag_rows & DEAD != 0,
         })
     }
+
+    const PACKED_BYTES: usize = 11;
+
+    fn to_bytes(p: &PackedSlot, out: &mut [u8]) {
+        let PackedSlot { seqnum, local_id, tag_rows, shard } = *p;
+        out[..4].copy_from_slice(&seqnum.to_le_bytes());
+        out[4..8].copy_from_slice(&local_id.to_le_bytes());
+        out[8..10].copy_from_slice(&tag_rows.to_le_bytes());
+        out[10] = shard;
+    }
+
+    fn from_bytes(b: &[u8]) -> PackedSlot {
+        PackedSlot {
+            seqnum: u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+            local_id: u32::from_le_bytes([b[4], b[5], b[6], b[7]]),
+            tag_rows: u16::from_le_bytes([b[8], b[9]]),
+            shard: b[10],
+        }
+    }
 }
 
 #[derive(Default, Debug)]
@@ -152,53 +172,59 @@ impl Book {
     }
 
     /// The slot of a record of the book-wide row, dead or alive.
-    fn slot(&self, seqnum: SeqNum) -> Option<usize> {
+    fn slot(&self, seqnum: SeqNum, cold: &Cold) -> Option<usize> {
         // The newest record is the one most asked for: a storage node asks right after
         // applying it.
         let last = self.all.len().checked_sub(1)?;
-        if self.all.get(last).is_some_and(|s| s.seqnum == seqnum) {
+        if self.all.get(last, cold).is_some_and(|s| s.seqnum == seqnum) {
             return Some(last);
         }
-        self.all.binary_search_by_key(&seqnum, |s| s.seqnum).ok()
+        self.all.binary_search_by_key(&seqnum, |s| s.seqnum, cold).ok()
     }
 
-    fn live_slot(&self, seqnum: SeqNum) -> Option<Slot> {
-        self.slot(seqnum).and_then(|i| self.all.get(i)).filter(|s| !s.dead)
+    fn live_slot(&self, seqnum: SeqNum, cold: &Cold) -> Option<Slot> {
+        self.slot(seqnum, cold).and_then(|i| self.all.get(i, cold)).filter(|s| !s.dead)
     }
 
     /// Forgets a mark's seqnums below `seqnum`.
-    fn pop_mark(&mut self, mark: Tag, seqnum: SeqNum) {
+    fn pop_mark(&mut self, mark: Tag, seqnum: SeqNum, cold: &mut Cold) {
         let Some(row) = self.rows.get_mut(&mark) else { return };
-        let below = row.live.partition_point(|&s| s < seqnum);
-        row.live.drain_front(below);
+        let below = row.live.partition_point(|&s| s < seqnum, cold);
+        row.live.drain_front(below, cold);
     }
 
     /// Pops the prefix of `tag`'s row below `seqnum`; returns the records that died.
-    fn pop_row(&mut self, tag: Tag, seqnum: SeqNum, died: &mut Vec<(SeqNum, Location)>) {
+    fn pop_row(&mut self, tag: Tag, seqnum: SeqNum, died: &mut Vec<(SeqNum, Location)>, cold: &mut Cold) {
         let Some(row) = self.rows.get_mut(&tag) else { return };
-        while let Some(front) = row.live.front() {
+        while let Some(front) = row.live.front(cold) {
             if front >= seqnum {
                 break;
             }
-            row.live.pop_front();
+            row.live.pop_front(cold);
             // A record live in a tag row has a live slot, unless an imported state was
             // malformed: that never panics, it only leaves the record where it was.
-            let Ok(i) = self.all.binary_search_by_key(&front, |s| s.seqnum) else { continue };
-            let Some(mut slot) = self.all.get(i).filter(|s| !s.dead) else { continue };
+            let Ok(i) = self.all.binary_search_by_key(&front, |s| s.seqnum, cold) else { continue };
+            let Some(mut slot) = self.all.get(i, cold).filter(|s| !s.dead) else { continue };
             slot.tag_rows = slot.tag_rows.saturating_sub(1);
             if slot.tag_rows == 0 {
-                slot.dead = true;
                 died.push((front, slot.location()));
+                if i == 0 {
+                    // Dead at the front: it leaves at once (no write to a cold chunk).
+                    self.all.pop_front(cold);
+                    Self::compact_all_row(&mut self.all, cold);
+                    continue;
+                }
+                slot.dead = true;
             }
-            self.all.set(i, slot);
+            self.all.set(i, slot, cold);
         }
-        self.compact_all_row();
+        Self::compact_all_row(&mut self.all, cold);
     }
 
     /// Drops dead records from the front of the book-wide row.
-    fn compact_all_row(&mut self) {
-        while self.all.front().is_some_and(|s| s.dead) {
-            self.all.pop_front();
+    fn compact_all_row(all: &mut Chunks<Slot>, cold: &mut Cold) {
+        while all.front(cold).is_some_and(|s| s.dead) {
+            all.pop_front(cold);
         }
     }
 }
@@ -240,11 +266,48 @@ impl BookState {
     }
 }
 
+/// Where the indexes of a node spill the full chunks of their rows, and how many bytes
+/// of them each keeps in memory ([`Index::with_cold_store`]).
+#[derive(Clone)]
+pub struct ColdIndex {
+    pub resident_max: usize,
+    /// Opens a new, empty store for one index.
+    pub open: Arc<dyn Fn() -> std::io::Result<Box<dyn ColdStore>> + Send + Sync>,
+}
+
+impl std::fmt::Debug for ColdIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ColdIndex").field("resident_max", &self.resident_max).finish_non_exhaustive()
+    }
+}
+
+impl ColdIndex {
+    /// An index over a new store of its own; held in memory if the store cannot be
+    /// opened (the index is the same either way, only its memory differs).
+    pub fn index(cold: Option<&ColdIndex>) -> Index {
+        let Some(cold) = cold else { return Index::new() };
+        match (cold.open)() {
+            Ok(store) => Index::with_cold_store(store, cold.resident_max),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot open a cold store for an index; it stays in memory");
+                Index::new()
+            }
+        }
+    }
+}
+
 #[derive(Default, Debug)]
 pub struct Index {
     books: HashMap<BookId, Book>,
     last: Option<SeqNum>,
     live_records: usize,
+    /// Where full chunks of rows go when the index holds more than `resident_max`
+    /// bytes of them (never, without a store).
+    cold: Cold,
+    resident_max: usize,
+    /// Chunks that filled up, oldest first, to spill in that order: (book, tag,
+    /// chunk number), the ALL tag naming the book-wide row.
+    sealed: VecDeque<(BookId, Tag, u64)>,
 }
 
 impl Index {
@@ -252,10 +315,46 @@ impl Index {
         Index::default()
     }
 
+    /// An index that keeps at most about `resident_max` bytes of full chunks of its
+    /// rows in memory: past that, the chunks that filled up first go to `store`. A
+    /// book's newest records (its rows' last chunks) always stay.
+    pub fn with_cold_store(store: Box<dyn ColdStore>, resident_max: usize) -> Index {
+        Index { cold: Cold::new(store), resident_max, ..Index::default() }
+    }
+
     /// Records live anywhere in the index.
     #[cfg(test)]
     pub fn live_records(&self) -> usize {
         self.live_records
+    }
+
+    /// Bytes of full chunks in memory, and bytes spilled.
+    #[cfg(test)]
+    pub(crate) fn chunk_bytes(&self) -> (usize, u64) {
+        (self.cold.resident, self.cold.spilled_bytes())
+    }
+
+    /// Spills the chunks that filled up first until the index is within its bound.
+    fn spill_over_budget(&mut self) {
+        if !self.cold.can_spill() {
+            return;
+        }
+        while self.cold.resident > self.resident_max {
+            let Some((book, tag, no)) = self.sealed.pop_front() else { return };
+            let Some(b) = self.books.get_mut(&book) else { continue };
+            let spilled = match tag {
+                Tag::ALL => b.all.spill(no, &mut self.cold),
+                _ => match b.rows.get_mut(&tag) {
+                    Some(row) => row.live.spill(no, &mut self.cold),
+                    None => continue,
+                },
+            };
+            if let Err(e) = spilled {
+                tracing::warn!(error = %e, "the index's cold store failed a write; the index stays in memory for now");
+                self.sealed.push_front((book, tag, no));
+                return;
+            }
+        }
     }
 
     /// Applies the next ordered record. Seqnums must arrive in increasing order.
@@ -269,20 +368,21 @@ impl Index {
         &mut self,
         seqnum: SeqNum,
         location: Location,
-        book: BookId,
+        book_id: BookId,
         tags: &[Tag],
         conds: impl IntoIterator<Item = &'c Cond>,
     ) -> Placement {
         assert!(self.last.is_none_or(|l| l < seqnum), "records must be applied in seqnum order");
         self.last = Some(seqnum);
-        let book = self.books.entry(book).or_default();
+        let Index { books, cold, sealed, .. } = self;
+        let book = books.entry(book_id).or_default();
         for &Cond { tag, position } in conds {
             let row = book.rows.get(&tag);
             let total = row.map_or(0, |r| r.total);
             if total != position {
                 let holder = row.and_then(|r| {
                     let i = position.checked_sub(r.base())?;
-                    r.live.get(i as usize)
+                    r.live.get(i as usize, cold)
                 });
                 return Placement::CondFailed { holder };
             }
@@ -297,7 +397,9 @@ impl Index {
             let row = book.rows.entry(tag).or_default();
             row.total += 1;
             if mark || live {
-                row.live.push_back(seqnum);
+                if let Some(no) = row.live.push_back(seqnum, cold) {
+                    sealed.push_back((book_id, tag, no));
+                }
             }
             untagged &= mark;
             tag_rows += u16::from(live);
@@ -305,18 +407,22 @@ impl Index {
         book.all_total += 1;
         if seqnum >= all_trim && (untagged || tag_rows > 0) {
             let Location { shard, local_id } = location;
-            book.all.push_back(Slot { seqnum, local_id, shard, tag_rows, dead: false });
+            if let Some(no) = book.all.push_back(Slot { seqnum, local_id, shard, tag_rows, dead: false }, cold) {
+                sealed.push_back((book_id, Tag::ALL, no));
+            }
             self.live_records += 1;
         }
+        self.spill_over_budget();
         Placement::Placed
     }
 
     /// Applies a trim command; returns the records that are now live nowhere.
     pub fn apply_trim(&mut self, book_id: BookId, tag: Tag, seqnum: SeqNum) -> Vec<(SeqNum, Location)> {
         let mut died = Vec::new();
+        let cold = &mut self.cold;
         if tag.is_mark() {
             if let Some(book) = self.books.get_mut(&book_id) {
-                book.pop_mark(tag, seqnum);
+                book.pop_mark(tag, seqnum, cold);
             }
             return died;
         }
@@ -329,20 +435,20 @@ impl Index {
         if tag == Tag::ALL {
             let tags: Vec<Tag> = book.rows.keys().copied().filter(|t| !t.is_mark()).collect();
             for t in tags {
-                book.pop_row(t, seqnum, &mut died);
+                book.pop_row(t, seqnum, &mut died, cold);
             }
             // Untagged records (and any still live) below the point die with the ALL row.
-            while let Some(front) = book.all.front() {
+            while let Some(front) = book.all.front(cold) {
                 if front.seqnum >= seqnum {
                     break;
                 }
                 if !front.dead {
                     died.push((front.seqnum, front.location()));
                 }
-                book.all.pop_front();
+                book.all.pop_front(cold);
             }
         } else {
-            book.pop_row(tag, seqnum, &mut died);
+            book.pop_row(tag, seqnum, &mut died, cold);
         }
         self.live_records -= died.len();
         died
@@ -350,28 +456,28 @@ impl Index {
 
     /// The first live record of (book, tag) at or after `min`.
     pub fn read_next(&self, book: BookId, tag: Tag, min: SeqNum) -> Option<Found> {
-        let b = self.books.get(&book)?;
+        let (b, cold) = (self.books.get(&book)?, &self.cold);
         let found = |s: Slot| Found { seqnum: s.seqnum, location: s.location() };
         if tag == Tag::ALL {
-            let start = b.all.partition_point(|s| s.seqnum < min);
-            return b.all.range(start..).find(|s| !s.dead).map(found);
+            let start = b.all.partition_point(|s| s.seqnum < min, cold);
+            return b.all.range(start.., cold).find(|s| !s.dead).map(found);
         }
         let row = b.rows.get(&tag)?;
-        let start = row.live.partition_point(|&s| s < min);
-        row.live.range(start..).find_map(|s| b.live_slot(s)).map(found)
+        let start = row.live.partition_point(|&s| s < min, cold);
+        row.live.range(start.., cold).find_map(|s| b.live_slot(s, cold)).map(found)
     }
 
     /// The last live record of (book, tag) at or before `max`.
     pub fn read_prev(&self, book: BookId, tag: Tag, max: SeqNum) -> Option<Found> {
-        let b = self.books.get(&book)?;
+        let (b, cold) = (self.books.get(&book)?, &self.cold);
         let found = |s: Slot| Found { seqnum: s.seqnum, location: s.location() };
         if tag == Tag::ALL {
-            let end = b.all.partition_point(|s| s.seqnum <= max);
-            return b.all.range(..end).rev().find(|s| !s.dead).map(found);
+            let end = b.all.partition_point(|s| s.seqnum <= max, cold);
+            return b.all.range(..end, cold).rev().find(|s| !s.dead).map(found);
         }
         let row = b.rows.get(&tag)?;
-        let end = row.live.partition_point(|&s| s <= max);
-        row.live.range(..end).rev().find_map(|s| b.live_slot(s)).map(found)
+        let end = row.live.partition_point(|&s| s <= max, cold);
+        row.live.range(..end, cold).rev().find_map(|s| b.live_slot(s, cold)).map(found)
     }
 
     /// The offset the next successful record of `book`'s stream `tag` gets: how many
@@ -386,13 +492,14 @@ impl Index {
 
     /// Whether `seqnum` is a live record of `book`.
     pub fn is_live(&self, book: BookId, seqnum: SeqNum) -> bool {
-        self.books.get(&book).is_some_and(|b| b.live_slot(seqnum).is_some())
+        self.books.get(&book).is_some_and(|b| b.live_slot(seqnum, &self.cold).is_some())
     }
 
     /// The state of the books `wanted` picks, in book order, from the first after
     /// `after`, until about `weight_max` seqnums are taken. Returns them and whether
     /// books are left.
     pub fn export(&self, wanted: impl Fn(BookId) -> bool, after: Option<BookId>, weight_max: usize) -> (Vec<BookState>, bool) {
+        let cold = &self.cold;
         let mut ids: Vec<BookId> = self.books.keys().copied().filter(|&b| after.is_none_or(|a| b > a) && wanted(b)).collect();
         ids.sort_unstable();
         let mut out = Vec::new();
@@ -403,9 +510,9 @@ impl Index {
             }
             let b = &self.books[id];
             let records: Vec<(SeqNum, Location, u16)> =
-                b.all.iter().filter(|s| !s.dead).map(|s| (s.seqnum, s.location(), s.tag_rows)).collect();
+                b.all.iter(cold).filter(|s| !s.dead).map(|s| (s.seqnum, s.location(), s.tag_rows)).collect();
             let mut rows: Vec<(Tag, u64, Vec<SeqNum>)> =
-                b.rows.iter().map(|(&t, r)| (t, r.total, r.live.iter().collect())).collect();
+                b.rows.iter().map(|(&t, r)| (t, r.total, r.live.iter(cold).collect())).collect();
             rows.push((Tag::ALL, b.all_total, records.iter().map(|r| r.0).collect()));
             rows.sort_unstable_by_key(|r| r.0);
             let mut trim_points: Vec<(Tag, SeqNum)> = b.trim_points.iter().map(|(&t, &s)| (t, s)).collect();
@@ -421,23 +528,32 @@ impl Index {
     /// here, and every record applied later must be ordered after its records.
     pub fn import(&mut self, state: BookState) {
         assert!(!self.books.contains_key(&state.book), "book {:?} is imported once, before its records here", state.book);
+        let cold = &mut self.cold;
         let mut book = Book { trim_points: state.trim_points.into_iter().collect(), ..Book::default() };
         for (tag, total, live) in state.rows {
             if tag == Tag::ALL {
                 // Its live records are `state.records`.
                 book.all_total = total;
             } else {
-                book.rows.insert(tag, Row { live: live.into(), total });
+                let live = Chunks::collect(live, cold);
+                self.sealed.extend(live.sealed().map(|no| (state.book, tag, no)));
+                book.rows.insert(tag, Row { live, total });
             }
         }
         let mut records = state.records;
         records.sort_unstable_by_key(|r| r.0);
-        book.all = records
-            .into_iter()
-            .map(|(seqnum, Location { shard, local_id }, tag_rows)| Slot { seqnum, local_id, shard, tag_rows, dead: false })
-            .collect();
+        let slots = records.into_iter().map(|(seqnum, Location { shard, local_id }, tag_rows)| Slot {
+            seqnum,
+            local_id,
+            shard,
+            tag_rows,
+            dead: false,
+        });
+        book.all = Chunks::collect(slots, cold);
+        self.sealed.extend(book.all.sealed().map(|no| (state.book, Tag::ALL, no)));
         self.live_records += book.all.len();
         self.books.insert(state.book, book);
+        self.spill_over_budget();
     }
 }
 
@@ -652,6 +768,61 @@ mod tests {
         assert_eq!(index.apply_record(s(7), loc(7), &meta(1, &[m], Some((m, 1)))), Placement::CondFailed { holder: None });
         assert_eq!(index.apply_record(s(8), loc(8), &meta(1, &[m], Some((m, 2)))), Placement::Placed);
         assert_eq!(stream(&index, 1, 0), vec![3, 8]);
+    }
+
+    /// The same records and trims applied to an index that spills every full chunk
+    /// at once and to one that holds all in memory: the same placements, deaths,
+    /// reads and exports, while the first keeps no full chunk in memory.
+    #[test]
+    fn an_index_that_spills_answers_as_one_in_memory() {
+        let mut rng = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let mut mem = Index::new();
+        let mut cold = Index::with_cold_store(Box::new(crate::chunks::MemColdStore::default()), 0);
+        let tags = [Tag(1), Tag(2), Tag(3), Tag(Tag::MARK_BITS | 1)];
+        let mut spilled_max = 0;
+        for p in 0..30_000u64 {
+            let r = next();
+            let book = BookId(r % 3);
+            if r % 61 == 0 {
+                let tag = [Tag::ALL, tags[0], tags[1], tags[2], tags[3]][(r >> 8) as usize % 5];
+                let point = s(p.saturating_sub((r >> 16) % 3000));
+                // In the order of the book's tags, which a `HashMap` gives.
+                let (mut a, mut b) = (mem.apply_trim(book, tag, point), cold.apply_trim(book, tag, point));
+                a.sort_unstable_by_key(|d| d.0);
+                b.sort_unstable_by_key(|d| d.0);
+                assert_eq!(a, b, "trim at {p}");
+                continue;
+            }
+            let record_tags: Vec<Tag> = tags.iter().copied().filter(|_| next() % 3 == 0).collect();
+            let cond = (r % 7 == 0).then(|| {
+                let tag = tags[(r >> 8) as usize % 4];
+                let position = mem.next_offset(book, tag).saturating_sub((r >> 12) % 2);
+                Cond { tag, position }
+            });
+            let meta = RecordMeta { book, tags: record_tags, cond, unchanged: vec![] };
+            let location = Location { shard: ShardId(((r >> 20) % 3) as u32), local_id: p };
+            assert_eq!(mem.apply_record(s(p), location, &meta), cold.apply_record(s(p), location, &meta), "record {p}");
+            assert_eq!(cold.chunk_bytes().0, 0, "no full chunk stays in memory");
+            spilled_max = spilled_max.max(cold.chunk_bytes().1);
+            if p % 97 == 0 {
+                for _ in 0..20 {
+                    let (book, at) = (BookId(next() % 3), s(next() % (p + 2)));
+                    let tag = [Tag::ALL, tags[0], tags[1], tags[2], tags[3]][next() as usize % 5];
+                    assert_eq!(mem.read_next(book, tag, at), cold.read_next(book, tag, at), "read-next at {p}");
+                    assert_eq!(mem.read_prev(book, tag, at), cold.read_prev(book, tag, at), "read-prev at {p}");
+                    assert_eq!(mem.is_live(book, at), cold.is_live(book, at), "is-live at {p}");
+                }
+            }
+        }
+        assert!(spilled_max > 0, "chunks were spilled");
+        assert_eq!(mem.export(|_| true, None, usize::MAX), cold.export(|_| true, None, usize::MAX));
+        assert_eq!(mem.live_records(), cold.live_records());
     }
 
     #[test]

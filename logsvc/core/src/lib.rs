@@ -23,13 +23,14 @@ mod storage;
 mod store;
 mod types;
 
+pub use chunks::{ColdStore, MemColdStore};
 pub use config::{Configuration, LogTermConfig, SealedTail, ShardConfig, TermConfig};
 pub use context::Context;
 pub use controller::{Controller, ControllerAction, ControllerConfig, Role};
 pub use engine::{Engine, EngineAction, EngineConfig, IndexedRecord, OpId};
 pub use error::{Error, Result};
 pub use follower::FollowerConfig;
-pub use index::{Found, Index, Placement};
+pub use index::{ColdIndex, Found, Index, Placement};
 pub use message::{
     Cond, LogRecord, Message, MetalogEntry, Record, RecordMeta, RecordMetaV1, Reply, Request, StoredRead, TrimCommand,
     UNCHANGED_MAX, WIRE_VERSION,

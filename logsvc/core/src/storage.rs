@@ -23,7 +23,7 @@ use std::sync::Arc;
 use crate::config::Configuration;
 use crate::error::Result;
 use crate::follower::{Follower, FollowerConfig};
-use crate::index::Index;
+use crate::index::{ColdIndex, Index};
 use crate::message::{Message, MetalogEntry, Record, RecordMeta, StoredRead};
 use crate::store::{RecoveredRecord, StoredData};
 use crate::types::{LocalId, Location, LogId, Micros, NextTick, NodeId, SeqNum, ShardId, Term};
@@ -43,6 +43,8 @@ pub struct StorageConfig {
     /// the store, so what the node holds does not grow with its records.
     pub meta_window: u64,
     pub follower: FollowerConfig,
+    /// Where the liveness index spills its cold chunks (in memory whole without).
+    pub cold_index: Option<ColdIndex>,
 }
 
 impl Default for StorageConfig {
@@ -55,6 +57,7 @@ impl Default for StorageConfig {
             local_id_window: 1 << 20,
             meta_window: 8192,
             follower: FollowerConfig::default(),
+            cold_index: None,
         }
     }
 }
@@ -309,7 +312,7 @@ impl StorageNode {
             self.config = Some(config.clone());
             self.follower.on_config(&config);
             while self.liveness.len() < config.n_logs as usize {
-                self.liveness.push(Index::new());
+                self.liveness.push(ColdIndex::index(self.cfg.cold_index.as_ref()));
             }
             for t in &config.terms {
                 for lc in &t.logs {

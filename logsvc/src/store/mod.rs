@@ -7,6 +7,7 @@
 //! and the conformance suites every implementation here runs (see `tests.rs`).
 
 mod codec;
+mod cold;
 mod file;
 mod group;
 mod journal;
@@ -15,6 +16,7 @@ mod rocks;
 #[cfg(test)]
 mod tests;
 
+pub use cold::{cold_index, FileColdStore, INDEX_RESIDENT_DEFAULT};
 pub use file::FileControllerStore;
 pub use group::{GroupCommit, GroupCommitConfig, GroupCommitDone, GroupCommitStats};
 pub use journal::JournalMetalogStore;

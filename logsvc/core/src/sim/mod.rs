@@ -17,11 +17,13 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::chunks::MemColdStore;
 use crate::config::Configuration;
 use crate::context::Context;
 use crate::controller::{Controller, ControllerAction, ControllerConfig, Role};
 use crate::engine::{Engine, EngineAction, EngineConfig, OpId};
 use crate::follower::FollowerConfig;
+use crate::index::ColdIndex;
 use crate::message::{Cond, Message, Reply, Request};
 use crate::sequencer::{stored_entries_messages, Sequencer, SequencerAction, SequencerConfig};
 use crate::storage::{meta_reply, StorageAction, StorageConfig, StorageNode};
@@ -528,6 +530,13 @@ impl Sim {
         }
     }
 
+    /// Indexes that spill every full chunk at once, or keep a few, or keep all, by
+    /// node: the same log must give the same index whatever memory it holds.
+    fn cold_index(n: NodeId) -> Option<ColdIndex> {
+        let resident_max = [0, 1 << 10, usize::MAX][(n.0 % 3) as usize];
+        Some(ColdIndex { resident_max, open: Arc::new(|| Ok(Box::new(MemColdStore::default()))) })
+    }
+
     fn follower_cfg() -> FollowerConfig {
         FollowerConfig { fetch_retry_us: 15_000, buffer_max: 1024 }
     }
@@ -551,6 +560,7 @@ impl Sim {
                     // replaying after a restart, fetch metadata from the store.
                     meta_window: 4,
                     follower: Self::follower_cfg(),
+                    cold_index: Self::cold_index(n),
                     ..Default::default()
                 };
                 Node::Storage(StorageNode::recover(n, controllers.clone(), inc, cfg, recovered))
@@ -563,6 +573,7 @@ impl Sim {
                     heartbeat_interval_us: 30_000,
                     cache_bytes_max: 64 << 10,
                     follower: Self::follower_cfg(),
+                    cold_index: Self::cold_index(n),
                     ..Default::default()
                 };
                 Node::Engine(Engine::new(n, controllers, inc, cfg))
