@@ -335,6 +335,11 @@ pub struct Engine {
 }
 
 impl Engine {
+    /// Chunks of index rows spilled to the cold store, over every log's index.
+    pub fn chunks_spilled(&self) -> u64 {
+        self.logs.iter().map(|l| l.index.chunks_spilled()).sum()
+    }
+
     pub fn new(id: NodeId, controllers: Vec<NodeId>, incarnation: u64, cfg: EngineConfig) -> Engine {
         Engine {
             id,

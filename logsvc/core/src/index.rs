@@ -308,6 +308,8 @@ pub struct Index {
     /// Chunks that filled up, oldest first, to spill in that order: (book, tag,
     /// chunk number), the ALL tag naming the book-wide row.
     sealed: VecDeque<(BookId, Tag, u64)>,
+    /// Chunks spilled so far.
+    spills: u64,
 }
 
 impl Index {
@@ -334,6 +336,11 @@ impl Index {
         (self.cold.resident, self.cold.spilled_bytes())
     }
 
+    /// Chunks spilled to the cold store so far.
+    pub fn chunks_spilled(&self) -> u64 {
+        self.spills
+    }
+
     /// Spills the chunks that filled up first until the index is within its bound.
     fn spill_over_budget(&mut self) {
         if !self.cold.can_spill() {
@@ -349,10 +356,14 @@ impl Index {
                     None => continue,
                 },
             };
-            if let Err(e) = spilled {
-                tracing::warn!(error = %e, "the index's cold store failed a write; the index stays in memory for now");
-                self.sealed.push_front((book, tag, no));
-                return;
+            match spilled {
+                Ok(true) => self.spills += 1,
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "the index's cold store failed a write; the index stays in memory for now");
+                    self.sealed.push_front((book, tag, no));
+                    return;
+                }
             }
         }
     }

@@ -191,6 +191,11 @@ impl StorageNode {
         self.id
     }
 
+    /// Chunks of the liveness indexes' rows spilled to their cold stores.
+    pub fn chunks_spilled(&self) -> u64 {
+        self.liveness.iter().map(Index::chunks_spilled).sum()
+    }
+
     pub fn take_actions(&mut self) -> Vec<StorageAction> {
         std::mem::take(&mut self.out)
     }

@@ -15,6 +15,7 @@ fn check(first: u64, count: u64, opts: SimOptions) {
             let terms = stats.iter().map(|s| s.terms).max().unwrap_or(0);
             let aux_accepted: u64 = stats.iter().map(|s| s.aux_accepted).sum();
             let aux_refused: u64 = stats.iter().map(|s| s.aux_refused).sum();
+            let spilled: u64 = stats.iter().map(|s| s.chunks_spilled).sum();
             // The scenario must exercise what it claims to: appends, reads, crashes (the
             // controller's among them), terms.
             assert!(acked > count * 50 && reads > count * 50, "too little traffic: {acked} appends, {reads} reads");
@@ -22,6 +23,8 @@ fn check(first: u64, count: u64, opts: SimOptions) {
             assert!(controller_crashes > 0, "the controller never crashed in {count} seeds");
             assert!(opts.controllers < 2 || failovers > 0, "leadership never moved in {count} seeds");
             assert!(aux_accepted > 0 && aux_refused > 0, "aux data: {aux_accepted} accepted, {aux_refused} refused");
+            // Indexes with a cold store spill (the chunks of tests are short).
+            assert!(spilled > count, "{spilled} chunks of indexes spilled in {count} seeds");
         }
         Err(v) => panic!("with {opts}\n{v}"),
     }

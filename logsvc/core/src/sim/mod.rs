@@ -197,6 +197,8 @@ pub struct SimStats {
     pub partitions: u64,
     pub logs_added: u32,
     pub terms: u16,
+    /// Chunks of index rows the nodes' indexes spilled to their cold stores.
+    pub chunks_spilled: u64,
 }
 
 #[derive(Debug)]
@@ -223,6 +225,16 @@ enum Node {
     Sequencer(Sequencer),
     Storage(StorageNode),
     Engine(Engine),
+}
+
+impl Node {
+    fn chunks_spilled(&self) -> u64 {
+        match self {
+            Node::Sequencer(_) => 0,
+            Node::Storage(s) => s.chunks_spilled(),
+            Node::Engine(e) => e.chunks_spilled(),
+        }
+    }
 }
 
 struct Slot {
@@ -599,9 +611,8 @@ impl Sim {
 
     fn crash(&mut self, n: NodeId) {
         let slot = self.slots.get_mut(&n).expect("known node");
-        if slot.node.take().is_none() {
-            return;
-        }
+        let Some(node) = slot.node.take() else { return };
+        self.stats.chunks_spilled += node.chunks_spilled();
         // A storage node's disk loses what was not synced; the metalog store syncs
         // every write, so it loses nothing.
         slot.records.crash();
@@ -664,6 +675,7 @@ impl Sim {
         }
         self.check_liveness()?;
         self.stats.terms = self.config.as_ref().map_or(0, |c| c.current().term.0);
+        self.stats.chunks_spilled += self.slots.values().filter_map(|s| s.node.as_ref()).map(Node::chunks_spilled).sum::<u64>();
         Ok(self.stats)
     }
 
