@@ -266,6 +266,9 @@ impl BookState {
     }
 }
 
+/// Entries of `Index::sealed` below which it is never pruned.
+const SEALED_PRUNE_MIN: usize = 1024;
+
 /// Where the indexes of a node spill the full chunks of their rows, and how many bytes
 /// of them each keeps in memory ([`Index::with_cold_store`]).
 #[derive(Clone)]
@@ -308,8 +311,13 @@ pub struct Index {
     /// Chunks that filled up, oldest first, to spill in that order: (book, tag,
     /// chunk number), the ALL tag naming the book-wide row.
     sealed: VecDeque<(BookId, Tag, u64)>,
+    /// `sealed` is rid of chunks that left their rows when it grows past this.
+    sealed_prune_at: usize,
     /// Chunks spilled so far.
     spills: u64,
+    /// The resident bytes when a write to the cold store last failed, if none
+    /// succeeded since: the next try waits until more have filled up.
+    failed_at: Option<usize>,
 }
 
 impl Index {
@@ -321,7 +329,7 @@ impl Index {
     /// rows in memory: past that, the chunks that filled up first go to `store`. A
     /// book's newest records (its rows' last chunks) always stay.
     pub fn with_cold_store(store: Box<dyn ColdStore>, resident_max: usize) -> Index {
-        Index { cold: Cold::new(store), resident_max, ..Index::default() }
+        Index { cold: Cold::new(store), resident_max, sealed_prune_at: SEALED_PRUNE_MIN, ..Index::default() }
     }
 
     /// Records live anywhere in the index.
@@ -346,6 +354,21 @@ impl Index {
         if !self.cold.can_spill() {
             return;
         }
+        if self.sealed.len() > self.sealed_prune_at {
+            let books = &self.books;
+            self.sealed.retain(|&(book, tag, no)| {
+                books.get(&book).is_some_and(|b| match tag {
+                    Tag::ALL => b.all.sealed().contains(&no),
+                    _ => b.rows.get(&tag).is_some_and(|r| r.live.sealed().contains(&no)),
+                })
+            });
+            self.sealed_prune_at = (2 * self.sealed.len()).max(SEALED_PRUNE_MIN);
+        }
+        if let Some(at) = self.failed_at {
+            if self.cold.resident < at + (self.resident_max / 16).max(1 << 20) {
+                return;
+            }
+        }
         while self.cold.resident > self.resident_max {
             let Some((book, tag, no)) = self.sealed.pop_front() else { return };
             let Some(b) = self.books.get_mut(&book) else { continue };
@@ -357,10 +380,18 @@ impl Index {
                 },
             };
             match spilled {
-                Ok(true) => self.spills += 1,
+                Ok(true) => {
+                    self.spills += 1;
+                    if self.failed_at.take().is_some() {
+                        tracing::info!("the index's cold store takes writes again");
+                    }
+                }
                 Ok(false) => {}
                 Err(e) => {
-                    tracing::warn!(error = %e, "the index's cold store failed a write; the index stays in memory for now");
+                    if self.failed_at.is_none() {
+                        tracing::warn!(error = %e, "the index's cold store failed a write; the index stays in memory for now");
+                    }
+                    self.failed_at = Some(self.cold.resident);
                     self.sealed.push_front((book, tag, no));
                     return;
                 }
@@ -834,6 +865,67 @@ mod tests {
         assert!(spilled_max > 0, "chunks were spilled");
         assert_eq!(mem.export(|_| true, None, usize::MAX), cold.export(|_| true, None, usize::MAX));
         assert_eq!(mem.live_records(), cold.live_records());
+    }
+
+    /// A cold store that fails its writes while `failing` is set.
+    struct Flaky {
+        store: crate::chunks::MemColdStore,
+        failing: Arc<std::sync::atomic::AtomicBool>,
+    }
+
+    impl ColdStore for Flaky {
+        fn write_at(&mut self, offset: u64, bytes: &[u8]) -> std::io::Result<()> {
+            if self.failing.load(std::sync::atomic::Ordering::Relaxed) {
+                return Err(std::io::Error::other("no space left"));
+            }
+            self.store.write_at(offset, bytes)
+        }
+
+        fn read_at(&self, offset: u64, out: &mut [u8]) -> std::io::Result<()> {
+            self.store.read_at(offset, out)
+        }
+    }
+
+    /// While the store fails, full chunks stay in memory and nothing is lost; once it
+    /// takes writes again, the index gets back within its bound.
+    #[test]
+    fn an_index_whose_cold_store_fails_keeps_its_chunks_in_memory() {
+        let failing = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let store = Flaky { store: Default::default(), failing: failing.clone() };
+        let mut index = Index::with_cold_store(Box::new(store), 0);
+        let mut p = 0;
+        let mut append = |index: &mut Index, n: u64| {
+            for _ in 0..n {
+                index.apply_record(s(p), loc(p), &meta(1, &[7], None));
+                p += 1;
+            }
+        };
+        append(&mut index, 2000);
+        assert_eq!(index.chunk_bytes().1, 0, "nothing spilled");
+        assert!(index.chunk_bytes().0 > 0);
+        assert_eq!(stream(&index, 1, 7), (0..2000).collect::<Vec<_>>());
+        failing.store(false, std::sync::atomic::Ordering::Relaxed);
+        // The next try waits for more chunks to fill: 1 MiB at least, 960 bytes per 64
+        // records here (two rows of 64-entry test chunks).
+        append(&mut index, 1 << 17);
+        assert!(index.chunk_bytes().1 > 0, "spilled again");
+        assert_eq!(index.chunk_bytes().0, 0, "back within the bound");
+        assert_eq!(stream(&index, 1, 7), (0..2000 + (1 << 17)).collect::<Vec<_>>());
+    }
+
+    /// Chunks that filled up and then left their rows (trimmed) do not pile up in the
+    /// queue of chunks to spill while the index stays within its bound.
+    #[test]
+    fn the_queue_of_chunks_to_spill_forgets_trimmed_ones() {
+        let mut index = Index::with_cold_store(Box::new(crate::chunks::MemColdStore::default()), usize::MAX);
+        for p in 0..200_000 {
+            index.apply_record(s(p), loc(p), &meta(1, &[7], None));
+            if p % 1000 == 999 {
+                index.apply_trim(BookId(1), Tag(7), s(p - 100));
+            }
+        }
+        assert_eq!(index.chunk_bytes().1, 0, "nothing spilled");
+        assert!(index.sealed.len() <= 2 * SEALED_PRUNE_MIN, "{} chunks queued", index.sealed.len());
     }
 
     #[test]
