@@ -6,7 +6,11 @@
 //!          request: the process's CPU time over a window, in % of one core
 //!   rss    the same node, C clients appending R-byte records to B books through the
 //!          node's log client: the process's resident set (VmRSS) at the start and
-//!          after each step of appends, and what each record added
+//!          after each step of appends, and what each record added (since the start,
+//!          and in this step)
+//!   reads  then one client's read-next of one tag of a grown book from random seqnums:
+//!          among its oldest 90% (index chunks spilled, records read from the store)
+//!          and its newest 1% (in memory), alternately
 //! ```
 //!
 //! Goals (issue 12): idle under 0.5% of a core; RSS flat while the books grow. The
@@ -21,11 +25,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use bytes::Bytes;
-use tally_logsvc::{BookId, Context, Tag};
+use tally_logsvc::{BookId, Context, SeqNum, Tag};
 use tally_runtime::dev::DevNode;
 use tokio::task::JoinSet;
 
-use crate::report::{round_to, Report};
+use crate::report::{micros, round_to, Latencies, Report};
 use crate::RunOptions;
 
 const CLIENTS: u64 = 256;
@@ -70,11 +74,49 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<()> {
         // indexes' resident chunks) fill during the first step, so flat RSS shows here.
         let step = rss.saturating_sub(rss_before) as f64 / (target - appended) as f64;
         report.record(&case, "rss_step_bytes_per_record", round_to(step, 1), "bytes")?;
+        let throughput = (target - appended) as f64 / took.as_secs_f64();
+        report.record(&case, "append_throughput", throughput.round(), "records/s")?;
         (appended, rss_before) = (target, rss);
-        report.record(&case, "append_throughput", (target as f64 / took.as_secs_f64()).round(), "records/s")?;
     }
+    reads(&node, &mut report, if opts.quick { 2_000 } else { 10_000 }).await?;
     node.shutdown().await;
     report.print_table();
+    Ok(())
+}
+
+/// One client's `log.read-next` of one tag of a grown book, from a random seqnum:
+/// among its oldest 90% (index chunks spilled, records long out of the record cache,
+/// read from the store) and among its newest 1% (in memory), alternately.
+async fn reads(node: &DevNode, report: &mut Report, count: usize) -> anyhow::Result<()> {
+    let log = node.runtime.log();
+    let mut ctx = Context::new();
+    let (book, tag) = (BookId(1), Tag(1));
+    let first = log.read_next(&mut ctx, book, tag, SeqNum::MIN).await?.context("the book has records")?.seqnum.0;
+    let last = log.read_prev(&mut ctx, book, tag, SeqNum::MAX).await?.context("the book has records")?.seqnum.0;
+    let span = last - first;
+    let mut rng = 0x2545_f491_4f6c_dd1d_u64;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let (mut old, mut recent) = (Vec::with_capacity(count), Vec::with_capacity(count));
+    for i in 0..2 * count {
+        let (from, samples) = if i % 2 == 0 {
+            (first + next() % (span / 10 * 9).max(1), &mut old)
+        } else {
+            (last - next() % (span / 100).max(1), &mut recent)
+        };
+        let started = Instant::now();
+        log.read_next(&mut ctx, book, tag, SeqNum(from)).await?.context("a record at or after a seqnum of the book")?;
+        samples.push(micros(started.elapsed()));
+    }
+    for (case, samples) in [("dev-node,read-next,oldest-90%", old), ("dev-node,read-next,newest-1%", recent)] {
+        let latencies = Latencies::new(samples);
+        report.record(case, "read_p50_us", f64::from(latencies.percentile(50.0).expect("samples")), "us")?;
+        report.record(case, "read_p99_us", f64::from(latencies.percentile(99.0).expect("samples")), "us")?;
+    }
     Ok(())
 }
 

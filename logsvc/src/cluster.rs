@@ -107,6 +107,14 @@ impl ClusterBuilder {
         }
     }
 
+    /// Every node's indexes keep at most `bytes` of full chunks in memory each, and
+    /// spill the rest to scratch files under the cluster's directory.
+    pub fn index_resident_max(&mut self, bytes: usize) {
+        let cold = Some(cold_index(self.dir.join("cold"), bytes));
+        self.engine_config.cold_index = cold.clone();
+        self.storage_config.cold_index = cold;
+    }
+
     /// Starts every node and returns once the controller has installed a term and every
     /// engine has a configuration. Over a directory that holds a cluster (see the module
     /// documentation), the cluster resumes: the term installed is a new one, after

@@ -22,6 +22,7 @@
 //! component_bytes_max = 67108864
 //! call_depth_max = 8
 //! memory_keep_resident_bytes = 4194304
+//! index_resident_bytes = 33554432  # of full index chunks per index; older ones spill
 //!
 //! [state]             # exactly-once state (see `durable`)
 //! store = "rocksdb"   # or "postgres", with `postgres = "host=... user=..."`
@@ -128,6 +129,12 @@ mod tests {
         assert_eq!(c.limits.timeout_ms, 500);
         assert_eq!(c.limits.memory_bytes, Limits::default().memory_bytes);
         assert_eq!(c.node, NodeLimits::default());
+    }
+
+    #[test]
+    fn a_node_bounds_its_indexes_as_an_in_process_cluster_does() {
+        let bytes = NodeLimits::default().index_resident_bytes;
+        assert_eq!(usize::try_from(bytes).unwrap(), tally_logsvc::store::INDEX_RESIDENT_DEFAULT);
     }
 
     #[test]

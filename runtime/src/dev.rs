@@ -46,6 +46,7 @@ impl DevNode {
         b.storage_config.heartbeat_interval_us = DEV_HEARTBEAT_US;
         b.sequencer_config.heartbeat_interval_us = DEV_HEARTBEAT_US;
         b.failure_timeout_us = 10 * DEV_HEARTBEAT_US;
+        b.index_resident_max(usize::try_from(config.node.index_resident_bytes).unwrap_or(usize::MAX));
         let cluster = b.build().await.context("starting the shared log")?;
         let listener =
             tokio::net::TcpListener::bind(&config.listen).await.with_context(|| format!("listening on {}", config.listen))?;

@@ -235,6 +235,10 @@ struct DevArgs {
     /// Linear memory of an instance slot kept resident for the next instance (0: off).
     #[arg(long)]
     memory_keep_resident_bytes: Option<u64>,
+    /// Bytes of full index chunks each index keeps in memory; older ones are spilled to
+    /// a scratch file (0: spill every full chunk).
+    #[arg(long)]
+    index_resident_bytes: Option<u64>,
     /// Where function state lives: rocksdb (under the data dir) or postgres.
     #[arg(long)]
     state_store: Option<StoreKind>,
@@ -278,6 +282,7 @@ impl DevArgs {
             call_depth_max => node.call_depth_max,
             invocations_kept => node.invocations_kept,
             memory_keep_resident_bytes => node.memory_keep_resident_bytes,
+            index_resident_bytes => node.index_resident_bytes,
             state_store => state.store,
             postgres => state.postgres,
             protocol => state.protocol,

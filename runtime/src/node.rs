@@ -35,7 +35,6 @@ use tally_logsvc::driver::{self, ControlInput, EngineDriverConfig, EngineStatus,
 use tally_logsvc::net::{Certs, LocalNet, NetConfig, Transport};
 use tally_logsvc::store::{
     cold_index, open_record_store, ControllerStore, FsyncPolicy, GroupCommitConfig, JournalMetalogStore, RecordStoreKind,
-    INDEX_RESIDENT_DEFAULT,
 };
 use tally_logsvc::{
     BookId, Configuration, ControllerConfig, EngineConfig, LogClient, Message, NodeId, Role, SequencerConfig, StorageConfig,
@@ -387,6 +386,7 @@ impl Node {
 
         let controllers: Vec<NodeId> = config.controllers.iter().map(|&c| NodeId(c)).collect();
         let mut engine = None;
+        let index_resident = usize::try_from(config.node_limits.index_resident_bytes).unwrap_or(usize::MAX);
         for (id, role, t, inbox) in bound {
             let dir = |what: &str| config.data_dir.join(format!("{what}-{}", id.0));
             match role {
@@ -413,20 +413,16 @@ impl Node {
                 MemberRole::Storage => {
                     let records = open_record_store(&dir("storage"), RecordStoreKind::default(), FsyncPolicy::default())?;
                     let stores = StorageStores { records, group_commit: GroupCommitConfig::default() };
-                    let cfg = StorageConfig {
-                        cold_index: Some(cold_index(dir("cold"), INDEX_RESIDENT_DEFAULT)),
-                        ..StorageConfig::default()
-                    };
+                    let cfg =
+                        StorageConfig { cold_index: Some(cold_index(dir("cold"), index_resident)), ..StorageConfig::default() };
                     let task = driver::spawn_storage(id, controllers.clone(), cfg, stores, t, inbox)?;
                     tasks.push(task);
                 }
                 MemberRole::Engine => {
                     let delay = config.function.as_ref().map_or(0, |f| f.metalog_delay_ms);
                     let driver_config = EngineDriverConfig { metalog_delay_ms: delay, ..EngineDriverConfig::default() };
-                    let cfg = EngineConfig {
-                        cold_index: Some(cold_index(dir("cold"), INDEX_RESIDENT_DEFAULT)),
-                        ..EngineConfig::default()
-                    };
+                    let cfg =
+                        EngineConfig { cold_index: Some(cold_index(dir("cold"), index_resident)), ..EngineConfig::default() };
                     let handle = driver::spawn_engine(id, controllers.clone(), cfg, driver_config, t, inbox);
                     engine = Some(handle);
                 }

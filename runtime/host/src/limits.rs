@@ -64,6 +64,12 @@ pub struct NodeLimits {
     /// more (Python, 13 MiB: 1.44 instead of 1.20 ms); 0 turns it off. Up to this much
     /// per slot in use stays resident.
     pub memory_keep_resident_bytes: u64,
+    /// Bytes of full chunks each index of the node's log keeps in memory (the engine's,
+    /// and a storage node's liveness index, one per physical log); the chunks filled
+    /// first past it go to an unlinked scratch file under the data directory, read back
+    /// when a lookup needs them. About 15 bytes a single-tag record: the default keeps
+    /// the newest ~2M records' entries of each index in memory.
+    pub index_resident_bytes: u64,
 }
 
 impl Default for NodeLimits {
@@ -75,6 +81,7 @@ impl Default for NodeLimits {
             call_depth_max: 8,
             invocations_kept: 100_000,
             memory_keep_resident_bytes: 4 << 20,
+            index_resident_bytes: 32 << 20,
         }
     }
 }
