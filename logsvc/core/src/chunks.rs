@@ -26,11 +26,12 @@
 //!
 //! Cold chunks: a full chunk that is not the last of its row can leave memory
 //! ([`Chunks::spill`]): its packed entries go to a [`ColdStore`] (a scratch file on a
-//! real node) and only its base, its first entry and its escaped entries stay. Reading
-//! an entry of a spilled chunk reads the whole chunk into a small cache ([`Cold`]);
-//! replacing one keeps the new value beside the chunk, as an escaped entry, and the
-//! chunk is written again once it holds many. A search finds its chunk by the chunks'
-//! first entries, so it reads at most one spilled chunk.
+//! real node) and only its base, the first entry of each of its 16 blocks and its
+//! escaped entries stay. Reading an entry of a spilled chunk reads its block into a
+//! small cache ([`Cold`]); replacing one keeps the new value beside the chunk, as an
+//! escaped entry, and the chunk is written again once it holds many. A search finds its
+//! chunk by the chunks' first entries and its block by the blocks' first entries, so it
+//! reads one block of one spilled chunk.
 
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
@@ -50,8 +51,12 @@ const CHUNK: usize = 1 << CHUNK_SHIFT;
 /// Replaced entries a spilled chunk keeps in memory before it is written again.
 const OVERRIDES_MAX: usize = CHUNK / 16;
 
-/// Spilled chunks [`Cold`] keeps read in memory.
-const CACHED_CHUNKS: usize = 8;
+/// Entries per block, what is read of a spilled chunk at once; the chunk keeps the
+/// first entry of each block in memory, so a search reads one block.
+const BLOCK: usize = CHUNK / 16;
+
+/// Blocks of spilled chunks [`Cold`] keeps read in memory.
+const CACHED_BLOCKS: usize = 32;
 
 /// How an entry is stored in a chunk.
 pub(crate) trait Pack: Copy {
@@ -115,7 +120,7 @@ pub(crate) struct Cold {
     /// The end of the store's used space, and the places freed there, by size.
     end: u64,
     free: HashMap<usize, Vec<u64>>,
-    /// Spilled chunks read lately (offset, bytes), the most recent last.
+    /// Blocks of spilled chunks read lately (offset, bytes), the most recent last.
     cache: RefCell<VecDeque<(u64, Box<[u8]>)>>,
 }
 
@@ -163,16 +168,31 @@ impl Cold {
 
     fn rewrite(&mut self, offset: u64, bytes: &[u8]) -> std::io::Result<()> {
         let store = self.store.as_mut().ok_or_else(|| std::io::Error::other("no cold store"))?;
-        store.write_at(offset, bytes)?;
-        if let Some(cached) = self.cache.get_mut().iter_mut().find(|c| c.0 == offset) {
-            cached.1.copy_from_slice(bytes);
-        }
-        Ok(())
+        let written = store.write_at(offset, bytes);
+        self.forget(offset, bytes.len());
+        written
     }
 
     fn release(&mut self, offset: u64, len: usize) {
-        self.cache.get_mut().retain(|c| c.0 != offset);
+        self.forget(offset, len);
         self.free.entry(len).or_default().push(offset);
+    }
+
+    /// Drops the cached blocks of the `len` bytes at `offset`.
+    fn forget(&mut self, offset: u64, len: usize) {
+        self.cache.get_mut().retain(|c| c.0 < offset || c.0 >= offset + len as u64);
+    }
+
+    /// The `len` bytes at `offset`.
+    fn read(&self, offset: u64, len: usize) -> Box<[u8]> {
+        let mut bytes = vec![0; len].into_boxed_slice();
+        let store = self.store.as_ref().expect("a spilled chunk has a store");
+        if let Err(e) = store.read_at(offset, &mut bytes) {
+            // The index cannot go on without its entries; a restarted node rebuilds it
+            // from the log.
+            panic!("the index's cold store failed to read {len} bytes at {offset}: {e}");
+        }
+        bytes
     }
 
     /// `f` of the `len` bytes spilled at `offset`, read through the cache.
@@ -184,14 +204,8 @@ impl Cold {
                 cache.push_back(hit);
             }
             None => {
-                let mut bytes = vec![0; len].into_boxed_slice();
-                let store = self.store.as_ref().expect("a spilled chunk has a store");
-                if let Err(e) = store.read_at(offset, &mut bytes) {
-                    // The index cannot go on without its entries; a restarted node
-                    // rebuilds it from the log.
-                    panic!("the index's cold store failed to read {len} bytes at {offset}: {e}");
-                }
-                if cache.len() >= CACHED_CHUNKS {
+                let bytes = self.read(offset, len);
+                if cache.len() >= CACHED_BLOCKS {
                     cache.pop_front();
                 }
                 cache.push_back((offset, bytes));
@@ -209,8 +223,8 @@ struct Chunk<T: Pack> {
     /// The entries that did not pack, by offset, ascending; for a spilled chunk, also
     /// the entries replaced since it was written.
     escaped: Vec<(u16, T)>,
-    /// Where the packed entries are while spilled, and the first entry.
-    spilled: Option<(u64, T)>,
+    /// Where the packed entries are while spilled, and the first entry of each block.
+    spilled: Option<(u64, Box<[T]>)>,
 }
 
 impl<T: Pack> Chunk<T> {
@@ -243,14 +257,17 @@ impl<T: Pack> Chunk<T> {
     }
 
     fn get(&self, at: usize, cold: &Cold) -> T {
-        if let Some((offset, first)) = self.spilled {
+        if let Some((offset, fences)) = &self.spilled {
             if let Some(value) = self.escaped(at) {
                 return value;
             }
-            if at == 0 {
-                return first;
+            if at % BLOCK == 0 {
+                return fences[at / BLOCK];
             }
-            let packed = cold.with(offset, CHUNK * T::PACKED_BYTES, |bytes| T::from_bytes(&bytes[at * T::PACKED_BYTES..]));
+            let block = at / BLOCK * BLOCK;
+            let block_at = offset + (block * T::PACKED_BYTES) as u64;
+            let packed =
+                cold.with(block_at, BLOCK * T::PACKED_BYTES, |bytes| T::from_bytes(&bytes[(at - block) * T::PACKED_BYTES..]));
             return T::unpack(&self.base, packed).expect("a spilled entry that did not pack is kept in memory");
         }
         T::unpack(&self.base, self.packed[at]).unwrap_or_else(|| self.escaped(at).expect("an escaped entry is kept"))
@@ -274,8 +291,8 @@ impl<T: Pack> Chunk<T> {
                 }
             },
         }
-        if let Some((_, first)) = self.spilled.as_mut().filter(|_| at == 0) {
-            *first = value;
+        if let Some((_, fences)) = self.spilled.as_mut().filter(|_| at % BLOCK == 0) {
+            fences[at / BLOCK] = value;
         }
     }
 
@@ -292,8 +309,7 @@ impl<T: Pack> Chunk<T> {
     /// in memory (all of them if the write fails).
     fn rewrite(&mut self, cold: &mut Cold) {
         let Some((offset, _)) = self.spilled else { return };
-        let len = CHUNK * T::PACKED_BYTES;
-        let mut bytes = cold.with(offset, len, |b| b.to_vec());
+        let mut bytes = cold.read(offset, CHUNK * T::PACKED_BYTES);
         let mut kept = Vec::new();
         for &(at, value) in &self.escaped {
             match T::pack(&mut self.base, &value) {
@@ -408,10 +424,10 @@ impl<T: Pack> Chunks<T> {
             return Ok(false);
         }
         let chunk = &mut self.chunks[i];
-        let first = chunk.get(0, cold);
+        let fences = (0..CHUNK).step_by(BLOCK).map(|at| chunk.get(at, cold)).collect();
         let offset = cold.put(&chunk.bytes())?;
         chunk.packed = Vec::new();
-        chunk.spilled = Some((offset, first));
+        chunk.spilled = Some((offset, fences));
         cold.resident -= chunk_bytes::<T>();
         Ok(true)
     }
@@ -646,8 +662,8 @@ mod tests {
         behaves_as_a_vecdeque(true);
     }
 
-    /// A spilled chunk leaves only its base, first entry and escaped entries in memory;
-    /// a lookup reads one chunk; replacements are written back once they are many; a
+    /// A spilled chunk leaves only its base, its blocks' first entries and escaped
+    /// entries in memory; a lookup reads one block; replacements are written back once they are many; a
     /// chunk that leaves the front frees its place in the store for the next one.
     #[test]
     fn a_spilled_chunk_is_read_through_the_cache_and_written_back() {
@@ -669,7 +685,7 @@ mod tests {
         let i = CHUNK + CHUNK / 3;
         assert_eq!(chunks.binary_search_by_key(&SeqNum(10 * i as u64), |&v| v, &cold), Ok(i));
         assert_eq!(chunks.binary_search_by_key(&SeqNum(10 * i as u64 + 1), |&v| v, &cold), Err(i + 1));
-        assert_eq!(cold.cache.borrow().len(), 1, "one chunk read");
+        assert_eq!(cold.cache.borrow().len(), 1, "one block read");
         for i in 0..(OVERRIDES_MAX as u64 + 1) {
             chunks.set(i as usize, SeqNum(10 * i + 1), &mut cold);
         }
