@@ -261,7 +261,7 @@ impl<T: Pack> Chunk<T> {
             if let Some(value) = self.escaped(at) {
                 return value;
             }
-            if at % BLOCK == 0 {
+            if at.is_multiple_of(BLOCK) {
                 return fences[at / BLOCK];
             }
             let block = at / BLOCK * BLOCK;
@@ -291,7 +291,7 @@ impl<T: Pack> Chunk<T> {
                 }
             },
         }
-        if let Some((_, fences)) = self.spilled.as_mut().filter(|_| at % BLOCK == 0) {
+        if let Some((_, fences)) = self.spilled.as_mut().filter(|_| at.is_multiple_of(BLOCK)) {
             fences[at / BLOCK] = value;
         }
     }
