@@ -30,6 +30,7 @@ use tally_runtime::dev::DevNode;
 use tokio::task::JoinSet;
 
 use crate::report::{micros, round_to, Latencies, Report};
+use crate::state::Rng;
 use crate::RunOptions;
 
 const CLIENTS: u64 = 256;
@@ -94,19 +95,13 @@ async fn reads(node: &DevNode, report: &mut Report, count: usize) -> anyhow::Res
     let first = log.read_next(&mut ctx, book, tag, SeqNum::MIN).await?.context("the book has records")?.seqnum.0;
     let last = log.read_prev(&mut ctx, book, tag, SeqNum::MAX).await?.context("the book has records")?.seqnum.0;
     let span = last - first;
-    let mut rng = 0x2545_f491_4f6c_dd1d_u64;
-    let mut next = move || {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng
-    };
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
     let (mut old, mut recent) = (Vec::with_capacity(count), Vec::with_capacity(count));
     for i in 0..2 * count {
         let (from, samples) = if i % 2 == 0 {
-            (first + next() % (span / 10 * 9).max(1), &mut old)
+            (first + rng.next() % (span / 10 * 9).max(1), &mut old)
         } else {
-            (last - next() % (span / 100).max(1), &mut recent)
+            (last - rng.next() % (span / 100).max(1), &mut recent)
         };
         let started = Instant::now();
         log.read_next(&mut ctx, book, tag, SeqNum(from)).await?.context("a record at or after a seqnum of the book")?;

@@ -81,11 +81,8 @@ pub struct ClusterBuilder {
 
 impl ClusterBuilder {
     pub fn new(dir: impl Into<PathBuf>) -> ClusterBuilder {
-        let dir = dir.into();
-        // Every node's indexes spill to scratch files there past the default bound.
-        let cold = Some(cold_index(dir.join("cold"), INDEX_RESIDENT_DEFAULT));
-        ClusterBuilder {
-            dir,
+        let mut b = ClusterBuilder {
+            dir: dir.into(),
             sequencers: 3,
             storage_nodes: 3,
             engines: 2,
@@ -94,17 +91,19 @@ impl ClusterBuilder {
             n_data: 3,
             fsync: FsyncPolicy::default(),
             record_store: RecordStoreKind::default(),
-            engine_config: EngineConfig { cold_index: cold.clone(), ..EngineConfig::default() },
+            engine_config: EngineConfig::default(),
             engine_driver: EngineDriverConfig::default(),
             sequencer_config: SequencerConfig::default(),
-            storage_config: StorageConfig { cold_index: cold, ..StorageConfig::default() },
+            storage_config: StorageConfig::default(),
             group_commit: GroupCommitConfig::default(),
             net: NetConfig::default(),
             failure_timeout_us: 1_000_000,
             indexers_per_log: None,
             ready_timeout: Duration::from_secs(15),
             local_delivery: true,
-        }
+        };
+        b.index_resident_max(INDEX_RESIDENT_DEFAULT);
+        b
     }
 
     /// Every node's indexes keep at most `bytes` of full chunks in memory each, and

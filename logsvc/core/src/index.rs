@@ -817,13 +817,8 @@ mod tests {
     /// reads and exports, while the first keeps no full chunk in memory.
     #[test]
     fn an_index_that_spills_answers_as_one_in_memory() {
-        let mut rng = 0x9e37_79b9_7f4a_7c15_u64;
-        let mut next = move || {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng
-        };
+        let mut rng = crate::sim::Rng::new(7);
+        let mut next = move || rng.next_u64();
         let mut mem = Index::new();
         let mut cold = Index::with_cold_store(Box::new(crate::chunks::MemColdStore::default()), 0);
         let tags = [Tag(1), Tag(2), Tag(3), Tag(Tag::MARK_BITS | 1)];
