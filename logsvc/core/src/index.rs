@@ -417,6 +417,8 @@ impl Index {
         assert!(self.last.is_none_or(|l| l < seqnum), "records must be applied in seqnum order");
         self.last = Some(seqnum);
         let Index { books, cold, sealed, .. } = self;
+        // Without a store nothing spills: no chunk is queued.
+        let spills = cold.can_spill();
         let book = books.entry(book_id).or_default();
         for &Cond { tag, position } in conds {
             let row = book.rows.get(&tag);
@@ -439,7 +441,7 @@ impl Index {
             let row = book.rows.entry(tag).or_default();
             row.total += 1;
             if mark || live {
-                if let Some(no) = row.live.push_back(seqnum, cold) {
+                if let Some(no) = row.live.push_back(seqnum, cold).filter(|_| spills) {
                     sealed.push_back((book_id, tag, no));
                 }
             }
@@ -449,7 +451,8 @@ impl Index {
         book.all_total += 1;
         if seqnum >= all_trim && (untagged || tag_rows > 0) {
             let Location { shard, local_id } = location;
-            if let Some(no) = book.all.push_back(Slot { seqnum, local_id, shard, tag_rows, dead: false }, cold) {
+            let slot = Slot { seqnum, local_id, shard, tag_rows, dead: false };
+            if let Some(no) = book.all.push_back(slot, cold).filter(|_| spills) {
                 sealed.push_back((book_id, Tag::ALL, no));
             }
             self.live_records += 1;
@@ -578,7 +581,9 @@ impl Index {
                 book.all_total = total;
             } else {
                 let live = Chunks::collect(live, cold);
-                self.sealed.extend(live.sealed().map(|no| (state.book, tag, no)));
+                if cold.can_spill() {
+                    self.sealed.extend(live.sealed().map(|no| (state.book, tag, no)));
+                }
                 book.rows.insert(tag, Row { live, total });
             }
         }
@@ -592,7 +597,9 @@ impl Index {
             dead: false,
         });
         book.all = Chunks::collect(slots, cold);
-        self.sealed.extend(book.all.sealed().map(|no| (state.book, Tag::ALL, no)));
+        if cold.can_spill() {
+            self.sealed.extend(book.all.sealed().map(|no| (state.book, Tag::ALL, no)));
+        }
         self.live_records += book.all.len();
         self.books.insert(state.book, book);
         self.spill_over_budget();
