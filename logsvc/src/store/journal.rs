@@ -16,7 +16,8 @@
 //! sequencer syncs once per metalog batch, on the critical path of every append.
 //!
 //! Opening scans every frame (the metalog is also held in memory by its sequencer) and
-//! keeps where each entry is. A frame is whole or not there: its length and checksum
+//! keeps where every 64th entry of each metalog is (`MARK_EVERY`): a read of entries
+//! that left the sequencer's memory scans frames forward from there. A frame is whole or not there: its length and checksum
 //! say so, and its sequence number must follow its predecessor's, so bytes left by a
 //! frame a crash tore never pass for a later one. Only the last frame of the last
 //! segment can be torn (a persist returns only once its frame is durable, and no frame
@@ -25,8 +26,8 @@
 //! zeros after the length its frame's header names; a bad frame with data after that,
 //! a bad frame in an earlier segment, or a checksummed frame that does not decode is
 //! corruption and fails the open, rather than being cut off with the writes after it.
-//! A restart reads the journal twice: the open scans every frame to place the entries,
-//! and `load` reads the frames that still hold one, each once. After a failed write or sync the
+//! A restart reads the journal twice: the open scans every frame to place the marks,
+//! and `load` replays every frame. After a failed write or sync the
 //! store refuses every later persist: what reached the disk is unknown (a failed
 //! `fsync` may have dropped the dirty pages), and the sequencer stops.
 //!
@@ -52,17 +53,28 @@ const SEGMENT_BYTES: u64 = 16 << 20;
 /// Upper bound on one frame's payload: a batch of writes of one sequencer's inputs.
 const FRAME_BYTES_MAX: u64 = 256 << 20;
 
-/// Where an entry is: its frame, and its place among the frame's writes.
-#[derive(Clone, Copy, Debug)]
-struct Slot {
-    segment: u64,
-    offset: u64,
-    write: u32,
-}
+/// Every `MARK_EVERY`-th entry of a metalog keeps the place of the frame that wrote it
+/// in memory; a read of entries scans frames forward from the mark at or before the
+/// first. What the store holds in memory grows by 16 bytes per 64 entries, where a
+/// place per entry grew by ~40 bytes an entry: at one client every append is an entry.
+const MARK_EVERY: u64 = 64;
+/// Bytes a scan reads at once.
+const SCAN_CHUNK: usize = 256 << 10;
+
+/// Where a frame starts: segment, byte offset.
+type Place = (u64, u64);
 
 #[derive(Default)]
 struct Metalog {
-    entries: BTreeMap<u64, Slot>,
+    /// Entries `0..len` are held (a metalog's entries are written in order).
+    len: u64,
+    /// `marks[k]`: the frame that wrote entry `k * MARK_EVERY`, the first since any
+    /// truncation below it, so every later entry up to the next mark is in a frame at
+    /// or after it.
+    marks: Vec<Place>,
+    /// The frame of the last truncation that dropped entries: a scan trusts what it
+    /// found only once it has read past it (entries written before it may be gone).
+    truncated: Option<Place>,
     sealed: bool,
     led: bool,
 }
@@ -216,21 +228,135 @@ fn torn_tail(bytes: &[u8], end: u64) -> bool {
     }
 }
 
-fn apply(metalogs: &mut BTreeMap<(Term, LogId), Metalog>, segment: u64, offset: u64, writes: &[MetalogWrite]) {
-    for (i, write) in writes.iter().enumerate() {
+/// Checks that `writes` continue each metalog's entries in order (an entry's index is
+/// at most the number held before it: the next one, or one held again).
+fn check_order(metalogs: &BTreeMap<(Term, LogId), Metalog>, writes: &[MetalogWrite]) -> std::result::Result<(), String> {
+    let mut lens: BTreeMap<(Term, LogId), u64> = BTreeMap::new();
+    for write in writes {
+        let (key, len) = match write {
+            MetalogWrite::Entry(e) => ((e.term, e.log), None),
+            MetalogWrite::Truncate { term, log, len } => ((*term, *log), Some(*len)),
+            _ => continue,
+        };
+        let held = lens.entry(key).or_insert_with(|| metalogs.get(&key).map_or(0, |m| m.len));
+        match (write, len) {
+            (MetalogWrite::Entry(e), _) if e.index > *held => {
+                return Err(format!("entry {} of {:?} {:?} after {held} entries", e.index, key.0, key.1));
+            }
+            (MetalogWrite::Entry(e), _) => *held = (*held).max(e.index + 1),
+            (_, Some(len)) => *held = (*held).min(len),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Applies `writes`, the frame at `place` (checked by [`check_order`]), to the index.
+fn apply(metalogs: &mut BTreeMap<(Term, LogId), Metalog>, place: Place, writes: &[MetalogWrite]) {
+    for write in writes {
         match write {
             MetalogWrite::Entry(entry) => {
-                let slot = Slot { segment, offset, write: i as u32 };
-                metalogs.entry((entry.term, entry.log)).or_default().entries.insert(entry.index, slot);
+                let metalog = metalogs.entry((entry.term, entry.log)).or_default();
+                // An entry held again keeps its first place: the entries after it may
+                // be in frames between the two.
+                if entry.index == metalog.len {
+                    if entry.index % MARK_EVERY == 0 {
+                        metalog.marks.push(place);
+                    }
+                    metalog.len += 1;
+                }
             }
             MetalogWrite::Truncate { term, log, len } => {
-                if let Some(metalog) = metalogs.get_mut(&(*term, *log)) {
-                    metalog.entries.split_off(len);
+                if let Some(metalog) = metalogs.get_mut(&(*term, *log)).filter(|m| *len < m.len) {
+                    metalog.len = *len;
+                    metalog.marks.truncate(len.div_ceil(MARK_EVERY) as usize);
+                    metalog.truncated = Some(place);
                 }
             }
             MetalogWrite::Seal { term, log } => metalogs.entry((*term, *log)).or_default().sealed = true,
             MetalogWrite::Lead { term, log } => metalogs.entry((*term, *log)).or_default().led = true,
         }
+    }
+}
+
+/// Reads the frames of a journal in order, from a place up to the end the journal had
+/// when the scan began (frames before it are whole: a persist writes under the lock).
+struct Scan<'a> {
+    dir: &'a Path,
+    place: Place,
+    end: Place,
+    file: Option<(u64, File)>,
+    /// Bytes of segment `buf_at.0` from offset `buf_at.1` on.
+    buf: Vec<u8>,
+    buf_at: Place,
+}
+
+impl<'a> Scan<'a> {
+    fn new(dir: &'a Path, from: Place, end: Place) -> Scan<'a> {
+        Scan { dir, place: from, end, file: None, buf: Vec::new(), buf_at: (0, 0) }
+    }
+
+    /// The next frame: its place and writes.
+    fn next(&mut self) -> Result<Option<(Place, Vec<MetalogWrite>)>> {
+        while self.place < self.end {
+            if let Some((writes, len)) = self.frame()? {
+                let at = self.place;
+                self.place.1 += len;
+                return Ok(Some((at, writes)));
+            }
+            // Zeros: this segment's frames ended, the next segment's follow.
+            let path = segment_path(self.dir, self.place.0);
+            if self.place.0 >= self.end.0 {
+                return Err(Error::Storage(format!("no frame at byte {} of {}", self.place.1, path.display())));
+            }
+            self.place = (self.place.0 + 1, HEADER.len() as u64);
+        }
+        Ok(None)
+    }
+
+    /// The frame at `place`, if one is there, and its length.
+    fn frame(&mut self) -> Result<Option<(Vec<MetalogWrite>, u64)>> {
+        let Some(head) = self.bytes(FRAME_HEADER)? else { return Ok(None) };
+        let (len, _, seq) = frame_header(head, 0).expect("a whole header");
+        if len == 0 {
+            return Ok(None);
+        }
+        let path = segment_path(self.dir, self.place.0);
+        let offset = self.place.1;
+        let corrupt = |e: String| Error::Storage(format!("corrupt frame at byte {offset} of {}: {e}", path.display()));
+        let bytes = self.bytes(FRAME_HEADER + len)?.ok_or_else(|| corrupt("cut short".into()))?;
+        match parse_frame(bytes, 0, seq).map_err(|e| corrupt(e.to_string()))? {
+            Some(frame) => Ok(Some(frame)),
+            None => Err(corrupt("checksum".into())),
+        }
+    }
+
+    /// `len` bytes from `place`, or `None` past the segment's end.
+    fn bytes(&mut self, len: u64) -> Result<Option<&[u8]>> {
+        let (segment, offset) = self.place;
+        let covered =
+            self.buf_at.0 == segment && offset >= self.buf_at.1 && offset + len <= self.buf_at.1 + self.buf.len() as u64;
+        if !covered {
+            let path = segment_path(self.dir, segment);
+            let file = match &mut self.file {
+                Some((s, file)) if *s == segment => file,
+                slot => &slot.insert((segment, File::open(&path).map_err(io_error("opening", &path))?)).1,
+            };
+            self.buf.resize(SCAN_CHUNK.max(len as usize), 0);
+            let mut filled = 0;
+            while filled < self.buf.len() {
+                match file.read_at(&mut self.buf[filled..], offset + filled as u64) {
+                    Ok(0) => break,
+                    Ok(n) => filled += n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(io_error("reading", &path)(e)),
+                }
+            }
+            self.buf.truncate(filled);
+            self.buf_at = (segment, offset);
+        }
+        let at = (offset - self.buf_at.1) as usize;
+        Ok(self.buf.get(at..at + len as usize))
     }
 }
 
@@ -279,7 +405,9 @@ impl JournalMetalogStore {
             while let Some((writes, len)) = parse_frame(&bytes, offset, next_seq)
                 .map_err(|e| Error::Storage(format!("corrupt frame at byte {offset} of {}: {e}", path.display())))?
             {
-                apply(&mut metalogs, segment, offset, &writes);
+                check_order(&metalogs, &writes)
+                    .map_err(|e| Error::Storage(format!("corrupt frame at byte {offset} of {}: {e}", path.display())))?;
+                apply(&mut metalogs, (segment, offset), &writes);
                 offset += len;
                 next_seq += 1;
             }
@@ -339,24 +467,6 @@ impl JournalMetalogStore {
     fn lock(&self) -> std::sync::MutexGuard<'_, Journal> {
         self.journal.lock().unwrap_or_else(|e| e.into_inner())
     }
-
-    /// The frame at `slot`, decoded; `file` keeps the segment last read open, for the
-    /// next frame of a scan.
-    fn read_frame(&self, file: &mut Option<(u64, File)>, slot: Slot) -> Result<Vec<MetalogWrite>> {
-        let path = segment_path(&self.dir, slot.segment);
-        let file = match file {
-            Some((segment, file)) if *segment == slot.segment => file,
-            _ => &file.insert((slot.segment, File::open(&path).map_err(io_error("opening", &path))?)).1,
-        };
-        let mut head = [0u8; FRAME_HEADER as usize];
-        file.read_exact_at(&mut head, slot.offset).map_err(io_error("reading", &path))?;
-        let (len, _, seq) = frame_header(&head, 0).expect("a whole header");
-        let mut frame = vec![0u8; (FRAME_HEADER + len) as usize];
-        file.read_exact_at(&mut frame, slot.offset).map_err(io_error("reading", &path))?;
-        parse_frame(&frame, 0, seq)?
-            .map(|(writes, _)| writes)
-            .ok_or_else(|| Error::Storage(format!("corrupt frame at byte {} of {}", slot.offset, path.display())))
-    }
 }
 
 impl MetalogStore for JournalMetalogStore {
@@ -365,6 +475,8 @@ impl MetalogStore for JournalMetalogStore {
         if let Some(failed) = &journal.failed {
             return Err(Error::Storage(format!("the metalog journal failed earlier: {failed}")));
         }
+        check_order(&journal.metalogs, writes)
+            .map_err(|e| Error::Storage(format!("refused a metalog write out of order: {e}")))?;
         let payload = encode("metalog frame", &writes, FRAME_BYTES_MAX, &[])?;
         let mut frame = Vec::with_capacity(FRAME_HEADER as usize + payload.len());
         frame.resize(FRAME_HEADER as usize, 0);
@@ -389,77 +501,89 @@ impl MetalogStore for JournalMetalogStore {
         let (segment, offset) = (journal.segment, journal.end);
         journal.end += len;
         journal.next_seq += 1;
-        apply(&mut journal.metalogs, segment, offset, writes);
+        apply(&mut journal.metalogs, (segment, offset), writes);
         Ok(())
     }
 
     fn load(&self) -> Result<Vec<MetalogWrite>> {
-        // Every live entry's slot, read in journal order: each frame once, each segment
-        // opened once.
-        let (slots, marks) = {
+        // Every frame, in order, replayed: what a restart needs is every entry.
+        let (first, end, marks) = {
             let journal = self.lock();
-            let mut slots = Vec::new();
-            let mut marks = Vec::new();
-            for (&(term, log), metalog) in &journal.metalogs {
-                slots.extend(metalog.entries.values().map(|s| (*s, term, log)));
-                marks.push(((term, log), metalog.sealed, metalog.led));
-            }
-            (slots, marks)
+            let marks: Vec<((Term, LogId), bool, bool)> =
+                journal.metalogs.iter().map(|(key, m)| (*key, m.sealed, m.led)).collect();
+            (segments(&self.dir)?.first().copied().unwrap_or(journal.segment), (journal.segment, journal.end), marks)
         };
-        let mut ordered: Vec<(Slot, Term, LogId)> = slots;
-        ordered.sort_unstable_by_key(|(s, _, _)| (s.segment, s.offset, s.write));
-        let mut entries: BTreeMap<(Term, LogId, u64), MetalogEntry> = BTreeMap::new();
-        let (mut file, mut frame): (_, Option<(Slot, Vec<MetalogWrite>)>) = (None, None);
-        for (slot, term, log) in ordered {
-            if !frame.as_ref().is_some_and(|(s, _)| (s.segment, s.offset) == (slot.segment, slot.offset)) {
-                frame = Some((slot, self.read_frame(&mut file, slot)?));
-            }
-            match frame.as_ref().and_then(|(_, writes)| writes.get(slot.write as usize)) {
-                Some(MetalogWrite::Entry(e)) if (e.term, e.log) == (term, log) => {
-                    entries.insert((term, log, e.index), e.clone());
+        let mut entries: BTreeMap<(Term, LogId), Vec<MetalogEntry>> = BTreeMap::new();
+        let mut scan = Scan::new(&self.dir, (first, HEADER.len() as u64), end);
+        while let Some((_, writes)) = scan.next()? {
+            for write in writes {
+                match write {
+                    MetalogWrite::Entry(e) => {
+                        let held = entries.entry((e.term, e.log)).or_default();
+                        match held.get_mut(e.index as usize) {
+                            Some(slot) => *slot = e,
+                            None => held.push(e), // the next one: frames were checked in order
+                        }
+                    }
+                    MetalogWrite::Truncate { term, log, len } => {
+                        if let Some(held) = entries.get_mut(&(term, log)) {
+                            held.truncate(usize::try_from(len).unwrap_or(usize::MAX));
+                        }
+                    }
+                    MetalogWrite::Seal { .. } | MetalogWrite::Lead { .. } => {}
                 }
-                _ => return Err(Error::Storage(format!("the metalog journal lost an entry of {term:?} {log:?}"))),
             }
         }
-        let mut writes = Vec::with_capacity(entries.len() + marks.len());
-        let mut entries = entries.into_iter().peekable();
-        for ((term, log), sealed, led) in marks {
-            while let Some((_, e)) = entries.next_if(|((t, l, _), _)| (*t, *l) == (term, log)) {
-                writes.push(MetalogWrite::Entry(e));
-            }
+        let mut writes = Vec::with_capacity(entries.values().map(Vec::len).sum::<usize>() + marks.len());
+        for (key, sealed, led) in marks {
+            writes.extend(entries.remove(&key).unwrap_or_default().into_iter().map(MetalogWrite::Entry));
             if sealed {
-                writes.push(MetalogWrite::Seal { term, log });
+                writes.push(MetalogWrite::Seal { term: key.0, log: key.1 });
             }
             if led {
-                writes.push(MetalogWrite::Lead { term, log });
+                writes.push(MetalogWrite::Lead { term: key.0, log: key.1 });
             }
         }
         Ok(writes)
     }
 
     fn read_entries(&self, term: Term, log: LogId, from: u64, to: u64) -> Result<Vec<MetalogEntry>> {
-        let slots: Vec<(u64, Slot)> = match self.lock().metalogs.get(&(term, log)) {
-            Some(metalog) if from < to => metalog.entries.range(from..to).map(|(i, s)| (*i, *s)).collect(),
-            _ => return Ok(Vec::new()),
+        let (start, truncated, to, end) = {
+            let journal = self.lock();
+            let Some(metalog) = journal.metalogs.get(&(term, log)) else { return Ok(Vec::new()) };
+            let to = to.min(metalog.len);
+            if from >= to {
+                return Ok(Vec::new());
+            }
+            (metalog.marks[(from / MARK_EVERY) as usize], metalog.truncated, to, (journal.segment, journal.end))
         };
-        let mut entries = Vec::new();
-        let mut file = None;
-        let mut frame: Option<(u64, u64, Vec<MetalogWrite>)> = None;
-        for (index, slot) in slots {
-            if index != from + entries.len() as u64 {
+        let mut found: Vec<Option<MetalogEntry>> = vec![None; (to - from) as usize];
+        let mut missing = found.len();
+        let mut scan = Scan::new(&self.dir, start, end);
+        while let Some((place, writes)) = scan.next()? {
+            if missing == 0 && truncated.is_none_or(|t| place > t) {
                 break;
             }
-            if !matches!(&frame, Some((s, o, _)) if (*s, *o) == (slot.segment, slot.offset)) {
-                frame = Some((slot.segment, slot.offset, self.read_frame(&mut file, slot)?));
-            }
-            let writes = &frame.as_ref().expect("read above").2;
-            match writes.get(slot.write as usize) {
-                Some(MetalogWrite::Entry(entry)) if (entry.term, entry.log, entry.index) == (term, log, index) => {
-                    entries.push(entry.clone())
+            for write in writes {
+                match write {
+                    MetalogWrite::Entry(e) if (e.term, e.log) == (term, log) && (from..to).contains(&e.index) => {
+                        let slot = &mut found[(e.index - from) as usize];
+                        missing -= usize::from(slot.is_none());
+                        *slot = Some(e);
+                    }
+                    MetalogWrite::Truncate { term: t, log: l, len } if (t, l) == (term, log) => {
+                        for slot in found.iter_mut().skip(len.saturating_sub(from) as usize) {
+                            missing += usize::from(slot.take().is_some());
+                        }
+                    }
+                    _ => {}
                 }
-                _ => return Err(Error::Storage(format!("the metalog journal lost entry {index} of {term:?} {log:?}"))),
             }
         }
-        Ok(entries)
+        if missing > 0 {
+            let first = found.iter().position(Option::is_none).map_or(to, |i| from + i as u64);
+            return Err(Error::Storage(format!("the metalog journal lost entry {first} of {term:?} {log:?}")));
+        }
+        Ok(found.into_iter().flatten().collect())
     }
 }

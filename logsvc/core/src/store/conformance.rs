@@ -441,6 +441,31 @@ pub fn metalog_truncate_drops_the_tail(store: &dyn MetalogStore) -> SuiteResult 
     Ok(())
 }
 
+pub fn metalog_long_metalogs_truncated_deep_and_written_again(store: &dyn MetalogStore) -> SuiteResult {
+    // Long enough that a store indexing only some entries reads others by scanning
+    // (the journal keeps one place per 64 entries), two logs interleaved in one frame.
+    let truncate = |term, log, len| MetalogWrite::Truncate { term: Term(term), log: LogId(log), len };
+    let mut writes = Vec::new();
+    for i in 0..150 {
+        writes.push(entry(1, 0, i, 1));
+        if i % 3 == 0 {
+            writes.push(entry(1, 1, i / 3, 1));
+        }
+    }
+    // Cut below the third mark and in the middle of the second, then written on,
+    // different: the old entries 70..150 must not come back.
+    writes.push(truncate(1, 0, 70));
+    writes.extend((70..140).map(|i| entry(1, 0, i, 2)));
+    writes.push(truncate(1, 1, 30));
+    writes.push(entry(1, 1, 30, 3));
+    writes.push(entry(2, 0, 0, 1));
+    let state = check_metalog(store, &writes)?;
+    let log0 = &state.entries[&(Term(1), LogId(0))];
+    assert_eq!((log0.len(), log0[69].prev_cut.clone(), log0[70].prev_cut.clone()), (140, vec![69, 1], vec![70, 2]));
+    assert_eq!(state.entries[&(Term(1), LogId(1))].len(), 31);
+    Ok(())
+}
+
 pub fn metalog_seal_follows_its_entries(store: &dyn MetalogStore) -> SuiteResult {
     let seal = |term, log| MetalogWrite::Seal { term: Term(term), log: LogId(log) };
     let writes = [
@@ -599,6 +624,7 @@ macro_rules! metalog_store_suite {
                 metalog_empty_store_loads_nothing,
                 metalog_round_trip,
                 metalog_truncate_drops_the_tail,
+                metalog_long_metalogs_truncated_deep_and_written_again,
                 metalog_seal_follows_its_entries,
                 metalog_lead_marks_survive_with_entries_and_seals,
             ],

@@ -112,7 +112,9 @@ pub enum MetalogWrite {
 pub trait MetalogStore: Send + Sync + 'static {
     /// Persists `writes`, in order, as one write: returns once all are durable; a
     /// crash during the call keeps all of them or none. A driver persists every write
-    /// a batch of inputs produced at once, with one sync.
+    /// a batch of inputs produced at once, with one sync. A metalog's entries come
+    /// in order (each the next one, after a truncation the next after it), as the
+    /// sequencer appends them; a store may refuse others.
     fn persist(&self, writes: &[MetalogWrite]) -> Result<()>;
     /// Writes that rebuild the state, in an order that replays correctly: per
     /// (term, log), entries by index, then the seal and the lead mark if any.
