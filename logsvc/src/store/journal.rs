@@ -17,19 +17,20 @@
 //!
 //! Opening scans every frame (the metalog is also held in memory by its sequencer) and
 //! keeps where every 64th entry of each metalog is (`MARK_EVERY`): a read of entries
-//! that left the sequencer's memory scans frames forward from there. A frame is whole or not there: its length and checksum
-//! say so, and its sequence number must follow its predecessor's, so bytes left by a
-//! frame a crash tore never pass for a later one. Only the last frame of the last
-//! segment can be torn (a persist returns only once its frame is durable, and no frame
-//! is written before the previous one returned); the scan stops there, and the tail
+//! that left the sequencer's memory scans frames forward from there. A frame is whole
+//! or not there: its length and checksum say so, and its sequence number must follow
+//! its predecessor's, so bytes left by a frame a crash tore never pass for a later one.
+//! Only the last frame of the last segment can be torn (a persist returns only once its
+//! frame is durable, and no frame is written before the previous one returned); the
+//! scan stops there, and the tail
 //! from there to the segment's end is zeroed before anything is written. A tear leaves
 //! zeros after the length its frame's header names; a bad frame with data after that,
 //! a bad frame in an earlier segment, or a checksummed frame that does not decode is
 //! corruption and fails the open, rather than being cut off with the writes after it.
 //! A restart reads the journal twice: the open scans every frame to place the marks,
-//! and `load` replays every frame. After a failed write or sync the
-//! store refuses every later persist: what reached the disk is unknown (a failed
-//! `fsync` may have dropped the dirty pages), and the sequencer stops.
+//! and `load` replays every frame. After a failed write or sync the store refuses
+//! every later persist: what reached the disk is unknown (a failed `fsync` may have
+//! dropped the dirty pages), and the sequencer stops.
 //!
 //! A directory that holds a RocksDB metalog (what earlier versions wrote) is imported
 //! once: its writes become the journal's first frame, then its files are removed.
@@ -58,8 +59,9 @@ const FRAME_BYTES_MAX: u64 = 256 << 20;
 /// first. What the store holds in memory grows by 16 bytes per 64 entries, where a
 /// place per entry grew by ~40 bytes an entry: at one client every append is an entry.
 const MARK_EVERY: u64 = 64;
-/// Bytes a scan reads at once.
-const SCAN_CHUNK: usize = 256 << 10;
+/// Bytes a scan reads at once: a read of the most entries a message carries (256)
+/// from 63 entries after a mark, at ~100-200 bytes a frame, in one or two.
+const SCAN_CHUNK: usize = 64 << 10;
 
 /// Where a frame starts: segment, byte offset.
 type Place = (u64, u64);
@@ -462,6 +464,12 @@ impl JournalMetalogStore {
     pub(super) fn position(&self) -> (PathBuf, u64) {
         let journal = self.lock();
         (segment_path(&self.dir, journal.segment), journal.end)
+    }
+
+    /// The places the store holds in memory, over all its metalogs.
+    #[cfg(test)]
+    pub(super) fn marks_held(&self) -> usize {
+        self.lock().metalogs.values().map(|m| m.marks.len()).sum()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Journal> {

@@ -167,6 +167,35 @@ fn journal_metalog_store_keeps_writes_across_reopens_and_segments() -> anyhow::R
 }
 
 #[test]
+fn journal_metalog_store_holds_one_place_per_64_entries() -> anyhow::Result<()> {
+    // At one client every append is an entry: what the store holds in memory must not
+    // grow by a place per entry (it did: ~40 bytes each).
+    let dir = tempfile::TempDir::new()?;
+    let store = JournalMetalogStore::open_with(dir.path(), 64 << 10)?;
+    for index in 0..10_000 {
+        store.persist(&[entry(1, 0, index, 1), entry(1, 1, index, 2)])?;
+    }
+    ensure!(store.marks_held() == 2 * 10_000usize.div_ceil(64), "{} places held", store.marks_held());
+    // Reads from anywhere, across segments, from the store and after a reopen.
+    let want = |from: u64, to: u64| -> Vec<_> {
+        (from..to)
+            .map(|i| match entry(1, 1, i, 2) {
+                MetalogWrite::Entry(e) => e,
+                _ => unreachable!("entry() makes an entry"),
+            })
+            .collect()
+    };
+    for (from, to) in [(0, 256), (63, 64), (64, 65), (5_000, 5_256), (9_990, 10_000)] {
+        assert_eq!(store.read_entries(Term(1), LogId(1), from, to)?, want(from, to));
+    }
+    drop(store);
+    let store = JournalMetalogStore::open_with(dir.path(), 64 << 10)?;
+    ensure!(store.marks_held() == 2 * 10_000usize.div_ceil(64), "{} places held after a reopen", store.marks_held());
+    assert_eq!(store.read_entries(Term(1), LogId(1), 7_777, 7_900)?, want(7_777, 7_900));
+    Ok(())
+}
+
+#[test]
 fn journal_metalog_store_drops_a_torn_last_frame_and_writes_on() -> anyhow::Result<()> {
     let dir = tempfile::TempDir::new()?;
     let writes = metalog_history(2);
