@@ -87,6 +87,10 @@ pub trait ColdStore: Send {
 
     /// Fills `out` with what was written at `offset`.
     fn read_at(&self, offset: u64, out: &mut [u8]) -> std::io::Result<()>;
+
+    /// The `len` bytes at `offset` hold nothing any more (until written again): a
+    /// store may give their space back. Best effort; nothing reads them before a write.
+    fn discard(&mut self, _offset: u64, _len: usize) {}
 }
 
 /// A [`ColdStore`] in memory, for tests and the simulator.
@@ -107,6 +111,16 @@ impl ColdStore for MemColdStore {
         let bytes = self.0.get(offset as usize..offset as usize + out.len());
         out.copy_from_slice(bytes.ok_or_else(|| std::io::Error::other("read past the end"))?);
         Ok(())
+    }
+
+    /// Scrambles what was there, as a hole reads back zeros: an index that read a
+    /// place it freed would find entries it never wrote, which tests and the
+    /// simulator's oracle catch.
+    fn discard(&mut self, offset: u64, len: usize) {
+        let end = (offset as usize + len).min(self.0.len());
+        for b in self.0.get_mut(offset as usize..end).unwrap_or_default() {
+            *b = 0xA5;
+        }
     }
 }
 
@@ -175,6 +189,9 @@ impl Cold {
 
     fn release(&mut self, offset: u64, len: usize) {
         self.forget(offset, len);
+        if let Some(store) = self.store.as_mut() {
+            store.discard(offset, len);
+        }
         self.free.entry(len).or_default().push(offset);
     }
 

@@ -42,6 +42,23 @@ impl ColdStore for FileColdStore {
     fn read_at(&self, offset: u64, out: &mut [u8]) -> std::io::Result<()> {
         self.file.read_exact_at(out, offset)
     }
+
+    /// Punches a hole: a freed place (a chunk trimmed out of its row) goes back to the
+    /// filesystem until a later chunk reuses it, so the file holds what is spilled now
+    /// rather than the most ever spilled. Failures (a filesystem without holes) keep
+    /// the space, which is only that.
+    fn discard(&mut self, offset: u64, len: usize) {
+        use std::os::fd::AsRawFd as _;
+        // SAFETY: fallocate reads no memory of ours; the descriptor is open and owned by `file`.
+        unsafe {
+            libc::fallocate(
+                self.file.as_raw_fd(),
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                offset as libc::off_t,
+                len as libc::off_t,
+            );
+        }
+    }
 }
 
 /// Indexes that spill to files in `dir` past `resident_max` bytes each.
@@ -64,5 +81,27 @@ mod tests {
         assert_eq!(&out, b"0123456789cold");
         assert!(store.read_at(12, &mut out).is_err(), "a read past the end fails");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "unlinked");
+    }
+
+    #[test]
+    fn a_discarded_place_gives_its_space_back_and_can_be_written_again() {
+        use std::os::unix::fs::MetadataExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = FileColdStore::create(dir.path()).unwrap();
+        let chunk = vec![7u8; 1 << 20];
+        store.write_at(0, &chunk).unwrap();
+        store.write_at(1 << 20, &chunk).unwrap();
+        store.file.sync_all().unwrap();
+        let blocks = |store: &FileColdStore| store.file.metadata().unwrap().blocks() * 512;
+        let before = blocks(&store);
+        store.discard(0, 1 << 20);
+        let after = blocks(&store);
+        assert!(after + (1 << 20) <= before + 4096, "{before} bytes allocated before, {after} after");
+        let mut out = vec![0; 1 << 20];
+        store.read_at(1 << 20, &mut out).unwrap();
+        assert_eq!(out, chunk, "the place after it is untouched");
+        store.write_at(0, &chunk).unwrap();
+        store.read_at(0, &mut out).unwrap();
+        assert_eq!(out, chunk, "written again");
     }
 }
