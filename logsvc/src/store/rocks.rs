@@ -35,8 +35,8 @@ use std::sync::Mutex;
 
 use bytes::Bytes;
 use rocksdb::{
-    BlockBasedIndexType, BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, DBCompressionType, Direction,
-    IteratorMode, Options, ReadOptions, WriteBatch, WriteOptions, DB,
+    BlockBasedOptions, ColumnFamily, ColumnFamilyDescriptor, DBCompressionType, Direction, IteratorMode, Options, ReadOptions,
+    WriteBatch, WriteOptions, DB,
 };
 
 use tally_log_core::{Error, LocalId, Location, LogId, MetalogEntry, Record, RecordMeta, Result, ShardId, Term};
@@ -173,7 +173,7 @@ fn db_options() -> Options {
 /// often already compressed; the CPU would come out of the write path; and a RocksDB
 /// built by librocksdb-sys without default features links no codec at all, so asking
 /// for one would fail at open on such a build.
-fn cf_options(write_buffer_bytes: usize, cache: &Cache) -> Options {
+fn cf_options(write_buffer_bytes: usize) -> Options {
     let mut opts = Options::default();
     opts.set_compression_type(DBCompressionType::None);
     opts.set_write_buffer_size(write_buffer_bytes);
@@ -184,25 +184,9 @@ fn cf_options(write_buffer_bytes: usize, cache: &Cache) -> Options {
     // Point reads (one location, one metalog key) dominate, so bloom filters save a
     // disk read per level for keys that are absent there.
     table.set_bloom_filter(10.0, false);
-    // Filters and indexes in partitions held by the block cache, so what a database
-    // holds in memory is bounded by its cache: left to the table readers, they grew
-    // with the keys (~1.5 bytes a record: the filter's 10 bits, and the index) for as
-    // long as the node ran. Only each table's top-level index stays, pinned (a few
-    // bytes per 4 KiB partition).
-    table.set_index_type(BlockBasedIndexType::TwoLevelIndexSearch);
-    table.set_partition_filters(true);
-    table.set_metadata_block_size(4096);
-    table.set_cache_index_and_filter_blocks(true);
-    table.set_pin_top_level_index_and_filter(true);
-    table.set_pin_l0_filter_and_index_blocks_in_cache(true);
-    table.set_block_cache(cache);
     opts.set_block_based_table_factory(&table);
     opts
 }
-
-/// The block cache of one database, shared by its column families: data blocks and the
-/// partitions of filters and indexes.
-const BLOCK_CACHE_BYTES: usize = 32 << 20;
 
 /// A RocksDB failure as the crate's error. A function rather than a `From` impl: the
 /// error type lives in `tally-log-core`, which knows nothing of RocksDB.
@@ -224,8 +208,7 @@ pub(super) fn open_db(path: &Path, families: &[(&str, usize)], format: &[u8]) ->
             )));
         }
     }
-    let cache = Cache::new_lru_cache(BLOCK_CACHE_BYTES);
-    let descriptors = families.iter().map(|(name, bytes)| ColumnFamilyDescriptor::new(*name, cf_options(*bytes, &cache)));
+    let descriptors = families.iter().map(|(name, bytes)| ColumnFamilyDescriptor::new(*name, cf_options(*bytes)));
     let db = DB::open_cf_descriptors(&db_options(), path, descriptors).map_err(rocks_error)?;
     match db.get(FORMAT_KEY).map_err(rocks_error)? {
         Some(found) if found == format => {}
