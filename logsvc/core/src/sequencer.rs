@@ -45,7 +45,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
-use crate::config::{Configuration, LogTermConfig};
+use crate::config::{Configuration, LogTermConfig, TermConfig};
 use crate::message::{Message, MetalogEntry, TrimCommand};
 use crate::store::MetalogWrite;
 use crate::types::{LocalId, LogId, Micros, NextTick, NodeId, SeqNum, Term};
@@ -421,12 +421,17 @@ impl Sequencer {
         }
     }
 
+    /// The nodes that get `term`'s entries, engines first: they answer the appends an
+    /// entry orders, where storage nodes only learn seqnums from it, and on a shared
+    /// machine the first sent is the first to run (-3 to -10 us of a one-client
+    /// append's 115-185 us of software, measured on tmpfs).
     fn subscribers(&self, term: Term) -> Vec<NodeId> {
         let Some(config) = self.config.as_ref() else { return vec![] };
         // The current term's nodes too: a node added by a later term replays old ones.
-        let mut subs: BTreeSet<NodeId> = config.term(term).map(|t| t.subscribers().collect()).unwrap_or_default();
-        subs.extend(config.current().subscribers());
-        subs.into_iter().collect()
+        let terms: Vec<&TermConfig> = config.term(term).into_iter().chain([config.current()]).collect();
+        let engines: BTreeSet<NodeId> = terms.iter().flat_map(|t| t.engines.iter().copied()).collect();
+        let storage: BTreeSet<NodeId> = terms.iter().flat_map(|t| t.storage.iter().copied()).collect();
+        engines.iter().chain(storage.difference(&engines)).copied().collect()
     }
 
     pub fn on_message(&mut self, now: Micros, from: NodeId, msg: Message) {
@@ -730,7 +735,7 @@ impl Sequencer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{SealedTail, ShardConfig, TermConfig};
+    use crate::config::{SealedTail, ShardConfig};
     use crate::types::ShardId;
 
     const ME: NodeId = NodeId(1);
