@@ -373,7 +373,8 @@ impl<T: Pack> Chunks<T> {
     }
 
     /// Appends `value`; returns the number of the chunk that filled up and is no longer
-    /// the last (which may be spilled from now on), if one did.
+    /// the last (which may be spilled from now on), if one did and `cold` has a store
+    /// to spill it to.
     pub(crate) fn push_back(&mut self, value: T, cold: &mut Cold) -> Option<u64> {
         let mut sealed = None;
         match self.chunks.back_mut() {
@@ -396,7 +397,7 @@ impl<T: Pack> Chunks<T> {
             }
         }
         self.len += 1;
-        sealed
+        sealed.filter(|_| cold.can_spill())
     }
 
     pub(crate) fn front(&self, cold: &Cold) -> Option<T> {
@@ -529,6 +530,15 @@ impl<T: Pack> Chunks<T> {
     /// Numbers of the chunks that may be spilled (full and not the last).
     pub(crate) fn sealed(&self) -> std::ops::Range<u64> {
         self.dropped..self.dropped + self.chunks.len().saturating_sub(1) as u64
+    }
+
+    /// [`Chunks::sealed`] if `cold` has a store to spill them to, else none.
+    pub(crate) fn spillable(&self, cold: &Cold) -> std::ops::Range<u64> {
+        if cold.can_spill() {
+            self.sealed()
+        } else {
+            0..0
+        }
     }
 }
 
@@ -720,6 +730,22 @@ mod tests {
         assert!(chunks.spill(chunks.sealed().end - 1, &mut cold).unwrap());
         assert_eq!(cold.end, used, "the freed place is reused");
         assert!(chunks.iter(&cold).map(|s| s.0).eq((CHUNK as u64 + 1..rows + CHUNK as u64).map(|i| 10 * i)));
+    }
+
+    /// Without a store, full chunks stay resident (and counted) but none is offered
+    /// for spilling, by an append or to an import.
+    #[test]
+    fn without_a_store_no_chunk_is_offered_for_spilling() {
+        let mut cold = Cold::default();
+        let mut chunks: Chunks<SeqNum> = Chunks::default();
+        for i in 0..3 * CHUNK as u64 {
+            assert_eq!(chunks.push_back(SeqNum(i), &mut cold), None);
+        }
+        assert_eq!(chunks.sealed(), 0..2);
+        assert!(chunks.spillable(&cold).is_empty());
+        assert_eq!(cold.resident, 2 * chunk_bytes::<SeqNum>());
+        let stored = Cold::new(Box::new(MemColdStore::default()));
+        assert_eq!(chunks.spillable(&stored), 0..2);
     }
 
     /// A store that fails every write: nothing is spilled, nothing is lost.

@@ -417,8 +417,6 @@ impl Index {
         assert!(self.last.is_none_or(|l| l < seqnum), "records must be applied in seqnum order");
         self.last = Some(seqnum);
         let Index { books, cold, sealed, .. } = self;
-        // Without a store nothing spills: no chunk is queued.
-        let spills = cold.can_spill();
         let book = books.entry(book_id).or_default();
         for &Cond { tag, position } in conds {
             let row = book.rows.get(&tag);
@@ -441,7 +439,7 @@ impl Index {
             let row = book.rows.entry(tag).or_default();
             row.total += 1;
             if mark || live {
-                if let Some(no) = row.live.push_back(seqnum, cold).filter(|_| spills) {
+                if let Some(no) = row.live.push_back(seqnum, cold) {
                     sealed.push_back((book_id, tag, no));
                 }
             }
@@ -452,7 +450,7 @@ impl Index {
         if seqnum >= all_trim && (untagged || tag_rows > 0) {
             let Location { shard, local_id } = location;
             let slot = Slot { seqnum, local_id, shard, tag_rows, dead: false };
-            if let Some(no) = book.all.push_back(slot, cold).filter(|_| spills) {
+            if let Some(no) = book.all.push_back(slot, cold) {
                 sealed.push_back((book_id, Tag::ALL, no));
             }
             self.live_records += 1;
@@ -581,9 +579,7 @@ impl Index {
                 book.all_total = total;
             } else {
                 let live = Chunks::collect(live, cold);
-                if cold.can_spill() {
-                    self.sealed.extend(live.sealed().map(|no| (state.book, tag, no)));
-                }
+                self.sealed.extend(live.spillable(cold).map(|no| (state.book, tag, no)));
                 book.rows.insert(tag, Row { live, total });
             }
         }
@@ -597,9 +593,7 @@ impl Index {
             dead: false,
         });
         book.all = Chunks::collect(slots, cold);
-        if cold.can_spill() {
-            self.sealed.extend(book.all.sealed().map(|no| (state.book, Tag::ALL, no)));
-        }
+        self.sealed.extend(book.all.spillable(cold).map(|no| (state.book, Tag::ALL, no)));
         self.live_records += book.all.len();
         self.books.insert(state.book, book);
         self.spill_over_budget();
