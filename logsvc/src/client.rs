@@ -69,7 +69,7 @@ impl LogClient {
         result
     }
 
-    #[tracing::instrument(name = "log.append", skip_all, fields(book = book.0))]
+    #[tracing::instrument(name = "log.append", level = "debug", skip_all, fields(book = book.0))]
     pub async fn append(&self, ctx: &mut Context, book: BookId, tags: &[Tag], data: Bytes) -> Result<SeqNum> {
         self.check_tags(tags)?;
         let request = Request::Append { book, tags: tags.to_vec(), data, cond: None, unchanged: vec![] };
@@ -95,7 +95,7 @@ impl LogClient {
     /// them since the caller counted. Any failed condition fails with
     /// [`Error::Conflict`] (naming the record at the offset of the first that failed).
     #[allow(clippy::too_many_arguments)]
-    #[tracing::instrument(name = "log.cond_append", skip_all, fields(book = book.0, cond_tag = cond_tag.0, cond_position))]
+    #[tracing::instrument(name = "log.cond_append", level = "debug", skip_all, fields(book = book.0, cond_tag = cond_tag.0, cond_position))]
     pub async fn cond_append_if(
         &self,
         ctx: &mut Context,
@@ -113,14 +113,14 @@ impl LogClient {
     }
 
     /// The first record of `tag`'s stream with a seqnum at or above `min`.
-    #[tracing::instrument(name = "log.read_next", skip_all, fields(book = book.0, tag = tag.0))]
+    #[tracing::instrument(name = "log.read_next", level = "debug", skip_all, fields(book = book.0, tag = tag.0))]
     pub async fn read_next(&self, ctx: &mut Context, book: BookId, tag: Tag, min: SeqNum) -> Result<Option<LogRecord>> {
         self.check_tags([&tag])?;
         Ok(self.shown(expect_read(self.call(ctx, Request::ReadNext { book, tag, min }).await?)?))
     }
 
     /// The last record of `tag`'s stream with a seqnum at or below `max`.
-    #[tracing::instrument(name = "log.read_prev", skip_all, fields(book = book.0, tag = tag.0))]
+    #[tracing::instrument(name = "log.read_prev", level = "debug", skip_all, fields(book = book.0, tag = tag.0))]
     pub async fn read_prev(&self, ctx: &mut Context, book: BookId, tag: Tag, max: SeqNum) -> Result<Option<LogRecord>> {
         self.check_tags([&tag])?;
         Ok(self.shown(expect_read(self.call(ctx, Request::ReadPrev { book, tag, max }).await?)?))
@@ -143,7 +143,7 @@ impl LogClient {
 
     /// Removes the records of `tag`'s stream below `seqnum` (every stream, for
     /// [`Tag::ALL`]).
-    #[tracing::instrument(name = "log.trim", skip_all, fields(book = book.0, tag = tag.0, %seqnum))]
+    #[tracing::instrument(name = "log.trim", level = "debug", skip_all, fields(book = book.0, tag = tag.0, %seqnum))]
     pub async fn trim(&self, ctx: &mut Context, book: BookId, tag: Tag, seqnum: SeqNum) -> Result<()> {
         self.check_tags([&tag])?;
         match self.call(ctx, Request::Trim { book, tag, seqnum }).await? {
@@ -156,7 +156,7 @@ impl LogClient {
     /// return. Only a live record of `book` takes aux data: once the log has reached the
     /// caller's position, any other seqnum (another book's record, a trimmed one, one
     /// never written) fails with [`Error::InvalidArgument`].
-    #[tracing::instrument(name = "log.set_aux_data", skip_all, fields(book = book.0, %seqnum))]
+    #[tracing::instrument(name = "log.set_aux_data", level = "debug", skip_all, fields(book = book.0, %seqnum))]
     pub async fn set_aux_data(&self, ctx: &mut Context, book: BookId, seqnum: SeqNum, aux: Bytes) -> Result<()> {
         match self.call(ctx, Request::SetAux { book, seqnum, aux }).await? {
             Reply::AuxSet => Ok(()),

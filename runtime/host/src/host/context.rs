@@ -28,7 +28,7 @@ impl Host for HostState {
         Ok(self.inv().attempt.key().map(str::to_string))
     }
 
-    #[tracing::instrument(name = "context.sleep", skip_all, fields(ms))]
+    #[tracing::instrument(name = "context.sleep", level = "debug", skip_all, fields(ms))]
     async fn sleep(&mut self, ms: u64) -> Outcome<()> {
         match self.inv().attempt.sleep(Wake::After(ms)).await {
             Ok(_) => Ok(Ok(())),
@@ -36,7 +36,7 @@ impl Host for HostState {
         }
     }
 
-    #[tracing::instrument(name = "context.promise-create", skip_all)]
+    #[tracing::instrument(name = "context.promise-create", level = "debug", skip_all)]
     async fn promise_create(&mut self) -> Outcome<String> {
         match self.inv().attempt.create_promise().await {
             Ok(id) => Ok(Ok(id)),
@@ -44,7 +44,7 @@ impl Host for HostState {
         }
     }
 
-    #[tracing::instrument(name = "context.promise-await", skip_all)]
+    #[tracing::instrument(name = "context.promise-await", level = "debug", skip_all)]
     async fn promise_await(&mut self, id: String, timeout_ms: Option<u64>) -> Outcome<Vec<u8>> {
         match self.inv().attempt.await_promise(&id, timeout_ms).await {
             Ok(r) => Ok(r.map(|v| v.to_vec()).map_err(guest_runtime_error)),
@@ -52,7 +52,7 @@ impl Host for HostState {
         }
     }
 
-    #[tracing::instrument(name = "context.sleep-until", skip_all, fields(unix_ms))]
+    #[tracing::instrument(name = "context.sleep-until", level = "debug", skip_all, fields(unix_ms))]
     async fn sleep_until(&mut self, unix_ms: u64) -> Outcome<()> {
         match self.inv().attempt.sleep(Wake::At(unix_ms)).await {
             Ok(_) => Ok(Ok(())),

@@ -8,7 +8,7 @@ use super::tally::platform::invoke::Host;
 use super::{aborted, guest_runtime_error, GuestError, HostState};
 
 impl Host for HostState {
-    #[tracing::instrument(name = "invoke.call", skip_all, fields(function))]
+    #[tracing::instrument(name = "invoke.call", level = "debug", skip_all, fields(function))]
     async fn call(&mut self, function: String, input: Vec<u8>) -> wasmtime::Result<Result<Vec<u8>, GuestError>> {
         match self.inv().attempt.call(function, Bytes::from(input)).await {
             Ok(outcome) => Ok(outcome.map_err(guest_runtime_error)),

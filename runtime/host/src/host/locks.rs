@@ -7,7 +7,7 @@ use super::{aborted, GuestError, HostState};
 type Outcome<T> = wasmtime::Result<Result<T, GuestError>>;
 
 impl Host for HostState {
-    #[tracing::instrument(name = "locks.acquire", skip_all, fields(timeout_ms))]
+    #[tracing::instrument(name = "locks.acquire", level = "debug", skip_all, fields(timeout_ms))]
     async fn acquire(&mut self, lock: String, timeout_ms: u64) -> Outcome<bool> {
         match self.inv().attempt.lock_acquire(&lock, timeout_ms).await {
             Ok(held) => Ok(Ok(held)),
@@ -15,7 +15,7 @@ impl Host for HostState {
         }
     }
 
-    #[tracing::instrument(name = "locks.release", skip_all)]
+    #[tracing::instrument(name = "locks.release", level = "debug", skip_all)]
     async fn release(&mut self, lock: String) -> Outcome<()> {
         match self.inv().attempt.lock_release(&lock).await {
             Ok(()) => Ok(Ok(())),

@@ -18,6 +18,10 @@
 //! exactly-once core's attempt (`tally_durable::Attempt`). `recorded.rs` replaces
 //! WASI's clocks and random with the attempt's, which every execution of an invocation
 //! reads alike.
+//!
+//! Their spans, as the log client's, are at debug level: at info, the default, every
+//! host call allocated its span in the subscriber's registry and entered and left it
+//! on every poll, 3-5% of a node's CPU samples under bank transfers (0.4% after).
 
 mod context;
 mod invoke;

@@ -18,7 +18,7 @@ impl HostState {
 }
 
 impl Host for HostState {
-    #[tracing::instrument(name = "objects.get", skip_all)]
+    #[tracing::instrument(name = "objects.get", level = "debug", skip_all)]
     async fn get(&mut self, object: String, path: String) -> Outcome<Option<String>> {
         match self.inv().attempt.object_get(&object, &path).await {
             Ok(text) => Ok(Ok(text)),
@@ -26,27 +26,27 @@ impl Host for HostState {
         }
     }
 
-    #[tracing::instrument(name = "objects.set", skip_all)]
+    #[tracing::instrument(name = "objects.set", level = "debug", skip_all)]
     async fn set(&mut self, object: String, path: String, json: String) -> Outcome<()> {
         self.update(object, ObjOp::Set { path, json }).await
     }
 
-    #[tracing::instrument(name = "objects.increment", skip_all)]
+    #[tracing::instrument(name = "objects.increment", level = "debug", skip_all)]
     async fn increment(&mut self, object: String, path: String, by: i64) -> Outcome<()> {
         self.update(object, ObjOp::Incr { path, by }).await
     }
 
-    #[tracing::instrument(name = "objects.push", skip_all)]
+    #[tracing::instrument(name = "objects.push", level = "debug", skip_all)]
     async fn push(&mut self, object: String, path: String, json: String) -> Outcome<()> {
         self.update(object, ObjOp::Push { path, json }).await
     }
 
-    #[tracing::instrument(name = "objects.remove", skip_all)]
+    #[tracing::instrument(name = "objects.remove", level = "debug", skip_all)]
     async fn remove(&mut self, object: String, path: String) -> Outcome<()> {
         self.update(object, ObjOp::Remove { path }).await
     }
 
-    #[tracing::instrument(name = "objects.begin", skip_all)]
+    #[tracing::instrument(name = "objects.begin", level = "debug", skip_all)]
     async fn begin(&mut self, read_only: bool) -> Outcome<()> {
         match self.inv().attempt.txn_begin(read_only).await {
             Ok(()) => Ok(Ok(())),
@@ -54,7 +54,7 @@ impl Host for HostState {
         }
     }
 
-    #[tracing::instrument(name = "objects.commit", skip_all)]
+    #[tracing::instrument(name = "objects.commit", level = "debug", skip_all)]
     async fn commit(&mut self) -> Outcome<bool> {
         match self.inv().attempt.txn_commit().await {
             Ok(committed) => Ok(Ok(committed)),
@@ -62,7 +62,7 @@ impl Host for HostState {
         }
     }
 
-    #[tracing::instrument(name = "objects.abort", skip_all)]
+    #[tracing::instrument(name = "objects.abort", level = "debug", skip_all)]
     async fn abort(&mut self) -> Outcome<()> {
         match self.inv().attempt.txn_abort() {
             Ok(()) => Ok(Ok(())),

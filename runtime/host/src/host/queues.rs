@@ -9,7 +9,7 @@ use super::{aborted, GuestError, HostState};
 type Outcome<T> = wasmtime::Result<Result<T, GuestError>>;
 
 impl Host for HostState {
-    #[tracing::instrument(name = "queues.push", skip_all)]
+    #[tracing::instrument(name = "queues.push", level = "debug", skip_all)]
     async fn push(&mut self, queue: String, message: Vec<u8>) -> Outcome<()> {
         match self.inv().attempt.queue_push(&queue, Bytes::from(message)).await {
             Ok(()) => Ok(Ok(())),
@@ -17,7 +17,7 @@ impl Host for HostState {
         }
     }
 
-    #[tracing::instrument(name = "queues.pop", skip_all, fields(timeout_ms))]
+    #[tracing::instrument(name = "queues.pop", level = "debug", skip_all, fields(timeout_ms))]
     async fn pop(&mut self, queue: String, timeout_ms: u64) -> Outcome<Option<Vec<u8>>> {
         match self.inv().attempt.queue_pop(&queue, timeout_ms).await {
             Ok(message) => Ok(Ok(message.map(|m| m.to_vec()))),

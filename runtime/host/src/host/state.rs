@@ -9,7 +9,7 @@ use super::{aborted, GuestError, HostState};
 type Outcome<T> = wasmtime::Result<Result<T, GuestError>>;
 
 impl Host for HostState {
-    #[tracing::instrument(name = "state.get", skip_all, fields(table))]
+    #[tracing::instrument(name = "state.get", level = "debug", skip_all, fields(table))]
     async fn get(&mut self, table: String, key: Vec<u8>) -> Outcome<Option<Vec<u8>>> {
         match self.inv().attempt.get(&table, &key).await {
             Ok(value) => Ok(Ok(value.map(|b| b.to_vec()))),
@@ -17,7 +17,7 @@ impl Host for HostState {
         }
     }
 
-    #[tracing::instrument(name = "state.put", skip_all, fields(table))]
+    #[tracing::instrument(name = "state.put", level = "debug", skip_all, fields(table))]
     async fn put(&mut self, table: String, key: Vec<u8>, value: Vec<u8>) -> Outcome<()> {
         match self.inv().attempt.put(&table, &key, Bytes::from(value)).await {
             Ok(()) => Ok(Ok(())),
@@ -25,7 +25,7 @@ impl Host for HostState {
         }
     }
 
-    #[tracing::instrument(name = "state.delete", skip_all, fields(table))]
+    #[tracing::instrument(name = "state.delete", level = "debug", skip_all, fields(table))]
     async fn delete(&mut self, table: String, key: Vec<u8>) -> Outcome<()> {
         match self.inv().attempt.delete(&table, &key).await {
             Ok(()) => Ok(Ok(())),
