@@ -478,13 +478,13 @@ impl JournalStore {
         self.db.flush_cf(self.meta_cf()).map_err(rocks_error)
     }
 
-    /// The segments the store holds and the live records in each.
     /// The segment replay starts from at the next open (0: the first one).
     #[cfg(test)]
     pub(super) fn replay_from(&self) -> u64 {
         self.lock().stored_checkpoint[0]
     }
 
+    /// The segments the store holds and the live records in each.
     #[cfg(test)]
     pub(super) fn segments(&self) -> Vec<(u64, u64)> {
         self.lock().live.iter().map(|(s, n)| (*s, *n)).collect()
