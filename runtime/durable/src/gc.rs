@@ -112,11 +112,11 @@ struct Object<'a> {
 
 /// Deletes `versions` of `object` (and empties the list). Before the first delete of
 /// an object (`remarked` says whether it came), stores the marker of `keep`, the write
-/// that stays visible, again if the record carries the value: markers are stored
-/// without a sync, so a machine crash may have lost it while its record survived, and
-/// deleting the versions before it would leave the object none, invisible to the next
-/// collection and to a switch's migration. The page's sync makes it durable with the
-/// deletes.
+/// that stays visible, if the record carries the value: only an object's first write
+/// on a node stores a marker (`Instance::store_pending`), so `keep` most likely has
+/// none, and deleting the versions before it would leave the object none, invisible to
+/// the next collection and to a switch's migration. The page's sync makes it durable
+/// with the deletes (a machine crash before it loses the deletes too).
 async fn delete(
     d: &Durable,
     object: &Object<'_>,

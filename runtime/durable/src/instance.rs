@@ -899,14 +899,23 @@ impl Instance {
     }
 
     /// Stores the version of every pending write not stored yet, together, except
-    /// those of objects that a later pending write writes again: no reader sees them,
-    /// since a record's last write of an object is the one it makes visible. Synced
-    /// only if one is a `Step::Write`: a `Step::Put` carries its value in the record.
+    /// those of objects that a later pending write writes again (no reader sees them,
+    /// since a record's last write of an object is the one it makes visible) and the
+    /// markers of objects known to have a durable version. Synced: what is stored is a
+    /// `Step::Write`'s value or the first marker of an object.
+    ///
+    /// A marker (a `Step::Put`'s version: its record carries the value) is only how
+    /// garbage collection and a switch's migration find the object in the store, for
+    /// which one durable version an object is enough. So the object's first write in
+    /// this node's life stores one, synced, lest a machine crash lose it while its
+    /// record survives, and later writes store none: garbage collection stores the
+    /// marker of the version it keeps before deleting any other (`gc.rs`, `delete`), so
+    /// an object keeps a version while its write log has a record.
     async fn store_pending(&mut self) -> Result<(), Abort> {
         let store = self.svc.store.clone();
         let pending: Vec<(&Step, &PendingWrite)> =
             self.pending.iter().filter_map(|p| Some((&p.step, p.write.as_ref()?))).collect();
-        let (mut puts, mut durable) = (Vec::new(), false);
+        let mut puts = Vec::new();
         for (i, &(step, w)) in pending.iter().enumerate() {
             let again = pending[i + 1..].iter().any(|(_, later)| later.same_object(w));
             if w.stored || again {
@@ -916,16 +925,15 @@ impl Instance {
                 unreachable!("a pending write is a write")
             };
             let marker = matches!(step, Step::Put { .. });
-            // A marker is how garbage collection and a switch's migration find the
-            // object: the object's first in this node's life is made durable, lest a
-            // machine crash lose it while its record survives.
-            durable |= !marker || self.svc.durable_objects.get(&w.st, &w.key).is_none();
+            if marker && self.svc.durable_objects.get(&w.st, &w.key).is_some() {
+                continue;
+            }
             puts.push(VersionPut { table: w.st.clone(), key: w.key.clone(), version: *version, value: w.value.clone(), marker });
         }
-        if puts.is_empty() {
-            return Ok(());
+        let durable = !puts.is_empty();
+        if durable {
+            store.put_versions(puts, true).await?;
         }
-        store.put_versions(puts, durable).await?;
         for w in self.pending.iter_mut().filter_map(|p| p.write.as_mut()) {
             w.stored = true;
             // A synced write makes every version stored before it durable as well.
@@ -933,7 +941,10 @@ impl Instance {
                 self.svc.durable_objects.insert(&w.st, &w.key, ());
             }
         }
-        self.effect()
+        match durable {
+            true => self.effect(),
+            false => Ok(()),
+        }
     }
 
     /// Where a guest's step may see its root's cancellation, before the step's effect:

@@ -179,10 +179,11 @@ pub struct Durable {
     pub config: StateConfig,
     pub(crate) bounds: NodeBounds,
     pub(crate) tags: TagKey,
-    /// Objects (store table, key) of which a version is durable in `store`: a marker of
-    /// one needs no sync of its own (`Instance::store_pending`). Garbage collection
-    /// keeps a version of every object it collects (the visible one), so an entry stays
-    /// true; one that falls out of the memo costs a sync at the object's next write.
+    /// Objects (store table, key) of which a version is durable in `store`: a write of
+    /// one stores no marker (`Instance::store_pending`). Garbage collection keeps a
+    /// version of every object it collects (the visible one, whose marker it stores
+    /// first), so an entry stays true; one that falls out of the memo costs a synced
+    /// marker at the object's next write.
     pub(crate) durable_objects: Memo<()>,
     /// Books registered in [`BOOKS`] (by any node), and where the stream was read to.
     books: AsyncMutex<(SeqNum, BTreeSet<BookId>)>,

@@ -142,6 +142,26 @@ impl SimLog {
         placed
     }
 
+    /// The records of each of `streams` (book and tag) that a reader could still read
+    /// (not trimmed), in log order, as everything ordered so far gives them.
+    pub fn readable(&self, streams: &[(BookId, Tag)]) -> Vec<Vec<Bytes>> {
+        let s = self.state.lock().expect("not poisoned");
+        let index = index_all(&s, |_, _| {});
+        let read = |&(book, tag): &(BookId, Tag)| {
+            let mut records = Vec::new();
+            let mut at = SeqNum(0);
+            while let Some(found) = index.read_next(book, tag, at) {
+                records.push(s.records[&found.seqnum].1.clone());
+                match found.seqnum.0.checked_add(1) {
+                    Some(next) => at = SeqNum(next),
+                    None => break,
+                }
+            }
+            records
+        };
+        streams.iter().map(read).collect()
+    }
+
     /// Applies up to `count` more events on `node`'s replica (all with `usize::MAX`).
     pub fn apply(&self, node: usize, count: usize) {
         let mut s = self.state.lock().expect("not poisoned");

@@ -624,6 +624,9 @@ pub fn run_seed(seed: u64, opts: &SimOptions) -> Result<SimStats, Violation> {
     if let Err(m) = check_step_logs(&world.log, world.tag_key().as_ref()) {
         return Err(Violation { seed, at_ms: now, message: m });
     }
+    if let Err(m) = check_objects_stored(&world.log, &world.store, world.tag_key().as_ref()) {
+        return Err(Violation { seed, at_ms: now, message: m });
+    }
     if !unfinished.is_empty() {
         return Err(Violation {
             seed,
@@ -863,7 +866,8 @@ fn check_finished(
     let traces = world.traces.lock().expect("not poisoned");
     let mut oracle = world.oracle.lock().expect("not poisoned");
     world.stats.lock().expect("not poisoned").invocations += 1;
-    let expected = match oracle.finish(&registry, &traces, function, input, got.as_ref().or(logged.as_ref())) {
+    let clocks = |input: &[u8]| logged_clocks(&world.log, input, world.tag_key().as_ref());
+    let expected = match oracle.finish(&registry, &traces, &clocks, function, input, got.as_ref().or(logged.as_ref())) {
         Ok(e) => e,
         Err(m) => {
             world.fail(format!("{m} (the client got {got:?})"));
@@ -910,27 +914,48 @@ fn step_log_begun(tags: &[Tag], first: &crate::record::Step, key: Option<&TagKey
     }
 }
 
-/// The output that the step log of the invocation with input `input` holds as its
-/// result, read from every record the log placed (collected ones too).
-fn logged_output(log: &SimLog, input: &[u8], key: Option<&TagKey>) -> Option<Result<u64, String>> {
-    use crate::record::{Outcome, Step};
+/// The steps of the step log of the invocation with input `input`, in order, read
+/// from every record the log placed (collected ones too).
+fn logged_steps(log: &SimLog, input: &[u8], key: Option<&TagKey>) -> Vec<crate::record::Step> {
+    use crate::record::Step;
     let mut step_log = None;
+    let mut logged = Vec::new();
     for (_, tags, steps) in placed_steps(log) {
         let begun = matches!(&steps[0], Step::Init { input: i, .. } | Step::InitKeyed { input: i, .. } if i == input);
         if step_log.is_none() && begun {
             step_log = step_log_begun(&tags, &steps[0], key);
         }
-        match step_log {
-            // A deferred Init's record may hold the result too.
-            Some(tag) if tags.contains(&tag) => {
-                if let Some(Step::Result { outcome: Outcome::Ok(out) }) = steps.last() {
-                    return out[..].try_into().ok().map(|b| Ok(u64::from_be_bytes(b)));
-                }
-            }
-            _ => {}
+        if step_log.is_some_and(|tag| tags.contains(&tag)) {
+            logged.extend(steps);
         }
     }
-    None
+    logged
+}
+
+/// The output that the step log of the invocation with input `input` holds as its
+/// result (a deferred Init's record may hold the result too).
+fn logged_output(log: &SimLog, input: &[u8], key: Option<&TagKey>) -> Option<Result<u64, String>> {
+    use crate::record::{Outcome, Step};
+    logged_steps(log, input, key).into_iter().find_map(|step| match step {
+        Step::Result { outcome: Outcome::Ok(out) } => out[..].try_into().ok().map(|b| Ok(u64::from_be_bytes(b))),
+        _ => None,
+    })
+}
+
+/// The clock readings that the step log of the invocation with input `input` holds,
+/// in order: those of the execution whose history the invocation kept.
+fn logged_clocks(log: &SimLog, input: &[u8], key: Option<&TagKey>) -> Vec<u64> {
+    use crate::record::{Reading, Step};
+    let readings = logged_steps(log, input, key).into_iter().flat_map(|step| match step {
+        Step::Clocks { readings } => readings,
+        _ => Vec::new(),
+    });
+    readings
+        .filter_map(|r| match r {
+            Reading::Wall(v) | Reading::Monotonic(v) => Some(v),
+            Reading::Log(_) => None,
+        })
+        .collect()
 }
 
 /// One client: its invocations one after another on its own keys (keyed or
@@ -1309,7 +1334,8 @@ async fn schedules(world: Arc<World>) {
     // whose run failed at once) is run by the recovery scan, after its function's
     // timeout and then some, later when the scan tracks `open_max` others already (the
     // libraries' invocations share book 0, and their waiters stay unfinished a while):
-    // wait until nothing new has shown up for several seconds.
+    // wait until every one whose Init the log holds has run, and nothing new has shown
+    // up for several seconds.
     let (mut seen, mut since) = (0, h.now_ms());
     loop {
         h.sleep(20).await;
@@ -1319,7 +1345,10 @@ async fn schedules(world: Arc<World>) {
         }
         let quiet = 8_000;
         if h.now_ms() > since + quiet && t.ticks.keys().all(|k| t.ticks_done.contains(k)) {
-            break;
+            let ran: BTreeSet<&String> = t.ticks.keys().map(|(_, id)| id).collect();
+            if started_ticks(&world.log).iter().all(|id| ran.contains(id)) {
+                break;
+            }
         }
     }
     let t = world.traces.lock().expect("not poisoned");
@@ -1419,6 +1448,50 @@ fn check_step_logs(log: &SimLog, key: Option<&TagKey>) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Every object that a record still in its write log writes (a read-optimized write)
+/// has a version in the store: garbage collection and a switch's migration find
+/// objects by their stored versions, so one without any would keep its garbage for
+/// ever and be left out of a migration. A crash may lose any version that is not
+/// durable; the protocol keeps one durable version per object.
+fn check_objects_stored(log: &SimLog, store: &FaultyStore, key: Option<&TagKey>) -> Result<(), String> {
+    use crate::record::{self, Step};
+    let Some(tags) = key else { return Ok(()) };
+    let mut objects = BTreeSet::new();
+    for (book, _, steps) in placed_steps(log) {
+        for step in steps {
+            if let Step::Write { table, key, .. } | Step::Put { table, key, .. } = step {
+                objects.insert((book, table, key));
+            }
+        }
+    }
+    let objects: Vec<(BookId, String, Bytes)> = objects.into_iter().collect();
+    let streams: Vec<(BookId, Tag)> = objects.iter().map(|(book, table, key)| (*book, tags.object(table, key))).collect();
+    for ((book, table, key), records) in objects.iter().zip(log.readable(&streams)) {
+        let writes_it = |data: &Bytes| {
+            let steps = record::decode::<Step>("step", data).map(Step::into_steps).unwrap_or_default();
+            steps.iter().any(|s| matches!(s, Step::Write { table: t, key: k, .. } | Step::Put { table: t, key: k, .. } if t == table && k == key))
+        };
+        // Write logs are in the book's shadow, the store's tables under the book.
+        let user = BookId(book.0 & !BookId::RESERVED_BIT);
+        if records.iter().any(writes_it) && !store.has_versions(&crate::node::store_table(user, table), key) {
+            return Err(format!("{table}/{key:?} of book {} has a write in its write log and no version in the store", user.0));
+        }
+    }
+    Ok(())
+}
+
+/// The IDs of the schedules' invocations whose Init the log holds (started).
+fn started_ticks(log: &SimLog) -> BTreeSet<String> {
+    use crate::record::Step;
+    let inits = placed_steps(log).flat_map(|(_, _, steps)| steps);
+    inits
+        .filter_map(|step| match step {
+            Step::Init { id, function, .. } if function == guest::TICKER => Some(id.to_string()),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Invocations cancelled mid-flight through the faults: each [`guest::TARGET`] is

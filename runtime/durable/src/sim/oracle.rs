@@ -34,7 +34,8 @@
 use std::collections::BTreeMap;
 
 use super::guest::{
-    awaited_mix, child_input, cond_mix, key_name, mix, prefix, seed_of, Observed, Op, Registry, Traces, DYN_KEYS, KEYS, TABLES,
+    awaited_mix, child_input, cond_mix, key_name, mix, prefix, seed_of, Execution, Observed, Op, Registry, Traces, DYN_KEYS,
+    KEYS, TABLES,
 };
 
 /// What the model says an invocation (or child) observes and outputs.
@@ -69,12 +70,14 @@ pub struct Oracle {
 impl Oracle {
     /// Models the root invocation `input` of `function`, which has finished; returns
     /// what it outputs. `got` is what the client got, if anything: the execution that
-    /// output it is the witness of the run's clock readings. Children are modelled as
-    /// the calls reach them.
+    /// output it is the witness of the run's clock readings; without an output to tell
+    /// (a trap), the one whose clock readings are the ones `logged` says the step log
+    /// of an input holds. Children are modelled as the calls reach them.
     pub fn finish(
         &mut self,
         registry: &Registry,
         traces: &Traces,
+        logged: &dyn Fn(&[u8]) -> Vec<u64>,
         function: &str,
         input: &[u8],
         got: Option<&Result<u64, String>>,
@@ -82,7 +85,7 @@ impl Oracle {
         if let Some(e) = self.expected.get(input) {
             return Ok(e.clone());
         }
-        self.model(registry, traces, function, input, got)
+        self.model(registry, traces, logged, function, input, got)
     }
 
     pub fn new(books: u64) -> Oracle {
@@ -112,6 +115,7 @@ impl Oracle {
         &mut self,
         registry: &Registry,
         traces: &Traces,
+        logged: &dyn Fn(&[u8]) -> Vec<u64>,
         function: &str,
         input: &[u8],
         got: Option<&Result<u64, String>>,
@@ -123,11 +127,23 @@ impl Oracle {
         // The execution whose readings the invocation kept: the one that output what the
         // caller got; else the last that ran to its end (a peer that read its own clock
         // stops and runs again, so the last one replayed what was logged).
+        // Peers that both ran to a trap (the last attempt's) on readings of their own
+        // output nothing to tell them apart: the step log's readings are the witness's.
+        let clocks = |e: &Execution| -> Vec<u64> {
+            e.observed.iter().filter_map(|o| if let Observed::Clock(v) = o { Some(*v) } else { None }).collect()
+        };
         let witness = execs
             .iter()
             .rev()
             .find(|e| e.completed && matches!(got, Some(Ok(v)) if e.output == Some(*v)))
+            .or_else(|| {
+                let completed: Vec<&Execution> = execs.iter().filter(|e| e.completed).collect();
+                let differ = completed.windows(2).any(|w| clocks(w[0]) != clocks(w[1]));
+                let logged = if differ { logged(input) } else { Vec::new() };
+                completed.into_iter().rev().find(|e| !differ || clocks(e) == logged)
+            })
             .or_else(|| execs.iter().rev().find(|e| e.completed));
+
         // A fact of the run at observation `at`: the witness's, else any execution's.
         let fact = |at: usize, kind: fn(&Observed) -> bool| {
             witness
@@ -197,7 +213,7 @@ impl Oracle {
                         Some(Observed::Call(Err(code))) if code == "function_not_found" => Err(code),
                         Some(Observed::Call(out)) => {
                             let child = child_input(input, i);
-                            self.model(registry, traces, callee, &child, Some(&out))?.output
+                            self.model(registry, traces, logged, callee, &child, Some(&out))?.output
                         }
                         other => {
                             return Err(format!(

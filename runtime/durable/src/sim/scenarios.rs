@@ -1021,10 +1021,10 @@ fn garbage_collection_deletes_more_versions_than_a_batch() {
 /// only then are the records that name them trimmed. So a machine crash never brings
 /// back a version that no record names any more (no collection would find it again):
 /// a collection whose sync fails trims nothing, and the next one deletes the versions
-/// that the crash brought back. The writes after the object's first stored only their
-/// markers, without a sync: the crash loses them, the visible one's too, which the
-/// collection stores again before it deletes the rest (else the object would be left
-/// no version at all, which no later collection or switch would find).
+/// that the crash brought back. Only the object's first write stored its marker: the
+/// collection stores the visible one's before it deletes the rest (else the object
+/// would be left no version at all, which no later collection or switch would find),
+/// without a sync, so the crash loses it with the deletes.
 #[test]
 fn garbage_collection_trims_a_write_log_only_once_its_deletes_are_synced() {
     let mut w = World::new(config());
@@ -1039,7 +1039,11 @@ fn garbage_collection_trims_a_write_log_only_once_its_deletes_are_synced() {
     w.store.lose_unsynced();
     assert_eq!(w.stream(&d, object).len(), 5, "a collection whose sync failed trims nothing");
     let first_only = [true, false, false, false, false];
-    assert_eq!(w.stored_versions("ro", "hot", &versions), first_only, "the crash undid the deletes, and lost the markers");
+    assert_eq!(
+        w.stored_versions("ro", "hot", &versions),
+        first_only,
+        "the crash undid the deletes, and lost the re-stored marker"
+    );
     w.store.refuse_syncs(false);
     w.recover(&d, &mut Recovery::default(), 1);
     w.store.lose_unsynced();

@@ -45,6 +45,11 @@ impl FaultyStore {
         self.inner.lose_unsynced();
     }
 
+    /// Whether `(table, key)` has a version stored: see [`MemStateStore::has_versions`].
+    pub fn has_versions(&self, table: &str, key: &[u8]) -> bool {
+        self.inner.has_versions(table, key)
+    }
+
     fn draw(&self) -> (bool, bool) {
         let f = *self.faults.lock().expect("not poisoned");
         let mut rng = self.rng.lock().expect("not poisoned");

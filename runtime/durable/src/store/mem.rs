@@ -87,6 +87,12 @@ impl MemStateStore {
         }
     }
 
+    /// Whether `(table, key)` has a version stored.
+    pub fn has_versions(&self, table: &str, key: &[u8]) -> bool {
+        let t = self.tables.lock().expect("not poisoned");
+        t.versions.get(&(table.to_string(), Bytes::copy_from_slice(key))).is_some_and(|v| !v.is_empty())
+    }
+
     /// Whether `sync` fails from now on.
     pub fn refuse_syncs(&self, refuse: bool) {
         self.tables.lock().expect("not poisoned").refuse_syncs = refuse;
