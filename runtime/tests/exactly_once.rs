@@ -154,11 +154,23 @@ async fn crash_everywhere(h: &Harness, function: &str, book: u64, table: &str) -
     unreachable!()
 }
 
+/// The fewest crash points `run <table>` must have, so that the crash tests exercise
+/// what they claim to. A read-optimized table's writes go in the step log's records,
+/// and store a marker version only the first time a node writes the object, so the
+/// runs after the first have no store effect of their own (five crash points, all
+/// appends). The others store every write.
+fn crash_points_min(table: &str) -> u64 {
+    match table {
+        "r" => 5,
+        _ => 8,
+    }
+}
+
 async fn every_protocol_survives_crashes_at_every_step(store: StoreKind) {
     let h = Harness::start(store).await;
     for (book, table) in [(1, "r"), (2, "w"), (3, "s")] {
         let (points, exact) = crash_everywhere(&h, "steps", book, table).await;
-        assert!(points >= 8, "{store:?}/{table}: only {points} crash points");
+        assert!(points >= crash_points_min(table), "{store:?}/{table}: only {points} crash points");
         assert!(exact, "{store:?}/{table}: an effect happened twice or not at all");
     }
     // The same function over an unsafe table (no logging): re-executions repeat effects,
@@ -619,7 +631,7 @@ async fn every_language_survives_crashes_at_every_step() {
         for (j, table) in ["r", "w", "s"].into_iter().enumerate() {
             let book = 100 + 10 * i as u64 + j as u64;
             let (points, exact) = crash_everywhere(&h, &function, book, table).await;
-            assert!(points >= 8, "{lang}/{table}: only {points} crash points");
+            assert!(points >= crash_points_min(table), "{lang}/{table}: only {points} crash points");
             assert!(exact, "{lang}/{table}: an effect happened twice or not at all");
         }
     }
@@ -679,7 +691,10 @@ async fn re_executions_read_the_clocks_and_random_numbers_the_first_read() {
             match first {
                 Ok(out) => {
                     same &= out == again;
-                    assert!(k >= 3 || table == "u", "{table}: only {k} effects");
+                    // Read-optimized: the Init and the result, which holds both writes
+                    // (their markers are stored only by the first run of this node).
+                    let min = if table == "r" { 2 } else { 3 };
+                    assert!(k >= min || table == "u", "{table}: only {k} effects");
                     break;
                 }
                 Err(RuntimeError::InjectedCrash) => {}
