@@ -379,17 +379,18 @@ impl Step {
 }
 
 /// Decodes a step-log record: one step, or a group of them, which holds at least one
-/// step, only writes and clock readings before its last, and ends with a step that may
-/// end a group. A group that begins with an Init (a deferred one) may also hold the
-/// read-optimized reads taken before it was logged, and end with one.
+/// step (after an Init, a deferred one), only taken steps before its last (writes,
+/// clock readings and reads: the read-optimized reads taken before a deferred Init was
+/// logged, and logged reads taken to go with the next record), and ends with a step
+/// that may end a group, or a read.
 pub fn decode_steps(what: &str, bytes: &[u8]) -> Result<Step, Error> {
     let step: Step = decode(what, bytes)?;
     if let Step::Group { steps } = &step {
-        let (init, rest) = match steps.split_first() {
-            Some((first, rest)) if first.is_init() => (true, rest),
-            _ => (false, &steps[..]),
+        let rest = match steps.split_first() {
+            Some((first, rest)) if first.is_init() => rest,
+            _ => &steps[..],
         };
-        let read = |t: &Step| init && matches!(t, Step::Read { .. });
+        let read = |t: &Step| matches!(t, Step::Read { .. });
         let well_formed = rest.split_last().is_some_and(|(last, taken)| {
             (last.ends_group() || read(last))
                 && taken.iter().all(|t| t.is_taken_write() || matches!(t, Step::Clocks { .. }) || read(t))

@@ -417,14 +417,18 @@ fn write_key(step: &Step) -> String {
 
 /// A guest that takes another path when run again: its first attempt uses key "a" of
 /// the table its input names, every later attempt key "b" (a write-optimized table is
-/// read, others written).
+/// read, then written back, others written).
 fn branchy() -> Guest {
     guest(|a| {
         Box::pin(async move {
             let table = text(&a.input);
             let key: &[u8] = if a.attempt == 1 { b"a" } else { b"b" };
             if table == "wo" {
-                Ok(a.get(&table, key).await?.map(|v| v.to_vec()).unwrap_or_default())
+                let value = a.get(&table, key).await?.unwrap_or_default();
+                // The write logs the read first (the result would take it in its own
+                // record otherwise).
+                a.put(&table, key, value.clone()).await?;
+                Ok(value.to_vec())
             } else {
                 a.put(&table, key, Bytes::from_static(b"x")).await?;
                 // A read logs a read-optimized write at once (the result would take it
