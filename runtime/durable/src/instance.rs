@@ -1133,8 +1133,11 @@ impl Instance {
 
     pub async fn get(&mut self, ctx: &mut Context, table: &str, key: &[u8]) -> Result<Option<Bytes>, Abort> {
         // Reads taken while the Init is deferred wait with it; pending writes are logged
-        // first, so that a read sees them.
-        if self.deferred.is_none() || self.pending.iter().any(|p| p.write.is_some()) {
+        // first, so that a read sees them. A logged read (of a table known to be such)
+        // waits in the pending steps too: it reads no cursor.
+        let logged =
+            matches!(self.protocols.get(table), Some(Effective::WriteOptimized | Effective::Symmetric | Effective::Transitional));
+        if !logged && (self.deferred.is_none() || self.pending.iter().any(|p| p.write.is_some())) {
             self.flush(ctx).await?;
         }
         crate::node::check_object(table, key, None)?;
