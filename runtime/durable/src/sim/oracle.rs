@@ -146,7 +146,13 @@ impl Oracle {
                 let completed: Vec<&Execution> = execs.iter().filter(|e| e.completed).collect();
                 let differ = completed.windows(2).any(|w| clocks(w[0]) != clocks(w[1]));
                 let logged = if differ { logged(input) } else { Vec::new() };
-                completed.into_iter().rev().find(|e| !differ || clocks(e) == logged)
+                // The log also holds readings the guest never saw (a durable sleep's
+                // wall clock): the witness's are among them, in order.
+                let among = |mine: Vec<u64>| {
+                    let mut rest = logged.iter();
+                    mine.iter().all(|m| rest.any(|l| l == m))
+                };
+                completed.into_iter().rev().find(|e| !differ || among(clocks(e)))
             })
             .or_else(|| execs.iter().rev().find(|e| e.completed));
 
