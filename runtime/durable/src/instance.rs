@@ -1065,18 +1065,26 @@ impl Instance {
         Ok(effective)
     }
 
-    /// While the Init is deferred: read-optimized if `table` is that now (its latest
-    /// transition), and the deferred record then holds only if that stays so. `None`
-    /// once the Init is logged (this logs it for any other protocol).
+    /// While the Init is deferred: the protocol `table` has now (its latest transition)
+    /// if that is not a switch under way, and the deferred record then holds only if
+    /// that stays so. A read-optimized read then reads at the index's end
+    /// (`read_deferred`), a logged one (write-optimized, symmetric) the store's newest
+    /// version, as it always does; both wait with the Init, and a write of those
+    /// protocols logs it first (it flushes). `None` once the Init is logged (this logs
+    /// it for a table being switched).
     async fn deferred_protocol(&mut self, ctx: &mut Context, table: &str) -> Result<Option<Effective>, Abort> {
         let Some(unchanged) = &self.deferred else { return Ok(None) };
         if unchanged.len() < UNCHANGED_MAX {
             let (latest, records) = self.svc.latest_transition(ctx, self.book, table).await?;
-            if let Transition::End { protocol: Protocol::ReadOptimized, .. } = latest {
+            let now = match latest {
+                Transition::End { protocol, .. } if protocol != Protocol::Unsafe => Some(effective(protocol)),
+                _ => None,
+            };
+            if let Some(now) = now {
                 let unchanged = Cond { tag: self.svc.tags.transition(table), position: records };
                 self.deferred.as_mut().expect("checked").push(unchanged);
                 self.deferred_tables.push(table.to_string());
-                return Ok(Some(Effective::ReadOptimized));
+                return Ok(Some(now));
             }
         }
         self.flush(ctx).await?;
