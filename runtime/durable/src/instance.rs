@@ -167,6 +167,14 @@ struct Pending {
     record_bytes: usize,
 }
 
+/// A write-optimized write taken but not stored yet (`Instance::put`).
+struct LatestWrite {
+    st: String,
+    key: Bytes,
+    version: Version,
+    value: Option<Bytes>,
+}
+
 /// A pending write's object write log, and the value to store as its version before the
 /// record that makes it visible.
 struct PendingWrite {
@@ -245,6 +253,10 @@ pub struct Instance {
     /// last logged step, steps `next - pending.len()` to `next - 1`: the next record
     /// logs them (`put`).
     pending: Vec<Pending>,
+    /// Write-optimized writes taken since the last store of them: stored together (one
+    /// synced batch) before anything else the instance does could reveal them
+    /// (`store_latest`).
+    latest: Vec<LatestWrite>,
     /// The next step number.
     next: usize,
     /// `cursorTS`; 0 until `init`.
@@ -308,6 +320,7 @@ impl Instance {
             steps: Vec::new(),
             records: 0,
             pending: Vec::new(),
+            latest: Vec::new(),
             next: 0,
             cursor: 0,
             init_cursor: 0,
@@ -782,9 +795,29 @@ impl Instance {
     /// the cursor.
     pub(crate) async fn flush(&mut self, ctx: &mut Context) -> Result<(), Abort> {
         match self.pending.is_empty() {
-            true => Ok(()),
+            true => self.store_latest().await,
             false => self.log_record(ctx, None).await.map(|_| ()),
         }
+    }
+
+    /// Stores the write-optimized writes taken since the last store, together: issued
+    /// at once, synced, so that the embedded store commits them in one batch (one
+    /// fsync where each alone synced its own). Every step before each was logged
+    /// before it was taken (`put`), so a re-execution writes the same versions.
+    async fn store_latest(&mut self) -> Result<(), Abort> {
+        if self.latest.is_empty() {
+            return Ok(());
+        }
+        let store = self.svc.store.clone();
+        let writes = std::mem::take(&mut self.latest);
+        let stored = writes.into_iter().map(|w| {
+            let store = store.clone();
+            async move { store.put_if_newer(&w.st, &w.key, w.version, w.value).await }
+        });
+        for stored in futures_util::future::join_all(stored).await {
+            stored?;
+        }
+        self.effect()
     }
 
     /// Logs the pending writes and `tail` (with its extra tags) as the step log's next
@@ -793,6 +826,7 @@ impl Instance {
     /// next offset. Returns what holds `tail`.
     async fn log_record(&mut self, ctx: &mut Context, tail: Option<(Step, &[Tag])>) -> Result<Option<Recorded>, Abort> {
         loop {
+            self.store_latest().await?;
             self.store_pending().await?;
             let init = self.deferred.clone();
             let mut tags = vec![self.step_tag];
@@ -1152,6 +1186,10 @@ impl Instance {
         let st = self.store_table(table);
         let protocol = self.protocol(ctx, table).await?;
         self.svc.observe(self.book, table, protocol, false);
+        if protocol != Effective::ReadOptimized {
+            // A read of the store's newest version sees the instance's own writes.
+            self.store_latest().await?;
+        }
         let store = self.svc.store.clone();
         match protocol {
             Effective::Unsafe => Ok(store.get_latest(&st, key).await?.and_then(|(_, v)| v)),
@@ -1258,8 +1296,12 @@ impl Instance {
         // the record too. One whose version is stored first waits for none.
         let inline = !value.as_ref().is_some_and(|v| v.len() > record::PUT_INLINE_MAX);
         let readings_pending = self.pending.iter().any(|p| p.write.is_none());
-        if protocol != Effective::ReadOptimized || (!inline && readings_pending) {
-            self.flush(ctx).await?;
+        match protocol {
+            // Its steps before it are logged; the writes taken before it wait with it.
+            Effective::WriteOptimized if !self.pending.is_empty() => self.log_record(ctx, None).await.map(|_| ())?,
+            Effective::WriteOptimized => {}
+            Effective::ReadOptimized if inline || !readings_pending => {}
+            _ => self.flush(ctx).await?,
         }
         match protocol {
             Effective::Unsafe => {}
@@ -1315,10 +1357,20 @@ impl Instance {
                 Ok(())
             }
             Effective::WriteOptimized => {
+                // Taken now, stored with the writes around it before anything could
+                // reveal it (`store_latest`): every record of the step log (the next
+                // one may be this invocation's result), a read of a logged table, any
+                // other operation that flushes. Nothing outside the instance sees it
+                // before; a crash before then loses it, and the re-execution takes it
+                // again under the same version (cursor and counter follow the steps).
                 self.counter += 1;
                 let version = Version { cursor: self.cursor, counter: self.counter };
-                store.put_if_newer(&st, key, version, value).await?;
-                self.effect()
+                self.latest.push(LatestWrite { st, key: Bytes::copy_from_slice(key), version, value });
+                let held: usize = self.latest.iter().map(|w| w.key.len() + w.value.as_ref().map_or(0, |v| v.len())).sum();
+                if self.latest.len() >= PENDING_MAX || held >= PENDING_BYTES_MAX {
+                    self.store_latest().await?;
+                }
+                Ok(())
             }
             Effective::Symmetric => {
                 let step = Step::LoggedWrite { table: table.to_string(), key: Bytes::copy_from_slice(key), value };
@@ -2181,8 +2233,12 @@ impl Instance {
             return Ok(false);
         }
         let Some(unchanged) = self.deferred.clone() else { return Ok(false) };
-        let only_reads =
-            self.pending.iter().skip(1).all(|p| p.write.is_none() && matches!(p.step, Step::Read { .. } | Step::Clocks { .. }));
+        let only_reads = self.latest.is_empty()
+            && self
+                .pending
+                .iter()
+                .skip(1)
+                .all(|p| p.write.is_none() && matches!(p.step, Step::Read { .. } | Step::Clocks { .. }));
         let guest = matches!(outcome, Outcome::Ok(_) | Outcome::Failed(_));
         if !only_reads || !guest || self.cancelled || self.txn.is_some() || !self.held.is_empty() || !self.steps.is_empty() {
             return Ok(false);

@@ -73,7 +73,9 @@ fn two_nodes_one_book_and_many_clients_hold() {
 /// and suspended again, for ever); 10_151 (the oracle's: two peers trapped on readings
 /// of their own and it modelled the one the step log did not keep) and the harsh
 /// 20_042 (the oracle's: a tick whose first run failed at once was run by the recovery
-/// scan only after the check had counted the ticks).
+/// scan only after the check had counted the ticks); on a node alone, 140_039 (the
+/// oracle's: a late peer ran the node's newer version until its deferred Init found
+/// the logged one).
 #[test]
 fn seeds_that_found_bugs_still_hold() {
     for seed in [514, 1285, 66, 2431, 41_259, 10_151] {
@@ -83,4 +85,6 @@ fn seeds_that_found_bugs_still_hold() {
     for seed in [20_067, 200_083, 1_000, 20_042] {
         run_seeds(seed, 1, &harsh).unwrap_or_else(|v| panic!("{v}"));
     }
+    let alone = SimOptions { nodes: 1, ..SimOptions::default() };
+    run_seeds(140_039, 1, &alone).unwrap_or_else(|v| panic!("{v}"));
 }
