@@ -2245,8 +2245,8 @@ impl Instance {
         }
         for (cond, table) in unchanged.iter().zip(&self.deferred_tables) {
             let (latest, records) = self.svc.latest_transition(ctx, self.book, table).await?;
-            let read_optimized = matches!(latest, Transition::End { protocol: Protocol::ReadOptimized, .. });
-            if records != cond.position || !read_optimized {
+            // Unchanged: the protocol it read under (`deferred_protocol`) still holds.
+            if records != cond.position || !matches!(latest, Transition::End { .. }) {
                 return Ok(false);
             }
         }
