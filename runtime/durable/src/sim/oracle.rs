@@ -11,10 +11,11 @@
 //! Clock readings and random numbers are facts of the run, not of the program: the
 //! model takes them from a witness, the execution whose output the caller got (its
 //! parent's, for a child), and every other execution must have seen the same ones.
-//! Only at a clock reading (or a read of the log, recorded the same way) may an
-//! execution leave the model's path, since a peer reads its own clock before it learns
-//! that another logged first; it must then stop before its next effect, which later
-//! reads of its keys check.
+//! Only at a clock reading (or a read of the log, recorded the same way, or a read of a
+//! table whose reads are logged, which waits for the next record as readings do) may
+//! an execution leave the model's path, since a peer reads its own clock before it
+//! learns that another logged first; it must then stop before its next effect, which
+//! later reads of its keys check.
 //!
 //! Appends and reads of the log: each client's stream (a tag of its book that only its
 //! invocations append to) is modelled as the list of its records' seqnums. A seqnum is
