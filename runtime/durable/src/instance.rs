@@ -808,12 +808,9 @@ impl Instance {
         if self.latest.is_empty() {
             return Ok(());
         }
-        let store = self.svc.store.clone();
         let writes = std::mem::take(&mut self.latest);
-        let stored = writes.into_iter().map(|w| {
-            let store = store.clone();
-            async move { store.put_if_newer(&w.st, &w.key, w.version, w.value).await }
-        });
+        let store = &self.svc.store;
+        let stored = writes.iter().map(|w| store.put_if_newer(&w.st, &w.key, w.version, w.value.clone()));
         for stored in futures_util::future::join_all(stored).await {
             stored?;
         }
@@ -1298,7 +1295,7 @@ impl Instance {
         let readings_pending = self.pending.iter().any(|p| p.write.is_none());
         match protocol {
             // Its steps before it are logged; the writes taken before it wait with it.
-            Effective::WriteOptimized if !self.pending.is_empty() => self.log_record(ctx, None).await.map(|_| ())?,
+            Effective::WriteOptimized if !self.pending.is_empty() => self.flush(ctx).await?,
             Effective::WriteOptimized => {}
             Effective::ReadOptimized if inline || !readings_pending => {}
             _ => self.flush(ctx).await?,
