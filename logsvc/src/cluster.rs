@@ -31,7 +31,7 @@ use tokio::time::Instant;
 use tracing::{info, warn};
 
 use crate::client::LogClient;
-use crate::driver::{self, ControlInput, EngineDriverConfig, EngineHandle, StorageStores};
+use crate::driver::{self, ControlInput, EngineDriverConfig, EngineHandle, NodeThread, StorageStores};
 use crate::net::{Certs, LocalNet, NetConfig, Transport};
 use crate::store::{
     cold_index, open_record_store, FileControllerStore, FsyncPolicy, GroupCommitConfig, JournalMetalogStore, RecordStore,
@@ -77,6 +77,9 @@ pub struct ClusterBuilder {
     /// rather than QUIC (true by default; false keeps every message on QUIC, as
     /// between processes).
     pub local_delivery: bool,
+    /// The nodes run on a thread of their own ([`NodeThread`]), not on the runtime that
+    /// builds the cluster, where its clients run (true by default).
+    pub node_thread: bool,
 }
 
 impl ClusterBuilder {
@@ -101,6 +104,7 @@ impl ClusterBuilder {
             indexers_per_log: None,
             ready_timeout: Duration::from_secs(15),
             local_delivery: true,
+            node_thread: true,
         };
         b.index_resident_max(INDEX_RESIDENT_DEFAULT);
         b
@@ -177,8 +181,10 @@ impl ClusterBuilder {
         let controller_store = Arc::new(FileControllerStore::open(&self.dir.join("controller"))?);
         let controller_weak = Arc::downgrade(&controller_store);
         let (control, input) = watch::channel(ControlInput { members: roster.clone(), n_logs: self.n_logs });
-        let controller =
-            driver::spawn_controller(CONTROLLER, ccfg, &roster, controller_store, ctl_transport.clone(), ctl_inbox, Some(input))?;
+        let thread = if self.node_thread { Some(NodeThread::start()?) } else { None };
+        let controller = on_thread(&thread, || {
+            driver::spawn_controller(CONTROLLER, ccfg, &roster, controller_store, ctl_transport.clone(), ctl_inbox, Some(input))
+        })?;
         let mut cluster = Cluster {
             builder: self,
             certs,
@@ -190,6 +196,7 @@ impl ClusterBuilder {
             storage: Vec::new(),
             engines: Vec::new(),
             local,
+            thread,
         };
         // A node that fails to start (a store that is locked by another process, or
         // damaged) fails the build; the nodes already running stop with it.
@@ -261,6 +268,15 @@ pub struct Cluster {
     engines: Vec<EngineSlot>,
     /// The nodes' in-process network, when `local_delivery` is on.
     local: Option<LocalNet>,
+    /// Where the nodes run, when `node_thread` is on. Declared last: dropped after
+    /// everything that refers to its tasks.
+    thread: Option<NodeThread>,
+}
+
+/// Calls `spawn` with `thread` entered, so that the node tasks it starts run there.
+fn on_thread<T>(thread: &Option<NodeThread>, spawn: impl FnOnce() -> T) -> T {
+    let _entered = thread.as_ref().map(NodeThread::enter);
+    spawn()
 }
 
 /// Waits until nothing holds `store` any more, so its directory can be opened again.
@@ -288,7 +304,9 @@ impl Cluster {
                     let store = Arc::new(JournalMetalogStore::open(&self.node_dir("sequencer", id))?);
                     let weak = Arc::downgrade(&store);
                     let cfg = self.builder.sequencer_config.clone();
-                    let task = driver::spawn_sequencer(id, vec![CONTROLLER], cfg, store, transport.clone(), inbox)?;
+                    let task = on_thread(&self.thread, || {
+                        driver::spawn_sequencer(id, vec![CONTROLLER], cfg, store, transport.clone(), inbox)
+                    })?;
                     self.sequencers
                         .push(SequencerSlot { node: NodeSlot { id, transport: Some(transport), task: Some(task) }, store: weak });
                 }
@@ -302,14 +320,16 @@ impl Cluster {
                     });
                 }
                 Role::Engine => {
-                    let handle = driver::spawn_engine(
-                        id,
-                        vec![CONTROLLER],
-                        self.builder.engine_config.clone(),
-                        self.builder.engine_driver.clone(),
-                        transport.clone(),
-                        inbox,
-                    );
+                    let handle = on_thread(&self.thread, || {
+                        driver::spawn_engine(
+                            id,
+                            vec![CONTROLLER],
+                            self.builder.engine_config.clone(),
+                            self.builder.engine_driver.clone(),
+                            transport.clone(),
+                            inbox,
+                        )
+                    });
                     self.engines.push(EngineSlot { id, transport, handle });
                 }
             }
@@ -327,7 +347,9 @@ impl Cluster {
         let records = open_record_store(&self.node_dir("storage", id), self.builder.record_store, self.builder.fsync)?;
         let weak = Arc::downgrade(&records);
         let stores = StorageStores { records, group_commit: self.builder.group_commit.clone() };
-        let task = driver::spawn_storage(id, vec![CONTROLLER], self.builder.storage_config.clone(), stores, transport, inbox)?;
+        let task = on_thread(&self.thread, || {
+            driver::spawn_storage(id, vec![CONTROLLER], self.builder.storage_config.clone(), stores, transport, inbox)
+        })?;
         Ok((task, weak))
     }
 

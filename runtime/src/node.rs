@@ -31,7 +31,7 @@ use anyhow::{bail, Context as _};
 use serde::{Deserialize, Serialize};
 use tally_control::{ControlPlane, Member, MemberRole, Revision, Settings};
 use tally_durable::Peers;
-use tally_logsvc::driver::{self, ControlInput, EngineDriverConfig, EngineStatus, StorageStores};
+use tally_logsvc::driver::{self, ControlInput, EngineDriverConfig, EngineStatus, NodeThread, StorageStores};
 use tally_logsvc::net::{Certs, LocalNet, NetConfig, Transport};
 use tally_logsvc::store::{
     cold_index, open_record_store, ControllerStore, FsyncPolicy, GroupCommitConfig, JournalMetalogStore, RecordStoreKind,
@@ -350,6 +350,10 @@ pub struct Node {
     tasks: Vec<JoinHandle<()>>,
     transports: Vec<Transport>,
     http_stop: Vec<oneshot::Sender<()>>,
+    /// Where the sequencer, storage and engine roles run, away from the HTTP servers
+    /// and invocations (the controller role stays with its etcd client). Declared last:
+    /// dropped after everything that refers to its tasks.
+    thread: NodeThread,
 }
 
 impl Node {
@@ -387,6 +391,7 @@ impl Node {
         let controllers: Vec<NodeId> = config.controllers.iter().map(|&c| NodeId(c)).collect();
         let mut engine = None;
         let index_resident = usize::try_from(config.node_limits.index_resident_bytes).unwrap_or(usize::MAX);
+        let thread = NodeThread::start()?;
         for (id, role, t, inbox) in bound {
             let dir = |what: &str| config.data_dir.join(format!("{what}-{}", id.0));
             match role {
@@ -407,6 +412,7 @@ impl Node {
                 }
                 MemberRole::Sequencer => {
                     let store = Arc::new(JournalMetalogStore::open(&dir("sequencer"))?);
+                    let _entered = thread.enter();
                     let task = driver::spawn_sequencer(id, controllers.clone(), SequencerConfig::default(), store, t, inbox)?;
                     tasks.push(task);
                 }
@@ -415,6 +421,7 @@ impl Node {
                     let stores = StorageStores { records, group_commit: GroupCommitConfig::default() };
                     let cfg =
                         StorageConfig { cold_index: Some(cold_index(dir("cold"), index_resident)), ..StorageConfig::default() };
+                    let _entered = thread.enter();
                     let task = driver::spawn_storage(id, controllers.clone(), cfg, stores, t, inbox)?;
                     tasks.push(task);
                 }
@@ -423,6 +430,7 @@ impl Node {
                     let driver_config = EngineDriverConfig { metalog_delay_ms: delay, ..EngineDriverConfig::default() };
                     let cfg =
                         EngineConfig { cold_index: Some(cold_index(dir("cold"), index_resident)), ..EngineConfig::default() };
+                    let _entered = thread.enter();
                     let handle = driver::spawn_engine(id, controllers.clone(), cfg, driver_config, t, inbox);
                     engine = Some(handle);
                 }
@@ -448,8 +456,17 @@ impl Node {
             registrations.push(plane.register(member, MEMBER_TTL_S).await.context("registering with etcd")?);
         }
 
-        let mut node =
-            Node { config, function: None, gateway: None, plane, registrations, tasks, transports, http_stop: Vec::new() };
+        let mut node = Node {
+            config,
+            function: None,
+            gateway: None,
+            plane,
+            registrations,
+            tasks,
+            transports,
+            http_stop: Vec::new(),
+            thread,
+        };
         if let Some(handle) = engine {
             let f = node.config.function.clone().expect("a function role");
             let mut status = handle.status.clone();
@@ -527,6 +544,8 @@ impl Node {
         for t in &self.transports {
             t.shutdown().await;
         }
+        // Stops what the roles left running there (reads, persists).
+        drop(self.thread);
         drop(self.plane);
         info!("node stopped");
     }
