@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use anyhow::{ensure, Context as _};
 use bytes::Bytes;
+use tally_logsvc::store::{open_record_store, FsyncPolicy, JournalMetalogStore, RecordStoreKind};
 use tally_logsvc::{book_to_log, BookId, Cluster, ClusterBuilder, Cond, Context, Error, LogClient, LogId, SeqNum, Tag, Term};
 use tokio::task::JoinSet;
 
@@ -779,5 +780,42 @@ async fn an_added_log_takes_over_its_books_with_their_history() -> anyhow::Resul
         ensure!(matches!(lost, Err(Error::Conflict { holder: Some(_) })), "book {}: {lost:?}", b.0);
     }
     cluster.shutdown().await;
+    Ok(())
+}
+
+/// Whether a thread of this process is named `name`.
+fn thread_named(name: &str) -> bool {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return false };
+    tasks.flatten().any(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|comm| comm.trim_end() == name))
+}
+
+/// The nodes run on a thread of their own, and a cluster dropped without `shutdown`
+/// stops them before the drop returns: right after it (on the one thread of this test,
+/// which the nodes never ran on) the sequencer's and the storage node's stores open,
+/// and a build over the directory finds the record the first one appended.
+#[tokio::test(flavor = "current_thread")]
+async fn a_dropped_cluster_frees_its_directory_before_the_drop_returns() -> anyhow::Result<()> {
+    let dir = TestDir::new();
+    let single = |b: &mut ClusterBuilder| {
+        b.sequencers = 1;
+        b.storage_nodes = 1;
+        b.engines = 1;
+        b.n_meta = 1;
+        b.n_data = 1;
+    };
+    let first = cluster(&dir, single).await?;
+    ensure!(thread_named("tally-nodes"), "the nodes run on a thread named tally-nodes");
+    let book = BookId(5);
+    let written = first.client(0).append(&mut Context::new(), book, &[Tag(1)], data("kept")).await?;
+    drop(first);
+    // Node ids: the controller 0, then the sequencer, the storage node, the engine.
+    let metalog = JournalMetalogStore::open(&dir.path().join("sequencer-1")).context("the sequencer's store")?;
+    let records = open_record_store(&dir.path().join("storage-2"), RecordStoreKind::default(), FsyncPolicy::default())
+        .context("the storage node's store")?;
+    drop((metalog, records));
+    let again = cluster(&dir, single).await.context("a build right after the drop")?;
+    let read = again.client(0).read_next(&mut Context::new(), book, Tag(1), SeqNum::MIN).await?;
+    assert_eq!(read.map(|r| (r.seqnum, r.data)), Some((written, data("kept"))));
+    again.shutdown().await;
     Ok(())
 }
