@@ -73,7 +73,7 @@ use crate::record::{
     self, input_sha256, Awaited, CondOutcome, InvocationKey, LockId, Outcome, ReadRecord, Reading, Step, Transition,
 };
 use crate::recorder::{GuestClock, Recorder};
-use crate::store::{Version, VersionPut};
+use crate::store::{LatestPut, Version, VersionPut};
 use crate::tags::{shadow, APPENDED, INSTANCES};
 use crate::InstanceId;
 
@@ -167,14 +167,6 @@ struct Pending {
     record_bytes: usize,
 }
 
-/// A write-optimized write taken but not stored yet (`Instance::put`).
-struct LatestWrite {
-    st: String,
-    key: Bytes,
-    version: Version,
-    value: Option<Bytes>,
-}
-
 /// A pending write's object write log, and the value to store as its version before the
 /// record that makes it visible.
 struct PendingWrite {
@@ -256,7 +248,7 @@ pub struct Instance {
     /// Write-optimized writes taken since the last store of them: stored together (one
     /// synced batch) before anything else the instance does could reveal them
     /// (`store_latest`).
-    latest: Vec<LatestWrite>,
+    latest: Vec<LatestPut>,
     /// The next step number.
     next: usize,
     /// `cursorTS`; 0 until `init`.
@@ -809,11 +801,7 @@ impl Instance {
             return Ok(());
         }
         let writes = std::mem::take(&mut self.latest);
-        let store = &self.svc.store;
-        let stored = writes.iter().map(|w| store.put_if_newer(&w.st, &w.key, w.version, w.value.clone()));
-        for stored in futures_util::future::join_all(stored).await {
-            stored?;
-        }
+        self.svc.store.put_if_newer_all(&writes).await?;
         self.effect()
     }
 
@@ -1362,7 +1350,7 @@ impl Instance {
                 // again under the same version (cursor and counter follow the steps).
                 self.counter += 1;
                 let version = Version { cursor: self.cursor, counter: self.counter };
-                self.latest.push(LatestWrite { st, key: Bytes::copy_from_slice(key), version, value });
+                self.latest.push(LatestPut { table: st, key: Bytes::copy_from_slice(key), version, value });
                 let held: usize = self.latest.iter().map(|w| w.key.len() + w.value.as_ref().map_or(0, |v| v.len())).sum();
                 if self.latest.len() >= PENDING_MAX || held >= PENDING_BYTES_MAX {
                     self.store_latest().await?;

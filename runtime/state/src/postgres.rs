@@ -19,13 +19,14 @@
 //! One connection serves every caller; tokio-postgres pipelines concurrent statements
 //! on it. A pool is future work, when one connection's throughput is the limit.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use bytes::Bytes;
 use tokio_postgres::{Client, NoTls};
 
-use tally_durable::store::{check_table, Family, StateError, StateFuture, StateStore, Value, Version};
+use tally_durable::store::{check_table, Family, LatestPut, StateError, StateFuture, StateStore, Value, Version};
 
 const SCHEMA: &str = "
     BEGIN;
@@ -142,6 +143,44 @@ impl StateStore for PgStateStore {
                 .await
                 .map_err(backend)?;
             Ok(written == 1)
+        })
+    }
+
+    /// One statement over arrays of the puts, so one commit (one WAL flush) for all of
+    /// them. A statement may update a row once only, so of several puts to one key only
+    /// the newest is sent: the others would be overwritten by it anyway.
+    fn put_if_newer_all<'a>(&'a self, puts: &'a [LatestPut]) -> StateFuture<'a, ()> {
+        Box::pin(async move {
+            let mut newest: BTreeMap<(&str, &[u8]), &LatestPut> = BTreeMap::new();
+            for p in puts {
+                check_table(&p.table)?;
+                let slot = newest.entry((p.table.as_str(), &p.key[..])).or_insert(p);
+                if p.version > slot.version {
+                    *slot = p;
+                }
+            }
+            if newest.is_empty() {
+                return Ok(());
+            }
+            let puts: Vec<&LatestPut> = newest.into_values().collect();
+            let tables: Vec<&str> = puts.iter().map(|p| p.table.as_str()).collect();
+            let keys: Vec<&[u8]> = puts.iter().map(|p| &p.key[..]).collect();
+            let cursors: Vec<i64> = puts.iter().map(|p| to_sql(p.version.cursor)).collect();
+            let counters: Vec<i64> = puts.iter().map(|p| i64::from(p.version.counter)).collect();
+            let values: Vec<Option<&[u8]>> = puts.iter().map(|p| p.value.as_deref()).collect();
+            self.client
+                .execute(
+                    "INSERT INTO tally_state_latest AS s (tbl, key, cursor, counter, value)
+                     SELECT * FROM unnest($1::text[], $2::bytea[], $3::bigint[], $4::bigint[], $5::bytea[])
+                     ON CONFLICT (tbl, key) DO UPDATE
+                     SET cursor = EXCLUDED.cursor, counter = EXCLUDED.counter,
+                         value = EXCLUDED.value
+                     WHERE (s.cursor, s.counter) < (EXCLUDED.cursor, EXCLUDED.counter)",
+                    &[&tables, &keys, &cursors, &counters, &values],
+                )
+                .await
+                .map_err(backend)?;
+            Ok(())
         })
     }
 

@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
 
-use super::{Family, StateFuture, StateStore, Value, Version, VersionPut};
+use super::{Family, LatestPut, StateFuture, StateStore, Value, Version, VersionPut};
 
 const SHARDS: usize = 8;
 /// What an entry costs beyond its key and value: the map slot, the clock slot, the
@@ -232,6 +232,10 @@ impl StateStore for VersionCache {
 
     fn put_if_newer<'a>(&'a self, table: &'a str, key: &'a [u8], version: Version, value: Value) -> StateFuture<'a, bool> {
         self.inner.put_if_newer(table, key, version, value)
+    }
+
+    fn put_if_newer_all<'a>(&'a self, puts: &'a [LatestPut]) -> StateFuture<'a, ()> {
+        self.inner.put_if_newer_all(puts)
     }
 
     fn put_latest<'a>(&'a self, table: &'a str, key: &'a [u8], value: Value) -> StateFuture<'a, ()> {

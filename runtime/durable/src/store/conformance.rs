@@ -9,7 +9,7 @@ use std::future::Future;
 
 use bytes::Bytes;
 
-use super::{Family, StateStore, Value, Version, VersionPut};
+use super::{Family, LatestPut, StateStore, Value, Version, VersionPut};
 
 /// Runs every case. `open` opens the store under test; it is called once per case and
 /// again by [`survives_reopen`], each time on the same underlying storage, after the
@@ -27,6 +27,7 @@ where
     delete_version_removes_one(&*open().await).await;
     delete_versions_deletes_each(&*open().await).await;
     put_if_newer_ordering(&*open().await).await;
+    put_if_newer_all_keeps_the_newest(&*open().await).await;
     put_latest_overwrites(&*open().await).await;
     list_keys_pages(&*open().await).await;
     concurrent_put_if_newer(&*open().await).await;
@@ -208,6 +209,41 @@ pub async fn put_if_newer_ordering(store: &dyn StateStore) {
     }
     let (_, value) = store.get_latest(t, b"k").await.unwrap().unwrap();
     assert_eq!(value, val("step6"), "{t}: the value belongs to the stored version");
+}
+
+pub async fn put_if_newer_all_keeps_the_newest(store: &dyn StateStore) {
+    let (t, u) = ("put_if_newer_all", "put_if_newer_all_other");
+    store.put_if_newer(t, b"stored", v(5, 0), val("stored")).await.unwrap();
+    let put = |table: &str, key: &[u8], version, value| LatestPut {
+        table: table.to_string(),
+        key: Bytes::copy_from_slice(key),
+        version,
+        value,
+    };
+    let puts = [
+        put(t, b"stored", v(3, 0), val("older than the stored one")),
+        put(t, b"k", v(1, 0), val("first")),
+        put(t, b"k", v(2, 0), val("newest")),
+        put(t, b"k", v(1, 5), val("in between")),
+        put(t, b"gone", v(1, 0), None),
+        put(u, b"k", v(1, 0), val("other table")),
+        // A key with the separator and a zero byte in it.
+        put(t, b"k\x00/\xff", v(7, 7), val("binary")),
+    ];
+    store.put_if_newer_all(&puts).await.unwrap();
+    check_latest(store, t, b"stored", Some((v(5, 0), val("stored")))).await;
+    check_latest(store, t, b"k", Some((v(2, 0), val("newest")))).await;
+    check_latest(store, t, b"gone", Some((v(1, 0), None))).await;
+    check_latest(store, u, b"k", Some((v(1, 0), val("other table")))).await;
+    check_latest(store, t, b"k\x00/\xff", Some((v(7, 7), val("binary")))).await;
+    // Again, whole: nothing moves. Then one newer put among older ones.
+    store.put_if_newer_all(&puts).await.unwrap();
+    check_latest(store, t, b"k", Some((v(2, 0), val("newest")))).await;
+    store.put_if_newer_all(&[put(t, b"k", v(1, 9), val("older")), put(t, b"k", v(2, 1), val("newer"))]).await.unwrap();
+    check_latest(store, t, b"k", Some((v(2, 1), val("newer")))).await;
+    store.put_if_newer_all(&[]).await.unwrap();
+    assert!(store.put_if_newer_all(&[put("", b"k", v(9, 0), val("x"))]).await.is_err(), "{t}: an invalid table");
+    check_latest(store, t, b"k", Some((v(2, 1), val("newer")))).await;
 }
 
 pub async fn put_latest_overwrites(store: &dyn StateStore) {

@@ -51,6 +51,15 @@ pub struct VersionPut {
     pub marker: bool,
 }
 
+/// One write of [`StateStore::put_if_newer_all`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LatestPut {
+    pub table: String,
+    pub key: Bytes,
+    pub version: Version,
+    pub value: Value,
+}
+
 /// The two key spaces of a store.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Family {
@@ -162,6 +171,22 @@ pub trait StateStore: Send + Sync {
     /// version is strictly older; returns whether it wrote.
     fn put_if_newer<'a>(&'a self, table: &'a str, key: &'a [u8], version: Version, value: Value) -> StateFuture<'a, bool>;
 
+    /// Does [`put_if_newer`](Self::put_if_newer) for each of `puts`: of several puts to
+    /// one key, the newest version stays, whatever their order. A backend that can
+    /// makes them durable together (PostgreSQL: one statement, so one commit), where the
+    /// default puts them one by one, concurrently (the embedded store's writer then
+    /// takes them into one synced batch); either way a failure may leave some stored,
+    /// which a repeat makes whole.
+    fn put_if_newer_all<'a>(&'a self, puts: &'a [LatestPut]) -> StateFuture<'a, ()> {
+        Box::pin(async move {
+            let stored = puts.iter().map(|p| self.put_if_newer(&p.table, &p.key, p.version, p.value.clone()));
+            for stored in futures_util::future::join_all(stored).await {
+                stored?;
+            }
+            Ok(())
+        })
+    }
+
     /// Stores `value` for `(table, key)` at [`Version::ZERO`] whatever is stored: the
     /// raw write of the `unsafe` protocol. Not ordered against a concurrent
     /// `put_if_newer` on the same key (no table mixes the two).
@@ -215,6 +240,10 @@ impl<S: StateStore + ?Sized> StateStore for std::sync::Arc<S> {
 
     fn put_if_newer<'a>(&'a self, table: &'a str, key: &'a [u8], version: Version, value: Value) -> StateFuture<'a, bool> {
         (**self).put_if_newer(table, key, version, value)
+    }
+
+    fn put_if_newer_all<'a>(&'a self, puts: &'a [LatestPut]) -> StateFuture<'a, ()> {
+        (**self).put_if_newer_all(puts)
     }
 
     fn put_latest<'a>(&'a self, table: &'a str, key: &'a [u8], value: Value) -> StateFuture<'a, ()> {
