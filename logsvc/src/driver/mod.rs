@@ -143,11 +143,14 @@ pub struct NodeThread {
     runtime: Option<tokio::runtime::Runtime>,
 }
 
+/// The name of a [`NodeThread`]'s worker (and of its blocking pool's threads).
+const NODE_THREAD_NAME: &str = "tally-nodes";
+
 impl NodeThread {
     pub fn start() -> Result<NodeThread> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
-            .thread_name("tally-nodes")
+            .thread_name(NODE_THREAD_NAME)
             .enable_all()
             .build()
             .map_err(|e| Error::Storage(format!("cannot start the nodes' thread: {e}")))?;
@@ -164,6 +167,11 @@ impl NodeThread {
 impl Drop for NodeThread {
     fn drop(&mut self) {
         let Some(runtime) = self.runtime.take() else { return };
+        if std::thread::current().name() == Some(NODE_THREAD_NAME) {
+            // Dropped by one of its own tasks: waiting would wait for this very thread.
+            runtime.shutdown_background();
+            return;
+        }
         if tokio::runtime::Handle::try_current().is_err() {
             drop(runtime);
             return;
