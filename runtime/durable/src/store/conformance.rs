@@ -227,7 +227,7 @@ pub async fn put_if_newer_all_keeps_the_newest(store: &dyn StateStore) {
         put(t, b"k", v(1, 5), val("in between")),
         put(t, b"gone", v(1, 0), None),
         put(u, b"k", v(1, 0), val("other table")),
-        // A key with the separator and a zero byte in it.
+        // A key of any bytes: a zero byte, a slash, a byte that is not UTF-8.
         put(t, b"k\x00/\xff", v(7, 7), val("binary")),
     ];
     store.put_if_newer_all(&puts).await.unwrap();
