@@ -51,6 +51,9 @@ const SCHEMA: &str = "
     COMMIT;
 ";
 
+/// A single-version row: table, key, version, value.
+type LatestRow<'a> = (&'a str, &'a [u8], Version, Option<&'a [u8]>);
+
 /// A [`StateStore`] in a PostgreSQL database.
 pub struct PgStateStore {
     client: Client,
@@ -71,6 +74,29 @@ impl PgStateStore {
         });
         client.batch_execute(SCHEMA).await.map_err(backend)?;
         Ok(PgStateStore { client })
+    }
+
+    /// Put-if-newer of each `(table, key)` of `puts` in one statement, so one commit;
+    /// returns how many rows it wrote. A statement may update a row only once: the keys
+    /// must be distinct.
+    async fn upsert_if_newer(&self, puts: &[LatestRow<'_>]) -> Result<u64, StateError> {
+        let tables: Vec<&str> = puts.iter().map(|p| p.0).collect();
+        let keys: Vec<&[u8]> = puts.iter().map(|p| p.1).collect();
+        let cursors: Vec<i64> = puts.iter().map(|p| to_sql(p.2.cursor)).collect();
+        let counters: Vec<i64> = puts.iter().map(|p| i64::from(p.2.counter)).collect();
+        let values: Vec<Option<&[u8]>> = puts.iter().map(|p| p.3).collect();
+        self.client
+            .execute(
+                "INSERT INTO tally_state_latest AS s (tbl, key, cursor, counter, value)
+                 SELECT * FROM unnest($1::text[], $2::bytea[], $3::bigint[], $4::bigint[], $5::bytea[])
+                 ON CONFLICT (tbl, key) DO UPDATE
+                 SET cursor = EXCLUDED.cursor, counter = EXCLUDED.counter,
+                     value = EXCLUDED.value
+                 WHERE (s.cursor, s.counter) < (EXCLUDED.cursor, EXCLUDED.counter)",
+                &[&tables, &keys, &cursors, &counters, &values],
+            )
+            .await
+            .map_err(backend)
     }
 }
 
@@ -129,57 +155,26 @@ impl StateStore for PgStateStore {
     fn put_if_newer<'a>(&'a self, table: &'a str, key: &'a [u8], version: Version, value: Value) -> StateFuture<'a, bool> {
         Box::pin(async move {
             check_table(table)?;
-            let written = self
-                .client
-                .execute(
-                    "INSERT INTO tally_state_latest AS s (tbl, key, cursor, counter, value)
-                     VALUES ($1, $2, $3, $4, $5)
-                     ON CONFLICT (tbl, key) DO UPDATE
-                     SET cursor = EXCLUDED.cursor, counter = EXCLUDED.counter,
-                         value = EXCLUDED.value
-                     WHERE (s.cursor, s.counter) < (EXCLUDED.cursor, EXCLUDED.counter)",
-                    &[&table, &key, &to_sql(version.cursor), &i64::from(version.counter), &value.as_deref()],
-                )
-                .await
-                .map_err(backend)?;
-            Ok(written == 1)
+            Ok(self.upsert_if_newer(&[(table, key, version, value.as_deref())]).await? == 1)
         })
     }
 
-    /// One statement over arrays of the puts, so one commit (one WAL flush) for all of
-    /// them. A statement may update a row once only, so of several puts to one key only
-    /// the newest is sent: the others would be overwritten by it anyway.
+    /// One statement for all of them, so one commit (one WAL flush). Of several puts to
+    /// one key only the newest is sent: the others would be overwritten by it anyway.
     fn put_if_newer_all<'a>(&'a self, puts: &'a [LatestPut]) -> StateFuture<'a, ()> {
         Box::pin(async move {
-            let mut newest: BTreeMap<(&str, &[u8]), &LatestPut> = BTreeMap::new();
+            let mut newest: BTreeMap<(&str, &[u8]), LatestRow<'_>> = BTreeMap::new();
             for p in puts {
                 check_table(&p.table)?;
-                let slot = newest.entry((p.table.as_str(), &p.key[..])).or_insert(p);
-                if p.version > slot.version {
-                    *slot = p;
+                let row = (p.table.as_str(), &p.key[..], p.version, p.value.as_deref());
+                let slot = newest.entry((row.0, row.1)).or_insert(row);
+                if row.2 > slot.2 {
+                    *slot = row;
                 }
             }
-            if newest.is_empty() {
-                return Ok(());
+            if !newest.is_empty() {
+                self.upsert_if_newer(&newest.into_values().collect::<Vec<_>>()).await?;
             }
-            let puts: Vec<&LatestPut> = newest.into_values().collect();
-            let tables: Vec<&str> = puts.iter().map(|p| p.table.as_str()).collect();
-            let keys: Vec<&[u8]> = puts.iter().map(|p| &p.key[..]).collect();
-            let cursors: Vec<i64> = puts.iter().map(|p| to_sql(p.version.cursor)).collect();
-            let counters: Vec<i64> = puts.iter().map(|p| i64::from(p.version.counter)).collect();
-            let values: Vec<Option<&[u8]>> = puts.iter().map(|p| p.value.as_deref()).collect();
-            self.client
-                .execute(
-                    "INSERT INTO tally_state_latest AS s (tbl, key, cursor, counter, value)
-                     SELECT * FROM unnest($1::text[], $2::bytea[], $3::bigint[], $4::bigint[], $5::bytea[])
-                     ON CONFLICT (tbl, key) DO UPDATE
-                     SET cursor = EXCLUDED.cursor, counter = EXCLUDED.counter,
-                         value = EXCLUDED.value
-                     WHERE (s.cursor, s.counter) < (EXCLUDED.cursor, EXCLUDED.counter)",
-                    &[&tables, &keys, &cursors, &counters, &values],
-                )
-                .await
-                .map_err(backend)?;
             Ok(())
         })
     }
