@@ -32,7 +32,7 @@ use std::sync::Arc;
 use crate::config::{Configuration, LogTermConfig, SealedTail, ShardConfig, TermConfig};
 use crate::error::{Error, Result};
 use crate::message::{Message, MetalogEntry};
-use crate::types::{LogId, Micros, NextTick, NodeId, ShardId, Term};
+use crate::types::{LocalId, LogId, Micros, NextTick, NodeId, ShardId, Term};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Role {
@@ -98,8 +98,35 @@ struct Member {
 
 struct Sealing {
     term: Term,
-    replies: Vec<BTreeMap<NodeId, (u64, Option<MetalogEntry>)>>,
+    replies: Vec<BTreeMap<NodeId, SealedReply>>,
+    /// Once a quorum of every log replied: the tail of each log, or the probes that
+    /// decide it.
+    tails: Option<Vec<TailChoice>>,
     sent_at: Micros,
+}
+
+#[derive(Clone)]
+struct SealedReply {
+    len: u64,
+    last: Option<MetalogEntry>,
+    prev: Option<MetalogEntry>,
+    committed_len: u64,
+}
+
+/// A log's final tail, decided or waiting on its storage nodes.
+enum TailChoice {
+    Decided(SealedTail),
+    /// The longest tail ends with an entry no replica knows committed, whose records
+    /// may not be durable: it is kept if they are (`keep`), dropped (`drop`) if a
+    /// replica never had one.
+    Probing { keep: SealedTail, drop: Option<SealedTail>, probes: Vec<Probe> },
+}
+
+struct Probe {
+    shard: ShardId,
+    cut: LocalId,
+    replica: NodeId,
+    durable: Option<bool>,
 }
 
 pub struct Controller {
@@ -297,10 +324,21 @@ impl Controller {
             Message::ConfigAck { term } if self.config.as_ref().is_some_and(|c| c.current().term == term) => {
                 self.acked.insert(from);
             }
-            Message::Sealed { term, log, len, last } => {
+            Message::Sealed { term, log, len, last, prev, committed_len } => {
                 if let Some(s) = self.sealing.as_mut().filter(|s| s.term == term) {
                     if let Some(r) = s.replies.get_mut(log.0 as usize) {
-                        r.insert(from, (len, last));
+                        r.insert(from, SealedReply { len, last, prev, committed_len });
+                    }
+                }
+                self.try_finish_seal(now);
+            }
+            Message::Probed { shard, cut, durable } => {
+                let probes = self.sealing.iter_mut().flat_map(|s| s.tails.iter_mut().flatten());
+                for choice in probes {
+                    if let TailChoice::Probing { probes, .. } = choice {
+                        for p in probes.iter_mut().filter(|p| p.shard == shard && p.cut == cut && p.replica == from) {
+                            p.durable = Some(durable);
+                        }
                     }
                 }
                 self.try_finish_seal(now);
@@ -413,7 +451,7 @@ impl Controller {
     fn start_seal(&mut self, now: Micros, term: Term) {
         tracing::info!(term = term.0, "sealing the term");
         let n_logs = self.config.as_ref().and_then(|c| c.term(term)).map_or(0, |t| t.logs.len());
-        self.sealing = Some(Sealing { term, replies: vec![BTreeMap::new(); n_logs], sent_at: now });
+        self.sealing = Some(Sealing { term, replies: vec![BTreeMap::new(); n_logs], tails: None, sent_at: now });
         self.send_seals(now);
     }
 
@@ -429,6 +467,43 @@ impl Controller {
                 }
             }
         }
+        for choice in s.tails.iter().flatten() {
+            if let TailChoice::Probing { probes, .. } = choice {
+                for p in probes.iter().filter(|p| p.durable.is_none()) {
+                    self.out.push(ControllerAction::Send(p.replica, Message::Probe { shard: p.shard, cut: p.cut }));
+                }
+            }
+        }
+    }
+
+    /// The final tail of a log from a quorum's replies: the longest. Its last entry
+    /// may be in flight (persisted by a quorum, its records written but maybe not
+    /// durable, so not committed): unless a replica knows it committed, the storage
+    /// nodes of the shards it orders are probed.
+    fn choose_tail(lc: &LogTermConfig, replies: &BTreeMap<NodeId, SealedReply>) -> TailChoice {
+        let r = replies.values().max_by_key(|r| r.len).expect("a quorum replied");
+        assert!(r.last.as_ref().is_none_or(|e| e.index + 1 == r.len), "a sealed tail ends with its last entry");
+        let keep = SealedTail { len: r.len, last: r.last.clone() };
+        let committed = replies.values().any(|x| x.committed_len >= r.len);
+        let Some(last) = r.last.as_ref().filter(|e| !committed && e.record_count() > 0) else {
+            return TailChoice::Decided(keep);
+        };
+        // The entry before it: a replica that does not know the tail committed keeps
+        // it in memory (`Metalog::forget`), and so does one a step behind.
+        let before = replies.values().find_map(|x| match x.len {
+            len if len == r.len => x.prev.clone(),
+            len if len + 1 == r.len => x.last.clone(),
+            _ => None,
+        });
+        let drop = (before.is_some() || r.len == 1).then(|| SealedTail { len: r.len - 1, last: before });
+        let mut probes = Vec::new();
+        for (j, ids, _) in last.runs() {
+            let shard = &lc.shards[j];
+            for &replica in &shard.replicas {
+                probes.push(Probe { shard: shard.shard, cut: ids.end, replica, durable: None });
+            }
+        }
+        TailChoice::Probing { keep, drop, probes }
     }
 
     fn try_finish_seal(&mut self, now: Micros) {
@@ -439,19 +514,43 @@ impl Controller {
         if !quorate {
             return;
         }
-        let tails: Vec<SealedTail> = t
-            .logs
-            .iter()
-            .map(|lc| {
-                let (len, last) =
-                    s.replies[lc.log.0 as usize].values().max_by_key(|(len, _)| *len).cloned().expect("a quorum replied");
-                assert!(last.as_ref().is_none_or(|e| e.index + 1 == len), "a sealed tail ends with its last entry");
-                SealedTail { len, last }
-            })
-            .collect();
-        if self.install(now, Some(tails)) {
+        if s.tails.is_none() {
+            let tails = t.logs.iter().map(|lc| Self::choose_tail(lc, &s.replies[lc.log.0 as usize])).collect();
+            self.sealing.as_mut().expect("sealing").tails = Some(tails);
+            self.send_seals(now);
+        }
+        let mut decided = Vec::new();
+        for choice in self.sealing.as_ref().and_then(|s| s.tails.as_ref()).expect("chosen") {
+            match choice {
+                TailChoice::Decided(tail) => decided.push(tail.clone()),
+                TailChoice::Probing { keep, drop, probes } => match self.probed(now, probes) {
+                    Some(true) => decided.push(keep.clone()),
+                    Some(false) => match drop {
+                        Some(drop) => decided.push(drop.clone()),
+                        None => return,
+                    },
+                    None => return,
+                },
+            }
+        }
+        if self.install(now, Some(decided)) {
             self.sealing = None;
         }
+    }
+
+    /// Whether an uncommitted tail entry is kept: no (dropped) as soon as a replica
+    /// never had one of its records, which proves it was never committed (a primary
+    /// commits only once its records are durable on every replica, and a replica that
+    /// sealed acknowledges no more); yes once every shard has a durable copy and every
+    /// live replica answered. `None`: wait (for a replica that is down, when no other
+    /// of its shard answered).
+    fn probed(&self, now: Micros, probes: &[Probe]) -> Option<bool> {
+        if probes.iter().any(|p| p.durable == Some(false)) {
+            return Some(false);
+        }
+        let answered = |p: &Probe| p.durable.is_some() || !self.live(now, p.replica);
+        let copy = |p: &Probe| probes.iter().any(|q| q.shard == p.shard && q.durable == Some(true));
+        probes.iter().all(|p| answered(p) && copy(p)).then_some(true)
     }
 
     /// Installs the next term; `tails` seals the current one. Returns false (and keeps
@@ -616,7 +715,7 @@ mod tests {
         for (n, len) in [(SEQUENCERS[0], 3), (SEQUENCERS[1], 2)] {
             for log in [0, 1] {
                 let last = Some(entry(len - 1, log));
-                c.on_message(40, n, Message::Sealed { term: Term(1), log: LogId(log), len, last });
+                c.on_message(40, n, Message::Sealed { term: Term(1), log: LogId(log), len, last, prev: None, committed_len: len });
             }
         }
         let config = installed(&c.take_actions());
@@ -641,7 +740,7 @@ mod tests {
         c.on_tick(0);
         for n in SEQUENCERS {
             for log in [0, 1] {
-                c.on_message(10, n, Message::Sealed { term: Term(2), log: LogId(log), len: 0, last: None });
+                c.on_message(10, n, Message::Sealed { term: Term(2), log: LogId(log), len: 0, last: None, prev: None, committed_len: 0 });
             }
         }
         let next = installed(&c.take_actions());
@@ -691,7 +790,7 @@ mod tests {
         assert_eq!(seals.count(), 2 * SEQUENCERS.len(), "term 1's two logs are sealed");
         for n in SEQUENCERS {
             for log in [0, 1] {
-                c.on_message(20, n, Message::Sealed { term: Term(1), log: LogId(log), len: 0, last: None });
+                c.on_message(20, n, Message::Sealed { term: Term(1), log: LogId(log), len: 0, last: None, prev: None, committed_len: 0 });
             }
         }
         let grown = installed(&c.take_actions());
@@ -707,7 +806,7 @@ mod tests {
         c.on_tick(0);
         for n in SEQUENCERS {
             for log in [0, 1, 2] {
-                c.on_message(10, n, Message::Sealed { term: Term(2), log: LogId(log), len: 0, last: None });
+                c.on_message(10, n, Message::Sealed { term: Term(2), log: LogId(log), len: 0, last: None, prev: None, committed_len: 0 });
             }
         }
         let next = installed(&c.take_actions());

@@ -18,7 +18,7 @@ use crate::index::BookState;
 use crate::types::{BookId, LocalId, LogId, MetalogPosition, NodeId, SeqNum, ShardId, Tag, Term};
 
 /// Version of the wire format; a peer speaking another version is disconnected.
-pub const WIRE_VERSION: u8 = 6;
+pub const WIRE_VERSION: u8 = 7;
 
 /// A condition of a conditional append (Halfmoon `logCondAppend`): the stream `tag` of
 /// the record's book must hold exactly `position` records (trimmed ones included) when
@@ -263,11 +263,13 @@ pub enum Message {
     },
 
     // Storage node -> primary sequencer.
-    /// Durably stored prefix of each shard this node replicates: (shard index in the
-    /// term's log config, local ids stored).
+    /// Prefixes of each shard this node replicates, as (shard index in the term's log
+    /// config, local ids): `held`, received and being written (the primary may order
+    /// them), and `stored`, durable (the primary commits what they cover).
     Progress {
         term: Term,
         log: LogId,
+        held: Vec<(u32, LocalId)>,
         stored: Vec<(u32, LocalId)>,
     },
 
@@ -383,11 +385,28 @@ pub enum Message {
         log: LogId,
     },
     // Sequencer -> controller.
+    /// The replica's tail of a sealed metalog: its length, its last entry and the one
+    /// before, and how much of it the replica knows to be committed.
     Sealed {
         term: Term,
         log: LogId,
         len: u64,
         last: Option<MetalogEntry>,
+        prev: Option<MetalogEntry>,
+        committed_len: u64,
+    },
+    // Controller -> storage node, while it seals a term.
+    /// Whether records `..cut` of `shard` are durable here: answered once they are,
+    /// or at once when some are not here at all.
+    Probe {
+        shard: ShardId,
+        cut: LocalId,
+    },
+    // Storage node -> controller.
+    Probed {
+        shard: ShardId,
+        cut: LocalId,
+        durable: bool,
     },
 }
 
@@ -421,6 +440,8 @@ impl Message {
             Message::NewConfig { .. } => "new_config",
             Message::Seal { .. } => "seal",
             Message::Sealed { .. } => "sealed",
+            Message::Probe { .. } => "probe",
+            Message::Probed { .. } => "probed",
         }
     }
 }

@@ -140,8 +140,9 @@ struct Inflight {
 }
 
 struct Primary {
-    /// For each shard, the stored prefix reported by each replica (config order).
-    progress: Vec<Vec<LocalId>>,
+    /// For each shard, the prefix each replica (config order) holds, durable or being
+    /// written: what the next entry may order.
+    held: Vec<Vec<LocalId>>,
     inflight: Option<Inflight>,
     /// The backups that persist the next entry at once (the quorum's, besides this
     /// replica); the others get it as a spare.
@@ -168,6 +169,12 @@ struct Metalog {
     primary: Option<Primary>,
     /// Spare entries held in memory only (see the module docs).
     spares: Option<Spares>,
+    /// For each shard, the durable prefix each replica (config order) reported: an
+    /// entry is acknowledged (by a backup) or committed (by the primary) only once it
+    /// covers the entry's records. Empty until the first report.
+    durable: Vec<Vec<LocalId>>,
+    /// The longest prefix this replica acknowledged to its primary.
+    acked_len: u64,
 }
 
 /// A backup's spare entries, from index `from` on: held since `since`, to be
@@ -190,7 +197,27 @@ impl Metalog {
             led: false,
             primary: None,
             spares: None,
+            durable: Vec::new(),
+            acked_len: 0,
         }
+    }
+
+    /// Whether the durable progress reported covers `entry`'s records.
+    fn witnessed(&self, entry: &MetalogEntry) -> bool {
+        entry.prev_cut.iter().zip(&entry.cut).enumerate().all(|(j, (&prev, &cut))| {
+            cut <= prev || self.durable.get(j).is_some_and(|replicas| replicas.iter().all(|&d| d >= cut))
+        })
+    }
+
+    /// The longest prefix a backup may acknowledge: persisted (spares are not yet),
+    /// and every entry past the committed ones witnessed durable.
+    fn ackable_len(&self) -> u64 {
+        let persisted = self.spares.map_or(self.len(), |s| s.from);
+        let mut len = self.committed_len.max(self.first).min(persisted);
+        while len < persisted && self.get(len).is_some_and(|e| self.witnessed(e)) {
+            len += 1;
+        }
+        len
     }
 
     fn len(&self) -> u64 {
@@ -373,8 +400,22 @@ impl Sequencer {
             let entry = m.get(i).expect("spare entries stay in memory").clone();
             self.out.push(SequencerAction::Persist(MetalogWrite::Entry(entry)));
         }
-        let len = m.len();
-        self.send(spares.primary, Message::EntryAck { term: key.0, log: key.1, len });
+        self.ack(key, spares.primary, true);
+    }
+
+    /// A backup acknowledges to `primary` the entries it persisted and saw durable,
+    /// unless sealed; `always`: even if it acknowledged as much already (a repeat, in
+    /// case the first was lost).
+    fn ack(&mut self, key: (Term, LogId), primary: NodeId, always: bool) {
+        let Some(m) = self.logs.get_mut(&key) else { return };
+        if m.sealed {
+            return;
+        }
+        let len = m.ackable_len();
+        if always || len > m.acked_len {
+            m.acked_len = m.acked_len.max(len);
+            self.send(primary, Message::EntryAck { term: key.0, log: key.1, len });
+        }
     }
 
     /// `heartbeat`: this tick sent one, and takes a tail push without news along.
@@ -437,7 +478,7 @@ impl Sequencer {
     pub fn on_message(&mut self, now: Micros, from: NodeId, msg: Message) {
         match msg {
             Message::NewConfig { config } => self.on_config(now, config),
-            Message::Progress { term, log, stored } => self.on_progress(now, from, term, log, stored),
+            Message::Progress { term, log, held, stored } => self.on_progress(now, from, term, log, held, stored),
             Message::TrimRequest { term, log, command } => {
                 let max = self.cfg.trims_pending_max;
                 if let Some(p) = self.logs.get_mut(&(term, log)).and_then(|m| m.primary.as_mut()) {
@@ -538,7 +579,7 @@ impl Sequencer {
                 self.out.push(SequencerAction::Persist(MetalogWrite::Lead { term: current.term, log: lc.log }));
                 let backups = lc.sequencers.iter().copied().filter(|&b| b != self.id);
                 m.primary = Some(Primary {
-                    progress: lc.shards.iter().map(|s| vec![0; s.replicas.len()]).collect(),
+                    held: lc.shards.iter().map(|s| vec![0; s.replicas.len()]).collect(),
                     inflight: None,
                     eager: backups.take(lc.quorum().saturating_sub(1)).collect(),
                     trims: Vec::new(),
@@ -554,15 +595,37 @@ impl Sequencer {
         }
     }
 
-    fn on_progress(&mut self, now: Micros, from: NodeId, term: Term, log: LogId, stored: Vec<(u32, LocalId)>) {
+    fn on_progress(
+        &mut self,
+        now: Micros,
+        from: NodeId,
+        term: Term,
+        log: LogId,
+        held: Vec<(u32, LocalId)>,
+        stored: Vec<(u32, LocalId)>,
+    ) {
         let Some(lc) = self.log_config(term, log).cloned() else { return };
-        let Some(p) = self.logs.get_mut(&(term, log)).and_then(|m| m.primary.as_mut()) else { return };
-        for (j, n) in stored {
-            let Some(shard) = lc.shards.get(j as usize) else { continue };
-            let Some(r) = shard.replicas.iter().position(|&x| x == from) else { continue };
-            let v = &mut p.progress[j as usize][r];
-            *v = (*v).max(n);
+        let Some(m) = self.logs.get_mut(&(term, log)) else { return };
+        if m.durable.is_empty() {
+            m.durable = lc.shards.iter().map(|s| vec![0; s.replicas.len()]).collect();
         }
+        let replica = |j: u32| {
+            let shard = lc.shards.get(j as usize)?;
+            Some((j as usize, shard.replicas.iter().position(|&x| x == from)?))
+        };
+        for &(j, n) in &stored {
+            let Some((j, r)) = replica(j) else { continue };
+            m.durable[j][r] = m.durable[j][r].max(n);
+        }
+        let Some(p) = m.primary.as_mut() else {
+            self.ack((term, log), lc.primary(), false);
+            return;
+        };
+        for &(j, n) in held.iter().chain(&stored) {
+            let Some((j, r)) = replica(j) else { continue };
+            p.held[j][r] = p.held[j][r].max(n);
+        }
+        self.maybe_commit(now, term, log, &lc);
         self.try_issue(now, term, log);
     }
 
@@ -584,7 +647,7 @@ impl Sequencer {
         }
         let prev_cut = last.as_ref().map_or_else(|| vec![0; lc.shards.len()], |e| e.cut.clone());
         let cut: Vec<LocalId> = p
-            .progress
+            .held
             .iter()
             .zip(&prev_cut)
             .map(|(replicas, &prev)| replicas.iter().copied().min().unwrap_or(0).max(prev))
@@ -621,11 +684,18 @@ impl Sequencer {
 
     fn maybe_commit(&mut self, now: Micros, term: Term, log: LogId, lc: &LogTermConfig) {
         let m = self.logs.get_mut(&(term, log)).expect("metalog exists");
-        let Some(p) = m.primary.as_mut() else { return };
-        let Some(inf) = p.inflight.as_ref() else { return };
-        if inf.acks.len() < lc.quorum() {
+        // Sealed, it commits nothing more: a seal may drop the entry in flight (see
+        // the module docs).
+        if m.sealed {
             return;
         }
+        let Some(inf) = m.primary.as_ref().and_then(|p| p.inflight.as_ref()) else { return };
+        let entry = m.get(inf.len - 1).expect("the entry in flight is in memory");
+        if inf.acks.len() < lc.quorum() || !m.witnessed(entry) {
+            return;
+        }
+        let p = m.primary.as_mut().expect("checked");
+        let inf = p.inflight.as_ref().expect("checked");
         let len = inf.len;
         // The backups that made this quorum persist the next entry at once.
         p.eager = inf.acks[1..lc.quorum()].to_vec();
@@ -681,10 +751,7 @@ impl Sequencer {
             Some(_) if spare => {}
             // Persisted with the spares before it, in order, then acknowledged.
             Some(_) => self.persist_spares((term, log)),
-            None => {
-                let len = m.len();
-                self.send(from, Message::EntryAck { term, log, len });
-            }
+            None => self.ack((term, log), from, true),
         }
     }
 
@@ -727,8 +794,9 @@ impl Sequencer {
         if let Some(p) = m.primary.as_mut() {
             p.stopped = true;
         }
-        let (len, last) = (m.len(), m.last().cloned());
-        self.send(from, Message::Sealed { term, log, len, last });
+        let (len, last, committed_len) = (m.len(), m.last().cloned(), m.committed_len);
+        let prev = len.checked_sub(2).and_then(|i| m.get(i)).cloned();
+        self.send(from, Message::Sealed { term, log, len, last, prev, committed_len });
     }
 }
 
@@ -774,7 +842,7 @@ mod tests {
         s.on_message(0, NodeId(0), config(vec![term(1, None)]));
         let mut writes = persisted(&s.take_actions());
         for stored in [2, 5] {
-            s.on_message(0, STORAGE, Message::Progress { term: Term(1), log: LogId(0), stored: vec![(0, stored)] });
+            s.on_message(0, STORAGE, Message::Progress { term: Term(1), log: LogId(0), held: vec![(0, stored)], stored: vec![(0, stored)] });
             writes.extend(persisted(&s.take_actions()));
         }
         let committed = fetch(&mut s, 1);
@@ -789,7 +857,7 @@ mod tests {
         let last = Some(committed[1].clone());
         assert!(actions.contains(&SequencerAction::Send(
             NodeId(0),
-            Message::Sealed { term: Term(1), log: LogId(0), len: 2, last: last.clone() }
+            Message::Sealed { term: Term(1), log: LogId(0), len: 2, last: last.clone(), prev: Some(committed[0].clone()), committed_len: 0 }
         )));
         writes.extend(persisted(&actions));
         let sealed = vec![SealedTail { len: 2, last }];
@@ -821,7 +889,7 @@ mod tests {
         s.on_message(0, NodeId(0), config(vec![replicated_term(1)]));
         let lead = MetalogWrite::Lead { term: Term(1), log: LogId(0) };
         assert_eq!(persisted(&s.take_actions()), vec![lead], "the lead mark comes before any entry");
-        s.on_message(0, STORAGE, Message::Progress { term: Term(1), log: LogId(0), stored: vec![(0, 3)] });
+        s.on_message(0, STORAGE, Message::Progress { term: Term(1), log: LogId(0), held: vec![(0, 3)], stored: vec![(0, 3)] });
         let actions = s.take_actions();
         let replicated = |a: &SequencerAction| matches!(a, SequencerAction::Send(_, Message::ReplicateEntry { .. }));
         let persist = actions.iter().position(|a| matches!(a, SequencerAction::Persist(MetalogWrite::Entry(_))));
@@ -832,6 +900,59 @@ mod tests {
         assert!(!actions.iter().any(|a| matches!(a, SequencerAction::Committed(_))));
         s.on_message(0, NodeId(2), Message::EntryAck { term: Term(1), log: LogId(0), len: 1 });
         assert!(s.take_actions().iter().any(|a| matches!(a, SequencerAction::Committed(_))));
+    }
+
+    fn progress(held: Vec<(u32, LocalId)>, stored: Vec<(u32, LocalId)>) -> Message {
+        Message::Progress { term: Term(1), log: LogId(0), held, stored }
+    }
+
+    #[test]
+    fn a_primary_orders_records_being_written_and_commits_them_once_durable() {
+        let mut s = Sequencer::recover(ME, vec![NodeId(0)], 1, SequencerConfig::default(), vec![]);
+        s.on_message(0, NodeId(0), config(vec![replicated_term(1)]));
+        s.take_actions();
+        // Held, not yet durable: the entry goes out, its persist overlapping the writes.
+        s.on_message(0, STORAGE, progress(vec![(0, 3)], vec![(0, 0)]));
+        let actions = s.take_actions();
+        assert!(actions.iter().any(|a| matches!(a, SequencerAction::Persist(MetalogWrite::Entry(e)) if e.cut == vec![3])));
+        // A quorum holds the entry, but its records are not durable: not committed.
+        s.on_message(0, NodeId(2), Message::EntryAck { term: Term(1), log: LogId(0), len: 1 });
+        s.on_message(0, STORAGE, progress(vec![(0, 3)], vec![(0, 2)]));
+        assert!(!s.take_actions().iter().any(|a| matches!(a, SequencerAction::Committed(_))));
+        s.on_message(0, STORAGE, progress(vec![(0, 3)], vec![(0, 3)]));
+        assert!(s.take_actions().iter().any(|a| matches!(a, SequencerAction::Committed(e) if e.cut == vec![3])));
+    }
+
+    #[test]
+    fn a_sealed_primary_commits_nothing_more() {
+        let mut s = Sequencer::recover(ME, vec![NodeId(0)], 1, SequencerConfig::default(), vec![]);
+        s.on_message(0, NodeId(0), config(vec![replicated_term(1)]));
+        s.on_message(0, STORAGE, progress(vec![(0, 3)], vec![]));
+        s.on_message(0, NodeId(2), Message::EntryAck { term: Term(1), log: LogId(0), len: 1 });
+        s.on_message(0, NodeId(0), Message::Seal { term: Term(1), log: LogId(0) });
+        s.take_actions();
+        // The seal may drop the entry (its records were not durable when it looked).
+        s.on_message(0, STORAGE, progress(vec![(0, 3)], vec![(0, 3)]));
+        assert!(!s.take_actions().iter().any(|a| matches!(a, SequencerAction::Committed(_))));
+    }
+
+    #[test]
+    fn a_backup_acknowledges_an_entry_once_it_saw_its_records_durable_and_not_after_a_seal() {
+        let mut b = Sequencer::recover(NodeId(3), vec![NodeId(0)], 1, SequencerConfig::default(), vec![]);
+        b.on_message(0, NodeId(0), config(vec![replicated_term(1)]));
+        b.take_actions();
+        b.on_message(100, ME, replicate(0, 0, false));
+        assert_eq!(backup_did(b.take_actions()), ["P0", "A0"], "persisted, but its record is not durable yet");
+        b.on_message(200, STORAGE, progress(vec![], vec![(0, 1)]));
+        assert_eq!(backup_did(b.take_actions()), ["A1"], "acknowledged once durable");
+        b.on_message(200, STORAGE, progress(vec![], vec![(0, 1)]));
+        assert_eq!(backup_did(b.take_actions()), Vec::<String>::new(), "once");
+        b.on_message(300, ME, replicate(1, 1, false));
+        assert_eq!(backup_did(b.take_actions()), ["P1", "A1"]);
+        b.on_message(400, NodeId(0), Message::Seal { term: Term(1), log: LogId(0) });
+        assert_eq!(backup_did(b.take_actions()), ["S", "R2"]);
+        b.on_message(500, STORAGE, progress(vec![], vec![(0, 2)]));
+        assert_eq!(backup_did(b.take_actions()), Vec::<String>::new(), "sealed: the seal may drop entry 1");
     }
 
     fn replicate(i: u64, committed_len: u64, spare: bool) -> Message {
@@ -860,6 +981,7 @@ mod tests {
         let delay = cfg.spare_persist_us;
         let mut b = Sequencer::recover(NodeId(3), vec![NodeId(0)], 1, cfg, vec![]);
         b.on_message(0, NodeId(0), config(vec![replicated_term(1)]));
+        b.on_message(0, STORAGE, progress(vec![], vec![(0, 100)]));
         b.take_actions();
         // Spares: held, and not acknowledged, until the delay after the first.
         b.on_message(100, ME, replicate(0, 0, true));
@@ -896,7 +1018,7 @@ mod tests {
                 })
                 .collect()
         };
-        let progress = |n| Message::Progress { term: Term(1), log: LogId(0), stored: vec![(0, n)] };
+        let progress = |n| Message::Progress { term: Term(1), log: LogId(0), held: vec![(0, n)], stored: vec![(0, n)] };
         // A quorum of two: the primary and one backup, the first in the configuration.
         s.on_message(0, STORAGE, progress(1));
         assert_eq!(spares(s.take_actions()), [(NodeId(2), false), (NodeId(3), true)]);
@@ -923,7 +1045,7 @@ mod tests {
         };
         // An entry committed at 0: its tail goes again `tail` later, in case the push
         // of the entry was lost.
-        s.on_message(0, STORAGE, Message::Progress { term: Term(1), log: LogId(0), stored: vec![(0, 2)] });
+        s.on_message(0, STORAGE, Message::Progress { term: Term(1), log: LogId(0), held: vec![(0, 2)], stored: vec![(0, 2)] });
         s.take_actions();
         assert_eq!(s.on_tick(1).due(), tail, "a heartbeat at 1, and the tail due at {tail}");
         s.take_actions();
@@ -941,7 +1063,7 @@ mod tests {
         let mut s = Sequencer::recover(ME, vec![NodeId(0)], 1, SequencerConfig::default(), vec![]);
         s.on_message(0, NodeId(0), config(vec![term(1, None)]));
         s.take_actions();
-        let progress = |n| Message::Progress { term: Term(1), log: LogId(0), stored: vec![(0, n)] };
+        let progress = |n| Message::Progress { term: Term(1), log: LogId(0), held: vec![(0, n)], stored: vec![(0, n)] };
         let cuts = |actions: Vec<SequencerAction>| -> Vec<Vec<LocalId>> {
             persisted(&actions)
                 .into_iter()
@@ -971,7 +1093,7 @@ mod tests {
         let mut s = Sequencer::recover(ME, vec![NodeId(0)], 1, cfg, vec![]);
         s.on_message(0, NodeId(0), config(vec![term(1, None)]));
         for n in 1..=5 {
-            s.on_message(0, STORAGE, Message::Progress { term: Term(1), log: LogId(0), stored: vec![(0, n)] });
+            s.on_message(0, STORAGE, Message::Progress { term: Term(1), log: LogId(0), held: vec![(0, n)], stored: vec![(0, n)] });
         }
         s.take_actions();
         let fetch = |s: &mut Sequencer, from| {
@@ -990,14 +1112,14 @@ mod tests {
         let mut s = Sequencer::recover(ME, vec![NodeId(0)], 1, SequencerConfig::default(), vec![]);
         s.on_message(0, NodeId(0), config(vec![replicated_term(1)]));
         let writes = persisted(&s.take_actions());
-        s.on_message(0, STORAGE, Message::Progress { term: Term(1), log: LogId(0), stored: vec![(0, 3)] });
+        s.on_message(0, STORAGE, Message::Progress { term: Term(1), log: LogId(0), held: vec![(0, 3)], stored: vec![(0, 3)] });
         // It crashes while persisting its first entry: the backups have it, its own
         // store has only the lead mark.
         assert!(s.take_actions().iter().any(|a| matches!(a, SequencerAction::Send(_, Message::ReplicateEntry { .. }))));
 
         let mut s = Sequencer::recover(ME, vec![NodeId(0)], 2, SequencerConfig::default(), writes.clone());
         s.on_message(0, NodeId(0), config(vec![replicated_term(1)]));
-        s.on_message(0, STORAGE, Message::Progress { term: Term(1), log: LogId(0), stored: vec![(0, 5)] });
+        s.on_message(0, STORAGE, Message::Progress { term: Term(1), log: LogId(0), held: vec![(0, 5)], stored: vec![(0, 5)] });
         let actions = s.take_actions();
         assert!(
             !actions.iter().any(|a| matches!(a, SequencerAction::Send(_, Message::ReplicateEntry { .. }))),
@@ -1011,7 +1133,7 @@ mod tests {
         // durable, so it sent nothing) leads it.
         let mut s = Sequencer::recover(ME, vec![NodeId(0)], 3, SequencerConfig::default(), vec![]);
         s.on_message(0, NodeId(0), config(vec![replicated_term(1)]));
-        s.on_message(0, STORAGE, Message::Progress { term: Term(1), log: LogId(0), stored: vec![(0, 5)] });
+        s.on_message(0, STORAGE, Message::Progress { term: Term(1), log: LogId(0), held: vec![(0, 5)], stored: vec![(0, 5)] });
         assert!(s.take_actions().iter().any(|a| matches!(a, SequencerAction::Send(_, Message::ReplicateEntry { .. }))));
     }
 }

@@ -115,6 +115,8 @@ struct Shard {
     records: BTreeMap<LocalId, Held>,
     /// Records `0..stored` are durable.
     stored: LocalId,
+    /// Records `0..held` are here, durable or being written (`held >= stored`).
+    held: LocalId,
     /// Records `0..ordered` have seqnums.
     ordered: LocalId,
     closed: bool,
@@ -154,6 +156,9 @@ pub struct StorageNode {
     /// case the report sent at once was lost); otherwise with the next heartbeat.
     progress_news: bool,
     last_heartbeat: Option<Micros>,
+    /// A sealing controller's probes (its node, shard, cut) waiting for records being
+    /// written: answered once they are durable.
+    probes: Vec<(NodeId, ShardId, LocalId)>,
     out: Vec<StorageAction>,
 }
 
@@ -183,6 +188,7 @@ impl StorageNode {
             last_progress: 0,
             progress_news: true,
             last_heartbeat: None,
+            probes: Vec::new(),
             out: Vec::new(),
         }
     }
@@ -224,7 +230,7 @@ impl StorageNode {
             self.progress_news = false;
             let term = config.current().term;
             for l in 0..config.n_logs {
-                self.report_progress(term, LogId(l));
+                self.report_progress(term, LogId(l), true);
             }
         }
         if self.progress_news {
@@ -238,20 +244,25 @@ impl StorageNode {
         next
     }
 
-    fn report_progress(&mut self, term: Term, log: LogId) {
+    /// Reports the held and stored prefixes of this node's shards of `log` to the
+    /// primary, and with `durable` news to every sequencer of the log: a backup
+    /// acknowledges an entry only once it saw its records durable.
+    fn report_progress(&mut self, term: Term, log: LogId, durable: bool) {
         let Some(config) = self.config.clone() else { return };
         let Some(t) = config.term(term) else { return };
         if t.sealed.is_some() {
             return;
         }
         let lc = t.log(log);
-        let stored: Vec<(u32, LocalId)> = lc
-            .shards
-            .iter()
-            .filter_map(|s| self.shards.get(&s.shard).filter(|h| h.term == term).map(|h| (h.slot, h.stored)))
-            .collect();
-        if !stored.is_empty() {
-            self.send(lc.primary(), Message::Progress { term, log, stored });
+        let shards: Vec<&Shard> = lc.shards.iter().filter_map(|s| self.shards.get(&s.shard).filter(|h| h.term == term)).collect();
+        if shards.is_empty() {
+            return;
+        }
+        let held: Vec<(u32, LocalId)> = shards.iter().map(|h| (h.slot, h.held)).collect();
+        let stored: Vec<(u32, LocalId)> = shards.iter().map(|h| (h.slot, h.stored)).collect();
+        let to = if durable { lc.sequencers.clone() } else { vec![lc.primary()] };
+        for q in to {
+            self.send(q, Message::Progress { term, log, held: held.clone(), stored: stored.clone() });
         }
     }
 
@@ -264,8 +275,34 @@ impl StorageNode {
         // Report at once: the append latency waits on this message.
         self.progress_news |= !touched.is_empty();
         for (term, log) in touched {
-            self.report_progress(term, log);
+            self.report_progress(term, log, true);
         }
+        let probes = std::mem::take(&mut self.probes);
+        for (to, shard, cut) in probes {
+            self.on_probe(to, shard, cut);
+        }
+    }
+
+    /// A sealing controller asks whether records `..cut` of `shard` are durable here
+    /// (see `controller.rs`). Yes once they are; no if one is not here at all, not
+    /// even being written: it never was durable here (a durable record stays, its
+    /// metadata at least, and only a sealed term's shards discard records), so no
+    /// entry ordering it was committed.
+    fn on_probe(&mut self, to: NodeId, shard_id: ShardId, cut: LocalId) {
+        let (stored, held) = match self.shards.get(&shard_id) {
+            Some(shard) => (shard.stored, shard.held),
+            None => {
+                // Before its first configuration after a restart: what the store held.
+                let mut ids = self.orphans.iter().filter(|r| r.location.shard == shard_id).map(|r| r.location.local_id);
+                let stored = (0..).zip(&mut ids).take_while(|(k, id)| k == id).count() as LocalId;
+                (stored, stored)
+            }
+        };
+        if stored < cut && held >= cut {
+            self.probes.push((to, shard_id, cut));
+            return;
+        }
+        self.send(to, Message::Probed { shard: shard_id, cut, durable: stored >= cut });
     }
 
     fn mark_durable(&mut self, batch: u64, touched: &mut Vec<(Term, LogId)>) {
@@ -290,6 +327,7 @@ impl StorageNode {
         match msg {
             Message::NewConfig { config } => self.on_config(config),
             Message::Replicate { shard, records } => self.on_replicate(shard, records),
+            Message::Probe { shard, cut } => self.on_probe(from, shard, cut),
             Message::FetchMeta { req, shard, from: start, to } => self.on_fetch_meta(from, req, shard, start, to),
             Message::ReadRecord { req, seqnum } => self.on_read_record(from, req, seqnum),
             Message::MetalogPush { entry } => {
@@ -329,6 +367,7 @@ impl StorageNode {
                                 slot: slot as u32,
                                 records: BTreeMap::new(),
                                 stored: 0,
+                                held: 0,
                                 ordered: 0,
                                 closed: false,
                             };
@@ -345,6 +384,7 @@ impl StorageNode {
                         while shard.records.get(&shard.stored).is_some_and(|h| h.durable) {
                             shard.stored += 1;
                         }
+                        shard.held = shard.held.max(shard.stored);
                     }
                     None => self.orphans.push(r),
                 }
@@ -377,11 +417,20 @@ impl StorageNode {
         if fresh.is_empty() {
             return;
         }
+        let before = shard.held;
+        while shard.records.contains_key(&shard.held) {
+            shard.held += 1;
+        }
+        let grew = (shard.held > before).then_some((shard.term, shard.log));
         let batch = self.next_batch;
         self.next_batch += 1;
         self.unsynced_bytes += bytes;
         self.writing.insert(batch, (fresh.iter().map(|(l, _)| *l).collect(), bytes));
         self.out.push(StorageAction::Write { batch, records: fresh });
+        // The primary may order records being written: it commits them once durable.
+        if let Some((term, log)) = grew {
+            self.report_progress(term, log, false);
+        }
     }
 
     fn on_fetch_meta(&mut self, to: NodeId, req: u64, shard_id: ShardId, start: LocalId, end: LocalId) {
@@ -517,6 +566,7 @@ impl StorageNode {
             let cut = shard.ordered;
             shard.records.split_off(&cut);
             shard.stored = shard.stored.min(cut);
+            shard.held = shard.held.min(cut);
             self.out.push(StorageAction::Discard { shard: s.shard, from: cut });
         }
     }

@@ -64,6 +64,9 @@ struct Args {
     /// Books the clients use.
     #[arg(long, default_value_t = SimOptions::default().books)]
     books: u64,
+    /// Chance of a power loss (every node crashes at once) every 10 ms of the safety phase.
+    #[arg(long, default_value_t = SimOptions::default().power_loss)]
+    power_loss: f64,
 }
 
 fn main() -> ExitCode {
@@ -80,6 +83,7 @@ fn main() -> ExitCode {
         partition: args.partition,
         delay_max_us: args.delay_max_us,
         controller_crash: args.controller_crash,
+        power_loss: args.power_loss,
         controllers: args.controllers,
         failover: args.failover,
         indexers_per_log: (args.indexers_per_log > 0).then_some(args.indexers_per_log),
@@ -105,6 +109,9 @@ fn main() -> ExitCode {
                 total.aux_refused += s.aux_refused;
                 total.crashes += s.crashes;
                 total.persist_crashes += s.persist_crashes;
+                total.power_losses += s.power_losses;
+                total.probes += s.probes;
+                total.probes_lacking += s.probes_lacking;
                 total.controller_crashes += s.controller_crashes;
                 total.failovers += s.failovers;
                 total.cas_refused += s.cas_refused;
@@ -119,7 +126,7 @@ fn main() -> ExitCode {
         }
     }
     eprintln!(
-        "sim: {} seeds passed in {:.1}s: {} events, {} appends acked, {} conditional conflicts, {} reads checked ({} in place), {} trims, {} aux data accepted, {} refused, {} crashes ({} mid-persist), {} controller crashes, {} failovers, {} configurations refused by the CAS, {} partitions, {} logs added, up to term {}",
+        "sim: {} seeds passed in {:.1}s: {} events, {} appends acked, {} conditional conflicts, {} reads checked ({} in place), {} trims, {} aux data accepted, {} refused, {} crashes ({} mid-persist), {} power losses, {} controller crashes, {} failovers, {} configurations refused by the CAS, {} partitions, {} logs added, up to term {}, {} probes of uncommitted tails ({} lacking)",
         args.seeds,
         started.elapsed().as_secs_f64(),
         total.events,
@@ -132,12 +139,15 @@ fn main() -> ExitCode {
         total.aux_refused,
         total.crashes,
         total.persist_crashes,
+        total.power_losses,
         total.controller_crashes,
         total.failovers,
         total.cas_refused,
         total.partitions,
         total.logs_added,
-        total.terms
+        total.terms,
+        total.probes,
+        total.probes_lacking
     );
     ExitCode::SUCCESS
 }

@@ -24,7 +24,7 @@ use crate::controller::{Controller, ControllerAction, ControllerConfig, Role};
 use crate::engine::{Engine, EngineAction, EngineConfig, OpId};
 use crate::follower::FollowerConfig;
 use crate::index::ColdIndex;
-use crate::message::{Cond, Message, Reply, Request};
+use crate::message::{Cond, Message, MetalogEntry, Reply, Request};
 use crate::sequencer::{stored_entries_messages, Sequencer, SequencerAction, SequencerConfig};
 use crate::storage::{meta_reply, StorageAction, StorageConfig, StorageNode};
 use crate::store::{MemMetalogStore, MemStore, MetalogStore, MetalogWrite, RecordStore};
@@ -83,6 +83,10 @@ pub struct SimOptions {
     /// the same step (a primary's new entry), that it crashes before the persist is
     /// durable: the backups may hold the entry, the primary does not.
     pub persist_crash: f64,
+    /// Chance, every 10 ms of the safety phase, that the power fails: every node and
+    /// the leading controller crash at once (storage nodes lose what was not synced:
+    /// every replica of a shard may), and all restart.
+    pub power_loss: f64,
     pub partition: f64,
     /// Chance, every 10 ms of the safety phase, that the leading controller crashes;
     /// it restarts from the store after a downtime.
@@ -125,6 +129,7 @@ impl Default for SimOptions {
             duplicate: 0.01,
             crash: 0.02,
             persist_crash: 0.002,
+            power_loss: 0.002,
             partition: 0.01,
             controller_crash: 0.002,
             controllers: 2,
@@ -143,7 +148,7 @@ impl fmt::Display for SimOptions {
         write!(
             f,
             "sequencers={} storage={} engines={} logs={} n_meta={} n_data={} clients={} books={} safety={}ms liveness={}ms \
-             delay={}..{}us loss={} dup={} crash={} persist_crash={} partition={} controller_crash={} controllers={} failover={} late_members={} \
+             delay={}..{}us loss={} dup={} crash={} persist_crash={} power_loss={} partition={} controller_crash={} controllers={} failover={} late_members={} \
              add_logs={} disk={}..{}us indexers_per_log={:?}",
             self.sequencers,
             self.storage,
@@ -161,6 +166,7 @@ impl fmt::Display for SimOptions {
             self.duplicate,
             self.crash,
             self.persist_crash,
+            self.power_loss,
             self.partition,
             self.controller_crash,
             self.controllers,
@@ -191,6 +197,7 @@ pub struct SimStats {
     /// Of `crashes`, those of a sequencer between sending an entry and persisting it.
     pub persist_crashes: u64,
     pub controller_crashes: u64,
+    pub power_losses: u64,
     /// Leadership moves, and configurations a deposed controller could not persist.
     pub failovers: u64,
     pub cas_refused: u64,
@@ -199,6 +206,10 @@ pub struct SimStats {
     pub terms: u16,
     /// Chunks of index rows the nodes' indexes spilled to their cold stores.
     pub chunks_spilled: u64,
+    /// A sealing controller's probes of an uncommitted tail entry's records answered,
+    /// and of those, answered by a replica that never had one (the entry is dropped).
+    pub probes: u64,
+    pub probes_lacking: u64,
 }
 
 #[derive(Debug)]
@@ -630,6 +641,10 @@ impl Sim {
     }
 
     fn send(&mut self, from: NodeId, to: NodeId, msg: Message) {
+        if let Message::Probed { durable, .. } = msg {
+            self.stats.probes += 1;
+            self.stats.probes_lacking += u64::from(!durable);
+        }
         if !self.liveness {
             if self.partitioned.contains(&(from.min(to), from.max(to))) || self.rng.chance(self.opts.loss) {
                 return;
@@ -915,6 +930,12 @@ impl Sim {
                 }
                 ControllerAction::Installed(config) => {
                     self.config = Some(config.clone());
+                    // The last entry a seal kept has each of its records durable
+                    // somewhere (committed: everywhere, checked when it was).
+                    let sealed = config.terms.iter().rev().find_map(|t| t.sealed.as_ref());
+                    for e in sealed.into_iter().flatten().filter_map(|tail| tail.last.clone()) {
+                        self.check_ordered_durable(&e, false, "kept by a seal");
+                    }
                     self.oracle.on_installed(config);
                 }
             }
@@ -994,7 +1015,10 @@ impl Sim {
                             }
                             metalog.persist(&std::mem::take(&mut writes)).expect("the in-memory store never fails")
                         }
-                        SequencerAction::Committed(e) => self.oracle.on_committed(e),
+                        SequencerAction::Committed(e) => {
+                            self.check_ordered_durable(&e, true, "committed");
+                            self.oracle.on_committed(e)
+                        }
                         SequencerAction::NeedsNewTerm { .. } => {}
                         SequencerAction::SendStored { to, term, log, from, end, gap } => {
                             let read = metalog.read_entries(term, log, from, end);
@@ -1046,9 +1070,34 @@ impl Sim {
         }
     }
 
+    /// The records `e` orders are durable on every replica of their shard (`every`),
+    /// or on one at least: the log never names a record it cannot serve.
+    fn check_ordered_durable(&mut self, e: &MetalogEntry, every: bool, what: &str) {
+        let Some(config) = self.config.clone() else { return };
+        let Some(t) = config.term(e.term) else { return };
+        for (j, ids, _) in e.runs() {
+            let shard = &t.log(e.log).shards[j];
+            for local_id in ids {
+                let location = Location { shard: shard.shard, local_id };
+                let durable = shard.replicas.iter().filter(|r| self.slots[r].records.is_durable(location)).count();
+                if durable == 0 || (every && durable < shard.replicas.len()) {
+                    let msg = format!(
+                        "entry {}:{} of {:?} {what} orders {location:?}, durable on {durable} of its {} replicas",
+                        e.term.0,
+                        e.index,
+                        e.log,
+                        shard.replicas.len()
+                    );
+                    self.oracle.violations.push(msg);
+                    return;
+                }
+            }
+        }
+    }
+
     /// A storage node reports only records its disk would keep through a crash.
     fn check_progress(&mut self, n: NodeId, records: &MemStore, msg: &Message) {
-        let Message::Progress { term, log, stored } = msg else { return };
+        let Message::Progress { term, log, stored, .. } = msg else { return };
         let Some(config) = self.config.clone() else { return };
         let Some(t) = config.term(*term) else { return };
         for &(slot, count) in stored {
@@ -1284,7 +1333,14 @@ impl Sim {
             }
         }
         let leader = self.leader;
-        if self.controllers[leader].node.is_some() && self.rng.chance(self.opts.controller_crash) {
+        let power_loss = self.rng.chance(self.opts.power_loss);
+        if power_loss {
+            self.stats.power_losses += 1;
+            for &n in &nodes {
+                self.crash(n);
+            }
+        }
+        if self.controllers[leader].node.is_some() && (power_loss || self.rng.chance(self.opts.controller_crash)) {
             // The store holds every configuration before it is sent, so a crash loses
             // only soft state: liveness, incarnations, a seal under way.
             self.controllers[leader].node = None;
