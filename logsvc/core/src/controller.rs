@@ -4,7 +4,14 @@
 //!
 //! 1. seal: send `Seal` to every sequencer of every log of the term, until a quorum of
 //!    each log's sequencers answered with their tails;
-//! 2. take, per log, the longest tail of the quorum as the term's final metalog;
+//! 2. take, per log, the longest tail of the quorum as the term's final metalog. Its
+//!    last entry may be uncommitted, and its records lost by a crash before they were
+//!    synced (a primary orders records being written: see `sequencer.rs`). Unless a
+//!    sequencer knows it committed, every replica of the records it orders is probed:
+//!    a replica that never had one durably proves it never committed, and the entry
+//!    is dropped (the one before it ends the term); it is kept once every shard has a
+//!    durable copy and every live replica answered. While no replica of a shard
+//!    answers, the seal waits: the records may be durable there only;
 //! 3. install the next term (sequencers, storage nodes, and one new shard per engine
 //!    and log) with the final tails recorded in the sealed term, and send the whole
 //!    configuration to every node until it acknowledges.
@@ -119,7 +126,11 @@ enum TailChoice {
     /// The longest tail ends with an entry no replica knows committed, whose records
     /// may not be durable: it is kept if they are (`keep`), dropped (`drop`) if a
     /// replica never had one.
-    Probing { keep: SealedTail, drop: Option<SealedTail>, probes: Vec<Probe> },
+    Probing {
+        keep: SealedTail,
+        drop: Option<SealedTail>,
+        probes: Vec<Probe>,
+    },
 }
 
 struct Probe {
@@ -467,6 +478,11 @@ impl Controller {
                 }
             }
         }
+        self.send_probes();
+    }
+
+    fn send_probes(&mut self) {
+        let Some(s) = self.sealing.as_ref() else { return };
         for choice in s.tails.iter().flatten() {
             if let TailChoice::Probing { probes, .. } = choice {
                 for p in probes.iter().filter(|p| p.durable.is_none()) {
@@ -517,7 +533,7 @@ impl Controller {
         if s.tails.is_none() {
             let tails = t.logs.iter().map(|lc| Self::choose_tail(lc, &s.replies[lc.log.0 as usize])).collect();
             self.sealing.as_mut().expect("sealing").tails = Some(tails);
-            self.send_seals(now);
+            self.send_probes();
         }
         let mut decided = Vec::new();
         for choice in self.sealing.as_ref().and_then(|s| s.tails.as_ref()).expect("chosen") {
@@ -715,7 +731,11 @@ mod tests {
         for (n, len) in [(SEQUENCERS[0], 3), (SEQUENCERS[1], 2)] {
             for log in [0, 1] {
                 let last = Some(entry(len - 1, log));
-                c.on_message(40, n, Message::Sealed { term: Term(1), log: LogId(log), len, last, prev: None, committed_len: len });
+                c.on_message(
+                    40,
+                    n,
+                    Message::Sealed { term: Term(1), log: LogId(log), len, last, prev: None, committed_len: len },
+                );
             }
         }
         let config = installed(&c.take_actions());
@@ -740,7 +760,11 @@ mod tests {
         c.on_tick(0);
         for n in SEQUENCERS {
             for log in [0, 1] {
-                c.on_message(10, n, Message::Sealed { term: Term(2), log: LogId(log), len: 0, last: None, prev: None, committed_len: 0 });
+                c.on_message(
+                    10,
+                    n,
+                    Message::Sealed { term: Term(2), log: LogId(log), len: 0, last: None, prev: None, committed_len: 0 },
+                );
             }
         }
         let next = installed(&c.take_actions());
@@ -750,6 +774,62 @@ mod tests {
         );
         assert_eq!(next.terms[0], config.terms[0]);
         assert_eq!(next.terms[1].logs, config.terms[1].logs);
+    }
+
+    #[test]
+    fn a_seal_keeps_an_uncommitted_tail_entry_only_if_its_records_are_durable() {
+        let entry = |index: u64, log: u8| MetalogEntry {
+            term: Term(1),
+            log: LogId(log),
+            index,
+            start_position: index,
+            prev_cut: vec![index],
+            cut: vec![index + 1],
+            trims: vec![],
+        };
+        // Term 1 ends (the engine restarted); log 0's longest tail ends with an entry
+        // no replica knows committed, log 1's with one a replica knows committed.
+        let sealing = || {
+            let mut c = Controller::new(NodeId(0), cfg(), &roster());
+            heartbeats(&mut c, 0, 7);
+            c.on_tick(0);
+            let config = installed(&c.take_actions());
+            heartbeats(&mut c, 10, 8);
+            c.on_tick(10);
+            c.take_actions();
+            for n in &SEQUENCERS[..2] {
+                let (last, prev) = (Some(entry(2, 0)), Some(entry(1, 0)));
+                c.on_message(20, *n, Message::Sealed { term: Term(1), log: LogId(0), len: 3, last, prev, committed_len: 2 });
+                let (last, prev) = (Some(entry(4, 1)), Some(entry(3, 1)));
+                let committed_len = if *n == SEQUENCERS[0] { 5 } else { 4 };
+                c.on_message(20, *n, Message::Sealed { term: Term(1), log: LogId(1), len: 5, last, prev, committed_len });
+            }
+            (c, config.terms[0].logs[0].shards[0].shard)
+        };
+        let tails = |actions: &[ControllerAction]| {
+            let config = installed(actions);
+            config.terms[0].sealed.clone().expect("term 1 is sealed").into_iter().map(|t| (t.len, t.last)).collect::<Vec<_>>()
+        };
+
+        // The storage node is asked whether the entry's record (local id 2 of the
+        // shard, so the prefix up to 3) is durable; nothing is installed meanwhile.
+        let (mut c, shard) = sealing();
+        assert_eq!(c.take_actions(), vec![ControllerAction::Send(STORAGE, Message::Probe { shard, cut: 3 })]);
+        c.on_tick(20 + c.cfg.resend_us);
+        let probes = |a: &ControllerAction| matches!(a, ControllerAction::Send(_, Message::Probe { .. }));
+        let resent: Vec<ControllerAction> = c.take_actions().into_iter().filter(probes).collect();
+        assert_eq!(resent, vec![ControllerAction::Send(STORAGE, Message::Probe { shard, cut: 3 })], "resent");
+        // Durable: kept.
+        c.on_message(30, STORAGE, Message::Probed { shard, cut: 3, durable: true });
+        assert_eq!(tails(&c.take_actions()), vec![(3, Some(entry(2, 0))), (5, Some(entry(4, 1)))]);
+
+        // Never there: dropped, the entry before it ends the term.
+        let (mut c, shard) = sealing();
+        c.take_actions();
+        c.on_message(30, STORAGE, Message::Probed { shard, cut: 4, durable: false });
+        assert_eq!(c.take_actions(), vec![], "an answer to another probe");
+        c.on_message(30, STORAGE, Message::Probed { shard, cut: 3, durable: false });
+        assert_eq!(tails(&c.take_actions()), vec![(2, Some(entry(1, 0))), (5, Some(entry(4, 1)))]);
     }
 
     #[test]
@@ -790,7 +870,11 @@ mod tests {
         assert_eq!(seals.count(), 2 * SEQUENCERS.len(), "term 1's two logs are sealed");
         for n in SEQUENCERS {
             for log in [0, 1] {
-                c.on_message(20, n, Message::Sealed { term: Term(1), log: LogId(log), len: 0, last: None, prev: None, committed_len: 0 });
+                c.on_message(
+                    20,
+                    n,
+                    Message::Sealed { term: Term(1), log: LogId(log), len: 0, last: None, prev: None, committed_len: 0 },
+                );
             }
         }
         let grown = installed(&c.take_actions());
@@ -806,7 +890,11 @@ mod tests {
         c.on_tick(0);
         for n in SEQUENCERS {
             for log in [0, 1, 2] {
-                c.on_message(10, n, Message::Sealed { term: Term(2), log: LogId(log), len: 0, last: None, prev: None, committed_len: 0 });
+                c.on_message(
+                    10,
+                    n,
+                    Message::Sealed { term: Term(2), log: LogId(log), len: 0, last: None, prev: None, committed_len: 0 },
+                );
             }
         }
         let next = installed(&c.take_actions());

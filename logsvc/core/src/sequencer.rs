@@ -1,12 +1,23 @@
 //! The sequencer: keeps replicas of metalogs; the primary of a metalog orders records.
 //!
 //! Per (term, log) there is one metalog, replicated on the term's sequencers. The
-//! primary takes the element-wise minimum of the storage nodes' progress vectors (the
-//! cut: what every replica of every shard has durably stored), and whenever the cut
-//! moves or trims wait, appends an entry: it sends the entry to the backups and
-//! persists it meanwhile (the fsyncs overlap), and once a quorum (itself included)
-//! holds it, the entry is committed and streamed to subscribers. At most one entry is
-//! in flight (Boki §4.2), so an uncommitted tail is never longer than one entry.
+//! primary takes the element-wise minimum of the storage nodes' *held* progress (the
+//! cut: what every replica of every shard has received and is writing, or has made
+//! durable), and whenever the cut moves or trims wait, appends an entry: it sends the
+//! entry to the backups and persists it meanwhile, while the storage nodes sync the
+//! records (all these fsyncs overlap). The entry is committed and streamed to
+//! subscribers once a quorum (itself included) holds it *and* every replica of its
+//! records reported them durable: storage nodes send their durable progress to every
+//! sequencer of the log, and a backup acknowledges an entry only once it persisted it
+//! and saw its records durable (`Metalog::ackable_len`). At most one entry is in
+//! flight (Boki §4.2), so an uncommitted tail is never longer than one entry.
+//!
+//! Boki orders only durable records, so an append waits for two fsyncs one after the
+//! other (the records', then the metalog's); here it waits for the slower of them. The
+//! price is at a seal: a tail entry a quorum persisted may name records that a crash
+//! lost before they were synced (on every replica, as a power loss does). The
+//! controller keeps such an entry only if its records are durable, and asks the
+//! storage nodes (see `controller.rs`).
 //!
 //! Only the backups the quorum needs persist an entry at once: the primary names
 //! them (those that acknowledged the last entry first) and sends the entry to the
@@ -24,16 +35,25 @@
 //! the term; sealing then keeps whatever a quorum holds.
 //!
 //! Sealing (Boki §4.5, after Delos): a replica that receives `Seal` persists a promise
-//! to reject further entries of that metalog and reports its tail. A quorum of such
-//! reports contains every committed entry (any two quorums intersect); the controller
-//! takes the longest, and the next configuration carries that final tail, which every
-//! replica adopts (truncating an uncommitted extra entry, or appending the last one).
+//! to reject further entries of that metalog and reports its tail (with the entry
+//! before its last, and how much it knows committed). A quorum of such reports
+//! contains every committed entry (any two quorums intersect); the controller takes
+//! the longest, drops its last entry if that was never committed (its probes of the
+//! storage nodes find a record that no replica ever had durably: see `controller.rs`),
+//! and the next configuration carries that final tail, which every replica adopts
+//! (truncating an uncommitted extra entry, or appending the last one). A sealed
+//! replica acknowledges nothing more, and a sealed primary commits nothing more: a
+//! record that becomes durable after the controller found it missing cannot commit
+//! the entry the controller dropped, as committing it would take the acknowledgement
+//! of a replica in the sealing quorum, given before it sealed and so after it saw the
+//! record durable, before the probe.
 //!
 //! A replica keeps the newest committed entries of each metalog in memory
 //! (`entries_kept`) with the uncommitted tail; a fetch or gap repair reaching further
 //! back is sent from its store (`SequencerAction::SendStored`).
 //!
-//! Invariants (asserted):
+//! Invariants (asserted, and checked by the simulator's oracle):
+//! - a committed entry's records are durable on every replica of their shard;
 //! - entries of a metalog are contiguous from index 0, and each entry's `prev_cut` is
 //!   the previous entry's `cut`; cuts never decrease;
 //! - a replica never appends to a sealed metalog;
@@ -646,12 +666,8 @@ impl Sequencer {
             return;
         }
         let prev_cut = last.as_ref().map_or_else(|| vec![0; lc.shards.len()], |e| e.cut.clone());
-        let cut: Vec<LocalId> = p
-            .held
-            .iter()
-            .zip(&prev_cut)
-            .map(|(replicas, &prev)| replicas.iter().copied().min().unwrap_or(0).max(prev))
-            .collect();
+        let cut: Vec<LocalId> =
+            p.held.iter().zip(&prev_cut).map(|(replicas, &prev)| replicas.iter().copied().min().unwrap_or(0).max(prev)).collect();
         if cut == prev_cut && p.trims.is_empty() {
             return;
         }
@@ -842,7 +858,11 @@ mod tests {
         s.on_message(0, NodeId(0), config(vec![term(1, None)]));
         let mut writes = persisted(&s.take_actions());
         for stored in [2, 5] {
-            s.on_message(0, STORAGE, Message::Progress { term: Term(1), log: LogId(0), held: vec![(0, stored)], stored: vec![(0, stored)] });
+            s.on_message(
+                0,
+                STORAGE,
+                Message::Progress { term: Term(1), log: LogId(0), held: vec![(0, stored)], stored: vec![(0, stored)] },
+            );
             writes.extend(persisted(&s.take_actions()));
         }
         let committed = fetch(&mut s, 1);
@@ -857,7 +877,14 @@ mod tests {
         let last = Some(committed[1].clone());
         assert!(actions.contains(&SequencerAction::Send(
             NodeId(0),
-            Message::Sealed { term: Term(1), log: LogId(0), len: 2, last: last.clone(), prev: Some(committed[0].clone()), committed_len: 0 }
+            Message::Sealed {
+                term: Term(1),
+                log: LogId(0),
+                len: 2,
+                last: last.clone(),
+                prev: Some(committed[0].clone()),
+                committed_len: 0
+            }
         )));
         writes.extend(persisted(&actions));
         let sealed = vec![SealedTail { len: 2, last }];
@@ -1093,7 +1120,11 @@ mod tests {
         let mut s = Sequencer::recover(ME, vec![NodeId(0)], 1, cfg, vec![]);
         s.on_message(0, NodeId(0), config(vec![term(1, None)]));
         for n in 1..=5 {
-            s.on_message(0, STORAGE, Message::Progress { term: Term(1), log: LogId(0), held: vec![(0, n)], stored: vec![(0, n)] });
+            s.on_message(
+                0,
+                STORAGE,
+                Message::Progress { term: Term(1), log: LogId(0), held: vec![(0, n)], stored: vec![(0, n)] },
+            );
         }
         s.take_actions();
         let fetch = |s: &mut Sequencer, from| {

@@ -2,15 +2,21 @@
 //! it has durably stored, learns their seqnums from the metalog, serves reads and
 //! record metadata, and reclaims trimmed records.
 //!
-//! Flow of a record: `Replicate` from its engine -> `Write` action -> the driver's
-//! group commit makes it durable -> [`StorageNode::on_written`] -> the stored prefix
-//! of its shard grows -> `Progress` to the primary sequencer -> the cut passes it ->
-//! the metalog entry gives it a seqnum here and in every engine's index.
+//! Flow of a record: `Replicate` from its engine -> `Write` action, and the held
+//! prefix of its shard grows -> `Progress` to the primary sequencer -> the cut passes
+//! it -> a metalog entry orders it while the driver's group commit makes it durable ->
+//! [`StorageNode::on_written`] -> the stored prefix grows -> `Progress` to every
+//! sequencer of the log -> the entry commits, and gives it a seqnum here and in every
+//! engine's index.
+//!
+//! A sealing controller may ask (`Probe`) whether the records an uncommitted entry
+//! names are durable here: the answer waits for records being written, and is no at
+//! once for a record this node does not have.
 //!
 //! Invariants (asserted):
-//! - the progress reported for a shard only counts records that are durable, and it
-//!   never decreases (so the primary's minimum over replicas only holds records that
-//!   survive a crash of this node);
+//! - the stored progress reported for a shard only counts records that are durable,
+//!   and it never decreases (so the minimum over replicas only holds records that
+//!   survive a crash of this node); the held progress is at least the stored one;
 //! - a record's first stored version is the one kept: replication is idempotent;
 //! - a record is reclaimed only after a trim that covers it has been ordered.
 //!
@@ -568,6 +574,82 @@ impl StorageNode {
             shard.stored = shard.stored.min(cut);
             shard.held = shard.held.min(cut);
             self.out.push(StorageAction::Discard { shard: s.shard, from: cut });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{LogTermConfig, ShardConfig, TermConfig};
+    use crate::types::BookId;
+
+    const ME: NodeId = NodeId(4);
+    const CONTROLLER: NodeId = NodeId(0);
+    const PRIMARY: NodeId = NodeId(1);
+    const BACKUP: NodeId = NodeId(2);
+    const SHARD: ShardId = ShardId(7);
+
+    fn config() -> Message {
+        let shards = vec![ShardConfig { shard: SHARD, engine: NodeId(5), incarnation: 1, replicas: vec![ME] }];
+        let logs = vec![LogTermConfig { log: LogId(0), sequencers: vec![PRIMARY, BACKUP], shards }];
+        let term = TermConfig { term: Term(1), logs, engines: vec![NodeId(5)], storage: vec![ME], sealed: None };
+        Message::NewConfig {
+            config: Arc::new(Configuration { n_logs: 1, controller: CONTROLLER, terms: vec![term], indexers: vec![vec![]] }),
+        }
+    }
+
+    fn records(ids: std::ops::Range<LocalId>) -> Vec<(LocalId, Record)> {
+        let meta = RecordMeta { book: BookId(1), tags: vec![], cond: None, unchanged: vec![] };
+        ids.map(|i| (i, Record { meta: meta.clone(), data: bytes::Bytes::from_static(b"r") })).collect()
+    }
+
+    /// The messages sent, as (to, held, stored) for progress and (to, cut, durable)
+    /// for probe answers.
+    fn sent(s: &mut StorageNode) -> (Vec<(NodeId, LocalId, LocalId)>, Vec<(NodeId, LocalId, bool)>, Vec<u64>) {
+        let (mut progress, mut probed, mut batches) = (vec![], vec![], vec![]);
+        for a in s.take_actions() {
+            match a {
+                StorageAction::Send(to, Message::Progress { held, stored, .. }) => progress.push((to, held[0].1, stored[0].1)),
+                StorageAction::Send(to, Message::Probed { cut, durable, .. }) => probed.push((to, cut, durable)),
+                StorageAction::Write { batch, .. } => batches.push(batch),
+                _ => {}
+            }
+        }
+        (progress, probed, batches)
+    }
+
+    #[test]
+    fn records_being_written_are_reported_held_and_a_probe_waits_for_them() {
+        let mut s = StorageNode::recover(ME, vec![CONTROLLER], 1, StorageConfig::default(), vec![]);
+        s.on_message(0, CONTROLLER, config());
+        s.take_actions();
+        s.on_message(10, NodeId(5), Message::Replicate { shard: SHARD, records: records(0..3) });
+        let (progress, _, batches) = sent(&mut s);
+        assert_eq!(progress, vec![(PRIMARY, 3, 0)], "held, to the primary alone");
+        // Being written: the probe waits; one past what is here: never durable here.
+        s.on_message(20, CONTROLLER, Message::Probe { shard: SHARD, cut: 3 });
+        s.on_message(20, CONTROLLER, Message::Probe { shard: SHARD, cut: 4 });
+        assert_eq!(sent(&mut s).1, vec![(CONTROLLER, 4, false)]);
+        s.on_written(&batches);
+        let (progress, probed, _) = sent(&mut s);
+        assert_eq!(progress, vec![(PRIMARY, 3, 3), (BACKUP, 3, 3)], "durable, to every sequencer of the log");
+        assert_eq!(probed, vec![(CONTROLLER, 3, true)]);
+        s.on_message(30, CONTROLLER, Message::Probe { shard: SHARD, cut: 2 });
+        assert_eq!(sent(&mut s).1, vec![(CONTROLLER, 2, true)]);
+    }
+
+    #[test]
+    fn a_restarted_node_answers_probes_from_what_its_store_held() {
+        let meta = RecordMeta { book: BookId(1), tags: vec![], cond: None, unchanged: vec![] };
+        let recovered = [0, 1, 3]
+            .map(|local_id| RecoveredRecord { location: Location { shard: SHARD, local_id }, meta: meta.clone(), has_data: true })
+            .to_vec();
+        // No configuration yet (the controller that restarted with it sends none).
+        let mut s = StorageNode::recover(ME, vec![CONTROLLER], 2, StorageConfig::default(), recovered);
+        for (cut, durable) in [(2, true), (3, false), (4, false)] {
+            s.on_message(0, CONTROLLER, Message::Probe { shard: SHARD, cut });
+            assert_eq!(sent(&mut s).1, vec![(CONTROLLER, cut, durable)]);
         }
     }
 }

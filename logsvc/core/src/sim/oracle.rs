@@ -178,6 +178,12 @@ impl Oracle {
 
     /// A primary committed `entry`: no other entry may ever hold its place.
     pub fn on_committed(&mut self, entry: MetalogEntry) {
+        // A seal decided where the term ends: nothing past it commits after.
+        let tail = self.config.as_ref().and_then(|c| c.term(entry.term)?.sealed.as_ref()?.get(entry.log.0 as usize).cloned());
+        if tail.is_some_and(|t| entry.index >= t.len) {
+            self.violation(format!("entry {}:{} of {:?} committed past its sealed tail", entry.term.0, entry.index, entry.log));
+            return;
+        }
         let log = self.committed.entry((entry.term.0, entry.log)).or_default();
         match (entry.index as usize).cmp(&log.len()) {
             std::cmp::Ordering::Less => {
