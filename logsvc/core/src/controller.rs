@@ -338,7 +338,7 @@ impl Controller {
             Message::Sealed { term, log, len, last, prev, committed_len } => {
                 if let Some(s) = self.sealing.as_mut().filter(|s| s.term == term) {
                     if let Some(r) = s.replies.get_mut(log.0 as usize) {
-                        r.insert(from, SealedReply { len, last, prev, committed_len });
+                        r.insert(from, SealedReply { len, last, prev: prev.map(|e| *e), committed_len });
                     }
                 }
                 self.try_finish_seal(now);
@@ -798,9 +798,9 @@ mod tests {
             c.on_tick(10);
             c.take_actions();
             for n in &SEQUENCERS[..2] {
-                let (last, prev) = (Some(entry(2, 0)), Some(entry(1, 0)));
+                let (last, prev) = (Some(entry(2, 0)), Some(Box::new(entry(1, 0))));
                 c.on_message(20, *n, Message::Sealed { term: Term(1), log: LogId(0), len: 3, last, prev, committed_len: 2 });
-                let (last, prev) = (Some(entry(4, 1)), Some(entry(3, 1)));
+                let (last, prev) = (Some(entry(4, 1)), Some(Box::new(entry(3, 1))));
                 let committed_len = if *n == SEQUENCERS[0] { 5 } else { 4 };
                 c.on_message(20, *n, Message::Sealed { term: Term(1), log: LogId(1), len: 5, last, prev, committed_len });
             }

@@ -392,7 +392,8 @@ pub enum Message {
         log: LogId,
         len: u64,
         last: Option<MetalogEntry>,
-        prev: Option<MetalogEntry>,
+        /// Boxed: a `Message` is as large as its largest variant.
+        prev: Option<Box<MetalogEntry>>,
         committed_len: u64,
     },
     // Controller -> storage node, while it seals a term.

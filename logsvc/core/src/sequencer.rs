@@ -811,7 +811,7 @@ impl Sequencer {
             p.stopped = true;
         }
         let (len, last, committed_len) = (m.len(), m.last().cloned(), m.committed_len);
-        let prev = len.checked_sub(2).and_then(|i| m.get(i)).cloned();
+        let prev = len.checked_sub(2).and_then(|i| m.get(i)).cloned().map(Box::new);
         self.send(from, Message::Sealed { term, log, len, last, prev, committed_len });
     }
 }
@@ -882,7 +882,7 @@ mod tests {
                 log: LogId(0),
                 len: 2,
                 last: last.clone(),
-                prev: Some(committed[0].clone()),
+                prev: Some(Box::new(committed[0].clone())),
                 committed_len: 0
             }
         )));

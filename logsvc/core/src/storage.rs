@@ -604,19 +604,26 @@ mod tests {
         ids.map(|i| (i, Record { meta: meta.clone(), data: bytes::Bytes::from_static(b"r") })).collect()
     }
 
-    /// The messages sent, as (to, held, stored) for progress and (to, cut, durable)
-    /// for probe answers.
-    fn sent(s: &mut StorageNode) -> (Vec<(NodeId, LocalId, LocalId)>, Vec<(NodeId, LocalId, bool)>, Vec<u64>) {
-        let (mut progress, mut probed, mut batches) = (vec![], vec![], vec![]);
+    /// What a node did: progress sent as (to, held, stored), probe answers as (to,
+    /// cut, durable), and the batches it wrote.
+    #[derive(Default)]
+    struct Did {
+        progress: Vec<(NodeId, LocalId, LocalId)>,
+        probed: Vec<(NodeId, LocalId, bool)>,
+        batches: Vec<u64>,
+    }
+
+    fn did(s: &mut StorageNode) -> Did {
+        let mut d = Did::default();
         for a in s.take_actions() {
             match a {
-                StorageAction::Send(to, Message::Progress { held, stored, .. }) => progress.push((to, held[0].1, stored[0].1)),
-                StorageAction::Send(to, Message::Probed { cut, durable, .. }) => probed.push((to, cut, durable)),
-                StorageAction::Write { batch, .. } => batches.push(batch),
+                StorageAction::Send(to, Message::Progress { held, stored, .. }) => d.progress.push((to, held[0].1, stored[0].1)),
+                StorageAction::Send(to, Message::Probed { cut, durable, .. }) => d.probed.push((to, cut, durable)),
+                StorageAction::Write { batch, .. } => d.batches.push(batch),
                 _ => {}
             }
         }
-        (progress, probed, batches)
+        d
     }
 
     #[test]
@@ -625,18 +632,18 @@ mod tests {
         s.on_message(0, CONTROLLER, config());
         s.take_actions();
         s.on_message(10, NodeId(5), Message::Replicate { shard: SHARD, records: records(0..3) });
-        let (progress, _, batches) = sent(&mut s);
+        let Did { progress, batches, .. } = did(&mut s);
         assert_eq!(progress, vec![(PRIMARY, 3, 0)], "held, to the primary alone");
         // Being written: the probe waits; one past what is here: never durable here.
         s.on_message(20, CONTROLLER, Message::Probe { shard: SHARD, cut: 3 });
         s.on_message(20, CONTROLLER, Message::Probe { shard: SHARD, cut: 4 });
-        assert_eq!(sent(&mut s).1, vec![(CONTROLLER, 4, false)]);
+        assert_eq!(did(&mut s).probed, vec![(CONTROLLER, 4, false)]);
         s.on_written(&batches);
-        let (progress, probed, _) = sent(&mut s);
+        let Did { progress, probed, .. } = did(&mut s);
         assert_eq!(progress, vec![(PRIMARY, 3, 3), (BACKUP, 3, 3)], "durable, to every sequencer of the log");
         assert_eq!(probed, vec![(CONTROLLER, 3, true)]);
         s.on_message(30, CONTROLLER, Message::Probe { shard: SHARD, cut: 2 });
-        assert_eq!(sent(&mut s).1, vec![(CONTROLLER, 2, true)]);
+        assert_eq!(did(&mut s).probed, vec![(CONTROLLER, 2, true)]);
     }
 
     #[test]
@@ -649,7 +656,7 @@ mod tests {
         let mut s = StorageNode::recover(ME, vec![CONTROLLER], 2, StorageConfig::default(), recovered);
         for (cut, durable) in [(2, true), (3, false), (4, false)] {
             s.on_message(0, CONTROLLER, Message::Probe { shard: SHARD, cut });
-            assert_eq!(sent(&mut s).1, vec![(CONTROLLER, cut, durable)]);
+            assert_eq!(did(&mut s).probed, vec![(CONTROLLER, cut, durable)]);
         }
     }
 }
