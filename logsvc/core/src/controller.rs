@@ -688,6 +688,19 @@ mod tests {
         config.clone()
     }
 
+    /// Entry `index` of `log` in term 1, one record of the log's first shard.
+    fn entry(index: u64, log: u8) -> MetalogEntry {
+        MetalogEntry {
+            term: Term(1),
+            log: LogId(log),
+            index,
+            start_position: index,
+            prev_cut: vec![index],
+            cut: vec![index + 1],
+            trims: vec![],
+        }
+    }
+
     fn first_term() -> Arc<Configuration> {
         let mut c = Controller::new(NodeId(0), cfg(), &roster());
         heartbeats(&mut c, 0, 7);
@@ -719,15 +732,6 @@ mod tests {
         assert_eq!(sealed, expect);
 
         // A quorum of each log's sequencers reports its tail; the longest wins.
-        let entry = |index: u64, log: u8| MetalogEntry {
-            term: Term(1),
-            log: LogId(log),
-            index,
-            start_position: index,
-            prev_cut: vec![index],
-            cut: vec![index + 1],
-            trims: vec![],
-        };
         for (n, len) in [(SEQUENCERS[0], 3), (SEQUENCERS[1], 2)] {
             for log in [0, 1] {
                 let last = Some(entry(len - 1, log));
@@ -778,15 +782,6 @@ mod tests {
 
     #[test]
     fn a_seal_keeps_an_uncommitted_tail_entry_only_if_its_records_are_durable() {
-        let entry = |index: u64, log: u8| MetalogEntry {
-            term: Term(1),
-            log: LogId(log),
-            index,
-            start_position: index,
-            prev_cut: vec![index],
-            cut: vec![index + 1],
-            trims: vec![],
-        };
         // Term 1 ends (the engine restarted); log 0's longest tail ends with an entry
         // no replica knows committed, log 1's with one a replica knows committed.
         let sealing = || {
