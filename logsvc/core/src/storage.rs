@@ -305,7 +305,10 @@ impl StorageNode {
             }
         };
         if stored < cut && held >= cut {
-            self.probes.push((to, shard_id, cut));
+            // Resent until answered: parked once.
+            if !self.probes.contains(&(to, shard_id, cut)) {
+                self.probes.push((to, shard_id, cut));
+            }
             return;
         }
         self.send(to, Message::Probed { shard: shard_id, cut, durable: stored >= cut });
@@ -636,12 +639,13 @@ mod tests {
         assert_eq!(progress, vec![(PRIMARY, 3, 0)], "held, to the primary alone");
         // Being written: the probe waits; one past what is here: never durable here.
         s.on_message(20, CONTROLLER, Message::Probe { shard: SHARD, cut: 3 });
+        s.on_message(20, CONTROLLER, Message::Probe { shard: SHARD, cut: 3 });
         s.on_message(20, CONTROLLER, Message::Probe { shard: SHARD, cut: 4 });
         assert_eq!(did(&mut s).probed, vec![(CONTROLLER, 4, false)]);
         s.on_written(&batches);
         let Did { progress, probed, .. } = did(&mut s);
         assert_eq!(progress, vec![(PRIMARY, 3, 3), (BACKUP, 3, 3)], "durable, to every sequencer of the log");
-        assert_eq!(probed, vec![(CONTROLLER, 3, true)]);
+        assert_eq!(probed, vec![(CONTROLLER, 3, true)], "once, though asked twice");
         s.on_message(30, CONTROLLER, Message::Probe { shard: SHARD, cut: 2 });
         assert_eq!(did(&mut s).probed, vec![(CONTROLLER, 2, true)]);
     }
