@@ -514,7 +514,7 @@ impl Controller {
         let drop = (before.is_some() || r.len == 1).then(|| SealedTail { len: r.len - 1, last: before });
         let mut probes = Vec::new();
         for (j, ids, _) in last.runs() {
-            let shard = &lc.shards[j];
+            let Some(shard) = lc.shards.get(j) else { continue };
             for &replica in &shard.replicas {
                 probes.push(Probe { shard: shard.shard, cut: ids.end, replica, durable: None });
             }
