@@ -9,7 +9,7 @@ use tally_log_core::{LogId, ShardId, Term};
 
 use super::{
     open_record_store, ControllerStore, FileControllerStore, FsyncPolicy, JournalMetalogStore, JournalStore, MetalogStore,
-    MetalogWrite, RecordStore, RecordStoreKind, RocksMetalogStore, RocksStore,
+    MetalogWrite, RecordStore, RecordStoreKind, RocksMetalogStore, RocksStore, StoredData,
 };
 
 tally_log_core::record_store_suite!(rocks_store, |dir| RocksStore::open(dir.path(), FsyncPolicy::EveryBatch)?);
@@ -504,6 +504,35 @@ fn a_directory_keeps_the_record_store_it_holds() -> anyhow::Result<()> {
     }
     ensure!(!old.path().join("journal").exists(), "the RocksDB store got no journal");
     ensure!(new.path().join("journal").exists(), "the journal store kept its journal");
+    Ok(())
+}
+
+/// A write's metadata goes to RocksDB on the store's own thread while the journal
+/// syncs: a read, a sync and a reclaim wait for it rather than miss it.
+#[test]
+fn journal_store_waits_for_the_metadata_of_earlier_writes() -> anyhow::Result<()> {
+    let dir = tempfile::TempDir::new()?;
+    let store = std::sync::Arc::new(JournalStore::open(dir.path(), FsyncPolicy::EveryBatch)?);
+    let batch = records(&[loc(1, 0), loc(1, 1)], 1);
+    let paused = store.pause_metadata();
+    store.write(&batch)?;
+    let (reader, syncer, reclaimer) = (store.clone(), store.clone(), store.clone());
+    let read = std::thread::spawn(move || reader.read(loc(1, 0)));
+    let synced = std::thread::spawn(move || syncer.sync());
+    let reclaimed = std::thread::spawn(move || reclaimer.reclaim(&[loc(1, 1)]));
+    std::thread::sleep(Duration::from_millis(200));
+    for (what, done) in [("read", read.is_finished()), ("sync", synced.is_finished()), ("reclaim", reclaimed.is_finished())] {
+        ensure!(!done, "a {what} returned before the write's metadata was in RocksDB");
+    }
+    drop(paused);
+    let read = read.join().map_err(|_| anyhow::anyhow!("the reader panicked"))??;
+    ensure!(read == Some(StoredData::Record(batch[0].1.clone())), "read {read:?}");
+    synced.join().map_err(|_| anyhow::anyhow!("the syncer panicked"))??;
+    reclaimed.join().map_err(|_| anyhow::anyhow!("the reclaimer panicked"))??;
+    ensure!(
+        matches!(store.read(loc(1, 1))?, Some(StoredData::Reclaimed(_))),
+        "the reclaim of a record whose metadata was in flight was lost"
+    );
     Ok(())
 }
 
