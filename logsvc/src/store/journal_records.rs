@@ -280,6 +280,9 @@ impl MetaThread {
         let thread = std::thread::Builder::new()
             .name("tally-journal-meta".into())
             .spawn(move || {
+                // However the thread ends (a panic included), a `settle` waiting for a
+                // batch it did not apply fails rather than waits forever.
+                let _stopped = Stopped(shared.clone());
                 while let Ok(batch) = rx.recv() {
                     #[cfg(test)]
                     let _paused = pause.lock().unwrap_or_else(|e| e.into_inner());
@@ -323,6 +326,20 @@ impl MetaThread {
             Some(e) => Err(Error::Storage(format!("writing record metadata: {e}"))),
             None => Ok(()),
         }
+    }
+}
+
+/// Marks the [`MetaThread`] stopped when dropped.
+struct Stopped(Arc<(Mutex<Applied>, Condvar)>);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let (state, done) = &*self.0;
+        let mut a = state.lock().unwrap_or_else(|e| e.into_inner());
+        if a.done < a.queued {
+            a.failed.get_or_insert_with(|| "the metadata thread stopped".into());
+        }
+        done.notify_all();
     }
 }
 
@@ -814,7 +831,10 @@ impl RecordStore for JournalStore {
             let slot = Slot { segment, offset: offset + at, len: *len };
             batch.put_cf(self.meta_cf(), record_key(*location), meta_value(FLAG_HAS_DATA, slot, meta));
         }
-        self.meta.apply(batch)?;
+        if let Err(e) = self.meta.apply(batch) {
+            w.failed = Some(e.to_string());
+            return Err(e);
+        }
         *w.live.entry(segment).or_insert(0) += records.len() as u64;
         // A copy earlier in this batch is in this segment.
         w.released.extend(overwritten.into_iter().map(|s| s.unwrap_or(segment)));
