@@ -688,6 +688,11 @@ mod tests {
         config.clone()
     }
 
+    /// A sequencer's reply to a seal of `log` in `term`: an empty metalog.
+    fn sealed_empty(term: Term, log: u8) -> Message {
+        Message::Sealed { term, log: LogId(log), len: 0, last: None, prev: None, committed_len: 0 }
+    }
+
     /// Entry `index` of `log` in term 1, one record of the log's first shard.
     fn entry(index: u64, log: u8) -> MetalogEntry {
         MetalogEntry {
@@ -764,11 +769,7 @@ mod tests {
         c.on_tick(0);
         for n in SEQUENCERS {
             for log in [0, 1] {
-                c.on_message(
-                    10,
-                    n,
-                    Message::Sealed { term: Term(2), log: LogId(log), len: 0, last: None, prev: None, committed_len: 0 },
-                );
+                c.on_message(10, n, sealed_empty(Term(2), log));
             }
         }
         let next = installed(&c.take_actions());
@@ -865,11 +866,7 @@ mod tests {
         assert_eq!(seals.count(), 2 * SEQUENCERS.len(), "term 1's two logs are sealed");
         for n in SEQUENCERS {
             for log in [0, 1] {
-                c.on_message(
-                    20,
-                    n,
-                    Message::Sealed { term: Term(1), log: LogId(log), len: 0, last: None, prev: None, committed_len: 0 },
-                );
+                c.on_message(20, n, sealed_empty(Term(1), log));
             }
         }
         let grown = installed(&c.take_actions());
@@ -885,11 +882,7 @@ mod tests {
         c.on_tick(0);
         for n in SEQUENCERS {
             for log in [0, 1, 2] {
-                c.on_message(
-                    10,
-                    n,
-                    Message::Sealed { term: Term(2), log: LogId(log), len: 0, last: None, prev: None, committed_len: 0 },
-                );
+                c.on_message(10, n, sealed_empty(Term(2), log));
             }
         }
         let next = installed(&c.take_actions());

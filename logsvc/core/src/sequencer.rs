@@ -858,11 +858,7 @@ mod tests {
         s.on_message(0, NodeId(0), config(vec![term(1, None)]));
         let mut writes = persisted(&s.take_actions());
         for stored in [2, 5] {
-            s.on_message(
-                0,
-                STORAGE,
-                Message::Progress { term: Term(1), log: LogId(0), held: vec![(0, stored)], stored: vec![(0, stored)] },
-            );
+            s.on_message(0, STORAGE, durable(stored));
             writes.extend(persisted(&s.take_actions()));
         }
         let committed = fetch(&mut s, 1);
@@ -916,7 +912,7 @@ mod tests {
         s.on_message(0, NodeId(0), config(vec![replicated_term(1)]));
         let lead = MetalogWrite::Lead { term: Term(1), log: LogId(0) };
         assert_eq!(persisted(&s.take_actions()), vec![lead], "the lead mark comes before any entry");
-        s.on_message(0, STORAGE, Message::Progress { term: Term(1), log: LogId(0), held: vec![(0, 3)], stored: vec![(0, 3)] });
+        s.on_message(0, STORAGE, durable(3));
         let actions = s.take_actions();
         let replicated = |a: &SequencerAction| matches!(a, SequencerAction::Send(_, Message::ReplicateEntry { .. }));
         let persist = actions.iter().position(|a| matches!(a, SequencerAction::Persist(MetalogWrite::Entry(_))));
@@ -931,6 +927,11 @@ mod tests {
 
     fn progress(held: Vec<(u32, LocalId)>, stored: Vec<(u32, LocalId)>) -> Message {
         Message::Progress { term: Term(1), log: LogId(0), held, stored }
+    }
+
+    /// The storage node holds records `..n` of shard 0, durably.
+    fn durable(n: LocalId) -> Message {
+        progress(vec![(0, n)], vec![(0, n)])
     }
 
     #[test]
@@ -1045,15 +1046,14 @@ mod tests {
                 })
                 .collect()
         };
-        let progress = |n| Message::Progress { term: Term(1), log: LogId(0), held: vec![(0, n)], stored: vec![(0, n)] };
         // A quorum of two: the primary and one backup, the first in the configuration.
-        s.on_message(0, STORAGE, progress(1));
+        s.on_message(0, STORAGE, durable(1));
         assert_eq!(spares(s.take_actions()), [(NodeId(2), false), (NodeId(3), true)]);
         // The spare acknowledged first (the other lags, or is gone): it makes the quorum
         // now, and persists the next entry at once.
         s.on_message(1, NodeId(3), Message::EntryAck { term: Term(1), log: LogId(0), len: 1 });
         assert!(s.take_actions().iter().any(|a| matches!(a, SequencerAction::Committed(_))));
-        s.on_message(2, STORAGE, progress(2));
+        s.on_message(2, STORAGE, durable(2));
         assert_eq!(spares(s.take_actions()), [(NodeId(2), true), (NodeId(3), false)]);
         // A resend goes to every backup that has not acknowledged, as no spare.
         s.on_tick(2 + SequencerConfig::default().entry_retry_us);
@@ -1072,7 +1072,7 @@ mod tests {
         };
         // An entry committed at 0: its tail goes again `tail` later, in case the push
         // of the entry was lost.
-        s.on_message(0, STORAGE, Message::Progress { term: Term(1), log: LogId(0), held: vec![(0, 2)], stored: vec![(0, 2)] });
+        s.on_message(0, STORAGE, durable(2));
         s.take_actions();
         assert_eq!(s.on_tick(1).due(), tail, "a heartbeat at 1, and the tail due at {tail}");
         s.take_actions();
@@ -1090,7 +1090,6 @@ mod tests {
         let mut s = Sequencer::recover(ME, vec![NodeId(0)], 1, SequencerConfig::default(), vec![]);
         s.on_message(0, NodeId(0), config(vec![term(1, None)]));
         s.take_actions();
-        let progress = |n| Message::Progress { term: Term(1), log: LogId(0), held: vec![(0, n)], stored: vec![(0, n)] };
         let cuts = |actions: Vec<SequencerAction>| -> Vec<Vec<LocalId>> {
             persisted(&actions)
                 .into_iter()
@@ -1098,13 +1097,13 @@ mod tests {
                 .collect()
         };
         // One input at a time: an entry per report.
-        s.on_message(0, STORAGE, progress(1));
-        s.on_message(0, STORAGE, progress(2));
+        s.on_message(0, STORAGE, durable(1));
+        s.on_message(0, STORAGE, durable(2));
         assert_eq!(cuts(s.take_actions()), vec![vec![1], vec![2]]);
         // A batch: one entry for all of it, issued at its end.
         s.begin_batch();
         for n in 3..=9 {
-            s.on_message(0, STORAGE, progress(n));
+            s.on_message(0, STORAGE, durable(n));
         }
         s.on_tick(1);
         assert_eq!(cuts(s.take_actions()), Vec::<Vec<LocalId>>::new(), "nothing before the batch ends");
@@ -1120,11 +1119,7 @@ mod tests {
         let mut s = Sequencer::recover(ME, vec![NodeId(0)], 1, cfg, vec![]);
         s.on_message(0, NodeId(0), config(vec![term(1, None)]));
         for n in 1..=5 {
-            s.on_message(
-                0,
-                STORAGE,
-                Message::Progress { term: Term(1), log: LogId(0), held: vec![(0, n)], stored: vec![(0, n)] },
-            );
+            s.on_message(0, STORAGE, durable(n));
         }
         s.take_actions();
         let fetch = |s: &mut Sequencer, from| {
@@ -1143,14 +1138,14 @@ mod tests {
         let mut s = Sequencer::recover(ME, vec![NodeId(0)], 1, SequencerConfig::default(), vec![]);
         s.on_message(0, NodeId(0), config(vec![replicated_term(1)]));
         let writes = persisted(&s.take_actions());
-        s.on_message(0, STORAGE, Message::Progress { term: Term(1), log: LogId(0), held: vec![(0, 3)], stored: vec![(0, 3)] });
+        s.on_message(0, STORAGE, durable(3));
         // It crashes while persisting its first entry: the backups have it, its own
         // store has only the lead mark.
         assert!(s.take_actions().iter().any(|a| matches!(a, SequencerAction::Send(_, Message::ReplicateEntry { .. }))));
 
         let mut s = Sequencer::recover(ME, vec![NodeId(0)], 2, SequencerConfig::default(), writes.clone());
         s.on_message(0, NodeId(0), config(vec![replicated_term(1)]));
-        s.on_message(0, STORAGE, Message::Progress { term: Term(1), log: LogId(0), held: vec![(0, 5)], stored: vec![(0, 5)] });
+        s.on_message(0, STORAGE, durable(5));
         let actions = s.take_actions();
         assert!(
             !actions.iter().any(|a| matches!(a, SequencerAction::Send(_, Message::ReplicateEntry { .. }))),
@@ -1164,7 +1159,7 @@ mod tests {
         // durable, so it sent nothing) leads it.
         let mut s = Sequencer::recover(ME, vec![NodeId(0)], 3, SequencerConfig::default(), vec![]);
         s.on_message(0, NodeId(0), config(vec![replicated_term(1)]));
-        s.on_message(0, STORAGE, Message::Progress { term: Term(1), log: LogId(0), held: vec![(0, 5)], stored: vec![(0, 5)] });
+        s.on_message(0, STORAGE, durable(5));
         assert!(s.take_actions().iter().any(|a| matches!(a, SequencerAction::Send(_, Message::ReplicateEntry { .. }))));
     }
 }
