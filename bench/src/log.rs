@@ -10,6 +10,7 @@
 //!   fsync            1 writer  ──write + fdatasync──► a file                     (the disk)
 //!   floor            1 writer  ──n_data files at once, then 2 at once──►         (one append's
 //!                                write + fdatasync each                           disk path)
+//!   wake             1 thread  ──send──► a thread idle for 200 µs ──reply──►      (one hand-off)
 //!   append           C clients ──append───► engine 0 ──► storage ×n_data, sequencers ×3
 //!                    (storage nodes on journal files, and again on RocksDB, the former store)
 //!   read, cache hit  1 reader  ──read_next─► engine 0's record cache
@@ -47,6 +48,10 @@
 //! an entry is ordered only after its records are durable). Concurrent fdatasyncs on
 //! one disk do not overlap fully, so this floor is more than two fsyncs:
 //! `append_p50_vs_floor_p50_ratio` is what the protocol and its hops add to the disk.
+//! What one hop costs here is the wake case: a round trip between two threads, the
+//! other one idle before each (as a group commit thread or a persist is between one
+//! client's appends); on a virtual machine whose idle CPUs halt, waking one is most of
+//! it. One append of one client makes several such round trips.
 //!
 //! Reads are issued one at a time (latency, not throughput), each the record after the
 //! previous one in the book.
@@ -101,6 +106,8 @@ struct Plan {
     slices: u32,
     /// Reads per read case.
     reads: usize,
+    /// Round trips of the wake case.
+    wakes: usize,
 }
 
 impl Plan {
@@ -108,9 +115,9 @@ impl Plan {
         let slice = Duration::from_millis(500);
         let slice_warmup = Duration::from_millis(50);
         if options.quick {
-            Plan { warmup: Duration::from_millis(200), slice, slice_warmup, slices: 2, reads: 300 }
+            Plan { warmup: Duration::from_millis(200), slice, slice_warmup, slices: 2, reads: 300, wakes: 1_000 }
         } else {
-            Plan { warmup: Duration::from_millis(500), slice, slice_warmup, slices: 10, reads: 2000 }
+            Plan { warmup: Duration::from_millis(500), slice, slice_warmup, slices: 10, reads: 2000, wakes: 5_000 }
         }
     }
 }
@@ -220,6 +227,8 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<()> {
     }));
     let fsync_floor_us = measure_writes(&mut report, &targets, fsync, &plan).await?;
     drop(targets);
+    let wakes = tokio::task::spawn_blocking(move || wake_round_trips(plan.wakes)).await?;
+    record_percentiles(&mut report, WAKE_CASE, ["wake_round_trip_p50_us", "wake_round_trip_p99_us"], &wakes)?;
     drop(redis);
     for raw in &raws {
         let stats = raw.commit.stats();
@@ -288,6 +297,44 @@ async fn measure_writes(report: &mut Report, targets: &[Target<'_>], fsync: Fsyn
         }
     }
     Ok(fsync_floor_us.expect("CLIENTS has 1 and targets the raw store"))
+}
+
+/// The case of the wake round trips, named by the idle gap before each.
+const WAKE_CASE: &str = "threads=2,idle_gap=200us";
+/// How long the woken thread has slept before each round trip: about what a storage
+/// node's group commit thread or a sequencer's persist sleeps between the appends of
+/// one client.
+const WAKE_GAP: Duration = Duration::from_micros(200);
+
+/// A thread's round trip to another thread that was idle: the cost of one hand-off
+/// and its reply (two wakeups), which every append pays several times (the client to
+/// the nodes' thread, a storage node to its group commit thread and back, a sequencer
+/// to its persist and back, the reply). The gap before each is spun, not slept, so
+/// that only the other thread is idle, as a node thread is after handing off a write.
+fn wake_round_trips(n: usize) -> Latencies {
+    let (ping, pinged) = std::sync::mpsc::channel::<()>();
+    let (pong, ponged) = std::sync::mpsc::channel::<()>();
+    let peer = std::thread::spawn(move || {
+        while pinged.recv().is_ok() {
+            if pong.send(()).is_err() {
+                return;
+            }
+        }
+    });
+    let mut samples = Vec::with_capacity(n);
+    for _ in 0..n {
+        let idle = Instant::now();
+        while idle.elapsed() < WAKE_GAP {
+            std::hint::spin_loop();
+        }
+        let started = Instant::now();
+        ping.send(()).expect("the peer thread runs until the channel closes");
+        ponged.recv().expect("the peer thread answers every ping");
+        samples.push(micros(started.elapsed()));
+    }
+    drop(ping);
+    peer.join().expect("the peer thread ends cleanly");
+    Latencies::new(samples)
 }
 
 /// The read cases: which engine a reader reads through and where the record is.
