@@ -251,9 +251,10 @@ pub struct JournalStore {
 /// `sync` runs its `fdatasync` while RocksDB takes the batch (a RocksDB write costs a
 /// third of an fsync here): see "Writes" in the module documentation.
 struct MetaThread {
-    batches: Mutex<Option<mpsc::Sender<WriteBatch>>>,
+    /// `None` only while dropping, which closes the channel so the thread ends.
+    batches: Option<mpsc::Sender<WriteBatch>>,
     applied: Arc<(Mutex<Applied>, Condvar)>,
-    thread: Mutex<Option<JoinHandle<()>>>,
+    thread: Option<JoinHandle<()>>,
     /// Held by a test to keep the thread from applying batches.
     #[cfg(test)]
     paused: Arc<Mutex<()>>,
@@ -298,9 +299,9 @@ impl MetaThread {
             })
             .map_err(|e| Error::Storage(format!("starting the journal's metadata thread: {e}")))?;
         Ok(MetaThread {
-            batches: Mutex::new(Some(tx)),
+            batches: Some(tx),
             applied,
-            thread: Mutex::new(Some(thread)),
+            thread: Some(thread),
             #[cfg(test)]
             paused,
         })
@@ -309,10 +310,10 @@ impl MetaThread {
     /// Hands `batch` to the thread. The caller holds the writer lock, so batches are
     /// applied in the order of their frames in the journal.
     fn apply(&self, batch: WriteBatch) -> Result<()> {
-        let batches = self.batches.lock().unwrap_or_else(|e| e.into_inner());
-        let tx = batches.as_ref().ok_or_else(|| Error::Storage("the journal's metadata thread stopped".into()))?;
+        let stopped = || Error::Storage("the journal's metadata thread stopped".into());
+        let tx = self.batches.as_ref().ok_or_else(stopped)?;
         self.applied.0.lock().unwrap_or_else(|e| e.into_inner()).queued += 1;
-        tx.send(batch).map_err(|_| Error::Storage("the journal's metadata thread stopped".into()))
+        tx.send(batch).map_err(|_| stopped())
     }
 
     /// Waits until every batch handed over so far is in RocksDB.
@@ -347,8 +348,8 @@ impl Drop for MetaThread {
     /// Stops the thread once it applied every batch, so that the database it shares
     /// is closed when the store is dropped.
     fn drop(&mut self) {
-        drop(self.batches.lock().unwrap_or_else(|e| e.into_inner()).take());
-        if let Some(thread) = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        drop(self.batches.take());
+        if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
     }
