@@ -13,7 +13,11 @@
 //!           the cases below, which count whole invocations
 //!   sweep   invocations of one operation each (init, a read or a write, result), the
 //!           read ratio from 0 to 1, under read- and write-optimized: where they cross
-//!   auto    the same mix on an `auto` table: which protocol the runtime settles on
+//!   shapes  invocations started as the gateway starts them (the Init deferred), each
+//!           of reads and writes in one order (`r`, `w`, `rw`, `wr`, `rrw`, `wrr`,
+//!           `wrwr`), under read- and write-optimized: which is faster for which order
+//!   auto    the sweep's mixes on an `auto` table: which protocol the runtime settles
+//!           on, and how often that is the one the sweep found faster
 //!   mix     32 workers, each an instance of its own doing reads and writes half and
 //!           half at random on keys of its own, under write- and read-optimized: the
 //!           throughput of the RocksDB node against the PostgreSQL node
@@ -139,8 +143,9 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<()> {
         ),
     );
     ops(&rocksdb, &plan, &mut report).await?;
-    sweep(&rocksdb, &plan, &mut report).await?;
-    auto(&rocksdb, &plan, &mut report).await?;
+    let faster = sweep(&rocksdb, &plan, &mut report).await?;
+    shapes(&rocksdb, &plan, &mut report).await?;
+    auto(&rocksdb, &plan, &faster, &mut report).await?;
     let mut nodes = vec![&rocksdb];
     if let Some(node) = &pg_node {
         ops(node, &plan, &mut report).await?;
@@ -191,7 +196,9 @@ impl Node {
     }
 
     /// A fresh instance on `book` whose tables `tables` use the given protocols.
-    fn instance(&self, book: u64, tables: &BTreeMap<String, Protocol>, id: String) -> Instance {
+    /// An instance of a root invocation; `lazy` as the gateway starts one without a
+    /// key (its Init waits for its first record).
+    fn instance(&self, book: u64, tables: &BTreeMap<String, Protocol>, id: String, lazy: bool) -> Instance {
         let of = Of {
             id: InstanceId::keyed("bench", &id).expect("bench IDs are printable"),
             book: BookId(book),
@@ -201,7 +208,7 @@ impl Node {
             declared: Arc::new(tables.clone()),
             crash: None,
             key: None,
-            defer_init: false,
+            defer_init: lazy,
             forgettable: false,
         };
         Instance::new(self.runtime().durable.clone(), of)
@@ -242,7 +249,7 @@ async fn ops(node: &Node, plan: &Plan, report: &mut Report) -> anyhow::Result<()
     let tables: BTreeMap<String, Protocol> = PROTOCOLS.iter().map(|p| (p.name().to_string(), *p)).collect();
     let book = 100;
     let mut ctx = Context::new();
-    let mut inst = node.instance(book, &tables, format!("bench-ops-{}", node.name));
+    let mut inst = node.instance(book, &tables, format!("bench-ops-{}", node.name), false);
     for p in PROTOCOLS {
         for k in 0..KEYS {
             inst.put(&mut ctx, p.name(), &key(k), value()).await.map_err(abort)?;
@@ -306,19 +313,78 @@ async fn one_op(
     read: bool,
     k: u64,
 ) -> anyhow::Result<()> {
+    shaped(node, book, tables, table, id, if read { "r" } else { "w" }, false, k).await
+}
+
+/// One invocation of the operations `shape` names in order (`r` a read, `w` a write, of
+/// keys from `k` on), then its result; started `lazy` or not (`Node::instance`).
+#[allow(clippy::too_many_arguments)]
+async fn shaped(
+    node: &Node,
+    book: u64,
+    tables: &BTreeMap<String, Protocol>,
+    table: &str,
+    id: String,
+    shape: &str,
+    lazy: bool,
+    k: u64,
+) -> anyhow::Result<()> {
     let mut ctx = Context::new();
-    let mut inst = node.instance(book, tables, id);
-    if read {
-        inst.get(&mut ctx, table, &key(k)).await.map_err(abort)?;
-    } else {
-        inst.put(&mut ctx, table, &key(k), value()).await.map_err(abort)?;
+    let mut inst = node.instance(book, tables, id, lazy);
+    for (i, op) in shape.bytes().enumerate() {
+        let key = key(k + i as u64);
+        match op {
+            b'r' => drop(inst.get(&mut ctx, table, &key).await.map_err(abort)?),
+            _ => inst.put(&mut ctx, table, &key, value()).await.map_err(abort)?,
+        }
     }
     inst.finish(&mut ctx, Outcome::Ok(Bytes::new())).await.map_err(abort)?;
     Ok(())
 }
 
+/// Invocation shapes of the `shapes` case: the order of an invocation's reads and
+/// writes, which is what decides each protocol's log appends and store syncs.
+const SHAPES: [&str; 7] = ["r", "w", "rw", "wr", "rrw", "wrr", "wrwr"];
+
+/// Mean invocation latency per shape under read- and write-optimized, invocations
+/// started as the gateway starts them, the protocols alternating invocation by
+/// invocation; and which is faster (0 read-, 1 write-optimized).
+async fn shapes(node: &Node, plan: &Plan, report: &mut Report) -> anyhow::Result<()> {
+    eprintln!("state: invocation shapes");
+    let book = 250;
+    let protocols = [Protocol::ReadOptimized, Protocol::WriteOptimized];
+    let tables: BTreeMap<String, Protocol> = protocols.iter().map(|p| (p.name().to_string(), *p)).collect();
+    for p in protocols {
+        for k in 0..KEYS {
+            one_op(node, book, &tables, p.name(), format!("shapes-seed-{}-{k}", p.name()), false, k).await?;
+        }
+    }
+    let mut rng = Rng(0x51_7cc1_b727_220a);
+    let mut n = 0;
+    for shape in SHAPES {
+        let mut totals = [Duration::ZERO; 2];
+        for _ in 0..plan.sweep {
+            let k = rng.next();
+            for (i, p) in protocols.iter().enumerate() {
+                n += 1;
+                let started = Instant::now();
+                shaped(node, book, &tables, p.name(), format!("shapes-{n}"), shape, true, k).await?;
+                totals[i] += started.elapsed();
+            }
+        }
+        let mean = totals.map(|t| t.as_secs_f64() * 1e6 / plan.sweep as f64);
+        for (i, p) in protocols.iter().enumerate() {
+            report.record(&format!("shape={shape}/{}", p.name()), "mean_latency", round_to(mean[i], 0), "us")?;
+        }
+        let faster = if mean[1] < mean[0] { 1.0 } else { 0.0 };
+        report.record(&format!("shape={shape}"), "faster", faster, "0=read,1=write")?;
+    }
+    Ok(())
+}
+
 /// §6.3: mean invocation latency against the read ratio, read- vs write-optimized.
-async fn sweep(node: &Node, plan: &Plan, report: &mut Report) -> anyhow::Result<()> {
+/// Returns the faster protocol per ratio (in tenths).
+async fn sweep(node: &Node, plan: &Plan, report: &mut Report) -> anyhow::Result<BTreeMap<u32, Protocol>> {
     eprintln!("state: read-ratio sweep");
     let book = 200;
     let protocols = [Protocol::ReadOptimized, Protocol::WriteOptimized];
@@ -330,6 +396,7 @@ async fn sweep(node: &Node, plan: &Plan, report: &mut Report) -> anyhow::Result<
     }
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let mut crossover = None;
+    let mut faster = BTreeMap::new();
     let mut n = 0;
     for tenth in 0..=10 {
         let ratio = f64::from(tenth) / 10.0;
@@ -350,7 +417,9 @@ async fn sweep(node: &Node, plan: &Plan, report: &mut Report) -> anyhow::Result<
             mean.insert(p.name(), us);
             report.record(&format!("sweep/read_ratio={ratio:.1}/{}", p.name()), "mean_latency", round_to(us, 0), "us")?;
         }
-        if crossover.is_none() && mean["read-optimized"] < mean["write-optimized"] {
+        let ro_faster = mean["read-optimized"] < mean["write-optimized"];
+        faster.insert(tenth, if ro_faster { Protocol::ReadOptimized } else { Protocol::WriteOptimized });
+        if crossover.is_none() && ro_faster {
             crossover = Some(ratio);
         }
     }
@@ -358,19 +427,22 @@ async fn sweep(node: &Node, plan: &Plan, report: &mut Report) -> anyhow::Result<
         Some(ratio) => report.record("sweep", "first_read_ratio_where_read_optimized_is_faster", ratio, "ratio")?,
         None => eprintln!("state: read-optimized was never faster in the sweep"),
     }
-    Ok(())
+    Ok(faster)
 }
 
 /// The `auto` table under each mix: the protocol it ends on (0 read-optimized, 1
-/// write-optimized), starting from wherever the previous mix left it.
-async fn auto(node: &Node, plan: &Plan, report: &mut Report) -> anyhow::Result<()> {
+/// write-optimized), starting from wherever the previous mix left it; and the share of
+/// the mixes where that is the one the sweep found `faster`.
+async fn auto(node: &Node, plan: &Plan, faster: &BTreeMap<u32, Protocol>, report: &mut Report) -> anyhow::Result<()> {
     eprintln!("state: auto");
     let book = 300;
     let tables: BTreeMap<String, Protocol> = [("auto".to_string(), Protocol::Auto)].into_iter().collect();
     let rt = node.runtime();
     let mut rng = Rng(0x2545_f491_4f6c_dd1d);
     let mut n = 0;
-    for ratio in [0.0, 0.2, 0.4, 0.5, 0.6, 0.7, 0.8, 1.0, 0.5, 0.0] {
+    let mixes = [0.0, 0.2, 0.4, 0.5, 0.6, 0.7, 0.8, 1.0, 0.5, 0.0];
+    let mut agreed = 0;
+    for ratio in mixes {
         let started = Instant::now();
         while started.elapsed() < plan.auto_window {
             n += 1;
@@ -387,7 +459,11 @@ async fn auto(node: &Node, plan: &Plan, report: &mut Report) -> anyhow::Result<(
         };
         let picked = if status.protocol == Protocol::ReadOptimized { 0.0 } else { 1.0 };
         report.record(&format!("auto/read_ratio={ratio:.1}"), "protocol", picked, "0=read,1=write")?;
+        if faster.get(&((ratio * 10.0_f64).round() as u32)) == Some(&status.protocol) {
+            agreed += 1;
+        }
     }
+    report.record("auto", "picked_the_faster", round_to(f64::from(agreed) / mixes.len() as f64, 2), "share")?;
     Ok(())
 }
 
@@ -455,7 +531,7 @@ async fn mix(nodes: &[&Node], plan: &Plan, report: &mut Report) -> anyhow::Resul
         let mut workers = Vec::new();
         for w in 0..MIX_WORKERS {
             let keys = (w as u64..KEYS).step_by(MIX_WORKERS).map(key).collect();
-            let inst = node.instance(book, &tables, format!("bench-mix-{}-{w}", node.name));
+            let inst = node.instance(book, &tables, format!("bench-mix-{}-{w}", node.name), false);
             let mut worker = MixWorker { inst, ctx: Context::new(), rng: Rng(0x9e37_79b9_7f4a_7c15 + w as u64), keys, table: "" };
             for p in MIX_PROTOCOLS {
                 for k in &worker.keys {

@@ -394,38 +394,60 @@ async fn switching_under_load_keeps_exactly_once_without_pausing() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn auto_switches_with_the_read_write_mix() {
-    let h = Harness::start(StoreKind::Rocksdb).await;
+async fn auto_picks_the_protocol_that_costs_less_for_the_order_of_operations() {
+    // A synced store write at half an append's cost.
+    let h = Harness::start_with(StoreKind::Rocksdb, |c| c.state.auto_sync_cost = 50).await;
     let rt = h.node.runtime.clone();
     deploy_bank(&rt, Protocol::Auto).await;
-    let book = 11;
-    let call = |input: String| {
+    let call = |function: &'static str, book: u64, input: String, opts: InvokeOptions| {
         let rt = rt.clone();
-        async move { String::from_utf8(rt.invoke("bank", BookId(book), Bytes::from(input)).await.unwrap()).unwrap() }
+        async move {
+            let out = rt.invoke_with(function, BookId(book), Bytes::from(input), opts).await.expect("an invocation");
+            String::from_utf8(out).unwrap()
+        }
     };
-    // Writes only: auto moves to write-optimized.
-    let deadline = Instant::now() + Duration::from_secs(30);
+    // Writes alone, each invocation started lazily: read-optimized logs each write with
+    // the result, write-optimized would log the Init first and sync the write besides.
+    // The table stays read-optimized, however many looks `auto` takes (Halfmoon's
+    // criterion, writes outnumbering reads, moved it).
+    let began = Instant::now();
     let mut i = 0;
-    loop {
-        call(format!("open a{} {i}", i % 10)).await;
+    while began.elapsed() < Duration::from_millis(1_500) {
+        call("bank", 11, format!("open a{} {i}", i % 10), InvokeOptions::default()).await;
         i += 1;
-        let st = table_status(&h, book, "accounts").await;
+    }
+    assert!(i >= 40, "only {i} writes");
+    let st = table_status(&h, 11, "accounts").await;
+    assert_eq!((st.protocol, st.auto, st.history.len()), (Protocol::ReadOptimized, true, 1), "{st:?}");
+    // Keyed invocations (their Init logged at the start) that write, then read:
+    // read-optimized logs the write before the read, an append; write-optimized syncs
+    // it, half an append here. `auto` moves.
+    let mut limits = rt.config.limits;
+    limits.timeout_ms = 2_000;
+    let tables = [("a".to_string(), Protocol::Auto)].into_iter().collect();
+    rt.deploy("steps-auto", guest("steps"), limits, tables).await.expect("deploying steps");
+    let keyed = |i: u64| InvokeOptions { key: Some(InvocationKey::new(format!("k{i}"), false).unwrap()), ..Default::default() };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut last = BTreeMap::new();
+    for n in 0.. {
+        let k = n % 10;
+        let out = call("steps-auto", 12, format!("script put a k{k} v{n};get a k{k}"), keyed(n)).await;
+        assert_eq!(out, format!("ok,v{n}"));
+        last.insert(k, n);
+        let st = table_status(&h, 12, "a").await;
         if st.protocol == Protocol::WriteOptimized && st.switching.is_none() {
             assert!(st.auto);
             break;
         }
         assert!(Instant::now() < deadline, "auto never chose write-optimized: {st:?}");
     }
-    // Reads only: back to read-optimized, with every value intact.
-    let mut want = Vec::new();
-    for k in 0..10 {
-        want.push(call(format!("balance a{k}")).await);
-    }
+    // Reads alone: no appends either way, and logged reads cost bytes: back to
+    // read-optimized, with every value intact.
     loop {
-        for (k, value) in want.iter().enumerate() {
-            assert_eq!(&call(format!("balance a{k}")).await, value);
+        for (k, n) in &last {
+            assert_eq!(call("steps-auto", 12, format!("script get a k{k}"), InvokeOptions::default()).await, format!("v{n}"));
         }
-        let st = table_status(&h, book, "accounts").await;
+        let st = table_status(&h, 12, "a").await;
         if st.protocol == Protocol::ReadOptimized && st.switching.is_none() {
             break;
         }

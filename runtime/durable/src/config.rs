@@ -96,12 +96,13 @@ pub struct StateConfig {
     pub auto_interval_ms: u64,
     /// Operations on a table within one look below which `auto` does not decide.
     pub auto_min_ops: u64,
-    /// C_w / C_r of Halfmoon §4.6: how much more a read-optimized write costs than a
-    /// write-optimized one, over how much more a write-optimized read costs than a
-    /// read-optimized one. `auto` picks read-optimized when reads exceed writes times
-    /// this (with a 25% band against flapping). 1 here: each costs one log append (the
-    /// Halfmoon prototype logs twice per read-optimized write, so 2 there).
-    pub auto_write_cost: u32,
+    /// What a synced write of the state store costs, in percent of a log append.
+    /// `auto` counts the appends and syncs each protocol would make for the order of
+    /// the table's operations (`Ops`) and picks the cheaper (with a 25% band against
+    /// flapping). 100: about equal on `tally dev` (RocksDB's synced write and a
+    /// one-node append each wait for one fsync); lower where the log is far and the
+    /// store near.
+    pub auto_sync_cost: u32,
     /// Unfinished root invocations the recovery scan tracks per book; past it, the
     /// newest are left for a later round (they stay in the log, so nothing is lost).
     pub open_max: usize,
@@ -144,7 +145,7 @@ impl Default for StateConfig {
             results_kept_ms: 3_600_000,
             auto_interval_ms: 2_000,
             auto_min_ops: 20,
-            auto_write_cost: 1,
+            auto_sync_cost: 100,
             open_max: 10_000,
             async_max: 1_024,
             sleep_in_place_max_ms: 1_000,

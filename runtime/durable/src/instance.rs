@@ -66,7 +66,7 @@ use tally_log_core::{BookId, Cond, Context, Error as LogError, LogRecord, SeqNum
 use crate::config::Protocol;
 use crate::error::Error;
 use crate::locks::{self, LockView};
-use crate::node::{fresher_value, visible_write, written_value, Abort, Durable};
+use crate::node::{fresher_value, visible_write, written_value, Abort, Durable, LastOp, Ops};
 use crate::objects::{self, ObjOp, Txn};
 use crate::queues;
 use crate::record::{
@@ -296,6 +296,9 @@ pub struct Instance {
     deferred_tables: Vec<String>,
     /// `Of::forgettable`.
     forgettable: bool,
+    /// The last state operation on each switchable table used so far, for `auto`'s
+    /// costs (`observe`).
+    last_ops: Vec<(String, LastOp)>,
 }
 
 impl Instance {
@@ -335,6 +338,7 @@ impl Instance {
             deferred: None,
             deferred_tables: Vec::new(),
             forgettable: of.forgettable,
+            last_ops: Vec::new(),
             svc,
         }
     }
@@ -1154,6 +1158,23 @@ impl Instance {
         }
     }
 
+    /// Counts a read (`None`) or a write (`Some(large)`: its value is too large for its
+    /// record) of `table`, switchable under `protocol`, with what it costs under
+    /// read- and write-optimized as it follows this instance's last operation on the
+    /// table ([`Ops`]).
+    fn observe(&mut self, table: &str, protocol: Effective, write: Option<bool>) {
+        if matches!(protocol, Effective::Unsafe | Effective::Symmetric) {
+            return;
+        }
+        let at = self.last_ops.iter().position(|(t, _)| t == table);
+        let (ops, now) = Ops::of(at.map(|i| self.last_ops[i].1), write, self.deferred.is_some());
+        match at {
+            Some(i) => self.last_ops[i].1 = now,
+            None => self.last_ops.push((table.to_string(), now)),
+        }
+        self.svc.observe(self.book, table, ops);
+    }
+
     fn store_table(&self, table: &str) -> String {
         crate::node::store_table(self.book, table)
     }
@@ -1170,7 +1191,7 @@ impl Instance {
         crate::node::check_object(table, key, None)?;
         let st = self.store_table(table);
         let protocol = self.protocol(ctx, table).await?;
-        self.svc.observe(self.book, table, protocol, false);
+        self.observe(table, protocol, None);
         if protocol != Effective::ReadOptimized {
             // A read of the store's newest version sees the instance's own writes.
             self.store_latest().await?;
@@ -1275,11 +1296,11 @@ impl Instance {
         let st = self.store_table(table);
         let store = self.svc.store.clone();
         let protocol = self.protocol(ctx, table).await?;
-        self.svc.observe(self.book, table, protocol, true);
         // A read-optimized write whose record carries its value stores nothing that a
         // reader looks at before that record, so the readings before it may wait for
         // the record too. One whose version is stored first waits for none.
         let inline = !value.as_ref().is_some_and(|v| v.len() > record::PUT_INLINE_MAX);
+        self.observe(table, protocol, Some(!inline));
         let readings_pending = self.pending.iter().any(|p| p.write.is_none());
         match protocol {
             // Its steps before it are logged; the writes taken before it wait with it.

@@ -384,10 +384,11 @@ impl Durable {
         let hist = self.history(&mut ctx, book, table).await?;
         let Some((_, Transition::End { protocol, auto: true, .. })) = hist.last() else { return Ok(()) };
         let cfg = &self.config;
-        let Some(to) = auto_choice(*protocol, ops, f64::from(cfg.auto_write_cost), cfg.auto_min_ops) else {
+        let sync_cost = f64::from(cfg.auto_sync_cost) / 100.0;
+        let Some(to) = auto_choice(*protocol, ops, sync_cost, cfg.auto_min_ops) else {
             return Ok(());
         };
-        tracing::info!(book = book.0, table, reads = ops.reads, writes = ops.writes, "auto: {} suits better", to.name());
+        tracing::info!(book = book.0, table, ?ops, "auto: {} costs less", to.name());
         match self.begin(book, table, to, true, hist).await {
             Ok(_) | Err(Error::Conflict(_)) => Ok(()),
             Err(e) => Err(e),
@@ -472,19 +473,28 @@ async fn auto_loop(weak: Weak<Durable>) {
     }
 }
 
-/// Which protocol the §4.6 runtime criterion picks for these rates, or `None` to stay
-/// with `current` (inside the hysteresis band, or too few operations to tell).
-/// `write_cost` is how much more a read-optimized write costs than a write-optimized
-/// one, relative to how much more a write-optimized read costs than a read-optimized
-/// one (C_w / C_r: 1 here, one log append each; 2 in Halfmoon's prototype).
-pub fn auto_choice(current: Protocol, ops: Ops, write_cost: f64, min_ops: u64) -> Option<Protocol> {
+/// What a logged read adds to the record that holds it, in appends: under
+/// write-optimized every read is a step of the record, under read-optimized only those
+/// taken with a deferred Init are. It only breaks ties, so that a table that is only
+/// read goes read-optimized.
+const LOGGED_READ_COST: f64 = 1.0 / 64.0;
+
+/// Which protocol costs less for these operations, or `None` to stay with `current`
+/// (inside the hysteresis band, or too few operations to tell). Halfmoon's runtime
+/// criterion (§4.6) weighs reads against writes, since its read-optimized writes and
+/// write-optimized reads each cost a log append; here both wait for the invocation's
+/// next record, and what each protocol costs follows from the order of the operations
+/// ([`Ops`]): appends, plus synced store writes that cost `sync_cost` appends each.
+/// Read-optimized is kept on a tie.
+pub fn auto_choice(current: Protocol, ops: Ops, sync_cost: f64, min_ops: u64) -> Option<Protocol> {
     if ops.reads + ops.writes < min_ops {
         return None;
     }
-    let (reads, weighted_writes) = (ops.reads as f64, write_cost * ops.writes as f64);
+    let ro = ops.ro_appends as f64 + sync_cost * ops.ro_syncs as f64;
+    let wo = ops.wo_appends as f64 + sync_cost * ops.wo_syncs as f64 + LOGGED_READ_COST * ops.reads as f64;
     match current {
-        Protocol::ReadOptimized if reads * HYSTERESIS < weighted_writes => Some(Protocol::WriteOptimized),
-        Protocol::WriteOptimized if reads > weighted_writes * HYSTERESIS => Some(Protocol::ReadOptimized),
+        Protocol::ReadOptimized if wo * HYSTERESIS < ro => Some(Protocol::WriteOptimized),
+        Protocol::WriteOptimized if ro < wo => Some(Protocol::ReadOptimized),
         _ => None,
     }
 }
@@ -493,22 +503,59 @@ pub fn auto_choice(current: Protocol, ops: Ops, write_cost: f64, min_ops: u64) -
 mod tests {
     use super::*;
 
+    /// The operations of `n` invocations of `shape` (`r` a read, `w` a write, `W` a
+    /// write of a value too large for its record), started `lazy` (their Init deferred
+    /// until a record) or not.
+    fn invocations(n: u64, shape: &str, lazy: bool) -> Ops {
+        let mut total = Ops::default();
+        for _ in 0..n {
+            let mut last = None;
+            for op in shape.chars() {
+                let write = match op {
+                    'r' => None,
+                    w => Some(w == 'W'),
+                };
+                let (ops, now) = Ops::of(last, write, lazy);
+                total.add(ops);
+                last = Some(now);
+            }
+        }
+        total
+    }
+
     #[test]
-    fn auto_follows_the_runtime_criterion_with_hysteresis() {
-        let ops = |reads, writes| Ops { reads, writes };
+    fn auto_picks_the_protocol_whose_appends_and_syncs_cost_less() {
         let (r, w) = (Protocol::ReadOptimized, Protocol::WriteOptimized);
-        // With C_w = 2 C_r (Halfmoon's prototype), reads must outnumber writes 2:1.
-        assert_eq!(auto_choice(r, ops(10, 90), 2.0, 20), Some(w));
-        assert_eq!(auto_choice(w, ops(90, 10), 2.0, 20), Some(r));
-        // Inside the band around 2:1 nothing moves, either way.
-        assert_eq!(auto_choice(r, ops(60, 33), 2.0, 20), None);
-        assert_eq!(auto_choice(w, ops(70, 33), 2.0, 20), None);
-        assert_eq!(auto_choice(r, ops(100, 45), 2.0, 20), None);
-        assert_eq!(auto_choice(w, ops(100, 35), 2.0, 20), Some(r));
+        // Read-optimized writes ride the next record, which a lazily started
+        // invocation appends anyway: whatever the order, write-optimized costs as many
+        // appends or more, and a sync per run of writes besides. Those tables stay or
+        // go read-optimized however cheap a sync is (the transfer, writes alone,
+        // writes then reads, alternating).
+        for shape in ["rrww", "w", "ww", "wr", "wrr", "wrwr", "rwrw"] {
+            let ops = invocations(50, shape, true);
+            assert_eq!(auto_choice(r, ops, 0.0, 20), None, "{shape}: {ops:?}");
+            assert_eq!(auto_choice(w, ops, 1.0, 20), Some(r), "{shape}: {ops:?}");
+        }
+        // Started with the Init logged (a keyed invocation), writes then reads: one
+        // append under read-optimized (the read after the writes logs them), one sync
+        // under write-optimized, which wins if a sync costs less than an append by
+        // more than the band.
+        let ops = invocations(50, "wwr", false);
+        assert_eq!(ops, Ops { reads: 50, writes: 100, ro_appends: 50, ro_syncs: 0, wo_appends: 0, wo_syncs: 50 });
+        assert_eq!(auto_choice(r, ops, 0.5, 20), Some(w));
+        assert_eq!(auto_choice(r, ops, 0.9, 20), None, "inside the band");
+        assert_eq!(auto_choice(w, ops, 0.9, 20), None, "inside the band");
+        assert_eq!(auto_choice(w, ops, 1.0, 20), Some(r), "a tie goes read-optimized");
+        // A large value makes a read-optimized run of writes sync too.
+        let ops = invocations(50, "wWr", false);
+        assert_eq!((ops.ro_appends, ops.ro_syncs, ops.wo_syncs), (50, 50, 50));
+        assert_eq!(auto_choice(r, ops, 1.0, 20), Some(w));
+        // Reads alone cost no appends either way; a logged read's bytes decide.
+        let ops = invocations(50, "r", true);
+        assert_eq!((ops.ro_appends, ops.wo_appends, ops.wo_syncs), (0, 0, 0));
+        assert_eq!(auto_choice(w, ops, 1.0, 20), Some(r));
+        assert_eq!(auto_choice(r, ops, 1.0, 20), None);
         // Too few operations to tell.
-        assert_eq!(auto_choice(r, ops(0, 19), 2.0, 20), None);
-        // Staying where it is.
-        assert_eq!(auto_choice(r, ops(90, 10), 2.0, 20), None);
-        assert_eq!(auto_choice(w, ops(10, 90), 2.0, 20), None);
+        assert_eq!(auto_choice(w, invocations(19, "r", true), 1.0, 20), None);
     }
 }
