@@ -342,6 +342,21 @@ async fn shaped(
     Ok(())
 }
 
+/// The protocols that `sweep` and `shapes` compare.
+const TWO_PROTOCOLS: [Protocol; 2] = [Protocol::ReadOptimized, Protocol::WriteOptimized];
+
+/// A table per protocol of [`TWO_PROTOCOLS`] in `book`, named after it, every key
+/// written once (by invocations named after `case`).
+async fn seeded_tables(node: &Node, book: u64, case: &str) -> anyhow::Result<BTreeMap<String, Protocol>> {
+    let tables: BTreeMap<String, Protocol> = TWO_PROTOCOLS.iter().map(|p| (p.name().to_string(), *p)).collect();
+    for p in TWO_PROTOCOLS {
+        for k in 0..KEYS {
+            one_op(node, book, &tables, p.name(), format!("{case}-seed-{}-{k}", p.name()), false, k).await?;
+        }
+    }
+    Ok(tables)
+}
+
 /// Invocation shapes of the `shapes` case: the order of an invocation's reads and
 /// writes, which is what decides each protocol's log appends and store syncs.
 const SHAPES: [&str; 7] = ["r", "w", "rw", "wr", "rrw", "wrr", "wrwr"];
@@ -351,14 +366,8 @@ const SHAPES: [&str; 7] = ["r", "w", "rw", "wr", "rrw", "wrr", "wrwr"];
 /// invocation; and which is faster (0 read-, 1 write-optimized).
 async fn shapes(node: &Node, plan: &Plan, report: &mut Report) -> anyhow::Result<()> {
     eprintln!("state: invocation shapes");
-    let book = 250;
-    let protocols = [Protocol::ReadOptimized, Protocol::WriteOptimized];
-    let tables: BTreeMap<String, Protocol> = protocols.iter().map(|p| (p.name().to_string(), *p)).collect();
-    for p in protocols {
-        for k in 0..KEYS {
-            one_op(node, book, &tables, p.name(), format!("shapes-seed-{}-{k}", p.name()), false, k).await?;
-        }
-    }
+    let (book, protocols) = (250, TWO_PROTOCOLS);
+    let tables = seeded_tables(node, book, "shapes").await?;
     let mut rng = Rng(0x51_7cc1_b727_220a);
     let mut n = 0;
     for shape in SHAPES {
@@ -386,14 +395,8 @@ async fn shapes(node: &Node, plan: &Plan, report: &mut Report) -> anyhow::Result
 /// Returns the faster protocol per ratio (in tenths).
 async fn sweep(node: &Node, plan: &Plan, report: &mut Report) -> anyhow::Result<BTreeMap<u32, Protocol>> {
     eprintln!("state: read-ratio sweep");
-    let book = 200;
-    let protocols = [Protocol::ReadOptimized, Protocol::WriteOptimized];
-    let tables: BTreeMap<String, Protocol> = protocols.iter().map(|p| (p.name().to_string(), *p)).collect();
-    for p in protocols {
-        for k in 0..KEYS {
-            one_op(node, book, &tables, p.name(), format!("sweep-seed-{}-{k}", p.name()), false, k).await?;
-        }
-    }
+    let (book, protocols) = (200, TWO_PROTOCOLS);
+    let tables = seeded_tables(node, book, "sweep").await?;
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let mut crossover = None;
     let mut faster = BTreeMap::new();
