@@ -444,9 +444,6 @@ fn sim_config() -> StateConfig {
         results_kept_ms: 300,
         auto_interval_ms: 200,
         auto_min_ops: 5,
-        // Free syncs: write-optimized then wins for every run of writes that reads
-        // follow, so `auto` moves both ways under the guests' mixes.
-        auto_sync_cost: 0,
         open_max: 3,
         async_max: 2,
         sleep_in_place_max_ms: 100,
