@@ -298,7 +298,7 @@ pub struct Instance {
     forgettable: bool,
     /// The last state operation on each switchable table used so far, for `auto`'s
     /// costs (`observe`).
-    last_ops: Vec<(String, LastOp)>,
+    last_ops: BTreeMap<String, LastOp>,
 }
 
 impl Instance {
@@ -338,7 +338,7 @@ impl Instance {
             deferred: None,
             deferred_tables: Vec::new(),
             forgettable: of.forgettable,
-            last_ops: Vec::new(),
+            last_ops: BTreeMap::new(),
             svc,
         }
     }
@@ -1166,11 +1166,13 @@ impl Instance {
         if matches!(protocol, Effective::Unsafe | Effective::Symmetric) {
             return;
         }
-        let at = self.last_ops.iter().position(|(t, _)| t == table);
-        let (ops, now) = Ops::of(at.map(|i| self.last_ops[i].1), write, self.deferred.is_some());
-        match at {
-            Some(i) => self.last_ops[i].1 = now,
-            None => self.last_ops.push((table.to_string(), now)),
+        let last = self.last_ops.get(table).copied();
+        let (ops, now) = Ops::of(last, write, self.deferred.is_some());
+        match self.last_ops.get_mut(table) {
+            Some(l) => *l = now,
+            None => {
+                self.last_ops.insert(table.to_string(), now);
+            }
         }
         self.svc.observe(self.book, table, ops);
     }
