@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context as _};
 use bytes::Bytes;
 use tally_durable::InvocationStatus;
-use tally_logsvc::BookId;
+use tally_logsvc::{BookId, Context};
 use tally_runtime::dev::DevNode;
 use tally_runtime::error::RuntimeError;
 use tally_runtime::runtime::InvokeOptions;
@@ -207,7 +207,7 @@ async fn promise_latency(node: &DevNode, report: &mut Report, n: usize) -> anyho
         });
         tokio::time::sleep(Duration::from_millis(100)).await;
         let completed = Instant::now();
-        rt.durable.complete_promise(book, &promise, Bytes::from_static(b"yes")).await?;
+        rt.durable.complete_promise(&mut Context::new(), book, &promise, Bytes::from_static(b"yes")).await?;
         let (out, answered) = waiting.await?;
         if out? != b"yes" {
             bail!("an await in place did not get the value");
@@ -222,9 +222,9 @@ async fn promise_latency(node: &DevNode, report: &mut Report, n: usize) -> anyho
                 other => bail!("an await with no timeout answered {other:?}"),
             };
         let completed = Instant::now();
-        rt.durable.complete_promise(book, &promise, Bytes::from_static(b"yes")).await?;
+        rt.durable.complete_promise(&mut Context::new(), book, &promise, Bytes::from_static(b"yes")).await?;
         loop {
-            match rt.invocation(book, &id).await? {
+            match rt.invocation(&mut Context::new(), book, &id).await? {
                 InvocationStatus::Finished(Ok(_)) => break,
                 InvocationStatus::Finished(Err(e)) => bail!("a suspended await failed: {e}"),
                 _ => tokio::time::sleep(Duration::from_micros(200)).await,
@@ -261,7 +261,7 @@ async fn lateness(rt: &Arc<tally_runtime::Runtime>, book: BookId, id: &str, wake
             tokio::time::sleep(Duration::from_millis(wake - now)).await;
             continue;
         }
-        match rt.invocation(book, id).await? {
+        match rt.invocation(&mut Context::new(), book, id).await? {
             InvocationStatus::Finished(Ok(out)) => {
                 let text = String::from_utf8_lossy(&out);
                 let woke: u64 =

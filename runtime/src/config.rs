@@ -23,6 +23,9 @@
 //! call_depth_max = 8
 //! memory_keep_resident_bytes = 4194304
 //! index_resident_bytes = 33554432  # of full index chunks per index; older ones spill
+//! function_timeout_ms_max = 900000         # the most a deploy may set each of these
+//! function_request_bytes_max = 67108864
+//! function_response_bytes_max = 67108864
 //!
 //! [state]             # exactly-once state (see `durable`)
 //! store = "rocksdb"   # or "postgres", with `postgres = "host=... user=..."`
@@ -105,6 +108,18 @@ impl Config {
         if l.timeout_ms == 0 || l.concurrency_max == 0 {
             return Err("timeout_ms and concurrency_max must be positive".into());
         }
+        let n = &self.node;
+        let caps = [
+            ("timeout_ms", l.timeout_ms, "function_timeout_ms_max", n.function_timeout_ms_max),
+            ("request_bytes_max", l.request_bytes_max, "function_request_bytes_max", n.function_request_bytes_max),
+            ("response_bytes_max", l.response_bytes_max, "function_response_bytes_max", n.function_response_bytes_max),
+            ("concurrency_max", u64::from(l.concurrency_max), "instances_max", u64::from(n.instances_max)),
+        ];
+        for (what, value, cap, max) in caps {
+            if value > max {
+                return Err(format!("{what} {value} exceeds this node's maximum {max} ([node] {cap})"));
+            }
+        }
         if l.retry_attempts == 0 || l.retry_attempts > RETRY_ATTEMPTS_MAX {
             return Err(format!("retry_attempts must be 1 to {RETRY_ATTEMPTS_MAX} (1: no retry)"));
         }
@@ -143,5 +158,24 @@ mod tests {
         let mut c = Config::default();
         c.limits.memory_bytes = c.node.memory_bytes_max + 1;
         assert!(c.validate().is_err());
+    }
+
+    #[test]
+    fn a_node_caps_every_limit_a_deploy_may_set() {
+        let c = Config::default();
+        type Set = fn(&mut Limits);
+        let over: [(&str, Set); 4] = [
+            ("timeout_ms", |l| l.timeout_ms = 16 * 60 * 1000),
+            ("request_bytes_max", |l| l.request_bytes_max = 1 << 40),
+            ("response_bytes_max", |l| l.response_bytes_max = 1 << 40),
+            ("concurrency_max", |l| l.concurrency_max = 100_000),
+        ];
+        for (what, set) in over {
+            let mut l = Limits::default();
+            set(&mut l);
+            let e = c.check_limits(&l).expect_err(what);
+            assert!(e.starts_with(what) && e.contains("[node]"), "{e}");
+        }
+        assert_eq!(c.check_limits(&Limits::default()), Ok(()));
     }
 }

@@ -401,8 +401,10 @@ async fn invoke(
     let input = body.read("the request", loaded.info.limits.request_bytes_max).await?;
     if q.background {
         // A background invocation is initialised before it is answered anyway.
-        let id = rt.invoke_async(name, book, input, opts.idempotency_key.or(opts.retry_key), opts.delay_ms, opts.key).await?;
-        return Ok(accepted(&id.to_string(), book, json!({ "invocation_id": id.to_string() })));
+        let mut ctx = position;
+        let key = opts.idempotency_key.or(opts.retry_key);
+        let id = rt.invoke_async(&mut ctx, name, book, input, key, opts.delay_ms, opts.key).await?;
+        return Ok(with_position(accepted(&id.to_string(), book, json!({ "invocation_id": id.to_string() })), &ctx));
     }
     let (output, reached) = rt.invoke_at(&name, book, input, opts, position).await;
     let response = match output {
@@ -505,9 +507,11 @@ async fn invocation(
     State(rt): State<Arc<Runtime>>,
     ApiPath(id): ApiPath<String>,
     ApiQuery(q): ApiQuery<InvocationQuery>,
+    headers: HeaderMap,
     _: NoBody,
 ) -> ApiResult<Response> {
-    let status = rt.invocation(user_book(q.book)?, &id).await?;
+    let mut ctx = position_of(&headers)?;
+    let status = rt.invocation(&mut ctx, user_book(q.book)?, &id).await?;
     let body = match &status {
         InvocationStatus::Running => json!({ "invocation_id": id, "status": "running" }),
         InvocationStatus::Sleeping { wake_ms } => {
@@ -522,7 +526,7 @@ async fn invocation(
             "error": { "code": e.code(), "message": e.to_string(), "http_status": http_status(e).as_u16() },
         }),
     };
-    Ok(Json(body).into_response())
+    Ok(with_position(Json(body).into_response(), &ctx))
 }
 
 /// Cancels an invocation and its children: 202 while it winds down (its status says
@@ -533,11 +537,13 @@ async fn cancel(
     State(rt): State<Arc<Runtime>>,
     ApiPath(id): ApiPath<String>,
     ApiQuery(q): ApiQuery<InvocationQuery>,
+    headers: HeaderMap,
     _: NoBody,
 ) -> ApiResult<Response> {
     let book = user_book(q.book)?;
-    rt.durable.cancel(book, &id).await?;
-    Ok(accepted(&id, book, json!({ "invocation_id": id, "book": book.0, "status": "cancelling" })))
+    let mut ctx = position_of(&headers)?;
+    rt.durable.cancel(&mut ctx, book, &id).await?;
+    Ok(with_position(accepted(&id, book, json!({ "invocation_id": id, "book": book.0, "status": "cancelling" })), &ctx))
 }
 
 /// Completes a promise of a book with the request's body: 200 once, 409 for a promise
@@ -547,12 +553,14 @@ async fn complete_promise(
     State(rt): State<Arc<Runtime>>,
     ApiPath(id): ApiPath<String>,
     ApiQuery(q): ApiQuery<InvocationQuery>,
+    headers: HeaderMap,
     body: RequestBody,
 ) -> ApiResult<Response> {
     let book = user_book(q.book)?;
+    let mut ctx = position_of(&headers)?;
     let value = body.read("the value of a promise", tally_durable::PAYLOAD_MAX as u64).await?;
-    rt.durable.complete_promise(book, &id, value).await?;
-    Ok(Json(json!({ "promise": id, "book": book.0, "completed": true })).into_response())
+    rt.durable.complete_promise(&mut ctx, book, &id, value).await?;
+    Ok(with_position(Json(json!({ "promise": id, "book": book.0, "completed": true })).into_response(), &ctx))
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -575,8 +583,14 @@ const LIST_LIMIT_MAX: usize = 1_000;
 /// of them: `{"invocations": [{"invocation_id", "function", "status", ...}], "next"}`,
 /// `next` being the `after` of the next page (null at the end).
 #[tracing::instrument(name = "http.invocations", skip_all)]
-async fn list_invocations(State(rt): State<Arc<Runtime>>, ApiQuery(q): ApiQuery<ListQuery>, _: NoBody) -> ApiResult<Response> {
+async fn list_invocations(
+    State(rt): State<Arc<Runtime>>,
+    ApiQuery(q): ApiQuery<ListQuery>,
+    headers: HeaderMap,
+    _: NoBody,
+) -> ApiResult<Response> {
     let book = user_book(q.book)?;
+    let mut ctx = position_of(&headers)?;
     const STATUSES: [&str; 4] = ["running", "sleeping", "succeeded", "failed"];
     if let Some(s) = q.status.as_deref().filter(|s| !STATUSES.contains(s)) {
         return Err(RuntimeError::InvalidArgument(format!("status {s:?}: one of {}", STATUSES.join(", "))).into());
@@ -585,7 +599,8 @@ async fn list_invocations(State(rt): State<Arc<Runtime>>, ApiQuery(q): ApiQuery<
     if limit == 0 || limit > LIST_LIMIT_MAX {
         return Err(RuntimeError::InvalidArgument(format!("limit {limit}: 1 to {LIST_LIMIT_MAX}")).into());
     }
-    let (listed, next) = rt.durable.list_invocations(book, q.function.as_deref(), q.status.as_deref(), q.after, limit).await?;
+    let (listed, next) =
+        rt.durable.list_invocations(&mut ctx, book, q.function.as_deref(), q.status.as_deref(), q.after, limit).await?;
     let invocations: Vec<serde_json::Value> = listed
         .iter()
         .map(|l| {
@@ -598,7 +613,7 @@ async fn list_invocations(State(rt): State<Arc<Runtime>>, ApiQuery(q): ApiQuery<
             v
         })
         .collect();
-    Ok(Json(json!({ "book": book.0, "invocations": invocations, "next": next })).into_response())
+    Ok(with_position(Json(json!({ "book": book.0, "invocations": invocations, "next": next })).into_response(), &ctx))
 }
 
 #[derive(Debug, Default, Deserialize)]

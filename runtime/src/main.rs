@@ -30,7 +30,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Verb {
     /// Run every role in one process on loopback, with its data under --data-dir.
-    Dev(DevArgs),
+    Dev(Box<DevArgs>),
     /// Deploy a component as the next version of a function.
     Deploy(DeployArgs),
     /// Invoke a function and print its output.
@@ -255,6 +255,63 @@ struct DevArgs {
     /// How long past its timeout an unfinished invocation waits to be run again, in ms.
     #[arg(long)]
     reexecute_after_ms: Option<u64>,
+    /// Default attempts of an invocation whose guest traps, the first included.
+    #[arg(long)]
+    retry_attempts: Option<u32>,
+    /// Default wait before the second attempt, in ms (doubling after).
+    #[arg(long)]
+    retry_backoff_ms: Option<u64>,
+    /// Default longest wait between attempts, in ms.
+    #[arg(long)]
+    retry_backoff_max_ms: Option<u64>,
+    /// The largest timeout_ms a deploy may set.
+    #[arg(long)]
+    function_timeout_ms_max: Option<u64>,
+    /// The largest request_bytes_max a deploy may set.
+    #[arg(long)]
+    function_request_bytes_max: Option<u64>,
+    /// The largest response_bytes_max a deploy may set.
+    #[arg(long)]
+    function_response_bytes_max: Option<u64>,
+    /// The protocol of one state table, e.g. --table accounts=write-optimized (repeatable).
+    #[arg(long = "table", value_name = "TABLE=PROTOCOL")]
+    tables: Vec<String>,
+    #[arg(long)]
+    recovery_interval_ms: Option<u64>,
+    /// Re-executions before a transient failure becomes the result.
+    #[arg(long)]
+    attempts_max: Option<u32>,
+    #[arg(long)]
+    gc_interval_ms: Option<u64>,
+    #[arg(long)]
+    results_kept_ms: Option<u64>,
+    #[arg(long)]
+    auto_interval_ms: Option<u64>,
+    #[arg(long)]
+    auto_min_ops: Option<u64>,
+    /// A synced state-store write's cost in percent of a log append, for auto.
+    #[arg(long)]
+    auto_sync_cost: Option<u32>,
+    /// Unfinished root invocations the recovery scan tracks per book.
+    #[arg(long)]
+    open_max: Option<usize>,
+    /// Asynchronous invocations running on this node at once.
+    #[arg(long)]
+    async_max: Option<usize>,
+    /// Durable sleeps up to this long wait in place; longer ones suspend.
+    #[arg(long)]
+    sleep_in_place_max_ms: Option<u64>,
+    #[arg(long)]
+    schedule_poll_ms: Option<u64>,
+    /// Books that may have exactly-once state.
+    #[arg(long)]
+    books_max: Option<usize>,
+    /// Cache replayed views of objects, queues and locks in aux data.
+    #[arg(long)]
+    aux_views: Option<bool>,
+    /// Stored versions kept in memory for read-optimized reads, in bytes (0: off).
+    #[arg(long)]
+    version_cache_bytes: Option<usize>,
 }
 
 impl DevArgs {
@@ -288,7 +345,31 @@ impl DevArgs {
             protocol => state.protocol,
             crash_injection => state.crash_injection,
             reexecute_after_ms => state.reexecute_after_ms,
+            retry_attempts => limits.retry_attempts,
+            retry_backoff_ms => limits.retry_backoff_ms,
+            retry_backoff_max_ms => limits.retry_backoff_max_ms,
+            function_timeout_ms_max => node.function_timeout_ms_max,
+            function_request_bytes_max => node.function_request_bytes_max,
+            function_response_bytes_max => node.function_response_bytes_max,
+            recovery_interval_ms => state.recovery_interval_ms,
+            attempts_max => state.attempts_max,
+            gc_interval_ms => state.gc_interval_ms,
+            results_kept_ms => state.results_kept_ms,
+            auto_interval_ms => state.auto_interval_ms,
+            auto_min_ops => state.auto_min_ops,
+            auto_sync_cost => state.auto_sync_cost,
+            open_max => state.open_max,
+            async_max => state.async_max,
+            sleep_in_place_max_ms => state.sleep_in_place_max_ms,
+            schedule_poll_ms => state.schedule_poll_ms,
+            books_max => state.books_max,
+            aux_views => state.aux_views,
+            version_cache_bytes => state.version_cache_bytes,
         );
+        if !self.tables.is_empty() {
+            let pairs = self.tables.iter().map(|t| t.replacen('=', ":", 1)).collect::<Vec<_>>().join(",");
+            c.state.tables.extend(tally_runtime::gateway::parse_tables(&pairs)?);
+        }
         if let Some(dir) = &self.artifacts_dir {
             c.artifacts_dir = Some(dir.clone());
         }
@@ -472,7 +553,7 @@ struct NewArgs {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Verb::Dev(a) => dev(a),
+        Verb::Dev(a) => dev(*a),
         Verb::Deploy(a) => deploy(a),
         Verb::Invoke(a) => invoke(a),
         Verb::Functions(a) => get_json(&a.remote, "/v1/functions", &a.json, cli::output::functions),
@@ -780,4 +861,39 @@ fn table(args: TableArgs) -> anyhow::Result<()> {
     let response =
         agent().put(format!("{}{path}", args.remote.url)).header("content-type", "application/json").send(body.as_bytes())?;
     show(&finish(response)?, &args.json, cli::output::table_status)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    /// Every key of the configuration file has a `tally dev` flag: its name with
+    /// dashes (`[state] store` is `--state-store`, `[state] tables` is `--table`).
+    #[test]
+    fn every_configuration_key_has_a_dev_flag() {
+        let cli = Cli::command();
+        let dev = cli.find_subcommand("dev").expect("tally dev");
+        let flags: Vec<&str> = dev.get_arguments().filter_map(|a| a.get_long()).collect();
+        let config = serde_json::to_value(Config::default()).expect("the configuration as JSON");
+        let mut missing = Vec::new();
+        for (key, value) in config.as_object().expect("a table") {
+            let keys: Vec<&String> = match value.as_object() {
+                Some(section) => section.keys().collect(),
+                None => vec![key],
+            };
+            for key in keys {
+                let flag = match key.as_str() {
+                    "store" => "state-store".to_string(),
+                    "tables" => "table".to_string(),
+                    other => other.replace('_', "-"),
+                };
+                if !flags.contains(&flag.as_str()) {
+                    missing.push(key.clone());
+                }
+            }
+        }
+        assert!(missing.is_empty(), "keys without a `tally dev` flag: {missing:?}");
+    }
 }

@@ -172,8 +172,10 @@ impl Runtime {
 
     /// Starts an exactly-once invocation in the background; returns its ID once its
     /// Init record is logged (see `Durable::invoke_async`).
+    #[allow(clippy::too_many_arguments)]
     pub async fn invoke_async(
         &self,
+        ctx: &mut Context,
         function: String,
         book: BookId,
         input: Bytes,
@@ -181,12 +183,12 @@ impl Runtime {
         delay_ms: u64,
         key: Option<InvocationKey>,
     ) -> Result<String> {
-        Ok(self.durable.invoke_async(function, book, input, idempotency_key, delay_ms, key).await?.to_string())
+        Ok(self.durable.invoke_async(ctx, function, book, input, idempotency_key, delay_ms, key).await?.to_string())
     }
 
-    /// The status of an invocation started on `book`.
-    pub async fn invocation(&self, book: BookId, id: &str) -> Result<InvocationStatus> {
-        self.durable.invocation(book, id).await
+    /// The status of an invocation started on `book`, read at least at `ctx`.
+    pub async fn invocation(&self, ctx: &mut Context, book: BookId, id: &str) -> Result<InvocationStatus> {
+        self.durable.invocation(ctx, book, id).await
     }
 }
 

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use common::Rng;
 use tally_durable::{InstanceId, InvocationKey, InvocationStatus, TableStatus, SLEEP_MAX_MS};
-use tally_logsvc::BookId;
+use tally_logsvc::{BookId, Context};
 use tally_runtime::config::{Protocol, StoreKind};
 use tally_runtime::dev::DevNode;
 use tally_runtime::runtime::InvokeOptions;
@@ -217,7 +217,7 @@ async fn the_recovery_scan_finishes_a_crashed_invocation() {
     let id = InstanceId::keyed("steps", "lost").unwrap().to_string();
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        match rt.invocation(BookId(1), &id).await.expect("status") {
+        match rt.invocation(&mut Context::new(), BookId(1), &id).await.expect("status") {
             InvocationStatus::Finished(Ok(output)) => {
                 assert_eq!(&output[..], b"a=1 b=1 c=1");
                 break;
@@ -337,7 +337,7 @@ async fn table_status(h: &Harness, book: u64, table: &str) -> TableStatus {
 /// Whether the keyed invocation has started (its Init record is in the log).
 async fn started(rt: &tally_runtime::Runtime, book: BookId, function: &str, key: &str) -> bool {
     let id = InstanceId::keyed(function, key).unwrap().to_string();
-    match rt.invocation(book, &id).await {
+    match rt.invocation(&mut Context::new(), book, &id).await {
         Ok(_) => true,
         Err(RuntimeError::InvocationNotFound(_)) => false,
         Err(e) => panic!("status of {key}: {e}"),
@@ -667,7 +667,7 @@ async fn every_language_survives_crashes_at_every_step() {
 async fn outcome(rt: &Runtime, book: u64, id: &str) -> Result<Bytes, RuntimeError> {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        match rt.invocation(BookId(book), id).await.expect("a status") {
+        match rt.invocation(&mut Context::new(), BookId(book), id).await.expect("a status") {
             InvocationStatus::Finished(r) => return r,
             status => assert!(Instant::now() < deadline, "{id} on book {book}: {status:?}"),
         }
@@ -792,7 +792,7 @@ async fn a_durable_sleep_outlasts_the_time_limit_and_wakes_once_across_crashes()
             match h.invoke_fn("clocks", book, "nap 1200", &key, None).await {
                 Err(RuntimeError::Suspended { id, wake_ms }) => {
                     suspended += 1;
-                    let status = h.node.runtime.invocation(BookId(book), &id).await.expect("a status");
+                    let status = h.node.runtime.invocation(&mut Context::new(), BookId(book), &id).await.expect("a status");
                     assert!(
                         matches!(status, InvocationStatus::Sleeping { wake_ms: w } if w == wake_ms)
                             || matches!(status, InvocationStatus::Finished(_)),
@@ -842,7 +842,7 @@ async fn a_delayed_invocation_starts_after_its_delay_once() {
         async move {
             let deadline = Instant::now() + Duration::from_secs(20);
             loop {
-                match rt.invocation(BookId(700), &id).await.expect("a status") {
+                match rt.invocation(&mut Context::new(), BookId(700), &id).await.expect("a status") {
                     InvocationStatus::Finished(r) => return r.expect("a result").to_vec(),
                     status => assert!(Instant::now() < deadline, "{status:?}"),
                 }
@@ -858,7 +858,10 @@ async fn a_delayed_invocation_starts_after_its_delay_once() {
         other => panic!("{other:?}"),
     };
     assert!(wake >= asked + 1_500, "the retry's start time {wake} is not the first request's");
-    assert!(matches!(h.node.runtime.invocation(BookId(700), &id).await, Ok(InvocationStatus::Sleeping { .. })));
+    assert!(matches!(
+        h.node.runtime.invocation(&mut Context::new(), BookId(700), &id).await,
+        Ok(InvocationStatus::Sleeping { .. })
+    ));
     let ran = ran_at(finished(id).await);
     assert!(ran >= wake, "ran at {ran}, before its start time {wake}");
     // In the background.
@@ -866,7 +869,7 @@ async fn a_delayed_invocation_starts_after_its_delay_once() {
     let id = h
         .node
         .runtime
-        .invoke_async("clocks".into(), BookId(700), Bytes::from_static(b"doze 0"), None, 1_200, None)
+        .invoke_async(&mut Context::new(), "clocks".into(), BookId(700), Bytes::from_static(b"doze 0"), None, 1_200, None)
         .await
         .unwrap();
     let ran = ran_at(finished(id).await);
@@ -893,7 +896,7 @@ async fn every_language_sleeps_durably() {
     for (function, book, id, wake_ms) in asleep {
         let deadline = Instant::now() + Duration::from_secs(30);
         let output = loop {
-            match h.node.runtime.invocation(book, &id).await.expect("a status") {
+            match h.node.runtime.invocation(&mut Context::new(), book, &id).await.expect("a status") {
                 InvocationStatus::Finished(r) => break r.unwrap_or_else(|e| panic!("{function}: {e}")),
                 status => assert!(Instant::now() < deadline, "{function}: {status:?}"),
             }
@@ -991,7 +994,7 @@ async fn a_trapping_invocation_is_retried_as_its_function_says() {
     // A wait past the in-place limit suspends the invocation until its retry.
     let r = h.invoke_fn("patient", 860, "flaky 2", "patient", None).await;
     let Err(RuntimeError::Suspended { id, wake_ms }) = r else { panic!("{r:?}") };
-    assert!(matches!(rt.invocation(BookId(860), &id).await, Ok(InvocationStatus::Sleeping { .. })));
+    assert!(matches!(rt.invocation(&mut Context::new(), BookId(860), &id).await, Ok(InvocationStatus::Sleeping { .. })));
     let out = String::from_utf8(outcome(&rt, 860, &id).await.expect("the retry succeeds").to_vec()).unwrap();
     let at: u64 = out.strip_prefix("attempt=2 at=").and_then(|t| t.parse().ok()).unwrap_or_else(|| panic!("{out}"));
     assert!(at >= wake_ms, "retried at {at}, before its wake time {wake_ms}");
@@ -1009,36 +1012,41 @@ async fn cancellation_stops_a_tree_mid_flight_and_a_finished_invocation_refuses_
     let start = |book: u64, input: &str, key: &str| {
         let rt = rt.clone();
         let (input, key) = (Bytes::from(input.to_string()), key.to_string());
-        async move { rt.invoke_async("steps".into(), BookId(book), input, Some(key), 0, None).await.expect("started") }
+        async move {
+            rt.invoke_async(&mut Context::new(), "steps".into(), BookId(book), input, Some(key), 0, None).await.expect("started")
+        }
     };
     // A tree asleep: the root called a child that sleeps durably past the time limit.
     // Cancelled, the child wakes to a `cancelled` error, the root gets it from its call
     // and again from its next step; what ran before stays done, nothing after runs.
     let id = start(841, "script inc t before; call steps script nap 60000; inc t after", "tree").await;
     let deadline = Instant::now() + Duration::from_secs(20);
-    while !matches!(rt.invocation(BookId(841), &id).await.expect("a status"), InvocationStatus::Sleeping { .. }) {
+    while !matches!(
+        rt.invocation(&mut Context::new(), BookId(841), &id).await.expect("a status"),
+        InvocationStatus::Sleeping { .. }
+    ) {
         assert!(Instant::now() < deadline, "the tree never slept");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    rt.durable.cancel(BookId(841), &id).await.expect("cancelling");
-    rt.durable.cancel(BookId(841), &id).await.expect("cancelling twice is cancelling once");
+    rt.durable.cancel(&mut Context::new(), BookId(841), &id).await.expect("cancelling");
+    rt.durable.cancel(&mut Context::new(), BookId(841), &id).await.expect("cancelling twice is cancelling once");
     let r = finished(841, id.clone()).await;
     assert!(matches!(r, Err(RuntimeError::Cancelled)), "{r:?}");
     assert_eq!(h.invoke_fn("steps", 841, "script get t before; get t after", "look", None).await.unwrap(), "1,none");
-    // Once finished, it refuses a cancellation; so does a finished invocation that ran
-    // to its end; an unknown one is not found.
-    let again = rt.durable.cancel(BookId(841), &id).await;
-    assert!(matches!(&again, Err(RuntimeError::Conflict(m)) if m.contains("cancelled")), "{again:?}");
+    // Once it ended cancelled, cancelling again is still cancelling once (a client's
+    // retried DELETE); a finished invocation that ran to its end refuses a
+    // cancellation; an unknown one is not found.
+    rt.durable.cancel(&mut Context::new(), BookId(841), &id).await.expect("cancelling a cancelled invocation");
     let done = start(842, "script inc t x", "done").await;
     assert!(finished(842, done.clone()).await.is_ok());
-    let again = rt.durable.cancel(BookId(842), &done).await;
+    let again = rt.durable.cancel(&mut Context::new(), BookId(842), &done).await;
     assert!(matches!(&again, Err(RuntimeError::Conflict(m)) if m.contains("succeeded")), "{again:?}");
-    let unknown = rt.durable.cancel(BookId(842), &"0".repeat(32)).await;
+    let unknown = rt.durable.cancel(&mut Context::new(), BookId(842), &"0".repeat(32)).await;
     assert!(matches!(unknown, Err(RuntimeError::InvocationNotFound(_))), "{unknown:?}");
     // Running (not asleep): it sees the cancellation at its next step.
     let id = start(843, "script inc t x; sleep 400; inc t y", "running").await;
     tokio::time::sleep(Duration::from_millis(150)).await;
-    rt.durable.cancel(BookId(843), &id).await.expect("cancelling");
+    rt.durable.cancel(&mut Context::new(), BookId(843), &id).await.expect("cancelling");
     let r = finished(843, id).await;
     assert!(matches!(r, Err(RuntimeError::Cancelled)), "{r:?}");
     assert_eq!(h.invoke_fn("steps", 843, "script get t x; get t y", "look", None).await.unwrap(), "1,none");
@@ -1066,7 +1074,10 @@ async fn every_language_awaits_promises_created_elsewhere() {
             Err(RuntimeError::Suspended { id, .. }) => id,
             other => panic!("{function}: {other:?}"),
         };
-        rt.durable.complete_promise(BookId(book), &promise, Bytes::from(format!("v-{function}"))).await.expect("completing");
+        rt.durable
+            .complete_promise(&mut Context::new(), BookId(book), &promise, Bytes::from(format!("v-{function}")))
+            .await
+            .expect("completing");
         // Not woken by the completion, it would still sleep when `outcome` gives up.
         let output = outcome(&rt, book, &id).await.unwrap_or_else(|e| panic!("{function}: {e}"));
         assert_eq!(String::from_utf8_lossy(&output), format!("v-{function}"), "{function}");
@@ -1109,23 +1120,32 @@ async fn promises_complete_once_before_during_and_after_the_wait() {
     // second completion is refused.
     let id = suspended(h.invoke_fn("clocks", 901, "approve 0 0", "during", None).await);
     let promise = promise_of(901).await;
-    rt.durable.complete_promise(BookId(901), &promise, Bytes::from_static(b"yes")).await.expect("completing");
+    rt.durable
+        .complete_promise(&mut Context::new(), BookId(901), &promise, Bytes::from_static(b"yes"))
+        .await
+        .expect("completing");
     assert_eq!(finished(901, id).await, "approved:yes");
-    let again = rt.durable.complete_promise(BookId(901), &promise, Bytes::from_static(b"no")).await;
+    let again = rt.durable.complete_promise(&mut Context::new(), BookId(901), &promise, Bytes::from_static(b"no")).await;
     assert!(matches!(again, Err(RuntimeError::Conflict(_))), "{again:?}");
     // Completed before the await (while the invocation sleeps first).
     let id = suspended(h.invoke_fn("clocks", 902, "approve 2000 0", "before", None).await);
-    rt.durable.complete_promise(BookId(902), &promise_of(902).await, Bytes::from_static(b"early")).await.expect("completing");
+    rt.durable
+        .complete_promise(&mut Context::new(), BookId(902), &promise_of(902).await, Bytes::from_static(b"early"))
+        .await
+        .expect("completing");
     assert_eq!(finished(902, id).await, "approved:early");
     // Never completed: the await times out; a completion after that is accepted and
     // changes nothing, and the key answers with the logged outcome.
     let id = suspended(h.invoke_fn("clocks", 903, "approve 0 1500", "late", None).await);
     assert_eq!(finished(903, id).await, "timeout");
-    rt.durable.complete_promise(BookId(903), &promise_of(903).await, Bytes::from_static(b"late")).await.expect("completing");
+    rt.durable
+        .complete_promise(&mut Context::new(), BookId(903), &promise_of(903).await, Bytes::from_static(b"late"))
+        .await
+        .expect("completing");
     assert_eq!(h.invoke_fn("clocks", 903, "approve 0 1500", "late", None).await.expect("the logged answer"), "timeout");
     // Promises that no invocation of the book created.
     for (book, id) in [(901, "0".repeat(32)), (902, promise.clone()), (901, "not-a-promise".to_string())] {
-        let r = rt.durable.complete_promise(BookId(book), &id, Bytes::new()).await;
+        let r = rt.durable.complete_promise(&mut Context::new(), BookId(book), &id, Bytes::new()).await;
         assert!(matches!(r, Err(RuntimeError::PromiseNotFound(_))), "{book} {id}: {r:?}");
     }
     h.node.shutdown().await;

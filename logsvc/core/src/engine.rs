@@ -746,11 +746,20 @@ impl Engine {
             } else if self.trims.remove(&op).is_some() {
                 self.complete(op, Err(Error::Timeout(ms)), LogId(0), MetalogPosition::ZERO);
             } else {
-                let mut found = false;
                 if let Some(i) = self.awaiting_config.iter().position(|a| a.op == op) {
-                    self.awaiting_config.swap_remove(i);
-                    found = true;
+                    // No configuration with the caller's term came in a whole timeout:
+                    // the position is not one this cluster gave out (a made-up one, or
+                    // one kept from before its data was reset). Refused as bad input.
+                    let a = self.awaiting_config.swap_remove(i);
+                    let current = self.config.as_ref().map_or(0, |c| c.current().term.0);
+                    let term = a.context.positions().iter().map(|p| p.term).max().unwrap_or(0);
+                    let e = Error::InvalidArgument(format!(
+                        "the caller's position names term {term}, and this cluster is at term {current}"
+                    ));
+                    self.complete(op, Err(e), LogId(0), MetalogPosition::ZERO);
+                    continue;
                 }
+                let mut found = false;
                 for l in &mut self.logs {
                     if let Some(i) = l.waiting.iter().position(|r| r.op == op) {
                         l.waiting.swap_remove(i);
@@ -1588,7 +1597,9 @@ mod tests {
         assert_eq!(h.completions(), vec![], "the read waits for term 2");
         h.engine.on_tick(EngineConfig::default().op_timeout_us);
         let done = h.completions();
-        assert!(matches!(done.as_slice(), [(2, Err(Error::Timeout(_)))]), "{done:?}");
+        // A term that never came in a whole timeout was not given out by this cluster:
+        // bad input, not a slow log (the gateway answers 400, not 504).
+        assert!(matches!(done.as_slice(), [(2, Err(Error::InvalidArgument(m)))] if m.contains("term 2")), "{done:?}");
     }
 
     #[test]

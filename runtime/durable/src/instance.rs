@@ -366,13 +366,13 @@ impl Instance {
 
     /// The next bytes of the invocation's random stream: the same in every execution.
     pub fn random(&mut self, out: &mut [u8]) {
-        let (tags, id) = (&self.svc.tags, &self.id);
-        self.recorder.random(|| tags.random_seed(id), out);
+        let (tags, book, id) = (&self.svc.tags, self.book, &self.id);
+        self.recorder.random(|| tags.random_seed(book, id), out);
     }
 
     /// The invocation's `wasi:random/insecure-seed`.
     pub fn insecure_seed(&self) -> (u64, u64) {
-        Recorder::insecure_seed(self.svc.tags.random_seed(&self.id))
+        Recorder::insecure_seed(self.svc.tags.random_seed(self.book, &self.id))
     }
 
     /// Tells the recorder where the execution stands in the step log.
@@ -1432,7 +1432,7 @@ impl Instance {
         self.flush(ctx).await?;
         self.init_checked(ctx).await?;
         self.log_clocks(ctx).await?;
-        let promise = self.svc.tags.promise_id(&self.id, self.promises);
+        let promise = self.svc.tags.promise_id(self.book, &self.id, self.promises);
         let stream = self.svc.tags.promise(&promise);
         self.log_step(ctx, Step::Promise { promise: promise.clone(), root: self.id.root() }, &[stream]).await?;
         self.promises += 1;

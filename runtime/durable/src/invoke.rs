@@ -141,6 +141,9 @@ pub struct InvokeRequest {
     pub key: Option<InvocationKey>,
 }
 
+/// What a run of a root holds while its guest runs (see `Invocations::running`).
+type RunLock = Arc<AsyncMutex<()>>;
+
 /// The invocations of this node: running roots, asynchronous ones and their status.
 pub(crate) struct Invocations {
     id_prefix: u64,
@@ -150,7 +153,8 @@ pub(crate) struct Invocations {
     /// Root invocations running on this node, each with a lock that a concurrent run of
     /// the same ID (a client's retry, the recovery scan) waits on: one node never runs
     /// the guest of one invocation twice at once.
-    running: Mutex<HashMap<InstanceId, Arc<AsyncMutex<()>>>>,
+    /// By book and ID: one ID of two books names two invocations.
+    running: Mutex<HashMap<(BookId, InstanceId), RunLock>>,
     asyncs: Mutex<Asyncs>,
     /// Roots this node suspended, by book and ID, with their wake time: a root whose
     /// child sleeps has no Sleep of its own in its step log, so its status comes from
@@ -217,6 +221,9 @@ impl Durable {
             }
             Some(n) => Some(CrashAfter::new(n)),
         };
+        if let Some(wake_ms) = self.asleep_here(req.book, &id, &req.position).await {
+            return (Err(Error::Suspended { id: id.to_string(), wake_ms }), req.position);
+        }
         let defer = delay_until.is_none() && req.key.is_none();
         let run = Run {
             function: req.function,
@@ -242,6 +249,21 @@ impl Durable {
         self.run(run).await
     }
 
+    /// The wake time of root `id` of `book` if this node suspended it and it still
+    /// sleeps: a client's resend of its key is answered with that, without running its
+    /// guest again up to the sleep (and setting another wake timer). The log has the
+    /// last word: a root that finished or went on elsewhere is not asleep.
+    async fn asleep_here(&self, book: BookId, id: &InstanceId, seen: &Context) -> Option<u64> {
+        let here = self.invocations.suspended.lock().expect("not poisoned").get(&(book, id.clone())).copied();
+        if here.is_none_or(|wake_ms| wake_ms <= self.clock.wall_ms()) {
+            return None;
+        }
+        match self.status_of(&mut seen.clone(), book, id).await {
+            Ok(InvocationStatus::Sleeping { wake_ms }) => Some(wake_ms),
+            _ => None,
+        }
+    }
+
     /// The start time of an invocation delayed by `delay_ms` (none for 0).
     fn delay_until(&self, delay_ms: u64) -> Result<Option<u64>> {
         if delay_ms > crate::SLEEP_MAX_MS {
@@ -258,8 +280,10 @@ impl Durable {
     /// dies, and its status outlives the node. With an idempotency key, submitting again
     /// returns the same ID instead of starting another invocation. Refused with `busy`
     /// when `async_max` are running here already.
+    #[allow(clippy::too_many_arguments)]
     pub async fn invoke_async(
         self: &Arc<Self>,
+        ctx: &mut Context,
         function: String,
         book: BookId,
         input: Bytes,
@@ -271,14 +295,16 @@ impl Durable {
             Some(key) => InstanceId::keyed(&function, key)?,
             None => self.invocations.new_id(),
         };
-        self.start_async(function, book, input, id, delay_ms, key).await
+        self.start_async(ctx, function, book, input, id, delay_ms, key).await
     }
 
     /// [`Durable::invoke_async`] of invocation `id`. An `id` that started already is
     /// not started again, but run here too (as a peer: its node may have died) unless it
     /// runs here already or has finished.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn start_async(
         self: &Arc<Self>,
+        ctx: &mut Context,
         function: String,
         book: BookId,
         input: Bytes,
@@ -287,12 +313,15 @@ impl Durable {
         key: Option<InvocationKey>,
     ) -> Result<InstanceId> {
         let delay_until = self.delay_until(delay_ms)?;
+        if self.asleep_here(book, &id, ctx).await.is_some() {
+            return Ok(id);
+        }
         let mut run = Run {
             function,
             version: None,
             book,
             input: Some(input),
-            ctx: Context::new(),
+            ctx: ctx.clone(),
             depth: 0,
             deadline_ms: None,
             id: id.clone(),
@@ -330,6 +359,7 @@ impl Durable {
             forgettable: false,
         };
         let started = Instance::new(self.clone(), of).init(&mut run.ctx).await;
+        ctx.merge(&run.ctx);
         run.fresh = matches!(started, Ok(Started::Fresh));
         let release = || self.invocations.asyncs.lock().expect("not poisoned").running -= 1;
         match started {
@@ -338,7 +368,7 @@ impl Durable {
                 release();
                 return Ok(id);
             }
-            Ok(Started::Running { .. }) if self.is_running(&id) => {
+            Ok(Started::Running { .. }) if self.is_running(book, &id) => {
                 release();
                 return Ok(id);
             }
@@ -379,7 +409,9 @@ impl Durable {
     /// The status of invocation `id` (as [`Durable::invoke_async`] returned it) on
     /// `book`: kept in memory for this node's asynchronous invocations, otherwise read
     /// from the invocation's step log.
-    pub async fn invocation(&self, book: BookId, id: &str) -> Result<InvocationStatus> {
+    /// `ctx` is where the caller saw the log (a client's `Tally-Position`): the status
+    /// is read at least there, and `ctx` moves to where it was read.
+    pub async fn invocation(&self, ctx: &mut Context, book: BookId, id: &str) -> Result<InvocationStatus> {
         check_book(book)?;
         // An ID this platform cannot have handed out names no invocation.
         let id = InstanceId::parse_generated(id).map_err(|_| Error::InvocationNotFound(id.to_string()))?;
@@ -388,16 +420,15 @@ impl Durable {
             return Ok(status);
         }
         let tag = self.tags.step(&id);
-        let mut ctx = Context::new();
         let not_found = || Error::InvocationNotFound(id.to_string());
-        let Some(first) = self.log.read_next(&mut ctx, shadow(book), tag, SeqNum(0)).await? else {
+        let Some(first) = self.log.read_next(ctx, shadow(book), tag, SeqNum(0)).await? else {
             return Err(not_found());
         };
         match record::decode_steps("step", &first.data)?.into_init_and_last().0 {
             Some(Step::Init { id: found, .. } | Step::InitKeyed { id: found, .. }) if found == id => {}
             _ => return Err(not_found()),
         }
-        self.status_of(&mut ctx, book, &id).await
+        self.status_of(ctx, book, &id).await
     }
 
     /// The status of root `id` of `book` as the last record of its step log says: its
@@ -426,6 +457,7 @@ impl Durable {
     /// `results_kept_ms`). A page reads at most `LIST_SCAN_MAX` records of the stream.
     pub async fn list_invocations(
         &self,
+        ctx: &mut Context,
         book: BookId,
         function: Option<&str>,
         status: Option<&str>,
@@ -433,14 +465,13 @@ impl Durable {
         limit: usize,
     ) -> Result<(Vec<Listed>, Option<u64>)> {
         check_book(book)?;
-        let mut ctx = Context::new();
         let mut out = Vec::new();
         let mut at = after;
         for _ in 0..LIST_SCAN_MAX {
             if out.len() >= limit {
                 return Ok((out, Some(at)));
             }
-            let Some(r) = self.log.read_next(&mut ctx, shadow(book), INSTANCES, SeqNum(at)).await? else {
+            let Some(r) = self.log.read_next(ctx, shadow(book), INSTANCES, SeqNum(at)).await? else {
                 return Ok((out, None));
             };
             at = r.seqnum.0.saturating_add(1);
@@ -452,7 +483,7 @@ impl Durable {
             if !id.is_root() || function.is_some_and(|w| w != f) {
                 continue;
             }
-            let listed = match self.status_of(&mut ctx, book, &id).await? {
+            let listed = match self.status_of(ctx, book, &id).await? {
                 InvocationStatus::Running => ListedStatus::Running,
                 InvocationStatus::Sleeping { wake_ms } => ListedStatus::Sleeping { wake_ms },
                 InvocationStatus::Finished(Ok(_)) => ListedStatus::Succeeded,
@@ -471,7 +502,7 @@ impl Durable {
     /// that created it, and any other that suspended awaiting it, runs again here (the
     /// recovery scan wakes them too, from the completion's record in INSTANCES). An
     /// await waiting in place sees the completion within a few ms.
-    pub async fn complete_promise(self: &Arc<Self>, book: BookId, promise: &str, value: Bytes) -> Result<()> {
+    pub async fn complete_promise(self: &Arc<Self>, ctx: &mut Context, book: BookId, promise: &str, value: Bytes) -> Result<()> {
         check_book(book)?;
         if !crate::tags::is_promise_id(promise) {
             return Err(Error::PromiseNotFound(promise.to_string()));
@@ -483,9 +514,8 @@ impl Durable {
                 limit: crate::PAYLOAD_MAX as u64,
             });
         }
-        let mut ctx = Context::new();
         let stream = self.tags.promise(promise);
-        let Some(created) = self.log.read_next(&mut ctx, shadow(book), stream, SeqNum(0)).await? else {
+        let Some(created) = self.log.read_next(ctx, shadow(book), stream, SeqNum(0)).await? else {
             return Err(Error::PromiseNotFound(promise.to_string()));
         };
         let Step::Promise { root, .. } = record::decode::<Step>("promise", &created.data)? else {
@@ -493,7 +523,7 @@ impl Durable {
         };
         let done = Step::Completed { promise: promise.to_string(), root: root.clone(), value };
         let tags = [stream, INSTANCES];
-        match self.log.cond_append(&mut ctx, shadow(book), &tags, record::encode(&done), stream, 1).await {
+        match self.log.cond_append(ctx, shadow(book), &tags, record::encode(&done), stream, 1).await {
             Ok(_) => self.completions.notify(promise),
             Err(tally_log_core::Error::Conflict { .. }) => {
                 return Err(Error::Conflict(format!("promise {promise} was completed already")));
@@ -501,7 +531,7 @@ impl Durable {
             Err(e) => return Err(e.into()),
         }
         // The completion stands: waking its waiters is the scan's too, should it fail here.
-        if let Err(e) = self.wake_waiters(&mut ctx, book, promise, root).await {
+        if let Err(e) = self.wake_waiters(ctx, book, promise, root).await {
             tracing::warn!(promise, "waking the invocations that await a completed promise: {e}");
         }
         Ok(())
@@ -543,8 +573,10 @@ impl Durable {
     /// returns. A sleeping or suspended root is run again at once, to see it. Cancelling
     /// twice is cancelling once; a finished invocation gets `Conflict`, an unknown one
     /// `InvocationNotFound`.
-    pub async fn cancel(self: &Arc<Self>, book: BookId, id: &str) -> Result<()> {
-        match self.invocation(book, id).await? {
+    pub async fn cancel(self: &Arc<Self>, ctx: &mut Context, book: BookId, id: &str) -> Result<()> {
+        match self.invocation(ctx, book, id).await? {
+            // Cancelling twice is cancelling once: the first cancellation ended it.
+            InvocationStatus::Finished(Err(Error::Cancelled)) => return Ok(()),
             InvocationStatus::Finished(r) => {
                 let how = match r {
                     Ok(_) => "succeeded".to_string(),
@@ -556,13 +588,12 @@ impl Durable {
         }
         let root = InstanceId::parse_generated(id)?;
         let stream = self.tags.cancel(&root);
-        let mut ctx = Context::new();
         let request = record::encode(&Step::Cancel { root: root.clone() });
-        match self.log.cond_append(&mut ctx, shadow(book), &[stream, INSTANCES], request, stream, 0).await {
+        match self.log.cond_append(ctx, shadow(book), &[stream, INSTANCES], request, stream, 0).await {
             Ok(_) | Err(tally_log_core::Error::Conflict { .. }) => {}
             Err(e) => return Err(e.into()),
         }
-        self.wake(&mut ctx, book, root).await
+        self.wake(ctx, book, root).await
     }
 
     /// Runs root `root` of `book` again here, in the background, if it exists.
@@ -620,9 +651,9 @@ impl Durable {
         self.invocations.replayed.load(Ordering::Relaxed)
     }
 
-    /// Whether a root invocation with this ID is running on this node.
-    pub fn is_running(&self, id: &InstanceId) -> bool {
-        self.invocations.running.lock().expect("not poisoned").contains_key(id)
+    /// Whether root invocation `id` of `book` is running on this node.
+    pub fn is_running(&self, book: BookId, id: &InstanceId) -> bool {
+        self.invocations.running.lock().expect("not poisoned").contains_key(&(book, id.clone()))
     }
 
     /// Runs one invocation to a final outcome or a transient failure; returns it with
@@ -633,7 +664,7 @@ impl Durable {
         }
         let id = run.id.clone();
         let book = run.book;
-        let lock = self.invocations.running.lock().expect("not poisoned").entry(id.clone()).or_default().clone();
+        let lock = self.invocations.running.lock().expect("not poisoned").entry((book, id.clone())).or_default().clone();
         let outcome = {
             let _turn = lock.lock().await;
             self.invocations.suspended.lock().expect("not poisoned").remove(&(book, id.clone()));
@@ -642,7 +673,7 @@ impl Durable {
         let mut running = self.invocations.running.lock().expect("not poisoned");
         // The map's reference and ours: nobody else waits.
         if Arc::strong_count(&lock) == 2 {
-            running.remove(&id);
+            running.remove(&(book, id));
         }
         outcome
     }
@@ -830,6 +861,16 @@ impl Durable {
                 match self.retry_state(&mut run).await {
                     Ok(Some((attempt, until_ms))) => {
                         run.attempt = run.attempt.max(attempt);
+                        // Cancelled while it waited to retry (a cancellation wakes it):
+                        // that is its outcome, without waiting out the rest.
+                        match self.cancel_requested(&mut run).await {
+                            Ok(false) => {}
+                            Ok(true) => {
+                                let finished = instance.finish(&mut run.ctx, Outcome::Cancelled).await;
+                                return (finished.map_err(Abort::into_error).and_then(Outcome::into_result), run.ctx);
+                            }
+                            Err(e) => return (Err(e), run.ctx),
+                        }
                         if let Err(suspended) = self.wait_to_retry(&run, version.version, until_ms).await {
                             return suspended;
                         }
@@ -961,6 +1002,12 @@ impl Durable {
             Some(other) => Err(Error::Internal(format!("the retry stream of {} holds {}", run.id, other.describe()))),
             None => Ok(None),
         }
+    }
+
+    /// Whether `run`'s root was asked to be cancelled (see [`Durable::cancel`]).
+    async fn cancel_requested(&self, run: &mut Run) -> Result<bool> {
+        let stream = self.tags.cancel(&run.id.root());
+        Ok(self.log.read_next(&mut run.ctx, shadow(run.book), stream, SeqNum(0)).await?.is_some())
     }
 
     /// Waits for `until_ms` (wall clock) before a retry: in place if near, else the

@@ -4,7 +4,7 @@
 //! branch the first execution took.
 //!
 //! Random bytes are derived, not logged: SHA-256 in counter mode over a seed keyed with
-//! the cluster's secret and the instance ID ([`crate::TagKey::random_seed`]), so every
+//! the cluster's secret, the book and the instance ID ([`crate::TagKey::random_seed`]), so every
 //! execution of an invocation (re-executions, peers on other nodes) draws the same
 //! stream, and no guest can predict another invocation's.
 //!

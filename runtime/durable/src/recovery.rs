@@ -308,7 +308,7 @@ impl Recovery {
             // cancellation that made a root due).
             let seen = scan.ctx.clone();
             for open in scan.open.values_mut() {
-                if d.is_running(&open.id) {
+                if d.is_running(book, &open.id) {
                     continue;
                 }
                 let timeout_ms = match d.functions.version(&open.function, open.version).await {

@@ -533,7 +533,9 @@ impl Durable {
     /// first (which carries the start on, or recorded it).
     async fn settle(self: &Arc<Self>, ctx: &mut Context, state: &State) -> Result<bool> {
         let Some(start) = &state.starting else { return Ok(true) };
-        let started = self.start_async(start.function.clone(), start.book, start.input.clone(), start.id.clone(), 0, None).await;
+        let started = self
+            .start_async(&mut Context::new(), start.function.clone(), start.book, start.input.clone(), start.id.clone(), 0, None)
+            .await;
         let new = match started {
             Ok(_) => state.next(|s| {
                 s.starting = None;
@@ -628,7 +630,7 @@ impl Durable {
     /// Whether the invocation a schedule started last still runs (or sleeps).
     async fn still_running(&self, last: &Option<(BookId, InstanceId)>) -> Result<bool> {
         let Some((book, id)) = last else { return Ok(false) };
-        match self.invocation(*book, &id.to_string()).await {
+        match self.invocation(&mut Context::new(), *book, &id.to_string()).await {
             Ok(InvocationStatus::Finished(_)) | Err(Error::InvocationNotFound(_)) => Ok(false),
             Ok(_) => Ok(true),
             Err(e) => Err(e),

@@ -137,9 +137,10 @@ impl TagKey {
     }
 
     /// The seed of an instance's random bytes: the same in every execution of the
-    /// invocation, and secret (keyed), so a guest cannot predict another's.
-    pub fn random_seed(&self, id: &InstanceId) -> [u8; 32] {
-        self.digest("random", &[&id.encode()])
+    /// invocation, and secret (keyed), so a guest cannot predict another's; an ID
+    /// names an invocation of one book, and so does the seed.
+    pub fn random_seed(&self, book: BookId, id: &InstanceId) -> [u8; 32] {
+        self.digest("random", &[&book.0.to_be_bytes(), &id.encode()])
     }
 
     /// The step log of an instance.
@@ -198,10 +199,11 @@ impl TagKey {
         self.derive("migration", &[&begin.to_be_bytes(), table.as_bytes(), key])
     }
 
-    /// The ID of the `n`-th promise instance `id` creates: 32 hex digits, keyed, so
-    /// that no one can guess another invocation's promises.
-    pub fn promise_id(&self, id: &InstanceId, n: u64) -> String {
-        let digest = self.digest("promise-id", &[&id.encode(), &n.to_be_bytes()]);
+    /// The ID of the `n`-th promise instance `id` of `book` creates: 32 hex digits,
+    /// keyed, so that no one can guess another invocation's promises (the same
+    /// function and idempotency key in another book included).
+    pub fn promise_id(&self, book: BookId, id: &InstanceId, n: u64) -> String {
+        let digest = self.digest("promise-id", &[&book.0.to_be_bytes(), &id.encode(), &n.to_be_bytes()]);
         crate::id::hex(&digest[..16])
     }
 

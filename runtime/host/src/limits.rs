@@ -70,6 +70,13 @@ pub struct NodeLimits {
     /// when a lookup needs them. About 15 bytes a single-tag record: the default keeps
     /// the newest ~2M records' entries of each index in memory.
     pub index_resident_bytes: u64,
+    /// The largest `timeout_ms` a function may ask for.
+    pub function_timeout_ms_max: u64,
+    /// The largest `request_bytes_max` a function may ask for: what one invocation's
+    /// input may hold in this node's memory.
+    pub function_request_bytes_max: u64,
+    /// The largest `response_bytes_max` a function may ask for.
+    pub function_response_bytes_max: u64,
 }
 
 impl Default for NodeLimits {
@@ -82,6 +89,9 @@ impl Default for NodeLimits {
             invocations_kept: 100_000,
             memory_keep_resident_bytes: 4 << 20,
             index_resident_bytes: 32 << 20,
+            function_timeout_ms_max: 15 * 60 * 1000,
+            function_request_bytes_max: 64 << 20,
+            function_response_bytes_max: 64 << 20,
         }
     }
 }

@@ -394,18 +394,24 @@ impl Registry {
     /// Like [`Registry::sync`], reading from at least the log position of `seen`.
     async fn sync_with(&self, seen: &Context) -> Result<()> {
         let mut cursor = self.cursor.lock().await;
-        cursor.ctx.merge(seen);
+        // The client's position joins the shared cursor only once a read reached it: a
+        // position the log refuses (a term it never had) or never reaches must not make
+        // every later lookup on this node wait for it.
+        let mut ctx = cursor.ctx.clone();
+        ctx.merge(seen);
         loop {
-            let Cursor { ctx, next } = &mut *cursor;
-            let Some(record) = self.log.read_next(ctx, REGISTRY_BOOK, MANIFESTS, *next).await? else {
+            let next = cursor.next;
+            let Some(record) = self.log.read_next(&mut ctx, REGISTRY_BOOK, MANIFESTS, next).await? else {
                 break;
             };
+            cursor.ctx.merge(&ctx);
             cursor.next = SeqNum(record.seqnum.0 + 1);
             match serde_json::from_slice::<Manifest>(&record.data) {
                 Ok(m) => self.apply(record.seqnum, m),
                 Err(e) => tracing::error!(seqnum = %record.seqnum, "skipping a malformed registry manifest: {e}"),
             }
         }
+        cursor.ctx.merge(&ctx);
         self.load_current(&mut cursor.ctx).await;
         *self.synced.write().expect("not poisoned") = cursor.ctx.clone();
         Ok(())

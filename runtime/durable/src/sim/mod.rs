@@ -1075,12 +1075,9 @@ async fn asynchronous(world: &Arc<World>, book: BookId, function: &str, input: &
         };
         let (f, i, k) = (function.to_string(), Bytes::copy_from_slice(input), key.clone());
         match world
-            .on_node(
-                n,
-                d,
-                "submit",
-                move |d| async move { d.invoke_async(f, book, i, Some(k.clone()), delay_of(&k), None).await },
-            )
+            .on_node(n, d, "submit", move |d| async move {
+                d.invoke_async(&mut Context::new(), f, book, i, Some(k.clone()), delay_of(&k), None).await
+            })
             .await
         {
             Some(Ok(id)) => break (id.to_string(), h.now_ms()),
@@ -1096,7 +1093,8 @@ async fn asynchronous(world: &Arc<World>, book: BookId, function: &str, input: &
         h.sleep(5 + world.draw(20)).await;
         let Some((n, d, _)) = world.pick_node() else { continue };
         let id2 = id.clone();
-        let status = world.on_node(n, d, "status", move |d| async move { d.invocation(book, &id2).await }).await;
+        let status =
+            world.on_node(n, d, "status", move |d| async move { d.invocation(&mut Context::new(), book, &id2).await }).await;
         match status {
             Some(Ok(InvocationStatus::Finished(r))) => {
                 let got = match r {
@@ -1147,7 +1145,7 @@ async fn completer(world: Arc<World>) {
         let p = promise.clone();
         let answer = world
             .on_node(n, d, "complete", move |d| async move {
-                d.complete_promise(BookId(book), &p, Bytes::copy_from_slice(&value.to_be_bytes())).await
+                d.complete_promise(&mut Context::new(), BookId(book), &p, Bytes::copy_from_slice(&value.to_be_bytes())).await
             })
             .await;
         let mut t = world.traces.lock().expect("not poisoned");
@@ -1542,12 +1540,9 @@ async fn cancel_one(world: &Arc<World>, t: u64) -> Option<()> {
         };
         let (i, k) = (Bytes::from(input.clone()), key.clone());
         match world
-            .on_node(
-                n,
-                d,
-                "submit",
-                move |d| async move { d.invoke_async(guest::TARGET.into(), book, i, Some(k), 0, None).await },
-            )
+            .on_node(n, d, "submit", move |d| async move {
+                d.invoke_async(&mut Context::new(), guest::TARGET.into(), book, i, Some(k), 0, None).await
+            })
             .await
         {
             Some(Ok(id)) => break id.to_string(),
@@ -1569,7 +1564,7 @@ async fn cancel_one(world: &Arc<World>, t: u64) -> Option<()> {
             for _ in 0..1 + w.draw(2) {
                 let Some((n, d, _)) = w.pick_node() else { continue };
                 let c = i.clone();
-                match w.on_node(n, d, "cancel", move |d| async move { d.cancel(book, &c).await }).await {
+                match w.on_node(n, d, "cancel", move |d| async move { d.cancel(&mut Context::new(), book, &c).await }).await {
                     // Finished already, or not yet visible on a lagging replica.
                     Some(Err(Error::Conflict(_) | Error::InvocationNotFound(_))) => {}
                     Some(Err(e)) if !e.is_transient() => return w.fail(format!("cancelling {i}: {e}")),
@@ -1584,7 +1579,7 @@ async fn cancel_one(world: &Arc<World>, t: u64) -> Option<()> {
         h.sleep(5 + world.draw(10)).await;
         let Some((n, d, _)) = world.pick_node() else { continue };
         let i = id.clone();
-        match world.on_node(n, d, "status", move |d| async move { d.invocation(book, &i).await }).await {
+        match world.on_node(n, d, "status", move |d| async move { d.invocation(&mut Context::new(), book, &i).await }).await {
             Some(Ok(InvocationStatus::Finished(r))) => break Some(r),
             // Its result was collected before a look got to it (a paused node, say):
             // once an execution ran it to its end, the outcome is unknown, not lost.
@@ -1682,7 +1677,7 @@ async fn waiters(world: Arc<World>) {
             let q = promise.clone();
             let answer = world
                 .on_node(n, d, "complete", move |d| async move {
-                    d.complete_promise(book, &q, Bytes::copy_from_slice(&value.to_be_bytes())).await
+                    d.complete_promise(&mut Context::new(), book, &q, Bytes::copy_from_slice(&value.to_be_bytes())).await
                 })
                 .await;
             match answer {
@@ -1736,7 +1731,10 @@ async fn submit_to(
             continue;
         };
         let (f, i, k, t) = (function.to_string(), input.clone(), key.clone(), to.clone());
-        match world.on_node(n, d, "submit", move |d| async move { d.invoke_async(f, book, i, Some(k), 0, t).await }).await {
+        match world
+            .on_node(n, d, "submit", move |d| async move { d.invoke_async(&mut Context::new(), f, book, i, Some(k), 0, t).await })
+            .await
+        {
             Some(Ok(id)) => return Some(id.to_string()),
             Some(Err(e)) if !e.is_transient() => {
                 world.fail(format!("submitting {function} {key}: {e}"));
@@ -1757,7 +1755,7 @@ async fn wait_finished(world: &Arc<World>, book: BookId, id: &str, ran: impl Fn(
         h.sleep(5 + world.draw(10)).await;
         let Some((n, d, _)) = world.pick_node() else { continue };
         let i = id.to_string();
-        match world.on_node(n, d, "status", move |d| async move { d.invocation(book, &i).await }).await {
+        match world.on_node(n, d, "status", move |d| async move { d.invocation(&mut Context::new(), book, &i).await }).await {
             Some(Ok(InvocationStatus::Finished(Ok(out)))) => return Some(Some(out)),
             Some(Ok(InvocationStatus::Finished(r))) => {
                 world.fail(format!("invocation {id} ended {r:?}"));

@@ -368,7 +368,7 @@ impl World {
     /// The status of the invocation of `function` with idempotency key `key`, from its
     /// step log (asking never runs it).
     fn status(&mut self, d: &Arc<Durable>, function: &str, key: &str) -> InvocationStatus {
-        self.run(d.invocation(BOOK, &id(function, key).to_string())).expect("a status")
+        self.run(d.invocation(&mut Context::new(), BOOK, &id(function, key).to_string())).expect("a status")
     }
 
     /// The status of invocation `id` once it has finished, or the last one seen after
@@ -376,13 +376,13 @@ impl World {
     fn wait_finished(&mut self, d: &Arc<Durable>, id: &InstanceId) -> Result<InvocationStatus> {
         let id = id.to_string();
         self.run(async {
-            let mut status = d.invocation(BOOK, &id).await;
+            let mut status = d.invocation(&mut Context::new(), BOOK, &id).await;
             for _ in 0..100 {
                 if matches!(status, Ok(InvocationStatus::Finished(_))) {
                     break;
                 }
                 d.clock.sleep(20).await;
-                status = d.invocation(BOOK, &id).await;
+                status = d.invocation(&mut Context::new(), BOOK, &id).await;
             }
             status
         })
@@ -643,7 +643,12 @@ fn asynchronous_invocations_are_bounded_and_acknowledged_once_logged() {
         })
     });
     w.deploy("slow", Limits::default(), slow);
-    let submit = |key: &'static str| d.invoke_async("slow".into(), BOOK, Bytes::from_static(key.as_bytes()), None, 0, None);
+    let submit = |key: &'static str| {
+        let d = d.clone();
+        async move {
+            d.invoke_async(&mut Context::new(), "slow".into(), BOOK, Bytes::from_static(key.as_bytes()), None, 0, None).await
+        }
+    };
     let done = Ok(InvocationStatus::Finished(Ok(Bytes::from_static(b"done"))));
     let first = w.run(submit("first")).expect("admitted");
     match w.run(submit("second")) {
