@@ -5,8 +5,12 @@
 //!   `/v1/books/N/...`) goes first to the function nodes that index the book's physical
 //!   log (`Configuration::indexers_of`), whose reads need no forwarding; the others
 //!   follow, and requests are spread round-robin within each group.
-//! - **Retries**: when a node cannot be reached, or answers 503, the request goes to
-//!   the next node. Every invocation the gateway forwards carries a key: the client's
+//! - **Retries**: when a node cannot be reached, the request goes to the next node;
+//!   so does a read (`GET`) or an invocation that a node answered with 503 or dropped
+//!   midway. Anything else that reached a node (a deploy, a delete, a schedule's
+//!   trigger, a cancellation) is not sent again: the node may have done it before it
+//!   failed, and doing it twice is not doing it once. Every invocation the gateway
+//!   forwards carries a key: the client's
 //!   `Idempotency-Key`, or a `Tally-Retry-Key` the gateway draws. With the latter the
 //!   invocation's ID comes from the key but it is initialised lazily, at its first
 //!   `state` or `invoke` call, so effects a dying node had begun are finished once (by
@@ -42,9 +46,13 @@ use crate::gateway::error_response;
 /// what is over its own limit).
 const BODY_BYTES_MAX: usize = 128 << 20;
 /// Request bodies held at once (each is kept whole, for a retry on another node), in
-/// KiB: a request takes its declared length of this budget, or the largest body when
-/// it declares none, and waits while the budget is spent.
+/// KiB: a request takes its declared length of this budget before it reads its body,
+/// or, declaring none, each piece of the body as it comes; it waits while the budget is
+/// spent.
 const BODY_BUDGET_KIB: usize = 1 << 20;
+/// How long a client may leave the gateway waiting for the next piece of its body
+/// (408 after it): an idle client holds its budget no longer.
+const BODY_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long one node gets to answer before the gateway tries the next; an invocation's
 /// own timeout is far below.
 const NODE_TIMEOUT: Duration = Duration::from_secs(300);
@@ -142,21 +150,66 @@ fn book_of(uri: &Uri) -> Option<BookId> {
     uri.query()?.split('&').find_map(|kv| kv.strip_prefix("book=")?.parse().ok().map(BookId))
 }
 
+/// Reads a request's whole body under the gateway's budget (see [`BODY_BUDGET_KIB`]);
+/// the permits it returns hold the body's share until dropped.
+async fn read_body(
+    gw: &Gateway,
+    declared: Option<usize>,
+    mut body: Body,
+) -> Result<(Bytes, Option<tokio::sync::OwnedSemaphorePermit>), Response> {
+    let stopping = || error_response(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "the gateway is stopping".into());
+    let too_large = || {
+        let msg = format!("the request body is over the gateway's {BODY_BYTES_MAX} bytes or was cut");
+        error_response(StatusCode::PAYLOAD_TOO_LARGE, "too_large", msg)
+    };
+    if declared.is_some_and(|d| d > BODY_BYTES_MAX) {
+        return Err(too_large());
+    }
+    let mut held = match declared {
+        Some(d) => Some(gw.bodies.clone().acquire_many_owned(d.div_ceil(1024).max(1) as u32).await.map_err(|_| stopping())?),
+        None => None,
+    };
+    let limit = declared.unwrap_or(BODY_BYTES_MAX);
+    let mut bytes = bytes::BytesMut::new();
+    loop {
+        let frame = match tokio::time::timeout(BODY_IDLE_TIMEOUT, body.frame()).await {
+            Ok(None) => break,
+            Ok(Some(Ok(frame))) => frame,
+            Ok(Some(Err(_))) => return Err(too_large()),
+            Err(_) => {
+                let msg = format!("no part of the request body came for {BODY_IDLE_TIMEOUT:?}");
+                return Err(error_response(StatusCode::REQUEST_TIMEOUT, "timeout", msg));
+            }
+        };
+        let Ok(data) = frame.into_data() else { continue };
+        if bytes.len() + data.len() > limit {
+            return Err(too_large());
+        }
+        if declared.is_none() {
+            let more = (bytes.len() + data.len()).div_ceil(1024) - bytes.len().div_ceil(1024);
+            if more > 0 {
+                let permit = gw.bodies.clone().acquire_many_owned(more as u32).await.map_err(|_| stopping())?;
+                match held.as_mut() {
+                    Some(h) => h.merge(permit),
+                    None => held = Some(permit),
+                }
+            }
+        }
+        bytes.extend_from_slice(&data);
+    }
+    Ok((bytes.freeze(), held))
+}
+
 async fn forward(State(gw): State<Arc<Gateway>>, request: Request) -> Response {
     let (mut parts, body) = request.into_parts();
     let declared = parts.headers.get(axum::http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
-    let kib = declared.unwrap_or(BODY_BYTES_MAX).min(BODY_BYTES_MAX).div_ceil(1024).max(1) as u32;
-    let Ok(_budget) = gw.bodies.clone().acquire_many_owned(kib).await else {
-        return error_response(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "the gateway is stopping".into());
-    };
-    let body = match http_body_util::Limited::new(body, kib as usize * 1024).collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(_) => {
-            let msg = format!("the request body is over the gateway's {BODY_BYTES_MAX} bytes or was cut");
-            return error_response(StatusCode::PAYLOAD_TOO_LARGE, "too_large", msg);
-        }
+    let (body, _budget) = match read_body(&gw, declared, body).await {
+        Ok(read) => read,
+        Err(response) => return response,
     };
     let invocation = parts.method == axum::http::Method::POST && parts.uri.path().ends_with("/invoke");
+    // What a node may have done before it failed is done again only where that is safe.
+    let resend = invocation || parts.method == axum::http::Method::GET;
     if invocation && !parts.headers.contains_key(IDEMPOTENCY_KEY) {
         let key = HeaderValue::from_str(&gw.key()).expect("a key is ascii");
         parts.headers.insert(crate::gateway::RETRY_KEY, key);
@@ -183,7 +236,7 @@ async fn forward(State(gw): State<Arc<Gateway>>, request: Request) -> Response {
         }
         let out = out.body(Body::from(body.clone())).expect("a valid request");
         match tokio::time::timeout(NODE_TIMEOUT, gw.client.request(out)).await {
-            Ok(Ok(response)) if response.status() != StatusCode::SERVICE_UNAVAILABLE => {
+            Ok(Ok(response)) if response.status() != StatusCode::SERVICE_UNAVAILABLE || !resend => {
                 let (parts, body) = response.into_parts();
                 return Response::from_parts(parts, Body::new(body));
             }
@@ -192,8 +245,16 @@ async fn forward(State(gw): State<Arc<Gateway>>, request: Request) -> Response {
                 let text = body.collect().await.map(|b| b.to_bytes()).unwrap_or_else(|_| Bytes::new());
                 last = format!("node {id} is unavailable: {}", String::from_utf8_lossy(&text).trim());
             }
-            Ok(Err(e)) => last = format!("node {id} at {http}: {e}"),
-            Err(_) => last = format!("node {id} at {http} did not answer within {NODE_TIMEOUT:?}"),
+            Ok(Err(e)) if e.is_connect() || resend => last = format!("node {id} at {http}: {e}"),
+            Ok(Err(e)) => {
+                let msg = format!("node {id} at {http} failed while it had the request (not sent again): {e}");
+                return error_response(StatusCode::BAD_GATEWAY, "unavailable", msg);
+            }
+            Err(_) if resend => last = format!("node {id} at {http} did not answer within {NODE_TIMEOUT:?}"),
+            Err(_) => {
+                let msg = format!("node {id} at {http} did not answer within {NODE_TIMEOUT:?} (not sent again)");
+                return error_response(StatusCode::GATEWAY_TIMEOUT, "timeout", msg);
+            }
         }
         debug!(%id, reason = %last, "trying the next function node");
     }

@@ -434,3 +434,34 @@ fn a_partitioned_minority_stops_writing_and_loses_nothing_on_heal() {
         }
     }
 }
+
+/// Review finding 2: the gateway reserved 128 MiB of its 1 GiB body budget for every
+/// request without a Content-Length and held it, with no read timeout, until the node
+/// answered: eight idle connections stopped the gateway. A body without a length now
+/// takes its share as it comes, and a client that sends nothing is cut off (408).
+#[test]
+fn idle_uploads_without_a_length_do_not_stop_the_gateway() {
+    use std::io::{Read, Write};
+    let (c, url) =
+        Cluster::up(&["--controllers", "1", "--sequencers", "1", "--storage", "1", "--functions", "1", "--gateways", "1"]);
+    let addr = url.trim_start_matches("http://").to_string();
+    let idle: Vec<std::net::TcpStream> = (0..12)
+        .map(|_| {
+            let mut s = std::net::TcpStream::connect(&addr).expect("connecting to the gateway");
+            let head = "POST /v1/functions/x/invoke?book=1 HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\n";
+            s.write_all(head.as_bytes()).expect("sending the head");
+            s
+        })
+        .collect();
+    let started = Instant::now();
+    let (status, v) = node_at(&url).json("GET", "/v1/functions", b"");
+    assert_eq!(status, 200, "{v}\n{}", c.logs());
+    assert!(started.elapsed() < Duration::from_secs(5), "the listing waited {:?}", started.elapsed());
+    // The idle uploads are cut off.
+    for mut s in idle.into_iter().take(1) {
+        s.set_read_timeout(Some(Duration::from_secs(30))).expect("a timeout");
+        let mut answer = [0u8; 12];
+        s.read_exact(&mut answer).expect("an answer to an idle upload");
+        assert_eq!(&answer, b"HTTP/1.1 408", "{}", String::from_utf8_lossy(&answer));
+    }
+}

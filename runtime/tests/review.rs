@@ -57,23 +57,6 @@ fn f1_a_position_from_a_term_never_given_out_is_refused_and_harms_nobody() {
     assert_eq!(n.invoke_ok("steps", 1, "script get t k"), "none");
 }
 
-/// Finding 4: cancelling an invocation that waited out a retry backoff did not end it:
-/// the wake the cancellation caused waited for the backoff again, and the retries ran
-/// on until the last one's trap was the outcome.
-#[test]
-fn f4_cancelling_an_invocation_that_waits_to_retry_ends_it_cancelled() {
-    let (_dir, n) = node();
-    n.deploy("steps", &guest("steps"), "?retry_attempts=3&retry_backoff_ms=5000&retry_backoff_max_ms=5000");
-    let (status, _, v) = send(&n, "POST", "/v1/functions/steps/invoke?book=4&async=true", &[], b"script crash");
-    assert_eq!(status, 202, "{v}");
-    let id = v["invocation_id"].as_str().expect("an ID").to_string();
-    status_until(&n, &id, 4, Duration::from_secs(20), |v| v["status"] == "sleeping");
-    let (status, _, v) = send(&n, "DELETE", &format!("/v1/invocations/{id}?book=4"), &[], b"");
-    assert_eq!(status, 202, "{v}");
-    let v = status_until(&n, &id, 4, Duration::from_secs(4), |v| v["status"] == "failed");
-    assert_eq!(v["error"]["code"], "cancelled", "{v}");
-}
-
 /// Finding 6: each resend of a sleeping invocation's key ran its guest again up to the
 /// sleep and set one more wake timer.
 #[test]
@@ -185,4 +168,45 @@ fn f16_cancelling_twice_is_cancelling_once() {
     assert_eq!(v["error"]["code"], "cancelled", "{v}");
     let (status, _, v) = cancel();
     assert_eq!(status, 202, "{v}");
+}
+
+/// Finding 3: `GET /v1/schedules` rendered every schedule's input (up to 256 KiB, as
+/// text and as base64) in one response. It is now a page by name (at most 1,000) that
+/// shows each input's size; `GET /v1/schedules/{name}` shows the input.
+#[test]
+fn f3_the_schedule_listing_is_paged_and_shows_no_inputs() {
+    let (_dir, n) = node();
+    n.deploy("steps", &guest("steps"), "");
+    let input = "x".repeat(200 << 10);
+    for i in 0..30 {
+        let def = serde_json::json!({ "function": "steps", "book": 3, "input": input, "every_ms": 60_000, "paused": true });
+        let (status, v) = n.json("PUT", &format!("/v1/schedules/s{i:02}"), def.to_string().as_bytes());
+        assert_eq!(status, 201, "{v}");
+    }
+    let (status, body) = n.request("GET", "/v1/schedules", b"");
+    assert_eq!(status, 200);
+    assert!(body.len() < 64 << 10, "a listing of 30 schedules is {} bytes", body.len());
+    let mut names = Vec::new();
+    let mut after = String::new();
+    loop {
+        let (status, page) = n.json("GET", &format!("/v1/schedules?limit=7&after={after}"), b"");
+        assert_eq!(status, 200, "{page}");
+        let listed = page["schedules"].as_array().expect("schedules");
+        assert!(listed.len() <= 7, "{page}");
+        for s in listed {
+            assert_eq!(s["input_bytes"], input.len(), "{s}");
+            names.push(s["name"].as_str().expect("a name").to_string());
+        }
+        match page["next"].as_str() {
+            Some(next) => after = next.to_string(),
+            None => break,
+        }
+    }
+    assert_eq!(names, (0..30).map(|i| format!("s{i:02}")).collect::<Vec<_>>());
+    let (status, one) = n.json("GET", "/v1/schedules/s07", b"");
+    assert_eq!((status, one["input"]["text"].as_str().map(str::len)), (200, Some(input.len())), "{}", one["name"]);
+    let (status, _) = n.json("DELETE", "/v1/schedules/s07", b"");
+    assert_eq!(status, 204);
+    let (_, page) = n.json("GET", "/v1/schedules?limit=1000", b"");
+    assert_eq!(page["schedules"].as_array().map(Vec::len), Some(29), "a deleted schedule is not listed");
 }

@@ -861,16 +861,6 @@ impl Durable {
                 match self.retry_state(&mut run).await {
                     Ok(Some((attempt, until_ms))) => {
                         run.attempt = run.attempt.max(attempt);
-                        // Cancelled while it waited to retry (a cancellation wakes it):
-                        // that is its outcome, without waiting out the rest.
-                        match self.cancel_requested(&mut run).await {
-                            Ok(false) => {}
-                            Ok(true) => {
-                                let finished = instance.finish(&mut run.ctx, Outcome::Cancelled).await;
-                                return (finished.map_err(Abort::into_error).and_then(Outcome::into_result), run.ctx);
-                            }
-                            Err(e) => return (Err(e), run.ctx),
-                        }
                         if let Err(suspended) = self.wait_to_retry(&run, version.version, until_ms).await {
                             return suspended;
                         }
@@ -1002,12 +992,6 @@ impl Durable {
             Some(other) => Err(Error::Internal(format!("the retry stream of {} holds {}", run.id, other.describe()))),
             None => Ok(None),
         }
-    }
-
-    /// Whether `run`'s root was asked to be cancelled (see [`Durable::cancel`]).
-    async fn cancel_requested(&self, run: &mut Run) -> Result<bool> {
-        let stream = self.tags.cancel(&run.id.root());
-        Ok(self.log.read_next(&mut run.ctx, shadow(run.book), stream, SeqNum(0)).await?.is_some())
     }
 
     /// Waits for `until_ms` (wall clock) before a retry: in place if near, else the

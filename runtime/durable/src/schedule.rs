@@ -278,6 +278,15 @@ enum Plan {
 }
 
 impl State {
+    /// The state a record of schedule `name`'s stream holds.
+    fn of_stream(name: &str, data: &[u8]) -> Result<State> {
+        let state: State = record::decode("schedule", data)?;
+        if state.name != name {
+            return Err(Error::Internal(format!("the stream of schedule {name:?} holds schedule {:?}", state.name)));
+        }
+        Ok(state)
+    }
+
     fn new(name: &str) -> State {
         State {
             name: name.to_string(),
@@ -358,7 +367,7 @@ impl State {
 #[derive(Default)]
 pub(crate) struct Schedules {
     /// The SCHEDULES stream as read so far: each name's book (`None` once deleted).
-    known: AsyncMutex<(u64, BTreeMap<String, Option<BookId>>)>,
+    known: AsyncMutex<(u64, BTreeMap<String, BookId>)>,
     /// Names this node drives.
     driving: Mutex<BTreeSet<String>>,
 }
@@ -389,7 +398,7 @@ impl Durable {
     ) -> Result<(Schedule, bool)> {
         check_name(name)?;
         spec.check()?;
-        let known = self.known_schedules().await?.values().filter(|b| b.is_some()).count();
+        let known = self.known_schedules(|known| known.len()).await?;
         let mut created = false;
         let state = self
             .change_schedule(name, true, |old, now| {
@@ -421,7 +430,7 @@ impl Durable {
             })
             .await?;
         if let Some(spec) = &state.spec {
-            self.schedules.known.lock().await.1.insert(name.to_string(), Some(spec.book));
+            self.schedules.known.lock().await.1.insert(name.to_string(), spec.book);
             self.drive_if_owned(name, spec.book);
         }
         Ok((state.view().expect("defined"), created))
@@ -434,17 +443,25 @@ impl Durable {
         tail.and_then(|(s, _)| s.view()).ok_or_else(|| Error::ScheduleNotFound(name.to_string()))
     }
 
-    /// Every schedule of the cluster, by name.
-    pub async fn schedules(&self) -> Result<Vec<Schedule>> {
-        let names: Vec<String> = self.known_schedules().await?.into_iter().filter(|(_, b)| b.is_some()).map(|(n, _)| n).collect();
+    /// A page of the cluster's schedules: the first `limit` by name after `after` (""
+    /// for the first page), and the `after` of the next page if there may be more.
+    pub async fn schedules(&self, after: &str, limit: usize) -> Result<(Vec<Schedule>, Option<String>)> {
+        let limit = limit.max(1);
+        let names: Vec<String> = self
+            .known_schedules(|known| {
+                let later = known.range::<str, _>((std::ops::Bound::Excluded(after), std::ops::Bound::Unbounded));
+                later.map(|(name, _)| name.clone()).take(limit.saturating_add(1)).collect()
+            })
+            .await?;
+        let next = (names.len() > limit).then(|| names[limit - 1].clone());
         let mut out = Vec::new();
         let mut ctx = Context::new();
-        for name in names {
-            if let Some(view) = self.schedule_tail(&mut ctx, &name).await?.and_then(|(s, _)| s.view()) {
+        for name in names.iter().take(limit) {
+            if let Some(view) = self.schedule_tail(&mut ctx, name).await?.and_then(|(s, _)| s.view()) {
                 out.push(view);
             }
         }
-        Ok(out)
+        Ok((out, next))
     }
 
     /// Deletes schedule `name`: no tick fires after this returns (invocations started
@@ -465,7 +482,7 @@ impl Durable {
             })))
         })
         .await?;
-        self.schedules.known.lock().await.1.insert(name.to_string(), None);
+        self.schedules.known.lock().await.1.remove(name);
         Ok(())
     }
 
@@ -582,11 +599,21 @@ impl Durable {
     async fn schedule_tail(&self, ctx: &mut Context, name: &str) -> Result<Option<(State, SeqNum)>> {
         let stream = self.tags.schedule(name);
         let Some(r) = self.log.read_prev(ctx, PLATFORM_BOOK, stream, SeqNum::MAX).await? else { return Ok(None) };
-        let state: State = record::decode("schedule", &r.data)?;
-        if state.name != name {
-            return Err(Error::Internal(format!("the stream of schedule {name:?} holds schedule {:?}", state.name)));
+        Ok(Some((State::of_stream(name, &r.data)?, r.seqnum)))
+    }
+
+    /// [`Durable::schedule_tail`] for a driver, which decodes the state again only when
+    /// the stream has a new record: a schedule's input may be 256 KiB, and a driver looks
+    /// every `schedule_poll_ms`, also while the schedule is paused.
+    async fn schedule_tail_seen(&self, ctx: &mut Context, name: &str, seen: &mut Seen) -> Result<Option<State>> {
+        let stream = self.tags.schedule(name);
+        let Some(r) = self.log.read_prev(ctx, PLATFORM_BOOK, stream, SeqNum::MAX).await? else { return Ok(None) };
+        if let Some((_, state)) = seen.as_ref().filter(|(s, _)| *s == r.seqnum) {
+            return Ok(Some(state.clone()));
         }
-        Ok(Some((state, r.seqnum)))
+        let state = State::of_stream(name, &r.data)?;
+        *seen = Some((r.seqnum, state.clone()));
+        Ok(Some(state))
     }
 
     /// Appends `state` at its offset of its stream; `false` if another change took it.
@@ -611,20 +638,26 @@ impl Durable {
 
     /// The names in SCHEDULES, each with its book (`None` once deleted), reading what
     /// is new.
-    async fn known_schedules(&self) -> Result<BTreeMap<String, Option<BookId>>> {
+    async fn known_schedules<R>(&self, f: impl FnOnce(&BTreeMap<String, BookId>) -> R) -> Result<R> {
         let mut guard = self.schedules.known.lock().await;
         let (next, known) = &mut *guard;
         let mut ctx = Context::new();
         while let Some(r) = self.log.read_next(&mut ctx, PLATFORM_BOOK, SCHEDULES, SeqNum(*next)).await? {
             *next = r.seqnum.0 + 1;
             match record::decode::<State>("schedule", &r.data) {
-                Ok(s) => {
-                    known.insert(s.name, s.spec.map(|spec| spec.book));
-                }
+                // A deleted schedule is forgotten: only live ones are listed and counted.
+                Ok(s) => match s.spec {
+                    Some(spec) => {
+                        known.insert(s.name, spec.book);
+                    }
+                    None => {
+                        known.remove(&s.name);
+                    }
+                },
                 Err(e) => tracing::error!(seqnum = %r.seqnum, "skipping a schedule listing: {e}"),
             }
         }
-        Ok(known.clone())
+        Ok(f(known))
     }
 
     /// Whether the invocation a schedule started last still runs (or sleeps).
@@ -635,6 +668,10 @@ impl Durable {
             Ok(_) => Ok(true),
             Err(e) => Err(e),
         }
+    }
+
+    fn is_driving(&self, name: &str) -> bool {
+        self.schedules.driving.lock().expect("not poisoned").contains(name)
     }
 
     /// Starts a driver for schedule `name` if this node owns its book and drives it
@@ -652,8 +689,8 @@ impl Durable {
     /// One turn of schedule `name`'s driver: starts what is recorded starting, or
     /// records what is due; returns how long to wait for the next turn, or `None` when
     /// the schedule is gone or its book is no longer this node's.
-    async fn drive_once(self: &Arc<Self>, ctx: &mut Context, name: &str) -> Result<Option<u64>> {
-        let Some((state, _)) = self.schedule_tail(ctx, name).await? else { return Ok(None) };
+    async fn drive_once(self: &Arc<Self>, ctx: &mut Context, name: &str, seen: &mut Seen) -> Result<Option<u64>> {
+        let Some(state) = self.schedule_tail_seen(ctx, name, seen).await? else { return Ok(None) };
         if state.starting.is_some() {
             return match self.settle(ctx, &state).await {
                 Ok(_) => Ok(Some(0)),
@@ -715,6 +752,9 @@ impl Durable {
     }
 }
 
+/// The last record of a schedule's stream a driver decoded, and its state.
+type Seen = Option<(SeqNum, State)>;
+
 /// A schedule this node drives: leaves the driving set when the driver ends, also when
 /// its task is cancelled.
 struct Driving {
@@ -734,9 +774,10 @@ impl Drop for Driving {
 /// stops.
 async fn drive(driving: Driving) {
     let mut ctx = Context::new();
+    let mut seen = None;
     loop {
         let Some(d) = Durable::live(&driving.weak) else { return };
-        let wait = match d.drive_once(&mut ctx, &driving.name).await {
+        let wait = match d.drive_once(&mut ctx, &driving.name, &mut seen).await {
             Ok(Some(ms)) => ms,
             Ok(None) => return,
             Err(e) => {
@@ -758,12 +799,13 @@ async fn drive(driving: Driving) {
 pub(crate) async fn schedule_loop(weak: Weak<Durable>) {
     loop {
         let Some(d) = Durable::live(&weak) else { return };
-        match d.known_schedules().await {
-            Ok(known) => {
-                for (name, book) in known {
-                    if let Some(book) = book {
-                        d.drive_if_owned(&name, book);
-                    }
+        let known = d.known_schedules(|known| {
+            known.iter().filter(|(name, _)| !d.is_driving(name)).map(|(n, b)| (n.clone(), *b)).collect::<Vec<_>>()
+        });
+        match known.await {
+            Ok(undriven) => {
+                for (name, book) in undriven {
+                    d.drive_if_owned(&name, book);
                 }
             }
             Err(e) => tracing::warn!("reading the schedules: {e}"),

@@ -70,6 +70,12 @@ pub struct NameArgs {
 
 #[derive(Args)]
 pub struct ListArgs {
+    /// Schedules on the page at most (1 to 1000).
+    #[arg(long)]
+    limit: Option<usize>,
+    /// List the schedules named after this (the `next` of the page before).
+    #[arg(long)]
+    after: Option<String>,
     #[command(flatten)]
     json: Json,
     #[command(flatten)]
@@ -80,7 +86,13 @@ pub fn run(verb: ScheduleVerb) -> anyhow::Result<()> {
     match verb {
         ScheduleVerb::Put(a) => put(a),
         ScheduleVerb::Get(a) => get_json(&a.remote, &path(&a.name), &a.json, schedule),
-        ScheduleVerb::List(a) => get_json(&a.remote, "/v1/schedules", &a.json, schedules),
+        ScheduleVerb::List(a) => {
+            let mut query = vec![format!("limit={}", a.limit.unwrap_or(100))];
+            if let Some(after) = &a.after {
+                query.push(format!("after={}", url_escape(after)));
+            }
+            get_json(&a.remote, &format!("/v1/schedules?{}", query.join("&")), &a.json, schedules)
+        }
         ScheduleVerb::Delete(a) => {
             finish(agent().delete(format!("{}{}", a.remote.url, path(&a.name))).call()?)?;
             println!("deleted schedule {}", a.name);
@@ -180,7 +192,11 @@ pub fn schedules(body: &Value) -> String {
             text(&v["ticks_fired"]),
         ]);
     }
-    table.render()
+    let mut out = table.render();
+    if let Some(next) = body["next"].as_str() {
+        out.push_str(&format!("more: --after {next}\n"));
+    }
+    out
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 //! | route                                   | does                                                   |
 //! |-----------------------------------------|--------------------------------------------------------|
 //! | `PUT /v1/schedules/{name}`              | create or replace: 201 when new, 200 otherwise         |
-//! | `GET /v1/schedules/{name}`, `GET /v1/schedules` | one, or all by name                            |
+//! | `GET /v1/schedules/{name}`, `GET /v1/schedules` | one; or a page by name (`?limit=&after=`), inputs as their size |
 //! | `DELETE /v1/schedules/{name}`           | no tick fires after it (started invocations run on)    |
 //! | `POST /v1/schedules/{name}/pause`, `/resume` | ticks due while paused never fire                 |
 //! | `POST /v1/schedules/{name}/trigger`     | 202: starts the invocation now, whatever the policies  |
@@ -26,7 +26,7 @@ use serde::Deserialize;
 use serde_json::json;
 use tally_durable::{CatchUp, Overlap, Schedule, ScheduleSpec, Timing};
 
-use super::{accepted, user_book, ApiPath, ApiResult, Blob, NoBody, RequestBody};
+use super::{accepted, user_book, ApiPath, ApiQuery, ApiResult, Blob, NoBody, RequestBody};
 use crate::error::RuntimeError;
 use crate::runtime::Runtime;
 
@@ -76,13 +76,21 @@ impl Definition {
     }
 }
 
-/// A schedule as every route shows it.
+/// A schedule as every route but the listing shows it: with its input.
 fn schedule_json(s: &Schedule) -> serde_json::Value {
+    let mut v = schedule_summary(s);
+    v["input"] = json!(Blob::new(&s.spec.input));
+    v
+}
+
+/// A schedule as the listing shows it: its input's size, not the input (up to
+/// `SCHEDULE_INPUT_MAX`, twice over as text and base64), so that a page stays small.
+fn schedule_summary(s: &Schedule) -> serde_json::Value {
     let mut v = json!({
         "name": s.name,
         "function": s.spec.function,
         "book": s.spec.book.0,
-        "input": Blob::new(&s.spec.input),
+        "input_bytes": s.spec.input.len(),
         "overlap": s.spec.overlap.name(),
         "catch_up": s.spec.catch_up.name(),
         "paused": s.paused,
@@ -127,10 +135,29 @@ pub(super) async fn get(State(rt): State<Arc<Runtime>>, ApiPath(name): ApiPath<S
     Ok(Json(schedule_json(&rt.durable.schedule(&name).await?)).into_response())
 }
 
+/// Schedules a listing page holds at most.
+const LIST_LIMIT_MAX: usize = 1_000;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ListQuery {
+    limit: Option<usize>,
+    /// The `next` of the page before.
+    #[serde(default)]
+    after: String,
+}
+
+/// A page of schedules by name, without their inputs: `{"schedules": [...], "next"}`,
+/// `next` being the `after` of the next page (null at the end).
 #[tracing::instrument(name = "http.schedules", skip_all)]
-pub(super) async fn list(State(rt): State<Arc<Runtime>>, _: NoBody) -> ApiResult<Response> {
-    let schedules: Vec<serde_json::Value> = rt.durable.schedules().await?.iter().map(schedule_json).collect();
-    Ok(Json(json!({ "schedules": schedules })).into_response())
+pub(super) async fn list(State(rt): State<Arc<Runtime>>, ApiQuery(q): ApiQuery<ListQuery>, _: NoBody) -> ApiResult<Response> {
+    let limit = q.limit.unwrap_or(100);
+    if limit == 0 || limit > LIST_LIMIT_MAX {
+        return Err(RuntimeError::InvalidArgument(format!("limit {limit}: 1 to {LIST_LIMIT_MAX}")).into());
+    }
+    let (page, next) = rt.durable.schedules(&q.after, limit).await?;
+    let schedules: Vec<serde_json::Value> = page.iter().map(schedule_summary).collect();
+    Ok(Json(json!({ "schedules": schedules, "next": next })).into_response())
 }
 
 #[tracing::instrument(name = "http.schedule_delete", skip_all)]
