@@ -156,11 +156,11 @@ async fn read_body(
     gw: &Gateway,
     declared: Option<usize>,
     mut body: Body,
-) -> Result<(Bytes, Option<tokio::sync::OwnedSemaphorePermit>), Response> {
-    let stopping = || error_response(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "the gateway is stopping".into());
+) -> Result<(Bytes, Option<tokio::sync::OwnedSemaphorePermit>), Box<Response>> {
+    let stopping = || Box::new(error_response(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "the gateway is stopping".into()));
     let too_large = || {
         let msg = format!("the request body is over the gateway's {BODY_BYTES_MAX} bytes or was cut");
-        error_response(StatusCode::PAYLOAD_TOO_LARGE, "too_large", msg)
+        Box::new(error_response(StatusCode::PAYLOAD_TOO_LARGE, "too_large", msg))
     };
     if declared.is_some_and(|d| d > BODY_BYTES_MAX) {
         return Err(too_large());
@@ -178,7 +178,7 @@ async fn read_body(
             Ok(Some(Err(_))) => return Err(too_large()),
             Err(_) => {
                 let msg = format!("no part of the request body came for {BODY_IDLE_TIMEOUT:?}");
-                return Err(error_response(StatusCode::REQUEST_TIMEOUT, "timeout", msg));
+                return Err(Box::new(error_response(StatusCode::REQUEST_TIMEOUT, "timeout", msg)));
             }
         };
         let Ok(data) = frame.into_data() else { continue };
@@ -205,7 +205,7 @@ async fn forward(State(gw): State<Arc<Gateway>>, request: Request) -> Response {
     let declared = parts.headers.get(axum::http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
     let (body, _budget) = match read_body(&gw, declared, body).await {
         Ok(read) => read,
-        Err(response) => return response,
+        Err(response) => return *response,
     };
     let invocation = parts.method == axum::http::Method::POST && parts.uri.path().ends_with("/invoke");
     // What a node may have done before it failed is done again only where that is safe.
