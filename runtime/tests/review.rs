@@ -57,6 +57,24 @@ fn f1_a_position_from_a_term_never_given_out_is_refused_and_harms_nobody() {
     assert_eq!(n.invoke_ok("steps", 1, "script get t k"), "none");
 }
 
+/// Finding 4: cancelling an invocation that waited out a retry backoff did not end it:
+/// the wake the cancellation caused waited for the backoff again, and the retries ran
+/// on until the last one's trap was the outcome. Now the wake skips the wait, and a
+/// trap once a cancellation was asked for is not retried: it ends `cancelled`.
+#[test]
+fn f4_cancelling_an_invocation_that_waits_to_retry_ends_it_cancelled() {
+    let (_dir, n) = node();
+    n.deploy("steps", &guest("steps"), "?retry_attempts=3&retry_backoff_ms=5000&retry_backoff_max_ms=5000");
+    let (status, _, v) = send(&n, "POST", "/v1/functions/steps/invoke?book=4&async=true", &[], b"script crash");
+    assert_eq!(status, 202, "{v}");
+    let id = v["invocation_id"].as_str().expect("an ID").to_string();
+    status_until(&n, &id, 4, Duration::from_secs(20), |v| v["status"] == "sleeping");
+    let (status, _, v) = send(&n, "DELETE", &format!("/v1/invocations/{id}?book=4"), &[], b"");
+    assert_eq!(status, 202, "{v}");
+    let v = status_until(&n, &id, 4, Duration::from_secs(3), |v| v["status"] == "failed");
+    assert_eq!(v["error"]["code"], "cancelled", "{v}");
+}
+
 /// Finding 6: each resend of a sleeping invocation's key ran its guest again up to the
 /// sleep and set one more wake timer.
 #[test]

@@ -861,7 +861,14 @@ impl Durable {
                 match self.retry_state(&mut run).await {
                     Ok(Some((attempt, until_ms))) => {
                         run.attempt = run.attempt.max(attempt);
-                        if let Err(suspended) = self.wait_to_retry(&run, version.version, until_ms).await {
+                        // Cancelled while it waited to retry (the cancellation woke it):
+                        // the rest of the wait is not waited out.
+                        let cancelled = match self.cancel_requested(&mut run).await {
+                            Ok(c) => c,
+                            Err(e) => return (Err(e), run.ctx),
+                        };
+                        if cancelled {
+                        } else if let Err(suspended) = self.wait_to_retry(&run, version.version, until_ms).await {
                             return suspended;
                         }
                     }
@@ -923,9 +930,20 @@ impl Durable {
                     Err(abort) => return (Err(abort.into_error()), run.ctx),
                 }
             }
+            // A trap after the root was asked to stop is not retried: the cancellation
+            // is its outcome (the next attempt would only replay up to its first new
+            // step and be refused there, or trap before it again).
+            let trapped = matches!(result, Err(Error::Trap(_))) && !attempt.instance.is_cancelled();
+            let stop = match trapped && run.attempt < version.retry.attempts {
+                true => match self.cancel_requested(&mut run).await {
+                    Ok(c) => c,
+                    Err(e) => return (Err(e), run.ctx),
+                },
+                false => false,
+            };
             let outcome = match result {
                 // Whatever the guest made of its cancellation.
-                _ if attempt.instance.is_cancelled() => Outcome::Cancelled,
+                _ if attempt.instance.is_cancelled() || stop => Outcome::Cancelled,
                 Err(Error::Trap(m)) if run.attempt >= version.retry.attempts => Outcome::Trap(cut(&m)),
                 Err(Error::Trap(m)) => {
                     tracing::info!(function = run.function, id = %run.id, attempt = run.attempt, "running again after a trap: {m}");
@@ -964,6 +982,7 @@ impl Durable {
             let instance = &mut attempt.instance;
             let finished = match outcome {
                 Outcome::Trap(_) => instance.finish_after_recorded(&mut run.ctx, outcome).await,
+                Outcome::Cancelled if stop => instance.finish_after_recorded(&mut run.ctx, outcome).await,
                 outcome => match instance.finish(&mut run.ctx, outcome).await {
                     Err(Abort::NonDeterministic(m)) => {
                         let trap = Outcome::Trap(cut(&format!("non-deterministic re-execution: {m}")));
@@ -992,6 +1011,12 @@ impl Durable {
             Some(other) => Err(Error::Internal(format!("the retry stream of {} holds {}", run.id, other.describe()))),
             None => Ok(None),
         }
+    }
+
+    /// Whether `run`'s root was asked to be cancelled (see [`Durable::cancel`]).
+    async fn cancel_requested(&self, run: &mut Run) -> Result<bool> {
+        let stream = self.tags.cancel(&run.id.root());
+        Ok(self.log.read_next(&mut run.ctx, shadow(run.book), stream, SeqNum(0)).await?.is_some())
     }
 
     /// Waits for `until_ms` (wall clock) before a retry: in place if near, else the

@@ -149,6 +149,9 @@ pub struct Traces {
     /// Per [`TARGET`] input: the most steps one execution saw succeed, and whether one
     /// saw the cancellation.
     pub targets: BTreeMap<String, (u64, bool)>,
+    /// [`TARGET`] inputs one of whose executions trapped (a trap once a cancellation
+    /// was asked for ends the invocation cancelled, unseen by the guest).
+    pub targets_trapped: std::collections::BTreeSet<String>,
     /// Per promise a [`WAITER`] awaited: the value each of its executions got.
     pub waited: BTreeMap<String, Vec<u64>>,
     /// What the libraries' functions reported (`libs.rs`).
@@ -353,6 +356,10 @@ impl SimFunctions {
         }
         if attempt.version.name == TARGET {
             let result = self.target(&mut attempt).await;
+            if matches!(result, Err(Error::Trap(_))) {
+                let name = String::from_utf8_lossy(&attempt.input).into_owned();
+                self.traces.lock().expect("not poisoned").targets_trapped.insert(name);
+            }
             return (result, attempt);
         }
         if let Some(result) = super::libs::run(&self.traces, &mut attempt).await {

@@ -1603,6 +1603,7 @@ async fn cancel_one(world: &Arc<World>, t: u64) -> Option<()> {
     };
     let made = world.log.next_offset(book, guest::target_of(input.as_bytes()));
     let (most_ok, saw_cancel) = world.traces.lock().expect("not poisoned").targets.get(&input).copied().unwrap_or_default();
+    let trapped = world.traces.lock().expect("not poisoned").targets_trapped.contains(&input);
     // Succeeded: every step made and seen, no cancellation seen (it would be logged, and
     // seen again by every later execution). Cancelled: it was asked for, an execution
     // saw it, and none saw every step succeed (past the recorded history nothing
@@ -1617,7 +1618,9 @@ async fn cancel_one(world: &Arc<World>, t: u64) -> Option<()> {
         None => made >= most_ok,
         Some(Err(Error::Conflict(m))) if m.contains("no longer kept") => true,
         Some(Ok(_)) => made == all && most_ok == all && !saw_cancel,
-        Some(Err(Error::Cancelled)) => !refused_all && saw_cancel && most_ok < all && made >= most_ok,
+        // Seen by an execution, or an attempt trapped once it was asked for (the trap
+        // is not retried then): the oracle knows of traps, not of when they came.
+        Some(Err(Error::Cancelled)) => !refused_all && (saw_cancel || trapped) && most_ok < all && made >= most_ok,
         Some(Err(_)) => false,
     };
     if !fine {
