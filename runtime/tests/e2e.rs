@@ -118,8 +118,8 @@ fn bad_input_gets_its_error_and_the_node_keeps_serving() {
 
 /// An ended instance's memory is reset for the next one by restoring only the pages it
 /// wrote, and only those stay resident. hello has 1 MiB of stack and writes a few pages
-/// of it: a reset that restored every accessible page (wasmtime 50.0.1 as published, see
-/// third_party/README.md) leaves more than 1 MiB resident per idle slot.
+/// of it: a reset that restored every accessible page (wasmtime 50.0.1, whose dirty-page
+/// scan counted untouched pages as written) leaves more than 1 MiB resident per idle slot.
 #[test]
 fn an_instance_reset_keeps_only_the_pages_it_wrote() {
     let (_dir, n) = node();
