@@ -33,9 +33,8 @@ pub struct Runtime {
 
 /// A fresh secret for the cluster's tag key (used only if the cluster has none yet).
 fn random_key() -> std::io::Result<TagKey> {
-    use std::io::Read;
     let mut bytes = [0u8; TagKey::BYTES];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    getrandom::fill(&mut bytes).map_err(std::io::Error::other)?;
     Ok(TagKey::new(bytes))
 }
 
