@@ -1,0 +1,154 @@
+//! Locks and keyed invocations' keys as steps of an instance (`locks.rs` has the locks).
+
+use super::*;
+
+impl Instance {
+    /// Takes `lock` for this instance, waiting up to `timeout_ms` (and not past the
+    /// attempt's deadline) while another holds it: each try made is a step, and the
+    /// last one is made even when the lock looks held, so that every execution returns
+    /// the same. True at once for a lock the instance holds.
+    pub async fn lock_acquire(
+        &mut self,
+        ctx: &mut Context,
+        lock: LockId,
+        timeout_ms: u64,
+        deadline_ms: u64,
+    ) -> Result<bool, Abort> {
+        self.flush(ctx).await?;
+        if let LockId::Named(name) = &lock {
+            locks::check_name(name).map_err(Abort::Refused)?;
+        }
+        self.init_checked(ctx).await?;
+        if self.held.contains(&lock) {
+            return Ok(true);
+        }
+        let now = self.svc.clock.now_ms();
+        let until = now.saturating_add(timeout_ms).min(deadline_ms.saturating_sub(IN_PLACE_MARGIN_MS)).max(now);
+        let holder = self.id.to_string();
+        let wake = locks::wake_key(self.book, &lock);
+        // The state this wait first saw: a holder that keeps it all along is run again.
+        let mut first_seen: Option<u64> = None;
+        self.log_clocks(ctx).await?;
+        loop {
+            let asked = Step::LockTry { lock: lock.clone(), holder: holder.clone(), root: self.id.root(), prev: 0, last: false };
+            let r = match self.recorded(&asked)? {
+                Some(r) => {
+                    self.take(r.seqnum);
+                    r
+                }
+                None => {
+                    let view = locks::lock_at(&self.svc, ctx, self.book, &lock, u64::MAX).await?;
+                    let now = self.svc.clock.now_ms();
+                    let first = *first_seen.get_or_insert(view.tail);
+                    if view.holder.is_some() && now < until {
+                        let look = self.svc.clock.sleep((until - now).min(locks::POLL_MS));
+                        futures_util::future::select(look, self.svc.completions.wait(&wake)).await;
+                        continue;
+                    }
+                    if let (Some(root), true) = (&view.root, view.tail == first) {
+                        self.svc.kick_holder(ctx, self.book, root);
+                    }
+                    let last = view.holder.is_some();
+                    let (root, prev) = (self.id.root(), view.tail);
+                    let step = Step::LockTry { lock: lock.clone(), holder: holder.clone(), root, prev, last };
+                    self.log_step(ctx, step, &[self.svc.tags.lock(&lock)]).await?
+                }
+            };
+            let Step::LockTry { last, .. } = r.step else { unreachable!("recorded checks the kind") };
+            let view = locks::lock_at(&self.svc, ctx, self.book, &lock, r.seqnum).await?;
+            if view.holder.as_ref() == Some(&holder) {
+                self.held.insert(lock);
+                return Ok(true);
+            }
+            if last {
+                return Ok(false);
+            }
+        }
+    }
+
+    /// Releases `lock`, which this instance holds: a step.
+    pub async fn lock_release(&mut self, ctx: &mut Context, lock: LockId) -> Result<(), Abort> {
+        self.flush(ctx).await?;
+        if let LockId::Named(name) = &lock {
+            locks::check_name(name).map_err(Abort::Refused)?;
+        }
+        self.init_checked(ctx).await?;
+        if !self.held.contains(&lock) {
+            return Err(Abort::Refused(Error::InvalidArgument(format!("this invocation does not hold {lock}"))));
+        }
+        let holder = self.id.to_string();
+        self.log_clocks(ctx).await?;
+        let asked = Step::LockRelease { lock: lock.clone(), holder: holder.clone(), prev: 0 };
+        let step = match self.recorded(&asked)? {
+            Some(_) => asked,
+            None => {
+                let view = locks::lock_at(&self.svc, ctx, self.book, &lock, u64::MAX).await?;
+                if view.holder.as_ref() != Some(&holder) {
+                    return Err(Abort::internal(format!("{lock} is held by {:?}, not by its holder", view.holder)));
+                }
+                Step::LockRelease { lock: lock.clone(), holder, prev: view.tail }
+            }
+        };
+        let tag = self.svc.tags.lock(&lock);
+        self.log_step(ctx, step, &[tag]).await?;
+        self.held.remove(&lock);
+        self.svc.completions.notify(&locks::wake_key(self.book, &lock));
+        Ok(())
+    }
+
+    /// The key the invocation is addressed to, once `init` has read it.
+    pub fn key(&self) -> Option<&InvocationKey> {
+        self.key.as_ref()
+    }
+
+    /// Before the guest of a keyed invocation runs: an exclusive one takes its key's
+    /// lock (`LockId::Key`), waiting in place at most `in_place_ms` (a caller that
+    /// waits for the answer waits that long; a background run holds no slot of the
+    /// node for long) and not past `deadline_ms`, then suspending for [`KEY_RETRY_MS`]
+    /// to try again (each try that waited its whole time is a step). A shared one takes
+    /// nothing.
+    pub async fn enter_key(&mut self, ctx: &mut Context, deadline_ms: u64, in_place_ms: u64) -> Result<(), Abort> {
+        self.flush(ctx).await?;
+        let Some(InvocationKey { key, exclusive: true }) = self.key.clone() else { return Ok(()) };
+        let lock = LockId::Key { function: self.function.clone(), key };
+        loop {
+            // A try an earlier execution logged and lost: that execution tried again.
+            let replayed = self.steps.get(self.next).is_some();
+            if self.lock_acquire(ctx, lock.clone(), in_place_ms, deadline_ms).await? {
+                return Ok(());
+            }
+            if !replayed {
+                return Err(Abort::Suspended { wake_ms: self.svc.clock.wall_ms().saturating_add(KEY_RETRY_MS) });
+            }
+        }
+    }
+
+    /// Releases every lock the instance holds, before its result. For an instance that
+    /// did not replay its guest (`give_up`, `finish_after_recorded`), the locks it holds
+    /// are those its recorded tries took and its recorded releases did not give back.
+    pub(super) async fn release_held(&mut self, ctx: &mut Context, replayed: bool) -> Result<(), Abort> {
+        if !replayed {
+            let holder = self.id.to_string();
+            let mut held = std::collections::BTreeSet::new();
+            for r in self.steps.clone() {
+                match r.step {
+                    Step::LockTry { lock, .. } => {
+                        let LockView { holder: h, .. } = locks::lock_at(&self.svc, ctx, self.book, &lock, r.seqnum).await?;
+                        if h.as_ref() == Some(&holder) {
+                            held.insert(lock);
+                        }
+                    }
+                    Step::LockRelease { lock, .. } => {
+                        held.remove(&lock);
+                    }
+                    _ => {}
+                }
+            }
+            self.held = held;
+        }
+        for lock in self.held.clone() {
+            self.lock_release(ctx, lock).await?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,81 @@
+//! Queue pushes and pops as steps of an instance (`queues.rs` has the queues).
+
+use super::*;
+
+impl Instance {
+    /// Pushes `message` to `queue` (`queues.rs`): a step, in this instance's shard.
+    pub async fn queue_push(&mut self, ctx: &mut Context, queue: &str, message: Bytes) -> Result<(), Abort> {
+        self.flush(ctx).await?;
+        queues::check_name(queue).map_err(Abort::Refused)?;
+        if message.len() > crate::node::VALUE_MAX {
+            return Err(Abort::Refused(Error::TooLarge {
+                what: "a message",
+                size: Some(message.len() as u64),
+                limit: crate::node::VALUE_MAX as u64,
+            }));
+        }
+        self.init_checked(ctx).await?;
+        let shard = queues::shard_of(&self.id);
+        let step = Step::QueuePush { queue: queue.to_string(), shard, message };
+        self.log_clocks(ctx).await?;
+        self.log_step(ctx, step, &[self.svc.tags.queue_shard(queue, shard)]).await?;
+        self.svc.completions.notify(&queues::wake_key(self.book, queue));
+        Ok(())
+    }
+
+    /// Pops the oldest message of a shard of `queue`, waiting up to `timeout_ms` (and
+    /// not past the attempt's deadline) for one: every pop that finds one is a step,
+    /// and so is the last, empty one, so that every execution returns the same.
+    pub async fn queue_pop(
+        &mut self,
+        ctx: &mut Context,
+        queue: &str,
+        timeout_ms: u64,
+        deadline_ms: u64,
+    ) -> Result<Option<Bytes>, Abort> {
+        self.flush(ctx).await?;
+        queues::check_name(queue).map_err(Abort::Refused)?;
+        self.init_checked(ctx).await?;
+        let now = self.svc.clock.now_ms();
+        let until = now.saturating_add(timeout_ms).min(deadline_ms.saturating_sub(IN_PLACE_MARGIN_MS)).max(now);
+        let own = queues::shard_of(&self.id);
+        let wake = queues::wake_key(self.book, queue);
+        self.log_clocks(ctx).await?;
+        loop {
+            let asked = Step::QueuePop { queue: queue.to_string(), shard: own, last: false };
+            let r = match self.recorded(&asked)? {
+                Some(r) => {
+                    self.take(r.seqnum);
+                    r
+                }
+                None => {
+                    let mut found = None;
+                    for k in 0..queues::SHARDS {
+                        let shard = (own + k) % queues::SHARDS;
+                        if queues::shard_at(&self.svc, ctx, self.book, queue, shard, u64::MAX).await?.pending > 0 {
+                            found = Some(shard);
+                            break;
+                        }
+                    }
+                    let now = self.svc.clock.now_ms();
+                    if found.is_none() && now < until {
+                        let look = self.svc.clock.sleep((until - now).min(queues::POLL_MS));
+                        futures_util::future::select(look, self.svc.completions.wait(&wake)).await;
+                        continue;
+                    }
+                    let shard = found.unwrap_or(own);
+                    let step = Step::QueuePop { queue: queue.to_string(), shard, last: found.is_none() };
+                    self.log_step(ctx, step, &[self.svc.tags.queue_shard(queue, shard)]).await?
+                }
+            };
+            let Step::QueuePop { shard, last, .. } = r.step else { unreachable!("recorded checks the kind") };
+            let view = queues::shard_at(&self.svc, ctx, self.book, queue, shard, r.seqnum).await?;
+            match view.popped {
+                Some(push) => return Ok(Some(queues::message_at(&self.svc, ctx, self.book, queue, shard, push).await?)),
+                None if last => return Ok(None),
+                // Another pop got there first: look again.
+                None => {}
+            }
+        }
+    }
+}

@@ -1,0 +1,232 @@
+//! `state.get`, `state.put` and `state.delete` under each table protocol.
+
+use super::*;
+
+impl Instance {
+    /// Stops a late peer: fails with `Superseded` if the invocation's root has a
+    /// result, or its step log is gone (collected after its result).
+    pub(super) async fn check_unfinished(&self, ctx: &mut Context) -> Result<(), Abort> {
+        let root = self.svc.tags.step(&self.id.root());
+        match self.svc.log.read_prev(ctx, self.shadow(), root, SeqNum::MAX).await? {
+            None => Err(Abort::Superseded),
+            Some(r) => match record::decode_last("step", &r.data)? {
+                Step::Result { .. } => Err(Abort::Superseded),
+                _ => Ok(()),
+            },
+        }
+    }
+
+    pub async fn get(&mut self, ctx: &mut Context, table: &str, key: &[u8]) -> Result<Option<Bytes>, Abort> {
+        // Reads taken while the Init is deferred wait with it; pending writes are logged
+        // first, so that a read sees them. A logged read (of a table known to be such)
+        // waits in the pending steps too: it reads no cursor.
+        let logged =
+            matches!(self.protocols.get(table), Some(Effective::WriteOptimized | Effective::Symmetric | Effective::Transitional));
+        if !logged && (self.deferred.is_none() || self.pending.iter().any(|p| p.write.is_some())) {
+            self.flush(ctx).await?;
+        }
+        crate::node::check_object(table, key, None)?;
+        let st = self.store_table(table);
+        let protocol = self.protocol(ctx, table).await?;
+        self.observe(table, protocol, None);
+        if protocol != Effective::ReadOptimized {
+            // A read of the store's newest version sees the instance's own writes.
+            self.store_latest().await?;
+        }
+        let store = self.svc.store.clone();
+        match protocol {
+            Effective::Unsafe => Ok(store.get_latest(&st, key).await?.and_then(|(_, v)| v)),
+            Effective::ReadOptimized => {
+                if let Some(value) = self.read_deferred(ctx, table, key).await? {
+                    return Ok(value);
+                }
+                let visible = visible_write(&self.svc, ctx, self.book, table, key, self.cursor).await?;
+                match visible {
+                    Some(w) => Ok(written_value(&*store, &st, table, key, &w.written).await?),
+                    None => {
+                        self.check_unfinished(ctx).await?;
+                        Ok(None)
+                    }
+                }
+            }
+            Effective::WriteOptimized | Effective::Symmetric | Effective::Transitional => {
+                // A logged read past the recorded history is taken to go in the next
+                // record, as clock readings are (`take_clocks`): nothing outside the
+                // instance depends on the value before that record, since every
+                // operation but a read-optimized write (which goes in the same record,
+                // after it) logs the pending steps before it acts. A re-execution after
+                // a crash in between reads again; a peer that logged another value here
+                // stops this execution when it logs (`take_recorded_pending`).
+                let live = self.steps.get(self.next).is_none();
+                if live {
+                    self.take_clocks(ctx).await?;
+                    self.step_gate(ctx).await?;
+                } else {
+                    self.log_clocks(ctx).await?;
+                }
+                let asked = Step::Read { table: table.to_string(), key: Bytes::copy_from_slice(key), value: None };
+                let value = match self.recorded(&asked)? {
+                    Some(_) => None,
+                    None if protocol == Effective::Transitional => {
+                        fresher_value(&self.svc, ctx, self.book, &st, table, key).await?
+                    }
+                    None => store.get_latest(&st, key).await?.and_then(|(_, v)| v),
+                };
+                let step = Step::Read { table: table.to_string(), key: Bytes::copy_from_slice(key), value };
+                if live && self.steps.get(self.next).is_none() && self.readings_fit(&step) {
+                    let Step::Read { value, .. } = &step else { unreachable!("built above") };
+                    let value = value.clone();
+                    self.take_pending(ctx, step, None).await?;
+                    return Ok(value);
+                }
+                match self.log_step(ctx, step, &[]).await?.step {
+                    Step::Read { value, .. } => Ok(value),
+                    _ => unreachable!("log_step checks the kind"),
+                }
+            }
+        }
+    }
+
+    /// A read-optimized read taken as a step: one that a re-execution finds recorded
+    /// (after the clock readings before it), or, while the Init is deferred, the newest
+    /// write at the index's end, taken to go in the Init's record. `None` for a read at
+    /// the cursor: past the deferred Init, or for a value stored as its version (the
+    /// record would not hold it), after which the Init is logged.
+    pub(super) async fn read_deferred(
+        &mut self,
+        ctx: &mut Context,
+        table: &str,
+        key: &[u8],
+    ) -> Result<Option<Option<Bytes>>, Abort> {
+        let is_read = |r: Option<&Recorded>| matches!(r, Some(Recorded { step: Step::Read { table: t, key: k, .. }, .. }) if t == table && k == key);
+        let clocks_first = matches!(self.steps.get(self.next), Some(Recorded { step: Step::Clocks { .. }, .. }));
+        if is_read(self.steps.get(self.next)) || (clocks_first && is_read(self.steps.get(self.next + 1))) {
+            self.log_clocks(ctx).await?;
+            if let Some(Recorded { step: Step::Read { value, .. }, seqnum }) = self.steps.get(self.next).cloned() {
+                self.take(seqnum);
+                return Ok(Some(value));
+            }
+            // Recorded clock readings this execution did not take there.
+            return Err(Abort::NonDeterministic(format!("step {} of {} was clock readings", self.next, self.id)));
+        }
+        if self.deferred.is_none() {
+            return Ok(None);
+        }
+        // The readings before the read go before it, as before any step.
+        self.take_clocks(ctx).await?;
+        if self.deferred.is_none() {
+            return Ok(None);
+        }
+        let value = match visible_write(&self.svc, ctx, self.book, table, key, u64::MAX).await? {
+            None => None,
+            Some(w) => match w.written.value {
+                Some(value) => value,
+                None => {
+                    self.flush(ctx).await?;
+                    return Ok(None);
+                }
+            },
+        };
+        let step = Step::Read { table: table.to_string(), key: Bytes::copy_from_slice(key), value: value.clone() };
+        self.take_pending(ctx, step, None).await?;
+        Ok(Some(value))
+    }
+
+    /// Sets (or, with `None`, deletes) the value of `(table, key)`.
+    pub async fn put(&mut self, ctx: &mut Context, table: &str, key: &[u8], value: Option<Bytes>) -> Result<(), Abort> {
+        crate::node::check_object(table, key, value.as_deref())?;
+        let st = self.store_table(table);
+        let store = self.svc.store.clone();
+        let protocol = self.protocol(ctx, table).await?;
+        // A read-optimized write whose record carries its value stores nothing that a
+        // reader looks at before that record, so the readings before it may wait for
+        // the record too. One whose version is stored first waits for none.
+        let inline = !value.as_ref().is_some_and(|v| v.len() > record::PUT_INLINE_MAX);
+        self.observe(table, protocol, Some(!inline));
+        let readings_pending = self.pending.iter().any(|p| p.write.is_none());
+        match protocol {
+            // Its steps before it are logged; the writes taken before it wait with it.
+            Effective::WriteOptimized if !self.pending.is_empty() => self.flush(ctx).await?,
+            Effective::WriteOptimized => {}
+            Effective::ReadOptimized if inline || !readings_pending => {}
+            _ => self.flush(ctx).await?,
+        }
+        match protocol {
+            Effective::Unsafe => {}
+            Effective::ReadOptimized if inline => self.take_clocks(ctx).await?,
+            _ => self.log_clocks(ctx).await?,
+        }
+        match protocol {
+            Effective::Unsafe => {
+                store.put_latest(&st, key, value).await?;
+                self.effect()
+            }
+            Effective::ReadOptimized => {
+                // The version comes from the instance ID and the step (Halfmoon §4.1), the
+                // same in every execution. The write is taken now and logged with the
+                // next record of the step log (`flush`), its version stored just before:
+                // nothing outside the instance can see it before that, and everything
+                // the instance does next that could reveal it flushes first. A crash
+                // before then loses the write as one before its record always did.
+                // A small value goes in the record itself (`Step::Put`): readers take it
+                // from there, and its version is stored without a sync.
+                self.step_gate(ctx).await?;
+                let version = version_of(&self.id, self.next, inline);
+                let key_bytes = Bytes::copy_from_slice(key);
+                let (t, k) = (table.to_string(), key_bytes.clone());
+                let write = match inline {
+                    true => Step::Put { table: t, key: k, version, value: value.clone() },
+                    false => Step::Write { table: t, key: k, version, migrated_from: None },
+                };
+                if let Some(r) = self.recorded(&write)? {
+                    self.take(r.seqnum);
+                    return Ok(());
+                }
+                let object = self.svc.tags.object(table, key);
+                let taken = PendingWrite { object, st, key: key_bytes, value, stored: false };
+                self.take_pending(ctx, write, Some(taken)).await
+            }
+            Effective::Transitional => {
+                let step = self.next;
+                let version = version_of(&self.id, step, false);
+                let key_bytes = Bytes::copy_from_slice(key);
+                let write = Step::Write { table: table.to_string(), key: key_bytes, version, migrated_from: None };
+                if self.recorded(&write)?.is_none() {
+                    store.put_version(&st, key, version, value.clone()).await?;
+                    self.effect()?;
+                }
+                let object = self.svc.tags.object(table, key);
+                let logged = self.log_step(ctx, write, &[object]).await?.seqnum;
+                if protocol == Effective::Transitional {
+                    // Visible to write-optimized readers too, ordered by the write log.
+                    store.put_if_newer(&st, key, Version { cursor: logged, counter: 0 }, value).await?;
+                    self.effect()?;
+                }
+                Ok(())
+            }
+            Effective::WriteOptimized => {
+                // Taken now, stored with the writes around it before anything could
+                // reveal it (`store_latest`): every record of the step log (the next
+                // one may be this invocation's result), a read of a logged table, any
+                // other operation that flushes. Nothing outside the instance sees it
+                // before; a crash before then loses it, and the re-execution takes it
+                // again under the same version (cursor and counter follow the steps).
+                self.counter += 1;
+                let version = Version { cursor: self.cursor, counter: self.counter };
+                self.latest.push(LatestPut { table: st, key: Bytes::copy_from_slice(key), version, value });
+                let held: usize = self.latest.iter().map(|w| w.key.len() + w.value.as_ref().map_or(0, |v| v.len())).sum();
+                if self.latest.len() >= PENDING_MAX || held >= PENDING_BYTES_MAX {
+                    self.store_latest().await?;
+                }
+                Ok(())
+            }
+            Effective::Symmetric => {
+                let step = Step::LoggedWrite { table: table.to_string(), key: Bytes::copy_from_slice(key), value };
+                let r = self.log_step(ctx, step, &[]).await?;
+                let Step::LoggedWrite { value, .. } = r.step else { unreachable!("log_step checks the kind") };
+                store.put_if_newer(&st, key, Version { cursor: r.seqnum, counter: 0 }, value).await?;
+                self.effect()
+            }
+        }
+    }
+}

@@ -1,0 +1,358 @@
+//! The step log of an instance: taking recorded steps, logging new ones, and the
+//! pending read-optimized writes and clock readings that ride the next record.
+
+use super::*;
+
+impl Instance {
+    /// Moves past a step taken now or recorded earlier.
+    pub(super) fn take(&mut self, seqnum: u64) {
+        self.next += 1;
+        self.reach(seqnum);
+        self.follow();
+    }
+
+    /// Moves the cursor to a step's record, if that is newer.
+    pub(super) fn reach(&mut self, seqnum: u64) {
+        if seqnum > self.cursor {
+            self.cursor = seqnum;
+            self.counter = 0;
+        }
+    }
+
+    /// The recorded step `next`, if the log has it, checked against what is asked now.
+    pub(super) fn recorded(&self, asked: &Step) -> Result<Option<Recorded>, Abort> {
+        match self.steps.get(self.next) {
+            Some(r) if r.step.same_operation(asked) => Ok(Some(r.clone())),
+            Some(r) => Err(Abort::NonDeterministic(format!(
+                "step {} of {} was a {} and is now a {}",
+                self.next,
+                self.id,
+                r.step.describe(),
+                asked.describe()
+            ))),
+            None => Ok(None),
+        }
+    }
+
+    /// Logs `step` as step `next` (with `extra` tags besides the step log's), or takes
+    /// what is recorded there: from an earlier execution, or from a peer that won the
+    /// race for the position.
+    pub(super) async fn log_step(&mut self, ctx: &mut Context, step: Step, extra: &[Tag]) -> Result<Recorded, Abort> {
+        // The gate of steps logged before their effect, or of reads: a conditional
+        // append and a call pass it before theirs (see `step_gate`).
+        let guest_step = !matches!(
+            step,
+            Step::Clocks { .. }
+                | Step::Result { .. }
+                | Step::Cancelled
+                | Step::CondAppend { .. }
+                | Step::Invoke { .. }
+                | Step::LockRelease { .. }
+        );
+        if guest_step {
+            self.step_gate(ctx).await?;
+        }
+        if let Some(r) = self.recorded(&step)? {
+            self.take(r.seqnum);
+            return Ok(r);
+        }
+        match self.append_step(ctx, step, extra).await {
+            // A peer saw the cancellation here first (after this execution's effect, for
+            // a conditional append or a call: the effect stays, the guest is told of
+            // the cancellation).
+            Err(Abort::NonDeterministic(_))
+                if matches!(self.steps.get(self.next), Some(Recorded { step: Step::Cancelled, .. })) =>
+            {
+                let seqnum = self.steps[self.next].seqnum;
+                self.take(seqnum);
+                self.cancelled = true;
+                Err(Abort::Refused(Error::Cancelled))
+            }
+            other => other,
+        }
+    }
+
+    /// Logs `step` as step `next`, which holds nothing this instance knows of, or takes
+    /// what a peer that won the race for the position logged there. The pending writes
+    /// go in the same record if `step` may end a group; otherwise in one before it.
+    pub(super) async fn append_step(&mut self, ctx: &mut Context, step: Step, extra: &[Tag]) -> Result<Recorded, Abort> {
+        if !self.pending.is_empty() && (!step.ends_group() || self.too_large_with_pending(&step)) {
+            self.flush(ctx).await?;
+            // A peer's steps that the flush found after the writes come first.
+            if let Some(r) = self.recorded(&step)? {
+                self.take(r.seqnum);
+                return Ok(r);
+            }
+        }
+        Ok(self.log_record(ctx, Some((step, extra))).await?.expect("a step was asked for"))
+    }
+
+    /// Whether `step` with the pending writes could pass the largest record a step may
+    /// take (a result of `PAYLOAD_MAX` bytes fits alone, with room for framing).
+    pub(super) fn too_large_with_pending(&self, step: &Step) -> bool {
+        let pending: usize = self.pending.iter().map(|p| p.record_bytes).sum();
+        record::encoded_len(step).saturating_add(pending) > crate::PAYLOAD_MAX
+    }
+
+    /// Takes `step` (with what a write stores) to be logged with the next record.
+    pub(super) async fn take_pending(&mut self, ctx: &mut Context, step: Step, write: Option<PendingWrite>) -> Result<(), Abort> {
+        let record_bytes = match (&write, &step) {
+            (Some(w), Step::Put { value, .. }) => w.st.len() + w.key.len() + value.as_ref().map_or(0, |v| v.len()) + 64,
+            (Some(w), _) => w.st.len() + w.key.len() + 64,
+            (None, _) => record::encoded_len(&step),
+        };
+        self.pending.push(Pending { step, write, record_bytes });
+        self.next += 1;
+        self.follow();
+        let held: usize = self.pending.iter().map(Pending::held_bytes).sum();
+        if self.pending.len() >= PENDING_MAX || held >= PENDING_BYTES_MAX {
+            self.flush(ctx).await?;
+        }
+        Ok(())
+    }
+
+    /// `log_clocks` before the result or a write that carries its value (`Step::Put`):
+    /// live readings past the recorded history, if small, are taken to go in the next
+    /// record, just before the step, since that record is the first effect that may
+    /// depend on them (a peer's other readings there stop this execution then, as they
+    /// would now). Never before a `Step::Write`: its version is stored before its
+    /// record, under a name that does not depend on its value, so the readings it may
+    /// depend on must be logged before that store (a re-execution after a crash between
+    /// them would read other values and store them under the same name, where the first
+    /// one stays); such a write logs the pending readings first (`put`). A `Put`'s
+    /// stored version is never read.
+    pub(super) async fn take_clocks(&mut self, ctx: &mut Context) -> Result<(), Abort> {
+        if self.steps.get(self.next).is_some() || !self.recorder.has_fresh() {
+            return self.log_clocks(ctx).await;
+        }
+        let readings = Step::Clocks { readings: self.recorder.take_fresh() };
+        if !self.readings_fit(&readings) {
+            let Step::Clocks { readings } = readings else { unreachable!("built above") };
+            return self.log_readings(ctx, readings).await;
+        }
+        self.take_pending(ctx, readings, None).await
+    }
+
+    /// Whether `step`, a reading (clocks, a logged read), may wait in the pending steps
+    /// for the next record: small enough, with the readings already waiting.
+    pub(super) fn readings_fit(&self, step: &Step) -> bool {
+        let pending: usize = self.pending.iter().filter(|p| p.write.is_none()).map(|p| p.record_bytes).sum();
+        let bytes = record::encoded_len(step);
+        bytes <= PENDING_READINGS_MAX && pending + bytes <= PENDING_READINGS_TOTAL_MAX
+    }
+
+    /// Logs the pending writes, each stored as its version first, in the step log's next
+    /// record: the point from which they are visible, in order, as if logged one by one.
+    /// Every operation but a read-optimized write calls this before it acts or reads at
+    /// the cursor.
+    pub(crate) async fn flush(&mut self, ctx: &mut Context) -> Result<(), Abort> {
+        match self.pending.is_empty() {
+            true => self.store_latest().await,
+            false => self.log_record(ctx, None).await.map(|_| ()),
+        }
+    }
+
+    /// Stores the write-optimized writes taken since the last store, together: issued
+    /// at once, synced, so that the embedded store commits them in one batch (one
+    /// fsync where each alone synced its own). Every step before each was logged
+    /// before it was taken (`put`), so a re-execution writes the same versions.
+    pub(super) async fn store_latest(&mut self) -> Result<(), Abort> {
+        if self.latest.is_empty() {
+            return Ok(());
+        }
+        let writes = std::mem::take(&mut self.latest);
+        self.svc.store.put_if_newer_all(&writes).await?;
+        self.effect()
+    }
+
+    /// Logs the pending writes and `tail` (with its extra tags) as the step log's next
+    /// record, a [`Step::Group`] if it holds more than one step, or takes what a peer
+    /// logged there: a peer's record that holds a prefix of them leaves the rest for the
+    /// next offset. Returns what holds `tail`.
+    pub(super) async fn log_record(
+        &mut self,
+        ctx: &mut Context,
+        tail: Option<(Step, &[Tag])>,
+    ) -> Result<Option<Recorded>, Abort> {
+        loop {
+            self.store_latest().await?;
+            self.store_pending().await?;
+            let init = self.deferred.clone();
+            let mut tags = vec![self.step_tag];
+            if init.is_some() {
+                tags.push(INSTANCES);
+            }
+            tags.extend(self.pending.iter().filter_map(|p| p.write.as_ref()).map(|w| w.object));
+            let mut steps: Vec<Step> = self.pending.iter().map(|p| p.step.clone()).collect();
+            if let Some((step, extra)) = &tail {
+                tags.extend_from_slice(extra);
+                if step.is_library() {
+                    tags.push(crate::tags::LIBRARIES);
+                }
+                steps.push(step.clone());
+            }
+            tags.sort_unstable();
+            tags.dedup();
+            let data = match steps.len() {
+                1 => record::encode(&steps[0]),
+                _ => record::encode(&Step::Group { steps }),
+            };
+            let position = self.records;
+            let appended = match &init {
+                Some(unchanged) => {
+                    let at = Cond { tag: self.step_tag, position };
+                    self.svc.log.cond_append_if(ctx, self.shadow(), &tags, data, at, unchanged).await
+                }
+                None => self.svc.log.cond_append(ctx, self.shadow(), &tags, data, self.step_tag, position).await,
+            };
+            match appended {
+                Ok(s) => {
+                    self.records += 1;
+                    for p in std::mem::take(&mut self.pending) {
+                        self.steps.push(Recorded { seqnum: s.0, step: p.step });
+                    }
+                    self.reach(s.0);
+                    self.settle_init();
+                    let Some((step, _)) = tail else {
+                        self.follow();
+                        self.effect()?;
+                        return Ok(None);
+                    };
+                    self.steps.push(Recorded { seqnum: s.0, step });
+                    self.take(s.0);
+                    self.effect()?;
+                    return Ok(Some(self.steps[self.next - 1].clone()));
+                }
+                Err(LogError::Conflict { .. }) if init.is_some() => {
+                    self.load_steps(ctx, 0).await?;
+                    // Offset 0 is free: a table this instance used switched since it
+                    // looked (or the step log of a long finished peer was collected).
+                    if self.records == 0 {
+                        return Err(Abort::Superseded);
+                    }
+                    // A peer's, which must begin with exactly these steps.
+                    self.take_recorded_pending()?;
+                    self.settle_init();
+                    if !self.pending.is_empty() {
+                        continue;
+                    }
+                    let Some((step, _)) = &tail else { return Ok(None) };
+                    if let Some(r) = self.recorded(step)? {
+                        self.take(r.seqnum);
+                        return Ok(Some(r));
+                    }
+                }
+                Err(LogError::Conflict { holder: Some(h) }) => {
+                    let known = self.records;
+                    self.load_steps(ctx, h.0).await?;
+                    if self.records == known {
+                        return Err(Abort::internal(format!("step record {position} of {} is held but unreadable", self.id)));
+                    }
+                    self.take_recorded_pending()?;
+                    if !self.pending.is_empty() {
+                        continue;
+                    }
+                    let Some((step, _)) = &tail else { return Ok(None) };
+                    if let Some(r) = self.recorded(step)? {
+                        self.take(r.seqnum);
+                        return Ok(Some(r));
+                    }
+                }
+                // The step log was trimmed: the invocation finished long ago.
+                Err(LogError::Conflict { holder: None }) => return Err(Abort::Superseded),
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Drops the pending steps that the step log now holds (a peer logged them), in
+    /// order. A recorded step that is not the pending one at its place, exactly (the
+    /// same readings too), means that the guest went on from a step that the
+    /// invocation's history does not have (a peer saw a cancellation there, read other
+    /// clock values, or the guest is not deterministic): this execution stops, and one
+    /// that replays the history runs on.
+    pub(super) fn take_recorded_pending(&mut self) -> Result<(), Abort> {
+        let base = self.next - self.pending.len();
+        let mut taken = 0;
+        while let Some(r) = self.steps.get(base + taken).filter(|_| taken < self.pending.len()) {
+            if r.step != self.pending[taken].step {
+                return Err(Abort::Superseded);
+            }
+            let seqnum = r.seqnum;
+            self.reach(seqnum);
+            taken += 1;
+        }
+        self.pending.drain(..taken);
+        self.follow();
+        Ok(())
+    }
+
+    /// Stores the version of every pending write not stored yet, together, except
+    /// those of objects that a later pending write writes again (no reader sees them,
+    /// since a record's last write of an object is the one it makes visible) and the
+    /// markers of objects known to have a durable version. Synced: what is stored is a
+    /// `Step::Write`'s value or the first marker of an object.
+    ///
+    /// A marker (a `Step::Put`'s version: its record carries the value) is only how
+    /// garbage collection and a switch's migration find the object in the store, for
+    /// which one durable version an object is enough. So the object's first write in
+    /// this node's life stores one, synced, lest a machine crash lose it while its
+    /// record survives, and later writes store none: garbage collection stores the
+    /// marker of the version it keeps before deleting any other (`gc.rs`, `delete`), so
+    /// an object keeps a version while its write log has a record.
+    pub(super) async fn store_pending(&mut self) -> Result<(), Abort> {
+        let store = self.svc.store.clone();
+        let pending: Vec<(&Step, &PendingWrite)> =
+            self.pending.iter().filter_map(|p| Some((&p.step, p.write.as_ref()?))).collect();
+        let mut puts = Vec::new();
+        for (i, &(step, w)) in pending.iter().enumerate() {
+            let again = pending[i + 1..].iter().any(|(_, later)| later.same_object(w));
+            if w.stored || again {
+                continue;
+            }
+            let (Step::Write { version, .. } | Step::Put { version, .. }) = step else {
+                unreachable!("a pending write is a write")
+            };
+            let marker = matches!(step, Step::Put { .. });
+            if marker && self.svc.durable_objects.get(&w.st, &w.key).is_some() {
+                continue;
+            }
+            puts.push(VersionPut { table: w.st.clone(), key: w.key.clone(), version: *version, value: w.value.clone(), marker });
+        }
+        let durable = !puts.is_empty();
+        if durable {
+            store.put_versions(puts, true).await?;
+        }
+        for w in self.pending.iter_mut().filter_map(|p| p.write.as_mut()) {
+            w.stored = true;
+            // A synced write makes every version stored before it durable as well.
+            if durable {
+                self.svc.durable_objects.insert(&w.st, &w.key, ());
+            }
+        }
+        match durable {
+            true => self.effect(),
+            false => Ok(()),
+        }
+    }
+
+    /// Where a guest's step may see its root's cancellation, before the step's effect:
+    /// a Cancelled step recorded here (an earlier execution saw it here), or one seen
+    /// before (no step after that), fails the host call with `cancelled`; so does a
+    /// cancellation found in the log (at most every `CANCEL_CHECK_MS`) past the
+    /// recorded history, which is logged here first.
+    pub(super) async fn step_gate(&mut self, ctx: &mut Context) -> Result<(), Abort> {
+        if let Some(Recorded { step: Step::Cancelled, seqnum }) = self.steps.get(self.next) {
+            let seqnum = *seqnum;
+            self.take(seqnum);
+            self.cancelled = true;
+        }
+        if self.cancelled {
+            return Err(Abort::Refused(Error::Cancelled));
+        }
+        if self.steps.get(self.next).is_none() && self.cancel_requested(ctx, false).await? {
+            return Err(self.cancel(ctx).await);
+        }
+        Ok(())
+    }
+}
