@@ -1,0 +1,423 @@
+//! Invocations: the attempts of one invocation until it has a final outcome, the
+//! invocations a client starts (synchronous, keyed, asynchronous), and their status.
+//!
+//! Which invocations are exactly-once: those given an `Idempotency-Key`, asynchronous
+//! ones, children, and any other as soon as it uses `state` or `invoke` (its init
+//! record is appended then; what ran before touched nothing durable). An attempt that
+//! trapped runs again as its function's retry policy says (attempts, backoff: a wait
+//! is logged as a Retry record, and a long one suspends the invocation); one that
+//! failed transiently is left to the recovery scan (`recovery.rs`).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use futures_util::lock::Mutex as AsyncMutex;
+use tally_log_core::{BookId, Context, SeqNum};
+
+use crate::attempt::Attempt;
+use crate::env::FunctionVersion;
+use crate::error::{Error, Result};
+use crate::id::InstanceId;
+use crate::instance::{CrashAfter, Instance, Of, Started};
+use crate::node::{Abort, Durable};
+use crate::record::{self, cut, InvocationKey, Outcome, Step};
+use crate::switch::check_book;
+use crate::tags::{shadow, INSTANCES};
+
+mod attempts;
+mod status;
+mod suspend;
+mod waking;
+
+/// One invocation to run: from outside, as a child, or again after a crash.
+pub(crate) struct Run {
+    pub function: String,
+    /// The version to run; `None` for the current one (or the one an Init names).
+    pub version: Option<u64>,
+    pub book: BookId,
+    /// `None` for a re-execution, which takes the input from the Init record.
+    pub input: Option<Bytes>,
+    pub ctx: Context,
+    pub depth: u32,
+    /// A parent's deadline, which bounds a child's.
+    pub deadline_ms: Option<u64>,
+    pub id: InstanceId,
+    /// Initialise the instance before running the guest (otherwise at its first
+    /// `state` or `invoke` call): needed when the ID may have history.
+    pub eager: bool,
+    pub crash: Option<Arc<CrashAfter>>,
+    pub attempt: u32,
+    /// A delayed start (`?delay_ms=`): the guest runs from this wall-clock time on.
+    pub delay_until: Option<u64>,
+    /// Its Init record was just appended by this node (an asynchronous start): its
+    /// first run has no retry and no cancellation to look for yet.
+    pub fresh: bool,
+    /// The key a fresh invocation is addressed to (`?key=`).
+    pub key: Option<InvocationKey>,
+    /// Nobody waits for its answer (an asynchronous start, a re-execution): a wait for
+    /// its key suspends it soon rather than hold its slot.
+    pub background: bool,
+    /// A root invocation from outside that may defer its Init on a node alone
+    /// (`Instance::begin`); an attempt that found it could not clears it.
+    pub defer: bool,
+    /// A synchronous root from outside with no key of any kind (`Of::forgettable`).
+    pub forgettable: bool,
+}
+
+/// Where an invocation stands, as `GET /v1/invocations/{id}` shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum InvocationStatus {
+    Running,
+    /// In a durable sleep until `wake_ms` (milliseconds since the Unix epoch).
+    Sleeping {
+        wake_ms: u64,
+    },
+    Finished(std::result::Result<Bytes, Error>),
+}
+
+/// Where a root invocation stands, as a listing shows it (no output: see
+/// [`Durable::invocation`] for that).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ListedStatus {
+    Running,
+    Sleeping {
+        wake_ms: u64,
+    },
+    Succeeded,
+    /// With the error's code.
+    Failed(&'static str),
+}
+
+impl ListedStatus {
+    /// The name a listing filters by and shows: `running`, `sleeping`, `succeeded` or
+    /// `failed`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ListedStatus::Running => "running",
+            ListedStatus::Sleeping { .. } => "sleeping",
+            ListedStatus::Succeeded => "succeeded",
+            ListedStatus::Failed(_) => "failed",
+        }
+    }
+}
+
+/// One root invocation of a book in a listing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Listed {
+    pub id: InstanceId,
+    pub function: String,
+    pub status: ListedStatus,
+}
+
+/// Entries of `Invocations::suspended` past which wakes already past are forgotten.
+const SUSPENDED_PRUNE_AT: usize = 4_096;
+
+/// Records of a book's INSTANCES stream one listing call reads at most, whatever it
+/// finds: past them it answers with what it has and where to go on.
+const LIST_SCAN_MAX: usize = 10_000;
+
+/// An invocation from outside.
+#[derive(Clone, Debug)]
+pub struct InvokeRequest {
+    pub function: String,
+    pub book: BookId,
+    pub input: Bytes,
+    /// The client's key that makes the invocation exactly-once across its retries.
+    pub idempotency_key: Option<String>,
+    /// A key a gateway gives an invocation it may retry on another node: the
+    /// invocation's effects are exactly-once across those retries (its ID comes from the
+    /// key), but it is initialised lazily like an unkeyed one, at its first `state` or
+    /// `invoke` call, so a function without effects logs nothing and may simply run
+    /// again. Ignored when `idempotency_key` is given.
+    pub retry_key: Option<String>,
+    /// Test hook: stop after this many effects (`[state] crash_injection` only).
+    pub crash_after: Option<u64>,
+    /// Where the client's last invocation got to in the log: this one reads nothing
+    /// older (session consistency across nodes). Empty for a client with no history.
+    pub position: Context,
+    /// Milliseconds to wait before the guest runs (0: none). The invocation is logged
+    /// at once (so it is exactly-once and outlives the node), and waits as a durable
+    /// sleep does; a retry of its key gets the start time the first request logged.
+    pub delay_ms: u64,
+    /// The key the invocation is addressed to (`?key=`): an exclusive keyed invocation
+    /// runs alone among its function's with the key (see `Instance::enter_key`).
+    pub key: Option<InvocationKey>,
+}
+
+/// What a run of a root holds while its guest runs (see `Invocations::running`).
+type RunLock = Arc<AsyncMutex<()>>;
+
+/// The invocations of this node: running roots, asynchronous ones and their status.
+pub(crate) struct Invocations {
+    id_prefix: u64,
+    next_id: AtomicU64,
+    /// Invocations answered with their logged result, without running.
+    replayed: AtomicU64,
+    /// Root invocations running on this node, each with a lock that a concurrent run of
+    /// the same ID (a client's retry, the recovery scan) waits on: one node never runs
+    /// the guest of one invocation twice at once.
+    /// By book and ID: one ID of two books names two invocations.
+    running: Mutex<HashMap<(BookId, InstanceId), RunLock>>,
+    asyncs: Mutex<Asyncs>,
+    /// Roots this node suspended, by book and ID, with their wake time: a root whose
+    /// child sleeps has no Sleep of its own in its step log, so its status comes from
+    /// here (on this node; others show it running).
+    suspended: Mutex<HashMap<(BookId, InstanceId), u64>>,
+}
+
+#[derive(Default)]
+struct Asyncs {
+    /// By book and ID: an ID names an invocation of one book only.
+    by_id: HashMap<(BookId, InstanceId), InvocationStatus>,
+    /// Finished ones, oldest first, forgotten past `invocations_kept`.
+    finished: VecDeque<(BookId, InstanceId)>,
+    running: usize,
+}
+
+impl Invocations {
+    pub(crate) fn new(id_prefix: u64) -> Invocations {
+        Invocations {
+            id_prefix,
+            next_id: AtomicU64::new(1),
+            replayed: AtomicU64::new(0),
+            running: Mutex::new(HashMap::new()),
+            asyncs: Mutex::new(Asyncs::default()),
+            suspended: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// A new invocation ID, unique across nodes and restarts with high probability.
+    fn new_id(&self) -> InstanceId {
+        InstanceId::generated(&format!("{:016x}{:08x}", self.id_prefix, self.next_id.fetch_add(1, Ordering::Relaxed)))
+    }
+}
+
+impl Durable {
+    /// Invokes a function from outside. With an idempotency key the invocation is
+    /// exactly-once across client retries: a retry gets the logged result.
+    pub async fn invoke(self: &Arc<Self>, req: InvokeRequest) -> Result<Vec<u8>> {
+        self.invoke_at(req).await.0
+    }
+
+    /// [`Durable::invoke`], also returning where the invocation got to in the log (its
+    /// context at the end, at least `req.position`): a client that sends it with its
+    /// next invocation, on any node, reads its own writes.
+    pub async fn invoke_at(self: &Arc<Self>, req: InvokeRequest) -> (Result<Vec<u8>>, Context) {
+        let delay_until = match self.delay_until(req.delay_ms) {
+            Ok(d) => d,
+            Err(e) => return (Err(e), req.position),
+        };
+        let (id, eager) = match (&req.idempotency_key, &req.retry_key) {
+            (Some(key), _) | (None, Some(key)) => match InstanceId::keyed(&req.function, key) {
+                Ok(id) => (id, req.idempotency_key.is_some()),
+                Err(e) => return (Err(e), req.position),
+            },
+            (None, None) => (self.invocations.new_id(), false),
+        };
+        let crash = match req.crash_after {
+            None => None,
+            Some(_) if !self.config.crash_injection => {
+                let e = Error::InvalidArgument(
+                    "crash injection is a test hook; enable it with [state] crash_injection = true".into(),
+                );
+                return (Err(e), req.position);
+            }
+            Some(n) => Some(CrashAfter::new(n)),
+        };
+        if let Some(wake_ms) = self.asleep_here(req.book, &id, &req.position).await {
+            return (Err(Error::Suspended { id: id.to_string(), wake_ms }), req.position);
+        }
+        let defer = delay_until.is_none() && req.key.is_none();
+        let run = Run {
+            function: req.function,
+            version: None,
+            book: req.book,
+            input: Some(req.input),
+            ctx: req.position,
+            depth: 0,
+            deadline_ms: None,
+            id,
+            // A delayed invocation is logged before it waits; a keyed one, before it
+            // takes its key.
+            eager: eager || delay_until.is_some() || req.key.is_some(),
+            crash,
+            attempt: 1,
+            delay_until,
+            fresh: false,
+            background: false,
+            defer,
+            forgettable: defer && req.idempotency_key.is_none() && req.retry_key.is_none(),
+            key: req.key,
+        };
+        self.run(run).await
+    }
+
+    /// The wake time of root `id` of `book` if this node suspended it and it still
+    /// sleeps: a client's resend of its key is answered with that, without running its
+    /// guest again up to the sleep (and setting another wake timer). The log has the
+    /// last word: a root that finished or went on elsewhere is not asleep.
+    async fn asleep_here(&self, book: BookId, id: &InstanceId, seen: &Context) -> Option<u64> {
+        let here = self.invocations.suspended.lock().expect("not poisoned").get(&(book, id.clone())).copied();
+        if here.is_none_or(|wake_ms| wake_ms <= self.clock.wall_ms()) {
+            return None;
+        }
+        match self.status_of(&mut seen.clone(), book, id).await {
+            Ok(InvocationStatus::Sleeping { wake_ms }) => Some(wake_ms),
+            _ => None,
+        }
+    }
+
+    /// The start time of an invocation delayed by `delay_ms` (none for 0).
+    fn delay_until(&self, delay_ms: u64) -> Result<Option<u64>> {
+        if delay_ms > crate::SLEEP_MAX_MS {
+            return Err(Error::InvalidArgument(format!(
+                "a delay of {delay_ms} ms is longer than the limit of {} ms (a year)",
+                crate::SLEEP_MAX_MS
+            )));
+        }
+        Ok((delay_ms > 0).then(|| self.clock.wall_ms().saturating_add(delay_ms)))
+    }
+
+    /// Starts an exactly-once invocation in the background and returns its ID, once its
+    /// Init record is in the log: from then on it runs to a result even if this node
+    /// dies, and its status outlives the node. With an idempotency key, submitting again
+    /// returns the same ID instead of starting another invocation. Refused with `busy`
+    /// when `async_max` are running here already.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn invoke_async(
+        self: &Arc<Self>,
+        ctx: &mut Context,
+        function: String,
+        book: BookId,
+        input: Bytes,
+        idempotency_key: Option<String>,
+        delay_ms: u64,
+        key: Option<InvocationKey>,
+    ) -> Result<InstanceId> {
+        let id = match &idempotency_key {
+            Some(key) => InstanceId::keyed(&function, key)?,
+            None => self.invocations.new_id(),
+        };
+        self.start_async(ctx, function, book, input, id, delay_ms, key).await
+    }
+
+    /// [`Durable::invoke_async`] of invocation `id`. An `id` that started already is
+    /// not started again, but run here too (as a peer: its node may have died) unless it
+    /// runs here already or has finished.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn start_async(
+        self: &Arc<Self>,
+        ctx: &mut Context,
+        function: String,
+        book: BookId,
+        input: Bytes,
+        id: InstanceId,
+        delay_ms: u64,
+        key: Option<InvocationKey>,
+    ) -> Result<InstanceId> {
+        let delay_until = self.delay_until(delay_ms)?;
+        if self.asleep_here(book, &id, ctx).await.is_some() {
+            return Ok(id);
+        }
+        let mut run = Run {
+            function,
+            version: None,
+            book,
+            input: Some(input),
+            ctx: ctx.clone(),
+            depth: 0,
+            deadline_ms: None,
+            id: id.clone(),
+            eager: true,
+            crash: None,
+            attempt: 1,
+            delay_until,
+            fresh: false,
+            background: true,
+            defer: false,
+            forgettable: false,
+            key,
+        };
+        let version = self.version_for(&mut run).await?;
+        {
+            let mut asyncs = self.invocations.asyncs.lock().expect("not poisoned");
+            if asyncs.running >= self.config.async_max {
+                return Err(Error::Busy(format!(
+                    "asynchronous invocations: {} are running on this node already",
+                    self.config.async_max
+                )));
+            }
+            asyncs.running += 1;
+        }
+        let of = Of {
+            id: id.clone(),
+            book,
+            function: run.function.clone(),
+            version: version.version,
+            input: run.input.clone(),
+            declared: version.tables.clone(),
+            crash: None,
+            key: run.key.clone(),
+            defer_init: false,
+            forgettable: false,
+        };
+        let started = Instance::new(self.clone(), of).init(&mut run.ctx).await;
+        ctx.merge(&run.ctx);
+        run.fresh = matches!(started, Ok(Started::Fresh));
+        let release = || self.invocations.asyncs.lock().expect("not poisoned").running -= 1;
+        match started {
+            // Finished, or a resubmission of one that runs here already: nothing to start.
+            Ok(Started::Finished(_)) => {
+                release();
+                return Ok(id);
+            }
+            Ok(Started::Running { .. }) if self.is_running(book, &id) => {
+                release();
+                return Ok(id);
+            }
+            Ok(_) => {}
+            Err(abort) => {
+                release();
+                return Err(abort.into_error());
+            }
+        }
+        self.invocations.asyncs.lock().expect("not poisoned").by_id.insert((book, id.clone()), InvocationStatus::Running);
+        let svc = self.clone();
+        let run_id = id.clone();
+        // Cancelling this task (the node stops) loses nothing: the Init record is in the
+        // log, and the recovery scan runs the invocation again.
+        self.spawn.spawn(
+            "invoke-async",
+            Box::pin(async move {
+                let (result, _) = svc.run(run).await;
+                let mut asyncs = svc.invocations.asyncs.lock().expect("not poisoned");
+                asyncs.running -= 1;
+                if matches!(&result, Err(e) if e.is_transient() || matches!(e, Error::Suspended { .. })) {
+                    // Not finished: the recovery scan (or a wake timer) runs it again, and
+                    // its status comes from its step log until then.
+                    asyncs.by_id.remove(&(book, run_id));
+                    return;
+                }
+                asyncs.by_id.insert((book, run_id.clone()), InvocationStatus::Finished(result.map(Bytes::from)));
+                asyncs.finished.push_back((book, run_id));
+                while asyncs.finished.len() > svc.bounds.invocations_kept {
+                    let old = asyncs.finished.pop_front().expect("not empty");
+                    asyncs.by_id.remove(&old);
+                }
+            }),
+        );
+        Ok(id)
+    }
+
+    /// Invocations this node answered with their logged result, without running.
+    pub fn replayed(&self) -> u64 {
+        self.invocations.replayed.load(Ordering::Relaxed)
+    }
+
+    /// Whether root invocation `id` of `book` is running on this node.
+    pub fn is_running(&self, book: BookId, id: &InstanceId) -> bool {
+        self.invocations.running.lock().expect("not poisoned").contains_key(&(book, id.clone()))
+    }
+}
