@@ -32,6 +32,17 @@
 //! escaped entry, and the chunk is written again once it holds many. A search finds its
 //! chunk by the chunks' first entries and its block by the blocks' first entries, so it
 //! reads one block of one spilled chunk.
+//!
+//! A read loads its block through a cache of `CACHED_BLOCKS` blocks, and a spilled chunk is
+//! written again once `OVERRIDES_MAX` replaced entries pile up beside it; a trim that kills
+//! the front of a row pops its chunk without a write. The place of a chunk trimmed out of
+//! its row is reused by size and, until then, freed (a real node punches it out of its
+//! scratch file; the in-memory store scrambles it, so that a read of a freed place would
+//! show). The last chunk of a row never spills.
+//!
+//! Tests and the simulator build the crate with 64-entry chunks (feature `testing`), and
+//! simulated nodes spill every full chunk, a few, or none, by node: the oracle sees the
+//! same log either way.
 
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};

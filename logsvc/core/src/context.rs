@@ -5,6 +5,10 @@
 //! read-your-writes; a child invocation starts from [`Context::child`] and so sees
 //! everything its parent saw. A context is a plain value with no IO, so a caller that
 //! is itself an IO-free state machine can hold one.
+//!
+//! A log implementation moves a context with `Context::advance` after every request: the
+//! async client of `tally-logsvc` and IO-free callers (the exactly-once core's simulated
+//! log) alike.
 
 use crate::types::{LogId, MetalogPosition};
 

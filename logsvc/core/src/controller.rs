@@ -32,6 +32,26 @@
 //! term's final one; it is the only writer of configurations. Its only durable state
 //! is the last configuration (`ControllerStore`); members' liveness and incarnations
 //! are soft and relearnt from heartbeats. In a cluster the store belongs in etcd.
+//!
+//! Incarnations: a restarted engine never reuses a shard of its previous incarnation
+//! (shards name the incarnation they were made for), and a primary sequencer that restarted
+//! ends its term (the controller keeps, as soft state, the incarnation each primary had
+//! when its term was installed). Shard ids continue after the stored ones, so storage nodes
+//! never confuse a new shard with an old one. This is what lets a whole-cluster restart
+//! (`tally dev` stopped and started) keep every book: the old terms stay in the history,
+//! the sequencers reload their entries, the storage nodes their records, and the engines
+//! replay it all.
+//!
+//! The store is a file (dev cluster), memory (simulator) or etcd (a cluster of `tally node`
+//! processes), where a persist is a compare-and-swap on the revision the leader loaded: a
+//! controller that lost its lease without noticing cannot overwrite its successor's term.
+//! Every node sends its heartbeats to every controller (`ControllerConfig::peers` and the
+//! roles' `controllers`); only the leader acts on them, and members that register after it
+//! started join through `Controller::add_member`. `Controller::set_n_logs` asks for more
+//! physical logs (from etcd's settings in a cluster, `Cluster::add_logs` in process,
+//! `SimOptions::add_logs` in the simulator): the next term adds them, with sequencers,
+//! shards and index replicas chosen from the live nodes. A stored configuration with more
+//! logs than a controller was told keeps them.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

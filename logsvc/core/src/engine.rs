@@ -51,6 +51,27 @@
 //! configuration is the later one, the forwarder waits for it and routes the request
 //! again there; when it is the earlier one, the forwarder sends it once more later.
 //!
+//! `Configuration::indexers` names the indexers of each log, fixed for the cluster's life
+//! (empty: every engine). An indexer deduplicates forwarded requests by (engine,
+//! incarnation, request id), and remembers a bounded number of them after they completed.
+//!
+//! More on added logs: a term may have more physical logs than the one before, never fewer
+//! (`Configuration::added_at`). The export goes in book order, a bounded number of seqnums
+//! a message (`Index::export`, `Index::import`). An indexer of an old log answers only once
+//! it holds every term before the added one; since no later entry of the old log touches a
+//! moved book, any later answer is the same, so an engine that restarts long after the move
+//! imports again. Reads of an added log wait for its first term (its read floor), so a
+//! fresh context never sees a moved book empty. The engine, not the client, decides a
+//! book's log: the client hands it the whole `Context` and learns the log from the
+//! completion. Reads queued for a moved book start again in its new log; a conditional
+//! append that a term ended unordered, whose book moved to a log this engine does not
+//! index, fails with `Unavailable` (it was never ordered, so nothing is lost).
+//!
+//! Reads in place: `Engine::read_now` answers a read whose position the index has reached
+//! and whose record is cached, with the answer a submitted read would get, so that a driver
+//! can serve it without a channel, a task switch or a wakeup (see `tally-logsvc`'s driver).
+//! The simulator answers half its reads that way, checked by the same oracle.
+//!
 //! Invariants (asserted): the index applies each entry once, in order; an append
 //! completes at most once, with the seqnum the metalog gave its record.
 

@@ -28,6 +28,16 @@
 //!   of a mark drops the row's seqnums below the point (a condition on their offsets
 //!   then names no holder) and sets no trim point: the row keeps only its count.
 //!
+//! Memory: per record, the index holds one slot in its book's book-wide row (location, the
+//! tag rows it is live in, a dead mark) and a seqnum in each of its tag rows. Rows are
+//! `Chunks` (`chunks.rs`) whose entries are packed relative to their chunk, so a record
+//! with one tag costs 15 bytes rather than 32. An index built with a `ColdIndex` (in the
+//! engine's and the storage node's configs; `[node] index_resident_bytes` on real nodes)
+//! keeps at most that many bytes of full chunks in memory and spills the chunks that filled
+//! up first to its `ColdStore`. A failed spill leaves the chunk in memory; a failed read of
+//! a spilled chunk panics the node's task, since the index cannot answer without its
+//! entries (a restarted node rebuilds it from the log).
+//!
 //! Architecture Invariant: the index never looks at record data or at time; only at
 //! seqnums, metadata and trim commands, in log order.
 

@@ -18,6 +18,7 @@ mod follower;
 mod index;
 mod message;
 mod sequencer;
+#[cfg(feature = "sim")]
 mod sim;
 mod storage;
 mod store;
@@ -36,6 +37,7 @@ pub use message::{
     UNCHANGED_MAX, WIRE_VERSION,
 };
 pub use sequencer::{stored_entries_messages, Sequencer, SequencerAction, SequencerConfig};
+#[cfg(feature = "sim")]
 pub use sim::{run_seeds, Rng, Sim, SimOptions, SimStats, Violation};
 pub use storage::{meta_reply, StorageAction, StorageConfig, StorageNode};
 pub use store::{

@@ -5,6 +5,12 @@
 //! Every message crosses QUIC as one frame: `u32` length, `u8` wire version, then the
 //! bincode body (see `net::frame` in `tally-logsvc`). The state machines exchange these
 //! values directly, so the simulator and the drivers run the same protocol code.
+//!
+//! Conditions: a record's metadata may name the offset at which it must land in one of its
+//! streams (`cond`), and up to `UNCHANGED_MAX` streams it does not join that must hold
+//! exactly so many records (`unchanged`: "nothing joined them since I counted"); the record
+//! is placed only if all hold, as every index replica decides alike (`index.rs`). Stores
+//! still read the metadata they wrote before `unchanged` existed (`RecordMetaV1`).
 
 use std::ops::Range;
 use std::sync::Arc;

@@ -59,8 +59,18 @@
 //! - a replica never appends to a sealed metalog;
 //! - `committed_len <= entries.len()`.
 //!
-//! Architecture Invariant: the sequencer never sees record data or books; it orders
-//! counts of records per shard.
+//! Batches: a driver may hand the sequencer several inputs before it performs their actions
+//! (`Sequencer::begin_batch`, `end_batch`). New entries wait for the end of the batch, so a
+//! primary issues at most one entry per metalog for all the progress the batch reported.
+//! This matters most for a primary of quorum one (`tally dev`), which commits each entry as
+//! it issues it: without batches every progress report became an entry of its own, with an
+//! fsync of its own. A spare that is not persisted yet stays in memory whatever
+//! `entries_kept` says.
+//!
+//! Architecture Invariant: the sequencer never sees record data or books; it orders counts
+//! of records per shard. Its durable state (entries, truncations, seal promises, lead
+//! marks) is only what `MetalogStore` holds; everything else is soft and rebuilt after a
+//! restart.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;

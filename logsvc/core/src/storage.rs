@@ -20,8 +20,19 @@
 //! - a record's first stored version is the one kept: replication is idempotent;
 //! - a record is reclaimed only after a trim that covers it has been ordered.
 //!
-//! Architecture Invariant: the storage node does not evaluate conditional appends; a
-//! record whose condition failed is kept like a live one (garbage, never wrong).
+//! One progress report covers every write a sync made durable. Records past the final cut
+//! of a sealed term are discarded: their engines append them again in the next term.
+//!
+//! Memory: the metadata of a shard's records stays in memory only until they are ordered
+//! and for a window after (`meta_window` per shard), for the engines that fetch it while
+//! they apply the entry that ordered them. Older `FetchMeta` ranges are read from the store
+//! (`StorageAction::ReadMetas`, `RecordStore::read_metas`), and a read by seqnum reads the
+//! record first and checks its liveness against the stored metadata
+//! (`StorageNode::on_read`). Reclaim decisions come from a liveness index, the index's trim
+//! semantics with conditions stripped, whose full chunks may spill as the engines' do.
+//!
+//! Architecture Invariant: the storage node does not evaluate conditional appends; a record
+//! whose condition failed is kept like a live one (garbage, never wrong).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

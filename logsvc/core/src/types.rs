@@ -1,5 +1,22 @@
-//! The nouns of the shared log. Each type has one meaning; see ARCHITECTURE.md for the
-//! vocabulary and `../shared/design.md` §2 for where they come from.
+//! The nouns of the shared log, each with one meaning wherever it is used
+//! (`../shared/design.md` §2 says where they come from):
+//!
+//! - *book* ([`BookId`]): a user-facing LogBook. Many books are multiplexed onto one
+//!   *physical log* ([`LogId`]), which `book_to_log` picks by jump hashing.
+//! - *tag* ([`Tag`]): a sub-stream of a book; tag 0 is all of it. Reserved tags are the
+//!   platform's, and *marks* are reserved tags that count records for conditions without
+//!   keeping them alive.
+//! - *shard* ([`ShardId`]): the records one engine appends to one physical log in one term,
+//!   numbered by dense local ids; (shard, local id) is a record's [`Location`] for ever.
+//! - *cut*: how many records of each shard are ordered, computed by the primary sequencer
+//!   from the storage nodes' progress.
+//! - *metalog*: per (term, log), the replicated sequence of entries (cuts and trims) that
+//!   orders records; a [`MetalogPosition`] is how much of it an index or a caller has seen.
+//! - *seqnum* ([`SeqNum`]): the name of an ordered record, `term(16) | log(8) |
+//!   position(40)`; its documentation says what happens when a field would overflow.
+//! - *term* ([`Term`]): the span between two reconfigurations. To *seal* a term's metalogs
+//!   is to have a quorum of each log's sequencers promise to accept no more of their
+//!   entries, so that the controller can fix their final tails.
 
 use std::fmt;
 

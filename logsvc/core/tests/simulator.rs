@@ -1,6 +1,6 @@
 //! The simulator as part of the test suite: hundreds of seeds of the default
 //! scenario, and a harsher one with more loss and crashes. A failure prints the seed
-//! to reproduce with `cargo run --release -p tally-logsvc --bin sim -- --seeds 1 --seed N`.
+//! to reproduce with `cargo run --release -p tally-logsvc --features sim --bin sim -- --seeds 1 --seed N`.
 
 use tally_log_core::{run_seeds, SimOptions, SimStats};
 

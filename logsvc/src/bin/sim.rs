@@ -1,5 +1,5 @@
 //! Runs the deterministic simulator over many seeds; exits non-zero on the first
-//! violation. `cargo run --release -p tally-logsvc --bin sim -- --seeds N --seed S`
+//! violation. `cargo run --release -p tally-logsvc --features sim --bin sim -- --seeds N --seed S`
 
 use std::process::ExitCode;
 use std::time::Instant;

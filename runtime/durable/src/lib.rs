@@ -43,6 +43,7 @@ mod schedule;
 mod switch;
 mod tags;
 
+#[cfg(feature = "sim")]
 pub mod sim;
 pub mod store;
 

@@ -1,6 +1,6 @@
 //! The exactly-once layer's simulator in the test suite: hundreds of seeds of the
 //! default scenario and a harsher one. A failure prints the seed to reproduce with
-//! `cargo run --release -p tally-durable --bin durable-sim -- --seeds 1 --seed N`.
+//! `cargo run --release -p tally-durable --features sim --bin durable-sim -- --seeds 1 --seed N`.
 
 use tally_durable::sim::{run_seeds, SimOptions, SimStats};
 

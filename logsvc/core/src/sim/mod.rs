@@ -7,6 +7,15 @@
 //! faults, then a liveness phase without them in which every crashed node restarts and
 //! every partition heals; the log must then catch up and serve every client. After every event the oracle checks what happened (see
 //! [`oracle`]); the first violation ends the run with "reproduce with seed=N".
+//!
+//! Faults besides those: a sequencer crashing between sending an entry to its backups and
+//! persisting it; power losses (every node and the controller crash at once, and storage
+//! nodes lose what they had not synced); several controllers over one store written with a
+//! compare-and-swap, with leadership moving while the deposed leader runs on; physical logs
+//! added during the run (`SimOptions::add_logs`). The simulator also batches a sequencer's
+//! inputs at random, as the driver does, answers half the reads in place
+//! (`Engine::read_now`), and has each node's indexes spill every full chunk, a few, or
+//! none.
 
 mod oracle;
 

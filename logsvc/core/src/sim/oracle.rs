@@ -9,6 +9,18 @@
 //! sealed), plus the metadata clients asked to append at each location. From these the
 //! oracle orders records itself and evaluates conditions and trims with a reference
 //! model that shares no code with the engine's index.
+//!
+//! Checks: one committed entry per metalog slot; sealing keeps every committed entry;
+//! installed configurations form one history, whichever controller installed them; every
+//! engine's index application matches the canonical log; acknowledged appends keep their
+//! seqnum; every read returns exactly what the canonical log holds at the index position it
+//! was served at (monotonic reads, read-your-writes, failed conditional appends invisible,
+//! trimmed records never back); aux data is accepted exactly when its seqnum is a record of
+//! the caller's book live at the position it was decided at, and a read returns only aux
+//! data accepted for that record in its own book; storage progress covers only durable
+//! records; a committed entry's records are durable on every replica, and a sealed tail's
+//! last entry's on one at least; nothing commits past a sealed tail; and, after the
+//! liveness phase, every engine caught up and every client request completed.
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -1,6 +1,6 @@
 //! Runs the exactly-once layer's deterministic simulator over many seeds; exits
 //! non-zero on the first violation.
-//! `cargo run --release -p tally-durable --bin durable-sim -- --seeds N --seed S`
+//! `cargo run --release -p tally-durable --features sim --bin durable-sim -- --seeds N --seed S`
 
 use std::process::ExitCode;
 use std::time::Instant;
