@@ -4,14 +4,15 @@
 //! that runs in `tally dev`.
 //!
 //! ```text
-//!   Durable (node.rs) ── invoke.rs: attempts of an invocation until a final outcome
+//!   Durable (node.rs) ── invoke/: attempts of an invocation until a final outcome
 //!     │                    │  Functions::run(Attempt) ──> the guest (wasmtime, or the
 //!     │                    │                              simulator's scripted guests)
 //!     │                    ▼
-//!     │                 Instance (instance.rs): init, steps, cursorTS, per-table protocol
+//!     │                 Instance (instance/): init, steps, cursorTS, per-table protocol
 //!     │                    │ get/put/delete, child calls (attempt.rs)
 //!     ▼                    ▼
-//!   background: recovery.rs (re-execution, feeds gc.rs), switch.rs (switches, auto)
+//!   background: recovery.rs (re-execution, feeds gc.rs), switch.rs (switches, auto),
+//!               schedule.rs; each for the books this node owns (env.rs: Peers)
 //!   all of it over:  Log · StateStore · Clock · Spawn · Functions   (env.rs, store/)
 //! ```
 //!
@@ -19,6 +20,16 @@
 //! `tags.rs`, which also states the isolation rules. `recorder.rs` makes a guest's
 //! clocks and random bytes the same in every execution of an invocation. `schedule.rs`
 //! fires schedules' ticks (cron expressions: `cron.rs`).
+//!
+//! Boki's libraries (§5) are `objects.rs`, `queues.rs` and `locks.rs`: replicated state
+//! machines over streams of a book's shadow (`replay.rs`), whose steps the instance logs
+//! like any other. `store/` holds the `StateStore` trait, its specification and the
+//! conformance suite every backend runs.
+//!
+//! **Architecture Invariant:** this crate does no IO. Its Cargo.toml allows the log's
+//! IO-free core (`tally-log-core`) and plain data, hashing and logging, so tokio, wasmtime,
+//! RocksDB and the network are out of reach, and every effect goes through the traits of
+//! `env.rs` and `store/`. That is what lets the simulator run this very code.
 
 mod attempt;
 mod config;
@@ -45,7 +56,8 @@ mod tags;
 
 #[cfg(feature = "sim")]
 pub mod sim;
-pub mod store;
+/// The state store contract (crate `tally-state-api`), as the core names it.
+pub use tally_state_api as store;
 
 pub use attempt::Attempt;
 pub use config::{Protocol, StateConfig, StoreKind};

@@ -1,10 +1,10 @@
 //! Tally's state store backends: the exactly-once core's
-//! [`StateStore`](tally_durable::StateStore) in embedded RocksDB ([`RocksStateStore`],
+//! [`StateStore`](tally_state_api::StateStore) in embedded RocksDB ([`RocksStateStore`],
 //! the single-node default) and in PostgreSQL ([`PgStateStore`], for clusters whose
 //! nodes share one database), and [`TempPostgres`], a throwaway local server for tests
 //! and benchmarks. The trait, its specification and its conformance suite, which
 //! `tests/state_stores.rs` runs against both backends, are the core's
-//! ([`tally_durable::store`]).
+//! (`tally_state_api`).
 //!
 //! **Architecture Invariant:** a backend knows the trait and its database, nothing
 //! else. This crate depends on the exactly-once core (for the trait), rocksdb,

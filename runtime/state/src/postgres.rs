@@ -18,6 +18,10 @@
 //!
 //! One connection serves every caller; tokio-postgres pipelines concurrent statements
 //! on it. A pool is future work, when one connection's throughput is the limit.
+//!
+//! Batches are one statement too: `put_if_newer_all` keeps only the newest put of each key
+//! (one statement may update a row only once) and writes them all with one `INSERT ...
+//! SELECT FROM unnest(...)` over arrays, so one commit.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -26,7 +30,7 @@ use std::process::Command;
 use bytes::Bytes;
 use tokio_postgres::{Client, NoTls};
 
-use tally_durable::store::{check_table, Family, LatestPut, StateError, StateFuture, StateStore, Value, Version};
+use tally_state_api::{check_table, Family, LatestPut, StateError, StateFuture, StateStore, Value, Version};
 
 const SCHEMA: &str = "
     BEGIN;

@@ -14,21 +14,21 @@
 //! is what lets `get_at` be one `seek_for_prev`.
 //!
 //! Writes go to one writer thread (`tally-state-writer`), which takes every write queued
-//! while it was busy, decides each in order (first-put-wins, put-if-newer and deletes
-//! read what is stored, or what an earlier write of the same batch stores), and commits
-//! the batch as one RocksDB write, synced unless every write of it waives that (a
-//! version put not durable, a delete: `sync` makes those durable later): a write is
-//! acknowledged to the protocol only once it is as durable as asked, concurrent
-//! writers share one fsync, and one thread deciding in order is what makes the
-//! read-modify-write operations atomic, without locks. Unsynced marker versions, which
-//! decide nothing, are written by their caller when the writer has nothing queued or in
-//! hand (`RocksStateStore::queue`): the same order, two thread wakeups fewer. (Before,
-//! each write took a thread of the blocking pool and a lock stripe, and RocksDB's own
-//! write group made the threads wait for each other: a busy node spent a third of its
-//! samples switching between them.) A read runs in place when memory holds what it
-//! needs (a memtable or the block cache: RocksDB's `kBlockCacheTier`, which never reads
-//! a file) and on the blocking pool otherwise, so a hot read costs a lookup rather than
-//! two thread wakeups.
+//! while it was busy, decides each in order (first-put-wins, put-if-newer and deletes read
+//! what is stored, or what an earlier write of the same batch stores), and commits the
+//! batch as one RocksDB write, synced unless every write of it waives that (a version put
+//! not durable, a delete: `sync` makes those durable later): a write is acknowledged to the
+//! protocol only once it is as durable as asked, concurrent writers share one fsync, and
+//! one thread deciding in order is what makes the read-modify-write operations atomic,
+//! without locks. Unsynced marker versions, which decide nothing, are written by their
+//! caller when the writer has nothing queued or in hand (`RocksStateStore::queue`): the
+//! same order, two thread wakeups fewer. (Before, each write took a thread of the blocking
+//! pool and a lock stripe, and RocksDB's own write group made the threads wait for each
+//! other.) A read runs in place when memory holds what it needs (a memtable or the block
+//! cache: RocksDB's `kBlockCacheTier`, which never reads a file) and on the blocking pool
+//! otherwise, so a hot read costs a lookup rather than two thread wakeups. A marker that
+//! RocksDB would stall is queued instead of written in place, and after a failed commit the
+//! writer refuses every later write: what reached the disk is unknown.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::Path;
@@ -39,7 +39,7 @@ use bytes::Bytes;
 use rocksdb::{ColumnFamilyDescriptor, ErrorKind, Options, ReadOptions, WriteBatch, WriteOptions, DB};
 use tokio::sync::oneshot;
 
-use tally_durable::store::{check_table, Family, StateError, StateFuture, StateStore, Value, Version, VersionPut};
+use tally_state_api::{check_table, Family, StateError, StateFuture, StateStore, Value, Version, VersionPut};
 
 const CF_VERSIONS: &str = "versions";
 const CF_LATEST: &str = "latest";

@@ -1,8 +1,8 @@
 //! The state store conformance suite against every backend: RocksDB in a temp dir and
 //! PostgreSQL on a server of its own, started and stopped by the test.
 
-use tally_durable::store::{conformance, StateStore};
 use tally_state::{PgStateStore, RocksStateStore, TempPostgres};
+use tally_state_api::{conformance, StateStore};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rocksdb_conforms() {

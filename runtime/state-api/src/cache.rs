@@ -260,7 +260,7 @@ impl StateStore for VersionCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::MemStateStore;
+    use crate::MemStateStore;
 
     fn val(s: &str) -> Value {
         Some(Bytes::copy_from_slice(s.as_bytes()))
@@ -274,7 +274,7 @@ mod tests {
     #[test]
     fn passes_the_conformance_suite() {
         let inner = Arc::new(MemStateStore::new());
-        now(crate::store::conformance::run_all(|| {
+        now(crate::conformance::run_all(|| {
             let inner = inner.clone();
             async move { Box::new(VersionCache::new(inner, 1 << 20)) as Box<dyn StateStore> }
         }));

@@ -1,6 +1,8 @@
-//! State stores: where functions' durable objects live, behind one trait. The backends
-//! (embedded RocksDB, PostgreSQL) live in `tally-state`; [`MemStateStore`] here serves
-//! the simulator and unit tests.
+//! The state store contract: where functions' durable objects live, behind one trait
+//! that the exactly-once core (`tally-durable`) calls and the backends implement. The
+//! backends (embedded RocksDB, PostgreSQL) live in `tally-state`; [`MemStateStore`] here
+//! serves the simulator and unit tests. Neither side depends on the other: both depend
+//! on this crate.
 //!
 //! The store knows nothing of the log, of invocations or of which protocol a table
 //! uses: the Halfmoon protocols above it decide which family of operations to call and

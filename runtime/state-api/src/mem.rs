@@ -236,7 +236,7 @@ mod tests {
         // One store for every case: the suite's cases use tables of their own, and
         // "reopening" the in-memory store keeps its contents, as a durable store would.
         let store = std::sync::Arc::new(MemStateStore::new());
-        futures_util::FutureExt::now_or_never(super::super::conformance::run_all(|| {
+        futures_util::FutureExt::now_or_never(crate::conformance::run_all(|| {
             let store = store.clone();
             async move { Box::new(store) as Box<dyn StateStore> }
         }))
