@@ -648,6 +648,94 @@ pub fn decode<T: serde::de::DeserializeOwned>(what: &str, bytes: &[u8]) -> Resul
 
 #[cfg(test)]
 mod tests {
+
+    /// One step of every kind, for the encoding test below.
+    fn one_of_each() -> Vec<Step> {
+        let id = InstanceId::keyed("f", "k").expect("an ID");
+        let b = || Bytes::from_static(b"ab");
+        let lock = LockId::Key { function: "f".into(), key: "k".into() };
+        let op = ObjOp::Incr { path: "a".into(), by: 2 };
+        vec![
+            Step::Init { id: id.clone(), function: "f".into(), version: 3, input: b() },
+            Step::Write { table: "t".into(), key: b(), version: 4, migrated_from: Some(5) },
+            Step::LoggedWrite { table: "t".into(), key: b(), value: Some(b()) },
+            Step::Read { table: "t".into(), key: b(), value: None },
+            Step::Invoke { function: "g".into(), input_sha256: [7; 32], outcome: Outcome::Trap("x".into()) },
+            Step::Result { outcome: Outcome::Ok(b()) },
+            Step::Refused { id: id.clone(), function: "f".into(), outcome: Outcome::Cancelled },
+            Step::Clocks { readings: vec![Reading::Wall(1), Reading::Monotonic(2)] },
+            Step::CondAppend { tag: 1, position: 2, data_sha256: [3; 32], outcome: CondOutcome::Conflict(Some(4)) },
+            Step::Sleep { until_ms: 9, root: id.clone() },
+            Step::Delay { until_ms: 10, root: id.clone() },
+            Step::Promise { promise: "p".into(), root: id.clone() },
+            Step::Awaited { promise: "p".into(), outcome: Awaited::TimedOut },
+            Step::Completed { promise: "p".into(), root: id.clone(), value: b() },
+            Step::Cancel { root: id.clone() },
+            Step::Cancelled,
+            Step::Retry { id: id.clone(), root: id.clone(), attempt: 2, until_ms: 11 },
+            Step::ObjectWrite { object: "o".into(), ops: vec![op.clone()] },
+            Step::TxnCommit { start: 1, reads: vec!["o".into()], writes: vec![("o".into(), vec![op])] },
+            Step::QueuePush { queue: "q".into(), shard: 1, message: b() },
+            Step::QueuePop { queue: "q".into(), shard: 1, last: true },
+            Step::LockTry { lock: lock.clone(), holder: "h".into(), root: id.clone(), prev: 1, last: false },
+            Step::LockRelease { lock, holder: "h".into(), prev: 2 },
+            Step::InitKeyed {
+                id: id.clone(),
+                function: "f".into(),
+                version: 1,
+                input: b(),
+                key: InvocationKey { key: "k".into(), exclusive: true },
+            },
+            Step::Checkpoint { covers: 3, views: vec![(1, b())] },
+            Step::Group { steps: vec![Step::Cancelled, Step::Result { outcome: Outcome::Timeout(5) }] },
+            Step::Put { table: "t".into(), key: b(), version: 6, value: Some(b()) },
+        ]
+    }
+
+    /// What [`one_of_each`] encodes to (format byte first), recorded before the kinds
+    /// became types of their own.
+    const ENCODED: [&str; 27] = [
+        "0100000000200000000000000035343237653135646439363365653638333531633663653631386539633336300000000000000000010000000000000066030000000000000002000000000000006162",
+        "0101000000010000000000000074020000000000000061620400000000000000010500000000000000",
+        "0102000000010000000000000074020000000000000061620102000000000000006162",
+        "01030000000100000000000000740200000000000000616200",
+        "0104000000010000000000000067070707070707070707070707070707070707070707070707070707070707070702000000010000000000000078",
+        "01050000000000000002000000000000006162",
+        "010600000020000000000000003534323765313564643936336565363833353163366365363138653963333630000000000000000001000000000000006608000000",
+        "01070000000200000000000000000000000100000000000000010000000200000000000000",
+        "010800000001000000000000000200000000000000030303030303030303030303030303030303030303030303030303030303030301000000010400000000000000",
+        "01090000000900000000000000200000000000000035343237653135646439363365653638333531633663653631386539633336300000000000000000",
+        "010a0000000a00000000000000200000000000000035343237653135646439363365653638333531633663653631386539633336300000000000000000",
+        "010b000000010000000000000070200000000000000035343237653135646439363365653638333531633663653631386539633336300000000000000000",
+        "010c00000001000000000000007001000000",
+        "010d00000001000000000000007020000000000000003534323765313564643936336565363833353163366365363138653963333630000000000000000002000000000000006162",
+        "010e000000200000000000000035343237653135646439363365653638333531633663653631386539633336300000000000000000",
+        "010f000000",
+        "0110000000200000000000000035343237653135646439363365653638333531633663653631386539633336300000000000000000200000000000000035343237653135646439363365653638333531633663653631386539633336300000000000000000020000000b00000000000000",
+        "011100000001000000000000006f0100000000000000010000000100000000000000610200000000000000",
+        "01120000000100000000000000010000000000000001000000000000006f010000000000000001000000000000006f0100000000000000010000000100000000000000610200000000000000",
+        "0113000000010000000000000071010000000000000002000000000000006162",
+        "0114000000010000000000000071010000000000000001",
+        "01150000000100000001000000000000006601000000000000006b010000000000000068200000000000000035343237653135646439363365653638333531633663653631386539633336300000000000000000010000000000000000",
+        "01160000000100000001000000000000006601000000000000006b0100000000000000680200000000000000",
+        "011700000020000000000000003534323765313564643936336565363833353163366365363138653963333630000000000000000001000000000000006601000000000000000200000000000000616201000000000000006b01",
+        "011800000003000000000000000100000000000000010000000000000002000000000000006162",
+        "011900000002000000000000000f00000005000000050000000500000000000000",
+        "011a0000000100000000000000740200000000000000616206000000000000000102000000000000006162",
+    ];
+
+    /// Records written before a change of how steps are declared must decode as they did:
+    /// the bytes of one step of every kind, as the format has them.
+    #[test]
+    fn every_step_kind_encodes_as_it_always_has() {
+        let steps = one_of_each();
+        assert_eq!(steps.len(), ENCODED.len());
+        for (step, want) in steps.iter().zip(ENCODED) {
+            let hex: String = encode(step).iter().map(|b| format!("{b:02x}")).collect();
+            assert_eq!(hex, want, "{}", step.describe());
+            assert_eq!(&decode::<Step>("step", &encode(step)).expect("decodes"), step);
+        }
+    }
     use super::*;
 
     #[test]
