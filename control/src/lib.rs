@@ -8,7 +8,8 @@
 //!                                Written only by the leading controller, always with a
 //!                                compare-and-swap on the mod revision it loaded.
 //! /tally/<cluster>/settings      Settings (JSON), written once by the first controller to
-//!                                start (create-if-absent); read by every later one.
+//!                                start (create-if-absent); read by every later one. Only
+//!                                n_logs changes after that: set_n_logs raises it.
 //! /tally/<cluster>/leader        the leading controller's node id (decimal), under the
 //!                                leader's lease; created only if absent.
 //! /tally/<cluster>/members/<id>  one Member (JSON) per registered node id, under that

@@ -1,5 +1,11 @@
 //! The handle on one cluster's keys, the configuration's compare-and-swap and the
 //! cluster's settings.
+//!
+//! The settings (`n_logs`, `n_meta`, `n_data`, the failure timeout) are written once, by
+//! the first controller to start, except that [`ControlPlane::set_n_logs`] raises `n_logs`
+//! (`tally cluster grow`); the leading controller reads it every second and adds the logs
+//! in a new term. The configuration is written only with [`ControlPlane::cas_config`], a
+//! compare-and-swap on the revision its writer loaded.
 
 use std::fmt;
 

@@ -1,13 +1,16 @@
-//! An in-process loopback cluster: every role of the shared log, each over its own QUIC
-//! endpoint on 127.0.0.1 and its own RocksDB directory, in one process. For tests and
-//! `tally dev`.
+//! An in-process loopback cluster: every role of the shared log in one process, each with
+//! its own QUIC endpoint on 127.0.0.1 and its own directory. For tests and `tally dev`. By
+//! default the nodes hand messages to each other in process (`LocalNet`, `local_delivery`)
+//! and run on a thread of their own (`NodeThread`, `node_thread`); either can be turned
+//! off, to keep every message on QUIC as between processes.
 //!
 //! ```text
 //!   dir/
 //!     certs/             the dev cluster's CA and leaf (Certs)
 //!     controller/        FileControllerStore: the configuration installed last
 //!     sequencer-<id>/    JournalMetalogStore
-//!     storage-<id>/      RocksStore
+//!     storage-<id>/      JournalStore (or the RocksStore an earlier version left)
+//!     cold/              the indexes' scratch files of cold chunks, unlinked at once
 //! ```
 //!
 //! Node ids: the controller is 0, then sequencers, storage nodes and engines, counting
@@ -16,6 +19,9 @@
 //! that cluster: its controller seals the term it had stored and installs the next one,
 //! and every book keeps its records and seqnums. Ports are new on every build; nodes
 //! find each other through the builder's address book.
+//!
+//! [`Cluster::shutdown`] returns once every store is closed, so that the directory can be
+//! opened again, and [`Cluster::add_logs`] asks the controller for more physical logs.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -1,8 +1,14 @@
-//! The shared log end to end: every role over QUIC and RocksDB in one process, through
-//! the client API.
+//! The shared log end to end: every role with its real stores in one process, through the
+//! client API (the nodes deliver to each other in process, as `ClusterBuilder` does by
+//! default; each still has its QUIC endpoint, which the malformed-frame test speaks to).
 //!
-//! Each test builds its own cluster in its own temporary directory. Set
-//! `TALLY_KEEP_DIR=1` to keep the directory (its path is printed) when a test fails.
+//! Each test builds its own cluster in its own temporary directory. Set `TALLY_KEEP_DIR=1`
+//! to keep the directory (its path is printed) when a test fails.
+//!
+//! Among them: many books on one physical log, acknowledged appends that survive a storage
+//! node killed with `n_data = 3`, bad input and malformed frames refused while the nodes
+//! keep serving, engines that forward to the indexers of a log, whole-cluster restarts over
+//! one directory, and a log added to a running cluster.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};

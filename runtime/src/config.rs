@@ -34,6 +34,9 @@
 //! reexecute_after_ms = 5000     # an unfinished invocation is run again this long
 //!                               # past its timeout
 //! ```
+//!
+//! [`Limits`] and [`NodeLimits`] are `tally-host`'s and [`StateConfig`] is
+//! `tally-durable`'s, re-exported here.
 
 use std::path::{Path, PathBuf};
 

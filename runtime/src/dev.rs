@@ -1,7 +1,14 @@
-//! `tally dev`: every role in one process. The shared log runs as a loopback cluster
-//! (one sequencer, one storage node, one engine, each over QUIC, RocksDB under
-//! `data_dir/log`), the runtime and the gateway on top. Everything durable is under the
-//! data directory, so a restart over it keeps functions and books.
+//! `tally dev`: every role in one process. The shared log runs as an in-process cluster
+//! (`ClusterBuilder`: a controller, one sequencer, one storage node and one engine, their
+//! stores under `data_dir/log`, delivering to each other in process on a thread of their
+//! own, as the builder does by default), with the runtime and the gateway on top.
+//! Everything durable is under the data directory, so a restart over it keeps functions and
+//! books.
+//!
+//! The roles heartbeat every 500 ms rather than 100 ms, and the controller declares a role
+//! failed after 5 s of silence: they share one process, so there is no peer process whose
+//! loss to detect. The node is alone (`tally_durable::Alone`): it owns every book's
+//! background work, and its roots may defer their Init.
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -20,6 +20,16 @@
 //!                 ├─ storage role:   JournalStore under data_dir/storage-<id>
 //!                 └─ function role:  engine + Runtime (state under data_dir/function-<id>) + HTTP
 //! ```
+//!
+//! The controller's store is `EtcdConfigStore`, the `ControllerStore` whose persist is
+//! etcd's compare-and-swap, so that a failed CAS stops that controller before it announces
+//! anything; the leader is fed the registered members, and reads the settings' `n_logs`
+//! every second (`tally cluster grow` raises it). The log roles run on one `NodeThread`. A
+//! function role's state store must be shared by every function node (PostgreSQL), or one
+//! node's writes would be invisible to another's reads; its exactly-once background work is
+//! for the books it owns among the engines of the current term (`TermPeers`).
+//! `partition_file`, a test hook of `node.toml`, drops the process's QUIC messages while
+//! the file exists (`runtime/tests/cluster.rs` partitions a minority with it).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;

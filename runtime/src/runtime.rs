@@ -1,5 +1,12 @@
 //! The runtime: one node's functions (registry, wasmtime host) and its exactly-once core
 //! (`tally_durable::Durable`), which runs every invocation's attempts.
+//!
+//! [`Runtime::start`] opens the state store (`tally-state`), builds the core's `Parts`
+//! (`env.rs`: the platform `LogClient` as `Log`; `tally-host`'s `Tokio` as `Clock` and
+//! `Spawn` and its `HostFunctions` as `Functions`) and starts `Durable` with its background
+//! work. [`Runtime::stop`] ends that work, and the registry's refresh, at their next turn;
+//! a dev node or `tally node` calls it before its log shuts down, even if something still
+//! holds the runtime. Invocations go straight to the core.
 
 use std::collections::BTreeMap;
 use std::hash::{BuildHasher, RandomState};

@@ -3,9 +3,10 @@
 //!
 //! Every protocol role ([`Sequencer`], [`StorageNode`], [`Engine`], [`Controller`]) is a
 //! state machine: messages and ticks in, actions out, time passed in as a value. The
-//! [`Sim`] drives them over a simulated network and disk; `tally-logsvc` drives the same
-//! code over QUIC and RocksDB. The [`Index`] of a physical log and the caller's
-//! [`Context`] are plain values, usable by any IO-free caller.
+//! simulator (`Sim`, behind the `sim` feature) drives them over a simulated network and
+//! disk; `tally-logsvc` drives the same code over QUIC and RocksDB. The [`Index`] of a
+//! physical log and the caller's [`Context`] are plain values, usable by any IO-free
+//! caller.
 
 mod cache;
 mod chunks;

@@ -23,6 +23,37 @@
 //! Time: `now` is microseconds since a per-process monotonic epoch ([`now_us`]). An
 //! incarnation is unique per node start ([`new_incarnation`]), so the controller tells
 //! a restarted node from its predecessor.
+//!
+//! Threads: the node tasks of a process run on a thread of their own (`NodeThread`: a
+//! runtime of one worker, `tally-nodes`), in the in-process cluster (`node_thread`, on by
+//! default) and for the log roles of a `tally node`, not on the runtime of the HTTP
+//! servers, invocations and benchmark loops that call them: there, a node's input waited
+//! behind every client task that was ready, where the kernel now runs the nodes' thread,
+//! which sleeps more than it runs, first. Dropping a `NodeThread` waits for the tasks it
+//! still runs, as dropping a runtime does.
+//!
+//! Ticks: a task sleeps until its machine's `NextTick`, or ticks right after an input
+//! (which may have started a timer), at most once a millisecond. An idle node wakes only
+//! for heartbeats, and the keep-alives that repair lost progress reports and tail pushes
+//! ride along. The simulator ticks its nodes by the same rule.
+//!
+//! Batches: a sequencer's task takes every input waiting in its inbox (up to
+//! `INPUTS_PER_BATCH_MAX`) between `Sequencer::begin_batch` and `end_batch`, then performs
+//! their actions, with every metalog write they produced persisted by one
+//! `MetalogStore::persist` (a batch, atomic) at the place of the first: the sends before it
+//! (a primary's new entry to its backups) overlap the fsync, and every later action
+//! (acknowledgements, pushes, seal answers) follows it. The persist runs on
+//! `spawn_blocking` and finishes before the next action. A storage node's writes go through
+//! group commit and come back as `on_written`, every completion waiting handed over in one
+//! call, so that one progress report covers them. An engine takes its calls as `(Request,
+//! position, reply)`, every call waiting (up to `CALLS_PER_BATCH_MAX`) before it acts, so
+//! that the records of one batch reach each replica in one `Replicate`.
+//!
+//! Reads in place: an engine's task holds its engine under a lock, taken only while it
+//! hands the engine one input and takes its actions. An `EngineLink` (the request channel
+//! and that lock) lets a client in the same process ask `Engine::read_now` first, which
+//! answers a read of a cached record at a position the index has reached without a channel,
+//! a task switch or a wakeup; any other request goes through the channel.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

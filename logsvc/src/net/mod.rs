@@ -25,8 +25,10 @@
 //! `Certs::reset_key`), so the new process can reset connections of the old one.
 //! A peer that moves is given its new address with [`Transport::set_peer`].
 //!
-//! Trust: mutual TLS with the dev cluster's CA ([`Certs`]) decides who may connect;
-//! the hello on each stream says which node is talking. See `frame.rs` for the bytes.
+//! Trust: mutual TLS under the cluster's CA ([`Certs`]: generated for a dev cluster, issued
+//! by `ClusterCa` for a cluster of processes) decides who may connect; the hello on each
+//! stream says which node is talking, and must be a node the certificate names. See
+//! `frame.rs` for the bytes. A malformed hello or frame closes only its own connection.
 //!
 //! Nodes of one process (a dev cluster, or the roles of one `tally node`) may join a
 //! [`LocalNet`]: a message between two of its members goes straight from `send` into

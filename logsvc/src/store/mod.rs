@@ -5,6 +5,10 @@
 //! The traits they implement, and the contract in their documentation, are
 //! `tally-log-core`'s (re-exported here); so are the in-memory stores the simulator uses
 //! and the conformance suites every implementation here runs (see `tests.rs`).
+//!
+//! A storage directory keeps the kind of record store it holds: `open_record_store` opens a
+//! `RocksStore` (what earlier versions wrote) where it finds one, and a `JournalStore`, the
+//! default, otherwise.
 
 mod codec;
 mod cold;

@@ -1,5 +1,10 @@
 //! [`Attempt`]: one execution of an invocation, as the guest runtime sees it. The host's
-//! `state` and `invoke` imports call these methods; everything exactly-once happens here.
+//! imports (`state`, `objects`, `queues`, `locks`, `invoke`, `log` and `context`, and
+//! WASI's clocks and random) call these methods; everything exactly-once happens here, in
+//! the attempt's `Instance`.
+//!
+//! A child invocation's outcome, a missing function and a refusal included, is logged as
+//! the parent's step, and a child's suspension suspends its parent.
 
 use bytes::Bytes;
 use tally_log_core::{BookId, Context, Error as LogError, LogRecord, SeqNum, Tag};

@@ -6,6 +6,15 @@
 //! (`crate::sim`), which runs the same core deterministically from a seed. Nothing in
 //! this crate reads a clock, spawns a thread or opens a socket: it cannot, since its
 //! dependencies allow none of it.
+//!
+//! Ownership (`Peers`, `owner`): the recovery scan (with garbage collection), `auto`, the
+//! completion of unfinished switches and the schedules run for a book on its owner only,
+//! the member with the highest rendezvous hash of (book, member). A node that loses a book
+//! drops its scan state; one that gains it reads the book's streams from their start. In a
+//! cluster the members are the engines of the current term (`TermPeers` in
+//! `tally-runtime`), so a dead node's books move to the others once the controller seals it
+//! out; `tally dev` owns everything (`Alone`). The owner resumes listed switches still
+//! under way every `recovery_interval_ms`, whichever node began them.
 
 use std::collections::BTreeMap;
 use std::future::Future;

@@ -2,7 +2,7 @@
 //!
 //! With `t̄` the scan's horizon (every root that started before it has finished, so no
 //! instance reads below it; a late peer of a finished root stops instead, see
-//! `instance.rs`):
+//! `instance/mod.rs`):
 //! - the step log of a finished instance whose result precedes `t̄` is trimmed once
 //!   `results_kept_ms` have passed, or once the book keeps more than [`FINISHED_MAX`]
 //!   finished step logs (until then a client retrying its idempotency key gets the
@@ -17,6 +17,24 @@
 //!   each object keeps at most one version no reader needs, and storage stays bounded
 //!   under a steady workload. A write log is trimmed only up to the first record of
 //!   another object, should two objects ever share a tag.
+//!
+//! Versions are deleted `DELETES_MAX` to a store call (`StateStore::delete_versions`),
+//! without a sync; one `StateStore::sync` covers a page of objects, and only then are their
+//! records trimmed: a machine crash may undo an unsynced delete, and a version that no
+//! record names would never be found again. Objects are found by paging through the store's
+//! keys, one seek past each key's versions.
+//!
+//! The libraries' streams (Boki §5.5): every record of an object's, a queue shard's or a
+//! lock's stream is also in the book's LIBRARIES stream, which the collection walks to
+//! learn what changed, reading only what is new each round (the owner keeps what it read
+//! and did not collect yet, so a root open for days, which holds the horizon back, costs no
+//! rereading). It picks a point `x` at or below the horizon that no transaction's conflict
+//! window straddles (every commit after `x` began at or after it), appends each changed
+//! stream's state at `x` to that stream's checkpoint stream (`Step::Checkpoint`, as many
+//! streams a record as its tags allow), then trims the stream below `x` (a queue shard
+//! below its oldest pending push, if that is older) and the checkpoint stream below its
+//! newest checkpoint. A reader whose stream runs out before it finds an aux-data view
+//! starts from the checkpoint (`replay.rs`).
 
 use std::collections::BTreeMap;
 
@@ -25,6 +43,7 @@ use tally_log_core::{BookId, Context, SeqNum, Tag};
 
 use crate::node::{store_table, visible_write, Abort, Durable, PAYLOAD_MAX};
 use crate::objects::AuxView;
+use crate::record::kind;
 use crate::record::{self, LockId, Step, Written};
 use crate::recovery::BookScan;
 use crate::store::{Family, VersionPut};
@@ -224,12 +243,14 @@ enum Stream {
 impl Stream {
     fn of(step: &Step) -> Vec<Stream> {
         match step {
-            Step::ObjectWrite { object, .. } => vec![Stream::Object(object.clone())],
-            Step::TxnCommit { writes, .. } => writes.iter().map(|(o, _)| Stream::Object(o.clone())).collect(),
-            Step::QueuePush { queue, shard, .. } | Step::QueuePop { queue, shard, .. } => {
+            Step::ObjectWrite(kind::ObjectWrite { object, .. }) => vec![Stream::Object(object.clone())],
+            Step::TxnCommit(kind::TxnCommit { writes, .. }) => writes.iter().map(|(o, _)| Stream::Object(o.clone())).collect(),
+            Step::QueuePush(kind::QueuePush { queue, shard, .. }) | Step::QueuePop(kind::QueuePop { queue, shard, .. }) => {
                 vec![Stream::Shard(queue.clone(), *shard)]
             }
-            Step::LockTry { lock, .. } | Step::LockRelease { lock, .. } => vec![Stream::Lock(lock.clone())],
+            Step::LockTry(kind::LockTry { lock, .. }) | Step::LockRelease(kind::LockRelease { lock, .. }) => {
+                vec![Stream::Lock(lock.clone())]
+            }
             _ => Vec::new(),
         }
     }
@@ -307,7 +328,7 @@ async fn collect_libraries(
         }
         let step: Step = record::decode("library record", &r.data)?;
         if seqnum >= walk.commits_at {
-            if let Step::TxnCommit { start, .. } = step {
+            if let Step::TxnCommit(kind::TxnCommit { start, .. }) = step {
                 walk.commits.push((seqnum, start));
             }
             walk.commits_at = seqnum + 1;
@@ -379,7 +400,7 @@ async fn checkpoint(
     let sb = shadow(book);
     let tags: Vec<Tag> = batch.iter().map(|(tag, _, _)| d.tags.checkpoint(*tag)).collect();
     let views = batch.iter().map(|(tag, view, _)| (tag.0, view.clone())).collect();
-    d.log.append(ctx, sb, &tags, record::encode(&Step::Checkpoint { covers: x, views })).await?;
+    d.log.append(ctx, sb, &tags, record::encode(&Step::Checkpoint(kind::Checkpoint { covers: x, views }))).await?;
     for ((tag, _, below), checkpoints) in batch.into_iter().zip(tags) {
         d.log.trim(ctx, sb, tag, SeqNum(below)).await?;
         // Keep the checkpoint that covers most (another collection may have raced this one).

@@ -13,23 +13,26 @@
 //!     ▼                    ▼
 //!   background: recovery.rs (re-execution, feeds gc.rs), switch.rs (switches, auto),
 //!               schedule.rs; each for the books this node owns (env.rs: Peers)
-//!   all of it over:  Log · StateStore · Clock · Spawn · Functions   (env.rs, store/)
+//!   all of it over:  Log · StateStore · Clock · Spawn · Functions   (env.rs, store)
 //! ```
 //!
-//! The records it logs are in `record.rs`, under the platform books and tags of
+//! The records it logs are in `record/`, under the platform books and tags of
 //! `tags.rs`, which also states the isolation rules. `recorder.rs` makes a guest's
 //! clocks and random bytes the same in every execution of an invocation. `schedule.rs`
 //! fires schedules' ticks (cron expressions: `cron.rs`).
 //!
 //! Boki's libraries (§5) are `objects.rs`, `queues.rs` and `locks.rs`: replicated state
 //! machines over streams of a book's shadow (`replay.rs`), whose steps the instance logs
-//! like any other. `store/` holds the `StateStore` trait, its specification and the
-//! conformance suite every backend runs.
+//! like any other. `store` is crate `tally-state-api`, re-exported: the `StateStore` trait,
+//! its specification, the in-memory store, the version cache and the conformance suite
+//! every backend runs.
 //!
 //! **Architecture Invariant:** this crate does no IO. Its Cargo.toml allows the log's
-//! IO-free core (`tally-log-core`) and plain data, hashing and logging, so tokio, wasmtime,
-//! RocksDB and the network are out of reach, and every effect goes through the traits of
-//! `env.rs` and `store/`. That is what lets the simulator run this very code.
+//! IO-free core (`tally-log-core`), the state store's contract (`tally-state-api`) and
+//! plain data, hashing and logging, so tokio, wasmtime, RocksDB and the network are out of
+//! reach, and every effect goes through the traits of `env.rs` and `store`. Its
+//! `clippy.toml` refuses clocks, threads, files, sockets and processes besides. That is
+//! what lets the simulator run this very code.
 
 mod attempt;
 mod config;

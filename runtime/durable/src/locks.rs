@@ -15,6 +15,11 @@
 //! should its node have died, the recovery scan may not get to it soon (it tracks the
 //! oldest unfinished roots first, which may be the waiters), and a live holder's run
 //! is a peer like any other.
+//!
+//! Keyed invocations use these locks too: an invocation addressed to a key (its `InitKeyed`
+//! record carries the key) runs under `LockId::Key` of its function and key, unless it is
+//! shared. It takes the lock before its guest runs, waiting in place a while and then
+//! suspending to try again (`Instance::enter_key`).
 
 use serde::{Deserialize, Serialize};
 use tally_log_core::{BookId, Context};
@@ -22,6 +27,7 @@ use tally_log_core::{BookId, Context};
 use crate::error::Error;
 use crate::id::InstanceId;
 use crate::node::{Abort, Durable};
+use crate::record::kind;
 use crate::record::{self, LockId, Step};
 use crate::replay;
 
@@ -53,7 +59,7 @@ pub struct LockView {
 }
 
 fn concerns(step: &Step, lock: &LockId) -> bool {
-    matches!(step, Step::LockTry { lock: l, .. } | Step::LockRelease { lock: l, .. } if l == lock)
+    matches!(step, Step::LockTry(kind::LockTry { lock: l, .. }) | Step::LockRelease(kind::LockRelease { lock: l, .. }) if l == lock)
 }
 
 /// The lock after its last record at or below `at`.
@@ -65,10 +71,12 @@ pub(crate) async fn lock_at(svc: &Durable, ctx: &mut Context, book: BookId, lock
     let mut newest = None;
     while let Some((r, step)) = newer.next(svc, ctx, book).await? {
         match step {
-            Step::LockTry { holder, root, prev, .. } if prev == view.tail && view.holder.is_none() => {
+            Step::LockTry(kind::LockTry { holder, root, prev, .. }) if prev == view.tail && view.holder.is_none() => {
                 view = LockView { tail: r.seqnum.0, holder: Some(holder), root: Some(root) };
             }
-            Step::LockRelease { holder, prev, .. } if prev == view.tail && view.holder.as_ref() == Some(&holder) => {
+            Step::LockRelease(kind::LockRelease { holder, prev, .. })
+                if prev == view.tail && view.holder.as_ref() == Some(&holder) =>
+            {
                 view = LockView { tail: r.seqnum.0, holder: None, root: None };
             }
             _ => {}

@@ -1,6 +1,15 @@
 //! [`Durable`]: what the exactly-once invocations of one node share (the log, the state
 //! store, time, tasks, the functions, the configuration), the platform-wide lists it
 //! keeps in the log, and the read-optimized helpers the protocols share.
+//!
+//! Beside the parts, `Durable` keeps what the node learned and may lose: the objects known
+//! to have a durable version (`durable_objects`, a memo: a read-optimized write stores its
+//! object's marker version only the first time in the node's life), the completions of
+//! promises made on this node (`Completions`, which wake the awaits waiting here at once),
+//! and, on a node alone, `fresh_from`, a position past the node's start from which a root
+//! may read before its Init is logged. `visible_write` finds the write-log record a
+//! read-optimized read sees, migrations included; `Ops` counts what each protocol would
+//! cost, for `auto` (`switch.rs`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};

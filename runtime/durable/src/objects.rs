@@ -33,6 +33,10 @@
 //! Views (§5.4): a reader caches the object's state after the newest record it replayed
 //! in that record's aux data (with a transaction's outcome), so the next reader on the
 //! node replays only what is newer. Aux data is best-effort: a view lost is replayed.
+//!
+//! A transaction writes at most `TXN_WRITES_MAX` objects, so that its commit record's tags
+//! fit the log's limit. Whether a commit committed is decided recursively from the earlier
+//! commits in its window, remembered per node and in aux data.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -42,6 +46,7 @@ use tally_log_core::{BookId, Context, LogRecord, SeqNum};
 
 use crate::error::Error;
 use crate::node::{Abort, Durable, VALUE_MAX};
+use crate::record::kind;
 use crate::record::{self, Step};
 use crate::replay;
 use crate::tags::shadow;
@@ -380,8 +385,8 @@ enum Effect<'a> {
 
 fn effect_on<'a>(step: &'a Step, object: &str) -> Effect<'a> {
     match step {
-        Step::ObjectWrite { object: o, ops } if o == object => Effect::Ops(ops),
-        Step::TxnCommit { start, reads, writes } => match writes.iter().find(|(o, _)| o == object) {
+        Step::ObjectWrite(kind::ObjectWrite { object: o, ops }) if o == object => Effect::Ops(ops),
+        Step::TxnCommit(kind::TxnCommit { start, reads, writes }) => match writes.iter().find(|(o, _)| o == object) {
             Some((_, ops)) => Effect::Commit { start: *start, reads, ops },
             None => Effect::None,
         },
@@ -569,8 +574,8 @@ impl Txn {
     }
 
     /// The commit step: the read set, and the writes in the order of their objects.
-    pub fn commit_step(&self) -> Step {
-        Step::TxnCommit {
+    pub fn commit_step(&self) -> kind::TxnCommit {
+        kind::TxnCommit {
             start: self.start,
             reads: self.reads.iter().cloned().collect(),
             writes: self.writes.iter().map(|(o, ops)| (o.clone(), ops.clone())).collect(),

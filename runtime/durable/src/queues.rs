@@ -25,6 +25,7 @@ use tally_log_core::{BookId, Context, SeqNum};
 use crate::error::Error;
 use crate::id::InstanceId;
 use crate::node::{Abort, Durable};
+use crate::record::kind;
 use crate::record::{self, Step};
 use crate::replay;
 use crate::tags::shadow;
@@ -63,7 +64,7 @@ pub struct ShardView {
 }
 
 fn concerns(step: &Step, queue: &str, shard: u64) -> bool {
-    matches!(step, Step::QueuePush { queue: q, shard: s, .. } | Step::QueuePop { queue: q, shard: s, .. } if q == queue && *s == shard)
+    matches!(step, Step::QueuePush(kind::QueuePush { queue: q, shard: s, .. }) | Step::QueuePop(kind::QueuePop { queue: q, shard: s, .. }) if q == queue && *s == shard)
 }
 
 /// The shard after its last record at or below `at`.
@@ -83,11 +84,11 @@ pub(crate) async fn shard_at(
     while let Some((r, step)) = newer.next(svc, ctx, book).await? {
         view.popped = None;
         match step {
-            Step::QueuePush { .. } => {
+            Step::QueuePush(kind::QueuePush { .. }) => {
                 view.head = view.head.or(Some(r.seqnum.0));
                 view.pending += 1;
             }
-            Step::QueuePop { .. } if view.pending > 0 => {
+            Step::QueuePop(kind::QueuePop { .. }) if view.pending > 0 => {
                 let head = view.head.ok_or_else(|| Abort::internal(format!("shard {shard} of {queue:?} has no head")))?;
                 view.popped = Some(head);
                 view.pending -= 1;
@@ -96,7 +97,7 @@ pub(crate) async fn shard_at(
                     _ => Some(push_after(svc, ctx, book, queue, shard, head, r.seqnum.0).await?),
                 };
             }
-            Step::QueuePop { .. } => {}
+            Step::QueuePop(kind::QueuePop { .. }) => {}
             _ => unreachable!("only the shard's records are kept"),
         }
         newest = Some(r.seqnum);
@@ -124,7 +125,7 @@ async fn push_after(
         if r.seqnum.0 >= before {
             break;
         }
-        if let Step::QueuePush { queue: q, shard: s, .. } = record::decode::<Step>("step", &r.data)? {
+        if let Step::QueuePush(kind::QueuePush { queue: q, shard: s, .. }) = record::decode::<Step>("step", &r.data)? {
             if q == queue && s == shard {
                 return Ok(r.seqnum.0);
             }
@@ -146,7 +147,7 @@ pub(crate) async fn message_at(
     let tag = svc.tags.queue_shard(queue, shard);
     match svc.log.read_next(ctx, shadow(book), tag, SeqNum(seqnum)).await? {
         Some(r) if r.seqnum.0 == seqnum => match record::decode::<Step>("step", &r.data)? {
-            Step::QueuePush { message, .. } => Ok(message),
+            Step::QueuePush(kind::QueuePush { message, .. }) => Ok(message),
             other => Err(Abort::internal(format!("a pop got a {}, not a push", other.describe()))),
         },
         _ => Err(Abort::internal(format!("the push at {seqnum} of queue {queue:?} is gone"))),

@@ -42,11 +42,17 @@
 //!   position for a conditional append, say) is the same in every execution. Past the
 //!   recorded ones, it reads live. At most [`READ_BYTES_MAX`] bytes of records are
 //!   logged per step; reads past that are not logged either.
+//!
+//! A recorded `Clocks` step is this point's only if the execution read a clock there: a
+//! log-free write may come before the readings logged at the same position (a simulator
+//! finding). The host only supplies live values (`Attempt::wall_clock_ns`,
+//! `monotonic_clock_ns`, `random_bytes`), so that the simulator drives this same code.
 
 use std::collections::VecDeque;
 
 use sha2::{Digest, Sha256};
 
+use crate::record::kind;
 use crate::record::{ReadRecord, Reading, Step};
 
 /// Readings logged in one `Clocks` step at most (a record of about 50 KiB).
@@ -109,7 +115,7 @@ impl Recorder {
             return;
         }
         self.segment = match recorded {
-            Some(Step::Clocks { readings }) => {
+            Some(Step::Clocks(kind::Clocks { readings })) => {
                 let mut s = Segment::default();
                 for r in readings {
                     match r {
@@ -260,7 +266,7 @@ mod tests {
     use GuestClock::{Monotonic, Wall};
 
     fn clocks(readings: &[Reading]) -> Step {
-        Step::Clocks { readings: readings.to_vec() }
+        Step::Clocks(kind::Clocks { readings: readings.to_vec() })
     }
 
     #[test]
@@ -290,7 +296,7 @@ mod tests {
         assert!(r.fresh.is_empty(), "nothing read in replay is logged");
         // A recorded step that is not a reading: a read there is an extra one.
         r.follow(2, Some(&clocks(&[])));
-        r.follow(3, Some(&Step::Result { outcome: crate::Outcome::Ok(Default::default()) }));
+        r.follow(3, Some(&Step::Result(kind::Result { outcome: crate::Outcome::Ok(Default::default()) })));
         assert_eq!(r.read(Wall, 99), 8);
         assert!(r.fresh.is_empty());
         // Past the recorded history: live again, monotonic from the last reading on.

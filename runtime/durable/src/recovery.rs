@@ -19,6 +19,15 @@
 //!
 //! The same scan feeds garbage collection (`gc.rs`): it knows which instances are open
 //! and which finished, and when.
+//!
+//! Waits: a `Sleep`, `Delay` or `Retry` record (of the root or of a child) makes its root
+//! not due until its wake time plus `reexecute_after_ms` (the suspending node's timer wakes
+//! it on time; the scan is for a node that died), and a re-execution that suspends again is
+//! not a failure. A `Completed` record (for the promise's creator and the roots in its
+//! waiters stream) or a `Cancel` record makes its root due at once, also a root that was
+//! not tracked when the record was read. A root that logged an await with no timeout is run
+//! again a few times soon (its execution may have died between logging the wait and looking
+//! at the promise), then every ten minutes. A re-execution runs the root's own version.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, Weak};
@@ -29,6 +38,7 @@ use crate::error::Error;
 use crate::id::InstanceId;
 use crate::instance::{Instance, Of};
 use crate::node::Durable;
+use crate::record::kind;
 use crate::record::{self, Outcome, Step};
 use crate::tags::{shadow, APPENDED, INSTANCES};
 
@@ -128,7 +138,8 @@ impl BookScan {
         open_max: usize,
     ) -> Result<(), Error> {
         match step {
-            Step::Init { id, function, version, .. } | Step::InitKeyed { id, function, version, .. } => {
+            Step::Init(kind::Init { id, function, version, .. })
+            | Step::InitKeyed(kind::InitKeyed { id, function, version, .. }) => {
                 self.inits.insert(tag, r.seqnum.0);
                 if !id.is_root() {
                     return Ok(());
@@ -145,7 +156,9 @@ impl BookScan {
             }
             // A sleep of the root or of one of its children, a delayed start, or a
             // retry after a trap: the root is due then.
-            Step::Sleep { until_ms, root } | Step::Delay { until_ms, root } | Step::Retry { until_ms, root, .. } => {
+            Step::Sleep(kind::Sleep { until_ms, root })
+            | Step::Delay(kind::Delay { until_ms, root })
+            | Step::Retry(kind::Retry { until_ms, root, .. }) => {
                 if let Some(open) = self.open.get_mut(&d.tags.step(&root)) {
                     open.wake_ms = Some(until_ms);
                     open.attempts = 0;
@@ -157,21 +170,21 @@ impl BookScan {
             }
             // A promise was completed: the root that created it is due, and so are
             // those that logged a wait for it.
-            Step::Completed { promise, root, .. } => {
+            Step::Completed(kind::Completed { promise, root, .. }) => {
                 self.make_due(d, &root, open_max);
                 for waiter in d.promise_waiters(&mut self.ctx, book, &promise).await? {
                     self.make_due(d, &waiter, open_max);
                 }
             }
             // The root was cancelled: it is due, to see it.
-            Step::Cancel { root } => self.make_due(d, &root, open_max),
+            Step::Cancel(kind::Cancel { root }) => self.make_due(d, &root, open_max),
             // A refused child's whole history: started and finished at once.
-            Step::Refused { .. } => {
+            Step::Refused(kind::Refused { .. }) => {
                 self.inits.insert(tag, r.seqnum.0);
                 let seen_ms = d.clock.now_ms();
                 self.finished.push_back(Finished { step_tag: tag, result: r.seqnum.0, seen_ms, appended: false });
             }
-            Step::Result { .. } => {
+            Step::Result(kind::Result { .. }) => {
                 self.open.remove(&tag);
                 let (seen_ms, appended) = (d.clock.now_ms(), r.tags.contains(&APPENDED));
                 self.finished.push_back(Finished { step_tag: tag, result: r.seqnum.0, seen_ms, appended });
@@ -208,8 +221,10 @@ impl BookScan {
             at = r.seqnum.0 + 1;
             let Ok(step) = record::decode_steps("step", &r.data) else { continue };
             let Some(tag) = d.tags.step_log_of(&r.tags, &step) else { continue };
-            let Some(Step::Init { id, function, version, .. } | Step::InitKeyed { id, function, version, .. }) =
-                step.into_init_and_last().0
+            let Some(
+                Step::Init(kind::Init { id, function, version, .. })
+                | Step::InitKeyed(kind::InitKeyed { id, function, version, .. }),
+            ) = step.into_init_and_last().0
             else {
                 continue;
             };
@@ -218,12 +233,14 @@ impl BookScan {
             }
             let last = d.log.read_prev(&mut self.ctx, shadow(book), tag, SeqNum::MAX).await?;
             let last = last.map(|l| record::decode_last("step", &l.data));
-            let finished = matches!(last, None | Some(Ok(Step::Result { .. })));
+            let finished = matches!(last, None | Some(Ok(Step::Result(kind::Result { .. }))));
             if !finished {
                 let seen_ms = d.clock.now_ms();
                 let wake_ms = match last {
                     _ if self.woken_untracked.remove(&tag) => None,
-                    Some(Ok(Step::Sleep { until_ms, .. } | Step::Delay { until_ms, .. })) => Some(until_ms),
+                    Some(Ok(Step::Sleep(kind::Sleep { until_ms, .. }) | Step::Delay(kind::Delay { until_ms, .. }))) => {
+                        Some(until_ms)
+                    }
                     _ => None,
                 };
                 self.open.insert(

@@ -3,11 +3,17 @@
 //! `locks.rs` are each a fold of their stream's records, and a reader starts from the
 //! newest state some reader cached in a record's aux data (Boki §5.4), so it replays
 //! only what is newer.
+//!
+//! Where garbage collection trimmed a stream, it checkpointed the stream first (`gc.rs`),
+//! and a reader starts from the newest checkpoint. `aux_views = false` in `[state]` turns
+//! the views off (Boki's Table 7 baseline), so that every reader replays from a checkpoint
+//! or the stream's start.
 
 use bytes::Bytes;
 use tally_log_core::{BookId, Context, LogRecord, SeqNum, Tag};
 
 use crate::node::{Abort, Durable};
+use crate::record::kind;
 use crate::record::{self, Step};
 use crate::tags::shadow;
 
@@ -100,7 +106,7 @@ pub(crate) async fn checkpoints(svc: &Durable, ctx: &mut Context, book: BookId, 
     let mut found = Vec::new();
     let mut at = 0u64;
     while let Some(r) = svc.log.read_next(ctx, shadow(book), stream, SeqNum(at)).await? {
-        if let Step::Checkpoint { covers, views } = record::decode("checkpoint", &r.data)? {
+        if let Step::Checkpoint(kind::Checkpoint { covers, views }) = record::decode("checkpoint", &r.data)? {
             if let Some((_, view)) = views.into_iter().find(|(t, _)| *t == tag.0) {
                 found.push(Checkpoint { seqnum: r.seqnum.0, covers, view });
             }

@@ -31,6 +31,9 @@
 //! that came due while no node drove the schedule (the latest fires, all fire oldest
 //! first, or none that is more than `LATE_MS` late). Ticks are on the wall clock:
 //! every `every_ms` since the Unix epoch, or a cron expression's minutes in UTC.
+//!
+//! Both policies are decided from the state and the last invocation's status by
+//! `State::plan`, which is pure and unit-tested.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, Weak};

@@ -33,6 +33,21 @@
 //! 3. append End. The switch is listed in a platform stream, and the owner of its book
 //!    (see [`crate::Peers`]) completes the switches left unfinished: the node that began
 //!    one may have died, and ownership moves on when nodes leave.
+//!
+//! Quiescence counts a root finished when its Result is read, or when its step log ends in
+//! a Result or was collected whole: garbage collection may trim the Result from the
+//! INSTANCES stream before the switch reads it.
+//!
+//! `auto` is decided by the book's owner from the traffic that reaches it, with a band
+//! (`HYSTERESIS`) against flapping. It does not use §4.6's criterion, which weighs reads
+//! against writes because Halfmoon's read-optimized writes and write-optimized reads each
+//! cost an append: here both wait for the invocation's next record, so each instance
+//! counts, from the order of its operations on a table, the appends and synced store writes
+//! each protocol would make (`Ops` in `node.rs`: a read after writes costs read-optimized
+//! an append; a run of writes costs write-optimized a sync, and an append when it follows
+//! reads or a deferred Init), and `auto` picks the cheaper, a sync weighing
+//! `auto_sync_cost` appends. A lazily started invocation costs write-optimized as many
+//! appends or more whatever its order, so such traffic keeps a table read-optimized.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Weak};
@@ -43,6 +58,7 @@ use tally_log_core::{BookId, Context, Error as LogError, SeqNum, Tag};
 use crate::config::Protocol;
 use crate::error::Error;
 use crate::node::{check_table, store_table, visible_write, written_value, Abort, Durable, Ops};
+use crate::record::kind;
 use crate::record::{self, Step, TableRef, Transition};
 use crate::store::{Family, Version};
 use crate::tags::{shadow, INSTANCES, PLATFORM_BOOK, SWITCHES};
@@ -263,10 +279,12 @@ impl Durable {
                 let (init, last) = step.into_init_and_last();
                 for step in init.into_iter().chain(last) {
                     match step {
-                        Step::Init { id, .. } | Step::InitKeyed { id, .. } if id.is_root() && r.seqnum.0 < before => {
+                        Step::Init(kind::Init { id, .. }) | Step::InitKeyed(kind::InitKeyed { id, .. })
+                            if id.is_root() && r.seqnum.0 < before =>
+                        {
                             open.insert(step_tag);
                         }
-                        Step::Result { .. } => {
+                        Step::Result(kind::Result { .. }) => {
                             open.remove(&step_tag);
                         }
                         _ => {}
@@ -281,7 +299,7 @@ impl Durable {
                 let last = self.log.read_prev(ctx, shadow(book), tag, SeqNum::MAX).await?;
                 let finished = match last {
                     None => true,
-                    Some(l) => matches!(record::decode_last("step", &l.data), Ok(Step::Result { .. })),
+                    Some(l) => matches!(record::decode_last("step", &l.data), Ok(Step::Result(kind::Result { .. }))),
                 };
                 if finished {
                     open.remove(&tag);
@@ -321,7 +339,12 @@ impl Durable {
                 // value and names the same version.
                 let version = migration_version(s.begin, key);
                 self.store.put_version(&st, key, version, value).await?;
-                let m = Step::Write { table: table.to_string(), key: key.clone(), version, migrated_from: Some(v.cursor) };
+                let m = Step::Write(kind::Write {
+                    table: table.to_string(),
+                    key: key.clone(),
+                    version,
+                    migrated_from: Some(v.cursor),
+                });
                 let claim = self.tags.migration(s.begin, table, key);
                 let tags = [claim, self.tags.object(table, key)];
                 match self.log.cond_append(ctx, shadow(book), &tags, record::encode(&m), claim, 0).await {

@@ -1,6 +1,14 @@
 //! Every platform book and platform tag comes from here, so that no two platform streams
 //! share a tag and no user input can name one.
 //!
+//! Derived tags name step logs, write logs, transition logs, migration claims, the
+//! libraries' streams and their checkpoints, a promise's stream and its waiters, a root's
+//! cancel stream, an instance's retry stream and a schedule's stream. A node remembers the
+//! object tags it derived lately (`memo.rs`), since a SHA-256 costs as much as a whole
+//! read-optimized read on a CPU without SHA extensions. An instance derives its two marks
+//! from its step tag at its first append; a user client strips marks from every record it
+//! returns.
+//!
 //! ```text
 //!   books   shadow(b) = b | 2^63      user book b's exactly-once records (step logs,
 //!                                     write logs, transition logs, instances stream)
@@ -39,6 +47,7 @@ use tally_log_core::{BookId, Tag};
 
 use crate::id::InstanceId;
 use crate::memo::Memo;
+use crate::record::kind;
 use crate::record::Step;
 
 /// The platform book of the registry and the platform-wide lists.
@@ -176,10 +185,12 @@ impl TagKey {
     /// stream.)
     pub fn step_log_of(&self, tags: &[Tag], step: &Step) -> Option<Tag> {
         let objects: Vec<Tag> = match step {
-            Step::Group { steps } => steps
+            Step::Group(kind::Group { steps }) => steps
                 .iter()
                 .filter_map(|s| match s {
-                    Step::Write { table, key, .. } | Step::Put { table, key, .. } => Some(self.object(table, key)),
+                    Step::Write(kind::Write { table, key, .. }) | Step::Put(kind::Put { table, key, .. }) => {
+                        Some(self.object(table, key))
+                    }
                     _ => None,
                 })
                 .collect(),
@@ -288,9 +299,10 @@ mod tests {
         // An object whose tag sorts before the step log's, as the engine sorts a record's
         // tags: the first derived tag of the record is then the object's.
         let object = (0u32..).map(|n| n.to_be_bytes()).find(|k| key.object("t", k) < step).expect("one sorts first");
-        let write = Step::Write { table: "t".into(), key: Bytes::copy_from_slice(&object), version: 1, migrated_from: None };
-        let result = Step::Result { outcome: crate::record::Outcome::Ok(Bytes::new()) };
-        let group = Step::Group { steps: vec![write, result.clone()] };
+        let write =
+            Step::Write(kind::Write { table: "t".into(), key: Bytes::copy_from_slice(&object), version: 1, migrated_from: None });
+        let result = Step::Result(kind::Result { outcome: crate::record::Outcome::Ok(Bytes::new()) });
+        let group = Step::Group(kind::Group { steps: vec![write, result.clone()] });
         let mut tags = vec![step, key.object("t", &object), INSTANCES, APPENDED];
         tags.sort_unstable();
         assert_eq!(key.step_log_of(&tags, &group), Some(step));

@@ -1,9 +1,12 @@
 //! Tally's wasmtime host: user functions (Wasm components of world
-//! `tally:platform/function`) run in a fresh instance per invocation under their
-//! limits, with the `log`, `state`, `invoke` and `context` imports; the function
-//! registry, kept in a platform book of the shared log, that deploys and loads them;
-//! and [`HostFunctions`], the exactly-once core's `Functions` on both, with tokio as its
-//! `Clock` and `Spawn` ([`Tokio`]).
+//! `tally:platform/function`) run in a fresh instance per invocation under their limits,
+//! with the `log`, `state`, `objects`, `queues`, `locks`, `invoke` and `context` imports;
+//! the function registry, kept in a platform book of the shared log, that deploys and loads
+//! them; and [`HostFunctions`], the exactly-once core's `Functions` on both, with tokio as
+//! its `Clock` and `Spawn` ([`Tokio`]). Beside them: [`Limits`] and [`NodeLimits`]
+//! (`limits.rs`), which the node's configuration holds and the host applies, and
+//! [`Metrics`] (`metrics.rs`), the node's one set of counters, which the host updates and
+//! the gateway renders.
 //!
 //! ```text
 //!   tally_durable::Durable ── Functions::run(Attempt) ──► HostFunctions (functions.rs)
@@ -24,6 +27,9 @@
 //! here). Those are `tally-runtime`'s and `tally-state`'s; `tally-runtime` depends on
 //! this crate, never the other way, and `tally-state` and this crate know nothing of
 //! each other.
+//!
+//! This is the one crate that knows wasmtime: what an invocation means is the exactly-once
+//! core's, how it arrives is the gateway's.
 
 mod clock;
 mod functions;

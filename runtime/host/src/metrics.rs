@@ -1,4 +1,9 @@
 //! Counters of the runtime, rendered in the Prometheus text format for `GET /metrics`.
+//!
+//! The host updates them and the gateway renders them: per function, invocations by
+//! outcome, wall time, instantiation time, reset time and each instance's peak linear
+//! memory (over all its memories, counted by the store's limiter); per node, instances
+//! running, deploys, re-executions and results replayed from the log.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;

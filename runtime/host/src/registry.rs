@@ -15,6 +15,20 @@
 //! again whenever a name it does not know is asked for. A loaded version is shared by
 //! `Arc`: a redeploy replaces the current version while invocations in flight finish
 //! on the one they started with.
+//!
+//! `REGISTRY_BOOK` is `tally_durable::PLATFORM_BOOK`, and `MANIFESTS` one of its fixed
+//! tags. A version is named for ever by its manifest's seqnum, which is what an Init record
+//! carries: [`Registry::version`] loads any earlier version again (a bounded cache keeps
+//! the last few) for re-executions of invocations that began on it. A current version that
+//! cannot be loaded on this node is `function_unavailable` (transient), not
+//! `function_not_found`. A client's position (`Tally-Position`) makes a lookup read the
+//! manifests at least that far, so that a function deployed or redeployed through another
+//! node is the one run.
+//!
+//! **Architecture Invariant:** manifests are read by nodes older than their writer. Unknown
+//! fields and limits are ignored (`ManifestLimits` has defaults for all), unknown
+//! operations are skipped (`Manifest::Unknown`): a new field needs a default, and a new
+//! operation must not change the version numbering older nodes derive.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};

@@ -1,12 +1,13 @@
 //! The deterministic simulator: the real state machines over a seeded simulated
 //! network and disk.
 //!
-//! One seed fixes everything: message delays, loss, duplication, reordering,
-//! partitions, crashes and restarts (the controller's too: it restarts from its
-//! store), disk latency, and the clients' requests. A run has a safety phase with
-//! faults, then a liveness phase without them in which every crashed node restarts and
-//! every partition heals; the log must then catch up and serve every client. After every event the oracle checks what happened (see
-//! [`oracle`]); the first violation ends the run with "reproduce with seed=N".
+//! One seed fixes everything: message delays, loss, duplication, reordering, partitions,
+//! crashes and restarts (the controller's too: it restarts from its store), disk latency,
+//! and the clients' requests. A run has a safety phase with faults, then a liveness phase
+//! without them in which every crashed node restarts and every partition heals; the log
+//! must then catch up and serve every client. After every event the oracle checks what
+//! happened (see [`oracle`]); the first violation ends the run with "reproduce with
+//! seed=N".
 //!
 //! Faults besides those: a sequencer crashing between sending an entry to its backups and
 //! persisting it; power losses (every node and the controller crash at once, and storage

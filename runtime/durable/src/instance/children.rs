@@ -16,11 +16,10 @@ impl Instance {
         self.init_checked(ctx).await?;
         self.log_clocks(ctx).await?;
         self.step_gate(ctx).await?;
-        let asked = Step::Invoke { function: function.to_string(), input_sha256, outcome: Outcome::Ok(Bytes::new()) };
-        if let Some(r) = self.recorded(&asked)? {
-            self.take(r.seqnum);
-            let Step::Invoke { outcome, .. } = r.step else { unreachable!("recorded checks the kind") };
-            return Ok(Ok(outcome));
+        let asked =
+            Step::Invoke(kind::Invoke { function: function.to_string(), input_sha256, outcome: Outcome::Ok(Bytes::new()) });
+        if let Some((_, called)) = self.take_recorded::<kind::Invoke>(&asked)? {
+            return Ok(Ok(called.outcome));
         }
         let step = u32::try_from(self.next).map_err(|_| Abort::internal("more than 2^32 steps"))?;
         Ok(Err(self.id.child(step)))
@@ -40,10 +39,7 @@ impl Instance {
             // (its call gets the child's outcome, which is logged as any other).
             self.cancel_checked_ms = None;
         }
-        let step = Step::Invoke { function: function.to_string(), input_sha256, outcome };
-        match self.log_step(ctx, step, &[]).await?.step {
-            Step::Invoke { outcome, .. } => Ok(outcome),
-            _ => unreachable!("log_step checks the kind"),
-        }
+        let step = kind::Invoke { function: function.to_string(), input_sha256, outcome };
+        Ok(self.log(ctx, step, &[]).await?.outcome)
     }
 }

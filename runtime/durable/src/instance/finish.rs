@@ -25,7 +25,7 @@ impl Instance {
         self.flush(ctx).await?;
         self.load_steps(ctx, self.steps.last().map_or(0, |r| r.seqnum)).await?;
         let logged = self.steps.iter().find_map(|r| match &r.step {
-            Step::Result { outcome } => Some(outcome.clone()),
+            Step::Result(kind::Result { outcome }) => Some(outcome.clone()),
             _ => None,
         });
         if let Some(outcome) = logged {
@@ -61,11 +61,9 @@ impl Instance {
         }
         let Some(unchanged) = self.deferred.clone() else { return Ok(false) };
         let only_reads = self.latest.is_empty()
-            && self
-                .pending
-                .iter()
-                .skip(1)
-                .all(|p| p.write.is_none() && matches!(p.step, Step::Read { .. } | Step::Clocks { .. }));
+            && self.pending.iter().skip(1).all(|p| {
+                p.write.is_none() && matches!(p.step, Step::Read(kind::Read { .. }) | Step::Clocks(kind::Clocks { .. }))
+            });
         let guest = matches!(outcome, Outcome::Ok(_) | Outcome::Failed(_));
         if !only_reads || !guest || self.cancelled || self.txn.is_some() || !self.held.is_empty() || !self.steps.is_empty() {
             return Ok(false);
@@ -101,9 +99,6 @@ impl Instance {
         self.txn = None;
         self.release_held(ctx, replayed).await?;
         let tags: &[Tag] = if self.marked { &[INSTANCES, APPENDED] } else { &[INSTANCES] };
-        match self.log_step(ctx, Step::Result { outcome }, tags).await?.step {
-            Step::Result { outcome } => Ok(outcome),
-            _ => unreachable!("log_step checks the kind"),
-        }
+        Ok(self.log(ctx, kind::Result { outcome }, tags).await?.outcome)
     }
 }

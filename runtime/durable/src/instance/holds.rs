@@ -30,12 +30,15 @@ impl Instance {
         let mut first_seen: Option<u64> = None;
         self.log_clocks(ctx).await?;
         loop {
-            let asked = Step::LockTry { lock: lock.clone(), holder: holder.clone(), root: self.id.root(), prev: 0, last: false };
-            let r = match self.recorded(&asked)? {
-                Some(r) => {
-                    self.take(r.seqnum);
-                    r
-                }
+            let asked = Step::LockTry(kind::LockTry {
+                lock: lock.clone(),
+                holder: holder.clone(),
+                root: self.id.root(),
+                prev: 0,
+                last: false,
+            });
+            let (seqnum, tried) = match self.take_recorded::<kind::LockTry>(&asked)? {
+                Some(taken) => taken,
                 None => {
                     let view = locks::lock_at(&self.svc, ctx, self.book, &lock, u64::MAX).await?;
                     let now = self.svc.clock.now_ms();
@@ -50,12 +53,12 @@ impl Instance {
                     }
                     let last = view.holder.is_some();
                     let (root, prev) = (self.id.root(), view.tail);
-                    let step = Step::LockTry { lock: lock.clone(), holder: holder.clone(), root, prev, last };
-                    self.log_step(ctx, step, &[self.svc.tags.lock(&lock)]).await?
+                    let step = kind::LockTry { lock: lock.clone(), holder: holder.clone(), root, prev, last };
+                    self.log_seqnum(ctx, step, &[self.svc.tags.lock(&lock)]).await?
                 }
             };
-            let Step::LockTry { last, .. } = r.step else { unreachable!("recorded checks the kind") };
-            let view = locks::lock_at(&self.svc, ctx, self.book, &lock, r.seqnum).await?;
+            let last = tried.last;
+            let view = locks::lock_at(&self.svc, ctx, self.book, &lock, seqnum).await?;
             if view.holder.as_ref() == Some(&holder) {
                 self.held.insert(lock);
                 return Ok(true);
@@ -78,7 +81,7 @@ impl Instance {
         }
         let holder = self.id.to_string();
         self.log_clocks(ctx).await?;
-        let asked = Step::LockRelease { lock: lock.clone(), holder: holder.clone(), prev: 0 };
+        let asked = Step::LockRelease(kind::LockRelease { lock: lock.clone(), holder: holder.clone(), prev: 0 });
         let step = match self.recorded(&asked)? {
             Some(_) => asked,
             None => {
@@ -86,7 +89,7 @@ impl Instance {
                 if view.holder.as_ref() != Some(&holder) {
                     return Err(Abort::internal(format!("{lock} is held by {:?}, not by its holder", view.holder)));
                 }
-                Step::LockRelease { lock: lock.clone(), holder, prev: view.tail }
+                Step::LockRelease(kind::LockRelease { lock: lock.clone(), holder, prev: view.tail })
             }
         };
         let tag = self.svc.tags.lock(&lock);
@@ -132,13 +135,13 @@ impl Instance {
             let mut held = std::collections::BTreeSet::new();
             for r in self.steps.clone() {
                 match r.step {
-                    Step::LockTry { lock, .. } => {
+                    Step::LockTry(kind::LockTry { lock, .. }) => {
                         let LockView { holder: h, .. } = locks::lock_at(&self.svc, ctx, self.book, &lock, r.seqnum).await?;
                         if h.as_ref() == Some(&holder) {
                             held.insert(lock);
                         }
                     }
-                    Step::LockRelease { lock, .. } => {
+                    Step::LockRelease(kind::LockRelease { lock, .. }) => {
                         held.remove(&lock);
                     }
                     _ => {}

@@ -25,8 +25,8 @@ impl Instance {
             self.svc.register_book(self.book).await?;
             let (id, function, version, input) = (self.id.clone(), self.function.clone(), self.version, input.clone());
             let init = match self.key.clone() {
-                None => Step::Init { id, function, version, input },
-                Some(key) => Step::InitKeyed { id, function, version, input, key },
+                None => Step::Init(kind::Init { id, function, version, input }),
+                Some(key) => Step::InitKeyed(kind::InitKeyed { id, function, version, input, key }),
             };
             let tags = [self.step_tag, INSTANCES];
             let appended = self.svc.log.cond_append(ctx, self.shadow(), &tags, record::encode(&init), self.step_tag, 0).await;
@@ -52,11 +52,12 @@ impl Instance {
             ))));
         };
         match &first.step {
-            Step::Init { id, function, version, input } | Step::InitKeyed { id, function, version, input, .. }
+            Step::Init(kind::Init { id, function, version, input })
+            | Step::InitKeyed(kind::InitKeyed { id, function, version, input, .. })
                 if *id == self.id =>
             {
                 let key = match &first.step {
-                    Step::InitKeyed { key, .. } => Some(key.clone()),
+                    Step::InitKeyed(kind::InitKeyed { key, .. }) => Some(key.clone()),
                     _ => None,
                 };
                 // Only a client reusing an idempotency key for another request gets here.
@@ -71,7 +72,7 @@ impl Instance {
                 self.input = Some(input.clone());
                 self.key = key;
             }
-            Step::Refused { id, function, outcome } if *id == self.id => {
+            Step::Refused(kind::Refused { id, function, outcome }) if *id == self.id => {
                 if *function != self.function {
                     return Err(Abort::Ended(Error::Conflict(format!(
                         "invocation {} was started with another function",
@@ -91,7 +92,7 @@ impl Instance {
         self.next = 1;
         self.follow();
         let result = self.steps.iter().find_map(|r| match &r.step {
-            Step::Result { outcome } => Some(outcome.clone()),
+            Step::Result(kind::Result { outcome }) => Some(outcome.clone()),
             _ => None,
         });
         Ok(match result {
@@ -127,7 +128,7 @@ impl Instance {
         if let Some(fresh) = &self.svc.fresh_from {
             ctx.merge(fresh);
         }
-        let init = Step::Init { id: self.id.clone(), function: self.function.clone(), version: self.version, input };
+        let init = Step::Init(kind::Init { id: self.id.clone(), function: self.function.clone(), version: self.version, input });
         self.deferred = Some(Vec::new());
         self.pending.push(Pending { record_bytes: record::encoded_len(&init), step: init, write: None });
         self.next = 1;
@@ -160,7 +161,8 @@ impl Instance {
     /// Logs `outcome` as the whole history of a child refused before it ran, or finds
     /// what a peer logged first: that refusal, or the start of a real run.
     pub async fn refuse(&mut self, ctx: &mut Context, outcome: Outcome) -> Result<Started, Abort> {
-        let refused = Step::Refused { id: self.id.clone(), function: self.function.clone(), outcome: outcome.clone() };
+        let refused =
+            Step::Refused(kind::Refused { id: self.id.clone(), function: self.function.clone(), outcome: outcome.clone() });
         let tags = [self.step_tag, INSTANCES];
         match self.svc.log.cond_append(ctx, self.shadow(), &tags, record::encode(&refused), self.step_tag, 0).await {
             Ok(_) => Ok(Started::Finished(outcome)),

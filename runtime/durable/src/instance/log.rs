@@ -56,13 +56,9 @@ impl Instance {
         self.before_append(ctx).await?;
         self.step_gate(ctx).await?;
         let data_sha256 = input_sha256(&data);
-        let step = |outcome| Step::CondAppend { tag: cond_tag.0, position, data_sha256, outcome };
-        let outcome = match self.recorded(&step(CondOutcome::Conflict(None)))? {
-            Some(Recorded { step: Step::CondAppend { outcome, .. }, seqnum }) => {
-                self.take(seqnum);
-                outcome
-            }
-            Some(_) => unreachable!("recorded checks the kind"),
+        let step = |outcome| kind::CondAppend { tag: cond_tag.0, position, data_sha256, outcome };
+        let outcome = match self.take_recorded::<kind::CondAppend>(&step(CondOutcome::Conflict(None)).into())? {
+            Some((_, logged)) => logged.outcome,
             None => {
                 self.check_unfinished(ctx).await?;
                 let mut marked = tags.to_vec();
@@ -77,10 +73,7 @@ impl Instance {
                     Err(e @ (LogError::InvalidArgument(_) | LogError::TooLarge { .. })) => return Ok(Err(e)),
                     Err(e) => return Err(e.into()),
                 };
-                match self.log_step(ctx, step(got), &[]).await?.step {
-                    Step::CondAppend { outcome, .. } => outcome,
-                    _ => unreachable!("log_step checks the kind"),
-                }
+                self.log(ctx, step(got), &[]).await?.outcome
             }
         };
         match outcome {

@@ -16,7 +16,7 @@ impl Instance {
         }
         self.init_checked(ctx).await?;
         let shard = queues::shard_of(&self.id);
-        let step = Step::QueuePush { queue: queue.to_string(), shard, message };
+        let step = Step::QueuePush(kind::QueuePush { queue: queue.to_string(), shard, message });
         self.log_clocks(ctx).await?;
         self.log_step(ctx, step, &[self.svc.tags.queue_shard(queue, shard)]).await?;
         self.svc.completions.notify(&queues::wake_key(self.book, queue));
@@ -42,12 +42,9 @@ impl Instance {
         let wake = queues::wake_key(self.book, queue);
         self.log_clocks(ctx).await?;
         loop {
-            let asked = Step::QueuePop { queue: queue.to_string(), shard: own, last: false };
-            let r = match self.recorded(&asked)? {
-                Some(r) => {
-                    self.take(r.seqnum);
-                    r
-                }
+            let asked = Step::QueuePop(kind::QueuePop { queue: queue.to_string(), shard: own, last: false });
+            let (seqnum, pop) = match self.take_recorded::<kind::QueuePop>(&asked)? {
+                Some(taken) => taken,
                 None => {
                     let mut found = None;
                     for k in 0..queues::SHARDS {
@@ -64,12 +61,12 @@ impl Instance {
                         continue;
                     }
                     let shard = found.unwrap_or(own);
-                    let step = Step::QueuePop { queue: queue.to_string(), shard, last: found.is_none() };
-                    self.log_step(ctx, step, &[self.svc.tags.queue_shard(queue, shard)]).await?
+                    let step = kind::QueuePop { queue: queue.to_string(), shard, last: found.is_none() };
+                    self.log_seqnum(ctx, step, &[self.svc.tags.queue_shard(queue, shard)]).await?
                 }
             };
-            let Step::QueuePop { shard, last, .. } = r.step else { unreachable!("recorded checks the kind") };
-            let view = queues::shard_at(&self.svc, ctx, self.book, queue, shard, r.seqnum).await?;
+            let kind::QueuePop { shard, last, .. } = pop;
+            let view = queues::shard_at(&self.svc, ctx, self.book, queue, shard, seqnum).await?;
             match view.popped {
                 Some(push) => return Ok(Some(queues::message_at(&self.svc, ctx, self.book, queue, shard, push).await?)),
                 None if last => return Ok(None),

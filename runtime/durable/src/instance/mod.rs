@@ -69,6 +69,7 @@ use crate::locks::{self, LockView};
 use crate::node::{fresher_value, visible_write, written_value, Abort, Durable, LastOp, Ops};
 use crate::objects::{self, ObjOp, Txn};
 use crate::queues;
+use crate::record::kind::{self, Kind};
 use crate::record::{
     self, input_sha256, Awaited, CondOutcome, InvocationKey, LockId, Outcome, ReadRecord, Reading, Step, Transition,
 };
@@ -187,6 +188,10 @@ struct PendingWrite {
     st: String,
     key: Bytes,
     value: Option<Bytes>,
+    /// The version its step names, and whether that is a marker (a `Put`'s: the value
+    /// is in the record) rather than the stored value (a `Write`'s).
+    version: u64,
+    marker: bool,
     stored: bool,
 }
 
@@ -399,7 +404,7 @@ impl Instance {
         let readings = self.recorder.take_fresh();
         if readings.is_empty() {
             match self.steps.get(self.next) {
-                Some(r @ Recorded { step: Step::Clocks { .. }, .. }) if self.recorder.read_at_step() => {
+                Some(r @ Recorded { step: Step::Clocks(kind::Clocks { .. }), .. }) if self.recorder.read_at_step() => {
                     let seqnum = r.seqnum;
                     self.take(seqnum);
                 }
@@ -413,9 +418,9 @@ impl Instance {
     /// Logs live readings here, or compares them with a record that a peer put here
     /// since (`log_step` takes a recorded step as it is).
     async fn log_readings(&mut self, ctx: &mut Context, readings: Vec<Reading>) -> Result<(), Abort> {
-        let logged = self.log_step(ctx, Step::Clocks { readings: readings.clone() }, &[]).await?;
+        let logged = self.log_step(ctx, Step::Clocks(kind::Clocks { readings: readings.clone() }), &[]).await?;
         match logged.step {
-            Step::Clocks { readings: theirs } if theirs == readings => Ok(()),
+            Step::Clocks(kind::Clocks { readings: theirs }) if theirs == readings => Ok(()),
             // A peer logged its own readings here first: what this execution read is not
             // the invocation's, so it stops before acting on it and runs again.
             _ => Err(Abort::Superseded),

@@ -10,7 +10,7 @@ impl Instance {
         match self.svc.log.read_prev(ctx, self.shadow(), root, SeqNum::MAX).await? {
             None => Err(Abort::Superseded),
             Some(r) => match record::decode_last("step", &r.data)? {
-                Step::Result { .. } => Err(Abort::Superseded),
+                Step::Result(kind::Result { .. }) => Err(Abort::Superseded),
                 _ => Ok(()),
             },
         }
@@ -64,7 +64,7 @@ impl Instance {
                 } else {
                     self.log_clocks(ctx).await?;
                 }
-                let asked = Step::Read { table: table.to_string(), key: Bytes::copy_from_slice(key), value: None };
+                let asked = Step::Read(kind::Read { table: table.to_string(), key: Bytes::copy_from_slice(key), value: None });
                 let value = match self.recorded(&asked)? {
                     Some(_) => None,
                     None if protocol == Effective::Transitional => {
@@ -72,17 +72,13 @@ impl Instance {
                     }
                     None => store.get_latest(&st, key).await?.and_then(|(_, v)| v),
                 };
-                let step = Step::Read { table: table.to_string(), key: Bytes::copy_from_slice(key), value };
-                if live && self.steps.get(self.next).is_none() && self.readings_fit(&step) {
-                    let Step::Read { value, .. } = &step else { unreachable!("built above") };
-                    let value = value.clone();
-                    self.take_pending(ctx, step, None).await?;
+                let read = kind::Read { table: table.to_string(), key: Bytes::copy_from_slice(key), value };
+                if live && self.steps.get(self.next).is_none() && self.readings_fit(&read) {
+                    let value = read.value.clone();
+                    self.take_pending(ctx, read.into(), None).await?;
                     return Ok(value);
                 }
-                match self.log_step(ctx, step, &[]).await?.step {
-                    Step::Read { value, .. } => Ok(value),
-                    _ => unreachable!("log_step checks the kind"),
-                }
+                Ok(self.log(ctx, read, &[]).await?.value)
             }
         }
     }
@@ -98,11 +94,11 @@ impl Instance {
         table: &str,
         key: &[u8],
     ) -> Result<Option<Option<Bytes>>, Abort> {
-        let is_read = |r: Option<&Recorded>| matches!(r, Some(Recorded { step: Step::Read { table: t, key: k, .. }, .. }) if t == table && k == key);
-        let clocks_first = matches!(self.steps.get(self.next), Some(Recorded { step: Step::Clocks { .. }, .. }));
+        let is_read = |r: Option<&Recorded>| matches!(r, Some(Recorded { step: Step::Read(kind::Read { table: t, key: k, .. }), .. }) if t == table && k == key);
+        let clocks_first = matches!(self.steps.get(self.next), Some(Recorded { step: Step::Clocks(kind::Clocks { .. }), .. }));
         if is_read(self.steps.get(self.next)) || (clocks_first && is_read(self.steps.get(self.next + 1))) {
             self.log_clocks(ctx).await?;
-            if let Some(Recorded { step: Step::Read { value, .. }, seqnum }) = self.steps.get(self.next).cloned() {
+            if let Some(Recorded { step: Step::Read(kind::Read { value, .. }), seqnum }) = self.steps.get(self.next).cloned() {
                 self.take(seqnum);
                 return Ok(Some(value));
             }
@@ -127,7 +123,7 @@ impl Instance {
                 }
             },
         };
-        let step = Step::Read { table: table.to_string(), key: Bytes::copy_from_slice(key), value: value.clone() };
+        let step = Step::Read(kind::Read { table: table.to_string(), key: Bytes::copy_from_slice(key), value: value.clone() });
         self.take_pending(ctx, step, None).await?;
         Ok(Some(value))
     }
@@ -175,22 +171,22 @@ impl Instance {
                 let key_bytes = Bytes::copy_from_slice(key);
                 let (t, k) = (table.to_string(), key_bytes.clone());
                 let write = match inline {
-                    true => Step::Put { table: t, key: k, version, value: value.clone() },
-                    false => Step::Write { table: t, key: k, version, migrated_from: None },
+                    true => Step::Put(kind::Put { table: t, key: k, version, value: value.clone() }),
+                    false => Step::Write(kind::Write { table: t, key: k, version, migrated_from: None }),
                 };
                 if let Some(r) = self.recorded(&write)? {
                     self.take(r.seqnum);
                     return Ok(());
                 }
                 let object = self.svc.tags.object(table, key);
-                let taken = PendingWrite { object, st, key: key_bytes, value, stored: false };
+                let taken = PendingWrite { object, st, key: key_bytes, value, version, marker: inline, stored: false };
                 self.take_pending(ctx, write, Some(taken)).await
             }
             Effective::Transitional => {
                 let step = self.next;
                 let version = version_of(&self.id, step, false);
                 let key_bytes = Bytes::copy_from_slice(key);
-                let write = Step::Write { table: table.to_string(), key: key_bytes, version, migrated_from: None };
+                let write = Step::Write(kind::Write { table: table.to_string(), key: key_bytes, version, migrated_from: None });
                 if self.recorded(&write)?.is_none() {
                     store.put_version(&st, key, version, value.clone()).await?;
                     self.effect()?;
@@ -221,10 +217,9 @@ impl Instance {
                 Ok(())
             }
             Effective::Symmetric => {
-                let step = Step::LoggedWrite { table: table.to_string(), key: Bytes::copy_from_slice(key), value };
-                let r = self.log_step(ctx, step, &[]).await?;
-                let Step::LoggedWrite { value, .. } = r.step else { unreachable!("log_step checks the kind") };
-                store.put_if_newer(&st, key, Version { cursor: r.seqnum, counter: 0 }, value).await?;
+                let step = kind::LoggedWrite { table: table.to_string(), key: Bytes::copy_from_slice(key), value };
+                let (seqnum, logged) = self.log_seqnum(ctx, step, &[]).await?;
+                store.put_if_newer(&st, key, Version { cursor: seqnum, counter: 0 }, logged.value).await?;
                 self.effect()
             }
         }

@@ -34,6 +34,34 @@ impl Instance {
         }
     }
 
+    /// Logs a step of kind `K` ([`Instance::log_step`]) and returns what holds its place:
+    /// the step itself, or what an earlier execution or a peer logged there, which is of
+    /// the same kind (`recorded` refuses another as non-determinism), with its seqnum.
+    pub(super) async fn log_seqnum<K: Kind>(&mut self, ctx: &mut Context, step: K, extra: &[Tag]) -> Result<(u64, K), Abort> {
+        let logged = self.log_step(ctx, step.into(), extra).await?;
+        Ok((logged.seqnum, self.of_kind(logged.step)?))
+    }
+
+    /// [`Instance::log_seqnum`] without the seqnum.
+    pub(super) async fn log<K: Kind>(&mut self, ctx: &mut Context, step: K, extra: &[Tag]) -> Result<K, Abort> {
+        Ok(self.log_seqnum(ctx, step, extra).await?.1)
+    }
+
+    /// The step recorded at the place of `asked` as a `K`, taken, if there is one.
+    pub(super) fn take_recorded<K: Kind>(&mut self, asked: &Step) -> Result<Option<(u64, K)>, Abort> {
+        let Some(r) = self.recorded(asked)? else { return Ok(None) };
+        self.take(r.seqnum);
+        Ok(Some((r.seqnum, self.of_kind(r.step)?)))
+    }
+
+    /// A step taken from the log as the kind its operation logs: `recorded` compared the
+    /// kinds already, so another is a step log that changed under the instance.
+    fn of_kind<K: Kind>(&self, step: Step) -> Result<K, Abort> {
+        let what = step.describe();
+        K::of(step)
+            .ok_or_else(|| Abort::NonDeterministic(format!("step {} of {} is a {what}", self.next.saturating_sub(1), self.id)))
+    }
+
     /// Logs `step` as step `next` (with `extra` tags besides the step log's), or takes
     /// what is recorded there: from an earlier execution, or from a peer that won the
     /// race for the position.
@@ -42,12 +70,12 @@ impl Instance {
         // append and a call pass it before theirs (see `step_gate`).
         let guest_step = !matches!(
             step,
-            Step::Clocks { .. }
-                | Step::Result { .. }
+            Step::Clocks(kind::Clocks { .. })
+                | Step::Result(kind::Result { .. })
                 | Step::Cancelled
-                | Step::CondAppend { .. }
-                | Step::Invoke { .. }
-                | Step::LockRelease { .. }
+                | Step::CondAppend(kind::CondAppend { .. })
+                | Step::Invoke(kind::Invoke { .. })
+                | Step::LockRelease(kind::LockRelease { .. })
         );
         if guest_step {
             self.step_gate(ctx).await?;
@@ -97,7 +125,9 @@ impl Instance {
     /// Takes `step` (with what a write stores) to be logged with the next record.
     pub(super) async fn take_pending(&mut self, ctx: &mut Context, step: Step, write: Option<PendingWrite>) -> Result<(), Abort> {
         let record_bytes = match (&write, &step) {
-            (Some(w), Step::Put { value, .. }) => w.st.len() + w.key.len() + value.as_ref().map_or(0, |v| v.len()) + 64,
+            (Some(w), Step::Put(kind::Put { value, .. })) => {
+                w.st.len() + w.key.len() + value.as_ref().map_or(0, |v| v.len()) + 64
+            }
             (Some(w), _) => w.st.len() + w.key.len() + 64,
             (None, _) => record::encoded_len(&step),
         };
@@ -125,19 +155,18 @@ impl Instance {
         if self.steps.get(self.next).is_some() || !self.recorder.has_fresh() {
             return self.log_clocks(ctx).await;
         }
-        let readings = Step::Clocks { readings: self.recorder.take_fresh() };
-        if !self.readings_fit(&readings) {
-            let Step::Clocks { readings } = readings else { unreachable!("built above") };
-            return self.log_readings(ctx, readings).await;
+        let clocks = kind::Clocks { readings: self.recorder.take_fresh() };
+        if !self.readings_fit(&clocks) {
+            return self.log_readings(ctx, clocks.readings).await;
         }
-        self.take_pending(ctx, readings, None).await
+        self.take_pending(ctx, clocks.into(), None).await
     }
 
     /// Whether `step`, a reading (clocks, a logged read), may wait in the pending steps
     /// for the next record: small enough, with the readings already waiting.
-    pub(super) fn readings_fit(&self, step: &Step) -> bool {
+    pub(super) fn readings_fit<K: Kind + serde::Serialize>(&self, step: &K) -> bool {
         let pending: usize = self.pending.iter().filter(|p| p.write.is_none()).map(|p| p.record_bytes).sum();
-        let bytes = record::encoded_len(step);
+        let bytes = record::step_len(step);
         bytes <= PENDING_READINGS_MAX && pending + bytes <= PENDING_READINGS_TOTAL_MAX
     }
 
@@ -195,7 +224,7 @@ impl Instance {
             tags.dedup();
             let data = match steps.len() {
                 1 => record::encode(&steps[0]),
-                _ => record::encode(&Step::Group { steps }),
+                _ => record::encode(&Step::Group(kind::Group { steps })),
             };
             let position = self.records;
             let appended = match &init {
@@ -302,22 +331,18 @@ impl Instance {
     /// an object keeps a version while its write log has a record.
     pub(super) async fn store_pending(&mut self) -> Result<(), Abort> {
         let store = self.svc.store.clone();
-        let pending: Vec<(&Step, &PendingWrite)> =
-            self.pending.iter().filter_map(|p| Some((&p.step, p.write.as_ref()?))).collect();
+        let pending: Vec<&PendingWrite> = self.pending.iter().filter_map(|p| p.write.as_ref()).collect();
         let mut puts = Vec::new();
-        for (i, &(step, w)) in pending.iter().enumerate() {
-            let again = pending[i + 1..].iter().any(|(_, later)| later.same_object(w));
+        for (i, &w) in pending.iter().enumerate() {
+            let again = pending[i + 1..].iter().any(|later| later.same_object(w));
             if w.stored || again {
                 continue;
             }
-            let (Step::Write { version, .. } | Step::Put { version, .. }) = step else {
-                unreachable!("a pending write is a write")
-            };
-            let marker = matches!(step, Step::Put { .. });
+            let marker = w.marker;
             if marker && self.svc.durable_objects.get(&w.st, &w.key).is_some() {
                 continue;
             }
-            puts.push(VersionPut { table: w.st.clone(), key: w.key.clone(), version: *version, value: w.value.clone(), marker });
+            puts.push(VersionPut { table: w.st.clone(), key: w.key.clone(), version: w.version, value: w.value.clone(), marker });
         }
         let durable = !puts.is_empty();
         if durable {

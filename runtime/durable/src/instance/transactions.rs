@@ -56,14 +56,13 @@ impl Instance {
         }
         // The clock readings first: a re-execution finds them recorded before the step.
         self.log_clocks(ctx).await?;
-        let asked = Step::ObjectWrite { object: object.to_string(), ops: vec![op] };
-        if self.recorded(&asked)?.is_none() {
+        let asked = kind::ObjectWrite { object: object.to_string(), ops: vec![op] };
+        if self.recorded(&Step::ObjectWrite(asked.clone()))?.is_none() {
             let mut view = objects::Folding::new(objects::view_at(&self.svc, ctx, self.book, object, self.cursor).await?, 4);
-            let Step::ObjectWrite { ops, .. } = &asked else { unreachable!() };
-            view.apply(&ops[0]).map_err(refused)?;
+            view.apply(&asked.ops[0]).map_err(refused)?;
         }
         let tag = self.svc.tags.bokistore(object);
-        self.log_step(ctx, asked, &[tag]).await?;
+        self.log(ctx, asked, &[tag]).await?;
         Ok(())
     }
 
@@ -114,7 +113,7 @@ impl Instance {
             return Ok(true);
         }
         let step = txn.commit_step();
-        let size = record::encode(&step).len();
+        let size = record::step_len(&step);
         if size > crate::node::PAYLOAD_MAX {
             return Err(Abort::Refused(Error::TooLarge {
                 what: "a transaction's writes",
@@ -127,10 +126,9 @@ impl Instance {
         // read has nothing to learn from it.)
         let tags: Vec<Tag> = txn.writes.keys().map(|o| self.svc.tags.bokistore(o)).collect();
         self.log_clocks(ctx).await?;
-        let r = self.log_step(ctx, step, &tags).await?;
-        let Step::TxnCommit { start, reads, .. } = &r.step else { unreachable!("log_step checks the kind") };
-        self.last_commit = r.seqnum;
-        objects::decide(&self.svc, ctx, self.book, r.seqnum, *start, reads, None).await
+        let (seqnum, commit) = self.log_seqnum(ctx, step, &tags).await?;
+        self.last_commit = seqnum;
+        objects::decide(&self.svc, ctx, self.book, seqnum, commit.start, &commit.reads, None).await
     }
 
     /// Drops the transaction in progress: nothing of it was logged.

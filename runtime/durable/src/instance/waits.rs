@@ -27,11 +27,7 @@ impl Instance {
             ))));
         }
         self.log_clocks(ctx).await?;
-        let step = Step::Sleep { until_ms, root: self.id.root() };
-        let until_ms = match self.log_step(ctx, step, &[INSTANCES]).await?.step {
-            Step::Sleep { until_ms, .. } => until_ms,
-            _ => unreachable!("log_step checks the kind"),
-        };
+        let until_ms = self.log(ctx, kind::Sleep { until_ms, root: self.id.root() }, &[INSTANCES]).await?.until_ms;
         if until_ms > self.svc.clock.wall_ms() {
             self.check_cancelled(ctx).await?;
         }
@@ -47,7 +43,7 @@ impl Instance {
         self.log_clocks(ctx).await?;
         let promise = self.svc.tags.promise_id(self.book, &self.id, self.promises);
         let stream = self.svc.tags.promise(&promise);
-        self.log_step(ctx, Step::Promise { promise: promise.clone(), root: self.id.root() }, &[stream]).await?;
+        self.log_step(ctx, Step::Promise(kind::Promise { promise: promise.clone(), root: self.id.root() }), &[stream]).await?;
         self.promises += 1;
         Ok(promise)
     }
@@ -78,7 +74,7 @@ impl Instance {
             return Ok(outcome);
         }
         let (until_ms, waited) = match self.steps.get(self.next).map(|r| (r.seqnum, r.step.clone())) {
-            Some((seqnum, Step::Sleep { until_ms, .. })) => {
+            Some((seqnum, Step::Sleep(kind::Sleep { until_ms, .. }))) => {
                 self.take(seqnum);
                 (until_ms, true)
             }
@@ -92,7 +88,7 @@ impl Instance {
                     // About to wait: the wait's end is logged (also in INSTANCES, for the
                     // recovery scan, and among the promise's waiters, whom a completion
                     // wakes), unless a peer logged the outcome here meanwhile.
-                    let step = Step::Sleep { until_ms, root: self.id.root() };
+                    let step = Step::Sleep(kind::Sleep { until_ms, root: self.id.root() });
                     let waiters = self.svc.tags.promise_waiters(promise);
                     match self.log_step(ctx, step, &[INSTANCES, waiters]).await {
                         Ok(_) => {}
@@ -130,10 +126,7 @@ impl Instance {
                 }
             }
         };
-        match self.log_step(ctx, Step::Awaited { promise: promise.to_string(), outcome }, &[]).await?.step {
-            Step::Awaited { outcome, .. } => Ok(outcome),
-            _ => unreachable!("log_step checks the kind"),
-        }
+        Ok(self.log(ctx, kind::Awaited { promise: promise.to_string(), outcome }, &[]).await?.outcome)
     }
 
     /// The outcome an earlier execution (or a peer) logged for this await of `promise`,
@@ -141,13 +134,13 @@ impl Instance {
     /// too); another operation recorded here is non-determinism.
     pub(super) fn recorded_awaited(&mut self, promise: &str) -> Result<Option<Awaited>, Abort> {
         match self.steps.get(self.next).map(|r| (r.seqnum, r.step.clone())) {
-            Some((seqnum, Step::Awaited { promise: p, outcome })) if p == promise => {
+            Some((seqnum, Step::Awaited(kind::Awaited { promise: p, outcome }))) if p == promise => {
                 self.take(seqnum);
                 Ok(Some(outcome))
             }
-            None | Some((_, Step::Sleep { .. })) => Ok(None),
+            None | Some((_, Step::Sleep(kind::Sleep { .. }))) => Ok(None),
             Some(_) => {
-                let asked = Step::Awaited { promise: promise.to_string(), outcome: Awaited::TimedOut };
+                let asked = Step::Awaited(kind::Awaited { promise: promise.to_string(), outcome: Awaited::TimedOut });
                 Err(self.recorded(&asked).err().unwrap_or_else(|| Abort::internal("a recorded step vanished")))
             }
         }
@@ -162,7 +155,7 @@ impl Instance {
         };
         match self.svc.log.read_next(ctx, book, stream, SeqNum(created.seqnum.0.saturating_add(1))).await? {
             Some(r) => match record::decode::<Step>("promise", &r.data)? {
-                Step::Completed { promise: p, value, .. } if p == promise => Ok(Some(Awaited::Value(value))),
+                Step::Completed(kind::Completed { promise: p, value, .. }) if p == promise => Ok(Some(Awaited::Value(value))),
                 other => Err(Abort::internal(format!("the stream of promise {promise} holds {}", other.describe()))),
             },
             None => Ok(None),
@@ -177,7 +170,7 @@ impl Instance {
     pub async fn delay(&mut self, ctx: &mut Context, until: Option<u64>, deadline_ms: u64) -> Result<(), Abort> {
         self.flush(ctx).await?;
         let until_ms = match self.steps.get(self.next) {
-            Some(Recorded { step: Step::Delay { until_ms, .. }, seqnum }) => {
+            Some(Recorded { step: Step::Delay(kind::Delay { until_ms, .. }), seqnum }) => {
                 let (until_ms, seqnum) = (*until_ms, *seqnum);
                 self.take(seqnum);
                 until_ms
@@ -185,10 +178,8 @@ impl Instance {
             Some(_) => return Ok(()),
             None => {
                 let Some(until_ms) = until else { return Ok(()) };
-                let step = Step::Delay { until_ms, root: self.id.root() };
-                match self.log_step(ctx, step, &[INSTANCES]).await {
-                    Ok(Recorded { step: Step::Delay { until_ms, .. }, .. }) => until_ms,
-                    Ok(_) => unreachable!("log_step checks the kind"),
+                match self.log(ctx, kind::Delay { until_ms, root: self.id.root() }, &[INSTANCES]).await {
+                    Ok(delay) => delay.until_ms,
                     // A peer that knew of no delay ran the guest first: it has started.
                     Err(Abort::NonDeterministic(_)) => return Ok(()),
                     Err(abort) => return Err(abort),

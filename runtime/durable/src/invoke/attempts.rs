@@ -64,9 +64,9 @@ impl Durable {
             return Ok(None);
         };
         match record::decode_steps("step", &first.data)?.into_init_and_last().0 {
-            Some(Step::Init { id: found, version, .. } | Step::InitKeyed { id: found, version, .. }) if found == *id => {
-                Ok(Some(version))
-            }
+            Some(
+                Step::Init(kind::Init { id: found, version, .. }) | Step::InitKeyed(kind::InitKeyed { id: found, version, .. }),
+            ) if found == *id => Ok(Some(version)),
             _ => Ok(None),
         }
     }
@@ -301,7 +301,8 @@ impl Durable {
                     if wait > 0 {
                         // Logged, so that the attempt count and the wait outlive this node.
                         let until_ms = self.clock.wall_ms().saturating_add(wait);
-                        let retry = Step::Retry { id: run.id.clone(), root: run.id.root(), attempt: run.attempt, until_ms };
+                        let retry =
+                            Step::Retry(kind::Retry { id: run.id.clone(), root: run.id.root(), attempt: run.attempt, until_ms });
                         let tags = [self.tags.retry(&run.id), INSTANCES];
                         if let Err(e) = self.log.append(&mut run.ctx, shadow(run.book), &tags, record::encode(&retry)).await {
                             return (Err(e.into()), run.ctx);
@@ -355,7 +356,7 @@ impl Durable {
     pub(super) async fn retry_state(&self, run: &mut Run) -> Result<Option<(u32, u64)>> {
         let last = self.log.read_prev(&mut run.ctx, shadow(run.book), self.tags.retry(&run.id), SeqNum::MAX).await?;
         match last.map(|r| record::decode::<Step>("retry", &r.data)).transpose()? {
-            Some(Step::Retry { id, attempt, until_ms, .. }) if id == run.id => Ok(Some((attempt, until_ms))),
+            Some(Step::Retry(kind::Retry { id, attempt, until_ms, .. })) if id == run.id => Ok(Some((attempt, until_ms))),
             Some(other) => Err(Error::Internal(format!("the retry stream of {} holds {}", run.id, other.describe()))),
             None => Ok(None),
         }

@@ -22,6 +22,7 @@ use crate::error::{Error, Result};
 use crate::id::InstanceId;
 use crate::instance::{CrashAfter, Instance, Of, Started};
 use crate::node::{Abort, Durable};
+use crate::record::kind;
 use crate::record::{self, cut, InvocationKey, Outcome, Step};
 use crate::switch::check_book;
 use crate::tags::{shadow, INSTANCES};

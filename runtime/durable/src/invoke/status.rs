@@ -22,7 +22,8 @@ impl Durable {
             return Err(not_found());
         };
         match record::decode_steps("step", &first.data)?.into_init_and_last().0 {
-            Some(Step::Init { id: found, .. } | Step::InitKeyed { id: found, .. }) if found == id => {}
+            Some(Step::Init(kind::Init { id: found, .. }) | Step::InitKeyed(kind::InitKeyed { id: found, .. }))
+                if found == id => {}
             _ => return Err(not_found()),
         }
         self.status_of(ctx, book, &id).await
@@ -35,8 +36,8 @@ impl Durable {
         let last = self.log.read_prev(ctx, shadow(book), self.tags.step(id), SeqNum::MAX).await?;
         let wall = self.clock.wall_ms();
         Ok(match last.map(|r| record::decode_last("step", &r.data)).transpose()? {
-            Some(Step::Result { outcome }) => InvocationStatus::Finished(outcome.into_result().map(Bytes::from)),
-            Some(Step::Sleep { until_ms, .. } | Step::Delay { until_ms, .. }) if until_ms > wall => {
+            Some(Step::Result(kind::Result { outcome })) => InvocationStatus::Finished(outcome.into_result().map(Bytes::from)),
+            Some(Step::Sleep(kind::Sleep { until_ms, .. }) | Step::Delay(kind::Delay { until_ms, .. })) if until_ms > wall => {
                 InvocationStatus::Sleeping { wake_ms: until_ms }
             }
             _ => match self.invocations.suspended.lock().expect("not poisoned").get(&(book, id.clone())) {
@@ -72,8 +73,10 @@ impl Durable {
                 return Ok((out, None));
             };
             at = r.seqnum.0.saturating_add(1);
-            let Ok((Some(Step::Init { id, function: f, .. } | Step::InitKeyed { id, function: f, .. }), _)) =
-                record::decode_steps("step", &r.data).map(Step::into_init_and_last)
+            let Ok((
+                Some(Step::Init(kind::Init { id, function: f, .. }) | Step::InitKeyed(kind::InitKeyed { id, function: f, .. })),
+                _,
+            )) = record::decode_steps("step", &r.data).map(Step::into_init_and_last)
             else {
                 continue;
             };

@@ -26,10 +26,10 @@ impl Durable {
         let Some(created) = self.log.read_next(ctx, shadow(book), stream, SeqNum(0)).await? else {
             return Err(Error::PromiseNotFound(promise.to_string()));
         };
-        let Step::Promise { root, .. } = record::decode::<Step>("promise", &created.data)? else {
+        let Step::Promise(kind::Promise { root, .. }) = record::decode::<Step>("promise", &created.data)? else {
             return Err(Error::Internal(format!("promise {promise} starts with another record")));
         };
-        let done = Step::Completed { promise: promise.to_string(), root: root.clone(), value };
+        let done = Step::Completed(kind::Completed { promise: promise.to_string(), root: root.clone(), value });
         let tags = [stream, INSTANCES];
         match self.log.cond_append(ctx, shadow(book), &tags, record::encode(&done), stream, 1).await {
             Ok(_) => self.completions.notify(promise),
@@ -72,7 +72,7 @@ impl Durable {
         let mut at = SeqNum(0);
         while let Some(r) = self.log.read_next(ctx, shadow(book), waiters, at).await? {
             at = SeqNum(r.seqnum.0.saturating_add(1));
-            if let Ok(Step::Sleep { root, .. }) = record::decode::<Step>("step", &r.data) {
+            if let Ok(Step::Sleep(kind::Sleep { root, .. })) = record::decode::<Step>("step", &r.data) {
                 roots.push(root);
             }
         }
@@ -102,7 +102,7 @@ impl Durable {
         }
         let root = InstanceId::parse_generated(id)?;
         let stream = self.tags.cancel(&root);
-        let request = record::encode(&Step::Cancel { root: root.clone() });
+        let request = record::encode(&Step::Cancel(kind::Cancel { root: root.clone() }));
         match self.log.cond_append(ctx, shadow(book), &[stream, INSTANCES], request, stream, 0).await {
             Ok(_) | Err(tally_log_core::Error::Conflict { .. }) => {}
             Err(e) => return Err(e.into()),
@@ -113,7 +113,7 @@ impl Durable {
     /// Runs root `root` of `book` again here, in the background, if it exists.
     pub(super) async fn wake(self: &Arc<Self>, ctx: &mut Context, book: BookId, root: InstanceId) -> Result<()> {
         let first = self.log.read_next(ctx, shadow(book), self.tags.step(&root), SeqNum(0)).await?;
-        let Some(Step::Init { function, version, .. } | Step::InitKeyed { function, version, .. }) =
+        let Some(Step::Init(kind::Init { function, version, .. }) | Step::InitKeyed(kind::InitKeyed { function, version, .. })) =
             first.map(|r| record::decode_steps("step", &r.data)).transpose()?.and_then(|s| s.into_init_and_last().0)
         else {
             return Ok(());

@@ -27,10 +27,14 @@
 //! that is the stream's next offset. After the client's last invocation, its stream
 //! must count as many records as the model: an append made twice, even by an execution
 //! that crashed before it saw the seqnum, counts once more. One known gap is allowed
-//! (`instance.rs`): in a book a guest trimmed whole, a conditional append cut short by a
+//! (`instance/mod.rs`): in a book a guest trimmed whole, a conditional append cut short by a
 //! crash may leave a record trimmed before the re-execution looked, which it cannot
 //! tell from another's (it gets a conflict); from then on the client's offsets are not
 //! counted.
+//!
+//! For a client that got nothing, the witness is the execution whose output the step log's
+//! result holds; an attempt that trapped and was run again is no witness, since what it
+//! took but had not logged went with it.
 
 use std::collections::BTreeMap;
 

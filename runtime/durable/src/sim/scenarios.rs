@@ -27,6 +27,7 @@ use crate::id::InstanceId;
 use crate::instance::{CrashAfter, Instance, Of, Started};
 use crate::invoke::{InvocationStatus, InvokeRequest};
 use crate::node::{Abort, Durable};
+use crate::record::kind;
 use crate::record::{self, Outcome, Step};
 use crate::recovery::Recovery;
 use crate::store::{MemStateStore, StateStore};
@@ -339,7 +340,7 @@ impl World {
         let steps = self.stream(d, object).into_iter().flat_map(Step::into_steps);
         steps
             .filter_map(|s| match s {
-                Step::Write { version, .. } | Step::Put { version, .. } => Some(version),
+                Step::Write(kind::Write { version, .. }) | Step::Put(kind::Put { version, .. }) => Some(version),
                 _ => None,
             })
             .collect()
@@ -409,8 +410,8 @@ fn text(bytes: &[u8]) -> String {
 /// begins with the Init).
 fn write_key(step: &Step) -> String {
     match step {
-        Step::Write { key, .. } | Step::Put { key, .. } => text(key),
-        Step::Group { steps } => write_key(steps.iter().find(|s| s.is_taken_write()).expect("a group of writes")),
+        Step::Write(kind::Write { key, .. }) | Step::Put(kind::Put { key, .. }) => text(key),
+        Step::Group(kind::Group { steps }) => write_key(steps.iter().find(|s| s.is_taken_write()).expect("a group of writes")),
         other => panic!("not a write: {other:?}"),
     }
 }
@@ -521,7 +522,7 @@ fn a_migration_run_more_than_once_keeps_a_transitional_write_visible() {
     assert_eq!(w.get(&d, "sw", "k").as_deref(), Some("during"), "a reader after garbage collection");
     let object = d.tags.object("sw", b"k");
     match &w.stream(&d, object)[..] {
-        [Step::Write { migrated_from: None, .. }] => {}
+        [Step::Write(kind::Write { migrated_from: None, .. })] => {}
         other => panic!("the write log of k after collection: {other:?}"),
     }
 }
@@ -583,7 +584,7 @@ fn garbage_collection_never_trims_another_objects_record_under_a_shared_tag() {
     w.put(&d, "ro", "a", "a1");
     // A write of object b under a's tag, as if their tags collided.
     let a_tag = d.tags.object("ro", b"a");
-    let foreign = Step::Write { table: "ro".into(), key: Bytes::from_static(b"b"), version: 7, migrated_from: None };
+    let foreign = Step::Write(kind::Write { table: "ro".into(), key: Bytes::from_static(b"b"), version: 7, migrated_from: None });
     w.run(d.log.append(&mut Context::new(), shadow(BOOK), &[a_tag], record::encode(&foreign))).expect("appended");
     w.put(&d, "ro", "a", "a2");
     w.put(&d, "ro", "a", "a3");
@@ -912,10 +913,10 @@ fn read_optimized_writes_and_the_result_are_one_record() {
     let steps = w.stream(&d, d.tags.step(&id("put", "grouped")));
     assert_eq!(steps.len(), 2, "Init, then one record: {steps:?}");
     match &steps[1] {
-        Step::Group { steps } => {
+        Step::Group(kind::Group { steps }) => {
             let keys: Vec<String> = steps[..3].iter().map(write_key).collect();
             assert_eq!(keys, ["a", "b", "a"]);
-            assert!(matches!(steps[3], Step::Result { .. }));
+            assert!(matches!(steps[3], Step::Result(kind::Result { .. })));
         }
         other => panic!("the writes and the result are {other:?}, not one group"),
     }
@@ -1074,7 +1075,7 @@ fn writes_taken_where_a_peer_logged_the_cancellation_never_become_visible() {
     // The root is cancelled, and a peer sees it at its first step.
     let root = id("put", "cancelled");
     let stream = d.tags.cancel(&root);
-    let request = record::encode(&Step::Cancel { root });
+    let request = record::encode(&Step::Cancel(kind::Cancel { root }));
     let tags = [stream, crate::tags::INSTANCES];
     w.run(d.log.cond_append(&mut Context::new(), shadow(BOOK), &tags, request, stream, 0)).expect("requested");
     let mut peer = put_instance(&w, &d, "cancelled");
@@ -1090,7 +1091,10 @@ fn writes_taken_where_a_peer_logged_the_cancellation_never_become_visible() {
     }
     assert_eq!(w.run(peer.finish(&mut peer_ctx, Outcome::Ok(Bytes::new()))).expect("finished"), Outcome::Cancelled);
     let steps = w.stream(&d, d.tags.step(&id("put", "cancelled")));
-    assert!(matches!(steps[..], [Step::Init { .. }, Step::Cancelled, Step::Result { .. }]), "{steps:?}");
+    assert!(
+        matches!(steps[..], [Step::Init(kind::Init { .. }), Step::Cancelled, Step::Result(kind::Result { .. })]),
+        "{steps:?}"
+    );
     assert_eq!(w.get(&d, "ro", "a"), None);
     assert_eq!(w.get(&d, "ro", "b"), None);
 }
@@ -1108,7 +1112,11 @@ fn pending_writes_leave_the_largest_result_a_record_of_its_own() {
     let large = Outcome::Ok(Bytes::from(vec![b'r'; crate::PAYLOAD_MAX - 64]));
     assert_eq!(w.run(inst.finish(&mut ctx, large.clone())).expect("finished"), large);
     let steps = w.stream(&d, d.tags.step(&id("put", "large")));
-    assert!(matches!(steps[..], [Step::Init { .. }, Step::Group { .. }, Step::Result { .. }]), "{:?}", steps[1]);
+    assert!(
+        matches!(steps[..], [Step::Init(kind::Init { .. }), Step::Group(kind::Group { .. }), Step::Result(kind::Result { .. })]),
+        "{:?}",
+        steps[1]
+    );
 }
 
 /// The clock readings a guest takes after its last write go in the result's record,
@@ -1129,8 +1137,8 @@ fn the_readings_after_the_last_write_go_with_the_result_and_a_peer_that_read_oth
     assert_eq!(done, Outcome::Ok(Bytes::from_static(b"42")));
     let steps = w.stream(&d, d.tags.step(&id("put", "late-clock")));
     match &steps[..] {
-        [Step::Init { .. }, Step::Group { steps }] => match &steps[..] {
-            [Step::Put { .. }, Step::Clocks { readings }, Step::Result { .. }] => {
+        [Step::Init(kind::Init { .. }), Step::Group(kind::Group { steps })] => match &steps[..] {
+            [Step::Put(kind::Put { .. }), Step::Clocks(kind::Clocks { readings }), Step::Result(kind::Result { .. })] => {
                 assert_eq!(readings, &[crate::record::Reading::Wall(42)]);
             }
             other => panic!("the group holds {other:?}"),
@@ -1158,8 +1166,10 @@ fn a_deferred_init_goes_in_one_record_with_the_reads_writes_and_result() {
     assert_eq!(w.invoke(&d, retried("get", "read", "ro k")).as_deref(), Ok("=first"));
     let steps = w.stream(&d, d.tags.step(&id("get", "read")));
     match &steps[..] {
-        [Step::Group { steps }] => match &steps[..] {
-            [Step::Init { .. }, Step::Read { value: Some(v), .. }, Step::Result { .. }] => assert_eq!(&v[..], b"first"),
+        [Step::Group(kind::Group { steps })] => match &steps[..] {
+            [Step::Init(kind::Init { .. }), Step::Read(kind::Read { value: Some(v), .. }), Step::Result(kind::Result { .. })] => {
+                assert_eq!(&v[..], b"first")
+            }
             other => panic!("the read-only invocation's record holds {other:?}"),
         },
         other => panic!("the read-only invocation logged {other:?}, not one record"),
@@ -1170,7 +1180,7 @@ fn a_deferred_init_goes_in_one_record_with_the_reads_writes_and_result() {
     assert_eq!(w.invoke(&d, retried("put", "write", "ro k third")).as_deref(), Ok("ok"));
     let steps = w.stream(&d, d.tags.step(&id("put", "write")));
     assert!(
-        matches!(&steps[..], [Step::Group { steps }] if matches!(&steps[..], [Step::Init { .. }, Step::Put { .. }, Step::Result { .. }])),
+        matches!(&steps[..], [Step::Group(kind::Group { steps })] if matches!(&steps[..], [Step::Init(kind::Init { .. }), Step::Put(kind::Put { .. }), Step::Result(kind::Result { .. })])),
         "the writing invocation logged {steps:?}"
     );
     assert_eq!(w.get(&d, "ro", "k").as_deref(), Some("third"));

@@ -19,9 +19,29 @@
 //! WASI's clocks and random with the attempt's, which every execution of an invocation
 //! reads alike.
 //!
-//! Their spans, as the log client's, are at debug level: at info, the default, every
-//! host call allocated its span in the subscriber's registry and entered and left it
-//! on every poll, 3-5% of a node's CPU samples under bank transfers (0.4% after).
+//! Their spans, as the log client's, are at debug level: at info, the default, every host
+//! call would allocate its span in the subscriber's registry and enter and leave it on
+//! every poll, a cost on every call of a busy node.
+//!
+//! Memory between instances: a pool slot keeps up to `memory_keep_resident_bytes` of its
+//! linear memory resident; the kernel's PAGEMAP_SCAN finds the pages the last instance
+//! wrote, and only those are restored in place (the rest is released). That needs wasmtime
+//! 50.0.2 or later (pinned in `runtime/host/Cargo.toml`): 50.0.1's scan counted every
+//! untouched page as written, so every reset restored all accessible memory up to the
+//! limit.
+//!
+//! The reap task also makes the WASI context (random generators seeded, output pipes) of a
+//! later instance, kept among at most `SPARES_MAX` spares, each used once. The guests'
+//! monotonic clock counts from the process's clock origin, not from its context's making,
+//! so a spare's age tells an instance nothing. The ticker parks after a second in which no
+//! instance ran or started, so an idle node never wakes for it and a busy one never pays
+//! for waking it; the whole call runs under a tokio timeout to the invocation's deadline
+//! too.
+//!
+//! `/metrics` shows the time of each part (`tally_instantiate_seconds`,
+//! `tally_invocation_seconds`, `tally_instance_reset_seconds`), each instance's peak linear
+//! memory over all its memories (`tally_instance_memory_bytes`, counted by the store's
+//! limiter) and the memory idle slots hold (`tally_idle_memory_resident_bytes`).
 
 mod context;
 mod invoke;

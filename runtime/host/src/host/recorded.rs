@@ -5,6 +5,10 @@
 //! the values to the invocation's attempt, which replays or keeps them; the guest's
 //! monotonic clock counts from the Unix epoch (`clock::monotonic_ns`), so that nodes
 //! roughly agree when a re-execution moves from one to another.
+//!
+//! Shadowed are the `now` of both clocks and every function of `wasi:random/random`,
+//! `insecure` and `insecure-seed`; the WASI context's own monotonic clock, which times what
+//! WASI waits for, counts from the same origin.
 
 use tally_durable::RANDOM_BYTES_MAX;
 use wasmtime::component::Linker;

@@ -23,8 +23,8 @@ use sha2::{Digest, Sha256};
 
 use crate::config::Protocol;
 use crate::error::Error;
-use crate::id::InstanceId;
-use crate::objects::ObjOp;
+
+pub mod kind;
 
 /// The format of every record this node writes.
 pub const FORMAT: u8 = 1;
@@ -33,115 +33,62 @@ pub const FORMAT: u8 = 1;
 /// its step number; `Init` is step 0.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Step {
-    /// The invocation started: what is needed to run it again, on the same version.
-    Init { id: InstanceId, function: String, version: u64, input: Bytes },
-    /// A read-optimized write, also in the object's write log: from here on `version`
-    /// (stored before this record was appended) is the object's value for readers at or
-    /// past this record.
-    ///
-    /// Also written outside any step log by a switch to read-optimized, to carry a
-    /// write-optimized value over (`migrated_from` is that value's version cursor): such
-    /// a record is void if the object's previous write-log record is a write newer than
-    /// that cursor (a transitional write that raced the migration; see `switch.rs`).
-    Write { table: String, key: Bytes, version: u64, migrated_from: Option<u64> },
-    /// Symmetric write: logged before the store is written; the seqnum is the version.
-    LoggedWrite { table: String, key: Bytes, value: Option<Bytes> },
-    /// A logged read (write-optimized, symmetric, transitional) and what it returned.
-    Read { table: String, key: Bytes, value: Option<Bytes> },
-    /// A child invocation (its function and a hash of its input) and its final outcome.
-    Invoke { function: String, input_sha256: [u8; 32], outcome: Outcome },
-    /// The invocation's final outcome.
-    Result { outcome: Outcome },
-    /// A child refused before it ran (its function missing, its arguments refused), in
-    /// place of Init at step 0: its whole step log, and its outcome for every peer.
-    Refused { id: InstanceId, function: String, outcome: Outcome },
-    /// What the guest read of its clocks (and of its book, `Reading::Log`) since the
-    /// step before, in order, logged before the next effect that may depend on it (see
-    /// `recorder.rs`). Added after the other variants, so records written before it
-    /// existed decode as they did.
-    Clocks { readings: Vec<Reading> },
-    /// A conditional append of the guest to its user book (at offset `position` of
-    /// `tag`'s stream, of data hashing to `data_sha256`) and what it got: the seqnum of
-    /// the record, or a conflict naming the holder. Logged before the guest sees it.
-    /// (Plain appends need no step: the instance's mark says where each one landed.)
-    CondAppend { tag: u64, position: u64, data_sha256: [u8; 32], outcome: CondOutcome },
-    /// A durable sleep until `until_ms` (the wall clock, in milliseconds since the Unix
-    /// epoch), logged before the guest waits, also in INSTANCES: the recovery scan wakes
-    /// `root` (whose re-execution reaches this sleep again) once it is due.
-    Sleep { until_ms: u64, root: InstanceId },
-    /// A delayed start (`?delay_ms=`): logged by the platform as step 1, right after
-    /// Init and before the guest runs, which it does from `until_ms` on (wall clock,
-    /// milliseconds since the Unix epoch). Also in INSTANCES, as a Sleep is.
-    Delay { until_ms: u64, root: InstanceId },
-    /// A promise this instance created (also in the promise's stream, at offset 0).
-    Promise { promise: String, root: InstanceId },
-    /// What an await of `promise` got, logged before the guest sees it.
-    Awaited { promise: String, outcome: Awaited },
-    /// The completion of a promise from outside: in the promise's stream at offset 1
-    /// (so there is one), and in INSTANCES, so that the recovery scan wakes `root` and
-    /// the roots in the promise's waiters stream.
-    /// Never a step of a step log.
-    Completed { promise: String, root: InstanceId, value: Bytes },
-    /// A request to cancel root `root` and its children: at offset 0 of the root's
-    /// cancel stream (one is enough), and in INSTANCES, so that the recovery scan runs
-    /// a sleeping root, which then sees it. Never a step of a step log.
-    Cancel { root: InstanceId },
+    /// [`kind::Init`].
+    Init(kind::Init),
+    /// [`kind::Write`].
+    Write(kind::Write),
+    /// [`kind::LoggedWrite`].
+    LoggedWrite(kind::LoggedWrite),
+    /// [`kind::Read`].
+    Read(kind::Read),
+    /// [`kind::Invoke`].
+    Invoke(kind::Invoke),
+    /// [`kind::Result`].
+    Result(kind::Result),
+    /// [`kind::Refused`].
+    Refused(kind::Refused),
+    /// [`kind::Clocks`].
+    Clocks(kind::Clocks),
+    /// [`kind::CondAppend`].
+    CondAppend(kind::CondAppend),
+    /// [`kind::Sleep`].
+    Sleep(kind::Sleep),
+    /// [`kind::Delay`].
+    Delay(kind::Delay),
+    /// [`kind::Promise`].
+    Promise(kind::Promise),
+    /// [`kind::Awaited`].
+    Awaited(kind::Awaited),
+    /// [`kind::Completed`].
+    Completed(kind::Completed),
+    /// [`kind::Cancel`].
+    Cancel(kind::Cancel),
     /// The instance saw its cancellation here: the guest got a `cancelled` error from
     /// the host call that would have logged this step, and from every step-logging call
     /// after it, and the invocation's outcome is `Cancelled`.
     Cancelled,
-    /// Instance `id` trapped and runs again as attempt `attempt`, from `until_ms` on
-    /// (wall clock): in its retry stream (the last one counts) and in INSTANCES, so that
-    /// the recovery scan wakes `root` then. Never a step of a step log.
-    Retry { id: InstanceId, root: InstanceId, attempt: u32, until_ms: u64 },
-    /// A plain write of a durable object (`objects.rs`): a step, also in the object's
-    /// stream, where `ops` apply at this record.
-    ObjectWrite { object: String, ops: Vec<ObjOp> },
-    /// A read-write transaction's commit (`objects.rs`): a step, also in the stream of
-    /// every object it writes. It committed exactly when no object of `reads`
-    /// was written (by a plain write or a commit that committed) after `start` and
-    /// before this record; then `writes` apply here, in order.
-    TxnCommit { start: u64, reads: Vec<String>, writes: Vec<(String, Vec<ObjOp>)> },
-    /// A push of `message` to shard `shard` of queue `queue` (`queues.rs`): a step, also
-    /// in the shard's stream.
-    QueuePush { queue: String, shard: u64, message: Bytes },
-    /// A pop from shard `shard` of queue `queue`: a step, also in the shard's stream. It
-    /// gets the oldest message of the shard not popped before it, if any. `last`: the
-    /// pop waits no longer (its time was up), so an empty one ends the guest's call.
-    QueuePop { queue: String, shard: u64, last: bool },
-    /// A try of `holder` (an instance ID) to take `lock` (`locks.rs`): a step, also in
-    /// the lock's stream. It takes the lock exactly when `prev` is the seqnum of the
-    /// lock's last effective record (0: none) and the lock is free there. `last`: the
-    /// try waits no longer.
-    LockTry { lock: LockId, holder: String, root: InstanceId, prev: u64, last: bool },
-    /// A release of `lock` by its holder: a step, also in the lock's stream, effective
-    /// when `prev` is the lock's last effective record.
-    LockRelease { lock: LockId, holder: String, prev: u64 },
-    /// Init of an invocation addressed to a key (`?key=`): Init, and the key, which its
-    /// exclusive runs hold `LockId::Key` of while the guest runs.
-    InitKeyed { id: InstanceId, function: String, version: u64, input: Bytes, key: InvocationKey },
-    /// The states of some objects, queue shards or locks after every record of their
-    /// streams at or below `covers` (`gc.rs`): `(stream tag, view)` each, the view
-    /// encoded as the stream's aux-data views are. In the checkpoint stream of each.
-    /// Never a step.
-    Checkpoint { covers: u64, views: Vec<(u64, Bytes)> },
-    /// Consecutive steps of one step log in one record, at one offset of the stream:
-    /// read-optimized writes an instance took without logging each (`Instance::put`),
-    /// then the clock readings it took after them if the result follows, and the step
-    /// that logged them, if it was one that may end a group ([`Step::ends_group`]). Also in each write's object
-    /// stream (a write log's reader takes the last write of its object), and in
-    /// INSTANCES if it ends with the result. Never empty and never nested
-    /// ([`decode_steps`] checks).
-    Group { steps: Vec<Step> },
-    /// A read-optimized write that carries its value (one of at most
-    /// [`PUT_INLINE_MAX`] bytes): readers at or past this record take the value from it,
-    /// never from the store. `version` is stored too, but only as the store's record
-    /// that the object exists (garbage collection pages through stored objects and
-    /// deletes the versions older records name), without a sync and before the record:
-    /// a crash may lose it, or leave another execution's value under its name, and no
-    /// reader looks. Added after the other variants, so that older records decode as
-    /// before.
-    Put { table: String, key: Bytes, version: u64, value: Option<Bytes> },
+    /// [`kind::Retry`].
+    Retry(kind::Retry),
+    /// [`kind::ObjectWrite`].
+    ObjectWrite(kind::ObjectWrite),
+    /// [`kind::TxnCommit`].
+    TxnCommit(kind::TxnCommit),
+    /// [`kind::QueuePush`].
+    QueuePush(kind::QueuePush),
+    /// [`kind::QueuePop`].
+    QueuePop(kind::QueuePop),
+    /// [`kind::LockTry`].
+    LockTry(kind::LockTry),
+    /// [`kind::LockRelease`].
+    LockRelease(kind::LockRelease),
+    /// [`kind::InitKeyed`].
+    InitKeyed(kind::InitKeyed),
+    /// [`kind::Checkpoint`].
+    Checkpoint(kind::Checkpoint),
+    /// [`kind::Group`].
+    Group(kind::Group),
+    /// [`kind::Put`].
+    Put(kind::Put),
 }
 
 /// The largest value a read-optimized write carries in its record ([`Step::Put`]); a
@@ -246,36 +193,46 @@ impl Step {
             // A write taken again is the same write whatever its value (as the store's
             // first put of a version stays), and whether or not it carries the value.
             (
-                Step::Write { table: t, key: k, version: v, .. } | Step::Put { table: t, key: k, version: v, .. },
-                Step::Write { table, key, version, .. } | Step::Put { table, key, version, .. },
+                Step::Write(kind::Write { table: t, key: k, version: v, .. })
+                | Step::Put(kind::Put { table: t, key: k, version: v, .. }),
+                Step::Write(kind::Write { table, key, version, .. }) | Step::Put(kind::Put { table, key, version, .. }),
             ) => t == table && k == key && v == version,
-            (Step::LoggedWrite { table: t, key: k, value: v }, Step::LoggedWrite { table, key, value }) => {
-                t == table && k == key && v == value
-            }
-            (Step::Read { table: t, key: k, .. }, Step::Read { table, key, .. }) => t == table && k == key,
-            (Step::Invoke { function: f, input_sha256: i, .. }, Step::Invoke { function, input_sha256, .. }) => {
-                f == function && i == input_sha256
-            }
-            (Step::Result { .. }, Step::Result { .. }) => true,
-            // The readings are the record's to give; the recorder compares them.
-            (Step::Clocks { .. }, Step::Clocks { .. }) => true,
             (
-                Step::CondAppend { tag: t, position: p, data_sha256: d, .. },
-                Step::CondAppend { tag, position, data_sha256, .. },
+                Step::LoggedWrite(kind::LoggedWrite { table: t, key: k, value: v }),
+                Step::LoggedWrite(kind::LoggedWrite { table, key, value }),
+            ) => t == table && k == key && v == value,
+            (Step::Read(kind::Read { table: t, key: k, .. }), Step::Read(kind::Read { table, key, .. })) => {
+                t == table && k == key
+            }
+            (
+                Step::Invoke(kind::Invoke { function: f, input_sha256: i, .. }),
+                Step::Invoke(kind::Invoke { function, input_sha256, .. }),
+            ) => f == function && i == input_sha256,
+            (Step::Result(kind::Result { .. }), Step::Result(kind::Result { .. })) => true,
+            // The readings are the record's to give; the recorder compares them.
+            (Step::Clocks(kind::Clocks { .. }), Step::Clocks(kind::Clocks { .. })) => true,
+            (
+                Step::CondAppend(kind::CondAppend { tag: t, position: p, data_sha256: d, .. }),
+                Step::CondAppend(kind::CondAppend { tag, position, data_sha256, .. }),
             ) => t == tag && p == position && d == data_sha256,
-            (Step::Sleep { until_ms: u, .. }, Step::Sleep { until_ms, .. }) => u == until_ms,
+            (Step::Sleep(kind::Sleep { until_ms: u, .. }), Step::Sleep(kind::Sleep { until_ms, .. })) => u == until_ms,
             // The recorded start time is the invocation's, whoever asked.
-            (Step::Delay { .. }, Step::Delay { .. }) => true,
-            (Step::Promise { promise: p, .. }, Step::Promise { promise, .. }) => p == promise,
-            (Step::Awaited { promise: p, .. }, Step::Awaited { promise, .. }) => p == promise,
+            (Step::Delay(kind::Delay { .. }), Step::Delay(kind::Delay { .. })) => true,
+            (Step::Promise(kind::Promise { promise: p, .. }), Step::Promise(kind::Promise { promise, .. })) => p == promise,
+            (Step::Awaited(kind::Awaited { promise: p, .. }), Step::Awaited(kind::Awaited { promise, .. })) => p == promise,
             (Step::Cancelled, Step::Cancelled) => true,
-            (a @ Step::ObjectWrite { .. }, b @ Step::ObjectWrite { .. }) => a == b,
-            (a @ Step::TxnCommit { .. }, b @ Step::TxnCommit { .. }) => a == b,
-            (a @ Step::QueuePush { .. }, b @ Step::QueuePush { .. }) => a == b,
+            (a @ Step::ObjectWrite(kind::ObjectWrite { .. }), b @ Step::ObjectWrite(kind::ObjectWrite { .. })) => a == b,
+            (a @ Step::TxnCommit(kind::TxnCommit { .. }), b @ Step::TxnCommit(kind::TxnCommit { .. })) => a == b,
+            (a @ Step::QueuePush(kind::QueuePush { .. }), b @ Step::QueuePush(kind::QueuePush { .. })) => a == b,
             // The shard and whether it is the last try are the record's to give.
-            (Step::QueuePop { queue: q, .. }, Step::QueuePop { queue, .. }) => q == queue,
-            (Step::LockTry { lock: l, holder: h, .. }, Step::LockTry { lock, holder, .. }) => l == lock && h == holder,
-            (Step::LockRelease { lock: l, holder: h, .. }, Step::LockRelease { lock, holder, .. }) => l == lock && h == holder,
+            (Step::QueuePop(kind::QueuePop { queue: q, .. }), Step::QueuePop(kind::QueuePop { queue, .. })) => q == queue,
+            (Step::LockTry(kind::LockTry { lock: l, holder: h, .. }), Step::LockTry(kind::LockTry { lock, holder, .. })) => {
+                l == lock && h == holder
+            }
+            (
+                Step::LockRelease(kind::LockRelease { lock: l, holder: h, .. }),
+                Step::LockRelease(kind::LockRelease { lock, holder, .. }),
+            ) => l == lock && h == holder,
             _ => false,
         }
     }
@@ -285,47 +242,53 @@ impl Step {
     pub fn is_library(&self) -> bool {
         matches!(
             self,
-            Step::ObjectWrite { .. }
-                | Step::TxnCommit { .. }
-                | Step::QueuePush { .. }
-                | Step::QueuePop { .. }
-                | Step::LockTry { .. }
-                | Step::LockRelease { .. }
+            Step::ObjectWrite(kind::ObjectWrite { .. })
+                | Step::TxnCommit(kind::TxnCommit { .. })
+                | Step::QueuePush(kind::QueuePush { .. })
+                | Step::QueuePop(kind::QueuePop { .. })
+                | Step::LockTry(kind::LockTry { .. })
+                | Step::LockRelease(kind::LockRelease { .. })
         )
     }
 
     /// What the step does, for error messages.
     pub fn describe(&self) -> String {
         match self {
-            Step::Init { function, version, .. } | Step::InitKeyed { function, version, .. } => {
+            Step::Init(kind::Init { function, version, .. }) | Step::InitKeyed(kind::InitKeyed { function, version, .. }) => {
                 format!("init of {function} version {version}")
             }
-            Step::Write { table, key, .. } | Step::Put { table, key, .. } => format!("write of {table}/{}", printable(key)),
-            Step::LoggedWrite { table, key, .. } => format!("logged write of {table}/{}", printable(key)),
-            Step::Read { table, key, .. } => format!("read of {table}/{}", printable(key)),
-            Step::Invoke { function, .. } => format!("call of {function}"),
-            Step::Result { .. } => "result".to_string(),
-            Step::Refused { function, .. } => format!("refusal of {function}"),
-            Step::Clocks { readings } => format!("readings of the clocks and the book ({})", readings.len()),
-            Step::CondAppend { tag, position, .. } => format!("conditional append at offset {position} of tag {tag:#x}"),
-            Step::Sleep { until_ms, .. } => format!("sleep until {until_ms} ms after the Unix epoch"),
-            Step::Delay { until_ms, .. } => format!("start delayed until {until_ms} ms after the Unix epoch"),
-            Step::Promise { promise, .. } => format!("creation of promise {promise}"),
-            Step::Awaited { promise, .. } => format!("await of promise {promise}"),
-            Step::Completed { promise, .. } => format!("completion of promise {promise}"),
-            Step::Cancel { root } => format!("cancellation of {root}"),
+            Step::Write(kind::Write { table, key, .. }) | Step::Put(kind::Put { table, key, .. }) => {
+                format!("write of {table}/{}", printable(key))
+            }
+            Step::LoggedWrite(kind::LoggedWrite { table, key, .. }) => format!("logged write of {table}/{}", printable(key)),
+            Step::Read(kind::Read { table, key, .. }) => format!("read of {table}/{}", printable(key)),
+            Step::Invoke(kind::Invoke { function, .. }) => format!("call of {function}"),
+            Step::Result(kind::Result { .. }) => "result".to_string(),
+            Step::Refused(kind::Refused { function, .. }) => format!("refusal of {function}"),
+            Step::Clocks(kind::Clocks { readings }) => format!("readings of the clocks and the book ({})", readings.len()),
+            Step::CondAppend(kind::CondAppend { tag, position, .. }) => {
+                format!("conditional append at offset {position} of tag {tag:#x}")
+            }
+            Step::Sleep(kind::Sleep { until_ms, .. }) => format!("sleep until {until_ms} ms after the Unix epoch"),
+            Step::Delay(kind::Delay { until_ms, .. }) => format!("start delayed until {until_ms} ms after the Unix epoch"),
+            Step::Promise(kind::Promise { promise, .. }) => format!("creation of promise {promise}"),
+            Step::Awaited(kind::Awaited { promise, .. }) => format!("await of promise {promise}"),
+            Step::Completed(kind::Completed { promise, .. }) => format!("completion of promise {promise}"),
+            Step::Cancel(kind::Cancel { root }) => format!("cancellation of {root}"),
             Step::Cancelled => "cancellation".to_string(),
-            Step::Retry { id, attempt, .. } => format!("retry of {id} as attempt {attempt}"),
-            Step::QueuePush { queue, .. } => format!("push to queue {queue:?}"),
-            Step::QueuePop { queue, .. } => format!("pop from queue {queue:?}"),
-            Step::LockTry { lock, .. } => format!("try of {lock}"),
-            Step::LockRelease { lock, .. } => format!("release of {lock}"),
-            Step::ObjectWrite { object, ops } => format!("write of object {object:?} ({} operations)", ops.len()),
-            Step::TxnCommit { reads, writes, .. } => {
+            Step::Retry(kind::Retry { id, attempt, .. }) => format!("retry of {id} as attempt {attempt}"),
+            Step::QueuePush(kind::QueuePush { queue, .. }) => format!("push to queue {queue:?}"),
+            Step::QueuePop(kind::QueuePop { queue, .. }) => format!("pop from queue {queue:?}"),
+            Step::LockTry(kind::LockTry { lock, .. }) => format!("try of {lock}"),
+            Step::LockRelease(kind::LockRelease { lock, .. }) => format!("release of {lock}"),
+            Step::ObjectWrite(kind::ObjectWrite { object, ops }) => {
+                format!("write of object {object:?} ({} operations)", ops.len())
+            }
+            Step::TxnCommit(kind::TxnCommit { reads, writes, .. }) => {
                 format!("commit of a transaction reading {} objects and writing {}", reads.len(), writes.len())
             }
-            Step::Checkpoint { covers, views } => format!("checkpoint of {} streams at {covers}", views.len()),
-            Step::Group { steps } => format!("group of {} steps", steps.len()),
+            Step::Checkpoint(kind::Checkpoint { covers, views }) => format!("checkpoint of {} streams at {covers}", views.len()),
+            Step::Group(kind::Group { steps }) => format!("group of {} steps", steps.len()),
         }
     }
 
@@ -333,20 +296,21 @@ impl Step {
     /// only (clock readings, a cancellation) or the result, never one of a library's
     /// stream, so that only step-log, write-log and INSTANCES readers meet groups.
     pub fn ends_group(&self) -> bool {
-        self.is_taken_write() || matches!(self, Step::Clocks { .. } | Step::Cancelled | Step::Result { .. })
+        self.is_taken_write()
+            || matches!(self, Step::Clocks(kind::Clocks { .. }) | Step::Cancelled | Step::Result(kind::Result { .. }))
     }
 
     /// Whether the step is a read-optimized write of a step log, which an instance takes
     /// without logging it at once: a [`Step::Put`], or a [`Step::Write`] that is no
     /// migration.
     pub fn is_taken_write(&self) -> bool {
-        matches!(self, Step::Write { migrated_from: None, .. } | Step::Put { .. })
+        matches!(self, Step::Write(kind::Write { migrated_from: None, .. }) | Step::Put(kind::Put { .. }))
     }
 
     /// The steps a step-log record holds, in order: a group's, or the step itself.
     pub fn into_steps(self) -> Vec<Step> {
         match self {
-            Step::Group { steps } => steps,
+            Step::Group(kind::Group { steps }) => steps,
             step => vec![step],
         }
     }
@@ -356,8 +320,8 @@ impl Step {
     /// steps, up to its result (`Instance::begin`), and readers of INSTANCES see both.
     pub fn into_init_and_last(self) -> (Option<Step>, Option<Step>) {
         match self {
-            step @ (Step::Init { .. } | Step::InitKeyed { .. }) => (Some(step), None),
-            Step::Group { mut steps } if steps.first().is_some_and(Step::is_init) => {
+            step @ (Step::Init(kind::Init { .. }) | Step::InitKeyed(kind::InitKeyed { .. })) => (Some(step), None),
+            Step::Group(kind::Group { mut steps }) if steps.first().is_some_and(Step::is_init) => {
                 let last = steps.pop();
                 (Some(steps.swap_remove(0)), last)
             }
@@ -366,13 +330,13 @@ impl Step {
     }
 
     pub fn is_init(&self) -> bool {
-        matches!(self, Step::Init { .. } | Step::InitKeyed { .. })
+        matches!(self, Step::Init(kind::Init { .. }) | Step::InitKeyed(kind::InitKeyed { .. }))
     }
 
     /// The last step a step-log record holds.
     pub fn into_last(self) -> Step {
         match self {
-            Step::Group { mut steps } => steps.pop().expect("decode_steps refuses an empty group"),
+            Step::Group(kind::Group { mut steps }) => steps.pop().expect("decode_steps refuses an empty group"),
             step => step,
         }
     }
@@ -385,15 +349,15 @@ impl Step {
 /// that may end a group, or a read.
 pub fn decode_steps(what: &str, bytes: &[u8]) -> Result<Step, Error> {
     let step: Step = decode(what, bytes)?;
-    if let Step::Group { steps } = &step {
+    if let Step::Group(kind::Group { steps }) = &step {
         let rest = match steps.split_first() {
             Some((first, rest)) if first.is_init() => rest,
             _ => &steps[..],
         };
-        let read = |t: &Step| matches!(t, Step::Read { .. });
+        let read = |t: &Step| matches!(t, Step::Read(kind::Read { .. }));
         let well_formed = rest.split_last().is_some_and(|(last, taken)| {
             (last.ends_group() || read(last))
-                && taken.iter().all(|t| t.is_taken_write() || matches!(t, Step::Clocks { .. }) || read(t))
+                && taken.iter().all(|t| t.is_taken_write() || matches!(t, Step::Clocks(kind::Clocks { .. })) || read(t))
         });
         if !well_formed {
             return Err(Error::Internal(format!("a {what} record holds a malformed group of {} steps", steps.len())));
@@ -418,9 +382,9 @@ pub fn write_in(bytes: &Bytes, table: &str, key: &[u8]) -> Result<Option<Written
     static VARIANTS: OnceLock<(u32, u32, u32)> = OnceLock::new();
     let &(write, put, group) = VARIANTS.get_or_init(|| {
         let variant = |step: &Step| u32::from_le_bytes(encode(step)[1..5].try_into().expect("a variant"));
-        let w = Step::Write { table: String::new(), key: Bytes::new(), version: 0, migrated_from: None };
-        let p = Step::Put { table: String::new(), key: Bytes::new(), version: 0, value: None };
-        (variant(&w), variant(&p), variant(&Step::Group { steps: Vec::new() }))
+        let w = Step::Write(kind::Write { table: String::new(), key: Bytes::new(), version: 0, migrated_from: None });
+        let p = Step::Put(kind::Put { table: String::new(), key: Bytes::new(), version: 0, value: None });
+        (variant(&w), variant(&p), variant(&Step::Group(kind::Group { steps: Vec::new() })))
     });
     let malformed = || Error::Internal("a write-log record is malformed".into());
     let mut r = Reader(bytes);
@@ -445,10 +409,10 @@ pub fn write_in(bytes: &Bytes, table: &str, key: &[u8]) -> Result<Option<Written
             // Clock readings among the writes: read the whole record.
             let steps = decode_steps("write-log", bytes)?.into_steps();
             return Ok(steps.into_iter().rev().find_map(|s| match s {
-                Step::Write { table: t, key: k, version, migrated_from } if t == table && k == key => {
+                Step::Write(kind::Write { table: t, key: k, version, migrated_from }) if t == table && k == key => {
                     Some(Written { version, migrated_from, value: None })
                 }
-                Step::Put { table: t, key: k, version, value } if t == table && k == key => {
+                Step::Put(kind::Put { table: t, key: k, version, value }) if t == table && k == key => {
                     Some(Written { version, migrated_from: None, value: Some(value) })
                 }
                 _ => None,
@@ -627,6 +591,12 @@ pub fn encoded_len<T: Serialize>(value: &T) -> usize {
     usize::try_from(len).unwrap_or(usize::MAX).saturating_add(1)
 }
 
+/// [`encoded_len`] of the [`Step`] that wraps `kind`, without making it: bincode puts the
+/// variant's number, a `u32`, before the fields.
+pub fn step_len<K: kind::Kind + Serialize>(kind: &K) -> usize {
+    encoded_len(kind).saturating_add(4)
+}
+
 pub fn decode<T: serde::de::DeserializeOwned>(what: &str, bytes: &[u8]) -> Result<T, Error> {
     use bincode::Options as _;
     match bytes.first() {
@@ -648,6 +618,8 @@ pub fn decode<T: serde::de::DeserializeOwned>(what: &str, bytes: &[u8]) -> Resul
 
 #[cfg(test)]
 mod tests {
+    use crate::id::InstanceId;
+    use crate::objects::ObjOp;
 
     /// One step of every kind, for the encoding test below.
     fn one_of_each() -> Vec<Step> {
@@ -656,39 +628,46 @@ mod tests {
         let lock = LockId::Key { function: "f".into(), key: "k".into() };
         let op = ObjOp::Incr { path: "a".into(), by: 2 };
         vec![
-            Step::Init { id: id.clone(), function: "f".into(), version: 3, input: b() },
-            Step::Write { table: "t".into(), key: b(), version: 4, migrated_from: Some(5) },
-            Step::LoggedWrite { table: "t".into(), key: b(), value: Some(b()) },
-            Step::Read { table: "t".into(), key: b(), value: None },
-            Step::Invoke { function: "g".into(), input_sha256: [7; 32], outcome: Outcome::Trap("x".into()) },
-            Step::Result { outcome: Outcome::Ok(b()) },
-            Step::Refused { id: id.clone(), function: "f".into(), outcome: Outcome::Cancelled },
-            Step::Clocks { readings: vec![Reading::Wall(1), Reading::Monotonic(2)] },
-            Step::CondAppend { tag: 1, position: 2, data_sha256: [3; 32], outcome: CondOutcome::Conflict(Some(4)) },
-            Step::Sleep { until_ms: 9, root: id.clone() },
-            Step::Delay { until_ms: 10, root: id.clone() },
-            Step::Promise { promise: "p".into(), root: id.clone() },
-            Step::Awaited { promise: "p".into(), outcome: Awaited::TimedOut },
-            Step::Completed { promise: "p".into(), root: id.clone(), value: b() },
-            Step::Cancel { root: id.clone() },
+            Step::Init(kind::Init { id: id.clone(), function: "f".into(), version: 3, input: b() }),
+            Step::Write(kind::Write { table: "t".into(), key: b(), version: 4, migrated_from: Some(5) }),
+            Step::LoggedWrite(kind::LoggedWrite { table: "t".into(), key: b(), value: Some(b()) }),
+            Step::Read(kind::Read { table: "t".into(), key: b(), value: None }),
+            Step::Invoke(kind::Invoke { function: "g".into(), input_sha256: [7; 32], outcome: Outcome::Trap("x".into()) }),
+            Step::Result(kind::Result { outcome: Outcome::Ok(b()) }),
+            Step::Refused(kind::Refused { id: id.clone(), function: "f".into(), outcome: Outcome::Cancelled }),
+            Step::Clocks(kind::Clocks { readings: vec![Reading::Wall(1), Reading::Monotonic(2)] }),
+            Step::CondAppend(kind::CondAppend {
+                tag: 1,
+                position: 2,
+                data_sha256: [3; 32],
+                outcome: CondOutcome::Conflict(Some(4)),
+            }),
+            Step::Sleep(kind::Sleep { until_ms: 9, root: id.clone() }),
+            Step::Delay(kind::Delay { until_ms: 10, root: id.clone() }),
+            Step::Promise(kind::Promise { promise: "p".into(), root: id.clone() }),
+            Step::Awaited(kind::Awaited { promise: "p".into(), outcome: Awaited::TimedOut }),
+            Step::Completed(kind::Completed { promise: "p".into(), root: id.clone(), value: b() }),
+            Step::Cancel(kind::Cancel { root: id.clone() }),
             Step::Cancelled,
-            Step::Retry { id: id.clone(), root: id.clone(), attempt: 2, until_ms: 11 },
-            Step::ObjectWrite { object: "o".into(), ops: vec![op.clone()] },
-            Step::TxnCommit { start: 1, reads: vec!["o".into()], writes: vec![("o".into(), vec![op])] },
-            Step::QueuePush { queue: "q".into(), shard: 1, message: b() },
-            Step::QueuePop { queue: "q".into(), shard: 1, last: true },
-            Step::LockTry { lock: lock.clone(), holder: "h".into(), root: id.clone(), prev: 1, last: false },
-            Step::LockRelease { lock, holder: "h".into(), prev: 2 },
-            Step::InitKeyed {
+            Step::Retry(kind::Retry { id: id.clone(), root: id.clone(), attempt: 2, until_ms: 11 }),
+            Step::ObjectWrite(kind::ObjectWrite { object: "o".into(), ops: vec![op.clone()] }),
+            Step::TxnCommit(kind::TxnCommit { start: 1, reads: vec!["o".into()], writes: vec![("o".into(), vec![op])] }),
+            Step::QueuePush(kind::QueuePush { queue: "q".into(), shard: 1, message: b() }),
+            Step::QueuePop(kind::QueuePop { queue: "q".into(), shard: 1, last: true }),
+            Step::LockTry(kind::LockTry { lock: lock.clone(), holder: "h".into(), root: id.clone(), prev: 1, last: false }),
+            Step::LockRelease(kind::LockRelease { lock, holder: "h".into(), prev: 2 }),
+            Step::InitKeyed(kind::InitKeyed {
                 id: id.clone(),
                 function: "f".into(),
                 version: 1,
                 input: b(),
                 key: InvocationKey { key: "k".into(), exclusive: true },
-            },
-            Step::Checkpoint { covers: 3, views: vec![(1, b())] },
-            Step::Group { steps: vec![Step::Cancelled, Step::Result { outcome: Outcome::Timeout(5) }] },
-            Step::Put { table: "t".into(), key: b(), version: 6, value: Some(b()) },
+            }),
+            Step::Checkpoint(kind::Checkpoint { covers: 3, views: vec![(1, b())] }),
+            Step::Group(kind::Group {
+                steps: vec![Step::Cancelled, Step::Result(kind::Result { outcome: Outcome::Timeout(5) })],
+            }),
+            Step::Put(kind::Put { table: "t".into(), key: b(), version: 6, value: Some(b()) }),
         ]
     }
 
@@ -735,48 +714,76 @@ mod tests {
             assert_eq!(hex, want, "{}", step.describe());
             assert_eq!(&decode::<Step>("step", &encode(step)).expect("decodes"), step);
         }
+        let clocks = kind::Clocks { readings: vec![Reading::Wall(1)] };
+        assert_eq!(step_len(&clocks), encoded_len(&Step::from(clocks)));
+        let read = kind::Read { table: "t".into(), key: Bytes::from_static(b"k"), value: Some(Bytes::from_static(b"v")) };
+        assert_eq!(step_len(&read), encoded_len(&Step::from(read)));
     }
     use super::*;
 
     #[test]
     fn steps_round_trip_and_garbage_or_unknown_formats_are_errors() {
         let steps = [
-            Step::Init {
+            Step::Init(kind::Init {
                 id: InstanceId::keyed("f", "k.1").unwrap().child(3),
                 function: "f".into(),
                 version: 9,
                 input: Bytes::from_static(b"in"),
-            },
-            Step::Write { table: "t".into(), key: Bytes::from_static(b"\0k"), version: u64::MAX, migrated_from: Some(3) },
-            Step::Put { table: "t".into(), key: Bytes::from_static(b"\0k"), version: 3, value: Some(Bytes::from_static(b"v")) },
-            Step::Put { table: "t".into(), key: Bytes::from_static(b"k"), version: u64::MAX, value: None },
-            Step::Read { table: "t".into(), key: Bytes::from_static(b"k"), value: None },
-            Step::Invoke { function: "g".into(), input_sha256: input_sha256(b"x"), outcome: Outcome::NotFound("g".into()) },
-            Step::Result { outcome: Outcome::TooLarge { size: None, limit: 7 } },
-            Step::Clocks {
+            }),
+            Step::Write(kind::Write {
+                table: "t".into(),
+                key: Bytes::from_static(b"\0k"),
+                version: u64::MAX,
+                migrated_from: Some(3),
+            }),
+            Step::Put(kind::Put {
+                table: "t".into(),
+                key: Bytes::from_static(b"\0k"),
+                version: 3,
+                value: Some(Bytes::from_static(b"v")),
+            }),
+            Step::Put(kind::Put { table: "t".into(), key: Bytes::from_static(b"k"), version: u64::MAX, value: None }),
+            Step::Read(kind::Read { table: "t".into(), key: Bytes::from_static(b"k"), value: None }),
+            Step::Invoke(kind::Invoke {
+                function: "g".into(),
+                input_sha256: input_sha256(b"x"),
+                outcome: Outcome::NotFound("g".into()),
+            }),
+            Step::Result(kind::Result { outcome: Outcome::TooLarge { size: None, limit: 7 } }),
+            Step::Clocks(kind::Clocks {
                 readings: vec![
                     Reading::Wall(u64::MAX),
                     Reading::Monotonic(0),
                     Reading::Log(None),
                     Reading::Log(Some(ReadRecord { seqnum: 3, tags: vec![1, 2], data: Bytes::from_static(b"d"), aux: None })),
                 ],
-            },
-            Step::CondAppend { tag: 5, position: 0, data_sha256: input_sha256(b""), outcome: CondOutcome::Conflict(None) },
-            Step::CondAppend { tag: 5, position: 1, data_sha256: [0; 32], outcome: CondOutcome::Appended(u64::MAX) },
-            Step::Sleep { until_ms: u64::MAX, root: InstanceId::generated("00ff") },
-            Step::Delay { until_ms: 0, root: InstanceId::generated("00ff") },
-            Step::Promise { promise: "ab".into(), root: InstanceId::generated("00ff") },
-            Step::Awaited { promise: "ab".into(), outcome: Awaited::Value(Bytes::from_static(b"v")) },
-            Step::Awaited { promise: "ab".into(), outcome: Awaited::TimedOut },
-            Step::Completed { promise: "ab".into(), root: InstanceId::generated("00ff"), value: Bytes::new() },
-            Step::Cancel { root: InstanceId::generated("00ff") },
+            }),
+            Step::CondAppend(kind::CondAppend {
+                tag: 5,
+                position: 0,
+                data_sha256: input_sha256(b""),
+                outcome: CondOutcome::Conflict(None),
+            }),
+            Step::CondAppend(kind::CondAppend {
+                tag: 5,
+                position: 1,
+                data_sha256: [0; 32],
+                outcome: CondOutcome::Appended(u64::MAX),
+            }),
+            Step::Sleep(kind::Sleep { until_ms: u64::MAX, root: InstanceId::generated("00ff") }),
+            Step::Delay(kind::Delay { until_ms: 0, root: InstanceId::generated("00ff") }),
+            Step::Promise(kind::Promise { promise: "ab".into(), root: InstanceId::generated("00ff") }),
+            Step::Awaited(kind::Awaited { promise: "ab".into(), outcome: Awaited::Value(Bytes::from_static(b"v")) }),
+            Step::Awaited(kind::Awaited { promise: "ab".into(), outcome: Awaited::TimedOut }),
+            Step::Completed(kind::Completed { promise: "ab".into(), root: InstanceId::generated("00ff"), value: Bytes::new() }),
+            Step::Cancel(kind::Cancel { root: InstanceId::generated("00ff") }),
             Step::Cancelled,
-            Step::Retry {
+            Step::Retry(kind::Retry {
                 id: InstanceId::generated("00ff").child(3),
                 root: InstanceId::generated("00ff"),
                 attempt: 2,
                 until_ms: 9,
-            },
+            }),
         ];
         for s in steps {
             assert_eq!(decode::<Step>("step", &encode(&s)).unwrap(), s);
@@ -790,24 +797,23 @@ mod tests {
 
     #[test]
     fn a_write_read_in_place_is_the_one_the_decoded_record_holds() {
-        let write = |table: &str, key: &[u8], version: u64, migrated_from: Option<u64>| Step::Write {
-            table: table.into(),
-            key: Bytes::copy_from_slice(key),
-            version,
-            migrated_from,
+        let write = |table: &str, key: &[u8], version: u64, migrated_from: Option<u64>| {
+            Step::Write(kind::Write { table: table.into(), key: Bytes::copy_from_slice(key), version, migrated_from })
         };
-        let result = Step::Result { outcome: Outcome::Ok(Bytes::from_static(b"k")) };
-        let group = Step::Group {
+        let result = Step::Result(kind::Result { outcome: Outcome::Ok(Bytes::from_static(b"k")) });
+        let group = Step::Group(kind::Group {
             steps: vec![write("t", b"k", 1, None), write("t", b"j", 2, None), write("t", b"k", 3, None), result.clone()],
-        };
-        let put = |table: &str, key: &[u8], version: u64, value: Option<&'static [u8]>| Step::Put {
-            table: table.into(),
-            key: Bytes::copy_from_slice(key),
-            version,
-            value: value.map(Bytes::from_static),
+        });
+        let put = |table: &str, key: &[u8], version: u64, value: Option<&'static [u8]>| {
+            Step::Put(kind::Put {
+                table: table.into(),
+                key: Bytes::copy_from_slice(key),
+                version,
+                value: value.map(Bytes::from_static),
+            })
         };
         type Found = Option<(u64, Option<u64>)>;
-        let clocks = Step::Clocks { readings: vec![Reading::Wall(7), Reading::Log(None)] };
+        let clocks = Step::Clocks(kind::Clocks { readings: vec![Reading::Wall(7), Reading::Log(None)] });
         let stored = |found: Found| found.map(|(version, migrated_from)| Written { version, migrated_from, value: None });
         let carried = |version: u64, value: Option<&'static [u8]>| {
             Some(Written { version, migrated_from: None, value: Some(value.map(Bytes::from_static)) })
@@ -820,10 +826,12 @@ mod tests {
             (group.clone(), "t", b"k", Some((3, None))),
             (group.clone(), "t", b"j", Some((2, None))),
             (group, "u", b"k", None),
-            (Step::Group { steps: vec![write("t", b"k", 4, None), Step::Cancelled] }, "t", b"k", Some((4, None))),
+            (Step::Group(kind::Group { steps: vec![write("t", b"k", 4, None), Step::Cancelled] }), "t", b"k", Some((4, None))),
             (result.clone(), "t", b"k", None),
             (
-                Step::Group { steps: vec![write("t", b"k", 5, None), clocks.clone(), write("t", b"k", 6, None), clocks.clone()] },
+                Step::Group(kind::Group {
+                    steps: vec![write("t", b"k", 5, None), clocks.clone(), write("t", b"k", 6, None), clocks.clone()],
+                }),
                 "t",
                 b"k",
                 Some((6, None)),
@@ -831,9 +839,9 @@ mod tests {
         ];
         let mut cases: Vec<(Step, &str, &[u8], Option<Written>)> =
             old.into_iter().map(|(step, table, key, found)| (step, table, key, stored(found))).collect();
-        let mixed = Step::Group {
+        let mixed = Step::Group(kind::Group {
             steps: vec![put("t", b"k", 1, Some(b"one")), write("t", b"j", 2, None), put("t", b"j", 3, None), result.clone()],
-        };
+        });
         let new: [(Step, &str, &[u8], Option<Written>); 7] = [
             (put("t", b"k", 9, Some(b"v")), "t", b"k", carried(9, Some(b"v"))),
             (put("t", b"k", 9, Some(b"")), "t", b"k", carried(9, Some(b""))),
@@ -842,7 +850,9 @@ mod tests {
             (mixed.clone(), "t", b"k", carried(1, Some(b"one"))),
             (mixed, "t", b"j", carried(3, None)),
             (
-                Step::Group { steps: vec![put("t", b"k", 5, Some(b"five")), clocks.clone(), write("t", b"j", 6, None), clocks] },
+                Step::Group(kind::Group {
+                    steps: vec![put("t", b"k", 5, Some(b"five")), clocks.clone(), write("t", b"j", 6, None), clocks],
+                }),
                 "t",
                 b"k",
                 carried(5, Some(b"five")),
@@ -868,38 +878,39 @@ mod tests {
 
     #[test]
     fn a_step_is_the_same_operation_only_with_the_same_table_key_and_callee() {
-        let read = |t: &str, k: &'static [u8]| Step::Read { table: t.into(), key: Bytes::from_static(k), value: None };
-        let recorded = Step::Read { table: "t".into(), key: Bytes::from_static(b"k"), value: Some(Bytes::from_static(b"v")) };
+        let read =
+            |t: &str, k: &'static [u8]| Step::Read(kind::Read { table: t.into(), key: Bytes::from_static(k), value: None });
+        let recorded =
+            Step::Read(kind::Read { table: "t".into(), key: Bytes::from_static(b"k"), value: Some(Bytes::from_static(b"v")) });
         assert!(recorded.same_operation(&read("t", b"k")));
         assert!(!recorded.same_operation(&read("u", b"k")));
         assert!(!recorded.same_operation(&read("t", b"j")));
-        let call = |f: &str, i: &[u8]| Step::Invoke {
-            function: f.into(),
-            input_sha256: input_sha256(i),
-            outcome: Outcome::Ok(Bytes::new()),
+        let call = |f: &str, i: &[u8]| {
+            Step::Invoke(kind::Invoke { function: f.into(), input_sha256: input_sha256(i), outcome: Outcome::Ok(Bytes::new()) })
         };
         assert!(call("g", b"1").same_operation(&call("g", b"1")));
         assert!(!call("g", b"1").same_operation(&call("h", b"1")));
         assert!(!call("g", b"1").same_operation(&call("g", b"2")));
-        let write = |v: &'static [u8]| Step::LoggedWrite {
-            table: "t".into(),
-            key: Bytes::from_static(b"k"),
-            value: Some(Bytes::from_static(v)),
+        let write = |v: &'static [u8]| {
+            Step::LoggedWrite(kind::LoggedWrite {
+                table: "t".into(),
+                key: Bytes::from_static(b"k"),
+                value: Some(Bytes::from_static(v)),
+            })
         };
         assert!(!write(b"a").same_operation(&write(b"b")));
         assert!(!write(b"a").same_operation(&read("t", b"k")));
         // A read-optimized write is the same write whether it carries its value or not.
-        let stored = |key: &'static [u8], version| Step::Write {
-            table: "t".into(),
-            key: Bytes::from_static(key),
-            version,
-            migrated_from: None,
+        let stored = |key: &'static [u8], version| {
+            Step::Write(kind::Write { table: "t".into(), key: Bytes::from_static(key), version, migrated_from: None })
         };
-        let put = |key: &'static [u8], version, value: &'static [u8]| Step::Put {
-            table: "t".into(),
-            key: Bytes::from_static(key),
-            version,
-            value: Some(Bytes::from_static(value)),
+        let put = |key: &'static [u8], version, value: &'static [u8]| {
+            Step::Put(kind::Put {
+                table: "t".into(),
+                key: Bytes::from_static(key),
+                version,
+                value: Some(Bytes::from_static(value)),
+            })
         };
         assert!(put(b"k", 1, b"a").same_operation(&put(b"k", 1, b"b")));
         assert!(put(b"k", 1, b"a").same_operation(&stored(b"k", 1)));
