@@ -55,6 +55,34 @@
 //!   and that was trimmed before the re-execution looked (a book trimmed past its end)
 //!   cannot be told from another's: the invocation sees a conflict, the offset stays
 //!   taken by a record nobody can read.
+//!
+//! A table's protocol, as of the instance's start (`tables.rs`), decides what its
+//! operations log: read-optimized appends a write record tagged with the object (its
+//! write log) and reads log-free at `cursorTS`; write-optimized logs its reads and
+//! writes log-free, `put_if_newer` at `(cursor, counter)` on single-version entries;
+//! symmetric (Boki) logs both; unsafe logs nothing. A transitional instance (one that
+//! started during a switch, `switch.rs`) logs its reads and writes both stores.
+//!
+//! Step kinds are types: `record/kind.rs` has one struct per kind, which a variant of
+//! [`Step`] wraps (`Step::Read(kind::Read { .. })`). The instance logs a step with
+//! `Instance::log` or `log_seqnum` (`steps.rs`), which return what holds the step's
+//! place (the step, or what an earlier execution or a peer logged there) as a value of
+//! its kind, so no caller has to match the kinds it did not log.
+//!
+//! The module's files:
+//! - `init.rs`: the Init record, logged, recovered, or deferred to the first record of a
+//!   lazily started root on a node alone.
+//! - `steps.rs`: taking recorded steps, logging new ones, the pending writes and
+//!   readings, and the step gate.
+//! - `state.rs`: `state.get`, `put` and `delete` under each table protocol.
+//! - `tables.rs`: a table's protocol as of the instance's start; `observe` counts for
+//!   `auto`.
+//! - `log.rs`: the guest's marked appends, conditional appends and recorded reads.
+//! - `waits.rs`: durable sleeps, delayed starts, promises.
+//! - `cancel.rs`: the cancel stream and `Cancelled` steps.
+//! - `children.rs`, `holds.rs`, `messages.rs`, `transactions.rs`: child calls, locks and
+//!   keys, queue pushes and pops, durable objects and their transactions, each as steps.
+//! - `finish.rs`: the result record, or none for a forgettable root.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -425,6 +453,12 @@ impl Instance {
             // the invocation's, so it stops before acting on it and runs again.
             _ => Err(Abort::Superseded),
         }
+    }
+
+    /// What the steps this instance keeps take, encoded: see [`Step::shed`].
+    #[cfg(test)]
+    pub(crate) fn kept_step_bytes(&self) -> usize {
+        self.steps.iter().map(|r| record::encoded_len(&r.step)).sum()
     }
 
     pub(crate) fn svc(&self) -> &Arc<Durable> {

@@ -1,5 +1,53 @@
 //! The step log of an instance: taking recorded steps, logging new ones, and the
-//! pending read-optimized writes and clock readings that ride the next record.
+//! pending read-optimized writes and clock readings that ride the next record. The step
+//! gate (`step_gate`), where a step sees its root's cancellation, is here too
+//! (`cancel.rs` says how cancellation works).
+//!
+//! A read-optimized write of a value of at most `PUT_INLINE_MAX` (8 KiB) carries it in
+//! its record (`Step::Put`), and readers take it from there. Its version (a hash of the
+//! instance ID and step with the top bit set: a *marker*) is stored only so that garbage
+//! collection and a switch's migration, which page through stored objects, find the
+//! object, and without looking whether the name is taken (a crash may leave another
+//! execution's value under it; no reader looks). One durable version per object is all
+//! they need, so only the object's first write in a node's life stores its marker,
+//! synced (`Durable::durable_objects`, a memo, says which objects have one), and garbage
+//! collection stores the visible write's marker before it deletes older versions, so
+//! the object keeps one. A small write thus stores nothing in the steady state. (A
+//! marker stored without a sync could be lost in a machine crash while its record
+//! survived, leaving the object invisible to both and losing its value in a switch to
+//! write-optimized: the simulator's machine crashes found it, and its end-of-run check
+//! that every object with a write in its write log has a stored version guards it.) A
+//! larger value is stored as its version (the same hash, top bit clear, so never a name
+//! a crashed execution's marker took: the first version stored under a name stays),
+//! synced, before a `Step::Write` that names it.
+//!
+//! The writes are *pending* until the instance logs its next record: a put returns at
+//! once, and the next record holds every pending step, as one [`Step::Group`] (one
+//! position of the step log, one step each), with the step that logs them if that step
+//! may end a group (`Step::ends_group`: the result, clock readings, a cancellation),
+//! otherwise alone just before it. At most `PENDING_MAX` (32) steps or
+//! `PENDING_BYTES_MAX` (1 MiB) of values and readings wait (both in `mod.rs`); more are
+//! logged at once. Their versions are stored together just before that record, in one
+//! store call (`StateStore::put_versions`: one RocksDB batch), but for a write that a
+//! later pending write of its object replaces. The clock readings a guest takes before
+//! a `Put` or before its result wait too, and go in that record just before the step.
+//! Readings before a `Write` are logged before its version is stored (pending readings
+//! first), since a version's name (instance and step) does not depend on its value and
+//! the first store of it stays: a re-execution after a crash between the two would read
+//! other values and find the crashed one's stored (the simulator's scenario
+//! `a_re_execution_reads_the_clocks_and_random_numbers_of_the_crashed_one` pins it).
+//! Every other operation flushes the pending steps first (a read at the cursor must see
+//! them; nothing outside the instance may see its effects out of order), and nothing
+//! outside the instance can see them before: a crash, or a trap that runs again, loses
+//! them as one before a write record always did. A read-optimized transfer (two reads,
+//! two writes, a result) thus appends its Init and one record, and once its objects have
+//! markers syncs no store write.
+//!
+//! A conflict takes the peer's recorded steps in order (`take_recorded_pending`); one
+//! that differs from a pending step (other readings, a peer's `Cancelled` there, a
+//! non-deterministic guest) stops this execution with `Superseded`. A write-log reader
+//! takes a group's last write of its object, read in place (`record::write_in`: a
+//! `Put`'s value is a slice of the record).
 
 use super::*;
 
@@ -7,6 +55,9 @@ impl Instance {
     /// Moves past a step taken now or recorded earlier.
     pub(super) fn take(&mut self, seqnum: u64) {
         self.next += 1;
+        if let Some(taken) = self.steps.get_mut(self.next - 1) {
+            taken.step.shed();
+        }
         self.reach(seqnum);
         self.follow();
     }
@@ -237,7 +288,8 @@ impl Instance {
             match appended {
                 Ok(s) => {
                     self.records += 1;
-                    for p in std::mem::take(&mut self.pending) {
+                    for mut p in std::mem::take(&mut self.pending) {
+                        p.step.shed();
                         self.steps.push(Recorded { seqnum: s.0, step: p.step });
                     }
                     self.reach(s.0);
@@ -247,10 +299,11 @@ impl Instance {
                         self.effect()?;
                         return Ok(None);
                     };
-                    self.steps.push(Recorded { seqnum: s.0, step });
+                    let logged = Recorded { seqnum: s.0, step };
+                    self.steps.push(logged.clone());
                     self.take(s.0);
                     self.effect()?;
-                    return Ok(Some(self.steps[self.next - 1].clone()));
+                    return Ok(Some(logged));
                 }
                 Err(LogError::Conflict { .. }) if init.is_some() => {
                     self.load_steps(ctx, 0).await?;

@@ -1,21 +1,48 @@
 //! What the exactly-once protocols write to the log.
 //!
-//! Every record is one [`Step`], [`Transition`] or listing, encoded as one format byte
-//! ([`FORMAT`]) and bincode. A node refuses a record of a format it does not know with a
-//! clear error instead of misreading it; a new format is added as a new number, and old
-//! ones stay readable. Records go under the platform tags of [`crate::tags`] in the
-//! shadow of the invocation's book:
+//! Every record is one [`Step`], [`Transition`], listing (a book, a [`TableRef`]) or
+//! schedule state, encoded as one format byte ([`FORMAT`]) and bincode. A node refuses a
+//! record of a format it does not know with a clear error instead of misreading it; a
+//! new format is added as a new number, and old ones stay readable. Records go under the
+//! platform tags of [`crate::tags`], in the shadow of the invocation's book unless they
+//! are platform-wide:
 //!
 //! ```text
-//!   step(id)                    the instance's step log: Init, then one record per logged step
-//!   object(table, key)          the read-optimized write log of one object (Write records)
-//!   transition(table)           the table's protocol history (Transition records)
-//!   migration(begin, table, key) a switch's one migration record of that key
-//!   INSTANCES                   every Init and Result of the book (the recovery scan)
+//!   step(id)                     the instance's step log: Init (InitKeyed, or a refused child's Refused), then
+//!                                one record per logged step or Group of steps
+//!   object(table, key)           the read-optimized write log of one object (Write and Put, Groups holding them)
+//!   transition(table)            the table's protocol history (Transition records)
+//!   migration(begin, table, key) a switch's one migration record of that key (a Write, also in the write log)
+//!   promise(p)                   Promise at offset 0, its one Completed at offset 1
+//!   promise_waiters(p)           the Sleep steps of awaits of p that would suspend: a completion wakes their roots
+//!   cancel(root)                 Cancel at offset 0: the root and its children are cancelled
+//!   retry(id)                    the Retry records of an instance that trapped (the last one counts)
+//!   bokistore(object)            a durable object's ObjectWrite steps and the TxnCommit steps that write it
+//!   queue_shard(queue, shard)    a queue shard's QueuePush and QueuePop steps
+//!   lock(lock)                   a lock's LockTry and LockRelease steps
+//!   checkpoint(stream)           Checkpoints of an object's, a queue shard's or a lock's stream (gc.rs)
+//!   INSTANCES                    every Init (or Refused) and Result of the book, and what wakes a root: Sleep,
+//!                                Delay, Completed, Cancel, Retry (the recovery scan reads it)
+//!   APPENDED                     the Results (also in INSTANCES) of instances that appended to their user book
+//!   LIBRARIES                    every record of an object's, a queue shard's or a lock's stream (gc.rs walks it)
+//!
+//!   platform-wide, in PLATFORM_BOOK:
+//!   schedule(name)               a schedule's whole state after each change
+//!   SCHEDULES                    the definitions and deletions of schedules (those records of schedule(name))
+//!   BOOKS, TABLES, SWITCHES      listings: books with exactly-once invocations, tables with a transition log,
+//!                                switches started
+//!   MANIFESTS, TAG_KEY           the registry's manifests (JSON) and the cluster's tag key: not of this format
 //! ```
 //!
 //! Every record names what it is about (the instance ID, the table and key), and readers
-//! skip or refuse records that are not theirs.
+//! skip or refuse records that are not theirs. A step names its operation (table and
+//! key, callee and a hash of its input, ...), and [`Step::same_operation`] compares what
+//! a re-execution asks for with the record in all of it. Each kind of step is a struct
+//! of [`kind`], which a variant of [`Step`] wraps (`Step::Read(kind::Read { .. })`), so
+//! that logging a step returns what was logged, of its kind (`Instance::log` and
+//! `log_seqnum` in `instance/steps.rs`). A new variant of [`Step`] or [`Transition`]
+//! goes after the others, since bincode encodes a variant by its number: older records
+//! then decode as they did.
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -289,6 +316,31 @@ impl Step {
             }
             Step::Checkpoint(kind::Checkpoint { covers, views }) => format!("checkpoint of {} streams at {covers}", views.len()),
             Step::Group(kind::Group { steps }) => format!("group of {} steps", steps.len()),
+        }
+    }
+
+    /// Drops what the step carries that no one reads once the instance has passed it:
+    /// the values of reads and writes, pushed messages, object operations, a child's or
+    /// an await's output, clock readings. An instance keeps every step of its attempt
+    /// (`Instance::steps`), and only the step at its place is compared with what the
+    /// guest asks for; what it keeps of the steps behind it (their kinds and names, a
+    /// result, lock tries) stays, so an attempt's memory grows with its steps, not with
+    /// the bytes they moved.
+    pub fn shed(&mut self) {
+        match self {
+            Step::Read(kind::Read { value, .. }) | Step::LoggedWrite(kind::LoggedWrite { value, .. }) => *value = None,
+            Step::Put(kind::Put { value, .. }) => *value = None,
+            Step::QueuePush(push) => push.message = Bytes::new(),
+            Step::ObjectWrite(write) => write.ops = Vec::new(),
+            Step::TxnCommit(commit) => {
+                commit.reads = Vec::new();
+                commit.writes = Vec::new();
+            }
+            Step::Awaited(kind::Awaited { outcome: Awaited::Value(v), .. }) => *v = Bytes::new(),
+            Step::Invoke(kind::Invoke { outcome: Outcome::Ok(v), .. }) => *v = Bytes::new(),
+            Step::Clocks(clocks) => clocks.readings = Vec::new(),
+            Step::Group(group) => group.steps.iter_mut().for_each(Step::shed),
+            _ => {}
         }
     }
 

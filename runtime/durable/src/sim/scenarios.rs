@@ -623,6 +623,28 @@ fn a_re_execution_runs_on_its_version_whatever_a_later_deploy_admits() {
     assert_eq!(versions, [v1, v1], "the retry and the re-execution (the first attempts crashed before the guest ran)");
 }
 
+/// Review finding 9: one attempt kept every step's payload in host memory, outside the
+/// guest's memory limit: a guest pushing large messages in a loop grew the host by all
+/// of them. The steps an instance has passed now keep only their kinds and names.
+#[test]
+fn an_attempt_keeps_no_payload_of_the_steps_it_passed() {
+    let mut w = World::new(config());
+    let d = w.start(0);
+    let pusher = guest(|a| {
+        Box::pin(async move {
+            for _ in 0..40 {
+                a.queue_push("big", Bytes::from(vec![7u8; 64 << 10])).await?;
+            }
+            let v = a.get("ro", b"k").await?;
+            Ok(format!("{} {}", a.instance.kept_step_bytes(), v.is_none()).into_bytes())
+        })
+    });
+    w.deploy("pusher", Limits::default(), pusher);
+    let out = w.invoke(&d, keyed("pusher", "k", "")).expect("an output");
+    let kept: usize = out.split(' ').next().and_then(|n| n.parse().ok()).expect("a count");
+    assert!(kept < 16 << 10, "40 pushes of 64 KiB left {kept} bytes of steps in the instance");
+}
+
 /// Asynchronous invocations: at most `async_max` run on a node at once (more are
 /// refused as busy, and admitted again once some finish), and a submission is
 /// acknowledged only once its Init record is in the log, so that it finishes even if
