@@ -1,5 +1,6 @@
-//! The HTTP gateway. Every error is JSON, `{"error": {"code", "message"}}`, with the
-//! status of [`http_status`]; so is every refusal of the gateway's own (a bad
+//! The HTTP gateway, which owns the HTTP view of the core's errors. Every error is JSON,
+//! `{"error": {"code", "message"}}` ([`ApiError`] renders it), with the status that
+//! [`http_status`] maps the error to; so is every refusal of the gateway's own (a bad
 //! path parameter, query string or body, an unknown route, a method a route does not
 //! take).
 //!
@@ -28,7 +29,22 @@
 //! so no route buffers more than its own limit. An invocation looks its function up
 //! first (an unknown function is refused without reading the body) and then reads at
 //! most that version's `request_bytes_max`. Platform books (top bit set) are refused on
-//! every route that names a book.
+//! every route that names a book. A records page is bounded in bytes
+//! (`RECORDS_PAGE_BYTES_MAX`, unless its first record alone is larger) as well as in
+//! count, since every record's data and aux data are rendered both as text and as base64.
+//!
+//! A synchronous invocation that suspended (a durable sleep) is answered 202, as a
+//! background one is, with its ID, status `sleeping` and wake time (`wake_at_ms`, null
+//! for an await of a promise without a timeout), and its status URL in `Location`.
+//!
+//! Session consistency ([`POSITION`], `Tally-Position`): deploys, deletes, invocations,
+//! and the status, cancellation, completion, listing and records routes answer with the
+//! context they reached (`term.index` per physical log, [`format_position`]). A request
+//! that sends it back starts from it: the invocation's context (so its reads wait for
+//! that far in the index), and the registry, which reads its manifests that far before
+//! a lookup (so a function deployed through another node, or redeployed, is the one
+//! run). ARCHITECTURE.md's "Rules at the HTTP boundary" keeps the rules; this is the
+//! mechanism.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -228,3 +228,24 @@ fn f3_the_schedule_listing_is_paged_and_shows_no_inputs() {
     let (_, page) = n.json("GET", "/v1/schedules?limit=1000", b"");
     assert_eq!(page["schedules"].as_array().map(Vec::len), Some(29), "a deleted schedule is not listed");
 }
+
+/// Finding 11: `?key=K&shared=true` let any caller run beside a key's exclusive holder
+/// and write: the key's serialisation held only for callers that did not ask to share
+/// it, and the guest could not tell. A shared run now only reads: every effect it asks
+/// for is refused.
+#[test]
+fn f11_a_shared_keyed_invocation_only_reads() {
+    let (_dir, n) = node();
+    n.deploy("steps", &guest("steps"), "");
+    let shared = "/v1/functions/steps/invoke?book=11&key=k&shared=true";
+    let (status, body) = n.request("POST", "/v1/functions/steps/invoke?book=11&key=k", b"script put t k v; get t k");
+    assert_eq!((status, String::from_utf8_lossy(&body).as_ref()), (200, "ok,v"));
+    let (status, body) = n.request("POST", shared, b"script get t k; append x data; tag x");
+    let text = String::from_utf8_lossy(&body).to_string();
+    assert_eq!(status, 200, "{text}");
+    assert!(text.starts_with("v,error:invalid_argument,"), "{text}");
+    let (status, body) = n.request("POST", shared, b"script put t k w");
+    let text = String::from_utf8_lossy(&body).to_string();
+    assert!(status >= 400 && text.contains("only reads"), "{status} {text}");
+    assert_eq!(n.invoke_ok("steps", 11, "script get t k"), "v");
+}

@@ -21,8 +21,10 @@
 //! it again, since a version is derived from an instance ID and a step that logged its
 //! write. Every other operation passes straight through.
 //!
-//! The cache holds up to `bytes_max` of keys and values, evicting with CLOCK (a second
-//! chance for an entry read since the hand last passed it), in shards with a lock each.
+//! The cache holds up to `bytes_max` of keys and values (every node's store sits behind
+//! one of `[state] version_cache_bytes`, 32 MiB by default), evicting with CLOCK (a
+//! second chance for an entry read since the hand last passed it), in 8 shards with a
+//! lock each.
 
 use std::collections::hash_map::{Entry, HashMap};
 use std::collections::VecDeque;

@@ -6,7 +6,9 @@
 //!
 //! The store knows nothing of the log, of invocations or of which protocol a table
 //! uses: the Halfmoon protocols above it decide which family of operations to call and
-//! which versions to pass. Every backend is checked by the one suite in [`conformance`].
+//! which versions to pass. Store tables are named `<book in hex>/<table>` (`store_table`
+//! in `tally-durable`'s `node.rs`), so one store serves every book. Every backend is
+//! checked by the one suite in [`conformance`].
 
 mod cache;
 pub mod conformance;

@@ -1,5 +1,21 @@
 //! Cancellation as an instance sees it: a Cancel record in its root's stream, looked for at
 //! its steps and before it waits, logged as a `Cancelled` step where it is seen.
+//!
+//! A cancellation (`Durable::cancel`) is a `Cancel` record at offset 0 of the root's
+//! cancel stream, also in INSTANCES, and the root is run again to see it. Every instance
+//! of the tree passes a *step gate* (`Instance::step_gate`, in `steps.rs`) before each
+//! step's effect: a conditional append and a call pass it before they act, since their
+//! steps record the outcomes of effects made; the other steps pass it as they are logged.
+//! A `Cancelled` step recorded at this position, or one taken before, fails the host call
+//! with `cancelled`. Past the recorded history the gate looks at the cancel stream at most
+//! every `CANCEL_CHECK_MS` (at once for a re-execution and for a parent whose child was
+//! cancelled), and logs `Cancelled` here if it finds one; a wait looks before it starts,
+//! as often.
+//! The outcome of an instance that saw it is `Cancelled`, whatever its guest returns.
+//! Known gap: a peer that passed its gate before the cancelling execution logged
+//! `Cancelled` at that position makes that one step's effect (the simulator's scenario
+//! `writes_taken_where_a_peer_logged_the_cancellation_never_become_visible` pins what a
+//! pending write does there).
 
 use super::*;
 

@@ -1,5 +1,15 @@
 //! The end of an instance: its result record, or none for a read-only one that
 //! nothing can ask for again.
+//!
+//! The read-only one is a *forgettable* root (`Of::forgettable`: synchronous, from
+//! outside, with no key of any kind, so no retry names it and its caller waits) whose
+//! Init is still deferred and that only read before it returned: it logs nothing
+//! (`Instance::finish`), since it had no effect, nothing replays it and nobody asks for
+//! its result. It checks on the index what its record's conditions would have checked
+//! (each table's transition log unchanged since it looked), and logs its record as any
+//! other does otherwise. An instance releases the locks it still holds before its Result
+//! (`holds.rs`), and an instance that saw its cancellation has the outcome `Cancelled`,
+//! whatever its guest returned.
 
 use super::*;
 

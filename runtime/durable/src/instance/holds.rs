@@ -1,4 +1,11 @@
 //! Locks and keyed invocations' keys as steps of an instance (`locks.rs` has the locks).
+//!
+//! An exclusive keyed invocation (its `InitKeyed` carries the key) takes `LockId::Key`
+//! before its guest runs (`Instance::enter_key`), as a guest takes a lock: waiting in
+//! place (a background run at most `sleep_in_place_max_ms`, one whose caller waits up to
+//! its deadline), then suspending for `KEY_RETRY_MS` to try again. A waiter that saw one
+//! holder all along runs the holder's root again (`Durable::kick_holder`; `locks.rs`
+//! says why).
 
 use super::*;
 
@@ -14,6 +21,7 @@ impl Instance {
         timeout_ms: u64,
         deadline_ms: u64,
     ) -> Result<bool, Abort> {
+        self.writable("taking a lock")?;
         self.flush(ctx).await?;
         if let LockId::Named(name) = &lock {
             locks::check_name(name).map_err(Abort::Refused)?;
@@ -102,6 +110,23 @@ impl Instance {
     /// The key the invocation is addressed to, once `init` has read it.
     pub fn key(&self) -> Option<&InvocationKey> {
         self.key.as_ref()
+    }
+
+    /// Whether the invocation is a shared run of a key (`?key=K&shared=true`): it runs
+    /// beside the key's exclusive holder, so it only reads. Any effect it asks for is
+    /// refused, so that no caller can break a key's serialisation by asking to share it.
+    pub fn is_shared(&self) -> bool {
+        matches!(self.key, Some(InvocationKey { exclusive: false, .. }))
+    }
+
+    /// Refuses an effect of a shared keyed invocation (see [`Instance::is_shared`]).
+    pub(super) fn writable(&self, what: &str) -> Result<(), Abort> {
+        match self.is_shared() {
+            true => Err(Abort::Refused(Error::InvalidArgument(format!(
+                "{what}: a shared keyed invocation (key=K&shared=true) only reads"
+            )))),
+            false => Ok(()),
+        }
     }
 
     /// Before the guest of a keyed invocation runs: an exclusive one takes its key's

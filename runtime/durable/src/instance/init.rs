@@ -1,5 +1,32 @@
 //! The start of an instance: its Init record (logged, recovered, or deferred to the
 //! first record of a lazily started root) and the step log it replays.
+//!
+//! The Init is deferred only on a node alone (`Peers::alone`: `tally dev`, one function
+//! node over one engine, whose index holds every finished invocation's records before it
+//! answers), by a synchronous root from outside, neither delayed nor addressed to a
+//! key, whose input fits a pending step (`DEFER_INPUT_MAX`) and whose step log is empty
+//! (the invocation path looks first). One with an idempotency key defers it before its guest
+//! runs, since its result is logged even without an effect. The Init becomes the first
+//! pending step. Read-optimized reads before the first record are taken as `Read` steps
+//! with their values, read at the index's end from a position past the node's start
+//! (`Durable::fresh_from`), so that every execution reads the same; write-optimized and
+//! symmetric reads wait as they always do (the store's newest version). The first record
+//! holds the Init, those reads and the steps up to it (tagged INSTANCES): a transfer or a
+//! read-only invocation is one append instead of two, and a re-execution takes the
+//! recorded reads. Every other operation (a call, the guest's log, objects, queues,
+//! locks, sleeps, promises), a write of a logged table, a table being switched and a
+//! read of a value stored as its version log the Init first, and so does a trap
+//! (`log_init_alone`), so that the attempt is retried as one that started. The
+//! conditions of the first record (`begin`) keep a switch that began since the instance
+//! looked from seeing it start after its Begin while it ran the old protocol; a failed
+//! one ends the attempt (`Superseded`), which runs again with its Init first.
+//!
+//! Readers of INSTANCES and of a step log's first record take an Init that begins a group
+//! (`Step::into_init_and_last`); readers of INSTANCES find a group's step log as its
+//! derived tag that is not an object stream of its writes (`TagKey::step_log_of`). In a
+//! cluster an index may lag the log, and only an append gives an invocation a fresh
+//! position, so the Init stays eager there (until the log can answer a fresh position
+//! without an append).
 
 use super::*;
 

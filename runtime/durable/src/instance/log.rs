@@ -1,4 +1,14 @@
 //! The guest's own log calls: marked appends, conditional appends, recorded reads.
+//!
+//! Every append first starts the invocation (so that it runs again after a crash, and
+//! garbage collection retires its marks) and logs the clock readings it may depend on. A
+//! plain append logs no step: a re-execution or a peer that finds its offset of the first
+//! mark held gets the holder back, compared with what it asks to append now (other tags
+//! or data are non-determinism). A `log.cond-append` logs a `CondAppend` step with what
+//! it got before the guest sees it. Reads of the guest's book are readings
+//! (`Reading::Log`, up to `READ_BYTES_MAX` bytes of records a step, `recorder.rs`): a
+//! replay never reads the log, so records trimmed since (a consumer that trims what it
+//! read) replay as they were.
 
 use super::*;
 
@@ -8,6 +18,9 @@ impl Instance {
     /// or a peer finds the record an earlier execution appended and returns its seqnum
     /// (a plain append cannot fail at its offset, so every execution counts the same).
     pub async fn append(&mut self, ctx: &mut Context, tags: &[Tag], data: Bytes) -> Result<Result<SeqNum, LogError>, Abort> {
+        if let Err(Abort::Refused(e)) = self.writable("an append") {
+            return Ok(Err(LogError::InvalidArgument(e.to_string())));
+        }
         self.flush(ctx).await?;
         if let Err(e) = guest_tags(tags) {
             return Ok(Err(e));
@@ -46,6 +59,9 @@ impl Instance {
         cond_tag: Tag,
         position: u64,
     ) -> Result<Result<SeqNum, LogError>, Abort> {
+        if let Err(Abort::Refused(e)) = self.writable("a conditional append") {
+            return Ok(Err(LogError::InvalidArgument(e.to_string())));
+        }
         self.flush(ctx).await?;
         if let Err(e) = guest_tags(tags.iter().chain([&cond_tag])) {
             return Ok(Err(e));

@@ -5,6 +5,7 @@ use super::*;
 impl Instance {
     /// Pushes `message` to `queue` (`queues.rs`): a step, in this instance's shard.
     pub async fn queue_push(&mut self, ctx: &mut Context, queue: &str, message: Bytes) -> Result<(), Abort> {
+        self.writable("a push")?;
         self.flush(ctx).await?;
         queues::check_name(queue).map_err(Abort::Refused)?;
         if message.len() > crate::node::VALUE_MAX {
@@ -33,6 +34,7 @@ impl Instance {
         timeout_ms: u64,
         deadline_ms: u64,
     ) -> Result<Option<Bytes>, Abort> {
+        self.writable("a pop")?;
         self.flush(ctx).await?;
         queues::check_name(queue).map_err(Abort::Refused)?;
         self.init_checked(ctx).await?;

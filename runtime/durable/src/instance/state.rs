@@ -1,4 +1,22 @@
 //! `state.get`, `state.put` and `state.delete` under each table protocol.
+//!
+//! A logged read (write-optimized, symmetric, transitional) past the recorded history is
+//! taken as a pending `Read` step with its value, as clock readings are, and goes in the
+//! next record: every operation but a read-optimized write logs the pending steps before
+//! it acts, so nothing outside the instance depends on the value before it is logged,
+//! and a crash before then only means that a re-execution reads again (a peer that
+//! logged another value stops this execution when it logs).
+//!
+//! A write-optimized write is taken after the pending steps before it are logged (its
+//! version's cursor and counter follow them) and waits in the instance
+//! (`Instance::latest`) with the writes after it. They are stored together, synced,
+//! before anything could reveal them: every record of the step log, a read of the
+//! store, any flush (`store_latest`, `StateStore::put_if_newer_all`: one synced RocksDB
+//! batch, one statement on PostgreSQL). Nothing outside the instance sees them before,
+//! and a crash loses them as a crash before a synced write did; the re-execution writes
+//! the same versions. A write-optimized transfer thus appends its Init, both reads in
+//! one record (logged by the first write; on a node alone the deferred Init goes in it
+//! too) and its result, and stores its two writes in one synced batch before the result.
 
 use super::*;
 
@@ -130,6 +148,7 @@ impl Instance {
 
     /// Sets (or, with `None`, deletes) the value of `(table, key)`.
     pub async fn put(&mut self, ctx: &mut Context, table: &str, key: &[u8], value: Option<Bytes>) -> Result<(), Abort> {
+        self.writable("a state write")?;
         crate::node::check_object(table, key, value.as_deref())?;
         let st = self.store_table(table);
         let store = self.svc.store.clone();

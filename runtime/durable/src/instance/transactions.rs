@@ -30,6 +30,7 @@ impl Instance {
     /// commit; otherwise an `ObjectWrite` step, also in the object's stream. Refused if
     /// the operation does not fit the object as this instance sees it.
     pub async fn object_update(&mut self, ctx: &mut Context, object: &str, op: ObjOp) -> Result<(), Abort> {
+        self.writable("an object write")?;
         self.flush(ctx).await?;
         objects::check_name(object).map_err(Abort::Refused)?;
         op.check().map_err(Abort::Refused)?;

@@ -1,4 +1,30 @@
 //! Durable sleeps, promises, delayed starts: steps logged before the guest waits.
+//!
+//! A wait is waited in place if its end is within `sleep_in_place_max_ms` and, with a
+//! margin for what follows, the attempt's deadline; otherwise the attempt ends with
+//! `Abort::Suspended`, the instance is dropped, and the re-execution at the wake time
+//! replays to the step and goes on. The wake compares the recorded wake time with the
+//! core's wall clock (`Clock::wall_ms`), never a reading the guest sees.
+//!
+//! Delayed starts (`?delay_ms=`): a `Delay` step at step 1, logged by the invocation path
+//! right after the Init and taken by every execution before its guest runs
+//! (`Instance::delay`); a peer that knew of no delay and ran the guest first wins the
+//! position, and the invocation runs undelayed.
+//!
+//! Promises: a `Promise` step creates one (its ID a keyed hash of the book, the instance
+//! and its count of promises; the record is also in the promise's stream, at offset 0). A
+//! completion (`Durable::complete_promise`) is a conditional append of `Completed` at
+//! offset 1 of that stream (one wins; also in INSTANCES, so that the recovery scan wakes
+//! the root) and runs the root again. An await logs a `Sleep` step (its timeout, or
+//! `u64::MAX`) only before it would wait, and an `Awaited` step with the value, the
+//! timeout or an unknown promise before the guest sees it (a peer that logged `Awaited`
+//! first wins). The Sleep of an await is also in the promise's waiters stream, and the
+//! await looks at the promise once more after logging it, since a completion made before
+//! did not see this waiter: a completion wakes every waiter found there (so does the
+//! recovery scan, from the `Completed` record, should the completing node die), so any
+//! invocation of the book may await any promise; a woken run reads from where its waker
+//! saw the completion. An await waiting in place looks every `PROMISE_POLL_MS`, or at once
+//! when the completion is made on its node (`Completions`, `node.rs`).
 
 use super::*;
 

@@ -1,5 +1,15 @@
 //! Running an invocation: its version, its admission, and its attempts until a final
 //! outcome (retries after traps, a peer's result, a deferred Init).
+//!
+//! Retries: the wait before the next attempt after a trap doubles with each attempt, up
+//! to a cap (`RetryPolicy::backoff_before`). It is a `Retry` record (the next attempt's
+//! number and start time) in the instance's retry stream and in INSTANCES, so that the
+//! count and the wait outlive the node: the next attempt, on any node, reads it, and
+//! waits in place or suspends. A trap after the root was asked to stop is not retried.
+//! A child refused before it ran (its function missing, its arguments refused) has the
+//! refusal logged in its own step log as well as in its parent's step, so that a peer of
+//! the parent that calls it once the function exists finds the refusal; a child's
+//! suspension suspends its parent.
 
 use super::*;
 

@@ -2,11 +2,23 @@
 //! invocations a client starts (synchronous, keyed, asynchronous), and their status.
 //!
 //! Which invocations are exactly-once: those given an `Idempotency-Key`, asynchronous
-//! ones, children, and any other as soon as it uses `state` or `invoke` (its init
-//! record is appended then; what ran before touched nothing durable). An attempt that
-//! trapped runs again as its function's retry policy says (attempts, backoff: a wait
-//! is logged as a Retry record, and a long one suspends the invocation); one that
-//! failed transiently is left to the recovery scan (`recovery.rs`).
+//! ones, delayed ones, ones addressed to a key, children, and any other as soon as it
+//! does something durable: `state` (of a table that is not unsafe), `invoke`, durable
+//! objects, queues, locks, appends to its book, sleeps or promises (its Init record is
+//! appended then, or deferred to its first record on a node alone; what ran before
+//! touched nothing durable). An attempt that trapped runs again as its function's retry
+//! policy says (attempts, backoff: a wait is logged as a Retry record, and a long one
+//! suspends the invocation); one that failed transiently is left to the recovery scan
+//! (`recovery.rs`).
+//!
+//! Admission: a fresh invocation must exist and pass its checks; one with history runs
+//! the version its Init names, whatever the checks say now. An asynchronous invocation
+//! is answered once its Init is logged, and may carry a key; a gateway's retry key gives
+//! a keyed ID with a lazy Init, so its effects are exactly-once across the gateway's
+//! retries and a function without effects logs nothing. A per-ID lock
+//! (`Invocations::running`) keeps one node from running one invocation's guest twice at
+//! once. An attempt that ends suspended (a durable sleep) answers `Error::Suspended` with
+//! the root's ID and wake time (the gateway's 202).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,4 +1,9 @@
 //! What the API reads of invocations: one's status, and a book's roots, from their step logs.
+//!
+//! A listing reads the book's INSTANCES stream for the Inits of roots (also one that
+//! begins a deferred group) and each root's status from the last record of its step log.
+//! A page reads at most `LIST_SCAN_MAX` records of the stream, whatever it finds, so a
+//! filter that matches little never makes one call read the whole stream.
 
 use super::*;
 

@@ -1,5 +1,13 @@
 //! Suspended invocations: the timer that runs a root again at its wake time, and
 //! re-execution of an unfinished root.
+//!
+//! A root's suspension starts a timer task (`wake_at`) that holds the node weakly, so a
+//! stopped node is not kept alive by its sleepers. Losing the task loses nothing: the
+//! root is unfinished, and INSTANCES holds its Init and what it waits for (a Sleep, a
+//! Delay or a Retry, with the wake time), so the recovery scan runs it again once it is
+//! overdue, which is the fallback for a node that died. A child's suspension is its
+//! parent's, so only roots get a timer; an await of a promise without a timeout gets
+//! none, since the completion wakes it.
 
 use super::*;
 

@@ -70,6 +70,10 @@ impl Host for HostState {
     #[tracing::instrument(name = "log.trim", level = "debug", skip_all)]
     async fn trim(&mut self, tag: u64, seqnum: u64) -> Outcome<()> {
         let inv = self.inv();
+        if inv.attempt.instance.is_shared() {
+            let why = "a trim: a shared keyed invocation (key=K&shared=true) only reads";
+            return Ok(Err(guest_error(tally_logsvc::Error::InvalidArgument(why.into()))));
+        }
         let (ctx, book) = (&mut inv.attempt.ctx, inv.attempt.book);
         let r = inv.log.trim(ctx, book, Tag(tag), SeqNum(seqnum)).await;
         Ok(r.map_err(guest_error))
