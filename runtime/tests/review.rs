@@ -249,3 +249,26 @@ fn f11_a_shared_keyed_invocation_only_reads() {
     assert!(status >= 400 && text.contains("only reads"), "{status} {text}");
     assert_eq!(n.invoke_ok("steps", 11, "script get t k"), "v");
 }
+
+/// Finding 12: an invocation waiting for a held key appended a failed try about once a
+/// second (and replayed all of them at each try), and ran the key's sleeping holder
+/// again every few seconds, only for it to replay up to its sleep. A waiter now leaves
+/// no record while the key is held, and a sleeping holder is left to its own wake.
+#[test]
+fn f12_waiting_for_a_sleeping_keys_holder_reruns_nothing() {
+    let (_dir, n) = node();
+    n.deploy("steps", &guest("steps"), "");
+    let start = |input: &[u8]| {
+        let (status, _, v) = send(&n, "POST", "/v1/functions/steps/invoke?book=12&key=k&async=true", &[], input);
+        assert_eq!(status, 202, "{v}");
+        v["invocation_id"].as_str().expect("an ID").to_string()
+    };
+    let holder = start(b"script nap 7000; put t k done");
+    status_until(&n, &holder, 12, Duration::from_secs(10), |v| v["status"] == "sleeping");
+    let waiter = start(b"script get t k");
+    let v = status_until(&n, &waiter, 12, Duration::from_secs(20), |v| v["status"] != "running" && v["status"] != "sleeping");
+    assert_eq!((v["status"].as_str(), v["output"]["text"].as_str()), (Some("succeeded"), Some("done")), "{v}");
+    // The holder's run and its wake, and the waiter's one run of its guest.
+    let runs = n.metric("tally_instantiate_seconds_count{function=\"steps\"}");
+    assert!(runs <= 3, "the guest ran {runs} times");
+}

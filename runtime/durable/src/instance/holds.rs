@@ -9,6 +9,17 @@
 
 use super::*;
 
+/// What a wait for a lock leaves when its time is up and the lock is still held.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Miss {
+    /// A failed try, logged as a step: the guest sees `false`, and so must every
+    /// execution after it.
+    Logged,
+    /// Nothing: the caller (a keyed invocation, before its guest runs) suspends and
+    /// tries again later, so waiting for a held key appends nothing, however long.
+    Unlogged,
+}
+
 impl Instance {
     /// Takes `lock` for this instance, waiting up to `timeout_ms` (and not past the
     /// attempt's deadline) while another holds it: each try made is a step, and the
@@ -20,6 +31,18 @@ impl Instance {
         lock: LockId,
         timeout_ms: u64,
         deadline_ms: u64,
+    ) -> Result<bool, Abort> {
+        self.acquire(ctx, lock, timeout_ms, deadline_ms, Miss::Logged).await
+    }
+
+    /// [`Instance::lock_acquire`], leaving what `miss` says when the lock stays held.
+    async fn acquire(
+        &mut self,
+        ctx: &mut Context,
+        lock: LockId,
+        timeout_ms: u64,
+        deadline_ms: u64,
+        miss: Miss,
     ) -> Result<bool, Abort> {
         self.writable("taking a lock")?;
         self.flush(ctx).await?;
@@ -58,6 +81,9 @@ impl Instance {
                     }
                     if let (Some(root), true) = (&view.root, view.tail == first) {
                         self.svc.kick_holder(ctx, self.book, root);
+                    }
+                    if view.holder.is_some() && miss == Miss::Unlogged {
+                        return Ok(false);
                     }
                     let last = view.holder.is_some();
                     let (root, prev) = (self.id.root(), view.tail);
@@ -142,7 +168,7 @@ impl Instance {
         loop {
             // A try an earlier execution logged and lost: that execution tried again.
             let replayed = self.steps.get(self.next).is_some();
-            if self.lock_acquire(ctx, lock.clone(), in_place_ms, deadline_ms).await? {
+            if self.acquire(ctx, lock.clone(), in_place_ms, deadline_ms, Miss::Unlogged).await? {
                 return Ok(());
             }
             if !replayed {

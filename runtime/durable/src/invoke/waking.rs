@@ -153,6 +153,11 @@ impl Durable {
             "kick",
             Box::pin(async move {
                 let Some(d) = Durable::live(&weak) else { return };
+                // A holder asleep wakes by its own timer (or the recovery scan): running
+                // it now would only replay it up to its sleep again.
+                if let Ok(InvocationStatus::Sleeping { .. }) = d.status_of(&mut ctx, book, &root).await {
+                    return;
+                }
                 if let Err(e) = d.wake(&mut ctx, book, root.clone()).await {
                     tracing::debug!(%root, "running a lock's holder again: {e}");
                 }
