@@ -426,7 +426,8 @@ async fn auto_picks_the_protocol_that_costs_less_for_the_order_of_operations() {
     limits.timeout_ms = 2_000;
     let tables = [("a".to_string(), Protocol::Auto)].into_iter().collect();
     rt.deploy("steps-auto", guest("steps"), limits, tables).await.expect("deploying steps");
-    let keyed = |i: u64| InvokeOptions { key: Some(InvocationKey::new(format!("k{i}"), false).unwrap()), ..Default::default() };
+    // Each its own key, exclusive (a shared run only reads).
+    let keyed = |i: u64| InvokeOptions { key: Some(InvocationKey::new(format!("k{i}"), true).unwrap()), ..Default::default() };
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut last = BTreeMap::new();
     for n in 0.. {
