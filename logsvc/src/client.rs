@@ -8,7 +8,9 @@
 //! anything is sent; the platform's own client ([`LogClient::platform`]) allows them.
 
 use bytes::Bytes;
-use tally_log_core::{BookId, Cond, Context, Error, LogRecord, Reply, Request, Result, SeqNum, Tag};
+use tally_log_core::{
+    BookId, BoxFuture, Cond, Context, Error, LogBook, LogRecord, LogResult, Reply, Request, Result, SeqNum, Tag,
+};
 use tokio::sync::oneshot;
 
 use crate::driver::{EngineCall, EngineLink};
@@ -162,6 +164,77 @@ impl LogClient {
             Reply::AuxSet => Ok(()),
             other => Err(unexpected(&other)),
         }
+    }
+}
+
+/// The engine's client is the real LogBook: the trait's methods are its own.
+impl LogBook for LogClient {
+    fn append<'a>(
+        &'a self,
+        ctx: &'a mut Context,
+        book: BookId,
+        tags: &'a [Tag],
+        data: Bytes,
+    ) -> BoxFuture<'a, LogResult<SeqNum>> {
+        Box::pin(LogClient::append(self, ctx, book, tags, data))
+    }
+
+    fn cond_append<'a>(
+        &'a self,
+        ctx: &'a mut Context,
+        book: BookId,
+        tags: &'a [Tag],
+        data: Bytes,
+        cond_tag: Tag,
+        cond_position: u64,
+    ) -> BoxFuture<'a, LogResult<SeqNum>> {
+        Box::pin(LogClient::cond_append(self, ctx, book, tags, data, cond_tag, cond_position))
+    }
+
+    fn cond_append_if<'a>(
+        &'a self,
+        ctx: &'a mut Context,
+        book: BookId,
+        tags: &'a [Tag],
+        data: Bytes,
+        cond: Cond,
+        unchanged: &'a [Cond],
+    ) -> BoxFuture<'a, LogResult<SeqNum>> {
+        Box::pin(LogClient::cond_append_if(self, ctx, book, tags, data, cond.tag, cond.position, unchanged))
+    }
+
+    fn read_next<'a>(
+        &'a self,
+        ctx: &'a mut Context,
+        book: BookId,
+        tag: Tag,
+        min: SeqNum,
+    ) -> BoxFuture<'a, LogResult<Option<LogRecord>>> {
+        Box::pin(LogClient::read_next(self, ctx, book, tag, min))
+    }
+
+    fn read_prev<'a>(
+        &'a self,
+        ctx: &'a mut Context,
+        book: BookId,
+        tag: Tag,
+        max: SeqNum,
+    ) -> BoxFuture<'a, LogResult<Option<LogRecord>>> {
+        Box::pin(LogClient::read_prev(self, ctx, book, tag, max))
+    }
+
+    fn trim<'a>(&'a self, ctx: &'a mut Context, book: BookId, tag: Tag, seqnum: SeqNum) -> BoxFuture<'a, LogResult<()>> {
+        Box::pin(LogClient::trim(self, ctx, book, tag, seqnum))
+    }
+
+    fn set_aux_data<'a>(
+        &'a self,
+        ctx: &'a mut Context,
+        book: BookId,
+        seqnum: SeqNum,
+        aux: Bytes,
+    ) -> BoxFuture<'a, LogResult<()>> {
+        Box::pin(LogClient::set_aux_data(self, ctx, book, seqnum, aux))
     }
 }
 

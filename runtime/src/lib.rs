@@ -8,7 +8,6 @@
 pub mod cluster;
 pub mod config;
 pub mod dev;
-mod env;
 pub mod error;
 pub mod gateway;
 pub mod node;

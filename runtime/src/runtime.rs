@@ -22,7 +22,6 @@ use tally_state::{PgStateStore, RocksStateStore};
 use tracing::Instrument;
 
 use crate::config::{Config, Limits, Protocol, StoreKind};
-use crate::env::PlatformLog;
 use crate::error::{Result, RuntimeError};
 
 /// How often the registry replays manifests appended by other nodes.
@@ -71,7 +70,7 @@ impl Runtime {
         };
         let functions = HostFunctions { registry: registry.clone(), host, metrics: metrics.clone(), log: log.clone() };
         let parts = Parts {
-            log: Arc::new(PlatformLog(platform)),
+            log: Arc::new(platform),
             store,
             clock: Arc::new(Tokio),
             spawn: Arc::new(Tokio),

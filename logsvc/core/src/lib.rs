@@ -17,6 +17,7 @@ mod engine;
 mod error;
 mod follower;
 mod index;
+mod logbook;
 mod message;
 mod sequencer;
 #[cfg(feature = "sim")]
@@ -33,6 +34,7 @@ pub use engine::{Engine, EngineAction, EngineConfig, IndexedRecord, OpId};
 pub use error::{Error, Result};
 pub use follower::FollowerConfig;
 pub use index::{ColdIndex, Found, Index, Placement};
+pub use logbook::{BoxFuture, LogBook, LogResult};
 pub use message::{
     Cond, LogRecord, Message, MetalogEntry, Record, RecordMeta, RecordMetaV1, Reply, Request, StoredRead, TrimCommand,
     UNCHANGED_MAX, WIRE_VERSION,

@@ -1,8 +1,9 @@
-//! The narrow interfaces through which the core reaches the world: the shared log, time,
-//! background tasks and the functions it runs (the state store is [`crate::StateStore`]).
+//! The narrow interfaces through which the core reaches the world: the shared log (the
+//! log core's `LogBook`, whose documentation is its contract), time, background tasks and
+//! the functions it runs (the state store is [`crate::StateStore`]).
 //!
-//! Each has two implementations: the real one (the engine's `LogClient` in
-//! `tally-runtime`; tokio and the wasmtime host in `tally-host`) and the simulator's
+//! Each has two implementations: the real one (`tally-logsvc`'s `LogClient` implements
+//! `LogBook` itself; tokio and the wasmtime host in `tally-host`) and the simulator's
 //! (`crate::sim`), which runs the same core deterministically from a seed. Nothing in
 //! this crate reads a clock, spawns a thread or opens a socket: it cannot, since its
 //! dependencies allow none of it.
@@ -17,21 +18,15 @@
 //! under way every `recovery_interval_ms`, whichever node began them.
 
 use std::collections::BTreeMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 
-use bytes::Bytes;
-use tally_log_core::{BookId, Cond, Context, Error as LogError, LogRecord, SeqNum, Tag};
+use tally_log_core::BookId;
 
 use crate::attempt::Attempt;
 use crate::config::Protocol;
 use crate::error::Result;
 
-/// The future every interface method returns: boxed, so the traits stay object-safe.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-pub type LogResult<T> = std::result::Result<T, LogError>;
+pub use tally_log_core::{BoxFuture, LogBook, LogResult};
 
 /// The most tags a record carries (the engine's default `tags_max`, which the
 /// simulator's log enforces too).
@@ -40,68 +35,6 @@ pub const TAGS_MAX: usize = 64;
 /// The largest record (the engine's default `record_bytes_max`, which the simulator's
 /// log enforces too).
 pub const RECORD_BYTES_MAX: usize = 1 << 20;
-
-/// The shared log with the platform's privileges (reserved books and tags allowed).
-///
-/// The contract is the LogBook API's: every call moves `ctx` forward to the index
-/// position it was served at (a conditional append that failed with
-/// [`LogError::Conflict`] too), so a later call with the same context sees everything
-/// an earlier one saw. A conditional append lands only at offset `cond_position` of
-/// `cond_tag`'s stream, and otherwise names the record there (`holder`, `None` if it
-/// was trimmed). A failed call may or may not have taken effect.
-pub trait Log: Send + Sync {
-    fn append<'a>(&'a self, ctx: &'a mut Context, book: BookId, tags: &'a [Tag], data: Bytes)
-        -> BoxFuture<'a, LogResult<SeqNum>>;
-
-    fn cond_append<'a>(
-        &'a self,
-        ctx: &'a mut Context,
-        book: BookId,
-        tags: &'a [Tag],
-        data: Bytes,
-        cond_tag: Tag,
-        cond_position: u64,
-    ) -> BoxFuture<'a, LogResult<SeqNum>>;
-
-    /// [`Log::cond_append`] at `cond`, also only if each stream `unchanged` names
-    /// (which the record does not join) holds exactly that many records when the record
-    /// is ordered; a failed condition fails with [`LogError::Conflict`] (the holder of
-    /// the first that failed).
-    fn cond_append_if<'a>(
-        &'a self,
-        ctx: &'a mut Context,
-        book: BookId,
-        tags: &'a [Tag],
-        data: Bytes,
-        cond: Cond,
-        unchanged: &'a [Cond],
-    ) -> BoxFuture<'a, LogResult<SeqNum>>;
-
-    /// The first live record of `tag`'s stream at or above `min`.
-    fn read_next<'a>(
-        &'a self,
-        ctx: &'a mut Context,
-        book: BookId,
-        tag: Tag,
-        min: SeqNum,
-    ) -> BoxFuture<'a, LogResult<Option<LogRecord>>>;
-
-    /// The last live record of `tag`'s stream at or below `max`.
-    fn read_prev<'a>(
-        &'a self,
-        ctx: &'a mut Context,
-        book: BookId,
-        tag: Tag,
-        max: SeqNum,
-    ) -> BoxFuture<'a, LogResult<Option<LogRecord>>>;
-
-    /// Removes the records of `tag`'s stream below `seqnum`.
-    fn trim<'a>(&'a self, ctx: &'a mut Context, book: BookId, tag: Tag, seqnum: SeqNum) -> BoxFuture<'a, LogResult<()>>;
-
-    /// Attaches best-effort cache data to a live record of `book` (Boki §3).
-    fn set_aux_data<'a>(&'a self, ctx: &'a mut Context, book: BookId, seqnum: SeqNum, aux: Bytes)
-        -> BoxFuture<'a, LogResult<()>>;
-}
 
 /// Time, for the core's schedules (recovery, garbage collection, `auto`, switches).
 pub trait Clock: Send + Sync {

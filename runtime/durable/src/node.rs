@@ -20,7 +20,7 @@ use futures_util::lock::Mutex as AsyncMutex;
 use tally_log_core::{BookId, Context, Error as LogError, SeqNum};
 
 use crate::config::{Protocol, StateConfig};
-use crate::env::{Clock, Functions, Log, Peers, Spawn};
+use crate::env::{Clock, Functions, LogBook, Peers, Spawn};
 use crate::error::Error;
 use crate::invoke::Invocations;
 use crate::memo::Memo;
@@ -223,7 +223,7 @@ impl Ops {
 
 /// The parts a node's exactly-once layer runs on.
 pub struct Parts {
-    pub log: Arc<dyn Log>,
+    pub log: Arc<dyn LogBook>,
     pub store: Arc<dyn StateStore>,
     pub clock: Arc<dyn Clock>,
     pub spawn: Arc<dyn Spawn>,
@@ -250,7 +250,7 @@ const DURABLE_OBJECTS_SLOTS: usize = 4096;
 
 /// What exactly-once invocations of one node share.
 pub struct Durable {
-    pub(crate) log: Arc<dyn Log>,
+    pub(crate) log: Arc<dyn LogBook>,
     pub(crate) store: Arc<dyn StateStore>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) spawn: Arc<dyn Spawn>,
@@ -515,7 +515,7 @@ impl Durable {
 
 /// The cluster's tag key: the first TAG_KEY record, which this node proposes `mine` for
 /// if there is none yet (a conditional append at offset 0: one proposal wins).
-async fn agree_tag_key(log: &dyn Log, mine: TagKey) -> Result<TagKey, Error> {
+async fn agree_tag_key(log: &dyn LogBook, mine: TagKey) -> Result<TagKey, Error> {
     let mut ctx = Context::new();
     let existing = log.read_next(&mut ctx, PLATFORM_BOOK, TAG_KEY, SeqNum(0)).await?;
     let record = match existing {
@@ -538,7 +538,7 @@ async fn agree_tag_key(log: &dyn Log, mine: TagKey) -> Result<TagKey, Error> {
 /// A position past everything the log ordered before: that of a conditional append that
 /// cannot hold (offset 0 of the tag key's stream is taken), which is ordered like any
 /// append and places nothing.
-async fn barrier(log: &dyn Log) -> Result<Context, Error> {
+async fn barrier(log: &dyn LogBook) -> Result<Context, Error> {
     let mut ctx = Context::new();
     match log.cond_append(&mut ctx, PLATFORM_BOOK, &[TAG_KEY], Bytes::new(), TAG_KEY, 0).await {
         Err(LogError::Conflict { .. }) => Ok(ctx),

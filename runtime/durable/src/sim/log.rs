@@ -22,7 +22,7 @@ use tally_log_core::{
     ShardId, Tag, Term,
 };
 
-use crate::env::{BoxFuture, Clock, Log, LogResult};
+use crate::env::{BoxFuture, Clock, LogBook, LogResult};
 
 use super::exec::Handle;
 use super::Rng;
@@ -339,7 +339,7 @@ impl NodeLog {
     }
 }
 
-impl Log for NodeLog {
+impl LogBook for NodeLog {
     fn append<'a>(
         &'a self,
         ctx: &'a mut Context,
