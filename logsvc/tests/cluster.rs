@@ -825,3 +825,15 @@ async fn a_dropped_cluster_frees_its_directory_before_the_drop_returns() -> anyh
     again.shutdown().await;
     Ok(())
 }
+
+/// The LogBook contract (`tally_log_core::logbook_conformance`) on the engine's client,
+/// from the engine that indexes the book and from another: the same suite runs against
+/// the exactly-once simulator's log (`tally-durable`'s tests).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_engines_client_keeps_the_logbook_contract() -> anyhow::Result<()> {
+    let dir = TestDir::new();
+    let cluster = cluster(&dir, |_| {}).await?;
+    tally_log_core::logbook_conformance::run_all(&cluster.platform_client(0), BookId(21), "engine-0").await;
+    tally_log_core::logbook_conformance::run_all(&cluster.platform_client(1), BookId(22), "engine-1").await;
+    Ok(())
+}

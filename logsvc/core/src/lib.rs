@@ -53,4 +53,6 @@ pub use types::{
 };
 
 #[cfg(any(test, feature = "testing"))]
+pub use logbook::conformance as logbook_conformance;
+#[cfg(any(test, feature = "testing"))]
 pub use store::conformance;

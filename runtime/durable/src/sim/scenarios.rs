@@ -623,6 +623,21 @@ fn a_re_execution_runs_on_its_version_whatever_a_later_deploy_admits() {
     assert_eq!(versions, [v1, v1], "the retry and the re-execution (the first attempts crashed before the guest ran)");
 }
 
+/// The LogBook contract (`tally_log_core::logbook_conformance`) on the simulator's log,
+/// from two nodes' replicas: the same suite runs against the engine's client over an
+/// in-process cluster (`tally-logsvc`'s tests), so the core is simulated on a log that
+/// keeps the real one's promises.
+#[test]
+fn the_simulators_log_keeps_the_logbook_contract() {
+    let mut w = World::new(config());
+    w.start(0);
+    w.start(1);
+    for (node, book) in [(0, BookId(31)), (1, BookId(32))] {
+        let log = w.log.node(node, Handle { shared: w.exec.shared.clone(), owner: None });
+        w.run(async move { tally_log_core::logbook_conformance::run_all(&log, book, "sim").await });
+    }
+}
+
 /// Review finding 9: one attempt kept every step's payload in host memory, outside the
 /// guest's memory limit: a guest pushing large messages in a loop grew the host by all
 /// of them. The steps an instance has passed now keep only their kinds and names.

@@ -104,3 +104,6 @@ pub trait LogBook: Send + Sync {
     fn set_aux_data<'a>(&'a self, ctx: &'a mut Context, book: BookId, seqnum: SeqNum, aux: Bytes)
         -> BoxFuture<'a, LogResult<()>>;
 }
+
+#[cfg(any(test, feature = "testing"))]
+pub mod conformance;
