@@ -92,6 +92,11 @@ pub(crate) struct BookScan {
     /// Untracked roots made due (by a completion or a cancellation) while untracked, which `catch_up` would otherwise take for asleep; bounded (past the
     /// bound such a root waits for the scan's rare look at awaits, `AWAIT_RECHECK_MS`).
     woken_untracked: BTreeSet<Tag>,
+    /// Untracked roots that sleep (their Sleep, Delay or Retry records), with when they
+    /// wake: after a restart or an owner change nobody's timer wakes them, and they must
+    /// not wait for older roots to finish before the scan tracks them; bounded as
+    /// `woken_untracked` is.
+    sleeping_untracked: BTreeMap<Tag, (InstanceId, u64)>,
     /// Finished instances whose step logs are still there, in result order.
     pub finished: VecDeque<Finished>,
     /// Init seqnums of the instances whose step logs are still there.
@@ -159,13 +164,19 @@ impl BookScan {
             Step::Sleep(kind::Sleep { until_ms, root })
             | Step::Delay(kind::Delay { until_ms, root })
             | Step::Retry(kind::Retry { until_ms, root, .. }) => {
-                if let Some(open) = self.open.get_mut(&d.tags.step(&root)) {
+                let step = d.tags.step(&root);
+                if let Some(open) = self.open.get_mut(&step) {
                     open.wake_ms = Some(until_ms);
                     open.attempts = 0;
                     if until_ms == u64::MAX {
                         open.rechecks_soon = RECHECKS_SOON;
                         open.seen_ms = d.clock.now_ms();
                     }
+                } else if self.untracked_from.is_some()
+                    && until_ms != u64::MAX
+                    && (self.sleeping_untracked.len() < open_max.saturating_mul(8) || self.sleeping_untracked.contains_key(&step))
+                {
+                    self.sleeping_untracked.insert(step, (root, until_ms));
                 }
             }
             // A promise was completed: the root that created it is due, and so are
@@ -186,6 +197,7 @@ impl BookScan {
             }
             Step::Result(kind::Result { .. }) => {
                 self.open.remove(&tag);
+                self.sleeping_untracked.remove(&tag);
                 let (seen_ms, appended) = (d.clock.now_ms(), r.tags.contains(&APPENDED));
                 self.finished.push_back(Finished { step_tag: tag, result: r.seqnum.0, seen_ms, appended });
             }
@@ -231,6 +243,7 @@ impl BookScan {
             if !id.is_root() || self.open.contains_key(&tag) {
                 continue;
             }
+            self.sleeping_untracked.remove(&tag);
             let last = d.log.read_prev(&mut self.ctx, shadow(book), tag, SeqNum::MAX).await?;
             let last = last.map(|l| record::decode_last("step", &l.data));
             let finished = matches!(last, None | Some(Ok(Step::Result(kind::Result { .. }))));
@@ -261,6 +274,7 @@ impl BookScan {
         self.untracked_from = (at < self.next).then_some(at);
         if self.untracked_from.is_none() {
             self.woken_untracked.clear();
+            self.sleeping_untracked.clear();
         }
         Ok(())
     }
@@ -356,6 +370,24 @@ impl Recovery {
                     reexecute(d.clone(), book, open.id.clone(), open.function.clone(), open.version, open.attempts, seen.clone());
                 // Cancelling a re-execution loses nothing: it is a peer like any other.
                 d.spawn.spawn("reexecute", Box::pin(task));
+            }
+            // Untracked sleepers past their wake, by as much as tracked ones: run again
+            // (from their Init) without waiting to be tracked.
+            let wall = d.clock.wall_ms();
+            let due: Vec<Tag> = scan
+                .sleeping_untracked
+                .iter()
+                .filter(|(_, (_, until_ms))| wall >= until_ms.saturating_add(d.config.reexecute_after_ms))
+                .map(|(tag, _)| *tag)
+                .collect();
+            for tag in due {
+                let Some((root, _)) = scan.sleeping_untracked.remove(&tag) else { continue };
+                if d.is_running(book, &root) {
+                    continue;
+                }
+                if let Err(e) = d.wake(&mut seen.clone(), book, root.clone()).await {
+                    tracing::warn!(book = book.0, %root, "waking an untracked sleeper: {e}");
+                }
             }
         }
         Ok(())

@@ -111,7 +111,7 @@ impl Durable {
     }
 
     /// Runs root `root` of `book` again here, in the background, if it exists.
-    pub(super) async fn wake(self: &Arc<Self>, ctx: &mut Context, book: BookId, root: InstanceId) -> Result<()> {
+    pub(crate) async fn wake(self: &Arc<Self>, ctx: &mut Context, book: BookId, root: InstanceId) -> Result<()> {
         let first = self.log.read_next(ctx, shadow(book), self.tags.step(&root), SeqNum(0)).await?;
         let Some(Step::Init(kind::Init { function, version, .. }) | Step::InitKeyed(kind::InitKeyed { function, version, .. })) =
             first.map(|r| record::decode_steps("step", &r.data)).transpose()?.and_then(|s| s.into_init_and_last().0)
