@@ -9,8 +9,8 @@
 use bytes::Bytes;
 use tally_log_core::{BookId, Context, Error as LogError, LogRecord, SeqNum, Tag};
 
-use crate::env::FunctionVersion;
-use crate::error::Error;
+use crate::env::{BoxFuture, FunctionVersion};
+use crate::error::{Error, Result};
 use crate::instance::{Instance, Wake};
 use crate::invoke::Run;
 use crate::node::Abort;
@@ -18,6 +18,22 @@ use crate::objects::ObjOp;
 use crate::record::LockId;
 use crate::record::{cut, input_sha256, Awaited, Outcome};
 use crate::recorder::GuestClock;
+
+/// The functions this node can run (the registry and the guest runtime): what runs an
+/// [`Attempt`], so it is stated beside it.
+pub trait Functions: Send + Sync {
+    /// The current version of `name`, or `None` if no function has that name.
+    fn current<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<FunctionVersion>>>;
+
+    /// Version `version` of `name`, replaced or deleted since or not, or `None` if it
+    /// never existed.
+    fn version<'a>(&'a self, name: &'a str, version: u64) -> BoxFuture<'a, Result<Option<FunctionVersion>>>;
+
+    /// Runs one attempt: the version's `handle` on the attempt's input, its `state` and
+    /// `invoke` calls going to the attempt's instance. The host bounds it by
+    /// `attempt.deadline_ms` and by the function's concurrency, and gives the attempt back.
+    fn run(&self, attempt: Attempt) -> BoxFuture<'_, (Result<Vec<u8>>, Attempt)>;
+}
 
 /// One execution attempt of an invocation.
 pub struct Attempt {

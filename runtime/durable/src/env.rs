@@ -22,9 +22,7 @@ use std::sync::Arc;
 
 use tally_log_core::BookId;
 
-use crate::attempt::Attempt;
 use crate::config::Protocol;
-use crate::error::Result;
 
 pub use tally_log_core::{BoxFuture, LogBook, LogResult};
 
@@ -91,21 +89,6 @@ impl RetryPolicy {
         let doublings = next.saturating_sub(2).min(63);
         self.backoff_ms.saturating_mul(1 << doublings).min(self.backoff_max_ms)
     }
-}
-
-/// The functions this node can run: the registry and the guest runtime.
-pub trait Functions: Send + Sync {
-    /// The current version of `name`, or `None` if no function has that name.
-    fn current<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<FunctionVersion>>>;
-
-    /// Version `version` of `name`, replaced or deleted since or not, or `None` if it
-    /// never existed.
-    fn version<'a>(&'a self, name: &'a str, version: u64) -> BoxFuture<'a, Result<Option<FunctionVersion>>>;
-
-    /// Runs one attempt: the version's `handle` on the attempt's input, its `state` and
-    /// `invoke` calls going to the attempt's instance. The host bounds it by
-    /// `attempt.deadline_ms` and by the function's concurrency, and gives the attempt back.
-    fn run(&self, attempt: Attempt) -> BoxFuture<'_, (Result<Vec<u8>>, Attempt)>;
 }
 
 /// Which books this node looks after. The recovery scan (with garbage collection),

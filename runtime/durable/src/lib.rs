@@ -62,10 +62,10 @@ pub mod sim;
 /// The state store contract (crate `tally-state-api`), as the core names it.
 pub use tally_state_api as store;
 
-pub use attempt::Attempt;
+pub use attempt::{Attempt, Functions};
 pub use config::{Protocol, StateConfig, StoreKind};
 pub use cron::civil_from_days;
-pub use env::{owner, Alone, BoxFuture, Clock, FunctionVersion, Functions, LogBook, LogResult, Peers, RetryPolicy, Spawn};
+pub use env::{owner, Alone, BoxFuture, Clock, FunctionVersion, LogBook, LogResult, Peers, RetryPolicy, Spawn};
 pub use error::{Error, Result};
 pub use id::{InstanceId, IDEMPOTENCY_KEY_MAX};
 pub use inspect::ShardStatus;

@@ -19,8 +19,9 @@ use bytes::Bytes;
 use futures_util::lock::Mutex as AsyncMutex;
 use tally_log_core::{BookId, Context, Error as LogError, SeqNum};
 
+use crate::attempt::Functions;
 use crate::config::{Protocol, StateConfig};
-use crate::env::{Clock, Functions, LogBook, Peers, Spawn};
+use crate::env::{Clock, LogBook, Peers, Spawn};
 use crate::error::Error;
 use crate::invoke::Invocations;
 use crate::memo::Memo;

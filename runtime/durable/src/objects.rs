@@ -73,18 +73,7 @@ pub const TXN_BYTES_MAX: usize = 16 << 20;
 /// Transaction outcomes a node remembers (they never change).
 const DECISIONS_KEPT: usize = 1 << 16;
 
-/// One update of an object, at a JSON pointer (RFC 6901) into it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ObjOp {
-    /// Sets the value at `path` (JSON text), making missing parent objects.
-    Set { path: String, json: String },
-    /// Adds `by` to the number at `path` (missing: 0). Integers saturate.
-    Incr { path: String, by: i64 },
-    /// Appends a value (JSON text) to the array at `path` (missing: an empty one).
-    Push { path: String, json: String },
-    /// Removes the field or array element at `path` (nothing if it is missing).
-    Remove { path: String },
-}
+pub use crate::record::ObjOp;
 
 impl ObjOp {
     fn path(&self) -> &str {

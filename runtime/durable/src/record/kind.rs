@@ -7,9 +7,8 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use super::{CondOutcome, InvocationKey, LockId, Outcome, Reading, Step};
+use super::{CondOutcome, InvocationKey, LockId, ObjOp, Outcome, Reading, Step};
 use crate::id::InstanceId;
-use crate::objects::ObjOp;
 
 /// The invocation started: what is needed to run it again, on the same version.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

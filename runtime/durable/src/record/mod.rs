@@ -118,6 +118,20 @@ pub enum Step {
     Put(kind::Put),
 }
 
+/// One update of a durable object, at a JSON pointer (RFC 6901) into it, as object writes
+/// and commits log it (its checks and how it applies are `objects.rs`'s).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ObjOp {
+    /// Sets the value at `path` (JSON text), making missing parent objects.
+    Set { path: String, json: String },
+    /// Adds `by` to the number at `path` (missing: 0). Integers saturate.
+    Incr { path: String, by: i64 },
+    /// Appends a value (JSON text) to the array at `path` (missing: an empty one).
+    Push { path: String, json: String },
+    /// Removes the field or array element at `path` (nothing if it is missing).
+    Remove { path: String },
+}
+
 /// The largest value a read-optimized write carries in its record ([`Step::Put`]); a
 /// larger one is stored as its version, synced, before a [`Step::Write`] names it.
 pub const PUT_INLINE_MAX: usize = 8 << 10;
@@ -671,7 +685,6 @@ pub fn decode<T: serde::de::DeserializeOwned>(what: &str, bytes: &[u8]) -> Resul
 #[cfg(test)]
 mod tests {
     use crate::id::InstanceId;
-    use crate::objects::ObjOp;
 
     /// One step of every kind, for the encoding test below.
     fn one_of_each() -> Vec<Step> {

@@ -11,8 +11,9 @@ use bytes::Bytes;
 use tally_log_core::{Context, Error as LogError, SeqNum, Tag};
 
 use crate::attempt::Attempt;
+use crate::attempt::Functions;
 use crate::config::Protocol;
-use crate::env::{BoxFuture, Clock, FunctionVersion, Functions};
+use crate::env::{BoxFuture, Clock, FunctionVersion};
 use crate::error::{Error, Result};
 use crate::instance::Wake;
 use crate::node::Abort;

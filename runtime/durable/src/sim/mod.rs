@@ -62,8 +62,9 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use tally_log_core::{BookId, Context, Tag};
 
+use crate::attempt::Functions;
 use crate::config::{Protocol, StateConfig};
-use crate::env::{Clock, Functions, Spawn};
+use crate::env::{Clock, Spawn};
 use crate::error::Error;
 use crate::invoke::{InvocationStatus, InvokeRequest};
 use crate::node::{Durable, NodeBounds, Parts};

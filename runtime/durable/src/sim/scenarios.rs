@@ -20,8 +20,9 @@ use futures_util::future::join;
 use tally_log_core::{BookId, Context, SeqNum, Tag};
 
 use crate::attempt::Attempt;
+use crate::attempt::Functions;
 use crate::config::{Protocol, StateConfig};
-use crate::env::{BoxFuture, Clock, FunctionVersion, Functions};
+use crate::env::{BoxFuture, Clock, FunctionVersion};
 use crate::error::{Error, Result};
 use crate::id::InstanceId;
 use crate::instance::{CrashAfter, Instance, Of, Started};
