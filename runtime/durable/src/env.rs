@@ -30,10 +30,6 @@ pub use tally_log_core::{BoxFuture, LogBook, LogResult};
 /// simulator's log enforces too).
 pub const TAGS_MAX: usize = 64;
 
-/// The largest record (the engine's default `record_bytes_max`, which the simulator's
-/// log enforces too).
-pub const RECORD_BYTES_MAX: usize = 1 << 20;
-
 /// Time, for the core's schedules (recovery, garbage collection, `auto`, switches).
 pub trait Clock: Send + Sync {
     /// Milliseconds of a monotonic clock with an arbitrary origin.

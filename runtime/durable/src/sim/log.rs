@@ -100,6 +100,10 @@ fn index_all(s: &LogState, mut placed: impl FnMut(SeqNum, &RecordMeta)) -> Index
     index
 }
 
+/// The largest record (the engine's default `record_bytes_max`), which this log enforces
+/// as the engine does.
+const RECORD_BYTES_MAX: usize = 1 << 20;
+
 #[derive(Clone)]
 pub struct SimLog {
     pub state: Arc<Mutex<LogState>>,
@@ -298,8 +302,8 @@ impl NodeLog {
             if tags.len() > crate::env::TAGS_MAX {
                 return Err(LogError::InvalidArgument(format!("{} tags, at most {} allowed", tags.len(), crate::env::TAGS_MAX)));
             }
-            if data.len() > crate::env::RECORD_BYTES_MAX {
-                let limit = crate::env::RECORD_BYTES_MAX;
+            if data.len() > RECORD_BYTES_MAX {
+                let limit = RECORD_BYTES_MAX;
                 return Err(LogError::TooLarge { what: "record".into(), size: data.len(), limit });
             }
         }
