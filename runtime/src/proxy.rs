@@ -46,9 +46,8 @@ use crate::gateway::error_response;
 /// what is over its own limit).
 const BODY_BYTES_MAX: usize = 128 << 20;
 /// Request bodies held at once (each is kept whole, for a retry on another node), in
-/// KiB: a request takes its declared length of this budget before it reads its body,
-/// or, declaring none, each piece of the body as it comes; it waits while the budget is
-/// spent.
+/// KiB: a request takes its share of this budget as its bytes come (a length it only
+/// declares takes nothing), and waits while the budget is spent.
 const BODY_BUDGET_KIB: usize = 1 << 20;
 /// How long a client may leave the gateway waiting for the next piece of its body
 /// (408 after it): an idle client holds its budget no longer.
@@ -165,10 +164,7 @@ async fn read_body(
     if declared.is_some_and(|d| d > BODY_BYTES_MAX) {
         return Err(too_large());
     }
-    let mut held = match declared {
-        Some(d) => Some(gw.bodies.clone().acquire_many_owned(d.div_ceil(1024).max(1) as u32).await.map_err(|_| stopping())?),
-        None => None,
-    };
+    let mut held: Option<tokio::sync::OwnedSemaphorePermit> = None;
     let limit = declared.unwrap_or(BODY_BYTES_MAX);
     let mut bytes = bytes::BytesMut::new();
     loop {
@@ -185,14 +181,12 @@ async fn read_body(
         if bytes.len() + data.len() > limit {
             return Err(too_large());
         }
-        if declared.is_none() {
-            let more = (bytes.len() + data.len()).div_ceil(1024) - bytes.len().div_ceil(1024);
-            if more > 0 {
-                let permit = gw.bodies.clone().acquire_many_owned(more as u32).await.map_err(|_| stopping())?;
-                match held.as_mut() {
-                    Some(h) => h.merge(permit),
-                    None => held = Some(permit),
-                }
+        let more = (bytes.len() + data.len()).div_ceil(1024) - bytes.len().div_ceil(1024);
+        if more > 0 {
+            let permit = gw.bodies.clone().acquire_many_owned(more as u32).await.map_err(|_| stopping())?;
+            match held.as_mut() {
+                Some(h) => h.merge(permit),
+                None => held = Some(permit),
             }
         }
         bytes.extend_from_slice(&data);
