@@ -16,7 +16,7 @@
 //!
 //!   tags    1 0 000..000 n (n < 2^32) fixed streams: MANIFESTS, BOOKS, SWITCHES, TABLES,
 //!                                     INSTANCES, TAG_KEY, APPENDED, SCHEDULES,
-//                                     LIBRARIES
+//!                                     LIBRARIES
 //!           1 1 h (62 bits)           derived streams: h = SHA-256 keyed with the
 //!                                     cluster's secret, over a domain and the length-
 //!                                     prefixed parts (instance ID, table, key, ...)

@@ -184,7 +184,8 @@ impl Instance {
                 // the instance does next that could reveal it flushes first. A crash
                 // before then loses the write as one before its record always did.
                 // A small value goes in the record itself (`Step::Put`): readers take it
-                // from there, and its version is stored without a sync.
+                // from there, and its version is stored as a marker, synced only for an
+                // object's first (`store_pending`).
                 self.step_gate(ctx).await?;
                 let version = version_of(&self.id, self.next, inline);
                 let key_bytes = Bytes::copy_from_slice(key);
