@@ -57,8 +57,8 @@ pub(crate) struct Run {
     /// A parent's deadline, which bounds a child's.
     pub deadline_ms: Option<u64>,
     pub id: InstanceId,
-    /// Initialise the instance before running the guest (otherwise at its first effect,
-    /// see `InvokeRequest::retry_key`): needed when the ID may have history.
+    /// Initialise the instance before running the guest (otherwise lazily, see
+    /// `InvokeRequest::retry_key`): needed when the ID may have history.
     pub eager: bool,
     pub crash: Option<Arc<CrashAfter>>,
     pub attempt: u32,
@@ -141,10 +141,10 @@ pub struct InvokeRequest {
     pub idempotency_key: Option<String>,
     /// A key a gateway gives an invocation it may retry on another node: the
     /// invocation's effects are exactly-once across those retries (its ID comes from the
-    /// key), but it is initialised lazily like an unkeyed one, at its first effect (a
-    /// state write or logged read, a call, an object, queue or lock operation, an append,
-    /// a sleep or a promise), so a function without effects logs nothing and may simply
-    /// run again. Ignored when `idempotency_key` is given.
+    /// key), but it is initialised lazily like an unkeyed one, at its first `state` call
+    /// (on a table that is not unsafe), call, object, queue or lock operation, append to
+    /// its book, sleep or promise, so a function without effects logs nothing and may
+    /// simply run again. Ignored when `idempotency_key` is given.
     pub retry_key: Option<String>,
     /// Test hook: stop after this many effects (`[state] crash_injection` only).
     pub crash_after: Option<u64>,
