@@ -1,0 +1,289 @@
+//! The records' formats, checked: what each kind encodes to, and what readers of a
+//! record make of it.
+
+use crate::id::InstanceId;
+
+/// One step of every kind, for the encoding test below.
+fn one_of_each() -> Vec<Step> {
+    let id = InstanceId::keyed("f", "k").expect("an ID");
+    let b = || Bytes::from_static(b"ab");
+    let lock = LockId::Key { function: "f".into(), key: "k".into() };
+    let op = ObjOp::Incr { path: "a".into(), by: 2 };
+    vec![
+        Step::Init(kind::Init { id: id.clone(), function: "f".into(), version: 3, input: b() }),
+        Step::Write(kind::Write { table: "t".into(), key: b(), version: 4, migrated_from: Some(5) }),
+        Step::LoggedWrite(kind::LoggedWrite { table: "t".into(), key: b(), value: Some(b()) }),
+        Step::Read(kind::Read { table: "t".into(), key: b(), value: None }),
+        Step::Invoke(kind::Invoke { function: "g".into(), input_sha256: [7; 32], outcome: Outcome::Trap("x".into()) }),
+        Step::Result(kind::Result { outcome: Outcome::Ok(b()) }),
+        Step::Refused(kind::Refused { id: id.clone(), function: "f".into(), outcome: Outcome::Cancelled }),
+        Step::Clocks(kind::Clocks { readings: vec![Reading::Wall(1), Reading::Monotonic(2)] }),
+        Step::CondAppend(kind::CondAppend { tag: 1, position: 2, data_sha256: [3; 32], outcome: CondOutcome::Conflict(Some(4)) }),
+        Step::Sleep(kind::Sleep { until_ms: 9, root: id.clone() }),
+        Step::Delay(kind::Delay { until_ms: 10, root: id.clone() }),
+        Step::Promise(kind::Promise { promise: "p".into(), root: id.clone() }),
+        Step::Awaited(kind::Awaited { promise: "p".into(), outcome: Awaited::TimedOut }),
+        Step::Completed(kind::Completed { promise: "p".into(), root: id.clone(), value: b() }),
+        Step::Cancel(kind::Cancel { root: id.clone() }),
+        Step::Cancelled,
+        Step::Retry(kind::Retry { id: id.clone(), root: id.clone(), attempt: 2, until_ms: 11 }),
+        Step::ObjectWrite(kind::ObjectWrite { object: "o".into(), ops: vec![op.clone()] }),
+        Step::TxnCommit(kind::TxnCommit { start: 1, reads: vec!["o".into()], writes: vec![("o".into(), vec![op])] }),
+        Step::QueuePush(kind::QueuePush { queue: "q".into(), shard: 1, message: b() }),
+        Step::QueuePop(kind::QueuePop { queue: "q".into(), shard: 1, last: true }),
+        Step::LockTry(kind::LockTry { lock: lock.clone(), holder: "h".into(), root: id.clone(), prev: 1, last: false }),
+        Step::LockRelease(kind::LockRelease { lock, holder: "h".into(), prev: 2 }),
+        Step::InitKeyed(kind::InitKeyed {
+            id: id.clone(),
+            function: "f".into(),
+            version: 1,
+            input: b(),
+            key: InvocationKey { key: "k".into(), exclusive: true },
+        }),
+        Step::Checkpoint(kind::Checkpoint { covers: 3, views: vec![(1, b())] }),
+        Step::Group(kind::Group { steps: vec![Step::Cancelled, Step::Result(kind::Result { outcome: Outcome::Timeout(5) })] }),
+        Step::Put(kind::Put { table: "t".into(), key: b(), version: 6, value: Some(b()) }),
+    ]
+}
+
+/// What [`one_of_each`] encodes to (format byte first), recorded before the kinds
+/// became types of their own.
+const ENCODED: [&str; 27] = [
+    "0100000000200000000000000035343237653135646439363365653638333531633663653631386539633336300000000000000000010000000000000066030000000000000002000000000000006162",
+    "0101000000010000000000000074020000000000000061620400000000000000010500000000000000",
+    "0102000000010000000000000074020000000000000061620102000000000000006162",
+    "01030000000100000000000000740200000000000000616200",
+    "0104000000010000000000000067070707070707070707070707070707070707070707070707070707070707070702000000010000000000000078",
+    "01050000000000000002000000000000006162",
+    "010600000020000000000000003534323765313564643936336565363833353163366365363138653963333630000000000000000001000000000000006608000000",
+    "01070000000200000000000000000000000100000000000000010000000200000000000000",
+    "010800000001000000000000000200000000000000030303030303030303030303030303030303030303030303030303030303030301000000010400000000000000",
+    "01090000000900000000000000200000000000000035343237653135646439363365653638333531633663653631386539633336300000000000000000",
+    "010a0000000a00000000000000200000000000000035343237653135646439363365653638333531633663653631386539633336300000000000000000",
+    "010b000000010000000000000070200000000000000035343237653135646439363365653638333531633663653631386539633336300000000000000000",
+    "010c00000001000000000000007001000000",
+    "010d00000001000000000000007020000000000000003534323765313564643936336565363833353163366365363138653963333630000000000000000002000000000000006162",
+    "010e000000200000000000000035343237653135646439363365653638333531633663653631386539633336300000000000000000",
+    "010f000000",
+    "0110000000200000000000000035343237653135646439363365653638333531633663653631386539633336300000000000000000200000000000000035343237653135646439363365653638333531633663653631386539633336300000000000000000020000000b00000000000000",
+    "011100000001000000000000006f0100000000000000010000000100000000000000610200000000000000",
+    "01120000000100000000000000010000000000000001000000000000006f010000000000000001000000000000006f0100000000000000010000000100000000000000610200000000000000",
+    "0113000000010000000000000071010000000000000002000000000000006162",
+    "0114000000010000000000000071010000000000000001",
+    "01150000000100000001000000000000006601000000000000006b010000000000000068200000000000000035343237653135646439363365653638333531633663653631386539633336300000000000000000010000000000000000",
+    "01160000000100000001000000000000006601000000000000006b0100000000000000680200000000000000",
+    "011700000020000000000000003534323765313564643936336565363833353163366365363138653963333630000000000000000001000000000000006601000000000000000200000000000000616201000000000000006b01",
+    "011800000003000000000000000100000000000000010000000000000002000000000000006162",
+    "011900000002000000000000000f00000005000000050000000500000000000000",
+    "011a0000000100000000000000740200000000000000616206000000000000000102000000000000006162",
+];
+
+/// Records written before a change of how steps are declared must decode as they did:
+/// the bytes of one step of every kind, as the format has them.
+#[test]
+fn every_step_kind_encodes_as_it_always_has() {
+    let steps = one_of_each();
+    assert_eq!(steps.len(), ENCODED.len());
+    for (step, want) in steps.iter().zip(ENCODED) {
+        let hex: String = encode(step).iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hex, want, "{}", step.describe());
+        assert_eq!(&decode::<Step>("step", &encode(step)).expect("decodes"), step);
+    }
+    let clocks = kind::Clocks { readings: vec![Reading::Wall(1)] };
+    assert_eq!(step_len(&clocks), encoded_len(&Step::from(clocks)));
+    let read = kind::Read { table: "t".into(), key: Bytes::from_static(b"k"), value: Some(Bytes::from_static(b"v")) };
+    assert_eq!(step_len(&read), encoded_len(&Step::from(read)));
+}
+use super::*;
+
+#[test]
+fn steps_round_trip_and_garbage_or_unknown_formats_are_errors() {
+    let steps = [
+        Step::Init(kind::Init {
+            id: InstanceId::keyed("f", "k.1").unwrap().child(3),
+            function: "f".into(),
+            version: 9,
+            input: Bytes::from_static(b"in"),
+        }),
+        Step::Write(kind::Write {
+            table: "t".into(),
+            key: Bytes::from_static(b"\0k"),
+            version: u64::MAX,
+            migrated_from: Some(3),
+        }),
+        Step::Put(kind::Put {
+            table: "t".into(),
+            key: Bytes::from_static(b"\0k"),
+            version: 3,
+            value: Some(Bytes::from_static(b"v")),
+        }),
+        Step::Put(kind::Put { table: "t".into(), key: Bytes::from_static(b"k"), version: u64::MAX, value: None }),
+        Step::Read(kind::Read { table: "t".into(), key: Bytes::from_static(b"k"), value: None }),
+        Step::Invoke(kind::Invoke {
+            function: "g".into(),
+            input_sha256: input_sha256(b"x"),
+            outcome: Outcome::NotFound("g".into()),
+        }),
+        Step::Result(kind::Result { outcome: Outcome::TooLarge { size: None, limit: 7 } }),
+        Step::Clocks(kind::Clocks {
+            readings: vec![
+                Reading::Wall(u64::MAX),
+                Reading::Monotonic(0),
+                Reading::Log(None),
+                Reading::Log(Some(ReadRecord { seqnum: 3, tags: vec![1, 2], data: Bytes::from_static(b"d"), aux: None })),
+            ],
+        }),
+        Step::CondAppend(kind::CondAppend {
+            tag: 5,
+            position: 0,
+            data_sha256: input_sha256(b""),
+            outcome: CondOutcome::Conflict(None),
+        }),
+        Step::CondAppend(kind::CondAppend {
+            tag: 5,
+            position: 1,
+            data_sha256: [0; 32],
+            outcome: CondOutcome::Appended(u64::MAX),
+        }),
+        Step::Sleep(kind::Sleep { until_ms: u64::MAX, root: InstanceId::generated("00ff") }),
+        Step::Delay(kind::Delay { until_ms: 0, root: InstanceId::generated("00ff") }),
+        Step::Promise(kind::Promise { promise: "ab".into(), root: InstanceId::generated("00ff") }),
+        Step::Awaited(kind::Awaited { promise: "ab".into(), outcome: Awaited::Value(Bytes::from_static(b"v")) }),
+        Step::Awaited(kind::Awaited { promise: "ab".into(), outcome: Awaited::TimedOut }),
+        Step::Completed(kind::Completed { promise: "ab".into(), root: InstanceId::generated("00ff"), value: Bytes::new() }),
+        Step::Cancel(kind::Cancel { root: InstanceId::generated("00ff") }),
+        Step::Cancelled,
+        Step::Retry(kind::Retry {
+            id: InstanceId::generated("00ff").child(3),
+            root: InstanceId::generated("00ff"),
+            attempt: 2,
+            until_ms: 9,
+        }),
+    ];
+    for s in steps {
+        assert_eq!(decode::<Step>("step", &encode(&s)).unwrap(), s);
+    }
+    assert!(decode::<Step>("step", &[FORMAT, 0xff, 0xff, 0xff]).is_err());
+    assert!(decode::<Step>("step", &[FORMAT, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f]).is_err());
+    let future = decode::<Step>("step", &[FORMAT + 1, 0, 0, 0, 0]).unwrap_err();
+    assert!(future.to_string().contains("newer node"), "{future}");
+    assert!(decode::<Step>("step", &[]).is_err());
+}
+
+#[test]
+fn a_write_read_in_place_is_the_one_the_decoded_record_holds() {
+    let write = |table: &str, key: &[u8], version: u64, migrated_from: Option<u64>| {
+        Step::Write(kind::Write { table: table.into(), key: Bytes::copy_from_slice(key), version, migrated_from })
+    };
+    let result = Step::Result(kind::Result { outcome: Outcome::Ok(Bytes::from_static(b"k")) });
+    let group = Step::Group(kind::Group {
+        steps: vec![write("t", b"k", 1, None), write("t", b"j", 2, None), write("t", b"k", 3, None), result.clone()],
+    });
+    let put = |table: &str, key: &[u8], version: u64, value: Option<&'static [u8]>| {
+        Step::Put(kind::Put {
+            table: table.into(),
+            key: Bytes::copy_from_slice(key),
+            version,
+            value: value.map(Bytes::from_static),
+        })
+    };
+    type Found = Option<(u64, Option<u64>)>;
+    let clocks = Step::Clocks(kind::Clocks { readings: vec![Reading::Wall(7), Reading::Log(None)] });
+    let stored = |found: Found| found.map(|(version, migrated_from)| Written { version, migrated_from, value: None });
+    let carried = |version: u64, value: Option<&'static [u8]>| {
+        Some(Written { version, migrated_from: None, value: Some(value.map(Bytes::from_static)) })
+    };
+    let old: [(Step, &str, &[u8], Found); 9] = [
+        (write("t", b"k", u64::MAX, Some(7)), "t", b"k", Some((u64::MAX, Some(7)))),
+        (write("t", b"k", 5, None), "t", b"k\0", None),
+        // The table and key are length-prefixed: no separator to forge.
+        (write("tk", b"", 5, None), "t", b"k", None),
+        (group.clone(), "t", b"k", Some((3, None))),
+        (group.clone(), "t", b"j", Some((2, None))),
+        (group, "u", b"k", None),
+        (Step::Group(kind::Group { steps: vec![write("t", b"k", 4, None), Step::Cancelled] }), "t", b"k", Some((4, None))),
+        (result.clone(), "t", b"k", None),
+        (
+            Step::Group(kind::Group {
+                steps: vec![write("t", b"k", 5, None), clocks.clone(), write("t", b"k", 6, None), clocks.clone()],
+            }),
+            "t",
+            b"k",
+            Some((6, None)),
+        ),
+    ];
+    let mut cases: Vec<(Step, &str, &[u8], Option<Written>)> =
+        old.into_iter().map(|(step, table, key, found)| (step, table, key, stored(found))).collect();
+    let mixed = Step::Group(kind::Group {
+        steps: vec![put("t", b"k", 1, Some(b"one")), write("t", b"j", 2, None), put("t", b"j", 3, None), result.clone()],
+    });
+    let new: [(Step, &str, &[u8], Option<Written>); 7] = [
+        (put("t", b"k", 9, Some(b"v")), "t", b"k", carried(9, Some(b"v"))),
+        (put("t", b"k", 9, Some(b"")), "t", b"k", carried(9, Some(b""))),
+        (put("t", b"k", 9, None), "t", b"k", carried(9, None)),
+        (put("t", b"k", 9, Some(b"v")), "t", b"kv", None),
+        (mixed.clone(), "t", b"k", carried(1, Some(b"one"))),
+        (mixed, "t", b"j", carried(3, None)),
+        (
+            Step::Group(kind::Group {
+                steps: vec![put("t", b"k", 5, Some(b"five")), clocks.clone(), write("t", b"j", 6, None), clocks],
+            }),
+            "t",
+            b"k",
+            carried(5, Some(b"five")),
+        ),
+    ];
+    cases.extend(new);
+    for (step, table, key, expected) in cases {
+        let bytes = encode(&step);
+        assert_eq!(write_in(&bytes, table, key).unwrap(), expected, "{step:?}");
+        // Every cut of a record that holds the write is an error, never a wrong answer.
+        if expected.is_some() {
+            for cut in 1..bytes.len() {
+                assert!(
+                    !matches!(write_in(&bytes.slice(..cut), table, key), Ok(Some(found)) if Some(&found) != expected.as_ref()),
+                    "{step:?} cut at {cut}"
+                );
+            }
+        }
+    }
+    assert!(write_in(&Bytes::from_static(&[FORMAT + 1, 1, 0, 0, 0]), "t", b"k").is_err(), "a newer format");
+    assert!(write_in(&Bytes::new(), "t", b"k").is_err());
+}
+
+#[test]
+fn a_step_is_the_same_operation_only_with_the_same_table_key_and_callee() {
+    let read = |t: &str, k: &'static [u8]| Step::Read(kind::Read { table: t.into(), key: Bytes::from_static(k), value: None });
+    let recorded =
+        Step::Read(kind::Read { table: "t".into(), key: Bytes::from_static(b"k"), value: Some(Bytes::from_static(b"v")) });
+    assert!(recorded.same_operation(&read("t", b"k")));
+    assert!(!recorded.same_operation(&read("u", b"k")));
+    assert!(!recorded.same_operation(&read("t", b"j")));
+    let call = |f: &str, i: &[u8]| {
+        Step::Invoke(kind::Invoke { function: f.into(), input_sha256: input_sha256(i), outcome: Outcome::Ok(Bytes::new()) })
+    };
+    assert!(call("g", b"1").same_operation(&call("g", b"1")));
+    assert!(!call("g", b"1").same_operation(&call("h", b"1")));
+    assert!(!call("g", b"1").same_operation(&call("g", b"2")));
+    let write = |v: &'static [u8]| {
+        Step::LoggedWrite(kind::LoggedWrite {
+            table: "t".into(),
+            key: Bytes::from_static(b"k"),
+            value: Some(Bytes::from_static(v)),
+        })
+    };
+    assert!(!write(b"a").same_operation(&write(b"b")));
+    assert!(!write(b"a").same_operation(&read("t", b"k")));
+    // A read-optimized write is the same write whether it carries its value or not.
+    let stored = |key: &'static [u8], version| {
+        Step::Write(kind::Write { table: "t".into(), key: Bytes::from_static(key), version, migrated_from: None })
+    };
+    let put = |key: &'static [u8], version, value: &'static [u8]| {
+        Step::Put(kind::Put { table: "t".into(), key: Bytes::from_static(key), version, value: Some(Bytes::from_static(value)) })
+    };
+    assert!(put(b"k", 1, b"a").same_operation(&put(b"k", 1, b"b")));
+    assert!(put(b"k", 1, b"a").same_operation(&stored(b"k", 1)));
+    assert!(stored(b"k", 1).same_operation(&put(b"k", 1, b"a")));
+    assert!(!put(b"k", 1, b"a").same_operation(&put(b"k", 2, b"a")));
+    assert!(!put(b"k", 1, b"a").same_operation(&stored(b"j", 1)));
+}
