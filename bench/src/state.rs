@@ -211,7 +211,7 @@ impl Node {
             defer_init: lazy,
             forgettable: false,
         };
-        Instance::new(self.runtime().durable.clone(), of)
+        self.runtime().durable.instance(of)
     }
 }
 

@@ -12,8 +12,8 @@ use tally_log_core::{BookId, Context, Error as LogError, LogRecord, SeqNum, Tag}
 use crate::env::{BoxFuture, FunctionVersion};
 use crate::error::{Error, Result};
 use crate::instance::{Instance, Wake};
-use crate::invoke::Run;
-use crate::node::Abort;
+use crate::core::ChildCall;
+use crate::abort::Abort;
 use crate::objects::ObjOp;
 use crate::record::LockId;
 use crate::record::{cut, input_sha256, Awaited, Outcome};
@@ -218,27 +218,17 @@ impl Attempt {
             Ok(logged) => return Ok(logged.into_result()),
             Err(id) => id,
         };
-        let run = Run {
+        let child = ChildCall {
             function: function.clone(),
-            version: None,
             book: self.book,
-            input: Some(input),
+            input,
             ctx: self.ctx.child(),
             depth: self.depth + 1,
-            deadline_ms: Some(self.deadline_ms),
+            deadline_ms: self.deadline_ms,
             id,
-            eager: true,
             crash: self.instance.crash(),
-            attempt: 1,
-            delay_until: None,
-            fresh: false,
-            key: None,
-            background: false,
-            defer: false,
-            forgettable: false,
         };
-        let svc = self.instance.svc().clone();
-        let (result, child_ctx) = svc.run(run).await;
+        let (result, child_ctx) = self.instance.core().invoker()?.call(child).await;
         self.ctx.merge(&child_ctx);
         let outcome = match result {
             Err(Error::InjectedCrash) => return Err(Abort::Crash),

@@ -41,7 +41,9 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 use tally_log_core::{BookId, Context, SeqNum, Tag};
 
-use crate::node::{store_table, visible_write, Abort, Durable, PAYLOAD_MAX};
+use crate::abort::{Abort, PAYLOAD_MAX};
+use crate::node::Durable;
+use crate::table::{store_table, visible_write};
 use crate::objects::AuxView;
 use crate::record::kind;
 use crate::record::{self, LockId, Step, Written};
@@ -68,22 +70,22 @@ pub struct Collected {
 
 pub(crate) async fn collect(d: &Durable, book: BookId, scan: &mut BookScan) -> Result<Collected, Abort> {
     let horizon = scan.horizon();
-    let now = d.clock.now_ms();
+    let now = d.core.clock.now_ms();
     let mut done = Collected::default();
     let mut ctx = scan.ctx.clone();
     let sb = shadow(book);
     while let Some(f) = scan.finished.front() {
-        let expired = now.saturating_sub(f.seen_ms) >= d.config.results_kept_ms || scan.finished.len() > FINISHED_MAX;
+        let expired = now.saturating_sub(f.seen_ms) >= d.core.config.results_kept_ms || scan.finished.len() > FINISHED_MAX;
         if f.result >= horizon || !expired {
             break;
         }
         if f.appended {
             // Before the step log: a crash in between retires the marks again, harmlessly.
-            for mark in d.tags.marks(f.step_tag) {
-                d.log.trim(&mut ctx, book, mark, SeqNum::MAX).await?;
+            for mark in d.core.tags.marks(f.step_tag) {
+                d.core.log.trim(&mut ctx, book, mark, SeqNum::MAX).await?;
             }
         }
-        d.log.trim(&mut ctx, sb, f.step_tag, SeqNum(f.result + 1)).await?;
+        d.core.log.trim(&mut ctx, sb, f.step_tag, SeqNum(f.result + 1)).await?;
         scan.inits.remove(&f.step_tag);
         scan.finished.pop_front();
         done.step_logs += 1;
@@ -91,9 +93,9 @@ pub(crate) async fn collect(d: &Durable, book: BookId, scan: &mut BookScan) -> R
     // Each trim is a metalog command: only when the point moved.
     let below = scan.inits.values().copied().min().unwrap_or(u64::MAX).min(horizon);
     if below > scan.instances_trimmed {
-        d.log.trim(&mut ctx, sb, INSTANCES, SeqNum(below)).await?;
+        d.core.log.trim(&mut ctx, sb, INSTANCES, SeqNum(below)).await?;
         // The results that carry APPENDED go with the INSTANCES stream.
-        d.log.trim(&mut ctx, sb, APPENDED, SeqNum(below)).await?;
+        d.core.log.trim(&mut ctx, sb, APPENDED, SeqNum(below)).await?;
         scan.instances_trimmed = below;
     }
     for table in d.tables(book).await? {
@@ -155,10 +157,10 @@ async fn delete(
             value: value.clone(),
             marker: true,
         };
-        d.store.put_versions(vec![marker], false).await?;
+        d.core.store.put_versions(vec![marker], false).await?;
     }
     *remarked = true;
-    done.versions += d.store.delete_versions(object.st, object.key, std::mem::take(versions)).await?;
+    done.versions += d.core.store.delete_versions(object.st, object.key, std::mem::take(versions)).await?;
     Ok(())
 }
 
@@ -173,11 +175,11 @@ async fn collect_table(
     let st = store_table(book, table);
     let mut after: Option<Bytes> = None;
     loop {
-        let keys = d.store.list_keys(&st, Family::Versions, after.as_deref(), PAGE).await?;
+        let keys = d.core.store.list_keys(&st, Family::Versions, after.as_deref(), PAGE).await?;
         // Where each write log of the page is trimmed to, once its versions are gone.
         let mut trims = Vec::new();
         for key in &keys {
-            let Some(keep) = visible_write(d, ctx, book, table, key, horizon).await? else { continue };
+            let Some(keep) = visible_write(&d.core, ctx, book, table, key, horizon).await? else { continue };
             // `keep` is the last record at or before the horizon, or the write that a
             // voided migration record just after it defers to: either way, what
             // follows it stays, so every reader at or past the horizon reads as before.
@@ -185,11 +187,11 @@ async fn collect_table(
             // a version of its own), up to the first record of another object.
             // The versions go in batches of `DELETES_MAX` (one store write a batch, not
             // one a version), all before the one trim of the records that name them.
-            let object = Object { st: &st, key, tag: d.tags.object(table, key) };
+            let object = Object { st: &st, key, tag: d.core.tags.object(table, key) };
             let mut at = SeqNum(0);
             let (mut versions, mut trim_to, mut remarked) = (Vec::new(), None, false);
             loop {
-                let written = match d.log.read_next(ctx, shadow(book), object.tag, at).await? {
+                let written = match d.core.log.read_next(ctx, shadow(book), object.tag, at).await? {
                     Some(r) if r.seqnum.0 < keep.seqnum => record::write_in(&r.data, table, key)?.map(|w| (r.seqnum.0, w)),
                     _ => None,
                 };
@@ -216,10 +218,10 @@ async fn collect_table(
         // naming them goes: a machine crash in between would bring back versions that
         // no record names, which no collection would find again.
         if !trims.is_empty() {
-            d.store.sync().await?;
+            d.core.store.sync().await?;
         }
         for (tag, point) in trims {
-            d.log.trim(ctx, shadow(book), tag, SeqNum(point)).await?;
+            d.core.log.trim(ctx, shadow(book), tag, SeqNum(point)).await?;
             done.write_logs += 1;
         }
         match keys.last() {
@@ -257,9 +259,9 @@ impl Stream {
 
     fn tag(&self, d: &Durable) -> Tag {
         match self {
-            Stream::Object(o) => d.tags.bokistore(o),
-            Stream::Shard(q, s) => d.tags.queue_shard(q, *s),
-            Stream::Lock(l) => d.tags.lock(l),
+            Stream::Object(o) => d.core.tags.bokistore(o),
+            Stream::Shard(q, s) => d.core.tags.queue_shard(q, *s),
+            Stream::Lock(l) => d.core.tags.lock(l),
         }
     }
 
@@ -268,17 +270,17 @@ impl Stream {
     async fn checkpoint(&self, d: &Durable, ctx: &mut Context, book: BookId, x: u64) -> Result<(Bytes, u64), Abort> {
         match self {
             Stream::Object(o) => {
-                let value = crate::objects::view_at(d, ctx, book, o, x).await?;
+                let value = crate::objects::view_at(&d.core, ctx, book, o, x).await?;
                 let text = serde_json::to_string(&value).map_err(|e| Abort::internal(format!("object {o:?}: {e}")))?;
                 Ok((record::encode(&AuxView { committed: None, views: vec![(o.clone(), text)] }), x + 1))
             }
             Stream::Shard(q, s) => {
-                let view = crate::queues::shard_at(d, ctx, book, q, *s, x).await?;
+                let view = crate::queues::shard_at(&d.core, ctx, book, q, *s, x).await?;
                 // A pop takes the oldest pending push, and finds the next one after it.
                 let below = view.head.map_or(x + 1, |head| head.min(x + 1));
                 Ok((record::encode(&crate::queues::ShardView { popped: None, ..view }), below))
             }
-            Stream::Lock(l) => Ok((record::encode(&crate::locks::lock_at(d, ctx, book, l, x).await?), x + 1)),
+            Stream::Lock(l) => Ok((record::encode(&crate::locks::lock_at(&d.core, ctx, book, l, x).await?), x + 1)),
         }
     }
 }
@@ -321,7 +323,7 @@ async fn collect_libraries(
     // many, none is taken).
     let mut full = false;
     let mut at = walk.commits_at.min(walk.streams_at);
-    while let Some(r) = d.log.read_next(ctx, sb, LIBRARIES, SeqNum(at)).await? {
+    while let Some(r) = d.core.log.read_next(ctx, sb, LIBRARIES, SeqNum(at)).await? {
         let seqnum = r.seqnum.0;
         if seqnum >= next {
             break;
@@ -371,7 +373,7 @@ async fn collect_libraries(
     }
     checkpoint(d, ctx, book, x, batch, done).await?;
     if x + 1 > walk.trimmed {
-        d.log.trim(ctx, sb, LIBRARIES, SeqNum(x + 1)).await?;
+        d.core.log.trim(ctx, sb, LIBRARIES, SeqNum(x + 1)).await?;
         walk.trimmed = x + 1;
     }
     // A stream collected at `x` with records after it stays, as first named just
@@ -398,16 +400,16 @@ async fn checkpoint(
         return Ok(());
     }
     let sb = shadow(book);
-    let tags: Vec<Tag> = batch.iter().map(|(tag, _, _)| d.tags.checkpoint(*tag)).collect();
+    let tags: Vec<Tag> = batch.iter().map(|(tag, _, _)| d.core.tags.checkpoint(*tag)).collect();
     let views = batch.iter().map(|(tag, view, _)| (tag.0, view.clone())).collect();
-    d.log.append(ctx, sb, &tags, record::encode(&Step::Checkpoint(kind::Checkpoint { covers: x, views }))).await?;
+    d.core.log.append(ctx, sb, &tags, record::encode(&Step::Checkpoint(kind::Checkpoint { covers: x, views }))).await?;
     for ((tag, _, below), checkpoints) in batch.into_iter().zip(tags) {
-        d.log.trim(ctx, sb, tag, SeqNum(below)).await?;
+        d.core.log.trim(ctx, sb, tag, SeqNum(below)).await?;
         // Keep the checkpoint that covers most (another collection may have raced this one).
-        let kept = crate::replay::checkpoints(d, ctx, book, tag).await?;
+        let kept = crate::replay::checkpoints(&d.core, ctx, book, tag).await?;
         if let Some(best) = kept.iter().max_by_key(|c| c.covers) {
             if kept.first().is_some_and(|c| c.seqnum < best.seqnum) {
-                d.log.trim(ctx, sb, checkpoints, SeqNum(best.seqnum)).await?;
+                d.core.log.trim(ctx, sb, checkpoints, SeqNum(best.seqnum)).await?;
             }
         }
         done.streams += 1;

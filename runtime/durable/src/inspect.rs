@@ -26,7 +26,7 @@ impl Durable {
         crate::switch::check_book(book)?;
         objects::check_name(object)?;
         objects::parse_path(path)?;
-        let value = objects::view_at(self, ctx, book, object, u64::MAX).await.map_err(|a| a.into_error())?;
+        let value = objects::view_at(&self.core, ctx, book, object, u64::MAX).await.map_err(|a| a.into_error())?;
         objects::text_at(&value, path)
     }
 
@@ -36,7 +36,7 @@ impl Durable {
         queues::check_name(queue)?;
         let mut out = Vec::new();
         for shard in 0..queues::SHARDS {
-            let view = queues::shard_at(self, ctx, book, queue, shard, u64::MAX).await.map_err(|a| a.into_error())?;
+            let view = queues::shard_at(&self.core, ctx, book, queue, shard, u64::MAX).await.map_err(|a| a.into_error())?;
             out.push(ShardStatus { shard, pending: view.pending, oldest: view.head });
         }
         Ok(out)
@@ -47,7 +47,7 @@ impl Durable {
         crate::switch::check_book(book)?;
         locks::check_name(lock)?;
         let view =
-            locks::lock_at(self, ctx, book, &LockId::Named(lock.to_string()), u64::MAX).await.map_err(|a| a.into_error())?;
+            locks::lock_at(&self.core, ctx, book, &LockId::Named(lock.to_string()), u64::MAX).await.map_err(|a| a.into_error())?;
         Ok(view.holder)
     }
 
@@ -59,13 +59,13 @@ impl Durable {
         let tag = match object {
             Some(o) => {
                 objects::check_name(o)?;
-                self.tags.bokistore(o)
+                self.core.tags.bokistore(o)
             }
             None => LIBRARIES,
         };
         let mut count = 0;
         let mut at = 0;
-        while let Some(r) = self.log.read_next(ctx, shadow(book), tag, SeqNum(at)).await.map_err(crate::Error::from)? {
+        while let Some(r) = self.core.log.read_next(ctx, shadow(book), tag, SeqNum(at)).await.map_err(crate::Error::from)? {
             count += 1;
             at = r.seqnum.0 + 1;
         }

@@ -34,8 +34,10 @@
 //! `clippy.toml` refuses clocks, threads, files, sockets and processes besides. That is
 //! what lets the simulator run this very code.
 
+mod abort;
 mod attempt;
 mod config;
+mod core;
 mod cron;
 mod env;
 mod error;
@@ -55,6 +57,7 @@ mod recovery;
 mod replay;
 mod schedule;
 mod switch;
+mod table;
 mod tags;
 
 #[cfg(feature = "sim")]
@@ -69,9 +72,12 @@ pub use env::{owner, Alone, BoxFuture, Clock, FunctionVersion, LogBook, LogResul
 pub use error::{Error, Result};
 pub use id::{InstanceId, IDEMPOTENCY_KEY_MAX};
 pub use inspect::ShardStatus;
-pub use instance::{CrashAfter, Instance, Of, Started, Wake, SLEEP_MAX_MS};
+pub use instance::{Instance, Of, Started, Wake, SLEEP_MAX_MS};
 pub use invoke::{InvocationStatus, InvokeRequest, Listed, ListedStatus};
-pub use node::{check_table, Abort, Durable, NodeBounds, Ops, Parts, KEY_MAX, PAYLOAD_MAX, VALUE_MAX};
+pub use abort::{check_table, Abort, CrashAfter, KEY_MAX, PAYLOAD_MAX, VALUE_MAX};
+pub use core::NodeBounds;
+pub use node::{Durable, Parts};
+pub use table::Ops;
 pub use record::{InvocationKey, LockId, Outcome, Reading, Transition, INVOCATION_KEY_MAX};
 pub use recorder::{GuestClock, RANDOM_BYTES_MAX, READINGS_MAX};
 pub use schedule::{

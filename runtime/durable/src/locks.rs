@@ -26,7 +26,8 @@ use tally_log_core::{BookId, Context};
 
 use crate::error::Error;
 use crate::id::InstanceId;
-use crate::node::{Abort, Durable};
+use crate::abort::Abort;
+use crate::core::Core;
 use crate::record::kind;
 use crate::record::{self, LockId, Step};
 use crate::replay;
@@ -63,13 +64,13 @@ fn concerns(step: &Step, lock: &LockId) -> bool {
 }
 
 /// The lock after its last record at or below `at`.
-pub(crate) async fn lock_at(svc: &Durable, ctx: &mut Context, book: BookId, lock: &LockId, at: u64) -> Result<LockView, Abort> {
-    let tag = svc.tags.lock(lock);
+pub(crate) async fn lock_at(core: &Core, ctx: &mut Context, book: BookId, lock: &LockId, at: u64) -> Result<LockView, Abort> {
+    let tag = core.tags.lock(lock);
     let cached = |a: &[u8]| record::decode::<LockView>("lock view", a).ok();
-    let (base, mut newer) = replay::since_view(svc, ctx, book, tag, at, |s| concerns(s, lock), cached).await?;
+    let (base, mut newer) = replay::since_view(core, ctx, book, tag, at, |s| concerns(s, lock), cached).await?;
     let mut view = base.unwrap_or_default();
     let mut newest = None;
-    while let Some((r, step)) = newer.next(svc, ctx, book).await? {
+    while let Some((r, step)) = newer.next(core, ctx, book).await? {
         match step {
             Step::LockTry(kind::LockTry { holder, root, prev, .. }) if prev == view.tail && view.holder.is_none() => {
                 view = LockView { tail: r.seqnum.0, holder: Some(holder), root: Some(root) };
@@ -84,7 +85,7 @@ pub(crate) async fn lock_at(svc: &Durable, ctx: &mut Context, book: BookId, lock
         newest = Some(r.seqnum);
     }
     if let Some(seqnum) = newest {
-        replay::cache(svc, ctx, book, seqnum, record::encode(&view)).await;
+        replay::cache(core, ctx, book, seqnum, record::encode(&view)).await;
     }
     Ok(view)
 }

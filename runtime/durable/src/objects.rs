@@ -45,7 +45,8 @@ use serde_json::Value;
 use tally_log_core::{BookId, Context, LogRecord, SeqNum};
 
 use crate::error::Error;
-use crate::node::{Abort, Durable, VALUE_MAX};
+use crate::abort::{Abort, VALUE_MAX};
+use crate::core::Core;
 use crate::record::kind;
 use crate::record::{self, Step};
 use crate::replay;
@@ -70,9 +71,6 @@ pub const TXN_OPS_MAX: usize = 4096;
 /// The most JSON one transaction reads (its objects' snapshots, which the host holds
 /// while it runs).
 pub const TXN_BYTES_MAX: usize = 16 << 20;
-/// Transaction outcomes a node remembers (they never change).
-const DECISIONS_KEPT: usize = 1 << 16;
-
 pub use crate::record::ObjOp;
 
 impl ObjOp {
@@ -383,24 +381,6 @@ fn effect_on<'a>(step: &'a Step, object: &str) -> Effect<'a> {
     }
 }
 
-/// A transaction's outcome cache on this node: outcomes never change.
-#[derive(Default)]
-pub(crate) struct Decisions(std::sync::Mutex<std::collections::HashMap<(BookId, u64), bool>>);
-
-impl Decisions {
-    fn get(&self, book: BookId, seqnum: u64) -> Option<bool> {
-        self.0.lock().expect("not poisoned").get(&(book, seqnum)).copied()
-    }
-
-    fn put(&self, book: BookId, seqnum: u64, committed: bool) {
-        let mut m = self.0.lock().expect("not poisoned");
-        if m.len() >= DECISIONS_KEPT {
-            m.clear();
-        }
-        m.insert((book, seqnum), committed);
-    }
-}
-
 /// Whether the commit record at `commit` (with its start and read set) committed.
 ///
 /// Each object's window `(start, commit)` is scanned; a commit found there is decided
@@ -408,7 +388,7 @@ impl Decisions {
 /// stack, not a recursion, so a long chain of overlapping transactions costs heap, not
 /// the node's stack: a frame resumes at the record it stopped at, decided by then.
 pub(crate) async fn decide(
-    svc: &Durable,
+    core: &Core,
     ctx: &mut Context,
     book: BookId,
     commit: u64,
@@ -416,7 +396,7 @@ pub(crate) async fn decide(
     reads: &[String],
     aux: Option<&AuxView>,
 ) -> Result<bool, Abort> {
-    if let Some(c) = svc.decisions.get(book, commit).or(aux.and_then(|a| a.committed)) {
+    if let Some(c) = core.decisions.get(book, commit).or(aux.and_then(|a| a.committed)) {
         return Ok(c);
     }
     struct Frame {
@@ -437,9 +417,9 @@ pub(crate) async fn decide(
         match top.reads.get(top.object) {
             None => outcome = Some(true),
             Some(object) => {
-                let tag = svc.tags.bokistore(object);
+                let tag = core.tags.bokistore(object);
                 let found = match top.at < top.commit {
-                    true => svc.log.read_next(ctx, shadow(book), tag, SeqNum(top.at)).await?,
+                    true => core.log.read_next(ctx, shadow(book), tag, SeqNum(top.at)).await?,
                     false => None,
                 };
                 match found {
@@ -453,7 +433,7 @@ pub(crate) async fn decide(
                                 let known = decided
                                     .get(&seqnum)
                                     .copied()
-                                    .or_else(|| svc.decisions.get(book, seqnum))
+                                    .or_else(|| core.decisions.get(book, seqnum))
                                     .or(AuxView::of(&r).committed);
                                 match known {
                                     // A write that took effect in the window: a conflict.
@@ -474,7 +454,7 @@ pub(crate) async fn decide(
         if let Some(committed) = outcome {
             let done = stack.pop().expect("the top frame");
             decided.insert(done.commit, committed);
-            svc.decisions.put(book, done.commit, committed);
+            core.decisions.put(book, done.commit, committed);
         }
     }
     Ok(decided[&commit])
@@ -482,25 +462,25 @@ pub(crate) async fn decide(
 
 /// The state of `object` at seqnum `at` (null if it was never written), replaying from
 /// the newest view cached at or below `at`; caches the view of the newest record.
-pub(crate) async fn view_at(svc: &Durable, ctx: &mut Context, book: BookId, object: &str, at: u64) -> Result<Value, Abort> {
-    let tag = svc.tags.bokistore(object);
+pub(crate) async fn view_at(core: &Core, ctx: &mut Context, book: BookId, object: &str, at: u64) -> Result<Value, Abort> {
+    let tag = core.tags.bokistore(object);
     let relevant = |step: &Step| !matches!(effect_on(step, object), Effect::None);
     let cached = |a: &[u8]| {
         let aux = record::decode::<AuxView>("aux view", a).ok()?;
         let view = aux.view(object)?;
         Some((serde_json::from_str::<Value>(view).ok()?, view.len()))
     };
-    let (base, mut newer) = replay::since_view(svc, ctx, book, tag, at, relevant, cached).await?;
+    let (base, mut newer) = replay::since_view(core, ctx, book, tag, at, relevant, cached).await?;
     let mut base = base.map_or_else(|| Folding::new(Value::Null, 4), |(v, len)| Folding::new(v, len));
     let mut newest: Option<(LogRecord, Option<bool>)> = None;
-    while let Some((r, step)) = newer.next(svc, ctx, book).await? {
+    while let Some((r, step)) = newer.next(core, ctx, book).await? {
         let mut outcome = None;
         match effect_on(&step, object) {
             Effect::None => {}
             Effect::Ops(ops) => fold(&mut base, ops),
             Effect::Commit { start, reads, ops } => {
                 let aux = AuxView::of(&r);
-                let committed = decide(svc, ctx, book, r.seqnum.0, start, reads, Some(&aux)).await?;
+                let committed = decide(core, ctx, book, r.seqnum.0, start, reads, Some(&aux)).await?;
                 outcome = Some(committed);
                 if committed {
                     fold(&mut base, ops);
@@ -510,7 +490,7 @@ pub(crate) async fn view_at(svc: &Durable, ctx: &mut Context, book: BookId, obje
         newest = Some((r, outcome));
     }
     if let Some((r, outcome)) = newest {
-        cache_view(svc, ctx, book, &r, object, outcome, &base.value).await;
+        cache_view(core, ctx, book, &r, object, outcome, &base.value).await;
     }
     Ok(base.value)
 }
@@ -524,7 +504,7 @@ fn fold(base: &mut Folding, ops: &[ObjOp]) {
 
 /// Best effort: a failure only costs a later reader a replay.
 async fn cache_view(
-    svc: &Durable,
+    core: &Core,
     ctx: &mut Context,
     book: BookId,
     r: &LogRecord,
@@ -540,7 +520,7 @@ async fn cache_view(
     aux.committed = aux.committed.or(outcome);
     aux.views.retain(|(o, _)| o != object);
     aux.views.push((object.to_string(), text));
-    replay::cache(svc, ctx, book, r.seqnum, record::encode(&aux)).await;
+    replay::cache(core, ctx, book, r.seqnum, record::encode(&aux)).await;
 }
 
 /// A transaction in progress in an instance.

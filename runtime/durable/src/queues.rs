@@ -24,7 +24,8 @@ use tally_log_core::{BookId, Context, SeqNum};
 
 use crate::error::Error;
 use crate::id::InstanceId;
-use crate::node::{Abort, Durable};
+use crate::abort::Abort;
+use crate::core::Core;
 use crate::record::kind;
 use crate::record::{self, Step};
 use crate::replay;
@@ -69,19 +70,19 @@ fn concerns(step: &Step, queue: &str, shard: u64) -> bool {
 
 /// The shard after its last record at or below `at`.
 pub(crate) async fn shard_at(
-    svc: &Durable,
+    core: &Core,
     ctx: &mut Context,
     book: BookId,
     queue: &str,
     shard: u64,
     at: u64,
 ) -> Result<ShardView, Abort> {
-    let tag = svc.tags.queue_shard(queue, shard);
+    let tag = core.tags.queue_shard(queue, shard);
     let cached = |a: &[u8]| record::decode::<ShardView>("queue view", a).ok();
-    let (base, mut newer) = replay::since_view(svc, ctx, book, tag, at, |s| concerns(s, queue, shard), cached).await?;
+    let (base, mut newer) = replay::since_view(core, ctx, book, tag, at, |s| concerns(s, queue, shard), cached).await?;
     let mut view = base.unwrap_or_default();
     let mut newest = None;
-    while let Some((r, step)) = newer.next(svc, ctx, book).await? {
+    while let Some((r, step)) = newer.next(core, ctx, book).await? {
         view.popped = None;
         match step {
             Step::QueuePush(kind::QueuePush { .. }) => {
@@ -94,7 +95,7 @@ pub(crate) async fn shard_at(
                 view.pending -= 1;
                 view.head = match view.pending {
                     0 => None,
-                    _ => Some(push_after(svc, ctx, book, queue, shard, head, r.seqnum.0).await?),
+                    _ => Some(push_after(core, ctx, book, queue, shard, head, r.seqnum.0).await?),
                 };
             }
             Step::QueuePop(kind::QueuePop { .. }) => {}
@@ -103,7 +104,7 @@ pub(crate) async fn shard_at(
         newest = Some(r.seqnum);
     }
     if let Some(seqnum) = newest {
-        replay::cache(svc, ctx, book, seqnum, record::encode(&view)).await;
+        replay::cache(core, ctx, book, seqnum, record::encode(&view)).await;
     }
     Ok(view)
 }
@@ -111,7 +112,7 @@ pub(crate) async fn shard_at(
 /// The first push of the shard after `head` and before `before` (there is one: a push
 /// is pending).
 async fn push_after(
-    svc: &Durable,
+    core: &Core,
     ctx: &mut Context,
     book: BookId,
     queue: &str,
@@ -119,9 +120,9 @@ async fn push_after(
     head: u64,
     before: u64,
 ) -> Result<u64, Abort> {
-    let tag = svc.tags.queue_shard(queue, shard);
+    let tag = core.tags.queue_shard(queue, shard);
     let mut at = head.saturating_add(1);
-    while let Some(r) = svc.log.read_next(ctx, shadow(book), tag, SeqNum(at)).await? {
+    while let Some(r) = core.log.read_next(ctx, shadow(book), tag, SeqNum(at)).await? {
         if r.seqnum.0 >= before {
             break;
         }
@@ -137,15 +138,15 @@ async fn push_after(
 
 /// The message of the push at `seqnum` of the shard.
 pub(crate) async fn message_at(
-    svc: &Durable,
+    core: &Core,
     ctx: &mut Context,
     book: BookId,
     queue: &str,
     shard: u64,
     seqnum: u64,
 ) -> Result<Bytes, Abort> {
-    let tag = svc.tags.queue_shard(queue, shard);
-    match svc.log.read_next(ctx, shadow(book), tag, SeqNum(seqnum)).await? {
+    let tag = core.tags.queue_shard(queue, shard);
+    match core.log.read_next(ctx, shadow(book), tag, SeqNum(seqnum)).await? {
         Some(r) if r.seqnum.0 == seqnum => match record::decode::<Step>("step", &r.data)? {
             Step::QueuePush(kind::QueuePush { message, .. }) => Ok(message),
             other => Err(Abort::internal(format!("a pop got a {}, not a push", other.describe()))),

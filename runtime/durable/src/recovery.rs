@@ -118,10 +118,10 @@ impl BookScan {
 
     /// Reads what is new in the book's INSTANCES stream.
     async fn read(&mut self, d: &Durable, book: BookId, open_max: usize) -> Result<(), Error> {
-        while let Some(r) = d.log.read_next(&mut self.ctx, shadow(book), INSTANCES, SeqNum(self.next)).await? {
+        while let Some(r) = d.core.log.read_next(&mut self.ctx, shadow(book), INSTANCES, SeqNum(self.next)).await? {
             self.next = r.seqnum.0 + 1;
             let Ok(step) = record::decode_steps("step", &r.data) else { continue };
-            let Some(tag) = d.tags.step_log_of(&r.tags, &step) else { continue };
+            let Some(tag) = d.core.tags.step_log_of(&r.tags, &step) else { continue };
             // A deferred Init comes in one record with the root's first steps, up to its
             // result: the Init first, then the last of them.
             let (init, last) = step.into_init_and_last();
@@ -153,7 +153,7 @@ impl BookScan {
                     self.untracked_from.get_or_insert(r.seqnum.0);
                     return Ok(());
                 }
-                let seen_ms = d.clock.now_ms();
+                let seen_ms = d.core.clock.now_ms();
                 self.open.insert(
                     tag,
                     Open { id, function, version, seen_ms, attempts: 0, init: r.seqnum.0, wake_ms: None, rechecks_soon: 0 },
@@ -164,13 +164,13 @@ impl BookScan {
             Step::Sleep(kind::Sleep { until_ms, root })
             | Step::Delay(kind::Delay { until_ms, root })
             | Step::Retry(kind::Retry { until_ms, root, .. }) => {
-                let step = d.tags.step(&root);
+                let step = d.core.tags.step(&root);
                 if let Some(open) = self.open.get_mut(&step) {
                     open.wake_ms = Some(until_ms);
                     open.attempts = 0;
                     if until_ms == u64::MAX {
                         open.rechecks_soon = RECHECKS_SOON;
-                        open.seen_ms = d.clock.now_ms();
+                        open.seen_ms = d.core.clock.now_ms();
                     }
                 } else if self.untracked_from.is_some()
                     && until_ms != u64::MAX
@@ -192,13 +192,13 @@ impl BookScan {
             // A refused child's whole history: started and finished at once.
             Step::Refused(kind::Refused { .. }) => {
                 self.inits.insert(tag, r.seqnum.0);
-                let seen_ms = d.clock.now_ms();
+                let seen_ms = d.core.clock.now_ms();
                 self.finished.push_back(Finished { step_tag: tag, result: r.seqnum.0, seen_ms, appended: false });
             }
             Step::Result(kind::Result { .. }) => {
                 self.open.remove(&tag);
                 self.sleeping_untracked.remove(&tag);
-                let (seen_ms, appended) = (d.clock.now_ms(), r.tags.contains(&APPENDED));
+                let (seen_ms, appended) = (d.core.clock.now_ms(), r.tags.contains(&APPENDED));
                 self.finished.push_back(Finished { step_tag: tag, result: r.seqnum.0, seen_ms, appended });
             }
             _ => {}
@@ -210,7 +210,7 @@ impl BookScan {
     /// again), also if it is untracked now (then when it is tracked; past a bound, it
     /// waits for the scan's rare look at awaits, `AWAIT_RECHECK_MS`).
     fn make_due(&mut self, d: &Durable, root: &InstanceId, open_max: usize) {
-        let step = d.tags.step(root);
+        let step = d.core.tags.step(root);
         match self.open.get_mut(&step) {
             Some(open) => open.wake_ms = Some(0),
             None if self.untracked_from.is_some() && self.woken_untracked.len() < open_max.saturating_mul(8) => {
@@ -226,13 +226,13 @@ impl BookScan {
         let Some(from) = self.untracked_from else { return Ok(()) };
         let mut at = from;
         while self.open.len() < open_max && at < self.next {
-            let Some(r) = d.log.read_next(&mut self.ctx, shadow(book), INSTANCES, SeqNum(at)).await? else { break };
+            let Some(r) = d.core.log.read_next(&mut self.ctx, shadow(book), INSTANCES, SeqNum(at)).await? else { break };
             if r.seqnum.0 >= self.next {
                 break;
             }
             at = r.seqnum.0 + 1;
             let Ok(step) = record::decode_steps("step", &r.data) else { continue };
-            let Some(tag) = d.tags.step_log_of(&r.tags, &step) else { continue };
+            let Some(tag) = d.core.tags.step_log_of(&r.tags, &step) else { continue };
             let Some(
                 Step::Init(kind::Init { id, function, version, .. })
                 | Step::InitKeyed(kind::InitKeyed { id, function, version, .. }),
@@ -244,11 +244,11 @@ impl BookScan {
                 continue;
             }
             self.sleeping_untracked.remove(&tag);
-            let last = d.log.read_prev(&mut self.ctx, shadow(book), tag, SeqNum::MAX).await?;
+            let last = d.core.log.read_prev(&mut self.ctx, shadow(book), tag, SeqNum::MAX).await?;
             let last = last.map(|l| record::decode_last("step", &l.data));
             let finished = matches!(last, None | Some(Ok(Step::Result(kind::Result { .. }))));
             if !finished {
-                let seen_ms = d.clock.now_ms();
+                let seen_ms = d.core.clock.now_ms();
                 let wake_ms = match last {
                     _ if self.woken_untracked.remove(&tag) => None,
                     Some(Ok(Step::Sleep(kind::Sleep { until_ms, .. }) | Step::Delay(kind::Delay { until_ms, .. }))) => {
@@ -293,9 +293,9 @@ impl Durable {
         let weak = Arc::downgrade(self);
         // Cancelling the scan loses only this node's soft state (what it read, when it
         // first saw each invocation); a restart reads the streams again.
-        self.spawn.spawn("recovery", Box::pin(recovery_loop(weak.clone())));
+        self.core.spawn.spawn("recovery", Box::pin(recovery_loop(weak.clone())));
         // Cancelling it loses nothing either: it only starts drivers, from the log.
-        self.spawn.spawn("schedules", Box::pin(crate::schedule::schedule_loop(weak)));
+        self.core.spawn.spawn("schedules", Box::pin(crate::schedule::schedule_loop(weak)));
         crate::switch::start(self);
     }
 }
@@ -305,7 +305,7 @@ async fn recovery_loop(weak: Weak<Durable>) {
     let mut scan = Recovery::default();
     loop {
         let Some(d) = Durable::live(&weak) else { return };
-        let sleep = d.clock.sleep(d.config.recovery_interval_ms);
+        let sleep = d.core.clock.sleep(d.core.config.recovery_interval_ms);
         drop(d);
         sleep.await;
         let Some(d) = Durable::live(&weak) else { return };
@@ -319,17 +319,17 @@ impl Recovery {
     /// Reads what is new in every book, collects garbage when due, then starts the
     /// re-executions that are due.
     pub(crate) async fn round(&mut self, d: &Arc<Durable>) -> Result<(), Error> {
-        let open_max = d.config.open_max.max(1);
+        let open_max = d.core.config.open_max.max(1);
         for book in d.books().await? {
-            if !d.peers.owns(book) {
+            if !d.core.peers.owns(book) {
                 self.books.remove(&book);
                 continue;
             }
             let scan = self.books.entry(book).or_default();
             scan.read(d, book, open_max).await?;
             scan.catch_up(d, book, open_max).await?;
-            let now = d.clock.now_ms();
-            if scan.last_gc_ms.is_none_or(|t| now.saturating_sub(t) >= d.config.gc_interval_ms) {
+            let now = d.core.clock.now_ms();
+            if scan.last_gc_ms.is_none_or(|t| now.saturating_sub(t) >= d.core.config.gc_interval_ms) {
                 scan.last_gc_ms = Some(now);
                 if let Err(e) = crate::gc::collect(d, book, scan).await {
                     tracing::warn!(book = book.0, "garbage collection: {}", e.into_error());
@@ -346,15 +346,15 @@ impl Recovery {
                     Ok(Some(v)) => v.timeout_ms,
                     _ => 0,
                 };
-                let due = open.seen_ms.saturating_add(timeout_ms).saturating_add(d.config.reexecute_after_ms);
-                let now = d.clock.now_ms();
+                let due = open.seen_ms.saturating_add(timeout_ms).saturating_add(d.core.config.reexecute_after_ms);
+                let now = d.core.clock.now_ms();
                 // A sleeper is due once its wake time is past by as much: the node that
                 // suspended it wakes it on time, this is for a node that died.
                 let asleep = match open.wake_ms {
                     // Awaiting a promise with no timeout: its completion wakes it; this is
                     // a look now and then should that wake be lost.
                     Some(u64::MAX) => open.rechecks_soon == 0 && now < open.seen_ms.saturating_add(AWAIT_RECHECK_MS),
-                    Some(w) => d.clock.wall_ms() < w.saturating_add(d.config.reexecute_after_ms),
+                    Some(w) => d.core.clock.wall_ms() < w.saturating_add(d.core.config.reexecute_after_ms),
                     None => false,
                 };
                 if now < due || asleep {
@@ -369,15 +369,15 @@ impl Recovery {
                 let task =
                     reexecute(d.clone(), book, open.id.clone(), open.function.clone(), open.version, open.attempts, seen.clone());
                 // Cancelling a re-execution loses nothing: it is a peer like any other.
-                d.spawn.spawn("reexecute", Box::pin(task));
+                d.core.spawn.spawn("reexecute", Box::pin(task));
             }
             // Untracked sleepers past their wake, by as much as tracked ones: run again
             // (from their Init) without waiting to be tracked.
-            let wall = d.clock.wall_ms();
+            let wall = d.core.clock.wall_ms();
             let due: Vec<Tag> = scan
                 .sleeping_untracked
                 .iter()
-                .filter(|(_, (_, until_ms))| wall >= until_ms.saturating_add(d.config.reexecute_after_ms))
+                .filter(|(_, (_, until_ms))| wall >= until_ms.saturating_add(d.core.config.reexecute_after_ms))
                 .map(|(tag, _)| *tag)
                 .collect();
             for tag in due {
@@ -407,7 +407,7 @@ async fn reexecute(d: Arc<Durable>, book: BookId, id: InstanceId, function: Stri
             tracing::warn!(%id, "re-execution cannot run here now: {e}");
             return;
         }
-        Err(e) if attempt >= d.config.attempts_max => e,
+        Err(e) if attempt >= d.core.config.attempts_max => e,
         Err(e) => {
             tracing::warn!(%id, attempt, "re-execution failed, will try again: {e}");
             return;
@@ -426,7 +426,7 @@ async fn reexecute(d: Arc<Durable>, book: BookId, id: InstanceId, function: Stri
         defer_init: false,
         forgettable: false,
     };
-    let mut instance = Instance::new(d.clone(), of);
+    let mut instance = Instance::new(d.core.clone(), of);
     if let Err(e) = instance.give_up(&mut ctx, Outcome::of_given_up(&failure)).await {
         tracing::warn!(%id, "logging the given-up result: {e}");
     }

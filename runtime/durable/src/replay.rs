@@ -12,7 +12,8 @@
 use bytes::Bytes;
 use tally_log_core::{BookId, Context, LogRecord, SeqNum, Tag};
 
-use crate::node::{Abort, Durable};
+use crate::abort::Abort;
+use crate::core::Core;
 use crate::record::kind;
 use crate::record::{self, Step};
 use crate::tags::shadow;
@@ -33,7 +34,7 @@ const LOOK_AFTER: usize = 32;
 /// A reader below a checkpoint can only be a late peer of a finished root (garbage
 /// collection keeps everything at and past the horizon): it is `Superseded`.
 pub(crate) async fn since_view<V>(
-    svc: &Durable,
+    core: &Core,
     ctx: &mut Context,
     book: BookId,
     tag: Tag,
@@ -49,17 +50,17 @@ pub(crate) async fn since_view<V>(
     let mut reached = false;
     loop {
         if walked == LOOK_AFTER {
-            early = checkpoint(svc, ctx, book, tag).await?;
+            early = checkpoint(core, ctx, book, tag).await?;
         }
         if early.as_ref().is_some_and(|(covers, _)| cursor <= *covers) {
             reached = true;
             break;
         }
-        let Some(r) = svc.log.read_prev(ctx, shadow(book), tag, SeqNum(cursor)).await? else { break };
+        let Some(r) = core.log.read_prev(ctx, shadow(book), tag, SeqNum(cursor)).await? else { break };
         walked += 1;
         let step: Step = record::decode("step", &r.data)?;
         if relevant(&step) {
-            if let Some(view) = r.aux.as_deref().filter(|_| svc.config.aux_views).and_then(&cached) {
+            if let Some(view) = r.aux.as_deref().filter(|_| core.config.aux_views).and_then(&cached) {
                 return Ok((Some(view), Replay { tag, newer }));
             }
             newer.push(r.seqnum.0);
@@ -73,7 +74,7 @@ pub(crate) async fn since_view<V>(
     // trim that ended it: look again (a trim follows its checkpoint).
     let found = match reached {
         true => early,
-        false => checkpoint(svc, ctx, book, tag).await?,
+        false => checkpoint(core, ctx, book, tag).await?,
     };
     let Some((covers, view)) = found else { return Ok((None, Replay { tag, newer })) };
     if covers > at {
@@ -88,8 +89,8 @@ pub(crate) async fn since_view<V>(
 
 /// The newest state checkpointed of `tag`'s stream: the one that covers most (two
 /// collections may have raced), and what it covers.
-pub(crate) async fn checkpoint(svc: &Durable, ctx: &mut Context, book: BookId, tag: Tag) -> Result<Option<(u64, Bytes)>, Abort> {
-    Ok(checkpoints(svc, ctx, book, tag).await?.into_iter().max_by_key(|c| c.covers).map(|c| (c.covers, c.view)))
+pub(crate) async fn checkpoint(core: &Core, ctx: &mut Context, book: BookId, tag: Tag) -> Result<Option<(u64, Bytes)>, Abort> {
+    Ok(checkpoints(core, ctx, book, tag).await?.into_iter().max_by_key(|c| c.covers).map(|c| (c.covers, c.view)))
 }
 
 /// One checkpoint of a stream, in its checkpoint stream.
@@ -101,11 +102,11 @@ pub(crate) struct Checkpoint {
 
 /// Every checkpoint still in `tag`'s checkpoint stream, oldest first (a collection
 /// trims all but the newest, so there are few).
-pub(crate) async fn checkpoints(svc: &Durable, ctx: &mut Context, book: BookId, tag: Tag) -> Result<Vec<Checkpoint>, Abort> {
-    let stream = svc.tags.checkpoint(tag);
+pub(crate) async fn checkpoints(core: &Core, ctx: &mut Context, book: BookId, tag: Tag) -> Result<Vec<Checkpoint>, Abort> {
+    let stream = core.tags.checkpoint(tag);
     let mut found = Vec::new();
     let mut at = 0u64;
-    while let Some(r) = svc.log.read_next(ctx, shadow(book), stream, SeqNum(at)).await? {
+    while let Some(r) = core.log.read_next(ctx, shadow(book), stream, SeqNum(at)).await? {
         if let Step::Checkpoint(kind::Checkpoint { covers, views }) = record::decode("checkpoint", &r.data)? {
             if let Some((_, view)) = views.into_iter().find(|(t, _)| *t == tag.0) {
                 found.push(Checkpoint { seqnum: r.seqnum.0, covers, view });
@@ -130,12 +131,12 @@ impl Replay {
     /// The next record to apply, read again.
     pub(crate) async fn next(
         &mut self,
-        svc: &Durable,
+        core: &Core,
         ctx: &mut Context,
         book: BookId,
     ) -> Result<Option<(LogRecord, Step)>, Abort> {
         let Some(seqnum) = self.newer.pop() else { return Ok(None) };
-        match svc.log.read_next(ctx, shadow(book), self.tag, SeqNum(seqnum)).await? {
+        match core.log.read_next(ctx, shadow(book), self.tag, SeqNum(seqnum)).await? {
             Some(r) if r.seqnum.0 == seqnum => {
                 let step = record::decode("step", &r.data)?;
                 Ok(Some((r, step)))
@@ -147,9 +148,9 @@ impl Replay {
 
 /// Caches a state in a record's aux data. Best effort: a failure only costs a later
 /// reader a replay.
-pub(crate) async fn cache(svc: &Durable, ctx: &mut Context, book: BookId, seqnum: SeqNum, aux: Bytes) {
-    if !svc.config.aux_views {
+pub(crate) async fn cache(core: &Core, ctx: &mut Context, book: BookId, seqnum: SeqNum, aux: Bytes) {
+    if !core.config.aux_views {
         return;
     }
-    let _ = svc.log.set_aux_data(ctx, shadow(book), seqnum, aux).await;
+    let _ = core.log.set_aux_data(ctx, shadow(book), seqnum, aux).await;
 }

@@ -590,7 +590,7 @@ impl Durable {
                 Some((s, _)) => s,
                 None => State { offset: u64::MAX, ..State::new(name) },
             };
-            let Some(new) = change(&old, self.clock.wall_ms())? else { return Ok(old) };
+            let Some(new) = change(&old, self.core.clock.wall_ms())? else { return Ok(old) };
             if self.record_schedule(&mut ctx, &new, listed).await? {
                 return Ok(new);
             }
@@ -600,8 +600,8 @@ impl Durable {
 
     /// The last record of schedule `name`'s stream, and its seqnum.
     async fn schedule_tail(&self, ctx: &mut Context, name: &str) -> Result<Option<(State, SeqNum)>> {
-        let stream = self.tags.schedule(name);
-        let Some(r) = self.log.read_prev(ctx, PLATFORM_BOOK, stream, SeqNum::MAX).await? else { return Ok(None) };
+        let stream = self.core.tags.schedule(name);
+        let Some(r) = self.core.log.read_prev(ctx, PLATFORM_BOOK, stream, SeqNum::MAX).await? else { return Ok(None) };
         Ok(Some((State::of_stream(name, &r.data)?, r.seqnum)))
     }
 
@@ -609,8 +609,8 @@ impl Durable {
     /// the stream has a new record: a schedule's input may be 256 KiB, and a driver looks
     /// every `schedule_poll_ms`, also while the schedule is paused.
     async fn schedule_tail_seen(&self, ctx: &mut Context, name: &str, seen: &mut Seen) -> Result<Option<State>> {
-        let stream = self.tags.schedule(name);
-        let Some(r) = self.log.read_prev(ctx, PLATFORM_BOOK, stream, SeqNum::MAX).await? else { return Ok(None) };
+        let stream = self.core.tags.schedule(name);
+        let Some(r) = self.core.log.read_prev(ctx, PLATFORM_BOOK, stream, SeqNum::MAX).await? else { return Ok(None) };
         if let Some((_, state)) = seen.as_ref().filter(|(s, _)| *s == r.seqnum) {
             return Ok(Some(state.clone()));
         }
@@ -622,13 +622,13 @@ impl Durable {
     /// Appends `state` at its offset of its stream; `false` if another change took it.
     /// Trims the stream behind it now and then.
     async fn record_schedule(&self, ctx: &mut Context, state: &State, listed: bool) -> Result<bool> {
-        let stream = self.tags.schedule(&state.name);
+        let stream = self.core.tags.schedule(&state.name);
         let tags = if listed { vec![stream, SCHEDULES] } else { vec![stream] };
         let data = record::encode(state);
-        match self.log.cond_append(ctx, PLATFORM_BOOK, &tags, data, stream, state.offset).await {
+        match self.core.log.cond_append(ctx, PLATFORM_BOOK, &tags, data, stream, state.offset).await {
             Ok(seqnum) => {
                 if state.offset.is_multiple_of(TRIM_EVERY) && state.offset > 0 {
-                    if let Err(e) = self.log.trim(ctx, PLATFORM_BOOK, stream, seqnum).await {
+                    if let Err(e) = self.core.log.trim(ctx, PLATFORM_BOOK, stream, seqnum).await {
                         tracing::warn!(schedule = state.name, "trimming its stream: {e}");
                     }
                 }
@@ -645,7 +645,7 @@ impl Durable {
         let mut guard = self.schedules.known.lock().await;
         let (next, known) = &mut *guard;
         let mut ctx = Context::new();
-        while let Some(r) = self.log.read_next(&mut ctx, PLATFORM_BOOK, SCHEDULES, SeqNum(*next)).await? {
+        while let Some(r) = self.core.log.read_next(&mut ctx, PLATFORM_BOOK, SCHEDULES, SeqNum(*next)).await? {
             *next = r.seqnum.0 + 1;
             match record::decode::<State>("schedule", &r.data) {
                 // A deleted schedule is forgotten: only live ones are listed and counted.
@@ -680,13 +680,13 @@ impl Durable {
     /// Starts a driver for schedule `name` if this node owns its book and drives it
     /// not yet.
     fn drive_if_owned(self: &Arc<Self>, name: &str, book: BookId) {
-        if !self.peers.owns(book) || !self.schedules.driving.lock().expect("not poisoned").insert(name.to_string()) {
+        if !self.core.peers.owns(book) || !self.schedules.driving.lock().expect("not poisoned").insert(name.to_string()) {
             return;
         }
         let driving = Driving { weak: Arc::downgrade(self), name: name.to_string() };
         // Cancelling a driver loses nothing: the stream holds the schedule's state, and
         // the next scan (here or on the book's next owner) starts another.
-        self.spawn.spawn("schedule", Box::pin(drive(driving)));
+        self.core.spawn.spawn("schedule", Box::pin(drive(driving)));
     }
 
     /// One turn of schedule `name`'s driver: starts what is recorded starting, or
@@ -704,11 +704,11 @@ impl Durable {
             };
         }
         let Some(spec) = state.spec.clone() else { return Ok(None) };
-        if !self.peers.owns(spec.book) {
+        if !self.core.peers.owns(spec.book) {
             return Ok(None);
         }
-        let poll = self.config.schedule_poll_ms.max(1);
-        let now = self.clock.wall_ms();
+        let poll = self.core.config.schedule_poll_ms.max(1);
+        let now = self.core.clock.wall_ms();
         if let Some(tick) = state.pending {
             if !self.still_running(&state.last).await? {
                 let new = state.starting(&spec, InstanceId::scheduled(name, tick), |s| {
@@ -785,13 +785,13 @@ async fn drive(driving: Driving) {
             Ok(None) => return,
             Err(e) => {
                 tracing::warn!(schedule = driving.name, "driving a schedule: {e}");
-                d.config.schedule_poll_ms.max(1)
+                d.core.config.schedule_poll_ms.max(1)
             }
         };
         if wait == 0 {
             continue;
         }
-        let sleep = d.clock.sleep(wait);
+        let sleep = d.core.clock.sleep(wait);
         drop(d);
         sleep.await;
     }
@@ -813,7 +813,7 @@ pub(crate) async fn schedule_loop(weak: Weak<Durable>) {
             }
             Err(e) => tracing::warn!("reading the schedules: {e}"),
         }
-        let sleep = d.clock.sleep(d.config.schedule_poll_ms.max(1));
+        let sleep = d.core.clock.sleep(d.core.config.schedule_poll_ms.max(1));
         drop(d);
         sleep.await;
     }

@@ -57,7 +57,9 @@ use tally_log_core::{BookId, Context, Error as LogError, SeqNum, Tag};
 
 use crate::config::Protocol;
 use crate::error::Error;
-use crate::node::{check_table, store_table, visible_write, written_value, Abort, Durable, Ops};
+use crate::abort::{check_table, Abort};
+use crate::node::Durable;
+use crate::table::{store_table, visible_write, written_value, Ops};
 use crate::record::kind;
 use crate::record::{self, Step, TableRef, Transition};
 use crate::store::{Family, Version};
@@ -104,10 +106,10 @@ pub(crate) fn check_book(book: BookId) -> Result<(), Error> {
 impl Durable {
     /// The transition log of `table` in `book`, whole (it is short).
     async fn history(&self, ctx: &mut Context, book: BookId, table: &str) -> Result<Vec<(u64, Transition)>, Error> {
-        let tag = self.tags.transition(table);
+        let tag = self.core.tags.transition(table);
         let mut at = SeqNum(0);
         let mut out = Vec::new();
-        while let Some(r) = self.log.read_next(ctx, shadow(book), tag, at).await? {
+        while let Some(r) = self.core.log.read_next(ctx, shadow(book), tag, at).await? {
             at = SeqNum(r.seqnum.0 + 1);
             let t: Transition = record::decode("transition", &r.data)?;
             if t.table() == table {
@@ -168,7 +170,7 @@ impl Durable {
             }
         };
         if position == 0 {
-            self.register_table(book, table).await.map_err(Abort::into_error)?;
+            self.core.register_table(book, table).await.map_err(Abort::into_error)?;
         }
         let seqnum = self.append_transition(&mut ctx, book, table, next.clone(), position).await?;
         hist.push((seqnum, next));
@@ -183,8 +185,8 @@ impl Durable {
         t: Transition,
         position: u64,
     ) -> Result<u64, Error> {
-        let tag = self.tags.transition(table);
-        match self.log.cond_append(ctx, shadow(book), &[tag], record::encode(&t), tag, position).await {
+        let tag = self.core.tags.transition(table);
+        match self.core.log.cond_append(ctx, shadow(book), &[tag], record::encode(&t), tag, position).await {
             Ok(s) => Ok(s.0),
             Err(LogError::Conflict { .. }) => {
                 Err(Error::Conflict(format!("the protocol of {table:?} changed meanwhile; ask again")))
@@ -210,7 +212,7 @@ impl Durable {
         let position = hist.len() as u64;
         let mut ctx = Context::new();
         let listing = record::encode(&TableRef { book: book.0, table: table.to_string() });
-        self.log.append(&mut ctx, PLATFORM_BOOK, &[SWITCHES], listing).await?;
+        self.core.log.append(&mut ctx, PLATFORM_BOOK, &[SWITCHES], listing).await?;
         let t = Transition::Begin { table: table.to_string(), from, to, auto };
         let b = self.append_transition(&mut ctx, book, table, t.clone(), position).await?;
         tracing::info!(book = book.0, table, from = from.name(), to = to.name(), "switching");
@@ -229,7 +231,7 @@ impl Durable {
             return;
         }
         let weak = Arc::downgrade(self);
-        self.spawn.spawn(
+        self.core.spawn.spawn(
             "switch-completion",
             Box::pin(async move {
                 let mut ctx = ctx;
@@ -242,7 +244,7 @@ impl Durable {
                         }
                         Err(e) => {
                             tracing::warn!(book = switch.book.0, table = switch.table, "completing a switch, will retry: {e}");
-                            let sleep = d.clock.sleep(RETRY_MS);
+                            let sleep = d.core.clock.sleep(RETRY_MS);
                             drop(d);
                             sleep.await;
                         }
@@ -271,10 +273,10 @@ impl Durable {
         let mut at = 0;
         let mut open: BTreeSet<Tag> = BTreeSet::new();
         loop {
-            while let Some(r) = self.log.read_next(ctx, shadow(book), INSTANCES, SeqNum(at)).await? {
+            while let Some(r) = self.core.log.read_next(ctx, shadow(book), INSTANCES, SeqNum(at)).await? {
                 at = r.seqnum.0 + 1;
                 let step = record::decode_steps("step", &r.data)?;
-                let Some(step_tag) = self.tags.step_log_of(&r.tags, &step) else { continue };
+                let Some(step_tag) = self.core.tags.step_log_of(&r.tags, &step) else { continue };
                 // A deferred Init comes with the root's first steps, maybe its result.
                 let (init, last) = step.into_init_and_last();
                 for step in init.into_iter().chain(last) {
@@ -296,7 +298,7 @@ impl Durable {
             // Result away before it was read here: a step log whose last record is a
             // Result, or that was collected whole, is finished.
             for tag in open.clone() {
-                let last = self.log.read_prev(ctx, shadow(book), tag, SeqNum::MAX).await?;
+                let last = self.core.log.read_prev(ctx, shadow(book), tag, SeqNum::MAX).await?;
                 let finished = match last {
                     None => true,
                     Some(l) => matches!(record::decode_last("step", &l.data), Ok(Step::Result(kind::Result { .. }))),
@@ -308,7 +310,7 @@ impl Durable {
             if open.is_empty() {
                 return Ok(());
             }
-            self.clock.sleep(QUIET_POLL_MS).await;
+            self.core.clock.sleep(QUIET_POLL_MS).await;
         }
     }
 
@@ -320,16 +322,16 @@ impl Durable {
         let mut after: Option<Bytes> = None;
         let mut migrated = 0u64;
         loop {
-            let keys = self.store.list_keys(&st, family, after.as_deref(), PAGE).await?;
+            let keys = self.core.store.list_keys(&st, family, after.as_deref(), PAGE).await?;
             for key in &keys {
                 if s.to == Protocol::WriteOptimized {
-                    let Some(w) = visible_write(self, ctx, book, table, key, u64::MAX).await? else { continue };
-                    let value = written_value(&*self.store, &st, table, key, &w.written).await?;
-                    self.store.put_if_newer(&st, key, Version { cursor: w.seqnum, counter: 0 }, value).await?;
+                    let Some(w) = visible_write(&self.core, ctx, book, table, key, u64::MAX).await? else { continue };
+                    let value = written_value(&*self.core.store, &st, table, key, &w.written).await?;
+                    self.core.store.put_if_newer(&st, key, Version { cursor: w.seqnum, counter: 0 }, value).await?;
                     migrated += 1;
                     continue;
                 }
-                let Some((v, value)) = self.store.get_latest(&st, key).await? else { continue };
+                let Some((v, value)) = self.core.store.get_latest(&st, key).await? else { continue };
                 if v.counter == 0 {
                     // Written with a write-log record of its own (transitional, migrated).
                     continue;
@@ -338,16 +340,16 @@ impl Durable {
                 // counter no longer changes: every run of this migration reads the same
                 // value and names the same version.
                 let version = migration_version(s.begin, key);
-                self.store.put_version(&st, key, version, value).await?;
+                self.core.store.put_version(&st, key, version, value).await?;
                 let m = Step::Write(kind::Write {
                     table: table.to_string(),
                     key: key.clone(),
                     version,
                     migrated_from: Some(v.cursor),
                 });
-                let claim = self.tags.migration(s.begin, table, key);
-                let tags = [claim, self.tags.object(table, key)];
-                match self.log.cond_append(ctx, shadow(book), &tags, record::encode(&m), claim, 0).await {
+                let claim = self.core.tags.migration(s.begin, table, key);
+                let tags = [claim, self.core.tags.object(table, key)];
+                match self.core.log.cond_append(ctx, shadow(book), &tags, record::encode(&m), claim, 0).await {
                     Ok(_) => migrated += 1,
                     Err(LogError::Conflict { .. }) => {}
                     Err(e) => return Err(e.into()),
@@ -366,7 +368,7 @@ impl Durable {
     /// way. `w` holds what earlier rounds read: the listing stream's cursor, and the
     /// tables whose last switch was not yet seen complete.
     async fn resume_switches(self: &Arc<Self>, w: &mut SwitchWatch) -> Result<(), Error> {
-        while let Some(r) = self.log.read_next(&mut w.ctx, PLATFORM_BOOK, SWITCHES, w.next).await? {
+        while let Some(r) = self.core.log.read_next(&mut w.ctx, PLATFORM_BOOK, SWITCHES, w.next).await? {
             w.next = SeqNum(r.seqnum.0 + 1);
             match record::decode::<TableRef>("switch listing", &r.data) {
                 Ok(t) if !BookId(t.book).is_reserved() => {
@@ -377,7 +379,7 @@ impl Durable {
             }
         }
         let owned: Vec<(TableRef, u64)> =
-            w.pending.iter().filter(|(t, _)| self.peers.owns(BookId(t.book))).map(|(t, &at)| (t.clone(), at)).collect();
+            w.pending.iter().filter(|(t, _)| self.core.peers.owns(BookId(t.book))).map(|(t, &at)| (t.clone(), at)).collect();
         for (t, listed_at) in owned {
             let book = BookId(t.book);
             if self.completing.lock().expect("not poisoned").contains(&(book, t.table.clone())) {
@@ -406,7 +408,7 @@ impl Durable {
         let mut ctx = Context::new();
         let hist = self.history(&mut ctx, book, table).await?;
         let Some((_, Transition::End { protocol, auto: true, .. })) = hist.last() else { return Ok(()) };
-        let cfg = &self.config;
+        let cfg = &self.core.config;
         let sync_cost = f64::from(cfg.auto_sync_cost) / 100.0;
         let Some(to) = auto_choice(*protocol, ops, sync_cost, cfg.auto_min_ops) else {
             return Ok(());
@@ -453,9 +455,9 @@ struct SwitchWatch {
 pub(crate) fn start(d: &Arc<Durable>) {
     let weak = Arc::downgrade(d);
     // Cancelling `auto` loses only the rates observed since its last look.
-    d.spawn.spawn("auto", Box::pin(auto_loop(weak.clone())));
+    d.core.spawn.spawn("auto", Box::pin(auto_loop(weak.clone())));
     // Cancelling the resumption loses nothing: the next start reads the listing again.
-    d.spawn.spawn(
+    d.core.spawn.spawn(
         "switch-resume",
         Box::pin(async move {
             let mut w = SwitchWatch { ctx: Context::new(), next: SeqNum::MIN, pending: BTreeMap::new() };
@@ -464,7 +466,7 @@ pub(crate) fn start(d: &Arc<Durable>) {
                 if let Err(e) = d.resume_switches(&mut w).await {
                     tracing::warn!("resuming switches: {e}");
                 }
-                let sleep = d.clock.sleep(d.config.recovery_interval_ms);
+                let sleep = d.core.clock.sleep(d.core.config.recovery_interval_ms);
                 drop(d);
                 sleep.await;
             }
@@ -478,13 +480,13 @@ pub(crate) fn start(d: &Arc<Durable>) {
 async fn auto_loop(weak: Weak<Durable>) {
     loop {
         let Some(d) = Durable::live(&weak) else { return };
-        let sleep = d.clock.sleep(d.config.auto_interval_ms);
+        let sleep = d.core.clock.sleep(d.core.config.auto_interval_ms);
         drop(d);
         sleep.await;
         let Some(d) = Durable::live(&weak) else { return };
-        for (book, tables) in d.take_rates() {
+        for (book, tables) in d.core.take_rates() {
             // The book's owner decides, from the share of the book's traffic it sees.
-            if !d.peers.owns(book) {
+            if !d.core.peers.owns(book) {
                 continue;
             }
             for (table, ops) in tables {

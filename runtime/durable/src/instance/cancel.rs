@@ -23,13 +23,13 @@ impl Instance {
     /// Whether the root has been cancelled, as the log says: looked up at most every
     /// `CANCEL_CHECK_MS`, unless `now`.
     pub(super) async fn cancel_requested(&mut self, ctx: &mut Context, now: bool) -> Result<bool, Abort> {
-        let at = self.svc.clock.now_ms();
+        let at = self.core.clock.now_ms();
         if !now && self.cancel_checked_ms.is_some_and(|t| at < t.saturating_add(CANCEL_CHECK_MS)) {
             return Ok(false);
         }
         self.cancel_checked_ms = Some(at);
-        let stream = self.svc.tags.cancel(&self.id.root());
-        Ok(self.svc.log.read_next(ctx, self.shadow(), stream, SeqNum(0)).await?.is_some())
+        let stream = self.core.tags.cancel(&self.id.root());
+        Ok(self.core.log.read_next(ctx, self.shadow(), stream, SeqNum(0)).await?.is_some())
     }
 
     /// Logs that the instance saw its cancellation here (or takes what a peer logged
@@ -58,7 +58,7 @@ impl Instance {
     /// only history): look for a cancellation only after `CANCEL_CHECK_MS`, as a fresh
     /// instance does.
     pub fn look_for_cancellation_later(&mut self) {
-        self.cancel_checked_ms = Some(self.svc.clock.now_ms());
+        self.cancel_checked_ms = Some(self.core.clock.now_ms());
     }
 
     /// Whether the instance saw its cancellation: its outcome is then `Cancelled`.

@@ -79,7 +79,7 @@ impl Instance {
             return Ok(false);
         }
         for (cond, table) in unchanged.iter().zip(&self.deferred_tables) {
-            let (latest, records) = self.svc.latest_transition(ctx, self.book, table).await?;
+            let (latest, records) = self.core.latest_transition(ctx, self.book, table).await?;
             // Unchanged: the protocol it read under (`deferred_protocol`) still holds.
             if records != cond.position || !matches!(latest, Transition::End { .. }) {
                 return Ok(false);

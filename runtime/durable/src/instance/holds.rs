@@ -53,7 +53,7 @@ impl Instance {
         if self.held.contains(&lock) {
             return Ok(true);
         }
-        let now = self.svc.clock.now_ms();
+        let now = self.core.clock.now_ms();
         let until = now.saturating_add(timeout_ms).min(deadline_ms.saturating_sub(IN_PLACE_MARGIN_MS)).max(now);
         let holder = self.id.to_string();
         let wake = locks::wake_key(self.book, &lock);
@@ -71,16 +71,16 @@ impl Instance {
             let (seqnum, tried) = match self.take_recorded::<kind::LockTry>(&asked)? {
                 Some(taken) => taken,
                 None => {
-                    let view = locks::lock_at(&self.svc, ctx, self.book, &lock, u64::MAX).await?;
-                    let now = self.svc.clock.now_ms();
+                    let view = locks::lock_at(&self.core, ctx, self.book, &lock, u64::MAX).await?;
+                    let now = self.core.clock.now_ms();
                     let first = *first_seen.get_or_insert(view.tail);
                     if view.holder.is_some() && now < until {
-                        let look = self.svc.clock.sleep((until - now).min(locks::POLL_MS));
-                        futures_util::future::select(look, self.svc.completions.wait(&wake)).await;
+                        let look = self.core.clock.sleep((until - now).min(locks::POLL_MS));
+                        futures_util::future::select(look, self.core.completions.wait(&wake)).await;
                         continue;
                     }
                     if let (Some(root), true) = (&view.root, view.tail == first) {
-                        self.svc.kick_holder(ctx, self.book, root);
+                        self.core.invoker()?.kick_holder(ctx, self.book, root);
                     }
                     if view.holder.is_some() && miss == Miss::Unlogged {
                         return Ok(false);
@@ -88,11 +88,11 @@ impl Instance {
                     let last = view.holder.is_some();
                     let (root, prev) = (self.id.root(), view.tail);
                     let step = kind::LockTry { lock: lock.clone(), holder: holder.clone(), root, prev, last };
-                    self.log_seqnum(ctx, step, &[self.svc.tags.lock(&lock)]).await?
+                    self.log_seqnum(ctx, step, &[self.core.tags.lock(&lock)]).await?
                 }
             };
             let last = tried.last;
-            let view = locks::lock_at(&self.svc, ctx, self.book, &lock, seqnum).await?;
+            let view = locks::lock_at(&self.core, ctx, self.book, &lock, seqnum).await?;
             if view.holder.as_ref() == Some(&holder) {
                 self.held.insert(lock);
                 return Ok(true);
@@ -119,17 +119,17 @@ impl Instance {
         let step = match self.recorded(&asked)? {
             Some(_) => asked,
             None => {
-                let view = locks::lock_at(&self.svc, ctx, self.book, &lock, u64::MAX).await?;
+                let view = locks::lock_at(&self.core, ctx, self.book, &lock, u64::MAX).await?;
                 if view.holder.as_ref() != Some(&holder) {
                     return Err(Abort::internal(format!("{lock} is held by {:?}, not by its holder", view.holder)));
                 }
                 Step::LockRelease(kind::LockRelease { lock: lock.clone(), holder, prev: view.tail })
             }
         };
-        let tag = self.svc.tags.lock(&lock);
+        let tag = self.core.tags.lock(&lock);
         self.log_step(ctx, step, &[tag]).await?;
         self.held.remove(&lock);
-        self.svc.completions.notify(&locks::wake_key(self.book, &lock));
+        self.core.completions.notify(&locks::wake_key(self.book, &lock));
         Ok(())
     }
 
@@ -172,7 +172,7 @@ impl Instance {
                 return Ok(());
             }
             if !replayed {
-                return Err(Abort::Suspended { wake_ms: self.svc.clock.wall_ms().saturating_add(KEY_RETRY_MS) });
+                return Err(Abort::Suspended { wake_ms: self.core.clock.wall_ms().saturating_add(KEY_RETRY_MS) });
             }
         }
     }
@@ -187,7 +187,7 @@ impl Instance {
             for r in self.steps.clone() {
                 match r.step {
                     Step::LockTry(kind::LockTry { lock, .. }) => {
-                        let LockView { holder: h, .. } = locks::lock_at(&self.svc, ctx, self.book, &lock, r.seqnum).await?;
+                        let LockView { holder: h, .. } = locks::lock_at(&self.core, ctx, self.book, &lock, r.seqnum).await?;
                         if h.as_ref() == Some(&holder) {
                             held.insert(lock);
                         }

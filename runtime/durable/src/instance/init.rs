@@ -49,14 +49,14 @@ impl Instance {
                     limit: crate::PAYLOAD_MAX as u64,
                 }));
             }
-            self.svc.register_book(self.book).await?;
+            self.core.register_book(self.book).await?;
             let (id, function, version, input) = (self.id.clone(), self.function.clone(), self.version, input.clone());
             let init = match self.key.clone() {
                 None => Step::Init(kind::Init { id, function, version, input }),
                 Some(key) => Step::InitKeyed(kind::InitKeyed { id, function, version, input, key }),
             };
             let tags = [self.step_tag, INSTANCES];
-            let appended = self.svc.log.cond_append(ctx, self.shadow(), &tags, record::encode(&init), self.step_tag, 0).await;
+            let appended = self.core.log.cond_append(ctx, self.shadow(), &tags, record::encode(&init), self.step_tag, 0).await;
             match appended {
                 Ok(s) => {
                     self.steps.push(Recorded { seqnum: s.0, step: init });
@@ -150,9 +150,9 @@ impl Instance {
         let (true, None, true, Some(input)) = (self.may_defer, &self.key, self.steps.is_empty(), input) else {
             return self.init_checked(ctx).await;
         };
-        self.svc.register_book(self.book).await?;
+        self.core.register_book(self.book).await?;
         // Reads from here on see what finished before this invocation began.
-        if let Some(fresh) = &self.svc.fresh_from {
+        if let Some(fresh) = &self.core.fresh_from {
             ctx.merge(fresh);
         }
         let init = Step::Init(kind::Init { id: self.id.clone(), function: self.function.clone(), version: self.version, input });
@@ -191,7 +191,7 @@ impl Instance {
         let refused =
             Step::Refused(kind::Refused { id: self.id.clone(), function: self.function.clone(), outcome: outcome.clone() });
         let tags = [self.step_tag, INSTANCES];
-        match self.svc.log.cond_append(ctx, self.shadow(), &tags, record::encode(&refused), self.step_tag, 0).await {
+        match self.core.log.cond_append(ctx, self.shadow(), &tags, record::encode(&refused), self.step_tag, 0).await {
             Ok(_) => Ok(Started::Finished(outcome)),
             Err(LogError::Conflict { .. }) => {
                 self.input = None;
@@ -205,7 +205,7 @@ impl Instance {
     pub(super) async fn load_steps(&mut self, ctx: &mut Context, from: u64) -> Result<(), Abort> {
         let mut at = from;
         let known = self.steps.last().map(|r| r.seqnum);
-        while let Some(r) = self.svc.log.read_next(ctx, self.shadow(), self.step_tag, SeqNum(at)).await? {
+        while let Some(r) = self.core.log.read_next(ctx, self.shadow(), self.step_tag, SeqNum(at)).await? {
             at = r.seqnum.0.saturating_add(1);
             if known.is_some_and(|k| r.seqnum.0 <= k) {
                 continue;

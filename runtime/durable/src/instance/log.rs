@@ -26,7 +26,7 @@ impl Instance {
             return Ok(Err(e));
         }
         self.before_append(ctx).await?;
-        match self.svc.log.cond_append(ctx, self.book, tags, data.clone(), self.mark(), self.appends).await {
+        match self.core.log.cond_append(ctx, self.book, tags, data.clone(), self.mark(), self.appends).await {
             Ok(s) => {
                 self.appends += 1;
                 self.effect()?;
@@ -79,7 +79,7 @@ impl Instance {
                 self.check_unfinished(ctx).await?;
                 let mut marked = tags.to_vec();
                 marked.push(self.cond_mark());
-                let got = match self.svc.log.cond_append(ctx, self.book, &marked, data, cond_tag, position).await {
+                let got = match self.core.log.cond_append(ctx, self.book, &marked, data, cond_tag, position).await {
                     Ok(s) => {
                         self.effect()?;
                         CondOutcome::Appended(s.0)
@@ -118,7 +118,7 @@ impl Instance {
         if holder.0 <= self.last_cond_append {
             return Ok(false);
         }
-        let found = self.svc.log.read_next(ctx, self.book, self.cond_mark(), holder).await?;
+        let found = self.core.log.read_next(ctx, self.book, self.cond_mark(), holder).await?;
         Ok(found.is_some_and(|r| r.seqnum == holder))
     }
 
@@ -145,7 +145,7 @@ impl Instance {
                 aux: r.aux,
             })));
         }
-        let log = &self.svc.log;
+        let log = &self.core.log;
         let found =
             if next { log.read_next(ctx, self.book, tag, at).await } else { log.read_prev(ctx, self.book, tag, at).await };
         // A failed read is not recorded: the attempt ends rather than let the guest act
@@ -172,7 +172,7 @@ impl Instance {
         tags: &[Tag],
         data: &[u8],
     ) -> Result<(), Abort> {
-        let Some(r) = self.svc.log.read_next(ctx, self.book, self.mark(), holder).await? else { return Ok(()) };
+        let Some(r) = self.core.log.read_next(ctx, self.book, self.mark(), holder).await? else { return Ok(()) };
         if r.seqnum != holder {
             return Ok(());
         }

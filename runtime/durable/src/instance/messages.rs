@@ -8,19 +8,19 @@ impl Instance {
         self.writable("a push")?;
         self.flush(ctx).await?;
         queues::check_name(queue).map_err(Abort::Refused)?;
-        if message.len() > crate::node::VALUE_MAX {
+        if message.len() > crate::abort::VALUE_MAX {
             return Err(Abort::Refused(Error::TooLarge {
                 what: "a message",
                 size: Some(message.len() as u64),
-                limit: crate::node::VALUE_MAX as u64,
+                limit: crate::abort::VALUE_MAX as u64,
             }));
         }
         self.init_checked(ctx).await?;
         let shard = queues::shard_of(&self.id);
         let step = Step::QueuePush(kind::QueuePush { queue: queue.to_string(), shard, message });
         self.log_clocks(ctx).await?;
-        self.log_step(ctx, step, &[self.svc.tags.queue_shard(queue, shard)]).await?;
-        self.svc.completions.notify(&queues::wake_key(self.book, queue));
+        self.log_step(ctx, step, &[self.core.tags.queue_shard(queue, shard)]).await?;
+        self.core.completions.notify(&queues::wake_key(self.book, queue));
         Ok(())
     }
 
@@ -38,7 +38,7 @@ impl Instance {
         self.flush(ctx).await?;
         queues::check_name(queue).map_err(Abort::Refused)?;
         self.init_checked(ctx).await?;
-        let now = self.svc.clock.now_ms();
+        let now = self.core.clock.now_ms();
         let until = now.saturating_add(timeout_ms).min(deadline_ms.saturating_sub(IN_PLACE_MARGIN_MS)).max(now);
         let own = queues::shard_of(&self.id);
         let wake = queues::wake_key(self.book, queue);
@@ -51,26 +51,26 @@ impl Instance {
                     let mut found = None;
                     for k in 0..queues::SHARDS {
                         let shard = (own + k) % queues::SHARDS;
-                        if queues::shard_at(&self.svc, ctx, self.book, queue, shard, u64::MAX).await?.pending > 0 {
+                        if queues::shard_at(&self.core, ctx, self.book, queue, shard, u64::MAX).await?.pending > 0 {
                             found = Some(shard);
                             break;
                         }
                     }
-                    let now = self.svc.clock.now_ms();
+                    let now = self.core.clock.now_ms();
                     if found.is_none() && now < until {
-                        let look = self.svc.clock.sleep((until - now).min(queues::POLL_MS));
-                        futures_util::future::select(look, self.svc.completions.wait(&wake)).await;
+                        let look = self.core.clock.sleep((until - now).min(queues::POLL_MS));
+                        futures_util::future::select(look, self.core.completions.wait(&wake)).await;
                         continue;
                     }
                     let shard = found.unwrap_or(own);
                     let step = kind::QueuePop { queue: queue.to_string(), shard, last: found.is_none() };
-                    self.log_seqnum(ctx, step, &[self.svc.tags.queue_shard(queue, shard)]).await?
+                    self.log_seqnum(ctx, step, &[self.core.tags.queue_shard(queue, shard)]).await?
                 }
             };
             let kind::QueuePop { shard, last, .. } = pop;
-            let view = queues::shard_at(&self.svc, ctx, self.book, queue, shard, seqnum).await?;
+            let view = queues::shard_at(&self.core, ctx, self.book, queue, shard, seqnum).await?;
             match view.popped {
-                Some(push) => return Ok(Some(queues::message_at(&self.svc, ctx, self.book, queue, shard, push).await?)),
+                Some(push) => return Ok(Some(queues::message_at(&self.core, ctx, self.book, queue, shard, push).await?)),
                 None if last => return Ok(None),
                 // Another pop got there first: look again.
                 None => {}

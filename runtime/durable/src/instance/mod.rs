@@ -85,7 +85,6 @@
 //! - `finish.rs`: the result record, or none for a forgettable root.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -94,7 +93,9 @@ use tally_log_core::{BookId, Cond, Context, Error as LogError, LogRecord, SeqNum
 use crate::config::Protocol;
 use crate::error::Error;
 use crate::locks::{self, LockView};
-use crate::node::{fresher_value, visible_write, written_value, Abort, Durable, LastOp, Ops};
+use crate::abort::{Abort, CrashAfter};
+use crate::core::Core;
+use crate::table::{fresher_value, visible_write, written_value, LastOp, Ops};
 use crate::objects::{self, ObjOp, Txn};
 use crate::queues;
 use crate::record::kind::{self, Kind};
@@ -154,21 +155,6 @@ pub enum Effective {
     /// During a switch between read- and write-optimized (Halfmoon §4.7, §5.2): reads
     /// look at both stores and are logged, writes go to both.
     Transitional,
-}
-
-/// Aborts an instance after a number of effects, as if its process died there.
-#[derive(Debug)]
-pub struct CrashAfter(AtomicU64);
-
-impl CrashAfter {
-    pub fn new(effects: u64) -> Arc<CrashAfter> {
-        Arc::new(CrashAfter(AtomicU64::new(effects)))
-    }
-
-    /// Counts one effect; true when this one is the last before the crash.
-    fn hit(&self) -> bool {
-        self.0.try_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok_and(|before| before == 1)
-    }
 }
 
 /// The largest input whose Init may be deferred (`Instance::begin`): it is one of the
@@ -275,7 +261,7 @@ pub enum Started {
 }
 
 pub struct Instance {
-    svc: Arc<Durable>,
+    core: Arc<Core>,
     pub id: InstanceId,
     pub book: BookId,
     function: String,
@@ -348,8 +334,8 @@ pub struct Instance {
 }
 
 impl Instance {
-    pub fn new(svc: Arc<Durable>, of: Of) -> Instance {
-        let step_tag = svc.tags.step(&of.id);
+    pub(crate) fn new(core: Arc<Core>, of: Of) -> Instance {
+        let step_tag = core.tags.step(&of.id);
         Instance {
             marks: std::sync::OnceLock::new(),
             step_tag,
@@ -375,7 +361,7 @@ impl Instance {
             marked: false,
             promises: 0,
             cancelled: false,
-            cancel_checked_ms: Some(svc.clock.now_ms()),
+            cancel_checked_ms: Some(core.clock.now_ms()),
             txn: None,
             last_commit: 0,
             held: Default::default(),
@@ -385,7 +371,7 @@ impl Instance {
             deferred_tables: Vec::new(),
             forgettable: of.forgettable,
             last_ops: BTreeMap::new(),
-            svc,
+            core,
         }
     }
 
@@ -407,18 +393,18 @@ impl Instance {
     }
 
     fn marks(&self) -> [Tag; 2] {
-        *self.marks.get_or_init(|| self.svc.tags.marks(self.step_tag))
+        *self.marks.get_or_init(|| self.core.tags.marks(self.step_tag))
     }
 
     /// The next bytes of the invocation's random stream: the same in every execution.
     pub fn random(&mut self, out: &mut [u8]) {
-        let (tags, book, id) = (&self.svc.tags, self.book, &self.id);
+        let (tags, book, id) = (&self.core.tags, self.book, &self.id);
         self.recorder.random(|| tags.random_seed(book, id), out);
     }
 
     /// The invocation's `wasi:random/insecure-seed`.
     pub fn insecure_seed(&self) -> (u64, u64) {
-        Recorder::insecure_seed(self.svc.tags.random_seed(self.book, &self.id))
+        Recorder::insecure_seed(self.core.tags.random_seed(self.book, &self.id))
     }
 
     /// Tells the recorder where the execution stands in the step log.
@@ -461,8 +447,8 @@ impl Instance {
         self.steps.iter().map(|r| record::encoded_len(&r.step)).sum()
     }
 
-    pub(crate) fn svc(&self) -> &Arc<Durable> {
-        &self.svc
+    pub(crate) fn core(&self) -> &Arc<Core> {
+        &self.core
     }
 
     /// Whether the invocation started: its Init is logged, or deferred.

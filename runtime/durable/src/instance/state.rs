@@ -24,8 +24,8 @@ impl Instance {
     /// Stops a late peer: fails with `Superseded` if the invocation's root has a
     /// result, or its step log is gone (collected after its result).
     pub(super) async fn check_unfinished(&self, ctx: &mut Context) -> Result<(), Abort> {
-        let root = self.svc.tags.step(&self.id.root());
-        match self.svc.log.read_prev(ctx, self.shadow(), root, SeqNum::MAX).await? {
+        let root = self.core.tags.step(&self.id.root());
+        match self.core.log.read_prev(ctx, self.shadow(), root, SeqNum::MAX).await? {
             None => Err(Abort::Superseded),
             Some(r) => match record::decode_last("step", &r.data)? {
                 Step::Result(kind::Result { .. }) => Err(Abort::Superseded),
@@ -43,7 +43,7 @@ impl Instance {
         if !logged && (self.deferred.is_none() || self.pending.iter().any(|p| p.write.is_some())) {
             self.flush(ctx).await?;
         }
-        crate::node::check_object(table, key, None)?;
+        crate::abort::check_object(table, key, None)?;
         let st = self.store_table(table);
         let protocol = self.protocol(ctx, table).await?;
         self.observe(table, protocol, None);
@@ -51,14 +51,14 @@ impl Instance {
             // A read of the store's newest version sees the instance's own writes.
             self.store_latest().await?;
         }
-        let store = self.svc.store.clone();
+        let store = self.core.store.clone();
         match protocol {
             Effective::Unsafe => Ok(store.get_latest(&st, key).await?.and_then(|(_, v)| v)),
             Effective::ReadOptimized => {
                 if let Some(value) = self.read_deferred(ctx, table, key).await? {
                     return Ok(value);
                 }
-                let visible = visible_write(&self.svc, ctx, self.book, table, key, self.cursor).await?;
+                let visible = visible_write(&self.core, ctx, self.book, table, key, self.cursor).await?;
                 match visible {
                     Some(w) => Ok(written_value(&*store, &st, table, key, &w.written).await?),
                     None => {
@@ -86,7 +86,7 @@ impl Instance {
                 let value = match self.recorded(&asked)? {
                     Some(_) => None,
                     None if protocol == Effective::Transitional => {
-                        fresher_value(&self.svc, ctx, self.book, &st, table, key).await?
+                        fresher_value(&self.core, ctx, self.book, &st, table, key).await?
                     }
                     None => store.get_latest(&st, key).await?.and_then(|(_, v)| v),
                 };
@@ -131,7 +131,7 @@ impl Instance {
         if self.deferred.is_none() {
             return Ok(None);
         }
-        let value = match visible_write(&self.svc, ctx, self.book, table, key, u64::MAX).await? {
+        let value = match visible_write(&self.core, ctx, self.book, table, key, u64::MAX).await? {
             None => None,
             Some(w) => match w.written.value {
                 Some(value) => value,
@@ -149,9 +149,9 @@ impl Instance {
     /// Sets (or, with `None`, deletes) the value of `(table, key)`.
     pub async fn put(&mut self, ctx: &mut Context, table: &str, key: &[u8], value: Option<Bytes>) -> Result<(), Abort> {
         self.writable("a state write")?;
-        crate::node::check_object(table, key, value.as_deref())?;
+        crate::abort::check_object(table, key, value.as_deref())?;
         let st = self.store_table(table);
-        let store = self.svc.store.clone();
+        let store = self.core.store.clone();
         let protocol = self.protocol(ctx, table).await?;
         // A read-optimized write whose record carries its value stores nothing that a
         // reader looks at before that record, so the readings before it may wait for
@@ -198,7 +198,7 @@ impl Instance {
                     self.take(r.seqnum);
                     return Ok(());
                 }
-                let object = self.svc.tags.object(table, key);
+                let object = self.core.tags.object(table, key);
                 let taken = PendingWrite { object, st, key: key_bytes, value, version, marker: inline, stored: false };
                 self.take_pending(ctx, write, Some(taken)).await
             }
@@ -211,7 +211,7 @@ impl Instance {
                     store.put_version(&st, key, version, value.clone()).await?;
                     self.effect()?;
                 }
-                let object = self.svc.tags.object(table, key);
+                let object = self.core.tags.object(table, key);
                 let logged = self.log_step(ctx, write, &[object]).await?.seqnum;
                 if protocol == Effective::Transitional {
                     // Visible to write-optimized readers too, ordered by the write log.

@@ -241,7 +241,7 @@ impl Instance {
             return Ok(());
         }
         let writes = std::mem::take(&mut self.latest);
-        self.svc.store.put_if_newer_all(&writes).await?;
+        self.core.store.put_if_newer_all(&writes).await?;
         self.effect()
     }
 
@@ -281,9 +281,9 @@ impl Instance {
             let appended = match &init {
                 Some(unchanged) => {
                     let at = Cond { tag: self.step_tag, position };
-                    self.svc.log.cond_append_if(ctx, self.shadow(), &tags, data, at, unchanged).await
+                    self.core.log.cond_append_if(ctx, self.shadow(), &tags, data, at, unchanged).await
                 }
-                None => self.svc.log.cond_append(ctx, self.shadow(), &tags, data, self.step_tag, position).await,
+                None => self.core.log.cond_append(ctx, self.shadow(), &tags, data, self.step_tag, position).await,
             };
             match appended {
                 Ok(s) => {
@@ -383,7 +383,7 @@ impl Instance {
     /// marker of the version it keeps before deleting any other (`gc.rs`, `delete`), so
     /// an object keeps a version while its write log has a record.
     pub(super) async fn store_pending(&mut self) -> Result<(), Abort> {
-        let store = self.svc.store.clone();
+        let store = self.core.store.clone();
         let pending: Vec<&PendingWrite> = self.pending.iter().filter_map(|p| p.write.as_ref()).collect();
         let mut puts = Vec::new();
         for (i, &w) in pending.iter().enumerate() {
@@ -392,7 +392,7 @@ impl Instance {
                 continue;
             }
             let marker = w.marker;
-            if marker && self.svc.durable_objects.get(&w.st, &w.key).is_some() {
+            if marker && self.core.durable_objects.get(&w.st, &w.key).is_some() {
                 continue;
             }
             puts.push(VersionPut { table: w.st.clone(), key: w.key.clone(), version: w.version, value: w.value.clone(), marker });
@@ -405,7 +405,7 @@ impl Instance {
             w.stored = true;
             // A synced write makes every version stored before it durable as well.
             if durable {
-                self.svc.durable_objects.insert(&w.st, &w.key, ());
+                self.core.durable_objects.insert(&w.st, &w.key, ());
             }
         }
         match durable {

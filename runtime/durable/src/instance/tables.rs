@@ -12,10 +12,10 @@ impl Instance {
         if let Some(&p) = self.protocols.get(table) {
             return Ok(p);
         }
-        let declared = crate::node::declared_protocol(&self.svc.config, &self.declared, table);
+        let declared = crate::table::declared_protocol(&self.core.config, &self.declared, table);
         // An unsafe table stays unsafe (tables switch only between read- and
         // write-optimized), so its first record says all, without an init record.
-        let first = self.svc.first_transition(ctx, self.book, table, declared).await?;
+        let first = self.core.first_transition(ctx, self.book, table, declared).await?;
         let effective = match first {
             Transition::End { protocol: Protocol::Unsafe, .. } if declared == Protocol::Unsafe => Effective::Unsafe,
             Transition::End { protocol: Protocol::Unsafe, .. } => {
@@ -49,13 +49,13 @@ impl Instance {
     pub(super) async fn deferred_protocol(&mut self, ctx: &mut Context, table: &str) -> Result<Option<Effective>, Abort> {
         let Some(unchanged) = &self.deferred else { return Ok(None) };
         if unchanged.len() < UNCHANGED_MAX {
-            let (latest, records) = self.svc.latest_transition(ctx, self.book, table).await?;
+            let (latest, records) = self.core.latest_transition(ctx, self.book, table).await?;
             let now = match latest {
                 Transition::End { protocol, .. } if protocol != Protocol::Unsafe => Some(effective(protocol)),
                 _ => None,
             };
             if let Some(now) = now {
-                let unchanged = Cond { tag: self.svc.tags.transition(table), position: records };
+                let unchanged = Cond { tag: self.core.tags.transition(table), position: records };
                 self.deferred.as_mut().expect("checked").push(unchanged);
                 self.deferred_tables.push(table.to_string());
                 return Ok(Some(now));
@@ -68,10 +68,10 @@ impl Instance {
     /// The transition record in effect for `table` at this instance's start; `first`
     /// (the table's first record) if the table began after it.
     pub(super) async fn transition_at(&self, ctx: &mut Context, table: &str, first: Transition) -> Result<Transition, Abort> {
-        let tag = self.svc.tags.transition(table);
+        let tag = self.core.tags.transition(table);
         let mut at = self.init_cursor;
         loop {
-            let found = self.svc.log.read_prev(ctx, self.shadow(), tag, SeqNum(at)).await?;
+            let found = self.core.log.read_prev(ctx, self.shadow(), tag, SeqNum(at)).await?;
             let Some(r) = found else {
                 // Nothing at or before the init record: the table began later.
                 return Ok(first);
@@ -103,10 +103,10 @@ impl Instance {
                 self.last_ops.insert(table.to_string(), now);
             }
         }
-        self.svc.observe(self.book, table, ops);
+        self.core.observe(self.book, table, ops);
     }
 
     pub(super) fn store_table(&self, table: &str) -> String {
-        crate::node::store_table(self.book, table)
+        crate::table::store_table(self.book, table)
     }
 }

@@ -22,7 +22,7 @@ impl Instance {
             txn.reads.insert(object.to_string());
             return Ok(objects::text_at(&txn.views[object].value, path)?);
         }
-        let value = objects::view_at(&self.svc, ctx, self.book, object, self.cursor).await?;
+        let value = objects::view_at(&self.core, ctx, self.book, object, self.cursor).await?;
         Ok(objects::text_at(&value, path)?)
     }
 
@@ -59,10 +59,10 @@ impl Instance {
         self.log_clocks(ctx).await?;
         let asked = kind::ObjectWrite { object: object.to_string(), ops: vec![op] };
         if self.recorded(&Step::ObjectWrite(asked.clone()))?.is_none() {
-            let mut view = objects::Folding::new(objects::view_at(&self.svc, ctx, self.book, object, self.cursor).await?, 4);
+            let mut view = objects::Folding::new(objects::view_at(&self.core, ctx, self.book, object, self.cursor).await?, 4);
             view.apply(&asked.ops[0]).map_err(refused)?;
         }
-        let tag = self.svc.tags.bokistore(object);
+        let tag = self.core.tags.bokistore(object);
         self.log(ctx, asked, &[tag]).await?;
         Ok(())
     }
@@ -74,7 +74,7 @@ impl Instance {
             return Ok(());
         }
         let start = txn.start;
-        let value = objects::view_at(&self.svc, ctx, self.book, object, start).await?;
+        let value = objects::view_at(&self.core, ctx, self.book, object, start).await?;
         let len = objects::json_len(&value);
         let txn = self.txn.as_mut().expect("checked");
         if txn.bytes.saturating_add(len) > objects::TXN_BYTES_MAX {
@@ -115,21 +115,21 @@ impl Instance {
         }
         let step = txn.commit_step();
         let size = record::step_len(&step);
-        if size > crate::node::PAYLOAD_MAX {
+        if size > crate::abort::PAYLOAD_MAX {
             return Err(Abort::Refused(Error::TooLarge {
                 what: "a transaction's writes",
                 size: Some(size as u64),
-                limit: crate::node::PAYLOAD_MAX as u64,
+                limit: crate::abort::PAYLOAD_MAX as u64,
             }));
         }
         // In the streams of the objects it writes: a reader of one of them applies it,
         // and a later commit that read one finds it in its window. (An object it only
         // read has nothing to learn from it.)
-        let tags: Vec<Tag> = txn.writes.keys().map(|o| self.svc.tags.bokistore(o)).collect();
+        let tags: Vec<Tag> = txn.writes.keys().map(|o| self.core.tags.bokistore(o)).collect();
         self.log_clocks(ctx).await?;
         let (seqnum, commit) = self.log_seqnum(ctx, step, &tags).await?;
         self.last_commit = seqnum;
-        objects::decide(&self.svc, ctx, self.book, seqnum, commit.start, &commit.reads, None).await
+        objects::decide(&self.core, ctx, self.book, seqnum, commit.start, &commit.reads, None).await
     }
 
     /// Drops the transaction in progress: nothing of it was logged.

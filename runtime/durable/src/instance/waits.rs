@@ -42,7 +42,7 @@ impl Instance {
         self.init_checked(ctx).await?;
         // A recorded reading, so that the wake time and the limit's verdict are the same
         // in every execution.
-        let now_ms = self.recorder.read(GuestClock::Wall, self.svc.clock.wall_ms().saturating_mul(1_000_000)) / 1_000_000;
+        let now_ms = self.recorder.read(GuestClock::Wall, self.core.clock.wall_ms().saturating_mul(1_000_000)) / 1_000_000;
         let until_ms = match wake {
             Wake::After(ms) => now_ms.saturating_add(ms),
             Wake::At(ms) => ms,
@@ -54,7 +54,7 @@ impl Instance {
         }
         self.log_clocks(ctx).await?;
         let until_ms = self.log(ctx, kind::Sleep { until_ms, root: self.id.root() }, &[INSTANCES]).await?.until_ms;
-        if until_ms > self.svc.clock.wall_ms() {
+        if until_ms > self.core.clock.wall_ms() {
             self.check_cancelled(ctx).await?;
         }
         self.wait_until(until_ms, deadline_ms).await
@@ -67,8 +67,8 @@ impl Instance {
         self.flush(ctx).await?;
         self.init_checked(ctx).await?;
         self.log_clocks(ctx).await?;
-        let promise = self.svc.tags.promise_id(self.book, &self.id, self.promises);
-        let stream = self.svc.tags.promise(&promise);
+        let promise = self.core.tags.promise_id(self.book, &self.id, self.promises);
+        let stream = self.core.tags.promise(&promise);
         self.log_step(ctx, Step::Promise(kind::Promise { promise: promise.clone(), root: self.id.root() }), &[stream]).await?;
         self.promises += 1;
         Ok(promise)
@@ -92,7 +92,7 @@ impl Instance {
             return Err(Abort::Refused(Error::InvalidArgument(format!("{promise:?} is not a promise ID"))));
         }
         self.init_checked(ctx).await?;
-        let now_ns = self.recorder.read(GuestClock::Wall, self.svc.clock.wall_ms().saturating_mul(1_000_000));
+        let now_ns = self.recorder.read(GuestClock::Wall, self.core.clock.wall_ms().saturating_mul(1_000_000));
         let until_ms = timeout_ms.map_or(u64::MAX, |t| (now_ns / 1_000_000).saturating_add(t.min(SLEEP_MAX_MS)));
         self.log_clocks(ctx).await?;
         // An earlier execution waited here (Sleep), or got its outcome (Awaited).
@@ -108,14 +108,14 @@ impl Instance {
         };
         let outcome = match self.promise_value(ctx, promise).await? {
             Some(outcome) => outcome,
-            None if self.svc.clock.wall_ms() >= until_ms => Awaited::TimedOut,
+            None if self.core.clock.wall_ms() >= until_ms => Awaited::TimedOut,
             None => {
                 if !waited {
                     // About to wait: the wait's end is logged (also in INSTANCES, for the
                     // recovery scan, and among the promise's waiters, whom a completion
                     // wakes), unless a peer logged the outcome here meanwhile.
                     let step = Step::Sleep(kind::Sleep { until_ms, root: self.id.root() });
-                    let waiters = self.svc.tags.promise_waiters(promise);
+                    let waiters = self.core.tags.promise_waiters(promise);
                     match self.log_step(ctx, step, &[INSTANCES, waiters]).await {
                         Ok(_) => {}
                         Err(Abort::NonDeterministic(m)) => {
@@ -128,15 +128,15 @@ impl Instance {
                 // when it is completed on this node; else
                 // suspended until then, after a last look (a completion that came
                 // before the Sleep was logged did not see this waiter).
-                let remaining = until_ms.saturating_sub(self.svc.clock.wall_ms());
-                let in_place = remaining <= self.svc.config.sleep_in_place_max_ms
-                    && self.svc.clock.now_ms().saturating_add(remaining).saturating_add(IN_PLACE_MARGIN_MS) < deadline_ms;
+                let remaining = until_ms.saturating_sub(self.core.clock.wall_ms());
+                let in_place = remaining <= self.core.config.sleep_in_place_max_ms
+                    && self.core.clock.now_ms().saturating_add(remaining).saturating_add(IN_PLACE_MARGIN_MS) < deadline_ms;
                 let mut first = true;
                 loop {
                     if let Some(outcome) = self.promise_value(ctx, promise).await? {
                         break outcome;
                     }
-                    let left = until_ms.saturating_sub(self.svc.clock.wall_ms());
+                    let left = until_ms.saturating_sub(self.core.clock.wall_ms());
                     if left == 0 {
                         break Awaited::TimedOut;
                     }
@@ -147,8 +147,8 @@ impl Instance {
                     if !in_place {
                         return Err(Abort::Suspended { wake_ms: until_ms });
                     }
-                    let look = self.svc.clock.sleep(left.min(PROMISE_POLL_MS));
-                    futures_util::future::select(look, self.svc.completions.wait(promise)).await;
+                    let look = self.core.clock.sleep(left.min(PROMISE_POLL_MS));
+                    futures_util::future::select(look, self.core.completions.wait(promise)).await;
                 }
             }
         };
@@ -175,11 +175,11 @@ impl Instance {
     /// What the stream of `promise` holds: its value once completed, `Unknown` if no
     /// promise of that ID was created in this book, `None` while it waits.
     pub(super) async fn promise_value(&self, ctx: &mut Context, promise: &str) -> Result<Option<Awaited>, Abort> {
-        let (book, stream) = (self.shadow(), self.svc.tags.promise(promise));
-        let Some(created) = self.svc.log.read_next(ctx, book, stream, SeqNum(0)).await? else {
+        let (book, stream) = (self.shadow(), self.core.tags.promise(promise));
+        let Some(created) = self.core.log.read_next(ctx, book, stream, SeqNum(0)).await? else {
             return Ok(Some(Awaited::Unknown));
         };
-        match self.svc.log.read_next(ctx, book, stream, SeqNum(created.seqnum.0.saturating_add(1))).await? {
+        match self.core.log.read_next(ctx, book, stream, SeqNum(created.seqnum.0.saturating_add(1))).await? {
             Some(r) => match record::decode::<Step>("promise", &r.data)? {
                 Step::Completed(kind::Completed { promise: p, value, .. }) if p == promise => Ok(Some(Awaited::Value(value))),
                 other => Err(Abort::internal(format!("the stream of promise {promise} holds {}", other.describe()))),
@@ -212,7 +212,7 @@ impl Instance {
                 }
             }
         };
-        if until_ms > self.svc.clock.wall_ms() {
+        if until_ms > self.core.clock.wall_ms() {
             self.check_cancelled(ctx).await?;
         }
         self.wait_until(until_ms, deadline_ms).await.map(|_| ())
@@ -221,13 +221,13 @@ impl Instance {
     /// Waits for `until_ms` (wall clock) in place if it is near and before
     /// `deadline_ms`, else ends the attempt suspended until then.
     pub(super) async fn wait_until(&self, until_ms: u64, deadline_ms: u64) -> Result<u64, Abort> {
-        let remaining = until_ms.saturating_sub(self.svc.clock.wall_ms());
+        let remaining = until_ms.saturating_sub(self.core.clock.wall_ms());
         if remaining == 0 {
             return Ok(until_ms);
         }
-        let near = remaining <= self.svc.config.sleep_in_place_max_ms;
-        if near && self.svc.clock.now_ms().saturating_add(remaining).saturating_add(IN_PLACE_MARGIN_MS) < deadline_ms {
-            self.svc.clock.sleep(remaining).await;
+        let near = remaining <= self.core.config.sleep_in_place_max_ms;
+        if near && self.core.clock.now_ms().saturating_add(remaining).saturating_add(IN_PLACE_MARGIN_MS) < deadline_ms {
+            self.core.clock.sleep(remaining).await;
             return Ok(until_ms);
         }
         Err(Abort::Suspended { wake_ms: until_ms })

@@ -57,8 +57,8 @@ impl Durable {
                 });
             }
         }
-        if run.depth > self.bounds.call_depth_max {
-            return Err(Error::InvalidArgument(format!("calls nest deeper than {}", self.bounds.call_depth_max)));
+        if run.depth > self.core.bounds.call_depth_max {
+            return Err(Error::InvalidArgument(format!("calls nest deeper than {}", self.core.bounds.call_depth_max)));
         }
         Ok(())
     }
@@ -70,7 +70,7 @@ impl Durable {
         if book.is_reserved() {
             return Ok(None);
         }
-        let Some(first) = self.log.read_next(ctx, shadow(book), self.tags.step(id), SeqNum(0)).await? else {
+        let Some(first) = self.core.log.read_next(ctx, shadow(book), self.core.tags.step(id), SeqNum(0)).await? else {
             return Ok(None);
         };
         match record::decode_steps("step", &first.data)?.into_init_and_last().0 {
@@ -116,7 +116,7 @@ impl Durable {
             forgettable: false,
         };
         let outcome = Outcome::of_final(&Err(refusal)).expect("refusals are final");
-        match Instance::new(self.clone(), of).refuse(&mut run.ctx, outcome).await.map_err(Abort::into_error)? {
+        match Instance::new(self.core.clone(), of).refuse(&mut run.ctx, outcome).await.map_err(Abort::into_error)? {
             Started::Finished(logged) => Ok(Some(logged)),
             Started::Running { version } => {
                 run.version = Some(version);
@@ -155,10 +155,10 @@ impl Durable {
             // history (a retry of one that started or finished takes that first, as an
             // eager start does, rather than run its guest in vain).
             let mut defer = false;
-            if let Some(fresh) = self.fresh_from.as_ref().filter(|_| run.defer && run.id.is_root()) {
+            if let Some(fresh) = self.core.fresh_from.as_ref().filter(|_| run.defer && run.id.is_root()) {
                 run.ctx.merge(fresh);
-                let step_log = self.tags.step(&run.id);
-                match self.log.read_next(&mut run.ctx, shadow(run.book), step_log, SeqNum(0)).await {
+                let step_log = self.core.tags.step(&run.id);
+                match self.core.log.read_next(&mut run.ctx, shadow(run.book), step_log, SeqNum(0)).await {
                     Ok(None) => defer = true,
                     Ok(Some(_)) => run.eager = true,
                     Err(e) => return (Err(e.into()), run.ctx),
@@ -176,7 +176,7 @@ impl Durable {
                 defer_init: defer,
                 forgettable: defer && run.forgettable,
             };
-            let mut instance = Instance::new(self.clone(), of);
+            let mut instance = Instance::new(self.core.clone(), of);
             if run.eager && defer {
                 // An idempotency key: the result is logged even without an effect, so
                 // the deferred Init is taken before the guest runs.
@@ -235,11 +235,11 @@ impl Durable {
                 }
                 history = false;
             }
-            let own = self.clock.now_ms().saturating_add(version.timeout_ms);
+            let own = self.core.clock.now_ms().saturating_add(version.timeout_ms);
             let deadline_ms = run.deadline_ms.map_or(own, |d| d.min(own));
             if instance.initialized() && !instance.init_deferred() {
                 // What runs before the guest: a delayed start's wait, a keyed one's key.
-                let in_place_ms = if run.background { self.config.sleep_in_place_max_ms } else { u64::MAX };
+                let in_place_ms = if run.background { self.core.config.sleep_in_place_max_ms } else { u64::MAX };
                 let before = async {
                     instance.delay(&mut run.ctx, run.delay_until, deadline_ms).await?;
                     instance.enter_key(&mut run.ctx, deadline_ms, in_place_ms).await
@@ -310,11 +310,11 @@ impl Durable {
                     let wait = version.retry.backoff_before(run.attempt);
                     if wait > 0 {
                         // Logged, so that the attempt count and the wait outlive this node.
-                        let until_ms = self.clock.wall_ms().saturating_add(wait);
+                        let until_ms = self.core.clock.wall_ms().saturating_add(wait);
                         let retry =
                             Step::Retry(kind::Retry { id: run.id.clone(), root: run.id.root(), attempt: run.attempt, until_ms });
-                        let tags = [self.tags.retry(&run.id), INSTANCES];
-                        if let Err(e) = self.log.append(&mut run.ctx, shadow(run.book), &tags, record::encode(&retry)).await {
+                        let tags = [self.core.tags.retry(&run.id), INSTANCES];
+                        if let Err(e) = self.core.log.append(&mut run.ctx, shadow(run.book), &tags, record::encode(&retry)).await {
                             return (Err(e.into()), run.ctx);
                         }
                         if let Err(suspended) = self.wait_to_retry(&run, version.version, until_ms).await {
@@ -364,7 +364,7 @@ impl Durable {
     /// The attempt number and start time of the last retry of `run` logged after a
     /// trap, if any.
     pub(super) async fn retry_state(&self, run: &mut Run) -> Result<Option<(u32, u64)>> {
-        let last = self.log.read_prev(&mut run.ctx, shadow(run.book), self.tags.retry(&run.id), SeqNum::MAX).await?;
+        let last = self.core.log.read_prev(&mut run.ctx, shadow(run.book), self.core.tags.retry(&run.id), SeqNum::MAX).await?;
         match last.map(|r| record::decode::<Step>("retry", &r.data)).transpose()? {
             Some(Step::Retry(kind::Retry { id, attempt, until_ms, .. })) if id == run.id => Ok(Some((attempt, until_ms))),
             Some(other) => Err(Error::Internal(format!("the retry stream of {} holds {}", run.id, other.describe()))),
@@ -374,8 +374,8 @@ impl Durable {
 
     /// Whether `run`'s root was asked to be cancelled (see [`Durable::cancel`]).
     pub(super) async fn cancel_requested(&self, run: &mut Run) -> Result<bool> {
-        let stream = self.tags.cancel(&run.id.root());
-        Ok(self.log.read_next(&mut run.ctx, shadow(run.book), stream, SeqNum(0)).await?.is_some())
+        let stream = self.core.tags.cancel(&run.id.root());
+        Ok(self.core.log.read_next(&mut run.ctx, shadow(run.book), stream, SeqNum(0)).await?.is_some())
     }
 
     /// Waits for `until_ms` (wall clock) before a retry: in place if near, else the
@@ -386,12 +386,12 @@ impl Durable {
         version: u64,
         until_ms: u64,
     ) -> Result<(), (Result<Vec<u8>>, Context)> {
-        let remaining = until_ms.saturating_sub(self.clock.wall_ms());
+        let remaining = until_ms.saturating_sub(self.core.clock.wall_ms());
         if remaining == 0 {
             return Ok(());
         }
-        if remaining <= self.config.sleep_in_place_max_ms {
-            self.clock.sleep(remaining).await;
+        if remaining <= self.core.config.sleep_in_place_max_ms {
+            self.core.clock.sleep(remaining).await;
             return Ok(());
         }
         Err(self.suspended(run, version, until_ms))

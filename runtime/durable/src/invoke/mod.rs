@@ -32,8 +32,11 @@ use crate::attempt::Attempt;
 use crate::env::FunctionVersion;
 use crate::error::{Error, Result};
 use crate::id::InstanceId;
-use crate::instance::{CrashAfter, Instance, Of, Started};
-use crate::node::{Abort, Durable};
+use crate::abort::CrashAfter;
+use crate::instance::{Instance, Of, Started};
+use crate::abort::Abort;
+use crate::core::ChildCall;
+use crate::node::Durable;
 use crate::record::kind;
 use crate::record::{self, cut, InvocationKey, Outcome, Step};
 use crate::switch::check_book;
@@ -77,6 +80,32 @@ pub(crate) struct Run {
     pub defer: bool,
     /// A synchronous root from outside with no key of any kind (`Of::forgettable`).
     pub forgettable: bool,
+}
+
+impl Run {
+    /// A child invocation's first run on this node, eager (its ID is a step of its
+    /// parent's, which a peer may have started).
+    pub(crate) fn child(c: ChildCall) -> Run {
+        Run {
+            function: c.function,
+            version: None,
+            book: c.book,
+            input: Some(c.input),
+            ctx: c.ctx,
+            depth: c.depth,
+            deadline_ms: Some(c.deadline_ms),
+            id: c.id,
+            eager: true,
+            crash: c.crash,
+            attempt: 1,
+            delay_until: None,
+            fresh: false,
+            key: None,
+            background: false,
+            defer: false,
+            forgettable: false,
+        }
+    }
 }
 
 /// Where an invocation stands, as `GET /v1/invocations/{id}` shows it.
@@ -232,7 +261,7 @@ impl Durable {
         };
         let crash = match req.crash_after {
             None => None,
-            Some(_) if !self.config.crash_injection => {
+            Some(_) if !self.core.config.crash_injection => {
                 let e = Error::InvalidArgument(
                     "crash injection is a test hook; enable it with [state] crash_injection = true".into(),
                 );
@@ -274,7 +303,7 @@ impl Durable {
     /// last word: a root that finished or went on elsewhere is not asleep.
     async fn asleep_here(&self, book: BookId, id: &InstanceId, seen: &Context) -> Option<u64> {
         let here = self.invocations.suspended.lock().expect("not poisoned").get(&(book, id.clone())).copied();
-        if here.is_none_or(|wake_ms| wake_ms <= self.clock.wall_ms()) {
+        if here.is_none_or(|wake_ms| wake_ms <= self.core.clock.wall_ms()) {
             return None;
         }
         match self.status_of(&mut seen.clone(), book, id).await {
@@ -291,7 +320,7 @@ impl Durable {
                 crate::SLEEP_MAX_MS
             )));
         }
-        Ok((delay_ms > 0).then(|| self.clock.wall_ms().saturating_add(delay_ms)))
+        Ok((delay_ms > 0).then(|| self.core.clock.wall_ms().saturating_add(delay_ms)))
     }
 
     /// Starts an exactly-once invocation in the background and returns its ID, once its
@@ -357,10 +386,10 @@ impl Durable {
         let version = self.version_for(&mut run).await?;
         {
             let mut asyncs = self.invocations.asyncs.lock().expect("not poisoned");
-            if asyncs.running >= self.config.async_max {
+            if asyncs.running >= self.core.config.async_max {
                 return Err(Error::Busy(format!(
                     "asynchronous invocations: {} are running on this node already",
-                    self.config.async_max
+                    self.core.config.async_max
                 )));
             }
             asyncs.running += 1;
@@ -377,7 +406,7 @@ impl Durable {
             defer_init: false,
             forgettable: false,
         };
-        let started = Instance::new(self.clone(), of).init(&mut run.ctx).await;
+        let started = Instance::new(self.core.clone(), of).init(&mut run.ctx).await;
         ctx.merge(&run.ctx);
         run.fresh = matches!(started, Ok(Started::Fresh));
         let release = || self.invocations.asyncs.lock().expect("not poisoned").running -= 1;
@@ -402,7 +431,7 @@ impl Durable {
         let run_id = id.clone();
         // Cancelling this task (the node stops) loses nothing: the Init record is in the
         // log, and the recovery scan runs the invocation again.
-        self.spawn.spawn(
+        self.core.spawn.spawn(
             "invoke-async",
             Box::pin(async move {
                 let (result, _) = svc.run(run).await;
@@ -416,7 +445,7 @@ impl Durable {
                 }
                 asyncs.by_id.insert((book, run_id.clone()), InvocationStatus::Finished(result.map(Bytes::from)));
                 asyncs.finished.push_back((book, run_id));
-                while asyncs.finished.len() > svc.bounds.invocations_kept {
+                while asyncs.finished.len() > svc.core.bounds.invocations_kept {
                     let old = asyncs.finished.pop_front().expect("not empty");
                     asyncs.by_id.remove(&old);
                 }

@@ -21,9 +21,9 @@ impl Durable {
         if let Some(status) = kept {
             return Ok(status);
         }
-        let tag = self.tags.step(&id);
+        let tag = self.core.tags.step(&id);
         let not_found = || Error::InvocationNotFound(id.to_string());
-        let Some(first) = self.log.read_next(ctx, shadow(book), tag, SeqNum(0)).await? else {
+        let Some(first) = self.core.log.read_next(ctx, shadow(book), tag, SeqNum(0)).await? else {
             return Err(not_found());
         };
         match record::decode_steps("step", &first.data)?.into_init_and_last().0 {
@@ -38,8 +38,8 @@ impl Durable {
     /// result, a sleep not yet over, or (for a root whose child sleeps, which has no
     /// Sleep of its own) the wake time this node suspended it until.
     pub(super) async fn status_of(&self, ctx: &mut Context, book: BookId, id: &InstanceId) -> Result<InvocationStatus> {
-        let last = self.log.read_prev(ctx, shadow(book), self.tags.step(id), SeqNum::MAX).await?;
-        let wall = self.clock.wall_ms();
+        let last = self.core.log.read_prev(ctx, shadow(book), self.core.tags.step(id), SeqNum::MAX).await?;
+        let wall = self.core.clock.wall_ms();
         Ok(match last.map(|r| record::decode_last("step", &r.data)).transpose()? {
             Some(Step::Result(kind::Result { outcome })) => InvocationStatus::Finished(outcome.into_result().map(Bytes::from)),
             Some(Step::Sleep(kind::Sleep { until_ms, .. }) | Step::Delay(kind::Delay { until_ms, .. })) if until_ms > wall => {
@@ -74,7 +74,7 @@ impl Durable {
             if out.len() >= limit {
                 return Ok((out, Some(at)));
             }
-            let Some(r) = self.log.read_next(ctx, shadow(book), INSTANCES, SeqNum(at)).await? else {
+            let Some(r) = self.core.log.read_next(ctx, shadow(book), INSTANCES, SeqNum(at)).await? else {
                 return Ok((out, None));
             };
             at = r.seqnum.0.saturating_add(1);

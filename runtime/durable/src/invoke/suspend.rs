@@ -21,7 +21,7 @@ impl Durable {
             // Roots woken on another node leave their entry here: forget the past ones
             // now and then, so that the map holds about the roots asleep.
             if suspended.len() >= SUSPENDED_PRUNE_AT && suspended.len().is_power_of_two() {
-                let now = self.clock.wall_ms();
+                let now = self.core.clock.wall_ms();
                 suspended.retain(|_, wake| *wake > now);
             }
             suspended.insert((run.book, run.id.clone()), wake_ms);
@@ -41,8 +41,8 @@ impl Durable {
             return;
         }
         let weak = Arc::downgrade(self);
-        let wait = self.clock.sleep(wake_ms.saturating_sub(self.clock.wall_ms()));
-        self.spawn.spawn(
+        let wait = self.core.clock.sleep(wake_ms.saturating_sub(self.core.clock.wall_ms()));
+        self.core.spawn.spawn(
             "wake",
             Box::pin(async move {
                 wait.await;

@@ -22,8 +22,8 @@ impl Durable {
                 limit: crate::PAYLOAD_MAX as u64,
             });
         }
-        let stream = self.tags.promise(promise);
-        let Some(created) = self.log.read_next(ctx, shadow(book), stream, SeqNum(0)).await? else {
+        let stream = self.core.tags.promise(promise);
+        let Some(created) = self.core.log.read_next(ctx, shadow(book), stream, SeqNum(0)).await? else {
             return Err(Error::PromiseNotFound(promise.to_string()));
         };
         let Step::Promise(kind::Promise { root, .. }) = record::decode::<Step>("promise", &created.data)? else {
@@ -31,8 +31,8 @@ impl Durable {
         };
         let done = Step::Completed(kind::Completed { promise: promise.to_string(), root: root.clone(), value });
         let tags = [stream, INSTANCES];
-        match self.log.cond_append(ctx, shadow(book), &tags, record::encode(&done), stream, 1).await {
-            Ok(_) => self.completions.notify(promise),
+        match self.core.log.cond_append(ctx, shadow(book), &tags, record::encode(&done), stream, 1).await {
+            Ok(_) => self.core.completions.notify(promise),
             Err(tally_log_core::Error::Conflict { .. }) => {
                 return Err(Error::Conflict(format!("promise {promise} was completed already")));
             }
@@ -67,10 +67,10 @@ impl Durable {
     /// The roots of the awaits of `promise` that logged a wait (their Sleep records in
     /// the promise's waiters stream).
     pub(crate) async fn promise_waiters(&self, ctx: &mut Context, book: BookId, promise: &str) -> Result<Vec<InstanceId>> {
-        let waiters = self.tags.promise_waiters(promise);
+        let waiters = self.core.tags.promise_waiters(promise);
         let mut roots = Vec::new();
         let mut at = SeqNum(0);
-        while let Some(r) = self.log.read_next(ctx, shadow(book), waiters, at).await? {
+        while let Some(r) = self.core.log.read_next(ctx, shadow(book), waiters, at).await? {
             at = SeqNum(r.seqnum.0.saturating_add(1));
             if let Ok(Step::Sleep(kind::Sleep { root, .. })) = record::decode::<Step>("step", &r.data) {
                 roots.push(root);
@@ -101,9 +101,9 @@ impl Durable {
             InvocationStatus::Running | InvocationStatus::Sleeping { .. } => {}
         }
         let root = InstanceId::parse_generated(id)?;
-        let stream = self.tags.cancel(&root);
+        let stream = self.core.tags.cancel(&root);
         let request = record::encode(&Step::Cancel(kind::Cancel { root: root.clone() }));
-        match self.log.cond_append(ctx, shadow(book), &[stream, INSTANCES], request, stream, 0).await {
+        match self.core.log.cond_append(ctx, shadow(book), &[stream, INSTANCES], request, stream, 0).await {
             Ok(_) | Err(tally_log_core::Error::Conflict { .. }) => {}
             Err(e) => return Err(e.into()),
         }
@@ -112,7 +112,7 @@ impl Durable {
 
     /// Runs root `root` of `book` again here, in the background, if it exists.
     pub(crate) async fn wake(self: &Arc<Self>, ctx: &mut Context, book: BookId, root: InstanceId) -> Result<()> {
-        let first = self.log.read_next(ctx, shadow(book), self.tags.step(&root), SeqNum(0)).await?;
+        let first = self.core.log.read_next(ctx, shadow(book), self.core.tags.step(&root), SeqNum(0)).await?;
         let Some(Step::Init(kind::Init { function, version, .. }) | Step::InitKeyed(kind::InitKeyed { function, version, .. })) =
             first.map(|r| record::decode_steps("step", &r.data)).transpose()?.and_then(|s| s.into_init_and_last().0)
         else {
@@ -123,7 +123,7 @@ impl Durable {
         // woke it (a completion, a cancellation), and the run would wait again.
         let seen = ctx.clone();
         // Cancelling it loses nothing: the root is due in the recovery scan.
-        self.spawn.spawn(
+        self.core.spawn.spawn(
             "wake",
             Box::pin(async move {
                 let Some(d) = Durable::live(&weak) else { return };
@@ -136,20 +136,20 @@ impl Durable {
     /// Runs `root`, which holds a lock a waiter here waited for all along, again here
     /// in the background, at most every `reexecute_after_ms` per root (see `locks.rs`).
     pub(crate) fn kick_holder(self: &Arc<Self>, ctx: &Context, book: BookId, root: &InstanceId) {
-        let now = self.clock.now_ms();
+        let now = self.core.clock.now_ms();
         {
             let mut kicked = self.kicked.lock().expect("not poisoned");
-            if kicked.get(root).is_some_and(|&at| now < at.saturating_add(self.config.reexecute_after_ms)) {
+            if kicked.get(root).is_some_and(|&at| now < at.saturating_add(self.core.config.reexecute_after_ms)) {
                 return;
             }
             if kicked.len() >= 4096 {
-                kicked.retain(|_, at| now < at.saturating_add(self.config.reexecute_after_ms));
+                kicked.retain(|_, at| now < at.saturating_add(self.core.config.reexecute_after_ms));
             }
             kicked.insert(root.clone(), now);
         }
         let (weak, mut ctx, root) = (Arc::downgrade(self), ctx.clone(), root.clone());
         // Cancelling it loses nothing: the holder is due in the recovery scan anyway.
-        self.spawn.spawn(
+        self.core.spawn.spawn(
             "kick",
             Box::pin(async move {
                 let Some(d) = Durable::live(&weak) else { return };

@@ -16,7 +16,7 @@ use crate::config::Protocol;
 use crate::env::{BoxFuture, Clock, FunctionVersion};
 use crate::error::{Error, Result};
 use crate::instance::Wake;
-use crate::node::Abort;
+use crate::abort::Abort;
 
 use super::exec::Handle;
 use super::log::{user_trim, NodeLog};

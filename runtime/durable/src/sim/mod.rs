@@ -67,7 +67,8 @@ use crate::config::{Protocol, StateConfig};
 use crate::env::{Clock, Spawn};
 use crate::error::Error;
 use crate::invoke::{InvocationStatus, InvokeRequest};
-use crate::node::{Durable, NodeBounds, Parts};
+use crate::node::{Durable, Parts};
+use crate::core::NodeBounds;
 use crate::record::kind;
 use crate::store::StateStore;
 use crate::tags::TagKey;
@@ -743,7 +744,7 @@ fn start_node(world: &Arc<World>, n: usize) {
             match Durable::start(parts, config, BOUNDS).await {
                 Ok(d) => {
                     d.start_background();
-                    w.tag_key.lock().expect("not poisoned").get_or_insert_with(|| d.tags.clone());
+                    w.tag_key.lock().expect("not poisoned").get_or_insert_with(|| d.core.tags.clone());
                     let mut s = w.nodes[n].lock().expect("not poisoned");
                     if s.incarnation == incarnation {
                         s.durable = Some(d);
@@ -1513,7 +1514,7 @@ fn check_objects_stored(log: &SimLog, store: &FaultyStore, key: Option<&TagKey>)
         };
         // Write logs are in the book's shadow, the store's tables under the book.
         let user = BookId(book.0 & !BookId::RESERVED_BIT);
-        if records.iter().any(writes_it) && !store.has_versions(&crate::node::store_table(user, table), key) {
+        if records.iter().any(writes_it) && !store.has_versions(&crate::table::store_table(user, table), key) {
             return Err(format!("{table}/{key:?} of book {} has a write in its write log and no version in the store", user.0));
         }
     }

@@ -25,9 +25,11 @@ use crate::config::{Protocol, StateConfig};
 use crate::env::{BoxFuture, Clock, FunctionVersion};
 use crate::error::{Error, Result};
 use crate::id::InstanceId;
-use crate::instance::{CrashAfter, Instance, Of, Started};
+use crate::abort::CrashAfter;
+use crate::instance::{Instance, Of, Started};
 use crate::invoke::{InvocationStatus, InvokeRequest};
-use crate::node::{Abort, Durable};
+use crate::abort::Abort;
+use crate::node::Durable;
 use crate::record::kind;
 use crate::record::{self, Outcome, Step};
 use crate::recovery::Recovery;
@@ -349,7 +351,7 @@ impl World {
 
     /// Whether the store holds each of `versions` of `(table, key)` of [`BOOK`].
     fn stored_versions(&mut self, table: &str, key: &str, versions: &[u64]) -> Vec<bool> {
-        let (store, st) = (self.store.clone(), crate::node::store_table(BOOK, table));
+        let (store, st) = (self.store.clone(), crate::table::store_table(BOOK, table));
         let read = |v| store.get_version(&st, key.as_bytes(), v);
         versions.iter().map(|&v| self.run(read(v)).expect("a read").is_some()).collect()
     }
@@ -383,7 +385,7 @@ impl World {
                 if matches!(status, Ok(InvocationStatus::Finished(_))) {
                     break;
                 }
-                d.clock.sleep(20).await;
+                d.core.clock.sleep(20).await;
                 status = d.invocation(&mut Context::new(), BOOK, &id).await;
             }
             status
@@ -394,7 +396,7 @@ impl World {
     fn stream(&mut self, d: &Arc<Durable>, tag: Tag) -> Vec<Step> {
         self.run(async {
             let (mut ctx, mut at, mut out) = (Context::new(), SeqNum(0), Vec::new());
-            while let Some(r) = d.log.read_next(&mut ctx, shadow(BOOK), tag, at).await.expect("a read") {
+            while let Some(r) = d.core.log.read_next(&mut ctx, shadow(BOOK), tag, at).await.expect("a read") {
                 out.push(record::decode("step", &r.data).expect("a step"));
                 at = SeqNum(r.seqnum.0 + 1);
             }
@@ -521,7 +523,7 @@ fn a_migration_run_more_than_once_keeps_a_transitional_write_visible() {
     // Collection keeps the write that is visible and drops the migration before it.
     w.recover(&d, &mut Recovery::default(), 1);
     assert_eq!(w.get(&d, "sw", "k").as_deref(), Some("during"), "a reader after garbage collection");
-    let object = d.tags.object("sw", b"k");
+    let object = d.core.tags.object("sw", b"k");
     match &w.stream(&d, object)[..] {
         [Step::Write(kind::Write { migrated_from: None, .. })] => {}
         other => panic!("the write log of k after collection: {other:?}"),
@@ -558,7 +560,7 @@ fn a_late_peer_of_a_finished_root_stops_instead_of_reading_trimmed_history() {
         defer_init: false,
         forgettable: false,
     };
-    let mut peer = Instance::new(d.clone(), of);
+    let mut peer = Instance::new(d.core.clone(), of);
     let mut peer_ctx = Context::new();
     assert!(matches!(w.run(peer.init(&mut peer_ctx)), Ok(Started::Running { .. })));
     // R finishes, k is written again, and garbage collection trims R's step log and the
@@ -566,8 +568,8 @@ fn a_late_peer_of_a_finished_root_stops_instead_of_reading_trimmed_history() {
     assert_eq!(w.invoke(&d, r).as_deref(), Ok("ok"));
     w.put(&d, "ro", "k", "later");
     w.recover(&d, &mut Recovery::default(), 1);
-    assert_eq!(w.stream(&d, d.tags.step(&id("put", "r"))), [], "R's step log is collected");
-    assert_eq!(w.stream(&d, d.tags.object("ro", b"k")).len(), 1, "k's write log is collected");
+    assert_eq!(w.stream(&d, d.core.tags.step(&id("put", "r"))), [], "R's step log is collected");
+    assert_eq!(w.stream(&d, d.core.tags.object("ro", b"k")).len(), 1, "k's write log is collected");
     match w.run(peer.get(&mut peer_ctx, "ro", b"k")) {
         Err(Abort::Superseded) => {}
         other => panic!("the late peer's read of k at its old cursor gave {other:?}, not Superseded"),
@@ -584,9 +586,9 @@ fn garbage_collection_never_trims_another_objects_record_under_a_shared_tag() {
     let d = w.start(0);
     w.put(&d, "ro", "a", "a1");
     // A write of object b under a's tag, as if their tags collided.
-    let a_tag = d.tags.object("ro", b"a");
+    let a_tag = d.core.tags.object("ro", b"a");
     let foreign = Step::Write(kind::Write { table: "ro".into(), key: Bytes::from_static(b"b"), version: 7, migrated_from: None });
-    w.run(d.log.append(&mut Context::new(), shadow(BOOK), &[a_tag], record::encode(&foreign))).expect("appended");
+    w.run(d.core.log.append(&mut Context::new(), shadow(BOOK), &[a_tag], record::encode(&foreign))).expect("appended");
     w.put(&d, "ro", "a", "a2");
     w.put(&d, "ro", "a", "a3");
     w.recover(&d, &mut Recovery::default(), 1);
@@ -675,7 +677,7 @@ fn asynchronous_invocations_are_bounded_and_acknowledged_once_logged() {
     let d = w.start(0);
     let slow = guest(|a| {
         Box::pin(async move {
-            a.instance.svc().clock.sleep(50).await;
+            a.instance.core().clock.sleep(50).await;
             let key = a.input.clone();
             a.put("ro", &key, Bytes::from_static(b"done")).await?;
             Ok(b"done".to_vec())
@@ -903,7 +905,7 @@ fn an_execution_that_read_other_clocks_than_the_logged_ones_stops_before_acting(
         forgettable: false,
     };
     // A peer initialised eagerly, which reads its clock before the other run logs.
-    let mut peer = Instance::new(d.clone(), of("raced", Some(Bytes::new())));
+    let mut peer = Instance::new(d.core.clone(), of("raced", Some(Bytes::new())));
     let mut ctx = Context::new();
     assert!(matches!(w.run(peer.init(&mut ctx)), Ok(Started::Fresh)));
     assert!(w.run(peer.put(&mut ctx, "wo", b"before", Some(Bytes::from_static(b"x")))).is_ok());
@@ -922,7 +924,7 @@ fn an_execution_that_read_other_clocks_than_the_logged_ones_stops_before_acting(
     // logging its reading, and a retry (no Init of its own yet) read the clock anew.
     let crashed = InvokeRequest { crash_after: Some(4), ..keyed("stamp", "lazy", "") };
     assert_eq!(w.invoke(&d, crashed), Err(Error::InjectedCrash));
-    let mut lazy = Instance::new(d.clone(), of("lazy", Some(Bytes::new())));
+    let mut lazy = Instance::new(d.core.clone(), of("lazy", Some(Bytes::new())));
     let mut ctx = Context::new();
     lazy.read_clock(crate::recorder::GuestClock::Wall, 9);
     let stopped = match w.run(lazy.put(&mut ctx, "ro", b"stamp", Some(Bytes::from_static(b"9")))) {
@@ -937,7 +939,7 @@ fn an_execution_that_read_other_clocks_than_the_logged_ones_stops_before_acting(
 
 /// An instance of `put` with idempotency key `key`, driven by hand as a peer would be.
 fn put_instance(w: &World, d: &Arc<Durable>, key: &str) -> Instance {
-    Instance::new(d.clone(), of_put(w, key))
+    Instance::new(d.core.clone(), of_put(w, key))
 }
 
 /// What an instance of `put` with key `key` started by hand is of.
@@ -980,7 +982,7 @@ fn read_optimized_writes_and_the_result_are_one_record() {
     }
     let done = w.run(inst.finish(&mut ctx, Outcome::Ok(Bytes::from_static(b"ok")))).expect("finished");
     assert_eq!(done, Outcome::Ok(Bytes::from_static(b"ok")));
-    let steps = w.stream(&d, d.tags.step(&id("put", "grouped")));
+    let steps = w.stream(&d, d.core.tags.step(&id("put", "grouped")));
     assert_eq!(steps.len(), 2, "Init, then one record: {steps:?}");
     match &steps[1] {
         Step::Group(kind::Group { steps }) => {
@@ -1012,7 +1014,7 @@ fn a_large_write_never_finds_its_name_taken_by_a_crashed_execution_s_marker() {
         let mut w = World::new(config());
         let d = w.start(0);
         let mut ctx = Context::new();
-        let mut first = Instance::new(d.clone(), Of { crash: Some(CrashAfter::new(effects)), ..of_put(&w, "renamed") });
+        let mut first = Instance::new(d.core.clone(), Of { crash: Some(CrashAfter::new(effects)), ..of_put(&w, "renamed") });
         let ran = w.run(async {
             first.init(&mut ctx).await?;
             first.put(&mut ctx, "ro", b"k", Some(Bytes::from_static(b"small"))).await?;
@@ -1022,7 +1024,7 @@ fn a_large_write_never_finds_its_name_taken_by_a_crashed_execution_s_marker() {
             Err(Abort::Crash) => {}
             other => panic!("no crash left a marker without its record (at effect {effects}: {other:?})"),
         }
-        let step_log = d.tags.step(&id("put", "renamed"));
+        let step_log = d.core.tags.step(&id("put", "renamed"));
         let markers = [true, false].map(|marker| crate::instance::version_of(&id("put", "renamed"), 1, marker));
         if w.stream(&d, step_log).len() != 1 || !w.stored_versions("ro", "k", &markers).contains(&true) {
             continue;
@@ -1085,7 +1087,7 @@ fn garbage_collection_deletes_more_versions_than_a_batch() {
         let value = if i % 7 == 0 { format!("{i}{big}") } else { i.to_string() };
         w.put(&d, "ro", "hot", &value);
     }
-    let object = d.tags.object("ro", b"hot");
+    let object = d.core.tags.object("ro", b"hot");
     let versions = w.written_versions(&d, object);
     assert_eq!(versions.len(), writes);
     w.recover(&d, &mut Recovery::default(), 1);
@@ -1112,7 +1114,7 @@ fn garbage_collection_trims_a_write_log_only_once_its_deletes_are_synced() {
     for i in 0..5 {
         w.put(&d, "ro", "hot", &i.to_string());
     }
-    let object = d.tags.object("ro", b"hot");
+    let object = d.core.tags.object("ro", b"hot");
     let versions = w.written_versions(&d, object);
     w.store.refuse_syncs(true);
     w.recover(&d, &mut Recovery::default(), 1);
@@ -1144,10 +1146,10 @@ fn writes_taken_where_a_peer_logged_the_cancellation_never_become_visible() {
     }
     // The root is cancelled, and a peer sees it at its first step.
     let root = id("put", "cancelled");
-    let stream = d.tags.cancel(&root);
+    let stream = d.core.tags.cancel(&root);
     let request = record::encode(&Step::Cancel(kind::Cancel { root }));
     let tags = [stream, crate::tags::INSTANCES];
-    w.run(d.log.cond_append(&mut Context::new(), shadow(BOOK), &tags, request, stream, 0)).expect("requested");
+    w.run(d.core.log.cond_append(&mut Context::new(), shadow(BOOK), &tags, request, stream, 0)).expect("requested");
     let mut peer = put_instance(&w, &d, "cancelled");
     let mut peer_ctx = Context::new();
     assert!(matches!(w.run(peer.init(&mut peer_ctx)), Ok(Started::Running { .. })));
@@ -1160,7 +1162,7 @@ fn writes_taken_where_a_peer_logged_the_cancellation_never_become_visible() {
         other => panic!("the instance whose writes lost their place finished with {other:?}"),
     }
     assert_eq!(w.run(peer.finish(&mut peer_ctx, Outcome::Ok(Bytes::new()))).expect("finished"), Outcome::Cancelled);
-    let steps = w.stream(&d, d.tags.step(&id("put", "cancelled")));
+    let steps = w.stream(&d, d.core.tags.step(&id("put", "cancelled")));
     assert!(
         matches!(steps[..], [Step::Init(kind::Init { .. }), Step::Cancelled, Step::Result(kind::Result { .. })]),
         "{steps:?}"
@@ -1181,7 +1183,7 @@ fn pending_writes_leave_the_largest_result_a_record_of_its_own() {
     }
     let large = Outcome::Ok(Bytes::from(vec![b'r'; crate::PAYLOAD_MAX - 64]));
     assert_eq!(w.run(inst.finish(&mut ctx, large.clone())).expect("finished"), large);
-    let steps = w.stream(&d, d.tags.step(&id("put", "large")));
+    let steps = w.stream(&d, d.core.tags.step(&id("put", "large")));
     assert!(
         matches!(steps[..], [Step::Init(kind::Init { .. }), Step::Group(kind::Group { .. }), Step::Result(kind::Result { .. })]),
         "{:?}",
@@ -1205,7 +1207,7 @@ fn the_readings_after_the_last_write_go_with_the_result_and_a_peer_that_read_oth
     peer.read_clock(crate::recorder::GuestClock::Wall, 43);
     let done = w.run(inst.finish(&mut ctx, Outcome::Ok(Bytes::from_static(b"42")))).expect("finished");
     assert_eq!(done, Outcome::Ok(Bytes::from_static(b"42")));
-    let steps = w.stream(&d, d.tags.step(&id("put", "late-clock")));
+    let steps = w.stream(&d, d.core.tags.step(&id("put", "late-clock")));
     match &steps[..] {
         [Step::Init(kind::Init { .. }), Step::Group(kind::Group { steps })] => match &steps[..] {
             [Step::Put(kind::Put { .. }), Step::Clocks(kind::Clocks { readings }), Step::Result(kind::Result { .. })] => {
@@ -1234,7 +1236,7 @@ fn a_deferred_init_goes_in_one_record_with_the_reads_writes_and_result() {
     let retried =
         |function: &str, key: &str, input: &str| InvokeRequest { retry_key: Some(key.into()), ..unkeyed(function, input) };
     assert_eq!(w.invoke(&d, retried("get", "read", "ro k")).as_deref(), Ok("=first"));
-    let steps = w.stream(&d, d.tags.step(&id("get", "read")));
+    let steps = w.stream(&d, d.core.tags.step(&id("get", "read")));
     match &steps[..] {
         [Step::Group(kind::Group { steps })] => match &steps[..] {
             [Step::Init(kind::Init { .. }), Step::Read(kind::Read { value: Some(v), .. }), Step::Result(kind::Result { .. })] => {
@@ -1248,7 +1250,7 @@ fn a_deferred_init_goes_in_one_record_with_the_reads_writes_and_result() {
     // The same request again gets the logged result, not a new read.
     assert_eq!(w.invoke(&d, retried("get", "read", "ro k")).as_deref(), Ok("=first"));
     assert_eq!(w.invoke(&d, retried("put", "write", "ro k third")).as_deref(), Ok("ok"));
-    let steps = w.stream(&d, d.tags.step(&id("put", "write")));
+    let steps = w.stream(&d, d.core.tags.step(&id("put", "write")));
     assert!(
         matches!(&steps[..], [Step::Group(kind::Group { steps })] if matches!(&steps[..], [Step::Init(kind::Init { .. }), Step::Put(kind::Put { .. }), Step::Result(kind::Result { .. })])),
         "the writing invocation logged {steps:?}"
@@ -1268,7 +1270,7 @@ fn a_deferred_init_whose_table_switched_since_it_looked_is_never_logged() {
     let mut w = World::new(config);
     let d = w.start_alone(0);
     w.put(&d, "sw", "k", "first");
-    let mut inst = Instance::new(d.clone(), Of { defer_init: true, ..of_put(&w, "late") });
+    let mut inst = Instance::new(d.core.clone(), Of { defer_init: true, ..of_put(&w, "late") });
     let mut ctx = Context::new();
     let read = w.run(inst.get(&mut ctx, "sw", b"k")).expect("a read");
     assert_eq!(read.as_deref(), Some(&b"first"[..]));
@@ -1283,7 +1285,7 @@ fn a_deferred_init_whose_table_switched_since_it_looked_is_never_logged() {
         inst.finish(&mut ctx, Outcome::Ok(Bytes::from_static(b"ok"))).await
     });
     assert!(matches!(ran, Err(Abort::Superseded)), "the deferred record: {ran:?}");
-    assert!(w.stream(&d, d.tags.step(&id("put", "late"))).is_empty(), "nothing of it is logged");
+    assert!(w.stream(&d, d.core.tags.step(&id("put", "late"))).is_empty(), "nothing of it is logged");
     assert_eq!(w.get(&d, "sw", "k").as_deref(), Some("first"));
     // Run again as the invocation path does, eagerly: logged, and seen after the switch.
     let mut again = put_instance(&w, &d, "late");
@@ -1333,14 +1335,14 @@ fn a_forgettable_read_whose_table_switched_before_it_ended_is_not_forgotten() {
     let forgettable = |w: &World, key: &str| Of { defer_init: true, forgettable: true, ..of_put(w, key) };
     let mut ctx = Context::new();
     // Without a switch: nothing logged.
-    let mut inst = Instance::new(d.clone(), forgettable(&w, "quiet"));
+    let mut inst = Instance::new(d.core.clone(), forgettable(&w, "quiet"));
     let read = w.run(inst.get(&mut ctx, "sw", b"k")).expect("a read");
     assert_eq!(read.as_deref(), Some(&b"first"[..]));
     let done = w.run(inst.finish(&mut ctx, Outcome::Ok(Bytes::from_static(b"=first"))));
     assert!(matches!(done, Ok(Outcome::Ok(_))), "{done:?}");
-    assert!(w.stream(&d, d.tags.step(&id("put", "quiet"))).is_empty(), "a quiet read is not logged");
+    assert!(w.stream(&d, d.core.tags.step(&id("put", "quiet"))).is_empty(), "a quiet read is not logged");
     // A switch begins between the read and the end.
-    let mut inst = Instance::new(d.clone(), forgettable(&w, "raced"));
+    let mut inst = Instance::new(d.core.clone(), forgettable(&w, "raced"));
     w.run(inst.get(&mut ctx, "sw", b"k")).expect("a read");
     w.run(d.switch_table(BOOK, "sw", Protocol::WriteOptimized)).expect("the switch begins");
     let done = w.run(inst.finish(&mut ctx, Outcome::Ok(Bytes::from_static(b"=first"))));
@@ -1356,11 +1358,11 @@ fn a_node_alone_reads_from_a_position_past_everything_logged_before_it_started()
     let mut w = World::new(config());
     let d = w.start_alone(0);
     let mut ctx = Context::new();
-    w.run(d.log.append(&mut ctx, shadow(BOOK), &[Tag(5)], Bytes::from_static(b"before"))).expect("appended");
+    w.run(d.core.log.append(&mut ctx, shadow(BOOK), &[Tag(5)], Bytes::from_static(b"before"))).expect("appended");
     w.crash(0);
     drop(d);
     let d = w.start_alone(0);
-    assert!(d.fresh_from.as_ref().expect("a node alone").covers(&ctx), "{:?} is behind {ctx:?}", d.fresh_from);
+    assert!(d.core.fresh_from.as_ref().expect("a node alone").covers(&ctx), "{:?} is behind {ctx:?}", d.core.fresh_from);
 }
 
 /// A write-optimized transfer (two reads, two writes, a result) logs its reads together
@@ -1388,7 +1390,7 @@ fn a_write_optimized_transfer_logs_both_reads_in_one_record_with_its_init_on_a_n
         let out = w.invoke(&d, keyed("transfer", "t", "")).expect("transferred");
         assert_eq!(out, "12");
         let records: Vec<Vec<String>> = w
-            .stream(&d, d.tags.step(&id("transfer", "t")))
+            .stream(&d, d.core.tags.step(&id("transfer", "t")))
             .into_iter()
             .map(|s| s.into_steps().iter().map(Step::describe).collect())
             .collect();
