@@ -35,10 +35,12 @@ use crate::store::{MemStateStore, StateStore};
 use crate::switch::{Switch, TableStatus};
 use crate::tags::shadow;
 
+use super::clients::unkeyed_request;
 use super::exec::{Exec, Handle, Stepped};
 use super::guest::guest as guest_error;
 use super::log::{LogFaults, SimLog};
-use super::{node_parts, Rng, BOUNDS};
+use super::world::{node_parts, BOUNDS};
+use super::Rng;
 
 const SEED: u64 = 7;
 /// The user book every scenario runs in.
@@ -203,7 +205,7 @@ fn config() -> StateConfig {
 
 /// An invocation of `function` on [`BOOK`], without an idempotency key.
 fn unkeyed(function: &str, input: &str) -> InvokeRequest {
-    super::unkeyed_request(function, BOOK, input.as_bytes())
+    unkeyed_request(function, BOOK, input.as_bytes())
 }
 
 /// An invocation of `function` on [`BOOK`] with idempotency key `key`.
