@@ -42,7 +42,7 @@
 //! core's code) has nothing but clock readings, lock releases and the result after a
 //! `Cancelled` step, and nothing after the result (`check_step_logs`), and every object
 //! with a write in its write log has a stored version. The pending write whose place a
-//! peer's cancellation took is met a few times per thousand seeds; `scenarios.rs` pins it.
+//! peer's cancellation took is met a few times per thousand seeds; `scenarios/` pins it.
 //! Of the seeds a run covers, the first runs twice and must replay identically.
 //!
 //! This file is the run itself: [`run_seed`]'s event loop, which injects the pauses and
