@@ -649,33 +649,40 @@ impl Sim {
     /// Runs the whole simulation; returns the stats or the first violation.
     pub fn run(mut self) -> Result<SimStats, Violation> {
         quiet_panics();
-        let end_safety = self.opts.safety_us;
-        let end = end_safety + self.opts.liveness_us;
-        while let Some(Reverse((at, id))) = self.queue.pop() {
-            if at > end {
-                break;
-            }
-            self.now = at;
-            if !self.liveness && at >= end_safety {
-                self.begin_liveness();
-            }
-            let event = self.events.remove(&id).expect("scheduled events exist");
-            self.stats.events += 1;
-            IN_SIM.with(|s| s.set(true));
-            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.handle(event)));
-            IN_SIM.with(|s| s.set(false));
-            if outcome.is_err() {
-                let what = LAST_PANIC.with(|p| p.borrow_mut().take()).unwrap_or_default();
-                self.oracle.violations.push(format!("a state machine panicked: {what}"));
-            }
-            if !self.oracle.violations.is_empty() {
-                return Err(Violation { seed: self.seed, at_us: self.now, what: self.oracle.violations });
-            }
-        }
+        let end = self.opts.safety_us + self.opts.liveness_us;
+        while self.step(end)? {}
         self.check_liveness()?;
         self.stats.terms = self.config.as_ref().map_or(0, |c| c.current().term.0);
         self.stats.chunks_spilled += self.slots.values().filter_map(|s| s.node.as_ref()).map(Node::chunks_spilled).sum::<u64>();
         Ok(self.stats)
+    }
+
+    /// Handles the next event if it is due by `end` (and returns true), then checks the
+    /// oracle: the first violation is returned.
+    fn step(&mut self, end: Micros) -> Result<bool, Violation> {
+        let Some(&Reverse((at, id))) = self.queue.peek() else { return Ok(false) };
+        if at > end {
+            return Ok(false);
+        }
+        self.queue.pop();
+        self.now = at;
+        if !self.liveness && at >= self.opts.safety_us {
+            self.begin_liveness();
+        }
+        let event = self.events.remove(&id).expect("scheduled events exist");
+        self.stats.events += 1;
+        IN_SIM.with(|s| s.set(true));
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.handle(event)));
+        IN_SIM.with(|s| s.set(false));
+        if outcome.is_err() {
+            let what = LAST_PANIC.with(|p| p.borrow_mut().take()).unwrap_or_default();
+            self.oracle.violations.push(format!("a state machine panicked: {what}"));
+        }
+        if !self.oracle.violations.is_empty() {
+            let what = std::mem::take(&mut self.oracle.violations);
+            return Err(Violation { seed: self.seed, at_us: self.now, what });
+        }
+        Ok(true)
     }
 
     /// Every request submitted past the first half of the liveness phase must succeed.
