@@ -17,10 +17,15 @@
 //! inputs at random, as the driver does, answers half the reads in place
 //! (`Engine::read_now`), and has each node's indexes spill every full chunk, a few, or
 //! none.
+//!
+//! A caller outside the simulation may also use it as a log ([`client`]): one request
+//! at a time to an engine, the simulation stepped until its reply, without the faults.
 
+mod client;
 mod oracle;
 mod rng;
 
+pub use client::SimLog;
 pub use rng::Rng;
 
 use std::cmp::Reverse;
@@ -389,6 +394,8 @@ pub struct Sim {
     last_tick: BTreeMap<NodeId, Micros>,
     /// Sequencers in a batch of inputs, whose actions wait for `Event::Flush`.
     batching: BTreeSet<NodeId>,
+    /// The request of a caller outside the simulation (`Sim::call`), while it runs.
+    call: Option<client::Call>,
 }
 
 impl Sim {
@@ -481,6 +488,7 @@ impl Sim {
             tick_at: BTreeMap::new(),
             last_tick: BTreeMap::new(),
             batching: BTreeSet::new(),
+            call: None,
         };
         let ids: Vec<NodeId> = sim.slots.keys().copied().collect();
         for n in ids {
@@ -1150,6 +1158,10 @@ impl Sim {
         log: LogId,
         position: MetalogPosition,
     ) {
+        if let Some(call) = self.call.as_mut().filter(|c| c.engine == engine && c.op == op) {
+            call.done = Some((result, log, position));
+            return;
+        }
         let Some(ci) = self.clients.iter().position(|c| c.engine == engine && c.op.as_ref().is_some_and(|(o, _, _)| *o == op))
         else {
             return;
