@@ -41,7 +41,7 @@ pub use message::{
 };
 pub use sequencer::{stored_entries_messages, Sequencer, SequencerAction, SequencerConfig};
 #[cfg(feature = "sim")]
-pub use sim::{run_seeds, Rng, Sim, SimOptions, SimStats, Violation};
+pub use sim::{run_seeds, Rng, Sim, SimLog, SimOptions, SimStats, Violation};
 pub use storage::{meta_reply, StorageAction, StorageConfig, StorageNode};
 pub use store::{
     ControllerStore, MemControllerStore, MemMetalogStore, MemStore, MetalogStore, MetalogWrite, RecordStore, RecoveredRecord,

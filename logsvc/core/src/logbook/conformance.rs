@@ -1,6 +1,7 @@
 //! One conformance suite for every [`LogBook`]: the engine's client over an in-process
-//! cluster (`tally-logsvc`), the exactly-once simulator's log (`tally-durable`), each
-//! run by its crate's tests. It checks the contract the trait's documentation states:
+//! cluster (`tally-logsvc`), the exactly-once simulator's log (`tally-durable`), and the
+//! log simulator's engines (`SimLog`, this crate's `tests/logbook.rs`), each run by its
+//! crate's tests. It checks the contract the trait's documentation states:
 //! order and seqnums, the context's monotonicity, conditional appends and their holders
 //! (also past a trim, also ahead of the end), conditions on unchanged streams, trims,
 //! and aux data. (Timeouts and failures are the implementations' own tests: how to make

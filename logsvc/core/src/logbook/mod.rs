@@ -1,8 +1,9 @@
 //! The LogBook contract: the shared log as its users see it (Boki §3, with Halfmoon's
 //! conditional append), the one trait that the exactly-once core (`tally-durable`)
 //! calls and every log implements: the engine's client (`tally-logsvc`'s `LogClient`),
-//! and the simulators' logs. `conformance` (with the `testing` feature) checks an
-//! implementation against this contract; every implementation runs it.
+//! the exactly-once simulator's log (`tally-durable`), and the log simulator's engines
+//! (`SimLog`, with the `sim` feature). `conformance` (with the `testing` feature) checks
+//! an implementation against this contract; every implementation runs it.
 //!
 //! ```text
 //!   a tag's stream:  [trimmed ...) r0  r1  r2 ... rN      (offsets 0..=N count every record

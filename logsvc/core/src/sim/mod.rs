@@ -17,8 +17,16 @@
 //! inputs at random, as the driver does, answers half the reads in place
 //! (`Engine::read_now`), and has each node's indexes spill every full chunk, a few, or
 //! none.
+//!
+//! A caller outside the simulation may also use it as a log ([`client`]): one request
+//! at a time to an engine, the simulation stepped until its reply, without the faults.
 
+mod client;
 mod oracle;
+mod rng;
+
+pub use client::SimLog;
+pub use rng::Rng;
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
@@ -40,35 +48,6 @@ use crate::storage::{meta_reply, StorageAction, StorageConfig, StorageNode};
 use crate::store::{MemMetalogStore, MemStore, MetalogStore, MetalogWrite, RecordStore};
 use crate::types::{BookId, Location, LogId, MetalogPosition, Micros, NodeId, SeqNum, Tag, Term};
 use oracle::Oracle;
-
-/// A small, fast, seedable generator (SplitMix64): the simulators' only randomness
-/// (the exactly-once layer's simulator uses it too).
-#[derive(Clone)]
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed ^ 0x9E37_79B9_7F4A_7C15)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (n > 0).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n
-    }
-
-    /// True with probability `p`; never for `p <= 0`.
-    pub fn chance(&mut self, p: f64) -> bool {
-        p > 0.0 && (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64 <= p
-    }
-}
 
 /// Everything a run depends on besides the seed.
 #[derive(Clone, Debug)]
@@ -415,6 +394,8 @@ pub struct Sim {
     last_tick: BTreeMap<NodeId, Micros>,
     /// Sequencers in a batch of inputs, whose actions wait for `Event::Flush`.
     batching: BTreeSet<NodeId>,
+    /// The request of a caller outside the simulation (`Sim::call`), while it runs.
+    call: Option<client::Call>,
 }
 
 impl Sim {
@@ -507,6 +488,7 @@ impl Sim {
             tick_at: BTreeMap::new(),
             last_tick: BTreeMap::new(),
             batching: BTreeSet::new(),
+            call: None,
         };
         let ids: Vec<NodeId> = sim.slots.keys().copied().collect();
         for n in ids {
@@ -675,33 +657,40 @@ impl Sim {
     /// Runs the whole simulation; returns the stats or the first violation.
     pub fn run(mut self) -> Result<SimStats, Violation> {
         quiet_panics();
-        let end_safety = self.opts.safety_us;
-        let end = end_safety + self.opts.liveness_us;
-        while let Some(Reverse((at, id))) = self.queue.pop() {
-            if at > end {
-                break;
-            }
-            self.now = at;
-            if !self.liveness && at >= end_safety {
-                self.begin_liveness();
-            }
-            let event = self.events.remove(&id).expect("scheduled events exist");
-            self.stats.events += 1;
-            IN_SIM.with(|s| s.set(true));
-            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.handle(event)));
-            IN_SIM.with(|s| s.set(false));
-            if outcome.is_err() {
-                let what = LAST_PANIC.with(|p| p.borrow_mut().take()).unwrap_or_default();
-                self.oracle.violations.push(format!("a state machine panicked: {what}"));
-            }
-            if !self.oracle.violations.is_empty() {
-                return Err(Violation { seed: self.seed, at_us: self.now, what: self.oracle.violations });
-            }
-        }
+        let end = self.opts.safety_us + self.opts.liveness_us;
+        while self.step(end)? {}
         self.check_liveness()?;
         self.stats.terms = self.config.as_ref().map_or(0, |c| c.current().term.0);
         self.stats.chunks_spilled += self.slots.values().filter_map(|s| s.node.as_ref()).map(Node::chunks_spilled).sum::<u64>();
         Ok(self.stats)
+    }
+
+    /// Handles the next event if it is due by `end` (and returns true), then checks the
+    /// oracle: the first violation is returned.
+    fn step(&mut self, end: Micros) -> Result<bool, Violation> {
+        let Some(&Reverse((at, id))) = self.queue.peek() else { return Ok(false) };
+        if at > end {
+            return Ok(false);
+        }
+        self.queue.pop();
+        self.now = at;
+        if !self.liveness && at >= self.opts.safety_us {
+            self.begin_liveness();
+        }
+        let event = self.events.remove(&id).expect("scheduled events exist");
+        self.stats.events += 1;
+        IN_SIM.with(|s| s.set(true));
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.handle(event)));
+        IN_SIM.with(|s| s.set(false));
+        if outcome.is_err() {
+            let what = LAST_PANIC.with(|p| p.borrow_mut().take()).unwrap_or_default();
+            self.oracle.violations.push(format!("a state machine panicked: {what}"));
+        }
+        if !self.oracle.violations.is_empty() {
+            let what = std::mem::take(&mut self.oracle.violations);
+            return Err(Violation { seed: self.seed, at_us: self.now, what });
+        }
+        Ok(true)
     }
 
     /// Every request submitted past the first half of the liveness phase must succeed.
@@ -1169,6 +1158,10 @@ impl Sim {
         log: LogId,
         position: MetalogPosition,
     ) {
+        if let Some(call) = self.call.as_mut().filter(|c| c.engine == engine && c.op == op) {
+            call.done = Some((result, log, position));
+            return;
+        }
         let Some(ci) = self.clients.iter().position(|c| c.engine == engine && c.op.as_ref().is_some_and(|(o, _, _)| *o == op))
         else {
             return;
