@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use tally_log_core::Error as LogError;
+use tally_log_core::{BookId, Error as LogError};
 
 use crate::error::Error;
 use crate::store::StateError;
@@ -89,6 +89,14 @@ impl From<Error> for Abort {
     fn from(e: Error) -> Self {
         Abort::Transient(e)
     }
+}
+
+/// Refuses a platform book where a user book is expected.
+pub(crate) fn check_book(book: BookId) -> Result<(), Error> {
+    if book.is_reserved() {
+        return Err(Error::InvalidArgument(format!("book {:#x} is reserved for the platform", book.0)));
+    }
+    Ok(())
 }
 
 /// Table names: 1 to 64 of `a-z 0-9 - _`.

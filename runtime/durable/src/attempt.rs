@@ -9,11 +9,11 @@
 use bytes::Bytes;
 use tally_log_core::{BookId, Context, Error as LogError, LogRecord, SeqNum, Tag};
 
+use crate::abort::Abort;
+use crate::core::ChildCall;
 use crate::env::{BoxFuture, FunctionVersion};
 use crate::error::{Error, Result};
 use crate::instance::{Instance, Wake};
-use crate::core::ChildCall;
-use crate::abort::Abort;
 use crate::objects::ObjOp;
 use crate::record::LockId;
 use crate::record::{cut, input_sha256, Awaited, Outcome};

@@ -36,19 +36,18 @@
 //! newest checkpoint. A reader whose stream runs out before it finds an aux-data view
 //! starts from the checkpoint (`replay.rs`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 use bytes::Bytes;
 use tally_log_core::{BookId, Context, SeqNum, Tag};
 
 use crate::abort::{Abort, PAYLOAD_MAX};
 use crate::node::Durable;
-use crate::table::{store_table, visible_write};
 use crate::objects::AuxView;
 use crate::record::kind;
 use crate::record::{self, LockId, Step, Written};
-use crate::recovery::BookScan;
 use crate::store::{Family, VersionPut};
+use crate::table::{store_table, visible_write};
 use crate::tags::{shadow, APPENDED, INSTANCES, LIBRARIES};
 
 /// Keys per page when walking a table.
@@ -68,11 +67,41 @@ pub struct Collected {
     pub streams: u64,
 }
 
-pub(crate) async fn collect(d: &Durable, book: BookId, scan: &mut BookScan) -> Result<Collected, Abort> {
-    let horizon = scan.horizon();
+/// What the recovery scan saw finish in one book, for garbage collection to collect.
+#[derive(Default)]
+pub(crate) struct Collectable {
+    /// Finished instances whose step logs are still there, in result order.
+    pub finished: VecDeque<Finished>,
+    /// Init seqnums of the instances whose step logs are still there.
+    pub inits: BTreeMap<Tag, u64>,
+    /// Where garbage collection last trimmed the INSTANCES stream.
+    pub instances_trimmed: u64,
+    /// What garbage collection read of the LIBRARIES stream and has not collected yet.
+    pub libraries: LibraryWalk,
+}
+
+/// An instance (root or child) whose result the scan has seen.
+pub(crate) struct Finished {
+    pub step_tag: Tag,
+    pub result: u64,
+    pub seen_ms: u64,
+    /// Its result says it may have appended to the user book under its mark.
+    pub appended: bool,
+}
+
+/// Collects in `book` what is below `horizon` (the scan's t̄; `next`, the next seqnum of
+/// INSTANCES it will read) and what `scan` saw finish long enough ago.
+pub(crate) async fn collect(
+    d: &Durable,
+    book: BookId,
+    horizon: u64,
+    next: u64,
+    ctx: &Context,
+    scan: &mut Collectable,
+) -> Result<Collected, Abort> {
     let now = d.core.clock.now_ms();
     let mut done = Collected::default();
-    let mut ctx = scan.ctx.clone();
+    let mut ctx = ctx.clone();
     let sb = shadow(book);
     while let Some(f) = scan.finished.front() {
         let expired = now.saturating_sub(f.seen_ms) >= d.core.config.results_kept_ms || scan.finished.len() > FINISHED_MAX;
@@ -101,7 +130,7 @@ pub(crate) async fn collect(d: &Durable, book: BookId, scan: &mut BookScan) -> R
     for table in d.tables(book).await? {
         collect_table(d, &mut ctx, book, &table, horizon, &mut done).await?;
     }
-    collect_libraries(d, &mut ctx, book, horizon, scan.next, &mut scan.libraries, &mut done).await?;
+    collect_libraries(d, &mut ctx, book, horizon, next, &mut scan.libraries, &mut done).await?;
     if done != Collected::default() {
         tracing::debug!(book = book.0, ?done, "collected");
     }

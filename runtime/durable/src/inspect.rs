@@ -23,7 +23,7 @@ pub struct ShardStatus {
 impl Durable {
     /// The JSON text at `path` of object `object` of `book`, if there is one.
     pub async fn object(&self, ctx: &mut Context, book: BookId, object: &str, path: &str) -> Result<Option<String>> {
-        crate::switch::check_book(book)?;
+        crate::abort::check_book(book)?;
         objects::check_name(object)?;
         objects::parse_path(path)?;
         let value = objects::view_at(&self.core, ctx, book, object, u64::MAX).await.map_err(|a| a.into_error())?;
@@ -32,7 +32,7 @@ impl Durable {
 
     /// The shards of queue `queue` of `book`.
     pub async fn queue(&self, ctx: &mut Context, book: BookId, queue: &str) -> Result<Vec<ShardStatus>> {
-        crate::switch::check_book(book)?;
+        crate::abort::check_book(book)?;
         queues::check_name(queue)?;
         let mut out = Vec::new();
         for shard in 0..queues::SHARDS {
@@ -44,10 +44,11 @@ impl Durable {
 
     /// The invocation holding lock `lock` of `book`, if one does.
     pub async fn lock_holder(&self, ctx: &mut Context, book: BookId, lock: &str) -> Result<Option<String>> {
-        crate::switch::check_book(book)?;
+        crate::abort::check_book(book)?;
         locks::check_name(lock)?;
-        let view =
-            locks::lock_at(&self.core, ctx, book, &LockId::Named(lock.to_string()), u64::MAX).await.map_err(|a| a.into_error())?;
+        let view = locks::lock_at(&self.core, ctx, book, &LockId::Named(lock.to_string()), u64::MAX)
+            .await
+            .map_err(|a| a.into_error())?;
         Ok(view.holder)
     }
 
@@ -55,7 +56,7 @@ impl Durable {
     /// with `None`, of all the streams of objects, queues and locks of `book` (for
     /// operators and tests: a steady workload keeps both bounded).
     pub async fn library_records(&self, ctx: &mut Context, book: BookId, object: Option<&str>) -> Result<u64> {
-        crate::switch::check_book(book)?;
+        crate::abort::check_book(book)?;
         let tag = match object {
             Some(o) => {
                 objects::check_name(o)?;

@@ -65,8 +65,10 @@ pub mod sim;
 /// The state store contract (crate `tally-state-api`), as the core names it.
 pub use tally_state_api as store;
 
+pub use abort::{check_table, Abort, CrashAfter, KEY_MAX, PAYLOAD_MAX, VALUE_MAX};
 pub use attempt::{Attempt, Functions};
 pub use config::{Protocol, StateConfig, StoreKind};
+pub use core::NodeBounds;
 pub use cron::civil_from_days;
 pub use env::{owner, Alone, BoxFuture, Clock, FunctionVersion, LogBook, LogResult, Peers, RetryPolicy, Spawn};
 pub use error::{Error, Result};
@@ -74,10 +76,7 @@ pub use id::{InstanceId, IDEMPOTENCY_KEY_MAX};
 pub use inspect::ShardStatus;
 pub use instance::{Instance, Of, Started, Wake, SLEEP_MAX_MS};
 pub use invoke::{InvocationStatus, InvokeRequest, Listed, ListedStatus};
-pub use abort::{check_table, Abort, CrashAfter, KEY_MAX, PAYLOAD_MAX, VALUE_MAX};
-pub use core::NodeBounds;
 pub use node::{Durable, Parts};
-pub use table::Ops;
 pub use record::{InvocationKey, LockId, Outcome, Reading, Transition, INVOCATION_KEY_MAX};
 pub use recorder::{GuestClock, RANDOM_BYTES_MAX, READINGS_MAX};
 pub use schedule::{
@@ -86,4 +85,5 @@ pub use schedule::{
 };
 pub use store::{StateError, StateStore};
 pub use switch::{auto_choice, TableStatus};
+pub use table::Ops;
 pub use tags::{shadow, TagKey, MANIFESTS, PLATFORM_BOOK};

@@ -24,10 +24,10 @@
 use serde::{Deserialize, Serialize};
 use tally_log_core::{BookId, Context};
 
-use crate::error::Error;
-use crate::id::InstanceId;
 use crate::abort::Abort;
 use crate::core::Core;
+use crate::error::Error;
+use crate::id::InstanceId;
 use crate::record::kind;
 use crate::record::{self, LockId, Step};
 use crate::replay;

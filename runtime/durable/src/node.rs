@@ -16,15 +16,15 @@ use tally_log_core::{BookId, Context};
 use crate::attempt::Functions;
 use crate::config::StateConfig;
 use crate::core::{ChildCall, Core, CoreParts, Invoker, NodeBounds};
-use crate::env::{Clock, LogBook, Peers, Spawn};
-use crate::tags::TagKey;
 use crate::env::BoxFuture;
+use crate::env::{Clock, LogBook, Peers, Spawn};
 use crate::error::{Error, Result};
 use crate::id::InstanceId;
 use crate::instance::{Instance, Of};
-use crate::invoke::Invocations;
+use crate::invoke::runs::{Invocations, Run};
 use crate::schedule::Schedules;
 use crate::store::StateStore;
+use crate::tags::TagKey;
 
 /// The parts a node's exactly-once layer runs on.
 pub struct Parts {
@@ -124,7 +124,7 @@ impl Durable {
 
 impl Invoker for Durable {
     fn call(self: Arc<Self>, child: ChildCall) -> BoxFuture<'static, (Result<Vec<u8>>, Context)> {
-        Box::pin(async move { self.run(crate::invoke::Run::child(child)).await })
+        Box::pin(async move { self.run(Run::child(child)).await })
     }
 
     fn kick_holder(self: Arc<Self>, ctx: &Context, book: BookId, root: &InstanceId) {

@@ -44,9 +44,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tally_log_core::{BookId, Context, LogRecord, SeqNum};
 
-use crate::error::Error;
 use crate::abort::{Abort, VALUE_MAX};
 use crate::core::Core;
+use crate::error::Error;
 use crate::record::kind;
 use crate::record::{self, Step};
 use crate::replay;

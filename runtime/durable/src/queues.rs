@@ -22,10 +22,10 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use tally_log_core::{BookId, Context, SeqNum};
 
-use crate::error::Error;
-use crate::id::InstanceId;
 use crate::abort::Abort;
 use crate::core::Core;
+use crate::error::Error;
+use crate::id::InstanceId;
 use crate::record::kind;
 use crate::record::{self, Step};
 use crate::replay;

@@ -29,12 +29,13 @@
 //! again a few times soon (its execution may have died between logging the wait and looking
 //! at the promise), then every ten minutes. A re-execution runs the root's own version.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Weak};
 
 use tally_log_core::{BookId, Context, LogRecord, SeqNum, Tag};
 
 use crate::error::Error;
+use crate::gc::{Collectable, Finished};
 use crate::id::InstanceId;
 use crate::instance::{Instance, Of};
 use crate::node::Durable;
@@ -70,15 +71,6 @@ struct Open {
     rechecks_soon: u8,
 }
 
-/// An instance (root or child) whose result the scan has seen.
-pub(crate) struct Finished {
-    pub step_tag: Tag,
-    pub result: u64,
-    pub seen_ms: u64,
-    /// Its result says it may have appended to the user book under its mark.
-    pub appended: bool,
-}
-
 /// How far the scan has read one book.
 #[derive(Default)]
 pub(crate) struct BookScan {
@@ -97,15 +89,9 @@ pub(crate) struct BookScan {
     /// not wait for older roots to finish before the scan tracks them; bounded as
     /// `woken_untracked` is.
     sleeping_untracked: BTreeMap<Tag, (InstanceId, u64)>,
-    /// Finished instances whose step logs are still there, in result order.
-    pub finished: VecDeque<Finished>,
-    /// Init seqnums of the instances whose step logs are still there.
-    pub inits: BTreeMap<Tag, u64>,
     pub last_gc_ms: Option<u64>,
-    /// Where garbage collection last trimmed the INSTANCES stream.
-    pub instances_trimmed: u64,
-    /// What garbage collection read of the LIBRARIES stream and has not collected yet.
-    pub libraries: crate::gc::LibraryWalk,
+    /// What garbage collection may collect: what the scan saw finish.
+    pub gc: Collectable,
 }
 
 impl BookScan {
@@ -145,7 +131,7 @@ impl BookScan {
         match step {
             Step::Init(kind::Init { id, function, version, .. })
             | Step::InitKeyed(kind::InitKeyed { id, function, version, .. }) => {
-                self.inits.insert(tag, r.seqnum.0);
+                self.gc.inits.insert(tag, r.seqnum.0);
                 if !id.is_root() {
                     return Ok(());
                 }
@@ -191,15 +177,15 @@ impl BookScan {
             Step::Cancel(kind::Cancel { root }) => self.make_due(d, &root, open_max),
             // A refused child's whole history: started and finished at once.
             Step::Refused(kind::Refused { .. }) => {
-                self.inits.insert(tag, r.seqnum.0);
+                self.gc.inits.insert(tag, r.seqnum.0);
                 let seen_ms = d.core.clock.now_ms();
-                self.finished.push_back(Finished { step_tag: tag, result: r.seqnum.0, seen_ms, appended: false });
+                self.gc.finished.push_back(Finished { step_tag: tag, result: r.seqnum.0, seen_ms, appended: false });
             }
             Step::Result(kind::Result { .. }) => {
                 self.open.remove(&tag);
                 self.sleeping_untracked.remove(&tag);
                 let (seen_ms, appended) = (d.core.clock.now_ms(), r.tags.contains(&APPENDED));
-                self.finished.push_back(Finished { step_tag: tag, result: r.seqnum.0, seen_ms, appended });
+                self.gc.finished.push_back(Finished { step_tag: tag, result: r.seqnum.0, seen_ms, appended });
             }
             _ => {}
         }
@@ -331,7 +317,7 @@ impl Recovery {
             let now = d.core.clock.now_ms();
             if scan.last_gc_ms.is_none_or(|t| now.saturating_sub(t) >= d.core.config.gc_interval_ms) {
                 scan.last_gc_ms = Some(now);
-                if let Err(e) = crate::gc::collect(d, book, scan).await {
+                if let Err(e) = crate::gc::collect(d, book, scan.horizon(), scan.next, &scan.ctx, &mut scan.gc).await {
                     tracing::warn!(book = book.0, "garbage collection: {}", e.into_error());
                 }
             }

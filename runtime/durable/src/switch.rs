@@ -55,14 +55,14 @@ use std::sync::{Arc, Weak};
 use bytes::Bytes;
 use tally_log_core::{BookId, Context, Error as LogError, SeqNum, Tag};
 
+use crate::abort::{check_book, check_table, Abort};
 use crate::config::Protocol;
 use crate::error::Error;
-use crate::abort::{check_table, Abort};
 use crate::node::Durable;
-use crate::table::{store_table, visible_write, written_value, Ops};
 use crate::record::kind;
 use crate::record::{self, Step, TableRef, Transition};
 use crate::store::{Family, Version};
+use crate::table::{store_table, visible_write, written_value, Ops};
 use crate::tags::{shadow, INSTANCES, PLATFORM_BOOK, SWITCHES};
 
 /// How often a switch checks whether the earlier instances have finished.
@@ -93,14 +93,6 @@ impl TableStatus {
         };
         Some(TableStatus { protocol, auto, switching, history })
     }
-}
-
-/// Refuses a platform book where a user book is expected.
-pub(crate) fn check_book(book: BookId) -> Result<(), Error> {
-    if book.is_reserved() {
-        return Err(Error::InvalidArgument(format!("book {:#x} is reserved for the platform", book.0)));
-    }
-    Ok(())
 }
 
 impl Durable {

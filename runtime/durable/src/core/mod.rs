@@ -198,10 +198,7 @@ impl Core {
 
     /// The invocation layer above, while it lives.
     pub(crate) fn invoker(&self) -> Result<Arc<dyn Invoker>, Abort> {
-        self.invoker
-            .get()
-            .and_then(Weak::upgrade)
-            .ok_or_else(|| Abort::internal("the invocation layer of this node is gone"))
+        self.invoker.get().and_then(Weak::upgrade).ok_or_else(|| Abort::internal("the invocation layer of this node is gone"))
     }
 
     /// Every book registered so far (by any node): what this node knew, and what was

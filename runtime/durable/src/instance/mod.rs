@@ -90,12 +90,11 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tally_log_core::{BookId, Cond, Context, Error as LogError, LogRecord, SeqNum, Tag, UNCHANGED_MAX};
 
+use crate::abort::{Abort, CrashAfter};
 use crate::config::Protocol;
+use crate::core::Core;
 use crate::error::Error;
 use crate::locks::{self, LockView};
-use crate::abort::{Abort, CrashAfter};
-use crate::core::Core;
-use crate::table::{fresher_value, visible_write, written_value, LastOp, Ops};
 use crate::objects::{self, ObjOp, Txn};
 use crate::queues;
 use crate::record::kind::{self, Kind};
@@ -104,6 +103,7 @@ use crate::record::{
 };
 use crate::recorder::{GuestClock, Recorder};
 use crate::store::{LatestPut, Version, VersionPut};
+use crate::table::{fresher_value, visible_write, written_value, LastOp, Ops};
 use crate::tags::{shadow, APPENDED, INSTANCES};
 use crate::InstanceId;
 

@@ -314,7 +314,8 @@ impl Durable {
                         let retry =
                             Step::Retry(kind::Retry { id: run.id.clone(), root: run.id.root(), attempt: run.attempt, until_ms });
                         let tags = [self.core.tags.retry(&run.id), INSTANCES];
-                        if let Err(e) = self.core.log.append(&mut run.ctx, shadow(run.book), &tags, record::encode(&retry)).await {
+                        if let Err(e) = self.core.log.append(&mut run.ctx, shadow(run.book), &tags, record::encode(&retry)).await
+                        {
                             return (Err(e.into()), run.ctx);
                         }
                         if let Err(suspended) = self.wait_to_retry(&run, version.version, until_ms).await {

@@ -20,222 +20,34 @@
 //! once. An attempt that ends suspended (a durable sleep) answers `Error::Suspended` with
 //! the root's ID and wake time (the gateway's 202).
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use bytes::Bytes;
-use futures_util::lock::Mutex as AsyncMutex;
 use tally_log_core::{BookId, Context, SeqNum};
 
+use crate::abort::check_book;
+use crate::abort::Abort;
+use crate::abort::CrashAfter;
 use crate::attempt::Attempt;
 use crate::env::FunctionVersion;
 use crate::error::{Error, Result};
 use crate::id::InstanceId;
-use crate::abort::CrashAfter;
 use crate::instance::{Instance, Of, Started};
-use crate::abort::Abort;
-use crate::core::ChildCall;
 use crate::node::Durable;
 use crate::record::kind;
 use crate::record::{self, cut, InvocationKey, Outcome, Step};
-use crate::switch::check_book;
 use crate::tags::{shadow, INSTANCES};
 
 mod attempts;
+pub(crate) mod runs;
 mod status;
 mod suspend;
 mod waking;
 
-/// One invocation to run: from outside, as a child, or again after a crash.
-pub(crate) struct Run {
-    pub function: String,
-    /// The version to run; `None` for the current one (or the one an Init names).
-    pub version: Option<u64>,
-    pub book: BookId,
-    /// `None` for a re-execution, which takes the input from the Init record.
-    pub input: Option<Bytes>,
-    pub ctx: Context,
-    pub depth: u32,
-    /// A parent's deadline, which bounds a child's.
-    pub deadline_ms: Option<u64>,
-    pub id: InstanceId,
-    /// Initialise the instance before running the guest (otherwise lazily, see
-    /// `InvokeRequest::retry_key`): needed when the ID may have history.
-    pub eager: bool,
-    pub crash: Option<Arc<CrashAfter>>,
-    pub attempt: u32,
-    /// A delayed start (`?delay_ms=`): the guest runs from this wall-clock time on.
-    pub delay_until: Option<u64>,
-    /// Its Init record was just appended by this node (an asynchronous start): its
-    /// first run has no retry and no cancellation to look for yet.
-    pub fresh: bool,
-    /// The key a fresh invocation is addressed to (`?key=`).
-    pub key: Option<InvocationKey>,
-    /// Nobody waits for its answer (an asynchronous start, a re-execution): a wait for
-    /// its key suspends it soon rather than hold its slot.
-    pub background: bool,
-    /// A root invocation from outside that may defer its Init on a node alone
-    /// (`Instance::begin`); an attempt that found it could not clears it.
-    pub defer: bool,
-    /// A synchronous root from outside with no key of any kind (`Of::forgettable`).
-    pub forgettable: bool,
-}
-
-impl Run {
-    /// A child invocation's first run on this node, eager (its ID is a step of its
-    /// parent's, which a peer may have started).
-    pub(crate) fn child(c: ChildCall) -> Run {
-        Run {
-            function: c.function,
-            version: None,
-            book: c.book,
-            input: Some(c.input),
-            ctx: c.ctx,
-            depth: c.depth,
-            deadline_ms: Some(c.deadline_ms),
-            id: c.id,
-            eager: true,
-            crash: c.crash,
-            attempt: 1,
-            delay_until: None,
-            fresh: false,
-            key: None,
-            background: false,
-            defer: false,
-            forgettable: false,
-        }
-    }
-}
-
-/// Where an invocation stands, as `GET /v1/invocations/{id}` shows it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum InvocationStatus {
-    Running,
-    /// In a durable sleep until `wake_ms` (milliseconds since the Unix epoch).
-    Sleeping {
-        wake_ms: u64,
-    },
-    Finished(std::result::Result<Bytes, Error>),
-}
-
-/// Where a root invocation stands, as a listing shows it (no output: see
-/// [`Durable::invocation`] for that).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ListedStatus {
-    Running,
-    Sleeping {
-        wake_ms: u64,
-    },
-    Succeeded,
-    /// With the error's code.
-    Failed(&'static str),
-}
-
-impl ListedStatus {
-    /// The name a listing filters by and shows: `running`, `sleeping`, `succeeded` or
-    /// `failed`.
-    pub fn name(&self) -> &'static str {
-        match self {
-            ListedStatus::Running => "running",
-            ListedStatus::Sleeping { .. } => "sleeping",
-            ListedStatus::Succeeded => "succeeded",
-            ListedStatus::Failed(_) => "failed",
-        }
-    }
-}
-
-/// One root invocation of a book in a listing.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Listed {
-    pub id: InstanceId,
-    pub function: String,
-    pub status: ListedStatus,
-}
-
-/// Entries of `Invocations::suspended` past which wakes already past are forgotten.
-const SUSPENDED_PRUNE_AT: usize = 4_096;
-
-/// Records of a book's INSTANCES stream one listing call reads at most, whatever it
-/// finds: past them it answers with what it has and where to go on.
-const LIST_SCAN_MAX: usize = 10_000;
-
-/// An invocation from outside.
-#[derive(Clone, Debug)]
-pub struct InvokeRequest {
-    pub function: String,
-    pub book: BookId,
-    pub input: Bytes,
-    /// The client's key that makes the invocation exactly-once across its retries.
-    pub idempotency_key: Option<String>,
-    /// A key a gateway gives an invocation it may retry on another node: the
-    /// invocation's effects are exactly-once across those retries (its ID comes from the
-    /// key), but it is initialised lazily like an unkeyed one, at its first `state` call
-    /// (on a table that is not unsafe), call, object, queue or lock operation, append to
-    /// its book, sleep or promise, so a function without effects logs nothing and may
-    /// simply run again. Ignored when `idempotency_key` is given.
-    pub retry_key: Option<String>,
-    /// Test hook: stop after this many effects (`[state] crash_injection` only).
-    pub crash_after: Option<u64>,
-    /// Where the client's last invocation got to in the log: this one reads nothing
-    /// older (session consistency across nodes). Empty for a client with no history.
-    pub position: Context,
-    /// Milliseconds to wait before the guest runs (0: none). The invocation is logged
-    /// at once (so it is exactly-once and outlives the node), and waits as a durable
-    /// sleep does; a retry of its key gets the start time the first request logged.
-    pub delay_ms: u64,
-    /// The key the invocation is addressed to (`?key=`): an exclusive keyed invocation
-    /// runs alone among its function's with the key (see `Instance::enter_key`).
-    pub key: Option<InvocationKey>,
-}
-
-/// What a run of a root holds while its guest runs (see `Invocations::running`).
-type RunLock = Arc<AsyncMutex<()>>;
-
-/// The invocations of this node: running roots, asynchronous ones and their status.
-pub(crate) struct Invocations {
-    id_prefix: u64,
-    next_id: AtomicU64,
-    /// Invocations answered with their logged result, without running.
-    replayed: AtomicU64,
-    /// Root invocations running on this node, each with a lock that a concurrent run of
-    /// the same ID (a client's retry, the recovery scan) waits on: one node never runs
-    /// the guest of one invocation twice at once.
-    /// By book and ID: one ID of two books names two invocations.
-    running: Mutex<HashMap<(BookId, InstanceId), RunLock>>,
-    asyncs: Mutex<Asyncs>,
-    /// Roots this node suspended, by book and ID, with their wake time: a root whose
-    /// child sleeps has no Sleep of its own in its step log, so its status comes from
-    /// here (on this node; others show it running).
-    suspended: Mutex<HashMap<(BookId, InstanceId), u64>>,
-}
-
-#[derive(Default)]
-struct Asyncs {
-    /// By book and ID: an ID names an invocation of one book only.
-    by_id: HashMap<(BookId, InstanceId), InvocationStatus>,
-    /// Finished ones, oldest first, forgotten past `invocations_kept`.
-    finished: VecDeque<(BookId, InstanceId)>,
-    running: usize,
-}
-
-impl Invocations {
-    pub(crate) fn new(id_prefix: u64) -> Invocations {
-        Invocations {
-            id_prefix,
-            next_id: AtomicU64::new(1),
-            replayed: AtomicU64::new(0),
-            running: Mutex::new(HashMap::new()),
-            asyncs: Mutex::new(Asyncs::default()),
-            suspended: Mutex::new(HashMap::new()),
-        }
-    }
-
-    /// A new invocation ID, unique across nodes and restarts with high probability.
-    fn new_id(&self) -> InstanceId {
-        InstanceId::generated(&format!("{:016x}{:08x}", self.id_prefix, self.next_id.fetch_add(1, Ordering::Relaxed)))
-    }
-}
+pub(crate) use runs::Run;
+pub use runs::{InvocationStatus, InvokeRequest, Listed, ListedStatus};
+use runs::{LIST_SCAN_MAX, SUSPENDED_PRUNE_AT};
 
 impl Durable {
     /// Invokes a function from outside. With an idempotency key the invocation is

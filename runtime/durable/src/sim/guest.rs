@@ -10,13 +10,13 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use tally_log_core::{Context, Error as LogError, SeqNum, Tag};
 
+use crate::abort::Abort;
 use crate::attempt::Attempt;
 use crate::attempt::Functions;
 use crate::config::Protocol;
 use crate::env::{BoxFuture, Clock, FunctionVersion};
 use crate::error::{Error, Result};
 use crate::instance::Wake;
-use crate::abort::Abort;
 
 use super::exec::Handle;
 use super::log::{user_trim, NodeLog};

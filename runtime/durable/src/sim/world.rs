@@ -9,8 +9,8 @@ use tally_log_core::BookId;
 
 use crate::attempt::Functions;
 use crate::config::{Protocol, StateConfig};
-use crate::env::{Clock, Spawn};
 use crate::core::NodeBounds;
+use crate::env::{Clock, Spawn};
 use crate::node::{Durable, Parts};
 use crate::store::StateStore;
 use crate::tags::TagKey;

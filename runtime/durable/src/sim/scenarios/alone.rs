@@ -4,10 +4,10 @@
 use bytes::Bytes;
 use tally_log_core::{Context, Tag};
 
+use crate::abort::Abort;
 use crate::config::Protocol;
 use crate::instance::{Instance, Of};
 use crate::invoke::InvokeRequest;
-use crate::abort::Abort;
 use crate::record::kind;
 use crate::record::{Outcome, Step};
 use crate::tags::shadow;

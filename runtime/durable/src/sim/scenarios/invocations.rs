@@ -8,10 +8,10 @@ use bytes::Bytes;
 use futures_util::future::join;
 use tally_log_core::Context;
 
+use crate::abort::Abort;
 use crate::error::Error;
 use crate::instance::{Instance, Of, Started};
 use crate::invoke::{InvocationStatus, InvokeRequest};
-use crate::abort::Abort;
 use crate::record::kind;
 use crate::record::{self, Outcome, Step};
 use crate::recovery::Recovery;

@@ -28,6 +28,7 @@ use std::task::{Context as TaskContext, Poll, Wake, Waker};
 use bytes::Bytes;
 use tally_log_core::{BookId, Context, SeqNum, Tag};
 
+use crate::abort::Abort;
 use crate::attempt::Attempt;
 use crate::attempt::Functions;
 use crate::config::{Protocol, StateConfig};
@@ -36,7 +37,6 @@ use crate::error::{Error, Result};
 use crate::id::InstanceId;
 use crate::instance::{Instance, Of, Started};
 use crate::invoke::{InvocationStatus, InvokeRequest};
-use crate::abort::Abort;
 use crate::node::Durable;
 use crate::record::kind;
 use crate::record::{self, Step};

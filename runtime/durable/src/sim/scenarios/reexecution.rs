@@ -9,10 +9,10 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tally_log_core::Context;
 
+use crate::abort::Abort;
 use crate::error::Error;
 use crate::instance::{Instance, Of, Started};
 use crate::invoke::{InvocationStatus, InvokeRequest};
-use crate::abort::Abort;
 use crate::record::kind;
 use crate::record::{Outcome, Step};
 use crate::recovery::Recovery;

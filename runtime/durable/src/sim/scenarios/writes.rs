@@ -5,12 +5,12 @@
 use bytes::Bytes;
 use tally_log_core::Context;
 
+use crate::abort::Abort;
+use crate::abort::CrashAfter;
 use crate::config::Protocol;
 use crate::error::Error;
-use crate::abort::CrashAfter;
 use crate::instance::{Instance, Of, Started};
 use crate::invoke::InvokeRequest;
-use crate::abort::Abort;
 use crate::record::kind;
 use crate::record::{self, Outcome, Step};
 use crate::recovery::Recovery;
