@@ -4,21 +4,20 @@
 //! that runs in `tally dev`.
 //!
 //! ```text
-//!   Durable (node.rs) ── invoke/: attempts of an invocation until a final outcome
-//!     │                    │  Functions::run(Attempt) ──> the guest (wasmtime, or the
-//!     │                    │                              simulator's scripted guests)
-//!     │                    ▼
-//!     │                 Instance (instance/): init, steps, cursorTS, per-table protocol
-//!     │                    │ get/put/delete, child calls (attempt.rs)
-//!     ▼                    ▼
-//!   background: recovery.rs (re-execution, feeds gc.rs), switch.rs (switches, auto),
-//!               schedule.rs; each for the books this node owns (env.rs: Peers)
-//!   all of it over:  Log · StateStore · Clock · Spawn · Functions   (env.rs, store)
+//!   Durable (node.rs): the node's parts ── invoke/: attempts of an invocation until a
+//!     │                                      │  final outcome; Functions::run(Attempt)
+//!     │  background, for the books this      │  ──> the guest (wasmtime, or the
+//!     │  node owns (env.rs: Peers):          │      simulator's scripted guests)
+//!     │  recovery.rs (feeds gc.rs),          ▼
+//!     │  switch.rs, schedule/             Instance (instance/): init, steps, cursorTS,
+//!     │                                      │  the protocols; child calls go up through
+//!     ▼                                      ▼  Invoker (core/)
+//!   Core (core/): Log · StateStore · Clock · Spawn · Peers, books, tables (table/)
 //! ```
 //!
 //! The records it logs are in `record/`, under the platform books and tags of
 //! `tags.rs`, which also states the isolation rules. `recorder.rs` makes a guest's
-//! clocks and random bytes the same in every execution of an invocation. `schedule.rs`
+//! clocks and random bytes the same in every execution of an invocation. `schedule/`
 //! fires schedules' ticks (cron expressions: `cron.rs`).
 //!
 //! Boki's libraries (§5) are `objects.rs`, `queues.rs` and `locks.rs`: replicated state

@@ -1,5 +1,5 @@
 //! A node's bounded memo of what it learned about `(table, key)` pairs: the object tags
-//! it derived (`tags.rs`), the objects it knows to have a durable version (`node.rs`).
+//! it derived (`tags.rs`), the objects it knows to have a durable version (`core/`).
 //!
 //! Set-associative: a pair's hash (keyed per process) picks a set of [`WAYS`] slots,
 //! where it is looked for and compared in full, so a collision (crafted or not) only

@@ -43,7 +43,7 @@
 //! against writes because Halfmoon's read-optimized writes and write-optimized reads each
 //! cost an append: here both wait for the invocation's next record, so each instance
 //! counts, from the order of its operations on a table, the appends and synced store writes
-//! each protocol would make (`Ops` in `node.rs`: a read after writes costs read-optimized
+//! each protocol would make (`Ops` in `table/costs.rs`: a read after writes costs read-optimized
 //! an append; a run of writes costs write-optimized a sync, and an append when it follows
 //! reads or a deferred Init), and `auto` picks the cheaper, a sync weighing
 //! `auto_sync_cost` appends. A lazily started invocation costs write-optimized as many

@@ -4,7 +4,7 @@
 //! before its guest runs (`Instance::enter_key`), as a guest takes a lock: waiting in
 //! place (a background run at most `sleep_in_place_max_ms`, one whose caller waits up to
 //! its deadline), then suspending for `KEY_RETRY_MS` to try again. A waiter that saw one
-//! holder all along runs the holder's root again (`Durable::kick_holder`; `locks.rs`
+//! holder all along runs the holder's root again (`Invoker::kick_holder`; `locks.rs`
 //! says why).
 
 use super::*;

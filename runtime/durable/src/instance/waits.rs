@@ -24,7 +24,7 @@
 //! recovery scan, from the `Completed` record, should the completing node die), so any
 //! invocation of the book may await any promise; a woken run reads from where its waker
 //! saw the completion. An await waiting in place looks every `PROMISE_POLL_MS`, or at once
-//! when the completion is made on its node (`Completions`, `node.rs`).
+//! when the completion is made on its node (`Completions`, `core/completions.rs`).
 
 use super::*;
 
