@@ -157,11 +157,11 @@ async fn schedule_jitter(node: &DevNode, report: &mut Report, ticks: u64) -> any
         overlap: Overlap::Skip,
         catch_up: CatchUp::Latest,
     };
-    let durable = &node.runtime.durable;
+    let durable = node.runtime.durable();
     let start = now_ms();
-    durable.put_schedule("jitter", spec, None).await.context("defining the schedule")?;
+    durable.schedules().put("jitter", spec, None).await.context("defining the schedule")?;
     tokio::time::sleep(Duration::from_millis(ticks * TICK_MS)).await;
-    durable.delete_schedule("jitter").await.context("deleting the schedule")?;
+    durable.schedules().delete("jitter").await.context("deleting the schedule")?;
     let end = now_ms();
     tokio::time::sleep(Duration::from_millis(500)).await;
     let mut late = Vec::new();
@@ -207,7 +207,7 @@ async fn promise_latency(node: &DevNode, report: &mut Report, n: usize) -> anyho
         });
         tokio::time::sleep(Duration::from_millis(100)).await;
         let completed = Instant::now();
-        rt.durable.complete_promise(&mut Context::new(), book, &promise, Bytes::from_static(b"yes")).await?;
+        rt.invocations().complete_promise(&mut Context::new(), book, &promise, Bytes::from_static(b"yes")).await?;
         let (out, answered) = waiting.await?;
         if out? != b"yes" {
             bail!("an await in place did not get the value");
@@ -222,7 +222,7 @@ async fn promise_latency(node: &DevNode, report: &mut Report, n: usize) -> anyho
                 other => bail!("an await with no timeout answered {other:?}"),
             };
         let completed = Instant::now();
-        rt.durable.complete_promise(&mut Context::new(), book, &promise, Bytes::from_static(b"yes")).await?;
+        rt.invocations().complete_promise(&mut Context::new(), book, &promise, Bytes::from_static(b"yes")).await?;
         loop {
             match rt.invocation(&mut Context::new(), book, &id).await? {
                 InvocationStatus::Finished(Ok(_)) => break,

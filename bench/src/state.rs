@@ -211,7 +211,7 @@ impl Node {
             defer_init: lazy,
             forgettable: false,
         };
-        self.runtime().durable.instance(of)
+        self.runtime().durable().instance(of)
     }
 }
 
@@ -454,7 +454,7 @@ async fn auto(node: &Node, plan: &Plan, faster: &BTreeMap<u32, Protocol>, report
         // Let a switch the last window started finish.
         let deadline = Instant::now() + Duration::from_secs(10);
         let status = loop {
-            let st = rt.durable.table_status(BookId(book), "auto").await?.context("the auto table is in use")?;
+            let st = rt.tables().status(BookId(book), "auto").await?.context("the auto table is in use")?;
             if st.switching.is_none() || Instant::now() > deadline {
                 break st;
             }

@@ -558,7 +558,7 @@ async fn cancel(
 ) -> ApiResult<Response> {
     let book = user_book(q.book)?;
     let mut ctx = position_of(&headers)?;
-    rt.durable.cancel(&mut ctx, book, &id).await?;
+    rt.invocations().cancel(&mut ctx, book, &id).await?;
     Ok(with_position(accepted(&id, book, json!({ "invocation_id": id, "book": book.0, "status": "cancelling" })), &ctx))
 }
 
@@ -575,7 +575,7 @@ async fn complete_promise(
     let book = user_book(q.book)?;
     let mut ctx = position_of(&headers)?;
     let value = body.read("the value of a promise", tally_durable::PAYLOAD_MAX as u64).await?;
-    rt.durable.complete_promise(&mut ctx, book, &id, value).await?;
+    rt.invocations().complete_promise(&mut ctx, book, &id, value).await?;
     Ok(with_position(Json(json!({ "promise": id, "book": book.0, "completed": true })).into_response(), &ctx))
 }
 
@@ -616,7 +616,7 @@ async fn list_invocations(
         return Err(RuntimeError::InvalidArgument(format!("limit {limit}: 1 to {LIST_LIMIT_MAX}")).into());
     }
     let (listed, next) =
-        rt.durable.list_invocations(&mut ctx, book, q.function.as_deref(), q.status.as_deref(), q.after, limit).await?;
+        rt.invocations().list(&mut ctx, book, q.function.as_deref(), q.status.as_deref(), q.after, limit).await?;
     let invocations: Vec<serde_json::Value> = listed
         .iter()
         .map(|l| {
@@ -756,7 +756,7 @@ async fn object(
 ) -> ApiResult<Response> {
     let book = user_book(book)?;
     let mut ctx = position_of(&headers)?;
-    let text = rt.durable.object(&mut ctx, book, &name, &q.path).await?;
+    let text = rt.libraries().object(&mut ctx, book, &name, &q.path).await?;
     let value: serde_json::Value = match text {
         Some(t) => serde_json::from_str(&t).map_err(|e| RuntimeError::Internal(format!("an object's view: {e}")))?,
         None => serde_json::Value::Null,
@@ -775,7 +775,7 @@ async fn queue(
 ) -> ApiResult<Response> {
     let book = user_book(book)?;
     let mut ctx = position_of(&headers)?;
-    let shards = rt.durable.queue(&mut ctx, book, &name).await?;
+    let shards = rt.libraries().queue(&mut ctx, book, &name).await?;
     let pending: u64 = shards.iter().map(|s| s.pending).sum();
     Ok(Json(json!({ "book": book.0, "queue": name, "pending": pending, "shards": shards })).into_response())
 }
@@ -790,7 +790,7 @@ async fn lock(
 ) -> ApiResult<Response> {
     let book = user_book(book)?;
     let mut ctx = position_of(&headers)?;
-    let holder = rt.durable.lock_holder(&mut ctx, book, &name).await?;
+    let holder = rt.libraries().lock_holder(&mut ctx, book, &name).await?;
     Ok(Json(json!({ "book": book.0, "lock": name, "held": holder.is_some(), "holder": holder })).into_response())
 }
 
@@ -800,7 +800,7 @@ async fn table_status(
     ApiPath((book, table)): ApiPath<(u64, String)>,
     _: NoBody,
 ) -> ApiResult<Response> {
-    let status = rt.durable.table_status(user_book(book)?, &table).await?;
+    let status = rt.tables().status(user_book(book)?, &table).await?;
     Ok(Json(table_json(book, &table, status)).into_response())
 }
 
@@ -821,13 +821,13 @@ async fn table_switch(
     let req: SwitchRequest = serde_json::from_slice(&body)
         .map_err(|e| RuntimeError::InvalidArgument(format!("expected {{\"protocol\": \"...\"}}: {e}")))?;
     let protocol: Protocol = req.protocol.parse().map_err(RuntimeError::InvalidArgument)?;
-    let status = rt.durable.switch_table(book, &table, protocol).await?;
+    let status = rt.tables().switch(book, &table, protocol).await?;
     Ok((StatusCode::ACCEPTED, Json(table_json(book.0, &table, Some(status)))).into_response())
 }
 
 #[tracing::instrument(name = "http.metrics", skip_all)]
 async fn metrics(State(rt): State<Arc<Runtime>>, _: NoBody) -> Response {
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], rt.metrics.render(rt.durable.replayed())).into_response()
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], rt.metrics.render(rt.invocations().replayed())).into_response()
 }
 
 /// Standard base64 with padding.

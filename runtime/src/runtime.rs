@@ -15,7 +15,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use tally_durable::{Durable, InvocationKey, InvocationStatus, InvokeRequest, NodeBounds, Parts, Peers, StateStore, TagKey};
+use tally_durable::{
+    Durable, InvocationKey, InvocationStatus, Invocations, InvokeRequest, Libraries, NodeBounds, Parts, Peers, Schedules,
+    StateStore, Tables, TagKey,
+};
 use tally_host::{HostFunctions, Metrics, Registry, Tokio, VersionInfo, WasmHost};
 use tally_logsvc::{BookId, Context, LogClient};
 use tally_state::{PgStateStore, RocksStateStore};
@@ -32,7 +35,7 @@ pub struct Runtime {
     pub registry: Arc<Registry>,
     pub metrics: Arc<Metrics>,
     log: LogClient,
-    pub durable: Arc<Durable>,
+    durable: Arc<Durable>,
     /// Set by [`Runtime::stop`]: the registry refresh ends at its next turn.
     stopped: AtomicBool,
 }
@@ -109,6 +112,31 @@ impl Runtime {
     pub fn stop(&self) {
         self.stopped.store(true, Ordering::Release);
         self.durable.stop();
+    }
+
+    /// The cluster's schedules.
+    pub fn schedules(&self) -> Schedules<'_> {
+        self.durable.schedules()
+    }
+
+    /// Invocations by ID: listings, cancellation, promise completion.
+    pub fn invocations(&self) -> Invocations<'_> {
+        self.durable.invocations()
+    }
+
+    /// The tables' protocols and switches.
+    pub fn tables(&self) -> Tables<'_> {
+        self.durable.tables()
+    }
+
+    /// The state of objects, queues and locks.
+    pub fn libraries(&self) -> Libraries<'_> {
+        self.durable.libraries()
+    }
+
+    /// The exactly-once layer itself, for tests and benchmarks that look inside it.
+    pub fn durable(&self) -> &Arc<Durable> {
+        &self.durable
     }
 
     /// The user log client of this node (the gateway's book listing uses it).

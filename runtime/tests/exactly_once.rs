@@ -331,7 +331,7 @@ async fn deploy_bank(rt: &Arc<tally_runtime::Runtime>, protocol: Protocol) {
 }
 
 async fn table_status(h: &Harness, book: u64, table: &str) -> TableStatus {
-    h.node.runtime.durable.table_status(BookId(book), table).await.expect("status").expect("the table is in use")
+    h.node.runtime.tables().status(BookId(book), table).await.expect("status").expect("the table is in use")
 }
 
 /// Whether the keyed invocation has started (its Init record is in the log).
@@ -371,7 +371,7 @@ async fn switching_under_load_keeps_exactly_once_without_pausing() {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
         let began = Instant::now();
-        let status = rt.durable.switch_table(BookId(book), "accounts", to).await.expect("switch");
+        let status = rt.tables().switch(BookId(book), "accounts", to).await.expect("switch");
         assert!(status.switching.is_some(), "{status:?}");
         let deadline = Instant::now() + Duration::from_secs(30);
         while table_status(&h, book, "accounts").await.switching.is_some() {
@@ -385,7 +385,7 @@ async fn switching_under_load_keeps_exactly_once_without_pausing() {
         let out = slow.await.unwrap().expect("the long invocation");
         assert_eq!(String::from_utf8(out).unwrap(), format!("a={n} b={n} c={n}"));
         // Only read- and write-optimized switch.
-        assert!(rt.durable.switch_table(BookId(book), "accounts", Protocol::Symmetric).await.is_err());
+        assert!(rt.tables().switch(BookId(book), "accounts", Protocol::Symmetric).await.is_err());
     }
     let history = table_status(&h, book, "accounts").await.history;
     assert_eq!(history.len(), 1 + 2 * targets.len(), "{history:?}");
@@ -486,7 +486,7 @@ async fn garbage_collection_keeps_storage_bounded() {
                 let key = format!("acct{a}");
                 // Count what is left: every version at or below the newest.
                 let mut at = u64::MAX;
-                while let Some((v, _)) = rt.durable.store().get_at(&st, key.as_bytes(), at).await.unwrap() {
+                while let Some((v, _)) = rt.durable().store().get_at(&st, key.as_bytes(), at).await.unwrap() {
                     versions += 1;
                     match v.checked_sub(1) {
                         Some(prev) => at = prev,
@@ -607,7 +607,7 @@ async fn random_programs(h: &Harness, book: u64, seed: u64) {
         if i % 9 == 4 {
             let to = if rng.below(2) == 0 { Protocol::WriteOptimized } else { Protocol::ReadOptimized };
             // Refused while the previous switch is still under way: fine.
-            let _ = rt.durable.switch_table(BookId(book), "x", to).await;
+            let _ = rt.tables().switch(BookId(book), "x", to).await;
         }
     }
     for table in tables {
@@ -1029,25 +1029,25 @@ async fn cancellation_stops_a_tree_mid_flight_and_a_finished_invocation_refuses_
         assert!(Instant::now() < deadline, "the tree never slept");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    rt.durable.cancel(&mut Context::new(), BookId(841), &id).await.expect("cancelling");
-    rt.durable.cancel(&mut Context::new(), BookId(841), &id).await.expect("cancelling twice is cancelling once");
+    rt.invocations().cancel(&mut Context::new(), BookId(841), &id).await.expect("cancelling");
+    rt.invocations().cancel(&mut Context::new(), BookId(841), &id).await.expect("cancelling twice is cancelling once");
     let r = finished(841, id.clone()).await;
     assert!(matches!(r, Err(RuntimeError::Cancelled)), "{r:?}");
     assert_eq!(h.invoke_fn("steps", 841, "script get t before; get t after", "look", None).await.unwrap(), "1,none");
     // Once it ended cancelled, cancelling again is still cancelling once (a client's
     // retried DELETE); a finished invocation that ran to its end refuses a
     // cancellation; an unknown one is not found.
-    rt.durable.cancel(&mut Context::new(), BookId(841), &id).await.expect("cancelling a cancelled invocation");
+    rt.invocations().cancel(&mut Context::new(), BookId(841), &id).await.expect("cancelling a cancelled invocation");
     let done = start(842, "script inc t x", "done").await;
     assert!(finished(842, done.clone()).await.is_ok());
-    let again = rt.durable.cancel(&mut Context::new(), BookId(842), &done).await;
+    let again = rt.invocations().cancel(&mut Context::new(), BookId(842), &done).await;
     assert!(matches!(&again, Err(RuntimeError::Conflict(m)) if m.contains("succeeded")), "{again:?}");
-    let unknown = rt.durable.cancel(&mut Context::new(), BookId(842), &"0".repeat(32)).await;
+    let unknown = rt.invocations().cancel(&mut Context::new(), BookId(842), &"0".repeat(32)).await;
     assert!(matches!(unknown, Err(RuntimeError::InvocationNotFound(_))), "{unknown:?}");
     // Running (not asleep): it sees the cancellation at its next step.
     let id = start(843, "script inc t x; sleep 400; inc t y", "running").await;
     tokio::time::sleep(Duration::from_millis(150)).await;
-    rt.durable.cancel(&mut Context::new(), BookId(843), &id).await.expect("cancelling");
+    rt.invocations().cancel(&mut Context::new(), BookId(843), &id).await.expect("cancelling");
     let r = finished(843, id).await;
     assert!(matches!(r, Err(RuntimeError::Cancelled)), "{r:?}");
     assert_eq!(h.invoke_fn("steps", 843, "script get t x; get t y", "look", None).await.unwrap(), "1,none");
@@ -1075,7 +1075,7 @@ async fn every_language_awaits_promises_created_elsewhere() {
             Err(RuntimeError::Suspended { id, .. }) => id,
             other => panic!("{function}: {other:?}"),
         };
-        rt.durable
+        rt.invocations()
             .complete_promise(&mut Context::new(), BookId(book), &promise, Bytes::from(format!("v-{function}")))
             .await
             .expect("completing");
@@ -1121,16 +1121,16 @@ async fn promises_complete_once_before_during_and_after_the_wait() {
     // second completion is refused.
     let id = suspended(h.invoke_fn("clocks", 901, "approve 0 0", "during", None).await);
     let promise = promise_of(901).await;
-    rt.durable
+    rt.invocations()
         .complete_promise(&mut Context::new(), BookId(901), &promise, Bytes::from_static(b"yes"))
         .await
         .expect("completing");
     assert_eq!(finished(901, id).await, "approved:yes");
-    let again = rt.durable.complete_promise(&mut Context::new(), BookId(901), &promise, Bytes::from_static(b"no")).await;
+    let again = rt.invocations().complete_promise(&mut Context::new(), BookId(901), &promise, Bytes::from_static(b"no")).await;
     assert!(matches!(again, Err(RuntimeError::Conflict(_))), "{again:?}");
     // Completed before the await (while the invocation sleeps first).
     let id = suspended(h.invoke_fn("clocks", 902, "approve 2000 0", "before", None).await);
-    rt.durable
+    rt.invocations()
         .complete_promise(&mut Context::new(), BookId(902), &promise_of(902).await, Bytes::from_static(b"early"))
         .await
         .expect("completing");
@@ -1139,14 +1139,14 @@ async fn promises_complete_once_before_during_and_after_the_wait() {
     // changes nothing, and the key answers with the logged outcome.
     let id = suspended(h.invoke_fn("clocks", 903, "approve 0 1500", "late", None).await);
     assert_eq!(finished(903, id).await, "timeout");
-    rt.durable
+    rt.invocations()
         .complete_promise(&mut Context::new(), BookId(903), &promise_of(903).await, Bytes::from_static(b"late"))
         .await
         .expect("completing");
     assert_eq!(h.invoke_fn("clocks", 903, "approve 0 1500", "late", None).await.expect("the logged answer"), "timeout");
     // Promises that no invocation of the book created.
     for (book, id) in [(901, "0".repeat(32)), (902, promise.clone()), (901, "not-a-promise".to_string())] {
-        let r = rt.durable.complete_promise(&mut Context::new(), BookId(book), &id, Bytes::new()).await;
+        let r = rt.invocations().complete_promise(&mut Context::new(), BookId(book), &id, Bytes::new()).await;
         assert!(matches!(r, Err(RuntimeError::PromiseNotFound(_))), "{book} {id}: {r:?}");
     }
     h.node.shutdown().await;
@@ -1340,7 +1340,7 @@ async fn a_shut_down_node_ends_its_background_loops_though_still_referenced() {
     let h = Harness::start(StoreKind::Rocksdb).await;
     assert_eq!(h.invoke(1, "run r", "loops", None).await.expect("an invocation"), "a=1 b=1 c=1");
     let runtime = h.node.runtime.clone();
-    let durable = runtime.durable.clone();
+    let durable = runtime.durable().clone();
     assert!(Arc::weak_count(&durable) > 0 && Arc::weak_count(&runtime) > 0, "the loops hold the node");
     h.node.shutdown().await;
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -1483,7 +1483,7 @@ async fn a_lock_is_exclusive_and_released_after_its_holder_crashes() {
     // The holder crashes right after taking the lock (its effects: Init, the try).
     let crashed = h.invoke(BOOK, "script lock L 1000;inc r held;unlock L", "holder", Some(2)).await;
     assert!(matches!(crashed, Err(RuntimeError::InjectedCrash)), "{crashed:?}");
-    let status = h.node.runtime.durable.lock_holder(&mut Default::default(), BookId(BOOK), "L").await.unwrap();
+    let status = h.node.runtime.libraries().lock_holder(&mut Default::default(), BookId(BOOK), "L").await.unwrap();
     assert!(status.is_some(), "the crashed holder holds L");
     // A short wait times out; a long one gets it once the waiter has run the holder again.
     assert_eq!(script_once(&h, BOOK, "lock L 50", "short", None).await, "false");
@@ -1500,7 +1500,7 @@ async fn a_lock_is_exclusive_and_released_after_its_holder_crashes() {
         assert!(task.await.unwrap().starts_with("true,"));
     }
     assert_eq!(h.read(BOOK, "r", "z").await, "16");
-    let free = h.node.runtime.durable.lock_holder(&mut Default::default(), BookId(BOOK), "L").await.unwrap();
+    let free = h.node.runtime.libraries().lock_holder(&mut Default::default(), BookId(BOOK), "L").await.unwrap();
     assert_eq!(free, None);
 }
 
@@ -1549,7 +1549,7 @@ async fn queue_messages_are_popped_once_in_order_across_consumer_crashes() {
             assert!(order.windows(2).all(|w| w[0] < w[1]), "a consumer saw {order:?}");
         }
     }
-    let shards = h.node.runtime.durable.queue(&mut Default::default(), BookId(BOOK), "jobs").await.unwrap();
+    let shards = h.node.runtime.libraries().queue(&mut Default::default(), BookId(BOOK), "jobs").await.unwrap();
     assert_eq!(shards.iter().map(|s| s.pending).sum::<u64>(), 0);
 }
 
@@ -1565,7 +1565,7 @@ async fn library_streams_are_checkpointed_and_trimmed_and_read_the_same() {
     .await;
     const BOOK: u64 = 1306;
     let book = BookId(BOOK);
-    let d = h.node.runtime.durable.clone();
+    let d = h.node.runtime.durable().clone();
     let mut ctx = tally_logsvc::Context::default();
     let mut pushed = Vec::new();
     let mut popped = Vec::new();
@@ -1585,8 +1585,8 @@ async fn library_streams_are_checkpointed_and_trimmed_and_read_the_same() {
         // pending pushes (from its oldest on) is left.
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            let all = d.library_records(&mut ctx, book, None).await.unwrap();
-            let c = d.library_records(&mut ctx, book, Some("c")).await.unwrap();
+            let all = d.libraries().records(&mut ctx, book, None).await.unwrap();
+            let c = d.libraries().records(&mut ctx, book, Some("c")).await.unwrap();
             if all == 0 && c == 0 {
                 break;
             }
@@ -1594,11 +1594,11 @@ async fn library_streams_are_checkpointed_and_trimmed_and_read_the_same() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         assert_eq!(object_counter(&h, BOOK, "c").await, 60 * (round + 1));
-        let t = d.object(&mut ctx, book, "t", &format!("/r{round}")).await.unwrap();
+        let t = d.libraries().object(&mut ctx, book, "t", &format!("/r{round}")).await.unwrap();
         assert_eq!(t.as_deref(), Some("29"));
-        let shards = d.queue(&mut ctx, book, "q").await.unwrap();
+        let shards = d.libraries().queue(&mut ctx, book, "q").await.unwrap();
         assert_eq!(shards.iter().map(|s| s.pending).sum::<u64>(), 10 * (round as u64 + 1));
-        assert_eq!(d.lock_holder(&mut ctx, book, "L").await.unwrap(), None);
+        assert_eq!(d.libraries().lock_holder(&mut ctx, book, "L").await.unwrap(), None);
     }
     for i in 0.. {
         match script_once(&h, BOOK, "qpop q 50", &format!("drain-{i}"), None).await.as_str() {

@@ -127,7 +127,7 @@ pub(crate) async fn collect(
         d.core.log.trim(&mut ctx, sb, APPENDED, SeqNum(below)).await?;
         scan.instances_trimmed = below;
     }
-    for table in d.tables(book).await? {
+    for table in d.core.tables(book).await? {
         collect_table(d, &mut ctx, book, &table, horizon, &mut done).await?;
     }
     collect_libraries(d, &mut ctx, book, horizon, next, &mut scan.libraries, &mut done).await?;

@@ -5,7 +5,7 @@ use serde::Serialize;
 use tally_log_core::{BookId, Context, SeqNum};
 
 use crate::error::Result;
-use crate::node::Durable;
+use crate::node::Libraries;
 use crate::record::LockId;
 use crate::tags::{shadow, LIBRARIES};
 use crate::{locks, objects, queues};
@@ -20,23 +20,25 @@ pub struct ShardStatus {
     pub oldest: Option<u64>,
 }
 
-impl Durable {
+impl Libraries<'_> {
     /// The JSON text at `path` of object `object` of `book`, if there is one.
     pub async fn object(&self, ctx: &mut Context, book: BookId, object: &str, path: &str) -> Result<Option<String>> {
+        let d = self.0;
         crate::abort::check_book(book)?;
         objects::check_name(object)?;
         objects::parse_path(path)?;
-        let value = objects::view_at(&self.core, ctx, book, object, u64::MAX).await.map_err(|a| a.into_error())?;
+        let value = objects::view_at(d, ctx, book, object, u64::MAX).await.map_err(|a| a.into_error())?;
         objects::text_at(&value, path)
     }
 
     /// The shards of queue `queue` of `book`.
     pub async fn queue(&self, ctx: &mut Context, book: BookId, queue: &str) -> Result<Vec<ShardStatus>> {
+        let d = self.0;
         crate::abort::check_book(book)?;
         queues::check_name(queue)?;
         let mut out = Vec::new();
         for shard in 0..queues::SHARDS {
-            let view = queues::shard_at(&self.core, ctx, book, queue, shard, u64::MAX).await.map_err(|a| a.into_error())?;
+            let view = queues::shard_at(d, ctx, book, queue, shard, u64::MAX).await.map_err(|a| a.into_error())?;
             out.push(ShardStatus { shard, pending: view.pending, oldest: view.head });
         }
         Ok(out)
@@ -44,29 +46,29 @@ impl Durable {
 
     /// The invocation holding lock `lock` of `book`, if one does.
     pub async fn lock_holder(&self, ctx: &mut Context, book: BookId, lock: &str) -> Result<Option<String>> {
+        let d = self.0;
         crate::abort::check_book(book)?;
         locks::check_name(lock)?;
-        let view = locks::lock_at(&self.core, ctx, book, &LockId::Named(lock.to_string()), u64::MAX)
-            .await
-            .map_err(|a| a.into_error())?;
+        let view = locks::lock_at(d, ctx, book, &LockId::Named(lock.to_string()), u64::MAX).await.map_err(|a| a.into_error())?;
         Ok(view.holder)
     }
 
     /// How many records garbage collection has left of object `object`'s stream, or,
     /// with `None`, of all the streams of objects, queues and locks of `book` (for
     /// operators and tests: a steady workload keeps both bounded).
-    pub async fn library_records(&self, ctx: &mut Context, book: BookId, object: Option<&str>) -> Result<u64> {
+    pub async fn records(&self, ctx: &mut Context, book: BookId, object: Option<&str>) -> Result<u64> {
+        let d = self.0;
         crate::abort::check_book(book)?;
         let tag = match object {
             Some(o) => {
                 objects::check_name(o)?;
-                self.core.tags.bokistore(o)
+                d.tags.bokistore(o)
             }
             None => LIBRARIES,
         };
         let mut count = 0;
         let mut at = 0;
-        while let Some(r) = self.core.log.read_next(ctx, shadow(book), tag, SeqNum(at)).await.map_err(crate::Error::from)? {
+        while let Some(r) = d.log.read_next(ctx, shadow(book), tag, SeqNum(at)).await.map_err(crate::Error::from)? {
             count += 1;
             at = r.seqnum.0 + 1;
         }

@@ -75,7 +75,7 @@ pub use id::{InstanceId, IDEMPOTENCY_KEY_MAX};
 pub use inspect::ShardStatus;
 pub use instance::{Instance, Of, Started, Wake, SLEEP_MAX_MS};
 pub use invoke::{InvocationStatus, InvokeRequest, Listed, ListedStatus};
-pub use node::{Durable, Parts};
+pub use node::{Durable, Invocations, Libraries, Parts, Schedules, Tables};
 pub use record::{InvocationKey, LockId, Outcome, Reading, Transition, INVOCATION_KEY_MAX};
 pub use recorder::{GuestClock, RANDOM_BYTES_MAX, READINGS_MAX};
 pub use schedule::{

@@ -21,8 +21,8 @@ use crate::env::{Clock, LogBook, Peers, Spawn};
 use crate::error::{Error, Result};
 use crate::id::InstanceId;
 use crate::instance::{Instance, Of};
-use crate::invoke::runs::{Invocations, Run};
-use crate::schedule::Schedules;
+use crate::invoke::runs::{Run, Running};
+use crate::schedule::Drivers;
 use crate::store::StateStore;
 use crate::tags::TagKey;
 
@@ -41,13 +41,27 @@ pub struct Parts {
     pub id_prefix: u64,
 }
 
+/// The cluster's schedules, as a node offers them (`schedule/driver.rs`).
+pub struct Schedules<'a>(pub(crate) &'a Arc<Durable>);
+
+/// Invocations by ID: their listing, cancellation and the completion of their promises
+/// (`invoke/status.rs`, `invoke/waking.rs`).
+pub struct Invocations<'a>(pub(crate) &'a Arc<Durable>);
+
+/// The tables' protocols and their switches (`switch.rs`).
+pub struct Tables<'a>(pub(crate) &'a Arc<Durable>);
+
+/// The state of Boki's libraries (objects, queues, locks), for operators (`inspect.rs`).
+pub struct Libraries<'a>(pub(crate) &'a Core);
+
 /// A node's exactly-once layer.
 pub struct Durable {
     /// What its instances run on.
     pub(crate) core: Arc<Core>,
     pub(crate) functions: Arc<dyn Functions>,
-    pub(crate) invocations: Invocations,
-    pub(crate) schedules: Schedules,
+    pub(crate) running: Running,
+    /// The schedules this node knows and drives.
+    pub(crate) drivers: Drivers,
     /// Switches this node is completing, by (book, table).
     pub(crate) completing: Mutex<BTreeSet<(BookId, String)>>,
     /// Lock holders this node ran again for their waiters, and when (`locks.rs`).
@@ -72,8 +86,8 @@ impl Durable {
         let durable = Arc::new(Durable {
             core,
             functions: parts.functions,
-            invocations: Invocations::new(parts.id_prefix),
-            schedules: Default::default(),
+            running: Running::new(parts.id_prefix),
+            drivers: Default::default(),
             completing: Mutex::new(BTreeSet::new()),
             kicked: Mutex::new(HashMap::new()),
             stopped: AtomicBool::new(false),
@@ -95,14 +109,29 @@ impl Durable {
         weak.upgrade().filter(|d| !d.stopped.load(Ordering::Acquire))
     }
 
+    /// The cluster's schedules.
+    pub fn schedules(self: &Arc<Self>) -> Schedules<'_> {
+        Schedules(self)
+    }
+
+    /// Invocations by ID (their status is [`Durable::invocation`]).
+    pub fn invocations(self: &Arc<Self>) -> Invocations<'_> {
+        Invocations(self)
+    }
+
+    /// The tables' protocols.
+    pub fn tables(self: &Arc<Self>) -> Tables<'_> {
+        Tables(self)
+    }
+
+    /// The state of objects, queues and locks.
+    pub fn libraries(&self) -> Libraries<'_> {
+        Libraries(&self.core)
+    }
+
     /// Every book registered so far (by any node).
     pub async fn books(&self) -> Result<BTreeSet<BookId>, Error> {
         self.core.books().await
-    }
-
-    /// The tables of `book` that have a transition log.
-    pub async fn tables(&self, book: BookId) -> Result<BTreeSet<String>, Error> {
-        self.core.tables(book).await
     }
 
     /// The state store (for tests that look at what garbage collection leaves).
@@ -119,6 +148,13 @@ impl Durable {
     /// The node's configuration of `[state]`.
     pub fn config(&self) -> &StateConfig {
         &self.core.config
+    }
+}
+
+impl Tables<'_> {
+    /// The tables of `book` that have a transition log.
+    pub async fn list(&self, book: BookId) -> Result<BTreeSet<String>, Error> {
+        self.0.core.tables(book).await
     }
 }
 

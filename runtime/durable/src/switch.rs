@@ -58,7 +58,7 @@ use tally_log_core::{BookId, Context, Error as LogError, SeqNum, Tag};
 use crate::abort::{check_book, check_table, Abort};
 use crate::config::Protocol;
 use crate::error::Error;
-use crate::node::Durable;
+use crate::node::{Durable, Tables};
 use crate::record::kind;
 use crate::record::{self, Step, TableRef, Transition};
 use crate::store::{Family, Version};
@@ -109,64 +109,6 @@ impl Durable {
             }
         }
         Ok(out)
-    }
-
-    /// A table's status; `None` if no invocation has used it yet.
-    pub async fn table_status(&self, book: BookId, table: &str) -> Result<Option<TableStatus>, Error> {
-        check_book(book)?;
-        check_table(table).map_err(Error::InvalidArgument)?;
-        Ok(TableStatus::of(self.history(&mut Context::new(), book, table).await?))
-    }
-
-    /// Asks for `target` on a table: `read-optimized` or `write-optimized` switch to it
-    /// (and turn `auto` off), `auto` lets the runtime choose. Returns at once, with the
-    /// switch under way; the table's status shows when it ends.
-    pub async fn switch_table(self: &Arc<Self>, book: BookId, table: &str, target: Protocol) -> Result<TableStatus, Error> {
-        check_book(book)?;
-        check_table(table).map_err(Error::InvalidArgument)?;
-        if !matches!(target, Protocol::ReadOptimized | Protocol::WriteOptimized | Protocol::Auto) {
-            return Err(Error::InvalidArgument(format!(
-                "tables switch to read-optimized, write-optimized or auto, not {}",
-                target.name()
-            )));
-        }
-        let mut ctx = Context::new();
-        let mut hist = self.history(&mut ctx, book, table).await?;
-        let auto = target == Protocol::Auto;
-        let position = hist.len() as u64;
-        let next = match hist.last().map(|(_, t)| t) {
-            None => {
-                let protocol = if auto { Protocol::ReadOptimized } else { target };
-                Transition::End { table: table.to_string(), protocol, auto }
-            }
-            Some(Transition::Begin { from, to, .. }) => {
-                return Err(Error::Conflict(format!(
-                    "{table:?} is switching from {} to {}; ask again when it has finished",
-                    from.name(),
-                    to.name()
-                )))
-            }
-            Some(Transition::End { protocol, .. }) if !matches!(protocol, Protocol::ReadOptimized | Protocol::WriteOptimized) => {
-                return Err(Error::InvalidArgument(format!(
-                    "{table:?} is {}; only read-optimized and write-optimized tables switch",
-                    protocol.name()
-                )))
-            }
-            Some(&Transition::End { protocol, .. }) => {
-                let to = if auto { protocol } else { target };
-                if to == protocol {
-                    Transition::End { table: table.to_string(), protocol, auto }
-                } else {
-                    return self.begin(book, table, to, auto, hist).await;
-                }
-            }
-        };
-        if position == 0 {
-            self.core.register_table(book, table).await.map_err(Abort::into_error)?;
-        }
-        let seqnum = self.append_transition(&mut ctx, book, table, next.clone(), position).await?;
-        hist.push((seqnum, next));
-        Ok(TableStatus::of(hist).expect("just appended"))
     }
 
     async fn append_transition(
@@ -513,6 +455,68 @@ pub fn auto_choice(current: Protocol, ops: Ops, sync_cost: f64, min_ops: u64) ->
         Protocol::ReadOptimized if wo * HYSTERESIS < ro => Some(Protocol::WriteOptimized),
         Protocol::WriteOptimized if ro < wo => Some(Protocol::ReadOptimized),
         _ => None,
+    }
+}
+
+impl Tables<'_> {
+    /// A table's status; `None` if no invocation has used it yet.
+    pub async fn status(&self, book: BookId, table: &str) -> Result<Option<TableStatus>, Error> {
+        let d = self.0;
+        check_book(book)?;
+        check_table(table).map_err(Error::InvalidArgument)?;
+        Ok(TableStatus::of(d.history(&mut Context::new(), book, table).await?))
+    }
+
+    /// Asks for `target` on a table: `read-optimized` or `write-optimized` switch to it
+    /// (and turn `auto` off), `auto` lets the runtime choose. Returns at once, with the
+    /// switch under way; the table's status shows when it ends.
+    pub async fn switch(&self, book: BookId, table: &str, target: Protocol) -> Result<TableStatus, Error> {
+        let d = self.0;
+        check_book(book)?;
+        check_table(table).map_err(Error::InvalidArgument)?;
+        if !matches!(target, Protocol::ReadOptimized | Protocol::WriteOptimized | Protocol::Auto) {
+            return Err(Error::InvalidArgument(format!(
+                "tables switch to read-optimized, write-optimized or auto, not {}",
+                target.name()
+            )));
+        }
+        let mut ctx = Context::new();
+        let mut hist = d.history(&mut ctx, book, table).await?;
+        let auto = target == Protocol::Auto;
+        let position = hist.len() as u64;
+        let next = match hist.last().map(|(_, t)| t) {
+            None => {
+                let protocol = if auto { Protocol::ReadOptimized } else { target };
+                Transition::End { table: table.to_string(), protocol, auto }
+            }
+            Some(Transition::Begin { from, to, .. }) => {
+                return Err(Error::Conflict(format!(
+                    "{table:?} is switching from {} to {}; ask again when it has finished",
+                    from.name(),
+                    to.name()
+                )))
+            }
+            Some(Transition::End { protocol, .. }) if !matches!(protocol, Protocol::ReadOptimized | Protocol::WriteOptimized) => {
+                return Err(Error::InvalidArgument(format!(
+                    "{table:?} is {}; only read-optimized and write-optimized tables switch",
+                    protocol.name()
+                )))
+            }
+            Some(&Transition::End { protocol, .. }) => {
+                let to = if auto { protocol } else { target };
+                if to == protocol {
+                    Transition::End { table: table.to_string(), protocol, auto }
+                } else {
+                    return d.begin(book, table, to, auto, hist).await;
+                }
+            }
+        };
+        if position == 0 {
+            d.core.register_table(book, table).await.map_err(Abort::into_error)?;
+        }
+        let seqnum = d.append_transition(&mut ctx, book, table, next.clone(), position).await?;
+        hist.push((seqnum, next));
+        Ok(TableStatus::of(hist).expect("just appended"))
     }
 }
 

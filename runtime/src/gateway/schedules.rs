@@ -125,14 +125,14 @@ pub(super) async fn put(
         ))
     })?;
     let (spec, paused) = def.spec()?;
-    let (schedule, created) = rt.durable.put_schedule(&name, spec, paused).await?;
+    let (schedule, created) = rt.schedules().put(&name, spec, paused).await?;
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };
     Ok((status, Json(schedule_json(&schedule))).into_response())
 }
 
 #[tracing::instrument(name = "http.schedule", skip_all)]
 pub(super) async fn get(State(rt): State<Arc<Runtime>>, ApiPath(name): ApiPath<String>, _: NoBody) -> ApiResult<Response> {
-    Ok(Json(schedule_json(&rt.durable.schedule(&name).await?)).into_response())
+    Ok(Json(schedule_json(&rt.schedules().get(&name).await?)).into_response())
 }
 
 /// Schedules a listing page holds at most.
@@ -155,14 +155,14 @@ pub(super) async fn list(State(rt): State<Arc<Runtime>>, ApiQuery(q): ApiQuery<L
     if limit == 0 || limit > LIST_LIMIT_MAX {
         return Err(RuntimeError::InvalidArgument(format!("limit {limit}: 1 to {LIST_LIMIT_MAX}")).into());
     }
-    let (page, next) = rt.durable.schedules(&q.after, limit).await?;
+    let (page, next) = rt.schedules().list(&q.after, limit).await?;
     let schedules: Vec<serde_json::Value> = page.iter().map(schedule_summary).collect();
     Ok(Json(json!({ "schedules": schedules, "next": next })).into_response())
 }
 
 #[tracing::instrument(name = "http.schedule_delete", skip_all)]
 pub(super) async fn delete(State(rt): State<Arc<Runtime>>, ApiPath(name): ApiPath<String>, _: NoBody) -> ApiResult<Response> {
-    rt.durable.delete_schedule(&name).await?;
+    rt.schedules().delete(&name).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -175,11 +175,11 @@ pub(super) async fn action(
 ) -> ApiResult<Response> {
     match action.as_str() {
         "pause" | "resume" => {
-            let schedule = rt.durable.pause_schedule(&name, action == "pause").await?;
+            let schedule = rt.schedules().pause(&name, action == "pause").await?;
             Ok(Json(schedule_json(&schedule)).into_response())
         }
         "trigger" => {
-            let (id, book) = rt.durable.trigger_schedule(&name).await?;
+            let (id, book) = rt.schedules().trigger(&name).await?;
             let id = id.to_string();
             Ok(accepted(&id, book, json!({ "invocation_id": id, "book": book.0, "schedule": name })))
         }

@@ -74,7 +74,7 @@ pub(crate) struct Core {
     books: AsyncMutex<(SeqNum, BTreeSet<BookId>)>,
     /// What this node read of the tables' transition logs, and the operations it counted
     /// (`table.rs`).
-    pub(crate) tables: Tables,
+    pub(crate) tables: TableMemo,
     /// Objects (store table, key) of which a version is durable in `store`: a write of
     /// one stores no marker (`Instance::store_pending`). Garbage collection keeps a
     /// version of every object it collects (the visible one, whose marker it stores
@@ -95,7 +95,7 @@ pub(crate) struct Core {
 
 /// The tables' part of the core: what `table.rs` read of the transition logs, and the
 /// operations counted for `auto`.
-pub(crate) struct Tables {
+pub(crate) struct TableMemo {
     /// Reads and writes of switchable tables on this node since the last look.
     pub(crate) rates: Mutex<BTreeMap<BookId, BTreeMap<String, Ops>>>,
     /// The TABLES stream as read so far.
@@ -107,9 +107,9 @@ pub(crate) struct Tables {
     pub(crate) transitions: Mutex<HashMap<(BookId, String), (u64, u64)>>,
 }
 
-impl Default for Tables {
-    fn default() -> Tables {
-        Tables {
+impl Default for TableMemo {
+    fn default() -> TableMemo {
+        TableMemo {
             rates: Mutex::new(BTreeMap::new()),
             listing: AsyncMutex::new((SeqNum(0), HashMap::new())),
             first: Mutex::new(HashMap::new()),
@@ -180,7 +180,7 @@ impl Core {
             bounds,
             tags,
             books: AsyncMutex::new((SeqNum(0), BTreeSet::new())),
-            tables: Tables::default(),
+            tables: TableMemo::default(),
             durable_objects: Memo::new(DURABLE_OBJECTS_SLOTS),
             completions: Completions::default(),
             decisions: Decisions::default(),

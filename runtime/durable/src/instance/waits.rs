@@ -13,7 +13,7 @@
 //!
 //! Promises: a `Promise` step creates one (its ID a keyed hash of the book, the instance
 //! and its count of promises; the record is also in the promise's stream, at offset 0). A
-//! completion (`Durable::complete_promise`) is a conditional append of `Completed` at
+//! completion (`Invocations::complete_promise`) is a conditional append of `Completed` at
 //! offset 1 of that stream (one wins; also in INSTANCES, so that the recovery scan wakes
 //! the root) and runs the root again. An await logs a `Sleep` step (its timeout, or
 //! `u64::MAX`) only before it would wait, and an `Awaited` step with the value, the
@@ -79,7 +79,7 @@ impl Instance {
     /// logged first as a `Sleep` step (also in INSTANCES; `u64::MAX` without a timeout),
     /// then what the await got as an `Awaited` step, before the guest sees it; an await
     /// that finds neither a value nor its time up suspends the invocation until the
-    /// completion wakes it (`Durable::complete_promise`) or the timeout does.
+    /// completion wakes it (`Invocations::complete_promise`) or the timeout does.
     pub async fn await_promise(
         &mut self,
         ctx: &mut Context,

@@ -22,13 +22,13 @@ impl Durable {
         }
         let id = run.id.clone();
         let book = run.book;
-        let lock = self.invocations.running.lock().expect("not poisoned").entry((book, id.clone())).or_default().clone();
+        let lock = self.running.running.lock().expect("not poisoned").entry((book, id.clone())).or_default().clone();
         let outcome = {
             let _turn = lock.lock().await;
-            self.invocations.suspended.lock().expect("not poisoned").remove(&(book, id.clone()));
+            self.running.suspended.lock().expect("not poisoned").remove(&(book, id.clone()));
             self.run_attempts(run).await
         };
-        let mut running = self.invocations.running.lock().expect("not poisoned");
+        let mut running = self.running.running.lock().expect("not poisoned");
         // The map's reference and ours: nobody else waits.
         if Arc::strong_count(&lock) == 2 {
             running.remove(&(book, id));
@@ -208,7 +208,7 @@ impl Durable {
                     Ok(Started::Running { .. }) if run.fresh => instance.look_for_cancellation_later(),
                     Ok(Started::Running { .. }) => history = true,
                     Ok(Started::Finished(logged)) => {
-                        self.invocations.replayed.fetch_add(1, Ordering::Relaxed);
+                        self.running.replayed.fetch_add(1, Ordering::Relaxed);
                         return (logged.into_result(), run.ctx);
                     }
                     Err(abort) => return (Err(abort.into_error()), run.ctx),

@@ -16,7 +16,7 @@
 //! is answered once its Init is logged, and may carry a key; a gateway's retry key gives
 //! a keyed ID with a lazy Init, so its effects are exactly-once across the gateway's
 //! retries and a function without effects logs nothing. A per-ID lock
-//! (`Invocations::running`) keeps one node from running one invocation's guest twice at
+//! (`Running::running`) keeps one node from running one invocation's guest twice at
 //! once. An attempt that ends suspended (a durable sleep) answers `Error::Suspended` with
 //! the root's ID and wake time (the gateway's 202).
 
@@ -34,7 +34,7 @@ use crate::env::FunctionVersion;
 use crate::error::{Error, Result};
 use crate::id::InstanceId;
 use crate::instance::{Instance, Of, Started};
-use crate::node::Durable;
+use crate::node::{Durable, Invocations};
 use crate::record::kind;
 use crate::record::{self, cut, InvocationKey, Outcome, Step};
 use crate::tags::{shadow, INSTANCES};
@@ -69,7 +69,7 @@ impl Durable {
                 Ok(id) => (id, req.idempotency_key.is_some()),
                 Err(e) => return (Err(e), req.position),
             },
-            (None, None) => (self.invocations.new_id(), false),
+            (None, None) => (self.running.new_id(), false),
         };
         let crash = match req.crash_after {
             None => None,
@@ -114,7 +114,7 @@ impl Durable {
     /// guest again up to the sleep (and setting another wake timer). The log has the
     /// last word: a root that finished or went on elsewhere is not asleep.
     async fn asleep_here(&self, book: BookId, id: &InstanceId, seen: &Context) -> Option<u64> {
-        let here = self.invocations.suspended.lock().expect("not poisoned").get(&(book, id.clone())).copied();
+        let here = self.running.suspended.lock().expect("not poisoned").get(&(book, id.clone())).copied();
         if here.is_none_or(|wake_ms| wake_ms <= self.core.clock.wall_ms()) {
             return None;
         }
@@ -153,7 +153,7 @@ impl Durable {
     ) -> Result<InstanceId> {
         let id = match &idempotency_key {
             Some(key) => InstanceId::keyed(&function, key)?,
-            None => self.invocations.new_id(),
+            None => self.running.new_id(),
         };
         self.start_async(ctx, function, book, input, id, delay_ms, key).await
     }
@@ -197,7 +197,7 @@ impl Durable {
         };
         let version = self.version_for(&mut run).await?;
         {
-            let mut asyncs = self.invocations.asyncs.lock().expect("not poisoned");
+            let mut asyncs = self.running.asyncs.lock().expect("not poisoned");
             if asyncs.running >= self.core.config.async_max {
                 return Err(Error::Busy(format!(
                     "asynchronous invocations: {} are running on this node already",
@@ -221,7 +221,7 @@ impl Durable {
         let started = Instance::new(self.core.clone(), of).init(&mut run.ctx).await;
         ctx.merge(&run.ctx);
         run.fresh = matches!(started, Ok(Started::Fresh));
-        let release = || self.invocations.asyncs.lock().expect("not poisoned").running -= 1;
+        let release = || self.running.asyncs.lock().expect("not poisoned").running -= 1;
         match started {
             // Finished, or a resubmission of one that runs here already: nothing to start.
             Ok(Started::Finished(_)) => {
@@ -238,7 +238,7 @@ impl Durable {
                 return Err(abort.into_error());
             }
         }
-        self.invocations.asyncs.lock().expect("not poisoned").by_id.insert((book, id.clone()), InvocationStatus::Running);
+        self.running.asyncs.lock().expect("not poisoned").by_id.insert((book, id.clone()), InvocationStatus::Running);
         let svc = self.clone();
         let run_id = id.clone();
         // Cancelling this task (the node stops) loses nothing: the Init record is in the
@@ -247,7 +247,7 @@ impl Durable {
             "invoke-async",
             Box::pin(async move {
                 let (result, _) = svc.run(run).await;
-                let mut asyncs = svc.invocations.asyncs.lock().expect("not poisoned");
+                let mut asyncs = svc.running.asyncs.lock().expect("not poisoned");
                 asyncs.running -= 1;
                 if matches!(&result, Err(e) if e.is_transient() || matches!(e, Error::Suspended { .. })) {
                     // Not finished: the recovery scan (or a wake timer) runs it again, and
@@ -266,13 +266,16 @@ impl Durable {
         Ok(id)
     }
 
+    /// Whether root invocation `id` of `book` is running on this node.
+    pub(crate) fn is_running(&self, book: BookId, id: &InstanceId) -> bool {
+        self.running.running.lock().expect("not poisoned").contains_key(&(book, id.clone()))
+    }
+}
+
+impl Invocations<'_> {
     /// Invocations this node answered with their logged result, without running.
     pub fn replayed(&self) -> u64 {
-        self.invocations.replayed.load(Ordering::Relaxed)
-    }
-
-    /// Whether root invocation `id` of `book` is running on this node.
-    pub fn is_running(&self, book: BookId, id: &InstanceId) -> bool {
-        self.invocations.running.lock().expect("not poisoned").contains_key(&(book, id.clone()))
+        let d = self.0;
+        d.running.replayed.load(Ordering::Relaxed)
     }
 }

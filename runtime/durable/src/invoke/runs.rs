@@ -1,6 +1,6 @@
 //! What an invocation is asked to run ([`Run`], [`InvokeRequest`]), where one stands
 //! ([`InvocationStatus`], the listings), and the node's table of the invocations it runs
-//! ([`Invocations`]): the data of `invoke/`, below the node that runs them.
+//! ([`Running`]): the data of `invoke/`, below the node that runs them.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -122,7 +122,7 @@ pub struct Listed {
     pub status: ListedStatus,
 }
 
-/// Entries of `Invocations::suspended` past which wakes already past are forgotten.
+/// Entries of `Running::suspended` past which wakes already past are forgotten.
 pub(super) const SUSPENDED_PRUNE_AT: usize = 4_096;
 
 /// Records of a book's INSTANCES stream one listing call reads at most, whatever it
@@ -158,14 +158,14 @@ pub struct InvokeRequest {
     pub key: Option<InvocationKey>,
 }
 
-/// What a run of a root holds while its guest runs (see `Invocations::running`).
+/// What a run of a root holds while its guest runs (see `Running::running`).
 pub(super) type RunLock = Arc<AsyncMutex<()>>;
 
 /// The invocations of this node: running roots, asynchronous ones and their status.
-pub(crate) struct Invocations {
+pub(crate) struct Running {
     pub(super) id_prefix: u64,
     pub(super) next_id: AtomicU64,
-    /// Invocations answered with their logged result, without running.
+    /// Running answered with their logged result, without running.
     pub(super) replayed: AtomicU64,
     /// Root invocations running on this node, each with a lock that a concurrent run of
     /// the same ID (a client's retry, the recovery scan) waits on: one node never runs
@@ -188,9 +188,9 @@ pub(super) struct Asyncs {
     pub(super) running: usize,
 }
 
-impl Invocations {
-    pub(crate) fn new(id_prefix: u64) -> Invocations {
-        Invocations {
+impl Running {
+    pub(crate) fn new(id_prefix: u64) -> Running {
+        Running {
             id_prefix,
             next_id: AtomicU64::new(1),
             replayed: AtomicU64::new(0),

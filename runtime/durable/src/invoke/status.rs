@@ -6,6 +6,7 @@
 //! filter that matches little never makes one call read the whole stream.
 
 use super::*;
+use crate::node::Invocations;
 
 impl Durable {
     /// The status of invocation `id` (as [`Durable::invoke_async`] returned it) on
@@ -17,7 +18,7 @@ impl Durable {
         check_book(book)?;
         // An ID this platform cannot have handed out names no invocation.
         let id = InstanceId::parse_generated(id).map_err(|_| Error::InvocationNotFound(id.to_string()))?;
-        let kept = self.invocations.asyncs.lock().expect("not poisoned").by_id.get(&(book, id.clone())).cloned();
+        let kept = self.running.asyncs.lock().expect("not poisoned").by_id.get(&(book, id.clone())).cloned();
         if let Some(status) = kept {
             return Ok(status);
         }
@@ -45,20 +46,22 @@ impl Durable {
             Some(Step::Sleep(kind::Sleep { until_ms, .. }) | Step::Delay(kind::Delay { until_ms, .. })) if until_ms > wall => {
                 InvocationStatus::Sleeping { wake_ms: until_ms }
             }
-            _ => match self.invocations.suspended.lock().expect("not poisoned").get(&(book, id.clone())) {
+            _ => match self.running.suspended.lock().expect("not poisoned").get(&(book, id.clone())) {
                 Some(&wake_ms) if wake_ms > wall => InvocationStatus::Sleeping { wake_ms },
                 _ => InvocationStatus::Running,
             },
         })
     }
+}
 
+impl Invocations<'_> {
     /// The root invocations of `book` started at or after seqnum `after` (a cursor:
     /// 0 for the first page) whose function is `function` and whose status is named
     /// `status` (see [`ListedStatus::name`]), if given, in the order they started, at
     /// most `limit`; and the cursor of the next page, if the stream may hold more. Only
     /// what garbage collection has kept is listed (finished invocations for
     /// `results_kept_ms`). A page reads at most `LIST_SCAN_MAX` records of the stream.
-    pub async fn list_invocations(
+    pub async fn list(
         &self,
         ctx: &mut Context,
         book: BookId,
@@ -67,6 +70,7 @@ impl Durable {
         after: u64,
         limit: usize,
     ) -> Result<(Vec<Listed>, Option<u64>)> {
+        let d = self.0;
         check_book(book)?;
         let mut out = Vec::new();
         let mut at = after;
@@ -74,7 +78,7 @@ impl Durable {
             if out.len() >= limit {
                 return Ok((out, Some(at)));
             }
-            let Some(r) = self.core.log.read_next(ctx, shadow(book), INSTANCES, SeqNum(at)).await? else {
+            let Some(r) = d.core.log.read_next(ctx, shadow(book), INSTANCES, SeqNum(at)).await? else {
                 return Ok((out, None));
             };
             at = r.seqnum.0.saturating_add(1);
@@ -88,7 +92,7 @@ impl Durable {
             if !id.is_root() || function.is_some_and(|w| w != f) {
                 continue;
             }
-            let listed = match self.status_of(ctx, book, &id).await? {
+            let listed = match d.status_of(ctx, book, &id).await? {
                 InvocationStatus::Running => ListedStatus::Running,
                 InvocationStatus::Sleeping { wake_ms } => ListedStatus::Sleeping { wake_ms },
                 InvocationStatus::Finished(Ok(_)) => ListedStatus::Succeeded,

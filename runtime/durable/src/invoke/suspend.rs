@@ -17,7 +17,7 @@ impl Durable {
     /// die, by the recovery scan on its owner).
     pub(super) fn suspended(self: &Arc<Self>, run: &Run, version: u64, wake_ms: u64) -> (Result<Vec<u8>>, Context) {
         if run.id.is_root() {
-            let mut suspended = self.invocations.suspended.lock().expect("not poisoned");
+            let mut suspended = self.running.suspended.lock().expect("not poisoned");
             // Roots woken on another node leave their entry here: forget the past ones
             // now and then, so that the map holds about the roots asleep.
             if suspended.len() >= SUSPENDED_PRUNE_AT && suspended.len().is_power_of_two() {

@@ -2,49 +2,9 @@
 //! released lock.
 
 use super::*;
+use crate::node::Invocations;
 
 impl Durable {
-    /// Completes `promise` of `book` with `value`, once: the completion is a
-    /// conditional append at offset 1 of the promise's stream, so a second one gets
-    /// `Conflict`, one of a promise never created `PromiseNotFound`. Then the invocation
-    /// that created it, and any other that suspended awaiting it, runs again here (the
-    /// recovery scan wakes them too, from the completion's record in INSTANCES). An
-    /// await waiting in place sees the completion within a few ms.
-    pub async fn complete_promise(self: &Arc<Self>, ctx: &mut Context, book: BookId, promise: &str, value: Bytes) -> Result<()> {
-        check_book(book)?;
-        if !crate::tags::is_promise_id(promise) {
-            return Err(Error::PromiseNotFound(promise.to_string()));
-        }
-        if value.len() > crate::PAYLOAD_MAX {
-            return Err(Error::TooLarge {
-                what: "the value of a promise",
-                size: Some(value.len() as u64),
-                limit: crate::PAYLOAD_MAX as u64,
-            });
-        }
-        let stream = self.core.tags.promise(promise);
-        let Some(created) = self.core.log.read_next(ctx, shadow(book), stream, SeqNum(0)).await? else {
-            return Err(Error::PromiseNotFound(promise.to_string()));
-        };
-        let Step::Promise(kind::Promise { root, .. }) = record::decode::<Step>("promise", &created.data)? else {
-            return Err(Error::Internal(format!("promise {promise} starts with another record")));
-        };
-        let done = Step::Completed(kind::Completed { promise: promise.to_string(), root: root.clone(), value });
-        let tags = [stream, INSTANCES];
-        match self.core.log.cond_append(ctx, shadow(book), &tags, record::encode(&done), stream, 1).await {
-            Ok(_) => self.core.completions.notify(promise),
-            Err(tally_log_core::Error::Conflict { .. }) => {
-                return Err(Error::Conflict(format!("promise {promise} was completed already")));
-            }
-            Err(e) => return Err(e.into()),
-        }
-        // The completion stands: waking its waiters is the scan's too, should it fail here.
-        if let Err(e) = self.wake_waiters(ctx, book, promise, root).await {
-            tracing::warn!(promise, "waking the invocations that await a completed promise: {e}");
-        }
-        Ok(())
-    }
-
     /// Wakes the roots that wait for `promise`: its creator's, and those of awaits that
     /// would suspend (the promise's waiters stream). Should this node die first, the
     /// recovery scan wakes them from the completion's record. A finished root answers
@@ -77,37 +37,6 @@ impl Durable {
             }
         }
         Ok(roots)
-    }
-
-    /// Cancels root invocation `id` of `book` and its children, cooperatively: each of
-    /// its instances sees the cancellation at its next step (a state operation, a call,
-    /// a conditional append, a sleep, an await: within `CANCEL_CHECK_MS` on a node
-    /// where it runs), which then fails with `cancelled`, as does every step after it;
-    /// what it did before stays done, and its outcome is `Cancelled` whatever its guest
-    /// returns. A sleeping or suspended root is run again at once, to see it. Cancelling
-    /// twice is cancelling once; a finished invocation gets `Conflict`, an unknown one
-    /// `InvocationNotFound`.
-    pub async fn cancel(self: &Arc<Self>, ctx: &mut Context, book: BookId, id: &str) -> Result<()> {
-        match self.invocation(ctx, book, id).await? {
-            // Cancelling twice is cancelling once: the first cancellation ended it.
-            InvocationStatus::Finished(Err(Error::Cancelled)) => return Ok(()),
-            InvocationStatus::Finished(r) => {
-                let how = match r {
-                    Ok(_) => "succeeded".to_string(),
-                    Err(e) => format!("failed ({})", e.code()),
-                };
-                return Err(Error::Conflict(format!("invocation {id} has finished: it {how}")));
-            }
-            InvocationStatus::Running | InvocationStatus::Sleeping { .. } => {}
-        }
-        let root = InstanceId::parse_generated(id)?;
-        let stream = self.core.tags.cancel(&root);
-        let request = record::encode(&Step::Cancel(kind::Cancel { root: root.clone() }));
-        match self.core.log.cond_append(ctx, shadow(book), &[stream, INSTANCES], request, stream, 0).await {
-            Ok(_) | Err(tally_log_core::Error::Conflict { .. }) => {}
-            Err(e) => return Err(e.into()),
-        }
-        self.wake(ctx, book, root).await
     }
 
     /// Runs root `root` of `book` again here, in the background, if it exists.
@@ -163,5 +92,81 @@ impl Durable {
                 }
             }),
         );
+    }
+}
+
+impl Invocations<'_> {
+    /// Completes `promise` of `book` with `value`, once: the completion is a
+    /// conditional append at offset 1 of the promise's stream, so a second one gets
+    /// `Conflict`, one of a promise never created `PromiseNotFound`. Then the invocation
+    /// that created it, and any other that suspended awaiting it, runs again here (the
+    /// recovery scan wakes them too, from the completion's record in INSTANCES). An
+    /// await waiting in place sees the completion within a few ms.
+    pub async fn complete_promise(&self, ctx: &mut Context, book: BookId, promise: &str, value: Bytes) -> Result<()> {
+        let d = self.0;
+        check_book(book)?;
+        if !crate::tags::is_promise_id(promise) {
+            return Err(Error::PromiseNotFound(promise.to_string()));
+        }
+        if value.len() > crate::PAYLOAD_MAX {
+            return Err(Error::TooLarge {
+                what: "the value of a promise",
+                size: Some(value.len() as u64),
+                limit: crate::PAYLOAD_MAX as u64,
+            });
+        }
+        let stream = d.core.tags.promise(promise);
+        let Some(created) = d.core.log.read_next(ctx, shadow(book), stream, SeqNum(0)).await? else {
+            return Err(Error::PromiseNotFound(promise.to_string()));
+        };
+        let Step::Promise(kind::Promise { root, .. }) = record::decode::<Step>("promise", &created.data)? else {
+            return Err(Error::Internal(format!("promise {promise} starts with another record")));
+        };
+        let done = Step::Completed(kind::Completed { promise: promise.to_string(), root: root.clone(), value });
+        let tags = [stream, INSTANCES];
+        match d.core.log.cond_append(ctx, shadow(book), &tags, record::encode(&done), stream, 1).await {
+            Ok(_) => d.core.completions.notify(promise),
+            Err(tally_log_core::Error::Conflict { .. }) => {
+                return Err(Error::Conflict(format!("promise {promise} was completed already")));
+            }
+            Err(e) => return Err(e.into()),
+        }
+        // The completion stands: waking its waiters is the scan's too, should it fail here.
+        if let Err(e) = d.wake_waiters(ctx, book, promise, root).await {
+            tracing::warn!(promise, "waking the invocations that await a completed promise: {e}");
+        }
+        Ok(())
+    }
+
+    /// Cancels root invocation `id` of `book` and its children, cooperatively: each of
+    /// its instances sees the cancellation at its next step (a state operation, a call,
+    /// a conditional append, a sleep, an await: within `CANCEL_CHECK_MS` on a node
+    /// where it runs), which then fails with `cancelled`, as does every step after it;
+    /// what it did before stays done, and its outcome is `Cancelled` whatever its guest
+    /// returns. A sleeping or suspended root is run again at once, to see it. Cancelling
+    /// twice is cancelling once; a finished invocation gets `Conflict`, an unknown one
+    /// `InvocationNotFound`.
+    pub async fn cancel(&self, ctx: &mut Context, book: BookId, id: &str) -> Result<()> {
+        let d = self.0;
+        match d.invocation(ctx, book, id).await? {
+            // Cancelling twice is cancelling once: the first cancellation ended it.
+            InvocationStatus::Finished(Err(Error::Cancelled)) => return Ok(()),
+            InvocationStatus::Finished(r) => {
+                let how = match r {
+                    Ok(_) => "succeeded".to_string(),
+                    Err(e) => format!("failed ({})", e.code()),
+                };
+                return Err(Error::Conflict(format!("invocation {id} has finished: it {how}")));
+            }
+            InvocationStatus::Running | InvocationStatus::Sleeping { .. } => {}
+        }
+        let root = InstanceId::parse_generated(id)?;
+        let stream = d.core.tags.cancel(&root);
+        let request = record::encode(&Step::Cancel(kind::Cancel { root: root.clone() }));
+        match d.core.log.cond_append(ctx, shadow(book), &[stream, INSTANCES], request, stream, 0).await {
+            Ok(_) | Err(tally_log_core::Error::Conflict { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+        d.wake(ctx, book, root).await
     }
 }

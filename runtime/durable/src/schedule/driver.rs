@@ -4,155 +4,9 @@
 
 use super::*;
 use crate::invoke::InvocationStatus;
-use crate::node::Durable;
+use crate::node::{Durable, Schedules};
 
 impl Durable {
-    /// Creates schedule `name` or replaces its definition (`paused`, if given, pauses or
-    /// resumes it too); returns it and whether it is new. A replaced definition ticks
-    /// from now on (a buffered tick is dropped); the same definition again changes
-    /// nothing.
-    pub async fn put_schedule(
-        self: &Arc<Self>,
-        name: &str,
-        spec: ScheduleSpec,
-        paused: Option<bool>,
-    ) -> Result<(Schedule, bool)> {
-        check_name(name)?;
-        spec.check()?;
-        let known = self.known_schedules(|known| known.len()).await?;
-        let mut created = false;
-        let state = self
-            .change_schedule(name, true, |old, now| {
-                if old.spec.is_none() && known >= SCHEDULES_MAX {
-                    return Err(Error::InvalidArgument(format!("this cluster keeps at most {SCHEDULES_MAX} schedules")));
-                }
-                let paused = paused.unwrap_or(old.paused && old.spec.is_some());
-                if old.spec.as_ref() == Some(&spec) && old.paused == paused {
-                    return Ok(None);
-                }
-                created = old.spec.is_none();
-                Ok(Some(old.next(|s| {
-                    if s.spec.as_ref() != Some(&spec) {
-                        s.revision += 1;
-                        s.spec = Some(spec.clone());
-                        s.last_tick_ms = s.last_tick_ms.max(now);
-                        s.pending = None;
-                    }
-                    if s.paused && !paused {
-                        s.last_tick_ms = s.last_tick_ms.max(now);
-                    }
-                    s.paused = paused;
-                    if created {
-                        s.fired = 0;
-                        s.skipped = 0;
-                        s.last_error = None;
-                    }
-                })))
-            })
-            .await?;
-        if let Some(spec) = &state.spec {
-            self.schedules.known.lock().await.1.insert(name.to_string(), spec.book);
-            self.drive_if_owned(name, spec.book);
-        }
-        Ok((state.view().expect("defined"), created))
-    }
-
-    /// Schedule `name`.
-    pub async fn schedule(&self, name: &str) -> Result<Schedule> {
-        check_name(name)?;
-        let tail = self.schedule_tail(&mut Context::new(), name).await?;
-        tail.and_then(|(s, _)| s.view()).ok_or_else(|| Error::ScheduleNotFound(name.to_string()))
-    }
-
-    /// A page of the cluster's schedules: the first `limit` by name after `after` (""
-    /// for the first page), and the `after` of the next page if there may be more.
-    pub async fn schedules(&self, after: &str, limit: usize) -> Result<(Vec<Schedule>, Option<String>)> {
-        let limit = limit.max(1);
-        let names: Vec<String> = self
-            .known_schedules(|known| {
-                let later = known.range::<str, _>((std::ops::Bound::Excluded(after), std::ops::Bound::Unbounded));
-                later.map(|(name, _)| name.clone()).take(limit.saturating_add(1)).collect()
-            })
-            .await?;
-        let next = (names.len() > limit).then(|| names[limit - 1].clone());
-        let mut out = Vec::new();
-        let mut ctx = Context::new();
-        for name in names.iter().take(limit) {
-            if let Some(view) = self.schedule_tail(&mut ctx, name).await?.and_then(|(s, _)| s.view()) {
-                out.push(view);
-            }
-        }
-        Ok((out, next))
-    }
-
-    /// Deletes schedule `name`: no tick fires after this returns (invocations started
-    /// already run on, and one whose tick was recorded before the deletion starts).
-    pub async fn delete_schedule(self: &Arc<Self>, name: &str) -> Result<()> {
-        check_name(name)?;
-        // A start recorded before the deletion happens (no driver is left to do it).
-        self.settled_tail(&mut Context::new(), name).await?;
-        self.change_schedule(name, true, |old, _| {
-            if old.spec.is_none() {
-                return Err(Error::ScheduleNotFound(name.to_string()));
-            }
-            Ok(Some(old.next(|s| {
-                s.revision += 1;
-                s.spec = None;
-                s.paused = false;
-                s.pending = None;
-            })))
-        })
-        .await?;
-        self.schedules.known.lock().await.1.remove(name);
-        Ok(())
-    }
-
-    /// Pauses (`true`) or resumes schedule `name`. Ticks that come due while it is
-    /// paused never fire; a buffered tick still starts.
-    pub async fn pause_schedule(self: &Arc<Self>, name: &str, pause: bool) -> Result<Schedule> {
-        check_name(name)?;
-        let state = self
-            .change_schedule(name, false, |old, now| {
-                if old.spec.is_none() {
-                    return Err(Error::ScheduleNotFound(name.to_string()));
-                }
-                if old.paused == pause {
-                    return Ok(None);
-                }
-                Ok(Some(old.next(|s| {
-                    s.paused = pause;
-                    s.last_tick_ms = s.last_tick_ms.max(now);
-                })))
-            })
-            .await?;
-        Ok(state.view().expect("defined"))
-    }
-
-    /// Starts schedule `name`'s invocation now, whatever its overlap policy and whether
-    /// it is paused; returns the invocation's ID and book. Each call starts another
-    /// invocation.
-    /// Once the trigger is recorded the invocation starts, even if this call then fails
-    /// (the schedule's driver starts it).
-    pub async fn trigger_schedule(self: &Arc<Self>, name: &str) -> Result<(InstanceId, BookId)> {
-        check_name(name)?;
-        let mut ctx = Context::new();
-        for _ in 0..CHANGE_TRIES {
-            let state = self.settled_tail(&mut ctx, name).await?;
-            let Some(spec) = state.as_ref().and_then(|s| s.spec.clone()) else {
-                return Err(Error::ScheduleNotFound(name.to_string()));
-            };
-            let state = state.expect("defined");
-            let n = state.triggered + 1;
-            let id = InstanceId::triggered(name, n);
-            let new = state.starting(&spec, id.clone(), |s| s.triggered = n);
-            if self.record_schedule(&mut ctx, &new, false).await? {
-                self.settle(&mut ctx, &new).await?;
-                return Ok((id, spec.book));
-            }
-        }
-        Err(Error::Conflict(format!("schedule {name:?} kept changing")))
-    }
-
     /// The last state of schedule `name` with no start left pending: a pending one is
     /// started and recorded started first.
     async fn settled_tail(self: &Arc<Self>, ctx: &mut Context, name: &str) -> Result<Option<State>> {
@@ -260,7 +114,7 @@ impl Durable {
     /// The names in SCHEDULES, each with its book (`None` once deleted), reading what
     /// is new.
     async fn known_schedules<R>(&self, f: impl FnOnce(&BTreeMap<String, BookId>) -> R) -> Result<R> {
-        let mut guard = self.schedules.known.lock().await;
+        let mut guard = self.drivers.known.lock().await;
         let (next, known) = &mut *guard;
         let mut ctx = Context::new();
         while let Some(r) = self.core.log.read_next(&mut ctx, PLATFORM_BOOK, SCHEDULES, SeqNum(*next)).await? {
@@ -292,13 +146,13 @@ impl Durable {
     }
 
     fn is_driving(&self, name: &str) -> bool {
-        self.schedules.driving.lock().expect("not poisoned").contains(name)
+        self.drivers.driving.lock().expect("not poisoned").contains(name)
     }
 
     /// Starts a driver for schedule `name` if this node owns its book and drives it
     /// not yet.
     fn drive_if_owned(self: &Arc<Self>, name: &str, book: BookId) {
-        if !self.core.peers.owns(book) || !self.schedules.driving.lock().expect("not poisoned").insert(name.to_string()) {
+        if !self.core.peers.owns(book) || !self.drivers.driving.lock().expect("not poisoned").insert(name.to_string()) {
             return;
         }
         let driving = Driving { weak: Arc::downgrade(self), name: name.to_string() };
@@ -386,7 +240,7 @@ struct Driving {
 impl Drop for Driving {
     fn drop(&mut self) {
         if let Some(d) = self.weak.upgrade() {
-            d.schedules.driving.lock().expect("not poisoned").remove(&self.name);
+            d.drivers.driving.lock().expect("not poisoned").remove(&self.name);
         }
     }
 }
@@ -434,5 +288,154 @@ pub(crate) async fn schedule_loop(weak: Weak<Durable>) {
         let sleep = d.core.clock.sleep(d.core.config.schedule_poll_ms.max(1));
         drop(d);
         sleep.await;
+    }
+}
+
+impl Schedules<'_> {
+    /// Creates schedule `name` or replaces its definition (`paused`, if given, pauses or
+    /// resumes it too); returns it and whether it is new. A replaced definition ticks
+    /// from now on (a buffered tick is dropped); the same definition again changes
+    /// nothing.
+    pub async fn put(&self, name: &str, spec: ScheduleSpec, paused: Option<bool>) -> Result<(Schedule, bool)> {
+        let d = self.0;
+        check_name(name)?;
+        spec.check()?;
+        let known = d.known_schedules(|known| known.len()).await?;
+        let mut created = false;
+        let state = d
+            .change_schedule(name, true, |old, now| {
+                if old.spec.is_none() && known >= SCHEDULES_MAX {
+                    return Err(Error::InvalidArgument(format!("this cluster keeps at most {SCHEDULES_MAX} schedules")));
+                }
+                let paused = paused.unwrap_or(old.paused && old.spec.is_some());
+                if old.spec.as_ref() == Some(&spec) && old.paused == paused {
+                    return Ok(None);
+                }
+                created = old.spec.is_none();
+                Ok(Some(old.next(|s| {
+                    if s.spec.as_ref() != Some(&spec) {
+                        s.revision += 1;
+                        s.spec = Some(spec.clone());
+                        s.last_tick_ms = s.last_tick_ms.max(now);
+                        s.pending = None;
+                    }
+                    if s.paused && !paused {
+                        s.last_tick_ms = s.last_tick_ms.max(now);
+                    }
+                    s.paused = paused;
+                    if created {
+                        s.fired = 0;
+                        s.skipped = 0;
+                        s.last_error = None;
+                    }
+                })))
+            })
+            .await?;
+        if let Some(spec) = &state.spec {
+            d.drivers.known.lock().await.1.insert(name.to_string(), spec.book);
+            d.drive_if_owned(name, spec.book);
+        }
+        Ok((state.view().expect("defined"), created))
+    }
+
+    /// Schedule `name`.
+    pub async fn get(&self, name: &str) -> Result<Schedule> {
+        let d = self.0;
+        check_name(name)?;
+        let tail = d.schedule_tail(&mut Context::new(), name).await?;
+        tail.and_then(|(s, _)| s.view()).ok_or_else(|| Error::ScheduleNotFound(name.to_string()))
+    }
+
+    /// A page of the cluster's schedules: the first `limit` by name after `after` (""
+    /// for the first page), and the `after` of the next page if there may be more.
+    pub async fn list(&self, after: &str, limit: usize) -> Result<(Vec<Schedule>, Option<String>)> {
+        let d = self.0;
+        let limit = limit.max(1);
+        let names: Vec<String> = d
+            .known_schedules(|known| {
+                let later = known.range::<str, _>((std::ops::Bound::Excluded(after), std::ops::Bound::Unbounded));
+                later.map(|(name, _)| name.clone()).take(limit.saturating_add(1)).collect()
+            })
+            .await?;
+        let next = (names.len() > limit).then(|| names[limit - 1].clone());
+        let mut out = Vec::new();
+        let mut ctx = Context::new();
+        for name in names.iter().take(limit) {
+            if let Some(view) = d.schedule_tail(&mut ctx, name).await?.and_then(|(s, _)| s.view()) {
+                out.push(view);
+            }
+        }
+        Ok((out, next))
+    }
+
+    /// Deletes schedule `name`: no tick fires after this returns (invocations started
+    /// already run on, and one whose tick was recorded before the deletion starts).
+    pub async fn delete(&self, name: &str) -> Result<()> {
+        let d = self.0;
+        check_name(name)?;
+        // A start recorded before the deletion happens (no driver is left to do it).
+        d.settled_tail(&mut Context::new(), name).await?;
+        d.change_schedule(name, true, |old, _| {
+            if old.spec.is_none() {
+                return Err(Error::ScheduleNotFound(name.to_string()));
+            }
+            Ok(Some(old.next(|s| {
+                s.revision += 1;
+                s.spec = None;
+                s.paused = false;
+                s.pending = None;
+            })))
+        })
+        .await?;
+        d.drivers.known.lock().await.1.remove(name);
+        Ok(())
+    }
+
+    /// Pauses (`true`) or resumes schedule `name`. Ticks that come due while it is
+    /// paused never fire; a buffered tick still starts.
+    pub async fn pause(&self, name: &str, pause: bool) -> Result<Schedule> {
+        let d = self.0;
+        check_name(name)?;
+        let state = d
+            .change_schedule(name, false, |old, now| {
+                if old.spec.is_none() {
+                    return Err(Error::ScheduleNotFound(name.to_string()));
+                }
+                if old.paused == pause {
+                    return Ok(None);
+                }
+                Ok(Some(old.next(|s| {
+                    s.paused = pause;
+                    s.last_tick_ms = s.last_tick_ms.max(now);
+                })))
+            })
+            .await?;
+        Ok(state.view().expect("defined"))
+    }
+
+    /// Starts schedule `name`'s invocation now, whatever its overlap policy and whether
+    /// it is paused; returns the invocation's ID and book. Each call starts another
+    /// invocation.
+    /// Once the trigger is recorded the invocation starts, even if this call then fails
+    /// (the schedule's driver starts it).
+    pub async fn trigger(&self, name: &str) -> Result<(InstanceId, BookId)> {
+        let d = self.0;
+        check_name(name)?;
+        let mut ctx = Context::new();
+        for _ in 0..CHANGE_TRIES {
+            let state = d.settled_tail(&mut ctx, name).await?;
+            let Some(spec) = state.as_ref().and_then(|s| s.spec.clone()) else {
+                return Err(Error::ScheduleNotFound(name.to_string()));
+            };
+            let state = state.expect("defined");
+            let n = state.triggered + 1;
+            let id = InstanceId::triggered(name, n);
+            let new = state.starting(&spec, id.clone(), |s| s.triggered = n);
+            if d.record_schedule(&mut ctx, &new, false).await? {
+                d.settle(&mut ctx, &new).await?;
+                return Ok((id, spec.book));
+            }
+        }
+        Err(Error::Conflict(format!("schedule {name:?} kept changing")))
     }
 }

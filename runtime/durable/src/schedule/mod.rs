@@ -370,7 +370,7 @@ impl State {
 
 /// What this node knows of the cluster's schedules.
 #[derive(Default)]
-pub(crate) struct Schedules {
+pub(crate) struct Drivers {
     /// The SCHEDULES stream as read so far: each name's book (`None` once deleted).
     known: AsyncMutex<(u64, BTreeMap<String, BookId>)>,
     /// Names this node drives.

@@ -85,7 +85,10 @@ async fn cancel_one(world: &Arc<World>, t: u64) -> Option<()> {
             for _ in 0..1 + w.draw(2) {
                 let Some((n, d, _)) = w.pick_node() else { continue };
                 let c = i.clone();
-                match w.on_node(n, d, "cancel", move |d| async move { d.cancel(&mut Context::new(), book, &c).await }).await {
+                match w
+                    .on_node(n, d, "cancel", move |d| async move { d.invocations().cancel(&mut Context::new(), book, &c).await })
+                    .await
+                {
                     // Finished already, or not yet visible on a lagging replica.
                     Some(Err(Error::Conflict(_) | Error::InvocationNotFound(_))) => {}
                     Some(Err(e)) if !e.is_transient() => return w.fail(format!("cancelling {i}: {e}")),

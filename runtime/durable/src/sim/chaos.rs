@@ -50,7 +50,7 @@ pub(super) async fn chaos(world: Arc<World>) {
             if let Some((n, d, _)) = world.pick_node() {
                 world.stats.lock().expect("not poisoned").switches += 1;
                 let answer =
-                    world.on_node(n, d, "switch", move |d| async move { d.switch_table(book, "sw", target).await }).await;
+                    world.on_node(n, d, "switch", move |d| async move { d.tables().switch(book, "sw", target).await }).await;
                 if let Some(Err(e)) = answer {
                     if !matches!(e, Error::Conflict(_)) && !e.is_transient() {
                         world.fail(format!("a switch request failed: {e}"));
@@ -71,7 +71,7 @@ pub(super) async fn chaos(world: Arc<World>) {
             Handle { shared: world.shared.clone(), owner: Some(n) }.spawn(
                 "table-status",
                 Box::pin(async move {
-                    let status = d.table_status(book, "sw").await;
+                    let status = d.tables().status(book, "sw").await;
                     *put.lock().expect("not poisoned") = Some(status);
                 }),
             );

@@ -32,7 +32,9 @@ pub(super) async fn completer(world: Arc<World>) {
         let p = promise.clone();
         let answer = world
             .on_node(n, d, "complete", move |d| async move {
-                d.complete_promise(&mut Context::new(), BookId(book), &p, Bytes::copy_from_slice(&value.to_be_bytes())).await
+                d.invocations()
+                    .complete_promise(&mut Context::new(), BookId(book), &p, Bytes::copy_from_slice(&value.to_be_bytes()))
+                    .await
             })
             .await;
         let mut t = world.traces.lock().expect("not poisoned");
@@ -87,7 +89,9 @@ pub(super) async fn waiters(world: Arc<World>) {
             let q = promise.clone();
             let answer = world
                 .on_node(n, d, "complete", move |d| async move {
-                    d.complete_promise(&mut Context::new(), book, &q, Bytes::copy_from_slice(&value.to_be_bytes())).await
+                    d.invocations()
+                        .complete_promise(&mut Context::new(), book, &q, Bytes::copy_from_slice(&value.to_be_bytes()))
+                        .await
                 })
                 .await;
             match answer {

@@ -54,7 +54,7 @@ pub(super) async fn schedules(world: Arc<World>) {
         let first = h.now_ms();
         let answered = retry(&world, "put-schedule", move |d| {
             let spec = spec.clone();
-            async move { d.put_schedule(name, spec, None).await.map(|_| ()) }
+            async move { d.schedules().put(name, spec, None).await.map(|_| ()) }
         })
         .await;
         if answered.is_none() {
@@ -68,7 +68,7 @@ pub(super) async fn schedules(world: Arc<World>) {
         h.sleep(50 + world.draw(300)).await;
         let Some((n, d, _)) = world.pick_node() else { continue };
         tried += 1;
-        match world.on_node(n, d, "trigger", |d| async move { d.trigger_schedule("skipping").await }).await {
+        match world.on_node(n, d, "trigger", |d| async move { d.schedules().trigger("skipping").await }).await {
             Some(Ok(_)) => triggered += 1,
             // A replica behind the definition does not know the schedule yet.
             Some(Err(e)) if !e.is_transient() && !matches!(e, Error::Conflict(_) | Error::ScheduleNotFound(_)) => {
@@ -82,7 +82,7 @@ pub(super) async fn schedules(world: Arc<World>) {
     let caught = loop {
         h.sleep(50).await;
         let Some((n, d, _)) = world.pick_node() else { continue };
-        if let Some(Ok(s)) = world.on_node(n, d, "schedule", |d| async move { d.schedule("every").await }).await {
+        if let Some(Ok(s)) = world.on_node(n, d, "schedule", |d| async move { d.schedules().get("every").await }).await {
             if s.last_tick_ms + TICK_LAG_MS >= h.now_ms() {
                 break s.last_tick_ms;
             }
@@ -92,7 +92,7 @@ pub(super) async fn schedules(world: Arc<World>) {
     for (name, ..) in &defined {
         let name = *name;
         let answered = retry(&world, "delete-schedule", move |d| async move {
-            match d.delete_schedule(name).await {
+            match d.schedules().delete(name).await {
                 // An earlier try whose answer was lost deleted it.
                 Err(Error::ScheduleNotFound(_)) => Ok(()),
                 other => other,

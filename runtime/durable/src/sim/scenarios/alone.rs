@@ -66,7 +66,7 @@ fn a_deferred_init_whose_table_switched_since_it_looked_is_never_logged() {
     let read = w.run(inst.get(&mut ctx, "sw", b"k")).expect("a read");
     assert_eq!(read.as_deref(), Some(&b"first"[..]));
     assert!(inst.init_deferred(), "a read-optimized read defers the Init");
-    let begun = w.run(d.switch_table(BOOK, "sw", Protocol::WriteOptimized)).expect("the switch begins");
+    let begun = w.run(d.tables().switch(BOOK, "sw", Protocol::WriteOptimized)).expect("the switch begins");
     let switch = begun_switch(&begun, "sw", Protocol::WriteOptimized);
     let mut sctx = Context::new();
     w.run(d.migrate(&mut sctx, &switch)).expect("the migration");
@@ -135,7 +135,7 @@ fn a_forgettable_read_whose_table_switched_before_it_ended_is_not_forgotten() {
     // A switch begins between the read and the end.
     let mut inst = Instance::new(d.core.clone(), forgettable(&w, "raced"));
     w.run(inst.get(&mut ctx, "sw", b"k")).expect("a read");
-    w.run(d.switch_table(BOOK, "sw", Protocol::WriteOptimized)).expect("the switch begins");
+    w.run(d.tables().switch(BOOK, "sw", Protocol::WriteOptimized)).expect("the switch begins");
     let done = w.run(inst.finish(&mut ctx, Outcome::Ok(Bytes::from_static(b"=first"))));
     assert!(matches!(done, Err(Abort::Superseded)), "the raced read: {done:?}");
 }

@@ -147,7 +147,7 @@ fn concurrent_runs_of_one_keyed_invocation_run_its_guest_once() {
     assert_eq!(a, Ok(b"ok".to_vec()));
     assert_eq!(b, a);
     assert_eq!(w.guests.runs("put").len(), 1, "executions of the guest");
-    assert_eq!(d.replayed(), 1, "the second run answered from the log");
+    assert_eq!(d.invocations().replayed(), 1, "the second run answered from the log");
 }
 
 /// Recovery state is bounded yet complete: with `open_max = 2`, the scan tracks two

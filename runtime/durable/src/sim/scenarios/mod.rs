@@ -223,7 +223,7 @@ fn keyed(function: &str, key: &str, input: &str) -> InvokeRequest {
     InvokeRequest { idempotency_key: Some(key.to_string()), ..unkeyed(function, input) }
 }
 
-/// The switch of `table` of [`BOOK`] to `to` that `begun` (what `switch_table`
+/// The switch of `table` of [`BOOK`] to `to` that `begun` (what `Tables::switch`
 /// answered) shows begun, as a node completing it sees it.
 fn begun_switch(begun: &TableStatus, table: &str, to: Protocol) -> Switch {
     let &(begin, _) = begun.history.last().expect("a Begin record");

@@ -49,7 +49,7 @@ fn a_migration_run_more_than_once_keeps_a_transitional_write_visible() {
     w.put(&d, "sw", "k", "before");
     // Node 1 begins the switch and dies at once, before its completion task ever ran.
     let d1 = w.start(1);
-    let begun = w.run(d1.switch_table(BOOK, "sw", Protocol::ReadOptimized)).expect("the switch begins");
+    let begun = w.run(d1.tables().switch(BOOK, "sw", Protocol::ReadOptimized)).expect("the switch begins");
     w.crash(1);
     drop(d1);
     let switch = begun_switch(&begun, "sw", Protocol::ReadOptimized);
@@ -64,7 +64,7 @@ fn a_migration_run_more_than_once_keeps_a_transitional_write_visible() {
     w.run(d.migrate(&mut ctx, &switch)).expect("a second migration");
     w.run(d.migrate(&mut ctx, &switch)).expect("a third migration");
     w.run(d.complete(&mut ctx, &switch)).expect("the switch completes");
-    let status = w.run(d.table_status(BOOK, "sw")).expect("a status").expect("a table");
+    let status = w.run(d.tables().status(BOOK, "sw")).expect("a status").expect("a table");
     assert_eq!((status.protocol, status.switching), (Protocol::ReadOptimized, None));
     assert_eq!(w.invoke(&d, transitional).as_deref(), Ok("ok"), "the transitional write finishes");
     assert_eq!(w.get(&d, "sw", "k").as_deref(), Some("during"), "a read-optimized reader after End");
@@ -195,12 +195,12 @@ fn a_machine_crash_never_loses_the_only_marker_of_an_object_that_a_switch_migrat
     w.crash(0);
     drop(d);
     let d = w.start(0);
-    let begun = w.run(d.switch_table(BOOK, "sw", Protocol::WriteOptimized)).expect("the switch begins");
+    let begun = w.run(d.tables().switch(BOOK, "sw", Protocol::WriteOptimized)).expect("the switch begins");
     let switch = begun_switch(&begun, "sw", Protocol::WriteOptimized);
     let mut ctx = Context::new();
     w.run(d.migrate(&mut ctx, &switch)).expect("the migration");
     w.run(d.complete(&mut ctx, &switch)).expect("the switch completes");
-    let status = w.run(d.table_status(BOOK, "sw")).expect("a status").expect("a table");
+    let status = w.run(d.tables().status(BOOK, "sw")).expect("a status").expect("a table");
     assert_eq!((status.protocol, status.switching), (Protocol::WriteOptimized, None));
     assert_eq!(w.get(&d, "sw", "k").as_deref(), Some("second"), "k after the switch");
     assert_eq!(w.get(&d, "sw", "other").as_deref(), Some("x"), "other after the switch");
