@@ -9,6 +9,12 @@
 //!   logged result; after, the key is refused as expired: 409);
 //! - with a step log whose result carries APPENDED, the instance's marks in the user
 //!   book are retired (trimmed whole: the index keeps only their counts);
+//! - with a step log, the instance's cancel and retry streams (the scan noted them from
+//!   their records in INSTANCES); a completed promise's stream and its waiters' stream go
+//!   once its creator's root is collected, `results_kept_ms` after the completion, and
+//!   when no invocation that waited for it is still kept, so a value outlives its
+//!   waiters (a promise never completed stays; awaiting or completing a collected one
+//!   finds no promise);
 //! - the INSTANCES stream (and APPENDED) is trimmed below `t̄` and below every step log
 //!   still kept;
 //! - for each object of each table: the write-log record visible at `t̄` is kept with
@@ -65,6 +71,8 @@ pub struct Collected {
     pub versions: u64,
     /// Streams of objects, queue shards and locks checkpointed and trimmed.
     pub streams: u64,
+    /// Completed promises whose streams were trimmed.
+    pub promises: u64,
 }
 
 /// What the recovery scan saw finish in one book, for garbage collection to collect.
@@ -78,6 +86,20 @@ pub(crate) struct Collectable {
     pub instances_trimmed: u64,
     /// What garbage collection read of the LIBRARIES stream and has not collected yet.
     pub libraries: LibraryWalk,
+    /// Streams that go with an instance's step log, by its step tag: its cancel and
+    /// retry streams.
+    pub with_step_log: BTreeMap<Tag, Vec<Tag>>,
+    /// Completed promises, oldest first: each with its creator's root (by step tag) and
+    /// when the completion was seen.
+    pub promises: VecDeque<CompletedPromise>,
+}
+
+/// A completed promise, to collect once its creator's root is collected and no
+/// invocation that waited for it is left.
+pub(crate) struct CompletedPromise {
+    pub promise: String,
+    pub creator: Tag,
+    pub seen_ms: u64,
 }
 
 /// An instance (root or child) whose result the scan has seen.
@@ -87,6 +109,40 @@ pub(crate) struct Finished {
     pub seen_ms: u64,
     /// Its result says it may have appended to the user book under its mark.
     pub appended: bool,
+}
+
+/// Collects the completed promises of `book` whose creator's root is collected, that
+/// were completed `results_kept_ms` ago, and that no invocation still kept waited for:
+/// their streams and their waiters' streams. Looks at each promise once a round.
+async fn collect_promises(d: &Durable, ctx: &mut Context, book: BookId, now: u64, scan: &mut Collectable) -> Result<u64, Abort> {
+    let sb = shadow(book);
+    let mut collected = 0;
+    for _ in 0..scan.promises.len() {
+        let Some(p) = scan.promises.pop_front() else { break };
+        if now.saturating_sub(p.seen_ms) < d.core.config.results_kept_ms {
+            // The rest were seen later.
+            scan.promises.push_front(p);
+            break;
+        }
+        let waiters = d.core.tags.promise_waiters(&p.promise);
+        let mut kept = scan.inits.contains_key(&p.creator);
+        let mut at = SeqNum(0);
+        while !kept {
+            let Some(r) = d.core.log.read_next(ctx, sb, waiters, at).await? else { break };
+            at = SeqNum(r.seqnum.0.saturating_add(1));
+            if let Ok(Step::Sleep(kind::Sleep { root, .. })) = record::decode::<Step>("step", &r.data) {
+                kept = scan.inits.contains_key(&d.core.tags.step(&root));
+            }
+        }
+        if kept {
+            scan.promises.push_back(p);
+            continue;
+        }
+        d.core.log.trim(ctx, sb, waiters, SeqNum::MAX).await?;
+        d.core.log.trim(ctx, sb, d.core.tags.promise(&p.promise), SeqNum::MAX).await?;
+        collected += 1;
+    }
+    Ok(collected)
 }
 
 /// Collects in `book` what is below `horizon` (the scan's t̄; `next`, the next seqnum of
@@ -108,6 +164,10 @@ pub(crate) async fn collect(
         if f.result >= horizon || !expired {
             break;
         }
+        // Before the step log, as the marks: a crash in between trims them again.
+        for stream in scan.with_step_log.remove(&f.step_tag).into_iter().flatten() {
+            d.core.log.trim(&mut ctx, sb, stream, SeqNum::MAX).await?;
+        }
         if f.appended {
             // Before the step log: a crash in between retires the marks again, harmlessly.
             for mark in d.core.tags.marks(f.step_tag) {
@@ -119,6 +179,15 @@ pub(crate) async fn collect(
         scan.finished.pop_front();
         done.step_logs += 1;
     }
+    // Streams of instances collected before the scan saw them (a cancellation that
+    // raced the result); each is one trim.
+    let gone: Vec<Tag> = scan.with_step_log.keys().filter(|t| !scan.inits.contains_key(t)).copied().collect();
+    for tag in gone {
+        for stream in scan.with_step_log.remove(&tag).into_iter().flatten() {
+            d.core.log.trim(&mut ctx, sb, stream, SeqNum::MAX).await?;
+        }
+    }
+    done.promises = collect_promises(d, &mut ctx, book, now, scan).await?;
     // Each trim is a metalog command: only when the point moved.
     let below = scan.inits.values().copied().min().unwrap_or(u64::MAX).min(horizon);
     if below > scan.instances_trimmed {

@@ -35,7 +35,7 @@ use std::sync::{Arc, Weak};
 use tally_log_core::{BookId, Context, LogRecord, SeqNum, Tag};
 
 use crate::error::Error;
-use crate::gc::{Collectable, Finished};
+use crate::gc::{Collectable, CompletedPromise, Finished};
 use crate::id::InstanceId;
 use crate::instance::{Instance, Of};
 use crate::node::Durable;
@@ -128,6 +128,9 @@ impl BookScan {
         step: Step,
         open_max: usize,
     ) -> Result<(), Error> {
+        if let Step::Retry(kind::Retry { id, .. }) = &step {
+            self.collect_with(d.core.tags.step(id), d.core.tags.retry(id));
+        }
         match step {
             Step::Init(kind::Init { id, function, version, .. })
             | Step::InitKeyed(kind::InitKeyed { id, function, version, .. }) => {
@@ -169,12 +172,21 @@ impl BookScan {
             // those that logged a wait for it.
             Step::Completed(kind::Completed { promise, root, .. }) => {
                 self.make_due(d, &root, open_max);
+                let (creator, seen_ms) = (d.core.tags.step(&root), d.core.clock.now_ms());
+                if self.gc.promises.len() < crate::gc::FINISHED_MAX {
+                    self.gc.promises.push_back(CompletedPromise { promise: promise.clone(), creator, seen_ms });
+                } else {
+                    tracing::warn!(book = book.0, promise, "too many completed promises to collect: this one stays");
+                }
                 for waiter in d.promise_waiters(&mut self.ctx, book, &promise).await? {
                     self.make_due(d, &waiter, open_max);
                 }
             }
             // The root was cancelled: it is due, to see it.
-            Step::Cancel(kind::Cancel { root }) => self.make_due(d, &root, open_max),
+            Step::Cancel(kind::Cancel { root }) => {
+                self.collect_with(d.core.tags.step(&root), d.core.tags.cancel(&root));
+                self.make_due(d, &root, open_max);
+            }
             // A refused child's whole history: started and finished at once.
             Step::Refused(kind::Refused { .. }) => {
                 self.gc.inits.insert(tag, r.seqnum.0);
@@ -190,6 +202,14 @@ impl BookScan {
             _ => {}
         }
         Ok(())
+    }
+
+    /// Has garbage collection trim `stream` with the step log of `step`.
+    fn collect_with(&mut self, step: Tag, stream: Tag) {
+        let streams = self.gc.with_step_log.entry(step).or_default();
+        if !streams.contains(&stream) {
+            streams.push(stream);
+        }
     }
 
     /// Makes root `root` due at once (a completion or a cancellation needs it to run

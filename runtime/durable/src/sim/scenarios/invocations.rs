@@ -264,3 +264,70 @@ fn writes_taken_where_a_peer_logged_the_cancellation_never_become_visible() {
     assert_eq!(w.get(&d, "ro", "a"), None);
     assert_eq!(w.get(&d, "ro", "b"), None);
 }
+
+/// Review finding 14: the streams of cancellations, retries, promises and their waiters
+/// were never collected. Each now goes once what it belongs to is collected: a cancel or
+/// retry stream with its instance's step log, a completed promise's streams once its
+/// creator's root and every invocation that waited for it are.
+#[test]
+fn cancellations_retries_and_completed_promises_are_collected() {
+    let mut config = config();
+    config.results_kept_ms = 0;
+    let mut w = World::new(config);
+    let d = w.start(0);
+    let napper = guest(|a| {
+        Box::pin(async move {
+            a.sleep(crate::Wake::After(3_600_000)).await?;
+            Ok(b"awake".to_vec())
+        })
+    });
+    let flaky = guest(|a| {
+        Box::pin(async move {
+            match a.attempt {
+                1 => Err(Abort::Transient(Error::Trap("the first attempt traps".into()))),
+                _ => Ok(b"ok".to_vec()),
+            }
+        })
+    });
+    let maker = guest(|a| Box::pin(async move { Ok(a.create_promise().await?.into_bytes()) }));
+    let awaiter = guest(|a| {
+        Box::pin(async move {
+            let promise = String::from_utf8_lossy(&a.input).into_owned();
+            Ok(a.await_promise(&promise, None).await?.map_err(Abort::Transient)?.to_vec())
+        })
+    });
+    for (name, g) in [("napper", napper), ("flaky", flaky), ("maker", maker), ("awaiter", awaiter)] {
+        w.deploy(name, Limits { retry_backoff_ms: 10, ..Limits::default() }, g);
+    }
+    let start = |w: &mut World, function: &str, key: &str, input: Bytes| {
+        w.run(d.invoke_async(&mut Context::new(), function.into(), BOOK, input, Some(key.into()), 0, None)).expect("started")
+    };
+    // A sleeper, cancelled.
+    let napping = start(&mut w, "napper", "n", Bytes::new());
+    w.advance(50);
+    w.run(d.invocations().cancel(&mut Context::new(), BOOK, &napping.to_string())).expect("cancelled");
+    assert_eq!(w.wait_finished(&d, &napping), Ok(InvocationStatus::Finished(Err(Error::Cancelled))));
+    // A trap, retried.
+    assert_eq!(w.invoke(&d, keyed("flaky", "f", "")).as_deref(), Ok("ok"));
+    // A promise, awaited by another invocation, then completed.
+    let promise = w.invoke(&d, keyed("maker", "m", "")).expect("a promise");
+    let waiting = start(&mut w, "awaiter", "a", Bytes::from(promise.clone()));
+    w.advance(50);
+    w.run(d.invocations().complete_promise(&mut Context::new(), BOOK, &promise, Bytes::from_static(b"yes"))).expect("completed");
+    assert_eq!(w.wait_finished(&d, &waiting), Ok(InvocationStatus::Finished(Ok(Bytes::from_static(b"yes")))));
+
+    let tags = &d.core.tags;
+    let streams = [
+        ("the cancel stream", tags.cancel(&napping)),
+        ("the retry stream", tags.retry(&id("flaky", "f"))),
+        ("the promise's stream", tags.promise(&promise)),
+        ("the promise's waiters", tags.promise_waiters(&promise)),
+    ];
+    for (what, tag) in &streams {
+        assert!(!w.stream(&d, *tag).is_empty(), "{what} has its record before collection");
+    }
+    w.recover(&d, &mut Recovery::default(), 3);
+    for (what, tag) in &streams {
+        assert_eq!(w.stream(&d, *tag), [], "{what} is collected");
+    }
+}

@@ -80,11 +80,13 @@ fn words(input: &[u8]) -> Vec<String> {
 struct Limits {
     timeout_ms: u64,
     request_bytes_max: u64,
+    /// The wait before a trapped attempt's retry (`RetryPolicy::backoff_ms`).
+    retry_backoff_ms: u64,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { timeout_ms: 100, request_bytes_max: 1 << 20 }
+        Limits { timeout_ms: 100, request_bytes_max: 1 << 20, retry_backoff_ms: 0 }
     }
 }
 
@@ -129,7 +131,7 @@ impl Guests {
             timeout_ms: limits.timeout_ms,
             request_bytes_max: limits.request_bytes_max,
             tables: Arc::default(),
-            retry: crate::env::RetryPolicy::default(),
+            retry: crate::env::RetryPolicy { backoff_ms: limits.retry_backoff_ms, ..Default::default() },
         };
         r.functions.entry(name.to_string()).or_default().push((version, guest));
         r.last_version
@@ -317,6 +319,11 @@ impl World {
             }
             for &n in self.incarnations.keys() {
                 self.log.apply(n, usize::MAX);
+            }
+            // Woken by what the log applied: polled again before the executor may move
+            // the clock on to its next timer.
+            if flag.0.load(Ordering::SeqCst) {
+                continue;
             }
             let stepped = self.exec.step(&mut self.rng, &BTreeSet::new(), limit_ms);
             if matches!(stepped, Stepped::Idle) && !flag.0.load(Ordering::SeqCst) {
