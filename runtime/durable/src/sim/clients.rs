@@ -13,6 +13,7 @@ use crate::invoke::{InvocationStatus, InvokeRequest};
 use crate::node::Durable;
 
 use super::exec::Handle;
+use super::guest::PEEK;
 use super::history::{logged_clocks, logged_output};
 use super::oracle::show;
 use super::world::World;
@@ -218,10 +219,6 @@ async fn client(world: Arc<World>, c: usize) {
         *world.clients_done.lock().expect("not poisoned") += 1;
     }
 }
-
-/// A read-only function of the read-optimized table and the switching one, which
-/// clients call without any key (`peek`).
-pub(super) const PEEK: &str = "peek";
 
 /// Reads the client's keys of those tables with a request that has no key
 /// at all, as a browser would: on a node alone it logs nothing (`Of::forgettable`), so

@@ -1,8 +1,7 @@
 //! The simulator's workload for the libraries on the log (`objects.rs`, `queues.rs`,
 //! `locks.rs`, keyed invocations), run through the same faults as everything else, and
 //! its oracle, which shares no code with them: it checks what the guests saw against a
-//! plain model built from their own reports. The harness task that starts them and then
-//! asks the oracle (`libraries`) is at the end.
+//! plain model built from their own reports.
 //!
 //! - Tellers (Boki §7.5's counters): transactions on [`COUNTERS`] shared counters of one
 //!   book (read-modify-write ones that retry on conflict, blind increments, aborted
@@ -21,21 +20,20 @@
 //! so that readers start from checkpoints. The tellers' inputs carry the seed, so each seed
 //! mixes other kinds of tellers on other counters: with fixed inputs no plain write ever
 //! fell in a transaction's window, and a decision that ignored plain writes passed.
+//!
+//! What the guests report (`Seen`, `LibTraces`) is with the other executions' reports in
+//! `guest.rs`; the harness task that starts them and then asks this oracle is
+//! `libraries.rs`.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use bytes::Bytes;
-use tally_log_core::BookId;
 
 use crate::attempt::Attempt;
-use crate::env::Clock;
 use crate::error::{Error, Result};
 use crate::objects::ObjOp;
 
-use super::clients::{submit_and_wait, submit_to, wait_finished};
-use super::guest::{guest, seed_of};
-use super::world::World;
+use super::guest::{guest, seed_of, LibTraces, Seen};
 
 pub const TELLER: &str = "teller";
 pub const PRODUCER: &str = "producer";
@@ -56,27 +54,6 @@ pub const QUEUE: &str = "jobs";
 
 pub fn counter(c: u64) -> String {
     format!("counter-{c}")
-}
-
-/// What one execution of a teller saw, in order.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Seen {
-    /// A transaction's commit: its record, whether it committed, what it read, what it
-    /// added (per counter).
-    Txn { seqnum: u64, committed: bool, reads: Vec<(u64, i64)>, adds: Vec<(u64, i64)> },
-    /// A plain increment, at its record.
-    Plain { seqnum: u64, counter: u64, by: i64 },
-}
-
-/// What executions that ran to their end reported, by input.
-#[derive(Default)]
-pub struct LibTraces {
-    pub tellers: BTreeMap<String, Vec<Vec<Seen>>>,
-    /// Per consumer: the messages its executions popped, each with its pop's record.
-    pub consumers: BTreeMap<String, Vec<Vec<(String, u64)>>>,
-    /// Per locker or keyed invocation: whether it held its lock.
-    pub holders: BTreeMap<String, Vec<bool>>,
-    pub read: BTreeMap<String, Vec<Vec<i64>>>,
 }
 
 fn number(text: Option<String>) -> Result<i64> {
@@ -287,75 +264,8 @@ pub fn check_tellers(tellers: &BTreeMap<String, Vec<Seen>>, totals: &[i64]) -> s
     Ok(events.len() as u64)
 }
 
-/// The libraries' workload (`libs.rs`): tellers, producers and consumers, lockers and
-/// keyed invocations on one book, all at once through the faults; then a drain, the
-/// final reads and the oracle.
-pub(super) async fn libraries(world: Arc<World>) {
-    let h = world.harness();
-    let book = BookId(0);
-    let mut started: Vec<(String, String)> = Vec::new();
-    let mut plan: Vec<(&str, String, Option<crate::record::InvocationKey>)> = Vec::new();
-    // The seed in the tellers' inputs: what each does (and on which counters) follows
-    // from its input, so every seed gets another mix.
-    plan.extend((0..TELLERS).map(|t| (TELLER, format!("t{t}-{}", world.seed), None)));
-    plan.extend((0..PRODUCERS).map(|p| (PRODUCER, format!("p{p}"), None)));
-    plan.extend((0..CONSUMERS).map(|c| (CONSUMER, format!("c{c}"), None)));
-    plan.extend((0..LOCKERS).map(|l| (LOCKER, format!("l{l}"), None)));
-    plan.extend(
-        (0..KEYEDS).map(|k| (KEYED, format!("k{k}"), Some(crate::record::InvocationKey { key: "hot".into(), exclusive: true }))),
-    );
-    for (function, input, to) in plan {
-        // Tellers close together, so that their transactions' windows overlap.
-        h.sleep(world.draw(if function == TELLER { 4 } else { 30 })).await;
-        let key = format!("lib-{input}");
-        let Some(id) = submit_to(&world, function, book, Bytes::from(input.clone()), key, to).await else { return };
-        started.push((input, id));
-    }
-    let reported = |input: &str| {
-        let t = world.traces.lock().expect("not poisoned");
-        let l = &t.libs;
-        l.tellers.contains_key(input)
-            || l.consumers.contains_key(input)
-            || l.holders.contains_key(input)
-            || input.starts_with('p')
-    };
-    for (input, id) in &started {
-        if wait_finished(&world, book, id, || reported(input)).await.is_none() {
-            return;
-        }
-    }
-    // Drain what the consumers left (they stop at an empty queue).
-    for d in 0.. {
-        let input = format!("drain{d}");
-        if submit_and_wait(&world, CONSUMER, book, Bytes::from(input.clone()), format!("lib-{input}")).await.is_none() {
-            return;
-        }
-        let empty =
-            world.traces.lock().expect("not poisoned").libs.consumers.get(&input).is_none_or(|e| e.iter().all(Vec::is_empty));
-        if empty || d > 20 {
-            break;
-        }
-    }
-    for input in ["counters", "locked", "keyed"] {
-        if submit_and_wait(&world, READER, book, Bytes::from(input), format!("lib-read-{input}")).await.is_none() {
-            return;
-        }
-    }
-    let checked = {
-        let t = world.traces.lock().expect("not poisoned");
-        check_libraries(&t.libs)
-    };
-    match checked {
-        Ok(n) => {
-            world.stats.lock().expect("not poisoned").library_checked += n;
-            *world.libs_done.lock().expect("not poisoned") = true;
-        }
-        Err(e) => world.fail(e),
-    }
-}
-
 /// The libraries' oracle over what the executions reported (`libs.rs`).
-fn check_libraries(t: &LibTraces) -> Result<u64, String> {
+pub(super) fn check_libraries(t: &LibTraces) -> Result<u64, String> {
     let read = agreed("reader", &t.read)?;
     let value = |input: &str| read.get(input).cloned().ok_or_else(|| format!("no read of {input}"));
     let mut checked = check_tellers(&agreed("teller", &t.tellers)?, &value("counters")?)?;

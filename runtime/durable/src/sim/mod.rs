@@ -47,10 +47,15 @@
 //!
 //! This file is the run itself: [`run_seed`]'s event loop, which injects the pauses and
 //! the crashes of nodes and of the machine, and ends the safety phase. Around it:
-//! `options.rs` (what a run depends on, what it did), `world.rs` (the nodes and what the
-//! harness tasks share), the tasks (`clients.rs`, `chaos.rs`, `promises.rs`,
-//! `schedules.rs`, `cancels.rs`, and the libraries' in `libs.rs`), and `history.rs` (the
-//! step logs read back from the log for the checks at the end).
+//! `options.rs` (what a run depends on, what it did), `history.rs` (the step logs read
+//! back from the log for the checks at the end), and the harness in layers, each file
+//! taking only from those below it: `guest.rs` (the guests as data: programs, the
+//! functions' names, what executions report), `libs.rs` (the libraries' functions and
+//! their oracle), `functions.rs` (the `Functions` a node runs them with), `oracle.rs`,
+//! `world.rs` (the nodes and what the harness tasks share), `clients.rs` (the clients'
+//! workload and the request helpers the other tasks share), and the other tasks on top
+//! (`chaos.rs`, `promises.rs`, `schedules.rs`, `cancels.rs`, the libraries' in
+//! `libraries.rs`).
 //!
 //! [`Durable`]: crate::Durable
 
@@ -59,8 +64,10 @@ mod chan;
 mod chaos;
 mod clients;
 mod exec;
+mod functions;
 mod guest;
 mod history;
+mod libraries;
 mod libs;
 mod log;
 mod options;
@@ -83,7 +90,7 @@ use self::clients::setup_then_clients;
 use self::exec::{Exec, Stepped};
 use self::guest::{Registry, Traces};
 use self::history::{check_objects_stored, check_step_logs};
-use self::libs::libraries;
+use self::libraries::libraries;
 use self::log::{LogFaults, SimLog};
 use self::oracle::Oracle;
 use self::promises::{completer, waiters};

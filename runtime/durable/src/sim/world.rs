@@ -15,9 +15,9 @@ use crate::node::{Durable, Parts};
 use crate::store::StateStore;
 use crate::tags::TagKey;
 
-use super::clients::PEEK;
 use super::exec::{self, Exec, Handle};
-use super::guest::{self, random_program, Op, Program, Registry, SimFunctions, Traces, DYN_KEYS, KEYS, TABLES};
+use super::functions::SimFunctions;
+use super::guest::{self, random_program, Op, Program, Registry, Traces, DYN_KEYS, KEYS, PEEK, TABLES};
 use super::log::SimLog;
 use super::oracle::Oracle;
 use super::store::FaultyStore;

@@ -1,0 +1,83 @@
+//! The harness task of the libraries' workload (`libs.rs`): it starts the tellers,
+//! producers, consumers, lockers and keyed invocations through the clients' request
+//! helpers, drains the queue, reads the final values and asks the libraries' oracle.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tally_log_core::BookId;
+
+use crate::env::Clock;
+
+use super::clients::{submit_and_wait, submit_to, wait_finished};
+use super::libs::{
+    check_libraries, CONSUMER, CONSUMERS, KEYED, KEYEDS, LOCKER, LOCKERS, PRODUCER, PRODUCERS, READER, TELLER, TELLERS,
+};
+use super::world::World;
+
+/// The libraries' workload (`libs.rs`): tellers, producers and consumers, lockers and
+/// keyed invocations on one book, all at once through the faults; then a drain, the
+/// final reads and the oracle.
+pub(super) async fn libraries(world: Arc<World>) {
+    let h = world.harness();
+    let book = BookId(0);
+    let mut started: Vec<(String, String)> = Vec::new();
+    let mut plan: Vec<(&str, String, Option<crate::record::InvocationKey>)> = Vec::new();
+    // The seed in the tellers' inputs: what each does (and on which counters) follows
+    // from its input, so every seed gets another mix.
+    plan.extend((0..TELLERS).map(|t| (TELLER, format!("t{t}-{}", world.seed), None)));
+    plan.extend((0..PRODUCERS).map(|p| (PRODUCER, format!("p{p}"), None)));
+    plan.extend((0..CONSUMERS).map(|c| (CONSUMER, format!("c{c}"), None)));
+    plan.extend((0..LOCKERS).map(|l| (LOCKER, format!("l{l}"), None)));
+    plan.extend(
+        (0..KEYEDS).map(|k| (KEYED, format!("k{k}"), Some(crate::record::InvocationKey { key: "hot".into(), exclusive: true }))),
+    );
+    for (function, input, to) in plan {
+        // Tellers close together, so that their transactions' windows overlap.
+        h.sleep(world.draw(if function == TELLER { 4 } else { 30 })).await;
+        let key = format!("lib-{input}");
+        let Some(id) = submit_to(&world, function, book, Bytes::from(input.clone()), key, to).await else { return };
+        started.push((input, id));
+    }
+    let reported = |input: &str| {
+        let t = world.traces.lock().expect("not poisoned");
+        let l = &t.libs;
+        l.tellers.contains_key(input)
+            || l.consumers.contains_key(input)
+            || l.holders.contains_key(input)
+            || input.starts_with('p')
+    };
+    for (input, id) in &started {
+        if wait_finished(&world, book, id, || reported(input)).await.is_none() {
+            return;
+        }
+    }
+    // Drain what the consumers left (they stop at an empty queue).
+    for d in 0.. {
+        let input = format!("drain{d}");
+        if submit_and_wait(&world, CONSUMER, book, Bytes::from(input.clone()), format!("lib-{input}")).await.is_none() {
+            return;
+        }
+        let empty =
+            world.traces.lock().expect("not poisoned").libs.consumers.get(&input).is_none_or(|e| e.iter().all(Vec::is_empty));
+        if empty || d > 20 {
+            break;
+        }
+    }
+    for input in ["counters", "locked", "keyed"] {
+        if submit_and_wait(&world, READER, book, Bytes::from(input), format!("lib-read-{input}")).await.is_none() {
+            return;
+        }
+    }
+    let checked = {
+        let t = world.traces.lock().expect("not poisoned");
+        check_libraries(&t.libs)
+    };
+    match checked {
+        Ok(n) => {
+            world.stats.lock().expect("not poisoned").library_checked += n;
+            *world.libs_done.lock().expect("not poisoned") = true;
+        }
+        Err(e) => world.fail(e),
+    }
+}
