@@ -11,10 +11,12 @@
 //!   book are retired (trimmed whole: the index keeps only their counts);
 //! - with a step log, the instance's cancel and retry streams (the scan noted them from
 //!   their records in INSTANCES); a completed promise's stream and its waiters' stream go
-//!   once its creator's root is collected, `results_kept_ms` after the completion, and
-//!   when no invocation that waited for it is still kept, so a value outlives its
-//!   waiters (a promise never completed stays; awaiting or completing a collected one
-//!   finds no promise);
+//!   once its creator's root is collected, `results_kept_ms` after the completion, once
+//!   every root that started before the completion has finished (the completion is
+//!   below `t̄`), and when no invocation that waited for it is still kept, so a value
+//!   outlives every invocation that could have awaited it before it was completed (a
+//!   promise never completed stays; awaiting or completing a collected one finds no
+//!   promise);
 //! - the INSTANCES stream (and APPENDED) is trimmed below `t̄` and below every step log
 //!   still kept;
 //! - for each object of each table: the write-log record visible at `t̄` is kept with
@@ -99,6 +101,8 @@ pub(crate) struct Collectable {
 pub(crate) struct CompletedPromise {
     pub promise: String,
     pub creator: Tag,
+    /// The completion's seqnum, and when the scan saw it.
+    pub seqnum: u64,
     pub seen_ms: u64,
 }
 
@@ -112,15 +116,23 @@ pub(crate) struct Finished {
 }
 
 /// Collects the completed promises of `book` whose creator's root is collected, that
-/// were completed `results_kept_ms` ago, and that no invocation still kept waited for:
+/// were completed `results_kept_ms` ago and below the horizon (every root that started
+/// before the completion has finished), and that no invocation still kept waited for:
 /// their streams and their waiters' streams. Looks at each promise once a round.
-async fn collect_promises(d: &Durable, ctx: &mut Context, book: BookId, now: u64, scan: &mut Collectable) -> Result<u64, Abort> {
+async fn collect_promises(
+    d: &Durable,
+    ctx: &mut Context,
+    book: BookId,
+    now: u64,
+    horizon: u64,
+    scan: &mut Collectable,
+) -> Result<u64, Abort> {
     let sb = shadow(book);
     let mut collected = 0;
     for _ in 0..scan.promises.len() {
         let Some(p) = scan.promises.pop_front() else { break };
-        if now.saturating_sub(p.seen_ms) < d.core.config.results_kept_ms {
-            // The rest were seen later.
+        if now.saturating_sub(p.seen_ms) < d.core.config.results_kept_ms || p.seqnum >= horizon {
+            // The rest were completed later.
             scan.promises.push_front(p);
             break;
         }
@@ -187,7 +199,7 @@ pub(crate) async fn collect(
             d.core.log.trim(&mut ctx, sb, stream, SeqNum::MAX).await?;
         }
     }
-    done.promises = collect_promises(d, &mut ctx, book, now, scan).await?;
+    done.promises = collect_promises(d, &mut ctx, book, now, horizon, scan).await?;
     // Each trim is a metalog command: only when the point moved.
     let below = scan.inits.values().copied().min().unwrap_or(u64::MAX).min(horizon);
     if below > scan.instances_trimmed {

@@ -174,7 +174,12 @@ impl BookScan {
                 self.make_due(d, &root, open_max);
                 let (creator, seen_ms) = (d.core.tags.step(&root), d.core.clock.now_ms());
                 if self.gc.promises.len() < crate::gc::FINISHED_MAX {
-                    self.gc.promises.push_back(CompletedPromise { promise: promise.clone(), creator, seen_ms });
+                    self.gc.promises.push_back(CompletedPromise {
+                        promise: promise.clone(),
+                        creator,
+                        seqnum: r.seqnum.0,
+                        seen_ms,
+                    });
                 } else {
                     tracing::warn!(book = book.0, promise, "too many completed promises to collect: this one stays");
                 }

@@ -74,6 +74,9 @@ pub const SCHEDULES: Tag = fixed(8);
 /// Every record of an object's, a queue shard's or a lock's stream, in its book's
 /// shadow: garbage collection walks it to learn which streams changed (`gc.rs`).
 pub const LIBRARIES: Tag = fixed(9);
+/// The compactions of SCHEDULES, in [`PLATFORM_BOOK`]: each says below which seqnum
+/// SCHEDULES was trimmed, once every live schedule was listed again above it.
+pub const SCHEDULES_COMPACTED: Tag = fixed(10);
 
 const DERIVED_BIT: u64 = 1 << 62;
 
@@ -338,7 +341,7 @@ mod tests {
                 assert_ne!(t, u);
             }
         }
-        for f in [MANIFESTS, BOOKS, SWITCHES, TABLES, INSTANCES, TAG_KEY, APPENDED, SCHEDULES] {
+        for f in [MANIFESTS, BOOKS, SWITCHES, TABLES, INSTANCES, TAG_KEY, APPENDED, SCHEDULES, LIBRARIES, SCHEDULES_COMPACTED] {
             assert!(is_fixed(f) && !f.is_mark());
         }
         let marks = key.marks(key.step(&id));

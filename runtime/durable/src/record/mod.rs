@@ -29,6 +29,7 @@
 //!   platform-wide, in PLATFORM_BOOK:
 //!   schedule(name)               a schedule's whole state after each change
 //!   SCHEDULES                    the definitions and deletions of schedules (those records of schedule(name))
+//!   SCHEDULES_COMPACTED          where SCHEDULES was trimmed below (a u64), the last one kept
 //!   BOOKS, TABLES, SWITCHES      listings: books with exactly-once invocations, tables with a transition log,
 //!                                switches started
 //!   MANIFESTS, TAG_KEY           the registry's manifests (JSON) and the cluster's tag key: not of this format

@@ -50,7 +50,7 @@ impl Durable {
     /// none) and records the result, again while other changes win the race; returns
     /// the state recorded (or the last one, for no change). `listed` puts the record in
     /// SCHEDULES too.
-    async fn change_schedule(
+    pub(super) async fn change_schedule(
         &self,
         name: &str,
         listed: bool,
@@ -109,30 +109,6 @@ impl Durable {
             Err(tally_log_core::Error::Conflict { .. }) => Ok(false),
             Err(e) => Err(e.into()),
         }
-    }
-
-    /// The names in SCHEDULES, each with its book (`None` once deleted), reading what
-    /// is new.
-    async fn known_schedules<R>(&self, f: impl FnOnce(&BTreeMap<String, BookId>) -> R) -> Result<R> {
-        let mut guard = self.drivers.known.lock().await;
-        let (next, known) = &mut *guard;
-        let mut ctx = Context::new();
-        while let Some(r) = self.core.log.read_next(&mut ctx, PLATFORM_BOOK, SCHEDULES, SeqNum(*next)).await? {
-            *next = r.seqnum.0 + 1;
-            match record::decode::<State>("schedule", &r.data) {
-                // A deleted schedule is forgotten: only live ones are listed and counted.
-                Ok(s) => match s.spec {
-                    Some(spec) => {
-                        known.insert(s.name, spec.book);
-                    }
-                    None => {
-                        known.remove(&s.name);
-                    }
-                },
-                Err(e) => tracing::error!(seqnum = %r.seqnum, "skipping a schedule listing: {e}"),
-            }
-        }
-        Ok(f(known))
     }
 
     /// Whether the invocation a schedule started last still runs (or sleeps).
@@ -275,7 +251,7 @@ pub(crate) async fn schedule_loop(weak: Weak<Durable>) {
     loop {
         let Some(d) = Durable::live(&weak) else { return };
         let known = d.known_schedules(|known| {
-            known.iter().filter(|(name, _)| !d.is_driving(name)).map(|(n, b)| (n.clone(), *b)).collect::<Vec<_>>()
+            known.iter().filter(|(name, _)| !d.is_driving(name)).map(|(n, (b, _))| (n.clone(), *b)).collect::<Vec<_>>()
         });
         match known.await {
             Ok(undriven) => {
@@ -284,6 +260,11 @@ pub(crate) async fn schedule_loop(weak: Weak<Durable>) {
                 }
             }
             Err(e) => tracing::warn!("reading the schedules: {e}"),
+        }
+        if d.core.peers.owns(PLATFORM_BOOK) {
+            if let Err(e) = d.compact_listing().await {
+                tracing::warn!("compacting the listing of schedules: {e}");
+            }
         }
         let sleep = d.core.clock.sleep(d.core.config.schedule_poll_ms.max(1));
         drop(d);
@@ -332,7 +313,7 @@ impl Schedules<'_> {
             })
             .await?;
         if let Some(spec) = &state.spec {
-            d.drivers.known.lock().await.1.insert(name.to_string(), spec.book);
+            d.drivers.known.lock().await.live.insert(name.to_string(), (spec.book, 0));
             d.drive_if_owned(name, spec.book);
         }
         Ok((state.view().expect("defined"), created))
@@ -387,7 +368,7 @@ impl Schedules<'_> {
             })))
         })
         .await?;
-        d.drivers.known.lock().await.1.remove(name);
+        d.drivers.known.lock().await.live.remove(name);
         Ok(())
     }
 

@@ -35,7 +35,7 @@
 //! Both policies are decided from the state and the last invocation's status by
 //! `State::plan`, which is pure and unit-tested.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, Mutex, Weak};
 
 use bytes::Bytes;
@@ -47,9 +47,10 @@ use crate::cron::Cron;
 use crate::error::{Error, Result};
 use crate::id::InstanceId;
 use crate::record;
-use crate::tags::{PLATFORM_BOOK, SCHEDULES};
+use crate::tags::{PLATFORM_BOOK, SCHEDULES, SCHEDULES_COMPACTED};
 
 mod driver;
+mod listing;
 
 pub(crate) use driver::schedule_loop;
 
@@ -371,10 +372,24 @@ impl State {
 /// What this node knows of the cluster's schedules.
 #[derive(Default)]
 pub(crate) struct Drivers {
-    /// The SCHEDULES stream as read so far: each name's book (`None` once deleted).
-    known: AsyncMutex<(u64, BTreeMap<String, BookId>)>,
+    /// The SCHEDULES stream as read so far (`listing.rs`).
+    known: AsyncMutex<Listing>,
     /// Names this node drives.
     driving: Mutex<BTreeSet<String>>,
+}
+
+/// The SCHEDULES stream as this node read it.
+#[derive(Default)]
+struct Listing {
+    /// The next seqnum to read.
+    next: u64,
+    /// The live schedules: each name's book, and the seqnum of its latest listing.
+    live: BTreeMap<String, (BookId, u64)>,
+    /// The seqnums of the listings read at or above the last compaction seen: past
+    /// `2 * live + COMPACT_SLACK` of them, the listing is compacted.
+    read: VecDeque<u64>,
+    /// The last compaction applied: SCHEDULES was trimmed below it.
+    compacted: u64,
 }
 
 /// Refuses names the API cannot carry in a path segment, or that are too long.

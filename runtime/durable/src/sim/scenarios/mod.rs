@@ -11,12 +11,13 @@
 //!
 //! This file is the harness; the scenarios are grouped by what they exercise:
 //! re-executions (`reexecution.rs`), invocations, peers and recovery (`invocations.rs`),
-//! writes, their versions, collection and switches (`writes.rs`), and a node alone
-//! (`alone.rs`). The simulator's log keeps the LogBook contract (the one test here).
+//! writes, their versions, collection and switches (`writes.rs`), a node alone
+//! (`alone.rs`), and schedules (`schedules.rs`). The simulator's log keeps the LogBook contract (the one test here).
 
 mod alone;
 mod invocations;
 mod reexecution;
+mod schedules;
 mod writes;
 
 use std::collections::{BTreeMap, BTreeSet};
