@@ -112,14 +112,14 @@ for group in "${groups[@]}"; do
     for project in "${projects[@]}"; do
         names+=("$lang-$(basename "$project")")
     done
-    hash="$(sources_hash wit "$sdk" "${projects[@]}" runtime/src/cli scripts/build-guests.sh \
+    hash="$(sources_hash wit "$sdk" "${projects[@]}" runtime/tally/src/cli scripts/build-guests.sh \
         -- "go version" "node --version" "python3 --version" "clang --version")"
     if up_to_date "$lang" "$hash" "${names[@]}"; then
         echo "the $lang guests are up to date in $out_dir" >&2
         continue
     fi
     if [[ -z "$tally" ]]; then
-        cargo build --locked -p tally-runtime --bin tally >&2
+        cargo build --locked -p tally --bin tally >&2
         tally="${CARGO_TARGET_DIR:-target}/debug/tally"
     fi
     rm -f "$out_dir/.$lang.sha256"

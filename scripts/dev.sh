@@ -5,4 +5,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
-exec cargo run --release --locked -p tally-runtime --bin tally -- dev "$@"
+exec cargo run --release --locked -p tally --bin tally -- dev "$@"

@@ -102,7 +102,7 @@ counted() {
 js_sdk_tests() {
     local tools scratch
     # The binary the guests were built with, or one built now if they were up to date.
-    cargo build --quiet --locked -p tally-runtime --bin tally &&
+    cargo build --quiet --locked -p tally --bin tally &&
         tools="$("${CARGO_TARGET_DIR}/debug/tally" js-tools)" || return 1
     scratch="$(mktemp -d)"
     "$tools/esbuild" guest-sdks/js/src/*.ts guest-sdks/js/test/*.ts --outbase=guest-sdks/js \

@@ -29,9 +29,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context as _};
 use bytes::Bytes;
+use tally::cluster::{wait_healthy, ClusterDir, Shape as ClusterShape};
 use tally_logsvc::store::FsyncPolicy;
 use tally_logsvc::{BookId, Cluster, ClusterBuilder, Context, LogClient, SeqNum, Term};
-use tally_runtime::cluster::{wait_healthy, ClusterDir, Shape as ClusterShape};
 use tempfile::TempDir;
 
 use crate::log::{closed_loop, progress, record_percentiles, Op};
@@ -263,7 +263,7 @@ impl Drop for Processes {
 fn release_tally() -> anyhow::Result<PathBuf> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     progress("building the release tally binary");
-    let status = Command::new(cargo).args(["build", "--release", "--quiet", "-p", "tally-runtime", "--bin", "tally"]).status()?;
+    let status = Command::new(cargo).args(["build", "--release", "--quiet", "-p", "tally", "--bin", "tally"]).status()?;
     ensure!(status.success(), "cargo build --release --bin tally failed");
     let exe = std::env::current_exe()?;
     let tally = exe.parent().context("the bench binary's directory")?.join("tally");

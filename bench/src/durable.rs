@@ -28,9 +28,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
 use bytes::Bytes;
+use tally::dev::DevNode;
 use tally_durable::InvocationStatus;
 use tally_logsvc::{BookId, Context};
-use tally_runtime::dev::DevNode;
 use tally_runtime::error::RuntimeError;
 use tally_runtime::runtime::InvokeOptions;
 use tokio::task::JoinSet;

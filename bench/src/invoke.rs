@@ -42,7 +42,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context as _};
-use tally_runtime::dev::DevNode;
+use tally::dev::DevNode;
 
 use crate::http::Http;
 use crate::log::{closed_loop_keeping, Op};

@@ -45,7 +45,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, ensure, Context as _};
 use serde_json::Value;
-use tally_runtime::dev::DevNode;
+use tally::dev::DevNode;
 use tally_runtime::Config;
 use tokio::task::JoinSet;
 use tokio_postgres::error::SqlState;

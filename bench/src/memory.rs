@@ -25,8 +25,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use bytes::Bytes;
+use tally::dev::DevNode;
 use tally_logsvc::{BookId, Context, SeqNum, Tag};
-use tally_runtime::dev::DevNode;
 use tokio::task::JoinSet;
 
 use crate::report::{micros, round_to, Latencies, Report};

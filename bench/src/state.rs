@@ -60,10 +60,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context as _};
 use bytes::Bytes;
+use tally::dev::DevNode;
 use tally_durable::{Instance, InstanceId, Of, Outcome};
 use tally_logsvc::{BookId, Context, LogClient, SeqNum};
 use tally_runtime::config::{Protocol, StoreKind};
-use tally_runtime::dev::DevNode;
 use tally_runtime::{Config, Runtime};
 use tokio_postgres::{Client, NoTls, Statement};
 

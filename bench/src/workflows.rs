@@ -37,7 +37,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context as _};
-use tally_runtime::dev::DevNode;
+use tally::dev::DevNode;
 use tally_runtime::Config;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;

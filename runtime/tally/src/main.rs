@@ -6,10 +6,10 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context as _};
 use clap::{Args, Parser, Subcommand};
-use tally_runtime::cluster::{wait_healthy, ClusterDir, Shape};
+use tally::cluster::{wait_healthy, ClusterDir, Shape};
+use tally::dev::DevNode;
+use tally::node::{Node, NodeConfig};
 use tally_runtime::config::{Protocol, StoreKind};
-use tally_runtime::dev::DevNode;
-use tally_runtime::node::{Node, NodeConfig};
 use tally_runtime::Config;
 
 mod cli;
@@ -368,7 +368,7 @@ impl DevArgs {
         );
         if !self.tables.is_empty() {
             let pairs = self.tables.iter().map(|t| t.replacen('=', ":", 1)).collect::<Vec<_>>().join(",");
-            c.state.tables.extend(tally_runtime::gateway::parse_tables(&pairs)?);
+            c.state.tables.extend(tally::gateway::parse_tables(&pairs)?);
         }
         if let Some(dir) = &self.artifacts_dir {
             c.artifacts_dir = Some(dir.clone());

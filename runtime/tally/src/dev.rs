@@ -15,12 +15,12 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use tally_logsvc::{Cluster, ClusterBuilder};
+use tally_runtime::config::Config;
+use tally_runtime::runtime::Runtime;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::config::Config;
 use crate::gateway;
-use crate::runtime::Runtime;
 
 /// A running development node.
 pub struct DevNode {

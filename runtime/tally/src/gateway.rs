@@ -61,13 +61,11 @@ use futures_util::StreamExt;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use tally_logsvc::{BookId, Context, MetalogPosition, SeqNum, Tag};
-
-use crate::config::{Limits, Protocol};
 use tally_durable::{InvocationKey, InvocationStatus, ListedStatus, TableStatus, Transition};
-
-use crate::error::RuntimeError;
-use crate::runtime::{InvokeOptions, Runtime};
+use tally_logsvc::{BookId, Context, MetalogPosition, SeqNum, Tag};
+use tally_runtime::config::{Limits, Protocol};
+use tally_runtime::error::RuntimeError;
+use tally_runtime::runtime::{InvokeOptions, Runtime};
 
 mod schedules;
 

@@ -20,8 +20,7 @@ use serde_json::Value;
 const TALLY: &str = env!("CARGO_BIN_EXE_tally");
 
 fn tally(args: &[&str], dir: &Path) -> (bool, String, String) {
-    let out =
-        Command::new(TALLY).args(args).arg(dir).env("RUST_LOG", "warn,tally_runtime::node=info").output().expect("running tally");
+    let out = Command::new(TALLY).args(args).arg(dir).env("RUST_LOG", "warn,tally::node=info").output().expect("running tally");
     (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
@@ -333,7 +332,7 @@ fn positions_give_read_your_writes_and_monotonic_reads_through_a_lagging_node() 
     let mut rogue = Command::new(TALLY)
         .args(["node", "--config"])
         .arg(&theirs_path)
-        .env("RUST_LOG", "warn,tally_runtime::node=info")
+        .env("RUST_LOG", "warn,tally::node=info")
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();

@@ -1,5 +1,5 @@
 //! `tally new --lang LANG NAME`: a project that builds as is with `tally build`, whose
-//! function echoes its input. The templates are `runtime/templates/<lang>/`, embedded
+//! function echoes its input. The templates are `runtime/tally/templates/<lang>/`, embedded
 //! here; `{{name}}` becomes the project's name and `{{sdk}}` the SDK directory that
 //! `tally build` writes out (only the Rust template names it: cargo needs the path).
 

@@ -18,7 +18,7 @@ use anyhow::Context as _;
 include!(concat!(env!("OUT_DIR"), "/sdk_files.rs"));
 
 /// The WIT of world `function`, as the host implements it.
-pub const WIT: &str = include_str!("../../../wit/platform.wit");
+pub const WIT: &str = include_str!("../../../../wit/platform.wit");
 
 /// Where tally keeps what it writes out and builds.
 pub fn cache_dir() -> anyhow::Result<PathBuf> {

@@ -14,10 +14,10 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use common::Rng;
+use tally::dev::DevNode;
 use tally_durable::{InstanceId, InvocationKey, InvocationStatus, TableStatus, SLEEP_MAX_MS};
 use tally_logsvc::{BookId, Context};
 use tally_runtime::config::{Protocol, StoreKind};
-use tally_runtime::dev::DevNode;
 use tally_runtime::runtime::InvokeOptions;
 use tally_runtime::{Config, Runtime, RuntimeError};
 use tally_state::TempPostgres;

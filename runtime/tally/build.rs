@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 const SKIPPED_DIRS: &[&str] = &["target", "node_modules", "__pycache__", ".pytest_cache", "tests", "dist", "build"];
 
 fn main() {
-    let root = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join("..");
+    let root = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join("../..");
     let sdks = root.join("guest-sdks");
     let wit = root.join("wit/platform.wit");
     println!("cargo:rerun-if-changed={}", sdks.display());

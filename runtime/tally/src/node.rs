@@ -29,7 +29,7 @@
 //! node's writes would be invisible to another's reads; its exactly-once background work is
 //! for the books it owns among the engines of the current term (`TermPeers`).
 //! `partition_file`, a test hook of `node.toml`, drops the process's QUIC messages while
-//! the file exists (`runtime/tests/cluster.rs` partitions a minority with it).
+//! the file exists (`runtime/tally/tests/cluster.rs` partitions a minority with it).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -49,15 +49,15 @@ use tally_logsvc::store::{
 use tally_logsvc::{
     BookId, Configuration, ControllerConfig, EngineConfig, LogClient, Message, NodeId, Role, SequencerConfig, StorageConfig,
 };
+use tally_runtime::config::{Config, Limits, NodeLimits, StateConfig};
+use tally_runtime::runtime::Runtime;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::MissedTickBehavior;
 use tracing::{debug, error, info, warn, Instrument};
 
-use crate::config::{Config, Limits, NodeLimits, StateConfig};
 use crate::gateway;
 use crate::proxy;
-use crate::runtime::Runtime;
 
 /// A registration lease outlives a missed keep-alive or two; a process killed outright
 /// disappears from the members after this long.

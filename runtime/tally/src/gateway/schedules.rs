@@ -25,10 +25,10 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::json;
 use tally_durable::{CatchUp, Overlap, Schedule, ScheduleSpec, Timing};
+use tally_runtime::error::RuntimeError;
+use tally_runtime::runtime::Runtime;
 
 use super::{accepted, user_book, ApiPath, ApiQuery, ApiResult, Blob, NoBody, RequestBody};
-use crate::error::RuntimeError;
-use crate::runtime::Runtime;
 
 /// Bytes of a definition at most: an input of `SCHEDULE_INPUT_MAX` bytes, escaped
 /// (`\u00XX` for a control byte), and the rest.
