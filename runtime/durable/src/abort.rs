@@ -1,5 +1,5 @@
 //! [`Abort`], why an attempt stops inside a protocol operation, the limits and name
-//! rules every operation checks first (state keys and values, table names, payloads),
+//! rules every operation checks first (state keys and values, books, payloads),
 //! and [`CrashAfter`], the hook that stops an attempt as if its process died.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -95,34 +95,6 @@ impl From<Error> for Abort {
 pub(crate) fn check_book(book: BookId) -> Result<(), Error> {
     if book.is_reserved() {
         return Err(Error::InvalidArgument(format!("book {:#x} is reserved for the platform", book.0)));
-    }
-    Ok(())
-}
-
-/// Table names: 1 to 64 of `a-z 0-9 - _`.
-pub fn check_table(table: &str) -> Result<(), String> {
-    let ok = !table.is_empty()
-        && table.len() <= 64
-        && table.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
-    if ok {
-        Ok(())
-    } else {
-        Err(format!("invalid table name {table:?}: 1 to 64 of a-z 0-9 - _"))
-    }
-}
-
-pub(crate) fn check_object(table: &str, key: &[u8], value: Option<&[u8]>) -> Result<(), Abort> {
-    check_table(table).map_err(|m| Abort::Refused(Error::InvalidArgument(m)))?;
-    if key.is_empty() {
-        return Err(Abort::Refused(Error::InvalidArgument("state keys must not be empty".into())));
-    }
-    if key.len() > KEY_MAX {
-        let size = Some(key.len() as u64);
-        return Err(Abort::Refused(Error::TooLarge { what: "the state key", size, limit: KEY_MAX as u64 }));
-    }
-    if let Some(v) = value.filter(|v| v.len() > VALUE_MAX) {
-        let size = Some(v.len() as u64);
-        return Err(Abort::Refused(Error::TooLarge { what: "the state value", size, limit: VALUE_MAX as u64 }));
     }
     Ok(())
 }

@@ -13,7 +13,7 @@
 //! the member with the highest rendezvous hash of (book, member). A node that loses a book
 //! drops its scan state; one that gains it reads the book's streams from their start. In a
 //! cluster the members are the engines of the current term (`TermPeers` in
-//! `tally-runtime`), so a dead node's books move to the others once the controller seals it
+//! crate `tally`), so a dead node's books move to the others once the controller seals it
 //! out; `tally dev` owns everything (`Alone`). The owner resumes listed switches still
 //! under way every `recovery_interval_ms`, whichever node began them.
 

@@ -64,7 +64,7 @@ pub mod sim;
 /// The state store contract (crate `tally-state-api`), as the core names it.
 pub use tally_state_api as store;
 
-pub use abort::{check_table, Abort, CrashAfter, KEY_MAX, PAYLOAD_MAX, VALUE_MAX};
+pub use abort::{Abort, CrashAfter, KEY_MAX, PAYLOAD_MAX, VALUE_MAX};
 pub use attempt::{Attempt, Functions};
 pub use config::{Protocol, StateConfig, StoreKind};
 pub use core::NodeBounds;
@@ -84,5 +84,5 @@ pub use schedule::{
 };
 pub use store::{StateError, StateStore};
 pub use switch::{auto_choice, TableStatus};
-pub use table::Ops;
+pub use table::{check_table, Ops};
 pub use tags::{shadow, TagKey, MANIFESTS, PLATFORM_BOOK};

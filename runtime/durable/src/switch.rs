@@ -55,14 +55,14 @@ use std::sync::{Arc, Weak};
 use bytes::Bytes;
 use tally_log_core::{BookId, Context, Error as LogError, SeqNum, Tag};
 
-use crate::abort::{check_book, check_table, Abort};
+use crate::abort::{check_book, Abort};
 use crate::config::Protocol;
 use crate::error::Error;
 use crate::node::{Durable, Tables};
 use crate::record::kind;
 use crate::record::{self, Step, TableRef, Transition};
 use crate::store::{Family, Version};
-use crate::table::{store_table, visible_write, written_value, Ops};
+use crate::table::{check_table, store_table, visible_write, written_value, Ops};
 use crate::tags::{shadow, INSTANCES, PLATFORM_BOOK, SWITCHES};
 
 /// How often a switch checks whether the earlier instances have finished.

@@ -24,7 +24,7 @@
 //! an HTTP server, the configuration file's format, the command line or a state store
 //! (no axum, toml, clap, rocksdb or tokio-postgres in its Cargo.toml; rocksdb and clap
 //! still come in through `tally-logsvc`, for its nodes and its `sim` binary, unused
-//! here). Those are `tally-runtime`'s and `tally-state`'s; `tally-runtime` depends on
+//! here). Those are `tally`'s, `tally-runtime`'s and `tally-state`'s; `tally-runtime` depends on
 //! this crate, never the other way, and `tally-state` and this crate know nothing of
 //! each other.
 //!

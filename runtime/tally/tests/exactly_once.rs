@@ -1341,14 +1341,17 @@ async fn a_shut_down_node_ends_its_background_loops_though_still_referenced() {
     assert_eq!(h.invoke(1, "run r", "loops", None).await.expect("an invocation"), "a=1 b=1 c=1");
     let runtime = h.node.runtime.clone();
     let durable = runtime.durable().clone();
-    assert!(Arc::weak_count(&durable) > 0 && Arc::weak_count(&runtime) > 0, "the loops hold the node");
+    // The core names the node above it weakly (`Invoker`, for child calls): one reference
+    // that is no loop.
+    let loops = |durable: &Arc<tally_durable::Durable>| Arc::weak_count(durable) - 1;
+    assert!(loops(&durable) > 0 && Arc::weak_count(&runtime) > 0, "the loops hold the node");
     h.node.shutdown().await;
     let deadline = Instant::now() + Duration::from_secs(10);
-    while Arc::weak_count(&durable) > 0 || Arc::weak_count(&runtime) > 0 {
+    while loops(&durable) > 0 || Arc::weak_count(&runtime) > 0 {
         assert!(
             Instant::now() < deadline,
             "background loops still run after shutdown: {} on the exactly-once core, {} on the runtime",
-            Arc::weak_count(&durable),
+            loops(&durable),
             Arc::weak_count(&runtime)
         );
         tokio::time::sleep(Duration::from_millis(20)).await;

@@ -43,7 +43,7 @@ impl Instance {
         if !logged && (self.deferred.is_none() || self.pending.iter().any(|p| p.write.is_some())) {
             self.flush(ctx).await?;
         }
-        crate::abort::check_object(table, key, None)?;
+        crate::table::check_object(table, key, None)?;
         let st = self.store_table(table);
         let protocol = self.protocol(ctx, table).await?;
         self.observe(table, protocol, None);
@@ -149,7 +149,7 @@ impl Instance {
     /// Sets (or, with `None`, deletes) the value of `(table, key)`.
     pub async fn put(&mut self, ctx: &mut Context, table: &str, key: &[u8], value: Option<Bytes>) -> Result<(), Abort> {
         self.writable("a state write")?;
-        crate::abort::check_object(table, key, value.as_deref())?;
+        crate::table::check_object(table, key, value.as_deref())?;
         let st = self.store_table(table);
         let store = self.core.store.clone();
         let protocol = self.protocol(ctx, table).await?;

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use tally_log_core::{BookId, Context, Error as LogError, SeqNum};
 
-use crate::abort::Abort;
+use crate::abort::{Abort, KEY_MAX, VALUE_MAX};
 use crate::config::{Protocol, StateConfig};
 use crate::core::Core;
 use crate::error::Error;
@@ -23,6 +23,35 @@ pub(crate) mod costs;
 
 pub(crate) use costs::LastOp;
 pub use costs::Ops;
+
+/// Table names: 1 to 64 of `a-z 0-9 - _`.
+pub fn check_table(table: &str) -> Result<(), String> {
+    let ok = !table.is_empty()
+        && table.len() <= 64
+        && table.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("invalid table name {table:?}: 1 to 64 of a-z 0-9 - _"))
+    }
+}
+
+/// Refuses a state key or value of `table` past the limits.
+pub(crate) fn check_object(table: &str, key: &[u8], value: Option<&[u8]>) -> Result<(), Abort> {
+    check_table(table).map_err(|m| Abort::Refused(Error::InvalidArgument(m)))?;
+    if key.is_empty() {
+        return Err(Abort::Refused(Error::InvalidArgument("state keys must not be empty".into())));
+    }
+    if key.len() > KEY_MAX {
+        let size = Some(key.len() as u64);
+        return Err(Abort::Refused(Error::TooLarge { what: "the state key", size, limit: KEY_MAX as u64 }));
+    }
+    if let Some(v) = value.filter(|v| v.len() > VALUE_MAX) {
+        let size = Some(v.len() as u64);
+        return Err(Abort::Refused(Error::TooLarge { what: "the state value", size, limit: VALUE_MAX as u64 }));
+    }
+    Ok(())
+}
 
 /// The store table of `(book, table)`.
 pub(crate) fn store_table(book: BookId, table: &str) -> String {
