@@ -2,6 +2,7 @@
 //! `tally new` and `tally build` for every guest language.
 
 pub mod build;
+pub mod dev;
 pub mod new;
 pub mod output;
 pub mod schedule;

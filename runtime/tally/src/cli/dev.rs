@@ -1,0 +1,245 @@
+//! `tally dev`: its flags (every key of the configuration file has one) and the command
+//! that runs a development node until Ctrl-C.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use tally::dev::DevNode;
+use tally_runtime::config::{Protocol, StoreKind};
+use tally_runtime::Config;
+
+use crate::init_tracing;
+
+#[derive(Args)]
+pub struct DevArgs {
+    /// A TOML configuration file; flags override its keys.
+    #[arg(long, short)]
+    config: Option<PathBuf>,
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// The gateway's address (port 0 picks a free one).
+    #[arg(long)]
+    listen: Option<String>,
+    /// Where compiled components are kept (default: <data-dir>/artifacts).
+    #[arg(long)]
+    artifacts_dir: Option<PathBuf>,
+    /// Default linear memory of a function, in bytes.
+    #[arg(long)]
+    memory_bytes: Option<u64>,
+    /// Default wall time of an invocation, in milliseconds.
+    #[arg(long)]
+    timeout_ms: Option<u64>,
+    #[arg(long)]
+    request_bytes_max: Option<u64>,
+    #[arg(long)]
+    response_bytes_max: Option<u64>,
+    /// Default instances of one function running at once.
+    #[arg(long)]
+    concurrency_max: Option<u32>,
+    /// Instances alive at once on the node.
+    #[arg(long)]
+    instances_max: Option<u32>,
+    /// The largest memory a function may ask for.
+    #[arg(long)]
+    memory_bytes_max: Option<u64>,
+    #[arg(long)]
+    component_bytes_max: Option<u64>,
+    #[arg(long)]
+    call_depth_max: Option<u32>,
+    #[arg(long)]
+    invocations_kept: Option<usize>,
+    /// Linear memory of an instance slot kept resident for the next instance (0: off).
+    #[arg(long)]
+    memory_keep_resident_bytes: Option<u64>,
+    /// Bytes of full index chunks each index keeps in memory; older ones are spilled to
+    /// a scratch file (0: spill every full chunk).
+    #[arg(long)]
+    index_resident_bytes: Option<u64>,
+    /// Where function state lives: rocksdb (under the data dir) or postgres.
+    #[arg(long)]
+    state_store: Option<StoreKind>,
+    /// The PostgreSQL connection string, for --state-store postgres.
+    #[arg(long)]
+    postgres: Option<String>,
+    /// The protocol of state tables no deploy names: read-optimized, write-optimized,
+    /// symmetric, unsafe or auto.
+    #[arg(long)]
+    protocol: Option<Protocol>,
+    /// Test hook: honour the Tally-Crash-After header.
+    #[arg(long)]
+    crash_injection: Option<bool>,
+    /// How long past its timeout an unfinished invocation waits to be run again, in ms.
+    #[arg(long)]
+    reexecute_after_ms: Option<u64>,
+    /// Default attempts of an invocation whose guest traps, the first included.
+    #[arg(long)]
+    retry_attempts: Option<u32>,
+    /// Default wait before the second attempt, in ms (doubling after).
+    #[arg(long)]
+    retry_backoff_ms: Option<u64>,
+    /// Default longest wait between attempts, in ms.
+    #[arg(long)]
+    retry_backoff_max_ms: Option<u64>,
+    /// The largest timeout_ms a deploy may set.
+    #[arg(long)]
+    function_timeout_ms_max: Option<u64>,
+    /// The largest request_bytes_max a deploy may set.
+    #[arg(long)]
+    function_request_bytes_max: Option<u64>,
+    /// The largest response_bytes_max a deploy may set.
+    #[arg(long)]
+    function_response_bytes_max: Option<u64>,
+    /// The protocol of one state table, e.g. --table accounts=write-optimized (repeatable).
+    #[arg(long = "table", value_name = "TABLE=PROTOCOL")]
+    tables: Vec<String>,
+    #[arg(long)]
+    recovery_interval_ms: Option<u64>,
+    /// Re-executions before a transient failure becomes the result.
+    #[arg(long)]
+    attempts_max: Option<u32>,
+    #[arg(long)]
+    gc_interval_ms: Option<u64>,
+    #[arg(long)]
+    results_kept_ms: Option<u64>,
+    #[arg(long)]
+    auto_interval_ms: Option<u64>,
+    #[arg(long)]
+    auto_min_ops: Option<u64>,
+    /// A synced state-store write's cost in percent of a log append, for auto.
+    #[arg(long)]
+    auto_sync_cost: Option<u32>,
+    /// Unfinished root invocations the recovery scan tracks per book.
+    #[arg(long)]
+    open_max: Option<usize>,
+    /// Asynchronous invocations running on this node at once.
+    #[arg(long)]
+    async_max: Option<usize>,
+    /// Durable sleeps up to this long wait in place; longer ones suspend.
+    #[arg(long)]
+    sleep_in_place_max_ms: Option<u64>,
+    #[arg(long)]
+    schedule_poll_ms: Option<u64>,
+    /// Books that may have exactly-once state.
+    #[arg(long)]
+    books_max: Option<usize>,
+    /// Cache replayed views of objects, queues and locks in aux data.
+    #[arg(long)]
+    aux_views: Option<bool>,
+    /// Stored versions kept in memory for read-optimized reads, in bytes (0: off).
+    #[arg(long)]
+    version_cache_bytes: Option<usize>,
+}
+
+impl DevArgs {
+    fn config(&self) -> anyhow::Result<Config> {
+        let mut c = match &self.config {
+            Some(path) => Config::load(path)?,
+            None => Config::default(),
+        };
+        macro_rules! set {
+            ($($flag:ident => $($field:ident).+),* $(,)?) => {
+                $(if let Some(v) = &self.$flag { c.$($field).+ = v.clone(); })*
+            };
+        }
+        set!(
+            data_dir => data_dir,
+            listen => listen,
+            memory_bytes => limits.memory_bytes,
+            timeout_ms => limits.timeout_ms,
+            request_bytes_max => limits.request_bytes_max,
+            response_bytes_max => limits.response_bytes_max,
+            concurrency_max => limits.concurrency_max,
+            instances_max => node.instances_max,
+            memory_bytes_max => node.memory_bytes_max,
+            component_bytes_max => node.component_bytes_max,
+            call_depth_max => node.call_depth_max,
+            invocations_kept => node.invocations_kept,
+            memory_keep_resident_bytes => node.memory_keep_resident_bytes,
+            index_resident_bytes => node.index_resident_bytes,
+            state_store => state.store,
+            postgres => state.postgres,
+            protocol => state.protocol,
+            crash_injection => state.crash_injection,
+            reexecute_after_ms => state.reexecute_after_ms,
+            retry_attempts => limits.retry_attempts,
+            retry_backoff_ms => limits.retry_backoff_ms,
+            retry_backoff_max_ms => limits.retry_backoff_max_ms,
+            function_timeout_ms_max => node.function_timeout_ms_max,
+            function_request_bytes_max => node.function_request_bytes_max,
+            function_response_bytes_max => node.function_response_bytes_max,
+            recovery_interval_ms => state.recovery_interval_ms,
+            attempts_max => state.attempts_max,
+            gc_interval_ms => state.gc_interval_ms,
+            results_kept_ms => state.results_kept_ms,
+            auto_interval_ms => state.auto_interval_ms,
+            auto_min_ops => state.auto_min_ops,
+            auto_sync_cost => state.auto_sync_cost,
+            open_max => state.open_max,
+            async_max => state.async_max,
+            sleep_in_place_max_ms => state.sleep_in_place_max_ms,
+            schedule_poll_ms => state.schedule_poll_ms,
+            books_max => state.books_max,
+            aux_views => state.aux_views,
+            version_cache_bytes => state.version_cache_bytes,
+        );
+        if !self.tables.is_empty() {
+            let pairs = self.tables.iter().map(|t| t.replacen('=', ":", 1)).collect::<Vec<_>>().join(",");
+            c.state.tables.extend(tally::gateway::parse_tables(&pairs)?);
+        }
+        if let Some(dir) = &self.artifacts_dir {
+            c.artifacts_dir = Some(dir.clone());
+        }
+        Ok(c)
+    }
+}
+
+pub fn dev(args: DevArgs) -> anyhow::Result<()> {
+    init_tracing();
+    let config = args.config()?;
+    let rt = tokio::runtime::Runtime::new()?;
+    rt.block_on(async {
+        let node = DevNode::start(config.clone()).await?;
+        // The first line on stdout is the URL: scripts and tests read it.
+        println!("tally dev: gateway at {}", node.url());
+        eprintln!("tally dev: data in {}; Ctrl-C stops", config.data_dir.display());
+        tokio::signal::ctrl_c().await?;
+        eprintln!("tally dev: stopping");
+        node.shutdown().await;
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    /// Every key of the configuration file has a `tally dev` flag: its name with
+    /// dashes (`[state] store` is `--state-store`, `[state] tables` is `--table`).
+    #[test]
+    fn every_configuration_key_has_a_dev_flag() {
+        let cli = crate::Cli::command();
+        let dev = cli.find_subcommand("dev").expect("tally dev");
+        let flags: Vec<&str> = dev.get_arguments().filter_map(|a| a.get_long()).collect();
+        let config = serde_json::to_value(Config::default()).expect("the configuration as JSON");
+        let mut missing = Vec::new();
+        for (key, value) in config.as_object().expect("a table") {
+            let keys: Vec<&String> = match value.as_object() {
+                Some(section) => section.keys().collect(),
+                None => vec![key],
+            };
+            for key in keys {
+                let flag = match key.as_str() {
+                    "store" => "state-store".to_string(),
+                    "tables" => "table".to_string(),
+                    other => other.replace('_', "-"),
+                };
+                if !flags.contains(&flag.as_str()) {
+                    missing.push(key.clone());
+                }
+            }
+        }
+        assert!(missing.is_empty(), "keys without a `tally dev` flag: {missing:?}");
+    }
+}
