@@ -194,6 +194,19 @@ async fn read_body(
     Ok((bytes.freeze(), held))
 }
 
+/// Whether a request starts an invocation (which the gateway gives a key).
+fn is_invocation(method: &axum::http::Method, path: &str) -> bool {
+    method == axum::http::Method::POST && path.ends_with("/invoke")
+}
+
+/// Whether a request that reached a node which answered 503 or failed midway may go to
+/// another node: what a node may have done before it failed is done again only where
+/// that is safe, a read (`GET`) or a keyed invocation; never a deploy, a delete, a
+/// schedule's trigger, a cancellation or a promise's completion.
+fn resendable(method: &axum::http::Method, path: &str) -> bool {
+    is_invocation(method, path) || method == axum::http::Method::GET
+}
+
 async fn forward(State(gw): State<Arc<Gateway>>, request: Request) -> Response {
     let (mut parts, body) = request.into_parts();
     let declared = parts.headers.get(axum::http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
@@ -201,9 +214,8 @@ async fn forward(State(gw): State<Arc<Gateway>>, request: Request) -> Response {
         Ok(read) => read,
         Err(response) => return *response,
     };
-    let invocation = parts.method == axum::http::Method::POST && parts.uri.path().ends_with("/invoke");
-    // What a node may have done before it failed is done again only where that is safe.
-    let resend = invocation || parts.method == axum::http::Method::GET;
+    let invocation = is_invocation(&parts.method, parts.uri.path());
+    let resend = resendable(&parts.method, parts.uri.path());
     if invocation && !parts.headers.contains_key(IDEMPOTENCY_KEY) {
         let key = HeaderValue::from_str(&gw.key()).expect("a key is ascii");
         parts.headers.insert(crate::gateway::RETRY_KEY, key);
@@ -279,5 +291,25 @@ mod tests {
         assert_eq!(book("/v1/books/12/records"), Some(BookId(12)));
         assert_eq!(book("/v1/functions/f/invoke?book=x"), None);
         assert_eq!(book("/v1/functions"), None);
+    }
+
+    /// Review finding 13: the gateway sent any request that got 503 to the next node, a
+    /// schedule's trigger included, which the first node may have recorded before it
+    /// failed: one trigger, two invocations.
+    #[test]
+    fn only_reads_and_keyed_invocations_are_sent_again() {
+        use axum::http::Method;
+        assert!(resendable(&Method::GET, "/v1/invocations/abc"));
+        assert!(resendable(&Method::POST, "/v1/functions/hello/invoke"));
+        for (method, path) in [
+            (Method::POST, "/v1/schedules/nightly/trigger"),
+            (Method::PUT, "/v1/functions/hello"),
+            (Method::DELETE, "/v1/functions/hello"),
+            (Method::DELETE, "/v1/invocations/abc"),
+            (Method::POST, "/v1/promises/abc"),
+            (Method::PUT, "/v1/books/3/tables/t"),
+        ] {
+            assert!(!resendable(&method, path), "{method} {path} is not sent again");
+        }
     }
 }

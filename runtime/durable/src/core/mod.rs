@@ -1,7 +1,7 @@
 //! [`Core`]: what the exactly-once protocols of one node run on and share: the parts
 //! (the log, the state store, time, tasks, ownership), the configuration, the cluster's
 //! tag key, and what the node learned and may lose: the registered books, the tables'
-//! transition logs as read so far (`table.rs` keeps them), the objects known to have a
+//! transition logs as read so far (`table/` keeps them), the objects known to have a
 //! durable version (`durable_objects`, a memo: a read-optimized write stores its object's
 //! marker version only the first time in the node's life), the outcomes of transactions
 //! (`objects.rs`), the completions of promises made here (`completions.rs`, which wake
@@ -54,7 +54,6 @@ pub struct NodeBounds {
     pub invocations_kept: usize,
 }
 
-/// Slots of [`Durable::durable_objects`].
 /// Slots of [`Core::durable_objects`].
 const DURABLE_OBJECTS_SLOTS: usize = 4096;
 /// Transaction outcomes a node remembers ([`Decisions`]).
@@ -73,7 +72,7 @@ pub(crate) struct Core {
     /// Books registered in [`BOOKS`] (by any node), and where the stream was read to.
     books: AsyncMutex<(SeqNum, BTreeSet<BookId>)>,
     /// What this node read of the tables' transition logs, and the operations it counted
-    /// (`table.rs`).
+    /// (`table/`).
     pub(crate) tables: TableMemo,
     /// Objects (store table, key) of which a version is durable in `store`: a write of
     /// one stores no marker (`Instance::store_pending`). Garbage collection keeps a
@@ -93,7 +92,7 @@ pub(crate) struct Core {
     invoker: OnceLock<Weak<dyn Invoker>>,
 }
 
-/// The tables' part of the core: what `table.rs` read of the transition logs, and the
+/// The tables' part of the core: what `table/` read of the transition logs, and the
 /// operations counted for `auto`.
 pub(crate) struct TableMemo {
     /// Reads and writes of switchable tables on this node since the last look.

@@ -56,7 +56,7 @@
 //!   cannot be told from another's: the invocation sees a conflict, the offset stays
 //!   taken by a record nobody can read.
 //!
-//! A table's protocol, as of the instance's start (`tables.rs`), decides what its
+//! A table's protocol, as of the instance's start (`state.rs`), decides what its
 //! operations log: read-optimized appends a write record tagged with the object (its
 //! write log) and reads log-free at `cursorTS`; write-optimized logs its reads and
 //! writes log-free, `put_if_newer` at `(cursor, counter)` on single-version entries;
@@ -74,9 +74,8 @@
 //!   lazily started root on a node alone.
 //! - `steps.rs`: taking recorded steps, logging new ones, the pending writes and
 //!   readings, and the step gate.
-//! - `state.rs`: `state.get`, `put` and `delete` under each table protocol.
-//! - `tables.rs`: a table's protocol as of the instance's start; `observe` counts for
-//!   `auto`.
+//! - `state.rs`: `state.get`, `put` and `delete` under each table protocol, and a
+//!   table's protocol as of the instance's start; `observe` counts for `auto`.
 //! - `log.rs`: the guest's marked appends, conditional appends and recorded reads.
 //! - `waits.rs`: durable sleeps, delayed starts, promises.
 //! - `cancel.rs`: the cancel stream and `Cancelled` steps.
@@ -116,7 +115,6 @@ mod log;
 mod messages;
 mod state;
 mod steps;
-mod tables;
 mod transactions;
 mod waits;
 

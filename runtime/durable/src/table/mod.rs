@@ -5,7 +5,7 @@
 //! read-optimized read sees, migrations included; the fresher of the two stores during
 //! a switch), and what each protocol would cost (`Ops`, which `auto` weighs,
 //! `switch.rs`). The instance takes a table's protocol as of its start from here
-//! (`instance/tables.rs`); switches append to the transition log (`switch.rs`).
+//! (`instance/state.rs`); switches append to the transition log (`switch.rs`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
