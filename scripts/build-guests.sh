@@ -6,6 +6,7 @@
 #   travel.wasm movie.wasm retwis.wasm pipeline.wasm          examples/* (Rust)
 #   faulty.wasm other-world.wasm steps.wasm probe.wasm        tests/guests/* (Rust)
 #   clocks.wasm                                               tests/guests/clocks (Rust)
+#   http_probe.wasm                                           tests/guests/http-probe (Rust, wasi:http)
 #   <lang>-hello.wasm <lang>-counter.wasm <lang>-bank.wasm    examples/<lang>/*
 #   <lang>-steps.wasm                                         tests/guests/<lang>/steps
 #
@@ -74,9 +75,9 @@ install_component() {
 }
 
 # Rust: the examples and the test guests, two cargo workspaces.
-rust_components=(hello counter chain bank reminder approval nightly travel movie retwis pipeline faulty other-world steps probe clocks)
+rust_components=(hello counter chain bank reminder approval nightly travel movie retwis pipeline faulty other-world steps probe clocks http_probe)
 hash="$(sources_hash wit guest-sdks/rust examples/Cargo.toml examples/Cargo.lock examples/{hello,counter,chain,bank,reminder,approval,nightly,travel,movie,retwis,pipeline} \
-    tests/guests/Cargo.toml tests/guests/Cargo.lock tests/guests/{faulty,other-world,steps,probe,clocks} scripts/build-guests.sh \
+    tests/guests/Cargo.toml tests/guests/Cargo.lock tests/guests/{faulty,other-world,steps,probe,clocks,http-probe} scripts/build-guests.sh \
     -- "rustc --version")"
 if up_to_date rust "$hash" "${rust_components[@]}"; then
     echo "the Rust guests are up to date in $out_dir" >&2

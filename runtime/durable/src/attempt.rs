@@ -13,7 +13,7 @@ use crate::abort::Abort;
 use crate::core::ChildCall;
 use crate::env::{BoxFuture, FunctionVersion};
 use crate::error::{Error, Result};
-use crate::instance::{Instance, Wake};
+use crate::instance::{Instance, Outcall, Wake};
 use crate::objects::ObjOp;
 use crate::record::LockId;
 use crate::record::{cut, input_sha256, Awaited, Outcome};
@@ -139,6 +139,13 @@ impl Attempt {
             Awaited::TimedOut => Err(Error::Timeout(timeout_ms.unwrap_or(0))),
             Awaited::Unknown => Err(Error::PromiseNotFound(promise.to_string())),
         })
+    }
+
+    /// Before an outgoing call of the guest (`what`: `POST https://host/path`): what an
+    /// earlier execution logged for it, or the slot to log what comes back once it is
+    /// sent (see [`Instance::outcall`]).
+    pub async fn outcall(&mut self, what: &str) -> Result<Outcall, Abort> {
+        self.instance.outcall(&mut self.ctx, what).await
     }
 
     /// `log.append` of the guest: to its book, once across every execution of the

@@ -88,8 +88,8 @@ pub(crate) struct Collectable {
     pub instances_trimmed: u64,
     /// What garbage collection read of the LIBRARIES stream and has not collected yet.
     pub libraries: LibraryWalk,
-    /// Streams that go with an instance's step log, by its step tag: its cancel and
-    /// retry streams.
+    /// Streams that go with an instance's step log, by its step tag: its cancel,
+    /// retry and outgoing calls' streams.
     pub with_step_log: BTreeMap<Tag, Vec<Tag>>,
     /// Completed promises, oldest first: each with its creator's root (by step tag) and
     /// when the completion was seen.

@@ -73,9 +73,10 @@ pub use env::{owner, Alone, BoxFuture, Clock, FunctionVersion, LogBook, LogResul
 pub use error::{Error, Result};
 pub use id::{InstanceId, IDEMPOTENCY_KEY_MAX};
 pub use inspect::ShardStatus;
-pub use instance::{Instance, Of, Started, Wake, SLEEP_MAX_MS};
+pub use instance::{Instance, Of, Outcall, OutcallSlot, Started, Wake, SLEEP_MAX_MS};
 pub use invoke::{InvocationStatus, InvokeRequest, Listed, ListedStatus};
 pub use node::{Durable, Invocations, Libraries, Parts, Schedules, Tables};
+pub use record::kind::OutcallOutcome;
 pub use record::{InvocationKey, LockId, Outcome, Reading, Transition, INVOCATION_KEY_MAX};
 pub use recorder::{GuestClock, RANDOM_BYTES_MAX, READINGS_MAX};
 pub use schedule::{

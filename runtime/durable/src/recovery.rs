@@ -128,8 +128,10 @@ impl BookScan {
         step: Step,
         open_max: usize,
     ) -> Result<(), Error> {
-        if let Step::Retry(kind::Retry { id, .. }) = &step {
-            self.collect_with(d.core.tags.step(id), d.core.tags.retry(id));
+        match &step {
+            Step::Retry(kind::Retry { id, .. }) => self.collect_with(d.core.tags.step(id), d.core.tags.retry(id)),
+            Step::Outcall(kind::Outcall { id, n, .. }) => self.collect_with(d.core.tags.step(id), d.core.tags.outcall(id, *n)),
+            _ => {}
         }
         match step {
             Step::Init(kind::Init { id, function, version, .. })

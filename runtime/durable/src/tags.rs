@@ -244,6 +244,19 @@ impl TagKey {
         self.derive("retry", &[&id.encode()])
     }
 
+    /// The stream of an instance's `n`-th outgoing call (in its book's shadow): its
+    /// record (`kind::Outcall`) at offset 0.
+    pub fn outcall(&self, id: &InstanceId, n: u64) -> Tag {
+        self.derive("outcall", &[&id.encode(), &n.to_be_bytes()])
+    }
+
+    /// The `Idempotency-Key` an instance's `n`-th outgoing call carries, the same in
+    /// every execution: keyed, so that no one guesses another invocation's.
+    pub fn outcall_key(&self, book: BookId, id: &InstanceId, n: u64) -> String {
+        let digest = self.digest("outcall-key", &[&book.0.to_be_bytes(), &id.encode(), &n.to_be_bytes()]);
+        format!("tally-{}", crate::id::hex(&digest[..16]))
+    }
+
     /// The stream of a durable object (in its book's shadow): its writes and the
     /// commits of the transactions that write it (`objects.rs`).
     pub fn bokistore(&self, object: &str) -> Tag {

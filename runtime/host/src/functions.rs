@@ -61,7 +61,7 @@ impl HostFunctions {
         };
         self.metrics.started();
         let inv = Invocation { attempt, log: self.log.clone() };
-        let (result, inv) = self.host.run(&loaded.pre, &loaded.info.limits, inv).await;
+        let (result, inv) = self.host.run(&loaded.pre, &loaded.info.limits, &loaded.info.outbound, inv).await;
         drop(permit);
         self.metrics.finished(&function, &result, started.elapsed(), true);
         (result, inv.attempt)

@@ -35,12 +35,16 @@ mod clock;
 mod functions;
 mod host;
 mod limits;
+mod message;
 mod metrics;
+mod outbound;
 mod registry;
 
 pub use clock::Tokio;
 pub use functions::HostFunctions;
 pub use host::{Invocation, Prepared, WasmHost};
-pub use limits::{Limits, NodeLimits};
+pub use limits::{Limits, NodeLimits, OUTGOING_RESPONSE_BYTES_CAP};
+pub use message::{Fields, HttpRequest, HttpResponse};
 pub use metrics::Metrics;
-pub use registry::{check_name, FunctionInfo, Loaded, Registry, VersionInfo, REGISTRY_BOOK};
+pub use outbound::{Destination, Outbound};
+pub use registry::{check_name, DeploySpec, FunctionInfo, Loaded, Registry, VersionInfo, REGISTRY_BOOK};

@@ -77,7 +77,22 @@ pub struct NodeLimits {
     pub function_request_bytes_max: u64,
     /// The largest `response_bytes_max` a function may ask for.
     pub function_response_bytes_max: u64,
+    /// Requests out (wasi:http's outgoing handler) in flight at once over every
+    /// instance; a call waits for a slot up to `outgoing_timeout_ms_max`.
+    pub outgoing_in_flight_max: u32,
+    /// The longest a request out may take to connect, to answer and between two parts
+    /// of its response (a guest's request options may ask for less).
+    pub outgoing_timeout_ms_max: u64,
+    /// The largest body a request out may carry.
+    pub outgoing_request_bytes_max: u64,
+    /// The largest response body a request out may get; a response is logged whole in
+    /// one record, so at most [`OUTGOING_RESPONSE_BYTES_CAP`].
+    pub outgoing_response_bytes_max: u64,
 }
+
+/// The most `outgoing_response_bytes_max` may be: a logged response, its headers and the
+/// record's framing fit in one record of the log.
+pub const OUTGOING_RESPONSE_BYTES_CAP: u64 = 768 << 10;
 
 impl Default for NodeLimits {
     fn default() -> Self {
@@ -92,6 +107,10 @@ impl Default for NodeLimits {
             function_timeout_ms_max: 15 * 60 * 1000,
             function_request_bytes_max: 64 << 20,
             function_response_bytes_max: 64 << 20,
+            outgoing_in_flight_max: 256,
+            outgoing_timeout_ms_max: 30_000,
+            outgoing_request_bytes_max: 4 << 20,
+            outgoing_response_bytes_max: 512 << 10,
         }
     }
 }

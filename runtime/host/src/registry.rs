@@ -43,6 +43,7 @@ use tokio::sync::Semaphore;
 
 use crate::host::{Prepared, WasmHost};
 use crate::limits::Limits;
+use crate::outbound::{Destination, Outbound};
 
 /// The registry's platform book (from the one allocator of platform books and tags).
 pub const REGISTRY_BOOK: BookId = tally_durable::PLATFORM_BOOK;
@@ -72,6 +73,9 @@ enum Manifest {
         #[serde(default)]
         tables: BTreeMap<String, Protocol>,
         deployed_at_ms: u64,
+        /// Where it may send requests (`outbound.rs`): origins, as deployed.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        outbound: Vec<String>,
     },
     Delete {
         name: String,
@@ -132,6 +136,21 @@ impl From<ManifestLimits> for Limits {
     }
 }
 
+/// What a deploy sets besides the component.
+#[derive(Clone, Debug, Default)]
+pub struct DeploySpec {
+    pub limits: Limits,
+    /// Protocols of state tables the function names.
+    pub tables: BTreeMap<String, Protocol>,
+    /// Where it may send requests.
+    pub outbound: Outbound,
+}
+
+/// An allow-list as the API shows it: its destinations.
+fn destinations<S: serde::Serializer>(outbound: &Arc<Outbound>, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.collect_seq(outbound.allowed.iter().map(ToString::to_string))
+}
+
 /// One deployed version of a function, as the API shows it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct VersionInfo {
@@ -141,6 +160,9 @@ pub struct VersionInfo {
     pub limits: Limits,
     /// Protocols of the state tables named at deploy.
     pub tables: Arc<BTreeMap<String, Protocol>>,
+    /// Where it may send requests.
+    #[serde(serialize_with = "destinations")]
+    pub outbound: Arc<Outbound>,
     pub deployed_at_ms: u64,
     /// Where the manifest is in the registry book.
     pub seqnum: u64,
@@ -246,13 +268,8 @@ impl Registry {
     }
 
     /// Validates, compiles and stores a component as the next version of `name`.
-    pub async fn deploy(
-        &self,
-        name: &str,
-        bytes: Bytes,
-        limits: Limits,
-        tables: BTreeMap<String, Protocol>,
-    ) -> Result<VersionInfo> {
+    pub async fn deploy(&self, name: &str, bytes: Bytes, spec: DeploySpec) -> Result<VersionInfo> {
+        let DeploySpec { limits, tables, outbound } = spec;
         check_name(name)?;
         for table in tables.keys() {
             tally_durable::check_table(table).map_err(RuntimeError::InvalidArgument)?;
@@ -274,6 +291,7 @@ impl Registry {
             limits: limits.into(),
             tables,
             deployed_at_ms: now_ms(),
+            outbound: outbound.allowed.iter().map(ToString::to_string).collect(),
         };
         let at = self.append_manifest(&mut ctx, &manifest).await?;
         self.sync_with(&ctx).await?;
@@ -434,7 +452,9 @@ impl Registry {
     fn apply(&self, seqnum: SeqNum, manifest: Manifest) {
         let mut functions = self.functions.write().expect("not poisoned");
         match manifest {
-            Manifest::Deploy { name, sha256, size, chunks, limits, tables, deployed_at_ms } => {
+            Manifest::Deploy { name, sha256, size, chunks, limits, tables, deployed_at_ms, outbound } => {
+                // A destination this node cannot read (a newer syntax) allows nothing.
+                let allowed = outbound.iter().filter_map(|d| Destination::parse(d).ok()).collect();
                 let e = functions.entry(name).or_default();
                 let version = e.versions.len() as u32 + 1;
                 e.versions.push(VersionInfo {
@@ -443,6 +463,7 @@ impl Registry {
                     size_bytes: size,
                     limits: limits.into(),
                     tables: Arc::new(tables),
+                    outbound: Arc::new(Outbound { allowed }),
                     deployed_at_ms,
                     seqnum: seqnum.0,
                     chunks,

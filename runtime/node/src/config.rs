@@ -26,6 +26,10 @@
 //! function_timeout_ms_max = 900000         # the most a deploy may set each of these
 //! function_request_bytes_max = 67108864
 //! function_response_bytes_max = 67108864
+//! outgoing_in_flight_max = 256             # requests out of guests (wasi:http)
+//! outgoing_timeout_ms_max = 30000
+//! outgoing_request_bytes_max = 4194304
+//! outgoing_response_bytes_max = 524288     # at most 786432: a response is logged whole
 //!
 //! [state]             # exactly-once state (see `durable`)
 //! store = "rocksdb"   # or "postgres", with `postgres = "host=... user=..."`
@@ -96,6 +100,13 @@ impl Config {
         }
         if self.state.attempts_max == 0 {
             anyhow::bail!("[state] attempts_max must be positive");
+        }
+        let cap = tally_host::OUTGOING_RESPONSE_BYTES_CAP;
+        if self.node.outgoing_response_bytes_max > cap {
+            anyhow::bail!("[node] outgoing_response_bytes_max is at most {cap}: a response is logged whole, in one record");
+        }
+        if self.node.outgoing_in_flight_max == 0 || self.node.outgoing_timeout_ms_max == 0 {
+            anyhow::bail!("[node] outgoing_in_flight_max and outgoing_timeout_ms_max must be positive");
         }
         Ok(())
     }

@@ -19,7 +19,7 @@ use tally_durable::{
     Durable, InvocationKey, InvocationStatus, Invocations, InvokeRequest, Libraries, NodeBounds, Parts, Peers, Schedules,
     StateStore, Tables, TagKey,
 };
-use tally_host::{HostFunctions, Metrics, Registry, Tokio, VersionInfo, WasmHost};
+use tally_host::{DeploySpec, HostFunctions, Metrics, Outbound, Registry, Tokio, VersionInfo, WasmHost};
 use tally_logsvc::{BookId, Context, LogClient};
 use tally_state::{PgStateStore, RocksStateStore};
 use tracing::Instrument;
@@ -144,7 +144,7 @@ impl Runtime {
         &self.log
     }
 
-    /// Deploys with the node's default limits changed by `overrides`.
+    /// Deploys with `limits` and the protocols of `tables`, sending no requests out.
     pub async fn deploy(
         &self,
         name: &str,
@@ -152,12 +152,17 @@ impl Runtime {
         limits: Limits,
         tables: BTreeMap<String, Protocol>,
     ) -> Result<VersionInfo> {
+        self.deploy_with(name, component, DeploySpec { limits, tables, outbound: Outbound::default() }).await
+    }
+
+    /// Deploys `component` as the next version of `name`, as `spec` says.
+    pub async fn deploy_with(&self, name: &str, component: Bytes, spec: DeploySpec) -> Result<VersionInfo> {
         let limit = self.config.node.component_bytes_max;
         if component.len() as u64 > limit {
             return Err(RuntimeError::TooLarge { what: "the component", size: Some(component.len() as u64), limit });
         }
-        self.config.check_limits(&limits).map_err(RuntimeError::InvalidArgument)?;
-        let info = self.registry.deploy(name, component, limits, tables).await?;
+        self.config.check_limits(&spec.limits).map_err(RuntimeError::InvalidArgument)?;
+        let info = self.registry.deploy(name, component, spec).await?;
         self.metrics.deployed();
         Ok(info)
     }

@@ -23,6 +23,7 @@
 //! | `GET /v1/books/{id}/queues/{name}`      | a queue's waiting messages, per shard       | none                   |
 //! | `GET /v1/books/{id}/locks/{name}`       | the invocation holding a lock, if any       | none                   |
 //! | `GET /healthz`, `GET /metrics`          | liveness, Prometheus counters               | none                   |
+//! | any method, `/fn/{name}/...`            | an HTTP function serves the request (`gateway/web.rs`) | its `request_bytes_max` |
 //!
 //! A body's limit is enforced before the body is read: a Content-Length over it is
 //! refused at once, and a body without one is cut off as soon as it passes the limit,
@@ -54,7 +55,7 @@ use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request, State};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{any, get, post};
 use axum::{Json, Router};
 use bytes::BytesMut;
 use futures_util::StreamExt;
@@ -62,6 +63,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tally_durable::{InvocationKey, InvocationStatus, ListedStatus, TableStatus, Transition};
+use tally_host::{DeploySpec, Outbound};
 use tally_logsvc::{BookId, Context, MetalogPosition, SeqNum, Tag};
 use tally_runtime::config::{Limits, Protocol};
 use tally_runtime::error::RuntimeError;
@@ -69,12 +71,18 @@ use tally_runtime::runtime::{InvokeOptions, Runtime};
 
 mod books;
 mod schedules;
+mod web;
 
 pub use books::parse_tag;
 
-/// The JSON error body every refusal has.
+/// The JSON error body every refusal has, with its code also in the [`ERROR`] header,
+/// which tells Tally's answers from an HTTP function's.
 pub(crate) fn error_response(status: StatusCode, code: &str, message: String) -> Response {
-    (status, Json(json!({ "error": { "code": code, "message": message } }))).into_response()
+    let mut response = (status, Json(json!({ "error": { "code": code, "message": message } }))).into_response();
+    if let Ok(v) = HeaderValue::from_str(code) {
+        response.headers_mut().insert(ERROR, v);
+    }
+    response
 }
 
 /// The HTTP status of an error: the gateway's business, not the runtime's.
@@ -136,6 +144,10 @@ const CRASH_AFTER: &str = "tally-crash-after";
 /// invocation's response carries it; a request that sends it back reads nothing older,
 /// on whichever node serves it.
 pub const POSITION: &str = "tally-position";
+/// The code of an error the platform answered (not an HTTP function), on every error.
+pub const ERROR: &str = "tally-error";
+/// The book of an HTTP function's invocation (its query is the function's).
+pub const BOOK: &str = "tally-book";
 
 /// The gateway's routes over `rt`.
 pub fn router(rt: Arc<Runtime>) -> Router {
@@ -156,6 +168,9 @@ pub fn router(rt: Arc<Runtime>) -> Router {
         .route("/v1/books/{id}/locks/{name}", get(books::lock))
         .route("/healthz", get(|_: NoBody| async { "ok\n" }))
         .route("/metrics", get(metrics))
+        .route("/fn/{name}", any(web::root))
+        .route("/fn/{name}/", any(web::root))
+        .route("/fn/{name}/{*path}", any(web::below))
         // After the routes: it applies to the routes added before it.
         .method_not_allowed_fallback(method_not_allowed)
         .fallback(route_not_found)
@@ -280,6 +295,8 @@ struct DeployQuery {
     retry_backoff_max_ms: Option<u64>,
     /// State table protocols: `table:protocol,table:protocol`.
     tables: Option<String>,
+    /// Where the function may send requests: `https://host[:port],...` (none by default).
+    outbound: Option<String>,
 }
 
 /// `accounts:write-optimized,log:read-optimized` as a map.
@@ -316,7 +333,8 @@ async fn deploy(
         retry_backoff_max_ms: q.retry_backoff_max_ms.unwrap_or(d.retry_backoff_max_ms),
     };
     let tables = parse_tables(q.tables.as_deref().unwrap_or(""))?;
-    let info = rt.deploy(&name, component, limits, tables).await?;
+    let outbound = Outbound::parse(q.outbound.as_deref().unwrap_or("")).map_err(RuntimeError::InvalidArgument)?;
+    let info = rt.deploy_with(&name, component, DeploySpec { limits, tables, outbound }).await?;
     let response = (StatusCode::CREATED, Json(json!({ "name": name, "version": info }))).into_response();
     Ok(with_position(response, &rt.registry.position().await))
 }
@@ -414,6 +432,8 @@ async fn invoke(
     }
     let (output, reached) = rt.invoke_at(&name, book, input, opts, position).await;
     let response = match output {
+        // An HTTP function took the input as a `POST /` and answers as it would there.
+        Ok(output) if loaded.pre.is_http() => web::response(output),
         Ok(output) => ([(header::CONTENT_TYPE, "application/octet-stream")], output).into_response(),
         // Asleep: answered like a background invocation, with where its result will be.
         Err(RuntimeError::Suspended { id, wake_ms }) => {

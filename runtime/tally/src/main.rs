@@ -204,6 +204,10 @@ struct DeployArgs {
     /// The protocol of a state table, e.g. --table accounts=write-optimized.
     #[arg(long = "table", value_name = "TABLE=PROTOCOL")]
     tables: Vec<String>,
+    /// A destination the function may send requests to, e.g. --outbound
+    /// https://api.example.com (repeatable; none by default). See docs/http.md.
+    #[arg(long = "outbound", value_name = "SCHEME://HOST[:PORT]")]
+    outbound: Vec<String>,
     #[command(flatten)]
     json: Json,
     #[command(flatten)]
@@ -547,6 +551,9 @@ fn deploy(args: DeployArgs) -> anyhow::Result<()> {
     }
     if !tables.is_empty() {
         query.push(format!("tables={}", tables.join(",")));
+    }
+    if !args.outbound.is_empty() {
+        query.push(format!("outbound={}", url_escape(&args.outbound.join(","))));
     }
     let url = format!("{}/v1/functions/{}?{}", args.remote.url, args.name, query.join("&"));
     let response = agent().put(&url).header("content-type", "application/wasm").send(&component[..])?;

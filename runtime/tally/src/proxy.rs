@@ -140,9 +140,13 @@ pub fn router(gw: Arc<Gateway>) -> Router {
     Router::new().fallback(forward).with_state(gw)
 }
 
-/// The book a request names, if any.
-fn book_of(uri: &Uri) -> Option<BookId> {
+/// The book a request names, if any: an HTTP function's request names it in a header
+/// (its query is the function's).
+fn book_of(uri: &Uri, headers: &axum::http::HeaderMap) -> Option<BookId> {
     let path = uri.path();
+    if path.starts_with("/fn/") {
+        return headers.get(crate::gateway::BOOK)?.to_str().ok()?.parse().ok().map(BookId);
+    }
     if let Some(rest) = path.strip_prefix("/v1/books/") {
         return rest.split('/').next()?.parse().ok().map(BookId);
     }
@@ -194,9 +198,10 @@ async fn read_body(
     Ok((bytes.freeze(), held))
 }
 
-/// Whether a request starts an invocation (which the gateway gives a key).
+/// Whether a request starts an invocation (which the gateway gives a key): an invoke,
+/// or any request to an HTTP function.
 fn is_invocation(method: &axum::http::Method, path: &str) -> bool {
-    method == axum::http::Method::POST && path.ends_with("/invoke")
+    path.starts_with("/fn/") || (method == axum::http::Method::POST && path.ends_with("/invoke"))
 }
 
 /// Whether a request that reached a node which answered 503 or failed midway may go to
@@ -221,7 +226,7 @@ async fn forward(State(gw): State<Arc<Gateway>>, request: Request) -> Response {
         parts.headers.insert(crate::gateway::RETRY_KEY, key);
     }
     let path_and_query = parts.uri.path_and_query().map(|p| p.as_str().to_string()).unwrap_or_else(|| "/".into());
-    let candidates = gw.candidates(book_of(&parts.uri));
+    let candidates = gw.candidates(book_of(&parts.uri, &parts.headers));
     if candidates.is_empty() {
         return error_response(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "no function node is registered".into());
     }
@@ -242,7 +247,12 @@ async fn forward(State(gw): State<Arc<Gateway>>, request: Request) -> Response {
         }
         let out = out.body(Body::from(body.clone())).expect("a valid request");
         match tokio::time::timeout(NODE_TIMEOUT, gw.client.request(out)).await {
-            Ok(Ok(response)) if response.status() != StatusCode::SERVICE_UNAVAILABLE || !resend => {
+            // A 503 of the node's own (not a function's answer) may go to the next node.
+            Ok(Ok(response))
+                if response.status() != StatusCode::SERVICE_UNAVAILABLE
+                    || !resend
+                    || !response.headers().contains_key(crate::gateway::ERROR) =>
+            {
                 let (parts, body) = response.into_parts();
                 return Response::from_parts(parts, Body::new(body));
             }
@@ -285,8 +295,12 @@ mod tests {
 
     #[test]
     fn books_are_found_in_paths_and_queries() {
-        let book = |s: &str| book_of(&s.parse().unwrap());
+        let book = |s: &str| book_of(&s.parse().unwrap(), &axum::http::HeaderMap::new());
         assert_eq!(book("/v1/functions/f/invoke?book=7"), Some(BookId(7)));
+        assert_eq!(book("/fn/f/x?book=7"), None, "an HTTP function's query is its own");
+        let mut headers = axum::http::HeaderMap::new();
+        headers.insert(crate::gateway::BOOK, "5".parse().unwrap());
+        assert_eq!(book_of(&"/fn/f/x?book=7".parse().unwrap(), &headers), Some(BookId(5)));
         assert_eq!(book("/v1/functions/f/invoke?async=true&book=9"), Some(BookId(9)));
         assert_eq!(book("/v1/books/12/records"), Some(BookId(12)));
         assert_eq!(book("/v1/functions/f/invoke?book=x"), None);
@@ -301,6 +315,7 @@ mod tests {
         use axum::http::Method;
         assert!(resendable(&Method::GET, "/v1/invocations/abc"));
         assert!(resendable(&Method::POST, "/v1/functions/hello/invoke"));
+        assert!(resendable(&Method::DELETE, "/fn/web/orders/17"), "a request to an HTTP function is keyed");
         for (method, path) in [
             (Method::POST, "/v1/schedules/nightly/trigger"),
             (Method::PUT, "/v1/functions/hello"),

@@ -81,6 +81,7 @@
 //! - `cancel.rs`: the cancel stream and `Cancelled` steps.
 //! - `children.rs`, `holds.rs`, `messages.rs`, `transactions.rs`: child calls, locks and
 //!   keys, queue pushes and pops, durable objects and their transactions, each as steps.
+//! - `outcalls.rs`: requests the guest sends out, each logged in a stream of its own.
 //! - `finish.rs`: the result record, or none for a forgettable root.
 
 use std::collections::BTreeMap;
@@ -113,10 +114,13 @@ mod holds;
 mod init;
 mod log;
 mod messages;
+mod outcalls;
 mod state;
 mod steps;
 mod transactions;
 mod waits;
+
+pub use outcalls::{Outcall, OutcallSlot};
 
 /// How often an await waiting in place looks whether its promise was completed.
 const PROMISE_POLL_MS: u64 = 5;
@@ -297,6 +301,8 @@ pub struct Instance {
     marks: std::sync::OnceLock<[Tag; 2]>,
     /// Plain appends so far: the mark's next offset.
     appends: u64,
+    /// Outgoing calls so far: the next one's number (`outcalls.rs`).
+    outcalls: u64,
     /// The seqnum of the last successful conditional append (0 before the first).
     last_cond_append: u64,
     /// Whether the mark may hold records, so that garbage collection retires it.
@@ -355,6 +361,7 @@ impl Instance {
             crash: of.crash,
             recorder: Recorder::default(),
             appends: 0,
+            outcalls: 0,
             last_cond_append: 0,
             marked: false,
             promises: 0,

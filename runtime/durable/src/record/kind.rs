@@ -266,6 +266,30 @@ pub struct Put {
     pub value: Option<Bytes>,
 }
 
+/// Outgoing call `n` of instance `id` (an HTTP request the guest sent out, say) and
+/// what came back, logged before the guest sees it, at offset 0 of the call's own
+/// stream (`TagKey::outcall`), not in the step log: a call is in flight while the
+/// guest goes on, so its record cannot hold a place among the steps. Also in
+/// INSTANCES, so that the recovery scan has garbage collection trim the call's stream
+/// with the step log. `what` names the call (`POST https://host/path`); a re-execution
+/// whose call `n` names another is non-deterministic. Added after the other variants,
+/// so that older records decode as before.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Outcall {
+    pub id: InstanceId,
+    pub n: u64,
+    pub what: String,
+    pub outcome: OutcallOutcome,
+}
+
+/// What an outgoing call got: the response (as the host encodes it), or why there was
+/// none (the connection failed, the upstream timed out, ...).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OutcallOutcome {
+    Response(Bytes),
+    Failed(String),
+}
+
 /// A kind of step: what [`Step`] wraps it in, and the step it is, if it is one of its kind.
 pub trait Kind: Into<Step> + Sized {
     fn of(step: Step) -> Option<Self>;
@@ -318,5 +342,6 @@ kinds!(
     InitKeyed,
     Checkpoint,
     Group,
-    Put
+    Put,
+    Outcall
 );

@@ -117,6 +117,8 @@ pub enum Step {
     Group(kind::Group),
     /// [`kind::Put`].
     Put(kind::Put),
+    /// [`kind::Outcall`].
+    Outcall(kind::Outcall),
 }
 
 /// One update of a durable object, at a JSON pointer (RFC 6901) into it, as object writes
@@ -331,6 +333,7 @@ impl Step {
             }
             Step::Checkpoint(kind::Checkpoint { covers, views }) => format!("checkpoint of {} streams at {covers}", views.len()),
             Step::Group(kind::Group { steps }) => format!("group of {} steps", steps.len()),
+            Step::Outcall(kind::Outcall { n, what, .. }) => format!("outgoing call {n} ({what})"),
         }
     }
 

@@ -15,13 +15,14 @@ use crate::attempt::Attempt;
 use crate::attempt::Functions;
 use crate::env::{BoxFuture, Clock, FunctionVersion};
 use crate::error::{Error, Result};
-use crate::instance::Wake;
+use crate::instance::{Outcall, Wake};
+use crate::record::kind::OutcallOutcome;
 
 use super::exec::Handle;
 use super::guest::{
-    awaited_mix, child_input, cond_mix, guest, key_name, mix, prefix, record_data, seed_of, stream_of, target_of, ticks_of,
-    Deployed, Execution, Observed, Op, Program, Registry, Traces, DYN_KEYS, KEYS, MAKER, TABLES, TARGET, TARGET_STEPS, TICKER,
-    WAITER,
+    awaited_mix, child_input, cond_mix, guest, key_name, mix, outcall_what, prefix, record_data, seed_of, stream_of, target_of,
+    ticks_of, Deployed, Execution, Observed, Op, Program, Registry, Traces, DYN_KEYS, KEYS, MAKER, TABLES, TARGET, TARGET_STEPS,
+    TICKER, WAITER,
 };
 use super::log::{user_trim, NodeLog};
 
@@ -107,6 +108,33 @@ impl SimFunctions {
             output: None,
         });
         list.len() - 1
+    }
+
+    /// An outgoing call to the simulated upstream, which answers each send with a number
+    /// no other send got, after a while in flight (where a crash loses the answer).
+    async fn outcall(&self, attempt: &mut Attempt, what: &str) -> Result<u64> {
+        let got = match attempt.outcall(what).await.map_err(guest)? {
+            Outcall::Logged(outcome) => outcome,
+            Outcall::Send(slot) => {
+                let key = slot.idempotency_key();
+                let answer = {
+                    let mut t = self.traces.lock().expect("not poisoned");
+                    let answer = self.readings.fetch_add(1, Ordering::Relaxed) | (1 << 63);
+                    let (named, answers) = t.upstream.entry(key).or_insert_with(|| (what.to_string(), Vec::new()));
+                    if named != what {
+                        return Err(Error::Failed(format!("one idempotency key for {named} and {what}")));
+                    }
+                    answers.push(answer);
+                    answer
+                };
+                self.handle.sleep(answer % 7).await;
+                slot.log(OutcallOutcome::Response(Bytes::copy_from_slice(&answer.to_be_bytes()))).await.map_err(guest)?
+            }
+        };
+        match got {
+            OutcallOutcome::Response(b) if b.len() == 8 => Ok(u64::from_be_bytes(b[..].try_into().expect("8 bytes"))),
+            other => Err(Error::Failed(format!("an outgoing call got {other:?}"))),
+        }
     }
 
     fn observe(&self, input: &[u8], at: usize, o: Observed) {
@@ -304,6 +332,11 @@ impl SimFunctions {
                     let live = self.handle.now_ms() * 1_000_000 + n % 1_000_000;
                     let v = if *monotonic { attempt.monotonic_clock_ns(live) } else { attempt.wall_clock_ns(live) };
                     self.observe(input, at, Observed::Clock(v));
+                    acc = mix(acc, v);
+                }
+                Op::Outcall => {
+                    let v = self.outcall(attempt, &outcall_what(input, i)).await?;
+                    self.observe(input, at, Observed::Outcall(v));
                     acc = mix(acc, v);
                 }
                 Op::Random => {

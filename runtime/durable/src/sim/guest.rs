@@ -81,6 +81,9 @@ pub enum Op {
     Approve {
         timeout_ms: u16,
     },
+    /// An outgoing call (`Attempt::outcall`) to the simulated upstream, which answers
+    /// every send with a number of its own; the answer goes into what follows.
+    Outcall,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -108,6 +111,8 @@ pub enum Observed {
         promise: String,
         value: Option<u64>,
     },
+    /// What an outgoing call got.
+    Outcall(u64),
 }
 
 /// One execution of one invocation (or child), identified by its input.
@@ -150,6 +155,9 @@ pub struct Traces {
     pub waited: BTreeMap<String, Vec<u64>>,
     /// What the libraries' functions reported (`libs.rs`).
     pub libs: LibTraces,
+    /// What the simulated upstream of outgoing calls saw, by idempotency key: the call
+    /// each send named, and the answer to each send.
+    pub upstream: BTreeMap<String, (String, Vec<u64>)>,
 }
 
 /// What one execution of a teller saw, in order.
@@ -263,6 +271,12 @@ pub fn seed_of(input: &[u8]) -> u64 {
     input.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| mix(h, u64::from(b)))
 }
 
+/// What the outgoing call of op `i` of the invocation of `input` names: one call of
+/// one invocation.
+pub fn outcall_what(input: &[u8], i: usize) -> String {
+    format!("POST sim://upstream/{:016x}/{i}", seed_of(input))
+}
+
 /// What a conditional append's outcome adds to a guest's accumulator.
 pub fn cond_mix(acc: u64, got: std::result::Result<u64, Option<u64>>) -> u64 {
     match got {
@@ -314,6 +328,7 @@ pub fn random_program(rng: &mut Rng, len: usize, callees: &[String], traps: bool
             96 => Op::ReadStream,
             97 => Op::CondAppend,
             98 => Op::Approve { timeout_ms: rng.below(400) as u16 },
+            99 if rng.below(2) == 0 => Op::Outcall,
             _ => Op::Work { ms: rng.below(5) as u8 },
         };
         ops.push(op);

@@ -41,8 +41,8 @@ use std::collections::BTreeMap;
 use crate::config::Protocol;
 
 use super::guest::{
-    awaited_mix, child_input, cond_mix, key_name, mix, prefix, seed_of, Execution, Observed, Op, Registry, Traces, DYN_KEYS,
-    KEYS, TABLES,
+    awaited_mix, child_input, cond_mix, key_name, mix, outcall_what, prefix, seed_of, Execution, Observed, Op, Registry, Traces,
+    DYN_KEYS, KEYS, TABLES,
 };
 
 /// What the model says an invocation (or child) observes and outputs.
@@ -271,6 +271,32 @@ impl Oracle {
                     };
                     acc = mix(acc, v);
                     observed.push(seen.expect("matched"));
+                }
+                // The answer is one the upstream gave a send of this very call (every
+                // send of it carried one key), whichever execution logged it first.
+                Op::Outcall => {
+                    let at = observed.len();
+                    let v = match fact(at, |o| matches!(o, Observed::Outcall(_))) {
+                        Some(Observed::Outcall(v)) => v,
+                        other => {
+                            return Err(format!(
+                                "{} finished, yet no execution shows its call out at op {i} ({other:?})",
+                                show(input)
+                            ))
+                        }
+                    };
+                    let what = outcall_what(input, i);
+                    if !traces.upstream.values().any(|(named, answers)| *named == what && answers.contains(&v)) {
+                        return Err(format!(
+                            "{} got {v} from its call out at op {i}, which the upstream never answered it",
+                            show(input)
+                        ));
+                    }
+                    if traces.upstream.values().filter(|(named, _)| *named == what).count() > 1 {
+                        return Err(format!("{}'s call out at op {i} was sent under several keys", show(input)));
+                    }
+                    acc = mix(acc, v);
+                    observed.push(Observed::Outcall(v));
                 }
                 Op::Append | Op::ReadStream | Op::CondAppend => {
                     let at = observed.len();

@@ -44,10 +44,12 @@
 //! limiter) and the memory idle slots hold (`tally_idle_memory_resident_bytes`).
 
 mod context;
+mod http;
 mod invoke;
 mod locks;
 mod log;
 mod objects;
+mod outgoing;
 mod queues;
 mod recorded;
 mod state;
@@ -65,10 +67,13 @@ use wasmtime::component::{Component, Linker, ResourceTable};
 use wasmtime::{Engine, InstanceAllocationStrategy, PoolingAllocationConfig, ResourceLimiter, Store, UpdateDeadline};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::p2::bindings::ProxyPre;
+use wasmtime_wasi_http::WasiHttpCtx;
 
 use crate::clock::Tokio;
 use crate::limits::{Limits, NodeLimits};
 use crate::metrics::Metrics;
+use crate::outbound::Outbound;
 
 wasmtime::component::bindgen!({
     path: "../../wit",
@@ -85,8 +90,20 @@ pub const TICK: Duration = Duration::from_millis(5);
 /// Bytes of a guest's stdout and stderr kept for logs and trap messages.
 const OUTPUT_BYTES_MAX: usize = 64 << 10;
 
-/// A compiled function, ready to instantiate.
-pub type Prepared = FunctionPre<HostState>;
+/// A compiled function, ready to instantiate: a component of world `function`
+/// (`handle(bytes) -> bytes`), or an HTTP function (`wasi:http/incoming-handler`,
+/// `http.rs`).
+pub enum Prepared {
+    Handle(FunctionPre<HostState>),
+    Http(ProxyPre<HostState>),
+}
+
+impl Prepared {
+    /// Whether the function serves HTTP requests (`wasi:http/incoming-handler`).
+    pub fn is_http(&self) -> bool {
+        matches!(self, Prepared::Http(_))
+    }
+}
 
 /// What one invocation attempt is: the exactly-once core's attempt (instance, context,
 /// deadline) and the guest's own log client.
@@ -133,6 +150,8 @@ impl ResourceLimiter for MemoryLimiter {
 pub struct HostState {
     wasi: WasiCtx,
     table: ResourceTable,
+    http: WasiHttpCtx,
+    outgoing: outgoing::Outgoing,
     limiter: MemoryLimiter,
     stderr: MemoryOutputPipe,
     stdout: MemoryOutputPipe,
@@ -353,6 +372,7 @@ pub struct WasmHost {
     metrics: Arc<Metrics>,
     ticker: Ticker,
     spares: Arc<Spares>,
+    outgoing: Arc<outgoing::OutgoingNode>,
 }
 
 impl WasmHost {
@@ -380,6 +400,7 @@ impl WasmHost {
         let engine = Engine::new(&config)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        outgoing::add_to_linker(&mut linker)?;
         recorded::add_to_linker(&mut linker)?;
         Function::add_to_linker::<_, wasmtime::component::HasSelf<_>>(&mut linker, |s| s)?;
         std::fs::create_dir_all(&artifacts)?;
@@ -388,7 +409,8 @@ impl WasmHost {
         let compat = h.finish();
         let ticker = Ticker::start(engine.clone(), IDLE_TICKS);
         metrics.watch_pool(engine.clone());
-        Ok(WasmHost { engine, linker, artifacts, compat, metrics, ticker, spares: Arc::default() })
+        let outgoing = Arc::new(outgoing::OutgoingNode::new(node));
+        Ok(WasmHost { engine, linker, artifacts, compat, metrics, ticker, spares: Arc::default(), outgoing })
     }
 
     /// Validates a component against the world and compiles it, or loads the artifact
@@ -430,14 +452,29 @@ impl WasmHost {
         Ok(())
     }
 
+    /// A component that exports `handle` is a function of world `function`; one that
+    /// exports `wasi:http/incoming-handler` instead is an HTTP function.
     fn link(&self, component: &Component) -> Result<Prepared> {
         let pre = self.linker.instantiate_pre(component).map_err(|e| RuntimeError::WrongWorld(format!("{e:#}")))?;
-        FunctionPre::new(pre).map_err(|e| RuntimeError::WrongWorld(format!("{e:#}")))
+        if let Ok(function) = FunctionPre::new(pre.clone()) {
+            return Ok(Prepared::Handle(function));
+        }
+        ProxyPre::new(pre).map(Prepared::Http).map_err(|e| {
+            RuntimeError::WrongWorld(format!(
+                "the component exports neither tally:platform's `handle` nor wasi:http/incoming-handler: {e:#}"
+            ))
+        })
     }
 
     /// Runs one invocation in a fresh instance; returns its outcome and the invocation,
     /// with its final log context and exactly-once instance.
-    pub async fn run(&self, pre: &Prepared, limits: &Limits, inv: Invocation) -> (Result<Vec<u8>>, Invocation) {
+    pub async fn run(
+        &self,
+        pre: &Prepared,
+        limits: &Limits,
+        outbound: &Arc<Outbound>,
+        inv: Invocation,
+    ) -> (Result<Vec<u8>>, Invocation) {
         let Wasi { ctx: wasi, stdout, stderr } = self.spares.take();
         let deadline = Tokio::instant(inv.attempt.deadline_ms);
         let function = inv.attempt.version.name.clone();
@@ -445,6 +482,8 @@ impl WasmHost {
         let state = HostState {
             wasi,
             table: ResourceTable::new(),
+            http: WasiHttpCtx::new(),
+            outgoing: outgoing::Outgoing::new(self.outgoing.clone(), outbound.clone()),
             limiter: MemoryLimiter::new(limits.memory_bytes as usize),
             stderr,
             stdout,
@@ -464,10 +503,15 @@ impl WasmHost {
         let wall = deadline.saturating_duration_since(Instant::now());
         let mut instantiated = None;
         let outcome = tokio::time::timeout(wall, async {
-            let started = Instant::now();
-            let instance = pre.instantiate_async(&mut store).await?;
-            instantiated = Some(started.elapsed());
-            instance.call_handle(&mut store, &input).await
+            match pre {
+                Prepared::Handle(pre) => {
+                    let started = Instant::now();
+                    let instance = pre.instantiate_async(&mut store).await?;
+                    instantiated = Some(started.elapsed());
+                    instance.call_handle(&mut store, &input).await
+                }
+                Prepared::Http(pre) => http::serve(pre, &mut store, &input, limits.response_bytes_max, &mut instantiated).await,
+            }
         })
         .await;
         let state = store.data();
@@ -477,7 +521,13 @@ impl WasmHost {
         log_output(&function, "stdout", &state.stdout);
         log_output(&function, "stderr", &state.stderr);
         let timeout_ms = limits.timeout_ms;
+        let unlogged = state.outgoing.failed.lock().expect("failed lock").take();
+        for refusal in &state.outgoing.refusals {
+            tracing::info!(function, "{refusal}");
+        }
         let result = match outcome {
+            // A call's outcome could not be logged: the attempt ends with why.
+            _ if unlogged.is_some() => Err(unlogged.unwrap_or(RuntimeError::Internal(String::new()))),
             Err(_) => Err(RuntimeError::Timeout(timeout_ms)),
             Ok(Ok(Ok(output))) if output.len() as u64 > limits.response_bytes_max => Err(RuntimeError::TooLarge {
                 what: "the response",
@@ -487,6 +537,9 @@ impl WasmHost {
             Ok(Ok(Ok(output))) => Ok(output),
             Ok(Ok(Err(message))) => Err(RuntimeError::Failed(message)),
             Ok(Err(e)) if e.downcast_ref::<DeadlinePassed>().is_some() => Err(RuntimeError::Timeout(timeout_ms)),
+            Ok(Err(e)) if e.downcast_ref::<http::ResponseTooLarge>().is_some() => {
+                Err(RuntimeError::TooLarge { what: "the response", size: None, limit: limits.response_bytes_max })
+            }
             Ok(Err(e)) if e.downcast_ref::<Abort>().is_some() => match e.downcast::<Abort>() {
                 Ok(abort) => Err(abort.into_error()),
                 Err(e) => Err(RuntimeError::Trap(e.to_string())),

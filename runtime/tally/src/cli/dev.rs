@@ -89,6 +89,18 @@ pub struct DevArgs {
     /// The largest response_bytes_max a deploy may set.
     #[arg(long)]
     function_response_bytes_max: Option<u64>,
+    /// Requests out of guests in flight at once.
+    #[arg(long)]
+    outgoing_in_flight_max: Option<u32>,
+    /// The longest a request out may take to connect, to answer, or between two parts.
+    #[arg(long)]
+    outgoing_timeout_ms_max: Option<u64>,
+    /// The largest body a request out may carry.
+    #[arg(long)]
+    outgoing_request_bytes_max: Option<u64>,
+    /// The largest response a request out may get (logged whole: at most 786432).
+    #[arg(long)]
+    outgoing_response_bytes_max: Option<u64>,
     /// The protocol of one state table, e.g. --table accounts=write-optimized (repeatable).
     #[arg(long = "table", value_name = "TABLE=PROTOCOL")]
     tables: Vec<String>,
@@ -167,6 +179,10 @@ impl DevArgs {
             function_timeout_ms_max => node.function_timeout_ms_max,
             function_request_bytes_max => node.function_request_bytes_max,
             function_response_bytes_max => node.function_response_bytes_max,
+            outgoing_in_flight_max => node.outgoing_in_flight_max,
+            outgoing_timeout_ms_max => node.outgoing_timeout_ms_max,
+            outgoing_request_bytes_max => node.outgoing_request_bytes_max,
+            outgoing_response_bytes_max => node.outgoing_response_bytes_max,
             recovery_interval_ms => state.recovery_interval_ms,
             attempts_max => state.attempts_max,
             gc_interval_ms => state.gc_interval_ms,

@@ -1,0 +1,170 @@
+//! HTTP functions on the web: `/fn/{name}` and everything below it, with any method,
+//! reach the function `name` (a component exporting `wasi:http/incoming-handler`) as
+//! an HTTP request whose path is the part below `/fn/{name}` (always starting with `/`),
+//! with the query, the headers and the body as the client sent them.
+//!
+//! The request is one exactly-once invocation: it is encoded whole into the
+//! invocation's input (`tally_host::HttpRequest`), and the function's response, whole,
+//! is its output, so a re-execution or a retry with the same `Idempotency-Key` answers
+//! the logged response. The headers that speak to Tally rather than to the function:
+//! `Tally-Book` (the book, default 0), `Tally-Position`, `Tally-Retry-Key`,
+//! `Tally-Crash-After`; they are not passed on. `Idempotency-Key` is both Tally's and
+//! the function's. Hop-by-hop headers (`Connection`, `Transfer-Encoding`, ...) are not
+//! passed either way.
+//!
+//! `request_bytes_max` bounds the request as the function gets it (the body plus its
+//! method, path and headers), `response_bytes_max` the response. A durable sleep
+//! answers 202 as `POST /v1/functions/{name}/invoke` does; an error is Tally's JSON
+//! error, with its status.
+
+use axum::body::Body;
+use http_body_util::StreamBody;
+use tally_host::{Fields, HttpRequest, HttpResponse};
+
+use super::*;
+
+/// Headers of one connection, not of the request (RFC 9110 §7.6.1), and `Host`, which
+/// the request carries as its authority.
+const HOP_BY_HOP: &[&str] =
+    &["connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "upgrade", "trailer", "host", "http2-settings"];
+
+/// `/fn/{name}`: the function's root.
+pub(super) async fn root(
+    State(rt): State<Arc<Runtime>>,
+    ApiPath(name): ApiPath<String>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: RequestBody,
+) -> ApiResult<Response> {
+    serve(rt, name, String::new(), method, uri, headers, body).await
+}
+
+/// `/fn/{name}/{*path}`.
+pub(super) async fn below(
+    State(rt): State<Arc<Runtime>>,
+    ApiPath((name, path)): ApiPath<(String, String)>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: RequestBody,
+) -> ApiResult<Response> {
+    serve(rt, name, path, method, uri, headers, body).await
+}
+
+#[tracing::instrument(name = "http.fn", level = "debug", skip_all)]
+async fn serve(
+    rt: Arc<Runtime>,
+    name: String,
+    path: String,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: RequestBody,
+) -> ApiResult<Response> {
+    let position = position_of(&headers)?;
+    let loaded = rt.registry.lookup_at(&name, &position).await?;
+    if !loaded.pre.is_http() {
+        return Err(RuntimeError::InvalidArgument(format!(
+            "{name} is not an HTTP function (it exports `handle`): invoke it with POST /v1/functions/{name}/invoke"
+        ))
+        .into());
+    }
+    let book = match header_text(&headers, BOOK)? {
+        Some(text) => {
+            user_book(text.parse().map_err(|_| RuntimeError::InvalidArgument(format!("{BOOK}: {text:?} is not a book")))?)?
+        }
+        None => BookId(0),
+    };
+    let crash_after = header_text(&headers, CRASH_AFTER)?
+        .map(|v| v.parse::<u64>().map_err(|_| RuntimeError::InvalidArgument(format!("{CRASH_AFTER}: {v:?} is not a count"))))
+        .transpose()?;
+    let opts = InvokeOptions {
+        idempotency_key: header_text(&headers, IDEMPOTENCY_KEY)?,
+        retry_key: header_text(&headers, RETRY_KEY)?,
+        crash_after,
+        ..InvokeOptions::default()
+    };
+    let body = body.read("the request", loaded.info.limits.request_bytes_max).await?;
+    let request = HttpRequest {
+        method: method.as_str().to_owned(),
+        scheme: "http".into(),
+        authority: authority(&headers),
+        path_with_query: match uri.query() {
+            Some(query) => format!("/{path}?{query}"),
+            None => format!("/{path}"),
+        },
+        headers: headers
+            .iter()
+            .filter(|(name, _)| passed_on(name.as_str()) && !name.as_str().starts_with("tally-"))
+            .map(|(name, value)| (name.as_str().to_owned(), value.as_bytes().to_vec()))
+            .collect(),
+        body: body.to_vec(),
+    };
+    let (output, reached) = rt.invoke_at(&name, book, request.encode().into(), opts, position).await;
+    let response = match output {
+        Ok(output) => response(output),
+        Err(RuntimeError::Suspended { id, wake_ms }) => {
+            accepted(&id, book, json!({ "invocation_id": id, "status": "sleeping", "wake_at_ms": wake_at(wake_ms) }))
+        }
+        Err(e) => ApiError(e).into_response(),
+    };
+    Ok(with_position(response, &reached))
+}
+
+/// An HTTP function's output as the response it encodes; the bytes as they are if they
+/// encode none (the version that ran, deployed after the lookup, was not an HTTP
+/// function).
+pub(super) fn response(output: Vec<u8>) -> Response {
+    match HttpResponse::decode(&output) {
+        Some(response) => to_axum(response),
+        None => ([(header::CONTENT_TYPE, "application/octet-stream")], output).into_response(),
+    }
+}
+
+/// The host the client named, as the request's authority.
+fn authority(headers: &HeaderMap) -> String {
+    headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .filter(|host| host.parse::<axum::http::uri::Authority>().is_ok())
+        .unwrap_or("localhost")
+        .to_owned()
+}
+
+fn passed_on(name: &str) -> bool {
+    !HOP_BY_HOP.contains(&name)
+}
+
+/// The function's response as the gateway sends it: its status, headers, body and
+/// trailers.
+fn to_axum(r: HttpResponse) -> Response {
+    let status = StatusCode::from_u16(r.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let body = match r.trailers {
+        None => Body::from(r.body),
+        Some(trailers) => {
+            let frames = [
+                Ok::<_, std::convert::Infallible>(http_body::Frame::data(Bytes::from(r.body))),
+                Ok(http_body::Frame::trailers(header_map(&trailers))),
+            ];
+            Body::new(StreamBody::new(futures_util::stream::iter(frames)))
+        }
+    };
+    let mut response = Response::new(body);
+    *response.status_mut() = status;
+    *response.headers_mut() = header_map(&r.headers);
+    response
+}
+
+/// Fields as a header map, without hop-by-hop headers or what is not a valid header.
+fn header_map(fields: &Fields) -> HeaderMap {
+    let mut map = HeaderMap::new();
+    for (name, value) in fields {
+        if let (Ok(name), Ok(value)) = (axum::http::HeaderName::from_bytes(name.as_bytes()), HeaderValue::from_bytes(value)) {
+            if passed_on(name.as_str()) {
+                map.append(name, value);
+            }
+        }
+    }
+    map
+}
