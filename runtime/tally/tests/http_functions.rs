@@ -26,7 +26,13 @@ impl Answer {
 
 fn send(n: &Node, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Answer {
     let url = format!("{}{path}", n.url);
-    let agent = Node::agent();
+    // The function's redirects are the client's to follow, not this one's.
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .timeout_global(Some(Duration::from_secs(60)))
+        .build()
+        .into();
     let mut request = ureq::http::Request::builder().method(method).uri(&url);
     for (name, value) in headers {
         request = request.header(*name, *value);
@@ -56,7 +62,7 @@ fn an_http_function_serves_every_method_path_query_header_and_body() {
     // Binary bodies both ways, a deep path, a repeated query key, repeated headers in
     // order, the content type; the platform's own headers are not passed on.
     let body: Vec<u8> = (0..=255u8).cycle().take(70_000).collect();
-    for method in ["POST", "PUT", "PATCH", "DELETE", "OPTIONS", "PURGE"] {
+    for method in ["POST", "PUT", "PATCH", "DELETE", "OPTIONS"] {
         let a = send(
             &n,
             method,
@@ -276,7 +282,7 @@ fn calls_out_reach_only_allowed_destinations_each_logged_once() {
 }
 
 /// Crashes an invocation after each of its effects (its Init, the call's start, the
-/// send before the log, the result), then retries it under the same key: the upstream
+/// send before its log, the log, the result), then retries it under the same key: the upstream
 /// sees the call again only after the crash that fell between the send and the log,
 /// and always with the same key; every retry answers what the upstream answered once.
 #[test]
@@ -285,7 +291,7 @@ fn a_call_out_is_sent_again_only_when_a_crash_fell_between_send_and_log() {
     let (_dir, n) = common::node_with(&["--crash-injection", "true"]);
     n.deploy("web", &guest("http_probe"), &format!("?outbound=http%3A%2F%2F127.0.0.1%3A{}", up.port));
     let mut resent = Vec::new();
-    for crash_after in 1..=5u64 {
+    for crash_after in 1..=6u64 {
         let before = up.seen().len();
         let key = format!("crash-{crash_after}");
         let crashed = send(

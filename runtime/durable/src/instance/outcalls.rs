@@ -93,7 +93,7 @@ impl OutcallSlot {
     /// Logs what the call got, or takes what a peer logged first; returns what the
     /// guest gets.
     pub async fn log(mut self, outcome: kind::OutcallOutcome) -> Result<kind::OutcallOutcome, Abort> {
-        // The crash-injection hook: the call was sent and its outcome is lost.
+        // The crash-injection hook: the call was sent, and its outcome is lost.
         if self.crash.as_ref().is_some_and(|c| c.hit()) {
             return Err(Abort::Crash);
         }
@@ -101,6 +101,8 @@ impl OutcallSlot {
         let call = kind::Outcall { id: self.id.clone(), n: self.n, what: self.what.clone(), outcome };
         let data = record::encode(&Step::Outcall(call.clone()));
         match self.core.log.cond_append(&mut self.ctx, self.book, &[tag, INSTANCES], data, tag, 0).await {
+            // The hook again: the outcome is logged, and the guest never sees it.
+            Ok(_) if self.crash.as_ref().is_some_and(|c| c.hit()) => Err(Abort::Crash),
             Ok(_) => Ok(call.outcome),
             Err(LogError::Conflict { .. }) => match self.core.log.read_next(&mut self.ctx, self.book, tag, SeqNum(0)).await? {
                 Some(r) => Ok(logged_outcall(&r)?.outcome),

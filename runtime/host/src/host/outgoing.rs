@@ -260,10 +260,12 @@ async fn send(
         return failed("busy", "this node has too many calls out in flight".into());
     };
     let (mut parts, body) = request.into_parts();
-    // The body as the guest writes it, whole (it is small: at most the node's limit).
-    let body = match Limited::new(body, node.request_bytes_max).collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(_) => return failed("request-too-large", node.request_bytes_max.to_string()),
+    // The body as the guest writes it, whole (it is small: at most the node's limit),
+    // which a guest that never finishes it does not hold up for ever.
+    let body = match tokio::time::timeout(node.timeout, Limited::new(body, node.request_bytes_max).collect()).await {
+        Ok(Ok(b)) => b.to_bytes(),
+        Ok(Err(_)) => return failed("request-too-large", node.request_bytes_max.to_string()),
+        Err(_) => return failed("timeout", format!("the request's body was not finished within {:?}", node.timeout)),
     };
     if !parts.headers.contains_key("idempotency-key") {
         if let Ok(v) = http::HeaderValue::from_str(&key) {

@@ -37,31 +37,38 @@ pub(super) async fn root(
     headers: HeaderMap,
     body: RequestBody,
 ) -> ApiResult<Response> {
-    serve(rt, name, String::new(), method, uri, headers, body).await
+    serve(rt, name, method, uri, headers, body).await
 }
 
 /// `/fn/{name}/{*path}`.
 pub(super) async fn below(
     State(rt): State<Arc<Runtime>>,
-    ApiPath((name, path)): ApiPath<(String, String)>,
+    ApiPath((name, _)): ApiPath<(String, String)>,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
     body: RequestBody,
 ) -> ApiResult<Response> {
-    serve(rt, name, path, method, uri, headers, body).await
+    serve(rt, name, method, uri, headers, body).await
+}
+
+/// The path below `/fn/{name}` as the client sent it (percent-encoded, as the function
+/// gets it), without its leading `/`.
+fn below_route(uri: &Uri) -> &str {
+    let rest = uri.path().strip_prefix("/fn/").unwrap_or("");
+    rest.split_once('/').map_or("", |(_, below)| below)
 }
 
 #[tracing::instrument(name = "http.fn", level = "debug", skip_all)]
 async fn serve(
     rt: Arc<Runtime>,
     name: String,
-    path: String,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
     body: RequestBody,
 ) -> ApiResult<Response> {
+    let path = below_route(&uri);
     let position = position_of(&headers)?;
     let loaded = rt.registry.lookup_at(&name, &position).await?;
     if !loaded.pre.is_http() {
@@ -140,9 +147,15 @@ fn passed_on(name: &str) -> bool {
 /// trailers.
 fn to_axum(r: HttpResponse) -> Response {
     let status = StatusCode::from_u16(r.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut headers = header_map(&r.headers);
     let body = match r.trailers {
         None => Body::from(r.body),
         Some(trailers) => {
+            // A client gets the trailers the response declares (hyper sends no others).
+            let names: Vec<&str> = trailers.iter().map(|(n, _)| n.as_str()).collect();
+            if let Ok(v) = HeaderValue::from_str(&names.join(", ")) {
+                headers.insert(header::TRAILER, v);
+            }
             let frames = [
                 Ok::<_, std::convert::Infallible>(http_body::Frame::data(Bytes::from(r.body))),
                 Ok(http_body::Frame::trailers(header_map(&trailers))),
@@ -152,7 +165,7 @@ fn to_axum(r: HttpResponse) -> Response {
     };
     let mut response = Response::new(body);
     *response.status_mut() = status;
-    *response.headers_mut() = header_map(&r.headers);
+    *response.headers_mut() = headers;
     response
 }
 

@@ -268,7 +268,8 @@ fn writes_taken_where_a_peer_logged_the_cancellation_never_become_visible() {
 /// Review finding 14: the streams of cancellations, retries, promises and their waiters
 /// were never collected. Each now goes once what it belongs to is collected: a cancel or
 /// retry stream with its instance's step log, a completed promise's streams once its
-/// creator's root and every invocation that waited for it are.
+/// creator's root and every invocation that waited for it are. So do the streams of an
+/// instance's calls out, with its step log.
 #[test]
 fn cancellations_retries_and_completed_promises_are_collected() {
     let mut config = config();
@@ -296,7 +297,18 @@ fn cancellations_retries_and_completed_promises_are_collected() {
             Ok(a.await_promise(&promise, None).await?.map_err(Abort::Transient)?.to_vec())
         })
     });
-    for (name, g) in [("napper", napper), ("flaky", flaky), ("maker", maker), ("awaiter", awaiter)] {
+    // Two calls out, each logged in a stream of its own.
+    let caller = guest(|a| {
+        Box::pin(async move {
+            for what in ["GET https://upstream/1", "GET https://upstream/2"] {
+                if let crate::Outcall::Send(slot) = a.outcall(what).await? {
+                    slot.log(kind::OutcallOutcome::Response(Bytes::from_static(b"answer"))).await?;
+                }
+            }
+            Ok(b"called".to_vec())
+        })
+    });
+    for (name, g) in [("napper", napper), ("flaky", flaky), ("maker", maker), ("awaiter", awaiter), ("caller", caller)] {
         w.deploy(name, Limits { retry_backoff_ms: 10, ..Limits::default() }, g);
     }
     let start = |w: &mut World, function: &str, key: &str, input: Bytes| {
@@ -315,6 +327,7 @@ fn cancellations_retries_and_completed_promises_are_collected() {
     w.advance(50);
     w.run(d.invocations().complete_promise(&mut Context::new(), BOOK, &promise, Bytes::from_static(b"yes"))).expect("completed");
     assert_eq!(w.wait_finished(&d, &waiting), Ok(InvocationStatus::Finished(Ok(Bytes::from_static(b"yes")))));
+    assert_eq!(w.invoke(&d, keyed("caller", "c", "")).as_deref(), Ok("called"));
 
     let tags = &d.core.tags;
     let streams = [
@@ -322,6 +335,8 @@ fn cancellations_retries_and_completed_promises_are_collected() {
         ("the retry stream", tags.retry(&id("flaky", "f"))),
         ("the promise's stream", tags.promise(&promise)),
         ("the promise's waiters", tags.promise_waiters(&promise)),
+        ("the first call out's stream", tags.outcall(&id("caller", "c"), 0)),
+        ("the second call out's stream", tags.outcall(&id("caller", "c"), 1)),
     ];
     for (what, tag) in &streams {
         assert!(!w.stream(&d, *tag).is_empty(), "{what} has its record before collection");
