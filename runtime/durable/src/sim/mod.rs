@@ -306,6 +306,8 @@ pub fn run_seed(seed: u64, opts: &SimOptions) -> Result<SimStats, Violation> {
     stats.log_failures = world.log.state.lock().expect("not poisoned").failures;
     stats.store_failures = *world.store.failures.lock().expect("not poisoned");
     stats.log_records = world.log.state.lock().expect("not poisoned").appends;
+    stats.calls_out = traces.upstream.len() as u64;
+    stats.calls_out_resent = traces.upstream.values().filter(|(_, sends)| sends.len() > 1).count() as u64;
     stats.sim_ms = now;
     stats.digest = digest ^ stats.log_records.rotate_left(32) ^ stats.executions;
     Ok(stats)

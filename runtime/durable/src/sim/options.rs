@@ -115,6 +115,9 @@ pub struct SimStats {
     pub library_checked: u64,
     pub switches: u64,
     pub redeploys: u64,
+    /// Calls out the upstream saw (by key), and those it saw more than once.
+    pub calls_out: u64,
+    pub calls_out_resent: u64,
     pub log_records: u64,
     pub sim_ms: u64,
     /// A digest of the run, to check that a seed replays identically.
@@ -143,6 +146,8 @@ impl SimStats {
         self.library_checked += o.library_checked;
         self.switches += o.switches;
         self.redeploys += o.redeploys;
+        self.calls_out += o.calls_out;
+        self.calls_out_resent += o.calls_out_resent;
         self.log_records += o.log_records;
         self.sim_ms += o.sim_ms;
     }
@@ -155,7 +160,7 @@ impl fmt::Display for SimStats {
             "{} invocations, {} executions, {} reads and {} outputs checked against the model; faults: {} crashes ({} for good, {} of the \
              machine), {} pauses, {} log and {} store failures, {} racing peers, {} replays, {} unkeyed reads, {} switches, {} redeploys; {} suspended \
              invocations answered; {} scheduled, {} cancelled and {} awaiting others' promises; {} commits, writes, pops and \
-             holds of the libraries checked; {} log records, {} simulated ms",
+             holds of the libraries checked; {} calls out ({} sent again); {} log records, {} simulated ms",
             self.invocations,
             self.executions,
             self.reads_checked,
@@ -176,6 +181,8 @@ impl fmt::Display for SimStats {
             self.cancelled,
             self.awaited_elsewhere,
             self.library_checked,
+            self.calls_out,
+            self.calls_out_resent,
             self.log_records,
             self.sim_ms
         )
