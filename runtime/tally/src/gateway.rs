@@ -168,9 +168,9 @@ pub fn router(rt: Arc<Runtime>) -> Router {
         .route("/v1/books/{id}/locks/{name}", get(books::lock))
         .route("/healthz", get(|_: NoBody| async { "ok\n" }))
         .route("/metrics", get(metrics))
-        .route("/fn/{name}", any(web::root))
-        .route("/fn/{name}/", any(web::root))
-        .route("/fn/{name}/{*path}", any(web::below))
+        .route("/fn/{name}", any(web::serve))
+        .route("/fn/{name}/", any(web::serve))
+        .route("/fn/{name}/{*path}", any(web::serve))
         // After the routes: it applies to the routes added before it.
         .method_not_allowed_fallback(method_not_allowed)
         .fallback(route_not_found)
@@ -386,6 +386,20 @@ fn header_text(headers: &HeaderMap, name: &str) -> ApiResult<Option<String>> {
         .transpose()
 }
 
+/// The options an invocation's headers give: its idempotency key, a cluster gateway's
+/// retry key and the crash-injection hook.
+fn header_options(headers: &HeaderMap) -> ApiResult<InvokeOptions> {
+    let crash_after = header_text(headers, CRASH_AFTER)?
+        .map(|v| v.parse::<u64>().map_err(|_| RuntimeError::InvalidArgument(format!("{CRASH_AFTER}: {v:?} is not a count"))))
+        .transpose()?;
+    Ok(InvokeOptions {
+        idempotency_key: header_text(headers, IDEMPOTENCY_KEY)?,
+        retry_key: header_text(headers, RETRY_KEY)?,
+        crash_after,
+        ..InvokeOptions::default()
+    })
+}
+
 // At debug level: an info span is entered and left on every poll of the request and
 // allocated in the subscriber's registry: ~1.5% of a loaded node's CPU samples.
 #[tracing::instrument(name = "http.invoke", level = "debug", skip_all)]
@@ -396,13 +410,7 @@ async fn invoke(
     headers: HeaderMap,
     body: RequestBody,
 ) -> ApiResult<Response> {
-    let crash_after = header_text(&headers, CRASH_AFTER)?
-        .map(|v| v.parse::<u64>().map_err(|_| RuntimeError::InvalidArgument(format!("{CRASH_AFTER}: {v:?} is not a count"))))
-        .transpose()?;
     let opts = InvokeOptions {
-        idempotency_key: header_text(&headers, IDEMPOTENCY_KEY)?,
-        retry_key: header_text(&headers, RETRY_KEY)?,
-        crash_after,
         delay_ms: q.delay_ms,
         key: match q.key {
             Some(key) => Some(InvocationKey::new(key, !q.shared)?),
@@ -411,6 +419,7 @@ async fn invoke(
             }
             None => None,
         },
+        ..header_options(&headers)?
     };
     let position = position_of(&headers)?;
     if q.background && opts.crash_after.is_some() {

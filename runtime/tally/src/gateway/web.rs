@@ -28,47 +28,24 @@ use super::*;
 const HOP_BY_HOP: &[&str] =
     &["connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "upgrade", "trailer", "host", "http2-settings"];
 
-/// `/fn/{name}`: the function's root.
-pub(super) async fn root(
-    State(rt): State<Arc<Runtime>>,
-    ApiPath(name): ApiPath<String>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: RequestBody,
-) -> ApiResult<Response> {
-    serve(rt, name, method, uri, headers, body).await
-}
-
-/// `/fn/{name}/{*path}`.
-pub(super) async fn below(
-    State(rt): State<Arc<Runtime>>,
-    ApiPath((name, _)): ApiPath<(String, String)>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: RequestBody,
-) -> ApiResult<Response> {
-    serve(rt, name, method, uri, headers, body).await
-}
-
-/// The path below `/fn/{name}` as the client sent it (percent-encoded, as the function
-/// gets it), without its leading `/`.
-fn below_route(uri: &Uri) -> &str {
+/// The function's name and the path below `/fn/{name}`, as the client sent them
+/// (percent-encoded: the function gets its path so), the path without its leading `/`.
+fn route(uri: &Uri) -> (&str, &str) {
     let rest = uri.path().strip_prefix("/fn/").unwrap_or("");
-    rest.split_once('/').map_or("", |(_, below)| below)
+    rest.split_once('/').unwrap_or((rest, ""))
 }
 
+/// `/fn/{name}`, `/fn/{name}/` and `/fn/{name}/{*path}`, any method.
 #[tracing::instrument(name = "http.fn", level = "debug", skip_all)]
-async fn serve(
-    rt: Arc<Runtime>,
-    name: String,
+pub(super) async fn serve(
+    State(rt): State<Arc<Runtime>>,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
     body: RequestBody,
 ) -> ApiResult<Response> {
-    let path = below_route(&uri);
+    let (name, path) = route(&uri);
+    let name = name.to_owned();
     let position = position_of(&headers)?;
     let loaded = rt.registry.lookup_at(&name, &position).await?;
     if !loaded.pre.is_http() {
@@ -83,15 +60,7 @@ async fn serve(
         }
         None => BookId(0),
     };
-    let crash_after = header_text(&headers, CRASH_AFTER)?
-        .map(|v| v.parse::<u64>().map_err(|_| RuntimeError::InvalidArgument(format!("{CRASH_AFTER}: {v:?} is not a count"))))
-        .transpose()?;
-    let opts = InvokeOptions {
-        idempotency_key: header_text(&headers, IDEMPOTENCY_KEY)?,
-        retry_key: header_text(&headers, RETRY_KEY)?,
-        crash_after,
-        ..InvokeOptions::default()
-    };
+    let opts = header_options(&headers)?;
     let body = body.read("the request", loaded.info.limits.request_bytes_max).await?;
     let request = HttpRequest {
         method: method.as_str().to_owned(),
