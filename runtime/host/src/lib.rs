@@ -39,6 +39,7 @@ mod message;
 mod metrics;
 mod outbound;
 mod registry;
+mod routes;
 
 pub use clock::Tokio;
 pub use functions::HostFunctions;
@@ -48,3 +49,4 @@ pub use message::{Fields, HttpRequest, HttpResponse};
 pub use metrics::Metrics;
 pub use outbound::{Destination, Outbound};
 pub use registry::{check_name, DeploySpec, FunctionInfo, Loaded, Registry, VersionInfo, REGISTRY_BOOK};
+pub use routes::{parse_routes, Route};

@@ -44,6 +44,7 @@ use tokio::sync::Semaphore;
 use crate::host::{Prepared, WasmHost};
 use crate::limits::Limits;
 use crate::outbound::{Destination, Outbound};
+use crate::routes::Route;
 
 /// The registry's platform book (from the one allocator of platform books and tags).
 pub const REGISTRY_BOOK: BookId = tally_durable::PLATFORM_BOOK;
@@ -76,6 +77,9 @@ enum Manifest {
         /// Where it may send requests (`outbound.rs`): origins, as deployed.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         outbound: Vec<String>,
+        /// The routes of an HTTP function (`routes.rs`), as deployed.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        routes: Vec<String>,
     },
     Delete {
         name: String,
@@ -144,11 +148,18 @@ pub struct DeploySpec {
     pub tables: BTreeMap<String, Protocol>,
     /// Where it may send requests.
     pub outbound: Outbound,
+    /// The routes of an HTTP function.
+    pub routes: Vec<Route>,
 }
 
 /// An allow-list as the API shows it: its destinations.
 fn destinations<S: serde::Serializer>(outbound: &Arc<Outbound>, s: S) -> std::result::Result<S::Ok, S::Error> {
     s.collect_seq(outbound.allowed.iter().map(ToString::to_string))
+}
+
+/// Routes as the API shows them.
+fn routes<S: serde::Serializer>(routes: &Arc<Vec<Route>>, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.collect_seq(routes.iter().map(ToString::to_string))
 }
 
 /// One deployed version of a function, as the API shows it.
@@ -163,6 +174,9 @@ pub struct VersionInfo {
     /// Where it may send requests.
     #[serde(serialize_with = "destinations")]
     pub outbound: Arc<Outbound>,
+    /// The routes of an HTTP function.
+    #[serde(serialize_with = "routes")]
+    pub routes: Arc<Vec<Route>>,
     pub deployed_at_ms: u64,
     /// Where the manifest is in the registry book.
     pub seqnum: u64,
@@ -269,13 +283,21 @@ impl Registry {
 
     /// Validates, compiles and stores a component as the next version of `name`.
     pub async fn deploy(&self, name: &str, bytes: Bytes, spec: DeploySpec) -> Result<VersionInfo> {
-        let DeploySpec { limits, tables, outbound } = spec;
+        let DeploySpec { limits, tables, outbound, routes } = spec;
         check_name(name)?;
+        if let Some((holder, route)) = self.claimed(name, &routes) {
+            return Err(RuntimeError::Conflict(format!("the route {route} is {holder}'s")));
+        }
         for table in tables.keys() {
             tally_durable::check_table(table).map_err(RuntimeError::InvalidArgument)?;
         }
         let sha256 = format!("{:x}", Sha256::digest(&bytes));
         let pre = self.host.prepare(&bytes, &sha256).await?;
+        if !routes.is_empty() && !pre.is_http() {
+            return Err(RuntimeError::InvalidArgument(
+                "routes are for HTTP functions (components that export wasi:http/incoming-handler)".into(),
+            ));
+        }
         self.fresh.lock().expect("not poisoned").insert(sha256.clone(), pre);
         let mut ctx = self.cursor.lock().await.ctx.clone();
         let mut chunks = Vec::new();
@@ -292,6 +314,7 @@ impl Registry {
             tables,
             deployed_at_ms: now_ms(),
             outbound: outbound.allowed.iter().map(ToString::to_string).collect(),
+            routes: routes.iter().map(ToString::to_string).collect(),
         };
         let at = self.append_manifest(&mut ctx, &manifest).await?;
         self.sync_with(&ctx).await?;
@@ -403,6 +426,31 @@ impl Registry {
         functions.get(name).and_then(|e| e.loaded.clone())
     }
 
+    /// A route of another live function that one of `routes` claims too.
+    fn claimed(&self, name: &str, routes: &[Route]) -> Option<(String, Route)> {
+        let functions = self.functions.read().expect("not poisoned");
+        functions.iter().filter(|(n, _)| n.as_str() != name).find_map(|(n, e)| {
+            let held = e.current()?.routes.iter().find(|held| routes.iter().any(|r| r.same_claim(held)))?;
+            Some((n.clone(), held.clone()))
+        })
+    }
+
+    /// The function whose route a request for `host` and `path` takes (`routes.rs`:
+    /// the most specific, then the one deployed first), the route, and the path below it.
+    pub fn route<'p>(&self, host: Option<&str>, path: &'p str) -> Option<(String, Route, &'p str)> {
+        let functions = self.functions.read().expect("not poisoned");
+        let matches = functions.iter().flat_map(|(name, e)| {
+            let first = e.versions.first().map_or(0, |v| v.seqnum);
+            let routes = e.current().map(|c| c.routes.clone()).unwrap_or_default();
+            let found: Vec<_> =
+                routes.iter().filter_map(|r| Some((r.rank(), first, name.clone(), r.clone(), r.matches(host, path)?))).collect();
+            found
+        });
+        // The most specific; among equals, the function deployed first.
+        let best = matches.max_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)))?;
+        Some((best.2, best.3, best.4))
+    }
+
     pub fn list(&self) -> Vec<FunctionInfo> {
         let functions = self.functions.read().expect("not poisoned");
         functions.iter().filter_map(|(name, e)| info(name, e)).collect()
@@ -452,7 +500,8 @@ impl Registry {
     fn apply(&self, seqnum: SeqNum, manifest: Manifest) {
         let mut functions = self.functions.write().expect("not poisoned");
         match manifest {
-            Manifest::Deploy { name, sha256, size, chunks, limits, tables, deployed_at_ms, outbound } => {
+            Manifest::Deploy { name, sha256, size, chunks, limits, tables, deployed_at_ms, outbound, routes } => {
+                let routes = routes.iter().filter_map(|r| Route::parse(r).ok()).collect();
                 // A destination this node cannot read (a newer syntax) allows nothing.
                 let allowed = outbound.iter().filter_map(|d| Destination::parse(d).ok()).collect();
                 let e = functions.entry(name).or_default();
@@ -464,6 +513,7 @@ impl Registry {
                     limits: limits.into(),
                     tables: Arc::new(tables),
                     outbound: Arc::new(Outbound { allowed }),
+                    routes: Arc::new(routes),
                     deployed_at_ms,
                     seqnum: seqnum.0,
                     chunks,

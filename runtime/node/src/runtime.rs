@@ -19,7 +19,7 @@ use tally_durable::{
     Durable, InvocationKey, InvocationStatus, Invocations, InvokeRequest, Libraries, NodeBounds, Parts, Peers, Schedules,
     StateStore, Tables, TagKey,
 };
-use tally_host::{DeploySpec, HostFunctions, Metrics, Outbound, Registry, Tokio, VersionInfo, WasmHost};
+use tally_host::{DeploySpec, HostFunctions, Metrics, Registry, Tokio, VersionInfo, WasmHost};
 use tally_logsvc::{BookId, Context, LogClient};
 use tally_state::{PgStateStore, RocksStateStore};
 use tracing::Instrument;
@@ -152,7 +152,7 @@ impl Runtime {
         limits: Limits,
         tables: BTreeMap<String, Protocol>,
     ) -> Result<VersionInfo> {
-        self.deploy_with(name, component, DeploySpec { limits, tables, outbound: Outbound::default() }).await
+        self.deploy_with(name, component, DeploySpec { limits, tables, ..DeploySpec::default() }).await
     }
 
     /// Deploys `component` as the next version of `name`, as `spec` says.

@@ -24,6 +24,7 @@
 //! | `GET /v1/books/{id}/locks/{name}`       | the invocation holding a lock, if any       | none                   |
 //! | `GET /healthz`, `GET /metrics`          | liveness, Prometheus counters               | none                   |
 //! | any method, `/fn/{name}/...`            | an HTTP function serves the request (`gateway/web.rs`) | its `request_bytes_max` |
+//! | any other path                          | the HTTP function whose route it is (`?routes=` at deploy), or 404 | its `request_bytes_max` |
 //!
 //! A body's limit is enforced before the body is read: a Content-Length over it is
 //! refused at once, and a body without one is cut off as soon as it passes the limit,
@@ -63,7 +64,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tally_durable::{InvocationKey, InvocationStatus, ListedStatus, TableStatus, Transition};
-use tally_host::{DeploySpec, Outbound};
+use tally_host::{parse_routes, DeploySpec, Outbound};
 use tally_logsvc::{BookId, Context, MetalogPosition, SeqNum, Tag};
 use tally_runtime::config::{Limits, Protocol};
 use tally_runtime::error::RuntimeError;
@@ -173,11 +174,11 @@ pub fn router(rt: Arc<Runtime>) -> Router {
         .route("/fn/{name}/{*path}", any(web::serve))
         // After the routes: it applies to the routes added before it.
         .method_not_allowed_fallback(method_not_allowed)
-        .fallback(route_not_found)
+        .fallback(web::routed)
         .with_state(rt)
 }
 
-async fn route_not_found(method: Method, uri: Uri) -> Response {
+pub(crate) async fn route_not_found(method: Method, uri: Uri) -> Response {
     error_response(StatusCode::NOT_FOUND, "not_found", format!("no route for {method} {}", uri.path()))
 }
 
@@ -297,6 +298,8 @@ struct DeployQuery {
     tables: Option<String>,
     /// Where the function may send requests: `https://host[:port],...` (none by default).
     outbound: Option<String>,
+    /// An HTTP function's routes: `[host]/prefix[@book],...` (`tally_host::Route`).
+    routes: Option<String>,
 }
 
 /// `accounts:write-optimized,log:read-optimized` as a map.
@@ -334,7 +337,8 @@ async fn deploy(
     };
     let tables = parse_tables(q.tables.as_deref().unwrap_or(""))?;
     let outbound = Outbound::parse(q.outbound.as_deref().unwrap_or("")).map_err(RuntimeError::InvalidArgument)?;
-    let info = rt.deploy_with(&name, component, DeploySpec { limits, tables, outbound }).await?;
+    let routes = parse_routes(q.routes.as_deref().unwrap_or("")).map_err(RuntimeError::InvalidArgument)?;
+    let info = rt.deploy_with(&name, component, DeploySpec { limits, tables, outbound, routes }).await?;
     let response = (StatusCode::CREATED, Json(json!({ "name": name, "version": info }))).into_response();
     Ok(with_position(response, &rt.registry.position().await))
 }

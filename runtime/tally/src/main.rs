@@ -208,6 +208,10 @@ struct DeployArgs {
     /// https://api.example.com (repeatable; none by default). See docs/http.md.
     #[arg(long = "outbound", value_name = "SCHEME://HOST[:PORT]")]
     outbound: Vec<String>,
+    /// A route of an HTTP function, e.g. --route /api or --route shop.example.com/@7
+    /// (repeatable; the function is always at /fn/NAME too). See docs/http.md.
+    #[arg(long = "route", value_name = "[HOST]/PREFIX[@BOOK]")]
+    routes: Vec<String>,
     #[command(flatten)]
     json: Json,
     #[command(flatten)]
@@ -554,6 +558,9 @@ fn deploy(args: DeployArgs) -> anyhow::Result<()> {
     }
     if !args.outbound.is_empty() {
         query.push(format!("outbound={}", url_escape(&args.outbound.join(","))));
+    }
+    if !args.routes.is_empty() {
+        query.push(format!("routes={}", url_escape(&args.routes.join(","))));
     }
     let url = format!("{}/v1/functions/{}?{}", args.remote.url, args.name, query.join("&"));
     let response = agent().put(&url).header("content-type", "application/wasm").send(&component[..])?;

@@ -45,7 +45,40 @@ pub(super) async fn serve(
     body: RequestBody,
 ) -> ApiResult<Response> {
     let (name, path) = route(&uri);
-    let name = name.to_owned();
+    let path = format!("/{path}");
+    serve_as(rt, name.to_owned(), &path, None, method, &uri, headers, body).await
+}
+
+/// Any path no other route took: the HTTP function whose declared route it is, or 404.
+#[tracing::instrument(name = "http.routed", level = "debug", skip_all)]
+pub(super) async fn routed(
+    State(rt): State<Arc<Runtime>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: RequestBody,
+) -> Response {
+    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
+    let Some((name, route, below)) = rt.registry.route(host, uri.path()) else {
+        return route_not_found(method, uri).await;
+    };
+    let below = below.to_owned();
+    serve_as(rt, name, &below, route.book, method, &uri, headers, body).await.unwrap_or_else(IntoResponse::into_response)
+}
+
+/// Serves a request to HTTP function `name`, whose path below its route is `path`; the
+/// book is `book`, else the `Tally-Book` header's, else 0.
+#[allow(clippy::too_many_arguments)]
+async fn serve_as(
+    rt: Arc<Runtime>,
+    name: String,
+    path: &str,
+    book: Option<u64>,
+    method: Method,
+    uri: &Uri,
+    headers: HeaderMap,
+    body: RequestBody,
+) -> ApiResult<Response> {
     let position = position_of(&headers)?;
     let loaded = rt.registry.lookup_at(&name, &position).await?;
     if !loaded.pre.is_http() {
@@ -54,11 +87,12 @@ pub(super) async fn serve(
         ))
         .into());
     }
-    let book = match header_text(&headers, BOOK)? {
-        Some(text) => {
+    let book = match (book, header_text(&headers, BOOK)?) {
+        (Some(book), _) => user_book(book)?,
+        (None, Some(text)) => {
             user_book(text.parse().map_err(|_| RuntimeError::InvalidArgument(format!("{BOOK}: {text:?} is not a book")))?)?
         }
-        None => BookId(0),
+        (None, None) => BookId(0),
     };
     let opts = header_options(&headers)?;
     let body = body.read("the request", loaded.info.limits.request_bytes_max).await?;
@@ -67,8 +101,8 @@ pub(super) async fn serve(
         scheme: "http".into(),
         authority: authority(&headers),
         path_with_query: match uri.query() {
-            Some(query) => format!("/{path}?{query}"),
-            None => format!("/{path}"),
+            Some(query) => format!("{path}?{query}"),
+            None => path.to_owned(),
         },
         headers: headers
             .iter()
