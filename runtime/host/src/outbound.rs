@@ -64,7 +64,7 @@ impl std::fmt::Display for Destination {
 }
 
 /// `host`, `host:port`, `[v6]` or `[v6]:port`, with the brackets taken off.
-fn split_host_port(authority: &str) -> Option<(&str, Option<&str>)> {
+pub(crate) fn split_host_port(authority: &str) -> Option<(&str, Option<&str>)> {
     if let Some(rest) = authority.strip_prefix('[') {
         let (host, after) = rest.split_once(']')?;
         return match after {

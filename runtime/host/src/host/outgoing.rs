@@ -37,7 +37,7 @@ use wasmtime_wasi_http::{RequestOptions, WasiBody, WasiHttp, WasiHttpHooks, Wasi
 use super::HostState;
 use crate::limits::NodeLimits;
 use crate::message::{Fields, HttpResponse};
-use crate::outbound::{Destination, Outbound};
+use crate::outbound::{split_host_port, Destination, Outbound};
 
 /// The version of wasi:http the handler is defined at: guests of any earlier 0.2
 /// version link to it too.
@@ -156,9 +156,11 @@ fn describe(r: &HostOutgoingRequest) -> (String, String, String, u16) {
         Some(Scheme::Other(s)) => s.to_ascii_lowercase(),
     };
     let authority = r.authority.clone().unwrap_or_default();
-    let (host, port) = match authority.rsplit_once(':') {
-        Some((h, p)) if !p.contains(']') => (h.to_string(), p.parse().unwrap_or(0)),
-        _ => (authority.clone(), if scheme == "http" { 80 } else { 443 }),
+    let default_port = if scheme == "http" { 80 } else { 443 };
+    let (host, port) = match split_host_port(&authority) {
+        Some((host, Some(port))) => (host.to_string(), port.parse().unwrap_or(0)),
+        Some((host, None)) => (host.to_string(), default_port),
+        None => (authority.clone(), 0),
     };
     let method = match &r.method {
         Method::Get => "GET",
