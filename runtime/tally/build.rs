@@ -1,7 +1,8 @@
-//! Embeds the guest SDKs in the `tally` binary, so that `tally new` and `tally build`
-//! work anywhere the binary is: `$OUT_DIR/sdk_files.rs` lists every SDK file under
-//! `guest-sdks/` (build outputs, caches and tests left out) as `(path, bytes)`, and a
-//! hash of them names the directory `tally build` writes them to.
+//! Embeds the guest SDKs and the WIT in the `tally` binary, so that `tally new` and
+//! `tally build` work anywhere the binary is: `$OUT_DIR/sdk_files.rs` lists every SDK
+//! file under `guest-sdks/` (build outputs, caches and tests left out) and every file
+//! under `wit/` as `(path, bytes)`, and a hash of them names the directory `tally build`
+//! writes them to.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -12,13 +13,16 @@ const SKIPPED_DIRS: &[&str] = &["target", "node_modules", "__pycache__", ".pytes
 fn main() {
     let root = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join("../..");
     let sdks = root.join("guest-sdks");
-    let wit = root.join("wit/platform.wit");
+    let wit = root.join("wit");
     println!("cargo:rerun-if-changed={}", sdks.display());
     println!("cargo:rerun-if-changed={}", wit.display());
 
     let mut files = Vec::new();
     walk(&sdks, &sdks, &mut files);
     files.sort();
+    let mut wit_files = Vec::new();
+    walk(&wit, &wit, &mut wit_files);
+    wit_files.sort();
 
     // FNV-1a over paths and contents: stable across Rust versions, unlike `Hasher`s.
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
@@ -28,19 +32,25 @@ fn main() {
             hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
         }
     };
-    let mut list = String::from("&[\n");
-    for (relative, path) in &files {
-        fnv(relative.as_bytes());
-        fnv(&std::fs::read(path).expect("reading an SDK file"));
-        writeln!(list, "    ({relative:?}, include_bytes!({:?}) as &[u8]),", path.display().to_string()).unwrap();
-    }
-    list.push(']');
-    fnv(&std::fs::read(&wit).expect("reading the WIT"));
+    let mut list = |files: &[(String, PathBuf)]| {
+        let mut list = String::from("&[\n");
+        for (relative, path) in files {
+            fnv(relative.as_bytes());
+            fnv(&std::fs::read(path).expect("reading an SDK file"));
+            writeln!(list, "    ({relative:?}, include_bytes!({:?}) as &[u8]),", path.display().to_string()).unwrap();
+        }
+        list.push(']');
+        list
+    };
+    let sdk_list = list(&files);
+    let wit_list = list(&wit_files);
 
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let code = format!(
         "/// Every embedded SDK file, by its path under `guest-sdks/`.\n\
-         pub const SDK_FILES: &[(&str, &[u8])] = {list};\n\
+         pub const SDK_FILES: &[(&str, &[u8])] = {sdk_list};\n\
+         /// Every file of the WIT, by its path under `wit/`.\n\
+         pub const WIT_FILES: &[(&str, &[u8])] = {wit_list};\n\
          /// A hash of the SDK files and the WIT.\n\
          pub const SDK_HASH: u64 = {hash:#x};\n"
     );

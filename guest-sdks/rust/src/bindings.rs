@@ -11,4 +11,5 @@ wit_bindgen::generate!({
     // The export macro is used from user crates, through `handler!`.
     pub_export_macro: true,
     default_bindings_module: "tally_sdk::bindings",
+    with: { "wasi:config/store@0.2.0-rc.1": generate },
 });

@@ -191,6 +191,12 @@ impl Attempt {
         self.instance.read_clock(GuestClock::Monotonic, live)
     }
 
+    /// The version of the function's settings the execution reads when the registry's
+    /// current one is `live`: the one an earlier execution read, if one did.
+    pub fn settings_version(&mut self, live: u64) -> u64 {
+        self.instance.read_clock(GuestClock::Settings, live)
+    }
+
     /// Random bytes: the invocation's own stream, the same in every execution.
     pub fn random_bytes(&mut self, out: &mut [u8]) {
         self.instance.random(out);

@@ -8,6 +8,10 @@
 //! execution of an invocation (re-executions, peers on other nodes) draws the same
 //! stream, and no guest can predict another invocation's.
 //!
+//! The version of the function's settings an execution reads is a reading too, logged as
+//! clocks are: a re-execution reads the values its first execution read, whatever was
+//! set since.
+//!
 //! Clock readings are logged, in batches: the readings a guest takes between two steps
 //! are kept here and logged as one `Clocks` step right before the next operation whose
 //! effect or record could depend on them (a logged step, a log-free write, the result).
@@ -69,6 +73,9 @@ pub const RANDOM_BYTES_MAX: u64 = 1 << 20;
 pub enum GuestClock {
     Wall,
     Monotonic,
+    /// Not a clock, but read as one: the version of the function's settings, read once
+    /// per execution (the host keeps what it got).
+    Settings,
 }
 
 /// The recorded readings of the step an execution is at, as far as it consumed them.
@@ -76,6 +83,7 @@ pub enum GuestClock {
 struct Segment {
     wall: VecDeque<u64>,
     monotonic: VecDeque<u64>,
+    settings: VecDeque<u64>,
     log: VecDeque<Option<ReadRecord>>,
 }
 
@@ -97,6 +105,7 @@ pub struct Recorder {
     fresh_bytes: usize,
     last_wall: Option<u64>,
     last_monotonic: Option<u64>,
+    last_settings: Option<u64>,
     random: Option<Stream>,
 }
 
@@ -121,6 +130,7 @@ impl Recorder {
                     match r {
                         Reading::Wall(v) => s.wall.push_back(*v),
                         Reading::Monotonic(v) => s.monotonic.push_back(*v),
+                        Reading::Settings(v) => s.settings.push_back(*v),
                         Reading::Log(v) => s.log.push_back(v.clone()),
                     }
                 }
@@ -136,22 +146,25 @@ impl Recorder {
         let replayed = self.segment.as_mut().and_then(|s| match clock {
             GuestClock::Wall => s.wall.pop_front(),
             GuestClock::Monotonic => s.monotonic.pop_front(),
+            GuestClock::Settings => s.settings.pop_front(),
         });
         let last = match clock {
             GuestClock::Wall => self.last_wall,
             GuestClock::Monotonic => self.last_monotonic,
+            GuestClock::Settings => self.last_settings,
         };
         let value = match replayed {
             Some(v) => v,
             None if self.replaying => last.unwrap_or(live),
             None => {
                 let v = match clock {
-                    GuestClock::Wall => live,
+                    GuestClock::Wall | GuestClock::Settings => live,
                     GuestClock::Monotonic => last.map_or(live, |l| l.max(live)),
                 };
                 let reading = match clock {
                     GuestClock::Wall => Reading::Wall(v),
                     GuestClock::Monotonic => Reading::Monotonic(v),
+                    GuestClock::Settings => Reading::Settings(v),
                 };
                 if self.fresh.len() < READINGS_MAX {
                     self.fresh.push(reading);
@@ -164,6 +177,7 @@ impl Recorder {
         match clock {
             GuestClock::Wall => self.last_wall = Some(value),
             GuestClock::Monotonic => self.last_monotonic = Some(value),
+            GuestClock::Settings => self.last_settings = Some(value),
         }
         value
     }

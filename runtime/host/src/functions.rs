@@ -8,9 +8,10 @@ use tally_durable::{Attempt, BoxFuture, Error as RuntimeError, FunctionVersion, 
 use tally_logsvc::LogClient;
 
 use crate::clock::Tokio;
-use crate::host::{Invocation, WasmHost};
+use crate::host::{Invocation, SettingsSource, WasmHost};
 use crate::metrics::Metrics;
 use crate::registry::{Loaded, Registry};
+use crate::settings::Values;
 
 pub struct HostFunctions {
     pub registry: Arc<Registry>,
@@ -60,11 +61,21 @@ impl HostFunctions {
             }
         };
         self.metrics.started();
-        let inv = Invocation { attempt, log: self.log.clone() };
+        let inv = Invocation { attempt, log: self.log.clone(), settings: self.registry.clone() };
         let (result, inv) = self.host.run(&loaded.pre, &loaded.info.limits, &loaded.info.outbound, inv).await;
         drop(permit);
         self.metrics.finished(&function, &result, started.elapsed(), true);
         (result, inv.attempt)
+    }
+}
+
+impl SettingsSource for Registry {
+    fn current(&self, function: &str) -> u64 {
+        self.settings_version(function)
+    }
+
+    fn at<'a>(&'a self, function: &'a str, version: u64) -> BoxFuture<'a, Result<Arc<Values>>> {
+        Box::pin(self.settings_at(function, version))
     }
 }
 

@@ -40,6 +40,7 @@ mod metrics;
 mod outbound;
 mod registry;
 mod routes;
+mod settings;
 
 pub use clock::Tokio;
 pub use functions::HostFunctions;
@@ -50,3 +51,4 @@ pub use metrics::Metrics;
 pub use outbound::{Destination, Outbound};
 pub use registry::{check_name, DeploySpec, FunctionInfo, Loaded, Registry, VersionInfo, REGISTRY_BOOK};
 pub use routes::{parse_routes, Route};
+pub use settings::{check_key, Listed, Listing, SecretsKey, Setting, Values};

@@ -4,7 +4,8 @@
 //! ```text
 //!   system book REGISTRY_BOOK (a platform book: user clients cannot name it)
 //!     untagged records     component chunks, CHUNK_BYTES each
-//!     tag MANIFESTS        {"op":"deploy", name, sha256, size, chunks: [seqnum..], limits}
+//!     tag MANIFESTS        {"op":"deploy", name, sha256, size, chunks: [seqnum..], limits, config}
+//!                          {"op":"config", name, set, unset}   settings (settings.rs)
 //!                          {"op":"delete", name}
 //! ```
 //!
@@ -45,6 +46,7 @@ use crate::host::{Prepared, WasmHost};
 use crate::limits::Limits;
 use crate::outbound::{Destination, Outbound};
 use crate::routes::Route;
+use crate::settings::{Listing, SecretsKey, Setting, Settings, Stored, Values};
 
 /// The registry's platform book (from the one allocator of platform books and tags).
 pub const REGISTRY_BOOK: BookId = tally_durable::PLATFORM_BOOK;
@@ -80,6 +82,17 @@ enum Manifest {
         /// The routes of an HTTP function (`routes.rs`), as deployed.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         routes: Vec<String>,
+        /// Settings set with the deploy (secrets sealed).
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        config: BTreeMap<String, Stored>,
+    },
+    /// A change of a function's settings, without a redeploy.
+    Config {
+        name: String,
+        #[serde(default)]
+        set: BTreeMap<String, Stored>,
+        #[serde(default)]
+        unset: Vec<String>,
     },
     Delete {
         name: String,
@@ -150,6 +163,8 @@ pub struct DeploySpec {
     pub outbound: Outbound,
     /// The routes of an HTTP function.
     pub routes: Vec<Route>,
+    /// Settings to set (added to the function's current ones).
+    pub settings: BTreeMap<String, Setting>,
 }
 
 /// An allow-list as the API shows it: its destinations.
@@ -238,6 +253,7 @@ pub struct Registry {
     fresh: Mutex<HashMap<String, Prepared>>,
     /// Versions loaded by manifest seqnum, current ones and the last few old ones.
     by_seqnum: Mutex<LoadedVersions>,
+    settings: Settings,
 }
 
 /// Loaded versions by manifest seqnum, and the order they were loaded in (the oldest
@@ -269,7 +285,8 @@ fn now_ms() -> u64 {
 
 impl Registry {
     /// A registry over the platform log client `log`; call [`Registry::sync`] to load.
-    pub fn new(log: LogClient, host: Arc<WasmHost>) -> Registry {
+    /// Secrets are sealed and opened with `secrets` (none: this node keeps no secrets).
+    pub fn new(log: LogClient, host: Arc<WasmHost>, secrets: Option<SecretsKey>) -> Registry {
         Registry {
             log,
             host,
@@ -278,13 +295,15 @@ impl Registry {
             functions: RwLock::new(BTreeMap::new()),
             fresh: Mutex::new(HashMap::new()),
             by_seqnum: Mutex::new(LoadedVersions::default()),
+            settings: Settings::new(secrets),
         }
     }
 
     /// Validates, compiles and stores a component as the next version of `name`.
     pub async fn deploy(&self, name: &str, bytes: Bytes, spec: DeploySpec) -> Result<VersionInfo> {
-        let DeploySpec { limits, tables, outbound, routes } = spec;
+        let DeploySpec { limits, tables, outbound, routes, settings } = spec;
         check_name(name)?;
+        let config = self.settings.seal(name, &settings, &[])?;
         if let Some((holder, route)) = self.claimed(name, &routes) {
             return Err(RuntimeError::Conflict(format!("the route {route} is {holder}'s")));
         }
@@ -315,6 +334,7 @@ impl Registry {
             deployed_at_ms: now_ms(),
             outbound: outbound.allowed.iter().map(ToString::to_string).collect(),
             routes: routes.iter().map(ToString::to_string).collect(),
+            config,
         };
         let at = self.append_manifest(&mut ctx, &manifest).await?;
         self.sync_with(&ctx).await?;
@@ -332,6 +352,41 @@ impl Registry {
         let manifest = Manifest::Delete { name: name.to_string() };
         self.append_manifest(&mut ctx, &manifest).await?;
         self.sync_with(&ctx).await
+    }
+
+    /// Changes `name`'s settings: sets `set` (secrets sealed) and removes `unset`. The
+    /// next invocation reads the new version; re-executions read what they read before.
+    pub async fn configure(&self, name: &str, set: BTreeMap<String, Setting>, unset: Vec<String>) -> Result<Listing> {
+        self.lookup(name).await?;
+        let set = self.settings.seal(name, &set, &unset)?;
+        let mut ctx = self.cursor.lock().await.ctx.clone();
+        let manifest = Manifest::Config { name: name.to_string(), set, unset };
+        self.append_manifest(&mut ctx, &manifest).await?;
+        self.sync_with(&ctx).await?;
+        Ok(self.settings.list(name))
+    }
+
+    /// `name`'s current settings, secrets without their values.
+    pub async fn settings(&self, name: &str) -> Result<Listing> {
+        self.lookup(name).await?;
+        Ok(self.settings.list(name))
+    }
+
+    /// The current version of `name`'s settings on this node (0: none).
+    pub fn settings_version(&self, name: &str) -> u64 {
+        self.settings.current(name)
+    }
+
+    /// Version `version` of `name`'s settings, reading the registry that far if this
+    /// node has not yet.
+    pub async fn settings_at(&self, name: &str, version: u64) -> Result<Arc<Values>> {
+        if let Some(values) = self.settings.at(name, version) {
+            return Ok(values);
+        }
+        self.sync().await?;
+        self.settings.at(name, version).ok_or_else(|| {
+            RuntimeError::Internal(format!("version {version} of the settings of {name:?} is not in the registry"))
+        })
     }
 
     async fn append_manifest(&self, ctx: &mut Context, manifest: &Manifest) -> Result<SeqNum> {
@@ -500,7 +555,10 @@ impl Registry {
     fn apply(&self, seqnum: SeqNum, manifest: Manifest) {
         let mut functions = self.functions.write().expect("not poisoned");
         match manifest {
-            Manifest::Deploy { name, sha256, size, chunks, limits, tables, deployed_at_ms, outbound, routes } => {
+            Manifest::Deploy { name, sha256, size, chunks, limits, tables, deployed_at_ms, outbound, routes, config } => {
+                if !config.is_empty() {
+                    self.settings.apply(&name, seqnum.0, config, &[]);
+                }
                 let routes = routes.iter().filter_map(|r| Route::parse(r).ok()).collect();
                 // A destination this node cannot read (a newer syntax) allows nothing.
                 let allowed = outbound.iter().filter_map(|d| Destination::parse(d).ok()).collect();
@@ -521,7 +579,9 @@ impl Registry {
                 e.deleted = false;
                 e.loaded = None;
             }
+            Manifest::Config { name, set, unset } => self.settings.apply(&name, seqnum.0, set, &unset),
             Manifest::Delete { name } => {
+                self.settings.clear(&name, seqnum.0);
                 if let Some(e) = functions.get_mut(&name) {
                     e.deleted = true;
                     e.loaded = None;

@@ -5,6 +5,8 @@
 //! data_dir = ".tally"
 //! listen = "127.0.0.1:8080"
 //! artifacts_dir = "/var/cache/tally"   # compiled components; default <data_dir>/artifacts
+//! secrets_key_file = "/etc/tally/secrets.key"  # seals functions' secrets; default
+//!                                     # <data_dir>/secrets.key, made if missing
 //!
 //! [limits]            # defaults for functions deployed without overrides
 //! memory_bytes = 134217728
@@ -64,6 +66,9 @@ pub struct Config {
     /// engine's settings: `data_dir/artifacts` unless set. Nodes of one machine may
     /// share one; it must be written only by Tally, since artifacts are loaded as code.
     pub artifacts_dir: Option<PathBuf>,
+    /// The key that seals functions' secrets (64 hex digits): `data_dir/secrets.key`
+    /// unless set, made (mode 0600) if missing. Every node of a cluster needs the same.
+    pub secrets_key_file: Option<PathBuf>,
     pub limits: Limits,
     pub node: NodeLimits,
     pub state: StateConfig,
@@ -75,6 +80,7 @@ impl Default for Config {
             data_dir: PathBuf::from(".tally"),
             listen: "127.0.0.1:8080".into(),
             artifacts_dir: None,
+            secrets_key_file: None,
             limits: Limits::default(),
             node: NodeLimits::default(),
             state: StateConfig::default(),

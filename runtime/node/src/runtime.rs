@@ -19,7 +19,7 @@ use tally_durable::{
     Durable, InvocationKey, InvocationStatus, Invocations, InvokeRequest, Libraries, NodeBounds, Parts, Peers, Schedules,
     StateStore, Tables, TagKey,
 };
-use tally_host::{DeploySpec, HostFunctions, Metrics, Registry, Tokio, VersionInfo, WasmHost};
+use tally_host::{DeploySpec, HostFunctions, Metrics, Registry, SecretsKey, Tokio, VersionInfo, WasmHost};
 use tally_logsvc::{BookId, Context, LogClient};
 use tally_state::{PgStateStore, RocksStateStore};
 use tracing::Instrument;
@@ -65,7 +65,9 @@ impl Runtime {
             config.artifacts_dir.clone().unwrap_or_else(|| config.data_dir.join("artifacts")),
             metrics.clone(),
         )?);
-        let registry = Arc::new(Registry::new(platform.clone(), host.clone()));
+        let secrets =
+            SecretsKey::load_or_create(&config.secrets_key_file.clone().unwrap_or_else(|| config.data_dir.join("secrets.key")))?;
+        let registry = Arc::new(Registry::new(platform.clone(), host.clone(), Some(secrets)));
         registry.sync().await?;
         let store: Arc<dyn StateStore> = match config.state.store {
             StoreKind::Rocksdb => Arc::new(RocksStateStore::open(config.data_dir.join("state"))?),

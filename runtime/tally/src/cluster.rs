@@ -162,6 +162,9 @@ impl ClusterDir {
         let dir = fs::canonicalize(dir)?;
         let ca = ClusterCa::generate(name)?;
         ca.save(&dir.join("ca"))?;
+        // One key seals every function's secrets, on every node.
+        let secrets_key_file = dir.join("ca").join("secrets.key");
+        tally_host::SecretsKey::load_or_create(&secrets_key_file)?;
         let mut ports = Ports::new(host);
         let etcd = (0..shape.etcd)
             .map(|i| Ok(EtcdMember { name: format!("etcd-{i}"), client_port: ports.free()?, peer_port: ports.free()? }))
@@ -197,6 +200,7 @@ impl ClusterDir {
             node_limits: Default::default(),
             state: state.clone(),
             artifacts_dir: None,
+            secrets_key_file: Some(secrets_key_file.clone()),
             partition_file: None,
         };
         for &id in &controllers {

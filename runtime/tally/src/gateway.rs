@@ -10,6 +10,8 @@
 //! | `GET /v1/functions`                     | list functions                              | none                   |
 //! | `GET /v1/functions/{name}`              | inspect one, with its versions              | none                   |
 //! | `DELETE /v1/functions/{name}`           | delete                                      | none                   |
+//! | `GET /v1/functions/{name}/config`       | its settings, secrets without their values  | none                   |
+//! | `PATCH /v1/functions/{name}/config`     | `{"set": {K: {"value", "secret"}}, "unset": [K]}` (`gateway/settings.rs`) | 1 MiB |
 //! | `POST /v1/functions/{name}/invoke`      | invoke: `?book=N` (default 0), `&async=true`, `&delay_ms=N`, `&key=K` (`&shared=true`) | its `request_bytes_max`|
 //! | `GET /v1/invocations/{id}`              | an invocation's status/output (`?book=N`)   | none                   |
 //! | `DELETE /v1/invocations/{id}`           | `?book=N`: cancel it and its children (202; 409 once finished) | none |
@@ -64,7 +66,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tally_durable::{InvocationKey, InvocationStatus, ListedStatus, TableStatus, Transition};
-use tally_host::{parse_routes, DeploySpec, Outbound};
+use tally_host::{parse_routes, DeploySpec, Outbound, Setting};
 use tally_logsvc::{BookId, Context, MetalogPosition, SeqNum, Tag};
 use tally_runtime::config::{Limits, Protocol};
 use tally_runtime::error::RuntimeError;
@@ -72,6 +74,7 @@ use tally_runtime::runtime::{InvokeOptions, Runtime};
 
 mod books;
 mod schedules;
+mod settings;
 mod web;
 
 pub use books::parse_tag;
@@ -149,6 +152,8 @@ pub const POSITION: &str = "tally-position";
 pub const ERROR: &str = "tally-error";
 /// The book of an HTTP function's invocation (its query is the function's).
 pub const BOOK: &str = "tally-book";
+/// The header of a deploy's settings (`gateway/settings.rs`).
+pub const SETTINGS: &str = "tally-settings";
 
 /// The gateway's routes over `rt`.
 pub fn router(rt: Arc<Runtime>) -> Router {
@@ -156,6 +161,7 @@ pub fn router(rt: Arc<Runtime>) -> Router {
         .route("/v1/functions", get(list))
         .route("/v1/functions/{name}", get(inspect).put(deploy).delete(delete))
         .route("/v1/functions/{name}/invoke", post(invoke))
+        .route("/v1/functions/{name}/config", get(settings::list).patch(settings::change))
         .route("/v1/invocations", get(list_invocations))
         .route("/v1/promises/{id}", post(complete_promise))
         .route("/v1/invocations/{id}", get(invocation).delete(cancel))
@@ -321,8 +327,10 @@ async fn deploy(
     State(rt): State<Arc<Runtime>>,
     ApiPath(name): ApiPath<String>,
     ApiQuery(q): ApiQuery<DeployQuery>,
+    headers: HeaderMap,
     body: RequestBody,
 ) -> ApiResult<Response> {
+    let settings = settings::of_deploy(&headers)?;
     let component = body.read("the component", rt.config.node.component_bytes_max).await?;
     let d = rt.config.limits;
     let limits = Limits {
@@ -338,7 +346,7 @@ async fn deploy(
     let tables = parse_tables(q.tables.as_deref().unwrap_or(""))?;
     let outbound = Outbound::parse(q.outbound.as_deref().unwrap_or("")).map_err(RuntimeError::InvalidArgument)?;
     let routes = parse_routes(q.routes.as_deref().unwrap_or("")).map_err(RuntimeError::InvalidArgument)?;
-    let info = rt.deploy_with(&name, component, DeploySpec { limits, tables, outbound, routes }).await?;
+    let info = rt.deploy_with(&name, component, DeploySpec { limits, tables, outbound, routes, settings }).await?;
     let response = (StatusCode::CREATED, Json(json!({ "name": name, "version": info }))).into_response();
     Ok(with_position(response, &rt.registry.position().await))
 }

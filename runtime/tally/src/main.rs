@@ -43,6 +43,10 @@ enum Verb {
     /// Create, inspect, pause, resume, trigger and delete schedules.
     #[command(subcommand)]
     Schedule(cli::schedule::ScheduleVerb),
+    /// Set, unset and list a function's settings and secrets (wasi:config, the
+    /// environment), without a redeploy.
+    #[command(subcommand)]
+    Config(cli::config::ConfigVerb),
     /// Complete a promise (what an invocation's promise-await gets), once.
     Complete(CompleteArgs),
     /// Cancel an invocation and its children (they see `cancelled` at their next step).
@@ -212,6 +216,13 @@ struct DeployArgs {
     /// (repeatable; the function is always at /fn/NAME too). See docs/http.md.
     #[arg(long = "route", value_name = "[HOST]/PREFIX[@BOOK]")]
     routes: Vec<String>,
+    /// A setting the function reads through wasi:config or its environment (repeatable;
+    /// `tally config` changes them later).
+    #[arg(long = "config", value_name = "KEY=VALUE")]
+    config: Vec<String>,
+    /// A secret setting: sealed at rest, never listed or logged (repeatable).
+    #[arg(long = "secret", value_name = "KEY=VALUE")]
+    secrets: Vec<String>,
     #[command(flatten)]
     json: Json,
     #[command(flatten)]
@@ -383,6 +394,7 @@ fn main() -> ExitCode {
         Verb::Invocations(a) => invocations(a),
         Verb::Table(a) => table(a),
         Verb::Schedule(v) => cli::schedule::run(v),
+        Verb::Config(v) => cli::config::run(v),
         Verb::Complete(a) => complete(a),
         Verb::Cancel(a) => cancel(a),
         Verb::Object(a) => object(a),
@@ -563,7 +575,13 @@ fn deploy(args: DeployArgs) -> anyhow::Result<()> {
         query.push(format!("routes={}", url_escape(&args.routes.join(","))));
     }
     let url = format!("{}/v1/functions/{}?{}", args.remote.url, args.name, query.join("&"));
-    let response = agent().put(&url).header("content-type", "application/wasm").send(&component[..])?;
+    let mut request = agent().put(&url).header("content-type", "application/wasm");
+    if !args.config.is_empty() || !args.secrets.is_empty() {
+        let mut settings = cli::config::settings(&args.config, false)?;
+        settings.extend(cli::config::settings(&args.secrets, true)?);
+        request = request.header(tally::gateway::SETTINGS, serde_json::to_string(&settings)?);
+    }
+    let response = request.send(&component[..])?;
     show(&finish(response)?, &args.json, cli::output::deployed)
 }
 

@@ -178,6 +178,10 @@ pub struct NodeConfig {
     /// directory's `artifacts`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub artifacts_dir: Option<PathBuf>,
+    /// The key that seals functions' secrets: the same file for every function role of
+    /// the cluster (`tally cluster init` makes it), else the data directory's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secrets_key_file: Option<PathBuf>,
     /// A test hook: while this file exists, every message of this process's log roles
     /// to or from another node is dropped, as a network partition would (etcd and HTTP
     /// stay reachable). Checked every 100 ms.
@@ -259,6 +263,7 @@ impl NodeConfig {
             data_dir: self.data_dir.join(format!("function-{}", f.id)),
             listen: f.http.clone(),
             artifacts_dir: self.artifacts_dir.clone(),
+            secrets_key_file: self.secrets_key_file.clone(),
             limits: self.limits,
             node: self.node_limits.clone(),
             state: self.state.clone(),

@@ -205,8 +205,8 @@ pub enum CondOutcome {
     Conflict(Option<u64>),
 }
 
-/// One reading of a guest from outside its step log: a clock (in nanoseconds) or its
-/// book. New variants go last.
+/// One reading of a guest from outside its step log: a clock (in nanoseconds), its
+/// book or its settings. New variants go last.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Reading {
     /// `wasi:clocks/wall-clock`: since the Unix epoch.
@@ -217,6 +217,9 @@ pub enum Reading {
     /// record it returned, if any, as the guest got it (so a replay needs no record
     /// that may have been trimmed since).
     Log(Option<ReadRecord>),
+    /// The version of the function's settings (`wasi:config`, the environment) the
+    /// execution reads: the registry's position of their last change, 0 for none.
+    Settings(u64),
 }
 
 /// A record of the guest's book as a read returned it (platform marks left out).

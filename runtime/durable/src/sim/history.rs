@@ -81,7 +81,7 @@ pub(super) fn logged_clocks(log: &SimLog, input: &[u8], key: Option<&TagKey>) ->
     readings
         .filter_map(|r| match r {
             Reading::Wall(v) | Reading::Monotonic(v) => Some(v),
-            Reading::Log(_) => None,
+            Reading::Log(_) | Reading::Settings(_) => None,
         })
         .collect()
 }

@@ -52,7 +52,10 @@ mod objects;
 mod outgoing;
 mod queues;
 mod recorded;
+mod settings;
 mod state;
+
+pub use settings::SettingsSource;
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
@@ -111,6 +114,8 @@ pub struct Invocation {
     pub attempt: Attempt,
     /// User privileges: platform books and tags are refused.
     pub log: LogClient,
+    /// Where the function's settings are read.
+    pub settings: Arc<dyn SettingsSource>,
 }
 
 /// Denies memory growth beyond the function's limit, and remembers that it did; counts
@@ -157,6 +162,8 @@ pub struct HostState {
     stdout: MemoryOutputPipe,
     /// Taken out when the instance has ended, before its store is dropped.
     inv: Option<Invocation>,
+    /// The settings this execution read, once it read them.
+    settings: Option<Arc<crate::settings::Values>>,
 }
 
 impl HostState {
@@ -402,6 +409,7 @@ impl WasmHost {
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
         outgoing::add_to_linker(&mut linker)?;
         recorded::add_to_linker(&mut linker)?;
+        settings::add_to_linker(&mut linker)?;
         Function::add_to_linker::<_, wasmtime::component::HasSelf<_>>(&mut linker, |s| s)?;
         std::fs::create_dir_all(&artifacts)?;
         let mut h = DefaultHasher::new();
@@ -488,6 +496,7 @@ impl WasmHost {
             stderr,
             stdout,
             inv: Some(inv),
+            settings: None,
         };
         let _running = self.ticker.running();
         let mut store = Store::new(&self.engine, state);

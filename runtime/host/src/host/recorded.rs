@@ -20,7 +20,7 @@ use crate::clock;
 
 /// The version of the WASI interfaces wasmtime-wasi defines (guests importing an older
 /// 0.2 version are linked to it by semver).
-const WASI: &str = "0.2.12";
+pub(super) const WASI: &str = "0.2.12";
 
 fn random_len(len: u64) -> wasmtime::Result<usize> {
     if len > RANDOM_BYTES_MAX {

@@ -11,6 +11,11 @@
 //! | Python     | `app.py`                   | componentize-py (installed from PyPI)       |
 //! | C          | `*.c`                      | clang, lld and wasi-libc (Debian packages), then wit-component here |
 //!
+//! A project builds a component of world `function` (`handle(bytes) -> bytes`) unless
+//! its `tally.toml` says `world = "http-function"` (a `wasi:http` proxy that may import
+//! Tally's interfaces; `tally new --http` writes that file). A Rust crate needs no such
+//! file: its code says which world it exports.
+//!
 //! Outputs go to a cache directory per project (see [`super::sdk`]), never into the
 //! project: a Rust project's `target/` too. Tools that `tally build` can install itself
 //! (from PyPI and npm, pinned) go to the tools directory; for the others it says what to
@@ -75,6 +80,47 @@ impl Lang {
     }
 }
 
+/// The world a project's component is built for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum World {
+    /// `handle(bytes) -> bytes`.
+    Function,
+    /// A `wasi:http/proxy` component that may import Tally's interfaces.
+    Http,
+}
+
+impl World {
+    /// The world's name in `wit/platform.wit`.
+    pub fn name(self) -> &'static str {
+        match self {
+            World::Function => "function",
+            World::Http => "http-function",
+        }
+    }
+
+    /// The world the project in `dir` says it is built for: its `tally.toml`'s `world`,
+    /// else `function`.
+    pub fn of(dir: &Path) -> anyhow::Result<World> {
+        #[derive(serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Project {
+            world: Option<String>,
+        }
+        let path = dir.join("tally.toml");
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(World::Function),
+            Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+        };
+        let project: Project = toml::from_str(&text).with_context(|| format!("{} is not a project file", path.display()))?;
+        match project.world.as_deref() {
+            None | Some("function") => Ok(World::Function),
+            Some("http-function") => Ok(World::Http),
+            Some(other) => bail!("{}: unknown world {other:?} (expected \"function\" or \"http-function\")", path.display()),
+        }
+    }
+}
+
 /// Builds the project in `dir` and returns the components built (one, or for a Rust
 /// workspace one per `cdylib`).
 pub fn build(dir: &Path, lang: Option<Lang>) -> anyhow::Result<Vec<PathBuf>> {
@@ -87,15 +133,16 @@ pub fn build(dir: &Path, lang: Option<Lang>) -> anyhow::Result<Vec<PathBuf>> {
     if lang == Lang::Rust {
         return rust(&dir);
     }
+    let world = World::of(&dir)?;
     let out = out_dir(&dir)?;
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let component = out.join(format!("{}.wasm", project_name(&dir)));
     let built = match lang {
         Lang::Rust => unreachable!("built above"),
-        Lang::Python => python(&dir, &out, &component)?,
-        Lang::Js | Lang::Ts => js(&dir, &out, &component)?,
-        Lang::Go => go(&dir, &out, &component)?,
-        Lang::C => c(&dir, &out, &component)?,
+        Lang::Python => python(&dir, &out, &component, world)?,
+        Lang::Js | Lang::Ts => js(&dir, &out, &component, world)?,
+        Lang::Go => go(&dir, &out, &component, world)?,
+        Lang::C => c(&dir, &out, &component, world)?,
     };
     check_component(&built)?;
     Ok(vec![built])
@@ -196,7 +243,7 @@ fn rust(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
 /// A Python project: componentize-py over copies of the project and the SDK (it writes
 /// `__pycache__` next to what it reads), in an empty virtual environment so that nothing
 /// installed on the host slips into the component.
-fn python(dir: &Path, out: &Path, component: &Path) -> anyhow::Result<PathBuf> {
+fn python(dir: &Path, out: &Path, component: &Path, world: World) -> anyhow::Result<PathBuf> {
     let sdk = Sdk::materialize()?;
     let componentize_py = tools::componentize_py()?;
     let scratch = out.join("python");
@@ -210,7 +257,7 @@ fn python(dir: &Path, out: &Path, component: &Path) -> anyhow::Result<PathBuf> {
             .command()
             .arg("-d")
             .arg(sdk.wit_dir())
-            .args(["-w", "function", "componentize", "tally.entry", "-p"])
+            .args(["-w", world.name(), "componentize", "tally.entry", "-p"])
             .arg(scratch.join("app"))
             .arg("-p")
             .arg(scratch.join("sdk"))
@@ -258,7 +305,7 @@ fn js_entry(dir: &Path) -> anyhow::Result<Option<PathBuf>> {
 /// A JavaScript or TypeScript project: esbuild bundles the SDK's entry glue, the
 /// project and its dependencies into one module (compiling TypeScript), and
 /// componentize-js evaluates and snapshots it in StarlingMonkey.
-fn js(dir: &Path, out: &Path, component: &Path) -> anyhow::Result<PathBuf> {
+fn js(dir: &Path, out: &Path, component: &Path, world: World) -> anyhow::Result<PathBuf> {
     let sdk = Sdk::materialize()?;
     let js_sdk = sdk.lang("js");
     let Some(entry) = js_entry(dir)? else {
@@ -286,7 +333,7 @@ fn js(dir: &Path, out: &Path, component: &Path) -> anyhow::Result<PathBuf> {
         node.componentize_js()
             .arg("--wit")
             .arg(sdk.wit_dir())
-            .args(["--world-name", "function", "-d", "http", "fetch-event", "-o"])
+            .args(["--world-name", world.name(), "-d", "http", "fetch-event", "-o"])
             .arg(component)
             .arg("app.js")
             .env("TMPDIR", &scratch)
@@ -299,7 +346,7 @@ fn js(dir: &Path, out: &Path, component: &Path) -> anyhow::Result<PathBuf> {
 /// A Go project: a wasip1 reactor core module of the project's `main` package, built
 /// in a workspace with the SDK's module (so that it resolves without the network and
 /// the project's go.mod stays as written), then made a component here.
-fn go(dir: &Path, out: &Path, component: &Path) -> anyhow::Result<PathBuf> {
+fn go(dir: &Path, out: &Path, component: &Path, world: World) -> anyhow::Result<PathBuf> {
     let sdk = Sdk::materialize()?;
     let go = tools::go()?;
     let work = out.join("go.work");
@@ -320,11 +367,12 @@ fn go(dir: &Path, out: &Path, component: &Path) -> anyhow::Result<PathBuf> {
             .current_dir(dir),
         "go build",
     )?;
-    componentize(&core, component, true)?;
+    componentize(&core, component, Some(world))?;
     Ok(component.to_path_buf())
 }
 
-fn c(dir: &Path, out: &Path, component: &Path) -> anyhow::Result<PathBuf> {
+fn c(dir: &Path, out: &Path, component: &Path, world: World) -> anyhow::Result<PathBuf> {
+    let _ = world;
     let sdk = Sdk::materialize()?;
     let clang = tools::wasi_clang()?;
     let c_sdk = sdk.lang("c");
@@ -344,7 +392,7 @@ fn c(dir: &Path, out: &Path, component: &Path) -> anyhow::Result<PathBuf> {
         .arg(&core)
         .current_dir(dir);
     run(&mut command, "clang")?;
-    componentize(&core, component, false)?;
+    componentize(&core, component, None)?;
     Ok(component.to_path_buf())
 }
 
@@ -362,15 +410,19 @@ fn c_sources(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     Ok(sources)
 }
 
-/// Makes a component of a WASI preview 1 core module: embeds the world's type (unless
-/// the module already carries it, as wit-bindgen's C output does) and adapts preview 1
-/// to the preview 2 interfaces the host gives, with the adapter of the host's wasmtime.
-fn componentize(core: &Path, component: &Path, embed: bool) -> anyhow::Result<()> {
+/// Makes a component of a WASI preview 1 core module: embeds the type of world `embed`
+/// (none when the module already carries it, as wit-bindgen's C output does) and adapts
+/// preview 1 to the preview 2 interfaces the host gives, with the adapter of the host's
+/// wasmtime.
+fn componentize(core: &Path, component: &Path, embed: Option<World>) -> anyhow::Result<()> {
     let mut module = std::fs::read(core).with_context(|| format!("reading {}", core.display()))?;
-    if embed {
+    if let Some(world) = embed {
+        let sdk = Sdk::materialize()?;
         let mut resolve = wit_parser::Resolve::default();
-        let package = resolve.push_str("platform.wit", super::sdk::WIT).context("parsing the WIT")?;
-        let world = resolve.select_world(&[package], Some("function")).context("the WIT has no world `function`")?;
+        let (package, _) = resolve.push_dir(sdk.wit_dir()).context("parsing the WIT")?;
+        let world = resolve
+            .select_world(&[package], Some(world.name()))
+            .with_context(|| format!("the WIT has no world `{}`", world.name()))?;
         wit_component::embed_component_metadata(&mut module, &resolve, world, wit_component::StringEncoding::UTF8, false)
             .context("embedding the world's type")?;
     }

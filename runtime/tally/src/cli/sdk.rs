@@ -3,7 +3,8 @@
 //!
 //! ```text
 //!   ~/.cache/tally/                 ($TALLY_CACHE_DIR, else $XDG_CACHE_HOME/tally)
-//!     sdk-<hash>/wit/platform.wit   the contract every component is built against
+//!     sdk-<hash>/wit/platform.wit   the contract every component is built against,
+//!     sdk-<hash>/wit/deps/          and the WASI packages its worlds import
 //!     sdk-<hash>/guest-sdks/<lang>/ guest-sdks/<lang> of this binary's source (the
 //!                                   repository's layout: the Rust SDK finds the WIT
 //!                                   at ../../wit)
@@ -18,6 +19,7 @@ use anyhow::Context as _;
 include!(concat!(env!("OUT_DIR"), "/sdk_files.rs"));
 
 /// The WIT of world `function`, as the host implements it.
+#[cfg(test)]
 pub const WIT: &str = include_str!("../../../../wit/platform.wit");
 
 /// Where tally keeps what it writes out and builds.
@@ -57,7 +59,9 @@ impl Sdk {
             std::fs::create_dir_all(&cache).with_context(|| format!("creating {}", cache.display()))?;
             let staging = cache.join(format!(".sdk-{SDK_HASH:016x}-{}", std::process::id()));
             let _ = std::fs::remove_dir_all(&staging);
-            write(&staging.join("wit/platform.wit"), WIT.as_bytes())?;
+            for (path, bytes) in WIT_FILES {
+                write(&staging.join("wit").join(path), bytes)?;
+            }
             for (path, bytes) in SDK_FILES {
                 write(&staging.join("guest-sdks").join(path), bytes)?;
             }
@@ -112,6 +116,7 @@ mod tests {
         std::env::set_var("TALLY_CACHE_DIR", dir.path());
         let sdk = Sdk::materialize().unwrap();
         assert_eq!(std::fs::read_to_string(sdk.wit_dir().join("platform.wit")).unwrap(), WIT);
+        assert!(sdk.wit_dir().join("deps/http.wit").is_file());
         assert!(sdk.lang("rust").join("src/lib.rs").is_file());
         let again = Sdk::materialize().unwrap();
         assert_eq!(again.root, sdk.root);
