@@ -9,6 +9,7 @@ use tally_logsvc::LogClient;
 
 use crate::clock::Tokio;
 use crate::host::{Invocation, SettingsSource, WasmHost};
+use crate::logs::{LogSource, LogStore};
 use crate::metrics::Metrics;
 use crate::registry::{Loaded, Registry};
 use crate::settings::Values;
@@ -19,6 +20,8 @@ pub struct HostFunctions {
     pub metrics: Arc<Metrics>,
     /// The guests' log client (user privileges).
     pub log: LogClient,
+    /// What guests print, and the platform's lines about them.
+    pub logs: Arc<LogStore>,
 }
 
 fn version_of(l: &Loaded) -> FunctionVersion {
@@ -62,8 +65,19 @@ impl HostFunctions {
         };
         self.metrics.started();
         let inv = Invocation { attempt, log: self.log.clone(), settings: self.registry.clone() };
-        let (result, inv) = self.host.run(&loaded.pre, &loaded.info.limits, &loaded.info.outbound, inv).await;
+        let (result, inv, output) = self.host.run(&loaded.pre, &loaded.info.limits, &loaded.info.outbound, inv).await;
         drop(permit);
+        let attempt = &inv.attempt;
+        let source = LogSource {
+            function: function.clone(),
+            version: loaded.info.version,
+            book: attempt.book.0,
+            id: attempt.instance.id.to_string(),
+            attempt: attempt.attempt,
+        };
+        self.logs.push(&source, "stdout", output.stdout);
+        self.logs.push(&source, "stderr", output.stderr);
+        self.logs.push(&source, "tally", output.tally);
         self.metrics.finished(&function, &result, started.elapsed(), true);
         (result, inv.attempt)
     }

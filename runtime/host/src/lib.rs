@@ -35,6 +35,7 @@ mod clock;
 mod functions;
 mod host;
 mod limits;
+mod logs;
 mod message;
 mod metrics;
 mod outbound;
@@ -44,8 +45,9 @@ mod settings;
 
 pub use clock::Tokio;
 pub use functions::HostFunctions;
-pub use host::{Invocation, Prepared, WasmHost};
+pub use host::{Invocation, Line, Output, Prepared, WasmHost};
 pub use limits::{Limits, NodeLimits, OUTGOING_RESPONSE_BYTES_CAP};
+pub use logs::{LogEntry, LogQuery, LogSource, LogStore};
 pub use message::{Fields, HttpRequest, HttpResponse};
 pub use metrics::Metrics;
 pub use outbound::{Destination, Outbound};

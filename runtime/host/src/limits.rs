@@ -88,6 +88,11 @@ pub struct NodeLimits {
     /// The largest response body a request out may get; a response is logged whole in
     /// one record, so at most [`OUTGOING_RESPONSE_BYTES_CAP`].
     pub outgoing_response_bytes_max: u64,
+    /// Bytes of functions' logs (`tally logs`) this node keeps, over every function;
+    /// the oldest lines go first.
+    pub logs_bytes_max: u64,
+    /// Bytes of each of stdout and stderr one attempt keeps; the oldest lines go first.
+    pub logs_invocation_bytes_max: u64,
 }
 
 /// The most `outgoing_response_bytes_max` may be: a logged response, its headers and the
@@ -111,6 +116,8 @@ impl Default for NodeLimits {
             outgoing_timeout_ms_max: 30_000,
             outgoing_request_bytes_max: 4 << 20,
             outgoing_response_bytes_max: 512 << 10,
+            logs_bytes_max: 16 << 20,
+            logs_invocation_bytes_max: 64 << 10,
         }
     }
 }

@@ -19,7 +19,7 @@ use tally_durable::{
     Durable, InvocationKey, InvocationStatus, Invocations, InvokeRequest, Libraries, NodeBounds, Parts, Peers, Schedules,
     StateStore, Tables, TagKey,
 };
-use tally_host::{DeploySpec, HostFunctions, Metrics, Registry, SecretsKey, Tokio, VersionInfo, WasmHost};
+use tally_host::{DeploySpec, HostFunctions, LogStore, Metrics, Registry, SecretsKey, Tokio, VersionInfo, WasmHost};
 use tally_logsvc::{BookId, Context, LogClient};
 use tally_state::{PgStateStore, RocksStateStore};
 use tracing::Instrument;
@@ -34,6 +34,8 @@ pub struct Runtime {
     pub config: Config,
     pub registry: Arc<Registry>,
     pub metrics: Arc<Metrics>,
+    /// What this node's guests printed (`tally logs`).
+    pub logs: Arc<LogStore>,
     log: LogClient,
     durable: Arc<Durable>,
     /// Set by [`Runtime::stop`]: the registry refresh ends at its next turn.
@@ -73,7 +75,9 @@ impl Runtime {
             StoreKind::Rocksdb => Arc::new(RocksStateStore::open(config.data_dir.join("state"))?),
             StoreKind::Postgres => Arc::new(PgStateStore::connect(&config.state.postgres).await?),
         };
-        let functions = HostFunctions { registry: registry.clone(), host, metrics: metrics.clone(), log: log.clone() };
+        let logs = Arc::new(LogStore::new(config.node.logs_bytes_max as usize));
+        let functions =
+            HostFunctions { registry: registry.clone(), host, metrics: metrics.clone(), log: log.clone(), logs: logs.clone() };
         let parts = Parts {
             log: Arc::new(platform),
             store,
@@ -87,7 +91,7 @@ impl Runtime {
         let bounds = NodeBounds { call_depth_max: config.node.call_depth_max, invocations_kept: config.node.invocations_kept };
         let durable = Durable::start(parts, config.state.clone(), bounds).await?;
         durable.start_background();
-        let rt = Arc::new(Runtime { config, registry, metrics, log, durable, stopped: AtomicBool::new(false) });
+        let rt = Arc::new(Runtime { config, registry, metrics, logs, log, durable, stopped: AtomicBool::new(false) });
         // Deploys made through other nodes show up here within REGISTRY_POLL; a name this
         // node has never seen is looked up at once (see `Registry::lookup`). The task
         // ends with the runtime; cancelling it loses nothing.

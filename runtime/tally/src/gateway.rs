@@ -16,6 +16,7 @@
 //! | `GET /v1/invocations/{id}`              | an invocation's status/output (`?book=N`)   | none                   |
 //! | `DELETE /v1/invocations/{id}`           | `?book=N`: cancel it and its children (202; 409 once finished) | none |
 //! | `POST /v1/promises/{id}`                | `?book=N`: complete a promise with the body, once | `PAYLOAD_MAX`  |
+//! | `GET /v1/logs`                          | `?function=&id=&since_ms=&after=&limit=&follow=`: functions' logs on this node (`gateway/logs.rs`) | none |
 //! | `GET /v1/invocations`                   | `?book=&function=&status=&limit=&after=`: a book's root invocations | none |
 //! | `PUT/GET/DELETE /v1/schedules/{name}`, `GET /v1/schedules`, `POST /v1/schedules/{name}/{pause,resume,trigger}` | schedules (`gateway/schedules.rs`) | 6 × `PAYLOAD_MAX` |
 //! | `GET /v1/books/{id}/records`            | `?tag=&from=&limit=`: a book's records      | none                   |
@@ -73,6 +74,7 @@ use tally_runtime::error::RuntimeError;
 use tally_runtime::runtime::{InvokeOptions, Runtime};
 
 mod books;
+mod logs;
 mod schedules;
 mod settings;
 mod web;
@@ -163,6 +165,7 @@ pub fn router(rt: Arc<Runtime>) -> Router {
         .route("/v1/functions/{name}/invoke", post(invoke))
         .route("/v1/functions/{name}/config", get(settings::list).patch(settings::change))
         .route("/v1/invocations", get(list_invocations))
+        .route("/v1/logs", get(logs::logs))
         .route("/v1/promises/{id}", post(complete_promise))
         .route("/v1/invocations/{id}", get(invocation).delete(cancel))
         .route("/v1/schedules", get(schedules::list))

@@ -47,6 +47,9 @@ enum Verb {
     /// environment), without a redeploy.
     #[command(subcommand)]
     Config(cli::config::ConfigVerb),
+    /// Print what a function's guests printed (stdout, stderr) and the platform's lines
+    /// about them, per invocation and attempt; --follow for new ones.
+    Logs(cli::logs::LogsArgs),
     /// Complete a promise (what an invocation's promise-await gets), once.
     Complete(CompleteArgs),
     /// Cancel an invocation and its children (they see `cancelled` at their next step).
@@ -379,6 +382,10 @@ struct NewArgs {
     /// The language.
     #[arg(long, value_enum)]
     lang: cli::build::Lang,
+    /// An HTTP function: a wasi:http proxy component that answers requests at
+    /// /fn/NAME/... (see docs/http.md), instead of `handle(bytes) -> bytes`.
+    #[arg(long)]
+    http: bool,
     /// The project's name; a directory of this name is made for it.
     name: PathBuf,
 }
@@ -395,6 +402,7 @@ fn main() -> ExitCode {
         Verb::Table(a) => table(a),
         Verb::Schedule(v) => cli::schedule::run(v),
         Verb::Config(v) => cli::config::run(v),
+        Verb::Logs(a) => cli::logs::run(a),
         Verb::Complete(a) => complete(a),
         Verb::Cancel(a) => cancel(a),
         Verb::Object(a) => object(a),
@@ -406,7 +414,7 @@ fn main() -> ExitCode {
             let path = format!("/v1/books/{}/locks/{}", a.book, url_escape(&a.name));
             get_json(&a.remote, &path, &a.json, cli::output::lock)
         }
-        Verb::New(a) => cli::new::new(a.lang, &a.name),
+        Verb::New(a) => cli::new::new(a.lang, a.http, &a.name),
         Verb::Build(a) => cli::build::build(&a.dir, a.lang).map(|built| {
             for path in built {
                 println!("{}", path.display());

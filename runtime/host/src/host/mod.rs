@@ -50,11 +50,13 @@ mod locks;
 mod log;
 mod objects;
 mod outgoing;
+mod output;
 mod queues;
 mod recorded;
 mod settings;
 mod state;
 
+pub use output::Line;
 pub use settings::SettingsSource;
 
 use std::collections::hash_map::DefaultHasher;
@@ -68,7 +70,6 @@ use tally_durable::{Abort, Attempt, Error as RuntimeError, Result};
 use tally_logsvc::LogClient;
 use wasmtime::component::{Component, Linker, ResourceTable};
 use wasmtime::{Engine, InstanceAllocationStrategy, PoolingAllocationConfig, ResourceLimiter, Store, UpdateDeadline};
-use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::p2::bindings::ProxyPre;
 use wasmtime_wasi_http::WasiHttpCtx;
@@ -77,6 +78,7 @@ use crate::clock::Tokio;
 use crate::limits::{Limits, NodeLimits};
 use crate::metrics::Metrics;
 use crate::outbound::Outbound;
+use output::GuestOutput;
 
 wasmtime::component::bindgen!({
     path: "../../wit",
@@ -89,9 +91,6 @@ use self::tally::platform::types::Error as GuestError;
 
 /// The epoch period: the granularity of timeouts and of yielding to the executor.
 pub const TICK: Duration = Duration::from_millis(5);
-
-/// Bytes of a guest's stdout and stderr kept for logs and trap messages.
-const OUTPUT_BYTES_MAX: usize = 64 << 10;
 
 /// A compiled function, ready to instantiate: a component of world `function`
 /// (`handle(bytes) -> bytes`), or an HTTP function (`wasi:http/incoming-handler`,
@@ -158,8 +157,8 @@ pub struct HostState {
     http: WasiHttpCtx,
     outgoing: outgoing::Outgoing,
     limiter: MemoryLimiter,
-    stderr: MemoryOutputPipe,
-    stdout: MemoryOutputPipe,
+    stderr: GuestOutput,
+    stdout: GuestOutput,
     /// Taken out when the instance has ended, before its store is dropped.
     inv: Option<Invocation>,
     /// The settings this execution read, once it read them.
@@ -316,14 +315,15 @@ fn reap(metrics: Arc<Metrics>, spares: Arc<Spares>, function: String, store: Sto
 /// An instance's WASI: no files, no network, stdout and stderr captured.
 struct Wasi {
     ctx: WasiCtx,
-    stdout: MemoryOutputPipe,
-    stderr: MemoryOutputPipe,
+    stdout: GuestOutput,
+    stderr: GuestOutput,
 }
 
 impl Wasi {
-    fn new() -> Wasi {
-        let stdout = MemoryOutputPipe::new(OUTPUT_BYTES_MAX);
-        let stderr = MemoryOutputPipe::new(OUTPUT_BYTES_MAX);
+    /// Keeps at most `output_bytes_max` of each of stdout and stderr.
+    fn new(output_bytes_max: usize) -> Wasi {
+        let stdout = GuestOutput::new(output_bytes_max);
+        let stderr = GuestOutput::new(output_bytes_max);
         // The guest reads its clocks and random bytes through `recorded.rs`; the context's
         // own monotonic clock times what WASI waits for (`subscribe-instant`), on the
         // same scale.
@@ -351,21 +351,25 @@ impl wasmtime_wasi::HostMonotonicClock for Monotonic {
 /// generators and its pipes was a tenth of an invocation of hello). Each is fresh and
 /// serves one instance only: no instance sees another's generators or output.
 #[derive(Default)]
-struct Spares(std::sync::Mutex<Vec<Wasi>>);
+struct Spares {
+    wasi: std::sync::Mutex<Vec<Wasi>>,
+    /// Bytes of each output stream an instance keeps.
+    output_bytes_max: usize,
+}
 
 /// Spare contexts kept at most: enough for a burst of concurrent instances.
 const SPARES_MAX: usize = 64;
 
 impl Spares {
     fn take(&self) -> Wasi {
-        let spare = self.0.lock().expect("spares lock").pop();
-        spare.unwrap_or_else(Wasi::new)
+        let spare = self.wasi.lock().expect("spares lock").pop();
+        spare.unwrap_or_else(|| Wasi::new(self.output_bytes_max))
     }
 
     fn refill(&self) {
-        if self.0.lock().expect("spares lock").len() < SPARES_MAX {
-            let wasi = Wasi::new();
-            self.0.lock().expect("spares lock").push(wasi);
+        if self.wasi.lock().expect("spares lock").len() < SPARES_MAX {
+            let wasi = Wasi::new(self.output_bytes_max);
+            self.wasi.lock().expect("spares lock").push(wasi);
         }
     }
 }
@@ -418,7 +422,9 @@ impl WasmHost {
         let ticker = Ticker::start(engine.clone(), IDLE_TICKS);
         metrics.watch_pool(engine.clone());
         let outgoing = Arc::new(outgoing::OutgoingNode::new(node));
-        Ok(WasmHost { engine, linker, artifacts, compat, metrics, ticker, spares: Arc::default(), outgoing })
+        let spares =
+            Arc::new(Spares { wasi: std::sync::Mutex::default(), output_bytes_max: node.logs_invocation_bytes_max as usize });
+        Ok(WasmHost { engine, linker, artifacts, compat, metrics, ticker, spares, outgoing })
     }
 
     /// Validates a component against the world and compiles it, or loads the artifact
@@ -474,15 +480,15 @@ impl WasmHost {
         })
     }
 
-    /// Runs one invocation in a fresh instance; returns its outcome and the invocation,
-    /// with its final log context and exactly-once instance.
+    /// Runs one invocation in a fresh instance; returns its outcome, the invocation, with
+    /// its final log context and exactly-once instance, and what the guest printed.
     pub async fn run(
         &self,
         pre: &Prepared,
         limits: &Limits,
         outbound: &Arc<Outbound>,
         inv: Invocation,
-    ) -> (Result<Vec<u8>>, Invocation) {
+    ) -> (Result<Vec<u8>>, Invocation, Output) {
         let Wasi { ctx: wasi, stdout, stderr } = self.spares.take();
         let deadline = Tokio::instant(inv.attempt.deadline_ms);
         let function = inv.attempt.version.name.clone();
@@ -527,13 +533,8 @@ impl WasmHost {
         if let Some(took) = instantiated {
             self.metrics.instance(&function, took, state.limiter.peak);
         }
-        log_output(&function, "stdout", &state.stdout);
-        log_output(&function, "stderr", &state.stderr);
         let timeout_ms = limits.timeout_ms;
         let unlogged = state.outgoing.failed.lock().expect("failed lock").take();
-        for refusal in &state.outgoing.refusals {
-            tracing::info!(function, "{refusal}");
-        }
         let result = match outcome {
             // A call's outcome could not be logged: the attempt ends with why.
             _ if unlogged.is_some() => Err(unlogged.unwrap_or(RuntimeError::Internal(String::new()))),
@@ -560,23 +561,22 @@ impl WasmHost {
             }
             Ok(Err(e)) => Err(RuntimeError::Trap(trap_message(&e, &state.stderr))),
         };
+        let output = Output::of(store.data_mut());
         let inv = store.data_mut().inv.take().expect("the invocation is taken once");
         reap(self.metrics.clone(), self.spares.clone(), function, store);
-        (result, inv)
+        (result, inv, output)
     }
 }
 
 /// The trap and the end of what the guest wrote to stderr (where a Rust panic puts its
 /// message), without the wasm backtrace.
-fn trap_message(e: &wasmtime::Error, stderr: &MemoryOutputPipe) -> String {
+fn trap_message(e: &wasmtime::Error, stderr: &GuestOutput) -> String {
     let trap = match e.downcast_ref::<wasmtime::Trap>() {
         Some(t) => t.to_string(),
         None => e.root_cause().to_string(),
     };
-    let contents = stderr.contents();
-    let text = String::from_utf8_lossy(&contents);
-    let lines: Vec<&str> =
-        text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with("note: run with `RUST_BACKTRACE")).collect();
+    let mut lines = stderr.tail(3);
+    lines.retain(|l| !l.starts_with("note: run with `RUST_BACKTRACE"));
     if lines.is_empty() {
         return trap;
     }
@@ -585,10 +585,28 @@ fn trap_message(e: &wasmtime::Error, stderr: &MemoryOutputPipe) -> String {
     format!("{trap}; stderr: {tail}")
 }
 
-fn log_output(function: &str, stream: &str, pipe: &MemoryOutputPipe) {
-    let contents = pipe.contents();
-    if !contents.is_empty() {
-        tracing::info!(function, stream, "{}", String::from_utf8_lossy(&contents).trim_end());
+/// What an attempt's guest printed, and what the platform has to tell about it (`tally`
+/// lines: refusals of its requests out, output let go past the bound).
+#[derive(Debug, Default)]
+pub struct Output {
+    pub stdout: Vec<Line>,
+    pub stderr: Vec<Line>,
+    pub tally: Vec<Line>,
+}
+
+impl Output {
+    fn of(state: &mut HostState) -> Output {
+        let now = crate::clock::wall_ns() / 1_000_000;
+        let (stdout, stdout_dropped) = state.stdout.take();
+        let (stderr, stderr_dropped) = state.stderr.take();
+        let mut tally: Vec<Line> = state.outgoing.refusals.drain(..).map(|text| Line { at_ms: now, text }).collect();
+        for (stream, dropped) in [("stdout", stdout_dropped), ("stderr", stderr_dropped)] {
+            if dropped > 0 {
+                let text = format!("{dropped} bytes of {stream} went past this attempt's bound (the oldest lines)");
+                tally.push(Line { at_ms: now, text });
+            }
+        }
+        Output { stdout, stderr, tally }
     }
 }
 
