@@ -9,62 +9,23 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use common::{guest, node, Node};
-
-/// A response as the tests look at it.
-struct Answer {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl Answer {
-    fn header(&self, name: &str) -> Vec<&str> {
-        self.headers.iter().filter(|(n, _)| n == name).map(|(_, v)| v.as_str()).collect()
-    }
-}
-
-fn send(n: &Node, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Answer {
-    let url = format!("{}{path}", n.url);
-    // The function's redirects are the client's to follow, not this one's.
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .max_redirects(0)
-        .timeout_global(Some(Duration::from_secs(60)))
-        .build()
-        .into();
-    let mut request = ureq::http::Request::builder().method(method).uri(&url);
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    let request = request.body(body.to_vec()).expect("a valid request");
-    let mut response = agent.run(request).unwrap_or_else(|e| panic!("{method} {path}: {e}"));
-    let status = response.status().as_u16();
-    let headers = response
-        .headers()
-        .iter()
-        .map(|(name, value)| (name.as_str().to_owned(), String::from_utf8_lossy(value.as_bytes()).into_owned()))
-        .collect();
-    let body = response.body_mut().with_config().limit(1 << 30).read_to_vec().unwrap_or_default();
-    Answer { status, headers, body }
-}
+use common::{guest, node, Node, Upstream};
 
 #[test]
 fn an_http_function_serves_every_method_path_query_header_and_body() {
     let (_dir, n) = node();
     n.deploy("web", &guest("http_probe"), "");
 
-    let a = send(&n, "GET", "/fn/web", &[], b"");
+    let a = n.send("GET", "/fn/web", &[], b"");
     assert_eq!((a.status, a.header("x-method"), a.header("x-path")), (200, vec!["GET"], vec!["/"]));
-    let a = send(&n, "GET", "/fn/web/", &[], b"");
+    let a = n.send("GET", "/fn/web/", &[], b"");
     assert_eq!(a.header("x-path"), vec!["/"]);
 
     // Binary bodies both ways, a deep path, a repeated query key, repeated headers in
     // order, the content type; the platform's own headers are not passed on.
     let body: Vec<u8> = (0..=255u8).cycle().take(70_000).collect();
     for method in ["POST", "PUT", "PATCH", "DELETE", "OPTIONS"] {
-        let a = send(
-            &n,
+        let a = n.send(
             method,
             "/fn/web/a/b%20c/?x=1&x=2&y",
             &[("x-repeat", "one"), ("x-repeat", "two"), ("content-type", "application/x-probe"), ("tally-book", "3")],
@@ -78,24 +39,24 @@ fn an_http_function_serves_every_method_path_query_header_and_body() {
         assert_eq!(a.body, body, "{method}");
         assert!(!a.header("tally-position").is_empty(), "{method}: the position comes back");
     }
-    let a = send(&n, "HEAD", "/fn/web/q", &[], b"");
+    let a = n.send("HEAD", "/fn/web/q", &[], b"");
     assert_eq!((a.status, a.header("x-method")), (200, vec!["HEAD"]));
 
     // Status codes are the function's.
     for status in [201, 204, 302, 404, 418, 503] {
-        let a = send(&n, "GET", &format!("/fn/web/status/{status}"), &[], b"");
+        let a = n.send("GET", &format!("/fn/web/status/{status}"), &[], b"");
         assert_eq!(a.status, status);
     }
 
     // A response of several MiB, written 4 KiB at a time.
     let size = 5 << 20;
-    let a = send(&n, "GET", &format!("/fn/web/big/{size}"), &[], b"");
+    let a = n.send("GET", &format!("/fn/web/big/{size}"), &[], b"");
     assert_eq!(a.status, 200);
     assert_eq!(a.body.len(), size);
     assert!(a.body.iter().enumerate().all(|(i, &b)| b == (i % 251) as u8), "the body comes back byte for byte");
     // A request of several MiB.
     let big: Vec<u8> = (0..(3 << 20)).map(|i| (i % 253) as u8).collect();
-    let a = send(&n, "POST", "/fn/web/echo", &[], &big);
+    let a = n.send("POST", "/fn/web/echo", &[], &big);
     assert_eq!((a.status, a.body.len()), (200, big.len()));
     assert!(a.body == big);
 }
@@ -123,29 +84,29 @@ fn an_http_function_that_fails_gets_a_clear_error() {
     n.deploy("web", &guest("http_probe"), "?response_bytes_max=100000");
     n.deploy("hello", &guest("hello"), "");
 
-    let a = send(&n, "GET", "/fn/web/trap", &[], b"");
+    let a = n.send("GET", "/fn/web/trap", &[], b"");
     let message = n.expect_error((a.status, a.body), 500, "trap");
     assert!(message.contains("trapped on purpose"), "{message}");
-    let a = send(&n, "GET", "/fn/web/no-response", &[], b"");
+    let a = n.send("GET", "/fn/web/no-response", &[], b"");
     let message = n.expect_error((a.status, a.body), 500, "function_error");
     assert!(message.contains("without setting a response"), "{message}");
     // Over the response limit: refused whole, nothing of the body sent.
-    let a = send(&n, "GET", "/fn/web/big/200000", &[], b"");
+    let a = n.send("GET", "/fn/web/big/200000", &[], b"");
     n.expect_error((a.status, a.body), 413, "too_large");
-    let a = send(&n, "GET", "/fn/web/big/90000", &[], b"");
+    let a = n.send("GET", "/fn/web/big/90000", &[], b"");
     assert_eq!((a.status, a.body.len()), (200, 90000));
 
-    let a = send(&n, "GET", "/fn/nobody/x", &[], b"");
+    let a = n.send("GET", "/fn/nobody/x", &[], b"");
     n.expect_error((a.status, a.body), 404, "function_not_found");
-    let a = send(&n, "POST", "/fn/hello", &[], b"hi");
+    let a = n.send("POST", "/fn/hello", &[], b"hi");
     let message = n.expect_error((a.status, a.body), 400, "invalid_argument");
     assert!(message.contains("/v1/functions/hello/invoke"), "{message}");
-    let a = send(&n, "GET", "/fn/web/x", &[("tally-book", "9223372036854775809")], b"");
+    let a = n.send("GET", "/fn/web/x", &[("tally-book", "9223372036854775809")], b"");
     n.expect_error((a.status, a.body), 400, "invalid_argument");
-    let a = send(&n, "GET", "/fn/web/x", &[("tally-book", "seven")], b"");
+    let a = n.send("GET", "/fn/web/x", &[("tally-book", "seven")], b"");
     n.expect_error((a.status, a.body), 400, "invalid_argument");
     // The node still serves.
-    let a = send(&n, "GET", "/fn/web/status/200", &[], b"");
+    let a = n.send("GET", "/fn/web/status/200", &[], b"");
     assert_eq!(a.status, 200);
 }
 
@@ -153,7 +114,7 @@ fn an_http_function_that_fails_gets_a_clear_error() {
 fn an_http_function_invoked_as_a_function_takes_a_post_and_answers_its_response() {
     let (_dir, n) = node();
     n.deploy("web", &guest("http_probe"), "");
-    let a = send(&n, "POST", "/v1/functions/web/invoke?book=2", &[], b"plain input");
+    let a = n.send("POST", "/v1/functions/web/invoke?book=2", &[], b"plain input");
     assert_eq!((a.status, a.header("x-method"), a.header("x-path")), (200, vec!["POST"], vec!["/"]));
     assert_eq!(a.body, b"plain input");
 }
@@ -163,87 +124,18 @@ fn a_retried_http_request_with_an_idempotency_key_gets_the_logged_response() {
     let (_dir, n) = node();
     n.deploy("web", &guest("http_probe"), "");
     let key = [("idempotency-key", "order-17")];
-    let first = send(&n, "POST", "/fn/web/orders?id=17", &key, b"the order");
+    let first = n.send("POST", "/fn/web/orders?id=17", &key, b"the order");
     assert_eq!((first.status, first.body.as_slice()), (200, &b"the order"[..]));
     let runs = n.metric("tally_instantiate_seconds_count{function=\"web\"}");
-    let again = send(&n, "POST", "/fn/web/orders?id=17", &key, b"the order");
+    let again = n.send("POST", "/fn/web/orders?id=17", &key, b"the order");
     assert_eq!((again.status, again.body.as_slice()), (200, &b"the order"[..]));
     assert_eq!(again.header("x-path"), vec!["/orders?id=17"]);
     assert_eq!(n.metric("tally_instantiate_seconds_count{function=\"web\"}"), runs, "the guest did not run again");
     // An exactly-once request is logged whole: over the log's payload limit it is
     // refused with the limit named, before the guest runs.
     let big = vec![7u8; 2 << 20];
-    let a = send(&n, "POST", "/fn/web/orders", &[("idempotency-key", "big")], &big);
+    let a = n.send("POST", "/fn/web/orders", &[("idempotency-key", "big")], &big);
     n.expect_error((a.status, a.body), 413, "too_large");
-}
-
-/// An upstream on 127.0.0.1 that answers every request with `upstream <n>: <body>` and
-/// keeps, in order, each request's method, path and `Idempotency-Key`.
-struct Upstream {
-    port: u16,
-    seen: std::sync::Arc<std::sync::Mutex<Vec<(String, String, String)>>>,
-}
-
-impl Upstream {
-    fn start() -> Upstream {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("binding the upstream");
-        let port = listener.local_addr().expect("an address").port();
-        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let theirs = seen.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming().flatten() {
-                let seen = theirs.clone();
-                std::thread::spawn(move || Upstream::serve(stream, &seen));
-            }
-        });
-        Upstream { port, seen }
-    }
-
-    fn serve(mut stream: TcpStream, seen: &std::sync::Mutex<Vec<(String, String, String)>>) {
-        use std::io::BufRead;
-        let mut reader = std::io::BufReader::new(stream.try_clone().expect("a clone"));
-        let mut line = String::new();
-        if reader.read_line(&mut line).is_err() || line.is_empty() {
-            return;
-        }
-        let mut parts = line.split_whitespace();
-        let (method, path) = (parts.next().unwrap_or("").to_string(), parts.next().unwrap_or("").to_string());
-        let (mut length, mut key) = (0usize, String::new());
-        loop {
-            let mut header = String::new();
-            if reader.read_line(&mut header).is_err() || header.trim().is_empty() {
-                break;
-            }
-            let (name, value) = header.split_once(':').unwrap_or((&header, ""));
-            match name.trim().to_ascii_lowercase().as_str() {
-                "content-length" => length = value.trim().parse().unwrap_or(0),
-                "idempotency-key" => key = value.trim().to_string(),
-                _ => {}
-            }
-        }
-        let mut body = vec![0; length];
-        let _ = reader.read_exact(&mut body);
-        let n = {
-            let mut seen = seen.lock().expect("seen lock");
-            seen.push((method, path, key));
-            seen.len()
-        };
-        let answer = format!("upstream {n}: {}", String::from_utf8_lossy(&body));
-        let _ = write!(
-            stream,
-            "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nx-upstream: yes\r\nconnection: close\r\n\r\n{answer}",
-            answer.len()
-        );
-    }
-
-    fn seen(&self) -> Vec<(String, String, String)> {
-        self.seen.lock().expect("seen lock").clone()
-    }
-
-    /// `/fn/web/fetch?to=` this upstream's `path`.
-    fn fetch(&self, path: &str) -> String {
-        format!("/fn/web/fetch?to=http%3A%2F%2F127.0.0.1%3A{}{}", self.port, path.replace('/', "%2F"))
-    }
 }
 
 #[test]
@@ -252,14 +144,14 @@ fn calls_out_reach_only_allowed_destinations_each_logged_once() {
     let (_dir, n) = node();
     n.deploy("web", &guest("http_probe"), "");
     // No destination allowed: refused before anything is sent.
-    let a = send(&n, "POST", &up.fetch("/charge"), &[("x-fetch-method", "POST")], b"17 EUR");
+    let a = n.send("POST", &up.fetch("/charge"), &[("x-fetch-method", "POST")], b"17 EUR");
     assert_eq!(a.status, 502);
     assert!(String::from_utf8_lossy(&a.body).contains("HttpRequestDenied"), "{}", String::from_utf8_lossy(&a.body));
     assert!(up.seen().is_empty());
 
     let allowed = format!("?outbound=http%3A%2F%2F127.0.0.1%3A{}", up.port);
     n.deploy("web", &guest("http_probe"), &allowed);
-    let a = send(&n, "POST", &up.fetch("/charge"), &[("x-fetch-method", "POST")], b"17 EUR");
+    let a = n.send("POST", &up.fetch("/charge"), &[("x-fetch-method", "POST")], b"17 EUR");
     assert_eq!((a.status, String::from_utf8_lossy(&a.body).as_ref()), (200, "upstream 1: 17 EUR"));
     let seen = up.seen();
     assert_eq!((seen[0].0.as_str(), seen[0].1.as_str()), ("POST", "/charge"));
@@ -268,15 +160,15 @@ fn calls_out_reach_only_allowed_destinations_each_logged_once() {
     // Under the client's Idempotency-Key, a retried request gets the logged response:
     // the upstream sees the call once.
     let key = [("idempotency-key", "order-18"), ("x-fetch-method", "POST")];
-    let first = send(&n, "POST", &up.fetch("/charge"), &key, b"18 EUR");
+    let first = n.send("POST", &up.fetch("/charge"), &key, b"18 EUR");
     assert_eq!((first.status, String::from_utf8_lossy(&first.body).as_ref()), (200, "upstream 2: 18 EUR"));
-    let again = send(&n, "POST", &up.fetch("/charge"), &key, b"18 EUR");
+    let again = n.send("POST", &up.fetch("/charge"), &key, b"18 EUR");
     assert_eq!(again.body, first.body);
     assert_eq!(up.seen().len(), 2);
 
     // Another port of the same host is not allowed.
     let other = format!("/fn/web/fetch?to=http%3A%2F%2F127.0.0.1%3A{}%2Fx", up.port.wrapping_add(1).max(1));
-    let a = send(&n, "GET", &other, &[], b"");
+    let a = n.send("GET", &other, &[], b"");
     assert!(String::from_utf8_lossy(&a.body).contains("HttpRequestDenied"));
     assert_eq!(up.seen().len(), 2);
 }
@@ -294,18 +186,17 @@ fn a_call_out_is_sent_again_only_when_a_crash_fell_between_send_and_log() {
     for crash_after in 1..=6u64 {
         let before = up.seen().len();
         let key = format!("crash-{crash_after}");
-        let crashed = send(
-            &n,
+        let crashed = n.send(
             "POST",
             &up.fetch("/pay"),
-            &[("idempotency-key", &key), ("tally-crash-after", &crash_after.to_string()), ("x-fetch-method", "POST")],
+            &[("idempotency-key", key.as_str()), ("tally-crash-after", &crash_after.to_string()), ("x-fetch-method", "POST")],
             b"once",
         );
         // The node may still be ending the crashed attempt when the retry comes (a 5xx
         // then): the client retries until it gets the answer, as `common::until_ok` does.
         let mut tries = 0;
         let retried = loop {
-            let a = send(&n, "POST", &up.fetch("/pay"), &[("idempotency-key", &key), ("x-fetch-method", "POST")], b"once");
+            let a = n.send("POST", &up.fetch("/pay"), &[("idempotency-key", key.as_str()), ("x-fetch-method", "POST")], b"once");
             tries += 1;
             if a.status == 200 || tries == 50 {
                 break a;
@@ -344,17 +235,17 @@ fn get_as_host(n: &Node, host: &str, path: &str) -> String {
 fn http_functions_take_the_routes_they_declare() {
     let (_dir, n) = node();
     n.deploy("web", &guest("http_probe"), "?routes=%2Fapi,shop.local%2F,%2Fledger%405");
-    let a = send(&n, "GET", "/api/users/7?x=1", &[], b"");
+    let a = n.send("GET", "/api/users/7?x=1", &[], b"");
     assert_eq!((a.status, a.header("x-path")), (200, vec!["/users/7?x=1"]));
-    assert_eq!(send(&n, "GET", "/api", &[], b"").header("x-path"), vec!["/"]);
-    let a = send(&n, "GET", "/apix", &[], b"");
+    assert_eq!(n.send("GET", "/api", &[], b"").header("x-path"), vec!["/"]);
+    let a = n.send("GET", "/apix", &[], b"");
     n.expect_error((a.status, a.body), 404, "not_found");
     // A host's whole tree, whatever the port the client named.
     let text = get_as_host(&n, "shop.local:8080", "/cart?id=3");
     assert!(text.starts_with("http/1.1 200") && text.contains("x-path: /cart?id=3"), "{text}");
     assert!(get_as_host(&n, "other.local", "/cart").starts_with("http/1.1 404"));
     // The route's book: a logged request runs there.
-    let a = send(&n, "POST", "/ledger/entries", &[("idempotency-key", "entry-1")], b"12");
+    let a = n.send("POST", "/ledger/entries", &[("idempotency-key", "entry-1")], b"12");
     assert_eq!((a.status, a.header("x-path")), (200, vec!["/entries"]));
     let (_, listed) = n.json("GET", "/v1/invocations?book=5", b"");
     assert_eq!(listed["invocations"].as_array().map(Vec::len), Some(1), "{listed}");
@@ -371,5 +262,5 @@ fn http_functions_take_the_routes_they_declare() {
     n.deploy("web", &guest("http_probe"), "?routes=%2Fapi");
     assert_eq!(n.request("DELETE", "/v1/functions/web", b"").0, 204);
     n.deploy("other", &guest("http_probe"), "?routes=%2Fapi");
-    assert_eq!(send(&n, "GET", "/api/x", &[], b"").header("x-path"), vec!["/x"]);
+    assert_eq!(n.send("GET", "/api/x", &[], b"").header("x-path"), vec!["/x"]);
 }

@@ -40,14 +40,20 @@ pub(super) async fn logs(State(rt): State<Arc<Runtime>>, ApiQuery(q): ApiQuery<L
     // Subscribed before the first page, so that nothing stored in between is missed.
     let watch = rt.logs.watch();
     let (entries, next) = rt.logs.query(&query);
-    let state = (rt, watch, LogQuery { after: Some(next), ..query }, VecDeque::from(entries));
-    let lines = stream::unfold(state, |(rt, mut watch, mut query, mut pending)| async move {
+    // Past the first page, pages as large as they come; a full one is followed by the
+    // next at once, without waiting for a change.
+    let query = LogQuery { after: Some(next), limit: LIMIT_MAX, ..query };
+    let state = (rt, watch, query, VecDeque::from(entries), false);
+    let lines = stream::unfold(state, |(rt, mut watch, mut query, mut pending, mut more)| async move {
         loop {
             if let Some(entry) = pending.pop_front() {
-                return Some((Ok::<_, std::convert::Infallible>(line(&entry)), (rt, watch, query, pending)));
+                return Some((Ok::<_, std::convert::Infallible>(line(&entry)), (rt, watch, query, pending, more)));
             }
-            watch.changed().await.ok()?;
+            if !more {
+                watch.changed().await.ok()?;
+            }
             let (entries, next) = rt.logs.query(&query);
+            more = entries.len() == query.limit;
             query.after = Some(next);
             pending.extend(entries);
         }

@@ -40,6 +40,23 @@ pub fn guest(name: &str) -> Vec<u8> {
         .unwrap_or_else(|e| panic!("{}: {e}; build the guests first with scripts/build-guests.sh", path.display()))
 }
 
+/// A response as the tests look at it.
+pub struct Answer {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Answer {
+    pub fn header(&self, name: &str) -> Vec<&str> {
+        self.headers.iter().filter(|(n, _)| n == name).map(|(_, v)| v.as_str()).collect()
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
 /// A `tally dev` process, killed when dropped; or the HTTP API of a node some other
 /// process runs ([`Node::attach`]).
 pub struct Node {
@@ -115,6 +132,7 @@ impl Node {
             "DELETE" => agent.delete(&url).call(),
             "PUT" => agent.put(&url).send(body),
             "POST" => agent.post(&url).send(body),
+            "PATCH" => agent.patch(&url).send(body),
             other => panic!("no method {other}"),
         };
         let mut response = response.unwrap_or_else(|e| panic!("{method} {path}: {e}"));
@@ -145,6 +163,32 @@ impl Node {
 
     /// The value of one series of `GET /metrics`, named in full with its labels
     /// (`tally_invocations_total{function="f",outcome="ok"}`); 0 when it is absent.
+    /// Any request, with headers; redirects are not followed, errors are answers.
+    pub fn send(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Answer {
+        let url = format!("{}{path}", self.url);
+        // The function's redirects are the client's to follow, not this one's.
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .timeout_global(Some(Duration::from_secs(60)))
+            .build()
+            .into();
+        let mut request = ureq::http::Request::builder().method(method).uri(&url);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let request = request.body(body.to_vec()).expect("a valid request");
+        let mut response = agent.run(request).unwrap_or_else(|e| panic!("{method} {path}: {e}"));
+        let status = response.status().as_u16();
+        let headers = response
+            .headers()
+            .iter()
+            .map(|(name, value)| (name.as_str().to_owned(), String::from_utf8_lossy(value.as_bytes()).into_owned()))
+            .collect();
+        let body = response.body_mut().with_config().limit(1 << 30).read_to_vec().unwrap_or_default();
+        Answer { status, headers, body }
+    }
+
     pub fn metric(&self, series: &str) -> u64 {
         let (status, body) = self.request("GET", "/metrics", b"");
         assert_eq!(status, 200);
@@ -232,5 +276,94 @@ impl Rng {
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
         self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
+    }
+}
+
+/// An upstream on 127.0.0.1 that keeps, in order, each request's method, path and
+/// `Idempotency-Key`, and answers every request with `upstream <n>: <body>` (the n-th
+/// request); or, [`Upstream::honouring_keys`], as a server that honours keys: `ok-<k>` for
+/// the k-th key it saw, the same answer again for a key it saw before.
+pub struct Upstream {
+    pub port: u16,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<(String, String, String)>>>,
+}
+
+impl Upstream {
+    pub fn start() -> Upstream {
+        Upstream::listen(false)
+    }
+
+    pub fn honouring_keys() -> Upstream {
+        Upstream::listen(true)
+    }
+
+    fn listen(by_key: bool) -> Upstream {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("binding the upstream");
+        let port = listener.local_addr().expect("an address").port();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let theirs = seen.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let seen = theirs.clone();
+                std::thread::spawn(move || Upstream::serve(stream, &seen, by_key));
+            }
+        });
+        Upstream { port, seen }
+    }
+
+    fn serve(mut stream: std::net::TcpStream, seen: &std::sync::Mutex<Vec<(String, String, String)>>, by_key: bool) {
+        use std::io::BufRead;
+        use std::io::{Read, Write};
+        let mut reader = std::io::BufReader::new(stream.try_clone().expect("a clone"));
+        let mut line = String::new();
+        if reader.read_line(&mut line).is_err() || line.is_empty() {
+            return;
+        }
+        let mut parts = line.split_whitespace();
+        let (method, path) = (parts.next().unwrap_or("").to_string(), parts.next().unwrap_or("").to_string());
+        let (mut length, mut key) = (0usize, String::new());
+        loop {
+            let mut header = String::new();
+            if reader.read_line(&mut header).is_err() || header.trim().is_empty() {
+                break;
+            }
+            let (name, value) = header.split_once(':').unwrap_or((&header, ""));
+            match name.trim().to_ascii_lowercase().as_str() {
+                "content-length" => length = value.trim().parse().unwrap_or(0),
+                "idempotency-key" => key = value.trim().to_string(),
+                _ => {}
+            }
+        }
+        let mut body = vec![0; length];
+        let _ = reader.read_exact(&mut body);
+        let answer = {
+            let mut seen = seen.lock().expect("seen lock");
+            seen.push((method, path, key.clone()));
+            if by_key {
+                let mut keys: Vec<&str> = Vec::new();
+                for (_, _, k) in seen.iter() {
+                    if !keys.contains(&k.as_str()) {
+                        keys.push(k);
+                    }
+                }
+                format!("ok-{}", keys.iter().position(|k| *k == key).map_or(0, |i| i + 1))
+            } else {
+                format!("upstream {}: {}", seen.len(), String::from_utf8_lossy(&body))
+            }
+        };
+        let _ = write!(
+            stream,
+            "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nx-upstream: yes\r\nconnection: close\r\n\r\n{answer}",
+            answer.len()
+        );
+    }
+
+    pub fn seen(&self) -> Vec<(String, String, String)> {
+        self.seen.lock().expect("seen lock").clone()
+    }
+
+    /// `/fn/web/fetch?to=` this upstream's `path`.
+    pub fn fetch(&self, path: &str) -> String {
+        format!("/fn/web/fetch?to=http%3A%2F%2F127.0.0.1%3A{}{}", self.port, path.replace('/', "%2F"))
     }
 }

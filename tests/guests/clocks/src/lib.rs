@@ -18,6 +18,9 @@
 //! - `approve <wait_ms> <timeout_ms>`: creates a promise, appends its ID under tag
 //!   `promises`, sleeps durably `wait_ms`, then awaits the promise for at most
 //!   `timeout_ms` (0: no timeout). Returns `approved:<value>` or `timeout`.
+//! - `setting <key> <ms>`: reads the environment variable `key` (a setting of the
+//!   function), sleeps durably for `ms`, reads it again. Returns `<key>=<first> then
+//!   <second>`: the same in every execution, whatever was set since.
 //! - `doze <ms>`: sleeps durably for `ms`; returns `woke=<wall clock ms after it>`
 //!   (the benches' timer, with nothing else in the way).
 //! - `read <table> <key>`: the stored value, or `none`.
@@ -116,6 +119,13 @@ fn handle(input: Vec<u8>) -> Result<Vec<u8>, String> {
             let attempt = context::attempt();
             assert!(attempt >= n, "flaky attempt {attempt} of {n}");
             Ok(format!("attempt={attempt} at={}", wall() / 1_000_000).into_bytes())
+        }
+        ["setting", key, ms] => {
+            let before = std::env::var(key).unwrap_or_default();
+            let ms: u64 = ms.parse().map_err(|_| format!("the duration {ms:?} is not a number"))?;
+            context::sleep(std::time::Duration::from_millis(ms)).map_err(|e| e.to_string())?;
+            let after = std::env::var(key).unwrap_or_default();
+            Ok(format!("{key}={before} then {after}").into_bytes())
         }
         ["doze", ms] => {
             let ms: u64 = ms.parse().map_err(|_| format!("the duration {ms:?} is not a number"))?;

@@ -9,6 +9,10 @@
 //! - `/trailers`: a body, then the trailer `x-trailer: yes`;
 //! - `/trap`: panics;
 //! - `/no-response`: returns without a response;
+//! - `/print/N`: prints `line i` to stdout for i in 0..N and `done` to stderr (for
+//!   the logs of functions), answers `printed N`;
+//! - `/env/KEY`: the environment variable KEY (a function's setting on Tally), 404 if
+//!   unset;
 //! - `/fetch?to=URL` (URL percent-encoded): sends the request's body to URL with the
 //!   method in `x-fetch-method` (default GET) through wasi:http's outgoing handler, and
 //!   answers with the upstream's status and body, or 502 and the error it got;
@@ -51,6 +55,21 @@ impl wasip2::exports::http::incoming_handler::Guest for HttpProbe {
             t.append("x-trailer", b"yes").expect("a valid trailer");
             trailers = Some(t);
             b"with trailers".to_vec()
+        } else if let Some(n) = route.strip_prefix("/print/") {
+            let n: u64 = n.parse().unwrap_or(0);
+            for i in 0..n {
+                println!("line {i}");
+            }
+            eprintln!("done");
+            format!("printed {n}").into_bytes()
+        } else if let Some(key) = route.strip_prefix("/env/") {
+            match std::env::var(key) {
+                Ok(value) => value.into_bytes(),
+                Err(_) => {
+                    status = 404;
+                    Vec::new()
+                }
+            }
         } else if route == "/trap" {
             panic!("trapped on purpose");
         } else if route == "/no-response" {
