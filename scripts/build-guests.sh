@@ -7,11 +7,16 @@
 #   faulty.wasm other-world.wasm steps.wasm probe.wasm        tests/guests/* (Rust)
 #   clocks.wasm                                               tests/guests/clocks (Rust)
 #   http_probe.wasm                                           tests/guests/http-probe (Rust, wasi:http)
+#   webhook.wasm                                              tests/guests/webhook (Rust SDK, HTTP)
 #   <lang>-hello.wasm <lang>-counter.wasm <lang>-bank.wasm    examples/<lang>/*
 #   <lang>-steps.wasm                                         tests/guests/<lang>/steps
+#   python-webhook.wasm                                       tests/guests/python/webhook (an HTTP function in Python)
+#   go-webhook.wasm                                           tests/guests/go/webhook (an HTTP function in Go)
+#   c-webhook.wasm                                            tests/guests/c/webhook (an HTTP function in C)
 #
-# for <lang> in python, ts (TypeScript), go and c, and js-hello.wasm (plain JavaScript)
-# and js-steps.wasm (tests/guests/js/steps, TypeScript).
+# for <lang> in python, ts (TypeScript), go and c, and js-hello.wasm (plain JavaScript),
+# js-steps.wasm (tests/guests/js/steps, TypeScript) and js-webhook.wasm
+# (tests/guests/js/webhook, an HTTP function in JavaScript).
 #
 # The directory is ${TALLY_GUESTS_DIR:-$HOME/.cache/tally-guests}. The Rust guests are
 # built by cargo in their own target directory,
@@ -75,9 +80,9 @@ install_component() {
 }
 
 # Rust: the examples and the test guests, two cargo workspaces.
-rust_components=(hello counter chain bank reminder approval nightly travel movie retwis pipeline faulty other-world steps probe clocks http_probe)
+rust_components=(hello counter chain bank reminder approval nightly travel movie retwis pipeline faulty other-world steps probe clocks http_probe webhook)
 hash="$(sources_hash wit guest-sdks/rust examples/Cargo.toml examples/Cargo.lock examples/{hello,counter,chain,bank,reminder,approval,nightly,travel,movie,retwis,pipeline} \
-    tests/guests/Cargo.toml tests/guests/Cargo.lock tests/guests/{faulty,other-world,steps,probe,clocks,http-probe} scripts/build-guests.sh \
+    tests/guests/Cargo.toml tests/guests/Cargo.lock tests/guests/{faulty,other-world,steps,probe,clocks,http-probe,webhook} scripts/build-guests.sh \
     -- "rustc --version")"
 if up_to_date rust "$hash" "${rust_components[@]}"; then
     echo "the Rust guests are up to date in $out_dir" >&2
@@ -97,11 +102,11 @@ fi
 
 # The other languages, through `tally build`: <lang>=<project directories>.
 groups=(
-    "python=examples/python/hello examples/python/counter examples/python/bank tests/guests/python/steps"
-    "js=examples/js/hello tests/guests/js/steps"
+    "python=examples/python/hello examples/python/counter examples/python/bank tests/guests/python/steps tests/guests/python/webhook"
+    "js=examples/js/hello tests/guests/js/steps tests/guests/js/webhook"
     "ts=examples/ts/hello examples/ts/counter examples/ts/bank"
-    "go=examples/go/hello examples/go/counter examples/go/bank tests/guests/go/steps"
-    "c=examples/c/hello examples/c/counter examples/c/bank tests/guests/c/steps"
+    "go=examples/go/hello examples/go/counter examples/go/bank tests/guests/go/steps tests/guests/go/webhook"
+    "c=examples/c/hello examples/c/counter examples/c/bank tests/guests/c/steps tests/guests/c/webhook"
 )
 tally=""
 for group in "${groups[@]}"; do

@@ -118,8 +118,8 @@ step "JS SDK tests" counted '/^# pass / { p = $3 } /^# fail / { f = $3 }' js_sdk
 step "Go SDK tests" counted '/^--- PASS/ { p++ } /^--- FAIL/ { f++ }' \
     bash -c 'cd guest-sdks/go && go test -v ./...'
 step "C SDK tests" counted '/ passed, [0-9]+ failed/ { p = $1; f = $3 }' \
-    bash -c '{ sha256sum --check --quiet guest-sdks/c/bindings/WIT.sha256 ||
-        { echo "wit/platform.wit changed: regenerate the C bindings (guest-sdks/c/README.md)"; exit 1; }; } &&
+    bash -c '{ sha256sum wit/platform.wit wit/deps/*.wit | cmp -s - guest-sdks/c/bindings/WIT.sha256 ||
+        { echo "wit/ changed: regenerate the C bindings (guest-sdks/c/README.md)"; exit 1; }; } &&
         make --no-print-directory -C guest-sdks/c test OUT="$(mktemp -d)"' 
 step "workspace tests" cargo nextest run --locked --workspace "$@"
 step doctests cargo test --locked --workspace --doc

@@ -10,6 +10,10 @@
 // functions ([tally.dev/tally/invoke]) and ask what the invocation is
 // ([tally.dev/tally/invocation]).
 //
+// An HTTP function (world tally:platform/http-function) declares a net/http handler
+// and sends requests out with [tally.dev/tally/http]; every function reads its
+// settings with [tally.dev/tally/config].
+//
 // This package holds what they share: [Handle], which declares the function's entry
 // point, the [Tag] and [SeqNum] of the log, and the [Error] every platform call may
 // return.

@@ -113,6 +113,14 @@ extern void __wasm_import_tally_platform_locks_acquire(uint8_t *, size_t, int64_
 __attribute__((__import_module__("tally:platform/locks"), __import_name__("release")))
 extern void __wasm_import_tally_platform_locks_release(uint8_t *, size_t, uint8_t *);
 
+// Imported Functions from `wasi:config/store@0.2.0-rc.1`
+
+__attribute__((__import_module__("wasi:config/store@0.2.0-rc.1"), __import_name__("get")))
+extern void __wasm_import_wasi_config_store_get(uint8_t *, size_t, uint8_t *);
+
+__attribute__((__import_module__("wasi:config/store@0.2.0-rc.1"), __import_name__("get-all")))
+extern void __wasm_import_wasi_config_store_get_all(uint8_t *);
+
 // Exported Functions from `function`
 
 __attribute__((__weak__, __export_name__("cabi_post_handle")))
@@ -381,6 +389,50 @@ void tally_platform_locks_result_void_error_free(tally_platform_locks_result_voi
   if (!ptr->is_err) {
   } else {
     tally_platform_locks_error_free(&ptr->val.err);
+  }
+}
+
+void wasi_config_store_error_free(wasi_config_store_error_t *ptr) {
+  switch ((int32_t) ptr->tag) {
+    case 0: {
+      function_string_free(&ptr->val.upstream);
+      break;
+    }
+    case 1: {
+      function_string_free(&ptr->val.io);
+      break;
+    }
+  }
+}
+
+void wasi_config_store_result_option_string_error_free(wasi_config_store_result_option_string_error_t *ptr) {
+  if (!ptr->is_err) {
+  } else {
+    wasi_config_store_error_free(&ptr->val.err);
+  }
+}
+
+void function_tuple2_string_string_free(function_tuple2_string_string_t *ptr) {
+  function_string_free(&ptr->f0);
+  function_string_free(&ptr->f1);
+}
+
+void function_list_tuple2_string_string_free(function_list_tuple2_string_string_t *ptr) {
+  size_t list_len = ptr->len;
+  if (list_len > 0) {
+    function_tuple2_string_string_t *list_ptr = ptr->ptr;
+    for (size_t i = 0; i < list_len; i++) {
+      function_tuple2_string_string_free(&list_ptr[i]);
+    }
+    free(list_ptr);
+  }
+}
+
+void wasi_config_store_result_list_tuple2_string_string_error_free(wasi_config_store_result_list_tuple2_string_string_error_t *ptr) {
+  if (!ptr->is_err) {
+    function_list_tuple2_string_string_free(&ptr->val.ok);
+  } else {
+    wasi_config_store_error_free(&ptr->val.err);
   }
 }
 
@@ -2521,6 +2573,99 @@ bool tally_platform_locks_release(function_string_t *lock, tally_platform_locks_
     }
   }
   if (!result.is_err) {
+    return 1;
+  } else {
+    *err = result.val.err;
+    return 0;
+  }
+}
+
+bool wasi_config_store_get(function_string_t *key, function_option_string_t *ret, wasi_config_store_error_t *err) {
+  __attribute__((__aligned__(sizeof(void*))))
+  uint8_t ret_area[(4*sizeof(void*))];
+  uint8_t *ptr = (uint8_t *) &ret_area;
+  __wasm_import_wasi_config_store_get((uint8_t *) (*key).ptr, (*key).len, ptr);
+  wasi_config_store_result_option_string_error_t result;
+  switch ((int32_t) *((uint8_t*) (ptr + 0))) {
+    case 0: {
+      result.is_err = false;
+      function_option_string_t option;
+      switch ((int32_t) *((uint8_t*) (ptr + sizeof(void*)))) {
+        case 0: {
+          option.is_some = false;
+          break;
+        }
+        case 1: {
+          option.is_some = true;
+          option.val = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + (2*sizeof(void*))))), (*((size_t*) (ptr + (3*sizeof(void*))))) };
+          break;
+        }
+      }
+
+      result.val.ok = option;
+      break;
+    }
+    case 1: {
+      result.is_err = true;
+      wasi_config_store_error_t variant;
+      variant.tag = (int32_t) *((uint8_t*) (ptr + sizeof(void*)));
+      switch ((int32_t) variant.tag) {
+        case 0: {
+          variant.val.upstream = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + (2*sizeof(void*))))), (*((size_t*) (ptr + (3*sizeof(void*))))) };
+          break;
+        }
+        case 1: {
+          variant.val.io = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + (2*sizeof(void*))))), (*((size_t*) (ptr + (3*sizeof(void*))))) };
+          break;
+        }
+      }
+
+      result.val.err = variant;
+      break;
+    }
+  }
+  if (!result.is_err) {
+    *ret = result.val.ok;
+    return 1;
+  } else {
+    *err = result.val.err;
+    return 0;
+  }
+}
+
+bool wasi_config_store_get_all(function_list_tuple2_string_string_t *ret, wasi_config_store_error_t *err) {
+  __attribute__((__aligned__(sizeof(void*))))
+  uint8_t ret_area[(4*sizeof(void*))];
+  uint8_t *ptr = (uint8_t *) &ret_area;
+  __wasm_import_wasi_config_store_get_all(ptr);
+  wasi_config_store_result_list_tuple2_string_string_error_t result;
+  switch ((int32_t) *((uint8_t*) (ptr + 0))) {
+    case 0: {
+      result.is_err = false;
+      result.val.ok = (function_list_tuple2_string_string_t) { (function_tuple2_string_string_t*)(*((uint8_t **) (ptr + sizeof(void*)))), (*((size_t*) (ptr + (2*sizeof(void*))))) };
+      break;
+    }
+    case 1: {
+      result.is_err = true;
+      wasi_config_store_error_t variant;
+      variant.tag = (int32_t) *((uint8_t*) (ptr + sizeof(void*)));
+      switch ((int32_t) variant.tag) {
+        case 0: {
+          variant.val.upstream = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + (2*sizeof(void*))))), (*((size_t*) (ptr + (3*sizeof(void*))))) };
+          break;
+        }
+        case 1: {
+          variant.val.io = (function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + (2*sizeof(void*))))), (*((size_t*) (ptr + (3*sizeof(void*))))) };
+          break;
+        }
+      }
+
+      result.val.err = variant;
+      break;
+    }
+  }
+  if (!result.is_err) {
+    *ret = result.val.ok;
     return 1;
   } else {
     *err = result.val.err;

@@ -223,6 +223,53 @@ typedef struct {
   } val;
 } tally_platform_locks_result_void_error_t;
 
+// An error type that encapsulates the different errors that can occur fetching configuration values.
+typedef struct wasi_config_store_error_t {
+  uint8_t tag;
+  union {
+    function_string_t     upstream;
+    function_string_t     io;
+  } val;
+} wasi_config_store_error_t;
+
+// This indicates an error from an "upstream" config source.
+// As this could be almost _anything_ (such as Vault, Kubernetes ConfigMaps, KeyValue buckets, etc),
+// the error message is a string.
+#define WASI_CONFIG_STORE_ERROR_UPSTREAM 0
+// This indicates an error from an I/O operation.
+// As this could be almost _anything_ (such as a file read, network connection, etc),
+// the error message is a string.
+// Depending on how this ends up being consumed,
+// we may consider moving this to use the `wasi:io/error` type instead.
+// For simplicity right now in supporting multiple implementations, it is being left as a string.
+#define WASI_CONFIG_STORE_ERROR_IO 1
+
+typedef struct {
+  bool is_err;
+  union {
+    function_option_string_t ok;
+    wasi_config_store_error_t err;
+  } val;
+} wasi_config_store_result_option_string_error_t;
+
+typedef struct {
+  function_string_t f0;
+  function_string_t f1;
+} function_tuple2_string_string_t;
+
+typedef struct {
+  function_tuple2_string_string_t *ptr;
+  size_t len;
+} function_list_tuple2_string_string_t;
+
+typedef struct {
+  bool is_err;
+  union {
+    function_list_tuple2_string_string_t ok;
+    wasi_config_store_error_t err;
+  } val;
+} wasi_config_store_result_list_tuple2_string_string_error_t;
+
 typedef struct {
   bool is_err;
   union {
@@ -333,6 +380,17 @@ extern bool tally_platform_locks_acquire(function_string_t *lock, uint64_t timeo
 // Releases `lock`; `invalid-argument` if this invocation does not hold it.
 extern bool tally_platform_locks_release(function_string_t *lock, tally_platform_locks_error_t *err);
 
+// Imported Functions from `wasi:config/store@0.2.0-rc.1`
+// Gets a configuration value of type `string` associated with the `key`.
+// 
+// The value is returned as an `option<string>`. If the key is not found,
+// `Ok(none)` is returned. If an error occurs, an `Err(error)` is returned.
+extern bool wasi_config_store_get(function_string_t *key, function_option_string_t *ret, wasi_config_store_error_t *err);
+// Gets a list of configuration key-value pairs of type `string`.
+// 
+// If an error occurs, an `Err(error)` is returned.
+extern bool wasi_config_store_get_all(function_list_tuple2_string_string_t *ret, wasi_config_store_error_t *err);
+
 // Exported Functions from `function`
 bool exports_function_handle(function_list_u8_t *input, function_list_u8_t *ret, function_string_t *err);
 
@@ -399,6 +457,16 @@ void tally_platform_locks_error_free(tally_platform_locks_error_t *ptr);
 void tally_platform_locks_result_bool_error_free(tally_platform_locks_result_bool_error_t *ptr);
 
 void tally_platform_locks_result_void_error_free(tally_platform_locks_result_void_error_t *ptr);
+
+void wasi_config_store_error_free(wasi_config_store_error_t *ptr);
+
+void wasi_config_store_result_option_string_error_free(wasi_config_store_result_option_string_error_t *ptr);
+
+void function_tuple2_string_string_free(function_tuple2_string_string_t *ptr);
+
+void function_list_tuple2_string_string_free(function_list_tuple2_string_string_t *ptr);
+
+void wasi_config_store_result_list_tuple2_string_string_error_free(wasi_config_store_result_list_tuple2_string_string_error_t *ptr);
 
 void function_result_list_u8_string_free(function_result_list_u8_string_t *ptr);
 

@@ -43,6 +43,9 @@
  * - Running out of memory traps the invocation (as a Rust function's allocation failure
  *   does), so no function reports it.
  *
+ * An HTTP function (world `tally:platform/http-function`) defines `tally_http_handle`
+ * instead, from tally_http.h, and has every call below too.
+ *
  * An instance serves one invocation and is then thrown away, so a function keeps no
  * memory between invocations: what must last goes in the log or the state.
  */
@@ -93,6 +96,12 @@ typedef enum tally_status {
     TALLY_TIMEOUT = 6,
     /** A child invocation failed: its handler returned an error, or it trapped. */
     TALLY_FAILED = 7,
+    /**
+     * A call out (`tally_fetch`, tally_http.h) got no response: the message is the
+     * wasi:http `error-code` case, such as `HTTP-request-denied` or
+     * `connection-refused`. Not a case of the WIT `error` variant: wasi:http has its own.
+     */
+    TALLY_HTTP = 8,
 } tally_status;
 
 /**
@@ -126,6 +135,7 @@ void tally_error_free(tally_error *err);
  *     invalid argument: <message>     not found: <message>
  *     unavailable: <message>          too large: <message>
  *     timeout: <message>              failed: <message>
+ *     http: <message>
  *     conflict: the position is held by record <holder>
  *     conflict: the position is held by a trimmed record
  *
@@ -135,7 +145,8 @@ char *tally_error_text(const tally_error *err);
 
 /**
  * The status's code name: "ok", "invalid_argument", "not_found", "conflict",
- * "unavailable", "too_large", "timeout", "failed", or "unknown" for anything else.
+ * "unavailable", "too_large", "timeout", "failed", "http", or "unknown" for anything
+ * else.
  * A static string.
  */
 const char *tally_status_name(int status);
@@ -270,6 +281,43 @@ int tally_failf(tally_output *out, const char *format, ...)
  * failure is passed on with `return tally_fail_error(out, &err);`. Returns 1.
  */
 int tally_fail_error(tally_output *out, tally_error *err);
+
+/* ------------------------------------------------------------------------------------ */
+/* Settings                                                                              */
+/* ------------------------------------------------------------------------------------ */
+
+/**
+ * Sets `*value` to the function's setting `key` (`tally deploy --config K=V` or
+ * `--secret K=V`, `tally config set F K=V`): a NUL-terminated string to `free`, or NULL
+ * when the function has no such setting. A secret reads like any other value; keep it
+ * out of logs, outputs and error messages. Settings are read once per execution and
+ * recorded, so a re-execution sees the same values. Works in both worlds (the host's
+ * `wasi:config/store`); fails with `TALLY_UNAVAILABLE` if the store cannot be read.
+ *
+ *     char *upstream;
+ *     if (tally_config_get("upstream", &upstream, &err) != TALLY_OK)
+ *         return tally_fail_error(out, &err);
+ *     if (upstream == NULL)
+ *         return tally_fail(out, "set upstream: tally config set NAME upstream=URL");
+ *     ...
+ *     free(upstream);
+ */
+int tally_config_get(const char *key, char **value, tally_error *err);
+
+/** One setting: a key and its value, both NUL-terminated. */
+typedef struct tally_config_entry {
+    char *key;
+    char *value;
+} tally_config_entry;
+
+/**
+ * Sets `*entries` to every setting of the function (`*len` of them, in no particular
+ * order), an array to release with `tally_config_entries_free`.
+ */
+int tally_config_get_all(tally_config_entry **entries, size_t *len, tally_error *err);
+
+/** Releases what `tally_config_get_all` returned. NULL is accepted. */
+void tally_config_entries_free(tally_config_entry *entries, size_t len);
 
 /* ------------------------------------------------------------------------------------ */
 /* Tags and seqnums                                                                      */

@@ -5,7 +5,7 @@
 #include "wit.h"
 
 char *tally_context_invocation_id(void) {
-    function_string_t id;
+    wit_string_t id;
     tally_platform_context_invocation_id(&id);
     return tally__cstr_from_wit(&id);
 }
@@ -19,13 +19,13 @@ uint32_t tally_context_attempt(void) {
 }
 
 char *tally_context_function_name(void) {
-    function_string_t name;
+    wit_string_t name;
     tally_platform_context_function_name(&name);
     return tally__cstr_from_wit(&name);
 }
 
 char *tally_context_key(void) {
-    function_string_t key;
+    wit_string_t key;
     if (!tally_platform_context_key(&key))
         return NULL;
     return tally__cstr_from_wit(&key);
@@ -46,7 +46,7 @@ int tally_context_sleep_until(uint64_t unix_ms, tally_error *err) {
 }
 
 int tally_context_promise_create(char **id, tally_error *err) {
-    function_string_t ret;
+    wit_string_t ret;
     tally_platform_context_error_t wit_err;
     if (!tally_platform_context_promise_create(&ret, &wit_err))
         return tally__error_from_wit(&wit_err, err);
@@ -56,8 +56,8 @@ int tally_context_promise_create(char **id, tally_error *err) {
 
 /* Both awaits: `timeout_ms` is the WIT's option<u64>, NULL for none. */
 static int promise_await(const char *id, uint64_t *timeout_ms, tally_bytes *value, tally_error *err) {
-    function_string_t wit_id = tally__wit_string(id);
-    function_list_u8_t ret;
+    wit_string_t wit_id = tally__wit_string(id);
+    wit_list_u8_t ret;
     tally_platform_context_error_t wit_err;
     if (!tally_platform_context_promise_await(&wit_id, timeout_ms, &ret, &wit_err))
         return tally__error_from_wit(&wit_err, err);

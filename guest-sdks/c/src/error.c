@@ -64,6 +64,8 @@ const char *tally_status_name(int status) {
         return "timeout";
     case TALLY_FAILED:
         return "failed";
+    case TALLY_HTTP:
+        return "http";
     default:
         return "unknown";
     }
@@ -84,6 +86,8 @@ static const char *text_prefix(tally_status kind) {
         return "timeout: ";
     case TALLY_FAILED:
         return "failed: ";
+    case TALLY_HTTP:
+        return "http: ";
     default:
         return "error: ";
     }

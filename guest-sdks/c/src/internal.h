@@ -44,4 +44,21 @@ int tally__parse_stored_i64(const char *table, const void *key, size_t key_len, 
  */
 tally_bytes tally__bytes_from_abi(uint8_t *data, size_t len);
 
+/** A URL split into the parts a wasi:http request takes. */
+typedef struct tally__url {
+    char *scheme;
+    char *authority;
+    char *path_with_query;
+} tally__url;
+
+/**
+ * Splits `scheme://authority/path?query#fragment` (the fragment dropped, the path "/"
+ * when there is none), allocating each part; false, with nothing allocated, for text
+ * that has no scheme or no authority.
+ */
+bool tally__url_split(const char *url, tally__url *parts);
+
+/** Releases the parts of a split URL. */
+void tally__url_free(tally__url *parts);
+
 #endif /* TALLY_INTERNAL_H */

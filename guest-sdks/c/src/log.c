@@ -47,7 +47,7 @@ void tally_record_free(tally_record *record) {
 int tally_log_append(const tally_tag *tags, size_t tags_len, const void *data, size_t data_len,
                      tally_seqnum *seqnum, tally_error *err) {
     tally_platform_log_list_tag_t wit_tags = {(tally_tag *)tags, tags_len};
-    function_list_u8_t wit_data = tally__wit_bytes(data, data_len);
+    wit_list_u8_t wit_data = tally__wit_bytes(data, data_len);
     tally_platform_log_seqnum_t ret;
     tally_platform_log_error_t wit_err;
     if (!tally_platform_log_append(&wit_tags, &wit_data, &ret, &wit_err))
@@ -59,7 +59,7 @@ int tally_log_append(const tally_tag *tags, size_t tags_len, const void *data, s
 int tally_log_cond_append(const tally_tag *tags, size_t tags_len, const void *data, size_t data_len,
                           tally_tag cond_tag, uint64_t cond_pos, tally_seqnum *seqnum, tally_error *err) {
     tally_platform_log_list_tag_t wit_tags = {(tally_tag *)tags, tags_len};
-    function_list_u8_t wit_data = tally__wit_bytes(data, data_len);
+    wit_list_u8_t wit_data = tally__wit_bytes(data, data_len);
     tally_platform_log_seqnum_t ret;
     tally_platform_log_error_t wit_err;
     if (!tally_platform_log_cond_append(&wit_tags, &wit_data, cond_tag, cond_pos, &ret, &wit_err))
@@ -97,7 +97,7 @@ int tally_log_trim(tally_tag tag, tally_seqnum seqnum, tally_error *err) {
 }
 
 int tally_log_set_aux_data(tally_seqnum seqnum, const void *data, size_t data_len, tally_error *err) {
-    function_list_u8_t wit_data = tally__wit_bytes(data, data_len);
+    wit_list_u8_t wit_data = tally__wit_bytes(data, data_len);
     tally_platform_log_error_t wit_err;
     if (!tally_platform_log_set_aux_data(seqnum, &wit_data, &wit_err))
         return tally__error_from_wit(&wit_err, err);

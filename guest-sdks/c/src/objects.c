@@ -13,9 +13,9 @@
 #define PREVIEW_BYTES_MAX 32
 
 int tally_objects_get(const char *object, const char *path, char **json, bool *found, tally_error *err) {
-    function_string_t wit_object = tally__wit_string(object);
-    function_string_t wit_path = tally__wit_string(path);
-    function_option_string_t ret;
+    wit_string_t wit_object = tally__wit_string(object);
+    wit_string_t wit_path = tally__wit_string(path);
+    wit_option_string_t ret;
     tally_platform_objects_error_t wit_err;
     if (!tally_platform_objects_get(&wit_object, &wit_path, &ret, &wit_err))
         return tally__error_from_wit(&wit_err, err);
@@ -60,9 +60,9 @@ int tally_objects_get_i64(const char *object, const char *path, int64_t *value, 
 }
 
 int tally_objects_set(const char *object, const char *path, const char *json, tally_error *err) {
-    function_string_t wit_object = tally__wit_string(object);
-    function_string_t wit_path = tally__wit_string(path);
-    function_string_t wit_json = tally__wit_string(json);
+    wit_string_t wit_object = tally__wit_string(object);
+    wit_string_t wit_path = tally__wit_string(path);
+    wit_string_t wit_json = tally__wit_string(json);
     tally_platform_objects_error_t wit_err;
     if (!tally_platform_objects_set(&wit_object, &wit_path, &wit_json, &wit_err))
         return tally__error_from_wit(&wit_err, err);
@@ -84,8 +84,8 @@ int tally_objects_make_array(const char *object, const char *path, tally_error *
 }
 
 int tally_objects_increment(const char *object, const char *path, int64_t by, tally_error *err) {
-    function_string_t wit_object = tally__wit_string(object);
-    function_string_t wit_path = tally__wit_string(path);
+    wit_string_t wit_object = tally__wit_string(object);
+    wit_string_t wit_path = tally__wit_string(path);
     tally_platform_objects_error_t wit_err;
     if (!tally_platform_objects_increment(&wit_object, &wit_path, by, &wit_err))
         return tally__error_from_wit(&wit_err, err);
@@ -93,9 +93,9 @@ int tally_objects_increment(const char *object, const char *path, int64_t by, ta
 }
 
 int tally_objects_push(const char *object, const char *path, const char *json, tally_error *err) {
-    function_string_t wit_object = tally__wit_string(object);
-    function_string_t wit_path = tally__wit_string(path);
-    function_string_t wit_json = tally__wit_string(json);
+    wit_string_t wit_object = tally__wit_string(object);
+    wit_string_t wit_path = tally__wit_string(path);
+    wit_string_t wit_json = tally__wit_string(json);
     tally_platform_objects_error_t wit_err;
     if (!tally_platform_objects_push(&wit_object, &wit_path, &wit_json, &wit_err))
         return tally__error_from_wit(&wit_err, err);
@@ -103,8 +103,8 @@ int tally_objects_push(const char *object, const char *path, const char *json, t
 }
 
 int tally_objects_remove(const char *object, const char *path, tally_error *err) {
-    function_string_t wit_object = tally__wit_string(object);
-    function_string_t wit_path = tally__wit_string(path);
+    wit_string_t wit_object = tally__wit_string(object);
+    wit_string_t wit_path = tally__wit_string(path);
     tally_platform_objects_error_t wit_err;
     if (!tally_platform_objects_remove(&wit_object, &wit_path, &wit_err))
         return tally__error_from_wit(&wit_err, err);

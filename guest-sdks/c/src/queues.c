@@ -2,8 +2,8 @@
 #include "wit.h"
 
 int tally_queues_push(const char *queue, const void *message, size_t message_len, tally_error *err) {
-    function_string_t wit_queue = tally__wit_string(queue);
-    function_list_u8_t wit_message = tally__wit_bytes(message, message_len);
+    wit_string_t wit_queue = tally__wit_string(queue);
+    wit_list_u8_t wit_message = tally__wit_bytes(message, message_len);
     tally_platform_queues_error_t wit_err;
     if (!tally_platform_queues_push(&wit_queue, &wit_message, &wit_err))
         return tally__error_from_wit(&wit_err, err);
@@ -11,8 +11,8 @@ int tally_queues_push(const char *queue, const void *message, size_t message_len
 }
 
 int tally_queues_pop(const char *queue, uint64_t timeout_ms, tally_bytes *message, bool *found, tally_error *err) {
-    function_string_t wit_queue = tally__wit_string(queue);
-    function_option_list_u8_t ret;
+    wit_string_t wit_queue = tally__wit_string(queue);
+    wit_option_list_u8_t ret;
     tally_platform_queues_error_t wit_err;
     if (!tally_platform_queues_pop(&wit_queue, timeout_ms, &ret, &wit_err))
         return tally__error_from_wit(&wit_err, err);

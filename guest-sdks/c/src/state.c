@@ -3,9 +3,9 @@
 
 int tally_state_get(const char *table, const void *key, size_t key_len, tally_bytes *value, bool *found,
                     tally_error *err) {
-    function_string_t wit_table = tally__wit_string(table);
-    function_list_u8_t wit_key = tally__wit_bytes(key, key_len);
-    function_option_list_u8_t ret;
+    wit_string_t wit_table = tally__wit_string(table);
+    wit_list_u8_t wit_key = tally__wit_bytes(key, key_len);
+    wit_option_list_u8_t ret;
     tally_platform_state_error_t wit_err;
     if (!tally_platform_state_get(&wit_table, &wit_key, &ret, &wit_err))
         return tally__error_from_wit(&wit_err, err);
@@ -21,9 +21,9 @@ int tally_state_get(const char *table, const void *key, size_t key_len, tally_by
 
 int tally_state_put(const char *table, const void *key, size_t key_len, const void *value, size_t value_len,
                     tally_error *err) {
-    function_string_t wit_table = tally__wit_string(table);
-    function_list_u8_t wit_key = tally__wit_bytes(key, key_len);
-    function_list_u8_t wit_value = tally__wit_bytes(value, value_len);
+    wit_string_t wit_table = tally__wit_string(table);
+    wit_list_u8_t wit_key = tally__wit_bytes(key, key_len);
+    wit_list_u8_t wit_value = tally__wit_bytes(value, value_len);
     tally_platform_state_error_t wit_err;
     if (!tally_platform_state_put(&wit_table, &wit_key, &wit_value, &wit_err))
         return tally__error_from_wit(&wit_err, err);
@@ -31,8 +31,8 @@ int tally_state_put(const char *table, const void *key, size_t key_len, const vo
 }
 
 int tally_state_delete(const char *table, const void *key, size_t key_len, tally_error *err) {
-    function_string_t wit_table = tally__wit_string(table);
-    function_list_u8_t wit_key = tally__wit_bytes(key, key_len);
+    wit_string_t wit_table = tally__wit_string(table);
+    wit_list_u8_t wit_key = tally__wit_bytes(key, key_len);
     tally_platform_state_error_t wit_err;
     if (!tally_platform_state_delete(&wit_table, &wit_key, &wit_err))
         return tally__error_from_wit(&wit_err, err);

@@ -24,7 +24,7 @@ int tally__error_from_wit(tally_platform_types_error_t *wit, tally_error *err) {
         return kind;
     }
     /* Every other case carries a message, in the same place of the union. */
-    function_string_t *message = &wit->val.invalid_argument;
+    wit_string_t *message = &wit->val.invalid_argument;
     if (message->len == 0) {
         tally__error_take(err, kind, NULL, 0);
     } else {
@@ -35,15 +35,15 @@ int tally__error_from_wit(tally_platform_types_error_t *wit, tally_error *err) {
     return kind;
 }
 
-function_string_t tally__wit_string(const char *text) {
-    function_string_t string = {(uint8_t *)text, strlen(text)};
+wit_string_t tally__wit_string(const char *text) {
+    wit_string_t string = {(uint8_t *)text, strlen(text)};
     return string;
 }
 
-char *tally__cstr_from_wit(function_string_t *text) {
+char *tally__cstr_from_wit(wit_string_t *text) {
     char *copy = tally__malloc(text->len + 1);
     memcpy(copy, text->ptr, text->len);
     copy[text->len] = '\0';
-    function_string_free(text);
+    wit_string_free(text);
     return copy;
 }

@@ -1,9 +1,10 @@
 /*
- * Unit tests of the calls to the platform (objects, queues, locks, the context's key),
- * built natively against a fake platform: this file defines the imports that the
- * generated bindings declare (`tally_platform_*`), so the SDK's sources call it instead
- * of the host. The fake writes each call it gets, with its arguments, into a call log
- * that the tests compare as text, and answers with the replies a test queued, in order.
+ * Unit tests of the calls to the platform (objects, queues, locks, the context's key,
+ * settings), built natively against a fake platform: this file defines the imports that
+ * the generated bindings declare (`tally_platform_*`, `wasi_config_store_*`), so the
+ * SDK's sources call it instead of the host. The fake writes each call it gets, with its
+ * arguments, into a call log that the tests compare as text, and answers with the
+ * replies a test queued, in order.
  * Everything it hands over is allocated as the canonical ABI does (an empty list is a
  * dangling non-NULL pointer), so AddressSanitizer checks that the SDK takes ownership
  * as the bindings expect.
@@ -156,6 +157,52 @@ void function_string_free(function_string_t *ret) {
         free(ret->ptr);
     ret->ptr = NULL;
     ret->len = 0;
+}
+
+/* wasi:config/store: a reply's text is the value (get) or `k=v&k=v` (get-all); an error
+ * reply's case is the config error's (0 upstream, 1 io). */
+
+static bool config_failed(reply r, wasi_config_store_error_t *err) {
+    tally_bytes_append_str(&fake.calls, ");");
+    if (r.error == SUCCESS)
+        return false;
+    err->tag = (uint8_t)r.error;
+    err->val.upstream = abi_string(r.text);
+    return true;
+}
+
+bool wasi_config_store_get(function_string_t *key, function_option_string_t *ret, wasi_config_store_error_t *err) {
+    call("config.get");
+    arg_string(key);
+    reply r = next_reply();
+    if (config_failed(r, err))
+        return false;
+    ret->is_some = r.text != NULL;
+    if (r.text != NULL)
+        ret->val = abi_string(r.text);
+    return true;
+}
+
+bool wasi_config_store_get_all(function_list_tuple2_string_string_t *ret, wasi_config_store_error_t *err) {
+    call("config.get_all");
+    reply r = next_reply();
+    if (config_failed(r, err))
+        return false;
+    size_t len = r.text[0] == '\0' ? 0 : 1;
+    for (const char *p = r.text; *p != '\0'; p++)
+        len += *p == '&';
+    ret->len = len;
+    ret->ptr = len == 0 ? (void *)4 : malloc(len * sizeof ret->ptr[0]);
+    const char *p = r.text;
+    for (size_t i = 0; i < len; i++) {
+        size_t pair_len = strcspn(p, "&");
+        size_t key_len = strcspn(p, "=");
+        size_t value_len = pair_len - key_len - 1;
+        ret->ptr[i].f0 = (function_string_t){abi_copy(p, key_len), key_len};
+        ret->ptr[i].f1 = (function_string_t){abi_copy(p + key_len + 1, value_len), value_len};
+        p += pair_len + 1;
+    }
+    return true;
 }
 
 bool tally_platform_objects_get(function_string_t *object, function_string_t *path, function_option_string_t *ret,
@@ -653,6 +700,42 @@ static void test_error_mapping(void) {
     check_mapped(TALLY_PLATFORM_TYPES_ERROR_FAILED, TALLY_FAILED, "failed: the message");
 }
 
+static void test_config(void) {
+    tally_error err = untouched();
+    char *value = (char *)"untouched";
+    reply_ok("http://127.0.0.1:9/sink", false);
+    check(tally_config_get("upstream", &value, &err) == TALLY_OK, "config.get", "status");
+    check_text("config.get", value ? value : "(null)", value ? strlen(value) : 6, "http://127.0.0.1:9/sink");
+    free(value);
+    reply_ok(NULL, false);
+    check(tally_config_get("missing", &value, &err) == TALLY_OK && value == NULL, "config.get missing", "not NULL");
+    check(is_untouched(&err), "config.get", "a success touched the error");
+
+    tally_config_entry *entries = NULL;
+    size_t len = 99;
+    reply_ok("a=1&webhook_secret=s3", false);
+    check(tally_config_get_all(&entries, &len, &err) == TALLY_OK && len == 2, "config.get_all", "not 2 entries");
+    if (len == 2) {
+        check_text("config.get_all key", entries[1].key, strlen(entries[1].key), "webhook_secret");
+        check_text("config.get_all value", entries[1].value, strlen(entries[1].value), "s3");
+    }
+    tally_config_entries_free(entries, len);
+    reply_ok("", false);
+    check(tally_config_get_all(&entries, &len, &err) == TALLY_OK && len == 0, "config.get_all empty", "entries");
+    tally_config_entries_free(entries, len);
+    check_calls("config calls", "config.get(upstream);config.get(missing);config.get_all();config.get_all();");
+
+    value = (char *)"untouched";
+    reply_error(WASI_CONFIG_STORE_ERROR_IO, "store offline");
+    int status = tally_config_get("upstream", &value, &err);
+    check(strcmp(value, "untouched") == 0, "config.get failed", "wrote an output");
+    check_error("config.get failed", status, &err, TALLY_UNAVAILABLE, "store offline");
+    reply_error(WASI_CONFIG_STORE_ERROR_UPSTREAM, "vault sealed");
+    check_error("config.get_all failed", tally_config_get_all(&entries, &len, &err), &err, TALLY_UNAVAILABLE,
+                "vault sealed");
+    check_calls("failed config calls", "config.get(upstream);config.get_all();");
+}
+
 void test_calls(void) {
     test_objects();
     test_objects_get_i64();
@@ -660,5 +743,6 @@ void test_calls(void) {
     test_queues();
     test_locks();
     test_key();
+    test_config();
     test_error_mapping();
 }

@@ -14,6 +14,7 @@
 
 #include "check.h"
 #include "internal.h"
+#include "tally_http.h"
 
 static int passed, failed;
 
@@ -290,9 +291,10 @@ static void test_errors(void) {
     check_error_text(TALLY_TOO_LARGE, "record", false, 0, "too large: record");
     check_error_text(TALLY_TIMEOUT, "append", false, 0, "timeout: append");
     check_error_text(TALLY_FAILED, "child trapped", false, 0, "failed: child trapped");
+    check_error_text(TALLY_HTTP, "connection-refused", false, 0, "http: connection-refused");
     const char *names[] = {"ok", "invalid_argument", "not_found", "conflict", "unavailable",
-                           "too_large", "timeout", "failed", "unknown"};
-    for (int status = 0; status <= 8; status++)
+                           "too_large", "timeout", "failed", "http", "unknown"};
+    for (int status = 0; status <= 9; status++)
         check_text("tally_status_name", tally_status_name(status), strlen(tally_status_name(status)), names[status]);
     tally_error_free(NULL);
 }
@@ -443,6 +445,98 @@ static void test_json(void) {
     check_pointer("\xc3\xa9\xff", 3, "/a/\xc3\xa9\xef\xbf\xbd");
 }
 
+/* ---- Signatures, headers and URLs of HTTP functions --------------------------------- */
+
+static void check_hex(const char *what, const uint8_t digest[TALLY_SHA256_LEN], const char *expect) {
+    char hex[2 * TALLY_SHA256_LEN + 1];
+    tally_hex(digest, TALLY_SHA256_LEN, hex);
+    check_text(what, hex, strlen(hex), expect);
+}
+
+static void test_signatures(void) {
+    uint8_t digest[TALLY_SHA256_LEN];
+    tally_sha256("", 0, digest);
+    check_hex("sha256 of nothing", digest, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    tally_sha256("abc", 3, digest);
+    check_hex("sha256 of abc", digest, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    /* 56 bytes: the length no longer fits the first block's padding. */
+    const char *two_blocks = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+    tally_sha256(two_blocks, strlen(two_blocks), digest);
+    check_hex("sha256 of two blocks", digest, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+    /* RFC 4231, test case 2. */
+    const char *data = "what do ya want for nothing?";
+    tally_hmac_sha256("Jefe", 4, data, strlen(data), digest);
+    check_hex("hmac rfc 4231 case 2", digest, "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+    /* RFC 4231, test case 6: a key longer than a block is hashed first. */
+    uint8_t key[131];
+    memset(key, 0xaa, sizeof key);
+    data = "Test Using Larger Than Block-Size Key - Hash Key First";
+    tally_hmac_sha256(key, sizeof key, data, strlen(data), digest);
+    check_hex("hmac rfc 4231 case 6", digest, "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+    check(tally_equal_constant_time("abc", 3, "abc", 3), "equal", "abc != abc");
+    check(!tally_equal_constant_time("abc", 3, "abd", 3), "equal", "abc == abd");
+    check(!tally_equal_constant_time("abc", 3, "ab", 2), "equal", "abc == ab");
+    check(tally_equal_constant_time("", 0, "", 0), "equal", "empty != empty");
+}
+
+static void test_http_headers(void) {
+    tally_http_headers headers = TALLY_HTTP_HEADERS_INIT;
+    for (int i = 0; i < 20; i++)
+        tally_http_headers_add(&headers, "x-n", "v");
+    tally_http_headers_add(&headers, "Set-Cookie", "a=1");
+    tally_http_headers_add_bytes(&headers, "set-cookie", "b=2\0x", 5);
+    check(headers.len == 22, "headers_add", "not 22 fields");
+    const tally_http_header *found = tally_http_headers_get(&headers, "SET-COOKIE");
+    check(found == &headers.items[20], "headers_get", "not the first set-cookie");
+    check_text("headers_get value", found->value, found->value_len, "a=1");
+    check(headers.items[21].value_len == 5 && headers.items[21].value[5] == '\0', "headers_add_bytes",
+          "value not kept whole with a NUL after it");
+    check(tally_http_headers_get(&headers, "set-cooki") == NULL, "headers_get", "found a prefix");
+    tally_http_headers_free(&headers);
+    check(headers.items == NULL && headers.len == 0, "headers_free", "did not empty the list");
+    tally_http_headers_free(NULL);
+
+    tally_http_response resp = {200, TALLY_HTTP_HEADERS_INIT, TALLY_BYTES_INIT};
+    tally_http_headers_add(&resp.headers, "x-a", "1");
+    tally_http_headers_add(&resp.headers, "Content-Type", "application/json");
+    tally_bytes_append_str(&resp.body, "old");
+    tally_http_text(&resp, 201, "3 ok-3");
+    check(resp.status == 201 && resp.headers.len == 2, "http_text", "status or headers");
+    check_text("http_text kept", resp.headers.items[0].name, strlen(resp.headers.items[0].name), "x-a");
+    check_text("http_text type", resp.headers.items[1].value, resp.headers.items[1].value_len, "text/plain");
+    check_text("http_text body", resp.body.data, resp.body.len, "3 ok-3");
+    tally_http_response_free(&resp);
+    tally_http_response_free(NULL);
+}
+
+static void check_url(const char *url, const char *expect) {
+    tally__url parts;
+    tally_bytes got = TALLY_BYTES_INIT;
+    if (tally__url_split(url, &parts)) {
+        tally_bytes_append_str(&got, parts.scheme);
+        tally_bytes_append_str(&got, " ");
+        tally_bytes_append_str(&got, parts.authority);
+        tally_bytes_append_str(&got, " ");
+        tally_bytes_append_str(&got, parts.path_with_query);
+        tally__url_free(&parts);
+    } else {
+        tally_bytes_append_str(&got, "invalid");
+    }
+    check_text(url, got.data, got.len, expect);
+    tally_bytes_free(&got);
+}
+
+static void test_urls(void) {
+    check_url("http://127.0.0.1:9000/sink", "http 127.0.0.1:9000 /sink");
+    check_url("https://api.example.com", "https api.example.com /");
+    check_url("http://h:1/a/b?x=1&y=2#frag", "http h:1 /a/b?x=1&y=2");
+    check_url("http://h?q=1", "http h /?q=1");
+    check_url("http://h#f", "http h /");
+    check_url("127.0.0.1:9000/sink", "invalid");
+    check_url("://h/", "invalid");
+    check_url("http:///path", "invalid");
+}
+
 int main(int argc, char **argv) {
     test_tag_vectors(argc > 1 ? argv[1] : "../test-vectors/tags.json");
     test_integers();
@@ -452,6 +546,9 @@ int main(int argc, char **argv) {
     test_words();
     test_bytes();
     test_json();
+    test_signatures();
+    test_http_headers();
+    test_urls();
     test_calls();
     printf("%d passed, %d failed\n", passed, failed);
     return failed == 0 ? 0 : 1;

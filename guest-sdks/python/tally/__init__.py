@@ -7,7 +7,9 @@ exactly-once key-value state in the book's tables (:mod:`tally.state`) and durab
 objects with transactions across them (:mod:`tally.objects`), push to and pop from
 durable queues (:mod:`tally.queues`), take locks (:mod:`tally.locks`), call other
 functions (:mod:`tally.invoke`), ask what the invocation is, sleep durably and wait
-for promises the outside world completes (:mod:`tally.context`).
+for promises the outside world completes (:mod:`tally.context`), and read its settings
+(:mod:`tally.config`). A function of world ``http-function`` serves HTTP and may send
+requests out (:mod:`tally.http`).
 
 A function is a directory with ``app.py``, which defines the entry point::
 
@@ -34,7 +36,7 @@ handle (a lost conditional append, an unavailable log, a failed child, a malform
 value). The platform traps the invocation only for a broken guest or a host bug.
 """
 
-from . import context, invoke, locks, log, objects, queues, state
+from . import config, context, http, invoke, locks, log, objects, queues, state
 from ._errors import (
     Conflict,
     Failed,
@@ -61,7 +63,9 @@ __all__ = [
     "TooLarge",
     "TransactionConflict",
     "Unavailable",
+    "config",
     "context",
+    "http",
     "invoke",
     "locks",
     "log",

@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 from . import _bindings
 
-__all__ = ["call_handler", "error_message", "find_handle", "output_bytes"]
+__all__ = ["call_handler", "error_message", "find_handle", "output_bytes", "print_traceback"]
 
 
 def find_handle(app: ModuleType) -> Callable[[bytes], Any]:
@@ -31,7 +31,7 @@ def call_handler(handle: Callable[[bytes], Any], input: bytes) -> bytes:
     try:
         return output_bytes(handle(input))
     except Exception as error:
-        _print_traceback(error)
+        print_traceback(error)
         raise _bindings.Err(error_message(error)) from None
 
 
@@ -71,7 +71,7 @@ def _message(error: BaseException) -> str:
     return message if message or error.args else type(error).__name__
 
 
-def _print_traceback(error: BaseException) -> None:
+def print_traceback(error: BaseException) -> None:
     """Writes the traceback to the function's stderr, which the node logs."""
     try:
         traceback.print_exception(error, file=sys.stderr)

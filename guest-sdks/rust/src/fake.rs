@@ -103,3 +103,8 @@ fake!(context {
     fn promise_create() -> Result<String, Error>;
     fn promise_await(id: &str, timeout_ms: Option<u64>) -> Result<Vec<u8>, Error>;
 });
+
+fake!(config_store {
+    fn get(key: &str) -> Result<Option<String>, crate::bindings::wasi::config::store::Error>;
+    fn get_all() -> Result<Vec<(String, String)>, crate::bindings::wasi::config::store::Error>;
+});

@@ -6,7 +6,10 @@
 //! exactly-once key-value state in the book's tables ([`state`]) and JSON objects with
 //! transactions across them ([`objects`]), pass messages through durable queues
 //! ([`queues`]), take locks ([`locks`]), call other functions ([`invoke`]) and ask what
-//! the invocation is ([`context`]).
+//! the invocation is ([`context`]). It reads its settings with [`config`].
+//!
+//! An HTTP function ([`http`]) answers requests with a handler declared by
+//! [`http_handler!`], and any function may call out with [`http::fetch`].
 //!
 //! Declare the entry point with [`handler!`] and build the crate as a `cdylib` for
 //! `wasm32-wasip2`; the resulting `.wasm` file is the component to deploy.
@@ -58,11 +61,13 @@
 
 #[doc(hidden)]
 pub mod bindings;
+pub mod config;
 pub mod context;
 mod error;
 #[cfg(test)]
 mod fake;
 mod handler;
+pub mod http;
 pub mod invoke;
 pub mod locks;
 pub mod log;
@@ -77,3 +82,5 @@ pub use error::{Error, Result};
 pub use handler::handle_result as __handle_result;
 pub use seqnum::SeqNum;
 pub use tag::Tag;
+#[doc(hidden)]
+pub use wasip2 as __wasip2;

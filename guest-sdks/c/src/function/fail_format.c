@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "internal.h"
+#include "../internal.h"
 
 int tally_failf(tally_output *out, const char *format, ...) {
     va_list args;

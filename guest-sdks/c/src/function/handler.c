@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "wit.h"
+#include "../wit.h"
 
 /*
  * The export. The platform creates an instance per invocation, so this runs once per

@@ -1,6 +1,8 @@
 // Package wit is the component model's canonical ABI for world tally:platform/function,
 // written by hand: the imports and the export of the core module, the allocator the
-// host calls, and the layouts of the values that cross the boundary.
+// host calls, and the layouts of the values that cross the boundary. The layouts of
+// wasi:config (config.go) and of wasi:http (http.go, whose imports and export are in
+// internal/wasihttp) are here too.
 //
 // The layouts (this file) are plain Go over a [Memory], so that they are tested on the
 // host; the imports and exports (wit_wasip1.go) exist only in a GOOS=wasip1 build, and

@@ -104,3 +104,9 @@ func PromiseCreate() (string, *Error) { panic(notWasm) }
 
 // PromiseAwait is tally:platform/context.promise-await; it panics outside Wasm.
 func PromiseAwait(id string, hasTimeout bool, timeoutMs uint64) ([]byte, *Error) { panic(notWasm) }
+
+// ConfigGet is wasi:config/store.get; it panics outside Wasm.
+func ConfigGet(key string) (string, bool, *ConfigError) { panic(notWasm) }
+
+// ConfigGetAll is wasi:config/store.get-all; it panics outside Wasm.
+func ConfigGetAll() ([][2]string, *ConfigError) { panic(notWasm) }

@@ -112,6 +112,12 @@ func contextPromiseCreate(ret unsafe.Pointer)
 //go:wasmimport tally:platform/context promise-await
 func contextPromiseAwait(id unsafe.Pointer, idLen uint32, timeoutCase uint32, timeoutMs uint64, ret unsafe.Pointer)
 
+//go:wasmimport wasi:config/store@0.2.0-rc.1 get
+func configGet(key unsafe.Pointer, keyLen uint32, ret unsafe.Pointer)
+
+//go:wasmimport wasi:config/store@0.2.0-rc.1 get-all
+func configGetAll(ret unsafe.Pointer)
+
 // Pauses the monotonic clock of the WASI adapter, which then answers from a cached
 // value instead of calling the host: see cabiRealloc.
 //
@@ -424,6 +430,31 @@ func PromiseAwait(id string, hasTimeout bool, timeoutMs uint64) ([]byte, *Error)
 	}
 	contextPromiseAwait(sptr(id), uint32(len(id)), timeoutCase, timeoutMs, unsafe.Pointer(&area))
 	return DecodeBytesResult(linearMemory{}, areaSlice())
+}
+
+// ConfigGet is wasi:config/store.get.
+func ConfigGet(key string) (string, bool, *ConfigError) {
+	begin()
+	defer end()
+	configGet(sptr(key), uint32(len(key)), unsafe.Pointer(&area))
+	return DecodeConfigGet(linearMemory{}, areaSlice())
+}
+
+// ConfigGetAll is wasi:config/store.get-all.
+func ConfigGetAll() ([][2]string, *ConfigError) {
+	begin()
+	defer end()
+	configGetAll(unsafe.Pointer(&area))
+	return DecodeConfigGetAll(linearMemory{}, areaSlice())
+}
+
+// Call lets internal/wasihttp make its host calls as this file does: it takes the
+// lock, hands the shared return area (as the pointer to pass and as bytes to decode)
+// and the memory to make, and the returned function, deferred, releases the host's
+// allocations and the lock once the result is decoded.
+func Call() (ret unsafe.Pointer, result []byte, mem Memory, done func()) {
+	begin()
+	return unsafe.Pointer(&area), areaSlice(), linearMemory{}, end
 }
 
 // The allocator. The host calls cabi_realloc to place the lists and strings of an

@@ -242,8 +242,13 @@ fn rust(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
 
 /// A Python project: componentize-py over copies of the project and the SDK (it writes
 /// `__pycache__` next to what it reads), in an empty virtual environment so that nothing
-/// installed on the host slips into the component.
+/// installed on the host slips into the component. The SDK's entry module of the world
+/// imports the project's `app` and exports what the world asks for.
 fn python(dir: &Path, out: &Path, component: &Path, world: World) -> anyhow::Result<PathBuf> {
+    let entry = match world {
+        World::Function => "tally.entry",
+        World::Http => "tally.http_entry",
+    };
     let sdk = Sdk::materialize()?;
     let componentize_py = tools::componentize_py()?;
     let scratch = out.join("python");
@@ -257,7 +262,7 @@ fn python(dir: &Path, out: &Path, component: &Path, world: World) -> anyhow::Res
             .command()
             .arg("-d")
             .arg(sdk.wit_dir())
-            .args(["-w", world.name(), "componentize", "tally.entry", "-p"])
+            .args(["-w", world.name(), "componentize", entry, "-p"])
             .arg(scratch.join("app"))
             .arg("-p")
             .arg(scratch.join("sdk"))
@@ -317,29 +322,32 @@ fn js(dir: &Path, out: &Path, component: &Path, world: World) -> anyhow::Result<
     let node = tools::node_tools(&js_sdk.join("tools"))?;
     let scratch = out.join("js");
     std::fs::create_dir_all(&scratch)?;
+    // The entry glue exports `handle` for world `function`; for `http-function` it serves
+    // the project's default `{ fetch }` on StarlingMonkey's `fetch` event.
+    let (glue, disabled): (&str, &[&str]) = match world {
+        World::Function => ("entry.js", &["http", "fetch-event"]),
+        World::Http => ("entry-http.js", &[]),
+    };
     run(
         node.esbuild()
-            .arg(js_sdk.join("entry.js"))
-            .args(["--bundle", "--format=esm", "--external:tally:*", "--log-level=warning"])
+            .arg(js_sdk.join(glue))
+            .args(["--bundle", "--format=esm", "--external:tally:*", "--external:wasi:*", "--log-level=warning"])
             .arg(format!("--alias:tally-app={}", entry.display()))
             .arg(format!("--alias:@tally/sdk={}", js_sdk.display()))
             .arg(format!("--outfile={}", scratch.join("app.js").display()))
             .current_dir(dir),
         "esbuild",
     )?;
-    // Run from the scratch directory, so that stack traces name the bundle `app.js`;
-    // without `-d http fetch-event` the component would import wasi:http.
-    run(
-        node.componentize_js()
-            .arg("--wit")
-            .arg(sdk.wit_dir())
-            .args(["--world-name", world.name(), "-d", "http", "fetch-event", "-o"])
-            .arg(component)
-            .arg("app.js")
-            .env("TMPDIR", &scratch)
-            .current_dir(&scratch),
-        "componentize-js",
-    )?;
+    // Run from the scratch directory, so that stack traces name the bundle `app.js`.
+    // World `function` has no wasi:http: the engine's `fetch` and `fetch` event are left
+    // out (`-d`), or the component would import and export it. World `http-function`
+    // keeps both: the `fetch` event exports `wasi:http/incoming-handler@0.2.10`.
+    let mut componentize = node.componentize_js();
+    componentize.arg("--wit").arg(sdk.wit_dir()).args(["--world-name", world.name()]);
+    if !disabled.is_empty() {
+        componentize.arg("-d").args(disabled);
+    }
+    run(componentize.arg("-o").arg(component).arg("app.js").env("TMPDIR", &scratch).current_dir(&scratch), "componentize-js")?;
     Ok(component.to_path_buf())
 }
 
@@ -367,26 +375,41 @@ fn go(dir: &Path, out: &Path, component: &Path, world: World) -> anyhow::Result<
             .current_dir(dir),
         "go build",
     )?;
-    componentize(&core, component, Some(world))?;
+    // wasi:http is in the SDK's package tally.dev/tally/http, linked only when the project
+    // imports it: name the likely mistake of each world before the encoder's message.
+    componentize(&core, component, Some(world)).with_context(|| match world {
+        World::Http => "an http-function Go project imports tally.dev/tally/http and declares its handler with its Handle",
+        World::Function => {
+            "a Go function of world `function` cannot use tally.dev/tally/http, as the world has no wasi:http \
+             (world = \"http-function\" in tally.toml makes an HTTP function)"
+        }
+    })?;
     Ok(component.to_path_buf())
 }
 
 fn c(dir: &Path, out: &Path, component: &Path, world: World) -> anyhow::Result<PathBuf> {
-    let _ = world;
     let sdk = Sdk::materialize()?;
     let clang = tools::wasi_clang()?;
     let c_sdk = sdk.lang("c");
     let core = out.join("core.wasm");
+    // Each world has its bindings (named after it) and its export in a directory of
+    // src/; the shared sources pick the world's bindings by the define (src/wit.h).
+    let (bindings, export_dir, define) = match world {
+        World::Function => ("function", "function", None),
+        World::Http => ("http_function", "http", Some("-DTALLY_HTTP_FUNCTION")),
+    };
     // Debian's clang 14 knows wasi-libc's sysroot as `wasm32-wasi`. The bindings'
     // object carries the world's type, so the component needs no embedding.
     let mut command = Command::new(clang);
     command
         .args(["--target=wasm32-wasi", "--sysroot=/usr", "-mexec-model=reactor", "-O2", "-Wall", "-Wl,--strip-debug"])
+        .args(define)
         .arg("-I")
         .arg(c_sdk.join("include"))
         .args(c_sources(&c_sdk.join("src"))?)
-        .arg(c_sdk.join("bindings/function.c"))
-        .arg(c_sdk.join("bindings/function_component_type.o"))
+        .args(c_sources(&c_sdk.join("src").join(export_dir))?)
+        .arg(c_sdk.join(format!("bindings/{bindings}.c")))
+        .arg(c_sdk.join(format!("bindings/{bindings}_component_type.o")))
         .args(c_sources(dir)?)
         .arg("-o")
         .arg(&core)

@@ -1,11 +1,22 @@
-// {{name}}: a Tally function that returns its input unchanged.
+// {{name}}: a Tally HTTP function that answers with the request's method and path.
 package main
 
-import "tally.dev/tally"
+import (
+	"fmt"
+	"net/http"
+
+	tallyhttp "tally.dev/tally/http"
+)
 
 func init() {
-	tally.Handle(func(input []byte) ([]byte, error) {
-		return input, nil
+	tallyhttp.HandleFunc(func(w http.ResponseWriter, r *http.Request) {
+		// State, the log and calls work here as in any function, e.g.
+		//   visits, _, err := state.GetInt64("visits", r.URL.Path)   // tally.dev/tally/state
+		// and so do calls out, to destinations allowed with `tally deploy --outbound`:
+		//   resp, err := tallyhttp.Fetch("GET", "https://api.example.com/", nil, nil)
+		// Settings (`tally deploy --config K=V`): config.Get("K") of tally.dev/tally/config.
+		w.Header().Set("Content-Type", "text/plain")
+		fmt.Fprintf(w, "hello from {{name}}: %s %s", r.Method, r.URL.Path)
 	})
 }
 
