@@ -262,6 +262,16 @@ struct InvokeArgs {
     /// handler).
     #[arg(long, requires = "key")]
     shared: bool,
+    /// Of an HTTP function: send a request with this method (default POST) to it at
+    /// /fn/NAME and print its response's body (see docs/http.md).
+    #[arg(long, conflicts_with_all = ["background", "delay", "key"])]
+    method: Option<String>,
+    /// Of an HTTP function: the request's path below the function, with its query.
+    #[arg(long, conflicts_with_all = ["background", "delay", "key"])]
+    path: Option<String>,
+    /// Of an HTTP function: a request header, NAME:VALUE (repeatable).
+    #[arg(long = "header", value_name = "NAME:VALUE", conflicts_with_all = ["background", "delay", "key"])]
+    headers: Vec<String>,
     #[command(flatten)]
     remote: Remote,
 }
@@ -602,8 +612,49 @@ fn data_or_file(data: &Option<String>, file: &Option<PathBuf>) -> anyhow::Result
     })
 }
 
+/// `NAME:VALUE` headers as pairs.
+fn headers(items: &[String]) -> anyhow::Result<Vec<(String, String)>> {
+    items
+        .iter()
+        .map(|h| match h.split_once(':') {
+            Some((name, value)) if !name.trim().is_empty() => Ok((name.trim().to_string(), value.trim().to_string())),
+            _ => bail!("--header takes NAME:VALUE, got {h:?}"),
+        })
+        .collect()
+}
+
+/// `tally invoke` of an HTTP function: the request at /fn/NAME, its body printed, a
+/// status of 400 or more an error.
+fn invoke_http(args: &InvokeArgs, input: Vec<u8>) -> anyhow::Result<()> {
+    let path = args.path.as_deref().unwrap_or("/");
+    if !path.starts_with('/') {
+        bail!("--path must start with /, got {path:?}");
+    }
+    let url = format!("{}/fn/{}{path}", args.remote.url, args.name);
+    let method = args.method.as_deref().unwrap_or("POST").to_ascii_uppercase();
+    let mut request = ureq::http::Request::builder().method(method.as_str()).uri(&url);
+    for (name, value) in headers(&args.headers)? {
+        request = request.header(name, value);
+    }
+    request = request.header(tally::gateway::BOOK, args.book.to_string());
+    if let Some(key) = &args.idempotency_key {
+        request = request.header("idempotency-key", key);
+    }
+    let response = agent().run(request.body(input)?)?;
+    let status = response.status();
+    let body = finish(response)?;
+    print(&body);
+    if status.is_redirection() {
+        eprintln!("tally: the function answered {status}");
+    }
+    Ok(())
+}
+
 fn invoke(args: InvokeArgs) -> anyhow::Result<()> {
     let input = data_or_file(&args.data, &args.file)?;
+    if args.method.is_some() || args.path.is_some() || !args.headers.is_empty() {
+        return invoke_http(&args, input);
+    }
     let mut url = format!("{}/v1/functions/{}/invoke?book={}", args.remote.url, args.name, args.book);
     if args.background {
         url.push_str("&async=true");

@@ -264,3 +264,47 @@ fn http_functions_take_the_routes_they_declare() {
     n.deploy("other", &guest("http_probe"), "?routes=%2Fapi");
     assert_eq!(n.send("GET", "/api/x", &[], b"").header("x-path"), vec!["/x"]);
 }
+
+/// A schedule's tick and `tally invoke` make requests of an HTTP function: a method, a
+/// path below it and headers.
+#[test]
+fn schedules_and_the_cli_make_requests_of_http_functions() {
+    let (_dir, n) = node();
+    n.deploy("web", &guest("http_probe"), "");
+    let definition = serde_json::json!({
+        "function": "web",
+        "every_ms": 3_600_000,
+        "paused": true,
+        "request": { "method": "PATCH", "path": "/print/2", "headers": [["x-a", "b"]], "body": "tick" },
+    });
+    let (status, v) = n.json("PUT", "/v1/schedules/tick", definition.to_string().as_bytes());
+    assert_eq!(status, 201, "{v}");
+    let (status, v) = n.json("POST", "/v1/schedules/tick/trigger", b"");
+    assert_eq!(status, 202, "{v}");
+    let id = v["invocation_id"].as_str().expect("an ID").to_string();
+    assert_eq!(n.finished(&id, 0)["status"], "succeeded");
+    let (_, logs) = n.json("GET", &format!("/v1/logs?id={id}"), b"");
+    let lines: Vec<&str> = logs["entries"].as_array().unwrap().iter().map(|e| e["line"].as_str().unwrap()).collect();
+    assert_eq!(lines, ["line 0", "line 1", "done"], "{logs}");
+    // A request that is not one is refused at once.
+    let bad = serde_json::json!({ "function": "web", "every_ms": 1000, "request": { "path": "no-slash" } });
+    assert_eq!(n.json("PUT", "/v1/schedules/bad", bad.to_string().as_bytes()).0, 400);
+
+    let tally = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_tally"))
+            .args(args)
+            .env("TALLY_URL", &n.url)
+            .output()
+            .expect("running tally");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, out, err) =
+        tally(&["invoke", "web", "--method", "PUT", "--path", "/echo?x=1", "--header", "content-type: text/x", "--data", "hi"]);
+    assert!(ok && out.trim() == "hi", "{out} {err}");
+    let (ok, _, err) = tally(&["invoke", "web", "--path", "/status/404"]);
+    assert!(!ok && err.contains("404"), "{err}");
+}

@@ -86,8 +86,7 @@ fn check(component: &str) {
             let key = format!("{component}-{protocol}-{crash_after}");
             let body = format!("event {crash_after} of {protocol}");
             let crash = crash_after.to_string();
-            let crashed =
-                post(&n, &name, book, body.as_bytes(), &[("idempotency-key", &key), ("tally-crash-after", &crash)]);
+            let crashed = post(&n, &name, book, body.as_bytes(), &[("idempotency-key", &key), ("tally-crash-after", &crash)]);
             // Retried as a client would, until it answers.
             let deadline = Instant::now() + Duration::from_secs(60);
             let answer = loop {

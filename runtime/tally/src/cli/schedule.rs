@@ -53,6 +53,16 @@ pub struct PutArgs {
     /// Create it paused.
     #[arg(long)]
     paused: bool,
+    /// Of an HTTP function: each tick is a request with this method (default POST),
+    /// with INPUT as its body.
+    #[arg(long)]
+    method: Option<String>,
+    /// Of an HTTP function: the request's path below the function (default /).
+    #[arg(long)]
+    path: Option<String>,
+    /// Of an HTTP function: a request header, NAME:VALUE (repeatable).
+    #[arg(long = "header", value_name = "NAME:VALUE")]
+    headers: Vec<String>,
     #[command(flatten)]
     json: Json,
     #[command(flatten)]
@@ -110,6 +120,13 @@ fn path(name: &str) -> String {
 
 fn put(a: PutArgs) -> anyhow::Result<()> {
     let mut body = json!({ "function": a.function, "book": a.book, "input": a.input });
+    if a.method.is_some() || a.path.is_some() || !a.headers.is_empty() {
+        let headers = crate::headers(&a.headers)?;
+        let method = a.method.as_deref().unwrap_or("POST");
+        let path = a.path.as_deref().unwrap_or("/");
+        body["request"] = json!({ "method": method, "path": path, "headers": headers, "body": a.input });
+        body.as_object_mut().expect("an object").remove("input");
+    }
     match (&a.every, &a.cron) {
         (Some(every), _) => body["every_ms"] = json!(super::duration_ms(every)?),
         (None, Some(cron)) => body["cron"] = json!(cron),

@@ -13,7 +13,9 @@
 //! `"cron": "EXPR"` instead of `every_ms`, with `"overlap"` (`skip`, `buffer_one`,
 //! `allow_all`), `"catch_up"` (`latest`, `all`, `none`) and `"paused"` optional. The
 //! input is a JSON string (its UTF-8 is the invocation's input) or any other JSON value
-//! (its JSON text is), at most `SCHEDULE_INPUT_MAX`; none is empty.
+//! (its JSON text is), at most `SCHEDULE_INPUT_MAX`; none is empty. For an HTTP function,
+//! `"request": {"method", "path", "headers": [[NAME, VALUE], ...], "body"}` instead of an
+//! input makes each tick that request (all optional: `POST /`, no headers, empty).
 
 use std::sync::Arc;
 
@@ -42,11 +44,61 @@ struct Definition {
     book: u64,
     #[serde(default)]
     input: serde_json::Value,
+    /// The request each tick makes of an HTTP function.
+    request: Option<TickRequest>,
     every_ms: Option<u64>,
     cron: Option<String>,
     overlap: Option<String>,
     catch_up: Option<String>,
     paused: Option<bool>,
+}
+
+/// An HTTP function's request in a schedule.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TickRequest {
+    #[serde(default = "post")]
+    method: String,
+    #[serde(default = "root")]
+    path: String,
+    #[serde(default)]
+    headers: Vec<(String, String)>,
+    #[serde(default)]
+    body: String,
+}
+
+fn post() -> String {
+    "POST".into()
+}
+
+fn root() -> String {
+    "/".into()
+}
+
+impl TickRequest {
+    fn encode(self) -> Result<Bytes, RuntimeError> {
+        let bad = |m: String| RuntimeError::InvalidArgument(format!("the schedule's request: {m}"));
+        let method = axum::http::Method::from_bytes(self.method.as_bytes()).map_err(|e| bad(e.to_string()))?;
+        if !self.path.starts_with('/') {
+            return Err(bad(format!("the path {:?} does not start with /", self.path)));
+        }
+        let path: axum::http::uri::PathAndQuery = self.path.parse().map_err(|e| bad(format!("{e}")))?;
+        let mut headers = Vec::with_capacity(self.headers.len());
+        for (name, value) in self.headers {
+            let name = axum::http::HeaderName::from_bytes(name.as_bytes()).map_err(|e| bad(e.to_string()))?;
+            axum::http::HeaderValue::from_str(&value).map_err(|e| bad(e.to_string()))?;
+            headers.push((name.as_str().to_owned(), value.into_bytes()));
+        }
+        let request = tally_host::HttpRequest {
+            method: method.as_str().to_owned(),
+            scheme: "http".into(),
+            authority: "localhost".into(),
+            path_with_query: path.as_str().to_owned(),
+            headers,
+            body: self.body.into_bytes(),
+        };
+        Ok(Bytes::from(request.encode()))
+    }
 }
 
 impl Definition {
@@ -65,10 +117,12 @@ impl Definition {
             None => CatchUp::default(),
             Some(c) => CatchUp::parse(c).ok_or_else(|| bad(format!("catch_up {c:?}: one of {}", CatchUp::NAMES)))?,
         };
-        let input = match self.input {
-            serde_json::Value::Null => Bytes::new(),
-            serde_json::Value::String(s) => Bytes::from(s),
-            other => Bytes::from(other.to_string()),
+        let input = match (self.input, self.request) {
+            (serde_json::Value::Null, Some(request)) => request.encode()?,
+            (_, Some(_)) => return Err(bad("a schedule has an \"input\" or a \"request\", not both".into()).into()),
+            (serde_json::Value::Null, None) => Bytes::new(),
+            (serde_json::Value::String(s), None) => Bytes::from(s),
+            (other, None) => Bytes::from(other.to_string()),
         };
         tally_host::check_name(&self.function)?;
         let spec = ScheduleSpec { function: self.function, book: user_book(self.book)?, input, timing, overlap, catch_up };
