@@ -6,9 +6,9 @@
 mod common;
 
 use std::io::BufRead as _;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{guest, node, node_with, Node};
+use common::{guest, node, Node};
 use serde_json::{json, Value};
 
 const SECRET: &str = "s3cr3t-6f1d9a2e-never-shown";

@@ -10,7 +10,7 @@ use crate::{agent, finish, get_json, show, url_escape, Json, Remote};
 pub enum ScheduleVerb {
     /// Create a schedule, or replace its definition: FUNCTION is invoked on BOOK with
     /// INPUT at every tick of --every or --cron, each tick once.
-    Put(PutArgs),
+    Put(Box<PutArgs>),
     /// Show one schedule.
     Get(NameArgs),
     /// List the schedules.
@@ -94,7 +94,7 @@ pub struct ListArgs {
 
 pub fn run(verb: ScheduleVerb) -> anyhow::Result<()> {
     match verb {
-        ScheduleVerb::Put(a) => put(a),
+        ScheduleVerb::Put(a) => put(*a),
         ScheduleVerb::Get(a) => get_json(&a.remote, &path(&a.name), &a.json, schedule),
         ScheduleVerb::List(a) => {
             let mut query = vec![format!("limit={}", a.limit.unwrap_or(100))];
