@@ -88,6 +88,10 @@ pub struct NodeLimits {
     /// The largest response body a request out may get; a response is logged whole in
     /// one record, so at most [`OUTGOING_RESPONSE_BYTES_CAP`].
     pub outgoing_response_bytes_max: u64,
+    /// Names the node answers itself for requests out, before DNS, as `/etc/hosts`
+    /// would: `{ "api.internal" = ["10.0.0.7"] }`. The addresses are checked as DNS's
+    /// are (an internal one is refused unless the allow-list names it).
+    pub outgoing_hosts: std::collections::BTreeMap<String, Vec<std::net::IpAddr>>,
     /// Bytes of functions' logs (`tally logs`) this node keeps, over every function;
     /// the oldest lines go first.
     pub logs_bytes_max: u64,
@@ -116,6 +120,7 @@ impl Default for NodeLimits {
             outgoing_timeout_ms_max: 30_000,
             outgoing_request_bytes_max: 4 << 20,
             outgoing_response_bytes_max: 512 << 10,
+            outgoing_hosts: Default::default(),
             logs_bytes_max: 16 << 20,
             logs_invocation_bytes_max: 64 << 10,
         }

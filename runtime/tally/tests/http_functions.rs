@@ -308,3 +308,40 @@ fn schedules_and_the_cli_make_requests_of_http_functions() {
     let (ok, _, err) = tally(&["invoke", "web", "--path", "/status/404"]);
     assert!(!ok && err.contains("404"), "{err}");
 }
+
+/// A name allowed by the allow-list that resolves to an internal address (a DNS answer
+/// pointing at loopback or the private network, as a rebinding attack gives) is refused
+/// after resolution, before anything is sent; the node connects only to addresses it
+/// checked, so a later answer cannot change that. A redirect is not followed: it reaches
+/// the guest, whose next request is checked again. Each refusal is a line of the
+/// function's log.
+#[test]
+fn names_that_resolve_to_internal_addresses_are_refused_and_redirects_reach_the_guest() {
+    let up = Upstream::start();
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let config = dir.path().join("tally.toml");
+    std::fs::write(
+        &config,
+        "[node]\noutgoing_hosts = { \"public.test\" = [\"127.0.0.1\"], \"spread.test\" = [\"10.1.2.3\", \"::1\"] }\n",
+    )
+    .expect("writing the configuration");
+    let n = Node::start_with(dir.path().join("data"), &["--config", config.to_str().expect("a UTF-8 path")]);
+    let gateway = n.url.strip_prefix("http://").expect("an http URL").to_string();
+    let allowed = format!("http://public.test:{0},http://spread.test:{0},http://{gateway}", up.port);
+    n.deploy("web", &guest("http_probe"), &format!("?outbound={}", allowed.replace(':', "%3A").replace('/', "%2F")));
+    for host in ["public.test", "spread.test"] {
+        let a = n.send("GET", &format!("/fn/web/fetch?to=http%3A%2F%2F{host}%3A{}%2Fx", up.port), &[], b"");
+        assert_eq!(a.status, 502, "{host}: {}", a.text());
+        assert!(a.text().contains("HttpRequestDenied"), "{host}: {}", a.text());
+    }
+    assert!(up.seen().is_empty(), "nothing was sent: {:?}", up.seen());
+    let (_, logs) = n.json("GET", "/v1/logs?function=web", b"");
+    let lines: Vec<&str> = logs["entries"].as_array().unwrap().iter().filter_map(|e| e["line"].as_str()).collect();
+    assert!(lines.iter().any(|l| l.contains("public.test") && l.contains("denied")), "{lines:?}");
+
+    // The function asks the node itself (allowed by its address) for a redirect: the
+    // guest gets the 302, nothing follows it.
+    let to = format!("http%3A%2F%2F{}%2Ffn%2Fweb%2Fstatus%2F302", gateway.replace(':', "%3A"));
+    let a = n.send("GET", &format!("/fn/web/fetch?to={to}"), &[], b"");
+    assert_eq!(a.status, 302, "{}", a.text());
+}

@@ -586,7 +586,7 @@ fn trap_message(e: &wasmtime::Error, stderr: &GuestOutput) -> String {
 }
 
 /// What an attempt's guest printed, and what the platform has to tell about it (`tally`
-/// lines: refusals of its requests out, output let go past the bound).
+/// lines: refusals and failures of its requests out, output let go past the bound).
 #[derive(Debug, Default)]
 pub struct Output {
     pub stdout: Vec<Line>,
@@ -599,7 +599,8 @@ impl Output {
         let now = crate::clock::wall_ns() / 1_000_000;
         let (stdout, stdout_dropped) = state.stdout.take();
         let (stderr, stderr_dropped) = state.stderr.take();
-        let mut tally: Vec<Line> = state.outgoing.refusals.drain(..).map(|text| Line { at_ms: now, text }).collect();
+        let refused = std::mem::take(&mut *state.outgoing.refusals.lock().expect("refusals lock"));
+        let mut tally: Vec<Line> = refused.into_iter().map(|text| Line { at_ms: now, text }).collect();
         for (stream, dropped) in [("stdout", stdout_dropped), ("stderr", stderr_dropped)] {
             if dropped > 0 {
                 let text = format!("{dropped} bytes of {stream} went past this attempt's bound (the oldest lines)");

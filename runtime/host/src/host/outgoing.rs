@@ -49,6 +49,8 @@ pub(super) struct OutgoingNode {
     timeout: Duration,
     response_bytes_max: usize,
     request_bytes_max: usize,
+    /// Names answered here instead of by DNS (`[node] outgoing_hosts`).
+    hosts: std::collections::BTreeMap<String, Vec<IpAddr>>,
     tls: OnceLock<Result<Arc<rustls::ClientConfig>, String>>,
 }
 
@@ -59,6 +61,7 @@ impl OutgoingNode {
             timeout: Duration::from_millis(limits.outgoing_timeout_ms_max),
             response_bytes_max: limits.outgoing_response_bytes_max as usize,
             request_bytes_max: limits.outgoing_request_bytes_max as usize,
+            hosts: limits.outgoing_hosts.iter().map(|(name, ips)| (name.to_ascii_lowercase(), ips.clone())).collect(),
             tls: OnceLock::new(),
         }
     }
@@ -97,13 +100,13 @@ pub(super) struct Outgoing {
     decision: Option<(Destination, Outcall)>,
     /// Why a call's outcome could not be logged: the attempt ends with it.
     pub(super) failed: Arc<Mutex<Option<tally_durable::Error>>>,
-    /// Refusals, for the function's log.
-    pub(super) refusals: Vec<String>,
+    /// Refusals and failed calls, lines of the function's log.
+    pub(super) refusals: Arc<Mutex<Vec<String>>>,
 }
 
 impl Outgoing {
     pub(super) fn new(node: Arc<OutgoingNode>, outbound: Arc<Outbound>) -> Outgoing {
-        Outgoing { node, outbound, decision: None, failed: Arc::default(), refusals: Vec::new() }
+        Outgoing { node, outbound, decision: None, failed: Arc::default(), refusals: Arc::default() }
     }
 }
 
@@ -133,7 +136,7 @@ async fn handle(
     let destination = match state.outgoing.outbound.check(&scheme, &host, port) {
         Ok(d) => d.clone(),
         Err(why) => {
-            state.outgoing.refusals.push(format!("refused {what}: {why}"));
+            state.outgoing.refusals.lock().expect("refusals lock").push(format!("refused {what}: {why}"));
             return Ok(Err(ErrorCode::HttpRequestDenied));
         }
     };
@@ -191,7 +194,9 @@ impl WasiHttpHooks for Outgoing {
         let decision = self.decision.take();
         let node = self.node.clone();
         let failed = self.failed.clone();
+        let refusals = self.refusals.clone();
         Box::new(async move {
+            let to = decision.as_ref().map(|(to, _)| to.to_string()).unwrap_or_default();
             let outcome = match decision {
                 // Only `handle` hands wasmtime-wasi-http a request.
                 None => return Err(wasmtime_wasi_http::Error::HttpRequestDenied),
@@ -208,6 +213,9 @@ impl WasiHttpHooks for Outgoing {
                     }
                 }
             };
+            if let OutcallOutcome::Failed(why) = &outcome {
+                refusals.lock().expect("refusals lock").push(format!("a request to {to} failed: {why}"));
+            }
             let response = to_guest(outcome)?;
             let worker = Box::new(async { Ok(()) }) as Box<dyn Future<Output = _> + Send>;
             Ok((response, worker))
@@ -275,10 +283,13 @@ async fn send(
         }
     }
     // Resolve, check every address, connect to one that passed.
-    let resolved = match tokio::time::timeout(connect_timeout, tokio::net::lookup_host((to.host.as_str(), to.port))).await {
-        Ok(Ok(addrs)) => addrs.map(|a| a.ip()).collect::<Vec<IpAddr>>(),
-        Ok(Err(e)) => return failed("dns", format!("{}: {e}", to.host)),
-        Err(_) => return failed("dns", format!("{}: no answer within {connect_timeout:?}", to.host)),
+    let resolved = match node.hosts.get(&to.host) {
+        Some(pinned) => pinned.clone(),
+        None => match tokio::time::timeout(connect_timeout, tokio::net::lookup_host((to.host.as_str(), to.port))).await {
+            Ok(Ok(addrs)) => addrs.map(|a| a.ip()).collect::<Vec<IpAddr>>(),
+            Ok(Err(e)) => return failed("dns", format!("{}: {e}", to.host)),
+            Err(_) => return failed("dns", format!("{}: no answer within {connect_timeout:?}", to.host)),
+        },
     };
     let addrs = match Outbound::reachable(to, &resolved) {
         Ok(a) => a,
