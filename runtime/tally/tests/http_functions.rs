@@ -322,12 +322,17 @@ fn names_that_resolve_to_internal_addresses_are_refused_and_redirects_reach_the_
     let config = dir.path().join("tally.toml");
     std::fs::write(
         &config,
-        "[node]\noutgoing_hosts = { \"public.test\" = [\"127.0.0.1\"], \"spread.test\" = [\"10.1.2.3\", \"::1\"] }\n",
+        "[node]\noutgoing_timeout_ms_max = 1000\n\
+         outgoing_hosts = { \"public.test\" = [\"127.0.0.1\"], \"spread.test\" = [\"10.1.2.3\", \"::1\"] }\n",
     )
     .expect("writing the configuration");
     let n = Node::start_with(dir.path().join("data"), &["--config", config.to_str().expect("a UTF-8 path")]);
     let gateway = n.url.strip_prefix("http://").expect("an http URL").to_string();
-    let allowed = format!("http://public.test:{0},http://spread.test:{0},http://{gateway}", up.port);
+    // An upstream that takes connections and never answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("binding");
+    let silent_port = silent.local_addr().expect("an address").port();
+    let allowed =
+        format!("http://public.test:{0},http://spread.test:{0},http://{gateway},http://127.0.0.1:{silent_port}", up.port);
     n.deploy("web", &guest("http_probe"), &format!("?outbound={}", allowed.replace(':', "%3A").replace('/', "%2F")));
     for host in ["public.test", "spread.test"] {
         let a = n.send("GET", &format!("/fn/web/fetch?to=http%3A%2F%2F{host}%3A{}%2Fx", up.port), &[], b"");
@@ -344,4 +349,19 @@ fn names_that_resolve_to_internal_addresses_are_refused_and_redirects_reach_the_
     let to = format!("http%3A%2F%2F{}%2Ffn%2Fweb%2Fstatus%2F302", gateway.replace(':', "%3A"));
     let a = n.send("GET", &format!("/fn/web/fetch?to={to}"), &[], b"");
     assert_eq!(a.status, 302, "{}", a.text());
+
+    // A response over the node's limit (512 KiB by default), and an upstream that does
+    // not answer within the time limit: clear errors, each a line of the log.
+    let to = format!("http%3A%2F%2F{}%2Ffn%2Fweb%2Fbig%2F{}", gateway.replace(':', "%3A"), 600 << 10);
+    let a = n.send("GET", &format!("/fn/web/fetch?to={to}"), &[], b"");
+    assert!(a.status == 502 && a.text().contains("HttpResponseBodySize"), "{} {}", a.status, a.text());
+    let started = std::time::Instant::now();
+    let a = n.send("GET", &format!("/fn/web/fetch?to=http%3A%2F%2F127.0.0.1%3A{silent_port}%2Fslow"), &[], b"");
+    assert!(a.status == 502 && a.text().contains("Timeout"), "{} {}", a.status, a.text());
+    assert!(started.elapsed() < Duration::from_secs(5), "the time limit held: {:?}", started.elapsed());
+    let (_, logs) = n.json("GET", "/v1/logs?function=web", b"");
+    let lines: Vec<&str> = logs["entries"].as_array().unwrap().iter().filter_map(|e| e["line"].as_str()).collect();
+    assert!(lines.iter().any(|l| l.contains("response-too-large")), "{lines:?}");
+    assert!(lines.iter().any(|l| l.contains("timeout")), "{lines:?}");
+    drop(silent);
 }
