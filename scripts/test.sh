@@ -85,6 +85,13 @@ if ! TALLY_GUESTS_DIR="$(bash scripts/build-guests.sh)"; then
     finish
 fi
 export TALLY_GUESTS_DIR
+# The peer whose answers the HTTP functions' tests compare with: `wasmtime serve`.
+if peer="$(bash bench/setup.sh)"; then
+    TALLY_WASMTIME="$(sed -n 's/^wasmtime=//p' <<<"$peer")"
+    export TALLY_WASMTIME
+else
+    failed_steps+=(wasmtime)
+fi
 step "Rust SDK tests" env CARGO_TARGET_DIR="${TALLY_GUESTS_TARGET_DIR:-$HOME/.cache/tally-guests-target}" \
     cargo test --locked --manifest-path guest-sdks/rust/Cargo.toml
 
