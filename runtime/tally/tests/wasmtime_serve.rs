@@ -46,6 +46,9 @@ fn serve(component: &[u8]) -> Serve {
     Serve { child, url: format!("http://127.0.0.1:{port}"), _dir: dir }
 }
 
+/// A request: method, path, headers, body.
+type Case<'a> = (&'a str, &'a str, Vec<(&'a str, &'a str)>, Vec<u8>);
+
 /// What the two must agree on: the status, the component's own headers, the body.
 fn seen(a: &Answer) -> (u16, Vec<(String, String)>, Vec<u8>) {
     let mut headers: Vec<(String, String)> =
@@ -63,7 +66,7 @@ fn an_http_component_answers_on_tally_as_on_wasmtime_serve() {
     let peer = Node::attach(&peer.url);
 
     let binary: Vec<u8> = (0..(3 << 20)).map(|i| (i * 7 % 256) as u8).collect();
-    let cases: Vec<(&str, &str, Vec<(&str, &str)>, Vec<u8>)> = vec![
+    let cases: Vec<Case> = vec![
         ("GET", "/", vec![], vec![]),
         ("GET", "/deep/path/?q=1&q=2&flag", vec![("x-repeat", "a"), ("x-repeat", "b")], vec![]),
         ("POST", "/echo", vec![("content-type", "application/json")], br#"{"a": 1}"#.to_vec()),
