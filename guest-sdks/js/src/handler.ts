@@ -39,6 +39,11 @@ Trap.prototype.name = 'Trap';
 let fatal: unknown = undefined;
 let dying = false;
 
+/** What the instance dies of, or `undefined` while nothing asked it to die. Internal. */
+export function fatalError(): unknown {
+  return fatal;
+}
+
 /**
  * Traps the invocation: the instance dies, the caller gets HTTP 500 `trap` (not
  * `function_error`), and `message` is written to the function's stderr, whose last lines
@@ -58,8 +63,8 @@ export function trap(message: string): never {
   throw error;
 }
 
-/** Makes the instance die of `error` when the event loop next runs. */
-function die(error: unknown): void {
+/** Makes the instance die of `error` when the event loop next runs. Internal. */
+export function die(error: unknown): void {
   if (fatal === undefined) {
     fatal = error;
   }
@@ -75,8 +80,8 @@ function die(error: unknown): void {
   }
 }
 
-/** Whether a thrown value is one the instance cannot go on after. */
-function isFatal(thrown: unknown): boolean {
+/** Whether a thrown value is one the instance cannot go on after. Internal. */
+export function isFatal(thrown: unknown): boolean {
   if (thrown instanceof Trap || thrown === 'out of memory') {
     return true;
   }

@@ -7,7 +7,12 @@
  * exactly-once key-value state in the book's tables ({@link state}), keep durable JSON
  * objects with transactions across them ({@link objects}), pass messages through durable
  * queues ({@link queues}), hold locks ({@link locks}), call other functions
- * ({@link invoke}), ask what the invocation is and sleep durably ({@link context}).
+ * ({@link invoke}), ask what the invocation is and sleep durably ({@link context}), and
+ * read its settings ({@link config}).
+ *
+ * An HTTP function (world `http-function`) default-exports an {@link HttpHandler}
+ * instead, a `{ fetch(request) }` on the web's `Request` and `Response`, and may send
+ * requests out with {@link http.fetch}.
  *
  * A project is a directory with a `package.json` and an entry module, `app.ts` or
  * `app.js` (or the `main` of `package.json`), that exports the {@link Handler}:
@@ -34,7 +39,9 @@
  * @module
  */
 
+export * as config from './config.js';
 export * as context from './context.js';
+export * as http from './http.js';
 export * as invoke from './invoke.js';
 export * as locks from './locks.js';
 export * as log from './log.js';
@@ -43,6 +50,7 @@ export * as queues from './queues.js';
 export * as state from './state.js';
 
 export type { Bytes } from './bytes.js';
+export { ConfigError } from './config.js';
 export {
   Conflict,
   Failed,
@@ -56,6 +64,8 @@ export {
 } from './errors.js';
 export { type Handler, type Output, trap } from './handler.js';
 export { parseI64, parseU64 } from './ints.js';
+export { FetchError } from './outgoing.js';
+export type { HttpHandler } from './serve.js';
 export type { LogRecord } from './log.js';
 export type { BeginOptions, Json, TransactionOptions } from './objects.js';
 export { SeqNum } from './seqnum.js';

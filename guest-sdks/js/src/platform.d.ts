@@ -79,3 +79,67 @@ declare module 'tally:platform/context' {
   export function promiseCreate(): string;
   export function promiseAwait(id: string, timeoutMs: bigint | undefined): Uint8Array;
 }
+
+// The settings (`tally deploy --config/--secret`, `tally config set`), in every world.
+declare module 'wasi:config/store@0.2.0-rc.1' {
+  /** The WIT `error` variant of `wasi:config/store`, as `{ tag, val }`. */
+  export type Error = { tag: 'upstream'; val: string } | { tag: 'io'; val: string };
+  export function get(key: string): string | undefined;
+  export function getAll(): [string, string][];
+}
+
+// The parts of `wasi:http` (world `http-function` only) that `src/http.ts` uses. A
+// resource is a class whose `Symbol.dispose` method drops the handle; a method that returns the
+// WIT `err` throws an error whose own `payload` is the error value.
+declare module 'wasi:http/types@0.2.10' {
+  /** The WIT `error-code`: a case name, with a payload for some cases. */
+  export type ErrorCode = { tag: string; val?: unknown };
+  export type Method = { tag: 'get' | 'head' | 'post' | 'put' | 'delete' | 'connect' | 'options' | 'trace' | 'patch' } | { tag: 'other'; val: string };
+  export type Scheme = { tag: 'HTTP' } | { tag: 'HTTPS' } | { tag: 'other'; val: string };
+  export type Result<T, E> = { tag: 'ok'; val: T } | { tag: 'err'; val: E };
+
+  export class Fields {
+    static fromList(entries: [string, Uint8Array][]): Fields;
+    entries(): [string, Uint8Array][];
+  }
+  export class OutputStream {
+    blockingWriteAndFlush(contents: Uint8Array): void;
+  }
+  export class InputStream {
+    blockingRead(len: bigint): Uint8Array;
+  }
+  export class Pollable {
+    block(): void;
+  }
+  export class OutgoingBody {
+    write(): OutputStream;
+    static finish(body: OutgoingBody, trailers: Fields | undefined): void;
+  }
+  export class OutgoingRequest {
+    constructor(headers: Fields);
+    setMethod(method: Method): void;
+    setScheme(scheme: Scheme | undefined): void;
+    setAuthority(authority: string | undefined): void;
+    setPathWithQuery(path: string | undefined): void;
+    body(): OutgoingBody;
+  }
+  export class IncomingBody {
+    stream(): InputStream;
+  }
+  export class IncomingResponse {
+    status(): number;
+    headers(): Fields;
+    consume(): IncomingBody;
+  }
+  /** The `error-code` a stream's error stands for, if it stands for one. */
+  export function httpErrorCode(error: unknown): ErrorCode | undefined;
+  export class FutureIncomingResponse {
+    subscribe(): Pollable;
+    get(): Result<Result<IncomingResponse, ErrorCode>, void> | undefined;
+  }
+}
+
+declare module 'wasi:http/outgoing-handler@0.2.10' {
+  import type { FutureIncomingResponse, OutgoingRequest } from 'wasi:http/types@0.2.10';
+  export function handle(request: OutgoingRequest, options: undefined): FutureIncomingResponse;
+}

@@ -1,5 +1,5 @@
-// Fakes of the `tally:platform/*` imports, for tests of the SDK modules that call the
-// host. Importing this module registers Node module hooks that resolve each interface
+// Fakes of the `tally:platform/*` imports and of `wasi:config/store`, for tests of the
+// SDK modules that call the host. Importing this module registers Node module hooks that resolve each interface
 // to a module whose functions call the ones set in `host`, so a test sets what the host
 // does and then imports the SDK module dynamically (a static import would be resolved
 // before the hooks exist):
@@ -22,7 +22,14 @@ const INTERFACES: Record<string, readonly string[]> = {
   queues: ['push', 'pop'],
   locks: ['acquire', 'release'],
   context: ['invocationId', 'bookId', 'attempt', 'functionName', 'key', 'sleep', 'sleepUntil', 'promiseCreate', 'promiseAwait'],
+  // `wasi:config/store@0.2.0-rc.1`, the settings.
+  config: ['get', 'getAll'],
 };
+
+/** The module specifier of each faked interface. */
+function specifier(name: string): string {
+  return name === 'config' ? 'wasi:config/store@0.2.0-rc.1' : `tally:platform/${name}`;
+}
 
 type Fake = (...args: any[]) => unknown;
 
@@ -43,7 +50,7 @@ function moduleSource(name: string): string {
     lines.push(
       `function f${i}(...args) {`,
       `  const fake = host[${id}];`,
-      `  if (typeof fake !== 'function') throw new Error('tally:platform/${name}#${fn} is not faked');`,
+      `  if (typeof fake !== 'function') throw new Error('${specifier(name)}#${fn} is not faked');`,
       `  return fake(...args);`,
       `}`,
       `export { f${i} as ${fn} };`,
@@ -52,7 +59,7 @@ function moduleSource(name: string): string {
   return lines.join('\n');
 }
 
-const sources = Object.fromEntries(Object.keys(INTERFACES).map((name) => [`tally:platform/${name}`, moduleSource(name)]));
+const sources = Object.fromEntries(Object.keys(INTERFACES).map((name) => [specifier(name), moduleSource(name)]));
 
 // The hooks run on a thread of their own, so they get the modules' sources as data.
 const HOOKS = `
