@@ -189,14 +189,22 @@ fn a_call_out_is_sent_again_only_when_a_crash_fell_between_send_and_log() {
         let crashed = n.send(
             "POST",
             &up.fetch("/pay"),
-            &[("idempotency-key", key.as_str()), ("tally-crash-after", &crash_after.to_string()), ("x-fetch-method", "POST")],
+            &[
+                ("idempotency-key", key.as_str()),
+                ("tally-crash-after", &crash_after.to_string()),
+                ("x-fetch-method", "POST"),
+                ("x-fetch-body-delay-ms", "20"),
+            ],
             b"once",
         );
         // The node may still be ending the crashed attempt when the retry comes (a 5xx
         // then): the client retries until it gets the answer, as `common::until_ok` does.
         let mut tries = 0;
         let retried = loop {
-            let a = n.send("POST", &up.fetch("/pay"), &[("idempotency-key", key.as_str()), ("x-fetch-method", "POST")], b"once");
+            // The body is written after the request is handed over: a re-execution that
+            // replays the logged response must still take it.
+            let headers = [("idempotency-key", key.as_str()), ("x-fetch-method", "POST"), ("x-fetch-body-delay-ms", "20")];
+            let a = n.send("POST", &up.fetch("/pay"), &headers, b"once");
             tries += 1;
             if a.status == 200 || tries == 50 {
                 break a;

@@ -200,7 +200,16 @@ impl WasiHttpHooks for Outgoing {
             let outcome = match decision {
                 // Only `handle` hands wasmtime-wasi-http a request.
                 None => return Err(wasmtime_wasi_http::Error::HttpRequestDenied),
-                Some((_, Outcall::Logged(outcome))) => outcome,
+                Some((_, Outcall::Logged(outcome))) => {
+                    // The guest may write its body after `handle` (wasi:http allows it):
+                    // what it writes is taken and dropped, as an answered request's would
+                    // be, so its writes do not fail because the answer came first.
+                    let (limit, timeout) = (node.request_bytes_max, node.timeout);
+                    tokio::spawn(async move {
+                        let _ = tokio::time::timeout(timeout, Limited::new(request.into_body(), limit).collect()).await;
+                    });
+                    outcome
+                }
                 Some((to, Outcall::Send(slot))) => {
                     let outcome = send(&node, &to, request, options, slot.idempotency_key()).await;
                     match slot.log(outcome).await {

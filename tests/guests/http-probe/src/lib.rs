@@ -14,7 +14,8 @@
 //! - `/env/KEY`: the environment variable KEY (a function's setting on Tally), 404 if
 //!   unset;
 //! - `/fetch?to=URL` (URL percent-encoded): sends the request's body to URL with the
-//!   method in `x-fetch-method` (default GET) through wasi:http's outgoing handler, and
+//!   method in `x-fetch-method` (default GET) through wasi:http's outgoing handler
+//!   (writing the body `x-fetch-body-delay-ms` after handing the request over), and
 //!   answers with the upstream's status and body, or 502 and the error it got;
 //! - anything else: 200 with the request's body and content type.
 
@@ -77,7 +78,10 @@ impl wasip2::exports::http::incoming_handler::Guest for HttpProbe {
         } else if route == "/fetch" {
             let to = path.split_once("?to=").map(|(_, u)| percent_decode(u)).unwrap_or_default();
             let method = request_headers.get("x-fetch-method").first().map(|m| String::from_utf8_lossy(m).into_owned());
-            let sent = read_body(&request).map_err(str::to_string).and_then(|body| fetch(&to, method.as_deref(), &body));
+            let delay_ms = request_headers.get("x-fetch-body-delay-ms").first().and_then(|d| String::from_utf8_lossy(d).parse().ok());
+            let sent = read_body(&request)
+                .map_err(str::to_string)
+                .and_then(|body| fetch(&to, method.as_deref(), &body, delay_ms.unwrap_or(0)));
             match sent {
                 Ok((upstream, body)) => {
                     status = upstream;
@@ -164,7 +168,9 @@ fn percent_decode(text: &str) -> String {
 }
 
 /// Sends `body` to `url` (`http[s]://authority/path`); the status and body that came back.
-fn fetch(url: &str, method: Option<&str>, body: &[u8]) -> Result<(u16, Vec<u8>), String> {
+/// Sends `body` to `url`, writing it `delay_ms` after handing the request over (as
+/// wasi:http allows: the host may answer before, from a logged response).
+fn fetch(url: &str, method: Option<&str>, body: &[u8], delay_ms: u64) -> Result<(u16, Vec<u8>), String> {
     let (scheme, rest) = url.split_once("://").ok_or(format!("not a URL: {url:?}"))?;
     let (authority, path) = match rest.find('/') {
         Some(i) => (&rest[..i], &rest[i..]),
@@ -184,6 +190,9 @@ fn fetch(url: &str, method: Option<&str>, body: &[u8]) -> Result<(u16, Vec<u8>),
     request.set_path_with_query(Some(path)).map_err(|()| "bad path")?;
     let outgoing = request.body().map_err(|()| "the body was taken")?;
     let future = wasip2::http::outgoing_handler::handle(request, None).map_err(|e| format!("refused: {e:?}"))?;
+    if delay_ms > 0 {
+        wasip2::clocks::monotonic_clock::subscribe_duration(delay_ms * 1_000_000).block();
+    }
     {
         let stream = outgoing.write().map_err(|()| "the body stream was taken")?;
         for chunk in body.chunks(CHUNK_BYTES) {
