@@ -17,6 +17,8 @@
 //!   the retry, which finds its Init, or by the recovery scan), while a function
 //!   without effects logs nothing and costs what a direct call does.
 //!
+//! - **Logs**: `GET /v1/logs` asks every function node and merges (`proxy/logs.rs`).
+//!
 //! The gateway holds no state of its own: the members and the configuration come from
 //! etcd, so any number of gateways serve the same cluster.
 
@@ -41,6 +43,8 @@ use tokio::sync::watch;
 use tracing::{debug, warn};
 
 use crate::gateway::error_response;
+
+mod logs;
 
 /// The largest request body the gateway takes (a deploy's component; a node refuses
 /// what is over its own limit).
@@ -137,7 +141,7 @@ impl Gateway {
 }
 
 pub fn router(gw: Arc<Gateway>) -> Router {
-    Router::new().fallback(forward).with_state(gw)
+    Router::new().route("/v1/logs", axum::routing::get(logs::logs)).fallback(forward).with_state(gw)
 }
 
 /// The book a request names, if any: an HTTP function's request names it in a header

@@ -468,3 +468,63 @@ fn idle_uploads_do_not_stop_the_gateway() {
         assert_eq!(&answer, b"HTTP/1.1 408", "{}", String::from_utf8_lossy(&answer));
     }
 }
+
+/// Each function node keeps the logs of what it ran; the gateway merges them, and its
+/// settings' secrets are sealed with the one key every node shares.
+#[test]
+fn the_gateway_merges_every_function_nodes_logs_and_nodes_share_secrets() {
+    let (c, url) =
+        Cluster::up(&["--controllers", "1", "--sequencers", "1", "--storage", "1", "--functions", "2", "--gateways", "1"]);
+    let gw = node_at(&url);
+    let settings = serde_json::json!({ "TOKEN": { "value": "sealed-in-a-cluster", "secret": true } }).to_string();
+    let a = gw.send("PUT", "/v1/functions/web", &[("tally-settings", &settings)], &guest("http_probe"));
+    assert_eq!(a.status, 201, "{}\n{}", a.text(), c.logs());
+    // Round-robin over both function nodes: each prints, and each reads the secret.
+    let mut ids = Vec::new();
+    for i in 0..6 {
+        let key = format!("print-{i}");
+        let a = gw.send("POST", "/fn/web/print/1", &[("idempotency-key", key.as_str())], b"");
+        assert_eq!(a.status, 200, "{}", a.text());
+        let a = gw.send("GET", "/fn/web/env/TOKEN", &[], b"");
+        assert_eq!(a.text(), "sealed-in-a-cluster", "every node opens the secret");
+        ids.push(key);
+    }
+    let (status, v) = gw.json("GET", "/v1/logs?function=web&limit=1000", b"");
+    assert_eq!(status, 200, "{v}");
+    let entries = v["entries"].as_array().expect("entries");
+    let nodes: std::collections::BTreeSet<u64> = entries.iter().filter_map(|e| e["node"].as_u64()).collect();
+    assert_eq!(nodes.len(), 2, "lines of both nodes: {v}");
+    assert_eq!(entries.iter().filter(|e| e["line"] == "line 0").count(), 6, "{v}");
+    let times: Vec<u64> = entries.iter().filter_map(|e| e["at_ms"].as_u64()).collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "in time order: {times:?}");
+
+    // Followed through the gateway: new lines of either node as they come.
+    let follow = format!("{url}/v1/logs?function=web&follow=true&limit=1");
+    let (tx, rx) = std::sync::mpsc::channel();
+    thread::spawn(move || {
+        use std::io::BufRead as _;
+        let Ok(response) = Node::agent().get(&follow).call() else { return };
+        for line in std::io::BufReader::new(response.into_body().into_reader()).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    for _ in 0..2 {
+        rx.recv_timeout(Duration::from_secs(30)).expect("each node's last line");
+    }
+    for i in 0..4 {
+        let a = gw.send("POST", "/fn/web/print/1", &[("idempotency-key", &format!("late-{i}"))], b"");
+        assert_eq!(a.status, 200);
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while seen.len() < 2 && Instant::now() < deadline {
+        let line = rx.recv_timeout(Duration::from_secs(30)).expect("a followed line");
+        let entry: Value = serde_json::from_str(&line).expect("a JSON line");
+        if entry["line"] == "line 0" {
+            seen.insert(entry["node"].as_u64().expect("its node"));
+        }
+    }
+    assert_eq!(seen.len(), 2, "new lines of both nodes");
+}
