@@ -332,6 +332,23 @@ mod tests {
         assert_eq!(fresh[READINGS_MAX - 1], Reading::Wall(READINGS_MAX as u64 + 9));
     }
 
+    #[test]
+    fn the_settings_version_is_replayed_as_read_and_logged_like_a_clock() {
+        use GuestClock::Settings;
+        let mut r = Recorder::default();
+        r.follow(1, None);
+        assert_eq!(r.read(Settings, 7), 7);
+        assert_eq!(r.take_fresh(), [Reading::Settings(7)]);
+        // A re-execution reads version 7, whatever is current; past the record it keeps
+        // to the last reading.
+        let mut r = Recorder::default();
+        r.follow(1, Some(&clocks(&[Reading::Wall(5), Reading::Settings(7)])));
+        assert_eq!(r.read(Settings, 9), 7);
+        assert_eq!(r.read(Settings, 9), 7);
+        assert_eq!(r.read(Wall, 1), 5, "the clocks keep their own readings");
+        assert!(r.fresh.is_empty());
+    }
+
     fn rec(seqnum: u64, bytes: usize) -> Option<ReadRecord> {
         Some(ReadRecord { seqnum, tags: vec![], data: vec![7; bytes].into(), aux: None })
     }
