@@ -101,6 +101,20 @@ pub struct DevArgs {
     /// The largest response a request out may get (logged whole: at most 786432).
     #[arg(long)]
     outgoing_response_bytes_max: Option<u64>,
+    /// A name the node answers itself for requests out, before DNS, e.g.
+    /// --outgoing-hosts api.internal=10.0.0.7 (repeatable; several addresses: a,b).
+    #[arg(long = "outgoing-hosts", value_name = "NAME=IP[,IP]")]
+    outgoing_hosts: Vec<String>,
+    /// Bytes of functions' logs the node keeps (tally logs), the oldest going first.
+    #[arg(long)]
+    logs_bytes_max: Option<u64>,
+    /// Bytes of each of stdout and stderr one attempt keeps.
+    #[arg(long)]
+    logs_invocation_bytes_max: Option<u64>,
+    /// The key that seals functions' secrets (default: <data-dir>/secrets.key, made if
+    /// missing).
+    #[arg(long)]
+    secrets_key_file: Option<PathBuf>,
     /// The protocol of one state table, e.g. --table accounts=write-optimized (repeatable).
     #[arg(long = "table", value_name = "TABLE=PROTOCOL")]
     tables: Vec<String>,
@@ -183,6 +197,8 @@ impl DevArgs {
             outgoing_timeout_ms_max => node.outgoing_timeout_ms_max,
             outgoing_request_bytes_max => node.outgoing_request_bytes_max,
             outgoing_response_bytes_max => node.outgoing_response_bytes_max,
+            logs_bytes_max => node.logs_bytes_max,
+            logs_invocation_bytes_max => node.logs_invocation_bytes_max,
             recovery_interval_ms => state.recovery_interval_ms,
             attempts_max => state.attempts_max,
             gc_interval_ms => state.gc_interval_ms,
@@ -204,6 +220,18 @@ impl DevArgs {
         }
         if let Some(dir) = &self.artifacts_dir {
             c.artifacts_dir = Some(dir.clone());
+        }
+        if let Some(file) = &self.secrets_key_file {
+            c.secrets_key_file = Some(file.clone());
+        }
+        for pin in &self.outgoing_hosts {
+            let (name, ips) =
+                pin.split_once('=').ok_or_else(|| anyhow::anyhow!("--outgoing-hosts takes NAME=IP, got {pin:?}"))?;
+            let ips = ips
+                .split(',')
+                .map(|ip| ip.trim().parse().map_err(|e| anyhow::anyhow!("--outgoing-hosts {pin:?}: {e}")))
+                .collect::<anyhow::Result<Vec<std::net::IpAddr>>>()?;
+            c.node.outgoing_hosts.insert(name.to_ascii_lowercase(), ips);
         }
         Ok(c)
     }
