@@ -1,6 +1,7 @@
 //! A minimal async HTTP/1.1 keep-alive client for the suites' closed loops: one
 //! connection per client, on a tokio runtime, so that a client costs a task rather
-//! than a thread (as `wrk`'s do), for every target alike.
+//! than a thread (as `wrk`'s do), for every target alike. It POSTs by default, and sends
+//! any method with extra headers too.
 
 use anyhow::{ensure, Context as _};
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
@@ -30,22 +31,35 @@ impl Http {
     /// request may be sent twice) and a reused connection fails, which it does when the
     /// server closed it while it idled, the request goes once more on a fresh one.
     pub(crate) async fn post(&mut self, body: &[u8], key: Option<&str>, resend: bool) -> anyhow::Result<(u16, Vec<u8>)> {
+        let key = key.map(|k| format!("Idempotency-Key: {k}\r\n")).unwrap_or_default();
+        self.send("POST", &key, body, resend).await
+    }
+
+    /// Sends a request with `method`, the header lines `headers` (each ending in
+    /// `\r\n`) and `body`, as [`Http::post`] does.
+    pub(crate) async fn send(
+        &mut self,
+        method: &str,
+        headers: &str,
+        body: &[u8],
+        resend: bool,
+    ) -> anyhow::Result<(u16, Vec<u8>)> {
         let reused = self.stream.is_some();
-        let mut answer = self.exchange(body, key).await;
+        let mut answer = self.exchange(method, headers, body).await;
         if answer.is_err() {
             self.stream = None;
             if reused && resend {
-                answer = self.exchange(body, key).await;
+                answer = self.exchange(method, headers, body).await;
                 if answer.is_err() {
                     self.stream = None;
                 }
             }
         }
-        answer.with_context(|| format!("POST http://{}{}", self.authority, self.target))
+        answer.with_context(|| format!("{method} http://{}{}", self.authority, self.target))
     }
 
     /// One request and its answer.
-    async fn exchange(&mut self, body: &[u8], key: Option<&str>) -> anyhow::Result<(u16, Vec<u8>)> {
+    async fn exchange(&mut self, method: &str, headers: &str, body: &[u8]) -> anyhow::Result<(u16, Vec<u8>)> {
         let stream = match &mut self.stream {
             Some(s) => s,
             None => {
@@ -54,10 +68,13 @@ impl Http {
                 self.stream.insert(BufReader::new(s))
             }
         };
-        let key = key.map(|k| format!("Idempotency-Key: {k}\r\n")).unwrap_or_default();
-        let mut request =
-            format!("POST {} HTTP/1.1\r\nHost: {}\r\n{key}Content-Length: {}\r\n\r\n", self.target, self.authority, body.len())
-                .into_bytes();
+        let mut request = format!(
+            "{method} {} HTTP/1.1\r\nHost: {}\r\n{headers}Content-Length: {}\r\n\r\n",
+            self.target,
+            self.authority,
+            body.len()
+        )
+        .into_bytes();
         request.extend_from_slice(body);
         stream.get_mut().write_all(&request).await?;
         let mut line = String::new();

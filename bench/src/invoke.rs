@@ -50,9 +50,9 @@ use crate::report::{round_to, Report, Samples};
 use crate::RunOptions;
 
 /// What every request carries and every response must return.
-const PAYLOAD: &[u8] = b"hello";
+pub(crate) const PAYLOAD: &[u8] = b"hello";
 /// The client counts: latency unloaded, then throughput.
-const CLIENTS: [usize; 2] = [1, 32];
+pub(crate) const CLIENTS: [usize; 2] = [1, 32];
 /// The echo function in every SDK language: the case's target name, the component in
 /// the guests directory, the name it is deployed under, and the language's floor, the
 /// cost of instantiating it and calling `handle` in a bare wasmtime embedding as
@@ -87,7 +87,7 @@ pub(crate) struct Plan {
     /// Slices per target and client count; `slices * slice` is a case's window.
     slices: u32,
     /// Calls per run of the `probe` guest.
-    probe_reads: usize,
+    pub probe_reads: usize,
 }
 
 impl Plan {
@@ -113,15 +113,13 @@ pub(crate) struct Target {
 /// The clients of one closed loop, kept across its warm-up and slices so that their
 /// connections stay open: tasks on a runtime of their own ([`CLIENT_THREADS`] threads),
 /// each with one keep-alive connection.
-struct Clients {
-    invokers: Vec<Invoker>,
+struct Clients<O> {
+    invokers: Vec<O>,
 }
 
-impl Clients {
-    fn new(count: usize, target: &Target) -> anyhow::Result<Clients> {
-        let invokers = (0..count)
-            .map(|_| Ok(Invoker { http: Http::new(&target.invoke_url)?, name: target.name }))
-            .collect::<anyhow::Result<_>>()?;
+impl<O> Clients<O> {
+    fn new(count: usize, mut new_op: impl FnMut() -> anyhow::Result<O>) -> anyhow::Result<Clients<O>> {
+        let invokers = (0..count).map(|_| new_op()).collect::<anyhow::Result<_>>()?;
         Ok(Clients { invokers })
     }
 }
@@ -200,7 +198,7 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<()> {
 /// one by one, each also logs the clock readings around it, so the mean of an untimed
 /// loop of appends is measured too), each the best of three runs of `reads` calls (a
 /// run is one invocation; the first warms the instance's code).
-fn guest_calls(report: &mut Report, tally_url: &str, probe: &[u8], reads: usize) -> anyhow::Result<()> {
+pub(crate) fn guest_calls(report: &mut Report, tally_url: &str, probe: &[u8], reads: usize) -> anyhow::Result<()> {
     let deploy_url = format!("{tally_url}/v1/functions/probe");
     let mut response = deploy_agent().put(&deploy_url).send(probe).with_context(|| format!("PUT {deploy_url}"))?;
     let status = response.status().as_u16();
@@ -329,7 +327,7 @@ const WRK_CONNECTIONS: usize = 32;
 /// are not the only judge: `wrk` (Debian's, installed when missing) with
 /// `WRK_CONNECTIONS` keep-alive connections on two threads, POSTing the payload, for as
 /// long as a case's slices. Skipped, with a message, where wrk cannot be had.
-fn external_load(report: &mut Report, targets: &[Target], plan: &Plan) -> anyhow::Result<()> {
+pub(crate) fn external_load(report: &mut Report, targets: &[Target], plan: &Plan) -> anyhow::Result<()> {
     let wrk = match crate::peers::debian_program("wrk", "wrk") {
         Ok(wrk) => wrk,
         Err(e) => {
@@ -401,6 +399,21 @@ pub(crate) fn measure(
     report: &mut Report,
     targets: &[Target],
     plan: &Plan,
+    hook: impl FnMut(usize, Slices) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let names: Vec<&str> = targets.iter().map(|t| t.name).collect();
+    let new_op = |i: usize| Ok(Invoker { http: Http::new(&targets[i].invoke_url)?, name: targets[i].name });
+    measure_ops(report, "invoke", &names, plan, new_op, hook)
+}
+
+/// [`measure`] with clients of any kind: `new_op(i)` makes a client of target `i` (of
+/// `names`, the cases' prefixes); `bench` prefixes the progress lines.
+pub(crate) fn measure_ops<O: Op>(
+    report: &mut Report,
+    bench: &str,
+    names: &[&str],
+    plan: &Plan,
+    new_op: impl Fn(usize) -> anyhow::Result<O>,
     mut hook: impl FnMut(usize, Slices) -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -410,23 +423,24 @@ pub(crate) fn measure(
         .build()
         .context("starting the clients' runtime")?;
     for clients in CLIENTS {
-        eprintln!("invoke: clients={clients}: {} interleaved slices of {} ms per target", plan.slices, plan.slice.as_millis());
-        let mut pools: Vec<Clients> = targets.iter().map(|t| Clients::new(clients, t)).collect::<anyhow::Result<_>>()?;
+        eprintln!("{bench}: clients={clients}: {} interleaved slices of {} ms per target", plan.slices, plan.slice.as_millis());
+        let mut pools: Vec<Clients<O>> =
+            (0..names.len()).map(|i| Clients::new(clients, || new_op(i))).collect::<anyhow::Result<_>>()?;
         for pool in &mut pools {
             closed_loop(&rt, pool, plan.warmup, Duration::ZERO)?;
         }
         hook(clients, Slices::Before)?;
-        let mut samples: Vec<Samples> = targets.iter().map(|_| Samples::default()).collect();
+        let mut samples: Vec<Samples> = names.iter().map(|_| Samples::default()).collect();
         for round in 0..plan.slices as usize {
-            for k in 0..targets.len() {
+            for k in 0..names.len() {
                 // Rotated, so that no target always follows the same one.
-                let i = (round + k) % targets.len();
+                let i = (round + k) % names.len();
                 samples[i].extend(closed_loop(&rt, &mut pools[i], plan.slice_warmup, plan.slice - plan.slice_warmup)?);
             }
         }
         hook(clients, Slices::After)?;
-        for (target, samples) in targets.iter().zip(samples) {
-            let case = case(target.name, clients);
+        for (name, samples) in names.iter().zip(samples) {
+            let case = case(name, clients);
             let (throughput, latencies) = samples.finish();
             report.record(&case, "invoke_throughput", throughput.round(), "requests/s")?;
             for (metric, percent) in [("invoke_p50_us", 50.0), ("invoke_p99_us", 99.0)] {
@@ -438,13 +452,18 @@ pub(crate) fn measure(
     Ok(())
 }
 
-fn case(target: &str, clients: usize) -> String {
+pub(crate) fn case(target: &str, clients: usize) -> String {
     format!("{target},clients={clients}")
 }
 
 /// Every client of `pool` invokes its target in a closed loop for `warmup + window`,
 /// on the clients' runtime `rt`; the requests answered in `window` are counted.
-fn closed_loop(rt: &tokio::runtime::Runtime, pool: &mut Clients, warmup: Duration, window: Duration) -> anyhow::Result<Samples> {
+fn closed_loop<O: Op>(
+    rt: &tokio::runtime::Runtime,
+    pool: &mut Clients<O>,
+    warmup: Duration,
+    window: Duration,
+) -> anyhow::Result<Samples> {
     let invokers = std::mem::take(&mut pool.invokers);
     let (samples, invokers) = rt.block_on(closed_loop_keeping(invokers, warmup, window))?;
     pool.invokers = invokers;
@@ -461,7 +480,7 @@ fn invoke_once(agent: &ureq::Agent, target: &Target) -> anyhow::Result<()> {
 }
 
 /// An answer of the echo function: status 200 and the payload.
-fn check_echo(name: &str, status: u16, body: &[u8]) -> anyhow::Result<()> {
+pub(crate) fn check_echo(name: &str, status: u16, body: &[u8]) -> anyhow::Result<()> {
     if status != 200 || body != PAYLOAD {
         bail!(
             "{name} answered {status} with {:?}, not 200 with {:?}",
@@ -538,7 +557,7 @@ pub(crate) async fn guests() -> anyhow::Result<PathBuf> {
 }
 
 /// The repository's root directory.
-fn repo_root() -> PathBuf {
+pub(crate) fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("bench/ is inside the repository").to_owned()
 }
 
@@ -552,15 +571,15 @@ pub(crate) fn build_guests(root: &Path) -> anyhow::Result<PathBuf> {
 
 /// What `bench/setup.sh` provides for the peer.
 #[derive(Clone)]
-struct Peer {
+pub(crate) struct Peer {
     wasmtime: PathBuf,
     /// `wasmtime --version`, for the table's title.
-    version: String,
-    http_hello: PathBuf,
+    pub version: String,
+    pub http_hello: PathBuf,
 }
 
 /// Runs `bench/setup.sh`, which installs wasmtime and builds the http-hello component.
-fn setup_peer(root: &Path) -> anyhow::Result<Peer> {
+pub(crate) fn setup_peer(root: &Path) -> anyhow::Result<Peer> {
     eprintln!("invoke: setting up the peer (bench/setup.sh; a first run installs wasmtime)");
     let stdout = run_script(root, "bench/setup.sh")?;
     let field = |key: &str| {
@@ -591,17 +610,17 @@ fn run_script(root: &Path, script: &str) -> anyhow::Result<String> {
 }
 
 /// A `wasmtime serve` child process; killed when dropped.
-struct WasmtimeServe {
+pub(crate) struct WasmtimeServe {
     child: Child,
     /// Where it serves, as it announced.
-    url: String,
+    pub url: String,
 }
 
 impl WasmtimeServe {
     /// Starts it on a free loopback port and waits until it serves. `-Scli`: Rust's
     /// standard library on wasm32-wasip2 imports wasi:cli/environment, which `wasmtime
     /// serve` links only with the CLI interfaces enabled.
-    fn start(peer: &Peer) -> anyhow::Result<WasmtimeServe> {
+    pub(crate) fn start(peer: &Peer) -> anyhow::Result<WasmtimeServe> {
         let mut child = Command::new(&peer.wasmtime)
             .args(["serve", "-Scli", "--addr", "127.0.0.1:0"])
             .arg(&peer.http_hello)

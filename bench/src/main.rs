@@ -6,6 +6,7 @@
 mod cluster;
 mod durable;
 mod http;
+mod http_fns;
 mod invoke;
 mod libs;
 mod log;
@@ -13,6 +14,7 @@ mod memory;
 mod peers;
 mod report;
 mod state;
+mod webhooks;
 mod workflows;
 
 use std::process::ExitCode;
@@ -22,7 +24,7 @@ use std::process::ExitCode;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-const SUITES: &[&str] = &["log", "invoke", "state", "cluster", "memory", "durable", "libs"];
+const SUITES: &[&str] = &["log", "invoke", "state", "cluster", "memory", "durable", "libs", "http"];
 
 /// What every suite is told about the run.
 pub struct RunOptions {
@@ -79,6 +81,7 @@ fn main() -> ExitCode {
         "memory" => runtime.block_on(memory::run(&options)),
         "durable" => runtime.block_on(durable::run(&options)),
         "libs" => runtime.block_on(libs::run(&options)),
+        "http" => runtime.block_on(http_fns::run(&options)),
         _ => unreachable!("every suite of SUITES has a branch"),
     };
     match result {
