@@ -78,7 +78,8 @@ impl wasip2::exports::http::incoming_handler::Guest for HttpProbe {
         } else if route == "/fetch" {
             let to = path.split_once("?to=").map(|(_, u)| percent_decode(u)).unwrap_or_default();
             let method = request_headers.get("x-fetch-method").first().map(|m| String::from_utf8_lossy(m).into_owned());
-            let delay_ms = request_headers.get("x-fetch-body-delay-ms").first().and_then(|d| String::from_utf8_lossy(d).parse().ok());
+            let delay_ms =
+                request_headers.get("x-fetch-body-delay-ms").first().and_then(|d| String::from_utf8_lossy(d).parse().ok());
             let sent = read_body(&request)
                 .map_err(str::to_string)
                 .and_then(|body| fetch(&to, method.as_deref(), &body, delay_ms.unwrap_or(0)));
