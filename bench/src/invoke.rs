@@ -492,7 +492,7 @@ pub(crate) fn check_echo(name: &str, status: u16, body: &[u8]) -> anyhow::Result
 }
 
 /// One scrape of Tally's `/metrics`.
-fn scrape(url: &str) -> anyhow::Result<String> {
+pub(crate) fn scrape(url: &str) -> anyhow::Result<String> {
     let mut response = agent().get(url).call().with_context(|| format!("GET {url}"))?;
     let status = response.status().as_u16();
     let text = response.body_mut().read_to_string().with_context(|| format!("reading {url}"))?;
@@ -546,7 +546,7 @@ fn record_ratios(report: &mut Report) -> anyhow::Result<()> {
 
 /// The sample of the metric `name` with the label `function="<function>"` in a
 /// Prometheus text exposition; `None` if there is none.
-fn metric_value(text: &str, name: &str, function: &str) -> Option<f64> {
+pub(crate) fn metric_value(text: &str, name: &str, function: &str) -> Option<f64> {
     let prefix = format!("{name}{{function=\"{function}\"}} ");
     text.lines().find_map(|line| line.strip_prefix(&prefix)?.trim().parse().ok())
 }

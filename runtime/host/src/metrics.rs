@@ -1,9 +1,10 @@
 //! Counters of the runtime, rendered in the Prometheus text format for `GET /metrics`.
 //!
 //! The host updates them and the gateway renders them: per function, invocations by
-//! outcome, wall time, instantiation time, reset time and each instance's peak linear
-//! memory (over all its memories, counted by the store's limiter); per node, instances
-//! running, deploys, re-executions and results replayed from the log.
+//! outcome, wall time, instantiation time, reset time, each instance's peak linear
+//! memory (over all its memories, counted by the store's limiter) and the times of its
+//! requests out (the wait, the exchange, the log); per node, instances running, deploys,
+//! re-executions and results replayed from the log.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -27,6 +28,12 @@ struct FunctionCounters {
     /// Over the instances reset: the time their stores' drops took.
     reset_seconds_sum: f64,
     resets: u64,
+    /// Over the requests out that were sent: the wait before sending (for the
+    /// invocation's Init and the step gate), the exchange, and the logging of what it got.
+    outgoing_wait_seconds_sum: f64,
+    outgoing_send_seconds_sum: f64,
+    outgoing_log_seconds_sum: f64,
+    outgoing_sent: u64,
 }
 
 #[derive(Default)]
@@ -76,6 +83,17 @@ impl Metrics {
             c.instantiate_seconds_sum += took.as_secs_f64();
             c.memory_bytes_sum += peak_bytes as u64;
             c.instances += 1;
+        });
+    }
+
+    /// A request out of `function` that was sent (not one a re-execution replayed): how
+    /// long it waited to be sent, the exchange, and its record.
+    pub fn sent_out(&self, function: &str, wait: Duration, send: Duration, log: Duration) {
+        self.update(function, |c| {
+            c.outgoing_wait_seconds_sum += wait.as_secs_f64();
+            c.outgoing_send_seconds_sum += send.as_secs_f64();
+            c.outgoing_log_seconds_sum += log.as_secs_f64();
+            c.outgoing_sent += 1;
         });
     }
 
@@ -136,6 +154,21 @@ impl Metrics {
             "Time to drop an ended instance's store and reset its pool slot, after the invocation's answer.",
             |c| (c.reset_seconds_sum, c.resets),
         );
+        for (name, help, of) in [
+            (
+                "tally_outgoing_wait_seconds",
+                "Time a request out waited to be sent (the invocation's Init, the step gate).",
+                (|c: &FunctionCounters| (c.outgoing_wait_seconds_sum, c.outgoing_sent)) as fn(&FunctionCounters) -> (f64, u64),
+            ),
+            ("tally_outgoing_send_seconds", "Time of a request out's exchange, connection included.", |c| {
+                (c.outgoing_send_seconds_sum, c.outgoing_sent)
+            }),
+            ("tally_outgoing_log_seconds", "Time to log what a request out got (its record).", |c| {
+                (c.outgoing_log_seconds_sum, c.outgoing_sent)
+            }),
+        ] {
+            summary(&mut out, &functions, name, help, of);
+        }
         out.push_str("# HELP tally_reexecutions_total Attempts of exactly-once invocations after their first.\n");
         out.push_str("# TYPE tally_reexecutions_total counter\n");
         let _ = writeln!(out, "tally_reexecutions_total {}", self.reexecutions.load(Ordering::Relaxed));
@@ -183,6 +216,17 @@ mod tests {
         assert!(text.contains("tally_invocations_total{function=\"hello\",outcome=\"timeout\"} 1"), "{text}");
         assert!(text.contains("tally_invocation_seconds_count{function=\"hello\"} 2"), "{text}");
         assert!(text.contains("tally_instances_running 0"), "{text}");
+    }
+
+    #[test]
+    fn renders_the_times_of_calls_out_per_function() {
+        let m = Metrics::default();
+        m.sent_out("web", Duration::from_millis(1), Duration::from_millis(2), Duration::from_millis(3));
+        let text = m.render(0);
+        assert!(text.contains("tally_outgoing_wait_seconds_sum{function=\"web\"} 0.001"), "{text}");
+        assert!(text.contains("tally_outgoing_send_seconds_sum{function=\"web\"} 0.002"), "{text}");
+        assert!(text.contains("tally_outgoing_log_seconds_sum{function=\"web\"} 0.003"), "{text}");
+        assert!(text.contains("tally_outgoing_log_seconds_count{function=\"web\"} 1"), "{text}");
     }
 
     #[test]

@@ -497,7 +497,7 @@ impl WasmHost {
             wasi,
             table: ResourceTable::new(),
             http: WasiHttpCtx::new(),
-            outgoing: outgoing::Outgoing::new(self.outgoing.clone(), outbound.clone()),
+            outgoing: outgoing::Outgoing::new(self.outgoing.clone(), outbound.clone(), self.metrics.clone(), function.clone()),
             limiter: MemoryLimiter::new(limits.memory_bytes as usize),
             stderr,
             stdout,

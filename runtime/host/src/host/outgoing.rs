@@ -37,6 +37,7 @@ use wasmtime_wasi_http::{RequestOptions, WasiBody, WasiHttp, WasiHttpHooks, Wasi
 use super::HostState;
 use crate::limits::NodeLimits;
 use crate::message::{Fields, HttpResponse};
+use crate::metrics::Metrics;
 use crate::outbound::{split_host_port, Destination, Outbound};
 
 /// The version of wasi:http the handler is defined at: guests of any earlier 0.2
@@ -102,11 +103,24 @@ pub(super) struct Outgoing {
     pub(super) failed: Arc<Mutex<Option<tally_durable::Error>>>,
     /// Refusals and failed calls, lines of the function's log.
     pub(super) refusals: Arc<Mutex<Vec<String>>>,
+    /// How long the call being handed over waited for its decision, for the metrics.
+    waited: Duration,
+    metrics: Arc<Metrics>,
+    function: String,
 }
 
 impl Outgoing {
-    pub(super) fn new(node: Arc<OutgoingNode>, outbound: Arc<Outbound>) -> Outgoing {
-        Outgoing { node, outbound, decision: None, failed: Arc::default(), refusals: Arc::default() }
+    pub(super) fn new(node: Arc<OutgoingNode>, outbound: Arc<Outbound>, metrics: Arc<Metrics>, function: String) -> Outgoing {
+        Outgoing {
+            node,
+            outbound,
+            decision: None,
+            failed: Arc::default(),
+            refusals: Arc::default(),
+            waited: Duration::ZERO,
+            metrics,
+            function,
+        }
     }
 }
 
@@ -140,7 +154,9 @@ async fn handle(
             return Ok(Err(ErrorCode::HttpRequestDenied));
         }
     };
+    let started = std::time::Instant::now();
     let decision = state.inv().attempt.outcall(&what).await?;
+    state.outgoing.waited = started.elapsed();
     state.outgoing.decision = Some((destination, decision));
     let handled = state.http().handle(request, options);
     state.outgoing.decision = None;
@@ -195,6 +211,7 @@ impl WasiHttpHooks for Outgoing {
         let node = self.node.clone();
         let failed = self.failed.clone();
         let refusals = self.refusals.clone();
+        let (metrics, function, waited) = (self.metrics.clone(), self.function.clone(), self.waited);
         Box::new(async move {
             let to = decision.as_ref().map(|(to, _)| to.to_string()).unwrap_or_default();
             let outcome = match decision {
@@ -211,8 +228,12 @@ impl WasiHttpHooks for Outgoing {
                     outcome
                 }
                 Some((to, Outcall::Send(slot))) => {
+                    let started = std::time::Instant::now();
                     let outcome = send(&node, &to, request, options, slot.idempotency_key()).await;
-                    match slot.log(outcome).await {
+                    let sent = started.elapsed();
+                    let logged = slot.log(outcome).await;
+                    metrics.sent_out(&function, waited, sent, started.elapsed() - sent);
+                    match logged {
                         Ok(outcome) => outcome,
                         Err(abort) => {
                             let why = format!("logging an outgoing call's response failed: {abort}");
