@@ -10,6 +10,7 @@
 #   webhook.wasm                                              tests/guests/webhook (Rust SDK, HTTP)
 #   <lang>-hello.wasm <lang>-counter.wasm <lang>-bank.wasm    examples/<lang>/*
 #   <lang>-steps.wasm                                         tests/guests/<lang>/steps
+#   js-plain-http.wasm                                        tests/guests/js/plain-http (wasi:http only, componentize-js)
 #   python-webhook.wasm                                       tests/guests/python/webhook (an HTTP function in Python)
 #   go-webhook.wasm                                           tests/guests/go/webhook (an HTTP function in Go)
 #   c-webhook.wasm                                            tests/guests/c/webhook (an HTTP function in C)
@@ -136,5 +137,25 @@ for group in "${groups[@]}"; do
     done
     echo "$hash" >"$out_dir/.$lang.sha256"
 done
+# A wasi:http component with nothing of Tally's, as componentize-js builds one for
+# `wasmtime serve` (tests/guests/js/plain-http): the tests serve it on both.
+plain="tests/guests/js/plain-http"
+hash="$(sources_hash wit/deps "$plain" scripts/build-guests.sh -- "node --version")"
+if up_to_date js-plain "$hash" js-plain-http; then
+    echo "the plain JavaScript component is up to date in $out_dir" >&2
+else
+    if [[ -z "$tally" ]]; then
+        cargo build --locked -p tally --bin tally >&2
+        tally="${CARGO_TARGET_DIR:-target}/debug/tally"
+    fi
+    rm -f "$out_dir/.js-plain.sha256"
+    scratch="$(mktemp -d)"
+    cp "$plain/world.wit" "$scratch/" && cp -r wit/deps "$scratch/deps"
+    bin="$("$tally" js-tools | tail -1)"
+    (cd "$plain" && TMPDIR="$scratch" "$bin/componentize-js" --wit "$scratch" --world-name plain-http -o "$scratch/app.wasm" app.js >&2)
+    install_component "$scratch/app.wasm" js-plain-http
+    rm -rf "$scratch"
+    echo "$hash" >"$out_dir/.js-plain.sha256"
+fi
 rm -f "$out_dir/.sources.sha256"
 echo "$out_dir"

@@ -1,6 +1,7 @@
 //! A wasi:http component built for `wasmtime serve` runs on Tally unchanged: the same
-//! component (tests/guests/http-probe, the `wasip2` crate's proxy world) deployed to
-//! `tally dev` and served by `wasmtime serve` answers the same requests identically.
+//! component deployed to `tally dev` and served by `wasmtime serve` answers the same
+//! requests identically. Two toolchains: Rust's `wasip2` crate (tests/guests/http-probe)
+//! and componentize-js with the web's fetch event (tests/guests/js/plain-http).
 //! The wasmtime CLI is `TALLY_WASMTIME` (scripts/test.sh installs it with bench/setup.sh).
 
 mod common;
@@ -58,8 +59,17 @@ fn seen(a: &Answer) -> (u16, Vec<(String, String)>, Vec<u8>) {
 }
 
 #[test]
-fn an_http_component_answers_on_tally_as_on_wasmtime_serve() {
-    let component = guest("http_probe");
+fn a_rust_http_component_answers_on_tally_as_on_wasmtime_serve() {
+    same_answers("http_probe");
+}
+
+#[test]
+fn a_javascript_http_component_answers_on_tally_as_on_wasmtime_serve() {
+    same_answers("js-plain-http");
+}
+
+fn same_answers(name: &str) {
+    let component = guest(name);
     let (_dir, n) = node();
     n.deploy("web", &component, "");
     let peer = serve(&component);
@@ -84,12 +94,15 @@ fn an_http_component_answers_on_tally_as_on_wasmtime_serve() {
         let theirs = peer.send(method, path, &headers, &body);
         if path == "/trap" {
             // Both answer a trap with a server error; the texts are each host's own.
-            assert_eq!((ours.status, theirs.status), (500, 500), "{method} {path}");
+            assert_eq!((ours.status, theirs.status), (500, 500), "{name}: {method} {path}");
             continue;
         }
         let (ours, theirs) = (seen(&ours), seen(&theirs));
-        assert_eq!(ours.0, theirs.0, "{method} {path}: the status");
-        assert_eq!(ours.1, theirs.1, "{method} {path}: the headers");
-        assert!(ours.2 == theirs.2, "{method} {path}: the bodies differ ({} and {} bytes)", ours.2.len(), theirs.2.len());
+        assert_eq!(ours.0, theirs.0, "{name}: {method} {path}: the status");
+        assert_eq!(ours.1, theirs.1, "{name}: {method} {path}: the headers");
+        assert!(ours.2 == theirs.2, "{name}: {method} {path}: the bodies differ ({} and {} bytes)", ours.2.len(), theirs.2.len());
+        if !body.is_empty() {
+            assert!(ours.2 == body, "{name}: {method} {path}: the body comes back as sent");
+        }
     }
 }
