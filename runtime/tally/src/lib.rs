@@ -7,6 +7,7 @@
 //! the crate that knows HTTP (axum) and the command line (clap); the node does not
 //! depend on it. See ARCHITECTURE.md for how the parts fit.
 
+pub mod auth;
 pub mod cluster;
 pub mod dev;
 pub mod gateway;
