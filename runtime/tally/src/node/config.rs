@@ -1,0 +1,213 @@
+//! `node.toml`: the roles one `tally node` process runs and the settings of each, as
+//! `tally cluster init` writes them and [`NodeConfig::load`] checks them.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context as _};
+use serde::{Deserialize, Serialize};
+use tally_control::MemberRole;
+use tally_logsvc::NodeId;
+use tally_runtime::config::{Config, Limits, NodeLimits, StateConfig};
+
+/// A role of the shared log: its node id and the UDP port of its QUIC endpoint.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogRole {
+    pub id: u32,
+    pub port: u16,
+}
+
+/// The function role: an engine (a log role) and the runtime over it, with an HTTP API.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FunctionRole {
+    pub id: u32,
+    pub port: u16,
+    /// The HTTP address of this node's API (invocations, deploys, books).
+    pub http: String,
+    /// Test hook: the engine learns of metalog entries this long after they arrive (a
+    /// lagging node). 0 in production.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub metalog_delay_ms: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// The gateway role: an HTTP front that routes to the function nodes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GatewayRole {
+    /// Its id among the cluster's members (it has no log endpoint).
+    pub id: u32,
+    pub http: String,
+}
+
+/// The controller role, and the cluster's shape it installs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ControllerRole {
+    pub id: u32,
+    pub port: u16,
+    /// Written into etcd by the first controller to start; later ones use what is
+    /// there (and say so when theirs differ).
+    #[serde(default = "default_n_logs")]
+    pub n_logs: u8,
+    #[serde(default = "default_replication")]
+    pub n_meta: usize,
+    #[serde(default = "default_replication")]
+    pub n_data: usize,
+    /// A node silent this long is sealed out by a reconfiguration.
+    #[serde(default = "default_failure_timeout_ms")]
+    pub failure_timeout_ms: u64,
+}
+
+fn default_n_logs() -> u8 {
+    1
+}
+
+fn default_replication() -> usize {
+    3
+}
+
+fn default_failure_timeout_ms() -> u64 {
+    1_000
+}
+
+/// A node's configuration file (`tally node --config node.toml`). Unknown keys and
+/// roles are errors.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeConfig {
+    /// The cluster's name: its keys in etcd live under `/tally/<cluster>/`.
+    pub cluster: String,
+    /// This process's name (the certificate's holder, and what `cluster status` shows).
+    pub name: String,
+    /// etcd's client URLs.
+    pub etcd: Vec<String>,
+    /// Every node's data lives under here, one directory per role.
+    pub data_dir: PathBuf,
+    /// The directory of this process's certificate (`ca.der`, `node.der`,
+    /// `node.key.der`), issued by `tally cluster init`.
+    pub certs: PathBuf,
+    /// The address the other nodes reach this one at; every endpoint binds on it.
+    pub host: String,
+    /// The node ids of every controller of the cluster (heartbeats go to all).
+    pub controllers: Vec<u32>,
+    #[serde(default)]
+    pub controller: Option<ControllerRole>,
+    #[serde(default)]
+    pub sequencer: Option<LogRole>,
+    #[serde(default)]
+    pub storage: Option<LogRole>,
+    #[serde(default)]
+    pub function: Option<FunctionRole>,
+    #[serde(default)]
+    pub gateway: Option<GatewayRole>,
+    /// Per-function defaults of the function role.
+    #[serde(default)]
+    pub limits: Limits,
+    /// Bounds of the function role's node.
+    #[serde(default)]
+    pub node_limits: NodeLimits,
+    /// The function role's state store.
+    #[serde(default)]
+    pub state: StateConfig,
+    /// Where the function role keeps compiled components (default: its data
+    /// directory's `artifacts`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifacts_dir: Option<PathBuf>,
+    /// The key that seals functions' secrets: the same file for every function role of
+    /// the cluster (`tally cluster init` makes it), else the data directory's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secrets_key_file: Option<PathBuf>,
+    /// A test hook: while this file exists, every message of this process's log roles
+    /// to or from another node is dropped, as a network partition would (etcd and HTTP
+    /// stay reachable). Checked every 100 ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition_file: Option<PathBuf>,
+}
+
+impl NodeConfig {
+    pub fn load(path: &Path) -> anyhow::Result<NodeConfig> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let config: NodeConfig = toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        config.validate().with_context(|| format!("{}", path.display()))?;
+        Ok(config)
+    }
+
+    /// The log roles of this process: (id, role, port).
+    pub fn log_roles(&self) -> Vec<(NodeId, MemberRole, u16)> {
+        let mut roles = Vec::new();
+        if let Some(c) = &self.controller {
+            roles.push((NodeId(c.id), MemberRole::Controller, c.port));
+        }
+        if let Some(s) = &self.sequencer {
+            roles.push((NodeId(s.id), MemberRole::Sequencer, s.port));
+        }
+        if let Some(s) = &self.storage {
+            roles.push((NodeId(s.id), MemberRole::Storage, s.port));
+        }
+        if let Some(f) = &self.function {
+            roles.push((NodeId(f.id), MemberRole::Engine, f.port));
+        }
+        roles
+    }
+
+    pub fn validate(&self) -> anyhow::Result<()> {
+        let roles = self.log_roles();
+        if roles.is_empty() && self.gateway.is_none() {
+            bail!("a node needs at least one role: controller, sequencer, storage, function or gateway");
+        }
+        if self.etcd.is_empty() {
+            bail!("`etcd` lists no endpoint");
+        }
+        if self.controllers.is_empty() {
+            bail!("`controllers` lists no controller id");
+        }
+        let mut ids = BTreeSet::new();
+        let mut ports = BTreeSet::new();
+        for (id, role, port) in &roles {
+            if !ids.insert(*id) {
+                bail!("node id {} is given to two roles", id.0);
+            }
+            if *port != 0 && !ports.insert(*port) {
+                bail!("port {port} is given to two roles ({role:?} among them)");
+            }
+        }
+        if let Some(g) = &self.gateway {
+            if !ids.insert(NodeId(g.id)) {
+                bail!("node id {} is given to two roles", g.id);
+            }
+            if self.function.as_ref().is_some_and(|f| f.http == g.http) {
+                bail!("the gateway and the function role both listen on {}", g.http);
+            }
+        }
+        if let Some(c) = &self.controller {
+            if !self.controllers.contains(&c.id) {
+                bail!("the controller role's id {} is not in `controllers`", c.id);
+            }
+            if c.n_logs == 0 || c.n_meta == 0 || c.n_data == 0 {
+                bail!("[controller] n_logs, n_meta and n_data must be positive");
+            }
+        }
+        if let Some(f) = &self.function {
+            self.runtime_config(f).validate()?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn runtime_config(&self, f: &FunctionRole) -> Config {
+        Config {
+            data_dir: self.data_dir.join(format!("function-{}", f.id)),
+            listen: f.http.clone(),
+            artifacts_dir: self.artifacts_dir.clone(),
+            secrets_key_file: self.secrets_key_file.clone(),
+            limits: self.limits,
+            node: self.node_limits.clone(),
+            state: self.state.clone(),
+        }
+    }
+}
