@@ -21,8 +21,8 @@ use crate::record::kind::OutcallOutcome;
 use super::exec::Handle;
 use super::guest::{
     awaited_mix, child_input, cond_mix, guest, key_name, mix, outcall_what, prefix, record_data, seed_of, stream_of, target_of,
-    ticks_of, Deployed, Execution, Observed, Op, Program, Registry, Traces, DYN_KEYS, KEYS, MAKER, TABLES, TARGET, TARGET_STEPS,
-    TICKER, WAITER,
+    ticks_of, Deployed, Execution, Observed, Op, Program, Reads, Registry, Traces, DYN_KEYS, KEYS, MAKER, TABLES, TARGET,
+    TARGET_STEPS, TICKER, WAITER,
 };
 use super::log::{user_trim, NodeLog};
 
@@ -326,11 +326,16 @@ impl SimFunctions {
                     }
                 }
                 Op::Work { ms } => self.handle.sleep(u64::from(*ms)).await,
-                Op::Now { monotonic } => {
-                    // Nanoseconds of simulated time, apart in every reading.
+                Op::Now { clock } => {
+                    // Nanoseconds of simulated time, apart in every reading; a settings
+                    // version that changes every 200 ms.
                     let n = self.readings.fetch_add(1, Ordering::Relaxed);
                     let live = self.handle.now_ms() * 1_000_000 + n % 1_000_000;
-                    let v = if *monotonic { attempt.monotonic_clock_ns(live) } else { attempt.wall_clock_ns(live) };
+                    let v = match clock {
+                        Reads::Wall => attempt.wall_clock_ns(live),
+                        Reads::Monotonic => attempt.monotonic_clock_ns(live),
+                        Reads::Settings => attempt.settings_version(self.handle.now_ms() / 200),
+                    };
                     self.observe(input, at, Observed::Clock(v));
                     acc = mix(acc, v);
                 }

@@ -22,6 +22,15 @@ pub const TABLES: [(&str, Protocol); 4] =
 pub const KEYS: u8 = 4;
 pub const DYN_KEYS: u8 = 4;
 
+/// What an `Op::Now` reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reads {
+    Wall,
+    Monotonic,
+    /// The function's settings' version, which moves on as simulated time does.
+    Settings,
+}
+
 /// One operation of a scripted guest. Keys are relative to the invocation's client.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Op {
@@ -56,9 +65,10 @@ pub enum Op {
     Work {
         ms: u8,
     },
-    /// Reads the wall clock, or the monotonic one; the reading goes into what follows.
+    /// Reads the wall clock, the monotonic one, or the version of the function's
+    /// settings (read as a clock is); the reading goes into what follows.
     Now {
-        monotonic: bool,
+        clock: Reads,
     },
     /// Draws a random number, which goes into what follows.
     Random,
@@ -321,7 +331,7 @@ pub fn random_program(rng: &mut Rng, len: usize, callees: &[String], traps: bool
             77..=86 if !callees.is_empty() => Op::Call { function: callees[rng.below(callees.len() as u64) as usize].clone() },
             87..=88 if trims => Op::TrimOwnBook,
             89 if traps => Op::Trap,
-            90..=92 => Op::Now { monotonic: rng.below(2) == 0 },
+            90..=92 => Op::Now { clock: [Reads::Wall, Reads::Monotonic, Reads::Settings][rng.below(3) as usize] },
             93..=94 => Op::Random,
             95 if rng.below(2) == 0 => Op::Append,
             95 => Op::Sleep { ms: rng.below(700) as u16 },

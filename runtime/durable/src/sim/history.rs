@@ -80,8 +80,8 @@ pub(super) fn logged_clocks(log: &SimLog, input: &[u8], key: Option<&TagKey>) ->
     });
     readings
         .filter_map(|r| match r {
-            Reading::Wall(v) | Reading::Monotonic(v) => Some(v),
-            Reading::Log(_) | Reading::Settings(_) => None,
+            Reading::Wall(v) | Reading::Monotonic(v) | Reading::Settings(v) => Some(v),
+            Reading::Log(_) => None,
         })
         .collect()
 }
