@@ -125,7 +125,10 @@ impl LogStore {
     /// last entry returned if `limit` cut the page, else the last one stored).
     pub fn query(&self, q: &LogQuery) -> (Vec<Arc<LogEntry>>, u64) {
         let inner = self.inner.lock().expect("not poisoned");
-        let matching = inner.entries.iter().filter(|e| q.matches(e));
+        // Entries are in `seq` order: a reader going on from a position (a follower,
+        // woken by every store) skips what it has seen without looking at it.
+        let from = q.after.map_or(0, |after| inner.entries.partition_point(|e| e.seq <= after));
+        let matching = inner.entries.range(from..).filter(|e| q.matches(e));
         if q.after.is_some() {
             let found: Vec<Arc<LogEntry>> = matching.take(q.limit).cloned().collect();
             let next = if found.len() == q.limit { found.last().map_or(inner.next, |e| e.seq) } else { inner.next };
