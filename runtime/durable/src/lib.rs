@@ -86,4 +86,4 @@ pub use schedule::{
 pub use store::{StateError, StateStore};
 pub use switch::{auto_choice, TableStatus};
 pub use table::{check_table, Ops};
-pub use tags::{shadow, TagKey, MANIFESTS, PLATFORM_BOOK};
+pub use tags::{shadow, TagKey, MANIFESTS, PLATFORM_BOOK, TOKENS};

@@ -77,6 +77,8 @@ pub const LIBRARIES: Tag = fixed(9);
 /// The compactions of SCHEDULES, in [`PLATFORM_BOOK`]: each says below which seqnum
 /// SCHEDULES was trimmed, once every live schedule was listed again above it.
 pub const SCHEDULES_COMPACTED: Tag = fixed(10);
+/// Grants and revocations of API tokens (`tally::auth`), in [`PLATFORM_BOOK`].
+pub const TOKENS: Tag = fixed(11);
 
 const DERIVED_BIT: u64 = 1 << 62;
 

@@ -7,6 +7,7 @@
 //!     tag MANIFESTS        {"op":"deploy", name, sha256, size, chunks: [seqnum..], limits, config}
 //!                          {"op":"config", name, set, unset}   settings (settings.rs)
 //!                          {"op":"delete", name}
+//!                          each with `by` (the token's ID) and its time: the audit listing
 //! ```
 //!
 //! A deploy validates and compiles the component first (so a bad one is refused before
@@ -85,6 +86,12 @@ enum Manifest {
         /// Settings set with the deploy (secrets sealed).
         #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
         config: BTreeMap<String, Stored>,
+        /// An HTTP function anyone may call, without a token.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        public: bool,
+        /// The token that deployed it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<String>,
     },
     /// A change of a function's settings, without a redeploy.
     Config {
@@ -93,9 +100,17 @@ enum Manifest {
         set: BTreeMap<String, Stored>,
         #[serde(default)]
         unset: Vec<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<String>,
+        #[serde(default)]
+        at_ms: u64,
     },
     Delete {
         name: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<String>,
+        #[serde(default)]
+        at_ms: u64,
     },
     /// An operation of a newer node.
     #[serde(other)]
@@ -165,6 +180,29 @@ pub struct DeploySpec {
     pub routes: Vec<Route>,
     /// Settings to set (added to the function's current ones).
     pub settings: BTreeMap<String, Setting>,
+    /// An HTTP function anyone may call, without a token.
+    pub public: bool,
+    /// Who deploys it (a token's ID), for the audit listing.
+    pub by: Option<String>,
+}
+
+/// One change of the registry, as the audit listing shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Change {
+    pub seqnum: u64,
+    /// 0 for a change logged by a node that did not record the time.
+    pub at_ms: u64,
+    /// The token that made it (none for one made before tokens, or by the platform).
+    pub by: Option<String>,
+    /// `function.deploy`, `function.config` or `function.delete`.
+    pub op: &'static str,
+    pub function: String,
+    /// The version a deploy made.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<u32>,
+    /// The settings a change set or unset (names only).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub settings: Vec<String>,
 }
 
 /// An allow-list as the API shows it: its destinations.
@@ -192,7 +230,11 @@ pub struct VersionInfo {
     /// The routes of an HTTP function.
     #[serde(serialize_with = "routes")]
     pub routes: Arc<Vec<Route>>,
+    /// An HTTP function anyone may call, without a token.
+    pub public: bool,
     pub deployed_at_ms: u64,
+    /// The token that deployed it.
+    pub deployed_by: Option<String>,
     /// Where the manifest is in the registry book.
     pub seqnum: u64,
     #[serde(skip)]
@@ -254,6 +296,8 @@ pub struct Registry {
     /// Versions loaded by manifest seqnum, current ones and the last few old ones.
     by_seqnum: Mutex<LoadedVersions>,
     settings: Settings,
+    /// Every change applied, in log order (the audit listing).
+    changes: RwLock<Vec<Change>>,
 }
 
 /// Loaded versions by manifest seqnum, and the order they were loaded in (the oldest
@@ -296,12 +340,13 @@ impl Registry {
             fresh: Mutex::new(HashMap::new()),
             by_seqnum: Mutex::new(LoadedVersions::default()),
             settings: Settings::new(secrets),
+            changes: RwLock::new(Vec::new()),
         }
     }
 
     /// Validates, compiles and stores a component as the next version of `name`.
     pub async fn deploy(&self, name: &str, bytes: Bytes, spec: DeploySpec) -> Result<VersionInfo> {
-        let DeploySpec { limits, tables, outbound, routes, settings } = spec;
+        let DeploySpec { limits, tables, outbound, routes, settings, public, by } = spec;
         check_name(name)?;
         let config = self.settings.seal(name, &settings, &[])?;
         if let Some((holder, route)) = self.claimed(name, &routes) {
@@ -312,9 +357,9 @@ impl Registry {
         }
         let sha256 = format!("{:x}", Sha256::digest(&bytes));
         let pre = self.host.prepare(&bytes, &sha256).await?;
-        if !routes.is_empty() && !pre.is_http() {
+        if (public || !routes.is_empty()) && !pre.is_http() {
             return Err(RuntimeError::InvalidArgument(
-                "routes are for HTTP functions (components that export wasi:http/incoming-handler)".into(),
+                "routes and public access are for HTTP functions (components that export wasi:http/incoming-handler)".into(),
             ));
         }
         self.fresh.lock().expect("not poisoned").insert(sha256.clone(), pre);
@@ -335,6 +380,8 @@ impl Registry {
             outbound: outbound.allowed.iter().map(ToString::to_string).collect(),
             routes: routes.iter().map(ToString::to_string).collect(),
             config,
+            public,
+            by,
         };
         let at = self.append_manifest(&mut ctx, &manifest).await?;
         self.sync_with(&ctx).await?;
@@ -343,24 +390,31 @@ impl Registry {
         info.cloned().ok_or_else(|| RuntimeError::Internal(format!("the deploy of {name:?} at {at:?} was not applied")))
     }
 
-    /// Deletes `name`; invocations in flight finish, new ones get not-found.
-    pub async fn delete(&self, name: &str) -> Result<()> {
+    /// Deletes `name` (by token `by`); invocations in flight finish, new ones get
+    /// not-found.
+    pub async fn delete(&self, name: &str, by: Option<String>) -> Result<()> {
         if self.lookup(name).await.is_err() {
             return Err(RuntimeError::FunctionNotFound(name.to_string()));
         }
         let mut ctx = self.cursor.lock().await.ctx.clone();
-        let manifest = Manifest::Delete { name: name.to_string() };
+        let manifest = Manifest::Delete { name: name.to_string(), by, at_ms: now_ms() };
         self.append_manifest(&mut ctx, &manifest).await?;
         self.sync_with(&ctx).await
     }
 
     /// Changes `name`'s settings: sets `set` (secrets sealed) and removes `unset`. The
     /// next invocation reads the new version; re-executions read what they read before.
-    pub async fn configure(&self, name: &str, set: BTreeMap<String, Setting>, unset: Vec<String>) -> Result<Listing> {
+    pub async fn configure(
+        &self,
+        name: &str,
+        set: BTreeMap<String, Setting>,
+        unset: Vec<String>,
+        by: Option<String>,
+    ) -> Result<Listing> {
         self.lookup(name).await?;
         let set = self.settings.seal(name, &set, &unset)?;
         let mut ctx = self.cursor.lock().await.ctx.clone();
-        let manifest = Manifest::Config { name: name.to_string(), set, unset };
+        let manifest = Manifest::Config { name: name.to_string(), set, unset, by, at_ms: now_ms() };
         self.append_manifest(&mut ctx, &manifest).await?;
         self.sync_with(&ctx).await?;
         Ok(self.settings.list(name))
@@ -516,6 +570,12 @@ impl Registry {
         functions.get(name).and_then(|e| info(name, e)).ok_or_else(|| RuntimeError::FunctionNotFound(name.to_string()))
     }
 
+    /// Every change of the registry (deploys, settings, deletes), in log order.
+    pub async fn changes(&self) -> Result<Vec<Change>> {
+        self.sync().await?;
+        Ok(self.changes.read().expect("not poisoned").clone())
+    }
+
     /// How far in the log this node's registry has read.
     pub async fn position(&self) -> Context {
         self.synced.read().expect("not poisoned").clone()
@@ -554,16 +614,41 @@ impl Registry {
 
     fn apply(&self, seqnum: SeqNum, manifest: Manifest) {
         let mut functions = self.functions.write().expect("not poisoned");
+        let change = |at_ms, by, op, function: &str, version, settings| Change {
+            seqnum: seqnum.0,
+            at_ms,
+            by,
+            op,
+            function: function.to_string(),
+            version,
+            settings,
+        };
+        let mut changes = self.changes.write().expect("not poisoned");
         match manifest {
-            Manifest::Deploy { name, sha256, size, chunks, limits, tables, deployed_at_ms, outbound, routes, config } => {
+            Manifest::Deploy {
+                name,
+                sha256,
+                size,
+                chunks,
+                limits,
+                tables,
+                deployed_at_ms,
+                outbound,
+                routes,
+                config,
+                public,
+                by,
+            } => {
+                let keys = config.keys().cloned().collect();
                 if !config.is_empty() {
                     self.settings.apply(&name, seqnum.0, config, &[]);
                 }
                 let routes = routes.iter().filter_map(|r| Route::parse(r).ok()).collect();
                 // A destination this node cannot read (a newer syntax) allows nothing.
                 let allowed = outbound.iter().filter_map(|d| Destination::parse(d).ok()).collect();
-                let e = functions.entry(name).or_default();
+                let e = functions.entry(name.clone()).or_default();
                 let version = e.versions.len() as u32 + 1;
+                changes.push(change(deployed_at_ms, by.clone(), "function.deploy", &name, Some(version), keys));
                 e.versions.push(VersionInfo {
                     version,
                     sha256,
@@ -572,15 +657,22 @@ impl Registry {
                     tables: Arc::new(tables),
                     outbound: Arc::new(Outbound { allowed }),
                     routes: Arc::new(routes),
+                    public,
                     deployed_at_ms,
+                    deployed_by: by,
                     seqnum: seqnum.0,
                     chunks,
                 });
                 e.deleted = false;
                 e.loaded = None;
             }
-            Manifest::Config { name, set, unset } => self.settings.apply(&name, seqnum.0, set, &unset),
-            Manifest::Delete { name } => {
+            Manifest::Config { name, set, unset, by, at_ms } => {
+                let keys = set.keys().chain(&unset).cloned().collect();
+                changes.push(change(at_ms, by, "function.config", &name, None, keys));
+                self.settings.apply(&name, seqnum.0, set, &unset);
+            }
+            Manifest::Delete { name, by, at_ms } => {
+                changes.push(change(at_ms, by, "function.delete", &name, None, Vec::new()));
                 self.settings.clear(&name, seqnum.0);
                 if let Some(e) = functions.get_mut(&name) {
                     e.deleted = true;
@@ -643,6 +735,13 @@ impl Registry {
     }
 }
 
+/// Whether `bytes` decode as a manifest, as a sync decodes them (a fuzz target: bytes
+/// from the log, which a newer node may have written).
+#[doc(hidden)]
+pub fn decode_manifest(bytes: &[u8]) -> bool {
+    serde_json::from_slice::<Manifest>(bytes).is_ok()
+}
+
 fn info(name: &str, e: &Entry) -> Option<FunctionInfo> {
     e.current().map(|current| FunctionInfo { name: name.to_string(), current: current.clone(), versions: e.versions.clone() })
 }
@@ -663,8 +762,13 @@ mod tests {
 
     #[test]
     fn manifests_are_tagged_json() {
-        let m = Manifest::Delete { name: "f".into() };
-        assert_eq!(serde_json::to_string(&m).unwrap(), r#"{"op":"delete","name":"f"}"#);
+        let m = Manifest::Delete { name: "f".into(), by: None, at_ms: 0 };
+        assert_eq!(serde_json::to_string(&m).unwrap(), r#"{"op":"delete","name":"f","at_ms":0}"#);
+        // A manifest of a node older than tokens reads as one without a writer.
+        assert!(matches!(
+            serde_json::from_str::<Manifest>(r#"{"op":"delete","name":"f"}"#).unwrap(),
+            Manifest::Delete { by: None, at_ms: 0, .. }
+        ));
         assert!(REGISTRY_BOOK.is_reserved() && MANIFESTS.is_reserved());
     }
 

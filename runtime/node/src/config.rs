@@ -69,9 +69,38 @@ pub struct Config {
     /// The key that seals functions' secrets (64 hex digits): `data_dir/secrets.key`
     /// unless set, made (mode 0600) if missing. Every node of a cluster needs the same.
     pub secrets_key_file: Option<PathBuf>,
+    /// Whether a request without a token is refused (`token`), or taken as the admin's
+    /// when a web page cannot have forged it (`local`: only for a gateway on loopback).
+    pub auth: AuthMode,
+    /// The bootstrap admin token (`tally_<id>_<secret>`): `data_dir/admin.token` unless
+    /// set, made (mode 0600) if missing. Its grant is appended to the log once.
+    pub admin_token_file: Option<PathBuf>,
     pub limits: Limits,
     pub node: NodeLimits,
     pub state: StateConfig,
+}
+
+/// How the gateway takes requests without a token (`tally::auth::guard`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuthMode {
+    /// Refused: every request needs a token.
+    Token,
+    /// Taken as the admin's, unless a web page could have forged it.
+    #[default]
+    Local,
+}
+
+impl std::str::FromStr for AuthMode {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<AuthMode, String> {
+        match text {
+            "token" => Ok(AuthMode::Token),
+            "local" => Ok(AuthMode::Local),
+            other => Err(format!("auth {other:?}: `token` or `local`")),
+        }
+    }
 }
 
 impl Default for Config {
@@ -81,6 +110,8 @@ impl Default for Config {
             listen: "127.0.0.1:8080".into(),
             artifacts_dir: None,
             secrets_key_file: None,
+            auth: AuthMode::Local,
+            admin_token_file: None,
             limits: Limits::default(),
             node: NodeLimits::default(),
             state: StateConfig::default(),

@@ -165,6 +165,12 @@ impl ClusterDir {
         // One key seals every function's secrets, on every node.
         let secrets_key_file = dir.join("ca").join("secrets.key");
         tally_host::SecretsKey::load_or_create(&secrets_key_file)?;
+        // The admin token every function role grants once: the cluster's first token.
+        let admin_token_file = dir.join("ca").join("admin.token");
+        let mut random = [0u8; 40];
+        getrandom::fill(&mut random).map_err(|e| anyhow::anyhow!("no randomness for a token: {e}"))?;
+        let (_, admin) = crate::auth::Grant::mint(crate::auth::Role::Admin, Default::default(), None, random);
+        crate::auth::write_secret(&admin_token_file, &admin)?;
         let mut ports = Ports::new(host);
         let etcd = (0..shape.etcd)
             .map(|i| Ok(EtcdMember { name: format!("etcd-{i}"), client_port: ports.free()?, peer_port: ports.free()? }))
@@ -201,6 +207,7 @@ impl ClusterDir {
             state: state.clone(),
             artifacts_dir: None,
             secrets_key_file: Some(secrets_key_file.clone()),
+            admin_token_file: Some(admin_token_file.clone()),
             partition_file: None,
         };
         for &id in &controllers {

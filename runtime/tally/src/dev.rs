@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use tally_logsvc::{Cluster, ClusterBuilder};
-use tally_runtime::config::Config;
+use tally_runtime::config::{AuthMode, Config};
 use tally_runtime::runtime::Runtime;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -27,6 +27,8 @@ pub struct DevNode {
     pub runtime: Arc<Runtime>,
     /// The gateway's address (the port is the one bound when `listen` asked for 0).
     pub addr: SocketAddr,
+    /// The bootstrap admin token (`admin_token_file`, by default `data_dir/admin.token`).
+    pub admin_token: String,
     cluster: Cluster,
     stop: oneshot::Sender<()>,
     server: JoinHandle<std::io::Result<()>>,
@@ -58,12 +60,20 @@ impl DevNode {
         let listener =
             tokio::net::TcpListener::bind(&config.listen).await.with_context(|| format!("listening on {}", config.listen))?;
         let addr = listener.local_addr()?;
+        if config.auth == AuthMode::Local && !addr.ip().is_loopback() {
+            anyhow::bail!(
+                "the gateway listens on {addr}, beyond loopback: that needs `--auth token` (every request then \
+                 needs a token; the admin token is written to the data directory's admin.token)"
+            );
+        }
         // One function node: every book's background work is its own.
         let peers = Arc::new(tally_durable::Alone);
         let runtime =
             Runtime::start(config, cluster.client(0), cluster.platform_client(0), peers).await.context("starting the runtime")?;
+        let (access, admin_token) =
+            crate::auth::guard::start(runtime.clone(), cluster.platform_client(0), true).await.context("reading the tokens")?;
         let (stop, stopped) = oneshot::channel::<()>();
-        let app = gateway::router(runtime.clone());
+        let app = gateway::router(runtime.clone(), access);
         let server = tokio::spawn(async move {
             axum::serve(listener, app)
                 .with_graceful_shutdown(async {
@@ -71,7 +81,7 @@ impl DevNode {
                 })
                 .await
         });
-        Ok(DevNode { runtime, addr, cluster, stop, server })
+        Ok(DevNode { runtime, addr, admin_token, cluster, stop, server })
     }
 
     pub fn url(&self) -> String {

@@ -55,7 +55,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
-use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request, State};
+use axum::extract::{Extension, FromRequest, FromRequestParts, Path, Query, Request, State};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
@@ -73,10 +73,13 @@ use tally_runtime::config::{Limits, Protocol};
 use tally_runtime::error::RuntimeError;
 use tally_runtime::runtime::{InvokeOptions, Runtime};
 
+use crate::auth::guard::{self, Access, Caller};
+
 mod books;
 mod logs;
 mod schedules;
 mod settings;
+mod tokens;
 mod web;
 
 pub use books::parse_tag;
@@ -157,8 +160,8 @@ pub const BOOK: &str = "tally-book";
 /// The header of a deploy's settings (`gateway/settings.rs`).
 pub const SETTINGS: &str = "tally-settings";
 
-/// The gateway's routes over `rt`.
-pub fn router(rt: Arc<Runtime>) -> Router {
+/// The gateway's routes over `rt`, every one checked by `access` (`auth/guard.rs`).
+pub fn router(rt: Arc<Runtime>, access: Arc<Access>) -> Router {
     Router::new()
         .route("/v1/functions", get(list))
         .route("/v1/functions/{name}", get(inspect).put(deploy).delete(delete))
@@ -167,6 +170,10 @@ pub fn router(rt: Arc<Runtime>) -> Router {
         .route("/v1/invocations", get(list_invocations))
         .route("/v1/logs", get(logs::logs))
         .route("/v1/promises/{id}", post(complete_promise))
+        .route("/v1/promises/{id}/link", post(tokens::link))
+        .route("/v1/tokens", get(tokens::list).post(tokens::create))
+        .route("/v1/tokens/{id}", axum::routing::delete(tokens::revoke))
+        .route("/v1/audit", get(tokens::audit))
         .route("/v1/invocations/{id}", get(invocation).delete(cancel))
         .route("/v1/schedules", get(schedules::list))
         .route("/v1/schedules/{name}", get(schedules::get).put(schedules::put).delete(schedules::delete))
@@ -181,9 +188,12 @@ pub fn router(rt: Arc<Runtime>) -> Router {
         .route("/fn/{name}", any(web::serve))
         .route("/fn/{name}/", any(web::serve))
         .route("/fn/{name}/{*path}", any(web::serve))
-        // After the routes: it applies to the routes added before it.
+        // After the routes: these apply to the routes added before them. The fallback
+        // (declared routes of HTTP functions) checks its requests itself.
+        .route_layer(axum::middleware::from_fn_with_state(access.clone(), guard::guard))
         .method_not_allowed_fallback(method_not_allowed)
         .fallback(web::routed)
+        .layer(axum::Extension(access))
         .with_state(rt)
 }
 
@@ -309,6 +319,9 @@ struct DeployQuery {
     outbound: Option<String>,
     /// An HTTP function's routes: `[host]/prefix[@book],...` (`tally_host::Route`).
     routes: Option<String>,
+    /// An HTTP function anyone may call without a token.
+    #[serde(default)]
+    public: bool,
 }
 
 /// `accounts:write-optimized,log:read-optimized` as a map.
@@ -328,6 +341,7 @@ pub fn parse_tables(s: &str) -> Result<BTreeMap<String, Protocol>, RuntimeError>
 #[tracing::instrument(name = "http.deploy", skip_all)]
 async fn deploy(
     State(rt): State<Arc<Runtime>>,
+    Extension(caller): Extension<Caller>,
     ApiPath(name): ApiPath<String>,
     ApiQuery(q): ApiQuery<DeployQuery>,
     headers: HeaderMap,
@@ -349,7 +363,8 @@ async fn deploy(
     let tables = parse_tables(q.tables.as_deref().unwrap_or(""))?;
     let outbound = Outbound::parse(q.outbound.as_deref().unwrap_or("")).map_err(RuntimeError::InvalidArgument)?;
     let routes = parse_routes(q.routes.as_deref().unwrap_or("")).map_err(RuntimeError::InvalidArgument)?;
-    let info = rt.deploy_with(&name, component, DeploySpec { limits, tables, outbound, routes, settings }).await?;
+    let spec = DeploySpec { limits, tables, outbound, routes, settings, public: q.public, by: Some(caller.id) };
+    let info = rt.deploy_with(&name, component, spec).await?;
     let response = (StatusCode::CREATED, Json(json!({ "name": name, "version": info }))).into_response();
     Ok(with_position(response, &rt.registry.position().await))
 }
@@ -367,8 +382,13 @@ async fn inspect(State(rt): State<Arc<Runtime>>, ApiPath(name): ApiPath<String>,
 }
 
 #[tracing::instrument(name = "http.delete", skip_all)]
-async fn delete(State(rt): State<Arc<Runtime>>, ApiPath(name): ApiPath<String>, _: NoBody) -> ApiResult<Response> {
-    rt.registry.delete(&name).await?;
+async fn delete(
+    State(rt): State<Arc<Runtime>>,
+    Extension(caller): Extension<Caller>,
+    ApiPath(name): ApiPath<String>,
+    _: NoBody,
+) -> ApiResult<Response> {
+    rt.registry.delete(&name, Some(caller.id)).await?;
     Ok(with_position(StatusCode::NO_CONTENT.into_response(), &rt.registry.position().await))
 }
 

@@ -75,6 +75,13 @@ enum Verb {
     /// Make, start, inspect and stop a cluster of node processes in a directory.
     #[command(subcommand)]
     Cluster(ClusterVerb),
+    /// Create, list and revoke API tokens (admins only). The CLI sends TALLY_TOKEN, or
+    /// the file TALLY_TOKEN_FILE names, or the token `tally dev` saved for the gateway.
+    #[command(subcommand)]
+    Token(cli::token::TokenVerb),
+    /// Who deployed, configured or deleted which function, and made or revoked which
+    /// token, in log order (admins only).
+    Audit(cli::token::ListArgs),
 }
 
 #[derive(Args)]
@@ -226,6 +233,9 @@ struct DeployArgs {
     /// A secret setting: sealed at rest, never listed or logged (repeatable).
     #[arg(long = "secret", value_name = "KEY=VALUE")]
     secrets: Vec<String>,
+    /// An HTTP function anyone may call without a token (webhooks, web pages).
+    #[arg(long)]
+    public: bool,
     #[command(flatten)]
     json: Json,
     #[command(flatten)]
@@ -435,6 +445,8 @@ fn main() -> ExitCode {
             .map(|tools| println!("{}", tools.bin().display())),
         Verb::Node(a) => node(a),
         Verb::Cluster(v) => cluster(v),
+        Verb::Token(v) => cli::token::run(v),
+        Verb::Audit(a) => cli::token::audit_of(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -487,7 +499,13 @@ fn cluster(verb: ClusterVerb) -> anyhow::Result<()> {
                 Err(e) => return Err(e),
             };
             // The first line on stdout is the URL: scripts and tests read it.
-            println!("{}", c.gateway_url()?);
+            let url = c.gateway_url()?;
+            println!("{url}");
+            // The CLI finds the cluster's admin token by the gateway's address.
+            let token = std::fs::read_to_string(c.dir.join("ca").join("admin.token"))?;
+            if let Some(file) = url.strip_prefix("http://").and_then(cli::token::saved) {
+                tally::auth::write_secret(&file, token.trim())?;
+            }
             c.up(&std::env::current_exe()?)?;
             let status = wait_healthy(&c, std::time::Duration::from_secs(wait_s))?;
             eprintln!("tally cluster: {} processes up; `tally cluster status {}`", status.len(), c.dir.display());
@@ -527,8 +545,9 @@ fn init_tracing() {
         .init();
 }
 
+/// The CLI's HTTP client: every request carries the gateway's token (`cli/token.rs`).
 fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder().http_status_as_error(false).build().into()
+    ureq::Agent::config_builder().http_status_as_error(false).middleware(cli::token::authorize).build().into()
 }
 
 /// Prints a response body; a status other than 2xx is an error with the body's message.
@@ -591,6 +610,9 @@ fn deploy(args: DeployArgs) -> anyhow::Result<()> {
     }
     if !args.routes.is_empty() {
         query.push(format!("routes={}", url_escape(&args.routes.join(","))));
+    }
+    if args.public {
+        query.push("public=true".into());
     }
     let url = format!("{}/v1/functions/{}?{}", args.remote.url, args.name, query.join("&"));
     let mut request = agent().put(&url).header("content-type", "application/wasm");

@@ -218,6 +218,12 @@ fn resendable(method: &axum::http::Method, path: &str) -> bool {
 
 async fn forward(State(gw): State<Arc<Gateway>>, request: Request) -> Response {
     let (mut parts, body) = request.into_parts();
+    // Every route of the API needs a token on a cluster: one without is refused here,
+    // before its body takes any of the budget (the nodes check the token itself).
+    let api = parts.uri.path().starts_with("/v1/") || parts.uri.path() == "/metrics";
+    if api && !parts.headers.contains_key(axum::http::header::AUTHORIZATION) {
+        return error_response(StatusCode::UNAUTHORIZED, "unauthenticated", "no valid token: send `Authorization: Bearer <token>`".into());
+    }
     let declared = parts.headers.get(axum::http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
     let (body, _budget) = match read_body(&gw, declared, body).await {
         Ok(read) => read,

@@ -115,6 +115,13 @@ pub struct DevArgs {
     /// missing).
     #[arg(long)]
     secrets_key_file: Option<PathBuf>,
+    /// `local` (the default; loopback only): a request without a token acts as the
+    /// admin unless a web page could have forged it. `token`: every request needs one.
+    #[arg(long)]
+    auth: Option<tally_runtime::config::AuthMode>,
+    /// The admin token (default: <data-dir>/admin.token, made if missing, mode 0600).
+    #[arg(long)]
+    admin_token_file: Option<PathBuf>,
     /// The protocol of one state table, e.g. --table accounts=write-optimized (repeatable).
     #[arg(long = "table", value_name = "TABLE=PROTOCOL")]
     tables: Vec<String>,
@@ -224,6 +231,12 @@ impl DevArgs {
         if let Some(file) = &self.secrets_key_file {
             c.secrets_key_file = Some(file.clone());
         }
+        if let Some(auth) = self.auth {
+            c.auth = auth;
+        }
+        if let Some(file) = &self.admin_token_file {
+            c.admin_token_file = Some(file.clone());
+        }
         for pin in &self.outgoing_hosts {
             let (name, ips) =
                 pin.split_once('=').ok_or_else(|| anyhow::anyhow!("--outgoing-hosts takes NAME=IP, got {pin:?}"))?;
@@ -246,8 +259,19 @@ pub fn dev(args: DevArgs) -> anyhow::Result<()> {
         // The first line on stdout is the URL: scripts and tests read it.
         println!("tally dev: gateway at {}", node.url());
         eprintln!("tally dev: data in {}; Ctrl-C stops", config.data_dir.display());
+        // The CLI finds the admin token by the gateway's address.
+        let saved = super::token::saved(&node.addr.to_string());
+        if let Some(file) = &saved {
+            match tally::auth::write_secret(file, &node.admin_token) {
+                Ok(()) => eprintln!("tally dev: the admin token is in {} (the CLI sends it)", file.display()),
+                Err(e) => eprintln!("tally dev: cannot save the admin token to {}: {e}", file.display()),
+            }
+        }
         tokio::signal::ctrl_c().await?;
         eprintln!("tally dev: stopping");
+        if let Some(file) = &saved {
+            let _ = std::fs::remove_file(file);
+        }
         node.shutdown().await;
         Ok(())
     })

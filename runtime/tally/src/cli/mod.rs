@@ -9,6 +9,7 @@ pub mod new;
 pub mod output;
 pub mod schedule;
 pub mod sdk;
+pub mod token;
 pub mod tools;
 
 /// A duration on the command line in milliseconds: a number of milliseconds, or a

@@ -28,6 +28,7 @@ pub(super) async fn list(State(rt): State<Arc<Runtime>>, ApiPath(name): ApiPath<
 #[tracing::instrument(name = "http.configure", skip_all)]
 pub(super) async fn change(
     State(rt): State<Arc<Runtime>>,
+    Extension(caller): Extension<Caller>,
     ApiPath(name): ApiPath<String>,
     body: RequestBody,
 ) -> ApiResult<Response> {
@@ -37,7 +38,7 @@ pub(super) async fn change(
             "expected {{\"set\": {{\"KEY\": {{\"value\": \"...\", \"secret\": false}}}}, \"unset\": [\"KEY\"]}}: {e}"
         ))
     })?;
-    let listing = rt.registry.configure(&name, set, unset).await?;
+    let listing = rt.registry.configure(&name, set, unset, Some(caller.id)).await?;
     Ok(with_position(Json(listing).into_response(), &rt.registry.position().await))
 }
 

@@ -53,6 +53,7 @@ pub(super) async fn serve(
 #[tracing::instrument(name = "http.routed", level = "debug", skip_all)]
 pub(super) async fn routed(
     State(rt): State<Arc<Runtime>>,
+    Extension(access): Extension<Arc<Access>>,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
@@ -62,6 +63,14 @@ pub(super) async fn routed(
     let Some((name, route, below)) = rt.registry.route(host, uri.path()) else {
         return route_not_found(method, uri).await;
     };
+    // The route layer does not run for the fallback: the function's demand is checked here.
+    let demand = match guard::http_function(&rt, &name, route.book, &headers).await {
+        Ok(demand) => demand,
+        Err(why) => return error_response(StatusCode::BAD_REQUEST, "invalid_argument", why.to_string()),
+    };
+    if let Err(refused) = guard::authorize(&access, &headers, &demand).await {
+        return *refused;
+    }
     let below = below.to_owned();
     serve_as(rt, name, &below, route.book, method, &uri, headers, body).await.unwrap_or_else(IntoResponse::into_response)
 }

@@ -123,6 +123,9 @@ pub struct NodeConfig {
     /// the cluster (`tally cluster init` makes it), else the data directory's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secrets_key_file: Option<PathBuf>,
+    /// The cluster's bootstrap admin token (`tally cluster init` makes it): every
+    /// function role grants it once. A cluster's nodes always ask for tokens.
+    pub admin_token_file: Option<PathBuf>,
     /// A test hook: while this file exists, every message of this process's log roles
     /// to or from another node is dropped, as a network partition would (etcd and HTTP
     /// stay reachable). Checked every 100 ms.
@@ -194,6 +197,9 @@ impl NodeConfig {
             }
         }
         if let Some(f) = &self.function {
+            if self.admin_token_file.is_none() {
+                bail!("a function role needs `admin_token_file` (`tally cluster init` writes one): a cluster asks every request for a token");
+            }
             self.runtime_config(f).validate()?;
         }
         Ok(())
@@ -205,6 +211,8 @@ impl NodeConfig {
             listen: f.http.clone(),
             artifacts_dir: self.artifacts_dir.clone(),
             secrets_key_file: self.secrets_key_file.clone(),
+            auth: tally_runtime::config::AuthMode::Token,
+            admin_token_file: self.admin_token_file.clone(),
             limits: self.limits,
             node: self.node_limits.clone(),
             state: self.state.clone(),

@@ -12,9 +12,12 @@ use serde_json::{json, Value};
 use super::*;
 
 /// Asks `http` for `path_and_query`; the response, or why not.
-async fn ask(gw: &Gateway, http: &str, path_and_query: &str) -> Result<Response, String> {
+/// The client's token goes with it: each node checks it.
+async fn ask(gw: &Gateway, http: &str, path_and_query: &str, token: &HeaderValue) -> Result<Response, String> {
     let uri: Uri = format!("http://{http}{path_and_query}").parse().map_err(|e| format!("{e}"))?;
-    let request = Request::builder().uri(uri).body(Body::empty()).expect("a valid request");
+    let mut request = Request::builder().uri(uri);
+    request = request.header(axum::http::header::AUTHORIZATION, token);
+    let request = request.body(Body::empty()).expect("a valid request");
     match tokio::time::timeout(NODE_TIMEOUT, gw.client.request(request)).await {
         Ok(Ok(response)) => Ok(response.map(Body::new)),
         Ok(Err(e)) => Err(e.to_string()),
@@ -28,7 +31,10 @@ fn tagged(mut entry: Value, node: NodeId) -> Value {
     entry
 }
 
-pub(super) async fn logs(State(gw): State<Arc<Gateway>>, uri: Uri) -> Response {
+pub(super) async fn logs(State(gw): State<Arc<Gateway>>, uri: Uri, headers: axum::http::HeaderMap) -> Response {
+    let Some(token) = headers.get(axum::http::header::AUTHORIZATION) else {
+        return error_response(StatusCode::UNAUTHORIZED, "unauthenticated", "no valid token: send `Authorization: Bearer <token>`".into());
+    };
     let path_and_query = uri.path_and_query().map(|p| p.as_str().to_string()).unwrap_or_else(|| "/v1/logs".into());
     let query: BTreeMap<String, String> = uri.query().map(|q| url_pairs(q).collect()).unwrap_or_default();
     let nodes = gw.candidates(None);
@@ -36,13 +42,13 @@ pub(super) async fn logs(State(gw): State<Arc<Gateway>>, uri: Uri) -> Response {
         return error_response(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "no function node is registered".into());
     }
     if query.get("follow").is_some_and(|f| f == "true") {
-        return follow(&gw, nodes, &path_and_query).await;
+        return follow(&gw, nodes, &path_and_query, token).await;
     }
     let limit: usize = query.get("limit").and_then(|l| l.parse().ok()).unwrap_or(100);
     let mut entries = Vec::new();
     let mut next = BTreeMap::new();
     for (id, http) in nodes {
-        let response = match ask(&gw, &http, &path_and_query).await {
+        let response = match ask(&gw, &http, &path_and_query, token).await {
             Ok(r) => r,
             Err(e) => {
                 warn!(%id, error = %e, "a function node's logs are missing from a page");
@@ -69,14 +75,16 @@ pub(super) async fn logs(State(gw): State<Arc<Gateway>>, uri: Uri) -> Response {
 }
 
 /// Every node's followed lines, as they come.
-async fn follow(gw: &Gateway, nodes: Vec<(NodeId, String)>, path_and_query: &str) -> Response {
+async fn follow(gw: &Gateway, nodes: Vec<(NodeId, String)>, path_and_query: &str, token: &HeaderValue) -> Response {
     let mut streams = Vec::new();
     for (id, http) in nodes {
-        match ask(gw, &http, path_and_query).await {
+        match ask(gw, &http, path_and_query, token).await {
             Ok(response) if response.status().is_success() => {
                 let frames = response.into_body().into_data_stream();
                 streams.push(lines(frames, id).boxed());
             }
+            // A refused token is every node's refusal: pass it on.
+            Ok(response) if matches!(response.status(), StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) => return response,
             Ok(response) => warn!(%id, status = %response.status(), "a function node refused to follow its logs"),
             Err(e) => warn!(%id, error = %e, "a function node's logs are not followed"),
         }

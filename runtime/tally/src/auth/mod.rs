@@ -1,4 +1,5 @@
-//! Bearer tokens (issue 52, first part: the model, not yet asked for by any route).
+//! Bearer tokens: the model here, their records in `store.rs`, the check of every
+//! request in `guard.rs`.
 //!
 //! A token is `tally_<id>_<secret>`: `id` (16 hex digits) names it in listings and in
 //! the record of who did what, `secret` (64 hex digits, 256 random bits) proves it. Only
@@ -19,6 +20,11 @@
 //! past its expiry is refused as a revoked one is.
 
 use std::collections::BTreeSet;
+
+pub mod guard;
+pub mod store;
+
+pub use store::{Grants, Listed, TokenOp, Tokens};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -163,10 +169,27 @@ impl Grant {
         (Grant { id, secret_sha256: sha256_hex(&secret), role, scope, expires_at_ms }, token)
     }
 
+    /// The admin grant of an existing token (a bootstrap token file's).
+    pub fn admin_of(token: &str) -> Result<Grant, Denied> {
+        let (id, secret) = parse(token)?;
+        Ok(Grant {
+            id: id.to_string(),
+            secret_sha256: sha256_hex(secret),
+            role: Role::Admin,
+            scope: Scope::default(),
+            expires_at_ms: None,
+        })
+    }
+
+    /// Whether `secret` is this grant's, compared in constant time.
+    pub fn verify(&self, secret: &str) -> bool {
+        equal_in_constant_time(sha256_hex(secret).as_bytes(), self.secret_sha256.as_bytes())
+    }
+
     /// Whether the presented `secret` is this grant's and lets its holder do `action` on
     /// `target` at `now_ms`.
     pub fn check(&self, secret: &str, action: Action, target: &Target, now_ms: u64) -> Result<(), Denied> {
-        if !equal_in_constant_time(sha256_hex(secret).as_bytes(), self.secret_sha256.as_bytes()) {
+        if !self.verify(secret) {
             return Err(Denied::Unauthenticated("unknown token"));
         }
         if self.expires_at_ms.is_some_and(|t| now_ms >= t) {
@@ -177,6 +200,47 @@ impl Grant {
         }
         Ok(())
     }
+}
+
+/// Reads the bootstrap admin token at `path`, making one (mode 0600) if it is missing
+/// and `make`, and grants it in the log unless it was granted before (a revoked one
+/// stays revoked: delete the file for a new one).
+pub async fn bootstrap(tokens: &Tokens, path: &std::path::Path, make: bool) -> anyhow::Result<String> {
+    use anyhow::Context as _;
+    let token = match std::fs::read_to_string(path) {
+        Ok(text) => text.trim().to_string(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && make => {
+            let mut random = [0u8; 40];
+            getrandom::fill(&mut random).map_err(|e| anyhow::anyhow!("no randomness for a token: {e}"))?;
+            let (_, token) = Grant::mint(Role::Admin, Scope::default(), None, random);
+            write_secret(path, &token)?;
+            token
+        }
+        Err(e) => return Err(e).with_context(|| format!("reading the admin token {}", path.display())),
+    };
+    let grant = Grant::admin_of(&token).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    if tokens.list().await?.iter().any(|l| l.grant.id == grant.id && l.revoked_by.is_some()) {
+        tracing::warn!("the admin token in {} was revoked; delete the file for a new one", path.display());
+    }
+    tokens.bootstrap(&token, grant).await?;
+    Ok(token)
+}
+
+/// Writes `text` to a new file at `path` that only its owner may read (0600), in a
+/// directory made if missing.
+pub fn write_secret(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp = path.with_extension("tmp");
+    let _ = std::fs::remove_file(&tmp);
+    let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
+    f.write_all(format!("{text}\n").as_bytes())?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,0 +1,317 @@
+//! The check of every request: what a route asks for ([`demand`]), who asks
+//! ([`authorize`]).
+//!
+//! The gateway's routes run this as a route layer, so the route and its parameters are
+//! axum's own (the same percent-decoding, the same matching); the fallback (declared
+//! routes of HTTP functions) runs it itself once it knows the function.
+//!
+//! | route                                          | needs                                 |
+//! |------------------------------------------------|---------------------------------------|
+//! | `GET /healthz`                                 | nothing                               |
+//! | `GET /metrics`, `GET /v1/functions`, `GET /v1/schedules[/{name}]` | `read`, unscoped   |
+//! | `GET /v1/functions/{name}[/config]`            | `read` of the function                |
+//! | `PUT`, `DELETE /v1/functions/{name}`, `PATCH .../config` | `deploy` of the function    |
+//! | `POST /v1/functions/{name}/invoke?book=N`      | `invoke` of the function and book N   |
+//! | `GET /v1/invocations?book=N&function=F`        | `read` of book N (and F)              |
+//! | `GET`/`DELETE /v1/invocations/{id}?book=N`     | `read`/`invoke` of book N, any function |
+//! | `POST /v1/promises/{id}?book=N`                | `invoke` of book N, or a link to the promise |
+//! | `POST /v1/promises/{id}/link?book=N`           | `invoke` of book N, any function      |
+//! | `GET /v1/logs?function=F`                      | `read` (of F)                         |
+//! | `PUT`/`DELETE /v1/schedules/{name}`, pause, resume | `deploy`, unscoped               |
+//! | `POST /v1/schedules/{name}/trigger`            | `invoke`, unscoped                    |
+//! | `GET /v1/books/{id}/...`, `PUT .../tables/{t}` | `read`, `deploy` of the book          |
+//! | `/v1/tokens...`, `GET /v1/audit`               | `admin`, unscoped                     |
+//! | an HTTP function (`/fn/{name}/...`, its routes)| nothing if deployed `public`, else `invoke` of it and its book |
+//!
+//! A schedule names its function and book in its body, so a scoped token cannot reach
+//! schedules; an invocation's ID does not say its function, so a token scoped to
+//! functions cannot read or cancel by ID (it lists its function's invocations instead).
+//!
+//! **Local mode** (`tally dev` on loopback): a request without a token acts as the
+//! admin, unless a web page could have forged it: its `Host` must be a loopback name or
+//! address (a DNS-rebinding page sends its own name), and a browser's `Origin` must be
+//! the gateway itself, and `Sec-Fetch-Site`, when sent, `same-origin` or `none` (a form
+//! POST from another site carries both). A request with a token is checked as anywhere.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use axum::extract::{FromRequestParts, MatchedPath, Path, Request, State};
+use axum::http::{header, HeaderMap, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::Response;
+
+use tally_runtime::runtime::Runtime;
+
+use super::store::Refused;
+use super::{Action, Denied, Role, Scope, Target, Tokens};
+use crate::gateway::error_response;
+
+/// Whether a request without a token is refused (`Token`: a cluster, a node listening
+/// beyond loopback), or taken as the admin's unless a web page could have forged it
+/// (`Local`: `tally dev` on loopback).
+pub use tally_runtime::config::AuthMode as Mode;
+
+/// What the gateway checks requests with.
+pub struct Access {
+    pub mode: Mode,
+    pub tokens: Arc<Tokens>,
+    pub runtime: Arc<Runtime>,
+}
+
+/// Who a request acts as: a token's ID, role and scope (`local` for a request without
+/// one in local mode, `public` for one to a public function).
+#[derive(Clone, Debug)]
+pub struct Caller {
+    pub id: String,
+    pub role: Role,
+    pub scope: Scope,
+}
+
+impl Caller {
+    fn local() -> Caller {
+        Caller { id: "local".into(), role: Role::Admin, scope: Scope::default() }
+    }
+}
+
+/// What a request needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Demand {
+    Nothing,
+    /// A request to an HTTP function: what it needs depends on the function
+    /// ([`http_function`]).
+    Function { name: String },
+    Needs { action: Action, function: Option<String>, book: Option<u64>, promise: Option<String> },
+}
+
+impl Demand {
+    fn needs(action: Action) -> Demand {
+        Demand::Needs { action, function: None, book: None, promise: None }
+    }
+
+    fn of_function(action: Action, function: &str) -> Demand {
+        Demand::Needs { action, function: Some(function.to_string()), book: None, promise: None }
+    }
+
+    fn of_book(action: Action, book: u64) -> Demand {
+        Demand::Needs { action, function: None, book: Some(book), promise: None }
+    }
+}
+
+/// A query's single value of `key` (form-decoded, as the routes read it); two values
+/// are refused, so that the check and the route cannot read different ones.
+fn query_value(query: Option<&str>, key: &str) -> Result<Option<String>, String> {
+    let mut values = form_urlencoded::parse(query.unwrap_or("").as_bytes()).filter(|(k, _)| k == key).map(|(_, v)| v);
+    let first = values.next().map(|v| v.into_owned());
+    if values.next().is_some() {
+        return Err(format!("the query names `{key}` twice"));
+    }
+    Ok(first)
+}
+
+/// The book of a query (`?book=N`, default 0).
+fn query_book(query: Option<&str>) -> Result<u64, String> {
+    match query_value(query, "book")? {
+        Some(text) => text.parse().map_err(|_| format!("book {text:?} is not a number")),
+        None => Ok(0),
+    }
+}
+
+/// What the route `pattern` (axum's, as matched) with parameters `params` asks for.
+pub fn demand(
+    method: &Method,
+    pattern: &str,
+    params: &HashMap<String, String>,
+    query: Option<&str>,
+) -> Result<Demand, String> {
+    use Action::*;
+    let param = |name: &str| params.get(name).map(String::as_str).unwrap_or("");
+    let reading = method == Method::GET || method == Method::HEAD;
+    Ok(match pattern {
+        "/healthz" => Demand::Nothing,
+        "/metrics" | "/v1/functions" | "/v1/schedules" => Demand::needs(Read),
+        "/v1/functions/{name}" | "/v1/functions/{name}/config" if reading => Demand::of_function(Read, param("name")),
+        "/v1/functions/{name}" | "/v1/functions/{name}/config" => Demand::of_function(Deploy, param("name")),
+        "/v1/functions/{name}/invoke" => Demand::Needs {
+            action: Invoke,
+            function: Some(param("name").to_string()),
+            book: Some(query_book(query)?),
+            promise: None,
+        },
+        "/v1/invocations" => Demand::Needs {
+            action: Read,
+            function: query_value(query, "function")?,
+            book: Some(query_book(query)?),
+            promise: None,
+        },
+        "/v1/invocations/{id}" => Demand::of_book(if reading { Read } else { Invoke }, query_book(query)?),
+        "/v1/promises/{id}" => Demand::Needs {
+            action: Invoke,
+            function: None,
+            book: Some(query_book(query)?),
+            promise: Some(param("id").to_string()),
+        },
+        "/v1/promises/{id}/link" => Demand::of_book(Invoke, query_book(query)?),
+        "/v1/logs" => Demand::Needs { action: Read, function: query_value(query, "function")?, book: None, promise: None },
+        "/v1/schedules/{name}" if reading => Demand::needs(Read),
+        "/v1/schedules/{name}" => Demand::needs(Deploy),
+        "/v1/schedules/{name}/{action}" if param("action") == "trigger" => Demand::needs(Invoke),
+        "/v1/schedules/{name}/{action}" => Demand::needs(Deploy),
+        p if p.starts_with("/v1/books/{id}/") => {
+            let book = param("id").parse().map_err(|_| format!("book {:?} is not a number", param("id")))?;
+            Demand::of_book(if reading { Read } else { Deploy }, book)
+        }
+        p if p.starts_with("/v1/tokens") || p == "/v1/audit" => Demand::needs(Admin),
+        "/fn/{name}" | "/fn/{name}/" | "/fn/{name}/{*path}" => Demand::Function { name: param("name").to_string() },
+        // A route added without a line here needs the admin: a test lists every route.
+        _ => Demand::needs(Admin),
+    })
+}
+
+/// What a request to HTTP function `name` needs: nothing if its current version was
+/// deployed public, else `invoke` of it and its book (the route's, else the
+/// `Tally-Book` header's, else 0). An unknown function is not public.
+pub async fn http_function(
+    runtime: &Runtime,
+    name: &str,
+    route_book: Option<u64>,
+    headers: &HeaderMap,
+) -> Result<Demand, String> {
+    if runtime.registry.lookup(name).await.is_ok_and(|l| l.info.public) {
+        return Ok(Demand::Nothing);
+    }
+    let book = match (route_book, headers.get(crate::gateway::BOOK)) {
+        (Some(book), _) => book,
+        (None, Some(v)) => v.to_str().ok().and_then(|t| t.parse().ok()).ok_or("the tally-book header is not a book")?,
+        (None, None) => 0,
+    };
+    Ok(Demand::Needs { action: Action::Invoke, function: Some(name.to_string()), book: Some(book), promise: None })
+}
+
+/// Whether `host` (a `Host` header: a name or address, maybe with a port) is loopback.
+fn loopback_host(host: &str) -> bool {
+    let name = match host.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().unwrap_or(""),
+        None => host.rsplit_once(':').map_or(host, |(name, port)| if port.bytes().all(|b| b.is_ascii_digit()) { name } else { host }),
+    };
+    let name = name.trim_end_matches('.').to_ascii_lowercase();
+    name == "localhost" || name.ends_with(".localhost") || name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Why a request without a token may not act as the local admin, if it may not: what
+/// a web page in a browser on this machine could have sent.
+pub fn forged(headers: &HeaderMap) -> Option<String> {
+    let text = |name: header::HeaderName| headers.get(name).map(|v| v.to_str().unwrap_or("\u{fffd}"));
+    let host = text(header::HOST).unwrap_or("");
+    if !loopback_host(host) {
+        return Some(format!("Host {host:?} is not a loopback name or address (a page may rebind its name to 127.0.0.1)"));
+    }
+    if let Some(site) = headers.get("sec-fetch-site").map(|v| v.to_str().unwrap_or("")) {
+        if site != "same-origin" && site != "none" {
+            return Some(format!("Sec-Fetch-Site {site:?}: a page of another site sent it"));
+        }
+    }
+    if let Some(origin) = text(header::ORIGIN) {
+        let same = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://")) == Some(host);
+        if !same {
+            return Some(format!("Origin {origin:?} is not this gateway's"));
+        }
+    }
+    None
+}
+
+/// The bearer token of a request, if it carries one (a malformed header is refused).
+fn bearer(headers: &HeaderMap) -> Result<Option<&str>, Denied> {
+    let Some(value) = headers.get(header::AUTHORIZATION) else { return Ok(None) };
+    let value = value.to_str().map_err(|_| Denied::Unauthenticated("the authorization header is not text"))?;
+    match value.split_once(' ') {
+        Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") => Ok(Some(token.trim())),
+        _ => Err(Denied::Unauthenticated("the authorization header is not `Bearer <token>`")),
+    }
+}
+
+fn refusal(denied: &Denied) -> Response {
+    let (status, code) = match denied {
+        Denied::Unauthenticated(_) => (StatusCode::UNAUTHORIZED, "unauthenticated"),
+        Denied::Forbidden => (StatusCode::FORBIDDEN, "forbidden"),
+    };
+    let mut response = error_response(status, code, denied.to_string());
+    if status == StatusCode::UNAUTHORIZED {
+        response.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer realm=\"tally\""));
+    }
+    response
+}
+
+/// Who may do what `demand` says, or the answer that refuses the request.
+pub async fn authorize(access: &Access, headers: &HeaderMap, demand: &Demand) -> Result<Caller, Box<Response>> {
+    let token = bearer(headers).map_err(|d| Box::new(refusal(&d)))?;
+    let (action, function, book, promise) = match demand {
+        Demand::Needs { action, function, book, promise } => (action, function, book, promise),
+        Demand::Nothing => return Ok(Caller { id: "public".into(), role: Role::Read, scope: Scope::default() }),
+        Demand::Function { .. } => unreachable!("resolved by http_function"),
+    };
+    let Some(token) = token else {
+        if access.mode == Mode::Local {
+            return match forged(headers) {
+                None => Ok(Caller::local()),
+                Some(why) => Err(Box::new(error_response(
+                    StatusCode::FORBIDDEN,
+                    "forbidden",
+                    format!("refused without a token: {why}; send `Authorization: Bearer <token>`"),
+                ))),
+            };
+        }
+        return Err(Box::new(refusal(&Denied::Unauthenticated("send `Authorization: Bearer <token>`"))));
+    };
+    let target = Target { function: function.as_deref(), book: *book, promise: promise.as_deref() };
+    match access.tokens.check(token, *action, &target).await {
+        Ok(listed) => Ok(Caller { id: listed.grant.id, role: listed.grant.role, scope: listed.grant.scope }),
+        Err(Refused::Denied(d)) => Err(Box::new(refusal(&d))),
+        Err(Refused::Log(e)) => Err(Box::new(error_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "log_unavailable",
+            format!("the tokens cannot be read: {e}"),
+        ))),
+    }
+}
+
+/// The access check of a node over `platform`, its admin token granted (made first if
+/// `make_token` and missing): the check, and the admin token.
+pub async fn start(
+    runtime: Arc<Runtime>,
+    platform: tally_logsvc::LogClient,
+    make_token: bool,
+) -> anyhow::Result<(Arc<Access>, String)> {
+    let config = &runtime.config;
+    let tokens = Arc::new(Tokens::start(platform).await?);
+    let file = config.admin_token_file.clone().unwrap_or_else(|| config.data_dir.join("admin.token"));
+    let admin = super::bootstrap(&tokens, &file, make_token).await?;
+    Ok((Arc::new(Access { mode: config.auth, tokens, runtime: runtime.clone() }), admin))
+}
+
+/// The route layer: checks the request against its route's demand and hands the
+/// handler its [`Caller`].
+pub async fn guard(State(access): State<Arc<Access>>, request: Request, next: Next) -> Response {
+    let (mut parts, body) = request.into_parts();
+    let pattern = parts.extensions.get::<MatchedPath>().map(|p| p.as_str().to_string()).unwrap_or_default();
+    let params = Path::<HashMap<String, String>>::from_request_parts(&mut parts, &()).await.map(|p| p.0).unwrap_or_default();
+    let invalid = |why: String| error_response(StatusCode::BAD_REQUEST, "invalid_argument", why);
+    let mut demand = match demand(&parts.method, &pattern, &params, parts.uri.query()) {
+        Ok(d) => d,
+        Err(why) => return invalid(why),
+    };
+    if let Demand::Function { name } = &demand {
+        demand = match http_function(&access.runtime, name, None, &parts.headers).await {
+            Ok(d) => d,
+            Err(why) => return invalid(why.to_string()),
+        };
+    }
+    match authorize(&access, &parts.headers, &demand).await {
+        Ok(caller) => {
+            parts.extensions.insert(caller);
+            next.run(Request::from_parts(parts, body)).await
+        }
+        Err(response) => *response,
+    }
+}
