@@ -20,7 +20,13 @@ use serde_json::Value;
 const TALLY: &str = env!("CARGO_BIN_EXE_tally");
 
 fn tally(args: &[&str], dir: &Path) -> (bool, String, String) {
-    let out = Command::new(TALLY).args(args).arg(dir).env("RUST_LOG", "warn,tally::node=info").output().expect("running tally");
+    let out = Command::new(TALLY)
+        .args(args)
+        .arg(dir)
+        .env("RUST_LOG", "warn,tally::node=info")
+        .env("TALLY_CONFIG_DIR", dir.join("cli"))
+        .output()
+        .expect("running tally");
     (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
@@ -51,7 +57,12 @@ impl Cluster {
     fn start(&self) -> String {
         let (ok, out, err) = tally(&["cluster", "up", "--wait-s", "90"], self.dir.path());
         assert!(ok, "cluster up: {err}\n{}", self.logs());
+        common::use_token(&self.admin_token());
         out.lines().next().expect("a URL").to_string()
+    }
+
+    fn admin_token(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("ca").join("admin.token")).unwrap().trim().to_string()
     }
 
     fn status(&self) -> Vec<Value> {
@@ -353,8 +364,12 @@ fn positions_give_read_your_writes_and_monotonic_reads_through_a_lagging_node() 
 
 /// POSTs once with a key; the status, or `None` when the node did not answer in time.
 fn post_once(url: &str, path: &str, body: &str, key: &str, timeout: Duration) -> Option<u16> {
-    let agent: ureq::Agent =
-        ureq::Agent::config_builder().timeout_global(Some(timeout)).http_status_as_error(false).build().into();
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(timeout))
+        .http_status_as_error(false)
+        .middleware(common::authorize)
+        .build()
+        .into();
     agent.post(format!("{url}{path}")).header("idempotency-key", key).send(body.as_bytes()).ok().map(|r| r.status().as_u16())
 }
 
@@ -451,7 +466,10 @@ fn idle_uploads_do_not_stop_the_gateway() {
         .map(|i| {
             let mut s = std::net::TcpStream::connect(&addr).expect("connecting to the gateway");
             let length = if i % 2 == 0 { "Transfer-Encoding: chunked" } else { "Content-Length: 104857600" };
-            let head = format!("POST /v1/functions/x/invoke?book=1 HTTP/1.1\r\nHost: gw\r\n{length}\r\n\r\n");
+            let head = format!(
+                "POST /v1/functions/x/invoke?book=1 HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer {}\r\n{length}\r\n\r\n",
+                c.admin_token()
+            );
             s.write_all(head.as_bytes()).expect("sending the head");
             s
         })
@@ -527,4 +545,46 @@ fn the_gateway_merges_every_function_nodes_logs_and_nodes_share_secrets() {
         }
     }
     assert_eq!(seen.len(), 2, "new lines of both nodes");
+
+    // Tokens: without one, every route is refused, at the gateway or at a node.
+    let none: &[(&str, &str)] = &[("authorization", "")];
+    for (method, path) in [("GET", "/v1/functions"), ("PUT", "/v1/functions/web"), ("GET", "/metrics"), ("GET", "/fn/web/env/TOKEN")] {
+        let a = gw.send(method, path, none, b"");
+        assert_eq!(a.status, 401, "{method} {path}: {}", a.text());
+    }
+    let status = c.status();
+    let nodes: Vec<Node> = status
+        .iter()
+        .filter(|p| p["name"].as_str().is_some_and(|n| n.starts_with("function")))
+        .filter_map(|p| p["http"].as_str())
+        .map(|h| node_at(&format!("http://{h}")))
+        .collect();
+    assert_eq!(nodes.len(), 2);
+    assert_eq!(nodes[0].send("GET", "/v1/logs", none, b"").status, 401, "a function node asks too");
+    // A token made through one node works on the other; revoked through one, it is
+    // refused by the other as soon as its index has the record.
+    let a = gw.send("POST", "/v1/tokens", &[], br#"{"role": "read", "books": [3]}"#);
+    assert_eq!(a.status, 201, "{}", a.text());
+    let made: Value = serde_json::from_slice(&a.body).unwrap();
+    let bearer = format!("Bearer {}", made["token"].as_str().unwrap());
+    let reader: &[(&str, &str)] = &[("authorization", bearer.as_str())];
+    for n in &nodes {
+        assert_eq!(n.send("GET", "/v1/books/3/records", reader, b"").status, 200);
+        assert_eq!(n.send("GET", "/v1/books/4/records", reader, b"").status, 403, "book 3's token on book 4");
+        assert_eq!(n.send("PUT", "/v1/functions/web", reader, b"").status, 403, "a read token deploys nothing");
+    }
+    let id = made["grant"]["id"].as_str().unwrap();
+    assert_eq!(nodes[0].send("DELETE", &format!("/v1/tokens/{id}"), &[], b"").status, 200);
+    let revoked = Instant::now();
+    let mut answers = Vec::new();
+    loop {
+        let status = nodes[1].send("GET", "/v1/books/3/records", reader, b"").status;
+        answers.push(status);
+        if status == 401 || revoked.elapsed() > Duration::from_secs(2) {
+            break;
+        }
+    }
+    eprintln!("the other node refused the revoked token after {:?}: {answers:?}", revoked.elapsed());
+    assert_eq!(answers.last(), Some(&401), "{answers:?}");
+    assert!(answers.len() <= 2, "refused at once, not eventually: {answers:?}");
 }

@@ -315,3 +315,72 @@ pub async fn guard(State(access): State<Arc<Access>>, request: Request, next: Ne
         Err(response) => *response,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every route the gateway registers has a line of its own in [`demand`]: none falls
+    /// to the admin-only default unless it is the admin's.
+    #[test]
+    fn every_route_of_the_gateway_has_its_demand() {
+        let source = include_str!("../gateway.rs");
+        let patterns: Vec<&str> =
+            source.split(".route(\"").skip(1).filter_map(|rest| rest.split('"').next()).filter(|p| p.starts_with('/')).collect();
+        assert!(patterns.len() >= 25, "{patterns:?}");
+        let params: HashMap<String, String> =
+            [("name", "f"), ("id", "3"), ("table", "t"), ("action", "pause"), ("path", "x")].map(|(k, v)| (k.into(), v.into())).into();
+        for pattern in patterns {
+            for method in [Method::GET, Method::POST, Method::PUT, Method::DELETE, Method::PATCH] {
+                let d = demand(&method, pattern, &params, None).unwrap_or_else(|e| panic!("{pattern}: {e}"));
+                let admins = pattern.starts_with("/v1/tokens") || pattern == "/v1/audit";
+                if !admins {
+                    assert_ne!(d, Demand::needs(Action::Admin), "{method} {pattern} falls to the default");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn only_loopback_names_and_addresses_are_loopback() {
+        for host in ["127.0.0.1", "127.0.0.1:8080", "127.9.9.9:1", "[::1]:8080", "[::1]", "localhost", "LOCALHOST:80", "a.localhost:8"] {
+            assert!(loopback_host(host), "{host}");
+        }
+        for host in ["", "evil.example", "127.0.0.1.evil.example", "localhost.evil.example", "[::2]:80", "10.0.0.1:8080", "0.0.0.0"] {
+            assert!(!loopback_host(host), "{host}");
+        }
+    }
+
+    #[test]
+    fn what_a_page_can_forge_is_refused_and_what_a_cli_sends_is_not() {
+        let headers = |pairs: &[(&'static str, &'static str)]| {
+            let mut h = HeaderMap::new();
+            for (k, v) in pairs {
+                h.insert(*k, v.parse().unwrap());
+            }
+            h
+        };
+        assert_eq!(forged(&headers(&[("host", "127.0.0.1:8080")])), None);
+        assert_eq!(forged(&headers(&[("host", "127.0.0.1:8080"), ("origin", "http://127.0.0.1:8080")])), None);
+        assert_eq!(forged(&headers(&[("host", "localhost:1"), ("sec-fetch-site", "none")])), None);
+        for bad in [
+            &[("host", "evil.example:8080")][..],
+            &[("host", "127.0.0.1:8080"), ("origin", "http://evil.example")],
+            &[("host", "127.0.0.1:8080"), ("origin", "null")],
+            &[("host", "127.0.0.1:8080"), ("origin", "http://127.0.0.1:9999")],
+            &[("host", "127.0.0.1:8080"), ("sec-fetch-site", "same-site")],
+            &[],
+        ] {
+            assert!(forged(&headers(bad)).is_some(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_query_names_its_book_once() {
+        assert_eq!(query_book(Some("book=3&async=true")), Ok(3));
+        assert_eq!(query_book(Some("b%6Fok=4")), Ok(4), "decoded as the route decodes it");
+        assert_eq!(query_book(None), Ok(0));
+        assert!(query_book(Some("book=3&book=4")).is_err());
+        assert!(query_book(Some("book=x")).is_err());
+    }
+}

@@ -94,8 +94,9 @@ pub struct Scope {
 
 impl Scope {
     fn reaches(&self, action: Action, target: &Target) -> bool {
+        let book_ok = self.books.is_empty() || target.book.is_some_and(|b| self.books.contains(&b));
         if let Some(promise) = &self.promise {
-            return action == Action::Invoke && target.promise == Some(promise.as_str()) && target.function.is_none();
+            return action == Action::Invoke && target.promise == Some(promise.as_str()) && target.function.is_none() && book_ok;
         }
         let function_ok = self.functions.is_empty()
             || target.function.is_some_and(|f| {
@@ -104,7 +105,6 @@ impl Scope {
                     None => s == f,
                 })
             });
-        let book_ok = self.books.is_empty() || target.book.is_some_and(|b| self.books.contains(&b));
         function_ok && book_ok
     }
 }

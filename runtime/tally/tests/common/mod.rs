@@ -7,9 +7,31 @@
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+
+/// The token every request of [`Node::agent`] carries (a cluster's admin token), if
+/// set. nextest runs each test in a process of its own.
+static TOKEN: Mutex<Option<String>> = Mutex::new(None);
+
+/// Makes every later request of [`Node::agent`] carry `token`.
+pub fn use_token(token: &str) {
+    *TOKEN.lock().unwrap() = Some(token.trim().to_string());
+}
+
+pub fn authorize(
+    mut request: ureq::http::Request<ureq::SendBody>,
+    next: ureq::middleware::MiddlewareNext,
+) -> Result<ureq::http::Response<ureq::Body>, ureq::Error> {
+    if let Some(token) = TOKEN.lock().unwrap().clone() {
+        if !request.headers().contains_key("authorization") {
+            request.headers_mut().insert("authorization", format!("Bearer {token}").parse().unwrap());
+        }
+    }
+    next.handle(request)
+}
 
 /// POSTs `body` with an `Idempotency-Key` until a node answers 200 (a 5xx, or no
 /// answer, means a kill or a transient failure; anything else is a bug); `base` names
@@ -79,6 +101,8 @@ impl Node {
             .arg(&dir)
             .args(&args)
             .env("RUST_LOG", "warn")
+            // Where it saves its admin token for the CLI (not the user's own).
+            .env("TALLY_CONFIG_DIR", dir.join("cli"))
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -121,7 +145,12 @@ impl Node {
     }
 
     pub fn agent() -> ureq::Agent {
-        ureq::Agent::config_builder().http_status_as_error(false).timeout_global(Some(Duration::from_secs(60))).build().into()
+        ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(60)))
+            .middleware(authorize)
+            .build()
+            .into()
     }
 
     pub fn request(&self, method: &str, path: &str, body: &[u8]) -> (u16, Vec<u8>) {
@@ -171,6 +200,7 @@ impl Node {
             .http_status_as_error(false)
             .max_redirects(0)
             .timeout_global(Some(Duration::from_secs(60)))
+            .middleware(authorize)
             .build()
             .into();
         let mut request = ureq::http::Request::builder().method(method).uri(&url);
