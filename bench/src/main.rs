@@ -3,6 +3,7 @@
 //! (`{"bench","case","metric","value","unit"}`), progress and a readable table on
 //! stderr; see `report.rs`.
 
+mod auth;
 mod cluster;
 mod durable;
 mod http;
@@ -24,7 +25,7 @@ use std::process::ExitCode;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-const SUITES: &[&str] = &["log", "invoke", "state", "cluster", "memory", "durable", "libs", "http"];
+const SUITES: &[&str] = &["log", "invoke", "state", "cluster", "memory", "durable", "libs", "http", "auth"];
 
 /// What every suite is told about the run.
 pub struct RunOptions {
@@ -82,6 +83,7 @@ fn main() -> ExitCode {
         "durable" => runtime.block_on(durable::run(&options)),
         "libs" => runtime.block_on(libs::run(&options)),
         "http" => runtime.block_on(http_fns::run(&options)),
+        "auth" => runtime.block_on(auth::run(&options)),
         _ => unreachable!("every suite of SUITES has a branch"),
     };
     match result {

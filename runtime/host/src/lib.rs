@@ -51,6 +51,8 @@ pub use logs::{LogEntry, LogQuery, LogSource, LogStore};
 pub use message::{Fields, HttpRequest, HttpResponse};
 pub use metrics::Metrics;
 pub use outbound::{Destination, Outbound};
-pub use registry::{check_name, decode_manifest, Change as RegistryChange, DeploySpec, FunctionInfo, Loaded, Registry, VersionInfo, REGISTRY_BOOK};
+pub use registry::{
+    check_name, decode_manifest, Change as RegistryChange, DeploySpec, FunctionInfo, Loaded, Registry, VersionInfo, REGISTRY_BOOK,
+};
 pub use routes::{parse_routes, Route};
 pub use settings::{check_key, Listed, Listing, SecretsKey, Setting, Values};

@@ -97,6 +97,18 @@ pub struct NodeLimits {
     pub logs_bytes_max: u64,
     /// Bytes of each of stdout and stderr one attempt keeps; the oldest lines go first.
     pub logs_invocation_bytes_max: u64,
+    /// Invocations from outside (the gateway's) running at once; more wait their turn
+    /// (`tally::shares`: round-robin between books).
+    pub invocations_max: u32,
+    /// Of those, one book's at most: a flood of one book leaves room for the others.
+    pub book_invocations_max: u32,
+    /// Requests of one book waiting for a place; more are answered 429.
+    pub book_queue_max: u32,
+    /// The longest a request waits for a place before it is answered 429.
+    pub queue_wait_ms: u64,
+    /// Requests a second one token may make (a bucket of one second's worth); 0: no
+    /// limit.
+    pub caller_rate_max: u32,
 }
 
 /// The most `outgoing_response_bytes_max` may be: a logged response, its headers and the
@@ -123,6 +135,11 @@ impl Default for NodeLimits {
             outgoing_hosts: Default::default(),
             logs_bytes_max: 16 << 20,
             logs_invocation_bytes_max: 64 << 10,
+            invocations_max: 128,
+            book_invocations_max: 64,
+            book_queue_max: 256,
+            queue_wait_ms: 2_000,
+            caller_rate_max: 0,
         }
     }
 }

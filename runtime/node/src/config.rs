@@ -142,6 +142,13 @@ impl Config {
         if self.node.outgoing_response_bytes_max > cap {
             anyhow::bail!("[node] outgoing_response_bytes_max is at most {cap}: a response is logged whole, in one record");
         }
+        let n = &self.node;
+        if n.invocations_max == 0 || n.book_invocations_max == 0 || n.queue_wait_ms == 0 {
+            anyhow::bail!("[node] invocations_max, book_invocations_max and queue_wait_ms must be positive");
+        }
+        if n.book_invocations_max > n.invocations_max {
+            anyhow::bail!("[node] book_invocations_max is at most invocations_max");
+        }
         if self.node.outgoing_in_flight_max == 0 || self.node.outgoing_timeout_ms_max == 0 {
             anyhow::bail!("[node] outgoing_in_flight_max and outgoing_timeout_ms_max must be positive");
         }

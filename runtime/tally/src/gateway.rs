@@ -25,9 +25,13 @@
 //! | `GET /v1/books/{id}/objects/{name}`     | `?path=P`: a durable object's JSON value    | none                   |
 //! | `GET /v1/books/{id}/queues/{name}`      | a queue's waiting messages, per shard       | none                   |
 //! | `GET /v1/books/{id}/locks/{name}`       | the invocation holding a lock, if any       | none                   |
+//! | `POST /v1/promises/{id}/link`, `/v1/tokens[/{id}]`, `GET /v1/audit` | tokens and the audit (`gateway/tokens.rs`) | 16 KiB |
 //! | `GET /healthz`, `GET /metrics`          | liveness, Prometheus counters               | none                   |
 //! | any method, `/fn/{name}/...`            | an HTTP function serves the request (`gateway/web.rs`) | its `request_bytes_max` |
 //! | any other path                          | the HTTP function whose route it is (`?routes=` at deploy), or 404 | its `request_bytes_max` |
+//!
+//! Every route but `/healthz` checks the caller's token first (`auth/guard.rs`: a route
+//! layer, and the fallback itself), and hands the handler its [`Caller`].
 //!
 //! A body's limit is enforced before the body is read: a Content-Length over it is
 //! refused at once, and a body without one is cut off as soon as it passes the limit,
@@ -440,6 +444,7 @@ fn header_options(headers: &HeaderMap) -> ApiResult<InvokeOptions> {
 #[tracing::instrument(name = "http.invoke", level = "debug", skip_all)]
 async fn invoke(
     State(rt): State<Arc<Runtime>>,
+    Extension(access): Extension<Arc<Access>>,
     ApiPath(name): ApiPath<String>,
     ApiQuery(q): ApiQuery<InvokeQuery>,
     headers: HeaderMap,
@@ -467,6 +472,11 @@ async fn invoke(
     let loaded = rt.registry.lookup_at(&name, &position).await?;
     let book = user_book(q.book)?;
     let input = body.read("the request", loaded.info.limits.request_bytes_max).await?;
+    // Admitted before anything is logged: a refusal loses and repeats nothing.
+    let _place = match access.admission.admit(book.0).await {
+        Ok(place) => place,
+        Err(refusal) => return Ok(guard::too_many(refusal)),
+    };
     if q.background {
         // A background invocation is initialised before it is answered anyway.
         let mut ctx = position;

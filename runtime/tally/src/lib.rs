@@ -13,3 +13,4 @@ pub mod dev;
 pub mod gateway;
 pub mod node;
 pub mod proxy;
+pub mod shares;

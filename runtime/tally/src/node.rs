@@ -298,8 +298,7 @@ impl Node {
             let log = LogClient::user(handle.link.clone());
             let platform = LogClient::platform(handle.link);
             let peers = Arc::new(TermPeers { me: NodeId(f.id), status: handle.status.clone() });
-            let runtime =
-                Runtime::start(runtime_config, log, platform.clone(), peers).await.context("starting the runtime")?;
+            let runtime = Runtime::start(runtime_config, log, platform.clone(), peers).await.context("starting the runtime")?;
             let (access, _) = crate::auth::guard::start(runtime.clone(), platform, false).await.context("reading the tokens")?;
             node.serve(listener, gateway::router(runtime.clone(), access));
             node.function = Some((runtime, addr));

@@ -222,7 +222,11 @@ async fn forward(State(gw): State<Arc<Gateway>>, request: Request) -> Response {
     // before its body takes any of the budget (the nodes check the token itself).
     let api = parts.uri.path().starts_with("/v1/") || parts.uri.path() == "/metrics";
     if api && !parts.headers.contains_key(axum::http::header::AUTHORIZATION) {
-        return error_response(StatusCode::UNAUTHORIZED, "unauthenticated", "no valid token: send `Authorization: Bearer <token>`".into());
+        return error_response(
+            StatusCode::UNAUTHORIZED,
+            "unauthenticated",
+            "no valid token: send `Authorization: Bearer <token>`".into(),
+        );
     }
     let declared = parts.headers.get(axum::http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
     let (body, _budget) = match read_body(&gw, declared, body).await {

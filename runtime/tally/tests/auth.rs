@@ -127,7 +127,11 @@ fn scopes_narrow_books_and_functions_and_revocation_and_expiry_refuse_at_once() 
     assert_eq!(send(&n, "GET", "/v1/books/3/records", Some(&t), b"").status, 403, "a function scope reaches no book's records");
     let (reader, _) = token(&n, &admin, json!({ "role": "read", "books": [3] }));
     assert_eq!(send(&n, "GET", "/v1/books/3/records", Some(&reader), b"").status, 200);
-    assert_eq!(send(&n, "GET", "/v1/books/4/records", Some(&reader), b"").status, 403, "a read token of book 3 cannot see book 4");
+    assert_eq!(
+        send(&n, "GET", "/v1/books/4/records", Some(&reader), b"").status,
+        403,
+        "a read token of book 3 cannot see book 4"
+    );
     assert_eq!(send(&n, "GET", "/metrics", Some(&reader), b"").status, 403, "metrics are for unscoped tokens");
     assert_eq!(send(&n, "PUT", "/v1/functions/hello", Some(&t), &guest("hello")).status, 403, "invoke cannot deploy");
 
@@ -144,7 +148,11 @@ fn scopes_narrow_books_and_functions_and_revocation_and_expiry_refuse_at_once() 
     let a = send(&n, "GET", "/v1/functions", Some(&brief), b"");
     assert_eq!((a.status, json(&a)["error"]["message"].as_str()), (401, Some("no valid token: the token expired")));
 
-    for bad in [json!({ "role": "root" }), json!({ "role": "read", "functions": ["a*b"] }), json!({ "role": "read", "books": [1u64 << 63] })] {
+    for bad in [
+        json!({ "role": "root" }),
+        json!({ "role": "read", "functions": ["a*b"] }),
+        json!({ "role": "read", "books": [1u64 << 63] }),
+    ] {
         let a = send(&n, "POST", "/v1/tokens", Some(&admin), bad.to_string().as_bytes());
         assert_eq!(a.status, 400, "{bad}: {}", a.text());
     }
@@ -206,7 +214,9 @@ fn the_audit_lists_who_deployed_configured_and_deleted_what() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|c| (c["op"].as_str().unwrap().into(), c["by"].as_str().unwrap_or("").into(), c["function"].as_str().unwrap_or("").into()))
+        .map(|c| {
+            (c["op"].as_str().unwrap().into(), c["by"].as_str().unwrap_or("").into(), c["function"].as_str().unwrap_or("").into())
+        })
         .collect();
     let admin_id = &admin[6..22];
     let want = [
@@ -216,7 +226,8 @@ fn the_audit_lists_who_deployed_configured_and_deleted_what() {
         ("function.config", ci_id.as_str(), "hello"),
         ("function.delete", admin_id, "hello"),
     ];
-    let want: Vec<(String, String, String)> = want.iter().map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string())).collect();
+    let want: Vec<(String, String, String)> =
+        want.iter().map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string())).collect();
     assert_eq!(rows, want, "{audit}");
     let seqnums: Vec<u64> = audit["changes"].as_array().unwrap().iter().map(|c| c["seqnum"].as_u64().unwrap()).collect();
     assert!(seqnums.windows(2).all(|w| w[0] < w[1]), "in log order: {seqnums:?}");
@@ -236,7 +247,12 @@ fn tally_dev_refuses_what_a_web_page_can_forge_and_the_cli_needs_nothing() {
     let origin = format!("http://{host}");
     assert_eq!(ok(&[("origin", origin.as_str())]), 200, "the gateway's own page");
     let a = n.send("POST", "/v1/functions/hello/invoke", &[("origin", "https://evil.example")], b"x");
-    assert_eq!((a.status, json(&a)["error"]["code"].as_str()), (403, Some("forbidden")), "a cross-origin form POST: {}", a.text());
+    assert_eq!(
+        (a.status, json(&a)["error"]["code"].as_str()),
+        (403, Some("forbidden")),
+        "a cross-origin form POST: {}",
+        a.text()
+    );
     // A token, when sent, is checked as anywhere.
     let wrong = format!("Bearer tally_0123456789abcdef_{}", "0".repeat(64));
     assert_eq!(n.send("GET", "/v1/functions", &[("authorization", wrong.as_str())], b"").status, 401);
@@ -262,7 +278,9 @@ fn tally_dev_refuses_what_a_web_page_can_forge_and_the_cli_needs_nothing() {
     assert!(made.trim().starts_with("tally_"), "{made}");
     let listed = cli(&["token", "list"]);
     assert!(listed.contains("dashboards") && listed.contains("books 3"), "{listed}");
-    let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(dir.path().join("data").join("admin.token")).unwrap().permissions());
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(dir.path().join("data").join("admin.token")).unwrap().permissions(),
+    );
     assert_eq!(mode & 0o777, 0o600, "only its owner reads the admin token");
 }
 

@@ -548,7 +548,9 @@ fn the_gateway_merges_every_function_nodes_logs_and_nodes_share_secrets() {
 
     // Tokens: without one, every route is refused, at the gateway or at a node.
     let none: &[(&str, &str)] = &[("authorization", "")];
-    for (method, path) in [("GET", "/v1/functions"), ("PUT", "/v1/functions/web"), ("GET", "/metrics"), ("GET", "/fn/web/env/TOKEN")] {
+    for (method, path) in
+        [("GET", "/v1/functions"), ("PUT", "/v1/functions/web"), ("GET", "/metrics"), ("GET", "/fn/web/env/TOKEN")]
+    {
         let a = gw.send(method, path, none, b"");
         assert_eq!(a.status, 401, "{method} {path}: {}", a.text());
     }

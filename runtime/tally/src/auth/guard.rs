@@ -58,6 +58,8 @@ pub struct Access {
     pub mode: Mode,
     pub tokens: Arc<Tokens>,
     pub runtime: Arc<Runtime>,
+    /// Each token's rate, and the books' shares of the node's invocations.
+    pub admission: crate::shares::Admission,
 }
 
 /// Who a request acts as: a token's ID, role and scope (`local` for a request without
@@ -81,8 +83,15 @@ pub enum Demand {
     Nothing,
     /// A request to an HTTP function: what it needs depends on the function
     /// ([`http_function`]).
-    Function { name: String },
-    Needs { action: Action, function: Option<String>, book: Option<u64>, promise: Option<String> },
+    Function {
+        name: String,
+    },
+    Needs {
+        action: Action,
+        function: Option<String>,
+        book: Option<u64>,
+        promise: Option<String>,
+    },
 }
 
 impl Demand {
@@ -119,12 +128,7 @@ fn query_book(query: Option<&str>) -> Result<u64, String> {
 }
 
 /// What the route `pattern` (axum's, as matched) with parameters `params` asks for.
-pub fn demand(
-    method: &Method,
-    pattern: &str,
-    params: &HashMap<String, String>,
-    query: Option<&str>,
-) -> Result<Demand, String> {
+pub fn demand(method: &Method, pattern: &str, params: &HashMap<String, String>, query: Option<&str>) -> Result<Demand, String> {
     use Action::*;
     let param = |name: &str| params.get(name).map(String::as_str).unwrap_or("");
     let reading = method == Method::GET || method == Method::HEAD;
@@ -193,7 +197,9 @@ pub async fn http_function(
 fn loopback_host(host: &str) -> bool {
     let name = match host.strip_prefix('[') {
         Some(rest) => rest.split(']').next().unwrap_or(""),
-        None => host.rsplit_once(':').map_or(host, |(name, port)| if port.bytes().all(|b| b.is_ascii_digit()) { name } else { host }),
+        None => {
+            host.rsplit_once(':').map_or(host, |(name, port)| if port.bytes().all(|b| b.is_ascii_digit()) { name } else { host })
+        }
     };
     let name = name.trim_end_matches('.').to_ascii_lowercase();
     name == "localhost" || name.ends_with(".localhost") || name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
@@ -243,6 +249,13 @@ fn refusal(denied: &Denied) -> Response {
     response
 }
 
+/// 429 with `Retry-After`, for a request over its share.
+pub fn too_many(refusal: crate::shares::Refusal) -> Response {
+    let mut response = error_response(StatusCode::TOO_MANY_REQUESTS, "busy", refusal.why);
+    response.headers_mut().insert(header::RETRY_AFTER, refusal.retry_after_s.into());
+    response
+}
+
 /// Who may do what `demand` says, or the answer that refuses the request.
 pub async fn authorize(access: &Access, headers: &HeaderMap, demand: &Demand) -> Result<Caller, Box<Response>> {
     let token = bearer(headers).map_err(|d| Box::new(refusal(&d)))?;
@@ -266,7 +279,10 @@ pub async fn authorize(access: &Access, headers: &HeaderMap, demand: &Demand) ->
     };
     let target = Target { function: function.as_deref(), book: *book, promise: promise.as_deref() };
     match access.tokens.check(token, *action, &target).await {
-        Ok(listed) => Ok(Caller { id: listed.grant.id, role: listed.grant.role, scope: listed.grant.scope }),
+        Ok(listed) => {
+            access.admission.rate(&listed.grant.id).map_err(|r| Box::new(too_many(r)))?;
+            Ok(Caller { id: listed.grant.id, role: listed.grant.role, scope: listed.grant.scope })
+        }
         Err(Refused::Denied(d)) => Err(Box::new(refusal(&d))),
         Err(Refused::Log(e)) => Err(Box::new(error_response(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -287,7 +303,8 @@ pub async fn start(
     let tokens = Arc::new(Tokens::start(platform).await?);
     let file = config.admin_token_file.clone().unwrap_or_else(|| config.data_dir.join("admin.token"));
     let admin = super::bootstrap(&tokens, &file, make_token).await?;
-    Ok((Arc::new(Access { mode: config.auth, tokens, runtime: runtime.clone() }), admin))
+    let admission = crate::shares::Admission::new(crate::shares::Policy::of(&config.node));
+    Ok((Arc::new(Access { mode: config.auth, tokens, runtime: runtime.clone(), admission }), admin))
 }
 
 /// The route layer: checks the request against its route's demand and hands the
@@ -328,8 +345,9 @@ mod tests {
         let patterns: Vec<&str> =
             source.split(".route(\"").skip(1).filter_map(|rest| rest.split('"').next()).filter(|p| p.starts_with('/')).collect();
         assert!(patterns.len() >= 25, "{patterns:?}");
-        let params: HashMap<String, String> =
-            [("name", "f"), ("id", "3"), ("table", "t"), ("action", "pause"), ("path", "x")].map(|(k, v)| (k.into(), v.into())).into();
+        let params: HashMap<String, String> = [("name", "f"), ("id", "3"), ("table", "t"), ("action", "pause"), ("path", "x")]
+            .map(|(k, v)| (k.into(), v.into()))
+            .into();
         for pattern in patterns {
             for method in [Method::GET, Method::POST, Method::PUT, Method::DELETE, Method::PATCH] {
                 let d = demand(&method, pattern, &params, None).unwrap_or_else(|e| panic!("{pattern}: {e}"));
@@ -343,10 +361,14 @@ mod tests {
 
     #[test]
     fn only_loopback_names_and_addresses_are_loopback() {
-        for host in ["127.0.0.1", "127.0.0.1:8080", "127.9.9.9:1", "[::1]:8080", "[::1]", "localhost", "LOCALHOST:80", "a.localhost:8"] {
+        for host in
+            ["127.0.0.1", "127.0.0.1:8080", "127.9.9.9:1", "[::1]:8080", "[::1]", "localhost", "LOCALHOST:80", "a.localhost:8"]
+        {
             assert!(loopback_host(host), "{host}");
         }
-        for host in ["", "evil.example", "127.0.0.1.evil.example", "localhost.evil.example", "[::2]:80", "10.0.0.1:8080", "0.0.0.0"] {
+        for host in
+            ["", "evil.example", "127.0.0.1.evil.example", "localhost.evil.example", "[::2]:80", "10.0.0.1:8080", "0.0.0.0"]
+        {
             assert!(!loopback_host(host), "{host}");
         }
     }

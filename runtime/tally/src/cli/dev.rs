@@ -111,6 +111,21 @@ pub struct DevArgs {
     /// Bytes of each of stdout and stderr one attempt keeps.
     #[arg(long)]
     logs_invocation_bytes_max: Option<u64>,
+    /// Invocations from outside running at once; more wait, round-robin between books.
+    #[arg(long)]
+    invocations_max: Option<u32>,
+    /// One book's invocations running at once.
+    #[arg(long)]
+    book_invocations_max: Option<u32>,
+    /// One book's requests waiting for a place; more are answered 429.
+    #[arg(long)]
+    book_queue_max: Option<u32>,
+    /// How long a request waits for a place before 429.
+    #[arg(long)]
+    queue_wait_ms: Option<u64>,
+    /// Requests a second per token (0: no limit).
+    #[arg(long)]
+    caller_rate_max: Option<u32>,
     /// The key that seals functions' secrets (default: <data-dir>/secrets.key, made if
     /// missing).
     #[arg(long)]
@@ -206,6 +221,11 @@ impl DevArgs {
             outgoing_response_bytes_max => node.outgoing_response_bytes_max,
             logs_bytes_max => node.logs_bytes_max,
             logs_invocation_bytes_max => node.logs_invocation_bytes_max,
+            invocations_max => node.invocations_max,
+            book_invocations_max => node.book_invocations_max,
+            book_queue_max => node.book_queue_max,
+            queue_wait_ms => node.queue_wait_ms,
+            caller_rate_max => node.caller_rate_max,
             recovery_interval_ms => state.recovery_interval_ms,
             attempts_max => state.attempts_max,
             gc_interval_ms => state.gc_interval_ms,

@@ -39,6 +39,7 @@ fn route(uri: &Uri) -> (&str, &str) {
 #[tracing::instrument(name = "http.fn", level = "debug", skip_all)]
 pub(super) async fn serve(
     State(rt): State<Arc<Runtime>>,
+    Extension(access): Extension<Arc<Access>>,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
@@ -46,7 +47,7 @@ pub(super) async fn serve(
 ) -> ApiResult<Response> {
     let (name, path) = route(&uri);
     let path = format!("/{path}");
-    serve_as(rt, name.to_owned(), &path, None, method, &uri, headers, body).await
+    serve_as(rt, &access, name.to_owned(), &path, None, method, &uri, headers, body).await
 }
 
 /// Any path no other route took: the HTTP function whose declared route it is, or 404.
@@ -72,7 +73,7 @@ pub(super) async fn routed(
         return *refused;
     }
     let below = below.to_owned();
-    serve_as(rt, name, &below, route.book, method, &uri, headers, body).await.unwrap_or_else(IntoResponse::into_response)
+    serve_as(rt, &access, name, &below, route.book, method, &uri, headers, body).await.unwrap_or_else(IntoResponse::into_response)
 }
 
 /// Serves a request to HTTP function `name`, whose path below its route is `path`; the
@@ -80,6 +81,7 @@ pub(super) async fn routed(
 #[allow(clippy::too_many_arguments)]
 async fn serve_as(
     rt: Arc<Runtime>,
+    access: &Access,
     name: String,
     path: &str,
     book: Option<u64>,
@@ -105,6 +107,10 @@ async fn serve_as(
     };
     let opts = header_options(&headers)?;
     let body = body.read("the request", loaded.info.limits.request_bytes_max).await?;
+    let _place = match access.admission.admit(book.0).await {
+        Ok(place) => place,
+        Err(refusal) => return Ok(guard::too_many(refusal)),
+    };
     let request = HttpRequest {
         method: method.as_str().to_owned(),
         scheme: "http".into(),

@@ -33,7 +33,11 @@ fn tagged(mut entry: Value, node: NodeId) -> Value {
 
 pub(super) async fn logs(State(gw): State<Arc<Gateway>>, uri: Uri, headers: axum::http::HeaderMap) -> Response {
     let Some(token) = headers.get(axum::http::header::AUTHORIZATION) else {
-        return error_response(StatusCode::UNAUTHORIZED, "unauthenticated", "no valid token: send `Authorization: Bearer <token>`".into());
+        return error_response(
+            StatusCode::UNAUTHORIZED,
+            "unauthenticated",
+            "no valid token: send `Authorization: Bearer <token>`".into(),
+        );
     };
     let path_and_query = uri.path_and_query().map(|p| p.as_str().to_string()).unwrap_or_else(|| "/v1/logs".into());
     let query: BTreeMap<String, String> = uri.query().map(|q| url_pairs(q).collect()).unwrap_or_default();
