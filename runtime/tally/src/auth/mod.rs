@@ -192,6 +192,12 @@ impl Grant {
         if !self.verify(secret) {
             return Err(Denied::Unauthenticated("unknown token"));
         }
+        self.allows(action, target, now_ms)
+    }
+
+    /// Whether the holder of this grant (its secret verified) may do `action` on
+    /// `target` at `now_ms`.
+    pub fn allows(&self, action: Action, target: &Target, now_ms: u64) -> Result<(), Denied> {
         if self.expires_at_ms.is_some_and(|t| now_ms >= t) {
             return Err(Denied::Unauthenticated("the token expired"));
         }
