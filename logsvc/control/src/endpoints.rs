@@ -60,12 +60,13 @@ struct Inner {
 }
 
 impl Endpoints {
-    /// Makes a client per endpoint; they connect on their first call.
-    pub(crate) async fn new(endpoints: &[String]) -> Result<Endpoints> {
+    /// Makes a client per endpoint; they connect on their first call, over TLS with a
+    /// client certificate if `tls` is given.
+    pub(crate) async fn new(endpoints: &[String], tls: Option<&crate::EtcdTls>) -> Result<Endpoints> {
         if endpoints.is_empty() {
             return Err(Error::InvalidArgument("no etcd endpoint given".into()));
         }
-        let options = ConnectOptions::new()
+        let mut options = ConnectOptions::new()
             .with_connect_timeout(CALL_TIMEOUT)
             .with_timeout(CALL_TIMEOUT)
             .with_keep_alive(PING_INTERVAL, PING_TIMEOUT)
@@ -73,6 +74,14 @@ impl Endpoints {
             // A member cut off from its leader fails requests (and cancels watches) at
             // once instead of serving a stale view.
             .with_require_leader(true);
+        if let Some(tls) = tls {
+            options = options.with_tls(
+                etcd_client::TlsOptions::new()
+                    .ca_certificate(etcd_client::Certificate::from_pem(&tls.ca_pem))
+                    .identity(etcd_client::Identity::from_pem(&tls.cert_pem, &tls.key_pem))
+                    .domain_name(crate::ETCD_SERVER_NAME),
+            );
+        }
         let mut members = Vec::with_capacity(endpoints.len());
         for endpoint in endpoints {
             let client = match Client::connect([endpoint], Some(options.clone())).await {

@@ -47,5 +47,18 @@ pub use election::Leadership;
 pub use error::{Error, Result};
 pub use members::{Member, MemberRole, Registration};
 pub use plane::{ControlPlane, Revision, Settings};
+
+/// The name etcd's members are certified for (besides their addresses): what a client
+/// checks their certificates against.
+pub const ETCD_SERVER_NAME: &str = "etcd.tally.local";
+
+/// How a client reaches etcd over TLS: the CA that issued etcd's certificates, and the
+/// client's own certificate and key (etcd asks for one), all PEM.
+#[derive(Clone)]
+pub struct EtcdTls {
+    pub ca_pem: String,
+    pub cert_pem: String,
+    pub key_pem: String,
+}
 #[cfg(feature = "testing")]
 pub use temp_etcd::TempEtcd;

@@ -199,8 +199,15 @@ impl ControlPlane {
     /// when that one fails; each is given up after 2 s (see [`Error::Etcd`]).
     #[tracing::instrument(name = "control.connect", skip_all, fields(cluster = %cluster))]
     pub async fn connect(endpoints: &[String], cluster: &str) -> Result<ControlPlane> {
+        ControlPlane::connect_with(endpoints, cluster, None).await
+    }
+
+    /// [`ControlPlane::connect`] over TLS (`https://host:port` endpoints) with a client
+    /// certificate, if `tls` is given: etcd's certificate must be issued by `tls`'s CA
+    /// for [`crate::ETCD_SERVER_NAME`].
+    pub async fn connect_with(endpoints: &[String], cluster: &str, tls: Option<&crate::EtcdTls>) -> Result<ControlPlane> {
         check_cluster_name(cluster)?;
-        let plane = ControlPlane { etcd: Endpoints::new(endpoints).await?, keys: Keys::new(cluster) };
+        let plane = ControlPlane { etcd: Endpoints::new(endpoints, tls).await?, keys: Keys::new(cluster) };
         // The clients connect lazily; one read shows that etcd answers (and has a leader).
         plane.etcd.get("connecting to etcd", plane.keys.settings(), Some(GetOptions::new().with_count_only())).await?;
         Ok(plane)

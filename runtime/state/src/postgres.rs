@@ -280,6 +280,12 @@ impl PgServer {
     /// Creates the database cluster (trust authentication, user `postgres`) unless the
     /// directory holds one.
     pub fn init(&self, sync: bool) -> Result<(), StateError> {
+        self.init_with(sync, None)
+    }
+
+    /// [`PgServer::init`], with `password` for user `postgres` and scram-sha-256
+    /// authentication on every connection (sockets included) if given.
+    pub fn init_with(&self, sync: bool, password: Option<&str>) -> Result<(), StateError> {
         if self.data.join("PG_VERSION").exists() {
             return Ok(());
         }
@@ -287,11 +293,47 @@ impl PgServer {
         if self.as_postgres {
             run(Command::new("chown").arg("postgres:postgres").arg(&self.data))?;
         }
-        let mut args = vec!["-D", path_str(&self.data)?, "--auth=trust", "-U", "postgres", "-E", "UTF8", "--locale=C"];
+        // initdb reads the password from a file (never a command line), next to the
+        // data directory, which must be empty.
+        let pwfile = self.data.with_extension("pwfile");
+        let mut args = vec!["-D", path_str(&self.data)?, "-U", "postgres", "-E", "UTF8", "--locale=C"];
+        let pwfile_arg = format!("--pwfile={}", path_str(&pwfile)?);
+        match password {
+            Some(password) => {
+                use std::os::unix::fs::OpenOptionsExt as _;
+                let mut f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .mode(0o600)
+                    .open(&pwfile)
+                    .map_err(backend)?;
+                std::io::Write::write_all(&mut f, password.as_bytes()).map_err(backend)?;
+                if self.as_postgres {
+                    run(Command::new("chown").arg("postgres:postgres").arg(&pwfile))?;
+                }
+                args.extend(["--auth=scram-sha-256", &pwfile_arg]);
+            }
+            None => args.push("--auth=trust"),
+        }
         if !sync {
             args.push("--no-sync");
         }
-        self.run_tool("initdb", &args)
+        let made = self.run_tool("initdb", &args);
+        let _ = std::fs::remove_file(&pwfile);
+        made
+    }
+
+    /// Makes `dir` for the server's Unix socket: only the server's user (and root) may
+    /// enter it.
+    pub fn socket_dir(&self, dir: &Path) -> Result<(), StateError> {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::create_dir_all(dir).map_err(backend)?;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(backend)?;
+        if self.as_postgres {
+            run(Command::new("chown").arg("postgres:postgres").arg(dir))?;
+        }
+        Ok(())
     }
 
     /// Starts the server with `options` (postgres `-c` settings), logging to `log`, and

@@ -6,9 +6,16 @@
 //! ```text
 //!   DIR/
 //!     cluster.toml          name, host, etcd members, postgres port, node names in start order
-//!     ca/                   the cluster's CA (its key too: `init` issues from it)
+//!     ca/                   the cluster's CA (its key too: `init` issues from it), the
+//!                           admin token, the secrets key, the state store's password,
+//!                           etcd/ (etcd's certificate) and cli/ (the CLI's, for etcd)
 //!     etcd-<i>/             etcd member i's data; etcd-<i>.log
-//!     postgres/             the function nodes' shared state store (PostgreSQL), server.log
+//!     postgres/             the function nodes' shared state store (PostgreSQL), server.log;
+//!                           run/ its Unix socket (no TCP), scram password
+//!
+//! Every hop is authenticated: the log's QUIC and etcd (clients and peers) by
+//! certificates of the cluster's CA, PostgreSQL by password over a socket only this
+//! machine's users reach, the HTTP API by tokens.
 //!     nodes/<name>/         node.toml, certs/, data/, node.log, node.pid
 //! ```
 
@@ -25,7 +32,12 @@ use serde::{Deserialize, Serialize};
 use tally_logsvc::net::ClusterCa;
 use tally_logsvc::NodeId;
 
-use tally_control::MemberRole;
+use tally_control::{EtcdTls, MemberRole, ETCD_SERVER_NAME};
+
+/// Where the state store's Unix socket is, in the cluster directory.
+const PG_SOCKET_DIR: &str = "postgres-run";
+/// The state store's password (user `postgres`), under `ca/`.
+const PG_PASSWORD_FILE: &str = "postgres.password";
 use tally_durable::{StateConfig, StoreKind};
 use tally_state::PgServer;
 
@@ -86,13 +98,16 @@ pub struct ClusterFile {
 }
 
 impl ClusterFile {
-    /// The libpq connection string of the cluster's state store.
-    pub fn conninfo(&self) -> String {
-        format!("host={} port={} user=postgres dbname=postgres", self.host, self.postgres_port)
+    /// The libpq connection string of the cluster's state store in `dir`: its Unix
+    /// socket, with the password.
+    pub fn conninfo(&self, dir: &Path, password: &str) -> String {
+        let quoted = |text: String| format!("'{}'", text.replace('\\', "\\\\").replace('\'', "\\'"));
+        let socket = quoted(dir.join(PG_SOCKET_DIR).display().to_string());
+        format!("host={socket} port={} user=postgres password={} dbname=postgres", self.postgres_port, quoted(password.into()))
     }
 
     pub fn endpoints(&self) -> Vec<String> {
-        self.etcd.iter().map(|m| format!("http://{}:{}", self.host, m.client_port)).collect()
+        self.etcd.iter().map(|m| format!("https://{}:{}", self.host, m.client_port)).collect()
     }
 }
 
@@ -162,6 +177,13 @@ impl ClusterDir {
         let dir = fs::canonicalize(dir)?;
         let ca = ClusterCa::generate(name)?;
         ca.save(&dir.join("ca"))?;
+        // etcd's members serve and peer with one certificate for the host and etcd's
+        // name; the CLI's own (`grow`) is a client certificate like a node's.
+        let (ca_pem, cert_pem, key_pem) = ca.issue_for("etcd", vec![host.to_string(), ETCD_SERVER_NAME.into()])?.pem();
+        for (file, text) in [("ca.pem", ca_pem), ("cert.pem", cert_pem), ("key.pem", key_pem)] {
+            crate::auth::write_secret(&dir.join("ca").join("etcd").join(file), text.trim_end())?;
+        }
+        ca.issue_for("tally cli", vec!["cli.tally.local".into()])?.save(&dir.join("ca").join("cli"))?;
         // One key seals every function's secrets, on every node.
         let secrets_key_file = dir.join("ca").join("secrets.key");
         tally_host::SecretsKey::load_or_create(&secrets_key_file)?;
@@ -178,7 +200,12 @@ impl ClusterDir {
         let postgres_port = ports.free()?;
         let file = ClusterFile { name: name.into(), host: host.into(), etcd, postgres_port, nodes: Vec::new() };
         let endpoints = file.endpoints();
-        let state = StateConfig { store: StoreKind::Postgres, postgres: file.conninfo(), ..StateConfig::default() };
+        let mut random = [0u8; 32];
+        getrandom::fill(&mut random).map_err(|e| anyhow::anyhow!("no randomness for a password: {e}"))?;
+        let password: String = random.iter().map(|b| format!("{b:02x}")).collect();
+        crate::auth::write_secret(&dir.join("ca").join(PG_PASSWORD_FILE), &password)?;
+        let state =
+            StateConfig { store: StoreKind::Postgres, postgres: file.conninfo(&dir, &password), ..StateConfig::default() };
         let mut next = 1u32;
         let mut ids = |n: u32| {
             let ids: Vec<u32> = (next..next + n).collect();
@@ -248,7 +275,9 @@ impl ClusterDir {
             let node_dir = dir.join("nodes").join(&c.name);
             ca.issue(&c.name, &[NodeId(*id)])?.save(&c.certs)?;
             let text = toml::to_string(c)?;
-            fs::write(node_dir.join("node.toml"), text).with_context(|| format!("writing {}", node_dir.display()))?;
+            // It holds the state store's password: its owner's only.
+            crate::auth::write_secret(&node_dir.join("node.toml"), &text)
+                .with_context(|| format!("writing {}", node_dir.display()))?;
             file.nodes.push(c.name.clone());
         }
         fs::write(dir.join("cluster.toml"), toml::to_string(&file)?)?;
@@ -268,7 +297,8 @@ impl ClusterDir {
     /// nodes.
     pub fn up(&self, tally: &Path) -> anyhow::Result<()> {
         let initial: Vec<String> =
-            self.file.etcd.iter().map(|m| format!("{}=http://{}:{}", m.name, self.file.host, m.peer_port)).collect();
+            self.file.etcd.iter().map(|m| format!("{}=https://{}:{}", m.name, self.file.host, m.peer_port)).collect();
+        let pem = |file: &str| self.dir.join("ca").join("etcd").join(file);
         for m in &self.file.etcd {
             let pid_file = self.dir.join(format!("{}.pid", m.name));
             if running(&pid_file).is_some() {
@@ -279,10 +309,25 @@ impl ClusterDir {
             cmd.args(["--name", &m.name])
                 .arg("--data-dir")
                 .arg(self.dir.join(&m.name))
-                .args(["--listen-client-urls", &format!("http://{host}:{}", m.client_port)])
-                .args(["--advertise-client-urls", &format!("http://{host}:{}", m.client_port)])
-                .args(["--listen-peer-urls", &format!("http://{host}:{}", m.peer_port)])
-                .args(["--initial-advertise-peer-urls", &format!("http://{host}:{}", m.peer_port)])
+                .args(["--listen-client-urls", &format!("https://{host}:{}", m.client_port)])
+                .args(["--advertise-client-urls", &format!("https://{host}:{}", m.client_port)])
+                .args(["--listen-peer-urls", &format!("https://{host}:{}", m.peer_port)])
+                .args(["--initial-advertise-peer-urls", &format!("https://{host}:{}", m.peer_port)])
+                // Clients and peers alike show a certificate of the cluster's CA.
+                .arg("--cert-file")
+                .arg(pem("cert.pem"))
+                .arg("--key-file")
+                .arg(pem("key.pem"))
+                .arg("--trusted-ca-file")
+                .arg(pem("ca.pem"))
+                .arg("--client-cert-auth")
+                .arg("--peer-cert-file")
+                .arg(pem("cert.pem"))
+                .arg("--peer-key-file")
+                .arg(pem("key.pem"))
+                .arg("--peer-trusted-ca-file")
+                .arg(pem("ca.pem"))
+                .arg("--peer-client-cert-auth")
                 .args(["--initial-cluster", &initial.join(",")])
                 .args(["--initial-cluster-token", &self.file.name])
                 .args(["--heartbeat-interval", "50", "--election-timeout", "500"]);
@@ -326,10 +371,16 @@ impl ClusterDir {
             use std::os::unix::fs::PermissionsExt;
             fs::set_permissions(&self.dir, fs::Permissions::from_mode(0o711))?;
         }
-        pg.init(true).context("creating the state store's database")?;
+        let password =
+            fs::read_to_string(self.dir.join("ca").join(PG_PASSWORD_FILE)).context("reading the state store's password")?;
+        pg.init_with(true, Some(password.trim())).context("creating the state store's database")?;
+        let socket = self.dir.join(PG_SOCKET_DIR);
+        pg.socket_dir(&socket).context("making the state store's socket directory")?;
+        // A Unix socket only: no TCP port for anyone on the network to try passwords on.
         let options = format!(
-            "-c listen_addresses='{}' -p {} -c unix_socket_directories='' -c max_connections=200",
-            self.file.host, self.file.postgres_port
+            "-c listen_addresses='' -p {} -c unix_socket_directories='{}' -c max_connections=200",
+            self.file.postgres_port,
+            socket.display()
         );
         pg.start(&options, &self.dir.join("postgres").join("server.log")).context("starting the state store's server")?;
         Ok(())
@@ -341,7 +392,8 @@ impl ClusterDir {
     /// leading controller adds the missing ones in a new term) and waits up to `wait`
     /// for a configuration that has them. Returns its term.
     pub async fn grow(&self, n_logs: u16, wait: Duration) -> anyhow::Result<u16> {
-        let plane = tally_control::ControlPlane::connect(&self.file.endpoints(), &self.file.name)
+        let tls = etcd_tls(&self.dir.join("ca").join("cli"))?;
+        let plane = tally_control::ControlPlane::connect_with(&self.file.endpoints(), &self.file.name, Some(&tls))
             .await
             .context("connecting to the cluster's etcd (is it up?)")?;
         let settings = plane.set_n_logs(n_logs).await?;
@@ -378,8 +430,9 @@ impl ClusterDir {
             out.push(ProcessStatus { name: m.name.clone(), roles: vec!["etcd".into()], pid, addr, http: None, healthy });
         }
         let pg = self.postgres().pid().filter(|&p| alive(p));
-        let pg_addr = format!("{}:{}", self.file.host, self.file.postgres_port);
-        let healthy = pg.is_some() && tcp_open(&pg_addr);
+        let socket = self.dir.join(PG_SOCKET_DIR).join(format!(".s.PGSQL.{}", self.file.postgres_port));
+        let healthy = pg.is_some() && std::os::unix::net::UnixStream::connect(&socket).is_ok();
+        let pg_addr = socket.display().to_string();
         out.push(ProcessStatus {
             name: "postgres".into(),
             roles: vec!["postgres".into()],
@@ -449,6 +502,14 @@ pub struct ProcessStatus {
     pub http: Option<String>,
     /// Running, and its HTTP API (or etcd's port) answers.
     pub healthy: bool,
+}
+
+/// The etcd client identity of the certificates in `dir` (as `Certs::save` writes
+/// them: a node's, or the CLI's).
+pub fn etcd_tls(dir: &Path) -> anyhow::Result<EtcdTls> {
+    let certs = tally_logsvc::net::Certs::load(dir).with_context(|| format!("reading the certificates in {}", dir.display()))?;
+    let (ca_pem, cert_pem, key_pem) = certs.pem();
+    Ok(EtcdTls { ca_pem, cert_pem, key_pem })
 }
 
 fn is_root() -> bool {

@@ -371,8 +371,14 @@ impl Node {
 /// together.
 async fn connect(config: &NodeConfig) -> anyhow::Result<ControlPlane> {
     let deadline = tokio::time::Instant::now() + ETCD_WAIT;
+    // Over TLS (`https://` endpoints, as `tally cluster init` writes them), the node's
+    // certificate is its client certificate.
+    let tls = match config.etcd.iter().any(|e| e.starts_with("https://")) {
+        true => Some(crate::cluster::etcd_tls(&config.certs)?),
+        false => None,
+    };
     loop {
-        match ControlPlane::connect(&config.etcd, &config.cluster).await {
+        match ControlPlane::connect_with(&config.etcd, &config.cluster, tls.as_ref()).await {
             Ok(plane) => return Ok(plane),
             Err(e) if e.is_transient() && tokio::time::Instant::now() < deadline => {
                 tracing::debug!(error = %e, "etcd is not reachable yet");

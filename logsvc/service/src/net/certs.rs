@@ -132,6 +132,13 @@ impl ClusterCa {
         Ok(Certs { ca: self.cert.clone(), cert, key: PrivatePkcs8KeyDer::from(key.serialize_der()) })
     }
 
+    /// Issues a certificate for `holder` valid for `names` (DNS names or IP addresses),
+    /// for a party that is not a node of the log: etcd's members, the command line.
+    pub fn issue_for(&self, holder: &str, names: Vec<String>) -> Result<Certs> {
+        let (cert, key) = issue_leaf(&self.issuer, holder, names)?;
+        Ok(Certs { ca: self.cert.clone(), cert, key: PrivatePkcs8KeyDer::from(key.serialize_der()) })
+    }
+
     /// Writes the CA's certificate, key (owner-readable only) and cluster name into
     /// `dir`.
     pub fn save(&self, dir: &Path) -> Result<()> {
@@ -151,6 +158,25 @@ impl ClusterCa {
         let issuer = Issuer::new(ca_params(&cluster)?, key);
         Ok(ClusterCa { cluster, cert, issuer })
     }
+}
+
+/// `der` as PEM (RFC 7468): base64 in lines of 64, between BEGIN and END lines.
+fn pem(label: &str, der: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut b64 = String::with_capacity(der.len().div_ceil(3) * 4);
+    for chunk in der.chunks(3) {
+        let n = chunk.iter().enumerate().fold(0u32, |n, (i, &b)| n | u32::from(b) << (16 - 8 * i));
+        for i in 0..4 {
+            b64.push(if i <= chunk.len() { ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char } else { '=' });
+        }
+    }
+    let mut out = format!("-----BEGIN {label}-----\n");
+    for line in b64.as_bytes().chunks(64) {
+        out.push_str(std::str::from_utf8(line).expect("base64 is ascii"));
+        out.push('\n');
+    }
+    out.push_str(&format!("-----END {label}-----\n"));
+    out
 }
 
 fn read_file(dir: &Path, name: &str) -> Result<Vec<u8>> {
@@ -188,6 +214,16 @@ impl Certs {
     /// into `dir`, creating it. The key file is readable by its owner only.
     pub fn save(&self, dir: &Path) -> Result<()> {
         write_files(dir, &[(CA_FILE, self.ca.as_ref()), (CERT_FILE, self.cert.as_ref()), (KEY_FILE, self.key.secret_pkcs8_der())])
+    }
+
+    /// The CA's certificate, the leaf's and the leaf's key (PKCS#8), in PEM, as etcd
+    /// and its clients take them.
+    pub fn pem(&self) -> (String, String, String) {
+        (
+            pem("CERTIFICATE", self.ca.as_ref()),
+            pem("CERTIFICATE", self.cert.as_ref()),
+            pem("PRIVATE KEY", self.key.secret_pkcs8_der()),
+        )
     }
 
     /// Reads what [`Certs::save`] wrote, and checks that it makes a usable identity.
@@ -374,7 +410,18 @@ fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 
 #[cfg(test)]
 mod tests {
+
     use super::*;
+
+    #[test]
+    fn pem_is_base64_in_lines_of_64() {
+        assert_eq!(pem("X", b""), "-----BEGIN X-----\n-----END X-----\n");
+        assert_eq!(pem("X", b"foobar"), "-----BEGIN X-----\nZm9vYmFy\n-----END X-----\n");
+        assert_eq!(pem("X", b"fo"), "-----BEGIN X-----\nZm8=\n-----END X-----\n");
+        let long = pem("X", &[0xff; 60]);
+        let lines: Vec<&str> = long.lines().collect();
+        assert_eq!((lines.len(), lines[1].len(), lines[2]), (4, 64, "////////////////"));
+    }
 
     #[test]
     fn saved_certificates_load_back_the_same() {

@@ -278,7 +278,15 @@ pub async fn authorize(access: &Access, headers: &HeaderMap, demand: &Demand) ->
         return Err(Box::new(refusal(&Denied::Unauthenticated("send `Authorization: Bearer <token>`"))));
     };
     let target = Target { function: function.as_deref(), book: *book, promise: promise.as_deref() };
-    match access.tokens.check(token, *action, &target).await {
+    let seen = match headers.get(crate::gateway::POSITION).map(|v| v.to_str().map(crate::gateway::parse_position)) {
+        None => tally_logsvc::Context::new(),
+        Some(Ok(Ok(seen))) => seen,
+        Some(_) => {
+            let why = format!("{}: not a position (TERM.INDEX,...)", crate::gateway::POSITION);
+            return Err(Box::new(error_response(StatusCode::BAD_REQUEST, "invalid_argument", why)));
+        }
+    };
+    match access.tokens.check(token, *action, &target, &seen).await {
         Ok(listed) => {
             access.admission.rate(&listed.grant.id).map_err(|r| Box::new(too_many(r)))?;
             Ok(Caller { id: listed.grant.id, role: listed.grant.role, scope: listed.grant.scope })

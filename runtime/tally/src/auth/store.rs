@@ -107,14 +107,7 @@ impl Grants {
 
     /// Checks a presented token (`tally_<id>_<secret>`) for `action` on `target`;
     /// `verified` says its secret matched its grant before (the hash is skipped).
-    pub fn check(
-        &self,
-        token: &str,
-        verified: bool,
-        action: Action,
-        target: &Target,
-        now_ms: u64,
-    ) -> Result<&Listed, Denied> {
+    pub fn check(&self, token: &str, verified: bool, action: Action, target: &Target, now_ms: u64) -> Result<&Listed, Denied> {
         let (id, secret) = parse(token)?;
         let listed = self.by_id.get(id).ok_or(Denied::Unauthenticated("unknown token"))?;
         if !verified && !listed.grant.verify(secret) {
@@ -214,6 +207,33 @@ impl Tokens {
         }
     }
 
+    /// [`Tokens::refresh`], having read at least as far as `seen`. A read that must wait
+    /// for a position runs apart from the shared cursor's, so that a client's position
+    /// the log never reaches holds up no one else's check.
+    async fn refresh_to(&self, seen: &Context) -> tally_logsvc::Result<()> {
+        let behind = !self.cursor.lock().expect("not poisoned").ctx.covers(seen);
+        if behind {
+            loop {
+                let (mut ctx, next) = {
+                    let c = self.cursor.lock().expect("not poisoned");
+                    (c.ctx.clone(), c.next)
+                };
+                ctx.merge(seen);
+                let read = self.log.read_next(&mut ctx, tally_durable::PLATFORM_BOOK, tally_durable::TOKENS, next).await?;
+                let mut c = self.cursor.lock().expect("not poisoned");
+                match read {
+                    Some(record) if c.next == next => self.apply(&mut c, record),
+                    Some(_) => {}
+                    None => {
+                        c.ctx.merge(&ctx);
+                        break;
+                    }
+                }
+            }
+        }
+        self.refresh().await
+    }
+
     /// [`Tokens::refresh`] if the engine answers every read in place; `None` if one
     /// would wait.
     fn refresh_in_place(&self) -> Option<tally_logsvc::Result<()>> {
@@ -235,9 +255,12 @@ impl Tokens {
     /// Checks `token` for `action` on `target` as of now: the token's ID and what it may
     /// do. A log that cannot be read is a refusal (503) rather than an answer from an old
     /// view.
-    pub async fn check(&self, token: &str, action: Action, target: &Target<'_>) -> Result<Listed, Refused> {
+    ///
+    /// A client's position (`Tally-Position`, say the answer of a revocation through
+    /// another node) makes the read reach at least that far first.
+    pub async fn check(&self, token: &str, action: Action, target: &Target<'_>, seen: &Context) -> Result<Listed, Refused> {
         parse(token)?;
-        self.refresh().await.map_err(Refused::Log)?;
+        self.refresh_to(seen).await.map_err(Refused::Log)?;
         let verified = self.verified.lock().expect("not poisoned").contains(token);
         let grants = self.grants.read().expect("not poisoned");
         let checked = grants.check(token, verified, action, target, now_ms());
@@ -253,14 +276,15 @@ impl Tokens {
     }
 
     /// Appends `op` and reads it back: once this returns, this node refuses a revoked
-    /// token, and every other node does as soon as its index has the record.
-    pub async fn append(&self, op: &TokenOp) -> tally_logsvc::Result<SeqNum> {
+    /// token, and every other node does as soon as its index has the record (or at once
+    /// for a request that sends the returned position).
+    pub async fn append(&self, op: &TokenOp) -> tally_logsvc::Result<Context> {
         let body = serde_json::to_vec(op).expect("token records serialize");
         let mut ctx = self.cursor.lock().expect("not poisoned").ctx.clone();
-        let at = self.log.append(&mut ctx, tally_durable::PLATFORM_BOOK, &[tally_durable::TOKENS], Bytes::from(body)).await?;
+        self.log.append(&mut ctx, tally_durable::PLATFORM_BOOK, &[tally_durable::TOKENS], Bytes::from(body)).await?;
         self.cursor.lock().expect("not poisoned").ctx.merge(&ctx);
         self.refresh().await?;
-        Ok(at)
+        Ok(ctx)
     }
 
     /// A new token: its record appended, the token (shown once) returned.
@@ -293,14 +317,14 @@ impl Tokens {
         Ok(())
     }
 
-    /// Revokes token `id`; `false` if there is no such token.
-    pub async fn revoke(&self, id: &str, by: &str) -> tally_logsvc::Result<bool> {
+    /// Revokes token `id`: the position of the revocation, or `None` if there is no
+    /// such token.
+    pub async fn revoke(&self, id: &str, by: &str) -> tally_logsvc::Result<Option<Context>> {
         self.refresh().await?;
         if self.grants.read().expect("not poisoned").get(id).is_none() {
-            return Ok(false);
+            return Ok(None);
         }
-        self.append(&TokenOp::Revoke { id: id.to_string(), by: by.to_string(), at_ms: now_ms() }).await?;
-        Ok(true)
+        Ok(Some(self.append(&TokenOp::Revoke { id: id.to_string(), by: by.to_string(), at_ms: now_ms() }).await?))
     }
 
     pub async fn list(&self) -> tally_logsvc::Result<Vec<Listed>> {
@@ -345,7 +369,10 @@ mod tests {
         g.apply(10, op(&admin, "bootstrap"));
         assert!(g.check(&token, false, Action::Admin, &Target::default(), 0).is_ok());
         g.apply(11, TokenOp::Revoke { id: admin.id.clone(), by: admin.id.clone(), at_ms: 2 });
-        assert_eq!(g.check(&token, false, Action::Read, &Target::default(), 0), Err(Denied::Unauthenticated("the token was revoked")));
+        assert_eq!(
+            g.check(&token, false, Action::Read, &Target::default(), 0),
+            Err(Denied::Unauthenticated("the token was revoked"))
+        );
         // The bootstrap grant appended again (another node, a restart) does not bring it back.
         g.apply(12, op(&admin, "bootstrap"));
         assert!(g.check(&token, false, Action::Read, &Target::default(), 0).is_err());

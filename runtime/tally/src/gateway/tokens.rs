@@ -93,10 +93,12 @@ pub(super) async fn revoke(
     ApiPath(id): ApiPath<String>,
     _: NoBody,
 ) -> ApiResult<Response> {
-    if !access.tokens.revoke(&id, &caller.id).await? {
+    let Some(at) = access.tokens.revoke(&id, &caller.id).await? else {
         return Ok(error_response(StatusCode::NOT_FOUND, "not_found", format!("no token {id:?}")));
-    }
-    Ok(Json(json!({ "revoked": id })).into_response())
+    };
+    // A request that sends this position back is checked against the revocation on
+    // any node, at once.
+    Ok(with_position(Json(json!({ "revoked": id })).into_response(), &at))
 }
 
 #[derive(Debug, Default, Deserialize)]
