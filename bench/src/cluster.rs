@@ -238,7 +238,16 @@ struct Processes {
 impl Processes {
     fn up(tally: &Path, functions: u32) -> anyhow::Result<Processes> {
         let dir = tempfile::tempdir().context("creating the cluster directory")?;
-        let shape = ClusterShape { controllers: 1, sequencers: 1, storage: 1, functions, gateways: 1, ..ClusterShape::default() };
+        // Plain HTTP: the suite's clients speak HTTP/1.1 over raw sockets.
+        let shape = ClusterShape {
+            controllers: 1,
+            sequencers: 1,
+            storage: 1,
+            functions,
+            gateways: 1,
+            plain_http: true,
+            ..ClusterShape::default()
+        };
         let cluster = ClusterDir::init(dir.path(), "bench", "127.0.0.1", &shape)?;
         progress(&format!("starting a process cluster with {functions} function node(s)"));
         cluster.up(tally)?;
@@ -284,11 +293,16 @@ fn invocations(mut report: Report, plan: &crate::invoke::Plan) -> anyhow::Result
         [("gateway-1-function", &one, "gateway"), ("gateway-2-functions", &two, "gateway"), ("function-direct", &one, "function")]
     {
         let url = p.http(role)?;
+        let token = std::fs::read_to_string(p.cluster.dir.join("ca").join("admin.token"))?;
+        let bearer = format!("Bearer {}", token.trim());
         if role == "gateway" {
-            let mut r = crate::invoke::deploy_agent().put(format!("{url}/v1/functions/hello")).send(&hello[..])?;
+            let deploy = crate::invoke::deploy_agent().put(format!("{url}/v1/functions/hello")).header("authorization", &bearer);
+            let mut r = deploy.send(&hello[..])?;
             ensure!(r.status().as_u16() == 201, "deploying hello: {}", r.body_mut().read_to_string().unwrap_or_default());
         }
-        targets.push(crate::invoke::Target { name, invoke_url: format!("{url}/v1/functions/hello/invoke?book=0") });
+        let mut target = crate::invoke::Target::new(name, format!("{url}/v1/functions/hello/invoke?book=0"));
+        target.headers = format!("Authorization: {bearer}\r\n");
+        targets.push(target);
     }
     crate::invoke::measure(&mut report, &targets, plan, |_, _| Ok(()))?;
     for clients in [1, 32] {

@@ -103,10 +103,7 @@ pub(crate) fn deploy(url: &str, name: &str, query: &str, headers: &[(&str, &str)
 fn hello(report: &mut Report, plan: &Plan, url: &str, component: &[u8], peer: &invoke::Peer) -> anyhow::Result<()> {
     deploy(url, "hello", "", &[], component)?;
     let server = WasmtimeServe::start(peer)?;
-    let targets = [
-        Target { name: "tally", invoke_url: format!("{url}/fn/hello/") },
-        Target { name: "wasmtime-serve", invoke_url: server.url.clone() },
-    ];
+    let targets = [Target::new("tally", format!("{url}/fn/hello/")), Target::new("wasmtime-serve", server.url.clone())];
     measure(report, &targets, plan, |_, _| Ok(()))?;
     for clients in CLIENTS {
         let value = |target: &str, metric: &str| report.value(&case(target, clients), metric).expect("measured above");

@@ -108,6 +108,14 @@ pub(crate) struct Target {
     pub name: &'static str,
     /// Where a POST of the payload invokes the function.
     pub invoke_url: String,
+    /// Header lines every request carries (each ending in `\r\n`): a cluster's token.
+    pub headers: String,
+}
+
+impl Target {
+    pub(crate) fn new(name: &'static str, invoke_url: String) -> Target {
+        Target { name, invoke_url, headers: String::new() }
+    }
 }
 
 /// The clients of one closed loop, kept across its warm-up and slices so that their
@@ -130,13 +138,14 @@ const CLIENT_THREADS: usize = 2;
 /// One client: POSTs the payload and checks the echo.
 struct Invoker {
     http: Http,
+    headers: String,
     name: &'static str,
 }
 
 impl Op for Invoker {
     async fn call(&mut self) -> anyhow::Result<()> {
         // The echo has no effect, so sending it again on a fresh connection is safe.
-        let (status, body) = self.http.post(PAYLOAD, None, true).await.with_context(|| self.name)?;
+        let (status, body) = self.http.send("POST", &self.headers, PAYLOAD, true).await.with_context(|| self.name)?;
         check_echo(self.name, status, &body)
     }
 }
@@ -276,7 +285,7 @@ fn measure_all(plan: &Plan, tally_url: &str, components: &[Vec<u8>], peer: Optio
         let body = response.body_mut().read_to_string().unwrap_or_default();
         ensure!(status == 201, "deploying {function} on Tally answered {status}: {body}");
         deploys.push(started.elapsed());
-        targets.push(Target { name, invoke_url: format!("{tally_url}/v1/functions/{function}/invoke?book=0") });
+        targets.push(Target::new(name, format!("{tally_url}/v1/functions/{function}/invoke?book=0")));
     }
 
     let server = peer.map(WasmtimeServe::start).transpose()?;
@@ -284,7 +293,7 @@ fn measure_all(plan: &Plan, tally_url: &str, components: &[Vec<u8>], peer: Optio
         format!("{}-byte echo over HTTP/1.1 keep-alive, one async connection per client; Tally dev node", PAYLOAD.len());
     if let (Some(peer), Some(server)) = (peer, &server) {
         title += &format!(" vs {} serve -Scli", peer.version);
-        targets.push(Target { name: "wasmtime-serve", invoke_url: server.url.clone() });
+        targets.push(Target::new("wasmtime-serve", server.url.clone()));
     }
     let mut report = Report::new("invoke", title);
     let metrics_url = format!("{tally_url}/metrics");
@@ -402,7 +411,9 @@ pub(crate) fn measure(
     hook: impl FnMut(usize, Slices) -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
     let names: Vec<&str> = targets.iter().map(|t| t.name).collect();
-    let new_op = |i: usize| Ok(Invoker { http: Http::new(&targets[i].invoke_url)?, name: targets[i].name });
+    let new_op = |i: usize| {
+        Ok(Invoker { http: Http::new(&targets[i].invoke_url)?, headers: targets[i].headers.clone(), name: targets[i].name })
+    };
     measure_ops(report, "invoke", &names, plan, new_op, hook)
 }
 
@@ -661,7 +672,7 @@ impl WasmtimeServe {
                 bail!("wasmtime serve exited ({status}) before serving")
             }
         };
-        invoke_once(&agent(), &Target { name: "wasmtime-serve", invoke_url: server.url.clone() })
+        invoke_once(&agent(), &Target::new("wasmtime-serve", server.url.clone()))
             .context("the first request to wasmtime serve")?;
         eprintln!("invoke: {} serves {} at {}", peer.version, peer.http_hello.display(), server.url);
         Ok(server)

@@ -75,6 +75,10 @@ pub struct Config {
     /// The bootstrap admin token (`tally_<id>_<secret>`): `data_dir/admin.token` unless
     /// set, made (mode 0600) if missing. Its grant is appended to the log once.
     pub admin_token_file: Option<PathBuf>,
+    /// HTTPS: the gateway's certificate chain and key (PEM files); plain HTTP unless
+    /// both are set.
+    pub tls_cert_file: Option<PathBuf>,
+    pub tls_key_file: Option<PathBuf>,
     pub limits: Limits,
     pub node: NodeLimits,
     pub state: StateConfig,
@@ -112,6 +116,8 @@ impl Default for Config {
             secrets_key_file: None,
             auth: AuthMode::Local,
             admin_token_file: None,
+            tls_cert_file: None,
+            tls_key_file: None,
             limits: Limits::default(),
             node: NodeLimits::default(),
             state: StateConfig::default(),
@@ -141,6 +147,9 @@ impl Config {
         let cap = tally_host::OUTGOING_RESPONSE_BYTES_CAP;
         if self.node.outgoing_response_bytes_max > cap {
             anyhow::bail!("[node] outgoing_response_bytes_max is at most {cap}: a response is logged whole, in one record");
+        }
+        if self.tls_cert_file.is_some() != self.tls_key_file.is_some() {
+            anyhow::bail!("tls_cert_file and tls_key_file go together");
         }
         let n = &self.node;
         if n.invocations_max == 0 || n.book_invocations_max == 0 || n.queue_wait_ms == 0 {

@@ -56,6 +56,8 @@ pub struct Shape {
     /// Replication; `None`: three, or fewer when there are fewer nodes.
     pub n_data: Option<usize>,
     pub n_meta: Option<usize>,
+    /// The HTTP API in the clear rather than HTTPS (a benchmark's loopback client).
+    pub plain_http: bool,
 }
 
 impl Default for Shape {
@@ -70,6 +72,7 @@ impl Default for Shape {
             etcd: 1,
             n_data: None,
             n_meta: None,
+            plain_http: false,
         }
     }
 }
@@ -180,6 +183,8 @@ impl ClusterDir {
         // etcd's members serve and peer with one certificate for the host and etcd's
         // name; the CLI's own (`grow`) is a client certificate like a node's.
         let (ca_pem, cert_pem, key_pem) = ca.issue_for("etcd", vec![host.to_string(), ETCD_SERVER_NAME.into()])?.pem();
+        // The CA in PEM, for clients of the HTTP API (the CLI, curl --cacert).
+        fs::write(dir.join("ca").join("http-ca.pem"), &ca_pem)?;
         for (file, text) in [("ca.pem", ca_pem), ("cert.pem", cert_pem), ("key.pem", key_pem)] {
             crate::auth::write_secret(&dir.join("ca").join("etcd").join(file), text.trim_end())?;
         }
@@ -236,6 +241,9 @@ impl ClusterDir {
             secrets_key_file: Some(secrets_key_file.clone()),
             admin_token_file: Some(admin_token_file.clone()),
             partition_file: None,
+            tls_cert_file: None,
+            tls_key_file: None,
+            tls_ca_file: None,
         };
         for &id in &controllers {
             let mut c = base(&format!("controller-{id}"));
@@ -271,9 +279,21 @@ impl ClusterDir {
             nodes.push((id, c));
         }
         let mut file = file;
-        for (id, c) in &nodes {
+        for (id, c) in &mut nodes {
             let node_dir = dir.join("nodes").join(&c.name);
             ca.issue(&c.name, &[NodeId(*id)])?.save(&c.certs)?;
+            // HTTPS for the API: a certificate of the cluster's CA for the host (and a
+            // name of its own), and the CA, which a gateway trusts function nodes by.
+            if (c.function.is_some() || c.gateway.is_some()) && !shape.plain_http {
+                let names = vec![host.to_string(), format!("{}.tally.local", c.name)];
+                let (ca_pem, cert_pem, key_pem) = ca.issue_for(&c.name, names)?.pem();
+                for (file, text) in [("http-ca.pem", &ca_pem), ("http.pem", &cert_pem), ("http.key.pem", &key_pem)] {
+                    crate::auth::write_secret(&c.certs.join(file), text.trim_end())?;
+                }
+                c.tls_cert_file = Some(c.certs.join("http.pem"));
+                c.tls_key_file = Some(c.certs.join("http.key.pem"));
+                c.tls_ca_file = Some(c.certs.join("http-ca.pem"));
+            }
             let text = toml::to_string(c)?;
             // It holds the state store's password: its owner's only.
             crate::auth::write_secret(&node_dir.join("node.toml"), &text)
@@ -411,11 +431,26 @@ impl ClusterDir {
         }
     }
 
+    /// `https`, unless the cluster was made with plain HTTP.
+    fn scheme(&self) -> &'static str {
+        let tls = self.file.nodes.iter().filter_map(|n| self.node_config(n).ok()).any(|c| c.tls_cert_file.is_some());
+        if tls {
+            "https"
+        } else {
+            "http"
+        }
+    }
+
+    /// The CA certificate (PEM) the HTTP API's certificates are issued by.
+    pub fn http_ca(&self) -> PathBuf {
+        self.dir.join("ca").join("http-ca.pem")
+    }
+
     pub fn gateway_url(&self) -> anyhow::Result<String> {
         let configs = self.file.nodes.iter().map(|n| self.node_config(n)).collect::<anyhow::Result<Vec<_>>>()?;
         let gateway = configs.iter().find_map(|c| c.gateway.as_ref().map(|g| g.http.clone()));
         match gateway.or_else(|| configs.iter().find_map(|c| c.function.as_ref().map(|f| f.http.clone()))) {
-            Some(http) => Ok(format!("http://{http}")),
+            Some(http) => Ok(format!("{}://{http}", self.scheme())),
             None => bail!("the cluster has no gateway and no function node"),
         }
     }
@@ -427,7 +462,15 @@ impl ClusterDir {
             let pid = running(&self.dir.join(format!("{}.pid", m.name)));
             let addr = format!("{}:{}", self.file.host, m.client_port);
             let healthy = pid.is_some() && tcp_open(&addr);
-            out.push(ProcessStatus { name: m.name.clone(), roles: vec!["etcd".into()], pid, addr, http: None, healthy });
+            out.push(ProcessStatus {
+                name: m.name.clone(),
+                roles: vec!["etcd".into()],
+                pid,
+                addr,
+                http: None,
+                url: None,
+                healthy,
+            });
         }
         let pg = self.postgres().pid().filter(|&p| alive(p));
         let socket = self.dir.join(PG_SOCKET_DIR).join(format!(".s.PGSQL.{}", self.file.postgres_port));
@@ -439,6 +482,7 @@ impl ClusterDir {
             pid: pg,
             addr: pg_addr,
             http: None,
+            url: None,
             healthy,
         });
         for node in &self.file.nodes {
@@ -448,9 +492,11 @@ impl ClusterDir {
             let addr = roles.first().map(|(_, _, port)| format!("{}:{port}", c.host)).unwrap_or_default();
             roles.extend(c.gateway.as_ref().map(|g| (NodeId(g.id), MemberRole::Gateway, 0)));
             let http = c.function.as_ref().map(|f| f.http.clone()).or_else(|| c.gateway.as_ref().map(|g| g.http.clone()));
-            let healthy = pid.is_some() && http.as_deref().is_none_or(http_ok);
+            let scheme = if c.tls_cert_file.is_some() { "https" } else { "http" };
+            let url = http.as_ref().map(|h| format!("{scheme}://{h}"));
+            let healthy = pid.is_some() && url.as_deref().is_none_or(|u| http_ok(u, c.tls_ca_file.as_deref()));
             let names = roles.iter().map(|(id, role, _)| format!("{}:{}", format!("{role:?}").to_lowercase(), id.0)).collect();
-            out.push(ProcessStatus { name: node.clone(), roles: names, pid, addr, http, healthy });
+            out.push(ProcessStatus { name: node.clone(), roles: names, pid, addr, http, url, healthy });
         }
         Ok(out)
     }
@@ -500,6 +546,9 @@ pub struct ProcessStatus {
     /// The QUIC address of its first role (etcd's client address).
     pub addr: String,
     pub http: Option<String>,
+    /// Its HTTP API's URL (`https://` unless the cluster was made with plain HTTP).
+    #[serde(default)]
+    pub url: Option<String>,
     /// Running, and its HTTP API (or etcd's port) answers.
     pub healthy: bool,
 }
@@ -563,10 +612,17 @@ fn tcp_open(addr: &str) -> bool {
     addr.parse::<SocketAddr>().is_ok_and(|a| std::net::TcpStream::connect_timeout(&a, Duration::from_millis(300)).is_ok())
 }
 
-fn http_ok(addr: &str) -> bool {
-    let agent: ureq::Agent =
-        ureq::Agent::config_builder().timeout_global(Some(Duration::from_secs(1))).http_status_as_error(false).build().into();
-    agent.get(format!("http://{addr}/healthz")).call().is_ok_and(|r| r.status().is_success())
+/// Whether `url`'s `/healthz` answers, trusting the CA in `ca_file` for https.
+fn http_ok(url: &str, ca_file: Option<&Path>) -> bool {
+    let ca = ca_file.and_then(|f| fs::read(f).ok());
+    let Ok(tls) = crate::tls::ureq_tls(ca.as_deref()) else { return false };
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_secs(1)))
+        .http_status_as_error(false)
+        .tls_config(tls)
+        .build()
+        .into();
+    agent.get(format!("{url}/healthz")).call().is_ok_and(|r| r.status().is_success())
 }
 
 /// Waits until every node is healthy or `timeout` passes; returns the statuses.

@@ -29,6 +29,8 @@ pub struct DevNode {
     pub addr: SocketAddr,
     /// The bootstrap admin token (`admin_token_file`, by default `data_dir/admin.token`).
     pub admin_token: String,
+    /// `https` with `tls_cert_file` and `tls_key_file`, else `http`.
+    scheme: &'static str,
     cluster: Cluster,
     stop: oneshot::Sender<()>,
     server: JoinHandle<std::io::Result<()>>,
@@ -74,18 +76,22 @@ impl DevNode {
             crate::auth::guard::start(runtime.clone(), cluster.platform_client(0), true).await.context("reading the tokens")?;
         let (stop, stopped) = oneshot::channel::<()>();
         let app = gateway::router(runtime.clone(), access);
-        let server = tokio::spawn(async move {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(async {
-                    let _ = stopped.await;
-                })
-                .await
-        });
-        Ok(DevNode { runtime, addr, admin_token, cluster, stop, server })
+        let stopped = async {
+            let _ = stopped.await;
+        };
+        let config = &runtime.config;
+        let (server, scheme) = match (&config.tls_cert_file, &config.tls_key_file) {
+            (Some(cert), Some(key)) => {
+                let listener = crate::tls::TlsListener::new(listener, crate::tls::server_config(cert, key)?)?;
+                (tokio::spawn(async move { axum::serve(listener, app).with_graceful_shutdown(stopped).await }), "https")
+            }
+            _ => (tokio::spawn(async move { axum::serve(listener, app).with_graceful_shutdown(stopped).await }), "http"),
+        };
+        Ok(DevNode { runtime, addr, admin_token, scheme, cluster, stop, server })
     }
 
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("{}://{}", self.scheme, self.addr)
     }
 
     /// Stops the gateway, then the log.

@@ -14,3 +14,4 @@ pub mod gateway;
 pub mod node;
 pub mod proxy;
 pub mod shares;
+pub mod tls;

@@ -124,6 +124,10 @@ struct ShapeArgs {
     /// The address every node listens on and is reached at.
     #[arg(long, default_value = "127.0.0.1")]
     host: String,
+    /// Serve the HTTP API in the clear instead of HTTPS (certificates of the cluster's
+    /// CA); tokens then cross the network readable.
+    #[arg(long)]
+    plain_http: bool,
 }
 
 impl ShapeArgs {
@@ -138,6 +142,7 @@ impl ShapeArgs {
             etcd: self.etcd,
             n_data: self.n_data,
             n_meta: self.n_meta,
+            plain_http: self.plain_http,
         }
     }
 }
@@ -501,10 +506,14 @@ fn cluster(verb: ClusterVerb) -> anyhow::Result<()> {
             // The first line on stdout is the URL: scripts and tests read it.
             let url = c.gateway_url()?;
             println!("{url}");
-            // The CLI finds the cluster's admin token by the gateway's address.
+            // The CLI finds the cluster's admin token and CA by the gateway's address.
             let token = std::fs::read_to_string(c.dir.join("ca").join("admin.token"))?;
-            if let Some(file) = url.strip_prefix("http://").and_then(cli::token::saved) {
+            let authority = url.split_once("://").map_or(url.as_str(), |(_, a)| a);
+            if let Some(file) = cli::token::saved(authority) {
                 tally::auth::write_secret(&file, token.trim())?;
+            }
+            if let Some(file) = cli::token::saved_ca(authority).filter(|_| url.starts_with("https://")) {
+                tally::auth::write_secret(&file, std::fs::read_to_string(c.http_ca())?.trim_end())?;
             }
             c.up(&std::env::current_exe()?)?;
             let status = wait_healthy(&c, std::time::Duration::from_secs(wait_s))?;
@@ -545,9 +554,14 @@ fn init_tracing() {
         .init();
 }
 
-/// The CLI's HTTP client: every request carries the gateway's token (`cli/token.rs`).
-fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder().http_status_as_error(false).middleware(cli::token::authorize).build().into()
+/// The CLI's HTTP client for the gateway at `url`: every request carries its token,
+/// and an https gateway must show a certificate of its CA (`cli/token.rs`).
+fn agent(url: &str) -> ureq::Agent {
+    let tls = cli::token::tls_for(url).unwrap_or_else(|e| {
+        eprintln!("tally: {e:#}");
+        std::process::exit(1)
+    });
+    ureq::Agent::config_builder().http_status_as_error(false).middleware(cli::token::authorize).tls_config(tls).build().into()
 }
 
 /// Prints a response body; a status other than 2xx is an error with the body's message.
@@ -582,7 +596,7 @@ fn show(body: &[u8], json: &Json, render: fn(&serde_json::Value) -> String) -> a
 }
 
 fn get_json(remote: &Remote, path: &str, json: &Json, render: fn(&serde_json::Value) -> String) -> anyhow::Result<()> {
-    let response = agent().get(format!("{}{path}", remote.url)).call()?;
+    let response = agent(&remote.url).get(format!("{}{path}", remote.url)).call()?;
     show(&finish(response)?, json, render)
 }
 
@@ -615,7 +629,7 @@ fn deploy(args: DeployArgs) -> anyhow::Result<()> {
         query.push("public=true".into());
     }
     let url = format!("{}/v1/functions/{}?{}", args.remote.url, args.name, query.join("&"));
-    let mut request = agent().put(&url).header("content-type", "application/wasm");
+    let mut request = agent(&url).put(&url).header("content-type", "application/wasm");
     if !args.config.is_empty() || !args.secrets.is_empty() {
         let mut settings = cli::config::settings(&args.config, false)?;
         settings.extend(cli::config::settings(&args.secrets, true)?);
@@ -662,7 +676,7 @@ fn invoke_http(args: &InvokeArgs, input: Vec<u8>) -> anyhow::Result<()> {
     if let Some(key) = &args.idempotency_key {
         request = request.header("idempotency-key", key);
     }
-    let response = agent().run(request.body(input)?)?;
+    let response = agent(&url).run(request.body(input)?)?;
     let status = response.status();
     let body = finish(response)?;
     print(&body);
@@ -690,7 +704,7 @@ fn invoke(args: InvokeArgs) -> anyhow::Result<()> {
             url.push_str("&shared=true");
         }
     }
-    let mut request = agent().post(&url);
+    let mut request = agent(&url).post(&url);
     if let Some(key) = &args.idempotency_key {
         request = request.header("idempotency-key", key);
     }
@@ -701,7 +715,7 @@ fn invoke(args: InvokeArgs) -> anyhow::Result<()> {
 fn complete(args: CompleteArgs) -> anyhow::Result<()> {
     let value = data_or_file(&args.data, &args.file)?;
     let url = format!("{}/v1/promises/{}?book={}", args.remote.url, url_escape(&args.promise), args.book);
-    finish(agent().post(url).send(&value[..])?)?;
+    finish(agent(&url).post(&url).send(&value[..])?)?;
     println!("completed promise {}", args.promise);
     Ok(())
 }
@@ -710,7 +724,7 @@ fn complete(args: CompleteArgs) -> anyhow::Result<()> {
 fn object(args: ObjectArgs) -> anyhow::Result<()> {
     let url =
         format!("{}/v1/books/{}/objects/{}?path={}", args.remote.url, args.book, url_escape(&args.name), url_escape(&args.path));
-    let body = finish(agent().get(url).call()?)?;
+    let body = finish(agent(&url).get(&url).call()?)?;
     let answer: serde_json::Value = serde_json::from_slice(&body).context("the gateway's answer is not JSON")?;
     println!("{}", serde_json::to_string_pretty(&answer["value"])?);
     Ok(())
@@ -718,7 +732,7 @@ fn object(args: ObjectArgs) -> anyhow::Result<()> {
 
 fn cancel(args: CancelArgs) -> anyhow::Result<()> {
     let url = format!("{}/v1/invocations/{}?book={}", args.remote.url, url_escape(&args.id), args.book);
-    finish(agent().delete(url).call()?)?;
+    finish(agent(&url).delete(&url).call()?)?;
     println!("cancelling invocation {} (see tally invocations {})", args.id, args.book);
     Ok(())
 }
@@ -769,7 +783,9 @@ fn table(args: TableArgs) -> anyhow::Result<()> {
         return get_json(&args.remote, &path, &args.json, cli::output::table_status);
     };
     let body = serde_json::json!({ "protocol": protocol }).to_string();
-    let response =
-        agent().put(format!("{}{path}", args.remote.url)).header("content-type", "application/json").send(body.as_bytes())?;
+    let response = agent(&args.remote.url)
+        .put(format!("{}{path}", args.remote.url))
+        .header("content-type", "application/json")
+        .send(body.as_bytes())?;
     show(&finish(response)?, &args.json, cli::output::table_status)
 }

@@ -300,13 +300,14 @@ impl Node {
             let peers = Arc::new(TermPeers { me: NodeId(f.id), status: handle.status.clone() });
             let runtime = Runtime::start(runtime_config, log, platform.clone(), peers).await.context("starting the runtime")?;
             let (access, _) = crate::auth::guard::start(runtime.clone(), platform, false).await.context("reading the tokens")?;
-            node.serve(listener, gateway::router(runtime.clone(), access));
+            node.serve(listener, gateway::router(runtime.clone(), access))?;
             node.function = Some((runtime, addr));
         }
         if let Some(g) = node.config.gateway.clone() {
             let (listener, addr) = proxy::listen(&g.http).await?;
-            let gw = proxy::Gateway::start(node.plane.clone()).await?;
-            node.serve(listener, proxy::router(gw));
+            let trust = node.config.tls_ca_file.as_deref().map(crate::tls::client_config).transpose()?;
+            let gw = proxy::Gateway::start(node.plane.clone(), trust).await?;
+            node.serve(listener, proxy::router(gw))?;
             let member = Member {
                 id: NodeId(g.id),
                 role: MemberRole::Gateway,
@@ -324,17 +325,33 @@ impl Node {
     }
 
     /// Serves `app` on `listener` until the node shuts down.
-    fn serve(&mut self, listener: tokio::net::TcpListener, app: axum::Router) {
+    /// Over TLS with the process's certificate if it has one.
+    fn serve(&mut self, listener: tokio::net::TcpListener, app: axum::Router) -> anyhow::Result<()> {
         let (stop, stopped) = oneshot::channel::<()>();
-        self.tasks.push(tokio::spawn(async move {
-            let serve = axum::serve(listener, app).with_graceful_shutdown(async {
-                let _ = stopped.await;
-            });
-            if let Err(e) = serve.await {
-                error!(error = %e, "the http server stopped");
+        let stopped = async {
+            let _ = stopped.await;
+        };
+        let tls = match (&self.config.tls_cert_file, &self.config.tls_key_file) {
+            (Some(cert), Some(key)) => Some(crate::tls::server_config(cert, key)?),
+            _ => None,
+        };
+        self.tasks.push(match tls {
+            Some(tls) => {
+                let listener = crate::tls::TlsListener::new(listener, tls)?;
+                tokio::spawn(async move {
+                    if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(stopped).await {
+                        error!(error = %e, "the https server stopped");
+                    }
+                })
             }
-        }));
+            None => tokio::spawn(async move {
+                if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(stopped).await {
+                    error!(error = %e, "the http server stopped");
+                }
+            }),
+        });
         self.http_stop.push(stop);
+        Ok(())
     }
 
     /// Stops the roles and takes this node's members out of etcd at once (a killed

@@ -34,7 +34,6 @@ use axum::http::{HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use http_body_util::BodyExt;
-use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use tally_control::{ControlPlane, Member, MemberRole};
@@ -43,6 +42,7 @@ use tokio::sync::watch;
 use tracing::{debug, warn};
 
 use crate::gateway::error_response;
+use crate::tls::HttpsConnector;
 
 mod logs;
 
@@ -70,7 +70,10 @@ const HOP_BY_HOP: [&str; 9] =
 pub struct Gateway {
     members: watch::Receiver<BTreeMap<NodeId, Member>>,
     config: watch::Receiver<Option<Arc<Configuration>>>,
-    client: Client<HttpConnector, Body>,
+    /// To the function nodes: over TLS, trusting the cluster's CA, if the gateway has
+    /// one (`tls_ca_file`).
+    client: Client<HttpsConnector, Body>,
+    scheme: &'static str,
     bodies: Arc<tokio::sync::Semaphore>,
     next: AtomicU64,
     /// Distinguishes this gateway's keys from another's.
@@ -78,7 +81,7 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    pub async fn start(plane: ControlPlane) -> anyhow::Result<Arc<Gateway>> {
+    pub async fn start(plane: ControlPlane, trust: Option<Arc<rustls::ClientConfig>>) -> anyhow::Result<Arc<Gateway>> {
         let members = plane.watch_members().await?;
         let (config_tx, config) = watch::channel(None);
         // Task config-poll: ends when the gateway is dropped (the receiver closes).
@@ -96,13 +99,12 @@ impl Gateway {
                 }
             }
         });
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(Duration::from_secs(1)));
+        let connector = HttpsConnector::new(trust, Duration::from_secs(1));
+        let scheme = connector.scheme();
         let client = Client::builder(TokioExecutor::new()).pool_idle_timeout(Duration::from_secs(30)).build(connector);
         let key_prefix = format!("gw-{:x}-{:x}", std::process::id(), tally_logsvc::driver::new_incarnation());
         let bodies = Arc::new(tokio::sync::Semaphore::new(BODY_BUDGET_KIB));
-        Ok(Arc::new(Gateway { members, config, client, bodies, next: AtomicU64::new(0), key_prefix }))
+        Ok(Arc::new(Gateway { members, config, client, scheme, bodies, next: AtomicU64::new(0), key_prefix }))
     }
 
     /// The function nodes to try for a request on `book`, best first.
@@ -246,7 +248,7 @@ async fn forward(State(gw): State<Arc<Gateway>>, request: Request) -> Response {
     }
     let mut last = String::new();
     for (id, http) in &candidates {
-        let uri: Uri = match format!("http://{http}{path_and_query}").parse() {
+        let uri: Uri = match format!("{}://{http}{path_and_query}", gw.scheme).parse() {
             Ok(u) => u,
             Err(e) => {
                 warn!(%id, http, error = %e, "a member's http address is not usable");

@@ -314,3 +314,38 @@ fn a_node_beyond_loopback_needs_tokens() {
     let _ = child.wait();
     assert_eq!(refused, 401);
 }
+
+#[test]
+fn tally_dev_serves_https_with_the_certificate_it_is_given_and_the_cli_checks_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = tally_logsvc::net::ClusterCa::generate("https-test").unwrap();
+    let (ca_pem, cert_pem, key_pem) = ca.issue_for("gateway", vec!["127.0.0.1".into(), "localhost".into()]).unwrap().pem();
+    let other = tally_logsvc::net::ClusterCa::generate("another").unwrap();
+    let (other_pem, _, _) = other.issue_for("x", vec!["x.local".into()]).unwrap().pem();
+    for (file, text) in [("ca.pem", &ca_pem), ("cert.pem", &cert_pem), ("key.pem", &key_pem), ("other.pem", &other_pem)] {
+        std::fs::write(dir.path().join(file), text).unwrap();
+    }
+    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    let n = Node::start_with(
+        dir.path().join("data"),
+        &["--tls-cert-file", cert.to_str().unwrap(), "--tls-key-file", key.to_str().unwrap()],
+    );
+    assert!(n.url.starts_with("https://"), "{}", n.url);
+    let cli = |ca: &str| {
+        Command::new(TALLY)
+            .args(["functions", "--json"])
+            .env("TALLY_URL", &n.url)
+            .env("TALLY_CA", dir.path().join(ca))
+            .env("TALLY_CONFIG_DIR", dir.path().join("data").join("cli"))
+            .output()
+            .unwrap()
+    };
+    let ok = cli("ca.pem");
+    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    let refused = cli("other.pem");
+    assert!(!refused.status.success(), "a certificate of another CA is refused");
+    // Nothing is served in the clear.
+    let plain = n.url.replace("https://", "http://");
+    let agent: ureq::Agent = ureq::Agent::config_builder().timeout_global(Some(Duration::from_secs(5))).build().into();
+    assert!(agent.get(format!("{plain}/healthz")).call().is_err(), "no plain HTTP on an https gateway");
+}

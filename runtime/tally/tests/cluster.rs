@@ -58,6 +58,7 @@ impl Cluster {
         let (ok, out, err) = tally(&["cluster", "up", "--wait-s", "90"], self.dir.path());
         assert!(ok, "cluster up: {err}\n{}", self.logs());
         common::use_token(&self.admin_token());
+        common::use_ca(&std::fs::read(self.dir.path().join("ca").join("http-ca.pem")).unwrap());
         out.lines().next().expect("a URL").to_string()
     }
 
@@ -146,7 +147,7 @@ fn a_cluster_of_processes_serves_and_survives_kills_of_every_log_role() {
     want.extend(["function-9", "function-10", "gateway-11", "gateway-12"]);
     assert_eq!(names, want);
     assert!(status.iter().all(|p| p["healthy"] == true && p["pid"].is_u64()), "{status:?}");
-    let http = |name: &str| format!("http://{}", status.iter().find(|p| p["name"] == name).unwrap()["http"].as_str().unwrap());
+    let http = |name: &str| status.iter().find(|p| p["name"] == name).unwrap()["url"].as_str().unwrap().to_string();
     assert_eq!(url, http("gateway-11"), "the URL printed first is the gateway's");
 
     // Deployed through one node, invoked through the other at once.
@@ -290,7 +291,7 @@ fn positions_give_read_your_writes_and_monotonic_reads_through_a_lagging_node() 
     let c = Cluster { dir };
     c.start();
     let status = c.status();
-    let http = |name: &str| format!("http://{}", status.iter().find(|p| p["name"] == name).unwrap()["http"].as_str().unwrap());
+    let http = |name: &str| status.iter().find(|p| p["name"] == name).unwrap()["url"].as_str().unwrap().to_string();
     let (fresh, slow) = (http("function-4"), http("function-5"));
     let deploy = |name: &str, guest_name: &str| {
         let mut r = Node::agent().put(format!("{fresh}/v1/functions/{name}")).send(&guest(guest_name)[..]).unwrap();
@@ -387,6 +388,7 @@ fn post_once(url: &str, path: &str, body: &str, key: &str, timeout: Duration) ->
         .timeout_global(Some(timeout))
         .http_status_as_error(false)
         .middleware(common::authorize)
+        .tls_config(common::tls())
         .build()
         .into();
     agent.post(format!("{url}{path}")).header("idempotency-key", key).send(body.as_bytes()).ok().map(|r| r.status().as_u16())
@@ -408,7 +410,7 @@ fn a_partitioned_minority_stops_writing_and_loses_nothing_on_heal() {
     let c = Cluster { dir };
     c.start();
     let status = c.status();
-    let http = |name: &str| format!("http://{}", status.iter().find(|p| p["name"] == name).unwrap()["http"].as_str().unwrap());
+    let http = |name: &str| status.iter().find(|p| p["name"] == name).unwrap()["url"].as_str().unwrap().to_string();
     let (minority, majority) = (http("function-8"), http("function-9"));
     node_at(&majority).deploy("bank", &guest("bank"), "?timeout_ms=3000");
     let path = "/v1/functions/bank/invoke?book=5";
@@ -476,8 +478,20 @@ fn a_partitioned_minority_stops_writing_and_loses_nothing_on_heal() {
 #[test]
 fn idle_uploads_do_not_stop_the_gateway() {
     use std::io::{Read, Write};
-    let (c, url) =
-        Cluster::up(&["--controllers", "1", "--sequencers", "1", "--storage", "1", "--functions", "1", "--gateways", "1"]);
+    // In the clear: the test speaks HTTP/1.1 over raw sockets.
+    let (c, url) = Cluster::up(&[
+        "--controllers",
+        "1",
+        "--sequencers",
+        "1",
+        "--storage",
+        "1",
+        "--functions",
+        "1",
+        "--gateways",
+        "1",
+        "--plain-http",
+    ]);
     let addr = url.trim_start_matches("http://").to_string();
     // Half without a length, half declaring 100 MiB they never send: together more
     // than the whole budget, had each taken its share up front.
@@ -577,8 +591,8 @@ fn the_gateway_merges_every_function_nodes_logs_and_nodes_share_secrets() {
     let nodes: Vec<Node> = status
         .iter()
         .filter(|p| p["name"].as_str().is_some_and(|n| n.starts_with("function")))
-        .filter_map(|p| p["http"].as_str())
-        .map(|h| node_at(&format!("http://{h}")))
+        .filter_map(|p| p["url"].as_str())
+        .map(node_at)
         .collect();
     assert_eq!(nodes.len(), 2);
     assert_eq!(nodes[0].send("GET", "/v1/logs", none, b"").status, 401, "a function node asks too");

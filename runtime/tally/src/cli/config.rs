@@ -73,7 +73,7 @@ fn path(function: &str) -> String {
 }
 
 fn change(remote: &Remote, function: &str, body: Value, json: &Json) -> anyhow::Result<()> {
-    let response = agent()
+    let response = agent(&remote.url)
         .patch(format!("{}{}", remote.url, path(function)))
         .header("content-type", "application/json")
         .send(body.to_string().as_bytes())?;

@@ -137,6 +137,12 @@ pub struct DevArgs {
     /// The admin token (default: <data-dir>/admin.token, made if missing, mode 0600).
     #[arg(long)]
     admin_token_file: Option<PathBuf>,
+    /// Serve HTTPS with this certificate chain (PEM), with --tls-key-file.
+    #[arg(long)]
+    tls_cert_file: Option<PathBuf>,
+    /// The key of --tls-cert-file (PEM).
+    #[arg(long)]
+    tls_key_file: Option<PathBuf>,
     /// The protocol of one state table, e.g. --table accounts=write-optimized (repeatable).
     #[arg(long = "table", value_name = "TABLE=PROTOCOL")]
     tables: Vec<String>,
@@ -256,6 +262,12 @@ impl DevArgs {
         }
         if let Some(file) = &self.admin_token_file {
             c.admin_token_file = Some(file.clone());
+        }
+        if let Some(file) = &self.tls_cert_file {
+            c.tls_cert_file = Some(file.clone());
+        }
+        if let Some(file) = &self.tls_key_file {
+            c.tls_key_file = Some(file.clone());
         }
         for pin in &self.outgoing_hosts {
             let (name, ips) =

@@ -41,14 +41,14 @@ pub fn run(args: LogsArgs) -> anyhow::Result<()> {
         url.push_str(&format!("&since_ms={}", now.saturating_sub(super::duration_ms(since)?)));
     }
     if !args.follow {
-        let body: Value = serde_json::from_slice(&finish(agent().get(&url).call()?)?)?;
+        let body: Value = serde_json::from_slice(&finish(agent(&url).get(&url).call()?)?)?;
         for entry in body["entries"].as_array().into_iter().flatten() {
             emit(entry, args.json.json);
         }
         return Ok(());
     }
     url.push_str("&follow=true");
-    let response = agent().get(&url).call()?;
+    let response = agent(&url).get(&url).call()?;
     if !response.status().is_success() {
         finish(response)?;
         bail!("the gateway refused to follow the logs");

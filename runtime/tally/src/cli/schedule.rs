@@ -104,7 +104,7 @@ pub fn run(verb: ScheduleVerb) -> anyhow::Result<()> {
             get_json(&a.remote, &format!("/v1/schedules?{}", query.join("&")), &a.json, schedules)
         }
         ScheduleVerb::Delete(a) => {
-            finish(agent().delete(format!("{}{}", a.remote.url, path(&a.name))).call()?)?;
+            finish(agent(&a.remote.url).delete(format!("{}{}", a.remote.url, path(&a.name))).call()?)?;
             println!("deleted schedule {}", a.name);
             Ok(())
         }
@@ -141,13 +141,13 @@ fn put(a: PutArgs) -> anyhow::Result<()> {
         body["paused"] = json!(true);
     }
     let url = format!("{}{}", a.remote.url, path(&a.name));
-    let response = agent().put(url).header("content-type", "application/json").send(body.to_string().as_bytes())?;
+    let response = agent(&url).put(&url).header("content-type", "application/json").send(body.to_string().as_bytes())?;
     show(&finish(response)?, &a.json, schedule)
 }
 
 fn post(a: &NameArgs, action: &str, render: fn(&Value) -> String) -> anyhow::Result<()> {
     let url = format!("{}{}/{action}", a.remote.url, path(&a.name));
-    show(&finish(agent().post(url).send_empty()?)?, &a.json, render)
+    show(&finish(agent(&url).post(&url).send_empty()?)?, &a.json, render)
 }
 
 /// When a schedule ticks, as people say it.

@@ -29,6 +29,25 @@ pub fn saved(authority: &str) -> Option<PathBuf> {
     safe.then(|| config_dir().map(|d| d.join("tokens").join(authority)))?
 }
 
+/// The file of the CA saved for the gateway at `authority` (`tally cluster up`).
+pub fn saved_ca(authority: &str) -> Option<PathBuf> {
+    let file = saved(authority)?;
+    Some(file.parent()?.parent()?.join("ca").join(format!("{authority}.pem")))
+}
+
+/// What an https gateway at `url` must show: a certificate of the CA in the file
+/// `TALLY_CA` names, else of the CA saved for its address, else of the web's roots.
+pub fn tls_for(url: &str) -> anyhow::Result<ureq::tls::TlsConfig> {
+    use anyhow::Context as _;
+    let authority = url.split_once("://").map_or(url, |(_, rest)| rest).split('/').next().unwrap_or("");
+    let file = std::env::var_os("TALLY_CA")
+        .filter(|f| !f.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| saved_ca(authority).filter(|f| f.exists()));
+    let pem = file.as_ref().map(|f| std::fs::read(f).with_context(|| format!("reading the CA {}", f.display()))).transpose()?;
+    tally::tls::ureq_tls(pem.as_deref())
+}
+
 /// The token for a request to `authority`, if there is one.
 pub fn for_authority(authority: &str) -> Option<String> {
     if let Some(token) = std::env::var("TALLY_TOKEN").ok().filter(|t| !t.trim().is_empty()) {
@@ -110,7 +129,7 @@ pub fn run(verb: TokenVerb) -> anyhow::Result<()> {
             let body = json!({
                 "role": a.role, "name": a.name, "functions": a.functions, "books": a.books, "expires_in_ms": expires_in_ms,
             });
-            let response = agent()
+            let response = agent(&a.remote.url)
                 .post(format!("{}/v1/tokens", a.remote.url))
                 .header("content-type", "application/json")
                 .send(body.to_string().as_bytes())?;
@@ -118,7 +137,7 @@ pub fn run(verb: TokenVerb) -> anyhow::Result<()> {
         }
         TokenVerb::List(a) => get_json(&a.remote, "/v1/tokens", &a.json, listing),
         TokenVerb::Revoke(a) => {
-            finish(agent().delete(format!("{}/v1/tokens/{}", a.remote.url, url_escape(&a.id))).call()?)?;
+            finish(agent(&a.remote.url).delete(format!("{}/v1/tokens/{}", a.remote.url, url_escape(&a.id))).call()?)?;
             println!("revoked token {}", a.id);
             Ok(())
         }

@@ -126,6 +126,15 @@ pub struct NodeConfig {
     /// The cluster's bootstrap admin token (`tally cluster init` makes it): every
     /// function role grants it once. A cluster's nodes always ask for tokens.
     pub admin_token_file: Option<PathBuf>,
+    /// HTTPS of the function role's API and the gateway role: this process's
+    /// certificate and key (PEM; `tally cluster init` issues them from the cluster's
+    /// CA), and the CA a gateway trusts the function nodes' certificates by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_cert_file: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_key_file: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_ca_file: Option<PathBuf>,
     /// A test hook: while this file exists, every message of this process's log roles
     /// to or from another node is dropped, as a network partition would (etcd and HTTP
     /// stay reachable). Checked every 100 ms.
@@ -213,6 +222,8 @@ impl NodeConfig {
             secrets_key_file: self.secrets_key_file.clone(),
             auth: tally_runtime::config::AuthMode::Token,
             admin_token_file: self.admin_token_file.clone(),
+            tls_cert_file: self.tls_cert_file.clone(),
+            tls_key_file: self.tls_key_file.clone(),
             limits: self.limits,
             node: self.node_limits.clone(),
             state: self.state.clone(),

@@ -14,7 +14,7 @@ use super::*;
 /// Asks `http` for `path_and_query`; the response, or why not.
 /// The client's token goes with it: each node checks it.
 async fn ask(gw: &Gateway, http: &str, path_and_query: &str, token: &HeaderValue) -> Result<Response, String> {
-    let uri: Uri = format!("http://{http}{path_and_query}").parse().map_err(|e| format!("{e}"))?;
+    let uri: Uri = format!("{}://{http}{path_and_query}", gw.scheme).parse().map_err(|e| format!("{e}"))?;
     let mut request = Request::builder().uri(uri);
     request = request.header(axum::http::header::AUTHORIZATION, token);
     let request = request.body(Body::empty()).expect("a valid request");

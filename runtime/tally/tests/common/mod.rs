@@ -21,6 +21,19 @@ pub fn use_token(token: &str) {
     *TOKEN.lock().unwrap() = Some(token.trim().to_string());
 }
 
+/// The CA (PEM) that https nodes' certificates must be issued by, if set.
+static CA: Mutex<Option<Vec<u8>>> = Mutex::new(None);
+
+/// Makes every later agent trust `pem` (a cluster's CA) for https.
+pub fn use_ca(pem: &[u8]) {
+    *CA.lock().unwrap() = Some(pem.to_vec());
+}
+
+/// The TLS settings of the tests' agents: the CA of [`use_ca`], else the web's roots.
+pub fn tls() -> ureq::tls::TlsConfig {
+    tally::tls::ureq_tls(CA.lock().unwrap().as_deref()).expect("a PEM CA")
+}
+
 pub fn authorize(
     mut request: ureq::http::Request<ureq::SendBody>,
     next: ureq::middleware::MiddlewareNext,
@@ -114,7 +127,7 @@ impl Node {
             .trim()
             .rsplit(' ')
             .next()
-            .filter(|u| u.starts_with("http://"))
+            .filter(|u| u.starts_with("http://") || u.starts_with("https://"))
             .unwrap_or_else(|| panic!("tally dev did not print its URL: {line:?}"))
             .to_string();
         Node { child: Some(child), url, dir, args }
@@ -149,6 +162,7 @@ impl Node {
             .http_status_as_error(false)
             .timeout_global(Some(Duration::from_secs(60)))
             .middleware(authorize)
+            .tls_config(tls())
             .build()
             .into()
     }
@@ -201,6 +215,7 @@ impl Node {
             .max_redirects(0)
             .timeout_global(Some(Duration::from_secs(60)))
             .middleware(authorize)
+            .tls_config(tls())
             .build()
             .into();
         let mut request = ureq::http::Request::builder().method(method).uri(&url);
