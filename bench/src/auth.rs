@@ -18,28 +18,11 @@ use std::time::Instant;
 use anyhow::{ensure, Context as _};
 use tally::dev::DevNode;
 
-use crate::http::Http;
-use crate::invoke::{case, deploy_agent, measure_ops, Plan, CLIENTS, PAYLOAD};
-use crate::log::Op;
+use crate::invoke::{case, deploy_agent, measure, Plan, Target, CLIENTS};
 use crate::report::{round_to, Report};
 use crate::RunOptions;
 
 const TARGETS: [&str; 3] = ["no-token", "token", "scoped"];
-
-/// One client: POSTs the payload with its header lines and checks the echo.
-struct Invoker {
-    http: Http,
-    headers: String,
-    name: &'static str,
-}
-
-impl Op for Invoker {
-    async fn call(&mut self) -> anyhow::Result<()> {
-        let (status, body) = self.http.send("POST", &self.headers, PAYLOAD, true).await.with_context(|| self.name)?;
-        ensure!(status == 200 && body == PAYLOAD, "{}: {status} {}", self.name, String::from_utf8_lossy(&body));
-        Ok(())
-    }
-}
 
 pub async fn run(options: &RunOptions) -> anyhow::Result<()> {
     let plan = Plan::new(options);
@@ -71,10 +54,13 @@ fn measure(plan: &Plan, url: &str, admin: &str, hello: &[u8]) -> anyhow::Result<
     let made: serde_json::Value = serde_json::from_slice(&response.body_mut().read_to_vec()?)?;
     let scoped = made["token"].as_str().context("a token")?.to_string();
     let headers = [String::new(), format!("Authorization: Bearer {admin}\r\n"), format!("Authorization: Bearer {scoped}\r\n")];
-    let invoke_url = format!("{url}/v1/functions/hello/invoke?book=0");
+    let targets: Vec<Target> = TARGETS
+        .iter()
+        .zip(headers)
+        .map(|(name, headers)| Target { headers, ..Target::new(name, format!("{url}/v1/functions/hello/invoke?book=0")) })
+        .collect();
     let mut report = Report::new("auth", "hello invoked without a token (loopback), with the admin token, with a scoped token");
-    let new_op = |i: usize| Ok(Invoker { http: Http::new(&invoke_url)?, headers: headers[i].clone(), name: TARGETS[i] });
-    measure_ops(&mut report, "auth", &TARGETS, plan, new_op, |_, _| Ok(()))?;
+    measure(&mut report, &targets, plan, |_, _| Ok(()))?;
     for clients in CLIENTS {
         for target in &TARGETS[1..] {
             for metric in ["invoke_p50_us", "invoke_p99_us", "invoke_throughput"] {

@@ -701,6 +701,16 @@ async fn metrics(State(rt): State<Arc<Runtime>>, _: NoBody) -> Response {
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], rt.metrics.render(rt.invocations().replayed())).into_response()
 }
 
+/// `text` with every byte but unreserved URL characters percent-encoded.
+pub fn url_escape(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 /// Standard base64 with padding.
 fn base64(bytes: &[u8]) -> String {
     use base64::Engine as _;

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Context as _};
 use clap::{Args, Parser, Subcommand};
 use tally::cluster::{wait_healthy, ClusterDir, Shape};
+pub(crate) use tally::gateway::url_escape;
 use tally::node::{Node, NodeConfig};
 
 mod cli;
@@ -765,16 +766,6 @@ fn invocations(args: InvocationsArgs) -> anyhow::Result<()> {
         }
     }
     get_json(&args.remote, &format!("/v1/invocations?{}", query.join("&")), &args.json, cli::output::invocations)
-}
-
-/// `text` with every byte but unreserved URL characters percent-encoded.
-fn url_escape(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 fn table(args: TableArgs) -> anyhow::Result<()> {

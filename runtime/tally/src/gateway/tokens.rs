@@ -144,13 +144,3 @@ pub(super) async fn audit(
     changes.sort_by_key(|(seqnum, _)| *seqnum);
     Ok(Json(json!({ "changes": changes.into_iter().map(|(_, c)| c).collect::<Vec<_>>() })).into_response())
 }
-
-/// Percent-encodes everything but unreserved characters.
-fn url_escape(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
