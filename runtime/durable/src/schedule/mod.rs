@@ -218,7 +218,7 @@ impl ScheduleSpec {
 
 /// A schedule's whole state after one change: a record of its stream.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-struct State {
+pub(crate) struct State {
     name: String,
     /// This record's offset in the stream.
     offset: u64,
@@ -274,7 +274,7 @@ pub struct Schedule {
 
 /// What a schedule's driver does next, from its state and the time alone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Plan {
+pub(crate) enum Plan {
     /// Nothing due: look again at this wall-clock time (`None`: no tick to wait for).
     Wait(Option<u64>),
     /// Tick `tick` is due; `passed` earlier ones are passed over by the catch-up policy.
@@ -285,7 +285,7 @@ enum Plan {
 
 impl State {
     /// The state a record of schedule `name`'s stream holds.
-    fn of_stream(name: &str, data: &[u8]) -> Result<State> {
+    pub(crate) fn of_stream(name: &str, data: &[u8]) -> Result<State> {
         let state: State = record::decode("schedule", data)?;
         if state.name != name {
             return Err(Error::Internal(format!("the stream of schedule {name:?} holds schedule {:?}", state.name)));
@@ -293,7 +293,7 @@ impl State {
         Ok(state)
     }
 
-    fn new(name: &str) -> State {
+    pub(crate) fn new(name: &str) -> State {
         State {
             name: name.to_string(),
             offset: 0,
@@ -320,7 +320,7 @@ impl State {
         s
     }
 
-    fn plan(&self, now: u64) -> Plan {
+    pub(crate) fn plan(&self, now: u64) -> Plan {
         let Some(spec) = self.spec.as_ref().filter(|_| !self.paused) else { return Plan::Wait(None) };
         let Some(first) = spec.next_after(self.last_tick_ms) else { return Plan::Wait(None) };
         if first > now {
@@ -345,7 +345,7 @@ impl State {
         })
     }
 
-    fn view(&self) -> Option<Schedule> {
+    pub(crate) fn view(&self) -> Option<Schedule> {
         let spec = self.spec.clone()?;
         let next_tick_ms = match self.pending {
             Some(p) => Some(p),
@@ -367,6 +367,47 @@ impl State {
             last_error: self.last_error.clone(),
         })
     }
+}
+
+/// States of a schedule `name` as its stream holds them, for the fuzz targets
+/// (`tally-fuzz`): one of each timing and policy, fresh, ticking, paused, deleted.
+#[cfg(feature = "fuzzing")]
+pub(crate) fn sample_states(name: &str) -> Vec<State> {
+    let spec = |timing, overlap, catch_up| ScheduleSpec {
+        function: "f".into(),
+        book: BookId(7),
+        input: Bytes::from_static(b"in"),
+        timing,
+        overlap,
+        catch_up,
+    };
+    let id = InstanceId::scheduled(name, 60_000);
+    let ticking = State {
+        offset: 3,
+        revision: 1,
+        spec: Some(spec(Timing::EveryMs(60_000), Overlap::BufferOne, CatchUp::All)),
+        last_tick_ms: 1_795_683_600_000,
+        last: Some((BookId(7), id.clone())),
+        pending: Some(1_795_683_660_000),
+        starting: Some(Start { id, function: "f".into(), book: BookId(7), input: Bytes::from_static(b"in") }),
+        fired: 2,
+        skipped: 1,
+        triggered: 1,
+        last_error: Some("no function f".into()),
+        ..State::new(name)
+    };
+    let cron = State {
+        spec: Some(spec(Timing::Cron("*/5 9-17 * * mon-fri".into()), Overlap::Skip, CatchUp::Latest)),
+        ..State::new(name)
+    };
+    let leap = State {
+        spec: Some(spec(Timing::Cron("0 0 29 2 *".into()), Overlap::AllowAll, CatchUp::None)),
+        last_tick_ms: u64::MAX - 1,
+        ..State::new(name)
+    };
+    let paused = State { paused: true, ..ticking.clone() };
+    let deleted = State { spec: None, revision: 2, ..ticking.clone() };
+    vec![State::new(name), ticking, cron, leap, paused, deleted]
 }
 
 /// What this node knows of the cluster's schedules.
