@@ -207,13 +207,12 @@ fn parse_ops(payload: &[u8]) -> std::result::Result<Vec<Op<'_>>, String> {
     Ok(ops)
 }
 
-/// The sequence number of a segment's first frame, if `bytes` start with a segment
-/// header.
+/// The sequence number of a segment's first frame, if `bytes` start with a whole
+/// segment header.
 pub(super) fn segment_first_seq(bytes: &[u8]) -> Option<u64> {
-    if bytes.get(..HEADER.len()) != Some(HEADER.as_slice()) {
-        return None;
-    }
-    Some(u64::from_le_bytes(bytes[16..24].try_into().expect("8 bytes")))
+    let header = bytes.get(..SEGMENT_HEADER as usize)?;
+    let (magic, first_seq) = header.split_at(HEADER.len());
+    (magic == HEADER).then(|| u64::from_le_bytes(first_seq.try_into().expect("8 bytes")))
 }
 
 /// The whole frames of a segment from `offset` on, the first numbered `seq`: each one's
