@@ -39,7 +39,8 @@ impl Destination {
         if authority.is_empty() || authority.contains(['/', '?', '#', '@', '*']) {
             return Err(refuse("only a host and a port may follow the scheme"));
         }
-        let (host, port) = split_host_port(authority).ok_or_else(|| refuse("not host[:port]"))?;
+        let (host, port) =
+            split_host_port(authority).filter(|(host, _)| !host.is_empty()).ok_or_else(|| refuse("not host[:port]"))?;
         let port = match port {
             Some(p) => p.parse::<u16>().ok().filter(|&p| p != 0).ok_or_else(|| refuse("the port is not 1 to 65535"))?,
             None => default_port,
@@ -178,6 +179,15 @@ mod tests {
             "https://",
             "http://::1",
         ] {
+            assert!(Destination::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    /// Found by the `outbound` fuzz target: `http://[]` was a destination of no host,
+    /// which printed as `http://:80`, a destination that does not parse.
+    #[test]
+    fn a_destination_names_a_host() {
+        for bad in ["http://[]", "http://[]:80", "https://[]/"] {
             assert!(Destination::parse(bad).is_err(), "{bad}");
         }
     }
