@@ -185,10 +185,11 @@ impl ScheduleSpec {
         }
     }
 
-    /// The first tick strictly after `after_ms`, if any.
+    /// The first tick strictly after `after_ms`, if any. A record read back may hold
+    /// what `check` refuses: an interval of 0 names no tick.
     fn next_after(&self, after_ms: u64) -> Option<u64> {
         match &self.timing {
-            Timing::EveryMs(p) => (after_ms / p).checked_add(1)?.checked_mul(*p),
+            Timing::EveryMs(p) => after_ms.checked_div(*p)?.checked_add(1)?.checked_mul(*p),
             Timing::Cron(expr) => Cron::parse(expr).ok()?.next_after(after_ms),
         }
     }
@@ -477,6 +478,20 @@ mod tests {
         paused.paused = true;
         assert_eq!(paused.plan(20_000), Plan::Wait(None));
         assert_eq!(State::new("s").plan(20_000), Plan::Wait(None));
+    }
+
+    /// Found by the `schedule_state` fuzz target: a record whose interval is 0 (no node
+    /// writes one, `ScheduleSpec::check` refuses it; a corrupt or foreign record) made
+    /// the driver divide by zero. It plans no tick now.
+    #[test]
+    fn a_record_of_no_interval_plans_no_tick() {
+        let found = "0107000000000000006e696768746c7900000000000000000000000000000001010000000000000000000000000000000000\
+                     00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000";
+        let bytes: Vec<u8> = (0..found.len()).step_by(2).map(|i| u8::from_str_radix(&found[i..i + 2], 16).unwrap()).collect();
+        let state = State::of_stream("nightly", &bytes).unwrap();
+        assert_eq!(state.spec.as_ref().map(|s| &s.timing), Some(&Timing::EveryMs(0)));
+        assert_eq!(state.plan(u64::MAX), Plan::Wait(None));
+        assert_eq!(state.view().unwrap().next_tick_ms, None);
     }
 
     #[test]
