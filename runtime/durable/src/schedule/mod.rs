@@ -203,10 +203,12 @@ impl ScheduleSpec {
                 let latest = now / p * p;
                 (latest, (latest - first) / p + 1)
             }
-            Timing::Cron(_) => {
+            Timing::Cron(expr) => {
+                // Parsed once: a catch-up may pass over `PASS_MAX` ticks.
+                let Ok(cron) = Cron::parse(expr) else { return (first, 1) };
                 let (mut latest, mut count) = (first, 1);
                 while count < PASS_MAX {
-                    match self.next_after(latest) {
+                    match cron.next_after(latest) {
                         Some(t) if t <= now => (latest, count) = (t, count + 1),
                         _ => break,
                     }
