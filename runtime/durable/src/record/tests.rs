@@ -245,3 +245,22 @@ fn a_step_is_the_same_operation_only_with_the_same_table_key_and_callee() {
     assert!(!put(b"k", 1, b"a").same_operation(&put(b"k", 2, b"a")));
     assert!(!put(b"k", 1, b"a").same_operation(&stored(b"j", 1)));
 }
+
+/// Found by the `step_records` fuzz target: groups nested in groups (no node writes
+/// one, groups never nest; a corrupt record) thousands deep, which decoding followed
+/// down until it overflowed the stack and killed the process. The target's input held
+/// a group of three steps, then 3,222 groups of one step each nested in it.
+#[test]
+fn groups_nested_in_groups_are_refused_without_recursing() {
+    let group_of_one = [0x19, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0];
+    let cancelled = [0x0f, 0, 0, 0];
+    let nested = |depth: usize| -> Vec<u8> { [&[FORMAT][..], &group_of_one.repeat(depth), &cancelled].concat() };
+    for depth in [2, 3_222, 100_000] {
+        let bytes = nested(depth);
+        assert!(decode::<Step>("step", &bytes).is_err(), "{depth} deep");
+        assert!(decode_steps("step", &bytes).is_err(), "{depth} deep");
+    }
+    // One group, not nested, still reads.
+    let one = nested(1);
+    assert_eq!(decode::<Step>("step", &one).unwrap(), Step::Group(kind::Group { steps: vec![Step::Cancelled] }));
+}
