@@ -88,7 +88,7 @@ impl std::fmt::Debug for Leadership {
     }
 }
 
-fn decode_leader(value: &[u8]) -> Result<NodeId> {
+pub(crate) fn decode_leader(value: &[u8]) -> Result<NodeId> {
     std::str::from_utf8(value)
         .ok()
         .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))

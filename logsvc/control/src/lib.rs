@@ -37,6 +37,8 @@
 mod election;
 mod endpoints;
 mod error;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 mod lease;
 mod members;
 mod plane;

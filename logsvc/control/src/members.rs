@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use etcd_client::{EventType, GetOptions, KeyValue, PutOptions, WatchOptions};
+use etcd_client::{EventType, GetOptions, PutOptions, WatchOptions};
 use serde::{Deserialize, Serialize};
 use tally_log_core::NodeId;
 use tokio::sync::watch;
@@ -115,11 +115,11 @@ impl std::fmt::Debug for Registration {
 }
 
 /// Reads a member back: its key must name the id it holds.
-fn decode_member(keys: &Keys, kv: &KeyValue) -> Result<Member> {
-    let key = String::from_utf8_lossy(kv.key());
-    let id = keys.member_id(kv.key()).ok_or_else(|| Error::Corrupt(format!("member key {key} names no node id")))?;
+pub(crate) fn decode_member(keys: &Keys, kv_key: &[u8], value: &[u8]) -> Result<Member> {
+    let key = String::from_utf8_lossy(kv_key);
+    let id = keys.member_id(kv_key).ok_or_else(|| Error::Corrupt(format!("member key {key} names no node id")))?;
     let member: Member =
-        serde_json::from_slice(kv.value()).map_err(|e| Error::Corrupt(format!("decoding the member at {key}: {e}")))?;
+        serde_json::from_slice(value).map_err(|e| Error::Corrupt(format!("decoding the member at {key}: {e}")))?;
     if member.id != id {
         return Err(Error::Corrupt(format!("the member at {key} says it is node {}", member.id)));
     }
@@ -164,7 +164,7 @@ impl ControlPlane {
         let revision = answer.header().map(|h| h.revision()).unwrap_or_default();
         let mut members = BTreeMap::new();
         for stored in answer.kvs() {
-            match decode_member(&self.keys, stored) {
+            match decode_member(&self.keys, stored.key(), stored.value()) {
                 Ok(m) => {
                     members.insert(m.id, m);
                 }
@@ -330,7 +330,7 @@ async fn follow_from(plane: &ControlPlane, tx: &watch::Sender<BTreeMap<NodeId, M
                     EventType::Delete => {
                         members.remove(&id);
                     }
-                    EventType::Put => match decode_member(&plane.keys, kv) {
+                    EventType::Put => match decode_member(&plane.keys, kv.key(), kv.value()) {
                         Ok(m) => {
                             members.insert(id, m);
                         }

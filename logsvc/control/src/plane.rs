@@ -85,7 +85,7 @@ pub(crate) struct Keys {
 }
 
 impl Keys {
-    fn new(cluster: &str) -> Keys {
+    pub(crate) fn new(cluster: &str) -> Keys {
         Keys { prefix: format!("/tally/{cluster}/") }
     }
 
@@ -185,7 +185,7 @@ pub(crate) fn decode_config(bytes: &[u8]) -> Result<Configuration> {
     }
 }
 
-fn decode_settings(bytes: &[u8]) -> Result<Settings> {
+pub(crate) fn decode_settings(bytes: &[u8]) -> Result<Settings> {
     serde_json::from_slice(bytes).map_err(|e| Error::Corrupt(format!("decoding the stored settings: {e}")))
 }
 

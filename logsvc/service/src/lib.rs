@@ -14,6 +14,14 @@ pub mod driver;
 pub mod net;
 pub mod store;
 
+/// The decoders of bytes from the network and the disk, and their encoders, for the
+/// fuzz targets of `tally-fuzz` (feature `fuzzing`).
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing {
+    pub use crate::net::fuzzing::*;
+    pub use crate::store::fuzzing::*;
+}
+
 pub use client::LogClient;
 pub use cluster::{Cluster, ClusterBuilder};
 pub use tally_log_core::{

@@ -154,10 +154,11 @@ fn field(text: &str, what: &str, lo: u64, hi: u64, names: &[&str]) -> std::resul
         if from > to {
             return Err(format!("{what} range {range:?} runs backwards"));
         }
-        let mut v = from;
-        while v <= to {
-            bits |= 1 << v;
-            v += step.unwrap_or(1);
+        // A step may be any `u64`: past the field's end, it names `from` only.
+        let mut v = Some(from);
+        while let Some(at) = v.filter(|at| *at <= to) {
+            bits |= 1 << at;
+            v = at.checked_add(step.unwrap_or(1));
         }
     }
     Ok(bits)
@@ -235,6 +236,15 @@ mod tests {
             let (y, m, d) = civil_from_days(day);
             assert_eq!(at(y, m, d, 0, 0), day * DAY_MS, "{y}-{m}-{d}");
         }
+    }
+
+    /// Found by the `cron` fuzz target: a step past the end of `u64` overflowed the
+    /// walk over the field (a panic in a debug build; in a release build it wrapped and
+    /// named minutes 0 to 5).
+    #[test]
+    fn a_step_past_the_field_names_its_start_only() {
+        assert_eq!(Cron::parse("5/18446744073709551615 * * * *").unwrap(), Cron::parse("5 * * * *").unwrap());
+        assert_eq!(Cron::parse("* * */18446744073709551615 * *").unwrap(), Cron::parse("* * 1 * *").unwrap());
     }
 
     #[test]

@@ -40,6 +40,10 @@ mod core;
 mod cron;
 mod env;
 mod error;
+/// What the core reads back from the log and takes from guests, for the fuzz targets
+/// of `tally-fuzz`.
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 mod gc;
 mod id;
 mod inspect;

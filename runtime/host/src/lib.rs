@@ -33,6 +33,9 @@
 
 mod clock;
 mod functions;
+/// What the host takes from outside, for the fuzz targets of `tally-fuzz`.
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 mod host;
 mod limits;
 mod logs;

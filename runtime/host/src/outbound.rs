@@ -39,7 +39,11 @@ impl Destination {
         if authority.is_empty() || authority.contains(['/', '?', '#', '@', '*']) {
             return Err(refuse("only a host and a port may follow the scheme"));
         }
-        let (host, port) = split_host_port(authority).ok_or_else(|| refuse("not host[:port]"))?;
+        // A destination names a host; in brackets, an IPv6 address.
+        let bracketed_ok = |host: &str| !authority.starts_with('[') || host.parse::<std::net::Ipv6Addr>().is_ok();
+        let (host, port) = split_host_port(authority)
+            .filter(|(host, _)| !host.is_empty() && bracketed_ok(host))
+            .ok_or_else(|| refuse("not host[:port]"))?;
         let port = match port {
             Some(p) => p.parse::<u16>().ok().filter(|&p| p != 0).ok_or_else(|| refuse("the port is not 1 to 65535"))?,
             None => default_port,
@@ -180,6 +184,26 @@ mod tests {
         ] {
             assert!(Destination::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    /// Found by the `outbound` fuzz target: `http://[]` was a destination of no host,
+    /// which printed as `http://:80`, a destination that does not parse.
+    #[test]
+    fn a_destination_names_a_host() {
+        for bad in ["http://[]", "http://[]:80", "https://[]/"] {
+            assert!(Destination::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    /// Found by the `outbound` fuzz target (seed 52, in a run of 60 s): `http://[[]`
+    /// was a destination of host `[`, which printed as a destination that does not
+    /// parse. Brackets hold an IPv6 address, nothing else.
+    #[test]
+    fn a_bracketed_host_is_an_ipv6_address() {
+        for bad in ["http://[[]", "http://[é1]:80", "https://[localhost]", "http://[1.2.3.4]"] {
+            assert!(Destination::parse(bad).is_err(), "{bad}");
+        }
+        assert_eq!(Destination::parse("http://[fd00::1]:8080").unwrap().to_string(), "http://[fd00::1]:8080");
     }
 
     #[test]

@@ -735,11 +735,12 @@ impl Registry {
     }
 }
 
-/// Whether `bytes` decode as a manifest, as a sync decodes them (a fuzz target: bytes
-/// from the log, which a newer node may have written).
+/// A manifest as a sync reads it, encoded again (`None`: skipped as malformed): a fuzz
+/// target's view of bytes from the log, which a newer node may have written.
 #[doc(hidden)]
-pub fn decode_manifest(bytes: &[u8]) -> bool {
-    serde_json::from_slice::<Manifest>(bytes).is_ok()
+pub fn decode_manifest(bytes: &[u8]) -> Option<Vec<u8>> {
+    let manifest: Manifest = serde_json::from_slice(bytes).ok()?;
+    Some(serde_json::to_vec(&manifest).expect("a manifest encodes"))
 }
 
 fn info(name: &str, e: &Entry) -> Option<FunctionInfo> {

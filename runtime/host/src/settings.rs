@@ -188,7 +188,8 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 fn unhex(text: &str) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2) {
+    // Hex digits only: `from_str_radix` would take a sign (`+e`), which no sealing has.
+    if !text.len().is_multiple_of(2) || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
     (0..text.len()).step_by(2).map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok()).collect()
@@ -356,6 +357,15 @@ mod tests {
 
     fn settings() -> Settings {
         Settings::new(Some(SecretsKey::new(&[7; 32]).unwrap()))
+    }
+
+    /// Found by the `secrets` fuzz target: a pair with a sign (`+e`) read as a byte.
+    #[test]
+    fn a_sealing_is_hex_digits_only() {
+        assert_eq!(unhex("0eFF"), Some(vec![0x0e, 0xff]));
+        for bad in ["+e", "-1", " e", "0", "zz"] {
+            assert_eq!(unhex(bad), None, "{bad:?}");
+        }
     }
 
     #[test]

@@ -14,6 +14,9 @@
 //! log, wasmtime or HTTP. What a table's protocol means is decided above the trait, so a
 //! backend is replaced, or tested, on its own.
 
+/// How the RocksDB backend encodes entries, for the fuzz targets of `tally-fuzz`.
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 mod postgres;
 mod rocks;
 

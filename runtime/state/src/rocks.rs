@@ -636,15 +636,12 @@ impl StateStore for RocksStateStore {
     }
 
     fn put_if_newer<'a>(&'a self, table: &'a str, key: &'a [u8], version: Version, value: Value) -> StateFuture<'a, bool> {
-        let mut header = [0; 12];
-        header[..8].copy_from_slice(&version.cursor.to_be_bytes());
-        header[8..].copy_from_slice(&version.counter.to_be_bytes());
-        let (key, value) = (object_key(table, key), encode_value(&header, &value));
+        let (key, value) = (object_key(table, key), latest_entry(version, &value));
         self.write(check_table(table), |done| Write::IfNewer { key, version, value, done })
     }
 
     fn put_latest<'a>(&'a self, table: &'a str, key: &'a [u8], value: Value) -> StateFuture<'a, ()> {
-        let (key, value) = (object_key(table, key), encode_value(&[0; 12], &value));
+        let (key, value) = (object_key(table, key), latest_entry(Version { cursor: 0, counter: 0 }, &value));
         self.write(check_table(table), |done| Write::Latest { key, value, done })
     }
 
@@ -707,7 +704,7 @@ impl StateStore for RocksStateStore {
 
 /// The key part of a stored entry's RocksDB key under the table prefix `table_prefix`
 /// (`len(key) | key [| version]`).
-fn stored_key(raw: &[u8], table_prefix: usize) -> Result<&[u8], StateError> {
+pub(super) fn stored_key(raw: &[u8], table_prefix: usize) -> Result<&[u8], StateError> {
     let rest = &raw[table_prefix..];
     let len = rest
         .get(..4)
@@ -720,7 +717,7 @@ fn backend(e: impl std::fmt::Display) -> StateError {
     StateError::Backend { backend: "rocksdb", message: e.to_string() }
 }
 
-fn object_key(table: &str, key: &[u8]) -> Vec<u8> {
+pub(super) fn object_key(table: &str, key: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(8 + table.len() + key.len() + 8);
     for part in [table.as_bytes(), key] {
         let len = u32::try_from(part.len()).expect("table and key are under 4 GiB");
@@ -730,20 +727,20 @@ fn object_key(table: &str, key: &[u8]) -> Vec<u8> {
     out
 }
 
-fn version_key(prefix: &[u8], version: u64) -> Vec<u8> {
+pub(super) fn version_key(prefix: &[u8], version: u64) -> Vec<u8> {
     let mut out = Vec::with_capacity(prefix.len() + 8);
     out.extend_from_slice(prefix);
     out.extend_from_slice(&version.to_be_bytes());
     out
 }
 
-fn decode_version_suffix(k: &[u8], prefix_len: usize) -> Result<u64, StateError> {
+pub(super) fn decode_version_suffix(k: &[u8], prefix_len: usize) -> Result<u64, StateError> {
     let suffix: [u8; 8] =
         k[prefix_len..].try_into().map_err(|_| StateError::Corrupt(format!("version key of {} bytes", k.len())))?;
     Ok(u64::from_be_bytes(suffix))
 }
 
-fn encode_value(header: &[u8], value: &Value) -> Vec<u8> {
+pub(super) fn encode_value(header: &[u8], value: &Value) -> Vec<u8> {
     let len = value.as_ref().map_or(0, Bytes::len);
     let mut out = Vec::with_capacity(header.len() + 1 + len);
     out.extend_from_slice(header);
@@ -757,7 +754,7 @@ fn encode_value(header: &[u8], value: &Value) -> Vec<u8> {
     out
 }
 
-fn decode_value(raw: &[u8]) -> Result<Value, StateError> {
+pub(super) fn decode_value(raw: &[u8]) -> Result<Value, StateError> {
     match raw.split_first() {
         Some((&TAG_VALUE, rest)) => Ok(Some(Bytes::copy_from_slice(rest))),
         Some((&TAG_TOMBSTONE, [])) => Ok(None),
@@ -765,7 +762,16 @@ fn decode_value(raw: &[u8]) -> Result<Value, StateError> {
     }
 }
 
-fn decode_latest(raw: &[u8]) -> Result<(Version, Value), StateError> {
+/// A latest entry's value: its version (cursor, then counter, big-endian), then the
+/// value as [`encode_value`] writes it.
+pub(super) fn latest_entry(version: Version, value: &Value) -> Vec<u8> {
+    let mut header = [0; 12];
+    header[..8].copy_from_slice(&version.cursor.to_be_bytes());
+    header[8..].copy_from_slice(&version.counter.to_be_bytes());
+    encode_value(&header, value)
+}
+
+pub(super) fn decode_latest(raw: &[u8]) -> Result<(Version, Value), StateError> {
     if raw.len() < 12 {
         return Err(StateError::Corrupt(format!("latest entry of {} bytes", raw.len())));
     }

@@ -38,6 +38,8 @@
 
 mod certs;
 mod frame;
+#[cfg(feature = "fuzzing")]
+pub(crate) mod fuzzing;
 #[cfg(test)]
 mod tests;
 

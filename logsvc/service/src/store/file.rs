@@ -58,7 +58,7 @@ impl FileControllerStore {
 
 impl ControllerStore for FileControllerStore {
     fn persist(&self, config: &Configuration) -> Result<()> {
-        let bytes = encode("configuration", config, CONFIG_BYTES_MAX, FORMAT)?;
+        let bytes = encode_file(config)?;
         let _guard = self.writing.lock().unwrap_or_else(|e| e.into_inner());
         let (tmp, path) = (self.dir.join(TMP), self.dir.join(FILE));
         let mut file = File::create(&tmp).map_err(io_error("creating", &tmp))?;
@@ -78,9 +78,22 @@ impl ControllerStore for FileControllerStore {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(io_error("reading", &path)(e)),
         };
-        let Some(body) = bytes.strip_prefix(FORMAT) else {
-            return Err(Error::Storage(format!("{} is not a tally configuration", path.display())));
-        };
-        decode("configuration", body, CONFIG_BYTES_MAX).map(Some)
+        decode_file(&bytes).map(Some).map_err(|e| match e {
+            Error::Storage(m) => Error::Storage(format!("{}: {m}", path.display())),
+            e => e,
+        })
     }
+}
+
+/// The configuration that the file's bytes hold.
+pub(super) fn decode_file(bytes: &[u8]) -> Result<Configuration> {
+    let Some(body) = bytes.strip_prefix(FORMAT) else {
+        return Err(Error::Storage("not a tally configuration".into()));
+    };
+    decode("configuration", body, CONFIG_BYTES_MAX)
+}
+
+/// What [`decode_file`] reads.
+pub(super) fn encode_file(config: &Configuration) -> Result<Vec<u8>> {
+    encode("configuration", config, CONFIG_BYTES_MAX, FORMAT)
 }

@@ -47,7 +47,7 @@ use tally_log_core::{Error, LogId, MetalogEntry, Result, Term};
 use super::codec::{decode, encode};
 use super::{MetalogStore, MetalogWrite, RocksMetalogStore};
 
-const HEADER: &[u8; 16] = b"tally-metalog-j1";
+pub(super) const HEADER: &[u8; 16] = b"tally-metalog-j1";
 pub(super) const FRAME_HEADER: u64 = 16;
 /// A segment's preallocated size, unless one frame needs more.
 const SEGMENT_BYTES: u64 = 16 << 20;
@@ -58,7 +58,7 @@ const FRAME_BYTES_MAX: u64 = 256 << 20;
 /// in memory; a read of entries scans frames forward from the mark at or before the
 /// first. What the store holds in memory grows by 16 bytes per 64 entries, where a
 /// place per entry grew by ~40 bytes an entry: at one client every append is an entry.
-const MARK_EVERY: u64 = 64;
+pub(super) const MARK_EVERY: u64 = 64;
 /// Bytes a scan reads at once: a read of the most entries a message carries (256)
 /// from 63 entries after a mark, at ~100-200 bytes a frame, in one or two.
 const SCAN_CHUNK: usize = 64 << 10;
@@ -67,13 +67,13 @@ const SCAN_CHUNK: usize = 64 << 10;
 type Place = (u64, u64);
 
 #[derive(Default)]
-struct Metalog {
+pub(super) struct Metalog {
     /// Entries `0..len` are held (a metalog's entries are written in order).
-    len: u64,
+    pub(super) len: u64,
     /// `marks[k]`: the frame that wrote entry `k * MARK_EVERY`, the first since any
     /// truncation below it, so every later entry up to the next mark is in a frame at
     /// or after it.
-    marks: Vec<Place>,
+    pub(super) marks: Vec<Place>,
     /// The frame of the last truncation that dropped entries: a scan trusts what it
     /// found only once it has read past it (entries written before it may be gone).
     truncated: Option<Place>,
@@ -281,6 +281,33 @@ fn apply(metalogs: &mut BTreeMap<(Term, LogId), Metalog>, place: Place, writes: 
     }
 }
 
+/// Reads the frames of segment `segment` (its header checked), the first numbered
+/// `next_seq`, into `metalogs`, and checks that what follows them is zeros, or in the
+/// last segment a torn frame; returns where the frames end, with `next_seq` the next
+/// frame's. `Err` says where the journal is corrupt.
+pub(super) fn scan_segment(
+    bytes: &[u8],
+    segment: u64,
+    is_last: bool,
+    next_seq: &mut u64,
+    metalogs: &mut BTreeMap<(Term, LogId), Metalog>,
+) -> std::result::Result<u64, String> {
+    let mut offset = HEADER.len() as u64;
+    while let Some((writes, len)) =
+        parse_frame(bytes, offset, *next_seq).map_err(|e| format!("corrupt frame at byte {offset}: {e}"))?
+    {
+        check_order(metalogs, &writes).map_err(|e| format!("corrupt frame at byte {offset}: {e}"))?;
+        apply(metalogs, (segment, offset), &writes);
+        offset += len;
+        *next_seq += 1;
+    }
+    let damaged = if is_last { !torn_tail(bytes, offset) } else { bytes[offset as usize..].iter().any(|b| *b != 0) };
+    if damaged {
+        return Err(format!("corrupt frame at byte {offset}"));
+    }
+    Ok(offset)
+}
+
 /// Reads the frames of a journal in order, from a place up to the end the journal had
 /// when the scan began (frames before it are whole: a persist writes under the lock).
 struct Scan<'a> {
@@ -403,23 +430,10 @@ impl JournalMetalogStore {
                 }
                 return Err(Error::Storage(format!("{} is not a tally metalog journal", path.display())));
             }
-            let mut offset = HEADER.len() as u64;
-            while let Some((writes, len)) = parse_frame(&bytes, offset, next_seq)
-                .map_err(|e| Error::Storage(format!("corrupt frame at byte {offset} of {}: {e}", path.display())))?
-            {
-                check_order(&metalogs, &writes)
-                    .map_err(|e| Error::Storage(format!("corrupt frame at byte {offset} of {}: {e}", path.display())))?;
-                apply(&mut metalogs, (segment, offset), &writes);
-                offset += len;
-                next_seq += 1;
-            }
-            let rest = &bytes[offset as usize..];
-            let damaged = if is_last { !torn_tail(&bytes, offset) } else { rest.iter().any(|b| *b != 0) };
-            if damaged {
-                return Err(Error::Storage(format!("corrupt frame at byte {offset} of {}", path.display())));
-            }
+            let offset = scan_segment(&bytes, segment, is_last, &mut next_seq, &mut metalogs)
+                .map_err(|e| Error::Storage(format!("{}: {e}", path.display())))?;
             if is_last {
-                last = Some((segment, offset, bytes.len() as u64, rest.iter().any(|b| *b != 0)));
+                last = Some((segment, offset, bytes.len() as u64, bytes[offset as usize..].iter().any(|b| *b != 0)));
             }
         }
         let (file, segment, end, capacity) = match last {

@@ -88,7 +88,7 @@ const CF_META: &str = "meta";
 const FORMAT: &[u8] = b"tally-records-journal-v1";
 const HEADER: &[u8; 16] = b"tally-records-j1";
 /// The segment header: [`HEADER`], then the sequence number of the segment's first frame.
-const SEGMENT_HEADER: u64 = 24;
+pub(super) const SEGMENT_HEADER: u64 = 24;
 const SEGMENT_BYTES: u64 = 64 << 20;
 /// Upper bound on one frame's payload, and so on one `write`'s records.
 const FRAME_BYTES_MAX: u64 = 1 << 30;
@@ -108,13 +108,13 @@ const SLOT_BYTES: usize = 1 + 8 + 8 + 4;
 
 /// Where a record's data is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Slot {
-    segment: u64,
-    offset: u64,
-    len: u32,
+pub(super) struct Slot {
+    pub(super) segment: u64,
+    pub(super) offset: u64,
+    pub(super) len: u32,
 }
 
-fn meta_value(flag: u8, slot: Slot, meta: &[u8]) -> Vec<u8> {
+pub(super) fn meta_value(flag: u8, slot: Slot, meta: &[u8]) -> Vec<u8> {
     let mut value = Vec::with_capacity(SLOT_BYTES + meta.len());
     value.push(flag);
     value.extend_from_slice(&slot.segment.to_le_bytes());
@@ -125,7 +125,7 @@ fn meta_value(flag: u8, slot: Slot, meta: &[u8]) -> Vec<u8> {
 }
 
 /// The slot of a metadata value if it says the data is there; `None` if reclaimed.
-fn decode_slot(location: Location, value: &[u8]) -> Result<Option<Slot>> {
+pub(super) fn decode_slot(location: Location, value: &[u8]) -> Result<Option<Slot>> {
     let corrupt = || Error::Storage(format!("corrupt metadata of {} bytes at {location:?}", value.len()));
     let head = value.get(..SLOT_BYTES).ok_or_else(corrupt)?;
     let slot = Slot {
@@ -140,7 +140,7 @@ fn decode_slot(location: Location, value: &[u8]) -> Result<Option<Slot>> {
     }
 }
 
-fn decode_meta(location: Location, value: &[u8]) -> Result<(RecordMeta, Option<Slot>)> {
+pub(super) fn decode_meta(location: Location, value: &[u8]) -> Result<(RecordMeta, Option<Slot>)> {
     let slot = decode_slot(location, value)?;
     Ok((super::codec::decode_record_meta(&value[SLOT_BYTES..], META_BYTES_MAX)?, slot))
 }
@@ -167,7 +167,7 @@ fn put_location(frame: &mut Vec<u8>, op: u8, shard: ShardId, local_id: LocalId) 
 }
 
 /// One op of a frame's payload, as replay reads it.
-enum Op<'a> {
+pub(super) enum Op<'a> {
     Write { location: Location, meta: &'a [u8], data_at: usize, data_len: u32 },
     Reclaim(Location),
     Discard { shard: ShardId, from: LocalId },
@@ -175,11 +175,11 @@ enum Op<'a> {
 
 /// Reads the ops of a payload in order; fails on anything that does not parse, which
 /// in a frame whose checksum holds is corruption.
-fn parse_ops(payload: &[u8]) -> Result<Vec<Op<'_>>> {
-    let corrupt = |at: usize| Error::Storage(format!("corrupt journal op at byte {at} of a frame"));
+fn parse_ops(payload: &[u8]) -> std::result::Result<Vec<Op<'_>>, String> {
+    let corrupt = |at: usize| format!("corrupt journal op at byte {at} of a frame");
     let mut ops = Vec::new();
     let mut at = 0;
-    let take = |at: &mut usize, n: usize| -> Result<&[u8]> {
+    let take = |at: &mut usize, n: usize| -> std::result::Result<&[u8], String> {
         let bytes = payload.get(*at..*at + n).ok_or_else(|| corrupt(*at))?;
         *at += n;
         Ok(bytes)
@@ -205,6 +205,36 @@ fn parse_ops(payload: &[u8]) -> Result<Vec<Op<'_>>> {
         });
     }
     Ok(ops)
+}
+
+/// The sequence number of a segment's first frame, if `bytes` start with a whole
+/// segment header.
+pub(super) fn segment_first_seq(bytes: &[u8]) -> Option<u64> {
+    let header = bytes.get(..SEGMENT_HEADER as usize)?;
+    let (magic, first_seq) = header.split_at(HEADER.len());
+    (magic == HEADER).then(|| u64::from_le_bytes(first_seq.try_into().expect("8 bytes")))
+}
+
+/// The whole frames of a segment from `offset` on, the first numbered `seq`: each one's
+/// offset and ops, up to the first frame that is not whole (see "Torn tails"), or why
+/// a whole frame's ops do not parse. Once it ends, `offset` and `seq` are the next
+/// frame's.
+pub(super) struct Frames<'a> {
+    pub(super) bytes: &'a [u8],
+    pub(super) offset: u64,
+    pub(super) seq: u64,
+}
+
+impl<'a> Iterator for Frames<'a> {
+    type Item = std::result::Result<(u64, Vec<Op<'a>>), String>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let (payload, len) = whole_frame(self.bytes, self.offset, self.seq, FRAME_BYTES_MAX)?;
+        let at = self.offset;
+        self.offset += len;
+        self.seq += 1;
+        Some(parse_ops(payload).map(|ops| (at, ops)).map_err(|e| format!("{e} at byte {at}")))
+    }
 }
 
 struct Writer {
@@ -668,7 +698,7 @@ fn replay(db: &DB, dir: &Path) -> Result<Replayed> {
         }
         let bytes = fs::read(&path).map_err(io_error("reading", &path))?;
         let corrupt = |what: String| Error::Storage(format!("{what} in {}", path.display()));
-        if bytes.get(..HEADER.len()) != Some(HEADER.as_slice()) {
+        let Some(first_seq) = segment_first_seq(&bytes) else {
             // A crash while the last segment was created leaves it without its header.
             if is_last && bytes.iter().all(|b| *b == 0) {
                 fs::remove_file(&path).map_err(io_error("removing", &path))?;
@@ -676,8 +706,7 @@ fn replay(db: &DB, dir: &Path) -> Result<Replayed> {
                 break;
             }
             return Err(corrupt("no record journal header".into()));
-        }
-        let first_seq = u64::from_le_bytes(bytes[16..24].try_into().expect("8 bytes"));
+        };
         if replaying && first_seq != replayed.next_seq {
             return Err(corrupt(format!("first frame {first_seq} where {} was expected", replayed.next_seq)));
         }
@@ -697,9 +726,11 @@ fn replay(db: &DB, dir: &Path) -> Result<Replayed> {
             pending.clear();
             db.write_opt(std::mem::take(batch), &no_wal()).map_err(rocks_error)
         };
-        while let Some((payload, len)) = whole_frame(&bytes, offset, replayed.next_seq, FRAME_BYTES_MAX) {
-            let payload_at = offset + FRAME_HEADER;
-            for op in parse_ops(payload).map_err(|e| corrupt(format!("{e} at byte {offset}")))? {
+        let mut frames = Frames { bytes: &bytes, offset, seq: replayed.next_seq };
+        for frame in frames.by_ref() {
+            let (at, ops) = frame.map_err(corrupt)?;
+            let payload_at = at + FRAME_HEADER;
+            for op in ops {
                 match op {
                     Op::Write { location, meta: m, data_at, data_len } => {
                         let slot = Slot { segment, offset: payload_at + data_at as u64, len: data_len };
@@ -729,12 +760,11 @@ fn replay(db: &DB, dir: &Path) -> Result<Replayed> {
                     }
                 }
             }
-            offset += len;
-            replayed.next_seq += 1;
             if batch.size_in_bytes() > 4 << 20 {
                 commit(&mut batch, &mut pending)?;
             }
         }
+        (offset, replayed.next_seq) = (frames.offset, frames.seq);
         commit(&mut batch, &mut pending)?;
         let rest = &bytes[offset as usize..];
         if rest.iter().any(|b| *b != 0) {

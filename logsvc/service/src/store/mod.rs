@@ -13,6 +13,8 @@
 mod codec;
 mod cold;
 mod file;
+#[cfg(feature = "fuzzing")]
+pub(crate) mod fuzzing;
 mod group;
 mod journal;
 mod journal_records;

@@ -93,7 +93,7 @@ const FORMAT_METALOG: &[u8] = b"tally-metalog-v1";
 /// record's metadata in memory at once.
 pub(super) const META_BYTES_MAX: u64 = 1 << 20;
 /// Upper bound on one encoded metalog entry (cuts of every shard plus trim commands).
-const ENTRY_BYTES_MAX: u64 = 64 << 20;
+pub(super) const ENTRY_BYTES_MAX: u64 = 64 << 20;
 /// Reclaims look up metadata in chunks of this many locations, to bound the memory
 /// of one lookup whatever the caller passes.
 pub(super) const RECLAIM_CHUNK_MAX: usize = 4096;
@@ -129,7 +129,7 @@ pub(super) fn shard_end_key(shard: ShardId) -> [u8; RECORD_KEY_LEN + 1] {
     key
 }
 
-fn decode_meta_value(location: Location, value: &[u8]) -> Result<(RecordMeta, bool)> {
+pub(super) fn decode_meta_value(location: Location, value: &[u8]) -> Result<(RecordMeta, bool)> {
     let has_data = match value.first() {
         Some(&FLAG_HAS_DATA) => true,
         Some(&FLAG_RECLAIMED) => false,
@@ -411,15 +411,15 @@ pub(super) fn recover_from(db: &DB, family: &ColumnFamily, decode: DecodeMeta) -
 
 const METALOG_PREFIX_LEN: usize = 3;
 /// The last byte of a lead mark's key in the seals column family.
-const LEAD_MARK: u8 = b'L';
+pub(super) const LEAD_MARK: u8 = b'L';
 const ENTRY_KEY_LEN: usize = METALOG_PREFIX_LEN + 8;
 
-fn metalog_prefix(term: Term, log: LogId) -> [u8; METALOG_PREFIX_LEN] {
+pub(super) fn metalog_prefix(term: Term, log: LogId) -> [u8; METALOG_PREFIX_LEN] {
     let [t0, t1] = term.0.to_be_bytes();
     [t0, t1, log.0]
 }
 
-fn entry_key(term: Term, log: LogId, index: u64) -> [u8; ENTRY_KEY_LEN] {
+pub(super) fn entry_key(term: Term, log: LogId, index: u64) -> [u8; ENTRY_KEY_LEN] {
     let mut key = [0u8; ENTRY_KEY_LEN];
     key[..METALOG_PREFIX_LEN].copy_from_slice(&metalog_prefix(term, log));
     key[METALOG_PREFIX_LEN..].copy_from_slice(&index.to_be_bytes());
@@ -431,6 +431,31 @@ fn decode_metalog_prefix(key: &[u8]) -> Result<(Term, LogId)> {
         [t0, t1, log, ..] => Ok((Term(u16::from_be_bytes([*t0, *t1])), LogId(*log))),
         _ => Err(Error::Storage(format!("corrupt metalog key of {} bytes", key.len()))),
     }
+}
+
+/// The seal or lead mark that a key of the seals column family stores.
+pub(super) fn decode_seal_key(key: &[u8]) -> Result<(Term, LogId, MetalogWrite)> {
+    let (term, log) = decode_metalog_prefix(key)?;
+    Ok(match key[METALOG_PREFIX_LEN..] {
+        [] => (term, log, MetalogWrite::Seal { term, log }),
+        [LEAD_MARK] => (term, log, MetalogWrite::Lead { term, log }),
+        _ => return Err(Error::Storage(format!("corrupt seal key of {} bytes", key.len()))),
+    })
+}
+
+/// The entry that a key and value of the entries column family store, which must be
+/// the one its key names.
+pub(super) fn decode_entry(key: &[u8], value: &[u8]) -> Result<MetalogEntry> {
+    if key.len() != ENTRY_KEY_LEN {
+        return Err(Error::Storage(format!("corrupt metalog key of {} bytes", key.len())));
+    }
+    let (term, log) = decode_metalog_prefix(key)?;
+    let entry: MetalogEntry = decode("metalog entry", value, ENTRY_BYTES_MAX)?;
+    let index = u64::from_be_bytes(key[METALOG_PREFIX_LEN..].try_into().expect("entry keys have 8 index bytes"));
+    if (entry.term, entry.log, entry.index) != (term, log, index) {
+        return Err(Error::Storage(format!("metalog entry under key {term:?} {log:?} {index} names another position")));
+    }
+    Ok(entry)
 }
 
 /// A [`MetalogStore`] in a RocksDB database: every `persist` is one write with an fsync.
@@ -482,12 +507,7 @@ impl MetalogStore for RocksMetalogStore {
         let mut seals = Vec::new();
         for item in self.db.iterator_cf(cf(&self.db, CF_SEALS), IteratorMode::Start) {
             let (key, _) = item.map_err(rocks_error)?;
-            let (term, log) = decode_metalog_prefix(&key)?;
-            seals.push(match key[METALOG_PREFIX_LEN..] {
-                [] => (term, log, MetalogWrite::Seal { term, log }),
-                [LEAD_MARK] => (term, log, MetalogWrite::Lead { term, log }),
-                _ => return Err(Error::Storage(format!("corrupt seal key of {} bytes", key.len()))),
-            });
+            seals.push(decode_seal_key(&key)?);
         }
         // Both column families iterate in (term, log) order, so a merge puts each seal
         // and lead mark right after the entries of its metalog.
@@ -495,17 +515,9 @@ impl MetalogStore for RocksMetalogStore {
         let mut writes = Vec::new();
         for item in self.db.iterator_cf(cf(&self.db, CF_ENTRIES), IteratorMode::Start) {
             let (key, value) = item.map_err(rocks_error)?;
-            if key.len() != ENTRY_KEY_LEN {
-                return Err(Error::Storage(format!("corrupt metalog key of {} bytes", key.len())));
-            }
-            let (term, log) = decode_metalog_prefix(&key)?;
-            while let Some((_, _, mark)) = seals.next_if(|(t, l, _)| (*t, *l) < (term, log)) {
+            let entry = decode_entry(&key, &value)?;
+            while let Some((_, _, mark)) = seals.next_if(|(t, l, _)| (*t, *l) < (entry.term, entry.log)) {
                 writes.push(mark);
-            }
-            let entry: MetalogEntry = decode("metalog entry", &value, ENTRY_BYTES_MAX)?;
-            let index = u64::from_be_bytes(key[METALOG_PREFIX_LEN..].try_into().expect("entry keys have 8 index bytes"));
-            if (entry.term, entry.log, entry.index) != (term, log, index) {
-                return Err(Error::Storage(format!("metalog entry under key {term:?} {log:?} {index} names another position")));
             }
             writes.push(MetalogWrite::Entry(entry));
         }

@@ -486,6 +486,21 @@ fn journal_store_removes_a_segment_a_crash_left_without_its_header() -> anyhow::
     model.check(&JournalStore::open(dir.path(), FsyncPolicy::EveryBatch)?, &[]).context("after the second reopen")
 }
 
+/// Found by the `record_journal` fuzz target: a segment cut inside its header (the
+/// magic whole, 4 of the first sequence number's 8 bytes) made the open panic.
+#[test]
+fn journal_store_refuses_a_segment_cut_inside_its_header() -> anyhow::Result<()> {
+    let dir = tempfile::TempDir::new()?;
+    drop(JournalStore::open(dir.path(), FsyncPolicy::EveryBatch)?);
+    let (segment, _) = journal_tail(dir.path())?;
+    std::fs::write(&segment, b"tally-records-j1\x01\x00\x00\x03")?;
+    match JournalStore::open(dir.path(), FsyncPolicy::EveryBatch) {
+        Ok(_) => bail!("a segment without a whole header was opened"),
+        Err(e) => ensure!(e.to_string().contains("no record journal header"), "{e}"),
+    }
+    Ok(())
+}
+
 #[test]
 fn a_directory_keeps_the_record_store_it_holds() -> anyhow::Result<()> {
     let (old, new) = (tempfile::TempDir::new()?, tempfile::TempDir::new()?);

@@ -504,7 +504,7 @@ impl Instance {
 }
 
 /// A guest names its own tags, never the platform's (marks included).
-fn guest_tags<'a>(tags: impl IntoIterator<Item = &'a Tag>) -> Result<(), LogError> {
+pub(crate) fn guest_tags<'a>(tags: impl IntoIterator<Item = &'a Tag>) -> Result<(), LogError> {
     match tags.into_iter().find(|t| t.is_reserved()) {
         Some(t) => Err(LogError::InvalidArgument(format!("tag {:#x} is reserved for the platform", t.0))),
         None => Ok(()),

@@ -243,11 +243,39 @@ pub struct Checkpoint {
 /// then the clock readings it took after them if the result follows, and the step
 /// that logged them, if it was one that may end a group ([`Step::ends_group`]). Also in each write's object
 /// stream (a write log's reader takes the last write of its object), and in
-/// INSTANCES if it ends with the result. Never empty and never nested
-/// ([`decode_steps`] checks).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// INSTANCES if it ends with the result. Never empty ([`decode_steps`] checks) and
+/// never nested: decoding refuses a group in a group before it reads the inner one, so
+/// that a corrupt record cannot make it recurse until the stack overflows.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Group {
     pub steps: Vec<Step>,
+}
+
+impl<'de> Deserialize<'de> for Group {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<Group, D::Error> {
+        /// A group as it is encoded: what `derive` would read.
+        #[derive(Deserialize)]
+        #[serde(rename = "Group")]
+        struct Encoded {
+            steps: Vec<Step>,
+        }
+        thread_local! {
+            /// Set while this thread decodes a group's steps.
+            static IN_GROUP: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+        }
+        /// Clears the flag however decoding the outer group ends.
+        struct Outer;
+        impl Drop for Outer {
+            fn drop(&mut self) {
+                IN_GROUP.with(|g| g.set(false));
+            }
+        }
+        if IN_GROUP.with(|g| g.replace(true)) {
+            return Err(serde::de::Error::custom("a group nested in a group"));
+        }
+        let _outer = Outer;
+        Encoded::deserialize(deserializer).map(|e| Group { steps: e.steps })
+    }
 }
 
 /// A read-optimized write that carries its value (one of at most

@@ -53,6 +53,8 @@ use crate::config::Protocol;
 use crate::error::Error;
 
 pub mod kind;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod samples;
 
 /// The format of every record this node writes.
 pub const FORMAT: u8 = 1;

@@ -185,10 +185,11 @@ impl ScheduleSpec {
         }
     }
 
-    /// The first tick strictly after `after_ms`, if any.
+    /// The first tick strictly after `after_ms`, if any. A record read back may hold
+    /// what `check` refuses: an interval of 0 names no tick.
     fn next_after(&self, after_ms: u64) -> Option<u64> {
         match &self.timing {
-            Timing::EveryMs(p) => (after_ms / p).checked_add(1)?.checked_mul(*p),
+            Timing::EveryMs(p) => after_ms.checked_div(*p)?.checked_add(1)?.checked_mul(*p),
             Timing::Cron(expr) => Cron::parse(expr).ok()?.next_after(after_ms),
         }
     }
@@ -202,10 +203,12 @@ impl ScheduleSpec {
                 let latest = now / p * p;
                 (latest, (latest - first) / p + 1)
             }
-            Timing::Cron(_) => {
+            Timing::Cron(expr) => {
+                // Parsed once: a catch-up may pass over `PASS_MAX` ticks.
+                let Ok(cron) = Cron::parse(expr) else { return (first, 1) };
                 let (mut latest, mut count) = (first, 1);
                 while count < PASS_MAX {
-                    match self.next_after(latest) {
+                    match cron.next_after(latest) {
                         Some(t) if t <= now => (latest, count) = (t, count + 1),
                         _ => break,
                     }
@@ -218,7 +221,7 @@ impl ScheduleSpec {
 
 /// A schedule's whole state after one change: a record of its stream.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-struct State {
+pub(crate) struct State {
     name: String,
     /// This record's offset in the stream.
     offset: u64,
@@ -274,7 +277,7 @@ pub struct Schedule {
 
 /// What a schedule's driver does next, from its state and the time alone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Plan {
+pub(crate) enum Plan {
     /// Nothing due: look again at this wall-clock time (`None`: no tick to wait for).
     Wait(Option<u64>),
     /// Tick `tick` is due; `passed` earlier ones are passed over by the catch-up policy.
@@ -285,7 +288,7 @@ enum Plan {
 
 impl State {
     /// The state a record of schedule `name`'s stream holds.
-    fn of_stream(name: &str, data: &[u8]) -> Result<State> {
+    pub(crate) fn of_stream(name: &str, data: &[u8]) -> Result<State> {
         let state: State = record::decode("schedule", data)?;
         if state.name != name {
             return Err(Error::Internal(format!("the stream of schedule {name:?} holds schedule {:?}", state.name)));
@@ -293,7 +296,7 @@ impl State {
         Ok(state)
     }
 
-    fn new(name: &str) -> State {
+    pub(crate) fn new(name: &str) -> State {
         State {
             name: name.to_string(),
             offset: 0,
@@ -320,7 +323,7 @@ impl State {
         s
     }
 
-    fn plan(&self, now: u64) -> Plan {
+    pub(crate) fn plan(&self, now: u64) -> Plan {
         let Some(spec) = self.spec.as_ref().filter(|_| !self.paused) else { return Plan::Wait(None) };
         let Some(first) = spec.next_after(self.last_tick_ms) else { return Plan::Wait(None) };
         if first > now {
@@ -345,7 +348,7 @@ impl State {
         })
     }
 
-    fn view(&self) -> Option<Schedule> {
+    pub(crate) fn view(&self) -> Option<Schedule> {
         let spec = self.spec.clone()?;
         let next_tick_ms = match self.pending {
             Some(p) => Some(p),
@@ -367,6 +370,47 @@ impl State {
             last_error: self.last_error.clone(),
         })
     }
+}
+
+/// States of a schedule `name` as its stream holds them, for the fuzz targets
+/// (`tally-fuzz`): one of each timing and policy, fresh, ticking, paused, deleted.
+#[cfg(feature = "fuzzing")]
+pub(crate) fn sample_states(name: &str) -> Vec<State> {
+    let spec = |timing, overlap, catch_up| ScheduleSpec {
+        function: "f".into(),
+        book: BookId(7),
+        input: Bytes::from_static(b"in"),
+        timing,
+        overlap,
+        catch_up,
+    };
+    let id = InstanceId::scheduled(name, 60_000);
+    let ticking = State {
+        offset: 3,
+        revision: 1,
+        spec: Some(spec(Timing::EveryMs(60_000), Overlap::BufferOne, CatchUp::All)),
+        last_tick_ms: 1_795_683_600_000,
+        last: Some((BookId(7), id.clone())),
+        pending: Some(1_795_683_660_000),
+        starting: Some(Start { id, function: "f".into(), book: BookId(7), input: Bytes::from_static(b"in") }),
+        fired: 2,
+        skipped: 1,
+        triggered: 1,
+        last_error: Some("no function f".into()),
+        ..State::new(name)
+    };
+    let cron = State {
+        spec: Some(spec(Timing::Cron("*/5 9-17 * * mon-fri".into()), Overlap::Skip, CatchUp::Latest)),
+        ..State::new(name)
+    };
+    let leap = State {
+        spec: Some(spec(Timing::Cron("0 0 29 2 *".into()), Overlap::AllowAll, CatchUp::None)),
+        last_tick_ms: u64::MAX - 1,
+        ..State::new(name)
+    };
+    let paused = State { paused: true, ..ticking.clone() };
+    let deleted = State { spec: None, revision: 2, ..ticking.clone() };
+    vec![State::new(name), ticking, cron, leap, paused, deleted]
 }
 
 /// What this node knows of the cluster's schedules.
@@ -436,6 +480,20 @@ mod tests {
         paused.paused = true;
         assert_eq!(paused.plan(20_000), Plan::Wait(None));
         assert_eq!(State::new("s").plan(20_000), Plan::Wait(None));
+    }
+
+    /// Found by the `schedule_state` fuzz target: a record whose interval is 0 (no node
+    /// writes one, `ScheduleSpec::check` refuses it; a corrupt or foreign record) made
+    /// the driver divide by zero. It plans no tick now.
+    #[test]
+    fn a_record_of_no_interval_plans_no_tick() {
+        let found = "0107000000000000006e696768746c7900000000000000000000000000000001010000000000000000000000000000000000\
+                     00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000";
+        let bytes: Vec<u8> = (0..found.len()).step_by(2).map(|i| u8::from_str_radix(&found[i..i + 2], 16).unwrap()).collect();
+        let state = State::of_stream("nightly", &bytes).unwrap();
+        assert_eq!(state.spec.as_ref().map(|s| &s.timing), Some(&Timing::EveryMs(0)));
+        assert_eq!(state.plan(u64::MAX), Plan::Wait(None));
+        assert_eq!(state.view().unwrap().next_tick_ms, None);
     }
 
     #[test]

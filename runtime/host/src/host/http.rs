@@ -82,7 +82,7 @@ pub(super) async fn serve(
 }
 
 /// The request as wasi:http's host takes it.
-fn to_hyper(r: HttpRequest) -> Result<(Scheme, http::Request<Full<Bytes>>), http::Error> {
+pub(crate) fn to_hyper(r: HttpRequest) -> Result<(Scheme, http::Request<Full<Bytes>>), http::Error> {
     let scheme = if r.scheme.eq_ignore_ascii_case("https") { Scheme::Https } else { Scheme::Http };
     let uri = http::Uri::builder()
         .scheme(r.scheme.as_str())

@@ -58,6 +58,8 @@ mod state;
 
 pub use output::Line;
 pub use settings::SettingsSource;
+#[cfg(feature = "fuzzing")]
+pub(crate) use {http::to_hyper, outgoing::origin};
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};

@@ -166,6 +166,17 @@ async fn handle(
     }
 }
 
+/// The host and port a guest's request names in its authority (port 0 for none that
+/// parses), which the allow-list is checked against.
+pub(crate) fn origin(scheme: &str, authority: &str) -> (String, u16) {
+    let default_port = if scheme == "http" { 80 } else { 443 };
+    match split_host_port(authority) {
+        Some((host, Some(port))) => (host.to_string(), port.parse().unwrap_or(0)),
+        Some((host, None)) => (host.to_string(), default_port),
+        None => (authority.to_string(), 0),
+    }
+}
+
 /// `METHOD scheme://host:port/path`, and the origin.
 fn describe(r: &HostOutgoingRequest) -> (String, String, String, u16) {
     use wasmtime_wasi_http::p2::bindings::http::types::{Method, Scheme};
@@ -175,12 +186,7 @@ fn describe(r: &HostOutgoingRequest) -> (String, String, String, u16) {
         Some(Scheme::Other(s)) => s.to_ascii_lowercase(),
     };
     let authority = r.authority.clone().unwrap_or_default();
-    let default_port = if scheme == "http" { 80 } else { 443 };
-    let (host, port) = match split_host_port(&authority) {
-        Some((host, Some(port))) => (host.to_string(), port.parse().unwrap_or(0)),
-        Some((host, None)) => (host.to_string(), default_port),
-        None => (authority.clone(), 0),
-    };
+    let (host, port) = origin(&scheme, &authority);
     let method = match &r.method {
         Method::Get => "GET",
         Method::Head => "HEAD",

@@ -1,0 +1,6 @@
+#![no_main]
+
+// `tally_fuzz::targets::log::RECORD_META`: see its `what`.
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    (tally_fuzz::targets::log::RECORD_META.run)(data);
+});
