@@ -33,7 +33,7 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<()> {
     let config = tally_runtime::Config { data_dir: data.path().join("data"), listen: "127.0.0.1:0".into(), ..Default::default() };
     let node = DevNode::start(config).await.context("starting a Tally dev node")?;
     let (url, admin) = (node.url(), node.admin_token.clone());
-    let result = tokio::task::spawn_blocking(move || measure(&plan, &url, &admin, &hello)).await;
+    let result = tokio::task::spawn_blocking(move || measure_auth(&plan, &url, &admin, &hello)).await;
     node.shutdown().await;
     let report = result??;
     report.print_table();
@@ -41,7 +41,7 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn measure(plan: &Plan, url: &str, admin: &str, hello: &[u8]) -> anyhow::Result<Report> {
+fn measure_auth(plan: &Plan, url: &str, admin: &str, hello: &[u8]) -> anyhow::Result<Report> {
     let agent = deploy_agent();
     let mut response = agent.put(format!("{url}/v1/functions/hello")).send(hello).context("deploying hello")?;
     ensure!(response.status() == 201, "deploying hello: {}", response.body_mut().read_to_string().unwrap_or_default());

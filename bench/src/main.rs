@@ -14,6 +14,7 @@ mod log;
 mod memory;
 mod peers;
 mod report;
+mod soak;
 mod state;
 mod webhooks;
 mod workflows;
@@ -25,7 +26,7 @@ use std::process::ExitCode;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-const SUITES: &[&str] = &["log", "invoke", "state", "cluster", "memory", "durable", "libs", "http", "auth"];
+const SUITES: &[&str] = &["log", "invoke", "state", "cluster", "memory", "durable", "libs", "http", "auth", "soak"];
 
 /// What every suite is told about the run.
 pub struct RunOptions {
@@ -84,6 +85,7 @@ fn main() -> ExitCode {
         "libs" => runtime.block_on(libs::run(&options)),
         "http" => runtime.block_on(http_fns::run(&options)),
         "auth" => runtime.block_on(auth::run(&options)),
+        "soak" => runtime.block_on(soak::run(&options)),
         _ => unreachable!("every suite of SUITES has a branch"),
     };
     match result {

@@ -16,10 +16,9 @@ use super::{Books, Tokens};
 
 /// The pause between two probes of a kind: a few dozen requests a second each.
 const PACE: Duration = Duration::from_millis(20);
-/// How long a request with a position far past the log's end may be held.
-const FAR_POSITION_WAIT: Duration = Duration::from_secs(3);
 
-fn bearer(token: &str) -> String {
+/// The header line of a bearer token.
+pub(super) fn bearer(token: &str) -> String {
     format!("Authorization: Bearer {token}\r\n")
 }
 
@@ -56,7 +55,8 @@ fn auth(tokens: &Tokens, books: &Books) -> Vec<Probe> {
     let forbidden = || Expect::status(&[403]).code("forbidden");
     let mut non_text = b"POST ".to_vec();
     non_text.extend_from_slice(target.as_bytes());
-    non_text.extend_from_slice(b" HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \xff\xfe\r\nContent-Length: 4\r\n\r\nincr");
+    non_text
+        .extend_from_slice(b" HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \xff\xfe\r\nContent-Length: 4\r\n\r\nincr");
     let unknown = format!("tally_0123456789abcdef_{}", "0".repeat(64));
     vec![
         probe("no token", invoke(""), unauthenticated()),
@@ -158,7 +158,8 @@ fn oversized(tokens: &Tokens, books: &Books) -> Vec<Probe> {
         probe("7 MiB announced, expecting 100-continue", length(&counter, "7340032", "Expect: 100-continue\r\n"), too_large()),
         probe("8 KiB chunked to echo (4 KiB)", chunks, too_large()),
         probe("5000 bytes sent to echo (4 KiB)", request("POST", &echo, &auth, &[b'x'; 5000]), too_large()),
-        probe("u64::MAX announced", length(&echo, "18446744073709551615", ""), too_large()),
+        // hyper takes a length this close to u64::MAX for a head too large.
+        probe("u64::MAX announced", length(&echo, "18446744073709551615", ""), Expect::status(&[413, 431])),
     ]
 }
 
@@ -169,7 +170,9 @@ fn crafted(tokens: &Tokens, books: &Books) -> Vec<Probe> {
     let h = books.hostile;
     let auth = bearer(&tokens.hostile);
     let read = bearer(&tokens.reader);
-    let echo = |query: &str, headers: &str| request("POST", &format!("/v1/functions/echo/invoke?book={h}{query}"), &format!("{auth}{headers}"), b"hi");
+    let echo = |query: &str, headers: &str| {
+        request("POST", &format!("/v1/functions/echo/invoke?book={h}{query}"), &format!("{auth}{headers}"), b"hi")
+    };
     let records = |path: &str| request("GET", path, &read, b"");
     let invalid = || Expect::status(&[400]).code("invalid_argument");
     let echoed = || Expect::status(&[200]).body_has("hi");
@@ -221,16 +224,18 @@ fn crafted(tokens: &Tokens, books: &Books) -> Vec<Probe> {
         probe("book named twice", echo("&book=2", ""), invalid()),
         probe("invoke unknown parameter", echo("&bogus=1", ""), invalid()),
         probe("a delay of u64::MAX ms", echo("&async=true&delay_ms=18446744073709551615", ""), Expect::status(&[202, 400])),
-        // Positions (Tally-Position): malformed ones refused; one far past the log's end.
+        // Positions (Tally-Position): malformed ones refused; any index of term 0 is
+        // older than every position of the cluster's first term. Positions past the
+        // log's end have a phase of their own (`positions.rs`): they wait.
         probe("position with a term past u16", echo("", "Tally-Position: 70000.1\r\n"), invalid()),
         probe("position of garbage", echo("", "Tally-Position: x.y,1\r\n"), invalid()),
-        probe(
-            "position far past the log's end",
-            echo("", "Tally-Position: 0.18446744073709551615\r\n"),
-            Expect::status(&[400, 503, 504]).within(FAR_POSITION_WAIT),
-        ),
+        probe("position of term 0", echo("", "Tally-Position: 0.18446744073709551615\r\n"), echoed()),
         // Function names and invocation IDs.
-        probe("function named NUL", request("POST", &format!("/v1/functions/%00/invoke?book={h}"), &auth, b"hi"), unknown_function()),
+        probe(
+            "function named NUL",
+            request("POST", &format!("/v1/functions/%00/invoke?book={h}"), &auth, b"hi"),
+            unknown_function(),
+        ),
         probe(
             "function of a 10 KiB name",
             request("POST", &format!("/v1/functions/{long}/invoke?book={h}"), &auth, b"hi"),
@@ -241,8 +246,13 @@ fn crafted(tokens: &Tokens, books: &Books) -> Vec<Probe> {
             request("POST", &format!("/v1/functions/..%2F..%2Fetc/invoke?book={h}"), &auth, b"hi"),
             unknown_function(),
         ),
-        probe("invocation ID not hex", records(&format!("/v1/invocations/zz?book={h}")), invalid()),
-        probe("invocation ID of 10 KiB", records(&format!("/v1/invocations/{}?book={h}", "a".repeat(10 << 10))), invalid()),
+        // An ID that cannot be one is looked up all the same: unknown.
+        probe("invocation ID not hex", records(&format!("/v1/invocations/zz?book={h}")), Expect::status(&[400, 404])),
+        probe(
+            "invocation ID of 10 KiB",
+            records(&format!("/v1/invocations/{}?book={h}", "a".repeat(10 << 10))),
+            Expect::status(&[400, 404]),
+        ),
     ]
 }
 
@@ -259,7 +269,11 @@ fn guest_faults(tokens: &Tokens, books: &Books) -> Vec<Probe> {
 /// A guest that never returns: 504 timeout at its `timeout_ms`.
 fn spin(tokens: &Tokens, books: &Books) -> Vec<Probe> {
     let target = format!("/v1/functions/spin/invoke?book={}", books.hostile);
-    vec![probe("spinning guest", request("POST", &target, &bearer(&tokens.hostile), b"spin"), Expect::status(&[504]).code("timeout"))]
+    vec![probe(
+        "spinning guest",
+        request("POST", &target, &bearer(&tokens.hostile), b"spin"),
+        Expect::status(&[504]).code("timeout"),
+    )]
 }
 
 /// A guest that calls itself deeper than `call_depth_max`: the call past the limit is
@@ -278,7 +292,8 @@ fn recursion(tokens: &Tokens, books: &Books) -> Vec<Probe> {
 fn slow_body(tokens: &Tokens, books: &Books) -> Vec<Probe> {
     let target = format!("/v1/functions/echo/invoke?book={}", books.hostile);
     let body = b"slow-".repeat(13);
-    let head = format!("POST {target} HTTP/1.1\r\nHost: 127.0.0.1\r\n{}Content-Length: {}\r\n\r\n", bearer(&tokens.hostile), body.len());
+    let head =
+        format!("POST {target} HTTP/1.1\r\nHost: 127.0.0.1\r\n{}Content-Length: {}\r\n\r\n", bearer(&tokens.hostile), body.len());
     let expect = Expect::status(&[200]).body_has(String::from_utf8_lossy(&body));
     vec![Probe {
         name: "65 bytes over a second".into(),

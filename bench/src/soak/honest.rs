@@ -46,6 +46,7 @@ impl Seen {
 
 /// One honest client, on its own book.
 pub(crate) struct Incrementer {
+    pub book: u64,
     url: String,
     http: Http,
     /// The header line of its token.
@@ -60,8 +61,10 @@ pub(crate) struct Incrementer {
 }
 
 impl Incrementer {
-    pub(crate) fn new(url: &str, token: &str, prefix: String) -> anyhow::Result<Incrementer> {
+    /// A client of `book` through `url` (its invoke URL).
+    pub(crate) fn new(book: u64, url: &str, token: &str, prefix: String) -> anyhow::Result<Incrementer> {
         Ok(Incrementer {
+            book,
             url: url.to_string(),
             http: Http::new(url)?,
             auth: format!("Authorization: Bearer {token}\r\n"),
@@ -92,12 +95,14 @@ impl Op for Incrementer {
                         self.seen.wrong_values += 1;
                         if self.seen.shown.len() < SHOWN_MAX {
                             let key = format!("{}-{}", self.prefix, self.begun);
-                            self.seen.shown.push(format!("key {key}: counter said {value} at acknowledged increment {}", self.acked));
+                            self.seen
+                                .shown
+                                .push(format!("key {key}: counter said {value} at acknowledged increment {}", self.acked));
                         }
                     }
                     return Ok(());
                 }
-                Ok(Ok((status, _))) => status.to_string(),
+                Ok(Ok((status, body))) => super::hostile::label(status, &body),
                 Ok(Err(_)) => "closed".to_string(),
                 Err(_) => {
                     // The connection is mid-answer: never used again.
@@ -106,7 +111,8 @@ impl Op for Incrementer {
                 }
             };
             *self.seen.attempts.entry(label.clone()).or_default() += 1;
-            let retried = matches!(label.as_str(), "closed" | "timeout") || label.starts_with('5') || label == "429" || label == "409";
+            let retried =
+                matches!(label.as_str(), "closed" | "timeout") || label.starts_with('5') || label == "429" || label == "409";
             if !retried {
                 bail!("an honest increment ({}-{}) was answered {label}", self.prefix, self.begun);
             }

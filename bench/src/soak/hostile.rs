@@ -94,12 +94,36 @@ pub(crate) struct KindTally {
 #[derive(Clone, Default)]
 pub(crate) struct Ledger(Arc<Mutex<BTreeMap<&'static str, KindTally>>>);
 
+/// An answer's label for the report: its status, and for a 429 why (`429-rate`, the
+/// token's rate; `429-queue`, the book's queue was full; `429-wait`, it waited its
+/// longest), from the message `shares.rs` gives.
+pub(crate) fn label(status: u16, body: &[u8]) -> String {
+    if status != 429 {
+        return status.to_string();
+    }
+    let body = String::from_utf8_lossy(body);
+    let why = if body.contains("requests a second") {
+        "rate"
+    } else if body.contains("waiting already") {
+        "queue"
+    } else if body.contains("waited") {
+        "wait"
+    } else {
+        "other"
+    };
+    format!("429-{why}")
+}
+
 impl Ledger {
     pub(crate) fn note(&self, kind: &'static str, probe: &str, answer: &Answer, documented: bool) {
         let mut kinds = self.0.lock().expect("not poisoned");
         let tally = kinds.entry(kind).or_default();
         tally.requests += 1;
-        *tally.answers.entry(answer.label()).or_default() += 1;
+        let shown = match answer {
+            Answer::Status { status, body, .. } => label(*status, body),
+            _ => answer.label(),
+        };
+        *tally.answers.entry(shown).or_default() += 1;
         if !documented {
             tally.mismatches += 1;
             if tally.shown.len() < SHOWN_MAX {
@@ -130,7 +154,14 @@ pub(crate) struct Expect {
 
 impl Expect {
     pub(crate) fn status(statuses: &[u16]) -> Expect {
-        Expect { statuses: statuses.to_vec(), closed: false, code: None, body_has: None, retry_after: false, deadline: ANSWER_TIMEOUT }
+        Expect {
+            statuses: statuses.to_vec(),
+            closed: false,
+            code: None,
+            body_has: None,
+            retry_after: false,
+            deadline: ANSWER_TIMEOUT,
+        }
     }
 
     pub(crate) fn or_closed(self) -> Expect {
@@ -143,10 +174,6 @@ impl Expect {
 
     pub(crate) fn body_has(self, text: impl Into<String>) -> Expect {
         Expect { body_has: Some(text.into()), ..self }
-    }
-
-    pub(crate) fn within(self, deadline: Duration) -> Expect {
-        Expect { deadline, ..self }
     }
 
     pub(crate) fn accepts(&self, answer: &Answer) -> bool {
@@ -168,7 +195,12 @@ impl Expect {
 pub(crate) enum Send {
     Whole(Vec<u8>),
     /// The head, then the body `piece` bytes at a time, one piece every `every`.
-    Dribble { head: Vec<u8>, body: Vec<u8>, piece: usize, every: Duration },
+    Dribble {
+        head: Vec<u8>,
+        body: Vec<u8>,
+        piece: usize,
+        every: Duration,
+    },
     /// The bytes, then an end of stream (the node sees a truncated request).
     ThenHalfClose(Vec<u8>),
 }
@@ -295,7 +327,8 @@ impl Flooder {
                 }
             }
         };
-        let acked = answer.status() == Some(200) && std::str::from_utf8(answer.body()).is_ok_and(|b| b.trim().parse::<u64>().is_ok());
+        let acked =
+            answer.status() == Some(200) && std::str::from_utf8(answer.body()).is_ok_and(|b| b.trim().parse::<u64>().is_ok());
         ledger.note("flood", &format!("increment {key}"), &answer, acked || flood_expect().accepts(&answer));
         if !matches!(answer, Answer::Status { .. }) {
             self.conn = None;

@@ -19,7 +19,11 @@ const HEAD_BYTES_MAX: usize = 64 << 10;
 /// What came back for a request.
 #[derive(Debug)]
 pub(crate) enum Answer {
-    Status { status: u16, headers: Vec<(String, String)>, body: Vec<u8> },
+    Status {
+        status: u16,
+        headers: Vec<(String, String)>,
+        body: Vec<u8>,
+    },
     /// The node closed (or reset) the connection without an answer.
     Closed,
     /// No answer within the deadline, the connection still open.
@@ -76,7 +80,8 @@ impl Answer {
 /// `\r\n`), `Content-Length` of the body unless the headers frame it themselves, and
 /// the body.
 pub(crate) fn request(method: &str, target: &str, headers: &str, body: &[u8]) -> Vec<u8> {
-    let framed = headers.to_ascii_lowercase().contains("transfer-encoding:") || headers.to_ascii_lowercase().contains("content-length:");
+    let framed =
+        headers.to_ascii_lowercase().contains("transfer-encoding:") || headers.to_ascii_lowercase().contains("content-length:");
     let length = if framed { String::new() } else { format!("Content-Length: {}\r\n", body.len()) };
     let mut bytes = format!("{method} {target} HTTP/1.1\r\nHost: 127.0.0.1\r\n{headers}{length}\r\n").into_bytes();
     bytes.extend_from_slice(body);
@@ -114,20 +119,6 @@ impl Conn {
             // A reset, an end of stream or a broken answer: the node gave up on us.
             Ok(Ok(None) | Err(_)) => Answer::Closed,
             Err(_) => Answer::TimedOut,
-        }
-    }
-
-    /// Whether the node closed the connection, waiting up to `deadline` for it to; any
-    /// bytes it sends first (an error answer) are skipped.
-    pub(crate) async fn closed_within(&mut self, deadline: Duration) -> bool {
-        let end = Instant::now() + deadline;
-        let mut sink = [0u8; 4096];
-        loop {
-            match timeout_at(end, self.stream.read(&mut sink)).await {
-                Ok(Ok(0) | Err(_)) => return true,
-                Ok(Ok(_)) => continue,
-                Err(_) => return false,
-            }
         }
     }
 

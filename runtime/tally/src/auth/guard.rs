@@ -292,6 +292,12 @@ pub async fn authorize(access: &Access, headers: &HeaderMap, demand: &Demand) ->
             Ok(Caller { id: listed.grant.id, role: listed.grant.role, scope: listed.grant.scope })
         }
         Err(Refused::Denied(d)) => Err(Box::new(refusal(&d))),
+        // A position the log refuses is the client's error, as on every route.
+        Err(Refused::Log(e @ tally_logsvc::Error::InvalidArgument(_))) => Err(Box::new(error_response(
+            StatusCode::BAD_REQUEST,
+            "invalid_argument",
+            format!("{}: {e}", crate::gateway::POSITION),
+        ))),
         Err(Refused::Log(e)) => Err(Box::new(error_response(
             StatusCode::SERVICE_UNAVAILABLE,
             "log_unavailable",
