@@ -5,11 +5,16 @@
 # librocksdb-sys needs libclang. PostgreSQL is for the state store tests, which start a
 # server of their own from /usr/lib/postgresql/<ver>/bin. lld, wasi-libc and
 # libclang-rt-dev-wasm32 let clang build C guests (`tally build`); Go, Node.js and Python
-# for the other guests come with the machine.
+# for the other guests come with the machine. Chromium and chromedriver (Debian's
+# chromium-driver, /usr/bin/chromedriver) drive the browser tests of the gateway's pages
+# (runtime/tally/tests/common/browser.rs); for them, a binary missing from PATH is what
+# counts as missing.
 missing=()
 for pkg in clang libclang-dev librocksdb-dev postgresql etcd-server protobuf-compiler lld wasi-libc libclang-rt-dev-wasm32; do
     dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
 done
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "installing ${missing[*]}" >&2
     apt-get update -qq
