@@ -23,6 +23,8 @@ use std::sync::Arc;
 use tally_log_core::BookId;
 
 use crate::config::Protocol;
+use crate::id::InstanceId;
+use crate::record::meta::TraceRef;
 
 pub use tally_log_core::{BoxFuture, LogBook, LogResult};
 
@@ -86,6 +88,42 @@ impl RetryPolicy {
         self.backoff_ms.saturating_mul(1 << doublings).min(self.backoff_max_ms)
     }
 }
+
+/// What the node measures of executions (their latency breakdown and trace), kept
+/// with their Init and Result records ([`crate::Meta`]). The core measures nothing
+/// itself: it says where an instance's execution begins and ends, and asks what to keep.
+/// The simulator observes nothing ([`Unobserved`]).
+pub trait Observe: Send + Sync {
+    /// Runs `run`, one execution of instance `id` (a root or a child, on whichever node),
+    /// inside its measurements: what [`Observe::trace`] and [`Observe::parts`] answer
+    /// while it runs.
+    fn scope<'a>(&self, id: &InstanceId, run: BoxFuture<'a, ()>) -> BoxFuture<'a, ()> {
+        let _ = id;
+        run
+    }
+
+    /// The trace of the execution that calls this, kept with its Init and Result.
+    fn trace(&self) -> Option<TraceRef> {
+        None
+    }
+
+    /// Where the calling execution's time went so far, in microseconds per part,
+    /// kept with its Result.
+    fn parts(&self) -> Vec<(String, u64)> {
+        Vec::new()
+    }
+
+    /// The calling execution found its instance's Init logged by an earlier one, whose
+    /// trace that record keeps: a re-execution links to it.
+    fn recorded(&self, first: &TraceRef) {
+        let _ = first;
+    }
+}
+
+/// Observes nothing.
+pub struct Unobserved;
+
+impl Observe for Unobserved {}
 
 /// Which books this node looks after. The recovery scan (with garbage collection),
 /// `auto` and the completion of switches left unfinished run for a book on its owner

@@ -73,7 +73,9 @@ pub use attempt::{Attempt, Functions};
 pub use config::{Protocol, StateConfig, StoreKind};
 pub use core::NodeBounds;
 pub use cron::civil_from_days;
-pub use env::{owner, Alone, BoxFuture, Clock, FunctionVersion, LogBook, LogResult, Peers, RetryPolicy, Spawn};
+pub use env::{
+    owner, Alone, BoxFuture, Clock, FunctionVersion, LogBook, LogResult, Observe, Peers, RetryPolicy, Spawn, Unobserved,
+};
 pub use error::{Error, Result};
 pub use id::{InstanceId, IDEMPOTENCY_KEY_MAX};
 pub use inspect::ShardStatus;
@@ -81,6 +83,7 @@ pub use instance::{Instance, Of, Outcall, OutcallSlot, Started, Wake, SLEEP_MAX_
 pub use invoke::{InvocationStatus, InvokeRequest, Listed, ListedStatus};
 pub use node::{Durable, Invocations, Libraries, Parts, Schedules, Tables};
 pub use record::kind::OutcallOutcome;
+pub use record::meta::{Meta, TraceRef};
 pub use record::{InvocationKey, LockId, Outcome, Reading, Transition, INVOCATION_KEY_MAX};
 pub use recorder::{GuestClock, RANDOM_BYTES_MAX, READINGS_MAX};
 pub use schedule::{

@@ -16,7 +16,7 @@ use tally_log_core::{BookId, Context};
 use crate::attempt::Functions;
 use crate::config::StateConfig;
 use crate::core::{ChildCall, Core, CoreParts, Invoker, NodeBounds};
-use crate::env::{BoxFuture, Clock, LogBook, Peers, Spawn};
+use crate::env::{BoxFuture, Clock, LogBook, Observe, Peers, Spawn};
 use crate::error::{Error, Result};
 use crate::id::InstanceId;
 use crate::instance::{Instance, Of};
@@ -34,6 +34,8 @@ pub struct Parts {
     pub functions: Arc<dyn Functions>,
     /// Which books this node looks after (see [`Peers`]).
     pub peers: Arc<dyn Peers>,
+    /// What the node measures of executions (see [`Observe`]).
+    pub observe: Arc<dyn Observe>,
     /// A fresh secret, proposed as the cluster's tag key if it has none yet.
     pub tag_key: TagKey,
     /// Where this node's invocation IDs start (random, so nodes and restarts differ).
@@ -79,6 +81,7 @@ impl Durable {
             clock: parts.clock,
             spawn: parts.spawn,
             peers: parts.peers,
+            observe: parts.observe,
             tag_key: parts.tag_key,
         };
         let core = Arc::new(Core::start(core_parts, config, bounds).await?);

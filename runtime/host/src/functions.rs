@@ -54,7 +54,12 @@ impl HostFunctions {
         if attempt.attempt > 1 {
             self.metrics.reexecuted();
         }
+        crate::observe::annotate("tally.function", || function.clone());
+        crate::observe::annotate("tally.version", || loaded.info.version.to_string());
+        crate::observe::annotate("tally.book", || attempt.book.0.to_string());
+        crate::observe::annotate("tally.attempt", || attempt.attempt.to_string());
         let deadline = Tokio::instant(attempt.deadline_ms);
+        let queued = crate::observe::enter(crate::observe::Part::Queue);
         let permit = match tokio::time::timeout_at(deadline.into(), loaded.permits.acquire()).await {
             Ok(Ok(p)) => p,
             _ => {
@@ -63,6 +68,7 @@ impl HostFunctions {
                 return (Err(e), attempt);
             }
         };
+        drop(queued);
         self.metrics.started();
         let inv = Invocation { attempt, log: self.log.clone(), settings: self.registry.clone() };
         let (result, inv, output) = self.host.run(&loaded.pre, &loaded.info.limits, &loaded.info.outbound, inv).await;

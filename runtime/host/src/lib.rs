@@ -41,6 +41,7 @@ mod limits;
 mod logs;
 mod message;
 mod metrics;
+pub mod observe;
 mod outbound;
 mod registry;
 mod routes;

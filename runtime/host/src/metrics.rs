@@ -45,6 +45,8 @@ pub struct Metrics {
     reexecutions: AtomicU64,
     /// The engine whose instance pool the gauges describe, once a host runs.
     engine: OnceLock<wasmtime::Engine>,
+    /// Where executions' time went, by part (`observe/`).
+    pub parts: std::sync::Arc<crate::observe::PartHistograms>,
 }
 
 impl Metrics {
@@ -180,6 +182,7 @@ impl Metrics {
             out.push_str("# TYPE tally_idle_memory_resident_bytes gauge\n");
             let _ = writeln!(out, "tally_idle_memory_resident_bytes {}", pool.unused_memory_bytes_resident());
         }
+        self.parts.render(&mut out);
         out
     }
 }

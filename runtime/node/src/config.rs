@@ -33,6 +33,9 @@
 //! outgoing_request_bytes_max = 4194304
 //! outgoing_response_bytes_max = 524288     # at most 786432: a response is logged whole
 //!
+//! [observe]
+//! otlp_endpoint = "http://127.0.0.1:4318"   # traces over OTLP/HTTP; none by default
+//!
 //! [state]             # exactly-once state (see `durable`)
 //! store = "rocksdb"   # or "postgres", with `postgres = "host=... user=..."`
 //! protocol = "read-optimized"   # tables not named below
@@ -82,6 +85,29 @@ pub struct Config {
     pub limits: Limits,
     pub node: NodeLimits,
     pub state: StateConfig,
+    pub observe: ObserveConfig,
+}
+
+/// What the node tells about its executions beyond `/metrics` and `Server-Timing`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ObserveConfig {
+    /// An OTLP/HTTP collector (`http://host:4318`): every execution's trace is posted
+    /// to `<otlp_endpoint>/v1/traces` (JSON). No trace leaves the node without it.
+    pub otlp_endpoint: Option<String>,
+}
+
+impl ObserveConfig {
+    pub fn validate(&self) -> anyhow::Result<()> {
+        if let Some(e) = &self.otlp_endpoint {
+            let rest =
+                e.strip_prefix("http://").ok_or_else(|| anyhow::anyhow!("[observe] otlp_endpoint {e:?}: an http:// URL"))?;
+            if rest.is_empty() || rest.starts_with('/') {
+                anyhow::bail!("[observe] otlp_endpoint {e:?}: no host");
+            }
+        }
+        Ok(())
+    }
 }
 
 /// How the gateway takes requests without a token (`tally::auth::guard`).
@@ -121,6 +147,7 @@ impl Default for Config {
             limits: Limits::default(),
             node: NodeLimits::default(),
             state: StateConfig::default(),
+            observe: ObserveConfig::default(),
         }
     }
 }
@@ -135,6 +162,7 @@ impl Config {
     /// Checks that function defaults fit the node's limits.
     pub fn validate(&self) -> anyhow::Result<()> {
         self.check_limits(&self.limits).map_err(anyhow::Error::msg)?;
+        self.observe.validate()?;
         for table in self.state.tables.keys() {
             tally_durable::check_table(table).map_err(|e| anyhow::anyhow!("[state] tables: {e}"))?;
         }

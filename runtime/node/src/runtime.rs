@@ -19,6 +19,7 @@ use tally_durable::{
     Durable, InvocationKey, InvocationStatus, Invocations, InvokeRequest, Libraries, NodeBounds, Parts, Peers, Schedules,
     StateStore, Tables, TagKey,
 };
+use tally_host::observe::{Observer, TimedLog, TimedStore};
 use tally_host::{DeploySpec, HostFunctions, LogStore, Metrics, Registry, SecretsKey, Tokio, VersionInfo, WasmHost};
 use tally_logsvc::{BookId, Context, LogClient};
 use tally_state::{PgStateStore, RocksStateStore};
@@ -36,6 +37,8 @@ pub struct Runtime {
     pub metrics: Arc<Metrics>,
     /// What this node's guests printed (`tally logs`).
     pub logs: Arc<LogStore>,
+    /// What the node measures of executions: the gateway makes each request's probe.
+    pub observer: Observer,
     log: LogClient,
     durable: Arc<Durable>,
     /// Set by [`Runtime::stop`]: the registry refresh ends at its next turn.
@@ -78,20 +81,22 @@ impl Runtime {
         let logs = Arc::new(LogStore::new(config.node.logs_bytes_max as usize));
         let functions =
             HostFunctions { registry: registry.clone(), host, metrics: metrics.clone(), log: log.clone(), logs: logs.clone() };
+        let observer = Observer::start(config.observe.otlp_endpoint.as_deref(), metrics.parts.clone());
         let parts = Parts {
-            log: Arc::new(platform),
-            store,
+            log: Arc::new(TimedLog(Arc::new(platform))),
+            store: Arc::new(TimedStore(store)),
             clock: Arc::new(Tokio),
             spawn: Arc::new(Tokio),
             functions: Arc::new(functions),
             peers,
+            observe: Arc::new(observer.clone()),
             tag_key: random_key()?,
             id_prefix: RandomState::new().hash_one(Instant::now()),
         };
         let bounds = NodeBounds { call_depth_max: config.node.call_depth_max, invocations_kept: config.node.invocations_kept };
         let durable = Durable::start(parts, config.state.clone(), bounds).await?;
         durable.start_background();
-        let rt = Arc::new(Runtime { config, registry, metrics, logs, log, durable, stopped: AtomicBool::new(false) });
+        let rt = Arc::new(Runtime { config, registry, metrics, logs, observer, log, durable, stopped: AtomicBool::new(false) });
         // Deploys made through other nodes show up here within REGISTRY_POLL; a name this
         // node has never seen is looked up at once (see `Registry::lookup`). The task
         // ends with the runtime; cancelling it loses nothing.

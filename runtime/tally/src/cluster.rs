@@ -241,6 +241,7 @@ impl ClusterDir {
             secrets_key_file: Some(secrets_key_file.clone()),
             admin_token_file: Some(admin_token_file.clone()),
             partition_file: None,
+            observe: Default::default(),
             tls_cert_file: None,
             tls_key_file: None,
             tls_ca_file: None,

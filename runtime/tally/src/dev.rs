@@ -57,6 +57,10 @@ impl DevNode {
         b.storage_config.heartbeat_interval_us = DEV_HEARTBEAT_US;
         b.sequencer_config.heartbeat_interval_us = DEV_HEARTBEAT_US;
         b.failure_timeout_us = 10 * DEV_HEARTBEAT_US;
+        // A test hook: a slow disk under the log (the breakdown's tests).
+        if let Some(ms) = std::env::var("TALLY_TEST_FSYNC_DELAY_MS").ok().and_then(|v| v.parse().ok()) {
+            b.group_commit.sync_delay_ms = ms;
+        }
         b.index_resident_max(usize::try_from(config.node.index_resident_bytes).unwrap_or(usize::MAX));
         let cluster = b.build().await.context("starting the shared log")?;
         let listener =

@@ -81,6 +81,7 @@ use crate::auth::guard::{self, Access, Caller};
 
 mod books;
 mod logs;
+mod observe;
 mod schedules;
 mod settings;
 mod tokens;
@@ -450,6 +451,18 @@ async fn invoke(
     headers: HeaderMap,
     body: RequestBody,
 ) -> ApiResult<Response> {
+    let span = format!("POST /v1/functions/{name}/invoke");
+    observe::observed(&rt.clone(), &headers.clone(), span, invoke_observed(rt, access, name, q, headers, body)).await
+}
+
+async fn invoke_observed(
+    rt: Arc<Runtime>,
+    access: Arc<Access>,
+    name: String,
+    q: InvokeQuery,
+    headers: HeaderMap,
+    body: RequestBody,
+) -> ApiResult<Response> {
     let opts = InvokeOptions {
         delay_ms: q.delay_ms,
         key: match q.key {
@@ -473,7 +486,7 @@ async fn invoke(
     let book = user_book(q.book)?;
     let input = body.read("the request", loaded.info.limits.request_bytes_max).await?;
     // Admitted before anything is logged: a refusal loses and repeats nothing.
-    let _place = match access.admission.admit(book.0).await {
+    let _place = match observe::queued(access.admission.admit(book.0)).await {
         Ok(place) => place,
         Err(refusal) => return Ok(guard::too_many(refusal)),
     };

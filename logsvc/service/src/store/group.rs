@@ -32,11 +32,13 @@ pub struct GroupCommitConfig {
     /// Records waiting in the queue; `submit` fails beyond it. An empty request counts
     /// as one record.
     pub queue_records_max: usize,
+    /// A test hook: each sync waits this long first, as a slow disk's would.
+    pub sync_delay_ms: u64,
 }
 
 impl Default for GroupCommitConfig {
     fn default() -> Self {
-        GroupCommitConfig { batch_bytes_max: 4 << 20, queue_records_max: 65536 }
+        GroupCommitConfig { batch_bytes_max: 4 << 20, queue_records_max: 65536, sync_delay_ms: 0 }
     }
 }
 
@@ -134,7 +136,13 @@ impl GroupCommit {
             records: AtomicU64::new(0),
             syncs: AtomicU64::new(0),
         });
-        let worker = Worker { store, rx, shared: shared.clone(), batch_bytes_max: config.batch_bytes_max };
+        let worker = Worker {
+            store,
+            rx,
+            shared: shared.clone(),
+            batch_bytes_max: config.batch_bytes_max,
+            sync_delay: std::time::Duration::from_millis(config.sync_delay_ms),
+        };
         let thread = std::thread::Builder::new()
             .name("tally-group-commit".into())
             .spawn(move || worker.run())
@@ -236,6 +244,7 @@ struct Worker {
     rx: mpsc::Receiver<Request>,
     shared: Arc<Shared>,
     batch_bytes_max: usize,
+    sync_delay: std::time::Duration,
 }
 
 impl Worker {
@@ -303,6 +312,9 @@ impl Worker {
         } else {
             self.store.write(&records).and_then(|()| {
                 self.shared.syncs.fetch_add(1, Ordering::Relaxed);
+                if !self.sync_delay.is_zero() {
+                    std::thread::sleep(self.sync_delay);
+                }
                 self.store.sync()
             })
         };
@@ -455,7 +467,8 @@ mod tests {
     }
 
     fn start(store: Arc<dyn RecordStore>, batch_bytes_max: usize, queue_records_max: usize) -> GroupCommit {
-        GroupCommit::start(store, GroupCommitConfig { batch_bytes_max, queue_records_max }).expect("group commit starts")
+        GroupCommit::start(store, GroupCommitConfig { batch_bytes_max, queue_records_max, sync_delay_ms: 0 })
+            .expect("group commit starts")
     }
 
     #[test]
@@ -606,7 +619,8 @@ mod tests {
     fn config_limits_are_checked() {
         let store: Arc<dyn RecordStore> = Arc::new(MemStore::new());
         for (batch_bytes_max, queue_records_max) in [(0, 1), (1, 0), (1, usize::MAX)] {
-            let started = GroupCommit::start(store.clone(), GroupCommitConfig { batch_bytes_max, queue_records_max });
+            let started =
+                GroupCommit::start(store.clone(), GroupCommitConfig { batch_bytes_max, queue_records_max, sync_delay_ms: 0 });
             assert!(matches!(started, Err(Error::InvalidArgument(_))), "{batch_bytes_max} {queue_records_max}");
         }
     }

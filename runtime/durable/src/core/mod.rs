@@ -23,7 +23,7 @@ use tally_log_core::{BookId, Context, Error as LogError, SeqNum};
 
 use crate::abort::{Abort, CrashAfter};
 use crate::config::StateConfig;
-use crate::env::{BoxFuture, Clock, LogBook, Peers, Spawn};
+use crate::env::{BoxFuture, Clock, LogBook, Observe, Peers, Spawn};
 use crate::error::{Error, Result};
 use crate::id::InstanceId;
 use crate::memo::Memo;
@@ -41,6 +41,7 @@ pub(crate) struct CoreParts {
     pub clock: Arc<dyn Clock>,
     pub spawn: Arc<dyn Spawn>,
     pub peers: Arc<dyn Peers>,
+    pub observe: Arc<dyn Observe>,
     /// A fresh secret, proposed as the cluster's tag key if it has none yet.
     pub tag_key: TagKey,
 }
@@ -66,6 +67,7 @@ pub(crate) struct Core {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) spawn: Arc<dyn Spawn>,
     pub(crate) peers: Arc<dyn Peers>,
+    pub(crate) observe: Arc<dyn Observe>,
     pub(crate) config: StateConfig,
     pub(crate) bounds: NodeBounds,
     pub(crate) tags: TagKey,
@@ -175,6 +177,7 @@ impl Core {
             clock: parts.clock,
             spawn: parts.spawn,
             peers: parts.peers,
+            observe: parts.observe,
             config,
             bounds,
             tags,

@@ -56,7 +56,8 @@ impl Instance {
                 Some(key) => Step::InitKeyed(kind::InitKeyed { id, function, version, input, key }),
             };
             let tags = [self.step_tag, INSTANCES];
-            let appended = self.core.log.cond_append(ctx, self.shadow(), &tags, record::encode(&init), self.step_tag, 0).await;
+            let data = self.with_meta(record::encode(&init), (true, false));
+            let appended = self.core.log.cond_append(ctx, self.shadow(), &tags, data, self.step_tag, 0).await;
             match appended {
                 Ok(s) => {
                     self.steps.push(Recorded { seqnum: s.0, step: init });
@@ -211,6 +212,12 @@ impl Instance {
                 continue;
             }
             self.records += 1;
+            if self.records == 1 {
+                // An earlier execution logged the Init: this one links to its trace.
+                if let Some(first) = record::meta::meta_of::<Step>(&r.data).and_then(|m| m.trace) {
+                    self.core.observe.recorded(&first);
+                }
+            }
             for step in record::decode_steps("step", &r.data)?.into_steps() {
                 self.steps.push(Recorded { seqnum: r.seqnum.0, step });
             }

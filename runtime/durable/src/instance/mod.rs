@@ -314,6 +314,8 @@ pub struct Instance {
     /// When it last looked for a cancellation in the log (the core's clock); `None`:
     /// look at the next step.
     cancel_checked_ms: Option<u64>,
+    /// When this execution began (wall milliseconds), kept with the Init it logs.
+    started_ms: u64,
     /// The transaction on durable objects in progress (`objects.rs`).
     txn: Option<Txn>,
     /// The seqnum of the last transaction's commit record (for the simulator's oracle).
@@ -367,6 +369,7 @@ impl Instance {
             promises: 0,
             cancelled: false,
             cancel_checked_ms: Some(core.clock.now_ms()),
+            started_ms: core.clock.wall_ms(),
             txn: None,
             last_commit: 0,
             held: Default::default(),

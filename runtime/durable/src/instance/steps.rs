@@ -245,6 +245,23 @@ impl Instance {
         self.effect()
     }
 
+    /// `data`, a record, with the trailer a record holding an Init or a Result carries
+    /// (`record::meta`; `(began, ended)` says which it holds, as [`record::meta::ends`]):
+    /// when this execution began and ended, its trace and its breakdown.
+    pub(super) fn with_meta(&self, data: Bytes, (began, ended): (bool, bool)) -> Bytes {
+        if !began && !ended {
+            return data;
+        }
+        let observe = &self.core.observe;
+        let meta = record::meta::Meta {
+            started_ms: began.then_some(self.started_ms),
+            ended_ms: ended.then(|| self.core.clock.wall_ms()),
+            trace: observe.trace(),
+            parts: if ended { observe.parts() } else { Vec::new() },
+        };
+        record::meta::with_meta(data, &meta)
+    }
+
     /// Logs the pending writes and `tail` (with its extra tags) as the step log's next
     /// record, a [`Step::Group`] if it holds more than one step, or takes what a peer
     /// logged there: a peer's record that holds a prefix of them leaves the rest for the
@@ -273,10 +290,12 @@ impl Instance {
             }
             tags.sort_unstable();
             tags.dedup();
+            let ends = record::meta::ends(&steps);
             let data = match steps.len() {
                 1 => record::encode(&steps[0]),
                 _ => record::encode(&Step::Group(kind::Group { steps })),
             };
+            let data = self.with_meta(data, ends);
             let position = self.records;
             let appended = match &init {
                 Some(unchanged) => {

@@ -17,6 +17,14 @@ impl Durable {
     /// Runs one invocation to a final outcome or a transient failure; returns it with
     /// the invocation's final log context. Roots of one ID run one at a time here.
     pub(crate) async fn run(self: &Arc<Self>, run: Run) -> (Result<Vec<u8>>, Context) {
+        let id = run.id.clone();
+        let mut out = None;
+        let observed = async { out = Some(self.run_observed(run).await) };
+        self.core.observe.scope(&id, Box::pin(observed)).await;
+        out.expect("a scope runs what it is given")
+    }
+
+    async fn run_observed(self: &Arc<Self>, run: Run) -> (Result<Vec<u8>>, Context) {
         if !run.id.is_root() {
             return self.run_attempts(run).await;
         }

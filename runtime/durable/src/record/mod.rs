@@ -53,6 +53,7 @@ use crate::config::Protocol;
 use crate::error::Error;
 
 pub mod kind;
+pub mod meta;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod samples;
 

@@ -254,6 +254,7 @@ pub(super) fn node_parts(
         spawn: Arc::new(handle.clone()),
         functions,
         peers: Arc::new(crate::env::Alone),
+        observe: Arc::new(crate::env::Unobserved),
         tag_key: TagKey::new(key),
         id_prefix: krng.next_u64(),
     }

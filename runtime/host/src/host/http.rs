@@ -67,12 +67,16 @@ pub(super) async fn serve(
     let request = http.new_incoming_request(scheme, request)?;
     let out = http.new_response_outparam(sender)?;
     let started = Instant::now();
+    let making = crate::observe::enter(crate::observe::Part::Instantiate);
     let proxy = pre.instantiate_async(&mut *store).await?;
+    drop(making);
     *instantiated = Some(started.elapsed());
     // The body is read while the guest writes it: a body larger than the channel's
     // buffer is written by a guest that waits for the reader.
     let collected = tokio::spawn(collect(receiver, limit));
+    let guest = crate::observe::enter(crate::observe::Part::Guest);
     let called = proxy.wasi_http_incoming_handler().call_handle(&mut *store, request, out).await;
+    drop(guest);
     // Whatever the guest left open it can no longer finish: dropping the host's side of
     // its resources ends a body it did not finish.
     store.data_mut().table = ResourceTable::new();

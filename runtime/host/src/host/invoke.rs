@@ -10,6 +10,7 @@ use super::{aborted, guest_runtime_error, GuestError, HostState};
 impl Host for HostState {
     #[tracing::instrument(name = "invoke.call", level = "debug", skip_all, fields(function))]
     async fn call(&mut self, function: String, input: Vec<u8>) -> wasmtime::Result<Result<Vec<u8>, GuestError>> {
+        let _frame = crate::observe::enter_with(crate::observe::Part::Children, || format!("call {function}"));
         match self.inv().attempt.call(function, Bytes::from(input)).await {
             Ok(outcome) => Ok(outcome.map_err(guest_runtime_error)),
             Err(abort) => aborted(abort),

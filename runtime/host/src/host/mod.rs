@@ -523,8 +523,11 @@ impl WasmHost {
             match pre {
                 Prepared::Handle(pre) => {
                     let started = Instant::now();
+                    let making = crate::observe::enter(crate::observe::Part::Instantiate);
                     let instance = pre.instantiate_async(&mut store).await?;
+                    drop(making);
                     instantiated = Some(started.elapsed());
+                    let _guest = crate::observe::enter(crate::observe::Part::Guest);
                     instance.call_handle(&mut store, &input).await
                 }
                 Prepared::Http(pre) => http::serve(pre, &mut store, &input, limits.response_bytes_max, &mut instantiated).await,

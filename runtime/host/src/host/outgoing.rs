@@ -218,7 +218,10 @@ impl WasiHttpHooks for Outgoing {
         let failed = self.failed.clone();
         let refusals = self.refusals.clone();
         let (metrics, function, waited) = (self.metrics.clone(), self.function.clone(), self.waited);
-        Box::new(async move {
+        // The exchange runs on a task of its own: it is measured on the probe of the
+        // execution that asked for it.
+        let probe = crate::observe::current();
+        let work = async move {
             let to = decision.as_ref().map(|(to, _)| to.to_string()).unwrap_or_default();
             let outcome = match decision {
                 // Only `handle` hands wasmtime-wasi-http a request.
@@ -235,7 +238,15 @@ impl WasiHttpHooks for Outgoing {
                 }
                 Some((to, Outcall::Send(slot))) => {
                     let started = std::time::Instant::now();
+                    let frame = crate::observe::enter_with(crate::observe::Part::Outgoing, || to.to_string());
+                    let mut request = request;
+                    if let Some(parent) = frame.traceparent() {
+                        if let Ok(v) = http::HeaderValue::from_str(&parent) {
+                            request.headers_mut().entry("traceparent").or_insert(v);
+                        }
+                    }
                     let outcome = send(&node, &to, request, options, slot.idempotency_key()).await;
+                    drop(frame);
                     let sent = started.elapsed();
                     let logged = slot.log(outcome).await;
                     metrics.sent_out(&function, waited, sent, started.elapsed() - sent);
@@ -255,6 +266,12 @@ impl WasiHttpHooks for Outgoing {
             let response = to_guest(outcome)?;
             let worker = Box::new(async { Ok(()) }) as Box<dyn Future<Output = _> + Send>;
             Ok((response, worker))
+        };
+        Box::new(async move {
+            match probe {
+                Some(p) => crate::observe::within(p, work).await,
+                None => work.await,
+            }
         })
     }
 }

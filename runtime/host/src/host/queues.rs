@@ -11,6 +11,7 @@ type Outcome<T> = wasmtime::Result<Result<T, GuestError>>;
 impl Host for HostState {
     #[tracing::instrument(name = "queues.push", level = "debug", skip_all)]
     async fn push(&mut self, queue: String, message: Vec<u8>) -> Outcome<()> {
+        let _frame = crate::observe::enter_with(crate::observe::Part::HostQueues, || format!("push {queue}"));
         match self.inv().attempt.queue_push(&queue, Bytes::from(message)).await {
             Ok(()) => Ok(Ok(())),
             Err(abort) => aborted(abort),
@@ -19,6 +20,7 @@ impl Host for HostState {
 
     #[tracing::instrument(name = "queues.pop", level = "debug", skip_all, fields(timeout_ms))]
     async fn pop(&mut self, queue: String, timeout_ms: u64) -> Outcome<Option<Vec<u8>>> {
+        let _frame = crate::observe::enter_with(crate::observe::Part::HostQueues, || format!("pop {queue}"));
         match self.inv().attempt.queue_pop(&queue, timeout_ms).await {
             Ok(message) => Ok(Ok(message.map(|m| m.to_vec()))),
             Err(abort) => aborted(abort),

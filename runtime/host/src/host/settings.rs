@@ -44,6 +44,7 @@ impl HostState {
 
 impl Host for HostState {
     async fn get(&mut self, key: String) -> wasmtime::Result<std::result::Result<Option<String>, Error>> {
+        let _frame = crate::observe::enter_with(crate::observe::Part::HostConfig, || "get".to_string());
         let values = match self.settings().await {
             Ok(v) => v,
             Err(e) => return Ok(Err(Error::Upstream(e))),
@@ -56,6 +57,7 @@ impl Host for HostState {
     }
 
     async fn get_all(&mut self) -> wasmtime::Result<std::result::Result<Vec<(String, String)>, Error>> {
+        let _frame = crate::observe::enter_with(crate::observe::Part::HostConfig, || "get_all".to_string());
         let values = match self.settings().await {
             Ok(v) => v,
             Err(e) => return Ok(Err(Error::Upstream(e))),

@@ -143,6 +143,9 @@ pub struct DevArgs {
     /// The key of --tls-cert-file (PEM).
     #[arg(long)]
     tls_key_file: Option<PathBuf>,
+    /// Export every execution's trace to this OTLP/HTTP collector (http://host:4318).
+    #[arg(long)]
+    otlp_endpoint: Option<String>,
     /// The protocol of one state table, e.g. --table accounts=write-optimized (repeatable).
     #[arg(long = "table", value_name = "TABLE=PROTOCOL")]
     tables: Vec<String>,
@@ -268,6 +271,9 @@ impl DevArgs {
         }
         if let Some(file) = &self.tls_key_file {
             c.tls_key_file = Some(file.clone());
+        }
+        if let Some(endpoint) = &self.otlp_endpoint {
+            c.observe.otlp_endpoint = Some(endpoint.clone());
         }
         for pin in &self.outgoing_hosts {
             let (name, ips) =

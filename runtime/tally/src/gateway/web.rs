@@ -90,6 +90,23 @@ async fn serve_as(
     headers: HeaderMap,
     body: RequestBody,
 ) -> ApiResult<Response> {
+    let span = format!("{method} /fn/{name}");
+    let (observer, seen) = (rt.clone(), headers.clone());
+    observe::observed(&observer, &seen, span, serve_observed(rt, access, name, path, book, method, uri, headers, body)).await
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn serve_observed(
+    rt: Arc<Runtime>,
+    access: &Access,
+    name: String,
+    path: &str,
+    book: Option<u64>,
+    method: Method,
+    uri: &Uri,
+    headers: HeaderMap,
+    body: RequestBody,
+) -> ApiResult<Response> {
     let position = position_of(&headers)?;
     let loaded = rt.registry.lookup_at(&name, &position).await?;
     if !loaded.pre.is_http() {
@@ -107,7 +124,7 @@ async fn serve_as(
     };
     let opts = header_options(&headers)?;
     let body = body.read("the request", loaded.info.limits.request_bytes_max).await?;
-    let _place = match access.admission.admit(book.0).await {
+    let _place = match observe::queued(access.admission.admit(book.0)).await {
         Ok(place) => place,
         Err(refusal) => return Ok(guard::too_many(refusal)),
     };

@@ -140,6 +140,9 @@ pub struct NodeConfig {
     /// stay reachable). Checked every 100 ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partition_file: Option<PathBuf>,
+    /// Traces of the function role's executions (`[observe]` of a node's config).
+    #[serde(default)]
+    pub observe: tally_runtime::config::ObserveConfig,
 }
 
 impl NodeConfig {
@@ -227,6 +230,7 @@ impl NodeConfig {
             limits: self.limits,
             node: self.node_limits.clone(),
             state: self.state.clone(),
+            observe: self.observe.clone(),
         }
     }
 }

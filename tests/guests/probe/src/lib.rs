@@ -11,6 +11,8 @@
 //! before the next effect, so each timed append also logs the readings around it (a
 //! Clocks step: two appends a call); input `append-loop N` reads the clock only before
 //! and after N appends and outputs their mean, `mean_ns`, which is one append's cost.
+//! Input `spin MS` keeps the guest busy for MS milliseconds of its monotonic clock and
+//! outputs `spun` (the breakdown's tests: the time is the guest's own).
 
 use std::time::Instant;
 
@@ -55,7 +57,19 @@ fn handle(input: Vec<u8>) -> Result<Vec<u8>, String> {
             }
             Ok(format!("{}", started.elapsed().as_nanos() as u64 / n as u64).into_bytes())
         }
-        _ => Err(format!("expected `read-next N`, `clock N`, `append N` or `append-loop N`, found {input:?}")),
+        ["spin", ms] => {
+            let ms: u64 = ms.parse().map_err(|_| format!("the time {ms:?} is not a number"))?;
+            let started = Instant::now();
+            let mut x = 1u64;
+            while started.elapsed().as_millis() < u128::from(ms.min(10_000)) {
+                for _ in 0..1000 {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+                }
+            }
+            std::hint::black_box(x);
+            Ok(b"spun".to_vec())
+        }
+        _ => Err(format!("expected `read-next N`, `clock N`, `append N`, `append-loop N` or `spin MS`, found {input:?}")),
     }
 }
 

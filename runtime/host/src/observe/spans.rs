@@ -1,0 +1,336 @@
+//! Spans for export over OTLP/HTTP (JSON), when `[observe] otlp_endpoint` is set.
+//!
+//! A probe's frames become spans as they close, its execution one span when it ends
+//! (`mod.rs`); they wait in a bounded queue (full: new spans are dropped and counted) for
+//! the exporter task, which posts them in batches to `<endpoint>/v1/traces`. Spans hold
+//! what was measured and names (functions, tables, callees), never keys or values.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tally_durable::TraceRef;
+
+use super::probe::{Part, Probe};
+
+pub type SpanId = [u8; 8];
+
+/// Spans kept for export at most; more are dropped until the exporter catches up.
+pub const QUEUED_MAX: usize = 16_384;
+/// Spans in one export request at most.
+const BATCH_MAX: usize = 1024;
+/// How often the exporter posts what is queued.
+const EXPORT_EVERY: Duration = Duration::from_millis(500);
+
+/// One finished span.
+#[derive(Clone, Debug)]
+pub struct SpanRecord {
+    pub trace_id: [u8; 16],
+    pub span_id: SpanId,
+    pub parent: Option<SpanId>,
+    pub name: String,
+    /// OTLP's span kind: 1 internal, 2 server, 3 client.
+    pub kind: u8,
+    pub start_unix_ns: u64,
+    pub end_unix_ns: u64,
+    pub attributes: Vec<(&'static str, String)>,
+    pub links: Vec<TraceRef>,
+}
+
+/// The queue of spans waiting for export.
+#[derive(Default)]
+pub struct Spans {
+    queue: Mutex<Vec<SpanRecord>>,
+    dropped: AtomicU64,
+    exported: AtomicU64,
+}
+
+impl Spans {
+    pub fn push(&self, span: SpanRecord) {
+        let mut q = self.queue.lock().expect("not poisoned");
+        if q.len() >= QUEUED_MAX {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        q.push(span);
+    }
+
+    /// The span of a frame of `probe` that just closed.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn frame(
+        &self,
+        probe: &Probe,
+        part: Part,
+        detail: Option<String>,
+        span: SpanId,
+        parent: SpanId,
+        started: Instant,
+        ended: Instant,
+    ) {
+        let mut attributes = vec![("tally.part", part.name().to_string())];
+        if let Some(d) = detail {
+            attributes.push(("tally.detail", d));
+        }
+        let kind = if part == Part::Outgoing { 3 } else { 1 };
+        self.push(SpanRecord {
+            trace_id: probe.trace().trace_id,
+            span_id: span,
+            parent: Some(parent),
+            name: part.name().to_string(),
+            kind,
+            start_unix_ns: unix_ns(probe, started),
+            end_unix_ns: unix_ns(probe, ended),
+            attributes,
+            links: Vec::new(),
+        });
+    }
+
+    pub fn take(&self, max: usize) -> Vec<SpanRecord> {
+        let mut q = self.queue.lock().expect("not poisoned");
+        let n = q.len().min(max);
+        q.drain(..n).collect()
+    }
+
+    /// Spans dropped because the queue was full or an export failed.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    pub fn exported(&self) -> u64 {
+        self.exported.load(Ordering::Relaxed)
+    }
+}
+
+/// `at` on the wall clock, from the probe's start.
+pub(super) fn unix_ns(probe: &Probe, at: Instant) -> u64 {
+    let (started, wall_ms) = probe.started_at();
+    let since = at.saturating_duration_since(started).as_nanos() as u64;
+    wall_ms.saturating_mul(1_000_000).saturating_add(since)
+}
+
+/// A fresh random trace ID (never all zeros, which W3C reserves).
+pub fn trace_id() -> [u8; 16] {
+    let mut out = [0u8; 16];
+    out[..8].copy_from_slice(&random_u64().to_be_bytes());
+    out[8..].copy_from_slice(&random_u64().to_be_bytes());
+    out
+}
+
+/// A fresh random span ID (never all zeros).
+pub fn span_id() -> SpanId {
+    random_u64().to_be_bytes()
+}
+
+fn random_u64() -> u64 {
+    use std::cell::Cell;
+    use std::hash::{BuildHasher, RandomState};
+    thread_local! {
+        static STATE: Cell<u64> = Cell::new(RandomState::new().hash_one(std::thread::current().id()) | 1);
+    }
+    STATE.with(|s| {
+        // SplitMix64.
+        let x = s.get().wrapping_add(0x9e37_79b9_7f4a_7c15);
+        s.set(x);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        (z ^ (z >> 31)).max(1)
+    })
+}
+
+/// A W3C `traceparent` header's trace ID and parent span, if it is well formed
+/// (version 00 or a later one's first four fields; IDs not all zeros).
+pub fn parse_traceparent(value: &str) -> Option<([u8; 16], SpanId)> {
+    let mut fields = value.trim().split('-');
+    let version = fields.next()?;
+    let (trace, span, flags) = (fields.next()?, fields.next()?, fields.next()?);
+    if version.len() != 2 || version == "ff" || !hex_ok(version) || flags.len() != 2 || !hex_ok(flags) {
+        return None;
+    }
+    if version == "00" && fields.next().is_some() {
+        return None;
+    }
+    let trace: [u8; 16] = unhex(trace)?.try_into().ok()?;
+    let span: SpanId = unhex(span)?.try_into().ok()?;
+    (trace != [0; 16] && span != [0; 8]).then_some((trace, span))
+}
+
+fn hex_ok(s: &str) -> bool {
+    s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) || !hex_ok(s) {
+        return None;
+    }
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).ok()).collect()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The `traceparent` header naming `trace` (sampled).
+pub fn traceparent(trace: &TraceRef) -> String {
+    format!("00-{}-{}-01", hex(&trace.trace_id), hex(&trace.span_id))
+}
+
+/// `spans` as an OTLP/HTTP JSON export request.
+pub fn otlp_json(spans: &[SpanRecord], service: &str) -> Vec<u8> {
+    use serde_json::json;
+    let spans: Vec<serde_json::Value> = spans
+        .iter()
+        .map(|s| {
+            let mut v = json!({
+                "traceId": hex(&s.trace_id),
+                "spanId": hex(&s.span_id),
+                "name": s.name,
+                "kind": s.kind,
+                "startTimeUnixNano": s.start_unix_ns.to_string(),
+                "endTimeUnixNano": s.end_unix_ns.max(s.start_unix_ns).to_string(),
+                "attributes": s.attributes.iter().map(|(k, v)| json!({"key": k, "value": {"stringValue": v}})).collect::<Vec<_>>(),
+            });
+            if let Some(p) = s.parent {
+                v["parentSpanId"] = json!(hex(&p));
+            }
+            if !s.links.is_empty() {
+                v["links"] = s
+                    .links
+                    .iter()
+                    .map(|l| json!({"traceId": hex(&l.trace_id), "spanId": hex(&l.span_id)}))
+                    .collect::<Vec<_>>()
+                    .into();
+            }
+            v
+        })
+        .collect();
+    let body = json!({"resourceSpans": [{
+        "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": service}}]},
+        "scopeSpans": [{"scope": {"name": "tally"}, "spans": spans}],
+    }]});
+    serde_json::to_vec(&body).expect("JSON always encodes")
+}
+
+/// Posts queued spans to `endpoint` (an `http://host:port[/path]` base; `/v1/traces` is
+/// added) until `spans` is the last reference to the queue. A failed export drops its
+/// batch (counted): telemetry never holds up or grows the node.
+pub async fn export(spans: Arc<Spans>, endpoint: String, service: String) {
+    let url = format!("{}/v1/traces", endpoint.trim_end_matches('/'));
+    let mut tick = tokio::time::interval(EXPORT_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        loop {
+            let batch = spans.take(BATCH_MAX);
+            if batch.is_empty() {
+                break;
+            }
+            let n = batch.len() as u64;
+            match post(&url, otlp_json(&batch, &service)).await {
+                Ok(()) => spans.exported.fetch_add(n, Ordering::Relaxed),
+                Err(e) => {
+                    tracing::debug!("exporting {n} spans to {url}: {e}");
+                    spans.dropped.fetch_add(n, Ordering::Relaxed)
+                }
+            };
+        }
+        if Arc::strong_count(&spans) == 1 {
+            return;
+        }
+    }
+}
+
+/// One HTTP/1.1 POST of a JSON body to a plain `http://` URL, bounded to 5 s.
+async fn post(url: &str, body: Vec<u8>) -> Result<(), String> {
+    use http_body_util::{BodyExt, Full};
+    let uri: http::Uri = url.parse().map_err(|e| format!("{e}"))?;
+    if uri.scheme_str() != Some("http") {
+        return Err("only http:// OTLP endpoints are supported".into());
+    }
+    let host = uri.host().ok_or("no host")?.to_string();
+    let port = uri.port_u16().unwrap_or(80);
+    let exchange = async {
+        let stream = tokio::net::TcpStream::connect((host.as_str(), port)).await.map_err(|e| e.to_string())?;
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(wasmtime_wasi_http::io::TokioIo::new(stream))
+            .await
+            .map_err(|e| e.to_string())?;
+        tokio::spawn(conn);
+        let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
+        let req = http::Request::post(path)
+            .header(http::header::HOST, uri.authority().map_or(host.clone(), |a| a.to_string()))
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(Full::new(bytes::Bytes::from(body)))
+            .map_err(|e| e.to_string())?;
+        let resp = sender.send_request(req).await.map_err(|e| e.to_string())?;
+        let status = resp.status();
+        let _ = resp.into_body().collect().await;
+        if status.is_success() {
+            Ok(())
+        } else {
+            Err(format!("the collector answered {status}"))
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(5), exchange).await.map_err(|_| "timed out".to_string())?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn traceparent_is_parsed_as_w3c_says() {
+        let ok = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let (t, s) = parse_traceparent(ok).expect("valid");
+        assert_eq!(hex(&t), "4bf92f3577b34da6a3ce929d0e0e4736");
+        assert_eq!(hex(&s), "00f067aa0ba902b7");
+        assert_eq!(traceparent(&TraceRef { trace_id: t, span_id: s }), ok);
+        assert!(parse_traceparent("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-later").is_some());
+        for bad in [
+            "",
+            "garbage",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+            "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e47-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra",
+            "0-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e47é6-00f067aa0ba902b7-01",
+        ] {
+            assert_eq!(parse_traceparent(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn ids_are_random_and_never_zero() {
+        let a = trace_id();
+        let b = trace_id();
+        assert_ne!(a, b);
+        assert_ne!(a, [0; 16]);
+        assert_ne!(span_id(), [0; 8]);
+    }
+
+    #[test]
+    fn the_queue_is_bounded() {
+        let spans = Spans::default();
+        let span = SpanRecord {
+            trace_id: [1; 16],
+            span_id: [2; 8],
+            parent: None,
+            name: "x".into(),
+            kind: 1,
+            start_unix_ns: 1,
+            end_unix_ns: 2,
+            attributes: vec![],
+            links: vec![],
+        };
+        for _ in 0..QUEUED_MAX + 10 {
+            spans.push(span.clone());
+        }
+        assert_eq!(spans.dropped(), 10);
+        assert_eq!(spans.take(usize::MAX).len(), QUEUED_MAX);
+        let json: serde_json::Value = serde_json::from_slice(&otlp_json(&[span], "tally")).expect("json");
+        assert_eq!(json["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["traceId"], "01".repeat(16));
+    }
+}

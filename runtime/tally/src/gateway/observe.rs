@@ -1,0 +1,43 @@
+//! Each invocation request is measured: a probe from its arrival (in the trace its
+//! `traceparent` names, a new one otherwise; a malformed header is ignored) to its
+//! answer, which says where the time went (`Server-Timing`) and the trace
+//! (`traceresponse`, W3C Trace Context level 2, and `Tally-Trace-Id`).
+
+use std::future::Future;
+
+use tally_host::observe::{self, traceparent, Part};
+
+use super::*;
+
+pub(super) const TRACE_ID: &str = "tally-trace-id";
+
+/// Runs `answer`, the handling of an invocation request named `span` (its method and
+/// route), under a probe of its own, and adds the probe's headers to its response.
+pub(super) async fn observed(
+    rt: &Runtime,
+    headers: &HeaderMap,
+    span: String,
+    answer: impl Future<Output = ApiResult<Response>>,
+) -> ApiResult<Response> {
+    let parent = headers.get("traceparent").and_then(|v| v.to_str().ok());
+    let probe = rt.observer.request(parent);
+    let mut response = observe::within(probe.clone(), answer).await.unwrap_or_else(IntoResponse::into_response);
+    let trace = probe.trace();
+    let status = response.status().as_u16();
+    let out = response.headers_mut();
+    for (name, value) in
+        [("server-timing", probe.server_timing()), ("traceresponse", traceparent(&trace)), (TRACE_ID, trace.trace_hex())]
+    {
+        if let Ok(v) = HeaderValue::from_str(&value) {
+            out.insert(name, v);
+        }
+    }
+    rt.observer.finish(&probe, &span, 2, vec![("http.response.status_code", status.to_string())]);
+    Ok(response)
+}
+
+/// Waits for `admitted` as the request's `queue` time.
+pub(super) async fn queued<T>(admitted: impl Future<Output = T>) -> T {
+    let _frame = observe::enter(Part::Queue);
+    admitted.await
+}

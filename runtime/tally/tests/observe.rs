@@ -1,0 +1,259 @@
+//! What a user sees of an invocation's time and trace: the latency breakdown in
+//! `Server-Timing` (and kept with the invocation), and traces posted over OTLP/HTTP to a
+//! receiver this test runs on 127.0.0.1.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{guest, node, node_with};
+use serde_json::Value;
+
+/// `Server-Timing`'s parts, in milliseconds, `total` among them.
+fn timing(a: &common::Answer) -> BTreeMap<String, f64> {
+    let header = a.header("server-timing");
+    let text = header.first().unwrap_or_else(|| panic!("no Server-Timing (status {})", a.status));
+    text.split(',')
+        .map(|part| {
+            let (name, dur) = part.trim().split_once(";dur=").unwrap_or_else(|| panic!("a part {part:?} in {text:?}"));
+            (name.to_string(), dur.parse::<f64>().unwrap_or_else(|_| panic!("a duration in {part:?}")))
+        })
+        .collect()
+}
+
+fn part(t: &BTreeMap<String, f64>, name: &str) -> f64 {
+    t.get(name).copied().unwrap_or(0.0)
+}
+
+/// The parts add up to the total within 5% (and a rounding of each to a microsecond).
+fn assert_adds_up(t: &BTreeMap<String, f64>) {
+    let total = part(t, "total");
+    let sum: f64 = t.iter().filter(|(n, _)| *n != "total").map(|(_, ms)| ms).sum();
+    assert!((total - sum).abs() <= total * 0.05 + 0.02 * t.len() as f64, "parts {sum} ms of {total} ms: {t:?}");
+}
+
+#[test]
+fn a_spinning_guest_is_guest_time_and_the_parts_add_up_to_the_wall_time() {
+    let (_dir, n) = node();
+    n.deploy("probe", &guest("probe"), "");
+    // The first invocation compiles nothing (deploy did) but warms the instance pool.
+    n.invoke_ok("probe", 1, "spin 1");
+    for _ in 0..3 {
+        let a = n.send("POST", "/v1/functions/probe/invoke?book=1", &[], b"spin 50");
+        assert_eq!((a.status, a.text().as_str()), (200, "spun"));
+        let t = timing(&a);
+        assert!(part(&t, "guest") >= 50.0, "{t:?}");
+        assert!(part(&t, "platform") < 5.0, "{t:?}");
+        assert_adds_up(&t);
+        assert_eq!(a.header("tally-trace-id")[0].len(), 32);
+    }
+    let metrics = n.send("GET", "/metrics", &[], b"").text();
+    let guest_count = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("tally_invocation_part_seconds_count{part=\"guest\"} "))
+        .and_then(|v| v.parse::<u64>().ok())
+        .expect("the guest part's histogram");
+    assert!(guest_count >= 4, "{guest_count}");
+    assert!(!metrics.contains("invocation_id="), "no IDs as labels");
+}
+
+#[test]
+fn a_slow_fsync_is_log_time() {
+    // nextest runs each test in a process of its own: the variable reaches this node only.
+    std::env::set_var("TALLY_TEST_FSYNC_DELAY_MS", "40");
+    let (_dir, n) = node();
+    n.deploy("chain", &guest("chain"), "");
+    let a = n.send("POST", "/v1/functions/chain/invoke?book=1", &[("idempotency-key", "slow")], b"x");
+    assert_eq!((a.status, a.text().as_str()), (200, "saw:x"));
+    let t = timing(&a);
+    // The Init, the append, the call's child and the result each wait for a sync.
+    assert!(part(&t, "log") >= 80.0, "{t:?}");
+    assert!(part(&t, "guest") < part(&t, "log"), "{t:?}");
+    assert!(part(&t, "children") > 0.0, "{t:?}");
+    assert_adds_up(&t);
+}
+
+/// An OTLP/HTTP receiver on 127.0.0.1: keeps every span posted to `/v1/traces`.
+struct Receiver {
+    port: u16,
+    spans: Arc<Mutex<Vec<Value>>>,
+    connections: Arc<Mutex<u64>>,
+}
+
+impl Receiver {
+    fn start() -> Receiver {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("binding");
+        let port = listener.local_addr().expect("an address").port();
+        let spans = Arc::new(Mutex::new(Vec::new()));
+        let connections = Arc::new(Mutex::new(0));
+        let (kept, seen) = (spans.clone(), connections.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                *seen.lock().expect("lock") += 1;
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+                let mut reader = BufReader::new(stream.try_clone().expect("a clone"));
+                let (mut line, mut length, mut path) = (String::new(), 0usize, String::new());
+                if reader.read_line(&mut line).is_err() {
+                    continue;
+                }
+                path.push_str(line.split(' ').nth(1).unwrap_or(""));
+                loop {
+                    line.clear();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                        break;
+                    }
+                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        length = v.trim().parse().unwrap_or(0);
+                    }
+                }
+                let mut body = vec![0; length];
+                if reader.read_exact(&mut body).is_err() {
+                    continue;
+                }
+                assert_eq!(path, "/v1/traces");
+                let doc: Value = serde_json::from_slice(&body).expect("OTLP JSON");
+                for rs in doc["resourceSpans"].as_array().into_iter().flatten() {
+                    assert_eq!(rs["resource"]["attributes"][0]["value"]["stringValue"], "tally");
+                    for ss in rs["scopeSpans"].as_array().into_iter().flatten() {
+                        kept.lock().expect("lock").extend(ss["spans"].as_array().into_iter().flatten().cloned());
+                    }
+                }
+                let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}");
+            }
+        });
+        Receiver { port, spans, connections }
+    }
+
+    /// The spans of trace `trace` once `done` holds of them (within 10 s).
+    fn trace(&self, trace: &str, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let spans: Vec<Value> = self.spans.lock().expect("lock").iter().filter(|s| s["traceId"] == trace).cloned().collect();
+            if done(&spans) {
+                return spans;
+            }
+            assert!(Instant::now() < deadline, "trace {trace} never completed: {spans:#?}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Receiver {
+    /// A span that links to trace `first` (within 10 s).
+    fn trace_linking(&self, first: &str) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let found = self
+                .spans
+                .lock()
+                .expect("lock")
+                .iter()
+                .find(|s| s["links"].as_array().is_some_and(|links| links.iter().any(|l| l["traceId"] == first)))
+                .cloned();
+            if let Some(span) = found {
+                return span;
+            }
+            assert!(Instant::now() < deadline, "no span links to trace {first}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+fn names(spans: &[Value]) -> BTreeSet<String> {
+    spans.iter().map(|s| s["name"].as_str().unwrap_or("").to_string()).collect()
+}
+
+/// Every span's parent is another span of the trace, or `root` for the request's.
+fn assert_one_tree(spans: &[Value], root: &str) {
+    let ids: BTreeSet<&str> = spans.iter().filter_map(|s| s["spanId"].as_str()).collect();
+    assert_eq!(ids.len(), spans.len(), "span IDs are unique");
+    for s in spans {
+        let parent = s["parentSpanId"].as_str().unwrap_or("");
+        assert!(ids.contains(parent) || parent == root, "{} has parent {parent:?}, not in the trace", s["name"]);
+        assert!(s["endTimeUnixNano"].as_str().unwrap() >= s["startTimeUnixNano"].as_str().unwrap());
+    }
+}
+
+#[test]
+fn a_transfer_sent_with_a_traceparent_is_one_trace_of_every_part() {
+    let receiver = Receiver::start();
+    let endpoint = format!("http://127.0.0.1:{}", receiver.port);
+    let (_dir, n) = node_with(&["--otlp-endpoint", &endpoint, "--crash-injection", "true"]);
+    n.deploy("bank", &guest("bank"), "");
+    n.deploy("chain", &guest("chain"), "");
+    n.invoke_ok("bank", 1, "open alice 100");
+    n.invoke_ok("bank", 1, "open bob 0");
+
+    let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let parent = "00f067aa0ba902b7";
+    let header = format!("00-{trace}-{parent}-01");
+    let a = n.send("POST", "/v1/functions/bank/invoke?book=1", &[("traceparent", &header)], b"transfer alice bob 30");
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert_eq!(a.header("tally-trace-id"), vec![trace]);
+    assert!(a.header("traceresponse")[0].starts_with(&format!("00-{trace}-")));
+    let spans = receiver.trace(trace, |s| names(s).contains("POST /v1/functions/bank/invoke"));
+    let got = names(&spans);
+    for want in ["POST /v1/functions/bank/invoke", "queue", "instantiate", "guest", "host-state", "log"] {
+        assert!(got.contains(want), "no {want:?} span in {got:?}");
+    }
+    assert_one_tree(&spans, parent);
+    let request = spans.iter().find(|s| s["name"] == "POST /v1/functions/bank/invoke").expect("the request's span");
+    assert_eq!(request["parentSpanId"], parent);
+    let attrs: BTreeMap<String, String> = request["attributes"]
+        .as_array()
+        .expect("attributes")
+        .iter()
+        .map(|a| (a["key"].as_str().unwrap().to_string(), a["value"]["stringValue"].as_str().unwrap_or("").to_string()))
+        .collect();
+    assert_eq!(attrs.get("tally.function").map(String::as_str), Some("bank"));
+    assert_eq!(attrs.get("tally.book").map(String::as_str), Some("1"));
+    assert!(attrs.contains_key("tally.invocation_id") && attrs.contains_key("tally.version"));
+    let text = serde_json::to_string(&spans).expect("json");
+    assert!(!text.contains("alice") && !text.contains("bob"), "no keys or values in spans: {text}");
+
+    // A child's execution nests under its parent's call.
+    let chain_trace = "0af7651916cd43dd8448eb211c80319c";
+    let header = format!("00-{chain_trace}-b7ad6b7169203331-01");
+    let a = n.send("POST", "/v1/functions/chain/invoke?book=1", &[("traceparent", &header)], b"x");
+    assert_eq!(a.text(), "saw:x");
+    let spans =
+        receiver.trace(chain_trace, |s| names(s).contains("child") && names(s).contains("POST /v1/functions/chain/invoke"));
+    assert_one_tree(&spans, "b7ad6b7169203331");
+    let child = spans.iter().find(|s| s["name"] == "child").expect("the child's span");
+    let call = spans.iter().find(|s| s["spanId"] == child["parentSpanId"]).expect("the child's parent");
+    assert_eq!(call["name"], "children");
+
+    // A crash, and the execution that finishes the invocation links to the first trace.
+    let first = "11111111111111111111111111111111";
+    let crashed = n.send(
+        "POST",
+        "/v1/functions/chain/invoke?book=1",
+        &[("traceparent", &format!("00-{first}-2222222222222222-01")), ("idempotency-key", "k"), ("tally-crash-after", "1")],
+        b"y",
+    );
+    assert!(crashed.status >= 500, "{}", crashed.text());
+    let retried = common::until_ok(|| n.url.clone(), "/v1/functions/chain/invoke?book=1", "y", "k", Duration::from_millis(100));
+    assert_eq!(retried, "saw:y");
+    let linked = receiver.trace_linking(first);
+    assert_ne!(linked["traceId"], first, "the re-execution is a trace of its own, linked to the first");
+}
+
+#[test]
+fn a_malformed_traceparent_is_ignored_and_without_an_endpoint_nothing_connects() {
+    let receiver = Receiver::start();
+    let (_dir, n) = node();
+    n.deploy("probe", &guest("probe"), "");
+    for bad in ["garbage", "00-00000000000000000000000000000000-00f067aa0ba902b7-01", "00-xyz-abc-01"] {
+        let a = n.send("POST", "/v1/functions/probe/invoke?book=1", &[("traceparent", bad)], b"spin 1");
+        assert_eq!(a.status, 200, "{bad}: {}", a.text());
+        let id = a.header("tally-trace-id")[0].to_string();
+        assert!(id.len() == 32 && id != "00000000000000000000000000000000" && !bad.contains(&id), "{bad}: {id}");
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(*receiver.connections.lock().expect("lock"), 0);
+}
