@@ -42,6 +42,25 @@ impl InstanceId {
         Ok(InstanceId { root: s.to_string(), path: Vec::new() })
     }
 
+    /// Any ID as [`InstanceId`]'s `Display` writes it: a root's hex digits, then the
+    /// step of each descendant (`root/3/1`): what inspection routes take.
+    pub fn parse(s: &str) -> Result<InstanceId> {
+        let mut parts = s.split('/');
+        let mut id = InstanceId::parse_generated(parts.next().unwrap_or(""))?;
+        for step in parts {
+            let ok = !step.is_empty() && step.len() <= 10 && step.bytes().all(|b| b.is_ascii_digit());
+            match step.parse::<u32>() {
+                Ok(n) if ok && id.path.len() < 64 => id.path.push(n),
+                _ => {
+                    return Err(Error::InvalidArgument(format!(
+                        "{s:?} is not an invocation ID (a root, then /step of each child)"
+                    )))
+                }
+            }
+        }
+        Ok(id)
+    }
+
     /// The ID of an invocation of `function` with an idempotency key: 1 to 256
     /// printable ASCII characters, any of them.
     pub fn keyed(function: &str, key: &str) -> Result<InstanceId> {
@@ -123,6 +142,17 @@ mod tests {
         let all: Vec<u8> = (0..=255).collect();
         assert_eq!(hex(&all), all.iter().map(|b| format!("{b:02x}")).collect::<String>());
         assert_eq!(hex(&[]), "");
+    }
+
+    #[test]
+    fn ids_parse_as_they_display() {
+        let child = InstanceId::generated("ab12").child(3).child(0);
+        assert_eq!(InstanceId::parse(&child.to_string()).unwrap(), child);
+        let keyed = InstanceId::keyed("f", "k/1").unwrap();
+        assert_eq!(InstanceId::parse(&keyed.to_string()).unwrap(), keyed);
+        for bad in ["", "xyz", "ab/", "ab//1", "ab/-1", "ab/+1", "ab/99999999999", "AB", "ab/1/x"] {
+            assert!(InstanceId::parse(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

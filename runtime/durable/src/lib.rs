@@ -78,9 +78,10 @@ pub use env::{
 };
 pub use error::{Error, Result};
 pub use id::{InstanceId, IDEMPOTENCY_KEY_MAX};
+pub use inspect::steps::{decoded, kind_name, protocol_at, History, StepView, Steps};
 pub use inspect::ShardStatus;
 pub use instance::{Instance, Of, Outcall, OutcallSlot, Started, Wake, SLEEP_MAX_MS};
-pub use invoke::{InvocationStatus, InvokeRequest, Listed, ListedStatus};
+pub use invoke::{InvocationStatus, InvokeRequest, ListFilter, Listed, ListedStatus};
 pub use node::{Durable, Invocations, Libraries, Parts, Schedules, Tables};
 pub use record::kind::OutcallOutcome;
 pub use record::meta::{Meta, TraceRef};

@@ -80,6 +80,7 @@ use tally_runtime::runtime::{InvokeOptions, Runtime};
 use crate::auth::guard::{self, Access, Caller};
 
 mod books;
+mod invocations;
 mod logs;
 mod observe;
 mod schedules;
@@ -172,7 +173,8 @@ pub fn router(rt: Arc<Runtime>, access: Arc<Access>) -> Router {
         .route("/v1/functions/{name}", get(inspect).put(deploy).delete(delete))
         .route("/v1/functions/{name}/invoke", post(invoke))
         .route("/v1/functions/{name}/config", get(settings::list).patch(settings::change))
-        .route("/v1/invocations", get(list_invocations))
+        .route("/v1/invocations", get(invocations::list))
+        .route("/v1/invocations/{id}/steps", get(invocations::steps))
         .route("/v1/logs", get(logs::logs))
         .route("/v1/promises/{id}", post(complete_promise))
         .route("/v1/promises/{id}/link", post(tokens::link))
@@ -654,59 +656,6 @@ async fn complete_promise(
     let value = body.read("the value of a promise", tally_durable::PAYLOAD_MAX as u64).await?;
     rt.invocations().complete_promise(&mut ctx, book, &id, value).await?;
     Ok(with_position(Json(json!({ "promise": id, "book": book.0, "completed": true })).into_response(), &ctx))
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ListQuery {
-    #[serde(default)]
-    book: u64,
-    function: Option<String>,
-    status: Option<String>,
-    limit: Option<usize>,
-    /// The `next` of the page before.
-    #[serde(default)]
-    after: u64,
-}
-
-/// Invocations a listing page holds at most.
-const LIST_LIMIT_MAX: usize = 1_000;
-
-/// A book's root invocations in the order they started, what garbage collection kept
-/// of them: `{"invocations": [{"invocation_id", "function", "status", ...}], "next"}`,
-/// `next` being the `after` of the next page (null at the end).
-#[tracing::instrument(name = "http.invocations", skip_all)]
-async fn list_invocations(
-    State(rt): State<Arc<Runtime>>,
-    ApiQuery(q): ApiQuery<ListQuery>,
-    headers: HeaderMap,
-    _: NoBody,
-) -> ApiResult<Response> {
-    let book = user_book(q.book)?;
-    let mut ctx = position_of(&headers)?;
-    const STATUSES: [&str; 4] = ["running", "sleeping", "succeeded", "failed"];
-    if let Some(s) = q.status.as_deref().filter(|s| !STATUSES.contains(s)) {
-        return Err(RuntimeError::InvalidArgument(format!("status {s:?}: one of {}", STATUSES.join(", "))).into());
-    }
-    let limit = q.limit.unwrap_or(100);
-    if limit == 0 || limit > LIST_LIMIT_MAX {
-        return Err(RuntimeError::InvalidArgument(format!("limit {limit}: 1 to {LIST_LIMIT_MAX}")).into());
-    }
-    let (listed, next) =
-        rt.invocations().list(&mut ctx, book, q.function.as_deref(), q.status.as_deref(), q.after, limit).await?;
-    let invocations: Vec<serde_json::Value> = listed
-        .iter()
-        .map(|l| {
-            let mut v = json!({ "invocation_id": l.id.to_string(), "function": l.function, "status": l.status.name() });
-            match l.status {
-                ListedStatus::Sleeping { wake_ms } => v["wake_at_ms"] = wake_at(wake_ms),
-                ListedStatus::Failed(code) => v["error_code"] = json!(code),
-                _ => {}
-            }
-            v
-        })
-        .collect();
-    Ok(with_position(Json(json!({ "book": book.0, "invocations": invocations, "next": next })).into_response(), &ctx))
 }
 
 #[tracing::instrument(name = "http.metrics", skip_all)]

@@ -37,8 +37,11 @@ enum Verb {
     Functions(FunctionsArgs),
     /// Print the records of a book.
     Book(BookArgs),
-    /// List a book's invocations (what is kept of them), by function and status.
-    Invocations(InvocationsArgs),
+    /// List a book's invocations (what is kept of them), by function, status, key, time
+    /// and duration.
+    Invocations(cli::inspect::InvocationsArgs),
+    /// Show an invocation's logged steps: seqnum, kind, table, key, protocol, value.
+    Steps(cli::inspect::StepsArgs),
     /// Show a state table's protocol, or switch it with --protocol.
     Table(TableArgs),
     /// Create, inspect, pause, resume, trigger and delete schedules.
@@ -361,25 +364,6 @@ struct BookArgs {
 }
 
 #[derive(Args)]
-struct InvocationsArgs {
-    book: u64,
-    #[arg(long)]
-    function: Option<String>,
-    /// running, sleeping, succeeded or failed.
-    #[arg(long)]
-    status: Option<String>,
-    #[arg(long)]
-    limit: Option<usize>,
-    /// Where to go on: the `next` of the page before.
-    #[arg(long)]
-    after: Option<u64>,
-    #[command(flatten)]
-    json: Json,
-    #[command(flatten)]
-    remote: Remote,
-}
-
-#[derive(Args)]
 struct TableArgs {
     book: u64,
     table: String,
@@ -424,7 +408,8 @@ fn main() -> ExitCode {
         Verb::Invoke(a) => invoke(a),
         Verb::Functions(a) => get_json(&a.remote, "/v1/functions", &a.json, cli::output::functions),
         Verb::Book(a) => book(a),
-        Verb::Invocations(a) => invocations(a),
+        Verb::Invocations(a) => cli::inspect::invocations(a),
+        Verb::Steps(a) => cli::inspect::steps(a),
         Verb::Table(a) => table(a),
         Verb::Schedule(v) => cli::schedule::run(v),
         Verb::Config(v) => cli::config::run(v),
@@ -751,21 +736,6 @@ fn book(args: BookArgs) -> anyhow::Result<()> {
     }
     let path = format!("/v1/books/{}/records?{}", args.book, query.join("&"));
     get_json(&args.remote, &path, &args.json, cli::output::records)
-}
-
-fn invocations(args: InvocationsArgs) -> anyhow::Result<()> {
-    let mut query = vec![format!("book={}", args.book)];
-    for (key, value) in [("function", args.function), ("status", args.status)] {
-        if let Some(v) = value {
-            query.push(format!("{key}={}", url_escape(&v)));
-        }
-    }
-    for (key, value) in [("limit", args.limit.map(|l| l as u64)), ("after", args.after)] {
-        if let Some(v) = value {
-            query.push(format!("{key}={v}"));
-        }
-    }
-    get_json(&args.remote, &format!("/v1/invocations?{}", query.join("&")), &args.json, cli::output::invocations)
 }
 
 fn table(args: TableArgs) -> anyhow::Result<()> {

@@ -24,7 +24,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use tally_log_core::{BookId, Context, SeqNum};
+use tally_log_core::{BookId, Context, LogRecord, SeqNum};
 
 use crate::abort::check_book;
 use crate::abort::Abort;
@@ -36,6 +36,7 @@ use crate::id::InstanceId;
 use crate::instance::{Instance, Of, Started};
 use crate::node::{Durable, Invocations};
 use crate::record::kind;
+use crate::record::meta::Meta;
 use crate::record::{self, cut, InvocationKey, Outcome, Step};
 use crate::tags::{shadow, INSTANCES};
 
@@ -46,7 +47,7 @@ mod suspend;
 mod waking;
 
 pub(crate) use runs::Run;
-pub use runs::{InvocationStatus, InvokeRequest, Listed, ListedStatus};
+pub use runs::{InvocationStatus, InvokeRequest, ListFilter, Listed, ListedStatus};
 use runs::{LIST_SCAN_MAX, SUSPENDED_PRUNE_AT};
 
 impl Durable {

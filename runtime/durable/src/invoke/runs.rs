@@ -14,6 +14,7 @@ use crate::abort::CrashAfter;
 use crate::core::ChildCall;
 use crate::error::Error;
 use crate::id::InstanceId;
+use crate::record::meta::TraceRef;
 use crate::record::InvocationKey;
 
 /// One invocation to run: from outside, as a child, or again after a crash.
@@ -120,6 +121,35 @@ pub struct Listed {
     pub id: InstanceId,
     pub function: String,
     pub status: ListedStatus,
+    /// The version it runs.
+    pub version: u64,
+    /// Its key (`?key=`), if it has one.
+    pub key: Option<String>,
+    /// The seqnum of its Init.
+    pub seqnum: u64,
+    /// When it started and ended (wall milliseconds), as its records' trailers say.
+    pub started_ms: Option<u64>,
+    pub ended_ms: Option<u64>,
+    /// The trace of its first execution.
+    pub trace: Option<TraceRef>,
+    /// Where the execution that logged its Result spent its time (microseconds).
+    pub parts: Vec<(String, u64)>,
+}
+
+/// What a listing of invocations keeps (every field that is set must hold).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ListFilter {
+    pub function: Option<String>,
+    /// A [`ListedStatus::name`].
+    pub status: Option<String>,
+    /// The invocation's key (`?key=`) or its idempotency key.
+    pub key: Option<String>,
+    /// Started at or after, and before (wall milliseconds).
+    pub since_ms: Option<u64>,
+    pub until_ms: Option<u64>,
+    /// Took at least, at most (finished invocations only).
+    pub min_duration_ms: Option<u64>,
+    pub max_duration_ms: Option<u64>,
 }
 
 /// Entries of `Running::suspended` past which wakes already past are forgotten.

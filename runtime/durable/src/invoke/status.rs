@@ -39,9 +39,20 @@ impl Durable {
     /// result, a sleep not yet over, or (for a root whose child sleeps, which has no
     /// Sleep of its own) the wake time this node suspended it until.
     pub(super) async fn status_of(&self, ctx: &mut Context, book: BookId, id: &InstanceId) -> Result<InvocationStatus> {
+        Ok(self.last_of(ctx, book, id).await?.0)
+    }
+
+    /// [`Durable::status_of`], with the trailer of the record that holds the Result.
+    pub(super) async fn last_of(
+        &self,
+        ctx: &mut Context,
+        book: BookId,
+        id: &InstanceId,
+    ) -> Result<(InvocationStatus, Option<Meta>)> {
         let last = self.core.log.read_prev(ctx, shadow(book), self.core.tags.step(id), SeqNum::MAX).await?;
         let wall = self.core.clock.wall_ms();
-        Ok(match last.map(|r| record::decode_last("step", &r.data)).transpose()? {
+        let meta = last.as_ref().and_then(|r| record::meta::meta_of::<Step>(&r.data));
+        let status = match last.map(|r| record::decode_last("step", &r.data)).transpose()? {
             Some(Step::Result(kind::Result { outcome })) => InvocationStatus::Finished(outcome.into_result().map(Bytes::from)),
             Some(Step::Sleep(kind::Sleep { until_ms, .. }) | Step::Delay(kind::Delay { until_ms, .. })) if until_ms > wall => {
                 InvocationStatus::Sleeping { wake_ms: until_ms }
@@ -50,23 +61,23 @@ impl Durable {
                 Some(&wake_ms) if wake_ms > wall => InvocationStatus::Sleeping { wake_ms },
                 _ => InvocationStatus::Running,
             },
-        })
+        };
+        let finished = matches!(status, InvocationStatus::Finished(_));
+        Ok((status, meta.filter(|_| finished)))
     }
 }
 
 impl Invocations<'_> {
     /// The root invocations of `book` started at or after seqnum `after` (a cursor:
-    /// 0 for the first page) whose function is `function` and whose status is named
-    /// `status` (see [`ListedStatus::name`]), if given, in the order they started, at
-    /// most `limit`; and the cursor of the next page, if the stream may hold more. Only
+    /// 0 for the first page) that pass `filter`, in the order they started, at most
+    /// `limit`; and the cursor of the next page, if the stream may hold more. Only
     /// what garbage collection has kept is listed (finished invocations for
     /// `results_kept_ms`). A page reads at most `LIST_SCAN_MAX` records of the stream.
     pub async fn list(
         &self,
         ctx: &mut Context,
         book: BookId,
-        function: Option<&str>,
-        status: Option<&str>,
+        filter: &ListFilter,
         after: u64,
         limit: usize,
     ) -> Result<(Vec<Listed>, Option<u64>)> {
@@ -82,26 +93,72 @@ impl Invocations<'_> {
                 return Ok((out, None));
             };
             at = r.seqnum.0.saturating_add(1);
-            let Ok((
-                Some(Step::Init(kind::Init { id, function: f, .. }) | Step::InitKeyed(kind::InitKeyed { id, function: f, .. })),
-                _,
-            )) = record::decode_steps("step", &r.data).map(Step::into_init_and_last)
-            else {
-                continue;
-            };
-            if !id.is_root() || function.is_some_and(|w| w != f) {
-                continue;
+            if let Some(listed) = d.listed(ctx, book, &r, filter).await? {
+                out.push(listed);
             }
-            let listed = match d.status_of(ctx, book, &id).await? {
-                InvocationStatus::Running => ListedStatus::Running,
-                InvocationStatus::Sleeping { wake_ms } => ListedStatus::Sleeping { wake_ms },
-                InvocationStatus::Finished(Ok(_)) => ListedStatus::Succeeded,
-                InvocationStatus::Finished(Err(e)) => ListedStatus::Failed(e.code()),
-            };
-            if status.is_none_or(|s| s == listed.name()) {
-                out.push(Listed { id, function: f, status: listed });
+            if at == u64::MAX {
+                return Ok((out, None));
             }
         }
         Ok((out, Some(at)))
+    }
+}
+
+impl Durable {
+    /// The root that INSTANCES record `r` starts, if it is one and passes `filter`.
+    async fn listed(&self, ctx: &mut Context, book: BookId, r: &LogRecord, filter: &ListFilter) -> Result<Option<Listed>> {
+        let Ok((Some(init), _)) = record::decode_steps("step", &r.data).map(Step::into_init_and_last) else {
+            return Ok(None);
+        };
+        let (id, function, version, key) = match init {
+            Step::Init(kind::Init { id, function, version, .. }) => (id, function, version, None),
+            Step::InitKeyed(kind::InitKeyed { id, function, version, key, .. }) => (id, function, version, Some(key.key)),
+            _ => return Ok(None),
+        };
+        if !id.is_root() || filter.function.as_deref().is_some_and(|w| w != function) {
+            return Ok(None);
+        }
+        if let Some(k) = &filter.key {
+            let idempotent = InstanceId::keyed(&function, k).is_ok_and(|keyed| keyed == id);
+            if key.as_deref() != Some(k.as_str()) && !idempotent {
+                return Ok(None);
+            }
+        }
+        let began = record::meta::meta_of::<Step>(&r.data).unwrap_or_default();
+        let started_ms = began.started_ms;
+        if filter.since_ms.is_some_and(|t| started_ms.is_none_or(|s| s < t))
+            || filter.until_ms.is_some_and(|t| started_ms.is_none_or(|s| s >= t))
+        {
+            return Ok(None);
+        }
+        let (status, ended) = self.last_of(ctx, book, &id).await?;
+        let status = match status {
+            InvocationStatus::Running => ListedStatus::Running,
+            InvocationStatus::Sleeping { wake_ms } => ListedStatus::Sleeping { wake_ms },
+            InvocationStatus::Finished(Ok(_)) => ListedStatus::Succeeded,
+            InvocationStatus::Finished(Err(e)) => ListedStatus::Failed(e.code()),
+        };
+        if filter.status.as_deref().is_some_and(|s| s != status.name()) {
+            return Ok(None);
+        }
+        let ended = ended.unwrap_or_default();
+        let duration_ms = started_ms.zip(ended.ended_ms).map(|(s, e)| e.saturating_sub(s));
+        if filter.min_duration_ms.is_some_and(|m| duration_ms.is_none_or(|d| d < m))
+            || filter.max_duration_ms.is_some_and(|m| duration_ms.is_none_or(|d| d > m))
+        {
+            return Ok(None);
+        }
+        Ok(Some(Listed {
+            id,
+            function,
+            status,
+            version,
+            key,
+            seqnum: r.seqnum.0,
+            started_ms,
+            ended_ms: ended.ended_ms,
+            trace: began.trace.or(ended.trace),
+            parts: ended.parts,
+        }))
     }
 }

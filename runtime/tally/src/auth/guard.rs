@@ -14,6 +14,7 @@
 //! | `POST /v1/functions/{name}/invoke?book=N`      | `invoke` of the function and book N   |
 //! | `GET /v1/invocations?book=N&function=F`        | `read` of book N (and F)              |
 //! | `GET`/`DELETE /v1/invocations/{id}?book=N`     | `read`/`invoke` of book N, any function |
+//! | `GET /v1/invocations/{id}/steps?book=N`        | `read` of book N, any function        |
 //! | `POST /v1/promises/{id}?book=N`                | `invoke` of book N, or a link to the promise |
 //! | `POST /v1/promises/{id}/link?book=N`           | `invoke` of book N, any function      |
 //! | `GET /v1/logs?function=F`                      | `read` (of F)                         |
@@ -150,6 +151,7 @@ pub fn demand(method: &Method, pattern: &str, params: &HashMap<String, String>, 
             promise: None,
         },
         "/v1/invocations/{id}" => Demand::of_book(if reading { Read } else { Invoke }, query_book(query)?),
+        "/v1/invocations/{id}/steps" => Demand::of_book(Read, query_book(query)?),
         "/v1/promises/{id}" => Demand::Needs {
             action: Invoke,
             function: None,

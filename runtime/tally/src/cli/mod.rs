@@ -4,6 +4,7 @@
 pub mod build;
 pub mod config;
 pub mod dev;
+pub mod inspect;
 pub mod logs;
 pub mod new;
 pub mod output;

@@ -112,36 +112,6 @@ pub fn records(body: &Value) -> String {
     out
 }
 
-/// `GET /v1/invocations`: one row per invocation, and how to read on.
-pub fn invocations(body: &Value) -> String {
-    let listed = body["invocations"].as_array().map(Vec::as_slice).unwrap_or_default();
-    let mut out = if listed.is_empty() {
-        format!(
-            "no invocations listed in book {}
-",
-            text(&body["book"])
-        )
-    } else {
-        let mut table = Table::new(&["INVOCATION", "FUNCTION", "STATUS"]);
-        for i in listed {
-            let status = match (&i["wake_at_ms"], &i["error_code"]) {
-                (Value::Number(w), _) => format!("sleeping until {w} ms"),
-                (_, Value::String(code)) => format!("failed: {code}"),
-                _ => text(&i["status"]),
-            };
-            table.row(vec![text(&i["invocation_id"]), text(&i["function"]), status]);
-        }
-        table.render()
-    };
-    if let Some(next) = body["next"].as_u64() {
-        out.push_str(&format!(
-            "more may follow: --after {next}
-"
-        ));
-    }
-    out
-}
-
 /// `GET /v1/books/{id}/tables/{table}`: the protocol and its history.
 pub fn table_status(body: &Value) -> String {
     let (book, table) = (text(&body["book"]), text(&body["table"]));

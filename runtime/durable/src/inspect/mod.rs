@@ -1,5 +1,8 @@
 //! What the gateway and the CLI show of the libraries' state, as of the log's tail seen
-//! from `ctx` (a client's position): a durable object, a queue's shards, a lock.
+//! from `ctx` (a client's position): a durable object, a queue's shards, a lock; and of
+//! invocations, their steps (`steps.rs`).
+
+pub mod steps;
 
 use serde::Serialize;
 use tally_log_core::{BookId, Context, SeqNum};
