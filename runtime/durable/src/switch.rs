@@ -459,6 +459,11 @@ pub fn auto_choice(current: Protocol, ops: Ops, sync_cost: f64, min_ops: u64) ->
 }
 
 impl Tables<'_> {
+    /// The books any invocation used (exactly-once), on any node.
+    pub async fn books(&self) -> Result<std::collections::BTreeSet<BookId>, Error> {
+        self.0.core.books().await
+    }
+
     /// A table's status; `None` if no invocation has used it yet.
     pub async fn status(&self, book: BookId, table: &str) -> Result<Option<TableStatus>, Error> {
         let d = self.0;

@@ -185,6 +185,8 @@ pub fn router(rt: Arc<Runtime>, access: Arc<Access>) -> Router {
         .route("/v1/schedules", get(schedules::list))
         .route("/v1/schedules/{name}", get(schedules::get).put(schedules::put).delete(schedules::delete))
         .route("/v1/schedules/{name}/{action}", post(schedules::action))
+        .route("/v1/books", get(books::list))
+        .route("/v1/books/{id}/tables", get(books::tables))
         .route("/v1/books/{id}/records", get(books::records))
         .route("/v1/books/{id}/tables/{table}", get(books::table_status).put(books::table_switch))
         .route("/v1/books/{id}/objects/{name}", get(books::object))

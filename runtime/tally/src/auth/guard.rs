@@ -8,7 +8,8 @@
 //! | route                                          | needs                                 |
 //! |------------------------------------------------|---------------------------------------|
 //! | `GET /healthz`                                 | nothing                               |
-//! | `GET /metrics`, `GET /v1/functions`, `GET /v1/schedules[/{name}]` | `read`, unscoped   |
+//! | `GET /metrics`, `GET /v1/functions`, `GET /v1/schedules[/{name}]`, `GET /v1/books` | `read`, unscoped |
+//! | `POST /v1/sql` (read-only queries over every book)  | `read`, unscoped               |
 //! | `GET /v1/functions/{name}[/config]`            | `read` of the function                |
 //! | `PUT`, `DELETE /v1/functions/{name}`, `PATCH .../config` | `deploy` of the function    |
 //! | `POST /v1/functions/{name}/invoke?book=N`      | `invoke` of the function and book N   |
@@ -135,7 +136,8 @@ pub fn demand(method: &Method, pattern: &str, params: &HashMap<String, String>, 
     let reading = method == Method::GET || method == Method::HEAD;
     Ok(match pattern {
         "/healthz" => Demand::Nothing,
-        "/metrics" | "/v1/functions" | "/v1/schedules" => Demand::needs(Read),
+        "/metrics" | "/v1/functions" | "/v1/schedules" | "/v1/books" => Demand::needs(Read),
+        "/v1/sql" => Demand::needs(Read),
         "/v1/functions/{name}" | "/v1/functions/{name}/config" if reading => Demand::of_function(Read, param("name")),
         "/v1/functions/{name}" | "/v1/functions/{name}/config" => Demand::of_function(Deploy, param("name")),
         "/v1/functions/{name}/invoke" => Demand::Needs {

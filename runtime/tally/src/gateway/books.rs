@@ -23,6 +23,30 @@ pub(super) struct RecordsQuery {
     limit: Option<usize>,
 }
 
+/// `GET /v1/books`: the books exactly-once invocations used, on any node.
+#[tracing::instrument(name = "http.books", skip_all)]
+pub(super) async fn list(State(rt): State<Arc<Runtime>>, _: NoBody) -> ApiResult<Response> {
+    let books: Vec<u64> = rt.tables().books().await?.into_iter().map(|b| b.0).collect();
+    Ok(Json(json!({ "books": books })).into_response())
+}
+
+/// `GET /v1/books/{id}/tables`: the book's tables with their protocols.
+#[tracing::instrument(name = "http.tables", skip_all)]
+pub(super) async fn tables(State(rt): State<Arc<Runtime>>, ApiPath(book): ApiPath<u64>, _: NoBody) -> ApiResult<Response> {
+    let book = user_book(book)?;
+    let mut tables = Vec::new();
+    for table in rt.tables().list(book).await? {
+        let status = rt.tables().status(book, &table).await?;
+        tables.push(json!({
+            "table": table,
+            "protocol": status.as_ref().map(|s| s.protocol.name()),
+            "auto": status.as_ref().map(|s| s.auto),
+            "switching": status.as_ref().and_then(|s| s.switching).map(|(from, to)| json!({ "from": from.name(), "to": to.name() })),
+        }));
+    }
+    Ok(Json(json!({ "book": book.0, "tables": tables })).into_response())
+}
+
 /// A tag given as a number (decimal or 0x-hex) or as a name, hashed as the SDKs do.
 pub fn parse_tag(s: &str) -> Tag {
     let number = match s.strip_prefix("0x") {
