@@ -109,6 +109,13 @@ pub struct NodeLimits {
     /// Requests a second one token may make (a bucket of one second's worth); 0: no
     /// limit.
     pub caller_rate_max: u32,
+    /// SQL queries (`POST /v1/sql`): the time one may take, the rows it may read from
+    /// its tables and answer, how many run at once, and the memory of all of them.
+    pub sql_time_ms: u64,
+    pub sql_scan_rows_max: u64,
+    pub sql_rows_max: u32,
+    pub sql_concurrent_max: u32,
+    pub sql_memory_bytes_max: u64,
 }
 
 /// The most `outgoing_response_bytes_max` may be: a logged response, its headers and the
@@ -140,6 +147,11 @@ impl Default for NodeLimits {
             book_queue_max: 256,
             queue_wait_ms: 2_000,
             caller_rate_max: 0,
+            sql_time_ms: 10_000,
+            sql_scan_rows_max: 5_000_000,
+            sql_rows_max: 10_000,
+            sql_concurrent_max: 4,
+            sql_memory_bytes_max: 256 << 20,
         }
     }
 }

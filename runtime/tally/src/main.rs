@@ -42,6 +42,9 @@ enum Verb {
     Invocations(cli::inspect::InvocationsArgs),
     /// Show an invocation's logged steps: seqnum, kind, table, key, protocol, value.
     Steps(cli::inspect::StepsArgs),
+    /// Run a read-only SQL query over functions, invocations, steps, records, state,
+    /// tables, objects, queues, schedules and logs (`AS OF <seqnum>` reads the past).
+    Sql(cli::inspect::SqlArgs),
     /// Show a state table's protocol, or switch it with --protocol.
     Table(TableArgs),
     /// Create, inspect, pause, resume, trigger and delete schedules.
@@ -410,6 +413,7 @@ fn main() -> ExitCode {
         Verb::Book(a) => book(a),
         Verb::Invocations(a) => cli::inspect::invocations(a),
         Verb::Steps(a) => cli::inspect::steps(a),
+        Verb::Sql(a) => cli::inspect::sql(a),
         Verb::Table(a) => table(a),
         Verb::Schedule(v) => cli::schedule::run(v),
         Verb::Config(v) => cli::config::run(v),

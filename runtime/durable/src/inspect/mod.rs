@@ -2,6 +2,7 @@
 //! from `ctx` (a client's position): a durable object, a queue's shards, a lock; and of
 //! invocations, their steps (`steps.rs`).
 
+pub mod state;
 pub mod steps;
 
 use serde::Serialize;
@@ -12,6 +13,13 @@ use crate::node::Libraries;
 use crate::record::LockId;
 use crate::tags::{shadow, LIBRARIES};
 use crate::{locks, objects, queues};
+
+/// The objects and queues of a book ([`Libraries::names`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LibraryNames {
+    pub objects: std::collections::BTreeSet<String>,
+    pub queues: std::collections::BTreeSet<String>,
+}
 
 /// One shard of a queue, as `GET /v1/books/{id}/queues/{name}` shows it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -26,22 +34,32 @@ pub struct ShardStatus {
 impl Libraries<'_> {
     /// The JSON text at `path` of object `object` of `book`, if there is one.
     pub async fn object(&self, ctx: &mut Context, book: BookId, object: &str, path: &str) -> Result<Option<String>> {
+        self.object_at(ctx, book, object, path, u64::MAX).await
+    }
+
+    /// [`Libraries::object`] as of seqnum `at`.
+    pub async fn object_at(&self, ctx: &mut Context, book: BookId, object: &str, path: &str, at: u64) -> Result<Option<String>> {
         let d = self.0;
         crate::abort::check_book(book)?;
         objects::check_name(object)?;
         objects::parse_path(path)?;
-        let value = objects::view_at(d, ctx, book, object, u64::MAX).await.map_err(|a| a.into_error())?;
+        let value = objects::view_at(d, ctx, book, object, at).await.map_err(|a| a.into_error())?;
         objects::text_at(&value, path)
     }
 
     /// The shards of queue `queue` of `book`.
     pub async fn queue(&self, ctx: &mut Context, book: BookId, queue: &str) -> Result<Vec<ShardStatus>> {
+        self.queue_at(ctx, book, queue, u64::MAX).await
+    }
+
+    /// [`Libraries::queue`] as of seqnum `at`.
+    pub async fn queue_at(&self, ctx: &mut Context, book: BookId, queue: &str, at: u64) -> Result<Vec<ShardStatus>> {
         let d = self.0;
         crate::abort::check_book(book)?;
         queues::check_name(queue)?;
         let mut out = Vec::new();
         for shard in 0..queues::SHARDS {
-            let view = queues::shard_at(d, ctx, book, queue, shard, u64::MAX).await.map_err(|a| a.into_error())?;
+            let view = queues::shard_at(d, ctx, book, queue, shard, at).await.map_err(|a| a.into_error())?;
             out.push(ShardStatus { shard, pending: view.pending, oldest: view.head });
         }
         Ok(out)
@@ -54,6 +72,39 @@ impl Libraries<'_> {
         locks::check_name(lock)?;
         let view = locks::lock_at(d, ctx, book, &LockId::Named(lock.to_string()), u64::MAX).await.map_err(|a| a.into_error())?;
         Ok(view.holder)
+    }
+
+    /// The names of the objects and queues of `book` whose streams hold records (what
+    /// garbage collection left) up to seqnum `at`, reading at most `records_max` records.
+    pub async fn names(&self, ctx: &mut Context, book: BookId, at: u64, records_max: usize) -> Result<LibraryNames> {
+        use crate::record::{kind, Step};
+        let d = self.0;
+        crate::abort::check_book(book)?;
+        let mut names = LibraryNames::default();
+        let mut from = 0;
+        for _ in 0..records_max {
+            let Some(r) = d.log.read_next(ctx, shadow(book), LIBRARIES, SeqNum(from)).await.map_err(crate::Error::from)? else {
+                break;
+            };
+            if r.seqnum.0 > at {
+                break;
+            }
+            from = r.seqnum.0.saturating_add(1);
+            let Ok(step) = crate::record::decode_steps("library", &r.data) else { continue };
+            for step in step.into_steps() {
+                match step {
+                    Step::ObjectWrite(kind::ObjectWrite { object, .. }) => {
+                        names.objects.insert(object);
+                    }
+                    Step::TxnCommit(kind::TxnCommit { writes, .. }) => names.objects.extend(writes.into_iter().map(|(o, _)| o)),
+                    Step::QueuePush(kind::QueuePush { queue, .. }) | Step::QueuePop(kind::QueuePop { queue, .. }) => {
+                        names.queues.insert(queue);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Ok(names)
     }
 
     /// How many records garbage collection has left of object `object`'s stream, or,

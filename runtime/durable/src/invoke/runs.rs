@@ -150,6 +150,8 @@ pub struct ListFilter {
     /// Took at least, at most (finished invocations only).
     pub min_duration_ms: Option<u64>,
     pub max_duration_ms: Option<u64>,
+    /// As of this seqnum: invocations started by it, their status there.
+    pub as_of: Option<u64>,
 }
 
 /// Entries of `Running::suspended` past which wakes already past are forgotten.

@@ -39,17 +39,19 @@ impl Durable {
     /// result, a sleep not yet over, or (for a root whose child sleeps, which has no
     /// Sleep of its own) the wake time this node suspended it until.
     pub(super) async fn status_of(&self, ctx: &mut Context, book: BookId, id: &InstanceId) -> Result<InvocationStatus> {
-        Ok(self.last_of(ctx, book, id).await?.0)
+        Ok(self.last_of(ctx, book, id, SeqNum::MAX).await?.0)
     }
 
-    /// [`Durable::status_of`], with the trailer of the record that holds the Result.
+    /// [`Durable::status_of`] as of seqnum `at`, with the trailer of the record that
+    /// holds the Result.
     pub(super) async fn last_of(
         &self,
         ctx: &mut Context,
         book: BookId,
         id: &InstanceId,
+        at: SeqNum,
     ) -> Result<(InvocationStatus, Option<Meta>)> {
-        let last = self.core.log.read_prev(ctx, shadow(book), self.core.tags.step(id), SeqNum::MAX).await?;
+        let last = self.core.log.read_prev(ctx, shadow(book), self.core.tags.step(id), at).await?;
         let wall = self.core.clock.wall_ms();
         let meta = last.as_ref().and_then(|r| record::meta::meta_of::<Step>(&r.data));
         let status = match last.map(|r| record::decode_last("step", &r.data)).transpose()? {
@@ -92,6 +94,9 @@ impl Invocations<'_> {
             let Some(r) = d.core.log.read_next(ctx, shadow(book), INSTANCES, SeqNum(at)).await? else {
                 return Ok((out, None));
             };
+            if filter.as_of.is_some_and(|s| r.seqnum.0 > s) {
+                return Ok((out, None));
+            }
             at = r.seqnum.0.saturating_add(1);
             if let Some(listed) = d.listed(ctx, book, &r, filter).await? {
                 out.push(listed);
@@ -131,7 +136,7 @@ impl Durable {
         {
             return Ok(None);
         }
-        let (status, ended) = self.last_of(ctx, book, &id).await?;
+        let (status, ended) = self.last_of(ctx, book, &id, SeqNum(filter.as_of.unwrap_or(u64::MAX))).await?;
         let status = match status {
             InvocationStatus::Running => ListedStatus::Running,
             InvocationStatus::Sleeping { wake_ms } => ListedStatus::Sleeping { wake_ms },

@@ -126,6 +126,12 @@ pub struct DevArgs {
     /// Requests a second per token (0: no limit).
     #[arg(long)]
     caller_rate_max: Option<u32>,
+    /// The longest a SQL query runs.
+    #[arg(long)]
+    sql_time_ms: Option<u64>,
+    /// Rows a SQL query may read from its tables.
+    #[arg(long)]
+    sql_scan_rows_max: Option<u64>,
     /// The key that seals functions' secrets (default: <data-dir>/secrets.key, made if
     /// missing).
     #[arg(long)]
@@ -235,6 +241,8 @@ impl DevArgs {
             book_queue_max => node.book_queue_max,
             queue_wait_ms => node.queue_wait_ms,
             caller_rate_max => node.caller_rate_max,
+            sql_time_ms => node.sql_time_ms,
+            sql_scan_rows_max => node.sql_scan_rows_max,
             recovery_interval_ms => state.recovery_interval_ms,
             attempts_max => state.attempts_max,
             gc_interval_ms => state.gc_interval_ms,

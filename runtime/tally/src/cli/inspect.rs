@@ -164,3 +164,50 @@ pub fn render_steps(body: &Value) -> String {
     }
     out
 }
+
+#[derive(Args)]
+pub struct SqlArgs {
+    /// The query (read-only SQL; `AS OF <seqnum>` at its end reads the log's prefix).
+    query: String,
+    /// Read every table as of this seqnum.
+    #[arg(long)]
+    as_of: Option<u64>,
+    /// Rows to print at most.
+    #[arg(long)]
+    limit: Option<usize>,
+    #[command(flatten)]
+    json: Json,
+    #[command(flatten)]
+    remote: Remote,
+}
+
+pub fn sql(args: SqlArgs) -> anyhow::Result<()> {
+    let body = serde_json::json!({ "sql": args.query, "as_of": args.as_of, "limit": args.limit }).to_string();
+    let response = crate::agent(&args.remote.url)
+        .post(format!("{}/v1/sql", args.remote.url))
+        .header("content-type", "application/json")
+        .send(body.as_bytes())?;
+    crate::show(&crate::finish(response)?, &args.json, render_sql)
+}
+
+/// `POST /v1/sql`, for people: the rows as a table.
+pub fn render_sql(body: &Value) -> String {
+    let columns: Vec<String> = body["columns"].as_array().map(Vec::as_slice).unwrap_or_default().iter().map(text).collect();
+    let names: Vec<&str> = columns.iter().map(String::as_str).collect();
+    let mut table = Table::new(&names);
+    let rows = body["rows"].as_array().map(Vec::as_slice).unwrap_or_default();
+    for row in rows {
+        let cells = row.as_array().map(Vec::as_slice).unwrap_or_default();
+        table.row(cells.iter().map(|v| if v.is_null() { "NULL".to_string() } else { text(v) }).collect());
+    }
+    let mut out = table.render();
+    out.push_str(&format!("{} rows", rows.len()));
+    if body["truncated"].as_bool() == Some(true) {
+        out.push_str(" (more matched: --limit, or narrow the query)");
+    }
+    if let Some(s) = body["as_of"].as_u64() {
+        out.push_str(&format!(", as of seqnum {s}"));
+    }
+    out.push('\n');
+    out
+}

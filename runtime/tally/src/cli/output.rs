@@ -5,13 +5,13 @@ use serde_json::Value;
 
 /// Rows under a header, each column as wide as its widest cell, two spaces apart.
 pub struct Table {
-    headers: Vec<&'static str>,
+    headers: Vec<String>,
     rows: Vec<Vec<String>>,
 }
 
 impl Table {
-    pub fn new(headers: &[&'static str]) -> Table {
-        Table { headers: headers.to_vec(), rows: Vec::new() }
+    pub fn new(headers: &[&str]) -> Table {
+        Table { headers: headers.iter().map(|h| h.to_string()).collect(), rows: Vec::new() }
     }
 
     pub fn row(&mut self, cells: Vec<String>) {
@@ -27,10 +27,9 @@ impl Table {
                 *width = (*width).max(cell.chars().count());
             }
         }
-        let header: Vec<String> = self.headers.iter().map(|h| h.to_string()).collect();
         let mut out = String::new();
-        for row in std::iter::once(&header).chain(&self.rows) {
-            let last = row.len() - 1;
+        for row in std::iter::once(&self.headers).chain(&self.rows) {
+            let Some(last) = row.len().checked_sub(1) else { continue };
             let mut line = String::new();
             for (i, (cell, width)) in row.iter().zip(&widths).enumerate() {
                 line.push_str(cell);

@@ -74,6 +74,7 @@ pub(super) async fn list(
         until_ms: q.until_ms,
         min_duration_ms: q.min_ms,
         max_duration_ms: q.max_ms,
+        as_of: None,
     };
     let (listed, next) = rt.invocations().list(&mut ctx, book, &filter, q.after, limit).await?;
     let invocations: Vec<serde_json::Value> = listed

@@ -1,0 +1,145 @@
+//! A table's values as queries read them: its keys, and each key's value now or as of
+//! a seqnum, under the protocol the table had there (its transition log decides, and
+//! during a switch the fresher of the two stores, as a transitional read takes it).
+//!
+//! As of a seqnum `at`: a read-optimized value is the write visible at `at` in the key's
+//! write log (garbage collection keeps the versions a reader at its horizon needs, so a
+//! seqnum below it may find its version gone: a clear error). A write-optimized or
+//! symmetric value is its single stored version: as of a seqnum older than that
+//! version's cursor the store no longer holds the value, and the read says so.
+
+use std::collections::BTreeSet;
+
+use bytes::Bytes;
+use tally_log_core::{BookId, Context};
+
+use super::steps::{protocol_at, History};
+use crate::abort::check_book;
+use crate::config::Protocol;
+use crate::error::{Error, Result};
+use crate::node::Tables;
+use crate::record::Transition;
+use crate::store::Family;
+use crate::table::{check_table, store_table, visible_write, written_value};
+
+/// One key's value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StateValue {
+    pub value: Option<Bytes>,
+    /// The table's protocol at the read (a switch as `from->to`).
+    pub protocol: String,
+    /// The seqnum the value was written at: its write-log record's, or the cursor of its
+    /// single-version entry (the writer's position when it wrote).
+    pub written_at: Option<u64>,
+}
+
+/// A value and the seqnum it was written at.
+type Written = (Option<Bytes>, Option<u64>);
+
+/// Keys of one table a listing returns at most.
+pub const KEYS_MAX: usize = 1_000_000;
+
+impl Tables<'_> {
+    /// The keys `table` of `book` has in the store (either family, each once, in byte
+    /// order), at most [`KEYS_MAX`].
+    pub async fn keys(&self, book: BookId, table: &str) -> Result<Vec<Bytes>> {
+        check_book(book)?;
+        check_table(table).map_err(Error::InvalidArgument)?;
+        let st = store_table(book, table);
+        let store = &self.0.core.store;
+        let mut keys = BTreeSet::new();
+        for family in [Family::Versions, Family::Latest] {
+            let mut after: Option<Bytes> = None;
+            loop {
+                let page = store.list_keys(&st, family, after.as_deref(), 1024).await.map_err(Error::from)?;
+                let Some(last) = page.last().cloned() else { break };
+                keys.extend(page);
+                if keys.len() > KEYS_MAX {
+                    return Err(Error::TooLarge {
+                        what: "the keys of a table",
+                        size: Some(keys.len() as u64),
+                        limit: KEYS_MAX as u64,
+                    });
+                }
+                after = Some(last);
+            }
+        }
+        Ok(keys.into_iter().collect())
+    }
+
+    /// The value of `key` in `table` of `book`, now (`at` = `None`) or as of seqnum
+    /// `at`; `history` is the table's transition log (`Tables::history`).
+    pub async fn value_at(
+        &self,
+        ctx: &mut Context,
+        book: BookId,
+        table: &str,
+        history: &History,
+        key: &[u8],
+        at: Option<u64>,
+    ) -> Result<StateValue> {
+        let seqnum = at.unwrap_or(u64::MAX);
+        let at_index = history.partition_point(|(s, _)| *s <= seqnum);
+        let protocol = protocol_at(history, seqnum).unwrap_or_else(|| "none".to_string());
+        let transition = history[..at_index].last().map(|(_, t)| t.clone());
+        let (value, written_at) = match transition {
+            None => (None, None),
+            Some(Transition::End { protocol: Protocol::ReadOptimized, .. }) => {
+                self.logged_at(ctx, book, table, key, seqnum).await?
+            }
+            Some(Transition::End { protocol: Protocol::Unsafe, .. }) if at.is_some() => {
+                return Err(Error::InvalidArgument(format!(
+                    "table {table:?} is unsafe: it has no history to read as of a seqnum"
+                )))
+            }
+            Some(Transition::End { .. }) => self.latest_at(book, table, key, seqnum, &protocol).await?,
+            Some(Transition::Begin { .. }) => {
+                // The fresher of the write log and the single-version entry, as of `at`.
+                let logged = self.logged_at(ctx, book, table, key, seqnum).await?;
+                match self.latest_at(book, table, key, seqnum, &protocol).await {
+                    Ok((value, Some(cursor))) if logged.1.is_none_or(|w| cursor > w) => (value, Some(cursor)),
+                    Ok(_) => logged,
+                    Err(e) if logged.1.is_none() => return Err(e),
+                    Err(_) => logged,
+                }
+            }
+        };
+        Ok(StateValue { value, protocol, written_at })
+    }
+
+    /// The value the write log of `(table, key)` gives as of `seqnum`, and its record's
+    /// seqnum.
+    async fn logged_at(&self, ctx: &mut Context, book: BookId, table: &str, key: &[u8], seqnum: u64) -> Result<Written> {
+        let core = &self.0.core;
+        let w = visible_write(core, ctx, book, table, key, seqnum).await.map_err(|a| a.into_error())?;
+        let Some(w) = w else { return Ok((None, None)) };
+        let value = written_value(&*core.store, &store_table(book, table), table, key, &w.written).await.map_err(|_| {
+            Error::InvalidArgument(format!(
+                "the value {table:?} had at seqnum {seqnum} is no longer kept (garbage collection passed it)"
+            ))
+        })?;
+        Ok((value, Some(w.seqnum)))
+    }
+
+    /// The single-version entry of `(table, key)` if it was written by `seqnum`, and its
+    /// version's cursor; an error if it was written later (the value before is not kept).
+    async fn latest_at(&self, book: BookId, table: &str, key: &[u8], seqnum: u64, protocol: &str) -> Result<Written> {
+        let found = self.0.core.store.get_latest(&store_table(book, table), key).await.map_err(Error::from)?;
+        match found {
+            Some((v, _)) if v.cursor > seqnum => Err(Error::InvalidArgument(format!(
+                "table {table:?} keeps only the latest value of a key under its protocol ({protocol}), written at \
+                 seqnum {}: its value at {seqnum} is not kept",
+                v.cursor
+            ))),
+            Some((v, value)) => Ok((value, Some(v.cursor))),
+            None => Ok((None, None)),
+        }
+    }
+
+    /// The transition log of `table` of `book`, oldest first.
+    pub async fn history(&self, ctx: &mut Context, book: BookId, table: &str) -> Result<History> {
+        check_book(book)?;
+        check_table(table).map_err(Error::InvalidArgument)?;
+        self.0.core.table_history(ctx, book, table, 4096).await
+    }
+}
