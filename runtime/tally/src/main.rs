@@ -45,6 +45,9 @@ enum Verb {
     /// Run a read-only SQL query over functions, invocations, steps, records, state,
     /// tables, objects, queues, schedules and logs (`AS OF <seqnum>` reads the past).
     Sql(cli::inspect::SqlArgs),
+    /// Who wrote a value: the invocation, attempt and step, its seqnum, input, key and
+    /// trace, and the value before (a state key, or a durable object with --object).
+    Why(cli::inspect::WhyArgs),
     /// Show a state table's protocol, or switch it with --protocol.
     Table(TableArgs),
     /// Create, inspect, pause, resume, trigger and delete schedules.
@@ -414,6 +417,7 @@ fn main() -> ExitCode {
         Verb::Invocations(a) => cli::inspect::invocations(a),
         Verb::Steps(a) => cli::inspect::steps(a),
         Verb::Sql(a) => cli::inspect::sql(a),
+        Verb::Why(a) => cli::inspect::why(a),
         Verb::Table(a) => table(a),
         Verb::Schedule(v) => cli::schedule::run(v),
         Verb::Config(v) => cli::config::run(v),

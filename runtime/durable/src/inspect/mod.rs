@@ -2,6 +2,7 @@
 //! from `ctx` (a client's position): a durable object, a queue's shards, a lock; and of
 //! invocations, their steps (`steps.rs`).
 
+pub mod lineage;
 pub mod state;
 pub mod steps;
 

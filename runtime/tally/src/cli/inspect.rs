@@ -211,3 +211,78 @@ pub fn render_sql(body: &Value) -> String {
     out.push('\n');
     out
 }
+
+#[derive(Args)]
+pub struct WhyArgs {
+    book: u64,
+    /// The state table (or, with --object, the durable object's name).
+    table: String,
+    /// The key (text).
+    key: Option<String>,
+    /// Explain a durable object's value instead (`tally why BOOK NAME --object`).
+    #[arg(long)]
+    object: bool,
+    /// As of this seqnum.
+    #[arg(long)]
+    as_of: Option<u64>,
+    #[command(flatten)]
+    json: Json,
+    #[command(flatten)]
+    remote: Remote,
+}
+
+pub fn why(args: WhyArgs) -> anyhow::Result<()> {
+    let mut path = match (&args.key, args.object) {
+        (None, true) => format!("/v1/books/{}/objects/{}/why?", args.book, url_escape(&args.table)),
+        (Some(key), false) => format!("/v1/books/{}/tables/{}/why?key={}&", args.book, url_escape(&args.table), url_escape(key)),
+        _ => anyhow::bail!("name a table and a key (tally why BOOK TABLE KEY), or an object (tally why BOOK NAME --object)"),
+    };
+    if let Some(s) = args.as_of {
+        path.push_str(&format!("as_of={s}"));
+    }
+    get_json(&args.remote, &path, &args.json, render_why)
+}
+
+/// A lineage, for people.
+pub fn render_why(body: &Value) -> String {
+    let what = match body["object"].as_str() {
+        Some(o) => format!("object {o}"),
+        None => format!("{}/{}", text(&body["table"]), shown(&body["key"])),
+    };
+    let mut out = format!("{what} in book {}", text(&body["book"]));
+    if let Some(s) = body["as_of"].as_u64() {
+        out.push_str(&format!(" as of seqnum {s}"));
+    }
+    out.push_str(&format!(": {}\n", if body["value"].is_null() { "no value".into() } else { shown(&body["value"]) }));
+    out.push_str(&format!("  protocol      {}\n", text(&body["protocol"])));
+    if let Some(w) = body["written_at"].as_u64() {
+        out.push_str(&format!("  written at    seqnum {w}\n"));
+    }
+    if let Some(m) = body["migrated_from"].as_u64() {
+        out.push_str(&format!("  migrated from the write at seqnum {m} (a protocol switch carried it over)\n"));
+    }
+    let w = &body["writer"];
+    if w.is_object() {
+        out.push_str(&format!("  written by    {} ({})", text(&w["invocation_id"]), text(&w["function"])));
+        if let Some(step) = w["step"].as_u64() {
+            out.push_str(&format!(", step {step}"));
+        }
+        out.push_str(&format!(", attempt {}\n", text(&w["attempt"])));
+        out.push_str(&format!("  its input     {}\n", shown(&w["input"])));
+        if let Some(k) = w["key"].as_str() {
+            out.push_str(&format!("  its key       {k}\n"));
+        }
+        if let Some(t) = w["trace_id"].as_str() {
+            out.push_str(&format!("  its trace     {t}\n"));
+        }
+    } else if body["written_at"].is_u64() {
+        out.push_str("  written by    (not found: its invocation's records are no longer kept)\n");
+    }
+    match (body["previous_kept"].as_bool(), &body["previous"]) {
+        (Some(true), Value::Null) => out.push_str("  before it     no value\n"),
+        (Some(true), p) => out.push_str(&format!("  before it     {}\n", shown(p))),
+        _ if body["written_at"].is_u64() => out.push_str("  before it     (no longer kept)\n"),
+        _ => {}
+    }
+    out
+}
