@@ -331,14 +331,23 @@ tokio::task_local! {
     static CURRENT: Arc<Probe>;
 }
 
+/// Whether measurements are compiled in (the `unobserved` feature takes them out).
+pub const ENABLED: bool = !cfg!(feature = "unobserved");
+
 /// The probe of the execution running on this task, if any.
 pub fn current() -> Option<Arc<Probe>> {
+    if !ENABLED {
+        return None;
+    }
     CURRENT.try_with(Arc::clone).ok()
 }
 
 /// Opens a frame of `part` on the current probe (one that measures nothing outside an
 /// execution).
 pub fn enter(part: Part) -> Frame {
+    if !ENABLED {
+        return Frame::none();
+    }
     match CURRENT.try_with(|p| p.frame(part, None)) {
         Ok(frame) => frame,
         Err(_) => Frame::none(),
@@ -347,6 +356,9 @@ pub fn enter(part: Part) -> Frame {
 
 /// [`enter`] with a detail for the frame's span, made only when spans are exported.
 pub fn enter_with(part: Part, detail: impl FnOnce() -> String) -> Frame {
+    if !ENABLED {
+        return Frame::none();
+    }
     match CURRENT.try_with(|p| p.frame(part, p.spans.is_some().then(detail))) {
         Ok(frame) => frame,
         Err(_) => Frame::none(),
@@ -355,6 +367,9 @@ pub fn enter_with(part: Part, detail: impl FnOnce() -> String) -> Frame {
 
 /// Runs `fut` with `probe` as the current probe.
 pub async fn within<F: std::future::Future>(probe: Arc<Probe>, fut: F) -> F::Output {
+    if !ENABLED {
+        return fut.await;
+    }
     CURRENT.scope(probe, fut).await
 }
 
