@@ -7,7 +7,7 @@
 //!
 //! | route                                          | needs                                 |
 //! |------------------------------------------------|---------------------------------------|
-//! | `GET /healthz`                                 | nothing                               |
+//! | `GET /healthz`, the dashboard (`/ui`, `/ui/...`: its files, login, logout) | nothing |
 //! | `GET /metrics`, `GET /v1/functions`, `GET /v1/schedules[/{name}]`, `GET /v1/books` | `read`, unscoped |
 //! | `POST /v1/sql` (read-only queries over every book)  | `read`, unscoped               |
 //! | `GET /v1/functions/{name}[/config]`            | `read` of the function                |
@@ -34,13 +34,21 @@
 //! address (a DNS-rebinding page sends its own name), and a browser's `Origin` must be
 //! the gateway itself, and `Sec-Fetch-Site`, when sent, `same-origin` or `none` (a form
 //! POST from another site carries both). A request with a token is checked as anywhere.
+//!
+//! **The dashboard's cookie** (`gateway/ui.rs` sets it at login): a request without
+//! `Authorization` presents the token of its `tally_token` cookie, if it has one, and
+//! only if no page of another site can have sent it: its `Sec-Fetch-Site`, when sent,
+//! must be `same-origin` and its `Origin`, when sent, the gateway itself (403
+//! otherwise; SameSite=Strict keeps the cookie off other sites' requests in the first
+//! place). A malformed cookie, or two of them, is a 401 that says so. `Authorization`
+//! always wins over the cookie, in either mode.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 
 use axum::extract::{FromRequestParts, MatchedPath, Path, Request, State};
-use axum::http::{header, HeaderMap, Method, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
 
@@ -136,6 +144,8 @@ pub fn demand(method: &Method, pattern: &str, params: &HashMap<String, String>, 
     let reading = method == Method::GET || method == Method::HEAD;
     Ok(match pattern {
         "/healthz" => Demand::Nothing,
+        // The dashboard's files and its login: its pages read the API with a token.
+        p if p == "/ui" || p.starts_with("/ui/") => Demand::Nothing,
         "/metrics" | "/v1/functions" | "/v1/schedules" | "/v1/books" => Demand::needs(Read),
         "/v1/sql" => Demand::needs(Read),
         "/v1/functions/{name}" | "/v1/functions/{name}/config" if reading => Demand::of_function(Read, param("name")),
@@ -222,13 +232,91 @@ pub fn forged(headers: &HeaderMap) -> Option<String> {
             return Some(format!("Sec-Fetch-Site {site:?}: a page of another site sent it"));
         }
     }
-    if let Some(origin) = text(header::ORIGIN) {
-        let same = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://")) == Some(host);
-        if !same {
-            return Some(format!("Origin {origin:?} is not this gateway's"));
+    foreign_origin(headers)
+}
+
+/// Why a browser's `Origin` says a page of another origin sent the request, if it does.
+fn foreign_origin(headers: &HeaderMap) -> Option<String> {
+    let text = |name: header::HeaderName| headers.get(name).map(|v| v.to_str().unwrap_or("\u{fffd}"));
+    let host = text(header::HOST).unwrap_or("");
+    let origin = text(header::ORIGIN)?;
+    let same = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://")) == Some(host);
+    (!same).then(|| format!("Origin {origin:?} is not this gateway's"))
+}
+
+/// The dashboard's cookie, whose value is a token.
+pub const COOKIE: &str = "tally_token";
+
+/// Why a browser's request may come from a page other than the gateway's own, if it
+/// may: a `Sec-Fetch-Site` other than `same-origin`, or an `Origin` not the gateway's.
+/// A client that sends neither (not a browser) is not refused.
+pub fn cross_site(headers: &HeaderMap) -> Option<String> {
+    if let Some(site) = headers.get("sec-fetch-site") {
+        let site = site.to_str().unwrap_or("\u{fffd}");
+        if site != "same-origin" {
+            return Some(format!("Sec-Fetch-Site {site:?}: not a page of this gateway"));
         }
     }
-    None
+    foreign_origin(headers)
+}
+
+/// The value of cookie `name` among every `Cookie` header's `name=value` pairs; none if
+/// absent or empty (a cleared cookie), an error if it comes twice (another page of the
+/// site may set one for a longer path) or is not printable ASCII.
+fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Result<Option<&'h str>, String> {
+    let mut found = None;
+    for header in headers.get_all(header::COOKIE) {
+        for pair in header.as_bytes().split(|&b| b == b';') {
+            let Some(eq) = pair.iter().position(|&b| b == b'=') else { continue };
+            if pair[..eq].trim_ascii() != name.as_bytes() {
+                continue;
+            }
+            let value = std::str::from_utf8(pair[eq + 1..].trim_ascii())
+                .ok()
+                .filter(|v| v.bytes().all(|b| b.is_ascii_graphic()))
+                .ok_or_else(|| format!("the {name} cookie is not printable ASCII"))?;
+            if found.replace(value).is_some() {
+                return Err(format!("the request sends the {name} cookie twice; log out and in again at /ui/"));
+            }
+        }
+    }
+    Ok(found.filter(|v| !v.is_empty()))
+}
+
+/// Why a request was refused before its token was looked up.
+#[derive(Debug, PartialEq, Eq)]
+struct Rejected {
+    status: StatusCode,
+    code: &'static str,
+    why: String,
+}
+
+impl Rejected {
+    fn answer(self) -> Box<Response> {
+        let mut response = error_response(self.status, self.code, self.why);
+        if self.status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"tally\""));
+        }
+        Box::new(response)
+    }
+}
+
+/// The token of the dashboard's cookie, if the request has the cookie: refused when a
+/// page of another site may have sent it, or when it is not a token.
+fn cookie_token(headers: &HeaderMap) -> Result<Option<&str>, Rejected> {
+    let unauthenticated = |why: String| Rejected { status: StatusCode::UNAUTHORIZED, code: "unauthenticated", why };
+    let Some(token) = cookie(headers, COOKIE).map_err(unauthenticated)? else { return Ok(None) };
+    if let Some(why) = cross_site(headers) {
+        let why = format!(
+            "refused the {COOKIE} cookie: {why}; the cookie is for the dashboard's own requests (send \
+             `Authorization: Bearer <token>` from elsewhere)"
+        );
+        return Err(Rejected { status: StatusCode::FORBIDDEN, code: "forbidden", why });
+    }
+    if let Err(denied) = super::parse(token) {
+        return Err(unauthenticated(format!("the {COOKIE} cookie: {denied}; log in again at /ui/")));
+    }
+    Ok(Some(token))
 }
 
 /// The bearer token of a request, if it carries one (a malformed header is refused).
@@ -267,6 +355,10 @@ pub async fn authorize(access: &Access, headers: &HeaderMap, demand: &Demand) ->
         Demand::Needs { action, function, book, promise } => (action, function, book, promise),
         Demand::Nothing => return Ok(Caller { id: "public".into(), role: Role::Read, scope: Scope::default() }),
         Demand::Function { .. } => unreachable!("resolved by http_function"),
+    };
+    let token = match token {
+        Some(token) => Some(token),
+        None => cookie_token(headers).map_err(Rejected::answer)?,
     };
     let Some(token) = token else {
         if access.mode == Mode::Local {
@@ -412,6 +504,74 @@ mod tests {
             &[],
         ] {
             assert!(forged(&headers(bad)).is_some(), "{bad:?}");
+        }
+    }
+
+    fn with(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(header::HeaderName::from_bytes(k.as_bytes()).unwrap(), v.parse().unwrap());
+        }
+        h
+    }
+
+    /// A token as `auth::parse` takes it (no grant behind it).
+    const TOKEN: &str = "tally_0123456789abcdef_0000000000000000000000000000000000000000000000000000000000000000";
+
+    #[test]
+    fn the_dashboards_cookie_is_found_among_other_cookies() {
+        let cookie = format!("theme=dark; {COOKIE}={TOKEN}; other=tally_token");
+        let h = with(&[("cookie", "a=1"), ("cookie", &cookie)]);
+        assert_eq!(cookie_token(&h), Ok(Some(TOKEN)));
+        assert_eq!(cookie_token(&with(&[("cookie", "a=1; tally_tokens=x")])), Ok(None), "another name");
+        assert_eq!(cookie_token(&with(&[("cookie", "tally_token=")])), Ok(None), "cleared");
+        assert_eq!(cookie_token(&HeaderMap::new()), Ok(None));
+        // A page of this gateway: same-origin, its own Origin on a POST.
+        let cookie = format!("{COOKIE}={TOKEN}");
+        let h = with(&[
+            ("host", "node.example:8080"),
+            ("origin", "https://node.example:8080"),
+            ("sec-fetch-site", "same-origin"),
+            ("cookie", &cookie),
+        ]);
+        assert_eq!(cookie_token(&h), Ok(Some(TOKEN)), "the host need not be loopback: a token is checked");
+        let demand = demand(&Method::GET, "/ui/app.js", &HashMap::new(), None);
+        assert_eq!(demand, Ok(Demand::Nothing), "the dashboard's files need no token");
+    }
+
+    #[test]
+    fn a_cookie_a_page_of_another_site_may_have_sent_is_refused() {
+        let cookie = format!("{COOKIE}={TOKEN}");
+        for bad in [
+            &[("host", "127.0.0.1:8080"), ("sec-fetch-site", "cross-site")][..],
+            &[("host", "127.0.0.1:8080"), ("sec-fetch-site", "same-site")],
+            &[("host", "127.0.0.1:8080"), ("sec-fetch-site", "none")],
+            &[("host", "127.0.0.1:8080"), ("origin", "http://evil.example")],
+            &[("host", "127.0.0.1:8080"), ("origin", "http://127.0.0.1:9999"), ("sec-fetch-site", "same-origin")],
+            &[("host", "127.0.0.1:8080"), ("origin", "null")],
+        ] {
+            let h = with(&[bad, &[("cookie", cookie.as_str())]].concat());
+            let refused = cookie_token(&h).expect_err("refused");
+            assert_eq!((refused.status, refused.code), (StatusCode::FORBIDDEN, "forbidden"), "{bad:?}");
+            assert!(refused.why.starts_with("refused the tally_token cookie: "), "{}", refused.why);
+        }
+        assert!(cross_site(&with(&[("host", "h:1"), ("origin", "http://h:1"), ("sec-fetch-site", "same-origin")])).is_none());
+        assert!(cross_site(&with(&[("host", "h:1")])).is_none(), "not a browser");
+    }
+
+    #[test]
+    fn a_malformed_cookie_is_refused_with_a_clear_message() {
+        for (cookie, says) in [
+            ("tally_token=garbage", "the tally_token cookie: no valid token: not a Tally token"),
+            ("tally_token=\"quoted\"", "not a Tally token"),
+            ("tally_token=caf\u{e9}", "the tally_token cookie is not printable ASCII"),
+            ("tally_token=a; x=1; tally_token=b", "the request sends the tally_token cookie twice"),
+        ] {
+            let mut h = HeaderMap::new();
+            h.insert(header::COOKIE, HeaderValue::from_bytes(cookie.as_bytes()).unwrap());
+            let refused = cookie_token(&h).expect_err(cookie);
+            assert_eq!((refused.status, refused.code), (StatusCode::UNAUTHORIZED, "unauthenticated"), "{cookie}");
+            assert!(refused.why.contains(says), "{cookie}: {}", refused.why);
         }
     }
 
