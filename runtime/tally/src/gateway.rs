@@ -27,11 +27,13 @@
 //! | `GET /v1/books/{id}/locks/{name}`       | the invocation holding a lock, if any       | none                   |
 //! | `POST /v1/promises/{id}/link`, `/v1/tokens[/{id}]`, `GET /v1/audit` | tokens and the audit (`gateway/tokens.rs`) | 16 KiB |
 //! | `GET /healthz`, `GET /metrics`          | liveness, Prometheus counters               | none                   |
+//! | `GET /ui/...`, `POST /ui/login`, `/ui/logout` | the dashboard, its cookie (`gateway/ui.rs`) | 4 KiB            |
 //! | any method, `/fn/{name}/...`            | an HTTP function serves the request (`gateway/web.rs`) | its `request_bytes_max` |
 //! | any other path                          | the HTTP function whose route it is (`?routes=` at deploy), or 404 | its `request_bytes_max` |
 //!
-//! Every route but `/healthz` checks the caller's token first (`auth/guard.rs`: a route
-//! layer, and the fallback itself), and hands the handler its [`Caller`].
+//! Every route but `/healthz` and the dashboard's (`/ui`) checks the caller's token
+//! first (`auth/guard.rs`: a route layer, and the fallback itself), and hands the
+//! handler its [`Caller`].
 //!
 //! A body's limit is enforced before the body is read: a Content-Length over it is
 //! refused at once, and a body without one is cut off as soon as it passes the limit,
@@ -86,6 +88,7 @@ mod observe;
 mod schedules;
 mod settings;
 mod tokens;
+mod ui;
 mod web;
 
 pub use books::parse_tag;
@@ -193,6 +196,13 @@ pub fn router(rt: Arc<Runtime>, access: Arc<Access>) -> Router {
         .route("/v1/books/{id}/queues/{name}", get(books::queue))
         .route("/v1/books/{id}/locks/{name}", get(books::lock))
         .route("/healthz", get(|_: NoBody| async { "ok\n" }))
+        .route("/ui", get(ui::redirect))
+        .route("/ui/", get(ui::index))
+        .route("/ui/app.js", get(ui::script))
+        .route("/ui/app.css", get(ui::style))
+        .route("/ui/login", post(ui::login))
+        .route("/ui/logout", post(ui::logout))
+        .route("/ui/{*path}", any(ui::not_found))
         .route("/metrics", get(metrics))
         .route("/fn/{name}", any(web::serve))
         .route("/fn/{name}/", any(web::serve))
