@@ -1227,10 +1227,9 @@ async function pageObjects(p, main) {
         return [title, v.exists ? null : h("p", { class: "muted" }, "No such object (or nothing at that path)."), h("pre", { class: "json" }, JSON.stringify(v.value, jsonBig, 2))];
       }
       if (kind === "queues") {
-        const shards = v.shards || [];
-        const cols = shards[0] ? Object.keys(shards[0]) : [];
-        const rows = shards.map((sh) => h("tr", null, cols.map((c) => h("td", { class: "mono" }, typeof sh[c] === "object" ? JSON.stringify(sh[c], jsonBig) : String(sh[c])))));
-        return [title, factList([["waiting", fmtCount(v.pending)]]), rows.length ? h("div", { class: "scroll" }, h("table", null, h("thead", null, h("tr", null, cols.map((c) => h("th", null, c)))), h("tbody", null, rows))) : null];
+        const rows = (v.shards || []).map((sh) => h("tr", null, h("td", { class: "num" }, sh.shard), h("td", { class: "num" }, fmtCount(sh.pending)), h("td", null, sh.oldest == null ? "—" : seqCell(sh.oldest))));
+        const shards = h("table", { class: "shards" }, h("thead", null, h("tr", null, h("th", { class: "num" }, "Shard"), h("th", { class: "num" }, "Waiting"), h("th", null, "Oldest message"))), h("tbody", null, rows));
+        return [title, factList([["waiting", fmtCount(v.pending)]]), rows.length ? h("div", { class: "scroll shards" }, shards) : null];
       }
       return [title, factList([["held", v.held ? "yes" : "no"], ["by", v.holder ? invocationLink(v.holder, book) : "—"]])];
     });
@@ -1248,7 +1247,7 @@ async function pageObjects(p, main) {
   const listed = (box, title, kind, table) =>
     p.fill(box, async () => {
       try {
-        const { names, truncated } = await listNames(p, `SELECT name FROM ${table} WHERE book = ${book} ORDER BY name LIMIT 500`);
+        const { names, truncated } = await listNames(p, `SELECT DISTINCT name FROM ${table} WHERE book = ${book} ORDER BY name LIMIT 500`);
         const items = names.map((n) => {
           const b = h("button", { type: "button", class: "chip" }, n);
           b.addEventListener("click", () => show(kind, n, ""));
