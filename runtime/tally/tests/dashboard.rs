@@ -455,6 +455,7 @@ fn the_dashboard_trades_a_token_for_an_httponly_cookie() {
     browser.click("#login-submit");
     wait_js(&browser, "the login form gone", "return document.getElementById('login').hidden;", PAGE);
     browser.wait_text("#functions", has(&["bank"]), PAGE);
+    wait_js(&browser, "book 1 picked once the books can be read", "return document.getElementById('book').value === '1';", PAGE);
     assert_eq!(browser.exec("return document.cookie;", &[]), json!(""), "HttpOnly: no script reads the token");
     browser.screenshot("ui-logged-in");
     visit(&browser, &n, "#/invocations?book=1");

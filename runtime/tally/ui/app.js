@@ -394,11 +394,11 @@ function parseHash() {
   return { segments, params };
 }
 
-/** The book a page is about: its `?book=`, else the one last chosen. */
+/** The book a page is about: its `?book=`, else the one last chosen or shown. */
 function bookOf(params) {
   const given = params && params.get("book");
   if (given != null && /^\d+$/.test(given)) return given;
-  return localStorage.getItem("tally.book") || "0";
+  return localStorage.getItem("tally.book") || $("#book").value || "0";
 }
 
 function route() {
@@ -430,8 +430,9 @@ function head(title, subtitle, ...extra) {
 
 // ---------------------------------------------------------------- the book picker
 
-function chooseBook(book) {
-  localStorage.setItem("tally.book", String(book));
+/** Shows `book` as the chosen one, and remembers it unless it is only a default. */
+function chooseBook(book, remember = true) {
+  if (remember) localStorage.setItem("tally.book", String(book));
   const select = $("#book");
   if (![...select.options].some((o) => o.value === String(book))) select.append(h("option", { value: book }, book));
   select.value = String(book);
@@ -442,16 +443,18 @@ function chooseBook(book) {
 
 async function loadBooks() {
   const select = $("#book");
-  let books = [];
+  let books = null;
   try {
     books = (await getJSON("/v1/books")).books.map(String);
   } catch {
-    // A token that may not list books still picks one by URL.
+    // Before a login, or a token that may not list books: a book is still picked by URL.
   }
-  const chosen = localStorage.getItem("tally.book") || books[0] || "0";
-  if (!books.includes(chosen)) books.unshift(chosen);
-  select.replaceChildren(...books.map((b) => h("option", { value: b }, b)));
-  chooseBook(chosen);
+  const saved = localStorage.getItem("tally.book");
+  const chosen = saved || (books && books[0]) || "0";
+  const options = books || [];
+  if (!options.includes(chosen)) options.unshift(chosen);
+  select.replaceChildren(...options.map((b) => h("option", { value: b }, b)));
+  chooseBook(chosen, saved != null);
 }
 
 function bookChanged() {
@@ -481,6 +484,13 @@ const PART_COLORS = {
   outgoing: "#a44fbd",
 };
 const PALETTE = ["#4a7fd4", "#2e9d6b", "#e19c35", "#c4527a", "#7a6bd1", "#4fb0c6", "#8b6b4d", "#a44fbd", "#d27a2c", "#5f7d2e"];
+
+/** Outcomes: `ok` green, every other one a warm colour. */
+const OUTCOME_COLORS = ["#c8312b", "#e19c35", "#a44fbd", "#c4527a", "#8b6b4d"];
+
+function outcomeColor(name, i) {
+  return name === "ok" ? "#2e9d6b" : OUTCOME_COLORS[i % OUTCOME_COLORS.length];
+}
 
 function colorOf(name, i) {
   if (PART_COLORS[name]) return PART_COLORS[name];
@@ -568,7 +578,7 @@ function niceMax(value, floor) {
  * A line chart over the last `spanMs` of time: `series` maps a name to points
  * `{t, v}` (`v` null for a gap), drawn into `host` with a legend of the last values.
  */
-function lineChart(host, { series, spanMs, now, unit, format, floor }) {
+function lineChart(host, { series, spanMs, now, unit, format, floor, color = (name, i) => colorOf(name, PART_COLORS[name] ? undefined : i) }) {
   const W = Math.max(360, Math.round(host.clientWidth || 640));
   const H = 220;
   const m = { l: 52, r: 14, t: 12, b: 26 };
@@ -591,7 +601,7 @@ function lineChart(host, { series, spanMs, now, unit, format, floor }) {
   }
   let i = 0;
   for (const [name, points] of series) {
-    const color = colorOf(name, PART_COLORS[name] ? undefined : i);
+    const stroke = color(name, i);
     i++;
     let d = "";
     let pen = false;
@@ -603,18 +613,18 @@ function lineChart(host, { series, spanMs, now, unit, format, floor }) {
       d += `${pen ? "L" : "M"}${x(p.t).toFixed(1)},${y(p.v).toFixed(1)}`;
       pen = true;
     }
-    if (d) chart.append(svg("path", { d, fill: "none", stroke: color, "stroke-width": 2, "stroke-linejoin": "round", class: "series", "data-series": name }));
+    if (d) chart.append(svg("path", { d, fill: "none", stroke, "stroke-width": 2, "stroke-linejoin": "round", class: "series", "data-series": name }));
     const last = points[points.length - 1];
-    if (last && last.v != null) chart.append(svg("circle", { cx: x(last.t), cy: y(last.v), r: 3, fill: color }));
+    if (last && last.v != null) chart.append(svg("circle", { cx: x(last.t), cy: y(last.v), r: 3, fill: stroke }));
   }
   const legend = h("div", { class: "legend" });
   i = 0;
   for (const [name, points] of series) {
-    const color = colorOf(name, PART_COLORS[name] ? undefined : i);
+    const swatch = color(name, i);
     i++;
     const last = points[points.length - 1];
     legend.append(
-      h("span", { class: "part", "data-series": name }, h("span", { class: "swatch", "data-color": color }), h("span", { class: "name" }, name), h("span", { class: "ms" }, last && last.v != null ? format(last.v) : "—")),
+      h("span", { class: "part", "data-series": name }, h("span", { class: "swatch", "data-color": swatch }), h("span", { class: "name" }, name), h("span", { class: "ms" }, last && last.v != null ? format(last.v) : "—")),
     );
   }
   if (series.size === 0) legend.append(h("span", { class: "muted" }, "No data yet: the chart fills as the node works."));
@@ -1421,13 +1431,14 @@ async function pageHealth(p, main) {
     stats.replaceChildren(
       stat("Health", alive === "ok" ? "ok" : alive ?? "—", alive === "ok" ? "ok" : "bad", latency != null ? `answered in ${fmtMs(latency)}` : "no answer"),
       stat("Instances running", fmtCount(last && last.gauge("tally_instances_running"))),
-      stat("Invocations", fmtCount(total), "", errors ? `${fmtCount(errors)} not ok` : "all ok"),
+      stat("Invocations", fmtCount(total), "", `since the node started, ${errors ? `${fmtCount(errors)} not ok` : "all ok"}`),
       stat("Re-executions", fmtCount(last && last.gauge("tally_reexecutions_total")), "", `${fmtCount(last && last.gauge("tally_replayed_results_total"))} answered from the log`),
-      stat("Deploys", fmtCount(last && last.gauge("tally_deploys_total"))),
+      stat("Deploys", fmtCount(last && last.gauge("tally_deploys_total")), "", "accepted by this node since it started"),
     );
     const now = Date.now();
     const { rates, parts: means } = seriesOf(health.samples.filter((s) => s.t >= now - health.SPAN_MS - health.POLL_MS));
-    lineChart(rate, { series: rates, spanMs: health.SPAN_MS, now, unit: "invocations per second", format: (v) => (v >= 10 ? v.toFixed(0) : v.toFixed(1)) + "/s", floor: 1 });
+    const sorted = new Map([...rates].sort(([a], [b]) => (a === "ok" ? -1 : b === "ok" ? 1 : a.localeCompare(b))));
+    lineChart(rate, { series: sorted, spanMs: health.SPAN_MS, now, unit: "invocations per second", format: (v) => (v >= 10 ? v.toFixed(0) : v.toFixed(1)) + "/s", floor: 1, color: outcomeColor });
     lineChart(parts, { series: means, spanMs: health.SPAN_MS, now, unit: "milliseconds per invocation", format: (v) => fmtMs(v), floor: 0.1 });
     rate.dataset.samples = String(health.samples.length);
     if (last) functions.replaceChildren(h("h2", null, "By function"), functionStats(last));
