@@ -378,7 +378,7 @@ const PAGES = {
 /** The pages whose data are a book's. */
 const BOOK_PAGES = new Set(["invocations", "tables", "objects", "book"]);
 
-let shown_page = null;
+let shownPage = null;
 
 function parseHash() {
   const raw = location.hash.replace(/^#\/?/, "");
@@ -405,9 +405,9 @@ function route() {
   const { segments, params } = parseHash();
   const name = segments[0] || "functions";
   const render = PAGES[name];
-  if (shown_page) shown_page.stop();
+  if (shownPage) shownPage.stop();
   const page = new Page(params);
-  shown_page = page;
+  shownPage = page;
   if (BOOK_PAGES.has(name) && params.get("book") != null) chooseBook(params.get("book"));
   for (const a of document.querySelectorAll("#nav a")) {
     a.classList.toggle("current", a.dataset.page === name || (name === "invocation" && a.dataset.page === "invocations") || (name === "function" && a.dataset.page === "functions") || (name === "book" && a.dataset.page === "books"));
