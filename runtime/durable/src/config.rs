@@ -92,6 +92,10 @@ pub struct StateConfig {
     /// How long a finished invocation's step log (and so its result, for a client
     /// retrying with the same idempotency key) is kept.
     pub results_kept_ms: u64,
+    /// How long the past of read-optimized tables, objects and queues stays readable
+    /// (`AS OF` a seqnum): garbage collection keeps what a reader at a position this
+    /// old needs. 0: only what running invocations need.
+    pub history_kept_ms: u64,
     /// How often `auto` tables are looked at.
     pub auto_interval_ms: u64,
     /// Operations on a table within one look below which `auto` does not decide.
@@ -143,6 +147,7 @@ impl Default for StateConfig {
             crash_injection: false,
             gc_interval_ms: 10_000,
             results_kept_ms: 3_600_000,
+            history_kept_ms: 600_000,
             auto_interval_ms: 2_000,
             auto_min_ops: 20,
             auto_sync_cost: 100,

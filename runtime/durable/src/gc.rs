@@ -56,7 +56,7 @@ use crate::record::kind;
 use crate::record::{self, LockId, Step, Written};
 use crate::store::{Family, VersionPut};
 use crate::table::{store_table, visible_write};
-use crate::tags::{shadow, APPENDED, INSTANCES, LIBRARIES};
+use crate::tags::{shadow, APPENDED, HISTORY, INSTANCES, LIBRARIES};
 
 /// Keys per page when walking a table.
 const PAGE: usize = 512;
@@ -94,6 +94,31 @@ pub(crate) struct Collectable {
     /// Completed promises, oldest first: each with its creator's root (by step tag) and
     /// when the completion was seen.
     pub promises: VecDeque<CompletedPromise>,
+    /// (when, the scan's position then), one per collection: what `history_kept_ms`
+    /// ago was in seqnums.
+    pub samples: VecDeque<(u64, u64)>,
+    /// The history floor this node last logged (HISTORY).
+    pub floor: u64,
+}
+
+/// Samples of [`Collectable::samples`] kept at most.
+const SAMPLES_MAX: usize = 4096;
+
+impl Collectable {
+    /// The oldest position whose past must stay readable: where the scan was
+    /// `history_kept_ms` ago (0 until this node has looked after the book that long).
+    fn history_floor(&mut self, now_ms: u64, next: u64, kept_ms: u64) -> u64 {
+        self.samples.push_back((now_ms, next));
+        let old_enough = |&(t, _): &(u64, u64)| now_ms.saturating_sub(t) >= kept_ms;
+        // The newest sample old enough decides; older ones are no longer needed.
+        while self.samples.len() > 1 && self.samples.get(1).is_some_and(old_enough) {
+            self.samples.pop_front();
+        }
+        while self.samples.len() > SAMPLES_MAX {
+            self.samples.pop_front();
+        }
+        self.samples.front().filter(|s| old_enough(s)).map_or(0, |&(_, n)| n)
+    }
 }
 
 /// A completed promise, to collect once its creator's root is collected and no
@@ -208,10 +233,17 @@ pub(crate) async fn collect(
         d.core.log.trim(&mut ctx, sb, APPENDED, SeqNum(below)).await?;
         scan.instances_trimmed = below;
     }
-    for table in d.core.tables(book).await? {
-        collect_table(d, &mut ctx, book, &table, horizon, &mut done).await?;
+    // The past stays readable for `history_kept_ms`: the floor is logged before
+    // anything below it goes, so a read as of an older seqnum is refused, not wrong.
+    let floor = scan.history_floor(now, next, d.core.config.history_kept_ms).min(horizon);
+    if floor > scan.floor {
+        d.core.log.append(&mut ctx, sb, &[HISTORY], record::encode(&floor)).await?;
+        scan.floor = floor;
     }
-    collect_libraries(d, &mut ctx, book, horizon, next, &mut scan.libraries, &mut done).await?;
+    for table in d.core.tables(book).await? {
+        collect_table(d, &mut ctx, book, &table, floor, &mut done).await?;
+    }
+    collect_libraries(d, &mut ctx, book, floor, next, &mut scan.libraries, &mut done).await?;
     if done != Collected::default() {
         tracing::debug!(book = book.0, ?done, "collected");
     }

@@ -79,6 +79,9 @@ pub const LIBRARIES: Tag = fixed(9);
 pub const SCHEDULES_COMPACTED: Tag = fixed(10);
 /// Grants and revocations of API tokens (`tally::auth`), in [`PLATFORM_BOOK`].
 pub const TOKENS: Tag = fixed(11);
+/// The floors of a book's history, in its shadow: each a u64 below which garbage
+/// collection may remove what a read as of an earlier seqnum needs (`gc.rs`).
+pub const HISTORY: Tag = fixed(12);
 
 const DERIVED_BIT: u64 = 1 << 62;
 

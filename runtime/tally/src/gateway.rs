@@ -83,10 +83,12 @@ use crate::auth::guard::{self, Access, Caller};
 
 mod books;
 mod invocations;
+mod lineage;
 mod logs;
 mod observe;
 mod schedules;
 mod settings;
+mod sql;
 mod tokens;
 mod ui;
 mod web;
@@ -188,11 +190,14 @@ pub fn router(rt: Arc<Runtime>, access: Arc<Access>) -> Router {
         .route("/v1/schedules", get(schedules::list))
         .route("/v1/schedules/{name}", get(schedules::get).put(schedules::put).delete(schedules::delete))
         .route("/v1/schedules/{name}/{action}", post(schedules::action))
+        .route("/v1/sql", post(sql::query))
         .route("/v1/books", get(books::list))
         .route("/v1/books/{id}/tables", get(books::tables))
         .route("/v1/books/{id}/records", get(books::records))
         .route("/v1/books/{id}/tables/{table}", get(books::table_status).put(books::table_switch))
+        .route("/v1/books/{id}/tables/{table}/why", get(lineage::value))
         .route("/v1/books/{id}/objects/{name}", get(books::object))
+        .route("/v1/books/{id}/objects/{name}/why", get(lineage::object))
         .route("/v1/books/{id}/queues/{name}", get(books::queue))
         .route("/v1/books/{id}/locks/{name}", get(books::lock))
         .route("/healthz", get(|_: NoBody| async { "ok\n" }))
@@ -212,6 +217,7 @@ pub fn router(rt: Arc<Runtime>, access: Arc<Access>) -> Router {
         .route_layer(axum::middleware::from_fn_with_state(access.clone(), guard::guard))
         .method_not_allowed_fallback(method_not_allowed)
         .fallback(web::routed)
+        .layer(axum::Extension(Arc::new(sql::engine(&rt))))
         .layer(axum::Extension(access))
         .with_state(rt)
 }

@@ -464,6 +464,7 @@ async fn garbage_collection_keeps_storage_bounded() {
     config.state.gc_interval_ms = 100;
     config.state.recovery_interval_ms = 50;
     config.state.results_kept_ms = 0;
+    config.state.history_kept_ms = 0;
     let node = DevNode::start(config).await.expect("starting the node");
     let rt = node.runtime.clone();
     deploy_bank(&rt, Protocol::ReadOptimized).await;
@@ -1564,6 +1565,7 @@ async fn library_streams_are_checkpointed_and_trimmed_and_read_the_same() {
     let h = Harness::start_with(StoreKind::Rocksdb, |c| {
         c.state.gc_interval_ms = 100;
         c.state.recovery_interval_ms = 50;
+        c.state.history_kept_ms = 0;
     })
     .await;
     const BOOK: u64 = 1306;

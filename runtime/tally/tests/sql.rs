@@ -188,3 +188,135 @@ fn writes_files_and_runaway_queries_are_refused() {
     let (status, v) = n.json("POST", "/v1/sql", b"not json");
     assert_eq!(status, 400, "{v}");
 }
+
+/// Transfers over a read-optimized, a write-optimized and a symmetric table at once, with
+/// a switch and garbage collection running: as of every transfer's result, each
+/// read-optimized balance is the model's and the total is constant; write-optimized and
+/// symmetric tables keep only each key's latest value, so an older seqnum is a clear
+/// error, never a wrong answer; once the switch to read-optimized is over, that table
+/// reads its past too.
+#[test]
+fn as_of_holds_across_protocols_a_switch_and_collection() {
+    let (_dir, n) = node_with(&[
+        "--table",
+        "ro=read-optimized",
+        "--table",
+        "wo=write-optimized",
+        "--table",
+        "sym=symmetric",
+        "--gc-interval-ms",
+        "50",
+        "--recovery-interval-ms",
+        "50",
+        "--history-kept-ms",
+        "1500",
+    ]);
+    n.deploy("steps", &guest("steps"), "");
+    let accounts = ["a", "b", "c"];
+    let mut model: BTreeMap<&str, i64> = accounts.iter().map(|a| (*a, 100)).collect();
+    let puts = |model: &BTreeMap<&str, i64>, keys: &[&str]| -> String {
+        let mut ops = Vec::new();
+        for t in ["ro", "wo", "sym"] {
+            for k in keys {
+                ops.push(format!("get {t} {k};put {t} {k} {}", model[k]));
+            }
+        }
+        ops.join(";")
+    };
+    post(&n, "steps", "open", &format!("script {}", puts(&model, &accounts)));
+    let mut rng = common::Rng(11);
+    let mut checkpoints = Vec::new();
+    for i in 0..24 {
+        if i == 12 {
+            let (status, v) = n.json("PUT", "/v1/books/1/tables/wo", br#"{"protocol": "read-optimized"}"#);
+            assert_eq!(status, 202, "{v}");
+        }
+        let from = accounts[rng.below(3) as usize];
+        let to = accounts[(accounts.iter().position(|a| *a == from).unwrap() + 1 + rng.below(2) as usize) % 3];
+        let amount = rng.below(40) as i64;
+        *model.get_mut(from).unwrap() -= amount;
+        *model.get_mut(to).unwrap() += amount;
+        post(&n, "steps", &format!("t{i}"), &format!("script {}", puts(&model, &[from, to])));
+        let id = one(&n, "SELECT invocation_id FROM steps WHERE book = 1 AND kind = 'init' AND value LIKE 'script%' ORDER BY seqnum DESC LIMIT 1");
+        let done = one(
+            &n,
+            &format!(
+                "SELECT seqnum FROM steps WHERE book = 1 AND invocation_id = '{}' AND kind = 'result'",
+                id.as_str().unwrap()
+            ),
+        );
+        checkpoints.push((done.as_u64().unwrap(), model.clone()));
+        std::thread::sleep(std::time::Duration::from_millis(150));
+    }
+    let balances = |table: &str, at: u64| -> Result<BTreeMap<String, i64>, (u16, String)> {
+        let v = sql(&n, &format!("SELECT key, value FROM state WHERE book = 1 AND table_name = '{table}' AS OF {at}"))?;
+        Ok(v["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| (r[0].as_str().unwrap().to_string(), r[1].as_str().unwrap().parse().unwrap()))
+            .collect())
+    };
+    let want = |m: &BTreeMap<&str, i64>| -> BTreeMap<String, i64> { m.iter().map(|(k, v)| (k.to_string(), *v)).collect() };
+    let last = checkpoints.last().unwrap().0;
+    let (mut exact, mut collected) = (0, 0);
+    for (seqnum, m) in &checkpoints {
+        // Older than `history_kept_ms`: refused once collection passed it.
+        let kept = |r: Result<BTreeMap<String, i64>, (u16, String)>| match r {
+            Err((400, message)) if message.contains("keeps its history from seqnum") => None,
+            other => Some(other),
+        };
+        let Some(ro) = kept(balances("ro", *seqnum)) else {
+            collected += 1;
+            continue;
+        };
+        let ro = ro.unwrap_or_else(|e| panic!("ro as of {seqnum}: {e:?}"));
+        assert_eq!(ro, want(m), "ro as of {seqnum}");
+        assert_eq!(ro.values().sum::<i64>(), 300);
+        exact += 1;
+        for table in ["wo", "sym"] {
+            match kept(balances(table, *seqnum)) {
+                None => {}
+                Some(Ok(got)) => assert_eq!(got, want(m), "{table} as of {seqnum}"),
+                Some(Err((status, message))) => {
+                    assert_eq!(status, 400, "{table} as of {seqnum}: {message}");
+                    assert!(message.contains("not kept"), "{table} as of {seqnum}: {message}");
+                    assert!(*seqnum < last, "the latest values are always there");
+                }
+            }
+        }
+    }
+    assert!(exact >= 5 && collected >= 5, "{exact} seqnums read exactly, {collected} refused as collected");
+    let final_model = &checkpoints.last().unwrap().1;
+    for table in ["ro", "wo", "sym"] {
+        assert_eq!(balances(table, last).unwrap(), want(final_model), "{table} at the end");
+    }
+    // The switch ended: `wo` is read-optimized and answers its past since.
+    let status = n.json("GET", "/v1/books/1/tables/wo", b"").1;
+    assert_eq!(status["protocol"], "read-optimized", "{status}");
+}
+
+/// With no history kept, collection moves the floor: a read as of a seqnum below it is
+/// refused with what the floor is, never answered from what is left.
+#[test]
+fn as_of_below_the_history_floor_is_refused() {
+    let (_dir, n) = node_with(&["--gc-interval-ms", "50", "--recovery-interval-ms", "50", "--history-kept-ms", "0"]);
+    n.deploy("bank", &guest("bank"), "");
+    post(&n, "bank", "a", "open alice 100");
+    let first = one(&n, "SELECT max(seqnum) FROM steps WHERE book = 1");
+    for i in 0..5 {
+        post(&n, "bank", &format!("o{i}"), &format!("open alice {i}"));
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        match sql(&n, &format!("SELECT value FROM state WHERE book = 1 AND table_name = 'accounts' AS OF {first}")) {
+            Err((400, message)) => {
+                assert!(message.contains("keeps its history from seqnum"), "{message}");
+                break;
+            }
+            other => assert!(std::time::Instant::now() < deadline, "the floor never passed {first}: {other:?}"),
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(one(&n, "SELECT value FROM state WHERE book = 1 AND table_name = 'accounts'"), json!("4"));
+}

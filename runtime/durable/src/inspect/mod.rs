@@ -44,6 +44,9 @@ impl Libraries<'_> {
         crate::abort::check_book(book)?;
         objects::check_name(object)?;
         objects::parse_path(path)?;
+        if at != u64::MAX {
+            d.check_history(ctx, book, at).await?;
+        }
         let value = objects::view_at(d, ctx, book, object, at).await.map_err(|a| a.into_error())?;
         objects::text_at(&value, path)
     }
@@ -58,6 +61,9 @@ impl Libraries<'_> {
         let d = self.0;
         crate::abort::check_book(book)?;
         queues::check_name(queue)?;
+        if at != u64::MAX {
+            d.check_history(ctx, book, at).await?;
+        }
         let mut out = Vec::new();
         for shard in 0..queues::SHARDS {
             let view = queues::shard_at(d, ctx, book, queue, shard, at).await.map_err(|a| a.into_error())?;

@@ -11,16 +11,19 @@
 use std::collections::BTreeSet;
 
 use bytes::Bytes;
-use tally_log_core::{BookId, Context};
+use tally_log_core::{BookId, Context, SeqNum};
 
 use super::steps::{protocol_at, History};
 use crate::abort::check_book;
 use crate::config::Protocol;
+use crate::core::Core;
 use crate::error::{Error, Result};
 use crate::node::Tables;
+use crate::record;
 use crate::record::Transition;
 use crate::store::Family;
 use crate::table::{check_table, store_table, visible_write, written_value};
+use crate::tags::{shadow, HISTORY};
 
 /// One key's value.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,6 +41,22 @@ type Written = (Option<Bytes>, Option<u64>);
 
 /// Keys of one table a listing returns at most.
 pub const KEYS_MAX: usize = 1_000_000;
+
+impl Core {
+    /// Refuses a read of `book` as of `at` below its history floor (`gc.rs`): garbage
+    /// collection may have removed what that read needs.
+    pub(crate) async fn check_history(&self, ctx: &mut Context, book: BookId, at: u64) -> Result<()> {
+        let Some(r) = self.log.read_prev(ctx, shadow(book), HISTORY, SeqNum::MAX).await? else { return Ok(()) };
+        let floor: u64 = record::decode("history floor", &r.data)?;
+        if at < floor {
+            return Err(Error::InvalidArgument(format!(
+                "book {} keeps its history from seqnum {floor} on ([state] history_kept_ms): {at} is older",
+                book.0
+            )));
+        }
+        Ok(())
+    }
+}
 
 impl Tables<'_> {
     /// The keys `table` of `book` has in the store (either family, each once, in byte
@@ -79,6 +98,9 @@ impl Tables<'_> {
         at: Option<u64>,
     ) -> Result<StateValue> {
         let seqnum = at.unwrap_or(u64::MAX);
+        if at.is_some() {
+            self.0.core.check_history(ctx, book, seqnum).await?;
+        }
         let at_index = history.partition_point(|(s, _)| *s <= seqnum);
         let protocol = protocol_at(history, seqnum).unwrap_or_else(|| "none".to_string());
         let transition = history[..at_index].last().map(|(_, t)| t.clone());

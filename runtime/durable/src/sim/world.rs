@@ -215,6 +215,7 @@ pub(super) fn sim_config() -> StateConfig {
         attempts_max: 100_000,
         gc_interval_ms: 40,
         results_kept_ms: 300,
+        history_kept_ms: 0,
         auto_interval_ms: 200,
         auto_min_ops: 5,
         open_max: 3,

@@ -164,6 +164,10 @@ pub struct DevArgs {
     gc_interval_ms: Option<u64>,
     #[arg(long)]
     results_kept_ms: Option<u64>,
+    /// How long the past of read-optimized tables, objects and queues stays readable
+    /// with SQL's AS OF.
+    #[arg(long)]
+    history_kept_ms: Option<u64>,
     #[arg(long)]
     auto_interval_ms: Option<u64>,
     #[arg(long)]
@@ -247,6 +251,7 @@ impl DevArgs {
             attempts_max => state.attempts_max,
             gc_interval_ms => state.gc_interval_ms,
             results_kept_ms => state.results_kept_ms,
+            history_kept_ms => state.history_kept_ms,
             auto_interval_ms => state.auto_interval_ms,
             auto_min_ops => state.auto_min_ops,
             auto_sync_cost => state.auto_sync_cost,

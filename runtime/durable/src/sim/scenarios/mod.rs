@@ -212,6 +212,7 @@ fn config() -> StateConfig {
         reexecute_after_ms: 100,
         recovery_interval_ms: 50,
         gc_interval_ms: 0,
+        history_kept_ms: 0,
         ..StateConfig::default()
     }
 }
