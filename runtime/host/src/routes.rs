@@ -6,7 +6,7 @@
 //! a request matches, one naming its host wins over one naming none, then the longest
 //! prefix, then the function deployed first (every node picks the same one). A deploy
 //! that claims a route another function holds is refused. The gateway's own paths
-//! (`/v1`, `/fn`, `/healthz`, `/metrics`) are no one's.
+//! (`/v1`, `/fn`, `/ui`, `/healthz`, `/metrics`) are no one's.
 
 /// A route of an HTTP function.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -19,7 +19,7 @@ pub struct Route {
 }
 
 /// The gateway's paths, which no route may take.
-const RESERVED: &[&str] = &["/v1", "/fn", "/healthz", "/metrics"];
+const RESERVED: &[&str] = &["/v1", "/fn", "/ui", "/healthz", "/metrics"];
 
 impl Route {
     /// `[host]/prefix[@book]`.
@@ -47,7 +47,7 @@ impl Route {
             return Err(refuse("a prefix is a plain path"));
         }
         if host.is_none() && RESERVED.iter().any(|r| covers(&prefix, r) || covers(r, &prefix)) {
-            return Err(refuse("the gateway's own paths (/v1, /fn, /healthz, /metrics) are no function's"));
+            return Err(refuse("the gateway's own paths (/v1, /fn, /ui, /healthz, /metrics) are no function's"));
         }
         Ok(Route { host, prefix, book })
     }
@@ -116,7 +116,21 @@ mod tests {
         assert_eq!(r.to_string(), "shop.example.com/v2@7");
         assert_eq!(Route::parse("shop.example.com/").unwrap().prefix, "/", "a host's whole tree");
         // Without a host, "/" would take the gateway's own paths.
-        for bad in ["api", "/v1", "/v1/x", "/fn", "/metrics", "/", "/a?b", "/a//b", "/a@x", "/a@9223372036854775809", "h:80/a"] {
+        for bad in [
+            "api",
+            "/v1",
+            "/v1/x",
+            "/fn",
+            "/ui",
+            "/ui/x",
+            "/metrics",
+            "/",
+            "/a?b",
+            "/a//b",
+            "/a@x",
+            "/a@9223372036854775809",
+            "h:80/a",
+        ] {
             assert!(Route::parse(bad).is_err(), "{bad}");
         }
     }

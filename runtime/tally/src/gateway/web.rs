@@ -139,7 +139,7 @@ async fn serve_observed(
         headers: headers
             .iter()
             .filter(|(name, _)| passed_on(name.as_str()) && !name.as_str().starts_with("tally-"))
-            .map(|(name, value)| (name.as_str().to_owned(), value.as_bytes().to_vec()))
+            .filter_map(|(name, value)| Some((name.as_str().to_owned(), caller_free(name, value.as_bytes())?)))
             .collect(),
         body: body.to_vec(),
     };
@@ -176,6 +176,31 @@ fn authority(headers: &HeaderMap) -> String {
 
 fn passed_on(name: &str) -> bool {
     !HOP_BY_HOP.contains(&name)
+}
+
+/// A header's value as the function gets it: without the caller's Tally token (an
+/// `Authorization` that holds one, the dashboard's cookie among the cookies), which is
+/// the caller's, not the function's; `None` drops the header.
+fn caller_free(name: &header::HeaderName, value: &[u8]) -> Option<Vec<u8>> {
+    if *name == header::AUTHORIZATION {
+        let token = std::str::from_utf8(value).ok().and_then(|v| v.split_once(' ')).map(|(_, t)| t.trim());
+        return match token {
+            Some(t) if crate::auth::parse(t).is_ok() => None,
+            _ => Some(value.to_vec()),
+        };
+    }
+    if *name == header::COOKIE {
+        let kept: Vec<&[u8]> = value
+            .split(|&b| b == b';')
+            .filter(|pair| {
+                let name = pair.split(|&b| b == b'=').next().unwrap_or_default();
+                name.trim_ascii() != guard::COOKIE.as_bytes()
+            })
+            .collect();
+        let joined = kept.join(&b';');
+        return (!joined.trim_ascii().is_empty()).then_some(joined);
+    }
+    Some(value.to_vec())
 }
 
 /// The function's response as the gateway sends it: its status, headers, body and
@@ -215,4 +240,25 @@ fn header_map(fields: &Fields) -> HeaderMap {
         }
     }
     map
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::{Grant, Role, Scope};
+
+    #[test]
+    fn a_function_never_gets_its_callers_tally_token() {
+        let (_, token) = Grant::mint(Role::Admin, Scope::default(), None, [7; 40]);
+        let auth = header::AUTHORIZATION;
+        assert_eq!(caller_free(&auth, format!("Bearer {token}").as_bytes()), None);
+        assert_eq!(caller_free(&auth, b"Bearer someone-elses-token"), Some(b"Bearer someone-elses-token".to_vec()));
+        assert_eq!(caller_free(&auth, b"Basic dXNlcjpwdw=="), Some(b"Basic dXNlcjpwdw==".to_vec()));
+        let cookie = header::COOKIE;
+        let sent = format!("a=1; {}={token}; b=2", guard::COOKIE);
+        assert_eq!(caller_free(&cookie, sent.as_bytes()), Some(b"a=1; b=2".to_vec()));
+        assert_eq!(caller_free(&cookie, format!("{}={token}", guard::COOKIE).as_bytes()), None);
+        assert_eq!(caller_free(&cookie, b"x_tally_token=1"), Some(b"x_tally_token=1".to_vec()));
+        assert_eq!(caller_free(&header::ACCEPT, b"*/*"), Some(b"*/*".to_vec()));
+    }
 }
