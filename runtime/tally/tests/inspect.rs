@@ -42,6 +42,8 @@ fn invocations_list_by_function_key_status_and_duration_and_show_their_steps() {
         assert!(i["started_at_ms"].as_u64().is_some_and(|s| s > 1_700_000_000_000), "{i}");
         assert!(i["duration_ms"].as_u64().is_some(), "{i}");
         assert_eq!(i["trace_id"].as_str().map(str::len), Some(32), "{i}");
+        assert_eq!(i["version"], 1, "the version's number: {i}");
+        assert!(i["version_seqnum"].as_u64().is_some_and(|s| s > 1), "{i}");
     }
     let bank = get(&n, "/v1/invocations?book=3&function=bank");
     assert_eq!(bank["invocations"].as_array().unwrap().len(), 4);

@@ -24,6 +24,7 @@ impl Source for Invocations {
         "invocation_id TEXT",
         "function TEXT",
         "version INTEGER",
+        "version_seqnum INTEGER",
         "status TEXT",
         "error_code TEXT",
         "key TEXT",
@@ -54,6 +55,8 @@ impl Source for Invocations {
         let (listed, next) = env.block(|rt, mut ctx| async move {
             (rt.invocations().list(&mut ctx, BookId(book), &filter, after, limit).await.map_err(Into::into), ctx)
         })?;
+        let numbers: std::collections::HashMap<u64, u32> =
+            env.rt.registry.list().iter().flat_map(|f| f.versions.iter().map(|v| (v.seqnum, v.version))).collect();
         let rows: Vec<Row> = listed
             .iter()
             .map(|l| {
@@ -67,6 +70,7 @@ impl Source for Invocations {
                     Val::u(book),
                     Val::text(l.id.to_string()),
                     Val::text(l.function.clone()),
+                    Val::opt_u(numbers.get(&l.version).map(|n| u64::from(*n))),
                     Val::u(l.version),
                     Val::text(l.status.name()),
                     error,

@@ -44,6 +44,12 @@ pub(super) fn shown(bytes: &[u8]) -> serde_json::Value {
     json!({ "encoding": encoding, "text": text })
 }
 
+/// The version numbers of the versions the registry knows, by their manifests' seqnums
+/// (what an invocation's Init names).
+pub(super) fn version_numbers(rt: &Runtime) -> std::collections::HashMap<u64, u32> {
+    rt.registry.list().iter().flat_map(|f| f.versions.iter().map(|v| (v.seqnum, v.version))).collect()
+}
+
 /// A breakdown as `{part: microseconds}`.
 fn breakdown(parts: &[(String, u64)]) -> serde_json::Value {
     serde_json::Value::Object(parts.iter().map(|(p, us)| (p.clone(), json!(us))).collect())
@@ -77,13 +83,15 @@ pub(super) async fn list(
         as_of: None,
     };
     let (listed, next) = rt.invocations().list(&mut ctx, book, &filter, q.after, limit).await?;
+    let numbers = version_numbers(&rt);
     let invocations: Vec<serde_json::Value> = listed
         .iter()
         .map(|l| {
             let mut v = json!({
                 "invocation_id": l.id.to_string(),
                 "function": l.function,
-                "version": l.version,
+                "version": numbers.get(&l.version),
+                "version_seqnum": l.version,
                 "status": l.status.name(),
                 "seqnum": l.seqnum,
                 "key": l.key,
