@@ -2,6 +2,7 @@
 //! protocol history), `state` (each key's value, its protocol and when it was written),
 //! `objects` and `queues` (Boki's libraries' views), all as of the query's position.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -233,6 +234,25 @@ fn names(env: &Env, book: u64) -> Result<tally_durable::LibraryNames, SqlError> 
     })
 }
 
+/// The books a scan of a library's table covers, the one `from` is at, and the names
+/// of its objects or queues (`pick`) the scan asks for; `None` past the last book.
+type Named = (Vec<u64>, u64, Vec<String>);
+
+fn named(
+    env: &Env,
+    scan: &Scan,
+    from: At,
+    pick: fn(tally_durable::LibraryNames) -> BTreeSet<String>,
+) -> Result<Option<Named>, SqlError> {
+    let books = books(env, scan)?;
+    let Some(&book) = books.get(from.0 as usize) else { return Ok(None) };
+    let names = match scan.text("name") {
+        Some(n) => vec![n],
+        None => pick(names(env, book)?).into_iter().collect(),
+    };
+    Ok(Some((books, book, names)))
+}
+
 pub struct Objects;
 
 impl Source for Objects {
@@ -241,12 +261,7 @@ impl Source for Objects {
     const EQ: &'static [&'static str] = &["book", "name"];
 
     fn page(env: &Env, scan: &Scan, from: At) -> Result<Page, SqlError> {
-        let books = books(env, scan)?;
-        let Some(&book) = books.get(from.0 as usize) else { return Ok(Page::last(Vec::new())) };
-        let names: Vec<String> = match scan.text("name") {
-            Some(n) => vec![n],
-            None => names(env, book)?.objects.into_iter().collect(),
-        };
+        let Some((books, book, names)) = named(env, scan, from, |n| n.objects)? else { return Ok(Page::last(Vec::new())) };
         let at = env.at();
         let values = env.block(|rt, mut ctx| async move {
             let mut out = Vec::new();
@@ -271,12 +286,7 @@ impl Source for Queues {
     const EQ: &'static [&'static str] = &["book", "name"];
 
     fn page(env: &Env, scan: &Scan, from: At) -> Result<Page, SqlError> {
-        let books = books(env, scan)?;
-        let Some(&book) = books.get(from.0 as usize) else { return Ok(Page::last(Vec::new())) };
-        let names: Vec<String> = match scan.text("name") {
-            Some(n) => vec![n],
-            None => names(env, book)?.queues.into_iter().collect(),
-        };
+        let Some((books, book, names)) = named(env, scan, from, |n| n.queues)? else { return Ok(Page::last(Vec::new())) };
         let at = env.at();
         let shards = env.block(|rt, mut ctx| async move {
             let mut out = Vec::new();

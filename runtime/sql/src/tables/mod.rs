@@ -51,6 +51,20 @@ pub(crate) fn books(env: &Env, scan: &Scan) -> Result<Vec<u64>, SqlError> {
     })
 }
 
+/// The cells `functions` and `versions` share: a version of function `name`.
+fn version_cells(name: &str, v: &tally_host::VersionInfo) -> Row {
+    vec![
+        Val::text(name),
+        Val::u(u64::from(v.version)),
+        Val::u(v.seqnum),
+        Val::u(v.deployed_at_ms),
+        Val::opt_text(v.deployed_by.clone()),
+        Val::Int(i64::from(v.public)),
+        Val::text(v.sha256.clone()),
+        Val::u(v.size_bytes),
+    ]
+}
+
 /// Every deployed function's current version.
 pub struct Functions;
 
@@ -79,18 +93,10 @@ impl Source for Functions {
                 let v = f.versions.iter().rev().find(|v| v.seqnum <= env.at())?;
                 let tables: serde_json::Map<String, serde_json::Value> =
                     v.tables.iter().map(|(t, p)| (t.clone(), p.name().into())).collect();
-                Some(vec![
-                    Val::text(f.name.clone()),
-                    Val::u(u64::from(v.version)),
-                    Val::u(v.seqnum),
-                    Val::u(v.deployed_at_ms),
-                    Val::opt_text(v.deployed_by.clone()),
-                    Val::Int(i64::from(v.public)),
-                    Val::text(v.sha256.clone()),
-                    Val::u(v.size_bytes),
-                    Val::text(serde_json::Value::Object(tables).to_string()),
-                    Val::u(f.versions.iter().filter(|v| v.seqnum <= env.at()).count() as u64),
-                ])
+                let mut row = version_cells(&f.name, v);
+                row.push(Val::text(serde_json::Value::Object(tables).to_string()));
+                row.push(Val::u(f.versions.iter().filter(|v| v.seqnum <= env.at()).count() as u64));
+                Some(row)
             })
             .collect();
         Ok(Page::last(rows))
@@ -119,17 +125,9 @@ impl Source for Versions {
         for f in env.rt.registry.list() {
             let current = f.versions.iter().rev().find(|v| v.seqnum <= env.at()).map(|v| v.seqnum);
             for v in f.versions.iter().filter(|v| v.seqnum <= env.at()) {
-                rows.push(vec![
-                    Val::text(f.name.clone()),
-                    Val::u(u64::from(v.version)),
-                    Val::u(v.seqnum),
-                    Val::u(v.deployed_at_ms),
-                    Val::opt_text(v.deployed_by.clone()),
-                    Val::Int(i64::from(v.public)),
-                    Val::text(v.sha256.clone()),
-                    Val::u(v.size_bytes),
-                    Val::Int(i64::from(current == Some(v.seqnum))),
-                ]);
+                let mut row = version_cells(&f.name, v);
+                row.push(Val::Int(i64::from(current == Some(v.seqnum))));
+                rows.push(row);
             }
         }
         Ok(Page::last(rows))
