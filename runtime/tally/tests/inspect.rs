@@ -96,6 +96,8 @@ fn invocations_list_by_function_key_status_and_duration_and_show_their_steps() {
     let child = call["child"].as_str().unwrap();
     assert!(child.starts_with(&format!("{chain_id}/")), "{child}");
     let child_steps = get(&n, &format!("/v1/invocations/{}/steps?book=3", child.replace('/', "%2F")));
+    let child_status = get(&n, &format!("/v1/invocations/{}?book=3", child.replace('/', "%2F")));
+    assert_eq!(child_status["status"], "succeeded", "{child_status}");
     assert_eq!(child_steps["steps"][0]["value"]["text"].as_str().unwrap().split(':').next(), Some("child"));
 
     // Unknown and malformed IDs are not found; other books do not show them.

@@ -16,8 +16,9 @@ impl Durable {
     /// is read at least there, and `ctx` moves to where it was read.
     pub async fn invocation(&self, ctx: &mut Context, book: BookId, id: &str) -> Result<InvocationStatus> {
         check_book(book)?;
-        // An ID this platform cannot have handed out names no invocation.
-        let id = InstanceId::parse_generated(id).map_err(|_| Error::InvocationNotFound(id.to_string()))?;
+        // An ID this platform cannot have handed out names no invocation; a child's
+        // (its root's, then `/step` of each call) names the child.
+        let id = InstanceId::parse(id).map_err(|_| Error::InvocationNotFound(id.to_string()))?;
         let kept = self.running.asyncs.lock().expect("not poisoned").by_id.get(&(book, id.clone())).cloned();
         if let Some(status) = kept {
             return Ok(status);
