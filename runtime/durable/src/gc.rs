@@ -97,9 +97,14 @@ pub(crate) struct Collectable {
     /// (when, the scan's position then), one per collection: what `history_kept_ms`
     /// ago was in seqnums.
     pub samples: VecDeque<(u64, u64)>,
-    /// The history floor this node last logged (HISTORY).
+    /// The history floor this node last logged (HISTORY), and how many it logged since
+    /// it last trimmed that stream.
     pub floor: u64,
+    pub floors: u32,
 }
+
+/// Floors logged between two trims of the HISTORY stream.
+const FLOORS_PER_TRIM: u32 = 16;
 
 /// Samples of [`Collectable::samples`] kept at most.
 const SAMPLES_MAX: usize = 4096;
@@ -237,8 +242,15 @@ pub(crate) async fn collect(
     // anything below it goes, so a read as of an older seqnum is refused, not wrong.
     let floor = scan.history_floor(now, next, d.core.config.history_kept_ms).min(horizon);
     if floor > scan.floor {
-        d.core.log.append(&mut ctx, sb, &[HISTORY], record::encode(&floor)).await?;
+        let at = d.core.log.append(&mut ctx, sb, &[HISTORY], record::encode(&floor)).await?;
         scan.floor = floor;
+        // Only the newest floor counts: the stream is trimmed below it now and then
+        // (each trim is a metalog command).
+        scan.floors += 1;
+        if scan.floors >= FLOORS_PER_TRIM {
+            d.core.log.trim(&mut ctx, sb, HISTORY, at).await?;
+            scan.floors = 0;
+        }
     }
     for table in d.core.tables(book).await? {
         collect_table(d, &mut ctx, book, &table, floor, &mut done).await?;
