@@ -78,9 +78,9 @@ pub use env::{
 };
 pub use error::{Error, Result};
 pub use id::{InstanceId, IDEMPOTENCY_KEY_MAX};
-pub use inspect::steps::{decoded, kind_name, protocol_at, History, StepView, Steps};
 pub use inspect::lineage::{Lineage, Writer};
 pub use inspect::state::StateValue;
+pub use inspect::steps::{decoded, kind_name, protocol_at, History, StepView, Steps};
 pub use inspect::{LibraryNames, ShardStatus};
 pub use instance::{Instance, Of, Outcall, OutcallSlot, Started, Wake, SLEEP_MAX_MS};
 pub use invoke::{InvocationStatus, InvokeRequest, ListFilter, Listed, ListedStatus};
