@@ -23,6 +23,14 @@ pub fn sample_records() -> Vec<Vec<u8>> {
     for steps in [vec![write(None), put.clone()], vec![write(None), clocks.clone(), put], vec![clocks, write(Some(3)), result]] {
         out.push(record::encode(&Step::Group(kind::Group { steps })).to_vec());
     }
+    let trailer = record::meta::Meta {
+        started_ms: Some(1),
+        ended_ms: Some(2),
+        trace: Some(record::meta::TraceRef { trace_id: [3; 16], span_id: [4; 8] }),
+        parts: vec![("guest".into(), 5), ("log".into(), 6)],
+    };
+    let finished = Step::Result(kind::Result { outcome: record::Outcome::Ok(Bytes::from_static(b"done")) });
+    out.push(record::meta::with_meta(record::encode(&finished), &trailer).to_vec());
     let protocol = crate::Protocol::ReadOptimized;
     out.push(record::encode(&Transition::End { table: "t".into(), protocol, auto: true }).to_vec());
     let to = crate::Protocol::WriteOptimized;
@@ -58,6 +66,13 @@ pub fn decode_step_record(bytes: &[u8]) -> Result<Vec<u8>> {
     assert!(!steps.is_empty(), "a record of no steps: {step:?}");
     let mut shed = step.clone();
     shed.shed();
+    // A trailer (`record/meta.rs`) reads back as it is written, parts cut to the bound.
+    if let Some(mut meta) = record::meta::meta_of::<Step>(bytes) {
+        let again = record::meta::with_meta(record::encode(&step), &meta);
+        meta.parts.truncate(record::meta::PARTS_MAX);
+        let read = record::meta::meta_of::<Step>(&again);
+        assert_eq!(read, (!meta.is_empty()).then_some(meta), "a trailer written again reads differently");
+    }
     Ok(record::encode(&step).to_vec())
 }
 
