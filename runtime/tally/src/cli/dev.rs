@@ -132,6 +132,15 @@ pub struct DevArgs {
     /// Rows a SQL query may read from its tables.
     #[arg(long)]
     sql_scan_rows_max: Option<u64>,
+    /// Rows a SQL query answers at most (then `truncated`).
+    #[arg(long)]
+    sql_rows_max: Option<u32>,
+    /// SQL queries at once (more are answered 429).
+    #[arg(long)]
+    sql_concurrent_max: Option<u32>,
+    /// SQLite's memory for all SQL queries together.
+    #[arg(long)]
+    sql_memory_bytes_max: Option<u64>,
     /// The key that seals functions' secrets (default: <data-dir>/secrets.key, made if
     /// missing).
     #[arg(long)]
@@ -247,6 +256,9 @@ impl DevArgs {
             caller_rate_max => node.caller_rate_max,
             sql_time_ms => node.sql_time_ms,
             sql_scan_rows_max => node.sql_scan_rows_max,
+            sql_rows_max => node.sql_rows_max,
+            sql_concurrent_max => node.sql_concurrent_max,
+            sql_memory_bytes_max => node.sql_memory_bytes_max,
             recovery_interval_ms => state.recovery_interval_ms,
             attempts_max => state.attempts_max,
             gc_interval_ms => state.gc_interval_ms,
