@@ -12,6 +12,7 @@ mod invoke;
 mod libs;
 mod log;
 mod memory;
+mod observe;
 mod peers;
 mod report;
 mod soak;
@@ -26,7 +27,7 @@ use std::process::ExitCode;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-const SUITES: &[&str] = &["log", "invoke", "state", "cluster", "memory", "durable", "libs", "http", "auth", "soak"];
+const SUITES: &[&str] = &["log", "invoke", "state", "cluster", "memory", "durable", "libs", "http", "auth", "soak", "observe"];
 
 /// What every suite is told about the run.
 pub struct RunOptions {
@@ -86,6 +87,7 @@ fn main() -> ExitCode {
         "http" => runtime.block_on(http_fns::run(&options)),
         "auth" => runtime.block_on(auth::run(&options)),
         "soak" => runtime.block_on(soak::run(&options)),
+        "observe" => runtime.block_on(observe::run(&options)),
         _ => unreachable!("every suite of SUITES has a branch"),
     };
     match result {

@@ -1,0 +1,986 @@
+//! The `observe` suite: what the latency breakdown and traces cost an invocation, and
+//! how fast the inspection APIs answer on a book of about a million logged steps.
+//!
+//! ```text
+//!   instrumentation  the same clients ──POST invoke──► three `tally dev` processes, in
+//!                    interleaved slices (1 and 32 clients, as the `invoke` suite's):
+//!     compiled-out   the release binary built with `tally-host/unobserved` (a target
+//!                    directory of its own): no probe, no breakdown, no Server-Timing
+//!     off            the release binary: every invocation's breakdown, no export
+//!     on             the same with --otlp-endpoint: every execution's spans posted as
+//!                    OTLP/HTTP JSON ──► a receiver in this process that counts them
+//!     on `hello` (the echo, book 0) and `bank` (`transfer a b 1`, book 1)
+//!
+//!   inspection       one `tally dev` (release), `bank` on book 1: accounts opened, then
+//!                    transfers between them until the book holds ~1M logged steps
+//!                    (20K with --quick); then, several runs of each (median, max):
+//!     POST /v1/sql   the steps of one invocation, the invocations after a recent
+//!                    seqnum, the accounts table AS OF a seqnum from the middle of the load
+//!     GET /v1/invocations/{id}/steps          what `tally steps` calls
+//!     GET /v1/books/1/tables/accounts/why     what `tally why` calls
+//! ```
+//!
+//! The three nodes of the first part are child processes alike (a node in this process
+//! would share its allocator and runtime with the clients), each over a data directory
+//! and a CLI configuration directory of its own, on loopback. The goals: `off` within
+//! noise of `compiled-out` (at most 1% less throughput), `on` at least 95% of `off`.
+//! The receiver counts the bytes of the bodies it is posted and their spans; divided by
+//! the invocations the `on` node counted in its `/metrics`, they are the telemetry an
+//! invocation costs. Each workload first sends a few requests one at a time to every
+//! node: each answer of `off` and `on` must carry `Server-Timing` and no answer of
+//! `compiled-out` may; those requests also give the spans of an unloaded invocation.
+//! The telemetry is then counted per client count, its warm-up and slices together:
+//! the exporter drops spans when its bounded queue is full, which only load shows, as a
+//! `spans_kept_ratio` below 1.
+//!
+//! The book of the second part is filled by 32 clients over keep-alive connections;
+//! the steps an open and a transfer log are counted on the first of each, and set how
+//! many transfers make the million. Transfers with idempotency keys mark the middle of
+//! the load, a point shortly before its end and its end, so that their IDs (derived
+//! from the keys) and seqnums are known. The timings are the client's wall time of each
+//! request, on a node that is idle but for them. The accounts table holds 100K keys
+//! (1K with --quick), the size of book the `AS OF` goal names; the SQL engine answers
+//! at most `rows_max` rows (10K by default), so the same query's `count(*)` runs beside
+//! it to read every key. Last, one `count(*)` of the whole book's steps checks the
+//! count.
+
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, ensure, Context as _};
+use tally_durable::InstanceId;
+use tempfile::TempDir;
+
+use crate::http::Http;
+use crate::invoke::{case, check_echo, deploy_agent, measure_ops, repo_root, scrape, Plan, Slices, CLIENTS, PAYLOAD};
+use crate::log::Op;
+use crate::report::{micros, round_to, Latencies, Report};
+use crate::RunOptions;
+
+/// The three builds and flags of the first part, in the order of each workload's names.
+const TARGETS: [&str; 3] = ["compiled-out", "off", "on"];
+/// The feature that compiles the breakdown and the traces out.
+const UNOBSERVED: &str = "tally-host/unobserved";
+/// Requests each node answers one at a time before a workload's slices.
+const SANITY_REQUESTS: usize = 20;
+/// How long a `tally dev` process may take to print its URL.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+/// Quiet time after which the receiver has all the spans of what came before: more
+/// than two of the exporter's ticks (500 ms).
+const SETTLE_QUIET: Duration = Duration::from_millis(1_200);
+/// The longest the receiver waits to settle.
+const SETTLE_MAX: Duration = Duration::from_secs(30);
+/// The largest OTLP request the receiver reads (the exporter's batches are 1024 spans).
+const OTLP_BODY_BYTES_MAX: usize = 64 << 20;
+/// Concurrent clients that fill the book of the second part.
+const LOAD_CLIENTS: usize = 32;
+/// Invocations after the `recent` marker, which the invocations query counts.
+const RECENT_INVOCATIONS: u64 = 1_000;
+/// The goals of the inspection calls.
+const SQL_GOAL_MS: f64 = 1_000.0;
+const API_GOAL_MS: f64 = 50.0;
+
+/// A workload of the first part.
+#[derive(Clone, Copy)]
+enum Workload {
+    /// The echo function, book 0.
+    Hello,
+    /// `transfer a b 1` on book 1, after `open a 100` and `open b 100`.
+    Bank,
+}
+
+impl Workload {
+    fn function(self) -> &'static str {
+        match self {
+            Workload::Hello => "hello",
+            Workload::Bank => "bank",
+        }
+    }
+
+    /// The cases' prefixes, one per target.
+    fn names(self) -> [&'static str; 3] {
+        match self {
+            Workload::Hello => ["hello/compiled-out", "hello/off", "hello/on"],
+            Workload::Bank => ["bank/compiled-out", "bank/off", "bank/on"],
+        }
+    }
+
+    fn invoke_url(self, url: &str) -> String {
+        match self {
+            Workload::Hello => format!("{url}/v1/functions/hello/invoke?book=0"),
+            Workload::Bank => format!("{url}/v1/functions/bank/invoke?book=1"),
+        }
+    }
+
+    fn input(self) -> &'static [u8] {
+        match self {
+            Workload::Hello => PAYLOAD,
+            Workload::Bank => b"transfer a b 1",
+        }
+    }
+
+    /// An answer of the workload: the echo, or `ok <from> <to>`.
+    fn check(self, name: &str, status: u16, body: &[u8]) -> anyhow::Result<()> {
+        match self {
+            Workload::Hello => check_echo(name, status, body),
+            Workload::Bank => {
+                ensure!(
+                    status == 200 && body.starts_with(b"ok "),
+                    "{name} answered {status} with {:?}, not 200 with `ok <from> <to>`",
+                    String::from_utf8_lossy(body)
+                );
+                Ok(())
+            }
+        }
+    }
+}
+
+/// One client of the first part: POSTs the workload's input and checks the answer.
+struct Caller {
+    http: Http,
+    workload: Workload,
+    name: &'static str,
+}
+
+impl Op for Caller {
+    async fn call(&mut self) -> anyhow::Result<()> {
+        // Sent again only when a reused connection failed: an echo, or one more
+        // transfer of 1 between the same two accounts, which no check counts.
+        let (status, body) = self.http.send("POST", "", self.workload.input(), true).await.with_context(|| self.name)?;
+        self.workload.check(self.name, status, &body)
+    }
+}
+
+pub async fn run(options: &RunOptions) -> anyhow::Result<()> {
+    let plan = Plan::new(options);
+    let size = BookSize::new(options);
+    let started = Instant::now();
+    let guests = crate::invoke::guests().await?;
+    let report = tokio::task::spawn_blocking(move || -> anyhow::Result<Report> {
+        let hello = std::fs::read(guests.join("hello.wasm")).context("reading hello.wasm")?;
+        let bank = std::fs::read(guests.join("bank.wasm")).context("reading bank.wasm")?;
+        let builds = Instant::now();
+        let tally = build_tally(None)?;
+        let unobserved = build_tally(Some(UNOBSERVED))?;
+        eprintln!("observe: the builds took {:.1} s", builds.elapsed().as_secs_f64());
+        let mut report = Report::new(
+            "observe",
+            format!(
+                "tally dev processes (release); instrumentation: compiled out, off, on (OTLP to loopback); \
+                 inspection: bank on book 1, {} accounts",
+                size.accounts
+            ),
+        );
+        let part = Instant::now();
+        instrumentation(&mut report, &plan, [unobserved.as_path(), tally.as_path(), tally.as_path()], &hello, &bank)?;
+        eprintln!("observe: instrumentation cost measured in {:.1} s", part.elapsed().as_secs_f64());
+        let part = Instant::now();
+        inspection(&mut report, &size, &tally, &bank)?;
+        eprintln!("observe: inspection measured in {:.1} s", part.elapsed().as_secs_f64());
+        Ok(report)
+    })
+    .await??;
+    report.print_table();
+    eprintln!("observe: done in {:.1} s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// Builds the release `tally` binary, with `features` in a target directory of its own
+/// (`<target>/unobserved`) if given, and returns its path. Cargo rebuilds only what
+/// changed; the first build with features is a second whole release build.
+fn build_tally(features: Option<&str>) -> anyhow::Result<PathBuf> {
+    // This binary is `<target>/release/tally-bench`.
+    let exe = std::env::current_exe().context("finding the bench binary")?;
+    let release = exe.parent().context("the bench binary's directory")?;
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut command = Command::new(cargo);
+    command.current_dir(repo_root()).args(["build", "--release", "--quiet", "-p", "tally", "--bin", "tally"]);
+    let dir = match features {
+        None => {
+            eprintln!("observe: building the release tally binary");
+            release.to_owned()
+        }
+        Some(features) => {
+            let target = release.parent().context("the target directory")?.join("unobserved");
+            eprintln!(
+                "observe: building the release tally binary with {features} in {} (a second release build: \
+                 slow the first time, incremental after)",
+                target.display()
+            );
+            command.args(["--features", features, "--target-dir"]).arg(&target);
+            target.join("release")
+        }
+    };
+    let status = command.status().context("running cargo build")?;
+    ensure!(status.success(), "cargo build --release --bin tally {features:?} failed ({status})");
+    let tally = dir.join("tally");
+    ensure!(tally.exists(), "{} is missing after the build", tally.display());
+    Ok(tally)
+}
+
+/// The first part: the three nodes, both workloads, the ratios and the telemetry.
+fn instrumentation(report: &mut Report, plan: &Plan, binaries: [&Path; 3], hello: &[u8], bank: &[u8]) -> anyhow::Result<()> {
+    let receiver = Receiver::start()?;
+    let endpoint = format!("http://{}", receiver.addr);
+    let mut nodes = Vec::new();
+    for (name, binary) in TARGETS.into_iter().zip(binaries) {
+        let args: &[&str] = if name == "on" { &["--otlp-endpoint", &endpoint] } else { &[] };
+        let node = DevProcess::start(binary, name, args)?;
+        deploy(&node.url, "hello", hello)?;
+        deploy(&node.url, "bank", bank)?;
+        for account in ["a", "b"] {
+            let (status, body) = post(&node.url, "bank", 1, &format!("open {account} 100"), None)?;
+            ensure!(status == 200, "{name}: opening account {account} answered {status}: {body}");
+        }
+        nodes.push(node);
+    }
+    eprintln!(
+        "observe: OTLP receiver at {endpoint}; nodes: {}",
+        nodes.iter().map(|n| n.url.as_str()).collect::<Vec<_>>().join(" ")
+    );
+    for workload in [Workload::Hello, Workload::Bank] {
+        measure_workload(report, plan, &nodes, &receiver, workload)?;
+    }
+    Ok(())
+}
+
+/// One workload on the three nodes: the sanity requests, the slices, the ratios and
+/// the telemetry of `on`.
+fn measure_workload(
+    report: &mut Report,
+    plan: &Plan,
+    nodes: &[DevProcess],
+    receiver: &Receiver,
+    workload: Workload,
+) -> anyhow::Result<()> {
+    let names = workload.names();
+    let function = workload.function();
+    let on = &nodes[2].url;
+    let start = (receiver.settle(), invocations_of(on, function)?);
+    for ((node, name), target) in nodes.iter().zip(names).zip(TARGETS) {
+        let with_header = sanity(&workload.invoke_url(&node.url), workload, name)?;
+        report.record(name, "server_timing_responses", with_header as f64, "responses")?;
+        let expect = if target == "compiled-out" { 0 } else { SANITY_REQUESTS };
+        ensure!(
+            with_header == expect,
+            "{name}: {with_header} of {SANITY_REQUESTS} answers carried Server-Timing, not {expect}: \
+             the binary is not the build its name says"
+        );
+    }
+    let unloaded = (receiver.settle(), invocations_of(on, function)?);
+    let unloaded_spans = record_telemetry(report, &format!("{function}/on,one_at_a_time"), start, unloaded)?;
+
+    // The receiver's counts after each client count's slices (with its warm-up before
+    // them); settling waits outside the slices.
+    let mut readings = Vec::new();
+    let urls: Vec<String> = nodes.iter().map(|n| workload.invoke_url(&n.url)).collect();
+    let new_op = |i: usize| Ok(Caller { http: Http::new(&urls[i])?, workload, name: names[i] });
+    measure_ops(report, "observe", &names, plan, new_op, |clients, at| {
+        if matches!(at, Slices::After) {
+            readings.push((clients, (receiver.settle(), invocations_of(on, function)?)));
+        }
+        Ok(())
+    })?;
+    let mut from = unloaded;
+    for (clients, to) in readings {
+        let case = format!("{}/on,clients={clients},warm-up+slices", function);
+        let spans = record_telemetry(report, &case, from, to)?;
+        // Below 1 when the exporter dropped spans: its queue was full.
+        report.record(&case, "spans_kept_ratio", round_to(spans / unloaded_spans, 3), "ratio")?;
+        from = to;
+    }
+
+    for clients in CLIENTS {
+        for (target, base, goal) in [(names[1], names[0], 0.99), (names[2], names[1], 0.95)] {
+            let ratio_case = format!("{target}/{},clients={clients}", base.rsplit('/').next().expect("a name"));
+            for (metric, ratio) in
+                [("invoke_throughput", "throughput_ratio"), ("invoke_p50_us", "p50_ratio"), ("invoke_p99_us", "p99_ratio")]
+            {
+                let value = |name: &str| report.value(&case(name, clients), metric).expect("measured above");
+                let r = round_to(value(target) / value(base), 3);
+                report.record(&ratio_case, ratio, r, "ratio")?;
+                if metric == "invoke_throughput" && r < goal {
+                    eprintln!("observe: BELOW GOAL: {ratio_case} throughput ratio {r} < {goal}");
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Sends [`SANITY_REQUESTS`] of `workload` one at a time; how many answers carried
+/// `Server-Timing`. Prints the first one's.
+fn sanity(invoke_url: &str, workload: Workload, name: &str) -> anyhow::Result<usize> {
+    let agent = crate::invoke::agent();
+    let mut with_header = 0;
+    for i in 0..SANITY_REQUESTS {
+        let mut response = agent.post(invoke_url).send(workload.input()).with_context(|| format!("{name}: POST {invoke_url}"))?;
+        let timing = response.headers().get("server-timing").map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+        let status = response.status().as_u16();
+        let body = response.body_mut().read_to_vec().with_context(|| format!("{name}: reading an answer"))?;
+        workload.check(name, status, &body)?;
+        if let Some(timing) = timing {
+            if i == 0 {
+                eprintln!("observe: {name}: Server-Timing: {timing}");
+            }
+            with_header += 1;
+        }
+    }
+    Ok(with_header)
+}
+
+/// The telemetry of `on` between two (receiver, invocations) readings; the spans per
+/// invocation.
+fn record_telemetry(report: &mut Report, case: &str, from: (Received, u64), to: (Received, u64)) -> anyhow::Result<f64> {
+    let invocations = to.1.saturating_sub(from.1);
+    ensure!(invocations > 0, "{case}: the node counted no invocation");
+    let n = invocations as f64;
+    let spans = (to.0.spans - from.0.spans) as f64 / n;
+    report.record(case, "invocations", n, "invocations")?;
+    report.record(case, "otlp_bytes_per_invocation", round_to((to.0.bytes - from.0.bytes) as f64 / n, 0), "bytes")?;
+    report.record(case, "spans_per_invocation", round_to(spans, 2), "spans")?;
+    report.record(case, "otlp_posts", (to.0.posts - from.0.posts) as f64, "requests")?;
+    ensure!(spans > 0.0, "{case}: the receiver got no span");
+    Ok(spans)
+}
+
+/// Every invocation of `function` the node at `url` counted, whatever its outcome.
+fn invocations_of(url: &str, function: &str) -> anyhow::Result<u64> {
+    let text = scrape(&format!("{url}/metrics"))?;
+    Ok(invocations_in(&text, function))
+}
+
+fn invocations_in(metrics: &str, function: &str) -> u64 {
+    let prefix = format!("tally_invocations_total{{function=\"{function}\",");
+    let total: f64 = metrics
+        .lines()
+        .filter_map(|line| line.strip_prefix(&prefix))
+        .filter_map(|rest| rest.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    total as u64
+}
+
+fn deploy(url: &str, name: &str, component: &[u8]) -> anyhow::Result<()> {
+    let mut response =
+        deploy_agent().put(format!("{url}/v1/functions/{name}")).send(component).with_context(|| format!("deploying {name}"))?;
+    let status = response.status().as_u16();
+    ensure!(status == 201, "deploying {name} answered {status}: {}", response.body_mut().read_to_string().unwrap_or_default());
+    Ok(())
+}
+
+/// One invocation, with an idempotency key if given: the status and the answer.
+fn post(url: &str, function: &str, book: u64, input: &str, key: Option<&str>) -> anyhow::Result<(u16, String)> {
+    let mut request = crate::invoke::agent().post(format!("{url}/v1/functions/{function}/invoke?book={book}"));
+    if let Some(key) = key {
+        request = request.header("idempotency-key", key);
+    }
+    let mut response = request.send(input.as_bytes()).with_context(|| format!("invoking {function} with {input:?}"))?;
+    let status = response.status().as_u16();
+    Ok((status, response.body_mut().read_to_string().context("reading an answer")?))
+}
+
+/// A `tally dev` child process on loopback, over a temporary data directory; killed
+/// when dropped.
+struct DevProcess {
+    child: Child,
+    /// Its gateway, as it announced.
+    url: String,
+    _dir: TempDir,
+}
+
+impl DevProcess {
+    /// Starts `tally dev` with extra `args` and waits for its URL, the first line of
+    /// its stdout. `name` prefixes what it prints on stderr.
+    fn start(binary: &Path, name: &'static str, args: &[&str]) -> anyhow::Result<DevProcess> {
+        let dir = tempfile::tempdir().context("creating a data directory")?;
+        let mut child = Command::new(binary)
+            .args(["dev", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(dir.path().join("data"))
+            .args(args)
+            .env("RUST_LOG", "warn")
+            // Where it saves its admin token for the CLI: not the user's configuration.
+            .env("TALLY_CONFIG_DIR", dir.path().join("cli"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("starting {} dev", binary.display()))?;
+        let (stdout, stderr) = (child.stdout.take().expect("piped"), child.stderr.take().expect("piped"));
+        // The threads end when the process does; the stdout one keeps reading past the
+        // URL so that nothing the node prints later meets a closed pipe.
+        let (announced, url) = mpsc::sync_channel(1);
+        std::thread::Builder::new()
+            .name(format!("tally-dev-{name}-stdout"))
+            .spawn(move || {
+                let mut lines = BufReader::new(stdout).lines();
+                if let Some(Ok(line)) = lines.next() {
+                    let _ = announced.send(line);
+                }
+                lines.map_while(Result::ok).for_each(|line| eprintln!("tally dev ({name}): {line}"));
+            })
+            .context("spawning a stdout reader")?;
+        std::thread::Builder::new()
+            .name(format!("tally-dev-{name}-stderr"))
+            .spawn(move || {
+                BufReader::new(stderr).lines().map_while(Result::ok).for_each(|line| eprintln!("tally dev ({name}): {line}"));
+            })
+            .context("spawning a stderr reader")?;
+        let mut node = DevProcess { child, url: String::new(), _dir: dir };
+        let line = match url.recv_timeout(START_TIMEOUT) {
+            Ok(line) => line,
+            Err(mpsc::RecvTimeoutError::Timeout) => bail!("tally dev ({name}) printed no URL within {START_TIMEOUT:?}"),
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                let status = node.child.wait().context("waiting for tally dev")?;
+                bail!("tally dev ({name}) exited ({status}) before serving")
+            }
+        };
+        node.url = line
+            .trim()
+            .rsplit(' ')
+            .next()
+            .filter(|u| u.starts_with("http://"))
+            .with_context(|| format!("tally dev ({name}) printed {line:?}, not its URL"))?
+            .to_owned();
+        Ok(node)
+    }
+}
+
+impl Drop for DevProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// What the receiver got so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Received {
+    posts: u64,
+    /// Bytes of the request bodies.
+    bytes: u64,
+    spans: u64,
+}
+
+#[derive(Default)]
+struct Counts {
+    posts: AtomicU64,
+    bytes: AtomicU64,
+    spans: AtomicU64,
+}
+
+/// An OTLP/HTTP collector on loopback: answers 200 to every `POST /v1/traces` and
+/// counts the requests, their bodies' bytes and their spans. It serves one connection
+/// at a time on a thread of its own, which is all an exporter that posts one batch at a
+/// time needs; a connection idle for 10 s is closed. Stopped when dropped.
+struct Receiver {
+    addr: SocketAddr,
+    counts: Arc<Counts>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Receiver {
+    fn start() -> anyhow::Result<Receiver> {
+        let listener = TcpListener::bind("127.0.0.1:0").context("binding the OTLP receiver")?;
+        let addr = listener.local_addr()?;
+        let (counts, stop) = (Arc::new(Counts::default()), Arc::new(AtomicBool::new(false)));
+        let thread = {
+            let (counts, stop) = (counts.clone(), stop.clone());
+            std::thread::Builder::new()
+                .name("otlp-receiver".into())
+                .spawn(move || {
+                    for stream in listener.incoming() {
+                        if stop.load(Ordering::Relaxed) {
+                            return;
+                        }
+                        // A broken connection costs the exporter that batch, which the
+                        // counts then miss: the node counts it as dropped.
+                        if let Err(e) = stream.and_then(|s| serve_otlp(s, &counts)) {
+                            eprintln!("observe: OTLP receiver: {e}");
+                        }
+                    }
+                })
+                .context("spawning the OTLP receiver")?
+        };
+        Ok(Receiver { addr, counts, stop, thread: Some(thread) })
+    }
+
+    fn received(&self) -> Received {
+        let c = &self.counts;
+        Received {
+            posts: c.posts.load(Ordering::Relaxed),
+            bytes: c.bytes.load(Ordering::Relaxed),
+            spans: c.spans.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The counts once nothing arrived for [`SETTLE_QUIET`]: everything finished before
+    /// the call has been exported by then.
+    fn settle(&self) -> Received {
+        let deadline = Instant::now() + SETTLE_MAX;
+        let mut last = self.received();
+        loop {
+            std::thread::sleep(SETTLE_QUIET);
+            let now = self.received();
+            if now == last || Instant::now() > deadline {
+                return now;
+            }
+            last = now;
+        }
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        // Wakes the accept.
+        let _ = TcpStream::connect(self.addr);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Serves the requests of one connection until it closes.
+fn serve_otlp(stream: TcpStream, counts: &Counts) -> std::io::Result<()> {
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let mut writer = stream.try_clone()?;
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if reader.read_line(&mut line)? == 0 {
+            return Ok(());
+        }
+        let mut words = line.split_whitespace();
+        let (method, path) = (words.next().unwrap_or_default().to_owned(), words.next().unwrap_or_default().to_owned());
+        let mut length = 0;
+        loop {
+            line.clear();
+            if reader.read_line(&mut line)? == 0 {
+                return Ok(());
+            }
+            let header = line.trim_end();
+            if header.is_empty() {
+                break;
+            }
+            if let Some((name, value)) = header.split_once(':') {
+                if name.eq_ignore_ascii_case("content-length") {
+                    length = value.trim().parse().map_err(|_| std::io::Error::other(format!("a Content-Length {value:?}")))?;
+                }
+            }
+        }
+        if length > OTLP_BODY_BYTES_MAX {
+            writer.write_all(b"HTTP/1.1 413 Payload Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")?;
+            return Ok(());
+        }
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body)?;
+        let answer: &[u8] = if method == "POST" && path == "/v1/traces" {
+            counts.posts.fetch_add(1, Ordering::Relaxed);
+            counts.bytes.fetch_add(length as u64, Ordering::Relaxed);
+            counts.spans.fetch_add(spans_in(&body), Ordering::Relaxed);
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+        } else {
+            b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"
+        };
+        writer.write_all(answer)?;
+    }
+}
+
+/// The spans of an OTLP/HTTP JSON export request, `resourceSpans[].scopeSpans[].spans[]`:
+/// the objects in arrays that are the value of a `spans` key, counted in one pass over
+/// the bytes without building the document, so that the receiver takes little of the
+/// machine the nodes are measured on (a parse into `serde_json::Value` costs about as
+/// much as the node's own encoding). The body is taken to be JSON, as the exporter's is.
+fn spans_in(body: &[u8]) -> u64 {
+    // Per open container: whether it is an array under the key `spans`.
+    let mut stack: Vec<bool> = Vec::new();
+    let mut last_string: &[u8] = b"";
+    // The key whose value comes next.
+    let mut key: Option<&[u8]> = None;
+    let mut spans = 0;
+    let mut i = 0;
+    while i < body.len() {
+        match body[i] {
+            b'"' => {
+                let start = i + 1;
+                i += 1;
+                while i < body.len() && body[i] != b'"' {
+                    i += if body[i] == b'\\' { 2 } else { 1 };
+                }
+                last_string = &body[start.min(body.len())..i.min(body.len())];
+                key = None;
+            }
+            b':' => key = Some(last_string),
+            b'[' => {
+                stack.push(key == Some(b"spans".as_slice()));
+                key = None;
+            }
+            b'{' => {
+                if stack.last() == Some(&true) {
+                    spans += 1;
+                }
+                stack.push(false);
+                key = None;
+            }
+            b']' | b'}' => {
+                stack.pop();
+            }
+            b',' => key = None,
+            _ => {}
+        }
+        i += 1;
+    }
+    spans
+}
+
+/// The size of the second part's book.
+struct BookSize {
+    accounts: u64,
+    /// The logged steps the load aims at.
+    steps: u64,
+    /// Runs of each SQL query and of each API call.
+    sql_runs: usize,
+    api_runs: usize,
+}
+
+impl BookSize {
+    fn new(options: &RunOptions) -> BookSize {
+        if options.quick {
+            BookSize { accounts: 1_000, steps: 20_000, sql_runs: 3, api_runs: 10 }
+        } else {
+            BookSize { accounts: 100_000, steps: 1_000_000, sql_runs: 7, api_runs: 30 }
+        }
+    }
+}
+
+/// A transfer of the load: between two different accounts, spread over all of them.
+fn transfer_input(i: u64, accounts: u64) -> String {
+    assert!(accounts >= 2, "a transfer needs two accounts");
+    // splitmix64: the pairs look random and are the same in every run.
+    let mut h = i.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^= h >> 31;
+    let from = h % accounts;
+    let to = (from + 1 + (h >> 32) % (accounts - 1)) % accounts;
+    format!("transfer acct{from} acct{to} 1")
+}
+
+/// The second part: the book, then the inspection calls.
+fn inspection(report: &mut Report, size: &BookSize, tally: &Path, bank: &[u8]) -> anyhow::Result<()> {
+    let node = DevProcess::start(tally, "inspection", &[])?;
+    let url = node.url.clone();
+    deploy(&url, "bank", bank)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("observe-load")
+        .enable_all()
+        .build()
+        .context("starting the load's runtime")?;
+    let invoke_url = format!("{url}/v1/functions/bank/invoke?book=1");
+    let agent = crate::invoke::agent();
+    let accounts = size.accounts;
+    eprintln!("observe: filling book 1 with ~{} logged steps: {accounts} accounts opened, then transfers", size.steps);
+    let started = Instant::now();
+    load(&rt, &invoke_url, "opens", 0..accounts, accounts, Arc::new(|i| format!("open acct{i} 100")))?;
+    // What an open and a transfer log, from the first invocation of the book (an open,
+    // found by the listing) and a first transfer; the number of transfers follows.
+    let page = get_json(&agent, &format!("{url}/v1/invocations?book=1&limit=1"))?;
+    let first = page["invocations"][0]["invocation_id"].as_str().context("the listing names no invocation")?.to_owned();
+    let open_steps = steps_of(&agent, &url, &first)?.len() as u64;
+    let transfer_steps = marker(&url, "observe-first")?.steps;
+    ensure!(open_steps > 0 && transfer_steps > 0, "an open logged {open_steps} steps, a transfer {transfer_steps}");
+    let transfers = size.steps.saturating_sub(open_steps * accounts) / transfer_steps;
+    let recent = RECENT_INVOCATIONS.min(transfers / 4);
+    let transfer: Input = Arc::new(move |i| transfer_input(i, accounts));
+    load(&rt, &invoke_url, "transfers", 0..transfers / 2, transfers, transfer.clone())?;
+    let middle = marker(&url, "observe-middle")?;
+    load(&rt, &invoke_url, "transfers", transfers / 2..transfers - recent, transfers, transfer.clone())?;
+    let recent_marker = marker(&url, "observe-recent")?;
+    load(&rt, &invoke_url, "transfers", transfers - recent..transfers, transfers, transfer)?;
+    let last = marker(&url, "observe-last")?;
+    let load_s = started.elapsed().as_secs_f64();
+    // The markers are transfers too.
+    let (transfers, invocations) = (transfers + 4, accounts + transfers + 4);
+    let steps = open_steps * accounts + transfer_steps * transfers;
+    eprintln!("observe: book 1 holds {steps} logged steps of {invocations} invocations, filled in {load_s:.1} s");
+    report.record("book", "accounts", accounts as f64, "keys")?;
+    report.record("book", "invocations", invocations as f64, "invocations")?;
+    report.record("book", "steps_per_open", open_steps as f64, "steps")?;
+    report.record("book", "steps_per_transfer", transfer_steps as f64, "steps")?;
+    report.record("book", "steps_logged", steps as f64, "steps")?;
+    report.record("book", "load_seconds", round_to(load_s, 1), "s")?;
+    report.record("book", "load_throughput", round_to(invocations as f64 / load_s, 0), "invocations/s")?;
+
+    let listing = format!("{url}/v1/invocations?book=1&limit=10");
+    let (times, _) = timed(size.api_runs, || get_json(&agent, &listing))?;
+    record_times(report, "api: GET /v1/invocations?book=1&limit=10", &times, None)?;
+
+    let steps_sql = format!("SELECT count(*) FROM steps WHERE book = 1 AND invocation_id = '{}'", last.id);
+    let case = "sql: steps WHERE invocation_id";
+    let (times, answer) = timed(size.sql_runs, || sql(&agent, &url, &steps_sql))?;
+    record_times(report, case, &times, Some(SQL_GOAL_MS))?;
+    report.record(case, "count", answer.count()?, "rows")?;
+
+    let invocations_sql = format!("SELECT count(*) FROM invocations WHERE book = 1 AND seqnum > {}", recent_marker.seqnum);
+    let case = "sql: invocations WHERE seqnum > recent";
+    let (times, answer) = timed(size.sql_runs, || sql(&agent, &url, &invocations_sql))?;
+    record_times(report, case, &times, Some(SQL_GOAL_MS))?;
+    report.record(case, "count", answer.count()?, "rows")?;
+
+    let state = format!("SELECT key, value FROM state WHERE book = 1 AND table_name = 'accounts' AS OF {}", middle.seqnum);
+    let case = "sql: state AS OF middle";
+    let (times, answer) = timed(size.sql_runs, || sql(&agent, &url, &state))?;
+    record_times(report, case, &times, Some(SQL_GOAL_MS))?;
+    report.record(case, "rows", answer.rows.len() as f64, "rows")?;
+    report.record(case, "truncated", f64::from(u8::from(answer.truncated)), "bool")?;
+    let count = format!("SELECT count(*) FROM state WHERE book = 1 AND table_name = 'accounts' AS OF {}", middle.seqnum);
+    let case = "sql: count(*) state AS OF middle";
+    let (times, answer) = timed(size.sql_runs, || sql(&agent, &url, &count))?;
+    record_times(report, case, &times, Some(SQL_GOAL_MS))?;
+    report.record(case, "count", answer.count()?, "keys")?;
+
+    let steps_url = format!("{url}/v1/invocations/{}/steps?book=1", last.id);
+    let case = "api: GET /v1/invocations/{id}/steps";
+    let (times, page) = timed(size.api_runs, || get_json(&agent, &steps_url))?;
+    record_times(report, case, &times, Some(API_GOAL_MS))?;
+    report.record(case, "steps", page["steps"].as_array().map_or(0, Vec::len) as f64, "steps")?;
+    // acct0 was written last by the last marker; the last account opened, by whichever
+    // transfer touched it last.
+    for key in ["acct0".to_owned(), format!("acct{}", accounts - 1)] {
+        let why = format!("{url}/v1/books/1/tables/accounts/why?key={key}");
+        let (times, answer) = timed(size.api_runs, || get_json(&agent, &why))?;
+        ensure!(answer["writer"].is_object(), "why {key}: no writer in {answer}");
+        record_times(report, &format!("api: GET .../accounts/why?key={key}"), &times, Some(API_GOAL_MS))?;
+    }
+
+    // Once: every step of the book, to check the count above (it may pass a limit).
+    let all = "SELECT count(*) FROM steps WHERE book = 1";
+    let case = "sql: count(*) steps (whole book, once)";
+    let started = Instant::now();
+    match sql(&agent, &url, all) {
+        Ok(answer) => {
+            report.record(case, "time_ms", round_to(started.elapsed().as_secs_f64() * 1e3, 1), "ms")?;
+            report.record(case, "count", answer.count()?, "steps")?;
+        }
+        Err(e) => eprintln!("observe: {all}: {e:#} (after {:.1} s)", started.elapsed().as_secs_f64()),
+    }
+    Ok(())
+}
+
+/// What a load invocation of number `i` sends.
+type Input = Arc<dyn Fn(u64) -> String + Send + Sync>;
+
+/// Invokes `bank` with `input(i)` for every `i` of `range` from [`LOAD_CLIENTS`]
+/// clients, each over a keep-alive connection; `of` is the phase's total, for progress.
+fn load(
+    rt: &tokio::runtime::Runtime,
+    invoke_url: &str,
+    what: &str,
+    range: Range<u64>,
+    of: u64,
+    input: Input,
+) -> anyhow::Result<()> {
+    let next = Arc::new(AtomicU64::new(range.start));
+    let started = Instant::now();
+    rt.block_on(async {
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..LOAD_CLIENTS {
+            let (next, input, end) = (next.clone(), input.clone(), range.end);
+            let mut http = Http::new(invoke_url)?;
+            tasks.spawn(async move {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= end {
+                        return anyhow::Ok(());
+                    }
+                    let body = input(i);
+                    // Sent again only when a reused connection failed: one more open of
+                    // the same balance, or one more transfer; the counts are estimates.
+                    let (status, answer) = http.post(body.as_bytes(), None, true).await?;
+                    ensure!(status == 200, "{body:?} answered {status}: {}", String::from_utf8_lossy(&answer));
+                }
+            });
+        }
+        let mut report_at = Instant::now() + Duration::from_secs(5);
+        loop {
+            match tokio::time::timeout_at(report_at.into(), tasks.join_next()).await {
+                Ok(None) => return anyhow::Ok(()),
+                Ok(Some(joined)) => joined.context("a load client panicked")??,
+                Err(_) => {
+                    let done = next.load(Ordering::Relaxed).min(range.end);
+                    let rate = (done - range.start) as f64 / started.elapsed().as_secs_f64();
+                    eprintln!("observe: {what}: {done}/{of} ({rate:.0}/s)");
+                    report_at += Duration::from_secs(5);
+                }
+            }
+        }
+    })
+}
+
+/// An invocation the suite knows: its ID, the seqnum it started at (its init step's)
+/// and its logged steps.
+struct Known {
+    id: String,
+    seqnum: u64,
+    steps: u64,
+}
+
+/// A transfer from acct0 to acct1 with the idempotency key `key`, which names it.
+fn marker(url: &str, key: &str) -> anyhow::Result<Known> {
+    let (status, body) = post(url, "bank", 1, "transfer acct0 acct1 1", Some(key))?;
+    ensure!(status == 200, "the marker {key} answered {status}: {body}");
+    let id = InstanceId::keyed("bank", key)?.to_string();
+    let steps = steps_of(&crate::invoke::agent(), url, &id)?;
+    let seqnum = steps.iter().filter_map(|s| s["seqnum"].as_u64()).min().with_context(|| format!("{key}: no step"))?;
+    Ok(Known { id, seqnum, steps: steps.len() as u64 })
+}
+
+/// The logged steps of invocation `id` of book 1 (one page: every one of a transfer).
+fn steps_of(agent: &ureq::Agent, url: &str, id: &str) -> anyhow::Result<Vec<serde_json::Value>> {
+    let page = get_json(agent, &format!("{url}/v1/invocations/{id}/steps?book=1"))?;
+    page["steps"].as_array().cloned().with_context(|| format!("no steps in {page}"))
+}
+
+fn get_json(agent: &ureq::Agent, url: &str) -> anyhow::Result<serde_json::Value> {
+    let mut response = agent.get(url).call().with_context(|| format!("GET {url}"))?;
+    let status = response.status().as_u16();
+    let body = response.body_mut().with_config().limit(64 << 20).read_to_vec().with_context(|| format!("reading {url}"))?;
+    ensure!(status == 200, "GET {url} answered {status}: {}", String::from_utf8_lossy(&body));
+    serde_json::from_slice(&body).with_context(|| format!("GET {url} answered something other than JSON"))
+}
+
+/// An answer of `POST /v1/sql`.
+struct SqlAnswer {
+    rows: Vec<serde_json::Value>,
+    truncated: bool,
+}
+
+impl SqlAnswer {
+    /// The one value of a `count(*)`.
+    fn count(&self) -> anyhow::Result<f64> {
+        self.rows.first().and_then(|row| row[0].as_f64()).context("a count(*) answered no number")
+    }
+}
+
+fn sql(agent: &ureq::Agent, url: &str, query: &str) -> anyhow::Result<SqlAnswer> {
+    let body = serde_json::json!({ "sql": query }).to_string();
+    let mut response = agent
+        .post(format!("{url}/v1/sql"))
+        .header("content-type", "application/json")
+        .send(body.as_bytes())
+        .with_context(|| format!("POST /v1/sql {query}"))?;
+    let status = response.status().as_u16();
+    let text = response.body_mut().with_config().limit(64 << 20).read_to_vec().context("reading a SQL answer")?;
+    ensure!(status == 200, "{query}: {status} {}", String::from_utf8_lossy(&text));
+    let answer: serde_json::Value = serde_json::from_slice(&text).context("a SQL answer that is not JSON")?;
+    Ok(SqlAnswer {
+        rows: answer["rows"].as_array().cloned().context("a SQL answer without rows")?,
+        truncated: answer["truncated"].as_bool().unwrap_or(false),
+    })
+}
+
+/// Runs `call` `runs` times: the wall time of each and the last answer.
+fn timed<T>(runs: usize, mut call: impl FnMut() -> anyhow::Result<T>) -> anyhow::Result<(Latencies, T)> {
+    assert!(runs > 0, "timing needs a run");
+    let mut times = Vec::with_capacity(runs);
+    let mut last = None;
+    for _ in 0..runs {
+        let started = Instant::now();
+        last = Some(call()?);
+        times.push(micros(started.elapsed()));
+    }
+    Ok((Latencies::new(times), last.expect("runs > 0")))
+}
+
+/// The median and the longest of `times`, in ms, and the goal if there is one.
+fn record_times(report: &mut Report, case: &str, times: &Latencies, goal_ms: Option<f64>) -> anyhow::Result<()> {
+    let ms = |percent: f64| round_to(f64::from(times.percentile(percent).expect("timed runs")) / 1e3, 2);
+    let (median, max) = (ms(50.0), ms(100.0));
+    report.record(case, "median_ms", median, "ms")?;
+    report.record(case, "max_ms", max, "ms")?;
+    if let Some(goal) = goal_ms {
+        report.record(case, "goal_ms", goal, "ms")?;
+        if median > goal {
+            eprintln!("observe: OVER GOAL: {case}: median {median} ms > {goal} ms");
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spans_are_counted_across_resources_and_scopes() {
+        fn check(body: &str, expect: u64) {
+            assert!(serde_json::from_str::<serde_json::Value>(body).is_ok(), "{body} is JSON");
+            assert_eq!(spans_in(body.as_bytes()), expect, "{body}");
+        }
+        check("{}", 0);
+        check(r#"{"resourceSpans": []}"#, 0);
+        check(r#"{"resourceSpans": [{"scopeSpans": [{"spans": [{}, {}]}]}]}"#, 2);
+        check(
+            r#"{"resourceSpans": [{"scopeSpans": [{"spans": [{}]}, {"spans": [{}, {}]}]}, {"scopeSpans": [{"spans": [{}]}]}]}"#,
+            4,
+        );
+        check(r#"{"resourceSpans": [{"scopeSpans": [{"scope": {"name": "tally"}}]}]}"#, 0);
+        // Strings that look like structure, attributes and links are not spans.
+        check(
+            r#"{"resourceSpans":[{"resource":{"attributes":[{"key":"spans","value":{"stringValue":"["}}]},
+                "scopeSpans":[{"spans":[{"name":"a \"[{\" \\","attributes":[{"key":"spans","value":{"stringValue":"]}{"}}]},
+                {"name":"b","links":[{"traceId":"01","spanId":"02"}],"parentSpanId":"03"}]}]}]}"#,
+            2,
+        );
+    }
+
+    #[test]
+    fn the_receiver_answers_and_counts_posts() {
+        let receiver = Receiver::start().expect("a receiver");
+        let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+        let body = r#"{"resourceSpans": [{"scopeSpans": [{"spans": [{"name": "a"}, {"name": "b"}]}]}]}"#;
+        for _ in 0..2 {
+            let response = agent.post(format!("http://{}/v1/traces", receiver.addr)).send(body).expect("a post");
+            assert_eq!(response.status().as_u16(), 200);
+        }
+        let response = agent.post(format!("http://{}/v1/metrics", receiver.addr)).send(body).expect("a post");
+        assert_eq!(response.status().as_u16(), 404);
+        assert_eq!(receiver.received(), Received { posts: 2, bytes: 2 * body.len() as u64, spans: 4 });
+    }
+
+    #[test]
+    fn invocations_are_summed_over_outcomes_of_one_function() {
+        let text = "\
+tally_invocations_total{function=\"hello\",outcome=\"ok\"} 10
+tally_invocations_total{function=\"hello\",outcome=\"trap\"} 2
+tally_invocations_total{function=\"hello-go\",outcome=\"ok\"} 7
+";
+        assert_eq!(invocations_in(text, "hello"), 12);
+        assert_eq!(invocations_in(text, "bank"), 0);
+    }
+
+    #[test]
+    fn transfers_are_between_two_different_accounts() {
+        for accounts in [2, 3, 1_000] {
+            for i in 0..1_000 {
+                let input = transfer_input(i, accounts);
+                let words: Vec<&str> = input.split(' ').collect();
+                assert_ne!(words[1], words[2], "{input}");
+                for account in &words[1..3] {
+                    let n: u64 = account.strip_prefix("acct").expect("acct<i>").parse().expect("a number");
+                    assert!(n < accounts, "{input}");
+                }
+            }
+        }
+    }
+}
