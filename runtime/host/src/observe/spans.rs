@@ -16,11 +16,11 @@ use super::probe::{Part, Probe};
 pub type SpanId = [u8; 8];
 
 /// Spans kept for export at most; more are dropped until the exporter catches up.
-pub const QUEUED_MAX: usize = 16_384;
+pub const QUEUED_MAX: usize = 65_536;
 /// Spans in one export request at most.
 const BATCH_MAX: usize = 1024;
 /// How often the exporter posts what is queued.
-const EXPORT_EVERY: Duration = Duration::from_millis(500);
+const EXPORT_EVERY: Duration = Duration::from_millis(100);
 
 /// One finished span.
 #[derive(Clone, Debug)]
