@@ -472,7 +472,8 @@ async fn invoke(
     body: RequestBody,
 ) -> ApiResult<Response> {
     let span = format!("POST /v1/functions/{name}/invoke");
-    observe::observed(&rt.clone(), &headers.clone(), span, invoke_observed(rt, access, name, q, headers, body)).await
+    let (observer, parent) = (rt.clone(), observe::parent_of(&headers));
+    observe::observed(&observer, parent, span, invoke_observed(rt, access, name, q, headers, body)).await
 }
 
 async fn invoke_observed(

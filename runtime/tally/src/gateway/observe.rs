@@ -11,19 +11,24 @@ use super::*;
 
 pub(super) const TRACE_ID: &str = "tally-trace-id";
 
+/// The request's `traceparent`, taken before its headers move on.
+pub(super) fn parent_of(headers: &HeaderMap) -> Option<HeaderValue> {
+    headers.get("traceparent").cloned()
+}
+
 /// Runs `answer`, the handling of an invocation request named `span` (its method and
-/// route), under a probe of its own, and adds the probe's headers to its response.
+/// route) whose `traceparent` was `parent`, under a probe of its own, and adds the
+/// probe's headers to its response.
 pub(super) async fn observed(
     rt: &Runtime,
-    headers: &HeaderMap,
+    parent: Option<HeaderValue>,
     span: String,
     answer: impl Future<Output = ApiResult<Response>>,
 ) -> ApiResult<Response> {
     if !observe::ENABLED {
         return answer.await;
     }
-    let parent = headers.get("traceparent").and_then(|v| v.to_str().ok());
-    let probe = rt.observer.request(parent);
+    let probe = rt.observer.request(parent.as_ref().and_then(|v| v.to_str().ok()));
     let mut response = observe::within(probe.clone(), answer).await.unwrap_or_else(IntoResponse::into_response);
     let trace = probe.trace();
     let status = response.status().as_u16();

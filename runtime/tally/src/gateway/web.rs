@@ -91,8 +91,8 @@ async fn serve_as(
     body: RequestBody,
 ) -> ApiResult<Response> {
     let span = format!("{method} /fn/{name}");
-    let (observer, seen) = (rt.clone(), headers.clone());
-    observe::observed(&observer, &seen, span, serve_observed(rt, access, name, path, book, method, uri, headers, body)).await
+    let (observer, parent) = (rt.clone(), observe::parent_of(&headers));
+    observe::observed(&observer, parent, span, serve_observed(rt, access, name, path, book, method, uri, headers, body)).await
 }
 
 #[allow(clippy::too_many_arguments)]
