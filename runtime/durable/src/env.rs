@@ -102,6 +102,13 @@ pub trait Observe: Send + Sync {
         run
     }
 
+    /// Whether the measurements already running on this task (a request's) take
+    /// execution `id` as theirs: then it runs without a [`Observe::scope`] of its own.
+    fn claims(&self, id: &InstanceId) -> bool {
+        let _ = id;
+        false
+    }
+
     /// The trace of the execution that calls this, kept with its Init and Result.
     fn trace(&self) -> Option<TraceRef> {
         None

@@ -18,6 +18,10 @@ impl Durable {
     /// the invocation's final log context. Roots of one ID run one at a time here.
     pub(crate) async fn run(self: &Arc<Self>, run: Run) -> (Result<Vec<u8>>, Context) {
         let id = run.id.clone();
+        if self.core.observe.claims(&id) {
+            // Measured by the probe already running (the request's): no scope to enter.
+            return self.run_observed(run).await;
+        }
         let mut out = None;
         let observed = async { out = Some(self.run_observed(run).await) };
         self.core.observe.scope(&id, Box::pin(observed)).await;

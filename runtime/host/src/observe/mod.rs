@@ -129,6 +129,10 @@ impl Observe for Observer {
         })
     }
 
+    fn claims(&self, id: &InstanceId) -> bool {
+        probe::current().is_some_and(|p| p.claim(id))
+    }
+
     fn trace(&self) -> Option<TraceRef> {
         probe::current().map(|p| p.trace())
     }
