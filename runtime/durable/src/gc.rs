@@ -75,6 +75,8 @@ pub struct Collected {
     pub streams: u64,
     /// Completed promises whose streams were trimmed.
     pub promises: u64,
+    /// Single-version entries that newer ones replaced below the history floor.
+    pub replaced: u64,
 }
 
 /// What the recovery scan saw finish in one book, for garbage collection to collect.
@@ -254,6 +256,9 @@ pub(crate) async fn collect(
     }
     for table in d.core.tables(book).await? {
         collect_table(d, &mut ctx, book, &table, floor, &mut done).await?;
+        // What write-optimized and symmetric writes replaced, kept for reads as of a
+        // seqnum (`inspect/state.rs`): only the floor needs it.
+        done.replaced += d.core.store.trim_replaced(&store_table(book, &table), floor).await?;
     }
     collect_libraries(d, &mut ctx, book, floor, next, &mut scan.libraries, &mut done).await?;
     if done != Collected::default() {

@@ -248,6 +248,14 @@ impl StateStore for VersionCache {
         self.inner.get_latest(table, key)
     }
 
+    fn get_latest_at<'a>(&'a self, table: &'a str, key: &'a [u8], at: u64) -> StateFuture<'a, Option<(Version, Value)>> {
+        self.inner.get_latest_at(table, key, at)
+    }
+
+    fn trim_replaced<'a>(&'a self, table: &'a str, floor: u64) -> StateFuture<'a, u64> {
+        self.inner.trim_replaced(table, floor)
+    }
+
     fn list_keys<'a>(
         &'a self,
         table: &'a str,

@@ -29,6 +29,7 @@ where
     put_if_newer_ordering(&*open().await).await;
     put_if_newer_all_keeps_the_newest(&*open().await).await;
     put_latest_overwrites(&*open().await).await;
+    replaced_entries_answer_the_past(&*open().await).await;
     list_keys_pages(&*open().await).await;
     concurrent_put_if_newer(&*open().await).await;
     table_isolation(&*open().await).await;
@@ -255,6 +256,54 @@ pub async fn put_latest_overwrites(store: &dyn StateStore) {
     check_latest(store, t, b"k", Some((Version::ZERO, None))).await;
     store.put_latest(t, b"k", val("again")).await.unwrap();
     check_latest(store, t, b"k", Some((Version::ZERO, val("again")))).await;
+}
+
+/// `get_latest_at` answers the entry stored at each seqnum from the replaced entries;
+/// `trim_replaced` drops only what no read at its floor or later needs.
+pub async fn replaced_entries_answer_the_past(store: &dyn StateStore) {
+    let (t, u) = ("replaced_entries", "replaced_entries_other");
+    let put = |key: &[u8], version, value| LatestPut { table: t.to_string(), key: Bytes::copy_from_slice(key), version, value };
+    assert!(store.put_if_newer(t, b"k", v(3, 0), val("a")).await.unwrap());
+    // Replaced at its own cursor: no reader sees it, nothing is kept.
+    assert!(store.put_if_newer(t, b"k", v(3, 1), val("a2")).await.unwrap());
+    assert!(store.put_if_newer(t, b"k", v(7, 0), val("b")).await.unwrap());
+    // A late writer loses, and leaves no trace.
+    assert!(!store.put_if_newer(t, b"k", v(5, 0), val("late")).await.unwrap());
+    assert!(store.put_if_newer(t, b"k", v(7, 1), None).await.unwrap());
+    store.put_if_newer_all(&[put(b"k", v(12, 0), val("c")), put(b"kk", v(4, 0), val("other key"))]).await.unwrap();
+    store.put_if_newer_all(&[put(b"k", v(20, 2), val("d")), put(b"kk", v(30, 0), val("other key 2"))]).await.unwrap();
+    store.put_if_newer(u, b"k", v(1, 0), val("other table")).await.unwrap();
+    store.put_if_newer(u, b"k", v(2, 0), val("other table 2")).await.unwrap();
+    let k = |at: u64| match at {
+        0..=2 => None,
+        3..=6 => Some((v(3, 1), val("a2"))),
+        7..=11 => Some((v(7, 1), None)),
+        12..=19 => Some((v(12, 0), val("c"))),
+        _ => Some((v(20, 2), val("d"))),
+    };
+    let kk = |at: u64| match at {
+        0..=3 => None,
+        4..=29 => Some((v(4, 0), val("other key"))),
+        _ => Some((v(30, 0), val("other key 2"))),
+    };
+    for at in (0..=32).chain([u64::MAX - 1, u64::MAX]) {
+        assert_eq!(store.get_latest_at(t, b"k", at).await.unwrap(), k(at), "{t}: k at {at}");
+        assert_eq!(store.get_latest_at(t, b"kk", at).await.unwrap(), kk(at), "{t}: kk at {at}");
+    }
+    assert_eq!(store.get_latest_at(t, b"missing", 9).await.unwrap(), None, "{t}");
+    // Trimmed at 12: what reads at 12 and later need stays, exactly.
+    assert_eq!(store.trim_replaced(t, 12).await.unwrap(), 2, "{t}: replaced at 7 and 12");
+    assert_eq!(store.trim_replaced(t, 12).await.unwrap(), 0, "{t}: again");
+    for at in (12..=32).chain([u64::MAX]) {
+        assert_eq!(store.get_latest_at(t, b"k", at).await.unwrap(), k(at), "{t}: k at {at} after the trim");
+        assert_eq!(store.get_latest_at(t, b"kk", at).await.unwrap(), kk(at), "{t}: kk at {at} after the trim");
+    }
+    // The other table keeps its own.
+    assert_eq!(store.get_latest_at(u, b"k", 1).await.unwrap(), Some((v(1, 0), val("other table"))), "{t}");
+    assert_eq!(store.trim_replaced(t, u64::MAX).await.unwrap(), 2, "{t}: replaced at 20 and 30");
+    assert_eq!(store.get_latest_at(t, b"k", u64::MAX).await.unwrap(), k(u64::MAX), "{t}: the stored entry stays");
+    assert_eq!(store.get_latest_at(u, b"k", 1).await.unwrap(), Some((v(1, 0), val("other table"))), "{t}");
+    assert!(store.get_latest_at("", b"k", 1).await.is_err() && store.trim_replaced("a\0b", 1).await.is_err(), "{t}");
 }
 
 pub async fn list_keys_pages(store: &dyn StateStore) {

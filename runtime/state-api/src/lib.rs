@@ -199,6 +199,19 @@ pub trait StateStore: Send + Sync {
     /// The stored version and value of the single-version entry `(table, key)`.
     fn get_latest<'a>(&'a self, table: &'a str, key: &'a [u8]) -> StateFuture<'a, Option<(Version, Value)>>;
 
+    /// The single-version entry of `(table, key)` as it stood at seqnum `at`: the newest
+    /// stored version whose cursor is at most `at`. When `put_if_newer` replaces an entry
+    /// with one of a greater cursor, the store keeps the replaced one in the same write
+    /// (the *replaced* entries, keyed by the cursor that replaced them), until
+    /// [`trim_replaced`](Self::trim_replaced) drops it: what `AS OF` queries read.
+    /// `None` if no version that old is stored (none was written by then, or it was
+    /// trimmed: the caller keeps the floor it trimmed at).
+    fn get_latest_at<'a>(&'a self, table: &'a str, key: &'a [u8], at: u64) -> StateFuture<'a, Option<(Version, Value)>>;
+
+    /// Drops the replaced entries of `table` that no read at `floor` or later needs: those
+    /// replaced by a version whose cursor is at most `floor`. Says how many went.
+    fn trim_replaced<'a>(&'a self, table: &'a str, floor: u64) -> StateFuture<'a, u64>;
+
     /// Up to `limit` distinct keys of `table` in `family`, in the store's own order,
     /// after `after` (a key this method returned before; `None` starts at the first).
     /// Protocol switches and garbage collection page through tables with it.
@@ -256,6 +269,14 @@ impl<S: StateStore + ?Sized> StateStore for std::sync::Arc<S> {
 
     fn get_latest<'a>(&'a self, table: &'a str, key: &'a [u8]) -> StateFuture<'a, Option<(Version, Value)>> {
         (**self).get_latest(table, key)
+    }
+
+    fn get_latest_at<'a>(&'a self, table: &'a str, key: &'a [u8], at: u64) -> StateFuture<'a, Option<(Version, Value)>> {
+        (**self).get_latest_at(table, key, at)
+    }
+
+    fn trim_replaced<'a>(&'a self, table: &'a str, floor: u64) -> StateFuture<'a, u64> {
+        (**self).trim_replaced(table, floor)
     }
 
     fn list_keys<'a>(

@@ -17,6 +17,8 @@ struct Tables {
     versions: BTreeMap<Key, BTreeMap<u64, Value>>,
     /// `(table, key)` to its single-version entry.
     latest: BTreeMap<Key, (Version, Value)>,
+    /// `(table, key)` to the single-version entries replaced, by the cursor that did.
+    replaced: BTreeMap<Key, BTreeMap<u64, (Version, Value)>>,
     /// What a machine crash undoes, oldest first: versions deleted since the last
     /// sync, and versions put without durability since the last synced write.
     unsynced: Vec<Unsynced>,
@@ -190,7 +192,10 @@ impl StateStore for MemStateStore {
             let entry = t.latest.entry(key(table, k));
             match entry {
                 std::collections::btree_map::Entry::Occupied(mut e) if e.get().0 < version => {
-                    e.insert((version, value));
+                    let old = e.insert((version, value));
+                    if old.0.cursor < version.cursor {
+                        t.replaced.entry(key(table, k)).or_default().insert(version.cursor, old);
+                    }
                     true
                 }
                 std::collections::btree_map::Entry::Occupied(_) => false,
@@ -211,6 +216,38 @@ impl StateStore for MemStateStore {
 
     fn get_latest<'a>(&'a self, table: &'a str, k: &'a [u8]) -> StateFuture<'a, Option<(Version, Value)>> {
         ready(self.with(table, |t| t.latest.get(&key(table, k)).cloned()))
+    }
+
+    fn get_latest_at<'a>(&'a self, table: &'a str, k: &'a [u8], at: u64) -> StateFuture<'a, Option<(Version, Value)>> {
+        ready(self.with(table, |t| {
+            let k = key(table, k);
+            match t.latest.get(&k) {
+                Some(entry) if entry.0.cursor <= at => Some(entry.clone()),
+                Some(_) => {
+                    let replaced = t.replaced.get(&k)?;
+                    let (_, old) = replaced.range((Bound::Excluded(at), Bound::Unbounded)).next()?;
+                    (old.0.cursor <= at).then(|| old.clone())
+                }
+                None => None,
+            }
+        }))
+    }
+
+    fn trim_replaced<'a>(&'a self, table: &'a str, floor: u64) -> StateFuture<'a, u64> {
+        ready(self.with(table, |t| {
+            let mut trimmed = 0;
+            let from = (table.to_string(), Bytes::new());
+            for ((tbl, _), replaced) in t.replaced.range_mut(from..) {
+                if tbl != table {
+                    break;
+                }
+                let before = replaced.len();
+                replaced.retain(|superseded, _| *superseded > floor);
+                trimmed += (before - replaced.len()) as u64;
+            }
+            t.replaced.retain(|_, replaced| !replaced.is_empty());
+            trimmed
+        }))
     }
 
     fn list_keys<'a>(

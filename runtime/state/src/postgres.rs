@@ -6,7 +6,11 @@
 //! ```text
 //!   tally_state_versions (tbl, key, version) -> value      multi-version
 //!   tally_state_latest   (tbl, key) -> cursor, counter, value   single-version
+//!   tally_state_replaced (tbl, key, superseded) -> cursor, counter, value
 //! ```
+//!
+//! A row of `tally_state_latest` that an update with a greater cursor replaces is copied
+//! into `tally_state_replaced` under that cursor by a trigger, in the same statement.
 //!
 //! Every operation is one statement, so PostgreSQL's per-statement atomicity is all the
 //! concurrency control needed: first-put-wins is `ON CONFLICT DO NOTHING`, put-if-newer
@@ -52,6 +56,25 @@ const SCHEMA: &str = "
         value BYTEA,
         PRIMARY KEY (tbl, key)
     );
+    -- The single-version rows replaced, by the cursor that replaced them, kept by a
+    -- trigger in the replacing statement (`get_latest_at`, `trim_replaced`).
+    CREATE TABLE IF NOT EXISTS tally_state_replaced (
+        tbl TEXT NOT NULL,
+        key BYTEA NOT NULL,
+        superseded BIGINT NOT NULL,
+        cursor BIGINT NOT NULL,
+        counter BIGINT NOT NULL,
+        value BYTEA,
+        PRIMARY KEY (tbl, key, superseded)
+    );
+    CREATE OR REPLACE FUNCTION tally_state_keep_replaced() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        INSERT INTO tally_state_replaced VALUES (OLD.tbl, OLD.key, NEW.cursor, OLD.cursor, OLD.counter, OLD.value)
+        ON CONFLICT DO NOTHING;
+        RETURN NULL;
+    END $$;
+    CREATE OR REPLACE TRIGGER tally_state_keep_replaced AFTER UPDATE ON tally_state_latest
+        FOR EACH ROW WHEN (OLD.cursor < NEW.cursor) EXECUTE FUNCTION tally_state_keep_replaced();
     COMMIT;
 ";
 
@@ -237,13 +260,50 @@ impl StateStore for PgStateStore {
                 )
                 .await
                 .map_err(backend)?;
-            let Some(row) = row else { return Ok(None) };
-            let counter: i64 = row.get(1);
-            let counter = u32::try_from(counter).map_err(|_| StateError::Corrupt(format!("write counter {counter}")))?;
-            let value: Option<Vec<u8>> = row.get(2);
-            Ok(Some((Version { cursor: from_sql(row.get(0)), counter }, value.map(Bytes::from))))
+            row.as_ref().map(latest_row).transpose()
         })
     }
+
+    fn get_latest_at<'a>(&'a self, table: &'a str, key: &'a [u8], at: u64) -> StateFuture<'a, Option<(Version, Value)>> {
+        Box::pin(async move {
+            check_table(table)?;
+            // The stored row if it is that old, else the first replaced after `at` if
+            // it was written by then: one of the two at most, in one snapshot.
+            let row = self
+                .client
+                .query_opt(
+                    "SELECT cursor, counter, value FROM tally_state_latest
+                     WHERE tbl = $1 AND key = $2 AND cursor <= $3
+                     UNION ALL
+                     SELECT * FROM (
+                        SELECT cursor, counter, value FROM tally_state_replaced
+                        WHERE tbl = $1 AND key = $2 AND superseded > $3 ORDER BY superseded LIMIT 1
+                     ) r WHERE r.cursor <= $3",
+                    &[&table, &key, &to_sql(at)],
+                )
+                .await
+                .map_err(backend)?;
+            row.as_ref().map(latest_row).transpose()
+        })
+    }
+
+    fn trim_replaced<'a>(&'a self, table: &'a str, floor: u64) -> StateFuture<'a, u64> {
+        Box::pin(async move {
+            check_table(table)?;
+            self.client
+                .execute("DELETE FROM tally_state_replaced WHERE tbl = $1 AND superseded <= $2", &[&table, &to_sql(floor)])
+                .await
+                .map_err(backend)
+        })
+    }
+}
+
+/// A `(cursor, counter, value)` row as a single-version entry.
+fn latest_row(row: &tokio_postgres::Row) -> Result<(Version, Value), StateError> {
+    let counter: i64 = row.get(1);
+    let counter = u32::try_from(counter).map_err(|_| StateError::Corrupt(format!("write counter {counter}")))?;
+    let value: Option<Vec<u8>> = row.get(2);
+    Ok((Version { cursor: from_sql(row.get(0)), counter }, value.map(Bytes::from)))
 }
 
 fn backend(e: impl std::fmt::Display) -> StateError {

@@ -93,12 +93,17 @@ fn why_names_the_writer_under_every_protocol_and_across_a_switch() {
     assert_eq!(v["protocol"], "symmetric");
     assert_eq!(v["writer"]["invocation_id"], id_of(&n, "run-sym").as_str());
     assert!(v["writer"]["step"].is_u64(), "a symmetric write is a step: {v:#}");
-    // A write-optimized value's past is not kept: a clear error.
+    // A write-optimized value's past: the entry its write replaced, and its writer.
     let first = get(&n, "/v1/books/1/tables/wo/why?key=a")["written_at"].as_u64().unwrap();
     assert_eq!(post(&n, "steps", "run-wo-2", "run wo"), "a=2 b=2 c=2");
-    let a = n.send("GET", &format!("/v1/books/1/tables/wo/why?key=a&as_of={first}"), &[], b"");
-    assert_eq!(a.status, 400, "{}", a.text());
-    assert!(a.text().contains("not kept"), "{}", a.text());
+    let v = get(&n, "/v1/books/1/tables/wo/why?key=a");
+    assert_eq!((v["value"]["text"].as_str(), v["previous"]["text"].as_str()), (Some("2"), Some("1")), "{v:#}");
+    assert_eq!(v["writer"]["invocation_id"], id_of(&n, "run-wo-2").as_str());
+    let v = get(&n, &format!("/v1/books/1/tables/wo/why?key=a&as_of={first}"));
+    assert_eq!((v["value"]["text"].as_str(), v["written_at"].as_u64()), (Some("1"), Some(first)), "{v:#}");
+    assert_eq!(v["writer"]["invocation_id"], root.as_str());
+    let v = get(&n, &format!("/v1/books/1/tables/wo/why?key=a&as_of={}", first - 1));
+    assert!(v["value"].is_null() && v["writer"].is_null(), "nothing before the first write: {v:#}");
 
     // A switch to read-optimized carries `b` over: its first writer is still the run.
     let (status, v) = n.json("PUT", "/v1/books/1/tables/wo", br#"{"protocol": "read-optimized"}"#);

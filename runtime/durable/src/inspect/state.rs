@@ -3,10 +3,11 @@
 //! during a switch the fresher of the two stores, as a transitional read takes it).
 //!
 //! As of a seqnum `at`: a read-optimized value is the write visible at `at` in the key's
-//! write log (garbage collection keeps the versions a reader at its horizon needs, so a
-//! seqnum below it may find its version gone: a clear error). A write-optimized or
-//! symmetric value is its single stored version: as of a seqnum older than that
-//! version's cursor the store no longer holds the value, and the read says so.
+//! write log; a write-optimized or symmetric value is the single-version entry stored at
+//! `at` (the newest whose version's cursor is at most `at`: the store keeps the entries
+//! each write replaced, `StateStore::get_latest_at`). Garbage collection keeps what a
+//! read at the history floor needs, versions, write logs and replaced entries alike,
+//! and a read below the floor is refused (`Core::check_history`).
 
 use std::collections::BTreeSet;
 
@@ -114,15 +115,13 @@ impl Tables<'_> {
                     "table {table:?} is unsafe: it has no history to read as of a seqnum"
                 )))
             }
-            Some(Transition::End { .. }) => self.latest_at(book, table, key, seqnum, &protocol).await?,
+            Some(Transition::End { .. }) => self.latest_at(book, table, key, seqnum).await?,
             Some(Transition::Begin { .. }) => {
                 // The fresher of the write log and the single-version entry, as of `at`.
                 let logged = self.logged_at(ctx, book, table, key, seqnum).await?;
-                match self.latest_at(book, table, key, seqnum, &protocol).await {
-                    Ok((value, Some(cursor))) if logged.1.is_none_or(|w| cursor > w) => (value, Some(cursor)),
-                    Ok(_) => logged,
-                    Err(e) if logged.1.is_none() => return Err(e),
-                    Err(_) => logged,
+                match self.latest_at(book, table, key, seqnum).await? {
+                    (value, Some(cursor)) if logged.1.is_none_or(|w| cursor > w) => (value, Some(cursor)),
+                    _ => logged,
                 }
             }
         };
@@ -143,19 +142,11 @@ impl Tables<'_> {
         Ok((value, Some(w.seqnum)))
     }
 
-    /// The single-version entry of `(table, key)` if it was written by `seqnum`, and its
-    /// version's cursor; an error if it was written later (the value before is not kept).
-    async fn latest_at(&self, book: BookId, table: &str, key: &[u8], seqnum: u64, protocol: &str) -> Result<Written> {
-        let found = self.0.core.store.get_latest(&store_table(book, table), key).await.map_err(Error::from)?;
-        match found {
-            Some((v, _)) if v.cursor > seqnum => Err(Error::InvalidArgument(format!(
-                "table {table:?} keeps only the latest value of a key under its protocol ({protocol}), written at \
-                 seqnum {}: its value at {seqnum} is not kept",
-                v.cursor
-            ))),
-            Some((v, value)) => Ok((value, Some(v.cursor))),
-            None => Ok((None, None)),
-        }
+    /// The single-version entry of `(table, key)` stored at `seqnum`, and its version's
+    /// cursor.
+    async fn latest_at(&self, book: BookId, table: &str, key: &[u8], seqnum: u64) -> Result<Written> {
+        let found = self.0.core.store.get_latest_at(&store_table(book, table), key, seqnum).await.map_err(Error::from)?;
+        Ok(found.map_or((None, None), |(v, value)| (value, Some(v.cursor))))
     }
 
     /// The transition log of `table` of `book`, oldest first.

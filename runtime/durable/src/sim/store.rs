@@ -143,6 +143,14 @@ impl StateStore for FaultyStore {
         self.call(self.inner.get_latest(table, key))
     }
 
+    fn get_latest_at<'a>(&'a self, table: &'a str, key: &'a [u8], at: u64) -> StateFuture<'a, Option<(Version, Value)>> {
+        self.call(self.inner.get_latest_at(table, key, at))
+    }
+
+    fn trim_replaced<'a>(&'a self, table: &'a str, floor: u64) -> StateFuture<'a, u64> {
+        self.call(self.inner.trim_replaced(table, floor))
+    }
+
     fn list_keys<'a>(
         &'a self,
         table: &'a str,

@@ -151,6 +151,14 @@ impl StateStore for TimedStore {
         timed(Part::Store, self.0.get_latest(table, key))
     }
 
+    fn get_latest_at<'a>(&'a self, table: &'a str, key: &'a [u8], at: u64) -> StateFuture<'a, Option<(Version, Value)>> {
+        timed(Part::Store, self.0.get_latest_at(table, key, at))
+    }
+
+    fn trim_replaced<'a>(&'a self, table: &'a str, floor: u64) -> StateFuture<'a, u64> {
+        timed(Part::Store, self.0.trim_replaced(table, floor))
+    }
+
     fn list_keys<'a>(
         &'a self,
         table: &'a str,

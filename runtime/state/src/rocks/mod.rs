@@ -7,6 +7,8 @@
 //!             -> tag u8 (0 tombstone, 1 value) | value
 //!   latest:   len(table) u32 BE | table | len(key) u32 BE | key
 //!             -> cursor u64 BE | counter u32 BE | tag u8 | value
+//!   replaced: len(table) u32 BE | table | len(key) u32 BE | key | cursor u64 BE
+//!             -> a latest entry's value, the entry a version of that cursor replaced
 //! ```
 //!
 //! The length prefixes make the encoding unambiguous for any bytes, so the versions of
@@ -43,6 +45,7 @@ use tally_state_api::{check_table, Family, StateError, StateFuture, StateStore, 
 
 const CF_VERSIONS: &str = "versions";
 const CF_LATEST: &str = "latest";
+const CF_REPLACED: &str = "replaced";
 const TAG_TOMBSTONE: u8 = 0;
 const TAG_VALUE: u8 = 1;
 /// Writes the writer commits as one batch at most: more wait for the next.
@@ -211,7 +214,8 @@ impl RocksStateStore {
         // writes data only, where appending to a new one also updates its size (an
         // inode write) on every sync. As the log's record store does.
         opts.set_recycle_log_file_num(4);
-        let cfs = [CF_VERSIONS, CF_LATEST].into_iter().map(|name| ColumnFamilyDescriptor::new(name, Options::default()));
+        let cfs =
+            [CF_VERSIONS, CF_LATEST, CF_REPLACED].into_iter().map(|name| ColumnFamilyDescriptor::new(name, Options::default()));
         let db = DB::open_cf_descriptors(&opts, path, cfs).map_err(backend)?;
         let inner = Arc::new(Inner {
             db,
@@ -527,17 +531,25 @@ impl Inner {
                     Err(e) => drop(done.send(Err(e))),
                 },
                 Write::IfNewer { key, version, value, done } => {
+                    // The entry replaced, kept under the cursor replacing it if that is
+                    // newer (`get_latest_at`).
                     let newer = stored(&pending, LATEST, &key).and_then(|raw| match raw {
-                        Some(raw) => Ok(decode_latest(&raw)?.0 < version),
-                        None => Ok(true),
+                        Some(raw) => {
+                            let old = decode_latest(&raw)?.0;
+                            Ok((old < version, (old.cursor < version.cursor).then_some(raw)))
+                        }
+                        None => Ok((true, None)),
                     });
                     match newer {
-                        Ok(true) => {
+                        Ok((true, replaced)) => {
+                            if let Some(raw) = replaced {
+                                batch.put_cf(self.cf(CF_REPLACED), version_key(&key, version.cursor), raw);
+                            }
                             batch.put_cf(latest, &key, &value);
                             pending[LATEST].insert(key, Some(value));
                             answers.push(Answer::Bool(done, true));
                         }
-                        Ok(false) => answers.push(Answer::Bool(done, false)),
+                        Ok((false, _)) => answers.push(Answer::Bool(done, false)),
                         Err(e) => drop(done.send(Err(e))),
                     }
                 }
@@ -698,6 +710,57 @@ impl StateStore for RocksStateStore {
         self.read(table, move |inner, tier| match inner.db.get_pinned_cf_opt(inner.cf(CF_LATEST), &k, &read_options(tier))? {
             Some(raw) => Ok(Some(decode_latest(raw.as_ref())?)),
             None => Ok(None),
+        })
+    }
+
+    fn get_latest_at<'a>(&'a self, table: &'a str, key: &'a [u8], at: u64) -> StateFuture<'a, Option<(Version, Value)>> {
+        let k = object_key(table, key);
+        self.read(table, move |inner, tier| {
+            let Some(raw) = inner.db.get_pinned_cf_opt(inner.cf(CF_LATEST), &k, &read_options(tier))? else { return Ok(None) };
+            let stored = decode_latest(raw.as_ref())?;
+            if stored.0.cursor <= at {
+                return Ok(Some(stored));
+            }
+            // The first entry replaced after `at` is the one stored at `at`, if it was
+            // written by then (`at < stored.0.cursor`, so `at + 1` does not overflow).
+            let mut iter = inner.db.raw_iterator_cf_opt(inner.cf(CF_REPLACED), read_options(tier));
+            iter.seek(version_key(&k, at + 1));
+            let found = match (iter.key(), iter.value()) {
+                (Some(key), Some(raw)) if key.len() == k.len() + 8 && key.starts_with(&k) => {
+                    Some(decode_latest(raw)?).filter(|(version, _)| version.cursor <= at)
+                }
+                _ => None,
+            };
+            iter.status()?;
+            Ok(found)
+        })
+    }
+
+    fn trim_replaced<'a>(&'a self, table: &'a str, floor: u64) -> StateFuture<'a, u64> {
+        let table_prefix = object_key(table, b"");
+        let table_prefix = table_prefix[..table_prefix.len() - 4].to_vec();
+        self.run(table, move |inner| {
+            let cf = inner.cf(CF_REPLACED);
+            let mut iter = inner.db.raw_iterator_cf(cf);
+            iter.seek(&table_prefix);
+            let mut batch = WriteBatch::default();
+            while let Some(k) = iter.key() {
+                if !k.starts_with(&table_prefix) {
+                    break;
+                }
+                let key = stored_key(k, table_prefix.len())?;
+                if decode_version_suffix(k, table_prefix.len() + 4 + key.len())? <= floor {
+                    batch.delete_cf(cf, k);
+                }
+                iter.next();
+            }
+            iter.status().map_err(backend)?;
+            let trimmed = batch.len() as u64;
+            // Unsynced: an entry a crash brings back is trimmed again.
+            if trimmed > 0 {
+                inner.db.write(batch).map_err(backend)?;
+            }
+            Ok(trimmed)
         })
     }
 }
