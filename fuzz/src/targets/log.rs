@@ -87,7 +87,7 @@ fn messages() -> Vec<Message> {
     let read = LogRecord { seqnum, tags: vec![Tag(3)], data: Bytes::from_static(b"d"), aux: Some(Bytes::from_static(b"x")) };
     vec![
         Message::Heartbeat { incarnation: 42, term: Term(3) },
-        Message::Replicate { shard: ShardId(9), records: vec![(0, record.clone()), (1, record.clone())] },
+        Message::Replicate { shard: ShardId(9), records: vec![(0, record.clone()), (1, record.clone())], traces: Vec::new() },
         Message::MetaReply { req: 1, shard: ShardId(2), from: 5, metas: metas() },
         Message::RecordReply { req: 5, seqnum, read: StoredRead::Found(record) },
         Message::Progress { term: Term(1), log: LogId(0), held: vec![(0, 4)], stored: vec![(0, 3)] },

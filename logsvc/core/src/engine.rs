@@ -411,7 +411,7 @@ impl Engine {
         // Per (replica, shard): the message being filled, and its bytes of data.
         let mut filling: HashMap<(NodeId, ShardId), (usize, usize)> = HashMap::new();
         for action in actions {
-            let EngineAction::Send(to, Message::Replicate { shard, records }) = action else {
+            let EngineAction::Send(to, Message::Replicate { shard, records, .. }) = action else {
                 out.push(action);
                 continue;
             };
@@ -427,7 +427,10 @@ impl Engine {
                     }
                     _ => {
                         filling.insert((to, shard), (out.len(), len));
-                        out.push(EngineAction::Send(to, Message::Replicate { shard, records: vec![(local_id, record)] }));
+                        out.push(EngineAction::Send(
+                            to,
+                            Message::Replicate { shard, records: vec![(local_id, record)], traces: Vec::new() },
+                        ));
                     }
                 }
             }
@@ -602,7 +605,7 @@ impl Engine {
         self.pending_count += 1;
         self.out.push(EngineAction::Assigned { op, location, record: record.clone() });
         for r in replicas {
-            self.send(r, Message::Replicate { shard: shard_id, records: vec![(local_id, record.clone())] });
+            self.send(r, Message::Replicate { shard: shard_id, records: vec![(local_id, record.clone())], traces: Vec::new() });
         }
     }
 
@@ -703,7 +706,7 @@ impl Engine {
         }
         for (shard, replicas, records) in resend {
             for r in replicas {
-                self.send(r, Message::Replicate { shard, records: records.clone() });
+                self.send(r, Message::Replicate { shard, records: records.clone(), traces: Vec::new() });
             }
         }
         // Retry metadata and record fetches, and trims.

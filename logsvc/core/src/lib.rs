@@ -36,7 +36,7 @@ pub use follower::FollowerConfig;
 pub use index::{ColdIndex, Found, Index, Placement};
 pub use logbook::{BoxFuture, LogBook, LogResult};
 pub use message::{
-    Cond, LogRecord, Message, MetalogEntry, Record, RecordMeta, RecordMetaV1, Reply, Request, StoredRead, TrimCommand,
+    Cond, LogRecord, Message, MetalogEntry, Record, RecordMeta, RecordMetaV1, Reply, Request, SpanRef, StoredRead, TrimCommand,
     UNCHANGED_MAX, WIRE_VERSION,
 };
 pub use sequencer::{stored_entries_messages, Sequencer, SequencerAction, SequencerConfig};

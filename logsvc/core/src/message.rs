@@ -24,7 +24,7 @@ use crate::index::BookState;
 use crate::types::{BookId, LocalId, LogId, MetalogPosition, NodeId, SeqNum, ShardId, Tag, Term};
 
 /// Version of the wire format; a peer speaking another version is disconnected.
-pub const WIRE_VERSION: u8 = 7;
+pub const WIRE_VERSION: u8 = 8;
 
 /// A condition of a conditional append (Halfmoon `logCondAppend`): the stream `tag` of
 /// the record's book must hold exactly `position` records (trimmed ones included) when
@@ -85,6 +85,16 @@ impl From<RecordMetaV1> for RecordMeta {
 pub struct Record {
     pub meta: RecordMeta,
     pub data: Bytes,
+}
+
+/// A span of a caller's trace (W3C trace and span IDs) that the log work for one record
+/// nests under: what the appending engine's driver sends with the record so that the
+/// storage nodes' spans join the caller's trace. Observability only: no state machine
+/// reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SpanRef {
+    pub trace: [u8; 16],
+    pub span: [u8; 8],
 }
 
 /// A trim command as it travels in the metalog: every record of `book` that carries
@@ -233,10 +243,13 @@ pub enum StoredRead {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Message {
     // Engine -> storage node.
-    /// Records of one shard for the replicas to persist. Idempotent.
+    /// Records of one shard for the replicas to persist. Idempotent. `traces`: the
+    /// traced ones' spans (the engine's driver fills them in, the storage node's driver
+    /// takes them out; the state machines send and read none).
     Replicate {
         shard: ShardId,
         records: Vec<(LocalId, Record)>,
+        traces: Vec<(LocalId, SpanRef)>,
     },
     /// Metadata of local ids `from..to` of `shard`, to build an index.
     FetchMeta {

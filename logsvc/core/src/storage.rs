@@ -346,7 +346,7 @@ impl StorageNode {
     pub fn on_message(&mut self, now: Micros, from: NodeId, msg: Message) {
         match msg {
             Message::NewConfig { config } => self.on_config(config),
-            Message::Replicate { shard, records } => self.on_replicate(shard, records),
+            Message::Replicate { shard, records, .. } => self.on_replicate(shard, records),
             Message::Probe { shard, cut } => self.on_probe(from, shard, cut),
             Message::FetchMeta { req, shard, from: start, to } => self.on_fetch_meta(from, req, shard, start, to),
             Message::ReadRecord { req, seqnum } => self.on_read_record(from, req, seqnum),
@@ -645,7 +645,7 @@ mod tests {
         let mut s = StorageNode::recover(ME, vec![CONTROLLER], 1, StorageConfig::default(), vec![]);
         s.on_message(0, CONTROLLER, config());
         s.take_actions();
-        s.on_message(10, NodeId(5), Message::Replicate { shard: SHARD, records: records(0..3) });
+        s.on_message(10, NodeId(5), Message::Replicate { shard: SHARD, records: records(0..3), traces: Vec::new() });
         let Did { progress, batches, .. } = did(&mut s);
         assert_eq!(progress, vec![(PRIMARY, 3, 0)], "held, to the primary alone");
         // Being written: the probe waits; one past what is here: never durable here.

@@ -59,7 +59,8 @@ impl LogClient {
             Some(done) => done,
             None => {
                 let (reply, rx) = oneshot::channel();
-                self.link.call(EngineCall { request, context: ctx.clone(), reply }).await?;
+                let trace = crate::trace::caller();
+                self.link.call(EngineCall { request, context: ctx.clone(), reply, trace }).await?;
                 rx.await.map_err(|_| Error::Stopped)?
             }
         };

@@ -352,7 +352,9 @@ impl Cluster {
     ) -> Result<(JoinHandle<()>, Weak<dyn RecordStore>)> {
         let records = open_record_store(&self.node_dir("storage", id), self.builder.record_store, self.builder.fsync)?;
         let weak = Arc::downgrade(&records);
-        let stores = StorageStores { records, group_commit: self.builder.group_commit.clone() };
+        // One sink for the spans of every node in the process: the engines'.
+        let spans = self.builder.engine_driver.spans.clone();
+        let stores = StorageStores { records, group_commit: self.builder.group_commit.clone(), spans };
         let task = on_thread(&self.thread, || {
             driver::spawn_storage(id, vec![CONTROLLER], self.builder.storage_config.clone(), stores, transport, inbox)
         })?;
@@ -400,6 +402,11 @@ impl Cluster {
             .map_err(|_| Error::Timeout(self.builder.ready_timeout.as_millis() as u64))?
             .map_err(|_| Error::Stopped)?;
         Ok(config.clone().expect("waited for it"))
+    }
+
+    /// Where every node of the cluster hands the spans of traced calls, once set.
+    pub fn spans(&self) -> crate::trace::SpanSinks {
+        self.builder.engine_driver.spans.clone()
     }
 
     /// A user client of engine `i`.

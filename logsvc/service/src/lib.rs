@@ -13,6 +13,7 @@ mod cluster;
 pub mod driver;
 pub mod net;
 pub mod store;
+pub mod trace;
 
 /// The decoders of bytes from the network and the disk, and their encoders, for the
 /// fuzz targets of `tally-fuzz` (feature `fuzzing`).

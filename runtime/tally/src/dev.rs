@@ -76,6 +76,10 @@ impl DevNode {
         let peers = Arc::new(tally_durable::Alone);
         let runtime =
             Runtime::start(config, cluster.client(0), cluster.platform_client(0), peers).await.context("starting the runtime")?;
+        // The log's spans (engine, storage node) go with the invocations' to the exporter.
+        if let Some(spans) = &runtime.observer.spans {
+            cluster.spans().set(spans.clone());
+        }
         let (access, admin_token) =
             crate::auth::guard::start(runtime.clone(), cluster.platform_client(0), true).await.context("reading the tokens")?;
         let (stop, stopped) = oneshot::channel::<()>();

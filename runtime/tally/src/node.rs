@@ -207,6 +207,9 @@ impl Node {
         let mut engine = None;
         let index_resident = usize::try_from(config.node_limits.index_resident_bytes).unwrap_or(usize::MAX);
         let thread = NodeThread::start()?;
+        // Every log role of the process hands its spans here (`[observe]`): to the
+        // function role's exporter, or to one of their own without a function role.
+        let spans = tally_logsvc::trace::SpanSinks::default();
         for (id, role, t, inbox) in bound {
             let dir = |what: &str| config.data_dir.join(format!("{what}-{}", id.0));
             match role {
@@ -233,7 +236,7 @@ impl Node {
                 }
                 MemberRole::Storage => {
                     let records = open_record_store(&dir("storage"), RecordStoreKind::default(), FsyncPolicy::default())?;
-                    let stores = StorageStores { records, group_commit: GroupCommitConfig::default() };
+                    let stores = StorageStores { records, group_commit: GroupCommitConfig::default(), spans: spans.clone() };
                     let cfg =
                         StorageConfig { cold_index: Some(cold_index(dir("cold"), index_resident)), ..StorageConfig::default() };
                     let _entered = thread.enter();
@@ -242,7 +245,8 @@ impl Node {
                 }
                 MemberRole::Engine => {
                     let delay = config.function.as_ref().map_or(0, |f| f.metalog_delay_ms);
-                    let driver_config = EngineDriverConfig { metalog_delay_ms: delay, ..EngineDriverConfig::default() };
+                    let driver_config =
+                        EngineDriverConfig { metalog_delay_ms: delay, spans: spans.clone(), ..EngineDriverConfig::default() };
                     let cfg =
                         EngineConfig { cold_index: Some(cold_index(dir("cold"), index_resident)), ..EngineConfig::default() };
                     let _entered = thread.enter();
@@ -299,9 +303,18 @@ impl Node {
             let platform = LogClient::platform(handle.link);
             let peers = Arc::new(TermPeers { me: NodeId(f.id), status: handle.status.clone() });
             let runtime = Runtime::start(runtime_config, log, platform.clone(), peers).await.context("starting the runtime")?;
+            if let Some(exporter) = &runtime.observer.spans {
+                spans.set(exporter.clone());
+            }
             let (access, _) = crate::auth::guard::start(runtime.clone(), platform, false).await.context("reading the tokens")?;
             node.serve(listener, gateway::router(runtime.clone(), access))?;
             node.function = Some((runtime, addr));
+        }
+        if let (None, Some(endpoint)) = (&node.function, node.config.observe.otlp_endpoint.as_deref()) {
+            let observer = tally_host::observe::Observer::start(Some(endpoint), Default::default());
+            if let Some(exporter) = observer.spans {
+                spans.set(exporter);
+            }
         }
         if let Some(g) = node.config.gateway.clone() {
             let (listener, addr) = proxy::listen(&g.http).await?;

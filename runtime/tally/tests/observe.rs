@@ -196,12 +196,29 @@ fn a_transfer_sent_with_a_traceparent_is_one_trace_of_every_part() {
     assert_eq!(a.status, 200, "{}", a.text());
     assert_eq!(a.header("tally-trace-id"), vec![trace]);
     assert!(a.header("traceresponse")[0].starts_with(&format!("00-{trace}-")));
-    let spans = receiver.trace(trace, |s| names(s).contains("POST /v1/functions/bank/invoke"));
+    // The log's own spans come from its engine and storage node, as they finish.
+    let spans = receiver.trace(trace, |s| {
+        let got = names(s);
+        let appended = got.contains("log.append") || got.contains("log.cond_append");
+        got.contains("POST /v1/functions/bank/invoke") && appended && got.contains("log.order") && got.contains("log.store")
+    });
     let got = names(&spans);
     for want in ["POST /v1/functions/bank/invoke", "queue", "instantiate", "guest", "host-state", "log"] {
         assert!(got.contains(want), "no {want:?} span in {got:?}");
     }
     assert_one_tree(&spans, parent);
+    // An append nests under the execution's log wait; its ordering (the metalog) and its
+    // storage node's write, group commit and fsync under the append.
+    let parent_of = |s: &Value| spans.iter().find(|p| p["spanId"] == s["parentSpanId"]).expect("a parent")["name"].clone();
+    for s in &spans {
+        match s["name"].as_str().unwrap() {
+            "log.append" | "log.cond_append" => assert_eq!(parent_of(s), "log"),
+            "log.order" | "log.store" => {
+                assert!(matches!(parent_of(s).as_str(), Some("log.append" | "log.cond_append")), "{s}")
+            }
+            _ => {}
+        }
+    }
     let request = spans.iter().find(|s| s["name"] == "POST /v1/functions/bank/invoke").expect("the request's span");
     assert_eq!(request["parentSpanId"], parent);
     let attrs: BTreeMap<String, String> = request["attributes"]

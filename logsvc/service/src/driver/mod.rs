@@ -71,6 +71,7 @@ use tracing::{debug, error, info, warn, Instrument};
 
 use crate::net::Transport;
 use crate::store::{ControllerStore, GroupCommit, GroupCommitConfig, JournalMetalogStore, MetalogStore, RecordStore};
+use crate::trace::{EngineTraces, SpanRef, SpanSinks, StorageTraces};
 
 /// How soon a node ticks after an input, and the shortest time between two ticks.
 /// State machines keep their own, longer timers; a tick gives them the chance to act.
@@ -336,6 +337,8 @@ async fn run_sequencer(
 pub struct StorageStores {
     pub records: Arc<dyn RecordStore>,
     pub group_commit: GroupCommitConfig,
+    /// Where the spans of traced records go, once set.
+    pub spans: SpanSinks,
 }
 
 /// Starts a storage node over `records`, recovering what it holds.
@@ -359,9 +362,9 @@ pub fn spawn_storage(
     let node = StorageNode::recover(id, controllers, incarnation, cfg, recovered);
     let group = GroupCommit::start(stores.records.clone(), stores.group_commit)?;
     info!(%id, incarnation, recovered = n_recovered, "storage node started");
-    let records = stores.records;
+    let (records, traces) = (stores.records, StorageTraces::new(stores.spans));
     Ok(spawn_node("storage", id, async move {
-        if let Err(e) = run_storage(node, records, group, transport, inbox).await {
+        if let Err(e) = run_storage(node, records, group, traces, transport, inbox).await {
             error!(%id, error = %e, "storage node stopped");
         }
     }))
@@ -379,6 +382,7 @@ async fn run_storage(
     mut node: StorageNode,
     store: Arc<dyn RecordStore>,
     group: GroupCommit,
+    mut traces: StorageTraces,
     transport: Transport,
     mut inbox: mpsc::Receiver<(NodeId, Message)>,
 ) -> Result<()> {
@@ -389,6 +393,7 @@ async fn run_storage(
         tokio::select! {
             m = inbox.recv() => match m {
                 Some((from, msg)) => {
+                    traces.received(&msg);
                     node.on_message(now_us(), from, msg);
                     if ticks.input() {
                         ticks.ticked(node.on_tick(now_us()));
@@ -405,6 +410,7 @@ async fn run_storage(
                     result?;
                     batches.push(batch);
                 }
+                traces.written(&batches);
                 node.on_written(&batches);
                 if ticks.input() {
                     ticks.ticked(node.on_tick(now_us()));
@@ -417,6 +423,7 @@ async fn run_storage(
             match action {
                 StorageAction::Send(to, msg) => transport.send(to, msg),
                 StorageAction::Write { batch, records } => {
+                    traces.writing(batch, &records);
                     let tx = written_tx.clone();
                     let done = Box::new(move |result: Result<()>| {
                         // Runs on the group commit thread, which is not a runtime
@@ -488,6 +495,8 @@ pub struct EngineCall {
     pub request: Request,
     pub context: Context,
     pub reply: oneshot::Sender<(Result<Reply>, LogId, MetalogPosition)>,
+    /// The caller's span, if it traces the call (`trace.rs`).
+    pub trace: Option<SpanRef>,
 }
 
 /// What an engine driver publishes about itself.
@@ -510,11 +519,18 @@ pub struct EngineDriverConfig {
     /// after they arrive, as an engine on a slow link or a busy machine would (0 in
     /// production).
     pub metalog_delay_ms: u64,
+    /// Where the spans of traced calls go, once set.
+    pub spans: SpanSinks,
 }
 
 impl Default for EngineDriverConfig {
     fn default() -> Self {
-        EngineDriverConfig { requests_queue_max: 4096, ops_inflight_max: 200_000, metalog_delay_ms: 0 }
+        EngineDriverConfig {
+            requests_queue_max: 4096,
+            ops_inflight_max: 200_000,
+            metalog_delay_ms: 0,
+            spans: SpanSinks::default(),
+        }
     }
 }
 
@@ -592,6 +608,7 @@ async fn run_engine(
     status: watch::Sender<EngineStatus>,
 ) {
     let mut ticks = Ticks::new();
+    let mut traces = EngineTraces::new(driver.spans.clone());
     let mut ops: HashMap<OpId, oneshot::Sender<(Result<Reply>, LogId, MetalogPosition)>> = HashMap::new();
     let mut next_op: OpId = 1;
     let delay = Duration::from_millis(driver.metalog_delay_ms);
@@ -661,6 +678,7 @@ async fn run_engine(
                 Input::Submit(calls) => {
                     for (op, call) in calls {
                         ops.insert(op, call.reply);
+                        traces.submitted(op, &call.request, call.trace);
                         node.submit(now_us(), op, &call.context, call.request);
                     }
                 }
@@ -679,6 +697,8 @@ async fn run_engine(
             });
             node.take_actions()
         };
+        let mut actions = actions;
+        traces.acting(&mut actions);
         for action in actions {
             match action {
                 EngineAction::Send(to, msg) => transport.send(to, msg),

@@ -188,7 +188,7 @@ mod tests {
             Record { meta: RecordMeta::plain(BookId(7), vec![Tag(3), Tag::platform(1)]), data: Bytes::from_static(b"payload") };
         vec![
             Message::Heartbeat { incarnation: 42, term: Term(3) },
-            Message::Replicate { shard: ShardId(9), records: vec![(0, record.clone()), (1, record.clone())] },
+            Message::Replicate { shard: ShardId(9), records: vec![(0, record.clone()), (1, record.clone())], traces: Vec::new() },
             Message::MetalogPush {
                 entry: MetalogEntry {
                     term: Term(2),
@@ -314,6 +314,7 @@ mod tests {
         let big = Message::Replicate {
             shard: ShardId(1),
             records: vec![(0, Record { meta: RecordMeta::plain(BookId(1), vec![]), data: vec![7; 4096].into() })],
+            traces: Vec::new(),
         };
         let mut buf = BytesMut::from(&b"before"[..]);
         assert!(matches!(encode_into(&big, &mut buf, 4096), Err(FrameError::TooLarge { .. })));

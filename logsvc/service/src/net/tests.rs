@@ -61,7 +61,7 @@ fn seq_of(msg: &Message) -> u64 {
 fn replicate(data_bytes: usize) -> Message {
     let data: Bytes = (0..data_bytes).map(|i| (i % 251) as u8).collect::<Vec<_>>().into();
     let record = Record { meta: RecordMeta::plain(BookId(1), vec![]), data };
-    Message::Replicate { shard: ShardId(3), records: vec![(0, record)] }
+    Message::Replicate { shard: ShardId(3), records: vec![(0, record)], traces: Vec::new() }
 }
 
 async fn recv(rx: &mut Receiver<(NodeId, Message)>) -> (NodeId, Message) {

@@ -317,6 +317,15 @@ impl Frame {
         let span = probe.inner.lock().expect("not poisoned").open.iter().find(|o| o.id == self.id)?.span;
         Some(super::spans::traceparent(&TraceRef { trace_id: probe.trace.trace_id, span_id: span }))
     }
+
+    /// This frame's span, if its probe exports spans: what the log's own spans nest
+    /// under (`tally_logsvc::trace`).
+    pub fn log_parent(&self) -> Option<tally_logsvc::trace::SpanRef> {
+        let probe = self.probe.as_ref()?;
+        probe.spans.as_ref()?;
+        let span = probe.inner.lock().expect("not poisoned").open.iter().find(|o| o.id == self.id)?.span;
+        Some(tally_logsvc::trace::SpanRef { trace: probe.trace.trace_id, span })
+    }
 }
 
 impl Drop for Frame {

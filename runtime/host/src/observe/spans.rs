@@ -101,6 +101,23 @@ impl Spans {
     }
 }
 
+/// The log's spans (the engine's, the storage nodes') join the node's export queue.
+impl tally_logsvc::trace::SpanSink for Spans {
+    fn span(&self, span: tally_logsvc::trace::LogSpan) {
+        self.push(SpanRecord {
+            trace_id: span.parent.trace,
+            span_id: span.span,
+            parent: Some(span.parent.span),
+            name: span.name.to_string(),
+            kind: 1,
+            start_unix_ns: span.start_unix_ns,
+            end_unix_ns: span.end_unix_ns.max(span.start_unix_ns),
+            attributes: span.attributes.into_iter().map(|(k, v)| (k, v.to_string())).collect(),
+            links: Vec::new(),
+        });
+    }
+}
+
 /// `at` on the wall clock, from the probe's start.
 pub(super) fn unix_ns(probe: &Probe, at: Instant) -> u64 {
     let (started, wall_ms) = probe.started_at();

@@ -30,6 +30,23 @@ fn timed<'a, T: 'a>(part: Part, fut: Pinned<'a, T>) -> Pinned<'a, T> {
     }
 }
 
+/// `fut`, a log call, as a `log` frame whose span the log's own spans (the engine's,
+/// the storage nodes') nest under when traces are exported.
+fn timed_log<'a, T: 'a>(fut: Pinned<'a, T>) -> Pinned<'a, T> {
+    match probe::current() {
+        None => fut,
+        Some(p) => {
+            let frame = p.frame(Part::LogWait, None);
+            let parent = frame.log_parent();
+            Box::pin(async move {
+                let out = tally_logsvc::trace::traced(parent, fut).await;
+                drop(frame);
+                out
+            })
+        }
+    }
+}
+
 /// A [`LogBook`] whose calls are `log` frames.
 pub struct TimedLog(pub Arc<dyn LogBook>);
 
@@ -41,7 +58,7 @@ impl LogBook for TimedLog {
         tags: &'a [Tag],
         data: Bytes,
     ) -> BoxFuture<'a, LogResult<SeqNum>> {
-        timed(Part::LogWait, self.0.append(ctx, book, tags, data))
+        timed_log(self.0.append(ctx, book, tags, data))
     }
 
     fn cond_append<'a>(
@@ -53,7 +70,7 @@ impl LogBook for TimedLog {
         cond_tag: Tag,
         cond_position: u64,
     ) -> BoxFuture<'a, LogResult<SeqNum>> {
-        timed(Part::LogWait, self.0.cond_append(ctx, book, tags, data, cond_tag, cond_position))
+        timed_log(self.0.cond_append(ctx, book, tags, data, cond_tag, cond_position))
     }
 
     fn cond_append_if<'a>(
@@ -65,7 +82,7 @@ impl LogBook for TimedLog {
         cond: Cond,
         unchanged: &'a [Cond],
     ) -> BoxFuture<'a, LogResult<SeqNum>> {
-        timed(Part::LogWait, self.0.cond_append_if(ctx, book, tags, data, cond, unchanged))
+        timed_log(self.0.cond_append_if(ctx, book, tags, data, cond, unchanged))
     }
 
     fn read_next<'a>(
@@ -75,7 +92,7 @@ impl LogBook for TimedLog {
         tag: Tag,
         min: SeqNum,
     ) -> BoxFuture<'a, LogResult<Option<LogRecord>>> {
-        timed(Part::LogWait, self.0.read_next(ctx, book, tag, min))
+        timed_log(self.0.read_next(ctx, book, tag, min))
     }
 
     fn read_prev<'a>(
@@ -85,11 +102,11 @@ impl LogBook for TimedLog {
         tag: Tag,
         max: SeqNum,
     ) -> BoxFuture<'a, LogResult<Option<LogRecord>>> {
-        timed(Part::LogWait, self.0.read_prev(ctx, book, tag, max))
+        timed_log(self.0.read_prev(ctx, book, tag, max))
     }
 
     fn trim<'a>(&'a self, ctx: &'a mut Context, book: BookId, tag: Tag, seqnum: SeqNum) -> BoxFuture<'a, LogResult<()>> {
-        timed(Part::LogWait, self.0.trim(ctx, book, tag, seqnum))
+        timed_log(self.0.trim(ctx, book, tag, seqnum))
     }
 
     fn set_aux_data<'a>(
@@ -99,7 +116,7 @@ impl LogBook for TimedLog {
         seqnum: SeqNum,
         aux: Bytes,
     ) -> BoxFuture<'a, LogResult<()>> {
-        timed(Part::LogWait, self.0.set_aux_data(ctx, book, seqnum, aux))
+        timed_log(self.0.set_aux_data(ctx, book, seqnum, aux))
     }
 }
 
