@@ -221,14 +221,22 @@ fn resendable(method: &axum::http::Method, path: &str) -> bool {
 async fn forward(State(gw): State<Arc<Gateway>>, request: Request) -> Response {
     let (mut parts, body) = request.into_parts();
     // Every route of the API needs a token on a cluster: one without is refused here,
-    // before its body takes any of the budget (the nodes check the token itself).
+    // before its body takes any of the budget (the nodes check the token itself). The
+    // dashboard's cookie goes on as the token it holds (checked against this origin).
     let api = parts.uri.path().starts_with("/v1/") || parts.uri.path() == "/metrics";
-    if api && !parts.headers.contains_key(axum::http::header::AUTHORIZATION) {
-        return error_response(
-            StatusCode::UNAUTHORIZED,
-            "unauthenticated",
-            "no valid token: send `Authorization: Bearer <token>`".into(),
-        );
+    if api {
+        if let Err(refused) = crate::auth::guard::forwarded_token(&mut parts.headers) {
+            return *refused;
+        }
+    }
+    // The dashboard's login and logout: the browser's origin is checked here, against
+    // this gateway's, since the node sees the gateway's request, not the browser's.
+    if parts.method == axum::http::Method::POST && parts.uri.path().starts_with("/ui/") {
+        if let Some(why) = crate::auth::guard::cross_site(&parts.headers) {
+            return error_response(StatusCode::FORBIDDEN, "forbidden", format!("refused a request from another site: {why}"));
+        }
+        parts.headers.remove(axum::http::header::ORIGIN);
+        parts.headers.remove("sec-fetch-site");
     }
     let declared = parts.headers.get(axum::http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
     let (body, _budget) = match read_body(&gw, declared, body).await {

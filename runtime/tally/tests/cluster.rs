@@ -596,13 +596,45 @@ fn the_gateway_merges_every_function_nodes_logs_and_nodes_share_secrets() {
         .collect();
     assert_eq!(nodes.len(), 2);
     assert_eq!(nodes[0].send("GET", "/v1/logs", none, b"").status, 401, "a function node asks too");
+    // The dashboard through the gateway: its login sets the cookie, which the gateway
+    // hands the nodes as the token; a page of another site gets neither.
+    let browser: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).tls_config(common::tls()).build().into();
+    let origin = url.trim_end_matches('/');
+    let page = [("origin", origin), ("sec-fetch-site", "same-origin")];
+    let send = |method: &str, path: &str, headers: &[(&str, &str)], body: &str| {
+        let mut request = ureq::http::Request::builder().method(method).uri(format!("{url}{path}"));
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let mut response = browser.run(request.body(body.as_bytes().to_vec()).unwrap()).expect("an answer");
+        let cookies: Vec<String> =
+            response.headers().get_all("set-cookie").iter().map(|v| v.to_str().unwrap().to_string()).collect();
+        (response.status().as_u16(), cookies, response.body_mut().read_to_string().unwrap_or_default())
+    };
+    let login = serde_json::json!({ "token": c.admin_token() }).to_string();
+    let foreign = [("origin", "http://evil.example"), ("sec-fetch-site", "cross-site")];
+    assert_eq!(send("POST", "/ui/login", &foreign, &login).0, 403, "another site logs nobody in");
+    let (status, cookies, text) = send("POST", "/ui/login", &page, &login);
+    assert_eq!(status, 204, "{text}");
+    let cookie = cookies.first().and_then(|c| c.split(';').next()).expect("the cookie").to_string();
+    let with_cookie = |headers: &[(&'static str, &'static str)]| {
+        send("GET", "/v1/functions", &[headers, &[("cookie", cookie.as_str())]].concat(), "")
+    };
+    let (status, _, text) = with_cookie(&[("sec-fetch-site", "same-origin")]);
+    assert_eq!(status, 200, "the cookie is the token: {text}");
+    assert!(text.contains("\"web\""), "{text}");
+    assert_eq!(with_cookie(&[("sec-fetch-site", "cross-site")]).0, 403, "not for another site's page");
+    assert_eq!(send("GET", "/v1/functions", &page, "").0, 401, "no cookie, no token");
     // A token made through one node works on the other; revoked through one, it is
     // refused by the other as soon as its index has the record.
     let a = gw.send("POST", "/v1/tokens", &[], br#"{"role": "read", "books": [3]}"#);
     assert_eq!(a.status, 201, "{}", a.text());
     let made: Value = serde_json::from_slice(&a.body).unwrap();
     let bearer = format!("Bearer {}", made["token"].as_str().unwrap());
-    let reader: &[(&str, &str)] = &[("authorization", bearer.as_str())];
+    // With the grant's position, each node knows the token at once (without it, as soon
+    // as its index has the record: the loop below shows that for a revocation).
+    let made_at = a.header("tally-position")[0].to_string();
+    let reader: &[(&str, &str)] = &[("authorization", bearer.as_str()), ("tally-position", made_at.as_str())];
     for n in &nodes {
         assert_eq!(n.send("GET", "/v1/books/3/records", reader, b"").status, 200);
         assert_eq!(n.send("GET", "/v1/books/4/records", reader, b"").status, 403, "book 3's token on book 4");

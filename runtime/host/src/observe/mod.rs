@@ -74,7 +74,7 @@ impl Observer {
                 trace_id: probe.trace().trace_id,
                 span_id: probe.trace().span_id,
                 parent: probe.parent(),
-                name: name.to_string(),
+                name: name.to_string().into(),
                 kind,
                 start_unix_ns: spans::unix_ns(probe, started),
                 end_unix_ns: spans::unix_ns(probe, started + probe.elapsed()),

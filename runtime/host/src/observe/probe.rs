@@ -256,11 +256,13 @@ impl Probe {
     /// The probe's breakdown as a `Server-Timing` header value (milliseconds), ending
     /// with `total`.
     pub fn server_timing(&self) -> String {
-        let mut out = String::new();
+        use std::fmt::Write;
+        let mut out = String::with_capacity(160);
         for (part, us) in self.parts() {
-            out.push_str(&format!("{};dur={:.3}, ", part.name(), us as f64 / 1000.0));
+            let _ = write!(out, "{};dur={}.{:03}, ", part.name(), us / 1000, us % 1000);
         }
-        out.push_str(&format!("total;dur={:.3}", self.started.elapsed().as_secs_f64() * 1000.0));
+        let total = self.started.elapsed().as_micros();
+        let _ = write!(out, "total;dur={}.{:03}", total / 1000, total % 1000);
         out
     }
 

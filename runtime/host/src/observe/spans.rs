@@ -5,6 +5,7 @@
 //! the exporter task, which posts them in batches to `<endpoint>/v1/traces`. Spans hold
 //! what was measured and names (functions, tables, callees), never keys or values.
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -28,7 +29,7 @@ pub struct SpanRecord {
     pub trace_id: [u8; 16],
     pub span_id: SpanId,
     pub parent: Option<SpanId>,
-    pub name: String,
+    pub name: Cow<'static, str>,
     /// OTLP's span kind: 1 internal, 2 server, 3 client.
     pub kind: u8,
     pub start_unix_ns: u64,
@@ -76,7 +77,7 @@ impl Spans {
             trace_id: probe.trace().trace_id,
             span_id: span,
             parent: Some(parent),
-            name: part.name().to_string(),
+            name: Cow::Borrowed(part.name()),
             kind,
             start_unix_ns: unix_ns(probe, started),
             end_unix_ns: unix_ns(probe, ended),
@@ -108,7 +109,7 @@ impl tally_logsvc::trace::SpanSink for Spans {
             trace_id: span.parent.trace,
             span_id: span.span,
             parent: Some(span.parent.span),
-            name: span.name.to_string(),
+            name: Cow::Borrowed(span.name),
             kind: 1,
             start_unix_ns: span.start_unix_ns,
             end_unix_ns: span.end_unix_ns.max(span.start_unix_ns),
@@ -184,7 +185,17 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
 }
 
 fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    let mut out = Vec::with_capacity(bytes.len() * 2);
+    push_hex(&mut out, bytes);
+    String::from_utf8(out).expect("hex digits are ASCII")
+}
+
+fn push_hex(out: &mut Vec<u8>, bytes: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for b in bytes {
+        out.push(DIGITS[usize::from(b >> 4)]);
+        out.push(DIGITS[usize::from(b & 0xf)]);
+    }
 }
 
 /// The `traceparent` header naming `trace` (sampled).
@@ -192,40 +203,66 @@ pub fn traceparent(trace: &TraceRef) -> String {
     format!("00-{}-{}-01", hex(&trace.trace_id), hex(&trace.span_id))
 }
 
-/// `spans` as an OTLP/HTTP JSON export request.
+/// `spans` as an OTLP/HTTP JSON export request, written straight into bytes (the
+/// exporter's cost is what the node pays for tracing: no tree of values in between).
 pub fn otlp_json(spans: &[SpanRecord], service: &str) -> Vec<u8> {
-    use serde_json::json;
-    let spans: Vec<serde_json::Value> = spans
-        .iter()
-        .map(|s| {
-            let mut v = json!({
-                "traceId": hex(&s.trace_id),
-                "spanId": hex(&s.span_id),
-                "name": s.name,
-                "kind": s.kind,
-                "startTimeUnixNano": s.start_unix_ns.to_string(),
-                "endTimeUnixNano": s.end_unix_ns.max(s.start_unix_ns).to_string(),
-                "attributes": s.attributes.iter().map(|(k, v)| json!({"key": k, "value": {"stringValue": v}})).collect::<Vec<_>>(),
-            });
-            if let Some(p) = s.parent {
-                v["parentSpanId"] = json!(hex(&p));
+    use std::io::Write;
+    let mut out = Vec::with_capacity(256 + spans.len() * 400);
+    // Strings go through serde_json, which escapes them; writes to a Vec never fail.
+    let string = |out: &mut Vec<u8>, s: &str| serde_json::to_writer(&mut *out, s).expect("a Vec takes every write");
+    let id = |out: &mut Vec<u8>, key: &str, bytes: &[u8]| {
+        out.extend_from_slice(b",\"");
+        out.extend_from_slice(key.as_bytes());
+        out.extend_from_slice(b"\":\"");
+        push_hex(out, bytes);
+        out.push(b'"');
+    };
+    out.extend_from_slice(br#"{"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"#);
+    string(&mut out, service);
+    out.extend_from_slice(br#"}}]},"scopeSpans":[{"scope":{"name":"tally"},"spans":["#);
+    for (i, s) in spans.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(br#"{"name":"#);
+        string(&mut out, &s.name);
+        id(&mut out, "traceId", &s.trace_id);
+        id(&mut out, "spanId", &s.span_id);
+        if let Some(p) = s.parent {
+            id(&mut out, "parentSpanId", &p);
+        }
+        let end = s.end_unix_ns.max(s.start_unix_ns);
+        write!(out, r#","kind":{},"startTimeUnixNano":"{}","endTimeUnixNano":"{end}","attributes":["#, s.kind, s.start_unix_ns)
+            .expect("a Vec takes every write");
+        for (j, (k, v)) in s.attributes.iter().enumerate() {
+            if j > 0 {
+                out.push(b',');
             }
-            if !s.links.is_empty() {
-                v["links"] = s
-                    .links
-                    .iter()
-                    .map(|l| json!({"traceId": hex(&l.trace_id), "spanId": hex(&l.span_id)}))
-                    .collect::<Vec<_>>()
-                    .into();
+            out.extend_from_slice(br#"{"key":"#);
+            string(&mut out, k);
+            out.extend_from_slice(br#","value":{"stringValue":"#);
+            string(&mut out, v);
+            out.extend_from_slice(b"}}");
+        }
+        out.push(b']');
+        if !s.links.is_empty() {
+            out.extend_from_slice(br#","links":["#);
+            for (j, l) in s.links.iter().enumerate() {
+                if j > 0 {
+                    out.push(b',');
+                }
+                out.extend_from_slice(br#"{"traceId":""#);
+                push_hex(&mut out, &l.trace_id);
+                out.extend_from_slice(br#"","spanId":""#);
+                push_hex(&mut out, &l.span_id);
+                out.extend_from_slice(br#""}"#);
             }
-            v
-        })
-        .collect();
-    let body = json!({"resourceSpans": [{
-        "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": service}}]},
-        "scopeSpans": [{"scope": {"name": "tally"}, "spans": spans}],
-    }]});
-    serde_json::to_vec(&body).expect("JSON always encodes")
+            out.push(b']');
+        }
+        out.push(b'}');
+    }
+    out.extend_from_slice(b"]}]}]}");
+    out
 }
 
 /// Posts queued spans to `endpoint` (an `http://host:port[/path]` base; `/v1/traces` is
@@ -233,6 +270,7 @@ pub fn otlp_json(spans: &[SpanRecord], service: &str) -> Vec<u8> {
 /// batch (counted): telemetry never holds up or grows the node.
 pub async fn export(spans: Arc<Spans>, endpoint: String, service: String) {
     let url = format!("{}/v1/traces", endpoint.trim_end_matches('/'));
+    let mut collector = Collector::new(&url);
     let mut tick = tokio::time::interval(EXPORT_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -243,7 +281,11 @@ pub async fn export(spans: Arc<Spans>, endpoint: String, service: String) {
                 break;
             }
             let n = batch.len() as u64;
-            match post(&url, otlp_json(&batch, &service)).await {
+            let posted = match &mut collector {
+                Ok(c) => c.post(bytes::Bytes::from(otlp_json(&batch, &service))).await,
+                Err(e) => Err(e.clone()),
+            };
+            match posted {
                 Ok(()) => spans.exported.fetch_add(n, Ordering::Relaxed),
                 Err(e) => {
                     tracing::debug!("exporting {n} spans to {url}: {e}");
@@ -257,37 +299,85 @@ pub async fn export(spans: Arc<Spans>, endpoint: String, service: String) {
     }
 }
 
-/// One HTTP/1.1 POST of a JSON body to a plain `http://` URL, bounded to 5 s.
-async fn post(url: &str, body: Vec<u8>) -> Result<(), String> {
-    use http_body_util::{BodyExt, Full};
-    let uri: http::Uri = url.parse().map_err(|e| format!("{e}"))?;
-    if uri.scheme_str() != Some("http") {
-        return Err("only http:// OTLP endpoints are supported".into());
-    }
-    let host = uri.host().ok_or("no host")?.to_string();
-    let port = uri.port_u16().unwrap_or(80);
-    let exchange = async {
-        let stream = tokio::net::TcpStream::connect((host.as_str(), port)).await.map_err(|e| e.to_string())?;
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(wasmtime_wasi_http::io::TokioIo::new(stream))
-            .await
-            .map_err(|e| e.to_string())?;
-        tokio::spawn(conn);
-        let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
-        let req = http::Request::post(path)
-            .header(http::header::HOST, uri.authority().map_or(host.clone(), |a| a.to_string()))
-            .header(http::header::CONTENT_TYPE, "application/json")
-            .body(Full::new(bytes::Bytes::from(body)))
-            .map_err(|e| e.to_string())?;
-        let resp = sender.send_request(req).await.map_err(|e| e.to_string())?;
-        let status = resp.status();
-        let _ = resp.into_body().collect().await;
-        if status.is_success() {
-            Ok(())
-        } else {
-            Err(format!("the collector answered {status}"))
+/// An OTLP/HTTP collector at a plain `http://` URL, over one kept HTTP/1.1 connection.
+struct Collector {
+    host: String,
+    port: u16,
+    authority: String,
+    path: String,
+    sender: Option<hyper::client::conn::http1::SendRequest<http_body_util::Full<bytes::Bytes>>>,
+}
+
+/// How an export failed: before any answer on a kept connection (which the collector
+/// may have closed meanwhile: worth one more try on a new one), or otherwise.
+enum Failed {
+    Stale(String),
+    Other(String),
+}
+
+impl Collector {
+    fn new(url: &str) -> Result<Collector, String> {
+        let uri: http::Uri = url.parse().map_err(|e| format!("{e}"))?;
+        if uri.scheme_str() != Some("http") {
+            return Err("only http:// OTLP endpoints are supported".into());
         }
-    };
-    tokio::time::timeout(Duration::from_secs(5), exchange).await.map_err(|_| "timed out".to_string())?
+        let host = uri.host().ok_or("no host")?.to_string();
+        let port = uri.port_u16().unwrap_or(80);
+        let authority = uri.authority().map_or(host.clone(), |a| a.to_string());
+        let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
+        Ok(Collector { host, port, authority, path, sender: None })
+    }
+
+    /// One POST of `body`, bounded to 5 s.
+    async fn post(&mut self, body: bytes::Bytes) -> Result<(), String> {
+        match self.send(body.clone()).await {
+            Ok(()) => Ok(()),
+            Err(Failed::Stale(_)) => self.send(body).await.map_err(|(Failed::Stale(e) | Failed::Other(e))| e),
+            Err(Failed::Other(e)) => Err(e),
+        }
+    }
+
+    async fn send(&mut self, body: bytes::Bytes) -> Result<(), Failed> {
+        use http_body_util::{BodyExt, Full};
+        let kept = self.sender.is_some();
+        let exchange = async {
+            if self.sender.is_none() {
+                let stream = tokio::net::TcpStream::connect((self.host.as_str(), self.port))
+                    .await
+                    .map_err(|e| Failed::Other(e.to_string()))?;
+                let (sender, conn) = hyper::client::conn::http1::handshake(wasmtime_wasi_http::io::TokioIo::new(stream))
+                    .await
+                    .map_err(|e| Failed::Other(e.to_string()))?;
+                // Task otlp.connection: ends when the connection closes (the sender
+                // dropped, or the collector hung up).
+                tokio::spawn(conn);
+                self.sender = Some(sender);
+            }
+            let sender = self.sender.as_mut().expect("connected above");
+            let unanswered = |e: hyper::Error| if kept { Failed::Stale(e.to_string()) } else { Failed::Other(e.to_string()) };
+            sender.ready().await.map_err(unanswered)?;
+            let req = http::Request::post(self.path.as_str())
+                .header(http::header::HOST, self.authority.as_str())
+                .header(http::header::CONTENT_TYPE, "application/json")
+                .body(Full::new(body))
+                .map_err(|e| Failed::Other(e.to_string()))?;
+            let resp = sender.send_request(req).await.map_err(unanswered)?;
+            let status = resp.status();
+            let _ = resp.into_body().collect().await;
+            if status.is_success() {
+                Ok(())
+            } else {
+                Err(Failed::Other(format!("the collector answered {status}")))
+            }
+        };
+        let result = tokio::time::timeout(Duration::from_secs(5), exchange)
+            .await
+            .unwrap_or_else(|_| Err(Failed::Other("timed out".to_string())));
+        if result.is_err() {
+            self.sender = None;
+        }
+        result
+    }
 }
 
 #[cfg(test)]
@@ -317,6 +407,38 @@ mod tests {
         ] {
             assert_eq!(parse_traceparent(bad), None, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn the_export_is_otlp_json() {
+        let span = |links: Vec<TraceRef>, parent| SpanRecord {
+            trace_id: [0xab; 16],
+            span_id: [1, 2, 3, 4, 5, 6, 7, 0xff],
+            parent,
+            name: "POST /v1/\"quoted\"\n".into(),
+            kind: 2,
+            start_unix_ns: 10,
+            end_unix_ns: 5,
+            attributes: vec![("tally.function", "bank".into()), ("odd", "\u{0}é\\".into())],
+            links,
+        };
+        let link = TraceRef { trace_id: [3; 16], span_id: [4; 8] };
+        let body = otlp_json(&[span(vec![], None), span(vec![link, link], Some([9; 8]))], "tally \"x\"");
+        let v: serde_json::Value = serde_json::from_slice(&body).expect("valid JSON");
+        let rs = &v["resourceSpans"][0];
+        assert_eq!(rs["resource"]["attributes"][0]["value"]["stringValue"], "tally \"x\"");
+        let spans = rs["scopeSpans"][0]["spans"].as_array().unwrap();
+        assert_eq!(spans.len(), 2);
+        assert_eq!(spans[0]["name"], "POST /v1/\"quoted\"\n");
+        assert_eq!(spans[0]["traceId"], "abababababababababababababababab");
+        assert_eq!(spans[0]["spanId"], "01020304050607ff");
+        assert!(spans[0].get("parentSpanId").is_none() && spans[0].get("links").is_none());
+        assert_eq!((spans[0]["kind"].as_u64(), spans[0]["startTimeUnixNano"].as_str()), (Some(2), Some("10")));
+        assert_eq!(spans[0]["endTimeUnixNano"], "10", "never before the start");
+        assert_eq!(spans[0]["attributes"][1]["value"]["stringValue"], "\u{0}é\\");
+        assert_eq!(spans[1]["parentSpanId"], "0909090909090909");
+        assert_eq!(spans[1]["links"][1]["spanId"], "0404040404040404");
+        assert_eq!(spans[1]["links"][0]["traceId"], "03030303030303030303030303030303");
     }
 
     #[test]

@@ -319,6 +319,24 @@ fn cookie_token(headers: &HeaderMap) -> Result<Option<&str>, Rejected> {
     Ok(Some(token))
 }
 
+/// Gives a request a cluster's gateway forwards the token it presents as
+/// `Authorization`: its own, or the dashboard's cookie's, checked here, where the
+/// browser's origin is this gateway's (the node that answers sees the gateway's request,
+/// not the browser's). Refused (401, or 403 for a cookie another site's page may have
+/// sent) without either.
+pub fn forwarded_token(headers: &mut HeaderMap) -> Result<(), Box<Response>> {
+    if headers.contains_key(header::AUTHORIZATION) {
+        return Ok(());
+    }
+    let Some(token) = cookie_token(headers).map_err(Rejected::answer)? else {
+        let why = "no valid token: send `Authorization: Bearer <token>`".to_string();
+        return Err(Rejected { status: StatusCode::UNAUTHORIZED, code: "unauthenticated", why }.answer());
+    };
+    let bearer = HeaderValue::from_str(&format!("Bearer {token}")).expect("a token is printable ASCII");
+    headers.insert(header::AUTHORIZATION, bearer);
+    Ok(())
+}
+
 /// The bearer token of a request, if it carries one (a malformed header is refused).
 fn bearer(headers: &HeaderMap) -> Result<Option<&str>, Denied> {
     let Some(value) = headers.get(header::AUTHORIZATION) else { return Ok(None) };
@@ -537,6 +555,23 @@ mod tests {
         assert_eq!(cookie_token(&h), Ok(Some(TOKEN)), "the host need not be loopback: a token is checked");
         let demand = demand(&Method::GET, "/ui/app.js", &HashMap::new(), None);
         assert_eq!(demand, Ok(Demand::Nothing), "the dashboard's files need no token");
+    }
+
+    #[test]
+    fn a_gateway_forwards_the_dashboards_cookie_as_a_bearer_token() {
+        let cookie = format!("{COOKIE}={TOKEN}");
+        let mut h =
+            with(&[("host", "gw:80"), ("origin", "http://gw:80"), ("sec-fetch-site", "same-origin"), ("cookie", &cookie)]);
+        forwarded_token(&mut h).expect("forwarded");
+        assert_eq!(h.get(header::AUTHORIZATION).unwrap(), &format!("Bearer {TOKEN}"));
+        let mut own = with(&[("authorization", "Bearer mine"), ("cookie", &cookie)]);
+        forwarded_token(&mut own).expect("its own");
+        assert_eq!(own.get(header::AUTHORIZATION).unwrap(), "Bearer mine", "Authorization wins");
+        let status = |r: Result<(), Box<Response>>| r.expect_err("refused").status();
+        assert_eq!(status(forwarded_token(&mut HeaderMap::new())), StatusCode::UNAUTHORIZED);
+        let mut foreign = with(&[("host", "gw:80"), ("origin", "http://evil.example"), ("cookie", &cookie)]);
+        assert_eq!(status(forwarded_token(&mut foreign)), StatusCode::FORBIDDEN);
+        assert!(!foreign.contains_key(header::AUTHORIZATION));
     }
 
     #[test]

@@ -287,7 +287,8 @@ impl Tokens {
         Ok(ctx)
     }
 
-    /// A new token: its record appended, the token (shown once) returned.
+    /// A new token: its record appended, the token (shown once) returned, with the
+    /// position a request sends for any node to know it at once.
     pub async fn create(
         &self,
         role: super::Role,
@@ -295,14 +296,14 @@ impl Tokens {
         expires_at_ms: Option<u64>,
         name: String,
         by: &str,
-    ) -> anyhow::Result<(Listed, String)> {
+    ) -> anyhow::Result<(Listed, String, Context)> {
         let mut random = [0u8; 40];
         getrandom::fill(&mut random).map_err(|e| anyhow::anyhow!("no randomness for a token: {e}"))?;
         let (grant, token) = Grant::mint(role, scope, expires_at_ms, random);
         let id = grant.id.clone();
-        self.append(&TokenOp::Grant { grant, name, by: by.to_string(), at_ms: now_ms() }).await?;
+        let at = self.append(&TokenOp::Grant { grant, name, by: by.to_string(), at_ms: now_ms() }).await?;
         let listed = self.grants.read().expect("not poisoned").get(&id).cloned();
-        Ok((listed.ok_or_else(|| anyhow::anyhow!("the grant of token {id} was not applied"))?, token))
+        Ok((listed.ok_or_else(|| anyhow::anyhow!("the grant of token {id} was not applied"))?, token, at))
     }
 
     /// Grants `token` (the bootstrap admin token of a data directory or cluster) unless

@@ -77,9 +77,10 @@ pub(super) async fn create(
     let role = Role::parse(&c.role).map_err(RuntimeError::InvalidArgument)?;
     check_scope(&c.functions, &c.books)?;
     let scope = Scope { functions: c.functions, books: c.books.into_iter().collect(), promise: None };
-    let (listed, token) =
+    let (listed, token, at) =
         access.tokens.create(role, scope, expiry(c.expires_in_ms)?, c.name, &caller.id).await.map_err(internal)?;
-    Ok((StatusCode::CREATED, Json(json!({ "token": token, "grant": listed }))).into_response())
+    // A request that sends this position back is let in by any node at once.
+    Ok(with_position((StatusCode::CREATED, Json(json!({ "token": token, "grant": listed }))).into_response(), &at))
 }
 
 pub(super) async fn list(Extension(access): Extension<Arc<Access>>, _: NoBody) -> ApiResult<Response> {
@@ -126,9 +127,10 @@ pub(super) async fn link(
     let scope = Scope { functions: Vec::new(), books: [book.0].into(), promise: Some(id.clone()) };
     let expires = expiry(Some(l.expires_in_ms.unwrap_or(LINK_EXPIRY_MS)))?;
     let name = format!("completes promise {id} of book {}", book.0);
-    let (listed, token) = access.tokens.create(Role::Invoke, scope, expires, name, &caller.id).await.map_err(internal)?;
+    let (listed, token, at) = access.tokens.create(Role::Invoke, scope, expires, name, &caller.id).await.map_err(internal)?;
     let path = format!("/v1/promises/{}?book={}", url_escape(&id), book.0);
-    Ok((StatusCode::CREATED, Json(json!({ "token": token, "path": path, "grant": listed }))).into_response())
+    let created = (StatusCode::CREATED, Json(json!({ "token": token, "path": path, "grant": listed }))).into_response();
+    Ok(with_position(created, &at))
 }
 
 /// Every change of the registry and of the tokens, merged in log order (both are in the
