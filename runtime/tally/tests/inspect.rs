@@ -64,6 +64,29 @@ fn invocations_list_by_function_key_status_and_duration_and_show_their_steps() {
     assert_eq!(page["invocations"].as_array().unwrap().len(), 2);
     let rest = get(&n, &format!("/v1/invocations?book=3&after={}", page["next"]));
     assert_eq!(rest["invocations"].as_array().unwrap().len(), 4);
+    // The newest first, paged back: the same six, the other way round.
+    let ids = |v: &Value| -> Vec<String> {
+        v["invocations"].as_array().unwrap().iter().map(|i| i["invocation_id"].as_str().unwrap().to_string()).collect()
+    };
+    let mut newest = Vec::new();
+    let mut path = "/v1/invocations?book=3&order=newest&limit=4".to_string();
+    loop {
+        let page = get(&n, &path);
+        newest.extend(ids(&page));
+        match page["next"].as_u64() {
+            Some(before) => path = format!("/v1/invocations?book=3&order=newest&limit=4&before={before}"),
+            None => break,
+        }
+    }
+    let mut oldest = ids(&all);
+    oldest.reverse();
+    assert_eq!(newest, oldest);
+    let newest_bank = get(&n, "/v1/invocations?book=3&order=newest&function=bank&limit=1");
+    assert_eq!(ids(&newest_bank), ids(&get(&n, "/v1/invocations?book=3&key=bad")), "the failed transfer came last");
+    for bad in ["order=newest&after=3", "before=3", "order=sideways"] {
+        let a = n.send("GET", &format!("/v1/invocations?book=3&{bad}"), &[], b"");
+        assert_eq!(a.status, 400, "{bad}: {}", a.text());
+    }
 
     // The transfer's steps: its reads and writes of `accounts`, values decoded.
     let id = keyed[0]["invocation_id"].as_str().unwrap().to_string();

@@ -152,6 +152,8 @@ pub struct ListFilter {
     pub max_duration_ms: Option<u64>,
     /// As of this seqnum: invocations started by it, their status there.
     pub as_of: Option<u64>,
+    /// The newest first: the listing's cursor is then the seqnum to go back from.
+    pub newest_first: bool,
 }
 
 /// Entries of `Running::suspended` past which wakes already past are forgotten.

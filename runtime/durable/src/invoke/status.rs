@@ -71,40 +71,49 @@ impl Durable {
 }
 
 impl Invocations<'_> {
-    /// The root invocations of `book` started at or after seqnum `after` (a cursor:
-    /// 0 for the first page) that pass `filter`, in the order they started, at most
-    /// `limit`; and the cursor of the next page, if the stream may hold more. Only
-    /// what garbage collection has kept is listed (finished invocations for
-    /// `results_kept_ms`). A page reads at most `LIST_SCAN_MAX` records of the stream.
+    /// The root invocations of `book` that pass `filter`, at most `limit`, in the order
+    /// they started from seqnum `cursor` on (0 for the first page), or, newest first
+    /// ([`ListFilter::newest_first`]), back from it (`u64::MAX` for the first page); and
+    /// the cursor of the next page, if the stream may hold more. Only what garbage
+    /// collection has kept is listed (finished invocations for `results_kept_ms`). A
+    /// page reads at most `LIST_SCAN_MAX` records of the stream.
     pub async fn list(
         &self,
         ctx: &mut Context,
         book: BookId,
         filter: &ListFilter,
-        after: u64,
+        cursor: u64,
         limit: usize,
     ) -> Result<(Vec<Listed>, Option<u64>)> {
         let d = self.0;
         check_book(book)?;
         let mut out = Vec::new();
-        let mut at = after;
+        let mut at = match (filter.newest_first, filter.as_of) {
+            (true, Some(s)) => cursor.min(s),
+            _ => cursor,
+        };
         for _ in 0..LIST_SCAN_MAX {
             if out.len() >= limit {
                 return Ok((out, Some(at)));
             }
-            let Some(r) = d.core.log.read_next(ctx, shadow(book), INSTANCES, SeqNum(at)).await? else {
-                return Ok((out, None));
+            let (log, sb) = (&d.core.log, shadow(book));
+            let r = match filter.newest_first {
+                true => log.read_prev(ctx, sb, INSTANCES, SeqNum(at)).await?,
+                false => log.read_next(ctx, sb, INSTANCES, SeqNum(at)).await?,
             };
+            let Some(r) = r else { return Ok((out, None)) };
             if filter.as_of.is_some_and(|s| r.seqnum.0 > s) {
                 return Ok((out, None));
             }
-            at = r.seqnum.0.saturating_add(1);
+            let next = match filter.newest_first {
+                true => r.seqnum.0.checked_sub(1),
+                false => r.seqnum.0.checked_add(1).filter(|&n| n < u64::MAX),
+            };
             if let Some(listed) = d.listed(ctx, book, &r, filter).await? {
                 out.push(listed);
             }
-            if at == u64::MAX {
-                return Ok((out, None));
-            }
+            let Some(next) = next else { return Ok((out, None)) };
+            at = next;
         }
         Ok((out, Some(at)))
     }

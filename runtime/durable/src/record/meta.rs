@@ -40,17 +40,13 @@ pub struct TraceRef {
 impl TraceRef {
     /// The trace ID in lowercase hex, as `traceparent` writes it.
     pub fn trace_hex(&self) -> String {
-        hex(&self.trace_id)
+        crate::id::hex(&self.trace_id)
     }
 
     /// The span ID in lowercase hex.
     pub fn span_hex(&self) -> String {
-        hex(&self.span_id)
+        crate::id::hex(&self.span_id)
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 impl Meta {

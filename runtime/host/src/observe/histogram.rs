@@ -9,29 +9,48 @@ use super::probe::Part;
 const BOUNDS_US: [u64; 16] =
     [50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000, 2_500_000, 10_000_000];
 
-/// Per part: how many executions spent at most each bound in it, their sum and count.
+/// Per part: how many executions spent at most each bound in it, their sum and count;
+/// in a few shards, each thread adding to one, so that threads recording at once do not
+/// fight over the same cache lines (the sums are read across shards, rarely).
 pub struct PartHistograms {
-    buckets: Vec<[AtomicU64; BOUNDS_US.len() + 1]>,
-    sum_us: Vec<AtomicU64>,
+    shards: Vec<Shard>,
 }
+
+/// One shard's counters, aligned so that no two shards share a cache line.
+#[repr(align(128))]
+struct Shard {
+    buckets: [[AtomicU64; BOUNDS_US.len() + 1]; Part::ALL.len()],
+    sum_us: [AtomicU64; Part::ALL.len()],
+}
+
+/// Shards of a node's histograms.
+const SHARDS: usize = 8;
 
 impl Default for PartHistograms {
     fn default() -> Self {
-        PartHistograms {
-            buckets: Part::ALL.iter().map(|_| std::array::from_fn(|_| AtomicU64::new(0))).collect(),
-            sum_us: Part::ALL.iter().map(|_| AtomicU64::new(0)).collect(),
-        }
+        let shard = || Shard {
+            buckets: std::array::from_fn(|_| std::array::from_fn(|_| AtomicU64::new(0))),
+            sum_us: std::array::from_fn(|_| AtomicU64::new(0)),
+        };
+        PartHistograms { shards: (0..SHARDS).map(|_| shard()).collect() }
     }
 }
 
 impl PartHistograms {
     /// One execution's breakdown (parts it spent nothing in are not counted).
     pub fn record(&self, parts: &[(Part, u64)]) {
+        thread_local! {
+            static SHARD: usize = {
+                use std::hash::{BuildHasher, RandomState};
+                RandomState::new().hash_one(std::thread::current().id()) as usize % SHARDS
+            };
+        }
+        let shard = &self.shards[SHARD.with(|s| *s)];
         for &(part, us) in parts {
             let i = part as usize;
             let bucket = BOUNDS_US.iter().position(|&b| us <= b).unwrap_or(BOUNDS_US.len());
-            self.buckets[i][bucket].fetch_add(1, Ordering::Relaxed);
-            self.sum_us[i].fetch_add(us, Ordering::Relaxed);
+            shard.buckets[i][bucket].fetch_add(1, Ordering::Relaxed);
+            shard.sum_us[i].fetch_add(us, Ordering::Relaxed);
         }
     }
 
@@ -44,15 +63,15 @@ impl PartHistograms {
         for part in Part::ALL {
             let i = part as usize;
             let mut cumulative = 0;
-            for (b, count) in self.buckets[i].iter().enumerate() {
-                cumulative += count.load(Ordering::Relaxed);
+            for b in 0..=BOUNDS_US.len() {
+                cumulative += self.shards.iter().map(|s| s.buckets[i][b].load(Ordering::Relaxed)).sum::<u64>();
                 let le = match BOUNDS_US.get(b) {
                     Some(us) => format!("{}", *us as f64 / 1e6),
                     None => "+Inf".to_string(),
                 };
                 let _ = writeln!(out, "{name}_bucket{{part=\"{}\",le=\"{le}\"}} {cumulative}", part.name());
             }
-            let sum = self.sum_us[i].load(Ordering::Relaxed) as f64 / 1e6;
+            let sum = self.shards.iter().map(|s| s.sum_us[i].load(Ordering::Relaxed)).sum::<u64>() as f64 / 1e6;
             let _ = writeln!(out, "{name}_sum{{part=\"{}\"}} {sum}", part.name());
             let _ = writeln!(out, "{name}_count{{part=\"{}\"}} {cumulative}", part.name());
         }

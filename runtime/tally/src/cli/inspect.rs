@@ -29,6 +29,9 @@ pub struct InvocationsArgs {
     faster_than: Option<String>,
     #[arg(long)]
     limit: Option<usize>,
+    /// The newest first.
+    #[arg(long)]
+    newest: bool,
     /// Where to go on: the `next` of the page before.
     #[arg(long)]
     after: Option<u64>,
@@ -49,8 +52,13 @@ pub fn invocations(args: InvocationsArgs) -> anyhow::Result<()> {
     let since = args.since.as_deref().map(super::duration_ms).transpose()?.map(|d| now_ms.saturating_sub(d));
     let min = args.slower_than.as_deref().map(super::duration_ms).transpose()?;
     let max = args.faster_than.as_deref().map(super::duration_ms).transpose()?;
+    if args.newest {
+        query.push("order=newest".into());
+    }
+    // A page's `next` goes on in the listing's order.
+    let cursor = if args.newest { "before" } else { "after" };
     let numbers =
-        [("since_ms", since), ("min_ms", min), ("max_ms", max), ("limit", args.limit.map(|l| l as u64)), ("after", args.after)];
+        [("since_ms", since), ("min_ms", min), ("max_ms", max), ("limit", args.limit.map(|l| l as u64)), (cursor, args.after)];
     for (key, value) in numbers {
         if let Some(v) = value {
             query.push(format!("{key}={v}"));

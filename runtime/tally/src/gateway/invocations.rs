@@ -22,9 +22,12 @@ pub(super) struct ListQuery {
     min_ms: Option<u64>,
     max_ms: Option<u64>,
     limit: Option<usize>,
-    /// The `next` of the page before.
-    #[serde(default)]
-    after: u64,
+    /// `oldest` (the default) or `newest` first.
+    order: Option<String>,
+    /// The `next` of the page before: oldest first, where to go on from; newest first,
+    /// where to go back from.
+    after: Option<u64>,
+    before: Option<u64>,
 }
 
 /// Invocations or steps a page holds at most.
@@ -55,9 +58,10 @@ fn breakdown(parts: &[(String, u64)]) -> serde_json::Value {
     serde_json::Value::Object(parts.iter().map(|(p, us)| (p.clone(), json!(us))).collect())
 }
 
-/// A book's root invocations in the order they started, what garbage collection kept
-/// of them: `{"invocations": [{"invocation_id", "function", "status", ...}], "next"}`,
-/// `next` being the `after` of the next page (null at the end).
+/// A book's root invocations in the order they started (`?order=newest`: the newest
+/// first), what garbage collection kept of them: `{"invocations": [{"invocation_id",
+/// "function", "status", ...}], "next"}`, `next` being the `after` (newest first, the
+/// `before`) of the next page (null at the end).
 #[tracing::instrument(name = "http.invocations", skip_all)]
 pub(super) async fn list(
     State(rt): State<Arc<Runtime>>,
@@ -72,6 +76,15 @@ pub(super) async fn list(
         return Err(RuntimeError::InvalidArgument(format!("status {s:?}: one of {}", STATUSES.join(", "))).into());
     }
     let limit = limit_of(q.limit)?;
+    let (newest_first, cursor) = match (q.order.as_deref(), q.after, q.before) {
+        (None | Some("oldest"), after, None) => (false, after.unwrap_or(0)),
+        (Some("newest"), None, before) => (true, before.unwrap_or(u64::MAX)),
+        (None | Some("oldest" | "newest"), ..) => {
+            let why = "`after` goes on oldest first, `before` newest first (`order=newest`)";
+            return Err(RuntimeError::InvalidArgument(why.into()).into());
+        }
+        (Some(other), ..) => return Err(RuntimeError::InvalidArgument(format!("order {other:?}: oldest or newest")).into()),
+    };
     let filter = ListFilter {
         function: q.function,
         status: q.status,
@@ -81,8 +94,9 @@ pub(super) async fn list(
         min_duration_ms: q.min_ms,
         max_duration_ms: q.max_ms,
         as_of: None,
+        newest_first,
     };
-    let (listed, next) = rt.invocations().list(&mut ctx, book, &filter, q.after, limit).await?;
+    let (listed, next) = rt.invocations().list(&mut ctx, book, &filter, cursor, limit).await?;
     let numbers = version_numbers(&rt);
     let invocations: Vec<serde_json::Value> = listed
         .iter()
