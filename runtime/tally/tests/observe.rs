@@ -50,6 +50,7 @@ fn a_spinning_guest_is_guest_time_and_the_parts_add_up_to_the_wall_time() {
         assert!(part(&t, "platform") < 5.0, "{t:?}");
         assert_adds_up(&t);
         assert_eq!(a.header("tally-trace-id")[0].len(), 32);
+        assert!(a.header("traceresponse").is_empty(), "only for a caller that sent a traceparent");
     }
     let metrics = n.send("GET", "/metrics", &[], b"").text();
     let guest_count = metrics

@@ -24,7 +24,7 @@ use tally_durable::{BoxFuture, InstanceId, Observe, TraceRef};
 
 pub use histogram::PartHistograms;
 pub use probe::{current, enter, enter_with, within, Frame, Part, Probe, ENABLED};
-pub use spans::{parse_traceparent, traceparent, SpanRecord, Spans};
+pub use spans::{parse_traceparent, traceparent, Attr, SpanRecord, Spans};
 pub use timed::{TimedLog, TimedStore};
 
 /// The node's observer: the core's [`Observe`] on probes, the metrics' histograms and the
@@ -61,13 +61,13 @@ impl Observer {
         self.histograms.record(&parts);
         if let Some(spans) = &self.spans {
             let (owner, links, own) = probe.span_parts();
-            let mut attributes = attributes;
-            attributes.extend(own);
+            let mut attributes: Vec<(&'static str, Attr)> =
+                attributes.into_iter().chain(own).map(|(k, v)| (k, Attr::from(v))).collect();
             if let Some(id) = owner {
-                attributes.push(("tally.invocation_id", id.to_string()));
+                attributes.push(("tally.invocation_id", Attr::from(id.to_string())));
             }
             for (part, us) in &parts {
-                attributes.push((part_attribute(*part), us.to_string()));
+                attributes.push((part_attribute(*part), Attr::Int(*us)));
             }
             let (started, _) = probe.started_at();
             spans.push(SpanRecord {

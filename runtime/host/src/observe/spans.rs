@@ -18,8 +18,9 @@ pub type SpanId = [u8; 8];
 
 /// Spans kept for export at most; more are dropped until the exporter catches up.
 pub const QUEUED_MAX: usize = 65_536;
-/// Spans in one export request at most.
-const BATCH_MAX: usize = 1024;
+/// Spans in one export request at most (about 100 KB of JSON: a buffer the allocator
+/// reuses, where a larger one came fresh from the kernel, zeroed, every time).
+const BATCH_MAX: usize = 256;
 /// How often the exporter posts what is queued.
 const EXPORT_EVERY: Duration = Duration::from_millis(100);
 
@@ -34,13 +35,39 @@ pub struct SpanRecord {
     pub kind: u8,
     pub start_unix_ns: u64,
     pub end_unix_ns: u64,
-    pub attributes: Vec<(&'static str, String)>,
+    pub attributes: Vec<(&'static str, Attr)>,
     pub links: Vec<TraceRef>,
+}
+
+/// An attribute's value: text, or a number (no text made for it until it is encoded).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Attr {
+    Str(Cow<'static, str>),
+    Int(u64),
+}
+
+impl From<String> for Attr {
+    fn from(s: String) -> Attr {
+        Attr::Str(Cow::Owned(s))
+    }
+}
+
+impl From<&'static str> for Attr {
+    fn from(s: &'static str) -> Attr {
+        Attr::Str(Cow::Borrowed(s))
+    }
+}
+
+impl From<u64> for Attr {
+    fn from(n: u64) -> Attr {
+        Attr::Int(n)
+    }
 }
 
 /// The queue of spans waiting for export.
 #[derive(Default)]
 pub struct Spans {
+    /// The exporter swaps it with an empty one of the same capacity (no span moved).
     queue: Mutex<Vec<SpanRecord>>,
     dropped: AtomicU64,
     exported: AtomicU64,
@@ -68,9 +95,9 @@ impl Spans {
         started: Instant,
         ended: Instant,
     ) {
-        let mut attributes = vec![("tally.part", part.name().to_string())];
+        let mut attributes = vec![("tally.part", Attr::from(part.name()))];
         if let Some(d) = detail {
-            attributes.push(("tally.detail", d));
+            attributes.push(("tally.detail", Attr::from(d)));
         }
         let kind = if part == Part::Outgoing { 3 } else { 1 };
         self.push(SpanRecord {
@@ -86,10 +113,9 @@ impl Spans {
         });
     }
 
-    pub fn take(&self, max: usize) -> Vec<SpanRecord> {
-        let mut q = self.queue.lock().expect("not poisoned");
-        let n = q.len().min(max);
-        q.drain(..n).collect()
+    /// Swaps every queued span into `into` (empty; its capacity serves the queue next).
+    pub fn take_all(&self, into: &mut Vec<SpanRecord>) {
+        std::mem::swap(&mut *self.queue.lock().expect("not poisoned"), into);
     }
 
     /// Spans dropped because the queue was full or an export failed.
@@ -113,7 +139,7 @@ impl tally_logsvc::trace::SpanSink for Spans {
             kind: 1,
             start_unix_ns: span.start_unix_ns,
             end_unix_ns: span.end_unix_ns.max(span.start_unix_ns),
-            attributes: span.attributes.into_iter().map(|(k, v)| (k, v.to_string())).collect(),
+            attributes: span.attributes.into_iter().map(|(k, v)| (k, Attr::Int(v))).collect(),
             links: Vec::new(),
         });
     }
@@ -240,8 +266,14 @@ pub fn otlp_json(spans: &[SpanRecord], service: &str) -> Vec<u8> {
             }
             out.extend_from_slice(br#"{"key":"#);
             string(&mut out, k);
-            out.extend_from_slice(br#","value":{"stringValue":"#);
-            string(&mut out, v);
+            match v {
+                Attr::Str(v) => {
+                    out.extend_from_slice(br#","value":{"stringValue":"#);
+                    string(&mut out, v);
+                }
+                // OTLP's JSON has 64-bit integers as decimal strings.
+                Attr::Int(n) => write!(out, r#","value":{{"intValue":"{n}""#).expect("a Vec takes every write"),
+            }
             out.extend_from_slice(b"}}");
         }
         out.push(b']');
@@ -273,16 +305,14 @@ pub async fn export(spans: Arc<Spans>, endpoint: String, service: String) {
     let mut collector = Collector::new(&url);
     let mut tick = tokio::time::interval(EXPORT_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut taken = Vec::new();
     loop {
         tick.tick().await;
-        loop {
-            let batch = spans.take(BATCH_MAX);
-            if batch.is_empty() {
-                break;
-            }
+        spans.take_all(&mut taken);
+        for batch in taken.chunks(BATCH_MAX) {
             let n = batch.len() as u64;
             let posted = match &mut collector {
-                Ok(c) => c.post(bytes::Bytes::from(otlp_json(&batch, &service))).await,
+                Ok(c) => c.post(bytes::Bytes::from(otlp_json(batch, &service))).await,
                 Err(e) => Err(e.clone()),
             };
             match posted {
@@ -293,6 +323,7 @@ pub async fn export(spans: Arc<Spans>, endpoint: String, service: String) {
                 }
             };
         }
+        taken.clear();
         if Arc::strong_count(&spans) == 1 {
             return;
         }
@@ -419,7 +450,7 @@ mod tests {
             kind: 2,
             start_unix_ns: 10,
             end_unix_ns: 5,
-            attributes: vec![("tally.function", "bank".into()), ("odd", "\u{0}é\\".into())],
+            attributes: vec![("tally.function", "bank".into()), ("odd", "\u{0}é\\".into()), ("n", 7u64.into())],
             links,
         };
         let link = TraceRef { trace_id: [3; 16], span_id: [4; 8] };
@@ -436,6 +467,7 @@ mod tests {
         assert_eq!((spans[0]["kind"].as_u64(), spans[0]["startTimeUnixNano"].as_str()), (Some(2), Some("10")));
         assert_eq!(spans[0]["endTimeUnixNano"], "10", "never before the start");
         assert_eq!(spans[0]["attributes"][1]["value"]["stringValue"], "\u{0}é\\");
+        assert_eq!(spans[0]["attributes"][2]["value"]["intValue"], "7");
         assert_eq!(spans[1]["parentSpanId"], "0909090909090909");
         assert_eq!(spans[1]["links"][1]["spanId"], "0404040404040404");
         assert_eq!(spans[1]["links"][0]["traceId"], "03030303030303030303030303030303");
@@ -468,7 +500,13 @@ mod tests {
             spans.push(span.clone());
         }
         assert_eq!(spans.dropped(), 10);
-        assert_eq!(spans.take(usize::MAX).len(), QUEUED_MAX);
+        let mut taken = Vec::new();
+        spans.take_all(&mut taken);
+        assert_eq!(taken.len(), QUEUED_MAX);
+        spans.push(span.clone());
+        let mut again = Vec::new();
+        spans.take_all(&mut again);
+        assert_eq!(again.len(), 1, "room again once taken");
         let json: serde_json::Value = serde_json::from_slice(&otlp_json(&[span], "tally")).expect("json");
         assert_eq!(json["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["traceId"], "01".repeat(16));
     }

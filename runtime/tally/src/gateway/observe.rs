@@ -1,7 +1,8 @@
 //! Each invocation request is measured: a probe from its arrival (in the trace its
 //! `traceparent` names, a new one otherwise; a malformed header is ignored) to its
 //! answer, which says where the time went (`Server-Timing`) and the trace
-//! (`traceresponse`, W3C Trace Context level 2, and `Tally-Trace-Id`).
+//! (`Tally-Trace-Id`, and `traceresponse`, W3C Trace Context level 2, to a caller that
+//! sent a `traceparent`).
 
 use std::future::Future;
 
@@ -33,9 +34,10 @@ pub(super) async fn observed(
     let trace = probe.trace();
     let status = response.status().as_u16();
     let out = response.headers_mut();
-    for (name, value) in
-        [("server-timing", probe.server_timing()), ("traceresponse", traceparent(&trace)), (TRACE_ID, trace.trace_hex())]
-    {
+    // `traceresponse` for a caller that traces (it sent a `traceparent`): the others
+    // have the trace ID, in fewer bytes.
+    let traced = parent.is_some().then(|| ("traceresponse", traceparent(&trace)));
+    for (name, value) in [("server-timing", probe.server_timing()), (TRACE_ID, trace.trace_hex())].into_iter().chain(traced) {
         if let Ok(v) = HeaderValue::from_str(&value) {
             out.insert(name, v);
         }
