@@ -221,7 +221,19 @@ fn every_page_of_the_dashboard_shows_the_nodes_real_data() {
     visit(&browser, &n, "#/invocations?book=1");
     browser.wait_text("#invocations", |t| t.contains(&transfer) && t.contains(&chain) && t.contains("succeeded"), PAGE);
     assert_eq!(browser.count("#invocations tr.invocation"), 6, "open, open, transfer, chain, init, produce");
+    // The newest first, unless asked for the oldest.
+    let listed_ids: Vec<String> =
+        listed["invocations"].as_array().unwrap().iter().map(|i| i["invocation_id"].as_str().unwrap().to_string()).collect();
+    let rows = || -> Vec<String> {
+        let v =
+            browser.exec("return [...document.querySelectorAll('#invocations tr.invocation')].map((r) => r.dataset.id);", &[]);
+        serde_json::from_value(v).expect("row ids")
+    };
+    assert_eq!(rows(), listed_ids.iter().rev().cloned().collect::<Vec<_>>(), "newest first");
     browser.screenshot("ui-invocations");
+    visit(&browser, &n, "#/invocations?book=1&order=oldest");
+    browser.wait_text("#invocations", |t| t.contains(&transfer), PAGE);
+    assert_eq!(rows(), listed_ids, "oldest first when asked");
     visit(&browser, &n, "#/invocations?book=1&key=ui-transfer");
     browser.wait_text("#invocations", |t| t.contains(&transfer), PAGE);
     assert_eq!(browser.count("#invocations tr.invocation"), 1, "filtered by its idempotency key");

@@ -796,7 +796,7 @@ function msOf(text) {
 
 async function pageInvocations(p, main) {
   const book = p.book();
-  main.append(head(`Invocations of book ${book}`, "Root invocations in the order they started, with their times and where their time went."));
+  main.append(head(`Invocations of book ${book}`, "Root invocations, the newest first (or the oldest), with their times and where their time went."));
   let names = [];
   try {
     names = (await p.get("/v1/functions")).functions.map((f) => f.name);
@@ -815,11 +815,14 @@ async function pageInvocations(p, main) {
       { name: "until", label: "Started before", type: "datetime-local" },
       { name: "min_ms", label: "At least (ms)", size: "narrow" },
       { name: "max_ms", label: "At most (ms)", size: "narrow" },
+      { name: "order", label: "Order", options: ["oldest"], any: "newest first" },
     ]),
   );
   const box = h("div", { class: "card flush" });
   main.append(box);
-  const query = new URLSearchParams({ book, limit: "100" });
+  // Newest first unless asked otherwise: a page's `next` goes back (`before`) then.
+  const oldest = p.params.get("order") === "oldest";
+  const query = new URLSearchParams({ book, limit: "100", order: oldest ? "oldest" : "newest" });
   for (const k of ["function", "status", "key", "min_ms", "max_ms"]) if (p.params.get(k)) query.set(k, p.params.get(k));
   const since = msOf(p.params.get("since"));
   const until = msOf(p.params.get("until"));
@@ -831,13 +834,13 @@ async function pageInvocations(p, main) {
   let after = null;
   let shown = 0;
   const load = async () => {
-    if (after != null) query.set("after", String(after));
+    if (after != null) query.set(oldest ? "after" : "before", String(after));
     const page = await p.get(`/v1/invocations?${query}`);
     for (const inv of page.invocations) tbody.append(invocationRow(inv, book));
     shown += page.invocations.length;
     after = page.next;
     more.hidden = page.next == null;
-    count.textContent = `${shown} shown${page.next == null ? "" : ", more after"}`;
+    count.textContent = `${shown} shown${page.next == null ? "" : ", more to load"}`;
     return page;
   };
   more.addEventListener("click", () => load().catch((e) => box.append(errorBox(e))));

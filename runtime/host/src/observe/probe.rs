@@ -376,12 +376,11 @@ pub fn enter_with(part: Part, detail: impl FnOnce() -> String) -> Frame {
     }
 }
 
-/// Runs `fut` with `probe` as the current probe.
-pub async fn within<F: std::future::Future>(probe: Arc<Probe>, fut: F) -> F::Output {
-    if !ENABLED {
-        return fut.await;
-    }
-    CURRENT.scope(probe, fut).await
+/// `fut` with `probe` as the current probe: the task-local's own future, not an async
+/// function around it, so that an invocation's (large) future is moved once less. Its
+/// callers hold a probe only when measurements are compiled in.
+pub fn within<F: std::future::Future>(probe: Arc<Probe>, fut: F) -> tokio::task::futures::TaskLocalFuture<Arc<Probe>, F> {
+    CURRENT.scope(probe, fut)
 }
 
 #[cfg(test)]
