@@ -95,10 +95,8 @@ impl Spans {
         started: Instant,
         ended: Instant,
     ) {
-        let mut attributes = vec![("tally.part", Attr::from(part.name()))];
-        if let Some(d) = detail {
-            attributes.push(("tally.detail", Attr::from(d)));
-        }
+        // The span's name is the part's; a detail (a table, a callee) is its one attribute.
+        let attributes = detail.map(|d| vec![("tally.detail", Attr::from(d))]).unwrap_or_default();
         let kind = if part == Part::Outgoing { 3 } else { 1 };
         self.push(SpanRecord {
             trace_id: probe.trace().trace_id,
@@ -232,69 +230,84 @@ pub fn traceparent(trace: &TraceRef) -> String {
 /// `spans` as an OTLP/HTTP JSON export request, written straight into bytes (the
 /// exporter's cost is what the node pays for tracing: no tree of values in between).
 pub fn otlp_json(spans: &[SpanRecord], service: &str) -> Vec<u8> {
-    use std::io::Write;
     let mut out = Vec::with_capacity(256 + spans.len() * 400);
-    // Strings go through serde_json, which escapes them; writes to a Vec never fail.
-    let string = |out: &mut Vec<u8>, s: &str| serde_json::to_writer(&mut *out, s).expect("a Vec takes every write");
-    let id = |out: &mut Vec<u8>, key: &str, bytes: &[u8]| {
-        out.extend_from_slice(b",\"");
-        out.extend_from_slice(key.as_bytes());
-        out.extend_from_slice(b"\":\"");
-        push_hex(out, bytes);
-        out.push(b'"');
-    };
-    out.extend_from_slice(br#"{"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"#);
-    string(&mut out, service);
-    out.extend_from_slice(br#"}}]},"scopeSpans":[{"scope":{"name":"tally"},"spans":["#);
+    write_otlp_json(spans, service, &mut out).expect("a Vec takes every write");
+    out
+}
+
+/// [`otlp_json`] into `out`.
+fn write_otlp_json<W: std::io::Write>(spans: &[SpanRecord], service: &str, out: &mut W) -> std::io::Result<()> {
+    // Strings go through serde_json, which escapes them.
+    fn string<W: std::io::Write>(out: &mut W, s: &str) -> std::io::Result<()> {
+        serde_json::to_writer(&mut *out, s).map_err(std::io::Error::other)
+    }
+    fn id<W: std::io::Write>(out: &mut W, key: &str, bytes: &[u8]) -> std::io::Result<()> {
+        let mut digits = [0u8; 32];
+        write!(out, r#","{key}":""#)?;
+        out.write_all(hex_into(&mut digits, bytes))?;
+        out.write_all(b"\"")
+    }
+    out.write_all(br#"{"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"#)?;
+    string(out, service)?;
+    out.write_all(br#"}}]},"scopeSpans":[{"scope":{"name":"tally"},"spans":["#)?;
     for (i, s) in spans.iter().enumerate() {
         if i > 0 {
-            out.push(b',');
+            out.write_all(b",")?;
         }
-        out.extend_from_slice(br#"{"name":"#);
-        string(&mut out, &s.name);
-        id(&mut out, "traceId", &s.trace_id);
-        id(&mut out, "spanId", &s.span_id);
+        out.write_all(br#"{"name":"#)?;
+        string(out, &s.name)?;
+        id(out, "traceId", &s.trace_id)?;
+        id(out, "spanId", &s.span_id)?;
         if let Some(p) = s.parent {
-            id(&mut out, "parentSpanId", &p);
+            id(out, "parentSpanId", &p)?;
         }
         let end = s.end_unix_ns.max(s.start_unix_ns);
-        write!(out, r#","kind":{},"startTimeUnixNano":"{}","endTimeUnixNano":"{end}","attributes":["#, s.kind, s.start_unix_ns)
-            .expect("a Vec takes every write");
+        write!(out, r#","kind":{},"startTimeUnixNano":"{}","endTimeUnixNano":"{end}","attributes":["#, s.kind, s.start_unix_ns)?;
         for (j, (k, v)) in s.attributes.iter().enumerate() {
             if j > 0 {
-                out.push(b',');
+                out.write_all(b",")?;
             }
-            out.extend_from_slice(br#"{"key":"#);
-            string(&mut out, k);
+            out.write_all(br#"{"key":"#)?;
+            string(out, k)?;
             match v {
                 Attr::Str(v) => {
-                    out.extend_from_slice(br#","value":{"stringValue":"#);
-                    string(&mut out, v);
+                    out.write_all(br#","value":{"stringValue":"#)?;
+                    string(out, v)?;
                 }
                 // OTLP's JSON has 64-bit integers as decimal strings.
-                Attr::Int(n) => write!(out, r#","value":{{"intValue":"{n}""#).expect("a Vec takes every write"),
+                Attr::Int(n) => write!(out, r#","value":{{"intValue":"{n}""#)?,
             }
-            out.extend_from_slice(b"}}");
+            out.write_all(b"}}")?;
         }
-        out.push(b']');
+        out.write_all(b"]")?;
         if !s.links.is_empty() {
-            out.extend_from_slice(br#","links":["#);
+            out.write_all(br#","links":["#)?;
             for (j, l) in s.links.iter().enumerate() {
                 if j > 0 {
-                    out.push(b',');
+                    out.write_all(b",")?;
                 }
-                out.extend_from_slice(br#"{"traceId":""#);
-                push_hex(&mut out, &l.trace_id);
-                out.extend_from_slice(br#"","spanId":""#);
-                push_hex(&mut out, &l.span_id);
-                out.extend_from_slice(br#""}"#);
+                let mut digits = [0u8; 32];
+                out.write_all(br#"{"traceId":""#)?;
+                out.write_all(hex_into(&mut digits, &l.trace_id))?;
+                out.write_all(br#"","spanId":""#)?;
+                out.write_all(hex_into(&mut digits, &l.span_id))?;
+                out.write_all(br#""}"#)?;
             }
-            out.push(b']');
+            out.write_all(b"]")?;
         }
-        out.push(b'}');
+        out.write_all(b"}")?;
     }
-    out.extend_from_slice(b"]}]}]}");
-    out
+    out.write_all(b"]}]}]}")
+}
+
+/// `bytes` (at most 16) in lowercase hex, in `digits`.
+fn hex_into<'d>(digits: &'d mut [u8; 32], bytes: &[u8]) -> &'d [u8] {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for (i, b) in bytes.iter().take(16).enumerate() {
+        digits[2 * i] = DIGITS[usize::from(b >> 4)];
+        digits[2 * i + 1] = DIGITS[usize::from(b & 0xf)];
+    }
+    &digits[..2 * bytes.len().min(16)]
 }
 
 /// Posts queued spans to `endpoint` (an `http://host:port[/path]` base; `/v1/traces` is
@@ -306,13 +319,20 @@ pub async fn export(spans: Arc<Spans>, endpoint: String, service: String) {
     let mut tick = tokio::time::interval(EXPORT_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut taken = Vec::new();
+    // One buffer for every request: each body is split off it, and its memory comes back
+    // once the request is sent (freed and allocated anew, a body this size came from the
+    // kernel, zeroed, every time).
+    let mut buf = bytes::BytesMut::new();
     loop {
         tick.tick().await;
         spans.take_all(&mut taken);
         for batch in taken.chunks(BATCH_MAX) {
             let n = batch.len() as u64;
+            buf.reserve(256 + batch.len() * 400);
+            write_otlp_json(batch, &service, &mut bytes::BufMut::writer(&mut buf)).expect("a buffer takes every write");
+            let body = buf.split().freeze();
             let posted = match &mut collector {
-                Ok(c) => c.post(bytes::Bytes::from(otlp_json(batch, &service))).await,
+                Ok(c) => c.post(body).await,
                 Err(e) => Err(e.clone()),
             };
             match posted {
