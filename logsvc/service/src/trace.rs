@@ -82,16 +82,34 @@ pub(crate) fn unix_ns() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
 }
 
-/// A fresh span ID: the wall clock's nanoseconds and a counter, mixed (SplitMix64), never
-/// zero. Unique within a process, and across processes as likely as random IDs.
-pub(crate) fn span_id() -> [u8; 8] {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let x = unix_ns() ^ NEXT.fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed);
-    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    (z ^ (z >> 31)).max(1).to_be_bytes()
+/// A fresh random trace ID (never all zeros, which W3C reserves).
+pub fn trace_id() -> [u8; 16] {
+    let mut out = [0u8; 16];
+    out[..8].copy_from_slice(&random_u64().to_be_bytes());
+    out[8..].copy_from_slice(&random_u64().to_be_bytes());
+    out
+}
+
+/// A fresh random span ID (never all zeros).
+pub fn span_id() -> [u8; 8] {
+    random_u64().to_be_bytes()
+}
+
+/// SplitMix64 over a per-thread state seeded at random: no lock, no shared cache line.
+fn random_u64() -> u64 {
+    use std::cell::Cell;
+    use std::hash::{BuildHasher, RandomState};
+    thread_local! {
+        static STATE: Cell<u64> = Cell::new(RandomState::new().hash_one(std::thread::current().id()) | 1);
+    }
+    STATE.with(|s| {
+        let x = s.get().wrapping_add(0x9e37_79b9_7f4a_7c15);
+        s.set(x);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        (z ^ (z >> 31)).max(1)
+    })
 }
 
 /// Entries a driver keeps for spans still open at most: past it, the oldest half goes

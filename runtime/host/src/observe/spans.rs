@@ -150,35 +150,7 @@ pub(super) fn unix_ns(probe: &Probe, at: Instant) -> u64 {
     wall_ms.saturating_mul(1_000_000).saturating_add(since)
 }
 
-/// A fresh random trace ID (never all zeros, which W3C reserves).
-pub fn trace_id() -> [u8; 16] {
-    let mut out = [0u8; 16];
-    out[..8].copy_from_slice(&random_u64().to_be_bytes());
-    out[8..].copy_from_slice(&random_u64().to_be_bytes());
-    out
-}
-
-/// A fresh random span ID (never all zeros).
-pub fn span_id() -> SpanId {
-    random_u64().to_be_bytes()
-}
-
-fn random_u64() -> u64 {
-    use std::cell::Cell;
-    use std::hash::{BuildHasher, RandomState};
-    thread_local! {
-        static STATE: Cell<u64> = Cell::new(RandomState::new().hash_one(std::thread::current().id()) | 1);
-    }
-    STATE.with(|s| {
-        // SplitMix64.
-        let x = s.get().wrapping_add(0x9e37_79b9_7f4a_7c15);
-        s.set(x);
-        let mut z = x;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        (z ^ (z >> 31)).max(1)
-    })
-}
+pub use tally_logsvc::trace::{span_id, trace_id};
 
 /// A W3C `traceparent` header's trace ID and parent span, if it is well formed
 /// (version 00 or a later one's first four fields; IDs not all zeros).
