@@ -8,7 +8,7 @@
 //!                    directory of its own): no probe, no breakdown, no Server-Timing
 //!     off            the release binary: every invocation's breakdown, no export
 //!     on             the same with --otlp-endpoint: every execution's spans posted as
-//!                    OTLP/HTTP JSON ──► a receiver in this process that counts them
+//!                    OTLP/HTTP protobuf ──► a receiver in this process that counts them
 //!     on `hello` (the echo, book 0) and `bank` (`transfer a b 1`, book 1)
 //!
 //!   inspection       one `tally dev` (release), `bank` on book 1: accounts opened, then
@@ -469,39 +469,44 @@ mod tests {
     use super::inspection::transfer_input;
     use super::*;
 
+    /// A length-delimited protobuf field.
+    fn field(number: u8, bytes: &[u8]) -> Vec<u8> {
+        assert!(number < 16 && bytes.len() < 1 << 14);
+        let len = bytes.len();
+        let len = if len < 128 { vec![len as u8] } else { vec![len as u8 | 0x80, (len >> 7) as u8] };
+        [&[number << 3 | 2][..], &len, bytes].concat()
+    }
+
     #[test]
     fn spans_are_counted_across_resources_and_scopes() {
-        fn check(body: &str, expect: u64) {
-            assert!(serde_json::from_str::<serde_json::Value>(body).is_ok(), "{body} is JSON");
-            assert_eq!(spans_in(body.as_bytes()), expect, "{body}");
-        }
-        check("{}", 0);
-        check(r#"{"resourceSpans": []}"#, 0);
-        check(r#"{"resourceSpans": [{"scopeSpans": [{"spans": [{}, {}]}]}]}"#, 2);
-        check(
-            r#"{"resourceSpans": [{"scopeSpans": [{"spans": [{}]}, {"spans": [{}, {}]}]}, {"scopeSpans": [{"spans": [{}]}]}]}"#,
-            4,
-        );
-        check(r#"{"resourceSpans": [{"scopeSpans": [{"scope": {"name": "tally"}}]}]}"#, 0);
-        // Strings that look like structure, attributes and links are not spans.
-        check(
-            r#"{"resourceSpans":[{"resource":{"attributes":[{"key":"spans","value":{"stringValue":"["}}]},
-                "scopeSpans":[{"spans":[{"name":"a \"[{\" \\","attributes":[{"key":"spans","value":{"stringValue":"]}{"}}]},
-                {"name":"b","links":[{"traceId":"01","spanId":"02"}],"parentSpanId":"03"}]}]}]}"#,
-            2,
-        );
+        let span = |name: &[u8]| field(2, &[field(1, &[0xab; 16]), field(5, name), vec![0x39, 1, 0, 0, 0, 0, 0, 0, 0]].concat());
+        let scope = |spans: &[Vec<u8>]| field(2, &[field(1, &field(1, b"tally")), spans.concat()].concat());
+        let resource = |scopes: &[Vec<u8>]| field(1, &[field(1, &field(1, b"service.name")), scopes.concat()].concat());
+        assert_eq!(spans_in(b""), 0);
+        assert_eq!(spans_in(&resource(&[])), 0);
+        assert_eq!(spans_in(&resource(&[scope(&[span(b"a"), span(b"b")])])), 2);
+        let two = [resource(&[scope(&[span(b"a")]), scope(&[span(b"b"), span(b"c")])]), resource(&[scope(&[span(b"d")])])];
+        assert_eq!(spans_in(&two.concat()), 4);
+        // Other fields (a varint, a fixed64) are skipped; bytes that look like fields
+        // inside a span's name are not spans.
+        let odd = [vec![0x08, 0x96, 0x01], resource(&[scope(&[span(&field(2, b"x")), vec![0x19, 0, 0, 0, 0, 0, 0, 0, 0]])])];
+        assert_eq!(spans_in(&odd.concat()), 1);
+        // A body cut short counts what came before the cut.
+        let whole = resource(&[scope(&[span(b"a")])]);
+        assert_eq!(spans_in(&[whole.clone(), whole[..whole.len() - 3].to_vec()].concat()), 1);
     }
 
     #[test]
     fn the_receiver_answers_and_counts_posts() {
         let receiver = Receiver::start().expect("a receiver");
         let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
-        let body = r#"{"resourceSpans": [{"scopeSpans": [{"spans": [{"name": "a"}, {"name": "b"}]}]}]}"#;
+        let span = |name: &[u8]| field(2, &field(5, name));
+        let body = field(1, &field(2, &[span(b"a"), span(b"b")].concat()));
         for _ in 0..2 {
-            let response = agent.post(format!("http://{}/v1/traces", receiver.addr)).send(body).expect("a post");
+            let response = agent.post(format!("http://{}/v1/traces", receiver.addr)).send(&body[..]).expect("a post");
             assert_eq!(response.status().as_u16(), 200);
         }
-        let response = agent.post(format!("http://{}/v1/metrics", receiver.addr)).send(body).expect("a post");
+        let response = agent.post(format!("http://{}/v1/metrics", receiver.addr)).send(&body[..]).expect("a post");
         assert_eq!(response.status().as_u16(), 404);
         assert_eq!(receiver.received(), Received { posts: 2, bytes: 2 * body.len() as u64, spans: 4 });
     }

@@ -93,7 +93,7 @@ pub struct Config {
 #[serde(default, deny_unknown_fields)]
 pub struct ObserveConfig {
     /// An OTLP/HTTP collector (`http://host:4318`): every execution's trace is posted
-    /// to `<otlp_endpoint>/v1/traces` (JSON). No trace leaves the node without it.
+    /// to `<otlp_endpoint>/v1/traces` (protobuf). No trace leaves the node without it.
     pub otlp_endpoint: Option<String>,
 }
 

@@ -1,6 +1,7 @@
 //! What a user sees of an invocation's time and trace: the latency breakdown in
-//! `Server-Timing` (and kept with the invocation), and traces posted over OTLP/HTTP to a
-//! receiver this test runs on 127.0.0.1.
+//! `Server-Timing` (and kept with the invocation), and traces posted over OTLP/HTTP
+//! (protobuf) to a receiver this test runs on 127.0.0.1, which reads them with a decoder
+//! of its own into OTLP's JSON shape.
 
 mod common;
 
@@ -11,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{guest, node, node_with};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 /// `Server-Timing`'s parts, in milliseconds, `total` among them.
 fn timing(a: &common::Answer) -> BTreeMap<String, f64> {
@@ -117,13 +118,7 @@ impl Receiver {
                     continue;
                 }
                 assert_eq!(path, "/v1/traces");
-                let doc: Value = serde_json::from_slice(&body).expect("OTLP JSON");
-                for rs in doc["resourceSpans"].as_array().into_iter().flatten() {
-                    assert_eq!(rs["resource"]["attributes"][0]["value"]["stringValue"], "tally");
-                    for ss in rs["scopeSpans"].as_array().into_iter().flatten() {
-                        kept.lock().expect("lock").extend(ss["spans"].as_array().into_iter().flatten().cloned());
-                    }
-                }
+                kept.lock().expect("lock").extend(otlp_spans(&body));
                 let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}");
             }
         });
@@ -163,6 +158,111 @@ impl Receiver {
             std::thread::sleep(Duration::from_millis(100));
         }
     }
+}
+
+/// A protobuf message's fields in order: (number, a varint or fixed64, or bytes).
+fn fields(mut b: &[u8]) -> Vec<(u64, Result<u64, &[u8]>)> {
+    fn varint(b: &mut &[u8]) -> u64 {
+        let mut v = 0;
+        for shift in (0..64).step_by(7) {
+            let (byte, rest) = b.split_first().expect("a varint");
+            *b = rest;
+            v |= u64::from(byte & 0x7f) << shift;
+            if *byte < 0x80 {
+                break;
+            }
+        }
+        v
+    }
+    let mut out = Vec::new();
+    while !b.is_empty() {
+        let key = varint(&mut b);
+        let value = match key & 7 {
+            0 => Ok(varint(&mut b)),
+            1 => {
+                let (v, rest) = b.split_at(8);
+                b = rest;
+                Ok(u64::from_le_bytes(v.try_into().expect("8 bytes")))
+            }
+            2 => {
+                let n = varint(&mut b) as usize;
+                let (v, rest) = b.split_at(n);
+                b = rest;
+                Err(v)
+            }
+            w => panic!("wire type {w}"),
+        };
+        out.push((key >> 3, value));
+    }
+    out
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The spans of an OTLP `ExportTraceServiceRequest` (protobuf), each in OTLP/JSON's
+/// shape: `resource_spans` 1 { `resource` 1 { `attributes` 1 }, `scope_spans` 2
+/// { `spans` 2 } }.
+fn otlp_spans(body: &[u8]) -> Vec<Value> {
+    type Fields<'a> = [(u64, Result<u64, &'a [u8]>)];
+    fn field<'a>(f: &Fields<'a>, n: u64) -> Vec<&'a [u8]> {
+        f.iter().filter(|(k, _)| *k == n).map(|(_, v)| v.expect_err("bytes")).collect()
+    }
+    fn number(f: &Fields, n: u64) -> Option<u64> {
+        f.iter().find(|(k, _)| *k == n).map(|(_, v)| v.expect("a number"))
+    }
+    fn text(b: &[u8]) -> String {
+        String::from_utf8(b.to_vec()).expect("UTF-8")
+    }
+    // AnyValue: string_value 1, int_value 3.
+    fn any(v: &[u8]) -> Value {
+        let v = fields(v);
+        match (field(&v, 1).first(), number(&v, 3)) {
+            (Some(s), _) => json!({"stringValue": text(s)}),
+            (None, Some(n)) => json!({"intValue": n.to_string()}),
+            _ => panic!("an AnyValue of neither a string nor an int"),
+        }
+    }
+    fn key_value(kv: &[u8]) -> Value {
+        let kv = fields(kv);
+        json!({"key": text(field(&kv, 1)[0]), "value": any(field(&kv, 2)[0])})
+    }
+    let mut out = Vec::new();
+    for rs in field(&fields(body), 1) {
+        let rs = fields(rs);
+        let resource = fields(field(&rs, 1)[0]);
+        assert_eq!(key_value(field(&resource, 1)[0])["value"]["stringValue"], "tally");
+        for ss in field(&rs, 2) {
+            for s in field(&fields(ss), 2) {
+                let s = fields(s);
+                let mut span = json!({
+                    "traceId": hex(field(&s, 1)[0]),
+                    "spanId": hex(field(&s, 2)[0]),
+                    "name": text(field(&s, 5)[0]),
+                    "kind": number(&s, 6).unwrap_or(0),
+                    "startTimeUnixNano": number(&s, 7).expect("a start").to_string(),
+                    "endTimeUnixNano": number(&s, 8).expect("an end").to_string(),
+                    "attributes": field(&s, 9).into_iter().map(key_value).collect::<Vec<_>>(),
+                });
+                if let Some(p) = field(&s, 4).first() {
+                    span["parentSpanId"] = hex(p).into();
+                }
+                let links: Vec<Value> = field(&s, 13)
+                    .into_iter()
+                    .map(|l| {
+                        let l = fields(l);
+                        json!({"traceId": hex(field(&l, 1)[0]), "spanId": hex(field(&l, 2)[0])})
+                    })
+                    .collect();
+                if !links.is_empty() {
+                    span["links"] = links.into();
+                }
+                out.push(span);
+            }
+        }
+    }
+    out
 }
 
 fn names(spans: &[Value]) -> BTreeSet<String> {

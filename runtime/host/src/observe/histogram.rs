@@ -39,13 +39,7 @@ impl Default for PartHistograms {
 impl PartHistograms {
     /// One execution's breakdown (parts it spent nothing in are not counted).
     pub fn record(&self, parts: &[(Part, u64)]) {
-        thread_local! {
-            static SHARD: usize = {
-                use std::hash::{BuildHasher, RandomState};
-                RandomState::new().hash_one(std::thread::current().id()) as usize % SHARDS
-            };
-        }
-        let shard = &self.shards[SHARD.with(|s| *s)];
+        let shard = &self.shards[super::thread_shard(SHARDS)];
         for &(part, us) in parts {
             let i = part as usize;
             let bucket = BOUNDS_US.iter().position(|&b| us <= b).unwrap_or(BOUNDS_US.len());

@@ -8,12 +8,13 @@
 //!     frames (probe.rs): queue, instantiate, guest, host calls (host/), log and store
 //!                        (timed.rs wraps the core's LogBook and StateStore), children, outgoing
 //!     Result record ◄─ Observe::parts (the breakdown so far) and ::trace, kept in its trailer
-//!     spans.rs: closed frames and ended executions → the exporter task → <endpoint>/v1/traces
+//!     spans.rs: closed frames and ended executions → otlp.rs: the exporter task → <endpoint>/v1/traces
 //! ```
 //!
 //! Frames cost a lock and two clock reads each; without an exporter no span is made.
 
 mod histogram;
+mod otlp;
 pub mod probe;
 pub mod spans;
 mod timed;
@@ -41,7 +42,7 @@ impl Observer {
     pub fn start(otlp_endpoint: Option<&str>, histograms: Arc<PartHistograms>) -> Observer {
         let spans = otlp_endpoint.map(|endpoint| {
             let spans = Arc::new(Spans::default());
-            tokio::spawn(spans::export(spans.clone(), endpoint.to_string(), "tally".to_string()));
+            tokio::spawn(otlp::export(spans.clone(), endpoint.to_string(), "tally".to_string()));
             spans
         });
         Observer { histograms, spans }
@@ -146,6 +147,17 @@ impl Observe for Observer {
             p.link(*first);
         }
     }
+}
+
+/// This thread's shard of `shards` (threads take shards in turn, so that the few threads
+/// of a node's runtime each have one of their own).
+fn thread_shard(shards: usize) -> usize {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static SHARD: usize = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    SHARD.with(|s| *s) % shards
 }
 
 /// Adds `key = value` to what the span of the current execution will say.
