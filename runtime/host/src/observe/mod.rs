@@ -55,19 +55,26 @@ impl Observer {
         Probe::new(parent.map(|p| p.0), parent.map(|p| p.1), self.spans.clone())
     }
 
-    /// Ends a probe made by [`Observer::request`] or a scope: its breakdown to the
-    /// histograms, its span (named `name`, with `attributes`) to the exporter.
-    pub fn finish(&self, probe: &Probe, name: &str, kind: u8, attributes: Vec<(&'static str, String)>) {
-        let parts = probe.parts();
-        self.histograms.record(&parts);
+    /// Ends a probe made by [`Observer::request`] or a scope, whose breakdown is `parts`:
+    /// the breakdown to the histograms, its span (named `name`, with `attributes`, made
+    /// only then) to the exporter.
+    pub fn finish(
+        &self,
+        probe: &Probe,
+        parts: &[(Part, u64)],
+        name: &str,
+        kind: u8,
+        attributes: impl FnOnce() -> Vec<(&'static str, String)>,
+    ) {
+        self.histograms.record(parts);
         if let Some(spans) = &self.spans {
             let (owner, links, own) = probe.span_parts();
             let mut attributes: Vec<(&'static str, Attr)> =
-                attributes.into_iter().chain(own).map(|(k, v)| (k, Attr::from(v))).collect();
+                attributes().into_iter().chain(own).map(|(k, v)| (k, Attr::from(v))).collect();
             if let Some(id) = owner {
                 attributes.push(("tally.invocation_id", Attr::from(id.to_string())));
             }
-            for (part, us) in &parts {
+            for (part, us) in parts {
                 attributes.push((part_attribute(*part), Attr::Int(*us)));
             }
             let (started, _) = probe.started_at();
@@ -126,7 +133,7 @@ impl Observe for Observer {
         let name = if id.is_root() { "execute" } else { "child" };
         Box::pin(async move {
             probe::within(probe.clone(), run).await;
-            this.finish(&probe, name, 1, Vec::new());
+            this.finish(&probe, &probe.parts(), name, 1, Vec::new);
         })
     }
 

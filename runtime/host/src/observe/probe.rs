@@ -190,7 +190,8 @@ impl Probe {
         let mut inner = self.inner.lock().expect("not poisoned");
         let id = inner.next;
         inner.next = inner.next.wrapping_add(1);
-        let span = super::spans::span_id();
+        // A span ID only for a span that will be exported.
+        let span = if self.spans.is_some() { super::spans::span_id() } else { [0; 8] };
         inner.open.push(Open {
             id,
             part,
@@ -253,12 +254,12 @@ impl Probe {
         self.parts().into_iter().map(|(p, us)| (p.name().to_string(), us)).collect()
     }
 
-    /// The probe's breakdown as a `Server-Timing` header value (milliseconds), ending
-    /// with `total`.
-    pub fn server_timing(&self) -> String {
+    /// The breakdown `parts` (this probe's [`Probe::parts`]) as a `Server-Timing` header
+    /// value (milliseconds), ending with `total`.
+    pub fn server_timing(&self, parts: &[(Part, u64)]) -> String {
         use std::fmt::Write;
         let mut out = String::with_capacity(160);
-        for (part, us) in self.parts() {
+        for &(part, us) in parts {
             let _ = write!(out, "{};dur={}.{:03}, ", part.name(), us / 1000, us % 1000);
         }
         let total = self.started.elapsed().as_micros();
@@ -314,10 +315,12 @@ impl Frame {
     }
 
     /// The W3C `traceparent` naming this frame's span, for a request it sends.
+    /// Without an exporter frames have no span of their own: the execution's is named.
     pub fn traceparent(&self) -> Option<String> {
         let probe = self.probe.as_ref()?;
         let span = probe.inner.lock().expect("not poisoned").open.iter().find(|o| o.id == self.id)?.span;
-        Some(super::spans::traceparent(&TraceRef { trace_id: probe.trace.trace_id, span_id: span }))
+        let span_id = if span == [0; 8] { probe.trace.span_id } else { span };
+        Some(super::spans::traceparent(&TraceRef { trace_id: probe.trace.trace_id, span_id }))
     }
 
     /// This frame's span, if its probe exports spans: what the log's own spans nest
@@ -413,7 +416,7 @@ mod tests {
         assert!(us(&parts, Part::LogWait) >= 10_000, "{parts:?}");
         assert!(us(&parts, Part::Platform) >= 3_000, "{parts:?}");
         assert!(sum <= wall && wall - sum < 100, "parts {sum} µs, wall {wall} µs");
-        let timing = probe.server_timing();
+        let timing = probe.server_timing(&probe.parts());
         assert!(timing.starts_with("guest;dur=") && timing.contains("log;dur=") && timing.contains(", total;dur="), "{timing}");
     }
 

@@ -7,7 +7,7 @@
 //! callees), never keys or values.
 
 use std::borrow::Cow;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -66,6 +66,8 @@ impl From<u64> for Attr {
 /// The queue of spans waiting for export.
 pub struct Spans {
     shards: Vec<Shard>,
+    /// Spans in the shards (bounded by [`QUEUED_MAX`] across them).
+    queued: AtomicUsize,
     dropped: AtomicU64,
     exported: AtomicU64,
 }
@@ -77,18 +79,23 @@ struct Shard(Mutex<Vec<SpanRecord>>);
 
 impl Default for Spans {
     fn default() -> Self {
-        Spans { shards: (0..SHARDS).map(|_| Shard::default()).collect(), dropped: AtomicU64::new(0), exported: AtomicU64::new(0) }
+        Spans {
+            shards: (0..SHARDS).map(|_| Shard::default()).collect(),
+            queued: AtomicUsize::new(0),
+            dropped: AtomicU64::new(0),
+            exported: AtomicU64::new(0),
+        }
     }
 }
 
 impl Spans {
     pub fn push(&self, span: SpanRecord) {
-        let mut q = self.shards[super::thread_shard(SHARDS)].0.lock().expect("not poisoned");
-        if q.len() >= QUEUED_MAX / SHARDS {
+        if self.queued.fetch_add(1, Ordering::Relaxed) >= QUEUED_MAX {
+            self.queued.fetch_sub(1, Ordering::Relaxed);
             self.dropped.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        q.push(span);
+        self.shards[super::thread_shard(SHARDS)].0.lock().expect("not poisoned").push(span);
     }
 
     /// The span of a frame of `probe` that just closed.
@@ -122,7 +129,9 @@ impl Spans {
     /// Moves every queued span to the end of `into` (the shards keep their capacity).
     pub fn take_all(&self, into: &mut Vec<SpanRecord>) {
         for shard in &self.shards {
-            into.append(&mut shard.0.lock().expect("not poisoned"));
+            let mut q = shard.0.lock().expect("not poisoned");
+            self.queued.fetch_sub(q.len(), Ordering::Relaxed);
+            into.append(&mut q);
         }
     }
 
@@ -267,14 +276,20 @@ mod tests {
             attributes: vec![],
             links: vec![],
         };
-        // One thread fills its shard.
-        for _ in 0..QUEUED_MAX / SHARDS + 10 {
-            spans.push(span.clone());
-        }
+        // Two threads fill the queue: the bound is the queue's, whichever shards they use.
+        std::thread::scope(|s| {
+            for _ in 0..2 {
+                s.spawn(|| {
+                    for _ in 0..QUEUED_MAX / 2 + 5 {
+                        spans.push(span.clone());
+                    }
+                });
+            }
+        });
         assert_eq!(spans.dropped(), 10);
         let mut taken = Vec::new();
         spans.take_all(&mut taken);
-        assert_eq!(taken.len(), QUEUED_MAX / SHARDS);
+        assert_eq!(taken.len(), QUEUED_MAX);
         spans.push(span.clone());
         let mut again = Vec::new();
         spans.take_all(&mut again);

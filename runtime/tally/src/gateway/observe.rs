@@ -37,12 +37,14 @@ pub(super) async fn observed(
     // `traceresponse` for a caller that traces (it sent a `traceparent`): the others
     // have the trace ID, in fewer bytes.
     let traced = parent.is_some().then(|| ("traceresponse", traceparent(&trace)));
-    for (name, value) in [("server-timing", probe.server_timing()), (TRACE_ID, trace.trace_hex())].into_iter().chain(traced) {
+    let parts = probe.parts();
+    for (name, value) in [("server-timing", probe.server_timing(&parts)), (TRACE_ID, trace.trace_hex())].into_iter().chain(traced)
+    {
         if let Ok(v) = HeaderValue::from_str(&value) {
             out.insert(name, v);
         }
     }
-    rt.observer.finish(&probe, &span, 2, vec![("http.response.status_code", status.to_string())]);
+    rt.observer.finish(&probe, &parts, &span, 2, || vec![("http.response.status_code", status.to_string())]);
     Ok(response)
 }
 
