@@ -24,6 +24,7 @@ mod sequencer;
 mod sim;
 mod storage;
 mod store;
+pub mod tier;
 mod types;
 
 pub use chunks::{ColdStore, MemColdStore};

@@ -1,0 +1,77 @@
+//! INDILOG's index tier (the thesis's ch. 5; `../shared/specs/indilog.md` in the
+//! project's design notes): index shards that each keep the whole stream table and the
+//! postings of their own metalog entries only, and answer reads as of a position.
+//!
+//! ```text
+//!   metalog entry k of log l ──► every index node: StreamTable::decide (placements, the
+//!                                 decided update's streams) and trims
+//!                             └──► index shard (k + l) mod S: Postings::add
+//!   lookup as of Q ──► every shard: read_next / read_prev in its postings at Q
+//!                      ──► the smallest (next) or largest (prev) answer is the log's
+//! ```
+//!
+//! Every part is a pure function of the prefix of the log it applied: `index.rs` is the
+//! reference semantics, and the tests check the shards against it at every position.
+
+mod postings;
+mod streams;
+
+pub use postings::Postings;
+pub use streams::{Decision, Holder, Joined, Stream, StreamTable};
+
+use crate::message::RecordMeta;
+use crate::types::{BookId, Location, LogId, MetalogPosition, SeqNum, Tag};
+
+/// The index shard that indexes entry `index` of log `log` among `shards`.
+pub fn shard_of(log: LogId, index: u64, shards: usize) -> usize {
+    ((index + u64::from(log.0)) % shards.max(1) as u64) as usize
+}
+
+/// One replica of one index shard: the whole stream table, its own postings.
+#[derive(Debug)]
+pub struct IndexShard {
+    pub shard: usize,
+    pub shards: usize,
+    pub streams: StreamTable,
+    pub postings: Postings,
+}
+
+impl IndexShard {
+    pub fn new(shard: usize, shards: usize, dead_keep: usize) -> IndexShard {
+        IndexShard { shard, shards, streams: StreamTable::default(), postings: Postings::new(dead_keep) }
+    }
+
+    /// Decides a record of entry `index` of `log`, which ends at `at`, and indexes it if
+    /// it is placed and the entry is this shard's.
+    pub fn apply_record(
+        &mut self,
+        log: LogId,
+        index: u64,
+        at: MetalogPosition,
+        seqnum: SeqNum,
+        location: Location,
+        meta: &RecordMeta,
+    ) -> Decision {
+        let decision = self.streams.decide(seqnum, meta);
+        if let Decision::Placed(joined) = &decision {
+            if shard_of(log, index, self.shards) == self.shard {
+                self.postings.add(at, seqnum, location, meta.book, joined);
+            }
+        }
+        decision
+    }
+
+    /// Applies a trim of the entry that ends at `at` (after the entry's records).
+    pub fn apply_trim(&mut self, at: MetalogPosition, book: BookId, tag: Tag, seqnum: SeqNum) {
+        self.streams.trim(book, tag, seqnum);
+        self.postings.trim(at, book, tag, seqnum);
+    }
+
+    /// Ends an entry: everything up to `at` is applied.
+    pub fn end_entry(&mut self, at: MetalogPosition) {
+        self.postings.applied_through(at);
+    }
+}
+
+#[cfg(test)]
+mod tests;

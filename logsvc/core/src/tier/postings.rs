@@ -1,0 +1,229 @@
+//! The postings of one index shard: its own entries' records, per (book, stream), each
+//! with where it lives, its offset in the stream, and the positions at which it entered
+//! and left the stream's row, so that the shard answers as of any position Q it has
+//! applied, back to the last `dead_keep` it purged.
+//!
+//! Membership follows `index.rs` exactly: a record is in tag row t from its entry on if
+//! it arrived at or above the trim points of t and ALL, and leaves it at the first trim
+//! of t or ALL past it; it is in a mark's row from its entry on and leaves it at the
+//! first trim of the mark past it; it is in ALL's row while it is in one of its tag
+//! rows (or, with no tags or marks only, while at or above ALL's trim point). A read of
+//! a tag or ALL returns records in that row; a read of a mark returns records in the
+//! mark's row that are also in ALL's (live), as the reference index does.
+//!
+//! In a tag's or a mark's row records leave in seqnum order (trims cut prefixes), so the
+//! postings that left form a prefix there; in ALL's row they may not (a record dies
+//! through its own tags), so a record that left stays, marked, until it reaches the
+//! front, as in `index.rs`.
+
+use std::collections::{HashMap, VecDeque};
+
+use crate::index::Found;
+use crate::types::{BookId, Location, MetalogPosition, SeqNum, Tag};
+
+use super::streams::Joined;
+
+/// A position that is never reached: a posting still in its row.
+const NEVER: MetalogPosition = MetalogPosition { term: u16::MAX, index: u64::MAX };
+
+#[derive(Clone, Copy, Debug)]
+struct Posting {
+    seqnum: SeqNum,
+    location: Location,
+    offset: u64,
+    /// The position after the entry that ordered it.
+    entered: MetalogPosition,
+    /// The position after the entry whose trim took it out of the row, or [`NEVER`].
+    left: MetalogPosition,
+    /// In ALL's row: the tag rows it is still in.
+    tag_rows: u16,
+}
+
+impl Posting {
+    fn in_row_at(&self, q: MetalogPosition) -> bool {
+        self.entered <= q && q < self.left
+    }
+}
+
+#[derive(Default, Debug)]
+struct Row {
+    postings: VecDeque<Posting>,
+}
+
+impl Row {
+    /// The first posting at or after `seqnum`.
+    fn from(&self, seqnum: SeqNum) -> usize {
+        self.postings.partition_point(|p| p.seqnum < seqnum)
+    }
+}
+
+/// One index shard's postings.
+#[derive(Debug)]
+pub struct Postings {
+    books: HashMap<BookId, HashMap<Tag, Row>>,
+    /// How many applied entries a posting that left its row is kept for.
+    dead_keep: usize,
+    /// The positions after the last `dead_keep` applied entries, oldest first.
+    recent: VecDeque<MetalogPosition>,
+    /// Lookups as of a position below this one get `TooOld`: postings that left their
+    /// rows at or before it may be gone.
+    floor: MetalogPosition,
+    applied: MetalogPosition,
+}
+
+impl Postings {
+    pub fn new(dead_keep: usize) -> Postings {
+        Postings {
+            books: HashMap::new(),
+            dead_keep: dead_keep.max(1),
+            recent: VecDeque::new(),
+            floor: MetalogPosition::ZERO,
+            applied: MetalogPosition::ZERO,
+        }
+    }
+
+    /// The oldest position this shard answers as of.
+    pub fn floor(&self) -> MetalogPosition {
+        self.floor
+    }
+
+    pub fn applied(&self) -> MetalogPosition {
+        self.applied
+    }
+
+    /// Indexes a placed record of this shard's entry that ends at `at` (the position
+    /// after it), with the streams the stream table says it joined.
+    pub fn add(&mut self, at: MetalogPosition, seqnum: SeqNum, location: Location, book: BookId, joined: &[Joined]) {
+        let rows = self.books.entry(book).or_default();
+        let tag_rows = joined.iter().filter(|j| j.tag != Tag::ALL && !j.tag.is_mark() && j.in_row).count();
+        for j in joined {
+            // A mark's row takes every record with the mark; other rows take the ones
+            // in them on arrival.
+            if j.in_row {
+                let posting = Posting {
+                    seqnum,
+                    location,
+                    offset: j.offset,
+                    entered: at,
+                    left: NEVER,
+                    tag_rows: if j.tag == Tag::ALL { tag_rows as u16 } else { 0 },
+                };
+                rows.entry(j.tag).or_default().postings.push_back(posting);
+            }
+        }
+    }
+
+    /// Applies a trim of the entry that ends at `at`. Every shard applies every trim.
+    pub fn trim(&mut self, at: MetalogPosition, book: BookId, tag: Tag, seqnum: SeqNum) {
+        let Some(rows) = self.books.get_mut(&book) else { return };
+        if tag.is_mark() {
+            if let Some(row) = rows.get_mut(&tag) {
+                leave_below(row, seqnum, at, |_| {});
+            }
+            return;
+        }
+        let tags: Vec<Tag> =
+            if tag == Tag::ALL { rows.keys().copied().filter(|t| *t != Tag::ALL && !t.is_mark()).collect() } else { vec![tag] };
+        let mut died_in_tag_rows = Vec::new();
+        for t in tags {
+            if let Some(row) = rows.get_mut(&t) {
+                leave_below(row, seqnum, at, |p| died_in_tag_rows.push(p.seqnum));
+            }
+        }
+        let Some(all) = rows.get_mut(&Tag::ALL) else { return };
+        died_in_tag_rows.sort_unstable();
+        for s in died_in_tag_rows {
+            let i = all.from(s);
+            if let Some(p) = all.postings.get_mut(i).filter(|p| p.seqnum == s && p.left == NEVER) {
+                p.tag_rows = p.tag_rows.saturating_sub(1);
+                if p.tag_rows == 0 {
+                    p.left = at;
+                }
+            }
+        }
+        if tag == Tag::ALL {
+            // Untagged records (and records with marks only) below the point.
+            let end = all.from(seqnum);
+            for p in all.postings.range_mut(..end) {
+                if p.left == NEVER {
+                    p.left = at;
+                }
+            }
+        }
+    }
+
+    /// Marks every entry up to `at` applied: postings that left their rows more than
+    /// `dead_keep` entries ago go, and the floor rises past them.
+    /// Purges run once per `dead_keep / 4` entries, each over every row.
+    pub fn applied_through(&mut self, at: MetalogPosition) {
+        self.applied = at;
+        self.recent.push_back(at);
+        if self.recent.len() <= self.dead_keep + self.dead_keep / 4 {
+            return;
+        }
+        let mut horizon = self.floor;
+        while self.recent.len() > self.dead_keep {
+            horizon = self.recent.pop_front().expect("longer than dead_keep");
+        }
+        self.floor = self.floor.max(horizon);
+        for rows in self.books.values_mut() {
+            for row in rows.values_mut() {
+                while row.postings.front().is_some_and(|p| p.left <= horizon) {
+                    row.postings.pop_front();
+                }
+            }
+        }
+        self.books.retain(|_, rows| {
+            rows.retain(|_, r| !r.postings.is_empty());
+            !rows.is_empty()
+        });
+    }
+
+    /// Whether `seqnum`'s posting in `book`'s ALL row is in the row at `q`.
+    fn live_at(&self, book: BookId, seqnum: SeqNum, q: MetalogPosition) -> bool {
+        let Some(all) = self.books.get(&book).and_then(|r| r.get(&Tag::ALL)) else { return false };
+        all.postings.get(all.from(seqnum)).is_some_and(|p| p.seqnum == seqnum && p.in_row_at(q))
+    }
+
+    fn readable(&self, book: BookId, tag: Tag, p: &Posting, q: MetalogPosition) -> bool {
+        p.in_row_at(q) && (!tag.is_mark() || self.live_at(book, p.seqnum, q))
+    }
+
+    /// This shard's first record of (book, tag) at or after `min`, as of `q`.
+    pub fn read_next(&self, book: BookId, tag: Tag, min: SeqNum, q: MetalogPosition) -> Option<Found> {
+        let row = self.books.get(&book)?.get(&tag)?;
+        let found = row.postings.range(row.from(min)..).find(|p| self.readable(book, tag, p, q))?;
+        Some(Found { seqnum: found.seqnum, location: found.location })
+    }
+
+    /// This shard's last record of (book, tag) at or before `max`, as of `q`.
+    pub fn read_prev(&self, book: BookId, tag: Tag, max: SeqNum, q: MetalogPosition) -> Option<Found> {
+        let row = self.books.get(&book)?.get(&tag)?;
+        let end = row.postings.partition_point(|p| p.seqnum <= max);
+        let found = row.postings.range(..end).rev().find(|p| self.readable(book, tag, p, q))?;
+        Some(Found { seqnum: found.seqnum, location: found.location })
+    }
+
+    /// The record at `offset` of (book, tag) if this shard indexed it and it was in the
+    /// stream's row just before `before`, a record of the entry that ends at `at`: the
+    /// trims of earlier entries applied, none of that entry's.
+    pub fn holder(&self, book: BookId, tag: Tag, offset: u64, before: SeqNum, at: MetalogPosition) -> Option<SeqNum> {
+        let row = self.books.get(&book)?.get(&tag)?;
+        let i = row.postings.partition_point(|p| p.offset < offset);
+        let p = row.postings.get(i).filter(|p| p.offset == offset && p.seqnum < before)?;
+        // In the row until a trim of an entry before this one took it out.
+        (p.left >= at).then_some(p.seqnum)
+    }
+}
+
+/// Takes the postings of `row` below `seqnum` still in it out at `at`, calling `left`
+/// for each.
+fn leave_below(row: &mut Row, seqnum: SeqNum, at: MetalogPosition, mut left: impl FnMut(&Posting)) {
+    let end = row.from(seqnum);
+    // Those that left earlier are a prefix: start after them.
+    let start = row.postings.partition_point(|p| p.left != NEVER).min(end);
+    for p in row.postings.range_mut(start..end) {
+        p.left = at;
+        left(p);
+    }
+}

@@ -1,0 +1,205 @@
+//! The index shards against the reference index (`index.rs`), on random logs with
+//! conditions on tags and marks, trims ahead of the tail and trims of marks: every
+//! placement and holder as it decides them, every read as of every earlier position as
+//! it answered then.
+
+use super::*;
+use crate::index::{Found, Index, Placement};
+use crate::message::Cond;
+use crate::types::{ShardId, Term};
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+const BOOKS: [u64; 3] = [1, 2, 3];
+
+fn streams() -> Vec<Tag> {
+    let mark = |n: u64| Tag(Tag::MARK_BITS | n);
+    vec![Tag(1), Tag(2), Tag(3), mark(1), mark(2)]
+}
+
+fn seq(position: u64) -> SeqNum {
+    SeqNum::new(Term(1), LogId(0), position)
+}
+
+/// A read asked of the shards and of the reference.
+#[derive(Clone, Copy, Debug)]
+struct Read {
+    book: BookId,
+    tag: Tag,
+    bound: SeqNum,
+    next: bool,
+}
+
+fn reference(index: &Index, r: Read) -> Option<Found> {
+    if r.next {
+        index.read_next(r.book, r.tag, r.bound)
+    } else {
+        index.read_prev(r.book, r.tag, r.bound)
+    }
+}
+
+/// The tier's answer: the smallest of the shards' next records, the largest of their
+/// previous ones.
+fn tier(shards: &[IndexShard], r: Read, q: MetalogPosition) -> Option<Found> {
+    let answers = shards.iter().filter_map(|s| {
+        if r.next {
+            s.postings.read_next(r.book, r.tag, r.bound, q)
+        } else {
+            s.postings.read_prev(r.book, r.tag, r.bound, q)
+        }
+    });
+    if r.next {
+        answers.min_by_key(|f| f.seqnum)
+    } else {
+        answers.max_by_key(|f| f.seqnum)
+    }
+}
+
+fn random_meta(rng: &mut Rng, index: &Index) -> RecordMeta {
+    let all = streams();
+    let book = BookId(BOOKS[rng.below(3) as usize]);
+    let tags: Vec<Tag> = (0..rng.below(4)).map(|_| all[rng.below(all.len() as u64) as usize]).collect();
+    let cond_on = |rng: &mut Rng| {
+        let tag = if rng.chance(5) { Tag::ALL } else { all[rng.below(all.len() as u64) as usize] };
+        let count = index.next_offset(book, tag);
+        // Mostly right, sometimes behind (a lost race) or ahead.
+        let position = match rng.below(10) {
+            0..=5 => count,
+            6..=8 => count.saturating_sub(1 + rng.below(4)),
+            _ => count + 1,
+        };
+        Cond { tag, position }
+    };
+    let cond = rng.chance(40).then(|| cond_on(rng));
+    let unchanged = (0..if rng.chance(20) { 1 + rng.below(3) } else { 0 }).map(|_| cond_on(rng)).collect();
+    RecordMeta { book, tags, cond, unchanged }
+}
+
+/// One random log of `entries` entries against `shards` index shards: returns how many
+/// placements failed and how many of them named a holder through a lookup.
+fn run(seed: u64, shards: usize, entries: u64) -> (u64, u64) {
+    let mut rng = Rng(seed);
+    let mut reference_index = Index::new();
+    let mut tier_shards: Vec<IndexShard> = (0..shards).map(|s| IndexShard::new(s, shards, 1_000_000)).collect();
+    let all = streams();
+    let mut position = 0u64;
+    // Reads asked at each position, with the reference's answers then.
+    let mut asked: Vec<(MetalogPosition, Read, Option<Found>)> = Vec::new();
+    let (mut failed, mut looked_up) = (0, 0);
+    for k in 0..entries {
+        let at = MetalogPosition::new(Term(1), k + 1);
+        for _ in 0..rng.below(5) {
+            let seqnum = seq(position);
+            let location = Location { shard: ShardId(0), local_id: position };
+            position += 1;
+            let meta = random_meta(&mut rng, &reference_index);
+            let want = reference_index.apply_record(seqnum, location, &meta);
+            let decisions: Vec<Decision> =
+                tier_shards.iter_mut().map(|s| s.apply_record(LogId(0), k, at, seqnum, location, &meta)).collect();
+            assert!(decisions.windows(2).all(|w| w[0] == w[1]), "seed {seed}: shards disagree: {decisions:?}");
+            let got = match &decisions[0] {
+                Decision::Placed(_) => Placement::Placed,
+                Decision::Failed { cond, holder } => {
+                    failed += 1;
+                    let holder = match holder {
+                        Holder::None => None,
+                        Holder::Known(s) => Some(*s),
+                        Holder::Lookup => {
+                            looked_up += 1;
+                            let named: Vec<SeqNum> = tier_shards
+                                .iter()
+                                .filter_map(|s| s.postings.holder(meta.book, cond.tag, cond.position, seqnum, at))
+                                .collect();
+                            assert!(named.len() <= 1, "seed {seed}: several holders {named:?}");
+                            named.first().copied()
+                        }
+                    };
+                    Placement::CondFailed { holder }
+                }
+            };
+            assert_eq!(got, want, "seed {seed}, record {seqnum:?} {meta:?}");
+        }
+        for _ in 0..if rng.chance(30) { 1 + rng.below(2) } else { 0 } {
+            let book = BookId(BOOKS[rng.below(3) as usize]);
+            let tag = if rng.chance(25) { Tag::ALL } else { all[rng.below(all.len() as u64) as usize] };
+            // Mostly behind the tail, sometimes ahead of it.
+            let point = seq(rng.below(position + 4));
+            reference_index.apply_trim(book, tag, point);
+            for s in &mut tier_shards {
+                s.apply_trim(at, book, tag, point);
+            }
+        }
+        for s in &mut tier_shards {
+            s.end_entry(at);
+        }
+        for _ in 0..6 {
+            let tag = if rng.chance(20) { Tag::ALL } else { all[rng.below(all.len() as u64) as usize] };
+            let read = Read {
+                book: BookId(BOOKS[rng.below(3) as usize]),
+                tag,
+                bound: seq(rng.below(position + 2)),
+                next: rng.chance(50),
+            };
+            asked.push((at, read, reference(&reference_index, read)));
+        }
+        // Some earlier reads again, as of their positions.
+        for _ in 0..4 {
+            let (q, read, want) = asked[rng.below(asked.len() as u64) as usize];
+            assert_eq!(tier(&tier_shards, read, q), want, "seed {seed}: {read:?} as of {q} (now {at})");
+        }
+    }
+    for (q, read, want) in asked {
+        assert_eq!(tier(&tier_shards, read, q), want, "seed {seed}: {read:?} as of {q}");
+    }
+    (failed, looked_up)
+}
+
+#[test]
+fn shards_decide_and_answer_as_the_reference_index_at_every_position() {
+    let (mut failed, mut looked_up) = (0, 0);
+    for seed in 0..300 {
+        let (f, l) = run(seed, 1 + (seed % 3) as usize, 60);
+        failed += f;
+        looked_up += l;
+    }
+    // The logs exercise what they are for.
+    assert!(failed > 500 && looked_up > 100, "{failed} failed placements, {looked_up} holder lookups");
+}
+
+#[test]
+fn a_posting_that_left_its_row_is_kept_for_dead_keep_entries_then_the_floor_rises() {
+    let mut shard = IndexShard::new(0, 1, 4);
+    let meta = RecordMeta { book: BookId(1), tags: vec![Tag(1)], cond: None, unchanged: vec![] };
+    let loc = |p| Location { shard: ShardId(0), local_id: p };
+    let at = |k: u64| MetalogPosition::new(Term(1), k);
+    shard.apply_record(LogId(0), 0, at(1), seq(0), loc(0), &meta);
+    shard.end_entry(at(1));
+    shard.apply_trim(at(2), BookId(1), Tag(1), seq(1));
+    shard.end_entry(at(2));
+    let read = |s: &IndexShard, q| s.postings.read_next(BookId(1), Tag(1), SeqNum::MIN, q).map(|f| f.seqnum);
+    assert_eq!(read(&shard, at(1)), Some(seq(0)));
+    assert_eq!(read(&shard, at(2)), None);
+    for k in 3..12 {
+        shard.end_entry(at(k));
+    }
+    assert!(shard.postings.floor() >= at(2), "{}", shard.postings.floor());
+    assert_eq!(read(&shard, at(1)), None, "gone: a lookup this old gets TooOld");
+}
