@@ -15,9 +15,13 @@
 
 mod postings;
 mod streams;
+mod tags;
+mod update;
 
 pub use postings::Postings;
 pub use streams::{Decision, Holder, Joined, Stream, StreamTable};
+pub use tags::{Local, TagBounds, TagCache};
+pub use update::{DecidedUpdate, UpdateRecord};
 
 use crate::message::RecordMeta;
 use crate::types::{BookId, Location, LogId, MetalogPosition, SeqNum, Tag};

@@ -39,7 +39,7 @@ impl Default for Stream {
 }
 
 /// A stream a placed record joined, as the decided update tells it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Joined {
     /// The stream: one of the record's tags or marks, or ALL.
     pub tag: Tag,

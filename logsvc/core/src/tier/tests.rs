@@ -203,3 +203,82 @@ fn a_posting_that_left_its_row_is_kept_for_dead_keep_entries_then_the_floor_rise
     assert!(shard.postings.floor() >= at(2), "{}", shard.postings.floor());
     assert_eq!(read(&shard, at(1)), None, "gone: a lookup this old gets TooOld");
 }
+
+/// A tag cache fed by the decided updates of a random log, from a random start, with
+/// tiny bounds: every answer it gives is the reference's at its position; it stays
+/// within its bound.
+fn run_tag_cache(seed: u64) -> (u64, u64) {
+    let mut rng = Rng(seed);
+    let mut reference_index = Index::new();
+    let mut table = StreamTable::default();
+    let all = streams();
+    let bounds = TagBounds { cache_bytes: 400 + rng.below(4_000) as usize, stream_bytes: 100 + rng.below(200) as usize };
+    let start = rng.below(20);
+    let mut cache: Option<TagCache> = None;
+    let mut position = 0u64;
+    let (mut hits, mut reads) = (0, 0);
+    for k in 0..80 {
+        let at = MetalogPosition::new(Term(1), k + 1);
+        let mut update = DecidedUpdate { log: LogId(0), position: at, records: vec![], trims: vec![] };
+        for _ in 0..rng.below(5) {
+            let seqnum = seq(position);
+            let location = Location { shard: ShardId(0), local_id: position };
+            position += 1;
+            let meta = random_meta(&mut rng, &reference_index);
+            reference_index.apply_record(seqnum, location, &meta);
+            let joined = match table.decide(seqnum, &meta) {
+                Decision::Placed(joined) => Some(joined),
+                Decision::Failed { .. } => None,
+            };
+            update.records.push(UpdateRecord { seqnum, book: meta.book, tags: meta.tags.clone(), joined });
+        }
+        for _ in 0..if rng.chance(30) { 1 + rng.below(2) } else { 0 } {
+            let book = BookId(BOOKS[rng.below(3) as usize]);
+            let tag = if rng.chance(25) { Tag::ALL } else { all[rng.below(all.len() as u64) as usize] };
+            let point = seq(rng.below(position + 4));
+            reference_index.apply_trim(book, tag, point);
+            table.trim(book, tag, point);
+            update.trims.push((book, tag, point));
+        }
+        match &mut cache {
+            // The node starts here: its cache is empty, W the next seqnum.
+            None if k == start => cache = Some(TagCache::new(bounds, at, seq(position))),
+            None => continue,
+            Some(c) => c.apply(&update),
+        }
+        let c = cache.as_mut().expect("started");
+        assert!(c.bytes() <= bounds.cache_bytes, "seed {seed}: {} bytes of {bounds:?}", c.bytes());
+        for _ in 0..8 {
+            let tag = if rng.chance(20) { Tag::ALL } else { all[rng.below(all.len() as u64) as usize] };
+            let read = Read {
+                book: BookId(BOOKS[rng.below(3) as usize]),
+                tag,
+                bound: seq(rng.below(position + 2)),
+                next: rng.chance(50),
+            };
+            let local = if read.next {
+                c.read_next(read.book, read.tag, read.bound)
+            } else {
+                c.read_prev(read.book, read.tag, read.bound)
+            };
+            reads += 1;
+            if let Local::Hit(got) = local {
+                hits += 1;
+                let want = reference(&reference_index, read).map(|f| f.seqnum);
+                assert_eq!(got, want, "seed {seed}: {read:?} at {at}, W {:?}", c.watermark());
+            }
+        }
+    }
+    (hits, reads)
+}
+
+#[test]
+fn a_tag_cache_answers_only_what_the_reference_answers_at_its_position() {
+    let (mut hits, mut reads) = (0, 0);
+    for seed in 0..400 {
+        let (h, r) = run_tag_cache(seed);
+        hits += h;
+        reads += r;
+    }
+    assert!(hits * 10 > reads, "{hits} hits of {reads} reads");
+}

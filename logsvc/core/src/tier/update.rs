@@ -1,0 +1,32 @@
+//! The decided update (the thesis's type-S update, §4.1): what one metalog entry did,
+//! as an index node decided it, pushed to the function nodes, which never fetch
+//! metadata or decide a condition themselves.
+
+use serde::{Deserialize, Serialize};
+
+use crate::types::{BookId, LogId, MetalogPosition, SeqNum, Tag};
+
+use super::streams::Joined;
+
+/// One record of the entry.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UpdateRecord {
+    pub seqnum: SeqNum,
+    pub book: BookId,
+    /// Its tags, marks included.
+    pub tags: Vec<Tag>,
+    /// Placed: the streams it joined (ALL first, then its tags in order); failed: none.
+    pub joined: Option<Vec<Joined>>,
+}
+
+/// One entry of one physical log, decided.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DecidedUpdate {
+    pub log: LogId,
+    /// The position after the entry.
+    pub position: MetalogPosition,
+    /// In seqnum order.
+    pub records: Vec<UpdateRecord>,
+    /// The entry's trims, applied after its records: (book, stream, point).
+    pub trims: Vec<(BookId, Tag, SeqNum)>,
+}
