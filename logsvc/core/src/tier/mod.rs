@@ -13,11 +13,13 @@
 //! Every part is a pure function of the prefix of the log it applied: `index.rs` is the
 //! reference semantics, and the tests check the shards against it at every position.
 
+mod popularity;
 mod postings;
 mod streams;
 mod tags;
 mod update;
 
+pub use popularity::{Popular, PopularityCache, ReadKey};
 pub use postings::Postings;
 pub use streams::{Decision, Holder, Joined, Stream, StreamTable};
 pub use tags::{Local, TagBounds, TagCache};

@@ -282,3 +282,82 @@ fn a_tag_cache_answers_only_what_the_reference_answers_at_its_position() {
     }
     assert!(hits * 10 > reads, "{hits} hits of {reads} reads");
 }
+
+/// The popularity cache keeps the tier's answers of a random log as it goes on; every
+/// answer it gives later is the reference's at the position it completes at.
+fn run_popularity(seed: u64) -> (u64, u64) {
+    let mut rng = Rng(seed);
+    let mut reference_index = Index::new();
+    let mut shards: Vec<IndexShard> = (0..2).map(|s| IndexShard::new(s, 2, 1_000_000)).collect();
+    let mut cache = PopularityCache::new(160 * (1 + rng.below(40) as usize), MetalogPosition::ZERO);
+    let all = streams();
+    let mut asked: Vec<ReadKey> = Vec::new();
+    let mut position = 0u64;
+    let (mut hits, mut kept) = (0, 0);
+    for k in 0..80 {
+        let at = MetalogPosition::new(Term(1), k + 1);
+        for _ in 0..rng.below(5) {
+            let seqnum = seq(position);
+            let location = Location { shard: ShardId(position as u32 % 3), local_id: position };
+            position += 1;
+            let meta = random_meta(&mut rng, &reference_index);
+            reference_index.apply_record(seqnum, location, &meta);
+            for s in &mut shards {
+                s.apply_record(LogId(0), k, at, seqnum, location, &meta);
+            }
+        }
+        for _ in 0..if rng.chance(30) { 1 + rng.below(2) } else { 0 } {
+            let book = BookId(BOOKS[rng.below(3) as usize]);
+            let tag = if rng.chance(25) { Tag::ALL } else { all[rng.below(all.len() as u64) as usize] };
+            let point = seq(rng.below(position + 4));
+            reference_index.apply_trim(book, tag, point);
+            for s in &mut shards {
+                s.apply_trim(at, book, tag, point);
+            }
+            cache.trim(book, tag, point);
+        }
+        for s in &mut shards {
+            s.end_entry(at);
+        }
+        cache.advance(at);
+        // New reads to the tier, kept when they may be.
+        for _ in 0..3 {
+            let tag = if rng.chance(20) { Tag::ALL } else { all[rng.below(all.len() as u64) as usize] };
+            let read = Read {
+                book: BookId(BOOKS[rng.below(3) as usize]),
+                tag,
+                bound: seq(rng.below(position + 2)),
+                next: rng.chance(50),
+            };
+            if let Some(found) = tier(&shards, read, at) {
+                cache.insert((read.book, read.tag, read.bound, read.next), found.seqnum, found.location.shard, at, seq(position));
+                asked.push((read.book, read.tag, read.bound, read.next));
+                kept += 1;
+            }
+        }
+        // Earlier ones again.
+        for _ in 0..4 {
+            let Some(&key) = asked.get(rng.below(asked.len() as u64) as usize) else { break };
+            if let Some(hit) = cache.get(key) {
+                hits += 1;
+                assert_eq!(hit.position, at, "the cache follows every update here");
+                let read = Read { book: key.0, tag: key.1, bound: key.2, next: key.3 };
+                let want = reference(&reference_index, read).expect("a kept answer is found");
+                assert_eq!((hit.seqnum, hit.shard), (want.seqnum, want.location.shard), "seed {seed}: {read:?} at {at}");
+            }
+        }
+        assert!(cache.bytes() <= 160 * 41, "bounded");
+    }
+    (hits, kept)
+}
+
+#[test]
+fn the_popularity_cache_keeps_only_answers_later_records_cannot_change() {
+    let (mut hits, mut kept) = (0, 0);
+    for seed in 0..300 {
+        let (h, k) = run_popularity(seed);
+        hits += h;
+        kept += k;
+    }
+    assert!(hits > 2_000 && kept > 5_000, "{hits} hits, {kept} kept");
+}
