@@ -13,12 +13,14 @@
 //! Every part is a pure function of the prefix of the log it applied: `index.rs` is the
 //! reference semantics, and the tests check the shards against it at every position.
 
+mod aggregator;
 mod popularity;
 mod postings;
 mod streams;
 mod tags;
 mod update;
 
+pub use aggregator::{Aggregator, AggregatorAction, LookupId, ShardAnswer};
 pub use popularity::{Popular, PopularityCache, ReadKey};
 pub use postings::Postings;
 pub use streams::{Decision, Holder, Joined, Stream, StreamTable};
@@ -76,6 +78,24 @@ impl IndexShard {
     /// Ends an entry: everything up to `at` is applied.
     pub fn end_entry(&mut self, at: MetalogPosition) {
         self.postings.applied_through(at);
+    }
+
+    /// This shard's answer to `read` as of `q`, or `None` while it has not applied every
+    /// entry before `q` (the lookup waits: the hold rule).
+    pub fn lookup(&self, read: ReadKey, q: MetalogPosition) -> Option<ShardAnswer> {
+        let (book, tag, bound, next) = read;
+        if q < self.postings.floor() {
+            return Some(ShardAnswer::TooOld(self.postings.floor()));
+        }
+        if q > self.postings.applied() {
+            return None;
+        }
+        let found =
+            if next { self.postings.read_next(book, tag, bound, q) } else { self.postings.read_prev(book, tag, bound, q) };
+        Some(match found {
+            Some(f) if f.seqnum == bound => ShardAnswer::Exact(f),
+            other => ShardAnswer::Closest(other),
+        })
     }
 }
 

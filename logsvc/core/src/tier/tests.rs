@@ -361,3 +361,94 @@ fn the_popularity_cache_keeps_only_answers_later_records_cannot_change() {
     }
     assert!(hits > 2_000 && kept > 5_000, "{hits} hits, {kept} kept");
 }
+
+/// Lookups through the aggregator, as of earlier positions, on shards that keep what
+/// left their rows for only a few entries: each completes at a position at least the
+/// asked one, with the reference's answer there (rebuilt from the log's prefix).
+#[test]
+fn lookups_through_the_aggregator_complete_at_or_after_their_position_with_the_answer_there() {
+    type Op = (u64, Option<(SeqNum, Location, RecordMeta)>, Option<(BookId, Tag, SeqNum)>);
+    let (mut restarts, mut exact) = (0, 0);
+    for seed in 0..200 {
+        let mut rng = Rng(seed);
+        let shards_n = 1 + (seed % 3) as usize;
+        let mut reference_index = Index::new();
+        let mut shards: Vec<IndexShard> = (0..shards_n).map(|s| IndexShard::new(s, shards_n, 3)).collect();
+        let mut aggregator = Aggregator::new(shards_n, 1_000);
+        let all = streams();
+        // The log so far: (entry, record or trim).
+        let mut log: Vec<Op> = Vec::new();
+        let reference_at = |log: &[Op], q: MetalogPosition, read: Read| {
+            let mut index = Index::new();
+            for (k, record, trim) in log {
+                if MetalogPosition::new(Term(1), k + 1) > q {
+                    break;
+                }
+                if let Some((s, l, m)) = record {
+                    index.apply_record(*s, *l, m);
+                }
+                if let Some((b, t, p)) = trim {
+                    index.apply_trim(*b, *t, *p);
+                }
+            }
+            reference(&index, read)
+        };
+        let mut position = 0u64;
+        for k in 0..60 {
+            let at = MetalogPosition::new(Term(1), k + 1);
+            for _ in 0..rng.below(5) {
+                let seqnum = seq(position);
+                let location = Location { shard: ShardId(0), local_id: position };
+                position += 1;
+                let meta = random_meta(&mut rng, &reference_index);
+                reference_index.apply_record(seqnum, location, &meta);
+                for s in &mut shards {
+                    s.apply_record(LogId(0), k, at, seqnum, location, &meta);
+                }
+                log.push((k, Some((seqnum, location, meta)), None));
+            }
+            for _ in 0..if rng.chance(40) { 1 + rng.below(2) } else { 0 } {
+                let book = BookId(BOOKS[rng.below(3) as usize]);
+                let tag = if rng.chance(25) { Tag::ALL } else { all[rng.below(all.len() as u64) as usize] };
+                let point = seq(rng.below(position + 4));
+                reference_index.apply_trim(book, tag, point);
+                for s in &mut shards {
+                    s.apply_trim(at, book, tag, point);
+                }
+                log.push((k, None, Some((book, tag, point))));
+            }
+            for s in &mut shards {
+                s.end_entry(at);
+            }
+            // A lookup as of an earlier position (or a later one: it is held).
+            let tag = if rng.chance(20) { Tag::ALL } else { all[rng.below(all.len() as u64) as usize] };
+            let read = Read {
+                book: BookId(BOOKS[rng.below(3) as usize]),
+                tag,
+                bound: seq(rng.below(position + 2)),
+                next: rng.chance(50),
+            };
+            let asked = MetalogPosition::new(Term(1), 1 + rng.below(k + 1));
+            let mut out = Vec::new();
+            aggregator.start(0, k, (read.book, read.tag, read.bound, read.next), asked, &mut out);
+            let mut completed = None;
+            while let Some(action) = out.pop() {
+                match action {
+                    AggregatorAction::Ask { lookup, round, shard, read, q, .. } => {
+                        let answer = shards[shard].lookup(read, q).expect("every entry before q is applied");
+                        exact += u64::from(matches!(answer, ShardAnswer::Exact(_)));
+                        aggregator.answer(0, lookup, round, shard, answer, &mut out);
+                    }
+                    AggregatorAction::Read { found, q, .. } => completed = Some((Some(found), q)),
+                    AggregatorAction::None { q, .. } => completed = Some((None, q)),
+                    AggregatorAction::Done { q, .. } => completed = Some((Some(tier(&shards, read, q).expect("exact")), q)),
+                }
+            }
+            let (got, q) = completed.expect("the lookup completed");
+            assert!(q >= asked, "seed {seed}: completed at {q}, asked at {asked}");
+            assert_eq!(got, reference_at(&log, q, read), "seed {seed}: {read:?} asked at {asked}, completed at {q}");
+        }
+        restarts += aggregator.restarts;
+    }
+    assert!(restarts > 100 && exact > 100, "{restarts} restarts, {exact} exact answers");
+}
