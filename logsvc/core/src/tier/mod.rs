@@ -17,6 +17,7 @@ mod aggregator;
 mod popularity;
 mod postings;
 mod streams;
+mod suffix;
 mod tags;
 mod update;
 
@@ -24,6 +25,7 @@ pub use aggregator::{Aggregator, AggregatorAction, LookupId, ShardAnswer};
 pub use popularity::{Popular, PopularityCache, ReadKey};
 pub use postings::Postings;
 pub use streams::{Decision, Holder, Joined, Stream, StreamTable};
+pub use suffix::Suffix;
 pub use tags::{Local, TagBounds, TagCache};
 pub use update::{DecidedUpdate, UpdateRecord};
 
