@@ -188,6 +188,19 @@ mod tests {
     }
 
     #[test]
+    fn distances_past_two_bytes_are_kept_whole() {
+        let mut suffix = Suffix::new(usize::MAX);
+        suffix.push(SeqNum(100), [(0, 5), (1, 5), (2, 70_000)]);
+        suffix.push(SeqNum(70_110), [(3, 2)]);
+        let at = |s: u64| suffix.slot_of(SeqNum(s));
+        assert_eq!(
+            (at(99), at(100), at(104), at(105), at(109), at(110), at(70_109)),
+            (None, Some(0), Some(0), Some(1), Some(1), Some(2), Some(2))
+        );
+        assert_eq!((at(70_110), at(70_111), at(70_112)), (Some(3), Some(3), None));
+    }
+
+    #[test]
     fn it_takes_a_small_part_of_a_naive_map() {
         // The thesis's case: 4 shards, 10 records each per entry.
         let mut suffix = Suffix::new(usize::MAX);
