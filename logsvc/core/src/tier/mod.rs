@@ -29,8 +29,8 @@ pub use suffix::Suffix;
 pub use tags::{Local, TagBounds, TagCache};
 pub use update::{DecidedUpdate, UpdateRecord};
 
-use crate::message::RecordMeta;
-use crate::types::{BookId, Location, LogId, MetalogPosition, SeqNum, Tag};
+use crate::message::{MetalogEntry, RecordMeta};
+use crate::types::{BookId, Location, LogId, MetalogPosition, SeqNum, ShardId, Tag};
 
 /// The index shard that indexes entry `index` of log `log` among `shards`.
 pub fn shard_of(log: LogId, index: u64, shards: usize) -> usize {
@@ -69,6 +69,48 @@ impl IndexShard {
             }
         }
         decision
+    }
+
+    /// Applies a whole metalog entry whose runs' records have the metadata `metas` (one
+    /// list per non-empty run, in order), slot j being storage shard `shard_ids[j]`:
+    /// every record's decision, and the decided update of the entry.
+    pub fn apply_entry(
+        &mut self,
+        entry: &MetalogEntry,
+        shard_ids: &[ShardId],
+        metas: &[Vec<RecordMeta>],
+    ) -> (Vec<(SeqNum, Location, Decision)>, DecidedUpdate) {
+        let at = entry.position_after();
+        let mut decisions = Vec::new();
+        let mut update = DecidedUpdate {
+            log: entry.log,
+            position: at,
+            start: entry.seqnum_at(entry.start_position),
+            runs: Vec::new(),
+            records: Vec::new(),
+            trims: Vec::new(),
+        };
+        for ((slot, local_ids, first), metas) in entry.runs().zip(metas) {
+            update.runs.push((slot as u16, local_ids.end - local_ids.start));
+            let shard = shard_ids.get(slot).copied().unwrap_or(ShardId(slot as u32));
+            for (k, meta) in metas.iter().enumerate() {
+                let seqnum = entry.seqnum_at(first + k as u64);
+                let location = Location { shard, local_id: local_ids.start + k as u64 };
+                let decision = self.apply_record(entry.log, entry.index, at, seqnum, location, meta);
+                let joined = match &decision {
+                    Decision::Placed(joined) => Some(joined.clone()),
+                    Decision::Failed { .. } => None,
+                };
+                update.records.push(UpdateRecord { seqnum, book: meta.book, tags: meta.tags.clone(), joined });
+                decisions.push((seqnum, location, decision));
+            }
+        }
+        for t in &entry.trims {
+            self.apply_trim(at, t.book, t.tag, t.seqnum);
+            update.trims.push((t.book, t.tag, t.seqnum));
+        }
+        self.end_entry(at);
+        (decisions, update)
     }
 
     /// Applies a trim of the entry that ends at `at` (after the entry's records).

@@ -31,6 +31,8 @@ const RECORD_BYTES: usize = 64;
 #[derive(Debug)]
 struct Cached {
     seqnums: VecDeque<SeqNum>,
+    /// Beside each seqnum, the storage slot that holds it.
+    slots: VecDeque<u16>,
     last_access: MetalogPosition,
     covered_from: SeqNum,
     complete: bool,
@@ -38,7 +40,19 @@ struct Cached {
 
 impl Cached {
     fn bytes(&self) -> usize {
-        STREAM_BYTES + self.seqnums.capacity() * 8
+        STREAM_BYTES + self.seqnums.capacity() * 8 + self.slots.capacity() * 2
+    }
+
+    fn remove(&mut self, i: usize) {
+        self.seqnums.remove(i);
+        self.slots.remove(i);
+    }
+
+    /// Drops the seqnums below `point`, returning them.
+    fn drain_below(&mut self, point: SeqNum) -> Vec<SeqNum> {
+        let below = self.seqnums.partition_point(|s| *s < point);
+        self.slots.drain(..below);
+        self.seqnums.drain(..below).collect()
     }
 }
 
@@ -57,10 +71,10 @@ fn record_bytes(r: &Record) -> usize {
     RECORD_BYTES + (r.tags.capacity() + r.live_in.capacity()) * 8
 }
 
-/// A local answer, or a miss.
+/// A local answer (the record and the storage slot that holds it, or none), or a miss.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Local {
-    Hit(Option<SeqNum>),
+    Hit(Option<(SeqNum, u16)>),
     Miss,
 }
 
@@ -109,7 +123,10 @@ impl TagCache {
 
     /// Applies the next entry's decided update: its placed records, then its trims.
     pub fn apply(&mut self, update: &DecidedUpdate) {
+        // Each record's slot, from the entry's runs (slot 0 past them).
+        let mut slots = update.runs.iter().flat_map(|&(slot, n)| std::iter::repeat_n(slot, n as usize));
         for r in &update.records {
+            let slot = slots.next().unwrap_or(0);
             let Some(joined) = &r.joined else { continue };
             let live_in_all = joined.first().is_some_and(|j| j.tag == Tag::ALL && j.in_row);
             let mut record = Record {
@@ -124,6 +141,7 @@ impl TagCache {
                     self.bytes += STREAM_BYTES;
                     let cached = Cached {
                         seqnums: VecDeque::new(),
+                        slots: VecDeque::new(),
                         last_access: update.position,
                         covered_from: self.watermark,
                         complete: j.first,
@@ -137,6 +155,7 @@ impl TagCache {
                 if kept {
                     let before = cached.bytes();
                     cached.seqnums.push_back(r.seqnum);
+                    cached.slots.push_back(slot);
                     self.bytes = self.bytes + cached.bytes() - before;
                     record.held += 1;
                 }
@@ -160,9 +179,7 @@ impl TagCache {
         // The trimmed stream's row loses its records below the point (for a mark, that is
         // all the trim does).
         if let Some(cached) = self.streams.get_mut(&(book, tag)) {
-            let below = cached.seqnums.partition_point(|s| *s < point);
-            let dropped: Vec<SeqNum> = cached.seqnums.drain(..below).collect();
-            for s in dropped {
+            for s in cached.drain_below(point) {
                 self.release(book, s);
             }
         }
@@ -196,7 +213,7 @@ impl TagCache {
         for t in streams {
             if let Some(cached) = self.streams.get_mut(&(book, t)) {
                 if let Ok(i) = cached.seqnums.binary_search(&seqnum) {
-                    cached.seqnums.remove(i);
+                    cached.remove(i);
                     self.release(book, seqnum);
                 }
             }
@@ -219,6 +236,7 @@ impl TagCache {
         let mut evicted = Vec::new();
         while STREAM_BYTES + cached.seqnums.len() * 8 > self.bounds.stream_bytes && !cached.seqnums.is_empty() {
             let s = cached.seqnums.pop_front().expect("not empty");
+            cached.slots.pop_front();
             cached.covered_from = cached.covered_from.max(SeqNum(s.0 + 1));
             cached.complete = false;
             evicted.push(s);
@@ -226,6 +244,7 @@ impl TagCache {
         if cached.bytes() > self.bounds.stream_bytes {
             let before = cached.bytes();
             cached.seqnums.shrink_to_fit();
+            cached.slots.shrink_to_fit();
             self.bytes -= before - cached.bytes();
         }
         for s in evicted {
@@ -267,7 +286,7 @@ impl TagCache {
             Some(c) if c.complete || min >= c.covered_from => {
                 c.last_access = position;
                 let i = c.seqnums.partition_point(|s| *s < min);
-                Local::Hit(c.seqnums.get(i).copied())
+                Local::Hit(c.seqnums.get(i).map(|&s| (s, c.slots[i])))
             }
             None if min >= self.watermark => Local::Hit(None),
             _ => Local::Miss,
@@ -279,7 +298,7 @@ impl TagCache {
         let position = self.position;
         let Some(c) = self.streams.get_mut(&(book, tag)) else { return Local::Miss };
         let end = c.seqnums.partition_point(|s| *s <= max);
-        match end.checked_sub(1).map(|i| c.seqnums[i]) {
+        match end.checked_sub(1).map(|i| (c.seqnums[i], c.slots[i])) {
             Some(s) => {
                 c.last_access = position;
                 Local::Hit(Some(s))

@@ -219,7 +219,8 @@ fn run_tag_cache(seed: u64) -> (u64, u64) {
     let (mut hits, mut reads) = (0, 0);
     for k in 0..80 {
         let at = MetalogPosition::new(Term(1), k + 1);
-        let mut update = DecidedUpdate { log: LogId(0), position: at, records: vec![], trims: vec![] };
+        let mut update =
+            DecidedUpdate { log: LogId(0), position: at, start: seq(position), runs: vec![], records: vec![], trims: vec![] };
         for _ in 0..rng.below(5) {
             let seqnum = seq(position);
             let location = Location { shard: ShardId(0), local_id: position };
@@ -230,6 +231,7 @@ fn run_tag_cache(seed: u64) -> (u64, u64) {
                 Decision::Placed(joined) => Some(joined),
                 Decision::Failed { .. } => None,
             };
+            update.runs.push(((location.local_id % 3) as u16, 1));
             update.records.push(UpdateRecord { seqnum, book: meta.book, tags: meta.tags.clone(), joined });
         }
         for _ in 0..if rng.chance(30) { 1 + rng.below(2) } else { 0 } {
@@ -264,7 +266,7 @@ fn run_tag_cache(seed: u64) -> (u64, u64) {
             reads += 1;
             if let Local::Hit(got) = local {
                 hits += 1;
-                let want = reference(&reference_index, read).map(|f| f.seqnum);
+                let want = reference(&reference_index, read).map(|f| (f.seqnum, (f.location.local_id % 3) as u16));
                 assert_eq!(got, want, "seed {seed}: {read:?} at {at}, W {:?}", c.watermark());
             }
         }
@@ -451,4 +453,44 @@ fn lookups_through_the_aggregator_complete_at_or_after_their_position_with_the_a
         restarts += aggregator.restarts;
     }
     assert!(restarts > 100 && exact > 100, "{restarts} restarts, {exact} exact answers");
+}
+
+#[test]
+fn an_entry_applied_whole_gives_its_decisions_and_its_decided_update() {
+    use crate::message::TrimCommand;
+    let mut shard = IndexShard::new(0, 1, 16);
+    let meta = |tags: &[u64], cond: Option<(u64, u64)>| RecordMeta {
+        book: BookId(1),
+        tags: tags.iter().map(|&t| Tag(t)).collect(),
+        cond: cond.map(|(tag, position)| Cond { tag: Tag(tag), position }),
+        unchanged: vec![],
+    };
+    let entry = MetalogEntry {
+        term: Term(1),
+        log: LogId(0),
+        index: 0,
+        start_position: 0,
+        prev_cut: vec![0, 5, 0],
+        cut: vec![2, 5, 1],
+        trims: vec![TrimCommand { book: BookId(1), tag: Tag(7), seqnum: seq(1), origin: None }],
+    };
+    let metas = vec![vec![meta(&[7], Some((7, 0))), meta(&[7], Some((7, 0)))], vec![meta(&[], None)]];
+    let (decisions, update) = shard.apply_entry(&entry, &[ShardId(10), ShardId(11), ShardId(12)], &metas);
+    let locations: Vec<Location> = decisions.iter().map(|d| d.1).collect();
+    assert_eq!(
+        locations,
+        vec![
+            Location { shard: ShardId(10), local_id: 0 },
+            Location { shard: ShardId(10), local_id: 1 },
+            Location { shard: ShardId(12), local_id: 0 },
+        ]
+    );
+    assert!(matches!(decisions[1].2, Decision::Failed { holder: Holder::Known(s), .. } if s == seq(0)));
+    assert_eq!((update.start, update.runs.clone()), (seq(0), vec![(0, 2), (2, 1)]));
+    assert_eq!(update.records.iter().map(|r| r.joined.is_some()).collect::<Vec<_>>(), vec![true, false, true]);
+    assert_eq!(update.trims, vec![(BookId(1), Tag(7), seq(1))]);
+    let first = update.records[0].joined.as_ref().expect("placed");
+    assert_eq!(first[1], Joined { tag: Tag(7), offset: 0, in_row: true, first: true });
+    assert_eq!(shard.postings.read_next(BookId(1), Tag(7), SeqNum::MIN, update.position), None, "trimmed in its entry");
+    assert_eq!(shard.postings.applied(), update.position);
 }

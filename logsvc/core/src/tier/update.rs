@@ -25,6 +25,10 @@ pub struct DecidedUpdate {
     pub log: LogId,
     /// The position after the entry.
     pub position: MetalogPosition,
+    /// The entry's first seqnum and its runs: (slot, records), in slot order (what the
+    /// suffix keeps).
+    pub start: SeqNum,
+    pub runs: Vec<(u16, u64)>,
     /// In seqnum order.
     pub records: Vec<UpdateRecord>,
     /// The entry's trims, applied after its records: (book, stream, point).
