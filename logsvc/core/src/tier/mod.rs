@@ -14,6 +14,7 @@
 //! reference semantics, and the tests check the shards against it at every position.
 
 mod aggregator;
+mod local;
 mod popularity;
 mod postings;
 mod streams;
@@ -22,6 +23,7 @@ mod tags;
 mod update;
 
 pub use aggregator::{Aggregator, AggregatorAction, LookupId, ShardAnswer};
+pub use local::{LocalBounds, LocalIndex, LocalPath, LocalRead};
 pub use popularity::{Popular, PopularityCache, ReadKey};
 pub use postings::Postings;
 pub use streams::{Decision, Holder, Joined, Stream, StreamTable};
@@ -91,8 +93,8 @@ impl IndexShard {
             trims: Vec::new(),
         };
         for ((slot, local_ids, first), metas) in entry.runs().zip(metas) {
-            update.runs.push((slot as u16, local_ids.end - local_ids.start));
             let shard = shard_ids.get(slot).copied().unwrap_or(ShardId(slot as u32));
+            update.runs.push((shard, local_ids.end - local_ids.start));
             for (k, meta) in metas.iter().enumerate() {
                 let seqnum = entry.seqnum_at(first + k as u64);
                 let location = Location { shard, local_id: local_ids.start + k as u64 };

@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::types::{BookId, MetalogPosition, SeqNum, ShardId, Tag};
+use crate::types::{BookId, MetalogPosition, SeqNum, Tag};
 
 /// What a kept answer costs: its entry in the three maps.
 const ENTRY_BYTES: usize = 160;
@@ -21,8 +21,8 @@ pub type ReadKey = (BookId, Tag, SeqNum, bool);
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Popular {
     pub seqnum: SeqNum,
-    /// The storage shard that holds it.
-    pub shard: ShardId,
+    /// The storage shard that holds it (an index into the local index's table).
+    pub shard: u16,
     /// The position the answer completes at.
     pub position: MetalogPosition,
 }
@@ -30,7 +30,7 @@ pub struct Popular {
 #[derive(Clone, Copy, Debug)]
 struct Entry {
     seqnum: SeqNum,
-    shard: ShardId,
+    shard: u16,
     answered_at: MetalogPosition,
     used: u64,
 }
@@ -73,7 +73,7 @@ impl PopularityCache {
 
     /// Keeps the tier's answer `found` (held by `shard`) to `read`, answered as of
     /// `answered_at`, if later records cannot change it.
-    pub fn insert(&mut self, read: ReadKey, found: SeqNum, shard: ShardId, answered_at: MetalogPosition, next_after: SeqNum) {
+    pub fn insert(&mut self, read: ReadKey, found: SeqNum, shard: u16, answered_at: MetalogPosition, next_after: SeqNum) {
         let (book, tag, bound, next) = read;
         let stable = next || bound < next_after;
         if !stable || ENTRY_BYTES > self.bytes_max {

@@ -94,7 +94,7 @@ impl Suffix {
         self.keys.push_back(key);
         self.counts.push_back(count);
         self.offsets.push_back(offset);
-        while self.bytes() > self.bytes_max && self.keys.len() > 1 {
+        while self.bytes() > self.bytes_max && !self.keys.is_empty() {
             self.pop_oldest();
         }
     }
@@ -108,7 +108,7 @@ impl Suffix {
         self.runs.drain(..popped as usize);
         self.runs_base = end;
         self.wide.retain(|&(k, _), _| k != key);
-        if self.runs.len() < self.runs.capacity() / 4 {
+        if self.runs.len() < self.runs.capacity() / 4 || self.keys.is_empty() {
             self.runs.shrink_to_fit();
             self.keys.shrink_to_fit();
             self.counts.shrink_to_fit();

@@ -122,11 +122,11 @@ impl TagCache {
     }
 
     /// Applies the next entry's decided update: its placed records, then its trims.
-    pub fn apply(&mut self, update: &DecidedUpdate) {
-        // Each record's slot, from the entry's runs (slot 0 past them).
-        let mut slots = update.runs.iter().flat_map(|&(slot, n)| std::iter::repeat_n(slot, n as usize));
-        for r in &update.records {
-            let slot = slots.next().unwrap_or(0);
+    /// `slots` names the storage shard of each record, in order (an index into the
+    /// local index's table of shards).
+    pub fn apply(&mut self, update: &DecidedUpdate, slots: &[u16]) {
+        for (i, r) in update.records.iter().enumerate() {
+            let slot = slots.get(i).copied().unwrap_or(0);
             let Some(joined) = &r.joined else { continue };
             let live_in_all = joined.first().is_some_and(|j| j.tag == Tag::ALL && j.in_row);
             let mut record = Record {

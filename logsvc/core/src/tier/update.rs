@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::types::{BookId, LogId, MetalogPosition, SeqNum, Tag};
+use crate::types::{BookId, LogId, MetalogPosition, SeqNum, ShardId, Tag};
 
 use super::streams::Joined;
 
@@ -25,12 +25,19 @@ pub struct DecidedUpdate {
     pub log: LogId,
     /// The position after the entry.
     pub position: MetalogPosition,
-    /// The entry's first seqnum and its runs: (slot, records), in slot order (what the
-    /// suffix keeps).
+    /// The entry's first seqnum and its runs: (the storage shard, records), in slot order
+    /// (what the suffix keeps).
     pub start: SeqNum,
-    pub runs: Vec<(u16, u64)>,
+    pub runs: Vec<(ShardId, u64)>,
     /// In seqnum order.
     pub records: Vec<UpdateRecord>,
     /// The entry's trims, applied after its records: (book, stream, point).
     pub trims: Vec<(BookId, Tag, SeqNum)>,
+}
+
+impl DecidedUpdate {
+    /// The storage shard of each of its records, in order.
+    pub fn shards(&self) -> impl Iterator<Item = ShardId> + '_ {
+        self.runs.iter().flat_map(|&(shard, n)| std::iter::repeat_n(shard, n as usize))
+    }
 }
