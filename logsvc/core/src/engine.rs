@@ -80,6 +80,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::assembly::{Assembling, Assembly};
 use crate::cache::RecordCache;
 use crate::config::Configuration;
 use crate::context::Context;
@@ -197,24 +198,9 @@ struct MyShard {
     pending: BTreeMap<LocalId, PendingAppend>,
 }
 
-/// An entry waiting for the metadata of its records.
-struct Applying {
-    entry: MetalogEntry,
-    /// Per run: location of the first record, and the metas once known.
-    runs: Vec<(Location, u64, Option<Vec<RecordMeta>>)>,
-    /// Conditional appends of ours in this entry: local id -> op and the record's
-    /// data, cached once the condition holds.
-    conds: HashMap<Location, (OpId, Bytes)>,
-}
-
-struct MetaFetch {
-    log: LogId,
-    entry: (Term, u64),
-    run: usize,
-    replicas: Vec<NodeId>,
-    turn: usize,
-    sent_at: Micros,
-}
+/// An entry waiting for the metadata of its records, with the conditional appends of
+/// ours in it: location -> op and the record's data, cached once the condition holds.
+type Applying = Assembling<HashMap<Location, (OpId, Bytes)>>;
 
 /// A request decided by the index once it has reached the caller's position: a read,
 /// or aux data.
@@ -303,7 +289,6 @@ struct EngineLog {
     /// Reads wait for this position at least: the start of the current term of the
     /// first configuration this engine received.
     read_floor: MetalogPosition,
-    applying: VecDeque<Applying>,
     shard: Option<MyShard>,
     /// Shards of earlier terms with records not yet known to be ordered; their term's
     /// end tells which were, and the rest move to `shard`.
@@ -340,7 +325,7 @@ pub struct Engine {
     pending_count: usize,
     deadlines: BTreeMap<(Micros, OpId), ()>,
     appends_in_flight: HashMap<OpId, Micros>,
-    meta_fetches: BTreeMap<u64, MetaFetch>,
+    assembly: Assembly<HashMap<Location, (OpId, Bytes)>>,
     record_fetches: BTreeMap<u64, RecordFetch>,
     trims: BTreeMap<OpId, TrimOp>,
     forwards: BTreeMap<u64, Forwarded>,
@@ -377,7 +362,7 @@ impl Engine {
             pending_count: 0,
             deadlines: BTreeMap::new(),
             appends_in_flight: HashMap::new(),
-            meta_fetches: BTreeMap::new(),
+            assembly: Assembly::new(),
             record_fetches: BTreeMap::new(),
             trims: BTreeMap::new(),
             forwards: BTreeMap::new(),
@@ -711,9 +696,8 @@ impl Engine {
         }
         // Retry metadata and record fetches, and trims.
         let retry = self.cfg.fetch_retry_us;
-        let stale: Vec<u64> = self.meta_fetches.iter().filter(|(_, f)| now >= f.sent_at + retry).map(|(r, _)| *r).collect();
-        for req in stale {
-            self.send_meta_fetch(now, req);
+        for (to, msg) in self.assembly.retry(now, retry) {
+            self.send(to, msg);
         }
         let stale: Vec<u64> = self.record_fetches.iter().filter(|(_, f)| now >= f.sent_at + retry).map(|(r, _)| *r).collect();
         for req in stale {
@@ -735,7 +719,7 @@ impl Engine {
         }
         self.expire(now);
         // When the retries just made (or not yet due) fall due again.
-        self.meta_fetches.values().for_each(|f| next.at(f.sent_at + retry));
+        self.assembly.next_due(retry, &mut next);
         self.record_fetches.values().for_each(|f| next.at(f.sent_at + retry));
         self.trims.values().for_each(|t| next.at(t.sent_at + retransmit));
         for l in &self.logs {
@@ -823,11 +807,8 @@ impl Engine {
             }
             Message::MetalogTail { term, log, committed_len } => self.follower.on_tail(term, log, committed_len),
             Message::MetaReply { req, shard, from: start, metas } => self.on_meta(now, req, shard, start, metas),
-            Message::MetaUnavailable { req } => {
-                if let Some(f) = self.meta_fetches.get_mut(&req) {
-                    f.sent_at = 0; // retry with the next replica on the next tick
-                }
-            }
+            // Retried with the next replica on the next tick.
+            Message::MetaUnavailable { req } => self.assembly.unavailable(req),
             Message::RecordReply { req, seqnum, read } => self.on_record(now, req, seqnum, read),
             Message::Forward { req, incarnation, log, position, request } => {
                 let key = ForwardKey { from, incarnation, req };
@@ -1139,56 +1120,19 @@ impl Engine {
             self.complete_trims(log, &entry.trims, position);
             return;
         }
-        let entry_key = (entry.term, entry.index);
-        self.logs[log.0 as usize].applying.push_back(Applying { entry, runs, conds });
-        for (run, replicas) in fetch {
-            let req = self.next_req;
-            self.next_req += 1;
-            self.meta_fetches.insert(req, MetaFetch { log, entry: entry_key, run, replicas, turn: 0, sent_at: 0 });
-            self.send_meta_fetch(now, req);
+        let sends = self.assembly.push(now, Applying { entry, runs, extra: conds }, fetch, &mut self.next_req);
+        for (to, msg) in sends {
+            self.send(to, msg);
         }
-    }
-
-    fn send_meta_fetch(&mut self, now: Micros, req: u64) {
-        let Some(f) = self.meta_fetches.get_mut(&req) else { return };
-        f.sent_at = now;
-        let to = f.replicas[f.turn % f.replicas.len()];
-        f.turn += 1;
-        let (log, key, run) = (f.log, f.entry, f.run);
-        let Some(a) = self.logs[log.0 as usize].applying.iter().find(|a| (a.entry.term, a.entry.index) == key) else {
-            self.meta_fetches.remove(&req);
-            return;
-        };
-        let (first, count, ref metas) = a.runs[run];
-        // Ask for what is still missing of the run (replies may cover part of it).
-        let have = metas.as_ref().map_or(0, |m| m.len() as u64);
-        let from = first.local_id + have;
-        self.send(to, Message::FetchMeta { req, shard: first.shard, from, to: first.local_id + count });
     }
 
     fn on_meta(&mut self, now: Micros, req: u64, shard: ShardId, start: LocalId, metas: Vec<RecordMeta>) {
-        let Some(f) = self.meta_fetches.get(&req) else { return };
-        let (log, key, run) = (f.log, f.entry, f.run);
-        let Some(a) = self.logs[log.0 as usize].applying.iter_mut().find(|a| (a.entry.term, a.entry.index) == key) else {
-            self.meta_fetches.remove(&req);
-            return;
-        };
-        let (first, count, ref mut have) = a.runs[run];
-        let got = have.get_or_insert_with(Vec::new);
-        if shard != first.shard || start != first.local_id + got.len() as u64 {
-            return; // a stale or duplicate reply
+        let (completed, more) = self.assembly.on_meta(now, req, shard, start, metas);
+        if let Some((to, msg)) = more {
+            self.send(to, msg);
         }
-        let room = (count - got.len() as u64) as usize;
-        got.extend(metas.into_iter().take(room));
-        if got.len() as u64 == count {
-            self.meta_fetches.remove(&req);
+        if let Some(log) = completed {
             self.apply_ready(now, log);
-        } else {
-            // Partial reply: ask for the rest from the same replica.
-            if let Some(f) = self.meta_fetches.get_mut(&req) {
-                f.turn = f.turn.saturating_sub(1);
-            }
-            self.send_meta_fetch(now, req);
         }
     }
 
@@ -1197,23 +1141,14 @@ impl Engine {
         if self.logs[log.0 as usize].import.is_some() {
             return; // the index applies nothing before the moved books' state
         }
-        loop {
-            let l = &mut self.logs[log.0 as usize];
-            let ready = l
-                .applying
-                .front()
-                .is_some_and(|a| a.runs.iter().all(|(_, c, m)| m.as_ref().is_some_and(|m| m.len() as u64 == *c)));
-            if !ready {
-                break;
-            }
-            let a = l.applying.pop_front().expect("checked");
+        while let Some(a) = self.assembly.pop_ready(log) {
             self.apply(a);
         }
         // With nothing left to apply, the index is exactly at the follower's position,
         // which after a sealed term is (next term, 0).
         let delivered = self.follower.delivered(log);
         let l = &mut self.logs[log.0 as usize];
-        if l.applying.is_empty() && delivered > l.applied {
+        if self.assembly.is_empty(log) && delivered > l.applied {
             l.applied = delivered;
         }
         self.run_reads(now, log);
@@ -1236,7 +1171,7 @@ impl Engine {
                 let seqnum = a.entry.seqnum_at(start + k as u64);
                 let location = Location { shard: first.shard, local_id: first.local_id + k as u64 };
                 let placement = l.index.apply_record(seqnum, location, &meta);
-                if let Some((op, data)) = a.conds.get(&location) {
+                if let Some((op, data)) = a.extra.get(&location) {
                     let result = match placement {
                         Placement::Placed => {
                             placed.push((seqnum, meta.book, meta.tags.clone(), data.clone()));

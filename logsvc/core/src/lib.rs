@@ -8,6 +8,7 @@
 //! physical log and the caller's [`Context`] are plain values, usable by any IO-free
 //! caller.
 
+mod assembly;
 mod cache;
 mod chunks;
 mod config;
