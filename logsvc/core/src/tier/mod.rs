@@ -108,32 +108,35 @@ impl IndexShard {
             }
         }
         for t in &entry.trims {
-            self.apply_trim(at, t.book, t.tag, t.seqnum);
+            self.apply_trim(entry.log, at, t.book, t.tag, t.seqnum);
             update.trims.push((t.book, t.tag, t.seqnum));
         }
-        self.end_entry(at);
+        self.end_entry(entry.log, at);
         (decisions, update)
     }
 
-    /// Applies a trim of the entry that ends at `at` (after the entry's records).
-    pub fn apply_trim(&mut self, at: MetalogPosition, book: BookId, tag: Tag, seqnum: SeqNum) {
+    /// Applies a trim of the entry of `log` that ends at `at` (after the entry's
+    /// records).
+    pub fn apply_trim(&mut self, log: LogId, at: MetalogPosition, book: BookId, tag: Tag, seqnum: SeqNum) {
         self.streams.trim(book, tag, seqnum);
-        self.postings.trim(at, book, tag, seqnum);
+        self.postings.trim(log, at, book, tag, seqnum);
     }
 
-    /// Ends an entry: everything up to `at` is applied.
-    pub fn end_entry(&mut self, at: MetalogPosition) {
-        self.postings.applied_through(at);
+    /// Ends an entry of `log`: everything of it up to `at` is applied.
+    pub fn end_entry(&mut self, log: LogId, at: MetalogPosition) {
+        self.postings.applied_through(log, at);
     }
 
-    /// This shard's answer to `read` as of `q`, or `None` while it has not applied every
-    /// entry before `q` (the lookup waits: the hold rule).
-    pub fn lookup(&self, read: ReadKey, q: MetalogPosition) -> Option<ShardAnswer> {
+    /// This shard's answer to `read` as of `q`, a position of `log` (the book's), or
+    /// `None` while it has not applied every entry of it before `q` (the lookup waits:
+    /// the hold rule).
+    pub fn lookup(&self, log: LogId, read: ReadKey, q: MetalogPosition) -> Option<ShardAnswer> {
         let (book, tag, bound, next) = read;
-        if q < self.postings.floor() {
-            return Some(ShardAnswer::TooOld(self.postings.floor()));
+        let floor = self.postings.floor(log);
+        if q < floor {
+            return Some(ShardAnswer::TooOld(floor));
         }
-        if q > self.postings.applied() {
+        if q > self.postings.applied(log) {
             return None;
         }
         let found =

@@ -19,7 +19,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use crate::index::Found;
-use crate::types::{BookId, Location, MetalogPosition, SeqNum, Tag};
+use crate::types::{BookId, Location, LogId, MetalogPosition, SeqNum, Tag};
 
 use super::streams::Joined;
 
@@ -33,8 +33,10 @@ struct Posting {
     offset: u64,
     /// The position after the entry that ordered it.
     entered: MetalogPosition,
-    /// The position after the entry whose trim took it out of the row, or [`NEVER`].
+    /// The position after the entry whose trim took it out of the row, or [`NEVER`],
+    /// and the log of that entry (a moved book's trims come from its new log).
     left: MetalogPosition,
+    left_in: LogId,
     /// In ALL's row: the tag rows it is still in.
     tag_rows: u16,
 }
@@ -58,37 +60,42 @@ impl Row {
 }
 
 /// One index shard's postings.
+///
+/// Positions compare term first, so a moved book's postings, entered in its old log
+/// before the term that added its new one, compare rightly with positions of the new
+/// log; what is kept per log is how far each has been applied and purged.
 #[derive(Debug)]
 pub struct Postings {
     books: HashMap<BookId, HashMap<Tag, Row>>,
-    /// How many applied entries a posting that left its row is kept for.
+    /// How many applied entries of its log a posting that left its row is kept for.
     dead_keep: usize,
-    /// The positions after the last `dead_keep` applied entries, oldest first.
-    recent: VecDeque<MetalogPosition>,
-    /// Lookups as of a position below this one get `TooOld`: postings that left their
-    /// rows at or before it may be gone.
-    floor: MetalogPosition,
+    logs: HashMap<LogId, Progress>,
+}
+
+/// How far the postings have followed one log.
+#[derive(Debug, Default)]
+struct Progress {
     applied: MetalogPosition,
+    /// The positions after its last applied entries, oldest first.
+    recent: VecDeque<MetalogPosition>,
+    /// Lookups as of a position of this log below this one get `TooOld`: postings that
+    /// left their rows at or before it may be gone.
+    floor: MetalogPosition,
 }
 
 impl Postings {
     pub fn new(dead_keep: usize) -> Postings {
-        Postings {
-            books: HashMap::new(),
-            dead_keep: dead_keep.max(1),
-            recent: VecDeque::new(),
-            floor: MetalogPosition::ZERO,
-            applied: MetalogPosition::ZERO,
-        }
+        Postings { books: HashMap::new(), dead_keep: dead_keep.max(1), logs: HashMap::new() }
     }
 
-    /// The oldest position this shard answers as of.
-    pub fn floor(&self) -> MetalogPosition {
-        self.floor
+    /// The oldest position of `log` this shard answers as of.
+    pub fn floor(&self, log: LogId) -> MetalogPosition {
+        self.logs.get(&log).map_or(MetalogPosition::ZERO, |p| p.floor)
     }
 
-    pub fn applied(&self) -> MetalogPosition {
-        self.applied
+    /// The position up to which `log` is applied.
+    pub fn applied(&self, log: LogId) -> MetalogPosition {
+        self.logs.get(&log).map_or(MetalogPosition::ZERO, |p| p.applied)
     }
 
     /// Indexes a placed record of this shard's entry that ends at `at` (the position
@@ -106,6 +113,7 @@ impl Postings {
                     offset: j.offset,
                     entered: at,
                     left: NEVER,
+                    left_in: LogId(0),
                     tag_rows: if j.tag == Tag::ALL { tag_rows as u16 } else { 0 },
                 };
                 rows.entry(j.tag).or_default().postings.push_back(posting);
@@ -113,12 +121,14 @@ impl Postings {
         }
     }
 
-    /// Applies a trim of the entry that ends at `at`. Every shard applies every trim.
-    pub fn trim(&mut self, at: MetalogPosition, book: BookId, tag: Tag, seqnum: SeqNum) {
+    /// Applies a trim of the entry of `log` that ends at `at`. Every shard applies every
+    /// trim.
+    pub fn trim(&mut self, log: LogId, at: MetalogPosition, book: BookId, tag: Tag, seqnum: SeqNum) {
+        let left = (at, log);
         let Some(rows) = self.books.get_mut(&book) else { return };
         if tag.is_mark() {
             if let Some(row) = rows.get_mut(&tag) {
-                leave_below(row, seqnum, at, |_| {});
+                leave_below(row, seqnum, left, |_| {});
             }
             return;
         }
@@ -127,7 +137,7 @@ impl Postings {
         let mut died_in_tag_rows = Vec::new();
         for t in tags {
             if let Some(row) = rows.get_mut(&t) {
-                leave_below(row, seqnum, at, |p| died_in_tag_rows.push(p.seqnum));
+                leave_below(row, seqnum, left, |p| died_in_tag_rows.push(p.seqnum));
             }
         }
         let Some(all) = rows.get_mut(&Tag::ALL) else { return };
@@ -137,7 +147,7 @@ impl Postings {
             if let Some(p) = all.postings.get_mut(i).filter(|p| p.seqnum == s && p.left == NEVER) {
                 p.tag_rows = p.tag_rows.saturating_sub(1);
                 if p.tag_rows == 0 {
-                    p.left = at;
+                    (p.left, p.left_in) = left;
                 }
             }
         }
@@ -146,29 +156,31 @@ impl Postings {
             let end = all.from(seqnum);
             for p in all.postings.range_mut(..end) {
                 if p.left == NEVER {
-                    p.left = at;
+                    (p.left, p.left_in) = left;
                 }
             }
         }
     }
 
-    /// Marks every entry up to `at` applied: postings that left their rows more than
-    /// `dead_keep` entries ago go, and the floor rises past them.
-    /// Purges run once per `dead_keep / 4` entries, each over every row.
-    pub fn applied_through(&mut self, at: MetalogPosition) {
-        self.applied = at;
-        self.recent.push_back(at);
-        if self.recent.len() <= self.dead_keep + self.dead_keep / 4 {
+    /// Marks every entry of `log` up to `at` applied: postings that left their rows in
+    /// that log more than `dead_keep` of its entries ago go, and its floor rises past
+    /// them. Purges run once per `dead_keep / 4` entries, each over every row.
+    pub fn applied_through(&mut self, log: LogId, at: MetalogPosition) {
+        let dead_keep = self.dead_keep;
+        let progress = self.logs.entry(log).or_default();
+        progress.applied = at;
+        progress.recent.push_back(at);
+        if progress.recent.len() <= dead_keep + dead_keep / 4 {
             return;
         }
-        let mut horizon = self.floor;
-        while self.recent.len() > self.dead_keep {
-            horizon = self.recent.pop_front().expect("longer than dead_keep");
+        let mut horizon = progress.floor;
+        while progress.recent.len() > dead_keep {
+            horizon = progress.recent.pop_front().expect("longer than dead_keep");
         }
-        self.floor = self.floor.max(horizon);
+        progress.floor = progress.floor.max(horizon);
         for rows in self.books.values_mut() {
             for row in rows.values_mut() {
-                while row.postings.front().is_some_and(|p| p.left <= horizon) {
+                while row.postings.front().is_some_and(|p| p.left_in == log && p.left <= horizon) {
                     row.postings.pop_front();
                 }
             }
@@ -216,14 +228,14 @@ impl Postings {
     }
 }
 
-/// Takes the postings of `row` below `seqnum` still in it out at `at`, calling `left`
-/// for each.
-fn leave_below(row: &mut Row, seqnum: SeqNum, at: MetalogPosition, mut left: impl FnMut(&Posting)) {
+/// Takes the postings of `row` below `seqnum` still in it out at `at` (a position and its
+/// log), calling `left` for each.
+fn leave_below(row: &mut Row, seqnum: SeqNum, at: (MetalogPosition, LogId), mut left: impl FnMut(&Posting)) {
     let end = row.from(seqnum);
     // Those that left earlier are a prefix: start after them.
     let start = row.postings.partition_point(|p| p.left != NEVER).min(end);
     for p in row.postings.range_mut(start..end) {
-        p.left = at;
+        (p.left, p.left_in) = at;
         left(p);
     }
 }

@@ -144,11 +144,11 @@ fn run(seed: u64, shards: usize, entries: u64) -> (u64, u64) {
             let point = seq(rng.below(position + 4));
             reference_index.apply_trim(book, tag, point);
             for s in &mut tier_shards {
-                s.apply_trim(at, book, tag, point);
+                s.apply_trim(LogId(0), at, book, tag, point);
             }
         }
         for s in &mut tier_shards {
-            s.end_entry(at);
+            s.end_entry(LogId(0), at);
         }
         for _ in 0..6 {
             let tag = if rng.chance(20) { Tag::ALL } else { all[rng.below(all.len() as u64) as usize] };
@@ -191,16 +191,16 @@ fn a_posting_that_left_its_row_is_kept_for_dead_keep_entries_then_the_floor_rise
     let loc = |p| Location { shard: ShardId(0), local_id: p };
     let at = |k: u64| MetalogPosition::new(Term(1), k);
     shard.apply_record(LogId(0), 0, at(1), seq(0), loc(0), &meta);
-    shard.end_entry(at(1));
-    shard.apply_trim(at(2), BookId(1), Tag(1), seq(1));
-    shard.end_entry(at(2));
+    shard.end_entry(LogId(0), at(1));
+    shard.apply_trim(LogId(0), at(2), BookId(1), Tag(1), seq(1));
+    shard.end_entry(LogId(0), at(2));
     let read = |s: &IndexShard, q| s.postings.read_next(BookId(1), Tag(1), SeqNum::MIN, q).map(|f| f.seqnum);
     assert_eq!(read(&shard, at(1)), Some(seq(0)));
     assert_eq!(read(&shard, at(2)), None);
     for k in 3..12 {
-        shard.end_entry(at(k));
+        shard.end_entry(LogId(0), at(k));
     }
-    assert!(shard.postings.floor() >= at(2), "{}", shard.postings.floor());
+    assert!(shard.postings.floor(LogId(0)) >= at(2), "{}", shard.postings.floor(LogId(0)));
     assert_eq!(read(&shard, at(1)), None, "gone: a lookup this old gets TooOld");
 }
 
@@ -314,12 +314,12 @@ fn run_popularity(seed: u64) -> (u64, u64) {
             let point = seq(rng.below(position + 4));
             reference_index.apply_trim(book, tag, point);
             for s in &mut shards {
-                s.apply_trim(at, book, tag, point);
+                s.apply_trim(LogId(0), at, book, tag, point);
             }
             cache.trim(book, tag, point);
         }
         for s in &mut shards {
-            s.end_entry(at);
+            s.end_entry(LogId(0), at);
         }
         cache.advance(at);
         // New reads to the tier, kept when they may be.
@@ -421,12 +421,12 @@ fn lookups_through_the_aggregator_complete_at_or_after_their_position_with_the_a
                 let point = seq(rng.below(position + 4));
                 reference_index.apply_trim(book, tag, point);
                 for s in &mut shards {
-                    s.apply_trim(at, book, tag, point);
+                    s.apply_trim(LogId(0), at, book, tag, point);
                 }
                 log.push((k, None, Some((book, tag, point))));
             }
             for s in &mut shards {
-                s.end_entry(at);
+                s.end_entry(LogId(0), at);
             }
             // A lookup as of an earlier position (or a later one: it is held).
             let tag = if rng.chance(20) { Tag::ALL } else { all[rng.below(all.len() as u64) as usize] };
@@ -443,7 +443,7 @@ fn lookups_through_the_aggregator_complete_at_or_after_their_position_with_the_a
             while let Some(action) = out.pop() {
                 match action {
                     AggregatorAction::Ask { lookup, round, shard, read, q, .. } => {
-                        let answer = shards[shard].lookup(read, q).expect("every entry before q is applied");
+                        let answer = shards[shard].lookup(LogId(0), read, q).expect("every entry before q is applied");
                         exact += u64::from(matches!(answer, ShardAnswer::Exact(_)));
                         aggregator.answer(0, lookup, round, shard, answer, &mut out);
                     }
@@ -498,7 +498,7 @@ fn an_entry_applied_whole_gives_its_decisions_and_its_decided_update() {
     let first = update.records[0].joined.as_ref().expect("placed");
     assert_eq!(first[1], Joined { tag: Tag(7), offset: 0, in_row: true, first: true });
     assert_eq!(shard.postings.read_next(BookId(1), Tag(7), SeqNum::MIN, update.position), None, "trimmed in its entry");
-    assert_eq!(shard.postings.applied(), update.position);
+    assert_eq!(shard.postings.applied(LogId(0)), update.position);
 }
 
 /// The read path of a function node in partial mode, end to end on random logs: index
@@ -628,7 +628,7 @@ fn reads_on_every_path_are_the_logs_at_a_position_at_least_the_callers() {
                         while let Some(action) = out.pop() {
                             match action {
                                 AggregatorAction::Ask { lookup, round, shard, read, q, .. } => {
-                                    let a = shards[shard].lookup(read, q).expect("applied");
+                                    let a = shards[shard].lookup(LogId(0), read, q).expect("applied");
                                     aggregator.answer(0, lookup, round, shard, a, &mut out);
                                 }
                                 AggregatorAction::Read { found, q, .. } => answer = Some((Some(found), q)),
@@ -657,4 +657,114 @@ fn reads_on_every_path_are_the_logs_at_a_position_at_least_the_callers() {
         }
     }
     assert!(paths.iter().all(|&n| n > 100), "tag cache, popularity, tier: {paths:?}");
+}
+
+/// A book moved to a log added in term 2 (no state travels between index nodes): its
+/// trims, ordered in the new log, reach its postings from the old one; lookups as of
+/// positions of the new log answer as the reference does for the book's whole history;
+/// the old log's purges never drop what left in the new log's entries.
+#[test]
+fn a_moved_books_old_postings_answer_with_its_new_logs_trims() {
+    for seed in 0..100 {
+        let mut rng = Rng(seed);
+        let s_n = 1 + (seed % 2) as usize;
+        let mut shards: Vec<IndexShard> = (0..s_n).map(|s| IndexShard::new(s, s_n, 4)).collect();
+        let all = streams();
+        let book = BookId(1);
+        // The moved book's history: (log, position after its entry, record or trim).
+        let mut history: Vec<(LogId, MetalogPosition, Option<(SeqNum, Location, RecordMeta)>, Option<(Tag, SeqNum)>)> =
+            Vec::new();
+        let mut reference_index = Index::new();
+        let mut entry = |shards: &mut Vec<IndexShard>,
+                         history: &mut Vec<_>,
+                         reference_index: &mut Index,
+                         log: LogId,
+                         term: u16,
+                         k: u64,
+                         positions: &mut u64,
+                         rng: &mut Rng| {
+            let at = MetalogPosition::new(Term(term), k + 1);
+            for _ in 0..rng.below(4) {
+                let seqnum = SeqNum::new(Term(term), log, *positions);
+                let location = Location { shard: ShardId(u32::from(log.0)), local_id: *positions };
+                *positions += 1;
+                // Log 0 holds the book in term 1 only; another book keeps log 0 busy.
+                let this = if log == LogId(1) || term == 1 { book } else { BookId(2) };
+                let mut meta = random_meta(rng, reference_index);
+                meta.book = this;
+                if this == book {
+                    reference_index.apply_record(seqnum, location, &meta);
+                    history.push((log, at, Some((seqnum, location, meta.clone())), None));
+                }
+                for s in shards.iter_mut() {
+                    s.apply_record(log, k, at, seqnum, location, &meta);
+                }
+            }
+            if rng.chance(40) && (log == LogId(1) || term == 1) {
+                let tag = if rng.chance(25) { Tag::ALL } else { all[rng.below(all.len() as u64) as usize] };
+                let point = SeqNum::new(Term(term), log, rng.below(*positions + 3));
+                reference_index.apply_trim(book, tag, point);
+                history.push((log, at, None, Some((tag, point))));
+                for s in shards.iter_mut() {
+                    s.apply_trim(log, at, book, tag, point);
+                }
+            }
+            for s in shards.iter_mut() {
+                s.end_entry(log, at);
+            }
+            at
+        };
+        let (mut p0, mut p1) = (0u64, 0u64);
+        for k in 0..15 {
+            entry(&mut shards, &mut history, &mut reference_index, LogId(0), 1, k, &mut p0, &mut rng);
+        }
+        // Term 2: log 0 goes on without the book, ten entries ahead of log 1, and purges
+        // what left its rows in its own entries only.
+        let p_before = p0;
+        p0 = 0;
+        for k in 0..10 {
+            entry(&mut shards, &mut history, &mut reference_index, LogId(0), 2, k, &mut p0, &mut rng);
+        }
+        for k in 0..20 {
+            entry(&mut shards, &mut history, &mut reference_index, LogId(0), 2, k + 10, &mut p0, &mut rng);
+            let at = entry(&mut shards, &mut history, &mut reference_index, LogId(1), 2, k, &mut p1, &mut rng);
+            for _ in 0..4 {
+                let tag = if rng.chance(20) { Tag::ALL } else { all[rng.below(all.len() as u64) as usize] };
+                let bound = if rng.chance(50) {
+                    SeqNum::new(Term(1), LogId(0), rng.below(p_before + 2))
+                } else {
+                    SeqNum::new(Term(2), LogId(1), rng.below(p1 + 2))
+                };
+                let read = Read { book, tag, bound, next: rng.chance(50) };
+                // As of a recent position of log 1, within dead_keep.
+                let q = MetalogPosition::new(Term(2), (k + 1).saturating_sub(rng.below(3)).max(1));
+                let mut index = Index::new();
+                for (log, pos, record, trim) in &history {
+                    if *log == LogId(1) && *pos > q {
+                        break;
+                    }
+                    if let Some((s, l, m)) = record {
+                        index.apply_record(*s, *l, m);
+                    }
+                    if let Some((t, p)) = trim {
+                        index.apply_trim(book, *t, *p);
+                    }
+                }
+                let answers: Vec<Option<Found>> = shards
+                    .iter()
+                    .map(|s| match s.lookup(LogId(1), (read.book, read.tag, read.bound, read.next), q).expect("applied") {
+                        ShardAnswer::Exact(f) => Some(f),
+                        ShardAnswer::Closest(f) => f,
+                        ShardAnswer::TooOld(floor) => panic!("seed {seed}: too old at {q}, floor {floor}"),
+                    })
+                    .collect();
+                let got = if read.next {
+                    answers.into_iter().flatten().min_by_key(|f| f.seqnum)
+                } else {
+                    answers.into_iter().flatten().max_by_key(|f| f.seqnum)
+                };
+                assert_eq!(got, reference(&index, read), "seed {seed}: {read:?} as of {q}");
+            }
+        }
+    }
 }
