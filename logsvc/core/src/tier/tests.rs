@@ -659,6 +659,10 @@ fn reads_on_every_path_are_the_logs_at_a_position_at_least_the_callers() {
     assert!(paths.iter().all(|&n| n > 100), "tag cache, popularity, tier: {paths:?}");
 }
 
+/// An event of the moved book's history: its log, the position after its entry, and
+/// a record or a trim.
+type MovedEvent = (LogId, MetalogPosition, Option<(SeqNum, Location, RecordMeta)>, Option<(Tag, SeqNum)>);
+
 /// A book moved to a log added in term 2 (no state travels between index nodes): its
 /// trims, ordered in the new log, reach its postings from the old one; lookups as of
 /// positions of the new log answer as the reference does for the book's whole history;
@@ -672,17 +676,16 @@ fn a_moved_books_old_postings_answer_with_its_new_logs_trims() {
         let all = streams();
         let book = BookId(1);
         // The moved book's history: (log, position after its entry, record or trim).
-        let mut history: Vec<(LogId, MetalogPosition, Option<(SeqNum, Location, RecordMeta)>, Option<(Tag, SeqNum)>)> =
-            Vec::new();
+        let mut history: Vec<MovedEvent> = Vec::new();
         let mut reference_index = Index::new();
-        let mut entry = |shards: &mut Vec<IndexShard>,
-                         history: &mut Vec<_>,
-                         reference_index: &mut Index,
-                         log: LogId,
-                         term: u16,
-                         k: u64,
-                         positions: &mut u64,
-                         rng: &mut Rng| {
+        let entry = |shards: &mut Vec<IndexShard>,
+                     history: &mut Vec<_>,
+                     reference_index: &mut Index,
+                     log: LogId,
+                     term: u16,
+                     k: u64,
+                     positions: &mut u64,
+                     rng: &mut Rng| {
             let at = MetalogPosition::new(Term(term), k + 1);
             for _ in 0..rng.below(4) {
                 let seqnum = SeqNum::new(Term(term), log, *positions);
@@ -727,7 +730,7 @@ fn a_moved_books_old_postings_answer_with_its_new_logs_trims() {
         }
         for k in 0..20 {
             entry(&mut shards, &mut history, &mut reference_index, LogId(0), 2, k + 10, &mut p0, &mut rng);
-            let at = entry(&mut shards, &mut history, &mut reference_index, LogId(1), 2, k, &mut p1, &mut rng);
+            entry(&mut shards, &mut history, &mut reference_index, LogId(1), 2, k, &mut p1, &mut rng);
             for _ in 0..4 {
                 let tag = if rng.chance(20) { Tag::ALL } else { all[rng.below(all.len() as u64) as usize] };
                 let bound = if rng.chance(50) {
