@@ -1,0 +1,327 @@
+//! The local index: the tag cache, the popularity cache, and the read path.
+
+use super::*;
+
+/// A tag cache fed by the decided updates of a random log, from a random start, with
+/// tiny bounds: every answer it gives is the reference's at its position; it stays
+/// within its bound.
+fn run_tag_cache(seed: u64) -> (u64, u64) {
+    let mut rng = Rng(seed);
+    let mut reference_index = Index::new();
+    let mut table = StreamTable::default();
+    let all = streams();
+    let bounds = TagBounds { cache_bytes: 400 + rng.below(4_000) as usize, stream_bytes: 100 + rng.below(200) as usize };
+    let start = rng.below(20);
+    let mut cache: Option<TagCache> = None;
+    let mut position = 0u64;
+    let (mut hits, mut reads) = (0, 0);
+    for k in 0..80 {
+        let at = MetalogPosition::new(Term(1), k + 1);
+        let mut update =
+            DecidedUpdate { log: LogId(0), position: at, start: seq(position), runs: vec![], records: vec![], trims: vec![] };
+        for _ in 0..rng.below(5) {
+            let seqnum = seq(position);
+            let location = Location { shard: ShardId(0), local_id: position };
+            position += 1;
+            let meta = random_meta(&mut rng, &reference_index);
+            reference_index.apply_record(seqnum, location, &meta);
+            let joined = match table.decide(seqnum, &meta) {
+                Decision::Placed(joined) => Some(joined),
+                Decision::Failed { .. } => None,
+            };
+            update.runs.push((ShardId((location.local_id % 3) as u32), 1));
+            update.records.push(UpdateRecord { seqnum, book: meta.book, tags: meta.tags.clone(), joined });
+        }
+        for _ in 0..if rng.chance(30) { 1 + rng.below(2) } else { 0 } {
+            let book = BookId(BOOKS[rng.below(3) as usize]);
+            let tag = if rng.chance(25) { Tag::ALL } else { all[rng.below(all.len() as u64) as usize] };
+            let point = seq(rng.below(position + 4));
+            reference_index.apply_trim(book, tag, point);
+            table.trim(book, tag, point);
+            update.trims.push((book, tag, point));
+        }
+        match &mut cache {
+            // The node starts here: its cache is empty, W the next seqnum.
+            None if k == start => cache = Some(TagCache::new(bounds, at, seq(position))),
+            None => continue,
+            Some(c) => c.apply(&update, &update.shards().map(|s| s.0 as u16).collect::<Vec<_>>()),
+        }
+        let c = cache.as_mut().expect("started");
+        assert!(c.bytes() <= bounds.cache_bytes, "seed {seed}: {} bytes of {bounds:?}", c.bytes());
+        for _ in 0..8 {
+            let tag = if rng.chance(20) { Tag::ALL } else { all[rng.below(all.len() as u64) as usize] };
+            let read = Read {
+                book: BookId(BOOKS[rng.below(3) as usize]),
+                tag,
+                bound: seq(rng.below(position + 2)),
+                next: rng.chance(50),
+            };
+            let local = if read.next {
+                c.read_next(read.book, read.tag, read.bound)
+            } else {
+                c.read_prev(read.book, read.tag, read.bound)
+            };
+            reads += 1;
+            if let Local::Hit(got) = local {
+                hits += 1;
+                let want = reference(&reference_index, read).map(|f| (f.seqnum, (f.location.local_id % 3) as u16));
+                assert_eq!(got, want, "seed {seed}: {read:?} at {at}, W {:?}", c.watermark());
+            }
+        }
+    }
+    (hits, reads)
+}
+
+#[test]
+fn a_tag_cache_answers_only_what_the_reference_answers_at_its_position() {
+    let (mut hits, mut reads) = (0, 0);
+    for seed in 0..400 {
+        let (h, r) = run_tag_cache(seed);
+        hits += h;
+        reads += r;
+    }
+    assert!(hits * 10 > reads, "{hits} hits of {reads} reads");
+}
+
+/// The popularity cache keeps the tier's answers of a random log as it goes on; every
+/// answer it gives later is the reference's at the position it completes at.
+fn run_popularity(seed: u64) -> (u64, u64) {
+    let mut rng = Rng(seed);
+    let mut reference_index = Index::new();
+    let mut shards: Vec<IndexShard> = (0..2).map(|s| IndexShard::new(s, 2, 1_000_000)).collect();
+    let mut cache = PopularityCache::new(160 * (1 + rng.below(40) as usize), MetalogPosition::ZERO);
+    let all = streams();
+    let mut asked: Vec<ReadKey> = Vec::new();
+    let mut position = 0u64;
+    let (mut hits, mut kept) = (0, 0);
+    for k in 0..80 {
+        let at = MetalogPosition::new(Term(1), k + 1);
+        for _ in 0..rng.below(5) {
+            let seqnum = seq(position);
+            let location = Location { shard: ShardId(position as u32 % 3), local_id: position };
+            position += 1;
+            let meta = random_meta(&mut rng, &reference_index);
+            reference_index.apply_record(seqnum, location, &meta);
+            for s in &mut shards {
+                s.apply_record(LogId(0), k, at, seqnum, location, &meta);
+            }
+        }
+        for _ in 0..if rng.chance(30) { 1 + rng.below(2) } else { 0 } {
+            let book = BookId(BOOKS[rng.below(3) as usize]);
+            let tag = if rng.chance(25) { Tag::ALL } else { all[rng.below(all.len() as u64) as usize] };
+            let point = seq(rng.below(position + 4));
+            reference_index.apply_trim(book, tag, point);
+            for s in &mut shards {
+                s.apply_trim(LogId(0), at, book, tag, point);
+            }
+            cache.trim(book, tag, point);
+        }
+        for s in &mut shards {
+            s.end_entry(LogId(0), at);
+        }
+        cache.advance(at);
+        // New reads to the tier, kept when they may be.
+        for _ in 0..3 {
+            let tag = if rng.chance(20) { Tag::ALL } else { all[rng.below(all.len() as u64) as usize] };
+            let read = Read {
+                book: BookId(BOOKS[rng.below(3) as usize]),
+                tag,
+                bound: seq(rng.below(position + 2)),
+                next: rng.chance(50),
+            };
+            if let Some(found) = tier(&shards, read, at) {
+                cache.insert(
+                    (read.book, read.tag, read.bound, read.next),
+                    found.seqnum,
+                    found.location.shard.0 as u16,
+                    at,
+                    seq(position),
+                );
+                asked.push((read.book, read.tag, read.bound, read.next));
+                kept += 1;
+            }
+        }
+        // Earlier ones again.
+        for _ in 0..4 {
+            let Some(&key) = asked.get(rng.below(asked.len() as u64) as usize) else { break };
+            if let Some(hit) = cache.get(key) {
+                hits += 1;
+                assert_eq!(hit.position, at, "the cache follows every update here");
+                let read = Read { book: key.0, tag: key.1, bound: key.2, next: key.3 };
+                let want = reference(&reference_index, read).expect("a kept answer is found");
+                assert_eq!((hit.seqnum, hit.shard), (want.seqnum, want.location.shard.0 as u16), "seed {seed}: {read:?} at {at}");
+            }
+        }
+        assert!(cache.bytes() <= 160 * 41, "bounded");
+    }
+    (hits, kept)
+}
+
+#[test]
+fn the_popularity_cache_keeps_only_answers_later_records_cannot_change() {
+    let (mut hits, mut kept) = (0, 0);
+    for seed in 0..300 {
+        let (h, k) = run_popularity(seed);
+        hits += h;
+        kept += k;
+    }
+    assert!(hits > 2_000 && kept > 5_000, "{hits} hits, {kept} kept");
+}
+
+/// The read path of a function node in partial mode, end to end on random logs: index
+/// shards apply whole entries and push decided updates; a local index with tiny bounds,
+/// started at a random entry and lagging behind, answers what it can; the rest goes to
+/// the shards through the aggregator as of Q = max(p, the node's position), and the
+/// answer is remembered. Every answer equals the reference's at the position it
+/// completes at, which is at least the caller's.
+#[test]
+fn reads_on_every_path_are_the_logs_at_a_position_at_least_the_callers() {
+    type Applied = (MetalogPosition, Vec<(SeqNum, Location, RecordMeta)>, Vec<(BookId, Tag, SeqNum)>);
+    let shard_ids = [ShardId(10), ShardId(11), ShardId(12)];
+    let mut paths = [0u64; 3];
+    for seed in 0..150 {
+        let mut rng = Rng(seed);
+        let s_n = 1 + (seed % 3) as usize;
+        let mut shards: Vec<IndexShard> = (0..s_n).map(|s| IndexShard::new(s, s_n, 8)).collect();
+        let mut aggregator = Aggregator::new(s_n, 1_000);
+        let mut reference_index = Index::new();
+        let mut history: Vec<Applied> = Vec::new();
+        let reference_at = |history: &[Applied], q: MetalogPosition, read: Read| {
+            let mut index = Index::new();
+            for (at, records, trims) in history.iter().take_while(|h| h.0 <= q) {
+                let _ = at;
+                for (s, l, m) in records {
+                    index.apply_record(*s, *l, m);
+                }
+                for &(b, t, p) in trims {
+                    index.apply_trim(b, t, p);
+                }
+            }
+            reference(&index, read).map(|f| (f.seqnum, f.location.shard))
+        };
+        let bounds = LocalBounds {
+            suffix_bytes: 256 + rng.below(400) as usize,
+            tag_cache_bytes: 300 + rng.below(3_000) as usize,
+            tag_bytes_max: 100 + rng.below(200) as usize,
+            popularity_bytes: 160 * rng.below(20) as usize,
+        };
+        let start = rng.below(10);
+        let mut local: Option<LocalIndex> = None;
+        let mut pending: std::collections::VecDeque<DecidedUpdate> = Default::default();
+        let mut cut = [0u64; 3];
+        let mut position = 0u64;
+        let all = streams();
+        for k in 0..60u64 {
+            let prev_cut = cut.to_vec();
+            let mut metas = Vec::new();
+            for c in cut.iter_mut() {
+                let n = if rng.chance(40) { 0 } else { rng.below(3) };
+                *c += n;
+                if n > 0 {
+                    metas.push((0..n).map(|_| random_meta(&mut rng, &reference_index)).collect::<Vec<_>>());
+                }
+            }
+            let trims: Vec<crate::message::TrimCommand> = (0..if rng.chance(30) { 1 + rng.below(2) } else { 0 })
+                .map(|_| crate::message::TrimCommand {
+                    book: BookId(BOOKS[rng.below(3) as usize]),
+                    tag: if rng.chance(25) { Tag::ALL } else { all[rng.below(all.len() as u64) as usize] },
+                    seqnum: seq(rng.below(position + 4)),
+                    origin: None,
+                })
+                .collect();
+            let entry = MetalogEntry {
+                term: Term(1),
+                log: LogId(0),
+                index: k,
+                start_position: position,
+                prev_cut,
+                cut: cut.to_vec(),
+                trims,
+            };
+            let mut update = None;
+            for s in &mut shards {
+                let (decisions, u) = s.apply_entry(&entry, &shard_ids, &metas);
+                if update.is_none() {
+                    let records = decisions
+                        .iter()
+                        .zip(metas.iter().flatten())
+                        .map(|((seqnum, location, _), meta)| (*seqnum, *location, meta.clone()))
+                        .collect::<Vec<_>>();
+                    for (seqnum, location, meta) in &records {
+                        reference_index.apply_record(*seqnum, *location, meta);
+                    }
+                    for t in &u.trims {
+                        reference_index.apply_trim(t.0, t.1, t.2);
+                    }
+                    history.push((u.position, records, u.trims.clone()));
+                    update = Some(u);
+                }
+            }
+            let update = update.expect("one shard at least");
+            position += entry.record_count();
+            let now = update.position;
+            match &mut local {
+                None if k == start => local = Some(LocalIndex::new(bounds, now, seq(position))),
+                None => continue,
+                Some(_) => pending.push_back(update),
+            }
+            let l = local.as_mut().expect("started");
+            // The updates arrive late, sometimes.
+            while pending.len() > rng.below(3) as usize {
+                l.apply(&pending.pop_front().expect("not empty"));
+            }
+            for _ in 0..6 {
+                let tag = if rng.chance(20) { Tag::ALL } else { all[rng.below(all.len() as u64) as usize] };
+                let read = Read {
+                    book: BookId(BOOKS[rng.below(3) as usize]),
+                    tag,
+                    bound: seq(rng.below(position + 2)),
+                    next: rng.chance(50),
+                };
+                let key = (read.book, read.tag, read.bound, read.next);
+                // The caller's position: anything the log reached since the node started.
+                let p = MetalogPosition::new(Term(1), start + 1 + rng.below(k - start + 1));
+                let (got, at) = match l.read(key, p) {
+                    LocalRead::Hit { found, at, path } => {
+                        paths[usize::from(path == LocalPath::Popularity)] += 1;
+                        (found, at)
+                    }
+                    LocalRead::Wait | LocalRead::Miss => {
+                        paths[2] += 1;
+                        let q = p.max(now);
+                        let mut out = Vec::new();
+                        aggregator.start(0, k, key, q, &mut out);
+                        let mut answer = None;
+                        while let Some(action) = out.pop() {
+                            match action {
+                                AggregatorAction::Ask { lookup, round, shard, read, q, .. } => {
+                                    let a = shards[shard].lookup(LogId(0), read, q).expect("applied");
+                                    aggregator.answer(0, lookup, round, shard, a, &mut out);
+                                }
+                                AggregatorAction::Read { found, q, .. } => answer = Some((Some(found), q)),
+                                AggregatorAction::None { q, .. } => answer = Some((None, q)),
+                                AggregatorAction::Done { q, .. } => answer = Some((tier(&shards, read, q), q)),
+                            }
+                        }
+                        let (found, q) = answer.expect("completed");
+                        if let Some(f) = found {
+                            let next_after = history.iter().take_while(|h| h.0 <= q).flat_map(|h| h.1.last()).last();
+                            let next_after = next_after.map_or(seq(0), |r| SeqNum(r.0 .0 + 1));
+                            l.remember(key, f.seqnum, f.location.shard, q, next_after);
+                        }
+                        (found.map(|f| (f.seqnum, f.location.shard)), q)
+                    }
+                };
+                assert!(at >= p, "seed {seed}: completed at {at} below the caller's {p}");
+                assert_eq!(got, reference_at(&history, at, read), "seed {seed}: {read:?} for a caller at {p}, completed at {at}");
+            }
+            let (suffix, tags, popularity) = l.bytes();
+            assert!(
+                suffix <= bounds.suffix_bytes && tags <= bounds.tag_cache_bytes && popularity <= bounds.popularity_bytes,
+                "seed {seed}: {:?} of {bounds:?}",
+                (suffix, tags, popularity)
+            );
+        }
+    }
+    assert!(paths.iter().all(|&n| n > 100), "tag cache, popularity, tier: {paths:?}");
+}

@@ -1,0 +1,98 @@
+//! The tier against the reference index (`index.rs`), on random logs with conditions on
+//! tags and marks, trims ahead of the tail and trims of marks: the shards decide every
+//! placement and holder as it does and answer every read as of every earlier position
+//! as it did then (`shards.rs`); the local index answers only what it answers at the
+//! position a read completes at (`local.rs`).
+
+mod local;
+mod shards;
+
+use super::*;
+use crate::index::{Found, Index, Placement};
+use crate::message::Cond;
+use crate::types::{ShardId, Term};
+
+pub(super) struct Rng(u64);
+
+impl Rng {
+    pub(super) fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    pub(super) fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+
+    pub(super) fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+pub(super) const BOOKS: [u64; 3] = [1, 2, 3];
+
+pub(super) fn streams() -> Vec<Tag> {
+    let mark = |n: u64| Tag(Tag::MARK_BITS | n);
+    vec![Tag(1), Tag(2), Tag(3), mark(1), mark(2)]
+}
+
+pub(super) fn seq(position: u64) -> SeqNum {
+    SeqNum::new(Term(1), LogId(0), position)
+}
+
+/// A read asked of the shards and of the reference.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Read {
+    pub(super) book: BookId,
+    pub(super) tag: Tag,
+    pub(super) bound: SeqNum,
+    pub(super) next: bool,
+}
+
+pub(super) fn reference(index: &Index, r: Read) -> Option<Found> {
+    if r.next {
+        index.read_next(r.book, r.tag, r.bound)
+    } else {
+        index.read_prev(r.book, r.tag, r.bound)
+    }
+}
+
+/// The tier's answer: the smallest of the shards' next records, the largest of their
+/// previous ones.
+pub(super) fn tier(shards: &[IndexShard], r: Read, q: MetalogPosition) -> Option<Found> {
+    let answers = shards.iter().filter_map(|s| {
+        if r.next {
+            s.postings.read_next(r.book, r.tag, r.bound, q)
+        } else {
+            s.postings.read_prev(r.book, r.tag, r.bound, q)
+        }
+    });
+    if r.next {
+        answers.min_by_key(|f| f.seqnum)
+    } else {
+        answers.max_by_key(|f| f.seqnum)
+    }
+}
+
+pub(super) fn random_meta(rng: &mut Rng, index: &Index) -> RecordMeta {
+    let all = streams();
+    let book = BookId(BOOKS[rng.below(3) as usize]);
+    let tags: Vec<Tag> = (0..rng.below(4)).map(|_| all[rng.below(all.len() as u64) as usize]).collect();
+    let cond_on = |rng: &mut Rng| {
+        let tag = if rng.chance(5) { Tag::ALL } else { all[rng.below(all.len() as u64) as usize] };
+        let count = index.next_offset(book, tag);
+        // Mostly right, sometimes behind (a lost race) or ahead.
+        let position = match rng.below(10) {
+            0..=5 => count,
+            6..=8 => count.saturating_sub(1 + rng.below(4)),
+            _ => count + 1,
+        };
+        Cond { tag, position }
+    };
+    let cond = rng.chance(40).then(|| cond_on(rng));
+    let unchanged = (0..if rng.chance(20) { 1 + rng.below(3) } else { 0 }).map(|_| cond_on(rng)).collect();
+    RecordMeta { book, tags, cond, unchanged }
+}
