@@ -14,6 +14,7 @@
 //! reference semantics, and the tests check the shards against it at every position.
 
 mod aggregator;
+mod feed;
 mod local;
 mod popularity;
 mod postings;
@@ -23,6 +24,7 @@ mod tags;
 mod update;
 
 pub use aggregator::{Aggregator, AggregatorAction, LookupId, ShardAnswer};
+pub use feed::{FeedNeed, Since, UpdateFeed, UpdateLog};
 pub use local::{LocalBounds, LocalIndex, LocalPath, LocalRead};
 pub use popularity::{Popular, PopularityCache, ReadKey};
 pub use postings::Postings;
@@ -86,6 +88,7 @@ impl IndexShard {
         let mut decisions = Vec::new();
         let mut update = DecidedUpdate {
             log: entry.log,
+            prev: self.postings.applied(entry.log),
             position: at,
             start: entry.seqnum_at(entry.start_position),
             runs: Vec::new(),

@@ -23,7 +23,9 @@ pub struct UpdateRecord {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DecidedUpdate {
     pub log: LogId,
-    /// The position after the entry.
+    /// The position after the log's entry before this one (what this update applies
+    /// on top of: a gap shows), and the position after this entry.
+    pub prev: MetalogPosition,
     pub position: MetalogPosition,
     /// The entry's first seqnum and its runs: (the storage shard, records), in slot order
     /// (what the suffix keeps).
@@ -36,6 +38,13 @@ pub struct DecidedUpdate {
 }
 
 impl DecidedUpdate {
+    /// About what it takes in memory and on the wire.
+    pub fn bytes(&self) -> usize {
+        64 + self.runs.len() * 16
+            + self.trims.len() * 24
+            + self.records.iter().map(|r| 48 + r.tags.len() * 8 + r.joined.as_ref().map_or(0, |j| j.len() * 24)).sum::<usize>()
+    }
+
     /// The storage shard of each of its records, in order.
     pub fn shards(&self) -> impl Iterator<Item = ShardId> + '_ {
         self.runs.iter().flat_map(|&(shard, n)| std::iter::repeat_n(shard, n as usize))

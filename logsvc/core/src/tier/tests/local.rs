@@ -17,8 +17,15 @@ fn run_tag_cache(seed: u64) -> (u64, u64) {
     let (mut hits, mut reads) = (0, 0);
     for k in 0..80 {
         let at = MetalogPosition::new(Term(1), k + 1);
-        let mut update =
-            DecidedUpdate { log: LogId(0), position: at, start: seq(position), runs: vec![], records: vec![], trims: vec![] };
+        let mut update = DecidedUpdate {
+            log: LogId(0),
+            prev: MetalogPosition::new(Term(1), k),
+            position: at,
+            start: seq(position),
+            runs: vec![],
+            records: vec![],
+            trims: vec![],
+        };
         for _ in 0..rng.below(5) {
             let seqnum = seq(position);
             let location = Location { shard: ShardId(0), local_id: position };
@@ -324,4 +331,126 @@ fn reads_on_every_path_are_the_logs_at_a_position_at_least_the_callers() {
         }
     }
     assert!(paths.iter().all(|&n| n > 100), "tag cache, popularity, tier: {paths:?}");
+}
+
+/// Decided updates lost, duplicated and reordered on their way: the feed applies them
+/// in order, fetches the missing ones from the index node's update log, and starts its
+/// local index again when they are gone; every local answer is the log's at the local
+/// index's position.
+#[test]
+fn a_feed_survives_lost_duplicated_and_reordered_updates() {
+    let shard_ids = [ShardId(10), ShardId(11)];
+    let (mut restarts, mut hits) = (0, 0);
+    for seed in 0..120 {
+        let mut rng = Rng(seed);
+        let mut shard = IndexShard::new(0, 1, 1_000);
+        let mut kept = UpdateLog::new(200 + rng.below(3_000) as usize);
+        let mut reference_index = Index::new();
+        let mut history: Vec<(MetalogPosition, Vec<(SeqNum, Location, RecordMeta)>, Vec<(BookId, Tag, SeqNum)>)> = Vec::new();
+        let mut feed = UpdateFeed::new(LogId(0), LocalBounds::default(), MetalogPosition::ZERO, seq(0));
+        let mut in_flight: Vec<DecidedUpdate> = Vec::new();
+        let mut cut = [0u64; 2];
+        let mut position = 0u64;
+        let all = streams();
+        for k in 0..80u64 {
+            let prev_cut = cut.to_vec();
+            let mut metas = Vec::new();
+            for c in cut.iter_mut() {
+                let n = rng.below(3);
+                *c += n;
+                if n > 0 {
+                    metas.push((0..n).map(|_| random_meta(&mut rng, &reference_index)).collect::<Vec<_>>());
+                }
+            }
+            let trims = (0..u64::from(rng.chance(25)))
+                .map(|_| crate::message::TrimCommand {
+                    book: BookId(BOOKS[rng.below(3) as usize]),
+                    tag: all[rng.below(all.len() as u64) as usize],
+                    seqnum: seq(rng.below(position + 3)),
+                    origin: None,
+                })
+                .collect();
+            let entry = MetalogEntry {
+                term: Term(1),
+                log: LogId(0),
+                index: k,
+                start_position: position,
+                prev_cut,
+                cut: cut.to_vec(),
+                trims,
+            };
+            let (decisions, update) = shard.apply_entry(&entry, &shard_ids, &metas);
+            position += entry.record_count();
+            let records: Vec<_> =
+                decisions.iter().zip(metas.iter().flatten()).map(|((s, l, _), m)| (*s, *l, m.clone())).collect();
+            for (s, l, m) in &records {
+                reference_index.apply_record(*s, *l, m);
+            }
+            for &(b, t, p) in &update.trims {
+                reference_index.apply_trim(b, t, p);
+            }
+            history.push((update.position, records, update.trims.clone()));
+            kept.push(update.clone());
+            // The network: most arrive, some twice, some late, some never.
+            match rng.below(10) {
+                0..=5 => in_flight.push(update),
+                6 => {
+                    in_flight.push(update.clone());
+                    in_flight.push(update);
+                }
+                7 | 8 => in_flight.insert(0, update),
+                _ => {}
+            }
+            let now = MetalogPosition::new(Term(1), k + 1);
+            let delivered: Vec<DecidedUpdate> = in_flight.drain(..in_flight.len().min(1 + rng.below(3) as usize)).collect();
+            for u in delivered {
+                let mut need = feed.offer(u);
+                while let FeedNeed::Fetch(after) = need {
+                    match kept.since(after, 8) {
+                        Since::Updates(us) if !us.is_empty() => {
+                            need = FeedNeed::Nothing;
+                            for u in us {
+                                need = feed.offer(u);
+                            }
+                        }
+                        Since::Updates(_) => break,
+                        Since::Gone => {
+                            feed.restart(now, seq(position));
+                            need = FeedNeed::Nothing;
+                        }
+                    }
+                }
+            }
+            let at = feed.index.position();
+            for _ in 0..4 {
+                let tag = if rng.chance(20) { Tag::ALL } else { all[rng.below(all.len() as u64) as usize] };
+                let read = Read {
+                    book: BookId(BOOKS[rng.below(3) as usize]),
+                    tag,
+                    bound: seq(rng.below(position + 2)),
+                    next: rng.chance(50),
+                };
+                if let LocalRead::Hit { found, at: done, path: LocalPath::TagCache } =
+                    feed.index.read((read.book, read.tag, read.bound, read.next), at)
+                {
+                    hits += 1;
+                    assert_eq!(done, at);
+                    let mut index = Index::new();
+                    for (pos, records, trims) in history.iter().take_while(|h| h.0 <= at) {
+                        let _ = pos;
+                        for (s, l, m) in records {
+                            index.apply_record(*s, *l, m);
+                        }
+                        for &(b, t, p) in trims {
+                            index.apply_trim(b, t, p);
+                        }
+                    }
+                    let want = reference(&index, read).map(|f| (f.seqnum, f.location.shard));
+                    assert_eq!(found, want, "seed {seed}: {read:?} at {at}");
+                }
+            }
+        }
+        restarts += feed.restarts;
+    }
+    assert!(restarts > 20 && hits > 1_000, "{restarts} restarts, {hits} hits");
 }
