@@ -183,7 +183,6 @@ fn the_popularity_cache_keeps_only_answers_later_records_cannot_change() {
 /// completes at, which is at least the caller's.
 #[test]
 fn reads_on_every_path_are_the_logs_at_a_position_at_least_the_callers() {
-    type Applied = (MetalogPosition, Vec<(SeqNum, Location, RecordMeta)>, Vec<(BookId, Tag, SeqNum)>);
     let shard_ids = [ShardId(10), ShardId(11), ShardId(12)];
     let mut paths = [0u64; 3];
     for seed in 0..150 {
@@ -193,19 +192,6 @@ fn reads_on_every_path_are_the_logs_at_a_position_at_least_the_callers() {
         let mut aggregator = Aggregator::new(s_n, 1_000);
         let mut reference_index = Index::new();
         let mut history: Vec<Applied> = Vec::new();
-        let reference_at = |history: &[Applied], q: MetalogPosition, read: Read| {
-            let mut index = Index::new();
-            for (at, records, trims) in history.iter().take_while(|h| h.0 <= q) {
-                let _ = at;
-                for (s, l, m) in records {
-                    index.apply_record(*s, *l, m);
-                }
-                for &(b, t, p) in trims {
-                    index.apply_trim(b, t, p);
-                }
-            }
-            reference(&index, read).map(|f| (f.seqnum, f.location.shard))
-        };
         let bounds = LocalBounds {
             suffix_bytes: 256 + rng.below(400) as usize,
             tag_cache_bytes: 300 + rng.below(3_000) as usize,
@@ -346,7 +332,7 @@ fn a_feed_survives_lost_duplicated_and_reordered_updates() {
         let mut shard = IndexShard::new(0, 1, 1_000);
         let mut kept = UpdateLog::new(200 + rng.below(3_000) as usize);
         let mut reference_index = Index::new();
-        let mut history: Vec<(MetalogPosition, Vec<(SeqNum, Location, RecordMeta)>, Vec<(BookId, Tag, SeqNum)>)> = Vec::new();
+        let mut history: Vec<Applied> = Vec::new();
         let mut feed = UpdateFeed::new(LogId(0), LocalBounds::default(), MetalogPosition::ZERO, seq(0));
         let mut in_flight: Vec<DecidedUpdate> = Vec::new();
         let mut cut = [0u64; 2];
@@ -435,17 +421,7 @@ fn a_feed_survives_lost_duplicated_and_reordered_updates() {
                 {
                     hits += 1;
                     assert_eq!(done, at);
-                    let mut index = Index::new();
-                    for (pos, records, trims) in history.iter().take_while(|h| h.0 <= at) {
-                        let _ = pos;
-                        for (s, l, m) in records {
-                            index.apply_record(*s, *l, m);
-                        }
-                        for &(b, t, p) in trims {
-                            index.apply_trim(b, t, p);
-                        }
-                    }
-                    let want = reference(&index, read).map(|f| (f.seqnum, f.location.shard));
+                    let want = reference_at(&history, at, read);
                     assert_eq!(found, want, "seed {seed}: {read:?} at {at}");
                 }
             }

@@ -96,3 +96,20 @@ pub(super) fn random_meta(rng: &mut Rng, index: &Index) -> RecordMeta {
     let unchanged = (0..if rng.chance(20) { 1 + rng.below(3) } else { 0 }).map(|_| cond_on(rng)).collect();
     RecordMeta { book, tags, cond, unchanged }
 }
+
+/// What an entry did: the position after it, its records, its trims.
+pub(super) type Applied = (MetalogPosition, Vec<(SeqNum, Location, RecordMeta)>, Vec<(BookId, Tag, SeqNum)>);
+
+/// The reference's answer to `read` as of `q`, from the entries of `history` up to it.
+pub(super) fn reference_at(history: &[Applied], q: MetalogPosition, read: Read) -> Option<(SeqNum, ShardId)> {
+    let mut index = Index::new();
+    for (_, records, trims) in history.iter().take_while(|h| h.0 <= q) {
+        for (s, l, m) in records {
+            index.apply_record(*s, *l, m);
+        }
+        for &(b, t, p) in trims {
+            index.apply_trim(b, t, p);
+        }
+    }
+    reference(&index, read).map(|f| (f.seqnum, f.location.shard))
+}
