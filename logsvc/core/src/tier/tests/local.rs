@@ -9,7 +9,6 @@ fn run_tag_cache(seed: u64) -> (u64, u64) {
     let mut rng = Rng(seed);
     let mut reference_index = Index::new();
     let mut table = StreamTable::default();
-    let all = streams();
     let bounds = TagBounds { cache_bytes: 400 + rng.below(4_000) as usize, stream_bytes: 100 + rng.below(200) as usize };
     let start = rng.below(20);
     let mut cache: Option<TagCache> = None;
@@ -40,9 +39,7 @@ fn run_tag_cache(seed: u64) -> (u64, u64) {
             update.records.push(UpdateRecord { seqnum, book: meta.book, tags: meta.tags.clone(), joined });
         }
         for _ in 0..if rng.chance(30) { 1 + rng.below(2) } else { 0 } {
-            let book = BookId(BOOKS[rng.below(3) as usize]);
-            let tag = if rng.chance(25) { Tag::ALL } else { all[rng.below(all.len() as u64) as usize] };
-            let point = seq(rng.below(position + 4));
+            let (book, tag, point) = random_trim(&mut rng, position);
             reference_index.apply_trim(book, tag, point);
             table.trim(book, tag, point);
             update.trims.push((book, tag, point));
@@ -56,13 +53,7 @@ fn run_tag_cache(seed: u64) -> (u64, u64) {
         let c = cache.as_mut().expect("started");
         assert!(c.bytes() <= bounds.cache_bytes, "seed {seed}: {} bytes of {bounds:?}", c.bytes());
         for _ in 0..8 {
-            let tag = if rng.chance(20) { Tag::ALL } else { all[rng.below(all.len() as u64) as usize] };
-            let read = Read {
-                book: BookId(BOOKS[rng.below(3) as usize]),
-                tag,
-                bound: seq(rng.below(position + 2)),
-                next: rng.chance(50),
-            };
+            let read = random_read(&mut rng, position);
             let local = if read.next {
                 c.read_next(read.book, read.tag, read.bound)
             } else {
@@ -97,7 +88,6 @@ fn run_popularity(seed: u64) -> (u64, u64) {
     let mut reference_index = Index::new();
     let mut shards: Vec<IndexShard> = (0..2).map(|s| IndexShard::new(s, 2, 1_000_000)).collect();
     let mut cache = PopularityCache::new(160 * (1 + rng.below(40) as usize), MetalogPosition::ZERO);
-    let all = streams();
     let mut asked: Vec<ReadKey> = Vec::new();
     let mut position = 0u64;
     let (mut hits, mut kept) = (0, 0);
@@ -114,9 +104,7 @@ fn run_popularity(seed: u64) -> (u64, u64) {
             }
         }
         for _ in 0..if rng.chance(30) { 1 + rng.below(2) } else { 0 } {
-            let book = BookId(BOOKS[rng.below(3) as usize]);
-            let tag = if rng.chance(25) { Tag::ALL } else { all[rng.below(all.len() as u64) as usize] };
-            let point = seq(rng.below(position + 4));
+            let (book, tag, point) = random_trim(&mut rng, position);
             reference_index.apply_trim(book, tag, point);
             for s in &mut shards {
                 s.apply_trim(LogId(0), at, book, tag, point);
@@ -129,13 +117,7 @@ fn run_popularity(seed: u64) -> (u64, u64) {
         cache.advance(at);
         // New reads to the tier, kept when they may be.
         for _ in 0..3 {
-            let tag = if rng.chance(20) { Tag::ALL } else { all[rng.below(all.len() as u64) as usize] };
-            let read = Read {
-                book: BookId(BOOKS[rng.below(3) as usize]),
-                tag,
-                bound: seq(rng.below(position + 2)),
-                next: rng.chance(50),
-            };
+            let read = random_read(&mut rng, position);
             if let Some(found) = tier(&shards, read, at) {
                 cache.insert(
                     (read.book, read.tag, read.bound, read.next),
@@ -203,34 +185,8 @@ fn reads_on_every_path_are_the_logs_at_a_position_at_least_the_callers() {
         let mut pending: std::collections::VecDeque<DecidedUpdate> = Default::default();
         let mut cut = [0u64; 3];
         let mut position = 0u64;
-        let all = streams();
         for k in 0..60u64 {
-            let prev_cut = cut.to_vec();
-            let mut metas = Vec::new();
-            for c in cut.iter_mut() {
-                let n = if rng.chance(40) { 0 } else { rng.below(3) };
-                *c += n;
-                if n > 0 {
-                    metas.push((0..n).map(|_| random_meta(&mut rng, &reference_index)).collect::<Vec<_>>());
-                }
-            }
-            let trims: Vec<crate::message::TrimCommand> = (0..if rng.chance(30) { 1 + rng.below(2) } else { 0 })
-                .map(|_| crate::message::TrimCommand {
-                    book: BookId(BOOKS[rng.below(3) as usize]),
-                    tag: if rng.chance(25) { Tag::ALL } else { all[rng.below(all.len() as u64) as usize] },
-                    seqnum: seq(rng.below(position + 4)),
-                    origin: None,
-                })
-                .collect();
-            let entry = MetalogEntry {
-                term: Term(1),
-                log: LogId(0),
-                index: k,
-                start_position: position,
-                prev_cut,
-                cut: cut.to_vec(),
-                trims,
-            };
+            let (entry, metas) = random_entry(&mut rng, k, position, &mut cut, &reference_index);
             let mut update = None;
             for s in &mut shards {
                 let (decisions, u) = s.apply_entry(&entry, &shard_ids, &metas);
@@ -264,13 +220,7 @@ fn reads_on_every_path_are_the_logs_at_a_position_at_least_the_callers() {
                 l.apply(&pending.pop_front().expect("not empty"));
             }
             for _ in 0..6 {
-                let tag = if rng.chance(20) { Tag::ALL } else { all[rng.below(all.len() as u64) as usize] };
-                let read = Read {
-                    book: BookId(BOOKS[rng.below(3) as usize]),
-                    tag,
-                    bound: seq(rng.below(position + 2)),
-                    next: rng.chance(50),
-                };
+                let read = random_read(&mut rng, position);
                 let key = (read.book, read.tag, read.bound, read.next);
                 // The caller's position: anything the log reached since the node started.
                 let p = MetalogPosition::new(Term(1), start + 1 + rng.below(k - start + 1));
@@ -337,34 +287,8 @@ fn a_feed_survives_lost_duplicated_and_reordered_updates() {
         let mut in_flight: Vec<DecidedUpdate> = Vec::new();
         let mut cut = [0u64; 2];
         let mut position = 0u64;
-        let all = streams();
         for k in 0..80u64 {
-            let prev_cut = cut.to_vec();
-            let mut metas = Vec::new();
-            for c in cut.iter_mut() {
-                let n = rng.below(3);
-                *c += n;
-                if n > 0 {
-                    metas.push((0..n).map(|_| random_meta(&mut rng, &reference_index)).collect::<Vec<_>>());
-                }
-            }
-            let trims = (0..u64::from(rng.chance(25)))
-                .map(|_| crate::message::TrimCommand {
-                    book: BookId(BOOKS[rng.below(3) as usize]),
-                    tag: all[rng.below(all.len() as u64) as usize],
-                    seqnum: seq(rng.below(position + 3)),
-                    origin: None,
-                })
-                .collect();
-            let entry = MetalogEntry {
-                term: Term(1),
-                log: LogId(0),
-                index: k,
-                start_position: position,
-                prev_cut,
-                cut: cut.to_vec(),
-                trims,
-            };
+            let (entry, metas) = random_entry(&mut rng, k, position, &mut cut, &reference_index);
             let (decisions, update) = shard.apply_entry(&entry, &shard_ids, &metas);
             position += entry.record_count();
             let records: Vec<_> =
@@ -409,13 +333,7 @@ fn a_feed_survives_lost_duplicated_and_reordered_updates() {
             }
             let at = feed.index.position();
             for _ in 0..4 {
-                let tag = if rng.chance(20) { Tag::ALL } else { all[rng.below(all.len() as u64) as usize] };
-                let read = Read {
-                    book: BookId(BOOKS[rng.below(3) as usize]),
-                    tag,
-                    bound: seq(rng.below(position + 2)),
-                    next: rng.chance(50),
-                };
+                let read = random_read(&mut rng, position);
                 if let LocalRead::Hit { found, at: done, path: LocalPath::TagCache } =
                     feed.index.read((read.book, read.tag, read.bound, read.next), at)
                 {

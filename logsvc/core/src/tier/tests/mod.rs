@@ -113,3 +113,54 @@ pub(super) fn reference_at(history: &[Applied], q: MetalogPosition, read: Read) 
     }
     reference(&index, read).map(|f| (f.seqnum, f.location.shard))
 }
+
+/// A stream to read or trim: ALL `all_percent` of the time.
+pub(super) fn random_stream(rng: &mut Rng, all_percent: u64) -> Tag {
+    let all = streams();
+    if rng.chance(all_percent) {
+        Tag::ALL
+    } else {
+        all[rng.below(all.len() as u64) as usize]
+    }
+}
+
+/// A read of a random book and stream, bounded anywhere in a log of `position` records.
+pub(super) fn random_read(rng: &mut Rng, position: u64) -> Read {
+    let tag = random_stream(rng, 20);
+    Read { book: BookId(BOOKS[rng.below(3) as usize]), tag, bound: seq(rng.below(position + 2)), next: rng.chance(50) }
+}
+
+/// A trim of a random book and stream, mostly behind the tail, sometimes ahead of it.
+pub(super) fn random_trim(rng: &mut Rng, position: u64) -> (BookId, Tag, SeqNum) {
+    let book = BookId(BOOKS[rng.below(3) as usize]);
+    (book, random_stream(rng, 25), seq(rng.below(position + 4)))
+}
+
+/// Entry `k` of a log of `position` records over `cut.len()` slots: a few records per
+/// slot (their metadata per non-empty run), and now and then a trim or two.
+pub(super) fn random_entry(
+    rng: &mut Rng,
+    k: u64,
+    position: u64,
+    cut: &mut [u64],
+    index: &Index,
+) -> (MetalogEntry, Vec<Vec<RecordMeta>>) {
+    let prev_cut = cut.to_vec();
+    let mut metas = Vec::new();
+    for c in cut.iter_mut() {
+        let n = if rng.chance(30) { 0 } else { rng.below(3) };
+        *c += n;
+        if n > 0 {
+            metas.push((0..n).map(|_| random_meta(rng, index)).collect());
+        }
+    }
+    let trims = (0..if rng.chance(30) { 1 + rng.below(2) } else { 0 })
+        .map(|_| {
+            let (book, tag, seqnum) = random_trim(rng, position);
+            crate::message::TrimCommand { book, tag, seqnum, origin: None }
+        })
+        .collect();
+    let entry =
+        MetalogEntry { term: Term(1), log: LogId(0), index: k, start_position: position, prev_cut, cut: cut.to_vec(), trims };
+    (entry, metas)
+}

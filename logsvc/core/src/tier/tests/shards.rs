@@ -8,7 +8,6 @@ fn run(seed: u64, shards: usize, entries: u64) -> (u64, u64) {
     let mut rng = Rng(seed);
     let mut reference_index = Index::new();
     let mut tier_shards: Vec<IndexShard> = (0..shards).map(|s| IndexShard::new(s, shards, 1_000_000)).collect();
-    let all = streams();
     let mut position = 0u64;
     // Reads asked at each position, with the reference's answers then.
     let mut asked: Vec<(MetalogPosition, Read, Option<Found>)> = Vec::new();
@@ -47,10 +46,7 @@ fn run(seed: u64, shards: usize, entries: u64) -> (u64, u64) {
             assert_eq!(got, want, "seed {seed}, record {seqnum:?} {meta:?}");
         }
         for _ in 0..if rng.chance(30) { 1 + rng.below(2) } else { 0 } {
-            let book = BookId(BOOKS[rng.below(3) as usize]);
-            let tag = if rng.chance(25) { Tag::ALL } else { all[rng.below(all.len() as u64) as usize] };
-            // Mostly behind the tail, sometimes ahead of it.
-            let point = seq(rng.below(position + 4));
+            let (book, tag, point) = random_trim(&mut rng, position);
             reference_index.apply_trim(book, tag, point);
             for s in &mut tier_shards {
                 s.apply_trim(LogId(0), at, book, tag, point);
@@ -60,13 +56,7 @@ fn run(seed: u64, shards: usize, entries: u64) -> (u64, u64) {
             s.end_entry(LogId(0), at);
         }
         for _ in 0..6 {
-            let tag = if rng.chance(20) { Tag::ALL } else { all[rng.below(all.len() as u64) as usize] };
-            let read = Read {
-                book: BookId(BOOKS[rng.below(3) as usize]),
-                tag,
-                bound: seq(rng.below(position + 2)),
-                next: rng.chance(50),
-            };
+            let read = random_read(&mut rng, position);
             asked.push((at, read, reference(&reference_index, read)));
         }
         // Some earlier reads again, as of their positions.
@@ -126,7 +116,6 @@ fn lookups_through_the_aggregator_complete_at_or_after_their_position_with_the_a
         let mut reference_index = Index::new();
         let mut shards: Vec<IndexShard> = (0..shards_n).map(|s| IndexShard::new(s, shards_n, 3)).collect();
         let mut aggregator = Aggregator::new(shards_n, 1_000);
-        let all = streams();
         // The log so far: (entry, record or trim).
         let mut log: Vec<Op> = Vec::new();
         let reference_at = |log: &[Op], q: MetalogPosition, read: Read| {
@@ -159,9 +148,7 @@ fn lookups_through_the_aggregator_complete_at_or_after_their_position_with_the_a
                 log.push((k, Some((seqnum, location, meta)), None));
             }
             for _ in 0..if rng.chance(40) { 1 + rng.below(2) } else { 0 } {
-                let book = BookId(BOOKS[rng.below(3) as usize]);
-                let tag = if rng.chance(25) { Tag::ALL } else { all[rng.below(all.len() as u64) as usize] };
-                let point = seq(rng.below(position + 4));
+                let (book, tag, point) = random_trim(&mut rng, position);
                 reference_index.apply_trim(book, tag, point);
                 for s in &mut shards {
                     s.apply_trim(LogId(0), at, book, tag, point);
@@ -172,13 +159,7 @@ fn lookups_through_the_aggregator_complete_at_or_after_their_position_with_the_a
                 s.end_entry(LogId(0), at);
             }
             // A lookup as of an earlier position (or a later one: it is held).
-            let tag = if rng.chance(20) { Tag::ALL } else { all[rng.below(all.len() as u64) as usize] };
-            let read = Read {
-                book: BookId(BOOKS[rng.below(3) as usize]),
-                tag,
-                bound: seq(rng.below(position + 2)),
-                next: rng.chance(50),
-            };
+            let read = random_read(&mut rng, position);
             let asked = MetalogPosition::new(Term(1), 1 + rng.below(k + 1));
             let mut out = Vec::new();
             aggregator.start(0, k, (read.book, read.tag, read.bound, read.next), asked, &mut out);
