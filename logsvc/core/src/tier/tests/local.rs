@@ -73,7 +73,7 @@ fn run_tag_cache(seed: u64) -> (u64, u64) {
 #[test]
 fn a_tag_cache_answers_only_what_the_reference_answers_at_its_position() {
     let (mut hits, mut reads) = (0, 0);
-    for seed in 0..400 {
+    for seed in seeds(400) {
         let (h, r) = run_tag_cache(seed);
         hits += h;
         reads += r;
@@ -149,7 +149,7 @@ fn run_popularity(seed: u64) -> (u64, u64) {
 #[test]
 fn the_popularity_cache_keeps_only_answers_later_records_cannot_change() {
     let (mut hits, mut kept) = (0, 0);
-    for seed in 0..300 {
+    for seed in seeds(300) {
         let (h, k) = run_popularity(seed);
         hits += h;
         kept += k;
@@ -167,7 +167,7 @@ fn the_popularity_cache_keeps_only_answers_later_records_cannot_change() {
 fn reads_on_every_path_are_the_logs_at_a_position_at_least_the_callers() {
     let shard_ids = [ShardId(10), ShardId(11), ShardId(12)];
     let mut paths = [0u64; 3];
-    for seed in 0..150 {
+    for seed in seeds(150) {
         let mut rng = Rng(seed);
         let s_n = 1 + (seed % 3) as usize;
         let mut shards: Vec<IndexShard> = (0..s_n).map(|s| IndexShard::new(s, s_n, 8)).collect();
@@ -277,7 +277,7 @@ fn reads_on_every_path_are_the_logs_at_a_position_at_least_the_callers() {
 fn a_feed_survives_lost_duplicated_and_reordered_updates() {
     let shard_ids = [ShardId(10), ShardId(11)];
     let (mut restarts, mut hits) = (0, 0);
-    for seed in 0..120 {
+    for seed in seeds(120) {
         let mut rng = Rng(seed);
         let mut shard = IndexShard::new(0, 1, 1_000);
         let mut kept = UpdateLog::new(200 + rng.below(3_000) as usize);

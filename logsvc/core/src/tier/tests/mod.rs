@@ -164,3 +164,10 @@ pub(super) fn random_entry(
         MetalogEntry { term: Term(1), log: LogId(0), index: k, start_position: position, prev_cut, cut: cut.to_vec(), trims };
     (entry, metas)
 }
+
+/// Seeds `0..n`, or `n` times more with `TALLY_TIER_SEEDS_SCALE` set (thousands on
+/// demand: `TALLY_TIER_SEEDS_SCALE=20 cargo test -p tally-log-core --release tier`).
+pub(super) fn seeds(n: u64) -> std::ops::Range<u64> {
+    let scale = std::env::var("TALLY_TIER_SEEDS_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1u64);
+    0..n * scale.max(1)
+}

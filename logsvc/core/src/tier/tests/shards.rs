@@ -74,7 +74,7 @@ fn run(seed: u64, shards: usize, entries: u64) -> (u64, u64) {
 #[test]
 fn shards_decide_and_answer_as_the_reference_index_at_every_position() {
     let (mut failed, mut looked_up) = (0, 0);
-    for seed in 0..300 {
+    for seed in seeds(300) {
         let (f, l) = run(seed, 1 + (seed % 3) as usize, 60);
         failed += f;
         looked_up += l;
@@ -110,7 +110,7 @@ fn a_posting_that_left_its_row_is_kept_for_dead_keep_entries_then_the_floor_rise
 fn lookups_through_the_aggregator_complete_at_or_after_their_position_with_the_answer_there() {
     type Op = (u64, Option<(SeqNum, Location, RecordMeta)>, Option<(BookId, Tag, SeqNum)>);
     let (mut restarts, mut exact) = (0, 0);
-    for seed in 0..200 {
+    for seed in seeds(200) {
         let mut rng = Rng(seed);
         let shards_n = 1 + (seed % 3) as usize;
         let mut reference_index = Index::new();
@@ -235,7 +235,7 @@ type MovedEvent = (LogId, MetalogPosition, Option<(SeqNum, Location, RecordMeta)
 /// the old log's purges never drop what left in the new log's entries.
 #[test]
 fn a_moved_books_old_postings_answer_with_its_new_logs_trims() {
-    for seed in 0..100 {
+    for seed in seeds(100) {
         let mut rng = Rng(seed);
         let s_n = 1 + (seed % 2) as usize;
         let mut shards: Vec<IndexShard> = (0..s_n).map(|s| IndexShard::new(s, s_n, 4)).collect();
