@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use crate::message::{Cond, RecordMeta};
 use crate::types::{BookId, SeqNum, Tag};
 
-/// One stream of one book (32 bytes).
+/// One stream of one book, as the table tells it (it keeps it packed in 24 bytes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Stream {
     /// Successful records ever: the next one's offset.
@@ -36,6 +36,40 @@ impl Default for Stream {
     fn default() -> Stream {
         Stream { count: 0, trim: SeqNum::MIN, last: None, last_in_row: false }
     }
+}
+
+/// A stream in the table: the count with `last_in_row` as its top bit, the trim point,
+/// the last record (0 for none: no record has seqnum 0, whose term is 0).
+#[derive(Clone, Copy, Debug, Default)]
+struct Packed([u64; 3]);
+
+const IN_ROW: u64 = 1 << 63;
+
+impl From<Packed> for Stream {
+    fn from(Packed([count, trim, last]): Packed) -> Stream {
+        Stream {
+            count: count & !IN_ROW,
+            trim: SeqNum(trim),
+            last: (last != 0).then_some(SeqNum(last)),
+            last_in_row: count & IN_ROW != 0,
+        }
+    }
+}
+
+impl From<Stream> for Packed {
+    fn from(s: Stream) -> Packed {
+        debug_assert!(s.count < IN_ROW && s.last != Some(SeqNum(0)));
+        Packed([s.count | if s.last_in_row { IN_ROW } else { 0 }, s.trim.0, s.last.map_or(0, |l| l.0)])
+    }
+}
+
+/// Applies `f` to `tag`'s stream in `streams` (a new one if it has none).
+fn update<T>(streams: &mut HashMap<Tag, Packed>, tag: Tag, f: impl FnOnce(&mut Stream) -> T) -> T {
+    let packed = streams.entry(tag).or_default();
+    let mut stream = Stream::from(*packed);
+    let out = f(&mut stream);
+    *packed = stream.into();
+    out
 }
 
 /// A stream a placed record joined, as the decided update tells it.
@@ -75,12 +109,20 @@ pub enum Decision {
 /// Per book, per stream, ALL and marks included.
 #[derive(Default, Debug)]
 pub struct StreamTable {
-    books: HashMap<BookId, HashMap<Tag, Stream>>,
+    books: HashMap<BookId, HashMap<Tag, Packed>>,
 }
 
 impl StreamTable {
     pub fn get(&self, book: BookId, tag: Tag) -> Stream {
-        self.books.get(&book).and_then(|b| b.get(&tag)).copied().unwrap_or_default()
+        self.books.get(&book).and_then(|b| b.get(&tag)).map_or_else(Stream::default, |p| Stream::from(*p))
+    }
+
+    /// About the bytes it holds: the maps' slots (key, value and control byte) at the
+    /// load they grow at, and a map per book.
+    pub fn bytes(&self) -> usize {
+        let slots = |capacity: usize, entry: usize| capacity * 8 / 7 * (entry + 1);
+        slots(self.books.capacity(), 8 + 48)
+            + self.books.values().map(|b| 48 + slots(b.capacity(), 8 + std::mem::size_of::<Packed>())).sum::<usize>()
     }
 
     /// Streams the table holds.
@@ -110,23 +152,25 @@ impl StreamTable {
         let mut joined = Vec::with_capacity(1 + meta.tags.len());
         let mut in_tag_rows = false;
         let mut untagged = true;
-        for &tag in &meta.tags {
-            let stream = streams.entry(tag).or_default();
-            let mark = tag.is_mark();
-            let in_row = mark || (seqnum >= all_trim && seqnum >= stream.trim);
-            joined.push(Joined { tag, offset: stream.count, in_row, first: stream.count == 0 });
+        // The record is the stream's last now.
+        let join = |stream: &mut Stream, tag: Tag, in_row: bool| {
+            let joined = Joined { tag, offset: stream.count, in_row, first: stream.count == 0 };
             stream.count += 1;
             stream.last = Some(seqnum);
             stream.last_in_row = in_row;
-            in_tag_rows |= in_row && !mark;
+            joined
+        };
+        for &tag in &meta.tags {
+            let mark = tag.is_mark();
+            joined.push(update(streams, tag, |stream| {
+                let in_row = mark || (seqnum >= all_trim && seqnum >= stream.trim);
+                join(stream, tag, in_row)
+            }));
+            in_tag_rows |= joined.last().is_some_and(|j| j.in_row) && !mark;
             untagged &= mark;
         }
-        let all = streams.entry(Tag::ALL).or_default();
         let in_row = seqnum >= all_trim && (untagged || in_tag_rows);
-        joined.insert(0, Joined { tag: Tag::ALL, offset: all.count, in_row, first: all.count == 0 });
-        all.count += 1;
-        all.last = Some(seqnum);
-        all.last_in_row = in_row;
+        joined.insert(0, update(streams, Tag::ALL, |all| join(all, Tag::ALL, in_row)));
         Decision::Placed(joined)
     }
 
@@ -138,25 +182,63 @@ impl StreamTable {
     /// cleared by a trim of ALL. Nothing decides on it (see the module's note on ALL).
     pub fn trim(&mut self, book: BookId, tag: Tag, seqnum: SeqNum) {
         let streams = self.books.entry(book).or_default();
+        // A trim of a mark drops its records below the point and sets nothing else.
+        let drops_last = |s: &mut Stream| s.last_in_row &= s.last.is_some_and(|l| l >= seqnum);
         if tag.is_mark() {
-            if let Some(stream) = streams.get_mut(&tag) {
-                stream.last_in_row &= stream.last.is_some_and(|l| l >= seqnum);
+            if streams.contains_key(&tag) {
+                update(streams, tag, drops_last);
             }
             return;
         }
-        let stream = streams.entry(tag).or_default();
-        if seqnum <= stream.trim {
-            return;
-        }
-        stream.trim = seqnum;
-        stream.last_in_row &= stream.last.is_some_and(|l| l >= seqnum);
-        if tag == Tag::ALL {
+        let moved = update(streams, tag, |stream| {
+            if seqnum <= stream.trim {
+                return false;
+            }
+            stream.trim = seqnum;
+            drops_last(stream);
+            true
+        });
+        if moved && tag == Tag::ALL {
             // Every tag's last record below the point left its row.
-            for (t, s) in streams.iter_mut() {
-                if !t.is_mark() && s.last.is_some_and(|l| l < seqnum) {
-                    s.last_in_row = false;
+            for (t, packed) in streams.iter_mut() {
+                if !t.is_mark() {
+                    let mut s = Stream::from(*packed);
+                    drops_last(&mut s);
+                    *packed = s.into();
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{LogId, Term};
+
+    #[test]
+    fn a_stream_packs_into_24_bytes_and_back() {
+        assert_eq!(std::mem::size_of::<Packed>(), 24);
+        for s in [
+            Stream::default(),
+            Stream { count: (1 << 63) - 1, trim: SeqNum(u64::MAX), last: Some(SeqNum(u64::MAX)), last_in_row: true },
+            Stream { count: 7, trim: SeqNum(3), last: Some(SeqNum::new(Term(1), LogId(0), 0)), last_in_row: false },
+        ] {
+            assert_eq!(Stream::from(Packed::from(s)), s);
+        }
+    }
+
+    #[test]
+    fn a_new_tag_per_record_costs_what_the_table_counts() {
+        let mut table = StreamTable::default();
+        let n = 100_000u64;
+        for i in 0..n {
+            let meta = RecordMeta { book: BookId(i % 10), tags: vec![Tag(1 + i)], cond: None, unchanged: vec![] };
+            table.decide(SeqNum::new(Term(1), LogId(0), i), &meta);
+        }
+        assert_eq!(table.streams(), n as usize + 10);
+        // 33 bytes a slot, and the maps' room to grow: under 80 bytes a stream.
+        let per_stream = table.bytes() / table.streams();
+        assert!((33..80).contains(&per_stream), "{per_stream} bytes a stream");
     }
 }
