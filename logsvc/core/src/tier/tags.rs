@@ -16,15 +16,15 @@
 //!   first cached seqnum ≥ B, or none; a stream not cached, with B ≥ W: none.
 //! - read_prev(b, t, B): the last cached seqnum ≤ B if there is one; none if `complete`.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use crate::types::{BookId, MetalogPosition, SeqNum, Tag};
 
 use super::update::DecidedUpdate;
 
-/// Bytes a cached stream costs besides its seqnums (its entry in the map, with the
-/// map's own overhead).
-const STREAM_BYTES: usize = 96;
+/// Bytes a cached stream costs besides its seqnums: its entry in the map and in the
+/// order of last access, with the containers' own overhead.
+const STREAM_BYTES: usize = 144;
 /// Bytes a cached record costs besides its tags.
 const RECORD_BYTES: usize = 64;
 
@@ -92,7 +92,9 @@ pub struct TagCache {
     bounds: TagBounds,
     streams: HashMap<(BookId, Tag), Cached>,
     records: BTreeMap<(BookId, SeqNum), Record>,
-    /// Trim points seen, for records that arrive later (tags and ALL).
+    /// The streams by last access, least recent first: what goes when it is full.
+    by_access: BTreeSet<(MetalogPosition, BookId, Tag)>,
+    /// W: no stream the cache does not hold has a live record at or after it.
     watermark: SeqNum,
     position: MetalogPosition,
     bytes: usize,
@@ -104,7 +106,16 @@ impl TagCache {
     /// An empty cache of a node that starts at `position`, whose next seqnum is
     /// `watermark`.
     pub fn new(bounds: TagBounds, position: MetalogPosition, watermark: SeqNum) -> TagCache {
-        TagCache { bounds, streams: HashMap::new(), records: BTreeMap::new(), watermark, position, bytes: 0, evicted_streams: 0 }
+        TagCache {
+            bounds,
+            streams: HashMap::new(),
+            records: BTreeMap::new(),
+            by_access: BTreeSet::new(),
+            watermark,
+            position,
+            bytes: 0,
+            evicted_streams: 0,
+        }
     }
 
     /// L: the position up to which the cache has applied updates.
@@ -147,9 +158,10 @@ impl TagCache {
                         complete: j.first,
                     };
                     self.streams.insert(key, cached);
+                    self.by_access.insert((update.position, key.0, key.1));
                 }
+                self.touch(key, update.position);
                 let cached = self.streams.get_mut(&key).expect("inserted above");
-                cached.last_access = update.position;
                 // A mark's stream holds the records with the mark that are live.
                 let kept = if j.tag.is_mark() { live_in_all } else { j.in_row };
                 if kept {
@@ -252,20 +264,21 @@ impl TagCache {
         }
     }
 
-    /// Past `cache_bytes`, evicts whole streams, least recently accessed first, down to
-    /// 7/8 of it (so that one sort serves many updates).
-    fn bound_cache(&mut self) {
-        if self.bytes <= self.bounds.cache_bytes {
-            return;
+    /// `key`'s stream was inserted into or hit at `at`.
+    fn touch(&mut self, key: (BookId, Tag), at: MetalogPosition) {
+        let Some(c) = self.streams.get_mut(&key) else { return };
+        if c.last_access != at {
+            self.by_access.remove(&(c.last_access, key.0, key.1));
+            c.last_access = at;
+            self.by_access.insert((at, key.0, key.1));
         }
-        let target = self.bounds.cache_bytes - self.bounds.cache_bytes / 8;
-        let mut by_access: Vec<((BookId, Tag), MetalogPosition)> =
-            self.streams.iter().map(|(k, c)| (*k, c.last_access)).collect();
-        by_access.sort_unstable_by_key(|(_, at)| *at);
-        for (key, _) in by_access {
-            if self.bytes <= target {
-                break;
-            }
+    }
+
+    /// Past `cache_bytes`, evicts whole streams, least recently accessed first.
+    fn bound_cache(&mut self) {
+        while self.bytes > self.bounds.cache_bytes {
+            let Some((_, book, tag)) = self.by_access.pop_first() else { return };
+            let key = (book, tag);
             let cached = self.streams.remove(&key).expect("listed");
             self.bytes -= cached.bytes();
             // Past every live record of the stream: those it holds, and those it evicted
@@ -281,33 +294,28 @@ impl TagCache {
 
     /// The first record of (book, tag) at or after `min`, at L.
     pub fn read_next(&mut self, book: BookId, tag: Tag, min: SeqNum) -> Local {
-        let position = self.position;
-        match self.streams.get_mut(&(book, tag)) {
+        let answer = match self.streams.get(&(book, tag)) {
             Some(c) if c.complete || min >= c.covered_from => {
-                c.last_access = position;
                 let i = c.seqnums.partition_point(|s| *s < min);
                 Local::Hit(c.seqnums.get(i).map(|&s| (s, c.slots[i])))
             }
-            None if min >= self.watermark => Local::Hit(None),
-            _ => Local::Miss,
-        }
+            None if min >= self.watermark => return Local::Hit(None),
+            _ => return Local::Miss,
+        };
+        self.touch((book, tag), self.position);
+        answer
     }
 
     /// The last record of (book, tag) at or before `max`, at L.
     pub fn read_prev(&mut self, book: BookId, tag: Tag, max: SeqNum) -> Local {
-        let position = self.position;
-        let Some(c) = self.streams.get_mut(&(book, tag)) else { return Local::Miss };
+        let Some(c) = self.streams.get(&(book, tag)) else { return Local::Miss };
         let end = c.seqnums.partition_point(|s| *s <= max);
-        match end.checked_sub(1).map(|i| (c.seqnums[i], c.slots[i])) {
-            Some(s) => {
-                c.last_access = position;
-                Local::Hit(Some(s))
-            }
-            None if c.complete => {
-                c.last_access = position;
-                Local::Hit(None)
-            }
-            None => Local::Miss,
-        }
+        let answer = match end.checked_sub(1).map(|i| (c.seqnums[i], c.slots[i])) {
+            Some(s) => Local::Hit(Some(s)),
+            None if c.complete => Local::Hit(None),
+            None => return Local::Miss,
+        };
+        self.touch((book, tag), self.position);
+        answer
     }
 }

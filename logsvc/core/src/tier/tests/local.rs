@@ -9,7 +9,7 @@ fn run_tag_cache(seed: u64) -> (u64, u64) {
     let mut rng = Rng(seed);
     let mut reference_index = Index::new();
     let mut table = StreamTable::default();
-    let bounds = TagBounds { cache_bytes: 400 + rng.below(4_000) as usize, stream_bytes: 100 + rng.below(200) as usize };
+    let bounds = TagBounds { cache_bytes: 600 + rng.below(4_000) as usize, stream_bytes: 150 + rng.below(200) as usize };
     let start = rng.below(20);
     let mut cache: Option<TagCache> = None;
     let mut position = 0u64;
@@ -176,8 +176,8 @@ fn reads_on_every_path_are_the_logs_at_a_position_at_least_the_callers() {
         let mut history: Vec<Applied> = Vec::new();
         let bounds = LocalBounds {
             suffix_bytes: 256 + rng.below(400) as usize,
-            tag_cache_bytes: 300 + rng.below(3_000) as usize,
-            tag_bytes_max: 100 + rng.below(200) as usize,
+            tag_cache_bytes: 500 + rng.below(3_000) as usize,
+            tag_bytes_max: 150 + rng.below(200) as usize,
             popularity_bytes: 160 * rng.below(20) as usize,
         };
         let start = rng.below(10);
