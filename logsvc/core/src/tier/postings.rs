@@ -81,6 +81,9 @@ struct Progress {
     /// Lookups as of a position of this log below this one get `TooOld`: postings that
     /// left their rows at or before it may be gone.
     floor: MetalogPosition,
+    /// The rows whose postings left in this log's entries, in log order: what a purge
+    /// visits (no walk over every row).
+    leaving: VecDeque<(MetalogPosition, BookId, Tag)>,
 }
 
 impl Postings {
@@ -126,9 +129,12 @@ impl Postings {
     pub fn trim(&mut self, log: LogId, at: MetalogPosition, book: BookId, tag: Tag, seqnum: SeqNum) {
         let left = (at, log);
         let Some(rows) = self.books.get_mut(&book) else { return };
+        let leaving = &mut self.logs.entry(log).or_default().leaving;
         if tag.is_mark() {
             if let Some(row) = rows.get_mut(&tag) {
-                leave_below(row, seqnum, left, |_| {});
+                if leave_below(row, seqnum, left, |_| {}) > 0 {
+                    leaving.push_back((at, book, tag));
+                }
             }
             return;
         }
@@ -137,10 +143,13 @@ impl Postings {
         let mut died_in_tag_rows = Vec::new();
         for t in tags {
             if let Some(row) = rows.get_mut(&t) {
-                leave_below(row, seqnum, left, |p| died_in_tag_rows.push(p.seqnum));
+                if leave_below(row, seqnum, left, |p| died_in_tag_rows.push(p.seqnum)) > 0 {
+                    leaving.push_back((at, book, t));
+                }
             }
         }
         let Some(all) = rows.get_mut(&Tag::ALL) else { return };
+        let mut all_left = false;
         died_in_tag_rows.sort_unstable();
         for s in died_in_tag_rows {
             let i = all.from(s);
@@ -148,6 +157,7 @@ impl Postings {
                 p.tag_rows = p.tag_rows.saturating_sub(1);
                 if p.tag_rows == 0 {
                     (p.left, p.left_in) = left;
+                    all_left = true;
                 }
             }
         }
@@ -157,38 +167,43 @@ impl Postings {
             for p in all.postings.range_mut(..end) {
                 if p.left == NEVER {
                     (p.left, p.left_in) = left;
+                    all_left = true;
                 }
             }
+        }
+        if all_left {
+            leaving.push_back((at, book, Tag::ALL));
         }
     }
 
     /// Marks every entry of `log` up to `at` applied: postings that left their rows in
-    /// that log more than `dead_keep` of its entries ago go, and its floor rises past
-    /// them. Purges run once per `dead_keep / 4` entries, each over every row.
+    /// that log more than `dead_keep` of its entries ago go (from the front of their rows:
+    /// one that left in the middle of ALL's row waits there, as in `index.rs`), and its
+    /// floor rises past them.
     pub fn applied_through(&mut self, log: LogId, at: MetalogPosition) {
         let dead_keep = self.dead_keep;
         let progress = self.logs.entry(log).or_default();
         progress.applied = at;
         progress.recent.push_back(at);
-        if progress.recent.len() <= dead_keep + dead_keep / 4 {
+        if progress.recent.len() <= dead_keep {
             return;
         }
-        let mut horizon = progress.floor;
-        while progress.recent.len() > dead_keep {
-            horizon = progress.recent.pop_front().expect("longer than dead_keep");
-        }
+        let horizon = progress.recent.pop_front().expect("longer than dead_keep");
         progress.floor = progress.floor.max(horizon);
-        for rows in self.books.values_mut() {
-            for row in rows.values_mut() {
-                while row.postings.front().is_some_and(|p| p.left_in == log && p.left <= horizon) {
-                    row.postings.pop_front();
+        while progress.leaving.front().is_some_and(|&(left, _, _)| left <= horizon) {
+            let (_, book, tag) = progress.leaving.pop_front().expect("checked");
+            let Some(rows) = self.books.get_mut(&book) else { continue };
+            let Some(row) = rows.get_mut(&tag) else { continue };
+            while row.postings.front().is_some_and(|p| p.left_in == log && p.left <= horizon) {
+                row.postings.pop_front();
+            }
+            if row.postings.is_empty() {
+                rows.remove(&tag);
+                if rows.is_empty() {
+                    self.books.remove(&book);
                 }
             }
         }
-        self.books.retain(|_, rows| {
-            rows.retain(|_, r| !r.postings.is_empty());
-            !rows.is_empty()
-        });
     }
 
     /// Whether `seqnum`'s posting in `book`'s ALL row is in the row at `q`.
@@ -229,8 +244,8 @@ impl Postings {
 }
 
 /// Takes the postings of `row` below `seqnum` still in it out at `at` (a position and its
-/// log), calling `left` for each.
-fn leave_below(row: &mut Row, seqnum: SeqNum, at: (MetalogPosition, LogId), mut left: impl FnMut(&Posting)) {
+/// log), calling `left` for each; returns how many left.
+fn leave_below(row: &mut Row, seqnum: SeqNum, at: (MetalogPosition, LogId), mut left: impl FnMut(&Posting)) -> usize {
     let end = row.from(seqnum);
     // Those that left earlier are a prefix: start after them.
     let start = row.postings.partition_point(|p| p.left != NEVER).min(end);
@@ -238,4 +253,5 @@ fn leave_below(row: &mut Row, seqnum: SeqNum, at: (MetalogPosition, LogId), mut 
         (p.left, p.left_in) = at;
         left(p);
     }
+    end - start
 }
