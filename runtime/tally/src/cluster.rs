@@ -503,7 +503,7 @@ impl ClusterDir {
     }
 
     /// Stops every process: nodes first (SIGTERM, then SIGKILL after `grace`), then
-    /// etcd.
+    /// etcd; each group is gone (or [`KILL_WAIT`] passed) before the next.
     pub fn down(&self, grace: Duration) -> anyhow::Result<()> {
         let nodes: Vec<PathBuf> = self.file.nodes.iter().map(|n| self.node_dir(n).join("node.pid")).collect();
         let stop_postgres = || {
@@ -526,16 +526,27 @@ impl ClusterDir {
             while pids.iter().any(|(_, p)| alive(*p)) && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(50));
             }
-            for (file, pid) in &pids {
+            for (_, pid) in &pids {
                 if alive(*pid) {
                     signal(*pid, "KILL");
                 }
+            }
+            // Gone before `down` returns: a process still dying holds its ports, and an
+            // `up` right after would find them taken.
+            let deadline = Instant::now() + KILL_WAIT;
+            while pids.iter().any(|(_, p)| alive(*p)) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            for (file, _) in &pids {
                 let _ = fs::remove_file(file);
             }
         }
         Ok(())
     }
 }
+
+/// How long `down` waits for a killed process to be gone.
+const KILL_WAIT: Duration = Duration::from_secs(5);
 
 /// One process as `tally cluster status` reports it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
