@@ -70,6 +70,7 @@ fn configuration() -> Configuration {
         controller: NodeId(0),
         terms: vec![term(1, Some(vec![SealedTail { len: 3, last: Some(entry(2)) }])), term(2, None)],
         indexers: vec![vec![NodeId(4)], vec![]],
+        tier: None,
     }
 }
 

@@ -4,7 +4,7 @@
 //! `/tally/<cluster>/`:
 //!
 //! ```text
-//! /tally/<cluster>/config        the current Configuration: a format byte (1) + bincode.
+//! /tally/<cluster>/config        the current Configuration: a format byte (2) + bincode.
 //!                                Written only by the leading controller, always with a
 //!                                compare-and-swap on the mod revision it loaded.
 //! /tally/<cluster>/settings      Settings (JSON), written once by the first controller to

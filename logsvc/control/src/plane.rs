@@ -12,14 +12,18 @@ use std::fmt;
 use bincode::Options;
 use etcd_client::{Compare, CompareOp, GetOptions, Txn, TxnOp, TxnOpResponse};
 use serde::{Deserialize, Serialize};
-use tally_log_core::{Configuration, NodeId};
+#[cfg(test)]
+use tally_log_core::TierLayout;
+use tally_log_core::{Configuration, ConfigurationV1, NodeId};
 
 use crate::endpoints::{Endpoints, Retry};
 use crate::error::{Error, Result};
 
-/// The first byte of a stored configuration: how the rest is encoded. 1 is bincode
-/// (fixed-width integers) of [`Configuration`].
-const CONFIG_FORMAT_BINCODE: u8 = 1;
+/// The first byte of a stored configuration: how the rest is encoded. 2 is bincode
+/// (fixed-width integers) of [`Configuration`]; 1, still read, of [`ConfigurationV1`]
+/// (before the index tier).
+const CONFIG_FORMAT_BINCODE: u8 = 2;
+const CONFIG_FORMAT_V1: u8 = 1;
 
 /// The largest encoded configuration written, below etcd's default request limit
 /// (1.5 MiB) with room for the request's framing. Decoding allows more, so that a
@@ -170,17 +174,21 @@ pub(crate) fn encode_config(config: &Configuration) -> Result<Vec<u8>> {
 pub(crate) fn decode_config(bytes: &[u8]) -> Result<Configuration> {
     match bytes.split_first() {
         None => Err(Error::Corrupt("the stored configuration is empty".into())),
-        Some((&CONFIG_FORMAT_BINCODE, rest)) => {
-            let config: Configuration = bincode_options()
-                .deserialize(rest)
-                .map_err(|e| Error::Corrupt(format!("decoding the stored configuration (format 1): {e}")))?;
+        Some((&format @ (CONFIG_FORMAT_BINCODE | CONFIG_FORMAT_V1), rest)) => {
+            let decoded = if format == CONFIG_FORMAT_V1 {
+                bincode_options().deserialize::<ConfigurationV1>(rest).map(Configuration::from)
+            } else {
+                bincode_options().deserialize::<Configuration>(rest)
+            };
+            let config =
+                decoded.map_err(|e| Error::Corrupt(format!("decoding the stored configuration (format {format}): {e}")))?;
             if config.terms.is_empty() {
                 return Err(Error::Corrupt("the stored configuration has no term".into()));
             }
             Ok(config)
         }
         Some((format, _)) => Err(Error::Corrupt(format!(
-            "the stored configuration has format byte {format}; this build reads only format {CONFIG_FORMAT_BINCODE}"
+            "the stored configuration has format byte {format}; this build reads formats {CONFIG_FORMAT_V1} and {CONFIG_FORMAT_BINCODE}"
         ))),
     }
 }
@@ -343,6 +351,7 @@ mod tests {
                 sealed: None,
             }],
             indexers: vec![vec![]],
+            tier: None,
         }
     }
 
@@ -366,8 +375,15 @@ mod tests {
     fn configurations_round_trip_and_refuse_other_formats() {
         let c = config();
         let bytes = encode_config(&c).unwrap();
-        assert_eq!(bytes[0], 1);
+        assert_eq!(bytes[0], 2);
         assert_eq!(decode_config(&bytes).unwrap(), c);
+        let tiered = Configuration { tier: Some(TierLayout { shards: vec![vec![NodeId(5), NodeId(6)]] }), ..c.clone() };
+        assert_eq!(decode_config(&encode_config(&tiered).unwrap()).unwrap(), tiered);
+        // What a build before the index tier stored (format 1: no `tier`) still reads.
+        let mut v1 = vec![1];
+        let (n_logs, controller, terms, indexers) = (c.n_logs, c.controller, &c.terms, &c.indexers);
+        bincode_options().serialize_into(&mut v1, &(n_logs, controller, terms, indexers)).unwrap();
+        assert_eq!(decode_config(&v1).unwrap(), c);
 
         let corrupt = |bytes: &[u8], expect: &str| {
             let e = decode_config(bytes).unwrap_err();
@@ -376,12 +392,12 @@ mod tests {
         };
         corrupt(b"", "empty");
         let mut other = bytes.clone();
-        other[0] = 2;
-        corrupt(&other, "format byte 2");
-        corrupt(&bytes[..bytes.len() - 1], "format 1");
+        other[0] = 3;
+        corrupt(&other, "format byte 3");
+        corrupt(&bytes[..bytes.len() - 1], "format 2");
         let mut longer = bytes.clone();
         longer.push(0);
-        corrupt(&longer, "format 1");
+        corrupt(&longer, "format 2");
         corrupt(b"\x01garbage", "format 1");
         corrupt(&[1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f], "format 1");
     }

@@ -33,6 +33,7 @@ fn config(term: u16, engine: u32) -> Configuration {
             sealed: None,
         }],
         indexers: vec![vec![]],
+        tier: None,
     }
 }
 

@@ -86,6 +86,26 @@ impl TermConfig {
     }
 }
 
+/// INDILOG's index tier (partial mode): `shards[s]` are the index nodes replicating index
+/// shard `s` (entry k of log l goes to shard (k + l) mod S), the first one pushing the
+/// decided updates of its entries. Fixed for the life of the cluster, like `indexers`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TierLayout {
+    pub shards: Vec<Vec<NodeId>>,
+}
+
+impl TierLayout {
+    /// Every index node, shard by shard.
+    pub fn nodes(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.shards.iter().flatten().copied()
+    }
+
+    /// The shard `node` replicates.
+    pub fn shard_of_node(&self, node: NodeId) -> Option<usize> {
+        self.shards.iter().position(|r| r.contains(&node))
+    }
+}
+
 /// The whole history of terms, oldest first; the last one is current. Engines that
 /// start from nothing replay every term, so sealed terms stay in the history.
 ///
@@ -99,12 +119,33 @@ impl TermConfig {
 /// replicas); an empty list means every engine does. The set is fixed for the life of
 /// the cluster, so an indexer has applied every entry since the first term. Other
 /// engines append to the log but forward reads to an indexer.
+///
+/// With `tier`, the cluster runs in partial mode: engines keep no complete index, index
+/// nodes decide placements and answer lookups, and engines keep a bounded local index
+/// fed by the index nodes' decided updates.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Configuration {
     pub n_logs: u8,
     pub controller: NodeId,
     pub terms: Vec<TermConfig>,
     pub indexers: Vec<Vec<NodeId>>,
+    /// Partial mode's index tier (`None`: complete mode, every indexer holds `index.rs`).
+    pub tier: Option<TierLayout>,
+}
+
+/// [`Configuration`] as stores wrote it before the index tier: read, never written.
+#[derive(Deserialize)]
+pub struct ConfigurationV1 {
+    pub n_logs: u8,
+    pub controller: NodeId,
+    pub terms: Vec<TermConfig>,
+    pub indexers: Vec<Vec<NodeId>>,
+}
+
+impl From<ConfigurationV1> for Configuration {
+    fn from(v: ConfigurationV1) -> Configuration {
+        Configuration { n_logs: v.n_logs, controller: v.controller, terms: v.terms, indexers: v.indexers, tier: None }
+    }
 }
 
 impl Configuration {
@@ -139,6 +180,11 @@ impl Configuration {
             Some(ix) if !ix.is_empty() => ix.clone(),
             _ => self.current().engines.clone(),
         }
+    }
+
+    /// Whether the cluster runs the index tier (partial mode).
+    pub fn partial(&self) -> bool {
+        self.tier.is_some()
     }
 
     pub fn term(&self, term: Term) -> Option<&TermConfig> {

@@ -56,7 +56,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use crate::config::{Configuration, LogTermConfig, SealedTail, ShardConfig, TermConfig};
+use crate::config::{Configuration, LogTermConfig, SealedTail, ShardConfig, TermConfig, TierLayout};
 use crate::error::{Error, Result};
 use crate::message::{Message, MetalogEntry};
 use crate::types::{LocalId, LogId, Micros, NextTick, NodeId, ShardId, Term};
@@ -66,6 +66,9 @@ pub enum Role {
     Sequencer,
     Storage,
     Engine,
+    /// An index node of the index tier (partial mode): never in a term, so its
+    /// absence, restart or arrival seals nothing.
+    Index,
 }
 
 #[derive(Clone, Debug)]
@@ -88,6 +91,9 @@ pub struct ControllerConfig {
     /// Engines holding each log's index, chosen once from the engines known when the
     /// first term is installed (`None`: every engine indexes every log).
     pub indexers_per_log: Option<usize>,
+    /// Partial mode: the index tier's shards and replicas per shard, laid out once over
+    /// the index nodes known when the first term is installed (`None`: complete mode).
+    pub tier: Option<(usize, usize)>,
     /// The other controllers of the cluster (standbys that may take over), whose
     /// stored configurations this one resumes from. Empty in a one-controller cluster.
     pub peers: Vec<NodeId>,
@@ -103,6 +109,7 @@ impl Default for ControllerConfig {
             resend_us: 100_000,
             startup_grace_us: 2_000_000,
             indexers_per_log: None,
+            tier: None,
             peers: Vec::new(),
         }
     }
@@ -172,6 +179,8 @@ pub struct Controller {
     started_at: Option<Micros>,
     /// Chosen at the first install (or taken from the stored configuration).
     indexers: Option<Vec<Vec<NodeId>>>,
+    /// Chosen at the first install (or taken from the stored configuration).
+    tier: Option<Option<TierLayout>>,
     /// The current term was installed before this controller restarted: it is sealed
     /// and replaced before anything else, and its configuration is never sent.
     restarted: bool,
@@ -200,6 +209,7 @@ impl Controller {
             next_shard: 0,
             started_at: None,
             indexers: None,
+            tier: None,
             restarted: false,
             short_warned_at: None,
             primaries: BTreeMap::new(),
@@ -226,6 +236,7 @@ impl Controller {
             Some(s) => s.checked_add(1).ok_or_else(|| Error::Storage("the stored configuration used every shard id".into()))?,
         };
         c.indexers = Some(stored.indexers.clone());
+        c.tier = Some(stored.tier.clone());
         c.restarted = true;
         tracing::info!(term = stored.current().term.0, "controller resumes from its stored configuration");
         c.config = Some(Arc::new(stored));
@@ -271,6 +282,9 @@ impl Controller {
         if stored.indexers.len() != stored.n_logs as usize || stored.indexers.iter().flatten().any(|&n| !role_is(n, Role::Engine))
         {
             return mismatch("names index replicas this cluster does not have".into());
+        }
+        if stored.tier.as_ref().is_some_and(|t| t.shards.is_empty() || t.nodes().any(|n| !role_is(n, Role::Index))) {
+            return mismatch("names index nodes this cluster does not have".into());
         }
         Ok(())
     }
@@ -318,6 +332,21 @@ impl Controller {
             }
             _ => vec![Vec::new(); to - from],
         }
+    }
+
+    /// The index tier's layout over the index nodes known now: shard s gets nodes s,
+    /// s + S, s + 2S... up to R of them (fewer nodes than shards: fewer shards).
+    fn choose_tier(&self) -> Option<TierLayout> {
+        let (shards, replicas) = self.cfg.tier?;
+        let nodes: Vec<NodeId> = self.members.iter().filter(|(_, m)| m.role == Role::Index).map(|(n, _)| *n).collect();
+        let shards = shards.min(nodes.len()).max(1);
+        let layout: Vec<Vec<NodeId>> =
+            (0..shards).map(|s| nodes.iter().skip(s).step_by(shards).take(replicas.max(1)).copied().collect()).collect();
+        if layout.iter().any(Vec::is_empty) {
+            tracing::warn!("partial mode without index nodes: the cluster runs in complete mode");
+            return None;
+        }
+        Some(TierLayout { shards: layout })
     }
 
     pub fn configuration(&self) -> Option<&Arc<Configuration>> {
@@ -642,7 +671,12 @@ impl Controller {
         let chosen = indexers.len();
         indexers.extend(self.choose_indexers(now, chosen, n_logs as usize));
         self.indexers = Some(indexers.clone());
-        let config = Arc::new(Configuration { n_logs, controller: self.id, terms, indexers });
+        let tier = match &self.tier {
+            Some(tier) => tier.clone(),
+            None => self.choose_tier(),
+        };
+        self.tier = Some(tier.clone());
+        let config = Arc::new(Configuration { n_logs, controller: self.id, terms, indexers, tier });
         if had > 0 && n_logs > had {
             tracing::info!(term = term.0, from = had, to = n_logs, "installed a new term that adds physical logs");
         } else {

@@ -249,7 +249,7 @@ pub enum Placement {
 }
 
 /// A read result from the index: the seqnum and where its data lives.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Found {
     pub seqnum: SeqNum,
     pub location: Location,

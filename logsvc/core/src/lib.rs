@@ -29,10 +29,10 @@ pub mod tier;
 mod types;
 
 pub use chunks::{ColdStore, MemColdStore};
-pub use config::{Configuration, LogTermConfig, SealedTail, ShardConfig, TermConfig};
+pub use config::{Configuration, ConfigurationV1, LogTermConfig, SealedTail, ShardConfig, TermConfig, TierLayout};
 pub use context::Context;
 pub use controller::{Controller, ControllerAction, ControllerConfig, Role};
-pub use engine::{Engine, EngineAction, EngineConfig, IndexedRecord, OpId};
+pub use engine::{Engine, EngineAction, EngineConfig, IndexedRecord, OpId, PartialStats};
 pub use error::{Error, Result};
 pub use follower::FollowerConfig;
 pub use index::{ColdIndex, Found, Index, Placement};
@@ -43,7 +43,7 @@ pub use message::{
 };
 pub use sequencer::{stored_entries_messages, Sequencer, SequencerAction, SequencerConfig};
 #[cfg(feature = "sim")]
-pub use sim::{run_seeds, Rng, Sim, SimLog, SimOptions, SimStats, Violation};
+pub use sim::{run_seeds, Rng, Sim, SimLog, SimOptions, SimPartial, SimStats, Violation};
 pub use storage::{meta_reply, StorageAction, StorageConfig, StorageNode};
 pub use store::{
     ControllerStore, MemControllerStore, MemMetalogStore, MemStore, MetalogStore, MetalogWrite, RecordStore, RecoveredRecord,

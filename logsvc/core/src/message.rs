@@ -21,10 +21,11 @@ use serde::{Deserialize, Serialize};
 use crate::config::Configuration;
 use crate::error::Error;
 use crate::index::BookState;
+use crate::tier::{DecidedUpdate, ShardAnswer};
 use crate::types::{BookId, LocalId, LogId, MetalogPosition, NodeId, SeqNum, ShardId, Tag, Term};
 
 /// Version of the wire format; a peer speaking another version is disconnected.
-pub const WIRE_VERSION: u8 = 8;
+pub const WIRE_VERSION: u8 = 9;
 
 /// A condition of a conditional append (Halfmoon `logCondAppend`): the stream `tag` of
 /// the record's book must hold exactly `position` records (trimmed ones included) when
@@ -387,6 +388,84 @@ pub enum Message {
         more: bool,
     },
 
+    // The index tier (partial mode). Index node -> function nodes: an entry decided.
+    UpdatePush {
+        update: DecidedUpdate,
+    },
+    // Function node -> any index node, and back: the decided updates of `log` after
+    // `after` (`None`: some are no longer kept; the local index starts again).
+    UpdateFetch {
+        req: u64,
+        log: LogId,
+        after: MetalogPosition,
+    },
+    UpdateFetched {
+        req: u64,
+        log: LogId,
+        updates: Option<Vec<DecidedUpdate>>,
+    },
+    // Function node -> a replica of index shard `shard`, and back: the shard's closest
+    // record of (book, tag) from `bound` (forward when `next`), as of `q` of `log`, with
+    // the aux data it keeps for it. Held until the shard has applied `log` before `q`.
+    TierLookup {
+        req: u64,
+        round: u32,
+        shard: u16,
+        log: LogId,
+        book: BookId,
+        tag: Tag,
+        bound: SeqNum,
+        next: bool,
+        q: MetalogPosition,
+    },
+    TierAnswer {
+        req: u64,
+        round: u32,
+        shard: u16,
+        answer: ShardAnswer,
+        aux: Option<Bytes>,
+    },
+    // Function node -> a replica of every index shard, and back: the record at `offset`
+    // of (book, tag) just before `before`, a record of the entry of `log` ending at `at`
+    // (a failed condition's holder).
+    HolderLookup {
+        req: u64,
+        shard: u16,
+        log: LogId,
+        book: BookId,
+        tag: Tag,
+        offset: u64,
+        before: SeqNum,
+        at: MetalogPosition,
+    },
+    HolderAnswer {
+        req: u64,
+        shard: u16,
+        holder: Option<SeqNum>,
+    },
+    // Function node -> every replica of every index shard, and back: aux data for a
+    // record, kept by the shard that holds it live in `book` at `q` (`kept`).
+    TierSetAux {
+        req: u64,
+        shard: u16,
+        log: LogId,
+        book: BookId,
+        seqnum: SeqNum,
+        aux: Bytes,
+        q: MetalogPosition,
+    },
+    TierAuxSet {
+        req: u64,
+        shard: u16,
+        kept: bool,
+    },
+    /// A tier request refused (sent to a node that is not that shard's replica, or
+    /// naming a log or position the node cannot answer for).
+    TierRefused {
+        req: u64,
+        error: Error,
+    },
+
     // Every node -> controller.
     Heartbeat {
         incarnation: u64,
@@ -455,6 +534,16 @@ impl Message {
             Message::ForwardReply { .. } => "forward_reply",
             Message::IndexExport { .. } => "index_export",
             Message::IndexExported { .. } => "index_exported",
+            Message::UpdatePush { .. } => "update_push",
+            Message::UpdateFetch { .. } => "update_fetch",
+            Message::UpdateFetched { .. } => "update_fetched",
+            Message::TierLookup { .. } => "tier_lookup",
+            Message::TierAnswer { .. } => "tier_answer",
+            Message::HolderLookup { .. } => "holder_lookup",
+            Message::HolderAnswer { .. } => "holder_answer",
+            Message::TierSetAux { .. } => "tier_set_aux",
+            Message::TierAuxSet { .. } => "tier_aux_set",
+            Message::TierRefused { .. } => "tier_refused",
             Message::Heartbeat { .. } => "heartbeat",
             Message::ConfigAck { .. } => "config_ack",
             Message::NewConfig { .. } => "new_config",

@@ -609,7 +609,13 @@ mod tests {
         let logs = vec![LogTermConfig { log: LogId(0), sequencers: vec![PRIMARY, BACKUP], shards }];
         let term = TermConfig { term: Term(1), logs, engines: vec![NodeId(5)], storage: vec![ME], sealed: None };
         Message::NewConfig {
-            config: Arc::new(Configuration { n_logs: 1, controller: CONTROLLER, terms: vec![term], indexers: vec![vec![]] }),
+            config: Arc::new(Configuration {
+                n_logs: 1,
+                controller: CONTROLLER,
+                terms: vec![term],
+                indexers: vec![vec![]],
+                tier: None,
+            }),
         }
     }
 

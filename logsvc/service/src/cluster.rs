@@ -306,6 +306,9 @@ impl Cluster {
     async fn start_nodes(&mut self, bound: Vec<Bound>) -> Result<()> {
         for (id, role, transport, inbox) in bound {
             match role {
+                Role::Index => {
+                    return Err(Error::InvalidArgument(format!("node {id}: this builder runs no index nodes")));
+                }
                 Role::Sequencer => {
                     let store = Arc::new(JournalMetalogStore::open(&self.node_dir("sequencer", id))?);
                     let weak = Arc::downgrade(&store);

@@ -39,13 +39,14 @@ use crate::chunks::MemColdStore;
 use crate::config::Configuration;
 use crate::context::Context;
 use crate::controller::{Controller, ControllerAction, ControllerConfig, Role};
-use crate::engine::{Engine, EngineAction, EngineConfig, OpId};
+use crate::engine::{Engine, EngineAction, EngineConfig, OpId, PartialStats};
 use crate::follower::FollowerConfig;
 use crate::index::ColdIndex;
 use crate::message::{Cond, Message, MetalogEntry, Reply, Request};
 use crate::sequencer::{stored_entries_messages, Sequencer, SequencerAction, SequencerConfig};
 use crate::storage::{meta_reply, StorageAction, StorageConfig, StorageNode};
 use crate::store::{MemMetalogStore, MemStore, MetalogStore, MetalogWrite, RecordStore};
+use crate::tier::{IndexNode, IndexNodeAction, IndexNodeConfig, LocalBounds};
 use crate::types::{BookId, Location, LogId, MetalogPosition, Micros, NodeId, SeqNum, Tag, Term};
 use oracle::Oracle;
 
@@ -97,6 +98,16 @@ pub struct SimOptions {
     pub disk_max_us: Micros,
     /// Engines holding each log's index; the others forward (`None`: all index all).
     pub indexers_per_log: Option<usize>,
+    /// Partial mode (`sim --index partial`): index nodes instead of indexing engines.
+    pub partial: Option<SimPartial>,
+}
+
+/// The index tier of a partial-mode run: `shards` x `replicas` index nodes. Engines
+/// get local indexes with tiny bounds (every path runs), and one in three none.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SimPartial {
+    pub shards: usize,
+    pub replicas: usize,
 }
 
 impl Default for SimOptions {
@@ -128,6 +139,7 @@ impl Default for SimOptions {
             disk_min_us: 100,
             disk_max_us: 3_000,
             indexers_per_log: Some(2),
+            partial: None,
         }
     }
 }
@@ -138,7 +150,7 @@ impl fmt::Display for SimOptions {
             f,
             "sequencers={} storage={} engines={} logs={} n_meta={} n_data={} clients={} books={} safety={}ms liveness={}ms \
              delay={}..{}us loss={} dup={} crash={} persist_crash={} power_loss={} partition={} controller_crash={} controllers={} failover={} late_members={} \
-             add_logs={} disk={}..{}us indexers_per_log={:?}",
+             add_logs={} disk={}..{}us indexers_per_log={:?} partial={:?}",
             self.sequencers,
             self.storage,
             self.engines,
@@ -164,7 +176,8 @@ impl fmt::Display for SimOptions {
             self.add_logs,
             self.disk_min_us,
             self.disk_max_us,
-            self.indexers_per_log
+            self.indexers_per_log,
+            self.partial,
         )
     }
 }
@@ -199,6 +212,8 @@ pub struct SimStats {
     /// and of those, answered by a replica that never had one (the entry is dropped).
     pub probes: u64,
     pub probes_lacking: u64,
+    /// Partial mode: the engines' reads per path, and their local indexes' restarts.
+    pub paths: PartialStats,
 }
 
 #[derive(Debug)]
@@ -225,12 +240,20 @@ enum Node {
     Sequencer(Sequencer),
     Storage(StorageNode),
     Engine(Engine),
+    Index(IndexNode),
 }
 
 impl Node {
+    fn paths(&self) -> PartialStats {
+        match self {
+            Node::Engine(e) => e.partial_stats().unwrap_or_default(),
+            _ => PartialStats::default(),
+        }
+    }
+
     fn chunks_spilled(&self) -> u64 {
         match self {
-            Node::Sequencer(_) => 0,
+            Node::Sequencer(_) | Node::Index(_) => 0,
             Node::Storage(s) => s.chunks_spilled(),
             Node::Engine(e) => e.chunks_spilled(),
         }
@@ -403,7 +426,14 @@ impl Sim {
         let mut roster = Vec::new();
         let mut slots = BTreeMap::new();
         let mut id = 1;
-        for (role, count) in [(Role::Sequencer, opts.sequencers), (Role::Storage, opts.storage), (Role::Engine, opts.engines)] {
+        let index_nodes = opts.partial.map_or(0, |p| (p.shards * p.replicas) as u32);
+        let roles = [
+            (Role::Sequencer, opts.sequencers),
+            (Role::Storage, opts.storage),
+            (Role::Engine, opts.engines),
+            (Role::Index, index_nodes),
+        ];
+        for (role, count) in roles {
             for _ in 0..count {
                 let n = NodeId(id);
                 id += 1;
@@ -429,6 +459,7 @@ impl Sim {
             resend_us: 40_000,
             startup_grace_us: 500_000,
             indexers_per_log: opts.indexers_per_log,
+            tier: opts.partial.map(|p| (p.shards, p.replicas)),
             peers: Vec::new(),
         };
         let late: Vec<NodeId> = if opts.late_members {
@@ -589,9 +620,34 @@ impl Sim {
                     cache_bytes_max: 64 << 10,
                     follower: Self::follower_cfg(),
                     cold_index: Self::cold_index(n),
+                    // Tiny local indexes, so that every path runs; one engine in three
+                    // has none.
+                    local_index: (n.0 % 3 != 0).then_some(LocalBounds {
+                        suffix_bytes: 1 << 10,
+                        tag_cache_bytes: 2 << 10,
+                        tag_bytes_max: 256,
+                        popularity_bytes: 512,
+                    }),
+                    local_wait_us: 2_000,
+                    lookup_retry_us: 20_000,
                     ..Default::default()
                 };
                 Node::Engine(Engine::new(n, controllers, inc, cfg))
+            }
+            Role::Index => {
+                let cfg = IndexNodeConfig {
+                    // Small, so that lookups meet `TooOld` and engines restart their
+                    // local indexes.
+                    dead_keep_entries: 32,
+                    update_keep_bytes: 16 << 10,
+                    aux_bytes_max: 4 << 10,
+                    fetch_retry_us: 20_000,
+                    heartbeat_interval_us: 30_000,
+                    hold_us: 2_000_000,
+                    follower: Self::follower_cfg(),
+                    ..Default::default()
+                };
+                Node::Index(IndexNode::new(n, controllers, inc, cfg))
             }
         };
         slot.node = Some(node);
@@ -608,6 +664,7 @@ impl Sim {
             Role::Sequencer => (self.opts.n_meta - 1) / 2,
             Role::Storage => self.opts.n_data - 1,
             Role::Engine => self.opts.engines as usize,
+            Role::Index => self.opts.partial.map_or(0, |p| p.shards * p.replicas),
         };
         down_same < limit
     }
@@ -616,6 +673,7 @@ impl Sim {
         let slot = self.slots.get_mut(&n).expect("known node");
         let Some(node) = slot.node.take() else { return };
         self.stats.chunks_spilled += node.chunks_spilled();
+        self.stats.paths.add(&node.paths());
         // A storage node's disk loses what was not synced; the metalog store syncs
         // every write, so it loses nothing.
         slot.records.crash();
@@ -662,6 +720,9 @@ impl Sim {
         self.check_liveness()?;
         self.stats.terms = self.config.as_ref().map_or(0, |c| c.current().term.0);
         self.stats.chunks_spilled += self.slots.values().filter_map(|s| s.node.as_ref()).map(Node::chunks_spilled).sum::<u64>();
+        for node in self.slots.values().filter_map(|s| s.node.as_ref()) {
+            self.stats.paths.add(&node.paths());
+        }
         Ok(self.stats)
     }
 
@@ -743,9 +804,14 @@ impl Sim {
     fn check_liveness(&mut self) -> Result<(), Violation> {
         let mut what = Vec::new();
         for (&n, slot) in &self.slots {
-            if let Some(Node::Engine(e)) = &slot.node {
+            let applied = |l: LogId| match &slot.node {
+                Some(Node::Engine(e)) => Some(e.applied(l)),
+                Some(Node::Index(x)) => Some(x.applied(l)),
+                _ => None,
+            };
+            if applied(LogId(0)).is_some() {
                 for l in 0..self.controller_cfg.n_logs {
-                    let (mine, canonical) = (e.applied(LogId(l)), self.oracle.position(LogId(l)));
+                    let (mine, canonical) = (applied(LogId(l)).expect("checked"), self.oracle.position(LogId(l)));
                     if mine != canonical {
                         what.push(format!(
                             "after the liveness phase engine {n} has applied {mine} of log {l}, the log is at {canonical}"
@@ -789,6 +855,7 @@ impl Sim {
                     }
                     Some(Node::Storage(s)) => s.on_message(now, from, msg),
                     Some(Node::Engine(e)) => e.on_message(now, from, msg),
+                    Some(Node::Index(x)) => x.on_message(now, from, msg),
                     None => return,
                 }
                 self.after_input(to);
@@ -832,6 +899,7 @@ impl Sim {
                     }
                     Some(Node::Storage(s)) => s.on_tick(now),
                     Some(Node::Engine(e)) => e.on_tick(now),
+                    Some(Node::Index(x)) => x.on_tick(now),
                     None => return, // a crashed node stops ticking; `start` ticks it again
                 };
                 self.after_input(n);
@@ -1063,6 +1131,16 @@ impl Sim {
             Some(Node::Engine(e)) => {
                 for a in e.take_actions() {
                     self.engine_action(n, a);
+                }
+            }
+            Some(Node::Index(x)) => {
+                for a in x.take_actions() {
+                    match a {
+                        IndexNodeAction::Send(to, msg) => self.send(n, to, msg),
+                        IndexNodeAction::Applied { log, position, records, holder_lookups } => {
+                            self.oracle.on_decided(n.0, log, position, &records, &holder_lookups)
+                        }
+                    }
                 }
             }
             None => {}

@@ -324,6 +324,20 @@ impl Oracle {
 
     /// An engine's index applied an entry: it must match the canonical history.
     pub fn on_indexed(&mut self, engine: u32, log: LogId, position: MetalogPosition, records: &[IndexedRecord]) {
+        self.on_decided(engine, log, position, records, &[]);
+    }
+
+    /// An index node (or an engine's index) decided an entry's records: they must
+    /// match the canonical history. The failed records in `holder_lookups` name no
+    /// holder (the shards' postings know it): the canonical one must be an older record.
+    pub fn on_decided(
+        &mut self,
+        engine: u32,
+        log: LogId,
+        position: MetalogPosition,
+        records: &[IndexedRecord],
+        holder_lookups: &[SeqNum],
+    ) {
         let l = &self.history;
         if position > self.position(log) {
             let msg =
@@ -338,7 +352,13 @@ impl Oracle {
                 continue;
             };
             let c = &l.records[i];
-            if c.location != r.location || c.meta != r.meta || c.placement != r.placement || c.at != position {
+            let placement = match c.placement {
+                Placement::CondFailed { holder: Some(h) } if holder_lookups.contains(&r.seqnum) && h < r.seqnum => {
+                    Placement::CondFailed { holder: None }
+                }
+                p => p,
+            };
+            if c.location != r.location || c.meta != r.meta || placement != r.placement || c.at != position {
                 bad.push(format!("engine n{engine} disagrees on {}: it has {:?}, canonical {:?}", r.seqnum, r, c));
             }
         }

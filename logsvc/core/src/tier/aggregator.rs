@@ -21,7 +21,7 @@ use super::popularity::ReadKey;
 pub type LookupId = u64;
 
 /// An index shard's answer to one round of a lookup.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ShardAnswer {
     /// It held the bound and sent the read to storage itself.
     Exact(Found),
@@ -41,8 +41,8 @@ pub enum AggregatorAction {
     Read { lookup: LookupId, found: Found, q: MetalogPosition },
     /// The answer is none, as of `q`.
     None { lookup: LookupId, q: MetalogPosition },
-    /// A shard sent the read itself: nothing left to do.
-    Done { lookup: LookupId, q: MetalogPosition },
+    /// A shard holds the bound itself, in its row at `q` (type 2): the answer is `found`.
+    Done { lookup: LookupId, found: Found, q: MetalogPosition },
 }
 
 #[derive(Debug)]
@@ -99,10 +99,10 @@ impl Aggregator {
             return;
         };
         match answer {
-            ShardAnswer::Exact(_) => {
+            ShardAnswer::Exact(found) => {
                 let q = p.q;
                 self.pending.remove(&lookup);
-                out.push(AggregatorAction::Done { lookup, q });
+                out.push(AggregatorAction::Done { lookup, found, q });
             }
             ShardAnswer::TooOld(floor) => {
                 self.restarts += 1;
@@ -217,7 +217,7 @@ mod tests {
         a.answer(1, 1, 0, 0, ShardAnswer::Closest(Some(found(5))), &mut out);
         assert_eq!(a.dropped, 1, "a duplicate");
         a.answer(1, 1, 0, 1, ShardAnswer::Exact(found(3)), &mut out);
-        assert_eq!(out, vec![AggregatorAction::Done { lookup: 1, q: q(10) }]);
+        assert!(matches!(out[..], [AggregatorAction::Done { lookup: 1, q: at, .. }] if at == q(10)), "{out:?}");
         out.clear();
         a.answer(2, 1, 0, 2, ShardAnswer::Closest(None), &mut out);
         assert!(out.is_empty() && a.dropped == 2, "late");

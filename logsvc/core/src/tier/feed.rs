@@ -49,10 +49,11 @@ impl UpdateLog {
         if self.kept.is_empty() {
             return Since::Gone;
         }
-        // The first kept update after `after` must follow it: else some are gone.
+        // The first kept update after `after` must follow it (or the last entry before
+        // it, when `after` is a term's start): else some are gone.
         let from = self.kept.partition_point(|u| u.position <= after);
         match self.kept.get(from) {
-            Some(u) if u.prev != after => Since::Gone,
+            Some(u) if u.prev > after => Since::Gone,
             _ => Since::Updates(self.kept.range(from..).take(max).cloned().collect()),
         }
     }
@@ -101,15 +102,32 @@ impl UpdateFeed {
         if update.position <= at {
             return FeedNeed::Nothing;
         }
-        if update.prev != at {
+        if update.prev > at {
             if self.ahead.len() < self.ahead_max {
                 self.ahead.insert(update.prev, update);
             }
             return FeedNeed::Fetch(at);
         }
         self.index.apply(&update);
-        while let Some(next) = self.ahead.remove(&self.index.position()) {
-            self.index.apply(&next);
+        self.apply_ahead()
+    }
+
+    /// Every entry before `at` is applied and none came after the last one (the
+    /// follower passed a sealed term's end): L moves there.
+    pub fn reach(&mut self, at: MetalogPosition) -> FeedNeed {
+        self.index.reach(at);
+        self.apply_ahead()
+    }
+
+    /// Applies the updates kept ahead that now follow L.
+    fn apply_ahead(&mut self) -> FeedNeed {
+        loop {
+            let at = self.index.position();
+            let Some((&prev, _)) = self.ahead.range(..=at).next_back() else { break };
+            let next = self.ahead.remove(&prev).expect("found");
+            if next.position > at {
+                self.index.apply(&next);
+            }
         }
         let at = self.index.position();
         self.ahead.retain(|_, u| u.position > at);

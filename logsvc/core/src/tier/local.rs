@@ -113,6 +113,16 @@ impl LocalIndex {
         self.position = update.position;
     }
 
+    /// Every entry before `at` is applied and none after the last one (a sealed term
+    /// ended there): L moves to `at`.
+    pub fn reach(&mut self, at: MetalogPosition) {
+        if at > self.position {
+            self.tags.reach(at);
+            self.popularity.advance(at);
+            self.position = at;
+        }
+    }
+
     /// The local answer to `read` for a caller at `p`. Below p, only a popularity hit
     /// answered at p or later can answer; otherwise the caller waits for L to reach p (at
     /// most `local_wait_us`, then the tier).

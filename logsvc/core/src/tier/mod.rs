@@ -16,6 +16,7 @@
 mod aggregator;
 mod feed;
 mod local;
+mod node;
 mod popularity;
 mod postings;
 mod streams;
@@ -26,6 +27,7 @@ mod update;
 pub use aggregator::{Aggregator, AggregatorAction, LookupId, ShardAnswer};
 pub use feed::{FeedNeed, Since, UpdateFeed, UpdateLog};
 pub use local::{LocalBounds, LocalIndex, LocalPath, LocalRead};
+pub use node::{IndexNode, IndexNodeAction, IndexNodeConfig};
 pub use popularity::{Popular, PopularityCache, ReadKey};
 pub use postings::Postings;
 pub use streams::{Decision, Holder, Joined, Stream, StreamTable};
@@ -88,7 +90,7 @@ impl IndexShard {
         let mut decisions = Vec::new();
         let mut update = DecidedUpdate {
             log: entry.log,
-            prev: self.postings.applied(entry.log),
+            prev: self.postings.last_entry(entry.log),
             position: at,
             start: entry.seqnum_at(entry.start_position),
             runs: Vec::new(),
@@ -102,11 +104,11 @@ impl IndexShard {
                 let seqnum = entry.seqnum_at(first + k as u64);
                 let location = Location { shard, local_id: local_ids.start + k as u64 };
                 let decision = self.apply_record(entry.log, entry.index, at, seqnum, location, meta);
-                let joined = match &decision {
-                    Decision::Placed(joined) => Some(joined.clone()),
-                    Decision::Failed { .. } => None,
+                let (joined, failed) = match &decision {
+                    Decision::Placed(joined) => (Some(joined.clone()), None),
+                    Decision::Failed { cond, holder } => (None, Some((*cond, *holder))),
                 };
-                update.records.push(UpdateRecord { seqnum, book: meta.book, tags: meta.tags.clone(), joined });
+                update.records.push(UpdateRecord { seqnum, book: meta.book, tags: meta.tags.clone(), joined, failed });
                 decisions.push((seqnum, location, decision));
             }
         }

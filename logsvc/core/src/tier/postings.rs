@@ -76,6 +76,9 @@ pub struct Postings {
 #[derive(Debug, Default)]
 struct Progress {
     applied: MetalogPosition,
+    /// The position after its last applied entry (`applied` may be past it: the start
+    /// of a term whose earlier one ended).
+    last_entry: MetalogPosition,
     /// The positions after its last applied entries, oldest first.
     recent: VecDeque<MetalogPosition>,
     /// Lookups as of a position of this log below this one get `TooOld`: postings that
@@ -99,6 +102,19 @@ impl Postings {
     /// The position up to which `log` is applied.
     pub fn applied(&self, log: LogId) -> MetalogPosition {
         self.logs.get(&log).map_or(MetalogPosition::ZERO, |p| p.applied)
+    }
+
+    /// The position after the last entry of `log` applied (what the next decided
+    /// update of the log follows).
+    pub fn last_entry(&self, log: LogId) -> MetalogPosition {
+        self.logs.get(&log).map_or(MetalogPosition::ZERO, |p| p.last_entry)
+    }
+
+    /// Every entry of `log` before `at` is applied, with none after the last one (the
+    /// follower passed the end of a sealed term): lookups as of `at` may be answered.
+    pub fn reach(&mut self, log: LogId, at: MetalogPosition) {
+        let progress = self.logs.entry(log).or_default();
+        progress.applied = progress.applied.max(at);
     }
 
     /// Indexes a placed record of this shard's entry that ends at `at` (the position
@@ -184,6 +200,7 @@ impl Postings {
         let dead_keep = self.dead_keep;
         let progress = self.logs.entry(log).or_default();
         progress.applied = at;
+        progress.last_entry = at;
         progress.recent.push_back(at);
         if progress.recent.len() <= dead_keep {
             return;
@@ -206,8 +223,9 @@ impl Postings {
         }
     }
 
-    /// Whether `seqnum`'s posting in `book`'s ALL row is in the row at `q`.
-    fn live_at(&self, book: BookId, seqnum: SeqNum, q: MetalogPosition) -> bool {
+    /// Whether `seqnum`'s posting in `book`'s ALL row is in the row at `q` (the record
+    /// is live in the book, if this shard indexed it).
+    pub fn live_at(&self, book: BookId, seqnum: SeqNum, q: MetalogPosition) -> bool {
         let Some(all) = self.books.get(&book).and_then(|r| r.get(&Tag::ALL)) else { return false };
         all.postings.get(all.from(seqnum)).is_some_and(|p| p.seqnum == seqnum && p.in_row_at(q))
     }

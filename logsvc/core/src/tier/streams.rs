@@ -87,7 +87,7 @@ pub struct Joined {
 }
 
 /// Who holds the offset a failed condition asked for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Holder {
     /// Nobody: the offset is past the stream's count, or its record left the row.
     None,

@@ -6,7 +6,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::types::{BookId, LogId, MetalogPosition, SeqNum, ShardId, Tag};
 
-use super::streams::Joined;
+use crate::message::Cond;
+
+use super::streams::{Holder, Joined};
 
 /// One record of the entry.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -17,6 +19,9 @@ pub struct UpdateRecord {
     pub tags: Vec<Tag>,
     /// Placed: the streams it joined (ALL first, then its tags in order); failed: none.
     pub joined: Option<Vec<Joined>>,
+    /// Failed: the first failing condition and who holds its offset, if the stream
+    /// table knows (else the index shards' postings do).
+    pub failed: Option<(Cond, Holder)>,
 }
 
 /// One entry of one physical log, decided.
@@ -42,7 +47,13 @@ impl DecidedUpdate {
     pub fn bytes(&self) -> usize {
         64 + self.runs.len() * 16
             + self.trims.len() * 24
-            + self.records.iter().map(|r| 48 + r.tags.len() * 8 + r.joined.as_ref().map_or(0, |j| j.len() * 24)).sum::<usize>()
+            + self
+                .records
+                .iter()
+                .map(|r| {
+                    48 + usize::from(r.failed.is_some()) * 24 + r.tags.len() * 8 + r.joined.as_ref().map_or(0, |j| j.len() * 24)
+                })
+                .sum::<usize>()
     }
 
     /// The storage shard of each of its records, in order.

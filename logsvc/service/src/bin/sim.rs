@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Parser;
-use tally_log_core::{run_seeds, SimOptions, SimStats};
+use tally_log_core::{run_seeds, SimOptions, SimPartial, SimStats};
 
 #[derive(Parser)]
 #[command(about = "Deterministic simulation of Tally's shared log")]
@@ -52,6 +52,15 @@ struct Args {
     /// Chance of a leadership move every 10 ms of the safety phase.
     #[arg(long, default_value_t = SimOptions::default().failover)]
     failover: f64,
+    /// Index mode: `complete` (engines index whole logs) or `partial` (index nodes,
+    /// local indexes on engines; `--indexers-per-log` does not apply).
+    #[arg(long, default_value = "complete", value_parser = ["complete", "partial"])]
+    index: String,
+    /// Partial mode: index shards and replicas per shard.
+    #[arg(long, default_value_t = 2)]
+    index_shards: usize,
+    #[arg(long, default_value_t = 2)]
+    index_replicas: usize,
     /// Engines holding each log's index (0: every engine indexes every log).
     #[arg(long, default_value_t = 2)]
     indexers_per_log: usize,
@@ -90,6 +99,8 @@ fn main() -> ExitCode {
         n_logs: args.logs,
         add_logs: args.add_logs,
         books: args.books,
+        partial: (args.index == "partial")
+            .then_some(SimPartial { shards: args.index_shards.max(1), replicas: args.index_replicas.max(1) }),
         ..SimOptions::default()
     };
     eprintln!("sim: seeds {}..{} with {opts}", args.seed, args.seed + args.seeds);
@@ -118,6 +129,7 @@ fn main() -> ExitCode {
                 total.partitions += s.partitions;
                 total.logs_added += s.logs_added;
                 total.terms = total.terms.max(s.terms);
+                total.paths.add(&s.paths);
             }
             Err(v) => {
                 eprintln!("sim: seed {seed} failed with {opts}\n{v}");
@@ -149,5 +161,12 @@ fn main() -> ExitCode {
         total.probes,
         total.probes_lacking
     );
+    if opts.partial.is_some() {
+        let p = &total.paths;
+        eprintln!(
+            "sim: partial mode: {} tag-cache hits, {} popularity hits, {} tier reads, {} holder lookups, {} local index restarts",
+            p.tag_hits, p.popularity_hits, p.tier_reads, p.holder_lookups, p.local_restarts
+        );
+    }
     ExitCode::SUCCESS
 }

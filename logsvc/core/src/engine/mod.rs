@@ -80,6 +80,10 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+mod partial;
+
+pub use partial::PartialStats;
+
 use crate::assembly::{Assembling, Assembly};
 use crate::cache::RecordCache;
 use crate::config::Configuration;
@@ -90,6 +94,7 @@ use crate::index::{BookState, ColdIndex, Found, Index, Placement};
 use crate::message::{
     LogRecord, Message, MetalogEntry, Record, RecordMeta, Reply, Request, StoredRead, TrimCommand, UNCHANGED_MAX,
 };
+use crate::tier::LocalBounds;
 use crate::types::{
     book_to_log, BookId, LocalId, Location, LogId, MetalogPosition, Micros, NextTick, NodeId, SeqNum, ShardId, Tag, Term,
 };
@@ -111,6 +116,14 @@ pub struct EngineConfig {
     pub follower: FollowerConfig,
     /// Where the index spills its cold chunks (in memory whole without).
     pub cold_index: Option<ColdIndex>,
+    /// Partial mode: the local index's bounds (`None`: no local index; every read goes
+    /// to the index tier).
+    pub local_index: Option<LocalBounds>,
+    /// Partial mode: how long a read waits for the local index to reach the caller's
+    /// position before it goes to the tier.
+    pub local_wait_us: Micros,
+    /// Partial mode: ask other index replicas after this long without an answer.
+    pub lookup_retry_us: Micros,
 }
 
 impl Default for EngineConfig {
@@ -126,6 +139,9 @@ impl Default for EngineConfig {
             heartbeat_interval_us: 100_000,
             follower: FollowerConfig::default(),
             cold_index: None,
+            local_index: Some(LocalBounds::default()),
+            local_wait_us: 2_000,
+            lookup_retry_us: 50_000,
         }
     }
 }
@@ -230,6 +246,8 @@ struct RecordFetch {
     turn: usize,
     sent_at: Micros,
     deadline: Micros,
+    /// Aux data the index tier sent with the answer (partial mode).
+    aux: Option<Bytes>,
 }
 
 /// A request of ours sent to an engine that holds the index of its log.
@@ -337,10 +355,23 @@ pub struct Engine {
     next_req: u64,
     cache: RecordCache,
     last_heartbeat: Option<Micros>,
+    /// Set in partial mode (a configuration with an index tier).
+    partial: Option<partial::Partial>,
     out: Vec<EngineAction>,
 }
 
 impl Engine {
+    /// Reads answered per path in partial mode.
+    pub fn partial_stats(&self) -> Option<PartialStats> {
+        self.partial.as_ref().map(|p| p.stats)
+    }
+
+    /// Bytes of the local index of `log` in partial mode: suffix, tag cache,
+    /// popularity cache.
+    pub fn local_index_bytes(&self, log: LogId) -> Option<(usize, usize, usize)> {
+        self.partial.as_ref().and_then(|p| p.local_bytes(log))
+    }
+
     /// Chunks of index rows spilled to the cold store, over every log's index.
     pub fn chunks_spilled(&self) -> u64 {
         self.logs.iter().map(|l| l.index.chunks_spilled()).sum()
@@ -372,6 +403,7 @@ impl Engine {
             next_remote_op: 0,
             next_req: 0,
             last_heartbeat: None,
+            partial: None,
             out: Vec::new(),
         }
     }
@@ -530,7 +562,7 @@ impl Engine {
             return;
         }
         let deadline = now + self.cfg.op_timeout_us;
-        let indexed = config.indexes(log, self.id);
+        let indexed = config.indexes(log, self.id) || config.partial();
         let plain_append = matches!(&request, Request::Append { cond: None, unchanged, .. } if unchanged.is_empty());
         if !indexed && !plain_append {
             if op & REMOTE_OP != 0 {
@@ -717,6 +749,7 @@ impl Engine {
         for req in stale {
             self.send_forward(now, req);
         }
+        self.partial_tick(now, &mut next);
         self.expire(now);
         // When the retries just made (or not yet due) fall due again.
         self.assembly.next_due(retry, &mut next);
@@ -784,6 +817,7 @@ impl Engine {
                     self.forwards.remove(&req);
                     found = true;
                 }
+                found |= self.partial_cancel(op);
                 if found {
                     self.complete(op, Err(Error::Timeout(ms)), LogId(0), MetalogPosition::ZERO);
                 }
@@ -792,6 +826,11 @@ impl Engine {
     }
 
     pub fn on_message(&mut self, now: Micros, from: NodeId, msg: Message) {
+        let mut msg = Some(msg);
+        if self.partial.is_some() && self.partial_message(now, from, &mut msg) {
+            return;
+        }
+        let Some(msg) = msg else { return };
         match msg {
             Message::NewConfig { config } => self.on_config(now, config),
             Message::MetalogPush { entry } => {
@@ -854,13 +893,14 @@ impl Engine {
             if first {
                 l.read_floor = l.read_floor.max(first_floor);
             }
-            if let Some(term) = config.added_at(log).filter(|_| config.indexes(log, self.id)) {
+            if let Some(term) = config.added_at(log).filter(|_| config.indexes(log, self.id) && !config.partial()) {
                 let before = config.term(Term(term.0 - 1)).expect("the term before an added log's first").n_logs();
                 let sources = (0..before).map(LogId).collect();
                 let turn = self.id.0 as usize;
                 l.import = Some(Import { term, sources, after: None, books: Vec::new(), req: 0, turn, sent_at: None });
             }
         }
+        self.partial_on_config(&config);
         for t in &config.terms {
             for lc in &t.logs {
                 for s in &lc.shards {
@@ -925,7 +965,7 @@ impl Engine {
     /// book's log of the configuration `config`.
     fn reassign(&mut self, now: Micros, config: &Configuration, op: OpId, record: Record, position: MetalogPosition) {
         let log = config.log_of(record.meta.book);
-        if record.meta.is_conditional() && !config.indexes(log, self.id) {
+        if record.meta.is_conditional() && !config.indexes(log, self.id) && !config.partial() {
             // The book moved to a log this engine does not index, whose indexers
             // decide its conditions. The record was never ordered, so it can be dropped.
             if let Some(deadline) = self.appends_in_flight.remove(&op) {
@@ -1064,9 +1104,12 @@ impl Engine {
         let log = entry.log;
         let lc = config.term(entry.term).expect("delivered entries belong to known terms").log(log).clone();
         let position = entry.position_after();
-        let indexed = config.indexes(log, self.id);
+        let partial = config.partial();
+        let indexed = config.indexes(log, self.id) && !partial;
         let mut runs = Vec::new();
         let mut conds = HashMap::new();
+        // Partial mode: our conditional records, settled by the entry's decided update.
+        let mut ours = Vec::new();
         let mut fetch = Vec::new();
         for (j, ids, start_position) in entry.runs() {
             let shard = lc.shards[j].shard;
@@ -1089,14 +1132,17 @@ impl Engine {
                         self.pending_count -= 1;
                         // Readers of this engine are likely to want what it just wrote
                         // (a conditional record may yet lose, so it waits for a read).
-                        if indexed && !p.record.meta.is_conditional() {
+                        if (indexed || partial) && !p.record.meta.is_conditional() {
                             let meta = &p.record.meta;
                             self.cache.put_record(seqnum, meta.book, meta.tags.clone(), p.record.data.clone());
                         }
                         if p.done {
                             continue;
                         }
-                        if p.record.meta.is_conditional() {
+                        if p.record.meta.is_conditional() && partial {
+                            let meta = p.record.meta;
+                            ours.push((seqnum, p.op, meta.book, meta.tags, p.record.data));
+                        } else if p.record.meta.is_conditional() {
                             conds.insert(location, (p.op, p.record.data.clone()));
                         } else if self.appends_in_flight.remove(&p.op).is_some() {
                             self.complete(p.op, Ok(Reply::Appended(seqnum)), log, position);
@@ -1110,8 +1156,13 @@ impl Engine {
                 }
             }
         }
+        if partial {
+            let next = entry.seqnum_at(entry.start_position + entry.record_count());
+            self.partial_delivered(now, log, position, next, ours);
+        }
         if !indexed {
-            // Conditional appends of this log went to an indexer.
+            // Conditional appends of this log went to an indexer (or, in partial mode,
+            // wait for the entry's decided update).
             assert!(conds.is_empty(), "only indexers make conditional appends");
             let l = &mut self.logs[log.0 as usize];
             assert!(position > l.applied, "entries are delivered once, in order");
@@ -1150,6 +1201,7 @@ impl Engine {
         let l = &mut self.logs[log.0 as usize];
         if self.assembly.is_empty(log) && delivered > l.applied {
             l.applied = delivered;
+            self.partial_reached(now, log, delivered);
         }
         self.run_reads(now, log);
     }
@@ -1223,6 +1275,12 @@ impl Engine {
 
     /// Serves the reads (and aux data) of `log` whose position the index has reached.
     fn run_reads(&mut self, now: Micros, log: LogId) {
+        if self.partial.is_some() {
+            for r in std::mem::take(&mut self.logs[log.0 as usize].waiting) {
+                self.partial_start(now, log, r);
+            }
+            return;
+        }
         let l = &mut self.logs[log.0 as usize];
         let applied = l.applied;
         let (ready, waiting): (Vec<ReadOp>, Vec<ReadOp>) = l.waiting.drain(..).partition(|r| r.wait_for <= applied);
@@ -1269,6 +1327,10 @@ impl Engine {
             return None;
         }
         let log = config.log_of(request.book());
+        if config.partial() {
+            let p = context.position(log).max(self.logs[log.0 as usize].read_floor);
+            return self.partial_read_now(log, p, request);
+        }
         if !config.indexes(log, self.id) {
             return None;
         }
@@ -1325,7 +1387,18 @@ impl Engine {
         let turn = self.id.0 as usize;
         self.record_fetches.insert(
             req,
-            RecordFetch { op: r.op, log, request: r.request, found, position, replicas, turn, sent_at: 0, deadline: r.deadline },
+            RecordFetch {
+                op: r.op,
+                log,
+                request: r.request,
+                found,
+                position,
+                replicas,
+                turn,
+                sent_at: 0,
+                deadline: r.deadline,
+                aux: None,
+            },
         );
         self.send_record_fetch(now, req);
     }
@@ -1348,7 +1421,7 @@ impl Engine {
             StoredRead::Found(record) => {
                 let f = self.record_fetches.remove(&req).expect("checked");
                 self.cache.put_record(seqnum, record.meta.book, record.meta.tags.clone(), record.data.clone());
-                let aux = self.cache.get(seqnum).and_then(|c| c.aux.clone());
+                let aux = f.aux.or_else(|| self.cache.get(seqnum).and_then(|c| c.aux.clone()));
                 let out = LogRecord { seqnum, tags: record.meta.tags, data: record.data, aux };
                 self.deadlines.remove(&(f.deadline, f.op));
                 self.complete(f.op, Ok(Reply::Read(Some(out))), f.log, f.position);
@@ -1407,7 +1480,8 @@ mod tests {
                 storage: vec![STORAGE],
                 sealed: None,
             };
-            let config = Configuration { n_logs: 1, controller: CONTROLLER, terms: vec![term], indexers: vec![vec![]] };
+            let config =
+                Configuration { n_logs: 1, controller: CONTROLLER, terms: vec![term], indexers: vec![vec![]], tier: None };
             let mut engine = Engine::new(ENGINE, vec![CONTROLLER], 1, EngineConfig::default());
             engine.on_message(0, CONTROLLER, Message::NewConfig { config: Arc::new(config) });
             engine.take_actions();

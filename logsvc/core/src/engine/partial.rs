@@ -1,0 +1,705 @@
+//! The engine in partial mode (INDILOG, the spec's items 3-7): no complete index, no
+//! metadata fetches, no conditions decided here.
+//!
+//! The engine still follows every metalog (its plain appends complete at their entry,
+//! its trims at theirs), and keeps per log a bounded local index fed by the index
+//! nodes' decided updates ([`UpdateFeed`]): pushed by the first replica of each entry's
+//! index shard, fetched from any index node when one is missing, and when they are
+//! gone the local index starts again, empty, at the engine's metalog position.
+//!
+//! A read at the caller's position p (never below the read floor) waits for the local
+//! index to reach p, at most `local_wait_us`; a local hit completes at the position the
+//! local index answers at. Otherwise the engine aggregates a lookup as of
+//! Q = max(p, its metalog position) over one replica of every index shard
+//! ([`Aggregator`]), reads the record from a replica of its storage shard, and completes
+//! at Q. Aux data goes to every replica of every shard; the one that holds the record
+//! live in the caller's book at Q keeps it. A conditional append completes when the
+//! decided update of its entry arrives: placed, or failed with the holder the stream
+//! table names or the shards' postings hold (a holder lookup).
+
+use std::collections::{BTreeMap, HashMap};
+
+use bytes::Bytes;
+
+use super::{Engine, OpId, ReadOp, RecordFetch};
+use crate::config::Configuration;
+use crate::error::Error;
+use crate::index::Found;
+use crate::message::{Cond, LogRecord, Message, Reply, Request};
+use crate::tier::{
+    Aggregator, AggregatorAction, DecidedUpdate, FeedNeed, Holder, LocalBounds, LocalRead, LookupId, ShardAnswer, UpdateFeed,
+};
+use crate::types::{BookId, Location, LogId, MetalogPosition, Micros, NextTick, NodeId, SeqNum, ShardId, Tag};
+
+/// Updates kept ahead of the engine's metalog position for its own conditional appends.
+const EARLY_MAX: usize = 4096;
+
+/// Reads answered per path, for metrics and the simulator's sweep.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PartialStats {
+    pub tag_hits: u64,
+    pub popularity_hits: u64,
+    pub tier_reads: u64,
+    pub local_restarts: u64,
+    pub holder_lookups: u64,
+}
+
+impl PartialStats {
+    pub fn add(&mut self, other: &PartialStats) {
+        self.tag_hits += other.tag_hits;
+        self.popularity_hits += other.popularity_hits;
+        self.tier_reads += other.tier_reads;
+        self.local_restarts += other.local_restarts;
+        self.holder_lookups += other.holder_lookups;
+    }
+}
+
+struct TierRead {
+    op: OpId,
+    log: LogId,
+    request: Request,
+    deadline: Micros,
+    /// Aux data the shards sent with their candidates.
+    aux: HashMap<SeqNum, Bytes>,
+}
+
+/// A conditional append of ours, ordered, waiting for its entry's decided update.
+struct CondWait {
+    op: OpId,
+    log: LogId,
+    book: BookId,
+    tags: Vec<Tag>,
+    data: Bytes,
+    /// The position after the log's entry before (what to fetch the update after).
+    prev: MetalogPosition,
+    asked_at: Micros,
+}
+
+/// A failed condition whose holder the shards' postings know.
+struct HolderWait {
+    op: OpId,
+    log: LogId,
+    seqnum: SeqNum,
+    cond: Cond,
+    book: BookId,
+    at: MetalogPosition,
+    answers: Vec<Option<Option<SeqNum>>>,
+    attempt: usize,
+    sent_at: Micros,
+}
+
+struct AuxWait {
+    op: OpId,
+    log: LogId,
+    book: BookId,
+    seqnum: SeqNum,
+    aux: Bytes,
+    q: MetalogPosition,
+    answers: Vec<Option<bool>>,
+    sent_at: Micros,
+}
+
+pub(super) struct Partial {
+    bounds: Option<LocalBounds>,
+    feeds: Vec<UpdateFeed>,
+    /// Per log: the position after the last entry delivered, and the seqnum after it.
+    last_entry: Vec<(MetalogPosition, SeqNum)>,
+    /// Per log: the update fetch in flight (request, when sent), and when the local
+    /// index last moved.
+    fetching: Vec<Option<(u64, Micros)>>,
+    moved_at: Vec<Micros>,
+    fetch_turn: usize,
+    aggregator: Aggregator,
+    reads: HashMap<LookupId, TierRead>,
+    /// Reads waiting for the local index to reach their position, until a time.
+    local_waits: Vec<(LogId, ReadOp, Micros)>,
+    conds: HashMap<SeqNum, CondWait>,
+    /// Decided updates of entries not delivered yet that order records of ours.
+    early: BTreeMap<(LogId, MetalogPosition), DecidedUpdate>,
+    holders: HashMap<u64, HolderWait>,
+    auxes: HashMap<u64, AuxWait>,
+    pub stats: PartialStats,
+}
+
+impl Partial {
+    pub(super) fn new(shards: usize, bounds: Option<LocalBounds>, retry_us: Micros) -> Partial {
+        Partial {
+            bounds,
+            feeds: Vec::new(),
+            last_entry: Vec::new(),
+            fetching: Vec::new(),
+            moved_at: Vec::new(),
+            fetch_turn: 0,
+            aggregator: Aggregator::new(shards, retry_us),
+            reads: HashMap::new(),
+            local_waits: Vec::new(),
+            conds: HashMap::new(),
+            early: BTreeMap::new(),
+            holders: HashMap::new(),
+            auxes: HashMap::new(),
+            stats: PartialStats::default(),
+        }
+    }
+
+    /// Bytes of the local index of `log`: suffix, tag cache, popularity cache.
+    pub fn local_bytes(&self, log: LogId) -> Option<(usize, usize, usize)> {
+        self.feeds.get(usize::from(log.0)).map(|f| f.index.bytes())
+    }
+}
+
+/// Bounds of a local index that holds nothing: a node without one still follows the
+/// decided updates' positions.
+const NO_LOCAL: LocalBounds = LocalBounds { suffix_bytes: 0, tag_cache_bytes: 0, tag_bytes_max: 0, popularity_bytes: 0 };
+
+impl Engine {
+    /// Sets partial mode up for a configuration with an index tier (its new logs too).
+    pub(super) fn partial_on_config(&mut self, config: &Configuration) {
+        let Some(tier) = &config.tier else { return };
+        let shards = tier.shards.len();
+        let p = self.partial.get_or_insert_with(|| Partial::new(shards, self.cfg.local_index, self.cfg.lookup_retry_us));
+        while p.feeds.len() < usize::from(config.n_logs) {
+            let log = LogId(p.feeds.len() as u8);
+            let first = config.first_term_of(log).expect("the configuration has its logs");
+            let at = MetalogPosition::new(first, 0);
+            let next = SeqNum::new(first, log, 0);
+            p.feeds.push(UpdateFeed::new(log, p.bounds.unwrap_or(NO_LOCAL), at, next));
+            p.last_entry.push((at, next));
+            p.fetching.push(None);
+            p.moved_at.push(0);
+        }
+    }
+
+    fn tier_replica(&self, shard: usize, attempt: usize) -> Option<NodeId> {
+        let replicas = self.config.as_ref()?.tier.as_ref()?.shards.get(shard)?;
+        replicas.get((attempt + self.id.0 as usize) % replicas.len().max(1)).copied()
+    }
+
+    fn tier_shards(&self) -> usize {
+        self.config.as_ref().and_then(|c| c.tier.as_ref()).map_or(0, |t| t.shards.len())
+    }
+
+    /// The follower delivered an entry of `log` ending at `at`, whose seqnums end
+    /// before `next`; `ours` are our conditional records it orders.
+    pub(super) fn partial_delivered(
+        &mut self,
+        now: Micros,
+        log: LogId,
+        at: MetalogPosition,
+        next: SeqNum,
+        ours: Vec<(SeqNum, OpId, BookId, Vec<Tag>, Bytes)>,
+    ) {
+        let Some(p) = self.partial.as_mut() else { return };
+        let prev = p.last_entry[usize::from(log.0)].0;
+        p.last_entry[usize::from(log.0)] = (at, next);
+        for (seqnum, op, book, tags, data) in ours {
+            p.conds.insert(seqnum, CondWait { op, log, book, tags, data, prev, asked_at: now });
+        }
+        if let Some(update) = p.early.remove(&(log, at)) {
+            self.settle_conds(now, &update);
+        }
+        let p = self.partial.as_mut().expect("checked");
+        p.early.retain(|&(l, pos), _| l != log || pos > at);
+    }
+
+    /// The follower passed the end of a sealed term of `log`: with every entry before
+    /// applied, the local index moves to `at` too.
+    pub(super) fn partial_reached(&mut self, now: Micros, log: LogId, at: MetalogPosition) {
+        let Some(p) = self.partial.as_mut() else { return };
+        let i = usize::from(log.0);
+        if p.feeds[i].index.position() >= p.last_entry[i].0 {
+            let need = p.feeds[i].reach(at);
+            self.feed_need(now, log, need);
+            self.run_local_waits(now, log);
+        }
+    }
+
+    /// A decided update arrived (pushed or fetched).
+    fn on_update(&mut self, now: Micros, update: DecidedUpdate) {
+        let log = update.log;
+        let Some(p) = self.partial.as_mut() else { return };
+        let i = usize::from(log.0);
+        if i >= p.feeds.len() {
+            return; // a log this engine has not heard of yet
+        }
+        // Our conditional appends in it: settled now, or kept until their entry comes.
+        if update.position > p.last_entry[i].0 {
+            let ours: Vec<ShardId> = self.logs.iter().flat_map(|l| l.shard.iter().chain(&l.retiring)).map(|s| s.shard).collect();
+            let p = self.partial.as_mut().expect("checked");
+            if update.runs.iter().any(|(s, _)| ours.contains(s)) && p.early.len() < EARLY_MAX {
+                p.early.insert((log, update.position), update.clone());
+            }
+        } else {
+            self.settle_conds(now, &update);
+        }
+        let p = self.partial.as_mut().expect("checked");
+        let before = p.feeds[i].index.position();
+        let need = p.feeds[i].offer(update);
+        if p.feeds[i].index.position() > before {
+            p.moved_at[i] = now;
+            // At the last entry delivered, with the follower past a sealed term's end.
+            let (last, _) = p.last_entry[i];
+            let delivered = self.follower.delivered(log);
+            let p = self.partial.as_mut().expect("checked");
+            if p.feeds[i].index.position() >= last && delivered > last {
+                p.feeds[i].reach(delivered);
+            }
+        }
+        self.feed_need(now, log, need);
+        self.run_local_waits(now, log);
+    }
+
+    fn feed_need(&mut self, now: Micros, log: LogId, need: FeedNeed) {
+        let FeedNeed::Fetch(after) = need else { return };
+        let i = usize::from(log.0);
+        let Some(p) = self.partial.as_ref() else { return };
+        if p.fetching[i].is_some_and(|(_, at)| now < at + self.cfg.lookup_retry_us) {
+            return;
+        }
+        self.fetch_updates(now, log, after);
+    }
+
+    fn fetch_updates(&mut self, now: Micros, log: LogId, after: MetalogPosition) {
+        let shards = self.tier_shards();
+        let Some(p) = self.partial.as_mut() else { return };
+        p.fetch_turn += 1;
+        let turn = p.fetch_turn;
+        let Some(to) = self.tier_replica(turn % shards.max(1), turn / shards.max(1)) else { return };
+        let req = self.next_req;
+        self.next_req += 1;
+        self.partial.as_mut().expect("checked").fetching[usize::from(log.0)] = Some((req, now));
+        self.send(to, Message::UpdateFetch { req, log, after });
+    }
+
+    fn on_updates_fetched(&mut self, now: Micros, req: u64, log: LogId, updates: Option<Vec<DecidedUpdate>>) {
+        let Some(p) = self.partial.as_mut() else { return };
+        let i = usize::from(log.0);
+        if p.fetching.get(i).copied().flatten().map(|f| f.0) != Some(req) {
+            return;
+        }
+        p.fetching[i] = None;
+        match updates {
+            Some(updates) => {
+                for u in updates {
+                    self.on_update(now, u);
+                }
+            }
+            None => {
+                // Gone: the local index starts again, empty, at our metalog position.
+                let (at, next) = p.last_entry[i];
+                let delivered = self.follower.delivered(log);
+                let p = self.partial.as_mut().expect("checked");
+                p.feeds[i].restart(at, next);
+                p.stats.local_restarts += 1;
+                p.moved_at[i] = now;
+                if delivered > at {
+                    p.feeds[i].reach(delivered);
+                }
+                self.run_local_waits(now, log);
+            }
+        }
+    }
+
+    /// Completes our conditional appends that `update` decides.
+    fn settle_conds(&mut self, now: Micros, update: &DecidedUpdate) {
+        for r in &update.records {
+            let Some(p) = self.partial.as_mut() else { return };
+            let Some(c) = p.conds.remove(&r.seqnum) else { continue };
+            if !self.appends_in_flight.contains_key(&c.op) {
+                continue; // timed out
+            }
+            match (&r.joined, r.failed) {
+                (Some(_), _) => {
+                    self.appends_in_flight.remove(&c.op);
+                    self.cache.put_record(r.seqnum, c.book, c.tags.clone(), c.data.clone());
+                    self.complete(c.op, Ok(Reply::Appended(r.seqnum)), c.log, update.position);
+                }
+                (None, Some((_, Holder::None))) | (None, None) => {
+                    self.appends_in_flight.remove(&c.op);
+                    self.complete(c.op, Err(Error::Conflict { holder: None }), c.log, update.position);
+                }
+                (None, Some((_, Holder::Known(holder)))) => {
+                    self.appends_in_flight.remove(&c.op);
+                    self.complete(c.op, Err(Error::Conflict { holder: Some(holder) }), c.log, update.position);
+                }
+                (None, Some((cond, Holder::Lookup))) => {
+                    let shards = self.tier_shards();
+                    let req = self.next_req;
+                    self.next_req += 1;
+                    let (op, log, seqnum, book, at) = (c.op, c.log, r.seqnum, r.book, update.position);
+                    let h = HolderWait { op, log, seqnum, cond, book, at, answers: vec![None; shards], attempt: 0, sent_at: now };
+                    let p = self.partial.as_mut().expect("checked");
+                    p.stats.holder_lookups += 1;
+                    p.holders.insert(req, h);
+                    self.send_holder_lookups(now, req);
+                }
+            }
+        }
+    }
+
+    fn send_holder_lookups(&mut self, now: Micros, req: u64) {
+        let Some(h) = self.partial.as_mut().and_then(|p| p.holders.get_mut(&req)) else { return };
+        h.sent_at = now;
+        h.attempt += 1;
+        let (attempt, log, book, tag, offset, before, at) =
+            (h.attempt, h.log, h.book, h.cond.tag, h.cond.position, h.seqnum, h.at);
+        let missing: Vec<usize> = h.answers.iter().enumerate().filter(|(_, a)| a.is_none()).map(|(s, _)| s).collect();
+        for s in missing {
+            if let Some(to) = self.tier_replica(s, attempt) {
+                let shard = s as u16;
+                self.send(to, Message::HolderLookup { req, shard, log, book, tag, offset, before, at });
+            }
+        }
+    }
+
+    fn on_holder_answer(&mut self, req: u64, shard: u16, holder: Option<SeqNum>) {
+        let Some(h) = self.partial.as_mut().and_then(|p| p.holders.get_mut(&req)) else { return };
+        let Some(a) = h.answers.get_mut(usize::from(shard)) else { return };
+        *a = Some(holder);
+        if h.answers.iter().any(Option::is_none) {
+            return;
+        }
+        let h = self.partial.as_mut().expect("checked").holders.remove(&req).expect("found");
+        let holder = h.answers.iter().find_map(|a| a.flatten());
+        if self.appends_in_flight.remove(&h.op).is_some() {
+            self.complete(h.op, Err(Error::Conflict { holder }), h.log, h.at);
+        }
+    }
+
+    /// Starts a read or aux data of `log` in partial mode: the local index first.
+    pub(super) fn partial_start(&mut self, now: Micros, log: LogId, r: ReadOp) {
+        if matches!(r.request, Request::SetAux { .. }) {
+            self.tier_set_aux(now, log, r);
+            return;
+        }
+        let local = self.partial.as_ref().is_some_and(|p| p.bounds.is_some());
+        if !local {
+            self.tier_read(now, log, r);
+            return;
+        }
+        let p = self.partial.as_mut().expect("partial");
+        match p.feeds[usize::from(log.0)].index.read(read_key(&r.request), r.wait_for) {
+            LocalRead::Wait => {
+                let until = now + self.cfg.local_wait_us;
+                self.partial.as_mut().expect("partial").local_waits.push((log, r, until));
+            }
+            LocalRead::Miss => self.tier_read(now, log, r),
+            LocalRead::Hit { found, at, path } => {
+                match path {
+                    crate::tier::LocalPath::TagCache => p.stats.tag_hits += 1,
+                    crate::tier::LocalPath::Popularity => p.stats.popularity_hits += 1,
+                }
+                self.read_found(now, log, r, found, at, None);
+            }
+        }
+    }
+
+    /// Reads waiting for the local index of `log`: those it has reached, and those
+    /// that waited long enough, go on.
+    fn run_local_waits(&mut self, now: Micros, log: LogId) {
+        let Some(p) = self.partial.as_mut() else { return };
+        let at = p.feeds[usize::from(log.0)].index.position();
+        let (go, stay): (Vec<_>, Vec<_>) =
+            p.local_waits.drain(..).partition(|(l, r, until)| (*l == log && r.wait_for <= at) || now >= *until);
+        p.local_waits = stay;
+        for (log, r, until) in go {
+            if now >= until && r.wait_for > at {
+                self.tier_read(now, log, r);
+            } else {
+                self.partial_start(now, log, r);
+            }
+        }
+    }
+
+    /// Answers a read with `found` (a seqnum and its storage shard), or none, as of
+    /// `at`: from the cache, else from a replica of the shard.
+    fn read_found(
+        &mut self,
+        now: Micros,
+        log: LogId,
+        r: ReadOp,
+        found: Option<(SeqNum, ShardId)>,
+        at: MetalogPosition,
+        aux: Option<Bytes>,
+    ) {
+        let Some((seqnum, shard)) = found else {
+            self.deadlines.remove(&(r.deadline, r.op));
+            self.complete(r.op, Ok(Reply::Read(None)), log, at);
+            return;
+        };
+        if let Some(c) = self.cache.get(seqnum) {
+            if let Some((tags, data)) = &c.record {
+                let aux = aux.or_else(|| c.aux.clone());
+                let record = LogRecord { seqnum, tags: tags.clone(), data: data.clone(), aux };
+                self.deadlines.remove(&(r.deadline, r.op));
+                self.complete(r.op, Ok(Reply::Read(Some(record))), log, at);
+                return;
+            }
+        }
+        let replicas = self.shard_replicas.get(&shard).cloned().unwrap_or_default();
+        if replicas.is_empty() {
+            self.deadlines.remove(&(r.deadline, r.op));
+            self.complete(r.op, Err(Error::Unavailable(format!("no replicas known for {shard:?}"))), log, at);
+            return;
+        }
+        let req = self.next_req;
+        self.next_req += 1;
+        let found = Found { seqnum, location: Location { shard, local_id: 0 } };
+        let turn = self.id.0 as usize;
+        let (op, request, deadline) = (r.op, r.request, r.deadline);
+        let fetch = RecordFetch { op, log, request, found, position: at, replicas, turn, sent_at: 0, deadline, aux };
+        self.record_fetches.insert(req, fetch);
+        self.send_record_fetch(now, req);
+    }
+
+    /// Asks the index tier, as of Q = max(p, our metalog position).
+    fn tier_read(&mut self, now: Micros, log: LogId, r: ReadOp) {
+        let q = r.wait_for.max(self.logs[usize::from(log.0)].applied);
+        let req = self.next_req;
+        self.next_req += 1;
+        let read = read_key(&r.request);
+        let Some(p) = self.partial.as_mut() else { return };
+        p.stats.tier_reads += 1;
+        p.reads.insert(req, TierRead { op: r.op, log, request: r.request, deadline: r.deadline, aux: HashMap::new() });
+        let mut out = Vec::new();
+        p.aggregator.start(now, req, read, q, &mut out);
+        self.aggregator_actions(now, out);
+    }
+
+    fn aggregator_actions(&mut self, now: Micros, out: Vec<AggregatorAction>) {
+        for a in out {
+            match a {
+                AggregatorAction::Ask { lookup, round, shard, attempt, read: (book, tag, bound, next), q } => {
+                    let Some(t) = self.partial.as_ref().and_then(|p| p.reads.get(&lookup)) else { continue };
+                    let log = t.log;
+                    if let Some(to) = self.tier_replica(shard, attempt as usize) {
+                        let shard = shard as u16;
+                        self.send(to, Message::TierLookup { req: lookup, round, shard, log, book, tag, bound, next, q });
+                    }
+                }
+                AggregatorAction::Read { lookup, found, q } | AggregatorAction::Done { lookup, found, q } => {
+                    let Some(t) = self.partial.as_mut().and_then(|p| p.reads.remove(&lookup)) else { continue };
+                    let aux = t.aux.get(&found.seqnum).cloned();
+                    let read = read_key(&t.request);
+                    let (_, next_after) = self.partial.as_ref().expect("partial").last_entry[usize::from(t.log.0)];
+                    let applied = self.logs[usize::from(t.log.0)].applied;
+                    let p = self.partial.as_mut().expect("partial");
+                    // Only an answer later records cannot change is kept (the cache checks).
+                    let next_after = if q == applied { next_after } else { SeqNum::MIN };
+                    p.feeds[usize::from(t.log.0)].index.remember(read, found.seqnum, found.location.shard, q, next_after);
+                    let r = ReadOp { op: t.op, request: t.request, wait_for: q, deadline: t.deadline };
+                    self.read_found(now, t.log, r, Some((found.seqnum, found.location.shard)), q, aux);
+                }
+                AggregatorAction::None { lookup, q } => {
+                    let Some(t) = self.partial.as_mut().and_then(|p| p.reads.remove(&lookup)) else { continue };
+                    self.deadlines.remove(&(t.deadline, t.op));
+                    self.complete(t.op, Ok(Reply::Read(None)), t.log, q);
+                }
+            }
+        }
+    }
+
+    fn on_tier_answer(&mut self, now: Micros, req: u64, round: u32, shard: u16, answer: ShardAnswer, aux: Option<Bytes>) {
+        let Some(p) = self.partial.as_mut() else { return };
+        if let (Some(t), Some(aux), ShardAnswer::Exact(f) | ShardAnswer::Closest(Some(f))) = (p.reads.get_mut(&req), aux, answer)
+        {
+            t.aux.insert(f.seqnum, aux);
+        }
+        let mut out = Vec::new();
+        p.aggregator.answer(now, req, round, usize::from(shard), answer, &mut out);
+        self.aggregator_actions(now, out);
+    }
+
+    /// Aux data: to every replica of every index shard, as of Q.
+    fn tier_set_aux(&mut self, now: Micros, log: LogId, r: ReadOp) {
+        let Request::SetAux { book, seqnum, aux } = r.request else { unreachable!("aux data") };
+        let q = r.wait_for.max(self.logs[usize::from(log.0)].applied);
+        let shards = self.tier_shards();
+        let req = self.next_req;
+        self.next_req += 1;
+        let Some(p) = self.partial.as_mut() else { return };
+        p.auxes.insert(req, AuxWait { op: r.op, log, book, seqnum, aux, q, answers: vec![None; shards], sent_at: now });
+        self.send_aux(now, req);
+    }
+
+    fn send_aux(&mut self, now: Micros, req: u64) {
+        let Some(a) = self.partial.as_mut().and_then(|p| p.auxes.get_mut(&req)) else { return };
+        a.sent_at = now;
+        let (log, book, seqnum, aux, q) = (a.log, a.book, a.seqnum, a.aux.clone(), a.q);
+        let missing: Vec<usize> = a.answers.iter().enumerate().filter(|(_, a)| a.is_none()).map(|(s, _)| s).collect();
+        let tier = self.config.as_ref().and_then(|c| c.tier.clone());
+        for s in missing {
+            for &to in tier.iter().flat_map(|t| &t.shards[s]) {
+                let msg = Message::TierSetAux { req, shard: s as u16, log, book, seqnum, aux: aux.clone(), q };
+                self.send(to, msg);
+            }
+        }
+    }
+
+    fn on_aux_set(&mut self, req: u64, shard: u16, kept: bool) {
+        let Some(a) = self.partial.as_mut().and_then(|p| p.auxes.get_mut(&req)) else { return };
+        let Some(slot) = a.answers.get_mut(usize::from(shard)) else { return };
+        *slot = Some(slot.unwrap_or(false) || kept);
+        let any = a.answers.iter().any(|a| *a == Some(true));
+        if !any && a.answers.iter().any(Option::is_none) {
+            return;
+        }
+        let a = self.partial.as_mut().expect("checked").auxes.remove(&req).expect("found");
+        let deadline = self.deadlines.iter().find(|((_, op), _)| *op == a.op).map(|(k, _)| *k);
+        if let Some(k) = deadline {
+            self.deadlines.remove(&k);
+        }
+        if any {
+            let attached = self.cache.put_aux(a.seqnum, a.book, a.aux);
+            debug_assert!(attached, "the cache holds {} as another book's record", a.seqnum);
+            self.complete(a.op, Ok(Reply::AuxSet), a.log, a.q);
+        } else {
+            let e = Error::InvalidArgument(format!("seqnum {} is not a live record of book {}", a.seqnum, a.book.0));
+            self.complete(a.op, Err(e), a.log, a.q);
+        }
+    }
+
+    fn on_tier_refused(&mut self, req: u64, error: Error) {
+        // Unavailable (an index node not configured yet): the retry asks another.
+        if matches!(error, Error::Unavailable(_)) {
+            return;
+        }
+        let Some(p) = self.partial.as_mut() else { return };
+        let (op, log) = if let Some(t) = p.reads.remove(&req) {
+            p.aggregator.cancel(req);
+            (t.op, t.log)
+        } else if let Some(a) = p.auxes.remove(&req) {
+            (a.op, a.log)
+        } else if let Some(h) = p.holders.remove(&req) {
+            if self.appends_in_flight.remove(&h.op).is_none() {
+                return;
+            }
+            (h.op, h.log)
+        } else {
+            return;
+        };
+        let deadline = self.deadlines.iter().find(|((_, o), _)| *o == op).map(|(k, _)| *k);
+        if let Some(k) = deadline {
+            self.deadlines.remove(&k);
+        }
+        self.complete(op, Err(error), log, MetalogPosition::ZERO);
+    }
+
+    /// Handles a message of the index tier; false if `msg` is not one.
+    pub(super) fn partial_message(&mut self, now: Micros, from: NodeId, msg: &mut Option<Message>) -> bool {
+        let from_tier = self.config.as_ref().and_then(|c| c.tier.as_ref()).is_some_and(|t| t.nodes().any(|n| n == from));
+        let Some(m) = msg.take() else { return false };
+        if !from_tier {
+            *msg = Some(m);
+            return false;
+        }
+        match m {
+            Message::UpdatePush { update } => self.on_update(now, update),
+            Message::UpdateFetched { req, log, updates } => self.on_updates_fetched(now, req, log, updates),
+            Message::TierAnswer { req, round, shard, answer, aux } => self.on_tier_answer(now, req, round, shard, answer, aux),
+            Message::HolderAnswer { req, shard, holder } => self.on_holder_answer(req, shard, holder),
+            Message::TierAuxSet { req, shard, kept } => self.on_aux_set(req, shard, kept),
+            Message::TierRefused { req, error } => self.on_tier_refused(req, error),
+            other => {
+                *msg = Some(other);
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Retries of partial mode: updates the local index lacks, lookups, holder
+    /// lookups and aux data without answers, and reads that waited long enough.
+    pub(super) fn partial_tick(&mut self, now: Micros, next: &mut NextTick) {
+        let Some(p) = self.partial.as_mut() else { return };
+        let retry = self.cfg.lookup_retry_us;
+        let mut out = Vec::new();
+        p.aggregator.tick(now, &mut out);
+        let behind: Vec<(LogId, MetalogPosition)> = (0..p.feeds.len())
+            .filter(|&i| p.feeds[i].index.position() < p.last_entry[i].0 && now >= p.moved_at[i] + retry)
+            .filter(|&i| p.fetching[i].is_none_or(|(_, at)| now >= at + retry))
+            .map(|i| (LogId(i as u8), p.feeds[i].index.position()))
+            .collect();
+        let holders: Vec<u64> = p.holders.iter().filter(|(_, h)| now >= h.sent_at + retry).map(|(r, _)| *r).collect();
+        let auxes: Vec<u64> = p.auxes.iter().filter(|(_, a)| now >= a.sent_at + retry).map(|(r, _)| *r).collect();
+        let conds: Vec<(LogId, MetalogPosition)> = p
+            .conds
+            .values_mut()
+            .filter(|c| now >= c.asked_at + retry)
+            .map(|c| {
+                c.asked_at = now;
+                (c.log, c.prev)
+            })
+            .collect();
+        for w in &p.local_waits {
+            next.at(w.2);
+        }
+        let waited = p.local_waits.iter().any(|w| now >= w.2);
+        next.at(now + retry);
+        self.aggregator_actions(now, out);
+        for (log, after) in behind {
+            self.fetch_updates(now, log, after);
+        }
+        // An update of our conditional append lost: fetched from the entry before.
+        for (log, after) in conds {
+            self.fetch_updates(now, log, after);
+        }
+        for req in holders {
+            self.send_holder_lookups(now, req);
+        }
+        for req in auxes {
+            self.send_aux(now, req);
+        }
+        if waited {
+            for l in 0..self.partial.as_ref().map_or(0, |p| p.feeds.len()) {
+                self.run_local_waits(now, LogId(l as u8));
+            }
+        }
+    }
+
+    /// Gives up whatever partial mode runs for `op` (it timed out); true if it ran some.
+    pub(super) fn partial_cancel(&mut self, op: OpId) -> bool {
+        let Some(p) = self.partial.as_mut() else { return false };
+        let mut found = false;
+        if let Some(i) = p.local_waits.iter().position(|w| w.1.op == op) {
+            p.local_waits.swap_remove(i);
+            found = true;
+        }
+        if let Some(req) = p.reads.iter().find(|(_, t)| t.op == op).map(|(r, _)| *r) {
+            p.reads.remove(&req);
+            p.aggregator.cancel(req);
+            found = true;
+        }
+        if let Some(req) = p.auxes.iter().find(|(_, a)| a.op == op).map(|(r, _)| *r) {
+            p.auxes.remove(&req);
+            found = true;
+        }
+        found
+    }
+
+    /// A read answered in place from the local index and the cache, if it can be.
+    pub(super) fn partial_read_now(
+        &mut self,
+        log: LogId,
+        p: MetalogPosition,
+        request: &Request,
+    ) -> Option<(Result<Reply, Error>, LogId, MetalogPosition)> {
+        let part = self.partial.as_mut()?;
+        part.bounds?;
+        let LocalRead::Hit { found, at, .. } = part.feeds[usize::from(log.0)].index.read(read_key(request), p) else {
+            return None;
+        };
+        let Some((seqnum, _)) = found else { return Some((Ok(Reply::Read(None)), log, at)) };
+        let c = self.cache.get(seqnum)?;
+        let (tags, data) = c.record.as_ref()?;
+        let record = LogRecord { seqnum, tags: tags.clone(), data: data.clone(), aux: c.aux.clone() };
+        Some((Ok(Reply::Read(Some(record))), log, at))
+    }
+}
+
+fn read_key(request: &Request) -> (BookId, Tag, SeqNum, bool) {
+    match *request {
+        Request::ReadNext { book, tag, min } => (book, tag, min, true),
+        Request::ReadPrev { book, tag, max } => (book, tag, max, false),
+        _ => unreachable!("reads only"),
+    }
+}

@@ -1,0 +1,461 @@
+//! An index node of the index tier (the spec's item 2): a replica of one index shard.
+//!
+//! It follows every physical log's metalog, fetches every record's metadata from
+//! storage as an indexer engine does, and applies every entry to its [`IndexShard`]:
+//! the whole stream table (so it decides every placement exactly as `index.rs` does) and
+//! the postings of its own shard's entries. For each entry of its shard the first
+//! replica pushes the decided update to every function node; every index node keeps
+//! the recent updates of every entry within `update_keep_bytes`, for function nodes that
+//! missed some.
+//!
+//! Lookups as of Q, holder lookups and aux data are held until the node has applied
+//! every entry of the log before Q (the hold rule), then answered from the postings.
+//! A log added in term T applies nothing before every older log is through T-1, so a
+//! moved book's old postings are in place before its new log's lookups are answered.
+//!
+//! Invariant: an index node's state is a pure function of the log prefix it applied;
+//! its answers, of that and the asked position.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::assembly::{Assembling, Assembly};
+use crate::config::Configuration;
+use crate::error::Error;
+use crate::follower::{Follower, FollowerConfig};
+use crate::index::Placement;
+use crate::message::{Message, MetalogEntry, RecordMeta};
+use crate::types::{BookId, LogId, MetalogPosition, Micros, NextTick, NodeId, SeqNum, ShardId, Tag, Term};
+use crate::IndexedRecord;
+
+use super::feed::{Since, UpdateLog};
+use super::popularity::ReadKey;
+use super::streams::{Decision, Holder};
+use super::{shard_of, IndexShard};
+
+#[derive(Clone, Debug)]
+pub struct IndexNodeConfig {
+    /// Entries of its log a posting that left its row is kept for (lookups as of older
+    /// positions get `TooOld`).
+    pub dead_keep_entries: usize,
+    /// Decided updates kept for function nodes that missed some, in bytes.
+    pub update_keep_bytes: usize,
+    /// Aux data kept for the records of this shard, in bytes.
+    pub aux_bytes_max: usize,
+    /// Lookups held for a position not yet applied, at most; the oldest go first.
+    pub held_max: usize,
+    /// A held lookup is dropped after this long (its caller has given up).
+    pub hold_us: Micros,
+    pub fetch_retry_us: Micros,
+    pub heartbeat_interval_us: Micros,
+    pub follower: FollowerConfig,
+}
+
+impl Default for IndexNodeConfig {
+    fn default() -> Self {
+        IndexNodeConfig {
+            dead_keep_entries: 16_384,
+            update_keep_bytes: 64 << 20,
+            aux_bytes_max: 16 << 20,
+            held_max: 100_000,
+            hold_us: 10_000_000,
+            fetch_retry_us: 50_000,
+            heartbeat_interval_us: 100_000,
+            follower: FollowerConfig::default(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum IndexNodeAction {
+    Send(NodeId, Message),
+    /// Observation: the node applied an entry, with every record's decision; the
+    /// failed ones whose holder the postings know (not the stream table) are listed
+    /// in `holder_lookups` and carry `holder: None` here.
+    Applied {
+        log: LogId,
+        position: MetalogPosition,
+        records: Vec<IndexedRecord>,
+        holder_lookups: Vec<SeqNum>,
+    },
+}
+
+/// Whether `node` has a role other than a function node's (a function node that
+/// registered after the last term is in none yet, and may read).
+fn is_infrastructure(config: &Configuration, node: NodeId) -> bool {
+    config.tier.as_ref().is_some_and(|t| t.nodes().any(|n| n == node))
+        || config.terms.iter().any(|t| t.storage.contains(&node) || t.logs.iter().any(|l| l.sequencers.contains(&node)))
+}
+
+/// A request waiting for the node to apply its log up to a position.
+#[derive(Debug)]
+enum Held {
+    Lookup { from: NodeId, req: u64, round: u32, log: LogId, read: ReadKey, q: MetalogPosition },
+    Holder { from: NodeId, req: u64, log: LogId, book: BookId, tag: Tag, offset: u64, before: SeqNum, at: MetalogPosition },
+    Aux { from: NodeId, req: u64, log: LogId, book: BookId, seqnum: SeqNum, aux: Bytes, q: MetalogPosition },
+}
+
+impl Held {
+    fn waits_for(&self) -> (LogId, MetalogPosition) {
+        match *self {
+            Held::Lookup { log, q, .. } | Held::Aux { log, q, .. } => (log, q),
+            Held::Holder { log, at, .. } => (log, at),
+        }
+    }
+}
+
+/// Aux data of this shard's records, oldest out first past its budget.
+#[derive(Debug, Default)]
+struct AuxCache {
+    kept: HashMap<SeqNum, (BookId, Bytes)>,
+    order: VecDeque<SeqNum>,
+    bytes: usize,
+}
+
+impl AuxCache {
+    fn put(&mut self, seqnum: SeqNum, book: BookId, aux: Bytes, bytes_max: usize) {
+        self.bytes += aux.len();
+        if let Some((_, old)) = self.kept.insert(seqnum, (book, aux)) {
+            self.bytes -= old.len();
+        } else {
+            self.order.push_back(seqnum);
+        }
+        while self.bytes > bytes_max {
+            let Some(old) = self.order.pop_front() else { break };
+            if let Some((_, a)) = self.kept.remove(&old) {
+                self.bytes -= a.len();
+            }
+        }
+    }
+
+    fn get(&self, seqnum: SeqNum) -> Option<Bytes> {
+        self.kept.get(&seqnum).map(|(_, a)| a.clone())
+    }
+}
+
+pub struct IndexNode {
+    id: NodeId,
+    controllers: Vec<NodeId>,
+    incarnation: u64,
+    cfg: IndexNodeConfig,
+    config: Option<Arc<Configuration>>,
+    follower: Follower,
+    assembly: Assembly<()>,
+    /// Set once a configuration names this node in the tier.
+    shard: Option<IndexShard>,
+    updates: Vec<UpdateLog>,
+    held: VecDeque<(Micros, Held)>,
+    aux: AuxCache,
+    next_req: u64,
+    last_heartbeat: Option<Micros>,
+    out: Vec<IndexNodeAction>,
+}
+
+impl IndexNode {
+    pub fn new(id: NodeId, controllers: Vec<NodeId>, incarnation: u64, cfg: IndexNodeConfig) -> IndexNode {
+        IndexNode {
+            id,
+            controllers,
+            incarnation,
+            follower: Follower::new(cfg.follower.clone()),
+            cfg,
+            config: None,
+            assembly: Assembly::new(),
+            shard: None,
+            updates: Vec::new(),
+            held: VecDeque::new(),
+            aux: AuxCache::default(),
+            next_req: 0,
+            last_heartbeat: None,
+            out: Vec::new(),
+        }
+    }
+
+    pub fn id(&self) -> NodeId {
+        self.id
+    }
+
+    pub fn take_actions(&mut self) -> Vec<IndexNodeAction> {
+        std::mem::take(&mut self.out)
+    }
+
+    /// The index shard it replicates, once configured.
+    pub fn shard(&self) -> Option<&IndexShard> {
+        self.shard.as_ref()
+    }
+
+    /// The position up to which `log` is applied.
+    pub fn applied(&self, log: LogId) -> MetalogPosition {
+        self.shard.as_ref().map_or(MetalogPosition::ZERO, |s| s.postings.applied(log))
+    }
+
+    fn send(&mut self, to: NodeId, msg: Message) {
+        self.out.push(IndexNodeAction::Send(to, msg));
+    }
+
+    pub fn on_tick(&mut self, now: Micros) -> NextTick {
+        let mut next = NextTick::after(now);
+        if self.last_heartbeat.is_none_or(|t| now >= t + self.cfg.heartbeat_interval_us) {
+            self.last_heartbeat = Some(now);
+            let term = self.config.as_ref().map_or(Term(0), |c| c.current().term);
+            for c in self.controllers.clone() {
+                self.send(c, Message::Heartbeat { incarnation: self.incarnation, term });
+            }
+        }
+        next.at(now + self.cfg.heartbeat_interval_us);
+        let Some(config) = self.config.clone() else { return next };
+        let mut fetches = Vec::new();
+        self.follower.on_tick(now, &config, &mut fetches, &mut next);
+        for (to, m) in fetches {
+            self.send(to, m);
+        }
+        for (to, msg) in self.assembly.retry(now, self.cfg.fetch_retry_us) {
+            self.send(to, msg);
+        }
+        self.assembly.next_due(self.cfg.fetch_retry_us, &mut next);
+        while self.held.front().is_some_and(|(at, _)| now >= at + self.cfg.hold_us) {
+            self.held.pop_front();
+        }
+        if let Some((at, _)) = self.held.front() {
+            next.at(at + self.cfg.hold_us);
+        }
+        next
+    }
+
+    pub fn on_message(&mut self, now: Micros, from: NodeId, msg: Message) {
+        match msg {
+            Message::NewConfig { config } => self.on_config(now, config),
+            Message::MetalogPush { entry } => {
+                let log = entry.log;
+                self.follower.on_entry(entry);
+                self.drain(now, log);
+            }
+            Message::MetalogEntries { log, entries, .. } => {
+                for e in entries {
+                    self.follower.on_entry(e);
+                }
+                self.drain(now, log);
+            }
+            Message::MetalogTail { term, log, committed_len } => self.follower.on_tail(term, log, committed_len),
+            Message::MetaReply { req, shard, from: start, metas } => {
+                let (completed, more) = self.assembly.on_meta(now, req, shard, start, metas);
+                if let Some((to, msg)) = more {
+                    self.send(to, msg);
+                }
+                if completed.is_some() {
+                    self.apply_ready(now);
+                }
+            }
+            Message::MetaUnavailable { req } => self.assembly.unavailable(req),
+            Message::UpdateFetch { req, log, after } => {
+                let updates = match self.updates.get(usize::from(log.0)).map(|u| u.since(after, 64)) {
+                    Some(Since::Updates(u)) => Some(u),
+                    _ => None,
+                };
+                self.send(from, Message::UpdateFetched { req, log, updates });
+            }
+            Message::TierLookup { req, round, shard, log, book, tag, bound, next, q } => {
+                if self.admit(from, req, shard, log, q) {
+                    self.hold(now, Held::Lookup { from, req, round, log, read: (book, tag, bound, next), q });
+                }
+            }
+            Message::HolderLookup { req, shard, log, book, tag, offset, before, at } => {
+                if self.admit(from, req, shard, log, at) {
+                    self.hold(now, Held::Holder { from, req, log, book, tag, offset, before, at });
+                }
+            }
+            Message::TierSetAux { req, shard, log, book, seqnum, aux, q } => {
+                if self.admit(from, req, shard, log, q) {
+                    self.hold(now, Held::Aux { from, req, log, book, seqnum, aux, q });
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Whether a tier request of `from` for `shard` and `log` is one this node answers;
+    /// refuses it otherwise.
+    /// A log this node does not know yet is held for if `at` names a later term than
+    /// its configuration's (the caller has a newer one, which adds the log).
+    fn admit(&mut self, from: NodeId, req: u64, shard: u16, log: LogId, at: MetalogPosition) -> bool {
+        let error = match (&self.config, &self.shard) {
+            (None, _) | (_, None) => Error::Unavailable(format!("index node {} has no configuration yet", self.id.0)),
+            (Some(_), Some(s)) if usize::from(shard) != s.shard => {
+                Error::InvalidArgument(format!("index node {} replicates index shard {}, not {shard}", self.id.0, s.shard))
+            }
+            (Some(c), _) if log.0 >= c.n_logs && at.term <= c.current().term.0 => {
+                Error::InvalidArgument(format!("log {} does not exist (the cluster has {})", log.0, c.n_logs))
+            }
+            (Some(c), _) if is_infrastructure(c, from) => {
+                Error::InvalidArgument(format!("node {} is not a function node of this cluster", from.0))
+            }
+            _ => return true,
+        };
+        self.send(from, Message::TierRefused { req, error });
+        false
+    }
+
+    fn hold(&mut self, now: Micros, h: Held) {
+        if self.held.len() >= self.cfg.held_max {
+            self.held.pop_front(); // its caller asks again
+        }
+        self.held.push_back((now, h));
+        let (log, _) = self.held.back().expect("pushed").1.waits_for();
+        self.answer_held(log);
+    }
+
+    fn on_config(&mut self, now: Micros, config: Arc<Configuration>) {
+        if self.config.as_ref().is_some_and(|c| c.current().term >= config.current().term) {
+            self.send(config.controller, Message::ConfigAck { term: config.current().term });
+            return;
+        }
+        self.config = Some(config.clone());
+        self.follower.on_config(&config);
+        if self.shard.is_none() {
+            if let Some(tier) = &config.tier {
+                if let Some(s) = tier.shard_of_node(self.id) {
+                    self.shard = Some(IndexShard::new(s, tier.shards.len(), self.cfg.dead_keep_entries));
+                }
+            }
+        }
+        while self.updates.len() < usize::from(config.n_logs) {
+            self.updates.push(UpdateLog::new(self.cfg.update_keep_bytes));
+        }
+        self.send(config.controller, Message::ConfigAck { term: config.current().term });
+        for l in 0..config.n_logs {
+            self.drain(now, LogId(l));
+        }
+    }
+
+    /// Takes the entries the follower can deliver for `log` and fetches their metadata.
+    fn drain(&mut self, now: Micros, log: LogId) {
+        let Some(config) = self.config.clone() else { return };
+        if log.0 >= config.n_logs || self.shard.is_none() {
+            return;
+        }
+        for entry in self.follower.poll(&config, log) {
+            let lc = config.term(entry.term).expect("delivered entries belong to known terms").log(log);
+            let mut runs = Vec::new();
+            let mut fetch = Vec::new();
+            for (j, ids, _) in entry.runs() {
+                let s = &lc.shards[j];
+                fetch.push((runs.len(), s.replicas.clone()));
+                runs.push((crate::types::Location { shard: s.shard, local_id: ids.start }, ids.end - ids.start, None));
+            }
+            let sends = self.assembly.push(now, Assembling { entry, runs, extra: () }, fetch, &mut self.next_req);
+            for (to, msg) in sends {
+                self.send(to, msg);
+            }
+        }
+        self.apply_ready(now);
+    }
+
+    /// Whether `log` may apply entries: a log added in term T waits for every older
+    /// log to be through T-1.
+    fn open(&self, config: &Configuration, log: LogId) -> bool {
+        let Some(term) = config.added_at(log) else { return true };
+        let start = MetalogPosition::new(term, 0);
+        (0..log.0).all(|l| config.first_term_of(LogId(l)).is_some_and(|t| t < term) && self.applied(LogId(l)) >= start)
+    }
+
+    /// Applies, in order, every entry of every log whose metadata is complete.
+    fn apply_ready(&mut self, _now: Micros) {
+        let Some(config) = self.config.clone() else { return };
+        loop {
+            let mut progressed = false;
+            for l in 0..config.n_logs {
+                let log = LogId(l);
+                if !self.open(&config, log) {
+                    continue;
+                }
+                while let Some(a) = self.assembly.pop_ready(log) {
+                    self.apply(&config, a.entry, a.runs.into_iter().map(|r| r.2.expect("ready")).collect());
+                    progressed = true;
+                }
+                // With nothing left to apply, the node is at its follower's position,
+                // which after a sealed term is (next term, 0).
+                let delivered = self.follower.delivered(log);
+                if self.assembly.is_empty(log) && delivered > self.applied(log) {
+                    self.shard.as_mut().expect("configured").postings.reach(log, delivered);
+                    progressed = true;
+                }
+                self.answer_held(log);
+            }
+            // An older log reaching a term may open an added one.
+            if !progressed {
+                break;
+            }
+        }
+    }
+
+    fn apply(&mut self, config: &Configuration, entry: MetalogEntry, metas: Vec<Vec<RecordMeta>>) {
+        let lc = config.term(entry.term).expect("applied entries belong to known terms").log(entry.log);
+        let shard_ids: Vec<ShardId> = lc.shards.iter().map(|s| s.shard).collect();
+        let shard = self.shard.as_mut().expect("configured");
+        let (decisions, update) = shard.apply_entry(&entry, &shard_ids, &metas);
+        let mine = shard_of(entry.log, entry.index, shard.shards) == shard.shard;
+        let metas = metas.into_iter().flatten();
+        let mut records = Vec::with_capacity(decisions.len());
+        let mut holder_lookups = Vec::new();
+        for ((seqnum, location, decision), meta) in decisions.into_iter().zip(metas) {
+            let placement = match decision {
+                Decision::Placed(_) => Placement::Placed,
+                Decision::Failed { holder: Holder::None, .. } => Placement::CondFailed { holder: None },
+                Decision::Failed { holder: Holder::Known(s), .. } => Placement::CondFailed { holder: Some(s) },
+                Decision::Failed { holder: Holder::Lookup, .. } => {
+                    holder_lookups.push(seqnum);
+                    Placement::CondFailed { holder: None }
+                }
+            };
+            records.push(IndexedRecord { seqnum, location, meta, placement });
+        }
+        let (log, position) = (entry.log, entry.position_after());
+        self.out.push(IndexNodeAction::Applied { log, position, records, holder_lookups });
+        let first = config.tier.as_ref().and_then(|t| t.shards.get(self.shard.as_ref().expect("configured").shard));
+        if mine && first.and_then(|r| r.first()) == Some(&self.id) {
+            for &to in &config.current().engines {
+                self.send(to, Message::UpdatePush { update: update.clone() });
+            }
+        }
+        self.updates[usize::from(log.0)].push(update);
+    }
+
+    /// Answers the held requests of `log` whose position is applied.
+    fn answer_held(&mut self, log: LogId) {
+        let applied = self.applied(log);
+        let (ready, waiting): (VecDeque<_>, VecDeque<_>) =
+            self.held.drain(..).partition(|(_, h)| h.waits_for().0 == log && h.waits_for().1 <= applied);
+        self.held = waiting;
+        for (_, h) in ready {
+            self.answer(h);
+        }
+    }
+
+    fn answer(&mut self, h: Held) {
+        let shard = self.shard.as_ref().expect("admitted requests have a shard");
+        let index = shard.shard as u16;
+        match h {
+            Held::Lookup { from, req, round, log, read, q } => {
+                let answer = shard.lookup(log, read, q).expect("held until applied");
+                let aux = match answer {
+                    super::ShardAnswer::Exact(f) | super::ShardAnswer::Closest(Some(f)) => self.aux.get(f.seqnum),
+                    _ => None,
+                };
+                self.send(from, Message::TierAnswer { req, round, shard: index, answer, aux });
+            }
+            Held::Holder { from, req, log: _, book, tag, offset, before, at } => {
+                let holder = shard.postings.holder(book, tag, offset, before, at);
+                self.send(from, Message::HolderAnswer { req, shard: index, holder });
+            }
+            Held::Aux { from, req, log: _, book, seqnum, aux, q } => {
+                let kept = shard.postings.live_at(book, seqnum, q);
+                if kept {
+                    self.aux.put(seqnum, book, aux, self.cfg.aux_bytes_max);
+                }
+                self.send(from, Message::TierAuxSet { req, shard: index, kept });
+            }
+        }
+    }
+}
