@@ -31,12 +31,12 @@ fn run_tag_cache(seed: u64) -> (u64, u64) {
             position += 1;
             let meta = random_meta(&mut rng, &reference_index);
             reference_index.apply_record(seqnum, location, &meta);
-            let joined = match table.decide(seqnum, &meta) {
-                Decision::Placed(joined) => Some(joined),
-                Decision::Failed { .. } => None,
+            let (joined, failed) = match table.decide(seqnum, &meta) {
+                Decision::Placed(joined) => (Some(joined), None),
+                Decision::Failed { cond, holder } => (None, Some((cond, holder))),
             };
             update.runs.push((ShardId((location.local_id % 3) as u32), 1));
-            update.records.push(UpdateRecord { seqnum, book: meta.book, tags: meta.tags.clone(), joined });
+            update.records.push(UpdateRecord { seqnum, book: meta.book, tags: meta.tags.clone(), joined, failed });
         }
         for _ in 0..if rng.chance(30) { 1 + rng.below(2) } else { 0 } {
             let (book, tag, point) = random_trim(&mut rng, position);
