@@ -583,6 +583,17 @@ impl Sim {
         Some(ColdIndex { resident_max, open: Arc::new(|| Ok(Box::new(MemColdStore::default()))) })
     }
 
+    /// Tiny local indexes (partial mode), so that every path runs; one engine in three
+    /// has none.
+    fn local_bounds(n: NodeId) -> Option<LocalBounds> {
+        (n.0 % 3 != 0).then_some(LocalBounds {
+            suffix_bytes: 1 << 10,
+            tag_cache_bytes: 2 << 10,
+            tag_bytes_max: 256,
+            popularity_bytes: 512,
+        })
+    }
+
     fn follower_cfg() -> FollowerConfig {
         FollowerConfig { fetch_retry_us: 15_000, buffer_max: 1024 }
     }
@@ -622,12 +633,7 @@ impl Sim {
                     cold_index: Self::cold_index(n),
                     // Tiny local indexes, so that every path runs; one engine in three
                     // has none.
-                    local_index: (n.0 % 3 != 0).then_some(LocalBounds {
-                        suffix_bytes: 1 << 10,
-                        tag_cache_bytes: 2 << 10,
-                        tag_bytes_max: 256,
-                        popularity_bytes: 512,
-                    }),
+                    local_index: Self::local_bounds(n),
                     local_wait_us: 2_000,
                     lookup_retry_us: 20_000,
                     ..Default::default()
@@ -1129,7 +1135,24 @@ impl Sim {
                 }
             }
             Some(Node::Engine(e)) => {
-                for a in e.take_actions() {
+                let actions = e.take_actions();
+                // A local index never holds more than its bounds, structure by structure.
+                let b = Self::local_bounds(n).unwrap_or(LocalBounds {
+                    suffix_bytes: 0,
+                    tag_cache_bytes: 0,
+                    tag_bytes_max: 0,
+                    popularity_bytes: 0,
+                });
+                for l in 0..e.n_logs().unwrap_or(0) {
+                    if let Some((suffix, tags, popular)) = e.local_index_bytes(LogId(l)) {
+                        if suffix > b.suffix_bytes || tags > b.tag_cache_bytes || popular > b.popularity_bytes {
+                            let what =
+                                format!("engine {n}'s local index of log {l} holds {suffix}/{tags}/{popular} bytes, over {b:?}");
+                            self.oracle.violations.push(what);
+                        }
+                    }
+                }
+                for a in actions {
                     self.engine_action(n, a);
                 }
             }

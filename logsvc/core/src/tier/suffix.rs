@@ -79,6 +79,15 @@ impl Suffix {
             uppers.push((next - 1, slot));
         }
         let Some(&(key, _)) = uppers.last() else { return };
+        // Room first: the oldest members go rather than the deques growing past the bound
+        // (a deque does not shrink when members leave).
+        let wide = uppers.iter().filter(|(upper, _)| key - upper >= u64::from(WIDE)).count();
+        while self.bytes_after_push(uppers.len(), wide) > self.bytes_max {
+            if self.keys.is_empty() {
+                return; // not even one member fits
+            }
+            self.pop_oldest();
+        }
         // An entry of more than 4G records is kept as its last 4G (it cannot happen: an
         // entry orders what storage replicated since the last one).
         let count = u32::try_from(key + 1 - start.0).unwrap_or(u32::MAX);
@@ -97,6 +106,25 @@ impl Suffix {
         while self.bytes() > self.bytes_max && !self.keys.is_empty() {
             self.pop_oldest();
         }
+    }
+
+    /// What [`Suffix::bytes`] would be after a push of a member of `runs` runs (`wide`
+    /// of them with whole distances), were the deques to grow as `VecDeque` does
+    /// (double, at least 4).
+    fn bytes_after_push(&self, runs: usize, wide: usize) -> usize {
+        fn cap(len: usize, cap: usize, add: usize) -> usize {
+            if len + add <= cap {
+                cap
+            } else {
+                (cap * 2).max(len + add).max(4)
+            }
+        }
+        cap(self.keys.len(), self.keys.capacity(), 1) * 8
+            + (cap(self.counts.len(), self.counts.capacity(), 1)
+                + cap(self.offsets.len(), self.offsets.capacity(), 1)
+                + cap(self.runs.len(), self.runs.capacity(), runs))
+                * 4
+            + (self.wide.len() + wide) * 48
     }
 
     fn pop_oldest(&mut self) {
@@ -143,6 +171,21 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
+
+    #[test]
+    fn at_its_bound_the_oldest_members_go_instead_of_the_deques_growing() {
+        let mut suffix = Suffix::new(1 << 10);
+        let mut least_after_full = usize::MAX;
+        for i in 0..1_000u64 {
+            suffix.push(SeqNum(i * 2), [(0, 1), (1, 1)]);
+            assert!(suffix.bytes() <= 1 << 10, "{} bytes after {i} pushes", suffix.bytes());
+            if i >= 100 {
+                least_after_full = least_after_full.min(suffix.keys.len());
+            }
+        }
+        // Steady: the deques keep their capacity, full; no emptying and regrowing.
+        assert!(least_after_full >= 28, "it fell to {least_after_full} members");
+    }
 
     #[test]
     fn every_seqnum_of_the_suffix_maps_to_its_slot_and_older_ones_miss() {

@@ -132,14 +132,14 @@ impl TagCache {
         self.bytes
     }
 
-    /// Applies the next entry's decided update: its placed records, then its trims.
-    /// `slots` names the storage shard of each record, in order (an index into the
-    /// local index's table of shards).
     /// L moves to `at` without an entry (the start of a term after a sealed one).
     pub fn reach(&mut self, at: MetalogPosition) {
         self.position = self.position.max(at);
     }
 
+    /// Applies the next entry's decided update: its placed records, then its trims.
+    /// `slots` names the storage shard of each record, in order (an index into the
+    /// local index's table of shards).
     pub fn apply(&mut self, update: &DecidedUpdate, slots: &[u16]) {
         for (i, r) in update.records.iter().enumerate() {
             let slot = slots.get(i).copied().unwrap_or(0);
