@@ -129,5 +129,8 @@ step "C SDK tests" counted '/ passed, [0-9]+ failed/ { p = $1; f = $3 }' \
         { echo "wit/ changed: regenerate the C bindings (guest-sdks/c/README.md)"; exit 1; }; } &&
         make --no-print-directory -C guest-sdks/c test OUT="$(mktemp -d)"' 
 step "workspace tests" cargo nextest run --locked --workspace "$@"
+# The exactly-once suite once more over a log in partial mode (INDILOG: index nodes, a
+# 64 KiB local index).
+step "exactly-once suite, partial index" env TALLY_TEST_INDEX=partial cargo nextest run --locked -p tally --test exactly_once "$@"
 step doctests cargo test --locked --workspace --doc
 finish

@@ -28,6 +28,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use tally_log_core::tier::IndexNodeConfig;
 use tally_log_core::{
     Configuration, ControllerConfig, EngineConfig, Error, Message, NodeId, Result, Role, SequencerConfig, StorageConfig, Term,
 };
@@ -77,6 +78,10 @@ pub struct ClusterBuilder {
     /// Engines holding each log's index; the others forward reads to them (`None`:
     /// every engine indexes every log).
     pub indexers_per_log: Option<usize>,
+    /// Partial mode (INDILOG): index shards and replicas per shard, run as index nodes
+    /// after the engines (`None`: complete mode, the default).
+    pub tier: Option<(usize, usize)>,
+    pub index_config: IndexNodeConfig,
     /// `build` fails if the cluster is not serving by then.
     pub ready_timeout: Duration,
     /// The nodes, all in this process, send to each other through a [`LocalNet`]
@@ -108,6 +113,8 @@ impl ClusterBuilder {
             net: NetConfig::default(),
             failure_timeout_us: 1_000_000,
             indexers_per_log: None,
+            tier: None,
+            index_config: IndexNodeConfig::default(),
             ready_timeout: Duration::from_secs(15),
             local_delivery: true,
             node_thread: true,
@@ -145,9 +152,13 @@ impl ClusterBuilder {
 
         let mut roster = Vec::new();
         let mut next = 1;
-        for (role, count) in
-            [(Role::Sequencer, self.sequencers), (Role::Storage, self.storage_nodes), (Role::Engine, self.engines)]
-        {
+        let index_nodes = self.tier.map_or(0, |(s, r)| (s * r) as u32);
+        for (role, count) in [
+            (Role::Sequencer, self.sequencers),
+            (Role::Storage, self.storage_nodes),
+            (Role::Engine, self.engines),
+            (Role::Index, index_nodes),
+        ] {
             for _ in 0..count {
                 roster.push((NodeId(next), role));
                 next += 1;
@@ -182,6 +193,7 @@ impl ClusterBuilder {
             n_data: self.n_data,
             failure_timeout_us: self.failure_timeout_us,
             indexers_per_log: self.indexers_per_log,
+            tier: self.tier,
             ..ControllerConfig::default()
         };
         let controller_store = Arc::new(FileControllerStore::open(&self.dir.join("controller"))?);
@@ -201,6 +213,7 @@ impl ClusterBuilder {
             sequencers: Vec::new(),
             storage: Vec::new(),
             engines: Vec::new(),
+            index_nodes: Vec::new(),
             local,
             thread,
         };
@@ -272,6 +285,7 @@ pub struct Cluster {
     sequencers: Vec<SequencerSlot>,
     storage: Vec<StorageSlot>,
     engines: Vec<EngineSlot>,
+    index_nodes: Vec<NodeSlot>,
     /// The nodes' in-process network, when `local_delivery` is on.
     local: Option<LocalNet>,
     /// Where the nodes run, when `node_thread` is on. Declared last: dropped after
@@ -307,7 +321,10 @@ impl Cluster {
         for (id, role, transport, inbox) in bound {
             match role {
                 Role::Index => {
-                    return Err(Error::InvalidArgument(format!("node {id}: this builder runs no index nodes")));
+                    let cfg = self.builder.index_config.clone();
+                    let task =
+                        on_thread(&self.thread, || driver::spawn_index(id, vec![CONTROLLER], cfg, transport.clone(), inbox));
+                    self.index_nodes.push(NodeSlot { id, transport: Some(transport), task: Some(task) });
                 }
                 Role::Sequencer => {
                     let store = Arc::new(JournalMetalogStore::open(&self.node_dir("sequencer", id))?);
@@ -443,6 +460,13 @@ impl Cluster {
         self.storage[i].node.transport.as_ref()
     }
 
+    /// Stops index node `i` (partial mode) abruptly, as if its process died.
+    pub async fn kill_index(&mut self, i: usize) {
+        let slot = &mut self.index_nodes[i];
+        info!(id = %slot.id, "killing index node");
+        slot.stop().await;
+    }
+
     /// The configuration the controller installed last.
     pub fn configuration(&self) -> Option<Arc<Configuration>> {
         self.installed.borrow().clone()
@@ -521,6 +545,7 @@ impl Cluster {
         }
         book.extend(self.storage.iter().map(|s| (s.node.id, s.addr)));
         book.extend(self.engines.iter().map(|e| (e.id, e.transport.local_addr())));
+        book.extend(self.index_nodes.iter().filter_map(|n| Some((n.id, n.transport.as_ref()?.local_addr()))));
         book
     }
 
@@ -531,6 +556,7 @@ impl Cluster {
         );
         all.extend(self.storage.iter().filter_map(|s| s.node.transport.as_ref()));
         all.extend(self.engines.iter().map(|e| &e.transport));
+        all.extend(self.index_nodes.iter().filter_map(|n| n.transport.as_ref()));
         all
     }
 
@@ -546,6 +572,9 @@ impl Cluster {
             e.handle.task.abort();
             let _ = (&mut e.handle.task).await;
             e.transport.shutdown().await;
+        }
+        for n in &mut self.index_nodes {
+            n.stop().await;
         }
         for s in &mut self.storage {
             s.node.stop().await;

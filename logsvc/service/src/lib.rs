@@ -25,6 +25,7 @@ pub mod fuzzing {
 
 pub use client::LogClient;
 pub use cluster::{Cluster, ClusterBuilder};
+pub use tally_log_core::tier;
 pub use tally_log_core::{
     book_to_log, BookId, Cond, Configuration, Context, ControllerConfig, EngineConfig, Error, FollowerConfig, LocalId, Location,
     LogId, LogRecord, LogTermConfig, Message, MetalogEntry, MetalogPosition, Micros, NodeId, Placement, Record, RecordMeta,

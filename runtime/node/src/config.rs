@@ -33,6 +33,19 @@
 //! outgoing_request_bytes_max = 4194304
 //! outgoing_response_bytes_max = 524288     # at most 786432: a response is logged whole
 //!
+//! [index]             # the log's index (INDILOG)
+//! mode = "complete"     # every function node indexes whole logs; or "partial": index
+//!                       # nodes hold the complete index, function nodes a bounded one
+//! shards = 2            # partial: index shards x replicas (in this process for `tally dev`)
+//! replicas = 1
+//!
+//! [index.local]         # partial: this function node's local index, bounded in bytes
+//! enabled = true
+//! suffix_bytes = 2097152
+//! tag_cache_bytes = 16777216
+//! tag_bytes_max = 131072        # of one stream
+//! popularity_bytes = 1048576
+//!
 //! [observe]
 //! otlp_endpoint = "http://127.0.0.1:4318"   # traces over OTLP/HTTP; none by default
 //!
@@ -85,7 +98,85 @@ pub struct Config {
     pub limits: Limits,
     pub node: NodeLimits,
     pub state: StateConfig,
+    pub index: IndexConfig,
     pub observe: ObserveConfig,
+}
+
+/// How the log is indexed (`[index]`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct IndexConfig {
+    pub mode: IndexMode,
+    /// Partial mode: index shards, and replicas of each.
+    pub shards: usize,
+    pub replicas: usize,
+    pub local: LocalIndexConfig,
+}
+
+impl Default for IndexConfig {
+    fn default() -> Self {
+        IndexConfig { mode: IndexMode::Complete, shards: 2, replicas: 1, local: LocalIndexConfig::default() }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IndexMode {
+    /// Every function node indexes every log whole (Boki).
+    #[default]
+    Complete,
+    /// Index nodes hold the complete index, sharded; function nodes a bounded local one.
+    Partial,
+}
+
+impl std::str::FromStr for IndexMode {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<IndexMode, String> {
+        match text {
+            "complete" => Ok(IndexMode::Complete),
+            "partial" => Ok(IndexMode::Partial),
+            other => Err(format!("index mode {other:?}: `complete` or `partial`")),
+        }
+    }
+}
+
+/// A function node's local index in partial mode (`[index.local]`), in bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LocalIndexConfig {
+    pub enabled: bool,
+    pub suffix_bytes: usize,
+    pub tag_cache_bytes: usize,
+    /// Of one stream.
+    pub tag_bytes_max: usize,
+    pub popularity_bytes: usize,
+}
+
+impl Default for LocalIndexConfig {
+    fn default() -> Self {
+        LocalIndexConfig {
+            enabled: true,
+            suffix_bytes: 2 << 20,
+            tag_cache_bytes: 16 << 20,
+            tag_bytes_max: 128 << 10,
+            popularity_bytes: 1 << 20,
+        }
+    }
+}
+
+impl LocalIndexConfig {
+    /// A local index of `total` bytes in all (at least 64 KiB), split as the defaults are.
+    pub fn with_bytes(total: usize) -> LocalIndexConfig {
+        let total = total.max(64 << 10);
+        LocalIndexConfig {
+            enabled: true,
+            suffix_bytes: total / 8,
+            tag_cache_bytes: total * 3 / 4,
+            tag_bytes_max: total / 16,
+            popularity_bytes: total / 8,
+        }
+    }
 }
 
 /// What the node tells about its executions beyond `/metrics` and `Server-Timing`.
@@ -147,6 +238,7 @@ impl Default for Config {
             limits: Limits::default(),
             node: NodeLimits::default(),
             state: StateConfig::default(),
+            index: IndexConfig::default(),
             observe: ObserveConfig::default(),
         }
     }
@@ -168,6 +260,10 @@ impl Config {
         }
         if self.state.store == StoreKind::Postgres && self.state.postgres.is_empty() {
             anyhow::bail!("[state] store = \"postgres\" needs `postgres`, a connection string");
+        }
+        let ix = &self.index;
+        if ix.mode == IndexMode::Partial && (ix.shards == 0 || ix.replicas == 0 || ix.shards > 64 || ix.replicas > 8) {
+            anyhow::bail!("[index] shards must be 1 to 64 and replicas 1 to 8");
         }
         if self.state.attempts_max == 0 {
             anyhow::bail!("[state] attempts_max must be positive");

@@ -62,6 +62,18 @@ impl DevNode {
             b.group_commit.sync_delay_ms = ms;
         }
         b.index_resident_max(usize::try_from(config.node.index_resident_bytes).unwrap_or(usize::MAX));
+        let ix = &config.index;
+        if ix.mode == tally_runtime::config::IndexMode::Partial {
+            b.tier = Some((ix.shards, ix.replicas));
+            b.index_config.heartbeat_interval_us = DEV_HEARTBEAT_US;
+            let l = ix.local;
+            b.engine_config.local_index = l.enabled.then_some(tally_logsvc::tier::LocalBounds {
+                suffix_bytes: l.suffix_bytes,
+                tag_cache_bytes: l.tag_cache_bytes,
+                tag_bytes_max: l.tag_bytes_max,
+                popularity_bytes: l.popularity_bytes,
+            });
+        }
         let cluster = b.build().await.context("starting the shared log")?;
         let listener =
             tokio::net::TcpListener::bind(&config.listen).await.with_context(|| format!("listening on {}", config.listen))?;
@@ -96,6 +108,11 @@ impl DevNode {
             _ => (tokio::spawn(async move { axum::serve(listener, app).with_graceful_shutdown(stopped).await }), "http"),
         };
         Ok(DevNode { runtime, addr, admin_token, scheme, cluster, stop, server })
+    }
+
+    /// The log's configuration as installed last (its `tier` tells the index mode).
+    pub fn log_configuration(&self) -> Option<std::sync::Arc<tally_logsvc::Configuration>> {
+        self.cluster.configuration()
     }
 
     pub fn url(&self) -> String {

@@ -77,6 +77,12 @@ impl Harness {
         config.state.reexecute_after_ms = 100;
         config.state.recovery_interval_ms = 100;
         config.state.auto_interval_ms = 200;
+        // The suite runs in partial mode too (`TALLY_TEST_INDEX=partial`): index nodes in
+        // the process, and a local index of 64 KiB.
+        if std::env::var("TALLY_TEST_INDEX").is_ok_and(|v| v == "partial") {
+            config.index.mode = tally_runtime::config::IndexMode::Partial;
+            config.index.local = tally_runtime::config::LocalIndexConfig::with_bytes(64 << 10);
+        }
         tweak(&mut config);
         let postgres = match store {
             StoreKind::Rocksdb => None,
@@ -87,7 +93,10 @@ impl Harness {
                 Some(server)
             }
         };
+        let partial = config.index.mode == tally_runtime::config::IndexMode::Partial;
         let node = DevNode::start(config).await.expect("starting the node");
+        let tier = node.log_configuration().and_then(|c| c.tier.clone());
+        assert_eq!(tier.is_some(), partial, "the log runs in the mode asked for: {tier:?}");
         let mut limits = node.runtime.config.limits;
         limits.timeout_ms = 2_000;
         node.runtime.deploy("steps", guest("steps"), limits, tables()).await.expect("deploying steps");

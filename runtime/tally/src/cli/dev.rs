@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use tally::dev::DevNode;
-use tally_runtime::config::{Protocol, StoreKind};
+use tally_runtime::config::{IndexMode, Protocol, StoreKind};
 use tally_runtime::Config;
 
 use crate::init_tracing;
@@ -55,6 +55,26 @@ pub struct DevArgs {
     /// a scratch file (0: spill every full chunk).
     #[arg(long)]
     index_resident_bytes: Option<u64>,
+    /// How the log is indexed: complete (every function node indexes whole logs) or
+    /// partial (index nodes hold the complete index; function nodes a bounded one).
+    #[arg(long)]
+    index_mode: Option<IndexMode>,
+    /// Partial mode: index shards and replicas of each (in this process).
+    #[arg(long)]
+    index_shards: Option<usize>,
+    #[arg(long)]
+    index_replicas: Option<usize>,
+    /// Partial mode: whether this node keeps a local index, and its bounds in bytes.
+    #[arg(long)]
+    local_index: Option<bool>,
+    #[arg(long)]
+    local_suffix_bytes: Option<usize>,
+    #[arg(long)]
+    local_tag_cache_bytes: Option<usize>,
+    #[arg(long)]
+    local_tag_bytes_max: Option<usize>,
+    #[arg(long)]
+    local_popularity_bytes: Option<usize>,
     /// Where function state lives: rocksdb (under the data dir) or postgres.
     #[arg(long)]
     state_store: Option<StoreKind>,
@@ -232,6 +252,14 @@ impl DevArgs {
             invocations_kept => node.invocations_kept,
             memory_keep_resident_bytes => node.memory_keep_resident_bytes,
             index_resident_bytes => node.index_resident_bytes,
+            index_mode => index.mode,
+            index_shards => index.shards,
+            index_replicas => index.replicas,
+            local_index => index.local.enabled,
+            local_suffix_bytes => index.local.suffix_bytes,
+            local_tag_cache_bytes => index.local.tag_cache_bytes,
+            local_tag_bytes_max => index.local.tag_bytes_max,
+            local_popularity_bytes => index.local.popularity_bytes,
             state_store => state.store,
             postgres => state.postgres,
             protocol => state.protocol,

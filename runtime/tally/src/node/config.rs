@@ -230,6 +230,9 @@ impl NodeConfig {
             limits: self.limits,
             node: self.node_limits.clone(),
             state: self.state.clone(),
+            // The cluster's index mode is the controller's (`Configuration::tier`); a
+            // dev node's `[index]` section does not apply.
+            index: Default::default(),
             observe: self.observe.clone(),
         }
     }

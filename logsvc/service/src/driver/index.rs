@@ -1,0 +1,45 @@
+//! The index node's task (partial mode): its inbox and ticks. It keeps no store: a
+//! restarted index node replays the metalog and fetches every record's metadata again.
+
+use super::*;
+
+/// Starts an index node of the index tier.
+///
+/// Task `tally-index-<id>`: cancelled, the node stops between two awaits and its state
+/// is gone; the other replica of its shard answers meanwhile.
+pub fn spawn_index(
+    id: NodeId,
+    controllers: Vec<NodeId>,
+    cfg: IndexNodeConfig,
+    transport: Transport,
+    inbox: mpsc::Receiver<(NodeId, Message)>,
+) -> JoinHandle<()> {
+    let incarnation = new_incarnation();
+    let node = IndexNode::new(id, controllers, incarnation, cfg);
+    info!(%id, incarnation, "index node started");
+    spawn_node("index", id, run_index(node, transport, inbox))
+}
+
+async fn run_index(mut node: IndexNode, transport: Transport, mut inbox: mpsc::Receiver<(NodeId, Message)>) {
+    let mut ticks = Ticks::new();
+    loop {
+        tokio::select! {
+            m = inbox.recv() => match m {
+                Some((from, msg)) => {
+                    node.on_message(now_us(), from, msg);
+                    if ticks.input() {
+                        ticks.ticked(node.on_tick(now_us()));
+                    }
+                }
+                None => return,
+            },
+            _ = &mut ticks.sleep => ticks.ticked(node.on_tick(now_us())),
+        }
+        for action in node.take_actions() {
+            match action {
+                IndexNodeAction::Send(to, msg) => transport.send(to, msg),
+                IndexNodeAction::Applied { .. } => {}
+            }
+        }
+    }
+}
