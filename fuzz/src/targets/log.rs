@@ -361,7 +361,7 @@ fn member() -> Member {
 }
 
 fn etcd_values_seeds() -> Vec<Vec<u8>> {
-    let settings = Settings { n_logs: 2, n_meta: 3, n_data: 2, failure_timeout_ms: 1_000 };
+    let settings = Settings { n_logs: 2, n_meta: 3, n_data: 2, failure_timeout_ms: 1_000, index: None };
     let m = member();
     vec![
         picked(0, &control::encode_config(&configuration()).expect("encodes")),

@@ -48,7 +48,7 @@ mod temp_etcd;
 pub use election::Leadership;
 pub use error::{Error, Result};
 pub use members::{Member, MemberRole, Registration};
-pub use plane::{ControlPlane, Revision, Settings};
+pub use plane::{ControlPlane, IndexShape, Revision, Settings};
 
 /// The name etcd's members are certified for (besides their addresses): what a client
 /// checks their certificates against.

@@ -45,6 +45,8 @@ pub enum MemberRole {
     Engine,
     /// Serves HTTP only; has no log endpoint.
     Gateway,
+    /// An index node of the index tier (partial mode).
+    Index,
 }
 
 /// One registered node id, as stored (JSON) at `members/<id>`.

@@ -66,6 +66,17 @@ pub struct Settings {
     pub n_data: usize,
     /// A node silent this long is down.
     pub failure_timeout_ms: u64,
+    /// Partial mode's index tier: shards and replicas of each (absent: complete mode,
+    /// as clusters made before the index tier have).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<IndexShape>,
+}
+
+/// The index tier's shape (partial mode).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexShape {
+    pub shards: usize,
+    pub replicas: usize,
 }
 
 /// A handle on one cluster's keys in etcd (`/tally/<cluster>/…`, see the crate's doc).

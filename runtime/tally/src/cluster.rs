@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
 use serde::{Deserialize, Serialize};
+use tally_control::IndexShape;
 use tally_logsvc::net::ClusterCa;
 use tally_logsvc::NodeId;
 
@@ -58,6 +59,9 @@ pub struct Shape {
     pub n_meta: Option<usize>,
     /// The HTTP API in the clear rather than HTTPS (a benchmark's loopback client).
     pub plain_http: bool,
+    /// Partial mode's index tier (the default: 2 shards of 2 replicas, as index roles
+    /// in the storage and sequencer processes); `None`: complete mode.
+    pub index: Option<IndexShape>,
 }
 
 impl Default for Shape {
@@ -73,6 +77,7 @@ impl Default for Shape {
             n_data: None,
             n_meta: None,
             plain_http: false,
+            index: Some(IndexShape { shards: 2, replicas: 2 }),
         }
     }
 }
@@ -220,6 +225,7 @@ impl ClusterDir {
         let controllers = ids(shape.controllers);
         let (sequencers, storage, functions) = (ids(shape.sequencers), ids(shape.storage), ids(shape.functions));
         let gateways = ids(shape.gateways);
+        let index = ids(shape.index.map_or(0, |i| (i.shards * i.replicas) as u32));
         let mut nodes = Vec::new();
         let base = |node: &str| NodeConfig {
             cluster: name.into(),
@@ -234,6 +240,7 @@ impl ClusterDir {
             storage: None,
             function: None,
             gateway: None,
+            index: None,
             limits: Default::default(),
             node_limits: Default::default(),
             state: state.clone(),
@@ -255,6 +262,7 @@ impl ClusterDir {
                 n_meta: shape.n_meta.unwrap_or(3.min(sequencers.len())),
                 n_data: shape.n_data.unwrap_or(3.min(storage.len())),
                 failure_timeout_ms: 1_000,
+                index: shape.index,
             });
             nodes.push((id, c));
         }
@@ -279,10 +287,25 @@ impl ClusterDir {
             c.gateway = Some(GatewayRole { id, http: format!("{host}:{}", ports.free()?) });
             nodes.push((id, c));
         }
+        // Index roles go into the storage processes, then the sequencers', in turn: a
+        // shard's replicas (every S-th index id) land in different processes.
+        let hosts: Vec<usize> = (0..nodes.len())
+            .filter(|&i| nodes[i].1.storage.is_some())
+            .chain((0..nodes.len()).filter(|&i| nodes[i].1.sequencer.is_some()))
+            .collect();
+        if index.len() > hosts.len() {
+            bail!("{} index roles need as many storage and sequencer processes", index.len());
+        }
+        let mut extra: Vec<Vec<u32>> = vec![Vec::new(); nodes.len()];
+        for (&id, &host) in index.iter().zip(&hosts) {
+            nodes[host].1.index = Some(LogRole { id, port: ports.free()? });
+            extra[host].push(id);
+        }
         let mut file = file;
-        for (id, c) in &mut nodes {
+        for ((id, c), extra) in nodes.iter_mut().zip(extra) {
             let node_dir = dir.join("nodes").join(&c.name);
-            ca.issue(&c.name, &[NodeId(*id)])?.save(&c.certs)?;
+            let ids: Vec<NodeId> = std::iter::once(*id).chain(extra).map(NodeId).collect();
+            ca.issue(&c.name, &ids)?.save(&c.certs)?;
             // HTTPS for the API: a certificate of the cluster's CA for the host (and a
             // name of its own), and the CA, which a gateway trusts function nodes by.
             if (c.function.is_some() || c.gateway.is_some()) && !shape.plain_http {

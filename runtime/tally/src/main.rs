@@ -9,6 +9,7 @@ use clap::{Args, Parser, Subcommand};
 use tally::cluster::{wait_healthy, ClusterDir, Shape};
 pub(crate) use tally::gateway::url_escape;
 use tally::node::{Node, NodeConfig};
+use tally_control::IndexShape;
 
 mod cli;
 
@@ -138,6 +139,17 @@ struct ShapeArgs {
     /// CA); tokens then cross the network readable.
     #[arg(long)]
     plain_http: bool,
+    /// How the log is indexed: partial (index nodes hold the complete index, sharded;
+    /// function nodes a bounded one, and join without a replay) or complete (every
+    /// function node indexes whole logs).
+    #[arg(long, default_value = "partial", value_parser = ["partial", "complete"])]
+    index_mode: String,
+    /// Partial mode: index shards, and replicas of each (index roles run in the storage
+    /// and sequencer processes).
+    #[arg(long, default_value_t = 2)]
+    index_shards: usize,
+    #[arg(long, default_value_t = 2)]
+    index_replicas: usize,
 }
 
 impl ShapeArgs {
@@ -153,6 +165,8 @@ impl ShapeArgs {
             n_data: self.n_data,
             n_meta: self.n_meta,
             plain_http: self.plain_http,
+            index: (self.index_mode == "partial")
+                .then_some(IndexShape { shards: self.index_shards.max(1), replicas: self.index_replicas.max(1) }),
         }
     }
 }

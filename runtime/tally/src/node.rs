@@ -45,6 +45,7 @@ use tally_logsvc::net::{Certs, LocalNet, NetConfig, Transport};
 use tally_logsvc::store::{
     cold_index, open_record_store, ControllerStore, FsyncPolicy, GroupCommitConfig, JournalMetalogStore, RecordStoreKind,
 };
+use tally_logsvc::tier::IndexNodeConfig;
 use tally_logsvc::{
     BookId, Configuration, ControllerConfig, EngineConfig, LogClient, Message, NodeId, Role, SequencerConfig, StorageConfig,
 };
@@ -122,6 +123,7 @@ fn log_role(role: MemberRole) -> Option<Role> {
         MemberRole::Sequencer => Some(Role::Sequencer),
         MemberRole::Storage => Some(Role::Storage),
         MemberRole::Engine => Some(Role::Engine),
+        MemberRole::Index => Some(Role::Index),
         MemberRole::Controller | MemberRole::Gateway => None,
     }
 }
@@ -220,6 +222,7 @@ impl Node {
                         n_meta: c.n_meta,
                         n_data: c.n_data,
                         failure_timeout_ms: c.failure_timeout_ms,
+                        index: c.index,
                     };
                     let stored = plane.init_settings(&settings).await.context("storing the cluster's settings")?;
                     if stored != settings {
@@ -252,6 +255,10 @@ impl Node {
                     let _entered = thread.enter();
                     let handle = driver::spawn_engine(id, controllers.clone(), cfg, driver_config, t, inbox);
                     engine = Some(handle);
+                }
+                MemberRole::Index => {
+                    let _entered = thread.enter();
+                    tasks.push(driver::spawn_index(id, controllers.clone(), IndexNodeConfig::default(), t, inbox));
                 }
                 MemberRole::Gateway => unreachable!("gateways have no log endpoint"),
             }
@@ -559,6 +566,7 @@ async fn lead_once(
         n_meta: settings.n_meta,
         n_data: settings.n_data,
         failure_timeout_us: settings.failure_timeout_ms * 1_000,
+        tier: settings.index.map(|i| (i.shards, i.replicas)),
         peers: peers.to_vec(),
         ..ControllerConfig::default()
     };

@@ -55,6 +55,10 @@ pub struct ControllerRole {
     /// there (and say so when theirs differ).
     #[serde(default = "default_n_logs")]
     pub n_logs: u8,
+    /// Partial mode's index tier (`[controller.index]`: shards, replicas); absent:
+    /// complete mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<tally_control::IndexShape>,
     #[serde(default = "default_replication")]
     pub n_meta: usize,
     #[serde(default = "default_replication")]
@@ -106,6 +110,9 @@ pub struct NodeConfig {
     pub function: Option<FunctionRole>,
     #[serde(default)]
     pub gateway: Option<GatewayRole>,
+    /// An index node of the index tier (partial mode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<LogRole>,
     /// Per-function defaults of the function role.
     #[serde(default)]
     pub limits: Limits,
@@ -168,13 +175,16 @@ impl NodeConfig {
         if let Some(f) = &self.function {
             roles.push((NodeId(f.id), MemberRole::Engine, f.port));
         }
+        if let Some(x) = &self.index {
+            roles.push((NodeId(x.id), MemberRole::Index, x.port));
+        }
         roles
     }
 
     pub fn validate(&self) -> anyhow::Result<()> {
         let roles = self.log_roles();
         if roles.is_empty() && self.gateway.is_none() {
-            bail!("a node needs at least one role: controller, sequencer, storage, function or gateway");
+            bail!("a node needs at least one role: controller, sequencer, storage, function, index or gateway");
         }
         if self.etcd.is_empty() {
             bail!("`etcd` lists no endpoint");
