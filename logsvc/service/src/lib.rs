@@ -30,5 +30,5 @@ pub use tally_log_core::{
     book_to_log, BookId, Cond, Configuration, Context, ControllerConfig, EngineConfig, Error, FollowerConfig, LocalId, Location,
     LogId, LogRecord, LogTermConfig, Message, MetalogEntry, MetalogPosition, Micros, NodeId, Placement, Record, RecordMeta,
     Reply, Request, Result, Role, SealedTail, SeqNum, SequencerConfig, ShardConfig, ShardId, StorageConfig, StoredRead, Tag,
-    Term, TermConfig, TrimCommand, WIRE_VERSION,
+    Term, TermConfig, TierLayout, TrimCommand, WIRE_VERSION,
 };

@@ -225,7 +225,14 @@ impl ClusterDir {
         let controllers = ids(shape.controllers);
         let (sequencers, storage, functions) = (ids(shape.sequencers), ids(shape.storage), ids(shape.functions));
         let gateways = ids(shape.gateways);
-        let index = ids(shape.index.map_or(0, |i| (i.shards * i.replicas) as u32));
+        // One index role per storage or sequencer process at most: a small cluster gets
+        // fewer replicas, then fewer shards.
+        let hosts = storage.len() + sequencers.len();
+        let index_shape = shape.index.map(|i| {
+            let shards = i.shards.clamp(1, hosts);
+            IndexShape { shards, replicas: i.replicas.clamp(1, (hosts / shards).max(1)) }
+        });
+        let index = ids(index_shape.map_or(0, |i| (i.shards * i.replicas) as u32));
         let mut nodes = Vec::new();
         let base = |node: &str| NodeConfig {
             cluster: name.into(),
@@ -262,7 +269,7 @@ impl ClusterDir {
                 n_meta: shape.n_meta.unwrap_or(3.min(sequencers.len())),
                 n_data: shape.n_data.unwrap_or(3.min(storage.len())),
                 failure_timeout_ms: 1_000,
-                index: shape.index,
+                index: index_shape,
             });
             nodes.push((id, c));
         }
@@ -293,9 +300,6 @@ impl ClusterDir {
             .filter(|&i| nodes[i].1.storage.is_some())
             .chain((0..nodes.len()).filter(|&i| nodes[i].1.sequencer.is_some()))
             .collect();
-        if index.len() > hosts.len() {
-            bail!("{} index roles need as many storage and sequencer processes", index.len());
-        }
         let mut extra: Vec<Vec<u32>> = vec![Vec::new(); nodes.len()];
         for (&id, &host) in index.iter().zip(&hosts) {
             nodes[host].1.index = Some(LogRole { id, port: ports.free()? });

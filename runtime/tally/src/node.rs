@@ -140,6 +140,8 @@ fn roster(members: &BTreeMap<NodeId, Member>, stored: Option<&Configuration>) ->
             roster.entry_or(l.shards.iter().map(|s| (s.engine, Role::Engine)));
         }
     }
+    let tier = stored.and_then(|c| c.tier.as_ref());
+    roster.entry_or(tier.into_iter().flat_map(|t| t.nodes()).map(|n| (n, Role::Index)));
     roster.into_iter().collect()
 }
 
@@ -665,6 +667,29 @@ controllers = [1]
         assert!(err("[storage]\nid = 3\nport = 7000\nrole = \"x\"\n").contains("unknown field `role`"));
         let ok = parse("[storage]\nid = 3\nport = 7000\n[controller]\nid = 1\nport = 7001\n").unwrap();
         assert_eq!(ok.log_roles().len(), 2);
+    }
+
+    #[test]
+    fn a_controller_taking_over_counts_the_stored_index_nodes_that_are_down() {
+        // Index node 8 died (its lease expired); the stored configuration names it.
+        let stored = Configuration {
+            n_logs: 1,
+            controller: NodeId(1),
+            terms: vec![],
+            indexers: vec![vec![]],
+            tier: Some(tally_logsvc::TierLayout { shards: vec![vec![NodeId(8), NodeId(9)]] }),
+        };
+        let live = Member {
+            id: NodeId(9),
+            role: MemberRole::Index,
+            addr: "127.0.0.1:7000".into(),
+            http: None,
+            process: "p".into(),
+            pid: 1,
+            incarnation: 1,
+        };
+        let members = BTreeMap::from([(live.id, live)]);
+        assert_eq!(roster(&members, Some(&stored)), vec![(NodeId(8), Role::Index), (NodeId(9), Role::Index)]);
     }
 
     #[test]

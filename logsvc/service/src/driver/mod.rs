@@ -361,8 +361,8 @@ pub struct EngineDriverConfig {
     pub requests_queue_max: usize,
     /// Requests the engine works on at once; more fail with `Unavailable`.
     pub ops_inflight_max: usize,
-    /// Test hook: the engine learns of metalog entries (pushed or fetched) this long
-    /// after they arrive, as an engine on a slow link or a busy machine would (0 in
+    /// Test hook: the engine learns of metalog entries (pushed or fetched), and of
+    /// decided updates in partial mode, this long after they arrive, as an engine on a slow link or a busy machine would (0 in
     /// production).
     pub metalog_delay_ms: u64,
     /// Where the spans of traced calls go, once set.
@@ -483,7 +483,14 @@ async fn run_engine(
         let next_due = delayed.front().map(|d| d.0);
         let input = tokio::select! {
             m = inbox.recv() => match m {
-                Some((from, msg @ (Message::MetalogPush { .. } | Message::MetalogEntries { .. }))) if !delay.is_zero() => {
+                // In partial mode the decided updates are the index: delayed alike.
+                Some((
+                    from,
+                    msg @ (Message::MetalogPush { .. }
+                    | Message::MetalogEntries { .. }
+                    | Message::UpdatePush { .. }
+                    | Message::UpdateFetched { .. }),
+                )) if !delay.is_zero() => {
                     delayed.push_back((tokio::time::Instant::now() + delay, from, msg));
                     continue;
                 }
