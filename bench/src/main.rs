@@ -8,6 +8,7 @@ mod cluster;
 mod durable;
 mod http;
 mod http_fns;
+mod index;
 mod invoke;
 mod libs;
 mod log;
@@ -23,11 +24,13 @@ mod workflows;
 use std::process::ExitCode;
 
 /// The allocator `tally` runs with (see its `main.rs`), so that the nodes this
-/// process runs perform as the shipped binary does.
+/// process runs perform as the shipped binary does; the `index` suite counts what one
+/// thread holds through it while it measures.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: index::Counting = index::Counting;
 
-const SUITES: &[&str] = &["log", "invoke", "state", "cluster", "memory", "durable", "libs", "http", "auth", "soak", "observe"];
+const SUITES: &[&str] =
+    &["log", "invoke", "state", "cluster", "memory", "durable", "libs", "http", "auth", "soak", "observe", "index"];
 
 /// What every suite is told about the run.
 pub struct RunOptions {
@@ -88,6 +91,7 @@ fn main() -> ExitCode {
         "auth" => runtime.block_on(auth::run(&options)),
         "soak" => runtime.block_on(soak::run(&options)),
         "observe" => runtime.block_on(observe::run(&options)),
+        "index" => runtime.block_on(index::run(&options)),
         _ => unreachable!("every suite of SUITES has a branch"),
     };
     match result {

@@ -1,0 +1,365 @@
+//! The `index` suite (INDILOG, issue 54): what indexing costs in memory and time in
+//! each index mode, and what a read costs on each path.
+//!
+//! ```text
+//!   bytes   the index state machines driven with synthetic metalog entries (10 records
+//!           each, 16 books), with a new tag per record (the thesis's upper bound) and
+//!           with one tag (its lower bound): heap bytes of the complete index (`index.rs`,
+//!           all resident: the Boki-like baseline), of one index node (S = 2: the whole
+//!           stream table and half the postings), of the stream table alone, and of a
+//!           function node's local index (default bounds), counted by this process's
+//!           allocator on the building thread; and the longest single call of each
+//!           machine (apply an entry), timed inside the call
+//!   read    a loopback cluster (3 sequencers, 3 storage nodes, 2 engines; every message
+//!           on QUIC, as between processes) per case, one
+//!           client reading a chain of 1 KiB records one after another, records in the
+//!           engine's cache: complete mode local and forwarded (indexers_per_log = 1),
+//!           partial mode (S = 2, R = 1) with a tag-cache hit, a popularity hit (no tag
+//!           cache) and a tier lookup (no local index)
+//! ```
+//!
+//! Goals (the spec's Measure 1 and 2): the local index within its bounds; the stream
+//! table at most 48 B per stream; an index node's postings at most 1.25/S of the complete
+//! index per record; the longest call at most 10 ms; a tag-cache hit at most 1.1x a
+//! complete-mode local read; a tier read at most 1.0x a complete-mode forwarded one.
+
+use std::alloc::{GlobalAlloc, Layout};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use bytes::Bytes;
+use tally_logsvc::tier::{IndexShard, LocalBounds, LocalIndex, StreamTable};
+use tally_logsvc::{
+    BookId, Cluster, ClusterBuilder, Context, Index, Location, LogId, MetalogEntry, MetalogPosition, RecordMeta, SeqNum, ShardId,
+    Tag, Term,
+};
+
+use crate::report::{micros, Latencies, Report};
+use crate::RunOptions;
+
+/// The allocator of this process (`main.rs`): mimalloc, counting the heap bytes each
+/// thread holds, so that one structure built on one thread is measured alone.
+pub struct Counting;
+
+thread_local! {
+    static HELD: Cell<isize> = const { Cell::new(0) };
+}
+
+/// Set only while this suite measures: every other suite's allocations cost one load.
+static COUNTING: AtomicBool = AtomicBool::new(false);
+
+fn count(delta: isize) {
+    if COUNTING.load(Ordering::Relaxed) {
+        let _ = HELD.try_with(|h| h.set(h.get() + delta));
+    }
+}
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count(layout.size() as isize);
+        unsafe { mimalloc::MiMalloc.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        count(-(layout.size() as isize));
+        unsafe { mimalloc::MiMalloc.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        count(new_size as isize - layout.size() as isize);
+        unsafe { mimalloc::MiMalloc.realloc(ptr, layout, new_size) }
+    }
+}
+
+/// Heap bytes the current thread holds (allocated here, not yet freed here).
+fn held() -> isize {
+    HELD.with(Cell::get)
+}
+
+const RECORDS_PER_ENTRY: u64 = 10;
+const BOOKS: u64 = 16;
+const SHARDS: usize = 2;
+
+pub async fn run(opts: &RunOptions) -> anyhow::Result<()> {
+    let mut report = Report::new("index", "complete and partial index modes (INDILOG)");
+    let sizes: &[u64] = if opts.quick { &[200_000] } else { &[1_000_000, 5_000_000] };
+    COUNTING.store(true, Ordering::Relaxed);
+    for &records in sizes {
+        for new_tags in [true, false] {
+            let m = tokio::task::spawn_blocking(move || structure_bytes(records, new_tags)).await?;
+            m.record(&mut report, records, new_tags)?;
+        }
+    }
+    COUNTING.store(false, Ordering::Relaxed);
+    let reads = if opts.quick { 300 } else { 3_000 };
+    for case in [Path::CompleteLocal, Path::CompleteForwarded, Path::TagCache, Path::Popularity, Path::Tier] {
+        let latencies = read_path(case, reads).await.with_context(|| format!("read case {}", case.name()))?;
+        let name = format!("read,{}", case.name());
+        report.record(&name, "read_p50_us", f64::from(latencies.percentile(50.0).unwrap_or(0)), "us")?;
+        report.record(&name, "read_p99_us", f64::from(latencies.percentile(99.0).unwrap_or(0)), "us")?;
+    }
+    eprint!("{}", report.table());
+    sanity(&report, sizes);
+    Ok(())
+}
+
+/// What [`structure_bytes`] measured.
+struct Bytes3 {
+    complete: isize,
+    complete_longest: Duration,
+    index_node: isize,
+    index_node_longest: Duration,
+    stream_table: isize,
+    stream_table_computed: usize,
+    streams: usize,
+    local: (usize, usize, usize),
+    local_longest: Duration,
+}
+
+impl Bytes3 {
+    fn record(&self, report: &mut Report, records: u64, new_tags: bool) -> anyhow::Result<()> {
+        let case = format!("bytes,records={records},tags={}", if new_tags { "new-per-record" } else { "one" });
+        let per = |b: isize| b as f64 / records as f64;
+        report.record(&case, "complete_bytes_per_record", per(self.complete), "B")?;
+        report.record(&case, "index_node_bytes_per_record", per(self.index_node), "B")?;
+        let postings = self.index_node - self.stream_table;
+        report.record(&case, "postings_bytes_per_record", per(postings), "B")?;
+        report.record(&case, "postings_to_complete_ratio", postings as f64 / self.complete.max(1) as f64, "x")?;
+        report.record(&case, "streams", self.streams as f64, "streams")?;
+        let per_stream = |b: f64| b / self.streams.max(1) as f64;
+        report.record(&case, "stream_table_bytes_per_stream", per_stream(self.stream_table as f64), "B")?;
+        report.record(&case, "stream_table_computed_per_stream", per_stream(self.stream_table_computed as f64), "B")?;
+        let (suffix, tags, popularity) = self.local;
+        report.record(&case, "local_suffix_bytes", suffix as f64, "B")?;
+        report.record(&case, "local_tag_cache_bytes", tags as f64, "B")?;
+        report.record(&case, "local_popularity_bytes", popularity as f64, "B")?;
+        report.record(&case, "complete_longest_apply_us", self.complete_longest.as_secs_f64() * 1e6, "us")?;
+        report.record(&case, "index_node_longest_apply_us", self.index_node_longest.as_secs_f64() * 1e6, "us")?;
+        report.record(&case, "local_longest_apply_us", self.local_longest.as_secs_f64() * 1e6, "us")?;
+        Ok(())
+    }
+}
+
+/// Entry `k`: records `k*10..k*10+10`, one storage shard.
+fn entry(k: u64) -> MetalogEntry {
+    let first = k * RECORDS_PER_ENTRY;
+    MetalogEntry {
+        term: Term(1),
+        log: LogId(0),
+        index: k,
+        start_position: first,
+        prev_cut: vec![first],
+        cut: vec![first + RECORDS_PER_ENTRY],
+        trims: vec![],
+    }
+}
+
+fn meta(i: u64, new_tags: bool) -> RecordMeta {
+    let tag = if new_tags { Tag(1_000 + i) } else { Tag(1) };
+    RecordMeta::plain(BookId(i % BOOKS), vec![tag])
+}
+
+/// Builds each structure alone on this thread and counts what it holds.
+fn structure_bytes(records: u64, new_tags: bool) -> Bytes3 {
+    let entries = records / RECORDS_PER_ENTRY;
+    let metas = |k: u64| -> Vec<Vec<RecordMeta>> {
+        vec![(k * RECORDS_PER_ENTRY..(k + 1) * RECORDS_PER_ENTRY).map(|i| meta(i, new_tags)).collect()]
+    };
+    let timed = |longest: &mut Duration, f: &mut dyn FnMut()| {
+        let t = Instant::now();
+        f();
+        *longest = (*longest).max(t.elapsed());
+    };
+
+    // The complete index, every chunk resident.
+    let before = held();
+    let mut index = Index::new();
+    let mut complete_longest = Duration::ZERO;
+    for k in 0..entries {
+        let e = entry(k);
+        let ms = metas(k);
+        timed(&mut complete_longest, &mut || {
+            for (j, m) in ms[0].iter().enumerate() {
+                let position = e.start_position + j as u64;
+                let location = Location { shard: ShardId(0), local_id: position };
+                index.apply_record(e.seqnum_at(position), location, m);
+            }
+        });
+    }
+    let complete = held() - before;
+    drop(index);
+
+    // The stream table alone.
+    let before = held();
+    let mut table = StreamTable::default();
+    for i in 0..records {
+        table.decide(SeqNum::new(Term(1), LogId(0), i), &meta(i, new_tags));
+    }
+    let stream_table = held() - before;
+    let (stream_table_computed, streams) = (table.bytes(), table.streams());
+    drop(table);
+
+    // One index node (shard 0 of 2), and a function node's local index fed by the
+    // decided updates (one index node builds them all).
+    let before = held();
+    let mut shard = IndexShard::new(0, SHARDS, 16_384);
+    let mut local = LocalIndex::new(LocalBounds::default(), MetalogPosition::ZERO, SeqNum::new(Term(1), LogId(0), 0));
+    let (mut index_node_longest, mut local_longest) = (Duration::ZERO, Duration::ZERO);
+    let mut local_held = 0;
+    for k in 0..entries {
+        let e = entry(k);
+        let ms = metas(k);
+        let mut update = None;
+        timed(&mut index_node_longest, &mut || update = Some(shard.apply_entry(&e, &[ShardId(0)], &ms).1));
+        let update = update.expect("applied");
+        let mark = held();
+        timed(&mut local_longest, &mut || local.apply(&update));
+        local_held += held() - mark;
+        drop(update);
+    }
+    let index_node = held() - before - local_held;
+    Bytes3 {
+        complete,
+        complete_longest,
+        index_node,
+        index_node_longest,
+        stream_table,
+        stream_table_computed,
+        streams,
+        local: local.bytes(),
+        local_longest,
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Path {
+    CompleteLocal,
+    CompleteForwarded,
+    TagCache,
+    Popularity,
+    Tier,
+}
+
+impl Path {
+    fn name(self) -> &'static str {
+        match self {
+            Path::CompleteLocal => "complete-local",
+            Path::CompleteForwarded => "complete-forwarded",
+            Path::TagCache => "partial-tag-cache",
+            Path::Popularity => "partial-popularity",
+            Path::Tier => "partial-tier",
+        }
+    }
+
+    fn configure(self, b: &mut ClusterBuilder) {
+        let tier = |b: &mut ClusterBuilder, local: Option<LocalBounds>| {
+            b.tier = Some((SHARDS, 1));
+            b.engine_config.local_index = local;
+        };
+        match self {
+            Path::CompleteLocal => {}
+            Path::CompleteForwarded => b.indexers_per_log = Some(1),
+            Path::TagCache => tier(b, Some(LocalBounds::default())),
+            Path::Popularity => tier(b, Some(LocalBounds { tag_cache_bytes: 0, tag_bytes_max: 0, ..LocalBounds::default() })),
+            Path::Tier => tier(b, None),
+        }
+    }
+}
+
+const BOOK: BookId = BookId(1);
+
+/// One client reading a chain of `n` records through the engine whose path `case` is;
+/// the records are read once first, so that they are in that engine's cache.
+async fn read_path(case: Path, n: usize) -> anyhow::Result<Latencies> {
+    let dir = tempfile::tempdir().context("creating the cluster directory")?;
+    let mut b = ClusterBuilder::new(dir.path());
+    b.sequencers = 3;
+    b.storage_nodes = 3;
+    b.engines = 2;
+    b.n_data = 3;
+    // Every message on QUIC, as between processes.
+    b.local_delivery = false;
+    case.configure(&mut b);
+    eprintln!("index: starting a cluster for {}", case.name());
+    let cluster = b.build().await.context("starting the loopback cluster")?;
+    let result = read_chain_twice(&cluster, case, n).await;
+    cluster.shutdown().await;
+    result
+}
+
+async fn read_chain_twice(cluster: &Cluster, case: Path, n: usize) -> anyhow::Result<Latencies> {
+    // In complete mode with one indexer, read through the engine that forwards.
+    let reader = match case {
+        Path::CompleteForwarded => {
+            let config = cluster.configuration().context("no configuration")?;
+            let log = tally_logsvc::book_to_log(BOOK, cluster.n_logs());
+            (0..2).find(|&i| !config.indexes(log, cluster.engine_id(i))).context("no forwarding engine")?
+        }
+        _ => 0,
+    };
+    let client = cluster.client(reader);
+    let writer = cluster.client(1 - reader);
+    let data = Bytes::from(vec![7u8; 1024]);
+    let mut ctx = Context::new();
+    let mut first = None;
+    for _ in 0..n {
+        let s = writer.append(&mut ctx, BOOK, &[], data.clone()).await.context("append")?;
+        first.get_or_insert(s);
+    }
+    let first = first.context("nothing appended")?;
+    let mut latencies = Vec::new();
+    for pass in 0..2 {
+        let mut min = first;
+        for i in 0..n {
+            let sent = Instant::now();
+            let record = client.read_next(&mut ctx, BOOK, Tag::ALL, min).await.context("read_next")?;
+            if pass == 1 {
+                latencies.push(micros(sent.elapsed()));
+            }
+            let record = record.with_context(|| format!("read {i} found nothing from {min:?}"))?;
+            min = SeqNum(record.seqnum.0 + 1);
+        }
+    }
+    Ok(Latencies::new(latencies))
+}
+
+fn sanity(report: &Report, sizes: &[u64]) {
+    let get = |case: &str, metric: &str| report.value(case, metric).unwrap_or(f64::NAN);
+    let mut checks: Vec<(String, bool)> = Vec::new();
+    for &records in sizes {
+        let case = format!("bytes,records={records},tags=new-per-record");
+        let b = LocalBounds::default();
+        checks.push((
+            format!("{records} records: the local index within its bounds"),
+            get(&case, "local_suffix_bytes") <= b.suffix_bytes as f64
+                && get(&case, "local_tag_cache_bytes") <= b.tag_cache_bytes as f64
+                && get(&case, "local_popularity_bytes") <= b.popularity_bytes as f64,
+        ));
+        checks.push((
+            format!("{records} records: the stream table at most 48 B per stream (goal)"),
+            get(&case, "stream_table_bytes_per_stream") <= 48.0,
+        ));
+        checks.push((
+            format!("{records} records: postings at most 1.25/S of the complete index (goal)"),
+            get(&case, "postings_to_complete_ratio") <= 1.25 / SHARDS as f64,
+        ));
+        checks.push((
+            format!("{records} records: the longest call at most 10 ms (goal)"),
+            get(&case, "index_node_longest_apply_us") <= 10_000.0 && get(&case, "local_longest_apply_us") <= 10_000.0,
+        ));
+    }
+    let p50 = |path: &str| get(&format!("read,{path}"), "read_p50_us");
+    checks.push((
+        "a tag-cache hit at most 1.1x a complete-mode local read (p50, goal)".into(),
+        p50("partial-tag-cache") <= 1.1 * p50("complete-local"),
+    ));
+    checks.push((
+        "a tier read at most 1.0x a complete-mode forwarded read (p50, goal)".into(),
+        p50("partial-tier") <= p50("complete-forwarded"),
+    ));
+    for (what, ok) in checks {
+        eprintln!("index: sanity {}: {what}", if ok { "ok" } else { "FAILED" });
+    }
+}
