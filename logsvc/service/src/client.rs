@@ -72,6 +72,12 @@ impl LogClient {
         result
     }
 
+    /// Partial mode (INDILOG): the engine's reads per path and its local indexes'
+    /// bytes per log (suffix, tag cache, popularity cache); `None` in complete mode.
+    pub fn partial_stats(&self) -> Option<(tally_log_core::PartialStats, Vec<(usize, usize, usize)>)> {
+        self.link.partial_stats()
+    }
+
     #[tracing::instrument(name = "log.append", level = "debug", skip_all, fields(book = book.0))]
     pub async fn append(&self, ctx: &mut Context, book: BookId, tags: &[Tag], data: Bytes) -> Result<SeqNum> {
         self.check_tags(tags)?;

@@ -53,6 +53,32 @@ fn random_key() -> std::io::Result<TagKey> {
 }
 
 impl Runtime {
+    /// `/metrics` lines of the log's index in partial mode (none in complete mode).
+    pub fn index_metrics(&self) -> String {
+        use std::fmt::Write as _;
+        let Some((stats, logs)) = self.log.partial_stats() else { return String::new() };
+        let mut out = String::new();
+        out += "# HELP tally_index_reads_total Reads of the log by the path that answered them (partial mode).\n";
+        out += "# TYPE tally_index_reads_total counter\n";
+        for (path, n) in [("tag_cache", stats.tag_hits), ("popularity", stats.popularity_hits), ("tier", stats.tier_reads)] {
+            let _ = writeln!(out, "tally_index_reads_total{{path=\"{path}\"}} {n}");
+        }
+        out += "# HELP tally_index_holder_lookups_total Failed conditions whose holder the index tier looked up.\n";
+        out += "# TYPE tally_index_holder_lookups_total counter\n";
+        let _ = writeln!(out, "tally_index_holder_lookups_total {}", stats.holder_lookups);
+        out += "# HELP tally_index_local_restarts_total Local indexes started again, empty (decided updates were gone).\n";
+        out += "# TYPE tally_index_local_restarts_total counter\n";
+        let _ = writeln!(out, "tally_index_local_restarts_total {}", stats.local_restarts);
+        out += "# HELP tally_index_local_bytes Bytes of this node's local index, per physical log and structure.\n";
+        out += "# TYPE tally_index_local_bytes gauge\n";
+        for (log, (suffix, tags, popularity)) in logs.iter().enumerate() {
+            for (structure, bytes) in [("suffix", suffix), ("tag_cache", tags), ("popularity", popularity)] {
+                let _ = writeln!(out, "tally_index_local_bytes{{log=\"{log}\",structure=\"{structure}\"}} {bytes}");
+            }
+        }
+        out
+    }
+
     /// A runtime over the engine of this node: `log` for guests, `platform` for the
     /// registry and the exactly-once core; `peers` says which books' background work
     /// (recovery, GC, `auto`, switches) is this node's. Replays the registry before it

@@ -679,7 +679,8 @@ async fn complete_promise(
 
 #[tracing::instrument(name = "http.metrics", skip_all)]
 async fn metrics(State(rt): State<Arc<Runtime>>, _: NoBody) -> Response {
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], rt.metrics.render(rt.invocations().replayed())).into_response()
+    let text = rt.metrics.render(rt.invocations().replayed()) + &rt.index_metrics();
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 
 /// `text` with every byte but unreserved URL characters percent-encoded.

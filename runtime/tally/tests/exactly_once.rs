@@ -199,6 +199,31 @@ async fn crashes_at_every_step_on_postgres() {
     every_protocol_survives_crashes_at_every_step(StoreKind::Postgres).await;
 }
 
+/// In partial mode `/metrics` counts reads by the path that answered them and the
+/// local index's bytes, within its bounds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partial_mode_metrics_count_reads_by_path_within_the_bounds() {
+    let local = tally_runtime::config::LocalIndexConfig::with_bytes(64 << 10);
+    let h = Harness::start_with(StoreKind::Rocksdb, |c| {
+        c.index.mode = tally_runtime::config::IndexMode::Partial;
+        c.index.local = local;
+    })
+    .await;
+    for round in 1..=3 {
+        let out = h.invoke(1, "run r 5", &format!("metrics-{round}"), None).await.expect("run");
+        assert_eq!(out, format!("a={round} b={round} c={round}"));
+    }
+    let text = h.node.runtime.index_metrics();
+    let value = |line: &str| -> u64 {
+        let l = text.lines().find(|l| l.starts_with(line)).unwrap_or_else(|| panic!("no {line} in\n{text}"));
+        l.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    assert!(value("tally_index_reads_total{path=\"tag_cache\"}") > 0, "{text}");
+    assert!(value("tally_index_local_bytes{log=\"0\",structure=\"tag_cache\"}") <= local.tag_cache_bytes as u64, "{text}");
+    assert!(value("tally_index_local_bytes{log=\"0\",structure=\"suffix\"}") <= local.suffix_bytes as u64, "{text}");
+    h.node.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_peers_share_one_history() {
     let h = Harness::start(StoreKind::Rocksdb).await;

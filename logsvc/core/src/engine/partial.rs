@@ -685,14 +685,23 @@ impl Engine {
     ) -> Option<(Result<Reply, Error>, LogId, MetalogPosition)> {
         let part = self.partial.as_mut()?;
         part.bounds?;
-        let LocalRead::Hit { found, at, .. } = part.feeds[usize::from(log.0)].index.read(read_key(request), p) else {
+        let LocalRead::Hit { found, at, path } = part.feeds[usize::from(log.0)].index.read(read_key(request), p) else {
             return None;
         };
-        let Some((seqnum, _)) = found else { return Some((Ok(Reply::Read(None)), log, at)) };
-        let c = self.cache.get(seqnum)?;
-        let (tags, data) = c.record.as_ref()?;
-        let record = LogRecord { seqnum, tags: tags.clone(), data: data.clone(), aux: c.aux.clone() };
-        Some((Ok(Reply::Read(Some(record))), log, at))
+        let record = match found {
+            None => None,
+            Some((seqnum, _)) => {
+                let c = self.cache.get(seqnum)?;
+                let (tags, data) = c.record.as_ref()?;
+                Some(LogRecord { seqnum, tags: tags.clone(), data: data.clone(), aux: c.aux.clone() })
+            }
+        };
+        let stats = &mut self.partial.as_mut().expect("checked").stats;
+        match path {
+            crate::tier::LocalPath::TagCache => stats.tag_hits += 1,
+            crate::tier::LocalPath::Popularity => stats.popularity_hits += 1,
+        }
+        Some((Ok(Reply::Read(record)), log, at))
     }
 }
 

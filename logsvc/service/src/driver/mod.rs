@@ -362,8 +362,8 @@ pub struct EngineDriverConfig {
     /// Requests the engine works on at once; more fail with `Unavailable`.
     pub ops_inflight_max: usize,
     /// Test hook: the engine learns of metalog entries (pushed or fetched), and of
-    /// decided updates in partial mode, this long after they arrive, as an engine on a slow link or a busy machine would (0 in
-    /// production).
+    /// decided updates in partial mode, this long after they arrive, as an engine on a
+    /// slow link or a busy machine would (0 in production).
     pub metalog_delay_ms: u64,
     /// Where the spans of traced calls go, once set.
     pub spans: SpanSinks,
@@ -410,6 +410,15 @@ impl EngineLink {
         }
         // A poisoned lock means the task panicked; the channel then says Stopped.
         self.engine.lock().ok()?.read_now(context, request)
+    }
+
+    /// Partial mode: reads per path so far, and the bytes of each log's local index
+    /// (suffix, tag cache, popularity cache). `None` in complete mode.
+    pub fn partial_stats(&self) -> Option<(tally_log_core::PartialStats, Vec<(usize, usize, usize)>)> {
+        let engine = self.engine.lock().ok()?;
+        let stats = engine.partial_stats()?;
+        let logs = (0..engine.n_logs().unwrap_or(0)).filter_map(|l| engine.local_index_bytes(LogId(l))).collect();
+        Some((stats, logs))
     }
 }
 
