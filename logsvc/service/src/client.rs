@@ -74,7 +74,7 @@ impl LogClient {
 
     /// Partial mode (INDILOG): the engine's reads per path and its local indexes'
     /// bytes per log (suffix, tag cache, popularity cache); `None` in complete mode.
-    pub fn partial_stats(&self) -> Option<(tally_log_core::PartialStats, Vec<(usize, usize, usize)>)> {
+    pub fn partial_stats(&self) -> Option<crate::driver::PartialReport> {
         self.link.partial_stats()
     }
 

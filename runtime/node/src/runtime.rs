@@ -56,7 +56,8 @@ impl Runtime {
     /// `/metrics` lines of the log's index in partial mode (none in complete mode).
     pub fn index_metrics(&self) -> String {
         use std::fmt::Write as _;
-        let Some((stats, logs)) = self.log.partial_stats() else { return String::new() };
+        let Some(report) = self.log.partial_stats() else { return String::new() };
+        let (stats, logs) = (report.reads, report.local_bytes);
         let mut out = String::new();
         out += "# HELP tally_index_reads_total Reads of the log by the path that answered them (partial mode).\n";
         out += "# TYPE tally_index_reads_total counter\n";

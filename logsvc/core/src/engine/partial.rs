@@ -539,7 +539,7 @@ impl Engine {
         let Some(a) = self.partial.as_mut().and_then(|p| p.auxes.get_mut(&req)) else { return };
         let Some(slot) = a.answers.get_mut(usize::from(shard)) else { return };
         *slot = Some(slot.unwrap_or(false) || kept);
-        let any = a.answers.iter().any(|a| *a == Some(true));
+        let any = a.answers.contains(&Some(true));
         if !any && a.answers.iter().any(Option::is_none) {
             return;
         }

@@ -586,7 +586,7 @@ impl Sim {
     /// Tiny local indexes (partial mode), so that every path runs; one engine in three
     /// has none.
     fn local_bounds(n: NodeId) -> Option<LocalBounds> {
-        (n.0 % 3 != 0).then_some(LocalBounds {
+        (!n.0.is_multiple_of(3)).then_some(LocalBounds {
             suffix_bytes: 1 << 10,
             tag_cache_bytes: 2 << 10,
             tag_bytes_max: 256,

@@ -256,22 +256,30 @@ impl IndexNode {
                 };
                 self.send(from, Message::UpdateFetched { req, log, updates });
             }
-            Message::TierLookup { req, round, shard, log, book, tag, bound, next, q } => {
-                if self.admit(from, req, shard, log, q) {
-                    self.hold(now, Held::Lookup { from, req, round, log, read: (book, tag, bound, next), q });
-                }
-            }
-            Message::HolderLookup { req, shard, log, book, tag, offset, before, at } => {
-                if self.admit(from, req, shard, log, at) {
-                    self.hold(now, Held::Holder { from, req, log, book, tag, offset, before, at });
-                }
-            }
-            Message::TierSetAux { req, shard, log, book, seqnum, aux, q } => {
-                if self.admit(from, req, shard, log, q) {
-                    self.hold(now, Held::Aux { from, req, log, book, seqnum, aux, q });
-                }
+            m @ (Message::TierLookup { .. } | Message::HolderLookup { .. } | Message::TierSetAux { .. }) => {
+                self.on_tier_request(now, from, m)
             }
             _ => {}
+        }
+    }
+
+    /// A lookup, a holder lookup or aux data: held until answerable, if admitted.
+    fn on_tier_request(&mut self, now: Micros, from: NodeId, msg: Message) {
+        let (req, shard, held) = match msg {
+            Message::TierLookup { req, round, shard, log, book, tag, bound, next, q } => {
+                (req, shard, Held::Lookup { from, req, round, log, read: (book, tag, bound, next), q })
+            }
+            Message::HolderLookup { req, shard, log, book, tag, offset, before, at } => {
+                (req, shard, Held::Holder { from, req, log, book, tag, offset, before, at })
+            }
+            Message::TierSetAux { req, shard, log, book, seqnum, aux, q } => {
+                (req, shard, Held::Aux { from, req, log, book, seqnum, aux, q })
+            }
+            _ => return,
+        };
+        let (log, at) = held.waits_for();
+        if self.admit(from, req, shard, log, at) {
+            self.hold(now, held);
         }
     }
 

@@ -412,14 +412,22 @@ impl EngineLink {
         self.engine.lock().ok()?.read_now(context, request)
     }
 
-    /// Partial mode: reads per path so far, and the bytes of each log's local index
-    /// (suffix, tag cache, popularity cache). `None` in complete mode.
-    pub fn partial_stats(&self) -> Option<(tally_log_core::PartialStats, Vec<(usize, usize, usize)>)> {
+    /// Partial mode: reads per path so far, and the bytes of each log's local index.
+    /// `None` in complete mode.
+    pub fn partial_stats(&self) -> Option<PartialReport> {
         let engine = self.engine.lock().ok()?;
-        let stats = engine.partial_stats()?;
-        let logs = (0..engine.n_logs().unwrap_or(0)).filter_map(|l| engine.local_index_bytes(LogId(l))).collect();
-        Some((stats, logs))
+        let reads = engine.partial_stats()?;
+        let local_bytes = (0..engine.n_logs().unwrap_or(0)).filter_map(|l| engine.local_index_bytes(LogId(l))).collect();
+        Some(PartialReport { reads, local_bytes })
     }
+}
+
+/// What an engine in partial mode reports for `/metrics`.
+#[derive(Clone, Debug, Default)]
+pub struct PartialReport {
+    pub reads: tally_log_core::PartialStats,
+    /// Per physical log: the local index's suffix, tag cache and popularity cache bytes.
+    pub local_bytes: Vec<(usize, usize, usize)>,
 }
 
 /// Handles to a running engine.
