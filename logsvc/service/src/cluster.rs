@@ -467,6 +467,31 @@ impl Cluster {
         slot.stop().await;
     }
 
+    /// Starts index node `i` again, on a new address every node learns: it replays the
+    /// metalog and fetches every record's metadata (an index node keeps no store).
+    pub async fn restart_index(&mut self, i: usize) -> Result<()> {
+        let id = self.index_nodes[i].id;
+        if self.index_nodes[i].task.is_some() {
+            return Err(Error::InvalidArgument(format!("index node {id} is running")));
+        }
+        let localhost = "127.0.0.1:0".parse().expect("a valid address");
+        let (transport, inbox) = Transport::bind(id, localhost, &self.certs, self.builder.net.clone()).await?;
+        if let Some(net) = &self.local {
+            transport.join_local(net);
+        }
+        for (peer, addr) in self.address_book() {
+            transport.set_peer(peer, addr);
+        }
+        for t in self.transports() {
+            t.set_peer(id, transport.local_addr());
+        }
+        let cfg = self.builder.index_config.clone();
+        let task = on_thread(&self.thread, || driver::spawn_index(id, vec![CONTROLLER], cfg, transport.clone(), inbox));
+        self.index_nodes[i] = NodeSlot { id, transport: Some(transport), task: Some(task) };
+        info!(%id, "index node restarted");
+        Ok(())
+    }
+
     /// The configuration the controller installed last.
     pub fn configuration(&self) -> Option<Arc<Configuration>> {
         self.installed.borrow().clone()

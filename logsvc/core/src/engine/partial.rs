@@ -656,24 +656,34 @@ impl Engine {
         }
     }
 
-    /// Gives up whatever partial mode runs for `op` (it timed out); true if it ran some.
-    pub(super) fn partial_cancel(&mut self, op: OpId) -> bool {
-        let Some(p) = self.partial.as_mut() else { return false };
-        let mut found = false;
+    /// Gives up whatever partial mode runs for `op` (it timed out): `None` if it ran
+    /// nothing for it, `Some(Some(Unavailable))` if the index tier never answered.
+    pub(super) fn partial_cancel(&mut self, op: OpId) -> Option<Option<Error>> {
+        let p = self.partial.as_mut()?;
+        let unavailable = || Some(Error::Unavailable("no replica of an index shard answered; the index tier is down".into()));
         if let Some(i) = p.local_waits.iter().position(|w| w.1.op == op) {
             p.local_waits.swap_remove(i);
-            found = true;
+            return Some(None);
         }
         if let Some(req) = p.reads.iter().find(|(_, t)| t.op == op).map(|(r, _)| *r) {
             p.reads.remove(&req);
             p.aggregator.cancel(req);
-            found = true;
+            return Some(unavailable());
         }
         if let Some(req) = p.auxes.iter().find(|(_, a)| a.op == op).map(|(r, _)| *r) {
             p.auxes.remove(&req);
-            found = true;
+            return Some(unavailable());
         }
-        found
+        None
+    }
+
+    /// Gives up the holder lookup of `op`'s failed condition, if one runs: its record
+    /// is decided (it failed), but no replica of some index shard answered.
+    pub(super) fn partial_holder_cancel(&mut self, op: OpId) -> Option<Error> {
+        let p = self.partial.as_mut()?;
+        let req = p.holders.iter().find(|(_, h)| h.op == op).map(|(r, _)| *r)?;
+        p.holders.remove(&req);
+        Some(Error::Unavailable("the condition failed; no replica of an index shard answered for its holder".into()))
     }
 
     /// A read answered in place from the local index and the cache, if it can be.

@@ -100,7 +100,9 @@ impl Engine {
                         }
                     }
                 }
-                self.complete(op, Err(Error::Timeout(ms)), LogId(0), MetalogPosition::ZERO);
+                // Placed or failed, decided; only the holder's shard never answered.
+                let e = self.partial_holder_cancel(op).unwrap_or(Error::Timeout(ms));
+                self.complete(op, Err(e), LogId(0), MetalogPosition::ZERO);
             } else if self.trims.remove(&op).is_some() {
                 self.complete(op, Err(Error::Timeout(ms)), LogId(0), MetalogPosition::ZERO);
             } else {
@@ -134,8 +136,10 @@ impl Engine {
                     self.forwards.remove(&req);
                     found = true;
                 }
-                found |= self.partial_cancel(op);
-                if found {
+                if let Some(tier) = self.partial_cancel(op) {
+                    // The index tier never answered: a shard has no live replica.
+                    self.complete(op, Err(tier.unwrap_or(Error::Timeout(ms))), LogId(0), MetalogPosition::ZERO);
+                } else if found {
                     self.complete(op, Err(Error::Timeout(ms)), LogId(0), MetalogPosition::ZERO);
                 }
             }

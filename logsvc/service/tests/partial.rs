@@ -1,0 +1,79 @@
+//! The shared log in partial mode (INDILOG) end to end, in one process: index nodes
+//! (S = 2, R = 2) beside the log's roles, engines with local indexes.
+//!
+//! With both replicas of one index shard down, lookups through the tier and aux data
+//! fail with `Unavailable` after the operation timeout, while local hits and plain appends
+//! go on, and nothing wrong is ever returned; a replica started again replays the log and
+//! serves.
+
+use std::time::Duration;
+
+use anyhow::{ensure, Context as _};
+use bytes::Bytes;
+use tally_logsvc::{BookId, Cluster, ClusterBuilder, Context, Error, SeqNum, Tag};
+
+async fn partial_cluster(dir: &std::path::Path) -> anyhow::Result<Cluster> {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
+        .with_test_writer()
+        .try_init();
+    let mut b = ClusterBuilder::new(dir);
+    b.engines = 2;
+    b.tier = Some((2, 2));
+    b.engine_config.op_timeout_us = 1_500_000;
+    b.build().await.context("building the cluster")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_shard_without_replicas_fails_tier_reads_while_local_paths_go_on() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut c = partial_cluster(dir.path()).await?;
+    let config = c.configuration().context("a configuration")?;
+    let tier = config.tier.clone().context("partial mode")?;
+    ensure!(tier.shards.len() == 2 && tier.shards.iter().all(|r| r.len() == 2), "{tier:?}");
+    let (writer, other) = (c.client(0), c.client(1));
+    let (book, tag) = (BookId(3), Tag(7));
+    let mut ctx = Context::new();
+    let mut written = Vec::new();
+    for i in 0..5 {
+        written.push(writer.append(&mut ctx, book, &[tag], Bytes::from(format!("r{i}"))).await?);
+    }
+    // Read through the tier on the other engine first: its answer is the log's.
+    let unseen = BookId(4);
+    let none = other.read_next(&mut ctx.clone(), unseen, tag, SeqNum::MIN).await?;
+    ensure!(none.is_none(), "an empty book read {none:?}");
+
+    // Both replicas of shard 0 go (the layout's nodes are the builder's index nodes in
+    // id order: shard s has nodes s and s + S).
+    c.kill_index(0).await;
+    c.kill_index(2).await;
+    // Plain appends and local hits go on.
+    let more = writer.append(&mut ctx, book, &[tag], Bytes::from_static(b"r5")).await?;
+    let read = writer.read_next(&mut ctx, book, tag, written[1]).await?.context("a local hit")?;
+    ensure!(read.seqnum == written[1] && read.data == Bytes::from_static(b"r1"), "{read:?}");
+    let last = writer.read_prev(&mut ctx, book, tag, SeqNum::MAX).await?.context("a local hit")?;
+    ensure!(last.seqnum == more, "the tail is {last:?}, appended {more:?}");
+    // A read the local index cannot answer needs every shard: Unavailable, never a
+    // wrong answer.
+    let e = other.read_next(&mut ctx.clone(), unseen, tag, SeqNum::MIN).await.expect_err("shard 0 is down");
+    ensure!(matches!(e, Error::Unavailable(_)), "{e:?}");
+    let e = other.set_aux_data(&mut ctx.clone(), book, written[0], Bytes::from_static(b"v")).await.expect_err("down");
+    ensure!(matches!(e, Error::Unavailable(_)), "{e:?}");
+
+    // One replica back: it replays the log, and the tier serves again.
+    c.restart_index(0).await?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        match other.read_next(&mut ctx.clone(), unseen, tag, SeqNum::MIN).await {
+            Ok(None) => break,
+            Ok(Some(r)) => anyhow::bail!("an empty book read {r:?}"),
+            Err(Error::Unavailable(_) | Error::Timeout(_)) if tokio::time::Instant::now() < deadline => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    other.set_aux_data(&mut ctx.clone(), book, written[0], Bytes::from_static(b"v")).await?;
+    let e = other.set_aux_data(&mut ctx.clone(), unseen, written[0], Bytes::from_static(b"x")).await.expect_err("not its book");
+    ensure!(matches!(e, Error::InvalidArgument(_)), "{e:?}");
+    c.shutdown().await;
+    Ok(())
+}
