@@ -371,6 +371,11 @@ impl Engine {
         self.partial.as_ref().map(|p| p.stats)
     }
 
+    /// The local index of `log` in partial mode, for checks.
+    pub fn local_index(&self, log: LogId) -> Option<&crate::tier::LocalIndex> {
+        self.partial.as_ref().and_then(|p| p.local(log))
+    }
+
     /// Bytes of the local index of `log` in partial mode: suffix, tag cache,
     /// popularity cache.
     pub fn local_index_bytes(&self, log: LogId) -> Option<(usize, usize, usize)> {

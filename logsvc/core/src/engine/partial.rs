@@ -110,14 +110,15 @@ pub(super) struct Partial {
     moved_at: Vec<Micros>,
     fetch_turn: usize,
     aggregator: Aggregator,
-    reads: HashMap<LookupId, TierRead>,
+    // Ordered maps: what a tick resends goes out in one order, so a seed replays.
+    reads: BTreeMap<LookupId, TierRead>,
     /// Reads waiting for the local index to reach their position, until a time.
     local_waits: Vec<(LogId, ReadOp, Micros)>,
-    conds: HashMap<SeqNum, CondWait>,
+    conds: BTreeMap<SeqNum, CondWait>,
     /// Decided updates of entries not delivered yet that order records of ours.
     early: BTreeMap<(LogId, MetalogPosition), DecidedUpdate>,
-    holders: HashMap<u64, HolderWait>,
-    auxes: HashMap<u64, AuxWait>,
+    holders: BTreeMap<u64, HolderWait>,
+    auxes: BTreeMap<u64, AuxWait>,
     pub stats: PartialStats,
 }
 
@@ -131,14 +132,19 @@ impl Partial {
             moved_at: Vec::new(),
             fetch_turn: 0,
             aggregator: Aggregator::new(shards, retry_us),
-            reads: HashMap::new(),
+            reads: BTreeMap::new(),
             local_waits: Vec::new(),
-            conds: HashMap::new(),
+            conds: BTreeMap::new(),
             early: BTreeMap::new(),
-            holders: HashMap::new(),
-            auxes: HashMap::new(),
+            holders: BTreeMap::new(),
+            auxes: BTreeMap::new(),
             stats: PartialStats::default(),
         }
+    }
+
+    /// The local index of `log`, if the engine keeps one.
+    pub fn local(&self, log: LogId) -> Option<&crate::tier::LocalIndex> {
+        self.bounds.and(self.feeds.get(usize::from(log.0)).map(|f| &f.index))
     }
 
     /// Bytes of the local index of `log`: suffix, tag cache, popularity cache.
@@ -216,6 +222,13 @@ impl Engine {
     /// A decided update arrived (pushed or fetched).
     fn on_update(&mut self, now: Micros, update: DecidedUpdate) {
         let log = update.log;
+        // An entry of a term this engine has no configuration for: books may have moved
+        // to a log added there, so the local index must not answer for them past it.
+        // Dropped; it is fetched again once the follower delivers that term.
+        let current = self.config.as_ref().map_or(0, |c| c.current().term.0);
+        if update.position.term > current {
+            return;
+        }
         let Some(p) = self.partial.as_mut() else { return };
         let i = usize::from(log.0);
         if i >= p.feeds.len() {

@@ -1143,13 +1143,28 @@ impl Sim {
                     tag_bytes_max: 0,
                     popularity_bytes: 0,
                 });
-                for l in 0..e.n_logs().unwrap_or(0) {
+                // Now and then, every stream it caches against the canonical log at L
+                // (streams of the books its configuration maps to that log).
+                let sample = self.stats.events.is_multiple_of(8);
+                let mut streams = Vec::new();
+                let n_logs = e.n_logs().unwrap_or(0);
+                for l in 0..n_logs {
                     if let Some((suffix, tags, popular)) = e.local_index_bytes(LogId(l)) {
                         if suffix > b.suffix_bytes || tags > b.tag_cache_bytes || popular > b.popularity_bytes {
                             let what =
                                 format!("engine {n}'s local index of log {l} holds {suffix}/{tags}/{popular} bytes, over {b:?}");
                             self.oracle.violations.push(what);
                         }
+                    }
+                    if let Some(local) = e.local_index(LogId(l)).filter(|_| sample) {
+                        let at = local.position();
+                        let here = local.tags().cached().filter(|c| crate::types::book_to_log(c.0, n_logs) == LogId(l));
+                        streams.extend(here.map(|c| (LogId(l), at, c)));
+                    }
+                }
+                for (log, at, (book, tag, covered_from, complete, cached)) in streams {
+                    if at <= self.oracle.position(log) {
+                        self.oracle.check_local_stream(n.0, at, book, tag, covered_from, complete, &cached);
                     }
                 }
                 for a in actions {

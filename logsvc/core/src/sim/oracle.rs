@@ -367,6 +367,37 @@ impl Oracle {
         }
     }
 
+    /// A stream an engine's local index caches at its position `at`: its seqnums must
+    /// be exactly the stream's live records at `at` from `covered_from` on, or all of
+    /// them when it claims `complete`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn check_local_stream(
+        &mut self,
+        engine: u32,
+        at: MetalogPosition,
+        book: BookId,
+        tag: Tag,
+        covered_from: SeqNum,
+        complete: bool,
+        cached: &[SeqNum],
+    ) {
+        let h = &self.history;
+        let view = View::at(at);
+        let mut live: Vec<SeqNum> =
+            h.records.iter().filter(|r| r.meta.book == book && h.live_in(r, tag, view)).map(|r| r.seqnum).collect();
+        live.sort_unstable();
+        if !complete {
+            live.retain(|s| *s >= covered_from);
+        }
+        if live != cached {
+            let what = format!(
+                "engine n{engine}'s local index at {at} caches {book:?} {tag:?} as {cached:?} (from {covered_from}, complete: \
+                 {complete}); the log holds {live:?}"
+            );
+            self.violation(what);
+        }
+    }
+
     /// An append completed: its record sits where the canonical log put `location`.
     pub fn check_append(&mut self, location: Location, result: &Result<SeqNum, Option<SeqNum>>) {
         let Some(seqnum) = self.history.records.iter().find(|r| r.location == location).map(|r| (r.seqnum, r.placement)) else {

@@ -10,7 +10,7 @@
 //! positions do not make one answer). A shard silent for `retry_us` is asked again, of
 //! another replica; late and duplicate answers are dropped by round.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 use crate::index::Found;
 use crate::types::{MetalogPosition, Micros};
@@ -59,7 +59,8 @@ struct Pending {
 pub struct Aggregator {
     shards: usize,
     retry_us: Micros,
-    pending: HashMap<LookupId, Pending>,
+    /// Ordered: a tick asks again in one order, so a simulated seed replays.
+    pending: BTreeMap<LookupId, Pending>,
     /// Answers of finished lookups or past rounds, dropped.
     pub dropped: u64,
     /// Lookups restarted by a `TooOld`.
@@ -68,7 +69,7 @@ pub struct Aggregator {
 
 impl Aggregator {
     pub fn new(shards: usize, retry_us: Micros) -> Aggregator {
-        Aggregator { shards: shards.max(1), retry_us, pending: HashMap::new(), dropped: 0, restarts: 0 }
+        Aggregator { shards: shards.max(1), retry_us, pending: BTreeMap::new(), dropped: 0, restarts: 0 }
     }
 
     /// Lookups in flight.

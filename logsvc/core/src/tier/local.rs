@@ -81,6 +81,11 @@ impl LocalIndex {
         self.position
     }
 
+    /// The tag cache, for checks.
+    pub fn tags(&self) -> &TagCache {
+        &self.tags
+    }
+
     /// Bytes per structure: suffix, tag cache, popularity cache.
     pub fn bytes(&self) -> (usize, usize, usize) {
         (self.suffix.bytes(), self.tags.bytes(), self.popularity.bytes())
@@ -148,8 +153,13 @@ impl LocalIndex {
     }
 
     /// Keeps the tier's answer `found` in `shard` to `read`, answered as of `q`, where
-    /// the first seqnum after `q` is `next_after`.
+    /// the first seqnum after `q` is `next_after`. An answer as of a position the index
+    /// has passed is not kept: the trims between were applied before it came, so nothing
+    /// would invalidate it.
     pub fn remember(&mut self, read: ReadKey, found: SeqNum, shard: ShardId, q: MetalogPosition, next_after: SeqNum) {
+        if q < self.position {
+            return;
+        }
         let i = self.shard_index(shard);
         self.popularity.insert(read, found, i, q, next_after);
     }

@@ -19,6 +19,7 @@ mod local;
 mod node;
 mod popularity;
 mod postings;
+mod split;
 mod streams;
 mod suffix;
 mod tags;

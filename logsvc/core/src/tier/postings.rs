@@ -21,6 +21,7 @@ use std::collections::{HashMap, VecDeque};
 use crate::index::Found;
 use crate::types::{BookId, Location, LogId, MetalogPosition, SeqNum, Tag};
 
+use super::split::TagMap;
 use super::streams::Joined;
 
 /// A position that is never reached: a posting still in its row.
@@ -66,7 +67,7 @@ impl Row {
 /// log; what is kept per log is how far each has been applied and purged.
 #[derive(Debug)]
 pub struct Postings {
-    books: HashMap<BookId, HashMap<Tag, Row>>,
+    books: HashMap<BookId, TagMap<Row>>,
     /// How many applied entries of its log a posting that left its row is kept for.
     dead_keep: usize,
     logs: HashMap<LogId, Progress>,
@@ -135,7 +136,7 @@ impl Postings {
                     left_in: LogId(0),
                     tag_rows: if j.tag == Tag::ALL { tag_rows as u16 } else { 0 },
                 };
-                rows.entry(j.tag).or_default().postings.push_back(posting);
+                rows.entry_or_default(j.tag).postings.push_back(posting);
             }
         }
     }

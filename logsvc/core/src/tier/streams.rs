@@ -18,6 +18,8 @@ use std::collections::HashMap;
 use crate::message::{Cond, RecordMeta};
 use crate::types::{BookId, SeqNum, Tag};
 
+use super::split::TagMap;
+
 /// One stream of one book, as the table tells it (it keeps it packed in 24 bytes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Stream {
@@ -64,8 +66,8 @@ impl From<Stream> for Packed {
 }
 
 /// Applies `f` to `tag`'s stream in `streams` (a new one if it has none).
-fn update<T>(streams: &mut HashMap<Tag, Packed>, tag: Tag, f: impl FnOnce(&mut Stream) -> T) -> T {
-    let packed = streams.entry(tag).or_default();
+fn update<T>(streams: &mut TagMap<Packed>, tag: Tag, f: impl FnOnce(&mut Stream) -> T) -> T {
+    let packed = streams.entry_or_default(tag);
     let mut stream = Stream::from(*packed);
     let out = f(&mut stream);
     *packed = stream.into();
@@ -109,7 +111,7 @@ pub enum Decision {
 /// Per book, per stream, ALL and marks included.
 #[derive(Default, Debug)]
 pub struct StreamTable {
-    books: HashMap<BookId, HashMap<Tag, Packed>>,
+    books: HashMap<BookId, TagMap<Packed>>,
 }
 
 impl StreamTable {
@@ -122,12 +124,12 @@ impl StreamTable {
     pub fn bytes(&self) -> usize {
         let slots = |capacity: usize, entry: usize| capacity * 8 / 7 * (entry + 1);
         slots(self.books.capacity(), 8 + 48)
-            + self.books.values().map(|b| 48 + slots(b.capacity(), 8 + std::mem::size_of::<Packed>())).sum::<usize>()
+            + self.books.values().map(|b| b.bytes(8 + std::mem::size_of::<Packed>())).sum::<usize>()
     }
 
     /// Streams the table holds.
     pub fn streams(&self) -> usize {
-        self.books.values().map(HashMap::len).sum()
+        self.books.values().map(TagMap::len).sum()
     }
 
     /// Decides the next ordered record and, if it is placed, counts it in its streams.

@@ -127,6 +127,11 @@ impl TagCache {
         self.watermark
     }
 
+    /// Every cached stream, for checks: (book, tag, covered_from, complete, its seqnums).
+    pub fn cached(&self) -> impl Iterator<Item = (BookId, Tag, SeqNum, bool, Vec<SeqNum>)> + '_ {
+        self.streams.iter().map(|(&(b, t), c)| (b, t, c.covered_from, c.complete, c.seqnums.iter().copied().collect()))
+    }
+
     /// The bytes the cache counts, within `bounds.cache_bytes` after every update.
     pub fn bytes(&self) -> usize {
         self.bytes

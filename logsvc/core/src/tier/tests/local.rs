@@ -348,3 +348,29 @@ fn a_feed_survives_lost_duplicated_and_reordered_updates() {
     }
     assert!(restarts > 20 && hits > 1_000, "{restarts} restarts, {hits} hits");
 }
+
+#[test]
+fn an_answer_older_than_the_local_index_is_not_kept() {
+    // A tier answer as of Q arrives after the local index applied a later entry whose
+    // trim killed the record: kept, it would answer at L with a dead record.
+    let (book, tag) = (BookId(1), Tag(5));
+    let mut local = LocalIndex::new(LocalBounds::default(), MetalogPosition::new(Term(1), 0), seq(0));
+    let trim = DecidedUpdate {
+        log: LogId(0),
+        prev: MetalogPosition::new(Term(1), 0),
+        position: MetalogPosition::new(Term(1), 1),
+        start: seq(0),
+        runs: vec![],
+        records: vec![],
+        trims: vec![(book, Tag::ALL, seq(100))],
+    };
+    local.apply(&trim);
+    let read = (book, tag, SeqNum::MIN, true);
+    let stale = MetalogPosition::new(Term(1), 0);
+    local.remember(read, seq(0), ShardId(3), stale, seq(0));
+    assert_eq!(local.read(read, stale), LocalRead::Miss, "an answer as of a passed position is not kept");
+    // One as of L is kept, and a later trim drops it.
+    let at = local.position();
+    local.remember(read, seq(0), ShardId(3), at, seq(0));
+    assert!(matches!(local.read(read, at), LocalRead::Hit { path: LocalPath::Popularity, .. }));
+}
