@@ -384,18 +384,32 @@ mod tests {
         let config = serde_json::to_value(Config::default()).expect("the configuration as JSON");
         let mut missing = Vec::new();
         for (key, value) in config.as_object().expect("a table") {
-            let keys: Vec<&String> = match value.as_object() {
-                Some(section) => section.keys().collect(),
-                None => vec![key],
-            };
-            for key in keys {
-                let flag = match key.as_str() {
+            // (key, its flag): a section's keys take the section's name in `[index]`, a
+            // nested section's (`[index.local]`) always.
+            let mut keys: Vec<(String, String)> = Vec::new();
+            match value.as_object() {
+                None => keys.push((key.clone(), key.replace('_', "-"))),
+                Some(section) => {
+                    for (k, v) in section {
+                        match v.as_object() {
+                            Some(nested) => keys.extend(nested.keys().map(|n| {
+                                let flag = if n == "enabled" { format!("{k}-{key}") } else { format!("{k}-{n}") };
+                                (format!("{key}.{k}.{n}"), flag.replace('_', "-"))
+                            })),
+                            None if key == "index" => keys.push((k.clone(), format!("index-{k}"))),
+                            None => keys.push((k.clone(), k.replace('_', "-"))),
+                        }
+                    }
+                }
+            }
+            for (key, flag) in keys {
+                let flag = match flag.as_str() {
                     "store" => "state-store".to_string(),
                     "tables" => "table".to_string(),
-                    other => other.replace('_', "-"),
+                    _ => flag,
                 };
                 if !flags.contains(&flag.as_str()) {
-                    missing.push(key.clone());
+                    missing.push(key);
                 }
             }
         }
