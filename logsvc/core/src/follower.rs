@@ -42,6 +42,15 @@ struct LogFollow {
     fetch_turn: usize,
 }
 
+/// What [`Follower::on_message`] did with a message.
+pub enum Followed {
+    /// Entries of this log may now be delivered (`poll`).
+    Entries(LogId),
+    Tail,
+    /// Not a metalog message.
+    Other(Message),
+}
+
 pub struct Follower {
     cfg: FollowerConfig,
     logs: Vec<LogFollow>,
@@ -79,6 +88,29 @@ impl Follower {
         }
         if l.buffer.len() < max {
             l.buffer.insert(pos, entry);
+        }
+    }
+
+    /// Takes in a metalog message (a push, fetched entries, a tail), or hands back any
+    /// other message.
+    pub fn on_message(&mut self, msg: Message) -> Followed {
+        match msg {
+            Message::MetalogPush { entry } => {
+                let log = entry.log;
+                self.on_entry(entry);
+                Followed::Entries(log)
+            }
+            Message::MetalogEntries { log, entries, .. } => {
+                for e in entries {
+                    self.on_entry(e);
+                }
+                Followed::Entries(log)
+            }
+            Message::MetalogTail { term, log, committed_len } => {
+                self.on_tail(term, log, committed_len);
+                Followed::Tail
+            }
+            other => Followed::Other(other),
         }
     }
 

@@ -39,7 +39,7 @@ use std::sync::Arc;
 
 use crate::config::Configuration;
 use crate::error::Result;
-use crate::follower::{Follower, FollowerConfig};
+use crate::follower::{Followed, Follower, FollowerConfig};
 use crate::index::{ColdIndex, Index};
 use crate::message::{Message, MetalogEntry, Record, RecordMeta, StoredRead};
 use crate::store::{RecoveredRecord, StoredData};
@@ -344,26 +344,18 @@ impl StorageNode {
     }
 
     pub fn on_message(&mut self, now: Micros, from: NodeId, msg: Message) {
+        let _ = now;
+        let msg = match self.follower.on_message(msg) {
+            Followed::Entries(_) => return self.drain_metalog(),
+            Followed::Tail => return,
+            Followed::Other(msg) => msg,
+        };
         match msg {
             Message::NewConfig { config } => self.on_config(config),
             Message::Replicate { shard, records, .. } => self.on_replicate(shard, records),
             Message::Probe { shard, cut } => self.on_probe(from, shard, cut),
             Message::FetchMeta { req, shard, from: start, to } => self.on_fetch_meta(from, req, shard, start, to),
             Message::ReadRecord { req, seqnum } => self.on_read_record(from, req, seqnum),
-            Message::MetalogPush { entry } => {
-                self.follower.on_entry(entry);
-                self.drain_metalog();
-            }
-            Message::MetalogEntries { entries, .. } => {
-                for e in entries {
-                    self.follower.on_entry(e);
-                }
-                self.drain_metalog();
-            }
-            Message::MetalogTail { term, log, committed_len } => {
-                self.follower.on_tail(term, log, committed_len);
-                let _ = now;
-            }
             _ => {}
         }
     }

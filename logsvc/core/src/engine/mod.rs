@@ -94,7 +94,7 @@ use crate::cache::RecordCache;
 use crate::config::Configuration;
 use crate::context::Context;
 use crate::error::Error;
-use crate::follower::{Follower, FollowerConfig};
+use crate::follower::{Followed, Follower, FollowerConfig};
 use crate::index::{BookState, ColdIndex, Found, Index, Placement};
 use crate::message::{
     LogRecord, Message, MetalogEntry, Record, RecordMeta, Reply, Request, StoredRead, TrimCommand, UNCHANGED_MAX,
@@ -653,20 +653,13 @@ impl Engine {
             return;
         }
         let Some(msg) = msg else { return };
+        let msg = match self.follower.on_message(msg) {
+            Followed::Entries(log) => return self.drain_metalog(now, log),
+            Followed::Tail => return,
+            Followed::Other(msg) => msg,
+        };
         match msg {
             Message::NewConfig { config } => self.on_config(now, config),
-            Message::MetalogPush { entry } => {
-                let log = entry.log;
-                self.follower.on_entry(entry);
-                self.drain_metalog(now, log);
-            }
-            Message::MetalogEntries { log, entries, .. } => {
-                for e in entries {
-                    self.follower.on_entry(e);
-                }
-                self.drain_metalog(now, log);
-            }
-            Message::MetalogTail { term, log, committed_len } => self.follower.on_tail(term, log, committed_len),
             Message::MetaReply { req, shard, from: start, metas } => self.on_meta(now, req, shard, start, metas),
             // Retried with the next replica on the next tick.
             Message::MetaUnavailable { req } => self.assembly.unavailable(req),

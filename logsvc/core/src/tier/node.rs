@@ -24,7 +24,7 @@ use bytes::Bytes;
 use crate::assembly::{Assembling, Assembly};
 use crate::config::Configuration;
 use crate::error::Error;
-use crate::follower::{Follower, FollowerConfig};
+use crate::follower::{Followed, Follower, FollowerConfig};
 use crate::index::Placement;
 use crate::message::{Message, MetalogEntry, RecordMeta};
 use crate::types::{BookId, LogId, MetalogPosition, Micros, NextTick, NodeId, SeqNum, ShardId, Tag, Term};
@@ -225,20 +225,13 @@ impl IndexNode {
     }
 
     pub fn on_message(&mut self, now: Micros, from: NodeId, msg: Message) {
+        let msg = match self.follower.on_message(msg) {
+            Followed::Entries(log) => return self.drain(now, log),
+            Followed::Tail => return,
+            Followed::Other(msg) => msg,
+        };
         match msg {
             Message::NewConfig { config } => self.on_config(now, config),
-            Message::MetalogPush { entry } => {
-                let log = entry.log;
-                self.follower.on_entry(entry);
-                self.drain(now, log);
-            }
-            Message::MetalogEntries { log, entries, .. } => {
-                for e in entries {
-                    self.follower.on_entry(e);
-                }
-                self.drain(now, log);
-            }
-            Message::MetalogTail { term, log, committed_len } => self.follower.on_tail(term, log, committed_len),
             Message::MetaReply { req, shard, from: start, metas } => {
                 let (completed, more) = self.assembly.on_meta(now, req, shard, start, metas);
                 if let Some((to, msg)) = more {
