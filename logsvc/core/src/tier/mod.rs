@@ -14,6 +14,7 @@
 //! reference semantics, and the tests check the shards against it at every position.
 
 mod aggregator;
+mod deque;
 mod feed;
 mod local;
 mod node;

@@ -21,6 +21,7 @@ use std::collections::{HashMap, VecDeque};
 use crate::index::Found;
 use crate::types::{BookId, Location, LogId, MetalogPosition, SeqNum, Tag};
 
+use super::deque::ChunkDeque;
 use super::split::TagMap;
 use super::streams::Joined;
 
@@ -50,7 +51,7 @@ impl Posting {
 
 #[derive(Default, Debug)]
 struct Row {
-    postings: VecDeque<Posting>,
+    postings: ChunkDeque<Posting>,
 }
 
 impl Row {
@@ -181,7 +182,8 @@ impl Postings {
         if tag == Tag::ALL {
             // Untagged records (and records with marks only) below the point.
             let end = all.from(seqnum);
-            for p in all.postings.range_mut(..end) {
+            for i in 0..end {
+                let p = all.postings.get_mut(i).expect("below the row's end");
                 if p.left == NEVER {
                     (p.left, p.left_in) = left;
                     all_left = true;
@@ -238,7 +240,7 @@ impl Postings {
     /// This shard's first record of (book, tag) at or after `min`, as of `q`.
     pub fn read_next(&self, book: BookId, tag: Tag, min: SeqNum, q: MetalogPosition) -> Option<Found> {
         let row = self.books.get(&book)?.get(&tag)?;
-        let found = row.postings.range(row.from(min)..).find(|p| self.readable(book, tag, p, q))?;
+        let found = row.postings.range(row.from(min), row.postings.len()).find(|p| self.readable(book, tag, p, q))?;
         Some(Found { seqnum: found.seqnum, location: found.location })
     }
 
@@ -246,7 +248,7 @@ impl Postings {
     pub fn read_prev(&self, book: BookId, tag: Tag, max: SeqNum, q: MetalogPosition) -> Option<Found> {
         let row = self.books.get(&book)?.get(&tag)?;
         let end = row.postings.partition_point(|p| p.seqnum <= max);
-        let found = row.postings.range(..end).rev().find(|p| self.readable(book, tag, p, q))?;
+        let found = row.postings.range(0, end).rev().find(|p| self.readable(book, tag, p, q))?;
         Some(Found { seqnum: found.seqnum, location: found.location })
     }
 
@@ -268,7 +270,8 @@ fn leave_below(row: &mut Row, seqnum: SeqNum, at: (MetalogPosition, LogId), mut 
     let end = row.from(seqnum);
     // Those that left earlier are a prefix: start after them.
     let start = row.postings.partition_point(|p| p.left != NEVER).min(end);
-    for p in row.postings.range_mut(start..end) {
+    for i in start..end {
+        let p = row.postings.get_mut(i).expect("below the row's end");
         (p.left, p.left_in) = at;
         left(p);
     }
