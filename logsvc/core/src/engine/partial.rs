@@ -107,6 +107,9 @@ pub(super) struct Partial {
     /// Per log: the update fetch in flight (request, when sent), and when the local
     /// index last moved.
     fetching: Vec<Option<(u64, Micros)>>,
+    /// Update fetches not answered yet, by request: any of them may answer (a fetch to
+    /// a replica that is down must not hide the answer of one that is up).
+    outstanding: BTreeMap<u64, LogId>,
     moved_at: Vec<Micros>,
     fetch_turn: usize,
     aggregator: Aggregator,
@@ -129,6 +132,7 @@ impl Partial {
             feeds: Vec::new(),
             last_entry: Vec::new(),
             fetching: Vec::new(),
+            outstanding: BTreeMap::new(),
             moved_at: Vec::new(),
             fetch_turn: 0,
             aggregator: Aggregator::new(shards, retry_us),
@@ -279,17 +283,25 @@ impl Engine {
         let Some(to) = self.tier_replica(turn % shards.max(1), turn / shards.max(1)) else { return };
         let req = self.next_req;
         self.next_req += 1;
-        self.partial.as_mut().expect("checked").fetching[usize::from(log.0)] = Some((req, now));
+        let p = self.partial.as_mut().expect("checked");
+        p.fetching[usize::from(log.0)] = Some((req, now));
+        // Requests of replicas that never answered are forgotten past a bound.
+        if p.outstanding.len() >= 64 {
+            p.outstanding.pop_first();
+        }
+        p.outstanding.insert(req, log);
         self.send(to, Message::UpdateFetch { req, log, after });
     }
 
     fn on_updates_fetched(&mut self, now: Micros, req: u64, log: LogId, updates: Option<Vec<DecidedUpdate>>) {
         let Some(p) = self.partial.as_mut() else { return };
         let i = usize::from(log.0);
-        if p.fetching.get(i).copied().flatten().map(|f| f.0) != Some(req) {
+        if p.outstanding.remove(&req) != Some(log) {
             return;
         }
-        p.fetching[i] = None;
+        if p.fetching.get(i).copied().flatten().is_some_and(|f| f.0 == req) {
+            p.fetching[i] = None;
+        }
         match updates {
             Some(updates) => {
                 for u in updates {
@@ -634,15 +646,13 @@ impl Engine {
             .collect();
         let holders: Vec<u64> = p.holders.iter().filter(|(_, h)| now >= h.sent_at + retry).map(|(r, _)| *r).collect();
         let auxes: Vec<u64> = p.auxes.iter().filter(|(_, a)| now >= a.sent_at + retry).map(|(r, _)| *r).collect();
-        let conds: Vec<(LogId, MetalogPosition)> = p
-            .conds
-            .values_mut()
-            .filter(|c| now >= c.asked_at + retry)
-            .map(|c| {
-                c.asked_at = now;
-                (c.log, c.prev)
-            })
-            .collect();
+        // One fetch per log, from the oldest entry a waiting append needs.
+        let mut conds: BTreeMap<LogId, MetalogPosition> = BTreeMap::new();
+        for c in p.conds.values_mut().filter(|c| now >= c.asked_at + retry) {
+            c.asked_at = now;
+            let after = conds.entry(c.log).or_insert(c.prev);
+            *after = (*after).min(c.prev);
+        }
         for w in &p.local_waits {
             next.at(w.2);
         }
