@@ -153,6 +153,7 @@ fn entry(k: u64) -> MetalogEntry {
         prev_cut: vec![first],
         cut: vec![first + RECORDS_PER_ENTRY],
         trims: vec![],
+        version: 0,
     }
 }
 

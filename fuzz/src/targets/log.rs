@@ -44,6 +44,7 @@ fn entry(index: u64) -> MetalogEntry {
         prev_cut: vec![1, 2],
         cut: vec![3, 4],
         trims: vec![TrimCommand { book: BookId(7), tag: Tag(3), seqnum: SeqNum(9), origin: Some((NodeId(1), 4)) }],
+        version: 0,
     }
 }
 
@@ -56,6 +57,8 @@ fn configuration() -> Configuration {
             engine: NodeId(4),
             incarnation: 9,
             replicas: vec![NodeId(5)],
+            since: 0,
+            until: None,
         }],
     };
     let term = |term: u16, sealed| TermConfig {
@@ -64,6 +67,7 @@ fn configuration() -> Configuration {
         engines: vec![NodeId(4)],
         storage: vec![NodeId(5)],
         sealed,
+        version: 0,
     };
     Configuration {
         n_logs: 2,
@@ -87,7 +91,7 @@ fn messages() -> Vec<Message> {
     };
     let read = LogRecord { seqnum, tags: vec![Tag(3)], data: Bytes::from_static(b"d"), aux: Some(Bytes::from_static(b"x")) };
     vec![
-        Message::Heartbeat { incarnation: 42, term: Term(3) },
+        Message::Heartbeat { incarnation: 42, term: Term(3), version: 0 },
         Message::Replicate { shard: ShardId(9), records: vec![(0, record.clone()), (1, record.clone())], traces: Vec::new() },
         Message::MetaReply { req: 1, shard: ShardId(2), from: 5, metas: metas() },
         Message::RecordReply { req: 5, seqnum, read: StoredRead::Found(record) },

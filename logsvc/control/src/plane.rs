@@ -14,7 +14,7 @@ use etcd_client::{Compare, CompareOp, GetOptions, Txn, TxnOp, TxnOpResponse};
 use serde::{Deserialize, Serialize};
 #[cfg(test)]
 use tally_log_core::TierLayout;
-use tally_log_core::{Configuration, ConfigurationV1, NodeId};
+use tally_log_core::{Configuration, ConfigurationV1, ConfigurationV2, NodeId};
 
 use crate::endpoints::{Endpoints, Retry};
 use crate::error::{Error, Result};
@@ -22,7 +22,8 @@ use crate::error::{Error, Result};
 /// The first byte of a stored configuration: how the rest is encoded. 2 is bincode
 /// (fixed-width integers) of [`Configuration`]; 1, still read, of [`ConfigurationV1`]
 /// (before the index tier).
-const CONFIG_FORMAT_BINCODE: u8 = 2;
+const CONFIG_FORMAT_BINCODE: u8 = 3;
+const CONFIG_FORMAT_V2: u8 = 2;
 const CONFIG_FORMAT_V1: u8 = 1;
 
 /// The largest encoded configuration written, below etcd's default request limit
@@ -185,11 +186,11 @@ pub(crate) fn encode_config(config: &Configuration) -> Result<Vec<u8>> {
 pub(crate) fn decode_config(bytes: &[u8]) -> Result<Configuration> {
     match bytes.split_first() {
         None => Err(Error::Corrupt("the stored configuration is empty".into())),
-        Some((&format @ (CONFIG_FORMAT_BINCODE | CONFIG_FORMAT_V1), rest)) => {
-            let decoded = if format == CONFIG_FORMAT_V1 {
-                bincode_options().deserialize::<ConfigurationV1>(rest).map(Configuration::from)
-            } else {
-                bincode_options().deserialize::<Configuration>(rest)
+        Some((&format @ (CONFIG_FORMAT_BINCODE | CONFIG_FORMAT_V2 | CONFIG_FORMAT_V1), rest)) => {
+            let decoded = match format {
+                CONFIG_FORMAT_V1 => bincode_options().deserialize::<ConfigurationV1>(rest).map(Configuration::from),
+                CONFIG_FORMAT_V2 => bincode_options().deserialize::<ConfigurationV2>(rest).map(Configuration::from),
+                _ => bincode_options().deserialize::<Configuration>(rest),
             };
             let config =
                 decoded.map_err(|e| Error::Corrupt(format!("decoding the stored configuration (format {format}): {e}")))?;
@@ -199,7 +200,7 @@ pub(crate) fn decode_config(bytes: &[u8]) -> Result<Configuration> {
             Ok(config)
         }
         Some((format, _)) => Err(Error::Corrupt(format!(
-            "the stored configuration has format byte {format}; this build reads formats {CONFIG_FORMAT_V1} and {CONFIG_FORMAT_BINCODE}"
+            "the stored configuration has format byte {format}; this build reads formats {CONFIG_FORMAT_V1} to {CONFIG_FORMAT_BINCODE}"
         ))),
     }
 }
@@ -360,6 +361,7 @@ mod tests {
                 engines: vec![NodeId(4)],
                 storage: vec![NodeId(3)],
                 sealed: None,
+                version: 0,
             }],
             indexers: vec![vec![]],
             tier: None,
@@ -386,15 +388,18 @@ mod tests {
     fn configurations_round_trip_and_refuse_other_formats() {
         let c = config();
         let bytes = encode_config(&c).unwrap();
-        assert_eq!(bytes[0], 2);
+        assert_eq!(bytes[0], 3);
         assert_eq!(decode_config(&bytes).unwrap(), c);
         let tiered = Configuration { tier: Some(TierLayout { shards: vec![vec![NodeId(5), NodeId(6)]] }), ..c.clone() };
         assert_eq!(decode_config(&encode_config(&tiered).unwrap()).unwrap(), tiered);
-        // What a build before the index tier stored (format 1: no `tier`) still reads.
+        // What builds before the index tier (format 1: no `tier`) and before versions
+        // (format 2) stored still reads.
         let mut v1 = vec![1];
-        let (n_logs, controller, terms, indexers) = (c.n_logs, c.controller, &c.terms, &c.indexers);
-        bincode_options().serialize_into(&mut v1, &(n_logs, controller, terms, indexers)).unwrap();
+        bincode_options().serialize_into(&mut v1, &ConfigurationV1::from(&c)).unwrap();
         assert_eq!(decode_config(&v1).unwrap(), c);
+        let mut v2 = vec![2];
+        bincode_options().serialize_into(&mut v2, &ConfigurationV2::from(&tiered)).unwrap();
+        assert_eq!(decode_config(&v2).unwrap(), tiered);
 
         let corrupt = |bytes: &[u8], expect: &str| {
             let e = decode_config(bytes).unwrap_err();
@@ -403,12 +408,12 @@ mod tests {
         };
         corrupt(b"", "empty");
         let mut other = bytes.clone();
-        other[0] = 3;
-        corrupt(&other, "format byte 3");
-        corrupt(&bytes[..bytes.len() - 1], "format 2");
+        other[0] = 4;
+        corrupt(&other, "format byte 4");
+        corrupt(&bytes[..bytes.len() - 1], "format 3");
         let mut longer = bytes.clone();
         longer.push(0);
-        corrupt(&longer, "format 2");
+        corrupt(&longer, "format 3");
         corrupt(b"\x01garbage", "format 1");
         corrupt(&[1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f], "format 1");
     }

@@ -31,6 +31,7 @@ fn config(term: u16, engine: u32) -> Configuration {
             engines: vec![NodeId(engine)],
             storage: vec![NodeId(3)],
             sealed: None,
+            version: 0,
         }],
         indexers: vec![vec![]],
         tier: None,

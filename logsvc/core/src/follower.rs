@@ -9,7 +9,12 @@
 //! then moves on to the next term.
 //!
 //! Invariant: delivered positions per log are contiguous: (term, 0), (term, 1), ...,
-//! then (next term, 0). Never a duplicate, never a gap.
+//! then (next term, 0). Never a duplicate, never a gap. An entry of a version the
+//! configuration does not have yet waits for it.
+//!
+//! A function node that joins a term through a version (partial mode) does not follow
+//! from the term's start: it [`Follower::seek`]s, and its first entry is the first one it
+//! receives of that version or later (pushed, or fetched at the tail it hears of).
 
 use std::collections::BTreeMap;
 
@@ -40,6 +45,13 @@ struct LogFollow {
     known_len: u64,
     last_fetch: Micros,
     fetch_turn: usize,
+    /// Seeking a start: (term, version) the first entry must have.
+    seek: Option<(u16, u32)>,
+    /// Where it was when it began seeking: what it reports as delivered meanwhile.
+    seek_from: MetalogPosition,
+    /// Where seeking ended: the position of the first entry, and that entry's first
+    /// record position.
+    anchored: Option<(MetalogPosition, u64)>,
 }
 
 /// What [`Follower::on_message`] did with a message.
@@ -63,7 +75,7 @@ impl Follower {
 
     /// The position every entry before which has been delivered, per log.
     pub fn delivered(&self, log: LogId) -> MetalogPosition {
-        self.logs.get(log.0 as usize).map_or(MetalogPosition::ZERO, |l| l.next)
+        self.logs.get(log.0 as usize).map_or(MetalogPosition::ZERO, |l| if l.seek.is_some() { l.seek_from } else { l.next })
     }
 
     /// Takes a newer configuration: a log it adds is followed from its first term.
@@ -75,10 +87,54 @@ impl Follower {
         }
     }
 
+    /// Starts `log` at the first entry of `term` of `version` or later that arrives
+    /// (version 0: at the term's start), instead of where it is (nothing may have been
+    /// delivered yet). Called again with a later term or version while seeking, it seeks
+    /// that instead.
+    pub fn seek(&mut self, log: LogId, term: Term, version: u32) {
+        let Some(l) = self.logs.get_mut(log.0 as usize) else { return };
+        if l.seek.is_none() && l.next.index > 0 {
+            return;
+        }
+        if l.next.term != term.0 {
+            l.known_len = 0;
+        }
+        if l.seek.is_none() {
+            l.seek_from = l.next;
+        }
+        l.next = MetalogPosition::new(term, 0);
+        if version == 0 {
+            // Bound when the term began: its start is the term's.
+            l.seek = None;
+            l.anchored = Some((l.next, 0));
+        } else {
+            l.seek = Some((term.0, version));
+        }
+    }
+
+    /// Whether `log` is still seeking its start.
+    pub fn seeking(&self, log: LogId) -> bool {
+        self.logs.get(log.0 as usize).is_some_and(|l| l.seek.is_some())
+    }
+
+    /// Where `log`'s seek ended, once: the first entry's position and the position of
+    /// its first record.
+    pub fn take_anchored(&mut self, log: LogId) -> Option<(MetalogPosition, u64)> {
+        self.logs.get_mut(log.0 as usize)?.anchored.take()
+    }
+
     /// Takes in an entry from a push or a fetch reply.
     pub fn on_entry(&mut self, entry: MetalogEntry) {
         let max = self.cfg.buffer_max;
         let Some(l) = self.logs.get_mut(entry.log.0 as usize) else { return };
+        if let Some((term, version)) = l.seek {
+            if entry.term.0 != term || entry.version < version {
+                return;
+            }
+            l.seek = None;
+            l.next = MetalogPosition::new(entry.term, entry.index);
+            l.anchored = Some((l.next, entry.start_position));
+        }
         let pos = (entry.term.0, entry.index);
         if pos < (l.next.term, l.next.index) {
             return;
@@ -126,6 +182,9 @@ impl Follower {
     pub fn poll(&mut self, config: &Configuration, log: LogId) -> Vec<MetalogEntry> {
         let mut out = Vec::new();
         let Some(l) = self.logs.get_mut(log.0 as usize) else { return out };
+        if l.seek.is_some() {
+            return out;
+        }
         while let Some(term) = config.term(Term(l.next.term)) {
             let tail = term.sealed.as_ref().map(|t| &t[log.0 as usize]);
             if let Some(tail) = tail {
@@ -141,12 +200,14 @@ impl Follower {
                 l.known_len = l.known_len.max(tail.len);
             }
             let key = (l.next.term, l.next.index);
+            let last = tail.and_then(|t| t.last.as_ref()).filter(|e| e.index == l.next.index);
+            let Some(version) = l.buffer.get(&key).or(last).map(|e| e.version) else { break };
+            if version > term.version {
+                break; // announces a version this configuration does not have yet
+            }
             let entry = match l.buffer.remove(&key) {
                 Some(e) => e,
-                None => match tail.and_then(|t| t.last.as_ref()).filter(|e| e.index == l.next.index) {
-                    Some(e) => e.clone(),
-                    None => break,
-                },
+                None => last.expect("found above").clone(),
             };
             l.next.index += 1;
             out.push(entry);
@@ -167,7 +228,12 @@ impl Follower {
         for (i, l) in self.logs.iter_mut().enumerate() {
             let log = LogId(i as u8);
             let Some(term) = config.term(Term(l.next.term)) else { continue };
-            let behind = l.known_len > l.next.index || term.sealed.as_ref().is_some_and(|t| t[i].len > l.next.index);
+            // Seeking: the entry at the tail heard of may be the start.
+            let from = match l.seek {
+                Some(_) => l.known_len.saturating_sub(1),
+                None => l.next.index,
+            };
+            let behind = l.known_len > from || term.sealed.as_ref().is_some_and(|t| t[i].len > from);
             if !behind {
                 continue;
             }
@@ -180,7 +246,7 @@ impl Follower {
             let sequencers = &term.log(log).sequencers;
             let to = sequencers[l.fetch_turn % sequencers.len()];
             l.fetch_turn += 1;
-            out.push((to, Message::MetalogFetch { term: term.term, log, from: l.next.index }));
+            out.push((to, Message::MetalogFetch { term: term.term, log, from }));
         }
     }
 }

@@ -29,7 +29,10 @@ pub mod tier;
 mod types;
 
 pub use chunks::{ColdStore, MemColdStore};
-pub use config::{Configuration, ConfigurationV1, LogTermConfig, SealedTail, ShardConfig, TermConfig, TierLayout};
+pub use config::{
+    Configuration, ConfigurationV1, ConfigurationV2, LogTermConfig, MetalogEntryV1, SealedTail, ShardConfig, TermConfig,
+    TierLayout,
+};
 pub use context::Context;
 pub use controller::{Controller, ControllerAction, ControllerConfig, Role};
 pub use engine::{Engine, EngineAction, EngineConfig, IndexedRecord, OpId, PartialStats};
@@ -46,8 +49,8 @@ pub use sequencer::{stored_entries_messages, Sequencer, SequencerAction, Sequenc
 pub use sim::{run_seeds, Rng, Sim, SimLog, SimOptions, SimPartial, SimStats, Violation};
 pub use storage::{meta_reply, StorageAction, StorageConfig, StorageNode};
 pub use store::{
-    ControllerStore, MemControllerStore, MemMetalogStore, MemStore, MetalogStore, MetalogWrite, RecordStore, RecoveredRecord,
-    StoredData,
+    ControllerStore, MemControllerStore, MemMetalogStore, MemStore, MetalogStore, MetalogWrite, MetalogWriteV1, RecordStore,
+    RecoveredRecord, StoredData,
 };
 pub use types::{
     book_to_log, BookId, LocalId, Location, LogId, MetalogPosition, Micros, NextTick, NodeId, SeqNum, ShardId, Tag, Term,

@@ -25,7 +25,7 @@ use crate::tier::{DecidedUpdate, ShardAnswer};
 use crate::types::{BookId, LocalId, LogId, MetalogPosition, NodeId, SeqNum, ShardId, Tag, Term};
 
 /// Version of the wire format; a peer speaking another version is disconnected.
-pub const WIRE_VERSION: u8 = 9;
+pub const WIRE_VERSION: u8 = 10;
 
 /// A condition of a conditional append (Halfmoon `logCondAppend`): the stream `tag` of
 /// the record's book must hold exactly `position` records (trimmed ones included) when
@@ -114,6 +114,11 @@ pub struct TrimCommand {
 /// The records between `prev_cut` and `cut` (for every shard `j`, local ids
 /// `prev_cut[j]..cut[j]`), ordered by (shard, local id), take the positions starting at
 /// `start_position`. Then the trim commands apply, in order.
+///
+/// `version` is the version of the term's configuration in effect at this entry:
+/// shard `j` is ordered here only if `shards[j]` is open at it
+/// ([`crate::ShardConfig::open_at`]). A primary issues an entry, empty if need be, as
+/// soon as it learns of a later version, so every node applies it at one position.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MetalogEntry {
     pub term: Term,
@@ -123,6 +128,7 @@ pub struct MetalogEntry {
     pub prev_cut: Vec<LocalId>,
     pub cut: Vec<LocalId>,
     pub trims: Vec<TrimCommand>,
+    pub version: u32,
 }
 
 impl MetalogEntry {
@@ -162,6 +168,7 @@ impl MetalogEntry {
             prev_cut: vec![i],
             cut: vec![i + 1],
             trims: vec![],
+            version: 0,
         }
     }
 }
@@ -467,12 +474,15 @@ pub enum Message {
     },
 
     // Every node -> controller.
+    /// `term` and `version`: the configuration the node has (its stamp).
     Heartbeat {
         incarnation: u64,
         term: Term,
+        version: u32,
     },
     ConfigAck {
         term: Term,
+        version: u32,
     },
     // Controller -> nodes.
     NewConfig {
@@ -510,6 +520,18 @@ pub enum Message {
 }
 
 impl Message {
+    /// A node's heartbeat, stamped with the configuration it has.
+    pub fn heartbeat(incarnation: u64, config: Option<&Configuration>) -> Message {
+        let (term, version) = config.map_or((Term(0), 0), |c| c.stamp());
+        Message::Heartbeat { incarnation, term, version }
+    }
+
+    /// A node's acknowledgement of `config` (or of the later one it has).
+    pub fn config_ack(config: &Configuration) -> Message {
+        let (term, version) = config.stamp();
+        Message::ConfigAck { term, version }
+    }
+
     /// A stable name for tracing and metrics.
     pub fn name(&self) -> &'static str {
         match self {
@@ -568,6 +590,7 @@ mod tests {
             prev_cut: prev.to_vec(),
             cut: cut.to_vec(),
             trims: vec![],
+            version: 0,
         }
     }
 

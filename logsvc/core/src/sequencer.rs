@@ -294,11 +294,22 @@ impl Metalog {
     fn push(&mut self, entry: MetalogEntry) {
         assert_eq!(entry.index, self.len(), "metalog entries are contiguous");
         if let Some(prev) = self.entries.back() {
-            assert_eq!(entry.prev_cut, prev.cut, "an entry continues the previous cut");
+            // A later version's shards join the cut at zero.
+            let (kept, added) = entry.prev_cut.split_at(prev.cut.len().min(entry.prev_cut.len()));
+            assert!(kept == prev.cut && added.iter().all(|&c| c == 0), "an entry continues the previous cut");
+            assert!(entry.version >= prev.version, "versions never go back");
             assert_eq!(entry.start_position, prev.start_position + prev.record_count());
         }
         assert!(entry.cut.iter().zip(&entry.prev_cut).all(|(c, p)| c >= p), "cuts never decrease");
         self.entries.push_back(entry);
+    }
+}
+
+/// Grows per-shard rows of replica prefixes to every shard of `lc` (a later version's
+/// shards start at zero).
+fn grow_rows(rows: &mut Vec<Vec<LocalId>>, lc: &LogTermConfig) {
+    while let Some(s) = lc.shards.get(rows.len()) {
+        rows.push(vec![0; s.replicas.len()]);
     }
 }
 
@@ -399,9 +410,9 @@ impl Sequencer {
         let heartbeat = self.last_heartbeat.is_none_or(|t| now >= t + self.cfg.heartbeat_interval_us);
         if heartbeat {
             self.last_heartbeat = Some(now);
-            let term = self.config.as_ref().map_or(Term(0), |c| c.current().term);
+            let heartbeat = Message::heartbeat(self.incarnation, self.config.as_deref());
             for c in self.controllers.clone() {
-                self.send(c, Message::Heartbeat { incarnation: self.incarnation, term });
+                self.send(c, heartbeat.clone());
             }
         }
         next.at(self.last_heartbeat.map_or(now, |t| t + self.cfg.heartbeat_interval_us));
@@ -558,9 +569,8 @@ impl Sequencer {
     }
 
     fn on_config(&mut self, now: Micros, config: Arc<Configuration>) {
-        if self.config.as_ref().is_some_and(|c| c.current().term >= config.current().term) {
-            let term = config.current().term;
-            self.send(config.controller, Message::ConfigAck { term });
+        if self.config.as_ref().is_some_and(|c| c.stamp() >= config.stamp()) {
+            self.send(config.controller, Message::config_ack(&config));
             return;
         }
         // Adopt the final tails of sealed terms.
@@ -611,7 +621,7 @@ impl Sequencer {
                 self.out.push(SequencerAction::Persist(MetalogWrite::Lead { term: current.term, log: lc.log }));
                 let backups = lc.sequencers.iter().copied().filter(|&b| b != self.id);
                 m.primary = Some(Primary {
-                    held: lc.shards.iter().map(|s| vec![0; s.replicas.len()]).collect(),
+                    held: Vec::new(),
                     inflight: None,
                     eager: backups.take(lc.quorum().saturating_sub(1)).collect(),
                     trims: Vec::new(),
@@ -621,7 +631,7 @@ impl Sequencer {
                 });
             }
         }
-        self.send(config.controller, Message::ConfigAck { term: current.term });
+        self.send(config.controller, Message::config_ack(&config));
         for lc in &current.logs {
             self.try_issue(now, current.term, lc.log);
         }
@@ -638,9 +648,7 @@ impl Sequencer {
     ) {
         let Some(lc) = self.log_config(term, log).cloned() else { return };
         let Some(m) = self.logs.get_mut(&(term, log)) else { return };
-        if m.durable.is_empty() {
-            m.durable = lc.shards.iter().map(|s| vec![0; s.replicas.len()]).collect();
-        }
+        grow_rows(&mut m.durable, &lc);
         let replica = |j: u32| {
             let shard = lc.shards.get(j as usize)?;
             Some((j as usize, shard.replicas.iter().position(|&x| x == from)?))
@@ -653,6 +661,7 @@ impl Sequencer {
             self.ack((term, log), lc.primary(), false);
             return;
         };
+        grow_rows(&mut p.held, &lc);
         for &(j, n) in held.iter().chain(&stored) {
             let Some((j, r)) = replica(j) else { continue };
             p.held[j][r] = p.held[j][r].max(n);
@@ -667,6 +676,7 @@ impl Sequencer {
             return;
         }
         let Some(lc) = self.log_config(term, log).cloned() else { return };
+        let version = self.config.as_ref().and_then(|c| c.term(term)).map_or(0, |t| t.version);
         let Some(m) = self.logs.get_mut(&(term, log)) else { return };
         if m.sealed {
             return;
@@ -677,10 +687,20 @@ impl Sequencer {
         if p.inflight.is_some() || p.stopped {
             return;
         }
-        let prev_cut = last.as_ref().map_or_else(|| vec![0; lc.shards.len()], |e| e.cut.clone());
-        let cut: Vec<LocalId> =
-            p.held.iter().zip(&prev_cut).map(|(replicas, &prev)| replicas.iter().copied().min().unwrap_or(0).max(prev)).collect();
-        if cut == prev_cut && p.trims.is_empty() {
+        grow_rows(&mut p.held, &lc);
+        // The shards of every version up to this one; a closed shard's cut stays put
+        // from the entry announcing its closing on.
+        let mut prev_cut = last.as_ref().map_or_else(Vec::new, |e| e.cut.clone());
+        prev_cut.resize(lc.shards.len(), 0);
+        let cut: Vec<LocalId> = (p.held.iter().zip(&prev_cut).zip(&lc.shards))
+            .map(|((replicas, &prev), s)| match s.open_at(version) {
+                true => replicas.iter().copied().min().unwrap_or(0).max(prev),
+                false => prev,
+            })
+            .collect();
+        // A later version is announced at once, by an empty entry if need be.
+        let announce = last.as_ref().map_or(0, |e| e.version) < version;
+        if cut == prev_cut && p.trims.is_empty() && !announce {
             return;
         }
         let start_position = last.as_ref().map_or(0, |e| e.start_position + e.record_count());
@@ -690,7 +710,8 @@ impl Sequencer {
             self.out.push(SequencerAction::NeedsNewTerm { term, log });
             return;
         }
-        let entry = MetalogEntry { term, log, index: len, start_position, prev_cut, cut, trims: std::mem::take(&mut p.trims) };
+        let trims = std::mem::take(&mut p.trims);
+        let entry = MetalogEntry { term, log, index: len, start_position, prev_cut, cut, trims, version };
         p.inflight = Some(Inflight { len: len + 1, acks: vec![self.id], sent_at: now });
         let eager = p.eager.clone();
         m.push(entry.clone());
@@ -839,9 +860,16 @@ mod tests {
     const ENGINE: NodeId = NodeId(5);
 
     fn term(t: u16, sealed: Option<Vec<SealedTail>>) -> TermConfig {
-        let shards = vec![ShardConfig { shard: ShardId(u32::from(t)), engine: ENGINE, incarnation: 1, replicas: vec![STORAGE] }];
+        let shards = vec![ShardConfig {
+            shard: ShardId(u32::from(t)),
+            engine: ENGINE,
+            incarnation: 1,
+            replicas: vec![STORAGE],
+            since: 0,
+            until: None,
+        }];
         let logs = vec![LogTermConfig { log: LogId(0), sequencers: vec![ME], shards }];
-        TermConfig { term: Term(t), logs, engines: vec![ENGINE], storage: vec![STORAGE], sealed }
+        TermConfig { term: Term(t), logs, engines: vec![ENGINE], storage: vec![STORAGE], sealed, version: 0 }
     }
 
     fn config(terms: Vec<TermConfig>) -> Message {

@@ -232,9 +232,9 @@ impl StorageNode {
         let heartbeat = self.last_heartbeat.is_none_or(|t| now >= t + self.cfg.heartbeat_interval_us);
         if heartbeat {
             self.last_heartbeat = Some(now);
-            let term = self.config.as_ref().map_or(Term(0), |c| c.current().term);
+            let heartbeat = Message::heartbeat(self.incarnation, self.config.as_deref());
             for c in self.controllers.clone() {
-                self.send(c, Message::Heartbeat { incarnation: self.incarnation, term });
+                self.send(c, heartbeat.clone());
             }
         }
         next.at(self.last_heartbeat.map_or(now, |t| t + self.cfg.heartbeat_interval_us));
@@ -361,7 +361,7 @@ impl StorageNode {
     }
 
     fn on_config(&mut self, config: Arc<Configuration>) {
-        let newer = self.config.as_ref().is_none_or(|c| c.current().term < config.current().term);
+        let newer = self.config.as_ref().is_none_or(|c| c.stamp() < config.stamp());
         if newer {
             self.progress_news = true;
             self.config = Some(config.clone());
@@ -402,7 +402,7 @@ impl StorageNode {
                 }
             }
         }
-        self.send(config.controller, Message::ConfigAck { term: config.current().term });
+        self.send(config.controller, Message::config_ack(&config));
         self.drain_metalog();
     }
 
@@ -515,6 +515,13 @@ impl StorageNode {
         let lc = t.log(e.log);
         let log = e.log.0 as usize;
         let mut reclaim = Vec::new();
+        // Shards the entry's version closed: what they hold past their cut is never
+        // ordered, and goes as a sealed term's does.
+        for (j, s) in lc.shards.iter().enumerate() {
+            if s.until.is_some_and(|u| u <= e.version) && e.cut.get(j).is_some() {
+                self.close_shard(s.shard);
+            }
+        }
         for (j, ids, start_position) in e.runs() {
             let shard_id = lc.shards[j].shard;
             let Some(shard) = self.shards.get_mut(&shard_id) else { continue };
@@ -570,17 +577,22 @@ impl StorageNode {
     fn close_term(&mut self, config: &Configuration, term: Term, log: LogId) {
         let Some(t) = config.term(term) else { return };
         for s in &t.log(log).shards {
-            let Some(shard) = self.shards.get_mut(&s.shard) else { continue };
-            if shard.closed {
-                continue;
-            }
-            shard.closed = true;
-            let cut = shard.ordered;
-            shard.records.split_off(&cut);
-            shard.stored = shard.stored.min(cut);
-            shard.held = shard.held.min(cut);
-            self.out.push(StorageAction::Discard { shard: s.shard, from: cut });
+            self.close_shard(s.shard);
         }
+    }
+
+    /// No record of `shard_id` past those ordered will be: they go.
+    fn close_shard(&mut self, shard_id: ShardId) {
+        let Some(shard) = self.shards.get_mut(&shard_id) else { return };
+        if shard.closed {
+            return;
+        }
+        shard.closed = true;
+        let cut = shard.ordered;
+        shard.records.split_off(&cut);
+        shard.stored = shard.stored.min(cut);
+        shard.held = shard.held.min(cut);
+        self.out.push(StorageAction::Discard { shard: shard_id, from: cut });
     }
 }
 
@@ -597,9 +609,10 @@ mod tests {
     const SHARD: ShardId = ShardId(7);
 
     fn config() -> Message {
-        let shards = vec![ShardConfig { shard: SHARD, engine: NodeId(5), incarnation: 1, replicas: vec![ME] }];
+        let shards =
+            vec![ShardConfig { shard: SHARD, engine: NodeId(5), incarnation: 1, replicas: vec![ME], since: 0, until: None }];
         let logs = vec![LogTermConfig { log: LogId(0), sequencers: vec![PRIMARY, BACKUP], shards }];
-        let term = TermConfig { term: Term(1), logs, engines: vec![NodeId(5)], storage: vec![ME], sealed: None };
+        let term = TermConfig { term: Term(1), logs, engines: vec![NodeId(5)], storage: vec![ME], sealed: None, version: 0 };
         Message::NewConfig {
             config: Arc::new(Configuration {
                 n_logs: 1,

@@ -86,6 +86,9 @@ fn check_partial(first: u64, count: u64, opts: SimOptions) {
         p.tag_hits > 0 && p.popularity_hits > 0 && p.tier_reads > 0 && p.holder_lookups > 0 && p.local_restarts > 0,
         "a path never ran in {count} seeds: {p:?}"
     );
+    // Function nodes joined and left without new terms, and started mid-term.
+    let versions: u64 = stats.iter().map(|s| s.versions).sum();
+    assert!(versions > 0 && p.mid_term_starts > 0, "no function node joined through a version: {versions}, {p:?}");
 }
 
 #[test]

@@ -10,6 +10,9 @@ impl Engine {
         if log.0 >= config.n_logs {
             return; // a log added in a term this engine has not heard of yet
         }
+        if let Some((at, first)) = self.follower.take_anchored(log) {
+            self.anchored(now, log, at, first);
+        }
         let before = self.follower.delivered(log);
         let entries = self.follower.poll(&config, log);
         let mut next_term = before.term;
@@ -18,7 +21,9 @@ impl Engine {
                 self.end_term(now, log, Term(next_term));
                 next_term += 1;
             }
+            let (term, version) = (e.term, e.version);
             self.deliver(now, &config, e);
+            self.end_closed(now, log, term, version);
         }
         let after = self.follower.delivered(log);
         while next_term < after.term {
@@ -35,15 +40,54 @@ impl Engine {
         let l = &mut self.logs[log.0 as usize];
         let (ended, kept): (Vec<MyShard>, Vec<MyShard>) = l.retiring.drain(..).partition(|s| s.term <= term);
         l.retiring = kept;
+        self.reassign_unordered(now, &config, ended);
+    }
+
+    /// Appends again the records of ended shards that were not ordered.
+    fn reassign_unordered(&mut self, now: Micros, config: &Configuration, ended: Vec<MyShard>) {
         for shard in ended {
             for (_, p) in shard.pending {
                 self.pending_count -= 1;
                 if p.done {
                     continue;
                 }
-                self.reassign(now, &config, p.op, p.record, p.position);
+                self.reassign(now, config, p.op, p.record, p.position);
             }
         }
+    }
+
+    /// The follower found `log`'s start (partial mode: a node that started or joined):
+    /// the entry at `at`, whose first record is at position `first`. Appends and trims
+    /// held until now go out, and the local index starts there, empty.
+    fn anchored(&mut self, now: Micros, log: LogId, at: MetalogPosition, first: u64) {
+        let l = &mut self.logs[log.0 as usize];
+        l.read_floor = l.read_floor.max(at);
+        self.partial_anchored(log, at, SeqNum::new(Term(at.term), log, first));
+        let Some(config) = self.config.clone() else { return };
+        let (held, other): (Vec<_>, Vec<_>) =
+            self.unassigned.drain(..).partition(|(_, record, _, _)| config.log_of(record.meta.book) == log);
+        self.unassigned = other.into();
+        for (op, record, position, _) in held {
+            self.reassign(now, &config, op, record, position);
+        }
+        let trims: Vec<OpId> = self.trims.iter().filter(|(_, t)| t.log == log).map(|(&op, _)| op).collect();
+        for op in trims {
+            self.send_trim(now, op);
+        }
+    }
+
+    /// An entry of `version` was delivered: our shards of `log` that version closed
+    /// will order nothing more, and their records it did not order are appended again.
+    fn end_closed(&mut self, now: Micros, log: LogId, term: Term, version: u32) {
+        let l = &mut self.logs[log.0 as usize];
+        if l.retiring.iter().all(|s| s.term != term || s.closes.is_none_or(|c| c > version)) {
+            return;
+        }
+        let config = self.config.clone().expect("entries are delivered under a configuration");
+        let (ended, kept): (Vec<MyShard>, Vec<MyShard>) =
+            l.retiring.drain(..).partition(|s| s.term == term && s.closes.is_some_and(|c| c <= version));
+        l.retiring = kept;
+        self.reassign_unordered(now, &config, ended);
     }
 
     pub(super) fn my_shard_mut(&mut self, log: LogId, shard: ShardId) -> Option<&mut MyShard> {

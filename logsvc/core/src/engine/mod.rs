@@ -213,6 +213,9 @@ struct PendingAppend {
 
 struct MyShard {
     term: Term,
+    /// Closed by this version of `term`: its records not ordered by the entry that
+    /// announces it never will be.
+    closes: Option<u32>,
     shard: ShardId,
     replicas: Vec<NodeId>,
     next_local_id: LocalId,
@@ -619,7 +622,9 @@ impl Engine {
 
     /// Gives a record a local id in this engine's current shard of `log` and sends it.
     fn assign(&mut self, now: Micros, log: LogId, op: OpId, record: Record, position: MetalogPosition) {
-        let Some(shard) = self.logs.get_mut(log.0 as usize).and_then(|l| l.shard.as_mut()) else {
+        // Seeking its start, the engine could miss the entry ordering the record.
+        let seeking = self.follower.seeking(log);
+        let Some(shard) = self.logs.get_mut(log.0 as usize).and_then(|l| l.shard.as_mut()).filter(|_| !seeking) else {
             self.unassigned.push_back((op, record, position, now));
             return;
         };
@@ -644,6 +649,9 @@ impl Engine {
         // A trim of a book that moved to an added log goes to that log's sequencer.
         t.log = config.log_of(t.command.book);
         let (log, command) = (t.log, t.command.clone());
+        if self.follower.seeking(log) {
+            return; // it could be ordered before the start; sent again after it
+        }
         self.send(current.log(log).primary(), Message::TrimRequest { term: current.term, log, command });
     }
 
@@ -686,9 +694,26 @@ impl Engine {
         }
     }
 
+    /// For debugging the simulator: what this engine follows and appends to.
+    pub fn debug_state(&self) -> String {
+        let mut out = format!("stamp {:?}", self.config.as_ref().map(|c| c.stamp()));
+        for (i, l) in self.logs.iter().enumerate() {
+            let log = LogId(i as u8);
+            out += &format!(
+                "; log {i}: seeking {} delivered {} shard {:?} retiring {:?} pending {:?}",
+                self.follower.seeking(log),
+                self.follower.delivered(log),
+                l.shard.as_ref().map(|s| (s.shard, s.next_local_id)),
+                l.retiring.iter().map(|s| (s.shard, s.closes, s.pending.len())).collect::<Vec<_>>(),
+                l.shard.as_ref().map(|s| s.pending.keys().copied().collect::<Vec<_>>()),
+            );
+        }
+        out + &format!("; unassigned {}", self.unassigned.len())
+    }
+
     fn on_config(&mut self, now: Micros, config: Arc<Configuration>) {
-        if self.config.as_ref().is_some_and(|c| c.current().term >= config.current().term) {
-            self.send(config.controller, Message::ConfigAck { term: config.current().term });
+        if self.config.as_ref().is_some_and(|c| c.stamp() >= config.stamp()) {
+            self.send(config.controller, Message::config_ack(&config));
             return;
         }
         let first = self.config.is_none();
@@ -726,21 +751,35 @@ impl Engine {
         let current = config.current();
         for lc in &current.logs {
             let l = &mut self.logs[lc.log.0 as usize];
-            if let Some(old) = l.shard.take() {
-                l.retiring.push(old);
-            }
             // A shard made for an earlier incarnation of this engine is not ours: that
             // incarnation may have used its local ids.
             let incarnation = self.incarnation;
-            l.shard = lc.shards.iter().find(|s| s.engine == self.id && s.incarnation == incarnation).map(|s| MyShard {
+            let mine =
+                lc.shards.iter().find(|s| s.engine == self.id && s.incarnation == incarnation && s.open_at(current.version));
+            // Partial mode: a node that starts, or joins the term through a version,
+            // follows each log from the first entry of its shard's version on.
+            if config.partial() && (first || self.follower.seeking(lc.log)) {
+                self.follower.seek(lc.log, current.term, mine.map_or(u32::MAX, |s| s.since));
+            }
+            if l.shard.as_ref().map(|s| s.shard) == mine.map(|s| s.shard) {
+                continue; // the same shard in a later version
+            }
+            if let Some(mut old) = l.shard.take() {
+                if old.term == current.term {
+                    old.closes = lc.shards.iter().find(|s| s.shard == old.shard).and_then(|s| s.until);
+                }
+                l.retiring.push(old);
+            }
+            l.shard = mine.map(|s| MyShard {
                 term: current.term,
+                closes: None,
                 shard: s.shard,
                 replicas: s.replicas.clone(),
                 next_local_id: 0,
                 pending: BTreeMap::new(),
             });
         }
-        self.send(config.controller, Message::ConfigAck { term: current.term });
+        self.send(config.controller, Message::config_ack(&config));
         let waiting: Vec<_> = self.unassigned.drain(..).collect();
         for (op, record, position, _) in waiting {
             self.reassign(now, &config, op, record, position);

@@ -42,6 +42,8 @@ pub struct PartialStats {
     pub tier_reads: u64,
     pub local_restarts: u64,
     pub holder_lookups: u64,
+    /// Logs this node started following mid-term (it joined through a version).
+    pub mid_term_starts: u64,
 }
 
 impl PartialStats {
@@ -51,6 +53,7 @@ impl PartialStats {
         self.tier_reads += other.tier_reads;
         self.local_restarts += other.local_restarts;
         self.holder_lookups += other.holder_lookups;
+        self.mid_term_starts += other.mid_term_starts;
     }
 }
 
@@ -179,6 +182,16 @@ impl Engine {
         }
     }
 
+    /// The follower found `log`'s start at `at` (the next record: `next`): the local
+    /// index starts there, empty, and answers nothing before it.
+    pub(super) fn partial_anchored(&mut self, log: LogId, at: MetalogPosition, next: SeqNum) {
+        let Some(p) = self.partial.as_mut() else { return };
+        p.stats.mid_term_starts += u64::from(at.index > 0);
+        let i = usize::from(log.0);
+        p.feeds[i].restart(at, next);
+        p.last_entry[i] = (at, next);
+    }
+
     fn tier_replica(&self, shard: usize, attempt: usize) -> Option<NodeId> {
         let replicas = self.config.as_ref()?.tier.as_ref()?.shards.get(shard)?;
         replicas.get((attempt + self.id.0 as usize) % replicas.len().max(1)).copied()
@@ -230,7 +243,9 @@ impl Engine {
         // to a log added there, so the local index must not answer for them past it.
         // Dropped; it is fetched again once the follower delivers that term.
         let current = self.config.as_ref().map_or(0, |c| c.current().term.0);
-        if update.position.term > current {
+        // Seeking its start, the follower has delivered nothing to measure it against:
+        // the local index starts, empty, where the follower does.
+        if update.position.term > current || self.follower.seeking(log) {
             return;
         }
         let Some(p) = self.partial.as_mut() else { return };
@@ -267,6 +282,9 @@ impl Engine {
 
     fn feed_need(&mut self, now: Micros, log: LogId, need: FeedNeed) {
         let FeedNeed::Fetch(after) = need else { return };
+        if self.follower.seeking(log) {
+            return; // the local index starts where the follower does
+        }
         let i = usize::from(log.0);
         let Some(p) = self.partial.as_ref() else { return };
         if p.fetching[i].is_some_and(|(_, at)| now < at + self.cfg.lookup_retry_us) {

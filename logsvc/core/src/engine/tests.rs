@@ -17,13 +17,15 @@ struct Harness {
 
 impl Harness {
     fn new() -> Harness {
-        let shard = ShardConfig { shard: ShardId(0), engine: ENGINE, incarnation: 1, replicas: vec![STORAGE] };
+        let shard =
+            ShardConfig { shard: ShardId(0), engine: ENGINE, incarnation: 1, replicas: vec![STORAGE], since: 0, until: None };
         let term = TermConfig {
             term: Term(1),
             logs: vec![LogTermConfig { log: LogId(0), sequencers: vec![SEQUENCER], shards: vec![shard] }],
             engines: vec![ENGINE],
             storage: vec![STORAGE],
             sealed: None,
+            version: 0,
         };
         let config = Configuration { n_logs: 1, controller: CONTROLLER, terms: vec![term], indexers: vec![vec![]], tier: None };
         let mut engine = Engine::new(ENGINE, vec![CONTROLLER], 1, EngineConfig::default());

@@ -8,9 +8,9 @@ impl Engine {
         let mut next = NextTick::after(now);
         if self.last_heartbeat.is_none_or(|t| now >= t + self.cfg.heartbeat_interval_us) {
             self.last_heartbeat = Some(now);
-            let term = self.config.as_ref().map_or(Term(0), |c| c.current().term);
+            let heartbeat = Message::heartbeat(self.incarnation, self.config.as_deref());
             for c in self.controllers.clone() {
-                self.send(c, Message::Heartbeat { incarnation: self.incarnation, term });
+                self.send(c, heartbeat.clone());
             }
         }
         next.at(now + self.cfg.heartbeat_interval_us);

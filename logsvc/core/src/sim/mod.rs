@@ -214,6 +214,9 @@ pub struct SimStats {
     pub probes_lacking: u64,
     /// Partial mode: the engines' reads per path, and their local indexes' restarts.
     pub paths: PartialStats,
+    /// Configurations installed as later versions of a term (partial mode: function
+    /// nodes that joined, left or restarted without a new term).
+    pub versions: u64,
 }
 
 #[derive(Debug)]
@@ -461,6 +464,8 @@ impl Sim {
             indexers_per_log: opts.indexers_per_log,
             tier: opts.partial.map(|p| (p.shards, p.replicas)),
             peers: Vec::new(),
+            // Few: some joins in a seed fall back to a new term.
+            slots_per_log: opts.engines as usize + 3,
         };
         let late: Vec<NodeId> = if opts.late_members {
             [Role::Storage, Role::Engine]
@@ -826,6 +831,17 @@ impl Sim {
                 }
             }
         }
+        let stuck = self.clients.iter().any(|c| c.op.is_some());
+        if (stuck || !what.is_empty()) && std::env::var_os("TALLY_SIM_DEBUG").is_some() {
+            for (n, slot) in &self.slots {
+                if let Some(Node::Engine(e)) = &slot.node {
+                    what.push(format!("engine {n}: {}", e.debug_state()));
+                }
+            }
+            if let Some(c) = self.oracle.config() {
+                what.push(format!("config {:?}: {:?}", c.stamp(), c.current().logs));
+            }
+        }
         for (i, c) in self.clients.iter().enumerate() {
             if let Some((op, req, _)) = &c.op {
                 what.push(format!("client {i}'s op {op} ({req:?}) is still waiting at the end of the liveness phase"));
@@ -1002,6 +1018,7 @@ impl Sim {
                     self.controllers[i].revision = self.controller_store.revision;
                 }
                 ControllerAction::Installed(config) => {
+                    self.stats.versions += u64::from(config.current().version > 0);
                     self.config = Some(config.clone());
                     // The last entry a seal kept has each of its records durable
                     // somewhere (committed: everywhere, checked when it was).

@@ -22,18 +22,18 @@
 //! last entry's on one at least; nothing commits past a sealed tail; and, after the
 //! liveness phase, every engine caught up and every client request completed.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::config::Configuration;
+use crate::config::{Configuration, TermConfig};
 use crate::context::Context;
 use crate::engine::IndexedRecord;
 use crate::follower::{Follower, FollowerConfig};
 use crate::index::Placement;
 use crate::message::{LogRecord, MetalogEntry, RecordMeta};
-use crate::types::{BookId, Location, LogId, MetalogPosition, SeqNum, Tag};
+use crate::types::{BookId, Location, LogId, MetalogPosition, SeqNum, ShardId, Tag};
 
 #[derive(Clone, Debug)]
 struct RefRecord {
@@ -216,17 +216,22 @@ impl Oracle {
         self.advance();
     }
 
+    pub fn config(&self) -> Option<&Arc<Configuration>> {
+        self.config.as_ref()
+    }
+
     pub fn on_installed(&mut self, config: Arc<Configuration>) {
         // Installed configurations form one history, whichever controller installed
         // them: a later one keeps every term of an earlier one (sealing its last).
         if let Some(old) = self.config.clone() {
-            let (old_current, new_current) = (old.current().term, config.current().term);
-            if new_current <= old_current {
-                self.violation(format!("term {} was installed after term {}", new_current.0, old_current.0));
+            let new_current = config.current().term;
+            if config.stamp() <= old.stamp() {
+                let (t, v) = config.stamp();
+                self.violation(format!("term {} version {v} was installed after {:?}", t.0, old.stamp()));
             }
             for t in &old.terms {
                 let kept = config.term(t.term).is_some_and(|n| {
-                    let same_shape = n.logs == t.logs && n.engines == t.engines && n.storage == t.storage;
+                    let same_shape = n.storage == t.storage && version_follows(t, n);
                     same_shape && (t.sealed.is_none() || n.sealed == t.sealed) && (n.sealed.is_some() || t.term == new_current)
                 });
                 if !kept {
@@ -249,6 +254,11 @@ impl Oracle {
                     self.violation(msg);
                 }
             }
+        }
+        let ids: Vec<ShardId> = config.terms.iter().flat_map(|t| &t.logs).flat_map(|l| &l.shards).map(|s| s.shard).collect();
+        if ids.iter().collect::<BTreeSet<_>>().len() != ids.len() {
+            let (t, v) = config.stamp();
+            self.violation(format!("a shard id is used twice in term {} version {v}", t.0));
         }
         self.follower.on_config(&config);
         if config.n_logs < self.positions.len() as u8 {
@@ -282,6 +292,11 @@ impl Oracle {
         let lc = config.term(e.term).expect("known term").log(e.log).clone();
         let at = e.position_after();
         for (j, ids, start) in e.runs() {
+            if !lc.shards.get(j).is_some_and(|s| s.open_at(e.version)) {
+                let (t, i, v) = (e.term.0, e.index, e.version);
+                self.violation(format!("entry {t}:{i} of {:?} (version {v}) orders shard {j}, not bound at its version", e.log));
+                continue;
+            }
             for (k, local_id) in ids.enumerate() {
                 let location = Location { shard: lc.shards[j].shard, local_id };
                 let seqnum = e.seqnum_at(start + k as u64);
@@ -507,4 +522,25 @@ impl Oracle {
             }
         }
     }
+}
+
+/// Whether `new` is `old` or a later version of it: the same logs and sequencers, every
+/// shard of `old` unchanged but for a close at a later version, shards added only by a
+/// later version, and the engines those bind.
+fn version_follows(old: &TermConfig, new: &TermConfig) -> bool {
+    if new.version == old.version {
+        return new.logs == old.logs && new.engines == old.engines;
+    }
+    new.version > old.version
+        && new.logs.len() == old.logs.len()
+        && old.logs.iter().zip(&new.logs).all(|(o, n)| {
+            let kept = o.shards.iter().zip(&n.shards).all(|(a, b)| {
+                let closed = a.until == b.until || (a.until.is_none() && b.until.is_some_and(|u| u > old.version));
+                (a.shard, a.engine, a.incarnation, &a.replicas, a.since)
+                    == (b.shard, b.engine, b.incarnation, &b.replicas, b.since)
+                    && closed
+            });
+            let added = n.shards.iter().skip(o.shards.len()).all(|s| s.since > old.version && s.since <= new.version);
+            o.log == n.log && o.sequencers == n.sequencers && n.shards.len() >= o.shards.len() && kept && added
+        })
 }

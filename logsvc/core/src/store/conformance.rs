@@ -373,6 +373,7 @@ pub fn entry(term: u16, log: u8, index: u64, version: u64) -> MetalogWrite {
         prev_cut: vec![index, version],
         cut: vec![index + 1, version],
         trims: trims.into_iter().collect(),
+        version: 0,
     })
 }
 
@@ -512,6 +513,8 @@ pub fn configuration(terms: u16) -> Configuration {
             engine: NodeId(7),
             incarnation: u64::from(t) << 40,
             replicas: vec![NodeId(4), NodeId(4 + u32::from(t) % 2)],
+            since: 0,
+            until: None,
         };
         let logs = (0..2).map(|l| LogTermConfig {
             log: LogId(l),
@@ -525,7 +528,14 @@ pub fn configuration(terms: u16) -> Configuration {
             };
             vec![SealedTail { len: 5, last: Some(last) }, SealedTail { len: 0, last: None }]
         });
-        TermConfig { term: Term(t), logs: logs.collect(), engines: vec![NodeId(7)], storage: vec![NodeId(4), NodeId(5)], sealed }
+        TermConfig {
+            term: Term(t),
+            logs: logs.collect(),
+            engines: vec![NodeId(7)],
+            storage: vec![NodeId(4), NodeId(5)],
+            sealed,
+            version: 0,
+        }
     };
     Configuration {
         n_logs: 2,

@@ -108,6 +108,27 @@ pub enum MetalogWrite {
     },
 }
 
+/// [`MetalogWrite`] as stores wrote it before configuration versions: read, never
+/// written (but for tests of old stores).
+#[derive(serde::Deserialize, serde::Serialize)]
+pub enum MetalogWriteV1 {
+    Entry(crate::config::MetalogEntryV1),
+    Truncate { term: Term, log: LogId, len: u64 },
+    Seal { term: Term, log: LogId },
+    Lead { term: Term, log: LogId },
+}
+
+impl From<MetalogWriteV1> for MetalogWrite {
+    fn from(w: MetalogWriteV1) -> MetalogWrite {
+        match w {
+            MetalogWriteV1::Entry(e) => MetalogWrite::Entry(e.into()),
+            MetalogWriteV1::Truncate { term, log, len } => MetalogWrite::Truncate { term, log, len },
+            MetalogWriteV1::Seal { term, log } => MetalogWrite::Seal { term, log },
+            MetalogWriteV1::Lead { term, log } => MetalogWrite::Lead { term, log },
+        }
+    }
+}
+
 /// The sequencer's durable metalog replica.
 pub trait MetalogStore: Send + Sync + 'static {
     /// Persists `writes`, in order, as one write: returns once all are durable; a

@@ -27,7 +27,7 @@ use crate::error::Error;
 use crate::follower::{Followed, Follower, FollowerConfig};
 use crate::index::Placement;
 use crate::message::{Message, MetalogEntry, RecordMeta};
-use crate::types::{BookId, LogId, MetalogPosition, Micros, NextTick, NodeId, SeqNum, ShardId, Tag, Term};
+use crate::types::{BookId, LogId, MetalogPosition, Micros, NextTick, NodeId, SeqNum, ShardId, Tag};
 use crate::IndexedRecord;
 
 use super::feed::{Since, UpdateLog};
@@ -199,9 +199,9 @@ impl IndexNode {
         let mut next = NextTick::after(now);
         if self.last_heartbeat.is_none_or(|t| now >= t + self.cfg.heartbeat_interval_us) {
             self.last_heartbeat = Some(now);
-            let term = self.config.as_ref().map_or(Term(0), |c| c.current().term);
+            let heartbeat = Message::heartbeat(self.incarnation, self.config.as_deref());
             for c in self.controllers.clone() {
-                self.send(c, Message::Heartbeat { incarnation: self.incarnation, term });
+                self.send(c, heartbeat.clone());
             }
         }
         next.at(now + self.cfg.heartbeat_interval_us);
@@ -308,8 +308,8 @@ impl IndexNode {
     }
 
     fn on_config(&mut self, now: Micros, config: Arc<Configuration>) {
-        if self.config.as_ref().is_some_and(|c| c.current().term >= config.current().term) {
-            self.send(config.controller, Message::ConfigAck { term: config.current().term });
+        if self.config.as_ref().is_some_and(|c| c.stamp() >= config.stamp()) {
+            self.send(config.controller, Message::config_ack(&config));
             return;
         }
         self.config = Some(config.clone());
@@ -324,7 +324,7 @@ impl IndexNode {
         while self.updates.len() < usize::from(config.n_logs) {
             self.updates.push(UpdateLog::new(self.cfg.update_keep_bytes));
         }
-        self.send(config.controller, Message::ConfigAck { term: config.current().term });
+        self.send(config.controller, Message::config_ack(&config));
         for l in 0..config.n_logs {
             self.drain(now, LogId(l));
         }

@@ -130,6 +130,7 @@ fn main() -> ExitCode {
                 total.logs_added += s.logs_added;
                 total.terms = total.terms.max(s.terms);
                 total.paths.add(&s.paths);
+                total.versions += s.versions;
             }
             Err(v) => {
                 eprintln!("sim: seed {seed} failed with {opts}\n{v}");
@@ -164,8 +165,8 @@ fn main() -> ExitCode {
     if opts.partial.is_some() {
         let p = &total.paths;
         eprintln!(
-            "sim: partial mode: {} tag-cache hits, {} popularity hits, {} tier reads, {} holder lookups, {} local index restarts",
-            p.tag_hits, p.popularity_hits, p.tier_reads, p.holder_lookups, p.local_restarts
+            "sim: partial mode: {} tag-cache hits, {} popularity hits, {} tier reads, {} holder lookups, {} local index restarts, {} versions, {} logs followed from mid-term",
+            p.tag_hits, p.popularity_hits, p.tier_reads, p.holder_lookups, p.local_restarts, total.versions, p.mid_term_starts
         );
     }
     ExitCode::SUCCESS

@@ -187,7 +187,7 @@ mod tests {
         let record =
             Record { meta: RecordMeta::plain(BookId(7), vec![Tag(3), Tag::platform(1)]), data: Bytes::from_static(b"payload") };
         vec![
-            Message::Heartbeat { incarnation: 42, term: Term(3) },
+            Message::Heartbeat { incarnation: 42, term: Term(3), version: 0 },
             Message::Replicate { shard: ShardId(9), records: vec![(0, record.clone()), (1, record.clone())], traces: Vec::new() },
             Message::MetalogPush {
                 entry: MetalogEntry {
@@ -198,6 +198,7 @@ mod tests {
                     prev_cut: vec![1, 2],
                     cut: vec![3, 4],
                     trims: vec![],
+                    version: 0,
                 },
             },
             Message::RecordReply { req: 5, seqnum: SeqNum::new(Term(1), LogId(0), 9), read: StoredRead::Found(record) },

@@ -48,7 +48,7 @@ async fn pair(a_config: NetConfig, b_config: NetConfig) -> (Transport, Inbox, Tr
 }
 
 fn ping(seq: u64) -> Message {
-    Message::Heartbeat { incarnation: seq, term: Term(1) }
+    Message::Heartbeat { incarnation: seq, term: Term(1), version: 0 }
 }
 
 fn seq_of(msg: &Message) -> u64 {

@@ -53,6 +53,9 @@ pub(super) const FRAME_HEADER: u64 = 16;
 const SEGMENT_BYTES: u64 = 16 << 20;
 /// Upper bound on one frame's payload: a batch of writes of one sequencer's inputs.
 const FRAME_BYTES_MAX: u64 = 256 << 20;
+/// Marks a frame's payload written since configuration versions (a varint never
+/// begins with it); a payload without it holds `MetalogWriteV1`s.
+const FRAME_V2: u8 = 0xff;
 
 /// Every `MARK_EVERY`-th entry of a metalog keeps the place of the frame that wrote it
 /// in memory; a read of entries scans frames forward from the mark at or before the
@@ -202,7 +205,15 @@ pub(super) fn whole_frame(bytes: &[u8], offset: u64, seq: u64, max: u64) -> Opti
 /// A whole frame (its checksum holds) that does not decode is corruption, not a tear.
 fn parse_frame(bytes: &[u8], offset: u64, seq: u64) -> Result<Option<(Vec<MetalogWrite>, u64)>> {
     let Some((payload, len)) = whole_frame(bytes, offset, seq, FRAME_BYTES_MAX) else { return Ok(None) };
-    Ok(Some((decode("metalog frame", payload, FRAME_BYTES_MAX)?, len)))
+    let writes = match payload.split_first() {
+        Some((&FRAME_V2, rest)) => decode("metalog frame", rest, FRAME_BYTES_MAX)?,
+        // Before configuration versions: no mark (a bincode length never starts so).
+        _ => decode::<Vec<tally_log_core::MetalogWriteV1>>("metalog frame", payload, FRAME_BYTES_MAX)?
+            .into_iter()
+            .map(MetalogWrite::from)
+            .collect(),
+    };
+    Ok(Some((writes, len)))
 }
 
 /// The length, checksum and sequence number in the frame header at `offset`.
@@ -499,7 +510,7 @@ impl MetalogStore for JournalMetalogStore {
         }
         check_order(&journal.metalogs, writes)
             .map_err(|e| Error::Storage(format!("refused a metalog write out of order: {e}")))?;
-        let payload = encode("metalog frame", &writes, FRAME_BYTES_MAX, &[])?;
+        let payload = encode("metalog frame", &writes, FRAME_BYTES_MAX, &[FRAME_V2])?;
         let mut frame = Vec::with_capacity(FRAME_HEADER as usize + payload.len());
         frame.resize(FRAME_HEADER as usize, 0);
         frame.extend_from_slice(&payload);
@@ -607,5 +618,45 @@ impl MetalogStore for JournalMetalogStore {
             return Err(Error::Storage(format!("the metalog journal lost entry {first} of {term:?} {log:?}")));
         }
         Ok(found.into_iter().flatten().collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tally_log_core::{MetalogEntryV1, MetalogWriteV1};
+
+    use super::*;
+
+    fn frame(payload: Vec<u8>, seq: u64) -> Vec<u8> {
+        let mut frame = vec![0; FRAME_HEADER as usize];
+        frame.extend_from_slice(&payload);
+        seal_frame(&mut frame, seq);
+        frame
+    }
+
+    #[test]
+    fn frames_from_before_configuration_versions_read_as_they_were() -> Result<()> {
+        let entry = MetalogEntry {
+            term: Term(2),
+            log: LogId(1),
+            index: 3,
+            start_position: 7,
+            prev_cut: vec![1, 0],
+            cut: vec![4, 2],
+            trims: vec![],
+            version: 0,
+        };
+        let seal = (Term(2), LogId(1));
+        let old = vec![MetalogWriteV1::Entry(MetalogEntryV1::from(&entry)), MetalogWriteV1::Seal { term: seal.0, log: seal.1 }];
+        let bytes = frame(encode("frame", &old, FRAME_BYTES_MAX, &[])?, 5);
+        let (writes, len) = parse_frame(&bytes, 0, 5)?.expect("a whole frame");
+        assert_eq!(len, bytes.len() as u64);
+        let expect = vec![MetalogWrite::Entry(entry.clone()), MetalogWrite::Seal { term: seal.0, log: seal.1 }];
+        assert_eq!(writes, expect);
+        // Today's frames carry versions.
+        let new = vec![MetalogWrite::Entry(MetalogEntry { version: 9, ..entry })];
+        let bytes = frame(encode("frame", &new, FRAME_BYTES_MAX, &[FRAME_V2])?, 6);
+        assert_eq!(parse_frame(&bytes, 0, 6)?.expect("a whole frame").0, new);
+        Ok(())
     }
 }

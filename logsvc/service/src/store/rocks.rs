@@ -443,6 +443,13 @@ pub(super) fn decode_seal_key(key: &[u8]) -> Result<(Term, LogId, MetalogWrite)>
     })
 }
 
+/// An entry's value, also as stores wrote it before configuration versions
+/// (`MetalogEntryV1`, which ends where `version` begins).
+fn decode_entry_value(value: &[u8]) -> Result<MetalogEntry> {
+    decode("metalog entry", value, ENTRY_BYTES_MAX)
+        .or_else(|e| decode::<tally_log_core::MetalogEntryV1>("", value, ENTRY_BYTES_MAX).map(MetalogEntry::from).map_err(|_| e))
+}
+
 /// The entry that a key and value of the entries column family store, which must be
 /// the one its key names.
 pub(super) fn decode_entry(key: &[u8], value: &[u8]) -> Result<MetalogEntry> {
@@ -450,7 +457,7 @@ pub(super) fn decode_entry(key: &[u8], value: &[u8]) -> Result<MetalogEntry> {
         return Err(Error::Storage(format!("corrupt metalog key of {} bytes", key.len())));
     }
     let (term, log) = decode_metalog_prefix(key)?;
-    let entry: MetalogEntry = decode("metalog entry", value, ENTRY_BYTES_MAX)?;
+    let entry = decode_entry_value(value)?;
     let index = u64::from_be_bytes(key[METALOG_PREFIX_LEN..].try_into().expect("entry keys have 8 index bytes"));
     if (entry.term, entry.log, entry.index) != (term, log, index) {
         return Err(Error::Storage(format!("metalog entry under key {term:?} {log:?} {index} names another position")));
@@ -533,7 +540,7 @@ impl MetalogStore for RocksMetalogStore {
         let mut entries = Vec::new();
         for item in self.db.iterator_cf_opt(cf(&self.db, CF_ENTRIES), options, mode) {
             let (_, value) = item.map_err(rocks_error)?;
-            let entry: MetalogEntry = decode("metalog entry", &value, ENTRY_BYTES_MAX)?;
+            let entry = decode_entry_value(&value)?;
             if (entry.term, entry.log, entry.index) != (term, log, from + entries.len() as u64) {
                 break;
             }
@@ -561,6 +568,28 @@ mod tests {
         check("Never", None);
         check("", None);
         assert_eq!(FsyncPolicy::default(), FsyncPolicy::EveryBatch);
+    }
+
+    #[test]
+    fn entries_from_before_configuration_versions_read_as_they_were() {
+        let entry = MetalogEntry {
+            term: Term(3),
+            log: LogId(0),
+            index: 8,
+            start_position: 2,
+            prev_cut: vec![0],
+            cut: vec![5],
+            trims: vec![],
+            version: 0,
+        };
+        let key = entry_key(entry.term, entry.log, entry.index);
+        let old =
+            super::super::codec::encode("entry", &tally_log_core::MetalogEntryV1::from(&entry), ENTRY_BYTES_MAX, &[]).unwrap();
+        assert_eq!(decode_entry(&key, &old).unwrap(), entry);
+        let new = MetalogEntry { version: 4, ..entry };
+        let bytes = super::super::codec::encode("entry", &new, ENTRY_BYTES_MAX, &[]).unwrap();
+        assert_eq!(decode_entry(&key, &bytes).unwrap(), new);
+        assert!(decode_entry(&key, &bytes[..bytes.len() - 2]).is_err());
     }
 
     #[test]

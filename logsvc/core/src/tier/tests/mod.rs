@@ -160,8 +160,16 @@ pub(super) fn random_entry(
             crate::message::TrimCommand { book, tag, seqnum, origin: None }
         })
         .collect();
-    let entry =
-        MetalogEntry { term: Term(1), log: LogId(0), index: k, start_position: position, prev_cut, cut: cut.to_vec(), trims };
+    let entry = MetalogEntry {
+        term: Term(1),
+        log: LogId(0),
+        index: k,
+        start_position: position,
+        prev_cut,
+        cut: cut.to_vec(),
+        trims,
+        version: 0,
+    };
     (entry, metas)
 }
 

@@ -203,6 +203,7 @@ fn an_entry_applied_whole_gives_its_decisions_and_its_decided_update() {
         prev_cut: vec![0, 5, 0],
         cut: vec![2, 5, 1],
         trims: vec![TrimCommand { book: BookId(1), tag: Tag(7), seqnum: seq(1), origin: None }],
+        version: 0,
     };
     let metas = vec![vec![meta(&[7], Some((7, 0))), meta(&[7], Some((7, 0)))], vec![meta(&[], None)]];
     let (decisions, update) = shard.apply_entry(&entry, &[ShardId(10), ShardId(11), ShardId(12)], &metas);

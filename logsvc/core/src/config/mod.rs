@@ -7,6 +7,9 @@ use serde::{Deserialize, Serialize};
 use crate::message::MetalogEntry;
 use crate::types::{book_to_log, BookId, LogId, NodeId, ShardId, Term};
 
+mod legacy;
+pub use legacy::{ConfigurationV1, ConfigurationV2, MetalogEntryV1};
+
 /// One shard of a physical log in one term: the records appended by `engine`,
 /// replicated on every node of `replicas`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -17,10 +20,25 @@ pub struct ShardConfig {
     /// same node never appends to it.
     pub incarnation: u64,
     pub replicas: Vec<NodeId>,
+    /// The version of its term that bound the shard (0: the term's first).
+    pub since: u32,
+    /// The version that closed it: from the entry announcing that version on, the
+    /// metalog orders none of its records.
+    pub until: Option<u32>,
 }
 
-/// A physical log in one term. `sequencers[0]` is the primary; the metalog entry at
-/// position `i` of `cut` vectors refers to `shards[i]`.
+impl ShardConfig {
+    /// Whether entries of `version` may order this shard's records.
+    pub fn open_at(&self, version: u32) -> bool {
+        self.since <= version && self.until.is_none_or(|u| version < u)
+    }
+}
+
+/// A physical log in one term. `sequencers[0]` is the primary; position `i` of a
+/// metalog entry's `cut` vectors refers to `shards[i]`. Shards are only appended
+/// within a term (a version binds a new one at the end, or closes one), so an index
+/// names the same shard in every version, and an entry's vectors cover the shards
+/// bound up to its version.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LogTermConfig {
     pub log: LogId,
@@ -64,6 +82,10 @@ pub struct TermConfig {
     pub engines: Vec<NodeId>,
     pub storage: Vec<NodeId>,
     pub sealed: Option<Vec<SealedTail>>,
+    /// The configuration's version within the term (0 when installed). A version binds
+    /// or closes shards of function nodes (partial mode) and takes effect in each log
+    /// at the first entry that carries it ([`MetalogEntry::version`]).
+    pub version: u32,
 }
 
 impl TermConfig {
@@ -133,24 +155,15 @@ pub struct Configuration {
     pub tier: Option<TierLayout>,
 }
 
-/// [`Configuration`] as stores wrote it before the index tier: read, never written.
-#[derive(Deserialize)]
-pub struct ConfigurationV1 {
-    pub n_logs: u8,
-    pub controller: NodeId,
-    pub terms: Vec<TermConfig>,
-    pub indexers: Vec<Vec<NodeId>>,
-}
-
-impl From<ConfigurationV1> for Configuration {
-    fn from(v: ConfigurationV1) -> Configuration {
-        Configuration { n_logs: v.n_logs, controller: v.controller, terms: v.terms, indexers: v.indexers, tier: None }
-    }
-}
-
 impl Configuration {
     pub fn current(&self) -> &TermConfig {
         self.terms.last().expect("a configuration has at least one term")
+    }
+
+    /// The current term and its version: later configurations have greater stamps.
+    pub fn stamp(&self) -> (Term, u32) {
+        let t = self.current();
+        (t.term, t.version)
     }
 
     /// The physical log `book` appends to in the current term.

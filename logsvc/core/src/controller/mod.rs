@@ -97,6 +97,9 @@ pub struct ControllerConfig {
     /// The other controllers of the cluster (standbys that may take over), whose
     /// stored configurations this one resumes from. Empty in a one-controller cluster.
     pub peers: Vec<NodeId>,
+    /// Partial mode: shards a log's term may bind, closed ones included, before a
+    /// function node that joins needs a new term (see `version.rs`).
+    pub slots_per_log: usize,
 }
 
 impl Default for ControllerConfig {
@@ -111,6 +114,7 @@ impl Default for ControllerConfig {
             indexers_per_log: None,
             tier: None,
             peers: Vec::new(),
+            slots_per_log: 16,
         }
     }
 }
@@ -367,7 +371,7 @@ impl Controller {
 
     pub fn on_message(&mut self, now: Micros, from: NodeId, msg: Message) {
         match msg {
-            Message::Heartbeat { incarnation, term } => {
+            Message::Heartbeat { incarnation, term, version } => {
                 let Some(m) = self.members.get_mut(&from) else { return };
                 m.last_seen = Some(now);
                 if m.incarnation != incarnation {
@@ -375,13 +379,13 @@ impl Controller {
                     self.acked.remove(&from);
                 }
                 if let Some(config) = self.config.as_ref().filter(|_| !self.restarted) {
-                    if term < config.current().term && !self.acked.contains(&from) {
+                    if (term, version) < config.stamp() && !self.acked.contains(&from) {
                         let config = config.clone();
                         self.out.push(ControllerAction::Send(from, Message::NewConfig { config }));
                     }
                 }
             }
-            Message::ConfigAck { term } if self.config.as_ref().is_some_and(|c| c.current().term == term) => {
+            Message::ConfigAck { term, version } if self.config.as_ref().is_some_and(|c| c.stamp() == (term, version)) => {
                 self.acked.insert(from);
             }
             Message::Sealed { term, log, len, last, prev, committed_len } => {
@@ -456,6 +460,8 @@ impl Controller {
         }
         if self.needs_new_term(now, config.current()) {
             self.start_seal(now, config.current().term);
+        } else if config.partial() {
+            self.next_version(now);
         }
         self.resend_due(next)
     }
@@ -474,12 +480,15 @@ impl Controller {
         if t.n_logs() < self.cfg.n_logs {
             return true; // logs to add
         }
+        // Partial mode: function nodes join and leave through versions of the term
+        // (`version.rs`), unless their shards no longer fit its slots.
+        let partial = self.config.as_ref().is_some_and(|c| c.partial());
         let members: BTreeSet<NodeId> = t
             .logs
             .iter()
             .flat_map(|l| l.sequencers.iter().copied())
             .chain(t.storage.iter().copied())
-            .chain(t.engines.iter().copied())
+            .chain(t.engines.iter().copied().filter(|_| !partial))
             .collect();
         if members.iter().any(|&n| !self.live(now, n)) {
             return true;
@@ -490,7 +499,7 @@ impl Controller {
             .iter()
             .flat_map(|l| &l.shards)
             .any(|s| self.members.get(&s.engine).is_some_and(|m| m.incarnation != s.incarnation));
-        if stale_engine {
+        if stale_engine && !partial {
             return true;
         }
         // A primary sequencer restarted: it does not lead this term again.
@@ -501,7 +510,10 @@ impl Controller {
         // A live node could join: an engine, or capacity the term lacks.
         let joinable =
             |role: Role, have: usize, want: usize| have < want && self.live_of(now, role).iter().any(|n| !members.contains(n));
-        let engines = self.live_of(now, Role::Engine).iter().any(|n| !t.engines.contains(n));
+        let engines = match partial {
+            true => !self.versions_fit(now, t),
+            false => self.live_of(now, Role::Engine).iter().any(|n| !t.engines.contains(n)),
+        };
         let seq_have = t.logs[0].sequencers.len();
         engines
             || joinable(Role::Sequencer, seq_have, self.cfg.n_meta)
@@ -654,7 +666,7 @@ impl Controller {
                     let shard = ShardId(self.next_shard);
                     self.next_shard += 1;
                     let replicas = (0..n_data).map(|r| storage[(k + l as usize + r) % storage.len()]).collect();
-                    ShardConfig { shard, engine: e, incarnation: self.members[&e].incarnation, replicas }
+                    ShardConfig { shard, engine: e, incarnation: self.members[&e].incarnation, replicas, since: 0, until: None }
                 })
                 .collect();
             logs.push(LogTermConfig { log: LogId(l), sequencers: seqs, shards });
@@ -666,7 +678,7 @@ impl Controller {
         if let Some(last) = terms.last_mut() {
             last.sealed = Some(tails.expect("a term is sealed before the next is installed"));
         }
-        terms.push(TermConfig { term, logs, engines, storage, sealed: None });
+        terms.push(TermConfig { term, logs, engines, storage, sealed: None, version: 0 });
         let mut indexers = self.indexers.clone().unwrap_or_default();
         let chosen = indexers.len();
         indexers.extend(self.choose_indexers(now, chosen, n_logs as usize));
@@ -689,8 +701,14 @@ impl Controller {
             .map(|l| l.primary())
             .map(|n| (n, self.members.get(&n).map_or(0, |m| m.incarnation)))
             .collect();
-        self.config = Some(config.clone());
         self.restarted = false;
+        self.publish(now, config);
+        true
+    }
+
+    /// Makes `config` the current configuration: persisted, then sent to every member.
+    fn publish(&mut self, now: Micros, config: Arc<Configuration>) {
+        self.config = Some(config.clone());
         self.acked.clear();
         self.config_sent_at = now;
         self.out.push(ControllerAction::Persist(config.clone()));
@@ -698,279 +716,9 @@ impl Controller {
         for &n in self.members.keys() {
             self.out.push(ControllerAction::Send(n, Message::NewConfig { config: config.clone() }));
         }
-        true
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const SEQUENCERS: [NodeId; 3] = [NodeId(1), NodeId(2), NodeId(3)];
-    const STORAGE: NodeId = NodeId(4);
-    const ENGINE: NodeId = NodeId(5);
-
-    fn roster() -> Vec<(NodeId, Role)> {
-        let mut r: Vec<(NodeId, Role)> = SEQUENCERS.iter().map(|&n| (n, Role::Sequencer)).collect();
-        r.extend([(STORAGE, Role::Storage), (ENGINE, Role::Engine)]);
-        r
-    }
-
-    fn cfg() -> ControllerConfig {
-        ControllerConfig { n_logs: 2, n_data: 1, ..ControllerConfig::default() }
-    }
-
-    /// Every node of the roster says it is alive; engine `ENGINE` as `engine_incarnation`.
-    fn heartbeats(c: &mut Controller, now: Micros, engine_incarnation: u64) {
-        for (n, _) in roster() {
-            let incarnation = if n == ENGINE { engine_incarnation } else { 1 };
-            c.on_message(now, n, Message::Heartbeat { incarnation, term: Term(0) });
-        }
-    }
-
-    /// The configuration installed by these actions, after checking that it was
-    /// persisted before anything announced it.
-    fn installed(actions: &[ControllerAction]) -> Arc<Configuration> {
-        let persisted = actions.iter().position(|a| matches!(a, ControllerAction::Persist(_)));
-        let persisted = persisted.expect("an install persists its configuration");
-        let ControllerAction::Persist(config) = &actions[persisted] else { unreachable!("found above") };
-        for (i, a) in actions.iter().enumerate() {
-            if matches!(a, ControllerAction::Installed(_) | ControllerAction::Send(_, Message::NewConfig { .. })) {
-                assert!(i > persisted, "action {i} announces the configuration before it is persisted: {a:?}");
-            }
-        }
-        config.clone()
-    }
-
-    /// A sequencer's reply to a seal of `log` in `term`: an empty metalog.
-    fn sealed_empty(term: Term, log: u8) -> Message {
-        Message::Sealed { term, log: LogId(log), len: 0, last: None, prev: None, committed_len: 0 }
-    }
-
-    /// Entry `index` of `log` in term 1, one record of the log's first shard.
-    fn entry(index: u64, log: u8) -> MetalogEntry {
-        MetalogEntry {
-            term: Term(1),
-            log: LogId(log),
-            index,
-            start_position: index,
-            prev_cut: vec![index],
-            cut: vec![index + 1],
-            trims: vec![],
-        }
-    }
-
-    fn first_term() -> Arc<Configuration> {
-        let mut c = Controller::new(NodeId(0), cfg(), &roster());
-        heartbeats(&mut c, 0, 7);
-        c.on_tick(0);
-        installed(&c.take_actions())
-    }
-
-    #[test]
-    fn a_restarted_controller_seals_the_stored_term_and_installs_the_next() {
-        let stored = first_term();
-        assert_eq!(stored.current().term, Term(1));
-        let mut c = Controller::recover(NodeId(0), cfg(), &roster(), Some((*stored).clone())).expect("its own configuration");
-        // The nodes restarted too. The stored term is about to end: nobody is sent it,
-        // and the seal waits until every node was heard from.
-        c.on_tick(10);
-        assert_eq!(c.take_actions(), vec![]);
-        heartbeats(&mut c, 20, 8);
-        c.on_tick(30);
-        let actions = c.take_actions();
-        let mut sealed: Vec<(NodeId, LogId)> = actions
-            .iter()
-            .map(|a| match a {
-                ControllerAction::Send(to, Message::Seal { term: Term(1), log }) => (*to, *log),
-                other => panic!("only seals of term 1 are sent first, not {other:?}"),
-            })
-            .collect();
-        sealed.sort();
-        let expect: Vec<(NodeId, LogId)> = SEQUENCERS.iter().flat_map(|&n| [(n, LogId(0)), (n, LogId(1))]).collect();
-        assert_eq!(sealed, expect);
-
-        // A quorum of each log's sequencers reports its tail; the longest wins.
-        for (n, len) in [(SEQUENCERS[0], 3), (SEQUENCERS[1], 2)] {
-            for log in [0, 1] {
-                let last = Some(entry(len - 1, log));
-                c.on_message(
-                    40,
-                    n,
-                    Message::Sealed { term: Term(1), log: LogId(log), len, last, prev: None, committed_len: len },
-                );
-            }
-        }
-        let config = installed(&c.take_actions());
-        assert_eq!(config.current().term, Term(2));
-        let tails = config.terms[0].sealed.as_ref().expect("term 1 is sealed");
-        assert_eq!(
-            tails.iter().map(|t| (t.len, t.last.clone())).collect::<Vec<_>>(),
-            vec![(3, Some(entry(2, 0))), (3, Some(entry(2, 1)))]
-        );
-        assert_eq!(TermConfig { sealed: None, ..config.terms[0].clone() }, stored.terms[0], "term 1 is kept as it was");
-        // New shards, made for the engine's new incarnation, under ids never used before.
-        let old: Vec<ShardId> = stored.current().logs.iter().flat_map(|l| &l.shards).map(|s| s.shard).collect();
-        for s in config.current().logs.iter().flat_map(|l| &l.shards) {
-            assert_eq!((s.engine, s.incarnation), (ENGINE, 8));
-            assert!(old.iter().all(|o| s.shard > *o), "{:?} reuses an id of {old:?}", s.shard);
-        }
-        assert_eq!(config.indexers, stored.indexers);
-
-        // Restarted again, from the new configuration: term 3 keeps both sealed terms.
-        let mut c = Controller::recover(NodeId(0), cfg(), &roster(), Some((*config).clone())).expect("its own configuration");
-        heartbeats(&mut c, 0, 9);
-        c.on_tick(0);
-        for n in SEQUENCERS {
-            for log in [0, 1] {
-                c.on_message(10, n, sealed_empty(Term(2), log));
-            }
-        }
-        let next = installed(&c.take_actions());
-        assert_eq!(
-            next.terms.iter().map(|t| (t.term, t.sealed.is_some())).collect::<Vec<_>>(),
-            vec![(Term(1), true), (Term(2), true), (Term(3), false)]
-        );
-        assert_eq!(next.terms[0], config.terms[0]);
-        assert_eq!(next.terms[1].logs, config.terms[1].logs);
-    }
-
-    #[test]
-    fn a_seal_keeps_an_uncommitted_tail_entry_only_if_its_records_are_durable() {
-        // Term 1 ends (the engine restarted); log 0's longest tail ends with an entry
-        // no replica knows committed, log 1's with one a replica knows committed.
-        let sealing = || {
-            let mut c = Controller::new(NodeId(0), cfg(), &roster());
-            heartbeats(&mut c, 0, 7);
-            c.on_tick(0);
-            let config = installed(&c.take_actions());
-            heartbeats(&mut c, 10, 8);
-            c.on_tick(10);
-            c.take_actions();
-            for n in &SEQUENCERS[..2] {
-                let (last, prev) = (Some(entry(2, 0)), Some(Box::new(entry(1, 0))));
-                c.on_message(20, *n, Message::Sealed { term: Term(1), log: LogId(0), len: 3, last, prev, committed_len: 2 });
-                let (last, prev) = (Some(entry(4, 1)), Some(Box::new(entry(3, 1))));
-                let committed_len = if *n == SEQUENCERS[0] { 5 } else { 4 };
-                c.on_message(20, *n, Message::Sealed { term: Term(1), log: LogId(1), len: 5, last, prev, committed_len });
-            }
-            (c, config.terms[0].logs[0].shards[0].shard)
-        };
-        let tails = |actions: &[ControllerAction]| {
-            let config = installed(actions);
-            config.terms[0].sealed.clone().expect("term 1 is sealed").into_iter().map(|t| (t.len, t.last)).collect::<Vec<_>>()
-        };
-
-        // The storage node is asked whether the entry's record (local id 2 of the
-        // shard, so the prefix up to 3) is durable; nothing is installed meanwhile.
-        let (mut c, shard) = sealing();
-        assert_eq!(c.take_actions(), vec![ControllerAction::Send(STORAGE, Message::Probe { shard, cut: 3 })]);
-        c.on_tick(20 + c.cfg.resend_us);
-        let probes = |a: &ControllerAction| matches!(a, ControllerAction::Send(_, Message::Probe { .. }));
-        let resent: Vec<ControllerAction> = c.take_actions().into_iter().filter(probes).collect();
-        assert_eq!(resent, vec![ControllerAction::Send(STORAGE, Message::Probe { shard, cut: 3 })], "resent");
-        // Durable: kept.
-        c.on_message(30, STORAGE, Message::Probed { shard, cut: 3, durable: true });
-        assert_eq!(tails(&c.take_actions()), vec![(3, Some(entry(2, 0))), (5, Some(entry(4, 1)))]);
-
-        // Never there: dropped, the entry before it ends the term.
-        let (mut c, shard) = sealing();
-        c.take_actions();
-        c.on_message(30, STORAGE, Message::Probed { shard, cut: 4, durable: false });
-        assert_eq!(c.take_actions(), vec![], "an answer to another probe");
-        c.on_message(30, STORAGE, Message::Probed { shard, cut: 3, durable: false });
-        assert_eq!(tails(&c.take_actions()), vec![(2, Some(entry(1, 0))), (5, Some(entry(4, 1)))]);
-    }
-
-    #[test]
-    fn a_restarted_primary_sequencer_ends_the_term_and_a_backup_does_not() {
-        let mut c = Controller::new(NodeId(0), cfg(), &roster());
-        heartbeats(&mut c, 0, 7);
-        c.on_tick(0);
-        let config = installed(&c.take_actions());
-        let primary = config.current().logs[0].primary();
-        let backup = SEQUENCERS.into_iter().find(|n| config.current().logs.iter().all(|l| l.primary() != *n));
-        let seals = |actions: &[ControllerAction]| {
-            actions.iter().filter(|a| matches!(a, ControllerAction::Send(_, Message::Seal { .. }))).count()
-        };
-        // A backup's restart changes nothing (with two logs over three sequencers,
-        // one sequencer leads neither).
-        if let Some(backup) = backup {
-            c.on_message(10, backup, Message::Heartbeat { incarnation: 2, term: Term(1) });
-            c.on_tick(10);
-            assert_eq!(seals(&c.take_actions()), 0);
-        }
-        c.on_message(20, primary, Message::Heartbeat { incarnation: 2, term: Term(1) });
-        c.on_tick(20);
-        assert!(seals(&c.take_actions()) > 0, "the term of a restarted primary is sealed");
-    }
-
-    #[test]
-    fn an_added_log_is_a_new_term_and_logs_are_never_removed() {
-        let mut c = Controller::new(NodeId(0), cfg(), &roster());
-        heartbeats(&mut c, 0, 7);
-        c.on_tick(0);
-        let first = installed(&c.take_actions());
-        assert_eq!(first.n_logs, 2);
-        assert!(c.set_n_logs(1).is_err(), "a log is never removed");
-        c.set_n_logs(3).expect("a log is added");
-        heartbeats(&mut c, 10, 7);
-        c.on_tick(10);
-        let seals = c.take_actions().into_iter().filter(|a| matches!(a, ControllerAction::Send(_, Message::Seal { .. })));
-        assert_eq!(seals.count(), 2 * SEQUENCERS.len(), "term 1's two logs are sealed");
-        for n in SEQUENCERS {
-            for log in [0, 1] {
-                c.on_message(20, n, sealed_empty(Term(1), log));
-            }
-        }
-        let grown = installed(&c.take_actions());
-        assert_eq!((grown.current().term, grown.n_logs, grown.current().n_logs()), (Term(2), 3, 3));
-        assert_eq!(grown.terms[0].n_logs(), 2, "term 1 keeps its two logs");
-        assert_eq!(grown.terms[0].sealed.as_ref().map(|t| t.len()), Some(2));
-        assert_eq!((grown.added_at(LogId(2)), grown.added_at(LogId(1))), (Some(Term(2)), None));
-        assert_eq!(grown.indexers.len(), 3);
-
-        // A controller told of fewer logs than the stored configuration has keeps them.
-        let mut c = Controller::recover(NodeId(0), cfg(), &roster(), Some((*grown).clone())).expect("its own configuration");
-        heartbeats(&mut c, 0, 8);
-        c.on_tick(0);
-        for n in SEQUENCERS {
-            for log in [0, 1, 2] {
-                c.on_message(10, n, sealed_empty(Term(2), log));
-            }
-        }
-        let next = installed(&c.take_actions());
-        assert_eq!((next.current().term, next.n_logs), (Term(3), 3));
-    }
-
-    #[test]
-    fn a_stored_configuration_of_another_cluster_is_refused() {
-        fn check(change: impl FnOnce(&mut ControllerConfig, &mut Vec<(NodeId, Role)>, &mut Configuration), expect: &str) {
-            let (mut cfg, mut roster, mut stored) = (cfg(), roster(), (*first_term()).clone());
-            change(&mut cfg, &mut roster, &mut stored);
-            match Controller::recover(NodeId(0), cfg, &roster, Some(stored)) {
-                Err(Error::InvalidArgument(m)) => assert!(m.contains(expect), "{m:?} should say {expect:?}"),
-                Err(e) => panic!("expected {expect:?}, got {e}"),
-                Ok(_) => panic!("expected {expect:?}, the configuration was accepted"),
-            }
-        }
-        check(|_, _, stored| stored.n_logs = 3, "says 3 physical logs, its current term has 2");
-        check(|_, roster, _| roster.retain(|(n, _)| *n != SEQUENCERS[2]), "names n3 (Sequencer) in term 1");
-        check(|_, roster, _| roster.retain(|(n, _)| *n != ENGINE), "names n5 (Engine) in term 1");
-        check(|_, roster, _| roster[3].1 = Role::Engine, "names n4 (Storage) in term 1");
-        check(|_, _, stored| stored.controller = NodeId(9), "belongs to controller n9");
-        check(|_, _, stored| stored.terms.clear(), "has no term");
-        check(|_, _, stored| stored.terms[0].sealed = Some(vec![]), "seals term 1 wrongly");
-        check(
-            |_, _, stored| {
-                let mut skipped = stored.terms[0].clone();
-                skipped.term = Term(5);
-                stored.terms[0].sealed = Some(vec![SealedTail { len: 0, last: None }; 2]);
-                stored.terms.push(skipped);
-            },
-            "has term 5 at place 1",
-        );
-        let stored = (*first_term()).clone();
-        assert!(Controller::recover(NodeId(0), cfg(), &roster(), Some(stored)).is_ok(), "its own configuration is accepted");
-    }
-}
+mod tests;
+mod version;
