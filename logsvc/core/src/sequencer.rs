@@ -993,6 +993,47 @@ mod tests {
         assert!(s.take_actions().iter().any(|a| matches!(a, SequencerAction::Committed(e) if e.cut == vec![3])));
     }
 
+    /// Committed entries of this test's primary, in order.
+    fn committed(actions: &[SequencerAction]) -> Vec<MetalogEntry> {
+        actions.iter().filter_map(|a| if let SequencerAction::Committed(e) = a { Some(e.clone()) } else { None }).collect()
+    }
+
+    #[test]
+    fn a_version_is_announced_at_once_and_orders_a_closed_shard_no_more() {
+        let mut s = Sequencer::recover(ME, vec![NodeId(0)], 1, SequencerConfig::default(), vec![]);
+        s.on_message(0, NodeId(0), config(vec![term(1, None)]));
+        s.on_message(0, STORAGE, durable(2));
+        assert_eq!(committed(&s.take_actions()).iter().map(|e| (e.cut.clone(), e.version)).collect::<Vec<_>>(), [(vec![2], 0)]);
+        // Version 1 closes shard 0 and binds shard 9 to another engine.
+        let mut v1 = term(1, None);
+        v1.version = 1;
+        v1.logs[0].shards[0].until = Some(1);
+        let new =
+            ShardConfig { shard: ShardId(9), engine: NodeId(6), incarnation: 1, replicas: vec![STORAGE], since: 1, until: None };
+        v1.logs[0].shards.push(new);
+        v1.engines = vec![NodeId(6)];
+        // Shard 0 holds more (ordered at once, not yet durable).
+        s.on_message(0, STORAGE, progress(vec![(0, 4)], vec![]));
+        s.take_actions();
+        s.on_message(0, NodeId(0), config(vec![v1]));
+        s.on_message(0, STORAGE, progress(vec![(0, 5), (1, 3)], vec![(0, 5), (1, 3)]));
+        let entries = committed(&s.take_actions());
+        let cuts: Vec<(Vec<LocalId>, Vec<LocalId>, u32)> =
+            entries.iter().map(|e| (e.prev_cut.clone(), e.cut.clone(), e.version)).collect();
+        // The closed shard stays at its cut from the announcing entry on (its fifth
+        // record is never ordered); the new one joins the cut at zero.
+        assert_eq!(cuts, [(vec![2], vec![4], 0), (vec![4, 0], vec![4, 3], 1)]);
+        // An idle log announces a version with an empty entry.
+        let mut v2 = term(1, None);
+        v2.version = 2;
+        let mut s = Sequencer::recover(ME, vec![NodeId(0)], 1, SequencerConfig::default(), vec![]);
+        s.on_message(0, NodeId(0), config(vec![term(1, None)]));
+        s.on_message(0, NodeId(0), config(vec![v2]));
+        s.on_message(0, STORAGE, durable(0));
+        let entries = committed(&s.take_actions());
+        assert_eq!(entries.iter().map(|e| (e.record_count(), e.version)).collect::<Vec<_>>(), [(0, 2)]);
+    }
+
     #[test]
     fn a_sealed_primary_commits_nothing_more() {
         let mut s = Sequencer::recover(ME, vec![NodeId(0)], 1, SequencerConfig::default(), vec![]);
