@@ -264,3 +264,70 @@ fn a_stored_configuration_of_another_cluster_is_refused() {
     let stored = (*first_term()).clone();
     assert!(Controller::recover(NodeId(0), cfg(), &roster(), Some(stored)).is_ok(), "its own configuration is accepted");
 }
+
+/// The configuration a tick installs, if any.
+fn tick_installs(c: &mut Controller, now: Micros) -> Option<Arc<Configuration>> {
+    c.on_tick(now);
+    let actions = c.take_actions();
+    // (Resends of the configuration before may come first.)
+    let persist = actions.iter().position(|a| matches!(a, ControllerAction::Persist(_)))?;
+    Some(installed(&actions[persist..]))
+}
+
+#[test]
+fn in_partial_mode_function_nodes_join_leave_and_restart_through_versions_until_the_slots_run_out() {
+    const INDEX: NodeId = NodeId(9);
+    const JOINER: NodeId = NodeId(6);
+    let mut roster = roster();
+    roster.push((INDEX, Role::Index));
+    let cfg = ControllerConfig { tier: Some((1, 1)), slots_per_log: 4, ..cfg() };
+    let mut c = Controller::new(NodeId(0), cfg, &roster);
+    let beat = |c: &mut Controller, now: Micros, engine: u64, joiner: Option<u64>| {
+        heartbeats(c, now, engine);
+        c.on_message(now, INDEX, Message::Heartbeat { incarnation: 1, term: Term(0), version: 0 });
+        if let Some(incarnation) = joiner {
+            c.on_message(now, JOINER, Message::Heartbeat { incarnation, term: Term(0), version: 0 });
+        }
+    };
+    beat(&mut c, 0, 1, None);
+    let first = tick_installs(&mut c, 0).expect("the first term");
+    assert!(first.partial());
+    assert_eq!(first.stamp(), (Term(1), 0));
+    // A function node registers and comes up: bound by version 1, in every log.
+    assert!(c.add_member(JOINER, Role::Engine));
+    beat(&mut c, 10, 1, Some(1));
+    let v1 = tick_installs(&mut c, 10).expect("a version");
+    assert_eq!(v1.stamp(), (Term(1), 1), "a join is no new term");
+    for lc in &v1.current().logs {
+        let s = lc.shards.last().expect("bound");
+        assert_eq!((s.engine, s.since, s.until), (JOINER, 1, None));
+    }
+    assert_eq!(v1.current().engines, vec![ENGINE, JOINER]);
+    // It restarts: its shard closes and a fresh one is bound, by one version.
+    beat(&mut c, 20, 1, Some(2));
+    let v2 = tick_installs(&mut c, 20).expect("a version");
+    assert_eq!(v2.stamp(), (Term(1), 2));
+    let shards = &v2.current().logs[0].shards;
+    assert_eq!(
+        shards.iter().map(|s| (s.engine, s.since, s.until)).collect::<Vec<_>>(),
+        [(ENGINE, 0, None), (JOINER, 1, Some(2)), (JOINER, 2, None)]
+    );
+    // It falls silent: it leaves.
+    let later = 20 + ControllerConfig::default().failure_timeout_us;
+    beat(&mut c, later, 1, None);
+    let v3 = tick_installs(&mut c, later).expect("a version");
+    assert_eq!(v3.stamp(), (Term(1), 3));
+    assert_eq!(v3.current().engines, vec![ENGINE]);
+    assert_eq!(v3.current().logs[0].shards[2].until, Some(3));
+    // Nothing changed: nothing installed.
+    beat(&mut c, later + 10, 1, None);
+    assert!(tick_installs(&mut c, later + 10).is_none());
+    // Back again, it needs a fourth shard per log, which still fits; a fifth does not:
+    // the term is sealed, and the next one binds every live node afresh.
+    beat(&mut c, later + 20, 1, Some(3));
+    assert_eq!(tick_installs(&mut c, later + 20).expect("a version").stamp(), (Term(1), 4));
+    beat(&mut c, later + 30, 1, Some(4));
+    assert!(tick_installs(&mut c, later + 30).is_none(), "sealing, not a version");
+    let ids: Vec<ShardId> = v3.terms.iter().flat_map(|t| &t.logs).flat_map(|l| &l.shards).map(|s| s.shard).collect();
+    assert_eq!(ids.iter().collect::<BTreeSet<_>>().len(), ids.len(), "no shard id twice");
+}
