@@ -268,6 +268,8 @@ struct EngineSlot {
     id: NodeId,
     transport: Transport,
     handle: EngineHandle,
+    /// Killed ([`Cluster::kill_engine`]): its task is over.
+    stopped: bool,
 }
 
 /// A running loopback cluster. Drop it only after [`Cluster::shutdown`], or its tasks
@@ -356,7 +358,7 @@ impl Cluster {
                             inbox,
                         )
                     });
-                    self.engines.push(EngineSlot { id, transport, handle });
+                    self.engines.push(EngineSlot { id, transport, handle, stopped: false });
                 }
             }
         }
@@ -492,6 +494,54 @@ impl Cluster {
         Ok(())
     }
 
+    /// Starts a new engine, a function node that registers with the running cluster:
+    /// the controller binds it in a new version of the current term (partial mode) or
+    /// in a new term (complete mode). Returns its index for [`Cluster::client`].
+    pub async fn add_engine(&mut self) -> Result<usize> {
+        let id = NodeId(self.address_book().iter().map(|(n, _)| n.0).max().unwrap_or(0) + 1);
+        let localhost = "127.0.0.1:0".parse().expect("a valid address");
+        let (transport, inbox) = Transport::bind(id, localhost, &self.certs, self.builder.net.clone()).await?;
+        if let Some(net) = &self.local {
+            transport.join_local(net);
+        }
+        for (peer, addr) in self.address_book() {
+            transport.set_peer(peer, addr);
+        }
+        for t in self.transports() {
+            t.set_peer(id, transport.local_addr());
+        }
+        let (cfg, driver) = (self.builder.engine_config.clone(), self.builder.engine_driver.clone());
+        let handle =
+            on_thread(&self.thread, || driver::spawn_engine(id, vec![CONTROLLER], cfg, driver, transport.clone(), inbox));
+        self.engines.push(EngineSlot { id, transport, handle, stopped: false });
+        self.control.send_modify(|c| c.members.push((id, Role::Engine)));
+        info!(%id, "engine added");
+        Ok(self.engines.len() - 1)
+    }
+
+    /// Stops engine `i` abruptly, as if its process died; the controller sees it fall
+    /// silent after the failure timeout.
+    pub async fn kill_engine(&mut self, i: usize) {
+        let e = &mut self.engines[i];
+        if std::mem::replace(&mut e.stopped, true) {
+            return;
+        }
+        info!(id = %e.id, "killing engine");
+        e.handle.task.abort();
+        let _ = (&mut e.handle.task).await;
+        e.transport.shutdown().await;
+    }
+
+    /// Waits until the controller has installed a configuration `done` accepts.
+    pub async fn wait_for_config(&self, timeout: Duration, done: impl Fn(&Configuration) -> bool) -> Result<Arc<Configuration>> {
+        let mut installed = self.installed.clone();
+        let config = tokio::time::timeout(timeout, installed.wait_for(|c| c.as_ref().is_some_and(|c| done(c))))
+            .await
+            .map_err(|_| Error::Timeout(timeout.as_millis() as u64))?
+            .map_err(|_| Error::Stopped)?;
+        Ok(config.clone().expect("waited for a configuration"))
+    }
+
     /// The configuration the controller installed last.
     pub fn configuration(&self) -> Option<Arc<Configuration>> {
         self.installed.borrow().clone()
@@ -499,12 +549,7 @@ impl Cluster {
 
     /// Waits until the controller has installed `term` or a later one.
     pub async fn wait_for_term(&self, term: Term, timeout: Duration) -> Result<Arc<Configuration>> {
-        let mut installed = self.installed.clone();
-        let config = tokio::time::timeout(timeout, installed.wait_for(|c| c.as_ref().is_some_and(|c| c.current().term >= term)))
-            .await
-            .map_err(|_| Error::Timeout(timeout.as_millis() as u64))?
-            .map_err(|_| Error::Stopped)?;
-        Ok(config.clone().expect("waited for a configuration"))
+        self.wait_for_config(timeout, |c| c.current().term >= term).await
     }
 
     /// Stops storage node `i` abruptly: its task is aborted (unsynced writes are lost
@@ -593,7 +638,7 @@ impl Cluster {
         // The controller first: it would otherwise see the others stop one by one and
         // reconfigure around them.
         self.controller.stop().await;
-        for e in &mut self.engines {
+        for e in self.engines.iter_mut().filter(|e| !e.stopped) {
             e.handle.task.abort();
             let _ = (&mut e.handle.task).await;
             e.transport.shutdown().await;

@@ -77,3 +77,45 @@ async fn a_shard_without_replicas_fails_tier_reads_while_local_paths_go_on() -> 
     c.shutdown().await;
     Ok(())
 }
+
+/// Function nodes join a running cluster and leave it (the spec's item 8): no new term,
+/// a version each, the new node serves reads (older records through the tier) and
+/// appends from its first call without replaying the log, and every record appended
+/// through a node that died stays readable elsewhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn function_nodes_join_and_leave_without_a_new_term() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut c = partial_cluster(dir.path()).await?;
+    let before = c.configuration().context("a configuration")?;
+    let (book, tag) = (BookId(5), Tag(9));
+    let mut ctx = Context::new();
+    let mut written = Vec::new();
+    for i in 0..20 {
+        written.push(c.client(0).append(&mut ctx, book, &[tag], Bytes::from(format!("old{i}"))).await?);
+    }
+    let joined = c.add_engine().await?;
+    let id = c.engine_id(joined);
+    let timeout = Duration::from_secs(20);
+    let bound = c.wait_for_config(timeout, |cfg| cfg.current().engines.contains(&id)).await?;
+    ensure!(bound.current().term == before.current().term, "a join made term {:?}", bound.current().term);
+    ensure!(bound.current().version > before.current().version, "{:?}", bound.stamp());
+    // The new node: reads of records older than its start, through the tier, with the
+    // caller's position; then its own appends, read back in place.
+    let fresh = c.client(joined);
+    let mut reader = Context::new();
+    let first = fresh.read_next(&mut reader, book, tag, SeqNum::MIN).await?.context("the first record")?;
+    ensure!(first.seqnum == written[0] && first.data == Bytes::from_static(b"old0"), "{first:?}");
+    let last = fresh.read_prev(&mut ctx.clone(), book, tag, SeqNum::MAX).await?.context("the last record")?;
+    ensure!(last.seqnum == written[19], "read {:?}, appended {:?}", last.seqnum, written[19]);
+    let mine = fresh.append(&mut ctx, book, &[tag], Bytes::from_static(b"new")).await?;
+    let back = c.client(1).read_prev(&mut ctx, book, tag, SeqNum::MAX).await?.context("the new record")?;
+    ensure!(back.seqnum == mine && back.data == Bytes::from_static(b"new"), "{back:?}");
+    // The node dies: a version unbinds it, still no new term, and what it wrote stays.
+    c.kill_engine(joined).await;
+    let left = c.wait_for_config(timeout, |cfg| !cfg.current().engines.contains(&id)).await?;
+    ensure!(left.current().term == before.current().term, "a leave made term {:?}", left.current().term);
+    let again = c.client(0).read_prev(&mut ctx, book, tag, SeqNum::MAX).await?.context("the new record")?;
+    ensure!(again.seqnum == mine, "{again:?}");
+    c.shutdown().await;
+    Ok(())
+}

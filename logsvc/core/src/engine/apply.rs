@@ -62,6 +62,9 @@ impl Engine {
     fn anchored(&mut self, now: Micros, log: LogId, at: MetalogPosition, first: u64) {
         let l = &mut self.logs[log.0 as usize];
         l.read_floor = l.read_floor.max(at);
+        for r in &mut l.waiting {
+            r.wait_for = r.wait_for.max(at);
+        }
         self.partial_anchored(log, at, SeqNum::new(Term(at.term), log, first));
         let Some(config) = self.config.clone() else { return };
         let (held, other): (Vec<_>, Vec<_>) =

@@ -7,6 +7,10 @@ impl Engine {
     /// Serves the reads (and aux data) of `log` whose position the index has reached.
     pub(super) fn run_reads(&mut self, now: Micros, log: LogId) {
         if self.partial.is_some() {
+            // A node seeking its start answers nothing before it (the reads wait).
+            if self.follower.seeking(log) {
+                return;
+            }
             for r in std::mem::take(&mut self.logs[log.0 as usize].waiting) {
                 self.partial_start(now, log, r);
             }
@@ -59,6 +63,9 @@ impl Engine {
         }
         let log = config.log_of(request.book());
         if config.partial() {
+            if self.follower.seeking(log) {
+                return None; // nothing answers before the node's start
+            }
             let p = context.position(log).max(self.logs[log.0 as usize].read_floor);
             return self.partial_read_now(log, p, request);
         }

@@ -1307,6 +1307,16 @@ impl Sim {
             let msg = format!("op {op} completed at {position} of {log:?}, behind the caller's position {before:?}");
             self.oracle.violations.push(msg);
         }
+        // Partial mode: a function node answers nothing before its start (it joined
+        // with no index and no replay).
+        let read = matches!(request, Request::ReadNext { .. } | Request::ReadPrev { .. } | Request::SetAux { .. });
+        if ok && read && self.opts.partial.is_some() {
+            let incarnation = self.slots[&engine].incarnation;
+            if let Some(start) = self.oracle.start_of(engine, incarnation, log).filter(|&s| position < s) {
+                let msg = format!("engine {engine} answered op {op} at {position} of {log:?}, before its start {start}");
+                self.oracle.violations.push(msg);
+            }
+        }
         match (&request, &result) {
             (Request::Append { book, .. }, Ok(Reply::Appended(seqnum))) => {
                 let location = self.op_locations[&op];

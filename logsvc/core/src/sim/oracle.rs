@@ -33,7 +33,7 @@ use crate::engine::IndexedRecord;
 use crate::follower::{Follower, FollowerConfig};
 use crate::index::Placement;
 use crate::message::{LogRecord, MetalogEntry, RecordMeta};
-use crate::types::{BookId, Location, LogId, MetalogPosition, SeqNum, ShardId, Tag};
+use crate::types::{BookId, Location, LogId, MetalogPosition, NodeId, SeqNum, ShardId, Tag};
 
 #[derive(Clone, Debug)]
 struct RefRecord {
@@ -214,6 +214,23 @@ impl Oracle {
         }
         self.follower.on_entry(entry);
         self.advance();
+    }
+
+    /// Where an engine's incarnation starts following `log` in partial mode, from the
+    /// installed configurations and the canonical metalog: the start of the first term
+    /// that binds it at version 0, or else that term's first committed entry of its
+    /// shard's version or later. `None`: not bound, or no such entry committed yet.
+    pub fn start_of(&self, engine: NodeId, incarnation: u64, log: LogId) -> Option<MetalogPosition> {
+        let config = self.config.as_ref()?;
+        let (term, since) = config.terms.iter().find_map(|t| {
+            let lc = t.logs.get(usize::from(log.0))?;
+            lc.shards.iter().find(|s| s.engine == engine && s.incarnation == incarnation).map(|s| (t.term, s.since))
+        })?;
+        if since == 0 {
+            return Some(MetalogPosition::new(term, 0));
+        }
+        let entries = self.committed.get(&(term.0, log))?;
+        entries.iter().find(|e| e.version >= since).map(|e| MetalogPosition::new(term, e.index))
     }
 
     pub fn config(&self) -> Option<&Arc<Configuration>> {
