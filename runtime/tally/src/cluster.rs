@@ -307,29 +307,55 @@ impl ClusterDir {
         }
         let mut file = file;
         for ((id, c), extra) in nodes.iter_mut().zip(extra) {
-            let node_dir = dir.join("nodes").join(&c.name);
             let ids: Vec<NodeId> = std::iter::once(*id).chain(extra).map(NodeId).collect();
-            ca.issue(&c.name, &ids)?.save(&c.certs)?;
-            // HTTPS for the API: a certificate of the cluster's CA for the host (and a
-            // name of its own), and the CA, which a gateway trusts function nodes by.
-            if (c.function.is_some() || c.gateway.is_some()) && !shape.plain_http {
-                let names = vec![host.to_string(), format!("{}.tally.local", c.name)];
-                let (ca_pem, cert_pem, key_pem) = ca.issue_for(&c.name, names)?.pem();
-                for (file, text) in [("http-ca.pem", &ca_pem), ("http.pem", &cert_pem), ("http.key.pem", &key_pem)] {
-                    crate::auth::write_secret(&c.certs.join(file), text.trim_end())?;
-                }
-                c.tls_cert_file = Some(c.certs.join("http.pem"));
-                c.tls_key_file = Some(c.certs.join("http.key.pem"));
-                c.tls_ca_file = Some(c.certs.join("http-ca.pem"));
-            }
-            let text = toml::to_string(c)?;
-            // It holds the state store's password: its owner's only.
-            crate::auth::write_secret(&node_dir.join("node.toml"), &text)
-                .with_context(|| format!("writing {}", node_dir.display()))?;
+            write_node(&ca, &dir, c, &ids, !shape.plain_http)?;
             file.nodes.push(c.name.clone());
         }
         fs::write(dir.join("cluster.toml"), toml::to_string(&file)?)?;
         Ok(ClusterDir { dir, file })
+    }
+
+    /// Adds `n` function node processes to the cluster (not started: `up` starts them),
+    /// each a copy of an existing function node's settings with an id, ports and
+    /// certificates of its own. Returns their names. In partial mode they join the
+    /// running term through a version: no seal, no replay.
+    pub fn add_functions(&mut self, n: u32) -> anyhow::Result<Vec<String>> {
+        let configs: Vec<NodeConfig> =
+            self.file.nodes.iter().map(|name| self.node_config(name)).collect::<anyhow::Result<_>>()?;
+        let template = configs.iter().find(|c| c.function.is_some()).context("the cluster has no function node to copy")?;
+        let ca = ClusterCa::load(&self.dir.join("ca"))?;
+        let mut ports = Ports::new(&self.file.host);
+        ports.given.extend(self.file.etcd.iter().flat_map(|e| [e.client_port, e.peer_port]));
+        ports.given.insert(self.file.postgres_port);
+        ports.given.extend(configs.iter().flat_map(NodeConfig::ports));
+        let mut next = configs.iter().flat_map(NodeConfig::ids).max().unwrap_or(0) + 1;
+        let mut added = Vec::new();
+        for _ in 0..n {
+            let (id, name) = (next, format!("function-{next}"));
+            next += 1;
+            let mut c = template.clone();
+            c.name = name.clone();
+            c.data_dir = self.dir.join("nodes").join(&name).join("data");
+            c.certs = self.dir.join("nodes").join(&name).join("certs");
+            let http = format!("{}:{}", self.file.host, ports.free()?);
+            c.function = Some(FunctionRole { id, port: ports.free()?, http, metalog_delay_ms: 0 });
+            write_node(&ca, &self.dir, &mut c, &[NodeId(id)], template.tls_cert_file.is_some())?;
+            self.file.nodes.push(name.clone());
+            added.push(name);
+        }
+        fs::write(self.dir.join("cluster.toml"), toml::to_string(&self.file)?)?;
+        Ok(added)
+    }
+
+    /// The term and version of the configuration stored in etcd, if etcd answers
+    /// within `wait`.
+    pub async fn configuration_stamp(&self, wait: Duration) -> anyhow::Result<Option<(u16, u32)>> {
+        let tls = etcd_tls(&self.dir.join("ca").join("cli"))?;
+        let load = async {
+            let plane = tally_control::ControlPlane::connect_with(&self.file.endpoints(), &self.file.name, Some(&tls)).await?;
+            anyhow::Ok(plane.load_config().await?.map(|(c, _)| (c.current().term.0, c.current().version)))
+        };
+        Ok(tokio::time::timeout(wait, load).await.ok().transpose()?.flatten())
     }
 
     pub fn node_dir(&self, node: &str) -> PathBuf {
@@ -391,11 +417,16 @@ impl ClusterDir {
             std::thread::sleep(Duration::from_millis(50));
         }
         for node in &self.file.nodes {
-            let dir = self.node_dir(node);
-            let pid_file = dir.join("node.pid");
-            if running(&pid_file).is_some() {
-                continue;
-            }
+            self.start_node(tally, node)?;
+        }
+        Ok(())
+    }
+
+    /// Starts node process `node` unless it runs.
+    pub fn start_node(&self, tally: &Path, node: &str) -> anyhow::Result<()> {
+        let dir = self.node_dir(node);
+        let pid_file = dir.join("node.pid");
+        if running(&pid_file).is_none() {
             let mut cmd = Command::new(tally);
             cmd.arg("node").arg("--config").arg(dir.join("node.toml"));
             spawn_detached(cmd, &dir.join("node.log"), &pid_file)?;
@@ -594,6 +625,28 @@ pub struct ProcessStatus {
 
 /// The etcd client identity of the certificates in `dir` (as `Certs::save` writes
 /// them: a node's, or the CLI's).
+/// Writes a node process's certificates (it speaks as `ids`; HTTPS for the API of a
+/// function node or gateway with `https`) and its `node.toml`.
+fn write_node(ca: &ClusterCa, dir: &Path, c: &mut NodeConfig, ids: &[NodeId], https: bool) -> anyhow::Result<()> {
+    let node_dir = dir.join("nodes").join(&c.name);
+    ca.issue(&c.name, ids)?.save(&c.certs)?;
+    // HTTPS for the API: a certificate of the cluster's CA for the host (and a name of
+    // its own), and the CA, which a gateway trusts function nodes by.
+    if (c.function.is_some() || c.gateway.is_some()) && https {
+        let names = vec![c.host.clone(), format!("{}.tally.local", c.name)];
+        let (ca_pem, cert_pem, key_pem) = ca.issue_for(&c.name, names)?.pem();
+        for (file, text) in [("http-ca.pem", &ca_pem), ("http.pem", &cert_pem), ("http.key.pem", &key_pem)] {
+            crate::auth::write_secret(&c.certs.join(file), text.trim_end())?;
+        }
+        c.tls_cert_file = Some(c.certs.join("http.pem"));
+        c.tls_key_file = Some(c.certs.join("http.key.pem"));
+        c.tls_ca_file = Some(c.certs.join("http-ca.pem"));
+    }
+    let text = toml::to_string(c)?;
+    // It holds the state store's password: its owner's only.
+    crate::auth::write_secret(&node_dir.join("node.toml"), &text).with_context(|| format!("writing {}", node_dir.display()))
+}
+
 pub fn etcd_tls(dir: &Path) -> anyhow::Result<EtcdTls> {
     let certs = tally_logsvc::net::Certs::load(dir).with_context(|| format!("reading the certificates in {}", dir.display()))?;
     let (ca_pem, cert_pem, key_pem) = certs.pem();
@@ -666,15 +719,20 @@ fn http_ok(url: &str, ca_file: Option<&Path>) -> bool {
 
 /// Waits until every node is healthy or `timeout` passes; returns the statuses.
 pub fn wait_healthy(cluster: &ClusterDir, timeout: Duration) -> anyhow::Result<Vec<ProcessStatus>> {
+    wait_healthy_of(cluster, timeout, |_| true)
+}
+
+/// Waits until the processes `of` picks are healthy.
+pub fn wait_healthy_of(cluster: &ClusterDir, timeout: Duration, of: impl Fn(&str) -> bool) -> anyhow::Result<Vec<ProcessStatus>> {
     let deadline = Instant::now() + timeout;
     loop {
         let status = cluster.status()?;
-        if status.iter().all(|s| s.healthy) {
+        if status.iter().filter(|s| of(&s.name)).all(|s| s.healthy) {
             return Ok(status);
         }
         if Instant::now() >= deadline {
             let bad: BTreeMap<&str, Option<u32>> =
-                status.iter().filter(|s| !s.healthy).map(|s| (s.name.as_str(), s.pid)).collect();
+                status.iter().filter(|s| of(&s.name) && !s.healthy).map(|s| (s.name.as_str(), s.pid)).collect();
             bail!("not healthy after {timeout:?}: {bad:?} (see their logs under {}/nodes)", cluster.dir.display());
         }
         std::thread::sleep(Duration::from_millis(100));

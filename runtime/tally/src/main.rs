@@ -197,6 +197,18 @@ enum ClusterVerb {
     },
     /// Stop every process of DIR (nodes, then etcd).
     Down { dir: PathBuf },
+    /// Add function node processes to the cluster of DIR and start them: in partial
+    /// mode they join the running term (a new version of its configuration), with no
+    /// seal and no replay of the log.
+    Add {
+        dir: PathBuf,
+        /// How many function nodes to add.
+        #[arg(long)]
+        functions: u32,
+        /// How long to wait for every node to be healthy, in seconds.
+        #[arg(long, default_value_t = 60)]
+        wait_s: u64,
+    },
     /// Add physical logs to the running cluster of DIR: the books that consistent
     /// hashing maps to the new logs move there in a new term, without a restart.
     Grow {
@@ -529,10 +541,18 @@ fn cluster(verb: ClusterVerb) -> anyhow::Result<()> {
             Ok(())
         }
         ClusterVerb::Status { dir, json } => {
-            let status = ClusterDir::open(&dir)?.status()?;
+            let c = ClusterDir::open(&dir)?;
+            let status = c.status()?;
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            let stamp = rt.block_on(c.configuration_stamp(std::time::Duration::from_secs(3))).ok().flatten();
             if json {
-                println!("{}", serde_json::to_string_pretty(&status)?);
+                let (term, version) = stamp.unzip();
+                let value = serde_json::json!({ "term": term, "version": version, "processes": status });
+                println!("{}", serde_json::to_string_pretty(&value)?);
             } else {
+                if let Some((term, version)) = stamp {
+                    println!("term {term}, version {version}");
+                }
                 for s in &status {
                     let pid = s.pid.map_or("-".to_string(), |p| p.to_string());
                     let health = if s.healthy { "healthy" } else { "down" };
@@ -542,6 +562,18 @@ fn cluster(verb: ClusterVerb) -> anyhow::Result<()> {
             Ok(())
         }
         ClusterVerb::Down { dir } => ClusterDir::open(&dir)?.down(std::time::Duration::from_secs(10)),
+        ClusterVerb::Add { dir, functions, wait_s } => {
+            let mut c = ClusterDir::open(&dir)?;
+            let added = c.add_functions(functions)?;
+            // Only the new nodes start: processes that are down stay down.
+            let tally = std::env::current_exe()?;
+            for name in &added {
+                c.start_node(&tally, name)?;
+            }
+            tally::cluster::wait_healthy_of(&c, std::time::Duration::from_secs(wait_s), |n| added.iter().any(|a| a == n))?;
+            println!("cluster {}: added {}", c.file.name, added.join(", "));
+            Ok(())
+        }
         ClusterVerb::Grow { dir, logs, wait_s } => {
             let c = ClusterDir::open(&dir)?;
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;

@@ -4,7 +4,9 @@
 //! - **Where**: a request that names a book (`?book=N` on an invocation, or
 //!   `/v1/books/N/...`) goes first to the function nodes that index the book's physical
 //!   log (`Configuration::indexers_of`), whose reads need no forwarding; the others
-//!   follow, and requests are spread round-robin within each group.
+//!   follow, and requests are spread round-robin within each group. In partial mode the
+//!   book's owner among them (rendezvous hashing, as `TermPeers` picks the node doing a
+//!   book's background work) comes first, so its invocations meet its local index.
 //! - **Retries**: when a node cannot be reached, the request goes to the next node;
 //!   so does a read (`GET`) or an invocation that a node answered with 503 or dropped
 //!   midway. Anything else that reached a node (a deploy, a delete, a schedule's
@@ -127,12 +129,22 @@ impl Gateway {
             }
             v
         };
-        let preferred: Vec<NodeId> = match (book, self.config.borrow().as_ref()) {
-            (Some(book), Some(c)) => c.indexers_of(book_to_log(book, c.n_logs)),
-            _ => Vec::new(),
+        let (preferred, owner) = match (book, self.config.borrow().as_ref()) {
+            (Some(book), Some(c)) => {
+                let preferred = c.indexers_of(book_to_log(book, c.n_logs));
+                // Partial mode: the book's owner among the function nodes of the current
+                // version first, where its background work and local index are.
+                let ids: Vec<u64> = preferred.iter().map(|n| u64::from(n.0)).collect();
+                let owner = c.partial().then(|| tally_durable::owner(book, &ids)).flatten();
+                (preferred, owner.map(|o| NodeId(o as u32)))
+            }
+            _ => (Vec::new(), None),
         };
         let (first, rest): (Vec<_>, Vec<_>) = nodes.into_iter().partition(|(id, _)| preferred.contains(id));
         let mut out = rotate(first);
+        if let Some(i) = out.iter().position(|(id, _)| Some(*id) == owner) {
+            out[..=i].rotate_right(1);
+        }
         out.extend(rotate(rest));
         out
     }

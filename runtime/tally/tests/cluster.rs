@@ -67,9 +67,14 @@ impl Cluster {
     }
 
     fn status(&self) -> Vec<Value> {
+        self.status_json()["processes"].as_array().unwrap().clone()
+    }
+
+    /// `cluster status --json`: the term and version etcd holds, and every process.
+    fn status_json(&self) -> Value {
         let (ok, out, err) = tally(&["cluster", "status", "--json"], self.dir.path());
         assert!(ok, "cluster status: {err}");
-        serde_json::from_str::<Value>(&out).unwrap().as_array().unwrap().clone()
+        serde_json::from_str::<Value>(&out).unwrap()
     }
 
     /// SIGKILLs the process named `name`; returns its pid.
@@ -234,6 +239,34 @@ fn a_cluster_of_processes_serves_and_survives_kills_of_every_log_role() {
         wait_transfers(10);
         eprintln!("{victim} killed: 10 more transfers after {:?}", t0.elapsed());
     }
+    // Three function nodes join under load (partial mode, the default): a version of
+    // the running term, no seal, no replay; they serve at once. Then they die.
+    let stamp = |c: &Cluster| {
+        let v = c.status_json();
+        (v["term"].as_u64().expect("a term"), v["version"].as_u64().expect("a version"))
+    };
+    let (term, version) = stamp(&c);
+    let t0 = Instant::now();
+    let (ok, out, err) = tally(&["cluster", "add", "--functions", "3", "--wait-s", "90"], c.dir.path());
+    assert!(ok, "cluster add: {out} {err}");
+    let added: Vec<String> = out.trim().rsplit_once("added ").expect("the names").1.split(", ").map(String::from).collect();
+    assert_eq!(added.len(), 3, "{out}");
+    let (term_after, version_after) = stamp(&c);
+    assert_eq!(term_after, term, "joins make no new term");
+    assert!(version_after > version, "joins make a version: {version} then {version_after}");
+    let status = c.status();
+    let http = |name: &str| status.iter().find(|p| p["name"] == name).unwrap()["url"].as_str().unwrap().to_string();
+    for name in &added {
+        let balance = node_at(&http(name)).invoke_ok("bank", 5, "balance c0x");
+        assert!(balance.parse::<i64>().is_ok(), "{name} read {balance}");
+    }
+    eprintln!("three function nodes joined and served after {:?}", t0.elapsed());
+    wait_transfers(10);
+    for name in &added {
+        c.kill(name);
+    }
+    wait_transfers(10);
+    assert_eq!(stamp(&c).0, term, "leaves make no new term");
     done.store(true, Ordering::Relaxed);
     let ledgers: Vec<(i64, i64)> = clients.into_iter().map(|c| c.join().expect("a client")).collect();
     appender.join().expect("the appender");

@@ -160,6 +160,19 @@ impl NodeConfig {
         Ok(config)
     }
 
+    /// Every member id of this process (its log roles and its gateway).
+    pub fn ids(&self) -> Vec<u32> {
+        let gateway = self.gateway.iter().map(|g| g.id);
+        self.log_roles().into_iter().map(|(n, _, _)| n.0).chain(gateway).collect()
+    }
+
+    /// Every port this process listens on.
+    pub fn ports(&self) -> Vec<u16> {
+        let http = self.function.iter().map(|f| &f.http).chain(self.gateway.iter().map(|g| &g.http));
+        let http = http.filter_map(|a| a.rsplit_once(':').and_then(|(_, p)| p.parse().ok()));
+        self.log_roles().into_iter().map(|(_, _, port)| port).chain(http).collect()
+    }
+
     /// The log roles of this process: (id, role, port).
     pub fn log_roles(&self) -> Vec<(NodeId, MemberRole, u16)> {
         let mut roles = Vec::new();
