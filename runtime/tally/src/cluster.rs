@@ -328,11 +328,10 @@ impl ClusterDir {
         ports.given.extend(self.file.etcd.iter().flat_map(|e| [e.client_port, e.peer_port]));
         ports.given.insert(self.file.postgres_port);
         ports.given.extend(configs.iter().flat_map(NodeConfig::ports));
-        let mut next = configs.iter().flat_map(NodeConfig::ids).max().unwrap_or(0) + 1;
+        let first = configs.iter().flat_map(NodeConfig::ids).max().unwrap_or(0) + 1;
         let mut added = Vec::new();
-        for _ in 0..n {
-            let (id, name) = (next, format!("function-{next}"));
-            next += 1;
+        for id in first..first + n {
+            let name = format!("function-{id}");
             let mut c = template.clone();
             c.name = name.clone();
             c.data_dir = self.dir.join("nodes").join(&name).join("data");
