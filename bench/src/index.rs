@@ -16,6 +16,8 @@
 //!           engine's cache: complete mode local and forwarded (indexers_per_log = 1),
 //!           partial mode (S = 2, R = 1) with a tag-cache hit, a popularity hit (no tag
 //!           cache) and a tier lookup (no local index)
+//!   join    a function node joining a cluster after 0 to 1M records, in each mode
+//!           (`join.rs`)
 //! ```
 //!
 //! Goals (the spec's Measure 1 and 2): the local index within its bounds; the stream
@@ -100,6 +102,8 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<()> {
         report.record(&name, "read_p50_us", f64::from(latencies.percentile(50.0).unwrap_or(0)), "us")?;
         report.record(&name, "read_p99_us", f64::from(latencies.percentile(99.0).unwrap_or(0)), "us")?;
     }
+    let joins: &[u64] = if opts.quick { &[0, 20_000] } else { &[0, 100_000, 1_000_000] };
+    crate::join::run(&mut report, joins).await?;
     eprint!("{}", report.table());
     sanity(&report, sizes);
     Ok(())
@@ -326,6 +330,14 @@ async fn read_chain_twice(cluster: &Cluster, case: Path, n: usize) -> anyhow::Re
     Ok(Latencies::new(latencies))
 }
 
+/// The log lengths the join case ran at.
+fn joins_of(report: &Report) -> Vec<u64> {
+    [0, 20_000, 100_000, 1_000_000]
+        .into_iter()
+        .filter(|r| report.value(&format!("join,mode=partial,records={r}"), "terms_added").is_some())
+        .collect()
+}
+
 fn sanity(report: &Report, sizes: &[u64]) {
     let get = |case: &str, metric: &str| report.value(case, metric).unwrap_or(f64::NAN);
     let mut checks: Vec<(String, bool)> = Vec::new();
@@ -360,6 +372,15 @@ fn sanity(report: &Report, sizes: &[u64]) {
         "a tier read at most 1.0x a complete-mode forwarded read (p50, goal)".into(),
         p50("partial-tier") <= p50("complete-forwarded"),
     ));
+    for records in joins_of(report) {
+        let case = |mode: &str| format!("join,mode={mode},records={records}");
+        checks
+            .push((format!("{records} records: a partial-mode join adds no term"), get(&case("partial"), "terms_added") == 0.0));
+        checks.push((
+            format!("{records} records: a partial-mode join's first read within 1 s (goal)"),
+            get(&case("partial"), "first_read_ms") <= 1_000.0,
+        ));
+    }
     for (what, ok) in checks {
         eprintln!("index: sanity {}: {what}", if ok { "ok" } else { "FAILED" });
     }

@@ -10,6 +10,7 @@ mod http;
 mod http_fns;
 mod index;
 mod invoke;
+mod join;
 mod libs;
 mod log;
 mod memory;
