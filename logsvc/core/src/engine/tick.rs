@@ -145,4 +145,22 @@ impl Engine {
             }
         }
     }
+
+    #[cfg(feature = "sim")]
+    /// For debugging the simulator: what this engine follows and appends to.
+    pub fn debug_state(&self) -> String {
+        let mut out = format!("stamp {:?}", self.config.as_ref().map(|c| c.stamp()));
+        for (i, l) in self.logs.iter().enumerate() {
+            let log = LogId(i as u8);
+            out += &format!(
+                "; log {i}: seeking {} delivered {} shard {:?} retiring {:?} pending {:?}",
+                self.follower.seeking(log),
+                self.follower.delivered(log),
+                l.shard.as_ref().map(|s| (s.shard, s.next_local_id)),
+                l.retiring.iter().map(|s| (s.shard, s.closes, s.pending.len())).collect::<Vec<_>>(),
+                l.shard.as_ref().map(|s| s.pending.keys().copied().collect::<Vec<_>>()),
+            );
+        }
+        out + &format!("; unassigned {}", self.unassigned.len())
+    }
 }
