@@ -469,13 +469,8 @@ impl Cluster {
         slot.stop().await;
     }
 
-    /// Starts index node `i` again, on a new address every node learns: it replays the
-    /// metalog and fetches every record's metadata (an index node keeps no store).
-    pub async fn restart_index(&mut self, i: usize) -> Result<()> {
-        let id = self.index_nodes[i].id;
-        if self.index_nodes[i].task.is_some() {
-            return Err(Error::InvalidArgument(format!("index node {id} is running")));
-        }
+    /// An endpoint for node `id` on a new address, which it and every node learn.
+    async fn bind_known(&self, id: NodeId) -> Result<(Transport, mpsc::Receiver<(NodeId, Message)>)> {
         let localhost = "127.0.0.1:0".parse().expect("a valid address");
         let (transport, inbox) = Transport::bind(id, localhost, &self.certs, self.builder.net.clone()).await?;
         if let Some(net) = &self.local {
@@ -487,6 +482,17 @@ impl Cluster {
         for t in self.transports() {
             t.set_peer(id, transport.local_addr());
         }
+        Ok((transport, inbox))
+    }
+
+    /// Starts index node `i` again, on a new address every node learns: it replays the
+    /// metalog and fetches every record's metadata (an index node keeps no store).
+    pub async fn restart_index(&mut self, i: usize) -> Result<()> {
+        let id = self.index_nodes[i].id;
+        if self.index_nodes[i].task.is_some() {
+            return Err(Error::InvalidArgument(format!("index node {id} is running")));
+        }
+        let (transport, inbox) = self.bind_known(id).await?;
         let cfg = self.builder.index_config.clone();
         let task = on_thread(&self.thread, || driver::spawn_index(id, vec![CONTROLLER], cfg, transport.clone(), inbox));
         self.index_nodes[i] = NodeSlot { id, transport: Some(transport), task: Some(task) };
@@ -499,17 +505,7 @@ impl Cluster {
     /// in a new term (complete mode). Returns its index for [`Cluster::client`].
     pub async fn add_engine(&mut self) -> Result<usize> {
         let id = NodeId(self.address_book().iter().map(|(n, _)| n.0).max().unwrap_or(0) + 1);
-        let localhost = "127.0.0.1:0".parse().expect("a valid address");
-        let (transport, inbox) = Transport::bind(id, localhost, &self.certs, self.builder.net.clone()).await?;
-        if let Some(net) = &self.local {
-            transport.join_local(net);
-        }
-        for (peer, addr) in self.address_book() {
-            transport.set_peer(peer, addr);
-        }
-        for t in self.transports() {
-            t.set_peer(id, transport.local_addr());
-        }
+        let (transport, inbox) = self.bind_known(id).await?;
         let (cfg, driver) = (self.builder.engine_config.clone(), self.builder.engine_driver.clone());
         let handle =
             on_thread(&self.thread, || driver::spawn_engine(id, vec![CONTROLLER], cfg, driver, transport.clone(), inbox));
