@@ -59,6 +59,20 @@ impl<T> Assembly<T> {
         self.queues.get(usize::from(log.0)).is_none_or(VecDeque::is_empty)
     }
 
+    /// What `log` waits for, for a log line: entries queued, and the first one's
+    /// fetches in flight (replica asked last, times asked).
+    pub fn describe(&self, log: LogId) -> String {
+        let queued = self.queues.get(usize::from(log.0)).map_or(0, VecDeque::len);
+        let fetches: Vec<String> = self
+            .fetches
+            .values()
+            .filter(|f| f.log == log)
+            .take(3)
+            .map(|f| format!("{}.{} run {} of {:?} x{}", f.entry.0 .0, f.entry.1, f.run, f.replicas, f.turn))
+            .collect();
+        format!("{queued} queued, fetching [{}]", fetches.join(", "))
+    }
+
     /// Queues `a` behind the log's earlier entries and fetches its runs `fetch` names
     /// (run, the replicas of its shard), numbering requests from `next_req`.
     pub fn push(

@@ -78,6 +78,14 @@ impl Follower {
         self.logs.get(log.0 as usize).map_or(MetalogPosition::ZERO, |l| if l.seek.is_some() { l.seek_from } else { l.next })
     }
 
+    /// Where `log` stands, for a log line: next position, committed length heard of,
+    /// entries buffered, and the seek, if any.
+    pub fn describe(&self, log: LogId) -> String {
+        let Some(l) = self.logs.get(log.0 as usize) else { return "not followed".into() };
+        let seek = l.seek.map_or(String::new(), |(t, v)| format!(" seeking {t}.v{v}"));
+        format!("next {} known {} buffered {}{seek}", l.next, l.known_len, l.buffer.len())
+    }
+
     /// Takes a newer configuration: a log it adds is followed from its first term.
     pub fn on_config(&mut self, config: &Configuration) {
         while self.logs.len() < config.n_logs as usize {

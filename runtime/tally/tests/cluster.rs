@@ -23,7 +23,8 @@ fn tally(args: &[&str], dir: &Path) -> (bool, String, String) {
     let out = Command::new(TALLY)
         .args(args)
         .arg(dir)
-        .env("RUST_LOG", "warn,tally::node=info")
+        // TALLY_TEST_LOG: the nodes' RUST_LOG, for a run that needs more.
+        .env("RUST_LOG", std::env::var("TALLY_TEST_LOG").unwrap_or_else(|_| "warn,tally::node=info".into()))
         .env("TALLY_CONFIG_DIR", dir.join("cli"))
         .output()
         .expect("running tally");
@@ -123,6 +124,12 @@ impl Cluster {
 impl Drop for Cluster {
     fn drop(&mut self) {
         let _ = tally(&["cluster", "down"], self.dir.path());
+        // TALLY_KEEP_CLUSTER=DIR keeps a failed test's cluster directory (logs, data).
+        if let Some(keep) = std::env::var_os("TALLY_KEEP_CLUSTER").filter(|_| thread::panicking()) {
+            let to = Path::new(&keep).join(format!("cluster-{}", std::process::id()));
+            let _ = Command::new("cp").arg("-r").arg(self.dir.path()).arg(&to).status();
+            eprintln!("the cluster directory is kept in {}", to.display());
+        }
     }
 }
 
@@ -144,22 +151,8 @@ fn until_ok(urls: &[String], path: &str, body: &str, key: &str) -> String {
 fn a_cluster_of_processes_serves_and_survives_kills_of_every_log_role() {
     // Complete mode: in partial mode this kill sequence stalls the index tier in about
     // one run in three on a loaded machine (under investigation; see issue 54's notes).
-    let shape = [
-        "--controllers",
-        "2",
-        "--sequencers",
-        "3",
-        "--storage",
-        "3",
-        "--functions",
-        "2",
-        "--gateways",
-        "2",
-        "--etcd",
-        "3",
-        "--index-mode",
-        "complete",
-    ];
+    let shape =
+        ["--controllers", "2", "--sequencers", "3", "--storage", "3", "--functions", "2", "--gateways", "2", "--etcd", "3"];
     let (c, url) = Cluster::up(&shape);
     let status = c.status();
     let names: Vec<&str> = status.iter().map(|p| p["name"].as_str().unwrap()).collect();

@@ -92,7 +92,8 @@ pub struct ControllerConfig {
     /// first term is installed (`None`: every engine indexes every log).
     pub indexers_per_log: Option<usize>,
     /// Partial mode: the index tier's shards and replicas per shard, laid out once over
-    /// the index nodes known when the first term is installed (`None`: complete mode).
+    /// the index nodes live when the first term is installed, which waits up to
+    /// `TIER_GRACE_FACTOR` startup graces for all of them (`None`: complete mode).
     pub tier: Option<(usize, usize)>,
     /// The other controllers of the cluster (standbys that may take over), whose
     /// stored configurations this one resumes from. Empty in a one-controller cluster.
@@ -101,6 +102,9 @@ pub struct ControllerConfig {
     /// function node that joins needs a new term (see `version.rs`).
     pub slots_per_log: usize,
 }
+
+/// How many startup graces the first term waits for every index node of the tier.
+const TIER_GRACE_FACTOR: u64 = 5;
 
 impl Default for ControllerConfig {
     fn default() -> Self {
@@ -338,11 +342,20 @@ impl Controller {
         }
     }
 
-    /// The index tier's layout over the index nodes known now: shard s gets nodes s,
-    /// s + S, s + 2S... up to R of them (fewer nodes than shards: fewer shards).
-    fn choose_tier(&self) -> Option<TierLayout> {
+    /// The index tier's layout over the registered index nodes, the live ones first:
+    /// shard s gets nodes s, s + S, s + 2S... up to R of them (fewer nodes than
+    /// shards: fewer shards).
+    fn choose_tier(&self, now: Micros) -> Option<TierLayout> {
         let (shards, replicas) = self.cfg.tier?;
-        let nodes: Vec<NodeId> = self.members.iter().filter(|(_, m)| m.role == Role::Index).map(|(n, _)| *n).collect();
+        // Registered ones that are down come after the live ones: they may restart.
+        let mut nodes = self.live_of(now, Role::Index);
+        let live = nodes.len();
+        nodes.extend(
+            self.members.iter().filter(|(n, m)| m.role == Role::Index && !nodes.contains(n)).map(|(n, _)| *n).collect::<Vec<_>>(),
+        );
+        if live < shards * replicas {
+            tracing::warn!(live, shards, replicas, "the index tier is laid out over fewer live index nodes than asked");
+        }
         let shards = shards.min(nodes.len()).max(1);
         let layout: Vec<Vec<NodeId>> =
             (0..shards).map(|s| nodes.iter().skip(s).step_by(shards).take(replicas.max(1)).copied().collect()).collect();
@@ -422,10 +435,18 @@ impl Controller {
         let started = *self.started_at.get_or_insert(now);
         // At a start (of a new cluster or of a restarted controller) the nodes get a
         // moment to be heard from, so the term installed next has them all.
-        let waited = self.members.values().all(|m| m.last_seen.is_some()) || now >= started + self.cfg.startup_grace_us;
+        // Partial mode: the index tier is laid out once, over the index nodes live at
+        // the first term, so that term waits longer for all of them (shards x
+        // replicas): processes that register late would never serve.
+        let tier_short = self.config.is_none()
+            && self.cfg.tier.is_some_and(|(shards, replicas)| self.live_of(now, Role::Index).len() < shards * replicas);
+        let grace = self.cfg.startup_grace_us * if tier_short { TIER_GRACE_FACTOR } else { 1 };
+        let heard = self.members.values().all(|m| m.last_seen.is_some()) && !tier_short;
+        let waited = heard || now >= started + grace;
         if !waited {
-            next.at(started + self.cfg.startup_grace_us);
+            next.at(started + grace);
         }
+
         let Some(config) = self.config.clone() else {
             if waited {
                 self.install(now, None);
@@ -685,7 +706,7 @@ impl Controller {
         self.indexers = Some(indexers.clone());
         let tier = match &self.tier {
             Some(tier) => tier.clone(),
-            None => self.choose_tier(),
+            None => self.choose_tier(now),
         };
         self.tier = Some(tier.clone());
         let config = Arc::new(Configuration { n_logs, controller: self.id, terms, indexers, tier });

@@ -331,3 +331,44 @@ fn in_partial_mode_function_nodes_join_leave_and_restart_through_versions_until_
     let ids: Vec<ShardId> = v3.terms.iter().flat_map(|t| &t.logs).flat_map(|l| &l.shards).map(|s| s.shard).collect();
     assert_eq!(ids.iter().collect::<BTreeSet<_>>().len(), ids.len(), "no shard id twice");
 }
+
+#[test]
+fn the_first_term_waits_for_every_index_node_of_the_tier_that_registers_late() {
+    // Processes start in any order: two of four index nodes register after the rest
+    // of the cluster is heard from. The tier is laid out once, so the first term waits
+    // for them (longer than the startup grace), then lays out two shards of two.
+    let index: Vec<NodeId> = (10..14).map(NodeId).collect();
+    let mut roster = roster();
+    roster.extend(index[..2].iter().map(|&n| (n, Role::Index)));
+    let grace = ControllerConfig::default().startup_grace_us;
+    let cfg = ControllerConfig { tier: Some((2, 2)), ..cfg() };
+    let beat = |c: &mut Controller, now: Micros, nodes: &[NodeId]| {
+        heartbeats(c, now, 1);
+        for &n in nodes {
+            c.on_message(now, n, Message::Heartbeat { incarnation: 1, term: Term(0), version: 0 });
+        }
+    };
+    let mut c = Controller::new(NodeId(0), cfg.clone(), &roster);
+    beat(&mut c, 0, &index[..2]);
+    assert!(tick_installs(&mut c, 0).is_none(), "every registered node was heard from, but the tier is short");
+    beat(&mut c, grace + 1, &index[..2]);
+    assert!(tick_installs(&mut c, grace + 1).is_none(), "past the startup grace, the tier still waits");
+    for &n in &index[2..] {
+        assert!(c.add_member(n, Role::Index));
+    }
+    beat(&mut c, grace + 2, &index);
+    let first = tick_installs(&mut c, grace + 2).expect("the first term, once the tier is whole");
+    let tier = first.tier.as_ref().expect("partial mode");
+    assert_eq!(tier.shards, vec![vec![index[0], index[2]], vec![index[1], index[3]]]);
+
+    // They never come: after the tier's grace, the first term lays it out over those live.
+    let mut c = Controller::new(NodeId(0), cfg, &roster);
+    let late = grace * TIER_GRACE_FACTOR;
+    beat(&mut c, 0, &index[..2]);
+    assert!(tick_installs(&mut c, 0).is_none());
+    beat(&mut c, late - 1, &index[..2]);
+    assert!(tick_installs(&mut c, late - 1).is_none());
+    beat(&mut c, late, &index[..2]);
+    let first = tick_installs(&mut c, late).expect("the first term after the tier's grace");
+    assert_eq!(first.tier.as_ref().expect("partial mode").shards, vec![vec![index[0]], vec![index[1]]]);
+}

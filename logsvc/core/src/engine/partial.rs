@@ -708,8 +708,19 @@ impl Engine {
         }
         if let Some(req) = p.reads.iter().find(|(_, t)| t.op == op).map(|(r, _)| *r) {
             p.reads.remove(&req);
-            p.aggregator.cancel(req);
-            return Some(unavailable());
+            let silent = p.aggregator.cancel(req);
+            let tier = self.config.as_ref().and_then(|c| c.tier.as_ref());
+            let shards: Vec<String> = silent
+                .iter()
+                .map(|&(s, asked)| {
+                    let replicas = tier
+                        .and_then(|t| t.shards.get(s))
+                        .map_or(String::new(), |r| r.iter().map(|n| format!("n{}", n.0)).collect::<Vec<_>>().join(", "));
+                    format!("shard {s} ({replicas}) asked {asked} times")
+                })
+                .collect();
+            let e = format!("no replica of an index shard answered: {}; the index tier is down", shards.join("; "));
+            return Some(Some(Error::Unavailable(e)));
         }
         if let Some(req) = p.auxes.iter().find(|(_, a)| a.op == op).map(|(r, _)| *r) {
             p.auxes.remove(&req);

@@ -1314,6 +1314,25 @@ impl Sim {
             let incarnation = self.slots[&engine].incarnation;
             if let Some(start) = self.oracle.start_of(engine, incarnation, log).filter(|&s| position < s) {
                 let msg = format!("engine {engine} answered op {op} at {position} of {log:?}, before its start {start}");
+                if std::env::var_os("TALLY_SIM_DEBUG").is_some() {
+                    let c = self.oracle.config().unwrap();
+                    for t in &c.terms {
+                        eprintln!(
+                            "DBG term {} v{} log shards {:?}",
+                            t.term.0,
+                            t.version,
+                            t.logs.get(usize::from(log.0)).map(|l| l
+                                .shards
+                                .iter()
+                                .map(|s| (s.shard, s.engine, s.incarnation, s.since, s.until))
+                                .collect::<Vec<_>>())
+                        );
+                    }
+                    eprintln!("DBG incarnation {incarnation} request {request:?} result {result:?} before {before:?}");
+                    if let Some(Node::Engine(e)) = &self.slots[&engine].node {
+                        eprintln!("DBG {}", e.debug_state());
+                    }
+                }
                 self.oracle.violations.push(msg);
             }
         }

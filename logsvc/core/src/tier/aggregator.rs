@@ -158,9 +158,11 @@ impl Aggregator {
         }
     }
 
-    /// Gives up `lookup` (its caller timed out).
-    pub fn cancel(&mut self, lookup: LookupId) {
-        self.pending.remove(&lookup);
+    /// Gives up `lookup` (its caller timed out); returns the shards that had not
+    /// answered its last round, with the number of times each was asked.
+    pub fn cancel(&mut self, lookup: LookupId) -> Vec<(usize, u32)> {
+        let Some(p) = self.pending.remove(&lookup) else { return Vec::new() };
+        (0..p.answers.len()).filter(|&s| p.answers[s].is_none()).map(|s| (s, p.attempts[s] + 1)).collect()
     }
 }
 

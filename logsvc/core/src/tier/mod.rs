@@ -29,7 +29,7 @@ mod update;
 pub use aggregator::{Aggregator, AggregatorAction, LookupId, ShardAnswer};
 pub use feed::{FeedNeed, Since, UpdateFeed, UpdateLog};
 pub use local::{LocalBounds, LocalIndex, LocalPath, LocalRead};
-pub use node::{IndexNode, IndexNodeAction, IndexNodeConfig};
+pub use node::{IndexNode, IndexNodeAction, IndexNodeConfig, IndexNodeStats};
 pub use popularity::{Popular, PopularityCache, ReadKey};
 pub use postings::Postings;
 pub use streams::{Decision, Holder, Joined, Stream, StreamTable};

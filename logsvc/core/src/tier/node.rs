@@ -135,8 +135,20 @@ impl AuxCache {
     }
 }
 
+/// What an index node did with the requests of function nodes, since it started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IndexNodeStats {
+    /// Lookups, holder lookups and aux data received.
+    pub requests: u64,
+    pub answered: u64,
+    pub refused: u64,
+    /// Held past `hold_us` or pushed out past `held_max`, unanswered.
+    pub expired: u64,
+}
+
 pub struct IndexNode {
     id: NodeId,
+    pub stats: IndexNodeStats,
     controllers: Vec<NodeId>,
     incarnation: u64,
     cfg: IndexNodeConfig,
@@ -157,6 +169,7 @@ impl IndexNode {
     pub fn new(id: NodeId, controllers: Vec<NodeId>, incarnation: u64, cfg: IndexNodeConfig) -> IndexNode {
         IndexNode {
             id,
+            stats: IndexNodeStats::default(),
             controllers,
             incarnation,
             follower: Follower::new(cfg.follower.clone()),
@@ -191,6 +204,36 @@ impl IndexNode {
         self.shard.as_ref().map_or(MetalogPosition::ZERO, |s| s.postings.applied(log))
     }
 
+    /// A report for the log when a request has been held for `after_us` or longer (the
+    /// node does not reach the position it waits for): what waits, and where every log
+    /// stands.
+    pub fn stall_report(&self, now: Micros, after_us: Micros) -> Option<String> {
+        let (since, oldest) = self.held.front()?;
+        if now < since + after_us {
+            return None;
+        }
+        let (log, at) = oldest.waits_for();
+        let mut out = format!(
+            "index node {} holds {} requests; the oldest, {} ms old, waits for log {} at {at}",
+            self.id.0,
+            self.held.len(),
+            (now - since) / 1000,
+            log.0
+        );
+        let config = self.config.as_ref().map_or("none".into(), |c| format!("{}.v{}", c.current().term.0, c.current().version));
+        out += &format!("; configuration {config}");
+        for l in 0..self.updates.len() {
+            let log = LogId(l as u8);
+            out += &format!(
+                "; log {l}: applied {}, follower {}, assembly {}",
+                self.applied(log),
+                self.follower.describe(log),
+                self.assembly.describe(log)
+            );
+        }
+        Some(out)
+    }
+
     fn send(&mut self, to: NodeId, msg: Message) {
         self.out.push(IndexNodeAction::Send(to, msg));
     }
@@ -217,6 +260,7 @@ impl IndexNode {
         self.assembly.next_due(self.cfg.fetch_retry_us, &mut next);
         while self.held.front().is_some_and(|(at, _)| now >= at + self.cfg.hold_us) {
             self.held.pop_front();
+            self.stats.expired += 1;
         }
         if let Some((at, _)) = self.held.front() {
             next.at(at + self.cfg.hold_us);
@@ -271,6 +315,7 @@ impl IndexNode {
             _ => return,
         };
         let (log, at) = held.waits_for();
+        self.stats.requests += 1;
         if self.admit(from, req, shard, log, at) {
             self.hold(now, held);
         }
@@ -294,6 +339,7 @@ impl IndexNode {
             }
             _ => return true,
         };
+        self.stats.refused += 1;
         self.send(from, Message::TierRefused { req, error });
         false
     }
@@ -301,6 +347,7 @@ impl IndexNode {
     fn hold(&mut self, now: Micros, h: Held) {
         if self.held.len() >= self.cfg.held_max {
             self.held.pop_front(); // its caller asks again
+            self.stats.expired += 1;
         }
         self.held.push_back((now, h));
         let (log, _) = self.held.back().expect("pushed").1.waits_for();
@@ -435,6 +482,7 @@ impl IndexNode {
     }
 
     fn answer(&mut self, h: Held) {
+        self.stats.answered += 1;
         let shard = self.shard.as_ref().expect("admitted requests have a shard");
         let index = shard.shard as u16;
         match h {

@@ -3,6 +3,9 @@
 
 use super::*;
 
+/// How long a request is held before the node reports it, and how often.
+const STALL_REPORT_US: u64 = 2_000_000;
+
 /// Starts an index node of the index tier.
 ///
 /// Task `tally-index-<id>`: cancelled, the node stops between two awaits and its state
@@ -22,6 +25,7 @@ pub fn spawn_index(
 
 async fn run_index(mut node: IndexNode, transport: Transport, mut inbox: mpsc::Receiver<(NodeId, Message)>) {
     let mut ticks = Ticks::new();
+    let (mut reported, mut counted, mut stats) = (0, 0, node.stats);
     loop {
         tokio::select! {
             m = inbox.recv() => match m {
@@ -34,6 +38,18 @@ async fn run_index(mut node: IndexNode, transport: Transport, mut inbox: mpsc::R
                 None => return,
             },
             _ = &mut ticks.sleep => ticks.ticked(node.on_tick(now_us())),
+        }
+        // A request held for seconds: the node does not reach its position.
+        let now = now_us();
+        if now >= reported + STALL_REPORT_US {
+            if let Some(report) = node.stall_report(now, STALL_REPORT_US) {
+                warn!("{report}");
+                reported = now;
+            }
+        }
+        if now >= counted + STALL_REPORT_US && node.stats != stats {
+            (counted, stats) = (now, node.stats);
+            debug!(id = %node.id(), ?stats, "index node requests");
         }
         for action in node.take_actions() {
             match action {
