@@ -149,8 +149,9 @@ fn until_ok(urls: &[String], path: &str, body: &str, key: &str) -> String {
 
 #[test]
 fn a_cluster_of_processes_serves_and_survives_kills_of_every_log_role() {
-    // Complete mode: in partial mode this kill sequence stalls the index tier in about
-    // one run in three on a loaded machine (under investigation; see issue 54's notes).
+    // Partial mode (the default): index roles live in the storage and sequencer
+    // processes, so the kills of storage-6 and sequencer-3 take one replica of each
+    // index shard with them.
     let shape =
         ["--controllers", "2", "--sequencers", "3", "--storage", "3", "--functions", "2", "--gateways", "2", "--etcd", "3"];
     let (c, url) = Cluster::up(&shape);
@@ -410,10 +411,8 @@ fn post_once(url: &str, path: &str, body: &str, key: &str, timeout: Duration) ->
 
 #[test]
 fn a_partitioned_minority_stops_writing_and_loses_nothing_on_heal() {
-    // Complete mode, as the kill test: partial mode's index tier stalls under these
-    // faults now and then (under investigation; see issue 54's notes).
     let shape = ["--controllers", "1", "--sequencers", "3", "--storage", "3", "--functions", "2", "--gateways", "0"];
-    let dir = init(&[&shape[..], &["--index-mode", "complete"]].concat());
+    let dir = init(&shape);
     // A minority of every log role, and a function node, are cut off together while
     // this file exists: the first sequencer (the primary of log 0), a storage node and
     // function-8. etcd stays reachable to them, as across a partition of the QUIC
