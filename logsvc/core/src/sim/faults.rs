@@ -1,0 +1,93 @@
+//! The safety phase's faults: crashes, power losses, controller crashes and
+//! failovers, partitions.
+
+use super::*;
+
+impl Sim {
+    /// Whether `n` may crash now: a quorum of sequencers and one storage replica per
+    /// shard stay alive, the failure model the log promises to survive.
+    pub(super) fn may_crash(&self, n: NodeId) -> bool {
+        let role = self.slots[&n].role;
+        let down_same = self.slots.values().filter(|s| s.role == role && s.node.is_none()).count();
+        let limit = match role {
+            Role::Sequencer => (self.opts.n_meta - 1) / 2,
+            Role::Storage => self.opts.n_data - 1,
+            Role::Engine => self.opts.engines as usize,
+            Role::Index => self.opts.partial.map_or(0, |p| p.shards * p.replicas),
+        };
+        down_same < limit
+    }
+
+    pub(super) fn crash(&mut self, n: NodeId) {
+        let slot = self.slots.get_mut(&n).expect("known node");
+        let Some(node) = slot.node.take() else { return };
+        self.stats.chunks_spilled += node.chunks_spilled();
+        self.stats.paths.add(&node.paths());
+        // A storage node's disk loses what was not synced; the metalog store syncs
+        // every write, so it loses nothing.
+        slot.records.crash();
+        self.stats.crashes += 1;
+        // Clients of a crashed engine lose their request: its outcome is unknown.
+        let orphaned: Vec<u32> = (0..self.clients.len() as u32).filter(|&c| self.clients[c as usize].engine == n).collect();
+        for c in orphaned {
+            if let Some((op, _, _)) = self.clients[c as usize].op.take() {
+                self.op_started.remove(&op);
+                self.schedule(50_000, Event::ClientStep(c));
+            }
+        }
+        let downtime = 50_000 + self.rng.below(800_000);
+        self.schedule(downtime, Event::Restart(n));
+    }
+
+    pub(super) fn fault(&mut self) {
+        if self.liveness {
+            return;
+        }
+        self.schedule(10_000, Event::Fault);
+        let nodes: Vec<NodeId> = self.slots.keys().copied().collect::<BTreeSet<_>>().into_iter().collect();
+        if self.rng.chance(self.opts.crash) {
+            let n = nodes[self.rng.below(nodes.len() as u64) as usize];
+            if self.may_crash(n) {
+                self.crash(n);
+            }
+        }
+        let leader = self.leader;
+        let power_loss = self.rng.chance(self.opts.power_loss);
+        if power_loss {
+            self.stats.power_losses += 1;
+            for &n in &nodes {
+                self.crash(n);
+            }
+        }
+        if self.controllers[leader].node.is_some() && (power_loss || self.rng.chance(self.opts.controller_crash)) {
+            // The store holds every configuration before it is sent, so a crash loses
+            // only soft state: liveness, incarnations, a seal under way.
+            self.controllers[leader].node = None;
+            self.stats.controller_crashes += 1;
+            let downtime = 50_000 + self.rng.below(800_000);
+            self.schedule(downtime, Event::Restart(self.controllers[leader].id));
+        }
+        if self.controllers.len() > 1 && self.rng.chance(self.opts.failover) {
+            // The lease moves (the leader was slow to renew it); the old leader runs on
+            // for a while before it notices, and may still seal and try to persist.
+            let next = (leader + 1 + self.rng.below(self.controllers.len() as u64 - 1) as usize) % self.controllers.len();
+            let until = self.now + self.rng.below(300_000);
+            self.controllers[leader].deposed_until = Some(until);
+            self.tick_by(self.controllers[leader].id, until);
+            self.leader = next;
+            self.stats.failovers += 1;
+            self.start_controller(next);
+        }
+        if self.rng.chance(self.opts.partition) {
+            let a = nodes[self.rng.below(nodes.len() as u64) as usize];
+            for &b in &nodes {
+                if b != a && self.rng.chance(0.5) {
+                    self.partitioned.insert((a.min(b), a.max(b)));
+                }
+            }
+            self.stats.partitions += 1;
+            let d = 50_000 + self.rng.below(400_000);
+            self.schedule(d, Event::Heal);
+        }
+    }
+}
