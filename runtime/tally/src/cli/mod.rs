@@ -2,6 +2,7 @@
 //! `tally new` and `tally build` for every guest language.
 
 pub mod build;
+pub mod cluster;
 pub mod config;
 pub mod dev;
 pub mod inspect;
