@@ -72,13 +72,14 @@
 //! marks) is only what `MetalogStore` holds; everything else is soft and rebuilt after a
 //! restart.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use crate::config::{Configuration, LogTermConfig, TermConfig};
 use crate::message::{Message, MetalogEntry, TrimCommand};
 use crate::store::MetalogWrite;
 use crate::types::{LocalId, LogId, Micros, NextTick, NodeId, SeqNum, Term};
+use metalog::{Inflight, Metalog, Primary, Spares};
 
 #[derive(Clone, Debug)]
 pub struct SequencerConfig {
@@ -159,149 +160,6 @@ pub fn stored_entries_messages(
             None => vec![Message::MetalogEntries { term, log, entries }],
         },
         _ => vec![],
-    }
-}
-
-struct Inflight {
-    len: u64,
-    /// The replicas holding the entry, in the order they acknowledged: this one first.
-    acks: Vec<NodeId>,
-    sent_at: Micros,
-}
-
-struct Primary {
-    /// For each shard, the prefix each replica (config order) holds, durable or being
-    /// written: what the next entry may order.
-    held: Vec<Vec<LocalId>>,
-    inflight: Option<Inflight>,
-    /// The backups that persist the next entry at once (the quorum's, besides this
-    /// replica); the others get it as a spare.
-    eager: Vec<NodeId>,
-    trims: Vec<TrimCommand>,
-    last_push: Micros,
-    /// An entry committed since the last tail push: the next one comes
-    /// `tail_interval_us` after the last (the push of the entry itself may have been
-    /// lost); with no news, with the next heartbeat, so an idle log costs few messages.
-    tail_news: bool,
-    stopped: bool,
-}
-
-struct Metalog {
-    /// The entries from index `first` on; the ones before are only in the store.
-    entries: VecDeque<MetalogEntry>,
-    first: u64,
-    committed_len: u64,
-    sealed: bool,
-    /// Set once a configuration carries this metalog's final tail.
-    finalized: bool,
-    /// This replica has led the metalog (its lead mark is persisted, or recovered).
-    led: bool,
-    primary: Option<Primary>,
-    /// Spare entries held in memory only (see the module docs).
-    spares: Option<Spares>,
-    /// For each shard, the durable prefix each replica (config order) reported: an
-    /// entry is acknowledged (by a backup) or committed (by the primary) only once it
-    /// covers the entry's records. Empty until the first report.
-    durable: Vec<Vec<LocalId>>,
-    /// The longest prefix this replica acknowledged to its primary.
-    acked_len: u64,
-}
-
-/// A backup's spare entries, from index `from` on: held since `since`, to be
-/// acknowledged to `primary` once persisted.
-#[derive(Clone, Copy, Debug)]
-struct Spares {
-    from: u64,
-    since: Micros,
-    primary: NodeId,
-}
-
-impl Metalog {
-    fn new() -> Metalog {
-        Metalog {
-            entries: VecDeque::new(),
-            first: 0,
-            committed_len: 0,
-            sealed: false,
-            finalized: false,
-            led: false,
-            primary: None,
-            spares: None,
-            durable: Vec::new(),
-            acked_len: 0,
-        }
-    }
-
-    /// Whether the durable progress reported covers `entry`'s records.
-    fn witnessed(&self, entry: &MetalogEntry) -> bool {
-        entry.prev_cut.iter().zip(&entry.cut).enumerate().all(|(j, (&prev, &cut))| {
-            cut <= prev || self.durable.get(j).is_some_and(|replicas| replicas.iter().all(|&d| d >= cut))
-        })
-    }
-
-    /// The longest prefix a backup may acknowledge: persisted (spares are not yet),
-    /// and every entry past the committed ones witnessed durable.
-    fn ackable_len(&self) -> u64 {
-        let persisted = self.spares.map_or(self.len(), |s| s.from);
-        let mut len = self.committed_len.max(self.first).min(persisted);
-        while len < persisted && self.get(len).is_some_and(|e| self.witnessed(e)) {
-            len += 1;
-        }
-        len
-    }
-
-    fn len(&self) -> u64 {
-        self.first + self.entries.len() as u64
-    }
-
-    fn last(&self) -> Option<&MetalogEntry> {
-        self.entries.back()
-    }
-
-    fn get(&self, index: u64) -> Option<&MetalogEntry> {
-        self.entries.get(usize::try_from(index.checked_sub(self.first)?).ok()?)
-    }
-
-    /// Entries `from..end`, or `None` if some have left memory.
-    fn range(&self, from: u64, end: u64) -> Option<Vec<MetalogEntry>> {
-        let skip = from.checked_sub(self.first)? as usize;
-        Some(self.entries.iter().skip(skip).take(end.saturating_sub(from) as usize).cloned().collect())
-    }
-
-    /// Drops the entries from index `len` on (an uncommitted tail, never one that left
-    /// memory).
-    fn truncate(&mut self, len: u64) {
-        assert!(len >= self.first, "only entries still in memory are truncated");
-        self.entries.truncate((len - self.first) as usize);
-    }
-
-    /// Lets committed entries older than the newest `kept` leave memory (the last one
-    /// stays: the next entry continues its cut).
-    /// Spare entries not yet persisted stay too.
-    fn forget(&mut self, kept: u64) {
-        let mut keep_from = self.committed_len.saturating_sub(kept.max(1));
-        if let Some(spares) = self.spares {
-            keep_from = keep_from.min(spares.from);
-        }
-        while self.first < keep_from && self.entries.len() > 1 {
-            self.entries.pop_front();
-            self.first += 1;
-        }
-    }
-
-    /// Appends an entry. Callers check the seal: replication refuses entries of a sealed
-    /// metalog, while finalisation (and its replay after a restart) adds the last one.
-    fn push(&mut self, entry: MetalogEntry) {
-        assert_eq!(entry.index, self.len(), "metalog entries are contiguous");
-        if let Some(prev) = self.entries.back() {
-            // A later version's shards join the cut at zero.
-            let (kept, added) = entry.prev_cut.split_at(prev.cut.len().min(entry.prev_cut.len()));
-            assert!(kept == prev.cut && added.iter().all(|&c| c == 0), "an entry continues the previous cut");
-            assert!(entry.version >= prev.version, "versions never go back");
-            assert_eq!(entry.start_position, prev.start_position + prev.record_count());
-        }
-        assert!(entry.cut.iter().zip(&entry.prev_cut).all(|(c, p)| c >= p), "cuts never decrease");
-        self.entries.push_back(entry);
     }
 }
 
@@ -849,5 +707,6 @@ impl Sequencer {
     }
 }
 
+mod metalog;
 #[cfg(test)]
 mod tests;
