@@ -101,6 +101,9 @@ pub struct ControllerConfig {
     /// Partial mode: shards a log's term may bind, closed ones included, before a
     /// function node that joins needs a new term (see `version.rs`).
     pub slots_per_log: usize,
+    /// Partial mode: an index replica silent this long is replaced by a live spare
+    /// index node (one registered and in no shard), through a version.
+    pub index_replace_us: Micros,
 }
 
 /// How many startup graces the first term waits for every index node of the tier.
@@ -119,6 +122,7 @@ impl Default for ControllerConfig {
             tier: None,
             peers: Vec::new(),
             slots_per_log: 16,
+            index_replace_us: 10_000_000,
         }
     }
 }

@@ -9,6 +9,10 @@
 //! every shard bound up to their version. A term holds at most `slots_per_log` shards per
 //! log: a join that does not fit seals the term, and the next one starts afresh with the
 //! live nodes.
+//!
+//! A version also replaces an index replica silent for `index_replace_us` by a live
+//! spare index node (the spec's item 9); the newcomer replays the log (it copies no
+//! replica's state yet).
 
 use super::*;
 
@@ -69,14 +73,45 @@ impl Controller {
                 changed = true;
             }
         }
-        if !changed {
+        let tier = self.replaced_tier(now);
+        if !changed && tier.is_none() {
             return;
         }
         let engines = logs[0].shards.iter().filter(|s| s.open_at(version)).map(|s| s.engine).collect();
         let mut next = (*config).clone();
+        if let Some(tier) = tier {
+            tracing::warn!(?tier, "an index replica was silent too long: a spare index node replaces it");
+            self.tier = Some(Some(tier.clone()));
+            next.tier = Some(tier);
+        }
         let current = next.terms.last_mut().expect("a configuration has a term");
         *current = TermConfig { logs, engines, version, ..current.clone() };
         tracing::info!(term = t.term.0, version, joining = joining.len(), "installed a new version of the term");
         self.publish(now, Arc::new(next));
+    }
+
+    /// The index tier with every replica silent for `index_replace_us` replaced by a
+    /// live spare index node, if there is one: `None` if nothing changes. The newcomer
+    /// goes last in its shard's list, so a replica that has the log pushes the decided
+    /// updates while it replays; the one it replaces becomes a spare if it comes back.
+    fn replaced_tier(&self, now: Micros) -> Option<TierLayout> {
+        let mut tier = self.tier.clone().flatten()?;
+        let started = self.started_at.unwrap_or(now);
+        let silent = |n: &NodeId| {
+            let heard = self.members.get(n).and_then(|m| m.last_seen).unwrap_or(0).max(started);
+            now >= heard + self.cfg.index_replace_us
+        };
+        let mut spares: Vec<NodeId> =
+            self.live_of(now, Role::Index).into_iter().filter(|&n| tier.shard_of_node(n).is_none()).collect();
+        let mut changed = false;
+        for replicas in &mut tier.shards {
+            while let Some(i) = replicas.iter().position(&silent) {
+                let Some(spare) = spares.pop() else { return changed.then_some(tier) };
+                replicas.remove(i);
+                replicas.push(spare);
+                changed = true;
+            }
+        }
+        changed.then_some(tier)
     }
 }

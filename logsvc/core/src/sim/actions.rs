@@ -35,6 +35,8 @@ impl Sim {
                 }
                 ControllerAction::Installed(config) => {
                     self.stats.versions += u64::from(config.current().version > 0);
+                    let old_tier = self.config.as_ref().and_then(|c| c.tier.clone());
+                    self.stats.tier_replacements += u64::from(old_tier.is_some() && old_tier != config.tier);
                     self.config = Some(config.clone());
                     // The last entry a seal kept has each of its records durable
                     // somewhere (committed: everywhere, checked when it was).

@@ -13,7 +13,7 @@ impl Sim {
             Role::Sequencer => (self.opts.n_meta - 1) / 2,
             Role::Storage => self.opts.n_data - 1,
             Role::Engine => self.opts.engines as usize,
-            Role::Index => self.opts.partial.map_or(0, |p| p.shards * p.replicas),
+            Role::Index => self.opts.partial.map_or(0, |p| p.shards * p.replicas + p.spares),
         };
         down_same < limit
     }

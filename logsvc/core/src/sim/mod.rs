@@ -248,7 +248,7 @@ impl Sim {
         let mut roster = Vec::new();
         let mut slots = BTreeMap::new();
         let mut id = 1;
-        let index_nodes = opts.partial.map_or(0, |p| (p.shards * p.replicas) as u32);
+        let index_nodes = opts.partial.map_or(0, |p| (p.shards * p.replicas + p.spares) as u32);
         let roles = [
             (Role::Sequencer, opts.sequencers),
             (Role::Storage, opts.storage),
@@ -285,6 +285,8 @@ impl Sim {
             peers: Vec::new(),
             // Few: some joins in a seed fall back to a new term.
             slots_per_log: opts.engines as usize + 3,
+            // Within a crash's downtime: some crashed or cut-off replicas are replaced.
+            index_replace_us: 400_000,
         };
         let late: Vec<NodeId> = if opts.late_members {
             [Role::Storage, Role::Engine]
@@ -601,7 +603,8 @@ impl Sim {
         for (&n, slot) in &self.slots {
             let applied = |l: LogId| match &slot.node {
                 Some(Node::Engine(e)) => Some(e.applied(l)),
-                Some(Node::Index(x)) => Some(x.applied(l)),
+                // A spare index node (in no shard) follows nothing.
+                Some(Node::Index(x)) => x.shard().map(|_| x.applied(l)),
                 _ => None,
             };
             if applied(LogId(0)).is_some() {
@@ -609,7 +612,7 @@ impl Sim {
                     let (mine, canonical) = (applied(LogId(l)).expect("checked"), self.oracle.position(LogId(l)));
                     if mine != canonical {
                         what.push(format!(
-                            "after the liveness phase engine {n} has applied {mine} of log {l}, the log is at {canonical}"
+                            "after the liveness phase node {n} has applied {mine} of log {l}, the log is at {canonical}"
                         ));
                     }
                 }

@@ -60,6 +60,8 @@ pub struct SimOptions {
 pub struct SimPartial {
     pub shards: usize,
     pub replicas: usize,
+    /// Index nodes in no shard, that replace a replica silent too long.
+    pub spares: usize,
 }
 
 impl Default for SimOptions {
@@ -169,6 +171,8 @@ pub struct SimStats {
     /// Configurations installed as later versions of a term (partial mode: function
     /// nodes that joined, left or restarted without a new term).
     pub versions: u64,
+    /// Configurations that replaced a silent index replica by a spare.
+    pub tier_replacements: u64,
 }
 
 #[derive(Debug)]

@@ -259,6 +259,17 @@ impl Oracle {
                 }
             }
         }
+        // The index tier keeps its shards; a node replicates one shard at most; its
+        // layout changes only by replacing replicas (the spec's item 9).
+        if let Some(tier) = &config.tier {
+            let nodes: Vec<NodeId> = tier.nodes().collect();
+            let once = nodes.iter().collect::<BTreeSet<_>>().len() == nodes.len();
+            let old = self.config.as_ref().and_then(|c| c.tier.as_ref());
+            if !once || tier.shards.iter().any(Vec::is_empty) || old.is_some_and(|o| o.shards.len() != tier.shards.len()) {
+                let what = format!("the index tier {tier:?} does not follow {old:?}");
+                self.violation(what);
+            }
+        }
         // A sealed tail keeps every committed entry.
         let sealed_count = config.terms.len().saturating_sub(1);
         if let Some(t) = config.terms.get(sealed_count.wrapping_sub(1)).filter(|_| sealed_count > 0) {

@@ -98,6 +98,12 @@ enum Held {
 }
 
 impl Held {
+    fn caller(&self) -> (NodeId, u64) {
+        match *self {
+            Held::Lookup { from, req, .. } | Held::Holder { from, req, .. } | Held::Aux { from, req, .. } => (from, req),
+        }
+    }
+
     fn waits_for(&self) -> (LogId, MetalogPosition) {
         match *self {
             Held::Lookup { log, q, .. } | Held::Aux { log, q, .. } => (log, q),
@@ -248,7 +254,7 @@ impl IndexNode {
             }
         }
         next.at(now + self.cfg.heartbeat_interval_us);
-        let Some(config) = self.config.clone() else { return next };
+        let Some(config) = self.config.clone().filter(|_| self.shard.is_some()) else { return next };
         let mut fetches = Vec::new();
         self.follower.on_tick(now, &config, &mut fetches, &mut next);
         for (to, m) in fetches {
@@ -269,7 +275,9 @@ impl IndexNode {
     }
 
     pub fn on_message(&mut self, now: Micros, from: NodeId, msg: Message) {
-        let msg = match self.follower.on_message(msg) {
+        // A spare follows nothing (it would only buffer what the sequencers push).
+        let followed = if self.shard.is_some() { self.follower.on_message(msg) } else { Followed::Other(msg) };
+        let msg = match followed {
             Followed::Entries(log) => return self.drain(now, log),
             Followed::Tail => return,
             Followed::Other(msg) => msg,
@@ -327,7 +335,8 @@ impl IndexNode {
     /// its configuration's (the caller has a newer one, which adds the log).
     fn admit(&mut self, from: NodeId, req: u64, shard: u16, log: LogId, at: MetalogPosition) -> bool {
         let error = match (&self.config, &self.shard) {
-            (None, _) | (_, None) => Error::Unavailable(format!("index node {} has no configuration yet", self.id.0)),
+            (None, _) => Error::Unavailable(format!("index node {} has no configuration yet", self.id.0)),
+            (_, None) => Error::Unavailable(format!("index node {} is in no index shard", self.id.0)),
             (Some(_), Some(s)) if usize::from(shard) != s.shard => {
                 Error::InvalidArgument(format!("index node {} replicates index shard {}, not {shard}", self.id.0, s.shard))
             }
@@ -360,20 +369,35 @@ impl IndexNode {
             return;
         }
         self.config = Some(config.clone());
-        self.follower.on_config(&config);
-        if self.shard.is_none() {
-            if let Some(tier) = &config.tier {
-                if let Some(s) = tier.shard_of_node(self.id) {
-                    self.shard = Some(IndexShard::new(s, tier.shards.len(), self.cfg.dead_keep_entries));
-                }
-            }
+        let mine = config.tier.as_ref().and_then(|t| t.shard_of_node(self.id).map(|s| (s, t.shards.len())));
+        if mine.map(|m| m.0) != self.shard.as_ref().map(|s| s.shard) {
+            // Into the tier (a spare replacing a silent replica), or out of it (replaced
+            // while silent): either way the node starts from nothing.
+            self.leave_shard();
+            self.shard = mine.map(|(s, shards)| IndexShard::new(s, shards, self.cfg.dead_keep_entries));
         }
+        self.follower.on_config(&config);
         while self.updates.len() < usize::from(config.n_logs) {
             self.updates.push(UpdateLog::new(self.cfg.update_keep_bytes));
         }
         self.send(config.controller, Message::config_ack(&config));
         for l in 0..config.n_logs {
             self.drain(now, LogId(l));
+        }
+    }
+
+    /// Drops the shard's state and what follows the log for it; the requests held
+    /// are refused (their callers ask another replica).
+    fn leave_shard(&mut self) {
+        self.shard = None;
+        self.follower = Follower::new(self.cfg.follower.clone());
+        self.assembly = Assembly::new();
+        self.updates.clear();
+        self.aux = AuxCache::default();
+        for (_, h) in std::mem::take(&mut self.held) {
+            let (from, req) = h.caller();
+            let error = Error::Unavailable(format!("index node {} left the index tier", self.id.0));
+            self.send(from, Message::TierRefused { req, error });
         }
     }
 

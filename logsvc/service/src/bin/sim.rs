@@ -61,6 +61,9 @@ struct Args {
     index_shards: usize,
     #[arg(long, default_value_t = 2)]
     index_replicas: usize,
+    /// Partial mode: spare index nodes, in no shard until one replaces a silent replica.
+    #[arg(long, default_value_t = 1)]
+    index_spares: usize,
     /// Engines holding each log's index (0: every engine indexes every log).
     #[arg(long, default_value_t = 2)]
     indexers_per_log: usize,
@@ -100,7 +103,7 @@ fn main() -> ExitCode {
         add_logs: args.add_logs,
         books: args.books,
         partial: (args.index == "partial")
-            .then_some(SimPartial { shards: args.index_shards.max(1), replicas: args.index_replicas.max(1) }),
+            .then_some(SimPartial { shards: args.index_shards.max(1), replicas: args.index_replicas.max(1), spares: args.index_spares }),
         ..SimOptions::default()
     };
     eprintln!("sim: seeds {}..{} with {opts}", args.seed, args.seed + args.seeds);
@@ -131,6 +134,7 @@ fn main() -> ExitCode {
                 total.terms = total.terms.max(s.terms);
                 total.paths.add(&s.paths);
                 total.versions += s.versions;
+                total.tier_replacements += s.tier_replacements;
             }
             Err(v) => {
                 eprintln!("sim: seed {seed} failed with {opts}\n{v}");
@@ -165,8 +169,8 @@ fn main() -> ExitCode {
     if opts.partial.is_some() {
         let p = &total.paths;
         eprintln!(
-            "sim: partial mode: {} tag-cache hits, {} popularity hits, {} tier reads, {} holder lookups, {} local index restarts, {} versions, {} logs followed from mid-term",
-            p.tag_hits, p.popularity_hits, p.tier_reads, p.holder_lookups, p.local_restarts, total.versions, p.mid_term_starts
+            "sim: partial mode: {} tag-cache hits, {} popularity hits, {} tier reads, {} holder lookups, {} local index restarts, {} versions, {} logs followed from mid-term, {} index replicas replaced",
+            p.tag_hits, p.popularity_hits, p.tier_reads, p.holder_lookups, p.local_restarts, total.versions, p.mid_term_starts, total.tier_replacements
         );
     }
     ExitCode::SUCCESS
