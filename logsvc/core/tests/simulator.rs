@@ -89,6 +89,9 @@ fn check_partial(first: u64, count: u64, opts: SimOptions) {
     // Function nodes joined and left without new terms, and started mid-term.
     let versions: u64 = stats.iter().map(|s| s.versions).sum();
     assert!(versions > 0 && p.mid_term_starts > 0, "no function node joined through a version: {versions}, {p:?}");
+    // Spare index nodes replaced silent replicas.
+    let replaced: u64 = stats.iter().map(|s| s.tier_replacements).sum();
+    assert!(replaced > 0, "no index replica was replaced in {count} seeds");
 }
 
 #[test]

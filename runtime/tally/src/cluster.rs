@@ -160,6 +160,14 @@ pub struct ClusterDir {
     pub file: ClusterFile,
 }
 
+/// Where the cluster's configuration stands (`tally cluster status`).
+pub struct ConfigStamp {
+    pub term: u16,
+    pub version: u32,
+    /// Partial mode: the index nodes of each index shard, by id.
+    pub index: Option<Vec<Vec<u32>>>,
+}
+
 impl ClusterDir {
     pub fn open(dir: &Path) -> anyhow::Result<ClusterDir> {
         let path = dir.join("cluster.toml");
@@ -232,7 +240,9 @@ impl ClusterDir {
             let shards = i.shards.clamp(1, hosts);
             IndexShape { shards, replicas: i.replicas.clamp(1, (hosts / shards).max(1)) }
         });
-        let index = ids(index_shape.map_or(0, |i| (i.shards * i.replicas) as u32));
+        // Every storage or sequencer process left over gets a spare index role, which
+        // replaces a replica whose process is gone.
+        let index = ids(index_shape.map_or(0, |_| hosts as u32));
         let mut nodes = Vec::new();
         let base = |node: &str| NodeConfig {
             cluster: name.into(),
@@ -295,7 +305,8 @@ impl ClusterDir {
             nodes.push((id, c));
         }
         // Index roles go into the storage processes, then the sequencers', in turn: a
-        // shard's replicas (every S-th index id) land in different processes.
+        // shard's replicas (every S-th index id) land in different processes, and the
+        // ids past S x R are spares.
         let hosts: Vec<usize> = (0..nodes.len())
             .filter(|&i| nodes[i].1.storage.is_some())
             .chain((0..nodes.len()).filter(|&i| nodes[i].1.sequencer.is_some()))
@@ -346,13 +357,17 @@ impl ClusterDir {
         Ok(added)
     }
 
-    /// The term and version of the configuration stored in etcd, if etcd answers
-    /// within `wait`.
-    pub async fn configuration_stamp(&self, wait: Duration) -> anyhow::Result<Option<(u16, u32)>> {
+    /// The term, version and index tier of the configuration stored in etcd, if etcd
+    /// answers within `wait`.
+    pub async fn configuration_stamp(&self, wait: Duration) -> anyhow::Result<Option<ConfigStamp>> {
         let tls = etcd_tls(&self.dir.join("ca").join("cli"))?;
         let load = async {
             let plane = tally_control::ControlPlane::connect_with(&self.file.endpoints(), &self.file.name, Some(&tls)).await?;
-            anyhow::Ok(plane.load_config().await?.map(|(c, _)| (c.current().term.0, c.current().version)))
+            anyhow::Ok(plane.load_config().await?.map(|(c, _)| ConfigStamp {
+                term: c.current().term.0,
+                version: c.current().version,
+                index: c.tier.as_ref().map(|t| t.shards.iter().map(|r| r.iter().map(|n| n.0).collect()).collect()),
+            }))
         };
         Ok(tokio::time::timeout(wait, load).await.ok().transpose()?.flatten())
     }

@@ -243,12 +243,35 @@ fn a_cluster_of_processes_serves_and_survives_kills_of_every_log_role() {
     // first term), a function node, an etcd member of three and a gateway, one after
     // another: after each, transfers go on.
     let leader = c.leader();
+    let tier = c.status_json()["index"].clone();
+    assert_eq!(tier, serde_json::json!([[13, 15], [14, 16]]), "2 shards of 2; n17 and n18 are spares");
+    let t_index = Instant::now();
     for victim in ["storage-6", leader.as_str(), "sequencer-3", "function-9", "etcd-1", "gateway-11"] {
         let t0 = Instant::now();
         c.kill(victim);
         wait_transfers(10);
         eprintln!("{victim} killed: 10 more transfers after {:?}", t0.elapsed());
     }
+    // The index roles of storage-6 (n13) and sequencer-3 (n16) went with them: the
+    // spares replace them through versions, and transfers go on.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let tier = c.status_json()["index"].clone();
+        let nodes: Vec<u64> =
+            tier.as_array().unwrap().iter().flat_map(|r| r.as_array().unwrap()).map(|n| n.as_u64().unwrap()).collect();
+        if !nodes.contains(&13) && !nodes.contains(&16) {
+            assert_eq!(
+                tier.as_array().unwrap().iter().map(|r| r.as_array().unwrap().len()).collect::<Vec<_>>(),
+                [2, 2],
+                "{tier}"
+            );
+            eprintln!("spares replaced both lost index replicas {:?} after the first kill: {tier}", t_index.elapsed());
+            break;
+        }
+        assert!(Instant::now() < deadline, "the lost index replicas were never replaced: {tier}");
+        thread::sleep(Duration::from_millis(500));
+    }
+    wait_transfers(10);
     done.store(true, Ordering::Relaxed);
     let ledgers: Vec<(i64, i64)> = clients.into_iter().map(|c| c.join().expect("a client")).collect();
     appender.join().expect("the appender");

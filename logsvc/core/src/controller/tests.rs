@@ -372,3 +372,46 @@ fn the_first_term_waits_for_every_index_node_of_the_tier_that_registers_late() {
     let first = tick_installs(&mut c, late).expect("the first term after the tier's grace");
     assert_eq!(first.tier.as_ref().expect("partial mode").shards, vec![vec![index[0]], vec![index[1]]]);
 }
+
+#[test]
+fn a_spare_index_node_replaces_a_replica_silent_too_long_through_a_version() {
+    // Two shards of one replica, and a spare: shard 1's replica falls silent.
+    let index: Vec<NodeId> = (10..13).map(NodeId).collect();
+    let mut roster = roster();
+    roster.extend(index.iter().map(|&n| (n, Role::Index)));
+    let cfg = ControllerConfig { tier: Some((2, 1)), ..cfg() };
+    let replace = cfg.index_replace_us;
+    let mut c = Controller::new(NodeId(0), cfg, &roster);
+    let beat = |c: &mut Controller, now: Micros, nodes: &[NodeId]| {
+        heartbeats(c, now, 1);
+        for &n in nodes {
+            c.on_message(now, n, Message::Heartbeat { incarnation: 1, term: Term(0), version: 0 });
+        }
+    };
+    beat(&mut c, 0, &index);
+    let first = tick_installs(&mut c, 0).expect("the first term");
+    assert_eq!(first.tier.as_ref().unwrap().shards, vec![vec![index[0]], vec![index[1]]], "index[2] is a spare");
+    // Silent for less than `index_replace_us`: nothing changes.
+    let mut now = 0;
+    while now + 500_000 < replace {
+        now += 500_000;
+        beat(&mut c, now, &[index[0], index[2]]);
+        assert!(tick_installs(&mut c, now).is_none(), "at {now}");
+    }
+    now = replace;
+    beat(&mut c, now, &[index[0], index[2]]);
+    let v1 = tick_installs(&mut c, now).expect("a version");
+    assert_eq!(v1.stamp(), (Term(1), 1), "no new term");
+    assert_eq!(v1.tier.as_ref().unwrap().shards, vec![vec![index[0]], vec![index[2]]]);
+    // The old replica comes back: it is the spare now, and nothing changes.
+    beat(&mut c, now + 10, &index);
+    assert!(tick_installs(&mut c, now + 10).is_none());
+    // A silent replica with no spare stays.
+    let later = now + 10 + replace;
+    beat(&mut c, later, &[index[1], index[2]]);
+    let v2 = tick_installs(&mut c, later).expect("index[1] replaces index[0]");
+    assert_eq!(v2.tier.as_ref().unwrap().shards, vec![vec![index[1]], vec![index[2]]]);
+    let much_later = later + 2 * replace;
+    beat(&mut c, much_later, &[]);
+    assert!(tick_installs(&mut c, much_later).is_none(), "no spare is live");
+}

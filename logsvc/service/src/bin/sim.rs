@@ -102,8 +102,11 @@ fn main() -> ExitCode {
         n_logs: args.logs,
         add_logs: args.add_logs,
         books: args.books,
-        partial: (args.index == "partial")
-            .then_some(SimPartial { shards: args.index_shards.max(1), replicas: args.index_replicas.max(1), spares: args.index_spares }),
+        partial: (args.index == "partial").then_some(SimPartial {
+            shards: args.index_shards.max(1),
+            replicas: args.index_replicas.max(1),
+            spares: args.index_spares,
+        }),
         ..SimOptions::default()
     };
     eprintln!("sim: seeds {}..{} with {opts}", args.seed, args.seed + args.seeds);

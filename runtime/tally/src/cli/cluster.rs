@@ -169,12 +169,18 @@ pub fn run(verb: ClusterVerb) -> anyhow::Result<()> {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
             let stamp = rt.block_on(c.configuration_stamp(std::time::Duration::from_secs(3))).ok().flatten();
             if json {
-                let (term, version) = stamp.unzip();
-                let value = serde_json::json!({ "term": term, "version": version, "processes": status });
+                let (term, version) = (stamp.as_ref().map(|s| s.term), stamp.as_ref().map(|s| s.version));
+                let index = stamp.and_then(|s| s.index);
+                let value = serde_json::json!({ "term": term, "version": version, "index": index, "processes": status });
                 println!("{}", serde_json::to_string_pretty(&value)?);
             } else {
-                if let Some((term, version)) = stamp {
-                    println!("term {term}, version {version}");
+                if let Some(s) = stamp {
+                    println!("term {}, version {}", s.term, s.version);
+                    if let Some(index) = s.index {
+                        let shards: Vec<String> =
+                            index.iter().map(|r| r.iter().map(|n| format!("n{n}")).collect::<Vec<_>>().join(" ")).collect();
+                        println!("index shards: {}", shards.join(" | "));
+                    }
                 }
                 for s in &status {
                     let pid = s.pid.map_or("-".to_string(), |p| p.to_string());
