@@ -120,6 +120,15 @@ impl Follower {
         }
     }
 
+    /// Starts `log` at `at` (a copied state's position): nothing before it is delivered.
+    pub fn start_at(&mut self, log: LogId, at: MetalogPosition) {
+        let Some(l) = self.logs.get_mut(log.0 as usize) else { return };
+        l.next = at;
+        l.known_len = 0;
+        l.seek = None;
+        l.buffer.clear();
+    }
+
     /// Whether `log` is still seeking its start.
     pub fn seeking(&self, log: LogId) -> bool {
         self.logs.get(log.0 as usize).is_some_and(|l| l.seek.is_some())

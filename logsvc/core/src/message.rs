@@ -25,7 +25,7 @@ use crate::tier::{DecidedUpdate, ShardAnswer};
 use crate::types::{BookId, LocalId, LogId, MetalogPosition, NodeId, SeqNum, ShardId, Tag, Term};
 
 /// Version of the wire format; a peer speaking another version is disconnected.
-pub const WIRE_VERSION: u8 = 10;
+pub const WIRE_VERSION: u8 = 11;
 
 /// A condition of a conditional append (Halfmoon `logCondAppend`): the stream `tag` of
 /// the record's book must hold exactly `position` records (trimmed ones included) when
@@ -472,6 +472,21 @@ pub enum Message {
         req: u64,
         error: Error,
     },
+    /// Index node -> a replica of its shard: piece `piece` of the replica's state
+    /// (a node that takes a place in the tier, or starts again, copies it rather than
+    /// replaying the log).
+    ShardCopy {
+        req: u64,
+        shard: u16,
+        piece: u32,
+    },
+    /// The replica's state as of `at` (per log), in `pieces` pieces; `None`: it has no
+    /// state of that shard to give.
+    ShardCopied {
+        req: u64,
+        piece: u32,
+        copy: Option<(Vec<MetalogPosition>, u32, crate::tier::ShardPiece)>,
+    },
 
     // Every node -> controller.
     /// `term` and `version`: the configuration the node has (its stamp).
@@ -566,6 +581,8 @@ impl Message {
             Message::TierSetAux { .. } => "tier_set_aux",
             Message::TierAuxSet { .. } => "tier_aux_set",
             Message::TierRefused { .. } => "tier_refused",
+            Message::ShardCopy { .. } => "shard_copy",
+            Message::ShardCopied { .. } => "shard_copied",
             Message::Heartbeat { .. } => "heartbeat",
             Message::ConfigAck { .. } => "config_ack",
             Message::NewConfig { .. } => "new_config",

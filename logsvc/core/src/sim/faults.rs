@@ -23,6 +23,7 @@ impl Sim {
         let Some(node) = slot.node.take() else { return };
         self.stats.chunks_spilled += node.chunks_spilled();
         self.stats.paths.add(&node.paths());
+        self.stats.add_index(&node);
         // A storage node's disk loses what was not synced; the metalog store syncs
         // every write, so it loses nothing.
         slot.records.crash();

@@ -65,11 +65,27 @@ enum Node {
     Index(IndexNode),
 }
 
+impl SimStats {
+    /// Counts what an index node did (at its crash or the run's end).
+    fn add_index(&mut self, node: &Node) {
+        let s = node.index_stats();
+        self.shard_copies += s.copies_taken;
+        self.shard_replays += s.replays;
+    }
+}
+
 impl Node {
     fn paths(&self) -> PartialStats {
         match self {
             Node::Engine(e) => e.partial_stats().unwrap_or_default(),
             _ => PartialStats::default(),
+        }
+    }
+
+    fn index_stats(&self) -> crate::tier::IndexNodeStats {
+        match self {
+            Node::Index(x) => x.stats,
+            _ => Default::default(),
         }
     }
 
@@ -477,6 +493,9 @@ impl Sim {
                     heartbeat_interval_us: 30_000,
                     hold_us: 2_000_000,
                     follower: Self::follower_cfg(),
+                    // Tiny pieces: a copy takes many, and long rows are split.
+                    copy_piece_items: 3,
+                    copy_give_up_us: 200_000,
                     ..Default::default()
                 };
                 Node::Index(IndexNode::new(n, controllers, inc, cfg))
@@ -519,6 +538,7 @@ impl Sim {
         self.stats.chunks_spilled += self.slots.values().filter_map(|s| s.node.as_ref()).map(Node::chunks_spilled).sum::<u64>();
         for node in self.slots.values().filter_map(|s| s.node.as_ref()) {
             self.stats.paths.add(&node.paths());
+            self.stats.add_index(node);
         }
         Ok(self.stats)
     }

@@ -173,6 +173,9 @@ pub struct SimStats {
     pub versions: u64,
     /// Configurations that replaced a silent index replica by a spare.
     pub tier_replacements: u64,
+    /// Index nodes that started from a replica's copied state, and from a replay.
+    pub shard_copies: u64,
+    pub shard_replays: u64,
 }
 
 #[derive(Debug)]

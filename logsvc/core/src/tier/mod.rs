@@ -14,6 +14,7 @@
 //! reference semantics, and the tests check the shards against it at every position.
 
 mod aggregator;
+mod copy;
 mod deque;
 mod feed;
 mod local;
@@ -27,6 +28,7 @@ mod tags;
 mod update;
 
 pub use aggregator::{Aggregator, AggregatorAction, LookupId, ShardAnswer};
+pub use copy::{ShardPiece, PIECE_ITEMS};
 pub use feed::{FeedNeed, Since, UpdateFeed, UpdateLog};
 pub use local::{LocalBounds, LocalIndex, LocalPath, LocalRead};
 pub use node::{IndexNode, IndexNodeAction, IndexNodeConfig, IndexNodeStats};

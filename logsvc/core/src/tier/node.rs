@@ -30,6 +30,7 @@ use crate::message::{Message, MetalogEntry, RecordMeta};
 use crate::types::{BookId, LogId, MetalogPosition, Micros, NextTick, NodeId, SeqNum, ShardId, Tag};
 use crate::IndexedRecord;
 
+use super::copy::{Copying, Export};
 use super::feed::{Since, UpdateLog};
 use super::popularity::ReadKey;
 use super::streams::{Decision, Holder};
@@ -51,6 +52,11 @@ pub struct IndexNodeConfig {
     pub fetch_retry_us: Micros,
     pub heartbeat_interval_us: Micros,
     pub follower: FollowerConfig,
+    /// A replica that gives no piece of its state for this long is given up on: the
+    /// copy asks the next one (see `copy.rs`).
+    pub copy_give_up_us: Micros,
+    /// Streams or postings a piece of a copy carries at most.
+    pub copy_piece_items: usize,
 }
 
 impl Default for IndexNodeConfig {
@@ -64,6 +70,8 @@ impl Default for IndexNodeConfig {
             fetch_retry_us: 50_000,
             heartbeat_interval_us: 100_000,
             follower: FollowerConfig::default(),
+            copy_give_up_us: 2_000_000,
+            copy_piece_items: super::PIECE_ITEMS,
         }
     }
 }
@@ -150,6 +158,11 @@ pub struct IndexNodeStats {
     pub refused: u64,
     /// Held past `hold_us` or pushed out past `held_max`, unanswered.
     pub expired: u64,
+    /// Copies of this node's state given to a replica, copies it took from one, and
+    /// replays of the whole log (no replica gave a copy).
+    pub copies_given: u64,
+    pub copies_taken: u64,
+    pub replays: u64,
 }
 
 pub struct IndexNode {
@@ -161,8 +174,12 @@ pub struct IndexNode {
     config: Option<Arc<Configuration>>,
     follower: Follower,
     assembly: Assembly<()>,
-    /// Set once a configuration names this node in the tier.
+    /// Set once a configuration names this node in the tier (and its copy is done).
     shard: Option<IndexShard>,
+    /// The copy of a replica's state under way, while `shard` is `None`.
+    copying: Option<Copying>,
+    /// The state this node gives a replica that copies it.
+    export: Option<Export>,
     updates: Vec<UpdateLog>,
     held: VecDeque<(Micros, Held)>,
     aux: AuxCache,
@@ -183,6 +200,8 @@ impl IndexNode {
             config: None,
             assembly: Assembly::new(),
             shard: None,
+            copying: None,
+            export: None,
             updates: Vec::new(),
             held: VecDeque::new(),
             aux: AuxCache::default(),
@@ -254,6 +273,7 @@ impl IndexNode {
             }
         }
         next.at(now + self.cfg.heartbeat_interval_us);
+        self.copy_tick(now, &mut next);
         let Some(config) = self.config.clone().filter(|_| self.shard.is_some()) else { return next };
         let mut fetches = Vec::new();
         self.follower.on_tick(now, &config, &mut fetches, &mut next);
@@ -304,6 +324,8 @@ impl IndexNode {
             m @ (Message::TierLookup { .. } | Message::HolderLookup { .. } | Message::TierSetAux { .. }) => {
                 self.on_tier_request(now, from, m)
             }
+            Message::ShardCopy { req, shard, piece } => self.give_copy(now, from, req, shard, piece),
+            Message::ShardCopied { req, piece, copy } => self.on_copied(now, from, req, piece, copy),
             _ => {}
         }
     }
@@ -370,13 +392,21 @@ impl IndexNode {
         }
         self.config = Some(config.clone());
         let mine = config.tier.as_ref().and_then(|t| t.shard_of_node(self.id).map(|s| (s, t.shards.len())));
-        if mine.map(|m| m.0) != self.shard.as_ref().map(|s| s.shard) {
-            // Into the tier (a spare replacing a silent replica), or out of it (replaced
-            // while silent): either way the node starts from nothing.
+        let had = self.shard.as_ref().map(|s| s.shard).or(self.copying.as_ref().map(|c| c.shard));
+        if mine.map(|m| m.0) != had {
+            // Into the tier (started, or a spare replacing a silent replica), or out of
+            // it (replaced while silent): either way the node starts from nothing, and
+            // copies a replica of its shard if one gives it.
             self.leave_shard();
-            self.shard = mine.map(|(s, shards)| IndexShard::new(s, shards, self.cfg.dead_keep_entries));
+            if let Some((shard, shards)) = mine {
+                let tier = config.tier.as_ref().expect("mine");
+                let from: Vec<NodeId> = tier.shards[shard].iter().copied().filter(|&n| n != self.id).collect();
+                self.copying = Some(Copying::new(shard, shards, from, self.next_req, now));
+                self.next_req += 1;
+            }
         }
         self.follower.on_config(&config);
+        self.ask_copy(now);
         while self.updates.len() < usize::from(config.n_logs) {
             self.updates.push(UpdateLog::new(self.cfg.update_keep_bytes));
         }
@@ -386,10 +416,121 @@ impl IndexNode {
         }
     }
 
+    /// Asks the current replica for the next piece of its state; with none left to
+    /// ask, replays the log instead.
+    fn ask_copy(&mut self, now: Micros) {
+        let Some(c) = self.copying.as_mut() else { return };
+        let Some(to) = c.donor() else {
+            // No replica gave a copy: replay the log from its first term.
+            let c = self.copying.take().expect("checked");
+            self.stats.replays += 1;
+            self.shard = Some(IndexShard::new(c.shard, c.shards, self.cfg.dead_keep_entries));
+            self.drain_all(now);
+            return;
+        };
+        c.asked_at = now;
+        let msg = Message::ShardCopy { req: c.req, shard: c.shard as u16, piece: c.next_piece() };
+        self.send(to, msg);
+    }
+
+    /// Resends a copy's request, or gives up a silent replica; drops an export no one
+    /// asked for in a while.
+    fn copy_tick(&mut self, now: Micros, next: &mut NextTick) {
+        if self.export.as_ref().is_some_and(|e| now >= e.asked_at + self.cfg.hold_us) {
+            self.export = None;
+        }
+        let (give_up, retry) = (self.cfg.copy_give_up_us, self.cfg.fetch_retry_us);
+        let Some(c) = self.copying.as_mut() else { return };
+        if now >= c.since + give_up {
+            c.next_donor(self.next_req, now);
+            self.next_req += 1;
+            self.ask_copy(now);
+        } else if now >= c.asked_at + retry {
+            self.ask_copy(now);
+        }
+        if let Some(c) = &self.copying {
+            next.at((c.asked_at + retry).min(c.since + give_up));
+        }
+    }
+
+    /// A replica's request for a piece of this node's state (see `copy.rs`).
+    fn give_copy(&mut self, now: Micros, from: NodeId, req: u64, shard: u16, piece: u32) {
+        let in_tier = self.config.as_ref().and_then(|c| c.tier.as_ref()).is_some_and(|t| t.nodes().any(|n| n == from));
+        let Some(s) = self.shard.as_ref().filter(|s| s.shard == usize::from(shard) && in_tier) else {
+            return self.send(from, Message::ShardCopied { req, piece, copy: None });
+        };
+        if self.export.as_ref().is_none_or(|e| (e.to, e.req) != (from, req)) {
+            if piece != 0 {
+                // An export given up (another replica asked since): start again.
+                return self.send(from, Message::ShardCopied { req, piece, copy: None });
+            }
+            let n_logs = self.updates.len();
+            let at = (0..n_logs).map(|l| s.postings.applied(LogId(l as u8))).collect();
+            self.stats.copies_given += 1;
+            self.export = Some(Export { to: from, req, at, pieces: s.export(self.cfg.copy_piece_items), asked_at: now });
+        }
+        let e = self.export.as_mut().expect("made above");
+        e.asked_at = now;
+        let copy = e.pieces.get(piece as usize).map(|p| (e.at.clone(), e.pieces.len() as u32, p.clone()));
+        self.send(from, Message::ShardCopied { req, piece, copy });
+    }
+
+    /// A piece of a replica's state: the copy goes on, moves to the next replica, or is
+    /// complete and the node follows the log from the copy's position.
+    fn on_copied(
+        &mut self,
+        now: Micros,
+        from: NodeId,
+        req: u64,
+        piece: u32,
+        copy: Option<(Vec<MetalogPosition>, u32, super::ShardPiece)>,
+    ) {
+        let n_logs = self.updates.len();
+        let Some(c) = self.copying.as_mut().filter(|c| c.req == req && c.donor() == Some(from)) else { return };
+        let fits = |at: &Vec<MetalogPosition>, total: u32| {
+            at.len() <= n_logs && (c.at.is_empty() || c.at == *at) && c.total.is_none_or(|t| t == total) && piece < total
+        };
+        match copy {
+            Some((at, total, data)) if fits(&at, total) => {
+                c.at = at;
+                c.total = Some(total);
+                c.pieces.insert(piece, data);
+                c.since = now;
+            }
+            // Nothing to give, or a copy of a configuration with more logs: the next.
+            _ => {
+                c.next_donor(self.next_req, now);
+                self.next_req += 1;
+                return self.ask_copy(now);
+            }
+        }
+        if !c.complete() {
+            return self.ask_copy(now);
+        }
+        let c = self.copying.take().expect("checked");
+        self.stats.copies_taken += 1;
+        let at = c.at.clone();
+        let pieces = c.pieces.into_values().collect();
+        self.shard = Some(IndexShard::import(c.shard, c.shards, self.cfg.dead_keep_entries, pieces));
+        for (l, &p) in at.iter().enumerate() {
+            if p != MetalogPosition::ZERO {
+                self.follower.start_at(LogId(l as u8), p);
+            }
+        }
+        self.drain_all(now);
+    }
+
+    fn drain_all(&mut self, now: Micros) {
+        for l in 0..self.updates.len() {
+            self.drain(now, LogId(l as u8));
+        }
+    }
+
     /// Drops the shard's state and what follows the log for it; the requests held
     /// are refused (their callers ask another replica).
     fn leave_shard(&mut self) {
         self.shard = None;
+        self.copying = None;
         self.follower = Follower::new(self.cfg.follower.clone());
         self.assembly = Assembly::new();
         self.updates.clear();

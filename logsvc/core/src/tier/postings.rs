@@ -24,12 +24,13 @@ use crate::types::{BookId, Location, LogId, MetalogPosition, SeqNum, Tag};
 use super::deque::ChunkDeque;
 use super::split::TagMap;
 use super::streams::Joined;
+use super::ShardPiece;
 
 /// A position that is never reached: a posting still in its row.
 const NEVER: MetalogPosition = MetalogPosition { term: u16::MAX, index: u64::MAX };
 
-#[derive(Clone, Copy, Debug)]
-struct Posting {
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Posting {
     seqnum: SeqNum,
     location: Location,
     offset: u64,
@@ -75,8 +76,8 @@ pub struct Postings {
 }
 
 /// How far the postings have followed one log.
-#[derive(Debug, Default)]
-struct Progress {
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Progress {
     applied: MetalogPosition,
     /// The position after its last applied entry (`applied` may be past it: the start
     /// of a term whose earlier one ended).
@@ -94,6 +95,42 @@ struct Progress {
 impl Postings {
     pub fn new(dead_keep: usize) -> Postings {
         Postings { books: HashMap::new(), dead_keep: dead_keep.max(1), logs: HashMap::new() }
+    }
+
+    /// Every row, sorted by book and tag, in pieces of at most `max` postings (a long
+    /// row in several, in order), for a replica that copies this one.
+    pub(super) fn export_rows(&self, max: usize, out: &mut Vec<ShardPiece>) {
+        let mut books: Vec<(&BookId, &TagMap<Row>)> = self.books.iter().collect();
+        books.sort_unstable_by_key(|(b, _)| **b);
+        for (&book, rows) in books {
+            let mut tags: Vec<(&Tag, &Row)> = rows.iter().collect();
+            tags.sort_unstable_by_key(|(t, _)| **t);
+            for (&tag, row) in tags {
+                let all: Vec<Posting> = row.postings.range(0, row.postings.len()).copied().collect();
+                for postings in all.chunks(max.max(1)) {
+                    out.push(ShardPiece::Row { book, tag, postings: postings.to_vec() });
+                }
+            }
+        }
+    }
+
+    /// How far each log is applied and purged, for a replica that copies this one.
+    pub(super) fn export_logs(&self) -> Vec<(LogId, Progress)> {
+        let mut logs: Vec<(LogId, Progress)> = self.logs.iter().map(|(l, p)| (*l, p.clone())).collect();
+        logs.sort_unstable_by_key(|(l, _)| *l);
+        logs
+    }
+
+    /// Appends a piece of a copied row.
+    pub(super) fn import_row(&mut self, book: BookId, tag: Tag, postings: Vec<Posting>) {
+        let row = self.books.entry(book).or_default().entry_or_default(tag);
+        for p in postings {
+            row.postings.push_back(p);
+        }
+    }
+
+    pub(super) fn import_logs(&mut self, logs: Vec<(LogId, Progress)>) {
+        self.logs.extend(logs);
     }
 
     /// The oldest position of `log` this shard answers as of.

@@ -99,6 +99,10 @@ impl<V> TagMap<V> {
         self.maps().iter().flat_map(HashMap::keys)
     }
 
+    pub fn iter(&self) -> impl Iterator<Item = (&Tag, &V)> + '_ {
+        self.maps().iter().flat_map(HashMap::iter)
+    }
+
     pub fn iter_mut(&mut self) -> impl Iterator<Item = (&Tag, &mut V)> + '_ {
         let maps: &mut [HashMap<Tag, V>] = match self {
             TagMap::One(m) => std::slice::from_mut(m),

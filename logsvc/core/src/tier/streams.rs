@@ -115,6 +115,24 @@ pub struct StreamTable {
 }
 
 impl StreamTable {
+    /// Every stream, sorted by book and tag, in pieces of at most `max`, for a replica
+    /// that copies this one.
+    pub(super) fn export(&self, max: usize, out: &mut Vec<super::ShardPiece>) {
+        let mut all: Vec<(BookId, Tag, [u64; 3])> =
+            self.books.iter().flat_map(|(&b, m)| m.iter().map(move |(&t, p)| (b, t, p.0))).collect();
+        all.sort_unstable_by_key(|&(b, t, _)| (b, t));
+        for streams in all.chunks(max.max(1)) {
+            out.push(super::ShardPiece::Streams(streams.to_vec()));
+        }
+    }
+
+    /// Takes in a piece of a copied table.
+    pub(super) fn import(&mut self, streams: Vec<(BookId, Tag, [u64; 3])>) {
+        for (book, tag, packed) in streams {
+            *self.books.entry(book).or_default().entry_or_default(tag) = Packed(packed);
+        }
+    }
+
     pub fn get(&self, book: BookId, tag: Tag) -> Stream {
         self.books.get(&book).and_then(|b| b.get(&tag)).map_or_else(Stream::default, |p| Stream::from(*p))
     }
