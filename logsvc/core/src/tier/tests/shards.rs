@@ -55,6 +55,14 @@ fn run(seed: u64, shards: usize, entries: u64) -> (u64, u64) {
         for s in &mut tier_shards {
             s.end_entry(LogId(0), at);
         }
+        if k == entries / 2 {
+            // Halfway, every shard is a copy of itself in small pieces (a replica that
+            // took another's place): the copies decide and answer alike from here on.
+            let max = 1 + rng.below(4) as usize;
+            for s in &mut tier_shards {
+                *s = IndexShard::import(s.shard, s.shards, 1_000_000, s.export(max));
+            }
+        }
         for _ in 0..6 {
             let read = random_read(&mut rng, position);
             asked.push((at, read, reference(&reference_index, read)));
