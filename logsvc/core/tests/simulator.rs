@@ -92,6 +92,9 @@ fn check_partial(first: u64, count: u64, opts: SimOptions) {
     // Spare index nodes replaced silent replicas.
     let replaced: u64 = stats.iter().map(|s| s.tier_replacements).sum();
     assert!(replaced > 0, "no index replica was replaced in {count} seeds");
+    // Index nodes that started or took a place copied a live replica's state.
+    let copies: u64 = stats.iter().map(|s| s.shard_copies).sum();
+    assert!(copies > 0, "no index node copied a replica in {count} seeds");
 }
 
 #[test]

@@ -24,7 +24,10 @@ fn tally(args: &[&str], dir: &Path) -> (bool, String, String) {
         .args(args)
         .arg(dir)
         // TALLY_TEST_LOG: the nodes' RUST_LOG, for a run that needs more.
-        .env("RUST_LOG", std::env::var("TALLY_TEST_LOG").unwrap_or_else(|_| "warn,tally::node=info".into()))
+        .env(
+            "RUST_LOG",
+            std::env::var("TALLY_TEST_LOG").unwrap_or_else(|_| "warn,tally::node=info,tally_logsvc::driver::index=info".into()),
+        )
         .env("TALLY_CONFIG_DIR", dir.join("cli"))
         .output()
         .expect("running tally");
@@ -90,9 +93,21 @@ impl Cluster {
 
     /// The id of process `name`'s index role.
     fn index_id(&self, name: &str) -> u64 {
-        let path = self.dir.path().join("nodes").join(name).join("node.toml");
-        let node = tally::node::NodeConfig::load(&path).unwrap();
-        u64::from(node.index.unwrap_or_else(|| panic!("{name} has no index role")).id)
+        self.index_ids().into_iter().find(|(n, _)| n == name).unwrap_or_else(|| panic!("{name} has no index role")).1
+    }
+
+    /// Every process with an index role, and the role's id.
+    fn index_ids(&self) -> Vec<(String, u64)> {
+        let nodes = std::fs::read_dir(self.dir.path().join("nodes")).unwrap().flatten();
+        let id = |e: std::fs::DirEntry| {
+            let node = tally::node::NodeConfig::load(&e.path().join("node.toml")).ok()?;
+            Some((e.file_name().to_string_lossy().into_owned(), u64::from(node.index?.id)))
+        };
+        nodes.filter_map(id).collect()
+    }
+
+    fn log_of(&self, name: &str) -> String {
+        std::fs::read_to_string(self.dir.path().join("nodes").join(name).join("node.log")).unwrap_or_default()
     }
 
     /// The controller process that leads (the one whose log says it took the lead).
@@ -267,15 +282,28 @@ fn a_cluster_of_processes_serves_and_survives_kills_of_every_log_role() {
     // through versions, and transfers go on.
     let lost = [c.index_id("storage-6"), c.index_id("sequencer-3")];
     let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let tier = shards(&c.status_json()["index"]);
-        if tier.iter().flatten().all(|n| !lost.contains(n)) {
-            assert!(tier.iter().all(|r| r.len() == 2), "{tier:?}");
-            eprintln!("spares replaced the lost index replicas {:?} after the first kill: {tier:?}", t_index.elapsed());
-            break;
+    let replaced = loop {
+        let now = shards(&c.status_json()["index"]);
+        if now.iter().flatten().all(|n| !lost.contains(n)) {
+            assert!(now.iter().all(|r| r.len() == 2), "{now:?}");
+            eprintln!("spares replaced the lost index replicas {:?} after the first kill: {now:?}", t_index.elapsed());
+            break now;
         }
-        assert!(Instant::now() < deadline, "the lost index replicas {lost:?} were never replaced: {tier:?}");
+        assert!(Instant::now() < deadline, "the lost index replicas {lost:?} were never replaced: {now:?}");
         thread::sleep(Duration::from_millis(500));
+    };
+    // The spares copied the state of the replica each shard kept, rather than replay.
+    let spares: Vec<String> = c
+        .index_ids()
+        .into_iter()
+        .filter(|(_, id)| replaced.iter().flatten().any(|n| n == id) && !tier.iter().flatten().any(|n| n == id))
+        .map(|(name, _)| name)
+        .collect();
+    assert_eq!(spares.len(), 2, "{spares:?}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !spares.iter().all(|n| c.log_of(n).contains("copied a replica's state")) {
+        assert!(Instant::now() < deadline, "the spares {spares:?} did not copy a replica:\n{}", c.logs());
+        thread::sleep(Duration::from_millis(200));
     }
     wait_transfers(10);
     done.store(true, Ordering::Relaxed);

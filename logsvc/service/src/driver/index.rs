@@ -47,6 +47,11 @@ async fn run_index(mut node: IndexNode, transport: Transport, mut inbox: mpsc::R
                 reported = now;
             }
         }
+        if (node.stats.copies_taken, node.stats.replays) != (stats.copies_taken, stats.replays) {
+            let how = if node.stats.copies_taken > stats.copies_taken { "copied a replica's state" } else { "replays the log" };
+            info!(id = %node.id(), "index node {how}: it serves its shard from there");
+            stats = node.stats;
+        }
         if now >= counted + STALL_REPORT_US && node.stats != stats {
             (counted, stats) = (now, node.stats);
             debug!(id = %node.id(), ?stats, "index node requests");
