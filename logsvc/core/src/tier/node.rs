@@ -494,7 +494,9 @@ impl IndexNode {
             Some((at, total, data)) if fits(&at, total) => {
                 c.at = at;
                 c.total = Some(total);
-                c.pieces.insert(piece, data);
+                if c.pieces.insert(piece, data).is_some() {
+                    return; // a duplicate: the piece after it is asked for already
+                }
                 c.since = now;
             }
             // Nothing to give, or a copy of a configuration with more logs: the next.
@@ -531,6 +533,7 @@ impl IndexNode {
     fn leave_shard(&mut self) {
         self.shard = None;
         self.copying = None;
+        self.export = None;
         self.follower = Follower::new(self.cfg.follower.clone());
         self.assembly = Assembly::new();
         self.updates.clear();
