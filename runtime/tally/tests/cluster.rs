@@ -292,17 +292,24 @@ fn a_cluster_of_processes_serves_and_survives_kills_of_every_log_role() {
         assert!(Instant::now() < deadline, "the lost index replicas {lost:?} were never replaced: {now:?}");
         thread::sleep(Duration::from_millis(500));
     };
-    // The spares copied the state of the replica each shard kept, rather than replay.
+    // The spares copied the state of the replica each shard kept, rather than replay;
+    // when both lost replicas were one shard's (the layout follows the order processes
+    // registered in), the first spare there had nothing to copy and replayed the log.
+    let shard_of = |id: u64| tier.iter().position(|r| r.contains(&id));
+    let one_shard = shard_of(lost[0]).is_some() && shard_of(lost[0]) == shard_of(lost[1]);
+    let started = |log: &str| log.contains("copied a replica's state") || (one_shard && log.contains("replays the log"));
     let spares: Vec<String> = c
         .index_ids()
         .into_iter()
         .filter(|(_, id)| replaced.iter().flatten().any(|n| n == id) && !tier.iter().flatten().any(|n| n == id))
         .map(|(name, _)| name)
         .collect();
-    assert_eq!(spares.len(), 2, "{spares:?}");
+    // (A killed process's index role may have been a spare itself: it registered late.)
+    let lost_in_tier = lost.iter().filter(|&&id| shard_of(id).is_some()).count();
+    assert_eq!(spares.len(), lost_in_tier, "{spares:?} replace {lost:?} of {tier:?}");
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !spares.iter().all(|n| c.log_of(n).contains("copied a replica's state")) {
-        assert!(Instant::now() < deadline, "the spares {spares:?} did not copy a replica:\n{}", c.logs());
+    while !spares.iter().all(|n| started(&c.log_of(n))) {
+        assert!(Instant::now() < deadline, "the spares {spares:?} did not start (one shard: {one_shard}):\n{}", c.logs());
         thread::sleep(Duration::from_millis(200));
     }
     wait_transfers(10);
