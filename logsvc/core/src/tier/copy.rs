@@ -6,9 +6,10 @@
 //! The newcomer asks one replica at a time for one piece at a time (`ShardCopy`). The
 //! first request makes the replica export its state whole, at once (one position), and
 //! keep the pieces for whoever asks with that request id; the newcomer moves to the next
-//! replica when one has nothing to give or stays silent, and replays the log from its
-//! first term when none gives a copy (every replica of the shard down: a whole-cluster
-//! start).
+//! replica when one has nothing to give or stays silent (as one whose configuration does
+//! not have the newcomer in the tier yet does, until it has), and replays the log from
+//! its first term when none gives a copy (every replica of the shard down: a
+//! whole-cluster start).
 //!
 //! Invariant: a copy is a replica's state at one log position, which is a pure function
 //! of the log prefix; so it is the state the newcomer would have reached by replaying.

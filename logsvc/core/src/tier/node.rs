@@ -455,8 +455,13 @@ impl IndexNode {
 
     /// A replica's request for a piece of this node's state (see `copy.rs`).
     fn give_copy(&mut self, now: Micros, from: NodeId, req: u64, shard: u16, piece: u32) {
+        // A node not in this node's tier gets no answer: this node's configuration may
+        // lag the one that put it there (it asks again until it gives up on this one).
         let in_tier = self.config.as_ref().and_then(|c| c.tier.as_ref()).is_some_and(|t| t.nodes().any(|n| n == from));
-        let Some(s) = self.shard.as_ref().filter(|s| s.shard == usize::from(shard) && in_tier) else {
+        if !in_tier {
+            return;
+        }
+        let Some(s) = self.shard.as_ref().filter(|s| s.shard == usize::from(shard)) else {
             return self.send(from, Message::ShardCopied { req, piece, copy: None });
         };
         if self.export.as_ref().is_none_or(|e| (e.to, e.req) != (from, req)) {
