@@ -29,7 +29,7 @@
 //! node's writes would be invisible to another's reads; its exactly-once background work is
 //! for the books it owns among the engines of the current term (`TermPeers`).
 //! `partition_file`, a test hook of `node.toml`, drops the process's QUIC messages while
-//! the file exists (`runtime/tally/tests/cluster.rs` partitions a minority with it).
+//! the file exists (`runtime/tally/tests/cluster/main.rs` partitions a minority with it).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

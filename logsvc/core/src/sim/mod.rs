@@ -576,25 +576,6 @@ impl Sim {
         t >= self.opts.safety_us + self.opts.liveness_us / 2
     }
 
-    fn begin_liveness(&mut self) {
-        self.liveness = true;
-        self.partitioned.clear();
-        let down: Vec<NodeId> = self.slots.iter().filter(|(_, s)| s.node.is_none()).map(|(n, _)| *n).collect();
-        for n in down {
-            self.start(n);
-        }
-        // A deposed leader learns it lost the lease; the leader runs.
-        for i in 0..self.controllers.len() {
-            if i != self.leader {
-                self.controllers[i].node = None;
-                self.controllers[i].deposed_until = None;
-            }
-        }
-        if self.controllers[self.leader].node.is_none() {
-            self.start_controller(self.leader);
-        }
-    }
-
     fn controller_ids(&self) -> Vec<NodeId> {
         self.controllers.iter().map(|c| c.id).collect()
     }
@@ -616,52 +597,6 @@ impl Sim {
 
     fn controller_index(&self, id: NodeId) -> Option<usize> {
         self.controllers.iter().position(|c| c.id == id)
-    }
-
-    fn check_liveness(&mut self) -> Result<(), Violation> {
-        let mut what = Vec::new();
-        for (&n, slot) in &self.slots {
-            let applied = |l: LogId| match &slot.node {
-                Some(Node::Engine(e)) => Some(e.applied(l)),
-                // A spare index node (in no shard) follows nothing.
-                Some(Node::Index(x)) => x.shard().map(|_| x.applied(l)),
-                _ => None,
-            };
-            if applied(LogId(0)).is_some() {
-                for l in 0..self.controller_cfg.n_logs {
-                    let (mine, canonical) = (applied(LogId(l)).expect("checked"), self.oracle.position(LogId(l)));
-                    if mine != canonical {
-                        what.push(format!(
-                            "after the liveness phase node {n} has applied {mine} of log {l}, the log is at {canonical}"
-                        ));
-                    }
-                }
-            }
-        }
-        let stuck = self.clients.iter().any(|c| c.op.is_some());
-        if (stuck || !what.is_empty()) && std::env::var_os("TALLY_SIM_DEBUG").is_some() {
-            for (n, slot) in &self.slots {
-                if let Some(Node::Engine(e)) = &slot.node {
-                    what.push(format!("engine {n}: {}", e.debug_state()));
-                }
-            }
-            if let Some(c) = self.oracle.config() {
-                what.push(format!("config {:?}: {:?}", c.stamp(), c.current().logs));
-            }
-        }
-        for (i, c) in self.clients.iter().enumerate() {
-            if let Some((op, req, _)) = &c.op {
-                what.push(format!("client {i}'s op {op} ({req:?}) is still waiting at the end of the liveness phase"));
-            }
-            if c.completed == 0 {
-                what.push(format!("client {i} completed no request"));
-            }
-        }
-        if what.is_empty() {
-            Ok(())
-        } else {
-            Err(Violation { seed: self.seed, at_us: self.now, what })
-        }
     }
 
     fn handle(&mut self, event: Event) {

@@ -5,7 +5,9 @@
 //! bank's book moves to it), processes of every role are killed with SIGKILL and the
 //! whole cluster restarts.
 
+#[path = "../common/mod.rs"]
 mod common;
+mod harness;
 
 use std::path::Path;
 use std::process::Command;
@@ -15,159 +17,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{guest, Node};
+use harness::*;
 use serde_json::Value;
-
-const TALLY: &str = env!("CARGO_BIN_EXE_tally");
-
-fn tally(args: &[&str], dir: &Path) -> (bool, String, String) {
-    let out = Command::new(TALLY)
-        .args(args)
-        .arg(dir)
-        // TALLY_TEST_LOG: the nodes' RUST_LOG, for a run that needs more.
-        .env(
-            "RUST_LOG",
-            std::env::var("TALLY_TEST_LOG").unwrap_or_else(|_| "warn,tally::node=info,tally_logsvc::driver::index=info".into()),
-        )
-        .env("TALLY_CONFIG_DIR", dir.join("cli"))
-        .output()
-        .expect("running tally");
-    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
-}
-
-/// A cluster directory whose processes are stopped when the test ends, however it ends.
-struct Cluster {
-    dir: tempfile::TempDir,
-}
-
-/// `tally cluster init` of a new directory with the `shape` flags.
-fn init(shape: &[&str]) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let mut args = vec!["cluster", "init"];
-    args.extend(shape);
-    // `tally` puts DIR last; the flags come first.
-    let (ok, _, err) = tally(&args, dir.path());
-    assert!(ok, "cluster init: {err}");
-    dir
-}
-
-impl Cluster {
-    fn up(shape: &[&str]) -> (Cluster, String) {
-        let c = Cluster { dir: init(shape) };
-        let url = c.start();
-        (c, url)
-    }
-
-    /// `tally cluster up` over the directory; returns the URL it printed first.
-    fn start(&self) -> String {
-        let (ok, out, err) = tally(&["cluster", "up", "--wait-s", "90"], self.dir.path());
-        assert!(ok, "cluster up: {err}\n{}", self.logs());
-        common::use_token(&self.admin_token());
-        common::use_ca(&std::fs::read(self.dir.path().join("ca").join("http-ca.pem")).unwrap());
-        out.lines().next().expect("a URL").to_string()
-    }
-
-    fn admin_token(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("ca").join("admin.token")).unwrap().trim().to_string()
-    }
-
-    fn status(&self) -> Vec<Value> {
-        self.status_json()["processes"].as_array().unwrap().clone()
-    }
-
-    /// `cluster status --json`: the term and version etcd holds, and every process.
-    fn status_json(&self) -> Value {
-        let (ok, out, err) = tally(&["cluster", "status", "--json"], self.dir.path());
-        assert!(ok, "cluster status: {err}");
-        serde_json::from_str::<Value>(&out).unwrap()
-    }
-
-    /// SIGKILLs the process named `name`; returns its pid.
-    fn kill(&self, name: &str) -> u64 {
-        let status = self.status();
-        let p = status.iter().find(|p| p["name"] == name).unwrap_or_else(|| panic!("no process {name}"));
-        let pid = p["pid"].as_u64().unwrap_or_else(|| panic!("{name} is not running: {p}"));
-        let ok = Command::new("kill").args(["-KILL", &pid.to_string()]).status().unwrap().success();
-        assert!(ok);
-        pid
-    }
-
-    /// The id of process `name`'s index role.
-    fn index_id(&self, name: &str) -> u64 {
-        self.index_ids().into_iter().find(|(n, _)| n == name).unwrap_or_else(|| panic!("{name} has no index role")).1
-    }
-
-    /// Every process with an index role, and the role's id.
-    fn index_ids(&self) -> Vec<(String, u64)> {
-        let nodes = std::fs::read_dir(self.dir.path().join("nodes")).unwrap().flatten();
-        let id = |e: std::fs::DirEntry| {
-            let node = tally::node::NodeConfig::load(&e.path().join("node.toml")).ok()?;
-            Some((e.file_name().to_string_lossy().into_owned(), u64::from(node.index?.id)))
-        };
-        nodes.filter_map(id).collect()
-    }
-
-    fn log_of(&self, name: &str) -> String {
-        std::fs::read_to_string(self.dir.path().join("nodes").join(name).join("node.log")).unwrap_or_default()
-    }
-
-    /// The controller process that leads (the one whose log says it took the lead).
-    fn leader(&self) -> String {
-        let leads = |name: &str| {
-            let log = std::fs::read_to_string(self.dir.path().join("nodes").join(name).join("node.log")).unwrap_or_default();
-            log.contains("leading the cluster's controllers")
-        };
-        let leaders: Vec<&str> = ["controller-1", "controller-2"].into_iter().filter(|n| leads(n)).collect();
-        assert_eq!(leaders.len(), 1, "one controller leads: {leaders:?}");
-        leaders[0].to_string()
-    }
-
-    fn down(&self) {
-        let (ok, _, err) = tally(&["cluster", "down"], self.dir.path());
-        assert!(ok, "cluster down: {err}");
-    }
-
-    /// The tail of every node's log, for a failure message.
-    fn logs(&self) -> String {
-        let mut out = String::new();
-        let nodes = self.dir.path().join("nodes");
-        for entry in std::fs::read_dir(nodes).into_iter().flatten().flatten() {
-            let log = std::fs::read_to_string(entry.path().join("node.log")).unwrap_or_default();
-            let tail: Vec<&str> = log.lines().rev().take(15).collect();
-            out += &format!(
-                "--- {}\n{}\n",
-                entry.file_name().to_string_lossy(),
-                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-            );
-        }
-        out
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let _ = tally(&["cluster", "down"], self.dir.path());
-        // TALLY_KEEP_CLUSTER=DIR keeps a failed test's cluster directory (logs, data).
-        if let Some(keep) = std::env::var_os("TALLY_KEEP_CLUSTER").filter(|_| thread::panicking()) {
-            let to = Path::new(&keep).join(format!("cluster-{}", std::process::id()));
-            let _ = Command::new("cp").arg("-r").arg(self.dir.path()).arg(&to).status();
-            eprintln!("the cluster directory is kept in {}", to.display());
-        }
-    }
-}
-
-fn node_at(url: &str) -> Node {
-    Node::attach(url)
-}
-
-/// POSTs with a key until some node answers 200, trying `urls` in turn.
-fn until_ok(urls: &[String], path: &str, body: &str, key: &str) -> String {
-    let mut i = 0;
-    let next = || {
-        i += 1;
-        urls[(i - 1) % urls.len()].clone()
-    };
-    common::until_ok(next, path, body, key, Duration::from_millis(50))
-}
 
 #[test]
 fn a_cluster_of_processes_serves_and_survives_kills_of_every_log_role() {
