@@ -30,15 +30,10 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
-use bytes::Bytes;
 use tally_logsvc::tier::{IndexShard, LocalBounds, LocalIndex, StreamTable};
-use tally_logsvc::{
-    BookId, Cluster, ClusterBuilder, Context, Index, Location, LogId, MetalogEntry, MetalogPosition, RecordMeta, SeqNum, ShardId,
-    Tag, Term,
-};
+use tally_logsvc::{BookId, Index, Location, LogId, MetalogEntry, MetalogPosition, RecordMeta, SeqNum, ShardId, Tag, Term};
 
-use crate::report::{micros, Latencies, Report};
+use crate::report::Report;
 use crate::RunOptions;
 
 /// The allocator of this process (`main.rs`): mimalloc, counting the heap bytes each
@@ -87,25 +82,25 @@ const SHARDS: usize = 2;
 pub async fn run(opts: &RunOptions) -> anyhow::Result<()> {
     let mut report = Report::new("index", "complete and partial index modes (INDILOG)");
     let sizes: &[u64] = if opts.quick { &[200_000] } else { &[1_000_000, 5_000_000] };
-    COUNTING.store(true, Ordering::Relaxed);
-    for &records in sizes {
-        for new_tags in [true, false] {
-            let m = tokio::task::spawn_blocking(move || structure_bytes(records, new_tags)).await?;
-            m.record(&mut report, records, new_tags)?;
+    if opts.runs("bytes") {
+        COUNTING.store(true, Ordering::Relaxed);
+        for &records in sizes {
+            for new_tags in [true, false] {
+                let m = tokio::task::spawn_blocking(move || structure_bytes(records, new_tags)).await?;
+                m.record(&mut report, records, new_tags)?;
+            }
         }
+        COUNTING.store(false, Ordering::Relaxed);
     }
-    COUNTING.store(false, Ordering::Relaxed);
-    let reads = if opts.quick { 300 } else { 3_000 };
-    for case in [Path::CompleteLocal, Path::CompleteForwarded, Path::TagCache, Path::Popularity, Path::Tier] {
-        let latencies = read_path(case, reads).await.with_context(|| format!("read case {}", case.name()))?;
-        let name = format!("read,{}", case.name());
-        report.record(&name, "read_p50_us", f64::from(latencies.percentile(50.0).unwrap_or(0)), "us")?;
-        report.record(&name, "read_p99_us", f64::from(latencies.percentile(99.0).unwrap_or(0)), "us")?;
+    if opts.runs("read") {
+        crate::index_read::run(&mut report, if opts.quick { 500 } else { 5_000 }).await?;
     }
-    let joins: &[u64] = if opts.quick { &[0, 20_000] } else { &[0, 100_000, 1_000_000] };
-    crate::join::run(&mut report, joins).await?;
+    if opts.runs("join") {
+        let joins: &[u64] = if opts.quick { &[0, 20_000] } else { &[0, 100_000, 1_000_000] };
+        crate::join::run(&mut report, joins).await?;
+    }
     eprint!("{}", report.table());
-    sanity(&report, sizes);
+    sanity(&report, opts, sizes);
     Ok(())
 }
 
@@ -238,98 +233,6 @@ fn structure_bytes(records: u64, new_tags: bool) -> Bytes3 {
     }
 }
 
-#[derive(Clone, Copy, Debug)]
-enum Path {
-    CompleteLocal,
-    CompleteForwarded,
-    TagCache,
-    Popularity,
-    Tier,
-}
-
-impl Path {
-    fn name(self) -> &'static str {
-        match self {
-            Path::CompleteLocal => "complete-local",
-            Path::CompleteForwarded => "complete-forwarded",
-            Path::TagCache => "partial-tag-cache",
-            Path::Popularity => "partial-popularity",
-            Path::Tier => "partial-tier",
-        }
-    }
-
-    fn configure(self, b: &mut ClusterBuilder) {
-        let tier = |b: &mut ClusterBuilder, local: Option<LocalBounds>| {
-            b.tier = Some((SHARDS, 1));
-            b.engine_config.local_index = local;
-        };
-        match self {
-            Path::CompleteLocal => {}
-            Path::CompleteForwarded => b.indexers_per_log = Some(1),
-            Path::TagCache => tier(b, Some(LocalBounds::default())),
-            Path::Popularity => tier(b, Some(LocalBounds { tag_cache_bytes: 0, tag_bytes_max: 0, ..LocalBounds::default() })),
-            Path::Tier => tier(b, None),
-        }
-    }
-}
-
-const BOOK: BookId = BookId(1);
-
-/// One client reading a chain of `n` records through the engine whose path `case` is;
-/// the records are read once first, so that they are in that engine's cache.
-async fn read_path(case: Path, n: usize) -> anyhow::Result<Latencies> {
-    let dir = tempfile::tempdir().context("creating the cluster directory")?;
-    let mut b = ClusterBuilder::new(dir.path());
-    b.sequencers = 3;
-    b.storage_nodes = 3;
-    b.engines = 2;
-    b.n_data = 3;
-    // Every message on QUIC, as between processes.
-    b.local_delivery = false;
-    case.configure(&mut b);
-    eprintln!("index: starting a cluster for {}", case.name());
-    let cluster = b.build().await.context("starting the loopback cluster")?;
-    let result = read_chain_twice(&cluster, case, n).await;
-    cluster.shutdown().await;
-    result
-}
-
-async fn read_chain_twice(cluster: &Cluster, case: Path, n: usize) -> anyhow::Result<Latencies> {
-    // In complete mode with one indexer, read through the engine that forwards.
-    let reader = match case {
-        Path::CompleteForwarded => {
-            let config = cluster.configuration().context("no configuration")?;
-            let log = tally_logsvc::book_to_log(BOOK, cluster.n_logs());
-            (0..2).find(|&i| !config.indexes(log, cluster.engine_id(i))).context("no forwarding engine")?
-        }
-        _ => 0,
-    };
-    let client = cluster.client(reader);
-    let writer = cluster.client(1 - reader);
-    let data = Bytes::from(vec![7u8; 1024]);
-    let mut ctx = Context::new();
-    let mut first = None;
-    for _ in 0..n {
-        let s = writer.append(&mut ctx, BOOK, &[], data.clone()).await.context("append")?;
-        first.get_or_insert(s);
-    }
-    let first = first.context("nothing appended")?;
-    let mut latencies = Vec::new();
-    for pass in 0..2 {
-        let mut min = first;
-        for i in 0..n {
-            let sent = Instant::now();
-            let record = client.read_next(&mut ctx, BOOK, Tag::ALL, min).await.context("read_next")?;
-            if pass == 1 {
-                latencies.push(micros(sent.elapsed()));
-            }
-            let record = record.with_context(|| format!("read {i} found nothing from {min:?}"))?;
-            min = SeqNum(record.seqnum.0 + 1);
-        }
-    }
-    Ok(Latencies::new(latencies))
-}
-
 /// The log lengths the join case ran at.
 fn joins_of(report: &Report) -> Vec<u64> {
     [0, 20_000, 100_000, 1_000_000]
@@ -338,9 +241,10 @@ fn joins_of(report: &Report) -> Vec<u64> {
         .collect()
 }
 
-fn sanity(report: &Report, sizes: &[u64]) {
+fn sanity(report: &Report, opts: &RunOptions, sizes: &[u64]) {
     let get = |case: &str, metric: &str| report.value(case, metric).unwrap_or(f64::NAN);
     let mut checks: Vec<(String, bool)> = Vec::new();
+    let sizes = if opts.runs("bytes") { sizes } else { &[] };
     for &records in sizes {
         let case = format!("bytes,records={records},tags=new-per-record");
         let b = LocalBounds::default();
@@ -363,15 +267,22 @@ fn sanity(report: &Report, sizes: &[u64]) {
             get(&case, "index_node_longest_apply_us") <= 10_000.0 && get(&case, "local_longest_apply_us") <= 10_000.0,
         ));
     }
-    let p50 = |path: &str| get(&format!("read,{path}"), "read_p50_us");
-    checks.push((
-        "a tag-cache hit at most 1.1x a complete-mode local read (p50, goal)".into(),
-        p50("partial-tag-cache") <= 1.1 * p50("complete-local"),
-    ));
-    checks.push((
-        "a tier read at most 1.0x a complete-mode forwarded read (p50, goal)".into(),
-        p50("partial-tier") <= p50("complete-forwarded"),
-    ));
+    let clients: &[usize] = if opts.runs("read") { &crate::index_read::CLIENTS } else { &[] };
+    for &clients in clients {
+        let p50 = |path: &str, cache: &str| get(&format!("read,{path},cache={cache},clients={clients}"), "read_p50_us");
+        checks.push((
+            format!("{clients} clients: a tag-cache hit at most 1.1x a complete-mode local read (p50, record cache on, goal)"),
+            p50("partial-tag-cache", "on") <= 1.1 * p50("complete-local", "on"),
+        ));
+        checks.push((
+            format!("{clients} clients: type 2 at most 1.0x a complete-mode forwarded read (p50, record cache off, goal)"),
+            p50("partial-tier-exact", "off") <= p50("complete-forwarded", "off"),
+        ));
+        checks.push((
+            format!("{clients} clients: type 3 at most 1.4x type 2 (p50, record cache off, goal)"),
+            p50("partial-tier-closest", "off") <= 1.4 * p50("partial-tier-exact", "off"),
+        ));
+    }
     for records in joins_of(report) {
         let case = |mode: &str| format!("join,mode={mode},records={records}");
         checks

@@ -9,6 +9,7 @@ mod durable;
 mod http;
 mod http_fns;
 mod index;
+mod index_read;
 mod invoke;
 mod join;
 mod libs;
@@ -38,18 +39,36 @@ pub struct RunOptions {
     /// A short run: the same cases, shorter windows and fewer samples, for checking
     /// that a suite works rather than for numbers.
     pub quick: bool,
+    /// `--only PART`: the parts of a suite to run (the `index` suite's `bytes`, `read`,
+    /// `join`, ...); every part when empty.
+    pub only: Vec<String>,
+}
+
+impl RunOptions {
+    /// Whether part `part` of the suite runs.
+    pub fn runs(&self, part: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|o| o == part)
+    }
 }
 
 fn usage() -> String {
-    format!("usage: tally-bench <suite> [--quick]\nsuites: {}", SUITES.join(", "))
+    format!("usage: tally-bench <suite> [--quick] [--only PART]...\nsuites: {}", SUITES.join(", "))
 }
 
 fn main() -> ExitCode {
     let mut suite = None;
-    let mut options = RunOptions { quick: false };
-    for arg in std::env::args().skip(1) {
+    let mut options = RunOptions { quick: false, only: Vec::new() };
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
         match arg.as_str() {
             "--quick" => options.quick = true,
+            "--only" => match args.next() {
+                Some(part) => options.only.push(part),
+                None => {
+                    eprintln!("tally-bench: --only needs a part\n{}", usage());
+                    return ExitCode::from(2);
+                }
+            },
             "help" | "--help" | "-h" => {
                 eprintln!("{}", usage());
                 return ExitCode::SUCCESS;

@@ -162,7 +162,7 @@ pub(crate) fn rss_bytes() -> anyhow::Result<u64> {
 }
 
 /// CPU time (user and system) this process has used, from /proc/self/stat.
-fn cpu_seconds() -> anyhow::Result<f64> {
+pub(crate) fn cpu_seconds() -> anyhow::Result<f64> {
     let stat = std::fs::read_to_string("/proc/self/stat").context("reading /proc/self/stat")?;
     // The command name may hold spaces; the fields after it are plain.
     let rest = stat.rsplit_once(')').map(|(_, r)| r).context("a malformed /proc/self/stat")?;

@@ -25,7 +25,7 @@ use crate::tier::{DecidedUpdate, ShardAnswer};
 use crate::types::{BookId, LocalId, LogId, MetalogPosition, NodeId, SeqNum, ShardId, Tag, Term};
 
 /// Version of the wire format; a peer speaking another version is disconnected.
-pub const WIRE_VERSION: u8 = 11;
+pub const WIRE_VERSION: u8 = 12;
 
 /// A condition of a conditional append (Halfmoon `logCondAppend`): the stream `tag` of
 /// the record's book must hold exactly `position` records (trimmed ones included) when
@@ -271,6 +271,13 @@ pub enum Message {
         req: u64,
         seqnum: SeqNum,
     },
+    /// Index node -> storage node: read one ordered record and answer `reply_to` (a
+    /// function node's tier lookup `req`) with a `RecordReply`.
+    ReadRecordFor {
+        req: u64,
+        seqnum: SeqNum,
+        reply_to: NodeId,
+    },
 
     // Storage node -> engine.
     MetaReply {
@@ -414,6 +421,9 @@ pub enum Message {
     // Function node -> a replica of index shard `shard`, and back: the shard's closest
     // record of (book, tag) from `bound` (forward when `next`), as of `q` of `log`, with
     // the aux data it keeps for it. Held until the shard has applied `log` before `q`.
+    // With `fetch`, a shard that holds the bound itself (`ShardAnswer::Exact`) also
+    // asks a replica of the record's storage shard to send it to the caller
+    // (`ReadRecordFor`, the thesis's type 2: one hop fewer than reading it after).
     TierLookup {
         req: u64,
         round: u32,
@@ -424,6 +434,7 @@ pub enum Message {
         bound: SeqNum,
         next: bool,
         q: MetalogPosition,
+        fetch: bool,
     },
     TierAnswer {
         req: u64,
@@ -553,6 +564,7 @@ impl Message {
             Message::Replicate { .. } => "replicate",
             Message::FetchMeta { .. } => "fetch_meta",
             Message::ReadRecord { .. } => "read_record",
+            Message::ReadRecordFor { .. } => "read_record_for",
             Message::MetaReply { .. } => "meta_reply",
             Message::MetaUnavailable { .. } => "meta_unavailable",
             Message::RecordReply { .. } => "record_reply",

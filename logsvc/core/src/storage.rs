@@ -356,6 +356,8 @@ impl StorageNode {
             Message::Probe { shard, cut } => self.on_probe(from, shard, cut),
             Message::FetchMeta { req, shard, from: start, to } => self.on_fetch_meta(from, req, shard, start, to),
             Message::ReadRecord { req, seqnum } => self.on_read_record(from, req, seqnum),
+            // Only an index node of the tier sends a read for another node.
+            Message::ReadRecordFor { req, seqnum, reply_to } if self.in_tier(from) => self.on_read_record(reply_to, req, seqnum),
             _ => {}
         }
     }
@@ -479,6 +481,10 @@ impl StorageNode {
             Ok(None) | Err(_) => StoredRead::Missing,
         };
         self.send(to, Message::RecordReply { req, seqnum, read });
+    }
+
+    fn in_tier(&self, node: NodeId) -> bool {
+        self.config.as_ref().and_then(|c| c.tier.as_ref()).is_some_and(|t| t.nodes().any(|n| n == node))
     }
 
     fn on_read_record(&mut self, to: NodeId, req: u64, seqnum: SeqNum) {

@@ -84,7 +84,12 @@ fn check_partial(first: u64, count: u64, opts: SimOptions) {
     // Every path runs: a sweep where one never did checks nothing of it.
     let p = paths;
     assert!(
-        p.tag_hits > 0 && p.popularity_hits > 0 && p.tier_reads > 0 && p.holder_lookups > 0 && p.local_restarts > 0,
+        p.tag_hits > 0
+            && p.popularity_hits > 0
+            && p.tier_reads > 0
+            && p.exact_reads > 0
+            && p.holder_lookups > 0
+            && p.local_restarts > 0,
         "a path never ran in {count} seeds: {p:?}"
     );
     // Function nodes joined and left without new terms, and started mid-term.

@@ -64,6 +64,9 @@ impl Runtime {
         for (path, n) in [("tag_cache", stats.tag_hits), ("popularity", stats.popularity_hits), ("tier", stats.tier_reads)] {
             let _ = writeln!(out, "tally_index_reads_total{{path=\"{path}\"}} {n}");
         }
+        out += "# HELP tally_index_tier_exact_total Tier reads answered by the shard that holds the bound, the record sent by storage (type 2).\n";
+        out += "# TYPE tally_index_tier_exact_total counter\n";
+        let _ = writeln!(out, "tally_index_tier_exact_total {}", stats.exact_reads);
         out += "# HELP tally_index_holder_lookups_total Failed conditions whose holder the index tier looked up.\n";
         out += "# TYPE tally_index_holder_lookups_total counter\n";
         let _ = writeln!(out, "tally_index_holder_lookups_total {}", stats.holder_lookups);

@@ -372,7 +372,7 @@ pub struct Engine {
 impl Engine {
     /// Reads answered per path in partial mode.
     pub fn partial_stats(&self) -> Option<PartialStats> {
-        self.partial.as_ref().map(|p| p.stats)
+        self.partial.as_ref().map(|p| PartialStats { tier_resends: p.aggregator.resends, ..p.stats })
     }
 
     /// The local index of `log` in partial mode, for checks.

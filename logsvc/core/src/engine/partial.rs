@@ -25,7 +25,7 @@ use super::{Engine, OpId, ReadOp, RecordFetch};
 use crate::config::Configuration;
 use crate::error::Error;
 use crate::index::Found;
-use crate::message::{Cond, LogRecord, Message, Reply, Request};
+use crate::message::{Cond, LogRecord, Message, Record, Reply, Request, StoredRead};
 use crate::tier::{
     Aggregator, AggregatorAction, DecidedUpdate, FeedNeed, Holder, LocalBounds, LocalRead, LookupId, ShardAnswer, UpdateFeed,
 };
@@ -40,6 +40,10 @@ pub struct PartialStats {
     pub tag_hits: u64,
     pub popularity_hits: u64,
     pub tier_reads: u64,
+    /// Tier reads a shard holding the bound answered (type 2).
+    pub exact_reads: u64,
+    /// Lookups asked again of shards that were silent for `lookup_retry_us`.
+    pub tier_resends: u64,
     pub local_restarts: u64,
     pub holder_lookups: u64,
     /// Logs this node started following mid-term (it joined through a version).
@@ -51,6 +55,8 @@ impl PartialStats {
         self.tag_hits += other.tag_hits;
         self.popularity_hits += other.popularity_hits;
         self.tier_reads += other.tier_reads;
+        self.exact_reads += other.exact_reads;
+        self.tier_resends += other.tier_resends;
         self.local_restarts += other.local_restarts;
         self.holder_lookups += other.holder_lookups;
         self.mid_term_starts += other.mid_term_starts;
@@ -64,6 +70,11 @@ struct TierRead {
     deadline: Micros,
     /// Aux data the shards sent with their candidates.
     aux: HashMap<SeqNum, Bytes>,
+    /// Whether a shard holding the bound should have storage send us the record (not
+    /// when our cache has it).
+    fetch: bool,
+    /// That record, when storage sent it before the shard's answer came.
+    early: Option<(SeqNum, Record)>,
 }
 
 /// A conditional append of ours, ordered, waiting for its entry's decided update.
@@ -115,7 +126,7 @@ pub(super) struct Partial {
     outstanding: BTreeMap<u64, LogId>,
     moved_at: Vec<Micros>,
     fetch_turn: usize,
-    aggregator: Aggregator,
+    pub(super) aggregator: Aggregator,
     // Ordered maps: what a tick resends goes out in one order, so a seed replays.
     reads: BTreeMap<LookupId, TierRead>,
     /// Reads waiting for the local index to reach their position, until a time.
@@ -431,7 +442,7 @@ impl Engine {
                     crate::tier::LocalPath::TagCache => p.stats.tag_hits += 1,
                     crate::tier::LocalPath::Popularity => p.stats.popularity_hits += 1,
                 }
-                self.read_found(now, log, r, found, at, None);
+                self.read_found(now, log, r, found, at, None, None);
             }
         }
     }
@@ -454,7 +465,10 @@ impl Engine {
     }
 
     /// Answers a read with `found` (a seqnum and its storage shard), or none, as of
-    /// `at`: from the cache, else from a replica of the shard.
+    /// `at`: from the cache, else from a replica of the shard. With `sent`, an index
+    /// node asked a replica already, to answer our request `sent` (type 2): we wait for
+    /// that, and ask another replica only if it does not come.
+    #[allow(clippy::too_many_arguments)]
     fn read_found(
         &mut self,
         now: Micros,
@@ -463,6 +477,7 @@ impl Engine {
         found: Option<(SeqNum, ShardId)>,
         at: MetalogPosition,
         aux: Option<Bytes>,
+        sent: Option<u64>,
     ) {
         let Some((seqnum, shard)) = found else {
             self.deadlines.remove(&(r.deadline, r.op));
@@ -484,14 +499,32 @@ impl Engine {
             self.complete(r.op, Err(Error::Unavailable(format!("no replicas known for {shard:?}"))), log, at);
             return;
         }
+        let found = Found { seqnum, location: Location { shard, local_id: 0 } };
+        let (op, request, deadline) = (r.op, r.request, r.deadline);
+        if let Some(req) = sent {
+            // The index node asked replica `req` (modulo); a retry starts at the next.
+            let turn = req as usize + 1;
+            let fetch = RecordFetch { op, log, request, found, position: at, replicas, turn, sent_at: now, deadline, aux };
+            self.record_fetches.insert(req, fetch);
+            return;
+        }
         let req = self.next_req;
         self.next_req += 1;
-        let found = Found { seqnum, location: Location { shard, local_id: 0 } };
         let turn = self.id.0 as usize;
-        let (op, request, deadline) = (r.op, r.request, r.deadline);
         let fetch = RecordFetch { op, log, request, found, position: at, replicas, turn, sent_at: 0, deadline, aux };
         self.record_fetches.insert(req, fetch);
         self.send_record_fetch(now, req);
+    }
+
+    /// A record a storage node sent for our tier lookup `req` before the index node's
+    /// answer that it would (type 2) came: kept until that answer.
+    pub(super) fn early_record(&mut self, req: u64, seqnum: SeqNum, read: StoredRead) {
+        let Some(t) = self.partial.as_mut().and_then(|p| p.reads.get_mut(&req)) else { return };
+        if let StoredRead::Found(record) = read {
+            if t.request.book() == record.meta.book {
+                t.early = Some((seqnum, record));
+            }
+        }
     }
 
     /// Asks the index tier, as of Q = max(p, our metalog position).
@@ -500,9 +533,11 @@ impl Engine {
         let req = self.next_req;
         self.next_req += 1;
         let read = read_key(&r.request);
+        let fetch = self.cache.get(read.2).is_none_or(|c| c.record.is_none());
         let Some(p) = self.partial.as_mut() else { return };
         p.stats.tier_reads += 1;
-        p.reads.insert(req, TierRead { op: r.op, log, request: r.request, deadline: r.deadline, aux: HashMap::new() });
+        let t = TierRead { op: r.op, log, request: r.request, deadline: r.deadline, aux: HashMap::new(), fetch, early: None };
+        p.reads.insert(req, t);
         let mut out = Vec::new();
         p.aggregator.start(now, req, read, q, &mut out);
         self.aggregator_actions(now, out);
@@ -513,14 +548,17 @@ impl Engine {
             match a {
                 AggregatorAction::Ask { lookup, round, shard, attempt, read: (book, tag, bound, next), q } => {
                     let Some(t) = self.partial.as_ref().and_then(|p| p.reads.get(&lookup)) else { continue };
-                    let log = t.log;
+                    let (log, fetch) = (t.log, t.fetch);
                     if let Some(to) = self.tier_replica(shard, attempt as usize) {
                         let shard = shard as u16;
-                        self.send(to, Message::TierLookup { req: lookup, round, shard, log, book, tag, bound, next, q });
+                        self.send(to, Message::TierLookup { req: lookup, round, shard, log, book, tag, bound, next, q, fetch });
                     }
                 }
                 AggregatorAction::Read { lookup, found, q } | AggregatorAction::Done { lookup, found, q } => {
-                    let Some(t) = self.partial.as_mut().and_then(|p| p.reads.remove(&lookup)) else { continue };
+                    let Some(mut t) = self.partial.as_mut().and_then(|p| p.reads.remove(&lookup)) else { continue };
+                    let exact = matches!(a, AggregatorAction::Done { .. });
+                    let early = t.early.take();
+                    let sent = (exact && t.fetch).then_some(lookup);
                     let aux = t.aux.get(&found.seqnum).cloned();
                     let read = read_key(&t.request);
                     let (_, next_after) = self.partial.as_ref().expect("partial").last_entry[usize::from(t.log.0)];
@@ -529,8 +567,12 @@ impl Engine {
                     // Only an answer later records cannot change is kept (the cache checks).
                     let next_after = if q == applied { next_after } else { SeqNum::MIN };
                     p.feeds[usize::from(t.log.0)].index.remember(read, found.seqnum, found.location.shard, q, next_after);
+                    p.stats.exact_reads += u64::from(exact);
                     let r = ReadOp { op: t.op, request: t.request, wait_for: q, deadline: t.deadline };
-                    self.read_found(now, t.log, r, Some((found.seqnum, found.location.shard)), q, aux);
+                    self.read_found(now, t.log, r, Some((found.seqnum, found.location.shard)), q, aux, sent);
+                    if let (Some(req), Some((seqnum, record))) = (sent, early) {
+                        self.on_record(now, req, seqnum, StoredRead::Found(record));
+                    }
                 }
                 AggregatorAction::None { lookup, q } => {
                     let Some(t) = self.partial.as_mut().and_then(|p| p.reads.remove(&lookup)) else { continue };

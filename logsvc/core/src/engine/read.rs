@@ -151,7 +151,7 @@ impl Engine {
     }
 
     pub(super) fn on_record(&mut self, now: Micros, req: u64, seqnum: SeqNum, read: StoredRead) {
-        let Some(f) = self.record_fetches.get(&req) else { return };
+        let Some(f) = self.record_fetches.get(&req) else { return self.early_record(req, seqnum, read) };
         if f.found.seqnum != seqnum {
             return;
         }

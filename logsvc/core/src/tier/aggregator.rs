@@ -65,11 +65,13 @@ pub struct Aggregator {
     pub dropped: u64,
     /// Lookups restarted by a `TooOld`.
     pub restarts: u64,
+    /// Asks sent again to shards silent for `retry_us`.
+    pub resends: u64,
 }
 
 impl Aggregator {
     pub fn new(shards: usize, retry_us: Micros) -> Aggregator {
-        Aggregator { shards: shards.max(1), retry_us, pending: BTreeMap::new(), dropped: 0, restarts: 0 }
+        Aggregator { shards: shards.max(1), retry_us, pending: BTreeMap::new(), dropped: 0, restarts: 0, resends: 0 }
     }
 
     /// Lookups in flight.
@@ -145,6 +147,7 @@ impl Aggregator {
             for shard in 0..p.answers.len() {
                 if p.answers[shard].is_none() {
                     p.attempts[shard] += 1;
+                    self.resends += 1;
                     out.push(AggregatorAction::Ask {
                         lookup,
                         round: p.round,

@@ -25,7 +25,7 @@ use crate::assembly::{Assembling, Assembly};
 use crate::config::Configuration;
 use crate::error::Error;
 use crate::follower::{Followed, Follower, FollowerConfig};
-use crate::index::Placement;
+use crate::index::{Found, Placement};
 use crate::message::{Message, MetalogEntry, RecordMeta};
 use crate::types::{BookId, LogId, MetalogPosition, Micros, NextTick, NodeId, SeqNum, ShardId, Tag};
 use crate::IndexedRecord;
@@ -100,7 +100,7 @@ fn is_infrastructure(config: &Configuration, node: NodeId) -> bool {
 /// A request waiting for the node to apply its log up to a position.
 #[derive(Debug)]
 enum Held {
-    Lookup { from: NodeId, req: u64, round: u32, log: LogId, read: ReadKey, q: MetalogPosition },
+    Lookup { from: NodeId, req: u64, round: u32, log: LogId, read: ReadKey, q: MetalogPosition, fetch: bool },
     Holder { from: NodeId, req: u64, log: LogId, book: BookId, tag: Tag, offset: u64, before: SeqNum, at: MetalogPosition },
     Aux { from: NodeId, req: u64, log: LogId, book: BookId, seqnum: SeqNum, aux: Bytes, q: MetalogPosition },
 }
@@ -158,6 +158,8 @@ pub struct IndexNodeStats {
     pub refused: u64,
     /// Held past `hold_us` or pushed out past `held_max`, unanswered.
     pub expired: u64,
+    /// Records this node asked storage to send a lookup's caller (type 2).
+    pub storage_reads: u64,
     /// Copies of this node's state given to a replica, copies it took from one, and
     /// replays of the whole log (no replica gave a copy).
     pub copies_given: u64,
@@ -333,8 +335,8 @@ impl IndexNode {
     /// A lookup, a holder lookup or aux data: held until answerable, if admitted.
     fn on_tier_request(&mut self, now: Micros, from: NodeId, msg: Message) {
         let (req, shard, held) = match msg {
-            Message::TierLookup { req, round, shard, log, book, tag, bound, next, q } => {
-                (req, shard, Held::Lookup { from, req, round, log, read: (book, tag, bound, next), q })
+            Message::TierLookup { req, round, shard, log, book, tag, bound, next, q, fetch } => {
+                (req, shard, Held::Lookup { from, req, round, log, read: (book, tag, bound, next), q, fetch })
             }
             Message::HolderLookup { req, shard, log, book, tag, offset, before, at } => {
                 (req, shard, Held::Holder { from, req, log, book, tag, offset, before, at })
@@ -643,6 +645,20 @@ impl IndexNode {
         self.updates[usize::from(log.0)].push(update);
     }
 
+    /// Type 2: asks a replica of `found`'s storage shard to send the record to `caller`
+    /// for its lookup `req` (the replica by `req`, so that the caller's retry, which
+    /// starts at the next one, asks another).
+    fn read_for(&mut self, caller: NodeId, req: u64, found: Found) {
+        let replicas = self.config.as_ref().and_then(|c| {
+            let t = c.term(found.seqnum.term())?;
+            let (lc, i) = t.shard(found.location.shard)?;
+            Some(lc.shards[i].replicas.clone())
+        });
+        let Some(to) = replicas.filter(|r| !r.is_empty()).map(|r| r[req as usize % r.len()]) else { return };
+        self.stats.storage_reads += 1;
+        self.send(to, Message::ReadRecordFor { req, seqnum: found.seqnum, reply_to: caller });
+    }
+
     /// Answers the held requests of `log` whose position is applied.
     fn answer_held(&mut self, log: LogId) {
         let applied = self.applied(log);
@@ -659,13 +675,16 @@ impl IndexNode {
         let shard = self.shard.as_ref().expect("admitted requests have a shard");
         let index = shard.shard as u16;
         match h {
-            Held::Lookup { from, req, round, log, read, q } => {
+            Held::Lookup { from, req, round, log, read, q, fetch } => {
                 let answer = shard.lookup(log, read, q).expect("held until applied");
                 let aux = match answer {
                     super::ShardAnswer::Exact(f) | super::ShardAnswer::Closest(Some(f)) => self.aux.get(f.seqnum),
                     _ => None,
                 };
                 self.send(from, Message::TierAnswer { req, round, shard: index, answer, aux });
+                if let (true, super::ShardAnswer::Exact(f)) = (fetch, answer) {
+                    self.read_for(from, req, f);
+                }
             }
             Held::Holder { from, req, log: _, book, tag, offset, before, at } => {
                 let holder = shard.postings.holder(book, tag, offset, before, at);

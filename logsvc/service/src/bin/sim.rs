@@ -174,8 +174,8 @@ fn main() -> ExitCode {
     if opts.partial.is_some() {
         let p = &total.paths;
         eprintln!(
-            "sim: partial mode: {} tag-cache hits, {} popularity hits, {} tier reads, {} holder lookups, {} local index restarts, {} versions, {} logs followed from mid-term, {} index replicas replaced, {} index nodes started from a copy ({} from a replay)",
-            p.tag_hits, p.popularity_hits, p.tier_reads, p.holder_lookups, p.local_restarts, total.versions, p.mid_term_starts, total.tier_replacements, total.shard_copies, total.shard_replays
+            "sim: partial mode: {} tag-cache hits, {} popularity hits, {} tier reads ({} exact), {} holder lookups, {} local index restarts, {} versions, {} logs followed from mid-term, {} index replicas replaced, {} index nodes started from a copy ({} from a replay)",
+            p.tag_hits, p.popularity_hits, p.tier_reads, p.exact_reads, p.holder_lookups, p.local_restarts, total.versions, p.mid_term_starts, total.tier_replacements, total.shard_copies, total.shard_replays
         );
     }
     ExitCode::SUCCESS
