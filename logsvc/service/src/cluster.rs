@@ -325,7 +325,7 @@ impl Cluster {
                 Role::Index => {
                     let cfg = self.builder.index_config.clone();
                     let task =
-                        on_thread(&self.thread, || driver::spawn_index(id, vec![CONTROLLER], cfg, transport.clone(), inbox));
+                        on_thread(&self.thread, || driver::spawn_index(id, vec![CONTROLLER], cfg, transport.clone(), inbox).0);
                     self.index_nodes.push(NodeSlot { id, transport: Some(transport), task: Some(task) });
                 }
                 Role::Sequencer => {
@@ -494,7 +494,7 @@ impl Cluster {
         }
         let (transport, inbox) = self.bind_known(id).await?;
         let cfg = self.builder.index_config.clone();
-        let task = on_thread(&self.thread, || driver::spawn_index(id, vec![CONTROLLER], cfg, transport.clone(), inbox));
+        let task = on_thread(&self.thread, || driver::spawn_index(id, vec![CONTROLLER], cfg, transport.clone(), inbox).0);
         self.index_nodes[i] = NodeSlot { id, transport: Some(transport), task: Some(task) };
         info!(%id, "index node restarted");
         Ok(())

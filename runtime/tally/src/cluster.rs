@@ -211,6 +211,11 @@ impl ClusterDir {
         getrandom::fill(&mut random).map_err(|e| anyhow::anyhow!("no randomness for a token: {e}"))?;
         let (_, admin) = crate::auth::Grant::mint(crate::auth::Role::Admin, Default::default(), None, random);
         crate::auth::write_secret(&admin_token_file, &admin)?;
+        // The bearer token of the index roles' metrics addresses (a scraper's secret).
+        let metrics_token_file = dir.join("ca").join("metrics.token");
+        let mut random = [0u8; 32];
+        getrandom::fill(&mut random).map_err(|e| anyhow::anyhow!("no randomness for a token: {e}"))?;
+        crate::auth::write_secret(&metrics_token_file, &random.iter().map(|b| format!("{b:02x}")).collect::<String>())?;
         let mut ports = Ports::new(host);
         let etcd = (0..shape.etcd)
             .map(|i| Ok(EtcdMember { name: format!("etcd-{i}"), client_port: ports.free()?, peer_port: ports.free()? }))
@@ -258,6 +263,8 @@ impl ClusterDir {
             function: None,
             gateway: None,
             index: None,
+            metrics: None,
+            metrics_token_file: None,
             limits: Default::default(),
             node_limits: Default::default(),
             state: state.clone(),
@@ -314,6 +321,8 @@ impl ClusterDir {
         let mut extra: Vec<Vec<u32>> = vec![Vec::new(); nodes.len()];
         for (&id, &host) in index.iter().zip(&hosts) {
             nodes[host].1.index = Some(LogRole { id, port: ports.free()? });
+            nodes[host].1.metrics = Some(format!("{}:{}", file.host, ports.free()?));
+            nodes[host].1.metrics_token_file = Some(metrics_token_file.clone());
             extra[host].push(id);
         }
         let mut file = file;

@@ -59,6 +59,7 @@ use crate::gateway;
 use crate::proxy;
 
 mod config;
+mod metrics;
 
 pub use config::{ControllerRole, FunctionRole, GatewayRole, LogRole, NodeConfig};
 
@@ -209,6 +210,7 @@ impl Node {
 
         let controllers: Vec<NodeId> = config.controllers.iter().map(|&c| NodeId(c)).collect();
         let mut engine = None;
+        let mut probes = Vec::new();
         let index_resident = usize::try_from(config.node_limits.index_resident_bytes).unwrap_or(usize::MAX);
         let thread = NodeThread::start()?;
         // Every log role of the process hands its spans here (`[observe]`): to the
@@ -260,7 +262,9 @@ impl Node {
                 }
                 MemberRole::Index => {
                     let _entered = thread.enter();
-                    tasks.push(driver::spawn_index(id, controllers.clone(), IndexNodeConfig::default(), t, inbox));
+                    let (task, probe) = driver::spawn_index(id, controllers.clone(), IndexNodeConfig::default(), t, inbox);
+                    tasks.push(task);
+                    probes.push(probe);
                 }
                 MemberRole::Gateway => unreachable!("gateways have no log endpoint"),
             }
@@ -324,6 +328,13 @@ impl Node {
             if let Some(exporter) = observer.spans {
                 spans.set(exporter);
             }
+        }
+        if let Some(addr) = node.config.metrics.clone() {
+            let (listener, _) = proxy::listen(&addr).await?;
+            let file = node.config.metrics_token_file.as_ref().context("`metrics` without `metrics_token_file`")?;
+            let token = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+            anyhow::ensure!(!token.trim().is_empty(), "{} is empty: a metrics token is a secret", file.display());
+            node.serve(listener, metrics::router(probes, token.trim().to_string()))?;
         }
         if let Some(g) = node.config.gateway.clone() {
             let (listener, addr) = proxy::listen(&g.http).await?;

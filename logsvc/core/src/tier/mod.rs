@@ -31,7 +31,7 @@ pub use aggregator::{Aggregator, AggregatorAction, LookupId, ShardAnswer};
 pub use copy::{ShardPiece, PIECE_ITEMS};
 pub use feed::{FeedNeed, Since, UpdateFeed, UpdateLog};
 pub use local::{LocalBounds, LocalIndex, LocalPath, LocalRead};
-pub use node::{IndexNode, IndexNodeAction, IndexNodeConfig, IndexNodeStats};
+pub use node::{IndexNode, IndexNodeAction, IndexNodeConfig, IndexNodeReport, IndexNodeStats};
 pub use popularity::{Popular, PopularityCache, ReadKey};
 pub use postings::Postings;
 pub use streams::{Decision, Holder, Joined, Stream, StreamTable};

@@ -160,11 +160,27 @@ pub struct IndexNodeStats {
     pub expired: u64,
     /// Records this node asked storage to send a lookup's caller (type 2).
     pub storage_reads: u64,
+    /// The time answered requests waited here for the node to reach their position.
+    pub held_us: u64,
     /// Copies of this node's state given to a replica, copies it took from one, and
     /// replays of the whole log (no replica gave a copy).
     pub copies_given: u64,
     pub copies_taken: u64,
     pub replays: u64,
+}
+
+/// An index node's counters and sizes, for `/metrics`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IndexNodeReport {
+    pub id: NodeId,
+    pub stats: IndexNodeStats,
+    /// Its index shard; `None` for a spare.
+    pub shard: Option<usize>,
+    pub streams: usize,
+    pub stream_table_bytes: usize,
+    pub postings_bytes: usize,
+    /// Requests held now, waiting for the node to reach their position.
+    pub held: usize,
 }
 
 pub struct IndexNode {
@@ -224,6 +240,21 @@ impl IndexNode {
     /// The index shard it replicates, once configured.
     pub fn shard(&self) -> Option<&IndexShard> {
         self.shard.as_ref()
+    }
+
+    /// What `/metrics` shows of this node. Walks its postings: for a scrape, not for
+    /// every call.
+    pub fn report(&self) -> IndexNodeReport {
+        let shard = self.shard.as_ref();
+        IndexNodeReport {
+            id: self.id,
+            stats: self.stats,
+            shard: shard.map(|s| s.shard),
+            streams: shard.map_or(0, |s| s.streams.streams()),
+            stream_table_bytes: shard.map_or(0, |s| s.streams.bytes()),
+            postings_bytes: shard.map_or(0, |s| s.postings.bytes()),
+            held: self.held.len(),
+        }
     }
 
     /// The position up to which `log` is applied.
@@ -384,7 +415,7 @@ impl IndexNode {
         }
         self.held.push_back((now, h));
         let (log, _) = self.held.back().expect("pushed").1.waits_for();
-        self.answer_held(log);
+        self.answer_held(now, log);
     }
 
     fn on_config(&mut self, now: Micros, config: Arc<Configuration>) {
@@ -584,7 +615,7 @@ impl IndexNode {
     }
 
     /// Applies, in order, every entry of every log whose metadata is complete.
-    fn apply_ready(&mut self, _now: Micros) {
+    fn apply_ready(&mut self, now: Micros) {
         let Some(config) = self.config.clone() else { return };
         loop {
             let mut progressed = false;
@@ -604,7 +635,7 @@ impl IndexNode {
                     self.shard.as_mut().expect("configured").postings.reach(log, delivered);
                     progressed = true;
                 }
-                self.answer_held(log);
+                self.answer_held(now, log);
             }
             // An older log reaching a term may open an added one.
             if !progressed {
@@ -660,12 +691,13 @@ impl IndexNode {
     }
 
     /// Answers the held requests of `log` whose position is applied.
-    fn answer_held(&mut self, log: LogId) {
+    fn answer_held(&mut self, now: Micros, log: LogId) {
         let applied = self.applied(log);
         let (ready, waiting): (VecDeque<_>, VecDeque<_>) =
             self.held.drain(..).partition(|(_, h)| h.waits_for().0 == log && h.waits_for().1 <= applied);
         self.held = waiting;
-        for (_, h) in ready {
+        for (since, h) in ready {
+            self.stats.held_us += now.saturating_sub(since);
             self.answer(h);
         }
     }

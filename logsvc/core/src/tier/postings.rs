@@ -93,6 +93,23 @@ pub struct Progress {
 }
 
 impl Postings {
+    /// About the heap bytes it holds: the maps' slots, every row's chunks, and each
+    /// log's progress. Walks every row: for metrics, not for every call.
+    pub fn bytes(&self) -> usize {
+        let slots = |capacity: usize, entry: usize| capacity * 8 / 7 * (entry + 1);
+        let rows: usize = self.books.values().flat_map(TagMap::iter).map(|(_, r)| r.postings.bytes()).sum();
+        let maps: usize = self.books.values().map(|b| b.bytes(8 + std::mem::size_of::<Row>())).sum();
+        let logs: usize = self
+            .logs
+            .values()
+            .map(|p| {
+                p.recent.capacity() * std::mem::size_of::<MetalogPosition>()
+                    + p.leaving.capacity() * std::mem::size_of::<(MetalogPosition, BookId, Tag)>()
+            })
+            .sum();
+        slots(self.books.capacity(), 8 + std::mem::size_of::<TagMap<Row>>()) + maps + rows + logs
+    }
+
     pub fn new(dead_keep: usize) -> Postings {
         Postings { books: HashMap::new(), dead_keep: dead_keep.max(1), logs: HashMap::new() }
     }

@@ -6,6 +6,19 @@ use super::*;
 /// How long a request is held before the node reports it, and how often.
 const STALL_REPORT_US: u64 = 2_000_000;
 
+/// Asks a running index node for its counters and sizes (`/metrics`).
+#[derive(Clone, Debug)]
+pub struct IndexProbe(mpsc::Sender<oneshot::Sender<IndexNodeReport>>);
+
+impl IndexProbe {
+    /// The node's report; `None` once it has stopped.
+    pub async fn report(&self) -> Option<IndexNodeReport> {
+        let (tx, rx) = oneshot::channel();
+        self.0.send(tx).await.ok()?;
+        rx.await.ok()
+    }
+}
+
 /// Starts an index node of the index tier.
 ///
 /// Task `tally-index-<id>`: cancelled, the node stops between two awaits and its state
@@ -16,18 +29,27 @@ pub fn spawn_index(
     cfg: IndexNodeConfig,
     transport: Transport,
     inbox: mpsc::Receiver<(NodeId, Message)>,
-) -> JoinHandle<()> {
+) -> (JoinHandle<()>, IndexProbe) {
     let incarnation = new_incarnation();
     let node = IndexNode::new(id, controllers, incarnation, cfg);
     info!(%id, incarnation, "index node started");
-    spawn_node("index", id, run_index(node, transport, inbox))
+    let (probe, probes) = mpsc::channel(4);
+    (spawn_node("index", id, run_index(node, transport, inbox, probes)), IndexProbe(probe))
 }
 
-async fn run_index(mut node: IndexNode, transport: Transport, mut inbox: mpsc::Receiver<(NodeId, Message)>) {
+async fn run_index(
+    mut node: IndexNode,
+    transport: Transport,
+    mut inbox: mpsc::Receiver<(NodeId, Message)>,
+    mut probes: mpsc::Receiver<oneshot::Sender<IndexNodeReport>>,
+) {
     let mut ticks = Ticks::new();
     let (mut reported, mut counted, mut stats) = (0, 0, node.stats);
     loop {
         tokio::select! {
+            Some(reply) = probes.recv() => {
+                let _ = reply.send(node.report());
+            }
             m = inbox.recv() => match m {
                 Some((from, msg)) => {
                     node.on_message(now_us(), from, msg);

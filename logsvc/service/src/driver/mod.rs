@@ -60,7 +60,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use tally_log_core::tier::{IndexNode, IndexNodeAction, IndexNodeConfig};
+use tally_log_core::tier::{IndexNode, IndexNodeAction, IndexNodeConfig, IndexNodeReport};
 use tally_log_core::{
     meta_reply, stored_entries_messages, Configuration, Context, Controller, ControllerAction, ControllerConfig, Engine,
     EngineAction, EngineConfig, Error, LogId, Message, MetalogPosition, Micros, NextTick, NodeId, OpId, Reply, Request, Result,
@@ -77,7 +77,7 @@ use crate::trace::{EngineTraces, SpanRef, SpanSinks, StorageTraces};
 mod index;
 mod storage;
 
-pub use index::spawn_index;
+pub use index::{spawn_index, IndexProbe};
 pub use storage::{spawn_storage, StorageStores};
 
 /// How soon a node ticks after an input, and the shortest time between two ticks.

@@ -25,6 +25,10 @@
 //! | `/v1/tokens...`, `GET /v1/audit`               | `admin`, unscoped                     |
 //! | an HTTP function (`/fn/{name}/...`, its routes)| nothing if deployed `public`, else `invoke` of it and its book |
 //!
+//! The metrics address of a process without an HTTP API (`node.toml`'s `metrics`, its
+//! index roles' `GET /metrics`) is not the gateway's: it asks for the cluster's metrics
+//! token, the one secret such a process holds (`node/metrics.rs`).
+//!
 //! A schedule names its function and book in its body, so a scoped token cannot reach
 //! schedules; an invocation's ID does not say its function, so a token scoped to
 //! functions cannot read or cancel by ID (it lists its function's invocations instead).

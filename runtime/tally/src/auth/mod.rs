@@ -155,7 +155,7 @@ fn sha256_hex(text: &str) -> String {
 }
 
 /// Whether `a` and `b` are equal, in time that depends on their lengths only.
-fn equal_in_constant_time(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn equal_in_constant_time(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
 }
 

@@ -113,6 +113,16 @@ pub struct NodeConfig {
     /// An index node of the index tier (partial mode).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub index: Option<LogRole>,
+    /// The address `GET /metrics` of this process's index role is served on (a
+    /// function role's API serves its own); over HTTPS when the process has a
+    /// certificate (`tls_cert_file`), which `tally cluster init` gives only processes
+    /// with an HTTP API, so plain HTTP in a storage or sequencer process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<String>,
+    /// The bearer token a scrape of `metrics` must send (`Authorization: Bearer ...`);
+    /// required with `metrics`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics_token_file: Option<PathBuf>,
     /// Per-function defaults of the function role.
     #[serde(default)]
     pub limits: Limits,
@@ -168,7 +178,7 @@ impl NodeConfig {
 
     /// Every port this process listens on.
     pub fn ports(&self) -> Vec<u16> {
-        let http = self.function.iter().map(|f| &f.http).chain(self.gateway.iter().map(|g| &g.http));
+        let http = self.function.iter().map(|f| &f.http).chain(self.gateway.iter().map(|g| &g.http)).chain(&self.metrics);
         let http = http.filter_map(|a| a.rsplit_once(':').and_then(|(_, p)| p.parse().ok()));
         self.log_roles().into_iter().map(|(_, _, port)| port).chain(http).collect()
     }
@@ -195,6 +205,9 @@ impl NodeConfig {
     }
 
     pub fn validate(&self) -> anyhow::Result<()> {
+        if self.metrics.is_some() && self.metrics_token_file.is_none() {
+            bail!("`metrics` needs `metrics_token_file`: its scrapes ask for a token");
+        }
         let roles = self.log_roles();
         if roles.is_empty() && self.gateway.is_none() {
             bail!("a node needs at least one role: controller, sequencer, storage, function, index or gateway");

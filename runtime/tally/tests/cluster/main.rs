@@ -681,4 +681,21 @@ fn function_nodes_join_and_leave_a_running_cluster_without_a_new_term() {
     let gw = node_at(&url);
     assert_eq!(gw.invoke_ok("bank", 5, "balance c0x"), x.to_string());
     assert_eq!(gw.invoke_ok("bank", 5, "balance c0y"), y.to_string());
+    // Every index node's counters and sizes, on its process's metrics address: the
+    // tier (2 x 2) holds the transfers' records and answered the joined nodes' reads.
+    let scraped = c.index_metrics();
+    assert_eq!(scraped.len(), 4, "an index role in each storage and sequencer process");
+    let value = |text: &str, series: &str, id: u64| -> f64 {
+        let line = format!("{series}{{node=\"{id}\"}} ");
+        let found = text.lines().find_map(|l| l.strip_prefix(line.as_str()));
+        found.unwrap_or_else(|| panic!("no {line} in\n{text}")).parse().unwrap()
+    };
+    let mut requests = 0.0;
+    for (id, text) in &scraped {
+        assert!(value(text, "tally_index_node_shard", *id) >= 0.0, "node {id} replicates a shard:\n{text}");
+        assert!(value(text, "tally_index_node_stream_table_bytes", *id) > 0.0, "node {id}:\n{text}");
+        assert!(value(text, "tally_index_node_postings_bytes", *id) > 0.0, "node {id}:\n{text}");
+        requests += value(text, "tally_index_node_requests_total", *id);
+    }
+    assert!(requests > 0.0, "the joined nodes read through the tier: {scraped:?}");
 }
