@@ -10,6 +10,7 @@ mod http;
 mod http_fns;
 mod index;
 mod index_read;
+mod index_tier;
 mod invoke;
 mod join;
 mod libs;
