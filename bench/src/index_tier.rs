@@ -171,7 +171,7 @@ impl Client {
         self.turn += 1;
         let t = self.turn;
         let read = match w.reads_per_100 {
-            50 => t % 2 == 0,
+            50 => t.is_multiple_of(2),
             r => (t * 37) % 100 < u64::from(r),
         };
         if !read || self.last.is_none() {
