@@ -16,7 +16,7 @@
 //!   tier    the thesis's balanced and read-heavy workloads at a high and a low local
 //!           hit ratio, complete mode against Boki-remote and partial mode: throughput,
 //!           and latency at half complete mode's throughput (`index_tier.rs`)
-//!   join    a function node joining a cluster after 0 to 1M records, in each mode
+//!   join    a function node joining a cluster after 0 to 5M records, in each mode
 //!           (`join.rs`)
 //! ```
 //!
@@ -102,7 +102,7 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<()> {
         crate::index_tier::run(&mut report, opts.quick).await?;
     }
     if opts.runs("join") {
-        let joins: &[u64] = if opts.quick { &[0, 20_000] } else { &[0, 100_000, 1_000_000] };
+        let joins: &[u64] = if opts.quick { &[0, 20_000] } else { &[0, 1_000_000, 5_000_000] };
         crate::join::run(&mut report, joins).await?;
     }
     eprint!("{}", report.table());
@@ -241,7 +241,7 @@ fn structure_bytes(records: u64, new_tags: bool) -> Bytes3 {
 
 /// The log lengths the join case ran at.
 fn joins_of(report: &Report) -> Vec<u64> {
-    [0, 20_000, 100_000, 1_000_000]
+    [0, 20_000, 1_000_000, 5_000_000]
         .into_iter()
         .filter(|r| report.value(&format!("join,mode=partial,records={r}"), "terms_added").is_some())
         .collect()
@@ -289,7 +289,15 @@ fn sanity(report: &Report, opts: &RunOptions, sizes: &[u64]) {
             p50("partial-tier-closest", "off") <= 1.4 * p50("partial-tier-exact", "off"),
         ));
     }
-    for records in joins_of(report) {
+    let joins = joins_of(report);
+    if let (Some(&empty), Some(&longest)) = (joins.first(), joins.last()) {
+        let first_read = |r: u64| get(&format!("join,mode=partial,records={r}"), "first_read_ms");
+        checks.push((
+            format!("a partial-mode join's first read within 1.2x from {empty} to {longest} records (goal)"),
+            first_read(longest) <= 1.2 * first_read(empty),
+        ));
+    }
+    for records in joins {
         let case = |mode: &str| format!("join,mode={mode},records={records}");
         checks
             .push((format!("{records} records: a partial-mode join adds no term"), get(&case("partial"), "terms_added") == 0.0));
