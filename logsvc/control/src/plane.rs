@@ -390,7 +390,7 @@ mod tests {
         let bytes = encode_config(&c).unwrap();
         assert_eq!(bytes[0], 3);
         assert_eq!(decode_config(&bytes).unwrap(), c);
-        let tiered = Configuration { tier: Some(TierLayout { shards: vec![vec![NodeId(5), NodeId(6)]] }), ..c.clone() };
+        let tiered = Configuration { tier: Some(TierLayout { shards: vec![vec![NodeId(5), NodeId(6)]], aggregators: vec![] }), ..c.clone() };
         assert_eq!(decode_config(&encode_config(&tiered).unwrap()).unwrap(), tiered);
         // What builds before the index tier (format 1: no `tier`) and before versions
         // (format 2) stored still reads.

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::Configuration;
 use crate::error::Error;
-use crate::index::BookState;
+use crate::index::{BookState, Found};
 use crate::tier::{DecidedUpdate, ShardAnswer};
 use crate::types::{BookId, LocalId, LogId, MetalogPosition, NodeId, SeqNum, ShardId, Tag, Term};
 
@@ -435,6 +435,41 @@ pub enum Message {
         next: bool,
         q: MetalogPosition,
         fetch: bool,
+        /// The aggregator that gathers the shards' answers (`TierAnswerFor`); `None`:
+        /// the caller does (`TierAnswer`).
+        aggregator: Option<NodeId>,
+    },
+    // A replica of index shard `shard` -> the aggregator a lookup named: its answer to
+    // `caller`'s lookup `req`, with what the aggregator needs to combine the `shards`
+    // answers and send the read (`next`, `q`, `fetch`).
+    TierAnswerFor {
+        caller: NodeId,
+        req: u64,
+        round: u32,
+        shard: u16,
+        shards: u16,
+        next: bool,
+        q: MetalogPosition,
+        fetch: bool,
+        answer: ShardAnswer,
+        aux: Option<Bytes>,
+    },
+    // Aggregator -> the caller: the lookup's answer as of `q` (`found`, with its aux
+    // data), and whether storage was asked to send the record (`sent`, as type 2).
+    TierDone {
+        req: u64,
+        round: u32,
+        found: Option<Found>,
+        q: MetalogPosition,
+        aux: Option<Bytes>,
+        sent: bool,
+    },
+    // Aggregator -> the caller: a shard answers nothing older than `floor`; ask again,
+    // as of it, in a new round.
+    TierRestart {
+        req: u64,
+        round: u32,
+        floor: MetalogPosition,
     },
     TierAnswer {
         req: u64,
@@ -588,6 +623,9 @@ impl Message {
             Message::UpdateFetched { .. } => "update_fetched",
             Message::TierLookup { .. } => "tier_lookup",
             Message::TierAnswer { .. } => "tier_answer",
+            Message::TierAnswerFor { .. } => "tier_answer_for",
+            Message::TierDone { .. } => "tier_done",
+            Message::TierRestart { .. } => "tier_restart",
             Message::HolderLookup { .. } => "holder_lookup",
             Message::HolderAnswer { .. } => "holder_answer",
             Message::TierSetAux { .. } => "tier_set_aux",

@@ -76,6 +76,7 @@ fn power_losses_with_one_replica_per_shard_hold() {
 /// with none), lookups through the tier, decided updates lost, fetched and gone.
 fn check_partial(first: u64, count: u64, opts: SimOptions) {
     let replicas = opts.partial.map_or(0, |p| p.replicas);
+    let aggregators = opts.partial.map_or(0, |p| p.aggregators);
     let stats = check(first, count, opts);
     let mut paths = tally_log_core::PartialStats::default();
     for s in &stats {
@@ -102,18 +103,22 @@ fn check_partial(first: u64, count: u64, opts: SimOptions) {
     // replica to copy: one replica per shard leaves none).
     let copies: u64 = stats.iter().map(|s| s.shard_copies).sum();
     assert!(copies > 0 || replicas < 2, "no index node copied a replica in {count} seeds");
+    // With aggregator nodes, they answered lookups (and engines aggregated their own
+    // while none was up).
+    let aggregated: u64 = stats.iter().map(|s| s.aggregated).sum();
+    assert!(aggregated > 0 || aggregators == 0, "no aggregator answered a lookup in {count} seeds");
 }
 
 #[test]
 fn partial_mode_holds_for_hundreds_of_seeds() {
-    let opts = SimOptions { partial: Some(SimPartial { shards: 2, replicas: 2, spares: 1 }), ..SimOptions::default() };
+    let opts = SimOptions { partial: Some(SimPartial { shards: 2, replicas: 2, spares: 1, aggregators: 1 }), ..SimOptions::default() };
     check_partial(200_000, 100, opts);
 }
 
 #[test]
 fn partial_mode_with_three_unreplicated_shards_and_a_harsh_network_holds() {
     let opts = SimOptions {
-        partial: Some(SimPartial { shards: 3, replicas: 1, spares: 1 }),
+        partial: Some(SimPartial { shards: 3, replicas: 1, spares: 1, aggregators: 0 }),
         loss: 0.1,
         duplicate: 0.05,
         crash: 0.05,
@@ -127,7 +132,7 @@ fn partial_mode_with_three_unreplicated_shards_and_a_harsh_network_holds() {
 #[test]
 fn a_partial_mode_seed_replays_exactly() {
     // One seed fixes everything: what a tick resends goes out in one order.
-    let opts = SimOptions { partial: Some(SimPartial { shards: 2, replicas: 2, spares: 1 }), ..SimOptions::default() };
+    let opts = SimOptions { partial: Some(SimPartial { shards: 2, replicas: 2, spares: 1, aggregators: 1 }), ..SimOptions::default() };
     let run = || run_seeds(300_000, 2, &opts).unwrap_or_else(|v| panic!("with {opts}\n{v}"));
     let (a, b) = (run(), run());
     let key = |s: &Vec<SimStats>| s.iter().map(|s| (s.events, s.appends_acked, s.reads, s.paths)).collect::<Vec<_>>();

@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use tally_log_core::tier::IndexNodeConfig;
+use tally_log_core::tier::{AggregatorConfig, IndexNodeConfig};
 use tally_log_core::{
     Configuration, ControllerConfig, EngineConfig, Error, Message, NodeId, Result, Role, SequencerConfig, StorageConfig, Term,
 };
@@ -81,6 +81,8 @@ pub struct ClusterBuilder {
     /// Partial mode (INDILOG): index shards and replicas per shard, run as index nodes
     /// after the engines (`None`: complete mode, the default).
     pub tier: Option<(usize, usize)>,
+    /// Partial mode: aggregator nodes (0: each engine aggregates its own lookups).
+    pub aggregators: u32,
     pub index_config: IndexNodeConfig,
     /// `build` fails if the cluster is not serving by then.
     pub ready_timeout: Duration,
@@ -114,6 +116,7 @@ impl ClusterBuilder {
             failure_timeout_us: 1_000_000,
             indexers_per_log: None,
             tier: None,
+            aggregators: 0,
             index_config: IndexNodeConfig::default(),
             ready_timeout: Duration::from_secs(15),
             local_delivery: true,
@@ -158,6 +161,7 @@ impl ClusterBuilder {
             (Role::Storage, self.storage_nodes),
             (Role::Engine, self.engines),
             (Role::Index, index_nodes),
+            (Role::Aggregator, if self.tier.is_some() { self.aggregators } else { 0 }),
         ] {
             for _ in 0..count {
                 roster.push((NodeId(next), role));
@@ -214,6 +218,7 @@ impl ClusterBuilder {
             storage: Vec::new(),
             engines: Vec::new(),
             index_nodes: Vec::new(),
+            aggregator_nodes: Vec::new(),
             local,
             thread,
         };
@@ -288,6 +293,7 @@ pub struct Cluster {
     storage: Vec<StorageSlot>,
     engines: Vec<EngineSlot>,
     index_nodes: Vec<NodeSlot>,
+    aggregator_nodes: Vec<NodeSlot>,
     /// The nodes' in-process network, when `local_delivery` is on.
     local: Option<LocalNet>,
     /// Where the nodes run, when `node_thread` is on. Declared last: dropped after
@@ -322,6 +328,13 @@ impl Cluster {
     async fn start_nodes(&mut self, bound: Vec<Bound>) -> Result<()> {
         for (id, role, transport, inbox) in bound {
             match role {
+                Role::Aggregator => {
+                    let cfg = AggregatorConfig::default();
+                    let task = on_thread(&self.thread, || {
+                        driver::spawn_aggregator(id, vec![CONTROLLER], cfg, transport.clone(), inbox)
+                    });
+                    self.aggregator_nodes.push(NodeSlot { id, transport: Some(transport), task: Some(task) });
+                }
                 Role::Index => {
                     let cfg = self.builder.index_config.clone();
                     let task =
@@ -460,6 +473,13 @@ impl Cluster {
     /// The transport of storage node `i` while it runs, for its counters.
     pub fn storage_transport(&self, i: usize) -> Option<&Transport> {
         self.storage[i].node.transport.as_ref()
+    }
+
+    /// Stops aggregator `i` (partial mode) abruptly, as if its process died.
+    pub async fn kill_aggregator(&mut self, i: usize) {
+        let slot = &mut self.aggregator_nodes[i];
+        info!(id = %slot.id, "killing aggregator");
+        slot.stop().await;
     }
 
     /// Stops index node `i` (partial mode) abruptly, as if its process died.
@@ -611,7 +631,8 @@ impl Cluster {
         }
         book.extend(self.storage.iter().map(|s| (s.node.id, s.addr)));
         book.extend(self.engines.iter().map(|e| (e.id, e.transport.local_addr())));
-        book.extend(self.index_nodes.iter().filter_map(|n| Some((n.id, n.transport.as_ref()?.local_addr()))));
+        let tier = self.index_nodes.iter().chain(&self.aggregator_nodes);
+        book.extend(tier.filter_map(|n| Some((n.id, n.transport.as_ref()?.local_addr()))));
         book
     }
 
@@ -622,7 +643,7 @@ impl Cluster {
         );
         all.extend(self.storage.iter().filter_map(|s| s.node.transport.as_ref()));
         all.extend(self.engines.iter().map(|e| &e.transport));
-        all.extend(self.index_nodes.iter().filter_map(|n| n.transport.as_ref()));
+        all.extend(self.index_nodes.iter().chain(&self.aggregator_nodes).filter_map(|n| n.transport.as_ref()));
         all
     }
 
@@ -639,7 +660,7 @@ impl Cluster {
             let _ = (&mut e.handle.task).await;
             e.transport.shutdown().await;
         }
-        for n in &mut self.index_nodes {
+        for n in self.index_nodes.iter_mut().chain(&mut self.aggregator_nodes) {
             n.stop().await;
         }
         for s in &mut self.storage {

@@ -1,6 +1,8 @@
 //! The shared log in partial mode (INDILOG) end to end, in one process: index nodes
 //! (S = 2, R = 2) beside the log's roles, engines with local indexes.
 //!
+//! Tier reads also go through an aggregator node, and outlive it.
+//!
 //! With both replicas of one index shard down, lookups through the tier and aux data
 //! fail with `Unavailable` after the operation timeout, while local hits and plain appends
 //! go on, and nothing wrong is ever returned; a replica started again replays the log and
@@ -116,6 +118,58 @@ async fn function_nodes_join_and_leave_without_a_new_term() -> anyhow::Result<()
     ensure!(left.current().term == before.current().term, "a leave made term {:?}", left.current().term);
     let again = c.client(0).read_prev(&mut ctx, book, tag, SeqNum::MAX).await?.context("the new record")?;
     ensure!(again.seqnum == mine, "{again:?}");
+    c.shutdown().await;
+    Ok(())
+}
+
+/// With one aggregator, tier reads go through it (the engine has no local index, so
+/// every read does); killed, it costs reads only until a version drops it, and the
+/// engines aggregate their own lookups from then on. Every answer is the log's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn tier_reads_go_through_the_aggregator_and_outlive_it() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut b = ClusterBuilder::new(dir.path());
+    b.engines = 2;
+    b.tier = Some((2, 1));
+    b.aggregators = 1;
+    b.engine_config.local_index = None;
+    b.engine_config.op_timeout_us = 1_500_000;
+    let mut c = b.build().await.context("building the cluster")?;
+    let tier = c.configuration().context("a configuration")?.tier.clone().context("partial mode")?;
+    ensure!(tier.aggregators.len() == 1, "{tier:?}");
+    let (writer, reader) = (c.client(0), c.client(1));
+    let (book, tag) = (BookId(3), Tag(7));
+    let mut ctx = Context::new();
+    let mut written = Vec::new();
+    for i in 0..6 {
+        written.push(writer.append(&mut ctx, book, &[tag], Bytes::from(format!("r{i}"))).await?);
+    }
+    let check = |ctx: &Context| {
+        let (reader, written, ctx) = (reader.clone(), written.clone(), ctx.clone());
+        async move {
+            for (i, &s) in written.iter().enumerate() {
+                // The record itself (type 2), and the one after a bound between two (type 3).
+                let exact = reader.read_next(&mut ctx.clone(), book, tag, s).await?.context("exact")?;
+                ensure!(exact.seqnum == s && exact.data == Bytes::from(format!("r{i}")), "{exact:?}");
+                let after = reader.read_next(&mut ctx.clone(), book, tag, SeqNum(s.0 + 1)).await?;
+                ensure!(after.map(|r| r.seqnum) == written.get(i + 1).copied(), "after {s:?}");
+            }
+            let last = reader.read_prev(&mut ctx.clone(), book, tag, SeqNum::MAX).await?;
+            ensure!(last.map(|r| r.seqnum) == written.last().copied(), "the tail");
+            anyhow::Ok(())
+        }
+    };
+    check(&ctx).await?;
+    let through = reader.partial_stats().context("partial mode")?.reads;
+    ensure!(through.tier_reads >= 13 && through.tier_resends == 0, "{through:?}");
+
+    c.kill_aggregator(0).await;
+    let (term, version) = c.configuration().context("a configuration")?.stamp();
+    let dropped = c
+        .wait_for_config(Duration::from_secs(10), |cfg| cfg.tier.as_ref().is_some_and(|t| t.aggregators.is_empty()))
+        .await?;
+    ensure!(dropped.stamp().0 == term && dropped.stamp().1 > version, "a version, no new term: {:?}", dropped.stamp());
+    check(&ctx).await?;
     c.shutdown().await;
     Ok(())
 }

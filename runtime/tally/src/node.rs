@@ -688,7 +688,7 @@ controllers = [1]
             controller: NodeId(1),
             terms: vec![],
             indexers: vec![vec![]],
-            tier: Some(tally_logsvc::TierLayout { shards: vec![vec![NodeId(8), NodeId(9)]] }),
+            tier: Some(tally_logsvc::TierLayout { shards: vec![vec![NodeId(8), NodeId(9)]], aggregators: vec![] }),
         };
         let live = Member {
             id: NodeId(9),

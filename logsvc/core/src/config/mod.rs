@@ -114,6 +114,10 @@ impl TermConfig {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TierLayout {
     pub shards: Vec<Vec<NodeId>>,
+    /// The aggregators function nodes name in their lookups, in turn; none: each
+    /// function node aggregates its own. They come and go with versions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub aggregators: Vec<NodeId>,
 }
 
 impl TierLayout {

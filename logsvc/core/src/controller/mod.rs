@@ -69,6 +69,9 @@ pub enum Role {
     /// An index node of the index tier (partial mode): never in a term, so its
     /// absence, restart or arrival seals nothing.
     Index,
+    /// An aggregator of index-tier lookups (partial mode): bound and unbound through
+    /// versions of the term, like index nodes never sealing one.
+    Aggregator,
 }
 
 #[derive(Clone, Debug)]
@@ -298,6 +301,9 @@ impl Controller {
         if stored.tier.as_ref().is_some_and(|t| t.shards.is_empty() || t.nodes().any(|n| !role_is(n, Role::Index))) {
             return mismatch("names index nodes this cluster does not have".into());
         }
+        if stored.tier.as_ref().is_some_and(|t| t.aggregators.iter().any(|&n| !role_is(n, Role::Aggregator))) {
+            return mismatch("names aggregators this cluster does not have".into());
+        }
         Ok(())
     }
 
@@ -367,7 +373,7 @@ impl Controller {
             tracing::warn!("partial mode without index nodes: the cluster runs in complete mode");
             return None;
         }
-        Some(TierLayout { shards: layout })
+        Some(TierLayout { shards: layout, aggregators: self.live_of(now, Role::Aggregator) })
     }
 
     pub fn configuration(&self) -> Option<&Arc<Configuration>> {

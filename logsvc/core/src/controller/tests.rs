@@ -415,3 +415,37 @@ fn a_spare_index_node_replaces_a_replica_silent_too_long_through_a_version() {
     beat(&mut c, much_later, &[]);
     assert!(tick_installs(&mut c, much_later).is_none(), "no spare is live");
 }
+
+#[test]
+fn aggregators_come_and_go_through_versions_without_a_new_term() {
+    let index: Vec<NodeId> = (10..12).map(NodeId).collect();
+    let aggregators: Vec<NodeId> = (20..22).map(NodeId).collect();
+    let mut roster = roster();
+    roster.extend(index.iter().map(|&n| (n, Role::Index)));
+    roster.extend(aggregators.iter().map(|&n| (n, Role::Aggregator)));
+    let cfg = ControllerConfig { tier: Some((2, 1)), ..cfg() };
+    let timeout = cfg.failure_timeout_us;
+    let mut c = Controller::new(NodeId(0), cfg, &roster);
+    let beat = |c: &mut Controller, now: Micros, nodes: &[NodeId]| {
+        heartbeats(c, now, 1);
+        for &n in index.iter().chain(nodes) {
+            c.on_message(now, n, Message::Heartbeat { incarnation: 1, term: Term(0), version: 0 });
+        }
+    };
+    beat(&mut c, 0, &aggregators);
+    let first = tick_installs(&mut c, 0).expect("the first term");
+    assert_eq!(first.tier.as_ref().unwrap().aggregators, aggregators);
+    // One falls silent: a version drops it, in the same term.
+    let now = timeout + 1;
+    beat(&mut c, now, &aggregators[..1]);
+    let v1 = tick_installs(&mut c, now).expect("a version");
+    assert_eq!(v1.stamp(), (Term(1), 1));
+    assert_eq!(v1.tier.as_ref().unwrap().aggregators, aggregators[..1]);
+    assert_eq!(v1.tier.as_ref().unwrap().shards, first.tier.as_ref().unwrap().shards, "the shards stay");
+    assert!(tick_installs(&mut c, now + 10).is_none(), "nothing more changes");
+    // It comes back: listed again.
+    beat(&mut c, now + 20, &aggregators);
+    let v2 = tick_installs(&mut c, now + 20).expect("a version");
+    assert_eq!(v2.stamp(), (Term(1), 2));
+    assert_eq!(v2.tier.as_ref().unwrap().aggregators, aggregators);
+}

@@ -11,8 +11,8 @@
 //! live nodes.
 //!
 //! A version also replaces an index replica silent for `index_replace_us` by a live
-//! spare index node (the spec's item 9); the newcomer replays the log (it copies no
-//! replica's state yet).
+//! spare index node (the spec's item 9), and lists the live aggregators (one that is
+//! down, or new, makes a version).
 
 use super::*;
 
@@ -80,7 +80,7 @@ impl Controller {
         let engines = logs[0].shards.iter().filter(|s| s.open_at(version)).map(|s| s.engine).collect();
         let mut next = (*config).clone();
         if let Some(tier) = tier {
-            tracing::warn!(?tier, "an index replica was silent too long: a spare index node replaces it");
+            tracing::info!(?tier, "the index tier changes: a spare replaces a silent replica, or aggregators came or went");
             self.tier = Some(Some(tier.clone()));
             next.tier = Some(tier);
         }
@@ -96,6 +96,9 @@ impl Controller {
     /// updates while it replays; the one it replaces becomes a spare if it comes back.
     fn replaced_tier(&self, now: Micros) -> Option<TierLayout> {
         let mut tier = self.tier.clone().flatten()?;
+        let aggregators = self.live_of(now, Role::Aggregator);
+        let mut changed = aggregators != tier.aggregators;
+        tier.aggregators = aggregators;
         let started = self.started_at.unwrap_or(now);
         let silent = |n: &NodeId| {
             let heard = self.members.get(n).and_then(|m| m.last_seen).unwrap_or(0).max(started);
@@ -103,7 +106,6 @@ impl Controller {
         };
         let mut spares: Vec<NodeId> =
             self.live_of(now, Role::Index).into_iter().filter(|&n| tier.shard_of_node(n).is_none()).collect();
-        let mut changed = false;
         for replicas in &mut tier.shards {
             while let Some(i) = replicas.iter().position(&silent) {
                 let Some(spare) = spares.pop() else { return changed.then_some(tier) };

@@ -84,6 +84,7 @@ mod apply;
 mod config;
 mod forward;
 mod import;
+mod lookup;
 mod partial;
 mod read;
 mod tick;

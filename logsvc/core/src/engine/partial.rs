@@ -21,15 +21,14 @@ use std::collections::{BTreeMap, HashMap};
 
 use bytes::Bytes;
 
-use super::{Engine, OpId, ReadOp, RecordFetch};
+use super::{Engine, OpId, ReadOp};
 use crate::config::Configuration;
 use crate::error::Error;
-use crate::index::Found;
-use crate::message::{Cond, LogRecord, Message, Record, Reply, Request, StoredRead};
+use crate::message::{Cond, LogRecord, Message, Record, Reply, Request};
 use crate::tier::{
-    Aggregator, AggregatorAction, DecidedUpdate, FeedNeed, Holder, LocalBounds, LocalRead, LookupId, ShardAnswer, UpdateFeed,
+    Aggregator, DecidedUpdate, FeedNeed, Holder, LocalBounds, LocalRead, LookupId, UpdateFeed,
 };
-use crate::types::{BookId, Location, LogId, MetalogPosition, Micros, NextTick, NodeId, SeqNum, ShardId, Tag};
+use crate::types::{BookId, LogId, MetalogPosition, Micros, NextTick, NodeId, SeqNum, ShardId, Tag};
 
 /// Updates kept ahead of the engine's metalog position for its own conditional appends.
 const EARLY_MAX: usize = 4096;
@@ -63,18 +62,18 @@ impl PartialStats {
     }
 }
 
-struct TierRead {
-    op: OpId,
-    log: LogId,
-    request: Request,
-    deadline: Micros,
+pub(super) struct TierRead {
+    pub(super) op: OpId,
+    pub(super) log: LogId,
+    pub(super) request: Request,
+    pub(super) deadline: Micros,
     /// Aux data the shards sent with their candidates.
-    aux: HashMap<SeqNum, Bytes>,
+    pub(super) aux: HashMap<SeqNum, Bytes>,
     /// Whether a shard holding the bound should have storage send us the record (not
     /// when our cache has it).
-    fetch: bool,
+    pub(super) fetch: bool,
     /// That record, when storage sent it before the shard's answer came.
-    early: Option<(SeqNum, Record)>,
+    pub(super) early: Option<(SeqNum, Record)>,
 }
 
 /// A conditional append of ours, ordered, waiting for its entry's decided update.
@@ -114,26 +113,26 @@ struct AuxWait {
 }
 
 pub(super) struct Partial {
-    bounds: Option<LocalBounds>,
-    feeds: Vec<UpdateFeed>,
+    pub(super) bounds: Option<LocalBounds>,
+    pub(super) feeds: Vec<UpdateFeed>,
     /// Per log: the position after the last entry delivered, and the seqnum after it.
-    last_entry: Vec<(MetalogPosition, SeqNum)>,
+    pub(super) last_entry: Vec<(MetalogPosition, SeqNum)>,
     /// Per log: the update fetch in flight (request, when sent), and when the local
     /// index last moved.
-    fetching: Vec<Option<(u64, Micros)>>,
+    pub(super) fetching: Vec<Option<(u64, Micros)>>,
     /// Update fetches not answered yet, by request: any of them may answer (a fetch to
     /// a replica that is down must not hide the answer of one that is up).
-    outstanding: BTreeMap<u64, LogId>,
-    moved_at: Vec<Micros>,
-    fetch_turn: usize,
+    pub(super) outstanding: BTreeMap<u64, LogId>,
+    pub(super) moved_at: Vec<Micros>,
+    pub(super) fetch_turn: usize,
     pub(super) aggregator: Aggregator,
     // Ordered maps: what a tick resends goes out in one order, so a seed replays.
-    reads: BTreeMap<LookupId, TierRead>,
+    pub(super) reads: BTreeMap<LookupId, TierRead>,
     /// Reads waiting for the local index to reach their position, until a time.
-    local_waits: Vec<(LogId, ReadOp, Micros)>,
+    pub(super) local_waits: Vec<(LogId, ReadOp, Micros)>,
     conds: BTreeMap<SeqNum, CondWait>,
     /// Decided updates of entries not delivered yet that order records of ours.
-    early: BTreeMap<(LogId, MetalogPosition), DecidedUpdate>,
+    pub(super) early: BTreeMap<(LogId, MetalogPosition), DecidedUpdate>,
     holders: BTreeMap<u64, HolderWait>,
     auxes: BTreeMap<u64, AuxWait>,
     pub stats: PartialStats,
@@ -203,7 +202,7 @@ impl Engine {
         p.last_entry[i] = (at, next);
     }
 
-    fn tier_replica(&self, shard: usize, attempt: usize) -> Option<NodeId> {
+    pub(super) fn tier_replica(&self, shard: usize, attempt: usize) -> Option<NodeId> {
         let replicas = self.config.as_ref()?.tier.as_ref()?.shards.get(shard)?;
         replicas.get((attempt + self.id.0 as usize) % replicas.len().max(1)).copied()
     }
@@ -464,136 +463,6 @@ impl Engine {
         }
     }
 
-    /// Answers a read with `found` (a seqnum and its storage shard), or none, as of
-    /// `at`: from the cache, else from a replica of the shard. With `sent`, an index
-    /// node asked a replica already, to answer our request `sent` (type 2): we wait for
-    /// that, and ask another replica only if it does not come.
-    #[allow(clippy::too_many_arguments)]
-    fn read_found(
-        &mut self,
-        now: Micros,
-        log: LogId,
-        r: ReadOp,
-        found: Option<(SeqNum, ShardId)>,
-        at: MetalogPosition,
-        aux: Option<Bytes>,
-        sent: Option<u64>,
-    ) {
-        let Some((seqnum, shard)) = found else {
-            self.deadlines.remove(&(r.deadline, r.op));
-            self.complete(r.op, Ok(Reply::Read(None)), log, at);
-            return;
-        };
-        if let Some(c) = self.cache.get(seqnum) {
-            if let Some((tags, data)) = &c.record {
-                let aux = aux.or_else(|| c.aux.clone());
-                let record = LogRecord { seqnum, tags: tags.clone(), data: data.clone(), aux };
-                self.deadlines.remove(&(r.deadline, r.op));
-                self.complete(r.op, Ok(Reply::Read(Some(record))), log, at);
-                return;
-            }
-        }
-        let replicas = self.shard_replicas.get(&shard).cloned().unwrap_or_default();
-        if replicas.is_empty() {
-            self.deadlines.remove(&(r.deadline, r.op));
-            self.complete(r.op, Err(Error::Unavailable(format!("no replicas known for {shard:?}"))), log, at);
-            return;
-        }
-        let found = Found { seqnum, location: Location { shard, local_id: 0 } };
-        let (op, request, deadline) = (r.op, r.request, r.deadline);
-        if let Some(req) = sent {
-            // The index node asked replica `req` (modulo); a retry starts at the next.
-            let turn = req as usize + 1;
-            let fetch = RecordFetch { op, log, request, found, position: at, replicas, turn, sent_at: now, deadline, aux };
-            self.record_fetches.insert(req, fetch);
-            return;
-        }
-        let req = self.next_req;
-        self.next_req += 1;
-        let turn = self.id.0 as usize;
-        let fetch = RecordFetch { op, log, request, found, position: at, replicas, turn, sent_at: 0, deadline, aux };
-        self.record_fetches.insert(req, fetch);
-        self.send_record_fetch(now, req);
-    }
-
-    /// A record a storage node sent for our tier lookup `req` before the index node's
-    /// answer that it would (type 2) came: kept until that answer.
-    pub(super) fn early_record(&mut self, req: u64, seqnum: SeqNum, read: StoredRead) {
-        let Some(t) = self.partial.as_mut().and_then(|p| p.reads.get_mut(&req)) else { return };
-        if let StoredRead::Found(record) = read {
-            if t.request.book() == record.meta.book {
-                t.early = Some((seqnum, record));
-            }
-        }
-    }
-
-    /// Asks the index tier, as of Q = max(p, our metalog position).
-    fn tier_read(&mut self, now: Micros, log: LogId, r: ReadOp) {
-        let q = r.wait_for.max(self.logs[usize::from(log.0)].applied);
-        let req = self.next_req;
-        self.next_req += 1;
-        let read = read_key(&r.request);
-        let fetch = self.cache.get(read.2).is_none_or(|c| c.record.is_none());
-        let Some(p) = self.partial.as_mut() else { return };
-        p.stats.tier_reads += 1;
-        let t = TierRead { op: r.op, log, request: r.request, deadline: r.deadline, aux: HashMap::new(), fetch, early: None };
-        p.reads.insert(req, t);
-        let mut out = Vec::new();
-        p.aggregator.start(now, req, read, q, &mut out);
-        self.aggregator_actions(now, out);
-    }
-
-    fn aggregator_actions(&mut self, now: Micros, out: Vec<AggregatorAction>) {
-        for a in out {
-            match a {
-                AggregatorAction::Ask { lookup, round, shard, attempt, read: (book, tag, bound, next), q } => {
-                    let Some(t) = self.partial.as_ref().and_then(|p| p.reads.get(&lookup)) else { continue };
-                    let (log, fetch) = (t.log, t.fetch);
-                    if let Some(to) = self.tier_replica(shard, attempt as usize) {
-                        let shard = shard as u16;
-                        self.send(to, Message::TierLookup { req: lookup, round, shard, log, book, tag, bound, next, q, fetch });
-                    }
-                }
-                AggregatorAction::Read { lookup, found, q } | AggregatorAction::Done { lookup, found, q } => {
-                    let Some(mut t) = self.partial.as_mut().and_then(|p| p.reads.remove(&lookup)) else { continue };
-                    let exact = matches!(a, AggregatorAction::Done { .. });
-                    let early = t.early.take();
-                    let sent = (exact && t.fetch).then_some(lookup);
-                    let aux = t.aux.get(&found.seqnum).cloned();
-                    let read = read_key(&t.request);
-                    let (_, next_after) = self.partial.as_ref().expect("partial").last_entry[usize::from(t.log.0)];
-                    let applied = self.logs[usize::from(t.log.0)].applied;
-                    let p = self.partial.as_mut().expect("partial");
-                    // Only an answer later records cannot change is kept (the cache checks).
-                    let next_after = if q == applied { next_after } else { SeqNum::MIN };
-                    p.feeds[usize::from(t.log.0)].index.remember(read, found.seqnum, found.location.shard, q, next_after);
-                    p.stats.exact_reads += u64::from(exact);
-                    let r = ReadOp { op: t.op, request: t.request, wait_for: q, deadline: t.deadline };
-                    self.read_found(now, t.log, r, Some((found.seqnum, found.location.shard)), q, aux, sent);
-                    if let (Some(req), Some((seqnum, record))) = (sent, early) {
-                        self.on_record(now, req, seqnum, StoredRead::Found(record));
-                    }
-                }
-                AggregatorAction::None { lookup, q } => {
-                    let Some(t) = self.partial.as_mut().and_then(|p| p.reads.remove(&lookup)) else { continue };
-                    self.deadlines.remove(&(t.deadline, t.op));
-                    self.complete(t.op, Ok(Reply::Read(None)), t.log, q);
-                }
-            }
-        }
-    }
-
-    fn on_tier_answer(&mut self, now: Micros, req: u64, round: u32, shard: u16, answer: ShardAnswer, aux: Option<Bytes>) {
-        let Some(p) = self.partial.as_mut() else { return };
-        if let (Some(t), Some(aux), ShardAnswer::Exact(f) | ShardAnswer::Closest(Some(f))) = (p.reads.get_mut(&req), aux, answer)
-        {
-            t.aux.insert(f.seqnum, aux);
-        }
-        let mut out = Vec::new();
-        p.aggregator.answer(now, req, round, usize::from(shard), answer, &mut out);
-        self.aggregator_actions(now, out);
-    }
-
     /// Aux data: to every replica of every index shard, as of Q.
     fn tier_set_aux(&mut self, now: Micros, log: LogId, r: ReadOp) {
         let Request::SetAux { book, seqnum, aux } = r.request else { unreachable!("aux data") };
@@ -671,7 +540,8 @@ impl Engine {
 
     /// Handles a message of the index tier; false if `msg` is not one.
     pub(super) fn partial_message(&mut self, now: Micros, from: NodeId, msg: &mut Option<Message>) -> bool {
-        let from_tier = self.config.as_ref().and_then(|c| c.tier.as_ref()).is_some_and(|t| t.nodes().any(|n| n == from));
+        let tier = self.config.as_ref().and_then(|c| c.tier.as_ref());
+        let from_tier = tier.is_some_and(|t| t.nodes().chain(t.aggregators.iter().copied()).any(|n| n == from));
         let Some(m) = msg.take() else { return false };
         if !from_tier {
             *msg = Some(m);
@@ -681,6 +551,8 @@ impl Engine {
             Message::UpdatePush { update } => self.on_update(now, update),
             Message::UpdateFetched { req, log, updates } => self.on_updates_fetched(now, req, log, updates),
             Message::TierAnswer { req, round, shard, answer, aux } => self.on_tier_answer(now, req, round, shard, answer, aux),
+            Message::TierDone { req, round, found, q, aux, sent } => self.on_tier_done(now, req, round, found, q, aux, sent),
+            Message::TierRestart { req, round, floor } => self.on_tier_restart(now, req, round, floor),
             Message::HolderAnswer { req, shard, holder } => self.on_holder_answer(req, shard, holder),
             Message::TierAuxSet { req, shard, kept } => self.on_aux_set(req, shard, kept),
             Message::TierRefused { req, error } => self.on_tier_refused(req, error),
@@ -809,7 +681,7 @@ impl Engine {
     }
 }
 
-fn read_key(request: &Request) -> (BookId, Tag, SeqNum, bool) {
+pub(super) fn read_key(request: &Request) -> (BookId, Tag, SeqNum, bool) {
     match *request {
         Request::ReadNext { book, tag, min } => (book, tag, min, true),
         Request::ReadPrev { book, tag, max } => (book, tag, max, false),

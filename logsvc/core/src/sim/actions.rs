@@ -36,7 +36,8 @@ impl Sim {
                 ControllerAction::Installed(config) => {
                     self.stats.versions += u64::from(config.current().version > 0);
                     let old_tier = self.config.as_ref().and_then(|c| c.tier.clone());
-                    self.stats.tier_replacements += u64::from(old_tier.is_some() && old_tier != config.tier);
+                    let shards = |t: &Option<crate::config::TierLayout>| t.as_ref().map(|t| t.shards.clone());
+                    self.stats.tier_replacements += u64::from(old_tier.is_some() && shards(&old_tier) != shards(&config.tier));
                     self.config = Some(config.clone());
                     // The last entry a seal kept has each of its records durable
                     // somewhere (committed: everywhere, checked when it was).
@@ -204,6 +205,11 @@ impl Sim {
                 }
                 for a in actions {
                     self.engine_action(n, a);
+                }
+            }
+            Some(Node::Aggregator(a)) => {
+                for (to, msg) in a.take_actions() {
+                    self.send(n, to, msg);
                 }
             }
             Some(Node::Index(x)) => {

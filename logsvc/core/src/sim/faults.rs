@@ -15,6 +15,7 @@ impl Sim {
             Role::Storage => self.opts.n_data - 1,
             Role::Engine => self.opts.engines as usize,
             Role::Index => self.opts.partial.map_or(0, |p| p.shards * p.replicas + p.spares),
+            Role::Aggregator => self.opts.partial.map_or(0, |p| p.aggregators),
         };
         down_same < limit
     }

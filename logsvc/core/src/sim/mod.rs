@@ -51,7 +51,7 @@ use crate::message::{Cond, Message, MetalogEntry, Reply, Request};
 use crate::sequencer::{stored_entries_messages, Sequencer, SequencerAction, SequencerConfig};
 use crate::storage::{meta_reply, StorageAction, StorageConfig, StorageNode};
 use crate::store::{MemMetalogStore, MemStore, MetalogStore, MetalogWrite, RecordStore};
-use crate::tier::{IndexNode, IndexNodeAction, IndexNodeConfig, LocalBounds};
+use crate::tier::{AggregatorConfig, AggregatorNode, IndexNode, IndexNodeAction, IndexNodeConfig, LocalBounds};
 use crate::types::{BookId, Location, LogId, MetalogPosition, Micros, NodeId, SeqNum, Tag, Term};
 use oracle::Oracle;
 
@@ -63,6 +63,7 @@ enum Node {
     Storage(StorageNode),
     Engine(Engine),
     Index(IndexNode),
+    Aggregator(AggregatorNode),
 }
 
 impl SimStats {
@@ -70,6 +71,9 @@ impl SimStats {
     fn add_index(&mut self, node: &Node) {
         let s = node.index_stats();
         self.shard_copies += s.copies_taken;
+        if let Node::Aggregator(a) = node {
+            self.aggregated += a.stats.done;
+        }
         self.shard_replays += s.replays;
     }
 }
@@ -91,7 +95,7 @@ impl Node {
 
     fn chunks_spilled(&self) -> u64 {
         match self {
-            Node::Sequencer(_) | Node::Index(_) => 0,
+            Node::Sequencer(_) | Node::Index(_) | Node::Aggregator(_) => 0,
             Node::Storage(s) => s.chunks_spilled(),
             Node::Engine(e) => e.chunks_spilled(),
         }
@@ -270,6 +274,7 @@ impl Sim {
             (Role::Storage, opts.storage),
             (Role::Engine, opts.engines),
             (Role::Index, index_nodes),
+            (Role::Aggregator, opts.partial.map_or(0, |p| p.aggregators as u32)),
         ];
         for (role, count) in roles {
             for _ in 0..count {
@@ -500,6 +505,10 @@ impl Sim {
                 };
                 Node::Index(IndexNode::new(n, controllers, inc, cfg))
             }
+            Role::Aggregator => {
+                let cfg = AggregatorConfig { heartbeat_interval_us: 30_000, gather_us: 500_000, ..Default::default() };
+                Node::Aggregator(AggregatorNode::new(n, controllers, inc, cfg))
+            }
         };
         slot.node = Some(node);
         let jitter = self.rng.below(TICK_US);
@@ -620,6 +629,7 @@ impl Sim {
                     Some(Node::Storage(s)) => s.on_message(now, from, msg),
                     Some(Node::Engine(e)) => e.on_message(now, from, msg),
                     Some(Node::Index(x)) => x.on_message(now, from, msg),
+                    Some(Node::Aggregator(a)) => a.on_message(now, from, msg),
                     None => return,
                 }
                 self.after_input(to);
@@ -664,6 +674,7 @@ impl Sim {
                     Some(Node::Storage(s)) => s.on_tick(now),
                     Some(Node::Engine(e)) => e.on_tick(now),
                     Some(Node::Index(x)) => x.on_tick(now),
+                    Some(Node::Aggregator(a)) => a.on_tick(now),
                     None => return, // a crashed node stops ticking; `start` ticks it again
                 };
                 self.after_input(n);

@@ -62,6 +62,8 @@ pub struct SimPartial {
     pub replicas: usize,
     /// Index nodes in no shard, that replace a replica silent too long.
     pub spares: usize,
+    /// Aggregator nodes (0: each engine aggregates its own lookups).
+    pub aggregators: usize,
 }
 
 impl Default for SimOptions {
@@ -176,6 +178,8 @@ pub struct SimStats {
     /// Index nodes that started from a replica's copied state, and from a replay.
     pub shard_copies: u64,
     pub shard_replays: u64,
+    /// Lookups aggregator nodes answered.
+    pub aggregated: u64,
 }
 
 #[derive(Debug)]

@@ -79,6 +79,11 @@ impl Aggregator {
         self.pending.len()
     }
 
+    /// The round lookup `lookup` is in, while it runs.
+    pub fn round(&self, lookup: LookupId) -> Option<u32> {
+        self.pending.get(&lookup).map(|p| p.round)
+    }
+
     /// Starts lookup `lookup` of `read` as of `q`.
     pub fn start(&mut self, now: Micros, lookup: LookupId, read: ReadKey, q: MetalogPosition, out: &mut Vec<AggregatorAction>) {
         let pending =

@@ -100,7 +100,16 @@ fn is_infrastructure(config: &Configuration, node: NodeId) -> bool {
 /// A request waiting for the node to apply its log up to a position.
 #[derive(Debug)]
 enum Held {
-    Lookup { from: NodeId, req: u64, round: u32, log: LogId, read: ReadKey, q: MetalogPosition, fetch: bool },
+    Lookup {
+        from: NodeId,
+        req: u64,
+        round: u32,
+        log: LogId,
+        read: ReadKey,
+        q: MetalogPosition,
+        fetch: bool,
+        aggregator: Option<NodeId>,
+    },
     Holder { from: NodeId, req: u64, log: LogId, book: BookId, tag: Tag, offset: u64, before: SeqNum, at: MetalogPosition },
     Aux { from: NodeId, req: u64, log: LogId, book: BookId, seqnum: SeqNum, aux: Bytes, q: MetalogPosition },
 }
@@ -366,8 +375,8 @@ impl IndexNode {
     /// A lookup, a holder lookup or aux data: held until answerable, if admitted.
     fn on_tier_request(&mut self, now: Micros, from: NodeId, msg: Message) {
         let (req, shard, held) = match msg {
-            Message::TierLookup { req, round, shard, log, book, tag, bound, next, q, fetch } => {
-                (req, shard, Held::Lookup { from, req, round, log, read: (book, tag, bound, next), q, fetch })
+            Message::TierLookup { req, round, shard, log, book, tag, bound, next, q, fetch, aggregator } => {
+                (req, shard, Held::Lookup { from, req, round, log, read: (book, tag, bound, next), q, fetch, aggregator })
             }
             Message::HolderLookup { req, shard, log, book, tag, offset, before, at } => {
                 (req, shard, Held::Holder { from, req, log, book, tag, offset, before, at })
@@ -707,13 +716,23 @@ impl IndexNode {
         let shard = self.shard.as_ref().expect("admitted requests have a shard");
         let index = shard.shard as u16;
         match h {
-            Held::Lookup { from, req, round, log, read, q, fetch } => {
+            Held::Lookup { from, req, round, log, read, q, fetch, aggregator } => {
                 let answer = shard.lookup(log, read, q).expect("held until applied");
                 let aux = match answer {
                     super::ShardAnswer::Exact(f) | super::ShardAnswer::Closest(Some(f)) => self.aux.get(f.seqnum),
                     _ => None,
                 };
-                self.send(from, Message::TierAnswer { req, round, shard: index, answer, aux });
+                // To the aggregator named, if the configuration has it; else the caller.
+                let tier = self.config.as_ref().and_then(|c| c.tier.as_ref());
+                let shards = tier.map_or(0, |t| t.shards.len()) as u16;
+                match aggregator.filter(|a| tier.is_some_and(|t| t.aggregators.contains(a))) {
+                    Some(a) => {
+                        let (caller, next) = (from, read.3);
+                        let m = Message::TierAnswerFor { caller, req, round, shard: index, shards, next, q, fetch, answer, aux };
+                        self.send(a, m);
+                    }
+                    None => self.send(from, Message::TierAnswer { req, round, shard: index, answer, aux }),
+                }
                 if let (true, super::ShardAnswer::Exact(f)) = (fetch, answer) {
                     self.read_for(from, req, f);
                 }

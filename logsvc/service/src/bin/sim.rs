@@ -64,6 +64,9 @@ struct Args {
     /// Partial mode: spare index nodes, in no shard until one replaces a silent replica.
     #[arg(long, default_value_t = 1)]
     index_spares: usize,
+    /// Partial mode: aggregator nodes (0: each engine aggregates its own lookups).
+    #[arg(long, default_value_t = 1)]
+    aggregators: usize,
     /// Engines holding each log's index (0: every engine indexes every log).
     #[arg(long, default_value_t = 2)]
     indexers_per_log: usize,
@@ -106,6 +109,7 @@ fn main() -> ExitCode {
             shards: args.index_shards.max(1),
             replicas: args.index_replicas.max(1),
             spares: args.index_spares,
+            aggregators: args.aggregators,
         }),
         ..SimOptions::default()
     };
@@ -140,6 +144,7 @@ fn main() -> ExitCode {
                 total.tier_replacements += s.tier_replacements;
                 total.shard_copies += s.shard_copies;
                 total.shard_replays += s.shard_replays;
+                total.aggregated += s.aggregated;
             }
             Err(v) => {
                 eprintln!("sim: seed {seed} failed with {opts}\n{v}");
@@ -174,8 +179,8 @@ fn main() -> ExitCode {
     if opts.partial.is_some() {
         let p = &total.paths;
         eprintln!(
-            "sim: partial mode: {} tag-cache hits, {} popularity hits, {} tier reads ({} exact), {} holder lookups, {} local index restarts, {} versions, {} logs followed from mid-term, {} index replicas replaced, {} index nodes started from a copy ({} from a replay)",
-            p.tag_hits, p.popularity_hits, p.tier_reads, p.exact_reads, p.holder_lookups, p.local_restarts, total.versions, p.mid_term_starts, total.tier_replacements, total.shard_copies, total.shard_replays
+            "sim: partial mode: {} tag-cache hits, {} popularity hits, {} tier reads ({} exact), {} holder lookups, {} local index restarts, {} versions, {} logs followed from mid-term, {} index replicas replaced, {} index nodes started from a copy ({} from a replay), {} lookups by aggregators",
+            p.tag_hits, p.popularity_hits, p.tier_reads, p.exact_reads, p.holder_lookups, p.local_restarts, total.versions, p.mid_term_starts, total.tier_replacements, total.shard_copies, total.shard_replays, total.aggregated
         );
     }
     ExitCode::SUCCESS

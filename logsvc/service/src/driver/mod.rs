@@ -60,7 +60,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use tally_log_core::tier::{IndexNode, IndexNodeAction, IndexNodeConfig, IndexNodeReport};
+use tally_log_core::tier::{AggregatorConfig, AggregatorNode, IndexNode, IndexNodeAction, IndexNodeConfig, IndexNodeReport};
 use tally_log_core::{
     meta_reply, stored_entries_messages, Configuration, Context, Controller, ControllerAction, ControllerConfig, Engine,
     EngineAction, EngineConfig, Error, LogId, Message, MetalogPosition, Micros, NextTick, NodeId, OpId, Reply, Request, Result,
@@ -74,9 +74,11 @@ use crate::net::Transport;
 use crate::store::{ControllerStore, GroupCommit, GroupCommitConfig, JournalMetalogStore, MetalogStore, RecordStore};
 use crate::trace::{EngineTraces, SpanRef, SpanSinks, StorageTraces};
 
+mod aggregator;
 mod index;
 mod storage;
 
+pub use aggregator::spawn_aggregator;
 pub use index::{spawn_index, IndexProbe};
 pub use storage::{spawn_storage, StorageStores};
 
