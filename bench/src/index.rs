@@ -284,6 +284,11 @@ fn sanity(report: &Report, opts: &RunOptions, sizes: &[u64]) {
             format!("{clients} clients: type 2 at most 1.0x a complete-mode forwarded read (p50, record cache off, goal)"),
             p50("partial-tier-exact", "off") <= p50("complete-forwarded", "off"),
         ));
+        let aggregated = p50("partial-tier-aggregator", "off") < p50("partial-tier-closest", "off");
+        eprintln!(
+            "index: {clients} clients: one aggregator {} than each engine aggregating its own (p50, record cache off)",
+            if aggregated { "faster" } else { "slower" }
+        );
         checks.push((
             format!("{clients} clients: type 3 at most 1.4x type 2 (p50, record cache off, goal)"),
             p50("partial-tier-closest", "off") <= 1.4 * p50("partial-tier-exact", "off"),

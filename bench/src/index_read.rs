@@ -18,6 +18,8 @@
 //!   partial-tier-closest  partial mode, no local index, the bound lies between records:
 //!                         the reader takes the closest of the shards' candidates and
 //!                         reads it (type 3)
+//!   partial-tier-aggregator  the same through one aggregator node, which has storage
+//!                         send the record to the reader
 //! ```
 //!
 //! With the record cache on and off (`cache_bytes_max` 0 on every engine: every record
@@ -48,11 +50,20 @@ pub enum Path {
     Popularity,
     TierExact,
     TierClosest,
+    /// Type 3 through one aggregator node (`aggregators = 1`).
+    Aggregated,
 }
 
 impl Path {
-    pub const ALL: [Path; 6] =
-        [Path::CompleteLocal, Path::CompleteForwarded, Path::TagCache, Path::Popularity, Path::TierExact, Path::TierClosest];
+    pub const ALL: [Path; 7] = [
+        Path::CompleteLocal,
+        Path::CompleteForwarded,
+        Path::TagCache,
+        Path::Popularity,
+        Path::TierExact,
+        Path::TierClosest,
+        Path::Aggregated,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -62,6 +73,7 @@ impl Path {
             Path::Popularity => "partial-popularity",
             Path::TierExact => "partial-tier-exact",
             Path::TierClosest => "partial-tier-closest",
+            Path::Aggregated => "partial-tier-aggregator",
         }
     }
 
@@ -85,6 +97,10 @@ impl Path {
             Path::TagCache => tier(b, Some(LocalBounds::default())),
             Path::Popularity => tier(b, Some(LocalBounds { tag_cache_bytes: 0, tag_bytes_max: 0, ..LocalBounds::default() })),
             Path::TierExact | Path::TierClosest => tier(b, None),
+            Path::Aggregated => {
+                tier(b, None);
+                b.aggregators = 1;
+            }
         }
     }
 }

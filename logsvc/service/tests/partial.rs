@@ -122,8 +122,8 @@ async fn function_nodes_join_and_leave_without_a_new_term() -> anyhow::Result<()
     Ok(())
 }
 
-/// With one aggregator, tier reads go through it (the engine has no local index, so
-/// every read does); killed, it costs reads only until a version drops it, and the
+/// With one aggregator, over QUIC, tier reads go through it (the engine has no local
+/// index, so every read does); killed, it costs reads only until a version drops it, and the
 /// engines aggregate their own lookups from then on. Every answer is the log's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn tier_reads_go_through_the_aggregator_and_outlive_it() -> anyhow::Result<()> {
@@ -133,6 +133,8 @@ async fn tier_reads_go_through_the_aggregator_and_outlive_it() -> anyhow::Result
     b.tier = Some((2, 1));
     b.aggregators = 1;
     b.engine_config.local_index = None;
+    // Over QUIC: the tier's messages and the configuration cross the wire encoded.
+    b.local_delivery = false;
     b.engine_config.op_timeout_us = 1_500_000;
     let mut c = b.build().await.context("building the cluster")?;
     let tier = c.configuration().context("a configuration")?.tier.clone().context("partial mode")?;

@@ -116,7 +116,9 @@ pub struct TierLayout {
     pub shards: Vec<Vec<NodeId>>,
     /// The aggregators function nodes name in their lookups, in turn; none: each
     /// function node aggregates its own. They come and go with versions.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// (`default` for configurations stored before aggregators; never skipped when
+    /// empty: the wire's format is not self-describing.)
+    #[serde(default)]
     pub aggregators: Vec<NodeId>,
 }
 

@@ -202,6 +202,18 @@ mod tests {
                 },
             },
             Message::RecordReply { req: 5, seqnum: SeqNum::new(Term(1), LogId(0), 9), read: StoredRead::Found(record) },
+            // A tier without aggregators: an empty list is encoded like any other (a
+            // field skipped when empty once broke every partial-mode cluster over QUIC).
+            Message::NewConfig {
+                config: std::sync::Arc::new(tally_log_core::Configuration {
+                    n_logs: 1,
+                    controller: NodeId(1),
+                    terms: Vec::new(),
+                    indexers: vec![Vec::new()],
+                    tier: Some(tally_log_core::TierLayout { shards: vec![vec![NodeId(8)]], aggregators: Vec::new() }),
+                }),
+            },
+            Message::TierDone { req: 3, round: 1, found: None, q: Default::default(), aux: None, sent: false },
         ]
     }
 
