@@ -14,15 +14,17 @@ use etcd_client::{Compare, CompareOp, GetOptions, Txn, TxnOp, TxnOpResponse};
 use serde::{Deserialize, Serialize};
 #[cfg(test)]
 use tally_log_core::TierLayout;
-use tally_log_core::{Configuration, ConfigurationV1, ConfigurationV2, NodeId};
+use tally_log_core::{Configuration, ConfigurationV1, ConfigurationV2, ConfigurationV3, NodeId};
 
 use crate::endpoints::{Endpoints, Retry};
 use crate::error::{Error, Result};
 
-/// The first byte of a stored configuration: how the rest is encoded. 2 is bincode
-/// (fixed-width integers) of [`Configuration`]; 1, still read, of [`ConfigurationV1`]
-/// (before the index tier).
-const CONFIG_FORMAT_BINCODE: u8 = 3;
+/// The first byte of a stored configuration: how the rest is encoded. 4 is bincode
+/// (fixed-width integers) of [`Configuration`]; 3, 2 and 1, still read, of
+/// [`ConfigurationV3`] (before aggregators), [`ConfigurationV2`] (before versions) and
+/// [`ConfigurationV1`] (before the index tier).
+const CONFIG_FORMAT_BINCODE: u8 = 4;
+const CONFIG_FORMAT_V3: u8 = 3;
 const CONFIG_FORMAT_V2: u8 = 2;
 const CONFIG_FORMAT_V1: u8 = 1;
 
@@ -186,10 +188,11 @@ pub(crate) fn encode_config(config: &Configuration) -> Result<Vec<u8>> {
 pub(crate) fn decode_config(bytes: &[u8]) -> Result<Configuration> {
     match bytes.split_first() {
         None => Err(Error::Corrupt("the stored configuration is empty".into())),
-        Some((&format @ (CONFIG_FORMAT_BINCODE | CONFIG_FORMAT_V2 | CONFIG_FORMAT_V1), rest)) => {
+        Some((&format @ (CONFIG_FORMAT_BINCODE | CONFIG_FORMAT_V3 | CONFIG_FORMAT_V2 | CONFIG_FORMAT_V1), rest)) => {
             let decoded = match format {
                 CONFIG_FORMAT_V1 => bincode_options().deserialize::<ConfigurationV1>(rest).map(Configuration::from),
                 CONFIG_FORMAT_V2 => bincode_options().deserialize::<ConfigurationV2>(rest).map(Configuration::from),
+                CONFIG_FORMAT_V3 => bincode_options().deserialize::<ConfigurationV3>(rest).map(Configuration::from),
                 _ => bincode_options().deserialize::<Configuration>(rest),
             };
             let config =
@@ -388,9 +391,12 @@ mod tests {
     fn configurations_round_trip_and_refuse_other_formats() {
         let c = config();
         let bytes = encode_config(&c).unwrap();
-        assert_eq!(bytes[0], 3);
+        assert_eq!(bytes[0], 4);
         assert_eq!(decode_config(&bytes).unwrap(), c);
-        let tiered = Configuration { tier: Some(TierLayout { shards: vec![vec![NodeId(5), NodeId(6)]], aggregators: vec![] }), ..c.clone() };
+        let tier = TierLayout { shards: vec![vec![NodeId(5), NodeId(6)]], aggregators: vec![NodeId(7)] };
+        let aggregated = Configuration { tier: Some(tier.clone()), ..c.clone() };
+        assert_eq!(decode_config(&encode_config(&aggregated).unwrap()).unwrap(), aggregated);
+        let tiered = Configuration { tier: Some(TierLayout { aggregators: vec![], ..tier }), ..c.clone() };
         assert_eq!(decode_config(&encode_config(&tiered).unwrap()).unwrap(), tiered);
         // What builds before the index tier (format 1: no `tier`) and before versions
         // (format 2) stored still reads.
@@ -400,6 +406,10 @@ mod tests {
         let mut v2 = vec![2];
         bincode_options().serialize_into(&mut v2, &ConfigurationV2::from(&tiered)).unwrap();
         assert_eq!(decode_config(&v2).unwrap(), tiered);
+        // Format 3, before aggregators: a tier without them.
+        let mut v3 = vec![3];
+        bincode_options().serialize_into(&mut v3, &ConfigurationV3::from(&aggregated)).unwrap();
+        assert_eq!(decode_config(&v3).unwrap(), tiered);
 
         let corrupt = |bytes: &[u8], expect: &str| {
             let e = decode_config(bytes).unwrap_err();
@@ -408,12 +418,12 @@ mod tests {
         };
         corrupt(b"", "empty");
         let mut other = bytes.clone();
-        other[0] = 4;
-        corrupt(&other, "format byte 4");
-        corrupt(&bytes[..bytes.len() - 1], "format 3");
+        other[0] = 5;
+        corrupt(&other, "format byte 5");
+        corrupt(&bytes[..bytes.len() - 1], "format 4");
         let mut longer = bytes.clone();
         longer.push(0);
-        corrupt(&longer, "format 3");
+        corrupt(&longer, "format 4");
         corrupt(b"\x01garbage", "format 1");
         corrupt(&[1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f], "format 1");
     }

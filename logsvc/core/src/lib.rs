@@ -30,8 +30,8 @@ mod types;
 
 pub use chunks::{ColdStore, MemColdStore};
 pub use config::{
-    Configuration, ConfigurationV1, ConfigurationV2, LogTermConfig, MetalogEntryV1, SealedTail, ShardConfig, TermConfig,
-    TierLayout,
+    Configuration, ConfigurationV1, ConfigurationV2, ConfigurationV3, LogTermConfig, MetalogEntryV1, SealedTail, ShardConfig,
+    TermConfig, TierLayout,
 };
 pub use context::Context;
 pub use controller::{Controller, ControllerAction, ControllerConfig, Role};

@@ -111,7 +111,8 @@ fn check_partial(first: u64, count: u64, opts: SimOptions) {
 
 #[test]
 fn partial_mode_holds_for_hundreds_of_seeds() {
-    let opts = SimOptions { partial: Some(SimPartial { shards: 2, replicas: 2, spares: 1, aggregators: 1 }), ..SimOptions::default() };
+    let opts =
+        SimOptions { partial: Some(SimPartial { shards: 2, replicas: 2, spares: 1, aggregators: 1 }), ..SimOptions::default() };
     check_partial(200_000, 100, opts);
 }
 
@@ -132,7 +133,8 @@ fn partial_mode_with_three_unreplicated_shards_and_a_harsh_network_holds() {
 #[test]
 fn a_partial_mode_seed_replays_exactly() {
     // One seed fixes everything: what a tick resends goes out in one order.
-    let opts = SimOptions { partial: Some(SimPartial { shards: 2, replicas: 2, spares: 1, aggregators: 1 }), ..SimOptions::default() };
+    let opts =
+        SimOptions { partial: Some(SimPartial { shards: 2, replicas: 2, spares: 1, aggregators: 1 }), ..SimOptions::default() };
     let run = || run_seeds(300_000, 2, &opts).unwrap_or_else(|v| panic!("with {opts}\n{v}"));
     let (a, b) = (run(), run());
     let key = |s: &Vec<SimStats>| s.iter().map(|s| (s.events, s.appends_acked, s.reads, s.paths)).collect::<Vec<_>>();

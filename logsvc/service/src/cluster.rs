@@ -330,9 +330,8 @@ impl Cluster {
             match role {
                 Role::Aggregator => {
                     let cfg = AggregatorConfig::default();
-                    let task = on_thread(&self.thread, || {
-                        driver::spawn_aggregator(id, vec![CONTROLLER], cfg, transport.clone(), inbox)
-                    });
+                    let task =
+                        on_thread(&self.thread, || driver::spawn_aggregator(id, vec![CONTROLLER], cfg, transport.clone(), inbox));
                     self.aggregator_nodes.push(NodeSlot { id, transport: Some(transport), task: Some(task) });
                 }
                 Role::Index => {

@@ -167,9 +167,8 @@ async fn tier_reads_go_through_the_aggregator_and_outlive_it() -> anyhow::Result
 
     c.kill_aggregator(0).await;
     let (term, version) = c.configuration().context("a configuration")?.stamp();
-    let dropped = c
-        .wait_for_config(Duration::from_secs(10), |cfg| cfg.tier.as_ref().is_some_and(|t| t.aggregators.is_empty()))
-        .await?;
+    let dropped =
+        c.wait_for_config(Duration::from_secs(10), |cfg| cfg.tier.as_ref().is_some_and(|t| t.aggregators.is_empty())).await?;
     ensure!(dropped.stamp().0 == term && dropped.stamp().1 > version, "a version, no new term: {:?}", dropped.stamp());
     check(&ctx).await?;
     c.shutdown().await;

@@ -100,6 +100,24 @@ impl From<ConfigurationV1> for Configuration {
     }
 }
 
+/// [`TierLayout`] before aggregators.
+#[derive(Deserialize, Serialize)]
+pub struct TierLayoutV1 {
+    shards: Vec<Vec<NodeId>>,
+}
+
+impl From<TierLayoutV1> for TierLayout {
+    fn from(t: TierLayoutV1) -> TierLayout {
+        TierLayout { shards: t.shards, aggregators: Vec::new() }
+    }
+}
+
+impl From<&TierLayout> for TierLayoutV1 {
+    fn from(t: &TierLayout) -> TierLayoutV1 {
+        TierLayoutV1 { shards: t.shards.clone() }
+    }
+}
+
 /// [`Configuration`] as stores wrote it before configuration versions.
 #[derive(Deserialize, Serialize)]
 pub struct ConfigurationV2 {
@@ -107,7 +125,7 @@ pub struct ConfigurationV2 {
     controller: NodeId,
     terms: Vec<TermConfigV1>,
     indexers: Vec<Vec<NodeId>>,
-    tier: Option<TierLayout>,
+    tier: Option<TierLayoutV1>,
 }
 
 impl From<ConfigurationV2> for Configuration {
@@ -117,8 +135,32 @@ impl From<ConfigurationV2> for Configuration {
             controller: v.controller,
             terms: v.terms.into_iter().map(TermConfig::from).collect(),
             indexers: v.indexers,
-            tier: v.tier,
+            tier: v.tier.map(TierLayout::from),
         }
+    }
+}
+
+/// [`Configuration`] as stores wrote it before aggregators.
+#[derive(Deserialize, Serialize)]
+pub struct ConfigurationV3 {
+    n_logs: u8,
+    controller: NodeId,
+    terms: Vec<TermConfig>,
+    indexers: Vec<Vec<NodeId>>,
+    tier: Option<TierLayoutV1>,
+}
+
+impl From<ConfigurationV3> for Configuration {
+    fn from(v: ConfigurationV3) -> Configuration {
+        let tier = v.tier.map(TierLayout::from);
+        Configuration { n_logs: v.n_logs, controller: v.controller, terms: v.terms, indexers: v.indexers, tier }
+    }
+}
+
+impl From<&Configuration> for ConfigurationV3 {
+    fn from(c: &Configuration) -> ConfigurationV3 {
+        let tier = c.tier.as_ref().map(TierLayoutV1::from);
+        ConfigurationV3 { n_logs: c.n_logs, controller: c.controller, terms: c.terms.clone(), indexers: c.indexers.clone(), tier }
     }
 }
 
@@ -171,6 +213,7 @@ impl From<&Configuration> for ConfigurationV1 {
 impl From<&Configuration> for ConfigurationV2 {
     fn from(c: &Configuration) -> ConfigurationV2 {
         let terms = c.terms.iter().map(TermConfigV1::from).collect();
-        ConfigurationV2 { n_logs: c.n_logs, controller: c.controller, terms, indexers: c.indexers.clone(), tier: c.tier.clone() }
+        let tier = c.tier.as_ref().map(TierLayoutV1::from);
+        ConfigurationV2 { n_logs: c.n_logs, controller: c.controller, terms, indexers: c.indexers.clone(), tier }
     }
 }

@@ -8,7 +8,7 @@ use crate::message::MetalogEntry;
 use crate::types::{book_to_log, BookId, LogId, NodeId, ShardId, Term};
 
 mod legacy;
-pub use legacy::{ConfigurationV1, ConfigurationV2, MetalogEntryV1};
+pub use legacy::{ConfigurationV1, ConfigurationV2, ConfigurationV3, MetalogEntryV1};
 
 /// One shard of a physical log in one term: the records appended by `engine`,
 /// replicated on every node of `replicas`.

@@ -106,7 +106,8 @@ impl Engine {
                     let aggregator = self.tier_aggregator(lookup, attempt as usize);
                     if let Some(to) = self.tier_replica(shard, attempt as usize) {
                         let shard = shard as u16;
-                        let m = Message::TierLookup { req: lookup, round, shard, log, book, tag, bound, next, q, fetch, aggregator };
+                        let m =
+                            Message::TierLookup { req: lookup, round, shard, log, book, tag, bound, next, q, fetch, aggregator };
                         self.send(to, m);
                     }
                 }
@@ -191,7 +192,15 @@ impl Engine {
         self.aggregator_actions(now, out);
     }
 
-    pub(super) fn on_tier_answer(&mut self, now: Micros, req: u64, round: u32, shard: u16, answer: ShardAnswer, aux: Option<Bytes>) {
+    pub(super) fn on_tier_answer(
+        &mut self,
+        now: Micros,
+        req: u64,
+        round: u32,
+        shard: u16,
+        answer: ShardAnswer,
+        aux: Option<Bytes>,
+    ) {
         let Some(p) = self.partial.as_mut() else { return };
         if let (Some(t), Some(aux), ShardAnswer::Exact(f) | ShardAnswer::Closest(Some(f))) = (p.reads.get_mut(&req), aux, answer)
         {

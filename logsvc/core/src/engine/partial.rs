@@ -25,9 +25,7 @@ use super::{Engine, OpId, ReadOp};
 use crate::config::Configuration;
 use crate::error::Error;
 use crate::message::{Cond, LogRecord, Message, Record, Reply, Request};
-use crate::tier::{
-    Aggregator, DecidedUpdate, FeedNeed, Holder, LocalBounds, LocalRead, LookupId, UpdateFeed,
-};
+use crate::tier::{Aggregator, DecidedUpdate, FeedNeed, Holder, LocalBounds, LocalRead, LookupId, UpdateFeed};
 use crate::types::{BookId, LogId, MetalogPosition, Micros, NextTick, NodeId, SeqNum, ShardId, Tag};
 
 /// Updates kept ahead of the engine's metalog position for its own conditional appends.

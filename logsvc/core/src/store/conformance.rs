@@ -542,7 +542,10 @@ pub fn configuration(terms: u16) -> Configuration {
         controller: NodeId(0),
         terms: (1..=terms).map(term).collect(),
         indexers: vec![vec![NodeId(7)], vec![]],
-        tier: Some(crate::config::TierLayout { shards: vec![vec![NodeId(8), NodeId(9)], vec![NodeId(10)]], aggregators: vec![NodeId(11)] }),
+        tier: Some(crate::config::TierLayout {
+            shards: vec![vec![NodeId(8), NodeId(9)], vec![NodeId(10)]],
+            aggregators: vec![NodeId(11)],
+        }),
     }
 }
 

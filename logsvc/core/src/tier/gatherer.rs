@@ -151,7 +151,8 @@ impl AggregatorNode {
     ) {
         // Only the tier's index nodes answer, and only for shards the tier has.
         let tier = self.config.as_ref().and_then(|c| c.tier.as_ref());
-        let known = tier.is_some_and(|t| t.shard_of_node(from) == Some(usize::from(shard)) && usize::from(shards) == t.shards.len());
+        let known =
+            tier.is_some_and(|t| t.shard_of_node(from) == Some(usize::from(shard)) && usize::from(shards) == t.shards.len());
         if !known {
             self.stats.refused += 1;
             return;
@@ -196,11 +197,7 @@ impl AggregatorNode {
                 }
                 let g = self.pending.remove(&key).expect("found");
                 let candidates = g.answers.into_iter().flatten().filter_map(|(f, aux)| Some((f?, aux)));
-                let best = if next {
-                    candidates.min_by_key(|(f, _)| f.seqnum)
-                } else {
-                    candidates.max_by_key(|(f, _)| f.seqnum)
-                };
+                let best = if next { candidates.min_by_key(|(f, _)| f.seqnum) } else { candidates.max_by_key(|(f, _)| f.seqnum) };
                 self.stats.done += 1;
                 let Some((found, aux)) = best else {
                     let done = Message::TierDone { req, round, found: None, q, aux: None, sent: false };

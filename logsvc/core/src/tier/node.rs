@@ -110,8 +110,25 @@ enum Held {
         fetch: bool,
         aggregator: Option<NodeId>,
     },
-    Holder { from: NodeId, req: u64, log: LogId, book: BookId, tag: Tag, offset: u64, before: SeqNum, at: MetalogPosition },
-    Aux { from: NodeId, req: u64, log: LogId, book: BookId, seqnum: SeqNum, aux: Bytes, q: MetalogPosition },
+    Holder {
+        from: NodeId,
+        req: u64,
+        log: LogId,
+        book: BookId,
+        tag: Tag,
+        offset: u64,
+        before: SeqNum,
+        at: MetalogPosition,
+    },
+    Aux {
+        from: NodeId,
+        req: u64,
+        log: LogId,
+        book: BookId,
+        seqnum: SeqNum,
+        aux: Bytes,
+        q: MetalogPosition,
+    },
 }
 
 impl Held {

@@ -25,7 +25,9 @@ const FILE: &str = "configuration";
 const TMP: &str = "configuration.tmp";
 /// Marks the file's content, so another file in its place, or a later layout, is
 /// detected instead of misread.
-const FORMAT: &[u8] = b"tally-configuration-v3\n";
+const FORMAT: &[u8] = b"tally-configuration-v4\n";
+/// Before aggregators ([`tally_log_core::ConfigurationV3`]): read, never written.
+const FORMAT_V3: &[u8] = b"tally-configuration-v3\n";
 /// Before configuration versions ([`tally_log_core::ConfigurationV2`]): read, never written.
 const FORMAT_V2: &[u8] = b"tally-configuration-v2\n";
 /// Before the index tier ([`tally_log_core::ConfigurationV1`]): read, never written.
@@ -91,6 +93,9 @@ impl ControllerStore for FileControllerStore {
 
 /// The configuration that the file's bytes hold.
 pub(super) fn decode_file(bytes: &[u8]) -> Result<Configuration> {
+    if let Some(body) = bytes.strip_prefix(FORMAT_V3) {
+        return decode::<tally_log_core::ConfigurationV3>("configuration", body, CONFIG_BYTES_MAX).map(Configuration::from);
+    }
     if let Some(body) = bytes.strip_prefix(FORMAT_V2) {
         return decode::<tally_log_core::ConfigurationV2>("configuration", body, CONFIG_BYTES_MAX).map(Configuration::from);
     }

@@ -123,6 +123,19 @@ fn a_damaged_configuration_file_is_an_error() -> anyhow::Result<()> {
     check(&trailing, "corrupt configuration")
 }
 
+#[test]
+fn a_configuration_file_from_before_aggregators_still_reads() -> anyhow::Result<()> {
+    let c = configuration(2);
+    let v3 = tally_log_core::ConfigurationV3::from(&c);
+    let dir = tempfile::TempDir::new()?;
+    let bytes = super::codec::encode("configuration", &v3, 64 << 20, b"tally-configuration-v3\n")?;
+    std::fs::write(dir.path().join("configuration"), bytes)?;
+    let mut want = c.clone();
+    want.tier.as_mut().context("a tier")?.aggregators.clear();
+    assert_eq!(FileControllerStore::open(dir.path())?.load()?, Some(want));
+    Ok(())
+}
+
 /// Writes of several metalogs with truncations, seals and lead marks, as a sequencer
 /// writes them over terms.
 fn metalog_history(terms: u16) -> Vec<MetalogWrite> {
