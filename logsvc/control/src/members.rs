@@ -47,6 +47,8 @@ pub enum MemberRole {
     Gateway,
     /// An index node of the index tier (partial mode).
     Index,
+    /// An aggregator of the index tier's lookups (partial mode).
+    Aggregator,
 }
 
 /// One registered node id, as stored (JSON) at `members/<id>`.

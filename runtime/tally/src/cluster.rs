@@ -62,7 +62,14 @@ pub struct Shape {
     /// Partial mode's index tier (the default: 2 shards of 2 replicas, as index roles
     /// in the storage and sequencer processes); `None`: complete mode.
     pub index: Option<IndexShape>,
+    /// Partial mode: aggregator roles, in the sequencer processes first (0: each
+    /// function node aggregates its own lookups).
+    pub aggregators: u32,
 }
+
+/// Aggregator roles of a new cluster in partial mode (the `index` bench's read cases
+/// compare one aggregator with none).
+pub const DEFAULT_AGGREGATORS: u32 = 1;
 
 impl Default for Shape {
     fn default() -> Self {
@@ -78,6 +85,7 @@ impl Default for Shape {
             n_meta: None,
             plain_http: false,
             index: Some(IndexShape { shards: 2, replicas: 2 }),
+            aggregators: DEFAULT_AGGREGATORS,
         }
     }
 }
@@ -166,6 +174,8 @@ pub struct ConfigStamp {
     pub version: u32,
     /// Partial mode: the index nodes of each index shard, by id.
     pub index: Option<Vec<Vec<u32>>>,
+    /// Partial mode: the aggregators listed, by id.
+    pub aggregators: Vec<u32>,
 }
 
 impl ClusterDir {
@@ -248,6 +258,7 @@ impl ClusterDir {
         // Every storage or sequencer process left over gets a spare index role, which
         // replaces a replica whose process is gone.
         let index = ids(index_shape.map_or(0, |_| hosts as u32));
+        let aggregators = ids(index_shape.map_or(0, |_| shape.aggregators.min(hosts as u32)));
         let mut nodes = Vec::new();
         let base = |node: &str| NodeConfig {
             cluster: name.into(),
@@ -263,6 +274,7 @@ impl ClusterDir {
             function: None,
             gateway: None,
             index: None,
+            aggregator: None,
             metrics: None,
             metrics_token_file: None,
             limits: Default::default(),
@@ -325,6 +337,11 @@ impl ClusterDir {
             nodes[host].1.metrics_token_file = Some(metrics_token_file.clone());
             extra[host].push(id);
         }
+        let aggregator_hosts = hosts.iter().rev();
+        for (&id, &host) in aggregators.iter().zip(aggregator_hosts) {
+            nodes[host].1.aggregator = Some(LogRole { id, port: ports.free()? });
+            extra[host].push(id);
+        }
         let mut file = file;
         for ((id, c), extra) in nodes.iter_mut().zip(extra) {
             let ids: Vec<NodeId> = std::iter::once(*id).chain(extra).map(NodeId).collect();
@@ -376,6 +393,7 @@ impl ClusterDir {
                 term: c.current().term.0,
                 version: c.current().version,
                 index: c.tier.as_ref().map(|t| t.shards.iter().map(|r| r.iter().map(|n| n.0).collect()).collect()),
+                aggregators: c.tier.as_ref().map_or(Vec::new(), |t| t.aggregators.iter().map(|n| n.0).collect()),
             }))
         };
         Ok(tokio::time::timeout(wait, load).await.ok().transpose()?.flatten())

@@ -125,6 +125,7 @@ fn log_role(role: MemberRole) -> Option<Role> {
         MemberRole::Storage => Some(Role::Storage),
         MemberRole::Engine => Some(Role::Engine),
         MemberRole::Index => Some(Role::Index),
+        MemberRole::Aggregator => Some(Role::Aggregator),
         MemberRole::Controller | MemberRole::Gateway => None,
     }
 }
@@ -143,6 +144,7 @@ fn roster(members: &BTreeMap<NodeId, Member>, stored: Option<&Configuration>) ->
     }
     let tier = stored.and_then(|c| c.tier.as_ref());
     roster.entry_or(tier.into_iter().flat_map(|t| t.nodes()).map(|n| (n, Role::Index)));
+    roster.entry_or(tier.into_iter().flat_map(|t| t.aggregators.iter()).map(|&n| (n, Role::Aggregator)));
     roster.into_iter().collect()
 }
 
@@ -259,6 +261,10 @@ impl Node {
                     let _entered = thread.enter();
                     let handle = driver::spawn_engine(id, controllers.clone(), cfg, driver_config, t, inbox);
                     engine = Some(handle);
+                }
+                MemberRole::Aggregator => {
+                    let _entered = thread.enter();
+                    tasks.push(driver::spawn_aggregator(id, controllers.clone(), Default::default(), t, inbox));
                 }
                 MemberRole::Index => {
                     let _entered = thread.enter();

@@ -55,6 +55,10 @@ pub struct ShapeArgs {
     index_shards: usize,
     #[arg(long, default_value_t = 2)]
     index_replicas: usize,
+    /// Partial mode: aggregator roles (in the sequencer processes first); 0: each
+    /// function node aggregates its own lookups.
+    #[arg(long, default_value_t = tally::cluster::DEFAULT_AGGREGATORS)]
+    aggregators: u32,
 }
 
 impl ShapeArgs {
@@ -72,6 +76,7 @@ impl ShapeArgs {
             plain_http: self.plain_http,
             index: (self.index_mode == "partial")
                 .then_some(IndexShape { shards: self.index_shards.max(1), replicas: self.index_replicas.max(1) }),
+            aggregators: self.aggregators,
         }
     }
 }
@@ -170,8 +175,11 @@ pub fn run(verb: ClusterVerb) -> anyhow::Result<()> {
             let stamp = rt.block_on(c.configuration_stamp(std::time::Duration::from_secs(3))).ok().flatten();
             if json {
                 let (term, version) = (stamp.as_ref().map(|s| s.term), stamp.as_ref().map(|s| s.version));
+                let aggregators = stamp.as_ref().map_or(Vec::new(), |s| s.aggregators.clone());
                 let index = stamp.and_then(|s| s.index);
-                let value = serde_json::json!({ "term": term, "version": version, "index": index, "processes": status });
+                let value = serde_json::json!({
+                    "term": term, "version": version, "index": index, "aggregators": aggregators, "processes": status
+                });
                 println!("{}", serde_json::to_string_pretty(&value)?);
             } else {
                 if let Some(s) = stamp {
@@ -180,6 +188,10 @@ pub fn run(verb: ClusterVerb) -> anyhow::Result<()> {
                         let shards: Vec<String> =
                             index.iter().map(|r| r.iter().map(|n| format!("n{n}")).collect::<Vec<_>>().join(" ")).collect();
                         println!("index shards: {}", shards.join(" | "));
+                    }
+                    if !s.aggregators.is_empty() {
+                        let ids: Vec<String> = s.aggregators.iter().map(|n| format!("n{n}")).collect();
+                        println!("aggregators: {}", ids.join(" "));
                     }
                 }
                 for s in &status {

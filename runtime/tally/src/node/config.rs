@@ -113,6 +113,9 @@ pub struct NodeConfig {
     /// An index node of the index tier (partial mode).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub index: Option<LogRole>,
+    /// An aggregator of the index tier's lookups (partial mode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aggregator: Option<LogRole>,
     /// The address `GET /metrics` of this process's index role is served on (a
     /// function role's API serves its own); over HTTPS when the process has a
     /// certificate (`tls_cert_file`), which `tally cluster init` gives only processes
@@ -200,6 +203,9 @@ impl NodeConfig {
         }
         if let Some(x) = &self.index {
             roles.push((NodeId(x.id), MemberRole::Index, x.port));
+        }
+        if let Some(a) = &self.aggregator {
+            roles.push((NodeId(a.id), MemberRole::Aggregator, a.port));
         }
         roles
     }

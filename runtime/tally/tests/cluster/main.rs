@@ -683,6 +683,8 @@ fn function_nodes_join_and_leave_a_running_cluster_without_a_new_term() {
     assert_eq!(gw.invoke_ok("bank", 5, "balance c0y"), y.to_string());
     // Every index node's counters and sizes, on its process's metrics address: the
     // tier (2 x 2) holds the transfers' records and answered the joined nodes' reads.
+    let aggregators = c.status_json()["aggregators"].as_array().map_or(0, Vec::len);
+    assert_eq!(aggregators, 1, "the default cluster lists one aggregator");
     let scraped = c.index_metrics();
     assert_eq!(scraped.len(), 4, "an index role in each storage and sequencer process");
     let value = |text: &str, series: &str, id: u64| -> f64 {
