@@ -152,7 +152,7 @@ async fn tier_reads_go_through_the_aggregator_and_outlive_it() -> anyhow::Result
             for (i, &s) in written.iter().enumerate() {
                 // The record itself (type 2), and the one after a bound between two (type 3).
                 let exact = reader.read_next(&mut ctx.clone(), book, tag, s).await?.context("exact")?;
-                ensure!(exact.seqnum == s && exact.data == Bytes::from(format!("r{i}")), "{exact:?}");
+                ensure!(exact.seqnum == s && exact.data == format!("r{i}"), "{exact:?}");
                 let after = reader.read_next(&mut ctx.clone(), book, tag, SeqNum(s.0 + 1)).await?;
                 ensure!(after.map(|r| r.seqnum) == written.get(i + 1).copied(), "after {s:?}");
             }
