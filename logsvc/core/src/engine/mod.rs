@@ -370,6 +370,12 @@ pub struct Engine {
     out: Vec<EngineAction>,
 }
 
+/// The first request id of `incarnation`: its bits turned so that incarnations counted
+/// up (the simulator's) differ in the high half, with 2^63 ids of room.
+fn first_req(incarnation: u64) -> u64 {
+    incarnation.rotate_left(32) & (u64::MAX >> 1)
+}
+
 impl Engine {
     /// Reads answered per path in partial mode.
     pub fn partial_stats(&self) -> Option<PartialStats> {
@@ -416,7 +422,10 @@ impl Engine {
             remote_seen: HashSet::new(),
             remote_done: VecDeque::new(),
             next_remote_op: 0,
-            next_req: 0,
+            // Request ids of an incarnation start where no other's are: a reply or a
+            // tier answer meant for the previous incarnation (a lookup an aggregator
+            // still gathers) must not match a request of this one.
+            next_req: first_req(incarnation),
             last_heartbeat: None,
             partial: None,
             out: Vec::new(),
