@@ -219,6 +219,7 @@ impl ClusterBuilder {
             engines: Vec::new(),
             index_nodes: Vec::new(),
             aggregator_nodes: Vec::new(),
+            aggregator_probes: Vec::new(),
             local,
             thread,
         };
@@ -294,6 +295,7 @@ pub struct Cluster {
     engines: Vec<EngineSlot>,
     index_nodes: Vec<NodeSlot>,
     aggregator_nodes: Vec<NodeSlot>,
+    aggregator_probes: Vec<driver::AggregatorProbe>,
     /// The nodes' in-process network, when `local_delivery` is on.
     local: Option<LocalNet>,
     /// Where the nodes run, when `node_thread` is on. Declared last: dropped after
@@ -330,9 +332,10 @@ impl Cluster {
             match role {
                 Role::Aggregator => {
                     let cfg = AggregatorConfig::default();
-                    let task =
+                    let (task, probe) =
                         on_thread(&self.thread, || driver::spawn_aggregator(id, vec![CONTROLLER], cfg, transport.clone(), inbox));
                     self.aggregator_nodes.push(NodeSlot { id, transport: Some(transport), task: Some(task) });
+                    self.aggregator_probes.push(probe);
                 }
                 Role::Index => {
                     let cfg = self.builder.index_config.clone();
@@ -472,6 +475,11 @@ impl Cluster {
     /// The transport of storage node `i` while it runs, for its counters.
     pub fn storage_transport(&self, i: usize) -> Option<&Transport> {
         self.storage[i].node.transport.as_ref()
+    }
+
+    /// Aggregator `i`'s counters (its last report, if stopped).
+    pub fn aggregator_report(&self, i: usize) -> driver::AggregatorReport {
+        self.aggregator_probes[i].report()
     }
 
     /// Stops aggregator `i` (partial mode) abruptly, as if its process died.

@@ -164,6 +164,8 @@ async fn tier_reads_go_through_the_aggregator_and_outlive_it() -> anyhow::Result
     check(&ctx).await?;
     let through = reader.partial_stats().context("partial mode")?.reads;
     ensure!(through.tier_reads >= 13 && through.tier_resends == 0, "{through:?}");
+    let gathered = c.aggregator_report(0).stats;
+    ensure!(gathered.done >= 13 && gathered.refused == 0, "{gathered:?}");
 
     c.kill_aggregator(0).await;
     let (term, version) = c.configuration().context("a configuration")?.stamp();

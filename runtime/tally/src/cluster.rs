@@ -341,7 +341,12 @@ impl ClusterDir {
         }
         let aggregator_hosts = hosts.iter().rev();
         for (&id, &host) in aggregators.iter().zip(aggregator_hosts) {
-            nodes[host].1.aggregator = Some(LogRole { id, port: ports.free()? });
+            let node = &mut nodes[host].1;
+            node.aggregator = Some(LogRole { id, port: ports.free()? });
+            if node.metrics.is_none() {
+                node.metrics = Some(format!("{}:{}", file.host, ports.free()?));
+                node.metrics_token_file = Some(metrics_token_file.clone());
+            }
             extra[host].push(id);
         }
         let mut file = file;

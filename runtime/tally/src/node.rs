@@ -212,7 +212,7 @@ impl Node {
 
         let controllers: Vec<NodeId> = config.controllers.iter().map(|&c| NodeId(c)).collect();
         let mut engine = None;
-        let mut probes = Vec::new();
+        let mut probes = metrics::Probes::default();
         let index_resident = usize::try_from(config.node_limits.index_resident_bytes).unwrap_or(usize::MAX);
         let thread = NodeThread::start()?;
         // Every log role of the process hands its spans here (`[observe]`): to the
@@ -264,13 +264,15 @@ impl Node {
                 }
                 MemberRole::Aggregator => {
                     let _entered = thread.enter();
-                    tasks.push(driver::spawn_aggregator(id, controllers.clone(), Default::default(), t, inbox));
+                    let (task, probe) = driver::spawn_aggregator(id, controllers.clone(), Default::default(), t, inbox);
+                    tasks.push(task);
+                    probes.aggregators.push(probe);
                 }
                 MemberRole::Index => {
                     let _entered = thread.enter();
                     let (task, probe) = driver::spawn_index(id, controllers.clone(), IndexNodeConfig::default(), t, inbox);
                     tasks.push(task);
-                    probes.push(probe);
+                    probes.index.push(probe);
                 }
                 MemberRole::Gateway => unreachable!("gateways have no log endpoint"),
             }

@@ -4,6 +4,24 @@
 
 use super::*;
 
+/// A running aggregator's counters and lookups in flight (`/metrics`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AggregatorReport {
+    pub id: NodeId,
+    pub stats: AggregatorStats,
+    pub in_flight: usize,
+}
+
+/// Reads a running aggregator's last report.
+#[derive(Clone, Debug)]
+pub struct AggregatorProbe(watch::Receiver<AggregatorReport>);
+
+impl AggregatorProbe {
+    pub fn report(&self) -> AggregatorReport {
+        *self.0.borrow()
+    }
+}
+
 /// Starts an aggregator of index-tier lookups.
 ///
 /// Task `tally-aggregator-<id>`: cancelled, the node stops between two awaits.
@@ -13,10 +31,11 @@ pub fn spawn_aggregator(
     cfg: AggregatorConfig,
     transport: Transport,
     mut inbox: mpsc::Receiver<(NodeId, Message)>,
-) -> JoinHandle<()> {
+) -> (JoinHandle<()>, AggregatorProbe) {
     let mut node = AggregatorNode::new(id, controllers, new_incarnation(), cfg);
     info!(%id, "aggregator started");
-    spawn_node("aggregator", id, async move {
+    let (report, probe) = watch::channel(AggregatorReport { id, stats: AggregatorStats::default(), in_flight: 0 });
+    let task = spawn_node("aggregator", id, async move {
         let mut ticks = Ticks::new();
         loop {
             tokio::select! {
@@ -34,6 +53,9 @@ pub fn spawn_aggregator(
             for (to, msg) in node.take_actions() {
                 transport.send(to, msg);
             }
+            let now = AggregatorReport { id, stats: node.stats, in_flight: node.in_flight() };
+            report.send_if_modified(|r| std::mem::replace(r, now) != now);
         }
-    })
+    });
+    (task, AggregatorProbe(probe))
 }

@@ -60,7 +60,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use tally_log_core::tier::{AggregatorConfig, AggregatorNode, IndexNode, IndexNodeAction, IndexNodeConfig, IndexNodeReport};
+use tally_log_core::tier::{
+    AggregatorConfig, AggregatorNode, AggregatorStats, IndexNode, IndexNodeAction, IndexNodeConfig, IndexNodeReport,
+};
 use tally_log_core::{
     meta_reply, stored_entries_messages, Configuration, Context, Controller, ControllerAction, ControllerConfig, Engine,
     EngineAction, EngineConfig, Error, LogId, Message, MetalogPosition, Micros, NextTick, NodeId, OpId, Reply, Request, Result,
@@ -78,7 +80,7 @@ mod aggregator;
 mod index;
 mod storage;
 
-pub use aggregator::spawn_aggregator;
+pub use aggregator::{spawn_aggregator, AggregatorProbe, AggregatorReport};
 pub use index::{spawn_index, IndexProbe};
 pub use storage::{spawn_storage, StorageStores};
 

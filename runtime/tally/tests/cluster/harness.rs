@@ -99,24 +99,41 @@ impl Cluster {
         nodes.filter_map(id).collect()
     }
 
+    /// The processes with an aggregator role.
+    pub fn aggregator_processes(&self) -> Vec<String> {
+        let nodes = std::fs::read_dir(self.dir.path().join("nodes")).unwrap().flatten();
+        let host = |e: std::fs::DirEntry| {
+            let node = tally::node::NodeConfig::load(&e.path().join("node.toml")).ok()?;
+            node.aggregator.map(|_| e.file_name().to_string_lossy().into_owned())
+        };
+        nodes.filter_map(host).collect()
+    }
+
     /// Every process's index role id and the `/metrics` text its process serves.
     pub fn index_metrics(&self) -> Vec<(u64, String)> {
         let nodes = std::fs::read_dir(self.dir.path().join("nodes")).unwrap().flatten();
         let scrape = |e: std::fs::DirEntry| {
+            let name = e.file_name().to_string_lossy().into_owned();
             let node = tally::node::NodeConfig::load(&e.path().join("node.toml")).ok()?;
-            // Over HTTPS when the process has a certificate (one with an HTTP API).
-            let scheme = if node.tls_cert_file.is_some() { "https" } else { "http" };
-            let url = format!("{scheme}://{}", node.metrics?);
-            // The admin token is refused: only the metrics token reaches it.
-            let refused = node_at(&url).send("GET", "/metrics", &[], b"").status;
-            assert_eq!(refused, 401, "GET {url}/metrics with the admin token");
-            let token = std::fs::read_to_string(node.metrics_token_file.as_ref()?).unwrap();
-            let bearer = format!("Bearer {}", token.trim());
-            let answer = node_at(&url).send("GET", "/metrics", &[("authorization", &bearer)], b"");
-            assert_eq!(answer.status, 200, "GET {url}/metrics");
-            Some((u64::from(node.index?.id), answer.text()))
+            Some((u64::from(node.index?.id), self.metrics_of(&name)))
         };
         nodes.filter_map(scrape).collect()
+    }
+
+    /// The `/metrics` text process `name` serves on its metrics address, with the
+    /// cluster's metrics token (the admin token is refused).
+    pub fn metrics_of(&self, name: &str) -> String {
+        let node = tally::node::NodeConfig::load(&self.dir.path().join("nodes").join(name).join("node.toml")).unwrap();
+        // Over HTTPS when the process has a certificate (one with an HTTP API).
+        let scheme = if node.tls_cert_file.is_some() { "https" } else { "http" };
+        let url = format!("{scheme}://{}", node.metrics.unwrap_or_else(|| panic!("{name} has no metrics address")));
+        let refused = node_at(&url).send("GET", "/metrics", &[], b"").status;
+        assert_eq!(refused, 401, "GET {url}/metrics with the admin token");
+        let token = std::fs::read_to_string(node.metrics_token_file.expect("a metrics token")).unwrap();
+        let bearer = format!("Bearer {}", token.trim());
+        let answer = node_at(&url).send("GET", "/metrics", &[("authorization", &bearer)], b"");
+        assert_eq!(answer.status, 200, "GET {url}/metrics");
+        answer.text()
     }
 
     pub fn log_of(&self, name: &str) -> String {
