@@ -9,6 +9,7 @@ mod durable;
 mod http;
 mod http_fns;
 mod index;
+mod index_apps;
 mod index_read;
 mod index_tier;
 mod invoke;
