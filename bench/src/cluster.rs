@@ -230,14 +230,13 @@ async fn reconfiguration(report: &mut Report) -> anyhow::Result<()> {
 }
 
 /// A process cluster of `tally cluster up` that is taken down when dropped.
-struct Processes {
-    cluster: ClusterDir,
+pub(crate) struct Processes {
+    pub(crate) cluster: ClusterDir,
     _dir: TempDir,
 }
 
 impl Processes {
     fn up(tally: &Path, functions: u32) -> anyhow::Result<Processes> {
-        let dir = tempfile::tempdir().context("creating the cluster directory")?;
         // Plain HTTP: the suite's clients speak HTTP/1.1 over raw sockets.
         let shape = ClusterShape {
             controllers: 1,
@@ -248,14 +247,28 @@ impl Processes {
             plain_http: true,
             ..ClusterShape::default()
         };
-        let cluster = ClusterDir::init(dir.path(), "bench", "127.0.0.1", &shape)?;
-        progress(&format!("starting a process cluster with {functions} function node(s)"));
+        Processes::up_shaped(tally, &shape)
+    }
+
+    /// A cluster of `shape` (its HTTP API in the clear: the suites' clients speak
+    /// HTTP/1.1 over raw sockets).
+    pub(crate) fn up_shaped(tally: &Path, shape: &ClusterShape) -> anyhow::Result<Processes> {
+        ensure!(shape.plain_http, "the suites' clients speak plain HTTP");
+        let dir = tempfile::tempdir().context("creating the cluster directory")?;
+        let cluster = ClusterDir::init(dir.path(), "bench", "127.0.0.1", shape)?;
+        progress(&format!("starting a process cluster with {} function node(s)", shape.functions));
         cluster.up(tally)?;
         wait_healthy(&cluster, Duration::from_secs(90))?;
         Ok(Processes { cluster, _dir: dir })
     }
 
-    fn http(&self, role: &str) -> anyhow::Result<String> {
+    /// `Authorization: Bearer <the admin token>`.
+    pub(crate) fn bearer(&self) -> anyhow::Result<String> {
+        let token = std::fs::read_to_string(self.cluster.dir.join("ca").join("admin.token"))?;
+        Ok(format!("Bearer {}", token.trim()))
+    }
+
+    pub(crate) fn http(&self, role: &str) -> anyhow::Result<String> {
         let status = self.cluster.status()?;
         let p = status.iter().find(|p| p.name.starts_with(role)).with_context(|| format!("no {role} process"))?;
         Ok(format!("http://{}", p.http.as_ref().context("no HTTP address")?))
@@ -269,7 +282,7 @@ impl Drop for Processes {
 }
 
 /// The release `tally` binary, next to this one: built if it is missing or stale.
-fn release_tally() -> anyhow::Result<PathBuf> {
+pub(crate) fn release_tally() -> anyhow::Result<PathBuf> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     progress("building the release tally binary");
     let status = Command::new(cargo).args(["build", "--release", "--quiet", "-p", "tally", "--bin", "tally"]).status()?;
@@ -293,8 +306,7 @@ fn invocations(mut report: Report, plan: &crate::invoke::Plan) -> anyhow::Result
         [("gateway-1-function", &one, "gateway"), ("gateway-2-functions", &two, "gateway"), ("function-direct", &one, "function")]
     {
         let url = p.http(role)?;
-        let token = std::fs::read_to_string(p.cluster.dir.join("ca").join("admin.token"))?;
-        let bearer = format!("Bearer {}", token.trim());
+        let bearer = p.bearer()?;
         if role == "gateway" {
             let deploy = crate::invoke::deploy_agent().put(format!("{url}/v1/functions/hello")).header("authorization", &bearer);
             let mut r = deploy.send(&hello[..])?;

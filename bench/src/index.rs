@@ -336,7 +336,7 @@ fn sanity(report: &Report, opts: &RunOptions, sizes: &[u64]) {
         }
     }
     if opts.runs("apps") {
-        for protocol in crate::state::BANK_PROTOCOLS.map(|(p, _)| p.name()) {
+        for protocol in crate::index_apps::PROTOCOLS.map(|(p, _)| p.name()) {
             let case = |mode: &str| format!("apps,bank,{protocol},mode={mode}");
             checks.push((
                 format!("bank, {protocol}: at least 90% local hits with the default local index (goal)"),

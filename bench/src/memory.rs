@@ -163,11 +163,17 @@ pub(crate) fn rss_bytes() -> anyhow::Result<u64> {
 
 /// CPU time (user and system) this process has used, from /proc/self/stat.
 pub(crate) fn cpu_seconds() -> anyhow::Result<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").context("reading /proc/self/stat")?;
+    cpu_seconds_of("self")
+}
+
+/// The CPU time (user and system) process `pid` (or `self`) has used, in seconds.
+pub(crate) fn cpu_seconds_of(pid: &str) -> anyhow::Result<f64> {
+    let path = format!("/proc/{pid}/stat");
+    let stat = std::fs::read_to_string(&path).with_context(|| format!("reading {path}"))?;
     // The command name may hold spaces; the fields after it are plain.
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).context("a malformed /proc/self/stat")?;
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).with_context(|| format!("a malformed {path}"))?;
     let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok()).context("a malformed /proc/self/stat");
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok()).with_context(|| format!("a malformed {path}"));
     // utime and stime are fields 14 and 15 of the whole line, 12 and 13 after the name.
     Ok((ticks(11)? + ticks(12)?) as f64 / USER_HZ)
 }

@@ -164,7 +164,7 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<()> {
 }
 
 /// A dev node with its data kept alive.
-pub(crate) struct Node {
+struct Node {
     node: DevNode,
     name: &'static str,
     _dir: tempfile::TempDir,
@@ -173,11 +173,6 @@ pub(crate) struct Node {
 impl Node {
     /// A node whose state is in `postgres`, or in its own RocksDB without one.
     async fn start(postgres: Option<&Postgres>) -> anyhow::Result<Node> {
-        Node::start_with(postgres, |_| {}).await
-    }
-
-    /// A node as `start` makes it, its configuration changed last by `tweak`.
-    pub(crate) async fn start_with(postgres: Option<&Postgres>, tweak: impl FnOnce(&mut Config)) -> anyhow::Result<Node> {
         let dir = tempfile::tempdir()?;
         let mut config = Config { data_dir: dir.path().join("data"), listen: "127.0.0.1:0".into(), ..Config::default() };
         config.state.auto_interval_ms = 250;
@@ -192,16 +187,11 @@ impl Node {
                 "postgres"
             }
         };
-        tweak(&mut config);
         let node = DevNode::start(config).await.with_context(|| format!("starting the {name} dev node"))?;
         Ok(Node { node, name, _dir: dir })
     }
 
-    pub(crate) async fn shutdown(self) {
-        self.node.shutdown().await;
-    }
-
-    pub(crate) fn runtime(&self) -> &Arc<Runtime> {
+    fn runtime(&self) -> &Arc<Runtime> {
         &self.node.runtime
     }
 
@@ -513,18 +503,18 @@ impl Op for MixWorker {
 
 /// Clients measured in slices: their closed loop runs once a slice, and their samples
 /// add up over the slices.
-pub(crate) struct Pool<O> {
-    pub(crate) ops: Vec<O>,
-    pub(crate) samples: Samples,
+struct Pool<O> {
+    ops: Vec<O>,
+    samples: Samples,
 }
 
 impl<O: Op> Pool<O> {
-    pub(crate) fn new(ops: Vec<O>) -> Pool<O> {
+    fn new(ops: Vec<O>) -> Pool<O> {
         Pool { ops, samples: Samples::default() }
     }
 
     /// One closed loop of every client, counted unless `window` is zero.
-    pub(crate) async fn run(&mut self, warmup: Duration, window: Duration) -> anyhow::Result<()> {
+    async fn run(&mut self, warmup: Duration, window: Duration) -> anyhow::Result<()> {
         let (samples, ops) = closed_loop_keeping(std::mem::take(&mut self.ops), warmup, window).await?;
         self.ops = ops;
         if window > Duration::ZERO {
@@ -603,11 +593,11 @@ async fn mix(nodes: &[&Node], plan: &Plan, report: &mut Report) -> anyhow::Resul
 /// The client counts of `bank`: latency unloaded, then throughput.
 const BANK_CLIENTS: [usize; 2] = [1, 32];
 /// Pairs of accounts, one per client of the largest count.
-pub(crate) const PAIRS: usize = 32;
+const PAIRS: usize = 32;
 const _: () = assert!(BANK_CLIENTS[1] == PAIRS, "every client has a pair of its own");
 /// The protocols the bank runs under on Tally, each deployed as a function of its own
 /// on a book of its own (a table's protocol is the book's table's).
-pub(crate) const BANK_PROTOCOLS: [(Protocol, u64); 2] = [(Protocol::WriteOptimized, 20), (Protocol::ReadOptimized, 21)];
+const BANK_PROTOCOLS: [(Protocol, u64); 2] = [(Protocol::WriteOptimized, 20), (Protocol::ReadOptimized, 21)];
 /// Every account's balance when opened.
 const OPENING: i64 = 1_000_000;
 
@@ -622,7 +612,7 @@ fn balances_after(moves: u64) -> [i64; 2] {
 }
 
 /// Where `bank` transfers money.
-pub(crate) enum Bank {
+enum Bank {
     /// The bank function on the RocksDB node, over its gateway.
     Tally { protocol: Protocol, invoke_url: String, log: LogClient },
     /// Transactions of a plain client on the `bank` database.
@@ -632,7 +622,7 @@ pub(crate) enum Bank {
 impl Bank {
     /// Deploys the bank as `bank-<protocol>` with its table `accounts` under
     /// `protocol`, and opens every account on `book`.
-    pub(crate) async fn tally(node: &Node, protocol: Protocol, book: u64, component: Vec<u8>) -> anyhow::Result<Bank> {
+    async fn tally(node: &Node, protocol: Protocol, book: u64, component: Vec<u8>) -> anyhow::Result<Bank> {
         let url = node.node.url();
         let function = format!("bank-{}", protocol.name());
         let deploy_url = format!("{url}/v1/functions/{function}?tables=accounts:{}", protocol.name());
@@ -679,7 +669,7 @@ impl Bank {
         Ok(Bank::Postgres { conninfo })
     }
 
-    pub(crate) fn name(&self) -> String {
+    fn name(&self) -> String {
         match self {
             Bank::Tally { protocol, .. } => format!("tally/{}", protocol.name()),
             Bank::Postgres { .. } => "postgres".into(),
@@ -691,7 +681,7 @@ impl Bank {
     }
 
     /// `count` clients on the first pairs, with `moves` made on each pair so far.
-    pub(crate) async fn clients(&self, count: usize, moves: &[u64]) -> anyhow::Result<Vec<BankClient>> {
+    async fn clients(&self, count: usize, moves: &[u64]) -> anyhow::Result<Vec<BankClient>> {
         let mut clients = Vec::with_capacity(count);
         for (pair, &moves) in moves.iter().enumerate().take(count) {
             clients.push(match self {
@@ -743,7 +733,7 @@ impl Bank {
     /// Every transfer's answer was checked against its pair's count of moves; the store
     /// must now hold exactly `moves[pair]` moves for every pair, every pair its opening
     /// total, and as many moves in all as the clients made.
-    pub(crate) async fn check(&self, moves: &[u64]) -> anyhow::Result<()> {
+    async fn check(&self, moves: &[u64]) -> anyhow::Result<()> {
         let balances = self.balances().await?;
         for (pair, ([x, y], &made)) in balances.iter().zip(moves).enumerate() {
             ensure!(x + y == 2 * OPENING, "{}: pair {pair} holds {x} + {y}, not {}", self.name(), 2 * OPENING);
@@ -772,13 +762,13 @@ impl Bank {
 const MARKER_BOOK: u64 = 22;
 
 /// A client of `bank`: moves one unit from x to y of its pair, one transfer at a time.
-pub(crate) enum BankClient {
+enum BankClient {
     Tally(TallyTransfer),
     Postgres(PgTransfer),
 }
 
 impl BankClient {
-    pub(crate) fn pair_moves(&self) -> (usize, u64) {
+    fn pair_moves(&self) -> (usize, u64) {
         match self {
             BankClient::Tally(t) => (t.pair, t.moves),
             BankClient::Postgres(t) => (t.pair, t.moves),
@@ -799,7 +789,7 @@ impl Op for BankClient {
 /// Idempotency-Key per transfer), on an HTTP/1.1 keep-alive connection of its own. The
 /// client is async on the suite's runtime, as PostgreSQL's is, so that neither side's
 /// clients take a thread per connection from the cores the servers share.
-pub(crate) struct TallyTransfer {
+struct TallyTransfer {
     http: Http,
     pair: usize,
     /// Transfers of this pair so far.
@@ -837,7 +827,7 @@ fn post_ok(agent: &ureq::Agent, url: &str, body: String, key: Option<&str>) -> a
 
 /// A transfer as a PostgreSQL transaction on a connection of its own: both rows locked
 /// in a fixed order (x, then y), both updated, committed.
-pub(crate) struct PgTransfer {
+struct PgTransfer {
     client: Client,
     select: Statement,
     update: Statement,

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
 use serde::{Deserialize, Serialize};
-use tally_control::IndexShape;
+pub use tally_control::IndexShape;
 use tally_logsvc::net::ClusterCa;
 use tally_logsvc::NodeId;
 
@@ -40,6 +40,7 @@ const PG_SOCKET_DIR: &str = "postgres-run";
 /// The state store's password (user `postgres`), under `ca/`.
 const PG_PASSWORD_FILE: &str = "postgres.password";
 use tally_durable::{StateConfig, StoreKind};
+use tally_runtime::config::LocalIndexConfig;
 use tally_state::PgServer;
 
 use crate::node::{ControllerRole, FunctionRole, GatewayRole, LogRole, NodeConfig};
@@ -65,6 +66,9 @@ pub struct Shape {
     /// Partial mode: aggregator roles, in the sequencer processes first (0: each
     /// function node aggregates its own lookups).
     pub aggregators: u32,
+    /// Partial mode: every function node's local index (`[function.local_index]`);
+    /// `None`: the defaults.
+    pub local_index: Option<LocalIndexConfig>,
 }
 
 /// Aggregator roles of a new cluster in partial mode: none, each function node
@@ -88,6 +92,7 @@ impl Default for Shape {
             plain_http: false,
             index: Some(IndexShape { shards: 2, replicas: 2 }),
             aggregators: DEFAULT_AGGREGATORS,
+            local_index: None,
         }
     }
 }
@@ -225,9 +230,7 @@ impl ClusterDir {
         crate::auth::write_secret(&admin_token_file, &admin)?;
         // The bearer token of the index roles' metrics addresses (a scraper's secret).
         let metrics_token_file = dir.join("ca").join("metrics.token");
-        let mut random = [0u8; 32];
-        getrandom::fill(&mut random).map_err(|e| anyhow::anyhow!("no randomness for a token: {e}"))?;
-        crate::auth::write_secret(&metrics_token_file, &random.iter().map(|b| format!("{b:02x}")).collect::<String>())?;
+        crate::auth::write_secret(&metrics_token_file, &random_hex("a token")?)?;
         let mut ports = Ports::new(host);
         let etcd = (0..shape.etcd)
             .map(|i| Ok(EtcdMember { name: format!("etcd-{i}"), client_port: ports.free()?, peer_port: ports.free()? }))
@@ -235,9 +238,7 @@ impl ClusterDir {
         let postgres_port = ports.free()?;
         let file = ClusterFile { name: name.into(), host: host.into(), etcd, postgres_port, nodes: Vec::new() };
         let endpoints = file.endpoints();
-        let mut random = [0u8; 32];
-        getrandom::fill(&mut random).map_err(|e| anyhow::anyhow!("no randomness for a password: {e}"))?;
-        let password: String = random.iter().map(|b| format!("{b:02x}")).collect();
+        let password = random_hex("a password")?;
         crate::auth::write_secret(&dir.join("ca").join(PG_PASSWORD_FILE), &password)?;
         let state =
             StateConfig { store: StoreKind::Postgres, postgres: file.conninfo(&dir, &password), ..StateConfig::default() };
@@ -317,7 +318,8 @@ impl ClusterDir {
         for &id in &functions {
             let mut c = base(&format!("function-{id}"));
             let http = format!("{host}:{}", ports.free()?);
-            c.function = Some(FunctionRole { id, port: ports.free()?, http, metalog_delay_ms: 0 });
+            c.function =
+                Some(FunctionRole { id, port: ports.free()?, http, metalog_delay_ms: 0, local_index: shape.local_index });
             nodes.push((id, c));
         }
         for &id in &gateways {
@@ -381,7 +383,8 @@ impl ClusterDir {
             c.data_dir = self.dir.join("nodes").join(&name).join("data");
             c.certs = self.dir.join("nodes").join(&name).join("certs");
             let http = format!("{}:{}", self.file.host, ports.free()?);
-            c.function = Some(FunctionRole { id, port: ports.free()?, http, metalog_delay_ms: 0 });
+            let local_index = template.function.as_ref().and_then(|f| f.local_index);
+            c.function = Some(FunctionRole { id, port: ports.free()?, http, metalog_delay_ms: 0, local_index });
             write_node(&ca, &self.dir, &mut c, &[NodeId(id)], template.tls_cert_file.is_some())?;
             self.file.nodes.push(name.clone());
             added.push(name);
@@ -675,6 +678,13 @@ pub struct ProcessStatus {
 /// them: a node's, or the CLI's).
 /// Writes a node process's certificates (it speaks as `ids`; HTTPS for the API of a
 /// function node or gateway with `https`) and its `node.toml`.
+/// 32 random bytes in hex, for `what` (a secret).
+fn random_hex(what: &str) -> anyhow::Result<String> {
+    let mut random = [0u8; 32];
+    getrandom::fill(&mut random).map_err(|e| anyhow::anyhow!("no randomness for {what}: {e}"))?;
+    Ok(random.iter().map(|b| format!("{b:02x}")).collect())
+}
+
 fn write_node(ca: &ClusterCa, dir: &Path, c: &mut NodeConfig, ids: &[NodeId], https: bool) -> anyhow::Result<()> {
     let node_dir = dir.join("nodes").join(&c.name);
     ca.issue(&c.name, ids)?.save(&c.certs)?;

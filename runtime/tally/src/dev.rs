@@ -66,13 +66,7 @@ impl DevNode {
         if ix.mode == tally_runtime::config::IndexMode::Partial {
             b.tier = Some((ix.shards, ix.replicas));
             b.index_config.heartbeat_interval_us = DEV_HEARTBEAT_US;
-            let l = ix.local;
-            b.engine_config.local_index = l.enabled.then_some(tally_logsvc::tier::LocalBounds {
-                suffix_bytes: l.suffix_bytes,
-                tag_cache_bytes: l.tag_cache_bytes,
-                tag_bytes_max: l.tag_bytes_max,
-                popularity_bytes: l.popularity_bytes,
-            });
+            b.engine_config.local_index = local_bounds(&ix.local);
         }
         let cluster = b.build().await.context("starting the shared log")?;
         let listener =
@@ -126,4 +120,15 @@ impl DevNode {
         let _ = self.server.await;
         self.cluster.shutdown().await;
     }
+}
+
+/// The local index's bounds of `[index.local]` (`[function.local_index]` in a cluster);
+/// none when it is off.
+pub(crate) fn local_bounds(l: &tally_runtime::config::LocalIndexConfig) -> Option<tally_logsvc::tier::LocalBounds> {
+    l.enabled.then_some(tally_logsvc::tier::LocalBounds {
+        suffix_bytes: l.suffix_bytes,
+        tag_cache_bytes: l.tag_cache_bytes,
+        tag_bytes_max: l.tag_bytes_max,
+        popularity_bytes: l.popularity_bytes,
+    })
 }

@@ -256,8 +256,12 @@ impl Node {
                     let delay = config.function.as_ref().map_or(0, |f| f.metalog_delay_ms);
                     let driver_config =
                         EngineDriverConfig { metalog_delay_ms: delay, spans: spans.clone(), ..EngineDriverConfig::default() };
-                    let cfg =
-                        EngineConfig { cold_index: Some(cold_index(dir("cold"), index_resident)), ..EngineConfig::default() };
+                    let local = config.function.as_ref().and_then(|f| f.local_index).unwrap_or_default();
+                    let cfg = EngineConfig {
+                        cold_index: Some(cold_index(dir("cold"), index_resident)),
+                        local_index: crate::dev::local_bounds(&local),
+                        ..EngineConfig::default()
+                    };
                     let _entered = thread.enter();
                     let handle = driver::spawn_engine(id, controllers.clone(), cfg, driver_config, t, inbox);
                     engine = Some(handle);

@@ -111,26 +111,26 @@ struct AuxWait {
 }
 
 pub(super) struct Partial {
-    pub(super) bounds: Option<LocalBounds>,
+    bounds: Option<LocalBounds>,
     pub(super) feeds: Vec<UpdateFeed>,
     /// Per log: the position after the last entry delivered, and the seqnum after it.
     pub(super) last_entry: Vec<(MetalogPosition, SeqNum)>,
     /// Per log: the update fetch in flight (request, when sent), and when the local
     /// index last moved.
-    pub(super) fetching: Vec<Option<(u64, Micros)>>,
+    fetching: Vec<Option<(u64, Micros)>>,
     /// Update fetches not answered yet, by request: any of them may answer (a fetch to
     /// a replica that is down must not hide the answer of one that is up).
-    pub(super) outstanding: BTreeMap<u64, LogId>,
-    pub(super) moved_at: Vec<Micros>,
-    pub(super) fetch_turn: usize,
+    outstanding: BTreeMap<u64, LogId>,
+    moved_at: Vec<Micros>,
+    fetch_turn: usize,
     pub(super) aggregator: Aggregator,
     // Ordered maps: what a tick resends goes out in one order, so a seed replays.
     pub(super) reads: BTreeMap<LookupId, TierRead>,
     /// Reads waiting for the local index to reach their position, until a time.
-    pub(super) local_waits: Vec<(LogId, ReadOp, Micros)>,
+    local_waits: Vec<(LogId, ReadOp, Micros)>,
     conds: BTreeMap<SeqNum, CondWait>,
     /// Decided updates of entries not delivered yet that order records of ours.
-    pub(super) early: BTreeMap<(LogId, MetalogPosition), DecidedUpdate>,
+    early: BTreeMap<(LogId, MetalogPosition), DecidedUpdate>,
     holders: BTreeMap<u64, HolderWait>,
     auxes: BTreeMap<u64, AuxWait>,
     pub stats: PartialStats,

@@ -14,7 +14,7 @@
 //! another aggregator after its `lookup_retry_us`. It follows no log: it needs only the
 //! configuration (the tier's nodes and the storage shards' replicas).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -67,6 +67,9 @@ pub struct AggregatorNode {
     config: Option<Arc<Configuration>>,
     /// Per (caller, lookup); ordered, so that a simulated seed replays.
     pending: BTreeMap<(NodeId, u64), Gather>,
+    /// The gathers in the order they began, with their start: the oldest goes first.
+    /// An entry whose gather ended, or began again in a later round, is skipped.
+    order: VecDeque<(Micros, (NodeId, u64))>,
     last_heartbeat: Option<Micros>,
     out: Vec<(NodeId, Message)>,
     pub stats: AggregatorStats,
@@ -81,6 +84,7 @@ impl AggregatorNode {
             cfg,
             config: None,
             pending: BTreeMap::new(),
+            order: VecDeque::new(),
             last_heartbeat: None,
             out: Vec::new(),
             stats: AggregatorStats::default(),
@@ -111,13 +115,23 @@ impl AggregatorNode {
             }
         }
         next.at(now + self.cfg.heartbeat_interval_us);
-        let before = self.pending.len();
-        self.pending.retain(|_, g| now < g.since + self.cfg.gather_us);
-        self.stats.expired += (before - self.pending.len()) as u64;
-        if let Some(oldest) = self.pending.values().map(|g| g.since).min() {
-            next.at(oldest + self.cfg.gather_us);
+        while let Some(&(since, key)) = self.order.front() {
+            if self.live(since, key) {
+                if now < since + self.cfg.gather_us {
+                    next.at(since + self.cfg.gather_us);
+                    break;
+                }
+                self.pending.remove(&key);
+                self.stats.expired += 1;
+            }
+            self.order.pop_front();
         }
         next
+    }
+
+    /// Whether the gather of `key` that began at `since` still runs.
+    fn live(&self, since: Micros, key: (NodeId, u64)) -> bool {
+        self.pending.get(&key).is_some_and(|g| g.since == since)
     }
 
     pub fn on_message(&mut self, now: Micros, from: NodeId, msg: Message) {
@@ -164,14 +178,17 @@ impl AggregatorNode {
             Some(g) if g.round == round => {}
             _ => {
                 if self.pending.len() >= self.cfg.lookups_max {
-                    let oldest = self.pending.iter().min_by_key(|(_, g)| g.since).map(|(k, _)| *k);
-                    if let Some(k) = oldest {
-                        self.pending.remove(&k);
-                        self.stats.expired += 1;
+                    while let Some((since, oldest)) = self.order.pop_front() {
+                        if self.live(since, oldest) {
+                            self.pending.remove(&oldest);
+                            self.stats.expired += 1;
+                            break;
+                        }
                     }
                 }
                 let g = Gather { round, answers: vec![None; usize::from(shards)], since: now };
                 self.pending.insert(key, g);
+                self.order.push_back((now, key));
             }
         }
         match answer {
@@ -299,5 +316,60 @@ mod tests {
         a.on_message(2, NodeId(10), answer(1, 2, true, ShardAnswer::Closest(None)));
         let out = a.take_actions();
         assert!(matches!(&out[1], (_, Message::TierDone { round: 2, found: Some(f), .. }) if *f == found(2)), "{out:?}");
+    }
+
+    #[test]
+    fn past_lookups_max_the_oldest_gather_goes_first() {
+        let mut a = node();
+        a.cfg.lookups_max = 2;
+        let req = |req: u64| Message::TierAnswerFor {
+            caller: NodeId(7),
+            req,
+            round: 0,
+            shard: 0,
+            shards: 2,
+            next: true,
+            q: MetalogPosition::new(Term(1), 9),
+            fetch: false,
+            answer: ShardAnswer::Closest(None),
+            aux: None,
+        };
+        // Lookup 1 ends; 2 and 3 gather; 4 pushes out 2, the oldest still gathering.
+        a.on_message(1, NodeId(8), req(1));
+        a.on_message(2, NodeId(10), answer_of(1));
+        a.on_message(3, NodeId(8), req(2));
+        a.on_message(4, NodeId(8), req(3));
+        a.on_message(5, NodeId(8), req(4));
+        assert_eq!((a.in_flight(), a.stats.expired, a.stats.done), (2, 1, 1));
+        a.take_actions();
+        a.cfg.lookups_max = 10;
+        a.on_message(6, NodeId(10), answer_of(2));
+        assert!(a.take_actions().is_empty(), "lookup 2 was pushed out: its last answer starts it again");
+        a.on_message(6, NodeId(10), answer_of(3));
+        assert!(matches!(&a.take_actions()[..], [(NodeId(7), Message::TierDone { req: 3, .. })]));
+        // Gathers past `gather_us` expire at a tick, oldest first, and the tick asks
+        // for the next one's end.
+        let end = 5 + AggregatorConfig::default().gather_us;
+        assert_eq!(a.on_tick(end - 1).due(), end);
+        assert_eq!(a.in_flight(), 2, "lookups 4 and 2");
+        a.on_tick(end + 1);
+        assert_eq!(a.in_flight(), 0);
+    }
+
+    fn answer_of(req: u64) -> Message {
+        let q = MetalogPosition::new(Term(1), 9);
+        let answer = ShardAnswer::Closest(None);
+        Message::TierAnswerFor {
+            caller: NodeId(7),
+            req,
+            round: 0,
+            shard: 1,
+            shards: 2,
+            next: true,
+            q,
+            fetch: false,
+            answer,
+            aux: None,
+        }
     }
 }

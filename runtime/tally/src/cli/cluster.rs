@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 use tally::cluster::{wait_healthy, ClusterDir, Shape};
 use tally_control::IndexShape;
+use tally_runtime::config::LocalIndexConfig;
 
 #[derive(Args, Clone)]
 pub struct ShapeArgs {
@@ -59,6 +60,10 @@ pub struct ShapeArgs {
     /// function node aggregates its own lookups.
     #[arg(long, default_value_t = tally::cluster::DEFAULT_AGGREGATORS)]
     aggregators: u32,
+    /// Partial mode: each function node's local index, in bytes in all (at least
+    /// 64 KiB, split as the defaults are; 0: none). The defaults (about 20 MiB) if absent.
+    #[arg(long)]
+    local_index_bytes: Option<usize>,
 }
 
 impl ShapeArgs {
@@ -77,6 +82,10 @@ impl ShapeArgs {
             index: (self.index_mode == "partial")
                 .then_some(IndexShape { shards: self.index_shards.max(1), replicas: self.index_replicas.max(1) }),
             aggregators: self.aggregators,
+            local_index: self.local_index_bytes.map(|b| match b {
+                0 => LocalIndexConfig { enabled: false, ..LocalIndexConfig::default() },
+                b => LocalIndexConfig::with_bytes(b),
+            }),
         }
     }
 }

@@ -8,7 +8,7 @@ use anyhow::{bail, Context as _};
 use serde::{Deserialize, Serialize};
 use tally_control::MemberRole;
 use tally_logsvc::NodeId;
-use tally_runtime::config::{Config, Limits, NodeLimits, StateConfig};
+use tally_runtime::config::{Config, IndexConfig, Limits, LocalIndexConfig, NodeLimits, StateConfig};
 
 /// A role of the shared log: its node id and the UDP port of its QUIC endpoint.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -30,6 +30,10 @@ pub struct FunctionRole {
     /// lagging node). 0 in production.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub metalog_delay_ms: u64,
+    /// `[function.local_index]`: the node's local index in partial mode, bounded in
+    /// bytes (the defaults when absent; `enabled = false` runs without one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_index: Option<LocalIndexConfig>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -272,9 +276,9 @@ impl NodeConfig {
             limits: self.limits,
             node: self.node_limits.clone(),
             state: self.state.clone(),
-            // The cluster's index mode is the controller's (`Configuration::tier`); a
-            // dev node's `[index]` section does not apply.
-            index: Default::default(),
+            // The cluster's index mode is the controller's (`Configuration::tier`); of a
+            // dev node's `[index]` section only the local index's bounds apply.
+            index: IndexConfig { local: f.local_index.unwrap_or_default(), ..IndexConfig::default() },
             observe: self.observe.clone(),
         }
     }

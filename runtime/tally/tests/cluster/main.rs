@@ -657,8 +657,9 @@ fn the_gateway_merges_every_function_nodes_logs_and_nodes_share_secrets() {
 #[test]
 fn function_nodes_join_and_leave_a_running_cluster_without_a_new_term() {
     let shape = ["--controllers", "1", "--sequencers", "2", "--storage", "2", "--functions", "1", "--gateways", "1"];
-    // One aggregator (none by default): the joined nodes' tier reads go through it.
-    let (c, url) = Cluster::up(&[&shape[..], &["--aggregators", "1"]].concat());
+    // One aggregator (none by default): the joined nodes' tier reads go through it. A
+    // local index of 256 KiB in every function node, the joined ones included.
+    let (c, url) = Cluster::up(&[&shape[..], &["--aggregators", "1", "--local-index-bytes", "262144"]].concat());
     let status = c.status();
     let http = |name: &str| status.iter().find(|p| p["name"] == name).unwrap()["url"].as_str().unwrap().to_string();
     let first = status.iter().find(|p| p["name"].as_str().unwrap().starts_with("function-")).unwrap()["name"]
@@ -714,6 +715,11 @@ fn function_nodes_join_and_leave_a_running_cluster_without_a_new_term() {
     assert!(version_after > version, "joins make a version: {version} then {version_after}");
     let status = c.status();
     let http = |name: &str| status.iter().find(|p| p["name"] == name).unwrap()["url"].as_str().unwrap().to_string();
+    let local = tally_runtime::config::LocalIndexConfig::with_bytes(256 << 10);
+    for name in added.iter().chain([&first]) {
+        let node = tally::node::NodeConfig::load(&c.dir.path().join("nodes").join(name).join("node.toml")).unwrap();
+        assert_eq!(node.function.and_then(|f| f.local_index), Some(local), "{name}'s [function.local_index]");
+    }
     for name in &added {
         let balance = node_at(&http(name)).invoke_ok("bank", 5, "balance c0x");
         assert!(balance.parse::<i64>().is_ok(), "{name} read {balance}");
