@@ -18,6 +18,8 @@
 //!           and latency at half complete mode's throughput (`index_tier.rs`)
 //!   join    a function node joining a cluster after 0 to 5M records, in each mode
 //!           (`join.rs`)
+//!   rss     every process's RSS in a process cluster after 1M and 5M appends, in each
+//!           mode (`index_rss.rs`)
 //!   apps    the bank's exactly-once transfers, write- and read-optimized, in complete
 //!           mode and in partial mode with the default and the small local index:
 //!           throughput, latency at a fixed offered load, local hits (`index_apps.rs`)
@@ -30,8 +32,9 @@
 //! at most 1.4x type 2; at high locality, reads, appends and conditional appends at most
 //! 1.1x, 1.05x and 1.15x complete mode's p50 at a fixed offered load; the bank with the
 //! default local index at least 90% local hits, its p50 and p99 at most 1.05x and 1.1x
-//! complete mode's. Every `--only` part (`bytes`, `read`, `tier`, `join`, `apps`) runs
-//! alone too.
+//! complete mode's. A function node's RSS at 5M appends within 2% + 16 MiB of 1M in partial
+//! mode. Every `--only` part (`bytes`, `read`, `tier`, `join`, `apps`, `rss`) runs alone
+//! too.
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::cell::Cell;
@@ -113,8 +116,12 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<()> {
     if opts.runs("apps") {
         crate::index_apps::run(&mut report, opts.quick).await?;
     }
+    let rss_sizes: &[u64] = if opts.quick { &[50_000, 150_000] } else { &[1_000_000, 5_000_000] };
+    if opts.runs("rss") {
+        crate::index_rss::run(&mut report, rss_sizes).await?;
+    }
     eprint!("{}", report.table());
-    sanity(&report, opts, sizes);
+    sanity(&report, opts, sizes, rss_sizes);
     Ok(())
 }
 
@@ -255,7 +262,7 @@ fn joins_of(report: &Report) -> Vec<u64> {
         .collect()
 }
 
-fn sanity(report: &Report, opts: &RunOptions, sizes: &[u64]) {
+fn sanity(report: &Report, opts: &RunOptions, sizes: &[u64], rss_sizes: &[u64]) {
     let get = |case: &str, metric: &str| report.value(case, metric).unwrap_or(f64::NAN);
     let mut checks: Vec<(String, bool)> = Vec::new();
     let sizes = if opts.runs("bytes") { sizes } else { &[] };
@@ -272,10 +279,13 @@ fn sanity(report: &Report, opts: &RunOptions, sizes: &[u64]) {
             format!("{records} records: the stream table at most 48 B per stream (goal)"),
             get(&case, "stream_table_bytes_per_stream") <= 48.0,
         ));
-        checks.push((
-            format!("{records} records: postings at most 1.25/S of the complete index (goal)"),
-            get(&case, "postings_to_complete_ratio") <= 1.25 / SHARDS as f64,
-        ));
+        for tags in ["new-per-record", "one"] {
+            let case = format!("bytes,records={records},tags={tags}");
+            checks.push((
+                format!("{records} records, tags {tags}: postings at most 1.25/S of the complete index per record (goal)"),
+                get(&case, "postings_to_complete_ratio") <= 1.25 / SHARDS as f64,
+            ));
+        }
         checks.push((
             format!("{records} records: the longest call at most 10 ms (goal)"),
             get(&case, "index_node_longest_apply_us") <= 10_000.0 && get(&case, "local_longest_apply_us") <= 10_000.0,
@@ -334,6 +344,13 @@ fn sanity(report: &Report, opts: &RunOptions, sizes: &[u64]) {
                 ratio("cond_append_p50_us") <= 1.15,
             ));
         }
+    }
+    if let (true, Some(last)) = (opts.runs("rss"), rss_sizes.last()) {
+        let case = format!("rss,mode=partial,records={last}");
+        checks.push((
+            format!("partial mode: a function node's RSS at {last} records within 2% + 16 MiB of the first sample (goal)"),
+            get(&case, "function_rss_growth_mib") <= get(&case, "function_rss_growth_allowed_mib"),
+        ));
     }
     if opts.runs("apps") {
         for protocol in crate::index_apps::PROTOCOLS.map(|(p, _)| p.name()) {

@@ -11,6 +11,7 @@ mod http_fns;
 mod index;
 mod index_apps;
 mod index_read;
+mod index_rss;
 mod index_tier;
 mod invoke;
 mod join;
