@@ -330,6 +330,16 @@ fn sanity(report: &Report, opts: &RunOptions, sizes: &[u64], rss_sizes: &[u64]) 
         ));
     }
     if opts.runs("tier") {
+        let case = |mode: &str| format!("tier,read-heavy,locality=low,mode={mode}");
+        let (s2, s6) = (case("partial"), case("partial-s6"));
+        eprintln!(
+            "index: S = 6 against S = 2 (read-heavy, low locality): {:.1} against {:.1} index requests per tier read, \
+             {:.0} against {:.0} ms of CPU per 1,000 operations",
+            get(&s6, "index_requests_per_tier_read"),
+            get(&s2, "index_requests_per_tier_read"),
+            get(&s6, "cpu_ms_per_1k_ops"),
+            get(&s2, "cpu_ms_per_1k_ops"),
+        );
         for mix in ["balanced", "read-heavy"] {
             let case = |mode: &str| format!("tier,{mix},locality=high,mode={mode}");
             let ratio = |metric: &str| get(&case("partial"), metric) / get(&case("complete"), metric);

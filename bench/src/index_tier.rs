@@ -10,6 +10,7 @@
 //!                 two that forward their reads to it (the thesis's Boki-remote)
 //!   partial       2 engines with the thesis's small local index (INDILOG-Small: a
 //!                 160 KiB tag cache, 1.6 KiB per stream), S = 2, R = 1
+//!   partial-s6    the same with S = 6: what a wider fan-out costs per lookup
 //! ```
 //!
 //! Workloads, per client: `balanced` (an append, then a read) and `read-heavy` (95%
@@ -20,8 +21,8 @@
 //! throughput with one client doing conditional appends on its own stream beside it
 //! (latency at a fixed offered load, queueing included). Reported: throughput and its
 //! ratio to complete mode, p50/p99 of reads, appends and conditional appends, the
-//! partial mode's local hit ratio, and this process's CPU per 1,000 operations (every
-//! role runs in it).
+//! partial mode's local hit ratio, the index nodes' requests per tier read (one per
+//! shard asked), and this process's CPU per 1,000 operations (every role runs in it).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -48,16 +49,18 @@ enum Mode {
     Complete,
     BokiRemote,
     Partial,
+    PartialWide,
 }
 
 impl Mode {
-    const ALL: [Mode; 3] = [Mode::Complete, Mode::BokiRemote, Mode::Partial];
+    const ALL: [Mode; 4] = [Mode::Complete, Mode::BokiRemote, Mode::Partial, Mode::PartialWide];
 
     fn name(self) -> &'static str {
         match self {
             Mode::Complete => "complete",
             Mode::BokiRemote => "boki-remote",
             Mode::Partial => "partial",
+            Mode::PartialWide => "partial-s6",
         }
     }
 }
@@ -98,8 +101,8 @@ impl Setup {
                 b.engines = 3;
                 b.indexers_per_log = Some(1);
             }
-            Mode::Partial => {
-                b.tier = Some((2, 1));
+            Mode::Partial | Mode::PartialWide => {
+                b.tier = Some((if mode == Mode::Partial { 2 } else { 6 }, 1));
                 let small = LocalBounds { tag_cache_bytes: 160 << 10, tag_bytes_max: 1_600, ..LocalBounds::default() };
                 b.engine_config.local_index = Some(small);
             }
@@ -139,6 +142,13 @@ impl Setup {
             t??;
         }
         Ok(())
+    }
+
+    /// Requests the index nodes received, and the engines' tier reads, so far.
+    async fn lookups(&self) -> (u64, u64) {
+        let requests = self.cluster.index_reports().await.iter().map(|r| r.stats.requests).sum();
+        let reads = self.clients.iter().filter_map(|c| c.partial_stats()).map(|s| s.reads.tier_reads).sum();
+        (requests, reads)
     }
 
     fn hits(&self) -> (u64, u64) {
@@ -295,18 +305,20 @@ pub async fn run(report: &mut Report, quick: bool) -> anyhow::Result<()> {
     let result = async {
         for w in workloads {
             eprintln!("index: tier cases, {}", w.name());
-            let mut throughput = [0.0; 3];
-            let mut cpu = [0.0; 3];
+            let n = Mode::ALL.len();
+            let (mut throughput, mut cpu, mut lookups) = (vec![0.0; n], vec![0.0; n], vec![(0u64, 0u64); n]);
             for _ in 0..slices {
                 for (i, s) in setups.iter().enumerate() {
-                    let before = cpu_seconds()?;
+                    let (before, asked) = (cpu_seconds()?, s.lookups().await);
                     throughput[i] += closed(s, w, window).await.with_context(|| format!("{} closed", s.mode.name()))?;
                     cpu[i] += cpu_seconds()? - before;
+                    let now = s.lookups().await;
+                    lookups[i] = (lookups[i].0 + now.0 - asked.0, lookups[i].1 + now.1 - asked.1);
                 }
             }
             let rate = throughput[0] / slices as f64 / 2.0;
-            let mut samples: Vec<Samples> = (0..3).map(|_| Samples::default()).collect();
-            let mut hits = [(0u64, 0u64); 3];
+            let mut samples: Vec<Samples> = (0..n).map(|_| Samples::default()).collect();
+            let mut hits = vec![(0u64, 0u64); n];
             for _ in 0..slices {
                 for (i, s) in setups.iter().enumerate() {
                     let before = s.hits();
@@ -336,8 +348,11 @@ pub async fn run(report: &mut Report, quick: bool) -> anyhow::Result<()> {
                     report.record(&case, m50, f64::from(p50), "us")?;
                     report.record(&case, m99, f64::from(p99), "us")?;
                 }
-                if s.mode == Mode::Partial {
+                if matches!(s.mode, Mode::Partial | Mode::PartialWide) {
                     report.record(&case, "local_hit_ratio", hits[i].0 as f64 / hits[i].1.max(1) as f64, "ratio")?;
+                    let (requests, reads) = lookups[i];
+                    report.record(&case, "index_requests_per_tier_read", requests as f64 / reads.max(1) as f64, "requests")?;
+                    report.record(&case, "tier_reads_per_1k_ops", reads as f64 * 1e3 / ops.max(1.0), "reads")?;
                 }
             }
         }

@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use tally_log_core::tier::{AggregatorConfig, IndexNodeConfig};
+use tally_log_core::tier::{AggregatorConfig, IndexNodeConfig, IndexNodeReport};
 use tally_log_core::{
     Configuration, ControllerConfig, EngineConfig, Error, Message, NodeId, Result, Role, SequencerConfig, StorageConfig, Term,
 };
@@ -220,6 +220,7 @@ impl ClusterBuilder {
             index_nodes: Vec::new(),
             aggregator_nodes: Vec::new(),
             aggregator_probes: Vec::new(),
+            index_probes: Vec::new(),
             local,
             thread,
         };
@@ -296,6 +297,7 @@ pub struct Cluster {
     index_nodes: Vec<NodeSlot>,
     aggregator_nodes: Vec<NodeSlot>,
     aggregator_probes: Vec<driver::AggregatorProbe>,
+    index_probes: Vec<driver::IndexProbe>,
     /// The nodes' in-process network, when `local_delivery` is on.
     local: Option<LocalNet>,
     /// Where the nodes run, when `node_thread` is on. Declared last: dropped after
@@ -339,9 +341,10 @@ impl Cluster {
                 }
                 Role::Index => {
                     let cfg = self.builder.index_config.clone();
-                    let task =
-                        on_thread(&self.thread, || driver::spawn_index(id, vec![CONTROLLER], cfg, transport.clone(), inbox).0);
+                    let (task, probe) =
+                        on_thread(&self.thread, || driver::spawn_index(id, vec![CONTROLLER], cfg, transport.clone(), inbox));
                     self.index_nodes.push(NodeSlot { id, transport: Some(transport), task: Some(task) });
+                    self.index_probes.push(probe);
                 }
                 Role::Sequencer => {
                     let store = Arc::new(JournalMetalogStore::open(&self.node_dir("sequencer", id))?);
@@ -477,6 +480,15 @@ impl Cluster {
         self.storage[i].node.transport.as_ref()
     }
 
+    /// Every running index node's counters and sizes (partial mode).
+    pub async fn index_reports(&self) -> Vec<IndexNodeReport> {
+        let mut out = Vec::new();
+        for p in &self.index_probes {
+            out.extend(p.report().await);
+        }
+        out
+    }
+
     /// Aggregator `i`'s counters (its last report, if stopped).
     pub fn aggregator_report(&self, i: usize) -> driver::AggregatorReport {
         self.aggregator_probes[i].report()
@@ -521,8 +533,9 @@ impl Cluster {
         }
         let (transport, inbox) = self.bind_known(id).await?;
         let cfg = self.builder.index_config.clone();
-        let task = on_thread(&self.thread, || driver::spawn_index(id, vec![CONTROLLER], cfg, transport.clone(), inbox).0);
+        let (task, probe) = on_thread(&self.thread, || driver::spawn_index(id, vec![CONTROLLER], cfg, transport.clone(), inbox));
         self.index_nodes[i] = NodeSlot { id, transport: Some(transport), task: Some(task) };
+        self.index_probes[i] = probe;
         info!(%id, "index node restarted");
         Ok(())
     }
