@@ -61,18 +61,24 @@ impl Mode {
 
     fn shape(self) -> Shape {
         let small = LocalIndexConfig { tag_cache_bytes: 160 << 10, tag_bytes_max: 1_600, ..LocalIndexConfig::default() };
-        Shape {
-            controllers: 1,
-            sequencers: 1,
-            storage: 2,
-            functions: 2,
-            gateways: 1,
-            plain_http: true,
-            index: (self != Mode::Complete).then_some(IndexShape { shards: 2, replicas: 1 }),
-            aggregators: 0,
-            local_index: (self == Mode::PartialSmall).then_some(small),
-            ..Shape::default()
-        }
+        shape(self != Mode::Complete, (self == Mode::PartialSmall).then_some(small))
+    }
+}
+
+/// The index suite's process clusters: 1 sequencer, 2 storage processes, 2 function
+/// nodes, a gateway; partial mode (`partial`) with S = 2, R = 1 and no aggregator.
+pub(crate) fn shape(partial: bool, local_index: Option<LocalIndexConfig>) -> Shape {
+    Shape {
+        controllers: 1,
+        sequencers: 1,
+        storage: 2,
+        functions: 2,
+        gateways: 1,
+        plain_http: true,
+        index: partial.then_some(IndexShape { shards: 2, replicas: 1 }),
+        aggregators: 0,
+        local_index,
+        ..Shape::default()
     }
 }
 

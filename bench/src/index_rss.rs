@@ -14,7 +14,6 @@
 use std::time::Instant;
 
 use anyhow::{ensure, Context as _};
-use tally::cluster::{IndexShape, Shape};
 use tokio::task::JoinSet;
 
 use crate::cluster::{release_tally, Processes};
@@ -24,20 +23,6 @@ use crate::report::Report;
 const CLIENTS: u64 = 32;
 /// Appends of one invocation.
 const PER_CALL: u64 = 500;
-
-fn shape(partial: bool) -> Shape {
-    Shape {
-        controllers: 1,
-        sequencers: 1,
-        storage: 2,
-        functions: 2,
-        gateways: 1,
-        plain_http: true,
-        index: partial.then_some(IndexShape { shards: 2, replicas: 1 }),
-        aggregators: 0,
-        ..Shape::default()
-    }
-}
 
 /// Resident bytes of process `pid`.
 fn rss_of(pid: u32) -> anyhow::Result<u64> {
@@ -75,7 +60,7 @@ pub async fn run(report: &mut Report, sizes: &[u64]) -> anyhow::Result<()> {
     for partial in [true, false] {
         let mode = if partial { "partial" } else { "complete" };
         eprintln!("index: process RSS, {mode} mode");
-        let (tally, shape) = (tally.clone(), shape(partial));
+        let (tally, shape) = (tally.clone(), crate::index_apps::shape(partial, None));
         let p = tokio::task::spawn_blocking(move || Processes::up_shaped(&tally, &shape)).await??;
         let (gateway, bearer) = (p.http("gateway")?, p.bearer()?);
         let url = format!("{gateway}/v1/functions/probe?timeout_ms=600000");
