@@ -22,6 +22,7 @@ mod local;
 mod node;
 mod popularity;
 mod postings;
+mod rows;
 mod split;
 mod streams;
 mod suffix;

@@ -11,33 +11,33 @@
 //! a tag or ALL returns records in that row; a read of a mark returns records in the
 //! mark's row that are also in ALL's (live), as the reference index does.
 //!
-//! In a tag's or a mark's row records leave in seqnum order (trims cut prefixes), so the
-//! postings that left form a prefix there; in ALL's row they may not (a record dies
-//! through its own tags), so a record that left stays, marked, until it reaches the
-//! front, as in `index.rs`.
+//! The rows themselves are in `rows.rs`.
 
 use std::collections::{HashMap, VecDeque};
 
 use crate::index::Found;
 use crate::types::{BookId, Location, LogId, MetalogPosition, SeqNum, Tag};
 
-use super::deque::ChunkDeque;
+use super::rows::{from, AllPosting, AllRow, Left, Packed, Posted, TagPosting, TagRow};
 use super::split::TagMap;
 use super::streams::Joined;
 use super::ShardPiece;
 
-/// A position that is never reached: a posting still in its row.
+/// A position that is never reached: a copied posting still in its row.
 const NEVER: MetalogPosition = MetalogPosition { term: u16::MAX, index: u64::MAX };
 
+/// A posting as a copy carries it (the rows keep it in less: `rows.rs`).
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Posting {
     seqnum: SeqNum,
     location: Location,
+    /// Its offset in a tag's or a mark's stream (0 in ALL's row: no condition names
+    /// ALL's offsets).
     offset: u64,
     /// The position after the entry that ordered it.
     entered: MetalogPosition,
     /// The position after the entry whose trim took it out of the row, or [`NEVER`],
-    /// and the log of that entry (a moved book's trims come from its new log).
+    /// and the log of that entry.
     left: MetalogPosition,
     left_in: LogId,
     /// In ALL's row: the tag rows it is still in.
@@ -45,31 +45,37 @@ pub struct Posting {
 }
 
 impl Posting {
-    fn in_row_at(&self, q: MetalogPosition) -> bool {
-        self.entered <= q && q < self.left
+    fn left(&self) -> Option<Left> {
+        (self.left != NEVER).then_some(Left { at: Packed::of(self.left), log: self.left_in })
+    }
+
+    fn of<P: Posted>(p: &P, offset: u64, left: Option<Left>, tag_rows: u16) -> Posting {
+        let (left, left_in) = left.map_or((NEVER, LogId(0)), |l| (l.at.position(), l.log));
+        Posting { seqnum: p.seqnum(), location: p.location(), offset, entered: p.entered().position(), left, left_in, tag_rows }
     }
 }
 
-#[derive(Default, Debug)]
-struct Row {
-    postings: ChunkDeque<Posting>,
+/// A book's rows on one shard.
+#[derive(Debug, Default)]
+struct Book {
+    all: AllRow,
+    tags: TagMap<TagRow>,
 }
 
-impl Row {
-    /// The first posting at or after `seqnum`.
-    fn from(&self, seqnum: SeqNum) -> usize {
-        self.postings.partition_point(|p| p.seqnum < seqnum)
+impl Book {
+    fn is_empty(&self) -> bool {
+        self.all.postings.is_empty() && self.tags.is_empty()
     }
 }
 
-/// One index shard's postings.
+/// One shard's postings.
 ///
 /// Positions compare term first, so a moved book's postings, entered in its old log
 /// before the term that added its new one, compare rightly with positions of the new
 /// log; what is kept per log is how far each has been applied and purged.
 #[derive(Debug)]
 pub struct Postings {
-    books: HashMap<BookId, TagMap<Row>>,
+    books: HashMap<BookId, Book>,
     /// How many applied entries of its log a posting that left its row is kept for.
     dead_keep: usize,
     logs: HashMap<LogId, Progress>,
@@ -97,8 +103,15 @@ impl Postings {
     /// log's progress. Walks every row: for metrics, not for every call.
     pub fn bytes(&self) -> usize {
         let slots = |capacity: usize, entry: usize| capacity * 8 / 7 * (entry + 1);
-        let rows: usize = self.books.values().flat_map(TagMap::iter).map(|(_, r)| r.postings.bytes()).sum();
-        let maps: usize = self.books.values().map(|b| b.bytes(8 + std::mem::size_of::<Row>())).sum();
+        let rows: usize = self
+            .books
+            .values()
+            .map(|b| {
+                b.all.bytes()
+                    + b.tags.bytes(8 + std::mem::size_of::<TagRow>())
+                    + b.tags.iter().map(|(_, r)| r.bytes()).sum::<usize>()
+            })
+            .sum();
         let logs: usize = self
             .logs
             .values()
@@ -107,7 +120,7 @@ impl Postings {
                     + p.leaving.capacity() * std::mem::size_of::<(MetalogPosition, BookId, Tag)>()
             })
             .sum();
-        slots(self.books.capacity(), 8 + std::mem::size_of::<TagMap<Row>>()) + maps + rows + logs
+        slots(self.books.capacity(), 8 + std::mem::size_of::<Book>()) + rows + logs
     }
 
     pub fn new(dead_keep: usize) -> Postings {
@@ -117,16 +130,22 @@ impl Postings {
     /// Every row, sorted by book and tag, in pieces of at most `max` postings (a long
     /// row in several, in order), for a replica that copies this one.
     pub(super) fn export_rows(&self, max: usize, out: &mut Vec<ShardPiece>) {
-        let mut books: Vec<(&BookId, &TagMap<Row>)> = self.books.iter().collect();
+        let mut books: Vec<(&BookId, &Book)> = self.books.iter().collect();
         books.sort_unstable_by_key(|(b, _)| **b);
+        let mut pieces = |book: BookId, tag: Tag, all: Vec<Posting>| {
+            for postings in all.chunks(max.max(1)) {
+                out.push(ShardPiece::Row { book, tag, postings: postings.to_vec() });
+            }
+        };
         for (&book, rows) in books {
-            let mut tags: Vec<(&Tag, &Row)> = rows.iter().collect();
+            let all = &rows.all;
+            let postings = all.postings.range(0, all.postings.len());
+            pieces(book, Tag::ALL, postings.map(|p| Posting::of(p, 0, all.left_of(p.seqnum), p.tag_rows)).collect());
+            let mut tags: Vec<(&Tag, &TagRow)> = rows.tags.iter().collect();
             tags.sort_unstable_by_key(|(t, _)| **t);
             for (&tag, row) in tags {
-                let all: Vec<Posting> = row.postings.range(0, row.postings.len()).copied().collect();
-                for postings in all.chunks(max.max(1)) {
-                    out.push(ShardPiece::Row { book, tag, postings: postings.to_vec() });
-                }
+                let postings = row.postings.range(0, row.postings.len());
+                pieces(book, tag, postings.map(|p| Posting::of(p, p.offset, row.left_of(p.seqnum), 0)).collect());
             }
         }
     }
@@ -140,9 +159,22 @@ impl Postings {
 
     /// Appends a piece of a copied row.
     pub(super) fn import_row(&mut self, book: BookId, tag: Tag, postings: Vec<Posting>) {
-        let row = self.books.entry(book).or_default().entry_or_default(tag);
+        let rows = self.books.entry(book).or_default();
         for p in postings {
-            row.postings.push_back(p);
+            let (seqnum, shard, local_id, entered) = (p.seqnum, p.location.shard, p.location.local_id, Packed::of(p.entered));
+            if tag == Tag::ALL {
+                rows.all.push(AllPosting { seqnum, local_id, entered, shard, tag_rows: p.tag_rows }, p.left());
+                continue;
+            }
+            let row = rows.tags.entry_or_default(tag);
+            let posting = TagPosting { seqnum, local_id, offset: p.offset, entered, shard };
+            match p.left() {
+                Some(left) => row.push_left(posting, left),
+                None => row.postings.push_back(posting),
+            }
+        }
+        if rows.is_empty() {
+            self.books.remove(&book);
         }
     }
 
@@ -178,70 +210,68 @@ impl Postings {
     pub fn add(&mut self, at: MetalogPosition, seqnum: SeqNum, location: Location, book: BookId, joined: &[Joined]) {
         let rows = self.books.entry(book).or_default();
         let tag_rows = joined.iter().filter(|j| j.tag != Tag::ALL && !j.tag.is_mark() && j.in_row).count();
-        for j in joined {
-            // A mark's row takes every record with the mark; other rows take the ones
-            // in them on arrival.
-            if j.in_row {
-                let posting = Posting {
+        let (shard, local_id, entered) = (location.shard, location.local_id, Packed::of(at));
+        // A mark's row takes every record with the mark; other rows take the ones in
+        // them on arrival.
+        for j in joined.iter().filter(|j| j.in_row) {
+            if j.tag == Tag::ALL {
+                rows.all.push(AllPosting { seqnum, local_id, entered, shard, tag_rows: tag_rows as u16 }, None);
+            } else {
+                rows.tags.entry_or_default(j.tag).postings.push_back(TagPosting {
                     seqnum,
-                    location,
+                    local_id,
                     offset: j.offset,
-                    entered: at,
-                    left: NEVER,
-                    left_in: LogId(0),
-                    tag_rows: if j.tag == Tag::ALL { tag_rows as u16 } else { 0 },
-                };
-                rows.entry_or_default(j.tag).postings.push_back(posting);
+                    entered,
+                    shard,
+                });
             }
+        }
+        if rows.is_empty() {
+            self.books.remove(&book);
         }
     }
 
     /// Applies a trim of the entry of `log` that ends at `at`. Every shard applies every
     /// trim.
     pub fn trim(&mut self, log: LogId, at: MetalogPosition, book: BookId, tag: Tag, seqnum: SeqNum) {
-        let left = (at, log);
+        let left = Left { at: Packed::of(at), log };
         let Some(rows) = self.books.get_mut(&book) else { return };
         let leaving = &mut self.logs.entry(log).or_default().leaving;
         if tag.is_mark() {
-            if let Some(row) = rows.get_mut(&tag) {
-                if leave_below(row, seqnum, left, |_| {}) > 0 {
+            if let Some(row) = rows.tags.get_mut(&tag) {
+                if row.leave_below(seqnum, left, |_| {}) {
                     leaving.push_back((at, book, tag));
                 }
             }
             return;
         }
         let tags: Vec<Tag> =
-            if tag == Tag::ALL { rows.keys().copied().filter(|t| *t != Tag::ALL && !t.is_mark()).collect() } else { vec![tag] };
+            if tag == Tag::ALL { rows.tags.keys().copied().filter(|t| !t.is_mark()).collect() } else { vec![tag] };
         let mut died_in_tag_rows = Vec::new();
         for t in tags {
-            if let Some(row) = rows.get_mut(&t) {
-                if leave_below(row, seqnum, left, |p| died_in_tag_rows.push(p.seqnum)) > 0 {
+            if let Some(row) = rows.tags.get_mut(&t) {
+                if row.leave_below(seqnum, left, |p| died_in_tag_rows.push(p.seqnum)) {
                     leaving.push_back((at, book, t));
                 }
             }
         }
-        let Some(all) = rows.get_mut(&Tag::ALL) else { return };
+        let all = &mut rows.all;
         let mut all_left = false;
         died_in_tag_rows.sort_unstable();
         for s in died_in_tag_rows {
-            let i = all.from(s);
-            if let Some(p) = all.postings.get_mut(i).filter(|p| p.seqnum == s && p.left == NEVER) {
+            let i = from(&all.postings, s);
+            if all.postings.get(i).is_some_and(|p| p.seqnum == s) && all.left_of(s).is_none() {
+                let p = all.postings.get_mut(i).expect("found");
                 p.tag_rows = p.tag_rows.saturating_sub(1);
                 if p.tag_rows == 0 {
-                    (p.left, p.left_in) = left;
-                    all_left = true;
+                    all_left |= all.leave(i, left);
                 }
             }
         }
         if tag == Tag::ALL {
             // Untagged records (and records with marks only) below the point.
-            let end = all.from(seqnum);
-            for i in 0..end {
-                let p = all.postings.get_mut(i).expect("below the row's end");
-                if p.left == NEVER {
-                    (p.left, p.left_in) = left;
-                    all_left = true;
-                }
+            for i in 0..from(&all.postings, seqnum) {
+                all_left |= all.leave(i, left);
             }
         }
         if all_left {
@@ -267,15 +297,16 @@ impl Postings {
         while progress.leaving.front().is_some_and(|&(left, _, _)| left <= horizon) {
             let (_, book, tag) = progress.leaving.pop_front().expect("checked");
             let Some(rows) = self.books.get_mut(&book) else { continue };
-            let Some(row) = rows.get_mut(&tag) else { continue };
-            while row.postings.front().is_some_and(|p| p.left_in == log && p.left <= horizon) {
-                row.postings.pop_front();
-            }
-            if row.postings.is_empty() {
-                rows.remove(&tag);
-                if rows.is_empty() {
-                    self.books.remove(&book);
+            if tag == Tag::ALL {
+                rows.all.purge(log, Packed::of(horizon));
+            } else if let Some(row) = rows.tags.get_mut(&tag) {
+                row.purge(log, Packed::of(horizon));
+                if row.postings.is_empty() {
+                    rows.tags.remove(&tag);
                 }
+            }
+            if rows.is_empty() {
+                self.books.remove(&book);
             }
         }
     }
@@ -283,51 +314,64 @@ impl Postings {
     /// Whether `seqnum`'s posting in `book`'s ALL row is in the row at `q` (the record
     /// is live in the book, if this shard indexed it).
     pub fn live_at(&self, book: BookId, seqnum: SeqNum, q: MetalogPosition) -> bool {
-        let Some(all) = self.books.get(&book).and_then(|r| r.get(&Tag::ALL)) else { return false };
-        all.postings.get(all.from(seqnum)).is_some_and(|p| p.seqnum == seqnum && p.in_row_at(q))
-    }
-
-    fn readable(&self, book: BookId, tag: Tag, p: &Posting, q: MetalogPosition) -> bool {
-        p.in_row_at(q) && (!tag.is_mark() || self.live_at(book, p.seqnum, q))
+        let Some(all) = self.books.get(&book).map(|b| &b.all) else { return false };
+        let q = Packed::of(q);
+        all.postings
+            .get(from(&all.postings, seqnum))
+            .is_some_and(|p| p.seqnum == seqnum && in_row_at(p.entered, all.left_of(seqnum), q))
     }
 
     /// This shard's first record of (book, tag) at or after `min`, as of `q`.
     pub fn read_next(&self, book: BookId, tag: Tag, min: SeqNum, q: MetalogPosition) -> Option<Found> {
-        let row = self.books.get(&book)?.get(&tag)?;
-        let found = row.postings.range(row.from(min), row.postings.len()).find(|p| self.readable(book, tag, p, q))?;
-        Some(Found { seqnum: found.seqnum, location: found.location })
+        let rows = self.books.get(&book)?;
+        let packed = Packed::of(q);
+        if tag == Tag::ALL {
+            let all = &rows.all;
+            let mut postings = all.postings.range(from(&all.postings, min), all.postings.len());
+            return postings.find(|p| in_row_at(p.entered, all.left_of(p.seqnum), packed)).map(found);
+        }
+        let row = rows.tags.get(&tag)?;
+        let mut postings = row.postings.range(from(&row.postings, min), row.postings.len());
+        postings.find(|p| self.readable(book, tag, row, p, q)).map(found)
     }
 
     /// This shard's last record of (book, tag) at or before `max`, as of `q`.
     pub fn read_prev(&self, book: BookId, tag: Tag, max: SeqNum, q: MetalogPosition) -> Option<Found> {
-        let row = self.books.get(&book)?.get(&tag)?;
-        let end = row.postings.partition_point(|p| p.seqnum <= max);
-        let found = row.postings.range(0, end).rev().find(|p| self.readable(book, tag, p, q))?;
-        Some(Found { seqnum: found.seqnum, location: found.location })
+        let rows = self.books.get(&book)?;
+        let packed = Packed::of(q);
+        if tag == Tag::ALL {
+            let all = &rows.all;
+            let mut postings = all.postings.range(0, all.postings.partition_point(|p| p.seqnum <= max)).rev();
+            return postings.find(|p| in_row_at(p.entered, all.left_of(p.seqnum), packed)).map(found);
+        }
+        let row = rows.tags.get(&tag)?;
+        let mut postings = row.postings.range(0, row.postings.partition_point(|p| p.seqnum <= max)).rev();
+        postings.find(|p| self.readable(book, tag, row, p, q)).map(found)
+    }
+
+    /// A posting of a tag's or a mark's row that a read as of `q` returns (a mark's only
+    /// while the record is live).
+    fn readable(&self, book: BookId, tag: Tag, row: &TagRow, p: &TagPosting, q: MetalogPosition) -> bool {
+        in_row_at(p.entered, row.left_of(p.seqnum), Packed::of(q)) && (!tag.is_mark() || self.live_at(book, p.seqnum, q))
     }
 
     /// The record at `offset` of (book, tag) if this shard indexed it and it was in the
     /// stream's row just before `before`, a record of the entry that ends at `at`: the
     /// trims of earlier entries applied, none of that entry's.
     pub fn holder(&self, book: BookId, tag: Tag, offset: u64, before: SeqNum, at: MetalogPosition) -> Option<SeqNum> {
-        let row = self.books.get(&book)?.get(&tag)?;
+        let row = self.books.get(&book)?.tags.get(&tag)?;
         let i = row.postings.partition_point(|p| p.offset < offset);
         let p = row.postings.get(i).filter(|p| p.offset == offset && p.seqnum < before)?;
         // In the row until a trim of an entry before this one took it out.
-        (p.left >= at).then_some(p.seqnum)
+        row.left_of(p.seqnum).is_none_or(|l| l.at >= Packed::of(at)).then_some(p.seqnum)
     }
 }
 
-/// Takes the postings of `row` below `seqnum` still in it out at `at` (a position and its
-/// log), calling `left` for each; returns how many left.
-fn leave_below(row: &mut Row, seqnum: SeqNum, at: (MetalogPosition, LogId), mut left: impl FnMut(&Posting)) -> usize {
-    let end = row.from(seqnum);
-    // Those that left earlier are a prefix: start after them.
-    let start = row.postings.partition_point(|p| p.left != NEVER).min(end);
-    for i in start..end {
-        let p = row.postings.get_mut(i).expect("below the row's end");
-        (p.left, p.left_in) = at;
-        left(p);
-    }
-    end - start
+/// Whether a posting that entered at `entered` and left at `left` is in its row at `q`.
+fn in_row_at(entered: Packed, left: Option<Left>, q: Packed) -> bool {
+    entered <= q && left.is_none_or(|l| q < l.at)
+}
+
+fn found<P: Posted>(p: &P) -> Found {
+    Found { seqnum: p.seqnum(), location: p.location() }
 }
