@@ -202,10 +202,14 @@ pub struct Controller {
     /// When "not enough live nodes" was last said (once a second at most).
     short_warned_at: Option<Micros>,
     /// The incarnation each primary sequencer of the current term had when it was
-    /// installed. A primary that restarts never leads that term again (see
-    /// `sequencer.rs`), so its new incarnation ends the term. Soft: a restarted
-    /// controller seals the stored term anyway.
-    primaries: BTreeMap<NodeId, u64>,
+    /// installed, and in partial mode each storage node. A primary that restarts never
+    /// leads that term again (see `sequencer.rs`), so its new incarnation ends the term.
+    /// A storage node that restarts may have lost records being written that the entry
+    /// in flight orders; their engine resends them, but in partial mode a restarted
+    /// engine's shard is closed by a version, not a seal, and nobody would: only a seal
+    /// (its probes) drops that entry. Soft: a restarted controller seals the stored term
+    /// anyway.
+    watched: BTreeMap<NodeId, u64>,
     out: Vec<ControllerAction>,
 }
 
@@ -227,7 +231,7 @@ impl Controller {
             tier: None,
             restarted: false,
             short_warned_at: None,
-            primaries: BTreeMap::new(),
+            watched: BTreeMap::new(),
             out: Vec::new(),
         }
     }
@@ -533,9 +537,10 @@ impl Controller {
         if stale_engine && !partial {
             return true;
         }
-        // A primary sequencer restarted: it does not lead this term again.
-        let restarted_primary = self.primaries.iter().any(|(n, &inc)| self.members.get(n).is_some_and(|m| m.incarnation != inc));
-        if restarted_primary {
+        // A primary sequencer restarted (it does not lead this term again), or in
+        // partial mode a storage node.
+        let restarted = self.watched.iter().any(|(n, &inc)| self.members.get(n).is_some_and(|m| m.incarnation != inc));
+        if restarted {
             return true;
         }
         // A live node could join: an engine, or capacity the term lacks.
@@ -725,11 +730,9 @@ impl Controller {
         } else {
             tracing::info!(term = term.0, "installed a new term");
         }
-        self.primaries = config
-            .current()
-            .logs
-            .iter()
-            .map(|l| l.primary())
+        let current = config.current();
+        let storage = current.storage.iter().copied().filter(|_| config.partial());
+        self.watched = (current.logs.iter().map(|l| l.primary()).chain(storage))
             .map(|n| (n, self.members.get(&n).map_or(0, |m| m.incarnation)))
             .collect();
         self.restarted = false;

@@ -449,3 +449,28 @@ fn aggregators_come_and_go_through_versions_without_a_new_term() {
     assert_eq!(v2.stamp(), (Term(1), 2));
     assert_eq!(v2.tier.as_ref().unwrap().aggregators, aggregators);
 }
+
+#[test]
+fn in_partial_mode_a_restarted_storage_node_ends_the_term() {
+    // A storage node that restarted may have lost records being written that the entry
+    // in flight orders; a restarted engine, which would resend them in complete mode,
+    // ends the term there, but in partial mode closes its shard by a version.
+    for partial in [false, true] {
+        let mut roster = roster();
+        roster.push((NodeId(9), Role::Index));
+        let tier = partial.then_some((1, 1));
+        let mut c = Controller::new(NodeId(0), ControllerConfig { tier, ..cfg() }, &roster);
+        let beat = |c: &mut Controller, now: Micros, storage: u64| {
+            for &(n, _) in &roster {
+                let incarnation = if n == STORAGE { storage } else { 1 };
+                c.on_message(now, n, Message::Heartbeat { incarnation, term: Term(0), version: 0 });
+            }
+        };
+        beat(&mut c, 0, 1);
+        assert_eq!(tick_installs(&mut c, 0).expect("the first term").partial(), partial);
+        beat(&mut c, 10, 2);
+        c.on_tick(10);
+        let seals = c.take_actions().iter().filter(|a| matches!(a, ControllerAction::Send(_, Message::Seal { .. }))).count();
+        assert_eq!(seals > 0, partial, "partial: {partial}");
+    }
+}

@@ -188,6 +188,27 @@ pub struct Sequencer {
 }
 
 impl Sequencer {
+    #[cfg(feature = "sim")]
+    /// For debugging the simulator: each metalog's length, commit point and primary.
+    pub fn debug_state(&self) -> String {
+        let mut out = String::new();
+        for ((term, log), m) in &self.logs {
+            let primary = m.primary.as_ref().map(|p| {
+                let inflight = p.inflight.as_ref().map(|i| (i.len, i.acks.clone()));
+                format!("held {:?} inflight {inflight:?} stopped {} trims {}", p.held, p.stopped, p.trims.len())
+            });
+            let last = m.last().map(|e| (e.index, e.version, e.cut.clone()));
+            out += &format!(
+                "; {term:?}/{log:?}: len {} committed {} sealed {} last {last:?} durable {:?} primary {primary:?}",
+                m.len(),
+                m.committed_len,
+                m.sealed,
+                m.durable
+            );
+        }
+        out
+    }
+
     /// A sequencer rebuilt from its durable writes (empty for a new one).
     pub fn recover(
         id: NodeId,

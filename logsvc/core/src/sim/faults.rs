@@ -30,6 +30,9 @@ impl Sim {
         // every write, so it loses nothing.
         slot.records.crash();
         self.stats.crashes += 1;
+        if std::env::var_os("TALLY_SIM_DEBUG").is_some() {
+            eprintln!("CRASH {n} at {}", self.now);
+        }
         // Clients of a crashed engine lose their request: its outcome is unknown.
         let orphaned: Vec<u32> = (0..self.clients.len() as u32).filter(|&c| self.clients[c as usize].engine == n).collect();
         for c in orphaned {
@@ -136,8 +139,10 @@ impl Sim {
         let stuck = self.clients.iter().any(|c| c.op.is_some());
         if (stuck || !what.is_empty()) && std::env::var_os("TALLY_SIM_DEBUG").is_some() {
             for (n, slot) in &self.slots {
-                if let Some(Node::Engine(e)) = &slot.node {
-                    what.push(format!("engine {n}: {}", e.debug_state()));
+                match &slot.node {
+                    Some(Node::Engine(e)) => what.push(format!("engine {n}: {}", e.debug_state())),
+                    Some(Node::Sequencer(s)) => what.push(format!("sequencer {n}: {}", s.debug_state())),
+                    _ => {}
                 }
             }
             if let Some(c) = self.oracle.config() {

@@ -215,3 +215,24 @@ impl AllRow {
 pub fn from<P: Posted>(postings: &ChunkDeque<P>, seqnum: SeqNum) -> usize {
     postings.partition_point(|p| p.seqnum() < seqnum)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn postings_are_small_and_packed_positions_keep_their_order() {
+        assert_eq!(std::mem::size_of::<TagPosting>(), 40);
+        assert_eq!(std::mem::size_of::<AllPosting>(), 32);
+        let positions = [(0, 0), (0, 1), (0, INDEX_MAX), (1, 0), (1, 7), (u16::MAX - 1, INDEX_MAX), (u16::MAX, 0)]
+            .map(|(term, index)| MetalogPosition { term, index });
+        for w in positions.windows(2) {
+            assert!(Packed::of(w[0]) < Packed::of(w[1]), "{:?} {:?}", w[0], w[1]);
+        }
+        for p in positions {
+            assert_eq!(Packed::of(p).position(), p);
+        }
+        let far = MetalogPosition { term: 3, index: u64::MAX };
+        assert_eq!(Packed::of(far).position(), MetalogPosition { term: 3, index: INDEX_MAX });
+    }
+}
