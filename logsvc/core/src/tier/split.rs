@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use crate::types::Tag;
 
 /// Entries at which the map splits.
-pub const SPLIT_AT: usize = 1 << 16;
+pub const SPLIT_AT: usize = 1 << 12;
 /// Parts of a split map.
 pub const PARTS: usize = 256;
 
