@@ -136,6 +136,14 @@ impl Sim {
                 }
             }
         }
+        for (&n, slot) in &self.slots {
+            if let Some(shard) = slot.node.as_ref().and_then(Node::index_shard) {
+                let (held, walked) = (shard.postings.held(), shard.postings.walk());
+                if held != walked {
+                    what.push(format!("index node {n} counts {held:?} in its postings, a walk {walked:?}"));
+                }
+            }
+        }
         let stuck = self.clients.iter().any(|c| c.op.is_some());
         if (stuck || !what.is_empty()) && std::env::var_os("TALLY_SIM_DEBUG").is_some() {
             for (n, slot) in &self.slots {

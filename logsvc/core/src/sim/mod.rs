@@ -86,6 +86,13 @@ impl Node {
         }
     }
 
+    fn index_shard(&self) -> Option<&crate::tier::IndexShard> {
+        match self {
+            Node::Index(x) => x.shard(),
+            _ => None,
+        }
+    }
+
     fn index_stats(&self) -> crate::tier::IndexNodeStats {
         match self {
             Node::Index(x) => x.stats,

@@ -35,12 +35,6 @@ impl<T> ChunkDeque<T> {
         self.len == 0
     }
 
-    /// The heap bytes it holds: its chunks' capacity and the list of them.
-    pub fn bytes(&self) -> usize {
-        let chunks: usize = self.chunks.iter().map(Vec::capacity).sum();
-        chunks * std::mem::size_of::<T>() + self.chunks.capacity() * std::mem::size_of::<Vec<T>>()
-    }
-
     fn place(&self, i: usize) -> (usize, usize) {
         let at = self.head + i;
         (at / CHUNK, at % CHUNK)

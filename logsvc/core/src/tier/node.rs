@@ -268,8 +268,8 @@ impl IndexNode {
         self.shard.as_ref()
     }
 
-    /// What `/metrics` shows of this node. Walks its postings: for a scrape, not for
-    /// every call.
+    /// What `/metrics` shows of this node (no walk over its postings; the stream
+    /// table's maps, one per book).
     pub fn report(&self) -> IndexNodeReport {
         let shard = self.shard.as_ref();
         IndexNodeReport {

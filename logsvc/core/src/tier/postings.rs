@@ -18,7 +18,7 @@ use std::collections::{HashMap, VecDeque};
 use crate::index::Found;
 use crate::types::{BookId, Location, LogId, MetalogPosition, SeqNum, Tag};
 
-use super::rows::{from, AllPosting, AllRow, Left, Packed, Posted, TagPosting, TagRow};
+use super::rows::{from, AllPosting, AllRow, Left, Packed, Posted, TagPosting, TagRow, CUT_BYTES};
 use super::split::TagMap;
 use super::streams::Joined;
 use super::ShardPiece;
@@ -76,9 +76,38 @@ impl Book {
 #[derive(Debug)]
 pub struct Postings {
     books: HashMap<BookId, Book>,
+    /// What the rows hold, counted as they change: a scrape reads it with no walk.
+    held: Held,
     /// How many applied entries of its log a posting that left its row is kept for.
     dead_keep: usize,
     logs: HashMap<LogId, Progress>,
+}
+
+/// What a shard's rows hold.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Held {
+    pub books: usize,
+    /// Tag and mark rows.
+    pub rows: usize,
+    pub tag_postings: usize,
+    pub all_postings: usize,
+    /// Postings of ALL's rows that left, and cuts of the other rows.
+    pub left: usize,
+    pub cuts: usize,
+}
+
+impl Held {
+    /// About the heap bytes: each posting, cut and left posting, and each map slot at
+    /// the load maps grow at (a row's last chunk, partly empty, is not counted).
+    pub fn bytes(&self) -> usize {
+        let slot = |entry: usize| (entry + 1) * 8 / 7;
+        self.books * slot(8 + std::mem::size_of::<Book>())
+            + self.rows * (slot(8 + std::mem::size_of::<TagRow>()) + std::mem::size_of::<Vec<TagPosting>>())
+            + self.tag_postings * std::mem::size_of::<TagPosting>()
+            + self.all_postings * std::mem::size_of::<AllPosting>()
+            + self.left * slot(std::mem::size_of::<(SeqNum, Left)>())
+            + self.cuts * CUT_BYTES
+    }
 }
 
 /// How far the postings have followed one log.
@@ -99,19 +128,9 @@ pub struct Progress {
 }
 
 impl Postings {
-    /// About the heap bytes it holds: the maps' slots, every row's chunks, and each
-    /// log's progress. Walks every row: for metrics, not for every call.
+    /// About the heap bytes it holds ([`Held::bytes`]) and each log's progress, with no
+    /// walk over the rows.
     pub fn bytes(&self) -> usize {
-        let slots = |capacity: usize, entry: usize| capacity * 8 / 7 * (entry + 1);
-        let rows: usize = self
-            .books
-            .values()
-            .map(|b| {
-                b.all.bytes()
-                    + b.tags.bytes(8 + std::mem::size_of::<TagRow>())
-                    + b.tags.iter().map(|(_, r)| r.bytes()).sum::<usize>()
-            })
-            .sum();
         let logs: usize = self
             .logs
             .values()
@@ -120,11 +139,31 @@ impl Postings {
                     + p.leaving.capacity() * std::mem::size_of::<(MetalogPosition, BookId, Tag)>()
             })
             .sum();
-        slots(self.books.capacity(), 8 + std::mem::size_of::<Book>()) + rows + logs
+        self.held.bytes() + logs
+    }
+
+    /// What the rows hold.
+    pub fn held(&self) -> Held {
+        self.held
+    }
+
+    /// What the rows hold, counted by a walk over them (to check [`Postings::held`]).
+    pub fn walk(&self) -> Held {
+        let mut h = Held { books: self.books.len(), ..Held::default() };
+        for b in self.books.values() {
+            h.all_postings += b.all.postings.len();
+            h.left += b.all.left();
+            h.rows += b.tags.len();
+            for (_, r) in b.tags.iter() {
+                h.tag_postings += r.postings.len();
+                h.cuts += r.cuts();
+            }
+        }
+        h
     }
 
     pub fn new(dead_keep: usize) -> Postings {
-        Postings { books: HashMap::new(), dead_keep: dead_keep.max(1), logs: HashMap::new() }
+        Postings { books: HashMap::new(), held: Held::default(), dead_keep: dead_keep.max(1), logs: HashMap::new() }
     }
 
     /// Every row, sorted by book and tag, in pieces of at most `max` postings (a long
@@ -159,22 +198,34 @@ impl Postings {
 
     /// Appends a piece of a copied row.
     pub(super) fn import_row(&mut self, book: BookId, tag: Tag, postings: Vec<Posting>) {
-        let rows = self.books.entry(book).or_default();
+        let held = &mut self.held;
+        let rows = self.books.entry(book).or_insert_with(|| {
+            held.books += 1;
+            Book::default()
+        });
         for p in postings {
             let (seqnum, shard, local_id, entered) = (p.seqnum, p.location.shard, p.location.local_id, Packed::of(p.entered));
+            held.left += usize::from(p.left().is_some());
             if tag == Tag::ALL {
                 rows.all.push(AllPosting { seqnum, local_id, entered, shard, tag_rows: p.tag_rows }, p.left());
+                held.all_postings += 1;
                 continue;
             }
+            held.rows += usize::from(!rows.tags.contains_key(&tag));
             let row = rows.tags.entry_or_default(tag);
             let posting = TagPosting { seqnum, local_id, offset: p.offset, entered, shard };
+            held.tag_postings += 1;
             match p.left() {
-                Some(left) => row.push_left(posting, left),
+                Some(left) => {
+                    held.left -= 1;
+                    held.cuts += usize::from(row.push_left(posting, left));
+                }
                 None => row.postings.push_back(posting),
             }
         }
         if rows.is_empty() {
             self.books.remove(&book);
+            held.books -= 1;
         }
     }
 
@@ -208,7 +259,11 @@ impl Postings {
     /// Indexes a placed record of this shard's entry that ends at `at` (the position
     /// after it), with the streams the stream table says it joined.
     pub fn add(&mut self, at: MetalogPosition, seqnum: SeqNum, location: Location, book: BookId, joined: &[Joined]) {
-        let rows = self.books.entry(book).or_default();
+        let held = &mut self.held;
+        let rows = self.books.entry(book).or_insert_with(|| {
+            held.books += 1;
+            Book::default()
+        });
         let tag_rows = joined.iter().filter(|j| j.tag != Tag::ALL && !j.tag.is_mark() && j.in_row).count();
         let (shard, local_id, entered) = (location.shard, location.local_id, Packed::of(at));
         // A mark's row takes every record with the mark; other rows take the ones in
@@ -216,18 +271,17 @@ impl Postings {
         for j in joined.iter().filter(|j| j.in_row) {
             if j.tag == Tag::ALL {
                 rows.all.push(AllPosting { seqnum, local_id, entered, shard, tag_rows: tag_rows as u16 }, None);
+                held.all_postings += 1;
             } else {
-                rows.tags.entry_or_default(j.tag).postings.push_back(TagPosting {
-                    seqnum,
-                    local_id,
-                    offset: j.offset,
-                    entered,
-                    shard,
-                });
+                held.rows += usize::from(!rows.tags.contains_key(&j.tag));
+                let posting = TagPosting { seqnum, local_id, offset: j.offset, entered, shard };
+                rows.tags.entry_or_default(j.tag).postings.push_back(posting);
+                held.tag_postings += 1;
             }
         }
         if rows.is_empty() {
             self.books.remove(&book);
+            held.books -= 1;
         }
     }
 
@@ -237,10 +291,12 @@ impl Postings {
         let left = Left { at: Packed::of(at), log };
         let Some(rows) = self.books.get_mut(&book) else { return };
         let leaving = &mut self.logs.entry(log).or_default().leaving;
+        let held = &mut self.held;
         if tag.is_mark() {
             if let Some(row) = rows.tags.get_mut(&tag) {
                 if row.leave_below(seqnum, left, |_| {}) {
                     leaving.push_back((at, book, tag));
+                    held.cuts += 1;
                 }
             }
             return;
@@ -252,11 +308,12 @@ impl Postings {
             if let Some(row) = rows.tags.get_mut(&t) {
                 if row.leave_below(seqnum, left, |p| died_in_tag_rows.push(p.seqnum)) {
                     leaving.push_back((at, book, t));
+                    held.cuts += 1;
                 }
             }
         }
         let all = &mut rows.all;
-        let mut all_left = false;
+        let left_before = all.left();
         died_in_tag_rows.sort_unstable();
         for s in died_in_tag_rows {
             let i = from(&all.postings, s);
@@ -264,18 +321,19 @@ impl Postings {
                 let p = all.postings.get_mut(i).expect("found");
                 p.tag_rows = p.tag_rows.saturating_sub(1);
                 if p.tag_rows == 0 {
-                    all_left |= all.leave(i, left);
+                    all.leave(i, left);
                 }
             }
         }
         if tag == Tag::ALL {
             // Untagged records (and records with marks only) below the point.
             for i in 0..from(&all.postings, seqnum) {
-                all_left |= all.leave(i, left);
+                all.leave(i, left);
             }
         }
-        if all_left {
+        if all.left() > left_before {
             leaving.push_back((at, book, Tag::ALL));
+            held.left += all.left() - left_before;
         }
     }
 
@@ -297,16 +355,24 @@ impl Postings {
         while progress.leaving.front().is_some_and(|&(left, _, _)| left <= horizon) {
             let (_, book, tag) = progress.leaving.pop_front().expect("checked");
             let Some(rows) = self.books.get_mut(&book) else { continue };
+            let held = &mut self.held;
             if tag == Tag::ALL {
-                rows.all.purge(log, Packed::of(horizon));
+                let records = rows.all.purge(log, Packed::of(horizon));
+                held.all_postings -= records;
+                held.left -= records;
             } else if let Some(row) = rows.tags.get_mut(&tag) {
-                row.purge(log, Packed::of(horizon));
+                let (records, cuts) = row.purge(log, Packed::of(horizon));
+                held.tag_postings -= records;
+                held.cuts -= cuts;
                 if row.postings.is_empty() {
+                    held.cuts -= row.cuts();
                     rows.tags.remove(&tag);
+                    held.rows -= 1;
                 }
             }
             if rows.is_empty() {
                 self.books.remove(&book);
+                held.books -= 1;
             }
         }
     }

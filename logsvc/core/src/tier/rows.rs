@@ -110,11 +110,10 @@ pub struct TagRow {
     cuts: VecDeque<Cut>,
 }
 
-impl TagRow {
-    pub fn bytes(&self) -> usize {
-        self.postings.bytes() + self.cuts.capacity() * std::mem::size_of::<Cut>()
-    }
+/// Bytes a cut takes.
+pub const CUT_BYTES: usize = std::mem::size_of::<Cut>();
 
+impl TagRow {
     /// When the record `seqnum` of the row left it, if it did.
     pub fn left_of(&self, seqnum: SeqNum) -> Option<Left> {
         self.cuts.get(self.cuts.partition_point(|c| c.last < seqnum)).map(|c| c.left)
@@ -135,23 +134,39 @@ impl TagRow {
         true
     }
 
-    /// Adds a copied record that left at `left` (the copies come in seqnum order).
-    pub fn push_left(&mut self, p: TagPosting, left: Left) {
-        match self.cuts.back_mut() {
-            Some(c) if c.left == left => c.last = p.seqnum,
-            _ => self.cuts.push_back(Cut { last: p.seqnum, left }),
-        }
+    /// Adds a copied record that left at `left` (the copies come in seqnum order);
+    /// returns whether that took a new cut.
+    pub fn push_left(&mut self, p: TagPosting, left: Left) -> bool {
         self.postings.push_back(p);
+        match self.cuts.back_mut() {
+            Some(c) if c.left == left => {
+                c.last = p.seqnum;
+                false
+            }
+            _ => {
+                self.cuts.push_back(Cut { last: p.seqnum, left });
+                true
+            }
+        }
     }
 
-    /// Drops the records that left in `log` at or before `horizon` from the front.
-    pub fn purge(&mut self, log: LogId, horizon: Packed) {
+    /// Drops the records that left in `log` at or before `horizon` from the front;
+    /// returns how many records and cuts went.
+    pub fn purge(&mut self, log: LogId, horizon: Packed) -> (usize, usize) {
+        let (mut records, mut cuts) = (0, 0);
         while let Some(&c) = self.cuts.front().filter(|c| c.left.log == log && c.left.at <= horizon) {
             while self.postings.front().is_some_and(|p| p.seqnum <= c.last) {
                 self.postings.pop_front();
+                records += 1;
             }
             self.cuts.pop_front();
+            cuts += 1;
         }
+        (records, cuts)
+    }
+
+    pub fn cuts(&self) -> usize {
+        self.cuts.len()
     }
 }
 
@@ -164,11 +179,6 @@ pub struct AllRow {
 }
 
 impl AllRow {
-    pub fn bytes(&self) -> usize {
-        let slots = self.left.capacity() * 8 / 7 * (1 + std::mem::size_of::<(SeqNum, Left)>());
-        self.postings.bytes() + slots
-    }
-
     pub fn left_of(&self, seqnum: SeqNum) -> Option<Left> {
         self.left.get(&seqnum).copied()
     }
@@ -194,13 +204,16 @@ impl AllRow {
     }
 
     /// Drops the records at the front that left in `log` at or before `horizon` (one
-    /// that left in the middle waits until it is at the front, as in `index.rs`).
-    pub fn purge(&mut self, log: LogId, horizon: Packed) {
+    /// that left in the middle waits until it is at the front, as in `index.rs`);
+    /// returns how many went.
+    pub fn purge(&mut self, log: LogId, horizon: Packed) -> usize {
+        let mut records = 0;
         while let Some(p) = self.postings.front() {
             match self.left.get(&p.seqnum) {
                 Some(l) if l.log == log && l.at <= horizon => {
                     self.left.remove(&p.seqnum);
                     self.postings.pop_front();
+                    records += 1;
                 }
                 _ => break,
             }
@@ -208,6 +221,12 @@ impl AllRow {
         if self.postings.is_empty() {
             self.left = HashMap::new();
         }
+        records
+    }
+
+    /// How many of its records left.
+    pub fn left(&self) -> usize {
+        self.left.len()
     }
 }
 

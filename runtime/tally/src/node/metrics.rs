@@ -80,9 +80,12 @@ pub fn render(reports: &[IndexNodeReport]) -> String {
         ("tally_index_node_stream_table_bytes", "gauge", "Heap bytes of the stream table (all resident).", |r| {
             r.stream_table_bytes as u64
         }),
-        ("tally_index_node_postings_bytes", "gauge", "Heap bytes of the shard's postings (all resident).", |r| {
-            r.postings_bytes as u64
-        }),
+        (
+            "tally_index_node_postings_bytes",
+            "gauge",
+            "About the heap bytes of the shard's postings (all resident, counted as they change).",
+            |r| r.postings_bytes as u64,
+        ),
         ("tally_index_node_held", "gauge", "Requests held now until the node reaches their position.", |r| r.held as u64),
         ("tally_index_node_requests_total", "counter", "Lookups, holder lookups and aux data received.", |r| r.stats.requests),
         ("tally_index_node_answered_total", "counter", "Requests answered.", |r| r.stats.answered),
