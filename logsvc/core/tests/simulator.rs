@@ -107,6 +107,9 @@ fn check_partial(first: u64, count: u64, opts: SimOptions) {
     // while none was up).
     let aggregated: u64 = stats.iter().map(|s| s.aggregated).sum();
     assert!(aggregated > 0 || aggregators == 0, "no aggregator answered a lookup in {count} seeds");
+    // Some were dropped (most past `lookups_max`) and asked again.
+    let dropped: u64 = stats.iter().map(|s| s.lookups_dropped).sum();
+    assert!(dropped > 0 || aggregators == 0, "no aggregator dropped a lookup in {count} seeds");
 }
 
 #[test]

@@ -73,6 +73,7 @@ impl SimStats {
         self.shard_copies += s.copies_taken;
         if let Node::Aggregator(a) = node {
             self.aggregated += a.stats.done;
+            self.lookups_dropped += a.stats.expired;
         }
         self.shard_replays += s.replays;
     }
@@ -513,7 +514,10 @@ impl Sim {
                 Node::Index(IndexNode::new(n, controllers, inc, cfg))
             }
             Role::Aggregator => {
-                let cfg = AggregatorConfig { heartbeat_interval_us: 30_000, gather_us: 500_000, ..Default::default() };
+                // One seed in four keeps two lookups at once: past them the oldest is
+                // dropped and its caller asks again.
+                let lookups_max = if self.seed % 4 == 1 { 2 } else { AggregatorConfig::default().lookups_max };
+                let cfg = AggregatorConfig { heartbeat_interval_us: 30_000, gather_us: 500_000, lookups_max };
                 Node::Aggregator(AggregatorNode::new(n, controllers, inc, cfg))
             }
         };

@@ -178,8 +178,10 @@ pub struct SimStats {
     /// Index nodes that started from a replica's copied state, and from a replay.
     pub shard_copies: u64,
     pub shard_replays: u64,
-    /// Lookups aggregator nodes answered.
+    /// Lookups aggregator nodes answered, and dropped (after `gather_us`, or past
+    /// `lookups_max`: two in one seed of four).
     pub aggregated: u64,
+    pub lookups_dropped: u64,
 }
 
 #[derive(Debug)]

@@ -145,6 +145,7 @@ fn main() -> ExitCode {
                 total.shard_copies += s.shard_copies;
                 total.shard_replays += s.shard_replays;
                 total.aggregated += s.aggregated;
+                total.lookups_dropped += s.lookups_dropped;
             }
             Err(v) => {
                 eprintln!("sim: seed {seed} failed with {opts}\n{v}");
@@ -179,8 +180,8 @@ fn main() -> ExitCode {
     if opts.partial.is_some() {
         let p = &total.paths;
         eprintln!(
-            "sim: partial mode: {} tag-cache hits, {} popularity hits, {} tier reads ({} exact), {} holder lookups, {} local index restarts, {} versions, {} logs followed from mid-term, {} index replicas replaced, {} index nodes started from a copy ({} from a replay), {} lookups by aggregators",
-            p.tag_hits, p.popularity_hits, p.tier_reads, p.exact_reads, p.holder_lookups, p.local_restarts, total.versions, p.mid_term_starts, total.tier_replacements, total.shard_copies, total.shard_replays, total.aggregated
+            "sim: partial mode: {} tag-cache hits, {} popularity hits, {} tier reads ({} exact), {} holder lookups, {} local index restarts, {} versions, {} logs followed from mid-term, {} index replicas replaced, {} index nodes started from a copy ({} from a replay), {} lookups by aggregators ({} dropped)",
+            p.tag_hits, p.popularity_hits, p.tier_reads, p.exact_reads, p.holder_lookups, p.local_restarts, total.versions, p.mid_term_starts, total.tier_replacements, total.shard_copies, total.shard_replays, total.aggregated, total.lookups_dropped
         );
     }
     ExitCode::SUCCESS
