@@ -71,31 +71,26 @@ pub trait Posted {
     fn location(&self) -> Location;
 }
 
-impl Posted for TagPosting {
-    fn seqnum(&self) -> SeqNum {
-        self.seqnum
-    }
-    fn entered(&self) -> Packed {
-        self.entered
-    }
-    fn location(&self) -> Location {
-        Location { shard: self.shard, local_id: self.local_id }
-    }
+/// Both kinds of posting name their record the same way.
+macro_rules! posted {
+    ($($posting:ty),*) => {$(
+        impl Posted for $posting {
+            fn seqnum(&self) -> SeqNum {
+                self.seqnum
+            }
+            fn entered(&self) -> Packed {
+                self.entered
+            }
+            fn location(&self) -> Location {
+                Location { shard: self.shard, local_id: self.local_id }
+            }
+        }
+    )*};
 }
 
-impl Posted for AllPosting {
-    fn seqnum(&self) -> SeqNum {
-        self.seqnum
-    }
-    fn entered(&self) -> Packed {
-        self.entered
-    }
-    fn location(&self) -> Location {
-        Location { shard: self.shard, local_id: self.local_id }
-    }
-}
+posted!(TagPosting, AllPosting);
 
-/// The records of a tag's row up to `last` that were left after the previous cut's.
+/// The records of a tag's row after the previous cut's, up to `last`, which left at `left`.
 #[derive(Clone, Copy, Debug)]
 struct Cut {
     last: SeqNum,
