@@ -132,8 +132,9 @@ impl Keys {
     pub(crate) fn member_id(&self, key: &[u8]) -> Option<NodeId> {
         let key = std::str::from_utf8(key).ok()?;
         let id = key.strip_prefix(&self.members())?;
-        // `u32::from_str` takes a leading '+'; a key this crate wrote never has one.
-        if id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) {
+        // `u32::from_str` takes a leading '+' and zeros; a key this crate wrote has
+        // neither, and one id has one key.
+        if id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) || (id.len() > 1 && id.starts_with('0')) {
             return None;
         }
         id.parse().ok().map(NodeId)
@@ -433,7 +434,9 @@ mod tests {
         let keys = Keys::new("c");
         assert_eq!(keys.member(NodeId(7)), "/tally/c/members/7");
         assert_eq!(keys.member_id(b"/tally/c/members/7"), Some(NodeId(7)));
-        for bad in [&b"/tally/c/members/"[..], b"/tally/c/members/+7", b"/tally/c/members/x", b"/tally/c2/members/7"] {
+        assert_eq!(keys.member_id(b"/tally/c/members/0"), Some(NodeId(0)));
+        let bad = [&b"/tally/c/members/"[..], b"/tally/c/members/+7", b"/tally/c/members/07", b"/tally/c/members/x"];
+        for bad in bad.into_iter().chain([&b"/tally/c2/members/7"[..]]) {
             assert_eq!(keys.member_id(bad), None, "{}", String::from_utf8_lossy(bad));
         }
     }
