@@ -178,15 +178,11 @@ impl AllRow {
         self.left.get(&seqnum).copied()
     }
 
-    /// Takes the record at `i` out of the row, if it is in it; returns whether it was.
-    pub fn leave(&mut self, i: usize, left: Left) -> bool {
-        let Some(p) = self.postings.get(i) else { return false };
-        match self.left.entry(p.seqnum) {
-            std::collections::hash_map::Entry::Occupied(_) => false,
-            std::collections::hash_map::Entry::Vacant(v) => {
-                v.insert(left);
-                true
-            }
+    /// Takes the record at `i` out of the row, if it is in it (one that left earlier
+    /// keeps its first exit).
+    pub fn leave(&mut self, i: usize, left: Left) {
+        if let Some(p) = self.postings.get(i) {
+            self.left.entry(p.seqnum).or_insert(left);
         }
     }
 
