@@ -105,11 +105,17 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<()> {
         "dev nodes: loopback QUIC log, fsync every batch; PostgreSQL: fsync and synchronous_commit on; \
          Redis: appendfsync always",
     );
-    retwis(retwis_component, &plan, &mut report).await?;
-    queues(pipeline_component, &plan, &mut report).await?;
+    if opts.runs("retwis") {
+        retwis(retwis_component, &plan, &mut report).await?;
+    }
+    if opts.runs("queue") {
+        queues(pipeline_component, &plan, &mut report).await?;
+    }
     report.print_table();
     // The workflows print a table of their own, under this suite's name.
-    crate::workflows::run(opts).await?;
+    if opts.runs("workflows") {
+        crate::workflows::run(opts).await?;
+    }
     eprintln!("libs: done in {:.1} s", started.elapsed().as_secs_f64());
     Ok(())
 }

@@ -344,7 +344,9 @@ impl Recovery {
             let now = d.core.clock.now_ms();
             if scan.last_gc_ms.is_none_or(|t| now.saturating_sub(t) >= d.core.config.gc_interval_ms) {
                 scan.last_gc_ms = Some(now);
-                if let Err(e) = crate::gc::collect(d, book, scan.horizon(), scan.next, &scan.ctx, &mut scan.gc).await {
+                // Below every position a root of this node reads at before its Init.
+                let horizon = scan.horizon().min(d.core.pins.floor().unwrap_or(u64::MAX));
+                if let Err(e) = crate::gc::collect(d, book, horizon, scan.next, &scan.ctx, &mut scan.gc).await {
                     tracing::warn!(book = book.0, "garbage collection: {}", e.into_error());
                 }
             }

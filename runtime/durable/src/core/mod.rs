@@ -6,13 +6,15 @@
 //! marker version only the first time in the node's life), the outcomes of transactions
 //! (`objects.rs`), the completions of promises made here (`completions.rs`, which wake
 //! the awaits waiting here at once), and, on a node alone, `fresh_from`, a position past
-//! the node's start from which a root may read before its Init is logged.
+//! the node's start from which a root may read before its Init is logged, and the
+//! positions such roots read objects at (`pins.rs`), which garbage collection keeps.
 //!
 //! An instance holds the core, not the node: what it needs of the invocation layer above
 //! (a child call, running a lock's holder again) it asks through [`Invoker`], which
 //! [`crate::Durable`] implements.
 
 mod completions;
+mod pins;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -33,6 +35,7 @@ use crate::table::costs::Ops;
 use crate::tags::{TagKey, BOOKS, PLATFORM_BOOK, TAG_KEY};
 
 pub(crate) use completions::Completions;
+pub(crate) use pins::{Pin, Pins};
 
 /// The parts the core runs on ([`crate::Parts`] without what only the layer above uses).
 pub(crate) struct CoreParts {
@@ -57,6 +60,8 @@ pub struct NodeBounds {
 
 /// Slots of [`Core::durable_objects`].
 const DURABLE_OBJECTS_SLOTS: usize = 4096;
+/// Slots of [`Core::snapshots_refused`].
+const SNAPSHOTS_REFUSED_SLOTS: usize = 1024;
 /// Transaction outcomes a node remembers ([`Decisions`]).
 const DECISIONS_KEPT: usize = 65_536;
 
@@ -90,6 +95,13 @@ pub(crate) struct Core {
     /// before it started, from which its index is fresh, so that roots may defer their
     /// Init (`Instance::begin`). `None` elsewhere.
     pub(crate) fresh_from: Option<Context>,
+    /// Where instances of this node read before their Init is logged: garbage
+    /// collection keeps what they may read (`pins.rs`).
+    pub(crate) pins: Pins,
+    /// Functions (name, version) whose instance read at a snapshot before its Init and
+    /// then had to log something other than its result: their instances log the Init
+    /// before such a read (`instance/snapshot.rs`).
+    pub(crate) snapshots_refused: Memo<()>,
     /// The invocation layer above, set once it exists.
     invoker: OnceLock<Weak<dyn Invoker>>,
 }
@@ -187,6 +199,8 @@ impl Core {
             completions: Completions::default(),
             decisions: Decisions::default(),
             fresh_from,
+            pins: Pins::default(),
+            snapshots_refused: Memo::new(SNAPSHOTS_REFUSED_SLOTS),
             invoker: OnceLock::new(),
         };
         core.books().await?;

@@ -181,6 +181,8 @@ impl Instance {
         }
         self.pending.truncate(1);
         self.next = 1;
+        // The Init alone depends on no snapshot.
+        self.snapshot = None;
         self.recorder.discard_fresh();
         self.follow();
         self.flush(ctx).await

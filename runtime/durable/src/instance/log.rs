@@ -133,7 +133,11 @@ impl Instance {
         at: SeqNum,
         next: bool,
     ) -> Result<Result<Option<LogRecord>, LogError>, Abort> {
-        self.flush(ctx).await?;
+        // While the Init is deferred the reading waits with it (a read of the guest's
+        // book reveals nothing of the pending steps).
+        if self.deferred.is_none() {
+            self.flush(ctx).await?;
+        }
         if let Err(e) = guest_tags([&tag]) {
             return Ok(Err(e));
         }

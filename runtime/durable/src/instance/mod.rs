@@ -82,6 +82,7 @@
 //! - `children.rs`, `holds.rs`, `messages.rs`, `transactions.rs`: child calls, locks and
 //!   keys, queue pushes and pops, durable objects and their transactions, each as steps.
 //! - `outcalls.rs`: requests the guest sends out, each logged in a stream of its own.
+//! - `snapshot.rs`: reads of objects at a snapshot while the Init is deferred.
 //! - `finish.rs`: the result record, or none for a forgettable root.
 
 use std::collections::BTreeMap;
@@ -92,7 +93,7 @@ use tally_log_core::{BookId, Cond, Context, Error as LogError, LogRecord, SeqNum
 
 use crate::abort::{Abort, CrashAfter};
 use crate::config::Protocol;
-use crate::core::Core;
+use crate::core::{Core, Pin};
 use crate::error::Error;
 use crate::locks::{self, LockView};
 use crate::objects::{self, ObjOp, Txn};
@@ -115,6 +116,7 @@ mod init;
 mod log;
 mod messages;
 mod outcalls;
+mod snapshot;
 mod state;
 mod steps;
 mod transactions;
@@ -334,6 +336,8 @@ pub struct Instance {
     deferred_tables: Vec<String>,
     /// `Of::forgettable`.
     forgettable: bool,
+    /// Where it read objects while its Init was deferred (`snapshot.rs`).
+    snapshot: Option<Pin>,
     /// The last state operation on each switchable table used so far, for `auto`'s
     /// costs (`observe`).
     last_ops: BTreeMap<String, LastOp>,
@@ -378,6 +382,7 @@ impl Instance {
             deferred: None,
             deferred_tables: Vec::new(),
             forgettable: of.forgettable,
+            snapshot: None,
             last_ops: BTreeMap::new(),
             core,
         }

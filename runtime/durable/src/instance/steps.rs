@@ -271,6 +271,7 @@ impl Instance {
         ctx: &mut Context,
         tail: Option<(Step, &[Tag])>,
     ) -> Result<Option<Recorded>, Abort> {
+        self.snapshot_allows(tail.as_ref().map(|(step, _)| step))?;
         loop {
             self.store_latest().await?;
             self.store_pending().await?;

@@ -6,12 +6,11 @@ use super::*;
 impl Instance {
     /// The JSON text at `path` of durable object `object` (`objects.rs`): in a
     /// transaction, at its snapshot with its own writes; otherwise at `cursorTS`, so
-    /// every execution reads the same. `None` if there is nothing there.
+    /// every execution reads the same (or, while the Init is deferred, at the
+    /// instance's snapshot: `snapshot.rs`). `None` if there is nothing there.
     pub async fn object_get(&mut self, ctx: &mut Context, object: &str, path: &str) -> Result<Option<String>, Abort> {
-        self.flush(ctx).await?;
         objects::check_name(object).map_err(Abort::Refused)?;
         objects::parse_path(path).map_err(Abort::Refused)?;
-        self.init_checked(ctx).await?;
         if self.txn.is_some() {
             let txn = self.txn.as_ref().expect("checked");
             if !txn.reads.contains(object) && txn.reads.len() >= objects::TXN_READS_MAX {
@@ -22,7 +21,8 @@ impl Instance {
             txn.reads.insert(object.to_string());
             return Ok(objects::text_at(&txn.views[object].value, path)?);
         }
-        let value = objects::view_at(&self.core, ctx, self.book, object, self.cursor).await?;
+        let at = self.read_point(ctx).await?;
+        let value = objects::view_at(&self.core, ctx, self.book, object, at).await?;
         Ok(objects::text_at(&value, path)?)
     }
 
@@ -89,15 +89,22 @@ impl Instance {
         Ok(())
     }
 
-    /// Begins a transaction on durable objects at the instance's `cursorTS` (nothing is
-    /// logged). Refused inside another.
+    /// Begins a transaction on durable objects at the instance's `cursorTS`, or a
+    /// read-only one at its snapshot while its Init is deferred (`snapshot.rs`); nothing
+    /// is logged. Refused inside another.
     pub async fn txn_begin(&mut self, ctx: &mut Context, read_only: bool) -> Result<(), Abort> {
-        self.flush(ctx).await?;
-        self.init_checked(ctx).await?;
         if self.txn.is_some() {
             return Err(Abort::Refused(Error::InvalidArgument("a transaction is in progress already".into())));
         }
-        self.txn = Some(Txn::new(self.cursor, read_only));
+        let start = match read_only {
+            true => self.read_point(ctx).await?,
+            false => {
+                self.flush(ctx).await?;
+                self.init_checked(ctx).await?;
+                self.cursor
+            }
+        };
+        self.txn = Some(Txn::new(start, read_only));
         Ok(())
     }
 
@@ -106,13 +113,13 @@ impl Instance {
     /// (also in the stream of every object it writes) and decided. Returns
     /// whether it committed.
     pub async fn txn_commit(&mut self, ctx: &mut Context) -> Result<bool, Abort> {
-        self.flush(ctx).await?;
         let Some(txn) = self.txn.take() else {
             return Err(Abort::Refused(Error::InvalidArgument("no transaction is in progress".into())));
         };
         if txn.writes.is_empty() {
             return Ok(true);
         }
+        self.flush(ctx).await?;
         let step = txn.commit_step();
         let size = record::step_len(&step);
         if size > crate::abort::PAYLOAD_MAX {

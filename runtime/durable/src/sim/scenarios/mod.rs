@@ -18,6 +18,7 @@ mod alone;
 mod invocations;
 mod reexecution;
 mod schedules;
+mod snapshots;
 mod writes;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -1,0 +1,144 @@
+//! Scenarios of reads of durable objects before the Init (`instance/snapshot.rs`): on a
+//! node alone a read-only invocation reads them at a snapshot and logs nothing without a
+//! key, one record with one; one that writes after such a read runs again with its Init
+//! first; garbage collection keeps what a snapshot may read.
+
+use bytes::Bytes;
+use tally_log_core::Context;
+
+use crate::instance::{Instance, Of};
+use crate::objects::ObjOp;
+use crate::recovery::Recovery;
+use crate::record::kind;
+use crate::record::Step;
+use crate::tags::INSTANCES;
+
+use super::{config, guest, id, keyed, unkeyed, words, Limits, World, BOOK};
+
+/// Deploys the object guests: `oset <object> <json>`, `oget <object>` (the whole
+/// object, `none` if it has none), `osum` (objects `a` and `b` in one read-only
+/// transaction) and `obump <object>` (reads `/n`, then sets it one higher, outside a
+/// transaction).
+fn deploy_objects(w: &World) {
+    let set = guest(|a| {
+        Box::pin(async move {
+            let w = words(&a.input);
+            a.object_update(&w[0], ObjOp::Set { path: String::new(), json: w[1].clone() }).await?;
+            Ok(b"ok".to_vec())
+        })
+    });
+    let get = guest(|a| {
+        Box::pin(async move {
+            let object = String::from_utf8_lossy(&a.input).into_owned();
+            Ok(a.object_get(&object, "").await?.unwrap_or_else(|| "none".into()).into_bytes())
+        })
+    });
+    let sum = guest(|a| {
+        Box::pin(async move {
+            a.txn_begin(true).await?;
+            let x = a.object_get("a", "").await?.unwrap_or_default();
+            let y = a.object_get("b", "").await?.unwrap_or_default();
+            assert!(a.txn_commit().await?, "a read-only transaction commits");
+            Ok(format!("{x} {y}").into_bytes())
+        })
+    });
+    let bump = guest(|a| {
+        Box::pin(async move {
+            let object = String::from_utf8_lossy(&a.input).into_owned();
+            let n: i64 = a.object_get(&object, "/n").await?.and_then(|n| n.parse().ok()).unwrap_or(0);
+            a.object_update(&object, ObjOp::Set { path: "/n".into(), json: (n + 1).to_string() }).await?;
+            Ok((n + 1).to_string().into_bytes())
+        })
+    });
+    for (name, g) in [("oset", set), ("oget", get), ("osum", sum), ("obump", bump)] {
+        w.deploy(name, Limits::default(), g);
+    }
+}
+
+/// On a node alone, plain reads of objects and read-only transactions before the Init
+/// read at a snapshot: without any key the invocation logs nothing at all, with an
+/// idempotency key one record (its Init and its result), whose result a retry gets
+/// however the objects changed since. (Before, each logged its Init for a cursor and
+/// its result after it: two appends.)
+#[test]
+fn read_only_invocations_of_objects_log_nothing_or_one_record() {
+    let mut w = World::new(config());
+    let d = w.start_alone(0);
+    deploy_objects(&w);
+    assert_eq!(w.invoke(&d, keyed("oset", "a1", "a 1")).as_deref(), Ok("ok"));
+    assert_eq!(w.invoke(&d, keyed("oset", "b2", "b 2")).as_deref(), Ok("ok"));
+    let before = w.stream(&d, INSTANCES).len();
+    assert_eq!(w.invoke(&d, unkeyed("oget", "a")).as_deref(), Ok("1"));
+    assert_eq!(w.invoke(&d, unkeyed("osum", "")).as_deref(), Ok("1 2"));
+    assert_eq!(w.stream(&d, INSTANCES).len(), before, "an unkeyed read-only invocation logged a record");
+    assert_eq!(d.core.pins.floor(), None, "an instance that ended holds no snapshot");
+
+    assert_eq!(w.invoke(&d, keyed("oget", "g", "a")).as_deref(), Ok("1"));
+    let steps = w.stream(&d, d.core.tags.step(&id("oget", "g")));
+    assert!(
+        matches!(&steps[..], [Step::Group(kind::Group { steps })]
+            if matches!(&steps[..], [Step::Init(kind::Init { .. }), Step::Result(kind::Result { .. })])),
+        "the keyed read logged {steps:?}"
+    );
+    assert_eq!(w.invoke(&d, keyed("oset", "a5", "a 5")).as_deref(), Ok("ok"));
+    assert_eq!(w.invoke(&d, keyed("oget", "g", "a")).as_deref(), Ok("1"), "a retry gets the logged result");
+    assert_eq!(w.invoke(&d, unkeyed("oget", "a")).as_deref(), Ok("5"), "a new invocation reads what finished before it");
+    assert_eq!(w.invoke(&d, unkeyed("osum", "")).as_deref(), Ok("5 2"));
+}
+
+/// An instance that read at a snapshot and then writes cannot log the write after it
+/// (a re-execution would read at its Init instead): it stops before logging anything and
+/// runs again with its Init first, and the node remembers the function, whose next
+/// invocations log the Init before the read and run once.
+#[test]
+fn a_write_after_a_snapshot_read_runs_again_with_the_init_first_once_per_function() {
+    let mut w = World::new(config());
+    let d = w.start_alone(0);
+    deploy_objects(&w);
+    assert_eq!(w.invoke(&d, keyed("oset", "c1", r#"c {"n":1}"#)).as_deref(), Ok("ok"));
+    assert_eq!(w.invoke(&d, unkeyed("obump", "c")).as_deref(), Ok("2"));
+    assert_eq!(w.guests.runs("obump").len(), 2, "the first run stopped at its write and ran again");
+    assert_eq!(w.invoke(&d, keyed("obump", "k", "c")).as_deref(), Ok("3"));
+    assert_eq!(w.guests.runs("obump").len(), 3, "the function is remembered: one run");
+    assert_eq!(w.invoke(&d, keyed("obump", "k", "c")).as_deref(), Ok("3"), "a retry gets the logged result");
+    assert_eq!(w.invoke(&d, unkeyed("oget", "c")).as_deref(), Ok(r#"{"n":3}"#));
+    let steps = w.stream(&d, d.core.tags.step(&id("obump", "k")));
+    assert!(matches!(steps.first(), Some(Step::Init(kind::Init { .. }))), "the Init is logged alone first: {steps:?}");
+}
+
+/// Garbage collection keeps what a snapshot may read: an instance that read object `a`
+/// at its snapshot reads it there again after many writes and collections (which
+/// checkpoint `a`'s stream and trim it below the horizon), and gets the same value.
+/// Without the pin the horizon passes the snapshot and the second read is refused.
+#[test]
+fn garbage_collection_keeps_what_a_snapshot_reads() {
+    let mut w = World::new(config());
+    let d = w.start_alone(0);
+    deploy_objects(&w);
+    assert_eq!(w.invoke(&d, keyed("oset", "a1", "a 1")).as_deref(), Ok("ok"));
+    let of = Of {
+        id: id("oget", "hand"),
+        book: BOOK,
+        function: "oget".into(),
+        version: w.guests.find("oget", None).expect("deployed").0.version,
+        input: Some(Bytes::from_static(b"a")),
+        declared: Default::default(),
+        crash: None,
+        key: None,
+        defer_init: true,
+        forgettable: true,
+    };
+    let mut inst = Instance::new(d.core.clone(), of);
+    let mut ctx = Context::new();
+    assert_eq!(w.run(inst.object_get(&mut ctx, "a", "")).expect("a read").as_deref(), Some("1"));
+    assert!(inst.init_deferred() && d.core.pins.floor().is_some(), "the read took a snapshot");
+    let mut scan = Recovery::default();
+    for n in 2..8 {
+        assert_eq!(w.invoke(&d, keyed("oset", &format!("a{n}"), &format!("a {n}"))).as_deref(), Ok("ok"));
+        w.recover(&d, &mut scan, 2);
+    }
+    assert_eq!(w.run(inst.object_get(&mut ctx, "a", "")).expect("the snapshot is kept").as_deref(), Some("1"));
+    drop(inst);
+    assert_eq!(d.core.pins.floor(), None);
+    assert_eq!(w.invoke(&d, unkeyed("oget", "a")).as_deref(), Ok("7"));
+}
