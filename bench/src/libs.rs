@@ -21,6 +21,8 @@
 //!           consumed, and delivery latency (pop time minus the push time the message
 //!           carries). Each run drains its queue and checks that every message was
 //!           delivered exactly once
+//!   read-only  a read-only exactly-once invocation (Retwis's reads, without a key and
+//!           with one) against `hello` on the same node: `read_only.rs`
 //!   workflows  Beldi's travel and movie workflows at fixed request rates against
 //!           their unsafe baseline (Boki Figure 12): `workflows.rs`
 //! ```
@@ -615,6 +617,11 @@ async fn retwis(component: Vec<u8>, plan: &Plan, report: &mut Report) -> anyhow:
     }
     for (target, tweets) in targets.iter().zip(&tweets) {
         target.check(tweets, plan).await?;
+    }
+    if let Some(Retwis::Tally { invoke_url, .. }) = targets.first() {
+        let hello = std::fs::read(crate::invoke::guests().await?.join("hello.wasm")).context("reading hello.wasm")?;
+        let hello_url = nodes[0].1.deploy("hello", hello, RETWIS_BOOK).await?;
+        crate::read_only::run(report, &hello_url, invoke_url, plan.users, plan.slice / 2, plan.slices).await?;
     }
     for (_, node) in nodes {
         node.node.shutdown().await;

@@ -20,6 +20,7 @@ mod log;
 mod memory;
 mod observe;
 mod peers;
+mod read_only;
 mod report;
 mod soak;
 mod state;

@@ -1,0 +1,84 @@
+//! The `libs` suite's read-only part: what a read-only exactly-once invocation costs
+//! against a `hello` invocation (the echo, which touches nothing), on the same dev node,
+//! one client, in interleaved slices. Each request is sent without a key, and with an
+//! idempotency key of its own (so it is exactly-once across the client's retries); each
+//! is compared with `hello` sent the same way:
+//!
+//! ```text
+//!   hello            POST /v1/functions/hello/invoke     the echo
+//!   login            POST /v1/functions/retwis/invoke    one object read
+//!   profile                                              one object read
+//!   timeline                                             a read-only transaction of 9 objects
+//! ```
+//!
+//! Goal: each at most 1.3x `hello`'s p50 (`*_vs_hello_p50`).
+
+use std::time::{Duration, Instant};
+
+use anyhow::ensure;
+
+use crate::http::Http;
+use crate::report::{micros, round_to, Latencies, Report};
+use crate::state::Rng;
+
+/// The requests measured: name, and whether it is Retwis's (otherwise `hello`'s).
+const REQUESTS: [(&str, bool); 4] = [("hello", false), ("login", true), ("profile", true), ("timeline", true)];
+
+/// Measures every request, unkeyed and keyed, in `slices` rounds of `slice` each.
+pub async fn run(
+    report: &mut Report,
+    hello_url: &str,
+    retwis_url: &str,
+    users: u64,
+    slice: Duration,
+    slices: u32,
+) -> anyhow::Result<()> {
+    let cases: Vec<(&str, bool, bool)> =
+        [false, true].into_iter().flat_map(|keyed| REQUESTS.map(|(name, retwis)| (name, retwis, keyed))).collect();
+    eprintln!("libs: read-only: {} cases, {slices} interleaved slices of {} ms each", cases.len(), slice.as_millis());
+    let mut hello = Http::new(hello_url)?;
+    let mut retwis = Http::new(retwis_url)?;
+    let mut rng = Rng(0x5eed_0f_2ead);
+    let mut samples: Vec<Vec<u32>> = vec![Vec::new(); cases.len()];
+    let mut sent = 0u64;
+    for round in 0..slices as usize {
+        for k in 0..cases.len() {
+            let i = (round + k) % cases.len();
+            let (name, is_retwis, keyed) = cases[i];
+            let end = Instant::now() + slice;
+            while Instant::now() < end {
+                let user = rng.next() % users;
+                let body = match name {
+                    "hello" => "hello".to_string(),
+                    "login" => format!("login {user} pw{user}"),
+                    other => format!("{other} {user}"),
+                };
+                sent += 1;
+                let key = keyed.then(|| format!("ro-{round}-{sent}"));
+                let http = if is_retwis { &mut retwis } else { &mut hello };
+                let start = Instant::now();
+                let (status, answer) = http.post(body.as_bytes(), key.as_deref(), true).await?;
+                let took = start.elapsed();
+                ensure!(status == 200, "{body} answered {status}: {}", String::from_utf8_lossy(&answer));
+                ensure!(name != "login" || answer == b"ok", "{body} answered {}", String::from_utf8_lossy(&answer));
+                samples[i].push(micros(took));
+            }
+        }
+    }
+    let mut p50s = Vec::new();
+    for ((name, _, keyed), samples) in cases.iter().zip(samples) {
+        let latencies = Latencies::new(samples);
+        let case = format!("read-only {name}{}", if *keyed { " keyed" } else { "" });
+        let p50 = latencies.percentile(50.0).unwrap_or(0) as f64;
+        report.record(&case, "p50", p50, "us")?;
+        report.record(&case, "p99", latencies.percentile(99.0).unwrap_or(0) as f64, "us")?;
+        p50s.push((case, *name, *keyed, p50));
+    }
+    for (case, name, keyed, p50) in &p50s {
+        let hello = p50s.iter().find(|(_, n, k, _)| *n == "hello" && k == keyed).map_or(0.0, |h| h.3);
+        if *name != "hello" && hello > 0.0 {
+            report.record(case, "vs_hello_p50", round_to(p50 / hello, 2), "x")?;
+        }
+    }
+    Ok(())
+}
