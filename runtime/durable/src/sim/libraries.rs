@@ -9,7 +9,7 @@ use tally_log_core::BookId;
 
 use crate::env::Clock;
 
-use super::clients::{submit_and_wait, submit_to, wait_finished};
+use super::clients::{submit_and_wait, submit_to, unkeyed_request, wait_finished};
 use super::libs::{
     check_libraries, CONSUMER, CONSUMERS, KEYED, KEYEDS, LOCKER, LOCKERS, PRODUCER, PRODUCERS, READER, TELLER, TELLERS,
 };
@@ -37,7 +37,11 @@ pub(super) async fn libraries(world: Arc<World>) {
         h.sleep(world.draw(if function == TELLER { 4 } else { 30 })).await;
         let key = format!("lib-{input}");
         let Some(id) = submit_to(&world, function, book, Bytes::from(input.clone()), key, to).await else { return };
+        let snapshot = function == TELLER && input.starts_with("t1");
         started.push((input, id));
+        if snapshot {
+            snapshot_read(&world, book, started.len()).await;
+        }
     }
     let reported = |input: &str| {
         let t = world.traces.lock().expect("not poisoned");
@@ -80,4 +84,14 @@ pub(super) async fn libraries(world: Arc<World>) {
         }
         Err(e) => world.fail(e),
     }
+}
+
+/// Reads every counter in one read-only transaction with a request that has no key,
+/// while the tellers run: on a node alone it reads at a snapshot and logs nothing
+/// (`instance/snapshot.rs`), and the oracle checks that what it read is the counters'
+/// state after some prefix of the committed writes. A failed or lost answer is let go.
+async fn snapshot_read(world: &Arc<World>, book: BookId, n: usize) {
+    let Some((node, d, _)) = world.pick_node() else { return };
+    let req = unkeyed_request(READER, book, format!("snap{n}").as_bytes());
+    world.on_node(node, d, "snapshot read", move |d| async move { d.invoke(req).await }).await;
 }

@@ -194,6 +194,7 @@ async fn hold(attempt: &mut Attempt, input: &str) -> Result<bool> {
 async fn read(attempt: &mut Attempt, input: &str) -> Result<Vec<i64>> {
     let objects: Vec<String> = match input {
         "counters" => (0..COUNTERS).map(counter).collect(),
+        snap if snap.starts_with("snap") => (0..COUNTERS).map(counter).collect(),
         other => vec![other.to_string()],
     };
     attempt.txn_begin(true).await.map_err(guest)?;
@@ -225,7 +226,11 @@ pub fn agreed<T: Clone + PartialEq + std::fmt::Debug>(
 }
 
 /// The oracle of the tellers: serializable commits and the final totals.
-pub fn check_tellers(tellers: &BTreeMap<String, Vec<Seen>>, totals: &[i64]) -> std::result::Result<u64, String> {
+pub fn check_tellers(
+    tellers: &BTreeMap<String, Vec<Seen>>,
+    totals: &[i64],
+    snapshots: &BTreeMap<String, Vec<i64>>,
+) -> std::result::Result<u64, String> {
     let mut events: Vec<(u64, &Seen)> = Vec::new();
     for seen in tellers.values() {
         for s in seen {
@@ -240,6 +245,8 @@ pub fn check_tellers(tellers: &BTreeMap<String, Vec<Seen>>, totals: &[i64]) -> s
         return Err(format!("two writes at one record {}: {:?} and {:?}", w[0].0, w[0].1, w[1].1));
     }
     let mut model = vec![0i64; COUNTERS as usize];
+    // The counters after each prefix of the writes: what a snapshot may read.
+    let mut states = vec![model.clone()];
     for (seqnum, s) in &events {
         match s {
             Seen::Txn { reads, adds, .. } => {
@@ -257,18 +264,25 @@ pub fn check_tellers(tellers: &BTreeMap<String, Vec<Seen>>, totals: &[i64]) -> s
             }
             Seen::Plain { counter, by, .. } => model[*counter as usize] += by,
         }
+        states.push(model.clone());
     }
     if model != totals {
         return Err(format!("the counters hold {totals:?}; the committed writes add up to {model:?}"));
     }
-    Ok(events.len() as u64)
+    for (input, read) in snapshots {
+        if !states.contains(read) {
+            return Err(format!("{input} read the counters as {read:?}, which no prefix of the committed writes gives"));
+        }
+    }
+    Ok(events.len() as u64 + snapshots.len() as u64)
 }
 
 /// The libraries' oracle over what the executions reported (`libs.rs`).
 pub(super) fn check_libraries(t: &LibTraces) -> Result<u64, String> {
     let read = agreed("reader", &t.read)?;
     let value = |input: &str| read.get(input).cloned().ok_or_else(|| format!("no read of {input}"));
-    let mut checked = check_tellers(&agreed("teller", &t.tellers)?, &value("counters")?)?;
+    let snapshots = read.iter().filter(|(i, _)| i.starts_with("snap")).map(|(i, v)| (i.clone(), v.clone())).collect();
+    let mut checked = check_tellers(&agreed("teller", &t.tellers)?, &value("counters")?, &snapshots)?;
     // Every message popped once, one producer's in its order.
     let consumers = agreed("consumer", &t.consumers)?;
     let mut popped: BTreeMap<String, u64> = BTreeMap::new();

@@ -362,6 +362,10 @@ struct Spares {
 /// Spare contexts kept at most: enough for a burst of concurrent instances.
 const SPARES_MAX: usize = 64;
 
+/// Bytes of each pooled table kept resident between instances (8 KiB: a thousand
+/// function references, more than a guest's table usually holds).
+const TABLE_KEEP_RESIDENT: usize = 8 << 10;
+
 impl Spares {
     fn take(&self) -> Wasi {
         let spare = self.wasi.lock().expect("spares lock").pop();
@@ -407,6 +411,10 @@ impl WasmHost {
             // kernel has it), and stay resident: the next instance does not fault them
             // in again.
             .linear_memory_keep_resident(node.memory_keep_resident_bytes as usize)
+            // Likewise a table's first pages: reset by a memset, they stay resident, so
+            // an instance's first call through its table takes no copy-on-write fault
+            // (each a TLB shootdown on every core).
+            .table_keep_resident(TABLE_KEEP_RESIDENT)
             .pagemap_scan(wasmtime::Enabled::Auto);
         let mut config = wasmtime::Config::new();
         config.wasm_component_model(true).epoch_interruption(true).allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
