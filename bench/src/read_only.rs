@@ -38,7 +38,7 @@ pub async fn run(
     eprintln!("libs: read-only: {} cases, {slices} interleaved slices of {} ms each", cases.len(), slice.as_millis());
     let mut hello = Http::new(hello_url)?;
     let mut retwis = Http::new(retwis_url)?;
-    let mut rng = Rng(0x5eed_0f_2ead);
+    let mut rng = Rng(0x5eed_0f2e_ad00);
     let mut samples: Vec<Vec<u32>> = vec![Vec::new(); cases.len()];
     let mut sent = 0u64;
     for round in 0..slices as usize {

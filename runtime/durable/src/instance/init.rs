@@ -13,9 +13,12 @@
 //! symmetric reads wait as they always do (the store's newest version). The first record
 //! holds the Init, those reads and the steps up to it (tagged INSTANCES): a transfer or a
 //! read-only invocation is one append instead of two, and a re-execution takes the
-//! recorded reads. Every other operation (a call, the guest's log, objects, queues,
-//! locks, sleeps, promises), a write of a logged table, a table being switched and a
-//! read of a value stored as its version log the Init first, and so does a trap
+//! recorded reads. Reads of objects and read-only transactions read at a snapshot
+//! instead (`snapshot.rs`), and reads of the guest's book are recorded readings that
+//! wait with it. Every other operation (a call, appends to the guest's log, object
+//! writes, queues, locks, sleeps, promises), a write of a logged table, a table being
+//! switched and a read of a value stored as its version log the Init first, and so does
+//! a trap
 //! (`log_init_alone`), so that the attempt is retried as one that started. The
 //! conditions of the first record (`begin`) keep a switch that began since the instance
 //! looked from seeing it start after its Begin while it ran the old protocol; a failed

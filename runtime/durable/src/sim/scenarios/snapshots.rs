@@ -8,9 +8,9 @@ use tally_log_core::Context;
 
 use crate::instance::{Instance, Of};
 use crate::objects::ObjOp;
-use crate::recovery::Recovery;
 use crate::record::kind;
 use crate::record::Step;
+use crate::recovery::Recovery;
 use crate::tags::INSTANCES;
 
 use super::{config, guest, id, keyed, unkeyed, words, Limits, World, BOOK};
