@@ -470,7 +470,7 @@ pub(crate) async fn view_at(core: &Core, ctx: &mut Context, book: BookId, object
         let view = aux.view(object)?;
         Some((serde_json::from_str::<Value>(view).ok()?, view.len()))
     };
-    let (base, mut newer) = replay::since_view(core, ctx, book, tag, at, relevant, cached).await?;
+    let (base, mut newer) = replay::since_view(core, ctx, book, tag, at, relevant, cached, true).await?;
     let mut base = base.map_or_else(|| Folding::new(Value::Null, 4), |(v, len)| Folding::new(v, len));
     let mut newest: Option<(LogRecord, Option<bool>)> = None;
     while let Some((r, step)) = newer.next(core, ctx, book).await? {

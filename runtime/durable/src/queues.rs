@@ -79,7 +79,7 @@ pub(crate) async fn shard_at(
 ) -> Result<ShardView, Abort> {
     let tag = core.tags.queue_shard(queue, shard);
     let cached = |a: &[u8]| record::decode::<ShardView>("queue view", a).ok();
-    let (base, mut newer) = replay::since_view(core, ctx, book, tag, at, |s| concerns(s, queue, shard), cached).await?;
+    let (base, mut newer) = replay::since_view(core, ctx, book, tag, at, |s| concerns(s, queue, shard), cached, false).await?;
     let mut view = base.unwrap_or_default();
     let mut newest = None;
     while let Some((r, step)) = newer.next(core, ctx, book).await? {

@@ -33,6 +33,11 @@ const LOOK_AFTER: usize = 32;
 ///
 /// A reader below a checkpoint can only be a late peer of a finished root (garbage
 /// collection keeps everything at and past the horizon): it is `Superseded`.
+///
+/// `named`: a cached view names what it is a view of (an object's does), so a record
+/// holding one concerns the reader, and the record's step is not decoded to find out
+/// (an object's newest record is often a transaction's commit, many objects' worth).
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn since_view<V>(
     core: &Core,
     ctx: &mut Context,
@@ -41,6 +46,7 @@ pub(crate) async fn since_view<V>(
     at: u64,
     relevant: impl Fn(&Step) -> bool,
     cached: impl Fn(&[u8]) -> Option<V>,
+    named: bool,
 ) -> Result<(Option<V>, Replay), Abort> {
     let mut newer = Vec::new();
     let mut cursor = at;
@@ -58,9 +64,15 @@ pub(crate) async fn since_view<V>(
         }
         let Some(r) = core.log.read_prev(ctx, shadow(book), tag, SeqNum(cursor)).await? else { break };
         walked += 1;
+        let view = || r.aux.as_deref().filter(|_| core.config.aux_views).and_then(&cached);
+        if named {
+            if let Some(view) = view() {
+                return Ok((Some(view), Replay { tag, newer }));
+            }
+        }
         let step: Step = record::decode("step", &r.data)?;
         if relevant(&step) {
-            if let Some(view) = r.aux.as_deref().filter(|_| core.config.aux_views).and_then(&cached) {
+            if let Some(view) = view().filter(|_| !named) {
                 return Ok((Some(view), Replay { tag, newer }));
             }
             newer.push(r.seqnum.0);

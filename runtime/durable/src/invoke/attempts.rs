@@ -170,7 +170,13 @@ impl Durable {
             if let Some(fresh) = self.core.fresh_from.as_ref().filter(|_| run.defer && run.id.is_root()) {
                 run.ctx.merge(fresh);
                 let step_log = self.core.tags.step(&run.id);
-                match self.core.log.read_next(&mut run.ctx, shadow(run.book), step_log, SeqNum(0)).await {
+                // A forgettable root's ID was made for it just now: it has no history
+                // before its first attempt (a trap logs its Init, and the retry is eager).
+                let history = match run.forgettable && !run.eager {
+                    true => Ok(None),
+                    false => self.core.log.read_next(&mut run.ctx, shadow(run.book), step_log, SeqNum(0)).await,
+                };
+                match history {
                     Ok(None) => defer = true,
                     Ok(Some(_)) => run.eager = true,
                     Err(e) => return (Err(e.into()), run.ctx),
