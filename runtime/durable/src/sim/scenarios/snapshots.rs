@@ -6,6 +6,8 @@
 use bytes::Bytes;
 use tally_log_core::Context;
 
+use crate::abort::Abort;
+use crate::error::Error;
 use crate::instance::{Instance, Of};
 use crate::objects::ObjOp;
 use crate::record::kind;
@@ -141,4 +143,34 @@ fn garbage_collection_keeps_what_a_snapshot_reads() {
     drop(inst);
     assert_eq!(d.core.pins.floor(), None);
     assert_eq!(w.invoke(&d, unkeyed("oget", "a")).as_deref(), Ok("7"));
+}
+
+/// A forgettable invocation (no key) whose first attempt read at a snapshot and trapped
+/// logs its Init alone (to be retried as one that started), and its retry finishes it
+/// in the log: the Init is followed by a result, so nothing is left open for the
+/// recovery scan. (A retry that took the fresh ID's first attempt for granted would run
+/// deferred, log nothing, and leave the Init open.)
+#[test]
+fn a_forgettable_invocation_that_trapped_after_a_snapshot_read_finishes_in_the_log() {
+    let mut w = World::new(config());
+    let d = w.start_alone(0);
+    deploy_objects(&w);
+    let flaky = guest(|a| {
+        Box::pin(async move {
+            let read = a.object_get("a", "").await?.unwrap_or_default();
+            match a.attempt {
+                1 => Err(Abort::Transient(Error::Trap("the first attempt traps".into()))),
+                _ => Ok(read.into_bytes()),
+            }
+        })
+    });
+    w.deploy("oflaky", Limits::default(), flaky);
+    assert_eq!(w.invoke(&d, keyed("oset", "a1", "a 1")).as_deref(), Ok("ok"));
+    let before = w.stream(&d, INSTANCES).len();
+    assert_eq!(w.invoke(&d, unkeyed("oflaky", "")).as_deref(), Ok("1"));
+    let logged: Vec<Step> = w.stream(&d, INSTANCES).into_iter().skip(before).collect();
+    assert!(
+        matches!(&logged[..], [Step::Init(kind::Init { .. }), Step::Result(kind::Result { .. })]),
+        "the trapped invocation logged {logged:?} in INSTANCES"
+    );
 }
