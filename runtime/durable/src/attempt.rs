@@ -227,21 +227,30 @@ impl Attempt {
     /// the child saw.
     pub async fn call(&mut self, function: String, input: Bytes) -> Result<Result<Vec<u8>, Error>, Abort> {
         let hash = input_sha256(&input);
-        let id = match self.instance.child(&mut self.ctx, &function, hash).await? {
-            Ok(logged) => return Ok(logged.into_result()),
-            Err(id) => id,
+        let (result, child_ctx) = loop {
+            let id = match self.instance.child(&mut self.ctx, &function, hash).await? {
+                Ok(logged) => return Ok(logged.into_result()),
+                Err(id) => id,
+            };
+            let defer = self.instance.init_deferred();
+            let child = ChildCall {
+                function: function.clone(),
+                book: self.book,
+                input: input.clone(),
+                ctx: self.ctx.child(),
+                depth: self.depth + 1,
+                deadline_ms: self.deadline_ms,
+                id,
+                crash: self.instance.crash(),
+                defer,
+            };
+            match self.instance.core().invoker()?.call(child).await {
+                // A deferred child that had something to log stopped before it did: the
+                // parent logs its Init first, and calls it again, as one that may log.
+                (Err(Error::Superseded), _) if defer => self.instance.flush(&mut self.ctx).await?,
+                done => break done,
+            }
         };
-        let child = ChildCall {
-            function: function.clone(),
-            book: self.book,
-            input,
-            ctx: self.ctx.child(),
-            depth: self.depth + 1,
-            deadline_ms: self.deadline_ms,
-            id,
-            crash: self.instance.crash(),
-        };
-        let (result, child_ctx) = self.instance.core().invoker()?.call(child).await;
         self.ctx.merge(&child_ctx);
         let outcome = match result {
             Err(Error::InjectedCrash) => return Err(Abort::Crash),

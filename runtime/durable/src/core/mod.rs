@@ -161,6 +161,10 @@ pub(crate) struct ChildCall {
     pub deadline_ms: u64,
     pub id: InstanceId,
     pub crash: Option<Arc<CrashAfter>>,
+    /// The parent's Init is deferred (a node alone): the child defers its own too, and
+    /// one that only read logs nothing; the parent takes its outcome as a pending step
+    /// (`instance/children.rs`).
+    pub defer: bool,
 }
 
 /// The invocation layer, as the core's instances reach it.

@@ -1,4 +1,15 @@
 //! Child invocations as steps of their parent.
+//!
+//! A parent whose Init is deferred (a root on a node alone, `init.rs`) that wrote nothing
+//! yet calls its child deferred too (`ChildCall::defer`): the child logs nothing at all
+//! (`Instance::defer_under_parent`: its Init, any record, a refusal stop it with
+//! `Superseded` first), so a child that only read ends without a record, and the parent
+//! takes its outcome as a pending step, which goes in the parent's first record (or in
+//! none, for a forgettable parent). A child that has something to log hands back before
+//! it logs: the parent logs its Init and its pending steps, then calls it again as any
+//! child is called, so a child's records always follow its parent's Init and a parent's
+//! writes are logged before the child could read them. An unkeyed workflow whose steps
+//! only read thus logs nothing, and a keyed one its one record.
 
 use super::*;
 
@@ -12,10 +23,25 @@ impl Instance {
         function: &str,
         input_sha256: [u8; 32],
     ) -> Result<Result<Outcome, InstanceId>, Abort> {
-        self.flush(ctx).await?;
-        self.init_checked(ctx).await?;
-        self.log_clocks(ctx).await?;
-        self.step_gate(ctx).await?;
+        if !self.initialized() {
+            // A root started lazily defers its Init here if it may (`init.rs`).
+            self.begin(ctx).await?;
+        }
+        // A child sees its parent's writes: only a parent that wrote nothing yet calls
+        // with its Init deferred.
+        if self.init_deferred() && (self.pending.iter().any(|p| p.write.is_some()) || !self.latest.is_empty()) {
+            self.flush(ctx).await?;
+        }
+        if self.init_deferred() {
+            // The child runs deferred too; what the guest read before goes in the next
+            // record with the call's outcome.
+            self.take_clocks(ctx).await?;
+        } else {
+            self.flush(ctx).await?;
+            self.init_checked(ctx).await?;
+            self.log_clocks(ctx).await?;
+            self.step_gate(ctx).await?;
+        }
         let asked =
             Step::Invoke(kind::Invoke { function: function.to_string(), input_sha256, outcome: Outcome::Ok(Bytes::new()) });
         if let Some((_, called)) = self.take_recorded::<kind::Invoke>(&asked)? {
@@ -33,6 +59,14 @@ impl Instance {
         input_sha256: [u8; 32],
         outcome: Outcome,
     ) -> Result<Outcome, Abort> {
+        if self.init_deferred() && outcome != Outcome::Cancelled {
+            // Taken to go in the next record, as a read is: the child logged what it did
+            // itself (nothing if it only read), and nothing outside this instance depends
+            // on its outcome before that record.
+            let step = kind::Invoke { function: function.to_string(), input_sha256, outcome: outcome.clone() };
+            self.take_pending(ctx, step.into(), None).await?;
+            return Ok(outcome);
+        }
         self.flush(ctx).await?;
         if outcome == Outcome::Cancelled {
             // The child saw its root's cancellation: so does the parent, at its next step

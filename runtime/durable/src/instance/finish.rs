@@ -58,7 +58,8 @@ impl Instance {
 
     /// Whether the invocation may end without a record: it is forgettable
     /// (`Of::forgettable`), its Init is still deferred and everything it did since was
-    /// read-optimized reads (and clock readings), which the guest returned from. Such
+    /// read-optimized reads, clock readings and calls (each child logged what it did
+    /// itself, nothing if it only read), which the guest returned from. Such
     /// an invocation has no effect, and nothing will ever replay it or ask for its
     /// result, so the one append that would hold its Init, reads and result only
     /// costs time. Its reads were fresh (a node alone, past its start barrier), and
@@ -72,7 +73,11 @@ impl Instance {
         let Some(unchanged) = self.deferred.clone() else { return Ok(false) };
         let only_reads = self.latest.is_empty()
             && self.pending.iter().skip(1).all(|p| {
-                p.write.is_none() && matches!(p.step, Step::Read(kind::Read { .. }) | Step::Clocks(kind::Clocks { .. }))
+                p.write.is_none()
+                    && matches!(
+                        p.step,
+                        Step::Read(kind::Read { .. }) | Step::Clocks(kind::Clocks { .. }) | Step::Invoke(kind::Invoke { .. })
+                    )
             });
         let guest = matches!(outcome, Outcome::Ok(_) | Outcome::Failed(_));
         if !only_reads || !guest || self.cancelled || self.txn.is_some() || !self.held.is_empty() || !self.steps.is_empty() {

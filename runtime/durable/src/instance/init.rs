@@ -14,9 +14,10 @@
 //! holds the Init, those reads and the steps up to it (tagged INSTANCES): a transfer or a
 //! read-only invocation is one append instead of two, and a re-execution takes the
 //! recorded reads. Reads of objects and read-only transactions read at a snapshot
-//! instead (`snapshot.rs`), and reads of the guest's book are recorded readings that
-//! wait with it. Every other operation (a call, appends to the guest's log, object
-//! writes, queues, locks, sleeps, promises), a write of a logged table, a table being
+//! instead (`snapshot.rs`), reads of the guest's book are recorded readings that wait
+//! with it, and calls run their children deferred too (`children.rs`). Every other
+//! operation (appends to the guest's log, object writes, queues, locks, sleeps,
+//! promises), a write of a logged table, a table being
 //! switched and a read of a value stored as its version log the Init first, and so does
 //! a trap
 //! (`log_init_alone`), so that the attempt is retried as one that started. The
@@ -44,6 +45,11 @@ impl Instance {
             return Ok(Started::Running { version: self.version });
         }
         let mut fresh = false;
+        if self.input.is_some() && self.under_deferred {
+            // A child under a deferred parent logs nothing, its Init included
+            // (`snapshot.rs`): its parent logs its own first and calls it again.
+            return Err(Abort::Superseded);
+        }
         if let Some(input) = &self.input {
             if input.len() > crate::PAYLOAD_MAX {
                 return Err(Abort::Refused(Error::TooLarge {
@@ -194,6 +200,9 @@ impl Instance {
     /// Logs `outcome` as the whole history of a child refused before it ran, or finds
     /// what a peer logged first: that refusal, or the start of a real run.
     pub async fn refuse(&mut self, ctx: &mut Context, outcome: Outcome) -> Result<Started, Abort> {
+        if self.under_deferred {
+            return Err(Abort::Superseded);
+        }
         let refused =
             Step::Refused(kind::Refused { id: self.id.clone(), function: self.function.clone(), outcome: outcome.clone() });
         let tags = [self.step_tag, INSTANCES];

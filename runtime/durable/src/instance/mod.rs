@@ -338,6 +338,9 @@ pub struct Instance {
     forgettable: bool,
     /// Where it read objects while its Init was deferred (`snapshot.rs`).
     snapshot: Option<Pin>,
+    /// A child of a parent whose Init is deferred, deferred too: it may log nothing
+    /// (`Instance::defer_under_parent`).
+    under_deferred: bool,
     /// The last state operation on each switchable table used so far, for `auto`'s
     /// costs (`observe`).
     last_ops: BTreeMap<String, LastOp>,
@@ -383,6 +386,7 @@ impl Instance {
             deferred_tables: Vec::new(),
             forgettable: of.forgettable,
             snapshot: None,
+            under_deferred: false,
             last_ops: BTreeMap::new(),
             core,
         }

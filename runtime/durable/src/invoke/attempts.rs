@@ -147,6 +147,12 @@ impl Durable {
                 // the parent that calls the child once the function exists then finds the
                 // refusal there, instead of running the child under a parent whose history
                 // says it never ran.
+                // Under a deferred parent the refusal is logged once the parent's Init is.
+                Err(Error::FunctionNotFound(_) | Error::InvalidArgument(_) | Error::TooLarge { .. })
+                    if !run.id.is_root() && run.defer =>
+                {
+                    return (Err(Error::Superseded), run.ctx)
+                }
                 Err(e @ (Error::FunctionNotFound(_) | Error::InvalidArgument(_) | Error::TooLarge { .. }))
                     if !run.id.is_root() =>
                 {
@@ -167,12 +173,12 @@ impl Durable {
             // history (a retry of one that started or finished takes that first, as an
             // eager start does, rather than run its guest in vain).
             let mut defer = false;
-            if let Some(fresh) = self.core.fresh_from.as_ref().filter(|_| run.defer && run.id.is_root()) {
+            if let Some(fresh) = self.core.fresh_from.as_ref().filter(|_| run.defer) {
                 run.ctx.merge(fresh);
                 let step_log = self.core.tags.step(&run.id);
                 // A forgettable root's ID was made for it just now: it has no history
                 // before its first attempt (a trap logs its Init, and the retry is eager).
-                let history = match run.forgettable && !run.eager {
+                let history = match run.forgettable && !run.eager && run.id.is_root() {
                     true => Ok(None),
                     false => self.core.log.read_next(&mut run.ctx, shadow(run.book), step_log, SeqNum(0)).await,
                 };
@@ -195,12 +201,19 @@ impl Durable {
                 forgettable: defer && run.forgettable,
             };
             let mut instance = Instance::new(self.core.clone(), of);
+            // A child of a deferred parent that must log anything hands that back to
+            // its parent (`Attempt::call`) rather than run again here.
+            let under_deferred = defer && !run.id.is_root();
+            if under_deferred {
+                instance.defer_under_parent();
+            }
             if run.eager && defer {
                 // An idempotency key: the result is logged even without an effect, so
                 // the deferred Init is taken before the guest runs.
                 match instance.begin(&mut run.ctx).await {
                     Ok(()) => {}
                     // A peer logged it meanwhile: take its history.
+                    Err(Abort::Superseded) if under_deferred => return (Err(Error::Superseded), run.ctx),
                     Err(Abort::Superseded) => {
                         run.defer = false;
                         continue;
@@ -298,6 +311,7 @@ impl Durable {
                 // Retried (or given up) as an invocation that started: its Init first.
                 match attempt.instance.log_init_alone(&mut run.ctx).await {
                     Ok(()) => {}
+                    Err(Abort::Superseded) if under_deferred => return (Err(Error::Superseded), run.ctx),
                     Err(Abort::Superseded) => {
                         run.eager = true;
                         run.defer = false;
@@ -343,6 +357,7 @@ impl Durable {
                     continue;
                 }
                 // A late peer: the logged result stands; the next init returns it.
+                Err(Error::Superseded) if under_deferred => return (Err(Error::Superseded), run.ctx),
                 Err(Error::Superseded) => {
                     run.eager = true;
                     run.defer = false;
@@ -371,6 +386,7 @@ impl Durable {
             };
             match finished {
                 Ok(logged) => return (logged.into_result(), run.ctx),
+                Err(Abort::Superseded) if under_deferred => return (Err(Error::Superseded), run.ctx),
                 Err(Abort::Superseded) => {
                     run.eager = true;
                     run.defer = false;

@@ -56,6 +56,7 @@ impl Run {
     /// A child invocation's first run on this node, eager (its ID is a step of its
     /// parent's, which a peer may have started).
     pub(crate) fn child(c: ChildCall) -> Run {
+        let defer = c.defer;
         Run {
             function: c.function,
             version: None,
@@ -65,15 +66,17 @@ impl Run {
             depth: c.depth,
             deadline_ms: Some(c.deadline_ms),
             id: c.id,
-            eager: true,
+            // A peer may have started it (its ID is a step of its parent's), unless its
+            // parent's Init is deferred: then it looks for a history before it defers.
+            eager: !defer,
             crash: c.crash,
             attempt: 1,
             delay_until: None,
             fresh: false,
             key: None,
             background: false,
-            defer: false,
-            forgettable: false,
+            defer,
+            forgettable: defer,
         }
     }
 }

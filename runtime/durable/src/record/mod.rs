@@ -421,8 +421,9 @@ impl Step {
 /// Decodes a step-log record: one step, or a group of them, which holds at least one
 /// step (after an Init, a deferred one), only taken steps before its last (writes,
 /// clock readings and reads: the read-optimized reads taken before a deferred Init was
-/// logged, and logged reads taken to go with the next record), and ends with a step
-/// that may end a group, or a read.
+/// logged, logged reads taken to go with the next record, and the outcomes of calls
+/// made while the Init was deferred), and ends with a step that may end a group, or
+/// one of those reads.
 pub fn decode_steps(what: &str, bytes: &[u8]) -> Result<Step, Error> {
     let step: Step = decode(what, bytes)?;
     if let Step::Group(kind::Group { steps }) = &step {
@@ -430,7 +431,8 @@ pub fn decode_steps(what: &str, bytes: &[u8]) -> Result<Step, Error> {
             Some((first, rest)) if first.is_init() => rest,
             _ => &steps[..],
         };
-        let read = |t: &Step| matches!(t, Step::Read(kind::Read { .. }));
+        // Reads, and calls whose outcome a deferred Init's record holds.
+        let read = |t: &Step| matches!(t, Step::Read(kind::Read { .. }) | Step::Invoke(kind::Invoke { .. }));
         let well_formed = rest.split_last().is_some_and(|(last, taken)| {
             (last.ends_group() || read(last))
                 && taken.iter().all(|t| t.is_taken_write() || matches!(t, Step::Clocks(kind::Clocks { .. })) || read(t))

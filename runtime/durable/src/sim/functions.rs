@@ -95,7 +95,7 @@ fn state_value(x: u64, pad: bool) -> Bytes {
 }
 
 impl SimFunctions {
-    fn record(&self, input: &[u8], function: &str, version: u64) -> usize {
+    fn record(&self, input: &[u8], function: &str, version: u64, under_deferred: bool) -> usize {
         let mut t = self.traces.lock().expect("not poisoned");
         t.executions += 1;
         let list = t.by_input.entry(input.to_vec()).or_default();
@@ -106,6 +106,7 @@ impl SimFunctions {
             observed: Vec::new(),
             completed: false,
             output: None,
+            under_deferred,
         });
         list.len() - 1
     }
@@ -175,7 +176,7 @@ impl SimFunctions {
             return (result, attempt);
         }
         let input = attempt.input.to_vec();
-        let at = self.record(&input, &attempt.version.name, attempt.version.version);
+        let at = self.record(&input, &attempt.version.name, attempt.version.version, attempt.instance.under_deferred());
         let result = self.interpret(&mut attempt, &program, &input, at).await;
         // A trap with attempts left is run again, and what this attempt took and did not
         // log yet (read-optimized writes, clock readings) goes with it: only the last

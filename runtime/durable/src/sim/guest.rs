@@ -136,6 +136,9 @@ pub struct Execution {
     pub completed: bool,
     /// What the guest returned, if it ran to its end without a trap.
     pub output: Option<u64>,
+    /// A child run under a parent whose Init was deferred: it logged nothing (it stops
+    /// rather than log), so it may run and never finish when that parent never logs.
+    pub under_deferred: bool,
 }
 
 /// What all executions reported, by input.

@@ -174,3 +174,64 @@ fn a_forgettable_invocation_that_trapped_after_a_snapshot_read_finishes_in_the_l
         "the trapped invocation logged {logged:?} in INSTANCES"
     );
 }
+
+/// On a node alone a root whose Init is deferred calls its children deferred too: a
+/// child that only reads logs nothing, and its outcome waits with the parent's Init. So
+/// an unkeyed workflow whose steps only read logs nothing at all, and a keyed one a
+/// single record. A child that has something to log hands that back to its parent,
+/// which logs its own Init first and calls it again, so a child's records always follow
+/// its parent's Init.
+#[test]
+fn children_of_a_deferred_root_that_only_read_log_nothing() {
+    let mut w = World::new(config());
+    let d = w.start_alone(0);
+    deploy_objects(&w);
+    // `flow <object>...`: calls `oget` on each object, or `oset` for `name=json`.
+    let flow = guest(|a| {
+        Box::pin(async move {
+            let mut out = Vec::new();
+            for word in words(&a.input) {
+                let (function, input) = match word.split_once('=') {
+                    Some((object, json)) => ("oset", format!("{object} {json}")),
+                    None => ("oget", word.clone()),
+                };
+                let got = a.call(function.into(), Bytes::from(input)).await?.map_err(Abort::Transient)?;
+                out.push(String::from_utf8_lossy(&got).into_owned());
+            }
+            Ok(out.join(" ").into_bytes())
+        })
+    });
+    w.deploy("flow", Limits::default(), flow);
+    assert_eq!(w.invoke(&d, keyed("oset", "a1", "a 1")).as_deref(), Ok("ok"));
+    assert_eq!(w.invoke(&d, keyed("oset", "b2", "b 2")).as_deref(), Ok("ok"));
+    let before = w.stream(&d, INSTANCES).len();
+    assert_eq!(w.invoke(&d, unkeyed("flow", "a b")).as_deref(), Ok("1 2"));
+    assert_eq!(w.stream(&d, INSTANCES).len(), before, "an unkeyed read-only workflow logged a record");
+
+    assert_eq!(w.invoke(&d, keyed("flow", "f", "a b")).as_deref(), Ok("1 2"));
+    let steps = w.stream(&d, d.core.tags.step(&id("flow", "f")));
+    assert!(
+        matches!(&steps[..], [Step::Group(kind::Group { steps })] if matches!(&steps[..],
+            [Step::Init(kind::Init { .. }), Step::Invoke(kind::Invoke { .. }), Step::Invoke(kind::Invoke { .. }), Step::Result(kind::Result { .. })])),
+        "the keyed read-only workflow logged {steps:?}"
+    );
+    assert_eq!(w.invoke(&d, keyed("oset", "a3", "a 3")).as_deref(), Ok("ok"));
+    assert_eq!(w.invoke(&d, keyed("flow", "f", "a b")).as_deref(), Ok("1 2"), "a retry gets the logged result");
+
+    // A step that writes: the parent's Init is logged before the child's.
+    let logged = w.stream(&d, INSTANCES).len();
+    assert_eq!(w.invoke(&d, unkeyed("flow", "a c=5 c")).as_deref(), Ok("3 ok 5"));
+    let inits: Vec<String> = w
+        .stream(&d, INSTANCES)
+        .into_iter()
+        .skip(logged)
+        .filter_map(|s| s.into_init_and_last().0)
+        .map(|s| match s {
+            Step::Init(kind::Init { function, .. }) => function,
+            other => other.describe(),
+        })
+        .collect();
+    // The parent's Init first, then the writing child's, and the call after it (its
+    // parent's Init is logged now) is eager as any child's.
+    assert_eq!(inits, ["flow", "oset", "oget"]);
+}
