@@ -142,17 +142,17 @@ impl Durable {
         let mut version = loop {
             match self.version_for(&mut run).await {
                 Ok(v) => break v,
-                // A child refused before it ran (its function missing, say) has that
-                // refusal logged in its own step log, not only in its parent's: a peer of
-                // the parent that calls the child once the function exists then finds the
-                // refusal there, instead of running the child under a parent whose history
-                // says it never ran.
                 // Under a deferred parent the refusal is logged once the parent's Init is.
                 Err(Error::FunctionNotFound(_) | Error::InvalidArgument(_) | Error::TooLarge { .. })
                     if !run.id.is_root() && run.defer =>
                 {
                     return (Err(Error::Superseded), run.ctx)
                 }
+                // A child refused before it ran (its function missing, say) has that
+                // refusal logged in its own step log, not only in its parent's: a peer of
+                // the parent that calls the child once the function exists then finds the
+                // refusal there, instead of running the child under a parent whose history
+                // says it never ran.
                 Err(e @ (Error::FunctionNotFound(_) | Error::InvalidArgument(_) | Error::TooLarge { .. }))
                     if !run.id.is_root() =>
                 {
