@@ -20,7 +20,6 @@ mod log;
 mod memory;
 mod observe;
 mod peers;
-mod read_only;
 mod report;
 mod soak;
 mod state;

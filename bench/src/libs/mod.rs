@@ -39,13 +39,10 @@
 //! tweets in its count as the clients made, and timelines of the length those counts
 //! give (all of them on PostgreSQL, a sample on Tally).
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use anyhow::{bail, ensure, Context as _};
+use anyhow::{ensure, Context as _};
 use serde_json::Value;
 use tally::dev::DevNode;
 use tally_runtime::Config;
@@ -55,10 +52,13 @@ use tokio_postgres::{IsolationLevel, Statement};
 
 use crate::http::Http;
 use crate::invoke::deploy_agent;
-use crate::peers::{Postgres, Redis, RedisConn, Resp};
+use crate::peers::Postgres;
 use crate::report::{micros, round_to, Latencies, Report};
 use crate::state::{connect, show, Rng};
 use crate::RunOptions;
+
+mod queue;
+mod read_only;
 
 struct Plan {
     /// Retwis users.
@@ -111,7 +111,7 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<()> {
         retwis(retwis_component, &plan, &mut report).await?;
     }
     if opts.runs("queue") {
-        queues(pipeline_component, &plan, &mut report).await?;
+        queue::queues(pipeline_component, &plan, &mut report).await?;
     }
     report.print_table();
     // The workflows print a table of their own, under this suite's name.
@@ -621,7 +621,7 @@ async fn retwis(component: Vec<u8>, plan: &Plan, report: &mut Report) -> anyhow:
     if let Some(Retwis::Tally { invoke_url, .. }) = targets.first() {
         let hello = std::fs::read(crate::invoke::guests().await?.join("hello.wasm")).context("reading hello.wasm")?;
         let hello_url = nodes[0].1.deploy("hello", hello, RETWIS_BOOK).await?;
-        crate::read_only::run(report, &hello_url, invoke_url, plan.users, plan.slice / 2, plan.slices).await?;
+        read_only::run(report, &hello_url, invoke_url, plan.users, plan.slice / 2, plan.slices).await?;
     }
     for (_, node) in nodes {
         node.node.shutdown().await;
@@ -631,310 +631,6 @@ async fn retwis(component: Vec<u8>, plan: &Plan, report: &mut Report) -> anyhow:
 }
 
 // --- Queues -------------------------------------------------------------------------
-
-/// The book of the queues on the dev node.
-const QUEUE_BOOK: u64 = 31;
-/// Producers and consumers: Boki Table 6's P:C of 1:4, 4:1 and 1:1.
-const QUEUE_SHAPES: [(usize, usize); 3] = [(4, 16), (16, 4), (8, 8)];
-const MESSAGE_BYTES: usize = 1024;
-/// Messages a producer invocation pushes, and a consumer invocation pops at most.
-const BATCH: u64 = 8;
-/// How long a consumer's pop waits for a message.
-const POP_TIMEOUT_MS: u64 = 100;
-
-/// What one run of producers and consumers on a fresh queue measured.
-#[derive(Default)]
-struct QueueSamples {
-    /// Delivery latencies of the messages consumed within the window.
-    latencies_us: Vec<u32>,
-    window: Duration,
-}
-
-/// What a consumer saw: latencies within the window, and the ID of every message.
-#[derive(Default)]
-struct Consumed {
-    latencies_us: Vec<u32>,
-    ids: Vec<String>,
-}
-
-#[derive(Clone, Copy)]
-enum QueueTarget {
-    Tally,
-    Redis,
-}
-
-impl QueueTarget {
-    fn name(self) -> &'static str {
-        match self {
-            QueueTarget::Tally => "tally",
-            QueueTarget::Redis => "redis",
-        }
-    }
-}
-
-async fn queues(component: Vec<u8>, plan: &Plan, report: &mut Report) -> anyhow::Result<()> {
-    let node = Node::start(true).await?;
-    let invoke_url = node.deploy("pipeline", component, QUEUE_BOOK).await?;
-    let redis = tokio::task::spawn_blocking(Redis::start).await?.context("starting Redis")?;
-    eprintln!("libs: queue: redis-server {} on {}, appendfsync always", redis.version, redis.addr);
-    let targets = [QueueTarget::Tally, QueueTarget::Redis];
-    for (producers, consumers) in QUEUE_SHAPES {
-        eprintln!(
-            "libs: queue P={producers} C={consumers}: {} interleaved runs of {} ms per target",
-            plan.slices,
-            plan.queue_window.as_millis()
-        );
-        let mut samples: Vec<QueueSamples> = targets.iter().map(|_| QueueSamples::default()).collect();
-        for round in 0..plan.slices as usize {
-            for k in 0..targets.len() {
-                let i = (round + k) % targets.len();
-                let queue = format!("q-p{producers}-c{consumers}-{round}");
-                let shape = Shape { producers, consumers, from: plan.slice_warmup, window: plan.queue_window };
-                let (produced, consumed) = match targets[i] {
-                    QueueTarget::Tally => shape.run(TallyQueue { invoke_url: invoke_url.clone(), queue: queue.clone() }).await?,
-                    QueueTarget::Redis => {
-                        let mut conn = RedisConn::connect(redis.addr).await?;
-                        conn.call(&[b"XGROUP", b"CREATE", queue.as_bytes(), b"g", b"$", b"MKSTREAM"]).await?;
-                        shape.run(RedisQueue { redis: redis.addr, stream: queue.clone() }).await?
-                    }
-                };
-                let mut ids = BTreeSet::new();
-                for c in &consumed {
-                    for id in &c.ids {
-                        ensure!(ids.insert(id), "{}: {queue}: message {id} delivered twice", targets[i].name());
-                    }
-                }
-                ensure!(
-                    ids.len() as u64 == produced,
-                    "{}: {queue}: {produced} messages produced, {} delivered",
-                    targets[i].name(),
-                    ids.len()
-                );
-                samples[i].latencies_us.extend(consumed.into_iter().flat_map(|c| c.latencies_us));
-                samples[i].window += plan.queue_window - plan.slice_warmup;
-            }
-        }
-        let case = |target: QueueTarget| format!("{} P={producers} C={consumers}", target.name());
-        for (target, samples) in targets.iter().zip(samples) {
-            let throughput = samples.latencies_us.len() as f64 / samples.window.as_secs_f64();
-            report.record(&case(*target), "queue_throughput", throughput.round(), "msgs/s")?;
-            let latencies = Latencies::new(samples.latencies_us);
-            crate::log::record_percentiles(
-                report,
-                &case(*target),
-                ["queue_delivery_latency_p50", "queue_delivery_latency_p99"],
-                &latencies,
-            )?;
-        }
-        let throughput = |target| report.value(&case(target), "queue_throughput").expect("recorded above");
-        let ratio = round_to(throughput(QueueTarget::Tally) / throughput(QueueTarget::Redis).max(1.0), 2);
-        report.record(&case(QueueTarget::Tally), "queue_vs_redis", ratio, "x")?;
-    }
-    eprintln!("libs: queue: every message of every run was delivered exactly once, on both");
-    node.node.shutdown().await;
-    drop(redis);
-    Ok(())
-}
-
-/// A queue the producers and consumers of a run share.
-trait Queue: Send + Sync + 'static {
-    /// A producer: pushes messages until `end`; how many.
-    fn produce(&self, producer: usize, end: Instant) -> impl std::future::Future<Output = anyhow::Result<u64>> + Send;
-    /// A consumer: pops until the queue is found empty after `stopped` (every producer
-    /// finished); what it popped, latencies counted for pops that end in `from..end`.
-    fn consume(
-        &self,
-        consumer: usize,
-        from: Instant,
-        end: Instant,
-        stopped: &AtomicBool,
-    ) -> impl std::future::Future<Output = anyhow::Result<Consumed>> + Send;
-}
-
-/// One run: how many producers and consumers, for how long.
-struct Shape {
-    producers: usize,
-    consumers: usize,
-    /// When counting starts, after the start.
-    from: Duration,
-    window: Duration,
-}
-
-impl Shape {
-    /// Runs the producers for the window and the consumers until the queue is drained,
-    /// each a task; what was produced and what each consumer consumed.
-    async fn run(&self, queue: impl Queue) -> anyhow::Result<(u64, Vec<Consumed>)> {
-        let queue = Arc::new(queue);
-        let start = Instant::now();
-        let (from, end) = (start + self.from, start + self.window);
-        let stopped = Arc::new(AtomicBool::new(false));
-        let mut consumers = JoinSet::new();
-        for c in 0..self.consumers {
-            let (queue, stopped) = (queue.clone(), stopped.clone());
-            consumers.spawn(async move { queue.consume(c, from, end, &stopped).await });
-        }
-        let mut producers = JoinSet::new();
-        for p in 0..self.producers {
-            let queue = queue.clone();
-            producers.spawn(async move { queue.produce(p, end).await });
-        }
-        let mut produced = 0;
-        while let Some(joined) = producers.join_next().await {
-            produced += joined.context("a producer panicked")??;
-        }
-        stopped.store(true, Ordering::SeqCst);
-        let mut consumed = Vec::new();
-        while let Some(joined) = consumers.join_next().await {
-            consumed.push(joined.context("a consumer panicked")??);
-        }
-        Ok((produced, consumed))
-    }
-}
-
-/// The pipeline example's `produce` and `consume` on one queue of the dev node.
-struct TallyQueue {
-    invoke_url: String,
-    queue: String,
-}
-
-impl Queue for TallyQueue {
-    async fn produce(&self, producer: usize, end: Instant) -> anyhow::Result<u64> {
-        let mut http = Http::new(&self.invoke_url)?;
-        let mut produced = 0;
-        let input = format!("produce {} {BATCH} {MESSAGE_BYTES}", self.queue);
-        while Instant::now() < end {
-            let key = format!("{}-p{producer}-{produced}", self.queue);
-            let answer = json(&invoke(&mut http, &input, Some(&key)).await?)?;
-            ensure!(answer["pushed"] == BATCH, "{input} answered {answer}");
-            produced += BATCH;
-        }
-        Ok(produced)
-    }
-
-    async fn consume(&self, consumer: usize, from: Instant, end: Instant, stopped: &AtomicBool) -> anyhow::Result<Consumed> {
-        let mut http = Http::new(&self.invoke_url)?;
-        let mut consumed = Consumed::default();
-        let input = format!("consume {} {BATCH} {POP_TIMEOUT_MS}", self.queue);
-        for n in 0.. {
-            let after_producers = stopped.load(Ordering::SeqCst);
-            let key = format!("{}-c{consumer}-{n}", self.queue);
-            let answer = json(&invoke(&mut http, &input, Some(&key)).await?)?;
-            let done = Instant::now();
-            let (ids, latencies) = (answer["ids"].as_array(), answer["latencies_us"].as_array());
-            let (Some(ids), Some(latencies)) = (ids, latencies) else { bail!("{input} answered {answer}") };
-            if (from..end).contains(&done) {
-                consumed
-                    .latencies_us
-                    .extend(latencies.iter().map(|l| l.as_u64().map_or(u32::MAX, |l| l.min(u32::MAX.into()) as u32)));
-            }
-            consumed.ids.extend(ids.iter().map(|id| id.as_str().unwrap_or_default().to_owned()));
-            if ids.is_empty() && after_producers {
-                break;
-            }
-        }
-        Ok(consumed)
-    }
-}
-
-/// A Redis stream with the consumer group `g`.
-struct RedisQueue {
-    redis: SocketAddr,
-    stream: String,
-}
-
-impl Queue for RedisQueue {
-    async fn produce(&self, producer: usize, end: Instant) -> anyhow::Result<u64> {
-        let mut conn = RedisConn::connect(self.redis).await?;
-        let mut produced = 0;
-        while Instant::now() < end {
-            // As the pipeline example's messages: push time, ID, hops, padding.
-            let mut message = format!("{} p{producer}:{produced} 0 ", now_us());
-            message.extend(std::iter::repeat_n('x', MESSAGE_BYTES.saturating_sub(message.len())));
-            let reply = conn.call(&[b"XADD", self.stream.as_bytes(), b"*", b"d", message.as_bytes()]).await?;
-            ensure!(matches!(reply, Resp::Bulk(Some(_))), "XADD answered {reply:?}");
-            produced += 1;
-        }
-        Ok(produced)
-    }
-
-    async fn consume(&self, consumer: usize, from: Instant, end: Instant, stopped: &AtomicBool) -> anyhow::Result<Consumed> {
-        let mut conn = RedisConn::connect(self.redis).await?;
-        let mut consumed = Consumed::default();
-        let (name, count, block) = (format!("c{consumer}"), BATCH.to_string(), POP_TIMEOUT_MS.to_string());
-        let stream = self.stream.as_bytes();
-        loop {
-            let after_producers = stopped.load(Ordering::SeqCst);
-            let reply = conn
-                .call(&[
-                    b"XREADGROUP",
-                    b"GROUP",
-                    b"g",
-                    name.as_bytes(),
-                    b"COUNT",
-                    count.as_bytes(),
-                    b"BLOCK",
-                    block.as_bytes(),
-                    b"STREAMS",
-                    stream,
-                    b">",
-                ])
-                .await?;
-            let popped_us = now_us();
-            let done = Instant::now();
-            let entries = stream_entries(reply)?;
-            if entries.is_empty() {
-                if after_producers {
-                    return Ok(consumed);
-                }
-                continue;
-            }
-            let mut ack: Vec<&[u8]> = vec![b"XACK", stream, b"g"];
-            for (entry_id, message) in &entries {
-                let text = std::str::from_utf8(message).context("a message that is not UTF-8")?;
-                let mut fields = text.splitn(3, ' ');
-                let pushed_us: u64 =
-                    fields.next().unwrap_or_default().parse().with_context(|| format!("a message {text:.40}"))?;
-                if (from..end).contains(&done) {
-                    consumed.latencies_us.push(u32::try_from(popped_us.saturating_sub(pushed_us)).unwrap_or(u32::MAX));
-                }
-                consumed.ids.push(fields.next().unwrap_or_default().to_owned());
-                ack.push(entry_id);
-            }
-            let acked = conn.call(&ack).await?;
-            ensure!(acked == Resp::Integer(entries.len() as i64), "XACK of {} entries answered {acked:?}", entries.len());
-        }
-    }
-}
-
-/// The (entry ID, field `d`) pairs of an XREADGROUP reply on one stream: nothing when
-/// the read timed out.
-fn stream_entries(reply: Resp) -> anyhow::Result<Vec<(Vec<u8>, Vec<u8>)>> {
-    let streams = match reply {
-        Resp::Array(None) => return Ok(Vec::new()),
-        Resp::Array(Some(streams)) => streams,
-        other => bail!("XREADGROUP answered {other:?}"),
-    };
-    let mut entries = Vec::new();
-    for stream in streams {
-        let Resp::Array(Some(mut pair)) = stream else { bail!("XREADGROUP answered a stream {stream:?}") };
-        let Some(Resp::Array(Some(list))) = pair.pop() else { bail!("XREADGROUP answered a stream without entries") };
-        for entry in list {
-            match entry {
-                Resp::Array(Some(entry)) => match <[Resp; 2]>::try_from(entry) {
-                    Ok([Resp::Bulk(Some(id)), Resp::Array(Some(fields))]) => match <[Resp; 2]>::try_from(fields) {
-                        Ok([_, Resp::Bulk(Some(data))]) => entries.push((id, data)),
-                        Ok(fields) => bail!("an entry with fields {fields:?}"),
-                        Err(fields) => bail!("an entry with fields {fields:?}"),
-                    },
-                    Ok(entry) => bail!("an entry {entry:?}"),
-                    Err(entry) => bail!("an entry {entry:?}"),
-                },
-                other => bail!("an entry {other:?}"),
-            }
-        }
-    }
-    Ok(entries)
-}
 
 #[cfg(test)]
 mod tests {
@@ -949,27 +645,5 @@ mod tests {
         assert_eq!(shares, [15, 30, 50, 5]);
         assert_eq!(Request::of_roll(0), Request::Login);
         assert_eq!(Request::of_roll(99), Request::Tweet);
-    }
-
-    fn bulk(text: &str) -> Resp {
-        Resp::Bulk(Some(text.as_bytes().to_vec()))
-    }
-
-    #[test]
-    fn stream_entries_reads_an_xreadgroup_reply() {
-        assert_eq!(stream_entries(Resp::Array(None)).unwrap(), Vec::new());
-        let entry = |id: &str, data: &str| Resp::Array(Some(vec![bulk(id), Resp::Array(Some(vec![bulk("d"), bulk(data)]))]));
-        let reply = Resp::Array(Some(vec![Resp::Array(Some(vec![
-            bulk("q"),
-            Resp::Array(Some(vec![entry("1-0", "10 p0:0 0 x"), entry("1-1", "11 p0:1 0 x")])),
-        ]))]));
-        let want = vec![(b"1-0".to_vec(), b"10 p0:0 0 x".to_vec()), (b"1-1".to_vec(), b"11 p0:1 0 x".to_vec())];
-        assert_eq!(stream_entries(reply).unwrap(), want);
-        assert!(stream_entries(Resp::Integer(1)).is_err());
-        let fieldless = Resp::Array(Some(vec![Resp::Array(Some(vec![
-            bulk("q"),
-            Resp::Array(Some(vec![Resp::Array(Some(vec![bulk("1-0")]))])),
-        ]))]));
-        assert!(stream_entries(fieldless).is_err());
     }
 }
