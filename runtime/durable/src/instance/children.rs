@@ -14,6 +14,28 @@
 use super::*;
 
 impl Instance {
+    /// Makes this instance a child called by a parent whose Init is deferred: it defers
+    /// its own, and stops with `Superseded` rather than log anything (`child_may_log`).
+    pub fn defer_under_parent(&mut self) {
+        self.under_deferred = true;
+    }
+
+    /// Whether it is a child under a deferred parent (`defer_under_parent`).
+    pub fn under_deferred(&self) -> bool {
+        self.under_deferred
+    }
+
+    /// Before anything this instance would log (its Init, a record, a refusal): a child
+    /// under a deferred parent logs nothing, and stops with `Superseded`; its parent logs
+    /// its own Init first and calls it again (`Attempt::call`), so that a child's records
+    /// come after its parent's Init, as they always do.
+    pub(super) fn child_may_log(&self) -> Result<(), Abort> {
+        match self.under_deferred {
+            true => Err(Abort::Superseded),
+            false => Ok(()),
+        }
+    }
+
     /// Before a child invocation of `function` with an input hashing to `input_sha256`:
     /// the logged outcome if an earlier execution finished it, otherwise the child's
     /// instance ID.

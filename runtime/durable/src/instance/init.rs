@@ -44,12 +44,8 @@ impl Instance {
             return Ok(Started::Running { version: self.version });
         }
         let mut fresh = false;
-        if self.input.is_some() && self.under_deferred {
-            // A child under a deferred parent logs nothing, its Init included
-            // (`snapshot.rs`): its parent logs its own first and calls it again.
-            return Err(Abort::Superseded);
-        }
         if let Some(input) = &self.input {
+            self.child_may_log()?;
             if input.len() > crate::PAYLOAD_MAX {
                 return Err(Abort::Refused(Error::TooLarge {
                     what: "the input of an exactly-once invocation",
@@ -199,9 +195,7 @@ impl Instance {
     /// Logs `outcome` as the whole history of a child refused before it ran, or finds
     /// what a peer logged first: that refusal, or the start of a real run.
     pub async fn refuse(&mut self, ctx: &mut Context, outcome: Outcome) -> Result<Started, Abort> {
-        if self.under_deferred {
-            return Err(Abort::Superseded);
-        }
+        self.child_may_log()?;
         let refused =
             Step::Refused(kind::Refused { id: self.id.clone(), function: self.function.clone(), outcome: outcome.clone() });
         let tags = [self.step_tag, INSTANCES];

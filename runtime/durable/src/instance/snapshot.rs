@@ -18,17 +18,6 @@
 use super::*;
 
 impl Instance {
-    /// Makes this instance a child called by a parent whose Init is deferred: it defers
-    /// its own, and stops with `Superseded` rather than log anything (`snapshot_allows`).
-    pub fn defer_under_parent(&mut self) {
-        self.under_deferred = true;
-    }
-
-    /// Whether it is a child under a deferred parent (`defer_under_parent`).
-    pub fn under_deferred(&self) -> bool {
-        self.under_deferred
-    }
-
     /// The position a log-free read of objects reads at: while the Init is deferred, the
     /// snapshot (taken at the first such read); otherwise the cursor, the Init logged
     /// first.
@@ -60,12 +49,7 @@ impl Instance {
     /// function's version is remembered and the attempt stops (`Superseded`: it runs
     /// again with its Init first).
     pub(super) fn snapshot_allows(&self, tail: Option<&Step>) -> Result<(), Abort> {
-        if self.under_deferred && self.deferred.is_some() {
-            // A child under a deferred parent logs nothing: the parent logs its own Init
-            // first and calls it again (`Attempt::call`), so that the child's records
-            // come after its parent's Init, as a child's always do.
-            return Err(Abort::Superseded);
-        }
+        self.child_may_log()?;
         if self.snapshot.is_none() || self.deferred.is_none() || matches!(tail, Some(Step::Result(kind::Result { .. }))) {
             return Ok(());
         }
