@@ -67,6 +67,10 @@ pub struct Durable {
     pub(crate) completing: Mutex<BTreeSet<(BookId, String)>>,
     /// Lock holders this node ran again for their waiters, and when (`locks.rs`).
     pub(crate) kicked: Mutex<HashMap<InstanceId, u64>>,
+    /// What this node has seen of transition logs (`switch.rs`): a status or a switch
+    /// reads from there, so it sees the node's own transitions even while the index
+    /// lags behind the acknowledged appends.
+    pub(crate) transitions_seen: Mutex<Context>,
     /// Set by [`Durable::stop`]: the background loops end at their next turn.
     stopped: AtomicBool,
 }
@@ -92,6 +96,7 @@ impl Durable {
             drivers: Default::default(),
             completing: Mutex::new(BTreeSet::new()),
             kicked: Mutex::new(HashMap::new()),
+            transitions_seen: Mutex::new(Context::new()),
             stopped: AtomicBool::new(false),
         });
         let invoker: Weak<dyn Invoker> = Arc::downgrade(&(durable.clone() as Arc<dyn Invoker>));

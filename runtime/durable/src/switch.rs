@@ -96,8 +96,10 @@ impl TableStatus {
 }
 
 impl Durable {
-    /// The transition log of `table` in `book`, whole (it is short).
+    /// The transition log of `table` in `book`, whole (it is short), with every
+    /// transition this node has seen in it.
     async fn history(&self, ctx: &mut Context, book: BookId, table: &str) -> Result<Vec<(u64, Transition)>, Error> {
+        ctx.merge(&self.transitions_seen.lock().expect("not poisoned"));
         let tag = self.core.tags.transition(table);
         let mut at = SeqNum(0);
         let mut out = Vec::new();
@@ -120,7 +122,9 @@ impl Durable {
         position: u64,
     ) -> Result<u64, Error> {
         let tag = self.core.tags.transition(table);
-        match self.core.log.cond_append(ctx, shadow(book), &[tag], record::encode(&t), tag, position).await {
+        let appended = self.core.log.cond_append(ctx, shadow(book), &[tag], record::encode(&t), tag, position).await;
+        self.transitions_seen.lock().expect("not poisoned").merge(ctx);
+        match appended {
             Ok(s) => Ok(s.0),
             Err(LogError::Conflict { .. }) => {
                 Err(Error::Conflict(format!("the protocol of {table:?} changed meanwhile; ask again")))

@@ -74,6 +74,8 @@ pub struct LogState {
     events: Vec<Event>,
     records: BTreeMap<SeqNum, (Vec<Tag>, Bytes)>,
     replicas: BTreeMap<usize, Replica>,
+    /// Nodes whose reads are held back, as a partial index's may be (`hold_reads`).
+    held: BTreeMap<usize, Held>,
     rng: Rng,
     pub faults: LogFaults,
     /// Requests failed on purpose, and trims ordered.
@@ -85,19 +87,32 @@ pub struct LogState {
 fn index_all(s: &LogState, mut placed: impl FnMut(SeqNum, &RecordMeta)) -> Index {
     let mut index = Index::new();
     for (position, event) in s.events.iter().enumerate() {
-        match event {
-            Event::Record { seqnum, meta } => {
-                let location = Location { shard: ShardId(0), local_id: position as u64 };
-                if let Placement::Placed = index.apply_record(*seqnum, location, meta) {
-                    placed(*seqnum, meta);
-                }
-            }
-            Event::Trim { book, tag, seqnum } => {
-                index.apply_trim(*book, *tag, *seqnum);
-            }
+        if let (Some(Placement::Placed), Event::Record { seqnum, meta }) = (apply_event(&mut index, position, event), event) {
+            placed(*seqnum, meta);
         }
     }
     index
+}
+
+/// Applies the event at `position` to `index`; a record's placement.
+fn apply_event(index: &mut Index, position: usize, event: &Event) -> Option<Placement> {
+    match event {
+        Event::Record { seqnum, meta } => {
+            let location = Location { shard: ShardId(0), local_id: position as u64 };
+            Some(index.apply_record(*seqnum, location, meta))
+        }
+        Event::Trim { book, tag, seqnum } => {
+            index.apply_trim(*book, *tag, *seqnum);
+            None
+        }
+    }
+}
+
+/// A node's reads held back (`SimLog::hold_reads`): an index at an older position,
+/// moved only as far as a reader's context demands.
+struct Held {
+    index: Index,
+    applied: usize,
 }
 
 /// The largest record (the engine's default `record_bytes_max`), which this log enforces
@@ -116,6 +131,7 @@ impl SimLog {
                 events: Vec::new(),
                 records: BTreeMap::new(),
                 replicas: BTreeMap::new(),
+                held: BTreeMap::new(),
                 rng: Rng::new(seed ^ 0x10c),
                 faults,
                 failures: 0,
@@ -129,6 +145,23 @@ impl SimLog {
         let mut s = self.state.lock().expect("not poisoned");
         let floor = s.events.len();
         s.replicas.insert(node, Replica::new(floor));
+        s.held.remove(&node);
+    }
+
+    /// From now on `node`'s reads are served at the position its replica has now, or at
+    /// the caller's context if that is later, however far the log goes on: what a node
+    /// in partial index mode may answer (its index tier lags behind the appends it
+    /// acknowledged). A caller that has not seen an append in its context may not see it.
+    #[cfg(test)]
+    pub fn hold_reads(&self, node: usize) {
+        let mut s = self.state.lock().expect("not poisoned");
+        let LogState { events, replicas, held, .. } = &mut *s;
+        let Some(r) = replicas.get(&node) else { return };
+        let mut index = Index::new();
+        for (position, event) in events.iter().enumerate().take(r.applied) {
+            apply_event(&mut index, position, event);
+        }
+        held.insert(node, Held { index, applied: r.applied });
     }
 
     /// The next offset of `book`'s stream `tag` in everything ordered so far.
@@ -176,15 +209,8 @@ impl SimLog {
             return;
         }
         for (position, event) in events.iter().enumerate().take(end).skip(r.applied) {
-            match event {
-                Event::Record { seqnum, meta, .. } => {
-                    let location = Location { shard: ShardId(0), local_id: position as u64 };
-                    let placement = r.index.apply_record(*seqnum, location, meta);
-                    r.placements.insert(position, placement);
-                }
-                Event::Trim { book, tag, seqnum } => {
-                    r.index.apply_trim(*book, *tag, *seqnum);
-                }
+            if let Some(placement) = apply_event(&mut r.index, position, event) {
+                r.placements.insert(position, placement);
             }
         }
         r.applied = end;
@@ -329,12 +355,22 @@ impl NodeLog {
         self.send().await?;
         let needed = position(ctx);
         Applied { log: self.log.clone(), node: self.node, needed }.await?;
-        let s = self.log.state.lock().expect("not poisoned");
-        let r = s.replicas.get(&self.node).ok_or(LogError::Stopped)?;
-        let found = if next { r.index.read_next(book, tag, at) } else { r.index.read_prev(book, tag, at) };
-        let served_at = r.applied;
+        let mut s = self.log.state.lock().expect("not poisoned");
+        let LogState { events, records, replicas, held, .. } = &mut *s;
+        let r = replicas.get(&self.node).ok_or(LogError::Stopped)?;
+        let (index, served_at) = match held.get_mut(&self.node) {
+            Some(h) => {
+                for (position, event) in events.iter().enumerate().take(needed).skip(h.applied) {
+                    apply_event(&mut h.index, position, event);
+                }
+                h.applied = h.applied.max(needed);
+                (&h.index, h.applied)
+            }
+            None => (&r.index, r.applied),
+        };
+        let found = if next { index.read_next(book, tag, at) } else { index.read_prev(book, tag, at) };
         let record = found.map(|f| {
-            let (tags, data) = s.records.get(&f.seqnum).cloned().expect("indexed records are stored");
+            let (tags, data) = records.get(&f.seqnum).cloned().expect("indexed records are stored");
             LogRecord { seqnum: f.seqnum, tags, data, aux: r.aux.get(&f.seqnum).cloned() }
         });
         drop(s);

@@ -86,6 +86,8 @@ impl Core {
     pub(crate) async fn register_table(&self, book: BookId, table: &str) -> Result<(), Abort> {
         let listing = record::encode(&TableRef { book: book.0, table: table.to_string() });
         self.log.append(&mut Context::new(), PLATFORM_BOOK, &[TABLES], listing).await?;
+        // Listed here too: this node's reads of TABLES may lag behind its appends.
+        self.tables.listing.lock().await.1.entry(book).or_default().insert(table.to_string());
         Ok(())
     }
 
