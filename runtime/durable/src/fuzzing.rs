@@ -40,7 +40,7 @@ pub fn sample_records() -> Vec<Vec<u8>> {
     out.extend(sample_states("nightly").iter().map(|s| record::encode(s).to_vec()));
     let aux = crate::objects::AuxView { committed: Some(true), views: vec![("o".into(), r#"{"a":[1]}"#.into())] };
     out.push(record::encode(&aux).to_vec());
-    out.push(record::encode(&crate::queues::ShardView { pending: 2, head: Some(5), popped: None }).to_vec());
+    out.push(crate::queues::ShardView { pending: 2, head: Some((5, 1)), popped: None }.encode().to_vec());
     let holder = crate::locks::LockView { tail: 3, holder: Some("h".into()), root: Some(crate::InstanceId::generated("00ff")) };
     out.push(record::encode(&holder).to_vec());
     out
@@ -122,7 +122,7 @@ pub fn decode_aux_view(bytes: &[u8]) -> Result<Vec<u8>> {
 }
 
 pub fn decode_queue_view(bytes: &[u8]) -> Result<Vec<u8>> {
-    Ok(record::encode(&record::decode::<crate::queues::ShardView>("queue view", bytes)?).to_vec())
+    Ok(crate::queues::ShardView::decode(bytes)?.encode().to_vec())
 }
 
 pub fn decode_lock_view(bytes: &[u8]) -> Result<Vec<u8>> {

@@ -412,6 +412,8 @@ impl Stream {
             Step::LockTry(kind::LockTry { lock, .. }) | Step::LockRelease(kind::LockRelease { lock, .. }) => {
                 vec![Stream::Lock(lock.clone())]
             }
+            // Small pushes ride a record of their pusher's step log.
+            Step::Group(kind::Group { steps }) => steps.iter().flat_map(Stream::of).collect(),
             _ => Vec::new(),
         }
     }
@@ -436,8 +438,8 @@ impl Stream {
             Stream::Shard(q, s) => {
                 let view = crate::queues::shard_at(&d.core, ctx, book, q, *s, x).await?;
                 // A pop takes the oldest pending push, and finds the next one after it.
-                let below = view.head.map_or(x + 1, |head| head.min(x + 1));
-                Ok((record::encode(&crate::queues::ShardView { popped: None, ..view }), below))
+                let below = view.head.map_or(x + 1, |(head, _)| head.min(x + 1));
+                Ok((crate::queues::ShardView { popped: None, ..view }.encode(), below))
             }
             Stream::Lock(l) => Ok((record::encode(&crate::locks::lock_at(&d.core, ctx, book, l, x).await?), x + 1)),
         }

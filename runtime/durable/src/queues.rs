@@ -11,6 +11,13 @@
 //!   pops get:                      a            b   c   (none)
 //! ```
 //!
+//! A push whose message is small (at most `PUT_INLINE_MAX`) is pending like a
+//! read-optimized write (`instance/steps.rs`): it rides the instance's next record, so a
+//! record may hold several pushes (a [`Step::Group`]), and a push is named by its
+//! record's seqnum and its place among that record's pushes to the shard ([`PushAt`]).
+//! A producer of eight messages appends one record for all of them, not sixteen (each
+//! push and the clock reading before it).
+//!
 //! An instance pushes to one shard (a hash of its ID), so one invocation's messages
 //! stay in order; a popper looks at its own shard first and then at the others, and
 //! appends a pop only where it saw a message (or when its wait is up), so consumers
@@ -53,19 +60,87 @@ pub(crate) fn wake_key(book: BookId, queue: &str) -> String {
     format!("queue/{}/{queue}", book.0)
 }
 
-/// A shard after one of its records: how many pushes no pop got yet, the seqnum of the
-/// oldest of them, and what that record popped (for a pop). Cached in the record's aux
-/// data; its size does not grow with the backlog (the next push after the head is
-/// found in the stream when a pop takes the head).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// Where a push is: the seqnum of its record, and its place among that record's
+/// pushes to the shard.
+pub type PushAt = (u64, u32);
+
+/// A shard after one of its records: how many pushes no pop got yet, the oldest of
+/// them, and what that record popped (for a pop). Cached in the record's aux data; its
+/// size does not grow with the backlog (the next push after the head is found in the
+/// stream when a pop takes the head).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ShardView {
     pub pending: u64,
-    pub head: Option<u64>,
-    pub popped: Option<u64>,
+    pub head: Option<PushAt>,
+    pub popped: Option<PushAt>,
+}
+
+/// A view as aux data and checkpoints hold it: the first three fields are the format
+/// of views written before records held several pushes, which decode with places 0.
+#[derive(Serialize, Deserialize)]
+struct ViewWire {
+    pending: u64,
+    head: Option<u64>,
+    popped: Option<u64>,
+    head_place: u32,
+    popped_place: u32,
+}
+
+#[derive(Deserialize)]
+struct ViewWireV1 {
+    pending: u64,
+    head: Option<u64>,
+    popped: Option<u64>,
+}
+
+impl ShardView {
+    pub fn encode(&self) -> Bytes {
+        record::encode(&ViewWire {
+            pending: self.pending,
+            head: self.head.map(|h| h.0),
+            popped: self.popped.map(|p| p.0),
+            head_place: self.head.map_or(0, |h| h.1),
+            popped_place: self.popped.map_or(0, |p| p.1),
+        })
+    }
+
+    /// A view [`ShardView::encode`] wrote, or one of the earlier format (a strict
+    /// prefix of it, so never mistaken for it).
+    pub fn decode(bytes: &[u8]) -> Result<ShardView, Error> {
+        match record::decode::<ViewWire>("queue view", bytes) {
+            Ok(w) => Ok(ShardView {
+                pending: w.pending,
+                head: w.head.map(|h| (h, w.head_place)),
+                popped: w.popped.map(|p| (p, w.popped_place)),
+            }),
+            Err(e) => match record::decode::<ViewWireV1>("queue view", bytes) {
+                Ok(w) => Ok(ShardView { pending: w.pending, head: w.head.map(|h| (h, 0)), popped: w.popped.map(|p| (p, 0)) }),
+                Err(_) => Err(e),
+            },
+        }
+    }
 }
 
 fn concerns(step: &Step, queue: &str, shard: u64) -> bool {
     matches!(step, Step::QueuePush(kind::QueuePush { queue: q, shard: s, .. }) | Step::QueuePop(kind::QueuePop { queue: q, shard: s, .. }) if q == queue && *s == shard)
+}
+
+/// The pushes to and pops of the shard that a record's step holds, in order (a group
+/// may hold several pushes).
+fn shard_steps<'a>(step: &'a Step, queue: &'a str, shard: u64) -> impl Iterator<Item = &'a Step> + 'a {
+    let steps = match step {
+        Step::Group(kind::Group { steps }) => &steps[..],
+        one => std::slice::from_ref(one),
+    };
+    steps.iter().filter(move |s| concerns(s, queue, shard))
+}
+
+/// The messages of the pushes to the shard that a record's step holds, in order.
+fn pushes<'a>(step: &'a Step, queue: &'a str, shard: u64) -> impl Iterator<Item = &'a Bytes> + 'a {
+    shard_steps(step, queue, shard).filter_map(|s| match s {
+        Step::QueuePush(kind::QueuePush { message, .. }) => Some(message),
+        _ => None,
+    })
 }
 
 /// The shard after its last record at or below `at`.
@@ -78,79 +153,87 @@ pub(crate) async fn shard_at(
     at: u64,
 ) -> Result<ShardView, Abort> {
     let tag = core.tags.queue_shard(queue, shard);
-    let cached = |a: &[u8]| record::decode::<ShardView>("queue view", a).ok();
-    let (base, mut newer) = replay::since_view(core, ctx, book, tag, at, |s| concerns(s, queue, shard), cached, false).await?;
+    let cached = |a: &[u8]| ShardView::decode(a).ok();
+    let relevant = |s: &Step| shard_steps(s, queue, shard).next().is_some();
+    let (base, mut newer) = replay::since_view(core, ctx, book, tag, at, relevant, cached, false).await?;
     let mut view = base.unwrap_or_default();
     let mut newest = None;
     while let Some((r, step)) = newer.next(core, ctx, book).await? {
         view.popped = None;
-        match step {
-            Step::QueuePush(kind::QueuePush { .. }) => {
-                view.head = view.head.or(Some(r.seqnum.0));
-                view.pending += 1;
+        let mut place = 0;
+        for step in shard_steps(&step, queue, shard) {
+            match step {
+                Step::QueuePush(kind::QueuePush { .. }) => {
+                    view.head = view.head.or(Some((r.seqnum.0, place)));
+                    view.pending += 1;
+                    place += 1;
+                }
+                Step::QueuePop(kind::QueuePop { .. }) if view.pending > 0 => {
+                    let head = view.head.ok_or_else(|| Abort::internal(format!("shard {shard} of {queue:?} has no head")))?;
+                    view.popped = Some(head);
+                    view.pending -= 1;
+                    view.head = match view.pending {
+                        0 => None,
+                        _ => Some(push_after(core, ctx, book, queue, shard, head, r.seqnum.0).await?),
+                    };
+                }
+                _ => {}
             }
-            Step::QueuePop(kind::QueuePop { .. }) if view.pending > 0 => {
-                let head = view.head.ok_or_else(|| Abort::internal(format!("shard {shard} of {queue:?} has no head")))?;
-                view.popped = Some(head);
-                view.pending -= 1;
-                view.head = match view.pending {
-                    0 => None,
-                    _ => Some(push_after(core, ctx, book, queue, shard, head, r.seqnum.0).await?),
-                };
-            }
-            Step::QueuePop(kind::QueuePop { .. }) => {}
-            _ => unreachable!("only the shard's records are kept"),
         }
         newest = Some(r.seqnum);
     }
     if let Some(seqnum) = newest {
-        replay::cache(core, ctx, book, seqnum, record::encode(&view)).await;
+        replay::cache(core, ctx, book, seqnum, view.encode()).await;
     }
     Ok(view)
 }
 
-/// The first push of the shard after `head` and before `before` (there is one: a push
-/// is pending).
+/// The first push of the shard after `head`, at or before seqnum `through` (there is
+/// one: a push is pending).
 async fn push_after(
     core: &Core,
     ctx: &mut Context,
     book: BookId,
     queue: &str,
     shard: u64,
-    head: u64,
-    before: u64,
-) -> Result<u64, Abort> {
+    head: PushAt,
+    through: u64,
+) -> Result<PushAt, Abort> {
     let tag = core.tags.queue_shard(queue, shard);
-    let mut at = head.saturating_add(1);
+    let mut at = head.0;
     while let Some(r) = core.log.read_next(ctx, shadow(book), tag, SeqNum(at)).await? {
-        if r.seqnum.0 >= before {
+        if r.seqnum.0 > through {
             break;
         }
-        if let Step::QueuePush(kind::QueuePush { queue: q, shard: s, .. }) = record::decode::<Step>("step", &r.data)? {
-            if q == queue && s == shard {
-                return Ok(r.seqnum.0);
-            }
+        let step = record::decode::<Step>("step", &r.data)?;
+        let first = if r.seqnum.0 == head.0 { head.1.saturating_add(1) } else { 0 };
+        if (first as usize) < pushes(&step, queue, shard).count() {
+            return Ok((r.seqnum.0, first));
         }
-        at = r.seqnum.0.saturating_add(1);
+        match r.seqnum.0.checked_add(1) {
+            Some(next) => at = next,
+            None => break,
+        }
     }
-    Err(Abort::internal(format!("shard {shard} of {queue:?} counts a pending push after {head} that is not there")))
+    Err(Abort::internal(format!("shard {shard} of {queue:?} counts a pending push after {head:?} that is not there")))
 }
 
-/// The message of the push at `seqnum` of the shard.
+/// The message of the push at `at` of the shard.
 pub(crate) async fn message_at(
     core: &Core,
     ctx: &mut Context,
     book: BookId,
     queue: &str,
     shard: u64,
-    seqnum: u64,
+    at: PushAt,
 ) -> Result<Bytes, Abort> {
     let tag = core.tags.queue_shard(queue, shard);
-    match core.log.read_next(ctx, shadow(book), tag, SeqNum(seqnum)).await? {
-        Some(r) if r.seqnum.0 == seqnum => match record::decode::<Step>("step", &r.data)? {
-            Step::QueuePush(kind::QueuePush { message, .. }) => Ok(message),
-            other => Err(Abort::internal(format!("a pop got a {}, not a push", other.describe()))),
-        },
-        _ => Err(Abort::internal(format!("the push at {seqnum} of queue {queue:?} is gone"))),
+    match core.log.read_next(ctx, shadow(book), tag, SeqNum(at.0)).await? {
+        Some(r) if r.seqnum.0 == at.0 => {
+            let step = record::decode::<Step>("step", &r.data)?;
+            let message = pushes(&step, queue, shard).nth(at.1 as usize).cloned();
+            message.ok_or_else(|| Abort::internal(format!("a pop got {at:?} of queue {queue:?}, which holds no such push")))
+        }
+        _ => Err(Abort::internal(format!("the push at {at:?} of queue {queue:?} is gone"))),
     }
 }

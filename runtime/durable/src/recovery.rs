@@ -258,8 +258,19 @@ impl BookScan {
             }
             self.sleeping_untracked.remove(&tag);
             let last = d.core.log.read_prev(&mut self.ctx, shadow(book), tag, SeqNum::MAX).await?;
+            // Finished as of the scan's position: a result past it leaves the root open
+            // until `read` reaches it. (Taken for finished, the root no longer held the
+            // horizon below its Init, and garbage collection, which knows the commits
+            // only up to the scan's position, trimmed objects' records that a commit of
+            // the root made after it still had to be decided against: the simulator
+            // found a read-only transaction reading an aborted commit's writes.)
+            let last_at = last.as_ref().map_or(0, |l| l.seqnum.0);
             let last = last.map(|l| record::decode_last("step", &l.data));
-            let finished = matches!(last, None | Some(Ok(Step::Result(kind::Result { .. }))));
+            let finished = match &last {
+                None => true,
+                Some(Ok(Step::Result(_))) => last_at < self.next,
+                Some(_) => false,
+            };
             if !finished {
                 let seen_ms = d.core.clock.now_ms();
                 let wake_ms = match last {

@@ -188,23 +188,25 @@ impl TagKey {
     }
 
     /// The step log that a record of the INSTANCES stream (with `tags`, holding `step`)
-    /// is a step of: its one derived tag, besides the object streams of the writes a
-    /// [`Step::Group`] holds. (A record of no step log, such as a retry, gives its own
-    /// stream.)
+    /// is a step of: its one derived tag, besides the object streams of the writes and
+    /// the queue shards of the pushes a [`Step::Group`] holds. (A record of no step log,
+    /// such as a retry, gives its own stream.)
     pub fn step_log_of(&self, tags: &[Tag], step: &Step) -> Option<Tag> {
-        let objects: Vec<Tag> = match step {
-            Step::Group(kind::Group { steps }) => steps
-                .iter()
-                .filter_map(|s| match s {
-                    Step::Write(kind::Write { table, key, .. }) | Step::Put(kind::Put { table, key, .. }) => {
-                        Some(self.object(table, key))
-                    }
-                    _ => None,
-                })
-                .collect(),
-            _ => Vec::new(),
+        let steps = match step {
+            Step::Group(kind::Group { steps }) => &steps[..],
+            one => std::slice::from_ref(one),
         };
-        tags.iter().copied().find(|t| t.is_reserved() && t.0 & DERIVED_BIT != 0 && !objects.contains(t))
+        let others: Vec<Tag> = steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Write(kind::Write { table, key, .. }) | Step::Put(kind::Put { table, key, .. }) => {
+                    Some(self.object(table, key))
+                }
+                Step::QueuePush(kind::QueuePush { queue, shard, .. }) => Some(self.queue_shard(queue, *shard)),
+                _ => None,
+            })
+            .collect();
+        tags.iter().copied().find(|t| t.is_reserved() && t.0 & DERIVED_BIT != 0 && !others.contains(t))
     }
 
     /// The transition log of a table.
@@ -312,7 +314,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_step_log_of_a_group_is_its_derived_tag_that_no_write_names() {
+    fn the_step_log_of_a_group_is_its_derived_tag_that_no_write_or_push_names() {
         use bytes::Bytes;
         let key = TagKey::new([7; 32]);
         let id = InstanceId::generated("00ff");
@@ -328,6 +330,14 @@ mod tests {
         tags.sort_unstable();
         assert_eq!(key.step_log_of(&tags, &group), Some(step));
         assert_eq!(key.step_log_of(&[INSTANCES, APPENDED, step], &result), Some(step));
+        // A queue shard that sorts first, which a group's push names (the simulator found
+        // garbage collection trimming such a shard as the step log, and its pushes with it).
+        let queue = (0u32..).map(|n| format!("q{n}")).find(|q| key.queue_shard(q, 1) < step).expect("one sorts first");
+        let push = Step::QueuePush(kind::QueuePush { queue: queue.clone(), shard: 1, message: Bytes::new() });
+        let group = Step::Group(kind::Group { steps: vec![push, result] });
+        let mut tags = vec![step, key.queue_shard(&queue, 1), INSTANCES];
+        tags.sort_unstable();
+        assert_eq!(key.step_log_of(&tags, &group), Some(step));
     }
 
     #[test]

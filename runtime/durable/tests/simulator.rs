@@ -87,7 +87,9 @@ fn seeds_that_found_bugs_still_hold() {
         run_seeds(seed, 1, &harsh).unwrap_or_else(|v| panic!("{v}"));
     }
     let alone = SimOptions { nodes: 1, ..SimOptions::default() };
-    for seed in [140_039, 40_241] {
+    for seed in [140_039, 40_241, 40_590] {
         run_seeds(seed, 1, &alone).unwrap_or_else(|v| panic!("{v}"));
     }
+    let crowded = SimOptions { clients: 8, ..SimOptions::default() };
+    run_seeds(60_142, 1, &crowded).unwrap_or_else(|v| panic!("{v}"));
 }

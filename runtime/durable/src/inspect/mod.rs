@@ -67,7 +67,7 @@ impl Libraries<'_> {
         let mut out = Vec::new();
         for shard in 0..queues::SHARDS {
             let view = queues::shard_at(d, ctx, book, queue, shard, at).await.map_err(|a| a.into_error())?;
-            out.push(ShardStatus { shard, pending: view.pending, oldest: view.head });
+            out.push(ShardStatus { shard, pending: view.pending, oldest: view.head.map(|(seqnum, _)| seqnum) });
         }
         Ok(out)
     }

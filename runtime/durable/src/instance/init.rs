@@ -15,10 +15,11 @@
 //! read-only invocation is one append instead of two, and a re-execution takes the
 //! recorded reads. Reads of objects and read-only transactions read at a snapshot
 //! instead (`snapshot.rs`), reads of the guest's book are recorded readings that wait
-//! with it, and calls run their children deferred too (`children.rs`). Every other
-//! operation (appends to the guest's log, object writes, queues, locks, sleeps,
-//! promises), a write of a logged table, a table being switched and a read of a value
-//! stored as its version log the Init first, and so does a trap (`log_init_alone`), so
+//! with it, small queue pushes wait with it as writes do (`queues.rs`), and calls run
+//! their children deferred too (`children.rs`). Every other operation (appends to the
+//! guest's log, object writes, pops, large pushes, locks, sleeps, promises), a write of
+//! a logged table, a table being switched and a read of a value stored as its version
+//! log the Init first, and so does a trap (`log_init_alone`), so
 //! that the attempt is retried as one that started. The
 //! conditions of the first record (`begin`) keep a switch that began since the instance
 //! looked from seeing it start after its Begin while it ran the old protocol; a failed

@@ -6,11 +6,11 @@
 //!   append at the next offset of `step(id)`, so peer instances of one invocation (a
 //!   retry racing a re-execution, two nodes) agree on every step: the loser of a race
 //!   adopts the winner's record, values included. A record holds one step, or a
-//!   [`Step::Group`] of consecutive ones: read-optimized writes taken since the last
-//!   record (pending: nothing outside the instance sees them before that record, and
-//!   every other operation logs them first) and the step that logs them. A pending
-//!   step that a peer's record does not hold exactly, at its place, stops the
-//!   execution, since its guest went on from it.
+//!   [`Step::Group`] of consecutive ones: read-optimized writes and small queue pushes
+//!   taken since the last record (pending: nothing outside the instance sees them
+//!   before that record, and every other operation logs them first) and the step that
+//!   logs them. A pending step that a peer's record does not hold exactly, at its
+//!   place, stops the execution, since its guest went on from it.
 //! - A re-execution takes every step it reaches from the log instead of doing it again;
 //!   a recorded step that is not the operation asked for now (another kind, table, key,
 //!   callee or input) is non-determinism and ends the attempt with a clear error.
@@ -165,8 +165,8 @@ pub enum Effective {
 /// pending steps, of which a record holds `PENDING_MAX` (the assertions below).
 const DEFER_INPUT_MAX: usize = record::PUT_INLINE_MAX;
 
-/// Steps (read-optimized writes, and the clock readings before a result) an instance
-/// takes before it logs them (see `Instance::put`).
+/// Steps (read-optimized writes, small queue pushes, and the clock readings before a
+/// result) an instance takes before it logs them (see `Instance::put`).
 const PENDING_MAX: usize = 32;
 /// The bytes of values and readings it holds at most before it logs them.
 const PENDING_BYTES_MAX: usize = 1 << 20;
@@ -174,8 +174,12 @@ const PENDING_BYTES_MAX: usize = 1 << 20;
 /// the most bytes of pending readings: a group stays well inside a record.
 const PENDING_READINGS_MAX: usize = 64 << 10;
 const PENDING_READINGS_TOTAL_MAX: usize = 256 << 10;
-// A group's tags: the step log's, one per write, and a result's INSTANCES and APPENDED.
-const _: () = assert!(PENDING_MAX + 3 <= crate::env::TAGS_MAX);
+// A group's tags: the step log's, one per write or push, a result's INSTANCES and
+// APPENDED, and LIBRARIES.
+const _: () = assert!(PENDING_MAX + 4 <= crate::env::TAGS_MAX);
+// A pending push (a queue name and a message of at most `PUT_INLINE_MAX`) takes no more
+// of a record than a pending write.
+const _: () = assert!(crate::queues::QUEUE_NAME_MAX <= crate::KEY_MAX);
 // The pending steps' part of a record: writes that carry their values (a table name is
 // at most 64 bytes; 64 more for framing) and readings, inside a record.
 const _: () =
@@ -189,8 +193,8 @@ struct Recorded {
     step: Step,
 }
 
-/// A step taken and not logged yet: a read-optimized write, or the clock readings
-/// before the result.
+/// A step taken and not logged yet: a read-optimized write, a small queue push, or the
+/// clock readings before the result.
 struct Pending {
     step: Step,
     /// What a write stores; `None` for readings.

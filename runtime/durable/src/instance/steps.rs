@@ -216,7 +216,8 @@ impl Instance {
     /// Whether `step`, a reading (clocks, a logged read), may wait in the pending steps
     /// for the next record: small enough, with the readings already waiting.
     pub(super) fn readings_fit<K: Kind + serde::Serialize>(&self, step: &K) -> bool {
-        let pending: usize = self.pending.iter().filter(|p| p.write.is_none()).map(|p| p.record_bytes).sum();
+        let pending: usize =
+            self.pending.iter().filter(|p| p.write.is_none() && !p.step.is_taken()).map(|p| p.record_bytes).sum();
         let bytes = record::step_len(step);
         bytes <= PENDING_READINGS_MAX && pending + bytes <= PENDING_READINGS_TOTAL_MAX
     }
@@ -281,13 +282,14 @@ impl Instance {
                 tags.push(INSTANCES);
             }
             tags.extend(self.pending.iter().filter_map(|p| p.write.as_ref()).map(|w| w.object));
+            tags.extend(self.pending.iter().filter_map(|p| self.pushed_to(&p.step)));
             let mut steps: Vec<Step> = self.pending.iter().map(|p| p.step.clone()).collect();
             if let Some((step, extra)) = &tail {
                 tags.extend_from_slice(extra);
-                if step.is_library() {
-                    tags.push(crate::tags::LIBRARIES);
-                }
                 steps.push(step.clone());
+            }
+            if steps.iter().any(Step::is_library) {
+                tags.push(crate::tags::LIBRARIES);
             }
             tags.sort_unstable();
             tags.dedup();
@@ -308,6 +310,11 @@ impl Instance {
             match appended {
                 Ok(s) => {
                     self.records += 1;
+                    for p in &self.pending {
+                        if let Step::QueuePush(kind::QueuePush { queue, .. }) = &p.step {
+                            self.core.completions.notify(&crate::queues::wake_key(self.book, queue));
+                        }
+                    }
                     for mut p in std::mem::take(&mut self.pending) {
                         p.step.shed();
                         self.steps.push(Recorded { seqnum: s.0, step: p.step });
@@ -364,6 +371,14 @@ impl Instance {
                 Err(LogError::Conflict { holder: None }) => return Err(Abort::Superseded),
                 Err(e) => return Err(e.into()),
             }
+        }
+    }
+
+    /// The stream of the queue shard a pending push goes to.
+    fn pushed_to(&self, step: &Step) -> Option<Tag> {
+        match step {
+            Step::QueuePush(kind::QueuePush { queue, shard, .. }) => Some(self.core.tags.queue_shard(queue, *shard)),
+            _ => None,
         }
     }
 

@@ -372,8 +372,14 @@ impl Step {
     /// only (clock readings, a cancellation) or the result, never one of a library's
     /// stream, so that only step-log, write-log and INSTANCES readers meet groups.
     pub fn ends_group(&self) -> bool {
-        self.is_taken_write()
-            || matches!(self, Step::Clocks(kind::Clocks { .. }) | Step::Cancelled | Step::Result(kind::Result { .. }))
+        self.is_taken() || matches!(self, Step::Clocks(kind::Clocks { .. }) | Step::Cancelled | Step::Result(kind::Result { .. }))
+    }
+
+    /// Whether the step is one an instance takes without logging it at once, to ride its
+    /// next record: a read-optimized write, or a push (a small one is taken; a large one
+    /// is logged at once, and may end a group as well).
+    pub fn is_taken(&self) -> bool {
+        self.is_taken_write() || matches!(self, Step::QueuePush(kind::QueuePush { .. }))
     }
 
     /// Whether the step is a read-optimized write of a step log, which an instance takes
@@ -435,7 +441,7 @@ pub fn decode_steps(what: &str, bytes: &[u8]) -> Result<Step, Error> {
         let read = |t: &Step| matches!(t, Step::Read(kind::Read { .. }) | Step::Invoke(kind::Invoke { .. }));
         let well_formed = rest.split_last().is_some_and(|(last, taken)| {
             (last.ends_group() || read(last))
-                && taken.iter().all(|t| t.is_taken_write() || matches!(t, Step::Clocks(kind::Clocks { .. })) || read(t))
+                && taken.iter().all(|t| t.is_taken() || matches!(t, Step::Clocks(kind::Clocks { .. })) || read(t))
         });
         if !well_formed {
             return Err(Error::Internal(format!("a {what} record holds a malformed group of {} steps", steps.len())));

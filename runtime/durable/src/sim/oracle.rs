@@ -406,6 +406,14 @@ impl Oracle {
                 if (x.version != e.version || x.function != e.function) && deferred_stop(x) {
                     continue;
                 }
+                // A child under a deferred parent logged nothing; if the parent handed
+                // back and ran again logged, it called the child anew, maybe under
+                // another ID (the deferred parent's reads were steps, the logged one's
+                // are not), which draws other random numbers. What such an execution
+                // returned reaches the log only as its parent's observation of the call.
+                if x.under_deferred {
+                    continue;
+                }
                 self.executions_checked += 1;
                 if x.version != e.version || x.function != e.function {
                     return Err(format!(

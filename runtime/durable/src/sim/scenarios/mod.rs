@@ -16,6 +16,7 @@
 
 mod alone;
 mod invocations;
+mod queues;
 mod reexecution;
 mod schedules;
 mod snapshots;

@@ -1,0 +1,92 @@
+//! Scenarios of queues: what records a producer's pushes ride, and what pops get from
+//! records that hold several pushes.
+
+use bytes::Bytes;
+
+use crate::record::kind;
+use crate::record::Step;
+
+use super::{config, guest, keyed, unkeyed, Limits, World};
+
+/// A producer of several small messages appends one record for all of them (with its
+/// result), not one per push and per clock reading; consumers pop them once each, in
+/// order, from that record, across records, and after garbage collection.
+/// Deploys `producer` (input "NAME N": pushes NAME.0 .. NAME.N-1 to "q", reading the
+/// clock before each) and `consumer` (pops "q" until it is empty; returns what it got).
+fn deploy(w: &mut World) {
+    let producer = guest(|a| {
+        Box::pin(async move {
+            let input = String::from_utf8(a.input.to_vec()).unwrap();
+            let (name, n) = input.split_once(' ').unwrap();
+            for j in 0..n.parse().unwrap() {
+                a.wall_clock_ns(j);
+                a.queue_push("q", Bytes::from(format!("{name}.{j}"))).await?;
+            }
+            Ok(b"ok".to_vec())
+        })
+    });
+    let consumer = guest(|a| {
+        Box::pin(async move {
+            let mut got = Vec::new();
+            while let Some(m) = a.queue_pop("q", 0).await? {
+                got.push(String::from_utf8(m.to_vec()).unwrap());
+            }
+            Ok(got.join(",").into_bytes())
+        })
+    });
+    w.deploy("producer", Limits::default(), producer);
+    w.deploy("consumer", Limits::default(), consumer);
+}
+
+/// The records of every shard of "q".
+fn shard_records(w: &mut World, d: &std::sync::Arc<crate::Durable>) -> Vec<Vec<Step>> {
+    (0..crate::queues::SHARDS).map(|s| w.stream(d, d.core.tags.queue_shard("q", s))).collect()
+}
+
+#[test]
+fn small_pushes_ride_one_record_and_pop_once_in_order() {
+    let mut w = World::new(config());
+    let d = w.start(0);
+    deploy(&mut w);
+    assert_eq!(w.invoke(&d, keyed("producer", "p1", "p1 3")).as_deref(), Ok("ok"));
+    assert_eq!(w.invoke(&d, keyed("producer", "p2", "p2 2")).as_deref(), Ok("ok"));
+    // Each producer's pushes share one shard (its ID's); one record of its step log
+    // holds them all, with the clock readings and the result.
+    let shards = shard_records(&mut w, &d);
+    let records: Vec<&Step> = shards.iter().flatten().collect();
+    assert_eq!(records.len(), 2, "one record per producer");
+    for step in records {
+        let steps = step.clone().into_steps();
+        let pushed = steps.iter().filter(|s| matches!(s, Step::QueuePush(kind::QueuePush { .. }))).count();
+        assert!(pushed == 3 || pushed == 2, "{steps:?}");
+        assert!(matches!(steps.last(), Some(Step::Result(kind::Result { .. }))), "{steps:?}");
+    }
+    let got = w.invoke(&d, keyed("consumer", "c1", "")).expect("popped");
+    let got: Vec<&str> = got.split(',').collect();
+    for (name, n) in [("p1", 3), ("p2", 2)] {
+        let mine: Vec<String> = got.iter().filter(|m| m.starts_with(name)).map(|m| m.to_string()).collect();
+        let pushed: Vec<String> = (0..n).map(|j| format!("{name}.{j}")).collect();
+        assert_eq!(mine, pushed, "{name}'s messages once each, in order: {got:?}");
+    }
+    assert_eq!(got.len(), 5, "{got:?}");
+    assert_eq!(w.invoke(&d, keyed("consumer", "c2", "")).as_deref(), Ok(""), "nothing is popped twice");
+}
+
+/// On a node alone, an invocation without a key defers its Init to that record too: a
+/// producer of three messages is one append, which consumers pop from.
+#[test]
+fn a_lazily_started_producer_on_a_node_alone_is_one_record() {
+    let mut w = World::new(config());
+    let d = w.start_alone(0);
+    deploy(&mut w);
+    // The book's first invocation lists it (an append of its own).
+    w.put(&d, "ro", "k", "v");
+    let appends = w.log.state.lock().unwrap().appends;
+    assert_eq!(w.invoke(&d, unkeyed("producer", "p 3")).as_deref(), Ok("ok"));
+    assert_eq!(w.log.state.lock().unwrap().appends - appends, 1, "one append");
+    let records: Vec<Step> = shard_records(&mut w, &d).into_iter().flatten().collect();
+    let [record] = &records[..] else { panic!("{records:?}") };
+    let steps = record.clone().into_steps();
+    assert!(steps.first().is_some_and(Step::is_init) && matches!(steps.last(), Some(Step::Result(_))), "{steps:?}");
+    assert_eq!(w.invoke(&d, unkeyed("consumer", "")).as_deref(), Ok("p.0,p.1,p.2"));
+}
