@@ -42,7 +42,9 @@ impl Instance {
 
     /// Pops the oldest message of a shard of `queue`, waiting up to `timeout_ms` (and
     /// not past the attempt's deadline) for one: every pop that finds one is a step,
-    /// and so is the last, empty one, so that every execution returns the same.
+    /// and so is the last, empty one, so that every execution returns the same. The
+    /// clock readings before it ride the pop's record; pending writes and pushes are
+    /// logged before it (it must see them: a pop after a push of its own finds it).
     pub async fn queue_pop(
         &mut self,
         ctx: &mut Context,
@@ -51,14 +53,16 @@ impl Instance {
         deadline_ms: u64,
     ) -> Result<Option<Bytes>, Abort> {
         self.writable("a pop")?;
-        self.flush(ctx).await?;
+        if self.pending.iter().any(|p| !matches!(p.step, Step::Clocks(_))) {
+            self.flush(ctx).await?;
+        }
         queues::check_name(queue).map_err(Abort::Refused)?;
         self.init_checked(ctx).await?;
         let now = self.core.clock.now_ms();
         let until = now.saturating_add(timeout_ms).min(deadline_ms.saturating_sub(IN_PLACE_MARGIN_MS)).max(now);
         let own = queues::shard_of(&self.id);
         let wake = queues::wake_key(self.book, queue);
-        self.log_clocks(ctx).await?;
+        self.take_clocks(ctx).await?;
         loop {
             let asked = Step::QueuePop(kind::QueuePop { queue: queue.to_string(), shard: own, last: false });
             let (seqnum, pop) = match self.take_recorded::<kind::QueuePop>(&asked)? {

@@ -368,11 +368,19 @@ impl Step {
         }
     }
 
-    /// Whether the step may end a [`Step::Group`] after writes: a step of the step log
-    /// only (clock readings, a cancellation) or the result, never one of a library's
-    /// stream, so that only step-log, write-log and INSTANCES readers meet groups.
+    /// Whether the step may end a [`Step::Group`] after taken steps: a step of the step
+    /// log only (clock readings, a cancellation), the result, or one of a queue shard's
+    /// stream (a push, a pop), so that only step-log, write-log, queue-shard and
+    /// INSTANCES readers meet groups (objects' and locks' readers never do).
     pub fn ends_group(&self) -> bool {
-        self.is_taken() || matches!(self, Step::Clocks(kind::Clocks { .. }) | Step::Cancelled | Step::Result(kind::Result { .. }))
+        self.is_taken()
+            || matches!(
+                self,
+                Step::Clocks(kind::Clocks { .. })
+                    | Step::Cancelled
+                    | Step::Result(kind::Result { .. })
+                    | Step::QueuePop(kind::QueuePop { .. })
+            )
     }
 
     /// Whether the step is one an instance takes without logging it at once, to ride its

@@ -30,6 +30,7 @@ fn deploy(w: &mut World) {
             let mut got = Vec::new();
             while let Some(m) = a.queue_pop("q", 0).await? {
                 got.push(String::from_utf8(m.to_vec()).unwrap());
+                a.wall_clock_ns(got.len() as u64);
             }
             Ok(got.join(",").into_bytes())
         })
@@ -69,6 +70,11 @@ fn small_pushes_ride_one_record_and_pop_once_in_order() {
         assert_eq!(mine, pushed, "{name}'s messages once each, in order: {got:?}");
     }
     assert_eq!(got.len(), 5, "{got:?}");
+    // The consumer read the clock after each pop: the readings rode the next pop's
+    // record (or the result's), never a record of their own.
+    let steps = w.stream(&d, d.core.tags.step(&super::id("consumer", "c1")));
+    assert!(!steps.iter().any(|s| matches!(s, Step::Clocks(_))), "{steps:?}");
+    assert_eq!(steps.len(), 1 + 5 + 1 + 1, "the Init, five pops, the empty one and the result: {steps:?}");
     assert_eq!(w.invoke(&d, keyed("consumer", "c2", "")).as_deref(), Ok(""), "nothing is popped twice");
 }
 
