@@ -237,3 +237,27 @@ pub(crate) async fn message_at(
         _ => Err(Abort::internal(format!("the push at {at:?} of queue {queue:?} is gone"))),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn views_of_both_formats_decode() {
+        let view = ShardView { pending: 3, head: Some((7, 2)), popped: Some((5, 1)) };
+        assert_eq!(ShardView::decode(&view.encode()).unwrap(), view);
+        // Written before records held several pushes: every place is 0.
+        #[derive(Serialize)]
+        struct Old {
+            pending: u64,
+            head: Option<u64>,
+            popped: Option<u64>,
+        }
+        for (head, popped) in [(Some(7), Some(5)), (Some(7), None), (None, Some(5)), (None, None)] {
+            let old = record::encode(&Old { pending: 3, head, popped });
+            let expected = ShardView { pending: 3, head: head.map(|h| (h, 0)), popped: popped.map(|p| (p, 0)) };
+            assert_eq!(ShardView::decode(&old).unwrap(), expected);
+        }
+        assert!(ShardView::decode(b"").is_err());
+    }
+}
