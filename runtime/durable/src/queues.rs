@@ -128,11 +128,24 @@ fn concerns(step: &Step, queue: &str, shard: u64) -> bool {
 /// The pushes to and pops of the shard that a record's step holds, in order (a group
 /// may hold several pushes).
 fn shard_steps<'a>(step: &'a Step, queue: &'a str, shard: u64) -> impl Iterator<Item = &'a Step> + 'a {
-    let steps = match step {
-        Step::Group(kind::Group { steps }) => &steps[..],
+    record_steps(step).iter().filter(move |s| concerns(s, queue, shard))
+}
+
+/// The steps a record holds: a group's, or the one.
+fn record_steps(step: &Step) -> &[Step] {
+    match step {
+        Step::Group(kind::Group { steps }) => steps,
         one => std::slice::from_ref(one),
-    };
-    steps.iter().filter(move |s| concerns(s, queue, shard))
+    }
+}
+
+/// Whether a record's step holds pushes or pops of another queue shard than this one.
+fn in_other_streams(step: &Step, queue: &str, shard: u64) -> bool {
+    record_steps(step).iter().any(|s| match s {
+        Step::QueuePush(kind::QueuePush { queue: q, shard: s, .. })
+        | Step::QueuePop(kind::QueuePop { queue: q, shard: s, .. }) => q != queue || *s != shard,
+        _ => false,
+    })
 }
 
 /// The messages of the pushes to the shard that a record's step holds, in order.
@@ -180,7 +193,14 @@ pub(crate) async fn shard_at(
                 _ => {}
             }
         }
-        newest = Some(r.seqnum);
+        // A record's aux data is one view, named by nothing: a record in the streams of
+        // two shards (a relay's push to another queue riding its pop, a producer's pushes
+        // to two queues) keeps none, lest a reader of the other shard take it for its own
+        // (the simulator found a relayed message lost that way).
+        newest = match in_other_streams(&step, queue, shard) {
+            false => Some(r.seqnum),
+            true => None,
+        };
     }
     if let Some(seqnum) = newest {
         replay::cache(core, ctx, book, seqnum, view.encode()).await;

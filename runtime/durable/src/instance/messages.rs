@@ -43,8 +43,9 @@ impl Instance {
     /// Pops the oldest message of a shard of `queue`, waiting up to `timeout_ms` (and
     /// not past the attempt's deadline) for one: every pop that finds one is a step,
     /// and so is the last, empty one, so that every execution returns the same. The
-    /// clock readings before it ride the pop's record; pending writes and pushes are
-    /// logged before it (it must see them: a pop after a push of its own finds it).
+    /// pending steps before it ride the pop's record (a relay's push to the next queue,
+    /// the clock readings), but for pushes to this queue, which are logged first: it
+    /// looks for a message before it logs, and must find its own.
     pub async fn queue_pop(
         &mut self,
         ctx: &mut Context,
@@ -53,7 +54,7 @@ impl Instance {
         deadline_ms: u64,
     ) -> Result<Option<Bytes>, Abort> {
         self.writable("a pop")?;
-        if self.pending.iter().any(|p| !matches!(p.step, Step::Clocks(_))) {
+        if self.pending.iter().any(|p| matches!(&p.step, Step::QueuePush(kind::QueuePush { queue: q, .. }) if q == queue)) {
             self.flush(ctx).await?;
         }
         queues::check_name(queue).map_err(Abort::Refused)?;

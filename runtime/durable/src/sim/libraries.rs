@@ -11,7 +11,8 @@ use crate::env::Clock;
 
 use super::clients::{submit_and_wait, submit_to, unkeyed_request, wait_finished};
 use super::libs::{
-    check_libraries, CONSUMER, CONSUMERS, KEYED, KEYEDS, LOCKER, LOCKERS, PRODUCER, PRODUCERS, READER, TELLER, TELLERS,
+    check_libraries, CONSUMER, CONSUMERS, KEYED, KEYEDS, LOCKER, LOCKERS, PRODUCER, PRODUCERS, READER, RELAY, RELAY_DRAIN,
+    TELLER, TELLERS,
 };
 use super::world::World;
 
@@ -28,6 +29,7 @@ pub(super) async fn libraries(world: Arc<World>) {
     plan.extend((0..TELLERS).map(|t| (TELLER, format!("t{t}-{}", world.seed), None)));
     plan.extend((0..PRODUCERS).map(|p| (PRODUCER, format!("p{p}"), None)));
     plan.extend((0..CONSUMERS).map(|c| (CONSUMER, format!("c{c}"), None)));
+    plan.push((CONSUMER, format!("{RELAY}0"), None));
     plan.extend((0..LOCKERS).map(|l| (LOCKER, format!("l{l}"), None)));
     plan.extend(
         (0..KEYEDS).map(|k| (KEYED, format!("k{k}"), Some(crate::record::InvocationKey { key: "hot".into(), exclusive: true }))),
@@ -56,16 +58,19 @@ pub(super) async fn libraries(world: Arc<World>) {
             return;
         }
     }
-    // Drain what the consumers left (they stop at an empty queue).
-    for d in 0.. {
-        let input = format!("drain{d}");
-        if submit_and_wait(&world, CONSUMER, book, Bytes::from(input.clone()), format!("lib-{input}")).await.is_none() {
-            return;
-        }
-        let empty =
-            world.traces.lock().expect("not poisoned").libs.consumers.get(&input).is_none_or(|e| e.iter().all(Vec::is_empty));
-        if empty || d > 20 {
-            break;
+    // Drain what the consumers left (they stop at an empty queue), then what the relay
+    // pushed to the second queue.
+    for drain in ["drain", RELAY_DRAIN] {
+        for d in 0.. {
+            let input = format!("{drain}{d}");
+            if submit_and_wait(&world, CONSUMER, book, Bytes::from(input.clone()), format!("lib-{input}")).await.is_none() {
+                return;
+            }
+            let consumers = &world.traces.lock().expect("not poisoned").libs.consumers;
+            let empty = consumers.get(&input).is_none_or(|e| e.iter().all(Vec::is_empty));
+            if empty || d > 20 {
+                break;
+            }
         }
     }
     for input in ["counters", "locked", "keyed"] {

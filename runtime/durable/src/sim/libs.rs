@@ -12,6 +12,8 @@
 //! - Producers push messages in order to one queue; consumers pop until it stays
 //!   empty, and a last consumer drains it: every message pushed is popped exactly once,
 //!   and one producer's messages are popped in the order it pushed them (FIFO per shard).
+//!   One consumer relays what it pops to a second queue (its push rides its next pop's
+//!   record), which a last consumer drains: every message relayed arrives there once.
 //! - Lockers take one lock, read a counter and write it plus one (some without
 //!   releasing: finishing releases); keyed invocations do the same under their key's
 //!   lock. The counters must equal the number of holders: no two held at once.
@@ -51,6 +53,11 @@ pub const CONSUMERS: u64 = 3;
 pub const LOCKERS: u64 = 5;
 pub const KEYEDS: u64 = 6;
 pub const QUEUE: &str = "jobs";
+/// Where the relaying consumer (input starting with [`RELAY`]) pushes what it pops, and
+/// what consumers with inputs starting with [`RELAY_DRAIN`] pop.
+pub const RELAYED: &str = "relayed";
+pub const RELAY: &str = "relay";
+pub const RELAY_DRAIN: &str = "rdrain";
 
 pub fn counter(c: u64) -> String {
     format!("counter-{c}")
@@ -75,7 +82,7 @@ pub async fn run(traces: &std::sync::Mutex<super::guest::Traces>, attempt: &mut 
             .await
             .map(|seen| traces.lock().expect("not poisoned").libs.tellers.entry(input).or_default().push(seen)),
         PRODUCER => producer(attempt, &input).await,
-        CONSUMER => consume(attempt)
+        CONSUMER => consume(attempt, &input)
             .await
             .map(|got| traces.lock().expect("not poisoned").libs.consumers.entry(input).or_default().push(got)),
         LOCKER | KEYED => hold(attempt, &input)
@@ -165,11 +172,15 @@ async fn producer(attempt: &mut Attempt, input: &str) -> Result<()> {
     Ok(())
 }
 
-async fn consume(attempt: &mut Attempt) -> Result<Vec<(String, u64)>> {
+async fn consume(attempt: &mut Attempt, input: &str) -> Result<Vec<(String, u64)>> {
     let mut got = Vec::new();
     attempt.monotonic_clock_ns(1);
-    while let Some(message) = attempt.queue_pop(QUEUE, 20).await.map_err(guest)? {
+    let queue = if input.starts_with(RELAY_DRAIN) { RELAYED } else { QUEUE };
+    while let Some(message) = attempt.queue_pop(queue, 20).await.map_err(guest)? {
         got.push((String::from_utf8_lossy(&message).into_owned(), attempt.instance.cursor()));
+        if input.starts_with(RELAY) && !input.starts_with(RELAY_DRAIN) {
+            attempt.queue_push(RELAYED, message).await.map_err(guest)?;
+        }
     }
     Ok(got)
 }
@@ -285,6 +296,18 @@ pub(super) fn check_libraries(t: &LibTraces) -> Result<u64, String> {
     let mut checked = check_tellers(&agreed("teller", &t.tellers)?, &value("counters")?, &snapshots)?;
     // Every message popped once, one producer's in its order.
     let consumers = agreed("consumer", &t.consumers)?;
+    let (drains, consumers): (BTreeMap<_, _>, BTreeMap<_, _>) =
+        consumers.into_iter().partition(|(i, _)| i.starts_with(RELAY_DRAIN));
+    // What the relay popped arrives in the second queue, once each.
+    let mut relayed: Vec<&String> =
+        consumers.iter().filter(|(i, _)| i.starts_with(RELAY)).flat_map(|(_, got)| got.iter().map(|(m, _)| m)).collect();
+    let mut arrived: Vec<&String> = drains.values().flat_map(|got| got.iter().map(|(m, _)| m)).collect();
+    relayed.sort_unstable();
+    arrived.sort_unstable();
+    if relayed != arrived {
+        return Err(format!("the relay popped {relayed:?}; the second queue gave {arrived:?}"));
+    }
+    checked += arrived.len() as u64;
     let mut popped: BTreeMap<String, u64> = BTreeMap::new();
     for got in consumers.values() {
         for (message, seqnum) in got {
