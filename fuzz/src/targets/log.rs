@@ -109,6 +109,7 @@ fn messages() -> Vec<Message> {
             last: Some(entry(1)),
             prev: Some(Box::new(entry(0))),
             committed_len: 1,
+            amnesiac: false,
         },
         Message::Probed { shard: ShardId(1), cut: u64::MAX, durable: true },
     ]

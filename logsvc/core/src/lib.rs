@@ -44,7 +44,7 @@ pub use message::{
     Cond, LogRecord, Message, MetalogEntry, Record, RecordMeta, RecordMetaV1, Reply, Request, SpanRef, StoredRead, TrimCommand,
     UNCHANGED_MAX, WIRE_VERSION,
 };
-pub use sequencer::{stored_entries_messages, Sequencer, SequencerAction, SequencerConfig};
+pub use sequencer::{stored_entries_messages, MetalogMode, Sequencer, SequencerAction, SequencerConfig};
 #[cfg(feature = "sim")]
 pub use sim::{run_seeds, Rng, Sim, SimLog, SimOptions, SimPartial, SimStats, Violation};
 pub use storage::{meta_reply, StorageAction, StorageConfig, StorageNode};

@@ -564,6 +564,9 @@ pub enum Message {
         /// Boxed: a `Message` is as large as its largest variant.
         prev: Option<Box<MetalogEntry>>,
         committed_len: u64,
+        /// The replica may have lost entries of this metalog it acknowledged (it lost
+        /// power holding unsynced ones): its tail does not count towards the quorum.
+        amnesiac: bool,
     },
     // Controller -> storage node, while it seals a term.
     /// Whether records `..cut` of `shard` are durable here: answered once they are,

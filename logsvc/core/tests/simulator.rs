@@ -2,7 +2,7 @@
 //! scenario, and a harsher one with more loss and crashes. A failure prints the seed
 //! to reproduce with `cargo run --release -p tally-logsvc --features sim --bin sim -- --seeds 1 --seed N`.
 
-use tally_log_core::{run_seeds, SimOptions, SimPartial, SimStats};
+use tally_log_core::{run_seeds, MetalogMode, SimOptions, SimPartial, SimStats};
 
 fn check(first: u64, count: u64, opts: SimOptions) -> Vec<SimStats> {
     match run_seeds(first, count, &opts) {
@@ -70,6 +70,24 @@ fn power_losses_with_one_replica_per_shard_hold() {
     let stats = check(130_000, 60, opts);
     let lacking: u64 = stats.iter().map(|s| s.probes_lacking).sum();
     assert!(lacking > 0, "no seal found an uncommitted tail entry whose records a power loss took");
+}
+
+#[test]
+fn replicated_metalogs_hold_while_one_sequencer_at_a_time_loses_power() {
+    // Sequencers acknowledge entries they only wrote: a power loss of one takes what it
+    // had not synced, entries it acknowledged among them, and its seal report must not
+    // count towards a quorum (seed 61 of this scenario committed past a sealed tail when
+    // it did: a quorum of the amnesiac replica and one that missed the entry).
+    let opts = SimOptions {
+        metalog: MetalogMode::Replicated,
+        sequencer_power_loss: 0.05,
+        loss: 0.1,
+        crash: 0.05,
+        ..SimOptions::default()
+    };
+    let stats = check(0, 64, opts);
+    let losses: u64 = stats.iter().map(|s| s.sequencer_power_losses).sum();
+    assert!(losses > 64, "{losses} power losses of a sequencer in 64 seeds");
 }
 
 /// Partial mode (INDILOG): index nodes, engines with tiny local indexes (one in three

@@ -3,7 +3,8 @@
 //! or a live node could join), it reconfigures (Boki §4.5):
 //!
 //! 1. seal: send `Seal` to every sequencer of every log of the term, until a quorum of
-//!    each log's sequencers answered with their tails;
+//!    each log's sequencers answered with their tails (a replica that lost unsynced
+//!    entries, see `sequencer`, does not count: see `Controller::sufficient`);
 //! 2. take, per log, the longest tail of the quorum as the term's final metalog. Its
 //!    last entry may be uncommitted, and its records lost by a crash before they were
 //!    synced (a primary orders records being written: see `sequencer.rs`). Unless a
@@ -160,6 +161,7 @@ struct SealedReply {
     last: Option<MetalogEntry>,
     prev: Option<MetalogEntry>,
     committed_len: u64,
+    amnesiac: bool,
 }
 
 /// A log's final tail, decided or waiting on its storage nodes.
@@ -415,10 +417,10 @@ impl Controller {
             Message::ConfigAck { term, version } if self.config.as_ref().is_some_and(|c| c.stamp() == (term, version)) => {
                 self.acked.insert(from);
             }
-            Message::Sealed { term, log, len, last, prev, committed_len } => {
+            Message::Sealed { term, log, len, last, prev, committed_len, amnesiac } => {
                 if let Some(s) = self.sealing.as_mut().filter(|s| s.term == term) {
                     if let Some(r) = s.replies.get_mut(log.0 as usize) {
-                        r.insert(from, SealedReply { len, last, prev: prev.map(|e| *e), committed_len });
+                        r.insert(from, SealedReply { len, last, prev: prev.map(|e| *e), committed_len, amnesiac });
                     }
                 }
                 self.try_finish_seal(now);
@@ -619,16 +621,36 @@ impl Controller {
         TailChoice::Probing { keep, drop, probes }
     }
 
+    /// The replies a log's final tail is chosen from, once they suffice: a quorum of
+    /// replicas that lost nothing, which holds every committed entry (any two quorums
+    /// intersect). When too many replicas lost unsynced writes for such a quorum to
+    /// exist (a `replicated` metalog after a power loss of a majority of its
+    /// sequencers), every replica's: what none of them kept is lost, as the README
+    /// says `replicated` allows.
+    fn sufficient(lc: &LogTermConfig, replies: &BTreeMap<NodeId, SealedReply>) -> Option<BTreeMap<NodeId, SealedReply>> {
+        let sound: BTreeMap<NodeId, SealedReply> =
+            replies.iter().filter(|(_, r)| !r.amnesiac).map(|(&n, r)| (n, r.clone())).collect();
+        if sound.len() >= lc.quorum() {
+            return Some(sound);
+        }
+        let (n, amnesiac) = (lc.sequencers.len(), replies.len() - sound.len());
+        if amnesiac > n - lc.quorum() && replies.len() >= n {
+            tracing::warn!(log = lc.log.0, amnesiac, "a majority of the metalog's sequencers lost unsynced entries");
+            return Some(replies.clone());
+        }
+        None
+    }
+
     fn try_finish_seal(&mut self, now: Micros) {
         let Some(config) = self.config.clone() else { return };
         let Some(s) = self.sealing.as_ref() else { return };
         let t = config.term(s.term).expect("sealing a known term");
-        let quorate = t.logs.iter().all(|lc| s.replies[lc.log.0 as usize].len() >= lc.quorum());
-        if !quorate {
-            return;
-        }
         if s.tails.is_none() {
-            let tails = t.logs.iter().map(|lc| Self::choose_tail(lc, &s.replies[lc.log.0 as usize])).collect();
+            let mut tails = Vec::new();
+            for lc in &t.logs {
+                let Some(replies) = Self::sufficient(lc, &s.replies[lc.log.0 as usize]) else { return };
+                tails.push(Self::choose_tail(lc, &replies));
+            }
             self.sealing.as_mut().expect("sealing").tails = Some(tails);
             self.send_probes();
         }

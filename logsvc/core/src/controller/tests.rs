@@ -38,7 +38,7 @@ fn installed(actions: &[ControllerAction]) -> Arc<Configuration> {
 
 /// A sequencer's reply to a seal of `log` in `term`: an empty metalog.
 fn sealed_empty(term: Term, log: u8) -> Message {
-    Message::Sealed { term, log: LogId(log), len: 0, last: None, prev: None, committed_len: 0 }
+    Message::Sealed { term, log: LogId(log), len: 0, last: None, prev: None, committed_len: 0, amnesiac: false }
 }
 
 /// Entry `index` of `log` in term 1, one record of the log's first shard.
@@ -89,7 +89,11 @@ fn a_restarted_controller_seals_the_stored_term_and_installs_the_next() {
     for (n, len) in [(SEQUENCERS[0], 3), (SEQUENCERS[1], 2)] {
         for log in [0, 1] {
             let last = Some(entry(len - 1, log));
-            c.on_message(40, n, Message::Sealed { term: Term(1), log: LogId(log), len, last, prev: None, committed_len: len });
+            c.on_message(
+                40,
+                n,
+                Message::Sealed { term: Term(1), log: LogId(log), len, last, prev: None, committed_len: len, amnesiac: false },
+            );
         }
     }
     let config = installed(&c.take_actions());
@@ -140,10 +144,18 @@ fn a_seal_keeps_an_uncommitted_tail_entry_only_if_its_records_are_durable() {
         c.take_actions();
         for n in &SEQUENCERS[..2] {
             let (last, prev) = (Some(entry(2, 0)), Some(Box::new(entry(1, 0))));
-            c.on_message(20, *n, Message::Sealed { term: Term(1), log: LogId(0), len: 3, last, prev, committed_len: 2 });
+            c.on_message(
+                20,
+                *n,
+                Message::Sealed { term: Term(1), log: LogId(0), len: 3, last, prev, committed_len: 2, amnesiac: false },
+            );
             let (last, prev) = (Some(entry(4, 1)), Some(Box::new(entry(3, 1))));
             let committed_len = if *n == SEQUENCERS[0] { 5 } else { 4 };
-            c.on_message(20, *n, Message::Sealed { term: Term(1), log: LogId(1), len: 5, last, prev, committed_len });
+            c.on_message(
+                20,
+                *n,
+                Message::Sealed { term: Term(1), log: LogId(1), len: 5, last, prev, committed_len, amnesiac: false },
+            );
         }
         (c, config.terms[0].logs[0].shards[0].shard)
     };
@@ -473,4 +485,53 @@ fn in_partial_mode_a_restarted_storage_node_ends_the_term() {
         let seals = c.take_actions().iter().filter(|a| matches!(a, ControllerAction::Send(_, Message::Seal { .. }))).count();
         assert_eq!(seals > 0, partial, "partial: {partial}");
     }
+}
+
+/// A sequencer's report of a tail of `len` entries of `log`, all of them committed.
+fn sealed_tail(log: u8, len: u64, amnesiac: bool) -> Message {
+    let last = Some(entry(len - 1, log));
+    Message::Sealed { term: Term(1), log: LogId(log), len, last, prev: None, committed_len: len, amnesiac }
+}
+
+#[test]
+fn a_seal_counts_no_replica_that_lost_unsynced_entries_unless_a_majority_did() {
+    // Term 1 ends (the engine restarted). Sequencer 1 lost power holding unsynced
+    // entries it had acknowledged: its short tail cannot stand for a quorum's.
+    let sealing = || {
+        let mut c = Controller::new(NodeId(0), cfg(), &roster());
+        heartbeats(&mut c, 0, 7);
+        c.on_tick(0);
+        c.take_actions();
+        heartbeats(&mut c, 10, 8);
+        c.on_tick(10);
+        c.take_actions();
+        c
+    };
+    let tails = |actions: &[ControllerAction]| {
+        let config = installed(actions);
+        config.terms[0].sealed.clone().expect("term 1 is sealed").into_iter().map(|t| t.len).collect::<Vec<_>>()
+    };
+    let mut c = sealing();
+    for log in [0, 1] {
+        c.on_message(20, SEQUENCERS[0], sealed_tail(log, 2, true));
+        c.on_message(20, SEQUENCERS[1], sealed_tail(log, 1, false));
+    }
+    assert!(!c.take_actions().iter().any(|a| matches!(a, ControllerAction::Persist(_))), "sealed with an amnesiac replica");
+    for log in [0, 1] {
+        c.on_message(30, SEQUENCERS[2], sealed_tail(log, 5, false));
+    }
+    assert_eq!(tails(&c.take_actions()), vec![5, 5], "the replicas that lost nothing decide");
+
+    // Two of three lost power: no quorum of sound replicas is left, and the seal waits
+    // for every replica, taking the longest tail any of them kept.
+    let mut c = sealing();
+    for log in [0, 1] {
+        c.on_message(20, SEQUENCERS[0], sealed_tail(log, 2, true));
+        c.on_message(20, SEQUENCERS[1], sealed_tail(log, 3, true));
+    }
+    assert!(!c.take_actions().iter().any(|a| matches!(a, ControllerAction::Persist(_))), "sealed without every replica");
+    for log in [0, 1] {
+        c.on_message(30, SEQUENCERS[2], sealed_tail(log, 1, false));
+    }
+    assert_eq!(tails(&c.take_actions()), vec![3, 3]);
 }

@@ -48,6 +48,19 @@
 //! of a replica in the sealing quorum, given before it sealed and so after it saw the
 //! record durable, before the probe.
 //!
+//! Replicated metalogs (`MetalogMode::Replicated`, Boki's failure model): the driver
+//! writes entries without syncing them before it acknowledges them or commits, so an
+//! acknowledgement means a copy in the kernel's memory, which a crash of the process
+//! keeps and a power loss of its machine may not. A replica that lost power may lack
+//! entries it acknowledged (the driver learns so from its store,
+//! `Sequencer::lost_unsynced_writes`): it reports the tails of the metalogs it held as
+//! *amnesiac* (all metalogs of the terms up to the current one of the first
+//! configuration it hears of, a bound it persists), and the controller seals with a
+//! quorum of replicas that are not; it stays a replica meanwhile and catches up like a
+//! backup that lagged. Only when a majority lost power (more amnesiac replicas than
+//! the quorum tolerates) does the controller take the longest tail of all of them, and
+//! lose what none had synced.
+//!
 //! A replica keeps the newest committed entries of each metalog in memory
 //! (`entries_kept`) with the uncommitted tail; a fetch or gap repair reaching further
 //! back is sent from its store (`SequencerAction::SendStored`).
@@ -100,6 +113,37 @@ pub struct SequencerConfig {
     /// A backup persists the spare entries it holds at most this long after the first
     /// came (see the module docs). A primary with 0 sends no spares.
     pub spare_persist_us: Micros,
+    /// Whether entries are synced before they are acknowledged (for the driver: the
+    /// state machine is the same).
+    pub metalog: MetalogMode,
+    /// `replicated`: the driver syncs what it wrote at most this long later, which
+    /// bounds what a power loss of every sequencer loses.
+    pub unsynced_max_us: Micros,
+}
+
+/// What an acknowledged append survives: the cluster's choice (`metalog` in the
+/// controller's settings).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MetalogMode {
+    /// Every replica syncs an entry before it acknowledges it: an acknowledged append
+    /// survives the loss of power of every machine.
+    #[default]
+    Synced,
+    /// Entries are written, not synced, before they are acknowledged (Boki's failure
+    /// model): an acknowledged append survives as long as a quorum of each metalog's
+    /// sequencers keeps its memory; a power loss of all of them loses the entries none
+    /// had synced (at most `unsynced_max_us` of them). Seal promises, lead marks and
+    /// truncations are still synced.
+    Replicated,
+}
+
+impl MetalogMode {
+    /// Whether the driver syncs `writes` before the actions after them: always under
+    /// `synced`; under `replicated` when they hold more than entries.
+    pub fn syncs(self, writes: &[MetalogWrite]) -> bool {
+        self == MetalogMode::Synced || writes.iter().any(|w| !matches!(w, MetalogWrite::Entry(_)))
+    }
 }
 
 impl Default for SequencerConfig {
@@ -112,6 +156,8 @@ impl Default for SequencerConfig {
             entries_per_message_max: 256,
             entries_kept: 4096,
             spare_persist_us: 5_000,
+            metalog: MetalogMode::Synced,
+            unsynced_max_us: 50_000,
         }
     }
 }
@@ -185,6 +231,18 @@ pub struct Sequencer {
     /// Set between `begin_batch` and `end_batch`: the metalogs whose next entry waits
     /// for the batch's end.
     batch: Option<BTreeSet<(Term, LogId)>>,
+    amnesia: Amnesia,
+}
+
+/// Which metalogs this replica may have lost unsynced writes of (see the module docs on
+/// `replicated` metalogs).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Amnesia {
+    None,
+    /// Lost, and no configuration seen since: any metalog.
+    All,
+    /// The metalogs of the terms up to this one.
+    Through(Term),
 }
 
 impl Sequencer {
@@ -227,6 +285,7 @@ impl Sequencer {
             last_heartbeat: None,
             out: Vec::new(),
             batch: None,
+            amnesia: Amnesia::None,
         };
         for w in writes {
             match w {
@@ -245,9 +304,29 @@ impl Sequencer {
                 MetalogWrite::Lead { term, log } => {
                     s.logs.entry((term, log)).or_insert_with(Metalog::new).led = true;
                 }
+                MetalogWrite::Amnesiac { through } => s.amnesia = Amnesia::Through(through),
             }
         }
         s
+    }
+
+    /// Tells a recovered replica that its store may have lost writes it did not sync
+    /// (a power loss under a `replicated` metalog): until it knows the terms that were,
+    /// it reports every sealed tail as amnesiac, then those of the terms up to the
+    /// current one of the first configuration it receives (it cannot have written to a
+    /// later one), and it persists that bound.
+    pub fn lost_unsynced_writes(&mut self) {
+        self.amnesia = Amnesia::All;
+    }
+
+    /// Whether this replica's tail of a metalog of `term` may lack entries it
+    /// acknowledged.
+    pub fn amnesiac(&self, term: Term) -> bool {
+        match self.amnesia {
+            Amnesia::None => false,
+            Amnesia::All => true,
+            Amnesia::Through(t) => term <= t,
+        }
     }
 
     pub fn id(&self) -> NodeId {
@@ -481,6 +560,10 @@ impl Sequencer {
             }
         }
         let current = config.current().clone();
+        if self.amnesia == Amnesia::All {
+            self.amnesia = Amnesia::Through(current.term);
+            self.out.push(SequencerAction::Persist(MetalogWrite::Amnesiac { through: current.term }));
+        }
         self.config = Some(config.clone());
         for lc in &current.logs {
             if !lc.sequencers.contains(&self.id) {
@@ -724,7 +807,8 @@ impl Sequencer {
         }
         let (len, last, committed_len) = (m.len(), m.last().cloned(), m.committed_len);
         let prev = len.checked_sub(2).and_then(|i| m.get(i)).cloned().map(Box::new);
-        self.send(from, Message::Sealed { term, log, len, last, prev, committed_len });
+        let amnesiac = self.amnesiac(term);
+        self.send(from, Message::Sealed { term, log, len, last, prev, committed_len, amnesiac });
     }
 }
 

@@ -68,7 +68,8 @@ fn a_restarted_sequencer_serves_the_entries_of_sealed_terms() {
             len: 2,
             last: last.clone(),
             prev: Some(Box::new(committed[0].clone())),
-            committed_len: 0
+            committed_len: 0,
+            amnesiac: false
         }
     )));
     writes.extend(persisted(&actions));
@@ -388,4 +389,41 @@ fn a_restarted_primary_never_leads_its_term_again() {
     s.on_message(0, NodeId(0), config(vec![replicated_term(1)]));
     s.on_message(0, STORAGE, durable(5));
     assert!(s.take_actions().iter().any(|a| matches!(a, SequencerAction::Send(_, Message::ReplicateEntry { .. }))));
+}
+
+/// Whether the replica's report of its tail of (`term`, log 0) says it is amnesiac.
+fn sealed_amnesiac(s: &mut Sequencer, term: u16) -> bool {
+    s.on_message(0, NodeId(0), Message::Seal { term: Term(term), log: LogId(0) });
+    let reports: Vec<bool> = s
+        .take_actions()
+        .into_iter()
+        .filter_map(|a| match a {
+            SequencerAction::Send(_, Message::Sealed { amnesiac, .. }) => Some(amnesiac),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reports.len(), 1);
+    reports[0]
+}
+
+#[test]
+fn a_replica_that_lost_unsynced_writes_reports_the_terms_it_held_amnesiac_and_persists_their_bound() {
+    // It lost power: until a configuration says which terms exist, any tail may lack
+    // an entry it acknowledged, even of a metalog it holds nothing of.
+    let mut s = Sequencer::recover(ME, vec![NodeId(0)], 2, SequencerConfig::default(), vec![]);
+    s.lost_unsynced_writes();
+    assert!(sealed_amnesiac(&mut s, 9));
+    let mut s = Sequencer::recover(ME, vec![NodeId(0)], 2, SequencerConfig::default(), vec![]);
+    s.lost_unsynced_writes();
+    s.on_message(0, NodeId(0), config(vec![replicated_term(1), replicated_term(2)]));
+    let writes = persisted(&s.take_actions());
+    assert!(writes.contains(&MetalogWrite::Amnesiac { through: Term(2) }), "{writes:?}");
+    assert!(sealed_amnesiac(&mut s, 2));
+    // A later term began after the loss.
+    assert!(!sealed_amnesiac(&mut s, 3));
+
+    // Restarted (a crash of the process: nothing more was lost), it remembers.
+    let mut s = Sequencer::recover(ME, vec![NodeId(0)], 3, SequencerConfig::default(), writes);
+    assert!(s.amnesiac(Term(2)) && !s.amnesiac(Term(3)));
+    assert!(sealed_amnesiac(&mut s, 1));
 }

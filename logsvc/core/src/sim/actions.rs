@@ -109,7 +109,8 @@ impl Sim {
                             return;
                         }
                         SequencerAction::Persist(_) => {
-                            let durable = &mut self.slots.get_mut(&n).expect("known node").durable_len;
+                            let slot = self.slots.get_mut(&n).expect("known node");
+                            let durable = &mut slot.durable_len;
                             for w in &writes {
                                 match w {
                                     MetalogWrite::Entry(e) => {
@@ -120,9 +121,15 @@ impl Sim {
                                         durable.entry((*term, *log)).and_modify(|l| *l = (*l).min(*len));
                                     }
                                     MetalogWrite::Seal { .. } | MetalogWrite::Lead { .. } => {}
+                                    MetalogWrite::Amnesiac { .. } => slot.lost_power = false,
                                 }
                             }
-                            metalog.persist(&std::mem::take(&mut writes)).expect("the in-memory store never fails")
+                            let writes = std::mem::take(&mut writes);
+                            match self.opts.metalog.syncs(&writes) {
+                                true => metalog.persist(&writes),
+                                false => metalog.write_unsynced(&writes),
+                            }
+                            .expect("the in-memory store never fails")
                         }
                         SequencerAction::Committed(e) => {
                             self.check_ordered_durable(&e, true, "committed");

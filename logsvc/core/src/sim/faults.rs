@@ -57,8 +57,13 @@ impl Sim {
                 self.crash(n);
             }
         }
+        if self.opts.metalog == MetalogMode::Replicated {
+            self.replicated_faults();
+        }
         let leader = self.leader;
-        let power_loss = self.rng.chance(self.opts.power_loss);
+        // A power loss of every sequencer may lose committed entries of a replicated
+        // metalog (see `SimOptions::metalog`).
+        let power_loss = self.rng.chance(self.opts.power_loss) && self.opts.metalog == MetalogMode::Synced;
         if power_loss {
             self.stats.power_losses += 1;
             for &n in &nodes {
@@ -94,6 +99,41 @@ impl Sim {
             self.stats.partitions += 1;
             let d = 50_000 + self.rng.below(400_000);
             self.schedule(d, Event::Heal);
+        }
+    }
+
+    /// A replicated metalog's faults: each sequencer's driver syncs its store about
+    /// every 50 ms, and a sequencer's machine may lose power while every other one is
+    /// up and remembers its entries (the failure model: a quorum keeps its memory).
+    fn replicated_faults(&mut self) {
+        let sequencers: Vec<NodeId> = self.slots.iter().filter(|(_, s)| s.role == Role::Sequencer).map(|(&n, _)| n).collect();
+        for &n in &sequencers {
+            if self.rng.chance(0.2) {
+                self.slots[&n].metalog.sync().expect("the in-memory store never fails");
+            }
+        }
+        if !self.rng.chance(self.opts.sequencer_power_loss) {
+            return;
+        }
+        let n = sequencers[self.rng.below(sequencers.len() as u64) as usize];
+        let term = self.oracle.config().map(|c| c.current().term);
+        let failed = |s: &Slot| match &s.node {
+            Some(Node::Sequencer(q)) => s.lost_power || term.is_some_and(|t| q.amnesiac(t)),
+            _ => true,
+        };
+        if failed(&self.slots[&n]) || sequencers.iter().any(|&m| m != n && failed(&self.slots[&m])) {
+            return;
+        }
+        self.stats.sequencer_power_losses += 1;
+        self.crash(n);
+        let kept = self.rng.below(3) as usize;
+        let slot = self.slots.get_mut(&n).expect("known node");
+        slot.metalog.lose_unsynced(kept);
+        slot.lost_power = true;
+        let metalog = slot.metalog.clone();
+        for (&(term, log), len) in slot.durable_len.iter_mut() {
+            let held = metalog.read_entries(term, log, 0, *len).expect("the in-memory store never fails").len();
+            *len = held as u64;
         }
     }
 

@@ -48,7 +48,7 @@ use crate::engine::{Engine, EngineAction, EngineConfig, OpId, PartialStats};
 use crate::follower::FollowerConfig;
 use crate::index::ColdIndex;
 use crate::message::{Cond, Message, MetalogEntry, Reply, Request};
-use crate::sequencer::{stored_entries_messages, Sequencer, SequencerAction, SequencerConfig};
+use crate::sequencer::{stored_entries_messages, MetalogMode, Sequencer, SequencerAction, SequencerConfig};
 use crate::storage::{meta_reply, StorageAction, StorageConfig, StorageNode};
 use crate::store::{MemMetalogStore, MemStore, MetalogStore, MetalogWrite, RecordStore};
 use crate::tier::{AggregatorConfig, AggregatorNode, IndexNode, IndexNodeAction, IndexNodeConfig, LocalBounds};
@@ -118,6 +118,10 @@ struct Slot {
     /// Per metalog, how many entries `metalog` holds: what the node may acknowledge.
     durable_len: BTreeMap<(Term, LogId), u64>,
     records: Arc<MemStore>,
+    /// A sequencer's store lost unsynced writes, and the sequencer has not persisted
+    /// that it did (`MetalogWrite::Amnesiac`): its next start tells it (the driver
+    /// learns it from the store).
+    lost_power: bool,
 }
 
 enum Event {
@@ -298,6 +302,7 @@ impl Sim {
                         metalog: Arc::new(MemMetalogStore::new()),
                         durable_len: BTreeMap::new(),
                         records: Arc::new(MemStore::new()),
+                        lost_power: false,
                     },
                 );
             }
@@ -420,8 +425,9 @@ impl Sim {
         self.queue.push(Reverse((self.now + delay, id)));
     }
 
-    fn sequencer_cfg() -> SequencerConfig {
+    fn sequencer_cfg(&self) -> SequencerConfig {
         SequencerConfig {
+            metalog: self.opts.metalog,
             entry_retry_us: 10_000,
             tail_interval_us: 20_000,
             heartbeat_interval_us: 30_000,
@@ -455,13 +461,18 @@ impl Sim {
 
     fn start(&mut self, n: NodeId) {
         let controllers = self.controller_ids();
+        let sequencer_cfg = self.sequencer_cfg();
         let slot = self.slots.get_mut(&n).expect("known node");
         slot.incarnation += 1;
         let inc = slot.incarnation;
         let node = match slot.role {
             Role::Sequencer => {
                 let writes = slot.metalog.load().expect("the in-memory store never fails");
-                Node::Sequencer(Sequencer::recover(n, controllers.clone(), inc, Self::sequencer_cfg(), writes))
+                let mut s = Sequencer::recover(n, controllers.clone(), inc, sequencer_cfg, writes);
+                if slot.lost_power {
+                    s.lost_unsynced_writes();
+                }
+                Node::Sequencer(s)
             }
             Role::Storage => {
                 let recovered = slot.records.recover().expect("the in-memory store never fails");

@@ -29,6 +29,16 @@ pub struct SimOptions {
     /// the leading controller crash at once (storage nodes lose what was not synced:
     /// every replica of a shard may), and all restart.
     pub power_loss: f64,
+    /// Whether sequencers sync entries before acknowledging them (`synced`), or only
+    /// write them, syncing each store in the background about every 50 ms
+    /// (`replicated`): there, a power loss loses what a store wrote since its last
+    /// sync, and a power loss of every sequencer is not simulated (it may lose
+    /// committed entries, as the README says: a test checks how many).
+    pub metalog: MetalogMode,
+    /// Chance, every 10 ms of the safety phase, that one sequencer's machine loses
+    /// power (while every other sequencer is up and remembers its entries): it crashes
+    /// and its store loses what it had not synced.
+    pub sequencer_power_loss: f64,
     pub partition: f64,
     /// Chance, every 10 ms of the safety phase, that the leading controller crashes;
     /// it restarts from the store after a downtime.
@@ -86,6 +96,8 @@ impl Default for SimOptions {
             crash: 0.02,
             persist_crash: 0.002,
             power_loss: 0.002,
+            metalog: MetalogMode::Synced,
+            sequencer_power_loss: 0.002,
             partition: 0.01,
             controller_crash: 0.002,
             controllers: 2,
@@ -105,7 +117,7 @@ impl fmt::Display for SimOptions {
         write!(
             f,
             "sequencers={} storage={} engines={} logs={} n_meta={} n_data={} clients={} books={} safety={}ms liveness={}ms \
-             delay={}..{}us loss={} dup={} crash={} persist_crash={} power_loss={} partition={} controller_crash={} controllers={} failover={} late_members={} \
+             delay={}..{}us loss={} dup={} crash={} persist_crash={} power_loss={} metalog={:?} sequencer_power_loss={} partition={} controller_crash={} controllers={} failover={} late_members={} \
              add_logs={} disk={}..{}us indexers_per_log={:?} partial={:?}",
             self.sequencers,
             self.storage,
@@ -124,6 +136,8 @@ impl fmt::Display for SimOptions {
             self.crash,
             self.persist_crash,
             self.power_loss,
+            self.metalog,
+            self.sequencer_power_loss,
             self.partition,
             self.controller_crash,
             self.controllers,
@@ -156,6 +170,8 @@ pub struct SimStats {
     pub persist_crashes: u64,
     pub controller_crashes: u64,
     pub power_losses: u64,
+    /// Power losses of one sequencer's machine.
+    pub sequencer_power_losses: u64,
     /// Leadership moves, and configurations a deposed controller could not persist.
     pub failovers: u64,
     pub cas_refused: u64,

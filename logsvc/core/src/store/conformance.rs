@@ -351,6 +351,7 @@ pub fn replay(writes: &[MetalogWrite]) -> SuiteResult<MetalogState> {
             MetalogWrite::Lead { term, log } => {
                 state.led.insert((*term, *log));
             }
+            MetalogWrite::Amnesiac { .. } => {}
         }
     }
     state.entries.retain(|_, entries| !entries.is_empty());

@@ -138,44 +138,79 @@ impl RecordStore for MemStore {
     }
 }
 
-/// A [`MetalogStore`] in memory. Every persist is durable at once, so a simulated
-/// sequencer crash keeps it.
+/// A [`MetalogStore`] in memory. A simulated sequencer crash keeps every write (the
+/// kernel would); a power loss ([`MemMetalogStore::lose_unsynced`]) keeps the persisted
+/// ones and a prefix of those written unsynced.
 #[derive(Default)]
 pub struct MemMetalogStore {
-    writes: Mutex<Vec<MetalogWrite>>,
+    /// Every write, and how many of them are durable.
+    writes: Mutex<(Vec<MetalogWrite>, usize)>,
 }
 
 impl MemMetalogStore {
     pub fn new() -> MemMetalogStore {
         MemMetalogStore::default()
     }
+
+    /// A power loss: the writes since the last sync are gone, or a prefix of them
+    /// survives (`kept`, clamped).
+    pub fn lose_unsynced(&self, kept: usize) {
+        let mut w = self.writes.lock().unwrap();
+        let keep = (w.1 + kept).min(w.0.len());
+        w.0.truncate(keep);
+        w.1 = keep;
+    }
+
+    /// Entries of (`term`, `log`) the store holds durably.
+    pub fn synced_len(&self, term: Term, log: LogId) -> u64 {
+        let w = self.writes.lock().unwrap();
+        held(&w.0[..w.1], term, log).len() as u64
+    }
+}
+
+/// The entries `writes` leave for one metalog: the last one written at an index, unless
+/// a later truncation dropped it.
+fn held(writes: &[MetalogWrite], term: Term, log: LogId) -> BTreeMap<u64, MetalogEntry> {
+    let mut held: BTreeMap<u64, MetalogEntry> = BTreeMap::new();
+    for w in writes {
+        match w {
+            MetalogWrite::Entry(e) if (e.term, e.log) == (term, log) => {
+                held.insert(e.index, e.clone());
+            }
+            MetalogWrite::Truncate { term: t, log: l, len } if (*t, *l) == (term, log) => {
+                held.split_off(len);
+            }
+            _ => {}
+        }
+    }
+    held
 }
 
 impl MetalogStore for MemMetalogStore {
     fn persist(&self, writes: &[MetalogWrite]) -> Result<()> {
-        self.writes.lock().unwrap().extend_from_slice(writes);
+        let mut w = self.writes.lock().unwrap();
+        w.0.extend_from_slice(writes);
+        w.1 = w.0.len();
+        Ok(())
+    }
+
+    fn write_unsynced(&self, writes: &[MetalogWrite]) -> Result<()> {
+        self.writes.lock().unwrap().0.extend_from_slice(writes);
+        Ok(())
+    }
+
+    fn sync(&self) -> Result<()> {
+        let mut w = self.writes.lock().unwrap();
+        w.1 = w.0.len();
         Ok(())
     }
 
     fn load(&self) -> Result<Vec<MetalogWrite>> {
-        Ok(self.writes.lock().unwrap().clone())
+        Ok(self.writes.lock().unwrap().0.clone())
     }
 
     fn read_entries(&self, term: Term, log: LogId, from: u64, to: u64) -> Result<Vec<MetalogEntry>> {
-        // The entries the writes leave: the last one written at an index, unless a
-        // later truncation dropped it.
-        let mut held: BTreeMap<u64, MetalogEntry> = BTreeMap::new();
-        for w in self.writes.lock().unwrap().iter() {
-            match w {
-                MetalogWrite::Entry(e) if (e.term, e.log) == (term, log) => {
-                    held.insert(e.index, e.clone());
-                }
-                MetalogWrite::Truncate { term: t, log: l, len } if (*t, *l) == (term, log) => {
-                    held.split_off(len);
-                }
-                _ => {}
-            }
-        }
+        let mut held = held(&self.writes.lock().unwrap().0, term, log);
         let mut entries = Vec::new();
         for index in from..to {
             let Some(e) = held.remove(&index) else { break };

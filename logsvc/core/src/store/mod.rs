@@ -106,6 +106,13 @@ pub enum MetalogWrite {
         term: Term,
         log: LogId,
     },
+    /// This replica may have lost writes that were not synced (a `replicated` metalog's
+    /// entries, after a power loss) of every metalog of the terms up to `through`: its
+    /// reports of their tails do not count towards a seal's quorum (see `sequencer`).
+    /// Later ones raise the bound; written last, it stays written.
+    Amnesiac {
+        through: Term,
+    },
 }
 
 /// [`MetalogWrite`] as stores wrote it before configuration versions: read, never
@@ -137,6 +144,17 @@ pub trait MetalogStore: Send + Sync + 'static {
     /// in order (each the next one, after a truncation the next after it), as the
     /// sequencer appends them; a store may refuse others.
     fn persist(&self, writes: &[MetalogWrite]) -> Result<()>;
+    /// Writes `writes` like [`persist`](Self::persist) but returns before they are
+    /// durable: a crash of the process keeps them (the kernel holds them), a power loss
+    /// may lose any suffix of what was written since the last sync. A `replicated`
+    /// metalog writes its entries so.
+    fn write_unsynced(&self, writes: &[MetalogWrite]) -> Result<()> {
+        self.persist(writes)
+    }
+    /// Makes every write before it durable.
+    fn sync(&self) -> Result<()> {
+        Ok(())
+    }
     /// Writes that rebuild the state, in an order that replays correctly: per
     /// (term, log), entries by index, then the seal and the lead mark if any.
     fn load(&self) -> Result<Vec<MetalogWrite>>;

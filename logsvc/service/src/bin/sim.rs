@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Parser;
-use tally_log_core::{run_seeds, SimOptions, SimPartial, SimStats};
+use tally_log_core::{run_seeds, MetalogMode, SimOptions, SimPartial, SimStats};
 
 #[derive(Parser)]
 #[command(about = "Deterministic simulation of Tally's shared log")]
@@ -82,10 +82,26 @@ struct Args {
     /// Chance of a power loss (every node crashes at once) every 10 ms of the safety phase.
     #[arg(long, default_value_t = SimOptions::default().power_loss)]
     power_loss: f64,
+    /// `synced` or `replicated`: whether sequencers sync entries before acknowledging
+    /// them (`replicated` simulates power losses of one sequencer at a time instead of
+    /// every node's).
+    #[arg(long, default_value = "synced")]
+    metalog: String,
+    /// Replicated metalogs: chance that one sequencer's machine loses power, every 10 ms.
+    #[arg(long, default_value_t = SimOptions::default().sequencer_power_loss)]
+    sequencer_power_loss: f64,
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    let metalog = match args.metalog.as_str() {
+        "synced" => MetalogMode::Synced,
+        "replicated" => MetalogMode::Replicated,
+        other => {
+            eprintln!("sim: --metalog is synced or replicated, not {other:?}");
+            return ExitCode::FAILURE;
+        }
+    };
     let opts = SimOptions {
         safety_us: args.safety_ms * 1000,
         liveness_us: args.liveness_ms * 1000,
@@ -99,6 +115,8 @@ fn main() -> ExitCode {
         delay_max_us: args.delay_max_us,
         controller_crash: args.controller_crash,
         power_loss: args.power_loss,
+        metalog,
+        sequencer_power_loss: args.sequencer_power_loss,
         controllers: args.controllers,
         failover: args.failover,
         indexers_per_log: (args.indexers_per_log > 0).then_some(args.indexers_per_log),
@@ -131,6 +149,7 @@ fn main() -> ExitCode {
                 total.crashes += s.crashes;
                 total.persist_crashes += s.persist_crashes;
                 total.power_losses += s.power_losses;
+                total.sequencer_power_losses += s.sequencer_power_losses;
                 total.probes += s.probes;
                 total.probes_lacking += s.probes_lacking;
                 total.controller_crashes += s.controller_crashes;
@@ -154,7 +173,7 @@ fn main() -> ExitCode {
         }
     }
     eprintln!(
-        "sim: {} seeds passed in {:.1}s: {} events, {} appends acked, {} conditional conflicts, {} reads checked ({} in place), {} trims, {} aux data accepted, {} refused, {} crashes ({} mid-persist), {} power losses, {} controller crashes, {} failovers, {} configurations refused by the CAS, {} partitions, {} logs added, up to term {}, {} probes of uncommitted tails ({} lacking)",
+        "sim: {} seeds passed in {:.1}s: {} events, {} appends acked, {} conditional conflicts, {} reads checked ({} in place), {} trims, {} aux data accepted, {} refused, {} crashes ({} mid-persist), {} power losses ({} of one sequencer), {} controller crashes, {} failovers, {} configurations refused by the CAS, {} partitions, {} logs added, up to term {}, {} probes of uncommitted tails ({} lacking)",
         args.seeds,
         started.elapsed().as_secs_f64(),
         total.events,
@@ -168,6 +187,7 @@ fn main() -> ExitCode {
         total.crashes,
         total.persist_crashes,
         total.power_losses,
+        total.sequencer_power_losses,
         total.controller_crashes,
         total.failovers,
         total.cas_refused,

@@ -65,8 +65,9 @@ use tally_log_core::tier::{
 };
 use tally_log_core::{
     meta_reply, stored_entries_messages, Configuration, Context, Controller, ControllerAction, ControllerConfig, Engine,
-    EngineAction, EngineConfig, Error, LogId, Message, MetalogPosition, Micros, NextTick, NodeId, OpId, Reply, Request, Result,
-    Role, SeqNum, Sequencer, SequencerAction, SequencerConfig, StorageAction, StorageConfig, StorageNode, StoredData,
+    EngineAction, EngineConfig, Error, LogId, Message, MetalogMode, MetalogPosition, Micros, NextTick, NodeId, OpId, Reply,
+    Request, Result, Role, SeqNum, Sequencer, SequencerAction, SequencerConfig, StorageAction, StorageConfig, StorageNode,
+    StoredData,
 };
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
@@ -255,10 +256,28 @@ pub fn spawn_sequencer(
     inbox: mpsc::Receiver<(NodeId, Message)>,
 ) -> Result<JoinHandle<()>> {
     let incarnation = new_incarnation();
-    let node = Sequencer::recover(id, controllers, incarnation, cfg, store.load()?);
-    info!(%id, incarnation, "sequencer started");
+    let (mode, sync_every) = (cfg.metalog, Duration::from_micros(cfg.unsynced_max_us.max(1)));
+    let mut node = Sequencer::recover(id, controllers, incarnation, cfg, store.load()?);
+    if store.lost_unsynced() {
+        node.lost_unsynced_writes();
+    }
+    info!(%id, incarnation, ?mode, "sequencer started");
+    let syncs = store.clone();
     Ok(spawn_node("sequencer", id, async move {
-        if let Err(e) = run_sequencer(node, store, transport, inbox).await {
+        // A replicated metalog's entries are synced in the background.
+        let background = async move {
+            loop {
+                tokio::time::sleep(sync_every).await;
+                let store = syncs.clone();
+                durably("metalog sync", move || store.sync()).await?;
+            }
+        };
+        let run = run_sequencer(node, mode, store, transport, inbox);
+        let stopped = match mode {
+            MetalogMode::Synced => run.await,
+            MetalogMode::Replicated => tokio::select! { r = run => r, r = background => r },
+        };
+        if let Err(e) = stopped {
             error!(%id, error = %e, "sequencer stopped");
         }
     }))
@@ -266,6 +285,7 @@ pub fn spawn_sequencer(
 
 async fn run_sequencer(
     mut node: Sequencer,
+    mode: MetalogMode,
     store: Arc<JournalMetalogStore>,
     transport: Transport,
     mut inbox: mpsc::Receiver<(NodeId, Message)>,
@@ -308,7 +328,11 @@ async fn run_sequencer(
                 SequencerAction::Persist(_) if writes.is_empty() => {}
                 SequencerAction::Persist(_) => {
                     let (store, writes) = (store.clone(), std::mem::take(&mut writes));
-                    durably("metalog persist", move || store.persist(&writes)).await?;
+                    match mode.syncs(&writes) {
+                        true => durably("metalog persist", move || store.persist(&writes)).await?,
+                        // A write to the kernel's memory: as quick in place as on the pool.
+                        false => store.write_unsynced(&writes)?,
+                    }
                 }
                 SequencerAction::Committed(entry) => {
                     debug!(term = entry.term.0, log = entry.log.0, index = entry.index, "entry committed")

@@ -155,7 +155,7 @@ pub fn read_metalog_segment(bytes: &[u8], is_last: bool) -> std::result::Result<
     if bytes.get(..METALOG_HEADER.len()) != Some(METALOG_HEADER.as_slice()) {
         return Err("not a tally metalog journal".into());
     }
-    let end = scan_segment(bytes, 1, is_last, &mut next_seq, &mut metalogs)?;
+    let end = scan_segment(bytes, 1, is_last, false, &mut next_seq, &mut metalogs)?;
     let lens = metalogs.iter().map(|(key, m)| (*key, m.len)).collect();
     for (key, m) in &metalogs {
         assert_eq!(

@@ -32,6 +32,17 @@
 //! every later persist: what reached the disk is unknown (a failed `fsync` may have
 //! dropped the dirty pages), and the sequencer stops.
 //!
+//! Unsynced writes ([`MetalogStore::write_unsynced`], a `replicated` metalog's entries)
+//! are frames written without the `fdatasync`; `sync` makes them durable, and so does
+//! the next persist (a segment is synced before the next one is started). Before the
+//! first, the store writes (durably) the machine's boot id into `dir/UNSYNCED`: an open
+//! that finds another boot's id there knows a power loss may have taken any suffix of
+//! the frames since the last sync, or left later pages of them without earlier ones
+//! (the last segment's damaged tail is then cut off, not refused), and says so
+//! ([`JournalMetalogStore::lost_unsynced`]). The id stays until the sequencer has
+//! persisted what it lost (`MetalogWrite::Amnesiac`), so a crash before that finds it
+//! again.
+//!
 //! A directory that holds a RocksDB metalog (what earlier versions wrote) is imported
 //! once: its writes become the journal's first frame, then its files are removed.
 
@@ -95,6 +106,12 @@ struct Journal {
     metalogs: BTreeMap<(Term, LogId), Metalog>,
     /// Set by a failed write or sync: every later persist fails with it.
     failed: Option<String>,
+    /// Frames were written since the last sync.
+    unsynced: bool,
+    /// `UNSYNCED` holds this boot's id.
+    marked: bool,
+    /// An `Amnesiac` write was persisted since the store opened.
+    amnesia_written: bool,
 }
 
 /// A [`MetalogStore`] in journal files. See the module documentation for the layout.
@@ -102,8 +119,18 @@ pub struct JournalMetalogStore {
     dir: PathBuf,
     segment_bytes: u64,
     journal: Mutex<Journal>,
+    /// The machine's boot id (`UNSYNCED`).
+    boot: String,
+    /// Unsynced writes of an earlier boot may have been lost.
+    lost: bool,
     /// Holds the directory's flock while the store is open.
     _lock: File,
+}
+
+/// This boot of the machine: `/proc/sys/kernel/random/boot_id` changes at every boot,
+/// and so after a power loss, not after a crash of the process.
+fn boot_id() -> String {
+    fs::read_to_string("/proc/sys/kernel/random/boot_id").map_or_else(|_| "unknown".to_owned(), |b| b.trim().to_owned())
 }
 
 pub(super) fn io_error<'a>(doing: &'a str, path: &'a Path) -> impl FnOnce(io::Error) -> Error + 'a {
@@ -288,6 +315,7 @@ fn apply(metalogs: &mut BTreeMap<(Term, LogId), Metalog>, place: Place, writes: 
             }
             MetalogWrite::Seal { term, log } => metalogs.entry((*term, *log)).or_default().sealed = true,
             MetalogWrite::Lead { term, log } => metalogs.entry((*term, *log)).or_default().led = true,
+            MetalogWrite::Amnesiac { .. } => {}
         }
     }
 }
@@ -300,6 +328,7 @@ pub(super) fn scan_segment(
     bytes: &[u8],
     segment: u64,
     is_last: bool,
+    lost: bool,
     next_seq: &mut u64,
     metalogs: &mut BTreeMap<(Term, LogId), Metalog>,
 ) -> std::result::Result<u64, String> {
@@ -312,7 +341,11 @@ pub(super) fn scan_segment(
         offset += len;
         *next_seq += 1;
     }
-    let damaged = if is_last { !torn_tail(bytes, offset) } else { bytes[offset as usize..].iter().any(|b| *b != 0) };
+    let damaged = match is_last {
+        // Pages of unsynced frames were lost, and later ones may have been written back.
+        true => !lost && !torn_tail(bytes, offset),
+        false => bytes[offset as usize..].iter().any(|b| *b != 0),
+    };
     if damaged {
         return Err(format!("corrupt frame at byte {offset}"));
     }
@@ -424,6 +457,12 @@ impl JournalMetalogStore {
                 return Err(io_error("locking", &lock_path)(io::Error::last_os_error()));
             }
         }
+        let boot = boot_id();
+        let marker = dir.join("UNSYNCED");
+        let lost = fs::read_to_string(&marker).is_ok_and(|m| m.trim() != boot);
+        if lost {
+            tracing::warn!(path = %dir.display(), "metalog journal: written unsynced before a power loss");
+        }
         let numbers = segments(dir)?;
         let mut metalogs = BTreeMap::new();
         let mut next_seq = 1;
@@ -441,7 +480,7 @@ impl JournalMetalogStore {
                 }
                 return Err(Error::Storage(format!("{} is not a tally metalog journal", path.display())));
             }
-            let offset = scan_segment(&bytes, segment, is_last, &mut next_seq, &mut metalogs)
+            let offset = scan_segment(&bytes, segment, is_last, lost, &mut next_seq, &mut metalogs)
                 .map_err(|e| Error::Storage(format!("{}: {e}", path.display())))?;
             if is_last {
                 last = Some((segment, offset, bytes.len() as u64, bytes[offset as usize..].iter().any(|b| *b != 0)));
@@ -460,8 +499,20 @@ impl JournalMetalogStore {
             }
             None => (create_segment(dir, 1, segment_bytes)?, 1, HEADER.len() as u64, segment_bytes),
         };
-        let journal = Journal { file, segment, end, capacity, next_seq, metalogs, failed: None };
-        let store = JournalMetalogStore { dir: dir.to_owned(), segment_bytes, journal: Mutex::new(journal), _lock: lock };
+        let journal = Journal {
+            file,
+            segment,
+            end,
+            capacity,
+            next_seq,
+            metalogs,
+            failed: None,
+            unsynced: false,
+            marked: false,
+            amnesia_written: false,
+        };
+        let store =
+            JournalMetalogStore { dir: dir.to_owned(), segment_bytes, journal: Mutex::new(journal), boot, lost, _lock: lock };
         if dir.join("CURRENT").exists() {
             store.import_rocks()?;
         }
@@ -502,8 +553,16 @@ impl JournalMetalogStore {
     }
 }
 
-impl MetalogStore for JournalMetalogStore {
-    fn persist(&self, writes: &[MetalogWrite]) -> Result<()> {
+impl JournalMetalogStore {
+    /// Whether writes made without a sync before this open may have been lost (the
+    /// machine booted since): the sequencer must be told
+    /// (`Sequencer::lost_unsynced_writes`).
+    pub fn lost_unsynced(&self) -> bool {
+        self.lost
+    }
+
+    /// Writes `writes` as one frame, synced or not.
+    fn write_frame(&self, writes: &[MetalogWrite], sync: bool) -> Result<()> {
         let mut journal = self.lock();
         if let Some(failed) = &journal.failed {
             return Err(Error::Storage(format!("the metalog journal failed earlier: {failed}")));
@@ -517,7 +576,20 @@ impl MetalogStore for JournalMetalogStore {
         seal_frame(&mut frame, journal.next_seq);
         let len = frame.len() as u64;
         let result = (|| {
+            if !sync && !journal.marked && (!self.lost || journal.amnesia_written) {
+                let marker = self.dir.join("UNSYNCED");
+                fs::write(&marker, &self.boot).map_err(io_error("writing", &marker))?;
+                File::open(&marker).and_then(|f| f.sync_all()).map_err(io_error("syncing", &marker))?;
+                sync_dir(&self.dir)?;
+                journal.marked = true;
+            }
             if journal.end + len > journal.capacity {
+                if journal.unsynced {
+                    // Frames are lost only from the last segment.
+                    let path = segment_path(&self.dir, journal.segment);
+                    journal.file.sync_data().map_err(io_error("syncing", &path))?;
+                    journal.unsynced = false;
+                }
                 let segment = journal.segment + 1;
                 let capacity = self.segment_bytes.max(HEADER.len() as u64 + len);
                 journal.file = create_segment(&self.dir, segment, capacity)?;
@@ -525,7 +597,10 @@ impl MetalogStore for JournalMetalogStore {
             }
             let path = segment_path(&self.dir, journal.segment);
             journal.file.write_all_at(&frame, journal.end).map_err(io_error("writing", &path))?;
-            journal.file.sync_data().map_err(io_error("syncing", &path))
+            match sync {
+                true => journal.file.sync_data().map_err(io_error("syncing", &path)),
+                false => Ok(()),
+            }
         })();
         if let Err(e) = result {
             journal.failed = Some(e.to_string());
@@ -534,8 +609,45 @@ impl MetalogStore for JournalMetalogStore {
         let (segment, offset) = (journal.segment, journal.end);
         journal.end += len;
         journal.next_seq += 1;
+        journal.unsynced = !sync;
+        journal.amnesia_written |= writes.iter().any(|w| matches!(w, MetalogWrite::Amnesiac { .. }));
         apply(&mut journal.metalogs, (segment, offset), writes);
         Ok(())
+    }
+}
+
+impl MetalogStore for JournalMetalogStore {
+    fn persist(&self, writes: &[MetalogWrite]) -> Result<()> {
+        self.write_frame(writes, true)
+    }
+
+    fn write_unsynced(&self, writes: &[MetalogWrite]) -> Result<()> {
+        self.write_frame(writes, false)
+    }
+
+    fn sync(&self) -> Result<()> {
+        // Outside the lock, so that writes go on meanwhile: on a second handle of the
+        // segment, which a later write or segment leaves unsynced again.
+        let (file, path, seq) = {
+            let journal = self.lock();
+            if !journal.unsynced || journal.failed.is_some() {
+                return Ok(());
+            }
+            let path = segment_path(&self.dir, journal.segment);
+            (journal.file.try_clone().map_err(io_error("opening", &path))?, path, journal.next_seq)
+        };
+        let synced = file.sync_data().map_err(io_error("syncing", &path));
+        let mut journal = self.lock();
+        match synced {
+            Err(e) => {
+                journal.failed = Some(e.to_string());
+                Err(e)
+            }
+            Ok(()) => {
+                journal.unsynced &= journal.next_seq != seq;
+                Ok(())
+            }
+        }
     }
 
     fn load(&self) -> Result<Vec<MetalogWrite>> {
@@ -548,6 +660,7 @@ impl MetalogStore for JournalMetalogStore {
         };
         let mut entries: BTreeMap<(Term, LogId), Vec<MetalogEntry>> = BTreeMap::new();
         let mut scan = Scan::new(&self.dir, (first, HEADER.len() as u64), end);
+        let mut amnesiac = None;
         while let Some((_, writes)) = scan.next()? {
             for write in writes {
                 match write {
@@ -564,6 +677,7 @@ impl MetalogStore for JournalMetalogStore {
                         }
                     }
                     MetalogWrite::Seal { .. } | MetalogWrite::Lead { .. } => {}
+                    MetalogWrite::Amnesiac { through } => amnesiac = amnesiac.max(Some(through)),
                 }
             }
         }
@@ -577,6 +691,7 @@ impl MetalogStore for JournalMetalogStore {
                 writes.push(MetalogWrite::Lead { term: key.0, log: key.1 });
             }
         }
+        writes.extend(amnesiac.map(|through| MetalogWrite::Amnesiac { through }));
         Ok(writes)
     }
 

@@ -502,6 +502,9 @@ impl MetalogStore for RocksMetalogStore {
                     let [t0, t1, l] = metalog_prefix(*term, *log);
                     batch.put_cf(cf(&self.db, CF_SEALS), [t0, t1, l, LEAD_MARK], []);
                 }
+                MetalogWrite::Amnesiac { .. } => {
+                    return Err(Error::Storage("the RocksDB metalog store (read to import it) holds no amnesia".into()))
+                }
             }
         }
         let mut opts = WriteOptions::default();

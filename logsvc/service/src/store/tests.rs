@@ -578,3 +578,49 @@ fn journal_store_keeps_writes_after_an_empty_one() -> anyhow::Result<()> {
     }
     model.check(&JournalStore::open(dir.path(), FsyncPolicy::EveryBatch)?, &[]).context("after the reopen")
 }
+
+#[test]
+fn journal_metalog_store_knows_after_a_reboot_that_unsynced_writes_may_be_lost() -> anyhow::Result<()> {
+    let dir = tempfile::TempDir::new()?;
+    let writes = metalog_history(2);
+    let (synced, unsynced) = writes.split_at(writes.len() - 3);
+    let damaged = {
+        let store = JournalMetalogStore::open(dir.path())?;
+        store.persist(synced)?;
+        let damaged = store.position();
+        for w in unsynced {
+            store.write_unsynced(std::slice::from_ref(w))?;
+        }
+        damaged
+    };
+    // A crash of the process loses nothing, and is no reboot.
+    let store = JournalMetalogStore::open(dir.path())?;
+    ensure!(!store.lost_unsynced(), "a reopen in the same boot lost nothing");
+    assert_eq!(replay(&store.load()?)?, replay(&writes)?);
+    drop(store);
+
+    // A power loss: the machine booted again (another id in the marker), and the page
+    // of the first unsynced frame never reached the disk while a later one did.
+    let file = std::fs::OpenOptions::new().write(true).open(&damaged.0)?;
+    std::os::unix::fs::FileExt::write_all_at(&file, &[0xff; 4], damaged.1 + 4)?;
+    drop(file);
+    std::fs::remove_file(dir.path().join("UNSYNCED"))?;
+    ensure!(JournalMetalogStore::open(dir.path()).is_err(), "without a reboot, a damaged frame before others is corruption");
+    std::fs::write(dir.path().join("UNSYNCED"), "an earlier boot")?;
+    let store = JournalMetalogStore::open(dir.path())?;
+    ensure!(store.lost_unsynced(), "the store must say it may have lost writes");
+    assert_eq!(replay(&store.load()?)?, replay(synced)?, "the damaged tail is cut off, not refused");
+    // Until the sequencer persisted its amnesia, another open still says so; then the
+    // next unsynced write marks this boot.
+    store.write_unsynced(&[MetalogWrite::Lead { term: Term(7), log: LogId(3) }])?;
+    drop(store);
+    let store = JournalMetalogStore::open(dir.path())?;
+    ensure!(store.lost_unsynced(), "the loss was forgotten before the sequencer recorded it");
+    store.persist(&[MetalogWrite::Amnesiac { through: Term(3) }])?;
+    store.write_unsynced(&[MetalogWrite::Lead { term: Term(8), log: LogId(3) }])?;
+    drop(store);
+    let store = JournalMetalogStore::open(dir.path())?;
+    ensure!(!store.lost_unsynced(), "the marker names this boot");
+    assert!(store.load()?.contains(&MetalogWrite::Amnesiac { through: Term(3) }));
+    Ok(())
+}
