@@ -66,7 +66,8 @@ use anyhow::{ensure, Context as _};
 use bytes::Bytes;
 use tally_logsvc::store::{open_record_store, FsyncPolicy, GroupCommit, GroupCommitConfig, RecordStoreKind};
 use tally_logsvc::{
-    book_to_log, BookId, Cluster, ClusterBuilder, Context, Location, LogClient, Record, RecordMeta, SeqNum, ShardId, Tag,
+    book_to_log, BookId, Cluster, ClusterBuilder, Context, Location, LogClient, MetalogMode, Record, RecordMeta, SeqNum, ShardId,
+    Tag,
 };
 use tempfile::TempDir;
 use tokio::task::JoinSet;
@@ -131,14 +132,16 @@ enum Target<'a> {
     /// What one append of a cluster of this replication factor waits for on one disk,
     /// with nothing else in the way: `n_data` fdatasync'd file appends at once (the
     /// storage nodes), then two (the metalog's quorum: the primary and one backup).
+    /// A replicated metalog's sequencers sync nothing on the way: `n_data` at once.
     Floor {
         dir: &'a Path,
         n_data: usize,
+        metalog: MetalogMode,
     },
     /// Appends through engine 0 of a cluster with this replication factor.
     Cluster {
         n_data: usize,
-        store: RecordStoreKind,
+        variant: Variant,
         cluster: &'a Cluster,
     },
 }
@@ -154,14 +157,40 @@ fn store_suffix(store: RecordStoreKind) -> &'static str {
     }
 }
 
+/// How a cluster of the append cases stores records and metalog entries.
+#[derive(Clone, Copy, PartialEq)]
+struct Variant {
+    store: RecordStoreKind,
+    metalog: MetalogMode,
+}
+
+/// The clusters of the append cases, the default first: each record store, and the
+/// replicated metalog (the cluster's other choice) on the default one.
+const VARIANTS: [Variant; 3] = [
+    Variant { store: RecordStoreKind::Journal, metalog: MetalogMode::Synced },
+    Variant { store: RecordStoreKind::Rocksdb, metalog: MetalogMode::Synced },
+    Variant { store: RecordStoreKind::Journal, metalog: MetalogMode::Replicated },
+];
+
+impl Variant {
+    /// What a case name says of it: nothing for the default.
+    fn suffix(self) -> String {
+        let metalog = match self.metalog {
+            MetalogMode::Synced => "",
+            MetalogMode::Replicated => ",metalog=replicated",
+        };
+        format!("{}{metalog}", store_suffix(self.store))
+    }
+}
+
 impl Target<'_> {
     fn case(&self, clients: usize, fsync: FsyncPolicy) -> String {
         match self {
             Target::Raw(raw) => raw_case(clients, fsync, raw.kind),
             Target::Redis(_) => redis_case(clients),
             Target::Fsync(_) => FSYNC_CASE.to_string(),
-            Target::Floor { n_data, .. } => floor_case(*n_data),
-            Target::Cluster { n_data, store, .. } => append_case(*n_data, clients, fsync, *store),
+            Target::Floor { n_data, metalog, .. } => floor_case(*n_data, *metalog),
+            Target::Cluster { n_data, variant, .. } => append_case(*n_data, clients, fsync, *variant),
         }
     }
 
@@ -188,7 +217,13 @@ impl Target<'_> {
                 closed_loop(redis.xadders(clients, "tally-bench", &record_data()).await?, warmup, window).await
             }
             Target::Fsync(dir) => fsync_loop(dir, vec![1], RECORD_BYTES, warmup, window).await,
-            Target::Floor { dir, n_data } => fsync_loop(dir, vec![*n_data, 2], RECORD_BYTES, warmup, window).await,
+            Target::Floor { dir, n_data, metalog } => {
+                let files = match metalog {
+                    MetalogMode::Synced => vec![*n_data, 2],
+                    MetalogMode::Replicated => vec![*n_data],
+                };
+                fsync_loop(dir, files, RECORD_BYTES, warmup, window).await
+            }
             Target::Cluster { cluster, .. } => {
                 let appenders = (0..clients).map(|_| Appender::new(cluster.client(0))).collect();
                 closed_loop(appenders, warmup, window).await
@@ -211,18 +246,24 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<()> {
     progress(&format!("redis-server {} on {}, appendfsync always", redis.version, redis.addr));
     let fsync_dir = tempfile::tempdir().context("creating the fsync loop's directory")?;
     let mut clusters = Vec::new();
-    for store in STORES {
+    for variant in VARIANTS {
         for n_data in N_DATA {
-            let (cluster, dir) = start_cluster(fsync, n_data, |b| b.record_store = store).await?;
-            clusters.push((n_data, store, cluster, dir));
+            let (cluster, dir) = start_cluster(fsync, n_data, |b| {
+                b.record_store = variant.store;
+                b.sequencer_config.metalog = variant.metalog;
+            })
+            .await?;
+            clusters.push((n_data, variant, cluster, dir));
         }
     }
     let mut targets = vec![Target::Redis(&redis), Target::Fsync(fsync_dir.path())];
-    targets.extend(N_DATA.map(|n_data| Target::Floor { dir: fsync_dir.path(), n_data }));
+    for metalog in [MetalogMode::Synced, MetalogMode::Replicated] {
+        targets.extend(N_DATA.map(|n_data| Target::Floor { dir: fsync_dir.path(), n_data, metalog }));
+    }
     targets.extend(raws.iter().map(Target::Raw));
-    targets.extend(clusters.iter().map(|(n_data, store, cluster, _)| Target::Cluster {
+    targets.extend(clusters.iter().map(|(n_data, variant, cluster, _)| Target::Cluster {
         n_data: *n_data,
-        store: *store,
+        variant: *variant,
         cluster,
     }));
     let fsync_floor_us = measure_writes(&mut report, &targets, fsync, &plan).await?;
@@ -241,8 +282,8 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<()> {
         ));
     }
 
-    for (n_data, store, cluster, _dir) in clusters {
-        if n_data == READ_N_DATA && store == RecordStoreKind::default() {
+    for (n_data, variant, cluster, _dir) in clusters {
+        if n_data == READ_N_DATA && variant == VARIANTS[0] {
             measure_reads(&mut report, ReadCase::CacheHit, &cluster, &plan).await?;
         }
         cluster.shutdown().await;
@@ -392,8 +433,8 @@ pub(crate) fn progress(what: &str) {
     eprintln!("log: {what}");
 }
 
-fn append_case(n_data: usize, clients: usize, fsync: FsyncPolicy, store: RecordStoreKind) -> String {
-    format!("n_data={n_data},clients={clients},fsync={fsync}{}", store_suffix(store))
+fn append_case(n_data: usize, clients: usize, fsync: FsyncPolicy, variant: Variant) -> String {
+    format!("n_data={n_data},clients={clients},fsync={fsync}{}", variant.suffix())
 }
 
 fn raw_case(clients: usize, fsync: FsyncPolicy, store: RecordStoreKind) -> String {
@@ -406,8 +447,11 @@ fn redis_case(clients: usize) -> String {
 
 const FSYNC_CASE: &str = "file,append=1KiB,fdatasync";
 
-fn floor_case(n_data: usize) -> String {
-    format!("files,append=1KiB,fdatasync,{n_data}_at_once_then_2_at_once")
+fn floor_case(n_data: usize, metalog: MetalogMode) -> String {
+    match metalog {
+        MetalogMode::Synced => format!("files,append=1KiB,fdatasync,{n_data}_at_once_then_2_at_once"),
+        MetalogMode::Replicated => format!("files,append=1KiB,fdatasync,{n_data}_at_once"),
+    }
 }
 
 /// The ratios the goals are stated in: each append case against the raw store and
@@ -420,9 +464,10 @@ fn record_ratios(report: &mut Report, fsync: FsyncPolicy) -> anyhow::Result<()> 
         CLIENTS.iter().map(|&c| get(report, &case(c), metric)).fold(0.0, f64::max)
     };
     let redis_best = best(report, &redis_case, "redis_xadd_throughput");
-    for (store, n_data) in STORES.into_iter().flat_map(|s| N_DATA.map(|n| (s, n))) {
+    for (variant, n_data) in VARIANTS.into_iter().flat_map(|v| N_DATA.map(|n| (v, n))) {
+        let store = variant.store;
         for clients in CLIENTS {
-            let case = append_case(n_data, clients, fsync, store);
+            let case = append_case(n_data, clients, fsync, variant);
             let append = get(report, &case, "append_throughput");
             let raw = get(report, &raw_case(clients, fsync, store), "raw_store_throughput");
             let redis = get(report, &redis_case(clients), "redis_xadd_throughput");
@@ -438,12 +483,14 @@ fn record_ratios(report: &mut Report, fsync: FsyncPolicy) -> anyhow::Result<()> 
             if clients == 1 {
                 let p50 = get(report, &case, "append_p50_us");
                 report.record(&case, "append_p50_vs_fsync_p50_ratio", round_to(p50 / fsync_p50, 3), "ratio")?;
-                let floor = get(report, &floor_case(n_data), "floor_p50_us");
+                let redis_p50 = get(report, &redis_case(clients), "redis_xadd_p50_us");
+                report.record(&case, "append_p50_vs_redis_p50_ratio", round_to(p50 / redis_p50, 3), "ratio")?;
+                let floor = get(report, &floor_case(n_data, variant.metalog), "floor_p50_us");
                 report.record(&case, "append_p50_vs_floor_p50_ratio", round_to(p50 / floor, 3), "ratio")?;
             }
         }
-        let tally_best = best(report, &|c| append_case(n_data, c, fsync, store), "append_throughput");
-        let case = format!("n_data={n_data},best,fsync={fsync}{}", store_suffix(store));
+        let tally_best = best(report, &|c| append_case(n_data, c, fsync, variant), "append_throughput");
+        let case = format!("n_data={n_data},best,fsync={fsync}{}", variant.suffix());
         report.record(&case, "best_append_vs_best_redis_ratio", round_to(tally_best / redis_best, 3), "ratio")?;
     }
     Ok(())
@@ -476,8 +523,8 @@ fn check_sanity(report: &Report, fsync: FsyncPolicy, fsync_floor_us: u32) {
     let (one, many) = (1, GOAL_CLIENTS);
     let mut checks = Vec::new();
     for n_data in N_DATA {
-        let store = RecordStoreKind::default();
-        let (c1, cn) = (append_case(n_data, one, fsync, store), append_case(n_data, many, fsync, store));
+        let variant = VARIANTS[0];
+        let (c1, cn) = (append_case(n_data, one, fsync, variant), append_case(n_data, many, fsync, variant));
         checks.push((
             format!("n_data={n_data}: throughput with {many} clients exceeds 1 client"),
             get(&cn, "append_throughput") > get(&c1, "append_throughput"),
@@ -490,7 +537,7 @@ fn check_sanity(report: &Report, fsync: FsyncPolicy, fsync_floor_us: u32) {
             ));
             checks.push((
                 format!("n_data={n_data}: 1-client append p50 exceeds its disk path's (floor) p50"),
-                get(&c1, "append_p50_us") > get(&floor_case(n_data), "floor_p50_us"),
+                get(&c1, "append_p50_us") > get(&floor_case(n_data, MetalogMode::Synced), "floor_p50_us"),
             ));
         }
     }

@@ -366,7 +366,8 @@ fn member() -> Member {
 }
 
 fn etcd_values_seeds() -> Vec<Vec<u8>> {
-    let settings = Settings { n_logs: 2, n_meta: 3, n_data: 2, failure_timeout_ms: 1_000, index: None };
+    let settings =
+        Settings { n_logs: 2, n_meta: 3, n_data: 2, failure_timeout_ms: 1_000, index: None, metalog: Default::default() };
     let m = member();
     vec![
         picked(0, &control::encode_config(&configuration()).expect("encodes")),

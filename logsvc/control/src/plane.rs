@@ -14,7 +14,7 @@ use etcd_client::{Compare, CompareOp, GetOptions, Txn, TxnOp, TxnOpResponse};
 use serde::{Deserialize, Serialize};
 #[cfg(test)]
 use tally_log_core::TierLayout;
-use tally_log_core::{Configuration, ConfigurationV1, ConfigurationV2, ConfigurationV3, NodeId};
+use tally_log_core::{Configuration, ConfigurationV1, ConfigurationV2, ConfigurationV3, MetalogMode, NodeId};
 
 use crate::endpoints::{Endpoints, Retry};
 use crate::error::{Error, Result};
@@ -73,6 +73,10 @@ pub struct Settings {
     /// as clusters made before the index tier have).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub index: Option<IndexShape>,
+    /// What an acknowledged append survives (`synced` for clusters made before the
+    /// choice). Sequencers read it when they start.
+    #[serde(default)]
+    pub metalog: MetalogMode,
 }
 
 /// The index tier's shape (partial mode).

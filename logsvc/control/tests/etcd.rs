@@ -143,7 +143,8 @@ async fn settings_are_written_once() -> anyhow::Result<()> {
     let etcd = TempEtcd::start().await?;
     let plane = ControlPlane::connect(&etcd.endpoints(), "settings").await?;
     assert_eq!(plane.settings().await?, None);
-    let s = |n_meta| Settings { n_logs: 2, n_meta, n_data: 3, failure_timeout_ms: 1500, index: None };
+    let s =
+        |n_meta| Settings { n_logs: 2, n_meta, n_data: 3, failure_timeout_ms: 1500, index: None, metalog: Default::default() };
     let (three, five) = (s(3), s(5));
     let (x, y) = tokio::join!(plane.init_settings(&three), plane.init_settings(&five));
     let (x, y) = (x?, y?);

@@ -30,7 +30,8 @@ use std::time::Duration;
 
 use tally_log_core::tier::{AggregatorConfig, IndexNodeConfig, IndexNodeReport};
 use tally_log_core::{
-    Configuration, ControllerConfig, EngineConfig, Error, Message, NodeId, Result, Role, SequencerConfig, StorageConfig, Term,
+    Configuration, ControllerConfig, EngineConfig, Error, Message, MetalogMode, NodeId, Result, Role, SequencerConfig,
+    StorageConfig, Term,
 };
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
@@ -145,6 +146,10 @@ impl ClusterBuilder {
             (self.engines > 0, "at least one engine"),
             (self.n_logs > 0, "at least one physical log"),
             (self.n_meta > 0 && self.n_data > 0, "n_meta and n_data must be positive"),
+            (
+                self.sequencer_config.metalog == MetalogMode::Synced || self.n_meta >= 3,
+                "n_meta >= 3 for a replicated metalog (a majority must outlive a power loss)",
+            ),
         ];
         if let Some((_, what)) = checks.iter().find(|(ok, _)| !ok) {
             return Err(Error::InvalidArgument(format!("a cluster needs {what}")));

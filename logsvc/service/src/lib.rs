@@ -28,7 +28,7 @@ pub use cluster::{Cluster, ClusterBuilder};
 pub use tally_log_core::tier;
 pub use tally_log_core::{
     book_to_log, BookId, Cond, Configuration, Context, ControllerConfig, EngineConfig, Error, FollowerConfig, Index, LocalId,
-    Location, LogId, LogRecord, LogTermConfig, Message, MetalogEntry, MetalogPosition, Micros, NodeId, Placement, Record,
-    RecordMeta, Reply, Request, Result, Role, SealedTail, SeqNum, SequencerConfig, ShardConfig, ShardId, StorageConfig,
+    Location, LogId, LogRecord, LogTermConfig, Message, MetalogEntry, MetalogMode, MetalogPosition, Micros, NodeId, Placement,
+    Record, RecordMeta, Reply, Request, Result, Role, SealedTail, SeqNum, SequencerConfig, ShardConfig, ShardId, StorageConfig,
     StoredRead, Tag, Term, TermConfig, TierLayout, TrimCommand, WIRE_VERSION,
 };

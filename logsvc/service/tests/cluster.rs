@@ -18,7 +18,9 @@ use std::time::Duration;
 use anyhow::{ensure, Context as _};
 use bytes::Bytes;
 use tally_logsvc::store::{open_record_store, FsyncPolicy, JournalMetalogStore, RecordStoreKind};
-use tally_logsvc::{book_to_log, BookId, Cluster, ClusterBuilder, Cond, Context, Error, LogClient, LogId, SeqNum, Tag, Term};
+use tally_logsvc::{
+    book_to_log, BookId, Cluster, ClusterBuilder, Cond, Context, Error, LogClient, LogId, MetalogMode, SeqNum, Tag, Term,
+};
 use tokio::task::JoinSet;
 
 fn init_tracing() {
@@ -668,6 +670,46 @@ async fn restarts_keep_every_book_with_three_replicas() -> anyhow::Result<()> {
         b.sequencer_config.entries_kept = 1;
     })
     .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn restarts_keep_every_book_with_a_replicated_metalog() -> anyhow::Result<()> {
+    // Sequencers acknowledge entries they wrote without syncing them: a restart of the
+    // processes (not of the machine) keeps them.
+    restarts_keep_every_book(|b| {
+        b.sequencer_config.metalog = MetalogMode::Replicated;
+        b.sequencer_config.unsynced_max_us = 1_000_000;
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_replicated_metalog_writes_entries_unsynced_and_needs_three_sequencers() -> anyhow::Result<()> {
+    let dir = TestDir::new();
+    let refused = cluster(&dir, |b| {
+        (b.sequencers, b.n_meta) = (1, 1);
+        b.sequencer_config.metalog = MetalogMode::Replicated;
+    })
+    .await;
+    let refused = refused.err().context("a replicated metalog of one sequencer")?;
+    ensure!(format!("{refused:#}").contains("n_meta >= 3"), "{refused:#}");
+
+    let cluster = cluster(&dir, |b| b.sequencer_config.metalog = MetalogMode::Replicated).await?;
+    let mut ctx = Context::new();
+    for i in 0..20 {
+        cluster.client(0).append(&mut ctx, BookId(1), &[Tag(1)], data(&format!("record {i}"))).await?;
+    }
+    // Spare backups write theirs within `spare_persist_us`.
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    cluster.shutdown().await;
+    // Every sequencer marked its journal with this boot before its first unsynced write.
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")?;
+    for id in 1..=3 {
+        let marker = dir.path().join(format!("sequencer-{id}")).join("UNSYNCED");
+        let marked = std::fs::read_to_string(&marker).with_context(|| format!("reading {}", marker.display()))?;
+        ensure!(marked.trim() == boot.trim(), "{} holds {marked:?}", marker.display());
+    }
+    Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -31,6 +31,7 @@ use anyhow::{bail, Context as _};
 use serde::{Deserialize, Serialize};
 pub use tally_control::IndexShape;
 use tally_logsvc::net::ClusterCa;
+use tally_logsvc::MetalogMode;
 use tally_logsvc::NodeId;
 
 use tally_control::{EtcdTls, MemberRole, ETCD_SERVER_NAME};
@@ -58,6 +59,8 @@ pub struct Shape {
     /// Replication; `None`: three, or fewer when there are fewer nodes.
     pub n_data: Option<usize>,
     pub n_meta: Option<usize>,
+    /// What an acknowledged append survives (`[controller] metalog`).
+    pub metalog: MetalogMode,
     /// The HTTP API in the clear rather than HTTPS (a benchmark's loopback client).
     pub plain_http: bool,
     /// Partial mode's index tier (the default: 2 shards of 2 replicas, as index roles
@@ -89,6 +92,7 @@ impl Default for Shape {
             etcd: 1,
             n_data: None,
             n_meta: None,
+            metalog: MetalogMode::Synced,
             plain_http: false,
             index: Some(IndexShape { shards: 2, replicas: 2 }),
             aggregators: DEFAULT_AGGREGATORS,
@@ -302,6 +306,7 @@ impl ClusterDir {
                 n_data: shape.n_data.unwrap_or(3.min(storage.len())),
                 failure_timeout_ms: 1_000,
                 index: index_shape,
+                metalog: shape.metalog,
             });
             nodes.push((id, c));
         }

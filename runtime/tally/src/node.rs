@@ -229,6 +229,7 @@ impl Node {
                         n_data: c.n_data,
                         failure_timeout_ms: c.failure_timeout_ms,
                         index: c.index,
+                        metalog: c.metalog,
                     };
                     let stored = plane.init_settings(&settings).await.context("storing the cluster's settings")?;
                     if stored != settings {
@@ -239,8 +240,10 @@ impl Node {
                 }
                 MemberRole::Sequencer => {
                     let store = Arc::new(JournalMetalogStore::open(&dir("sequencer"))?);
+                    let metalog = stored_settings(&plane).await?.metalog;
+                    let cfg = SequencerConfig { metalog, ..SequencerConfig::default() };
                     let _entered = thread.enter();
-                    let task = driver::spawn_sequencer(id, controllers.clone(), SequencerConfig::default(), store, t, inbox)?;
+                    let task = driver::spawn_sequencer(id, controllers.clone(), cfg, store, t, inbox)?;
                     tasks.push(task);
                 }
                 MemberRole::Storage => {
@@ -568,6 +571,22 @@ fn spawn_controller_role(
         }
         .instrument(tracing::info_span!("task", name = "controller-role", %id)),
     )
+}
+
+/// The cluster's settings, once a controller stored them (the first controller to start
+/// does; a process with a controller role starts it first).
+async fn stored_settings(plane: &ControlPlane) -> anyhow::Result<Settings> {
+    let mut waited = false;
+    loop {
+        if let Some(settings) = plane.settings().await.context("reading the cluster's settings")? {
+            return Ok(settings);
+        }
+        if !waited {
+            info!("waiting for a controller to store the cluster's settings");
+            waited = true;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 async fn lead_once(

@@ -35,6 +35,11 @@ pub struct ShapeArgs {
     /// Sequencers per metalog (default: 3, or fewer sequencers).
     #[arg(long)]
     n_meta: Option<usize>,
+    /// What an acknowledged append survives: synced (a power loss of every machine) or
+    /// replicated (entries not synced before the acknowledgement: a majority of the
+    /// sequencers keeping power; needs 3 sequencers).
+    #[arg(long, default_value = "synced", value_parser = ["synced", "replicated"])]
+    metalog: String,
     /// The cluster's name (its etcd keys and its CA's name).
     #[arg(long, default_value = "local")]
     name: String,
@@ -78,6 +83,10 @@ impl ShapeArgs {
             etcd: self.etcd,
             n_data: self.n_data,
             n_meta: self.n_meta,
+            metalog: match self.metalog.as_str() {
+                "replicated" => tally_logsvc::MetalogMode::Replicated,
+                _ => tally_logsvc::MetalogMode::Synced,
+            },
             plain_http: self.plain_http,
             index: (self.index_mode == "partial")
                 .then_some(IndexShape { shards: self.index_shards.max(1), replicas: self.index_replicas.max(1) }),

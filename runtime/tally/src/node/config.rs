@@ -70,6 +70,12 @@ pub struct ControllerRole {
     /// A node silent this long is sealed out by a reconfiguration.
     #[serde(default = "default_failure_timeout_ms")]
     pub failure_timeout_ms: u64,
+    /// `synced` (the default: an acknowledged append survives a power loss of every
+    /// machine) or `replicated` (entries are not synced before the acknowledgement: it
+    /// survives as long as a majority of each metalog's sequencers keep power; needs
+    /// `n_meta >= 3`). See the README.
+    #[serde(default)]
+    pub metalog: tally_logsvc::MetalogMode,
 }
 
 fn default_n_logs() -> u8 {
@@ -252,6 +258,9 @@ impl NodeConfig {
             }
             if c.n_logs == 0 || c.n_meta == 0 || c.n_data == 0 {
                 bail!("[controller] n_logs, n_meta and n_data must be positive");
+            }
+            if c.metalog == tally_logsvc::MetalogMode::Replicated && c.n_meta < 3 {
+                bail!("[controller] metalog = \"replicated\" needs n_meta >= 3 (a majority of sequencers must outlive a power loss)");
             }
         }
         if let Some(f) = &self.function {

@@ -26,8 +26,15 @@ fn a_cluster_of_processes_serves_and_survives_kills_of_every_log_role() {
     // processes, so the kills of storage-6 and sequencer-3 take index replicas with them;
     // later the aggregator's process, then both replicas of one shard, die.
     let shape = ["--controllers", "2", "--sequencers", "3", "--storage", "3", "--functions", "2", "--gateways", "2"];
-    let (c, url) = Cluster::up(&[&shape[..], &["--etcd", "3", "--aggregators", "1"]].concat());
+    // The metalog is replicated: sequencers acknowledge entries they wrote and did not
+    // sync, which a kill of the process keeps.
+    let (c, url) = Cluster::up(&[&shape[..], &["--etcd", "3", "--aggregators", "1", "--metalog", "replicated"]].concat());
     let status = c.status();
+    let log = c.log_of("sequencer-4");
+    assert!(
+        log.contains("sequencer started") && log.contains("Replicated"),
+        "sequencer-4 started without the cluster's metalog choice:\n{log}"
+    );
     let names: Vec<&str> = status.iter().map(|p| p["name"].as_str().unwrap()).collect();
     let mut want = vec!["etcd-0", "etcd-1", "etcd-2", "postgres", "controller-1", "controller-2"];
     want.extend(["sequencer-3", "sequencer-4", "sequencer-5", "storage-6", "storage-7", "storage-8"]);
