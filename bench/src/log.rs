@@ -30,7 +30,10 @@
 //!
 //! Storage nodes keep records in a `JournalStore` (journal files, metadata in RocksDB);
 //! the same clusters with the former `RocksStore` (all in RocksDB) run beside them, as
-//! cases ending in `store=rocksdb`, and so does that store raw.
+//! cases ending in `store=rocksdb`, and so does that store raw. So do clusters whose
+//! metalog is `replicated` (cases ending in `metalog=replicated`: sequencers write
+//! entries without an fsync before they acknowledge them; their floor is the storage
+//! nodes' fsyncs alone), beside the default `synced`.
 //!
 //! The raw store and the clusters of both replication factors are measured in
 //! interleaved slices (raw, n_data=1, n_data=3, then again in a rotated order) rather
