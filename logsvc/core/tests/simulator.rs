@@ -90,6 +90,18 @@ fn replicated_metalogs_hold_while_one_sequencer_at_a_time_loses_power() {
     assert!(losses > 64, "{losses} power losses of a sequencer in 64 seeds");
 }
 
+#[test]
+fn replicated_metalogs_lose_only_what_no_sequencer_kept_at_a_power_loss_of_every_node() {
+    // Every sequencer loses what it had not synced: the committed entries of the
+    // current term that none of them kept are gone (the oracle forgets them), and the
+    // seal must keep every other one, waiting for every sequencer (seed 10 ordered past
+    // a sealed tail when the controller sealed with two of three amnesiac replicas).
+    let opts = SimOptions { metalog: MetalogMode::Replicated, power_loss: 0.01, ..SimOptions::default() };
+    let stats = check(0, 40, opts);
+    let lost: u64 = stats.iter().map(|s| s.entries_lost).sum();
+    assert!(lost > 0, "no power loss took a committed entry in 40 seeds");
+}
+
 /// Partial mode (INDILOG): index nodes, engines with tiny local indexes (one in three
 /// with none), lookups through the tier, decided updates lost, fetched and gone.
 fn check_partial(first: u64, count: u64, opts: SimOptions) {

@@ -61,13 +61,14 @@ impl Sim {
             self.replicated_faults();
         }
         let leader = self.leader;
-        // A power loss of every sequencer may lose committed entries of a replicated
-        // metalog (see `SimOptions::metalog`).
-        let power_loss = self.rng.chance(self.opts.power_loss) && self.opts.metalog == MetalogMode::Synced;
+        let power_loss = self.rng.chance(self.opts.power_loss);
         if power_loss {
             self.stats.power_losses += 1;
             for &n in &nodes {
                 self.crash(n);
+            }
+            if self.opts.metalog == MetalogMode::Replicated {
+                self.lose_unsynced_entries();
             }
         }
         if self.controllers[leader].node.is_some() && (power_loss || self.rng.chance(self.opts.controller_crash)) {
@@ -126,6 +127,12 @@ impl Sim {
         }
         self.stats.sequencer_power_losses += 1;
         self.crash(n);
+        self.lose_unsynced(n);
+    }
+
+    /// Sequencer `n`'s machine lost power: its store keeps what it synced and maybe a
+    /// little more.
+    fn lose_unsynced(&mut self, n: NodeId) {
         let kept = self.rng.below(3) as usize;
         let slot = self.slots.get_mut(&n).expect("known node");
         slot.metalog.lose_unsynced(kept);
@@ -135,6 +142,30 @@ impl Sim {
             let held = metalog.read_entries(term, log, 0, *len).expect("the in-memory store never fails").len();
             *len = held as u64;
         }
+    }
+
+    /// A power loss of every node under a replicated metalog: each sequencer keeps what
+    /// it synced, and of the current term, whose entries no seal synced yet, the entries
+    /// none of them kept are gone (what the README says `replicated` may lose). The
+    /// oracle forgets them, and checks that the seal keeps every other one.
+    fn lose_unsynced_entries(&mut self) {
+        let sequencers: Vec<NodeId> = self.slots.iter().filter(|(_, s)| s.role == Role::Sequencer).map(|(&n, _)| n).collect();
+        for &n in &sequencers {
+            self.lose_unsynced(n);
+        }
+        let Some(current) = self.oracle.config().map(|c| c.current().clone()) else { return };
+        let kept: Vec<(Term, LogId, u64)> = current
+            .logs
+            .iter()
+            .map(|lc| {
+                let held = |n: &NodeId| {
+                    let read = self.slots[n].metalog.read_entries(current.term, lc.log, 0, u64::MAX);
+                    read.expect("the in-memory store never fails").len() as u64
+                };
+                (current.term, lc.log, sequencers.iter().map(held).max().unwrap_or(0))
+            })
+            .collect();
+        self.stats.entries_lost += self.oracle.lose_entries(&kept);
     }
 
     pub(super) fn begin_liveness(&mut self) {

@@ -32,8 +32,8 @@ pub struct SimOptions {
     /// Whether sequencers sync entries before acknowledging them (`synced`), or only
     /// write them, syncing each store in the background about every 50 ms
     /// (`replicated`): there, a power loss loses what a store wrote since its last
-    /// sync, and a power loss of every sequencer is not simulated (it may lose
-    /// committed entries, as the README says: a test checks how many).
+    /// sync, and a power loss of every node the committed entries of the current term
+    /// that no sequencer kept (as the README says), which the oracle forgets.
     pub metalog: MetalogMode,
     /// Chance, every 10 ms of the safety phase, that one sequencer's machine loses
     /// power (while every other sequencer is up and remembers its entries): it crashes
@@ -172,6 +172,9 @@ pub struct SimStats {
     pub power_losses: u64,
     /// Power losses of one sequencer's machine.
     pub sequencer_power_losses: u64,
+    /// Committed metalog entries a power loss of every sequencer of a replicated
+    /// metalog took (none of them had synced them).
+    pub entries_lost: u64,
     /// Leadership moves, and configurations a deposed controller could not persist.
     pub failovers: u64,
     pub cas_refused: u64,

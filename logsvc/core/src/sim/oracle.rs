@@ -33,7 +33,7 @@ use crate::engine::IndexedRecord;
 use crate::follower::{Follower, FollowerConfig};
 use crate::index::Placement;
 use crate::message::{LogRecord, MetalogEntry, RecordMeta};
-use crate::types::{BookId, Location, LogId, MetalogPosition, NodeId, SeqNum, ShardId, Tag};
+use crate::types::{BookId, Location, LogId, MetalogPosition, NodeId, SeqNum, ShardId, Tag, Term};
 
 #[derive(Clone, Debug)]
 struct RefRecord {
@@ -231,6 +231,39 @@ impl Oracle {
         }
         let entries = self.committed.get(&(term.0, log))?;
         entries.iter().find(|e| e.version >= since).map(|e| MetalogPosition::new(term, e.index))
+    }
+
+    /// A power loss of every sequencer of a replicated metalog: of each log's current
+    /// term, the entries past `kept` (the longest prefix any sequencer still holds) are
+    /// gone, committed or not, and the canonical history is rebuilt without them. What
+    /// the seal keeps is checked against what is left. Returns the committed entries
+    /// lost.
+    pub fn lose_entries(&mut self, kept: &[(Term, LogId, u64)]) -> u64 {
+        let mut lost = 0;
+        for &(term, log, len) in kept {
+            if let Some(entries) = self.committed.get_mut(&(term.0, log)) {
+                lost += entries.len().saturating_sub(len as usize) as u64;
+                entries.truncate(len as usize);
+            }
+        }
+        if lost == 0 {
+            return 0;
+        }
+        self.follower = Follower::new(FollowerConfig { fetch_retry_us: 0, buffer_max: usize::MAX });
+        self.history = RefHistory::default();
+        self.positions.iter_mut().for_each(|p| *p = MetalogPosition::ZERO);
+        if let Some(config) = self.config.clone() {
+            self.follower.on_config(&config);
+        }
+        let mut keys: Vec<(u16, LogId)> = self.committed.keys().copied().collect();
+        keys.sort();
+        for key in keys {
+            for e in self.committed[&key].clone() {
+                self.follower.on_entry(e);
+            }
+        }
+        self.advance();
+        lost
     }
 
     pub fn config(&self) -> Option<&Arc<Configuration>> {

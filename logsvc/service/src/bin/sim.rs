@@ -150,6 +150,7 @@ fn main() -> ExitCode {
                 total.persist_crashes += s.persist_crashes;
                 total.power_losses += s.power_losses;
                 total.sequencer_power_losses += s.sequencer_power_losses;
+                total.entries_lost += s.entries_lost;
                 total.probes += s.probes;
                 total.probes_lacking += s.probes_lacking;
                 total.controller_crashes += s.controller_crashes;
@@ -173,7 +174,7 @@ fn main() -> ExitCode {
         }
     }
     eprintln!(
-        "sim: {} seeds passed in {:.1}s: {} events, {} appends acked, {} conditional conflicts, {} reads checked ({} in place), {} trims, {} aux data accepted, {} refused, {} crashes ({} mid-persist), {} power losses ({} of one sequencer), {} controller crashes, {} failovers, {} configurations refused by the CAS, {} partitions, {} logs added, up to term {}, {} probes of uncommitted tails ({} lacking)",
+        "sim: {} seeds passed in {:.1}s: {} events, {} appends acked, {} conditional conflicts, {} reads checked ({} in place), {} trims, {} aux data accepted, {} refused, {} crashes ({} mid-persist), {} power losses ({} of one sequencer, {} unsynced committed entries lost), {} controller crashes, {} failovers, {} configurations refused by the CAS, {} partitions, {} logs added, up to term {}, {} probes of uncommitted tails ({} lacking)",
         args.seeds,
         started.elapsed().as_secs_f64(),
         total.events,
@@ -188,6 +189,7 @@ fn main() -> ExitCode {
         total.persist_crashes,
         total.power_losses,
         total.sequencer_power_losses,
+        total.entries_lost,
         total.controller_crashes,
         total.failovers,
         total.cas_refused,
