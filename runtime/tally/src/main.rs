@@ -372,12 +372,16 @@ fn node(args: NodeArgs) -> anyhow::Result<()> {
             println!("tally node {}: started", node.config.name);
         }
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        tokio::select! {
-            r = tokio::signal::ctrl_c() => r?,
-            _ = term.recv() => {}
-        }
+        let stopped = tokio::select! {
+            r = tokio::signal::ctrl_c() => r.map(|()| None)?,
+            _ = term.recv() => None,
+            role = node.role_stopped() => Some(role),
+        };
         eprintln!("tally node: stopping");
         node.shutdown().await;
+        if let Some(role) = stopped {
+            anyhow::bail!("the node's {role:?} role stopped (the log above says why); restart the node over its data");
+        }
         Ok(())
     })
 }

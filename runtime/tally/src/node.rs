@@ -51,7 +51,7 @@ use tally_logsvc::{
 };
 use tally_runtime::runtime::Runtime;
 use tokio::sync::{mpsc, oneshot, watch};
-use tokio::task::JoinHandle;
+use tokio::task::{AbortHandle, JoinHandle};
 use tokio::time::MissedTickBehavior;
 use tracing::{debug, error, info, warn, Instrument};
 
@@ -170,6 +170,8 @@ pub struct Node {
     plane: ControlPlane,
     registrations: Vec<tally_control::Registration>,
     tasks: Vec<JoinHandle<()>>,
+    /// The log roles' tasks among them, which end only when the role stopped.
+    roles: Vec<(MemberRole, AbortHandle)>,
     transports: Vec<Transport>,
     http_stop: Vec<oneshot::Sender<()>>,
     /// Where the sequencer, storage and engine roles run, away from the HTTP servers
@@ -206,6 +208,7 @@ impl Node {
             t.join_local(&local);
         }
         let mut tasks = vec![spawn_address_book(members.clone(), transports.clone())];
+        let mut roles = Vec::new();
         if let Some(file) = config.partition_file.clone() {
             tasks.push(spawn_partition_hook(file, transports.clone()));
         }
@@ -244,6 +247,7 @@ impl Node {
                     let cfg = SequencerConfig { metalog, ..SequencerConfig::default() };
                     let _entered = thread.enter();
                     let task = driver::spawn_sequencer(id, controllers.clone(), cfg, store, t, inbox)?;
+                    roles.push((role, task.abort_handle()));
                     tasks.push(task);
                 }
                 MemberRole::Storage => {
@@ -253,6 +257,7 @@ impl Node {
                         StorageConfig { cold_index: Some(cold_index(dir("cold"), index_resident)), ..StorageConfig::default() };
                     let _entered = thread.enter();
                     let task = driver::spawn_storage(id, controllers.clone(), cfg, stores, t, inbox)?;
+                    roles.push((role, task.abort_handle()));
                     tasks.push(task);
                 }
                 MemberRole::Engine => {
@@ -272,12 +277,14 @@ impl Node {
                 MemberRole::Aggregator => {
                     let _entered = thread.enter();
                     let (task, probe) = driver::spawn_aggregator(id, controllers.clone(), Default::default(), t, inbox);
+                    roles.push((role, task.abort_handle()));
                     tasks.push(task);
                     probes.aggregators.push(probe);
                 }
                 MemberRole::Index => {
                     let _entered = thread.enter();
                     let (task, probe) = driver::spawn_index(id, controllers.clone(), IndexNodeConfig::default(), t, inbox);
+                    roles.push((role, task.abort_handle()));
                     tasks.push(task);
                     probes.index.push(probe);
                 }
@@ -310,6 +317,7 @@ impl Node {
             plane,
             registrations,
             tasks,
+            roles,
             transports,
             http_stop: Vec::new(),
             thread,
@@ -317,6 +325,7 @@ impl Node {
         if let Some(handle) = engine {
             let f = node.config.function.clone().expect("a function role");
             let mut status = handle.status.clone();
+            node.roles.push((MemberRole::Engine, handle.task.abort_handle()));
             node.tasks.push(handle.task);
             info!(id = f.id, "waiting for the cluster's first configuration");
             while status.borrow_and_update().n_logs.is_none() {
@@ -400,6 +409,19 @@ impl Node {
         });
         self.http_stop.push(stop);
         Ok(())
+    }
+
+    /// Resolves when one of the node's tasks ended by itself: a role stopped (its store
+    /// failed, or it found the log shorter than what it applied, as a power loss of a
+    /// majority of a replicated metalog's sequencers leaves it) and the process should
+    /// exit, to be restarted over its data, rather than go on without it.
+    pub async fn role_stopped(&self) -> MemberRole {
+        loop {
+            if let Some((role, _)) = self.roles.iter().find(|(_, task)| task.is_finished()) {
+                return *role;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
     }
 
     /// Stops the roles and takes this node's members out of etcd at once (a killed
