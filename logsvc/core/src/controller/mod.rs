@@ -26,7 +26,8 @@
 //!
 //! Invariants (asserted): terms are consecutive; a sealed term's tail is never
 //! shorter than any entry the term committed (any two quorums intersect, and the
-//! primary commits one entry at a time); shard ids are never reused, across restarts
+//! primary commits one entry at a time; under a replicated metalog, but for the
+//! entries a power loss of a majority of its sequencers took); shard ids are never reused, across restarts
 //! too (storage nodes keep old shards' records under their ids).
 //!
 //! Architecture Invariant: the controller never touches records or entries beyond a
