@@ -319,6 +319,11 @@ impl Clients {
                         };
                         let mut reply = rt.invoke_with("bank", BookId(book), input.clone(), opts).await;
                         while reply.is_err() {
+                            // A pause before each retry, where the task yields: once the
+                            // node stops, every invocation fails at once, and a loop that
+                            // never yields would hold the test's runtime open after a
+                            // failed assertion (the test then hung until its timeout).
+                            tokio::time::sleep(Duration::from_millis(2)).await;
                             let opts = InvokeOptions {
                                 idempotency_key: Some(key.clone()),
                                 retry_key: None,
