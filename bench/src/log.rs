@@ -78,6 +78,9 @@ use tokio::task::JoinSet;
 use crate::peers::{fsync_loop, Redis};
 use crate::report::{micros, round_to, Latencies, Report, Samples};
 use crate::RunOptions;
+use variant::{store_suffix, Variant, STORES, VARIANTS};
+
+mod variant;
 
 const RECORD_BYTES: usize = 1024;
 /// Every record of the suite goes to this book, hence to one physical log.
@@ -147,43 +150,6 @@ enum Target<'a> {
         variant: Variant,
         cluster: &'a Cluster,
     },
-}
-
-/// The record stores the clusters and raw stores run on: the default first.
-const STORES: [RecordStoreKind; 2] = [RecordStoreKind::Journal, RecordStoreKind::Rocksdb];
-
-/// What a case name says of a record store: nothing for the default.
-fn store_suffix(store: RecordStoreKind) -> &'static str {
-    match store {
-        RecordStoreKind::Journal => "",
-        RecordStoreKind::Rocksdb => ",store=rocksdb",
-    }
-}
-
-/// How a cluster of the append cases stores records and metalog entries.
-#[derive(Clone, Copy, PartialEq)]
-struct Variant {
-    store: RecordStoreKind,
-    metalog: MetalogMode,
-}
-
-/// The clusters of the append cases, the default first: each record store, and the
-/// replicated metalog (the cluster's other choice) on the default one.
-const VARIANTS: [Variant; 3] = [
-    Variant { store: RecordStoreKind::Journal, metalog: MetalogMode::Synced },
-    Variant { store: RecordStoreKind::Rocksdb, metalog: MetalogMode::Synced },
-    Variant { store: RecordStoreKind::Journal, metalog: MetalogMode::Replicated },
-];
-
-impl Variant {
-    /// What a case name says of it: nothing for the default.
-    fn suffix(self) -> String {
-        let metalog = match self.metalog {
-            MetalogMode::Synced => "",
-            MetalogMode::Replicated => ",metalog=replicated",
-        };
-        format!("{}{metalog}", store_suffix(self.store))
-    }
 }
 
 impl Target<'_> {

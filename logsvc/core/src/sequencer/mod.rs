@@ -93,6 +93,8 @@ use crate::message::{Message, MetalogEntry, TrimCommand};
 use crate::store::MetalogWrite;
 use crate::types::{LocalId, LogId, Micros, NextTick, NodeId, SeqNum, Term};
 use metalog::{Inflight, Metalog, Primary, Spares};
+use mode::Amnesia;
+pub use mode::MetalogMode;
 
 #[derive(Clone, Debug)]
 pub struct SequencerConfig {
@@ -119,31 +121,6 @@ pub struct SequencerConfig {
     /// `replicated`: the driver syncs what it wrote at most this long later, which
     /// bounds what a power loss of every sequencer loses.
     pub unsynced_max_us: Micros,
-}
-
-/// What an acknowledged append survives: the cluster's choice (`metalog` in the
-/// controller's settings).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum MetalogMode {
-    /// Every replica syncs an entry before it acknowledges it: an acknowledged append
-    /// survives the loss of power of every machine.
-    #[default]
-    Synced,
-    /// Entries are written, not synced, before they are acknowledged (Boki's failure
-    /// model): an acknowledged append survives as long as a quorum of each metalog's
-    /// sequencers keeps its memory; a power loss of all of them loses the entries none
-    /// had synced (at most `unsynced_max_us` of them). Seal promises, lead marks and
-    /// truncations are still synced.
-    Replicated,
-}
-
-impl MetalogMode {
-    /// Whether the driver syncs `writes` before the actions after them: always under
-    /// `synced`; under `replicated` when they hold more than entries.
-    pub fn syncs(self, writes: &[MetalogWrite]) -> bool {
-        self == MetalogMode::Synced || writes.iter().any(|w| !matches!(w, MetalogWrite::Entry(_)))
-    }
 }
 
 impl Default for SequencerConfig {
@@ -232,17 +209,6 @@ pub struct Sequencer {
     /// for the batch's end.
     batch: Option<BTreeSet<(Term, LogId)>>,
     amnesia: Amnesia,
-}
-
-/// Which metalogs this replica may have lost unsynced writes of (see the module docs on
-/// `replicated` metalogs).
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Amnesia {
-    None,
-    /// Lost, and no configuration seen since: any metalog.
-    All,
-    /// The metalogs of the terms up to this one.
-    Through(Term),
 }
 
 impl Sequencer {
@@ -813,5 +779,6 @@ impl Sequencer {
 }
 
 mod metalog;
+mod mode;
 #[cfg(test)]
 mod tests;

@@ -160,12 +160,6 @@ impl MemMetalogStore {
         w.0.truncate(keep);
         w.1 = keep;
     }
-
-    /// Entries of (`term`, `log`) the store holds durably.
-    pub fn synced_len(&self, term: Term, log: LogId) -> u64 {
-        let w = self.writes.lock().unwrap();
-        held(&w.0[..w.1], term, log).len() as u64
-    }
 }
 
 /// The entries `writes` leave for one metalog: the last one written at an index, unless
