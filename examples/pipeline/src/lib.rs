@@ -8,7 +8,9 @@
 //! | `relay <from> <to> <max> <timeout_ms>`    | pops up to `max` from `from`, pushes each to `to` transformed; `{"relayed": n}` |
 //! | `consume <queue> <max> <timeout_ms>`      | pops up to `max`; `{"popped": n, "latencies_us": [..], "ids": [..], "hops": [..]}` |
 //!
-//! `relay` and `consume` stop at the first pop that waited `timeout_ms` for nothing.
+//! `relay` and `consume` pop many at a time (`queues::pop_many`: one record of the log
+//! for up to 100 messages) and stop at the first pop that waited `timeout_ms` for
+//! nothing.
 //!
 //! A message is text: `<push time> <id> <hops> <payload>`. The push time is the wall
 //! clock as the guest reads it, in µs since the Unix epoch, just before the producer's
@@ -80,23 +82,33 @@ fn handle(input: Vec<u8>) -> anyhow::Result<String> {
         Command::Relay { from, to, max, timeout } => {
             let mut relayed = 0;
             while relayed < max {
-                let Some(bytes) = queues::pop(from, timeout)? else { break };
-                let message = Message::parse(&bytes)?;
-                let payload = message.payload.to_ascii_uppercase();
-                queues::push(to, format!("{} {} {} {payload}", message.pushed_us, message.id, message.hops + 1))?;
-                relayed += 1;
+                let popped = queues::pop_many(from, pop_max(max - relayed), timeout)?;
+                if popped.is_empty() {
+                    break;
+                }
+                for bytes in popped {
+                    let message = Message::parse(&bytes)?;
+                    let payload = message.payload.to_ascii_uppercase();
+                    queues::push(to, format!("{} {} {} {payload}", message.pushed_us, message.id, message.hops + 1))?;
+                    relayed += 1;
+                }
             }
             Ok(format!(r#"{{"relayed":{relayed}}}"#))
         }
         Command::Consume { queue, max, timeout } => {
             let (mut latencies, mut ids, mut hops) = (Vec::new(), Vec::new(), Vec::new());
             while (ids.len() as u64) < max {
-                let Some(bytes) = queues::pop(queue, timeout)? else { break };
+                let popped = queues::pop_many(queue, pop_max(max - ids.len() as u64), timeout)?;
+                if popped.is_empty() {
+                    break;
+                }
                 let popped_us = now_us();
-                let message = Message::parse(&bytes)?;
-                latencies.push(popped_us.saturating_sub(message.pushed_us).to_string());
-                ids.push(format!("\"{}\"", message.id));
-                hops.push(message.hops.to_string());
+                for bytes in popped {
+                    let message = Message::parse(&bytes)?;
+                    latencies.push(popped_us.saturating_sub(message.pushed_us).to_string());
+                    ids.push(format!("\"{}\"", message.id));
+                    hops.push(message.hops.to_string());
+                }
             }
             Ok(format!(
                 r#"{{"popped":{},"latencies_us":[{}],"ids":[{}],"hops":[{}]}}"#,
@@ -110,6 +122,11 @@ fn handle(input: Vec<u8>) -> anyhow::Result<String> {
 }
 
 tally_sdk::handler!(handle);
+
+/// How many of the `left` messages one pop asks for: all, up to a pop's most.
+fn pop_max(left: u64) -> u32 {
+    left.min(100) as u32
+}
 
 /// A message as `produce` and `relay` write it.
 struct Message<'a> {

@@ -206,6 +206,19 @@ typedef struct {
   } val;
 } tally_platform_queues_result_option_list_u8_error_t;
 
+typedef struct {
+  function_list_u8_t *ptr;
+  size_t len;
+} function_list_list_u8_t;
+
+typedef struct {
+  bool is_err;
+  union {
+    function_list_list_u8_t ok;
+    tally_platform_queues_error_t err;
+  } val;
+} tally_platform_queues_result_list_list_u8_error_t;
+
 typedef tally_platform_types_error_t tally_platform_locks_error_t;
 
 typedef struct {
@@ -370,6 +383,11 @@ extern bool tally_platform_queues_push(function_string_t *queue, function_list_u
 // first), waiting up to `timeout-ms` for one without spinning (a longer wait ends
 // shortly before the function's time limit); none if the queue stayed empty.
 extern bool tally_platform_queues_pop(function_string_t *queue, uint64_t timeout_ms, function_option_list_u8_t *ret, tally_platform_queues_error_t *err);
+// Pops up to `max` (1 to 100; else `invalid-argument`) of the oldest messages of
+// one of the queue's shards, in order, with one record of the log: waits for the
+// first as `pop` does and takes what the shard holds then, up to `max`; empty if the
+// queue stayed empty.
+extern bool tally_platform_queues_pop_many(function_string_t *queue, uint32_t max, uint64_t timeout_ms, function_list_list_u8_t *ret, tally_platform_queues_error_t *err);
 
 // Imported Functions from `tally:platform/locks`
 // Acquires `lock` for this invocation, waiting up to `timeout-ms` while another
@@ -451,6 +469,10 @@ void tally_platform_queues_error_free(tally_platform_queues_error_t *ptr);
 void tally_platform_queues_result_void_error_free(tally_platform_queues_result_void_error_t *ptr);
 
 void tally_platform_queues_result_option_list_u8_error_free(tally_platform_queues_result_option_list_u8_error_t *ptr);
+
+void function_list_list_u8_free(function_list_list_u8_t *ptr);
+
+void tally_platform_queues_result_list_list_u8_error_free(tally_platform_queues_result_list_list_u8_error_t *ptr);
 
 void tally_platform_locks_error_free(tally_platform_locks_error_t *ptr);
 

@@ -105,6 +105,9 @@ extern void __wasm_import_tally_platform_queues_push(uint8_t *, size_t, uint8_t 
 __attribute__((__import_module__("tally:platform/queues"), __import_name__("pop")))
 extern void __wasm_import_tally_platform_queues_pop(uint8_t *, size_t, int64_t, uint8_t *);
 
+__attribute__((__import_module__("tally:platform/queues"), __import_name__("pop-many")))
+extern void __wasm_import_tally_platform_queues_pop_many(uint8_t *, size_t, int32_t, int64_t, uint8_t *);
+
 // Imported Functions from `tally:platform/locks`
 
 __attribute__((__import_module__("tally:platform/locks"), __import_name__("acquire")))
@@ -611,6 +614,25 @@ void tally_platform_queues_result_void_error_free(tally_platform_queues_result_v
 void tally_platform_queues_result_option_list_u8_error_free(tally_platform_queues_result_option_list_u8_error_t *ptr) {
   if (!ptr->is_err) {
     http_function_option_list_u8_free(&ptr->val.ok);
+  } else {
+    tally_platform_queues_error_free(&ptr->val.err);
+  }
+}
+
+void http_function_list_list_u8_free(http_function_list_list_u8_t *ptr) {
+  size_t list_len = ptr->len;
+  if (list_len > 0) {
+    http_function_list_u8_t *list_ptr = ptr->ptr;
+    for (size_t i = 0; i < list_len; i++) {
+      http_function_list_u8_free(&list_ptr[i]);
+    }
+    free(list_ptr);
+  }
+}
+
+void tally_platform_queues_result_list_list_u8_error_free(tally_platform_queues_result_list_list_u8_error_t *ptr) {
+  if (!ptr->is_err) {
+    http_function_list_list_u8_free(&ptr->val.ok);
   } else {
     tally_platform_queues_error_free(&ptr->val.err);
   }
@@ -3204,6 +3226,78 @@ bool tally_platform_queues_pop(http_function_string_t *queue, uint64_t timeout_m
             }
           }
           variant.val.conflict = option0;
+          break;
+        }
+        case 3: {
+          variant.val.unavailable = (http_function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 4: {
+          variant.val.too_large = (http_function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 5: {
+          variant.val.timeout = (http_function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 6: {
+          variant.val.failed = (http_function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+      }
+
+      result.val.err = variant;
+      break;
+    }
+  }
+  if (!result.is_err) {
+    *ret = result.val.ok;
+    return 1;
+  } else {
+    *err = result.val.err;
+    return 0;
+  }
+}
+
+bool tally_platform_queues_pop_many(http_function_string_t *queue, uint32_t max, uint64_t timeout_ms, http_function_list_list_u8_t *ret, tally_platform_queues_error_t *err) {
+  __attribute__((__aligned__(8)))
+  uint8_t ret_area[32];
+  uint8_t *ptr = (uint8_t *) &ret_area;
+  __wasm_import_tally_platform_queues_pop_many((uint8_t *) (*queue).ptr, (*queue).len, (int32_t) (max), (int64_t) (timeout_ms), ptr);
+  tally_platform_queues_result_list_list_u8_error_t result;
+  switch ((int32_t) *((uint8_t*) (ptr + 0))) {
+    case 0: {
+      result.is_err = false;
+      result.val.ok = (http_function_list_list_u8_t) { (http_function_list_u8_t*)(*((uint8_t **) (ptr + 8))), (*((size_t*) (ptr + (8+1*sizeof(void*))))) };
+      break;
+    }
+    case 1: {
+      result.is_err = true;
+      tally_platform_types_error_t variant;
+      variant.tag = (int32_t) *((uint8_t*) (ptr + 8));
+      switch ((int32_t) variant.tag) {
+        case 0: {
+          variant.val.invalid_argument = (http_function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 1: {
+          variant.val.not_found = (http_function_string_t) { (uint8_t*)(*((uint8_t **) (ptr + 16))), (*((size_t*) (ptr + (16+1*sizeof(void*))))) };
+          break;
+        }
+        case 2: {
+          http_function_option_u64_t option;
+          switch ((int32_t) *((uint8_t*) (ptr + 16))) {
+            case 0: {
+              option.is_some = false;
+              break;
+            }
+            case 1: {
+              option.is_some = true;
+              option.val = (uint64_t) (*((int64_t*) (ptr + 24)));
+              break;
+            }
+          }
+          variant.val.conflict = option;
           break;
         }
         case 3: {

@@ -206,6 +206,19 @@ typedef struct {
   } val;
 } tally_platform_queues_result_option_list_u8_error_t;
 
+typedef struct {
+  http_function_list_u8_t *ptr;
+  size_t len;
+} http_function_list_list_u8_t;
+
+typedef struct {
+  bool is_err;
+  union {
+    http_function_list_list_u8_t ok;
+    tally_platform_queues_error_t err;
+  } val;
+} tally_platform_queues_result_list_list_u8_error_t;
+
 typedef tally_platform_types_error_t tally_platform_locks_error_t;
 
 typedef struct {
@@ -918,6 +931,11 @@ extern bool tally_platform_queues_push(http_function_string_t *queue, http_funct
 // first), waiting up to `timeout-ms` for one without spinning (a longer wait ends
 // shortly before the function's time limit); none if the queue stayed empty.
 extern bool tally_platform_queues_pop(http_function_string_t *queue, uint64_t timeout_ms, http_function_option_list_u8_t *ret, tally_platform_queues_error_t *err);
+// Pops up to `max` (1 to 100; else `invalid-argument`) of the oldest messages of
+// one of the queue's shards, in order, with one record of the log: waits for the
+// first as `pop` does and takes what the shard holds then, up to `max`; empty if the
+// queue stayed empty.
+extern bool tally_platform_queues_pop_many(http_function_string_t *queue, uint32_t max, uint64_t timeout_ms, http_function_list_list_u8_t *ret, tally_platform_queues_error_t *err);
 
 // Imported Functions from `tally:platform/locks`
 // Acquires `lock` for this invocation, waiting up to `timeout-ms` while another
@@ -1568,6 +1586,10 @@ void tally_platform_queues_error_free(tally_platform_queues_error_t *ptr);
 void tally_platform_queues_result_void_error_free(tally_platform_queues_result_void_error_t *ptr);
 
 void tally_platform_queues_result_option_list_u8_error_free(tally_platform_queues_result_option_list_u8_error_t *ptr);
+
+void http_function_list_list_u8_free(http_function_list_list_u8_t *ptr);
+
+void tally_platform_queues_result_list_list_u8_error_free(tally_platform_queues_result_list_list_u8_error_t *ptr);
 
 void tally_platform_locks_error_free(tally_platform_locks_error_t *ptr);
 

@@ -749,6 +749,20 @@ int tally_queues_push(const char *queue, const void *message, size_t message_len
  */
 int tally_queues_pop(const char *queue, uint64_t timeout_ms, tally_bytes *message, bool *found, tally_error *err);
 
+/**
+ * Pops up to `max` (1 to 100, else `TALLY_INVALID_ARGUMENT`) of the oldest messages of
+ * one of the shards of `queue`, in order, with one record of the log where `max` pops
+ * would log `max`: waits up to `timeout_ms` for the first as `tally_queues_pop` does,
+ * then takes what that shard holds, up to `max`. Sets `*messages` to an array of
+ * `*count` messages (none when the queue stayed empty), which the caller releases with
+ * `tally_bytes_list_free`.
+ */
+int tally_queues_pop_many(const char *queue, uint32_t max, uint64_t timeout_ms, tally_bytes **messages, size_t *count,
+                          tally_error *err);
+
+/** Releases an array of `count` buffers, each and the array (`tally_queues_pop_many`'s). NULL is accepted. */
+void tally_bytes_list_free(tally_bytes *list, size_t count);
+
 /* ------------------------------------------------------------------------------------ */
 /* Locks                                                                                 */
 /* ------------------------------------------------------------------------------------ */

@@ -25,6 +25,7 @@
 typedef TALLY__WORLD(string_t) wit_string_t;
 typedef TALLY__WORLD(list_u8_t) wit_list_u8_t;
 typedef TALLY__WORLD(option_list_u8_t) wit_option_list_u8_t;
+typedef TALLY__WORLD(list_list_u8_t) wit_list_list_u8_t;
 typedef TALLY__WORLD(option_string_t) wit_option_string_t;
 typedef TALLY__WORLD(list_tuple2_string_string_t) wit_list_tuple2_string_string_t;
 #define wit_string_free TALLY__WORLD(string_free)

@@ -282,6 +282,33 @@ bool tally_platform_queues_push(function_string_t *queue, function_list_u8_t *me
     return !failed(next_reply(), err);
 }
 
+bool tally_platform_queues_pop_many(function_string_t *queue, uint32_t max, uint64_t timeout_ms,
+                                    function_list_list_u8_t *ret, tally_platform_queues_error_t *err) {
+    call("queues.pop_many");
+    arg_string(queue);
+    arg_u64(max);
+    arg_u64(timeout_ms);
+    reply r = next_reply();
+    if (failed(r, err))
+        return false;
+    /* The reply's text is the messages, each ended by '|' (NULL: none). */
+    size_t n = 0;
+    for (const char *c = r.text; c != NULL && *c != '\0'; c++)
+        n += *c == '|';
+    ret->len = n;
+    ret->ptr = n == 0 ? (function_list_u8_t *)4 : malloc(n * sizeof ret->ptr[0]);
+    if (ret->ptr == NULL)
+        abort();
+    const char *start = r.text;
+    for (size_t i = 0; i < n; i++) {
+        size_t len = (size_t)(strchr(start, '|') - start);
+        ret->ptr[i].ptr = abi_copy(start, len);
+        ret->ptr[i].len = len;
+        start += len + 1;
+    }
+    return true;
+}
+
 bool tally_platform_queues_pop(function_string_t *queue, uint64_t timeout_ms, function_option_list_u8_t *ret,
                                tally_platform_queues_error_t *err) {
     call("queues.pop");
@@ -626,6 +653,35 @@ static void test_queues(void) {
     check_calls("failed queues calls", "queues.push(orders,x);queues.pop(,10);");
 }
 
+static void test_queues_pop_many(void) {
+    tally_error err = untouched();
+    tally_bytes *messages = NULL;
+    size_t count = 9;
+    reply_ok("ab||c|", false);
+    check(tally_queues_pop_many("orders", 8, 20, &messages, &count, &err) == TALLY_OK && count == 3,
+          "queues.pop_many", "not 3 messages");
+    if (count == 3) {
+        check_text("queues.pop_many first", messages[0].data, messages[0].len, "ab");
+        check(messages[1].data == NULL && messages[1].len == 0, "queues.pop_many empty message", "not an empty buffer");
+        check_text("queues.pop_many last", messages[2].data, messages[2].len, "c");
+    }
+    tally_bytes_list_free(messages, count);
+    reply_ok(NULL, false);
+    check(tally_queues_pop_many("orders", 100, 0, &messages, &count, &err) == TALLY_OK && count == 0 && messages != NULL,
+          "queues.pop_many none", "not an empty array");
+    tally_bytes_list_free(messages, count);
+    tally_bytes_list_free(NULL, 0);
+    check_calls("queues.pop_many calls", "queues.pop_many(orders,8,20);queues.pop_many(orders,100,0);");
+    check(is_untouched(&err), "queues.pop_many calls", "a success touched the error");
+
+    count = 9;
+    reply_error(TALLY_PLATFORM_TYPES_ERROR_INVALID_ARGUMENT, "a pop takes 1 to 100 messages, not 0");
+    check_error("queues.pop_many failed", tally_queues_pop_many("orders", 0, 0, &messages, &count, &err), &err,
+                TALLY_INVALID_ARGUMENT, "a pop takes 1 to 100 messages, not 0");
+    check(count == 9, "queues.pop_many failed", "wrote an output");
+    check_calls("failed queues.pop_many", "queues.pop_many(orders,0,0);");
+}
+
 static void test_locks(void) {
     tally_error err = untouched();
     bool acquired = false;
@@ -741,6 +797,7 @@ void test_calls(void) {
     test_objects_get_i64();
     test_transaction();
     test_queues();
+    test_queues_pop_many();
     test_locks();
     test_key();
     test_config();

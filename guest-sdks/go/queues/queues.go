@@ -19,11 +19,16 @@
 //	if !ok {
 //		return []byte("idle"), nil
 //	}
+//
+//	// A consumer of up to eight jobs, with one record of the log.
+//	jobs, err := queues.PopMany("thumbnails", 8, time.Second)
 package queues
 
 import (
+	"strconv"
 	"time"
 
+	"tally.dev/tally"
 	"tally.dev/tally/internal/hostcall"
 	"tally.dev/tally/internal/wit"
 )
@@ -31,8 +36,9 @@ import (
 // The platform's imports: variables, so that the tests put a fake platform in their
 // place.
 var (
-	witPush = wit.QueuesPush
-	witPop  = wit.QueuesPop
+	witPush    = wit.QueuesPush
+	witPop     = wit.QueuesPop
+	witPopMany = wit.QueuesPopMany
 )
 
 // Push pushes message (at most 512 KiB) to queue.
@@ -56,4 +62,25 @@ func Pop(queue string, timeout time.Duration) ([]byte, bool, error) {
 		return nil, false, hostcall.Err(witErr)
 	}
 	return message, ok, nil
+}
+
+// PopMany pops up to max (1 to 100) of the oldest messages of one of queue's shards, in
+// order, with one record of the log where max pops would log max: it waits up to
+// timeout for the first as [Pop] does, then takes what that shard holds, up to max. An
+// empty slice if the queue stayed empty. A max out of range is refused with
+// [tally.ErrInvalidArgument] (by the SDK when it is not a u32, else by the platform),
+// and a timeout as [Pop]'s.
+func PopMany(queue string, max int, timeout time.Duration) ([][]byte, error) {
+	if max < 0 || uint64(max) > 0xFFFF_FFFF {
+		return nil, &tally.Error{Kind: tally.InvalidArgument, Message: "a pop takes 1 to 100 messages, not " + strconv.Itoa(max)}
+	}
+	ms, err := hostcall.Millis(timeout, "timeout of a pop")
+	if err != nil {
+		return nil, err
+	}
+	messages, witErr := witPopMany(queue, uint32(max), ms)
+	if witErr != nil {
+		return nil, hostcall.Err(witErr)
+	}
+	return messages, nil
 }

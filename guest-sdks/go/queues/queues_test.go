@@ -73,3 +73,37 @@ func TestPopRefusesANegativeTimeout(t *testing.T) {
 		t.Errorf("text %q, want %q", err.Error(), want)
 	}
 }
+
+func TestPopManyPassesItsArguments(t *testing.T) {
+	saved := witPopMany
+	t.Cleanup(func() { witPopMany = saved })
+	var queue string
+	var max uint32
+	var ms uint64
+	witPopMany = func(q string, m uint32, timeoutMs uint64) ([][]byte, *wit.Error) {
+		queue, max, ms = q, m, timeoutMs
+		return [][]byte{[]byte("a"), []byte("b")}, nil
+	}
+	messages, err := PopMany("jobs", 8, 20*time.Millisecond)
+	if err != nil || len(messages) != 2 || string(messages[1]) != "b" || queue != "jobs" || max != 8 || ms != 20 {
+		t.Errorf("PopMany = %q, %v with %q, %d, %d ms", messages, err, queue, max, ms)
+	}
+	witPopMany = func(string, uint32, uint64) ([][]byte, *wit.Error) {
+		return nil, &wit.Error{Case: 0, Message: "a pop takes 1 to 100 messages, not 0"}
+	}
+	if messages, err := PopMany("jobs", 0, 0); !errors.Is(err, tally.ErrInvalidArgument) || messages != nil {
+		t.Errorf("PopMany(0) = %q, %v", messages, err)
+	}
+}
+
+func TestPopManyRefusesWhatIsNoU32(t *testing.T) {
+	// Refused before any call to the platform, which outside Wasm would panic.
+	for _, max := range []int{-1, 1 << 32} {
+		if messages, err := PopMany("jobs", max, 0); !errors.Is(err, tally.ErrInvalidArgument) || messages != nil {
+			t.Errorf("PopMany(%d) = %q, %v", max, messages, err)
+		}
+	}
+	if _, err := PopMany("jobs", 8, -time.Millisecond); !errors.Is(err, tally.ErrInvalidArgument) {
+		t.Errorf("PopMany with a negative timeout: %v", err)
+	}
+}

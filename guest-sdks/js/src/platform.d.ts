@@ -61,6 +61,7 @@ declare module 'tally:platform/objects' {
 declare module 'tally:platform/queues' {
   export function push(queue: string, message: Uint8Array): void;
   export function pop(queue: string, timeoutMs: bigint): Uint8Array | undefined;
+  export function popMany(queue: string, max: number, timeoutMs: bigint): Uint8Array[];
 }
 
 declare module 'tally:platform/locks' {

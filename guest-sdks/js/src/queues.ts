@@ -13,6 +13,9 @@
  * // A consumer: one job, waiting up to a second for it.
  * const job = queues.pop('thumbnails', 1_000);
  * if (job !== undefined) resize(JSON.parse(new TextDecoder().decode(job)));
+ *
+ * // A consumer of up to eight jobs, with one record of the log.
+ * for (const job of queues.popMany('thumbnails', 8, 1_000)) resize(JSON.parse(new TextDecoder().decode(job)));
  * ```
  *
  * @module
@@ -20,7 +23,7 @@
 
 /// <reference path="./platform.d.ts" />
 import * as wit from 'tally:platform/queues';
-import { type Bytes, fromHost, integerToU64, toBytes, toText } from './bytes.js';
+import { type Bytes, describe, fromHost, integerToU64, toBytes, toText } from './bytes.js';
 import { fromHostError } from './errors.js';
 
 /** Pushes `message` (at most 512 KiB, else {@link TooLarge}) to `queue`. */
@@ -49,6 +52,29 @@ export function pop(queue: string, timeoutMs: number | bigint): Uint8Array | und
   try {
     const message = wit.pop(queue, timeout);
     return message === undefined ? undefined : fromHost(message);
+  } catch (thrown) {
+    throw fromHostError(thrown);
+  }
+}
+
+/**
+ * Pops up to `max` (1 to 100, else {@link InvalidArgument}) of the oldest messages of
+ * one of `queue`'s shards, in order, with one record of the log where `max` pops would
+ * log `max`: waits up to `timeoutMs` for the first as {@link pop} does, then takes what
+ * that shard holds, up to `max`. An empty array if the queue stayed empty.
+ */
+export function popMany(queue: string, max: number, timeoutMs: number | bigint): Uint8Array[] {
+  toText(queue, 'queue');
+  if (typeof max !== 'number') {
+    throw new TypeError(`max must be a number, not ${describe(max)}`);
+  }
+  if (!Number.isInteger(max) || max < 0 || max > 0xffff_ffff) {
+    throw new RangeError(`max ${max} is not a u32`);
+  }
+  const timeout = integerToU64(timeoutMs, 'timeoutMs');
+  try {
+    // An array of this realm, as `fromHost` makes its bytes.
+    return Array.from(wit.popMany(queue, max, timeout), fromHost);
   } catch (thrown) {
     throw fromHostError(thrown);
   }

@@ -19,7 +19,7 @@ const INTERFACES: Record<string, readonly string[]> = {
   invoke: ['call'],
   state: ['get', 'put', 'delete'],
   objects: ['get', 'set', 'increment', 'push', 'remove', 'begin', 'commit', 'abort'],
-  queues: ['push', 'pop'],
+  queues: ['push', 'pop', 'popMany'],
   locks: ['acquire', 'release'],
   context: ['invocationId', 'bookId', 'attempt', 'functionName', 'key', 'sleep', 'sleepUntil', 'promiseCreate', 'promiseAwait'],
   // `wasi:config/store@0.2.0-rc.1`, the settings.

@@ -63,6 +63,20 @@ test('pop passes its timeout as a u64 bigint and returns the message or undefine
   ]);
 });
 
+test('popMany passes max and its timeout and returns the messages', () => {
+  host.queues.popMany = (queue: unknown, max: unknown, timeoutMs: unknown) => {
+    calls.push(['popMany', queue, max, timeoutMs]);
+    return runInNewContext('[new Uint8Array([104]), new Uint8Array([105])]') as Uint8Array[];
+  };
+  const messages = queues.popMany('jobs', 8, 20);
+  assert.ok(messages instanceof Array && messages.every((m) => m instanceof Uint8Array));
+  assert.deepEqual(messages.map((m) => [...m]), [[104], [105]]);
+  refused(() => queues.popMany('jobs', 1.5, 0), RangeError, 'max 1.5 is not a u32');
+  refused(() => queues.popMany('jobs', 2 ** 32, 0), RangeError, 'max 4294967296 is not a u32');
+  refused(() => (queues.popMany as (...args: unknown[]) => unknown)('jobs', 8n, 0), TypeError, 'max must be a number, not the bigint 8');
+  assert.deepEqual(calls, [['popMany', 'jobs', 8, 20n]]);
+});
+
 test('acquire and release pass to the host', () => {
   assert.equal(locks.acquire('doc:7', 5000), true);
   host.locks.acquire = (lock: unknown, timeoutMs: unknown) => {

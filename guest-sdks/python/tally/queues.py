@@ -10,15 +10,17 @@ UTF-8.
 >>> queues.push("jobs", b"resize image 7")                    # doctest: +SKIP
 >>> queues.pop("jobs", 1000)                                  # doctest: +SKIP
 b'resize image 7'
+>>> queues.pop_many("jobs", 8, 1000)                          # doctest: +SKIP
+[b'resize image 8', b'resize image 9']
 """
 
 from __future__ import annotations
 
 from . import _bindings
-from ._convert import BytesLike, DurationLike, to_bytes, to_duration_ms, to_str
+from ._convert import BytesLike, DurationLike, to_bytes, to_count, to_duration_ms, to_str
 from ._errors import from_wit
 
-__all__ = ["pop", "push"]
+__all__ = ["pop", "pop_many", "push"]
 
 
 def push(queue: str, message: BytesLike) -> None:
@@ -48,3 +50,22 @@ def pop(queue: str, timeout: DurationLike) -> bytes | None:
     except _bindings.Err as error:
         raise from_wit(error.value) from None
     return None if message is None else bytes(message)
+
+
+def pop_many(queue: str, max: int, timeout: DurationLike) -> list[bytes]:  # noqa: A002 (as the WIT names it)
+    """Pops up to ``max`` (1 to 100, :class:`~tally.InvalidArgument` otherwise) of the
+    oldest messages of one of ``queue``'s shards, in order, with one record of the log
+    where ``max`` pops would log ``max``: waits up to ``timeout`` for the first as
+    :func:`pop` does, then takes what that shard holds, up to ``max``. An empty list if
+    the queue stayed empty.
+    """
+    queue = to_str(queue, "queue")
+    count = to_count(max, "max")
+    if count > 0xFFFF_FFFF:
+        raise ValueError(f"max must be from 1 to 100, not {count}")
+    timeout_ms = to_duration_ms(timeout, "timeout")
+    try:
+        messages = _bindings.queues.pop_many(queue, count, timeout_ms)
+    except _bindings.Err as error:
+        raise from_wit(error.value) from None
+    return [bytes(message) for message in messages]

@@ -39,9 +39,20 @@ def test_pop_passes_its_timeout_in_milliseconds(fake):
     assert bindings.calls == [("pop", ("jobs", 1500)), ("pop", ("jobs", 0)), ("pop", ("jobs", 2000)), ("pop", ("jobs", 7))]
 
 
+def test_pop_many_gives_a_list_of_bytes(fake):
+    bindings = fake("queues", pop_many=Answers([bytearray(b"a"), b"b"], []))
+    messages = queues.pop_many("jobs", 8, timedelta(milliseconds=20))
+    assert messages == [b"a", b"b"] and all(type(m) is bytes for m in messages)
+    assert queues.pop_many(queue="jobs", max=100, timeout=0) == []
+    assert bindings.calls == [("pop_many", ("jobs", 8, 20)), ("pop_many", ("jobs", 100, 0))]
+
+
 @pytest.mark.parametrize(
     ("call", "kind", "text"),
     [
+        (lambda: queues.pop_many("q", -1, 0), ValueError, "max must not be negative"),
+        (lambda: queues.pop_many("q", 2**32, 0), ValueError, "max must be from 1 to 100"),
+        (lambda: queues.pop_many("q", True, 0), TypeError, "max must be int, not bool"),
         (lambda: queues.push(b"q", b"m"), TypeError, "queue must be str, not bytes"),
         (lambda: queues.push("q", 1), TypeError, "message must be bytes or str, not int"),
         (lambda: queues.pop("q", -1), ValueError, "timeout in milliseconds must be from 0 to 2\\*\\*64-1, not -1"),

@@ -85,6 +85,7 @@ fake!(objects {
 fake!(queues {
     fn push(queue: &str, message: &[u8]) -> Result<(), Error>;
     fn pop(queue: &str, timeout_ms: u64) -> Result<Option<Vec<u8>>, Error>;
+    fn pop_many(queue: &str, max: u32, timeout_ms: u64) -> Result<Vec<Vec<u8>>, Error>;
 });
 
 fake!(locks {

@@ -17,6 +17,11 @@
 //! if let Some(job) = queues::pop("jobs", Duration::from_secs(1))? {
 //!     println!("working on {}", String::from_utf8_lossy(&job));
 //! }
+//!
+//! // A consumer of up to eight jobs at a time, with one record of the log.
+//! for job in queues::pop_many("jobs", 8, Duration::from_secs(1))? {
+//!     println!("working on {}", String::from_utf8_lossy(&job));
+//! }
 //! # Ok::<(), tally_sdk::Error>(())
 //! ```
 
@@ -42,6 +47,14 @@ pub fn pop(queue: &str, timeout: std::time::Duration) -> Result<Option<Vec<u8>>>
     wit::pop(queue, millis(timeout)).map_err(Error::from_wit)
 }
 
+/// Pops up to `max` (1 to 100) of the oldest messages of one of the shards of `queue`,
+/// in order, with one record of the log (where `max` pops would log `max`): waits up
+/// to `timeout` for the first, as [`pop`] does, then takes what that shard holds, up
+/// to `max`. Empty if the queue stayed empty.
+pub fn pop_many(queue: &str, max: u32, timeout: std::time::Duration) -> Result<Vec<Vec<u8>>> {
+    wit::pop_many(queue, max, millis(timeout)).map_err(Error::from_wit)
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -59,6 +72,8 @@ mod tests {
         assert_eq!(pop("jobs", Duration::from_millis(1_500)), Ok(Some(b"job 1".to_vec())));
         fake::ok(None::<Vec<u8>>);
         assert_eq!(pop("jobs", Duration::ZERO), Ok(None));
+        fake::ok(vec![b"job 2".to_vec(), b"job 3".to_vec()]);
+        assert_eq!(pop_many("jobs", 8, Duration::from_millis(20)), Ok(vec![b"job 2".to_vec(), b"job 3".to_vec()]));
         assert_eq!(
             fake::calls(),
             [
@@ -66,6 +81,7 @@ mod tests {
                 "queues.push(\"jobs\", [0, 255])",
                 "queues.pop(\"jobs\", 1500)",
                 "queues.pop(\"jobs\", 0)",
+                "queues.pop_many(\"jobs\", 8, 20)",
             ]
         );
     }

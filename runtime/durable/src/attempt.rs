@@ -106,6 +106,12 @@ impl Attempt {
         self.instance.queue_pop(&mut self.ctx, queue, timeout_ms, self.deadline_ms).await
     }
 
+    /// `queues.pop-many`: waits up to `timeout_ms` for the first, and not past the
+    /// attempt's deadline.
+    pub async fn queue_pop_many(&mut self, queue: &str, max: u32, timeout_ms: u64) -> Result<Vec<Bytes>, Abort> {
+        self.instance.queue_pop_many(&mut self.ctx, queue, max, timeout_ms, self.deadline_ms).await
+    }
+
     /// `locks.acquire`: waits up to `timeout_ms`, and not past the attempt's deadline.
     pub async fn lock_acquire(&mut self, lock: &str, timeout_ms: u64) -> Result<bool, Abort> {
         self.instance.lock_acquire(&mut self.ctx, LockId::Named(lock.to_string()), timeout_ms, self.deadline_ms).await

@@ -406,7 +406,9 @@ impl Stream {
         match step {
             Step::ObjectWrite(kind::ObjectWrite { object, .. }) => vec![Stream::Object(object.clone())],
             Step::TxnCommit(kind::TxnCommit { writes, .. }) => writes.iter().map(|(o, _)| Stream::Object(o.clone())).collect(),
-            Step::QueuePush(kind::QueuePush { queue, shard, .. }) | Step::QueuePop(kind::QueuePop { queue, shard, .. }) => {
+            Step::QueuePush(kind::QueuePush { queue, shard, .. })
+            | Step::QueuePop(kind::QueuePop { queue, shard, .. })
+            | Step::QueuePopMany(kind::QueuePopMany { queue, shard, .. }) => {
                 vec![Stream::Shard(queue.clone(), *shard)]
             }
             Step::LockTry(kind::LockTry { lock, .. }) | Step::LockRelease(kind::LockRelease { lock, .. }) => {

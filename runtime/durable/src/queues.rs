@@ -16,7 +16,9 @@
 //! record may hold several pushes (a [`Step::Group`]), and a push is named by its
 //! record's seqnum and its place among that record's pushes to the shard ([`PushAt`]).
 //! A producer of eight messages appends one record for all of them, not sixteen (each
-//! push and the clock reading before it).
+//! push and the clock reading before it). A pop of many ([`kind::QueuePopMany`]) takes
+//! up to its `max` oldest messages in one record, so a consumer of eight messages
+//! appends one record too.
 //!
 //! An instance pushes to one shard (a hash of its ID), so one invocation's messages
 //! stay in order; a popper looks at its own shard first and then at the others, and
@@ -44,6 +46,8 @@ pub const SHARDS: u64 = 4;
 pub const QUEUE_NAME_MAX: usize = 256;
 /// How often a waiting pop looks at the log for other nodes' pushes.
 pub const POLL_MS: u64 = 20;
+/// The most messages one pop of many takes.
+pub const POP_MANY_MAX: u32 = 100;
 
 pub fn check_name(queue: &str) -> Result<(), Error> {
     crate::objects::check_library_name("a queue", queue, QUEUE_NAME_MAX)
@@ -65,20 +69,33 @@ pub(crate) fn wake_key(book: BookId, queue: &str) -> String {
 pub type PushAt = (u64, u32);
 
 /// A shard after one of its records: how many pushes no pop got yet, the oldest of
-/// them, and what that record popped (for a pop). Cached in the record's aux data; its
+/// them, and what that record popped (for a pop): the first push it got and how many
+/// (the pushes after it, in the shard's order). Cached in the record's aux data; its
 /// size does not grow with the backlog (the next push after the head is found in the
 /// stream when a pop takes the head).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ShardView {
     pub pending: u64,
     pub head: Option<PushAt>,
-    pub popped: Option<PushAt>,
+    pub popped: Option<(PushAt, u32)>,
 }
 
-/// A view as aux data and checkpoints hold it: the first three fields are the format
-/// of views written before records held several pushes, which decode with places 0.
+/// A view as aux data and checkpoints hold it. Earlier formats are prefixes of it: the
+/// first three fields are that of views written before records held several pushes
+/// (which decode with places 0), the first five that of views written before pops of
+/// many (which popped one).
 #[derive(Serialize, Deserialize)]
 struct ViewWire {
+    pending: u64,
+    head: Option<u64>,
+    popped: Option<u64>,
+    head_place: u32,
+    popped_place: u32,
+    popped_count: u32,
+}
+
+#[derive(Deserialize)]
+struct ViewWireV2 {
     pending: u64,
     head: Option<u64>,
     popped: Option<u64>,
@@ -98,31 +115,55 @@ impl ShardView {
         record::encode(&ViewWire {
             pending: self.pending,
             head: self.head.map(|h| h.0),
-            popped: self.popped.map(|p| p.0),
+            popped: self.popped.map(|p| p.0 .0),
             head_place: self.head.map_or(0, |h| h.1),
-            popped_place: self.popped.map_or(0, |p| p.1),
+            popped_place: self.popped.map_or(0, |p| p.0 .1),
+            popped_count: self.popped.map_or(0, |p| p.1),
         })
     }
 
-    /// A view [`ShardView::encode`] wrote, or one of the earlier format (a strict
-    /// prefix of it, so never mistaken for it).
+    /// A view [`ShardView::encode`] wrote, or one of an earlier format (a strict
+    /// prefix of it, so never mistaken for it: the newest is tried first).
     pub fn decode(bytes: &[u8]) -> Result<ShardView, Error> {
-        match record::decode::<ViewWire>("queue view", bytes) {
-            Ok(w) => Ok(ShardView {
-                pending: w.pending,
-                head: w.head.map(|h| (h, w.head_place)),
-                popped: w.popped.map(|p| (p, w.popped_place)),
-            }),
+        let view = |pending, head: Option<PushAt>, popped: Option<PushAt>, count: u32| ShardView {
+            pending,
+            head,
+            popped: popped.map(|p| (p, count.max(1))),
+        };
+        if let Ok(w) = record::decode::<ViewWire>("queue view", bytes) {
+            return Ok(view(w.pending, w.head.map(|h| (h, w.head_place)), w.popped.map(|p| (p, w.popped_place)), w.popped_count));
+        }
+        match record::decode::<ViewWireV2>("queue view", bytes) {
+            Ok(w) => Ok(view(w.pending, w.head.map(|h| (h, w.head_place)), w.popped.map(|p| (p, w.popped_place)), 1)),
             Err(e) => match record::decode::<ViewWireV1>("queue view", bytes) {
-                Ok(w) => Ok(ShardView { pending: w.pending, head: w.head.map(|h| (h, 0)), popped: w.popped.map(|p| (p, 0)) }),
+                Ok(w) => Ok(view(w.pending, w.head.map(|h| (h, 0)), w.popped.map(|p| (p, 0)), 1)),
                 Err(_) => Err(e),
             },
         }
     }
 }
 
+/// The queue and shard of a push or pop.
+fn stream_of(step: &Step) -> Option<(&str, u64)> {
+    match step {
+        Step::QueuePush(kind::QueuePush { queue, shard, .. })
+        | Step::QueuePop(kind::QueuePop { queue, shard, .. })
+        | Step::QueuePopMany(kind::QueuePopMany { queue, shard, .. }) => Some((queue, *shard)),
+        _ => None,
+    }
+}
+
 fn concerns(step: &Step, queue: &str, shard: u64) -> bool {
-    matches!(step, Step::QueuePush(kind::QueuePush { queue: q, shard: s, .. }) | Step::QueuePop(kind::QueuePop { queue: q, shard: s, .. }) if q == queue && *s == shard)
+    stream_of(step) == Some((queue, shard))
+}
+
+/// How many messages a pop takes at most (none for another step).
+fn pop_max(step: &Step) -> Option<u32> {
+    match step {
+        Step::QueuePop(kind::QueuePop { .. }) => Some(1),
+        Step::QueuePopMany(kind::QueuePopMany { max, .. }) => Some(*max),
+        _ => None,
+    }
 }
 
 /// The pushes to and pops of the shard that a record's step holds, in order (a group
@@ -141,11 +182,7 @@ fn record_steps(step: &Step) -> &[Step] {
 
 /// Whether a record's step holds pushes or pops of another queue shard than this one.
 fn in_other_streams(step: &Step, queue: &str, shard: u64) -> bool {
-    record_steps(step).iter().any(|s| match s {
-        Step::QueuePush(kind::QueuePush { queue: q, shard: s, .. })
-        | Step::QueuePop(kind::QueuePop { queue: q, shard: s, .. }) => q != queue || *s != shard,
-        _ => false,
-    })
+    record_steps(step).iter().filter_map(stream_of).any(|s| s != (queue, shard))
 }
 
 /// The messages of the pushes to the shard that a record's step holds, in order.
@@ -175,22 +212,23 @@ pub(crate) async fn shard_at(
         view.popped = None;
         let mut place = 0;
         for step in shard_steps(&step, queue, shard) {
-            match step {
-                Step::QueuePush(kind::QueuePush { .. }) => {
+            match pop_max(step) {
+                None => {
                     view.head = view.head.or(Some((r.seqnum.0, place)));
                     view.pending += 1;
                     place += 1;
                 }
-                Step::QueuePop(kind::QueuePop { .. }) if view.pending > 0 => {
+                Some(max) if view.pending > 0 => {
                     let head = view.head.ok_or_else(|| Abort::internal(format!("shard {shard} of {queue:?} has no head")))?;
-                    view.popped = Some(head);
-                    view.pending -= 1;
+                    let took = u64::from(max.max(1)).min(view.pending);
+                    view.popped = Some((head, took as u32));
+                    view.pending -= took;
                     view.head = match view.pending {
                         0 => None,
-                        _ => Some(push_after(core, ctx, book, queue, shard, head, r.seqnum.0).await?),
+                        _ => Some(push_after(core, ctx, book, queue, shard, head, took, r.seqnum.0).await?),
                     };
                 }
-                _ => {}
+                Some(_) => {}
             }
         }
         // A record's aux data is one view, named by nothing: a record in the streams of
@@ -208,8 +246,9 @@ pub(crate) async fn shard_at(
     Ok(view)
 }
 
-/// The first push of the shard after `head`, at or before seqnum `through` (there is
-/// one: a push is pending).
+/// The `n`th push of the shard after `head` (from 1), at or before seqnum `through`
+/// (there is one: that many pushes are pending after it).
+#[allow(clippy::too_many_arguments)]
 async fn push_after(
     core: &Core,
     ctx: &mut Context,
@@ -217,36 +256,87 @@ async fn push_after(
     queue: &str,
     shard: u64,
     head: PushAt,
+    n: u64,
     through: u64,
 ) -> Result<PushAt, Abort> {
+    let mut left = n;
+    let mut found = None;
+    walk_pushes(core, ctx, book, queue, shard, head, through, |at, _| {
+        left -= 1;
+        found = Some(at);
+        left > 0
+    })
+    .await?;
+    match found {
+        Some(at) if left == 0 => Ok(at),
+        _ => Err(Abort::internal(format!(
+            "shard {shard} of {queue:?} counts {n} pending pushes after {head:?} that are not there"
+        ))),
+    }
+}
+
+/// Walks the shard's pushes after `from`, at or before seqnum `through`, in order,
+/// while `each` (given where a push is and its message) says to go on.
+#[allow(clippy::too_many_arguments)]
+async fn walk_pushes(
+    core: &Core,
+    ctx: &mut Context,
+    book: BookId,
+    queue: &str,
+    shard: u64,
+    from: PushAt,
+    through: u64,
+    mut each: impl FnMut(PushAt, &Bytes) -> bool,
+) -> Result<(), Abort> {
     let tag = core.tags.queue_shard(queue, shard);
-    let mut at = head.0;
+    let mut at = from.0;
     while let Some(r) = core.log.read_next(ctx, shadow(book), tag, SeqNum(at)).await? {
         if r.seqnum.0 > through {
             break;
         }
         let step = record::decode::<Step>("step", &r.data)?;
-        let first = if r.seqnum.0 == head.0 { head.1.saturating_add(1) } else { 0 };
-        if (first as usize) < pushes(&step, queue, shard).count() {
-            return Ok((r.seqnum.0, first));
+        let first = if r.seqnum.0 == from.0 { from.1.saturating_add(1) } else { 0 };
+        for (place, message) in pushes(&step, queue, shard).enumerate().skip(first as usize) {
+            if !each((r.seqnum.0, place as u32), message) {
+                return Ok(());
+            }
         }
         match r.seqnum.0.checked_add(1) {
             Some(next) => at = next,
             None => break,
         }
     }
-    Err(Abort::internal(format!("shard {shard} of {queue:?} counts a pending push after {head:?} that is not there")))
+    Ok(())
 }
 
-/// The message of the push at `at` of the shard.
-pub(crate) async fn message_at(
+/// The messages of the `count` pushes of the shard from `first` on: what a pop got.
+pub(crate) async fn messages_from(
     core: &Core,
     ctx: &mut Context,
     book: BookId,
     queue: &str,
     shard: u64,
-    at: PushAt,
-) -> Result<Bytes, Abort> {
+    (first, count): (PushAt, u32),
+) -> Result<Vec<Bytes>, Abort> {
+    let mut messages = vec![message_at(core, ctx, book, queue, shard, first).await?];
+    if count > 1 {
+        walk_pushes(core, ctx, book, queue, shard, first, u64::MAX, |_, message| {
+            messages.push(message.clone());
+            messages.len() < count as usize
+        })
+        .await?;
+    }
+    match messages.len() == count as usize {
+        true => Ok(messages),
+        false => Err(Abort::internal(format!(
+            "a pop got {count} messages of queue {queue:?} from {first:?}, and {} are there",
+            messages.len()
+        ))),
+    }
+}
+
+/// The message of the push at `at` of the shard.
+async fn message_at(core: &Core, ctx: &mut Context, book: BookId, queue: &str, shard: u64, at: PushAt) -> Result<Bytes, Abort> {
     let tag = core.tags.queue_shard(queue, shard);
     match core.log.read_next(ctx, shadow(book), tag, SeqNum(at.0)).await? {
         Some(r) if r.seqnum.0 == at.0 => {
@@ -264,8 +354,22 @@ mod tests {
 
     #[test]
     fn views_of_both_formats_decode() {
-        let view = ShardView { pending: 3, head: Some((7, 2)), popped: Some((5, 1)) };
-        assert_eq!(ShardView::decode(&view.encode()).unwrap(), view);
+        for popped in [Some(((5, 1), 1)), Some(((5, 1), 8)), None] {
+            let view = ShardView { pending: 3, head: Some((7, 2)), popped };
+            assert_eq!(ShardView::decode(&view.encode()).unwrap(), view);
+        }
+        // Written before pops of many: a pop got one.
+        #[derive(Serialize)]
+        struct V2 {
+            pending: u64,
+            head: Option<u64>,
+            popped: Option<u64>,
+            head_place: u32,
+            popped_place: u32,
+        }
+        let v2 = record::encode(&V2 { pending: 3, head: Some(7), popped: Some(5), head_place: 2, popped_place: 1 });
+        let expected = ShardView { pending: 3, head: Some((7, 2)), popped: Some(((5, 1), 1)) };
+        assert_eq!(ShardView::decode(&v2).unwrap(), expected);
         // Written before records held several pushes: every place is 0.
         #[derive(Serialize)]
         struct Old {
@@ -275,7 +379,7 @@ mod tests {
         }
         for (head, popped) in [(Some(7), Some(5)), (Some(7), None), (None, Some(5)), (None, None)] {
             let old = record::encode(&Old { pending: 3, head, popped });
-            let expected = ShardView { pending: 3, head: head.map(|h| (h, 0)), popped: popped.map(|p| (p, 0)) };
+            let expected = ShardView { pending: 3, head: head.map(|h| (h, 0)), popped: popped.map(|p| ((p, 0), 1)) };
             assert_eq!(ShardView::decode(&old).unwrap(), expected);
         }
         assert!(ShardView::decode(b"").is_err());

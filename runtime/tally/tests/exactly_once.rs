@@ -1237,7 +1237,8 @@ const SCRIPTS: &[&str] = &[
     "script oget u .; oset u /name \"ada\"; oinc u /posts 2; opush u /tags \"x\"; oget u .; begin; oget u /posts; \
      oinc u /posts 1; oget u /posts; commit; beginro; oget u /posts; oset u /a 1; commit; begin; oset u /gone 1; abort; \
      oget u /gone; orm u /tags; oget u .; oinc u /name 1; oget u bad; qpush q one; qpush q two; qpop q 0; qpop q 0; \
-     qpop q 0; lock L 0; lock L 0; unlock L; unlock L; key",
+     qpop q 0; qpush q three; qpush q four; qpush q five; qpopn q 2 0; qpopn q 5 0; qpopn q 5 0; qpopn q 0 0; \
+     qpopn q 4294967296 0; lock L 0; lock L 0; unlock L; unlock L; key",
 ];
 
 /// An output with every seqnum replaced by `#1`, `#2`, ... in the order they first
@@ -1307,7 +1308,8 @@ async fn every_language_answers_as_the_rust_guest_does() {
         reference[10],
         "none,ok,ok,ok,{\"name\":\"ada\",\"posts\":2,\"tags\":[\"x\"]},ok,2,ok,3,committed,ok,3,error:invalid_argument,\
          committed,ok,ok,ok,none,ok,{\"name\":\"ada\",\"posts\":3},error:invalid_argument,error:invalid_argument,ok,ok,one,\
-         two,none,true,true,ok,error:invalid_argument,none"
+         two,none,ok,ok,ok,three+four,five,none,error:invalid_argument,error:invalid_argument,true,true,ok,\
+         error:invalid_argument,none"
     );
 
     for (l, lang) in LANGUAGES.into_iter().enumerate() {

@@ -214,6 +214,25 @@ func DecodeBytesResult(mem Memory, area []byte) ([]byte, *Error) {
 	return bytes(mem, area, 8), nil
 }
 
+// DecodeBytesListResult reads a result<list<list<u8>>, error>, 32 bytes: the outer list
+// at 8, whose elements are (pointer, length) pairs of 8 bytes; each list is the memory
+// itself, not a copy.
+func DecodeBytesListResult(mem Memory, area []byte) ([][]byte, *Error) {
+	if err := resultErr(mem, area); err != nil {
+		return nil, err
+	}
+	n := u32(area, 12)
+	list := make([][]byte, n)
+	if n == 0 {
+		return list, nil
+	}
+	pairs := mem.Bytes(u32(area, 8), n*8)
+	for i := range list {
+		list[i] = bytes(mem, pairs, i*8)
+	}
+	return list, nil
+}
+
 // DecodeOptionBytesResult reads a result<option<list<u8>>, error>, 32 bytes: the
 // option's case at 8 and the list at 12 (the option's payload is 4-aligned).
 func DecodeOptionBytesResult(mem Memory, area []byte) ([]byte, bool, *Error) {

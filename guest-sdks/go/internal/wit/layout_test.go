@@ -172,6 +172,28 @@ func TestDecodeBytesResults(t *testing.T) {
 	}
 }
 
+func TestDecodeBytesListResult(t *testing.T) {
+	mem := newMemory()
+	a, b := mem.put([]byte("first")), mem.put([]byte("2nd"))
+	pairs := mem.put(areaOf(24, field{0, a}, field{4, uint32(5)}, field{8, uint32(0)}, field{12, uint32(0)}, field{16, b}, field{20, uint32(3)}))
+	list, err := DecodeBytesListResult(mem, areaOf(32, field{0, uint8(0)}, field{8, pairs}, field{12, uint32(3)}))
+	if err != nil || len(list) != 3 || string(list[0]) != "first" || list[1] == nil || len(list[1]) != 0 || string(list[2]) != "2nd" {
+		t.Errorf("three lists: %q, %v", list, err)
+	}
+	if &list[0][0] != &mem.b[a] {
+		t.Errorf("the lists are copies, not the memory itself")
+	}
+	list, err = DecodeBytesListResult(mem, areaOf(32, field{0, uint8(0)}, field{8, uint32(0)}, field{12, uint32(0)}))
+	if err != nil || list == nil || len(list) != 0 {
+		t.Errorf("none: %q, %v", list, err)
+	}
+	msg := mem.put([]byte("max is 1 to 100"))
+	list, err = DecodeBytesListResult(mem, areaOf(32, field{0, uint8(1)}, field{8, uint8(0)}, field{16, msg}, field{20, uint32(15)}))
+	if err == nil || err.Case != 0 || err.Message != "max is 1 to 100" || list != nil {
+		t.Errorf("error: %q, %+v", list, err)
+	}
+}
+
 func TestDecodeString(t *testing.T) {
 	mem := newMemory()
 	ptr := mem.put([]byte("inv-1é"))

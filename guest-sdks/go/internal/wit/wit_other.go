@@ -72,6 +72,9 @@ func QueuesPush(queue string, message []byte) *Error { panic(notWasm) }
 // QueuesPop is tally:platform/queues.pop; it panics outside Wasm.
 func QueuesPop(queue string, timeoutMs uint64) ([]byte, bool, *Error) { panic(notWasm) }
 
+// QueuesPopMany is tally:platform/queues.pop-many; it panics outside Wasm.
+func QueuesPopMany(queue string, max uint32, timeoutMs uint64) ([][]byte, *Error) { panic(notWasm) }
+
 // LocksAcquire is tally:platform/locks.acquire; it panics outside Wasm.
 func LocksAcquire(lock string, timeoutMs uint64) (bool, *Error) { panic(notWasm) }
 

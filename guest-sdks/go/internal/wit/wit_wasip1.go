@@ -77,6 +77,9 @@ func queuesPush(queue unsafe.Pointer, queueLen uint32, message unsafe.Pointer, m
 //go:wasmimport tally:platform/queues pop
 func queuesPop(queue unsafe.Pointer, queueLen uint32, timeoutMs uint64, ret unsafe.Pointer)
 
+//go:wasmimport tally:platform/queues pop-many
+func queuesPopMany(queue unsafe.Pointer, queueLen uint32, max uint32, timeoutMs uint64, ret unsafe.Pointer)
+
 //go:wasmimport tally:platform/locks acquire
 func locksAcquire(lock unsafe.Pointer, lockLen uint32, timeoutMs uint64, ret unsafe.Pointer)
 
@@ -339,6 +342,14 @@ func QueuesPop(queue string, timeoutMs uint64) ([]byte, bool, *Error) {
 	defer end()
 	queuesPop(sptr(queue), uint32(len(queue)), timeoutMs, unsafe.Pointer(&area))
 	return DecodeOptionBytesResult(linearMemory{}, areaSlice())
+}
+
+// QueuesPopMany is tally:platform/queues.pop-many.
+func QueuesPopMany(queue string, max uint32, timeoutMs uint64) ([][]byte, *Error) {
+	begin()
+	defer end()
+	queuesPopMany(sptr(queue), uint32(len(queue)), max, timeoutMs, unsafe.Pointer(&area))
+	return DecodeBytesListResult(linearMemory{}, areaSlice())
 }
 
 // LocksAcquire is tally:platform/locks.acquire.

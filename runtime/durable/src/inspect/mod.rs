@@ -104,7 +104,9 @@ impl Libraries<'_> {
                         names.objects.insert(object);
                     }
                     Step::TxnCommit(kind::TxnCommit { writes, .. }) => names.objects.extend(writes.into_iter().map(|(o, _)| o)),
-                    Step::QueuePush(kind::QueuePush { queue, .. }) | Step::QueuePop(kind::QueuePop { queue, .. }) => {
+                    Step::QueuePush(kind::QueuePush { queue, .. })
+                    | Step::QueuePop(kind::QueuePop { queue, .. })
+                    | Step::QueuePopMany(kind::QueuePopMany { queue, .. }) => {
                         names.queues.insert(queue);
                     }
                     _ => {}

@@ -84,6 +84,7 @@ pub fn kind_name(step: &Step) -> &'static str {
         Step::TxnCommit(_) => "txn-commit",
         Step::QueuePush(_) => "queue-push",
         Step::QueuePop(_) => "queue-pop",
+        Step::QueuePopMany(_) => "queue-pop-many",
         Step::LockTry(_) => "lock-try",
         Step::LockRelease(_) => "lock-release",
         Step::Checkpoint(_) => "checkpoint",

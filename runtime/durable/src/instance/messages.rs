@@ -41,11 +41,7 @@ impl Instance {
     }
 
     /// Pops the oldest message of a shard of `queue`, waiting up to `timeout_ms` (and
-    /// not past the attempt's deadline) for one: every pop that finds one is a step,
-    /// and so is the last, empty one, so that every execution returns the same. The
-    /// pending steps before it ride the pop's record (a relay's push to the next queue,
-    /// the clock readings), but for pushes to this queue, which are logged first: it
-    /// looks for a message before it logs, and must find its own.
+    /// not past the attempt's deadline) for one ([`Instance::queue_pop_many`] of one).
     pub async fn queue_pop(
         &mut self,
         ctx: &mut Context,
@@ -53,6 +49,43 @@ impl Instance {
         timeout_ms: u64,
         deadline_ms: u64,
     ) -> Result<Option<Bytes>, Abort> {
+        Ok(self.pop(ctx, queue, None, timeout_ms, deadline_ms).await?.pop())
+    }
+
+    /// Pops up to `max` (1 to [`queues::POP_MANY_MAX`]) of the oldest messages of a
+    /// shard of `queue`, in order, waiting up to `timeout_ms` (and not past the
+    /// attempt's deadline) for the first: every pop that finds one is a step, and so is
+    /// the last, empty one, so that every execution returns the same. The pending steps
+    /// before it ride the pop's record (a relay's push to the next queue, the clock
+    /// readings), but for pushes to this queue, which are logged first: it looks for a
+    /// message before it logs, and must find its own.
+    pub async fn queue_pop_many(
+        &mut self,
+        ctx: &mut Context,
+        queue: &str,
+        max: u32,
+        timeout_ms: u64,
+        deadline_ms: u64,
+    ) -> Result<Vec<Bytes>, Abort> {
+        if !(1..=queues::POP_MANY_MAX).contains(&max) {
+            return Err(Abort::Refused(Error::InvalidArgument(format!(
+                "a pop takes 1 to {} messages, not {max}",
+                queues::POP_MANY_MAX
+            ))));
+        }
+        self.pop(ctx, queue, Some(max), timeout_ms, deadline_ms).await
+    }
+
+    /// A pop of one (`many` none: a [`kind::QueuePop`], as before pops of many) or of up
+    /// to `many` messages.
+    async fn pop(
+        &mut self,
+        ctx: &mut Context,
+        queue: &str,
+        many: Option<u32>,
+        timeout_ms: u64,
+        deadline_ms: u64,
+    ) -> Result<Vec<Bytes>, Abort> {
         self.writable("a pop")?;
         if self.pending.iter().any(|p| matches!(&p.step, Step::QueuePush(kind::QueuePush { queue: q, .. }) if q == queue)) {
             self.flush(ctx).await?;
@@ -63,11 +96,18 @@ impl Instance {
         let until = now.saturating_add(timeout_ms).min(deadline_ms.saturating_sub(IN_PLACE_MARGIN_MS)).max(now);
         let own = queues::shard_of(&self.id);
         let wake = queues::wake_key(self.book, queue);
+        let step = |shard, last| match many {
+            None => Step::QueuePop(kind::QueuePop { queue: queue.to_string(), shard, last }),
+            Some(max) => Step::QueuePopMany(kind::QueuePopMany { queue: queue.to_string(), shard, last, max }),
+        };
         self.take_clocks(ctx).await?;
         loop {
-            let asked = Step::QueuePop(kind::QueuePop { queue: queue.to_string(), shard: own, last: false });
-            let (seqnum, pop) = match self.take_recorded::<kind::QueuePop>(&asked)? {
-                Some(taken) => taken,
+            let asked = step(own, false);
+            let (seqnum, pop) = match self.recorded(&asked)? {
+                Some(r) => {
+                    self.take(r.seqnum);
+                    (r.seqnum, r.step)
+                }
                 None => {
                     let mut found = None;
                     for k in 0..queues::SHARDS {
@@ -84,15 +124,20 @@ impl Instance {
                         continue;
                     }
                     let shard = found.unwrap_or(own);
-                    let step = kind::QueuePop { queue: queue.to_string(), shard, last: found.is_none() };
-                    self.log_seqnum(ctx, step, &[self.core.tags.queue_shard(queue, shard)]).await?
+                    let logged =
+                        self.log_step(ctx, step(shard, found.is_none()), &[self.core.tags.queue_shard(queue, shard)]).await?;
+                    (logged.seqnum, logged.step)
                 }
             };
-            let kind::QueuePop { shard, last, .. } = pop;
+            let (shard, last) = match pop {
+                Step::QueuePop(kind::QueuePop { shard, last, .. })
+                | Step::QueuePopMany(kind::QueuePopMany { shard, last, .. }) => (shard, last),
+                other => return Err(Abort::NonDeterministic(format!("a pop of {} is a {}", self.id, other.describe()))),
+            };
             let view = queues::shard_at(&self.core, ctx, self.book, queue, shard, seqnum).await?;
             match view.popped {
-                Some(push) => return Ok(Some(queues::message_at(&self.core, ctx, self.book, queue, shard, push).await?)),
-                None if last => return Ok(None),
+                Some(popped) => return queues::messages_from(&self.core, ctx, self.book, queue, shard, popped).await,
+                None if last => return Ok(Vec::new()),
                 // Another pop got there first: look again.
                 None => {}
             }

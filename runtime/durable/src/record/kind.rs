@@ -195,6 +195,18 @@ pub struct QueuePop {
     pub last: bool,
 }
 
+/// A pop of up to `max` messages from shard `shard` of queue `queue`, in one record: it
+/// gets the oldest `max` messages of the shard not popped before it, or as many as
+/// there are (none if the shard is empty); `last` as for [`QueuePop`]. Added after the
+/// other variants, so that older records decode as before.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueuePopMany {
+    pub queue: String,
+    pub shard: u64,
+    pub last: bool,
+    pub max: u32,
+}
+
 /// A try of `holder` (an instance ID) to take `lock` (`locks.rs`): a step, also in
 /// the lock's stream. It takes the lock exactly when `prev` is the seqnum of the
 /// lock's last effective record (0: none) and the lock is free there. `last`: the
@@ -371,5 +383,6 @@ kinds!(
     Checkpoint,
     Group,
     Put,
-    Outcall
+    Outcall,
+    QueuePopMany
 );

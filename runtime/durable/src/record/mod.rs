@@ -18,7 +18,7 @@
 //!   cancel(root)                 Cancel at offset 0: the root and its children are cancelled
 //!   retry(id)                    the Retry records of an instance that trapped (the last one counts)
 //!   bokistore(object)            a durable object's ObjectWrite steps and the TxnCommit steps that write it
-//!   queue_shard(queue, shard)    a queue shard's QueuePush and QueuePop steps
+//!   queue_shard(queue, shard)    a queue shard's QueuePush, QueuePop and QueuePopMany steps
 //!   lock(lock)                   a lock's LockTry and LockRelease steps
 //!   checkpoint(stream)           Checkpoints of an object's, a queue shard's or a lock's stream (gc.rs)
 //!   INSTANCES                    every Init (or Refused) and Result of the book, and what wakes a root: Sleep,
@@ -122,6 +122,8 @@ pub enum Step {
     Put(kind::Put),
     /// [`kind::Outcall`].
     Outcall(kind::Outcall),
+    /// [`kind::QueuePopMany`].
+    QueuePopMany(kind::QueuePopMany),
 }
 
 /// One update of a durable object, at a JSON pointer (RFC 6901) into it, as object writes
@@ -276,6 +278,10 @@ impl Step {
             (a @ Step::QueuePush(kind::QueuePush { .. }), b @ Step::QueuePush(kind::QueuePush { .. })) => a == b,
             // The shard and whether it is the last try are the record's to give.
             (Step::QueuePop(kind::QueuePop { queue: q, .. }), Step::QueuePop(kind::QueuePop { queue, .. })) => q == queue,
+            (
+                Step::QueuePopMany(kind::QueuePopMany { queue: q, max: m, .. }),
+                Step::QueuePopMany(kind::QueuePopMany { queue, max, .. }),
+            ) => q == queue && m == max,
             (Step::LockTry(kind::LockTry { lock: l, holder: h, .. }), Step::LockTry(kind::LockTry { lock, holder, .. })) => {
                 l == lock && h == holder
             }
@@ -296,6 +302,7 @@ impl Step {
                 | Step::TxnCommit(kind::TxnCommit { .. })
                 | Step::QueuePush(kind::QueuePush { .. })
                 | Step::QueuePop(kind::QueuePop { .. })
+                | Step::QueuePopMany(kind::QueuePopMany { .. })
                 | Step::LockTry(kind::LockTry { .. })
                 | Step::LockRelease(kind::LockRelease { .. })
         )
@@ -329,6 +336,7 @@ impl Step {
             Step::Retry(kind::Retry { id, attempt, .. }) => format!("retry of {id} as attempt {attempt}"),
             Step::QueuePush(kind::QueuePush { queue, .. }) => format!("push to queue {queue:?}"),
             Step::QueuePop(kind::QueuePop { queue, .. }) => format!("pop from queue {queue:?}"),
+            Step::QueuePopMany(kind::QueuePopMany { queue, max, .. }) => format!("pop of up to {max} from queue {queue:?}"),
             Step::LockTry(kind::LockTry { lock, .. }) => format!("try of {lock}"),
             Step::LockRelease(kind::LockRelease { lock, .. }) => format!("release of {lock}"),
             Step::ObjectWrite(kind::ObjectWrite { object, ops }) => {
@@ -380,6 +388,7 @@ impl Step {
                     | Step::Cancelled
                     | Step::Result(kind::Result { .. })
                     | Step::QueuePop(kind::QueuePop { .. })
+                    | Step::QueuePopMany(kind::QueuePopMany { .. })
             )
     }
 

@@ -46,5 +46,6 @@ pub fn one_of_each() -> Vec<Step> {
         Step::Checkpoint(kind::Checkpoint { covers: 3, views: vec![(1, b())] }),
         Step::Group(kind::Group { steps: vec![Step::Cancelled, Step::Result(kind::Result { outcome: Outcome::Timeout(5) })] }),
         Step::Put(kind::Put { table: "t".into(), key: b(), version: 6, value: Some(b()) }),
+        Step::QueuePopMany(kind::QueuePopMany { queue: "q".into(), shard: 2, last: false, max: 8 }),
     ]
 }

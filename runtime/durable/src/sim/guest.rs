@@ -188,8 +188,9 @@ pub enum Seen {
 #[derive(Default)]
 pub struct LibTraces {
     pub tellers: BTreeMap<String, Vec<Vec<Seen>>>,
-    /// Per consumer: the messages its executions popped, each with its pop's record.
-    pub consumers: BTreeMap<String, Vec<Vec<(String, u64)>>>,
+    /// Per consumer: the messages its executions popped, each with its pop's record and
+    /// its place among what that pop got.
+    pub consumers: BTreeMap<String, Vec<Vec<(String, (u64, usize))>>>,
     /// Per locker or keyed invocation: whether it held its lock.
     pub holders: BTreeMap<String, Vec<bool>>,
     pub read: BTreeMap<String, Vec<Vec<i64>>>,

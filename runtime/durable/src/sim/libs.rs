@@ -172,17 +172,32 @@ async fn producer(attempt: &mut Attempt, input: &str) -> Result<()> {
     Ok(())
 }
 
-async fn consume(attempt: &mut Attempt, input: &str) -> Result<Vec<(String, u64)>> {
+/// Pops until the queue stays empty: one at a time, or several in a pop of many (how
+/// many at most, from the input), relaying what it got if it is the relay.
+async fn consume(attempt: &mut Attempt, input: &str) -> Result<Vec<(String, (u64, usize))>> {
     let mut got = Vec::new();
     attempt.monotonic_clock_ns(1);
     let queue = if input.starts_with(RELAY_DRAIN) { RELAYED } else { QUEUE };
-    while let Some(message) = attempt.queue_pop(queue, 20).await.map_err(guest)? {
-        got.push((String::from_utf8_lossy(&message).into_owned(), attempt.instance.cursor()));
-        if input.starts_with(RELAY) && !input.starts_with(RELAY_DRAIN) {
-            attempt.queue_push(RELAYED, message).await.map_err(guest)?;
+    let many = match seed_of(input.as_bytes()) % 3 {
+        0 => None,
+        k => Some(1 + 2 * k as u32),
+    };
+    loop {
+        let messages = match many {
+            None => attempt.queue_pop(queue, 20).await.map_err(guest)?.into_iter().collect(),
+            Some(max) => attempt.queue_pop_many(queue, max, 20).await.map_err(guest)?,
+        };
+        if messages.is_empty() {
+            return Ok(got);
+        }
+        let seqnum = attempt.instance.cursor();
+        for (place, message) in messages.into_iter().enumerate() {
+            got.push((String::from_utf8_lossy(&message).into_owned(), (seqnum, place)));
+            if input.starts_with(RELAY) && !input.starts_with(RELAY_DRAIN) {
+                attempt.queue_push(RELAYED, message).await.map_err(guest)?;
+            }
         }
     }
-    Ok(got)
 }
 
 /// A locker (its lock named `L`) or a keyed invocation (its key's lock, taken before it
@@ -308,16 +323,16 @@ pub(super) fn check_libraries(t: &LibTraces) -> Result<u64, String> {
         return Err(format!("the relay popped {relayed:?}; the second queue gave {arrived:?}"));
     }
     checked += arrived.len() as u64;
-    let mut popped: BTreeMap<String, u64> = BTreeMap::new();
+    let mut popped: BTreeMap<String, (u64, usize)> = BTreeMap::new();
     for got in consumers.values() {
         for (message, seqnum) in got {
             if let Some(earlier) = popped.insert(message.clone(), *seqnum) {
-                return Err(format!("{message} was popped twice, at {earlier} and {seqnum}"));
+                return Err(format!("{message} was popped twice, at {earlier:?} and {seqnum:?}"));
             }
         }
     }
     for p in 0..PRODUCERS {
-        let at: Vec<Option<u64>> = (0..MESSAGES).map(|j| popped.remove(&format!("p{p}/{j}"))).collect();
+        let at: Vec<Option<(u64, usize)>> = (0..MESSAGES).map(|j| popped.remove(&format!("p{p}/{j}"))).collect();
         if at.iter().any(Option::is_none) || at.windows(2).any(|w| w[0] >= w[1]) {
             return Err(format!("producer p{p}'s messages were popped at {at:?}"));
         }

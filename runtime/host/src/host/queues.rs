@@ -26,4 +26,13 @@ impl Host for HostState {
             Err(abort) => aborted(abort),
         }
     }
+
+    #[tracing::instrument(name = "queues.pop-many", level = "debug", skip_all, fields(max, timeout_ms))]
+    async fn pop_many(&mut self, queue: String, max: u32, timeout_ms: u64) -> Outcome<Vec<Vec<u8>>> {
+        let _frame = crate::observe::enter_with(crate::observe::Part::HostQueues, || format!("pop-many {queue}"));
+        match self.inv().attempt.queue_pop_many(&queue, max, timeout_ms).await {
+            Ok(messages) => Ok(Ok(messages.into_iter().map(|m| m.to_vec()).collect())),
+            Err(abort) => aborted(abort),
+        }
+    }
 }

@@ -651,6 +651,27 @@ static int run_op(tally_output *out, tally_slice op, tally_slice *w, size_t n, t
             tally_utf8_lossy(message.data, message.len, result);
             tally_bytes_free(&message);
         }
+    } else if (n == 4 && IS(0, "qpopn")) {
+        uint64_t count, ms;
+        if (ms_of(out, "qpopn", w[2], &count) != 0 || ms_of(out, "qpopn", w[3], &ms) != 0) {
+            status = 1;
+            goto done;
+        }
+        tally_bytes *messages;
+        size_t len;
+        if (tally_queues_pop_many(table, count > UINT32_MAX ? UINT32_MAX : (uint32_t)count, ms, &messages, &len, &err) !=
+            TALLY_OK) {
+            reported(result, &err);
+        } else {
+            if (len == 0)
+                tally_bytes_append_str(result, "none");
+            for (size_t i = 0; i < len; i++) {
+                if (i > 0)
+                    tally_bytes_append_str(result, "+");
+                tally_utf8_lossy(messages[i].data, messages[i].len, result);
+            }
+            tally_bytes_list_free(messages, len);
+        }
     } else if (n == 3 && IS(0, "lock")) {
         uint64_t ms;
         if (ms_of(out, "lock", w[2], &ms) != 0) {

@@ -308,6 +308,24 @@ func runOp(op string, words []string) (string, error) {
 			return "none", nil
 		}
 		return reported(lossy(message), err), nil
+	case n == 4 && words[0] == "qpopn":
+		count, ok := parseU64(words[2])
+		if !ok {
+			return "", errors.New("qpopn " + debug(words[2]) + ": not a u64")
+		}
+		ms, ok := parseU64(words[3])
+		if !ok {
+			return "", errors.New("qpopn " + debug(words[3]) + ": not a u64")
+		}
+		messages, err := queues.PopMany(words[1], int(min(count, 1<<32-1)), millis(ms))
+		if err == nil && len(messages) == 0 {
+			return "none", nil
+		}
+		texts := make([]string, len(messages))
+		for i, m := range messages {
+			texts[i] = lossy(m)
+		}
+		return reported(strings.Join(texts, "+"), err), nil
 	case n == 3 && words[0] == "lock":
 		ms, ok := parseU64(words[2])
 		if !ok {

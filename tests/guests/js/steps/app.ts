@@ -208,6 +208,11 @@ async function script(ops: string): Promise<string> {
         const message = queues.pop(args[0]!, ms);
         return message === undefined ? 'none' : lossy(message);
       });
+    } else if (name === 'qpopn' && arity(3)) {
+      const n = u64(args[1]!, (word) => `qpopn ${quoted(word)}: not a u64`);
+      const ms = u64(args[2]!, (word) => `qpopn ${quoted(word)}: not a u64`);
+      const max = Number(n > 0xffff_ffffn ? 0xffff_ffffn : n);
+      result = reported(() => queues.popMany(args[0]!, max, ms).map(lossy).join('+') || 'none');
     } else if (name === 'lock' && arity(2)) {
       const ms = u64(args[1]!, (word) => `lock ${quoted(word)}: not a u64`);
       result = reported(() => String(locks.acquire(args[0]!, ms)));

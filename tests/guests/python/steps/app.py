@@ -212,6 +212,10 @@ def script_op(op: str, words: list[str]) -> str:
         case "qpop", 2:
             ms = milliseconds("qpop", args[1])
             return reported(lambda: none_or(queues.pop(args[0], ms)))
+        case "qpopn", 3:
+            n = milliseconds("qpopn", args[1])
+            ms = milliseconds("qpopn", args[2])
+            return reported(lambda: "+".join(lossy(m) for m in queues.pop_many(args[0], min(n, 2**32 - 1), ms)) or "none")
         case "lock", 2:
             ms = milliseconds("lock", args[1])
             return reported(lambda: "true" if locks.acquire(args[0], ms) else "false")

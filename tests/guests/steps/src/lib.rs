@@ -154,6 +154,15 @@ fn script(ops: &str) -> Result<Vec<u8>, String> {
                     None => "none".into(),
                 }))
             }
+            ["qpopn", queue, n, ms] => {
+                let n: u64 = n.parse().map_err(|_| format!("qpopn {n:?}: not a u64"))?;
+                let ms = ms.parse().map_err(|_| format!("qpopn {ms:?}: not a u64"))?;
+                let max = n.min(u32::MAX.into()) as u32;
+                reported(queues::pop_many(queue, max, Duration::from_millis(ms)).map(|messages| match &messages[..] {
+                    [] => "none".into(),
+                    _ => messages.iter().map(|m| String::from_utf8_lossy(m)).collect::<Vec<_>>().join("+"),
+                }))
+            }
             ["lock", lock, ms] => {
                 let ms = ms.parse().map_err(|_| format!("lock {ms:?}: not a u64"))?;
                 reported(locks::acquire(lock, Duration::from_millis(ms)).map(|acquired| acquired.to_string()))

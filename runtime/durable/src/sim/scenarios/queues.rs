@@ -157,3 +157,70 @@ fn a_relay_moves_each_message_with_one_append() {
     w.deploy("own", Limits::default(), own);
     assert_eq!(w.invoke(&d, keyed("own", "o", "")).as_deref(), Ok("mine"));
 }
+
+/// A pop of many takes up to its `max` oldest messages of one shard with one record:
+/// from one record of pushes and across several (large messages are a record each),
+/// each message once, in order; a `max` out of 1 to 100 is refused.
+#[test]
+fn a_pop_of_many_takes_them_with_one_record() {
+    let mut w = World::new(config());
+    let d = w.start(0);
+    deploy(&mut w);
+    // Pushes three messages of 9 KiB (past PUT_INLINE_MAX: a record each).
+    let big = guest(|a| {
+        Box::pin(async move {
+            for j in 0..3 {
+                let mut message = format!("big.{j}.").into_bytes();
+                message.resize(crate::record::PUT_INLINE_MAX + 1024, b'x');
+                a.queue_push("q", Bytes::from(message)).await?;
+            }
+            Ok(b"ok".to_vec())
+        })
+    });
+    // Pops "q" three at most at a time until it is empty: "first,second|third|" per pop.
+    let many = guest(|a| {
+        Box::pin(async move {
+            let mut pops = Vec::new();
+            loop {
+                let got = a.queue_pop_many("q", 3, 0).await?;
+                if got.is_empty() {
+                    break;
+                }
+                pops.push(
+                    got.iter().map(|m| String::from_utf8_lossy(&m[..m.len().min(6)]).into_owned()).collect::<Vec<_>>().join(","),
+                );
+            }
+            for max in [0, crate::queues::POP_MANY_MAX + 1] {
+                match a.queue_pop_many("q", max, 0).await {
+                    Err(crate::abort::Abort::Refused(crate::error::Error::InvalidArgument(_))) => {}
+                    other => panic!("a pop of {max} gave {other:?}"),
+                }
+            }
+            Ok(pops.join("|").into_bytes())
+        })
+    });
+    w.deploy("big", Limits::default(), big);
+    w.deploy("many", Limits::default(), many);
+    assert_eq!(w.invoke(&d, keyed("producer", "p", "p 4")).as_deref(), Ok("ok"));
+    assert_eq!(w.invoke(&d, keyed("big", "b", "")).as_deref(), Ok("ok"));
+    let got = w.invoke(&d, keyed("many", "m", "")).expect("popped");
+    let pops: Vec<Vec<&str>> = got.split('|').map(|p| p.split(',').collect()).collect();
+    // Each pop takes what one shard holds, up to three: three pops for the seven
+    // messages, whether the producers' shards are one (3, 3, 1) or two (3, 1 and 3).
+    assert!(pops.iter().all(|p| (1..=3).contains(&p.len())), "{pops:?}");
+    assert_eq!(pops.len(), 3, "{pops:?}");
+    let all: Vec<&str> = pops.iter().flatten().copied().collect();
+    let mine = |name: &str| all.iter().filter(|m| m.starts_with(name)).copied().collect::<Vec<_>>();
+    assert_eq!(mine("p."), ["p.0", "p.1", "p.2", "p.3"], "{pops:?}");
+    assert_eq!(mine("big."), ["big.0.", "big.1.", "big.2."], "{pops:?}");
+    assert_eq!(all.len(), 7, "{pops:?}");
+    // The big producer's three records are popped by one pop, if its shard is not the
+    // other's (then by pops that cross records anyway).
+    if crate::queues::shard_of(&super::id("big", "b")) != crate::queues::shard_of(&super::id("producer", "p")) {
+        assert!(pops.contains(&vec!["big.0.", "big.1.", "big.2."]), "{pops:?}");
+    }
+    let steps = w.stream(&d, d.core.tags.step(&super::id("many", "m")));
+    let popped = steps.iter().flat_map(|s| s.clone().into_steps()).filter(|s| matches!(s, Step::QueuePopMany(_))).count();
+    assert_eq!(popped, pops.len() + 1, "one record per pop and the empty one: {steps:?}");
+    assert_eq!(w.invoke(&d, keyed("consumer", "c", "")).as_deref(), Ok(""), "nothing is popped twice");
+}
