@@ -91,7 +91,8 @@ impl Instance {
             self.flush(ctx).await?;
         }
         queues::check_name(queue).map_err(Abort::Refused)?;
-        self.init_checked(ctx).await?;
+        // A root started lazily on a node alone defers its Init to the pop's record.
+        self.begin(ctx).await?;
         let now = self.core.clock.now_ms();
         let until = now.saturating_add(timeout_ms).min(deadline_ms.saturating_sub(IN_PLACE_MARGIN_MS)).max(now);
         let own = queues::shard_of(&self.id);
