@@ -24,7 +24,9 @@
 //! stay in order; a popper looks at its own shard first and then at the others, and
 //! appends a pop only where it saw a message (or when its wait is up), so consumers
 //! waiting on an empty queue append nothing. They wait on this node's pushes and look
-//! at the log every [`POLL_MS`] for others'.
+//! at the log every [`POLL_MS`] for others'; a pop claims the messages it saw
+//! (`claims.rs`), so that of the pops a push wakes, only as many append as it gave
+//! messages.
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -39,6 +41,9 @@ use crate::record::kind;
 use crate::record::{self, Step};
 use crate::replay;
 use crate::tags::shadow;
+
+mod claims;
+pub(crate) use claims::Claims;
 
 /// Shards per queue.
 pub const SHARDS: u64 = 4;

@@ -91,6 +91,8 @@ pub(crate) struct Core {
     pub(crate) completions: Completions,
     /// Outcomes of transactions' commits this node decided or read (`objects.rs`).
     pub(crate) decisions: Decisions,
+    /// What this node's pops are taking of each queue shard now (`queues/claims.rs`).
+    pub(crate) claims: crate::queues::Claims,
     /// On a node alone ([`crate::Peers::alone`]): a position past everything logged
     /// before it started, from which its index is fresh, so that roots may defer their
     /// Init (`Instance::begin`). `None` elsewhere.
@@ -202,6 +204,7 @@ impl Core {
             durable_objects: Memo::new(DURABLE_OBJECTS_SLOTS),
             completions: Completions::default(),
             decisions: Decisions::default(),
+            claims: crate::queues::Claims::default(),
             fresh_from,
             pins: Pins::default(),
             snapshots_refused: Memo::new(SNAPSHOTS_REFUSED_SLOTS),

@@ -104,6 +104,8 @@ impl Instance {
         self.take_clocks(ctx).await?;
         loop {
             let asked = step(own, false);
+            // What this node's other pops are taking is left to them while it lasts.
+            let mut claim = None;
             let (seqnum, pop) = match self.recorded(&asked)? {
                 Some(r) => {
                     self.take(r.seqnum);
@@ -113,8 +115,11 @@ impl Instance {
                     let mut found = None;
                     for k in 0..queues::SHARDS {
                         let shard = (own + k) % queues::SHARDS;
-                        if queues::shard_at(&self.core, ctx, self.book, queue, shard, u64::MAX).await?.pending > 0 {
+                        let pending = queues::shard_at(&self.core, ctx, self.book, queue, shard, u64::MAX).await?.pending;
+                        let max = u64::from(many.unwrap_or(1));
+                        if let Some(c) = self.core.claims.claim(self.book, queue, shard, pending, max) {
                             found = Some(shard);
+                            claim = Some(c);
                             break;
                         }
                     }
@@ -136,6 +141,11 @@ impl Instance {
                 other => return Err(Abort::NonDeterministic(format!("a pop of {} is a {}", self.id, other.describe()))),
             };
             let view = queues::shard_at(&self.core, ctx, self.book, queue, shard, seqnum).await?;
+            // A pop that got less than it claimed (another node's pops were first) has
+            // the waiting pops look again.
+            if claim.take().is_some_and(|c| view.popped.map_or(0, |p| u64::from(p.1)) < c.count()) {
+                self.core.completions.notify(&wake);
+            }
             match view.popped {
                 Some(popped) => return queues::messages_from(&self.core, ctx, self.book, queue, shard, popped).await,
                 None if last => return Ok(Vec::new()),
