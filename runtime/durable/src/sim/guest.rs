@@ -183,14 +183,17 @@ pub enum Seen {
     Plain { seqnum: u64, counter: u64, by: i64 },
 }
 
+/// A message a consumer popped, with its pop's record and its place among what that
+/// pop got.
+pub type Popped = (String, (u64, usize));
+
 /// What executions of the libraries' functions (`libs.rs`) that ran to their end
 /// reported, by input.
 #[derive(Default)]
 pub struct LibTraces {
     pub tellers: BTreeMap<String, Vec<Vec<Seen>>>,
-    /// Per consumer: the messages its executions popped, each with its pop's record and
-    /// its place among what that pop got.
-    pub consumers: BTreeMap<String, Vec<Vec<(String, (u64, usize))>>>,
+    /// Per consumer: the messages its executions popped.
+    pub consumers: BTreeMap<String, Vec<Vec<Popped>>>,
     /// Per locker or keyed invocation: whether it held its lock.
     pub holders: BTreeMap<String, Vec<bool>>,
     pub read: BTreeMap<String, Vec<Vec<i64>>>,

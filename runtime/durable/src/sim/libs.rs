@@ -174,7 +174,7 @@ async fn producer(attempt: &mut Attempt, input: &str) -> Result<()> {
 
 /// Pops until the queue stays empty: one at a time, or several in a pop of many (how
 /// many at most, from the input), relaying what it got if it is the relay.
-async fn consume(attempt: &mut Attempt, input: &str) -> Result<Vec<(String, (u64, usize))>> {
+async fn consume(attempt: &mut Attempt, input: &str) -> Result<Vec<super::guest::Popped>> {
     let mut got = Vec::new();
     attempt.monotonic_clock_ns(1);
     let queue = if input.starts_with(RELAY_DRAIN) { RELAYED } else { QUEUE };
