@@ -189,7 +189,7 @@ impl TagKey {
 
     /// The step log that a record of the INSTANCES stream (with `tags`, holding `step`)
     /// is a step of: its one derived tag, besides the object streams of the writes and
-    /// the queue shards of the pushes a [`Step::Group`] holds. (A record of no step log,
+    /// the queue shards of the pushes and pops a [`Step::Group`] holds. (A record of no step log,
     /// such as a retry, gives its own stream.)
     pub fn step_log_of(&self, tags: &[Tag], step: &Step) -> Option<Tag> {
         let steps = match step {
@@ -202,7 +202,9 @@ impl TagKey {
                 Step::Write(kind::Write { table, key, .. }) | Step::Put(kind::Put { table, key, .. }) => {
                     Some(self.object(table, key))
                 }
-                Step::QueuePush(kind::QueuePush { queue, shard, .. }) => Some(self.queue_shard(queue, *shard)),
+                Step::QueuePush(kind::QueuePush { queue, shard, .. })
+                | Step::QueuePop(kind::QueuePop { queue, shard, .. })
+                | Step::QueuePopMany(kind::QueuePopMany { queue, shard, .. }) => Some(self.queue_shard(queue, *shard)),
                 _ => None,
             })
             .collect();
@@ -314,7 +316,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_step_log_of_a_group_is_its_derived_tag_that_no_write_or_push_names() {
+    fn the_step_log_of_a_group_is_its_derived_tag_that_no_write_push_or_pop_names() {
         use bytes::Bytes;
         let key = TagKey::new([7; 32]);
         let id = InstanceId::generated("00ff");
@@ -338,6 +340,16 @@ mod tests {
         let mut tags = vec![step, key.queue_shard(&queue, 1), INSTANCES];
         tags.sort_unstable();
         assert_eq!(key.step_log_of(&tags, &group), Some(step));
+        // And a pop that a deferred Init rides (garbage collection found no Result of a
+        // consumer whose first record was taken for the shard's, and stopped collecting).
+        let init = Step::Init(kind::Init { id: id.clone(), function: "f".into(), version: 1, input: Bytes::new() });
+        for pop in [
+            Step::QueuePop(kind::QueuePop { queue: queue.clone(), shard: 1, last: false }),
+            Step::QueuePopMany(kind::QueuePopMany { queue: queue.clone(), shard: 1, last: false, max: 8 }),
+        ] {
+            let group = Step::Group(kind::Group { steps: vec![init.clone(), pop] });
+            assert_eq!(key.step_log_of(&tags, &group), Some(step));
+        }
     }
 
     #[test]
