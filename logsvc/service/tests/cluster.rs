@@ -18,61 +18,11 @@ use std::time::Duration;
 use anyhow::{ensure, Context as _};
 use bytes::Bytes;
 use tally_logsvc::store::{open_record_store, FsyncPolicy, JournalMetalogStore, RecordStoreKind};
-use tally_logsvc::{
-    book_to_log, BookId, Cluster, ClusterBuilder, Cond, Context, Error, LogClient, LogId, MetalogMode, SeqNum, Tag, Term,
-};
+use tally_logsvc::{book_to_log, BookId, Cluster, ClusterBuilder, Cond, Context, Error, LogId, MetalogMode, SeqNum, Tag, Term};
 use tokio::task::JoinSet;
 
-fn init_tracing() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
-        .with_test_writer()
-        .try_init();
-}
-
-/// A test's temporary directory; kept on failure when `TALLY_KEEP_DIR` is set.
-struct TestDir(Option<tempfile::TempDir>);
-
-impl TestDir {
-    fn new() -> TestDir {
-        TestDir(Some(tempfile::tempdir().expect("a temporary directory")))
-    }
-
-    fn path(&self) -> &std::path::Path {
-        self.0.as_ref().expect("present until dropped").path()
-    }
-}
-
-impl Drop for TestDir {
-    fn drop(&mut self) {
-        if std::thread::panicking() && std::env::var_os("TALLY_KEEP_DIR").is_some() {
-            let dir = self.0.take().expect("present until dropped").keep();
-            eprintln!("kept the cluster directory {}", dir.display());
-        }
-    }
-}
-
-async fn cluster(dir: &TestDir, change: impl FnOnce(&mut ClusterBuilder)) -> anyhow::Result<Cluster> {
-    init_tracing();
-    let mut b = ClusterBuilder::new(dir.path());
-    change(&mut b);
-    b.build().await.context("building the cluster")
-}
-
-fn data(s: &str) -> Bytes {
-    Bytes::copy_from_slice(s.as_bytes())
-}
-
-/// Every record of `tag`'s stream of `book`, read forwards one by one.
-async fn stream(c: &LogClient, ctx: &mut Context, book: BookId, tag: Tag) -> anyhow::Result<Vec<(SeqNum, Bytes)>> {
-    let mut out = Vec::new();
-    let mut min = SeqNum::MIN;
-    while let Some(r) = c.read_next(ctx, book, tag, min).await? {
-        out.push((r.seqnum, r.data));
-        min = SeqNum(r.seqnum.0 + 1);
-    }
-    Ok(out)
-}
+mod common;
+use common::{cluster, data, stream, TestDir};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn append_then_read_round_trips_and_reads_your_writes() -> anyhow::Result<()> {

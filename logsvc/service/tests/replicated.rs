@@ -5,33 +5,14 @@ use std::path::Path;
 
 use anyhow::{ensure, Context as _};
 use bytes::Bytes;
-use tally_logsvc::{BookId, Cluster, ClusterBuilder, Context, LogClient, MetalogMode, SeqNum, Tag};
-use tempfile::TempDir;
+use tally_logsvc::{BookId, Cluster, ClusterBuilder, Context, MetalogMode, Tag};
 
-async fn cluster(dir: &TempDir, change: impl FnOnce(&mut ClusterBuilder)) -> anyhow::Result<Cluster> {
-    let mut b = ClusterBuilder::new(dir.path());
-    change(&mut b);
-    b.build().await.context("building the cluster")
-}
-
-fn data(s: &str) -> Bytes {
-    Bytes::copy_from_slice(s.as_bytes())
-}
-
-/// Every record of `tag`'s stream of `book`, read forwards one by one.
-async fn stream(c: &LogClient, ctx: &mut Context, book: BookId, tag: Tag) -> anyhow::Result<Vec<(SeqNum, Bytes)>> {
-    let mut out = Vec::new();
-    let mut min = SeqNum::MIN;
-    while let Some(r) = c.read_next(ctx, book, tag, min).await? {
-        out.push((r.seqnum, r.data));
-        min = SeqNum(r.seqnum.0 + 1);
-    }
-    Ok(out)
-}
+mod common;
+use common::{cluster, data, stream, TestDir};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_replicated_metalog_writes_entries_unsynced_and_needs_three_sequencers() -> anyhow::Result<()> {
-    let dir = tempfile::TempDir::new()?;
+    let dir = TestDir::new();
     let refused = cluster(&dir, |b| {
         (b.sequencers, b.n_meta) = (1, 1);
         b.sequencer_config.metalog = MetalogMode::Replicated;
@@ -92,7 +73,7 @@ async fn read_everywhere(cluster: &Cluster, book: BookId) -> anyhow::Result<Vec<
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_replicated_metalog_keeps_what_any_sequencer_kept_when_every_sequencer_loses_power() -> anyhow::Result<()> {
-    let dir = tempfile::TempDir::new()?;
+    let dir = TestDir::new();
     let shape = |b: &mut ClusterBuilder| b.sequencer_config.metalog = MetalogMode::Replicated;
     let book = BookId(9);
     let mut acked = Vec::new();

@@ -266,7 +266,7 @@ async fn push_after(
 ) -> Result<PushAt, Abort> {
     let mut left = n;
     let mut found = None;
-    walk_pushes(core, ctx, book, queue, shard, head, through, |at, _| {
+    walk_pushes(core, ctx, book, queue, shard, Start::After(head), through, |at, _| {
         left -= 1;
         found = Some(at);
         left > 0
@@ -280,8 +280,16 @@ async fn push_after(
     }
 }
 
-/// Walks the shard's pushes after `from`, at or before seqnum `through`, in order,
-/// while `each` (given where a push is and its message) says to go on.
+/// Where a walk over a shard's pushes starts: just after a push, or at one.
+#[derive(Clone, Copy, Debug)]
+enum Start {
+    After(PushAt),
+    At(PushAt),
+}
+
+/// Walks the shard's pushes from `start`, at or before seqnum `through`, in order,
+/// while `each` (given where a push is and its message) says to go on. A walk that
+/// starts at a push whose record is gone is an error.
 #[allow(clippy::too_many_arguments)]
 async fn walk_pushes(
     core: &Core,
@@ -289,18 +297,25 @@ async fn walk_pushes(
     book: BookId,
     queue: &str,
     shard: u64,
-    from: PushAt,
+    start: Start,
     through: u64,
     mut each: impl FnMut(PushAt, &Bytes) -> bool,
 ) -> Result<(), Abort> {
     let tag = core.tags.queue_shard(queue, shard);
+    let (from, skip) = match start {
+        Start::After(at) => (at, at.1.saturating_add(1)),
+        Start::At(at) => (at, at.1),
+    };
     let mut at = from.0;
     while let Some(r) = core.log.read_next(ctx, shadow(book), tag, SeqNum(at)).await? {
+        if matches!(start, Start::At(_)) && at == from.0 && r.seqnum.0 != from.0 {
+            return Err(Abort::internal(format!("the push at {from:?} of queue {queue:?} is gone")));
+        }
         if r.seqnum.0 > through {
             break;
         }
         let step = record::decode::<Step>("step", &r.data)?;
-        let first = if r.seqnum.0 == from.0 { from.1.saturating_add(1) } else { 0 };
+        let first = if r.seqnum.0 == from.0 { skip } else { 0 };
         for (place, message) in pushes(&step, queue, shard).enumerate().skip(first as usize) {
             if !each((r.seqnum.0, place as u32), message) {
                 return Ok(());
@@ -323,13 +338,16 @@ pub(crate) async fn messages_from(
     shard: u64,
     (first, count): (PushAt, u32),
 ) -> Result<Vec<Bytes>, Abort> {
-    let mut messages = vec![message_at(core, ctx, book, queue, shard, first).await?];
-    if count > 1 {
-        walk_pushes(core, ctx, book, queue, shard, first, u64::MAX, |_, message| {
-            messages.push(message.clone());
-            messages.len() < count as usize
-        })
-        .await?;
+    let mut messages = Vec::new();
+    let mut starts_at = None;
+    walk_pushes(core, ctx, book, queue, shard, Start::At(first), u64::MAX, |at, message| {
+        starts_at = starts_at.or(Some(at));
+        messages.push(message.clone());
+        messages.len() < count as usize
+    })
+    .await?;
+    if starts_at != Some(first) {
+        return Err(Abort::internal(format!("a pop got {first:?} of queue {queue:?}, which holds no such push")));
     }
     match messages.len() == count as usize {
         true => Ok(messages),
@@ -337,19 +355,6 @@ pub(crate) async fn messages_from(
             "a pop got {count} messages of queue {queue:?} from {first:?}, and {} are there",
             messages.len()
         ))),
-    }
-}
-
-/// The message of the push at `at` of the shard.
-async fn message_at(core: &Core, ctx: &mut Context, book: BookId, queue: &str, shard: u64, at: PushAt) -> Result<Bytes, Abort> {
-    let tag = core.tags.queue_shard(queue, shard);
-    match core.log.read_next(ctx, shadow(book), tag, SeqNum(at.0)).await? {
-        Some(r) if r.seqnum.0 == at.0 => {
-            let step = record::decode::<Step>("step", &r.data)?;
-            let message = pushes(&step, queue, shard).nth(at.1 as usize).cloned();
-            message.ok_or_else(|| Abort::internal(format!("a pop got {at:?} of queue {queue:?}, which holds no such push")))
-        }
-        _ => Err(Abort::internal(format!("the push at {at:?} of queue {queue:?} is gone"))),
     }
 }
 

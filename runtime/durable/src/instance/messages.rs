@@ -97,6 +97,8 @@ impl Instance {
         let until = now.saturating_add(timeout_ms).min(deadline_ms.saturating_sub(IN_PLACE_MARGIN_MS)).max(now);
         let own = queues::shard_of(&self.id);
         let wake = queues::wake_key(self.book, queue);
+        // How many a pop claims of the messages it sees (`queues/claims.rs`).
+        let max = u64::from(many.unwrap_or(1));
         let step = |shard, last| match many {
             None => Step::QueuePop(kind::QueuePop { queue: queue.to_string(), shard, last }),
             Some(max) => Step::QueuePopMany(kind::QueuePopMany { queue: queue.to_string(), shard, last, max }),
@@ -116,7 +118,6 @@ impl Instance {
                     for k in 0..queues::SHARDS {
                         let shard = (own + k) % queues::SHARDS;
                         let pending = queues::shard_at(&self.core, ctx, self.book, queue, shard, u64::MAX).await?.pending;
-                        let max = u64::from(many.unwrap_or(1));
                         if let Some(c) = self.core.claims.claim(self.book, queue, shard, pending, max) {
                             found = Some(shard);
                             claim = Some(c);
