@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context as _};
+use serde_json::Value;
 use tokio::task::JoinSet;
 
 use super::{invoke, json, now_us, Node, Plan};
@@ -202,13 +203,14 @@ impl Queue for TallyQueue {
             let after_producers = stopped.load(Ordering::SeqCst);
             let key = format!("{}-c{consumer}-{n}", self.queue);
             let answer = json(&invoke(&mut http, &input, Some(&key)).await?)?;
-            let done = Instant::now();
-            let (ids, latencies) = (answer["ids"].as_array(), answer["latencies_us"].as_array());
-            let (Some(ids), Some(latencies)) = (ids, latencies) else { bail!("{input} answered {answer}") };
+            // Delivered when the consumer's client has the answer, as with Redis.
+            let (popped_us, done) = (now_us(), Instant::now());
+            let (ids, pushed) = (answer["ids"].as_array(), answer["pushed_us"].as_array());
+            let (Some(ids), Some(pushed)) = (ids, pushed) else { bail!("{input} answered {answer}") };
             if (from..end).contains(&done) {
-                consumed
-                    .latencies_us
-                    .extend(latencies.iter().map(|l| l.as_u64().map_or(u32::MAX, |l| l.min(u32::MAX.into()) as u32)));
+                let latency =
+                    |t: &Value| t.as_u64().map_or(u32::MAX, |t| popped_us.saturating_sub(t).min(u32::MAX.into()) as u32);
+                consumed.latencies_us.extend(pushed.iter().map(latency));
             }
             consumed.ids.extend(ids.iter().map(|id| id.as_str().unwrap_or_default().to_owned()));
             if ids.is_empty() && after_producers {

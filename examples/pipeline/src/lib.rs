@@ -6,7 +6,7 @@
 //! |-------------------------------------------|---------------------------------------------------|
 //! | `produce <queue> <count> [bytes]`         | pushes `count` messages of `bytes` (default 1024); `{"pushed": n}` |
 //! | `relay <from> <to> <max> <timeout_ms>`    | pops up to `max` from `from`, pushes each to `to` transformed; `{"relayed": n}` |
-//! | `consume <queue> <max> <timeout_ms>`      | pops up to `max`; `{"popped": n, "latencies_us": [..], "ids": [..], "hops": [..]}` |
+//! | `consume <queue> <max> <timeout_ms>`      | pops up to `max`; `{"popped": n, "pushed_us": [..], "ids": [..], "hops": [..]}` |
 //!
 //! `relay` and `consume` pop many at a time (`queues::pop_many`: one record of the log
 //! for up to 100 messages) and stop at the first pop that waited `timeout_ms` for
@@ -14,13 +14,16 @@
 //!
 //! A message is text: `<push time> <id> <hops> <payload>`. The push time is the wall
 //! clock as the guest reads it, in µs since the Unix epoch, just before the producer's
-//! push; a consumer's delivery latency is its clock after the pop minus that time. The
+//! push; `consume` answers it for every message, and the caller's delivery latency is
+//! its clock when it gets the answer minus that time (as a Redis client measures one
+//! from its `XREADGROUP`'s reply). `consume` reads no clock itself: its answer follows
+//! from its pops alone, so it is answered as soon as they are logged, before its
+//! Result record. The
 //! ID is `<producer's invocation ID>:<index>`, the same when the platform runs the
 //! producer again, so that a consumer can tell every message apart. A relay keeps the
 //! push time and the ID, adds one to the hops and upper-cases the payload, so a
 //! consumer at the end of a three-stage pipeline sees every message with 1 hop and an
-//! upper-case payload, once. (The platform records the clock readings, so a
-//! re-executed consumer reports the latencies the crashed one measured.)
+//! upper-case payload, once.
 
 use std::time::Duration;
 
@@ -96,24 +99,23 @@ fn handle(input: Vec<u8>) -> anyhow::Result<String> {
             Ok(format!(r#"{{"relayed":{relayed}}}"#))
         }
         Command::Consume { queue, max, timeout } => {
-            let (mut latencies, mut ids, mut hops) = (Vec::new(), Vec::new(), Vec::new());
+            let (mut pushed, mut ids, mut hops) = (Vec::new(), Vec::new(), Vec::new());
             while (ids.len() as u64) < max {
                 let popped = queues::pop_many(queue, pop_max(max - ids.len() as u64), timeout)?;
                 if popped.is_empty() {
                     break;
                 }
-                let popped_us = now_us();
                 for bytes in popped {
                     let message = Message::parse(&bytes)?;
-                    latencies.push(popped_us.saturating_sub(message.pushed_us).to_string());
+                    pushed.push(message.pushed_us.to_string());
                     ids.push(format!("\"{}\"", message.id));
                     hops.push(message.hops.to_string());
                 }
             }
             Ok(format!(
-                r#"{{"popped":{},"latencies_us":[{}],"ids":[{}],"hops":[{}]}}"#,
+                r#"{{"popped":{},"pushed_us":[{}],"ids":[{}],"hops":[{}]}}"#,
                 ids.len(),
-                latencies.join(","),
+                pushed.join(","),
                 ids.join(","),
                 hops.join(",")
             ))

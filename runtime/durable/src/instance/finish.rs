@@ -10,8 +10,38 @@
 //! other does otherwise. An instance releases the locks it still holds before its Result
 //! (`holds.rs`), and an instance that saw its cancellation has the outcome `Cancelled`,
 //! whatever its guest returned.
+//!
+//! A root on a node alone may be *answered first* (`Instance::end`): its caller gets the
+//! outcome when everything its guest did is logged, and its Result record follows (the
+//! task `result`, which holds the root's turn on this node until it lands). That is sound
+//! when the outcome is a function of the log alone: the Init and every step are logged,
+//! nothing is pending (no write, push or reading taken since the last record, no store
+//! write), no lock is held, no transaction is open, and no cancellation was seen. Then
+//! any later execution (a retry of its key, the recovery scan after a crash that lost the
+//! Result) replays that history and reaches the same outcome, with no effect of its own:
+//! readings taken after the last record would not replay, so an invocation that has
+//! some pending logs its Result before it answers. On a node alone nothing else runs the
+//! root meanwhile (a retry, a cancellation and the recovery scan all wait for the turn),
+//! so no peer can log another outcome in the Result's place.
 
 use super::*;
+use crate::record::meta::TraceRef;
+
+/// How an invocation ended ([`Instance::end`]).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Ending {
+    /// Its Result is logged (or, for a read-only forgettable one, needs no record).
+    Logged(Outcome),
+    /// Answerable now; its Result is still to be logged ([`Instance::log_answered`]).
+    Answered(Outcome),
+}
+
+/// When an invocation answered first was answered, for its Result's trailer.
+pub(super) struct Answered {
+    pub ended_ms: u64,
+    pub trace: Option<TraceRef>,
+    pub parts: Vec<(String, u64)>,
+}
 
 impl Instance {
     /// Logs `outcome` as the result of an invocation that keeps failing, after whatever
@@ -49,11 +79,55 @@ impl Instance {
     /// Logs the invocation's final outcome (or takes a peer's) and returns it, after
     /// the clock readings it may depend on.
     pub async fn finish(&mut self, ctx: &mut Context, outcome: Outcome) -> Result<Outcome, Abort> {
+        match self.end(ctx, outcome, false).await? {
+            Ending::Logged(outcome) | Ending::Answered(outcome) => Ok(outcome),
+        }
+    }
+
+    /// [`Instance::finish`], or, if `may_answer` and the outcome is the log's alone (see
+    /// the module's doc), `Ending::Answered`: the caller answers with it, and logs the
+    /// Result after ([`Instance::log_answered`]).
+    pub async fn end(&mut self, ctx: &mut Context, outcome: Outcome, may_answer: bool) -> Result<Ending, Abort> {
         if self.read_only_unlogged(ctx, &outcome).await? {
-            return Ok(outcome);
+            return Ok(Ending::Logged(outcome));
         }
         self.take_clocks(ctx).await?;
-        self.log_result(ctx, outcome, true).await
+        if may_answer && self.answerable_first(&outcome) {
+            let observe = &self.core.observe;
+            self.answered =
+                Some(Answered { ended_ms: self.core.clock.wall_ms(), trace: observe.trace(), parts: observe.parts() });
+            return Ok(Ending::Answered(outcome));
+        }
+        self.log_result(ctx, outcome, true).await.map(Ending::Logged)
+    }
+
+    /// Whether `outcome`, the guest's, follows from the logged history alone, so that
+    /// the invocation may be answered before its Result is logged (the module's doc).
+    fn answerable_first(&self, outcome: &Outcome) -> bool {
+        let alone = self.core.fresh_from.is_some();
+        let logged = self.deferred.is_none() && self.cursor != 0 && self.pending.is_empty() && self.latest.is_empty();
+        let guest = matches!(outcome, Outcome::Ok(_) | Outcome::Failed(_));
+        let behind = self.steps.get(self.next).is_some();
+        alone
+            && self.id.is_root()
+            && logged
+            && guest
+            && !behind
+            && !self.cancelled
+            && self.txn.is_none()
+            && self.held.is_empty()
+            && !self.recorder.has_fresh()
+    }
+
+    /// Logs the Result of an invocation answered with `outcome` (`Ending::Answered`).
+    /// A failure loses nothing: the invocation is unfinished in the log, and the
+    /// recovery scan runs it again to the same outcome.
+    pub async fn log_answered(mut self, mut ctx: Context, outcome: Outcome) {
+        match self.log_result(&mut ctx, outcome.clone(), true).await {
+            Ok(logged) if logged == outcome => {}
+            Ok(logged) => tracing::error!(id = %self.id, "answered {outcome:?}, but the log holds {logged:?}"),
+            Err(abort) => tracing::warn!(id = %self.id, "the result of an answered invocation: {}", abort.into_error()),
+        }
     }
 
     /// Whether the invocation may end without a record: it is forgettable

@@ -83,7 +83,8 @@
 //!   keys, queue pushes and pops, durable objects and their transactions, each as steps.
 //! - `outcalls.rs`: requests the guest sends out, each logged in a stream of its own.
 //! - `snapshot.rs`: reads of objects at a snapshot while the Init is deferred.
-//! - `finish.rs`: the result record, or none for a forgettable root.
+//! - `finish.rs`: the result record, or none for a forgettable root; a root answered
+//!   before its result is logged.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -122,6 +123,7 @@ mod steps;
 mod transactions;
 mod waits;
 
+pub use finish::Ending;
 pub use outcalls::{Outcall, OutcallSlot};
 
 /// How often an await waiting in place looks whether its promise was completed.
@@ -348,6 +350,9 @@ pub struct Instance {
     /// The last state operation on each switchable table used so far, for `auto`'s
     /// costs (`observe`).
     last_ops: BTreeMap<String, LastOp>,
+    /// Set once the invocation was answered before its Result (`finish.rs`): what that
+    /// Result's trailer says of the execution.
+    answered: Option<finish::Answered>,
 }
 
 impl Instance {
@@ -392,6 +397,7 @@ impl Instance {
             snapshot: None,
             under_deferred: false,
             last_ops: BTreeMap::new(),
+            answered: None,
             core,
         }
     }

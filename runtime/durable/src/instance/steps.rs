@@ -254,11 +254,20 @@ impl Instance {
             return data;
         }
         let observe = &self.core.observe;
-        let meta = record::meta::Meta {
-            started_ms: began.then_some(self.started_ms),
-            ended_ms: ended.then(|| self.core.clock.wall_ms()),
-            trace: observe.trace(),
-            parts: if ended { observe.parts() } else { Vec::new() },
+        let meta = match &self.answered {
+            // Logged after the answer, by a task outside the execution's measurements.
+            Some(a) => record::meta::Meta {
+                started_ms: began.then_some(self.started_ms),
+                ended_ms: ended.then_some(a.ended_ms),
+                trace: a.trace,
+                parts: if ended { a.parts.clone() } else { Vec::new() },
+            },
+            None => record::meta::Meta {
+                started_ms: began.then_some(self.started_ms),
+                ended_ms: ended.then(|| self.core.clock.wall_ms()),
+                trace: observe.trace(),
+                parts: if ended { observe.parts() } else { Vec::new() },
+            },
         };
         record::meta::with_meta(data, &meta)
     }

@@ -30,22 +30,57 @@ impl Durable {
 
     async fn run_observed(self: &Arc<Self>, run: Run) -> (Result<Vec<u8>>, Context) {
         if !run.id.is_root() {
-            return self.run_attempts(run).await;
+            return self.run_attempts(run, &mut None).await;
         }
         let id = run.id.clone();
         let book = run.book;
         let lock = self.running.running.lock().expect("not poisoned").entry((book, id.clone())).or_default().clone();
-        let outcome = {
-            let _turn = lock.lock().await;
-            self.running.suspended.lock().expect("not poisoned").remove(&(book, id.clone()));
-            self.run_attempts(run).await
-        };
+        let turn = lock.clone().lock_owned().await;
+        self.running.suspended.lock().expect("not poisoned").remove(&(book, id.clone()));
+        let mut answered = None;
+        let outcome = self.run_attempts(run, &mut answered).await;
+        match answered {
+            None => {
+                drop(turn);
+                self.leave(book, id, lock);
+            }
+            // Answered first: the root's turn here lasts until its Result is logged.
+            Some(logging) => {
+                let d = self.clone();
+                self.running.answered.lock().expect("not poisoned").insert((book, id.clone()));
+                let logged = async move {
+                    logging.await;
+                    d.running.answered.lock().expect("not poisoned").remove(&(book, id.clone()));
+                    drop(turn);
+                    d.leave(book, id, lock);
+                };
+                // Cancelling it loses the Result only: the recovery scan logs it again.
+                self.core.spawn.spawn("result", Box::pin(logged));
+            }
+        }
+        outcome
+    }
+
+    /// Waits for the Result of root `id` if it was answered before that was logged.
+    pub(super) async fn answered_logged(&self, book: BookId, id: &InstanceId) {
+        let key = (book, id.clone());
+        if !self.running.answered.lock().expect("not poisoned").contains(&key) {
+            return;
+        }
+        let turn = self.running.running.lock().expect("not poisoned").get(&key).cloned();
+        if let Some(turn) = turn {
+            drop(turn.lock().await);
+            self.leave(book, id.clone(), turn);
+        }
+    }
+
+    /// Ends a root's turn on this node (`lock`, from `Running::running`, no longer held).
+    fn leave(&self, book: BookId, id: InstanceId, lock: Arc<AsyncMutex<()>>) {
         let mut running = self.running.running.lock().expect("not poisoned");
         // The map's reference and ours: nobody else waits.
         if Arc::strong_count(&lock) == 2 {
             running.remove(&(book, id));
         }
-        outcome
     }
 
     /// The version a run starts from: the one it names, or the current one.
@@ -138,7 +173,13 @@ impl Durable {
         }
     }
 
-    pub(super) async fn run_attempts(self: &Arc<Self>, mut run: Run) -> (Result<Vec<u8>>, Context) {
+    /// Runs `run`'s attempts. A root answered before its Result is logged
+    /// (`Instance::end`) leaves in `answered` what logs it.
+    pub(super) async fn run_attempts(
+        self: &Arc<Self>,
+        mut run: Run,
+        answered: &mut Option<BoxFuture<'static, ()>>,
+    ) -> (Result<Vec<u8>>, Context) {
         let mut version = loop {
             match self.version_for(&mut run).await {
                 Ok(v) => break v,
@@ -376,12 +417,18 @@ impl Durable {
             let finished = match outcome {
                 Outcome::Trap(_) => instance.finish_after_recorded(&mut run.ctx, outcome).await,
                 Outcome::Cancelled if stop => instance.finish_after_recorded(&mut run.ctx, outcome).await,
-                outcome => match instance.finish(&mut run.ctx, outcome).await {
+                outcome => match instance.end(&mut run.ctx, outcome, run.id.is_root()).await {
+                    Ok(Ending::Logged(logged)) => Ok(logged),
+                    Ok(Ending::Answered(outcome)) => {
+                        let logging = attempt.instance.log_answered(run.ctx.clone(), outcome.clone());
+                        *answered = Some(Box::pin(logging));
+                        return (outcome.into_result(), run.ctx);
+                    }
                     Err(Abort::NonDeterministic(m)) => {
                         let trap = Outcome::Trap(cut(&format!("non-deterministic re-execution: {m}")));
                         instance.finish_after_recorded(&mut run.ctx, trap).await
                     }
-                    other => other,
+                    Err(abort) => Err(abort),
                 },
             };
             match finished {

@@ -24,16 +24,17 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use futures_util::lock::Mutex as AsyncMutex;
 use tally_log_core::{BookId, Context, LogRecord, SeqNum};
 
 use crate::abort::check_book;
 use crate::abort::Abort;
 use crate::abort::CrashAfter;
 use crate::attempt::Attempt;
-use crate::env::FunctionVersion;
+use crate::env::{BoxFuture, FunctionVersion};
 use crate::error::{Error, Result};
 use crate::id::InstanceId;
-use crate::instance::{Instance, Of, Started};
+use crate::instance::{Ending, Instance, Of, Started};
 use crate::node::{Durable, Invocations};
 use crate::record::kind;
 use crate::record::meta::Meta;

@@ -2,7 +2,7 @@
 //! ([`InvocationStatus`], the listings), and the node's table of the invocations it runs
 //! ([`Running`]): the data of `invoke/`, below the node that runs them.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -214,6 +214,10 @@ pub(crate) struct Running {
     /// child sleeps has no Sleep of its own in its step log, so its status comes from
     /// here (on this node; others show it running).
     pub(super) suspended: Mutex<HashMap<(BookId, InstanceId), u64>>,
+    /// Roots answered before their Result is logged (`Instance::end`) whose Result is
+    /// still on its way: their status waits for it, so that it never says running
+    /// after the answer.
+    pub(super) answered: Mutex<HashSet<(BookId, InstanceId)>>,
 }
 
 #[derive(Default)]
@@ -234,6 +238,7 @@ impl Running {
             running: Mutex::new(HashMap::new()),
             asyncs: Mutex::new(Asyncs::default()),
             suspended: Mutex::new(HashMap::new()),
+            answered: Mutex::default(),
         }
     }
 

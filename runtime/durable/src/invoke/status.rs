@@ -23,6 +23,7 @@ impl Durable {
         if let Some(status) = kept {
             return Ok(status);
         }
+        self.answered_logged(book, &id).await;
         let tag = self.core.tags.step(&id);
         let not_found = || Error::InvocationNotFound(id.to_string());
         let Some(first) = self.core.log.read_next(ctx, shadow(book), tag, SeqNum(0)).await? else {

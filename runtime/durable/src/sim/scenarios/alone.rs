@@ -1,8 +1,10 @@
 //! Scenarios of a node alone: a deferred Init that goes in one record with what follows
 //! it, read-only invocations that log nothing, and the switches that stop either.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
-use tally_log_core::{Context, Tag};
+use tally_log_core::{Context, SeqNum, Tag};
 
 use crate::abort::Abort;
 use crate::config::Protocol;
@@ -10,7 +12,9 @@ use crate::instance::{Instance, Of};
 use crate::invoke::InvokeRequest;
 use crate::record::kind;
 use crate::record::{Outcome, Step};
+use crate::recovery::Recovery;
 use crate::tags::shadow;
+use crate::Durable;
 
 use super::{begun_switch, config, guest, id, keyed, of_put, put_instance, unkeyed, Limits, World, BOOK};
 
@@ -196,4 +200,78 @@ fn a_write_optimized_transfer_logs_both_reads_in_one_record_with_its_init_on_a_n
         assert_eq!(w.get(&d, "wo", "from").as_deref(), Some("2"));
         assert_eq!(w.get(&d, "wo", "to").as_deref(), Some("1"));
     }
+}
+
+/// A guest that makes one conditional append to its book and returns (`mark`), or then
+/// reads its wall clock too, which reads another value in every execution, and returns
+/// that (`stamp`).
+fn deploy_markers(w: &World) {
+    static LIVE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    for (name, stamps) in [("mark", false), ("stamp", true)] {
+        let marker = guest(move |a| {
+            Box::pin(async move {
+                let tag = Tag(1_000 + a.input.len() as u64);
+                a.cond_append(&[tag], Bytes::from_static(b"m"), tag, 0).await?.map_err(|e| Abort::internal(e.to_string()))?;
+                match stamps {
+                    true => Ok(a.wall_clock_ns(LIVE.fetch_add(1, std::sync::atomic::Ordering::SeqCst)).to_string().into_bytes()),
+                    false => Ok(b"ok".to_vec()),
+                }
+            })
+        });
+        w.deploy(name, Limits::default(), marker);
+    }
+}
+
+fn results(w: &mut World, d: &Arc<Durable>, function: &str, key: &str) -> Vec<Outcome> {
+    let steps = w.stream(d, d.core.tags.step(&id(function, key))).into_iter().flat_map(Step::into_steps);
+    steps.filter_map(|s| if let Step::Result(kind::Result { outcome }) = s { Some(outcome) } else { None }).collect()
+}
+
+/// The records of `tag` in the user book [`BOOK`].
+fn user_records(w: &mut World, d: &Arc<Durable>, tag: Tag) -> usize {
+    w.run(async {
+        let (mut ctx, mut at, mut n) = (Context::new(), SeqNum(0), 0);
+        while let Some(r) = d.core.log.read_next(&mut ctx, BOOK, tag, at).await.expect("a read") {
+            (at, n) = (SeqNum(r.seqnum.0 + 1), n + 1);
+        }
+        n
+    })
+}
+
+/// On a node alone, a root whose outcome follows from its logged steps alone is answered
+/// before its Result record is appended: a crash that loses that record loses nothing,
+/// since the recovery scan replays the history to the same outcome, with no effect of its
+/// own, and logs it; a retry of its key gets that.
+#[test]
+fn a_root_whose_outcome_the_log_holds_is_answered_before_its_result() {
+    let mut w = World::new(config());
+    let d = w.start_alone(0);
+    deploy_markers(&w);
+    assert_eq!(w.invoke(&d, keyed("mark", "early", "x")).as_deref(), Ok("ok"));
+    assert!(results(&mut w, &d, "mark", "early").is_empty(), "the Result was logged before the answer");
+    w.crash(0);
+    drop(d);
+    let d = w.start_alone(0);
+    w.recover(&d, &mut Recovery::default(), 3);
+    assert_eq!(results(&mut w, &d, "mark", "early"), [Outcome::Ok(Bytes::from_static(b"ok"))]);
+    assert_eq!(user_records(&mut w, &d, Tag(1_001)), 1, "the conditional append, once");
+    assert_eq!(w.invoke(&d, keyed("mark", "early", "x")).as_deref(), Ok("ok"));
+    assert_eq!(w.guests.runs("mark").len(), 2, "the first execution and the recovery's");
+}
+
+/// A root that read its clock after its last record is not answered before its Result,
+/// which holds the reading: a crash right after the answer leaves the Result logged, with
+/// what the caller got, where a re-execution would have read another time.
+#[test]
+fn a_root_with_readings_after_its_last_record_logs_its_result_before_it_answers() {
+    let mut w = World::new(config());
+    let d = w.start_alone(0);
+    deploy_markers(&w);
+    let answer = w.invoke(&d, keyed("stamp", "late", "xy")).expect("an answer");
+    w.crash(0);
+    drop(d);
+    let d = w.start_alone(0);
+    w.recover(&d, &mut Recovery::default(), 3);
+    assert_eq!(results(&mut w, &d, "stamp", "late"), [Outcome::Ok(Bytes::from(answer.clone()))]);
+    assert_eq!(w.invoke(&d, keyed("stamp", "late", "xy")), Ok(answer));
 }
