@@ -130,6 +130,8 @@ impl Sql {
         let Ok(permit) = self.permits.clone().try_acquire_owned() else {
             return Err(SqlError::Busy(self.limits.concurrent_max));
         };
+        // A client that has its answer finds the invocation's Result in `steps`.
+        self.rt.durable().answered_results().await;
         let started = Instant::now();
         let deadline = started + Duration::from_millis(self.limits.time_ms);
         let env = Arc::new(Env::new(self.rt.clone(), as_of, q.position, deadline, self.limits.scan_rows_max));

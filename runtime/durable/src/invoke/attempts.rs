@@ -74,6 +74,16 @@ impl Durable {
         }
     }
 
+    /// Waits for the Results of the roots answered before them (as of this call), so
+    /// that a read of the log after this sees each: for what reads invocations' steps
+    /// in bulk (SQL, listings) on behalf of a client that may have its answer.
+    pub async fn answered_results(&self) {
+        let roots: Vec<(BookId, InstanceId)> = self.running.answered.lock().expect("not poisoned").iter().cloned().collect();
+        for (book, id) in roots {
+            self.answered_logged(book, &id).await;
+        }
+    }
+
     /// Ends a root's turn on this node (`lock`, from `Running::running`, no longer held).
     fn leave(&self, book: BookId, id: InstanceId, lock: Arc<AsyncMutex<()>>) {
         let mut running = self.running.running.lock().expect("not poisoned");

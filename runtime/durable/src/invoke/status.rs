@@ -88,6 +88,7 @@ impl Invocations<'_> {
     ) -> Result<(Vec<Listed>, Option<u64>)> {
         let d = self.0;
         check_book(book)?;
+        d.answered_results().await;
         let mut out = Vec::new();
         let mut at = match (filter.newest_first, filter.as_of) {
             (true, Some(s)) => cursor.min(s),
