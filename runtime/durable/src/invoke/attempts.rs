@@ -48,6 +48,7 @@ impl Durable {
             Some(logging) => {
                 let d = self.clone();
                 self.running.answered.lock().expect("not poisoned").insert((book, id.clone()));
+                self.running.answered_first.fetch_add(1, Ordering::Relaxed);
                 let logged = async move {
                     logging.await;
                     d.running.answered.lock().expect("not poisoned").remove(&(book, id.clone()));

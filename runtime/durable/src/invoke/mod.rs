@@ -280,4 +280,9 @@ impl Invocations<'_> {
         let d = self.0;
         d.running.replayed.load(Ordering::Relaxed)
     }
+
+    /// Roots this node answered before their Result was logged.
+    pub fn answered_first(&self) -> u64 {
+        self.0.running.answered_first.load(Ordering::Relaxed)
+    }
 }

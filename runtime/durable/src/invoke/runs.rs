@@ -204,6 +204,8 @@ pub(crate) struct Running {
     pub(super) next_id: AtomicU64,
     /// Running answered with their logged result, without running.
     pub(super) replayed: AtomicU64,
+    /// Roots answered before their Result was logged (`Instance::end`).
+    pub(super) answered_first: AtomicU64,
     /// Root invocations running on this node, each with a lock that a concurrent run of
     /// the same ID (a client's retry, the recovery scan) waits on: one node never runs
     /// the guest of one invocation twice at once.
@@ -235,6 +237,7 @@ impl Running {
             id_prefix,
             next_id: AtomicU64::new(1),
             replayed: AtomicU64::new(0),
+            answered_first: AtomicU64::new(0),
             running: Mutex::new(HashMap::new()),
             asyncs: Mutex::new(Asyncs::default()),
             suspended: Mutex::new(HashMap::new()),

@@ -89,7 +89,7 @@ use self::chaos::chaos;
 use self::clients::setup_then_clients;
 use self::exec::{Exec, Stepped};
 use self::guest::{Registry, Traces};
-use self::history::{check_objects_stored, check_step_logs};
+use self::history::{check_objects_stored, check_step_logs, logged_output};
 use self::libraries::libraries;
 use self::log::{LogFaults, SimLog};
 use self::oracle::Oracle;
@@ -292,6 +292,18 @@ pub fn run_seed(seed: u64, opts: &SimOptions) -> Result<SimStats, Violation> {
     if let Err(m) = check_objects_stored(&world.log, &world.store, world.tag_key().as_ref()) {
         return Err(Violation { seed, at_ms: now, message: m });
     }
+    // The log's result of an invocation (where it is still kept) is what its caller
+    // got: a retry of its key would get that, and a root answered before its Result
+    // (`Instance::end`) must log what it answered.
+    for (input, got) in oracle.answers() {
+        let logged = logged_output(&world.log, input, world.tag_key().as_ref());
+        if let (Some(Ok(logged)), Ok(got)) = (&logged, got) {
+            if logged != got {
+                let message = format!("{} logged the result {logged}, its caller got {got}", oracle::show(input));
+                return Err(Violation { seed, at_ms: now, message });
+            }
+        }
+    }
     if !unfinished.is_empty() {
         return Err(Violation {
             seed,
@@ -300,6 +312,9 @@ pub fn run_seed(seed: u64, opts: &SimOptions) -> Result<SimStats, Violation> {
         });
     }
     let mut stats = world.stats.lock().expect("not poisoned").clone();
+    for slot in &world.nodes {
+        stats.answered_first += slot.lock().expect("not poisoned").answered_first();
+    }
     stats.executions = traces.executions;
     stats.reads_checked = oracle.reads_checked;
     stats.outputs_checked = oracle.outputs_checked;

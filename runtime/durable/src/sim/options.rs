@@ -100,6 +100,8 @@ pub struct SimStats {
     pub store_failures: u64,
     pub peers: u64,
     pub replays: u64,
+    /// Roots answered before their Result was logged.
+    pub answered_first: u64,
     /// Read-only invocations without a key answered (`peek`).
     pub peeks: u64,
     /// Answers that an invocation sleeps (it suspended).
@@ -138,6 +140,7 @@ impl SimStats {
         self.store_failures += o.store_failures;
         self.peers += o.peers;
         self.replays += o.replays;
+        self.answered_first += o.answered_first;
         self.peeks += o.peeks;
         self.suspensions += o.suspensions;
         self.ticks += o.ticks;
@@ -158,7 +161,7 @@ impl fmt::Display for SimStats {
         write!(
             f,
             "{} invocations, {} executions, {} reads and {} outputs checked against the model; faults: {} crashes ({} for good, {} of the \
-             machine), {} pauses, {} log and {} store failures, {} racing peers, {} replays, {} unkeyed reads, {} switches, {} redeploys; {} suspended \
+             machine), {} pauses, {} log and {} store failures, {} racing peers, {} replays, {} answered before their result, {} unkeyed reads, {} switches, {} redeploys; {} suspended \
              invocations answered; {} scheduled, {} cancelled and {} awaiting others' promises; {} commits, writes, pops and \
              holds of the libraries checked; {} calls out ({} sent again); {} log records, {} simulated ms",
             self.invocations,
@@ -173,6 +176,7 @@ impl fmt::Display for SimStats {
             self.store_failures,
             self.peers,
             self.replays,
+            self.answered_first,
             self.peeks,
             self.switches,
             self.redeploys,

@@ -73,6 +73,9 @@ pub struct Oracle {
     /// Invocations without a key whose answer was lost: nothing names them again, and
     /// they had no effect to check (`abandon`).
     abandoned: std::collections::BTreeSet<Vec<u8>>,
+    /// What the callers got, by input: the log's result must say the same
+    /// (`answers`).
+    answered: BTreeMap<Vec<u8>, Result<u64, String>>,
     pub reads_checked: u64,
     pub outputs_checked: u64,
     pub executions_checked: u64,
@@ -99,6 +102,11 @@ impl Oracle {
         self.model(registry, traces, logged, function, input, got)
     }
 
+    /// What the callers got, by input.
+    pub fn answers(&self) -> &BTreeMap<Vec<u8>, Result<u64, String>> {
+        &self.answered
+    }
+
     pub fn new(books: u64) -> Oracle {
         Oracle { books, ..Oracle::default() }
     }
@@ -116,6 +124,7 @@ impl Oracle {
     pub fn check_output(&mut self, input: &[u8], got: &Result<u64, String>) -> Result<(), String> {
         let e = self.expected.get(input).ok_or_else(|| format!("{} was never modelled", show(input)))?;
         self.outputs_checked += 1;
+        self.answered.insert(input.to_vec(), got.clone());
         if &e.output != got {
             return Err(format!("{} output {got:?}, the model says {:?}", show(input), e.output));
         }

@@ -33,6 +33,13 @@ pub(super) struct NodeSlot {
     down_since_ms: Option<u64>,
 }
 
+impl NodeSlot {
+    /// Roots the node's incarnation that runs now answered before their Result.
+    pub(super) fn answered_first(&self) -> u64 {
+        self.durable.as_ref().map_or(0, |d| d.invocations().answered_first())
+    }
+}
+
 /// How long a crashed node still counts as a member: a cluster's controller seals a
 /// dead engine out only after its failure timeout, and until then the dead node owns
 /// its books and nobody does their background work.
@@ -327,6 +334,8 @@ pub(super) fn crash(world: &Arc<World>, exec: &mut Exec, n: usize) {
     let mut s = world.nodes[n].lock().expect("not poisoned");
     s.up = false;
     s.down_since_ms = Some(now);
-    s.durable = None;
-    world.stats.lock().expect("not poisoned").crashes += 1;
+    let answered = s.durable.take().map_or(0, |d| d.invocations().answered_first());
+    let mut stats = world.stats.lock().expect("not poisoned");
+    stats.crashes += 1;
+    stats.answered_first += answered;
 }
