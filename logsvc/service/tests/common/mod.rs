@@ -1,5 +1,6 @@
 //! Helpers of the cluster tests: a temporary directory kept on failure, a cluster built
-//! in it, and a stream read whole.
+//! in it, and a stream read whole. Each test binary uses some of them.
+#![allow(dead_code)]
 
 use anyhow::Context as _;
 use bytes::Bytes;
