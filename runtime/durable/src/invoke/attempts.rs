@@ -428,7 +428,7 @@ impl Durable {
             let finished = match outcome {
                 Outcome::Trap(_) => instance.finish_after_recorded(&mut run.ctx, outcome).await,
                 Outcome::Cancelled if stop => instance.finish_after_recorded(&mut run.ctx, outcome).await,
-                outcome => match instance.end(&mut run.ctx, outcome, run.id.is_root()).await {
+                outcome => match instance.end(&mut run.ctx, outcome, true).await {
                     Ok(Ending::Logged(logged)) => Ok(logged),
                     Ok(Ending::Answered(outcome)) => {
                         let logging = attempt.instance.log_answered(run.ctx.clone(), outcome.clone());
