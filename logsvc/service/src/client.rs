@@ -54,7 +54,7 @@ impl LogClient {
         if self.privilege == Privilege::User && request.book().is_reserved() {
             return Err(Error::InvalidArgument(format!("book {:#x} is reserved for the platform", request.book().0)));
         }
-        // A read the engine can answer at once is answered here, in place.
+        // A read (or aux data) the engine can answer at once is answered here, in place.
         let (result, log, position) = match self.link.read_now(ctx, &request) {
             Some(done) => done,
             None => {

@@ -351,9 +351,30 @@ impl AuxView {
     fn of(record: &LogRecord) -> AuxView {
         record.aux.as_deref().and_then(|a| record::decode::<AuxView>("aux view", a).ok()).unwrap_or_default()
     }
+}
 
-    fn view(&self, object: &str) -> Option<&str> {
-        self.views.iter().find(|(o, _)| o == object).map(|(_, v)| v.as_str())
+/// An [`AuxView`] read in place: its views borrow the record's aux bytes, so a reader
+/// of one object's view, or of a commit's outcome, copies none of the other objects'
+/// views a record may cache (a commit's caches one per object read at it).
+#[derive(Deserialize)]
+struct AuxViewRef<'a> {
+    committed: Option<bool>,
+    #[serde(borrow)]
+    views: Vec<(&'a str, &'a str)>,
+}
+
+impl<'a> AuxViewRef<'a> {
+    fn of(aux: &'a [u8]) -> Option<AuxViewRef<'a>> {
+        record::decode::<AuxViewRef>("aux view", aux).ok()
+    }
+
+    /// The outcome a commit record caches, if it does.
+    fn committed(record: &LogRecord) -> Option<bool> {
+        record.aux.as_deref().and_then(AuxViewRef::of).and_then(|a| a.committed)
+    }
+
+    fn view(&self, object: &str) -> Option<&'a str> {
+        self.views.iter().find(|(o, _)| *o == object).map(|(_, v)| *v)
     }
 }
 
@@ -381,7 +402,8 @@ fn effect_on<'a>(step: &'a Step, object: &str) -> Effect<'a> {
     }
 }
 
-/// Whether the commit record at `commit` (with its start and read set) committed.
+/// Whether the commit record at `commit` (with its start and read set) committed;
+/// `cached` is the outcome its aux data holds, if the caller has it at hand.
 ///
 /// Each object's window `(start, commit)` is scanned; a commit found there is decided
 /// first (it is earlier, so this ends). The commits still to decide are an explicit
@@ -394,9 +416,9 @@ pub(crate) async fn decide(
     commit: u64,
     start: u64,
     reads: &[String],
-    aux: Option<&AuxView>,
+    cached: Option<bool>,
 ) -> Result<bool, Abort> {
-    if let Some(c) = core.decisions.get(book, commit).or(aux.and_then(|a| a.committed)) {
+    if let Some(c) = core.decisions.get(book, commit).or(cached) {
         return Ok(c);
     }
     struct Frame {
@@ -434,7 +456,7 @@ pub(crate) async fn decide(
                                     .get(&seqnum)
                                     .copied()
                                     .or_else(|| core.decisions.get(book, seqnum))
-                                    .or(AuxView::of(&r).committed);
+                                    .or_else(|| AuxViewRef::committed(&r));
                                 match known {
                                     // A write that took effect in the window: a conflict.
                                     Some(true) => outcome = Some(false),
@@ -466,8 +488,7 @@ pub(crate) async fn view_at(core: &Core, ctx: &mut Context, book: BookId, object
     let tag = core.tags.bokistore(object);
     let relevant = |step: &Step| !matches!(effect_on(step, object), Effect::None);
     let cached = |a: &[u8]| {
-        let aux = record::decode::<AuxView>("aux view", a).ok()?;
-        let view = aux.view(object)?;
+        let view = AuxViewRef::of(a)?.view(object)?;
         Some((serde_json::from_str::<Value>(view).ok()?, view.len()))
     };
     let (base, mut newer) = replay::since_view(core, ctx, book, tag, at, relevant, cached, true).await?;
@@ -479,8 +500,7 @@ pub(crate) async fn view_at(core: &Core, ctx: &mut Context, book: BookId, object
             Effect::None => {}
             Effect::Ops(ops) => fold(&mut base, ops),
             Effect::Commit { start, reads, ops } => {
-                let aux = AuxView::of(&r);
-                let committed = decide(core, ctx, book, r.seqnum.0, start, reads, Some(&aux)).await?;
+                let committed = decide(core, ctx, book, r.seqnum.0, start, reads, AuxViewRef::committed(&r)).await?;
                 outcome = Some(committed);
                 if committed {
                     fold(&mut base, ops);

@@ -68,8 +68,9 @@
 //! index, fails with `Unavailable` (it was never ordered, so nothing is lost).
 //!
 //! Reads in place: `Engine::read_now` answers a read whose position the index has reached
-//! and whose record is cached, with the answer a submitted read would get, so that a driver
-//! can serve it without a channel, a task switch or a wakeup (see `tally-logsvc`'s driver).
+//! and whose record is cached (and attaches aux data there, in complete mode), with the
+//! answer a submitted request would get, so that a driver can serve it without a channel,
+//! a task switch or a wakeup (see `tally-logsvc`'s driver).
 //! The simulator answers half its reads that way, checked by the same oracle.
 //!
 //! Invariants (asserted): the index applies each entry once, in order; an append

@@ -32,29 +32,32 @@ impl Engine {
     /// index, which has reached the caller's position; refuses it otherwise.
     pub(super) fn set_aux(&mut self, log: LogId, r: ReadOp) {
         let Request::SetAux { book, seqnum, aux } = r.request else { unreachable!("set_aux takes aux data") };
-        let l = &self.logs[log.0 as usize];
-        let position = l.applied;
-        let live = l.index.is_live(book, seqnum);
+        let position = self.logs[log.0 as usize].applied;
         self.deadlines.remove(&(r.deadline, r.op));
-        if !live {
-            let e = Error::InvalidArgument(format!("seqnum {seqnum} is not a live record of book {}", book.0));
-            self.complete(r.op, Err(e), log, position);
-            return;
+        let result = self.attach_aux(log, book, seqnum, aux);
+        self.complete(r.op, result, log, position);
+    }
+
+    /// [`Engine::set_aux`]'s outcome, once the index has reached the caller's position.
+    fn attach_aux(&mut self, log: LogId, book: BookId, seqnum: SeqNum, aux: Bytes) -> Result<Reply, Error> {
+        if !self.logs[log.0 as usize].index.is_live(book, seqnum) {
+            return Err(Error::InvalidArgument(format!("seqnum {seqnum} is not a live record of book {}", book.0)));
         }
         let attached = self.cache.put_aux(seqnum, book, aux);
         assert!(attached, "the cache holds {seqnum}, a live record of book {}, as another book's", book.0);
-        self.complete(r.op, Ok(Reply::AuxSet), log, position);
+        Ok(Reply::AuxSet)
     }
 
     /// Answers a read (`ReadNext` or `ReadPrev`) at once if it needs neither waiting
     /// nor IO: the book's log is indexed here, the index has reached the caller's
-    /// position, and the record found (if any) is cached. The answer is the one
-    /// [`Engine::submit`] would complete the read with; `None` means: submit it.
+    /// position, and the record found (if any) is cached. So is aux data attached
+    /// (`SetAux`, in complete mode): the cache is this engine's. The answer is the one
+    /// [`Engine::submit`] would complete the request with; `None` means: submit it.
     ///
     /// It produces no actions, so a driver may call it from the caller's thread, under
     /// the lock it holds the engine with, instead of a round trip through its task.
     pub fn read_now(&mut self, context: &Context, request: &Request) -> Option<(Result<Reply, Error>, LogId, MetalogPosition)> {
-        if !matches!(request, Request::ReadNext { .. } | Request::ReadPrev { .. }) {
+        if !matches!(request, Request::ReadNext { .. } | Request::ReadPrev { .. } | Request::SetAux { .. }) {
             return None;
         }
         let config = self.config.as_ref()?;
@@ -62,8 +65,10 @@ impl Engine {
             return None;
         }
         let log = config.log_of(request.book());
+        let set_aux = matches!(request, Request::SetAux { .. });
         if config.partial() {
-            if self.follower.seeking(log) {
+            // Aux data goes to the index tier as well.
+            if self.follower.seeking(log) || set_aux {
                 return None; // nothing answers before the node's start
             }
             let p = context.position(log).max(self.logs[log.0 as usize].read_floor);
@@ -77,6 +82,11 @@ impl Engine {
             return None;
         }
         let position = l.applied;
+        if let Request::SetAux { book, seqnum, aux } = request {
+            // Refused by the engine's limits: submitted, and refused there.
+            self.validate(request).ok()?;
+            return Some((self.attach_aux(log, *book, *seqnum, aux.clone()), log, position));
+        }
         match self.lookup(log, request) {
             Lookup::Done(record) => Some((Ok(Reply::Read(record)), log, position)),
             Lookup::Fetch(_) => None,

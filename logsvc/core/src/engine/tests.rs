@@ -104,7 +104,17 @@ fn a_read_is_answered_in_place_only_when_it_needs_no_wait_and_no_fetch() {
 
     let ahead = Context::from_positions(vec![MetalogPosition::new(Term(1), h.next + 1)]);
     assert!(h.engine.read_now(&ahead, &read).is_none(), "a position the index has not reached waits");
-    assert!(h.engine.read_now(&reached, &set_aux(2, seqnum, b"a")).is_none(), "aux data is not a read");
+    assert!(h.engine.read_now(&ahead, &set_aux(2, seqnum, b"a")).is_none(), "aux data waits for the position too");
+    let attached = h.engine.read_now(&reached, &set_aux(2, seqnum, b"a")).map(|d| d.0);
+    assert_eq!(attached, Some(Ok(Reply::AuxSet)), "aux data is attached in place");
+    let Some((Ok(Reply::Read(Some(record))), ..)) = h.engine.read_now(&reached, &read) else { panic!("read") };
+    assert_eq!(record.aux.as_deref(), Some(&b"a"[..]), "and read with the record");
+    let other_book = h.engine.read_now(&reached, &set_aux(3, seqnum, b"b")).map(|d| d.0);
+    assert!(matches!(other_book, Some(Err(Error::InvalidArgument(_)))), "another book's record refuses it: {other_book:?}");
+    let big = Bytes::from(vec![0u8; EngineConfig::default().record_bytes_max + 1]);
+    let oversized = Request::SetAux { book: BookId(2), seqnum, aux: big };
+    assert!(h.engine.read_now(&reached, &oversized).is_none(), "oversized aux data is left to submit, which refuses it");
+    assert!(h.engine.take_actions().is_empty(), "attaching in place acts on nothing");
     h.engine.cache.remove(seqnum);
     assert!(h.engine.read_now(&reached, &read).is_none(), "a record not cached is fetched");
     assert_eq!(h.submit(2, h.position(), read), vec![], "submitted, it waits for the storage node");

@@ -52,8 +52,9 @@
 //! Reads in place: an engine's task holds its engine under a lock, taken only while it
 //! hands the engine one input and takes its actions. An `EngineLink` (the request channel
 //! and that lock) lets a client in the same process ask `Engine::read_now` first, which
-//! answers a read of a cached record at a position the index has reached without a channel,
-//! a task switch or a wakeup; any other request goes through the channel.
+//! answers a read of a cached record at a position the index has reached (or attaches aux
+//! data there) without a channel, a task switch or a wakeup; any other request goes
+//! through the channel.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -429,7 +430,8 @@ impl EngineLink {
     }
 
     /// The engine's answer to a read it can give at once ([`Engine::read_now`]): the
-    /// index has reached the caller's position and the record is cached. The lock is
+    /// index has reached the caller's position and the record is cached (or the request
+    /// attaches aux data, which the engine keeps in that cache). The lock is
     /// the one the engine's task holds while it handles an input, so the answer is
     /// the one the task would give; no channel, task switch or wakeup.
     pub(crate) fn read_now(&self, context: &Context, request: &Request) -> Option<(Result<Reply>, LogId, MetalogPosition)> {

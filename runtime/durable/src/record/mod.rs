@@ -698,7 +698,7 @@ pub fn step_len<K: kind::Kind + Serialize>(kind: &K) -> usize {
     encoded_len(kind).saturating_add(4)
 }
 
-pub fn decode<T: serde::de::DeserializeOwned>(what: &str, bytes: &[u8]) -> Result<T, Error> {
+pub fn decode<'a, T: serde::Deserialize<'a>>(what: &str, bytes: &'a [u8]) -> Result<T, Error> {
     use bincode::Options as _;
     match bytes.first() {
         Some(&FORMAT) => {}
