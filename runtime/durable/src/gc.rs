@@ -433,8 +433,8 @@ impl Stream {
     async fn checkpoint(&self, d: &Durable, ctx: &mut Context, book: BookId, x: u64) -> Result<(Bytes, u64), Abort> {
         match self {
             Stream::Object(o) => {
-                let value = crate::objects::view_at(&d.core, ctx, book, o, x).await?;
-                let text = serde_json::to_string(&value).map_err(|e| Abort::internal(format!("object {o:?}: {e}")))?;
+                let view = crate::objects::view_at(&d.core, ctx, book, o, x).await?;
+                let text = serde_json::to_string(&view.value).map_err(|e| Abort::internal(format!("object {o:?}: {e}")))?;
                 Ok((record::encode(&AuxView { committed: None, views: vec![(o.clone(), text)] }), x + 1))
             }
             Stream::Shard(q, s) => {

@@ -39,13 +39,14 @@
 //! commits in its window, remembered per node and in aux data.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tally_log_core::{BookId, Context, LogRecord, SeqNum};
 
 use crate::abort::{Abort, VALUE_MAX};
-use crate::core::Core;
+use crate::core::{Core, View};
 use crate::error::Error;
 use crate::record::kind;
 use crate::record::{self, Step};
@@ -482,9 +483,39 @@ pub(crate) async fn decide(
     Ok(decided[&commit])
 }
 
-/// The state of `object` at seqnum `at` (null if it was never written), replaying from
-/// the newest view cached at or below `at`; caches the view of the newest record.
-pub(crate) async fn view_at(core: &Core, ctx: &mut Context, book: BookId, object: &str, at: u64) -> Result<Value, Abort> {
+/// The state of `object` at seqnum `at` (null if it was never written): the node's
+/// parsed view of the object's newest record at or below `at` if it keeps one
+/// (`core/views.rs`), else replayed ([`replayed_view_at`]) and kept there.
+pub(crate) async fn view_at(core: &Core, ctx: &mut Context, book: BookId, object: &str, at: u64) -> Result<Arc<View>, Abort> {
+    if !core.config.aux_views {
+        let value = replayed_view_at(core, ctx, book, object, at).await?.0;
+        return Ok(Arc::new(View { len: json_len(&value), value }));
+    }
+    let tag = core.tags.bokistore(object);
+    let newest = core.log.read_prev(ctx, shadow(book), tag, SeqNum(at)).await?.map(|r| r.seqnum.0);
+    if let Some(view) = newest.and_then(|s| core.views.get(book, s, object)) {
+        return Ok(view);
+    }
+    let (value, first) = replayed_view_at(core, ctx, book, object, at).await?;
+    let view = Arc::new(View { len: json_len(&value), value });
+    // Kept only as the view after the record the replay began at: a record appended
+    // meanwhile at or below `at` (a reader past the tail) is not the one looked up.
+    if let Some(seqnum) = first.filter(|s| Some(*s) == newest) {
+        core.views.put(book, seqnum, object, view.clone());
+    }
+    Ok(view)
+}
+
+/// The state of `object` at seqnum `at`, replaying from the newest view cached at or
+/// below `at`, and the newest record of its stream there (where the replay began);
+/// caches the view of the newest record in its aux data.
+async fn replayed_view_at(
+    core: &Core,
+    ctx: &mut Context,
+    book: BookId,
+    object: &str,
+    at: u64,
+) -> Result<(Value, Option<u64>), Abort> {
     let tag = core.tags.bokistore(object);
     let relevant = |step: &Step| !matches!(effect_on(step, object), Effect::None);
     let cached = |a: &[u8]| {
@@ -512,7 +543,7 @@ pub(crate) async fn view_at(core: &Core, ctx: &mut Context, book: BookId, object
     if let Some((r, outcome)) = newest {
         cache_view(core, ctx, book, &r, object, outcome, &base.value).await;
     }
-    Ok(base.value)
+    Ok((base.value, newer.first))
 }
 
 fn fold(base: &mut Folding, ops: &[ObjOp]) {

@@ -49,6 +49,7 @@ pub(crate) async fn since_view<V>(
     named: bool,
 ) -> Result<(Option<V>, Replay), Abort> {
     let mut newer = Vec::new();
+    let mut first = None;
     let mut cursor = at;
     let mut walked = 0;
     // A checkpoint looked at early, once the walk is long: the walk stops at it.
@@ -63,17 +64,18 @@ pub(crate) async fn since_view<V>(
             break;
         }
         let Some(r) = core.log.read_prev(ctx, shadow(book), tag, SeqNum(cursor)).await? else { break };
+        first = first.or(Some(r.seqnum.0));
         walked += 1;
         let view = || r.aux.as_deref().filter(|_| core.config.aux_views).and_then(&cached);
         if named {
             if let Some(view) = view() {
-                return Ok((Some(view), Replay { tag, newer }));
+                return Ok((Some(view), Replay { tag, newer, first }));
             }
         }
         let step: Step = record::decode("step", &r.data)?;
         if relevant(&step) {
             if let Some(view) = view().filter(|_| !named) {
-                return Ok((Some(view), Replay { tag, newer }));
+                return Ok((Some(view), Replay { tag, newer, first }));
             }
             newer.push(r.seqnum.0);
         }
@@ -88,7 +90,7 @@ pub(crate) async fn since_view<V>(
         true => early,
         false => checkpoint(core, ctx, book, tag).await?,
     };
-    let Some((covers, view)) = found else { return Ok((None, Replay { tag, newer })) };
+    let Some((covers, view)) = found else { return Ok((None, Replay { tag, newer, first })) };
     if covers > at {
         return Err(Abort::Superseded);
     }
@@ -96,7 +98,7 @@ pub(crate) async fn since_view<V>(
     // checkpoint and its trim, or a queue shard's pending pushes): they are in it.
     newer.retain(|&s| s > covers);
     let view = cached(&view).ok_or_else(|| Abort::internal(format!("the checkpoint of stream {:#x} is unreadable", tag.0)))?;
-    Ok((Some(view), Replay { tag, newer }))
+    Ok((Some(view), Replay { tag, newer, first }))
 }
 
 /// The newest state checkpointed of `tag`'s stream: the one that covers most (two
@@ -137,6 +139,8 @@ pub(crate) struct Replay {
     tag: Tag,
     /// Newest first.
     newer: Vec<u64>,
+    /// The newest record of the stream at or below the walk's start, if it found one.
+    pub(crate) first: Option<u64>,
 }
 
 impl Replay {

@@ -15,6 +15,7 @@
 
 mod completions;
 mod pins;
+mod views;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -36,6 +37,7 @@ use crate::tags::{TagKey, BOOKS, PLATFORM_BOOK, TAG_KEY};
 
 pub(crate) use completions::Completions;
 pub(crate) use pins::{Pin, Pins};
+pub(crate) use views::View;
 
 /// The parts the core runs on ([`crate::Parts`] without what only the layer above uses).
 pub(crate) struct CoreParts {
@@ -91,6 +93,8 @@ pub(crate) struct Core {
     pub(crate) completions: Completions,
     /// Outcomes of transactions' commits this node decided or read (`objects.rs`).
     pub(crate) decisions: Decisions,
+    /// Objects' states this node parsed, by the record they follow (`views.rs`).
+    pub(crate) views: views::Views,
     /// What this node's pops are taking of each queue shard now (`queues/claims.rs`).
     pub(crate) claims: crate::queues::Claims,
     /// On a node alone ([`crate::Peers::alone`]): a position past everything logged
@@ -204,6 +208,7 @@ impl Core {
             durable_objects: Memo::new(DURABLE_OBJECTS_SLOTS),
             completions: Completions::default(),
             decisions: Decisions::default(),
+            views: views::Views::default(),
             claims: crate::queues::Claims::default(),
             fresh_from,
             pins: Pins::default(),

@@ -47,8 +47,8 @@ impl Libraries<'_> {
         if at != u64::MAX {
             d.check_history(ctx, book, at).await?;
         }
-        let value = objects::view_at(d, ctx, book, object, at).await.map_err(|a| a.into_error())?;
-        objects::text_at(&value, path)
+        let view = objects::view_at(d, ctx, book, object, at).await.map_err(|a| a.into_error())?;
+        objects::text_at(&view.value, path)
     }
 
     /// The shards of queue `queue` of `book`.

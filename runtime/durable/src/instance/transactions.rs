@@ -22,8 +22,8 @@ impl Instance {
             return Ok(objects::text_at(&txn.views[object].value, path)?);
         }
         let at = self.read_point(ctx).await?;
-        let value = objects::view_at(&self.core, ctx, self.book, object, at).await?;
-        Ok(objects::text_at(&value, path)?)
+        let view = objects::view_at(&self.core, ctx, self.book, object, at).await?;
+        Ok(objects::text_at(&view.value, path)?)
     }
 
     /// Updates durable object `object` with `op`: in a transaction, buffered until its
@@ -59,7 +59,8 @@ impl Instance {
         self.log_clocks(ctx).await?;
         let asked = kind::ObjectWrite { object: object.to_string(), ops: vec![op] };
         if self.recorded(&Step::ObjectWrite(asked.clone()))?.is_none() {
-            let mut view = objects::Folding::new(objects::view_at(&self.core, ctx, self.book, object, self.cursor).await?, 4);
+            let value = objects::view_at(&self.core, ctx, self.book, object, self.cursor).await?.value.clone();
+            let mut view = objects::Folding::new(value, 4);
             view.apply(&asked.ops[0]).map_err(refused)?;
         }
         let tag = self.core.tags.bokistore(object);
@@ -74,8 +75,8 @@ impl Instance {
             return Ok(());
         }
         let start = txn.start;
-        let value = objects::view_at(&self.core, ctx, self.book, object, start).await?;
-        let len = objects::json_len(&value);
+        let view = objects::view_at(&self.core, ctx, self.book, object, start).await?;
+        let len = view.len;
         let txn = self.txn.as_mut().expect("checked");
         if txn.bytes.saturating_add(len) > objects::TXN_BYTES_MAX {
             return Err(Abort::Refused(Error::TooLarge {
@@ -85,7 +86,7 @@ impl Instance {
             }));
         }
         txn.bytes += len;
-        txn.views.insert(object.to_string(), objects::Folding::new(value, len));
+        txn.views.insert(object.to_string(), objects::Folding::new(view.value.clone(), len));
         Ok(())
     }
 
