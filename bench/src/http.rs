@@ -16,6 +16,8 @@ pub(crate) struct Http {
     authority: String,
     target: String,
     stream: Option<BufReader<TcpStream>>,
+    /// The `Server-Timing` header of the last answer that had one.
+    pub(crate) timing: String,
 }
 
 impl Http {
@@ -23,7 +25,7 @@ impl Http {
         let rest = url.strip_prefix("http://").with_context(|| format!("{url} is not an http:// URL"))?;
         let (authority, target) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
         let target = if target.is_empty() { "/" } else { target };
-        Ok(Http { authority: authority.to_string(), target: target.to_string(), stream: None })
+        Ok(Http { authority: authority.to_string(), target: target.to_string(), stream: None, timing: String::new() })
     }
 
     /// POSTs `body` (with an Idempotency-Key if given); the status and the body of the
@@ -92,6 +94,8 @@ impl Http {
             if let Some((name, value)) = header.split_once(':') {
                 if name.eq_ignore_ascii_case("content-length") {
                     length = Some(value.trim().parse::<usize>()?);
+                } else if name.eq_ignore_ascii_case("server-timing") {
+                    self.timing = value.trim().to_string();
                 } else if name.eq_ignore_ascii_case("transfer-encoding") {
                     chunked = value.trim().eq_ignore_ascii_case("chunked");
                 }

@@ -11,8 +11,12 @@
 //!   timeline                                             a read-only transaction of 9 objects
 //! ```
 //!
-//! Goal: each at most 1.3x `hello`'s p50 (`*_vs_hello_p50`).
+//! Goal: each at most 1.3x `hello`'s p50 (`*_vs_hello_p50`). Where a case's time went
+//! on the node: the mean of each part of the answers' `Server-Timing` (`server_<part>`,
+//! `server_total` the whole of it; what the client saw beyond it is the gateway's HTTP
+//! and the network).
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::ensure;
@@ -23,6 +27,18 @@ use crate::state::Rng;
 
 /// The requests measured: name, and whether it is Retwis's (otherwise `hello`'s).
 const REQUESTS: [(&str, bool); 4] = [("hello", false), ("login", true), ("profile", true), ("timeline", true)];
+
+/// The parts of `Server-Timing` these requests spend time in, and their metrics.
+const PARTS: [(&str, &str); 8] = [
+    ("queue", "server_queue"),
+    ("instantiate", "server_instantiate"),
+    ("guest", "server_guest"),
+    ("host-objects", "server_host_objects"),
+    ("host-context", "server_host_context"),
+    ("log", "server_log"),
+    ("platform", "server_platform"),
+    ("total", "server_total"),
+];
 
 /// Measures every request, unkeyed and keyed, in `slices` rounds of `slice` each.
 pub async fn run(
@@ -41,6 +57,8 @@ pub async fn run(
     let mut rng = Rng(0x5eed_0f2e_ad00);
     let mut samples: Vec<Vec<u32>> = vec![Vec::new(); cases.len()];
     let mut sent = 0u64;
+    // Per case: each part's sum of microseconds.
+    let mut parts: Vec<BTreeMap<String, f64>> = vec![BTreeMap::new(); cases.len()];
     for round in 0..slices as usize {
         for k in 0..cases.len() {
             let i = (round + k) % cases.len();
@@ -62,13 +80,18 @@ pub async fn run(
                 ensure!(status == 200, "{body} answered {status}: {}", String::from_utf8_lossy(&answer));
                 ensure!(name != "login" || answer == b"ok", "{body} answered {}", String::from_utf8_lossy(&answer));
                 samples[i].push(micros(took));
+                add_parts(&mut parts[i], &http.timing);
             }
         }
     }
     let mut p50s = Vec::new();
-    for ((name, _, keyed), samples) in cases.iter().zip(samples) {
+    for (((name, _, keyed), samples), parts) in cases.iter().zip(samples).zip(parts) {
+        let n = samples.len().max(1) as f64;
         let latencies = Latencies::new(samples);
         let case = format!("read-only {name}{}", if *keyed { " keyed" } else { "" });
+        for (part, metric) in PARTS {
+            report.record(&case, metric, round_to(parts.get(part).copied().unwrap_or(0.0) / n, 1), "us")?;
+        }
         let p50 = latencies.percentile(50.0).unwrap_or(0) as f64;
         report.record(&case, "p50", p50, "us")?;
         report.record(&case, "p99", latencies.percentile(99.0).unwrap_or(0) as f64, "us")?;
@@ -81,4 +104,13 @@ pub async fn run(
         }
     }
     Ok(())
+}
+
+/// Adds each part of a `Server-Timing` value (`name;dur=<ms>, ...`) to `parts`, in µs.
+fn add_parts(parts: &mut BTreeMap<String, f64>, timing: &str) {
+    for part in timing.split(", ") {
+        if let Some((name, ms)) = part.split_once(";dur=") {
+            *parts.entry(name.to_string()).or_default() += ms.parse::<f64>().unwrap_or(0.0) * 1000.0;
+        }
+    }
 }
