@@ -7,7 +7,7 @@
 //! view, nor serializes the value to measure it (`objects::view_at`). Entries are keyed
 //! by book too, so no reader sees another book's; a trimmed record is never the newest
 //! one a reader finds, so its entry only ages out. Bounded by the JSON bytes held, the
-//! oldest entry leaving first.
+//! oldest entry leaving first; a view over a sixteenth of the bound is not kept.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
