@@ -488,8 +488,7 @@ pub(crate) async fn decide(
 /// (`core/views.rs`), else replayed ([`replayed_view_at`]) and kept there.
 pub(crate) async fn view_at(core: &Core, ctx: &mut Context, book: BookId, object: &str, at: u64) -> Result<Arc<View>, Abort> {
     if !core.config.aux_views {
-        let value = replayed_view_at(core, ctx, book, object, at).await?.0;
-        return Ok(Arc::new(View { len: json_len(&value), value }));
+        return Ok(Arc::new(View::new(replayed_view_at(core, ctx, book, object, at).await?.0)));
     }
     let tag = core.tags.bokistore(object);
     let newest = core.log.read_prev(ctx, shadow(book), tag, SeqNum(at)).await?.map(|r| r.seqnum.0);
@@ -497,7 +496,7 @@ pub(crate) async fn view_at(core: &Core, ctx: &mut Context, book: BookId, object
         return Ok(view);
     }
     let (value, first) = replayed_view_at(core, ctx, book, object, at).await?;
-    let view = Arc::new(View { len: json_len(&value), value });
+    let view = Arc::new(View::new(value));
     // Kept only as the view after the record the replay began at: a record appended
     // meanwhile at or below `at` (a reader past the tail) is not the one looked up.
     if let Some(seqnum) = first.filter(|s| Some(*s) == newest) {

@@ -10,7 +10,7 @@
 //! oldest entry leaving first; a view over a sixteenth of the bound is not kept.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use serde_json::Value;
 use tally_log_core::BookId;
@@ -18,10 +18,27 @@ use tally_log_core::BookId;
 /// The JSON text, in bytes, of the views a node keeps parsed.
 const BYTES_MAX: usize = 8 << 20;
 
-/// An object's state after one record, parsed, with the length of its JSON text.
+/// An object's state after one record, parsed, and the length of its JSON text once
+/// someone asked (a transaction's byte budget does).
 pub(crate) struct View {
     pub value: Value,
-    pub len: usize,
+    len: OnceLock<usize>,
+}
+
+impl View {
+    pub(crate) fn new(value: Value) -> View {
+        View { value, len: OnceLock::new() }
+    }
+
+    /// A view whose JSON text is known to be `len` bytes long.
+    #[cfg(test)]
+    fn with_len(value: Value, len: usize) -> View {
+        View { value, len: OnceLock::from(len) }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        *self.len.get_or_init(|| crate::objects::json_len(&self.value))
+    }
 }
 
 /// Views by book and record: a record holds the views of the few objects it touched.
@@ -48,7 +65,7 @@ impl Views {
     /// Keeps `view` as the view of `object` after record `seqnum` of `book`.
     pub(crate) fn put(&self, book: BookId, seqnum: u64, object: &str, view: Arc<View>) {
         // The text a view holds, and its name: what it costs at least.
-        let cost = view.len.saturating_add(object.len());
+        let cost = view.len().saturating_add(object.len());
         if cost > BYTES_MAX / 16 {
             return;
         }
@@ -64,7 +81,7 @@ impl Views {
                 if record.is_empty() {
                     kept.views.remove(&(b, s));
                 }
-                kept.bytes -= v.len.saturating_add(name.len());
+                kept.bytes -= v.len().saturating_add(name.len());
             }
         }
         kept.bytes += cost;
@@ -78,14 +95,14 @@ mod tests {
     use super::*;
 
     fn view(len: usize) -> Arc<View> {
-        Arc::new(View { value: Value::from(len as u64), len })
+        Arc::new(View::with_len(Value::from(len as u64), len))
     }
 
     #[test]
     fn a_view_is_found_by_its_book_record_and_object_only() {
         let views = Views::default();
         views.put(BookId(1), 7, "a", view(3));
-        assert_eq!(views.get(BookId(1), 7, "a").map(|v| v.len), Some(3));
+        assert_eq!(views.get(BookId(1), 7, "a").map(|v| v.len()), Some(3));
         assert!(views.get(BookId(2), 7, "a").is_none(), "another book's");
         assert!(views.get(BookId(1), 8, "a").is_none(), "another record's");
         assert!(views.get(BookId(1), 7, "b").is_none(), "another object's");

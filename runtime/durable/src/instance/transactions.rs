@@ -76,7 +76,7 @@ impl Instance {
         }
         let start = txn.start;
         let view = objects::view_at(&self.core, ctx, self.book, object, start).await?;
-        let len = view.len;
+        let len = view.len();
         let txn = self.txn.as_mut().expect("checked");
         if txn.bytes.saturating_add(len) > objects::TXN_BYTES_MAX {
             return Err(Abort::Refused(Error::TooLarge {
