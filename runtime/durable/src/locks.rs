@@ -67,7 +67,7 @@ fn concerns(step: &Step, lock: &LockId) -> bool {
 pub(crate) async fn lock_at(core: &Core, ctx: &mut Context, book: BookId, lock: &LockId, at: u64) -> Result<LockView, Abort> {
     let tag = core.tags.lock(lock);
     let cached = |a: &[u8]| record::decode::<LockView>("lock view", a).ok();
-    let (base, mut newer) = replay::since_view(core, ctx, book, tag, at, |s| concerns(s, lock), cached, false).await?;
+    let (base, mut newer) = replay::since_view(core, ctx, book, tag, at, |s| concerns(s, lock), cached, false, None).await?;
     let mut view = base.unwrap_or_default();
     let mut newest = None;
     while let Some((r, step)) = newer.next(core, ctx, book).await? {

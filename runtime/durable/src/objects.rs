@@ -488,41 +488,80 @@ pub(crate) async fn decide(
 /// (`core/views.rs`), else replayed ([`replayed_view_at`]) and kept there.
 pub(crate) async fn view_at(core: &Core, ctx: &mut Context, book: BookId, object: &str, at: u64) -> Result<Arc<View>, Abort> {
     if !core.config.aux_views {
-        return Ok(Arc::new(View::new(replayed_view_at(core, ctx, book, object, at).await?.0)));
+        return Ok(Arc::new(replayed_view_at(core, ctx, book, object, at, None).await?.0));
     }
     let tag = core.tags.bokistore(object);
-    let newest = core.log.read_prev(ctx, shadow(book), tag, SeqNum(at)).await?.map(|r| r.seqnum.0);
+    let head = core.log.read_prev(ctx, shadow(book), tag, SeqNum(at)).await?;
+    let newest = head.as_ref().map(|r| r.seqnum.0);
     if let Some(view) = newest.and_then(|s| core.views.get(book, s, object)) {
         return Ok(view);
     }
-    let (value, first) = replayed_view_at(core, ctx, book, object, at).await?;
-    let view = Arc::new(View::new(value));
-    // Kept only as the view after the record the replay began at: a record appended
-    // meanwhile at or below `at` (a reader past the tail) is not the one looked up.
+    let (view, first) = replayed_view_at(core, ctx, book, object, at, head).await?;
+    let view = Arc::new(view);
+    // Kept only as the view after the record the replay began at (a replay that began
+    // at a checkpoint covering `at` did not begin at `newest`).
     if let Some(seqnum) = first.filter(|s| Some(*s) == newest) {
         core.views.put(book, seqnum, object, view.clone());
     }
     Ok(view)
 }
 
+/// Keeps, after a commit that committed, the views of the objects it wrote, so that
+/// their readers on this node find them (`core/views.rs`) instead of replaying the
+/// commit: an object's view after the commit is its view after the record before it in
+/// its stream, which the node keeps (the transaction read at least that far) or not,
+/// with the commit's operations folded in as a reader would. An object with no record
+/// before the commit starts from null, unless it has a checkpoint (the collector
+/// trimmed its stream). An object whose view is not at hand is left to its readers.
+pub(crate) async fn keep_committed(
+    core: &Core,
+    ctx: &mut Context,
+    book: BookId,
+    commit: u64,
+    writes: &[(String, Vec<ObjOp>)],
+) -> Result<(), Abort> {
+    let Some(before) = commit.checked_sub(1).filter(|_| core.config.aux_views) else { return Ok(()) };
+    for (object, ops) in writes {
+        let tag = core.tags.bokistore(object);
+        let mut view = match core.log.read_prev(ctx, shadow(book), tag, SeqNum(before)).await? {
+            Some(r) => match core.views.get(book, r.seqnum.0, object) {
+                Some(view) => Folding::new(view.value.clone(), view.len()),
+                None => continue,
+            },
+            None => match replay::checkpoint(core, ctx, book, tag).await? {
+                None => Folding::new(Value::Null, 4),
+                Some(_) => continue,
+            },
+        };
+        fold(&mut view, ops);
+        core.views.put(book, commit, object, Arc::new(View::new(view.value)));
+    }
+    Ok(())
+}
+
 /// The state of `object` at seqnum `at`, replaying from the newest view cached at or
-/// below `at`, and the newest record of its stream there (where the replay began);
-/// caches the view of the newest record in its aux data.
+/// below `at` (from `head`, the stream's newest record there, if the caller read it),
+/// and the record the replay began at; caches the view of the newest record in its aux
+/// data.
 async fn replayed_view_at(
     core: &Core,
     ctx: &mut Context,
     book: BookId,
     object: &str,
     at: u64,
-) -> Result<(Value, Option<u64>), Abort> {
+    head: Option<LogRecord>,
+) -> Result<(View, Option<u64>), Abort> {
     let tag = core.tags.bokistore(object);
     let relevant = |step: &Step| !matches!(effect_on(step, object), Effect::None);
     let cached = |a: &[u8]| {
         let view = AuxViewRef::of(a)?.view(object)?;
-        Some((serde_json::from_str::<Value>(view).ok()?, view.len()))
+        Some((serde_json::from_str::<Value>(view).ok()?, Box::<str>::from(view)))
     };
-    let (base, mut newer) = replay::since_view(core, ctx, book, tag, at, relevant, cached, true).await?;
-    let mut base = base.map_or_else(|| Folding::new(Value::Null, 4), |(v, len)| Folding::new(v, len));
+    let (base, mut newer) = replay::since_view(core, ctx, book, tag, at, relevant, cached, true, head).await?;
+    let (mut base, mut text) = match base {
+        Some((value, text)) => (Folding::new(value, text.len()), Some(text)),
+        None => (Folding::new(Value::Null, 4), None),
+    };
     let mut newest: Option<(LogRecord, Option<bool>)> = None;
     while let Some((r, step)) = newer.next(core, ctx, book).await? {
         let mut outcome = None;
@@ -540,9 +579,13 @@ async fn replayed_view_at(
         newest = Some((r, outcome));
     }
     if let Some((r, outcome)) = newest {
-        cache_view(core, ctx, book, &r, object, outcome, &base.value).await;
+        text = cache_view(core, ctx, book, &r, object, outcome, &base.value).await;
     }
-    Ok((base.value, newer.first))
+    let view = match text {
+        Some(text) => View::with_text(base.value, text),
+        None => View::new(base.value),
+    };
+    Ok((view, newer.first))
 }
 
 fn fold(base: &mut Folding, ops: &[ObjOp]) {
@@ -552,7 +595,8 @@ fn fold(base: &mut Folding, ops: &[ObjOp]) {
     }
 }
 
-/// Best effort: a failure only costs a later reader a replay.
+/// Best effort: a failure only costs a later reader a replay. Returns the view's JSON
+/// text.
 async fn cache_view(
     core: &Core,
     ctx: &mut Context,
@@ -561,16 +605,16 @@ async fn cache_view(
     object: &str,
     outcome: Option<bool>,
     value: &Value,
-) {
-    let Ok(text) = serde_json::to_string(value) else { return };
-    if text.len() > OBJECT_MAX {
-        return;
+) -> Option<Box<str>> {
+    let text = serde_json::to_string(value).ok()?;
+    if text.len() <= OBJECT_MAX {
+        let mut aux = AuxView::of(r);
+        aux.committed = aux.committed.or(outcome);
+        aux.views.retain(|(o, _)| o != object);
+        aux.views.push((object.to_string(), text.clone()));
+        replay::cache(core, ctx, book, r.seqnum, record::encode(&aux)).await;
     }
-    let mut aux = AuxView::of(r);
-    aux.committed = aux.committed.or(outcome);
-    aux.views.retain(|(o, _)| o != object);
-    aux.views.push((object.to_string(), text));
-    replay::cache(core, ctx, book, r.seqnum, record::encode(&aux)).await;
+    Some(text.into_boxed_str())
 }
 
 /// A transaction in progress in an instance.
@@ -580,7 +624,7 @@ pub(crate) struct Txn {
     pub read_only: bool,
     pub reads: BTreeSet<String>,
     /// Every object it touched, at its snapshot with its own writes applied.
-    pub views: BTreeMap<String, Folding>,
+    pub views: BTreeMap<String, TxnView>,
     pub writes: BTreeMap<String, Vec<ObjOp>>,
     pub ops: usize,
     /// The JSON text its snapshots hold.
@@ -606,6 +650,40 @@ impl Txn {
 pub fn text_at(value: &Value, path: &str) -> Result<Option<String>, Error> {
     let path = parse_path(path)?;
     Ok(get(value, &path).filter(|v| !v.is_null() || !path.is_empty()).map(|v| v.to_string()))
+}
+
+/// [`text_at`] of a view: the whole object's text is the view's, serialized once.
+pub(crate) fn view_text_at(view: &View, path: &str) -> Result<Option<String>, Error> {
+    match path.is_empty() {
+        true => Ok((!view.value.is_null()).then(|| view.text().to_owned())),
+        false => text_at(&view.value, path),
+    }
+}
+
+/// An object as a transaction sees it: its view at the snapshot, copied only once the
+/// transaction writes it.
+pub(crate) struct TxnView {
+    view: Arc<View>,
+    written: Option<Folding>,
+}
+
+impl TxnView {
+    pub fn new(view: Arc<View>) -> TxnView {
+        TxnView { view, written: None }
+    }
+
+    pub fn text_at(&self, path: &str) -> Result<Option<String>, Error> {
+        match &self.written {
+            Some(folding) => text_at(&folding.value, path),
+            None => view_text_at(&self.view, path),
+        }
+    }
+
+    /// [`Folding::apply`] on the transaction's copy.
+    pub fn apply(&mut self, op: &ObjOp) -> Result<(), String> {
+        let view = &self.view;
+        self.written.get_or_insert_with(|| Folding::new(view.value.clone(), view.len())).apply(op)
+    }
 }
 
 #[cfg(test)]

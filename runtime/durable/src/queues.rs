@@ -210,7 +210,7 @@ pub(crate) async fn shard_at(
     let tag = core.tags.queue_shard(queue, shard);
     let cached = |a: &[u8]| ShardView::decode(a).ok();
     let relevant = |s: &Step| shard_steps(s, queue, shard).next().is_some();
-    let (base, mut newer) = replay::since_view(core, ctx, book, tag, at, relevant, cached, false).await?;
+    let (base, mut newer) = replay::since_view(core, ctx, book, tag, at, relevant, cached, false, None).await?;
     let mut view = base.unwrap_or_default();
     let mut newest = None;
     while let Some((r, step)) = newer.next(core, ctx, book).await? {

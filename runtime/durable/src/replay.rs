@@ -37,6 +37,7 @@ const LOOK_AFTER: usize = 32;
 /// `named`: a cached view names what it is a view of (an object's does), so a record
 /// holding one concerns the reader, and the record's step is not decoded to find out
 /// (an object's newest record is often a transaction's commit, many objects' worth).
+/// `head`: the stream's newest record at or below `at` if the caller read it already.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn since_view<V>(
     core: &Core,
@@ -47,6 +48,7 @@ pub(crate) async fn since_view<V>(
     relevant: impl Fn(&Step) -> bool,
     cached: impl Fn(&[u8]) -> Option<V>,
     named: bool,
+    mut head: Option<LogRecord>,
 ) -> Result<(Option<V>, Replay), Abort> {
     let mut newer = Vec::new();
     let mut first = None;
@@ -63,7 +65,13 @@ pub(crate) async fn since_view<V>(
             reached = true;
             break;
         }
-        let Some(r) = core.log.read_prev(ctx, shadow(book), tag, SeqNum(cursor)).await? else { break };
+        let r = match head.take() {
+            Some(r) => r,
+            None => match core.log.read_prev(ctx, shadow(book), tag, SeqNum(cursor)).await? {
+                Some(r) => r,
+                None => break,
+            },
+        };
         first = first.or(Some(r.seqnum.0));
         walked += 1;
         let view = || r.aux.as_deref().filter(|_| core.config.aux_views).and_then(&cached);

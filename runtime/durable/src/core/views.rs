@@ -3,8 +3,10 @@
 //! An object's state after a record of its stream never changes (the log is immutable
 //! below a reader's position, and a commit's outcome is decided once), so a reader whose
 //! object's newest record at its read point is one kept here takes the parsed value and
-//! its JSON length from here: it neither decodes the record's aux data nor parses a
-//! view, nor serializes the value to measure it (`objects::view_at`). Entries are keyed
+//! its JSON text from here: it neither decodes the record's aux data nor parses a
+//! view, nor serializes the value to answer or measure it (`objects::view_at`). A
+//! transaction that committed keeps the views after its commit of the objects it wrote
+//! (`objects::keep_committed`), so their next readers do not replay it. Entries are keyed
 //! by book too, so no reader sees another book's; a trimmed record is never the newest
 //! one a reader finds, so its entry only ages out. Bounded by the JSON bytes held, the
 //! oldest entry leaving first; a view over a sixteenth of the bound is not kept.
@@ -18,26 +20,30 @@ use tally_log_core::BookId;
 /// The JSON text, in bytes, of the views a node keeps parsed.
 const BYTES_MAX: usize = 8 << 20;
 
-/// An object's state after one record, parsed, and the length of its JSON text once
-/// someone asked (a transaction's byte budget does).
+/// An object's state after one record, parsed, and its JSON text once someone asked for
+/// it (a reader of the whole object, a transaction's byte budget) or it was at hand.
 pub(crate) struct View {
     pub value: Value,
-    len: OnceLock<usize>,
+    text: OnceLock<Box<str>>,
 }
 
 impl View {
     pub(crate) fn new(value: Value) -> View {
-        View { value, len: OnceLock::new() }
+        View { value, text: OnceLock::new() }
     }
 
-    /// A view whose JSON text is known to be `len` bytes long.
-    #[cfg(test)]
-    fn with_len(value: Value, len: usize) -> View {
-        View { value, len: OnceLock::from(len) }
+    /// A view whose JSON text is `text` (the text `value` was parsed from or serialized to).
+    pub(crate) fn with_text(value: Value, text: Box<str>) -> View {
+        View { value, text: OnceLock::from(text) }
+    }
+
+    /// The value's JSON text, serialized once.
+    pub(crate) fn text(&self) -> &str {
+        self.text.get_or_init(|| serde_json::to_string(&self.value).unwrap_or_default().into_boxed_str())
     }
 
     pub(crate) fn len(&self) -> usize {
-        *self.len.get_or_init(|| crate::objects::json_len(&self.value))
+        self.text().len()
     }
 }
 
@@ -95,7 +101,7 @@ mod tests {
     use super::*;
 
     fn view(len: usize) -> Arc<View> {
-        Arc::new(View::with_len(Value::from(len as u64), len))
+        Arc::new(View::with_text(Value::Null, "x".repeat(len).into_boxed_str()))
     }
 
     #[test]

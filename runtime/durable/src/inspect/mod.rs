@@ -48,7 +48,7 @@ impl Libraries<'_> {
             d.check_history(ctx, book, at).await?;
         }
         let view = objects::view_at(d, ctx, book, object, at).await.map_err(|a| a.into_error())?;
-        objects::text_at(&view.value, path)
+        objects::view_text_at(&view, path)
     }
 
     /// The shards of queue `queue` of `book`.

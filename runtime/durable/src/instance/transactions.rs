@@ -19,11 +19,11 @@ impl Instance {
             self.txn_view(ctx, object).await?;
             let txn = self.txn.as_mut().expect("checked");
             txn.reads.insert(object.to_string());
-            return Ok(objects::text_at(&txn.views[object].value, path)?);
+            return Ok(txn.views[object].text_at(path)?);
         }
         let at = self.read_point(ctx).await?;
         let view = objects::view_at(&self.core, ctx, self.book, object, at).await?;
-        Ok(objects::text_at(&view.value, path)?)
+        Ok(objects::view_text_at(&view, path)?)
     }
 
     /// Updates durable object `object` with `op`: in a transaction, buffered until its
@@ -86,7 +86,7 @@ impl Instance {
             }));
         }
         txn.bytes += len;
-        txn.views.insert(object.to_string(), objects::Folding::new(view.value.clone(), len));
+        txn.views.insert(object.to_string(), objects::TxnView::new(view));
         Ok(())
     }
 
@@ -137,7 +137,11 @@ impl Instance {
         self.log_clocks(ctx).await?;
         let (seqnum, commit) = self.log_seqnum(ctx, step, &tags).await?;
         self.last_commit = seqnum;
-        objects::decide(&self.core, ctx, self.book, seqnum, commit.start, &commit.reads, None).await
+        let committed = objects::decide(&self.core, ctx, self.book, seqnum, commit.start, &commit.reads, None).await?;
+        if committed {
+            objects::keep_committed(&self.core, ctx, self.book, seqnum, &commit.writes).await?;
+        }
+        Ok(committed)
     }
 
     /// Drops the transaction in progress: nothing of it was logged.

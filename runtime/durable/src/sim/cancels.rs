@@ -129,9 +129,10 @@ async fn cancel_one(world: &Arc<World>, t: u64) -> Option<()> {
     let (most_ok, saw_cancel) = world.traces.lock().expect("not poisoned").targets.get(&input).copied().unwrap_or_default();
     let trapped = world.traces.lock().expect("not poisoned").targets_trapped.contains(&input);
     // Succeeded: every step made and seen, no cancellation seen (it would be logged, and
-    // seen again by every later execution). Cancelled: it was asked for, an execution
-    // saw it, and none saw every step succeed (past the recorded history nothing
-    // passes it). A step may be made and not seen (its execution died right after it).
+    // seen again by every later execution). Cancelled: it was asked for before the
+    // result, and an execution saw it (past the recorded history nothing passes it) or
+    // it came after the last step. A step may be made and not seen (its execution died
+    // right after it).
     let all = guest::TARGET_STEPS;
     // A guest that trimmed the whole book may have taken an own record away before a
     // re-execution looked at it, which then sees a conflict (a documented gap).
@@ -143,8 +144,12 @@ async fn cancel_one(world: &Arc<World>, t: u64) -> Option<()> {
         Some(Err(Error::Conflict(m))) if m.contains("no longer kept") => true,
         Some(Ok(_)) => made == all && most_ok == all && !saw_cancel,
         // Seen by an execution, or an attempt trapped once it was asked for (the trap
-        // is not retried then): the oracle knows of traps, not of when they came.
-        Some(Err(Error::Cancelled)) => !refused_all && (saw_cancel || trapped) && most_ok < all && made >= most_ok,
+        // is not retried then): the oracle knows of traps, not of when they came. Or
+        // taken between the last step and the result: an execution that made every
+        // step finds the Cancelled step where its result would go (`log_result`).
+        Some(Err(Error::Cancelled)) => {
+            !refused_all && (saw_cancel || trapped || most_ok == all) && made >= most_ok && made <= all
+        }
         Some(Err(_)) => false,
     };
     if !fine {

@@ -19,8 +19,9 @@ use super::{config, guest, id, keyed, unkeyed, words, Limits, World, BOOK};
 
 /// Deploys the object guests: `oset <object> <json>`, `oget <object>` (the whole
 /// object, `none` if it has none), `osum` (objects `a` and `b` in one read-only
-/// transaction) and `obump <object>` (reads `/n`, then sets it one higher, outside a
-/// transaction).
+/// transaction), `obump <object>` (reads `/n`, then sets it one higher, outside a
+/// transaction) and `oundo <object>` (a transaction that reads the object, sets `/n` to
+/// 99, reads it again and aborts; then reads it outside: the three texts).
 fn deploy_objects(w: &World) {
     let set = guest(|a| {
         Box::pin(async move {
@@ -52,7 +53,19 @@ fn deploy_objects(w: &World) {
             Ok((n + 1).to_string().into_bytes())
         })
     });
-    for (name, g) in [("oset", set), ("oget", get), ("osum", sum), ("obump", bump)] {
+    let undo = guest(|a| {
+        Box::pin(async move {
+            let object = String::from_utf8_lossy(&a.input).into_owned();
+            a.txn_begin(false).await?;
+            let before = a.object_get(&object, "").await?.unwrap_or_default();
+            a.object_update(&object, ObjOp::Set { path: "/n".into(), json: "99".into() }).await?;
+            let written = a.object_get(&object, "").await?.unwrap_or_default();
+            a.txn_abort()?;
+            let after = a.object_get(&object, "").await?.unwrap_or_default();
+            Ok(format!("{before} {written} {after}").into_bytes())
+        })
+    });
+    for (name, g) in [("oset", set), ("oget", get), ("osum", sum), ("obump", bump), ("oundo", undo)] {
         w.deploy(name, Limits::default(), g);
     }
 }
@@ -86,6 +99,20 @@ fn read_only_invocations_of_objects_log_nothing_or_one_record() {
     assert_eq!(w.invoke(&d, keyed("oget", "g", "a")).as_deref(), Ok("1"), "a retry gets the logged result");
     assert_eq!(w.invoke(&d, unkeyed("oget", "a")).as_deref(), Ok("5"), "a new invocation reads what finished before it");
     assert_eq!(w.invoke(&d, unkeyed("osum", "")).as_deref(), Ok("5 2"));
+}
+
+/// A transaction reads its own writes, and they are its own: the node's parsed view of
+/// the object, which the transaction read first, is what every reader sees after it
+/// aborted (the transaction wrote on a copy).
+#[test]
+fn a_transaction_writes_on_its_own_copy_of_what_it_read() {
+    let mut w = World::new(config());
+    let d = w.start_alone(0);
+    deploy_objects(&w);
+    assert_eq!(w.invoke(&d, keyed("oset", "a1", r#"a {"n":1}"#)).as_deref(), Ok("ok"));
+    assert_eq!(w.invoke(&d, unkeyed("oget", "a")).as_deref(), Ok(r#"{"n":1}"#), "a view kept on the node");
+    assert_eq!(w.invoke(&d, keyed("oundo", "u", "a")).as_deref(), Ok(r#"{"n":1} {"n":99} {"n":1}"#));
+    assert_eq!(w.invoke(&d, unkeyed("oget", "a")).as_deref(), Ok(r#"{"n":1}"#));
 }
 
 /// An instance that read at a snapshot and then writes cannot log the write after it
