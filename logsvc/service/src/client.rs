@@ -9,7 +9,8 @@
 
 use bytes::Bytes;
 use tally_log_core::{
-    BookId, BoxFuture, Cond, Context, Error, LogBook, LogRecord, LogResult, Reply, Request, Result, SeqNum, Tag,
+    BookId, BoxFuture, Cond, Context, Error, LogBook, LogId, LogRecord, LogResult, MetalogPosition, Reply, Request, Result,
+    SeqNum, Tag,
 };
 use tokio::sync::oneshot;
 
@@ -50,26 +51,37 @@ impl LogClient {
         }
     }
 
+    fn admit(&self, request: &Request) -> Result<()> {
+        match self.privilege == Privilege::User && request.book().is_reserved() {
+            true => Err(Error::InvalidArgument(format!("book {:#x} is reserved for the platform", request.book().0))),
+            false => Ok(()),
+        }
+    }
+
     async fn call(&self, ctx: &mut Context, request: Request) -> Result<Reply> {
-        if self.privilege == Privilege::User && request.book().is_reserved() {
-            return Err(Error::InvalidArgument(format!("book {:#x} is reserved for the platform", request.book().0)));
+        self.admit(&request)?;
+        if let Some(done) = self.call_now(ctx, &request) {
+            return done;
         }
-        // A read (or aux data) the engine can answer at once is answered here, in place.
-        let (result, log, position) = match self.link.read_now(ctx, &request) {
-            Some(done) => done,
-            None => {
-                let (reply, rx) = oneshot::channel();
-                let trace = crate::trace::caller();
-                self.link.call(EngineCall { request, context: ctx.clone(), reply, trace }).await?;
-                rx.await.map_err(|_| Error::Stopped)?
-            }
-        };
-        // A conflict is an outcome of the log like a success: the caller saw the
-        // record that holds the offset, so its view moves forward as well.
-        if result.is_ok() || matches!(result, Err(Error::Conflict { .. })) {
-            ctx.advance(log, position);
-        }
-        result
+        let (reply, rx) = oneshot::channel();
+        let trace = crate::trace::caller();
+        self.link.call(EngineCall { request, context: ctx.clone(), reply, trace }).await?;
+        let (result, log, position) = rx.await.map_err(|_| Error::Stopped)?;
+        settled(ctx, result, log, position)
+    }
+
+    /// A read (or aux data) the engine can answer at once, answered here, in place.
+    fn call_now(&self, ctx: &mut Context, request: &Request) -> Option<Result<Reply>> {
+        let (result, log, position) = self.link.read_now(ctx, request)?;
+        Some(settled(ctx, result, log, position))
+    }
+
+    /// A read of `tag` answered in place with no future of its own to make (the
+    /// [`LogBook`] methods' fast path); `None` if it takes the usual path, which also
+    /// says why it is refused.
+    fn read_in_place(&self, ctx: &mut Context, tag: Tag, request: Request) -> Option<Result<Option<LogRecord>>> {
+        self.check_tags([&tag]).and_then(|()| self.admit(&request)).ok()?;
+        Some(self.call_now(ctx, &request)?.and_then(expect_read).map(|r| self.shown(r)))
     }
 
     /// Partial mode (INDILOG): the engine's reads per path and its local indexes'
@@ -217,7 +229,10 @@ impl LogBook for LogClient {
         tag: Tag,
         min: SeqNum,
     ) -> BoxFuture<'a, LogResult<Option<LogRecord>>> {
-        Box::pin(LogClient::read_next(self, ctx, book, tag, min))
+        match self.read_in_place(ctx, tag, Request::ReadNext { book, tag, min }) {
+            Some(done) => Box::pin(std::future::ready(done)),
+            None => Box::pin(LogClient::read_next(self, ctx, book, tag, min)),
+        }
     }
 
     fn read_prev<'a>(
@@ -227,7 +242,10 @@ impl LogBook for LogClient {
         tag: Tag,
         max: SeqNum,
     ) -> BoxFuture<'a, LogResult<Option<LogRecord>>> {
-        Box::pin(LogClient::read_prev(self, ctx, book, tag, max))
+        match self.read_in_place(ctx, tag, Request::ReadPrev { book, tag, max }) {
+            Some(done) => Box::pin(std::future::ready(done)),
+            None => Box::pin(LogClient::read_prev(self, ctx, book, tag, max)),
+        }
     }
 
     fn trim<'a>(&'a self, ctx: &'a mut Context, book: BookId, tag: Tag, seqnum: SeqNum) -> BoxFuture<'a, LogResult<()>> {
@@ -250,6 +268,15 @@ fn expect_appended(reply: Reply) -> Result<SeqNum> {
         Reply::Appended(s) => Ok(s),
         other => Err(unexpected(&other)),
     }
+}
+
+/// A reply as the caller takes it. A conflict is an outcome of the log like a success:
+/// the caller saw the record that holds the offset, so its view moves forward as well.
+fn settled(ctx: &mut Context, result: Result<Reply>, log: LogId, position: MetalogPosition) -> Result<Reply> {
+    if result.is_ok() || matches!(result, Err(Error::Conflict { .. })) {
+        ctx.advance(log, position);
+    }
+    result
 }
 
 fn expect_read(reply: Reply) -> Result<Option<LogRecord>> {
