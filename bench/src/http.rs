@@ -16,7 +16,7 @@ pub(crate) struct Http {
     authority: String,
     target: String,
     stream: Option<BufReader<TcpStream>>,
-    /// The `Server-Timing` header of the last answer that had one.
+    /// The `Server-Timing` header of the last answer (empty if it had none).
     pub(crate) timing: String,
 }
 
@@ -84,6 +84,7 @@ impl Http {
         let status: u16 =
             line.split_whitespace().nth(1).and_then(|s| s.parse().ok()).with_context(|| format!("a status line {line:?}"))?;
         let (mut length, mut chunked) = (None, false);
+        self.timing.clear();
         loop {
             line.clear();
             ensure!(stream.read_line(&mut line).await? > 0, "the connection closed in an answer's headers");

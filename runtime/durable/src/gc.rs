@@ -434,8 +434,8 @@ impl Stream {
         match self {
             Stream::Object(o) => {
                 let view = crate::objects::view_at(&d.core, ctx, book, o, x).await?;
-                let text = serde_json::to_string(&view.value).map_err(|e| Abort::internal(format!("object {o:?}: {e}")))?;
-                Ok((record::encode(&AuxView { committed: None, views: vec![(o.clone(), text)] }), x + 1))
+                let views = vec![(o.clone(), view.text().to_owned())];
+                Ok((record::encode(&AuxView { committed: None, views }), x + 1))
             }
             Stream::Shard(q, s) => {
                 let view = crate::queues::shard_at(&d.core, ctx, book, q, *s, x).await?;
