@@ -8,7 +8,9 @@
 //! Tries and releases are steps of the holder's step log, so a re-execution finds them
 //! and their outcomes; the holder is the instance, which holds its locks across crashes
 //! and re-executions and releases the ones it still holds before its result
-//! (`Instance::log_result`). A try is appended only when its maker saw the lock free (or
+//! (`Instance::log_result`). A release rides the holder's next record (often its
+//! Result), so a lock's stream may hold groups, and a record in two libraries' streams
+//! keeps no view in its aux data (`Step::in_other_library_streams`). A try is appended only when its maker saw the lock free (or
 //! its wait is up), so waiters append nothing; they wait on this node's releases and look
 //! at the log every [`POLL_MS`] for others'. A waiter whose whole wait saw one holder runs
 //! the holder's root again here (at most every `reexecute_after_ms` per holder and node):
@@ -59,8 +61,14 @@ pub struct LockView {
     pub root: Option<InstanceId>,
 }
 
+/// Whether a record's step is or holds a try or a release of `lock` (a release rides
+/// its holder's next record, in a group: `Instance::lock_release`).
 fn concerns(step: &Step, lock: &LockId) -> bool {
-    matches!(step, Step::LockTry(kind::LockTry { lock: l, .. }) | Step::LockRelease(kind::LockRelease { lock: l, .. }) if l == lock)
+    match step {
+        Step::Group(kind::Group { steps }) => steps.iter().any(|s| concerns(s, lock)),
+        Step::LockTry(kind::LockTry { lock: l, .. }) | Step::LockRelease(kind::LockRelease { lock: l, .. }) => l == lock,
+        _ => false,
+    }
 }
 
 /// The lock after its last record at or below `at`.
@@ -71,21 +79,32 @@ pub(crate) async fn lock_at(core: &Core, ctx: &mut Context, book: BookId, lock: 
     let mut view = base.unwrap_or_default();
     let mut newest = None;
     while let Some((r, step)) = newer.next(core, ctx, book).await? {
-        match step {
-            Step::LockTry(kind::LockTry { holder, root, prev, .. }) if prev == view.tail && view.holder.is_none() => {
-                view = LockView { tail: r.seqnum.0, holder: Some(holder), root: Some(root) };
-            }
-            Step::LockRelease(kind::LockRelease { holder, prev, .. })
-                if prev == view.tail && view.holder.as_ref() == Some(&holder) =>
-            {
-                view = LockView { tail: r.seqnum.0, holder: None, root: None };
-            }
-            _ => {}
+        // A record also in another lock's or a queue shard's stream keeps no view.
+        let alone = !step.in_other_library_streams(|s| concerns(s, lock));
+        for step in step.into_steps().into_iter().filter(|s| concerns(s, lock)) {
+            view = after(view, r.seqnum.0, step);
         }
-        newest = Some(r.seqnum);
+        newest = alone.then_some(r.seqnum);
     }
     if let Some(seqnum) = newest {
         replay::cache(core, ctx, book, seqnum, record::encode(&view)).await;
     }
     Ok(view)
+}
+
+/// The lock after `step`, a try or a release of it in the record `seqnum`: effective
+/// only if it names the last effective record, and a try only of a free lock, a
+/// release only by the holder.
+fn after(view: LockView, seqnum: u64, step: Step) -> LockView {
+    match step {
+        Step::LockTry(kind::LockTry { holder, root, prev, .. }) if prev == view.tail && view.holder.is_none() => {
+            LockView { tail: seqnum, holder: Some(holder), root: Some(root) }
+        }
+        Step::LockRelease(kind::LockRelease { holder, prev, .. })
+            if prev == view.tail && view.holder.as_ref() == Some(&holder) =>
+        {
+            LockView { tail: seqnum, holder: None, root: None }
+        }
+        _ => view,
+    }
 }

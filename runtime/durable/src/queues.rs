@@ -185,11 +185,6 @@ fn record_steps(step: &Step) -> &[Step] {
     }
 }
 
-/// Whether a record's step holds pushes or pops of another queue shard than this one.
-fn in_other_streams(step: &Step, queue: &str, shard: u64) -> bool {
-    record_steps(step).iter().filter_map(stream_of).any(|s| s != (queue, shard))
-}
-
 /// The messages of the pushes to the shard that a record's step holds, in order.
 fn pushes<'a>(step: &'a Step, queue: &'a str, shard: u64) -> impl Iterator<Item = &'a Bytes> + 'a {
     shard_steps(step, queue, shard).filter_map(|s| match s {
@@ -238,9 +233,8 @@ pub(crate) async fn shard_at(
         }
         // A record's aux data is one view, named by nothing: a record in the streams of
         // two shards (a relay's push to another queue riding its pop, a producer's pushes
-        // to two queues) keeps none, lest a reader of the other shard take it for its own
-        // (the simulator found a relayed message lost that way).
-        newest = match in_other_streams(&step, queue, shard) {
+        // to two queues) or of a shard and a lock keeps none.
+        newest = match step.in_other_library_streams(|s| concerns(s, queue, shard)) {
             false => Some(r.seqnum),
             true => None,
         };

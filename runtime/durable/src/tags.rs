@@ -188,8 +188,9 @@ impl TagKey {
     }
 
     /// The step log that a record of the INSTANCES stream (with `tags`, holding `step`)
-    /// is a step of: its one derived tag, besides the object streams of the writes and
-    /// the queue shards of the pushes and pops a [`Step::Group`] holds. (A record of no step log,
+    /// is a step of: its one derived tag, besides the object streams of the writes, the
+    /// queue shards of the pushes and pops and the locks of the releases a
+    /// [`Step::Group`] holds. (A record of no step log,
     /// such as a retry, gives its own stream.)
     pub fn step_log_of(&self, tags: &[Tag], step: &Step) -> Option<Tag> {
         let steps = match step {
@@ -205,6 +206,9 @@ impl TagKey {
                 Step::QueuePush(kind::QueuePush { queue, shard, .. })
                 | Step::QueuePop(kind::QueuePop { queue, shard, .. })
                 | Step::QueuePopMany(kind::QueuePopMany { queue, shard, .. }) => Some(self.queue_shard(queue, *shard)),
+                Step::LockTry(kind::LockTry { lock, .. }) | Step::LockRelease(kind::LockRelease { lock, .. }) => {
+                    Some(self.lock(lock))
+                }
                 _ => None,
             })
             .collect();

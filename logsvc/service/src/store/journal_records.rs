@@ -160,6 +160,13 @@ fn no_wal() -> WriteOptions {
 }
 
 /// Appends one op's location part.
+/// The largest frame buffer a store keeps for its next write: a burst of large records
+/// does not hold its memory after it.
+const FRAME_KEPT_MAX: usize = 4 << 20;
+
+/// The bytes `put_location` writes: an op, a shard, a local id.
+const LOCATION_BYTES: usize = 1 + 4 + 8;
+
 fn put_location(frame: &mut Vec<u8>, op: u8, shard: ShardId, local_id: LocalId) {
     frame.push(op);
     frame.extend_from_slice(&shard.0.to_le_bytes());
@@ -271,6 +278,8 @@ pub struct JournalStore {
     policy: FsyncPolicy,
     segment_bytes: u64,
     writer: Mutex<Writer>,
+    /// The buffer the frame of a write is built in (`RecordStore::write`).
+    frame: Mutex<Vec<u8>>,
     /// Every segment the store holds, open for reads.
     files: RwLock<BTreeMap<u64, Arc<File>>>,
     /// Serialises the deletion of segments.
@@ -446,6 +455,7 @@ impl JournalStore {
             policy,
             segment_bytes,
             writer: Mutex::new(writer),
+            frame: Mutex::new(Vec::new()),
             files: RwLock::new(files),
             collect: Mutex::new(()),
         };
@@ -464,7 +474,7 @@ impl JournalStore {
 
     /// Appends `frame` (its header still zero) as the next frame: to a new segment if
     /// it does not fit. Returns the segment and offset it went to.
-    fn append(&self, w: &mut Writer, mut frame: Vec<u8>) -> Result<(u64, u64)> {
+    fn append(&self, w: &mut Writer, frame: &mut [u8]) -> Result<(u64, u64)> {
         if let Some(failed) = &w.failed {
             return Err(Error::Storage(format!("the record journal failed earlier: {failed}")));
         }
@@ -476,7 +486,7 @@ impl JournalStore {
                 limit: FRAME_BYTES_MAX as usize,
             });
         }
-        seal_frame(&mut frame, w.next_seq);
+        seal_frame(frame, w.next_seq);
         let len = frame.len() as u64;
         let result = (|| {
             if w.end + len > w.capacity {
@@ -492,7 +502,7 @@ impl JournalStore {
                 (w.file, w.segment, w.end, w.capacity) = (file, segment, SEGMENT_HEADER, capacity);
             }
             let path = segment_path(&self.dir, w.segment);
-            w.file.write_all_at(&frame, w.end).map_err(io_error("writing", &path))
+            w.file.write_all_at(frame, w.end).map_err(io_error("writing", &path))
         })();
         if let Err(e) = result {
             w.failed = Some(e.to_string());
@@ -535,7 +545,7 @@ impl JournalStore {
         if freed.is_empty() {
             return Ok(());
         }
-        self.append(&mut w, frame)?;
+        self.append(&mut w, &mut frame)?;
         self.db.write_opt(batch, &no_wal()).map_err(rocks_error)?;
         release(&mut w.live, &freed);
         Ok(())
@@ -822,12 +832,18 @@ impl RecordStore for JournalStore {
         if records.is_empty() {
             return Ok(());
         }
-        let mut frame = Vec::with_capacity(FRAME_HEADER as usize + records.iter().map(|(_, r)| r.data.len() + 64).sum::<usize>());
+        let metas =
+            records.iter().map(|(_, r)| encode("record metadata", &r.meta, META_BYTES_MAX, &[])).collect::<Result<Vec<_>>>()?;
+        // The frame is built in a buffer kept across writes: a batch's frame can be
+        // hundreds of KiB, which the allocator would map, zero and unmap every time.
+        let mut frame = self.frame.lock().unwrap_or_else(|e| e.into_inner());
+        let body: usize = records.iter().zip(&metas).map(|((_, r), meta)| LOCATION_BYTES + 8 + meta.len() + r.data.len()).sum();
+        frame.clear();
+        frame.reserve(FRAME_HEADER as usize + body);
         frame.resize(FRAME_HEADER as usize, 0);
         // Per record: its encoded metadata and its data's offset in the frame.
         let mut placed = Vec::with_capacity(records.len());
-        for (location, record) in records {
-            let meta = encode("record metadata", &record.meta, META_BYTES_MAX, &[])?;
+        for ((location, record), meta) in records.iter().zip(metas) {
             let data_len = u32::try_from(record.data.len()).map_err(|_| Error::TooLarge {
                 what: "record data".into(),
                 size: record.data.len(),
@@ -856,7 +872,11 @@ impl RecordStore for JournalStore {
                 overwritten.push(Some(old.segment));
             }
         }
-        let (segment, offset) = self.append(&mut w, frame)?;
+        let (segment, offset) = self.append(&mut w, &mut frame)?;
+        if frame.capacity() > FRAME_KEPT_MAX {
+            *frame = Vec::new();
+        }
+        drop(frame);
         let mut batch = WriteBatch::default();
         for ((location, _), (meta, at, len)) in records.iter().zip(&placed) {
             let slot = Slot { segment, offset: offset + at, len: *len };
@@ -955,7 +975,7 @@ impl RecordStore for JournalStore {
         }
         let mut frame = vec![0u8; FRAME_HEADER as usize];
         put_location(&mut frame, OP_DISCARD, shard, from);
-        self.append(&mut w, frame)?;
+        self.append(&mut w, &mut frame)?;
         let mut batch = WriteBatch::default();
         batch.delete_range_cf(self.meta_cf(), start.as_slice(), end.as_slice());
         self.db.write_opt(batch, &no_wal()).map_err(rocks_error)?;

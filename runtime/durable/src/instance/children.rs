@@ -73,7 +73,13 @@ impl Instance {
         Ok(Err(self.id.child(step)))
     }
 
-    /// After a child invocation finished for good: logs its outcome (or takes a peer's).
+    /// After a child invocation finished for good: logs its outcome (or takes a peer's),
+    /// or takes it to go in the next record, as a read is, when the child's own step log
+    /// holds it as its Result (or, under a deferred parent, the child logged nothing as
+    /// it only read): an execution that lost the step calls the child again and gets the
+    /// same outcome, and nothing outside this instance depends on it before that record.
+    /// A child that trapped before it started, or any other that left no Result, has
+    /// its outcome logged here at once.
     pub async fn child_finished(
         &mut self,
         ctx: &mut Context,
@@ -81,10 +87,10 @@ impl Instance {
         input_sha256: [u8; 32],
         outcome: Outcome,
     ) -> Result<Outcome, Abort> {
-        if self.init_deferred() && outcome != Outcome::Cancelled {
-            // Taken to go in the next record, as a read is: the child logged what it did
-            // itself (nothing if it only read), and nothing outside this instance depends
-            // on its outcome before that record.
+        let may_wait = outcome != Outcome::Cancelled
+            && self.steps.get(self.next).is_none()
+            && (self.init_deferred() || self.child_result_logged(ctx, &outcome).await?);
+        if may_wait {
             let step = kind::Invoke { function: function.to_string(), input_sha256, outcome: outcome.clone() };
             self.take_pending(ctx, step.into(), None).await?;
             return Ok(outcome);
@@ -97,5 +103,14 @@ impl Instance {
         }
         let step = kind::Invoke { function: function.to_string(), input_sha256, outcome };
         Ok(self.log(ctx, step, &[]).await?.outcome)
+    }
+
+    /// Whether the step log of the child called at this step ends in a Result of
+    /// `outcome` (read in place on a node alone).
+    async fn child_result_logged(&self, ctx: &mut Context, outcome: &Outcome) -> Result<bool, Abort> {
+        let step = u32::try_from(self.next).map_err(|_| Abort::internal("more than 2^32 steps"))?;
+        let step_log = self.core.tags.step(&self.id.child(step));
+        let Some(last) = self.core.log.read_prev(ctx, self.shadow(), step_log, SeqNum::MAX).await? else { return Ok(false) };
+        Ok(matches!(record::decode_last("step", &last.data), Ok(Step::Result(kind::Result { outcome: o })) if o == *outcome))
     }
 }

@@ -15,7 +15,8 @@
 //! outcome when everything its guest did is logged, and its Result record follows (the
 //! task `result`, which holds the root's turn on this node until it lands). That is sound
 //! when the outcome is a function of the log alone: the Init and every step are logged,
-//! nothing is pending (no write, push or reading taken since the last record, no store
+//! or are calls whose outcomes are their children's logged Results, nothing else is
+//! pending (no write, push, release or reading taken since the last record, no store
 //! write), no lock is held, no transaction is open, and no cancellation was seen. Then
 //! any later execution (a retry of its key, the recovery scan after a crash that lost the
 //! Result) replays that history and reaches the same outcome, with no effect of its own:
@@ -105,7 +106,9 @@ impl Instance {
     /// the invocation may be answered before its Result is logged (the module's doc).
     fn answerable_first(&self, outcome: &Outcome) -> bool {
         let alone = self.core.fresh_from.is_some();
-        let logged = self.deferred.is_none() && self.cursor != 0 && self.pending.is_empty() && self.latest.is_empty();
+        // Calls' outcomes may wait: each is its child's logged Result.
+        let calls_only = self.pending.iter().all(|p| matches!(p.step, Step::Invoke(kind::Invoke { .. })));
+        let logged = self.deferred.is_none() && self.cursor != 0 && calls_only && self.latest.is_empty();
         let guest = matches!(outcome, Outcome::Ok(_) | Outcome::Failed(_));
         let behind = self.steps.get(self.next).is_some();
         alone

@@ -103,9 +103,14 @@ impl Instance {
         }
     }
 
-    /// Releases `lock`, which this instance holds: a step.
+    /// Releases `lock`, which this instance holds: a step, taken to ride the
+    /// instance's next record (`take_pending`) as a write does, so that a step's
+    /// releases and its result are one append. Until that record lands the lock is
+    /// still held in the log (nobody else can take it, so the release's `prev` stays
+    /// the lock's last effective record); a crash loses the release with the record,
+    /// and the re-execution releases again. The waiters on this node are woken once
+    /// it lands (`log_record`).
     pub async fn lock_release(&mut self, ctx: &mut Context, lock: LockId) -> Result<(), Abort> {
-        self.flush(ctx).await?;
         if let LockId::Named(name) = &lock {
             locks::check_name(name).map_err(Abort::Refused)?;
         }
@@ -114,23 +119,20 @@ impl Instance {
             return Err(Abort::Refused(Error::InvalidArgument(format!("this invocation does not hold {lock}"))));
         }
         let holder = self.id.to_string();
-        self.log_clocks(ctx).await?;
+        self.take_clocks(ctx).await?;
         let asked = Step::LockRelease(kind::LockRelease { lock: lock.clone(), holder: holder.clone(), prev: 0 });
-        let step = match self.recorded(&asked)? {
-            Some(_) => asked,
-            None => {
-                let view = locks::lock_at(&self.core, ctx, self.book, &lock, u64::MAX).await?;
-                if view.holder.as_ref() != Some(&holder) {
-                    return Err(Abort::internal(format!("{lock} is held by {:?}, not by its holder", view.holder)));
-                }
-                Step::LockRelease(kind::LockRelease { lock: lock.clone(), holder, prev: view.tail })
-            }
-        };
-        let tag = self.core.tags.lock(&lock);
-        self.log_step(ctx, step, &[tag]).await?;
+        if self.recorded(&asked)?.is_some() {
+            self.log_step(ctx, asked, &[]).await?;
+            self.held.remove(&lock);
+            return Ok(());
+        }
+        let view = locks::lock_at(&self.core, ctx, self.book, &lock, u64::MAX).await?;
+        if view.holder.as_ref() != Some(&holder) {
+            return Err(Abort::internal(format!("{lock} is held by {:?}, not by its holder", view.holder)));
+        }
         self.held.remove(&lock);
-        self.core.completions.notify(&locks::wake_key(self.book, &lock));
-        Ok(())
+        let step = Step::LockRelease(kind::LockRelease { lock, holder, prev: view.tail });
+        self.take_pending(ctx, step, None).await
     }
 
     /// The key the invocation is addressed to, once `init` has read it.

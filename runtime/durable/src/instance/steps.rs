@@ -36,6 +36,9 @@
 //! the first store of it stays: a re-execution after a crash between the two would read
 //! other values and find the crashed one's stored (the simulator's scenario
 //! `a_re_execution_reads_the_clocks_and_random_numbers_of_the_crashed_one` pins it).
+//! A lock's release and a call's outcome (once the child's Result holds it) wait in
+//! the pending steps too (`holds.rs`, `children.rs`): a step that releases its locks
+//! and returns, or a parent whose last call returned, appends one record, not three.
 //! Every other operation flushes the pending steps first (a read at the cursor must see
 //! them; nothing outside the instance may see its effects out of order), and nothing
 //! outside the instance can see them before: a crash, or a trap that runs again, loses
@@ -291,7 +294,7 @@ impl Instance {
                 tags.push(INSTANCES);
             }
             tags.extend(self.pending.iter().filter_map(|p| p.write.as_ref()).map(|w| w.object));
-            tags.extend(self.pending.iter().filter_map(|p| self.pushed_to(&p.step)));
+            tags.extend(self.pending.iter().filter_map(|p| self.stream_of_taken(&p.step)));
             let mut steps: Vec<Step> = self.pending.iter().map(|p| p.step.clone()).collect();
             if let Some((step, extra)) = &tail {
                 tags.extend_from_slice(extra);
@@ -320,8 +323,14 @@ impl Instance {
                 Ok(s) => {
                     self.records += 1;
                     for p in &self.pending {
-                        if let Step::QueuePush(kind::QueuePush { queue, .. }) = &p.step {
-                            self.core.completions.notify(&crate::queues::wake_key(self.book, queue));
+                        match &p.step {
+                            Step::QueuePush(kind::QueuePush { queue, .. }) => {
+                                self.core.completions.notify(&crate::queues::wake_key(self.book, queue))
+                            }
+                            Step::LockRelease(kind::LockRelease { lock, .. }) => {
+                                self.core.completions.notify(&crate::locks::wake_key(self.book, lock))
+                            }
+                            _ => {}
                         }
                     }
                     for mut p in std::mem::take(&mut self.pending) {
@@ -383,10 +392,12 @@ impl Instance {
         }
     }
 
-    /// The stream of the queue shard a pending push goes to.
-    fn pushed_to(&self, step: &Step) -> Option<Tag> {
+    /// The library stream a pending step goes to besides the step log: a push's queue
+    /// shard, a release's lock.
+    fn stream_of_taken(&self, step: &Step) -> Option<Tag> {
         match step {
             Step::QueuePush(kind::QueuePush { queue, shard, .. }) => Some(self.core.tags.queue_shard(queue, *shard)),
+            Step::LockRelease(kind::LockRelease { lock, .. }) => Some(self.core.tags.lock(lock)),
             _ => None,
         }
     }

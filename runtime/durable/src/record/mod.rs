@@ -377,9 +377,9 @@ impl Step {
     }
 
     /// Whether the step may end a [`Step::Group`] after taken steps: a step of the step
-    /// log only (clock readings, a cancellation), the result, or one of a queue shard's
-    /// stream (a push, a pop), so that only step-log, write-log, queue-shard and
-    /// INSTANCES readers meet groups (objects' and locks' readers never do).
+    /// log only (clock readings, a cancellation), the result, one of a queue shard's
+    /// stream (a push, a pop) or a lock's release, so that only step-log, write-log,
+    /// queue-shard, lock and INSTANCES readers meet groups (objects' readers never do).
     pub fn ends_group(&self) -> bool {
         self.is_taken()
             || matches!(
@@ -393,10 +393,11 @@ impl Step {
     }
 
     /// Whether the step is one an instance takes without logging it at once, to ride its
-    /// next record: a read-optimized write, or a push (a small one is taken; a large one
-    /// is logged at once, and may end a group as well).
+    /// next record: a read-optimized write, a push (a small one is taken; a large one
+    /// is logged at once, and may end a group as well) or a lock's release.
     pub fn is_taken(&self) -> bool {
-        self.is_taken_write() || matches!(self, Step::QueuePush(kind::QueuePush { .. }))
+        self.is_taken_write()
+            || matches!(self, Step::QueuePush(kind::QueuePush { .. }) | Step::LockRelease(kind::LockRelease { .. }))
     }
 
     /// Whether the step is a read-optimized write of a step log, which an instance takes
@@ -425,6 +426,29 @@ impl Step {
                 (Some(steps.swap_remove(0)), last)
             }
             step => (None, Some(step.into_last())),
+        }
+    }
+
+    /// Whether the record whose step this is belongs to the stream of a library other
+    /// than the one `mine` says a step of is in: a queue shard's (a push or a pop) or
+    /// a lock's (a try or a release). Such a record keeps no view in its aux data,
+    /// which names nothing, lest a reader of one stream take the other's view for its
+    /// own (a relay's push riding its pop, a release riding a push; the simulator
+    /// found a relayed message lost that way).
+    pub fn in_other_library_streams(&self, mine: impl Fn(&Step) -> bool) -> bool {
+        let library = |s: &Step| {
+            matches!(
+                s,
+                Step::QueuePush(kind::QueuePush { .. })
+                    | Step::QueuePop(kind::QueuePop { .. })
+                    | Step::QueuePopMany(kind::QueuePopMany { .. })
+                    | Step::LockTry(kind::LockTry { .. })
+                    | Step::LockRelease(kind::LockRelease { .. })
+            )
+        };
+        match self {
+            Step::Group(kind::Group { steps }) => steps.iter().any(|s| library(s) && !mine(s)),
+            step => library(step) && !mine(step),
         }
     }
 

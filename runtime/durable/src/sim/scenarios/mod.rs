@@ -18,6 +18,7 @@ mod alone;
 mod invocations;
 mod queues;
 mod reexecution;
+mod riders;
 mod schedules;
 mod snapshots;
 mod writes;

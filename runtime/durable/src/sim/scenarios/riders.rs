@@ -1,0 +1,109 @@
+//! Scenarios of steps that ride their instance's next record: a lock's release, and a
+//! call's outcome once its child's Result is logged.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tally_log_core::Tag;
+
+use crate::abort::Abort;
+use crate::record::kind;
+use crate::record::{LockId, Step};
+use crate::recovery::Recovery;
+use crate::Durable;
+
+use super::{config, guest, id, keyed, Limits, World};
+
+/// `pair`: takes the locks `A` and `B`, releases both and returns `ok`, or `busy` if
+/// either was held.
+fn deploy_pair(w: &World) {
+    let pair = guest(|a| {
+        Box::pin(async move {
+            for lock in ["A", "B"] {
+                if !a.lock_acquire(lock, 0).await? {
+                    return Ok(b"busy".to_vec());
+                }
+            }
+            a.lock_release("A").await?;
+            a.lock_release("B").await?;
+            Ok(b"ok".to_vec())
+        })
+    });
+    w.deploy("pair", Limits::default(), pair);
+}
+
+fn last_record(w: &mut World, d: &Arc<Durable>, function: &str, key: &str) -> Step {
+    w.stream(d, d.core.tags.step(&id(function, key))).pop().expect("a step log")
+}
+
+/// A step's releases ride its Result: one record holds both releases and the Result
+/// (three appends before), and the locks are free after it for the next holder.
+#[test]
+fn a_steps_releases_ride_its_result() {
+    let mut w = World::new(config());
+    let d = w.start_alone(0);
+    deploy_pair(&w);
+    for key in ["first", "second"] {
+        assert_eq!(w.invoke(&d, keyed("pair", key, "x")).as_deref(), Ok("ok"), "{key}: both locks were free");
+        match last_record(&mut w, &d, "pair", key) {
+            Step::Group(kind::Group { steps }) => assert!(
+                matches!(&steps[..], [Step::LockRelease(_), Step::LockRelease(_), Step::Result(_)]),
+                "{key}: the last record holds {steps:?}"
+            ),
+            other => panic!("{key}: the last record is {other:?}, not the releases with the Result"),
+        }
+    }
+    for lock in ["A", "B"] {
+        let view = w.run(async {
+            let mut ctx = tally_log_core::Context::new();
+            crate::locks::lock_at(&d.core, &mut ctx, super::BOOK, &LockId::Named(lock.into()), u64::MAX).await
+        });
+        assert_eq!(view.expect("a view").holder, None, "{lock} is held after its release");
+    }
+}
+
+/// `caller` calls `mark` (a conditional append, logged with its Init and Result) and
+/// returns what it answered.
+fn deploy_caller(w: &World) {
+    let mark = guest(|a| {
+        Box::pin(async move {
+            let tag = Tag(2_000 + a.input.len() as u64);
+            a.cond_append(&[tag], Bytes::from_static(b"m"), tag, 0).await?.map_err(|e| Abort::internal(e.to_string()))?;
+            Ok(b"marked".to_vec())
+        })
+    });
+    w.deploy("mark", Limits::default(), mark);
+    let caller = guest(|a| {
+        Box::pin(async move {
+            let got = a.call("mark".into(), Bytes::from_static(b"xyz")).await?.map_err(Abort::Transient)?;
+            Ok(got)
+        })
+    });
+    w.deploy("caller", Limits::default(), caller);
+}
+
+/// A call's outcome, which its child's Result holds, rides the parent's next record,
+/// here the Result, and the parent is answered before that record: a crash that loses
+/// it loses nothing, since the recovery's execution calls the child again and gets its
+/// logged Result without running it.
+#[test]
+fn a_calls_outcome_rides_the_parents_result() {
+    let mut w = World::new(config());
+    let d = w.start_alone(0);
+    deploy_caller(&w);
+    assert_eq!(w.invoke(&d, keyed("caller", "c", "in")).as_deref(), Ok("marked"));
+    let child_runs = w.guests.runs("mark").len();
+    w.crash(0);
+    drop(d);
+    let d = w.start_alone(0);
+    w.recover(&d, &mut Recovery::default(), 3);
+    match last_record(&mut w, &d, "caller", "c") {
+        Step::Group(kind::Group { steps }) => {
+            assert!(matches!(&steps[..], [Step::Invoke(_), Step::Result(_)]), "the last record holds {steps:?}")
+        }
+        other => panic!("the last record is {other:?}, not the call's outcome with the Result"),
+    }
+    assert_eq!(w.invoke(&d, keyed("caller", "c", "in")).as_deref(), Ok("marked"));
+    assert_eq!(w.guests.runs("mark").len(), child_runs, "the child ran again");
+    assert_eq!(w.guests.runs("caller").len(), 2, "the first run and the recovery's: it was answered before its Result");
+}
