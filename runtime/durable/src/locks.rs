@@ -10,13 +10,13 @@
 //! and re-executions and releases the ones it still holds before its result
 //! (`Instance::log_result`). A release rides the holder's next record (often its
 //! Result), so a lock's stream may hold groups, and a record in two libraries' streams
-//! keeps no view in its aux data (`Step::in_other_library_streams`). A try is appended only when its maker saw the lock free (or
-//! its wait is up), so waiters append nothing; they wait on this node's releases and look
-//! at the log every [`POLL_MS`] for others'. A waiter whose whole wait saw one holder runs
-//! the holder's root again here (at most every `reexecute_after_ms` per holder and node):
-//! should its node have died, the recovery scan may not get to it soon (it tracks the
-//! oldest unfinished roots first, which may be the waiters), and a live holder's run
-//! is a peer like any other.
+//! keeps no view in its aux data (`Step::in_other_library_streams`). A try is appended
+//! only when its maker saw the lock free (or its wait is up), so waiters append
+//! nothing; they wait on this node's releases and look at the log every [`POLL_MS`] for
+//! others'. A waiter whose whole wait saw one holder runs the holder's root again here
+//! (at most every `reexecute_after_ms` per holder and node): should its node have died,
+//! the recovery scan may not get to it soon (it tracks the oldest unfinished roots
+//! first, which may be the waiters), and a live holder's run is a peer like any other.
 //!
 //! Keyed invocations use these locks too: an invocation addressed to a key (its `InitKeyed`
 //! record carries the key) runs under `LockId::Key` of its function and key, unless it is

@@ -159,7 +159,6 @@ fn no_wal() -> WriteOptions {
     opts
 }
 
-/// Appends one op's location part.
 /// The largest frame buffer a store keeps for its next write: a burst of large records
 /// does not hold its memory after it.
 const FRAME_KEPT_MAX: usize = 4 << 20;
@@ -167,6 +166,7 @@ const FRAME_KEPT_MAX: usize = 4 << 20;
 /// The bytes `put_location` writes: an op, a shard, a local id.
 const LOCATION_BYTES: usize = 1 + 4 + 8;
 
+/// Appends one op's location part.
 fn put_location(frame: &mut Vec<u8>, op: u8, shard: ShardId, local_id: LocalId) {
     frame.push(op);
     frame.extend_from_slice(&shard.0.to_le_bytes());

@@ -45,18 +45,11 @@ impl Instance {
         miss: Miss,
     ) -> Result<bool, Abort> {
         self.writable("taking a lock")?;
+        self.flush(ctx).await?;
         if let LockId::Named(name) = &lock {
             locks::check_name(name).map_err(Abort::Refused)?;
         }
-        // A deferred Init rides the first try's record, with the steps pending before
-        // it; otherwise those go first, and the Init is logged if it is not yet.
-        if !self.initialized() {
-            self.begin(ctx).await?;
-        }
-        if !self.init_deferred() {
-            self.flush(ctx).await?;
-            self.init_checked(ctx).await?;
-        }
+        self.init_checked(ctx).await?;
         if self.held.contains(&lock) {
             return Ok(true);
         }
@@ -66,7 +59,7 @@ impl Instance {
         let wake = locks::wake_key(self.book, &lock);
         // The state this wait first saw: a holder that keeps it all along is run again.
         let mut first_seen: Option<u64> = None;
-        self.take_clocks(ctx).await?;
+        self.log_clocks(ctx).await?;
         loop {
             let asked = Step::LockTry(kind::LockTry {
                 lock: lock.clone(),

@@ -17,9 +17,8 @@
 //! instead (`snapshot.rs`), reads of the guest's book are recorded readings that wait
 //! with it, small queue pushes wait with it as writes do (`queues.rs`), and calls run
 //! their children deferred too (`children.rs`), and a pop's record holds the Init (a
-//! consumer is one append for its pop and one for its result), and so does a root's
-//! first lock try (`holds.rs`). Every other operation
-//! (appends to the guest's log, object writes, large pushes, sleeps, promises), a write of
+//! consumer is one append for its pop and one for its result). Every other operation
+//! (appends to the guest's log, object writes, large pushes, locks, sleeps, promises), a write of
 //! a logged table, a table being switched and a read of a value stored as its version
 //! log the Init first, and so does a trap (`log_init_alone`), so
 //! that the attempt is retried as one that started. The

@@ -378,9 +378,8 @@ impl Step {
 
     /// Whether the step may end a [`Step::Group`] after taken steps: a step of the step
     /// log only (clock readings, a cancellation), the result, one of a queue shard's
-    /// stream (a push, a pop) or a lock's (a try, a release), so that only step-log,
-    /// write-log, queue-shard, lock and INSTANCES readers meet groups (objects' readers
-    /// never do).
+    /// stream (a push, a pop) or a lock's release, so that only step-log, write-log,
+    /// queue-shard, lock and INSTANCES readers meet groups (objects' readers never do).
     pub fn ends_group(&self) -> bool {
         self.is_taken()
             || matches!(
@@ -390,7 +389,6 @@ impl Step {
                     | Step::Result(kind::Result { .. })
                     | Step::QueuePop(kind::QueuePop { .. })
                     | Step::QueuePopMany(kind::QueuePopMany { .. })
-                    | Step::LockTry(kind::LockTry { .. })
             )
     }
 

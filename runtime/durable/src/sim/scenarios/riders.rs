@@ -107,20 +107,3 @@ fn a_calls_outcome_rides_the_parents_result() {
     assert_eq!(w.guests.runs("mark").len(), child_runs, "the child ran again");
     assert_eq!(w.guests.runs("caller").len(), 2, "the first run and the recovery's: it was answered before its Result");
 }
-
-/// A root's deferred Init rides its first lock try on a node alone: [Init, try] in one
-/// record (two before).
-#[test]
-fn a_roots_init_rides_its_first_lock_try() {
-    let mut w = World::new(config());
-    let d = w.start_alone(0);
-    deploy_pair(&w);
-    assert_eq!(w.invoke(&d, keyed("pair", "p", "x")).as_deref(), Ok("ok"));
-    let steps = w.stream(&d, d.core.tags.step(&id("pair", "p")));
-    match &steps[..] {
-        [Step::Group(kind::Group { steps: first }), Step::LockTry(_), Step::Group(_)] => {
-            assert!(matches!(&first[..], [Step::Init(_), .., Step::LockTry(_)]), "the first record holds {first:?}")
-        }
-        other => panic!("the root logged {other:?}"),
-    }
-}
