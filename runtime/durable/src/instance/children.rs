@@ -69,8 +69,13 @@ impl Instance {
         if let Some((_, called)) = self.take_recorded::<kind::Invoke>(&asked)? {
             return Ok(Ok(called.outcome));
         }
+        Ok(Err(self.child_here()?))
+    }
+
+    /// The ID of the child called at this step.
+    fn child_here(&self) -> Result<InstanceId, Abort> {
         let step = u32::try_from(self.next).map_err(|_| Abort::internal("more than 2^32 steps"))?;
-        Ok(Err(self.id.child(step)))
+        Ok(self.id.child(step))
     }
 
     /// After a child invocation finished for good: logs its outcome (or takes a peer's),
@@ -108,8 +113,7 @@ impl Instance {
     /// Whether the step log of the child called at this step ends in a Result of
     /// `outcome` (read in place on a node alone).
     async fn child_result_logged(&self, ctx: &mut Context, outcome: &Outcome) -> Result<bool, Abort> {
-        let step = u32::try_from(self.next).map_err(|_| Abort::internal("more than 2^32 steps"))?;
-        let step_log = self.core.tags.step(&self.id.child(step));
+        let step_log = self.core.tags.step(&self.child_here()?);
         let Some(last) = self.core.log.read_prev(ctx, self.shadow(), step_log, SeqNum::MAX).await? else { return Ok(false) };
         Ok(matches!(record::decode_last("step", &last.data), Ok(Step::Result(kind::Result { outcome: o })) if o == *outcome))
     }
