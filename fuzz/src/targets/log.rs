@@ -162,7 +162,7 @@ fn frames(data: &[u8]) -> bool {
 pub const RECORD_META: Target = Target {
     name: "record_meta",
     what: "a record's metadata on disk: bincode in both encodings, a RocksStore's flag and value, a JournalStore's \
-           slot and value, record keys (logsvc store/codec.rs, rocks.rs, journal_records.rs)",
+           slot and value, record keys (logsvc store/codec.rs, rocks.rs, journal_records/)",
     seeds: record_meta_seeds,
     dictionary: &[&[0], &[1], &[2], &[0xfb], &[0xfc], &[0xfd]],
     run: record_meta,
@@ -212,7 +212,7 @@ fn record_meta(data: &[u8]) -> bool {
 pub const RECORD_JOURNAL: Target = Target {
     name: "record_journal",
     what: "a JournalStore's segment as an open replays it: header, checksummed frames, ops; a torn or corrupt \
-           segment is detected (logsvc store/journal_records.rs)",
+           segment is detected (logsvc store/journal_records/)",
     seeds: record_journal_seeds,
     dictionary: &[b"tally-records-j1", &[1], &[2], &[3]],
     run: record_journal,

@@ -9,7 +9,7 @@ use tally_log_core::{Configuration, Location, LogId, MetalogEntry, Record, Recor
 
 use super::codec::{decode_record_meta as decode_meta_bytes, encode};
 use super::journal::{scan_segment, Metalog, FRAME_HEADER, HEADER as METALOG_HEADER, MARK_EVERY};
-use super::journal_records::{decode_meta, meta_value, segment_first_seq, Frames, Op, Slot, SEGMENT_HEADER};
+use super::journal_records::format::{decode_meta, meta_value, segment_first_seq, Frames, Op, Slot, SEGMENT_HEADER};
 use super::rocks::{decode_entry, decode_meta_value, decode_record_key, decode_seal_key, entry_key, record_key as key_of};
 use super::rocks::{metalog_prefix, ENTRY_BYTES_MAX, FLAG_HAS_DATA, FLAG_RECLAIMED, LEAD_MARK, META_BYTES_MAX};
 use super::{FsyncPolicy, JournalMetalogStore, JournalStore, MetalogStore, MetalogWrite, RecordStore};

@@ -64,185 +64,47 @@
 //! and fails the open. After a failed write or sync the store refuses every later
 //! write: what reached the disk is unknown.
 
+pub(super) mod format;
+mod meta_thread;
+mod replay;
+
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{self, File, OpenOptions};
 use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
-use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, RwLock};
-use std::thread::JoinHandle;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use bytes::Bytes;
-use rocksdb::{Direction, IteratorMode, ReadOptions, WriteBatch, WriteOptions, DB};
+use rocksdb::{Direction, IteratorMode, ReadOptions, WriteBatch, DB};
 
 use tally_log_core::{Error, LocalId, Location, Record, RecordMeta, Result, ShardId};
 
-use super::codec::encode;
-use super::journal::{create_segment_file, io_error, seal_frame, segment_numbers, sync_dir, whole_frame, FRAME_HEADER};
-use super::rocks::{
+use crate::store::codec::encode;
+use crate::store::journal::{io_error, seal_frame, sync_dir, FRAME_HEADER};
+use crate::store::rocks::{
     cf, decode_record_key, open_db, read_metas_in, record_key, recover_from, rocks_error, shard_end_key, FLAG_HAS_DATA,
     FLAG_RECLAIMED, META_BYTES_MAX, RECLAIM_CHUNK_MAX, RECORD_KEY_LEN,
 };
-use super::{FsyncPolicy, RecordStore, RecoveredRecord, StoredData};
+use crate::store::{FsyncPolicy, RecordStore, RecoveredRecord, StoredData};
+use format::{
+    create_segment, decode_meta, decode_meta_flag, decode_slot, meta_value, put_location, segment_path, Slot, FRAME_BYTES_MAX,
+    LOCATION_BYTES, OP_DISCARD, OP_RECLAIM, OP_WRITE, SEGMENT_HEADER,
+};
+use meta_thread::{no_wal, MetaThread};
+use replay::{check_metadata, replay};
 
 const CF_META: &str = "meta";
 const FORMAT: &[u8] = b"tally-records-journal-v1";
-const HEADER: &[u8; 16] = b"tally-records-j1";
-/// The segment header: [`HEADER`], then the sequence number of the segment's first frame.
-pub(super) const SEGMENT_HEADER: u64 = 24;
 const SEGMENT_BYTES: u64 = 64 << 20;
-/// Upper bound on one frame's payload, and so on one `write`'s records.
-const FRAME_BYTES_MAX: u64 = 1 << 30;
-const SEGMENT_PREFIX: &str = "records-";
 
 /// Where replay starts: segment, offset, sequence number (u64 LE each).
 const CHECKPOINT_KEY: &[u8] = b"journal-replay-from";
 /// The journal grows by this many segments between two checkpoints, at most.
 const CHECKPOINT_SEGMENTS: u64 = 8;
 
-const OP_WRITE: u8 = 1;
-const OP_RECLAIM: u8 = 2;
-const OP_DISCARD: u8 = 3;
-
-/// The metadata value's fixed part: flag, segment, offset, length.
-const SLOT_BYTES: usize = 1 + 8 + 8 + 4;
-
-/// Where a record's data is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Slot {
-    pub(super) segment: u64,
-    pub(super) offset: u64,
-    pub(super) len: u32,
-}
-
-pub(super) fn meta_value(flag: u8, slot: Slot, meta: &[u8]) -> Vec<u8> {
-    let mut value = Vec::with_capacity(SLOT_BYTES + meta.len());
-    value.push(flag);
-    value.extend_from_slice(&slot.segment.to_le_bytes());
-    value.extend_from_slice(&slot.offset.to_le_bytes());
-    value.extend_from_slice(&slot.len.to_le_bytes());
-    value.extend_from_slice(meta);
-    value
-}
-
-/// The slot of a metadata value if it says the data is there; `None` if reclaimed.
-pub(super) fn decode_slot(location: Location, value: &[u8]) -> Result<Option<Slot>> {
-    let corrupt = || Error::Storage(format!("corrupt metadata of {} bytes at {location:?}", value.len()));
-    let head = value.get(..SLOT_BYTES).ok_or_else(corrupt)?;
-    let slot = Slot {
-        segment: u64::from_le_bytes(head[1..9].try_into().expect("8 bytes")),
-        offset: u64::from_le_bytes(head[9..17].try_into().expect("8 bytes")),
-        len: u32::from_le_bytes(head[17..21].try_into().expect("4 bytes")),
-    };
-    match head[0] {
-        FLAG_HAS_DATA => Ok(Some(slot)),
-        FLAG_RECLAIMED => Ok(None),
-        other => Err(Error::Storage(format!("corrupt metadata flag {other} at {location:?}"))),
-    }
-}
-
-pub(super) fn decode_meta(location: Location, value: &[u8]) -> Result<(RecordMeta, Option<Slot>)> {
-    let slot = decode_slot(location, value)?;
-    Ok((super::codec::decode_record_meta(&value[SLOT_BYTES..], META_BYTES_MAX)?, slot))
-}
-
-fn decode_meta_flag(location: Location, value: &[u8]) -> Result<(RecordMeta, bool)> {
-    decode_meta(location, value).map(|(meta, slot)| (meta, slot.is_some()))
-}
-
-fn segment_path(dir: &Path, segment: u64) -> PathBuf {
-    dir.join(format!("{SEGMENT_PREFIX}{segment:010}.journal"))
-}
-
-fn no_wal() -> WriteOptions {
-    let mut opts = WriteOptions::default();
-    opts.disable_wal(true);
-    opts
-}
-
 /// The largest frame buffer a store keeps for its next write: a burst of large records
 /// does not hold its memory after it.
 const FRAME_KEPT_MAX: usize = 4 << 20;
-
-/// The bytes `put_location` writes: an op, a shard, a local id.
-const LOCATION_BYTES: usize = 1 + 4 + 8;
-
-/// Appends one op's location part.
-fn put_location(frame: &mut Vec<u8>, op: u8, shard: ShardId, local_id: LocalId) {
-    frame.push(op);
-    frame.extend_from_slice(&shard.0.to_le_bytes());
-    frame.extend_from_slice(&local_id.to_le_bytes());
-}
-
-/// One op of a frame's payload, as replay reads it.
-pub(super) enum Op<'a> {
-    Write { location: Location, meta: &'a [u8], data_at: usize, data_len: u32 },
-    Reclaim(Location),
-    Discard { shard: ShardId, from: LocalId },
-}
-
-/// Reads the ops of a payload in order; fails on anything that does not parse, which
-/// in a frame whose checksum holds is corruption.
-fn parse_ops(payload: &[u8]) -> std::result::Result<Vec<Op<'_>>, String> {
-    let corrupt = |at: usize| format!("corrupt journal op at byte {at} of a frame");
-    let mut ops = Vec::new();
-    let mut at = 0;
-    let take = |at: &mut usize, n: usize| -> std::result::Result<&[u8], String> {
-        let bytes = payload.get(*at..*at + n).ok_or_else(|| corrupt(*at))?;
-        *at += n;
-        Ok(bytes)
-    };
-    while at < payload.len() {
-        let start = at;
-        let op = take(&mut at, 1)?[0];
-        let shard = ShardId(u32::from_le_bytes(take(&mut at, 4)?.try_into().expect("4 bytes")));
-        let id = u64::from_le_bytes(take(&mut at, 8)?.try_into().expect("8 bytes"));
-        let location = Location { shard, local_id: id };
-        ops.push(match op {
-            OP_WRITE => {
-                let meta_len = u32::from_le_bytes(take(&mut at, 4)?.try_into().expect("4 bytes")) as usize;
-                let meta = take(&mut at, meta_len)?;
-                let data_len = u32::from_le_bytes(take(&mut at, 4)?.try_into().expect("4 bytes"));
-                let data_at = at;
-                take(&mut at, data_len as usize)?;
-                Op::Write { location, meta, data_at, data_len }
-            }
-            OP_RECLAIM => Op::Reclaim(location),
-            OP_DISCARD => Op::Discard { shard, from: id },
-            _ => return Err(corrupt(start)),
-        });
-    }
-    Ok(ops)
-}
-
-/// The sequence number of a segment's first frame, if `bytes` start with a whole
-/// segment header.
-pub(super) fn segment_first_seq(bytes: &[u8]) -> Option<u64> {
-    let header = bytes.get(..SEGMENT_HEADER as usize)?;
-    let (magic, first_seq) = header.split_at(HEADER.len());
-    (magic == HEADER).then(|| u64::from_le_bytes(first_seq.try_into().expect("8 bytes")))
-}
-
-/// The whole frames of a segment from `offset` on, the first numbered `seq`: each one's
-/// offset and ops, up to the first frame that is not whole (see "Torn tails"), or why
-/// a whole frame's ops do not parse. Once it ends, `offset` and `seq` are the next
-/// frame's.
-pub(super) struct Frames<'a> {
-    pub(super) bytes: &'a [u8],
-    pub(super) offset: u64,
-    pub(super) seq: u64,
-}
-
-impl<'a> Iterator for Frames<'a> {
-    type Item = std::result::Result<(u64, Vec<Op<'a>>), String>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        let (payload, len) = whole_frame(self.bytes, self.offset, self.seq, FRAME_BYTES_MAX)?;
-        let at = self.offset;
-        self.offset += len;
-        self.seq += 1;
-        Some(parse_ops(payload).map(|ops| (at, ops)).map_err(|e| format!("{e} at byte {at}")))
-    }
-}
 
 struct Writer {
     /// The segment being written, its number, where the next frame goes, its size.
@@ -284,123 +146,6 @@ pub struct JournalStore {
     files: RwLock<BTreeMap<u64, Arc<File>>>,
     /// Serialises the deletion of segments.
     collect: Mutex<()>,
-}
-
-/// The thread that applies each write's metadata batch to RocksDB, in order, so that a
-/// `sync` runs its `fdatasync` while RocksDB takes the batch (a RocksDB write costs a
-/// third of an fsync here): see "Writes" in the module documentation.
-struct MetaThread {
-    /// `None` only while dropping, which closes the channel so the thread ends.
-    batches: Option<mpsc::Sender<WriteBatch>>,
-    applied: Arc<(Mutex<Applied>, Condvar)>,
-    thread: Option<JoinHandle<()>>,
-    /// Held by a test to keep the thread from applying batches.
-    #[cfg(test)]
-    paused: Arc<Mutex<()>>,
-}
-
-/// How far the [`MetaThread`] got.
-#[derive(Default)]
-struct Applied {
-    queued: u64,
-    done: u64,
-    /// The first failure: every later `settle` reports it.
-    failed: Option<String>,
-}
-
-impl MetaThread {
-    fn start(db: Arc<DB>) -> Result<MetaThread> {
-        let (tx, rx) = mpsc::channel::<WriteBatch>();
-        let applied = Arc::new((Mutex::new(Applied::default()), Condvar::new()));
-        let shared = applied.clone();
-        #[cfg(test)]
-        let paused = Arc::new(Mutex::new(()));
-        #[cfg(test)]
-        let pause = paused.clone();
-        let thread = std::thread::Builder::new()
-            .name("tally-journal-meta".into())
-            .spawn(move || {
-                // However the thread ends (a panic included), a `settle` waiting for a
-                // batch it did not apply fails rather than waits forever.
-                let _stopped = Stopped(shared.clone());
-                while let Ok(batch) = rx.recv() {
-                    #[cfg(test)]
-                    let _paused = pause.lock().unwrap_or_else(|e| e.into_inner());
-                    let result = db.write_opt(batch, &no_wal());
-                    let (state, done) = &*shared;
-                    let mut a = state.lock().unwrap_or_else(|e| e.into_inner());
-                    a.done += 1;
-                    if let Err(e) = result {
-                        a.failed.get_or_insert_with(|| e.to_string());
-                    }
-                    done.notify_all();
-                }
-            })
-            .map_err(|e| Error::Storage(format!("starting the journal's metadata thread: {e}")))?;
-        Ok(MetaThread {
-            batches: Some(tx),
-            applied,
-            thread: Some(thread),
-            #[cfg(test)]
-            paused,
-        })
-    }
-
-    /// Hands `batch` to the thread. The caller holds the writer lock, so batches are
-    /// applied in the order of their frames in the journal.
-    fn apply(&self, batch: WriteBatch) -> Result<()> {
-        let stopped = || Error::Storage("the journal's metadata thread stopped".into());
-        let tx = self.batches.as_ref().ok_or_else(stopped)?;
-        self.applied.0.lock().unwrap_or_else(|e| e.into_inner()).queued += 1;
-        tx.send(batch).map_err(|_| stopped())
-    }
-
-    /// Waits until every batch handed over so far is in RocksDB.
-    fn settle(&self) -> Result<()> {
-        let (state, done) = &*self.applied;
-        let mut a = state.lock().unwrap_or_else(|e| e.into_inner());
-        while a.done < a.queued && a.failed.is_none() {
-            a = done.wait(a).unwrap_or_else(|e| e.into_inner());
-        }
-        match &a.failed {
-            Some(e) => Err(Error::Storage(format!("writing record metadata: {e}"))),
-            None => Ok(()),
-        }
-    }
-}
-
-/// Marks the [`MetaThread`] stopped when dropped.
-struct Stopped(Arc<(Mutex<Applied>, Condvar)>);
-
-impl Drop for Stopped {
-    fn drop(&mut self) {
-        let (state, done) = &*self.0;
-        let mut a = state.lock().unwrap_or_else(|e| e.into_inner());
-        if a.done < a.queued {
-            a.failed.get_or_insert_with(|| "the metadata thread stopped".into());
-        }
-        done.notify_all();
-    }
-}
-
-impl Drop for MetaThread {
-    /// Stops the thread once it applied every batch, so that the database it shares
-    /// is closed when the store is dropped.
-    fn drop(&mut self) {
-        drop(self.batches.take());
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-/// What opening found in the journal: where writing resumes, each segment's valid end,
-/// and the segment replay started in.
-struct Replayed {
-    from: u64,
-    next_seq: u64,
-    ends: BTreeMap<u64, u64>,
-    capacity: u64,
 }
 
 impl JournalStore {
@@ -669,160 +414,6 @@ fn release(live: &mut BTreeMap<u64, u64>, segments: &[u64]) {
             *n = n.saturating_sub(1);
         }
     }
-}
-
-/// Creates segment `segment` of `bytes`, durable, holding only its header.
-fn create_segment(dir: &Path, segment: u64, bytes: u64, first_seq: u64) -> Result<File> {
-    let mut header = HEADER.to_vec();
-    header.extend_from_slice(&first_seq.to_le_bytes());
-    create_segment_file(dir, &segment_path(dir, segment), bytes, &header)
-}
-
-/// Replays every segment of `dir` into the metadata, in order (see the module
-/// documentation).
-fn replay(db: &DB, dir: &Path) -> Result<Replayed> {
-    let meta = cf(db, CF_META);
-    let numbers = segment_numbers(dir, SEGMENT_PREFIX)?;
-    let checkpoint = match db.get(CHECKPOINT_KEY).map_err(rocks_error)? {
-        Some(v) if v.len() == 24 => {
-            Some(v.chunks(8).map(|n| u64::from_le_bytes(n.try_into().expect("8 bytes"))).collect::<Vec<_>>())
-        }
-        Some(v) => return Err(Error::Storage(format!("corrupt journal checkpoint of {} bytes", v.len()))),
-        None => None,
-    };
-    // A checkpoint in a segment that is gone (never, as checkpoints precede deletions)
-    // replays everything.
-    let checkpoint = checkpoint.filter(|c| numbers.contains(&c[0]));
-    let mut replayed =
-        Replayed { from: checkpoint.as_ref().map_or(0, |c| c[0]), next_seq: 1, ends: BTreeMap::new(), capacity: 0 };
-    let mut replaying = false;
-    for (i, &segment) in numbers.iter().enumerate() {
-        let path = segment_path(dir, segment);
-        let is_last = i + 1 == numbers.len();
-        if segment < replayed.from {
-            // Before the checkpoint: its ops are all in the metadata, and it was synced
-            // whole before the next segment started.
-            let len = fs::metadata(&path).map_err(io_error("reading", &path))?.len();
-            replayed.ends.insert(segment, len);
-            continue;
-        }
-        let bytes = fs::read(&path).map_err(io_error("reading", &path))?;
-        let corrupt = |what: String| Error::Storage(format!("{what} in {}", path.display()));
-        let Some(first_seq) = segment_first_seq(&bytes) else {
-            // A crash while the last segment was created leaves it without its header.
-            if is_last && bytes.iter().all(|b| *b == 0) {
-                fs::remove_file(&path).map_err(io_error("removing", &path))?;
-                sync_dir(dir)?;
-                break;
-            }
-            return Err(corrupt("no record journal header".into()));
-        };
-        if replaying && first_seq != replayed.next_seq {
-            return Err(corrupt(format!("first frame {first_seq} where {} was expected", replayed.next_seq)));
-        }
-        let mut offset = SEGMENT_HEADER;
-        replayed.next_seq = first_seq;
-        if let Some(c) = checkpoint.as_ref().filter(|c| c[0] == segment) {
-            if c[1] < SEGMENT_HEADER || c[1] > bytes.len() as u64 {
-                return Err(corrupt(format!("a checkpoint at byte {}", c[1])));
-            }
-            (offset, replayed.next_seq) = (c[1], c[2]);
-        }
-        replaying = true;
-        // The metadata the batch writes so far, for a reclaim of a record written in it.
-        let mut batch = WriteBatch::default();
-        let mut pending: HashMap<[u8; RECORD_KEY_LEN], Vec<u8>> = HashMap::new();
-        let commit = |batch: &mut WriteBatch, pending: &mut HashMap<_, _>| {
-            pending.clear();
-            db.write_opt(std::mem::take(batch), &no_wal()).map_err(rocks_error)
-        };
-        let mut frames = Frames { bytes: &bytes, offset, seq: replayed.next_seq };
-        for frame in frames.by_ref() {
-            let (at, ops) = frame.map_err(corrupt)?;
-            let payload_at = at + FRAME_HEADER;
-            for op in ops {
-                match op {
-                    Op::Write { location, meta: m, data_at, data_len } => {
-                        let slot = Slot { segment, offset: payload_at + data_at as u64, len: data_len };
-                        let (key, value) = (record_key(location), meta_value(FLAG_HAS_DATA, slot, m));
-                        batch.put_cf(meta, key, &value);
-                        pending.insert(key, value);
-                    }
-                    Op::Reclaim(location) => {
-                        let key = record_key(location);
-                        let value = match pending.remove(&key) {
-                            Some(value) => Some(value),
-                            None => db.get_cf(meta, key).map_err(rocks_error)?,
-                        };
-                        if let Some(mut value) = value {
-                            if decode_slot(location, &value)?.is_some() {
-                                value[0] = FLAG_RECLAIMED;
-                                batch.put_cf(meta, key, &value);
-                                pending.insert(key, value);
-                            }
-                        }
-                    }
-                    Op::Discard { shard, from } => {
-                        let start = record_key(Location { shard, local_id: from });
-                        batch.delete_range_cf(meta, start.as_slice(), shard_end_key(shard).as_slice());
-                        // Later reclaims look in the database, which has the deletion.
-                        commit(&mut batch, &mut pending)?;
-                    }
-                }
-            }
-            if batch.size_in_bytes() > 4 << 20 {
-                commit(&mut batch, &mut pending)?;
-            }
-        }
-        (offset, replayed.next_seq) = (frames.offset, frames.seq);
-        commit(&mut batch, &mut pending)?;
-        let rest = &bytes[offset as usize..];
-        if rest.iter().any(|b| *b != 0) {
-            if !is_last {
-                return Err(corrupt(format!("a damaged frame at byte {offset}")));
-            }
-            // Frames written after the last sync, reaching the disk in any order.
-            tracing::warn!(path = %path.display(), offset, "record journal: dropped a torn tail (writes never synced)");
-            let file = OpenOptions::new().write(true).open(&path).map_err(io_error("opening", &path))?;
-            file.write_all_at(&vec![0; rest.len()], offset).map_err(io_error("zeroing", &path))?;
-            file.sync_data().map_err(io_error("syncing", &path))?;
-        }
-        replayed.ends.insert(segment, offset);
-        replayed.capacity = bytes.len() as u64;
-    }
-    Ok(replayed)
-}
-
-/// Drops metadata whose data is not in the journal (written by a flush after a write
-/// whose frame never reached the disk), and counts the live records of each segment and
-/// where each shard's stored local ids end.
-fn check_metadata(db: &DB, ends: &BTreeMap<u64, u64>) -> Result<(BTreeMap<u64, u64>, HashMap<ShardId, LocalId>)> {
-    let meta = cf(db, CF_META);
-    let mut live = BTreeMap::new();
-    let mut fresh_from: HashMap<ShardId, LocalId> = HashMap::new();
-    let mut batch = WriteBatch::default();
-    let mut dropped = 0u64;
-    for item in db.iterator_cf(meta, IteratorMode::Start) {
-        let (key, value) = item.map_err(rocks_error)?;
-        let location = decode_record_key(&key)?;
-        if let Some(slot) = decode_slot(location, &value)? {
-            let inside = ends.get(&slot.segment).is_some_and(|end| slot.offset.saturating_add(u64::from(slot.len)) <= *end);
-            if !inside {
-                batch.delete_cf(meta, &key);
-                dropped += 1;
-                continue;
-            }
-            *live.entry(slot.segment).or_insert(0) += 1;
-        }
-        let next = location.local_id.saturating_add(1);
-        let fresh = fresh_from.entry(location.shard).or_insert(0);
-        *fresh = (*fresh).max(next);
-    }
-    if dropped > 0 {
-        tracing::warn!(records = dropped, "record journal: dropped metadata of records never synced");
-        db.write_opt(batch, &no_wal()).map_err(rocks_error)?;
-    }
-    Ok((live, fresh_from))
 }
 
 impl RecordStore for JournalStore {
