@@ -41,7 +41,12 @@ pub fn sample_records() -> Vec<Vec<u8>> {
     let aux = crate::objects::AuxView { committed: Some(true), views: vec![("o".into(), r#"{"a":[1]}"#.into())] };
     out.push(record::encode(&aux).to_vec());
     out.push(crate::queues::ShardView { pending: 2, head: Some((5, 1)), popped: None }.encode().to_vec());
-    let holder = crate::locks::LockView { tail: 3, holder: Some("h".into()), root: Some(crate::InstanceId::generated("00ff")) };
+    let holder = crate::locks::LockView {
+        tail: 3,
+        holder: Some("h".into()),
+        root: Some(crate::InstanceId::generated("00ff")),
+        records: 4,
+    };
     out.push(record::encode(&holder).to_vec());
     out
 }

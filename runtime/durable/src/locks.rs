@@ -12,9 +12,15 @@
 //! Result), so a lock's stream may hold groups, and a record in two libraries' streams
 //! keeps no view in its aux data (`Step::in_other_library_streams`). A try is appended
 //! only when its maker saw the lock free (or its wait is up), so waiters append
-//! nothing; they wait on this node's releases and look at the log every [`POLL_MS`] for
-//! others'. A waiter whose whole wait saw one holder runs the holder's root again here
-//! (at most every `reexecute_after_ms` per holder and node): should its node have died,
+//! nothing. One made on a lock seen free rides the holder's next record, as a release
+//! does (a guest's tries in a row are one append, with what that record holds), on the
+//! condition that the lock's stream still holds the records its view counted
+//! (`LockView::records`): so it is effective where it lands. A failed condition ends
+//! the attempt (`Superseded`: its guest went on holding a lock it may not get), and
+//! the next one logs each try at once (`Instance::take_locks_eagerly`). Waiters wait
+//! on this node's releases and look at the log every [`POLL_MS`] for others'. A waiter
+//! whose whole wait saw one holder runs the holder's root again here (at most every
+//! `reexecute_after_ms` per holder and node): should its node have died,
 //! the recovery scan may not get to it soon (it tracks the oldest unfinished roots
 //! first, which may be the waiters), and a live holder's run is a peer like any other.
 //!
@@ -59,6 +65,10 @@ pub struct LockView {
     pub holder: Option<String>,
     /// The holder's root invocation.
     pub root: Option<InstanceId>,
+    /// The records of the lock's stream up to this one, trimmed ones included: a try
+    /// made on this view may ride a later record on the condition that the stream still
+    /// holds exactly as many (`Instance::lock_acquire`).
+    pub records: u64,
 }
 
 /// Whether a record's step is or holds a try or a release of `lock` (a release rides
@@ -79,6 +89,8 @@ pub(crate) async fn lock_at(core: &Core, ctx: &mut Context, book: BookId, lock: 
     let mut view = base.unwrap_or_default();
     let mut newest = None;
     while let Some((r, step)) = newer.next(core, ctx, book).await? {
+        // Every record of the stream concerns the lock (its tag is the lock's alone).
+        view.records += 1;
         // A record also in another lock's or a queue shard's stream keeps no view.
         let alone = !step.in_other_library_streams(|s| concerns(s, lock));
         for step in step.into_steps().into_iter().filter(|s| concerns(s, lock)) {
@@ -98,12 +110,12 @@ pub(crate) async fn lock_at(core: &Core, ctx: &mut Context, book: BookId, lock: 
 fn after(view: LockView, seqnum: u64, step: Step) -> LockView {
     match step {
         Step::LockTry(kind::LockTry { holder, root, prev, .. }) if prev == view.tail && view.holder.is_none() => {
-            LockView { tail: seqnum, holder: Some(holder), root: Some(root) }
+            LockView { tail: seqnum, holder: Some(holder), root: Some(root), records: view.records }
         }
         Step::LockRelease(kind::LockRelease { holder, prev, .. })
             if prev == view.tail && view.holder.as_ref() == Some(&holder) =>
         {
-            LockView { tail: seqnum, holder: None, root: None }
+            LockView { tail: seqnum, holder: None, root: None, records: view.records }
         }
         _ => view,
     }

@@ -45,7 +45,10 @@ impl Instance {
         miss: Miss,
     ) -> Result<bool, Abort> {
         self.writable("taking a lock")?;
-        self.flush(ctx).await?;
+        // Tries taken before wait with this one's, in one record.
+        if !self.only_tries_pending() {
+            self.flush(ctx).await?;
+        }
         if let LockId::Named(name) = &lock {
             locks::check_name(name).map_err(Abort::Refused)?;
         }
@@ -88,6 +91,15 @@ impl Instance {
                     let last = view.holder.is_some();
                     let (root, prev) = (self.id.root(), view.tail);
                     let step = kind::LockTry { lock: lock.clone(), holder: holder.clone(), root, prev, last };
+                    if !last && self.may_speculate(miss) {
+                        // Seen free: the try rides the next record, which holds only if
+                        // the lock's stream still holds what this view counted.
+                        self.step_gate(ctx).await?;
+                        let cond = Cond { tag: self.core.tags.lock(&lock), position: view.records };
+                        self.take_pending_if(ctx, step.into(), None, Some(cond)).await?;
+                        self.held.insert(lock);
+                        return Ok(true);
+                    }
                     self.log_seqnum(ctx, step, &[self.core.tags.lock(&lock)]).await?
                 }
             };
@@ -101,6 +113,26 @@ impl Instance {
                 return Ok(false);
             }
         }
+    }
+
+    /// Whether a try of a lock seen free may ride the next record: a guest's lock (a
+    /// keyed invocation's key is taken before its guest runs) by an instance whose Init
+    /// is logged, with room for its condition, unless an earlier attempt's failed.
+    fn may_speculate(&self, miss: Miss) -> bool {
+        let conds = self.pending.iter().filter(|p| p.cond.is_some()).count();
+        self.speculate && miss == Miss::Logged && self.deferred.is_none() && !self.under_deferred && conds < UNCHANGED_MAX
+    }
+
+    /// Whether every pending step is a try that rides the next record (or none is).
+    fn only_tries_pending(&self) -> bool {
+        self.latest.is_empty() && self.pending.iter().all(|p| p.cond.is_some())
+    }
+
+    /// An attempt after one whose tries' record failed its conditions (their locks
+    /// changed since it looked): each try is logged at once, so that a lock in demand
+    /// does not stop the same invocation's attempts again and again.
+    pub fn take_locks_eagerly(&mut self) {
+        self.speculate = false;
     }
 
     /// Releases `lock`, which this instance holds: a step, taken to ride the
@@ -117,6 +149,10 @@ impl Instance {
         self.init_checked(ctx).await?;
         if !self.held.contains(&lock) {
             return Err(Abort::Refused(Error::InvalidArgument(format!("this invocation does not hold {lock}"))));
+        }
+        // A try still pending is logged first: a release names the lock's record.
+        if self.pending.iter().any(|p| p.cond.is_some()) {
+            self.flush(ctx).await?;
         }
         let holder = self.id.to_string();
         self.take_clocks(ctx).await?;

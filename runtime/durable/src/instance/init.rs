@@ -164,7 +164,7 @@ impl Instance {
         }
         let init = Step::Init(kind::Init { id: self.id.clone(), function: self.function.clone(), version: self.version, input });
         self.deferred = Some(Vec::new());
-        self.pending.push(Pending { record_bytes: record::encoded_len(&init), step: init, write: None });
+        self.pending.push(Pending { record_bytes: record::encoded_len(&init), step: init, write: None, cond: None });
         self.next = 1;
         self.follow();
         Ok(())

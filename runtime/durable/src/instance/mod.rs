@@ -195,14 +195,18 @@ struct Recorded {
     step: Step,
 }
 
-/// A step taken and not logged yet: a read-optimized write, a small queue push, or the
-/// clock readings before the result.
+/// A step taken and not logged yet: a read-optimized write, a small queue push, a
+/// lock's try or release, or the clock readings before the result.
 struct Pending {
     step: Step,
     /// What a write stores; `None` for readings.
     write: Option<PendingWrite>,
     /// What the step adds to its record, about.
     record_bytes: usize,
+    /// The condition its record carries: a lock's try taken on the lock's state as the
+    /// instance looked (`Instance::lock_acquire`) holds only if the lock's stream did
+    /// not change since.
+    cond: Option<Cond>,
 }
 
 /// A pending write's object write log, and the value to store as its version before the
@@ -347,6 +351,10 @@ pub struct Instance {
     /// A child of a parent whose Init is deferred, deferred too: it may log nothing
     /// (`Instance::defer_under_parent`).
     under_deferred: bool,
+    /// Whether a lock's try may ride the next record (`Instance::lock_acquire`); an
+    /// attempt after one whose record's condition failed takes its locks one append
+    /// each (`Instance::take_locks_eagerly`).
+    speculate: bool,
     /// The last state operation on each switchable table used so far, for `auto`'s
     /// costs (`observe`).
     last_ops: BTreeMap<String, LastOp>,
@@ -396,6 +404,7 @@ impl Instance {
             forgettable: of.forgettable,
             snapshot: None,
             under_deferred: false,
+            speculate: true,
             last_ops: BTreeMap::new(),
             answered: None,
             core,

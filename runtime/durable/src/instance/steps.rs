@@ -39,6 +39,8 @@
 //! A lock's release and a call's outcome (once the child's Result holds it) wait in
 //! the pending steps too (`holds.rs`, `children.rs`): a step that releases its locks
 //! and returns, or a parent whose last call returned, appends one record, not three.
+//! So does a try of a lock seen free, whose record then holds only if the lock's
+//! stream did not change (its pending `cond`; a failure is `Superseded`).
 //! Every other operation flushes the pending steps first (a read at the cursor must see
 //! them; nothing outside the instance may see its effects out of order), and nothing
 //! outside the instance can see them before: a crash, or a trap that runs again, loses
@@ -178,6 +180,17 @@ impl Instance {
 
     /// Takes `step` (with what a write stores) to be logged with the next record.
     pub(super) async fn take_pending(&mut self, ctx: &mut Context, step: Step, write: Option<PendingWrite>) -> Result<(), Abort> {
+        self.take_pending_if(ctx, step, write, None).await
+    }
+
+    /// [`Instance::take_pending`], the record holding it only if `cond` holds.
+    pub(super) async fn take_pending_if(
+        &mut self,
+        ctx: &mut Context,
+        step: Step,
+        write: Option<PendingWrite>,
+        cond: Option<Cond>,
+    ) -> Result<(), Abort> {
         let record_bytes = match (&write, &step) {
             (Some(w), Step::Put(kind::Put { value, .. })) => {
                 w.st.len() + w.key.len() + value.as_ref().map_or(0, |v| v.len()) + 64
@@ -185,7 +198,7 @@ impl Instance {
             (Some(w), _) => w.st.len() + w.key.len() + 64,
             (None, _) => record::encoded_len(&step),
         };
-        self.pending.push(Pending { step, write, record_bytes });
+        self.pending.push(Pending { step, write, record_bytes, cond });
         self.next += 1;
         self.follow();
         let held: usize = self.pending.iter().map(Pending::held_bytes).sum();
@@ -312,12 +325,17 @@ impl Instance {
             };
             let data = self.with_meta(data, ends);
             let position = self.records;
-            let appended = match &init {
-                Some(unchanged) => {
+            // A deferred Init's conditions, and those of lock tries taken on what the
+            // instance saw of their locks.
+            let mut unchanged = init.clone().unwrap_or_default();
+            unchanged.extend(self.pending.iter().filter_map(|p| p.cond));
+            let speculated = unchanged.len() > init.as_ref().map_or(0, Vec::len);
+            let appended = match init.is_some() || speculated {
+                true => {
                     let at = Cond { tag: self.step_tag, position };
-                    self.core.log.cond_append_if(ctx, self.shadow(), &tags, data, at, unchanged).await
+                    self.core.log.cond_append_if(ctx, self.shadow(), &tags, data, at, &unchanged).await
                 }
-                None => self.core.log.cond_append(ctx, self.shadow(), &tags, data, self.step_tag, position).await,
+                false => self.core.log.cond_append(ctx, self.shadow(), &tags, data, self.step_tag, position).await,
             };
             match appended {
                 Ok(s) => {
@@ -369,9 +387,19 @@ impl Instance {
                         return Ok(Some(r));
                     }
                 }
-                Err(LogError::Conflict { holder: Some(h) }) => {
+                Err(LogError::Conflict { holder }) if speculated || holder.is_some() => {
                     let known = self.records;
-                    self.load_steps(ctx, h.0).await?;
+                    let from = match holder.filter(|_| !speculated) {
+                        Some(h) => h.0,
+                        // The holder may be a lock's record, not a step's.
+                        None => self.steps.last().map_or(0, |r| r.seqnum.saturating_add(1)),
+                    };
+                    self.load_steps(ctx, from).await?;
+                    if self.records == known && speculated {
+                        // A lock tried on a state that changed since: the guest went on
+                        // from a lock it may not get, so this execution stops.
+                        return Err(Abort::Superseded);
+                    }
                     if self.records == known {
                         return Err(Abort::internal(format!("step record {position} of {} is held but unreadable", self.id)));
                     }
@@ -393,11 +421,13 @@ impl Instance {
     }
 
     /// The library stream a pending step goes to besides the step log: a push's queue
-    /// shard, a release's lock.
+    /// shard, a try's or a release's lock.
     fn stream_of_taken(&self, step: &Step) -> Option<Tag> {
         match step {
             Step::QueuePush(kind::QueuePush { queue, shard, .. }) => Some(self.core.tags.queue_shard(queue, *shard)),
-            Step::LockRelease(kind::LockRelease { lock, .. }) => Some(self.core.tags.lock(lock)),
+            Step::LockTry(kind::LockTry { lock, .. }) | Step::LockRelease(kind::LockRelease { lock, .. }) => {
+                Some(self.core.tags.lock(lock))
+            }
             _ => None,
         }
     }

@@ -220,6 +220,8 @@ impl Durable {
         };
         // Whether the invocation has a history (a retry may be logged in it).
         let mut history = false;
+        // Whether lock tries may ride later records (`Instance::take_locks_eagerly`).
+        let mut speculate = true;
         loop {
             // On a node alone, a root from outside defers its Init, unless it has a
             // history (a retry of one that started or finished takes that first, as an
@@ -253,6 +255,9 @@ impl Durable {
                 forgettable: defer && run.forgettable,
             };
             let mut instance = Instance::new(self.core.clone(), of);
+            if !speculate {
+                instance.take_locks_eagerly();
+            }
             // A child of a deferred parent that must log anything hands that back to
             // its parent (`Attempt::call`) rather than run again here.
             let under_deferred = defer && !run.id.is_root();
@@ -365,8 +370,7 @@ impl Durable {
                     Ok(()) => {}
                     Err(Abort::Superseded) if under_deferred => return (Err(Error::Superseded), run.ctx),
                     Err(Abort::Superseded) => {
-                        run.eager = true;
-                        run.defer = false;
+                        (run.eager, run.defer, speculate) = (true, false, false);
                         continue;
                     }
                     Err(abort) => return (Err(abort.into_error()), run.ctx),
@@ -411,8 +415,7 @@ impl Durable {
                 // A late peer: the logged result stands; the next init returns it.
                 Err(Error::Superseded) if under_deferred => return (Err(Error::Superseded), run.ctx),
                 Err(Error::Superseded) => {
-                    run.eager = true;
-                    run.defer = false;
+                    (run.eager, run.defer, speculate) = (true, false, false);
                     continue;
                 }
                 other => match Outcome::of_final(&other) {
@@ -445,10 +448,7 @@ impl Durable {
             match finished {
                 Ok(logged) => return (logged.into_result(), run.ctx),
                 Err(Abort::Superseded) if under_deferred => return (Err(Error::Superseded), run.ctx),
-                Err(Abort::Superseded) => {
-                    run.eager = true;
-                    run.defer = false;
-                }
+                Err(Abort::Superseded) => (run.eager, run.defer, speculate) = (true, false, false),
                 Err(abort) => return (Err(abort.into_error()), run.ctx),
             }
         }

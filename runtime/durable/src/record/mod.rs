@@ -394,10 +394,17 @@ impl Step {
 
     /// Whether the step is one an instance takes without logging it at once, to ride its
     /// next record: a read-optimized write, a push (a small one is taken; a large one
-    /// is logged at once, and may end a group as well) or a lock's release.
+    /// is logged at once, and may end a group as well), a lock's try (one made on a lock
+    /// seen free; one made after a wait is logged at once, and may end a group as well)
+    /// or a lock's release.
     pub fn is_taken(&self) -> bool {
         self.is_taken_write()
-            || matches!(self, Step::QueuePush(kind::QueuePush { .. }) | Step::LockRelease(kind::LockRelease { .. }))
+            || matches!(
+                self,
+                Step::QueuePush(kind::QueuePush { .. })
+                    | Step::LockTry(kind::LockTry { .. })
+                    | Step::LockRelease(kind::LockRelease { .. })
+            )
     }
 
     /// Whether the step is a read-optimized write of a step log, which an instance takes

@@ -107,3 +107,64 @@ fn a_calls_outcome_rides_the_parents_result() {
     assert_eq!(w.guests.runs("mark").len(), child_runs, "the child ran again");
     assert_eq!(w.guests.runs("caller").len(), 2, "the first run and the recovery's: it was answered before its Result");
 }
+
+/// `tries`: takes the locks `A` and `B` (`C` and `D` for input `calm`), makes a
+/// conditional append (an effect, which logs what is pending first) and returns `ok`
+/// (the locks are released with its Result), or `busy` if either was held. With input
+/// `intrude`, its first run has another holder take `A` in the log between its tries
+/// and that append.
+fn deploy_tries(w: &World) {
+    let intruded = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let tries = guest(move |a| {
+        let intruded = intruded.clone();
+        Box::pin(async move {
+            let locks = if &a.input[..] == b"calm" { ["C", "D"] } else { ["A", "B"] };
+            for lock in locks {
+                if !a.lock_acquire(lock, 0).await? {
+                    return Ok(b"busy".to_vec());
+                }
+            }
+            if &a.input[..] == b"intrude" && !intruded.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                let core = a.instance.core().clone();
+                let lock = LockId::Named("A".into());
+                let root = id("intruder", "i");
+                let intruder = kind::LockTry { lock: lock.clone(), holder: root.to_string(), root, prev: 0, last: false };
+                let record = crate::record::encode(&Step::LockTry(intruder));
+                core.log.append(&mut a.ctx, crate::tags::shadow(a.book), &[core.tags.lock(&lock)], record).await?;
+            }
+            let tag = Tag(3_000 + a.input.len() as u64);
+            a.cond_append(&[tag], Bytes::from_static(b"m"), tag, 0).await?.map_err(|e| Abort::internal(e.to_string()))?;
+            Ok(b"ok".to_vec())
+        })
+    });
+    w.deploy("tries", Limits::default(), tries);
+}
+
+/// The tries of locks seen free ride the instance's next record, together (one append
+/// where each took its own), on the condition that each lock's stream is as the
+/// instance saw it: a lock taken by another in between fails that record, and the
+/// attempt runs again, its tries logged one by one, and finds the lock held.
+#[test]
+fn tries_of_free_locks_ride_one_record_that_holds_only_if_the_locks_did_not_change() {
+    let mut w = World::new(config());
+    let d = w.start_alone(0);
+    deploy_tries(&w);
+    let tries_of = |steps: &[Step]| steps.iter().filter(|s| matches!(s, Step::LockTry(_))).count();
+    assert_eq!(w.invoke(&d, keyed("tries", "calm", "calm")).as_deref(), Ok("ok"));
+    let records = w.stream(&d, d.core.tags.step(&id("tries", "calm")));
+    let together = records.iter().any(|r| matches!(r, Step::Group(kind::Group { steps }) if tries_of(steps) == 2));
+    assert!(together, "no record holds both tries: {records:?}");
+    let runs = w.guests.runs("tries").len();
+    assert_eq!(w.invoke(&d, keyed("tries", "raced", "intrude")).as_deref(), Ok("busy"), "A is the intruder's");
+    assert_eq!(w.guests.runs("tries").len(), runs + 2, "the raced run and the one after it");
+    let records = w.stream(&d, d.core.tags.step(&id("tries", "raced")));
+    let tries: usize = records.iter().map(|r| tries_of(&r.clone().into_steps())).sum();
+    assert_eq!(tries, 1, "the raced tries were logged: {records:?}");
+    for (lock, holder) in [("A", Some(id("intruder", "i").to_string())), ("B", None)] {
+        let view = w.run(async {
+            let mut ctx = tally_log_core::Context::new();
+            crate::locks::lock_at(&d.core, &mut ctx, super::BOOK, &LockId::Named(lock.into()), u64::MAX).await
+        });
+        assert_eq!(view.expect("a view").holder, holder, "{lock}");
+    }
+}
