@@ -45,9 +45,9 @@ pub fn sample_records() -> Vec<Vec<u8>> {
         tail: 3,
         holder: Some("h".into()),
         root: Some(crate::InstanceId::generated("00ff")),
-        records: 4,
+        records: Some(4),
     };
-    out.push(record::encode(&holder).to_vec());
+    out.push(record::encode(&crate::locks::LockViews { views: vec![(9, holder)] }).to_vec());
     out
 }
 
@@ -131,7 +131,7 @@ pub fn decode_queue_view(bytes: &[u8]) -> Result<Vec<u8>> {
 }
 
 pub fn decode_lock_view(bytes: &[u8]) -> Result<Vec<u8>> {
-    Ok(record::encode(&record::decode::<crate::locks::LockView>("lock view", bytes)?).to_vec())
+    Ok(record::encode(&record::decode::<crate::locks::LockViews>("lock views", bytes)?).to_vec())
 }
 
 /// A record of schedule `name`'s stream, as its driver reads it and plans from it at

@@ -443,7 +443,7 @@ impl Stream {
                 let below = view.head.map_or(x + 1, |(head, _)| head.min(x + 1));
                 Ok((crate::queues::ShardView { popped: None, ..view }.encode(), below))
             }
-            Stream::Lock(l) => Ok((record::encode(&crate::locks::lock_at(&d.core, ctx, book, l, x).await?), x + 1)),
+            Stream::Lock(l) => Ok((crate::locks::checkpoint_at(&d.core, ctx, book, l, x).await?, x + 1)),
         }
     }
 }

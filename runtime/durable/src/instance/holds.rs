@@ -91,11 +91,11 @@ impl Instance {
                     let last = view.holder.is_some();
                     let (root, prev) = (self.id.root(), view.tail);
                     let step = kind::LockTry { lock: lock.clone(), holder: holder.clone(), root, prev, last };
-                    if !last && self.may_speculate(miss) {
+                    if let Some(records) = view.records.filter(|_| !last && self.may_speculate(miss)) {
                         // Seen free: the try rides the next record, which holds only if
                         // the lock's stream still holds what this view counted.
                         self.step_gate(ctx).await?;
-                        let cond = Cond { tag: self.core.tags.lock(&lock), position: view.records };
+                        let cond = Cond { tag: self.core.tags.lock(&lock), position: records };
                         self.take_pending_if(ctx, step.into(), None, Some(cond)).await?;
                         self.held.insert(lock);
                         return Ok(true);

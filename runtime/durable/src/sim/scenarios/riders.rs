@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use tally_log_core::Tag;
+use tally_log_core::{SeqNum, Tag};
 
 use crate::abort::Abort;
 use crate::record::kind;
@@ -167,4 +167,19 @@ fn tries_of_free_locks_ride_one_record_that_holds_only_if_the_locks_did_not_chan
         });
         assert_eq!(view.expect("a view").holder, holder, "{lock}");
     }
+    // The last record of C and D (both releases, with the Result) keeps a view of each
+    // once each was read.
+    let mut ctx = tally_log_core::Context::new();
+    let (c, d_lock) = (LockId::Named("C".into()), LockId::Named("D".into()));
+    for lock in [&c, &d_lock] {
+        w.run(crate::locks::lock_at(&d.core, &mut ctx, super::BOOK, lock, u64::MAX)).expect("a view");
+    }
+    let last = w.run(d.core.log.read_prev(&mut ctx, crate::tags::shadow(super::BOOK), d.core.tags.lock(&c), SeqNum::MAX));
+    let aux = last.expect("a read").expect("a record").aux.expect("views cached");
+    let views: crate::locks::LockViews = crate::record::decode("lock views", &aux).expect("lock views");
+    let mut tags: Vec<u64> = views.views.iter().map(|(t, _)| *t).collect();
+    tags.sort_unstable();
+    let mut both = vec![d.core.tags.lock(&c).0, d.core.tags.lock(&d_lock).0];
+    both.sort_unstable();
+    assert_eq!(tags, both, "the views of C and D");
 }
