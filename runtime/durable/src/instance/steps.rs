@@ -387,19 +387,15 @@ impl Instance {
                         return Ok(Some(r));
                     }
                 }
-                Err(LogError::Conflict { holder }) if speculated || holder.is_some() => {
+                // A lock tried on a state that changed since, or a peer's record at
+                // the position (whose tries may hold other locks, or none: a try
+                // logged at once may lose its race): the guest went on from locks it
+                // may not hold, so this execution stops, and the next one replays what
+                // the log holds.
+                Err(LogError::Conflict { .. }) if speculated => return Err(Abort::Superseded),
+                Err(LogError::Conflict { holder: Some(h) }) => {
                     let known = self.records;
-                    let from = match holder.filter(|_| !speculated) {
-                        Some(h) => h.0,
-                        // The holder may be a lock's record, not a step's.
-                        None => self.steps.last().map_or(0, |r| r.seqnum.saturating_add(1)),
-                    };
-                    self.load_steps(ctx, from).await?;
-                    if self.records == known && speculated {
-                        // A lock tried on a state that changed since: the guest went on
-                        // from a lock it may not get, so this execution stops.
-                        return Err(Abort::Superseded);
-                    }
+                    self.load_steps(ctx, h.0).await?;
                     if self.records == known {
                         return Err(Abort::internal(format!("step record {position} of {} is held but unreadable", self.id)));
                     }

@@ -183,3 +183,33 @@ fn tries_of_free_locks_ride_one_record_that_holds_only_if_the_locks_did_not_chan
     both.sort_unstable();
     assert_eq!(tags, both, "the views of C and D");
 }
+
+/// A peer's record in the place of an instance's pending tries may hold the same tries
+/// logged at once, which need not have taken their locks (another took one between the
+/// peer's look and its append): the instance does not take that record for its own
+/// tries' and go on to its effect, but stops (`Superseded`), and the next execution
+/// replays the tries as the log decides them.
+#[test]
+fn a_peers_record_in_place_of_pending_tries_stops_the_instance() {
+    let (mut w, d, mut inst, mut ctx) = super::started_by_hand("spec");
+    let lock = LockId::Named("P".into());
+    let took = w.run(inst.lock_acquire(&mut ctx, lock.clone(), 0, u64::MAX));
+    assert!(matches!(took, Ok(true)), "P was free: {took:?}");
+    let (lock_tag, step_tag) = (d.core.tags.lock(&lock), d.core.tags.step(&id("put", "spec")));
+    let try_by = |holder: &crate::InstanceId| {
+        let (lock, root) = (lock.clone(), holder.root());
+        crate::record::encode(&Step::LockTry(kind::LockTry { lock, holder: holder.to_string(), root, prev: 0, last: false }))
+    };
+    let mut other_ctx = tally_log_core::Context::new();
+    let book = crate::tags::shadow(super::BOOK);
+    // Another takes P; then the peer's try, made on the state the instance saw, lands
+    // after it: it takes nothing.
+    w.run(d.core.log.append(&mut other_ctx, book, &[lock_tag], try_by(&id("other", "o")))).expect("appended");
+    let mut tags = [lock_tag, step_tag];
+    tags.sort_unstable();
+    w.run(d.core.log.cond_append(&mut other_ctx, book, &tags, try_by(&id("put", "spec")), step_tag, 1)).expect("appended");
+    let appended = w.run(inst.append(&mut ctx, &[Tag(77)], Bytes::from_static(b"under P")));
+    assert!(matches!(appended, Err(Abort::Superseded)), "the effect under P: {appended:?}");
+    let view = w.run(crate::locks::lock_at(&d.core, &mut other_ctx, super::BOOK, &lock, u64::MAX)).expect("a view");
+    assert_eq!(view.holder, Some(id("other", "o").to_string()));
+}
