@@ -1,5 +1,6 @@
-//! Scenarios of steps that ride their instance's next record: a lock's release, and a
-//! call's outcome once its child's Result is logged.
+//! Scenarios of steps that ride their instance's next record: a lock's release, a call's
+//! outcome once its child's Result is logged, and a try of a lock seen free (on the
+//! condition that the lock's stream did not change).
 
 use std::sync::Arc;
 
