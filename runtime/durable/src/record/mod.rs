@@ -441,7 +441,8 @@ impl Step {
     /// a lock's (a try or a release). Such a record keeps no view in its aux data,
     /// which names nothing, lest a reader of one stream take the other's view for its
     /// own (a relay's push riding its pop, a release riding a push; the simulator
-    /// found a relayed message lost that way).
+    /// found a relayed message lost that way). Locks' views name their lock, so a
+    /// record of several locks alone keeps each (`locks::LockViews`).
     pub fn in_other_library_streams(&self, mine: impl Fn(&Step) -> bool) -> bool {
         let library = |s: &Step| {
             matches!(
