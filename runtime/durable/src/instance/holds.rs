@@ -116,11 +116,13 @@ impl Instance {
     }
 
     /// Whether a try of a lock seen free may ride the next record: a guest's lock (a
-    /// keyed invocation's key is taken before its guest runs) by an instance whose Init
-    /// is logged, with room for its condition, unless an earlier attempt's failed.
+    /// keyed invocation's key is taken before its guest runs), with room for its
+    /// condition, unless an earlier attempt of the run stopped (`take_locks_eagerly`).
+    /// The Init is logged by then (`init_checked`), so no deferred Init's conditions
+    /// share the record's.
     fn may_speculate(&self, miss: Miss) -> bool {
         let conds = self.pending.iter().filter(|p| p.cond.is_some()).count();
-        self.speculate && miss == Miss::Logged && self.deferred.is_none() && !self.under_deferred && conds < UNCHANGED_MAX
+        self.speculate && miss == Miss::Logged && conds < UNCHANGED_MAX
     }
 
     /// Whether every pending step is a try that rides the next record (or none is).
@@ -128,9 +130,10 @@ impl Instance {
         self.latest.is_empty() && self.pending.iter().all(|p| p.cond.is_some())
     }
 
-    /// An attempt after one whose tries' record failed its conditions (their locks
-    /// changed since it looked): each try is logged at once, so that a lock in demand
-    /// does not stop the same invocation's attempts again and again.
+    /// An attempt after one that stopped with `Superseded` (among them one whose tries'
+    /// record failed its conditions: their locks changed since it looked): each try is
+    /// logged at once, so that a lock in demand does not stop the same invocation's
+    /// attempts again and again.
     pub fn take_locks_eagerly(&mut self) {
         self.speculate = false;
     }

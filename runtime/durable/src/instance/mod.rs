@@ -352,7 +352,7 @@ pub struct Instance {
     /// (`Instance::defer_under_parent`).
     under_deferred: bool,
     /// Whether a lock's try may ride the next record (`Instance::lock_acquire`); an
-    /// attempt after one whose record's condition failed takes its locks one append
+    /// attempt after one that stopped with `Superseded` takes its locks one append
     /// each (`Instance::take_locks_eagerly`).
     speculate: bool,
     /// The last state operation on each switchable table used so far, for `auto`'s

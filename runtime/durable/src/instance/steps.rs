@@ -327,9 +327,9 @@ impl Instance {
             let position = self.records;
             // A deferred Init's conditions, and those of lock tries taken on what the
             // instance saw of their locks.
+            let speculated = self.pending.iter().any(|p| p.cond.is_some());
             let mut unchanged = init.clone().unwrap_or_default();
             unchanged.extend(self.pending.iter().filter_map(|p| p.cond));
-            let speculated = unchanged.len() > init.as_ref().map_or(0, Vec::len);
             let appended = match init.is_some() || speculated {
                 true => {
                     let at = Cond { tag: self.step_tag, position };

@@ -73,7 +73,7 @@ pub(super) async fn libraries(world: Arc<World>) {
             }
         }
     }
-    for input in ["counters", "locked", "keyed"] {
+    for input in ["counters", "locked", "locked-m", "keyed"] {
         if submit_and_wait(&world, READER, book, Bytes::from(input), format!("lib-read-{input}")).await.is_none() {
             return;
         }

@@ -14,9 +14,11 @@
 //!   and one producer's messages are popped in the order it pushed them (FIFO per shard).
 //!   One consumer relays what it pops to a second queue (its push rides its next pop's
 //!   record), which a last consumer drains: every message relayed arrives there once.
-//! - Lockers take one lock, read a counter and write it plus one (some without
-//!   releasing: finishing releases); keyed invocations do the same under their key's
-//!   lock. The counters must equal the number of holders: no two held at once.
+//! - Lockers take the lock `L`, the lock `M`, or both (`M` first: two tries that ride one
+//!   record, two releases in another), and for each lock held read its counter and
+//!   write it plus one (some without releasing: finishing releases); keyed invocations
+//!   do the same under their key's lock. Each counter must equal the number of its
+//!   lock's holders: no two held it at once.
 //!
 //! Garbage collection runs every 40 ms, and a third of the seeds turn aux-data views off,
 //! so that readers start from checkpoints. The tellers' inputs carry the seed, so each seed
@@ -200,19 +202,34 @@ async fn consume(attempt: &mut Attempt, input: &str) -> Result<Vec<super::guest:
     }
 }
 
-/// A locker (its lock named `L`) or a keyed invocation (its key's lock, taken before it
-/// ran): reads a counter and writes it plus one while it holds the lock.
+/// The locks locker `input` (`l<i>`) takes, in order, and the counter each guards.
+fn locker_locks(input: &str) -> &'static [(&'static str, &'static str)] {
+    match input.trim_start_matches('l').parse::<u64>().unwrap_or(0) % 3 {
+        0 => &[("L", "locked")],
+        1 => &[("M", "locked-m")],
+        _ => &[("M", "locked-m"), ("L", "locked")],
+    }
+}
+
+/// A locker (`locker_locks`) or a keyed invocation (its key's lock, taken before it
+/// ran): reads each counter its locks guard and writes it plus one while it holds them.
 async fn hold(attempt: &mut Attempt, input: &str) -> Result<bool> {
     let keyed = attempt.version.name == KEYED;
-    let object = if keyed { "keyed" } else { "locked" };
+    let locks = if keyed { &[("", "keyed")][..] } else { locker_locks(input) };
     attempt.wall_clock_ns(7);
-    if !keyed && !attempt.lock_acquire("L", 60).await.map_err(guest)? {
-        return Ok(false);
+    for (lock, _) in locks.iter().filter(|_| !keyed) {
+        if !attempt.lock_acquire(lock, 60).await.map_err(guest)? {
+            return Ok(false);
+        }
     }
-    let n = get_n(attempt, object).await?;
-    attempt.object_update(object, ObjOp::Set { path: "/n".into(), json: (n + 1).to_string() }).await.map_err(guest)?;
+    for (_, object) in locks {
+        let n = get_n(attempt, object).await?;
+        attempt.object_update(object, ObjOp::Set { path: "/n".into(), json: (n + 1).to_string() }).await.map_err(guest)?;
+    }
     if !keyed && seed_of(input.as_bytes()).is_multiple_of(2) {
-        attempt.lock_release("L").await.map_err(guest)?;
+        for (lock, _) in locks {
+            attempt.lock_release(lock).await.map_err(guest)?;
+        }
     }
     Ok(true)
 }
@@ -344,8 +361,12 @@ pub(super) fn check_libraries(t: &LibTraces) -> Result<u64, String> {
     // Lock holders one at a time: each one's increment counted.
     let holders = agreed("holder", &t.holders)?;
     let held = |prefix: char| holders.iter().filter(|(i, h)| i.starts_with(prefix) && **h).count() as i64;
-    if value("locked")? != [held('l')] {
-        return Err(format!("{} lockers held the lock; the counter says {:?}", held('l'), value("locked")?));
+    for (lock, counter) in [("L", "locked"), ("M", "locked-m")] {
+        let holders_of = |(i, h): &(&String, &bool)| i.starts_with('l') && **h && locker_locks(i).iter().any(|l| l.0 == lock);
+        let n = holders.iter().filter(holders_of).count() as i64;
+        if value(counter)? != [n] {
+            return Err(format!("{n} lockers held {lock}; its counter says {:?}", value(counter)?));
+        }
     }
     if held('k') != KEYEDS as i64 || value("keyed")? != [KEYEDS as i64] {
         return Err(format!("{} of {KEYEDS} keyed invocations ran; their counter says {:?}", held('k'), value("keyed")?));
