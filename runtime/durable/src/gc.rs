@@ -493,8 +493,11 @@ async fn collect_libraries(
         }
         let step: Step = record::decode("library record", &r.data)?;
         if seqnum >= walk.commits_at {
-            if let Step::TxnCommit(kind::TxnCommit { start, .. }) = step {
-                walk.commits.push((seqnum, start));
+            // A commit may ride its invocation's deferred Init (`instance/transactions.rs`).
+            for s in step.as_steps() {
+                if let Step::TxnCommit(kind::TxnCommit { start, .. }) = s {
+                    walk.commits.push((seqnum, *start));
+                }
             }
             walk.commits_at = seqnum + 1;
         }

@@ -399,6 +399,10 @@ fn effect_on<'a>(step: &'a Step, object: &str) -> Effect<'a> {
             Some((_, ops)) => Effect::Commit { start: *start, reads, ops },
             None => Effect::None,
         },
+        // A commit that rode its invocation's deferred Init (`instance/transactions.rs`).
+        Step::Group(kind::Group { steps }) => {
+            steps.iter().map(|s| effect_on(s, object)).find(|e| !matches!(e, Effect::None)).unwrap_or(Effect::None)
+        }
         _ => Effect::None,
     }
 }

@@ -174,15 +174,7 @@ fn pop_max(step: &Step) -> Option<u32> {
 /// The pushes to and pops of the shard that a record's step holds, in order (a group
 /// may hold several pushes).
 fn shard_steps<'a>(step: &'a Step, queue: &'a str, shard: u64) -> impl Iterator<Item = &'a Step> + 'a {
-    record_steps(step).iter().filter(move |s| concerns(s, queue, shard))
-}
-
-/// The steps a record holds: a group's, or the one.
-fn record_steps(step: &Step) -> &[Step] {
-    match step {
-        Step::Group(kind::Group { steps }) => steps,
-        one => std::slice::from_ref(one),
-    }
+    step.as_steps().iter().filter(move |s| concerns(s, queue, shard))
 }
 
 /// The messages of the pushes to the shard that a record's step holds, in order.

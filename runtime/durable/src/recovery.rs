@@ -111,8 +111,22 @@ impl BookScan {
             // A deferred Init comes in one record with the root's first steps, up to its
             // result: the Init first, then the last of them.
             let (init, last) = step.into_init_and_last();
+            // A commit that rides it read at the snapshot its transaction began at
+            // (`instance/transactions.rs`): a re-execution reads there, so the root's
+            // history is kept from there.
+            let began = match (&init, &last) {
+                (Some(_), Some(Step::TxnCommit(kind::TxnCommit { start, .. }))) => Some(*start),
+                _ => None,
+            };
             for step in init.into_iter().chain(last) {
                 self.note(d, book, &r, tag, step, open_max).await?;
+            }
+            if let Some(start) = began {
+                match (self.open.get_mut(&tag), self.untracked_from.as_mut()) {
+                    (Some(open), _) => open.init = open.init.min(start),
+                    (None, Some(untracked)) => *untracked = (*untracked).min(start),
+                    (None, None) => {}
+                }
             }
         }
         Ok(())
@@ -340,6 +354,12 @@ async fn recovery_loop(weak: Weak<Durable>) {
 }
 
 impl Recovery {
+    /// The horizon of `book`'s scan so far, if it scanned the book.
+    #[cfg(test)]
+    pub(crate) fn horizon_of(&self, book: BookId) -> Option<u64> {
+        self.books.get(&book).map(BookScan::horizon)
+    }
+
     /// Reads what is new in every book, collects garbage when due, then starts the
     /// re-executions that are due.
     pub(crate) async fn round(&mut self, d: &Arc<Durable>) -> Result<(), Error> {

@@ -188,28 +188,27 @@ impl TagKey {
     }
 
     /// The step log that a record of the INSTANCES stream (with `tags`, holding `step`)
-    /// is a step of: its one derived tag, besides the object streams of the writes, the
-    /// queue shards of the pushes and pops and the locks of the releases a
-    /// [`Step::Group`] holds. (A record of no step log,
+    /// is a step of: its one derived tag, besides the object streams of the writes and of
+    /// a commit's writes, the queue shards of the pushes and pops and the locks of the
+    /// tries and releases a [`Step::Group`] holds. (A record of no step log,
     /// such as a retry, gives its own stream.)
     pub fn step_log_of(&self, tags: &[Tag], step: &Step) -> Option<Tag> {
-        let steps = match step {
-            Step::Group(kind::Group { steps }) => &steps[..],
-            one => std::slice::from_ref(one),
-        };
-        let others: Vec<Tag> = steps
+        let others: Vec<Tag> = step
+            .as_steps()
             .iter()
-            .filter_map(|s| match s {
+            .flat_map(|s| match s {
                 Step::Write(kind::Write { table, key, .. }) | Step::Put(kind::Put { table, key, .. }) => {
-                    Some(self.object(table, key))
+                    vec![self.object(table, key)]
                 }
                 Step::QueuePush(kind::QueuePush { queue, shard, .. })
                 | Step::QueuePop(kind::QueuePop { queue, shard, .. })
-                | Step::QueuePopMany(kind::QueuePopMany { queue, shard, .. }) => Some(self.queue_shard(queue, *shard)),
+                | Step::QueuePopMany(kind::QueuePopMany { queue, shard, .. }) => vec![self.queue_shard(queue, *shard)],
                 Step::LockTry(kind::LockTry { lock, .. }) | Step::LockRelease(kind::LockRelease { lock, .. }) => {
-                    Some(self.lock(lock))
+                    vec![self.lock(lock)]
                 }
-                _ => None,
+                // A commit rides a deferred Init (`instance/transactions.rs`).
+                Step::TxnCommit(kind::TxnCommit { writes, .. }) => writes.iter().map(|(o, _)| self.bokistore(o)).collect(),
+                _ => Vec::new(),
             })
             .collect();
         tags.iter().copied().find(|t| t.is_reserved() && t.0 & DERIVED_BIT != 0 && !others.contains(t))
@@ -354,6 +353,14 @@ mod tests {
             let group = Step::Group(kind::Group { steps: vec![init.clone(), pop] });
             assert_eq!(key.step_log_of(&tags, &group), Some(step));
         }
+        // And a commit that a deferred Init rides, its objects sorting first.
+        let objects: Vec<String> = (0u32..).map(|n| format!("o{n}")).filter(|o| key.bokistore(o) < step).take(2).collect();
+        let writes = objects.iter().map(|o| (o.clone(), Vec::new())).collect();
+        let commit = Step::TxnCommit(kind::TxnCommit { start: 1, reads: Vec::new(), writes });
+        let group = Step::Group(kind::Group { steps: vec![init, commit] });
+        let mut tags: Vec<Tag> = objects.iter().map(|o| key.bokistore(o)).chain([step, INSTANCES]).collect();
+        tags.sort_unstable();
+        assert_eq!(key.step_log_of(&tags, &group), Some(step));
     }
 
     #[test]

@@ -189,6 +189,7 @@ impl Instance {
         self.next = 1;
         // The Init alone depends on no snapshot.
         self.snapshot = None;
+        self.snapshot_read = false;
         self.recorder.discard_fresh();
         self.follow();
         self.flush(ctx).await

@@ -348,6 +348,9 @@ pub struct Instance {
     forgettable: bool,
     /// Where it read objects while its Init was deferred (`snapshot.rs`).
     snapshot: Option<Pin>,
+    /// Whether a plain read or a read-only transaction read at `snapshot` (not only
+    /// read-write transactions, whose commit records where they began).
+    snapshot_read: bool,
     /// A child of a parent whose Init is deferred, deferred too: it may log nothing
     /// (`Instance::defer_under_parent`).
     under_deferred: bool,
@@ -403,6 +406,7 @@ impl Instance {
             deferred_tables: Vec::new(),
             forgettable: of.forgettable,
             snapshot: None,
+            snapshot_read: false,
             under_deferred: false,
             speculate: true,
             last_ops: BTreeMap::new(),

@@ -160,7 +160,7 @@ impl Instance {
     /// what a peer that won the race for the position logged there. The pending writes
     /// go in the same record if `step` may end a group; otherwise in one before it.
     pub(super) async fn append_step(&mut self, ctx: &mut Context, step: Step, extra: &[Tag]) -> Result<Recorded, Abort> {
-        if !self.pending.is_empty() && (!step.ends_group() || self.too_large_with_pending(&step)) {
+        if !self.pending.is_empty() && (!self.may_end_group(&step) || self.too_large_with_pending(&step)) {
             self.flush(ctx).await?;
             // A peer's steps that the flush found after the writes come first.
             if let Some(r) = self.recorded(&step)? {
@@ -169,6 +169,16 @@ impl Instance {
             }
         }
         Ok(self.log_record(ctx, Some((step, extra))).await?.expect("a step was asked for"))
+    }
+
+    /// Whether `step` may end a group after the pending steps: one that may end any
+    /// ([`Step::ends_group`]), or a transaction's commit after nothing but the deferred
+    /// Init and readings, so that a record of objects' streams holds no step of another
+    /// stream (`snapshot.rs`).
+    fn may_end_group(&self, step: &Step) -> bool {
+        step.ends_group()
+            || matches!(step, Step::TxnCommit(kind::TxnCommit { .. }))
+                && self.pending.iter().all(|p| p.step.is_init() || p.step.is_reading())
     }
 
     /// Whether `step` with the pending writes could pass the largest record a step may

@@ -31,10 +31,9 @@ impl Instance {
     /// the operation does not fit the object as this instance sees it.
     pub async fn object_update(&mut self, ctx: &mut Context, object: &str, op: ObjOp) -> Result<(), Abort> {
         self.writable("an object write")?;
-        self.flush(ctx).await?;
         objects::check_name(object).map_err(Abort::Refused)?;
         op.check().map_err(Abort::Refused)?;
-        self.init_checked(ctx).await?;
+        // A transaction's write waits for its commit (which a deferred Init may ride).
         if let Some(txn) = &self.txn {
             if txn.read_only {
                 return Err(Abort::Refused(Error::InvalidArgument("the transaction is read-only".into())));
@@ -55,6 +54,8 @@ impl Instance {
             txn.ops += 1;
             return Ok(());
         }
+        self.flush(ctx).await?;
+        self.init_checked(ctx).await?;
         // The clock readings first: a re-execution finds them recorded before the step.
         self.log_clocks(ctx).await?;
         let asked = kind::ObjectWrite { object: object.to_string(), ops: vec![op] };
@@ -90,20 +91,16 @@ impl Instance {
         Ok(())
     }
 
-    /// Begins a transaction on durable objects at the instance's `cursorTS`, or a
-    /// read-only one at its snapshot while its Init is deferred (`snapshot.rs`); nothing
-    /// is logged. Refused inside another.
+    /// Begins a transaction on durable objects at the instance's `cursorTS`, or at its
+    /// snapshot while its Init is deferred (`snapshot.rs`: a read-write one only if
+    /// nothing else read there); nothing is logged. Refused inside another.
     pub async fn txn_begin(&mut self, ctx: &mut Context, read_only: bool) -> Result<(), Abort> {
         if self.txn.is_some() {
             return Err(Abort::Refused(Error::InvalidArgument("a transaction is in progress already".into())));
         }
         let start = match read_only {
             true => self.read_point(ctx).await?,
-            false => {
-                self.flush(ctx).await?;
-                self.init_checked(ctx).await?;
-                self.cursor
-            }
+            false => self.write_point(ctx).await?,
         };
         self.txn = Some(Txn::new(start, read_only));
         Ok(())
@@ -120,7 +117,6 @@ impl Instance {
         if txn.writes.is_empty() {
             return Ok(true);
         }
-        self.flush(ctx).await?;
         let step = txn.commit_step();
         let size = record::step_len(&step);
         if size > crate::abort::PAYLOAD_MAX {
@@ -134,7 +130,9 @@ impl Instance {
         // and a later commit that read one finds it in its window. (An object it only
         // read has nothing to learn from it.)
         let tags: Vec<Tag> = txn.writes.keys().map(|o| self.core.tags.bokistore(o)).collect();
-        self.log_clocks(ctx).await?;
+        // The pending steps go first, in a record of their own unless they are readings
+        // (and a deferred Init), which the commit takes (`Instance::may_end_group`).
+        self.take_clocks(ctx).await?;
         let (seqnum, commit) = self.log_seqnum(ctx, step, &tags).await?;
         self.last_commit = seqnum;
         let committed = objects::decide(&self.core, ctx, self.book, seqnum, commit.start, &commit.reads, None).await?;

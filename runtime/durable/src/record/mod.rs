@@ -414,6 +414,20 @@ impl Step {
         matches!(self, Step::Write(kind::Write { migrated_from: None, .. }) | Step::Put(kind::Put { .. }))
     }
 
+    /// Whether the step is a reading taken to go with the next record: clock readings, or
+    /// a read logged with its value.
+    pub fn is_reading(&self) -> bool {
+        matches!(self, Step::Clocks(kind::Clocks { .. }) | Step::Read(kind::Read { .. }))
+    }
+
+    /// The steps a record holds: a group's, or the one.
+    pub fn as_steps(&self) -> &[Step] {
+        match self {
+            Step::Group(kind::Group { steps }) => steps,
+            one => std::slice::from_ref(one),
+        }
+    }
+
     /// The steps a step-log record holds, in order: a group's, or the step itself.
     pub fn into_steps(self) -> Vec<Step> {
         match self {
@@ -478,7 +492,8 @@ impl Step {
 /// clock readings and reads: the read-optimized reads taken before a deferred Init was
 /// logged, logged reads taken to go with the next record, and the outcomes of calls
 /// made while the Init was deferred), and ends with a step that may end a group, or
-/// one of those reads.
+/// one of those reads, or a transaction's commit after nothing but clock readings and
+/// reads (`Instance::may_end_group`).
 pub fn decode_steps(what: &str, bytes: &[u8]) -> Result<Step, Error> {
     let step: Step = decode(what, bytes)?;
     if let Step::Group(kind::Group { steps }) = &step {
@@ -488,9 +503,9 @@ pub fn decode_steps(what: &str, bytes: &[u8]) -> Result<Step, Error> {
         };
         // Reads, and calls whose outcome a deferred Init's record holds.
         let read = |t: &Step| matches!(t, Step::Read(kind::Read { .. }) | Step::Invoke(kind::Invoke { .. }));
-        let well_formed = rest.split_last().is_some_and(|(last, taken)| {
-            (last.ends_group() || read(last))
-                && taken.iter().all(|t| t.is_taken() || matches!(t, Step::Clocks(kind::Clocks { .. })) || read(t))
+        let well_formed = rest.split_last().is_some_and(|(last, taken)| match last {
+            Step::TxnCommit(kind::TxnCommit { .. }) => taken.iter().all(Step::is_reading),
+            _ => (last.ends_group() || read(last)) && taken.iter().all(|t| t.is_taken() || t.is_reading() || read(t)),
         });
         if !well_formed {
             return Err(Error::Internal(format!("a {what} record holds a malformed group of {} steps", steps.len())));

@@ -265,3 +265,21 @@ fn groups_nested_in_groups_are_refused_without_recursing() {
     let one = nested(1);
     assert_eq!(decode::<Step>("step", &one).unwrap(), Step::Group(kind::Group { steps: vec![Step::Cancelled] }));
 }
+
+/// A commit ends a group only after readings: the Init it rides, clock readings and
+/// reads (`Instance::may_end_group`); a record of an object's stream holds no write,
+/// push or lock step of another stream.
+#[test]
+fn a_commit_ends_a_group_of_readings_only() {
+    let init = Step::Init(kind::Init { id: InstanceId::generated("00"), function: "f".into(), version: 1, input: Bytes::new() });
+    let commit = Step::TxnCommit(kind::TxnCommit { start: 1, reads: vec!["o".into()], writes: vec![("o".into(), Vec::new())] });
+    let clocks = Step::Clocks(kind::Clocks { readings: Vec::new() });
+    let push = Step::QueuePush(kind::QueuePush { queue: "q".into(), shard: 0, message: Bytes::new() });
+    let read = |t: &str, k: &'static [u8]| Step::Read(kind::Read { table: t.into(), key: Bytes::from_static(k), value: None });
+    let group = |steps: Vec<Step>| encode(&Step::Group(kind::Group { steps }));
+    assert!(decode_steps("step", &group(vec![init.clone(), commit.clone()])).is_ok());
+    assert!(decode_steps("step", &group(vec![init.clone(), clocks.clone(), read("t", b"k"), commit.clone()])).is_ok());
+    assert!(decode_steps("step", &group(vec![clocks, commit.clone()])).is_ok());
+    assert!(decode_steps("step", &group(vec![init.clone(), push.clone(), commit])).is_err());
+    assert!(decode_steps("step", &group(vec![init, push])).is_ok(), "a push ends a group as before");
+}

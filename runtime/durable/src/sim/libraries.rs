@@ -7,13 +7,16 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tally_log_core::BookId;
 
-use crate::env::Clock;
+use crate::env::{Clock, Spawn};
+use crate::error::Error;
+use crate::invoke::InvokeRequest;
 
 use super::clients::{submit_and_wait, submit_to, unkeyed_request, wait_finished};
 use super::libs::{
     check_libraries, CONSUMER, CONSUMERS, KEYED, KEYEDS, LOCKER, LOCKERS, PRODUCER, PRODUCERS, READER, RELAY, RELAY_DRAIN,
     TELLER, TELLERS,
 };
+use super::chan;
 use super::world::World;
 
 /// The libraries' workload (`libs.rs`): tellers, producers and consumers, lockers and
@@ -34,10 +37,16 @@ pub(super) async fn libraries(world: Arc<World>) {
     plan.extend(
         (0..KEYEDS).map(|k| (KEYED, format!("k{k}"), Some(crate::record::InvocationKey { key: "hot".into(), exclusive: true }))),
     );
+    // Tellers answered synchronously: (input, their task's end).
+    let mut answered = Vec::new();
     for (function, input, to) in plan {
         // Tellers close together, so that their transactions' windows overlap.
         h.sleep(world.draw(if function == TELLER { 4 } else { 30 })).await;
         let key = format!("lib-{input}");
+        if function == TELLER && (answered.len() as u64) < TELLERS / 2 && world.chance(0.5) {
+            answered.push((input.clone(), teller_answered(&world, book, input, key)));
+            continue;
+        }
         let Some(id) = submit_to(&world, function, book, Bytes::from(input.clone()), key, to).await else { return };
         let snapshot = function == TELLER && input.starts_with("t1");
         started.push((input, id));
@@ -55,6 +64,11 @@ pub(super) async fn libraries(world: Arc<World>) {
     };
     for (input, id) in &started {
         if wait_finished(&world, book, id, || reported(input)).await.is_none() {
+            return;
+        }
+    }
+    for (input, end) in answered {
+        if end.await.is_none() || !reported(&input) {
             return;
         }
     }
@@ -89,6 +103,38 @@ pub(super) async fn libraries(world: Arc<World>) {
         }
         Err(e) => world.fail(e),
     }
+}
+
+/// Starts a teller synchronously, with an idempotency key, asked again until it
+/// answers: on a node alone its Init is deferred, and a transaction it begins first
+/// commits in the Init's record (`instance/snapshot.rs`). The receiver answers once it
+/// has (`None` after a violation, or when the harness stopped).
+fn teller_answered(world: &Arc<World>, book: BookId, input: String, key: String) -> chan::Receiver<()> {
+    let (tx, rx) = chan::oneshot::<()>();
+    let w = world.clone();
+    world.harness().spawn(
+        "teller",
+        Box::pin(async move {
+            let h = w.harness();
+            loop {
+                let Some((n, d, _)) = w.pick_node() else {
+                    h.sleep(5).await;
+                    continue;
+                };
+                let req = InvokeRequest { idempotency_key: Some(key.clone()), ..unkeyed_request(TELLER, book, input.as_bytes()) };
+                match w.on_node(n, d, "teller", move |d| async move { d.invoke(req).await }).await {
+                    Some(Ok(_)) => break,
+                    Some(Err(e)) if !e.is_transient() && !matches!(e, Error::Suspended { .. }) => {
+                        w.fail(format!("teller {input}: {e}"));
+                        return;
+                    }
+                    _ => h.sleep(1 + w.draw(20)).await,
+                }
+            }
+            tx.send(());
+        }),
+    );
+    rx
 }
 
 /// Reads every counter in one read-only transaction with a request that has no key,

@@ -8,6 +8,7 @@ use tally_log_core::Context;
 
 use crate::abort::Abort;
 use crate::error::Error;
+use crate::invoke::InvocationStatus;
 use crate::instance::{Instance, Of};
 use crate::objects::ObjOp;
 use crate::record::kind;
@@ -20,8 +21,9 @@ use super::{config, guest, id, keyed, unkeyed, words, Limits, World, BOOK};
 /// Deploys the object guests: `oset <object> <json>`, `oget <object>` (the whole
 /// object, `none` if it has none), `osum` (objects `a` and `b` in one read-only
 /// transaction), `obump <object>` (reads `/n`, then sets it one higher, outside a
-/// transaction) and `oundo <object>` (a transaction that reads the object, sets `/n` to
-/// 99, reads it again and aborts; then reads it outside: the three texts).
+/// transaction), `oundo <object>` (a transaction that reads the object, sets `/n` to
+/// 99, reads it again and aborts; then reads it outside: the three texts) and `oinc
+/// <object>` (sets `/n` one higher in a transaction, again while it conflicts).
 fn deploy_objects(w: &World) {
     let set = guest(|a| {
         Box::pin(async move {
@@ -65,7 +67,20 @@ fn deploy_objects(w: &World) {
             Ok(format!("{before} {written} {after}").into_bytes())
         })
     });
-    for (name, g) in [("oset", set), ("oget", get), ("osum", sum), ("obump", bump), ("oundo", undo)] {
+    let inc = guest(|a| {
+        Box::pin(async move {
+            let object = String::from_utf8_lossy(&a.input).into_owned();
+            loop {
+                a.txn_begin(false).await?;
+                let n: i64 = a.object_get(&object, "/n").await?.and_then(|n| n.parse().ok()).unwrap_or(0);
+                a.object_update(&object, ObjOp::Set { path: "/n".into(), json: (n + 1).to_string() }).await?;
+                if a.txn_commit().await? {
+                    return Ok((n + 1).to_string().into_bytes());
+                }
+            }
+        })
+    });
+    for (name, g) in [("oset", set), ("oget", get), ("osum", sum), ("obump", bump), ("oundo", undo), ("oinc", inc)] {
         w.deploy(name, Limits::default(), g);
     }
 }
@@ -264,4 +279,90 @@ fn children_of_a_deferred_root_that_only_read_log_nothing() {
     // The parent's Init first, then the writing child's, and the call after it (its
     // parent's Init is logged now) is eager as any child's.
     assert_eq!(inits, ["flow", "oset", "oget"]);
+}
+
+/// On a node alone a read-write transaction begun before the Init begins at the snapshot,
+/// and its commit rides the Init: the invocation's first record is [Init, commit], one
+/// append before its answer instead of two, and it runs once. A read at the snapshot
+/// before the transaction keeps the Init first (a re-execution could not read there).
+#[test]
+fn a_transaction_before_the_init_commits_in_the_init_s_record() {
+    let mut w = World::new(config());
+    let d = w.start_alone(0);
+    deploy_objects(&w);
+    assert_eq!(w.invoke(&d, keyed("oset", "a1", r#"a {"n":1}"#)).as_deref(), Ok("ok"));
+    assert_eq!(w.invoke(&d, keyed("oinc", "i", "a")).as_deref(), Ok("2"));
+    w.advance(1);
+    assert_eq!(w.guests.runs("oinc").len(), 1);
+    let steps = w.stream(&d, d.core.tags.step(&id("oinc", "i")));
+    assert!(
+        matches!(&steps[..], [Step::Group(kind::Group { steps }), Step::Result(kind::Result { .. })]
+            if matches!(&steps[..], [Step::Init(kind::Init { .. }), Step::TxnCommit(kind::TxnCommit { .. })])),
+        "the transaction logged {steps:?}"
+    );
+    assert_eq!(w.invoke(&d, unkeyed("oget", "a")).as_deref(), Ok(r#"{"n":2}"#), "readers apply a commit in a group");
+    assert_eq!(w.invoke(&d, keyed("oinc", "i", "a")).as_deref(), Ok("2"), "a retry gets the logged result");
+    assert_eq!(d.core.pins.floor(), None, "an instance that ended holds no snapshot");
+}
+
+/// An execution that crashed after its commit rode the Init, before its result: its
+/// re-execution begins the transaction where the commit says the first one began, reads
+/// what it read and takes the logged commit, however the object changed since and
+/// whatever garbage collection ran meanwhile (the recovery scan keeps the root's history
+/// from the commit's start). Beginning at the Init's place instead, it read its own
+/// commit's write and stopped as non-deterministic.
+#[test]
+fn a_re_execution_begins_a_transaction_where_its_commit_riding_the_init_began() {
+    let mut w = World::new(config());
+    let d = w.start_alone(0);
+    deploy_objects(&w);
+    assert_eq!(w.invoke(&d, keyed("oset", "a1", r#"a {"n":1}"#)).as_deref(), Ok("ok"));
+    let of = Of {
+        id: id("oinc", "crash"),
+        book: BOOK,
+        function: "oinc".into(),
+        version: w.guests.find("oinc", None).expect("deployed").0.version,
+        input: Some(Bytes::from_static(b"a")),
+        declared: Default::default(),
+        crash: None,
+        key: None,
+        defer_init: true,
+        forgettable: false,
+    };
+    let mut first = Instance::new(d.core.clone(), of);
+    let mut ctx = Context::new();
+    let committed = w.run(async {
+        first.txn_begin(&mut ctx, false).await?;
+        assert_eq!(first.object_get(&mut ctx, "a", "/n").await?.as_deref(), Some("1"));
+        first.object_update(&mut ctx, "a", ObjOp::Set { path: "/n".into(), json: "2".into() }).await?;
+        first.txn_commit(&mut ctx).await
+    });
+    assert!(matches!(committed, Ok(true)), "the commit: {committed:?}");
+    // The process dies before the result.
+    drop(first);
+    let steps = w.stream(&d, d.core.tags.step(&id("oinc", "crash")));
+    let start = match &steps[..] {
+        [Step::Group(kind::Group { steps })] => match &steps[..] {
+            [Step::Init(kind::Init { .. }), Step::TxnCommit(kind::TxnCommit { start, .. })] => *start,
+            other => panic!("the first execution logged {other:?}"),
+        },
+        other => panic!("the first execution logged {other:?}"),
+    };
+    // Others write the object, and collections run, before recovery runs it again.
+    let mut scan = Recovery::default();
+    for n in 5..9 {
+        assert_eq!(w.invoke(&d, keyed("oset", &format!("a{n}"), &format!(r#"a {{"n":{n}}}"#))).as_deref(), Ok("ok"));
+        // Their results are logged (after their answers).
+        w.advance(1);
+        w.run(scan.round(&d)).expect("a recovery round");
+        let horizon = scan.horizon_of(BOOK).expect("scanned");
+        assert!(horizon <= start, "the horizon {horizon} passed the start {start} of an open root's commit");
+    }
+    w.recover(&d, &mut scan, 3);
+    assert_eq!(
+        w.wait_finished(&d, &id("oinc", "crash")),
+        Ok(InvocationStatus::Finished(Ok(Bytes::from_static(b"2")))),
+        "the re-execution read the object where the first one did"
+    );
+    assert_eq!(w.invoke(&d, unkeyed("oget", "a")).as_deref(), Ok(r#"{"n":8}"#));
 }
