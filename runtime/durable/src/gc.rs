@@ -37,7 +37,7 @@
 //! learn what changed, reading only what is new each round (the owner keeps what it read
 //! and did not collect yet, so a root open for days, which holds the horizon back, costs no
 //! rereading). It picks a point `x` at or below the horizon that no transaction's conflict
-//! window straddles (every commit after `x` began at or after it), appends each changed
+//! window straddles (every commit at or after `x` began at or after it), appends each changed
 //! stream's state at `x` to that stream's checkpoint stream (`Step::Checkpoint`, as many
 //! streams a record as its tags allow), then trims the stream below `x` (a queue shard
 //! below its oldest pending push, if that is older) and the checkpoint stream below its
@@ -515,11 +515,12 @@ async fn collect_libraries(
         }
         at = seqnum + 1;
     }
-    // The point: at or below the horizon and the last record taken, and no commit after
-    // it began before it.
+    // The point: at or below the horizon and the last record taken, and no commit at or
+    // after it began before it (a re-execution of a root whose commit rode its Init
+    // begins that transaction at its start: `instance/snapshot.rs`).
     let Some(mut x) = walk.taken.map(|taken| taken.min(horizon)) else { return Ok(()) };
     loop {
-        let earliest = walk.commits.iter().filter(|(c, _)| *c > x).map(|(_, start)| *start).min();
+        let earliest = walk.commits.iter().filter(|(c, _)| *c >= x).map(|(_, start)| *start).min();
         match earliest {
             Some(start) if start < x => x = start,
             _ => break,

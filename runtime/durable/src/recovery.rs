@@ -110,23 +110,13 @@ impl BookScan {
             let Some(tag) = d.core.tags.step_log_of(&r.tags, &step) else { continue };
             // A deferred Init comes in one record with the root's first steps, up to its
             // result: the Init first, then the last of them.
+            let began = began_at(r.seqnum.0, &step);
             let (init, last) = step.into_init_and_last();
-            // A commit that rides it read at the snapshot its transaction began at
-            // (`instance/transactions.rs`): a re-execution reads there, so the root's
-            // history is kept from there.
-            let began = match (&init, &last) {
-                (Some(_), Some(Step::TxnCommit(kind::TxnCommit { start, .. }))) => Some(*start),
-                _ => None,
-            };
             for step in init.into_iter().chain(last) {
                 self.note(d, book, &r, tag, step, open_max).await?;
             }
-            if let Some(start) = began {
-                match (self.open.get_mut(&tag), self.untracked_from.as_mut()) {
-                    (Some(open), _) => open.init = open.init.min(start),
-                    (None, Some(untracked)) => *untracked = (*untracked).min(start),
-                    (None, None) => {}
-                }
+            if let Some(open) = self.open.get_mut(&tag) {
+                open.init = open.init.min(began);
             }
         }
         Ok(())
@@ -260,6 +250,7 @@ impl BookScan {
             at = r.seqnum.0 + 1;
             let Ok(step) = record::decode_steps("step", &r.data) else { continue };
             let Some(tag) = d.core.tags.step_log_of(&r.tags, &step) else { continue };
+            let began = began_at(r.seqnum.0, &step);
             let Some(
                 Step::Init(kind::Init { id, function, version, .. })
                 | Step::InitKeyed(kind::InitKeyed { id, function, version, .. }),
@@ -302,7 +293,7 @@ impl BookScan {
                         version,
                         seen_ms,
                         attempts: 0,
-                        init: r.seqnum.0,
+                        init: began,
                         wake_ms,
                         rechecks_soon: if wake_ms == Some(u64::MAX) { RECHECKS_SOON } else { 0 },
                     },
@@ -315,6 +306,18 @@ impl BookScan {
             self.sleeping_untracked.clear();
         }
         Ok(())
+    }
+}
+
+/// Where the root whose Init record (at `seqnum`, holding `step`) this is reads from:
+/// the record, or the start of a transaction whose commit rides the Init
+/// (`instance/snapshot.rs`), where a re-execution begins it. (Garbage collection keeps
+/// that start of an untracked root too: no point it picks is a commit's place with the
+/// commit's start below it, `gc.rs`.)
+fn began_at(seqnum: u64, step: &Step) -> u64 {
+    match step.as_steps() {
+        [first, .., Step::TxnCommit(kind::TxnCommit { start, .. })] if first.is_init() => seqnum.min(*start),
+        _ => seqnum,
     }
 }
 

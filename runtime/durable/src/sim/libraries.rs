@@ -11,12 +11,12 @@ use crate::env::{Clock, Spawn};
 use crate::error::Error;
 use crate::invoke::InvokeRequest;
 
+use super::chan;
 use super::clients::{submit_and_wait, submit_to, unkeyed_request, wait_finished};
 use super::libs::{
     check_libraries, CONSUMER, CONSUMERS, KEYED, KEYEDS, LOCKER, LOCKERS, PRODUCER, PRODUCERS, READER, RELAY, RELAY_DRAIN,
     TELLER, TELLERS,
 };
-use super::chan;
 use super::world::World;
 
 /// The libraries' workload (`libs.rs`): tellers, producers and consumers, lockers and

@@ -8,8 +8,8 @@ use tally_log_core::Context;
 
 use crate::abort::Abort;
 use crate::error::Error;
-use crate::invoke::InvocationStatus;
 use crate::instance::{Instance, Of};
+use crate::invoke::InvocationStatus;
 use crate::objects::ObjOp;
 use crate::record::kind;
 use crate::record::Step;
