@@ -20,9 +20,10 @@
 //! at the snapshot, begins there too, and its commit rides the Init ([Init, readings,
 //! commit]: a tweet is one append before its answer instead of two). The commit records
 //! its start, the snapshot, so a re-execution begins every read-write transaction up to
-//! that commit there (`write_point`) and reads what the first execution read; the
-//! recovery scan keeps the root's history from that start while it is open
-//! (`recovery.rs`), as the pin did while it ran.
+//! that commit there (`write_point`) and reads what the first execution read: garbage
+//! collection picks no point between a commit's start and its place (`gc.rs`), and the
+//! recovery scan holds its horizon at the start while the root is open (`recovery.rs`),
+//! as the pin did while it ran.
 
 use super::*;
 
