@@ -85,6 +85,23 @@ fn deploy_objects(w: &World) {
     }
 }
 
+/// An instance of `function` with idempotency key `key` and `input`, driven by hand, its
+/// Init deferred as on a node alone.
+fn of_deferred(w: &World, function: &str, key: &str, input: &str) -> Of {
+    Of {
+        id: id(function, key),
+        book: BOOK,
+        function: function.into(),
+        version: w.guests.find(function, None).expect("deployed").0.version,
+        input: Some(Bytes::from(input.to_owned())),
+        declared: Default::default(),
+        crash: None,
+        key: None,
+        defer_init: true,
+        forgettable: false,
+    }
+}
+
 /// On a node alone, plain reads of objects and read-only transactions before the Init
 /// read at a snapshot: without any key the invocation logs nothing at all, with an
 /// idempotency key one record (its Init and its result), whose result a retry gets
@@ -160,19 +177,7 @@ fn garbage_collection_keeps_what_a_snapshot_reads() {
     let d = w.start_alone(0);
     deploy_objects(&w);
     assert_eq!(w.invoke(&d, keyed("oset", "a1", "a 1")).as_deref(), Ok("ok"));
-    let of = Of {
-        id: id("oget", "hand"),
-        book: BOOK,
-        function: "oget".into(),
-        version: w.guests.find("oget", None).expect("deployed").0.version,
-        input: Some(Bytes::from_static(b"a")),
-        declared: Default::default(),
-        crash: None,
-        key: None,
-        defer_init: true,
-        forgettable: true,
-    };
-    let mut inst = Instance::new(d.core.clone(), of);
+    let mut inst = Instance::new(d.core.clone(), Of { forgettable: true, ..of_deferred(&w, "oget", "hand", "a") });
     let mut ctx = Context::new();
     assert_eq!(w.run(inst.object_get(&mut ctx, "a", "")).expect("a read").as_deref(), Some("1"));
     assert!(inst.init_deferred() && d.core.pins.floor().is_some(), "the read took a snapshot");
@@ -317,19 +322,7 @@ fn a_re_execution_begins_a_transaction_where_its_commit_riding_the_init_began() 
     let d = w.start_alone(0);
     deploy_objects(&w);
     assert_eq!(w.invoke(&d, keyed("oset", "a1", r#"a {"n":1}"#)).as_deref(), Ok("ok"));
-    let of = Of {
-        id: id("oinc", "crash"),
-        book: BOOK,
-        function: "oinc".into(),
-        version: w.guests.find("oinc", None).expect("deployed").0.version,
-        input: Some(Bytes::from_static(b"a")),
-        declared: Default::default(),
-        crash: None,
-        key: None,
-        defer_init: true,
-        forgettable: false,
-    };
-    let mut first = Instance::new(d.core.clone(), of);
+    let mut first = Instance::new(d.core.clone(), of_deferred(&w, "oinc", "crash", "a"));
     let mut ctx = Context::new();
     let committed = w.run(async {
         first.txn_begin(&mut ctx, false).await?;
