@@ -6,7 +6,8 @@
 //!   object stream (derived tag of the name, in the book's shadow):
 //!     ObjectWrite{ops}            a plain write: a step of the writer's step log too
 //!     TxnCommit{start, reads, writes}   a read-write transaction's commit: a step, and in
-//!                                 the stream of every object it writes
+//!                                 the stream of every object it writes (alone, or in a
+//!                                 group after a deferred Init: instance/snapshot.rs)
 //!   state of O at s  = fold of O's effective records <= s, from the newest aux view
 //!   TxnCommit at c committed  <=>  no effective write to any object of its read set
 //!                                  lies in (start, c)   (recursively: only committed
