@@ -164,7 +164,7 @@ fn concurrent_crashing_reservations_never_overbook() {
         for r in 0..REQUESTS {
             let (hotel, flight, date) = (rng.below(3), rng.below(2), 1 + rng.below(2));
             let input = format!("reserve u{c} h{hotel} f{flight} d{date}");
-            let crash = (r % 3 == c % 3).then(|| 1 + rng.below(14));
+            let crash = (r % 3 == c % 3).then(|| 1 + rng.below(10));
             let answered = invoke_crashing(n, "travel", BOOK, &input, &format!("c{c}-r{r}"), crash, |n| {
                 travel_audit(n, BOOK, &format!("d{date}"));
             });
