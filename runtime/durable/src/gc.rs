@@ -493,7 +493,7 @@ async fn collect_libraries(
         }
         let step: Step = record::decode("library record", &r.data)?;
         if seqnum >= walk.commits_at {
-            // A commit may ride its invocation's deferred Init (`instance/transactions.rs`).
+            // A commit may ride its invocation's deferred Init (`instance/snapshot.rs`).
             for s in step.as_steps() {
                 if let Step::TxnCommit(kind::TxnCommit { start, .. }) = s {
                     walk.commits.push((seqnum, *start));

@@ -73,8 +73,7 @@ impl Instance {
             self.init_checked(ctx).await?;
             return Ok(start);
         }
-        let readings_only = self.pending.iter().all(|p| p.step.is_init() || p.step.is_reading());
-        if self.deferred.is_some() && !self.snapshot_read && readings_only && !self.snapshots_refused() {
+        if self.deferred.is_some() && !self.snapshot_read && self.pending_rides_a_commit() && !self.snapshots_refused() {
             return self.snapshot_at(ctx).await;
         }
         self.flush(ctx).await?;

@@ -176,9 +176,13 @@ impl Instance {
     /// Init and readings, so that a record of objects' streams holds no step of another
     /// stream (`snapshot.rs`).
     fn may_end_group(&self, step: &Step) -> bool {
-        step.ends_group()
-            || matches!(step, Step::TxnCommit(kind::TxnCommit { .. }))
-                && self.pending.iter().all(|p| p.step.is_init() || p.step.is_reading())
+        step.ends_group() || matches!(step, Step::TxnCommit(kind::TxnCommit { .. })) && self.pending_rides_a_commit()
+    }
+
+    /// Whether nothing is pending but the deferred Init and readings, which a commit may
+    /// take with it.
+    pub(super) fn pending_rides_a_commit(&self) -> bool {
+        self.pending.iter().all(|p| p.step.is_init() || p.step.is_reading())
     }
 
     /// Whether `step` with the pending writes could pass the largest record a step may
