@@ -14,7 +14,7 @@
 //! drops its scan state; one that gains it reads the book's streams from their start. In a
 //! cluster the members are the engines of the current term (`TermPeers` in
 //! crate `tally`), so a dead node's books move to the others once the controller seals it
-//! out; `tally dev` owns everything (`Alone`). The owner resumes listed switches still
+//! out; `tally dev` owns everything (`Alone`, or `OwnsAll` in partial mode). The owner resumes listed switches still
 //! under way every `recovery_interval_ms`, whichever node began them.
 
 use std::collections::BTreeMap;
@@ -164,6 +164,19 @@ impl Peers for Alone {
     }
 
     fn alone(&self) -> bool {
+        true
+    }
+}
+
+/// The only function node, whose engine's index may lag its appends (`tally dev` in
+/// partial mode, whose local index follows the index tier's updates, which arrive after
+/// the append they order has answered and out of order across shards): it owns every
+/// book, but a read from a position past its start may miss an invocation that finished,
+/// so its roots log their Init first, as in a cluster.
+pub struct OwnsAll;
+
+impl Peers for OwnsAll {
+    fn owns(&self, _book: BookId) -> bool {
         true
     }
 }

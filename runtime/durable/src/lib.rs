@@ -74,7 +74,7 @@ pub use config::{Protocol, StateConfig, StoreKind};
 pub use core::NodeBounds;
 pub use cron::civil_from_days;
 pub use env::{
-    owner, Alone, BoxFuture, Clock, FunctionVersion, LogBook, LogResult, Observe, Peers, RetryPolicy, Spawn, Unobserved,
+    owner, Alone, BoxFuture, Clock, FunctionVersion, LogBook, LogResult, Observe, OwnsAll, Peers, RetryPolicy, Spawn, Unobserved,
 };
 pub use error::{Error, Result};
 pub use id::{InstanceId, IDEMPOTENCY_KEY_MAX};

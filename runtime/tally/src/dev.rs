@@ -8,7 +8,8 @@
 //! The roles heartbeat every 500 ms rather than 100 ms, and the controller declares a role
 //! failed after 5 s of silence: they share one process, so there is no peer process whose
 //! loss to detect. The node is alone (`tally_durable::Alone`): it owns every book's
-//! background work, and its roots may defer their Init.
+//! background work, and its roots may defer their Init; in partial mode they may not
+//! (`tally_durable::OwnsAll`: its local index may lag the appends it answered).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -78,8 +79,12 @@ impl DevNode {
                  needs a token; the admin token is written to the data directory's admin.token)"
             );
         }
-        // One function node: every book's background work is its own.
-        let peers = Arc::new(tally_durable::Alone);
+        // One function node: every book's background work is its own. Its roots defer
+        // their Init only over a complete index (see `OwnsAll`).
+        let peers: Arc<dyn tally_durable::Peers> = match ix.mode {
+            tally_runtime::config::IndexMode::Partial => Arc::new(tally_durable::OwnsAll),
+            _ => Arc::new(tally_durable::Alone),
+        };
         let runtime =
             Runtime::start(config, cluster.client(0), cluster.platform_client(0), peers).await.context("starting the runtime")?;
         // The log's spans (engine, storage node) go with the invocations' to the exporter.

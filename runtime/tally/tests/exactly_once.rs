@@ -432,6 +432,45 @@ async fn switching_under_load_keeps_exactly_once_without_pausing() {
     h.node.shutdown().await;
 }
 
+/// A read that begins after a transfer answered sees the transfer, whatever path the
+/// transfer took (one record, or a crash and a retry), with other clients appending
+/// meanwhile (in partial mode, the index tier's shards then send their updates out of
+/// order), and however far the index lags the log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_begun_after_an_answer_sees_it() {
+    let h = Harness::start(StoreKind::Rocksdb).await;
+    let rt = h.node.runtime.clone();
+    deploy_bank(&rt, Protocol::ReadOptimized).await;
+    let book = BookId(13);
+    let clients = (0..4u64).map(|c| {
+        let rt = rt.clone();
+        tokio::spawn(async move {
+            let (mut x, mut stale) = (0i64, Vec::new());
+            for t in 0u64..150 {
+                let amount = (t % 20 + 1) as i64;
+                let input = Bytes::from(format!("transfer c{c}x c{c}y {amount}"));
+                let key = format!("t-{c}-{t}");
+                let opts = |crash_after| InvokeOptions { idempotency_key: Some(key.clone()), crash_after, ..Default::default() };
+                let mut reply = rt.invoke_with("bank", book, input.clone(), opts((t % 3 == 1).then_some(1 + t % 4))).await;
+                while reply.is_err() {
+                    reply = rt.invoke_with("bank", book, input.clone(), opts(None)).await;
+                }
+                x -= amount;
+                let out = rt.invoke("bank", book, Bytes::from(format!("balance c{c}x"))).await.unwrap();
+                if String::from_utf8(out).unwrap() != x.to_string() {
+                    stale.push(t);
+                }
+            }
+            stale
+        })
+    });
+    for (c, client) in clients.collect::<Vec<_>>().into_iter().enumerate() {
+        let stale = client.await.unwrap();
+        assert!(stale.is_empty(), "client {c}: the reads after transfers {stale:?} missed them");
+    }
+    h.node.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auto_picks_the_protocol_that_costs_less_for_the_order_of_operations() {
     // A synced store write at half an append's cost.
