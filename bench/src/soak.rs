@@ -33,7 +33,7 @@ mod held;
 mod honest;
 mod hostile;
 mod positions;
-mod rss;
+pub(crate) mod rss;
 mod wire;
 
 use std::sync::Arc;

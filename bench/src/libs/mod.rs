@@ -25,6 +25,8 @@
 //!           with one) against `hello` on the same node: `read_only.rs`
 //!   workflows  Beldi's travel and movie workflows at fixed request rates against
 //!           their unsafe baseline (Boki Figure 12): `workflows.rs`
+//!   retwis-profile  (only when asked for by `--only`) the `tally` target alone at 32
+//!           clients for 20 s, its pid printed, for a profiler
 //! ```
 //!
 //! PostgreSQL's Retwis is relational, one row per BokiStore object (`users`,
@@ -108,7 +110,11 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<()> {
          Redis: appendfsync always",
     );
     if opts.runs("retwis") {
-        retwis(retwis_component, &plan, &mut report).await?;
+        retwis(retwis_component.clone(), &plan, &mut report).await?;
+    }
+    // Not part of a full run: a window for a profiler (`perf record -p`).
+    if opts.only.iter().any(|o| o == "retwis-profile") {
+        retwis_profile(retwis_component, &plan, &mut report).await?;
     }
     if opts.runs("queue") {
         queue::queues(pipeline_component, &plan, &mut report).await?;
@@ -627,6 +633,26 @@ async fn retwis(component: Vec<u8>, plan: &Plan, report: &mut Report) -> anyhow:
         node.node.shutdown().await;
     }
     drop(postgres);
+    Ok(())
+}
+
+/// Retwis on the `tally` node alone at 32 clients for `PROFILE_WINDOW`, after a warmup:
+/// no other target shares the process's CPU while a profiler looks.
+async fn retwis_profile(component: Vec<u8>, plan: &Plan, report: &mut Report) -> anyhow::Result<()> {
+    const PROFILE_WINDOW: Duration = Duration::from_secs(20);
+    let node = Node::start(true).await?;
+    let target = Retwis::tally("tally", &node, component, plan.users).await?;
+    let clients = RETWIS_CLIENTS[1];
+    let pool = target.clients(clients, plan.users).await?;
+    let pool = retwis_loop(pool, Duration::from_secs(2), Duration::ZERO, &mut RetwisSamples::default()).await?;
+    eprintln!("libs: retwis-profile: pid {}, {clients} clients for {} s from now", std::process::id(), PROFILE_WINDOW.as_secs());
+    let mut samples = RetwisSamples::default();
+    retwis_loop(pool, Duration::ZERO, PROFILE_WINDOW, &mut samples).await?;
+    let requests: usize = samples.latencies_us.iter().map(Vec::len).sum();
+    let case = format!("tally-profile clients={clients}");
+    report.record(&case, "retwis_throughput", (requests as f64 / samples.window.as_secs_f64()).round(), "ops/s")?;
+    report.record(&case, "rss", crate::soak::rss::rss_mib()?.round(), "MiB")?;
+    node.node.shutdown().await;
     Ok(())
 }
 

@@ -132,6 +132,10 @@ pub struct StateConfig {
     /// ([`VersionCache`](crate::store::VersionCache)), in bytes; 0 turns it off. Only
     /// values too large for their write records are read from the store.
     pub version_cache_bytes: usize,
+    /// The JSON text of the parsed views of objects this node keeps in memory
+    /// (`core/views.rs`), in bytes; parsed, they take about seven times as much (Retwis's
+    /// objects). A working set larger than this replays from aux data.
+    pub views_bytes: usize,
 }
 
 impl Default for StateConfig {
@@ -158,6 +162,7 @@ impl Default for StateConfig {
             schedule_poll_ms: 1_000,
             aux_views: true,
             version_cache_bytes: 32 << 20,
+            views_bytes: 32 << 20,
         }
     }
 }

@@ -193,6 +193,7 @@ impl Core {
             false => None,
         };
         let store = Arc::new(crate::store::VersionCache::new(parts.store, config.version_cache_bytes));
+        let views = views::Views::new(config.views_bytes);
         let core = Core {
             log: parts.log,
             store,
@@ -208,7 +209,7 @@ impl Core {
             durable_objects: Memo::new(DURABLE_OBJECTS_SLOTS),
             completions: Completions::default(),
             decisions: Decisions::default(),
-            views: views::Views::default(),
+            views,
             claims: crate::queues::Claims::default(),
             fresh_from,
             pins: Pins::default(),

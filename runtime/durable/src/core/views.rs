@@ -8,17 +8,16 @@
 //! transaction that committed keeps the views after its commit of the objects it wrote
 //! (`objects::keep_committed`), so their next readers do not replay it. Entries are keyed
 //! by book too, so no reader sees another book's; a trimmed record is never the newest
-//! one a reader finds, so its entry only ages out. Bounded by the JSON bytes held, the
-//! oldest entry leaving first; a view over a sixteenth of the bound is not kept.
+//! one a reader finds, so its entry only ages out. Bounded by the JSON bytes held
+//! (`[state] views_bytes`; a working set larger than the bound replays from aux data), the
+//! oldest entry that no reader found since it was last passed over leaving first (CLOCK);
+//! a view over a sixteenth of the bound is not kept.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use serde_json::Value;
 use tally_log_core::BookId;
-
-/// The JSON text, in bytes, of the views a node keeps parsed.
-const BYTES_MAX: usize = 8 << 20;
 
 /// An object's state after one record, parsed, and its JSON text once someone asked for
 /// it (a reader of the whole object, a transaction's byte budget) or it was at hand.
@@ -47,11 +46,15 @@ impl View {
     }
 }
 
-/// Views by book and record: a record holds the views of the few objects it touched.
-type ByRecord = HashMap<(BookId, u64), Vec<(Box<str>, Arc<View>)>>;
+/// Views by book and record: a record holds the views of the few objects it touched,
+/// each with whether a reader found it since it last came up for eviction.
+type ByRecord = HashMap<(BookId, u64), Vec<(Box<str>, Arc<View>, bool)>>;
 
-#[derive(Default)]
-pub(crate) struct Views(Mutex<Kept>);
+/// Bounded by `bytes_max` of JSON text (`StateConfig::views_bytes`).
+pub(crate) struct Views {
+    kept: Mutex<Kept>,
+    bytes_max: usize,
+}
 
 #[derive(Default)]
 struct Kept {
@@ -62,28 +65,40 @@ struct Kept {
 }
 
 impl Views {
+    pub(crate) fn new(bytes_max: usize) -> Views {
+        Views { kept: Mutex::default(), bytes_max }
+    }
+
     /// The view of `object` after record `seqnum` of `book`, if it is kept.
     pub(crate) fn get(&self, book: BookId, seqnum: u64, object: &str) -> Option<Arc<View>> {
-        let kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        kept.views.get(&(book, seqnum))?.iter().find(|(o, _)| **o == *object).map(|(_, v)| v.clone())
+        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        let (_, view, found) = kept.views.get_mut(&(book, seqnum))?.iter_mut().find(|(o, _, _)| **o == *object)?;
+        *found = true;
+        Some(view.clone())
     }
 
     /// Keeps `view` as the view of `object` after record `seqnum` of `book`.
     pub(crate) fn put(&self, book: BookId, seqnum: u64, object: &str, view: Arc<View>) {
         // The text a view holds, and its name: what it costs at least.
         let cost = view.len().saturating_add(object.len());
-        if cost > BYTES_MAX / 16 {
+        if cost > self.bytes_max / 16 {
             return;
         }
-        let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if kept.views.get(&(book, seqnum)).is_some_and(|r| r.iter().any(|(o, _)| **o == *object)) {
+        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        if kept.views.get(&(book, seqnum)).is_some_and(|r| r.iter().any(|(o, _, _)| **o == *object)) {
             return;
         }
-        while kept.bytes + cost > BYTES_MAX {
+        while kept.bytes + cost > self.bytes_max {
             let Some((b, s, o)) = kept.order.pop_front() else { break };
             let Some(record) = kept.views.get_mut(&(b, s)) else { continue };
-            if let Some(at) = record.iter().position(|(name, _)| *name == o) {
-                let (name, v) = record.swap_remove(at);
+            if let Some(at) = record.iter().position(|(name, _, _)| *name == o) {
+                // A view found since it last came up gets another round (CLOCK): the
+                // views readers keep finding stay, those nobody asked for go.
+                if std::mem::take(&mut record[at].2) {
+                    kept.order.push_back((b, s, o));
+                    continue;
+                }
+                let (name, v, _) = record.swap_remove(at);
                 if record.is_empty() {
                     kept.views.remove(&(b, s));
                 }
@@ -92,7 +107,7 @@ impl Views {
         }
         kept.bytes += cost;
         kept.order.push_back((book, seqnum, Box::from(object)));
-        kept.views.entry((book, seqnum)).or_default().push((Box::from(object), view));
+        kept.views.entry((book, seqnum)).or_default().push((Box::from(object), view, false));
     }
 }
 
@@ -100,13 +115,15 @@ impl Views {
 mod tests {
     use super::*;
 
+    const BYTES_MAX: usize = 8 << 20;
+
     fn view(len: usize) -> Arc<View> {
         Arc::new(View::with_text(Value::Null, "x".repeat(len).into_boxed_str()))
     }
 
     #[test]
     fn a_view_is_found_by_its_book_record_and_object_only() {
-        let views = Views::default();
+        let views = Views::new(BYTES_MAX);
         views.put(BookId(1), 7, "a", view(3));
         assert_eq!(views.get(BookId(1), 7, "a").map(|v| v.len()), Some(3));
         assert!(views.get(BookId(2), 7, "a").is_none(), "another book's");
@@ -116,12 +133,12 @@ mod tests {
 
     #[test]
     fn the_oldest_views_leave_first_and_the_bytes_stay_bounded() {
-        let views = Views::default();
+        let views = Views::new(BYTES_MAX);
         let len = BYTES_MAX / 64;
         for seqnum in 0..100u64 {
             views.put(BookId(1), seqnum, "o", view(len));
         }
-        let kept = views.0.lock().unwrap();
+        let kept = views.kept.lock().unwrap();
         assert!(kept.bytes <= BYTES_MAX, "{} bytes", kept.bytes);
         assert_eq!(kept.views.values().map(Vec::len).sum::<usize>(), kept.order.len());
         drop(kept);
@@ -129,5 +146,18 @@ mod tests {
         assert!(views.get(BookId(1), 99, "o").is_some(), "the newest stays");
         views.put(BookId(1), 100, "big", view(BYTES_MAX));
         assert!(views.get(BookId(1), 100, "big").is_none(), "a view too large for the cache is not kept");
+    }
+
+    #[test]
+    fn a_view_readers_keep_finding_outlives_newer_ones_nobody_reads() {
+        let views = Views::new(BYTES_MAX);
+        let len = BYTES_MAX / 64;
+        views.put(BookId(1), 0, "hot", view(len));
+        for seqnum in 1..200u64 {
+            assert!(views.get(BookId(1), 0, "hot").is_some(), "the view read all along left at {seqnum}");
+            views.put(BookId(1), seqnum, "cold", view(len));
+        }
+        assert!(views.get(BookId(1), 100, "cold").is_none(), "a view nobody read left");
+        assert!(views.kept.lock().unwrap().bytes <= BYTES_MAX);
     }
 }

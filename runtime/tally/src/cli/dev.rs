@@ -224,6 +224,9 @@ pub struct DevArgs {
     /// Stored versions kept in memory for read-optimized reads, in bytes (0: off).
     #[arg(long)]
     version_cache_bytes: Option<usize>,
+    /// Parsed views of objects kept in memory, in bytes of their JSON text.
+    #[arg(long)]
+    views_bytes: Option<usize>,
 }
 
 impl DevArgs {
@@ -302,6 +305,7 @@ impl DevArgs {
             books_max => state.books_max,
             aux_views => state.aux_views,
             version_cache_bytes => state.version_cache_bytes,
+            views_bytes => state.views_bytes,
         );
         if !self.tables.is_empty() {
             let pairs = self.tables.iter().map(|t| t.replacen('=', ":", 1)).collect::<Vec<_>>().join(",");
