@@ -27,6 +27,8 @@
 //!           their unsafe baseline (Boki Figure 12): `workflows.rs`
 //!   retwis-profile  (only when asked for by `--only`) the `tally` target alone at 32
 //!           clients for 20 s, its pid printed, for a profiler
+//!   login-profile, profile-profile, timeline-profile  (likewise) that read-only
+//!           request alone, unkeyed, from one client
 //! ```
 //!
 //! PostgreSQL's Retwis is relational, one row per BokiStore object (`users`,
@@ -114,7 +116,10 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<()> {
     }
     // Not part of a full run: a window for a profiler (`perf record -p`).
     if opts.only.iter().any(|o| o == "retwis-profile") {
-        retwis_profile(retwis_component, &plan, &mut report).await?;
+        retwis_profile(retwis_component.clone(), &plan, &mut report).await?;
+    }
+    if let Some(request) = opts.only.iter().find_map(|o| o.strip_suffix("-profile").filter(|r| read_only::PROFILED.contains(r))) {
+        read_only_profile(retwis_component, request, &plan, &mut report).await?;
     }
     if opts.runs("queue") {
         queue::queues(pipeline_component, &plan, &mut report).await?;
@@ -636,10 +641,12 @@ async fn retwis(component: Vec<u8>, plan: &Plan, report: &mut Report) -> anyhow:
     Ok(())
 }
 
+/// How long a profiler's window lasts.
+const PROFILE_WINDOW: Duration = Duration::from_secs(20);
+
 /// Retwis on the `tally` node alone at 32 clients for `PROFILE_WINDOW`, after a warmup:
 /// no other target shares the process's CPU while a profiler looks.
 async fn retwis_profile(component: Vec<u8>, plan: &Plan, report: &mut Report) -> anyhow::Result<()> {
-    const PROFILE_WINDOW: Duration = Duration::from_secs(20);
     let node = Node::start(true).await?;
     let target = Retwis::tally("tally", &node, component, plan.users).await?;
     let clients = RETWIS_CLIENTS[1];
@@ -652,6 +659,25 @@ async fn retwis_profile(component: Vec<u8>, plan: &Plan, report: &mut Report) ->
     let case = format!("tally-profile clients={clients}");
     report.record(&case, "retwis_throughput", (requests as f64 / samples.window.as_secs_f64()).round(), "ops/s")?;
     report.record(&case, "rss", crate::soak::rss::rss_mib()?.round(), "MiB")?;
+    node.node.shutdown().await;
+    Ok(())
+}
+
+/// One read-only request of Retwis (`login`, `profile` or `timeline`), unkeyed, from one
+/// client on the `tally` target alone for `PROFILE_WINDOW`, after a warmup.
+async fn read_only_profile(component: Vec<u8>, request: &str, plan: &Plan, report: &mut Report) -> anyhow::Result<()> {
+    let node = Node::start(true).await?;
+    let target = Retwis::tally("tally", &node, component, plan.users).await?;
+    // Timelines full of tweets, as after the mix: 32 clients for a while.
+    retwis_loop(
+        target.clients(RETWIS_CLIENTS[1], plan.users).await?,
+        Duration::ZERO,
+        plan.slice * 3,
+        &mut RetwisSamples::default(),
+    )
+    .await?;
+    let Retwis::Tally { invoke_url, .. } = target else { unreachable!() };
+    read_only::profile(report, &invoke_url, request, plan.users, PROFILE_WINDOW).await?;
     node.node.shutdown().await;
     Ok(())
 }

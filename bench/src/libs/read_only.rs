@@ -106,6 +106,44 @@ pub async fn run(
     Ok(())
 }
 
+/// The requests `--only <request>-profile` runs alone ([`profile`]).
+pub const PROFILED: [&str; 3] = ["login", "profile", "timeline"];
+
+/// `request` alone, unkeyed, from one client for a profiler's `window` (after a warmup of
+/// a tenth of it): its p50 and the mean of each part of `Server-Timing`.
+pub async fn profile(report: &mut Report, url: &str, request: &str, users: u64, window: Duration) -> anyhow::Result<()> {
+    let mut http = Http::new(url)?;
+    let mut rng = Rng(0x5eed_0f2e_ad01);
+    let (mut samples, mut parts) = (Vec::new(), BTreeMap::new());
+    let warm = Instant::now() + window / 10;
+    let mut end = None;
+    while end.is_none_or(|end| Instant::now() < end) {
+        let user = rng.next() % users;
+        let body = match request {
+            "login" => format!("login {user} pw{user}"),
+            other => format!("{other} {user}"),
+        };
+        let start = Instant::now();
+        let (status, answer) = http.post(body.as_bytes(), None, true).await?;
+        let took = start.elapsed();
+        ensure!(status == 200, "{body} answered {status}: {}", String::from_utf8_lossy(&answer));
+        if end.is_some() {
+            samples.push(micros(took));
+            add_parts(&mut parts, &http.timing);
+        } else if Instant::now() >= warm {
+            eprintln!("libs: {request}-profile: pid {}, one client for {} s from now", std::process::id(), window.as_secs());
+            end = Some(Instant::now() + window);
+        }
+    }
+    let case = format!("read-only {request} profile");
+    let n = samples.len().max(1) as f64;
+    for (part, metric) in PARTS {
+        report.record(&case, metric, round_to(parts.get(part).copied().unwrap_or(0.0) / n, 1), "us")?;
+    }
+    report.record(&case, "p50", Latencies::new(samples).percentile(50.0).unwrap_or(0) as f64, "us")?;
+    Ok(())
+}
+
 /// Adds each part of a `Server-Timing` value (`name;dur=<ms>, ...`) to `parts`, in µs.
 fn add_parts(parts: &mut BTreeMap<String, f64>, timing: &str) {
     for part in timing.split(", ") {

@@ -533,6 +533,20 @@ impl Index {
         row.live.range(..end, cold).rev().find_map(|s| b.live_slot(s, cold)).map(found)
     }
 
+    /// The seqnum of the record [`Index::read_prev`] finds, from the tag's row alone: a
+    /// record in a row of a tag that is not a mark is live (it dies only once every row
+    /// it is in, or the book-wide trim, has popped it), so neither the book-wide row
+    /// nor a location is looked up. A mark's row keeps records that died elsewhere.
+    pub fn read_prev_seqnum(&self, book: BookId, tag: Tag, max: SeqNum) -> Option<SeqNum> {
+        if tag == Tag::ALL || tag.is_mark() {
+            return self.read_prev(book, tag, max).map(|f| f.seqnum);
+        }
+        let (b, cold) = (self.books.get(&book)?, &self.cold);
+        let row = b.rows.get(&tag)?;
+        let end = row.live.partition_point(|&s| s <= max, cold);
+        end.checked_sub(1).and_then(|last| row.live.get(last, cold))
+    }
+
     /// The offset the next successful record of `book`'s stream `tag` gets: how many
     /// it ever had, trimmed ones included.
     pub fn next_offset(&self, book: BookId, tag: Tag) -> u64 {
@@ -864,6 +878,9 @@ mod tests {
                     let tag = [Tag::ALL, tags[0], tags[1], tags[2], tags[3]][next() as usize % 5];
                     assert_eq!(mem.read_next(book, tag, at), cold.read_next(book, tag, at), "read-next at {p}");
                     assert_eq!(mem.read_prev(book, tag, at), cold.read_prev(book, tag, at), "read-prev at {p}");
+                    let found = mem.read_prev(book, tag, at).map(|f| f.seqnum);
+                    assert_eq!(mem.read_prev_seqnum(book, tag, at), found, "read-prev-seqnum at {p}");
+                    assert_eq!(cold.read_prev_seqnum(book, tag, at), found, "read-prev-seqnum at {p}");
                     assert_eq!(mem.is_live(book, at), cold.is_live(book, at), "is-live at {p}");
                 }
             }

@@ -248,6 +248,23 @@ impl LogBook for LogClient {
         }
     }
 
+    fn read_prev_seqnum<'a>(
+        &'a self,
+        ctx: &'a mut Context,
+        book: BookId,
+        tag: Tag,
+        max: SeqNum,
+    ) -> BoxFuture<'a, LogResult<Option<SeqNum>>> {
+        let request = Request::ReadPrev { book, tag, max };
+        if self.check_tags([&tag]).and_then(|()| self.admit(&request)).is_ok() {
+            if let Some((seqnum, log, position)) = self.link.read_prev_seqnum_now(ctx, book, tag, max) {
+                ctx.advance(log, position);
+                return Box::pin(std::future::ready(Ok(seqnum)));
+            }
+        }
+        Box::pin(async move { Ok(LogClient::read_prev(self, ctx, book, tag, max).await?.map(|r| r.seqnum)) })
+    }
+
     fn trim<'a>(&'a self, ctx: &'a mut Context, book: BookId, tag: Tag, seqnum: SeqNum) -> BoxFuture<'a, LogResult<()>> {
         Box::pin(LogClient::trim(self, ctx, book, tag, seqnum))
     }

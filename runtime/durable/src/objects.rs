@@ -496,11 +496,17 @@ pub(crate) async fn view_at(core: &Core, ctx: &mut Context, book: BookId, object
         return Ok(Arc::new(replayed_view_at(core, ctx, book, object, at, None).await?.0));
     }
     let tag = core.tags.bokistore(object);
-    let head = core.log.read_prev(ctx, shadow(book), tag, SeqNum(at)).await?;
-    let newest = head.as_ref().map(|r| r.seqnum.0);
-    if let Some(view) = newest.and_then(|s| core.views.get(book, s, object)) {
+    // Its seqnum first: a kept view needs no record (the log answers from its index).
+    let newest = core.log.read_prev_seqnum(ctx, shadow(book), tag, SeqNum(at)).await?;
+    if let Some(view) = newest.and_then(|s| core.views.get(book, s.0, object)) {
         return Ok(view);
     }
+    let head = match newest {
+        Some(_) => core.log.read_prev(ctx, shadow(book), tag, SeqNum(at)).await?,
+        None => None,
+    };
+    // A trim may have taken it since: the replay's head is the one read.
+    let newest = head.as_ref().map(|r| r.seqnum.0);
     let (view, first) = replayed_view_at(core, ctx, book, object, at, head).await?;
     let view = Arc::new(view);
     // Kept only as the view after the record the replay began at (a replay that began
@@ -528,8 +534,8 @@ pub(crate) async fn keep_committed(
     let Some(before) = commit.checked_sub(1).filter(|_| core.config.aux_views) else { return Ok(()) };
     for (object, ops) in writes {
         let tag = core.tags.bokistore(object);
-        let mut view = match core.log.read_prev(ctx, shadow(book), tag, SeqNum(before)).await? {
-            Some(r) => match core.views.get(book, r.seqnum.0, object) {
+        let mut view = match core.log.read_prev_seqnum(ctx, shadow(book), tag, SeqNum(before)).await? {
+            Some(s) => match core.views.get(book, s.0, object) {
                 Some(view) => Folding::new(view.value.clone(), view.len()),
                 None => continue,
             },

@@ -1,5 +1,6 @@
 //! Reads and aux data in complete mode: served once the index has reached the
-//! caller's position, in place when the record is cached (`read_now`).
+//! caller's position, in place when the record is cached (`read_now`), or when only
+//! its seqnum is asked for (`read_prev_seqnum_now`).
 
 use super::*;
 
@@ -74,14 +75,10 @@ impl Engine {
             let p = context.position(log).max(self.logs[log.0 as usize].read_floor);
             return self.partial_read_now(log, p, request);
         }
-        if !config.indexes(log, self.id) {
+        if !self.reached(context, log) {
             return None;
         }
-        let l = &self.logs[log.0 as usize];
-        if context.position(log).max(l.read_floor) > l.applied {
-            return None;
-        }
-        let position = l.applied;
+        let position = self.logs[log.0 as usize].applied;
         if let Request::SetAux { book, seqnum, aux } = request {
             // Refused by the engine's limits: submitted, and refused there.
             self.validate(request).ok()?;
@@ -91,6 +88,35 @@ impl Engine {
             Lookup::Done(record) => Some((Ok(Reply::Read(record)), log, position)),
             Lookup::Fetch(_) => None,
         }
+    }
+
+    /// [`Index::read_prev_seqnum`] at once, in complete mode, once the index has reached
+    /// the caller's position (as [`Engine::read_now`], with no record to have cached):
+    /// the seqnum of the record a `ReadPrev` would return; `None` means: read it.
+    pub fn read_prev_seqnum_now(
+        &self,
+        context: &Context,
+        book: BookId,
+        tag: Tag,
+        max: SeqNum,
+    ) -> Option<(Option<SeqNum>, LogId, MetalogPosition)> {
+        let config = self.config.as_ref()?;
+        if config.partial() || context.positions().iter().any(|p| p.term > config.current().term.0) {
+            return None;
+        }
+        let log = config.log_of(book);
+        if !self.reached(context, log) {
+            return None;
+        }
+        let l = &self.logs[log.0 as usize];
+        Some((l.index.read_prev_seqnum(book, tag, max), log, l.applied))
+    }
+
+    /// Whether this engine indexes `log` (complete mode) and its index has reached the
+    /// caller's position there.
+    fn reached(&self, context: &Context, log: LogId) -> bool {
+        let l = &self.logs[log.0 as usize];
+        self.config.as_ref().is_some_and(|c| c.indexes(log, self.id)) && context.position(log).max(l.read_floor) <= l.applied
     }
 
     /// What the index of `log` says of a read, and the record if there is none or it

@@ -57,6 +57,11 @@ async fn appends_are_read_in_order(log: &dyn LogBook, book: BookId, salt: &str) 
     assert!(whole.seqnum >= both, "the book's stream has every record");
     let before = log.read_prev(&mut ctx, book, a, SeqNum(seqnums[0].0 - 1)).await.expect("read");
     assert!(before.is_none(), "nothing of the stream before its first record");
+    for (t, max) in [(a, SeqNum::MAX), (a, seqnums[1]), (a, SeqNum(seqnums[0].0 - 1)), (b, SeqNum::MAX), (Tag::ALL, both)] {
+        let seqnum = log.read_prev_seqnum(&mut ctx, book, t, max).await.expect("read");
+        let record = log.read_prev(&mut ctx, book, t, max).await.expect("read");
+        assert_eq!(seqnum, record.map(|r| r.seqnum), "read_prev_seqnum names read_prev's record ({t:?} at or below {max})");
+    }
 }
 
 async fn the_context_only_moves_forward(log: &dyn LogBook, book: BookId, salt: &str) {
@@ -124,6 +129,8 @@ async fn trims_remove_records_and_keep_offsets(log: &dyn LogBook, book: BookId, 
     assert_eq!(first.seqnum, seqnums[2], "a trim removes the records below its seqnum");
     let prev = log.read_prev(&mut ctx, book, t, seqnums[1]).await.expect("read");
     assert!(prev.is_none(), "a trimmed record is never read again: {prev:?}");
+    let prev = log.read_prev_seqnum(&mut ctx, book, t, seqnums[1]).await.expect("read");
+    assert!(prev.is_none(), "nor named: {prev:?}");
     match log.cond_append(&mut ctx, book, &[], data("0"), t, 0).await {
         Err(Error::Conflict { holder: None }) => {}
         other => panic!("an append at a trimmed offset got {other:?}"),

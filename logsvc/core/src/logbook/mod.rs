@@ -41,7 +41,8 @@ pub type LogResult<T> = std::result::Result<T, Error>;
 ///   trimmed (or, for an offset past the stream's end, if none is there yet). Every
 ///   reader agrees on the outcome, since it depends only on the log before the record.
 /// - **Reads.** `read_next` / `read_prev` return the first live record of a stream at or
-///   above / the last at or below a seqnum, as of at least the caller's context.
+///   above / the last at or below a seqnum, as of at least the caller's context;
+///   `read_prev_seqnum` the seqnum `read_prev` would.
 /// - **Trims.** `trim(tag, s)` removes the stream's records below `s` (every stream of the
 ///   book for [`Tag::ALL`]); reads never return them again; offsets stay counted.
 /// - **Aux data.** Best-effort cache data on a live record of the caller's book, which
@@ -97,6 +98,19 @@ pub trait LogBook: Send + Sync {
         tag: Tag,
         max: SeqNum,
     ) -> BoxFuture<'a, LogResult<Option<LogRecord>>>;
+
+    /// The seqnum of the record [`LogBook::read_prev`] returns, without the record: a
+    /// log may answer it from its index alone (a caller that keeps what it derived from
+    /// records by seqnum needs no more).
+    fn read_prev_seqnum<'a>(
+        &'a self,
+        ctx: &'a mut Context,
+        book: BookId,
+        tag: Tag,
+        max: SeqNum,
+    ) -> BoxFuture<'a, LogResult<Option<SeqNum>>> {
+        Box::pin(async move { Ok(self.read_prev(ctx, book, tag, max).await?.map(|r| r.seqnum)) })
+    }
 
     /// Removes the records of `tag`'s stream below `seqnum`.
     fn trim<'a>(&'a self, ctx: &'a mut Context, book: BookId, tag: Tag, seqnum: SeqNum) -> BoxFuture<'a, LogResult<()>>;

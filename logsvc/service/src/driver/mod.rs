@@ -65,10 +65,10 @@ use tally_log_core::tier::{
     AggregatorConfig, AggregatorNode, AggregatorStats, IndexNode, IndexNodeAction, IndexNodeConfig, IndexNodeReport,
 };
 use tally_log_core::{
-    meta_reply, stored_entries_messages, Configuration, Context, Controller, ControllerAction, ControllerConfig, Engine,
+    meta_reply, stored_entries_messages, BookId, Configuration, Context, Controller, ControllerAction, ControllerConfig, Engine,
     EngineAction, EngineConfig, Error, LogId, Message, MetalogMode, MetalogPosition, Micros, NextTick, NodeId, OpId, Reply,
     Request, Result, Role, SeqNum, Sequencer, SequencerAction, SequencerConfig, StorageAction, StorageConfig, StorageNode,
-    StoredData,
+    StoredData, Tag,
 };
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
@@ -440,6 +440,20 @@ impl EngineLink {
         }
         // A poisoned lock means the task panicked; the channel then says Stopped.
         self.engine.lock().ok()?.read_now(context, request)
+    }
+
+    /// [`Engine::read_prev_seqnum_now`] under the engine's lock, as [`EngineLink::read_now`].
+    pub(crate) fn read_prev_seqnum_now(
+        &self,
+        context: &Context,
+        book: BookId,
+        tag: Tag,
+        max: SeqNum,
+    ) -> Option<(Option<SeqNum>, LogId, MetalogPosition)> {
+        if self.calls.is_closed() {
+            return None;
+        }
+        self.engine.lock().ok()?.read_prev_seqnum_now(context, book, tag, max)
     }
 
     /// Partial mode: reads per path so far, and the bytes of each log's local index.

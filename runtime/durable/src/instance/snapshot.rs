@@ -52,8 +52,8 @@ impl Instance {
         }
         // Everything is pinned while the position is looked for (`pins.rs`).
         let mut pin = self.core.pins.hold(0);
-        let newest = self.core.log.read_prev(ctx, self.shadow(), Tag::ALL, SeqNum::MAX).await?;
-        pin.move_to(newest.map_or(0, |r| r.seqnum.0));
+        let newest = self.core.log.read_prev_seqnum(ctx, self.shadow(), Tag::ALL, SeqNum::MAX).await?;
+        pin.move_to(newest.map_or(0, |s| s.0));
         let at = pin.at();
         self.snapshot = Some(pin);
         Ok(at)

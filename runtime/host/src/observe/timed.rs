@@ -105,6 +105,16 @@ impl LogBook for TimedLog {
         timed_log(self.0.read_prev(ctx, book, tag, max))
     }
 
+    fn read_prev_seqnum<'a>(
+        &'a self,
+        ctx: &'a mut Context,
+        book: BookId,
+        tag: Tag,
+        max: SeqNum,
+    ) -> BoxFuture<'a, LogResult<Option<SeqNum>>> {
+        timed_log(self.0.read_prev_seqnum(ctx, book, tag, max))
+    }
+
     fn trim<'a>(&'a self, ctx: &'a mut Context, book: BookId, tag: Tag, seqnum: SeqNum) -> BoxFuture<'a, LogResult<()>> {
         timed_log(self.0.trim(ctx, book, tag, seqnum))
     }
