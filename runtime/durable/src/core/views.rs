@@ -4,7 +4,9 @@
 //! below a reader's position, and a commit's outcome is decided once), so a reader whose
 //! object's newest record at its read point is one kept here takes the parsed value and
 //! its JSON text from here: it neither decodes the record's aux data nor parses a
-//! view, nor serializes the value to answer or measure it (`objects::view_at`). A
+//! view, nor serializes the value to answer or measure it, and it asks the log for the
+//! record's seqnum alone (`LogBook::read_prev_seqnum`, which an engine that indexes the
+//! book answers from its index in place), not the record (`objects::view_at`). A
 //! transaction that committed keeps the views after its commit of the objects it wrote
 //! (`objects::keep_committed`), so their next readers do not replay it. Entries are keyed
 //! by book too, so no reader sees another book's; a trimmed record is never the newest
