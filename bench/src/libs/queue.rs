@@ -1,7 +1,13 @@
 //! The `libs` suite's queue part: examples/pipeline's `produce` and `consume` on one
 //! queue of a dev node against Redis streams with a consumer group (see `mod.rs`).
+//!
+//! Besides throughput and delivery latency, where a message's time goes: the p50 and p99
+//! of the producers' calls (`produce_call_*`: an invocation of 8 pushes, an `XADD`) and
+//! of the consumers' calls that got messages (`consume_call_*`: an invocation of a pop
+//! of up to 8, an `XREADGROUP` and its `XACK`), and on Tally the mean of each part of
+//! the consumers' `Server-Timing` (`consume_server_<part>`).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -14,7 +20,7 @@ use tokio::task::JoinSet;
 use super::{invoke, json, now_us, Node, Plan};
 use crate::http::Http;
 use crate::peers::{Redis, RedisConn, Resp};
-use crate::report::{round_to, Latencies, Report};
+use crate::report::{micros, round_to, Latencies, Report};
 
 /// The book of the queues on the dev node.
 const QUEUE_BOOK: u64 = 31;
@@ -26,19 +32,45 @@ const BATCH: u64 = 8;
 /// How long a consumer's pop waits for a message.
 const POP_TIMEOUT_MS: u64 = 100;
 
+/// The parts of `Server-Timing` a consumer's invocation spends time in, and their metrics.
+const CONSUME_PARTS: [(&str, &str); 7] = [
+    ("queue", "consume_server_queue"),
+    ("instantiate", "consume_server_instantiate"),
+    ("guest", "consume_server_guest"),
+    ("host-queues", "consume_server_host_queues"),
+    ("log", "consume_server_log"),
+    ("platform", "consume_server_platform"),
+    ("total", "consume_server_total"),
+];
+
 /// What one run of producers and consumers on a fresh queue measured.
 #[derive(Default)]
 struct QueueSamples {
     /// Delivery latencies of the messages consumed within the window.
     latencies_us: Vec<u32>,
+    /// Latencies of the producers' and the consumers' calls within the window.
+    produce_us: Vec<u32>,
+    consume_us: Vec<u32>,
+    /// Each part of the consumers' `Server-Timing` (Tally), summed in µs.
+    consume_parts: BTreeMap<String, f64>,
     window: Duration,
 }
 
-/// What a consumer saw: latencies within the window, and the ID of every message.
+/// What a producer did: how many messages, and its calls' latencies within the window.
+#[derive(Default)]
+struct Produced {
+    count: u64,
+    calls_us: Vec<u32>,
+}
+
+/// What a consumer saw: latencies within the window, and the ID of every message; its
+/// calls' latencies within the window and their `Server-Timing` parts.
 #[derive(Default)]
 struct Consumed {
     latencies_us: Vec<u32>,
     ids: Vec<String>,
+    calls_us: Vec<u32>,
+    parts: BTreeMap<String, f64>,
 }
 
 #[derive(Clone, Copy)]
@@ -74,7 +106,7 @@ pub(super) async fn queues(component: Vec<u8>, plan: &Plan, report: &mut Report)
                 let i = (round + k) % targets.len();
                 let queue = format!("q-p{producers}-c{consumers}-{round}");
                 let shape = Shape { producers, consumers, from: plan.slice_warmup, window: plan.queue_window };
-                let (produced, consumed) = match targets[i] {
+                let (produced, produced_calls, consumed) = match targets[i] {
                     QueueTarget::Tally => shape.run(TallyQueue { invoke_url: invoke_url.clone(), queue: queue.clone() }).await?,
                     QueueTarget::Redis => {
                         let mut conn = RedisConn::connect(redis.addr).await?;
@@ -94,21 +126,37 @@ pub(super) async fn queues(component: Vec<u8>, plan: &Plan, report: &mut Report)
                     targets[i].name(),
                     ids.len()
                 );
-                samples[i].latencies_us.extend(consumed.into_iter().flat_map(|c| c.latencies_us));
+                samples[i].produce_us.extend(produced_calls);
+                for c in consumed {
+                    samples[i].latencies_us.extend(c.latencies_us);
+                    samples[i].consume_us.extend(c.calls_us);
+                    for (part, us) in c.parts {
+                        *samples[i].consume_parts.entry(part).or_default() += us;
+                    }
+                }
                 samples[i].window += plan.queue_window - plan.slice_warmup;
             }
         }
         let case = |target: QueueTarget| format!("{} P={producers} C={consumers}", target.name());
         for (target, samples) in targets.iter().zip(samples) {
+            let case = case(*target);
             let throughput = samples.latencies_us.len() as f64 / samples.window.as_secs_f64();
-            report.record(&case(*target), "queue_throughput", throughput.round(), "msgs/s")?;
+            report.record(&case, "queue_throughput", throughput.round(), "msgs/s")?;
             let latencies = Latencies::new(samples.latencies_us);
-            crate::log::record_percentiles(
-                report,
-                &case(*target),
-                ["queue_delivery_latency_p50", "queue_delivery_latency_p99"],
-                &latencies,
-            )?;
+            let delivery = ["queue_delivery_latency_p50", "queue_delivery_latency_p99"];
+            crate::log::record_percentiles(report, &case, delivery, &latencies)?;
+            // Where a message's time goes: the calls that push and pop it.
+            let calls = samples.consume_us.len().max(1) as f64;
+            let produce = Latencies::new(samples.produce_us);
+            crate::log::record_percentiles(report, &case, ["produce_call_p50", "produce_call_p99"], &produce)?;
+            let consume = Latencies::new(samples.consume_us);
+            crate::log::record_percentiles(report, &case, ["consume_call_p50", "consume_call_p99"], &consume)?;
+            if !samples.consume_parts.is_empty() {
+                for (part, metric) in CONSUME_PARTS {
+                    let us = samples.consume_parts.get(part).copied().unwrap_or(0.0);
+                    report.record(&case, metric, round_to(us / calls, 1), "us")?;
+                }
+            }
         }
         let throughput = |target| report.value(&case(target), "queue_throughput").expect("recorded above");
         let ratio = round_to(throughput(QueueTarget::Tally) / throughput(QueueTarget::Redis).max(1.0), 2);
@@ -122,8 +170,14 @@ pub(super) async fn queues(component: Vec<u8>, plan: &Plan, report: &mut Report)
 
 /// A queue the producers and consumers of a run share.
 trait Queue: Send + Sync + 'static {
-    /// A producer: pushes messages until `end`; how many.
-    fn produce(&self, producer: usize, end: Instant) -> impl std::future::Future<Output = anyhow::Result<u64>> + Send;
+    /// A producer: pushes messages until `end`; how many, and its calls' latencies
+    /// after `from`.
+    fn produce(
+        &self,
+        producer: usize,
+        from: Instant,
+        end: Instant,
+    ) -> impl std::future::Future<Output = anyhow::Result<Produced>> + Send;
     /// A consumer: pops until the queue is found empty after `stopped` (every producer
     /// finished); what it popped, latencies counted for pops that end in `from..end`.
     fn consume(
@@ -147,7 +201,7 @@ struct Shape {
 impl Shape {
     /// Runs the producers for the window and the consumers until the queue is drained,
     /// each a task; what was produced and what each consumer consumed.
-    async fn run(&self, queue: impl Queue) -> anyhow::Result<(u64, Vec<Consumed>)> {
+    async fn run(&self, queue: impl Queue) -> anyhow::Result<(u64, Vec<u32>, Vec<Consumed>)> {
         let queue = Arc::new(queue);
         let start = Instant::now();
         let (from, end) = (start + self.from, start + self.window);
@@ -160,18 +214,20 @@ impl Shape {
         let mut producers = JoinSet::new();
         for p in 0..self.producers {
             let queue = queue.clone();
-            producers.spawn(async move { queue.produce(p, end).await });
+            producers.spawn(async move { queue.produce(p, from, end).await });
         }
-        let mut produced = 0;
+        let (mut produced, mut calls_us) = (0, Vec::new());
         while let Some(joined) = producers.join_next().await {
-            produced += joined.context("a producer panicked")??;
+            let p = joined.context("a producer panicked")??;
+            produced += p.count;
+            calls_us.extend(p.calls_us);
         }
         stopped.store(true, Ordering::SeqCst);
         let mut consumed = Vec::new();
         while let Some(joined) = consumers.join_next().await {
             consumed.push(joined.context("a consumer panicked")??);
         }
-        Ok((produced, consumed))
+        Ok((produced, calls_us, consumed))
     }
 }
 
@@ -182,15 +238,19 @@ struct TallyQueue {
 }
 
 impl Queue for TallyQueue {
-    async fn produce(&self, producer: usize, end: Instant) -> anyhow::Result<u64> {
+    async fn produce(&self, producer: usize, from: Instant, end: Instant) -> anyhow::Result<Produced> {
         let mut http = Http::new(&self.invoke_url)?;
-        let mut produced = 0;
+        let mut produced = Produced::default();
         let input = format!("produce {} {BATCH} {MESSAGE_BYTES}", self.queue);
         while Instant::now() < end {
-            let key = format!("{}-p{producer}-{produced}", self.queue);
+            let key = format!("{}-p{producer}-{}", self.queue, produced.count);
+            let start = Instant::now();
             let answer = json(&invoke(&mut http, &input, Some(&key)).await?)?;
+            if start >= from {
+                produced.calls_us.push(micros(start.elapsed()));
+            }
             ensure!(answer["pushed"] == BATCH, "{input} answered {answer}");
-            produced += BATCH;
+            produced.count += BATCH;
         }
         Ok(produced)
     }
@@ -202,11 +262,17 @@ impl Queue for TallyQueue {
         for n in 0.. {
             let after_producers = stopped.load(Ordering::SeqCst);
             let key = format!("{}-c{consumer}-{n}", self.queue);
+            let start = Instant::now();
             let answer = json(&invoke(&mut http, &input, Some(&key)).await?)?;
             // Delivered when the consumer's client has the answer, as with Redis.
             let (popped_us, done) = (now_us(), Instant::now());
             let (ids, pushed) = (answer["ids"].as_array(), answer["pushed_us"].as_array());
             let (Some(ids), Some(pushed)) = (ids, pushed) else { bail!("{input} answered {answer}") };
+            // A call that got messages (as Redis's, below).
+            if (from..end).contains(&start) && !ids.is_empty() {
+                consumed.calls_us.push(micros(done - start));
+                super::read_only::add_parts(&mut consumed.parts, &http.timing);
+            }
             if (from..end).contains(&done) {
                 let latency =
                     |t: &Value| t.as_u64().map_or(u32::MAX, |t| popped_us.saturating_sub(t).min(u32::MAX.into()) as u32);
@@ -228,16 +294,20 @@ struct RedisQueue {
 }
 
 impl Queue for RedisQueue {
-    async fn produce(&self, producer: usize, end: Instant) -> anyhow::Result<u64> {
+    async fn produce(&self, producer: usize, from: Instant, end: Instant) -> anyhow::Result<Produced> {
         let mut conn = RedisConn::connect(self.redis).await?;
-        let mut produced = 0;
+        let mut produced = Produced::default();
         while Instant::now() < end {
             // As the pipeline example's messages: push time, ID, hops, padding.
-            let mut message = format!("{} p{producer}:{produced} 0 ", now_us());
+            let mut message = format!("{} p{producer}:{} 0 ", now_us(), produced.count);
             message.extend(std::iter::repeat_n('x', MESSAGE_BYTES.saturating_sub(message.len())));
+            let start = Instant::now();
             let reply = conn.call(&[b"XADD", self.stream.as_bytes(), b"*", b"d", message.as_bytes()]).await?;
+            if start >= from {
+                produced.calls_us.push(micros(start.elapsed()));
+            }
             ensure!(matches!(reply, Resp::Bulk(Some(_))), "XADD answered {reply:?}");
-            produced += 1;
+            produced.count += 1;
         }
         Ok(produced)
     }
@@ -249,6 +319,7 @@ impl Queue for RedisQueue {
         let stream = self.stream.as_bytes();
         loop {
             let after_producers = stopped.load(Ordering::SeqCst);
+            let start = Instant::now();
             let reply = conn
                 .call(&[
                     b"XREADGROUP",
@@ -287,6 +358,9 @@ impl Queue for RedisQueue {
             }
             let acked = conn.call(&ack).await?;
             ensure!(acked == Resp::Integer(entries.len() as i64), "XACK of {} entries answered {acked:?}", entries.len());
+            if (from..end).contains(&start) {
+                consumed.calls_us.push(micros(start.elapsed()));
+            }
         }
     }
 }

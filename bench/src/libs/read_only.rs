@@ -145,7 +145,7 @@ pub async fn profile(report: &mut Report, url: &str, request: &str, users: u64, 
 }
 
 /// Adds each part of a `Server-Timing` value (`name;dur=<ms>, ...`) to `parts`, in µs.
-fn add_parts(parts: &mut BTreeMap<String, f64>, timing: &str) {
+pub(super) fn add_parts(parts: &mut BTreeMap<String, f64>, timing: &str) {
     for part in timing.split(", ") {
         if let Some((name, ms)) = part.split_once(";dur=") {
             *parts.entry(name.to_string()).or_default() += ms.parse::<f64>().unwrap_or(0.0) * 1000.0;
