@@ -641,14 +641,21 @@ async fn retwis(component: Vec<u8>, plan: &Plan, report: &mut Report) -> anyhow:
     Ok(())
 }
 
+/// A dev node (aux views on) with Retwis deployed and its users made: the `tally`
+/// target alone, for a profiler.
+async fn retwis_alone(component: Vec<u8>, plan: &Plan) -> anyhow::Result<(Node, Retwis)> {
+    let node = Node::start(true).await?;
+    let target = Retwis::tally("tally", &node, component, plan.users).await?;
+    Ok((node, target))
+}
+
 /// How long a profiler's window lasts.
 const PROFILE_WINDOW: Duration = Duration::from_secs(20);
 
 /// Retwis on the `tally` node alone at 32 clients for `PROFILE_WINDOW`, after a warmup:
 /// no other target shares the process's CPU while a profiler looks.
 async fn retwis_profile(component: Vec<u8>, plan: &Plan, report: &mut Report) -> anyhow::Result<()> {
-    let node = Node::start(true).await?;
-    let target = Retwis::tally("tally", &node, component, plan.users).await?;
+    let (node, target) = retwis_alone(component, plan).await?;
     let clients = RETWIS_CLIENTS[1];
     let pool = target.clients(clients, plan.users).await?;
     let pool = retwis_loop(pool, Duration::from_secs(2), Duration::ZERO, &mut RetwisSamples::default()).await?;
@@ -666,8 +673,7 @@ async fn retwis_profile(component: Vec<u8>, plan: &Plan, report: &mut Report) ->
 /// One read-only request of Retwis (`login`, `profile` or `timeline`), unkeyed, from one
 /// client on the `tally` target alone for `PROFILE_WINDOW`, after a warmup.
 async fn read_only_profile(component: Vec<u8>, request: &str, plan: &Plan, report: &mut Report) -> anyhow::Result<()> {
-    let node = Node::start(true).await?;
-    let target = Retwis::tally("tally", &node, component, plan.users).await?;
+    let (node, target) = retwis_alone(component, plan).await?;
     // Timelines full of tweets, as after the mix: 32 clients for a while.
     retwis_loop(
         target.clients(RETWIS_CLIENTS[1], plan.users).await?,

@@ -65,12 +65,7 @@ pub async fn run(
             let (name, is_retwis, keyed) = cases[i];
             let end = Instant::now() + slice;
             while Instant::now() < end {
-                let user = rng.next() % users;
-                let body = match name {
-                    "hello" => "hello".to_string(),
-                    "login" => format!("login {user} pw{user}"),
-                    other => format!("{other} {user}"),
-                };
+                let body = request_body(name, rng.next() % users);
                 sent += 1;
                 let key = keyed.then(|| format!("ro-{round}-{sent}"));
                 let http = if is_retwis { &mut retwis } else { &mut hello };
@@ -89,9 +84,7 @@ pub async fn run(
         let n = samples.len().max(1) as f64;
         let latencies = Latencies::new(samples);
         let case = format!("read-only {name}{}", if *keyed { " keyed" } else { "" });
-        for (part, metric) in PARTS {
-            report.record(&case, metric, round_to(parts.get(part).copied().unwrap_or(0.0) / n, 1), "us")?;
-        }
+        record_parts(report, &case, &parts, n)?;
         let p50 = latencies.percentile(50.0).unwrap_or(0) as f64;
         report.record(&case, "p50", p50, "us")?;
         report.record(&case, "p99", latencies.percentile(99.0).unwrap_or(0) as f64, "us")?;
@@ -118,11 +111,7 @@ pub async fn profile(report: &mut Report, url: &str, request: &str, users: u64, 
     let warm = Instant::now() + window / 10;
     let mut end = None;
     while end.is_none_or(|end| Instant::now() < end) {
-        let user = rng.next() % users;
-        let body = match request {
-            "login" => format!("login {user} pw{user}"),
-            other => format!("{other} {user}"),
-        };
+        let body = request_body(request, rng.next() % users);
         let start = Instant::now();
         let (status, answer) = http.post(body.as_bytes(), None, true).await?;
         let took = start.elapsed();
@@ -136,11 +125,25 @@ pub async fn profile(report: &mut Report, url: &str, request: &str, users: u64, 
         }
     }
     let case = format!("read-only {request} profile");
-    let n = samples.len().max(1) as f64;
-    for (part, metric) in PARTS {
-        report.record(&case, metric, round_to(parts.get(part).copied().unwrap_or(0.0) / n, 1), "us")?;
-    }
+    record_parts(report, &case, &parts, samples.len().max(1) as f64)?;
     report.record(&case, "p50", Latencies::new(samples).percentile(50.0).unwrap_or(0) as f64, "us")?;
+    Ok(())
+}
+
+/// The input of request `name` (`hello`'s, or one of Retwis's) for `user`.
+fn request_body(name: &str, user: u64) -> String {
+    match name {
+        "hello" => "hello".to_string(),
+        "login" => format!("login {user} pw{user}"),
+        other => format!("{other} {user}"),
+    }
+}
+
+/// Records the mean of each of [`PARTS`] over `n` requests whose parts summed to `parts`.
+fn record_parts(report: &mut Report, case: &str, parts: &BTreeMap<String, f64>, n: f64) -> anyhow::Result<()> {
+    for (part, metric) in PARTS {
+        report.record(case, metric, round_to(parts.get(part).copied().unwrap_or(0.0) / n, 1), "us")?;
+    }
     Ok(())
 }
 

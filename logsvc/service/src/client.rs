@@ -80,8 +80,14 @@ impl LogClient {
     /// [`LogBook`] methods' fast path); `None` if it takes the usual path, which also
     /// says why it is refused.
     fn read_in_place(&self, ctx: &mut Context, tag: Tag, request: Request) -> Option<Result<Option<LogRecord>>> {
-        self.check_tags([&tag]).and_then(|()| self.admit(&request)).ok()?;
+        self.may_read_in_place(tag, &request).then_some(())?;
         Some(self.call_now(ctx, &request)?.and_then(expect_read).map(|r| self.shown(r)))
+    }
+
+    /// Whether a read of `tag` may take the in-place path: refused ones take the usual
+    /// one, which says why.
+    fn may_read_in_place(&self, tag: Tag, request: &Request) -> bool {
+        self.check_tags([&tag]).and_then(|()| self.admit(request)).is_ok()
     }
 
     /// Partial mode (INDILOG): the engine's reads per path and its local indexes'
@@ -255,12 +261,10 @@ impl LogBook for LogClient {
         tag: Tag,
         max: SeqNum,
     ) -> BoxFuture<'a, LogResult<Option<SeqNum>>> {
-        let request = Request::ReadPrev { book, tag, max };
-        if self.check_tags([&tag]).and_then(|()| self.admit(&request)).is_ok() {
-            if let Some((seqnum, log, position)) = self.link.read_prev_seqnum_now(ctx, book, tag, max) {
-                ctx.advance(log, position);
-                return Box::pin(std::future::ready(Ok(seqnum)));
-            }
+        let in_place = self.may_read_in_place(tag, &Request::ReadPrev { book, tag, max });
+        if let Some((seqnum, log, position)) = in_place.then(|| self.link.read_prev_seqnum_now(ctx, book, tag, max)).flatten() {
+            ctx.advance(log, position);
+            return Box::pin(std::future::ready(Ok(seqnum)));
         }
         Box::pin(async move { Ok(LogClient::read_prev(self, ctx, book, tag, max).await?.map(|r| r.seqnum)) })
     }

@@ -4,6 +4,12 @@
 
 use super::*;
 
+/// Whether the caller's context names a term past the configuration's: nothing answers
+/// it in place (the submitted request says what is wrong).
+fn past_term(config: &Configuration, context: &Context) -> bool {
+    context.positions().iter().any(|p| p.term > config.current().term.0)
+}
+
 impl Engine {
     /// Serves the reads (and aux data) of `log` whose position the index has reached.
     pub(super) fn run_reads(&mut self, now: Micros, log: LogId) {
@@ -62,7 +68,7 @@ impl Engine {
             return None;
         }
         let config = self.config.as_ref()?;
-        if context.positions().iter().any(|p| p.term > config.current().term.0) {
+        if past_term(config, context) {
             return None;
         }
         let log = config.log_of(request.book());
@@ -101,7 +107,7 @@ impl Engine {
         max: SeqNum,
     ) -> Option<(Option<SeqNum>, LogId, MetalogPosition)> {
         let config = self.config.as_ref()?;
-        if config.partial() || context.positions().iter().any(|p| p.term > config.current().term.0) {
+        if config.partial() || past_term(config, context) {
             return None;
         }
         let log = config.log_of(book);
